@@ -1,0 +1,35 @@
+# m100: set-up, tests and the demo. Everything installs into .venv from scratch.
+PYTHON ?= python3
+VENV   ?= .venv
+PY     := $(VENV)/bin/python
+STAMP  := $(VENV)/.installed-stamp
+JOBS   ?= 2
+
+.PHONY: all demo test test-lit test-unit test-slow bench clean
+
+all: test
+
+$(STAMP): pyproject.toml setup.py
+	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install -q --disable-pip-version-check -e ".[test]"
+	touch $(STAMP)
+
+demo: $(STAMP)
+	$(PY) -m m100.tools.demo
+
+test: test-lit test-unit
+
+test-lit: $(STAMP)
+	PATH="$(CURDIR)/$(VENV)/bin:$$PATH" $(VENV)/bin/lit -q -j $(JOBS) test/lit
+
+test-unit: $(STAMP)
+	$(PY) -m pytest -q -n $(JOBS) -m "not slow" test
+
+test-slow: $(STAMP)
+	$(PY) -m pytest -q -n $(JOBS) -m slow test
+
+bench: $(STAMP)
+	$(PY) bench/run.py
+
+clean:
+	rm -rf $(VENV) build *.egg-info

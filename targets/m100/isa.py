@@ -1,0 +1,868 @@
+"""The TPB instruction set: plain Python objects, one frozen dataclass per instruction kind.
+
+No xDSL here: the interpreter (``sim/``) runs programs made of these objects without ever seeing the
+compiler. ``encoding.py`` turns them into bits, ``asm.py`` into text, ``program.py`` packs them into a
+program file; ``docs/isa.md`` documents every field.
+
+Core concepts
+-------------
+* :class:`Walk` -- one operand: a memory space (DDR, CCB SRAM, HBSM of TPB k), a base byte address, an
+  element type and up to ``machine.twu_max_levels`` Tensor-Walker levels, outermost first. Each
+  :class:`Level` is the paper's (Initial, Step, Final) triple, in *elements*: the level's Value counter
+  starts at Initial, advances by Step when the level inside it reaches its Final, and wraps to Initial
+  on the advance after it reached Final. The element offset of a beat is the sum of all Values; its byte
+  address is ``base + offset * bits // 8`` (for packed ``i4``, offset counts nibbles, low nibble first).
+  Model extension: a level with ``step == 0`` is a *repeat* level, contributing Initial for ``final``
+  beats (the paper's TWU cannot express a stride-0 repeat; broadcasts need it).
+  A walk produces the element sequence of a nested loop: its *shape* is the tuple of level counts.
+* Units read operands as *logical tensors*: the walk's element sequence reshaped row-major to the
+  logical shape the instruction names (``MatMul`` A is ``[m, k]`` ...), so walk levels and tensor rank
+  are independent (contiguous dimensions fold into one level).
+* :class:`Sync` -- the instruction's Synchronization Unit actions. ``blocks`` splits the instruction's
+  outermost logical dimension into equal blocks (see each kind); a :class:`Monitor` holds block ``b``
+  until ``counter >= expected + b * per_block`` (``per_block == 0``: only the start waits); an
+  :class:`Update` adds ``amount`` to a counter on every TPB of ``tpb_mask`` at the end of the
+  instruction (``Trigger.END``) or after each block (``Trigger.BLOCK``), once the writes are visible.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field, fields
+from enum import IntEnum
+from typing import ClassVar
+
+import numpy as np
+
+from .machine import Machine
+
+
+class IsaError(ValueError):
+    """An instruction that is not valid for the ISA or the machine (message names the field)."""
+
+
+# ----------------------------------------------------------------------------------------------
+# enums
+# ----------------------------------------------------------------------------------------------
+class Space(IntEnum):
+    DDR = 0
+    SRAM = 1  # CCB SRAM
+    HBSM = 2  # HBSM of TPB ``walk.tpb``
+
+
+class DType(IntEnum):
+    I8 = 0
+    I32 = 1
+    F16 = 2
+    BF16 = 3
+    F32 = 4
+    I4 = 5  # packed, two per byte, low nibble first (weights)
+
+    @property
+    def bits(self) -> int:
+        return _DTYPE_BITS[self]
+
+    @property
+    def is_float(self) -> bool:
+        return self in (DType.F16, DType.BF16, DType.F32)
+
+    @property
+    def is_int(self) -> bool:
+        return not self.is_float
+
+    @property
+    def short(self) -> str:
+        return self.name.lower()
+
+    @classmethod
+    def from_short(cls, s: str) -> DType:
+        try:
+            return cls[s.upper()]
+        except KeyError:
+            raise IsaError(f"unknown element type '{s}' "
+                           f"(known: {', '.join(d.short for d in cls)})") from None
+
+
+_DTYPE_BITS = {DType.I8: 8, DType.I32: 32, DType.F16: 16, DType.BF16: 16, DType.F32: 32, DType.I4: 4}
+
+
+class Unit(IntEnum):
+    TCU = 0
+    CVU = 1
+    DTDU = 2
+    CSU = 3
+    DMA = 4  # a CCB DMA engine
+
+
+class Trigger(IntEnum):
+    END = 0  # once, when the whole instruction's writes are visible
+    BLOCK = 1  # after each block's writes are visible
+
+
+class Act(IntEnum):
+    """TCU epilogue activation (also CVU unary ops of the same name)."""
+    NONE = 0
+    RELU = 1
+    GELU = 2  # erf form
+    SILU = 3
+    SIGMOID = 4
+    TANH = 5
+    CLAMP = 6  # clamp(x, clamp_lo, clamp_hi)
+
+
+class CvuOp(IntEnum):
+    # unary (1 arg)
+    COPY = 0
+    NEG = 1
+    ABS = 2
+    EXP = 3
+    LOG = 4
+    SQRT = 5
+    RSQRT = 6
+    RECIP = 7
+    RELU = 8
+    GELU = 9
+    SILU = 10
+    SIGMOID = 11
+    TANH = 12
+    SQUARE = 13
+    ERF = 14
+    FLOOR = 15
+    CEIL = 16
+    # binary (2 args, numpy broadcasting)
+    ADD = 32
+    SUB = 33
+    MUL = 34
+    DIV = 35
+    MAX = 36
+    MIN = 37
+    POW = 38
+    CMP_GT = 39  # 1.0 where a > b else 0.0
+    CMP_GE = 40
+    CMP_EQ = 41
+    # ternary
+    SELECT = 48  # args (cond, a, b): a where cond != 0 else b
+    # reductions along ``axis`` (keepdims)
+    RSUM = 64
+    RMAX = 65
+    RMIN = 66
+    RMEAN = 67
+    # fused idioms
+    SOFTMAX = 96  # along axis
+    LAYERNORM = 97  # args (x[, gamma[, beta]]), along axis, eps = fparam
+    RMSNORM = 98  # args (x[, gamma]), along axis, eps = fparam
+    MAXPOOL = 99  # x [N,H,W,C]; iparams (kh, kw, sh, sw, pad_t, pad_l, pad_b, pad_r)
+    AVGPOOL = 100  # same iparams; count_include_pad = iparams[8] if present (default 0)
+
+    @property
+    def arity(self) -> tuple[int, int]:
+        """(min, max) number of arguments."""
+        v = int(self)
+        if v < 32:
+            return (1, 1)
+        if v < 48:
+            return (2, 2)
+        if v < 64:
+            return (3, 3)
+        if v < 96:
+            return (1, 1)
+        if self is CvuOp.LAYERNORM:
+            return (1, 3)
+        if self is CvuOp.RMSNORM:
+            return (1, 2)
+        return (1, 1)
+
+
+class RefKind(IntEnum):
+    INPUT = 0  # the unit's input walk number ``index``
+    STAGE = 1  # the result of an earlier stage ``index`` (an intermediate buffer)
+    IMM = 2  # a scalar immediate ``imm``
+
+
+class Routine(IntEnum):
+    """CSU routine table (the cluster CPU's service routines); see docs/isa.md."""
+    GATHER = 0  # operands (table[V,D], indices[N], out[N,D]); params (V, D, N)
+    SCATTER = 1  # operands (updates[N,D], indices[N], table[V,D]); params (V, D, N)
+    TOPK = 2  # operands (x[R,L], values[R,K], indices[R,K] i32); params (R, L, K, largest)
+    ARGMAX = 3  # operands (x[R,L], out[R] i32); params (R, L)
+    MEMCPY = 4  # operands (src, dst) in any spaces (the GSDU); params ()
+
+
+ROUTINE_ARITY = {Routine.GATHER: (3, 3), Routine.SCATTER: (3, 3), Routine.TOPK: (3, 4),
+                 Routine.ARGMAX: (2, 2), Routine.MEMCPY: (0, 0)}
+ROUTINE_OPERANDS = {Routine.GATHER: 3, Routine.SCATTER: 3, Routine.TOPK: 3, Routine.ARGMAX: 2,
+                    Routine.MEMCPY: 2}
+
+
+# ----------------------------------------------------------------------------------------------
+# walks
+# ----------------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Level:
+    """One Tensor-Walker loop level: (Initial, Step, Final) in elements."""
+    initial: int
+    step: int
+    final: int
+
+    @property
+    def count(self) -> int:
+        if self.step == 0:
+            return self.final
+        return (self.final - self.initial) // self.step + 1
+
+    @property
+    def last(self) -> int:
+        return self.initial if self.step == 0 else self.final
+
+    def values(self) -> np.ndarray:
+        return self.initial + self.step * np.arange(self.count, dtype=np.int64)
+
+    def check(self) -> None:
+        if self.step == 0:
+            if self.final < 1:
+                raise IsaError(f"repeat level {self}: final (the repeat count) must be >= 1")
+            return
+        span = self.final - self.initial
+        if span % self.step or span // self.step < 0:
+            raise IsaError(f"level {self}: final - initial must be a non-negative multiple of step")
+
+    @staticmethod
+    def span(count: int, stride: int, start: int = 0) -> Level:
+        """The level that visits ``count`` values ``start, start + stride, ...``."""
+        if count < 1:
+            raise IsaError(f"a level must visit at least one value, not {count}")
+        if stride == 0 or count == 1:
+            return Level(start, 0, count) if count > 1 else Level(start, 1, start)
+        return Level(start, stride, start + stride * (count - 1))
+
+
+@dataclass(frozen=True)
+class Walk:
+    """An operand: memory space, base byte address, element type, TWU levels (outermost first)."""
+    space: Space
+    tpb: int
+    base: int
+    dtype: DType
+    levels: tuple[Level, ...]
+
+    @staticmethod
+    def strided(space: Space, tpb: int, base: int, dtype: DType, shape: tuple[int, ...],
+                strides: tuple[int, ...] | None = None, offset: int = 0) -> Walk:
+        """A walk over ``shape`` with element ``strides`` (row-major contiguous by default)."""
+        if strides is None:
+            strides = tuple(int(np.prod(shape[i + 1:], dtype=np.int64)) for i in range(len(shape)))
+        levels = [Level.span(n, s) for n, s in zip(shape, strides)]
+        if levels and offset:
+            levels[0] = Level(levels[0].initial + offset, levels[0].step,
+                              levels[0].final + (offset if levels[0].step else 0))
+        return Walk(Space(space), tpb, base, DType(dtype), tuple(levels))
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        return tuple(lv.count for lv in self.levels)
+
+    @property
+    def num_elements(self) -> int:
+        return math.prod(self.shape)
+
+    def offsets(self) -> np.ndarray:
+        """Element offsets of every beat in walk order (flat int64), by broadcasting the levels."""
+        if not self.levels:
+            return np.zeros(1, dtype=np.int64)
+        n = len(self.levels)
+        total = np.zeros((1,) * n, dtype=np.int64)
+        for i, lv in enumerate(self.levels):
+            shape = [1] * n
+            shape[i] = lv.count
+            total = total + lv.values().reshape(shape)
+        return total.reshape(-1)
+
+    def byte_addresses(self) -> np.ndarray:
+        """Byte address of every beat (for i4 the byte holding the nibble)."""
+        return self.base + (self.offsets() * self.dtype.bits) // 8
+
+    def offset_range(self) -> tuple[int, int]:
+        """(lowest, highest) element offset touched, computed from the levels (no enumeration)."""
+        lo = hi = 0
+        for lv in self.levels:
+            a, b = lv.initial, lv.last
+            lo += min(a, b)
+            hi += max(a, b)
+        return lo, hi
+
+    def byte_range(self) -> tuple[int, int]:
+        """[start, end) byte range touched (a bounding interval)."""
+        lo, hi = self.offset_range()
+        bits = self.dtype.bits
+        return self.base + (lo * bits) // 8, self.base + ((hi + 1) * bits + 7) // 8
+
+    def check(self, machine: Machine, what: str = "walk") -> None:
+        if len(self.levels) > machine.twu_max_levels:
+            raise IsaError(f"{what}: {len(self.levels)} TWU levels exceed the machine's budget of "
+                           f"{machine.twu_max_levels}")
+        lim = 1 << (machine.twu_field_bits - 1)
+        for lv in self.levels:
+            lv.check()
+            for v in (lv.initial, lv.step, lv.final):
+                if not -lim <= v < lim:
+                    raise IsaError(f"{what}: level field {v} does not fit the TWU's "
+                                   f"{machine.twu_field_bits}-bit registers")
+        if self.base < 0:
+            raise IsaError(f"{what}: negative base address {self.base}")
+        start, end = self.byte_range()
+        size = space_size(machine, self.space)
+        if start < 0 or end > size:
+            raise IsaError(f"{what}: bytes [{start}, {end}) fall outside {self.space.name} "
+                           f"(size {size})")
+        if self.space is Space.HBSM:
+            machine.check_tpb(self.tpb)
+        elif self.tpb != 0:
+            raise IsaError(f"{what}: a {self.space.name} walk must have tpb 0, not {self.tpb}")
+
+
+def space_size(machine: Machine, space: Space) -> int:
+    return {Space.DDR: machine.ddr_bytes, Space.SRAM: machine.ccb_sram_bytes,
+            Space.HBSM: machine.hbsm_bytes}[space]
+
+
+# ----------------------------------------------------------------------------------------------
+# sync
+# ----------------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Monitor:
+    """Wait until SU counter ``counter`` of TPB ``tpb`` is >= ``expected + block * per_block``."""
+    tpb: int
+    counter: int
+    expected: int
+    per_block: int = 0
+
+
+@dataclass(frozen=True)
+class Update:
+    """Add ``amount`` to SU counter ``counter`` on every TPB of ``tpb_mask``."""
+    counter: int
+    tpb_mask: int
+    amount: int = 1
+    trigger: Trigger = Trigger.END
+
+
+@dataclass(frozen=True)
+class Sync:
+    blocks: int = 1
+    monitors: tuple[Monitor, ...] = ()
+    updates: tuple[Update, ...] = ()
+
+    def check(self, machine: Machine, own_tpb: int | None) -> None:
+        if self.blocks < 1:
+            raise IsaError(f"sync: blocks must be >= 1, not {self.blocks}")
+        for m in self.monitors:
+            machine.check_tpb(m.tpb)
+            if own_tpb is not None and m.tpb != own_tpb:
+                raise IsaError(f"sync: a TPB unit monitors its own SU only (TPB {own_tpb}), "
+                               f"not TPB {m.tpb}")
+            _check_counter(machine, m.counter)
+            if not 0 <= m.expected <= machine.su_counter_max or m.per_block < 0:
+                raise IsaError(f"sync: monitor {m} has an expected value outside the counter range")
+            if m.expected + (self.blocks - 1) * m.per_block > machine.su_counter_max:
+                raise IsaError(f"sync: monitor {m} expects more than a counter can hold")
+        for u in self.updates:
+            _check_counter(machine, u.counter)
+            if u.tpb_mask <= 0 or u.tpb_mask & ~machine.all_tpbs_mask:
+                raise IsaError(f"sync: update of counter {u.counter} has TPB mask {u.tpb_mask:#x} "
+                               f"naming no TPB or a TPB the machine does not have")
+            if u.amount < 1 or u.amount > machine.su_counter_max:
+                raise IsaError(f"sync: update amount {u.amount} out of range")
+
+
+def _check_counter(machine: Machine, c: int) -> None:
+    if not 0 <= c < machine.su_counters:
+        raise IsaError(f"sync: counter {c} out of range (the SU has {machine.su_counters} counters)")
+
+
+def mask_of(*tpbs: int) -> int:
+    m = 0
+    for t in tpbs:
+        m |= 1 << t
+    return m
+
+
+def tpbs_of(mask: int) -> list[int]:
+    return [i for i in range(mask.bit_length()) if mask >> i & 1]
+
+
+# ----------------------------------------------------------------------------------------------
+# instructions
+# ----------------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Requant:
+    """int32 -> int8 requantization: ``clamp(((x * multiplier) >> shift, rounded) + zero_point)``.
+
+    ``x * multiplier`` is exact (int64), the shift is arithmetic with round-half-up
+    (``(p + (1 << (shift - 1))) >> shift``; no rounding term when shift == 0), then the zero point is
+    added and the result saturated to ``[qmin, qmax]``. ``per_channel``, if given, is an i32 walk of
+    ``[F, 2]`` (multiplier, shift) pairs that replaces the per-tensor values per output channel.
+    """
+    multiplier: int = 1
+    shift: int = 0
+    zero_point: int = 0
+    qmin: int = -128
+    qmax: int = 127
+    per_channel: Walk | None = None
+
+
+@dataclass(frozen=True)
+class Epilogue:
+    """TCU non-linear pipeline: accumulator (+ bias) -> activation -> (requantize)."""
+    bias: Walk | None = None  # [F] in the accumulator type (i32 or f32)
+    act: Act = Act.NONE
+    clamp_lo: float = 0.0
+    clamp_hi: float = 0.0
+    requant: Requant | None = None
+
+
+@dataclass(frozen=True)
+class Ref:
+    """A CVU stage argument: an input walk, an earlier stage's result, or an immediate."""
+    kind: RefKind
+    index: int = 0
+    imm: float = 0.0
+
+
+@dataclass(frozen=True)
+class Stage:
+    op: CvuOp
+    args: tuple[Ref, ...]
+    axis: int = -1
+    fparam: float = 0.0
+    iparams: tuple[int, ...] = ()
+
+
+class Instruction:
+    """Base of every instruction kind. ``UNIT`` and ``OPCODE`` identify the kind."""
+    UNIT: ClassVar[Unit]
+    OPCODE: ClassVar[int]
+    MNEMONIC: ClassVar[str]
+    sync: Sync
+
+    @property
+    def executor(self) -> tuple[Unit, int]:
+        """(unit, TPB index) -- or (DMA, engine) for CCB DMA."""
+        return (self.UNIT, getattr(self, "tpb"))
+
+    def walks(self) -> list[tuple[str, Walk, bool]]:
+        """Every operand walk as (field name, walk, is_written)."""
+        out: list[tuple[str, Walk, bool]] = []
+        for f in fields(self):  # type: ignore[arg-type]
+            v = getattr(self, f.name)
+            if isinstance(v, Walk):
+                out.append((f.name, v, f.name in self.WRITES))
+            elif isinstance(v, tuple) and v and isinstance(v[0], Walk):
+                for i, w in enumerate(v):
+                    out.append((f"{f.name}[{i}]", w, f.name in self.WRITES and
+                                self._tuple_written(f.name, i)))
+            elif isinstance(v, Epilogue):
+                if v.bias is not None:
+                    out.append(("bias", v.bias, False))
+                if v.requant is not None and v.requant.per_channel is not None:
+                    out.append(("requant.per_channel", v.requant.per_channel, False))
+        return out
+
+    WRITES: ClassVar[frozenset[str]] = frozenset()
+
+    def _tuple_written(self, name: str, i: int) -> bool:
+        return True
+
+    def check(self, machine: Machine) -> None:
+        """Raise :class:`IsaError` if the instruction is not valid on ``machine``."""
+        unit, idx = self.executor
+        if unit is Unit.DMA:
+            if not 0 <= idx < machine.ccb_dma_engines:
+                raise IsaError(f"{self.MNEMONIC}: DMA engine {idx} does not exist "
+                               f"(the CCB has {machine.ccb_dma_engines})")
+            self.sync.check(machine, None)
+        else:
+            machine.check_tpb(idx)
+            self.sync.check(machine, idx)
+        for name, w, _ in self.walks():
+            w.check(machine, f"{self.MNEMONIC} operand '{name}'")
+        self._check(machine)
+
+    def _check(self, machine: Machine) -> None:
+        pass
+
+
+def _need(cond: bool, msg: str) -> None:
+    if not cond:
+        raise IsaError(msg)
+
+
+def _need_elems(name: str, w: Walk, shape: tuple[int, ...], mnem: str) -> None:
+    n = math.prod(shape)
+    _need(w.num_elements == n, f"{mnem}: operand '{name}' walks {w.num_elements} elements but the "
+                               f"logical shape {list(shape)} has {n}")
+
+
+def _check_tcu_types(mn: str, a: DType, b: DType, acc_out: DType, ep: Epilogue,
+                     accumulate: bool) -> None:
+    if a.is_int:
+        _need(a is DType.I8 and b in (DType.I8, DType.I4),
+              f"{mn}: integer TCU operands must be i8 x i8 or i8 x i4, got {a.short} x {b.short}")
+        if ep.requant is not None:
+            _need(acc_out is DType.I8, f"{mn}: a requantized result must be i8, not {acc_out.short}")
+            _need(not accumulate, f"{mn}: accumulate needs the raw i32 result, not a requantized one")
+        else:
+            _need(acc_out is DType.I32, f"{mn}: an integer result without requant must be i32")
+        _need(ep.act in (Act.NONE, Act.RELU, Act.CLAMP),
+              f"{mn}: integer epilogues support none/relu/clamp, not {ep.act.name.lower()}")
+        if ep.bias is not None:
+            _need(ep.bias.dtype is DType.I32, f"{mn}: an integer bias must be i32")
+    else:
+        _need(b.is_float and (a == b or b is DType.I4 or {a, b} <= {DType.F16, DType.BF16}),
+              f"{mn}: float TCU operands must share a type (or use i4 weights), "
+              f"got {a.short} x {b.short}")
+        _need(acc_out.is_float, f"{mn}: a float matmul writes a float result, not {acc_out.short}")
+        _need(ep.requant is None, f"{mn}: requantization applies to integer matmuls only")
+        if accumulate:
+            _need(acc_out is DType.F32, f"{mn}: accumulate needs an f32 result")
+        if ep.bias is not None:
+            _need(ep.bias.dtype is DType.F32, f"{mn}: a float bias must be f32")
+
+
+@dataclass(frozen=True)
+class MatMul(Instruction):
+    """TCU: ``C[m,n] (+)= A[m,k] @ B[k,n]``, then the epilogue. Blocks split ``m``."""
+    UNIT: ClassVar[Unit] = Unit.TCU
+    OPCODE: ClassVar[int] = 0x01
+    MNEMONIC: ClassVar[str] = "tcu.matmul"
+    WRITES: ClassVar[frozenset[str]] = frozenset({"c"})
+    tpb: int
+    a: Walk
+    b: Walk
+    c: Walk
+    m: int
+    n: int
+    k: int
+    accumulate: bool = False
+    epilogue: Epilogue = Epilogue()
+    sync: Sync = Sync()
+
+    def _check(self, machine: Machine) -> None:
+        mn = self.MNEMONIC
+        _need(min(self.m, self.n, self.k) >= 1, f"{mn}: m, n, k must be >= 1")
+        _need_elems("a", self.a, (self.m, self.k), mn)
+        _need_elems("b", self.b, (self.k, self.n), mn)
+        _need_elems("c", self.c, (self.m, self.n), mn)
+        _check_tcu_types(mn, self.a.dtype, self.b.dtype, self.c.dtype, self.epilogue,
+                         self.accumulate)
+        _check_epilogue_shapes(mn, self.epilogue, self.n)
+        _need(self.m % self.sync.blocks == 0, f"{mn}: blocks ({self.sync.blocks}) must divide m")
+        for nm, w in (("a", self.a), ("b", self.b), ("c", self.c)):
+            _need(w.space is Space.HBSM and w.tpb == self.tpb,
+                  f"{mn}: operand '{nm}' must be in the HBSM of TPB {self.tpb}")
+
+
+def _check_epilogue_shapes(mn: str, ep: Epilogue, f: int) -> None:
+    if ep.bias is not None:
+        _need_elems("bias", ep.bias, (f,), mn)
+    if ep.requant is not None:
+        rq = ep.requant
+        _need(0 <= rq.shift < 64, f"{mn}: requant shift must be in [0, 63]")
+        _need(rq.qmin <= rq.qmax, f"{mn}: requant qmin > qmax")
+        if rq.per_channel is not None:
+            _need(rq.per_channel.dtype is DType.I32, f"{mn}: per-channel requant params must be i32")
+            _need_elems("requant.per_channel", rq.per_channel, (f, 2), mn)
+    if ep.act is Act.CLAMP:
+        _need(ep.clamp_lo <= ep.clamp_hi, f"{mn}: clamp_lo > clamp_hi")
+
+
+@dataclass(frozen=True)
+class Conv2D(Instruction):
+    """TCU: NHWC convolution. x ``[n,h,w,c]``, w ``[kh,kw,c/groups,f]``, y ``[n,oh,ow,f]``.
+
+    Padding is applied by the TCU's input walker (zeros, or the zero point for int8 inputs is *not*
+    applied: pad values are 0). Blocks split the ``n * oh`` output rows.
+    """
+    UNIT: ClassVar[Unit] = Unit.TCU
+    OPCODE: ClassVar[int] = 0x02
+    MNEMONIC: ClassVar[str] = "tcu.conv2d"
+    WRITES: ClassVar[frozenset[str]] = frozenset({"y"})
+    tpb: int
+    x: Walk
+    w: Walk
+    y: Walk
+    n: int
+    h: int
+    width: int
+    c: int
+    f: int
+    kh: int
+    kw: int
+    stride: tuple[int, int] = (1, 1)
+    pad: tuple[int, int, int, int] = (0, 0, 0, 0)  # top, left, bottom, right
+    dilation: tuple[int, int] = (1, 1)
+    groups: int = 1
+    accumulate: bool = False
+    epilogue: Epilogue = Epilogue()
+    sync: Sync = Sync()
+
+    @property
+    def out_hw(self) -> tuple[int, int]:
+        (sh, sw), (dh, dw) = self.stride, self.dilation
+        pt, pl, pb, pr = self.pad
+        oh = (self.h + pt + pb - dh * (self.kh - 1) - 1) // sh + 1
+        ow = (self.width + pl + pr - dw * (self.kw - 1) - 1) // sw + 1
+        return oh, ow
+
+    def _check(self, machine: Machine) -> None:
+        mn = self.MNEMONIC
+        _need(min(self.n, self.h, self.width, self.c, self.f, self.kh, self.kw) >= 1,
+              f"{mn}: every size must be >= 1")
+        _need(min(self.stride + self.dilation) >= 1 and min(self.pad) >= 0,
+              f"{mn}: strides/dilations must be >= 1 and pads >= 0")
+        _need(self.groups >= 1 and self.c % self.groups == 0 and self.f % self.groups == 0,
+              f"{mn}: groups ({self.groups}) must divide c ({self.c}) and f ({self.f})")
+        oh, ow = self.out_hw
+        _need(oh >= 1 and ow >= 1, f"{mn}: the window does not fit the padded input")
+        _need_elems("x", self.x, (self.n, self.h, self.width, self.c), mn)
+        _need_elems("w", self.w, (self.kh, self.kw, self.c // self.groups, self.f), mn)
+        _need_elems("y", self.y, (self.n, oh, ow, self.f), mn)
+        _check_tcu_types(mn, self.x.dtype, self.w.dtype, self.y.dtype, self.epilogue,
+                         self.accumulate)
+        _check_epilogue_shapes(mn, self.epilogue, self.f)
+        _need((self.n * oh) % self.sync.blocks == 0,
+              f"{mn}: blocks ({self.sync.blocks}) must divide n*oh ({self.n * oh})")
+        for nm, w in (("x", self.x), ("w", self.w), ("y", self.y)):
+            _need(w.space is Space.HBSM and w.tpb == self.tpb,
+                  f"{mn}: operand '{nm}' must be in the HBSM of TPB {self.tpb}")
+
+
+@dataclass(frozen=True)
+class CvuPipeline(Instruction):
+    """CVU: a pipeline of stages over logical tensors; the last stage's result is written.
+
+    Input ``i`` is ``inputs[i]`` read as ``in_shapes[i]`` (compute in f32). Stage args refer to
+    inputs, earlier stages or immediates; binary ops broadcast numpy-style; reductions keep dims.
+    The last stage must produce ``out_shape``; it is converted to the output walk's type (round to
+    nearest even, saturating for integers). Blocks split ``out_shape[0]``.
+    """
+    UNIT: ClassVar[Unit] = Unit.CVU
+    OPCODE: ClassVar[int] = 0x10
+    MNEMONIC: ClassVar[str] = "cvu.pipeline"
+    WRITES: ClassVar[frozenset[str]] = frozenset({"output"})
+    tpb: int
+    inputs: tuple[Walk, ...]
+    in_shapes: tuple[tuple[int, ...], ...]
+    output: Walk
+    out_shape: tuple[int, ...]
+    stages: tuple[Stage, ...]
+    sync: Sync = Sync()
+
+    def _tuple_written(self, name: str, i: int) -> bool:
+        return False
+
+    def _check(self, machine: Machine) -> None:
+        mn = self.MNEMONIC
+        _need(len(self.inputs) == len(self.in_shapes), f"{mn}: one shape per input walk")
+        _need(1 <= len(self.stages) <= machine.cvu_max_stages,
+              f"{mn}: 1..{machine.cvu_max_stages} stages, got {len(self.stages)}")
+        for i, (w, s) in enumerate(zip(self.inputs, self.in_shapes)):
+            _need_elems(f"inputs[{i}]", w, s, mn)
+        _need_elems("output", self.output, self.out_shape, mn)
+        for si, st in enumerate(self.stages):
+            lo, hi = st.op.arity
+            _need(lo <= len(st.args) <= hi,
+                  f"{mn}: stage {si} ({st.op.name.lower()}) takes {lo}..{hi} args, got {len(st.args)}")
+            for r in st.args:
+                if r.kind is RefKind.INPUT:
+                    _need(0 <= r.index < len(self.inputs), f"{mn}: stage {si} reads input "
+                                                           f"{r.index}, which does not exist")
+                elif r.kind is RefKind.STAGE:
+                    _need(0 <= r.index < si, f"{mn}: stage {si} reads stage {r.index}, "
+                                             "which is not an earlier stage")
+        _need(bool(self.out_shape) and self.out_shape[0] % self.sync.blocks == 0,
+              f"{mn}: blocks ({self.sync.blocks}) must divide out_shape[0]")
+        for nm, w, _ in self.walks():
+            _need(w.space is Space.HBSM and w.tpb == self.tpb,
+                  f"{mn}: operand '{nm}' must be in the HBSM of TPB {self.tpb}")
+
+
+@dataclass(frozen=True)
+class Copy(Instruction):
+    """DTDU: copy the src element sequence to dst (converting the type if they differ).
+
+    dst may be in another TPB's HBSM (a remote write over the mesh). Blocks split the sequence.
+    """
+    UNIT: ClassVar[Unit] = Unit.DTDU
+    OPCODE: ClassVar[int] = 0x20
+    MNEMONIC: ClassVar[str] = "dtdu.copy"
+    WRITES: ClassVar[frozenset[str]] = frozenset({"dst"})
+    tpb: int
+    src: Walk
+    dst: Walk
+    sync: Sync = Sync()
+
+    def _check(self, machine: Machine) -> None:
+        mn = self.MNEMONIC
+        _need(self.src.num_elements == self.dst.num_elements,
+              f"{mn}: src walks {self.src.num_elements} elements, dst {self.dst.num_elements}")
+        _need(self.src.space is Space.HBSM and self.src.tpb == self.tpb,
+              f"{mn}: src must be in the HBSM of TPB {self.tpb}")
+        _need(self.dst.space is Space.HBSM, f"{mn}: dst must be in an HBSM")
+        _need(self.src.num_elements % self.sync.blocks == 0,
+              f"{mn}: blocks ({self.sync.blocks}) must divide the element count")
+
+
+@dataclass(frozen=True)
+class Fill(Instruction):
+    """DTDU: write ``value`` (converted to dst's type) at every beat of dst."""
+    UNIT: ClassVar[Unit] = Unit.DTDU
+    OPCODE: ClassVar[int] = 0x21
+    MNEMONIC: ClassVar[str] = "dtdu.fill"
+    WRITES: ClassVar[frozenset[str]] = frozenset({"dst"})
+    tpb: int
+    dst: Walk
+    value: float
+    sync: Sync = Sync()
+
+    def _check(self, machine: Machine) -> None:
+        _need(self.dst.space is Space.HBSM and self.dst.tpb == self.tpb,
+              f"{self.MNEMONIC}: dst must be in the HBSM of TPB {self.tpb}")
+        _need(math.isfinite(self.value), f"{self.MNEMONIC}: fill value must be finite")
+        _need(self.dst.num_elements % self.sync.blocks == 0,
+              f"{self.MNEMONIC}: blocks ({self.sync.blocks}) must divide the element count")
+
+
+@dataclass(frozen=True)
+class Broadcast(Instruction):
+    """DTDU: copy src into the HBSM of every TPB of ``tpb_mask`` at dst's addresses (dst.tpb
+    is ignored and must equal the executing TPB)."""
+    UNIT: ClassVar[Unit] = Unit.DTDU
+    OPCODE: ClassVar[int] = 0x22
+    MNEMONIC: ClassVar[str] = "dtdu.broadcast"
+    WRITES: ClassVar[frozenset[str]] = frozenset({"dst"})
+    tpb: int
+    src: Walk
+    dst: Walk
+    tpb_mask: int
+    sync: Sync = Sync()
+
+    def _check(self, machine: Machine) -> None:
+        mn = self.MNEMONIC
+        _need(self.src.num_elements == self.dst.num_elements,
+              f"{mn}: src walks {self.src.num_elements} elements, dst {self.dst.num_elements}")
+        _need(self.src.space is Space.HBSM and self.src.tpb == self.tpb
+              and self.dst.space is Space.HBSM and self.dst.tpb == self.tpb,
+              f"{mn}: src and dst must be HBSM walks of TPB {self.tpb}")
+        _need(0 < self.tpb_mask and not self.tpb_mask & ~machine.all_tpbs_mask,
+              f"{mn}: TPB mask {self.tpb_mask:#x} names no TPB or a missing TPB")
+        _need(self.src.num_elements % self.sync.blocks == 0,
+              f"{mn}: blocks ({self.sync.blocks}) must divide the element count")
+
+
+@dataclass(frozen=True)
+class CsuCall(Instruction):
+    """CSU: interrupt the cluster CPU to run routine ``routine`` (table in docs/isa.md)."""
+    UNIT: ClassVar[Unit] = Unit.CSU
+    OPCODE: ClassVar[int] = 0x30
+    MNEMONIC: ClassVar[str] = "csu.call"
+    WRITES: ClassVar[frozenset[str]] = frozenset({"operands"})
+    tpb: int
+    routine: Routine
+    operands: tuple[Walk, ...]
+    params: tuple[int, ...] = ()
+    sync: Sync = Sync()
+
+    def _tuple_written(self, name: str, i: int) -> bool:
+        r = self.routine
+        if r is Routine.GATHER:
+            return i == 2
+        if r is Routine.SCATTER:
+            return i == 2
+        if r is Routine.TOPK:
+            return i in (1, 2)
+        if r is Routine.ARGMAX:
+            return i == 1
+        return i == 1  # MEMCPY
+
+    def _check(self, machine: Machine) -> None:
+        mn = f"{self.MNEMONIC} {self.routine.name.lower()}"
+        want = ROUTINE_OPERANDS[self.routine]
+        _need(len(self.operands) == want, f"{mn}: takes {want} operands, got {len(self.operands)}")
+        lo, hi = ROUTINE_ARITY[self.routine]
+        _need(lo <= len(self.params) <= hi, f"{mn}: takes {lo}..{hi} params, got {len(self.params)}")
+        ops, p = self.operands, self.params
+        if self.routine in (Routine.GATHER, Routine.SCATTER):
+            v, d, n = p
+            tab, idx = (ops[0], ops[1]) if self.routine is Routine.GATHER else (ops[2], ops[1])
+            data = ops[2] if self.routine is Routine.GATHER else ops[0]
+            _need_elems("table", tab, (v, d), mn)
+            _need_elems("indices", idx, (n,), mn)
+            _need_elems("rows", data, (n, d), mn)
+            _need(idx.dtype is DType.I32, f"{mn}: indices must be i32")
+        elif self.routine is Routine.TOPK:
+            r, ln, k = p[:3]
+            _need(1 <= k <= ln, f"{mn}: k must be in [1, {ln}]")
+            _need_elems("x", ops[0], (r, ln), mn)
+            _need_elems("values", ops[1], (r, k), mn)
+            _need_elems("indices", ops[2], (r, k), mn)
+            _need(ops[2].dtype is DType.I32, f"{mn}: indices must be i32")
+        elif self.routine is Routine.ARGMAX:
+            r, ln = p
+            _need_elems("x", ops[0], (r, ln), mn)
+            _need_elems("out", ops[1], (r,), mn)
+            _need(ops[1].dtype is DType.I32, f"{mn}: argmax output must be i32")
+        else:
+            _need(ops[0].num_elements == ops[1].num_elements,
+                  f"{mn}: src and dst element counts differ")
+        _need(self.sync.blocks == 1, f"{mn}: CSU routines run as one block")
+
+
+@dataclass(frozen=True)
+class Dma(Instruction):
+    """CCB DMA on engine ``engine``: copy src to dst between DDR, CCB SRAM and HBSM.
+
+    With ``tpb_mask != 0`` dst must be an HBSM walk and is written into the HBSM of every TPB in the
+    mask at the same addresses (a DRB broadcast); dst.tpb is then ignored (must be 0). Blocks split
+    the element sequence. Monitors may name any TPB's counter.
+    """
+    UNIT: ClassVar[Unit] = Unit.DMA
+    OPCODE: ClassVar[int] = 0x40
+    MNEMONIC: ClassVar[str] = "ccb.dma"
+    WRITES: ClassVar[frozenset[str]] = frozenset({"dst"})
+    engine: int
+    src: Walk
+    dst: Walk
+    tpb_mask: int = 0
+    sync: Sync = Sync()
+
+    @property
+    def executor(self) -> tuple[Unit, int]:
+        return (Unit.DMA, self.engine)
+
+    def _check(self, machine: Machine) -> None:
+        mn = self.MNEMONIC
+        _need(self.src.num_elements == self.dst.num_elements,
+              f"{mn}: src walks {self.src.num_elements} elements, dst {self.dst.num_elements}")
+        _need(self.src.dtype == self.dst.dtype, f"{mn}: DMA does not convert types "
+                                                f"({self.src.dtype.short} -> {self.dst.dtype.short})")
+        if self.tpb_mask:
+            _need(self.dst.space is Space.HBSM and self.dst.tpb == 0,
+                  f"{mn}: a broadcast DMA writes HBSM with dst tpb 0")
+            _need(not self.tpb_mask & ~machine.all_tpbs_mask,
+                  f"{mn}: TPB mask {self.tpb_mask:#x} names a TPB the machine does not have")
+        _need(self.src.num_elements % self.sync.blocks == 0,
+              f"{mn}: blocks ({self.sync.blocks}) must divide the element count")
+
+    def dst_tpbs(self) -> list[int]:
+        return tpbs_of(self.tpb_mask) if self.tpb_mask else (
+            [self.dst.tpb] if self.dst.space is Space.HBSM else [])
+
+
+INSTRUCTION_KINDS: tuple[type[Instruction], ...] = (MatMul, Conv2D, CvuPipeline, Copy, Fill,
+                                                    Broadcast, CsuCall, Dma)
+BY_OPCODE: dict[int, type[Instruction]] = {k.OPCODE: k for k in INSTRUCTION_KINDS}
+BY_MNEMONIC: dict[str, type[Instruction]] = {k.MNEMONIC: k for k in INSTRUCTION_KINDS}
+
+__all__ = [n for n in dir() if not n.startswith("_") and n not in ("annotations", "math", "np",
+                                                                    "dataclass", "field", "fields",
+                                                                    "IntEnum", "ClassVar")]

@@ -1,0 +1,265 @@
+"""The M100 machine description: every hardware number the compiler and the interpreter use.
+
+This is the single source of hardware parameters (like mlir-aie's AIETargetModel). Passes, the cost
+model, the encoder and the interpreter ask a :class:`Machine` for sizes; a literal such as the HBSM
+size or the number of banks anywhere else is a bug.
+
+Numbers come from the M100 paper where published ("paper") and are this project's defaults otherwise
+("model"); see ``shared/M100.md``. Presets:
+
+* ``m100``      : the full NPU, 14 clusters x 4 TPBs = 56 TPBs.
+* ``m100-12c``  : 12 clusters (the paper's experiments).
+* ``tiny``      : 1 cluster, 2 TPBs, 64 KiB HBSM, 16 counters (fast tests).
+
+A machine can be loaded from a JSON or TOML override file::
+
+    {"base": "m100", "name": "m100-8c", "clusters": 8}
+
+Every machine has a stable :meth:`Machine.fingerprint` (a 64-bit hash of all its fields) that a
+program file records, so a binary is never run on a machine it was not compiled for.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import tomllib
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+KIB = 1024
+MIB = 1024 * KIB
+GIB = 1024 * MIB
+
+
+class MachineError(ValueError):
+    """A machine name or override file that does not describe a valid machine."""
+
+
+@dataclass(frozen=True)
+class Machine:
+    """All hardware parameters of one M100 configuration (immutable)."""
+
+    name: str = "m100"
+
+    # --- hierarchy (paper) -------------------------------------------------------------------
+    clusters: int = 14
+    tpbs_per_cluster: int = 4
+    clock_hz: float = 1.5e9  # model
+
+    # --- HBSM, per TPB (paper) ---------------------------------------------------------------
+    hbsm_bytes: int = 2 * MIB
+    hbsm_banks: int = 32
+    hbsm_bank_width: int = 32  # bytes per bank per cycle; also the interleave granule
+    hbsm_ports: int = 8  # requester ports, round-robin arbitration
+    hbsm_latency: int = 20  # cycles
+
+    # --- sync unit (model) -------------------------------------------------------------------
+    su_counters: int = 64  # counters per TPB
+    su_counter_bits: int = 32
+    remote_update_latency: int = 16  # cycles, intra-cluster (model)
+    remote_update_latency_inter: int = 48  # cycles, across clusters (model)
+
+    # --- tensor walker (paper semantics; level budget is model) -----------------------------
+    twu_max_levels: int = 6
+    twu_field_bits: int = 32  # width of Initial/Step/Final registers (model)
+
+    # --- TCU (paper) ---------------------------------------------------------------------------
+    tcu_rows: int = 8  # 8 x 64 MAC array ...
+    tcu_cols: int = 64
+    tcu_dot: int = 4  # ... each MAC a 4-element dot product per cycle
+    tcu_tile_m: int = 32  # 32x32 @ 32x64 in 32 cycles: the natural TCU tile
+    tcu_tile_k: int = 32
+    tcu_tile_n: int = 64
+    tcu_act_bytes_per_cycle: int = 32
+    tcu_weight_bytes_per_cycle: int = 64
+    tcu_pipeline_latency: int = 24  # cycles from first operand to first result (model)
+    # MAC rate relative to int8 (model): fp16/bf16 1/4, fp32 1/16, int4 weights dequantised on the fly
+    tcu_rate_i8: float = 1.0
+    tcu_rate_i4: float = 1.0
+    tcu_rate_f16: float = 0.25
+    tcu_rate_bf16: float = 0.25
+    tcu_rate_f32: float = 1.0 / 16
+
+    # --- CVU / DTDU (model) -----------------------------------------------------------------
+    cvu_bytes_per_cycle: int = 64  # per pipeline stage
+    cvu_stage_latency: int = 8
+    cvu_max_stages: int = 8
+    dtdu_bytes_per_cycle: int = 64
+
+    # --- CSU (model) ----------------------------------------------------------------------------
+    csu_overhead_cycles: int = 2000
+    csu_max_requesters: int = 4  # TPBs that may request the cluster CPU at once
+    csu_bytes_per_cycle: int = 16  # scalar/vector routine throughput on the cluster CPU
+
+    # --- memory system and interconnect (paper unless noted) ---------------------------------
+    ddr_bytes: int = 64 * GIB
+    ddr_bandwidth: float = 273e9  # bytes/s, 8 LPDDR5X channels
+    ddr_latency: int = 200  # cycles (model)
+    axi_masters: int = 2
+    axi_bandwidth: float = 128e9  # bytes/s per AXI master
+    ccb_sram_bytes: int = 32 * MIB
+    ccb_sram_banks: int = 4
+    ccb_sram_interleave: int = 4 * KIB
+    ccb_dma_engines: int = 2
+    ccb_cores: int = 4
+    ccb_sram_bandwidth: float = 256e9  # bytes/s (model)
+    mesh_bandwidth: float = 256e9  # bytes/s per node pair
+    drb_bandwidth: float = 256e9  # bytes/s aggregate
+    icb_bits_per_cycle: int = 64
+    dma_setup_cycles: int = 32  # model
+
+    # ------------------------------------------------------------------------------------------
+    @property
+    def num_tpbs(self) -> int:
+        return self.clusters * self.tpbs_per_cluster
+
+    def cluster_of(self, tpb: int) -> int:
+        self.check_tpb(tpb)
+        return tpb // self.tpbs_per_cluster
+
+    def check_tpb(self, tpb: int) -> None:
+        if not 0 <= tpb < self.num_tpbs:
+            raise MachineError(f"TPB {tpb} does not exist on machine '{self.name}' "
+                               f"({self.num_tpbs} TPBs)")
+
+    @property
+    def all_tpbs_mask(self) -> int:
+        return (1 << self.num_tpbs) - 1
+
+    @property
+    def tcu_macs_per_cycle_i8(self) -> int:
+        """Peak int8 MACs per cycle (8 x 64 x 4 = 2048 on the M100)."""
+        return self.tcu_rows * self.tcu_cols * self.tcu_dot
+
+    def tcu_rate(self, dtype_name: str) -> float:
+        """MAC rate of a dtype relative to int8 (``i8``, ``i4``, ``f16``, ``bf16``, ``f32``)."""
+        try:
+            return float(getattr(self, f"tcu_rate_{dtype_name}"))
+        except AttributeError:
+            raise MachineError(f"the TCU has no rate for dtype '{dtype_name}'") from None
+
+    def tcu_macs_per_cycle(self, dtype_name: str) -> float:
+        return self.tcu_macs_per_cycle_i8 * self.tcu_rate(dtype_name)
+
+    def bytes_per_cycle(self, bandwidth: float) -> float:
+        """Convert a bandwidth in bytes/s into bytes per NPU clock cycle."""
+        return bandwidth / self.clock_hz
+
+    @property
+    def ddr_bytes_per_cycle(self) -> float:
+        return self.bytes_per_cycle(self.ddr_bandwidth)
+
+    @property
+    def hbsm_bytes_per_cycle(self) -> int:
+        return self.hbsm_banks * self.hbsm_bank_width
+
+    def hbsm_bank(self, address: int) -> int:
+        return (address // self.hbsm_bank_width) % self.hbsm_banks
+
+    @property
+    def su_counter_max(self) -> int:
+        return (1 << self.su_counter_bits) - 1
+
+    # --- identity -----------------------------------------------------------------------------
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+    def fingerprint(self) -> int:
+        """A stable 64-bit hash of every field (name included), recorded in program files."""
+        blob = json.dumps(self.to_dict(), sort_keys=True, separators=(",", ":")).encode()
+        return int.from_bytes(hashlib.sha256(blob).digest()[:8], "little")
+
+    def with_overrides(self, **overrides: Any) -> Machine:
+        known = {f.name: f for f in dataclasses.fields(self)}
+        for key, value in overrides.items():
+            if key not in known:
+                raise MachineError(f"unknown machine parameter '{key}' "
+                                   f"(known: {', '.join(sorted(known))})")
+            default = getattr(self, key)
+            if isinstance(default, bool) or not isinstance(value, (int, float, str)):
+                raise MachineError(f"machine parameter '{key}' has a bad value {value!r}")
+            if isinstance(default, int) and not isinstance(value, int):
+                raise MachineError(f"machine parameter '{key}' must be an integer, got {value!r}")
+        m = dataclasses.replace(self, **overrides)
+        m.validate()
+        return m
+
+    def validate(self) -> None:
+        for f in dataclasses.fields(self):
+            v = getattr(self, f.name)
+            if isinstance(v, (int, float)) and not isinstance(v, bool) and v <= 0:
+                raise MachineError(f"machine '{self.name}': parameter '{f.name}' must be > 0, got {v}")
+        if self.hbsm_bytes % (self.hbsm_banks * self.hbsm_bank_width):
+            raise MachineError(f"machine '{self.name}': hbsm_bytes must be a multiple of "
+                               "hbsm_banks * hbsm_bank_width")
+        if self.num_tpbs > 64:
+            raise MachineError(f"machine '{self.name}': at most 64 TPBs fit a TPB mask")
+
+
+def _tiny() -> Machine:
+    return Machine(name="tiny", clusters=1, tpbs_per_cluster=2, hbsm_bytes=64 * KIB, su_counters=16,
+                   ccb_sram_bytes=1 * MIB, ddr_bytes=1 * GIB)
+
+
+PRESETS: dict[str, Machine] = {
+    "m100": Machine(),
+    "m100-12c": Machine(name="m100-12c", clusters=12),
+    "tiny": _tiny(),
+}
+
+DEFAULT_MACHINE = "m100"
+
+
+def load_machine_file(path: str | Path) -> Machine:
+    """Load a machine from a JSON or TOML file: ``base`` (a preset name) plus overrides."""
+    p = Path(path)
+    try:
+        text = p.read_text()
+    except OSError as e:
+        raise MachineError(f"{p}: cannot read machine file: {e.strerror}") from None
+    try:
+        data = tomllib.loads(text) if p.suffix == ".toml" else json.loads(text)
+    except (json.JSONDecodeError, tomllib.TOMLDecodeError) as e:
+        raise MachineError(f"{p}: not a valid {'TOML' if p.suffix == '.toml' else 'JSON'} "
+                           f"machine file: {e}") from None
+    if not isinstance(data, dict):
+        raise MachineError(f"{p}: a machine file must hold a table/object")
+    base = data.pop("base", DEFAULT_MACHINE)
+    if base not in PRESETS:
+        raise MachineError(f"{p}: unknown base machine '{base}' (presets: {', '.join(PRESETS)})")
+    data.setdefault("name", p.stem)
+    try:
+        return PRESETS[base].with_overrides(**data)
+    except MachineError as e:
+        raise MachineError(f"{p}: {e}") from None
+
+
+def get_machine(name_or_path: str | Machine | None = None) -> Machine:
+    """A preset by name, a machine file by path, or the default machine for ``None``."""
+    if isinstance(name_or_path, Machine):
+        return name_or_path
+    if name_or_path is None:
+        return PRESETS[DEFAULT_MACHINE]
+    if name_or_path in PRESETS:
+        return PRESETS[name_or_path]
+    if name_or_path.endswith((".json", ".toml")):
+        return load_machine_file(name_or_path)
+    raise MachineError(f"unknown machine '{name_or_path}' (presets: {', '.join(PRESETS)}; "
+                       "or a .json/.toml override file)")
+
+
+def machine_by_fingerprint(fp: int) -> Machine | None:
+    for m in PRESETS.values():
+        if m.fingerprint() == fp:
+            return m
+    return None
+
+
+for _m in PRESETS.values():
+    _m.validate()
+
+__all__ = ["Machine", "MachineError", "PRESETS", "DEFAULT_MACHINE", "get_machine",
+           "load_machine_file", "machine_by_fingerprint"]
