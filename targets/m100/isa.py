@@ -34,10 +34,12 @@ from typing import ClassVar
 
 import numpy as np
 
+from m100.errors import M100Error
+
 from .machine import Machine
 
 
-class IsaError(ValueError):
+class IsaError(M100Error, ValueError):
     """An instruction that is not valid for the ISA or the machine (message names the field)."""
 
 

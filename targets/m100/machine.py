@@ -29,12 +29,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from m100.errors import M100Error
+
 KIB = 1024
 MIB = 1024 * KIB
 GIB = 1024 * MIB
 
 
-class MachineError(ValueError):
+class MachineError(M100Error, ValueError):
     """A machine name or override file that does not describe a valid machine."""
 
 
