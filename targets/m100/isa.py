@@ -309,10 +309,11 @@ class Walk:
                 if not -lim <= v < lim:
                     raise IsaError(f"{what}: level field {v} does not fit the TWU's "
                                    f"{machine.twu_field_bits}-bit registers")
-        if self.base < 0:
-            raise IsaError(f"{what}: negative base address {self.base}")
-        start, end = self.byte_range()
         size = space_size(machine, self.space)
+        if not 0 <= self.base < size:
+            raise IsaError(f"{what}: base address {self.base:#x} outside {self.space.name} "
+                           f"(size {size:#x})")
+        start, end = self.byte_range()
         if start < 0 or end > size:
             raise IsaError(f"{what}: bytes [{start}, {end}) fall outside {self.space.name} "
                            f"(size {size})")
@@ -363,7 +364,8 @@ class Sync:
                 raise IsaError(f"sync: a TPB unit monitors its own SU only (TPB {own_tpb}), "
                                f"not TPB {m.tpb}")
             _check_counter(machine, m.counter)
-            if not 0 <= m.expected <= machine.su_counter_max or m.per_block < 0:
+            if (not 0 <= m.expected <= machine.su_counter_max
+                    or not 0 <= m.per_block <= machine.su_counter_max):
                 raise IsaError(f"sync: monitor {m} has an expected value outside the counter range")
             if m.expected + (self.blocks - 1) * m.per_block > machine.su_counter_max:
                 raise IsaError(f"sync: monitor {m} expects more than a counter can hold")
@@ -519,7 +521,8 @@ def _check_tcu_types(mn: str, a: DType, b: DType, acc_out: DType, ep: Epilogue,
         if ep.bias is not None:
             _need(ep.bias.dtype is DType.I32, f"{mn}: an integer bias must be i32")
     else:
-        _need(b.is_float and (a == b or b is DType.I4 or {a, b} <= {DType.F16, DType.BF16}),
+        _need((b.is_float or b is DType.I4) and (a == b or b is DType.I4
+                                                  or {a, b} <= {DType.F16, DType.BF16}),
               f"{mn}: float TCU operands must share a type (or use i4 weights), "
               f"got {a.short} x {b.short}")
         _need(acc_out.is_float, f"{mn}: a float matmul writes a float result, not {acc_out.short}")
@@ -667,6 +670,8 @@ class CvuPipeline(Instruction):
         _need(len(self.inputs) == len(self.in_shapes), f"{mn}: one shape per input walk")
         _need(1 <= len(self.stages) <= machine.cvu_max_stages,
               f"{mn}: 1..{machine.cvu_max_stages} stages, got {len(self.stages)}")
+        for s in self.in_shapes + (self.out_shape,):
+            _need(all(d >= 1 for d in s), f"{mn}: shape {list(s)} has a dimension < 1")
         for i, (w, s) in enumerate(zip(self.inputs, self.in_shapes)):
             _need_elems(f"inputs[{i}]", w, s, mn)
         _need_elems("output", self.output, self.out_shape, mn)
