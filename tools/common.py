@@ -1,0 +1,146 @@
+"""Shared error handling for the m100 command-line tools.
+
+Every tool's ``main()`` is wrapped by :func:`tool_main`::
+
+    @tool_main("m100-translate")
+    def main(argv: list[str] | None = None) -> int: ...
+
+User errors end the tool with a short message on stderr and exit code 1, never a traceback:
+
+* :class:`m100.errors.M100Error` (bad input files, unsupported ops, corrupted programs, ...):
+  ``<tool>: error: <message>``;
+* xDSL ``ParseError``: ``<tool>: error: <file>:<line>:<col>: <message>`` plus the source line and a
+  caret under the offending token;
+* xDSL ``VerifyException`` / ``DiagnosticException`` (a verifier or a pass rejected the IR):
+  ``<tool>: error: <message>`` plus the printed failing operation (xDSL attaches the whole module,
+  which we do not repeat);
+* ``OSError`` naming a file (missing input, unwritable output): ``<tool>: error: <file>: <reason>``.
+
+``KeyboardInterrupt`` exits with 130, a closed output pipe (``| head``) quietly. Anything else is an
+internal error (a bug) and keeps its traceback. ``M100_DEBUG=1`` in the environment re-raises every
+error with its traceback, for debugging the tools themselves.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import re
+import sys
+from collections.abc import Callable
+
+from m100.errors import M100Error
+
+EXIT_USER_ERROR = 1
+EXIT_USAGE = 2
+EXIT_INTERRUPTED = 130
+
+
+class ToolError(M100Error):
+    """A user error detected by a tool itself (bad flag combination, unknown pass, ...)."""
+
+
+class NotImplementedYet(ToolError):
+    """A command that exists on the command line but whose implementation has not landed yet."""
+
+
+def verify_message(e: Exception) -> str:
+    """First line of a verifier diagnostic plus the failing operation (from xDSL's note)."""
+    msg = str(e).strip() or type(e).__name__
+    lines = msg.splitlines()
+    head = lines[0]
+    notes = getattr(e, "__notes__", None) or []
+    for note in notes:
+        note_lines = str(note).splitlines()
+        for i, line in enumerate(note_lines):
+            if re.match(r"^\s*\^+-*\s*$", line) and i > 0:
+                op_text = note_lines[i - 1].strip()
+                m = re.search(r'"([A-Za-z_][\w$.]*)"\s*\(', op_text)
+                where = f"'{m.group(1)}'" if m else "operation"
+                if len(op_text) > 160:
+                    op_text = op_text[:157] + "..."
+                return f"{where} does not verify: {head}\n  {op_text}"
+    return head if len(lines) == 1 else "\n".join(lines[:4])
+
+
+def format_error(e: BaseException) -> str | None:
+    """The message for a user error, or None if ``e`` is not one (an internal error)."""
+    from xdsl.utils.exceptions import DiagnosticException, ParseError
+
+    if isinstance(e, M100Error):
+        return str(e).strip() or type(e).__name__
+    if isinstance(e, ParseError):
+        full = str(e).splitlines()
+        location = full[0] if full else "<input>"
+        context = [line for line in full[1:3]]  # the source line and the caret line
+        msg = e.msg.strip().splitlines()[0] if e.msg.strip() else "parse error"
+        return "\n".join([f"{location}: {msg}", *context])
+    if isinstance(e, DiagnosticException):
+        return verify_message(e)
+    if isinstance(e, OSError) and e.filename is not None:
+        reason = e.strerror or str(e)
+        return f"{e.filename}: {reason}"
+    return None
+
+
+def report(tool: str, message: str) -> None:
+    print(f"{tool}: error: {message}", file=sys.stderr)
+
+
+def run_tool(tool: str, fn: Callable[[], int | None]) -> int:
+    """Run ``fn`` and turn user errors into ``<tool>: error: ...`` + an exit code."""
+    debug = os.environ.get("M100_DEBUG", "") not in ("", "0")
+    try:
+        rc = fn()
+        return 0 if rc is None else int(rc)
+    except KeyboardInterrupt:
+        if debug:
+            raise
+        print(f"{tool}: interrupted", file=sys.stderr)
+        return EXIT_INTERRUPTED
+    except BrokenPipeError:
+        # the reader of our stdout went away (``| head``): not an error worth a message
+        try:
+            sys.stdout = open(os.devnull, "w")  # noqa: SIM115 - silence the flush at exit
+        except OSError:
+            pass
+        return 0
+    except NotImplementedYet as e:
+        if debug:
+            raise
+        report(tool, str(e))
+        return EXIT_USAGE
+    except Exception as e:  # noqa: BLE001 - classified just below
+        if debug:
+            raise
+        message = format_error(e)
+        if message is None:
+            raise  # an internal error: keep the traceback, it is a bug to report
+        report(tool, message)
+        return EXIT_USER_ERROR
+
+
+def tool_main(tool: str) -> Callable[[Callable[..., int | None]], Callable[..., int]]:
+    """Decorator for a tool's ``main(argv=None)``: error handling as in :func:`run_tool`.
+
+    The wrapped function returns the exit code (tests call it with an argv list); the console
+    script entry point calls ``sys.exit`` on it via :func:`exit_with`.
+    """
+
+    def wrap(fn: Callable[..., int | None]) -> Callable[..., int]:
+        @functools.wraps(fn)
+        def wrapper(*args, **kwargs) -> int:
+            return run_tool(tool, lambda: fn(*args, **kwargs))
+
+        return wrapper
+
+    return wrap
+
+
+def exit_with(main: Callable[[], int]) -> None:
+    """``sys.exit(main())``, for ``if __name__ == "__main__"`` blocks and console scripts."""
+    sys.exit(main())
+
+
+__all__ = ["EXIT_INTERRUPTED", "EXIT_USAGE", "EXIT_USER_ERROR", "NotImplementedYet", "ToolError",
+           "format_error", "verify_message", "report", "run_tool", "tool_main", "exit_with"]
