@@ -109,6 +109,7 @@ class Machine:
     ccb_cores: int = 4
     ccb_sram_bandwidth: float = 256e9  # bytes/s (model)
     mesh_bandwidth: float = 256e9  # bytes/s per node pair
+    mesh_inter_cluster_bandwidth: float = 64e9  # bytes/s between TPBs of different clusters (model)
     drb_bandwidth: float = 256e9  # bytes/s aggregate
     icb_bits_per_cycle: int = 64
     dma_setup_cycles: int = 32  # model
