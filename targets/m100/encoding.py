@@ -1,0 +1,521 @@
+"""Bit-exact binary encoding of TPB instructions (format version :data:`ENCODING_VERSION`).
+
+Every instruction is a variable-length bit string, most significant bit first, padded with zero
+bits to a whole number of bytes. It starts with a fixed header so a decoder can validate or skip it
+without knowing the kind::
+
+    opcode  OPCODE_BITS (8)   the kind's ``OPCODE`` (0x00 is never valid)
+    length  LENGTH_BITS (24)  total bits of the instruction, header included, padding excluded
+
+The body is the kind's fields in declaration order. Field widths come from the :class:`Machine`
+(``docs/isa.md`` lists every field with its width formula):
+
+* ``TB  = bits(num_tpbs - 1)``        a TPB index (``bits(x) = max(1, x.bit_length())``)
+* ``MB  = num_tpbs``                  a TPB mask
+* ``CB  = bits(su_counters - 1)``     an SU counter id
+* ``VB  = su_counter_bits``           counter values (expected, per_block, amount)
+* ``LB  = twu_max_levels.bit_length()``  a walk's level count
+* ``FB  = twu_field_bits``            each of Initial/Step/Final, two's complement
+* ``AB(space) = bits(size(space) - 1)``  a base byte address in DDR / SRAM / HBSM
+* ``EB  = bits(ccb_dma_engines - 1)``  a DMA engine number
+* ``SB  = cvu_max_stages.bit_length()``  a CVU stage count
+
+Integers without a hardware bound (sizes, params, blocks, list lengths) are *varints*: ``uv`` is a
+7-bit length ``L`` followed by the value in ``L`` bits (minimal ``L``; values < 2**127); ``sv`` is
+``uv`` of the zig-zag mapping (``x >= 0 -> 2x``, ``x < 0 -> -2x - 1``). Float immediates are IEEE-754
+binary64 bit patterns (exact round trip, ``-0.0`` kept). Rarely used fields carry a presence bit.
+
+:func:`decode_instructions` validates everything: the header, enum values, list lengths against the
+bits left, the length field against the bits the fields used, zero padding, and finally
+``inst.check(machine)``. Any failure raises :class:`DecodeError` whose ``offset`` is a *bit* offset
+into the decoded data (the message also gives the byte). It never raises anything else on bad input.
+"""
+
+from __future__ import annotations
+
+import functools
+import struct
+from collections.abc import Callable, Iterable
+from typing import Any
+
+from m100.errors import M100Error
+
+from .isa import (BY_OPCODE, Act, Broadcast, Conv2D, Copy, CsuCall, CvuOp, CvuPipeline, DType, Dma,
+                  Epilogue, Fill, Instruction, IsaError, Level, MatMul, Monitor, Ref, RefKind, Requant,
+                  Routine, Space, Stage, Sync, Trigger, Update, Walk, space_size)
+from .machine import Machine
+
+ENCODING_VERSION = 1
+
+OPCODE_BITS = 8
+LENGTH_BITS = 24
+HEADER_BITS = OPCODE_BITS + LENGTH_BITS
+VARLEN_BITS = 7  # the length prefix of a varint
+SPACE_BITS = 2
+DTYPE_BITS = 4
+ACT_BITS = 4
+CVUOP_BITS = 8
+REFKIND_BITS = 2
+ROUTINE_BITS = 8
+TRIGGER_BITS = 1
+SHIFT_BITS = 6  # requant shift, 0..63
+ARGS_BITS = 2  # CVU stage argument count, 0..3
+F64_BITS = 64
+
+
+class DecodeError(M100Error, ValueError):
+    """Bytes that are not a valid instruction stream; ``offset`` is the bit offset of the fault."""
+
+    def __init__(self, offset: int, what: str):
+        self.offset = offset
+        self.what = what
+        super().__init__(f"bit offset {offset} (byte {offset // 8}): {what}")
+
+
+class EncodeError(IsaError):
+    """An instruction field that does not fit its encoding (the message names the field)."""
+
+
+def _bits(x: int) -> int:
+    return max(1, x.bit_length())
+
+
+class Layout:
+    """The machine-derived field widths (see the module docstring)."""
+
+    def __init__(self, m: Machine):
+        self.machine = m
+        self.tpb = _bits(m.num_tpbs - 1)
+        self.mask = m.num_tpbs
+        self.counter = _bits(m.su_counters - 1)
+        self.value = m.su_counter_bits
+        self.nlevels = m.twu_max_levels.bit_length()
+        self.field = m.twu_field_bits
+        self.addr = {s: _bits(space_size(m, s) - 1) for s in Space}
+        self.engine = _bits(m.ccb_dma_engines - 1)
+        self.nstages = m.cvu_max_stages.bit_length()
+
+    def as_dict(self) -> dict[str, int]:
+        d = {k: v for k, v in vars(self).items() if isinstance(v, int)}
+        d.update({f"addr_{s.name.lower()}": w for s, w in self.addr.items()})
+        return d
+
+
+@functools.lru_cache(maxsize=16)
+def layout(machine: Machine) -> Layout:
+    return Layout(machine)
+
+
+class _Src:
+    """Attribute access that yields None when there is no source object (decode direction)."""
+    __slots__ = ("obj",)
+
+    def __init__(self, obj: Any):
+        self.obj = obj
+
+    def __getattr__(self, name: str) -> Any:
+        return None if self.obj is None else getattr(self.obj, name)
+
+
+_F64 = struct.Struct(">d")
+_ZERO_F64 = 0
+
+
+def _f64_bits(x: float) -> int:
+    return int.from_bytes(_F64.pack(float(x)), "big")
+
+
+# ----------------------------------------------------------------------------------------------
+# the coder: one description of every field, run as writer or as reader
+# ----------------------------------------------------------------------------------------------
+class _Coder:
+    """Base: ``field`` methods take the value to write (writer) or ``None`` (reader) and return
+    the value written/read. The per-kind functions below are shared by both directions, so the
+    encoder and decoder cannot disagree about the layout."""
+
+    L: Layout
+    reading: bool
+
+    # primitives implemented by the subclasses
+    def u(self, w: int, x: int | None, what: str) -> int:
+        raise NotImplementedError
+
+    def remaining(self) -> int:
+        raise NotImplementedError
+
+    def fail(self, what: str) -> Any:
+        raise NotImplementedError
+
+    # derived fields
+    def s(self, w: int, x: int | None, what: str) -> int:
+        if x is not None:
+            lim = 1 << (w - 1)
+            if not -lim <= x < lim:
+                self.fail(f"{what} = {x} does not fit {w} signed bits")
+            x &= (1 << w) - 1
+        v = self.u(w, x, what)
+        return v - (1 << w) if v >> (w - 1) else v
+
+    def uv(self, x: int | None, what: str) -> int:
+        if x is not None:
+            x = int(x)
+            if x < 0:
+                self.fail(f"{what} = {x} must be >= 0")
+            if x.bit_length() >= 1 << VARLEN_BITS:
+                self.fail(f"{what} = {x} is too large for a varint")
+        n = self.u(VARLEN_BITS, None if x is None else x.bit_length(), f"{what} (length)")
+        v = self.u(n, x, what)
+        if x is None and n and not v >> (n - 1):
+            self.fail(f"{what}: non-minimal varint")
+        return v
+
+    def sv(self, x: int | None, what: str) -> int:
+        z = None if x is None else (2 * int(x) if x >= 0 else -2 * int(x) - 1)
+        v = self.uv(z, what)
+        return v >> 1 if not v & 1 else -((v + 1) >> 1)
+
+    def flag(self, x: bool | None, what: str) -> bool:
+        return bool(self.u(1, None if x is None else int(bool(x)), what))
+
+    def f64(self, x: float | None, what: str) -> float:
+        v = self.u(F64_BITS, None if x is None else _f64_bits(x), what)
+        return _F64.unpack(v.to_bytes(8, "big"))[0]
+
+    def opt_f64(self, x: float | None, what: str) -> float:
+        """A float that is usually 0.0: presence bit, then the f64 (exact, -0.0 is present)."""
+        present = self.flag(None if x is None else _f64_bits(x) != _ZERO_F64, f"{what} present")
+        return self.f64(x, what) if present else 0.0
+
+    def enum(self, cls: type, w: int, x: Any, what: str) -> Any:
+        v = self.u(w, None if x is None else int(x), what)
+        try:
+            return cls(v)
+        except ValueError:
+            return self.fail(f"{what}: {v} is not a valid {cls.__name__}")
+
+    def count(self, x: int | None, what: str, min_bits_each: int = 1) -> int:
+        n = self.uv(x, f"{what} count")
+        if x is None and n * min_bits_each > self.remaining():
+            self.fail(f"{what} count {n} exceeds the bits left")
+        return n
+
+    def seq(self, xs: tuple | None, what: str, fn: Callable[[Any, str], Any]) -> tuple:
+        n = self.count(None if xs is None else len(xs), what)
+        return tuple(fn(None if xs is None else xs[i], f"{what}[{i}]") for i in range(n))
+
+    def opt(self, x: Any, what: str, fn: Callable[[Any, str], Any], absent: Any = None) -> Any:
+        present = self.flag(None if self.reading else x is not absent, f"{what} present")
+        return fn(x, what) if present else absent
+
+    # structured fields
+    def tpb(self, x: int | None, what: str) -> int:
+        return self.u(self.L.tpb, x, what)
+
+    def mask(self, x: int | None, what: str) -> int:
+        return self.u(self.L.mask, x, what)
+
+    def walk(self, w: Walk | None, what: str) -> Walk:
+        s, L = _Src(w), self.L
+        space = self.enum(Space, SPACE_BITS, s.space, f"{what}.space")
+        if space is Space.HBSM:
+            tpb = self.tpb(s.tpb, f"{what}.tpb")
+        else:
+            tpb = 0
+            if w is not None and w.tpb != 0:
+                self.fail(f"{what}: a {space.name} walk must have tpb 0")
+        base = self.u(L.addr[space], s.base, f"{what}.base")
+        dtype = self.enum(DType, DTYPE_BITS, s.dtype, f"{what}.dtype")
+        lv = s.levels
+        n = self.u(L.nlevels, None if lv is None else len(lv), f"{what} level count")
+        levels = []
+        for i in range(n):
+            ls = _Src(None if lv is None else lv[i])
+            levels.append(Level(self.s(L.field, ls.initial, f"{what}.levels[{i}].initial"),
+                                self.s(L.field, ls.step, f"{what}.levels[{i}].step"),
+                                self.s(L.field, ls.final, f"{what}.levels[{i}].final")))
+        return Walk(space, tpb, base, dtype, tuple(levels))
+
+    def sync(self, y: Sync | None, what: str = "sync") -> Sync:
+        s, L = _Src(y), self.L
+        blocks = self.uv(s.blocks, f"{what}.blocks")
+
+        def mon(m: Monitor | None, wh: str) -> Monitor:
+            ms = _Src(m)
+            return Monitor(self.tpb(ms.tpb, f"{wh}.tpb"), self.u(L.counter, ms.counter, f"{wh}.counter"),
+                           self.u(L.value, ms.expected, f"{wh}.expected"),
+                           self.u(L.value, ms.per_block, f"{wh}.per_block"))
+
+        def upd(u: Update | None, wh: str) -> Update:
+            us = _Src(u)
+            return Update(self.u(L.counter, us.counter, f"{wh}.counter"),
+                          self.mask(us.tpb_mask, f"{wh}.tpb_mask"),
+                          self.u(L.value, us.amount, f"{wh}.amount"),
+                          self.enum(Trigger, TRIGGER_BITS, us.trigger, f"{wh}.trigger"))
+
+        return Sync(blocks, self.seq(s.monitors, f"{what}.monitors", mon),
+                    self.seq(s.updates, f"{what}.updates", upd))
+
+    def shape(self, x: tuple | None, what: str) -> tuple[int, ...]:
+        return self.seq(x, what, lambda v, wh: self.uv(v, wh))
+
+    def requant(self, r: Requant | None, what: str) -> Requant:
+        s = _Src(r)
+        return Requant(self.sv(s.multiplier, f"{what}.multiplier"),
+                       self.u(SHIFT_BITS, s.shift, f"{what}.shift"),
+                       self.sv(s.zero_point, f"{what}.zero_point"),
+                       self.sv(s.qmin, f"{what}.qmin"), self.sv(s.qmax, f"{what}.qmax"),
+                       self.opt(s.per_channel, f"{what}.per_channel", self.walk))
+
+    def epilogue(self, e: Epilogue | None, what: str = "epilogue") -> Epilogue:
+        s = _Src(e)
+        return Epilogue(self.opt(s.bias, f"{what}.bias", self.walk),
+                        self.enum(Act, ACT_BITS, s.act, f"{what}.act"),
+                        self.opt_f64(s.clamp_lo, f"{what}.clamp_lo"),
+                        self.opt_f64(s.clamp_hi, f"{what}.clamp_hi"),
+                        self.opt(s.requant, f"{what}.requant", self.requant))
+
+    def ref(self, r: Ref | None, what: str) -> Ref:
+        s = _Src(r)
+        kind = self.enum(RefKind, REFKIND_BITS, s.kind, f"{what}.kind")
+        has_index = self.flag(None if r is None else r.index != 0, f"{what}.index present")
+        index = self.sv(s.index, f"{what}.index") if has_index else 0
+        return Ref(kind, index, self.opt_f64(s.imm, f"{what}.imm"))
+
+    def stage(self, st: Stage | None, what: str) -> Stage:
+        s = _Src(st)
+        op = self.enum(CvuOp, CVUOP_BITS, s.op, f"{what}.op")
+        a = s.args
+        n = self.u(ARGS_BITS, None if a is None else len(a), f"{what} arg count")
+        args = tuple(self.ref(None if a is None else a[i], f"{what}.args[{i}]") for i in range(n))
+        return Stage(op, args, self.sv(s.axis, f"{what}.axis"), self.opt_f64(s.fparam, f"{what}.fparam"),
+                     self.seq(s.iparams, f"{what}.iparams", lambda v, wh: self.sv(v, wh)))
+
+    def stages(self, x: tuple | None, what: str) -> tuple[Stage, ...]:
+        n = self.u(self.L.nstages, None if x is None else len(x), f"{what} count")
+        return tuple(self.stage(None if x is None else x[i], f"{what}[{i}]") for i in range(n))
+
+    def pair(self, x: tuple | None, n: int, what: str) -> tuple[int, ...]:
+        if x is not None and len(x) != n:
+            self.fail(f"{what} must have {n} entries")
+        return tuple(self.uv(None if x is None else x[i], f"{what}[{i}]") for i in range(n))
+
+
+class _Writer(_Coder):
+    reading = False
+
+    def __init__(self, L: Layout):
+        self.L = L
+        self.v = 0
+        self.n = 0
+
+    def u(self, w: int, x: int | None, what: str) -> int:
+        assert x is not None
+        if not 0 <= x < (1 << w):
+            self.fail(f"{what} = {x} does not fit {w} bits")
+        self.v = (self.v << w) | x
+        self.n += w
+        return x
+
+    def remaining(self) -> int:
+        return 1 << 62
+
+    def fail(self, what: str) -> Any:
+        raise EncodeError(f"cannot encode: {what}")
+
+
+class _Reader(_Coder):
+    reading = True
+
+    def __init__(self, L: Layout, chunk: bytes, base: int, nbits: int):
+        self.L = L
+        self.v = int.from_bytes(chunk, "big")
+        self.total = len(chunk) * 8
+        self.base = base  # bit offset of chunk in the whole data (for messages)
+        self.pos = 0
+        self.end = nbits
+
+    def u(self, w: int, x: int | None, what: str) -> int:
+        if self.pos + w > self.end:
+            self.fail(f"{what}: field runs past the end of the instruction "
+                      f"({self.end} bits)")
+        v = (self.v >> (self.total - self.pos - w)) & ((1 << w) - 1)
+        self.pos += w
+        return v
+
+    def remaining(self) -> int:
+        return self.end - self.pos
+
+    def fail(self, what: str) -> Any:
+        raise DecodeError(self.base + self.pos, what)
+
+
+# ----------------------------------------------------------------------------------------------
+# per-kind bodies (field order = the documented bit order)
+# ----------------------------------------------------------------------------------------------
+def _matmul(c: _Coder, x: MatMul | None) -> MatMul:
+    s = _Src(x)
+    return MatMul(c.tpb(s.tpb, "tpb"), c.walk(s.a, "a"), c.walk(s.b, "b"), c.walk(s.c, "c"),
+                  c.uv(s.m, "m"), c.uv(s.n, "n"), c.uv(s.k, "k"), c.flag(s.accumulate, "accumulate"),
+                  c.epilogue(s.epilogue), c.sync(s.sync))
+
+
+def _conv2d(c: _Coder, x: Conv2D | None) -> Conv2D:
+    s = _Src(x)
+    return Conv2D(c.tpb(s.tpb, "tpb"), c.walk(s.x, "x"), c.walk(s.w, "w"), c.walk(s.y, "y"),
+                  c.uv(s.n, "n"), c.uv(s.h, "h"), c.uv(s.width, "width"), c.uv(s.c, "c"),
+                  c.uv(s.f, "f"), c.uv(s.kh, "kh"), c.uv(s.kw, "kw"),
+                  c.pair(s.stride, 2, "stride"), c.pair(s.pad, 4, "pad"),
+                  c.pair(s.dilation, 2, "dilation"), c.uv(s.groups, "groups"),
+                  c.flag(s.accumulate, "accumulate"), c.epilogue(s.epilogue), c.sync(s.sync))
+
+
+def _cvu(c: _Coder, x: CvuPipeline | None) -> CvuPipeline:
+    s = _Src(x)
+    tpb = c.tpb(s.tpb, "tpb")
+    inputs = c.seq(s.inputs, "inputs", c.walk)
+    n = len(inputs)
+    if x is not None and len(x.in_shapes) != n:
+        c.fail("in_shapes must have one shape per input")
+    in_shapes = tuple(c.shape(None if x is None else x.in_shapes[i], f"in_shapes[{i}]")
+                      for i in range(n))
+    return CvuPipeline(tpb, inputs, in_shapes, c.walk(s.output, "output"),
+                       c.shape(s.out_shape, "out_shape"), c.stages(s.stages, "stages"),
+                       c.sync(s.sync))
+
+
+def _copy(c: _Coder, x: Copy | None) -> Copy:
+    s = _Src(x)
+    return Copy(c.tpb(s.tpb, "tpb"), c.walk(s.src, "src"), c.walk(s.dst, "dst"), c.sync(s.sync))
+
+
+def _fill(c: _Coder, x: Fill | None) -> Fill:
+    s = _Src(x)
+    return Fill(c.tpb(s.tpb, "tpb"), c.walk(s.dst, "dst"), c.f64(s.value, "value"), c.sync(s.sync))
+
+
+def _broadcast(c: _Coder, x: Broadcast | None) -> Broadcast:
+    s = _Src(x)
+    return Broadcast(c.tpb(s.tpb, "tpb"), c.walk(s.src, "src"), c.walk(s.dst, "dst"),
+                     c.mask(s.tpb_mask, "tpb_mask"), c.sync(s.sync))
+
+
+def _csu(c: _Coder, x: CsuCall | None) -> CsuCall:
+    s = _Src(x)
+    return CsuCall(c.tpb(s.tpb, "tpb"), c.enum(Routine, ROUTINE_BITS, s.routine, "routine"),
+                   c.seq(s.operands, "operands", c.walk),
+                   c.seq(s.params, "params", lambda v, wh: c.sv(v, wh)), c.sync(s.sync))
+
+
+def _dma(c: _Coder, x: Dma | None) -> Dma:
+    s = _Src(x)
+    return Dma(c.u(c.L.engine, s.engine, "engine"), c.walk(s.src, "src"), c.walk(s.dst, "dst"),
+               c.mask(s.tpb_mask, "tpb_mask"), c.sync(s.sync))
+
+
+_BODY: dict[type, Callable[[_Coder, Any], Instruction]] = {
+    MatMul: _matmul, Conv2D: _conv2d, CvuPipeline: _cvu, Copy: _copy, Fill: _fill,
+    Broadcast: _broadcast, CsuCall: _csu, Dma: _dma}
+assert set(_BODY) == set(BY_OPCODE.values())
+
+
+# ----------------------------------------------------------------------------------------------
+# public API
+# ----------------------------------------------------------------------------------------------
+def _encode_bits(inst: Instruction, machine: Machine, check: bool) -> tuple[int, int]:
+    kind = type(inst)
+    if kind not in _BODY:
+        raise EncodeError(f"cannot encode {kind.__name__}: not an instruction kind")
+    if check:
+        inst.check(machine)
+    w = _Writer(layout(machine))
+    w.u(OPCODE_BITS, kind.OPCODE, "opcode")
+    w.u(LENGTH_BITS, 0, "length")  # patched below
+    _BODY[kind](w, inst)
+    if w.n >= 1 << LENGTH_BITS:
+        raise EncodeError(f"{kind.MNEMONIC}: {w.n} bits exceed the {LENGTH_BITS}-bit length field")
+    v = w.v | (w.n << (w.n - HEADER_BITS))
+    return v, w.n
+
+
+def instruction_bits(inst: Instruction, machine: Machine, check: bool = True) -> int:
+    """The exact encoded size of ``inst`` in bits (header included, byte padding excluded)."""
+    return _encode_bits(inst, machine, check)[1]
+
+
+def encode_instruction(inst: Instruction, machine: Machine, check: bool = True) -> bytes:
+    """Encode one instruction (``inst.check(machine)`` first unless ``check=False``), zero-padded
+    to whole bytes."""
+    v, n = _encode_bits(inst, machine, check)
+    pad = -n % 8
+    return (v << pad).to_bytes((n + pad) // 8, "big")
+
+
+def encode_instructions(insts: Iterable[Instruction], machine: Machine, check: bool = True) -> bytes:
+    """Encode a stream: the byte-aligned instructions back to back."""
+    return b"".join(encode_instruction(i, machine, check) for i in insts)
+
+
+def decode_instruction_at(data: bytes, byte_pos: int, machine: Machine) -> tuple[Instruction, int]:
+    """Decode the instruction starting at ``byte_pos``; return it and the next byte position."""
+    L = layout(machine)
+    bit = byte_pos * 8
+    left = len(data) - byte_pos
+    if left * 8 < HEADER_BITS:
+        raise DecodeError(bit, f"truncated instruction header ({left} bytes left, "
+                               f"{HEADER_BITS // 8} needed)")
+    opcode = data[byte_pos]
+    kind = BY_OPCODE.get(opcode)
+    if kind is None:
+        raise DecodeError(bit, f"unknown opcode {opcode:#04x}")
+    nbits = int.from_bytes(data[byte_pos + 1:byte_pos + 1 + LENGTH_BITS // 8], "big")
+    if nbits < HEADER_BITS:
+        raise DecodeError(bit + OPCODE_BITS, f"{kind.MNEMONIC}: length {nbits} bits is shorter "
+                                             "than the header")
+    nbytes = (nbits + 7) // 8
+    if nbytes > left:
+        raise DecodeError(bit + OPCODE_BITS, f"{kind.MNEMONIC}: truncated: length says {nbits} bits "
+                                             f"but only {left * 8} are left")
+    r = _Reader(L, data[byte_pos:byte_pos + nbytes], bit, nbits)
+    r.pos = HEADER_BITS
+    try:
+        inst = _BODY[kind](r, None)
+    except DecodeError:
+        raise
+    except (ValueError, TypeError, OverflowError) as e:  # a dataclass refusing garbage
+        raise DecodeError(r.base + r.pos, f"{kind.MNEMONIC}: malformed fields: {e}") from None
+    if r.pos != nbits:
+        raise DecodeError(bit + OPCODE_BITS, f"{kind.MNEMONIC}: length field says {nbits} bits but "
+                                             f"the fields use {r.pos}")
+    if r.v & ((1 << (nbytes * 8 - nbits)) - 1):
+        raise DecodeError(bit + nbits, f"{kind.MNEMONIC}: non-zero padding bits")
+    try:
+        inst.check(machine)
+    except M100Error as e:
+        raise DecodeError(bit, f"{kind.MNEMONIC}: invalid instruction: {e}") from None
+    except Exception as e:  # noqa: BLE001 -- garbage must never escape as a crash
+        raise DecodeError(bit, f"{kind.MNEMONIC}: invalid instruction "
+                               f"({type(e).__name__}: {e})") from None
+    return inst, byte_pos + nbytes
+
+
+def decode_instructions(data: bytes, machine: Machine) -> list[Instruction]:
+    """Decode a stream written by :func:`encode_instructions`. Raises :class:`DecodeError`
+    (bit offset into ``data``) on any malformed, truncated or invalid instruction."""
+    data = bytes(data)
+    out: list[Instruction] = []
+    pos = 0
+    while pos < len(data):
+        inst, pos = decode_instruction_at(data, pos, machine)
+        out.append(inst)
+    return out
+
+
+def field_widths(machine: Machine) -> dict[str, int]:
+    """The machine-derived widths (for docs and tools)."""
+    return layout(machine).as_dict()
+
+
+__all__ = ["ENCODING_VERSION", "DecodeError", "EncodeError", "encode_instruction",
+           "encode_instructions", "decode_instructions", "decode_instruction_at",
+           "instruction_bits", "field_widths", "layout", "HEADER_BITS", "OPCODE_BITS",
+           "LENGTH_BITS"]

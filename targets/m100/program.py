@@ -1,0 +1,392 @@
+"""The program container: what ``m100-translate --to-bin`` writes and ``m100-sim`` runs.
+
+A :class:`Program` holds, for one machine (name + fingerprint):
+
+* ``streams``: the loosely sorted instruction stream of every cluster (key = cluster id), plus the
+  CCB's DMA stream under :data:`CCB_STREAM` (-1);
+* ``segments``: initial memory contents (weights, constants) at DDR or CCB SRAM addresses;
+* ``symbols``: the program's inputs and outputs (name, role, shape, dtype, space, address);
+* ``metadata``: free-form string pairs (source model, compiler version, pass pipeline, ...).
+
+File layout (version :data:`PROGRAM_VERSION`; all integers little-endian; ``docs/isa.md`` has the
+table)::
+
+    header   magic "M100PRG\\0" | u16 version | u16 encoding version | u64 machine fingerprint
+             | u16 name length | machine name (utf-8) | u32 section count
+             | section table: per section u16 kind, u16 flags (0), i32 id, u64 offset, u64 length,
+               u32 crc32 of the payload, u32 reserved (0)
+             | u32 crc32 of every header byte before it
+    payloads at their offsets (after the header, in table order, non-overlapping)
+
+Section kinds: 1 = instruction stream (id = cluster, -1 = CCB; payload = ``encode_instructions``),
+2 = segment (id = index; u8 space, u64 address, u16 name length, name, data), 3 = symbol table,
+4 = metadata (UTF-8 JSON object of strings). Every section is CRC-checked before it is decoded, so
+corruption is reported as a :class:`ProgramError` naming the byte offset, never mis-decoded.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import struct
+import zlib
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from m100.errors import M100Error
+
+from .encoding import ENCODING_VERSION, DecodeError, decode_instructions, encode_instructions
+from .isa import DType, Dma, Instruction, IsaError, Space, space_size
+from .machine import Machine, MachineError, get_machine, machine_by_fingerprint
+
+CCB_STREAM = -1
+MAGIC = b"M100PRG\x00"
+PROGRAM_VERSION = 1
+
+SEC_STREAM = 1
+SEC_SEGMENT = 2
+SEC_SYMBOLS = 3
+SEC_METADATA = 4
+_SEC_NAMES = {SEC_STREAM: "stream", SEC_SEGMENT: "segment", SEC_SYMBOLS: "symbols",
+              SEC_METADATA: "metadata"}
+
+_FIXED = struct.Struct("<8sHHQH")  # magic, version, enc version, fingerprint, name length
+_ENTRY = struct.Struct("<HHiQQII")  # kind, flags, id, offset, length, crc32, reserved
+_ROLES = ("input", "output")
+
+
+class ProgramError(M100Error, ValueError):
+    """A program that is malformed, corrupted or not valid for its machine (one-line message)."""
+
+
+@dataclass(frozen=True)
+class Segment:
+    """Initial memory contents: ``data`` at byte ``address`` of ``space`` (DDR or CCB SRAM)."""
+    space: Space
+    address: int
+    data: bytes
+    name: str = ""
+
+
+@dataclass(frozen=True)
+class Symbol:
+    """A program input or output tensor, row-major at ``address`` of ``space``
+    (``tpb`` names the HBSM for ``Space.HBSM``)."""
+    name: str
+    role: str  # 'input' | 'output'
+    shape: tuple[int, ...]
+    dtype: DType
+    space: Space
+    address: int
+    tpb: int = 0
+
+    @property
+    def nbytes(self) -> int:
+        return (math.prod(self.shape) * self.dtype.bits + 7) // 8
+
+
+@dataclass
+class Program:
+    machine: str
+    fingerprint: int
+    streams: dict[int, list[Instruction]] = field(default_factory=dict)
+    segments: list[Segment] = field(default_factory=list)
+    symbols: list[Symbol] = field(default_factory=list)
+    metadata: dict[str, str] = field(default_factory=dict)
+
+    @staticmethod
+    def empty(machine: Machine) -> Program:
+        return Program(machine.name, machine.fingerprint())
+
+    # --- queries ---------------------------------------------------------------------------------
+    def instructions(self) -> Iterator[tuple[int, Instruction]]:
+        """Every instruction as (stream key, instruction), streams in key order."""
+        for key in sorted(self.streams):
+            for inst in self.streams[key]:
+                yield key, inst
+
+    def symbol(self, name: str) -> Symbol:
+        for s in self.symbols:
+            if s.name == name:
+                return s
+        raise ProgramError(f"program has no symbol '{name}' "
+                           f"(symbols: {', '.join(s.name for s in self.symbols) or 'none'})")
+
+    def machine_obj(self) -> Machine:
+        """The machine this program was compiled for: the preset (or machine file) named
+        ``self.machine``, verified against the fingerprint, else a preset with that fingerprint."""
+        try:
+            m = get_machine(self.machine)
+        except MachineError:
+            m = None
+        if m is not None and m.fingerprint() == self.fingerprint:
+            return m
+        alt = machine_by_fingerprint(self.fingerprint)
+        if alt is not None:
+            return alt
+        if m is None:
+            raise ProgramError(f"program was compiled for machine '{self.machine}' which is not a "
+                               "preset; pass that machine (e.g. its .json/.toml file) explicitly")
+        raise ProgramError(f"program was compiled for a machine named '{self.machine}' with "
+                           f"fingerprint {self.fingerprint:#018x}, but the preset '{self.machine}' "
+                           f"has {m.fingerprint():#018x}; recompile or pass the right machine file")
+
+    # --- validation ----------------------------------------------------------------------------
+    def validate(self, machine: Machine | None = None) -> None:
+        """Raise :class:`ProgramError` unless the program is valid for ``machine``."""
+        m = machine if machine is not None else self.machine_obj()
+        if m.fingerprint() != self.fingerprint:
+            raise ProgramError(f"program fingerprint {self.fingerprint:#018x} (machine "
+                               f"'{self.machine}') does not match machine '{m.name}' "
+                               f"({m.fingerprint():#018x})")
+        for key, insts in self.streams.items():
+            if key != CCB_STREAM and not (isinstance(key, int) and 0 <= key < m.clusters):
+                raise ProgramError(f"stream key {key!r} is neither a cluster of '{m.name}' "
+                                   f"(0..{m.clusters - 1}) nor CCB_STREAM ({CCB_STREAM})")
+            where = "CCB stream" if key == CCB_STREAM else f"cluster {key} stream"
+            for i, inst in enumerate(insts):
+                pre = f"{where}, instruction {i} ({getattr(inst, 'MNEMONIC', type(inst).__name__)})"
+                if not isinstance(inst, Instruction):
+                    raise ProgramError(f"{pre}: not an instruction")
+                try:
+                    inst.check(m)
+                except M100Error as e:
+                    raise ProgramError(f"{pre}: {e}") from None
+                if isinstance(inst, Dma):
+                    if key != CCB_STREAM:
+                        raise ProgramError(f"{pre}: a DMA belongs to the CCB stream")
+                elif key == CCB_STREAM:
+                    raise ProgramError(f"{pre}: only DMAs belong to the CCB stream")
+                elif m.cluster_of(inst.tpb) != key:  # type: ignore[attr-defined]
+                    raise ProgramError(f"{pre}: TPB {inst.tpb} is in cluster "  # type: ignore
+                                       f"{m.cluster_of(inst.tpb)}")  # type: ignore[attr-defined]
+        spans: dict[Space, list[tuple[int, int, str]]] = {}
+        for i, s in enumerate(self.segments):
+            nm = f"segment {i}" + (f" '{s.name}'" if s.name else "")
+            if s.space not in (Space.DDR, Space.SRAM):
+                raise ProgramError(f"{nm}: segments live in DDR or SRAM, not {Space(s.space).name}")
+            size = space_size(m, s.space)
+            if s.address < 0 or s.address + len(s.data) > size:
+                raise ProgramError(f"{nm}: bytes [{s.address:#x}, {s.address + len(s.data):#x}) "
+                                   f"fall outside {s.space.name} (size {size:#x})")
+            spans.setdefault(s.space, []).append((s.address, s.address + len(s.data), nm))
+        for space, lst in spans.items():
+            lst.sort()
+            for (a0, a1, n0), (b0, b1, n1) in zip(lst, lst[1:]):
+                if b0 < a1:
+                    raise ProgramError(f"{n1} overlaps {n0} in {space.name} at {b0:#x}")
+        seen: set[str] = set()
+        for s in self.symbols:
+            nm = f"symbol '{s.name}'"
+            if not s.name or s.name in seen:
+                raise ProgramError(f"{nm}: symbol names must be unique and non-empty")
+            seen.add(s.name)
+            if s.role not in _ROLES:
+                raise ProgramError(f"{nm}: role must be 'input' or 'output', not {s.role!r}")
+            if not all(isinstance(d, int) and d >= 1 for d in s.shape):
+                raise ProgramError(f"{nm}: shape {list(s.shape)} has a dimension < 1")
+            size = space_size(m, s.space)
+            if s.address < 0 or s.address + s.nbytes > size:
+                raise ProgramError(f"{nm}: bytes [{s.address:#x}, {s.address + s.nbytes:#x}) fall "
+                                   f"outside {s.space.name} (size {size:#x})")
+            if s.space is Space.HBSM:
+                try:
+                    m.check_tpb(s.tpb)
+                except MachineError as e:
+                    raise ProgramError(f"{nm}: {e}") from None
+            elif s.tpb != 0:
+                raise ProgramError(f"{nm}: a {s.space.name} symbol must have tpb 0")
+        for k, v in self.metadata.items():
+            if not isinstance(k, str) or not isinstance(v, str):
+                raise ProgramError(f"metadata entry {k!r}: keys and values must be strings")
+
+    # --- binary form -----------------------------------------------------------------------------
+    def to_bytes(self, machine: Machine | None = None) -> bytes:
+        m = machine if machine is not None else self.machine_obj()
+        sections: list[tuple[int, int, bytes]] = []
+        try:
+            for key in sorted(self.streams):
+                sections.append((SEC_STREAM, key, encode_instructions(self.streams[key], m)))
+        except IsaError as e:
+            raise ProgramError(f"cannot encode stream {key}: {e}") from None
+        for i, s in enumerate(self.segments):
+            name = s.name.encode()
+            try:
+                head = struct.pack("<BQH", int(s.space), s.address, len(name))
+            except struct.error as e:
+                raise ProgramError(f"cannot pack segment {i} '{s.name}': {e}") from None
+            sections.append((SEC_SEGMENT, i, head + name + bytes(s.data)))
+        try:
+            sections.append((SEC_SYMBOLS, 0, _pack_symbols(self.symbols)))
+        except struct.error as e:
+            raise ProgramError(f"cannot pack the symbol table: {e}") from None
+        sections.append((SEC_METADATA, 0, json.dumps(self.metadata, sort_keys=True).encode()))
+        name = self.machine.encode()
+        head = _FIXED.pack(MAGIC, PROGRAM_VERSION, ENCODING_VERSION, self.fingerprint, len(name))
+        head += name + struct.pack("<I", len(sections))
+        offset = len(head) + _ENTRY.size * len(sections) + 4
+        table = b""
+        for kind, ident, payload in sections:
+            table += _ENTRY.pack(kind, 0, ident, offset, len(payload), zlib.crc32(payload), 0)
+            offset += len(payload)
+        head += table
+        head += struct.pack("<I", zlib.crc32(head))
+        return head + b"".join(p for _, _, p in sections)
+
+    @staticmethod
+    def from_bytes(data: bytes, machine: Machine | None = None) -> Program:
+        """Parse a program file. ``machine`` defaults to :meth:`machine_obj` of the header."""
+        data = bytes(data)
+        r = _Bytes(data)
+        magic, version, enc, fp, nlen = r.struct(_FIXED, "header")
+        if magic != MAGIC:
+            raise ProgramError("byte offset 0: not an m100 program file (bad magic)")
+        if version != PROGRAM_VERSION:
+            raise ProgramError(f"byte offset 8: program format version {version}, this tool reads "
+                               f"{PROGRAM_VERSION}")
+        if enc != ENCODING_VERSION:
+            raise ProgramError(f"byte offset 10: instruction encoding version {enc}, this tool "
+                               f"reads {ENCODING_VERSION}")
+        name = r.text(nlen, "machine name")
+        (nsec,) = r.struct(struct.Struct("<I"), "section count")
+        if nsec * _ENTRY.size > len(data) - r.pos:
+            raise ProgramError(f"byte offset {r.pos - 4}: section count {nsec} does not fit the file")
+        entries = [r.struct(_ENTRY, f"section table entry {i}") for i in range(nsec)]
+        hdr_end = r.pos
+        (crc,) = r.struct(struct.Struct("<I"), "header crc")
+        if zlib.crc32(data[:hdr_end]) != crc:
+            raise ProgramError(f"byte offset {hdr_end}: header checksum mismatch (corrupted file)")
+        prog = Program(name, fp)
+        if machine is None:
+            machine = prog.machine_obj()
+        body_start = r.pos
+        prev_end = body_start
+        got_syms = got_meta = False
+        for i, (kind, flags, ident, off, length, scrc, _res) in enumerate(entries):
+            where = f"section {i} ({_SEC_NAMES.get(kind, kind)} {ident})"
+            if off < prev_end or off + length > len(data):
+                raise ProgramError(f"byte offset {off}: {where} lies outside the file or overlaps "
+                                   "another section (truncated file?)")
+            prev_end = off + length
+            payload = data[off:off + length]
+            if zlib.crc32(payload) != scrc:
+                raise ProgramError(f"byte offset {off}: {where}: checksum mismatch (corrupted file)")
+            if kind == SEC_STREAM:
+                if ident in prog.streams:
+                    raise ProgramError(f"byte offset {off}: {where}: duplicate stream")
+                try:
+                    prog.streams[ident] = decode_instructions(payload, machine)
+                except DecodeError as e:
+                    raise ProgramError(f"byte offset {off + e.offset // 8}: {where}: {e.what}") from None
+            elif kind == SEC_SEGMENT:
+                p = _Bytes(payload, off)
+                sp, addr, ln = p.struct(struct.Struct("<BQH"), f"{where} header")
+                if sp not in (Space.DDR, Space.SRAM):
+                    raise ProgramError(f"byte offset {off}: {where}: bad space {sp}")
+                seg_name = p.text(ln, f"{where} name")
+                prog.segments.append(Segment(Space(sp), addr, payload[p.pos:], seg_name))
+            elif kind == SEC_SYMBOLS and not got_syms:
+                got_syms = True
+                prog.symbols = _unpack_symbols(payload, off)
+            elif kind == SEC_METADATA and not got_meta:
+                got_meta = True
+                try:
+                    meta = json.loads(payload.decode())
+                except (UnicodeDecodeError, ValueError):
+                    meta = None
+                if not isinstance(meta, dict) or not all(isinstance(k, str) and isinstance(v, str)
+                                                         for k, v in meta.items()):
+                    raise ProgramError(f"byte offset {off}: {where}: not a JSON object of strings")
+                prog.metadata = meta
+            else:
+                raise ProgramError(f"byte offset {body_start + i * _ENTRY.size}: {where}: unknown "
+                                   "or duplicate section kind")
+        if prev_end != len(data):
+            raise ProgramError(f"byte offset {prev_end}: {len(data) - prev_end} trailing bytes after "
+                               "the last section")
+        return prog
+
+    def save(self, path: str | Path, machine: Machine | None = None) -> None:
+        data = self.to_bytes(machine)
+        try:
+            Path(path).write_bytes(data)
+        except OSError as e:
+            raise ProgramError(f"{path}: cannot write program: {e.strerror}") from None
+
+    @staticmethod
+    def load(path: str | Path, machine: Machine | None = None) -> Program:
+        try:
+            data = Path(path).read_bytes()
+        except OSError as e:
+            raise ProgramError(f"{path}: cannot read program: {e.strerror}") from None
+        try:
+            return Program.from_bytes(data, machine)
+        except ProgramError as e:
+            raise ProgramError(f"{path}: {e}") from None
+
+
+class _Bytes:
+    """A bounds-checked little-endian reader; errors name the absolute byte offset."""
+
+    def __init__(self, data: bytes, base: int = 0):
+        self.data = data
+        self.pos = 0
+        self.base = base
+
+    def struct(self, st: struct.Struct, what: str) -> tuple:
+        if self.pos + st.size > len(self.data):
+            raise ProgramError(f"byte offset {self.base + self.pos}: truncated {what} "
+                               f"({st.size} bytes needed, {len(self.data) - self.pos} left)")
+        v = st.unpack_from(self.data, self.pos)
+        self.pos += st.size
+        return v
+
+    def text(self, n: int, what: str) -> str:
+        if self.pos + n > len(self.data):
+            raise ProgramError(f"byte offset {self.base + self.pos}: truncated {what}")
+        raw = self.data[self.pos:self.pos + n]
+        try:
+            s = raw.decode()
+        except UnicodeDecodeError:
+            raise ProgramError(f"byte offset {self.base + self.pos}: {what} is not UTF-8") from None
+        self.pos += n
+        return s
+
+
+_SYM = struct.Struct("<BBBHQB")  # role, dtype, space, tpb, address, rank
+
+
+def _pack_symbols(symbols: list[Symbol]) -> bytes:
+    out = [struct.pack("<I", len(symbols))]
+    for s in symbols:
+        name = s.name.encode()
+        if s.role not in _ROLES:
+            raise ProgramError(f"symbol '{s.name}': role must be 'input' or 'output'")
+        out.append(struct.pack("<H", len(name)) + name)
+        out.append(_SYM.pack(_ROLES.index(s.role), int(s.dtype), int(s.space), s.tpb, s.address,
+                             len(s.shape)))
+        out.append(struct.pack(f"<{len(s.shape)}Q", *s.shape))
+    return b"".join(out)
+
+
+def _unpack_symbols(payload: bytes, off: int) -> list[Symbol]:
+    p = _Bytes(payload, off)
+    (n,) = p.struct(struct.Struct("<I"), "symbol count")
+    out = []
+    for i in range(n):
+        (ln,) = p.struct(struct.Struct("<H"), f"symbol {i} name length")
+        name = p.text(ln, f"symbol {i} name")
+        role, dt, sp, tpb, addr, rank = p.struct(_SYM, f"symbol {i}")
+        at = off + p.pos
+        if role >= len(_ROLES) or dt not in DType._value2member_map_ or \
+                sp not in Space._value2member_map_:
+            raise ProgramError(f"byte offset {at}: symbol {i} '{name}': bad role/dtype/space")
+        shape = p.struct(struct.Struct(f"<{rank}Q"), f"symbol {i} shape")
+        out.append(Symbol(name, _ROLES[role], tuple(shape), DType(dt), Space(sp), addr, tpb))
+    if p.pos != len(payload):
+        raise ProgramError(f"byte offset {off + p.pos}: trailing bytes in the symbol table")
+    return out
+
+
+__all__ = ["CCB_STREAM", "MAGIC", "PROGRAM_VERSION", "Program", "ProgramError", "Segment", "Symbol"]
