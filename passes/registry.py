@@ -62,22 +62,27 @@ def _is_pass_class(obj: object, module_name: str) -> bool:
     )
 
 
-def _iter_module_names() -> list[str]:
-    package = importlib.import_module(PACKAGE)
-    names = [PACKAGE]
-    for info in pkgutil.walk_packages(package.__path__, prefix=PACKAGE + ".",
+def _iter_module_names(package_name: str) -> list[str]:
+    package = importlib.import_module(package_name)
+    names = [package_name]
+    for info in pkgutil.walk_packages(package.__path__, prefix=package_name + ".",
                                       onerror=lambda _name: None):
         names.append(info.name)
     return sorted(set(names))
 
 
 @cache
-def discover() -> Discovery:
-    """Import every module under ``m100.passes`` and collect the pass classes (cached)."""
+def discover(package: str = PACKAGE) -> Discovery:
+    """Import every module under ``package`` (``m100.passes``) and collect the pass classes (cached).
+
+    A module that raises while importing is recorded in ``failures`` (not raised); a pass class that
+    a module merely imports from elsewhere is not counted twice; the first of two passes with the
+    same name wins and the clash is recorded in ``duplicates``.
+    """
     passes: dict[str, type[ModulePass]] = {}
     failures: list[ImportFailure] = []
     duplicates: list[tuple[str, str, str]] = []
-    for module_name in _iter_module_names():
+    for module_name in _iter_module_names(package):
         if module_name == __name__:
             continue
         try:
