@@ -1,0 +1,162 @@
+"""ONNX -> func + linalg-on-tensors, through torch-mlir (not a hand-written converter).
+
+Steps (the verified recipe in ``notes/frontend-recipes.md``, run in-process through the torch-mlir
+Python bindings instead of the console scripts, so no temp files and no process start-up):
+
+1. ``onnx.load`` (or a ``ModelProto`` given by the caller); models whose default-domain opset is older
+   than :data:`MIN_OPSET` are converted with ``onnx.version_converter`` (torch-mlir's ONNX lowering
+   targets recent opsets; the light ResNet-50/SqueezeNet in the onnx wheel are opset 9);
+   ``onnx.shape_inference`` fills in the value shapes the importer needs.
+2. ``torch_mlir.extras.onnx_importer`` builds the ``torch`` dialect module.
+3. ``torch-onnx-to-torch-backend-pipeline`` then ``torch-backend-to-linalg-on-tensors-backend-pipeline``.
+4. The module is printed in MLIR's *generic* form (with all weights as hex ``dense<"0x...">``) and parsed
+   by xDSL with the project's extended ``linalg`` dialect (:mod:`m100.dialects.linalg_ext`).
+
+Every failure a user can cause (missing file, not an ONNX file, an op torch-mlir cannot lower) raises
+:class:`FrontendError` whose message is one line naming the file and, where known, the op.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from pathlib import Path
+
+from m100.errors import M100Error
+
+#: Models with an older default-domain opset are converted to this one before import.
+MIN_OPSET = 17
+
+_PIPELINE = (
+    "builtin.module(torch-onnx-to-torch-backend-pipeline,"
+    "torch-backend-to-linalg-on-tensors-backend-pipeline)"
+)
+
+
+class FrontendError(M100Error):
+    """A model that the frontend cannot read or lower; the message names the file and the op."""
+
+
+def _one_line(text: str, limit: int = 300) -> str:
+    text = " ".join(str(text).split())
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def _load_model(model, name: str):
+    import onnx
+
+    if isinstance(model, onnx.ModelProto):
+        return model
+    path = Path(model)
+    if not path.exists():
+        raise FrontendError(f"{name}: no such file")
+    if path.is_dir():
+        raise FrontendError(f"{name}: is a directory, expected an .onnx file")
+    try:
+        return onnx.load(str(path))
+    except Exception as e:  # protobuf DecodeError and friends
+        raise FrontendError(f"{name}: not a valid ONNX model ({_one_line(e, 120)})") from None
+
+
+def _default_opset(model) -> int:
+    for imp in model.opset_import:
+        if imp.domain in ("", "ai.onnx"):
+            return imp.version
+    return 0
+
+
+def prepare_model(model, name: str = "<model>", opset: int | None = None):
+    """Load, version-convert (if older than :data:`MIN_OPSET` or ``opset`` is given), shape-infer."""
+    import onnx
+
+    model = _load_model(model, name)
+    target = opset if opset is not None else (MIN_OPSET if _default_opset(model) < MIN_OPSET else None)
+    if target is not None and target != _default_opset(model):
+        try:
+            model = onnx.version_converter.convert_version(model, target)
+        except Exception as e:
+            raise FrontendError(
+                f"{name}: cannot convert opset {_default_opset(model)} -> {target}: {_one_line(e, 160)}"
+            ) from None
+    try:
+        onnx.checker.check_model(model)
+    except Exception as e:
+        raise FrontendError(f"{name}: invalid ONNX model: {_one_line(e, 200)}") from None
+    try:
+        model = onnx.shape_inference.infer_shapes(model, strict_mode=False)
+    except Exception as e:
+        raise FrontendError(f"{name}: ONNX shape inference failed: {_one_line(e, 200)}") from None
+    return model
+
+
+_LOC_OP = re.compile(r'loc\("([^"]*)"\)')
+
+
+def _diagnose(name: str, err: Exception, model) -> FrontendError:
+    """Turn a torch-mlir failure into one line naming the ONNX op that could not be lowered."""
+    text = str(err)
+    m = re.search(r"failed to legalize operation '([^']+)'", text)
+    op = None
+    if m:
+        op = m.group(1)
+    onnx_op = re.search(r"torch\.operator\"?\s*\(?\"?(onnx\.[A-Za-z0-9_]+)", text) or re.search(
+        r"(onnx\.[A-Z][A-Za-z0-9_]*)", text
+    )
+    if onnx_op:
+        op = onnx_op.group(1)
+    loc = _LOC_OP.search(text)
+    where = f" (node {loc.group(1)})" if loc else ""
+    first = next((ln.strip() for ln in text.splitlines() if "error" in ln.lower()), text)
+    if op:
+        return FrontendError(
+            f"{name}: torch-mlir cannot lower op '{op}'{where}: {_one_line(first, 160)}"
+        )
+    return FrontendError(f"{name}: torch-mlir import failed: {_one_line(first, 200)}")
+
+
+def onnx_to_linalg_text(
+    model, *, name: str | None = None, opset: int | None = None, generic: bool = True
+) -> str:
+    """Return the func + linalg-on-tensors MLIR text (generic form by default) of an ONNX model.
+
+    ``model``: a path or an ``onnx.ModelProto``. ``opset``: force a version conversion.
+    """
+    if name is None:
+        name = os.fspath(model) if isinstance(model, (str, os.PathLike)) else "<onnx model>"
+    model = prepare_model(model, name, opset)
+    try:
+        from torch_mlir.dialects import torch as torch_d
+        from torch_mlir.extras import onnx_importer
+        from torch_mlir.ir import Context
+        from torch_mlir.passmanager import PassManager
+    except ImportError as e:  # pragma: no cover - the wheel is a dependency of the frontend extra
+        raise FrontendError(f"{name}: torch-mlir is not installed ({e}); pip install m100[frontend]") from None
+
+    ctx = Context()
+    torch_d.register_dialect(ctx)
+    try:
+        info = onnx_importer.ModelInfo(model, config=onnx_importer.Config())
+        module = info.create_module(context=ctx)
+        imp = onnx_importer.NodeImporter.define_function(info.main_graph, module.operation)
+        imp.import_all()
+    except Exception as e:
+        raise FrontendError(f"{name}: torch-mlir ONNX import failed: {_one_line(e, 200)}") from None
+    try:
+        with ctx:
+            PassManager.parse(_PIPELINE).run(module.operation)
+    except Exception as e:
+        raise _diagnose(name, e, model) from None
+    text = module.operation.get_asm(print_generic_op_form=generic, large_elements_limit=None)
+    leftover = sorted(set(re.findall(r'"(torch(?:_c)?\.[A-Za-z0-9_.]+)"', text)))
+    if leftover:
+        raise FrontendError(f"{name}: torch-mlir left ops it could not lower: {', '.join(leftover[:5])}")
+    return text
+
+
+def load_onnx(model, ctx=None, *, opset: int | None = None):
+    """Import an ONNX model (path or ``ModelProto``) as an xDSL ``ModuleOp`` of func + linalg on tensors."""
+    from m100.frontend.mlir_load import load_mlir_text
+
+    name = os.fspath(model) if isinstance(model, (str, os.PathLike)) else "<onnx model>"
+    text = onnx_to_linalg_text(model, name=name, opset=opset)
+    return load_mlir_text(text, ctx, name=name)
