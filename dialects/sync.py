@@ -1,0 +1,323 @@
+"""The ``sync`` dialect: dataflow tokens and Synchronization Unit actions.
+
+Types
+-----
+``!sync.token``
+    An *unallocated* dataflow edge: every ``tpb`` op returns one when it is done; ops list the tokens
+    they wait for in ``after(...)``. ``sync-insert`` (issue 6) turns tokens into counter traffic.
+
+Attributes (resolved level, 1:1 with :mod:`m100.targets.m100.isa`)
+-------------------------------------------------------------------
+``#sync.monitor<tpb = T, counter = C, expected = E[, per_block = P]>``  = ``isa.Monitor``
+    Block ``b`` of the instruction waits until counter C of TPB T is ``>= E + b * P``.
+``#sync.update<counter = C, mask = M[, amount = A][, trigger = block]>`` = ``isa.Update``
+    Add A (default 1) to counter C on every TPB of mask M, at the end (default) or after each block.
+``#sync.actions<blocks = B[, monitors = [...]][, updates = [...]]>`` = ``isa.Sync``
+
+Ops
+---
+``%t = sync.join %a, %b, ...``
+    A token that is done when all operands are done (merges edges; no hardware cost).
+``%t = sync.barrier %a, ... {tpb_mask = M}``
+    A global point among the TPBs of mask M (a CCB barrier): every later op of those TPBs waits for
+    it. ``sync-insert`` lowers it to counter traffic; use it only where a real global point exists.
+
+Verifiers: counters are non-negative, masks non-zero, amounts >= 1, blocks >= 1 (attribute level);
+counter ids below the machine's ``su_counters`` and masks naming existing TPBs (op level, machine of
+the enclosing ``tpb.program``, see :func:`machine_of`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from xdsl.dialects.builtin import I64, ArrayAttr, IntegerAttr, StringAttr
+from xdsl.ir import Attribute, Dialect, Operation, ParametrizedAttribute, TypeAttribute
+from xdsl.irdl import (IRDLOperation, base, irdl_attr_definition, irdl_op_definition, prop_def,
+                       result_def, traits_def, var_operand_def)
+from xdsl.parser import AttrParser, Parser
+from xdsl.printer import Printer
+from xdsl.traits import Pure
+from xdsl.utils.exceptions import VerifyException
+
+from m100.targets.m100.isa import Monitor, Sync, Trigger, Update
+
+from .twu import int_attr, isa_guard
+
+
+@irdl_attr_definition
+class TokenType(ParametrizedAttribute, TypeAttribute):
+    """``!sync.token``: an unallocated dataflow edge (done-ness of an op)."""
+    name = "sync.token"
+
+
+def _parse_kv(parser: AttrParser, allowed: Sequence[str]) -> dict[str, object]:
+    """``<key = value, ...>`` with integer values (or identifiers for ``trigger``)."""
+    out: dict[str, object] = {}
+
+    def one() -> None:
+        key = parser.parse_identifier()
+        if key not in allowed:
+            parser.raise_error(f"unexpected key '{key}' (expected one of {', '.join(allowed)})")
+        parser.parse_punctuation("=")
+        if key == "trigger":
+            out[key] = parser.parse_identifier()
+        elif key in ("monitors", "updates"):
+            out[key] = parser.parse_comma_separated_list(parser.Delimiter.SQUARE,
+                                                         parser.parse_attribute)
+        else:
+            out[key] = parser.parse_integer()
+
+    parser.parse_comma_separated_list(parser.Delimiter.ANGLE, one)
+    return out
+
+
+def _need_keys(parser: AttrParser, d: dict[str, object], keys: Sequence[str], what: str) -> None:
+    for k in keys:
+        if k not in d:
+            parser.raise_error(f"{what}: missing '{k}'")
+
+
+@irdl_attr_definition
+class MonitorAttr(ParametrizedAttribute):
+    """``#sync.monitor<tpb = T, counter = C, expected = E[, per_block = P]>``."""
+    name = "sync.monitor"
+    tpb: IntegerAttr[I64]
+    counter: IntegerAttr[I64]
+    expected: IntegerAttr[I64]
+    per_block: IntegerAttr[I64]
+
+    def __init__(self, tpb: int, counter: int, expected: int, per_block: int = 0):
+        super().__init__(int_attr(tpb), int_attr(counter), int_attr(expected), int_attr(per_block))
+
+    @staticmethod
+    def from_isa(m: Monitor) -> MonitorAttr:
+        return MonitorAttr(m.tpb, m.counter, m.expected, m.per_block)
+
+    def to_isa(self) -> Monitor:
+        return Monitor(self.tpb.value.data, self.counter.value.data, self.expected.value.data,
+                       self.per_block.value.data)
+
+    @classmethod
+    def parse_parameters(cls, parser: AttrParser) -> Sequence[Attribute]:
+        d = _parse_kv(parser, ("tpb", "counter", "expected", "per_block"))
+        _need_keys(parser, d, ("tpb", "counter", "expected"), "#sync.monitor")
+        return tuple(int_attr(d.get(k, 0)) for k in ("tpb", "counter", "expected", "per_block"))
+
+    def print_parameters(self, printer: Printer) -> None:
+        m = self.to_isa()
+        s = f"<tpb = {m.tpb}, counter = {m.counter}, expected = {m.expected}"
+        if m.per_block:
+            s += f", per_block = {m.per_block}"
+        printer.print_string(s + ">")
+
+    def verify(self) -> None:
+        m = self.to_isa()
+        if m.tpb < 0 or m.counter < 0 or m.expected < 0 or m.per_block < 0:
+            raise VerifyException(f"#sync.monitor: tpb, counter, expected and per_block must be "
+                                  f">= 0 (got {m})")
+
+
+_TRIGGERS = {"end": Trigger.END, "block": Trigger.BLOCK}
+
+
+@irdl_attr_definition
+class UpdateAttr(ParametrizedAttribute):
+    """``#sync.update<counter = C, mask = M[, amount = A][, trigger = end|block]>``."""
+    name = "sync.update"
+    counter: IntegerAttr[I64]
+    mask: IntegerAttr[I64]
+    amount: IntegerAttr[I64]
+    trigger: StringAttr
+
+    def __init__(self, counter: int, mask: int, amount: int = 1, trigger: str = "end"):
+        super().__init__(int_attr(counter), int_attr(mask), int_attr(amount), StringAttr(trigger))
+
+    @staticmethod
+    def from_isa(u: Update) -> UpdateAttr:
+        return UpdateAttr(u.counter, u.tpb_mask, u.amount, Trigger(u.trigger).name.lower())
+
+    def to_isa(self) -> Update:
+        return Update(self.counter.value.data, self.mask.value.data, self.amount.value.data,
+                      _TRIGGERS[self.trigger.data])
+
+    @classmethod
+    def parse_parameters(cls, parser: AttrParser) -> Sequence[Attribute]:
+        d = _parse_kv(parser, ("counter", "mask", "amount", "trigger"))
+        _need_keys(parser, d, ("counter", "mask"), "#sync.update")
+        return (int_attr(d["counter"]), int_attr(d["mask"]), int_attr(d.get("amount", 1)),
+                StringAttr(str(d.get("trigger", "end"))))
+
+    def print_parameters(self, printer: Printer) -> None:
+        s = f"<counter = {self.counter.value.data}, mask = {self.mask.value.data}"
+        if self.amount.value.data != 1:
+            s += f", amount = {self.amount.value.data}"
+        if self.trigger.data != "end":
+            s += f", trigger = {self.trigger.data}"
+        printer.print_string(s + ">")
+
+    def verify(self) -> None:
+        if self.trigger.data not in _TRIGGERS:
+            raise VerifyException(f"#sync.update: trigger must be 'end' or 'block', "
+                                  f"not '{self.trigger.data}'")
+        if self.counter.value.data < 0:
+            raise VerifyException(f"#sync.update: counter {self.counter.value.data} must be >= 0")
+        if self.mask.value.data <= 0:
+            raise VerifyException(f"#sync.update: TPB mask {self.mask.value.data} names no TPB")
+        if self.amount.value.data < 1:
+            raise VerifyException(f"#sync.update: amount {self.amount.value.data} must be >= 1")
+
+
+@irdl_attr_definition
+class ActionsAttr(ParametrizedAttribute):
+    """``#sync.actions<blocks = B, monitors = [#sync.monitor...], updates = [#sync.update...]>``."""
+    name = "sync.actions"
+    blocks: IntegerAttr[I64]
+    monitors: ArrayAttr[MonitorAttr]
+    updates: ArrayAttr[UpdateAttr]
+
+    def __init__(self, blocks: int = 1, monitors: Sequence[MonitorAttr] = (),
+                 updates: Sequence[UpdateAttr] = ()):
+        super().__init__(int_attr(blocks), ArrayAttr(monitors), ArrayAttr(updates))
+
+    @staticmethod
+    def from_isa(s: Sync) -> ActionsAttr:
+        return ActionsAttr(s.blocks, [MonitorAttr.from_isa(m) for m in s.monitors],
+                           [UpdateAttr.from_isa(u) for u in s.updates])
+
+    def to_isa(self) -> Sync:
+        return Sync(self.blocks.value.data, tuple(m.to_isa() for m in self.monitors),
+                    tuple(u.to_isa() for u in self.updates))
+
+    @classmethod
+    def parse_parameters(cls, parser: AttrParser) -> Sequence[Attribute]:
+        d = _parse_kv(parser, ("blocks", "monitors", "updates"))
+        mons, ups = d.get("monitors", []), d.get("updates", [])
+        if not all(isinstance(m, MonitorAttr) for m in mons):  # type: ignore[union-attr]
+            parser.raise_error("#sync.actions: monitors must be #sync.monitor attributes")
+        if not all(isinstance(u, UpdateAttr) for u in ups):  # type: ignore[union-attr]
+            parser.raise_error("#sync.actions: updates must be #sync.update attributes")
+        return (int_attr(d.get("blocks", 1)), ArrayAttr(mons), ArrayAttr(ups))  # type: ignore
+
+    def print_parameters(self, printer: Printer) -> None:
+        printer.print_string(f"<blocks = {self.blocks.value.data}")
+        for key, items in (("monitors", self.monitors), ("updates", self.updates)):
+            if items.data:
+                printer.print_string(f", {key} = [")
+                printer.print_list(items.data, printer.print_attribute)
+                printer.print_string("]")
+        printer.print_string(">")
+
+    def verify(self) -> None:
+        if self.blocks.value.data < 1:
+            raise VerifyException(f"#sync.actions: blocks must be >= 1, not {self.blocks.value.data}")
+
+    def check(self, machine, own_tpb: int | None, what: str = "sync") -> None:
+        """Machine checks (counter ids, TPB masks, expected ranges) as VerifyException."""
+        isa_guard(self.to_isa().check, machine, own_tpb, prefix=f"{what}: ")
+
+
+# ----------------------------------------------------------------------------------------------
+# machine lookup shared by all m100 ops
+# ----------------------------------------------------------------------------------------------
+def machine_of(op: Operation):
+    """The Machine named by the nearest enclosing ``tpb.program`` (or None outside one)."""
+    from m100.targets.m100.machine import get_machine
+    p = op.parent_op()
+    while p is not None:
+        if p.name == "tpb.program":
+            name = p.properties.get("machine")
+            if isinstance(name, StringAttr):
+                return isa_guard(get_machine, name.data, prefix=f"'{p.name}': ")
+            return None
+        p = p.parent_op()
+    return None
+
+
+def check_mask(op: Operation, mask: int, what: str = "TPB mask") -> None:
+    if mask <= 0:
+        raise VerifyException(f"'{op.name}': {what} {mask} names no TPB")
+    m = machine_of(op)
+    if m is not None and mask & ~m.all_tpbs_mask:
+        raise VerifyException(f"'{op.name}': {what} {mask:#x} names a TPB that machine "
+                              f"'{m.name}' ({m.num_tpbs} TPBs) does not have")
+
+
+# ----------------------------------------------------------------------------------------------
+# ops
+# ----------------------------------------------------------------------------------------------
+def _parse_token_list(parser: Parser) -> list:
+    ops = []
+    first = parser.parse_optional_operand()
+    if first is not None:
+        ops.append(first)
+        while parser.parse_optional_punctuation(",") is not None:
+            ops.append(parser.parse_operand())
+    return ops
+
+
+@irdl_op_definition
+class JoinOp(IRDLOperation):
+    """``%t = sync.join %a, %b``: done when every operand token is done (no hardware cost)."""
+    name = "sync.join"
+    inputs = var_operand_def(base(TokenType))
+    result = result_def(TokenType)
+    traits = traits_def(Pure())
+
+    def __init__(self, inputs: Sequence):
+        super().__init__(operands=[list(inputs)], result_types=[TokenType()])
+
+    def print(self, printer: Printer) -> None:
+        if self.inputs:
+            printer.print_string(" ")
+            printer.print_list(self.inputs, printer.print_operand)
+        printer.print_op_attributes(self.attributes)
+
+    @classmethod
+    def parse(cls, parser: Parser) -> JoinOp:
+        op = cls(_parse_token_list(parser))
+        if (attrs := parser.parse_optional_attr_dict()):
+            op.attributes.update(attrs)
+        return op
+
+    def verify_(self) -> None:
+        if not self.inputs:
+            raise VerifyException("'sync.join' needs at least one token to join")
+
+
+@irdl_op_definition
+class BarrierOp(IRDLOperation):
+    """``%t = sync.barrier %a, ... {tpb_mask = M}``: a global point among the TPBs of mask M."""
+    name = "sync.barrier"
+    inputs = var_operand_def(base(TokenType))
+    tpb_mask = prop_def(IntegerAttr[I64])
+    result = result_def(TokenType)
+
+    def __init__(self, inputs: Sequence, tpb_mask: int):
+        super().__init__(operands=[list(inputs)], result_types=[TokenType()],
+                         properties={"tpb_mask": int_attr(tpb_mask)})
+
+    def print(self, printer: Printer) -> None:
+        if self.inputs:
+            printer.print_string(" ")
+            printer.print_list(self.inputs, printer.print_operand)
+        printer.print_string(f" mask {self.tpb_mask.value.data}")
+        printer.print_op_attributes(self.attributes)
+
+    @classmethod
+    def parse(cls, parser: Parser) -> BarrierOp:
+        inputs = _parse_token_list(parser)
+        parser.parse_keyword("mask")
+        op = cls(inputs, parser.parse_integer())
+        if (attrs := parser.parse_optional_attr_dict()):
+            op.attributes.update(attrs)
+        return op
+
+    def verify_(self) -> None:
+        check_mask(self, self.tpb_mask.value.data)
+
+
+SYNC = Dialect("sync", [JoinOp, BarrierOp], [TokenType, MonitorAttr, UpdateAttr, ActionsAttr])
+
+__all__ = ["SYNC", "TokenType", "MonitorAttr", "UpdateAttr", "ActionsAttr", "JoinOp", "BarrierOp",
+           "machine_of", "check_mask"]

@@ -1,0 +1,341 @@
+"""The ``twu`` dialect: Tensor Walker address patterns.
+
+Attributes
+----------
+``#twu.walk<SPACE[TPB], BASE, DTYPE, [(INITIAL, STEP, FINAL), ...]>``
+    Maps 1:1 to :class:`m100.targets.m100.isa.Walk`: memory space ``ddr``/``sram``/``hbsm``, the TPB
+    (printed in brackets for ``hbsm`` or when non-zero), the base byte address, the element type
+    (``i4``, ``i8``, ``i32``, ``f16``, ``bf16``, ``f32``) and the TWU levels, outermost first, in
+    elements. Example: ``#twu.walk<hbsm[1], 1024, f32, [(0, 64, 4032), (0, 1, 63)]>`` walks a 64x64
+    f32 tile at byte 1024 of TPB 1's HBSM, row-major. ``verify()`` checks every level (final - initial
+    a non-negative multiple of step; a step-0 repeat level needs final >= 1). Machine-dependent checks
+    (level budget, register width, address range) run in the ``tpb`` op verifiers, which know the
+    machine.
+
+``#twu.access<AFFINE_MAP, [BOUNDS]>``
+    The access of an operand *before* walk synthesis (the placed level): the instruction visits the
+    iteration points ``0 <= d_i < BOUNDS[i]`` in row-major order and reads/writes the element
+    ``map(d)`` of the operand's buffer (row-major in the buffer's shape). Example: the transpose of a
+    32x64 buffer read as a 64x32 tensor is ``#twu.access<affine_map<(d0, d1) -> (d1, d0)>, [64, 32]>``.
+    ``twu-materialize`` (issue 5) turns it into a ``#twu.walk``; :meth:`AccessAttr.to_walk` does it
+    for pure affine maps (one level per map dimension, no folding).
+
+Helpers shared with the other m100 dialects (element-type mapping, exact float printing) live here
+because ``twu`` is the lowest of the four.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+from xdsl.dialects.builtin import (I64, AffineMapAttr, BFloat16Type, DenseArrayBase,
+                                   Float16Type, Float32Type, IntegerAttr, IntegerType, Signedness, StringAttr, i64)
+from xdsl.ir import Attribute, Dialect, ParametrizedAttribute
+from xdsl.ir.affine import AffineBinaryOpExpr, AffineBinaryOpKind, AffineMap
+from xdsl.irdl import irdl_attr_definition
+from xdsl.parser import AttrParser
+from xdsl.printer import Printer
+from xdsl.utils.exceptions import VerifyException
+
+from m100.targets.m100.isa import DType, IsaError, Level, Space, Walk
+
+# ----------------------------------------------------------------------------------------------
+# shared helpers
+# ----------------------------------------------------------------------------------------------
+SPACE_NAMES = {Space.DDR: "ddr", Space.SRAM: "sram", Space.HBSM: "hbsm"}
+SPACE_BY_NAME = {v: k for k, v in SPACE_NAMES.items()}
+
+
+def dtype_to_type(d: DType) -> Attribute:
+    """The builtin element type of an ISA element type (``i4`` is ``IntegerType(4)``)."""
+    return {DType.I8: IntegerType(8), DType.I32: IntegerType(32), DType.I4: IntegerType(4),
+            DType.F16: Float16Type(), DType.BF16: BFloat16Type(), DType.F32: Float32Type()}[d]
+
+
+def type_to_dtype(t: Attribute) -> DType:
+    """The ISA element type of a builtin type; raises VerifyException for unsupported types."""
+    if (isinstance(t, IntegerType) and t.width.data in (4, 8, 32)
+            and t.signedness.data == Signedness.SIGNLESS):
+        return {4: DType.I4, 8: DType.I8, 32: DType.I32}[t.width.data]
+    if isinstance(t, Float16Type):
+        return DType.F16
+    if isinstance(t, BFloat16Type):
+        return DType.BF16
+    if isinstance(t, Float32Type):
+        return DType.F32
+    raise VerifyException(f"element type {t} is not an M100 element type "
+                          "(i4, i8, i32, f16, bf16, f32)")
+
+
+def is_element_type(t: Attribute) -> bool:
+    try:
+        type_to_dtype(t)
+        return True
+    except VerifyException:
+        return False
+
+
+def format_float(v: float) -> str:
+    """A float literal the xDSL lexer reads back exactly (always has a '.'; inf/nan as words)."""
+    if math.isnan(v):
+        return "nan"
+    if math.isinf(v):
+        return "inf" if v > 0 else "-inf"
+    s = repr(float(v))
+    if "." not in s:
+        mant, _, exp = s.partition("e")
+        s = f"{mant}.0" + (f"e{exp}" if exp else "")
+    return s
+
+
+def parse_float_lit(parser: AttrParser) -> float:
+    """Parse what :func:`format_float` prints (also accepts a bare integer)."""
+    neg = parser.parse_optional_punctuation("-") is not None
+    word = parser.parse_optional_identifier()
+    if word is not None:
+        if word not in ("inf", "nan"):
+            parser.raise_error(f"expected a float, got '{word}'")
+        v = math.inf if word == "inf" else math.nan
+    else:
+        v = float(parser.parse_number())
+    return -v if neg else v
+
+
+def int_attr(v: int) -> IntegerAttr:
+    return IntegerAttr(int(v), i64)
+
+
+def i64_array(values: Sequence[int]) -> DenseArrayBase:
+    return DenseArrayBase.from_list(i64, [int(x) for x in values])
+
+
+def array_values(a: DenseArrayBase) -> tuple[int, ...]:
+    return tuple(int(x) for x in a.get_values())
+
+
+def isa_guard(fn, *args, prefix: str = ""):
+    """Run an ISA/machine check; re-raise its M100Error as a VerifyException."""
+    from m100.errors import M100Error
+    try:
+        return fn(*args)
+    except M100Error as e:
+        raise VerifyException(f"{prefix}{e}") from None
+
+
+# ----------------------------------------------------------------------------------------------
+# #twu.walk
+# ----------------------------------------------------------------------------------------------
+@irdl_attr_definition
+class WalkAttr(ParametrizedAttribute):
+    """``#twu.walk<space[tpb], base, dtype, [(initial, step, final), ...]>`` = one ISA Walk."""
+    name = "twu.walk"
+    space: StringAttr
+    tpb: IntegerAttr[I64]
+    base: IntegerAttr[I64]
+    dtype: Attribute
+    levels: DenseArrayBase  # flattened (initial, step, final) triples, outermost level first
+
+    def __init__(self, space: str, tpb: int, base: int, dtype: Attribute,
+                 levels: Sequence[tuple[int, int, int]]):
+        flat = [int(v) for lv in levels for v in lv]
+        super().__init__(StringAttr(space), int_attr(tpb), int_attr(base), dtype, i64_array(flat))
+
+    # --- ISA mapping ---------------------------------------------------------------------------
+    @staticmethod
+    def from_isa(w: Walk) -> WalkAttr:
+        return WalkAttr(SPACE_NAMES[Space(w.space)], w.tpb, w.base, dtype_to_type(w.dtype),
+                        [(lv.initial, lv.step, lv.final) for lv in w.levels])
+
+    def to_isa(self) -> Walk:
+        return Walk(SPACE_BY_NAME[self.space.data], self.tpb.value.data, self.base.value.data,
+                    type_to_dtype(self.dtype), tuple(Level(*t) for t in self.level_triples()))
+
+    def level_triples(self) -> list[tuple[int, int, int]]:
+        v = array_values(self.levels)
+        return [(v[i], v[i + 1], v[i + 2]) for i in range(0, len(v), 3)]
+
+    # --- syntax ----------------------------------------------------------------------------------
+    @classmethod
+    def parse_parameters(cls, parser: AttrParser) -> Sequence[Attribute]:
+        with parser.in_angle_brackets():
+            space = parser.parse_identifier()
+            tpb = 0
+            if parser.parse_optional_punctuation("[") is not None:
+                tpb = parser.parse_integer()
+                parser.parse_punctuation("]")
+            parser.parse_punctuation(",")
+            base = parser.parse_integer()
+            parser.parse_punctuation(",")
+            dtype = parser.parse_type()
+            parser.parse_punctuation(",")
+
+            def level() -> tuple[int, int, int]:
+                parser.parse_punctuation("(")
+                a = parser.parse_integer()
+                parser.parse_punctuation(",")
+                b = parser.parse_integer()
+                parser.parse_punctuation(",")
+                c = parser.parse_integer()
+                parser.parse_punctuation(")")
+                return (a, b, c)
+
+            levels = parser.parse_comma_separated_list(parser.Delimiter.SQUARE, level)
+        flat = [v for lv in levels for v in lv]
+        return (StringAttr(space), int_attr(tpb), int_attr(base), dtype, i64_array(flat))
+
+    def print_parameters(self, printer: Printer) -> None:
+        space, tpb = self.space.data, self.tpb.value.data
+        printer.print_string(f"<{space}")
+        if space == "hbsm" or tpb != 0:
+            printer.print_string(f"[{tpb}]")
+        printer.print_string(f", {self.base.value.data}, ")
+        printer.print_attribute(self.dtype)
+        lv = ", ".join(f"({a}, {b}, {c})" for a, b, c in self.level_triples())
+        printer.print_string(f", [{lv}]>")
+
+    def verify(self) -> None:
+        if self.space.data not in SPACE_BY_NAME:
+            raise VerifyException(f"#twu.walk: unknown memory space '{self.space.data}' "
+                                  "(ddr, sram, hbsm)")
+        type_to_dtype(self.dtype)
+        if len(self.levels.get_values()) % 3:
+            raise VerifyException("#twu.walk: levels must be (initial, step, final) triples")
+        if self.tpb.value.data < 0 or self.base.value.data < 0:
+            raise VerifyException("#twu.walk: tpb and base must be >= 0")
+        for t in self.level_triples():
+            try:
+                Level(*t).check()
+            except IsaError as e:
+                raise VerifyException(f"#twu.walk: {e}") from None
+
+    def check(self, machine, what: str = "walk") -> None:
+        """Machine checks (level budget, register width, address range, TPB) as VerifyException."""
+        isa_guard(self.to_isa().check, machine, what)
+
+
+# ----------------------------------------------------------------------------------------------
+# #twu.access
+# ----------------------------------------------------------------------------------------------
+@irdl_attr_definition
+class AccessAttr(ParametrizedAttribute):
+    """``#twu.access<affine_map, [bounds]>``: an operand's affine access before walk synthesis."""
+    name = "twu.access"
+    map: AffineMapAttr
+    bounds: DenseArrayBase
+
+    def __init__(self, amap: AffineMap | AffineMapAttr, bounds: Sequence[int]):
+        if isinstance(amap, AffineMap):
+            amap = AffineMapAttr(amap)
+        super().__init__(amap, i64_array(bounds))
+
+    @staticmethod
+    def identity(shape: Sequence[int]) -> AccessAttr:
+        return AccessAttr(AffineMap.identity(len(shape)), shape)
+
+    @property
+    def affine_map(self) -> AffineMap:
+        return self.map.data
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        return array_values(self.bounds)
+
+    @property
+    def num_elements(self) -> int:
+        return math.prod(self.shape)
+
+    @classmethod
+    def parse_parameters(cls, parser: AttrParser) -> Sequence[Attribute]:
+        with parser.in_angle_brackets():
+            amap = parser.parse_attribute()
+            if not isinstance(amap, AffineMapAttr):
+                parser.raise_error("#twu.access expects an affine_map<...> first")
+            parser.parse_punctuation(",")
+            bounds = parser.parse_comma_separated_list(parser.Delimiter.SQUARE,
+                                                       parser.parse_integer)
+        return (amap, i64_array(bounds))
+
+    def print_parameters(self, printer: Printer) -> None:
+        printer.print_string("<")
+        printer.print_attribute(self.map)
+        printer.print_string(f", [{', '.join(str(b) for b in self.shape)}]>")
+
+    def verify(self) -> None:
+        m = self.affine_map
+        if m.num_symbols:
+            raise VerifyException("#twu.access: the map may not use symbols")
+        if m.num_dims != len(self.shape):
+            raise VerifyException(f"#twu.access: the map has {m.num_dims} dims but "
+                                  f"{len(self.shape)} bounds are given")
+        if any(b < 1 for b in self.shape):
+            raise VerifyException(f"#twu.access: bounds {list(self.shape)} must all be >= 1")
+
+    # --- analysis ------------------------------------------------------------------------------
+    def is_pure_affine(self) -> bool:
+        bad = (AffineBinaryOpKind.Mod, AffineBinaryOpKind.FloorDiv, AffineBinaryOpKind.CeilDiv)
+        for r in self.affine_map.results:
+            for e in r.dfs():
+                if isinstance(e, AffineBinaryOpExpr) and e.kind in bad:
+                    return False
+        return True
+
+    def coefficients(self) -> tuple[tuple[int, ...], list[tuple[int, ...]]]:
+        """(constant term per result, [per dim: coefficient per result]) of a pure affine map."""
+        m = self.affine_map
+        zero = [0] * m.num_dims
+        c0 = m.eval(zero, [])
+        coeffs = []
+        for d in range(m.num_dims):
+            unit = list(zero)
+            unit[d] = 1
+            coeffs.append(tuple(a - b for a, b in zip(m.eval(unit, []), c0)))
+        return tuple(c0), coeffs
+
+    def index_range(self) -> list[tuple[int, int]]:
+        """Per map result, the (min, max) index over the iteration domain (pure affine maps)."""
+        c0, coeffs = self.coefficients()
+        out = []
+        for r, c in enumerate(c0):
+            lo = hi = c
+            for d, b in enumerate(self.shape):
+                k = coeffs[d][r] * (b - 1)
+                lo += min(0, k)
+                hi += max(0, k)
+            out.append((lo, hi))
+        return out
+
+    def check_buffer(self, buffer_shape: Sequence[int], what: str = "access") -> None:
+        """Raise VerifyException unless the access stays inside a buffer of ``buffer_shape``."""
+        m = self.affine_map
+        if len(m.results) != len(buffer_shape):
+            raise VerifyException(f"{what}: the map has {len(m.results)} results but the buffer "
+                                  f"has rank {len(buffer_shape)}")
+        if not self.is_pure_affine():
+            return  # mod/div maps: bounds are checked at walk synthesis
+        for r, ((lo, hi), n) in enumerate(zip(self.index_range(), buffer_shape)):
+            if lo < 0 or hi >= n:
+                raise VerifyException(f"{what}: index {r} ranges over [{lo}, {hi}] but the buffer "
+                                      f"dimension has size {n} (buffer {list(buffer_shape)})")
+
+    def to_walk(self, space: Space, tpb: int, base: int, dtype: DType,
+                buffer_shape: Sequence[int]) -> Walk:
+        """The walk of a pure affine access into a row-major buffer (one level per map dim)."""
+        if not self.is_pure_affine():
+            raise VerifyException("#twu.access: only pure affine maps convert directly to a walk")
+        strides = [math.prod(buffer_shape[i + 1:]) for i in range(len(buffer_shape))]
+        c0, coeffs = self.coefficients()
+        offset = sum(c * s for c, s in zip(c0, strides))
+        levels = []
+        for d, b in enumerate(self.shape):
+            stride = sum(c * s for c, s in zip(coeffs[d], strides))
+            levels.append(Level.span(b, stride, offset if d == 0 else 0))
+        if not levels:
+            levels = [Level(offset, 1, offset)]
+        return Walk(Space(space), tpb, base, DType(dtype), tuple(levels))
+
+
+TWU = Dialect("twu", [], [WalkAttr, AccessAttr])
+
+__all__ = ["TWU", "WalkAttr", "AccessAttr", "dtype_to_type", "type_to_dtype", "format_float",
+           "parse_float_lit", "SPACE_NAMES", "SPACE_BY_NAME", "isa_guard", "is_element_type"]
