@@ -1,0 +1,1 @@
+"""Backend passes: hbsm-allocate, twu-materialize, sync-insert."""

@@ -1,0 +1,180 @@
+"""Stage 4: channels, home TPBs and counter allocation within ``machine.su_counters`` per TPB.
+
+* The *home* of a need ``i -> j`` is the TPB whose SU holds the counter ``j`` monitors: ``j``'s own
+  TPB for a TPB unit; for a DMA consumer (DMAs may monitor any TPB) the producer's TPB, or, for
+  DMA -> DMA, a TPB the producer already signals, else the TPB with the fewest channels.
+* A *channel* is (producer executor, home TPB). One executor's updates are issued in its program
+  order, so the events on a channel form a happens-before chain and one monotonic counter serves
+  all of its hand-offs: the consumer of the ``n``-th event waits for ``counter >= n`` (the
+  expected-value ranges of successive hand-offs simply follow one another).
+* Invariant of every counter: **its update events form a happens-before chain.** Then
+  ``counter >= cum(e)`` implies event ``e`` was issued, even if remote updates arrive out of order
+  (the arrived events sum to at least ``cum(e)``, which the events strictly before ``e`` can not).
+* Reuse by lifetime: a channel may take over a counter whose last event happens-before the
+  channel's first event (the chain continues; expected values start at the counter's running total).
+* Budget: when a TPB would need more counters than ``budget``, the decision is explicit and
+  reported: ``on_budget="merge"`` merges the channel into a live counter and *serializes* the
+  writers of that counter in global order (each writer's instruction first monitors the counter
+  for the previous writer's last event: a chain monitor), which keeps the invariant; this needs
+  writers that can monitor the home TPB (its own units or DMAs). ``on_budget="error"`` (or no
+  mergeable counter) raises :class:`SyncError` naming the TPB and the channels.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from m100.targets.m100.isa import Trigger, Unit
+
+from .analyze import SyncError, inst_name
+from .redundancy import Reduced
+
+Executor = tuple  # (Unit, index)
+
+
+def exec_name(e: Executor) -> str:
+    unit, idx = e
+    return f"DMA{idx}" if unit is Unit.DMA else f"{unit.name}@TPB{idx}"
+
+
+@dataclass
+class Allocation:
+    home: dict[tuple[int, int], int] = field(default_factory=dict)  # need -> home TPB
+    counter: dict[tuple[Executor, int], int] = field(default_factory=dict)  # channel -> counter id
+    trigger: dict[tuple[int, int], Trigger] = field(default_factory=dict)  # (inst, home) -> trigger
+    events: dict[tuple[int, int], list[tuple[int, int]]] = field(default_factory=dict)
+    # (home, counter) -> chain of events (inst, block), in order
+    chain_needs: list[tuple[int, int, int, int, int]] = field(default_factory=list)
+    # (i1, k1, i2, home, counter): i2 waits for event (i1, k1) on that counter (serialization)
+    decisions: list[dict] = field(default_factory=list)
+    counters_used: dict[int, int] = field(default_factory=dict)
+
+
+def allocate(red: Reduced, machine, *, budget: int | None = None,
+             on_budget: str = "merge") -> Allocation:
+    if on_budget not in ("merge", "error"):
+        raise SyncError(f"sync-insert: on_budget must be 'merge' or 'error', not '{on_budget}'")
+    budget = machine.su_counters if budget is None else budget
+    if not 1 <= budget <= machine.su_counters:
+        raise SyncError(f"sync-insert: counter budget {budget} outside 1..{machine.su_counters}")
+    g = red.graph
+    insts = g.execs  # executors per instruction
+    names = _Names(red)
+    al = Allocation()
+    blocks = g.blocks
+
+    # --- homes ---------------------------------------------------------------------------------
+    chans_of_tpb: dict[int, set] = {t: set() for t in range(machine.num_tpbs)}
+    dma_dma = []
+    for (i, j) in sorted(red.kept):
+        pu, pidx = insts[i]
+        cu, cidx = insts[j]
+        if cu is not Unit.DMA:
+            t = cidx
+        elif pu is not Unit.DMA:
+            t = pidx
+        else:
+            dma_dma.append((i, j))
+            continue
+        al.home[(i, j)] = t
+        chans_of_tpb[t].add(insts[i])
+    for (i, j) in dma_dma:
+        p = insts[i]
+        have = [t for t, s in chans_of_tpb.items() if p in s]
+        t = have[0] if have else min(chans_of_tpb, key=lambda t: (len(chans_of_tpb[t]), t))
+        al.home[(i, j)] = t
+        chans_of_tpb[t].add(p)
+
+    # --- triggers and channel events ---------------------------------------------------------
+    for (i, j), h in red.kept.items():
+        t = al.home[(i, j)]
+        streamed = bool(((h.need >= 0) & (h.need < blocks[i] - 1)).any())
+        if streamed or (i, t) not in al.trigger:
+            al.trigger[(i, t)] = Trigger.BLOCK if streamed else al.trigger.get((i, t), Trigger.END)
+    chan_events: dict[tuple[Executor, int], list[tuple[int, int]]] = {}
+    for (i, t), trig in sorted(al.trigger.items()):
+        evs = ([(i, k) for k in range(blocks[i])] if trig is Trigger.BLOCK
+               else [(i, blocks[i] - 1)])
+        chan_events.setdefault((insts[i], t), []).extend(evs)
+    for evs in chan_events.values():
+        evs.sort()
+
+    # --- counters per TPB --------------------------------------------------------------------
+    for t in range(machine.num_tpbs):
+        chans = sorted((c for c in chan_events if c[1] == t), key=lambda c: chan_events[c][0])
+        counters: list[dict] = []  # {"chans": [...], "last": (i, k), "writers": set}
+        for ch in chans:
+            evs = chan_events[ch]
+            first = g.E(*evs[0])
+            slot = None
+            for ci, cs in enumerate(counters):
+                if g.hb(g.E(*cs["last"]), first):
+                    slot = ci
+                    break
+            if slot is None and len(counters) < budget:
+                counters.append({"chans": [], "last": evs[-1], "writers": set()})
+                slot = len(counters) - 1
+            if slot is None:
+                slot = _merge(ch, counters, t, budget, on_budget, names, chan_events)
+                al.decisions.append({
+                    "kind": "merge", "tpb": t, "counter": slot,
+                    "channel": exec_name(ch[0]),
+                    "into": [exec_name(c[0]) for c in counters[slot]["chans"]],
+                    "why": f"TPB {t} has a budget of {budget} counters and every one is live",
+                    "effect": "the writers of this counter are serialized in global order"})
+            cs = counters[slot]
+            cs["chans"].append(ch)
+            cs["writers"].add(ch[0])
+            cs["last"] = max(cs["last"], evs[-1])
+            al.counter[ch] = slot
+        al.counters_used[t] = len(counters)
+        for ci, cs in enumerate(counters):
+            evs = sorted(e for ch in cs["chans"] for e in chan_events[ch])
+            al.events[(t, ci)] = evs
+            if len(cs["writers"]) > 1:
+                _serialize(al, g, t, ci, evs)
+    return al
+
+
+def _can_monitor(e: Executor, t: int) -> bool:
+    unit, idx = e
+    return unit is Unit.DMA or idx == t
+
+
+def _merge(ch, counters, t, budget, on_budget, names, chan_events) -> int:
+    where = (f"TPB {t} needs more than its budget of {budget} sync counters for the channels "
+             f"{', '.join(exec_name(c[0]) for cs in counters for c in cs['chans'])} and "
+             f"{exec_name(ch[0])} (first used by {names(chan_events[ch][0][0])})")
+    if on_budget == "error":
+        raise SyncError(f"sync-insert: {where}; rerun with on_budget='merge' to merge channels, "
+                        "or give the program fewer concurrent producers per TPB")
+    if not _can_monitor(ch[0], t):
+        raise SyncError(f"sync-insert: {where}; {exec_name(ch[0])} is on another TPB and can not "
+                        "monitor TPB {t}'s counters, so its channel can not be merged")
+    ok = [ci for ci, cs in enumerate(counters) if all(_can_monitor(w, t) for w in cs["writers"])]
+    if not ok:
+        raise SyncError(f"sync-insert: {where}; no live counter has writers that can all "
+                        f"monitor TPB {t}, so none can be merged")
+    return min(ok, key=lambda ci: (len(counters[ci]["writers"]), counters[ci]["last"], ci))
+
+
+def _serialize(al: Allocation, g, t: int, ci: int, evs: list[tuple[int, int]]) -> None:
+    """Make the events of a multi-writer counter a happens-before chain (chain monitors)."""
+    for (i1, k1), (i2, k2) in zip(evs, evs[1:]):
+        if i1 == i2 or g.execs[i1] == g.execs[i2]:
+            continue
+        if g.hb(g.E(i1, k1), g.E(i2, k2)):
+            continue
+        al.chain_needs.append((i1, k1, i2, t, ci))
+        g.add_sync(i1, k1, i2, 0)
+
+
+class _Names:
+    def __init__(self, red: Reduced):
+        self.red = red
+
+    def __call__(self, i: int) -> str:
+        return f"#{i}"
+
+
+__all__ = ["Allocation", "allocate", "exec_name", "inst_name"]

@@ -1,0 +1,117 @@
+"""Stage 5: fill every instruction's ``isa.Sync``.
+
+* Updates: instruction ``i`` adds 1 to counter ``c`` of home TPB ``T`` per event: after every block
+  (``Trigger.BLOCK``) when some consumer streams behind it, else once at the end. Updates that
+  share (counter id, trigger) across homes become one update with a multi-TPB ``tpb_mask`` (remote
+  updates reach other TPBs over the DRB / NoC).
+* Monitors: consumer block ``b`` needs event ``e_b`` on counter ``(T, c)``; with ``cum(e)`` the
+  running total of the counter's event chain through ``e``, it needs ``counter >= v_b`` with
+  ``v_b = max over its needs of cum(e_b)``. The hardware form is linear,
+  ``expected + b * per_block``; we pick the ``per_block`` that minimizes the total over-wait
+  subject to ``expected + b * per_block >= v_b`` for every ``b`` and to never asking for more than
+  ``max(v)`` (a value reached by instructions before the consumer, so no new wait cycle). The fit
+  is tight at least at one block, which is what makes "expected - 1" a real race.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+
+from m100.targets.m100 import isa
+from m100.targets.m100.isa import Monitor, Sync, Trigger, Update
+
+from .allocate import Allocation
+from .redundancy import Reduced
+
+
+def linear_fit(v: np.ndarray) -> tuple[int, int]:
+    """(expected, per_block) with ``expected + b*per_block >= v[b]``, ``<= max(v)`` at the last
+    block, minimizing the summed slack over blocks that need something (v[b] > 0)."""
+    v = np.asarray(v, dtype=np.int64)
+    nb = len(v)
+    vmax = int(v.max())
+    if nb == 1:
+        return vmax, 0
+    cands = {0}
+    pos = np.nonzero(v > 0)[0]
+    for a in pos:
+        for b in pos:
+            if b > a:
+                d = int(v[b] - v[a])
+                if d > 0:
+                    cands.add(d // int(b - a))
+                    cands.add(-(-d // int(b - a)))
+    bidx = np.arange(nb)
+    best = None
+    for k in sorted(cands):
+        e = int((v - bidx * k).max())
+        if e < 0 or e + (nb - 1) * k > vmax:
+            continue
+        slack = int(((e + bidx * k - v)[v > 0]).sum())
+        if best is None or slack < best[0]:
+            best = (slack, e, k)
+    assert best is not None  # k = 0 always qualifies
+    return best[1], best[2]
+
+
+def codegen(red: Reduced, al: Allocation, insts: list[isa.Instruction]) -> tuple[
+        list[isa.Instruction], dict]:
+    g = red.graph
+    blocks = g.blocks
+    cum: dict[tuple[int, int, int, int], int] = {}  # (home, counter, inst, block) -> running total
+    for (t, c), evs in al.events.items():
+        for n, (i, k) in enumerate(evs, start=1):
+            cum[(t, c, i, k)] = n
+
+    # updates
+    upd: dict[int, dict[tuple[int, Trigger], int]] = {}
+    for (i, t), trig in al.trigger.items():
+        c = al.counter[(g.execs[i], t)]
+        key = (c, trig)
+        upd.setdefault(i, {})
+        upd[i][key] = upd[i].get(key, 0) | (1 << t)
+
+    # monitor requirements per consumer and counter
+    reqs: dict[int, dict[tuple[int, int], np.ndarray]] = {}
+
+    def need_value(j: int, t: int, c: int, vals: np.ndarray) -> None:
+        cur = reqs.setdefault(j, {}).get((t, c))
+        reqs[j][(t, c)] = vals if cur is None else np.maximum(cur, vals)
+
+    for (i, j), h in red.kept.items():
+        t = al.home[(i, j)]
+        c = al.counter[(g.execs[i], t)]
+        trig = al.trigger[(i, t)]
+        vals = np.zeros(blocks[j], dtype=np.int64)
+        for b, k in enumerate(h.need):
+            if k >= 0:
+                kk = int(k) if trig is Trigger.BLOCK else blocks[i] - 1
+                vals[b] = cum[(t, c, i, kk)]
+        need_value(j, t, c, vals)
+    for (i1, k1, i2, t, c) in al.chain_needs:
+        vals = np.zeros(blocks[i2], dtype=np.int64)
+        vals[0] = cum[(t, c, i1, k1)]
+        need_value(i2, t, c, np.maximum.accumulate(vals))
+
+    out: list[isa.Instruction] = []
+    stats = {"monitors": 0, "updates": 0, "block_updates": 0, "remote_updates": 0}
+    for j, inst in enumerate(insts):
+        mons = []
+        for (t, c), vals in sorted(reqs.get(j, {}).items()):
+            if vals.max() <= 0:
+                continue
+            e, k = linear_fit(vals)
+            mons.append(Monitor(tpb=t, counter=c, expected=e, per_block=k))
+        ups = []
+        for (c, trig), mask in sorted(upd.get(j, {}).items()):
+            ups.append(Update(counter=c, tpb_mask=mask, amount=1, trigger=trig))
+            stats["updates"] += 1
+            stats["block_updates"] += trig is Trigger.BLOCK
+            unit, idx = inst.executor
+            stats["remote_updates"] += (unit is isa.Unit.DMA) or bool(mask & ~(1 << idx))
+        stats["monitors"] += len(mons)
+        out.append(dataclasses.replace(inst, sync=Sync(blocks=blocks[j], monitors=tuple(mons),
+                                                       updates=tuple(ups))))
+    return out, stats

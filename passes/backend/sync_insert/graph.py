@@ -1,0 +1,317 @@
+"""Stage 1 of sync insertion: memory accesses, hazards, and the block-level happens-before graph.
+
+Nothing here decides counters. It answers three questions about a list of ISA instructions in
+their *global order* (a valid sequential execution of the program):
+
+* which bytes does block ``b`` of instruction ``i`` read and write (:func:`block_accesses`);
+* which pairs ``i < j`` on different executors conflict, and for each block ``b`` of ``j`` which is
+  the last block of ``i`` it must wait for (:func:`derive_hazards`, a *need vector*);
+* given a set of sync edges, what happens-before what (:class:`HbGraph`, bitset reachability).
+
+Block model (see ``isa.py``): ``Sync.blocks`` splits an instruction's outermost logical dimension
+into equal blocks. For the operands that follow that dimension (the written operand of every kind,
+the streamed source of copies/DMAs, matmul's ``a`` rows, CVU inputs whose rows match the output's
+and that no stage reduces along axis 0) block ``b`` touches the ``b``-th equal chunk of the walk's
+element sequence; every other operand (weights, conv inputs with halos, reductions ...) is
+conservatively touched by every block.
+
+Happens-before nodes: ``S(i, b)`` (block ``b`` of ``i`` may start: its monitors held) and
+``E(i, b)`` (block ``b``'s writes are visible and its reads are done). Hardware edges, free of
+charge: ``S(i,b) -> E(i,b)``, ``S(i,b) -> S(i,b+1)``, ``E(i,b) -> E(i,b+1)`` and program order
+``E(i, last) -> S(i', 0)`` for consecutive instructions ``i, i'`` of one executor. Sync edges
+``E(i, k) -> S(j, b)`` all point forward in the global order, so node id
+``base[i] + 2*b (+1 for E)`` is a topological order and reachability is one forward sweep of
+Python-int bitsets (``networkx.transitive_reduction`` is O(V*E); the tests cross-check against it).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from m100.targets.m100 import isa
+from m100.targets.m100.isa import CvuOp, Space, Unit
+
+# walks with more elements than this are compared by bounding byte interval only (sound, coarser)
+EXACT_LIMIT = 1 << 16
+
+MemKey = tuple[int, int]  # (Space, TPB or 0)
+
+_AXIS0_OPS = frozenset({CvuOp.RSUM, CvuOp.RMAX, CvuOp.RMIN, CvuOp.RMEAN, CvuOp.SOFTMAX,
+                        CvuOp.LAYERNORM, CvuOp.RMSNORM})
+
+
+def mem_keys(w: isa.Walk) -> list[MemKey]:
+    return [(int(w.space), w.tpb if w.space is Space.HBSM else 0)]
+
+
+@dataclass(frozen=True)
+class Access:
+    """One operand walk of one instruction in one memory."""
+    mem: MemKey
+    walk: isa.Walk
+    write: bool
+    split: bool  # block b touches chunk b of the element sequence (else every block: all of it)
+    name: str
+
+
+def block_accesses(inst: isa.Instruction) -> list[Access]:
+    """Every (memory, walk, is_written, split-by-block) access of ``inst``."""
+    out: list[Access] = []
+
+    def add(name: str, w: isa.Walk, write: bool, split: bool, keys: list[MemKey] | None = None):
+        for k in keys or mem_keys(w):
+            out.append(Access(k, w, write, split, name))
+
+    if isinstance(inst, isa.MatMul):
+        add("a", inst.a, False, True)
+        add("b", inst.b, False, False)
+        add("c", inst.c, True, True)
+        for name, w, _ in inst.walks():
+            if name in ("bias", "requant.per_channel"):
+                add(name, w, False, False)
+    elif isinstance(inst, isa.Conv2D):
+        for name, w, wr in inst.walks():
+            add(name, w, wr, wr)
+    elif isinstance(inst, isa.CvuPipeline):
+        rank = len(inst.out_shape)
+        axis0 = any(st.op in _AXIS0_OPS and st.axis in (0, -rank) for st in inst.stages)
+        for i, (w, shp) in enumerate(zip(inst.inputs, inst.in_shapes)):
+            split = (not axis0 and len(shp) == rank and shp[0] == inst.out_shape[0])
+            add(f"inputs[{i}]", w, False, split)
+        add("output", inst.output, True, True)
+    elif isinstance(inst, (isa.Copy, isa.Fill)):
+        for name, w, wr in inst.walks():
+            add(name, w, wr, True)
+    elif isinstance(inst, isa.Broadcast):
+        add("src", inst.src, False, True)
+        add("dst", inst.dst, True, True,
+            [(int(Space.HBSM), t) for t in isa.tpbs_of(inst.tpb_mask)])
+    elif isinstance(inst, isa.Dma):
+        add("src", inst.src, False, True)
+        keys = ([(int(Space.HBSM), t) for t in isa.tpbs_of(inst.tpb_mask)]
+                if inst.tpb_mask else None)
+        add("dst", inst.dst, True, True, keys)
+    else:  # CsuCall and anything unknown: every operand, whole
+        for name, w, wr in inst.walks():
+            add(name, w, wr, False)
+    return out
+
+
+@dataclass
+class Chunks:
+    """Per-chunk byte extents of one access: ``lo[c], hi[c]`` ([lo, hi)) and, for small walks,
+    the exact sorted byte set of every chunk (``exact[c]``) unless the chunk is dense."""
+    lo: np.ndarray
+    hi: np.ndarray
+    exact: list[np.ndarray | None]
+
+
+_chunk_cache: dict[tuple[isa.Walk, int], Chunks] = {}
+
+
+def walk_chunks(w: isa.Walk, nchunks: int) -> Chunks:
+    key = (w, nchunks)
+    got = _chunk_cache.get(key)
+    if got is not None:
+        return got
+    bits = w.dtype.bits
+    if w.num_elements > EXACT_LIMIT:
+        if nchunks == 1:
+            lo, hi = w.byte_range()
+            res = Chunks(np.array([lo]), np.array([hi]), [None])
+        else:  # one enumeration, bounded per chunk
+            offs = w.offsets().reshape(nchunks, -1)
+            lo = w.base + offs.min(axis=1) * bits // 8
+            hi = w.base + ((offs.max(axis=1) + 1) * bits + 7) // 8
+            res = Chunks(lo, hi, [None] * nchunks)
+    else:
+        offs = w.offsets().reshape(nchunks, -1)
+        if bits >= 8:
+            nb = bits // 8
+            byte0 = w.base + offs * nb
+            allb = (byte0[:, :, None] + np.arange(nb)[None, None, :]).reshape(nchunks, -1)
+        else:
+            allb = w.base + offs * bits // 8
+        lo = allb.min(axis=1)
+        hi = allb.max(axis=1) + 1
+        exact: list[np.ndarray | None] = []
+        for c in range(nchunks):
+            u = np.unique(allb[c])
+            exact.append(None if len(u) == hi[c] - lo[c] else u)
+        res = Chunks(lo, hi, exact)
+    if len(_chunk_cache) > 4096:
+        _chunk_cache.clear()
+    _chunk_cache[key] = res
+    return res
+
+
+def _overlap(a: Chunks, ia: int, b: Chunks, ib: int) -> bool:
+    if a.lo[ia] >= b.hi[ib] or b.lo[ib] >= a.hi[ia]:
+        return False
+    ea, eb = a.exact[ia], b.exact[ib]
+    if ea is None and eb is None:
+        return True
+    if ea is None:
+        return bool(np.any((eb >= a.lo[ia]) & (eb < a.hi[ia])))
+    if eb is None:
+        return bool(np.any((ea >= b.lo[ib]) & (ea < b.hi[ib])))
+    return len(np.intersect1d(ea, eb, assume_unique=True)) > 0
+
+
+def access_need(ai: Access, bi: int, aj: Access, bj: int) -> np.ndarray:
+    """Need vector of one conflicting access pair: for each block of j (``bj`` blocks), the last
+    block of i (``bi`` blocks) whose part of ``ai`` overlaps j's part of ``aj``, or -1."""
+    ni = bi if ai.split else 1
+    nj = bj if aj.split else 1
+    ci = walk_chunks(ai.walk, ni)
+    cj = walk_chunks(aj.walk, nj)
+    need = np.full(nj, -1, dtype=np.int64)
+    # interval test for all pairs at once, exact refinement only where intervals meet
+    inter = (ci.lo[:, None] < cj.hi[None, :]) & (cj.lo[None, :] < ci.hi[:, None])
+    for c in range(nj):
+        for k in np.nonzero(inter[:, c])[0][::-1]:
+            if _overlap(ci, int(k), cj, c):
+                need[c] = k
+                break
+    if not ai.split:  # every block of i touches it: the last block is the one to wait for
+        need = np.where(need >= 0, bi - 1, -1)
+    if not aj.split:
+        need = np.full(bj, need.max() if len(need) else -1, dtype=np.int64)
+    return need
+
+
+@dataclass
+class Hazard:
+    """Instruction ``j`` must wait, per block, for block ``need[b]`` of instruction ``i``."""
+    i: int
+    j: int
+    need: np.ndarray  # len = blocks(j), values in [-1, blocks(i) - 1]
+    why: list[tuple[str, MemKey, int, int]] = field(default_factory=list)  # (RAW/WAR/WAW, mem, lo, hi)
+
+
+def _kind(wi: bool, wj: bool) -> str:
+    return "WAW" if wi and wj else ("RAW" if wi else "WAR")
+
+
+def derive_hazards(insts: list[isa.Instruction], blocks: list[int]) -> dict[tuple[int, int], Hazard]:
+    """RAW/WAR/WAW conflicts between instructions on different executors, as need vectors."""
+    execs = [inst.executor for inst in insts]
+    accs = [block_accesses(inst) for inst in insts]
+    # per memory, arrays of bounding intervals of every access, in instruction order
+    per_mem: dict[MemKey, list[tuple[int, int, int, bool, int]]] = {}
+    for idx, al in enumerate(accs):
+        for n, a in enumerate(al):
+            lo, hi = a.walk.byte_range()
+            per_mem.setdefault(a.mem, []).append((lo, hi, idx, a.write, n))
+    out: dict[tuple[int, int], Hazard] = {}
+    for mem, rows in per_mem.items():
+        arr = np.array([(lo, hi, idx, int(w), n) for lo, hi, idx, w, n in rows], dtype=np.int64)
+        lo, hi, ins, wr = arr[:, 0], arr[:, 1], arr[:, 2], arr[:, 3].astype(bool)
+        for r in range(len(rows)):
+            j = int(ins[r])
+            cand = np.nonzero((ins < j) & (lo < hi[r]) & (lo[r] < hi) & (wr | wr[r]))[0]
+            for q in cand:
+                i = int(ins[q])
+                if execs[i] == execs[j]:
+                    continue
+                ai, aj = accs[i][int(arr[q, 4])], accs[j][int(arr[r, 4])]
+                need = access_need(ai, blocks[i], aj, blocks[j])
+                if need.max() < 0:
+                    continue
+                h = out.get((i, j))
+                if h is None:
+                    h = out[(i, j)] = Hazard(i, j, need)
+                else:
+                    h.need = np.maximum(h.need, need)
+                h.why.append((_kind(ai.write, aj.write), mem, int(max(lo[q], lo[r])),
+                              int(min(hi[q], hi[r]))))
+    return out
+
+
+class HbGraph:
+    """Block-level happens-before graph over instructions in global order (see module doc)."""
+
+    def __init__(self, insts: list[isa.Instruction], blocks: list[int]):
+        self.n = len(insts)
+        self.blocks = list(blocks)
+        self.base = np.zeros(self.n + 1, dtype=np.int64)
+        self.base[1:] = np.cumsum([2 * b for b in blocks])
+        self.num_nodes = int(self.base[-1])
+        self.execs = [inst.executor for inst in insts]
+        # program-order predecessor (previous instruction of the same executor)
+        self.po_prev: list[int] = []
+        last: dict = {}
+        for i, e in enumerate(self.execs):
+            self.po_prev.append(last.get(e, -1))
+            last[e] = i
+        self.sync_preds: dict[int, set[int]] = {}  # S-node -> set of E-nodes (sync edges)
+        self._anc: list[int] | None = None
+
+    def S(self, i: int, b: int) -> int:
+        return int(self.base[i]) + 2 * b
+
+    def E(self, i: int, b: int) -> int:
+        return int(self.base[i]) + 2 * b + 1
+
+    def node_name(self, v: int) -> str:
+        i = int(np.searchsorted(self.base, v, side="right")) - 1
+        r = v - int(self.base[i])
+        return f"{'SE'[r % 2]}({i},{r // 2})"
+
+    def add_sync(self, i: int, k: int, j: int, b: int) -> None:
+        self.sync_preds.setdefault(self.S(j, b), set()).add(self.E(i, k))
+        self._anc = None
+
+    def add_need(self, i: int, j: int, need: np.ndarray) -> None:
+        for b, k in enumerate(need):
+            if k >= 0:
+                self.add_sync(i, int(k), j, b)
+
+    def hw_preds(self, v: int) -> list[int]:
+        """Free (hardware) predecessors of node ``v``."""
+        i = int(np.searchsorted(self.base, v, side="right")) - 1
+        r = v - int(self.base[i])
+        b, is_e = divmod(r, 2)
+        if is_e:
+            return [self.S(i, b)] + ([self.E(i, b - 1)] if b else [])
+        if b:
+            return [self.S(i, b - 1)]
+        p = self.po_prev[i]
+        return [self.E(p, self.blocks[p] - 1)] if p >= 0 else []
+
+    def preds(self, v: int) -> list[int]:
+        return self.hw_preds(v) + sorted(self.sync_preds.get(v, ()))
+
+    def ancestors(self) -> list[int]:
+        """``anc[v]``: bitset of every node that happens-before ``v`` (not ``v`` itself)."""
+        if self._anc is None:
+            anc = [0] * self.num_nodes
+            for v in range(self.num_nodes):
+                a = 0
+                for p in self.preds(v):
+                    a |= anc[p] | (1 << p)
+                anc[v] = a
+            self._anc = anc
+        return self._anc
+
+    def hb(self, u: int, v: int) -> bool:
+        """``u`` happens-before ``v`` (strictly)."""
+        return bool(self.ancestors()[v] >> u & 1)
+
+    def redundant_sync_edges(self) -> set[tuple[int, int]]:
+        """Sync edges (E-node, S-node) implied by a longer path (the complement of the transitive
+        reduction restricted to sync edges; hardware edges are always kept)."""
+        anc = self.ancestors()
+        red: set[tuple[int, int]] = set()
+        for v, sp in self.sync_preds.items():
+            preds = self.preds(v)
+            for u in sp:
+                others = 0
+                for p in preds:
+                    if p != u:
+                        others |= anc[p] | (1 << p)
+                if others >> u & 1:
+                    red.add((u, v))
+        return red

@@ -1,0 +1,44 @@
+"""Stage 3: redundancy removal -- an ordering implied by others through happens-before gets no
+counter traffic.
+
+Every need ``(i, j)`` contributes block edges ``E(i, need[b]) -> S(j, b)`` to the happens-before
+graph (with the free hardware edges: program order per executor and block order inside an
+instruction). The transitive reduction of that DAG keeps exactly the edges not implied by a longer
+path; a need survives when at least one of its block edges survives, and then keeps its whole need
+vector (one monitor covers every block of ``j`` anyway, and the vector keeps the expected values
+tight). Removing all implied edges at once is safe because the reduction of a DAG preserves its
+reachability.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from .analyze import Needs
+from .graph import Hazard, HbGraph
+
+
+@dataclass
+class Reduced:
+    kept: dict[tuple[int, int], Hazard]
+    removed: dict[tuple[int, int], Hazard]
+    graph: HbGraph  # happens-before over hardware edges + the kept needs
+
+
+def reduce_needs(nd: Needs, enabled: bool = True) -> Reduced:
+    g = HbGraph(nd.insts, nd.blocks)
+    for (i, j), h in nd.needs.items():
+        g.add_need(i, j, h.need)
+    if not enabled:
+        return Reduced(dict(nd.needs), {}, g)
+    red = g.redundant_sync_edges()
+    kept: dict[tuple[int, int], Hazard] = {}
+    removed: dict[tuple[int, int], Hazard] = {}
+    for (i, j), h in nd.needs.items():
+        alive = any(k >= 0 and (g.E(i, int(k)), g.S(j, b)) not in red
+                    for b, k in enumerate(h.need))
+        (kept if alive else removed)[(i, j)] = h
+    g2 = HbGraph(nd.insts, nd.blocks)
+    for (i, j), h in kept.items():
+        g2.add_need(i, j, h.need)
+    return Reduced(kept, removed, g2)
