@@ -1,0 +1,530 @@
+"""The discrete-event engine: units, in-order queues, sync counters, the fluid timing model.
+
+Execution model (``shared/M100.md``): the CCB dispatches every cluster's instruction stream over the
+ICB (one shared bus, ``icb_bits_per_cycle``, round-robin over the cluster streams, each instruction
+costing its exact encoded size) into per-unit in-order queues; the CCB's DMA stream goes straight to
+the DMA engines. A unit starts block ``b`` of its head instruction when the instruction has arrived
+and every monitor holds (``counter >= expected + b * per_block``); CSU blocks also need their cluster's
+CPU (one routine at a time, FIFO). A block gathers its inputs when it starts, streams for its
+duration (the :mod:`~m100.sim.timing` fluid model shares banks and links among concurrent blocks),
+writes its outputs when it ends, and then fires its updates: local ones at once, remote ones after
+``remote_update_latency`` (same cluster) or ``remote_update_latency_inter`` (another cluster or from
+the CCB). Different units and TPBs run concurrently; each unit keeps its order.
+
+Modes: ``full`` (data + timing), ``functional`` (data; every block takes one cycle, no dispatch or
+link latencies), ``timing`` (no data: nothing is read, computed or written; races are not checked).
+"""
+
+from __future__ import annotations
+
+import heapq
+import itertools
+import math
+from collections import deque
+from dataclasses import dataclass, field
+from typing import Callable
+
+import numpy as np
+
+from m100.errors import M100Error
+from m100.targets.m100.isa import Dma, Instruction, IsaError, Space, Unit, tpbs_of
+from m100.targets.m100.machine import Machine
+
+from .checks import RaceDetector, Record, Report, Wait, ByteSet, deadlock_message, space_name
+from .memory import Memory, element_byte_set
+from .semantics import Exec, SimError, make_exec
+from .timing import Cost, CostModel, capacity, share
+
+
+@dataclass
+class InstRec:
+    """One instruction of the program and what happened to it."""
+    index: int
+    stream: int
+    pos: int
+    inst: Instruction
+    unit: int = -1
+    dispatch: float = 0.0
+    start: float | None = None
+    end: float | None = None
+    blocks: list[tuple[float, float]] = field(default_factory=list)
+    ex: Exec | None = None
+
+
+@dataclass
+class UnitState:
+    key: tuple[Unit, int]
+    name: str
+    queue: deque = field(default_factory=deque)
+    cur: InstRec | None = None
+    block: int = 0
+    state: str = "idle"  # idle | dispatch | wait | cpu | latency | run | done
+    wait: tuple | None = None
+    stall_since: float | None = None
+    stall_cause: str = ""
+    busy: float = 0.0
+    stalls: dict[str, float] = field(default_factory=dict)
+    block_start: float = 0.0
+    pending: list = field(default_factory=list)
+    cost: Cost | None = None
+    flows: list = field(default_factory=list)
+    alone: float = 0.0
+    bottleneck: str = ""
+
+
+@dataclass
+class Job:
+    unit: int
+    cost: Cost
+    remaining: float = 1.0
+    rate: float = 0.0
+
+
+def unit_name(key: tuple[Unit, int]) -> str:
+    u, i = key
+    return f"DMA{i}" if u is Unit.DMA else f"TPB{i}.{u.name}"
+
+
+class Aborted(Exception):
+    pass
+
+
+class Engine:
+    def __init__(self, machine: Machine, recs: list[InstRec], mem: Memory | None, mode: str,
+                 random_seed: int | None, check_races: bool, trace: bool,
+                 progress: Callable[[int, int], None] | None = None):
+        self.m = machine
+        self.recs = recs
+        self.mem = mem
+        self.mode = mode
+        self.functional = mode in ("full", "functional")
+        self.timed = mode in ("full", "timing")
+        self.rng = np.random.default_rng(random_seed) if random_seed is not None else None
+        self.model = CostModel(machine)
+        self.caps_cache: dict[tuple, float] = {}
+        self.reports: list[Report] = []
+        self.trace_on = trace
+        self.events: list[dict] = []
+        self.progress = progress
+        self.done_count = 0
+        # units
+        keys = sorted({r.inst.executor for r in recs}, key=lambda k: (k[0] is Unit.DMA, k[1], k[0]))
+        self.units = [UnitState(k, unit_name(k)) for k in keys]
+        self.unit_id = {k: i for i, k in enumerate(keys)}
+        for r in recs:
+            r.unit = self.unit_id[r.inst.executor]
+        for r in sorted(recs, key=lambda r: (r.stream, r.pos)):
+            self.units[r.unit].queue.append(r)
+        n = len(self.units)
+        self.vc = np.zeros((n, n), dtype=np.int64)
+        self.vc[np.arange(n), np.arange(n)] = 1
+        self.races = RaceDetector() if (check_races and self.functional) else None
+        self.counters = np.zeros((machine.num_tpbs, machine.su_counters), dtype=np.int64)
+        self.hist: dict[tuple[int, int], tuple[list[int], list[np.ndarray], list[int]]] = {}
+        self.waiters: dict[tuple[int, int], set[int]] = {}
+        self.cpu_owner: dict[int, int | None] = {}
+        self.cpu_fifo: dict[int, deque] = {}
+        self.heap: list = []
+        self.seq = itertools.count()
+        self.now = 0.0
+        self.jobs: dict[int, Job] = {}
+        self.fluid_t = 0.0
+        self.fluid_version = 0
+        self.flow_ids = itertools.count(1)
+        self.bytes: dict[str, float] = {}
+        self.macs: dict[int, float] = {}
+        self.peak: dict[int, float] = {}
+
+    # --- helpers ------------------------------------------------------------------------------
+    def push(self, t: float, kind: str, *args) -> None:
+        heapq.heappush(self.heap, (t, next(self.seq), kind, args))
+
+    def report(self, kind: str, msg: str, rec: InstRec | None = None, **kw) -> None:
+        u = self.units[rec.unit] if rec is not None else None
+        self.reports.append(Report(kind, msg, inst=rec.index if rec else None,
+                                   tpb=(u.key[1] if u and u.key[0] is not Unit.DMA else None),
+                                   unit=u.name if u else None, **kw))
+
+    def where(self, rec: InstRec) -> str:
+        return f"#{rec.index} {rec.inst.MNEMONIC} on {self.units[rec.unit].name}"
+
+    def cap(self, key: tuple) -> float:
+        c = self.caps_cache.get(key)
+        if c is None:
+            c = self.caps_cache[key] = capacity(self.m, key)
+        return c
+
+    # --- main loop ----------------------------------------------------------------------------
+    def run(self) -> None:
+        for i in range(len(self.units)):
+            self.try_start(i)
+        try:
+            while self.heap:
+                t, _, kind, args = heapq.heappop(self.heap)
+                self.now = max(self.now, t)
+                getattr(self, "ev_" + kind)(*args)
+        except Aborted:
+            return
+        left = [u for u in self.units if u.cur is not None or u.queue]
+        if left:
+            self.deadlock(left)
+
+    def ev_wake(self, u: int) -> None:
+        if self.units[u].state == "dispatch":
+            self.units[u].state = "idle"
+        self.try_start(u)
+
+    # --- starting blocks ----------------------------------------------------------------------
+    def _stall(self, us: UnitState, cause: str) -> None:
+        if us.stall_since is None:
+            us.stall_since = self.now
+            us.stall_cause = cause
+        elif us.stall_cause != cause:
+            us.stalls[us.stall_cause] = us.stalls.get(us.stall_cause, 0.0) + self.now - us.stall_since
+            us.stall_since, us.stall_cause = self.now, cause
+
+    def _unstall(self, us: UnitState) -> None:
+        if us.stall_since is not None:
+            us.stalls[us.stall_cause] = us.stalls.get(us.stall_cause, 0.0) + self.now - us.stall_since
+            us.stall_since = None
+
+    def try_start(self, u: int) -> None:
+        us = self.units[u]
+        if us.state not in ("idle", "wait", "cpu_ready"):
+            return
+        if us.cur is None:
+            if not us.queue:
+                us.state = "done"
+                return
+            us.cur = us.queue.popleft()
+            us.block = 0
+        rec, b = us.cur, us.block
+        if rec.dispatch > self.now:
+            us.state = "dispatch"
+            if rec.index >= 0 and us.stall_since is None and rec.start is None:
+                self._stall(us, "dispatch")
+            self.push(rec.dispatch, "wake", u)
+            return
+        sync = rec.inst.sync
+        for mon in sync.monitors:
+            if mon.per_block == 0 and b > 0:
+                continue
+            need = mon.expected + b * mon.per_block
+            val = int(self.counters[mon.tpb, mon.counter])
+            if val < need:
+                us.state = "wait"
+                us.wait = (mon, need)
+                self.waiters.setdefault((mon.tpb, mon.counter), set()).add(u)
+                self._stall(us, "sync")
+                return
+        # every monitor holds: join the clocks of the updates that released them
+        us.wait = None
+        for mon in sync.monitors:
+            if mon.per_block == 0 and b > 0:
+                continue
+            need = mon.expected + b * mon.per_block
+            if need <= 0:
+                continue
+            cums, joins, flows = self.hist[(mon.tpb, mon.counter)]
+            k = int(np.searchsorted(cums, need))  # first arrival with cum >= need
+            np.maximum(self.vc[u], joins[k], out=self.vc[u])
+            if self.trace_on:
+                us.flows.append(flows[k])
+        if us.state != "cpu_ready":
+            cost = self._cost(rec, b)
+            us.cost = cost
+            if cost is not None and cost.exclusive is not None:
+                cl = cost.exclusive[1]
+                owner = self.cpu_owner.get(cl)
+                if owner is not None and owner != u:
+                    self.cpu_fifo.setdefault(cl, deque()).append(u)
+                    us.state = "cpu"
+                    self._stall(us, "csu_cpu")
+                    return
+                self.cpu_owner[cl] = u
+        self._start_block(u)
+
+    def _cost(self, rec: InstRec, b: int) -> Cost | None:
+        if not self.timed:
+            return None
+        try:
+            return self.model.cost(rec.inst, b)
+        except (ValueError, KeyError) as e:  # pragma: no cover - defensive
+            raise SimError(f"{self.where(rec)}: cannot time: {e}") from None
+
+    def _start_block(self, u: int) -> None:
+        us = self.units[u]
+        rec, b = us.cur, us.block
+        self._unstall(us)
+        us.state = "run"
+        us.block_start = self.now
+        if rec.start is None:
+            rec.start = self.now
+        if self.functional:
+            ex = rec.ex
+            try:
+                if self.races is not None:
+                    for a in ex.reads(b):
+                        self._race(u, rec, b, a, False)
+                us.pending = ex.run(b)
+            except SimError as e:
+                self.report("fault", str(e), rec)
+                raise Aborted from None
+        cost = us.cost
+        if not self.timed:
+            dur = 1.0
+            if self.rng is not None:
+                dur += float(self.rng.integers(0, 16))
+            self.push(self.now + dur, "block_done", u)
+            return
+        lat = cost.latency
+        if self.rng is not None:
+            lat += float(self.rng.integers(0, int(4 * lat) + 64))
+        us.alone = lat
+        if lat > 0:
+            us.state = "latency"
+            self.push(self.now + lat, "stream", u)
+        else:
+            self.ev_stream(u)
+
+    # --- fluid streaming ----------------------------------------------------------------------
+    def _advance(self) -> None:
+        dt = self.now - self.fluid_t
+        if dt > 0:
+            for j in self.jobs.values():
+                if math.isfinite(j.rate):
+                    j.remaining -= j.rate * dt
+        self.fluid_t = self.now
+
+    def _reshare(self) -> None:
+        jobs = list(self.jobs.values())
+        self.fluid_version += 1
+        if not jobs:
+            return
+        caps = {k: self.cap(k) for j in jobs for k in j.cost.links}
+        rates = share([j.cost for j in jobs], caps, self.m.hbsm_banks)
+        t_next = math.inf
+        for j, r in zip(jobs, rates):
+            j.rate = float(r)
+            t = 0.0 if not math.isfinite(j.rate) else max(j.remaining, 0.0) / max(j.rate, 1e-300)
+            t_next = min(t_next, t)
+        self.push(self.now + t_next, "fluid", self.fluid_version)
+
+    def ev_stream(self, u: int) -> None:
+        us = self.units[u]
+        us.state = "run"
+        cost = us.cost
+        from .timing import alone_rate
+        caps = {k: self.cap(k) for k in cost.links}
+        r = alone_rate(cost, caps)
+        us.alone += 0.0 if not math.isfinite(r) else 1.0 / r
+        self._advance()
+        self.jobs[u] = Job(u, cost)
+        self._reshare()
+
+    def ev_fluid(self, version: int) -> None:
+        if version != self.fluid_version:
+            return
+        self._advance()
+        done = [u for u, j in self.jobs.items()
+                if not math.isfinite(j.rate) or j.remaining <= 1e-9 * max(1.0, 1.0)]
+        if not done:  # float drift: finish the closest
+            self._reshare()
+            return
+        for u in done:
+            del self.jobs[u]
+        self._reshare()
+        for u in done:
+            self.ev_block_done(u)
+
+    # --- finishing blocks ---------------------------------------------------------------------
+    def ev_block_done(self, u: int) -> None:
+        us = self.units[u]
+        rec, b = us.cur, us.block
+        inst = rec.inst
+        dur = self.now - us.block_start
+        us.busy += dur
+        rec.blocks.append((us.block_start, self.now))
+        if self.timed and us.cost is not None:
+            extra = dur - us.alone
+            if extra > 1e-6:
+                us.stalls["contention"] = us.stalls.get("contention", 0.0) + extra
+            c = us.cost
+            for k, v in c.bytes.items():
+                self.bytes[k] = self.bytes.get(k, 0.0) + v
+            if c.macs:
+                self.macs[u] = self.macs.get(u, 0.0) + c.macs
+                self.peak[u] = c.peak_macs
+        if self.functional:
+            try:
+                if self.races is not None:
+                    for a in rec.ex.writes(b):
+                        self._race(u, rec, b, a, True)
+                rec.ex.apply(us.pending)
+            except SimError as e:
+                self.report("fault", str(e), rec)
+                raise Aborted from None
+            us.pending = []
+        if self.trace_on:
+            self._trace_block(u, rec, b)
+        last = b == inst.sync.blocks - 1
+        snapshot = self.vc[u].copy()
+        src_tpb = None if inst.UNIT is Unit.DMA else inst.tpb
+        for upd in inst.sync.updates:
+            if upd.trigger == 1 or last:
+                fid = next(self.flow_ids)
+                if self.trace_on:
+                    self._trace_flow_start(u, fid)
+                for t in tpbs_of(upd.tpb_mask):
+                    lat = self._update_latency(src_tpb, t)
+                    self.push(self.now + lat, "counter", t, upd.counter, upd.amount, snapshot, fid,
+                              rec.index)
+        self.vc[u, u] += 1
+        us.block += 1
+        us.state = "idle"
+        if us.block == inst.sync.blocks:
+            rec.end = self.now
+            us.cur = None
+            self.done_count += 1
+            if self.progress is not None:
+                self.progress(self.done_count, len(self.recs))
+            if us.cost is not None and us.cost.exclusive is not None:
+                cl = us.cost.exclusive[1]
+                self.cpu_owner[cl] = None
+                fifo = self.cpu_fifo.get(cl)
+                if fifo:
+                    nxt = fifo.popleft()
+                    self.cpu_owner[cl] = nxt
+                    self.units[nxt].state = "cpu_ready"
+                    self.push(self.now, "cpu_go", nxt)
+            if self.races is not None and self.done_count % 64 == 0:
+                self._prune()
+        self.try_start(u)
+
+    def ev_cpu_go(self, u: int) -> None:
+        us = self.units[u]
+        if us.state == "cpu_ready":
+            self._start_block(u)
+
+    def _update_latency(self, src_tpb: int | None, dst: int) -> float:
+        if not self.timed:
+            return 0.0
+        m = self.m
+        if src_tpb == dst:
+            lat = 0.0
+        elif src_tpb is not None and m.cluster_of(src_tpb) == m.cluster_of(dst):
+            lat = float(m.remote_update_latency)
+        else:
+            lat = float(m.remote_update_latency_inter)
+        if self.rng is not None:
+            lat += float(self.rng.integers(0, m.remote_update_latency_inter + 1))
+        return lat
+
+    def ev_counter(self, tpb: int, c: int, amount: int, vc: np.ndarray, fid: int, src: int) -> None:
+        key = (tpb, c)
+        val = int(self.counters[tpb, c]) + amount
+        if val > self.m.su_counter_max:
+            self.reports.append(Report("overflow", f"counter c{c} of TPB {tpb} overflows "
+                                       f"({val} > {self.m.su_counter_max}) on the update by "
+                                       f"instruction #{src}", inst=src, tpb=tpb))
+            val = self.m.su_counter_max
+        self.counters[tpb, c] = val
+        h = self.hist.get(key)
+        if h is None:
+            h = self.hist[key] = ([], [], [])
+        prev = h[1][-1] if h[1] else None
+        h[0].append(val)
+        h[1].append(vc if prev is None else np.maximum(prev, vc))
+        h[2].append((fid, self.now))
+        if self.trace_on:
+            self.events.append({"ph": "C", "name": f"c{c}", "pid": tpb + 1,
+                                "ts": self._us(self.now), "args": {"value": val}})
+        for u in sorted(self.waiters.pop(key, ())):
+            if self.units[u].state == "wait":
+                self.units[u].state = "idle"
+                self.try_start(u)
+
+    # --- races --------------------------------------------------------------------------------
+    def _race(self, u: int, rec: InstRec, b: int, a, write: bool) -> None:
+        w = a.walk
+        space = (int(w.space), a.tpb if w.space is Space.HBSM else 0)
+        addrs = element_byte_set(w, a.offsets)
+        if addrs.size == 0:
+            return
+        r = Record(u, int(self.vc[u, u]), write, ByteSet(addrs), rec.index, b,
+                   "write" if write else "read")
+        for old, addr in self.races.access(space, r, self.vc[u]):
+            pair = (old.inst, rec.index, space)
+            if pair in self.races.reported or len(self.races.reported) >= self.races.max_reports:
+                continue
+            self.races.reported.add(pair)
+            orec = self.recs_by_index[old.inst]
+            kinds = f"{'write' if old.write else 'read'}-{'write' if write else 'read'}"
+            self.report("race", f"{kinds} race on {space_name(space)} at byte {addr:#x}: "
+                        f"{self.where(rec)} (block {b}) {'writes' if write else 'reads'} bytes that "
+                        f"{self.where(orec)} (block {old.block}) "
+                        f"{'wrote' if old.write else 'reads'} with no counter ordering them",
+                        rec, address=addr)
+
+    def _prune(self) -> None:
+        live = [i for i, us in enumerate(self.units) if us.cur is not None or us.queue]
+        if not live:
+            self.races.records.clear()
+            return
+        self.races.prune(self.vc[live].min(axis=0))
+
+    # --- deadlock -----------------------------------------------------------------------------
+    def deadlock(self, left: list[UnitState]) -> None:
+        waits = []
+        for us in left:
+            i = self.unit_id[us.key]
+            if us.state == "wait" and us.wait is not None:
+                mon, need = us.wait
+                waits.append(Wait(i, us.name, us.cur.index, us.cur.inst.MNEMONIC, us.block,
+                                  mon.tpb, mon.counter, need, int(self.counters[mon.tpb, mon.counter])))
+        updaters: dict[tuple[int, int], list] = {}
+        for us in left:
+            i = self.unit_id[us.key]
+            seen: set = set()
+            pending = ([us.cur] if us.cur is not None else []) + list(us.queue)
+            for r in pending:
+                for upd in r.inst.sync.updates:
+                    for t in tpbs_of(upd.tpb_mask):
+                        k = (t, upd.counter)
+                        if k not in seen:
+                            seen.add(k)
+                            updaters.setdefault(k, []).append((i, r.index, r.inst.MNEMONIC))
+        msg = deadlock_message(self.now, waits, updaters, [u.name for u in self.units])
+        first = waits[0] if waits else None
+        self.reports.append(Report("deadlock", msg, inst=first.inst if first else None,
+                                   tpb=first.tpb if first else None,
+                                   unit=first.unit_name if first else None))
+
+    # --- trace --------------------------------------------------------------------------------
+    def _us(self, cycles: float) -> float:
+        return cycles * 1e6 / self.m.clock_hz
+
+    def track(self, u: int) -> tuple[int, int]:
+        key = self.units[u].key
+        if key[0] is Unit.DMA:
+            return 0, key[1]
+        return key[1] + 1, int(key[0])
+
+    def _trace_block(self, u: int, rec: InstRec, b: int) -> None:
+        pid, tid = self.track(u)
+        us = self.units[u]
+        name = rec.inst.MNEMONIC + (f" [{b}]" if rec.inst.sync.blocks > 1 else "")
+        self.events.append({"ph": "X", "name": name, "pid": pid, "tid": tid,
+                            "ts": self._us(us.block_start), "dur": self._us(self.now - us.block_start),
+                            "args": {"inst": rec.index, "block": b,
+                                     "cycles": self.now - us.block_start}})
+        for fid, t in us.flows:
+            self.events.append({"ph": "f", "bp": "e", "name": "sync", "cat": "sync", "id": fid,
+                                "pid": pid, "tid": tid, "ts": self._us(us.block_start)})
+        us.flows = []
+
+    def _trace_flow_start(self, u: int, fid: int) -> None:
+        pid, tid = self.track(u)
+        ts = self._us(self.now) - 1e-6
+        self.events.append({"ph": "s", "name": "sync", "cat": "sync", "id": fid, "pid": pid,
+                            "tid": tid, "ts": max(ts, self._us(self.units[u].block_start))})

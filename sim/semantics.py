@@ -1,0 +1,601 @@
+"""Functional semantics of every instruction kind, one block at a time, vectorized with numpy.
+
+Each instruction gets an :class:`Exec` that knows, for block ``b`` of its ``sync.blocks``:
+
+* ``reads(b)`` / ``writes(b)``: the operand accesses (walk, TPB, element offsets) -- the byte sets the
+  race checker compares;
+* ``run(b)``: gather the block's inputs from :class:`~m100.sim.memory.Memory`, compute, and return
+  the pending writes (applied by the engine when the block's timing ends, so a reader that overlaps a
+  writer in time sees the old bytes, as in hardware).
+
+How blocks split the work (the ISA docstrings): MatMul splits the ``m`` rows of A and C; Conv2D the
+``n * oh`` output rows (reading only the input rows their windows touch); CvuPipeline splits
+``out_shape[0]``: every input of the same rank whose leading dimension equals ``out_shape[0]`` is
+sliced the same way, other inputs are read whole, and the pipeline is evaluated per block (a stage
+reducing along axis 0 therefore reduces within the block); Copy/Fill/Broadcast/Dma split the flat
+element sequence; CsuCall is one block.
+
+Arithmetic (``docs/isa.md`` and the ``isa.py`` docstrings):
+
+* integer TCU: i8 (or i4) products accumulate exactly; the accumulator (+ the old C if
+  ``accumulate``, + bias) wraps to int32; activation (relu/clamp) on int32; then requantization
+  ``clamp(((x * mult + round) >> shift) + zp)`` in int64 arithmetic. The products are computed with a
+  float64 BLAS matmul, which is exact while ``k * 2**14 < 2**53``.
+* float TCU: operands as float32, ``np.matmul`` in float32, then + old C, + bias, activation in f32 and
+  one rounding to the output type (:mod:`m100.targets.m100.numerics`).
+* CVU: inputs converted to float32, every stage computed in float32 (numpy), the result converted
+  once to the output type (round to nearest even, saturating).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from m100.errors import M100Error
+from m100.targets.m100 import numerics
+from m100.targets.m100.isa import (Act, Broadcast, Conv2D, Copy, CsuCall, CvuOp, CvuPipeline, DType,
+                                   Dma, Fill, Instruction, MatMul, RefKind, Routine, Space, Walk,
+                                   tpbs_of)
+
+from .memory import Memory
+
+
+class SimError(M100Error):
+    """A run-time fault of the simulated program (e.g. a CSU gather index out of range)."""
+
+
+@dataclass
+class Access:
+    """Elements ``offsets`` (None: all) of ``walk``, in the space of TPB ``tpb``."""
+    walk: Walk
+    tpb: int
+    offsets: np.ndarray | None = None
+
+    def elem_offsets(self) -> np.ndarray:
+        return self.walk.offsets() if self.offsets is None else self.offsets
+
+
+@dataclass
+class PendingWrite:
+    access: Access
+    values: np.ndarray
+
+
+def _rows(walk: Walk, shape0: int, blocks: int, b: int) -> np.ndarray | None:
+    """Element offsets of block ``b`` when the walk's logical leading dim ``shape0`` is split."""
+    if blocks == 1:
+        return None
+    off = walk.offsets()
+    per = off.size // blocks
+    return off[b * per:(b + 1) * per]
+
+
+def _tpb_of(w: Walk) -> int:
+    return w.tpb if w.space is Space.HBSM else 0
+
+
+class Exec:
+    """Base executor: subclasses define reads/writes/run for one instruction kind."""
+
+    def __init__(self, inst: Instruction, mem: Memory | None):
+        self.inst = inst
+        self.mem = mem
+        self.blocks = inst.sync.blocks
+
+    def reads(self, b: int) -> list[Access]:
+        raise NotImplementedError
+
+    def writes(self, b: int) -> list[Access]:
+        raise NotImplementedError
+
+    def run(self, b: int) -> list[PendingWrite]:
+        raise NotImplementedError
+
+    def read(self, a: Access) -> np.ndarray:
+        assert self.mem is not None
+        return self.mem.read_walk(a.walk, tpb=a.tpb, offsets=a.offsets)
+
+    def apply(self, writes: list[PendingWrite]) -> None:
+        assert self.mem is not None
+        for w in writes:
+            self.mem.write_walk(w.access.walk, w.values, tpb=w.access.tpb, offsets=w.access.offsets)
+
+
+# ----------------------------------------------------------------------------------------------
+# TCU
+# ----------------------------------------------------------------------------------------------
+def _act(x: np.ndarray, act: Act, lo: float, hi: float, integer: bool) -> np.ndarray:
+    if act is Act.NONE:
+        return x
+    if act is Act.RELU:
+        return np.maximum(x, 0).astype(x.dtype)
+    if act is Act.CLAMP:
+        if integer:
+            return np.clip(x, math.ceil(lo), math.floor(hi)).astype(x.dtype)
+        return np.clip(x, np.float32(lo), np.float32(hi)).astype(x.dtype)
+    return cvu_unary(_ACT_TO_CVU[act], x)
+
+
+_ACT_TO_CVU = {Act.GELU: CvuOp.GELU, Act.SILU: CvuOp.SILU, Act.SIGMOID: CvuOp.SIGMOID,
+               Act.TANH: CvuOp.TANH}
+
+
+def requantize(acc: np.ndarray, mult, shift, zp: int, qmin: int, qmax: int) -> np.ndarray:
+    """int32 accumulator -> int8 by the ISA's Requant definition (vectorized, int64 arithmetic)."""
+    p = acc.astype(np.int64) * np.asarray(mult, dtype=np.int64)
+    s = np.asarray(shift, dtype=np.int64)
+    rnd = np.where(s > 0, np.left_shift(np.int64(1), np.maximum(s - 1, 0)), 0)
+    q = ((p + rnd) >> s) + zp
+    return np.clip(q, qmin, qmax).astype(np.int8)
+
+
+class TcuExec(Exec):
+    """Shared epilogue and product for MatMul and Conv2D."""
+
+    def _epilogue(self, prod: np.ndarray, old: np.ndarray | None, out: Walk, nchan: int,
+                  integer: bool) -> np.ndarray:
+        ep = self.inst.epilogue
+        if integer:
+            acc = prod.astype(np.int64)
+            if old is not None:
+                acc = acc + old.astype(np.int64)
+            if ep.bias is not None:
+                acc = acc + self.read(Access(ep.bias, ep.bias.tpb)).astype(np.int64)
+            acc = acc.astype(np.int32)  # two's complement wrap, like the hardware accumulator
+            acc = _act(acc, ep.act, ep.clamp_lo, ep.clamp_hi, True)
+            rq = ep.requant
+            if rq is None:
+                return acc
+            if rq.per_channel is not None:
+                pc = self.read(Access(rq.per_channel, rq.per_channel.tpb)).reshape(nchan, 2)
+                mult, shift = pc[:, 0], pc[:, 1]
+                if np.any((shift < 0) | (shift > 63)):
+                    raise SimError(f"{self.inst.MNEMONIC} on TPB {self.inst.tpb}: per-channel "
+                                   "requant shift outside [0, 63]")
+            else:
+                mult, shift = rq.multiplier, rq.shift
+            return requantize(acc, mult, shift, rq.zero_point, rq.qmin, rq.qmax)
+        acc = prod.astype(np.float32)
+        if old is not None:
+            acc = acc + old.astype(np.float32)
+        if ep.bias is not None:
+            acc = acc + self.read(Access(ep.bias, ep.bias.tpb)).astype(np.float32)
+        with np.errstate(all="ignore"):
+            return _act(acc, ep.act, ep.clamp_lo, ep.clamp_hi, False).astype(np.float32)
+
+    def _epi_reads(self) -> list[Access]:
+        ep = self.inst.epilogue
+        out = []
+        if ep.bias is not None:
+            out.append(Access(ep.bias, ep.bias.tpb))
+        if ep.requant is not None and ep.requant.per_channel is not None:
+            out.append(Access(ep.requant.per_channel, ep.requant.per_channel.tpb))
+        return out
+
+
+def _operand(vals: np.ndarray, integer: bool) -> np.ndarray:
+    # float64 holds every i8 x i8 (or i4) partial sum exactly; floats compute in float32.
+    return vals.astype(np.float64 if integer else np.float32)
+
+
+class MatMulExec(TcuExec):
+    inst: MatMul
+
+    def _a(self, b):
+        i = self.inst
+        return Access(i.a, i.tpb, _rows(i.a, i.m, self.blocks, b))
+
+    def _c(self, b):
+        i = self.inst
+        return Access(i.c, i.tpb, _rows(i.c, i.m, self.blocks, b))
+
+    def reads(self, b):
+        i = self.inst
+        r = [self._a(b), Access(i.b, i.tpb)] + self._epi_reads()
+        if i.accumulate:
+            r.append(self._c(b))
+        return r
+
+    def writes(self, b):
+        return [self._c(b)]
+
+    def run(self, b):
+        i = self.inst
+        rows = i.m // self.blocks
+        integer = i.a.dtype.is_int
+        A = _operand(self.read(self._a(b)), integer).reshape(rows, i.k)
+        B = _operand(self.read(Access(i.b, i.tpb)), integer).reshape(i.k, i.n)
+        prod = A @ B
+        old = self.read(self._c(b)).reshape(rows, i.n) if i.accumulate else None
+        out = self._epilogue(prod, old, i.c, i.n, integer)
+        return [PendingWrite(self._c(b), out)]
+
+
+class Conv2DExec(TcuExec):
+    inst: Conv2D
+
+    def __init__(self, inst, mem):
+        super().__init__(inst, mem)
+        i = inst
+        self.oh, self.ow = i.out_hw
+        self.rows = i.n * self.oh // self.blocks
+
+    def _index(self, b: int) -> np.ndarray:
+        """[rows*ow, kh, kw, c] flat indices into x's logical [n,h,w,c] (-1 = padding)."""
+        i = self.inst
+        (sh, sw), (dh, dw) = i.stride, i.dilation
+        pt, pl = i.pad[0], i.pad[1]
+        r = np.arange(b * self.rows, (b + 1) * self.rows)
+        ni, oy = r // self.oh, r % self.oh
+        ox = np.arange(self.ow)
+        ky, kx, ci = np.arange(i.kh), np.arange(i.kw), np.arange(i.c)
+        ih = (oy * sh - pt)[:, None, None, None, None] + (ky * dh)[None, None, :, None, None]
+        iw = (ox * sw - pl)[None, :, None, None, None] + (kx * dw)[None, None, None, :, None]
+        valid = (ih >= 0) & (ih < i.h) & (iw >= 0) & (iw < i.width)
+        idx = ((ni[:, None, None, None, None] * i.h + ih) * i.width + iw) * i.c \
+            + ci[None, None, None, None, :]
+        idx = np.where(valid, idx, -1)
+        return idx.reshape(self.rows * self.ow, i.kh, i.kw, i.c)
+
+    def _x(self, b: int, idx: np.ndarray | None = None) -> tuple[Access, np.ndarray]:
+        i = self.inst
+        if idx is None:
+            idx = self._index(b)
+        uniq = np.unique(idx)
+        uniq = uniq[uniq >= 0]
+        return Access(i.x, i.tpb, i.x.offsets()[uniq]), uniq
+
+    def _y(self, b):
+        i = self.inst
+        return Access(i.y, i.tpb, _rows(i.y, i.n * self.oh, self.blocks, b))
+
+    def reads(self, b):
+        i = self.inst
+        r = [self._x(b)[0], Access(i.w, i.tpb)] + self._epi_reads()
+        if i.accumulate:
+            r.append(self._y(b))
+        return r
+
+    def writes(self, b):
+        return [self._y(b)]
+
+    def run(self, b):
+        i = self.inst
+        integer = i.x.dtype.is_int
+        idx = self._index(b)
+        xa, uniq = self._x(b, idx)
+        xfull = np.zeros(i.n * i.h * i.width * i.c + 1, dtype=np.float64 if integer else np.float32)
+        xfull[uniq] = self.read(xa)
+        g, cg, fg = i.groups, i.c // i.groups, i.f // i.groups
+        M = self.rows * self.ow
+        cols = xfull[idx]  # [M, kh, kw, c]; index -1 reads the trailing zero
+        cols = cols.reshape(M, i.kh, i.kw, g, cg).transpose(3, 0, 1, 2, 4).reshape(
+            g, M, i.kh * i.kw * cg)
+        W = _operand(self.read(Access(i.w, i.tpb)), integer).reshape(i.kh, i.kw, cg, g, fg)
+        W = W.transpose(3, 0, 1, 2, 4).reshape(g, i.kh * i.kw * cg, fg)
+        prod = np.matmul(cols, W).transpose(1, 0, 2).reshape(M, i.f)
+        old = self.read(self._y(b)).reshape(M, i.f) if i.accumulate else None
+        out = self._epilogue(prod, old, i.y, i.f, integer)
+        return [PendingWrite(self._y(b), out)]
+
+
+# ----------------------------------------------------------------------------------------------
+# CVU
+# ----------------------------------------------------------------------------------------------
+def cvu_unary(op: CvuOp, x: np.ndarray) -> np.ndarray:
+    x = x.astype(np.float32)
+    with np.errstate(all="ignore"):
+        if op is CvuOp.COPY:
+            return x
+        if op is CvuOp.NEG:
+            return -x
+        if op is CvuOp.ABS:
+            return np.abs(x)
+        if op is CvuOp.EXP:
+            return np.exp(x)
+        if op is CvuOp.LOG:
+            return np.log(x)
+        if op is CvuOp.SQRT:
+            return np.sqrt(x)
+        if op is CvuOp.RSQRT:
+            return np.float32(1) / np.sqrt(x)
+        if op is CvuOp.RECIP:
+            return np.float32(1) / x
+        if op is CvuOp.RELU:
+            return np.maximum(x, np.float32(0))
+        if op is CvuOp.GELU:
+            return (np.float32(0.5) * x * (np.float32(1) + numerics.erf(
+                x.astype(np.float64) / math.sqrt(2.0)).astype(np.float32))).astype(np.float32)
+        if op is CvuOp.SILU:
+            return x / (np.float32(1) + np.exp(-x))
+        if op is CvuOp.SIGMOID:
+            return np.float32(1) / (np.float32(1) + np.exp(-x))
+        if op is CvuOp.TANH:
+            return np.tanh(x)
+        if op is CvuOp.SQUARE:
+            return x * x
+        if op is CvuOp.ERF:
+            return numerics.erf(x).astype(np.float32)
+        if op is CvuOp.FLOOR:
+            return np.floor(x)
+        if op is CvuOp.CEIL:
+            return np.ceil(x)
+    raise SimError(f"cvu: {op.name.lower()} is not a unary op")
+
+
+_BINARY = {CvuOp.ADD: np.add, CvuOp.SUB: np.subtract, CvuOp.MUL: np.multiply,
+           CvuOp.DIV: np.divide, CvuOp.MAX: np.maximum, CvuOp.MIN: np.minimum, CvuOp.POW: np.power}
+_CMP = {CvuOp.CMP_GT: np.greater, CvuOp.CMP_GE: np.greater_equal, CvuOp.CMP_EQ: np.equal}
+_REDUCE = {CvuOp.RSUM: np.sum, CvuOp.RMAX: np.max, CvuOp.RMIN: np.min, CvuOp.RMEAN: np.mean}
+
+
+def _pool(x: np.ndarray, ip: tuple[int, ...], is_max: bool) -> np.ndarray:
+    kh, kw, sh, sw, pt, pl, pb, pr = ip[:8]
+    include_pad = len(ip) > 8 and ip[8] != 0
+    n, h, w, c = x.shape
+    oh = (h + pt + pb - kh) // sh + 1
+    ow = (w + pl + pr - kw) // sw + 1
+    ih = (np.arange(oh) * sh - pt)[:, None, None, None] + np.arange(kh)[None, None, :, None]
+    iw = (np.arange(ow) * sw - pl)[None, :, None, None] + np.arange(kw)[None, None, None, :]
+    valid = (ih >= 0) & (ih < h) & (iw >= 0) & (iw < w)  # [oh, ow, kh, kw]
+    win = x[:, np.clip(ih, 0, h - 1), np.clip(iw, 0, w - 1), :]  # [n, oh, ow, kh, kw, c]
+    v = valid[None, :, :, :, :, None]
+    if is_max:
+        return np.where(v, win, -np.inf).max(axis=(3, 4)).astype(np.float32)
+    s = np.where(v, win, 0).sum(axis=(3, 4), dtype=np.float32)
+    cnt = np.float32(kh * kw) if include_pad else valid.sum(axis=(2, 3)).astype(np.float32)[
+        None, :, :, None]
+    return (s / cnt).astype(np.float32)
+
+
+def cvu_stage(st, args: list[np.ndarray]) -> np.ndarray:
+    op = st.op
+    with np.errstate(all="ignore"):
+        if int(op) < 32:
+            return cvu_unary(op, args[0])
+        if op in _BINARY:
+            return _BINARY[op](args[0], args[1]).astype(np.float32)
+        if op in _CMP:
+            return _CMP[op](args[0], args[1]).astype(np.float32)
+        if op is CvuOp.SELECT:
+            return np.where(args[0] != 0, args[1], args[2]).astype(np.float32)
+        x = args[0]
+        ax = st.axis
+        if op in _REDUCE:
+            return _REDUCE[op](x, axis=ax, keepdims=True).astype(np.float32)
+        if op is CvuOp.SOFTMAX:
+            e = np.exp(x - x.max(axis=ax, keepdims=True))
+            return (e / e.sum(axis=ax, keepdims=True)).astype(np.float32)
+        if op is CvuOp.LAYERNORM:
+            mu = x.mean(axis=ax, keepdims=True)
+            var = ((x - mu) ** 2).mean(axis=ax, keepdims=True)
+            y = (x - mu) / np.sqrt(var + np.float32(st.fparam))
+            if len(args) > 1:
+                y = y * args[1]
+            if len(args) > 2:
+                y = y + args[2]
+            return y.astype(np.float32)
+        if op is CvuOp.RMSNORM:
+            ms = (x * x).mean(axis=ax, keepdims=True)
+            y = x / np.sqrt(ms + np.float32(st.fparam))
+            if len(args) > 1:
+                y = y * args[1]
+            return y.astype(np.float32)
+        if op in (CvuOp.MAXPOOL, CvuOp.AVGPOOL):
+            if x.ndim != 4 or len(st.iparams) < 8:
+                raise SimError(f"cvu {op.name.lower()}: needs an [N,H,W,C] input and 8 iparams")
+            return _pool(x, st.iparams, op is CvuOp.MAXPOOL)
+    raise SimError(f"cvu: unknown op {op!r}")
+
+
+def cvu_eval(stages, inputs: list[np.ndarray]) -> np.ndarray:
+    """Evaluate a CVU pipeline on float32 inputs; returns the last stage's result."""
+    results: list[np.ndarray] = []
+    for st in stages:
+        args = []
+        for r in st.args:
+            if r.kind is RefKind.INPUT:
+                args.append(inputs[r.index])
+            elif r.kind is RefKind.STAGE:
+                args.append(results[r.index])
+            else:
+                args.append(np.float32(r.imm))
+        results.append(np.asarray(cvu_stage(st, args), dtype=np.float32))
+    return results[-1]
+
+
+class CvuExec(Exec):
+    inst: CvuPipeline
+
+    def _sliced(self, k: int) -> bool:
+        i = self.inst
+        s = i.in_shapes[k]
+        return self.blocks > 1 and len(s) == len(i.out_shape) and s[0] == i.out_shape[0]
+
+    def _in(self, k: int, b: int) -> Access:
+        i = self.inst
+        w = i.inputs[k]
+        if self._sliced(k):
+            return Access(w, i.tpb, _rows(w, i.out_shape[0], self.blocks, b))
+        return Access(w, i.tpb)
+
+    def _out(self, b):
+        i = self.inst
+        return Access(i.output, i.tpb, _rows(i.output, i.out_shape[0], self.blocks, b))
+
+    def reads(self, b):
+        return [self._in(k, b) for k in range(len(self.inst.inputs))]
+
+    def writes(self, b):
+        return [self._out(b)]
+
+    def run(self, b):
+        i = self.inst
+        rows = i.out_shape[0] // self.blocks
+        ins = []
+        for k, s in enumerate(i.in_shapes):
+            shape = ((rows,) + tuple(s[1:])) if self._sliced(k) else tuple(s)
+            ins.append(self.read(self._in(k, b)).astype(np.float32).reshape(shape))
+        res = cvu_eval(i.stages, ins)
+        oshape = (rows,) + tuple(i.out_shape[1:])
+        try:
+            res = np.broadcast_to(res, oshape)
+        except ValueError:
+            raise SimError(f"{i.MNEMONIC} on TPB {i.tpb}: the last stage produces shape "
+                           f"{list(np.shape(res))}, not out_shape {list(i.out_shape)}") from None
+        return [PendingWrite(self._out(b), res)]
+
+
+# ----------------------------------------------------------------------------------------------
+# DTDU, DMA
+# ----------------------------------------------------------------------------------------------
+def _chunk(w: Walk, tpb: int, blocks: int, b: int) -> Access:
+    return Access(w, tpb, _rows(w, 0, blocks, b))
+
+
+class CopyExec(Exec):
+    inst: Copy
+
+    def reads(self, b):
+        return [_chunk(self.inst.src, self.inst.tpb, self.blocks, b)]
+
+    def writes(self, b):
+        d = self.inst.dst
+        return [_chunk(d, d.tpb, self.blocks, b)]
+
+    def run(self, b):
+        v = self.read(self.reads(b)[0])
+        return [PendingWrite(a, v) for a in self.writes(b)]
+
+
+class FillExec(Exec):
+    inst: Fill
+
+    def reads(self, b):
+        return []
+
+    def writes(self, b):
+        return [_chunk(self.inst.dst, self.inst.tpb, self.blocks, b)]
+
+    def run(self, b):
+        a = self.writes(b)[0]
+        n = a.walk.num_elements // self.blocks
+        return [PendingWrite(a, np.full(n, self.inst.value, dtype=np.float64))]
+
+
+class BroadcastExec(CopyExec):
+    inst: Broadcast
+
+    def writes(self, b):
+        d = self.inst.dst
+        return [_chunk(d, t, self.blocks, b) for t in tpbs_of(self.inst.tpb_mask)]
+
+
+class DmaExec(CopyExec):
+    inst: Dma
+
+    def reads(self, b):
+        s = self.inst.src
+        return [_chunk(s, _tpb_of(s), self.blocks, b)]
+
+    def writes(self, b):
+        i = self.inst
+        d = i.dst
+        if i.tpb_mask:
+            return [_chunk(d, t, self.blocks, b) for t in tpbs_of(i.tpb_mask)]
+        return [_chunk(d, _tpb_of(d), self.blocks, b)]
+
+
+# ----------------------------------------------------------------------------------------------
+# CSU routines
+# ----------------------------------------------------------------------------------------------
+class CsuExec(Exec):
+    inst: CsuCall
+
+    def _acc(self, k: int, offsets=None) -> Access:
+        w = self.inst.operands[k]
+        return Access(w, _tpb_of(w), offsets)
+
+    def _indices(self, k: int, limit: int) -> np.ndarray:
+        idx = self.read(self._acc(k)).astype(np.int64)
+        bad = (idx < 0) | (idx >= limit)
+        if bad.any():
+            j = int(np.argmax(bad))
+            raise SimError(f"csu.call {self.inst.routine.name.lower()} on TPB {self.inst.tpb}: "
+                           f"index {int(idx[j])} at position {j} is outside [0, {limit})")
+        return idx
+
+    def _rows_of(self, k: int, idx: np.ndarray, d: int) -> Access:
+        off = self.inst.operands[k].offsets().reshape(-1, d)[idx].reshape(-1)
+        return Access(self.inst.operands[k], _tpb_of(self.inst.operands[k]), off)
+
+    def _io(self) -> tuple[list[Access], list[Access]]:
+        i, p = self.inst, self.inst.params
+        r = i.routine
+        if r is Routine.GATHER:
+            v, d, n = p
+            idx = self._indices(1, v) if self.mem is not None else np.zeros(n, np.int64)
+            return [self._rows_of(0, idx, d), self._acc(1)], [self._acc(2)]
+        if r is Routine.SCATTER:
+            v, d, n = p
+            idx = self._indices(1, v) if self.mem is not None else np.zeros(n, np.int64)
+            return [self._acc(0), self._acc(1)], [self._rows_of(2, np.unique(idx), d)]
+        if r is Routine.TOPK:
+            return [self._acc(0)], [self._acc(1), self._acc(2)]
+        return [self._acc(0)], [self._acc(1)]
+
+    def reads(self, b):
+        return self._io()[0]
+
+    def writes(self, b):
+        return self._io()[1]
+
+    def run(self, b):
+        i, p = self.inst, self.inst.params
+        r = i.routine
+        ops = i.operands
+        if r is Routine.GATHER:
+            v, d, n = p
+            idx = self._indices(1, v)
+            table = self.read(self._acc(0)).reshape(v, d)
+            return [PendingWrite(self._acc(2), table[idx])]
+        if r is Routine.SCATTER:
+            v, d, n = p
+            idx = self._indices(1, v)
+            upd = self.read(self._acc(0)).reshape(n, d)
+            # duplicates: the last update of a row wins
+            rev_u, rev_first = np.unique(idx[::-1], return_index=True)
+            last = n - 1 - rev_first
+            return [PendingWrite(self._rows_of(2, rev_u, d), upd[last])]
+        if r is Routine.TOPK:
+            rr, ln, k = p[:3]
+            largest = p[3] if len(p) > 3 else 1
+            x = self.read(self._acc(0)).astype(np.float64).reshape(rr, ln)
+            key = -x if largest else x
+            order = np.argsort(key, axis=1, kind="stable")[:, :k]
+            vals = np.take_along_axis(x, order, axis=1)
+            return [PendingWrite(self._acc(1), vals), PendingWrite(self._acc(2), order)]
+        if r is Routine.ARGMAX:
+            rr, ln = p
+            x = self.read(self._acc(0)).astype(np.float64).reshape(rr, ln)
+            return [PendingWrite(self._acc(1), np.argmax(x, axis=1))]
+        src = self.read(self._acc(0))  # MEMCPY (GSDU): converts like dtdu.copy
+        return [PendingWrite(self._acc(1), src)]
+
+    def byte_count(self) -> int:
+        return sum(numerics.byte_size(w.dtype, w.num_elements) for w in self.inst.operands)
+
+
+EXECS = {MatMul: MatMulExec, Conv2D: Conv2DExec, CvuPipeline: CvuExec, Copy: CopyExec,
+         Fill: FillExec, Broadcast: BroadcastExec, CsuCall: CsuExec, Dma: DmaExec}
+
+
+def make_exec(inst: Instruction, mem: Memory | None) -> Exec:
+    return EXECS[type(inst)](inst, mem)
+
+
+__all__ = ["Access", "PendingWrite", "Exec", "make_exec", "SimError", "requantize", "cvu_eval",
+           "cvu_stage", "cvu_unary"]

@@ -1,0 +1,249 @@
+"""The reference interpreter's Python API.
+
+>>> result = Simulator(program).run({"x": x})           # doctest: +SKIP
+>>> result.outputs["y"], result.stats["total_cycles"], result.ok
+
+``program`` is a :class:`~m100.targets.m100.program.Program`, a ``{stream key: [Instruction]}``
+dict, or a plain list of instructions (streams are then formed per cluster of each executor, DMAs
+into the CCB stream). Without a program, data is staged with :meth:`Simulator.write` and read back
+with :meth:`Simulator.read` (unit tests do this).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Iterable
+
+import numpy as np
+
+from m100.errors import M100Error
+from m100.targets.m100 import numerics
+from m100.targets.m100.isa import DType, Instruction, IsaError, Space, Unit, Walk
+from m100.targets.m100.machine import Machine, get_machine
+
+from .checks import Report
+from .engine import Engine, InstRec
+from .memory import Memory
+from .semantics import make_exec
+
+CCB_STREAM = -1
+MODES = ("full", "functional", "timing")
+
+
+class SimInputError(M100Error):
+    """Bad inputs to a simulation (a missing input, a wrong shape, a machine mismatch)."""
+
+
+@dataclass
+class Result:
+    outputs: dict[str, np.ndarray]
+    stats: dict[str, Any]
+    reports: list[Report]
+    records: list[InstRec]
+    trace_events: list[dict] = field(default_factory=list)
+    machine: Machine | None = None
+
+    @property
+    def ok(self) -> bool:
+        return not self.reports
+
+    @property
+    def total_cycles(self) -> float:
+        return self.stats["total_cycles"]
+
+    def reports_of(self, kind: str) -> list[Report]:
+        return [r for r in self.reports if r.kind == kind]
+
+    def write_outputs(self, path: str | Path) -> None:
+        np.savez(path, **self.outputs)
+
+    def write_stats(self, path: str | Path) -> None:
+        Path(path).write_text(json.dumps(self.stats, indent=2, sort_keys=True) + "\n")
+
+    def write_trace(self, path: str | Path) -> None:
+        from .trace import chrome_trace
+        Path(path).write_text(json.dumps(chrome_trace(self)))
+
+    def plot(self, path: str | Path) -> None:
+        from .plot import plot_timeline
+        plot_timeline(self, path)
+
+
+def _streams_of(program, machine: Machine) -> dict[int, list[Instruction]]:
+    if hasattr(program, "streams"):
+        return program.streams
+    if isinstance(program, dict):
+        return program
+    streams: dict[int, list[Instruction]] = {}
+    for inst in program:
+        unit, idx = inst.executor
+        key = CCB_STREAM if unit is Unit.DMA else machine.cluster_of(idx)
+        streams.setdefault(key, []).append(inst)
+    return streams
+
+
+class Simulator:
+    """Run a program (or instructions) on a machine; see the module doc."""
+
+    def __init__(self, program: Any = (), machine: Machine | str | None = None, *,
+                 mode: str = "full", random_latency: int | None = None, check_races: bool = True,
+                 trace: bool = False, progress: Callable[[int, int], None] | None = None):
+        if mode not in MODES:
+            raise SimInputError(f"unknown simulation mode '{mode}' (modes: {', '.join(MODES)})")
+        self.program = program if hasattr(program, "streams") else None
+        if machine is None:
+            machine = self.program.machine_obj() if self.program is not None else get_machine()
+        self.machine = get_machine(machine)
+        if self.program is not None and self.program.fingerprint != self.machine.fingerprint():
+            raise SimInputError(f"the program was compiled for machine '{self.program.machine}' "
+                                f"(fingerprint {self.program.fingerprint:#018x}), not for "
+                                f"'{self.machine.name}'")
+        self.mode = mode
+        self.random_latency = random_latency
+        self.check_races = check_races
+        self.trace = trace
+        self.progress = progress
+        self.streams = _streams_of(program, self.machine)
+        self.memory = Memory(self.machine) if mode != "timing" else None
+        if self.program is not None and self.memory is not None:
+            for seg in self.program.segments:
+                self.memory.write_bytes(seg.space, 0, seg.address, seg.data)
+
+    # --- data staging -------------------------------------------------------------------------
+    def write(self, walk: Walk, values: np.ndarray, tpb: int | None = None) -> None:
+        """Store ``values`` (flat, walk order) at the beats of ``walk``."""
+        self.memory.write_walk(walk, np.asarray(values).reshape(-1), tpb=tpb)
+
+    def read(self, walk: Walk, tpb: int | None = None) -> np.ndarray:
+        return self.memory.read_walk(walk, tpb=tpb)
+
+    def _symbol_walk(self, s) -> Walk:
+        return Walk.strided(Space(s.space), s.tpb if Space(s.space) is Space.HBSM else 0,
+                            s.address, DType(s.dtype), (math.prod(s.shape),))
+
+    def _load_inputs(self, inputs: dict[str, np.ndarray] | None) -> None:
+        inputs = dict(inputs or {})
+        if self.program is None:
+            if inputs:
+                raise SimInputError("inputs by name need a program with a symbol table")
+            return
+        for s in self.program.symbols:
+            if s.role != "input":
+                continue
+            if s.name not in inputs:
+                raise SimInputError(f"missing input '{s.name}' ({DType(s.dtype).short}"
+                                    f"{list(s.shape)}); the inputs file has: "
+                                    f"{', '.join(sorted(inputs)) or 'nothing'}")
+            v = np.asarray(inputs.pop(s.name))
+            if tuple(v.shape) != tuple(s.shape):
+                raise SimInputError(f"input '{s.name}': shape {list(v.shape)} does not match the "
+                                    f"program's {list(s.shape)}")
+            if self.memory is not None:
+                self.memory.write_walk(self._symbol_walk(s), v.reshape(-1))
+        if inputs:
+            raise SimInputError(f"unknown input(s) {', '.join(sorted(inputs))}; the program's "
+                                f"inputs are: " + ", ".join(s.name for s in self.program.symbols
+                                                            if s.role == "input"))
+
+    # --- run ----------------------------------------------------------------------------------
+    def _records(self) -> tuple[list[InstRec], list[Report]]:
+        recs: list[InstRec] = []
+        reports: list[Report] = []
+        m = self.machine
+        for key in sorted(self.streams):
+            for pos, inst in enumerate(self.streams[key]):
+                rec = InstRec(len(recs), key, pos, inst)
+                try:
+                    inst.check(m)
+                except IsaError as e:
+                    where = "CCB stream" if key == CCB_STREAM else f"cluster {key} stream"
+                    kind = "out-of-bounds" if "outside" in str(e) else "malformed"
+                    reports.append(Report(kind, f"#{rec.index} ({where}, position {pos}) "
+                                          f"{inst.MNEMONIC}: {e}", inst=rec.index))
+                recs.append(rec)
+        return recs, reports
+
+    def _dispatch_times(self, recs: list[InstRec]) -> None:
+        """ICB dispatch: round-robin over the cluster streams, encoded bits / icb_bits_per_cycle."""
+        if self.mode == "functional":
+            return
+        try:
+            from m100.targets.m100.encoding import instruction_bits
+        except ImportError:  # pragma: no cover
+            instruction_bits = None
+        by_stream: dict[int, list[InstRec]] = {}
+        for r in recs:
+            if r.stream != CCB_STREAM:
+                by_stream.setdefault(r.stream, []).append(r)
+        queues = [list(v) for _, v in sorted(by_stream.items())]
+        t = 0.0
+        i = 0
+        m = self.machine
+        while any(i < len(q) for q in queues):
+            for q in queues:
+                if i < len(q):
+                    bits = instruction_bits(q[i].inst, m, check=False) if instruction_bits else 512
+                    t += math.ceil(bits / m.icb_bits_per_cycle)
+                    q[i].dispatch = t
+            i += 1
+
+    def run(self, inputs: dict[str, np.ndarray] | None = None) -> Result:
+        recs, reports = self._records()
+        if reports:
+            return Result({}, {"total_cycles": 0}, reports, recs, machine=self.machine)
+        self._load_inputs(inputs)
+        self._dispatch_times(recs)
+        for r in recs:
+            r.ex = make_exec(r.inst, self.memory)
+        eng = Engine(self.machine, recs, self.memory, self.mode, self.random_latency,
+                     self.check_races, self.trace, self.progress)
+        eng.recs_by_index = recs
+        eng.run()
+        outputs = {}
+        if self.program is not None and self.memory is not None and not any(
+                r.kind in ("fault", "deadlock") for r in eng.reports):
+            for s in self.program.symbols:
+                if s.role == "output":
+                    outputs[s.name] = self.memory.read_walk(self._symbol_walk(s)).reshape(s.shape)
+        stats = self._stats(eng, recs)
+        return Result(outputs, stats, eng.reports, recs, eng.events, self.machine)
+
+    def _stats(self, eng: Engine, recs: list[InstRec]) -> dict[str, Any]:
+        total = max([r.end for r in recs if r.end is not None] + [eng.now * 0, 0.0])
+        units = {}
+        stall_total: dict[str, float] = {}
+        for i, us in enumerate(eng.units):
+            d = {"busy_cycles": us.busy, "busy_pct": 100.0 * us.busy / total if total else 0.0,
+                 "instructions": sum(1 for r in recs if r.unit == i and r.end is not None),
+                 "stall_cycles": {k: v for k, v in sorted(us.stalls.items())}}
+            if i in eng.macs:
+                peak = eng.peak[i]
+                d["macs"] = eng.macs[i]
+                d["mac_util_pct"] = 100.0 * eng.macs[i] / (peak * total) if total else 0.0
+                d["mac_util_busy_pct"] = 100.0 * eng.macs[i] / (peak * us.busy) if us.busy else 0.0
+            units[us.name] = d
+            for k, v in us.stalls.items():
+                stall_total[k] = stall_total.get(k, 0.0) + v
+        tcu_macs = sum(eng.macs.values())
+        peak_all = sum(eng.peak.values())
+        return {
+            "machine": self.machine.name, "mode": self.mode,
+            "total_cycles": total, "total_us": total * 1e6 / self.machine.clock_hz,
+            "instructions": len(recs),
+            "instructions_completed": sum(1 for r in recs if r.end is not None),
+            "units": units,
+            "stall_cycles": stall_total,
+            "bytes": dict(sorted(eng.bytes.items())),
+            "tcu_macs": tcu_macs,
+            "tcu_mac_util_pct": 100.0 * tcu_macs / (peak_all * total) if total and peak_all else 0.0,
+            "reports": [r.to_dict() for r in eng.reports],
+        }
+
+
+def simulate(program: Any, inputs: dict[str, np.ndarray] | None = None, **kw) -> Result:
+    """One-call convenience: ``Simulator(program, **kw).run(inputs)``."""
+    machine = kw.pop("machine", None)
+    return Simulator(program, machine, **kw).run(inputs)

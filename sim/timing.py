@@ -1,0 +1,339 @@
+"""The cycle model: what one block of an instruction costs, and how concurrent blocks share resources.
+
+Every number comes from the :class:`~m100.targets.m100.machine.Machine`. A block is a *job* with
+
+* ``latency``: fixed cycles before data streams (first block only): TCU ``tcu_pipeline_latency``;
+  CVU ``hbsm_latency + stages * cvu_stage_latency``; DTDU ``hbsm_latency``; CSU
+  ``csu_overhead_cycles`` (holding the cluster CPU, one routine at a time per cluster); DMA
+  ``dma_setup_cycles`` (+ ``ddr_latency`` if DDR is an end, + ``hbsm_latency`` if an HBSM is);
+* ``cycles``: its intrinsic streaming time when alone, the max of its compute time and its port
+  limits:
+
+  - TCU: ``tiles * tile_m*tile_k*tile_n / macs_per_cycle(dtype)`` with ``tiles = groups *
+    ceil(M/tile_m) * ceil(K/tile_k) * ceil(N/tile_n)`` (so 32x32 @ 32x64 int8 = 32 cycles);
+    activation port ``tcu_act_bytes_per_cycle`` and weight port ``tcu_weight_bytes_per_cycle``
+    carry A re-read ``ceil(N/tile_n)`` times and B re-read ``ceil(M/tile_m)`` times (as granule
+    accesses, so a strided walk is slower);
+  - CVU: ``passes * elements * widest element bytes / cvu_bytes_per_cycle`` (softmax 3 passes,
+    layer/rms-norm 2, everything else 1); every input and the output on a ``cvu_bytes_per_cycle``
+    port;
+  - DTDU: ``bytes / dtdu_bytes_per_cycle``, src and dst each on a ``dtdu_bytes_per_cycle`` port;
+  - CSU: ``bytes / csu_bytes_per_cycle``; DMA: none (bounded by the links only);
+* ``demands`` on shared resources: HBSM bank accesses per bank of each TPB touched (capacity 1
+  granule per cycle per bank), DDR bytes (``ddr_bandwidth``), the AXI master ``engine % axi_masters``
+  (``axi_bandwidth``), CCB SRAM (``ccb_sram_bandwidth``), the DRB (``drb_bandwidth``, broadcasts
+  counted once) and mesh node pairs (``mesh_bandwidth``; nodes are TPBs and the CCB).
+
+Concurrent jobs share resources by *max-min fair progressive filling* (:func:`share`): every job runs
+at the same fraction of its alone speed until a resource saturates; the jobs on it freeze and the rest
+keep growing. Round-robin bank arbitration and bandwidth splitting both come out of this one rule:
+a walk hitting one bank serializes (its per-bank demand bounds it), two DMAs on one DDR take twice as
+long, etc. Rates are recomputed whenever a job starts or ends (a fluid discrete-event model).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from m100.targets.m100 import numerics
+from m100.targets.m100.isa import (Broadcast, Conv2D, Copy, CsuCall, CvuOp, CvuPipeline, DType, Dma,
+                                   Fill, Instruction, MatMul, Space, Walk, tpbs_of)
+from m100.targets.m100.machine import Machine
+
+from .twu import bank_accesses
+
+BANK = "bank"
+
+
+@dataclass
+class Cost:
+    latency: float = 0.0
+    cycles: float = 0.0
+    banks: dict[int, np.ndarray] = field(default_factory=dict)  # TPB -> accesses per bank
+    links: dict[tuple, float] = field(default_factory=dict)  # ('ddr',) -> bytes ...
+    exclusive: tuple | None = None  # ('cpu', cluster)
+    macs: float = 0.0
+    peak_macs: float = 0.0  # the dtype's peak MACs/cycle (TCU)
+    bytes: dict[str, float] = field(default_factory=dict)  # stats: bytes per memory/link
+
+    def add_banks(self, tpb: int, acc: np.ndarray) -> None:
+        if tpb in self.banks:
+            self.banks[tpb] = self.banks[tpb] + acc
+        else:
+            self.banks[tpb] = acc
+
+    def add_link(self, key: tuple, nbytes: float) -> None:
+        self.links[key] = self.links.get(key, 0.0) + nbytes
+        name = ".".join(str(k) for k in key)
+        self.bytes[name] = self.bytes.get(name, 0.0) + nbytes
+
+
+def capacity(machine: Machine, key: tuple) -> float:
+    """Capacity per cycle of a shared link resource."""
+    kind = key[0]
+    if kind == "ddr":
+        return machine.ddr_bytes_per_cycle
+    if kind == "axi":
+        return machine.bytes_per_cycle(machine.axi_bandwidth)
+    if kind == "sram":
+        return machine.bytes_per_cycle(machine.ccb_sram_bandwidth)
+    if kind == "drb":
+        return machine.bytes_per_cycle(machine.drb_bandwidth)
+    if kind == "mesh":
+        return machine.bytes_per_cycle(machine.mesh_bandwidth)
+    raise KeyError(key)
+
+
+def _nbytes(w: Walk, frac: float = 1.0) -> float:
+    return numerics.byte_size(w.dtype, w.num_elements) * frac
+
+
+def tcu_rate_name(a: DType, b: DType) -> str:
+    if a.is_int:
+        return "i4" if b is DType.I4 else "i8"
+    return a.short
+
+
+class CostModel:
+    def __init__(self, machine: Machine):
+        self.m = machine
+        self.acc_per_cycle = lambda bpc: max(bpc / machine.hbsm_bank_width, 1e-9)
+
+    def acc(self, w: Walk) -> np.ndarray:
+        return bank_accesses(w, self.m)
+
+    def cost(self, inst: Instruction, b: int) -> Cost:
+        fn = getattr(self, "_" + type(inst).__name__.lower())
+        c = fn(inst, b)
+        if b > 0:
+            c.latency = 0.0 if not isinstance(inst, CsuCall) else c.latency
+        return c
+
+    # --- TCU ----------------------------------------------------------------------------------
+    def _tcu(self, c: Cost, tpb: int, a: Walk, w: Walk, out: Walk, ep, accumulate: bool,
+             groups: int, M: int, K: int, N: int, frac: float, a_expand: float) -> None:
+        m = self.m
+        dt = tcu_rate_name(a.dtype, w.dtype)
+        peak = m.tcu_macs_per_cycle(dt)
+        tiles = groups * math.ceil(M / m.tcu_tile_m) * math.ceil(K / m.tcu_tile_k) \
+            * math.ceil(N / m.tcu_tile_n)
+        compute = tiles * m.tcu_tile_m * m.tcu_tile_k * m.tcu_tile_n / peak
+        a_acc = self.acc(a) * frac * a_expand * math.ceil(N / m.tcu_tile_n)
+        w_acc = self.acc(w) * math.ceil(M / m.tcu_tile_m)
+        o_acc = self.acc(out) * frac * (2 if accumulate else 1)
+        total = a_acc + w_acc + o_acc
+        for extra in (ep.bias, ep.requant.per_channel if ep.requant is not None else None):
+            if extra is not None:
+                total = total + self.acc(extra)
+        c.add_banks(tpb, total)
+        c.cycles = max(compute, a_acc.sum() / self.acc_per_cycle(m.tcu_act_bytes_per_cycle),
+                       w_acc.sum() / self.acc_per_cycle(m.tcu_weight_bytes_per_cycle))
+        c.latency = m.tcu_pipeline_latency
+        c.macs = groups * M * K * N
+        c.peak_macs = peak
+        c.bytes["hbsm"] = (_nbytes(a, frac) * a_expand + _nbytes(w) + _nbytes(out, frac)
+                           * (2 if accumulate else 1))
+
+    def _matmul(self, i: MatMul, b: int) -> Cost:
+        c = Cost()
+        frac = 1 / i.sync.blocks
+        self._tcu(c, i.tpb, i.a, i.b, i.c, i.epilogue, i.accumulate, 1, i.m // i.sync.blocks,
+                  i.k, i.n, frac, 1.0)
+        return c
+
+    def _conv2d(self, i: Conv2D, b: int) -> Cost:
+        c = Cost()
+        oh, ow = i.out_hw
+        frac = 1 / i.sync.blocks
+        M = (i.n * oh // i.sync.blocks) * ow
+        cg = i.c // i.groups
+        expand = max(1.0, (i.n * oh * ow * i.kh * i.kw * i.c) / max(1, i.x.num_elements))
+        self._tcu(c, i.tpb, i.x, i.w, i.y, i.epilogue, i.accumulate, i.groups, M,
+                  i.kh * i.kw * cg, i.f // i.groups, frac, expand)
+        return c
+
+    # --- CVU ----------------------------------------------------------------------------------
+    def _cvupipeline(self, i: CvuPipeline, b: int) -> Cost:
+        m = self.m
+        c = Cost()
+        frac = 1 / i.sync.blocks
+        walks = list(i.inputs) + [i.output]
+        esize = max(w.dtype.bits for w in walks) / 8
+        elems = max([math.prod(s) for s in i.in_shapes] + [math.prod(i.out_shape)]) * frac
+        passes = 1
+        for st in i.stages:
+            if st.op is CvuOp.SOFTMAX:
+                passes = max(passes, 3)
+            elif st.op in (CvuOp.LAYERNORM, CvuOp.RMSNORM):
+                passes = max(passes, 2)
+        port = self.acc_per_cycle(m.cvu_bytes_per_cycle)
+        cyc = passes * elems * esize / m.cvu_bytes_per_cycle
+        total = np.zeros(m.hbsm_banks)
+        hb = 0.0
+        for w in walks:
+            a = self.acc(w) * frac
+            total = total + a
+            cyc = max(cyc, a.sum() / port)
+            hb += _nbytes(w, frac)
+        c.add_banks(i.tpb, total)
+        c.cycles = cyc
+        c.latency = m.hbsm_latency + len(i.stages) * m.cvu_stage_latency
+        c.bytes["hbsm"] = hb
+        return c
+
+    # --- DTDU ---------------------------------------------------------------------------------
+    def _dtdu(self, tpb: int, src: Walk | None, dst: Walk, dst_tpbs: list[int], frac: float,
+              broadcast: bool) -> Cost:
+        m = self.m
+        c = Cost()
+        port = self.acc_per_cycle(m.dtdu_bytes_per_cycle)
+        nb = _nbytes(dst, frac)
+        cyc = nb / m.dtdu_bytes_per_cycle
+        hb = 0.0
+        if src is not None:
+            sa = self.acc(src) * frac
+            c.add_banks(tpb, sa)
+            cyc = max(cyc, sa.sum() / port, _nbytes(src, frac) / m.dtdu_bytes_per_cycle)
+            hb += _nbytes(src, frac)
+        da = self.acc(dst) * frac
+        cyc = max(cyc, da.sum() / port)
+        for t in dst_tpbs:
+            c.add_banks(t, da)
+            hb += nb
+            if t != tpb and not broadcast:
+                c.add_link(("mesh", tpb, t), nb)
+        if broadcast and any(t != tpb for t in dst_tpbs):
+            c.add_link(("drb",), nb)
+        c.cycles = cyc
+        c.latency = m.hbsm_latency
+        c.bytes["hbsm"] = hb
+        return c
+
+    def _copy(self, i: Copy, b: int) -> Cost:
+        return self._dtdu(i.tpb, i.src, i.dst, [i.dst.tpb], 1 / i.sync.blocks, False)
+
+    def _fill(self, i: Fill, b: int) -> Cost:
+        return self._dtdu(i.tpb, None, i.dst, [i.tpb], 1 / i.sync.blocks, False)
+
+    def _broadcast(self, i: Broadcast, b: int) -> Cost:
+        return self._dtdu(i.tpb, i.src, i.dst, tpbs_of(i.tpb_mask), 1 / i.sync.blocks, True)
+
+    # --- CSU ----------------------------------------------------------------------------------
+    def _endpoint(self, c: Cost, w: Walk, nbytes: float, frac: float, node, axi: int,
+                  dst_tpbs: list[int] | None = None, broadcast: bool = False,
+                  to_node: bool = True) -> None:
+        """Charge one end of a transfer between ``node`` (a TPB or 'ccb') and walk ``w``."""
+        if w.space is Space.DDR:
+            c.add_link(("ddr",), nbytes)
+            c.add_link(("axi", axi), nbytes)
+        elif w.space is Space.SRAM:
+            c.add_link(("sram",), nbytes)
+        else:
+            tpbs = dst_tpbs if dst_tpbs is not None else [w.tpb]
+            acc = self.acc(w) * frac
+            for t in tpbs:
+                c.add_banks(t, acc)
+                if not broadcast and t != node:
+                    c.add_link(("mesh",) + ((node, t) if to_node else (t, node)), nbytes)
+            if broadcast:
+                c.add_link(("drb",), nbytes)
+
+    def _csucall(self, i: CsuCall, b: int) -> Cost:
+        m = self.m
+        c = Cost()
+        total = 0.0
+        for k, w in enumerate(i.operands):
+            nb = _nbytes(w)
+            total += nb
+            self._endpoint(c, w, nb, 1.0, i.tpb, 0)
+        c.cycles = total / m.csu_bytes_per_cycle
+        c.latency = m.csu_overhead_cycles
+        c.exclusive = ("cpu", m.cluster_of(i.tpb))
+        return c
+
+    # --- DMA ----------------------------------------------------------------------------------
+    def _dma(self, i: Dma, b: int) -> Cost:
+        m = self.m
+        c = Cost()
+        frac = 1 / i.sync.blocks
+        nb = _nbytes(i.dst, frac)
+        axi = i.engine % m.axi_masters
+        self._endpoint(c, i.src, nb, frac, "ccb", axi, to_node=False)
+        dst_tpbs = tpbs_of(i.tpb_mask) if i.tpb_mask else None
+        self._endpoint(c, i.dst, nb, frac, "ccb", axi, dst_tpbs=dst_tpbs,
+                       broadcast=bool(i.tpb_mask), to_node=True)
+        spaces = {i.src.space, i.dst.space}
+        c.latency = m.dma_setup_cycles + (m.ddr_latency if Space.DDR in spaces else 0) \
+            + (m.hbsm_latency if Space.HBSM in spaces else 0)
+        c.cycles = 0.0
+        return c
+
+
+def alone_rate(cost: Cost, caps: dict[tuple, float]) -> float:
+    """Blocks per cycle when the job runs alone (inf for a job with no streaming work)."""
+    r = math.inf
+    if cost.cycles > 0:
+        r = 1.0 / cost.cycles
+    for acc in cost.banks.values():
+        mx = float(np.max(acc)) if len(acc) else 0.0
+        if mx > 0:
+            r = min(r, 1.0 / mx)
+    for k, v in cost.links.items():
+        if v > 0:
+            r = min(r, caps[k] / v)
+    return r
+
+
+def share(costs: list[Cost], caps: dict[tuple, float], banks: int) -> np.ndarray:
+    """Max-min fair rates (blocks per cycle) of concurrently streaming jobs."""
+    n = len(costs)
+    w = np.array([alone_rate(c, caps) for c in costs])
+    finite = np.isfinite(w)
+    rates = np.where(finite, 0.0, np.inf)
+    if n == 0 or not finite.any():
+        return rates
+    # resources: (bank, tpb, i) rows and links
+    res: dict[tuple, int] = {}
+    cols: list[float] = []
+    entries: list[tuple[int, int, float]] = []
+    for j, c in enumerate(costs):
+        if not finite[j]:
+            continue
+        for t, acc in c.banks.items():
+            for bi in np.nonzero(acc)[0]:
+                key = (BANK, t, int(bi))
+                if key not in res:
+                    res[key] = len(cols)
+                    cols.append(1.0)
+                entries.append((j, res[key], float(acc[bi])))
+        for k, v in c.links.items():
+            if v > 0:
+                if k not in res:
+                    res[k] = len(cols)
+                    cols.append(caps[k])
+                entries.append((j, res[k], v))
+    if not cols:
+        return np.where(finite, w, np.inf)
+    D = np.zeros((n, len(cols)))
+    for j, r, v in entries:
+        D[j, r] += v
+    rem = np.array(cols, dtype=np.float64)
+    lam = np.zeros(n)
+    frozen = ~finite
+    eps = 1e-12
+    while not frozen.all():
+        act = ~frozen
+        use = (w[act, None] * D[act]).sum(axis=0)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            inc = np.where(use > eps, rem / use, np.inf)
+        d = min(float(inc.min()), float((1.0 - lam[act]).min()))
+        lam[act] += d
+        rem -= d * use
+        sat = rem <= 1e-9 * np.array(cols)
+        hit = (D[:, sat] > 0).any(axis=1) if sat.any() else np.zeros(n, bool)
+        frozen |= act & (hit | (lam >= 1.0 - 1e-12))
+        rem = np.maximum(rem, 0.0)
+    return np.where(finite, lam * w, np.inf)

@@ -1,0 +1,126 @@
+"""``m100-sim``: run a TPB program on the reference interpreter.
+
+::
+
+    m100-sim prog.m100 --inputs in.npz --outputs out.npz [--machine NAME|FILE]
+             [--trace t.json] [--stats s.json] [--plot timeline.png]
+             [--functional-only | --timing-only] [--random-latency SEED] [--no-race-check]
+
+The program is a binary program file (``.m100``) or assembly text (``.asm``). Inputs are read by
+symbol name from the ``.npz``; outputs are written by symbol name. A summary (cycles, TCU
+utilization, findings) goes to stdout unless ``-q``.
+
+Exit codes: 0 success; 1 a user error (bad file, missing input: one line ``m100-sim: error: ...``);
+3 the run completed but a check failed (race, deadlock, out-of-bounds, counter overflow, malformed
+instruction, run-time fault); every finding is printed to stderr as ``m100-sim: <kind>: ...``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+import numpy as np
+
+from m100.tools.common import ToolError, tool_main
+
+TOOL = "m100-sim"
+EXIT_CHECK_FAILED = 3
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog=TOOL, description="Run a TPB program on the M100 reference "
+                                "interpreter (functional + cycle model + race/deadlock checks).")
+    p.add_argument("program", help="program file (.m100 binary or .asm text)")
+    p.add_argument("--inputs", help=".npz with one array per input symbol")
+    p.add_argument("--outputs", help="write the output symbols to this .npz")
+    p.add_argument("--machine", help="machine preset or .json/.toml file (default: the program's)")
+    p.add_argument("--trace", help="write a Perfetto/Chrome trace JSON here")
+    p.add_argument("--stats", help="write the stats JSON here")
+    p.add_argument("--plot", help="write a PNG timeline here")
+    g = p.add_mutually_exclusive_group()
+    g.add_argument("--functional-only", action="store_true",
+                   help="compute results only (every block takes one cycle)")
+    g.add_argument("--timing-only", action="store_true",
+                   help="model time only: no data is read, computed or written")
+    p.add_argument("--random-latency", type=int, metavar="SEED",
+                   help="perturb unit and update latencies randomly (seeded) to expose races")
+    p.add_argument("--no-race-check", action="store_true", help="skip the data-race checker")
+    p.add_argument("-q", "--quiet", action="store_true", help="no summary on stdout")
+    return p
+
+
+def _load_program(path: str, machine):
+    from m100.targets.m100.program import Program
+    suffix = Path(path).suffix
+    if suffix == ".asm":
+        from m100.targets.m100.asm import parse_program
+        try:
+            text = Path(path).read_text()
+        except OSError as e:
+            raise ToolError(f"{path}: cannot read: {e.strerror}") from None
+        return parse_program(text, path)
+    return Program.load(path, machine)
+
+
+def _load_inputs(path: str | None) -> dict[str, np.ndarray]:
+    if path is None:
+        return {}
+    try:
+        with np.load(path, allow_pickle=False) as z:
+            return {k: z[k] for k in z.files}
+    except (OSError, ValueError) as e:
+        raise ToolError(f"{path}: cannot read inputs (.npz expected): {e}") from None
+
+
+@tool_main(TOOL)
+def main(argv: list[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    from m100.sim import Simulator
+    from m100.targets.m100.machine import get_machine
+
+    machine = get_machine(args.machine) if args.machine else None
+    prog = _load_program(args.program, machine)
+    mode = "functional" if args.functional_only else "timing" if args.timing_only else "full"
+    if mode == "timing" and args.outputs:
+        raise ToolError("--timing-only computes no data, so it cannot write --outputs")
+    inputs = _load_inputs(args.inputs)
+    n_inst = sum(len(v) for v in prog.streams.values())
+    progress = None
+    bar = None
+    if n_inst >= 500 and sys.stderr.isatty() and not args.quiet:
+        from rich.progress import Progress
+        bar = Progress(transient=True)
+        task = bar.add_task("simulating", total=n_inst)
+        bar.start()
+        progress = lambda done, total: bar.update(task, completed=done)  # noqa: E731
+    try:
+        sim = Simulator(prog, machine, mode=mode, random_latency=args.random_latency,
+                        check_races=not args.no_race_check, trace=bool(args.trace),
+                        progress=progress)
+        res = sim.run(inputs)
+    finally:
+        if bar is not None:
+            bar.stop()
+    if args.outputs and res.outputs:
+        res.write_outputs(args.outputs)
+    if args.stats:
+        res.write_stats(args.stats)
+    if args.trace:
+        res.write_trace(args.trace)
+    if args.plot:
+        res.plot(args.plot)
+    st = res.stats
+    if not args.quiet:
+        print(f"{TOOL}: {st['instructions_completed']}/{st['instructions']} instructions, "
+              f"{st['total_cycles']:.0f} cycles ({st['total_us']:.2f} us at "
+              f"{sim.machine.clock_hz / 1e9:g} GHz), TCU MAC utilization "
+              f"{st['tcu_mac_util_pct']:.1f}%, mode {mode}")
+    for r in res.reports:
+        print(f"{TOOL}: {r.kind}: {r.message}", file=sys.stderr)
+    return 0 if res.ok else EXIT_CHECK_FAILED
+
+
+if __name__ == "__main__":
+    sys.exit(main())
