@@ -1,0 +1,496 @@
+"""Shared helpers of the graph passes (no pass here): attribute names, constants <-> numpy,
+op predicates, and a small expression view of ``linalg.generic`` bodies.
+
+The graph passes only *annotate* or *rewrite into ordinary linalg/tensor/arith ops*, so the IR stays
+executable by the numpy reference executor after every pass. The discardable attributes they set are
+the contract with the space-time scheduler; ``docs/graph.md`` documents them.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+from xdsl.dialects import arith, func
+from xdsl.dialects.builtin import (
+    AffineMapAttr,
+    BFloat16Type,
+    BytesAttr,
+    DenseIntOrFPElementsAttr,
+    Float16Type,
+    Float32Type,
+    Float64Type,
+    FloatAttr,
+    IndexType,
+    IntegerAttr,
+    IntegerType,
+    ModuleOp,
+    TensorType,
+)
+from xdsl.ir import Attribute, Block, BlockArgument, Operation, OpResult, SSAValue
+from xdsl.ir.affine import AffineConstantExpr, AffineDimExpr, AffineMap
+
+# --- the annotation contract (see docs/graph.md) -------------------------------------------------
+UNIT = "m100.unit"  # StringAttr, one of classify_ops.UNITS
+GROUP = "m100.group"  # i64: id of an idiom group or of a contraction's epilogue group
+EPILOGUE = "m100.epilogue"  # ArrayAttr[StringAttr] on the contraction: ordered fused stages
+FUSED_INTO = "m100.fused_into"  # i64 on each fused epilogue op: the contraction's m100.group
+STAGE = "m100.stage"  # StringAttr on each fused epilogue op: its stage name
+IDIOM = "m100.idiom"  # StringAttr on every member of an idiom group
+IDIOM_ROOT = "m100.idiom_root"  # UnitAttr on the op producing the idiom's result
+IDIOM_AXIS = "m100.idiom_axis"  # i64 on the root of softmax/layernorm/rmsnorm: normalized dim
+IDIOM_EPS = "m100.idiom_eps"  # f64 on the root of layernorm/rmsnorm
+
+CONTRACTIONS = frozenset({
+    "linalg.matmul", "linalg.batch_matmul", "linalg.quantized_matmul", "linalg.matvec",
+    "linalg.batch_matvec", "linalg.vecmat", "linalg.matmul_transpose_b",
+    "linalg.batch_matmul_transpose_b",
+})
+CONVS = frozenset({
+    "linalg.conv_2d_nchw_fchw", "linalg.conv_2d_nhwc_hwcf", "linalg.conv_2d_nhwc_fhwc",
+    "linalg.conv_2d_ngchw_fgchw", "linalg.conv_2d_ngchw_gfchw", "linalg.conv_2d_nhwgc_gfhwc",
+    "linalg.depthwise_conv_2d_nchw_chw", "linalg.depthwise_conv_2d_nhwc_hwc",
+    "linalg.conv_1d_ncw_fcw", "linalg.conv_1d_nwc_wcf", "linalg.conv_2d",
+})
+# the output dimension the TCU's epilogue is per-channel over, per contraction kind
+CHANNEL_DIM = {
+    "linalg.matmul": 1, "linalg.batch_matmul": 2, "linalg.quantized_matmul": 1,
+    "linalg.conv_2d_nchw_fchw": 1, "linalg.conv_2d_nhwc_hwcf": 3, "linalg.conv_2d_nhwc_fhwc": 3,
+    "linalg.depthwise_conv_2d_nchw_chw": 1, "linalg.depthwise_conv_2d_nhwc_hwc": 3,
+    "linalg.conv_1d_ncw_fcw": 1, "linalg.conv_1d_nwc_wcf": 2,
+}
+
+
+# --- constants <-> numpy ----------------------------------------------------------------------
+def np_dtype(t: Attribute) -> np.dtype | None:
+    """numpy dtype of an element type (None: no exact numpy equivalent, e.g. bf16)."""
+    if isinstance(t, Float32Type):
+        return np.dtype("<f4")
+    if isinstance(t, Float64Type):
+        return np.dtype("<f8")
+    if isinstance(t, Float16Type):
+        return np.dtype("<f2")
+    if isinstance(t, IndexType):
+        return np.dtype("<i8")
+    if isinstance(t, IntegerType):
+        w = t.width.data
+        if w == 1:
+            return np.dtype("bool")
+        if w in (8, 16, 32, 64):
+            return np.dtype(f"<i{w // 8}")
+    if isinstance(t, BFloat16Type):
+        return None
+    return None
+
+
+def dense_to_numpy(attr: DenseIntOrFPElementsAttr) -> np.ndarray | None:
+    """The value of a dense elements attribute as a numpy array of its shape (None if unsupported)."""
+    dt = np_dtype(attr.get_element_type())
+    if dt is None or dt == np.dtype("bool"):
+        if dt is None:
+            return None
+        return np.array(attr.get_values(), dtype=bool).reshape(attr.get_shape())
+    flat = np.frombuffer(attr.data.data, dtype=dt)
+    shape = tuple(attr.get_shape())
+    n = math.prod(shape)
+    if flat.size == 1 and n != 1:
+        return np.broadcast_to(flat[0], shape).copy()
+    return flat.reshape(shape).copy()
+
+
+def numpy_to_dense(arr: np.ndarray, ty: TensorType) -> DenseIntOrFPElementsAttr:
+    """A dense elements attribute of type ``ty`` holding ``arr`` (cast to the element type)."""
+    dt = np_dtype(ty.get_element_type())
+    assert dt is not None and dt != np.dtype("bool"), f"cannot encode {ty} from numpy"
+    data = np.ascontiguousarray(np.asarray(arr).astype(dt)).reshape(tuple(ty.get_shape()))
+    return DenseIntOrFPElementsAttr(ty, BytesAttr(data.tobytes()))
+
+
+def const_array(v: SSAValue) -> np.ndarray | None:
+    """The value of ``v`` if it is defined by ``arith.constant dense<...>`` (else None)."""
+    op = v.owner if isinstance(v, OpResult) else None
+    if isinstance(op, arith.ConstantOp) and isinstance(op.value, DenseIntOrFPElementsAttr):
+        return dense_to_numpy(op.value)
+    return None
+
+
+def scalar_const(v: SSAValue) -> float | None:
+    """The scalar value of ``v`` if it is a scalar arith.constant or a splat dense constant."""
+    op = v.owner if isinstance(v, OpResult) else None
+    if not isinstance(op, arith.ConstantOp):
+        return None
+    val = op.value
+    if isinstance(val, FloatAttr):
+        return float(val.value.data)
+    if isinstance(val, IntegerAttr):
+        return float(val.value.data)
+    if isinstance(val, DenseIntOrFPElementsAttr):
+        arr = dense_to_numpy(val)
+        if arr is not None and arr.size >= 1 and np.all(arr.flat[0] == arr):
+            return float(arr.flat[0])
+    return None
+
+
+def is_const(v: SSAValue) -> bool:
+    return isinstance(v, OpResult) and isinstance(v.owner, arith.ConstantOp)
+
+
+# --- IR utilities ------------------------------------------------------------------------------
+def shape_of(v: SSAValue) -> tuple[int, ...] | None:
+    t = v.type
+    if isinstance(t, TensorType):
+        return tuple(t.get_shape())
+    return None
+
+
+def users(v: SSAValue) -> list[Operation]:
+    """Distinct ops that use ``v`` (in use order)."""
+    seen: dict[int, Operation] = {}
+    for u in v.uses:
+        seen.setdefault(id(u.operation), u.operation)
+    return list(seen.values())
+
+
+def result_users(op: Operation) -> list[Operation]:
+    seen: dict[int, Operation] = {}
+    for r in op.results:
+        for u in r.uses:
+            seen.setdefault(id(u.operation), u.operation)
+    return list(seen.values())
+
+
+def func_bodies(module: ModuleOp) -> Iterator[Block]:
+    """The entry blocks of every func.func in the module."""
+    for op in module.walk():
+        if isinstance(op, func.FuncOp) and op.body.blocks:
+            yield op.body.blocks[0]
+
+
+def graph_ops(module: ModuleOp) -> Iterator[Operation]:
+    """Top-level ops of every function body (not the ops inside linalg bodies)."""
+    for block in func_bodies(module):
+        yield from list(block.ops)
+
+
+def producer(v: SSAValue) -> Operation | None:
+    return v.owner if isinstance(v, OpResult) else None
+
+
+def describe_op(op: Operation) -> str:
+    """``'linalg.generic' (%12) in @fn, op #7`` - a stable, human-readable position of a graph op."""
+    name = ""
+    if op.results:
+        hint = op.results[0].name_hint
+        name = f" (%{hint})" if hint else ""
+    fn = op.parent_op()
+    while fn is not None and not isinstance(fn, func.FuncOp):
+        fn = fn.parent_op()
+    where = ""
+    if isinstance(fn, func.FuncOp):
+        idx = next((i for i, o in enumerate(fn.body.blocks[0].ops) if o is op), None)
+        where = f" in @{fn.sym_name.data}" + (f", op #{idx}" if idx is not None else "")
+    return f"'{op.name}'{name}{where}"
+
+
+# --- linalg structure ----------------------------------------------------------------------------
+def generic_maps(op: Operation) -> list[AffineMap]:
+    return [m.data for m in op.indexing_maps]  # type: ignore[attr-defined]
+
+
+def iterators(op: Operation) -> list[str]:
+    return [str(it.data) for it in op.iterator_types]  # type: ignore[attr-defined]
+
+
+def is_identity(m: AffineMap) -> bool:
+    return (m.num_symbols == 0 and len(m.results) == m.num_dims
+            and all(isinstance(e, AffineDimExpr) and e.position == i
+                    for i, e in enumerate(m.results)))
+
+
+def map_dims(m: AffineMap) -> list[int | None]:
+    """Per result: the dim position it reads, 0-constant -> None; raises ValueError otherwise."""
+    out: list[int | None] = []
+    for e in m.results:
+        if isinstance(e, AffineDimExpr):
+            out.append(e.position)
+        elif isinstance(e, AffineConstantExpr) and e.value == 0:
+            out.append(None)
+        else:
+            raise ValueError("not a projected permutation")
+    return out
+
+
+def is_projection(m: AffineMap) -> bool:
+    """A projected permutation, possibly with 0 constants (broadcast reads)."""
+    try:
+        dims = [d for d in map_dims(m) if d is not None]
+    except ValueError:
+        return False
+    return len(dims) == len(set(dims))
+
+
+def is_elementwise_generic(op: Operation) -> bool:
+    """All-parallel generic whose outputs are written with identity maps and inputs read by
+    projected permutations (possibly broadcasting)."""
+    from xdsl.dialects.linalg.ops import GenericOp
+
+    if not isinstance(op, GenericOp):
+        return False
+    if any(it != "parallel" for it in iterators(op)):
+        return False
+    maps = generic_maps(op)
+    n_in = len(op.inputs)
+    if not all(is_identity(m) for m in maps[n_in:]):
+        return False
+    return all(is_projection(m) for m in maps[:n_in])
+
+
+def yield_values(op: Operation) -> list[SSAValue]:
+    block = op.regions[0].blocks[0]
+    term = block.last_op
+    assert term is not None
+    return list(term.operands)
+
+
+def is_copy_generic(op: Operation) -> bool:
+    """A generic with one input and one output whose body only yields the input element
+    (a broadcast / transpose / reshape-like copy)."""
+    from xdsl.dialects.linalg.ops import GenericOp
+
+    if not isinstance(op, GenericOp) or len(op.inputs) != 1 or len(op.outputs) != 1:
+        return False
+    block = op.regions[0].blocks[0]
+    if len(list(block.ops)) != 1:
+        return False
+    ys = yield_values(op)
+    return len(ys) == 1 and ys[0] is block.args[0] and all(it == "parallel" for it in iterators(op))
+
+
+# --- expression view of generic bodies ----------------------------------------------------------
+@dataclass(frozen=True)
+class E:
+    """A node of a body expression. ``kind`` is ``in``/``out`` (block argument ``val`` = its index
+    among inputs/outputs), ``c`` (constant ``val``), ``idx`` (linalg.index ``val``) or an op name
+    without dialect (``addf``, ``exp``, ``cmpf`` with ``val`` = predicate, ...)."""
+
+    kind: str
+    args: tuple[E, ...] = ()
+    val: object = None
+
+
+_CMPF = ["false", "oeq", "ogt", "oge", "olt", "ole", "one", "ord", "ueq", "ugt", "uge", "ult",
+         "ule", "une", "uno", "true"]
+
+
+def body_exprs(op: Operation) -> list[E] | None:
+    """Expressions of the values a generic yields, in terms of its block arguments (None if the
+    body contains something this view does not model)."""
+    block = op.regions[0].blocks[0]
+    n_in = len(op.inputs)  # type: ignore[attr-defined]
+    memo: dict[SSAValue, E] = {}
+
+    def conv(v: SSAValue) -> E | None:
+        if v in memo:
+            return memo[v]
+        if isinstance(v, BlockArgument):
+            if v.block is block:
+                e = E("in", (), v.index) if v.index < n_in else E("out", (), v.index - n_in)
+            else:
+                return None
+        else:
+            o = v.owner
+            c = scalar_const(v)
+            if c is not None and isinstance(o, arith.ConstantOp):
+                e = E("c", (), c)
+            elif o.name == "linalg.index":
+                e = E("idx", (), o.properties["dim"].value.data)  # type: ignore[union-attr]
+            elif o.parent_block() is not block:
+                return None  # a non-constant value from outside
+            else:
+                kids = []
+                for a in o.operands:
+                    k = conv(a)
+                    if k is None:
+                        return None
+                    kids.append(k)
+                kind = o.name.split(".", 1)[1]
+                val = None
+                if o.name == "arith.cmpf":
+                    p = o.properties.get("predicate")
+                    val = _CMPF[p.value.data] if p is not None else None  # type: ignore[union-attr]
+                elif o.name == "arith.cmpi":
+                    p = o.properties.get("predicate")
+                    val = p.value.data if p is not None else None  # type: ignore[union-attr]
+                elif o.name.startswith("tensor."):
+                    kind = "tensor." + kind
+                e = E(kind, tuple(kids), val)
+        memo[v] = e
+        return e
+
+    out = []
+    for y in yield_values(op):
+        e = conv(y)
+        if e is None:
+            return None
+        out.append(e)
+    return out
+
+
+def leaves(e: E) -> Iterator[E]:
+    if e.kind in ("in", "out", "c", "idx"):
+        yield e
+    for a in e.args:
+        yield from leaves(a)
+
+
+def kinds(e: E) -> set[str]:
+    s = {e.kind}
+    for a in e.args:
+        s |= kinds(a)
+    return s
+
+
+def _cmp(pred: object, a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    p = str(pred)
+    base = p[1:] if p[0] in "ou" else p
+    with np.errstate(invalid="ignore"):
+        r = {"eq": a == b, "gt": a > b, "ge": a >= b, "lt": a < b, "le": a <= b,
+             "ne": a != b}.get(base)
+    if r is None:
+        raise KeyError(p)
+    return r
+
+
+def _erf(x: np.ndarray) -> np.ndarray:
+    return np.vectorize(math.erf, otypes=[np.float64])(x)
+
+
+_UNARY = {
+    "negf": np.negative, "exp": np.exp, "log": np.log, "sqrt": np.sqrt, "absf": np.abs,
+    "tanh": np.tanh, "erf": _erf, "rsqrt": lambda x: 1.0 / np.sqrt(x), "floor": np.floor,
+    "ceil": np.ceil, "exp2": np.exp2, "log2": np.log2, "sin": np.sin, "cos": np.cos,
+    "extf": lambda x: x, "truncf": lambda x: x, "log1p": np.log1p, "expm1": np.expm1,
+}
+_BINARY = {
+    "addf": np.add, "subf": np.subtract, "mulf": np.multiply, "divf": np.divide,
+    "maximumf": np.maximum, "minimumf": np.minimum, "maxnumf": np.fmax, "minnumf": np.fmin,
+    "powf": np.power, "fpowi": np.power,
+}
+
+
+def evaluate(e: E, env: dict[tuple[str, object], np.ndarray]) -> np.ndarray:
+    """Evaluate a float expression with numpy (float64); ``env[(kind, index)]`` binds leaves.
+    Raises KeyError for anything not modelled."""
+    k = e.kind
+    if k in ("in", "out", "idx"):
+        return env[(k, e.val)]
+    if k == "c":
+        return float(e.val)  # type: ignore[arg-type,return-value]  (weak scalar: keeps dtype)
+    vals = [evaluate(a, env) for a in e.args]
+    with np.errstate(all="ignore"):
+        if k in _UNARY and len(vals) == 1:
+            return _UNARY[k](vals[0])
+        if k in _BINARY and len(vals) == 2:
+            return _BINARY[k](vals[0], vals[1])
+        if k == "cmpf":
+            return _cmp(e.val, vals[0], vals[1])
+        if k == "select":
+            return np.where(vals[0], vals[1], vals[2])
+    raise KeyError(k)
+
+
+def set_attr(op: Operation, name: str, value: Attribute) -> None:
+    op.attributes[name] = value
+
+
+def maps_attr(maps: Sequence[AffineMap]) -> list[AffineMapAttr]:
+    return [AffineMapAttr(m) for m in maps]
+
+
+def all_ops(blocks: Iterable[Block]) -> Iterator[Operation]:
+    for b in blocks:
+        yield from b.ops
+
+
+def erase_dead(module: ModuleOp) -> int:
+    """Erase unused value-semantics ops (linalg/tensor ops on tensors, arith/math constants)
+    from function bodies, repeatedly; returns how many were erased. (xDSL's dce keeps linalg
+    ops: they carry no purity trait.)"""
+    n = 0
+    for block in func_bodies(module):
+        changed = True
+        while changed:
+            changed = False
+            for op in reversed(list(block.ops)):
+                if not op.results or any(r.uses for r in op.results):
+                    continue
+                if not all(isinstance(r.type, TensorType) for r in op.results) and \
+                        op.name != "arith.constant":
+                    continue
+                if op.dialect_name() in ("linalg", "tensor", "arith", "math", "tm_tensor"):
+                    block.erase_op(op)
+                    n += 1
+                    changed = True
+    return n
+
+
+# --- numeric recognition of unary activations ------------------------------------------------------
+_XS = np.concatenate([np.linspace(-8.0, 8.0, 161), [-100.0, -30.0, 30.0, 100.0]])
+
+
+def _gelu(x: np.ndarray) -> np.ndarray:
+    return 0.5 * x * (1.0 + _erf(x / math.sqrt(2.0)))
+
+
+def _gelu_tanh(x: np.ndarray) -> np.ndarray:
+    return 0.5 * x * (1.0 + np.tanh(math.sqrt(2.0 / math.pi) * (x + 0.044715 * x ** 3)))
+
+
+ACTIVATIONS = {  # name -> reference definition (float64)
+    "relu": lambda x: np.maximum(x, 0.0),
+    "sigmoid": lambda x: 1.0 / (1.0 + np.exp(-x)),
+    "tanh": np.tanh,
+    "gelu": _gelu,  # erf form (isa.Act.GELU)
+    "gelu_tanh": _gelu_tanh,  # tanh approximation: a CVU chain, not a TCU epilogue
+    "silu": lambda x: x / (1.0 + np.exp(-x)),
+}
+
+
+def classify_unary(f) -> tuple[str, tuple[float, float] | None] | None:
+    """Which activation the scalar function ``f`` (numpy array -> array) computes, judged on
+    sample points against each definition: ``(name, None)``, ``("clamp", (lo, hi))`` or None."""
+    try:
+        with np.errstate(all="ignore"):
+            ys = np.asarray(f(_XS.copy()), dtype=np.float64)
+    except (KeyError, ValueError, TypeError):
+        return None
+    if ys.shape != _XS.shape or not np.all(np.isfinite(ys)):
+        return None
+    with np.errstate(all="ignore"):
+        for name, ref in ACTIVATIONS.items():
+            if np.allclose(ys, ref(_XS), rtol=1e-5, atol=1e-6):
+                return name, None
+    lo, hi = float(ys.min()), float(ys.max())
+    if lo < hi and np.allclose(ys, np.clip(_XS, lo, hi), rtol=1e-6, atol=1e-7):
+        return "clamp", (lo, hi)
+    return None
+
+
+def unary_activation(op: Operation) -> tuple[str, tuple[float, float] | None, int] | None:
+    """If a single-result elementwise generic computes an activation of ONE of its inputs (other
+    leaves constant): ``(name, clamp bounds, input index)``."""
+    if not is_elementwise_generic(op) or len(op.results) != 1:
+        return None
+    exprs = body_exprs(op)
+    if exprs is None:
+        return None
+    ins = {lf.val for lf in leaves(exprs[0]) if lf.kind == "in"}
+    if len(ins) != 1 or any(lf.kind in ("out", "idx") for lf in leaves(exprs[0])):
+        return None
+    k = ins.pop()
+    got = classify_unary(lambda xs: evaluate(exprs[0], {("in", k): xs}))
+    if got is None:
+        return None
+    return got[0], got[1], int(k)  # type: ignore[arg-type]

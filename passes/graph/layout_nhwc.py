@@ -1,0 +1,187 @@
+"""layout-nhwc: NCHW convolutions -> NHWC activations with pre-packed HWCF weights."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+from xdsl.context import Context
+from xdsl.dialects import arith, tensor
+from xdsl.dialects.builtin import ModuleOp, TensorType
+from xdsl.dialects.linalg.ops import Conv2DNhwc_HwcfOp, GenericOp, TransposeOp
+from xdsl.ir import Operation, OpResult, SSAValue
+from xdsl.ir.affine import AffineDimExpr, AffineExpr, AffineMap
+from xdsl.passes import ModulePass
+from xdsl.rewriter import InsertPoint, Rewriter
+
+from m100.passes.graph.common import (
+    const_array,
+    func_bodies,
+    generic_maps,
+    is_elementwise_generic,
+    maps_attr,
+    numpy_to_dense,
+)
+from m100.passes.graph.simplify_algebra import make_transpose, perm_of
+
+TO_NHWC = [0, 2, 3, 1]  # transpose perm NCHW -> NHWC
+TO_NCHW = [0, 3, 1, 2]  # transpose perm NHWC -> NCHW
+FCHW_TO_HWCF = [2, 3, 1, 0]
+
+
+def _permuted(t: TensorType, perm: list[int]) -> TensorType:
+    s = t.get_shape()
+    return TensorType(t.get_element_type(), [s[p] for p in perm])
+
+
+def _pack_weight(w: SSAValue) -> tuple[list[Operation], SSAValue]:
+    """FCHW weights -> HWCF: computed now if constant (pre-packed), else a transpose."""
+    arr = const_array(w)
+    if arr is not None:
+        t = _permuted(w.type, FCHW_TO_HWCF)  # type: ignore[arg-type]
+        cst = arith.ConstantOp(numpy_to_dense(np.transpose(arr, FCHW_TO_HWCF), t))
+        return [cst], cst.result
+    return make_transpose(w, FCHW_TO_HWCF)
+
+
+def convert_conv(op: Operation) -> None:
+    """Replace one linalg.conv_2d_nchw_fchw by transposes + linalg.conv_2d_nhwc_hwcf."""
+    x, w = op.operands[0], op.operands[1]
+    init = op.operands[2]
+    ops: list[Operation] = []
+    tx_ops, x2 = make_transpose(x, TO_NHWC)
+    w_ops, w2 = _pack_weight(w)
+    ti_ops, i2 = make_transpose(init, TO_NHWC)
+    out_t = _permuted(op.results[0].type, TO_NHWC)  # type: ignore[arg-type]
+    conv = Conv2DNhwc_HwcfOp([x2, w2], [i2], [out_t], strides=op.properties["strides"],
+                             dilations=op.properties["dilations"])
+    for k, v in op.attributes.items():
+        if k.startswith("m100."):
+            conv.attributes[k] = v
+    back_ops, y = make_transpose(conv.results[0], TO_NCHW)
+    ops = tx_ops + w_ops + ti_ops + [conv] + back_ops
+    Rewriter.replace_op(op, ops, [y])
+
+
+def _from_nhwc(v: SSAValue) -> SSAValue | None:
+    """``y`` if ``v = transpose(y, TO_NCHW)``."""
+    o = v.owner if isinstance(v, OpResult) else None
+    if isinstance(o, TransposeOp) and o.res and perm_of(o) == TO_NCHW:
+        return o.inputs[0]
+    return None
+
+
+def _subst(m: AffineMap, new_pos: list[int]) -> AffineMap:
+    """Rename dims d_j -> d_{new_pos[j]} in every result."""
+    repl = [AffineExpr.dimension(p) for p in new_pos]
+    return AffineMap(m.num_dims, m.num_symbols,
+                     tuple(r.replace_dims_and_symbols(repl, []) for r in m.results))
+
+
+def sink_through_generic(op: GenericOp) -> bool:
+    """Rewrite a rank-4 elementwise generic fed by transpose(y, TO_NCHW) to compute in NHWC
+    (reading y directly) and transpose its results back to NCHW."""
+    if not is_elementwise_generic(op) or not op.results:
+        return False
+    if any(len(r.type.get_shape()) != 4 for r in op.results):  # type: ignore[attr-defined]
+        return False
+    if not any(_from_nhwc(v) is not None for v in op.inputs):
+        return False
+    if any(o.name == "linalg.index" for o in op.regions[0].walk()):
+        return False
+    maps = generic_maps(op)
+    n_in = len(op.inputs)
+    new_pos = [TO_NHWC.index(j) for j in range(4)]  # NCHW dim j -> its NHWC position
+    ins: list[SSAValue] = []
+    new_maps: list[AffineMap] = []
+    pre: list[Operation] = []
+    qinv = [TO_NCHW.index(k) for k in range(4)]
+    for v, m in zip(op.inputs, maps[:n_in]):
+        y = _from_nhwc(v)
+        if y is not None:
+            m = AffineMap(m.num_dims, m.num_symbols, tuple(m.results[qinv[k]] for k in range(4)))
+            v = y
+        ins.append(v)
+        new_maps.append(_subst(m, new_pos))
+    outs: list[SSAValue] = []
+    for v in op.outputs:
+        t = _permuted(v.type, TO_NHWC)  # type: ignore[arg-type]
+        e = tensor.EmptyOp([], t)
+        pre.append(e)
+        outs.append(e.tensor)
+        new_maps.append(AffineMap.identity(4))
+    if any(op.regions[0].blocks[0].args[n_in + i].uses for i in range(len(op.outputs))):
+        return False  # the body reads the init values: keep it simple, do not sink
+    res_t = [_permuted(r.type, TO_NHWC) for r in op.results]  # type: ignore[arg-type]
+    new = GenericOp(ins, outs, op.regions[0].clone(), maps_attr(new_maps), op.iterator_types,
+                    res_t)
+    new.attributes.update(op.attributes)
+    post: list[Operation] = []
+    vals: list[SSAValue] = []
+    for r in new.results:
+        b_ops, y = make_transpose(r, TO_NCHW)
+        post += b_ops
+        vals.append(y)
+    Rewriter.replace_op(op, pre + [new] + post, vals)
+    return True
+
+
+def sink_through_pad(op: tensor.PadOp) -> bool:
+    """pad(transpose(y, TO_NCHW)) -> transpose(pad'(y), TO_NCHW) (static pads, constant value)."""
+    y = _from_nhwc(op.source)
+    if y is None or op.low or op.high:
+        return False
+    if any(a.uses for a in op.region.blocks[0].args):
+        return False
+    lo, hi = list(op.static_low.get_values()), list(op.static_high.get_values())
+    if len(lo) != 4:
+        return False
+    res_t = _permuted(op.result.type, TO_NHWC)  # type: ignore[arg-type]
+    new = tensor.PadOp(y, [], [], op.region.clone(), [lo[p] for p in TO_NHWC],
+                       [hi[p] for p in TO_NHWC], res_t)
+    new.attributes.update(op.attributes)
+    b_ops, v = make_transpose(new.result, TO_NCHW)
+    Rewriter.replace_op(op, [new] + b_ops, [v])
+    return True
+
+
+@dataclass(frozen=True)
+class LayoutNhwc(ModulePass):
+    """Layout for the TCU: NCHW convolutions become NHWC convolutions with HWCF weights.
+
+    What: every ``linalg.conv_2d_nchw_fchw`` becomes ``transpose(x) -> linalg.conv_2d_nhwc_hwcf
+    -> transpose back``; constant FCHW weights are pre-packed to HWCF at compile time (a new
+    dense constant), other weights get a transpose. With ``propagate`` (default) the NHWC->NCHW
+    transposes are then sunk through rank-4 elementwise linalg.generic ops (bias, BatchNorm,
+    ReLU, residual adds: the generic is re-indexed to iterate in NHWC) and through constant
+    ``tensor.pad``, so that between consecutive convolutions a transpose pair remains that
+    simplify-algebra cancels.
+    Why: the TCU convolves NHWC activations with [kh, kw, c, f] weights (isa.Conv2D); transposes
+    left at the graph boundary are DTDU copies.
+    Pre: func + linalg-on-tensors. Post: no conv_2d_nchw_fchw; same values (pure data movement).
+    Options: propagate (bool, default true).
+    """
+
+    name = "layout-nhwc"
+    propagate: bool = True
+
+    def apply(self, ctx: Context, op: ModuleOp) -> None:
+        for block in func_bodies(op):
+            for o in list(block.ops):
+                if o.name == "linalg.conv_2d_nchw_fchw" and o.results:
+                    convert_conv(o)
+            if not self.propagate:
+                continue
+            changed = True
+            while changed:
+                changed = False
+                for o in list(block.ops):
+                    if o.parent_block() is not block:
+                        continue
+                    if isinstance(o, GenericOp):
+                        changed |= sink_through_generic(o)
+                    elif isinstance(o, tensor.PadOp):
+                        changed |= sink_through_pad(o)
+
+
+__all__ = ["LayoutNhwc", "convert_conv", "TO_NHWC", "TO_NCHW", "FCHW_TO_HWCF"]

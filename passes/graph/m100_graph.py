@@ -1,0 +1,77 @@
+"""m100-graph: the named graph-level pipeline (ONNX/linalg in, classified linalg out)."""
+
+from __future__ import annotations
+
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from xdsl.context import Context
+from xdsl.dialects.builtin import ModuleOp
+from xdsl.passes import ModulePass
+from xdsl.transforms.canonicalize import CanonicalizePass
+from xdsl.transforms.common_subexpression_elimination import CommonSubexpressionElimination
+from xdsl.transforms.dead_code_elimination import DeadCodeElimination
+
+from m100.passes.graph.check_supported import CheckSupported
+from m100.passes.graph.classify_ops import ClassifyOps
+from m100.passes.graph.common import erase_dead
+from m100.passes.graph.fold_constants import FoldConstants
+from m100.passes.graph.fuse_epilogue import FuseEpilogue
+from m100.passes.graph.layout_nhwc import LayoutNhwc
+from m100.passes.graph.recognize_idioms import RecognizeIdioms
+from m100.passes.graph.simplify_algebra import SimplifyAlgebra
+
+
+@dataclass(frozen=True)
+class M100Graph(ModulePass):
+    """The graph pipeline: canonicalize, CSE/DCE, checks, folding, layout, idioms, fusion, units.
+
+    What: runs, in order: canonicalize, cse (xDSL's), check-supported, fold-constants,
+    simplify-algebra, [layout-nhwc, simplify-algebra (cancels the transposes between
+    convolutions), fold-constants (packs transposed weights)], cse, dce (+ removal of dead
+    linalg/tensor ops, which xDSL's dce keeps), [recognize-idioms], [fuse-epilogue],
+    classify-ops. Brackets: stages controlled by the options.
+    Why: one name for "frontend output -> what the space-time scheduler consumes".
+    Pre: func + linalg-on-tensors (what m100-opt reads from .onnx or .mlir).
+    Post: the same values (every stage preserves semantics; the graph is still runnable by the
+    reference executor); every computing op carries ``m100.unit`` (see docs/graph.md), fused
+    epilogues and idiom groups are annotated; or one UnsupportedOpError diagnostic.
+    Options: layout (default true), idioms (default true), fuse (default true),
+    timing (print each stage's wall time to stderr, default false).
+    """
+
+    name = "m100-graph"
+    layout: bool = True
+    idioms: bool = True
+    fuse: bool = True
+    timing: bool = False
+
+    def stages(self) -> list[tuple[str, Callable[[Context, ModuleOp], object]]]:
+        """The stages in order, as (name, apply)."""
+        s: list[ModulePass] = [CanonicalizePass(), CommonSubexpressionElimination(),
+                               CheckSupported(), FoldConstants(), SimplifyAlgebra()]
+        if self.layout:
+            s += [LayoutNhwc(), SimplifyAlgebra(), FoldConstants()]
+        s += [CommonSubexpressionElimination(), DeadCodeElimination()]
+        out = [(p.name, p.apply) for p in s]
+        out.append(("erase-dead", lambda ctx, m: erase_dead(m)))
+        tail: list[ModulePass] = []
+        if self.idioms:
+            tail.append(RecognizeIdioms())
+        if self.fuse:
+            tail.append(FuseEpilogue())
+        tail.append(ClassifyOps())
+        return out + [(p.name, p.apply) for p in tail]
+
+    def apply(self, ctx: Context, op: ModuleOp) -> None:
+        for name, run in self.stages():
+            t0 = time.perf_counter()
+            run(ctx, op)
+            if self.timing:
+                print(f"m100-graph: {name:<20} {time.perf_counter() - t0:8.3f} s",
+                      file=sys.stderr)
+
+
+__all__ = ["M100Graph"]
