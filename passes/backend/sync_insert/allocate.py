@@ -59,7 +59,6 @@ def allocate(red: Reduced, machine, *, budget: int | None = None,
         raise SyncError(f"sync-insert: counter budget {budget} outside 1..{machine.su_counters}")
     g = red.graph
     insts = g.execs  # executors per instruction
-    names = _Names(red)
     al = Allocation()
     blocks = g.blocks
 
@@ -102,33 +101,22 @@ def allocate(red: Reduced, machine, *, budget: int | None = None,
     # --- counters per TPB --------------------------------------------------------------------
     for t in range(machine.num_tpbs):
         chans = sorted((c for c in chan_events if c[1] == t), key=lambda c: chan_events[c][0])
-        counters: list[dict] = []  # {"chans": [...], "last": (i, k), "writers": set}
-        for ch in chans:
-            evs = chan_events[ch]
-            first = g.E(*evs[0])
-            slot = None
-            for ci, cs in enumerate(counters):
-                if g.hb(g.E(*cs["last"]), first):
-                    slot = ci
-                    break
-            if slot is None and len(counters) < budget:
-                counters.append({"chans": [], "last": evs[-1], "writers": set()})
-                slot = len(counters) - 1
-            if slot is None:
-                slot = _merge(ch, counters, t, budget, on_budget, names, chan_events)
-                al.decisions.append({
-                    "kind": "merge", "tpb": t, "counter": slot,
-                    "channel": exec_name(ch[0]),
-                    "into": [exec_name(c[0]) for c in counters[slot]["chans"]],
-                    "why": f"TPB {t} has a budget of {budget} counters and every one is live",
-                    "effect": "the writers of this counter are serialized in global order"})
-            cs = counters[slot]
-            cs["chans"].append(ch)
-            cs["writers"].add(ch[0])
-            cs["last"] = max(cs["last"], evs[-1])
-            al.counter[ch] = slot
+        counters = _greedy(g, chans, chan_events, None)
+        if len(counters) > budget:
+            if on_budget == "error":
+                raise SyncError(
+                    f"sync-insert: TPB {t} needs {len(counters)} sync counters but the budget is "
+                    f"{budget} (channels: {', '.join(exec_name(c[0]) for c in chans)}); rerun "
+                    "with on_budget='merge' to merge channels, or give the program fewer "
+                    "concurrent producers per TPB")
+            # channels whose writer can not monitor TPB t can not be serialized: they go first
+            order = ([c for c in chans if not _can_monitor(c[0], t)]
+                     + [c for c in chans if _can_monitor(c[0], t)])
+            counters = _greedy(g, order, chan_events, budget, al.decisions, t)
         al.counters_used[t] = len(counters)
         for ci, cs in enumerate(counters):
+            for ch in cs["chans"]:
+                al.counter[ch] = ci
             evs = sorted(e for ch in cs["chans"] for e in chan_events[ch])
             al.events[(t, ci)] = evs
             if len(cs["writers"]) > 1:
@@ -141,21 +129,43 @@ def _can_monitor(e: Executor, t: int) -> bool:
     return unit is Unit.DMA or idx == t
 
 
-def _merge(ch, counters, t, budget, on_budget, names, chan_events) -> int:
-    where = (f"TPB {t} needs more than its budget of {budget} sync counters for the channels "
-             f"{', '.join(exec_name(c[0]) for cs in counters for c in cs['chans'])} and "
-             f"{exec_name(ch[0])} (first used by {names(chan_events[ch][0][0])})")
-    if on_budget == "error":
-        raise SyncError(f"sync-insert: {where}; rerun with on_budget='merge' to merge channels, "
-                        "or give the program fewer concurrent producers per TPB")
-    if not _can_monitor(ch[0], t):
-        raise SyncError(f"sync-insert: {where}; {exec_name(ch[0])} is on another TPB and can not "
-                        "monitor TPB {t}'s counters, so its channel can not be merged")
-    ok = [ci for ci, cs in enumerate(counters) if all(_can_monitor(w, t) for w in cs["writers"])]
-    if not ok:
-        raise SyncError(f"sync-insert: {where}; no live counter has writers that can all "
-                        f"monitor TPB {t}, so none can be merged")
-    return min(ok, key=lambda ci: (len(counters[ci]["writers"]), counters[ci]["last"], ci))
+def _greedy(g, chans, chan_events, budget, decisions=None, t=None) -> list[dict]:
+    """Assign channels (in the given order) to counters: reuse a counter whose last event
+    happens-before the channel's first one, else open a new one, else (budget reached) merge into
+    a live counter whose writers can all monitor TPB ``t`` (a reported decision)."""
+    counters: list[dict] = []
+    for ch in chans:
+        evs = chan_events[ch]
+        first = g.E(*evs[0])
+        slot = next((ci for ci, cs in enumerate(counters)
+                     if all(g.hb(g.E(*e), first) for e in cs["tails"])), None)
+        if slot is None and (budget is None or len(counters) < budget):
+            counters.append({"chans": [], "tails": [], "writers": set()})
+            slot = len(counters) - 1
+        if slot is None:
+            names = ", ".join(exec_name(c[0]) for c in chans)
+            if not _can_monitor(ch[0], t):
+                raise SyncError(
+                    f"sync-insert: TPB {t} can not meet its budget of {budget} sync counters "
+                    f"(channels: {names}): {exec_name(ch[0])} is on another TPB, can not monitor "
+                    f"TPB {t}'s counters and so can not share one; raise the budget or move work")
+            ok = [ci for ci, cs in enumerate(counters)
+                  if all(_can_monitor(w, t) for w in cs["writers"])]
+            if not ok:
+                raise SyncError(
+                    f"sync-insert: TPB {t} can not meet its budget of {budget} sync counters "
+                    f"(channels: {names}): every counter is held by writers on other TPBs")
+            slot = min(ok, key=lambda ci: (len(counters[ci]["writers"]), ci))
+            decisions.append({
+                "kind": "merge", "tpb": t, "counter": slot, "channel": exec_name(ch[0]),
+                "into": [exec_name(c[0]) for c in counters[slot]["chans"]],
+                "why": f"TPB {t} has a budget of {budget} counters and all are live",
+                "effect": "the writers of this counter are serialized in global order"})
+        cs = counters[slot]
+        cs["chans"].append(ch)
+        cs["writers"].add(ch[0])
+        cs["tails"] = [e for e in cs["tails"] if g.execs[e[0]] != ch[0]] + [evs[-1]]
+    return counters
 
 
 def _serialize(al: Allocation, g, t: int, ci: int, evs: list[tuple[int, int]]) -> None:
@@ -167,14 +177,6 @@ def _serialize(al: Allocation, g, t: int, ci: int, evs: list[tuple[int, int]]) -
             continue
         al.chain_needs.append((i1, k1, i2, t, ci))
         g.add_sync(i1, k1, i2, 0)
-
-
-class _Names:
-    def __init__(self, red: Reduced):
-        self.red = red
-
-    def __call__(self, i: int) -> str:
-        return f"#{i}"
 
 
 __all__ = ["Allocation", "allocate", "exec_name", "inst_name"]

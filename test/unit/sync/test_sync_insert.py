@@ -1,0 +1,349 @@
+"""sync-insert on ISA objects, checked by an independent executor (toysim.py: vector-clock races,
+deadlock by no progress, final memory vs a sequential numpy run) and by exhaustive/networkx oracles.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import sys
+
+import networkx as nx
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+sys.path.insert(0, os.path.dirname(__file__))
+
+import progs  # noqa: E402
+import toysim  # noqa: E402
+
+from m100.passes.backend.sync_insert import (DataEdge, RingBuffer, SyncDeadlockError,  # noqa: E402
+                                             SyncError, check_deadlock, insert_sync,
+                                             verify_certificate)
+from m100.passes.backend.sync_insert.codegen import linear_fit  # noqa: E402
+from m100.passes.backend.sync_insert.graph import HbGraph  # noqa: E402
+from m100.targets.m100 import isa  # noqa: E402
+from m100.targets.m100.isa import Monitor, Sync, Trigger, Update  # noqa: E402
+from m100.targets.m100.machine import get_machine  # noqa: E402
+
+TINY = get_machine("tiny")
+
+
+def _ok(out: toysim.Outcome, ref) -> bool:
+    return (not out.races and out.deadlock is None
+            and all(np.array_equal(out.mem[k], ref[k]) for k in ref))
+
+
+def _setup(prog, seed=0):
+    mem = toysim.memories_for(prog, TINY, np.random.default_rng(seed))
+    return mem, toysim.sequential(prog, mem)
+
+
+# ------------------------------------------------------------------------------------------------
+# random programs: race-free, deadlock-free, right values, in both modes
+# ------------------------------------------------------------------------------------------------
+@pytest.mark.parametrize("mode", ["dataflow", "barrier-all"])
+@pytest.mark.parametrize("seed", range(12))
+def test_random_program_is_race_free(seed, mode):
+    prog = progs.random_program(seed, n=18)
+    mem, ref = _setup(prog, seed)
+    res = insert_sync(prog, TINY, sync_mode=mode)
+    assert [type(i) for i in res.instructions] == [type(i) for i in prog]
+    for lat_seed in (None, 1000 + seed):
+        out = toysim.run(res.instructions, TINY, mem, seed=lat_seed)
+        assert not out.races, out.races[:3]
+        assert out.deadlock is None
+        for k in ref:
+            np.testing.assert_array_equal(out.mem[k], ref[k])
+    assert all(0 < n <= TINY.su_counters for n in res.counters_used.values() if n)
+    assert res.decisions == []
+    assert verify_certificate(res.instructions, res.certificate) == []
+
+
+def test_without_sync_the_checker_does_see_races():
+    """The oracle is not blind: the raw programs (no sync at all) race."""
+    racy = 0
+    for seed in range(12):
+        prog = progs.random_program(seed, n=18)
+        mem, ref = _setup(prog, seed)
+        racy += not _ok(toysim.run(prog, TINY, mem, seed=seed), ref)
+    assert racy >= 10
+
+
+@pytest.mark.parametrize("mode", ["dataflow", "barrier-all"])
+def test_twenty_random_latency_seeds_identical(mode):
+    prog = progs.random_program(101, n=24)
+    mem, ref = _setup(prog)
+    res = insert_sync(prog, TINY, sync_mode=mode, stream_blocks=4)
+    cycles = set()
+    for s in range(20):
+        out = toysim.run(res.instructions, TINY, mem, seed=s)
+        assert _ok(out, ref), (s, out.races[:2], out.deadlock)
+        cycles.add(out.cycles)
+    assert len(cycles) > 10  # the latencies really were perturbed
+
+
+# ------------------------------------------------------------------------------------------------
+# mutation test: every monitor matters, every expected value is tight
+# ------------------------------------------------------------------------------------------------
+def mutation_rate(seeds, n=18) -> tuple[int, int]:
+    total = caught = 0
+    for seed in seeds:
+        prog = progs.random_program(seed, n=n)
+        mem, ref = _setup(prog, seed)
+        out = insert_sync(prog, TINY).instructions
+        for i, inst in enumerate(out):
+            mons = inst.sync.monitors
+            for mi, mon in enumerate(mons):
+                variants = [mons[:mi] + mons[mi + 1:]]
+                if mon.expected >= 1:
+                    variants.append(mons[:mi] + (dataclasses.replace(mon, expected=mon.expected - 1),)
+                                    + mons[mi + 1:])
+                for v in variants:
+                    q = list(out)
+                    q[i] = dataclasses.replace(inst, sync=dataclasses.replace(inst.sync, monitors=v))
+                    r = toysim.run(q, TINY, mem, stop_on_race=True)
+                    total += 1
+                    caught += not _ok(r, ref)
+    return caught, total
+
+
+def test_mutants_are_caught():
+    caught, total = mutation_rate(range(6))
+    print(f"\nmutation test: {caught}/{total} mutants caught ({100 * caught / total:.1f} %)")
+    assert total > 80
+    assert caught / total >= 0.95
+
+
+def test_mutants_pipeline():
+    prog = progs.pipeline(tiles=5, slots=2, blocks=4)
+    mem, ref = _setup(prog)
+    out = insert_sync(prog, TINY).instructions
+    total = caught = 0
+    for i, inst in enumerate(out):
+        for mi, mon in enumerate(inst.sync.monitors):
+            lowered = dataclasses.replace(mon, expected=mon.expected - 1)
+            for v in (inst.sync.monitors[:mi] + inst.sync.monitors[mi + 1:],
+                      inst.sync.monitors[:mi] + (lowered,) + inst.sync.monitors[mi + 1:]):
+                q = list(out)
+                q[i] = dataclasses.replace(inst, sync=dataclasses.replace(inst.sync, monitors=v))
+                total += 1
+                caught += not _ok(toysim.run(q, TINY, mem, stop_on_race=True), ref)
+    assert total >= 40 and caught / total >= 0.95
+
+
+# ------------------------------------------------------------------------------------------------
+# streaming, redundancy, exact overlap, rings, explicit edges
+# ------------------------------------------------------------------------------------------------
+def test_consumer_streams_behind_producer_per_block():
+    prog = [isa.Dma(engine=0, src=progs.ddr(0), dst=progs.hw(0, 0), sync=Sync(blocks=4)),
+            isa.Copy(tpb=0, src=progs.hw(0, 0), dst=progs.hw(1, 0), sync=Sync(blocks=4))]
+    res = insert_sync(prog, TINY)
+    dma, cp = res.instructions
+    assert dma.sync.updates == (Update(counter=0, tpb_mask=1, amount=1, trigger=Trigger.BLOCK),)
+    assert cp.sync.monitors == (Monitor(tpb=0, counter=0, expected=1, per_block=1),)
+    # proportional mapping when the consumer has fewer blocks: waits for 2 producer blocks each
+    prog[1] = dataclasses.replace(prog[1], sync=Sync(blocks=2))
+    cp = insert_sync(prog, TINY).instructions[1]
+    assert cp.sync.monitors == (Monitor(tpb=0, counter=0, expected=2, per_block=2),)
+
+
+def test_dataflow_beats_barrier_all_on_a_pipeline():
+    prog = progs.pipeline(tiles=8, slots=2, blocks=4)
+    mem, ref = _setup(prog)
+    cyc = {}
+    for mode in ("dataflow", "barrier-all"):
+        res = insert_sync(prog, TINY, sync_mode=mode)
+        out = toysim.run(res.instructions, TINY, mem)
+        assert _ok(out, ref)
+        cyc[mode] = out.cycles
+    print(f"\npipeline (8 tiles, 2-slot rings, 4 blocks): dataflow {cyc['dataflow']:.0f} cycles, "
+          f"barrier-all {cyc['barrier-all']:.0f} cycles")
+    assert cyc["dataflow"] * 2 < cyc["barrier-all"]
+
+
+def test_redundant_orderings_get_no_traffic():
+    # A (TPB0 DTDU) writes X; B (TPB0 CVU) reads X, writes Y; C (TPB1 DTDU) reads X and Y.
+    # C->A is implied by C->B->A, so C has exactly one monitor.
+    h = progs.hw
+    prog = [isa.Fill(tpb=0, dst=h(0, 0), value=1.0),
+            progs.cvu(0, isa.CvuOp.ADD, [h(0, 0), h(0, 0)], h(0, 1)),
+            progs.cvu(1, isa.CvuOp.ADD, [h(1, 2), h(1, 2)], h(1, 3)),
+            isa.Copy(tpb=0, src=h(0, 1), dst=h(0, 2))]
+    res = insert_sync(prog, TINY)
+    assert res.stats["redundant"] == 0
+    prog.append(isa.Copy(tpb=1, src=h(1, 3), dst=h(1, 4)))  # CVU@1 -> DTDU@1 only
+    res = insert_sync(prog, TINY)
+    assert res.stats["kept"] == 3
+    # a chain A -> B -> C with C also reading A's output: one ordering is implied
+    prog = [isa.Fill(tpb=0, dst=h(0, 0), value=1.0),
+            progs.cvu(0, isa.CvuOp.ADD, [h(0, 0), h(0, 0)], h(0, 1)),
+            isa.MatMul(tpb=0, a=h(0, 0), b=h(0, 1), c=h(0, 2), m=16, n=16, k=16)]
+    res = insert_sync(prog, TINY)
+    assert res.stats["needs"] == 3 and res.stats["redundant"] == 1
+    assert len(res.instructions[2].sync.monitors) == 1
+
+
+def test_exact_overlap_interleaved_halves_need_no_sync():
+    h = progs.hw
+    prog = [isa.Copy(tpb=0, src=progs.half(h, 0, 1, parity=0), dst=progs.half(h, 0, 0, parity=0)),
+            progs.cvu(0, isa.CvuOp.ADD, [h(0, 2), h(0, 2)], h(0, 3)),
+            isa.Copy(tpb=1, src=progs.half(h, 1, 1, parity=1), dst=progs.half(h, 0, 0, parity=1))]
+    res = insert_sync(prog, TINY)
+    assert res.stats["needs"] == 0
+    assert all(not i.sync.monitors for i in res.instructions)
+    mem, ref = _setup(prog)
+    assert _ok(toysim.run(res.instructions, TINY, mem, seed=3), ref)
+
+
+def test_ring_buffer_and_explicit_edges():
+    prog = progs.pipeline(tiles=4, slots=2, blocks=2)
+    rb = RingBuffer(slots=2, producers=(0, 5, 10, 15), consumers=(1, 6, 11, 16))
+    res = insert_sync(prog, TINY, rings=[rb], edges=[DataEdge(0, 4)])
+    mem, ref = _setup(prog)
+    assert _ok(toysim.run(res.instructions, TINY, mem, seed=5), ref)
+    with pytest.raises(SyncError, match="waits for the later"):
+        insert_sync(prog, TINY, edges=[DataEdge(4, 0)])
+    with pytest.raises(SyncError, match="granularity"):
+        insert_sync(prog, TINY, edges=[DataEdge(0, 4, granularity="bytes")])
+
+
+def test_input_errors_are_one_line():
+    p = [isa.Fill(tpb=0, dst=progs.hw(0, 0), value=1.0,
+                  sync=Sync(monitors=(Monitor(0, 0, 1),)))]
+    with pytest.raises(SyncError, match="empty Sync"):
+        insert_sync(p, TINY)
+    with pytest.raises(SyncError, match="unknown sync mode"):
+        insert_sync([], TINY, sync_mode="fast")
+
+
+# ------------------------------------------------------------------------------------------------
+# budget: explicit merge / serialize decision, or an error
+# ------------------------------------------------------------------------------------------------
+@pytest.mark.parametrize("budget", [2, 3])
+def test_small_budget_gives_reported_merge(budget):
+    prog = progs.pipeline(tiles=6, slots=2, blocks=4)
+    mem, ref = _setup(prog)
+    full = insert_sync(prog, TINY)
+    assert max(full.counters_used.values()) > budget
+    small = get_machine("tiny").with_overrides(su_counters=budget)
+    res = insert_sync(prog, small)
+    assert res.decisions and all(d["kind"] == "merge" for d in res.decisions)
+    assert "decision: merge" in res.report()
+    assert all(n <= budget for n in res.counters_used.values())
+    assert all(m.counter < budget for i in res.instructions for m in i.sync.monitors)
+    for s in (None, 7, 8):
+        assert _ok(toysim.run(res.instructions, small, mem, seed=s), ref)
+    with pytest.raises(SyncError, match="budget"):
+        insert_sync(prog, small, on_budget="error")
+
+
+def test_budget_one_counter_cannot_hold_remote_and_local_writers():
+    prog = progs.pipeline(tiles=4, slots=2, blocks=2)
+    with pytest.raises(SyncError, match="can not meet its budget of 1"):
+        insert_sync(prog, TINY, counter_budget=1)
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_random_programs_with_budget_two(seed):
+    prog = progs.random_program(200 + seed, n=18)
+    mem, ref = _setup(prog, seed)
+    try:
+        res = insert_sync(prog, TINY, counter_budget=2)
+    except SyncError as e:  # only the documented refusal is acceptable
+        assert "can not meet its budget" in str(e)
+        return
+    assert all(n <= 2 for n in res.counters_used.values())
+    for s in (None, seed):
+        assert _ok(toysim.run(res.instructions, TINY, mem, seed=s), ref)
+
+
+# ------------------------------------------------------------------------------------------------
+# deadlock check
+# ------------------------------------------------------------------------------------------------
+def test_deadlock_cycle_is_named():
+    h = progs.hw
+    a = isa.Fill(tpb=0, dst=h(0, 0), value=1.0,
+                 sync=Sync(monitors=(Monitor(0, 1, 1),), updates=(Update(0, 0b10),)))
+    b = isa.Fill(tpb=1, dst=h(1, 0), value=1.0,
+                 sync=Sync(monitors=(Monitor(1, 0, 1),), updates=(Update(1, 0b01),)))
+    with pytest.raises(SyncDeadlockError) as ei:
+        check_deadlock([a, b])
+    msg = str(ei.value)
+    assert "#0 dtdu.fill (TPB 0 DTDU)" in msg and "#1 dtdu.fill (TPB 1 DTDU)" in msg
+    assert "wait-for cycle" in msg and "\n" not in msg
+    # an expected value no update can reach
+    c = isa.Fill(tpb=0, dst=h(0, 0), value=1.0, sync=Sync(monitors=(Monitor(0, 3, 2),)))
+    d = isa.Fill(tpb=1, dst=h(1, 0), value=1.0, sync=Sync(updates=(Update(3, 0b01),)))
+    with pytest.raises(SyncDeadlockError, match="even if every update ran: 1"):
+        check_deadlock([c, d])
+    assert check_deadlock([dataclasses.replace(c, sync=Sync(monitors=(Monitor(0, 3, 1),))), d])
+
+
+def test_deadlock_check_agrees_with_toysim_on_lowered_and_raised_values():
+    prog = progs.pipeline(tiles=3, slots=2, blocks=2)
+    out = insert_sync(prog, TINY).instructions
+    mem, _ = _setup(prog)
+    for i, inst in enumerate(out):
+        for mi, mon in enumerate(inst.sync.monitors):
+            raised = dataclasses.replace(mon, expected=mon.expected + 50)
+            q = list(out)
+            q[i] = dataclasses.replace(inst, sync=dataclasses.replace(
+                inst.sync, monitors=inst.sync.monitors[:mi] + (raised,) + inst.sync.monitors[mi + 1:]))
+            with pytest.raises(SyncDeadlockError):
+                check_deadlock(q)
+            assert toysim.run(q, TINY, mem).deadlock is not None
+
+
+# ------------------------------------------------------------------------------------------------
+# algorithm pieces against independent oracles
+# ------------------------------------------------------------------------------------------------
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.integers(0, 40), min_size=1, max_size=8))
+def test_linear_fit(v):
+    v = np.array(v)
+    e, k = linear_fit(v)
+    b = np.arange(len(v))
+    assert (e + b * k >= v).all()
+    assert e + (len(v) - 1) * k <= v.max()
+    # no other (e', k') with the same constraints has less slack (exhaustive)
+    best = min(int(((ee + b * kk - v)[v > 0]).sum()) for kk in range(0, 41) for ee in range(0, 41)
+               if (ee + b * kk >= v).all() and ee + (len(v) - 1) * kk <= v.max())
+    assert int(((e + b * k - v)[v > 0]).sum()) == best
+
+
+@settings(max_examples=25, deadline=None)
+@given(st.integers(0, 10_000))
+def test_redundant_edges_match_networkx_transitive_reduction(seed):
+    rng = np.random.default_rng(seed)
+    prog = progs.random_program(seed, n=10)
+    blocks = [int(rng.choice([1, 2])) for _ in prog]
+    g = HbGraph(prog, blocks)
+    for _ in range(15):
+        i, j = sorted(rng.choice(len(prog), 2, replace=False))
+        g.add_sync(int(i), int(rng.integers(blocks[i])), int(j), int(rng.integers(blocks[j])))
+    G = nx.DiGraph()
+    G.add_nodes_from(range(g.num_nodes))
+    for v in range(g.num_nodes):
+        for p in g.preds(v):
+            G.add_edge(p, v)
+    tr = nx.transitive_reduction(G)
+    sync = {(u, v) for v, s in g.sync_preds.items() for u in s}
+    assert g.redundant_sync_edges() == {e for e in sync if not tr.has_edge(*e)}
+    anc = g.ancestors()
+    for v in range(0, g.num_nodes, 3):
+        assert {u for u in range(g.num_nodes) if anc[v] >> u & 1} == nx.ancestors(G, v)
+
+
+def test_certificate_detects_a_missing_monitor():
+    prog = progs.random_program(3, n=18)
+    res = insert_sync(prog, TINY)
+    cert = res.certificate
+    assert cert["format"] == "m100-sync-certificate" and cert["edges"]
+    e = cert["edges"][0]
+    j = e["to"]
+    q = list(res.instructions)
+    q[j] = dataclasses.replace(q[j], sync=dataclasses.replace(q[j].sync, monitors=()))
+    assert verify_certificate(q, cert)
