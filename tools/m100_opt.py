@@ -59,6 +59,23 @@ class _PassHelpAction(argparse.Action):
         parser.exit()
 
 
+class _ListPassesAction(argparse.Action):
+    """``--list-passes``: every pass name with the first line of its docstring, m100 ones marked."""
+
+    def __init__(self, *args: Any, driver: M100OptMain, **kwargs: Any):
+        super().__init__(*args, **kwargs)
+        self.driver = driver
+
+    def __call__(self, parser, namespace, values, option_string=None):  # noqa: ANN001
+        names = sorted(self.driver.available_passes)
+        width = max(len(n) for n in names)
+        for name in names:
+            cls = self.driver.available_passes[name]()
+            origin = "m100" if name in self.driver.m100_passes else "xdsl"
+            print(f"{name.ljust(width)}  [{origin}]  {textwrap.shorten(summary(cls), 90)}")
+        parser.exit()
+
+
 class M100OptMain(xDSLOptMain):
     """The ``m100-opt`` driver (hooks of :class:`xDSLOptMain`, called from its constructor)."""
 
@@ -80,9 +97,17 @@ class M100OptMain(xDSLOptMain):
 
     def register_all_arguments(self, arg_parser: argparse.ArgumentParser) -> None:
         super().register_all_arguments(arg_parser)
+        for action in arg_parser._actions:  # xDSL's -p help is a 4 KB list of every pass name
+            if "--passes" in action.option_strings:
+                action.help = ("comma-separated pass pipeline, e.g. 'canonicalize,cse' or "
+                               "'pass{opt=1}'; m100 passes are listed below, --list-passes "
+                               "lists every pass")
         arg_parser.add_argument(
             "--pass-help", metavar="NAME", action=_PassHelpAction, driver=self,
             help="print the full documentation and options of one pass, then exit")
+        arg_parser.add_argument(
+            "--list-passes", action=_ListPassesAction, nargs=0, driver=self,
+            help="list every available pass (m100 and upstream xDSL) with a summary, then exit")
         arg_parser.formatter_class = argparse.RawDescriptionHelpFormatter
         arg_parser.epilog = self._epilog()
 

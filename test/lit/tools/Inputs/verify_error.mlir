@@ -1,0 +1,6 @@
+func.func @f(%a : i32) -> i32 {
+  %b = arith.addi %a, %a : i32
+  %c = arith.addi %b, %b : i32
+  %d = arith.addi %c, %c : i32
+  func.return %d, %d : i32, i32
+}
