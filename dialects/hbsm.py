@@ -42,7 +42,7 @@ from m100.targets.m100.isa import DType, Space, space_size
 
 from .sync import machine_of
 from .twu import (SPACE_BY_NAME, SPACE_NAMES, array_values, i64_array, int_attr, isa_guard,
-                  type_to_dtype)
+                  parse_buffer_operand, type_to_dtype)
 
 
 @irdl_attr_definition
@@ -274,7 +274,7 @@ class ViewOp(IRDLOperation):
 
     @classmethod
     def parse(cls, parser: Parser) -> ViewOp:
-        src = parser.parse_operand()
+        src = parse_buffer_operand(parser)
         offs = parser.parse_comma_separated_list(parser.Delimiter.SQUARE, parser.parse_integer)
         slot = None
         if parser.parse_optional_keyword("slot") is not None:

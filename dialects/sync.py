@@ -248,11 +248,11 @@ def check_mask(op: Operation, mask: int, what: str = "TPB mask") -> None:
 # ----------------------------------------------------------------------------------------------
 def _parse_token_list(parser: Parser) -> list:
     ops = []
-    first = parser.parse_optional_operand()
+    first = parser.parse_optional_operand(TokenType())
     if first is not None:
         ops.append(first)
         while parser.parse_optional_punctuation(",") is not None:
-            ops.append(parser.parse_operand())
+            ops.append(parser.parse_operand(TokenType()))
     return ops
 
 

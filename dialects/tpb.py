@@ -57,7 +57,8 @@ from m100.targets.m100.machine import Machine, get_machine
 from .hbsm import BufferType, buffer_range
 from .sync import ActionsAttr, TokenType, machine_of
 from .twu import (SPACE_BY_NAME, SPACE_NAMES, AccessAttr, WalkAttr, array_values, dtype_to_type,
-                  format_float, i64_array, int_attr, parse_float_lit, type_to_dtype)
+                  format_float, i64_array, int_attr, parse_buffer_operand, parse_float_lit,
+                  parse_text, type_to_dtype)
 
 LEVELS = ("placed", "resolved")
 
@@ -310,8 +311,8 @@ class InstrOp(IRDLOperation):
         sync = None
         while (word := parser.parse_optional_identifier()) is not None:
             if word == "after":
-                deps = parser.parse_comma_separated_list(parser.Delimiter.PAREN,
-                                                         parser.parse_operand)
+                deps = parser.parse_comma_separated_list(
+                    parser.Delimiter.PAREN, lambda: parser.parse_operand(TokenType()))
             elif word == "sync":
                 sync = parser.parse_attribute()
                 if not isinstance(sync, ActionsAttr):
@@ -320,7 +321,7 @@ class InstrOp(IRDLOperation):
                 if word in slots:
                     parser.raise_error(f"operand slot '{word}' given twice")
                 parser.parse_punctuation("(")
-                buf = parser.parse_optional_operand()
+                buf = parse_buffer_operand(parser, optional=True)
                 acc = None
                 if buf is None or parser.parse_optional_punctuation(",") is not None:
                     acc = parser.parse_attribute()
@@ -769,7 +770,8 @@ def _split(d: dict[str, Attribute], props: Sequence[str]):
 
 @irdl_op_definition
 class ProgramOp(IRDLOperation):
-    """``tpb.program "MACHINE" LEVEL [attributes {fingerprint = "0x..", metadata = {..}}] {...}``.
+    """``tpb.program "MACHINE" LEVEL [attributes {fingerprint = "0x..", metadata = ["k", "v", ..]}]
+    {...}``.
 
     The program for one machine (a preset name or machine file); ``LEVEL`` is ``placed`` or
     ``resolved`` and selects how strictly the ops inside are verified. At the resolved level every
@@ -779,7 +781,7 @@ class ProgramOp(IRDLOperation):
     machine = prop_def(StringAttr)
     level = prop_def(StringAttr)
     fingerprint = opt_prop_def(StringAttr)
-    metadata = opt_prop_def(DictionaryAttr)
+    metadata = opt_prop_def(ArrayAttr[StringAttr])  # key, value, key, value, ...
     body = region_def("single_block")
     traits = traits_def(NoTerminator())
     PROPS: ClassVar = ("fingerprint", "metadata")
@@ -790,7 +792,7 @@ class ProgramOp(IRDLOperation):
         if fingerprint is not None:
             props["fingerprint"] = StringAttr(f"{fingerprint:#018x}")
         if metadata:
-            props["metadata"] = DictionaryAttr({k: StringAttr(v) for k, v in metadata.items()})
+            props["metadata"] = ArrayAttr([StringAttr(x) for kv in metadata.items() for x in kv])
         super().__init__(properties=props, regions=[Region(Block(ops))])
 
     def print(self, printer: Printer) -> None:
@@ -803,7 +805,7 @@ class ProgramOp(IRDLOperation):
 
     @classmethod
     def parse(cls, parser: Parser) -> ProgramOp:
-        machine = parser.parse_str_literal()
+        machine = parse_text(parser)
         level = parser.parse_identifier()
         d = parser.parse_optional_attr_dict_with_keyword()
         props, attrs = _split(dict(d.data) if d is not None else {}, cls.PROPS)
@@ -813,6 +815,14 @@ class ProgramOp(IRDLOperation):
         op = cls.create(properties={"machine": StringAttr(machine), "level": StringAttr(level),
                                     **props}, attributes=attrs, regions=[body])
         return op
+
+    def metadata_dict(self) -> dict[str, str]:
+        """The metadata as a dict (xDSL parses non-ASCII string literals as bytes: decoded)."""
+        if self.metadata is None:
+            return {}
+        vals = [a.data.decode() if isinstance(a.data, bytes) else a.data  # type: ignore
+                for a in self.metadata.data]
+        return dict(zip(vals[0::2], vals[1::2]))
 
     def get_machine(self) -> Machine:
         try:
@@ -825,6 +835,8 @@ class ProgramOp(IRDLOperation):
             raise VerifyException(f"'tpb.program': level must be 'placed' or 'resolved', not "
                                   f"'{self.level.data}'")
         self.get_machine()
+        if self.metadata is not None and len(self.metadata.data) % 2:
+            raise VerifyException("'tpb.program': metadata is a flat list of key, value strings")
         if self.fingerprint is not None:
             try:
                 int(self.fingerprint.data, 16)
@@ -856,7 +868,7 @@ class StreamOp(IRDLOperation):
     def print(self, printer: Printer) -> None:
         c = self.cluster.value.data
         printer.print_string(" ccb" if c == -1 else f" cluster {c}")
-        printer.print_op_attributes(self.attributes)
+        printer.print_op_attributes(self.attributes, print_keyword=True)
         printer.print_string(" ")
         printer.print_region(self.body)
 
@@ -867,7 +879,8 @@ class StreamOp(IRDLOperation):
         else:
             parser.parse_keyword("cluster")
             c = parser.parse_integer()
-        attrs = parser.parse_optional_attr_dict()
+        d = parser.parse_optional_attr_dict_with_keyword()
+        attrs = dict(d.data) if d is not None else {}
         body = parser.parse_region()
         if not body.blocks:
             body.add_block(Block())
@@ -922,11 +935,11 @@ class SegmentOp(IRDLOperation):
 
     @classmethod
     def parse(cls, parser: Parser) -> SegmentOp:
-        name = parser.parse_str_literal()
+        name = parse_text(parser)
         space = parser.parse_identifier()
         addr = parser.parse_integer()
         parser.parse_keyword("data")
-        data = parser.parse_str_literal()
+        data = parse_text(parser)
         op = cls.create(properties={"seg_name": StringAttr(name), "space": StringAttr(space),
                                     "address": int_attr(addr), "data": StringAttr(data)})
         op.attributes.update(parser.parse_optional_attr_dict())
@@ -986,7 +999,7 @@ class SymbolOp(IRDLOperation):
 
     @classmethod
     def parse(cls, parser: Parser) -> SymbolOp:
-        name = parser.parse_str_literal()
+        name = parse_text(parser)
         role = parser.parse_identifier()
         dims, elem = parser.parse_ranked_shape()
         parser.parse_keyword("at")

@@ -102,6 +102,34 @@ def parse_float_lit(parser: AttrParser) -> float:
     return -v if neg else v
 
 
+def parse_buffer_operand(parser, optional: bool = False):
+    """An already-defined SSA operand whose type the syntax does not spell (buffers).
+
+    xDSL 0.74 deprecates untyped operand parsing (it exists for exactly this case and works for
+    values defined earlier, which SSA dominance guarantees here); the warning is silenced."""
+    import warnings
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)
+        v = parser.parse_optional_operand()
+    if v is None and not optional:
+        parser.raise_error("expected an SSA value (%name)")
+    return v
+
+
+def parse_text(parser) -> str:
+    """A string literal; xDSL prints non-ASCII text as byte escapes that lex as a bytes literal."""
+    s = parser.parse_optional_str_literal()
+    if s is not None:
+        return s
+    b = parser.parse_optional_bytes_literal()
+    if b is None:
+        parser.raise_error("string literal expected")
+    try:
+        return b.decode("utf-8")
+    except UnicodeDecodeError:
+        parser.raise_error("string literal is not valid UTF-8")
+
+
 def int_attr(v: int) -> IntegerAttr:
     return IntegerAttr(int(v), i64)
 
