@@ -40,7 +40,7 @@ def random_program(seed: int, n: int = 16, slots: int = 6, ddr_slots: int = 4) -
                           p=[.08, .14, .14, .16, .1, .08, .05, .1, .1, .05])
         t = int(rng.integers(2))
         blocks = int(rng.choice([1, 2, 4]))
-        s = rng.choice(slots, size=3, replace=False)
+        s = [int(x) for x in rng.choice(slots, size=3, replace=False)]
         sy = isa.Sync(blocks=blocks)
         if kind == "fill":
             out.append(isa.Fill(tpb=t, dst=hw(t, s[0]), value=float(rng.integers(1, 9)), sync=sy))
