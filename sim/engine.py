@@ -463,7 +463,7 @@ class Engine:
             self.report("race", f"{kinds} race on {space_name(space)} at byte {addr:#x}: "
                         f"{self.where(rec)} (block {b}) {'writes' if write else 'reads'} bytes that "
                         f"{self.where(orec)} (block {old.block}) "
-                        f"{'wrote' if old.write else 'reads'} with no counter ordering them",
+                        f"{'wrote' if old.write else 'read'} with no counter ordering them",
                         rec, address=addr)
 
     def _prune(self) -> None:

@@ -37,7 +37,7 @@ def plot_timeline(result: Any, path: str | Path) -> None:
     ax.set_xlabel("cycles")
     ax.set_title(f"m100-sim timeline ({result.stats.get('total_cycles', 0):.0f} cycles)")
     handles = [plt.Rectangle((0, 0), 1, 1, color=c) for c in colors.values()]
-    ax.legend(handles, list(colors), loc="upper right", fontsize=7, ncol=4)
+    ax.legend(handles, list(colors), loc="upper left", bbox_to_anchor=(1.0, 1.0), fontsize=7)
     fig.tight_layout()
     fig.savefig(path, dpi=120)
     plt.close(fig)

@@ -1,0 +1,174 @@
+"""TCU semantics vs independent numpy / Python-int oracles (int8 paths bit-exact)."""
+
+import numpy as np
+import pytest
+
+from m100.sim.testing import hb, run
+from m100.targets.m100 import numerics
+from m100.targets.m100.isa import (Act, Conv2D, DType, Epilogue, MatMul, Requant, Sync)
+
+
+def requant_oracle(acc, mult, shift, zp, qmin, qmax):
+    """Requant from the ISA text, with Python integers element by element."""
+    acc = np.asarray(acc)
+    mult = np.broadcast_to(mult, acc.shape)
+    shift = np.broadcast_to(shift, acc.shape)
+    out = np.empty(acc.shape, dtype=np.int64)
+    for idx in np.ndindex(acc.shape):
+        p = int(acc[idx]) * int(mult[idx])
+        s = int(shift[idx])
+        q = (p + (1 << (s - 1))) >> s if s > 0 else p
+        out[idx] = min(max(q + zp, qmin), qmax)
+    return out
+
+
+def i8(rng, shape):
+    return rng.integers(-128, 128, shape)
+
+
+def test_matmul_int8_plain(rng):
+    m, k, n = 24, 40, 48
+    a, b = i8(rng, (m, k)), i8(rng, (k, n))
+    A, B, C = hb(0, 0, DType.I8, (m, k)), hb(0, 2048, DType.I8, (k, n)), hb(0, 8192, DType.I32, (m, n))
+    res, (c,) = run([MatMul(0, A, B, C, m, n, k)], [(A, a), (B, b)], [C])
+    assert res.ok
+    assert np.array_equal(c.reshape(m, n), a @ b)
+
+
+def test_matmul_int8_bias_relu_requant_per_tensor(rng):
+    m, k, n = 16, 64, 32
+    a, b = i8(rng, (m, k)), i8(rng, (k, n))
+    bias = rng.integers(-5000, 5000, n)
+    A, B = hb(0, 0, DType.I8, (m, k)), hb(0, 1024, DType.I8, (k, n))
+    BI, C = hb(0, 4096, DType.I32, (n,)), hb(0, 8192, DType.I8, (m, n))
+    ep = Epilogue(bias=BI, act=Act.RELU, requant=Requant(multiplier=1234567, shift=31, zero_point=-3))
+    res, (c,) = run([MatMul(0, A, B, C, m, n, k, epilogue=ep)], [(A, a), (B, b), (BI, bias)], [C])
+    assert res.ok
+    acc = np.maximum(a @ b + bias, 0)
+    assert np.array_equal(c.reshape(m, n), requant_oracle(acc, 1234567, 31, -3, -128, 127))
+
+
+def test_matmul_int8_requant_per_channel_and_clamp(rng):
+    m, k, n = 8, 32, 16
+    a, b = i8(rng, (m, k)), i8(rng, (k, n))
+    mult = rng.integers(1 << 20, 1 << 30, n)
+    shift = rng.integers(20, 40, n)
+    pc = np.stack([mult, shift], axis=1)
+    A, B = hb(0, 0, DType.I8, (m, k)), hb(0, 512, DType.I8, (k, n))
+    PC, C = hb(0, 2048, DType.I32, (n, 2)), hb(0, 4096, DType.I8, (m, n))
+    ep = Epilogue(act=Act.CLAMP, clamp_lo=-3000.5, clamp_hi=2000.0,
+                  requant=Requant(zero_point=5, qmin=-100, qmax=100, per_channel=PC))
+    res, (c,) = run([MatMul(0, A, B, C, m, n, k, epilogue=ep)], [(A, a), (B, b), (PC, pc)], [C])
+    assert res.ok
+    acc = np.clip(a @ b, -3000, 2000)
+    want = requant_oracle(acc, mult[None, :], shift[None, :], 5, -100, 100)
+    assert np.array_equal(c.reshape(m, n), want)
+
+
+def test_matmul_accumulate_and_blocks(rng):
+    m, k, n = 32, 16, 8
+    a, b, c0 = i8(rng, (m, k)), i8(rng, (k, n)), rng.integers(-10**6, 10**6, (m, n))
+    A, B, C = hb(0, 0, DType.I8, (m, k)), hb(0, 1024, DType.I8, (k, n)), hb(0, 2048, DType.I32, (m, n))
+    res, (c,) = run([MatMul(0, A, B, C, m, n, k, accumulate=True, sync=Sync(blocks=4))],
+                    [(A, a), (B, b), (C, c0)], [C])
+    assert res.ok
+    assert np.array_equal(c.reshape(m, n), c0 + a @ b)
+    assert len(res.records[0].blocks) == 4
+
+
+def test_matmul_int32_wraps(rng):
+    m, k, n = 2, 4, 2
+    a = np.full((m, k), -128)
+    b = np.full((k, n), -128)
+    c0 = np.full((m, n), 2**31 - 10)
+    A, B, C = hb(0, 0, DType.I8, (m, k)), hb(0, 64, DType.I8, (k, n)), hb(0, 128, DType.I32, (m, n))
+    res, (c,) = run([MatMul(0, A, B, C, m, n, k, accumulate=True)], [(A, a), (B, b), (C, c0)], [C])
+    want = ((c0 + a @ b + 2**31) % 2**32) - 2**31
+    assert np.array_equal(c.reshape(m, n), want)
+
+
+def test_matmul_i4_weights(rng):
+    m, k, n = 8, 16, 6
+    a, b = i8(rng, (m, k)), rng.integers(-8, 8, (k, n))
+    A, B, C = hb(0, 0, DType.I8, (m, k)), hb(0, 512, DType.I4, (k, n)), hb(0, 1024, DType.I32, (m, n))
+    res, (c, braw) = run([MatMul(0, A, B, C, m, n, k)], [(A, a), (B, b)], [C, B])
+    assert np.array_equal(braw.reshape(k, n), b)
+    assert np.array_equal(c.reshape(m, n), a @ b)
+
+
+@pytest.mark.parametrize("dt", [DType.F32, DType.F16, DType.BF16])
+def test_matmul_float(rng, dt):
+    m, k, n = 8, 32, 16
+    a = rng.standard_normal((m, k)).astype(np.float32)
+    b = rng.standard_normal((k, n)).astype(np.float32)
+    bias = rng.standard_normal(n).astype(np.float32)
+    a_q, b_q = numerics.convert(a, dt).astype(np.float32), numerics.convert(b, dt).astype(np.float32)
+    A, B = hb(0, 0, dt, (m, k)), hb(0, 4096, dt, (k, n))
+    BI, C = hb(0, 8192, DType.F32, (n,)), hb(0, 12288, dt, (m, n))
+    ep = Epilogue(bias=BI, act=Act.GELU)
+    res, (c,) = run([MatMul(0, A, B, C, m, n, k, epilogue=ep)], [(A, a), (B, b), (BI, bias)], [C])
+    x = (a_q.astype(np.float64) @ b_q.astype(np.float64)) + bias
+    import math
+    gelu = np.vectorize(lambda v: 0.5 * v * (1 + math.erf(v / math.sqrt(2))))(x)
+    tol = {DType.F32: 1e-4, DType.F16: 2e-3, DType.BF16: 1.6e-2}[dt]
+    np.testing.assert_allclose(c.reshape(m, n).astype(np.float64), gelu, rtol=tol, atol=tol)
+    # the stored value is exactly representable in the output type
+    assert np.array_equal(numerics.convert(c, dt).astype(np.float32), c.astype(np.float32))
+
+
+def conv_oracle(x, w, stride, pad, dil, groups):
+    """Direct convolution by kernel-offset slicing (NHWC, HWIO weights)."""
+    n, h, wd, c = x.shape
+    kh, kw, cg, f = w.shape
+    sh, sw = stride
+    dh, dw = dil
+    pt, pl, pb, pr = pad
+    xp = np.pad(x.astype(np.int64), ((0, 0), (pt, pb), (pl, pr), (0, 0)))
+    oh = (h + pt + pb - dh * (kh - 1) - 1) // sh + 1
+    ow = (wd + pl + pr - dw * (kw - 1) - 1) // sw + 1
+    fg = f // groups
+    y = np.zeros((n, oh, ow, f), dtype=np.int64)
+    for g in range(groups):
+        for ky in range(kh):
+            for kx in range(kw):
+                patch = xp[:, ky * dh: ky * dh + sh * (oh - 1) + 1: sh,
+                           kx * dw: kx * dw + sw * (ow - 1) + 1: sw, g * cg:(g + 1) * cg]
+                y[..., g * fg:(g + 1) * fg] += patch @ w[ky, kx, :, g * fg:(g + 1) * fg].astype(np.int64)
+    return y
+
+
+@pytest.mark.parametrize("cfg", [
+    dict(n=1, h=7, w=9, c=4, f=6, k=(3, 3), stride=(1, 1), pad=(1, 1, 1, 1), dil=(1, 1), g=1),
+    dict(n=2, h=9, w=8, c=6, f=4, k=(3, 2), stride=(2, 1), pad=(0, 1, 2, 0), dil=(1, 2), g=2),
+    dict(n=1, h=8, w=8, c=8, f=8, k=(3, 3), stride=(2, 2), pad=(1, 1, 1, 1), dil=(1, 1), g=8),
+    dict(n=1, h=10, w=10, c=4, f=4, k=(3, 3), stride=(1, 1), pad=(2, 2, 2, 2), dil=(2, 2), g=4),
+])
+def test_conv2d_int8(rng, cfg):
+    n, h, wd, c, f = cfg["n"], cfg["h"], cfg["w"], cfg["c"], cfg["f"]
+    kh, kw = cfg["k"]
+    g = cfg["g"]
+    x, w = i8(rng, (n, h, wd, c)), i8(rng, (kh, kw, c // g, f))
+    conv = Conv2D(0, hb(0, 0, DType.I8, (n, h, wd, c)), hb(0, 4096, DType.I8, (kh, kw, c // g, f)),
+                  hb(0, 0, DType.I32, (1,)), n, h, wd, c, f, kh, kw, cfg["stride"], cfg["pad"],
+                  cfg["dil"], g)
+    oh, ow = conv.out_hw
+    Y = hb(0, 8192, DType.I32, (n, oh, ow, f))
+    conv = Conv2D(0, conv.x, conv.w, Y, n, h, wd, c, f, kh, kw, cfg["stride"], cfg["pad"],
+                  cfg["dil"], g, sync=Sync(blocks=n * oh))
+    res, (y,) = run([conv], [(conv.x, x), (conv.w, w)], [Y])
+    assert res.ok, res.reports
+    assert np.array_equal(y.reshape(n, oh, ow, f), conv_oracle(x, w, cfg["stride"], cfg["pad"],
+                                                               cfg["dil"], g))
+
+
+def test_conv2d_requant_relu(rng):
+    n, h, wd, c, f = 1, 6, 6, 8, 16
+    x, w = i8(rng, (n, h, wd, c)), i8(rng, (3, 3, c, f))
+    bias = rng.integers(-2000, 2000, f)
+    X, W = hb(0, 0, DType.I8, (n, h, wd, c)), hb(0, 1024, DType.I8, (3, 3, c, f))
+    BI, Y = hb(0, 4096, DType.I32, (f,)), hb(0, 8192, DType.I8, (n, 6, 6, f))
+    ep = Epilogue(bias=BI, act=Act.RELU, requant=Requant(multiplier=19, shift=10, zero_point=-128))
+    res, (y,) = run([Conv2D(0, X, W, Y, n, h, wd, c, f, 3, 3, pad=(1, 1, 1, 1), epilogue=ep)],
+                    [(X, x), (W, w), (BI, bias)], [Y])
+    acc = np.maximum(conv_oracle(x, w, (1, 1), (1, 1, 1, 1), (1, 1), 1) + bias, 0)
+    assert np.array_equal(y.reshape(n, 6, 6, f), requant_oracle(acc, 19, 10, -128, -128, 127))
