@@ -1,0 +1,174 @@
+"""Cost model of the space-time scheduler: unit cycles, transfer cycles, HBSM footprints.
+
+Every number comes from :class:`m100.targets.m100.machine.Machine` (the one the interpreter's timing
+uses), so a prediction can be diffed against a simulation. Nothing here knows about xDSL.
+
+Unit model (cycles of one instruction)
+--------------------------------------
+* **TCU** ``m x k @ k x n``: the array works on natural tiles ``tcu_tile_m x tcu_tile_k @
+  tcu_tile_k x tcu_tile_n`` (32x32 @ 32x64 on the M100). One natural tile takes
+  ``tile_macs / tcu_macs_per_cycle(i8)`` cycles at the int8 rate, divided by the dtype's rate
+  (f32 = 1/16). A partial tile costs a whole one (the *tile-shape efficiency*). The operand ports
+  (``tcu_act_bytes_per_cycle``, ``tcu_weight_bytes_per_cycle``) bound the rate too. Each instruction
+  pays ``tcu_pipeline_latency`` once (outer-loop control keeps the pipeline busy inside one).
+* **CVU**: stages stream at ``cvu_bytes_per_cycle``; an idiom that must read its input several
+  times (softmax, layernorm) pays per pass; each stage adds ``cvu_stage_latency``.
+* **DTDU**: ``dtdu_bytes_per_cycle``. **CSU**: ``csu_overhead_cycles`` + bytes / ``csu_bytes_per_cycle``.
+* Every unit is also bounded by the HBSM bandwidth (``hbsm_banks * hbsm_bank_width`` bytes/cycle).
+
+Transfers
+---------
+* DDR <-> HBSM by a CCB DMA engine: ``dma_setup_cycles + ddr_latency + bytes / bw`` with
+  ``bw = min(axi_bandwidth, ddr_bandwidth / engines_active)``; CCB SRAM uses ``ccb_sram_bandwidth``.
+* A DRB broadcast costs one transfer whatever the number of receivers (bounded by ``drb_bandwidth``).
+* TPB -> TPB (DTDU over the mesh): ``min(dtdu, mesh)`` inside a cluster,
+  ``min(dtdu, mesh_inter_cluster_bandwidth)`` across clusters, plus the remote latency.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from functools import cached_property
+
+from m100.targets.m100.machine import Machine
+
+from .graph import CVU_PASSES, OpGraph, Op, dtype_bytes, geometry
+
+
+def ceil_div(a: int, b: int) -> int:
+    return -(-a // b)
+
+
+def round_up(a: int, b: int) -> int:
+    return ceil_div(a, b) * b
+
+
+# dtype names of the graph -> names of the machine's TCU rates
+_TCU_RATE_NAME = {"i8": "i8", "i4": "i4", "f16": "f16", "bf16": "bf16", "f32": "f32", "i32": "i8"}
+
+
+@dataclass(frozen=True)
+class CostModel:
+    machine: Machine
+
+    # ---------------------------------------------------------------- machine-derived constants
+    @cached_property
+    def tile_cycles_i8(self) -> float:
+        m = self.machine
+        return m.tcu_tile_m * m.tcu_tile_k * m.tcu_tile_n / m.tcu_macs_per_cycle_i8
+
+    @cached_property
+    def hbsm_bpc(self) -> float:
+        return float(self.machine.hbsm_bytes_per_cycle)
+
+    def bpc(self, bandwidth: float) -> float:
+        return self.machine.bytes_per_cycle(bandwidth)
+
+    def tcu_rate(self, dtype: str) -> float:
+        return self.machine.tcu_rate(_TCU_RATE_NAME.get(dtype, "f32"))
+
+    def peak_macs_per_cycle(self, dtype: str) -> float:
+        return self.machine.tcu_macs_per_cycle_i8 * self.tcu_rate(dtype)
+
+    # ---------------------------------------------------------------- units
+    def tcu_cycles(self, m: int, n: int, k: int, dtype: str = "f32", wdtype: str | None = None,
+                   latency: bool = True) -> float:
+        """Cycles of one TCU instruction ``[m,k] @ [k,n]`` (tiles padded to the natural tile)."""
+        mc = self.machine
+        tiles = ceil_div(m, mc.tcu_tile_m) * ceil_div(n, mc.tcu_tile_n) * ceil_div(k, mc.tcu_tile_k)
+        compute = tiles * self.tile_cycles_i8 / self.tcu_rate(dtype)
+        ab, wb = dtype_bytes(dtype), dtype_bytes(wdtype or dtype)
+        # operand ports: A tile streamed once per (m, k) tile and column tile, B once per tile
+        a_bytes = tiles * mc.tcu_tile_m * mc.tcu_tile_k * ab
+        b_bytes = tiles * mc.tcu_tile_k * mc.tcu_tile_n * wb
+        ports = max(a_bytes / mc.tcu_act_bytes_per_cycle, b_bytes / mc.tcu_weight_bytes_per_cycle)
+        return max(compute, ports) + (mc.tcu_pipeline_latency if latency else 0)
+
+    def tcu_efficiency(self, m: int, n: int, k: int, dtype: str = "f32") -> float:
+        """Useful MACs / (cycles * peak MACs per cycle) of one instruction."""
+        return m * n * k / (self.tcu_cycles(m, n, k, dtype) * self.peak_macs_per_cycle(dtype))
+
+    def cvu_cycles(self, bytes_in: float, bytes_out: float, passes: int = 1, stages: int = 1) -> float:
+        mc = self.machine
+        stream = max(bytes_in * passes, bytes_out) / mc.cvu_bytes_per_cycle
+        stream = max(stream, (bytes_in * passes + bytes_out) / self.hbsm_bpc)
+        return stream + stages * mc.cvu_stage_latency
+
+    def dtdu_cycles(self, nbytes: float) -> float:
+        return nbytes / self.machine.dtdu_bytes_per_cycle + self.machine.hbsm_latency
+
+    def csu_cycles(self, nbytes: float) -> float:
+        return self.machine.csu_overhead_cycles + nbytes / self.machine.csu_bytes_per_cycle
+
+    # ---------------------------------------------------------------- transfers
+    def dma_cycles(self, nbytes: float, src: str = "ddr", engines_active: int | None = None) -> float:
+        """One CCB DMA (DDR or CCB SRAM <-> HBSM), bandwidth shared by ``engines_active`` engines."""
+        mc = self.machine
+        if nbytes <= 0:
+            return 0.0
+        share = engines_active or mc.ccb_dma_engines
+        if src == "sram":
+            bw = self.bpc(mc.ccb_sram_bandwidth) / share
+            lat = mc.hbsm_latency
+        else:
+            bw = min(self.bpc(mc.axi_bandwidth), self.bpc(mc.ddr_bandwidth) / share)
+            lat = mc.ddr_latency
+        bw = min(bw, self.bpc(mc.drb_bandwidth))
+        return mc.dma_setup_cycles + lat + nbytes / bw
+
+    def mesh_cycles(self, nbytes: float, src_tpb: int, dst_tpb: int) -> float:
+        """TPB -> TPB copy by the source's DTDU over the mesh (0 when it stays on one TPB)."""
+        mc = self.machine
+        if src_tpb == dst_tpb or nbytes <= 0:
+            return 0.0
+        same = mc.cluster_of(src_tpb) == mc.cluster_of(dst_tpb)
+        bw = self.bpc(mc.mesh_bandwidth if same else mc.mesh_inter_cluster_bandwidth)
+        bw = min(bw, mc.dtdu_bytes_per_cycle)
+        lat = mc.remote_update_latency if same else mc.remote_update_latency_inter
+        return nbytes / bw + lat + mc.hbsm_latency
+
+    # ---------------------------------------------------------------- HBSM
+    def align(self, nbytes: float) -> int:
+        """A buffer size rounded up to the HBSM bank width (the allocation granule)."""
+        return round_up(max(1, math.ceil(nbytes)), self.machine.hbsm_bank_width)
+
+    # ---------------------------------------------------------------- ops
+    def piece_cycles(self, g: OpGraph, op: Op, rows: int, cols: int, k: int | None = None) -> float:
+        """Unit cycles of one instruction computing ``rows x cols`` of ``op``'s output (reduction
+        chunk ``k``, default the whole reduction)."""
+        geo = geometry(g, op)
+        out = g.out(op)
+        acts = g.act_inputs(op)
+        in_dtype = acts[0].dtype if acts else out.dtype
+        if op.unit in ("tcu.matmul", "tcu.conv2d"):
+            kk = geo.k if k is None else k
+            m = rows * geo.row_elems
+            wd = g.weights(op)[0].dtype if g.weights(op) else in_dtype
+            if op.unit == "tcu.conv2d" and op.attrs.get("groups", 1) > 1:
+                groups = op.attrs["groups"]
+                gcols = max(1, cols * groups // geo.cols)  # groups in this column slice
+                per = geo.cols // groups
+                return gcols * self.tcu_cycles(m, per, kk, in_dtype, wd, latency=False) + \
+                    self.machine.tcu_pipeline_latency
+            return self.tcu_cycles(m, cols, kk, in_dtype, wd)
+        frac = (rows / max(1, geo.rows)) * (cols / max(1, geo.cols))
+        in_bytes = sum(t.nbytes for t in acts) * frac
+        out_bytes = out.nbytes * frac
+        if op.unit == "cvu.pool":
+            a = op.attrs
+            win = a["kh"] * a["kw"] / (a.get("stride", (1, 1))[0] * a.get("stride", (1, 1))[1])
+            return self.cvu_cycles(in_bytes * max(1.0, win / 2), out_bytes, 1, 2)
+        if op.unit in CVU_PASSES:
+            return self.cvu_cycles(in_bytes, out_bytes, CVU_PASSES[op.unit], 1 + len(op.epilogue))
+        if op.unit.startswith("dtdu"):
+            return self.dtdu_cycles(max(in_bytes, out_bytes))
+        if op.unit.startswith("csu"):
+            return self.csu_cycles(in_bytes + out_bytes)
+        return self.cvu_cycles(in_bytes, out_bytes)
+
+    def op_macs(self, g: OpGraph, op: Op) -> int:
+        if op.unit not in ("tcu.matmul", "tcu.conv2d"):
+            return 0
+        geo = geometry(g, op)
+        return geo.rows * geo.row_elems * geo.cols * geo.k

@@ -1,0 +1,233 @@
+"""The scheduler's own op-graph description: plain Python, no xDSL.
+
+The space-time scheduler works on this small description so that its algorithms (cost model,
+partitioning, placement search) are testable without IR. ``from_ir.py`` builds an :class:`OpGraph`
+from classified linalg IR (every op carries ``m100.unit``); tests build graphs directly.
+
+Conventions
+-----------
+* Tensors are row-major; activations of convolutions/pools are NHWC (the TCU's layout).
+* Every op exposes a *row* axis (the outer, streamable axis: ``m`` of a matmul, ``n*oh`` of a conv,
+  the product of all but the last dim of an elementwise op) and a *column* axis (``n`` / ``f`` /
+  the last dim). Mini-tensors are bands of rows; data-parallel splits cut rows and/or columns.
+* ``row_window(op, lo, hi)`` maps a band of output rows ``[lo, hi)`` to the input rows it needs
+  (halo rows of convolutions and pools), or ``None`` when every input row is needed.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+from m100.errors import M100Error
+
+DTYPE_BITS = {"i4": 4, "i8": 8, "i32": 32, "f16": 16, "bf16": 16, "f32": 32, "i1": 8, "i64": 64}
+
+TCU_UNITS = ("tcu.matmul", "tcu.conv2d")
+CVU_UNITS = ("cvu.elementwise", "cvu.reduction", "cvu.softmax", "cvu.layernorm", "cvu.rmsnorm",
+             "cvu.pool", "tcu.epilogue")
+DTDU_UNITS = ("dtdu.copy", "dtdu.fill", "dtdu.transpose", "dtdu.broadcast")
+CSU_UNITS = ("csu.gather", "csu.scatter", "csu.topk", "csu.argmax", "csu.call")
+# how many times a CVU op streams its input (a reduction-based idiom reads it more than once)
+CVU_PASSES = {"cvu.elementwise": 1, "cvu.reduction": 1, "cvu.softmax": 3, "cvu.layernorm": 3,
+              "cvu.rmsnorm": 2, "cvu.pool": 1, "tcu.epilogue": 1}
+
+
+class ScheduleError(M100Error, ValueError):
+    """A graph the scheduler can not place (message names the op and what to change)."""
+
+
+def dtype_bytes(dtype: str) -> float:
+    try:
+        return DTYPE_BITS[dtype] / 8
+    except KeyError:
+        raise ScheduleError(f"unknown element type '{dtype}'") from None
+
+
+@dataclass(frozen=True)
+class Tensor:
+    """A value of the graph: ``kind`` is ``input``, ``weight`` (a constant), ``act`` or ``output``."""
+    name: str
+    shape: tuple[int, ...]
+    dtype: str = "f32"
+    kind: str = "act"
+
+    @property
+    def numel(self) -> int:
+        return math.prod(self.shape) if self.shape else 1
+
+    @property
+    def nbytes(self) -> int:
+        return math.ceil(self.numel * dtype_bytes(self.dtype))
+
+
+@dataclass
+class Op:
+    """One classified operator. ``unit`` is a ``m100.unit`` name; ``attrs`` per unit:
+
+    * ``tcu.matmul``: ``m, n, k`` (batch folded into m), optional ``batch`` (separate weights per batch)
+    * ``tcu.conv2d``: ``n, h, w, c, f, kh, kw, stride=(1,1), pad=(0,0,0,0), dilation=(1,1), groups=1``
+    * ``cvu.pool``: ``n, h, w, c, kh, kw, stride, pad`` (NHWC)
+    * others: shapes come from the tensors.
+    ``epilogue`` lists fused epilogue ops (bias, relu, ...) that the TCU runs for free.
+    """
+    name: str
+    unit: str
+    inputs: tuple[str, ...]
+    outputs: tuple[str, ...]
+    attrs: dict[str, Any] = field(default_factory=dict)
+    epilogue: tuple[str, ...] = ()
+    loc: str = ""  # source location for diagnostics
+
+
+class OpGraph:
+    """Tensors plus ops in a topological order."""
+
+    def __init__(self, tensors: list[Tensor] | None = None, ops: list[Op] | None = None):
+        self.tensors: dict[str, Tensor] = {}
+        self.ops: list[Op] = []
+        for t in tensors or []:
+            self.add_tensor(t)
+        for o in ops or []:
+            self.add_op(o)
+
+    def add_tensor(self, t: Tensor) -> Tensor:
+        self.tensors[t.name] = t
+        return t
+
+    def add_op(self, op: Op) -> Op:
+        for n in op.inputs + op.outputs:
+            if n not in self.tensors:
+                raise ScheduleError(f"op '{op.name}': unknown tensor '{n}'")
+        self.ops.append(op)
+        return op
+
+    def producer(self, tensor: str) -> Op | None:
+        for o in self.ops:
+            if tensor in o.outputs:
+                return o
+        return None
+
+    def producers(self) -> dict[str, Op]:
+        return {t: o for o in self.ops for t in o.outputs}
+
+    def consumers(self) -> dict[str, list[Op]]:
+        out: dict[str, list[Op]] = {}
+        for o in self.ops:
+            for t in o.inputs:
+                out.setdefault(t, []).append(o)
+        return out
+
+    def op(self, name: str) -> Op:
+        for o in self.ops:
+            if o.name == name:
+                return o
+        raise KeyError(name)
+
+    def act_inputs(self, op: Op) -> list[Tensor]:
+        return [self.tensors[t] for t in op.inputs if self.tensors[t].kind != "weight"]
+
+    def weights(self, op: Op) -> list[Tensor]:
+        return [self.tensors[t] for t in op.inputs if self.tensors[t].kind == "weight"]
+
+    def out(self, op: Op) -> Tensor:
+        return self.tensors[op.outputs[0]]
+
+
+# ------------------------------------------------------------------------------------------------
+# geometry of an op: rows / cols / reduction, and the row window of its inputs
+# ------------------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Geometry:
+    """Work shape of an op: output ``rows x cols``, reduction ``k`` (MACs = rows*cols*k for TCU)."""
+    rows: int
+    cols: int
+    k: int = 1
+    row_elems: int = 1  # output elements per (row, col): conv ``ow`` (a row is one output image row)
+    in_row_bytes: float = 0.0  # activation input bytes per *input* row (all columns)
+    out_row_bytes: float = 0.0  # output bytes per output row (all columns)
+    weight_bytes: float = 0.0  # constant bytes (split with cols)
+    in_rows: int = 0  # input rows (for the row window)
+
+
+def conv_out_hw(a: dict[str, Any]) -> tuple[int, int]:
+    sh, sw = a.get("stride", (1, 1))
+    dh, dw = a.get("dilation", (1, 1))
+    pt, pl, pb, pr = a.get("pad", (0, 0, 0, 0))
+    oh = (a["h"] + pt + pb - dh * (a["kh"] - 1) - 1) // sh + 1
+    ow = (a["w"] + pl + pr - dw * (a["kw"] - 1) - 1) // sw + 1
+    return oh, ow
+
+
+def tensor_rows(shape: tuple[int, ...]) -> tuple[int, int]:
+    """(rows, elements per row and column) of a tensor: rank >= 3 -> ``prod(shape[:-2])`` rows of
+    ``shape[-2]`` elements (an NHWC image row); rank 2 -> ``shape[0]`` rows of 1; rank <= 1 -> 1."""
+    if len(shape) >= 3:
+        return math.prod(shape[:-2]), shape[-2]
+    if len(shape) == 2:
+        return shape[0], 1
+    return 1, 1
+
+
+def geometry(g: OpGraph, op: Op) -> Geometry:
+    a = op.attrs
+    out = g.out(op)
+    ob = dtype_bytes(out.dtype)
+    acts = g.act_inputs(op)
+    wbytes = float(sum(w.nbytes for w in g.weights(op)))
+    if op.unit == "tcu.matmul":
+        m, n, k = a["m"], a["n"], a["k"]
+        rows, re = tensor_rows(out.shape)
+        if rows * re != m:
+            rows, re = m, 1
+        ib = dtype_bytes(acts[0].dtype) if acts else 4
+        return Geometry(rows, n, k, re, re * k * ib, re * n * ob, wbytes, rows)
+    if op.unit in ("tcu.conv2d", "cvu.pool"):
+        oh, ow = conv_out_hw(a)
+        c = a["c"]
+        f = a.get("f", c)
+        groups = a.get("groups", 1) if op.unit == "tcu.conv2d" else c
+        k = a["kh"] * a["kw"] * (c // groups)
+        ib = dtype_bytes(acts[0].dtype)
+        return Geometry(a["n"] * oh, f, k, ow, a["w"] * c * ib, ow * f * ob, wbytes, a["n"] * a["h"])
+    # elementwise / reductions / copies: rows of the output (of the input for a reduction)
+    shape = acts[0].shape if (op.unit in ("cvu.reduction",) and acts) else out.shape
+    if not shape:
+        shape = (1,)
+    cols = shape[-1]
+    rows, re = tensor_rows(shape)
+    in_bytes = sum(t.nbytes for t in acts)
+    return Geometry(rows, cols, 1, re, in_bytes / rows, out.nbytes / rows, wbytes, rows)
+
+
+def row_window(g: OpGraph, op: Op, lo: int, hi: int) -> tuple[int, int] | None:
+    """Input rows ``[ilo, ihi)`` of the first activation input needed for output rows ``[lo, hi)``.
+
+    ``None``: the op needs its whole input for any output row (e.g. a reduction over rows, a matmul
+    whose rows are not the producer's rows). Rows of a conv/pool are ``n * h`` image rows.
+    """
+    if op.unit in ("tcu.conv2d", "cvu.pool"):
+        a = op.attrs
+        oh, _ = conv_out_hw(a)
+        sh, _ = a.get("stride", (1, 1))
+        dh, _ = a.get("dilation", (1, 1))
+        pt = a.get("pad", (0, 0, 0, 0))[0]
+        h = a["h"]
+        n0, n1 = lo // oh, (hi - 1) // oh
+        if n0 != n1:  # the band crosses images: take whole images
+            return n0 * h, (n1 + 1) * h
+        r0, r1 = lo % oh, (hi - 1) % oh
+        i0 = max(0, r0 * sh - pt)
+        i1 = min(h, r1 * sh - pt + dh * (a["kh"] - 1) + 1)
+        return n0 * h + i0, n0 * h + i1
+    acts = g.act_inputs(op)
+    if not acts:
+        return None
+    out = g.out(op)
+    if op.unit in ("cvu.reduction",):
+        return (lo, hi) if len(out.shape) == len(acts[0].shape) else None
+    if tensor_rows(acts[0].shape)[0] == tensor_rows(out.shape)[0] and \
+            op.unit not in ("csu.gather", "csu.scatter", "csu.topk", "csu.argmax", "csu.call"):
+        return (lo, hi)
+    return None

@@ -1,0 +1,235 @@
+"""Mini-tensor partitioning: tile shapes that fit a TPB's HBSM, double buffered, and suit the unit.
+
+A *piece* is the part of an op one TPB computes for one mini-tensor: ``rows x cols`` of the output
+(rows: the outer streamable axis; cols: ``n`` / ``f`` / last dim). :func:`tile_piece` cuts a piece
+into instructions along three axes -- rows ``tr``, columns ``tc`` and the reduction ``tk`` -- so that
+
+* the live working set fits the HBSM budget: activation tiles and streamed weight tiles have two
+  slots (the next tile loads while the TCU works on the current one), the output tile two slots (the
+  consumer drains one while the next is produced); weights that fit whole stay resident (one slot);
+* TCU tiles are multiples of the natural tile (``tcu_tile_m/k/n``) where the shape allows, so the
+  tile-shape efficiency of the cost model stays high;
+* among the feasible tilings the one with the lowest predicted cycles wins (fewer, larger instructions
+  pay the pipeline latency less often), ties broken towards larger tiles.
+
+A piece that fits in no tiling raises :class:`ScheduleError` naming the op, its smallest footprint and
+the budget (what to change: fewer rows per mini-tensor, more TPBs, a smaller machine tile).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+from .cost import CostModel, ceil_div, round_up
+from .graph import Op, OpGraph, ScheduleError, dtype_bytes, geometry, row_window
+
+
+@dataclass(frozen=True)
+class Buffer:
+    """One HBSM buffer a piece needs: ``slot_bytes`` (bank aligned) x ``slots``."""
+    role: str  # act, act1, weight, out, acc
+    slot_bytes: int
+    slots: int
+    unit: str
+
+    @property
+    def nbytes(self) -> int:
+        return self.slot_bytes * self.slots
+
+
+@dataclass(frozen=True)
+class TilePlan:
+    """How one piece (``rows x cols``) is cut into instructions and which buffers it needs."""
+    op: str
+    unit: str
+    rows: int
+    cols: int
+    tr: int  # rows per instruction
+    tc: int  # cols per instruction
+    tk: int  # reduction chunk per instruction (== k: no split)
+    k: int
+    cycles: float  # all instructions of the piece, back to back on the unit
+    buffers: tuple[Buffer, ...] = field(default=())
+    weight_resident: bool = True
+
+    @property
+    def footprint(self) -> int:
+        return sum(b.nbytes for b in self.buffers)
+
+    @property
+    def instructions(self) -> int:
+        return ceil_div(self.rows, self.tr) * ceil_div(self.cols, self.tc) * ceil_div(self.k, self.tk)
+
+    @property
+    def shape_str(self) -> str:
+        if self.k > 1:
+            return f"{self.tr}x{self.tc}x{self.tk}"
+        return f"{self.tr}x{self.tc}"
+
+
+def _candidates(total: int, align: int, limit: int = 8) -> list[int]:
+    """Tile sizes for an axis of ``total``: total itself, then halvings rounded to ``align``."""
+    out = [total]
+    t = total
+    while len(out) < limit and t > 1:
+        t = ceil_div(t, 2)
+        if t >= align:
+            t = round_up(t, align)
+        if t not in out:
+            out.append(t)
+        if t <= 1:
+            break
+    return out
+
+
+def _in_rows(g: OpGraph, op: Op, tr: int) -> int:
+    w = row_window(g, op, 0, tr)
+    geo = geometry(g, op)
+    if w is None:
+        return geo.in_rows
+    return w[1] - w[0]
+
+
+def tile_piece(cm: CostModel, g: OpGraph, op: Op, rows: int, cols: int,
+               budget: int | None = None) -> TilePlan:
+    """The cheapest tiling of ``rows x cols`` of ``op`` whose working set fits ``budget`` bytes."""
+    mc = cm.machine
+    budget = mc.hbsm_bytes if budget is None else budget
+    geo = geometry(g, op)
+    out = g.out(op)
+    ob = dtype_bytes(out.dtype)
+    acts = g.act_inputs(op)
+    unit = op.unit.split(".")[0]
+    best: TilePlan | None = None
+    smallest = None
+    if op.unit in ("tcu.matmul", "tcu.conv2d"):
+        conv = op.unit == "tcu.conv2d"
+        ab = dtype_bytes(acts[0].dtype) if acts else 4
+        ws = g.weights(op)
+        wb = dtype_bytes(ws[0].dtype) if ws else ab
+        act_is_weight = not ws  # a matmul of two activations: B streams like a weight
+        if act_is_weight and len(acts) > 1:
+            wb = dtype_bytes(acts[1].dtype)
+        kwin = op.attrs["kh"] * op.attrs["kw"] if conv else 1
+        cin = geo.k // kwin
+        groups = op.attrs.get("groups", 1) if conv else 1
+        row_align = max(1, ceil_div(mc.tcu_tile_m, geo.row_elems))
+        k_cands = [kwin * c for c in _candidates(cin, max(1, mc.tcu_tile_k // kwin) if kwin < mc.tcu_tile_k else 1)]
+        if groups > 1:
+            k_cands = [geo.k]
+        tc_cands = _candidates(cols, mc.tcu_tile_n) if groups == 1 else [cols]
+        for tr in _candidates(rows, row_align):
+            in_rows = _in_rows(g, op, tr) if conv else tr
+            m = tr * geo.row_elems
+            for tc in tc_cands:
+                for tk in k_cands:
+                    streamed = tk < geo.k or tc < cols
+                    wslot = cm.align(tk * tc * wb if groups == 1 else geo.weight_bytes * tc / geo.cols)
+                    if conv:
+                        aslot = cm.align(in_rows * op.attrs["w"] * (tk // kwin) * groups * ab)
+                    else:
+                        aslot = cm.align(tr * geo.row_elems * tk * ab)
+                    oslot = cm.align(m * tc * (4 if tk < geo.k else ob))
+                    bufs = (Buffer("act", aslot, 2, unit), Buffer("weight", wslot, 2 if streamed else 1, unit),
+                            Buffer("out", oslot, 2, unit))
+                    fp = sum(b.nbytes for b in bufs)
+                    if smallest is None or fp < smallest[0]:
+                        smallest = (fp, tr, tc, tk)
+                    if fp > budget:
+                        continue
+                    n_instr = ceil_div(rows, tr) * ceil_div(cols, tc) * ceil_div(geo.k, tk)
+                    per = cm.piece_cycles(g, op, tr, tc, tk)
+                    cyc = n_instr * per
+                    plan = TilePlan(op.name, op.unit, rows, cols, tr, tc, tk, geo.k, cyc, bufs,
+                                    not streamed)
+                    if best is None or (cyc, -fp) < (best.cycles, -best.footprint):
+                        best = plan
+    else:
+        # vector / data-movement ops: tile rows only (reductions along cols keep whole rows)
+        frac_c = cols / max(1, geo.cols)
+        in_row_b = geo.in_row_bytes * frac_c
+        out_row_b = geo.out_row_bytes * frac_c
+        extra = [t for t in acts[1:]]
+        for tr in _candidates(rows, 1, limit=16):
+            in_rows = _in_rows(g, op, tr) if op.unit == "cvu.pool" else tr
+            bufs = [Buffer("act", cm.align(in_rows * in_row_b), 2, unit),
+                    Buffer("out", cm.align(tr * out_row_b), 2, unit)]
+            for i, t in enumerate(extra):  # broadcast operands (bias rows, scales): whole
+                tb = t.nbytes if t.numel < g.out(op).numel else t.nbytes * tr / max(1, geo.rows)
+                bufs.append(Buffer(f"act{i + 1}", cm.align(tb * frac_c), 2, unit))
+            for w in g.weights(op):
+                bufs.append(Buffer("weight", cm.align(w.nbytes * frac_c), 1, unit))
+            fp = sum(b.nbytes for b in bufs)
+            if smallest is None or fp < smallest[0]:
+                smallest = (fp, tr, cols, 1)
+            if fp > budget:
+                continue
+            n_instr = ceil_div(rows, tr)
+            cyc = n_instr * cm.piece_cycles(g, op, tr, cols)
+            plan = TilePlan(op.name, op.unit, rows, cols, tr, cols, 1, 1, cyc, tuple(bufs))
+            if best is None or (cyc, -fp) < (best.cycles, -best.footprint):
+                best = plan
+    if best is None:
+        fp, tr, tc, tk = smallest  # type: ignore[misc]
+        where = f" ({op.loc})" if op.loc else ""
+        raise ScheduleError(
+            f"op '{op.name}'{where} ({op.unit}): no tiling of its {rows}x{cols} piece fits the HBSM "
+            f"budget of {budget} bytes per TPB; the smallest tiling ({tr}x{tc}"
+            f"{'x' + str(tk) if tk > 1 else ''}) needs {fp} bytes. Use more TPBs or a machine with "
+            f"a larger HBSM.")
+    return best
+
+
+def piece_in_bytes(g: OpGraph, op: Op, rows: int, cols: int) -> float:
+    """Activation bytes a piece reads (with the halo rows of convs/pools)."""
+    geo = geometry(g, op)
+    if op.unit in ("tcu.conv2d", "cvu.pool", "tcu.matmul"):
+        w = row_window(g, op, 0, rows)
+        in_rows = (w[1] - w[0]) if w else geo.in_rows
+        b = in_rows * geo.in_row_bytes
+        if op.unit == "tcu.matmul":
+            acts = g.act_inputs(op)
+            if len(acts) > 1:  # a second activation operand (B) is needed whole per column part
+                b += acts[1].nbytes * cols / max(1, geo.cols)
+        return b
+    return rows * geo.in_row_bytes * cols / max(1, geo.cols)
+
+
+def piece_weight_bytes(g: OpGraph, op: Op, cols: int) -> float:
+    geo = geometry(g, op)
+    return geo.weight_bytes * cols / max(1, geo.cols)
+
+
+def piece_out_bytes(g: OpGraph, op: Op, rows: int, cols: int) -> float:
+    geo = geometry(g, op)
+    return rows * geo.out_row_bytes * cols / max(1, geo.cols)
+
+
+def col_splits(cm: CostModel, g: OpGraph, op: Op, k: int) -> list[int]:
+    """Ways to split ``op``'s columns over ``k`` TPBs (factors that keep TCU-friendly widths)."""
+    geo = geometry(g, op)
+    out = []
+    for gc in range(1, k + 1):
+        if k % gc:
+            continue
+        if gc == 1:
+            out.append(1)
+            continue
+        if op.unit in ("cvu.softmax", "cvu.layernorm", "cvu.rmsnorm", "cvu.reduction"):
+            continue
+        if op.unit == "tcu.conv2d" and op.attrs.get("groups", 1) > 1:
+            if op.attrs["groups"] % gc:
+                continue
+        w = geo.cols / gc
+        if op.unit.startswith("tcu") and w < cm.machine.tcu_tile_n:
+            continue
+        if w < 1:
+            continue
+        out.append(gc)
+    return out
+
+
+__all__ = ["Buffer", "TilePlan", "tile_piece", "col_splits", "piece_in_bytes",
+           "piece_weight_bytes", "piece_out_bytes"]
+_ = math

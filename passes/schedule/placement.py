@@ -1,0 +1,343 @@
+"""Placement in space and time: choose segments, TPB groups, splits and mini-tensor counts.
+
+The search (deterministic for a given seed):
+
+1. **Segmentation** of the ops (topological order) into segments that run one after another.
+   ``data-parallel``: one op per segment on all TPBs. ``pipeline``: maximal chains of up to
+   ``max_stages`` connected ops become pipelines (paper Fig. 14: OP1..OPn on different TPBs, mini-
+   tensors streaming through them). ``single``: one op per segment on one TPB. ``auto``: dynamic
+   programming over all segmentations (segments of up to ``max_stages`` ops), each candidate segment
+   costed by its best configuration, so data-parallel and pipelined segments mix per subgraph.
+2. **Configuration of a segment** by greedy construction + local search (hill climbing with a seeded
+   RNG over a fixed number of moves): a data-parallel op starts on all TPBs with the column split
+   that keeps TCU-friendly widths; a pipeline gets TPBs in proportion to each stage's work, in
+   contiguous TPB ranges (so neighbouring stages share a cluster and their DTDU traffic stays
+   intra-cluster), light vector stages may share the TPBs of the stage before them (different units
+   of one TPB). Moves: shift TPBs between stages, toggle co-location, change the column split, double
+   or halve the number of mini-tensors, halve/double the TPB count of a data-parallel op.
+3. Every candidate is costed by building its tasks and list-scheduling them (``timeline.py``): the
+   same model that gives the final prediction, so the search optimises what is reported.
+"""
+
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass, replace
+
+from m100.targets.m100.machine import Machine
+
+from .cost import CostModel, ceil_div
+from .graph import Op, OpGraph, ScheduleError, geometry
+from .partition import col_splits
+from .timeline import Scheduler, SegmentCfg, StageCfg, Timeline
+
+STRATEGIES = ("auto", "data-parallel", "pipeline", "single")
+
+
+@dataclass
+class Placement:
+    strategy: str
+    segments: list[SegmentCfg]
+    timeline: Timeline
+    machine: Machine
+    tpbs: tuple[int, ...]
+    evaluations: int = 0
+
+
+def available_tpbs(machine: Machine, tpbs: int = 0, clusters: int = 0) -> tuple[int, ...]:
+    """The TPBs the schedule may use: the first ``clusters`` clusters, at most ``tpbs`` TPBs."""
+    n = machine.num_tpbs
+    if clusters:
+        if clusters > machine.clusters:
+            raise ScheduleError(f"clusters={clusters} but machine '{machine.name}' has "
+                                f"{machine.clusters}")
+        n = min(n, clusters * machine.tpbs_per_cluster)
+    if tpbs:
+        if tpbs > machine.num_tpbs:
+            raise ScheduleError(f"tpbs={tpbs} but machine '{machine.name}' has {machine.num_tpbs}")
+        n = min(n, tpbs)
+    return tuple(range(n))
+
+
+class Search:
+    def __init__(self, g: OpGraph, machine: Machine, tpbs: tuple[int, ...], seed: int = 0,
+                 max_stages: int = 4, iters: int = 24):
+        self.g = g
+        self.cm = CostModel(machine)
+        self.sched = Scheduler(self.cm, g)
+        self.tpbs = tpbs
+        self.seed = seed
+        self.max_stages = max_stages
+        self.iters = iters
+        self.cache: dict[SegmentCfg, float] = {}
+        self.evaluations = 0
+        self.ops = {o.name: o for o in g.ops}
+        self.fuse_tcu = False  # may a TCU stage share the TPBs of the stage before it (auto only)
+
+    # ------------------------------------------------------------------ costing
+    def cost(self, seg: SegmentCfg) -> float:
+        c = self.cache.get(seg)
+        if c is None:
+            self.evaluations += 1
+            try:
+                c = self.sched.build([seg], isolated=True).makespan
+            except ScheduleError:
+                c = float("inf")
+            self.cache[seg] = c
+        return c
+
+    # ------------------------------------------------------------------ data-parallel op
+    def _bands_for(self, op: Op, gr: int, mult: int) -> int:
+        rows = geometry(self.g, op).rows
+        return max(1, min(rows, gr * mult))
+
+    def _dp_cfg(self, op: Op, k: int, gc: int, mult: int, first: int = 0) -> SegmentCfg | None:
+        tp = self.tpbs[first:first + k]
+        if len(tp) < k or k % gc:
+            return None
+        gr = k // gc
+        rows = geometry(self.g, op).rows
+        if gr > rows:
+            return None
+        return SegmentCfg((StageCfg(op.name, tp, gc, self._bands_for(op, gr, mult)),), "data-parallel")
+
+    @staticmethod
+    def _k_candidates(kmax: int) -> list[int]:
+        """TPB counts tried for one op: all, halvings, and powers of two (regular splits)."""
+        ks = {kmax}
+        k = kmax
+        while k > 1:
+            k //= 2
+            ks.add(k)
+        p = 1
+        while p <= kmax:
+            ks.add(p)
+            p *= 2
+        return sorted(ks)
+
+    def best_data_parallel(self, op: Op, max_k: int | None = None) -> tuple[SegmentCfg, float]:
+        rng = random.Random(f"{self.seed}:{op.name}")
+        geo = geometry(self.g, op)
+        kmax = min(max_k or len(self.tpbs), len(self.tpbs))
+        # greedy start: as many TPBs as rows x column splits allow
+        starts = []
+        for kk in self._k_candidates(kmax):
+            if 2 * kk < kmax:
+                continue
+            for gc in col_splits(self.cm, self.g, op, kk):
+                gr = kk // gc
+                k = min(gr, geo.rows) * gc
+                cfg = self._dp_cfg(op, k, gc, 1)
+                if cfg is not None and cfg not in starts:
+                    starts.append(cfg)
+        if not starts:
+            cfg = self._dp_cfg(op, min(kmax, geo.rows), 1, 1) or self._dp_cfg(op, 1, 1, 1)
+            starts = [cfg]
+        best = min(starts, key=self.cost)
+        best_c = self.cost(best)
+        for _ in range(self.iters // 2):
+            st = best.stages[0]
+            k, gc = len(st.tpbs), st.gc
+            mult = max(1, st.bands // st.gr)
+            move = rng.choice(("k-", "k+", "b+", "b-", "gc"))
+            if move in ("k-", "k+"):
+                ks = sorted({x for x in self._k_candidates(kmax)})
+                i = ks.index(k) if k in ks else 0
+                i = max(0, i - 1) if move == "k-" else min(len(ks) - 1, i + 1)
+                k2 = ks[i]
+                gcs = col_splits(self.cm, self.g, op, k2)
+                pick = [x for x in gcs if x <= gc] or [1]
+                cand = self._dp_cfg(op, k2, max(pick) if rng.random() < 0.5 else rng.choice(gcs), mult)
+            elif move == "b+":
+                cand = self._dp_cfg(op, k, gc, mult * 2)
+            elif move == "b-":
+                cand = self._dp_cfg(op, k, gc, max(1, mult // 2))
+            else:
+                gcs = col_splits(self.cm, self.g, op, k)
+                cand = self._dp_cfg(op, k, rng.choice(gcs), mult)
+            if cand is None:
+                continue
+            c = self.cost(cand)
+            if c < best_c:
+                best, best_c = cand, c
+        return best, best_c
+
+    # ------------------------------------------------------------------ pipelines
+    def _work(self, op: Op) -> float:
+        geo = geometry(self.g, op)
+        return self.cm.piece_cycles(self.g, op, geo.rows, geo.cols)
+
+    def _pipe_cfg(self, ops: list[Op], alloc: list[int], coloc: list[bool], gcs: list[int],
+                  bands: int) -> SegmentCfg | None:
+        stages = []
+        pos = 0
+        prev: tuple[int, ...] = ()
+        for i, op in enumerate(ops):
+            if coloc[i] and prev:
+                tp = prev
+            else:
+                if alloc[i] < 1 or pos + alloc[i] > len(self.tpbs):
+                    return None
+                tp = self.tpbs[pos:pos + alloc[i]]
+                pos += alloc[i]
+            gc = gcs[i] if len(tp) % gcs[i] == 0 else 1
+            rows = geometry(self.g, op).rows
+            stages.append(StageCfg(op.name, tuple(tp), gc, max(1, min(rows, bands))))
+            prev = tuple(tp)
+        return SegmentCfg(tuple(stages), "pipeline")
+
+    def best_pipeline(self, ops: list[Op]) -> tuple[SegmentCfg, float]:
+        rng = random.Random(f"{self.seed}:" + ",".join(o.name for o in ops))
+        n = len(ops)
+        T = len(self.tpbs)
+        work = [max(1.0, self._work(o)) for o in ops]
+        coloc = [False] * n
+        for i in range(1, n):  # light non-TCU stages ride on the previous stage's TPBs
+            if not ops[i].unit.startswith("tcu") and ops[i - 1].unit.startswith("tcu") and \
+                    work[i] < 0.25 * work[i - 1]:
+                coloc[i] = True
+        own = [i for i in range(n) if not coloc[i]]
+        if len(own) > T:
+            raise ScheduleError(f"a pipeline of {len(own)} stages needs more than {T} TPBs")
+        tot = sum(work[i] for i in own)
+        alloc = [0] * n
+        for i in own:
+            alloc[i] = max(1, int(T * work[i] / tot))
+        while sum(alloc) > T:
+            j = max(own, key=lambda i: alloc[i])
+            alloc[j] -= 1
+        while sum(alloc) < T:
+            j = max(own, key=lambda i: work[i] / alloc[i])
+            alloc[j] += 1
+        gcs = [1] * n
+        min_rows = max(geometry(self.g, o).rows for o in ops)  # per-stage caps in _pipe_cfg
+        bands = max(1, min(min_rows, max(alloc) * 2))
+        best = self._pipe_cfg(ops, alloc, coloc, gcs, bands)
+        if best is None:
+            raise ScheduleError("internal: no initial pipeline")
+        best_state = (alloc, coloc, gcs, bands)
+        best_c = self.cost(best)
+        for _ in range(self.iters):
+            alloc, coloc, gcs, bands = (list(best_state[0]), list(best_state[1]),
+                                        list(best_state[2]), best_state[3])
+            move = rng.choice(("shift", "shift", "shift", "coloc", "bands+", "bands-", "gc"))
+            if move == "shift":
+                own = [i for i in range(n) if not coloc[i]]
+                if len(own) < 2:
+                    continue
+                a, b = rng.sample(own, 2)
+                d = max(1, alloc[a] // rng.choice((2, 4, 8)))
+                if alloc[a] - d < 1:
+                    continue
+                alloc[a] -= d
+                alloc[b] += d
+            elif move == "coloc":
+                i = rng.randrange(1, n) if n > 1 else 0
+                if i == 0 or (ops[i].unit.startswith("tcu") and not self.fuse_tcu):
+                    continue
+                coloc[i] = not coloc[i]
+                own = [x for x in range(n) if not coloc[x]]
+                if coloc[i]:
+                    alloc[own[-1] if own[-1] < i else own[0]] += alloc[i]
+                    alloc[i] = 0
+                else:
+                    donor = max(own, key=lambda x: alloc[x] if x != i else -1)
+                    if alloc[donor] < 2:
+                        continue
+                    alloc[i] = 1
+                    alloc[donor] -= 1
+            elif move == "bands+":
+                bands = min(min_rows, bands * 2)
+            elif move == "bands-":
+                bands = max(1, bands // 2)
+            else:
+                i = rng.randrange(n)
+                k = alloc[i] if not coloc[i] else 1
+                opts = col_splits(self.cm, self.g, ops[i], max(1, k))
+                gcs[i] = rng.choice(opts)
+            cand = self._pipe_cfg(ops, alloc, coloc, gcs, bands)
+            if cand is None:
+                continue
+            c = self.cost(cand)
+            if c < best_c:
+                best, best_c, best_state = cand, c, (alloc, coloc, gcs, bands)
+        return best, best_c
+
+    # ------------------------------------------------------------------ segmentation
+    def connected(self, ops: list[Op]) -> bool:
+        """Every op after the first consumes an activation produced inside the run."""
+        made = set(ops[0].outputs)
+        for o in ops[1:]:
+            if not any(t in made for t in o.inputs):
+                return False
+            made.update(o.outputs)
+        return True
+
+    def segment_best(self, ops: list[Op]) -> tuple[SegmentCfg, float]:
+        if len(ops) == 1:
+            return self.best_data_parallel(ops[0])
+        return self.best_pipeline(ops)
+
+    def run(self, strategy: str) -> list[SegmentCfg]:
+        ops = self.g.ops
+        if strategy == "single":
+            segs = []
+            for op in ops:
+                segs.append(self.best_data_parallel(op, max_k=1)[0])
+            return segs
+        if strategy == "data-parallel":
+            return [self.best_data_parallel(op)[0] for op in ops]
+        if strategy == "pipeline":
+            segs = []
+            i = 0
+            while i < len(ops):
+                j = i + 1
+                while j < len(ops) and j - i < self.max_stages and self.connected(ops[i:j + 1]):
+                    j += 1
+                segs.append(self.segment_best(list(ops[i:j]))[0])
+                i = j
+            return segs
+        if strategy != "auto":
+            raise ScheduleError(f"unknown strategy '{strategy}' (known: {', '.join(STRATEGIES)})")
+        n = len(ops)
+        best: list[tuple[float, int, SegmentCfg | None]] = [(0.0, -1, None)] + \
+            [(float("inf"), -1, None)] * n
+        for e in range(1, n + 1):
+            for s in range(max(0, e - self.max_stages), e):
+                run = list(ops[s:e])
+                if len(run) > 1 and not self.connected(run):
+                    continue
+                if best[s][0] == float("inf"):
+                    continue
+                cfg, c = self.segment_best(run)
+                if best[s][0] + c < best[e][0]:
+                    best[e] = (best[s][0] + c, s, cfg)
+        segs = []
+        e = n
+        while e > 0:
+            _, s, cfg = best[e]
+            if cfg is None:
+                raise ScheduleError("no schedule found for the graph")
+            segs.append(cfg)
+            e = s
+        return segs[::-1]
+
+
+def schedule(g: OpGraph, machine: Machine, tpbs: int = 0, clusters: int = 0,
+             strategy: str = "auto", seed: int = 0, max_stages: int = 4,
+             iters: int = 24) -> Placement:
+    """Place ``g`` on ``machine``; returns the chosen segments and their predicted timeline."""
+    if strategy not in STRATEGIES:
+        raise ScheduleError(f"unknown strategy '{strategy}' (known: {', '.join(STRATEGIES)})")
+    if not g.ops:
+        raise ScheduleError("the graph has no op to schedule")
+    pool = available_tpbs(machine, tpbs, clusters)
+    s = Search(g, machine, pool, seed=seed, max_stages=max_stages, iters=iters)
+    s.fuse_tcu = strategy == "auto"
+    segs = s.run(strategy)
+    tl = s.sched.build(segs)
+    return Placement(strategy, segs, tl, machine, pool, s.evaluations)
+
+
+__all__ = ["Placement", "STRATEGIES", "available_tpbs", "schedule", "Search"]
+_ = (replace, ceil_div)
