@@ -449,9 +449,24 @@ for _layout in ("nchw", "nhwc", "ncw", "nwc", "ndhwc", "ncdhw"):
     for _kind in ("sum", "max", "min"):
         _n = f"linalg.pooling_{_layout}_{_kind}"
         if _n == "linalg.pooling_nchw_max":
-            continue  # xDSL defines it
+            continue  # xDSL defines it (we fix its region below)
         _POOLS[_n] = _pool_op(_n, _kind, _layout)
         globals()[_POOLS[_n].__name__] = _POOLS[_n]
+
+
+
+class PoolingNchwMaxOp(_ops.PoolingNchwMaxOp):
+    """xDSL's ``linalg.pooling_nchw_max`` with the correct hidden region.
+
+    xDSL 0.74 builds the pretty form's body as ``max(input, kernel)`` (the shape-only window operand)
+    instead of upstream's ``max(out, input)``, so a parsed pretty-form max pool computes garbage. Not
+    re-decorated (xDSL forbids redefining fields): a subclass, so ``isinstance`` with xDSL's class holds.
+    """
+
+    @classmethod
+    def get_hidden_region(cls, inputs: Sequence[SSAValue], outputs: Sequence[SSAValue]) -> Region:
+        return _pool_region("max")(inputs, outputs)
+
 
 PoolingNchwSumOp = _POOLS["linalg.pooling_nchw_sum"]
 PoolingNdhwcSumOp = _POOLS["linalg.pooling_ndhwc_sum"]
@@ -471,9 +486,11 @@ EXTRA_OPS = [
     *_POOLS.values(),
 ]
 
+_REPLACED = {_ops.GenericOp: GenericOp, _ops.PoolingNchwMaxOp: PoolingNchwMaxOp}
+
 LinalgExt = Dialect(
     "linalg",
-    [GenericOp if op is _ops.GenericOp else op for op in _XdslLinalg.operations] + EXTRA_OPS,
+    [_REPLACED.get(op, op) for op in _XdslLinalg.operations] + EXTRA_OPS,
     list(_XdslLinalg.attributes),
 )
 
