@@ -147,6 +147,21 @@ def walk_chunks(w: isa.Walk, nchunks: int) -> Chunks:
     return res
 
 
+def is_dense(w: isa.Walk) -> bool:
+    """The walk touches every byte of its bounding interval (a permuted row-major box)."""
+    if w.dtype.bits < 8:
+        return False
+    lv = sorted((abs(x.step), x.count) for x in w.levels if x.count > 1)
+    if any(st == 0 for st, _ in lv):
+        return False
+    span = 1
+    for st, cnt in lv:
+        if st != span:
+            return False
+        span *= cnt
+    return True
+
+
 def _overlap(a: Chunks, ia: int, b: Chunks, ib: int) -> bool:
     if a.lo[ia] >= b.hi[ib] or b.lo[ib] >= a.hi[ia]:
         return False
@@ -209,9 +224,11 @@ def derive_hazards(insts: list[isa.Instruction], blocks: list[int]) -> dict[tupl
     for mem, rows in per_mem.items():
         arr = np.array([(lo, hi, idx, int(w), n) for lo, hi, idx, w, n in rows], dtype=np.int64)
         lo, hi, ins, wr = arr[:, 0], arr[:, 1], arr[:, 2], arr[:, 3].astype(bool)
+        alive = np.ones(len(rows), dtype=bool)
+        kills: list[int] = []
         for r in range(len(rows)):
             j = int(ins[r])
-            cand = np.nonzero((ins < j) & (lo < hi[r]) & (lo[r] < hi) & (wr | wr[r]))[0]
+            cand = np.nonzero(alive & (ins < j) & (lo < hi[r]) & (lo[r] < hi) & (wr | wr[r]))[0]
             for q in cand:
                 i = int(ins[q])
                 if execs[i] == execs[j]:
@@ -227,6 +244,14 @@ def derive_hazards(insts: list[isa.Instruction], blocks: list[int]) -> dict[tupl
                     h.need = np.maximum(h.need, need)
                 h.why.append((_kind(ai.write, aj.write), mem, int(max(lo[q], lo[r])),
                               int(min(hi[q], hi[r]))))
+            if wr[r] and is_dense(accs[j][int(arr[r, 4])].walk):
+                kills.append(r)
+            if r + 1 == len(rows) or ins[r + 1] != j:
+                # a dense write covering an earlier access implies every later conflict with it
+                # (block-exact: see docs/sync.md), so the earlier access stops generating needs
+                for k in kills:
+                    alive &= ~((ins < j) & (lo >= lo[k]) & (hi <= hi[k]))
+                kills = []
     return out
 
 
