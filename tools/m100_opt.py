@@ -120,7 +120,7 @@ class M100OptMain(xDSLOptMain):
             first = textwrap.shorten(summary(cls), width=max(40, 100 - width))
             lines.append(f"  {name.ljust(width)}  {first}")
         lines.append("")
-        lines.append("Inputs: .mlir (or stdin) and .onnx files. Upstream xDSL passes are listed under -p.")
+        lines.append("Inputs: .mlir (or stdin) and .onnx files. `--list-passes` lists the upstream xDSL passes too.")
         return "\n".join(lines)
 
     # --- user errors instead of tracebacks ------------------------------------------------------

@@ -75,7 +75,7 @@ def _load_program(path: str, fmt: str, machine: Any) -> Any:
     if fmt == "bin":
         return _target("program").Program.from_bytes(_read_bytes(path), machine)
     if fmt == "asm":
-        return _target("asm").parse_program(_read_text(path))
+        return _target("asm").parse_program(_read_text(path), _display(path))
     module = _parse_mlir(path)
     translate = _target("translate")
     if machine is not None:
@@ -121,6 +121,7 @@ def _write(output: str | None, data: str | bytes) -> None:
 
 def _emit(program: Any, fmt: str, machine: Any) -> str | bytes:
     if fmt == "bin":
+        program.validate(machine)  # never write a program file the interpreter would reject
         return program.to_bytes(machine)
     if fmt == "asm":
         text = _target("asm").format_program(program)
