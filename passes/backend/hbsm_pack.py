@@ -1,0 +1,168 @@
+"""Static HBSM allocation by liveness (the algorithm behind the ``hbsm-allocate`` pass; no xDSL).
+
+Every buffer has a TPB, a size (``slot_bytes x slots``), a lifetime ``[start, end)`` (predicted
+cycles, or program positions) and the unit that uses it. Per TPB, buffers are packed into the
+address space ``[0, hbsm_bytes)``:
+
+* **largest first** (then earliest first): each buffer takes the lowest bank-aligned offset where it
+  overlaps no already placed buffer that is live at the same time (interval packing on the
+  offset axis, the classic greedy behind minimalloc-style allocators);
+* **same-unit reuse preferred**: among the feasible offsets, one whose bytes were last used by a
+  buffer of the *same* unit wins over one that reuses another unit's bytes, so reuse adds no
+  cross-unit write-after-read dependency (in-order units already order their own accesses);
+* sizes and offsets are multiples of the bank width (``machine.hbsm_bank_width``), so a slot starts
+  on a bank boundary and double-buffer slots never share a bank granule.
+
+On overflow :class:`HbsmOverflow` names the TPB, the peak instant, the live buffers there with their
+sizes, and what would fit (how many bytes must go, which buffer could shrink or lose a slot).
+:func:`check_allocation` is an independent checker used by tests and the pass's ``verify`` option.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import dataclass
+
+from m100.errors import M100Error
+
+
+class HbsmOverflow(M100Error, ValueError):
+    """The live buffers of a TPB do not fit its HBSM (message lists them)."""
+
+
+@dataclass(frozen=True)
+class Buf:
+    name: str
+    tpb: int
+    slot_bytes: int
+    slots: int
+    start: float
+    end: float
+    unit: str = ""
+
+    @property
+    def size(self) -> int:
+        return self.slot_bytes * self.slots
+
+
+def _align(n: int, a: int) -> int:
+    return -(-n // a) * a
+
+
+def _overlap_t(a: Buf, b: Buf) -> bool:
+    return a.start < b.end and b.start < a.end
+
+
+def peak(bufs: list[Buf], align: int = 1) -> tuple[float, int, list[Buf]]:
+    """(instant, bytes, live buffers) of the highest total live size (sizes aligned)."""
+    events = sorted({b.start for b in bufs})
+    best = (0.0, 0, [])
+    for t in events:
+        live = [b for b in bufs if b.start <= t < b.end]
+        tot = sum(_align(b.size, align) for b in live)
+        if tot > best[1]:
+            best = (t, tot, live)
+    return best
+
+
+def _overflow_message(tpb: int, bufs: list[Buf], capacity: int, align: int, reason: str) -> str:
+    t, tot, live = peak(bufs, align)
+    live = sorted(live, key=lambda b: -b.size)
+    listing = ", ".join(f"{b.name} {b.size} B" + (f" ({b.slots} slots)" if b.slots > 1 else "")
+                        for b in live[:8])
+    if len(live) > 8:
+        listing += f", ... ({len(live) - 8} more)"
+    excess = tot - capacity
+    hints = []
+    if excess > 0:
+        big = live[0]
+        if big.size - excess > 0:
+            hints.append(f"shrink {big.name} to <= {big.size - excess} B (a smaller tile)")
+        for b in live:
+            if b.slots > 1 and b.slot_bytes * (b.slots - 1) >= excess:
+                hints.append(f"give {b.name} {b.slots - 1} slot{'s' if b.slots > 2 else ''} "
+                             f"instead of {b.slots} (saves {b.slot_bytes * (b.slots - 1)} B)")
+                break
+        need = f"{excess} B too many"
+    else:
+        need = "the live total fits but the free space is fragmented"
+    hint = ("; to fit: " + " or ".join(hints)) if hints else ""
+    return (f"hbsm-allocate: TPB {tpb}: {reason}: at cycle {t:g} the live buffers need {tot} B of "
+            f"the HBSM's {capacity} B ({need}): {listing}{hint}")
+
+
+def allocate(bufs: list[Buf], capacity: int, align: int) -> dict[str, int]:
+    """Offsets (bytes) of every buffer, per TPB; raises :class:`HbsmOverflow` when one does not fit."""
+    by_tpb: dict[int, list[Buf]] = defaultdict(list)
+    for b in bufs:
+        by_tpb[b.tpb].append(b)
+    out: dict[str, int] = {}
+    for tpb, group in sorted(by_tpb.items()):
+        out.update(_allocate_tpb(tpb, group, capacity, align))
+    return out
+
+
+def _allocate_tpb(tpb: int, group: list[Buf], capacity: int, align: int) -> dict[str, int]:
+    placed: list[tuple[int, int, Buf]] = []  # (offset, size, buf)
+    out: dict[str, int] = {}
+    order = sorted(group, key=lambda b: (-_align(b.size, align), b.start, b.name))
+    for b in order:
+        size = _align(b.size, align)
+        if size > capacity:
+            raise HbsmOverflow(_overflow_message(tpb, group, capacity, align,
+                                                 f"buffer {b.name} alone ({size} B) exceeds it"))
+        live = sorted(((o, s) for o, s, p in placed if _overlap_t(p, b)))
+        cands = {0}
+        cands.update(o + s for o, s in live)
+        cands.update(o for o, s, p in placed if p.unit == b.unit and not _overlap_t(p, b))
+        best = None
+        for c in sorted(cands):
+            c = _align(c, align)
+            if c + size > capacity:
+                continue
+            if any(c < o + s and o < c + size for o, s in live):
+                continue
+            # bytes last used by another unit (a cross-unit write-after-read) cost extra
+            cross = sum(1 for o, s, p in placed
+                        if not _overlap_t(p, b) and p.unit != b.unit and c < o + s and o < c + size)
+            key = (cross > 0, c)
+            if best is None or key < best[0]:
+                best = (key, c)
+        if best is None:
+            raise HbsmOverflow(_overflow_message(tpb, group, capacity, align,
+                                                 f"buffer {b.name} ({size} B) does not fit"))
+        out[b.name] = best[1]
+        placed.append((best[1], size, b))
+    return out
+
+
+def check_allocation(bufs: list[Buf], offsets: dict[str, int], capacity: int,
+                     align: int = 1) -> list[str]:
+    """Independent check: every buffer aligned and inside ``[0, capacity)``, and no two buffers of
+    one TPB that are live at the same time share a byte. Returns the problems (empty: valid)."""
+    errs = []
+    for b in bufs:
+        if b.name not in offsets:
+            errs.append(f"{b.name}: no offset")
+            continue
+        o = offsets[b.name]
+        if o % align:
+            errs.append(f"{b.name}: offset {o} not aligned to {align}")
+        if o < 0 or o + b.size > capacity:
+            errs.append(f"{b.name}: bytes [{o}, {o + b.size}) outside [0, {capacity})")
+    by_tpb: dict[int, list[Buf]] = defaultdict(list)
+    for b in bufs:
+        if b.name in offsets:
+            by_tpb[b.tpb].append(b)
+    for tpb, group in by_tpb.items():
+        for i, a in enumerate(group):
+            for c in group[i + 1:]:
+                if a.start < c.end and c.start < a.end:
+                    oa, oc = offsets[a.name], offsets[c.name]
+                    if oa < oc + c.size and oc < oa + a.size:
+                        errs.append(f"TPB {tpb}: {a.name} [{oa}, {oa + a.size}) and {c.name} "
+                                    f"[{oc}, {oc + c.size}) overlap while both are live")
+    return errs
+
+
+__all__ = ["Buf", "HbsmOverflow", "allocate", "check_allocation", "peak"]
