@@ -19,8 +19,8 @@ fields at their default value are omitted. Values::
                wait(c<counter>@t<tpb> >= <expected>, +<per_block>)
                signal(c<counter> -> <tpb mask>, +<amount>, end|block)
 
-Newlines end an instruction except inside brackets, so a long one may be wrapped. Comments run from
-``;`` or ``//`` to the end of the line. Program directives (``format_program``)::
+Newlines end an instruction except inside brackets or after a ``\\``, so a long one may be
+wrapped. Comments run from ``;`` or ``//`` to the end of the line. Program directives::
 
     .machine tiny 0x5d1c...        machine name and fingerprint (first)
     .meta "key" "value"
@@ -182,7 +182,7 @@ def format_program(prog: Program) -> str:
 # lexing
 # ----------------------------------------------------------------------------------------------
 _TOKEN = re.compile(r"""
-    (?P<ws>[ \t\r]+)
+    (?P<ws>(?:[ \t\r]|\\\r?\n)+)
   | (?P<comment>(?:;|//)[^\n]*)
   | (?P<nl>\n)
   | (?P<str>"(?:[^"\\\n]|\\.)*")
@@ -222,6 +222,9 @@ class _Parser:
                 depth += s in "([{"
                 depth -= s in ")]}" and depth > 0
                 self.toks.append(_Tok(kind, s, line, col))
+            elif kind == "ws" and "\n" in s:  # a backslash continuation
+                line += s.count("\n")
+                lstart = pos + s.rfind("\n") + 1
             elif kind not in ("ws", "comment"):
                 self.toks.append(_Tok(kind, s, line, col))
                 if kind == "ident" and s == ".data":  # raw hex bytes up to the end of the line
@@ -462,14 +465,14 @@ class _Parser:
         if origin is tuple:
             args = typing.get_args(tp)
             elem = args[0]
-            self.expect("[")
+            start = self.expect("[")
             out = []
             while not self.accept("]"):
                 if out:
                     self.expect(",")
                 out.append(self.stage() if elem is Stage else self.value(elem, name))
             if len(args) > 1 and args[1] is not Ellipsis and len(out) != len(args):
-                raise self.error(f"'{name}' takes exactly {len(args)} values, got {len(out)}")
+                raise self.error(f"'{name}' takes exactly {len(args)} values, got {len(out)}", start)
             return tuple(out)
         if dataclasses.is_dataclass(tp):
             self.expect("{")

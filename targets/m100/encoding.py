@@ -184,7 +184,12 @@ class _Coder:
     def opt_f64(self, x: float | None, what: str) -> float:
         """A float that is usually 0.0: presence bit, then the f64 (exact, -0.0 is present)."""
         present = self.flag(None if x is None else _f64_bits(x) != _ZERO_F64, f"{what} present")
-        return self.f64(x, what) if present else 0.0
+        if not present:
+            return 0.0
+        v = self.f64(x, what)
+        if self.reading and _f64_bits(v) == _ZERO_F64:
+            self.fail(f"{what}: non-canonical (present but +0.0)")
+        return v
 
     def enum(self, cls: type, w: int, x: Any, what: str) -> Any:
         v = self.u(w, None if x is None else int(x), what)
@@ -279,6 +284,8 @@ class _Coder:
         kind = self.enum(RefKind, REFKIND_BITS, s.kind, f"{what}.kind")
         has_index = self.flag(None if r is None else r.index != 0, f"{what}.index present")
         index = self.sv(s.index, f"{what}.index") if has_index else 0
+        if has_index and index == 0:
+            self.fail(f"{what}.index: non-canonical (present but 0)")
         return Ref(kind, index, self.opt_f64(s.imm, f"{what}.imm"))
 
     def stage(self, st: Stage | None, what: str) -> Stage:

@@ -1,0 +1,63 @@
+"""Encoded sizes against the width formulas of docs/isa.md, re-derived here from the Machine."""
+
+import pytest
+
+from m100.targets.m100 import encoding as E
+from m100.targets.m100.isa import DType, Dma, Fill, Monitor, Space, Sync, Trigger, Update, Walk
+from m100.targets.m100.machine import get_machine
+
+
+def _bits(x):
+    return max(1, x.bit_length())
+
+
+def _uv(x):  # varint: 7-bit length + minimal value bits
+    return 7 + x.bit_length()
+
+
+def _walk_bits(m, w):
+    size = {Space.DDR: m.ddr_bytes, Space.SRAM: m.ccb_sram_bytes, Space.HBSM: m.hbsm_bytes}[w.space]
+    tpb = _bits(m.num_tpbs - 1) if w.space is Space.HBSM else 0
+    return (2 + tpb + _bits(size - 1) + 4 + m.twu_max_levels.bit_length()
+            + 3 * m.twu_field_bits * len(w.levels))
+
+
+def _sync_bits(m, s):
+    mon = _bits(m.num_tpbs - 1) + _bits(m.su_counters - 1) + 2 * m.su_counter_bits
+    upd = _bits(m.su_counters - 1) + m.num_tpbs + m.su_counter_bits + 1
+    return (_uv(s.blocks) + _uv(len(s.monitors)) + len(s.monitors) * mon
+            + _uv(len(s.updates)) + len(s.updates) * upd)
+
+
+@pytest.mark.parametrize("name", ["tiny", "m100", "m100-12c"])
+def test_fill_size_formula(name):
+    m = get_machine(name)
+    w = Walk.strided(Space.HBSM, 1, 0x40, DType.F16, (4, 8, 2))
+    for sync in (Sync(), Sync(4, (Monitor(1, 3, 7, 2),), (Update(2, 0b11, 5, Trigger.BLOCK),) * 2)):
+        inst = Fill(1, w, -2.5, sync)
+        want = 8 + 24 + _bits(m.num_tpbs - 1) + _walk_bits(m, w) + 64 + _sync_bits(m, sync)
+        assert E.instruction_bits(inst, m) == want
+        assert len(E.encode_instruction(inst, m)) == (want + 7) // 8
+
+
+@pytest.mark.parametrize("name", ["tiny", "m100"])
+def test_dma_size_formula(name):
+    m = get_machine(name)
+    src = Walk.strided(Space.DDR, 0, 0x123456, DType.I8, (64, 32), (1024, 1))
+    dst = Walk.strided(Space.HBSM, 0, 0x100, DType.I8, (64, 32))
+    inst = Dma(1, src, dst, 0b1)
+    want = (32 + _bits(m.ccb_dma_engines - 1) + _walk_bits(m, src) + _walk_bits(m, dst) + m.num_tpbs
+            + _sync_bits(m, Sync()))
+    assert E.instruction_bits(inst, m) == want
+
+
+def test_widths_follow_the_machine():
+    tiny, big = get_machine("tiny"), get_machine("m100")
+    wt, wb = E.field_widths(tiny), E.field_widths(big)
+    assert (wt["tpb"], wb["tpb"]) == (1, 6)  # 2 TPBs vs 56
+    assert (wt["counter"], wb["counter"]) == (4, 6)  # 16 vs 64 counters
+    assert (wt["addr_hbsm"], wb["addr_hbsm"]) == (16, 21)  # 64 KiB vs 2 MiB
+    assert wt["nlevels"] == 3 and wt["field"] == 32
+    # a machine override changes the encoding: more TWU levels need a wider level count
+    wide = big.with_overrides(name="wide", twu_max_levels=8, twu_field_bits=24)
+    assert E.field_widths(wide)["nlevels"] == 4 and E.field_widths(wide)["field"] == 24
