@@ -155,7 +155,10 @@ def _greedy(g, chans, chan_events, budget, decisions=None, t=None) -> list[dict]
                 raise SyncError(
                     f"sync-insert: TPB {t} can not meet its budget of {budget} sync counters "
                     f"(channels: {names}): every counter is held by writers on other TPBs")
-            slot = min(ok, key=lambda ci: (len(counters[ci]["writers"]), ci))
+            # the merge that adds the fewest serializing waits
+            slot = min(ok, key=lambda ci: (_chain_cost(g, [e for c in counters[ci]["chans"]
+                                                           for e in chan_events[c]] + evs),
+                                           len(counters[ci]["writers"]), ci))
             decisions.append({
                 "kind": "merge", "tpb": t, "counter": slot, "channel": exec_name(ch[0]),
                 "into": [exec_name(c[0]) for c in counters[slot]["chans"]],
@@ -166,6 +169,13 @@ def _greedy(g, chans, chan_events, budget, decisions=None, t=None) -> list[dict]
         cs["writers"].add(ch[0])
         cs["tails"] = [e for e in cs["tails"] if g.execs[e[0]] != ch[0]] + [evs[-1]]
     return counters
+
+
+def _chain_cost(g, evs: list[tuple[int, int]]) -> int:
+    """How many chain monitors serializing these events would take."""
+    evs = sorted(evs)
+    return sum(1 for (i1, k1), (i2, k2) in zip(evs, evs[1:])
+               if i1 != i2 and g.execs[i1] != g.execs[i2] and not g.hb(g.E(i1, k1), g.E(i2, k2)))
 
 
 def _serialize(al: Allocation, g, t: int, ci: int, evs: list[tuple[int, int]]) -> None:
