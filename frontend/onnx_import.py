@@ -114,16 +114,13 @@ def _diagnose(name: str, err: Exception, model) -> FrontendError:
     return FrontendError(f"{name}: torch-mlir import failed: {_one_line(first, 200)}")
 
 
-def onnx_to_linalg_text(
-    model, *, name: str | None = None, opset: int | None = None, generic: bool = True
-) -> str:
-    """Return the func + linalg-on-tensors MLIR text (generic form by default) of an ONNX model.
+def lower_in_process(model, name: str, generic: bool = True) -> str:
+    """torch-mlir import + the two lowering pipelines on a prepared ``ModelProto``, in this process.
 
-    ``model``: a path or an ``onnx.ModelProto``. ``opset``: force a version conversion.
+    torch-mlir is C++: on some inputs it crashes the whole process (a segfault in the pass pipeline
+    was seen on the ONNX node test ``test_linear_attention_linear_expanded``), so by default
+    :func:`onnx_to_linalg_text` runs this in a worker process (:class:`_Worker`).
     """
-    if name is None:
-        name = os.fspath(model) if isinstance(model, (str, os.PathLike)) else "<onnx model>"
-    model = prepare_model(model, name, opset)
     try:
         from torch_mlir.dialects import torch as torch_d
         from torch_mlir.extras import onnx_importer
@@ -153,10 +150,79 @@ def onnx_to_linalg_text(
     return text
 
 
-def load_onnx(model, ctx=None, *, opset: int | None = None):
+class _Worker:
+    """A persistent ``python -m m100.frontend._lower_worker`` process that runs :func:`lower_in_process`.
+
+    Requests and replies are length-prefixed pickles on its stdin/stdout. If torch-mlir crashes the
+    worker, the request fails with a one-line :class:`FrontendError` and the next request starts a
+    new worker. One worker per process, started lazily, reused (start-up ~0.5 s).
+    """
+
+    _proc = None
+
+    @classmethod
+    def _start(cls):
+        import subprocess
+        import sys
+
+        cls._proc = subprocess.Popen(
+            [sys.executable, "-m", "m100.frontend._lower_worker"],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+        )
+        return cls._proc
+
+    @classmethod
+    def lower(cls, model, name: str, generic: bool) -> str:
+        import pickle
+        import struct
+
+        proc = cls._proc if cls._proc is not None and cls._proc.poll() is None else cls._start()
+        payload = pickle.dumps((model.SerializeToString(), name, generic), protocol=5)
+        try:
+            proc.stdin.write(struct.pack("<Q", len(payload)) + payload)
+            proc.stdin.flush()
+            head = proc.stdout.read(8)
+            if len(head) < 8:
+                raise EOFError
+            (n,) = struct.unpack("<Q", head)
+            kind, value = pickle.loads(proc.stdout.read(n))
+        except (EOFError, BrokenPipeError, OSError):
+            code = proc.wait()
+            cls._proc = None
+            sig = f"signal {-code}" if code < 0 else f"exit code {code}"
+            ops = sorted({n.op_type for n in model.graph.node})
+            raise FrontendError(
+                f"{name}: torch-mlir crashed ({sig}) while lowering a graph of ops "
+                f"{', '.join(ops[:12])}{'...' if len(ops) > 12 else ''}"
+            ) from None
+        if kind == "ok":
+            return value
+        raise FrontendError(value)
+
+
+def onnx_to_linalg_text(
+    model, *, name: str | None = None, opset: int | None = None, generic: bool = True,
+    isolate: bool = True,
+) -> str:
+    """Return the func + linalg-on-tensors MLIR text (generic form by default) of an ONNX model.
+
+    ``model``: a path or an ``onnx.ModelProto``. ``opset``: force a version conversion.
+    ``isolate``: run torch-mlir in a worker process so that a crash in it is a clean error.
+    """
+    if name is None:
+        name = os.fspath(model) if isinstance(model, (str, os.PathLike)) else "<onnx model>"
+    model = prepare_model(model, name, opset)
+    if isolate:
+        return _Worker.lower(model, name, generic)
+    return lower_in_process(model, name, generic)
+
+
+def load_onnx(model, ctx=None, *, opset: int | None = None, isolate: bool = True):
     """Import an ONNX model (path or ``ModelProto``) as an xDSL ``ModuleOp`` of func + linalg on tensors."""
     from m100.frontend.mlir_load import load_mlir_text
 
     name = os.fspath(model) if isinstance(model, (str, os.PathLike)) else "<onnx model>"
-    text = onnx_to_linalg_text(model, name=name, opset=opset)
+    text = onnx_to_linalg_text(model, name=name, opset=opset, isolate=isolate)
     return load_mlir_text(text, ctx, name=name)

@@ -143,6 +143,15 @@ def _wrap_signed(v: int, bits: int) -> int:
     return v - (1 << bits) if v >> (bits - 1) else v
 
 
+def _op_name(op: Operation) -> str:
+    if op.name == "builtin.unregistered":
+        try:
+            return op.op_name.data  # type: ignore[attr-defined]
+        except Exception:  # noqa: BLE001
+            return op.name
+    return op.name
+
+
 def _loc(op: Operation) -> str:
     """A short location for messages: the op, its result names and the enclosing function."""
     fn = op.parent_op()
@@ -150,7 +159,7 @@ def _loc(op: Operation) -> str:
         fn = fn.parent_op()
     where = f" in @{fn.sym_name.data}" if fn is not None and hasattr(fn, "sym_name") else ""
     res = ", ".join(f"%{r.name_hint}" if r.name_hint else "%<result>" for r in op.results)
-    return f"'{op.name}'{' (' + res + ')' if res else ''}{where}"
+    return f"'{_op_name(op)}'{' (' + res + ')' if res else ''}{where}"
 
 
 # --------------------------------------------------------------------------------------------------
@@ -789,10 +798,10 @@ def _h_broadcast(ex, op, args, env):
 
 
 def _h_reduce(ex, op, args, env):
-    n_in = len(op.inputs)
+    n_in = len(op.operands) // 2  # xDSL 0.74: one input, one init
     ins, inits = args[:n_in], args[n_in:]
     dims = tuple(op.dimensions.get_values())
-    block = op.body.blocks[0]
+    block = op.region.blocks[0]
     ops = list(block.ops)
     # fast path: single input/init, body = combine(in, init)
     if n_in == 1 and len(ops) == 2 and ops[0].name in _REDUCE_UFUNC and set(ops[0].operands) == set(block.args):

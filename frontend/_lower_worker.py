@@ -1,0 +1,39 @@
+"""Worker process for :class:`m100.frontend.onnx_import._Worker`: runs torch-mlir lowerings in isolation.
+
+Reads length-prefixed pickles ``(model_bytes, name, generic)`` from stdin, writes
+``("ok", text)`` or ``("err", one_line_message)`` back; exits on EOF. A crash inside torch-mlir kills
+only this process; the parent reports it as a one-line FrontendError.
+"""
+
+from __future__ import annotations
+
+import pickle
+import struct
+import sys
+
+
+def main() -> None:
+    import onnx
+
+    from m100.frontend.onnx_import import FrontendError, _one_line, lower_in_process
+
+    inp, out = sys.stdin.buffer, sys.stdout.buffer
+    while True:
+        head = inp.read(8)
+        if len(head) < 8:
+            return
+        (n,) = struct.unpack("<Q", head)
+        model_bytes, name, generic = pickle.loads(inp.read(n))
+        try:
+            reply = ("ok", lower_in_process(onnx.ModelProto.FromString(model_bytes), name, generic))
+        except FrontendError as e:
+            reply = ("err", str(e))
+        except Exception as e:  # noqa: BLE001 - any failure becomes a message, never a dead worker
+            reply = ("err", f"{name}: torch-mlir lowering failed: {_one_line(e, 200)}")
+        data = pickle.dumps(reply, protocol=5)
+        out.write(struct.pack("<Q", len(data)) + data)
+        out.flush()
+
+
+if __name__ == "__main__":
+    main()
