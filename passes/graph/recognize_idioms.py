@@ -498,13 +498,13 @@ class RecognizeIdioms(ModulePass):
                     continue
                 for o in members:
                     taken.add(id(o))
-                    o.attributes[IDIOM] = StringAttr(match.kind)
                     o.attributes[GROUP] = IntegerAttr(next_id, i64)
-                end.attributes[IDIOM_ROOT] = UnitAttr()
+                    o.attributes[IDIOM] = StringAttr(match.kind)
                 if match.axis is not None:
                     end.attributes[IDIOM_AXIS] = IntegerAttr(match.axis, i64)
                 if match.eps is not None:
                     end.attributes[IDIOM_EPS] = FloatAttr(match.eps, f64)
+                end.attributes[IDIOM_ROOT] = UnitAttr()
                 next_id += 1
 
 
