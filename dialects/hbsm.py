@@ -41,8 +41,8 @@ from xdsl.utils.exceptions import VerifyException
 from m100.targets.m100.isa import DType, Space, space_size
 
 from .sync import machine_of
-from .twu import (SPACE_BY_NAME, SPACE_NAMES, array_values, i64_array, int_attr, isa_guard,
-                  parse_buffer_operand, type_to_dtype)
+from .twu import (SPACE_BY_NAME, SPACE_NAMES, array_values, checked_params, i64_array, int_attr,
+                  isa_guard, parse_buffer_operand, type_to_dtype)
 
 
 @irdl_attr_definition
@@ -109,7 +109,8 @@ class BufferType(ParametrizedAttribute, TypeAttribute):
                 parser.parse_keyword("slots")
                 parser.parse_punctuation("=")
                 slots = parser.parse_integer()
-        return (StringAttr(space), int_attr(tpb), i64_array(dims), elem, int_attr(slots))
+        return checked_params(parser, cls, (StringAttr(space), int_attr(tpb), i64_array(dims), elem,
+                                            int_attr(slots)))
 
     def print_parameters(self, printer: Printer) -> None:
         space, tpb = self.space.data, self.tpb_index

@@ -42,7 +42,7 @@ from xdsl.utils.exceptions import VerifyException
 
 from m100.targets.m100.isa import Monitor, Sync, Trigger, Update
 
-from .twu import int_attr, isa_guard
+from .twu import checked_params, int_attr, isa_guard
 
 
 @irdl_attr_definition
@@ -102,7 +102,8 @@ class MonitorAttr(ParametrizedAttribute):
     def parse_parameters(cls, parser: AttrParser) -> Sequence[Attribute]:
         d = _parse_kv(parser, ("tpb", "counter", "expected", "per_block"))
         _need_keys(parser, d, ("tpb", "counter", "expected"), "#sync.monitor")
-        return tuple(int_attr(d.get(k, 0)) for k in ("tpb", "counter", "expected", "per_block"))
+        return checked_params(parser, cls, tuple(int_attr(d.get(k, 0)) for k in
+                                                 ("tpb", "counter", "expected", "per_block")))
 
     def print_parameters(self, printer: Printer) -> None:
         m = self.to_isa()
@@ -145,8 +146,9 @@ class UpdateAttr(ParametrizedAttribute):
     def parse_parameters(cls, parser: AttrParser) -> Sequence[Attribute]:
         d = _parse_kv(parser, ("counter", "mask", "amount", "trigger"))
         _need_keys(parser, d, ("counter", "mask"), "#sync.update")
-        return (int_attr(d["counter"]), int_attr(d["mask"]), int_attr(d.get("amount", 1)),
-                StringAttr(str(d.get("trigger", "end"))))
+        return checked_params(parser, cls, (int_attr(d["counter"]), int_attr(d["mask"]),
+                                            int_attr(d.get("amount", 1)),
+                                            StringAttr(str(d.get("trigger", "end")))))
 
     def print_parameters(self, printer: Printer) -> None:
         s = f"<counter = {self.counter.value.data}, mask = {self.mask.value.data}"
@@ -197,7 +199,8 @@ class ActionsAttr(ParametrizedAttribute):
             parser.raise_error("#sync.actions: monitors must be #sync.monitor attributes")
         if not all(isinstance(u, UpdateAttr) for u in ups):  # type: ignore[union-attr]
             parser.raise_error("#sync.actions: updates must be #sync.update attributes")
-        return (int_attr(d.get("blocks", 1)), ArrayAttr(mons), ArrayAttr(ups))  # type: ignore
+        return checked_params(parser, cls, (int_attr(d.get("blocks", 1)), ArrayAttr(mons),
+                                            ArrayAttr(ups)))  # type: ignore[arg-type]
 
     def print_parameters(self, printer: Printer) -> None:
         printer.print_string(f"<blocks = {self.blocks.value.data}")

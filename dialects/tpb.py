@@ -56,7 +56,8 @@ from m100.targets.m100.machine import Machine, get_machine
 
 from .hbsm import BufferType, buffer_range
 from .sync import ActionsAttr, TokenType, machine_of
-from .twu import (SPACE_BY_NAME, SPACE_NAMES, AccessAttr, WalkAttr, array_values, dtype_to_type,
+from .twu import (SPACE_BY_NAME, SPACE_NAMES, AccessAttr, WalkAttr, array_values, checked_params,
+                  dtype_to_type,
                   format_float, i64_array, int_attr, parse_buffer_operand, parse_float_lit,
                   parse_text, type_to_dtype)
 
@@ -187,7 +188,8 @@ class StageAttr(ParametrizedAttribute):
                                                                 parser.parse_integer)
                 else:
                     parser.raise_error(f"unknown stage key '{key}' (axis, fparam, iparams)")
-        return (StringAttr(op), ArrayAttr(args), int_attr(axis), _f(fparam), i64_array(iparams))
+        return checked_params(parser, cls, (StringAttr(op), ArrayAttr(args), int_attr(axis),
+                                            _f(fparam), i64_array(iparams)))
 
     def print_parameters(self, printer: Printer) -> None:
         args = []

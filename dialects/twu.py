@@ -130,6 +130,16 @@ def parse_text(parser) -> str:
         parser.raise_error("string literal is not valid UTF-8")
 
 
+def checked_params(parser, cls, params: tuple) -> tuple:
+    """Run ``cls``'s verifier on freshly parsed parameters and report a failure as a parse error
+    at the attribute (so ``--parsing-diagnostics`` and error locations work)."""
+    try:
+        cls.new(params).verify()
+    except VerifyException as e:
+        parser.raise_error(str(e))
+    return params
+
+
 def int_attr(v: int) -> IntegerAttr:
     return IntegerAttr(int(v), i64)
 
@@ -210,7 +220,8 @@ class WalkAttr(ParametrizedAttribute):
 
             levels = parser.parse_comma_separated_list(parser.Delimiter.SQUARE, level)
         flat = [v for lv in levels for v in lv]
-        return (StringAttr(space), int_attr(tpb), int_attr(base), dtype, i64_array(flat))
+        return checked_params(parser, cls, (StringAttr(space), int_attr(tpb), int_attr(base),
+                                            dtype, i64_array(flat)))
 
     def print_parameters(self, printer: Printer) -> None:
         space, tpb = self.space.data, self.tpb.value.data
@@ -282,7 +293,7 @@ class AccessAttr(ParametrizedAttribute):
             parser.parse_punctuation(",")
             bounds = parser.parse_comma_separated_list(parser.Delimiter.SQUARE,
                                                        parser.parse_integer)
-        return (amap, i64_array(bounds))
+        return checked_params(parser, cls, (amap, i64_array(bounds)))
 
     def print_parameters(self, printer: Printer) -> None:
         printer.print_string("<")
