@@ -5,7 +5,7 @@ PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed-stamp
 JOBS   ?= 2
 
-.PHONY: all demo test test-lit test-unit test-slow bench clean
+.PHONY: all demo docs test test-lit test-unit test-slow bench clean
 
 all: test
 
@@ -16,6 +16,9 @@ $(STAMP): pyproject.toml setup.py
 
 demo: $(STAMP)
 	$(PY) -m m100.tools.demo
+
+docs: $(STAMP)
+	$(PY) -m m100.tools.gen_pass_docs -o docs/passes.md
 
 test: test-lit test-unit
 

@@ -25,6 +25,7 @@ import inspect
 import pkgutil
 import sys
 import traceback
+import typing
 from dataclasses import dataclass, field
 from functools import cache
 
@@ -158,6 +159,10 @@ def pass_options(cls: type[ModulePass]) -> list[PassOption]:
         return []
     from xdsl.utils.hints import type_repr
 
+    try:
+        hints = typing.get_type_hints(cls)
+    except Exception:  # noqa: BLE001 - unresolvable string annotations: show them as written
+        hints = {}
     options: list[PassOption] = []
     for f in dataclasses.fields(cls):
         if not f.init:
@@ -168,7 +173,9 @@ def pass_options(cls: type[ModulePass]) -> list[PassOption]:
             default = _format_default(f.default_factory())
         else:
             default = None
-        options.append(PassOption(f.name.replace("_", "-"), type_repr(f.type), default))
+        hint = hints.get(f.name, f.type)
+        type_text = hint if isinstance(hint, str) else type_repr(hint)
+        options.append(PassOption(f.name.replace("_", "-"), type_text, default))
     return options
 
 
