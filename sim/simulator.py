@@ -192,8 +192,12 @@ class Simulator:
 
     def run(self, inputs: dict[str, np.ndarray] | None = None) -> Result:
         recs, reports = self._records()
-        if reports:
-            return Result({}, {"total_cycles": 0}, reports, recs, machine=self.machine)
+        if reports:  # malformed / out-of-bounds instructions: nothing runs
+            stats = {"machine": self.machine.name, "mode": self.mode, "total_cycles": 0.0,
+                     "total_us": 0.0, "instructions": len(recs), "instructions_completed": 0,
+                     "units": {}, "stall_cycles": {}, "bytes": {}, "tcu_macs": 0.0,
+                     "tcu_mac_util_pct": 0.0, "reports": [r.to_dict() for r in reports]}
+            return Result({}, stats, reports, recs, machine=self.machine)
         self._load_inputs(inputs)
         self._dispatch_times(recs)
         for r in recs:

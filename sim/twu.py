@@ -61,7 +61,11 @@ def _run_structure(walk: Walk, width: int) -> tuple[int, list[np.ndarray], float
     if nontriv:
         inner = nontriv[-1]
         stride_b = abs(inner.step) * bits / 8
-        if inner.step != 0 and stride_b <= width:
+        if inner.step == 0:  # a repeat level: the same element every beat, one access per pass
+            start += inner.initial * bits
+            run_bytes = max(esize, 1.0)
+            outer = nontriv[:-1]
+        elif stride_b <= width:
             lo = min(inner.initial, inner.last)
             start += lo * bits
             run_bytes = (inner.count - 1) * stride_b + max(esize, 1.0)

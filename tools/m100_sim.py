@@ -6,7 +6,9 @@
              [--trace t.json] [--stats s.json] [--plot timeline.png]
              [--functional-only | --timing-only] [--random-latency SEED] [--no-race-check]
 
-The program is a binary program file (``.m100``) or assembly text (``.asm``). Inputs are read by
+The program is a binary program file (``.m100``) or assembly text (``.asm``; hand-written assembly
+may give the fingerprint ``0`` in ``.machine "tiny" 0`` to mean "the current machine of that name",
+or of ``--machine``). Inputs are read by
 symbol name from the ``.npz``; outputs are written by symbol name. A summary (cycles, TCU
 utilization, findings) goes to stdout unless ``-q``.
 
@@ -47,11 +49,14 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--random-latency", type=int, metavar="SEED",
                    help="perturb unit and update latencies randomly (seeded) to expose races")
     p.add_argument("--no-race-check", action="store_true", help="skip the data-race checker")
+    p.add_argument("--print-outputs", action="store_true",
+                   help="print every output symbol (full numpy text) on stdout")
     p.add_argument("-q", "--quiet", action="store_true", help="no summary on stdout")
     return p
 
 
 def _load_program(path: str, machine):
+    from m100.targets.m100.machine import get_machine
     from m100.targets.m100.program import Program
     suffix = Path(path).suffix
     if suffix == ".asm":
@@ -60,7 +65,12 @@ def _load_program(path: str, machine):
             text = Path(path).read_text()
         except OSError as e:
             raise ToolError(f"{path}: cannot read: {e.strerror}") from None
-        return parse_program(text, path)
+        prog = parse_program(text, path)
+        if prog.fingerprint == 0:  # hand-written assembly: "the current machine of that name"
+            prog.fingerprint = (machine or get_machine(prog.machine)).fingerprint()
+            if machine is not None:
+                prog.machine = machine.name
+        return prog
     return Program.load(path, machine)
 
 
@@ -117,6 +127,10 @@ def main(argv: list[str] | None = None) -> int:
               f"{st['total_cycles']:.0f} cycles ({st['total_us']:.2f} us at "
               f"{sim.machine.clock_hz / 1e9:g} GHz), TCU MAC utilization "
               f"{st['tcu_mac_util_pct']:.1f}%, mode {mode}")
+    if args.print_outputs:
+        for name, v in res.outputs.items():
+            text = np.array2string(v, threshold=sys.maxsize, max_line_width=200, separator=", ")
+            print(f"{name} = {text}")
     for r in res.reports:
         print(f"{TOOL}: {r.kind}: {r.message}", file=sys.stderr)
     return 0 if res.ok else EXIT_CHECK_FAILED

@@ -1,0 +1,144 @@
+"""Cycle tests that are exact by construction (every number derived from the machine here)."""
+
+import math
+
+import pytest
+
+from m100.sim import Simulator
+from m100.sim.testing import hb, run
+from m100.targets.m100.encoding import instruction_bits
+from m100.targets.m100.isa import (Copy, CsuCall, DType, Dma, Fill, MatMul, Monitor, Routine,
+                                   Space, Sync, Update, Walk, mask_of)
+from m100.targets.m100.machine import get_machine
+
+M100 = get_machine("m100")
+
+
+def dur(rec):
+    return rec.end - rec.start
+
+
+@pytest.mark.parametrize("dt,rate", [(DType.I8, "i8"), (DType.F16, "f16"), (DType.F32, "f32")])
+def test_one_tcu_matmul(dt, rate):
+    m = M100
+    A = hb(0, 0, dt, (32, 32))
+    B = hb(0, 8192, dt, (32, 64))
+    C = hb(0, 65536, DType.I32 if dt is DType.I8 else DType.F32, (32, 64))
+    res, _ = run([MatMul(0, A, B, C, 32, 64, 32)], machine=m, mode="timing")
+    compute = 32 * 32 * 64 / m.tcu_macs_per_cycle(rate)
+    if dt is DType.I8:
+        assert compute == 32  # the paper's figure
+    assert dur(res.records[0]) == compute + m.tcu_pipeline_latency
+    # dispatch over the ICB: the encoded size at icb_bits_per_cycle
+    bits = instruction_bits(res.records[0].inst, m)
+    assert res.records[0].start == math.ceil(bits / m.icb_bits_per_cycle)
+    u = res.stats["units"]["TPB0.TCU"]
+    assert u["mac_util_busy_pct"] == pytest.approx(100 * compute / (compute + m.tcu_pipeline_latency))
+
+
+def test_tcu_tiles_round_up():
+    m = M100
+    A, B, C = hb(0, 0, DType.I8, (33, 32)), hb(0, 8192, DType.I8, (32, 64)), hb(0, 65536, DType.I32, (33, 64))
+    res, _ = run([MatMul(0, A, B, C, 33, 64, 32)], machine=m, mode="timing")
+    assert dur(res.records[0]) == 2 * 32 + m.tcu_pipeline_latency  # 33 rows = two row tiles
+
+
+def _dma(engine, n, base):
+    return Dma(engine, Walk.strided(Space.DDR, 0, base, DType.I8, (n,)),
+               Walk.strided(Space.SRAM, 0, base % (1 << 24), DType.I8, (n,)))
+
+
+def test_two_dmas_sharing_ddr_take_twice_as_long():
+    m = M100.with_overrides(name="ddr-bound", ddr_bandwidth=64e9)  # DDR < one AXI master
+    n = 1 << 20
+    fixed = m.dma_setup_cycles + m.ddr_latency
+    one, _ = run([_dma(0, n, 0)], machine=m, mode="timing")
+    two, _ = run([_dma(0, n, 0), _dma(1, n, 1 << 22)], machine=m, mode="timing")
+    t1 = dur(one.records[0]) - fixed
+    assert t1 == pytest.approx(n / m.ddr_bytes_per_cycle)
+    for r in two.records:
+        assert dur(r) - fixed == pytest.approx(2 * t1)
+    assert two.stats["units"]["DMA0"]["stall_cycles"]["contention"] == pytest.approx(t1)
+
+
+def test_two_dmas_on_default_machine_are_axi_bound():
+    m = M100  # 2 x 128 GB/s AXI < 273 GB/s DDR: each engine keeps its own master's rate
+    n = 1 << 20
+    fixed = m.dma_setup_cycles + m.ddr_latency
+    two, _ = run([_dma(0, n, 0), _dma(1, n, 1 << 22)], machine=m, mode="timing")
+    for r in two.records:
+        assert dur(r) - fixed == pytest.approx(n / m.bytes_per_cycle(m.axi_bandwidth))
+
+
+@pytest.mark.parametrize("stride,expect", [(256, 64), (8, 32)])
+def test_walk_on_one_bank_serializes(stride, expect):
+    """64 i32 reads 1024 B apart all hit bank 0: 64 cycles; 32 B apart they spread over 32 banks
+    and the DTDU read port (dtdu_bytes_per_cycle / bank width = 2 granules/cycle) bounds: 32."""
+    m = M100
+    assert m.dtdu_bytes_per_cycle // m.hbsm_bank_width == 2
+    src = hb(0, 0, DType.I32, (64,), (stride,))
+    dst = hb(0, 1 << 20 | 8 * m.hbsm_bank_width, DType.I32, (64,))  # banks 8..15
+    res, _ = run([Copy(0, src, dst)], machine=m, mode="timing")
+    assert dur(res.records[0]) == expect + m.hbsm_latency
+
+
+def test_concurrent_units_share_banks():
+    """Two DTDUs (TPB0 local, TPB1 remote into TPB0) both hammering bank 0 of TPB0, released by
+    the same update at the same cycle, take twice as long together as alone."""
+    m = M100
+    go = Fill(2, hb(2, 0, DType.I8, (64,)), 0.0, sync=Sync(updates=(Update(0, mask_of(0, 1)),)))
+    local = Copy(0, hb(0, 0, DType.I32, (64,), (256,)), hb(0, 1 << 20 | 256, DType.I32, (64,)),
+                 sync=Sync(monitors=(Monitor(0, 0, 1),)))
+    remote = Copy(1, hb(1, 0, DType.I32, (64,)), hb(0, 4, DType.I32, (64,), (256,)),
+                  sync=Sync(monitors=(Monitor(1, 0, 1),)))
+    alone, _ = run([go, local], machine=m, mode="timing")
+    both, _ = run([go, local, remote], machine=m, mode="timing")
+    assert dur(alone.records[1]) == 64 + m.hbsm_latency
+    _, a, b = both.records
+    assert a.start == b.start
+    assert dur(a) == dur(b) == 128 + m.hbsm_latency
+
+
+def test_dtdu_rate_and_remote_update_latency():
+    m = M100
+    n = 1 << 16
+    prod = Copy(0, hb(0, 0, DType.I8, (n,)), hb(0, 1 << 17, DType.I8, (n,)),
+                sync=Sync(updates=(Update(0, mask_of(1)),)))
+    cons = Fill(1, hb(1, 0, DType.I8, (64,)), 0.0, sync=Sync(monitors=(Monitor(1, 0, 1),)))
+    far = Fill(4, hb(4, 0, DType.I8, (64,)), 0.0, sync=Sync(monitors=(Monitor(4, 0, 1),)))
+    prod2 = Copy(0, hb(0, 0, DType.I8, (64,)), hb(0, 1 << 18, DType.I8, (64,)),
+                 sync=Sync(updates=(Update(0, mask_of(4)),)))
+    res, _ = run([prod, cons, prod2, far], machine=m, mode="timing")
+    p, c, p2, f = res.records[0], res.records[1], res.records[2], res.records[3]
+    assert dur(p) == n / m.dtdu_bytes_per_cycle + m.hbsm_latency
+    assert c.start == p.end + m.remote_update_latency  # same cluster
+    assert f.start == p2.end + m.remote_update_latency_inter  # TPB 4 is in cluster 1
+
+
+def test_csu_one_cpu_per_cluster():
+    m = M100
+
+    def call(t):
+        return CsuCall(t, Routine.MEMCPY, (hb(t, 0, DType.I8, (1600,)), hb(t, 4096, DType.I8, (1600,))))
+
+    res, _ = run([call(0), call(1), call(4)], machine=m, mode="timing")
+    a, b, c = res.records
+    one = m.csu_overhead_cycles + 3200 / m.csu_bytes_per_cycle
+    assert dur(a) == one and dur(c) == one
+    assert b.start == a.end and dur(b) == one  # TPB1 shares cluster 0's CPU with TPB0
+    assert c.start < a.end  # TPB4 is in cluster 1: its own CPU
+    assert res.stats["units"]["TPB1.CSU"]["stall_cycles"]["csu_cpu"] == a.end - b.dispatch
+
+
+def test_functional_and_timing_modes_agree_on_order():
+    m = get_machine("tiny")
+    insts = [Fill(0, hb(0, 0, DType.I8, (64,)), 3.0, sync=Sync(updates=(Update(1, mask_of(0)),))),
+             Copy(0, hb(0, 0, DType.I8, (64,)), hb(1, 0, DType.I8, (64,)),
+                  sync=Sync(monitors=(Monitor(0, 1, 1),)))]
+    for mode in ("functional", "full", "timing"):
+        res, outs = run(insts, (), [hb(1, 0, DType.I8, (64,))] if mode != "timing" else [],
+                        machine=m, mode=mode)
+        assert res.ok
+        assert res.records[1].start >= res.records[0].end
+        if outs:
+            assert list(outs[0]) == [3] * 64
