@@ -33,7 +33,7 @@ _KEY_COLUMNS = (
     ("clock", lambda m: f"{m.clock_hz / 1e9:g} GHz"),
     ("CCB SRAM", lambda m: _size(m.ccb_sram_bytes)),
     ("DDR", lambda m: _size(m.ddr_bytes)),
-    ("fingerprint", lambda m: f"{m.fingerprint():016x}"),
+    ("fingerprint", lambda m: f"{m.fingerprint():#018x}"),
 )
 
 
@@ -55,7 +55,7 @@ def _table(machines: list[Machine]) -> str:
 def _details(m: Machine) -> str:
     fields = m.to_dict()
     width = max(len(k) for k in fields)
-    lines = [f"{m.name} (fingerprint {m.fingerprint():016x})"]
+    lines = [f"{m.name} (fingerprint {m.fingerprint():#018x})"]
     lines += [f"  {k.ljust(width)}  {v}" for k, v in fields.items()]
     return "\n".join(lines)
 
@@ -63,7 +63,7 @@ def _details(m: Machine) -> str:
 def cmd_machines(args: argparse.Namespace) -> int:
     machines = [get_machine(n) for n in args.machines] if args.machines else list(PRESETS.values())
     if args.json:
-        out = [dict(m.to_dict(), num_tpbs=m.num_tpbs, fingerprint=f"{m.fingerprint():016x}")
+        out = [dict(m.to_dict(), num_tpbs=m.num_tpbs, fingerprint=f"{m.fingerprint():#018x}")
                for m in machines]
         print(json.dumps(out, indent=2))
     elif args.all:

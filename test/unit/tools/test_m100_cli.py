@@ -1,0 +1,35 @@
+"""`m100 machines` shows each preset's numbers and fingerprint as machine.py defines them."""
+
+from __future__ import annotations
+
+import json
+
+from m100.targets.m100.machine import PRESETS
+from m100.tools.m100_cli import main
+
+
+def test_table_has_one_row_per_preset_with_its_fingerprint(capsys):
+    assert main(["machines"]) == 0
+    rows = capsys.readouterr().out.splitlines()[2:]
+    assert [r.split()[0] for r in rows] == list(PRESETS)
+    for row, m in zip(rows, PRESETS.values(), strict=True):
+        cells = row.split()
+        assert cells[1] == str(m.clusters)
+        assert cells[2] == str(m.clusters * m.tpbs_per_cluster)
+        assert cells[-1] == f"0x{m.fingerprint():016x}"
+
+
+def test_json_round_trips_every_field(capsys):
+    assert main(["machines", "--json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert [d["name"] for d in data] == list(PRESETS)
+    for d, m in zip(data, PRESETS.values(), strict=True):
+        assert int(d.pop("fingerprint"), 16) == m.fingerprint()
+        assert d.pop("num_tpbs") == m.num_tpbs
+        assert d == m.to_dict()
+
+
+def test_stubs_exit_2(capsys):
+    for cmd in ("compile", "run", "check"):
+        assert main([cmd, "x"]) == 2
+        assert "not implemented yet: see issue 6" in capsys.readouterr().err
