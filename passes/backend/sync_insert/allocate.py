@@ -121,7 +121,41 @@ def allocate(red: Reduced, machine, *, budget: int | None = None,
             al.events[(t, ci)] = evs
             if len(cs["writers"]) > 1:
                 _serialize(al, g, t, ci, evs)
+    _align_ids(al, budget)
     return al
+
+
+def _align_ids(al: Allocation, budget: int) -> None:
+    """Counter ids are labels local to a TPB: permute them so that a producer signalling several
+    TPBs uses the same id everywhere, and its updates merge into one multi-TPB ``tpb_mask``."""
+    slots: dict[int, dict[int, set]] = {}  # tpb -> counter -> writers
+    for (w, t), c in al.counter.items():
+        slots.setdefault(t, {}).setdefault(c, set()).add(w)
+    label: dict[tuple[int, int], int] = {}
+    used: dict[int, set[int]] = {t: set() for t in slots}
+    writers = sorted({w for (w, t) in al.counter},
+                     key=lambda w: (-sum(1 for (w2, _) in al.counter if w2 == w), w))
+    for w in writers:
+        todo = [(t, c) for t, cs in slots.items() for c, ws in cs.items()
+                if w in ws and (t, c) not in label]
+        if len(todo) < 2:
+            continue
+        common = next((n for n in range(budget) if all(n not in used[t] for t, _ in todo)), None)
+        if common is not None:
+            for t, c in todo:
+                label[(t, c)] = common
+                used[t].add(common)
+    for t, cs in slots.items():
+        for c in sorted(cs):
+            if (t, c) not in label:
+                n = min(set(range(budget)) - used[t])
+                label[(t, c)] = n
+                used[t].add(n)
+    al.counter = {ch: label[(ch[1], c)] for ch, c in al.counter.items()}
+    al.events = {(t, label[(t, c)]): evs for (t, c), evs in al.events.items()}
+    al.chain_needs = [(i1, k1, i2, t, label[(t, c)]) for (i1, k1, i2, t, c) in al.chain_needs]
+    for d in al.decisions:
+        d["counter"] = label[(d["tpb"], d["counter"])]
 
 
 def _can_monitor(e: Executor, t: int) -> bool:

@@ -347,3 +347,62 @@ def test_certificate_detects_a_missing_monitor():
     q = list(res.instructions)
     q[j] = dataclasses.replace(q[j], sync=dataclasses.replace(q[j].sync, monitors=()))
     assert verify_certificate(q, cert)
+
+
+# ------------------------------------------------------------------------------------------------
+# long programs (hazard retirement by covering writes), coarse overlap path, streaming option
+# ------------------------------------------------------------------------------------------------
+@pytest.mark.parametrize("seed", range(3))
+def test_long_programs_with_heavy_buffer_reuse(seed):
+    prog = progs.random_program(500 + seed, n=70, slots=4, ddr_slots=2)
+    mem, ref = _setup(prog, seed)
+    res = insert_sync(prog, TINY, stream_blocks=2)
+    for s in (None, seed):
+        out = toysim.run(res.instructions, TINY, mem, seed=s)
+        assert _ok(out, ref), (out.races[:2], out.deadlock)
+    assert verify_certificate(res.instructions, res.certificate) == []
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_interval_only_overlap_is_sound(seed, monkeypatch):
+    from m100.passes.backend.sync_insert import graph
+    monkeypatch.setattr(graph, "EXACT_LIMIT", 64)
+    graph._chunk_cache.clear()
+    prog = progs.random_program(300 + seed, n=20)
+    mem, ref = _setup(prog, seed)
+    coarse = insert_sync(prog, TINY)
+    graph._chunk_cache.clear()
+    monkeypatch.undo()
+    exact = insert_sync(prog, TINY)
+    assert coarse.stats["needs"] >= exact.stats["needs"]
+    assert _ok(toysim.run(coarse.instructions, TINY, mem, seed=seed), ref)
+
+
+def test_stream_blocks_splits_and_streams():
+    h = progs.hw
+    prog = [isa.Dma(engine=0, src=progs.ddr(0), dst=h(0, 0)),
+            progs.cvu(0, isa.CvuOp.ADD, [h(0, 0), h(0, 0)], h(0, 1)),
+            isa.Copy(tpb=0, src=h(0, 1), dst=h(1, 0))]
+    res = insert_sync(prog, TINY, stream_blocks=4)
+    assert [i.sync.blocks for i in res.instructions] == [4, 4, 4]
+    assert res.instructions[1].sync.monitors[0].per_block == 1
+    plain = insert_sync(prog, TINY)
+    assert [i.sync.blocks for i in plain.instructions] == [1, 1, 1]
+    mem, ref = _setup(prog)
+    fast = toysim.run(res.instructions, TINY, mem)
+    slow = toysim.run(plain.instructions, TINY, mem)
+    assert _ok(fast, ref) and _ok(slow, ref) and fast.cycles < slow.cycles
+
+
+def test_broadcast_producer_signals_all_consumer_tpbs_with_one_update():
+    h = progs.hw
+    prog = [isa.Fill(tpb=1, dst=h(1, 5), value=2.0),  # occupies a counter id on TPB1 first
+            progs.cvu(1, isa.CvuOp.ADD, [h(1, 5), h(1, 5)], h(1, 4)),
+            isa.Dma(engine=0, src=progs.ddr(0), dst=h(0, 0), tpb_mask=0b11),
+            progs.cvu(0, isa.CvuOp.ADD, [h(0, 0), h(0, 0)], h(0, 1)),
+            progs.cvu(1, isa.CvuOp.ADD, [h(1, 0), h(1, 4)], h(1, 1))]
+    res = insert_sync(prog, TINY)
+    dma = res.instructions[2]
+    assert len(dma.sync.updates) == 1 and dma.sync.updates[0].tpb_mask == 0b11
+    mem, ref = _setup(prog)
+    assert _ok(toysim.run(res.instructions, TINY, mem, seed=1), ref)
