@@ -176,8 +176,13 @@ def test_real_discovery_is_not_empty_or_reports_why():
     root = pathlib.Path(pkg.__path__[0])
     expected = set()
     for path in root.rglob("*.py"):
-        text = path.read_text()
-        for m in re.finditer(r'^class \w+\((?:[\w.]*\.)?ModulePass\):.*?^\s+name(?::[^=]*)? = "([^"]+)"',
-                             text, re.M | re.S):
-            expected.add(m.group(1))
-    assert expected <= set(REAL.passes), f"defined but not discovered: {expected - set(REAL.passes)}"
+        # one chunk per top-level class; a pass is `class X(ModulePass):` with a `name = "..."`
+        for chunk in re.split(r"^(?=class )", path.read_text(), flags=re.M):
+            if not re.match(r"class \w+\((?:[\w.]*\.)?ModulePass\):", chunk):
+                continue
+            m = re.search(r'^    name(?:: [^=\n]*)? = "([^"]+)"', chunk, re.M)
+            if m:
+                expected.add((m.group(1), str(path.relative_to(root))))
+    assert expected or not REAL.passes, "the text scan found no pass: the scan itself is broken"
+    missing = {(n, f) for n, f in expected if n not in REAL.passes}
+    assert not missing, f"defined but not discovered (is there an __init__.py?): {sorted(missing)}"
