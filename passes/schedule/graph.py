@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Any
 
 from m100.errors import M100Error
@@ -53,11 +54,11 @@ class Tensor:
     dtype: str = "f32"
     kind: str = "act"
 
-    @property
+    @cached_property
     def numel(self) -> int:
         return math.prod(self.shape) if self.shape else 1
 
-    @property
+    @cached_property
     def nbytes(self) -> int:
         return math.ceil(self.numel * dtype_bytes(self.dtype))
 
@@ -171,6 +172,15 @@ def tensor_rows(shape: tuple[int, ...]) -> tuple[int, int]:
 
 
 def geometry(g: OpGraph, op: Op) -> Geometry:
+    """The op's :class:`Geometry` (cached per graph and op name)."""
+    cache = g.__dict__.setdefault("_geo_cache", {})
+    r = cache.get(op.name)
+    if r is None:
+        r = cache[op.name] = _geometry(g, op)
+    return r
+
+
+def _geometry(g: OpGraph, op: Op) -> Geometry:
     a = op.attrs
     out = g.out(op)
     ob = dtype_bytes(out.dtype)

@@ -73,6 +73,7 @@ class Search:
         self.evaluations = 0
         self.ops = {o.name: o for o in g.ops}
         self.fuse_tcu = False  # may a TCU stage share the TPBs of the stage before it (auto only)
+        self.pipe_iters = 0  # local-search moves per pipeline (0: iters); auto uses fewer per candidate
 
     # ------------------------------------------------------------------ costing
     def cost(self, seg: SegmentCfg) -> float:
@@ -217,7 +218,7 @@ class Search:
             raise ScheduleError("internal: no initial pipeline")
         best_state = (alloc, coloc, gcs, bands)
         best_c = self.cost(best)
-        for _ in range(self.iters):
+        for _ in range(self.pipe_iters or self.iters):
             alloc, coloc, gcs, bands = (list(best_state[0]), list(best_state[1]),
                                         list(best_state[2]), best_state[3])
             move = rng.choice(("shift", "shift", "shift", "coloc", "bands+", "bands-", "gc"))
@@ -334,6 +335,8 @@ def schedule(g: OpGraph, machine: Machine, tpbs: int = 0, clusters: int = 0,
     pool = available_tpbs(machine, tpbs, clusters)
     s = Search(g, machine, pool, seed=seed, max_stages=max_stages, iters=iters)
     s.fuse_tcu = strategy == "auto"
+    if strategy == "auto":  # the DP costs many candidate pipelines: search each a little less
+        s.pipe_iters = max(4, iters // 2)
     segs = s.run(strategy)
     tl = s.sched.build(segs)
     return Placement(strategy, segs, tl, machine, pool, s.evaluations)

@@ -16,6 +16,7 @@ the scheduler's prediction: start/end cycles per task, per op, the makespan and 
 
 from __future__ import annotations
 
+import bisect
 import math
 from dataclasses import dataclass, field
 
@@ -159,6 +160,21 @@ class Scheduler:
         self.ops = {o.name: o for o in g.ops}
         self.producers = g.producers()
         self._tile_cache: dict[tuple, TilePlan] = {}
+        self._geo: dict[str, object] = {}
+        self._bands: dict[tuple[int, int], list[int]] = {}
+
+    def geo(self, op: Op):
+        r = self._geo.get(op.name)
+        if r is None:
+            r = self._geo[op.name] = geometry(self.g, op)
+        return r
+
+    def band_of(self, rows: int, bands: int, r: int) -> int:
+        """The band (of ``bands`` over ``rows``) that holds row ``r``."""
+        starts = self._bands.get((rows, bands))
+        if starts is None:
+            starts = self._bands[(rows, bands)] = [band_rows(rows, bands, q)[0] for q in range(bands)]
+        return max(0, bisect.bisect_right(starts, r) - 1)
 
     # ------------------------------------------------------------------ tiles
     def tile(self, op: Op, rows: int, cols: int, budget: int) -> TilePlan:
@@ -246,7 +262,6 @@ class _State:
         # per stage: tile plan, piece tasks per (band, col)
         stage_out: dict[str, dict[tuple[int, int], int]] = {}  # op -> (band, col) -> compute task
         stage_of: dict[str, StageCfg] = {st.op: st for st in seg.stages}
-        first_on_tpb: dict[int, bool] = {}
 
         def bar(tpb: int) -> list[int]:
             return [barrier[tpb]] if tpb in barrier else []
@@ -255,7 +270,7 @@ class _State:
         plans: dict[str, TilePlan] = {}
         for st in seg.stages:
             op = s.ops[st.op]
-            geo = geometry(g, op)
+            geo = s.geo(op)
             budget = s.stage_budget(seg, st)
             rows_b = ceil_div(geo.rows, max(1, st.bands))
             cols_b = ceil_div(geo.cols, st.gc)
@@ -269,7 +284,7 @@ class _State:
             plan = plans[st.op]
             if not plan.weight_resident:
                 continue
-            geo = geometry(g, op)
+            geo = s.geo(op)
             for j in range(st.gc):
                 tp = tuple(st.tpbs[r * st.gc + j] for r in range(st.gr))
                 nb = piece_weight_bytes(g, op, ceil_div(geo.cols, st.gc))
@@ -302,7 +317,7 @@ class _State:
                     continue
                 op = s.ops[st.op]
                 plan = plans[st.op]
-                geo = geometry(g, op)
+                geo = s.geo(op)
                 lo, hi = band_rows(geo.rows, st.bands, b)
                 if hi <= lo:
                     continue
@@ -429,13 +444,19 @@ class _State:
         seg_tasks = self.tl.tasks[seg_start_task:]
         span = (min((t.start for t in seg_tasks), default=0.0), max((t.end for t in seg_tasks), default=0.0))
         self.tl.seg_spans.append(span)
+        if isolated:  # the search only needs the makespan
+            return
         # HBSM buffers: every TPB of a stage holds the plan's buffers for the segment's span there
+        life: dict[int, list[float]] = {}
+        for t in seg_tasks:
+            for tp in ((t.tpb,) if t.tpb >= 0 else ()) + t.dst_tpbs:
+                lf = life.setdefault(tp, [t.start, t.end])
+                lf[0] = min(lf[0], t.start)
+                lf[1] = max(lf[1], t.end)
         for st in seg.stages:
             plan = plans[st.op]
             for tp in st.tpbs:
-                ts = [t for t in seg_tasks if t.tpb == tp or tp in t.dst_tpbs]
-                a = min((t.start for t in ts), default=span[0])
-                e = max((t.end for t in ts), default=span[1])
+                a, e = life.get(tp, span)
                 for buf in plan.buffers:
                     self.tl.buffers.append(BufferUse(tp, f"{st.op}.{buf.role}", st.op, buf.role,
                                                      buf.slot_bytes, buf.slots, buf.unit, a, e))
@@ -448,14 +469,14 @@ class _State:
         by_op = {st.op: st for st in seg.stages}
         for st in seg.stages:
             op = s.ops[st.op]
-            geo = geometry(g, op)
+            geo = s.geo(op)
             need = 0
             for tname in op.inputs:
                 prod = s.producers.get(tname)
                 if prod is None or prod.name not in by_op or prod.name not in lag:
                     continue
                 pst = by_op[prod.name]
-                pgeo = geometry(g, prod)
+                pgeo = s.geo(prod)
                 for b in range(st.bands):
                     lo, hi = band_rows(geo.rows, st.bands, b)
                     if hi <= lo:
@@ -464,8 +485,7 @@ class _State:
                     if win is None:
                         qmax = pst.bands - 1
                     else:
-                        qmax = max(q for q in range(pst.bands)
-                                   if band_rows(pgeo.rows, pst.bands, q)[0] < max(win[1], win[0] + 1))
+                        qmax = s.band_of(pgeo.rows, pst.bands, max(win[1], win[0] + 1) - 1)
                     need = max(need, lag[prod.name] + qmax - b)
             lag[st.op] = need
         return lag
@@ -493,7 +513,7 @@ class _State:
         if win is None:
             return float(t.nbytes)
         rows = math.prod(t.shape[:-1]) if len(t.shape) > 1 else 1
-        geo = geometry(g, op)
+        geo = self.s.geo(op)
         return t.nbytes * (win[1] - win[0]) / max(1, rows) * cols / max(1, geo.cols)
 
     def _stream(self, si: int, seg: SegmentCfg, pst: StageCfg, prod: Op, tname: str,
@@ -501,10 +521,16 @@ class _State:
                 out_readers: dict, band: int) -> list[int]:
         """Copies of the producer bands overlapping ``win`` to ``tpb``; returns their task ids."""
         g, cm = self.g, self.cm
-        pgeo = geometry(g, prod)
+        pgeo = self.s.geo(prod)
         t = g.tensors[tname]
         deps: list[int] = []
-        for (q, j), ptask in sorted(produced.items()):
+        if win is None:
+            qs = range(pst.bands)
+        else:
+            qs = range(self.s.band_of(pgeo.rows, pst.bands, win[0]),
+                       self.s.band_of(pgeo.rows, pst.bands, max(win[0], win[1] - 1)) + 1)
+        items = [((q, j), produced[(q, j)]) for q in qs for j in range(pst.gc) if (q, j) in produced]
+        for (q, j), ptask in items:
             plo, phi = band_rows(pgeo.rows, pst.bands, q)
             if win is not None:
                 a, e = max(plo, win[0]), min(phi, win[1])
