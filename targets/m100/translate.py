@@ -115,7 +115,7 @@ def program_to_module(program: Program) -> ModuleOp:
     for key in sorted(program.streams):
         body.append(StreamOp(key, [instruction_to_op(i) for i in program.streams[key]]))
     prog = ProgramOp(program.machine, "resolved", body, program.fingerprint,
-                     dict(program.metadata))
+                     dict(sorted(program.metadata.items())))
     return ModuleOp([prog])
 
 
