@@ -70,6 +70,7 @@ class Search:
         self.max_stages = max_stages
         self.iters = iters
         self.cache: dict[SegmentCfg, float] = {}
+        self.errors: dict[str, ScheduleError] = {}  # first reason an op could not be placed
         self.evaluations = 0
         self.ops = {o.name: o for o in g.ops}
         self.fuse_tcu = False  # may a TCU stage share the TPBs of the stage before it (auto only)
@@ -82,8 +83,10 @@ class Search:
             self.evaluations += 1
             try:
                 c = self.sched.build([seg], isolated=True).makespan
-            except ScheduleError:
+            except ScheduleError as e:
                 c = float("inf")
+                if len(seg.stages) == 1:
+                    self.errors.setdefault(seg.stages[0].op, e)
             self.cache[seg] = c
         return c
 
@@ -161,6 +164,8 @@ class Search:
             c = self.cost(cand)
             if c < best_c:
                 best, best_c = cand, c
+        if best_c == float("inf"):
+            raise self.errors.get(op.name) or ScheduleError(f"op '{op.name}' could not be placed")
         return best, best_c
 
     # ------------------------------------------------------------------ pipelines
@@ -293,7 +298,8 @@ class Search:
             i = 0
             while i < len(ops):
                 j = i + 1
-                while j < len(ops) and j - i < self.max_stages and self.connected(ops[i:j + 1]):
+                while j < len(ops) and j - i < min(self.max_stages, len(self.tpbs)) and \
+                        self.connected(ops[i:j + 1]):
                     j += 1
                 segs.append(self.segment_best(list(ops[i:j]))[0])
                 i = j
@@ -310,7 +316,12 @@ class Search:
                     continue
                 if best[s][0] == float("inf"):
                     continue
-                cfg, c = self.segment_best(run)
+                try:
+                    cfg, c = self.segment_best(run)
+                except ScheduleError:
+                    if len(run) == 1:
+                        raise
+                    continue
                 if best[s][0] + c < best[e][0]:
                     best[e] = (best[s][0] + c, s, cfg)
         segs = []

@@ -1,0 +1,177 @@
+"""Space-time scheduler: cost model, partitioning, placement, timeline consistency, acceptance figures.
+
+Oracles are independent of the code under test: MAC counts and utilization from the op's definition
+(m*n*k, conv output size), the paper's natural-tile figure, a brute-force timeline checker (deps,
+one task at a time per in-order resource), and the HBSM allocator's independent checker.
+"""
+
+import math
+from collections import defaultdict
+
+import pytest
+
+from m100.passes.backend.hbsm_pack import Buf, allocate, check_allocation
+from m100.passes.schedule.cost import CostModel
+from m100.passes.schedule.examples import GraphBuilder, conv_chain, matmul_graph
+from m100.passes.schedule.graph import ScheduleError
+from m100.passes.schedule.partition import tile_piece
+from m100.passes.schedule.placement import available_tpbs, schedule
+from m100.targets.m100.machine import get_machine
+
+M100 = get_machine("m100")
+TINY = get_machine("tiny")
+
+
+# ------------------------------------------------------------------ cost model
+def test_natural_tile_takes_32_cycles_int8_as_the_paper_says():
+    cm = CostModel(M100)
+    # 32x32 @ 32x64 in 32 cycles (paper), plus the pipeline latency once per instruction
+    assert cm.tcu_cycles(32, 64, 32, "i8") == 32 + M100.tcu_pipeline_latency
+    assert cm.tcu_cycles(32, 64, 32, "f32") == 32 * 16 + M100.tcu_pipeline_latency
+    # a partial tile costs a whole one: one more row doubles the m tiles
+    assert cm.tcu_cycles(33, 64, 32, "i8", latency=False) == 64
+    assert cm.tcu_efficiency(33, 64, 32, "i8") < 0.55
+    big = cm.tcu_efficiency(1024, 1024, 1024, "i8")
+    assert 0.99 < big <= 1.0
+
+
+def test_transfers_prefer_intra_cluster_and_broadcast_is_one_transfer():
+    cm = CostModel(M100)
+    n = 1 << 16
+    intra = cm.mesh_cycles(n, 0, 1)
+    inter = cm.mesh_cycles(n, 0, 4)
+    assert 0 < intra < inter and cm.mesh_cycles(n, 3, 3) == 0
+    assert cm.dma_cycles(2 * n) > cm.dma_cycles(n) > 0
+    assert cm.dma_cycles(n, "sram") < cm.dma_cycles(n, "ddr")
+
+
+# ------------------------------------------------------------------ partitioning
+@pytest.mark.parametrize("rows,cols", [(1024, 1024), (64, 256), (7, 1000)])
+def test_tiles_fit_the_budget_and_suit_the_tcu(rows, cols):
+    cm = CostModel(M100)
+    g = matmul_graph(rows, cols, 2048)
+    op = g.ops[0]
+    for budget in (M100.hbsm_bytes, M100.hbsm_bytes // 4):
+        p = tile_piece(cm, g, op, rows, cols, budget)
+        assert p.footprint <= budget
+        # double buffered activation and output tiles
+        assert {b.role: b.slots for b in p.buffers}["act"] == 2
+        assert all(b.slot_bytes % M100.hbsm_bank_width == 0 for b in p.buffers)
+        assert p.tr == rows or p.tr % M100.tcu_tile_m == 0
+        assert p.tc == cols or p.tc % M100.tcu_tile_n == 0
+        # the instructions cover the piece
+        assert math.ceil(rows / p.tr) * p.tr >= rows and math.ceil(2048 / p.tk) * p.tk >= 2048
+
+
+def test_piece_that_cannot_fit_is_a_clear_error():
+    # a softmax row of 100000 f32 (400 KB) can not be cut (it reduces along the row)
+    from m100.passes.schedule.graph import Op, OpGraph, Tensor
+    g = OpGraph([Tensor("x", (4, 100000), "f32", "input"), Tensor("y", (4, 100000), "f32", "output")],
+                [Op("softmax0", "cvu.softmax", ("x",), ("y",), loc="model.mlir:3:5")])
+    with pytest.raises(ScheduleError, match=r"op 'softmax0' \(model.mlir:3:5\) \(cvu.softmax\): no "
+                                            r"tiling of its 4x100000 piece fits the HBSM budget of "
+                                            r"65536 bytes per TPB; the smallest tiling \(1x100000\) "
+                                            r"needs 1600000 bytes"):
+        tile_piece(CostModel(TINY), g, g.ops[0], 4, 100000)
+    with pytest.raises(ScheduleError, match="no tiling"):
+        schedule(g, TINY)
+
+
+# ------------------------------------------------------------------ timeline checker
+def check_timeline(tl, machine):
+    tasks = tl.tasks
+    by_id = {t.id: t for t in tasks}
+    for t in tasks:
+        for d in t.deps:
+            assert by_id[d].end <= t.start + 1e-6, (t, by_id[d])
+        assert t.end >= t.start
+    res = defaultdict(list)
+    for t in tasks:
+        res[t.resource].append((t.start, t.end))
+    for r, iv in res.items():
+        iv.sort()
+        for (a0, a1), (b0, b1) in zip(iv, iv[1:]):
+            assert a1 <= b0 + 1e-6, f"{r}: overlapping tasks"
+        if r[0] == "dma":
+            assert 0 <= r[1] < machine.ccb_dma_engines
+        else:
+            machine.check_tpb(r[1])
+
+
+def covered_macs(g):
+    """MACs of every TCU op from its definition (independent of the cost model)."""
+    out = {}
+    for o in g.ops:
+        a = o.attrs
+        if o.unit == "tcu.matmul":
+            out[o.name] = a["m"] * a["n"] * a["k"]
+        elif o.unit == "tcu.conv2d":
+            oshape = g.tensors[o.outputs[0]].shape
+            out[o.name] = math.prod(oshape) * a["kh"] * a["kw"] * a["c"] // a.get("groups", 1)
+    return out
+
+
+def utilization(g, p):
+    tl = p.timeline
+    used = len({t.tpb for t in tl.tasks if t.tpb >= 0 and t.unit == "tcu"})
+    macs = sum(covered_macs(g).values())
+    return macs / (tl.makespan * p.machine.tcu_macs_per_cycle("f32") * used), used
+
+
+def check_hbsm(tl, machine):
+    bufs = [Buf(f"{b.name}@{i}", b.tpb, b.slot_bytes, b.slots, b.start, b.end, b.unit)
+            for i, b in enumerate(tl.buffers)]
+    offs = allocate(bufs, machine.hbsm_bytes, machine.hbsm_bank_width)
+    assert check_allocation(bufs, offs, machine.hbsm_bytes, machine.hbsm_bank_width) == []
+
+
+@pytest.mark.parametrize("strategy", ["auto", "data-parallel", "pipeline", "single"])
+def test_schedules_are_consistent_and_cover_every_mac(strategy):
+    g = conv_chain(hw=28, c=32, f=32)
+    p = schedule(g, M100, strategy=strategy, seed=3)
+    check_timeline(p.timeline, M100)
+    check_hbsm(p.timeline, M100)
+    got = defaultdict(int)
+    for t in p.timeline.tasks:
+        if t.kind == "compute":
+            got[t.op] += t.macs
+    for op, macs in covered_macs(g).items():
+        assert abs(got[op] - macs) <= len(p.timeline.tasks), (op, got[op], macs)
+    if strategy == "single":
+        assert {t.tpb for t in p.timeline.tasks if t.tpb >= 0} == {0}
+
+
+def test_deterministic_per_seed_and_options_limit_the_tpbs():
+    g = conv_chain(hw=28, c=32, f=32)
+    a = schedule(g, M100, strategy="auto", seed=7)
+    b = schedule(g, M100, strategy="auto", seed=7)
+    assert a.segments == b.segments and a.timeline.makespan == b.timeline.makespan
+    p = schedule(g, M100, tpbs=6, strategy="data-parallel")
+    assert {t.tpb for t in p.timeline.tasks if t.tpb >= 0} <= set(range(6))
+    assert available_tpbs(M100, clusters=2) == tuple(range(8))
+    with pytest.raises(ScheduleError, match="clusters=20"):
+        available_tpbs(M100, clusters=20)
+    with pytest.raises(ScheduleError, match="unknown strategy"):
+        schedule(g, M100, strategy="magic")
+
+
+# ------------------------------------------------------------------ acceptance figures
+def test_matmul_1024_spreads_over_32_tpbs_at_80_percent():
+    g = matmul_graph(1024, 1024, 1024)
+    p = schedule(g, M100, tpbs=32, strategy="auto")
+    util, used = utilization(g, p)
+    assert used >= 32 and util >= 0.80, (used, util)
+    check_timeline(p.timeline, M100)
+    check_hbsm(p.timeline, M100)
+
+
+def test_conv_chain_pipeline_beats_layer_by_layer():
+    g = conv_chain()  # 56x56x64 conv3x3 -> relu -> conv3x3 -> maxpool
+    pipe = schedule(g, M100, strategy="pipeline")
+    seq = schedule(g, M100, strategy="data-parallel")
+    assert any(s.kind == "pipeline" and len({st.tpbs for st in s.stages}) > 1
+               for s in pipe.segments)
+    assert pipe.timeline.makespan < seq.timeline.makespan
+    for p in (pipe, seq):
+        check_timeline(p.timeline, M100)
+        check_hbsm(p.timeline, M100)
