@@ -76,7 +76,7 @@ def insert_sync(instructions, machine=None, *, edges=(), rings=(), sync_mode: st
     cert = build_certificate(machine, sync_mode, nd, red, al, out)
     stats = {"mode": sync_mode, "instructions": len(out), "needs": len(nd.needs),
              "redundant": len(red.removed), "kept": len(red.kept), **st,
-             "serialized": len(al.chain_needs)}
+             "serialized": len(al.chain_needs) + len(al.extra)}
     return SyncResult(out, al.counters_used, al.decisions, cert, stats)
 
 

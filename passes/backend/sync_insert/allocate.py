@@ -26,7 +26,10 @@ from dataclasses import dataclass, field
 
 from m100.targets.m100.isa import Trigger, Unit
 
+import numpy as np
+
 from .analyze import SyncError, inst_name
+from .graph import Hazard, HbGraph
 from .redundancy import Reduced
 
 Executor = tuple  # (Unit, index)
@@ -48,6 +51,9 @@ class Allocation:
     # (i1, k1, i2, home, counter): i2 waits for event (i1, k1) on that counter (serialization)
     decisions: list[dict] = field(default_factory=list)
     counters_used: dict[int, int] = field(default_factory=dict)
+    needs: dict = field(default_factory=dict)  # the orderings carried (kept + serializing ones)
+    extra: dict = field(default_factory=dict)  # serializing orderings added for remote writers
+    graph: object = None  # happens-before over all of them
 
 
 def allocate(red: Reduced, machine, *, budget: int | None = None,
@@ -57,15 +63,46 @@ def allocate(red: Reduced, machine, *, budget: int | None = None,
     budget = machine.su_counters if budget is None else budget
     if not 1 <= budget <= machine.su_counters:
         raise SyncError(f"sync-insert: counter budget {budget} outside 1..{machine.su_counters}")
-    g = red.graph
+    blocks = red.graph.blocks
+    extra: dict[tuple[int, int], Hazard] = {}
+    for _ in range(64):
+        needs = dict(red.kept)
+        for key, h in extra.items():
+            needs[key] = (h if key not in needs else
+                          Hazard(key[0], key[1], np.maximum(needs[key].need, h.need),
+                                 needs[key].why + h.why))
+        g = HbGraph(red.graph.insts, blocks)
+        for (i, j), h in needs.items():
+            g.add_need(i, j, h.need)
+        al, pending = _allocate_once(needs, g, machine, budget, on_budget)
+        grew = False
+        for (i1, k1, i2) in pending:
+            old = extra.get((i1, i2))
+            if old is not None and old.need[0] >= k1:
+                continue
+            need = np.full(blocks[i2], -1, dtype=np.int64)
+            need[0] = k1
+            if old is not None:
+                need = np.maximum(need, old.need)
+            extra[(i1, i2)] = Hazard(i1, i2, need, [("SERIALIZE", None, 0, 0)])
+            grew = True
+        if not grew:
+            al.needs, al.extra, al.graph = needs, extra, g
+            return al
+    raise SyncError("sync-insert: merging counters to meet the budget of "
+                    f"{budget} per TPB did not converge; raise the budget")
+
+
+def _allocate_once(needs, g, machine, budget, on_budget):
     insts = g.execs  # executors per instruction
     al = Allocation()
     blocks = g.blocks
+    pending: list[tuple[int, int, int]] = []
 
     # --- homes ---------------------------------------------------------------------------------
     chans_of_tpb: dict[int, set] = {t: set() for t in range(machine.num_tpbs)}
     dma_dma = []
-    for (i, j) in sorted(red.kept):
+    for (i, j) in sorted(needs):
         pu, pidx = insts[i]
         cu, cidx = insts[j]
         if cu is not Unit.DMA:
@@ -85,7 +122,7 @@ def allocate(red: Reduced, machine, *, budget: int | None = None,
         chans_of_tpb[t].add(p)
 
     # --- triggers and channel events ---------------------------------------------------------
-    for (i, j), h in red.kept.items():
+    for (i, j), h in needs.items():
         t = al.home[(i, j)]
         streamed = bool(((h.need >= 0) & (h.need < blocks[i] - 1)).any())
         if streamed or (i, t) not in al.trigger:
@@ -120,9 +157,9 @@ def allocate(red: Reduced, machine, *, budget: int | None = None,
             evs = sorted(e for ch in cs["chans"] for e in chan_events[ch])
             al.events[(t, ci)] = evs
             if len(cs["writers"]) > 1:
-                _serialize(al, g, t, ci, evs)
+                _serialize(al, g, t, ci, evs, pending)
     _align_ids(al, budget)
-    return al
+    return al, pending
 
 
 def _align_ids(al: Allocation, budget: int) -> None:
@@ -166,7 +203,7 @@ def _can_monitor(e: Executor, t: int) -> bool:
 def _greedy(g, chans, chan_events, budget, decisions=None, t=None) -> list[dict]:
     """Assign channels (in the given order) to counters: reuse a counter whose last event
     happens-before the channel's first one, else open a new one, else (budget reached) merge into
-    a live counter whose writers can all monitor TPB ``t`` (a reported decision)."""
+    the live counter whose serialization costs the fewest waits (a reported decision)."""
     counters: list[dict] = []
     for ch in chans:
         evs = chan_events[ch]
@@ -177,27 +214,19 @@ def _greedy(g, chans, chan_events, budget, decisions=None, t=None) -> list[dict]
             counters.append({"chans": [], "tails": [], "writers": set()})
             slot = len(counters) - 1
         if slot is None:
-            names = ", ".join(exec_name(c[0]) for c in chans)
-            if not _can_monitor(ch[0], t):
-                raise SyncError(
-                    f"sync-insert: TPB {t} can not meet its budget of {budget} sync counters "
-                    f"(channels: {names}): {exec_name(ch[0])} is on another TPB, can not monitor "
-                    f"TPB {t}'s counters and so can not share one; raise the budget or move work")
-            ok = [ci for ci, cs in enumerate(counters)
-                  if all(_can_monitor(w, t) for w in cs["writers"])]
-            if not ok:
-                raise SyncError(
-                    f"sync-insert: TPB {t} can not meet its budget of {budget} sync counters "
-                    f"(channels: {names}): every counter is held by writers on other TPBs")
-            # the merge that adds the fewest serializing waits
-            slot = min(ok, key=lambda ci: (_chain_cost(g, [e for c in counters[ci]["chans"]
-                                                           for e in chan_events[c]] + evs),
-                                           len(counters[ci]["writers"]), ci))
+            # the merge that adds the fewest serializing waits, preferring counters whose
+            # writers can all monitor TPB t (no waits to place on other TPBs)
+            slot = min(range(len(counters)), key=lambda ci: (
+                _chain_cost(g, [e for c in counters[ci]["chans"] for e in chan_events[c]] + evs,
+                            t), len(counters[ci]["writers"]), ci))
             decisions.append({
                 "kind": "merge", "tpb": t, "counter": slot, "channel": exec_name(ch[0]),
                 "into": [exec_name(c[0]) for c in counters[slot]["chans"]],
                 "why": f"TPB {t} has a budget of {budget} counters and all are live",
-                "effect": "the writers of this counter are serialized in global order"})
+                "effect": "the writers of this counter are serialized in global order"
+                          + "".join(f"; {exec_name(w)} waits through its own TPB's counters"
+                                    for w in sorted(counters[slot]["writers"] | {ch[0]})
+                                    if not _can_monitor(w, t))})
         cs = counters[slot]
         cs["chans"].append(ch)
         cs["writers"].add(ch[0])
@@ -205,21 +234,28 @@ def _greedy(g, chans, chan_events, budget, decisions=None, t=None) -> list[dict]
     return counters
 
 
-def _chain_cost(g, evs: list[tuple[int, int]]) -> int:
-    """How many chain monitors serializing these events would take."""
+def _chain_cost(g, evs: list[tuple[int, int]], t: int) -> tuple[int, int]:
+    """(waits that must go to another TPB, all waits) that serializing these events would take."""
     evs = sorted(evs)
-    return sum(1 for (i1, k1), (i2, k2) in zip(evs, evs[1:])
-               if i1 != i2 and g.execs[i1] != g.execs[i2] and not g.hb(g.E(i1, k1), g.E(i2, k2)))
+    gaps = [i2 for (i1, k1), (i2, k2) in zip(evs, evs[1:])
+            if i1 != i2 and g.execs[i1] != g.execs[i2] and not g.hb(g.E(i1, k1), g.E(i2, k2))]
+    return sum(1 for i2 in gaps if not _can_monitor(g.execs[i2], t)), len(gaps)
 
 
-def _serialize(al: Allocation, g, t: int, ci: int, evs: list[tuple[int, int]]) -> None:
-    """Make the events of a multi-writer counter a happens-before chain (chain monitors)."""
+def _serialize(al: Allocation, g, t: int, ci: int, evs: list[tuple[int, int]],
+               pending: list) -> None:
+    """Make the events of a multi-writer counter a happens-before chain: a chain monitor on the
+    counter itself when the next writer can monitor TPB t, else an ordinary need (placed on the
+    writer's own TPB in the next allocation round)."""
     for (i1, k1), (i2, k2) in zip(evs, evs[1:]):
         if i1 == i2 or g.execs[i1] == g.execs[i2]:
             continue
         if g.hb(g.E(i1, k1), g.E(i2, k2)):
             continue
-        al.chain_needs.append((i1, k1, i2, t, ci))
+        if _can_monitor(g.execs[i2], t):
+            al.chain_needs.append((i1, k1, i2, t, ci))
+        else:
+            pending.append((i1, k1, i2))
         g.add_sync(i1, k1, i2, 0)
 
 

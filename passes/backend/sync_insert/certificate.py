@@ -38,7 +38,7 @@ def build_certificate(machine, mode: str, nd: Needs, red: Reduced, al: Allocatio
         return [unit.name, idx]
 
     edges = []
-    for (i, j), h in sorted(red.kept.items()):
+    for (i, j), h in sorted(al.needs.items()):
         t = al.home[(i, j)]
         c = al.counter[(out[i].executor, t)]
         mon = next(m for m in out[j].sync.monitors if m.tpb == t and m.counter == c)
@@ -82,6 +82,18 @@ def verify_certificate(insts: list[isa.Instruction], cert: dict) -> list[str]:
                 for k in evs:
                     chains.setdefault((t, u.counter), []).extend([(i, k)] * u.amount)
     for e in cert["edges"]:
+        for b, k in enumerate(e["need"]):
+            if k >= 0:
+                g.add_sync(e["from"], k, e["to"], b)
+    for x in cert.get("serialized", []):
+        g.add_sync(x[0], x[1], x[2], 0)
+    # the updates of every counter must form a happens-before chain (the counting argument)
+    for (t, c), chain in chains.items():
+        for (i1, k1), (i2, k2) in zip(chain, chain[1:]):
+            if (i1, k1) != (i2, k2) and not (i1 == i2 or g.hb(g.E(i1, k1), g.E(i2, k2))):
+                problems.append(f"counter {c}@TPB{t}: update of #{i1} block {k1} and of #{i2} "
+                                f"block {k2} are not ordered (not a chain)")
+    for e in cert["edges"]:
         i, j, t, c = e["from"], e["to"], *e["counter"]
         mons = [m for m in insts[j].sync.monitors if m.tpb == t and m.counter == c]
         chain = chains.get((t, c), [])
@@ -94,20 +106,11 @@ def verify_certificate(insts: list[isa.Instruction], cert: dict) -> list[str]:
                                 f"reaching a real update (value {v})")
                 continue
             i2, k2 = chain[v - 1]
-            same = insts[i2].executor == insts[i].executor and (i2, k2) >= (i, k)
-            if not same:
+            if not ((i2, k2) == (i, k) or (insts[i2].executor == insts[i].executor
+                                           and (i2, k2) > (i, k))
+                    or g.hb(g.E(i, k), g.E(i2, k2))):
                 problems.append(f"edge {i}->{j} block {b}: update #{v} of counter {c}@TPB{t} "
-                                f"comes from #{i2} block {k2}, not from #{i}'s executor at or "
-                                f"after block {k}")
-            g.add_sync(i, k, j, b)
-    # chains must be happens-before chains for the counting argument
-    for x in cert.get("serialized", []):
-        g.add_sync(x[0], x[1], x[2], 0)
-    for (t, c), chain in chains.items():
-        for (i1, k1), (i2, k2) in zip(chain, chain[1:]):
-            if (i1, k1) != (i2, k2) and not (i1 == i2 or g.hb(g.E(i1, k1), g.E(i2, k2))):
-                problems.append(f"counter {c}@TPB{t}: update of #{i1} block {k1} and of #{i2} "
-                                f"block {k2} are not ordered (not a chain)")
+                                f"(from #{i2} block {k2}) does not follow block {k} of #{i}")
     # 2. each hazard is ordered
     for i, j, kind, *_ in cert["hazards"]:
         if kind in ("EDGE", "FIFO", "FIFO-BP", "BARRIER"):

@@ -58,7 +58,7 @@ def linear_fit(v: np.ndarray) -> tuple[int, int]:
 
 def codegen(red: Reduced, al: Allocation, insts: list[isa.Instruction]) -> tuple[
         list[isa.Instruction], dict]:
-    g = red.graph
+    g = al.graph
     blocks = g.blocks
     cum: dict[tuple[int, int, int, int], int] = {}  # (home, counter, inst, block) -> running total
     for (t, c), evs in al.events.items():
@@ -80,7 +80,7 @@ def codegen(red: Reduced, al: Allocation, insts: list[isa.Instruction]) -> tuple
         cur = reqs.setdefault(j, {}).get((t, c))
         reqs[j][(t, c)] = vals if cur is None else np.maximum(cur, vals)
 
-    for (i, j), h in red.kept.items():
+    for (i, j), h in al.needs.items():
         t = al.home[(i, j)]
         c = al.counter[(g.execs[i], t)]
         trig = al.trigger[(i, t)]

@@ -259,6 +259,7 @@ class HbGraph:
     """Block-level happens-before graph over instructions in global order (see module doc)."""
 
     def __init__(self, insts: list[isa.Instruction], blocks: list[int]):
+        self.insts = insts
         self.n = len(insts)
         self.blocks = list(blocks)
         self.base = np.zeros(self.n + 1, dtype=np.int64)
