@@ -17,6 +17,7 @@ from xdsl.transforms.dead_code_elimination import DeadCodeElimination
 from m100.passes.graph.check_supported import CheckSupported
 from m100.passes.graph.classify_ops import ClassifyOps
 from m100.passes.graph.common import erase_dead
+from m100.passes.graph.fold_batchnorm import FoldBatchnorm
 from m100.passes.graph.fold_constants import FoldConstants
 from m100.passes.graph.fuse_epilogue import FuseEpilogue
 from m100.passes.graph.layout_nhwc import LayoutNhwc
@@ -30,7 +31,7 @@ class M100Graph(ModulePass):
 
     What: runs, in order: canonicalize, cse (xDSL's), check-supported, fold-constants,
     simplify-algebra, [layout-nhwc, simplify-algebra (cancels the transposes between
-    convolutions), fold-constants (packs transposed weights)], cse, dce (+ removal of dead
+    convolutions), fold-constants (packs transposed weights)], [fold-batchnorm], cse, dce (+ removal of dead
     linalg/tensor ops, which xDSL's dce keeps), [recognize-idioms], [fuse-epilogue],
     classify-ops. Brackets: stages controlled by the options.
     Why: one name for "frontend output -> what the space-time scheduler consumes".
@@ -38,12 +39,13 @@ class M100Graph(ModulePass):
     Post: the same values (every stage preserves semantics; the graph is still runnable by the
     reference executor); every computing op carries ``m100.unit`` (see docs/graph.md), fused
     epilogues and idiom groups are annotated; or one UnsupportedOpError diagnostic.
-    Options: layout (default true), idioms (default true), fuse (default true),
+    Options: layout (default true), fold-bn (default true), idioms (default true), fuse (default true),
     timing (print each stage's wall time to stderr, default false).
     """
 
     name = "m100-graph"
     layout: bool = True
+    fold_bn: bool = True
     idioms: bool = True
     fuse: bool = True
     timing: bool = False
@@ -54,6 +56,8 @@ class M100Graph(ModulePass):
                                CheckSupported(), FoldConstants(), SimplifyAlgebra()]
         if self.layout:
             s += [LayoutNhwc(), SimplifyAlgebra(), FoldConstants()]
+        if self.fold_bn:
+            s.append(FoldBatchnorm())
         s += [CommonSubexpressionElimination(), DeadCodeElimination()]
         out = [(p.name, p.apply) for p in s]
         out.append(("erase-dead", lambda ctx, m: erase_dead(m)))
