@@ -256,7 +256,15 @@ def derive_hazards(insts: list[isa.Instruction], blocks: list[int]) -> dict[tupl
 
 
 class HbGraph:
-    """Block-level happens-before graph over instructions in global order (see module doc)."""
+    """Block-level happens-before graph over instructions in global order (see module doc).
+
+    Reachability is kept as vector clocks: the E-nodes of one executor form a chain (its blocks
+    and program order), so the E-nodes that happen-before a node are, per executor, a prefix of
+    that chain, summarised by one integer (the rank of the latest). ``clock[v, x]`` is that rank
+    for executor ``x`` (including ``v`` itself when ``v`` is an E-node); a sweep in node order
+    computes it, and adding an edge only recomputes from its head onward (every edge points
+    forward). Queries ask whether an E-node happens-before a node, which is all the stages need.
+    """
 
     def __init__(self, insts: list[isa.Instruction], blocks: list[int]):
         self.insts = insts
@@ -266,14 +274,21 @@ class HbGraph:
         self.base[1:] = np.cumsum([2 * b for b in blocks])
         self.num_nodes = int(self.base[-1])
         self.execs = [inst.executor for inst in insts]
-        # program-order predecessor (previous instruction of the same executor)
+        xs = sorted(set(self.execs))
+        self.xid = {e: n for n, e in enumerate(xs)}
+        # program-order predecessor (previous instruction of the same executor), E-node ranks
         self.po_prev: list[int] = []
+        self.rank0: list[int] = []  # rank of E(i, 0) in its executor's chain (1-based)
         last: dict = {}
+        count: dict = {}
         for i, e in enumerate(self.execs):
             self.po_prev.append(last.get(e, -1))
             last[e] = i
+            self.rank0.append(count.get(e, 0) + 1)
+            count[e] = count.get(e, 0) + self.blocks[i]
         self.sync_preds: dict[int, set[int]] = {}  # S-node -> set of E-nodes (sync edges)
-        self._anc: list[int] | None = None
+        self._clock: np.ndarray | None = None
+        self._dirty = 0  # first node whose clock is stale
 
     def S(self, i: int, b: int) -> int:
         return int(self.base[i]) + 2 * b
@@ -281,14 +296,24 @@ class HbGraph:
     def E(self, i: int, b: int) -> int:
         return int(self.base[i]) + 2 * b + 1
 
-    def node_name(self, v: int) -> str:
+    def locate(self, v: int) -> tuple[int, int, bool]:
+        """(instruction, block, is E-node) of node ``v``."""
         i = int(np.searchsorted(self.base, v, side="right")) - 1
-        r = v - int(self.base[i])
-        return f"{'SE'[r % 2]}({i},{r // 2})"
+        b, is_e = divmod(v - int(self.base[i]), 2)
+        return i, b, bool(is_e)
+
+    def node_name(self, v: int) -> str:
+        i, b, e = self.locate(v)
+        return f"{'SE'[e]}({i},{b})"
 
     def add_sync(self, i: int, k: int, j: int, b: int) -> None:
-        self.sync_preds.setdefault(self.S(j, b), set()).add(self.E(i, k))
-        self._anc = None
+        u, v = self.E(i, k), self.S(j, b)
+        if u >= v:
+            raise ValueError(f"sync edge {self.node_name(u)} -> {self.node_name(v)} points "
+                             "backward in the global order")
+        self.sync_preds.setdefault(v, set()).add(u)
+        if self._clock is not None:
+            self._dirty = min(self._dirty, v)
 
     def add_need(self, i: int, j: int, need: np.ndarray) -> None:
         for b, k in enumerate(need):
@@ -297,9 +322,7 @@ class HbGraph:
 
     def hw_preds(self, v: int) -> list[int]:
         """Free (hardware) predecessors of node ``v``."""
-        i = int(np.searchsorted(self.base, v, side="right")) - 1
-        r = v - int(self.base[i])
-        b, is_e = divmod(r, 2)
+        i, b, is_e = self.locate(v)
         if is_e:
             return [self.S(i, b)] + ([self.E(i, b - 1)] if b else [])
         if b:
@@ -310,34 +333,61 @@ class HbGraph:
     def preds(self, v: int) -> list[int]:
         return self.hw_preds(v) + sorted(self.sync_preds.get(v, ()))
 
-    def ancestors(self) -> list[int]:
-        """``anc[v]``: bitset of every node that happens-before ``v`` (not ``v`` itself)."""
-        if self._anc is None:
-            anc = [0] * self.num_nodes
-            for v in range(self.num_nodes):
-                a = 0
-                for p in self.preds(v):
-                    a |= anc[p] | (1 << p)
-                anc[v] = a
-            self._anc = anc
-        return self._anc
+    def clock(self) -> np.ndarray:
+        """``clock[v, x]``: rank of the latest E-node of executor ``x`` at or before ``v``."""
+        if self._clock is None:
+            self._clock = np.zeros((self.num_nodes, len(self.xid)), dtype=np.int32)
+            self._dirty = 0
+        if self._dirty >= self.num_nodes:
+            return self._clock
+        c = self._clock
+        base = self.base.tolist()
+        xid = [self.xid[e] for e in self.execs]
+        i = int(np.searchsorted(self.base, self._dirty, side="right")) - 1
+        for i in range(i, self.n):
+            p = self.po_prev[i]
+            po = base[p] + 2 * self.blocks[p] - 1 if p >= 0 else -1
+            x, r0 = xid[i], self.rank0[i]
+            for b in range(self.blocks[i]):
+                v = base[i] + 2 * b
+                if v >= self._dirty:  # S-node
+                    preds = [v - 2] if b else ([po] if po >= 0 else [])
+                    sp = self.sync_preds.get(v)
+                    if sp:
+                        preds.extend(sp)
+                    if len(preds) == 1:
+                        c[v] = c[preds[0]]
+                    elif preds:
+                        c[v] = c[preds].max(axis=0)
+                    else:
+                        c[v] = 0
+                if v + 1 >= self._dirty:  # E-node
+                    if b:
+                        np.maximum(c[v], c[v - 1], out=c[v + 1])
+                    else:
+                        c[v + 1] = c[v]
+                    c[v + 1, x] = r0 + b
+        self._dirty = self.num_nodes
+        return c
 
     def hb(self, u: int, v: int) -> bool:
-        """``u`` happens-before ``v`` (strictly)."""
-        return bool(self.ancestors()[v] >> u & 1)
+        """E-node ``u`` happens-before node ``v`` (strictly)."""
+        if u == v:
+            return False
+        i, b, is_e = self.locate(u)
+        assert is_e, "happens-before queries start at an E-node"
+        return bool(self.clock()[v, self.xid[self.execs[i]]] >= self.rank0[i] + b)
 
     def redundant_sync_edges(self) -> set[tuple[int, int]]:
         """Sync edges (E-node, S-node) implied by a longer path (the complement of the transitive
         reduction restricted to sync edges; hardware edges are always kept)."""
-        anc = self.ancestors()
+        c = self.clock()
         red: set[tuple[int, int]] = set()
         for v, sp in self.sync_preds.items():
             preds = self.preds(v)
             for u in sp:
-                others = 0
-                for p in preds:
-                    if p != u:
-                        others |= anc[p] | (1 << p)
-                if others >> u & 1:
+                i, b, _ = self.locate(u)
+                x, r = self.xid[self.execs[i]], self.rank0[i] + b
+                if any(p != u and c[p, x] >= r for p in preds):
                     red.add((u, v))
         return red
