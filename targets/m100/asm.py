@@ -68,13 +68,22 @@ def _float(x: float) -> str:
 
 
 def _same(a: Any, b: Any) -> bool:
-    """Default test that keeps -0.0 (it differs from 0.0 in bits)."""
+    """Equality for omitting defaults that also tells -0.0 from 0.0 (bitwise floats), recursively
+    through tuples and dataclasses (whose ``==`` would treat them as equal)."""
+    if a is b:
+        return True
     if isinstance(a, float) or isinstance(b, float):
         try:
             return struct.pack("<d", float(a)) == struct.pack("<d", float(b))
         except (TypeError, ValueError):
             return False
-    return type(a) is type(b) and a == b or (a is b)
+    if type(a) is not type(b):
+        return False
+    if isinstance(a, tuple):
+        return len(a) == len(b) and all(_same(x, y) for x, y in zip(a, b))
+    if dataclasses.is_dataclass(a):
+        return all(_same(getattr(a, f.name), getattr(b, f.name)) for f in dataclasses.fields(a))
+    return a == b
 
 
 def format_walk(w: Walk) -> str:

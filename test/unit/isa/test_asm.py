@@ -1,5 +1,6 @@
 """Assembly syntax: a hand-written program, wrapping/comments, and file:line:col errors."""
 
+import dataclasses
 import re
 
 import pytest
@@ -117,3 +118,22 @@ def test_program_errors(text, line, what):
     m = _LOC.match(str(ei.value))
     assert m and m["file"] == "p.asm" and int(m["line"]) == line, str(ei.value)
     assert what in m["what"], str(ei.value)
+
+
+def test_negative_zero_survives_in_nested_defaults():
+    from m100.targets.m100.isa import Fill
+    base = _mm_for_zero()
+    for ep in (Epilogue(clamp_hi=-0.0), Epilogue(clamp_lo=-0.0, act=Act.CLAMP)):
+        inst = dataclasses.replace(base, epilogue=ep)
+        back = parse_instruction(format_instruction(inst))
+        assert str(back.epilogue.clamp_hi) == str(ep.clamp_hi)
+        assert str(back.epilogue.clamp_lo) == str(ep.clamp_lo)
+    f = Fill(0, Walk.strided(Space.HBSM, 0, 0, DType.F32, (4,)), -0.0)
+    assert str(parse_instruction(format_instruction(f)).value) == "-0.0"
+    st = Stage(CvuOp.EXP, (Ref(RefKind.IMM, 0, -0.0),), fparam=-0.0)
+    assert "#-0.0" in format_instruction(CvuPipeline(0, (), (), f.dst, (4,), (st,)))
+
+
+def _mm_for_zero():
+    a = Walk.strided(Space.HBSM, 0, 0, DType.F32, (2, 2))
+    return MatMul(0, a, a, a, 2, 2, 2)
