@@ -224,11 +224,12 @@ def derive_hazards(insts: list[isa.Instruction], blocks: list[int]) -> dict[tupl
     for mem, rows in per_mem.items():
         arr = np.array([(lo, hi, idx, int(w), n) for lo, hi, idx, w, n in rows], dtype=np.int64)
         lo, hi, ins, wr = arr[:, 0], arr[:, 1], arr[:, 2], arr[:, 3].astype(bool)
-        alive = np.ones(len(rows), dtype=bool)
+        live = np.zeros(0, dtype=np.int64)  # rows of earlier instructions still generating needs
         kills: list[int] = []
+        start = 0  # first row of the current instruction
         for r in range(len(rows)):
             j = int(ins[r])
-            cand = np.nonzero(alive & (ins < j) & (lo < hi[r]) & (lo[r] < hi) & (wr | wr[r]))[0]
+            cand = live[(lo[live] < hi[r]) & (lo[r] < hi[live]) & (wr[live] | wr[r])]
             for q in cand:
                 i = int(ins[q])
                 if execs[i] == execs[j]:
@@ -250,8 +251,10 @@ def derive_hazards(insts: list[isa.Instruction], blocks: list[int]) -> dict[tupl
                 # a dense write covering an earlier access implies every later conflict with it
                 # (block-exact: see docs/sync.md), so the earlier access stops generating needs
                 for k in kills:
-                    alive &= ~((ins < j) & (lo >= lo[k]) & (hi <= hi[k]))
+                    live = live[~((lo[live] >= lo[k]) & (hi[live] <= hi[k]))]
+                live = np.concatenate([live, np.arange(start, r + 1)])
                 kills = []
+                start = r + 1
     return out
 
 
