@@ -33,7 +33,7 @@ def _reparse(text: str):
 
 
 @pytest.mark.parametrize("machine", MACHINES, ids=lambda m: m.name)
-@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=260, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(data=st.data())
 def test_instruction_op_instruction(machine, data):
     inst = data.draw(S.instructions(machine))

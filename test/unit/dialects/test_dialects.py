@@ -1,0 +1,191 @@
+"""Unit/property tests of the m100 dialects (twu, hbsm, sync, tpb).
+
+Oracles: direct nested-loop enumeration with numpy (walks, views), and ``isa.Instruction.check``
+(the resolved-level verifier must agree with it on every instruction).
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import itertools
+import math
+import pathlib
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, assume, given, settings
+from hypothesis import strategies as st
+from xdsl.dialects.builtin import ModuleOp, f32
+from xdsl.ir.affine import AffineExpr, AffineMap
+from xdsl.parser import Parser
+from xdsl.utils.exceptions import VerifyException
+
+from m100.context import make_context
+from m100.dialects import M100_DIALECTS
+from m100.dialects.hbsm import AllocOp, BufferType, ViewOp, buffer_range
+from m100.dialects.sync import ActionsAttr
+from m100.dialects.tpb import ProgramOp, StageAttr
+from m100.dialects.twu import AccessAttr, WalkAttr
+from m100.errors import M100Error
+from m100.targets.m100.isa import DType, Space
+from m100.targets.m100.machine import get_machine
+from m100.targets.m100.translate import instruction_to_op
+
+_p = pathlib.Path(__file__).parents[1] / "isa" / "strategies.py"
+_spec = importlib.util.spec_from_file_location("m100_isa_strategies_dialects", _p)
+S = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(S)  # type: ignore[union-attr]
+
+CTX = make_context()
+TINY, M100 = get_machine("tiny"), get_machine("m100")
+# tiny's topology with bigger resources: its valid instructions often break one of tiny's limits
+# (counters, HBSM/SRAM size, TWU levels, DMA engines) and sometimes none
+ROOMY = TINY.with_overrides(name="roomy", hbsm_bytes=2**21, su_counters=64, twu_max_levels=8,
+                            ccb_dma_engines=4, ccb_sram_bytes=2**25)
+
+
+def parse_attr(text: str):
+    return Parser(CTX, text).parse_attribute()
+
+
+def test_m100_dialects_exported():
+    assert sorted(d.name for d in M100_DIALECTS) == ["hbsm", "sync", "tpb", "twu"]
+
+
+# --- #twu.access -> walk, against the loop nest ----------------------------------------------
+@st.composite
+def affine_accesses(draw):
+    rank = draw(st.integers(1, 3))
+    ndims = draw(st.integers(1, 4))
+    bounds = [draw(st.integers(1, 4)) for _ in range(ndims)]
+    coeffs = [[draw(st.integers(0, 2)) for _ in range(ndims)] for _ in range(rank)]
+    consts = [draw(st.integers(0, 3)) for _ in range(rank)]
+    results = []
+    for r in range(rank):
+        e = AffineExpr.constant(consts[r])
+        for d in range(ndims):
+            if coeffs[r][d]:
+                e = e + AffineExpr.dimension(d) * coeffs[r][d]
+        results.append(e)
+    # the smallest buffer that holds every index
+    shape = [consts[r] + sum(c * (b - 1) for c, b in zip(coeffs[r], bounds)) + 1
+             + draw(st.integers(0, 2)) for r in range(rank)]
+    return AccessAttr(AffineMap(ndims, 0, tuple(results)), bounds), coeffs, consts, shape
+
+
+@settings(max_examples=200, deadline=None)
+@given(affine_accesses(), st.integers(0, 256))
+def test_access_to_walk_matches_loop_nest(acc, base):
+    access, coeffs, consts, shape = acc
+    access.check_buffer(shape)  # inside by construction
+    walk = access.to_walk(Space.HBSM, 0, base, DType.F32, shape)
+    strides = [math.prod(shape[i + 1:]) for i in range(len(shape))]
+    expect = []
+    for point in itertools.product(*(range(b) for b in access.shape)):  # row-major visit order
+        idx = [c0 + sum(c * p for c, p in zip(row, point)) for row, c0 in zip(coeffs, consts)]
+        expect.append(sum(i * s for i, s in zip(idx, strides)))
+    assert walk.offsets().tolist() == expect
+    lo_hi = access.index_range()
+    for r in range(len(shape)):
+        vals = [c0 + sum(c * p for c, p in zip(coeffs[r], pt)) for c0, pt in
+                ((consts[r], pt) for pt in itertools.product(*(range(b) for b in access.shape)))]
+        assert lo_hi[r] == (min(vals), max(vals))
+
+
+def test_access_outside_buffer_rejected():
+    a = parse_attr("#twu.access<affine_map<(d0, d1) -> (d1, d0 * 2)>, [4, 3]>")
+    a.check_buffer([3, 7])
+    with pytest.raises(VerifyException, match="index 1 ranges over \\[0, 6\\]"):
+        a.check_buffer([3, 6])
+
+
+# --- attributes print/parse round trips over random ISA values -------------------------------
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.data())
+def test_walk_attr_roundtrip(data):
+    n = data.draw(st.integers(1, 64))
+    w = data.draw(S.walks(M100, n))
+    attr = WalkAttr.from_isa(w)
+    assert attr.to_isa() == w
+    assert parse_attr(str(attr)) == attr
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.data())
+def test_actions_and_stage_attr_roundtrip(data):
+    s = data.draw(S.syncs(M100, data.draw(st.none() | st.integers(0, 3)), 12))
+    a = ActionsAttr.from_isa(s)
+    assert a.to_isa() == s and parse_attr(str(a)) == a
+    for stage in data.draw(S.stages_for(2, 3)):
+        sa = StageAttr.from_isa(stage)
+        back = parse_attr(str(sa)).to_isa()
+        # floats compare bit-exactly (-0.0, inf, subnormals)
+        assert repr(back) == repr(stage)
+
+
+# --- the resolved-level verifier agrees with isa.Instruction.check ----------------------------
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.data())
+def test_resolved_verifier_agrees_with_isa_check(data):
+    """Instructions valid on ROOMY checked inside a 'tiny' program: the op verifies iff the ISA
+    check on tiny passes (~3/4 fail: counters, HBSM size, ...), and the message is the ISA's."""
+    inst = data.draw(S.instructions(ROOMY))
+    op = instruction_to_op(inst)
+    module = ModuleOp([ProgramOp("tiny", "resolved", [op])])
+    try:
+        inst.check(TINY)
+        ok, msg = True, ""
+    except M100Error as e:
+        ok, msg = False, str(e)
+    if ok:
+        module.verify()
+    else:
+        with pytest.raises(VerifyException) as ei:
+            module.verify()
+        assert msg in str(ei.value)
+
+
+# --- placed level ------------------------------------------------------------------------------
+def _program(body: str, machine: str = "tiny", level: str = "placed"):
+    return Parser(CTX, f'tpb.program "{machine}" {level} {{\n{body}\n}}').parse_module()
+
+
+def test_placed_checks_shapes_from_accesses():
+    ok = """%a = hbsm.alloc : !hbsm.buffer<hbsm[0], 8x8xf32>
+  %t = tpb.matmul tpb 0 a(%a, #twu.access<affine_map<(d0, d1) -> (d1, d0)>, [4, 8]>) b(%a) c(%a, #twu.access<affine_map<(d0, d1) -> (d0, d1)>, [4, 8]>) {m = 4, n = 8, k = 8}"""
+    _program(ok).verify()
+    with pytest.raises(VerifyException, match="operand 'a' walks 32 elements but the logical "
+                                              "shape \\[4, 4\\] has 16"):
+        _program(ok.replace("k = 8", "k = 4")).verify()
+
+
+def test_placed_op_outside_program_uses_default_machine():
+    m = Parser(CTX, """%a = hbsm.alloc : !hbsm.buffer<hbsm[40], 4xf32>
+%t = tpb.fill tpb 40 dst(%a) {value = 2.0}""").parse_module()
+    m.verify()  # TPB 40 exists on the default m100 machine (56 TPBs)
+    with pytest.raises(VerifyException, match="TPB 40 does not exist on machine 'tiny'"):
+        _program("""%a = hbsm.alloc : !hbsm.buffer<hbsm[0], 4xf32>
+  %t = tpb.fill tpb 40 dst(%a) {value = 2.0}""").verify()
+
+
+# --- hbsm views: byte range against direct enumeration ------------------------------------------
+@settings(max_examples=150, deadline=None)
+@given(st.data())
+def test_view_range_matches_enumeration(data):
+    rank = data.draw(st.integers(1, 3))
+    dims = [data.draw(st.integers(1, 5)) for _ in range(rank)]
+    slots = data.draw(st.integers(1, 3))
+    offs = [data.draw(st.integers(0, d - 1)) for d in dims]
+    sizes = [data.draw(st.integers(1, d - o)) for d, o in zip(dims, offs)]
+    slot = data.draw(st.none() | st.integers(0, slots - 1))
+    offset = data.draw(st.integers(0, 100))
+    t = BufferType("hbsm", 0, dims, f32, slots)
+    alloc = AllocOp(t, offset)
+    vt = BufferType("hbsm", 0, sizes, f32, 1 if slot is not None else slots)
+    view = ViewOp(alloc.result, offs, vt, slot)
+    view.verify()
+    # oracle: byte address of every element of every slot, then the box
+    addr = offset + 4 * np.arange(slots * math.prod(dims)).reshape([slots] + dims)
+    box = addr[(slice(slot, slot + 1) if slot is not None else slice(None),)
+               + tuple(slice(o, o + s) for o, s in zip(offs, sizes))]
+    assert buffer_range(view.result) == (int(box.min()), int(box.max()) + 4)
