@@ -29,7 +29,9 @@ from m100.targets.m100.machine import Machine
 from .cost import CostModel, ceil_div
 from .graph import Op, OpGraph, ScheduleError, geometry
 from .partition import col_splits
-from .timeline import Scheduler, SegmentCfg, StageCfg, Timeline
+from .timeline import Scheduler, SegmentCfg, StageCfg, Timeline, streamable
+
+DMA_UNITS = ("dtdu.copy", "dtdu.fill")  # data movement done memory -> memory by CCB DMA
 
 STRATEGIES = ("auto", "data-parallel", "pipeline", "single")
 
@@ -271,15 +273,21 @@ class Search:
 
     # ------------------------------------------------------------------ segmentation
     def connected(self, ops: list[Op]) -> bool:
-        """Every op after the first consumes an activation produced inside the run."""
+        """Every op after the first streams an activation produced inside the run (and no op of the
+        run is a memory-to-memory data movement)."""
+        if any(o.unit in DMA_UNITS for o in ops):
+            return False
         made = set(ops[0].outputs)
         for o in ops[1:]:
-            if not any(t in made for t in o.inputs):
+            if not any(t in made and streamable(self.g, o, t) for t in o.inputs):
                 return False
             made.update(o.outputs)
         return True
 
     def segment_best(self, ops: list[Op]) -> tuple[SegmentCfg, float]:
+        if len(ops) == 1 and ops[0].unit in DMA_UNITS:
+            cfg = SegmentCfg((StageCfg(ops[0].name, (self.tpbs[0],)),), "dma")
+            return cfg, self.cost(cfg)
         if len(ops) == 1:
             return self.best_data_parallel(ops[0])
         return self.best_pipeline(ops)
@@ -287,12 +295,10 @@ class Search:
     def run(self, strategy: str) -> list[SegmentCfg]:
         ops = self.g.ops
         if strategy == "single":
-            segs = []
-            for op in ops:
-                segs.append(self.best_data_parallel(op, max_k=1)[0])
-            return segs
+            return [self.segment_best([op])[0] if op.unit in DMA_UNITS else
+                    self.best_data_parallel(op, max_k=1)[0] for op in ops]
         if strategy == "data-parallel":
-            return [self.best_data_parallel(op)[0] for op in ops]
+            return [self.segment_best([op])[0] for op in ops]
         if strategy == "pipeline":
             segs = []
             i = 0

@@ -140,7 +140,25 @@ def band_rows(rows: int, bands: int, b: int) -> tuple[int, int]:
     return (rows * b) // bands, (rows * (b + 1)) // bands
 
 
+def streamable(g: OpGraph, op: Op, tensor: str) -> bool:
+    """Can ``op`` consume ``tensor`` band by band from a producer (row-standard layouts, identity
+    indexing)? Otherwise it reads the whole tensor from memory."""
+    if op.unit.startswith("dtdu") or op.attrs.get("layout") == "nchw":
+        return False
+    maps = op.attrs.get("maps")
+    if maps is not None:
+        i = list(op.inputs).index(tensor)
+        m = maps[i]
+        ident = all(c == tuple(1 if k == r else 0 for k in range(len(c))) and k0 == 0
+                    for r, (c, k0) in enumerate(m))
+        if not ident or len(m) != len(g.out(op).shape):
+            return False
+    return True
+
+
 def input_window(g: OpGraph, op: Op, tensor: str, lo: int, hi: int) -> tuple[int, int] | None:
+    if not streamable(g, op, tensor):
+        return None
     acts = [t for t in op.inputs if g.tensors[t].kind != "weight"]
     if acts and tensor == acts[0]:
         return row_window(g, op, lo, hi)
@@ -252,6 +270,8 @@ class _State:
         return t
 
     def segment(self, si: int, seg: SegmentCfg, isolated: bool) -> None:
+        if seg.kind == "dma":
+            return self._dma_segment(si, seg, isolated)
         g, cm, s = self.g, self.cm, self.s
         seg_ops = set(seg.ops)
         seg_tpbs = sorted({t for st in seg.stages for t in st.tpbs})
@@ -460,6 +480,26 @@ class _State:
                 for buf in plan.buffers:
                     self.tl.buffers.append(BufferUse(tp, f"{st.op}.{buf.role}", st.op, buf.role,
                                                      buf.slot_bytes, buf.slots, buf.unit, a, e))
+
+    def _dma_segment(self, si: int, seg: SegmentCfg, isolated: bool) -> None:
+        """A data-movement op (transpose, pad, broadcast, reshape): one CCB DMA memory -> memory."""
+        g, cm = self.g, self.cm
+        op = self.s.ops[seg.stages[0].op]
+        deps = []
+        src = "ddr"
+        for tname in op.inputs:
+            if memory_of(cm, g, tname) == "ddr":
+                src = "ddr"
+            if not isolated and tname in self.written:
+                deps.append(max(self.written[tname], key=lambda i: self.tl.tasks[i].end))
+        nb = float(g.out(op).nbytes)
+        start = len(self.tl.tasks)
+        t = self.add(kind="dma-mem", unit="dma", tpb=-1, op=op.name, tensor=op.outputs[0],
+                     nbytes=nb, cycles=cm.dma_cycles(2 * nb, src), deps=deps, segment=si,
+                     src=src, dst=memory_of(cm, g, op.outputs[0]))
+        self.written.setdefault(op.outputs[0], []).append(t.id)
+        self.tl.seg_spans.append((t.start, t.end))
+        _ = start
 
     def _lags(self, seg: SegmentCfg) -> dict[str, int]:
         """Wave offset of each stage: band b of a stage is emitted in wave b + lag, after every

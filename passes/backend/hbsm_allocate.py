@@ -1,0 +1,134 @@
+"""The ``hbsm-allocate`` pass: static HBSM offsets by liveness (plus DDR/SRAM offsets left open)."""
+
+from __future__ import annotations
+
+import sys
+from dataclasses import dataclass
+
+from xdsl.context import Context
+from xdsl.dialects.builtin import IntegerAttr, ModuleOp, i64
+from xdsl.ir import Operation, SSAValue
+from xdsl.passes import ModulePass
+
+from m100.dialects.hbsm import AllocOp, BufferType, FifoOp, ViewOp
+from m100.dialects.tpb import InstrOp, ProgramOp, StreamOp
+from m100.targets.m100.isa import Space
+from m100.targets.m100.machine import get_machine
+
+from .hbsm_pack import Buf, HbsmOverflow, allocate, check_allocation
+
+
+def _program_ops(prog: ProgramOp) -> list[Operation]:
+    out: list[Operation] = []
+    for op in prog.body.ops:
+        if isinstance(op, StreamOp):
+            out.extend(op.body.ops)
+        else:
+            out.append(op)
+    return out
+
+
+def _root(v: SSAValue) -> Operation:
+    o = v.owner
+    while isinstance(o, ViewOp):
+        o = o.source.owner
+    return o  # type: ignore[return-value]
+
+
+def _describe(op: Operation, pos: int, user: InstrOp | None) -> str:
+    t: BufferType = op.results[0].type  # type: ignore[assignment]
+    dims = "x".join(str(d) for d in t.dims)
+    who = f" ({user.name} {user.UNIT_KEY} {user.unit_index})" if user is not None else ""
+    return f"%{op.results[0].name_hint or pos}<{dims}x{t.element_type}>{who}"
+
+
+@dataclass(frozen=True)
+class HbsmAllocate(ModulePass):
+    """Assign every unallocated HBSM buffer an offset, per TPB, by liveness in program order.
+
+    What: for each ``tpb.program``, every ``hbsm.alloc`` / ``hbsm.fifo`` without ``offset`` gets one:
+    HBSM buffers are packed per TPB by interval packing over their live range (first to last
+    instruction that uses them or a view of them, in body order), largest first, at bank-width
+    aligned offsets, preferring bytes last used by the same unit (so reuse adds no cross-unit
+    dependency); a FIFO's slots are one contiguous block. DDR/CCB SRAM buffers without an offset are
+    placed after the highest allocated byte of their space. An independent checker re-verifies the
+    result (no two buffers live at once share a byte; everything inside the HBSM).
+    Why: the scheduler emits one SSA buffer per mini-tensor; static offsets turn that into the
+    double/multi-buffered HBSM use the partitioner sized (``passes/backend/hbsm_pack.py``).
+    Pre: a placed ``tpb.program``. Post: every buffer has an offset. On overflow: one error naming
+    the TPB, the peak instant (program position), the live buffers with sizes and what would fit.
+    Options: ``report`` (print per-TPB peak bytes to stderr).
+    """
+
+    name = "hbsm-allocate"
+
+    report: bool = False
+
+    def apply(self, ctx: Context, op: ModuleOp) -> None:
+        progs = [p for p in op.walk() if isinstance(p, ProgramOp)]
+        if not progs:
+            raise HbsmOverflow("hbsm-allocate: the module has no tpb.program")
+        for p in progs:
+            self._run(p)
+
+    def _run(self, prog: ProgramOp) -> None:
+        m = get_machine(prog.machine.data)
+        ops = _program_ops(prog)
+        first: dict[int, int] = {}
+        last: dict[int, int] = {}
+        user: dict[int, InstrOp] = {}
+        for pos, o in enumerate(ops):
+            if isinstance(o, InstrOp):
+                for b in o.bufs:
+                    r = _root(b)
+                    k = id(r)
+                    first.setdefault(k, pos)
+                    last[k] = pos
+                    user.setdefault(k, o)
+        bufs: list[Buf] = []
+        by_name: dict[str, Operation] = {}
+        top = {Space.DDR: 0, Space.SRAM: 0}
+        pending_mem: list[Operation] = []
+        for pos, o in enumerate(ops):
+            if not isinstance(o, (AllocOp, FifoOp)):
+                continue
+            t: BufferType = o.results[0].type  # type: ignore[assignment]
+            if t.space_enum is not Space.HBSM:
+                if o.offset is not None:
+                    top[t.space_enum] = max(top[t.space_enum], o.offset.value.data + t.total_bytes)
+                else:
+                    pending_mem.append(o)
+                continue
+            if o.offset is not None:
+                continue
+            k = id(o)
+            u = user.get(k)
+            name = _describe(o, pos, u)
+            by_name[name] = o
+            unit = (u.name if u is not None else "")
+            bufs.append(Buf(name, t.tpb_index, t.slot_bytes, t.num_slots,
+                            float(first.get(k, pos)), float(last.get(k, pos) + 1), unit))
+        try:
+            offs = allocate(bufs, m.hbsm_bytes, m.hbsm_bank_width)
+        except HbsmOverflow as e:
+            msg = str(e).replace("at cycle", "at instruction")
+            raise HbsmOverflow(msg) from None
+        errs = check_allocation(bufs, offs, m.hbsm_bytes, m.hbsm_bank_width)
+        if errs:
+            raise HbsmOverflow("hbsm-allocate: internal error, the checker rejects the allocation: "
+                               + "; ".join(errs[:3]))
+        for name, off in offs.items():
+            by_name[name].properties["offset"] = IntegerAttr(off, i64)
+        for o in pending_mem:
+            t = o.results[0].type  # type: ignore[assignment]
+            sp = t.space_enum
+            a = (top[sp] + 63) // 64 * 64
+            o.properties["offset"] = IntegerAttr(a, i64)
+            top[sp] = a + t.total_bytes
+        if self.report:
+            peak: dict[int, int] = {}
+            for b in bufs:
+                peak[b.tpb] = max(peak.get(b.tpb, 0), offs[b.name] + b.size)
+            print("hbsm-allocate: highest HBSM byte per TPB: " + ", ".join(
+                f"TPB{t}={v}" for t, v in sorted(peak.items())) + f" (of {m.hbsm_bytes})",
+                file=sys.stderr)

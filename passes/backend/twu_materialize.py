@@ -1,0 +1,167 @@
+"""The ``twu-materialize`` pass: affine operand accesses -> Tensor Walker levels (``#twu.walk``)."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from xdsl.context import Context
+from xdsl.dialects.builtin import DictionaryAttr, ModuleOp
+from xdsl.ir import Operation, SSAValue
+from xdsl.passes import ModulePass
+from xdsl.rewriter import Rewriter
+
+from m100.dialects.hbsm import AllocOp, BufferType, FifoOp, ViewOp
+from m100.dialects.sync import JoinOp
+from m100.dialects.tpb import CopyOp, DmaOp, InstrOp, ProgramOp, StreamOp
+from m100.dialects.twu import AccessAttr, WalkAttr, array_values
+from m100.errors import M100Error
+from m100.targets.m100.isa import Walk
+from m100.targets.m100.machine import get_machine
+
+from .twu_synth import Access, synthesize
+
+
+class TwuError(M100Error, ValueError):
+    """An access that can not become TWU walks (message names the op and operand)."""
+
+
+def _resolve(v: SSAValue) -> tuple[Operation, list[int], int]:
+    """(root alloc/fifo, element offset per root dim, slot or -1) of a buffer value through views."""
+    o = v.owner
+    offs: list[int] | None = None
+    slot = -1
+    while isinstance(o, ViewOp):
+        vo = list(array_values(o.offsets))
+        offs = vo if offs is None else [a + b for a, b in zip(vo, offs)]
+        if o.slot is not None:
+            slot = o.slot.value.data
+        o = o.source.owner
+    t: BufferType = o.results[0].type  # type: ignore[assignment]
+    if offs is None:
+        offs = [0] * len(t.dims)
+    return o, offs, slot
+
+
+def operand_access(buf: SSAValue, acc: AccessAttr | None) -> tuple[list[int], Access, BufferType, int]:
+    """(iteration bounds, flat element Access, root buffer type, root base byte offset)."""
+    root, offs, slot = _resolve(buf)
+    rt: BufferType = root.results[0].type  # type: ignore[assignment]
+    vt: BufferType = buf.type  # type: ignore[assignment]
+    if not isinstance(root, (AllocOp, FifoOp)) or root.offset is None:
+        raise TwuError(f"buffer {rt} has no offset (run hbsm-allocate first)")
+    dims = list(rt.dims)
+    strides = [math.prod(dims[i + 1:]) for i in range(len(dims))]
+    if acc is None:
+        bounds = list(vt.dims)
+        per_dim = [(tuple(1 if d == k else 0 for d in range(len(bounds))), 0)
+                   for k in range(len(bounds))]
+    else:
+        bounds = list(acc.shape)
+        c0, coeffs = acc.coefficients()
+        per_dim = [(tuple(coeffs[d][r] for d in range(len(bounds))), c0[r])
+                   for r in range(len(c0))]
+    flat = [0] * len(bounds)
+    base = 0
+    for r, (co, c) in enumerate(per_dim):
+        s = strides[r] if len(per_dim) == len(dims) else None
+        if s is None:
+            raise TwuError(f"access of rank {len(per_dim)} on a buffer of rank {len(dims)}")
+        base += (c + offs[r]) * s
+        for d, x in enumerate(co):
+            flat[d] += x * s
+    byte_base = root.offset.value.data + (max(slot, 0) * rt.slot_bytes)
+    return bounds, Access(tuple(flat), base), rt, byte_base
+
+
+@dataclass(frozen=True)
+class TwuMaterialize(ModulePass):
+    """Turn every operand's affine access into Tensor Walker levels within the machine's budget.
+
+    What: for each instruction op of each ``tpb.program``, every operand slot that has a buffer
+    (allocated: run ``hbsm-allocate`` first) and an ``#twu.access`` (or none: the whole buffer,
+    row-major) gets a ``#twu.walk``: the access's affine map composed with the buffer's row-major
+    layout (views add their offsets, a slot its slot offset) gives one stride per loop; count-1
+    loops vanish, contiguous loops fold into one level, adjacent repeat (stride-0) loops fold,
+    the constant goes into the first level's Initial (``passes/backend/twu_synth.py``). When a
+    DMA or DTDU copy needs more levels than ``twu_max_levels`` it is split into several
+    instructions along its outermost loops (its token becomes a ``sync.join`` of theirs); a unit
+    instruction (TCU/CVU) that would need a split is an error naming the op and operand.
+    Why: the TWU is the only address generator; walks are what the ISA encodes.
+    Pre: buffers allocated. Post: every buffer operand has a ``#twu.walk``.
+    Options: none.
+    """
+
+    name = "twu-materialize"
+
+    def apply(self, ctx: Context, op: ModuleOp) -> None:
+        for prog in [p for p in op.walk() if isinstance(p, ProgramOp)]:
+            m = get_machine(prog.machine.data)
+            ops: list[InstrOp] = []
+            for o in prog.body.ops:
+                if isinstance(o, StreamOp):
+                    ops.extend(x for x in o.body.ops if isinstance(x, InstrOp))
+                elif isinstance(o, InstrOp):
+                    ops.append(o)
+            for o in ops:
+                self._materialize(o, m.twu_max_levels)
+
+    def _materialize(self, op: InstrOp, max_levels: int) -> None:
+        bufs, accs = op.slot_buffers(), op.slot_accesses()
+        todo = {}
+        for name, buf in bufs.items():
+            acc = accs.get(name)
+            if isinstance(acc, WalkAttr):
+                continue
+            try:
+                bounds, flat, rt, base = operand_access(buf, acc)  # type: ignore[arg-type]
+            except TwuError as e:
+                raise TwuError(f"twu-materialize: {op.describe()}: operand '{name}': {e}") from None
+            todo[name] = (bounds, flat, rt, base)
+        if not todo:
+            return
+        walks: dict[str, list] = {}
+        split = False
+        for name, (bounds, flat, rt, base) in todo.items():
+            pieces = synthesize(bounds, [flat], max_levels)
+            walks[name] = [(p, rt, base) for p in pieces]
+            split |= len(pieces) > 1
+        if not split:
+            new = dict(accs)
+            for name, lst in walks.items():
+                p, rt, base = lst[0]
+                new[name] = WalkAttr.from_isa(Walk(rt.space_enum, rt.tpb_index if rt.space_enum.name
+                                                   == "HBSM" else 0, base, rt.dtype, p.levels[0]))
+            op.properties["walks"] = DictionaryAttr(new)
+            return
+        if not isinstance(op, (DmaOp, CopyOp)) or len(todo) != 2 or \
+                len({tuple(v[0]) for v in todo.values()}) != 1:
+            worst = max(todo, key=lambda n: len(walks[n]))
+            raise TwuError(f"twu-materialize: {op.describe()}: operand '{worst}' needs more than "
+                           f"{max_levels} TWU levels and this instruction can not be split "
+                           "(give the operand a simpler layout)")
+        # split a copy/DMA along its outer loops: both operands over the same iteration space
+        names = list(todo)
+        bounds = todo[names[0]][0]
+        pieces = synthesize(bounds, [todo[n][1] for n in names], max_levels)
+        rw = Rewriter()
+        toks = []
+        for p in pieces:
+            new = dict(accs)
+            for k, n in enumerate(names):
+                _, _, rt, base = todo[n]
+                new[n] = WalkAttr.from_isa(Walk(rt.space_enum, rt.tpb_index if rt.space_enum.name
+                                                == "HBSM" else 0, base, rt.dtype, p.levels[k]))
+            clone = op.clone()
+            clone.properties["walks"] = DictionaryAttr(new)
+            rw.insert_op(clone, _before(op))
+            toks.append(clone.done)
+        join = JoinOp(toks)
+        rw.insert_op(join, _before(op))
+        op.done.replace_by(join.results[0])
+        rw.erase_op(op)
+
+
+def _before(op: Operation):
+    from xdsl.rewriter import InsertPoint
+    return InsertPoint.before(op)

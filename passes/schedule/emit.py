@@ -1,0 +1,576 @@
+"""Placed ``tpb`` IR from a placement: buffers, DMAs, copies and unit instructions with accesses.
+
+The emitter walks the placement in the timeline's program order (segment by segment, wave by wave,
+stage by stage, band by band) and turns every mini-tensor piece into instructions:
+
+* memory tensors (inputs, outputs, weights, intermediates between segments) get DDR or CCB SRAM
+  buffers at fixed addresses (a bump allocator); constants become ``tpb.segment`` data;
+* a piece's inputs arrive in fresh HBSM buffers of the TPB that computes it: by a CCB DMA from
+  memory (``#twu.access`` selects the band, halo rows, column slice, permutation or broadcast), or by
+  DTDU copies from the producer pieces of the same segment (pipelines: the rows the band needs);
+* weights of a stage column stay resident: one DMA per (TPB, column part) at first use;
+* the unit instruction (``tpb.matmul`` / ``tpb.conv2d`` / ``tpb.cvu``) writes a fresh output buffer,
+  stored to memory by a DMA when a later segment or the caller needs it;
+* data-movement ops (transpose, pad, broadcast, reshape) are CCB DMAs memory -> memory.
+
+Every piece buffer is a separate SSA ``hbsm.alloc`` (unallocated): ``hbsm-allocate`` packs them per
+TPB by liveness, which yields the double buffering the partitioner sized. Ordering is by
+``!sync.token`` (read-after-write edges); ``pred_start``/``pred_end`` carry the timeline's cycles.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+from xdsl.dialects.builtin import (ArrayAttr, Float16Type, Float32Type, IntegerAttr, IntegerType,
+                                   StringAttr, UnitAttr, i64)
+from xdsl.ir import Attribute, Operation, SSAValue
+from xdsl.ir.affine import AffineExpr, AffineMap
+
+from m100.dialects.hbsm import AllocOp, BufferType
+from m100.dialects.sync import JoinOp
+from m100.dialects.tpb import (Conv2dOp, CvuPipelineOp, CopyOp, DmaOp, MatmulOp, ProgramOp,
+                               SegmentOp, StageAttr, SymbolOp)
+from m100.dialects.twu import AccessAttr, i64_array
+from m100.targets.m100.isa import Act, CvuOp, Ref, RefKind, Stage
+from m100.targets.m100.machine import Machine
+
+from .from_ir import IRGraph
+from .graph import ScheduleError, conv_out_hw, dtype_bytes, geometry
+from .placement import Placement
+from .timeline import SegmentCfg, StageCfg, band_rows, memory_of
+
+_ELEM = {"f32": Float32Type(), "f16": Float16Type(), "i8": IntegerType(8), "i32": IntegerType(32),
+         "i4": IntegerType(4)}
+_NP = {"f32": np.float32, "f16": np.float16, "i8": np.int8, "i32": np.int32}
+
+Lin = list[tuple[tuple[int, ...], int]]  # per buffer dim: (coefficient per iteration dim, constant)
+
+
+def access(bounds: tuple[int, ...], lin: Lin) -> AccessAttr:
+    nd = len(bounds)
+    exprs = []
+    for coeffs, c0 in lin:
+        e = AffineExpr.constant(int(c0))
+        for d, c in enumerate(coeffs):
+            if c:
+                e = e + AffineExpr.dimension(d) * int(c)
+        exprs.append(e)
+    return AccessAttr(AffineMap(nd, 0, tuple(exprs)), [int(b) for b in bounds])
+
+
+def ident(nd: int, offs: tuple[int, ...] | None = None, rank: int | None = None,
+          dims: tuple[int, ...] | None = None) -> Lin:
+    """Buffer index k = iteration dim dims[k] + offs[k] (dims default 0..rank-1)."""
+    rank = nd if rank is None else rank
+    dims = tuple(range(rank)) if dims is None else dims
+    offs = offs or (0,) * rank
+    return [(tuple(1 if d == dims[k] else 0 for d in range(nd)), offs[k]) for k in range(rank)]
+
+
+def row_view(shape: tuple[int, ...]) -> tuple[int, int, int]:
+    """(rows, elems per row, cols) of a row-standard tensor (NHWC image rows, 2-D rows, ...)."""
+    if len(shape) >= 3:
+        return math.prod(shape[:-2]), shape[-2], shape[-1]
+    if len(shape) == 2:
+        return shape[0], 1, shape[1]
+    return 1, 1, shape[0] if shape else 1
+
+
+def row_index(shape: tuple[int, ...], r0: int, c0: int = 0) -> Lin:
+    """Map a piece iteration (d0 row, d1 elem, d2 col) starting at row r0 (all rows of the piece
+    inside one leading index of a rank-4 tensor) to the tensor's indices."""
+    if len(shape) >= 4:
+        lead = shape[:-3]
+        h = shape[-3]
+        n0, h0 = divmod(r0, h)
+        idx = []
+        rest = n0
+        for k in reversed(range(len(lead))):
+            idx.append(rest % lead[k])
+            rest //= lead[k]
+        idx = idx[::-1]
+        return [((0, 0, 0), i) for i in idx] + [((1, 0, 0), h0), ((0, 1, 0), 0), ((0, 0, 1), c0)]
+    if len(shape) == 3:
+        return [((1, 0, 0), r0), ((0, 1, 0), 0), ((0, 0, 1), c0)]
+    if len(shape) == 2:
+        return [((1, 0, 0), r0), ((0, 0, 1), c0)]
+    return [((0, 0, 1), c0)]
+
+
+def image_parts(lo: int, hi: int, per: int) -> list[tuple[int, int]]:
+    """Split rows [lo, hi) at multiples of ``per`` (bands must not cross an image)."""
+    out = []
+    a = lo
+    while a < hi:
+        e = min(hi, (a // per + 1) * per)
+        out.append((a, e))
+        a = e
+    return out
+
+
+@dataclass
+class Piece:
+    op: str
+    band: int
+    col: int
+    tpb: int
+    r0: int  # output rows [r0, r1)
+    r1: int
+    c0: int  # output cols [c0, c1)
+    c1: int
+    out: SSAValue  # HBSM buffer [r1-r0, E, c1-c0]
+    done: SSAValue  # token of the instruction that wrote it
+
+
+class Emitter:
+    def __init__(self, irg: IRGraph, pl: Placement, machine: Machine):
+        self.irg = irg
+        self.g = irg.graph
+        self.pl = pl
+        self.m = machine
+        self.ops: list[Operation] = []  # program body in order
+        self.head: list[Operation] = []  # symbols, segments, memory buffers
+        self.mem: dict[str, SSAValue] = {}  # tensor -> memory buffer
+        self.mem_addr: dict[str, tuple[str, int]] = {}
+        self.writers: dict[str, list[SSAValue]] = {}  # memory tensor -> tokens of its writers
+        self.join: dict[str, SSAValue] = {}
+        self.bump = {"ddr": 0, "sram": 0}
+        self.engine = 0
+        self.weights: dict[tuple[str, int, int, str], tuple[SSAValue, SSAValue]] = {}
+        self.by_op = {o.name: o for o in self.g.ops}
+        self.times = self._times()
+
+    # ---------------------------------------------------------------- helpers
+    def _times(self) -> dict[tuple, tuple[float, float]]:
+        out: dict[tuple, tuple[float, float]] = {}
+        for t in self.pl.timeline.tasks:
+            key = (t.kind, t.op, t.band, t.col)
+            a, e = out.get(key, (t.start, t.end))
+            out[key] = (min(a, t.start), max(e, t.end))
+        return out
+
+    def _attrs(self, key: tuple) -> dict[str, Attribute]:
+        t = self.times.get(key)
+        if t is None:
+            return {}
+        return {"pred_start": IntegerAttr(int(t[0]), i64), "pred_end": IntegerAttr(int(t[1]), i64)}
+
+    def _alloc_mem(self, space: str, nbytes: int) -> int:
+        a = self.bump[space]
+        align = 64
+        self.bump[space] = a + (nbytes + align - 1) // align * align
+        limit = self.m.ccb_sram_bytes if space == "sram" else self.m.ddr_bytes
+        if self.bump[space] > limit:
+            self.bump[space] = a
+            if space == "sram":
+                return -1  # CCB SRAM full: the caller spills to DDR
+            raise ScheduleError(f"the program's tensors need more than the {limit} bytes of DDR")
+        return a
+
+    def buffer(self, space: str, tpb: int, shape: tuple[int, ...], dtype: str,
+               offset: int | None = None) -> SSAValue:
+        op = AllocOp(BufferType(space, tpb, [int(s) for s in shape], _ELEM[dtype]), offset)
+        (self.head if offset is not None else self.ops).append(op)
+        return op.result
+
+    def token_of(self, tensor: str) -> list[SSAValue]:
+        ws = self.writers.get(tensor, [])
+        if len(ws) <= 1:
+            return list(ws)
+        if tensor not in self.join or len(ws) != getattr(self, "_jn", {}).get(tensor):
+            j = JoinOp(ws)
+            self.ops.append(j)
+            self.join[tensor] = j.results[0]
+            self.__dict__.setdefault("_jn", {})[tensor] = len(ws)
+        return [self.join[tensor]]
+
+    def next_engine(self) -> int:
+        e = self.engine
+        self.engine = (self.engine + 1) % self.m.ccb_dma_engines
+        return e
+
+    def dma(self, src: SSAValue, src_acc: AccessAttr | None, dst: SSAValue,
+            dst_acc: AccessAttr | None, deps: list[SSAValue], key: tuple | None = None) -> SSAValue:
+        op = DmaOp(self.next_engine(), {"src": (src, src_acc), "dst": (dst, dst_acc)}, deps,
+                   attributes=self._attrs(key) if key else {})
+        self.ops.append(op)
+        return op.done
+
+    # ---------------------------------------------------------------- memory tensors
+    def memory(self, tensor: str) -> SSAValue:
+        if tensor in self.mem:
+            return self.mem[tensor]
+        t = self.g.tensors[tensor]
+        space = "ddr" if t.kind in ("input", "output", "weight") else memory_of(
+            _CM(self.m), self.g, tensor)
+        addr = self._alloc_mem(space, t.nbytes)
+        if addr < 0:
+            space, addr = "ddr", self._alloc_mem("ddr", t.nbytes)
+        buf = self.buffer(space, 0, t.shape or (1,), t.dtype, addr)
+        self.mem[tensor] = buf
+        self.mem_addr[tensor] = (space, addr)
+        if t.kind == "weight":
+            arr = np.ascontiguousarray(self.irg.data[tensor].astype(_NP[t.dtype]))
+            self.head.append(SegmentOp(tensor, space, addr, arr.tobytes()))
+        return buf
+
+    def alias(self, tensor: str, shape: tuple[int, ...]) -> SSAValue:
+        """Another view (shape) of a memory tensor's bytes."""
+        self.memory(tensor)
+        space, addr = self.mem_addr[tensor]
+        return self.buffer(space, 0, shape, self.g.tensors[tensor].dtype, addr)
+
+    # ---------------------------------------------------------------- program
+    def run(self) -> ProgramOp:
+        for i, name in enumerate(self.irg.inputs):
+            t = self.g.tensors[name]
+            self.memory(name)
+            sp, addr = self.mem_addr[name]
+            self.head.append(SymbolOp(name, "input", t.shape, _ELEM[t.dtype], sp, addr))
+        for name in self.irg.outputs:
+            self.memory(name)
+        for si, seg in enumerate(self.pl.segments):
+            if seg.kind == "dma":
+                self.dma_op(self.by_op[seg.stages[0].op])
+            else:
+                self.segment(si, seg)
+        for i, name in enumerate(self.irg.outputs):
+            t = self.g.tensors[name]
+            sp, addr = self.mem_addr[name]
+            self.head.append(SymbolOp(f"result{i}" if name.startswith("t") else name, "output",
+                                      t.shape, _ELEM[t.dtype], sp, addr))
+        meta = {"scheduler": "m100-schedule", "strategy": self.pl.strategy,
+                "predicted_cycles": str(int(self.pl.timeline.makespan))}
+        return ProgramOp(self.m.name, "placed", self.head + self.ops, metadata=meta)
+
+    # ---------------------------------------------------------------- data movement ops
+    def dma_op(self, op) -> None:
+        lw = self.irg.lowering[op.name]
+        src_t = op.inputs[0]
+        src = self.memory(src_t)
+        s_shape = self.g.tensors[src_t].shape
+        out_t = op.outputs[0]
+        o_shape = self.g.tensors[out_t].shape
+        dst = self.memory(out_t)
+        deps = self.token_of(src_t)
+        key = ("dma-mem", op.name, 0, 0)
+        if lw.kind == "transpose":
+            perm = lw.params["perm"]
+            # iterate the output; source index perm[k] = d_k
+            lin = [None] * len(s_shape)
+            for k, p in enumerate(perm):
+                lin[p] = (tuple(1 if d == k else 0 for d in range(len(o_shape))), 0)
+            tok = self.dma(src, access(o_shape, lin), dst, None, deps, key)
+        elif lw.kind == "broadcast":
+            dims = set(lw.params["dims"])
+            kept = [d for d in range(len(o_shape)) if d not in dims]
+            lin = [(tuple(1 if d == kept[j] else 0 for d in range(len(o_shape))), 0)
+                   for j in range(len(s_shape))]
+            tok = self.dma(src, access(o_shape, lin), dst, None, deps, key)
+        elif lw.kind == "pad":
+            lo = lw.params["low"]
+            val = lw.params["value"]
+            t = self.g.tensors[out_t]
+            arr = np.full(o_shape, val, dtype=_NP[t.dtype])
+            sp, addr = self.mem_addr[out_t]
+            self.head.append(SegmentOp(f"{out_t}.pad", sp, addr, arr.tobytes()))
+            tok = self.dma(src, None, dst, access(s_shape, ident(len(s_shape), tuple(lo))), deps,
+                           key)
+        elif lw.kind == "reshape":
+            tok = self.dma(src, None, self.alias(out_t, s_shape), None, deps, key)
+        else:
+            raise ScheduleError(f"op '{op.name}': no DMA lowering for '{lw.kind}'")
+        self.writers[out_t] = [tok]
+
+    # ---------------------------------------------------------------- compute segments
+    def segment(self, si: int, seg: SegmentCfg) -> None:
+        from .timeline import _State  # the same wave order as the timeline
+        st_obj = _State(self.pl_sched(), self.pl.timeline)
+        lag = st_obj._lags(seg)
+        n_waves = max(st.bands + lag[st.op] for st in seg.stages)
+        pieces: dict[str, list[Piece]] = {}
+        seg_ops = set(seg.ops)
+        cons = self.g.consumers()
+        for w in range(n_waves):
+            for st in seg.stages:
+                b = w - lag[st.op]
+                if not 0 <= b < st.bands:
+                    continue
+                op = self.by_op[st.op]
+                geo = geometry(self.g, op)
+                lo, hi = band_rows(geo.rows, st.bands, b)
+                if hi <= lo:
+                    continue
+                per = conv_out_hw(op.attrs)[0] if op.unit in ("tcu.conv2d", "cvu.pool") else \
+                    (row_view(self.g.out(op).shape)[0] // max(1, self.g.out(op).shape[0])
+                     if len(self.g.out(op).shape) >= 4 else geo.rows)
+                for j in range(st.gc):
+                    tpb = st.tpbs[st.row_of(b) * st.gc + j]
+                    c0, c1 = band_rows(geo.cols, st.gc, j)
+                    for (a, e) in image_parts(lo, hi, max(1, per)):
+                        p = self.piece(si, seg, st, op, b, j, tpb, a, e, c0, c1, pieces, seg_ops)
+                        pieces.setdefault(op.name, []).append(p)
+                        out_t = op.outputs[0]
+                        users = cons.get(out_t, [])
+                        if self.g.tensors[out_t].kind == "output" or not users or \
+                                any(u.name not in seg_ops for u in users):
+                            self.store(op, p)
+
+    def pl_sched(self):
+        from .timeline import Scheduler
+        if not hasattr(self, "_sched"):
+            self._sched = Scheduler(_CM(self.m), self.g)
+        return self._sched
+
+    def store(self, op, p: Piece) -> None:
+        out_t = op.outputs[0]
+        mem = self.memory(out_t)
+        shape = self.g.tensors[out_t].shape
+        bshape = p.out.type.dims  # type: ignore[attr-defined]
+        if op.unit == "cvu.pool":
+            lin = self.pool_out_index(op, p.r0)
+        else:
+            lin = row_index(shape, p.r0, p.c0)
+        tok = self.dma(p.out, None, mem, access(bshape, lin), [p.done],
+                       ("dma-out", op.name, p.band, p.col))
+        self.writers.setdefault(out_t, []).append(tok)
+
+    def load(self, tensor: str, bshape: tuple[int, ...], lin: Lin, tpb: int,
+             key: tuple | None = None) -> tuple[SSAValue, SSAValue]:
+        """A fresh HBSM buffer of ``bshape`` on ``tpb`` filled from memory through ``lin``."""
+        mem = self.memory(tensor)
+        buf = self.buffer("hbsm", tpb, bshape, self.g.tensors[tensor].dtype)
+        tok = self.dma(mem, access(bshape, lin), buf, None, self.token_of(tensor), key)
+        return buf, tok
+
+    def weight(self, op, tensor: str, tpb: int, c0: int, c1: int, kind: str
+               ) -> tuple[SSAValue, SSAValue]:
+        key = (op.name, tpb, c0, tensor)
+        if key not in self.weights:
+            shape = self.g.tensors[tensor].shape
+            if kind == "bias":
+                bshape, lin = (c1 - c0,), [((1,), c0)]
+            else:  # the last dim is the output column
+                nd = len(shape)
+                bshape = tuple(shape[:-1]) + (c1 - c0,)
+                lin = ident(nd, (0,) * (nd - 1) + (c0,))
+            self.weights[key] = self.load(tensor, bshape, lin, tpb, ("dma-in", op.name, 0, 0))
+        return self.weights[key]
+
+    def act_in(self, si, seg, op, tensor: str, rows: tuple[int, int], bshape: tuple[int, ...],
+               lin_mem: Lin, tpb: int, pieces, seg_ops, band: int,
+               cols: tuple[int, int] | None = None) -> tuple[SSAValue, list[SSAValue]]:
+        """The input rows [rows) of ``tensor`` on ``tpb``: streamed from producer pieces of this
+        segment, or loaded from memory through ``lin_mem``."""
+        prod = self.pl_sched().producers.get(tensor)
+        if prod is not None and prod.name in seg_ops and prod.name in pieces:
+            buf = self.buffer("hbsm", tpb, bshape, self.g.tensors[tensor].dtype)
+            toks = []
+            a0, a1 = rows
+            k0, k1 = cols if cols is not None else (0, 1 << 62)
+            for q in pieces[prod.name]:
+                a, e = max(a0, q.r0), min(a1, q.r1)
+                qc0, qc1 = max(k0, q.c0), min(k1, q.c1)
+                if e <= a or qc1 <= qc0:
+                    continue
+                qe = q.out.type.dims  # type: ignore[attr-defined]
+                box = (e - a, qe[1], qc1 - qc0)
+                src_acc = access(box, ident(3, (a - q.r0, 0, qc0 - q.c0)))
+                dst_acc = access(box, ident(3, (a - a0, 0, qc0 - (k0 if cols is not None else 0))))
+                cp = CopyOp(q.tpb, {"src": (q.out, src_acc), "dst": (buf, dst_acc)}, [q.done],
+                            attributes=self._attrs(("copy", prod.name, band, q.col)))
+                self.ops.append(cp)
+                toks.append(cp.done)
+            if not toks:
+                raise ScheduleError(f"internal: no producer piece of '{tensor}' covers rows {rows}")
+            return buf, toks
+        buf, tok = self.load(tensor, bshape, lin_mem, tpb, ("dma-in", op.name, band, -1))
+        return buf, [tok]
+
+    def pool_out_index(self, op, r0: int) -> Lin:
+        a = op.attrs
+        oh, _ = conv_out_hw(a)
+        n0, h0 = divmod(r0, oh)
+        # buffer iteration [1, rows, ow, c]
+        if a.get("layout") == "nchw":
+            return [((0, 0, 0, 0), n0), ((0, 0, 0, 1), 0), ((0, 1, 0, 0), h0), ((0, 0, 1, 0), 0)]
+        return [((0, 0, 0, 0), n0), ((0, 1, 0, 0), h0), ((0, 0, 1, 0), 0), ((0, 0, 0, 1), 0)]
+
+    def piece(self, si, seg, st: StageCfg, op, b, j, tpb, r0, r1, c0, c1, pieces, seg_ops) -> Piece:
+        g = self.g
+        lw = self.irg.lowering[op.name]
+        out_t = g.tensors[op.outputs[0]]
+        rows = r1 - r0
+        cols = c1 - c0
+        key = ("compute", op.name, b, j)
+        if lw.kind == "matmul":
+            a_t, w_t = op.inputs[0], op.inputs[1]
+            m, n, k = op.attrs["m"], op.attrs["n"], op.attrs["k"]
+            a_buf, deps = self.act_in(si, seg, op, a_t, (r0, r1), (rows, 1, k),
+                                      [((1, 0, 0), r0), ((0, 0, 1), 0)], tpb, pieces, seg_ops, b)
+            if g.tensors[w_t].kind == "weight":
+                w_buf, wt = self.weight(op, w_t, tpb, c0, c1, "w")
+            else:
+                w_buf, wt = self.load(w_t, (k, cols), ident(2, (0, c0)), tpb)
+            deps = deps + [wt]
+            slots = {"a": (a_buf, None), "b": (w_buf, None)}
+            if lw.bias:
+                bb, bt = self.weight(op, lw.bias, tpb, c0, c1, "bias")
+                slots["bias"] = (bb, None)
+                deps.append(bt)
+            out = self.buffer("hbsm", tpb, (rows, 1, cols), out_t.dtype)
+            slots["c"] = (out, None)
+            params: dict[str, Attribute] = {"m": IntegerAttr(rows, i64), "n": IntegerAttr(cols, i64),
+                                            "k": IntegerAttr(k, i64)}
+            if lw.act is not Act.NONE:
+                params["act"] = StringAttr(lw.act.name.lower())
+            ins = MatmulOp(tpb, slots, deps, params=params, attributes=self._attrs(key))
+            _ = (m, n)
+        elif lw.kind == "conv":
+            a = op.attrs
+            x_t, w_t = op.inputs[0], op.inputs[1]
+            oh, ow = conv_out_hw(a)
+            sh, sw = a["stride"]
+            dh, dw = a["dilation"]
+            pt, pl, pb, pr = a["pad"]
+            H, W, C = a["h"], a["w"], a["c"]
+            n0, q0 = divmod(r0, oh)
+            q1 = q0 + rows
+            top = q0 * sh - pt
+            bot = (q1 - 1) * sh - pt + dh * (a["kh"] - 1) + 1
+            i0, i1 = max(0, top), min(H, bot)
+            pt2, pb2 = i0 - top, bot - i1
+            x_buf, deps = self.act_in(si, seg, op, x_t, (n0 * H + i0, n0 * H + i1), (i1 - i0, W, C),
+                                      [((0, 0, 0), n0), ((1, 0, 0), i0), ((0, 1, 0), 0),
+                                       ((0, 0, 1), 0)], tpb, pieces, seg_ops, b)
+            w_buf, wt = self.weight(op, w_t, tpb, c0, c1, "w")
+            deps = deps + [wt]
+            slots = {"x": (x_buf, None), "w": (w_buf, None)}
+            if lw.bias:
+                bb, bt = self.weight(op, lw.bias, tpb, c0, c1, "bias")
+                slots["bias"] = (bb, None)
+                deps.append(bt)
+            out = self.buffer("hbsm", tpb, (rows, ow, cols), out_t.dtype)
+            slots["y"] = (out, None)
+            params = {"n": IntegerAttr(1, i64), "h": IntegerAttr(i1 - i0, i64),
+                      "width": IntegerAttr(W, i64), "c": IntegerAttr(C, i64),
+                      "f": IntegerAttr(cols, i64), "kh": IntegerAttr(a["kh"], i64),
+                      "kw": IntegerAttr(a["kw"], i64)}
+            if (sh, sw) != (1, 1):
+                params["stride"] = i64_array([sh, sw])
+            if (pt2, pl, pb2, pr) != (0, 0, 0, 0):
+                params["pad"] = i64_array([pt2, pl, pb2, pr])
+            if (dh, dw) != (1, 1):
+                params["dilation"] = i64_array([dh, dw])
+            if lw.act is not Act.NONE:
+                params["act"] = StringAttr(lw.act.name.lower())
+            ins = Conv2dOp(tpb, slots, deps, params=params, attributes=self._attrs(key))
+        elif lw.kind == "cvu":
+            oshape = out_t.shape
+            _, E, _ = row_view(oshape)
+            it = (rows, E, cols)
+            out_lin = row_index(oshape, r0, c0)  # out tensor index of a piece iteration
+            slots = {}
+            in_shapes = []
+            deps: list[SSAValue] = []
+            for i, tname in enumerate(op.inputs):
+                m = lw.in_maps[i]
+                # compose: input index = M @ out_index, out_index = out_lin(d)
+                lin = []
+                for coeffs, c in m:
+                    cc = [0, 0, 0]
+                    k0 = c
+                    for od, co in enumerate(coeffs):
+                        if co:
+                            oc, ok = out_lin[od]
+                            k0 += co * ok
+                            for d in range(3):
+                                cc[d] += co * oc[d]
+                    lin.append((tuple(cc), k0))
+                used = [any(l[0][d] for l in lin) for d in range(3)]
+                ishape = tuple(it[d] if used[d] else 1 for d in range(3))
+                tt = g.tensors[tname]
+                if tt.kind == "weight" or not self._streamed(tname, seg_ops, pieces):
+                    buf, tok = self.load(tname, ishape, lin, tpb, ("dma-in", op.name, b, -1))
+                    tks = [tok]
+                else:
+                    buf, tks = self.act_in(si, seg, op, tname, (r0, r1), it, lin, tpb, pieces,
+                                           seg_ops, b, (c0, c1))
+                    ishape = it
+                slots[f"in{i}"] = (buf, None)
+                in_shapes.append(ishape)
+                deps += tks
+            out = self.buffer("hbsm", tpb, it, out_t.dtype)
+            slots["out"] = (out, None)
+            params = {"in_shapes": ArrayAttr([i64_array(s) for s in in_shapes]),
+                      "out_shape": i64_array(it),
+                      "stages": ArrayAttr([StageAttr.from_isa(s) for s in lw.stages])}
+            ins = CvuPipelineOp(tpb, slots, deps, params=params, attributes=self._attrs(key))
+        elif lw.kind == "pool":
+            a = op.attrs
+            oh, ow = conv_out_hw(a)
+            sh, sw = a["stride"]
+            pt, pl, pb, pr = a["pad"]
+            H, W, C = a["h"], a["w"], a["c"]
+            n0, q0 = divmod(r0, oh)
+            q1 = q0 + rows
+            top = q0 * sh - pt
+            bot = (q1 - 1) * sh - pt + a["kh"]
+            i0, i1 = max(0, top), min(H, bot)
+            pt2, pb2 = i0 - top, bot - i1
+            x_t = op.inputs[0]
+            if a.get("layout") == "nchw":
+                lin = [((0, 0, 0, 0), n0), ((0, 0, 0, 1), 0), ((0, 1, 0, 0), i0), ((0, 0, 1, 0), 0)]
+            else:
+                lin = [((0, 0, 0, 0), n0), ((0, 1, 0, 0), i0), ((0, 0, 1, 0), 0), ((0, 0, 0, 1), 0)]
+            ishape = (1, i1 - i0, W, C)
+            if self._streamed(x_t, seg_ops, pieces) and a.get("layout") != "nchw":
+                xb, deps = self.act_in(si, seg, op, x_t, (n0 * H + i0, n0 * H + i1),
+                                       (i1 - i0, W, C), lin, tpb, pieces, seg_ops, b)
+            else:
+                xb, tok = self.load(x_t, ishape, lin, tpb, ("dma-in", op.name, b, -1))
+                deps = [tok]
+            ip = (a["kh"], a["kw"], sh, sw, pt2, pl, pb2, pr)
+            if lw.params["kind"] == "max":
+                stages = [Stage(CvuOp.MAXPOOL, (Ref(RefKind.INPUT, 0),), iparams=ip)]
+            else:
+                stages = [Stage(CvuOp.AVGPOOL, (Ref(RefKind.INPUT, 0),), iparams=ip + (1,)),
+                          Stage(CvuOp.MUL, (Ref(RefKind.STAGE, 0),
+                                            Ref(RefKind.IMM, 0, float(a["kh"] * a["kw"]))))]
+            oshape = (1, rows, ow, C)
+            out = self.buffer("hbsm", tpb, oshape, out_t.dtype)
+            params = {"in_shapes": ArrayAttr([i64_array(ishape)]), "out_shape": i64_array(oshape),
+                      "stages": ArrayAttr([StageAttr.from_isa(s) for s in stages])}
+            ins = CvuPipelineOp(tpb, {"in0": (xb, None), "out": (out, None)}, deps, params=params,
+                                attributes=self._attrs(key))
+        else:
+            raise ScheduleError(f"op '{op.name}' ({op.unit}): no lowering for '{lw.kind}'")
+        self.ops.append(ins)
+        return Piece(op.name, b, j, tpb, r0, r1, c0, c1, out, ins.done)
+
+    def _streamed(self, tensor: str, seg_ops: set[str], pieces) -> bool:
+        prod = self.pl_sched().producers.get(tensor)
+        return prod is not None and prod.name in seg_ops and prod.name in pieces
+
+
+class _CM:
+    """A minimal stand-in with ``.machine`` for :func:`memory_of`."""
+
+    def __init__(self, m: Machine):
+        from .cost import CostModel
+        self._cm = CostModel(m)
+        self.machine = m
+
+    def __getattr__(self, k):
+        return getattr(self._cm, k)
+
+
+def emit_program(irg: IRGraph, pl: Placement, machine: Machine) -> ProgramOp:
+    return Emitter(irg, pl, machine).run()
+
+
+__all__ = ["emit_program", "Emitter", "access"]
+_ = (UnitAttr, dtype_bytes)

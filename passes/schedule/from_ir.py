@@ -1,0 +1,455 @@
+"""Classified linalg IR (after ``m100-graph``) -> the scheduler's :class:`OpGraph` + lowering facts.
+
+What each graph op becomes (``m100.unit`` set by ``classify-ops``):
+
+* ``tcu.matmul`` (``linalg.matmul``) / ``tcu.conv2d`` (``linalg.conv_2d_nhwc_hwcf``): one scheduler op;
+  the fused epilogue (``m100.epilogue``: bias, activation) comes from the ``outs`` broadcast of a
+  constant vector and the ``tcu.epilogue`` generics, whose result is the op's output tensor. A
+  ``tensor.pad`` of zeros on H/W feeding only the conv folds into the conv's padding.
+* ``cvu.elementwise`` generics: a CVU pipeline; the body becomes stages (relu idiom ``select(x > 0,
+  x, 0)`` -> ``max(x, 0)``), inputs may use any projected-permutation indexing map.
+* ``cvu.pool`` (``pooling_nchw/nhwc_max/sum``): CVU MAXPOOL / AVGPOOL(x kh*kw) with the padding of a
+  feeding ``tensor.pad`` folded in.
+* data movement (``linalg.transpose``, ``linalg.broadcast`` not used as a bias, ``tensor.pad``,
+  reshapes, ``linalg.copy``) -> ``dtdu.copy`` ops that the emitter turns into CCB DMAs with affine
+  accesses; ``linalg.fill`` of a constant becomes constant data (a program data segment), or nothing
+  when it only initialises an accumulator.
+
+Anything else raises :class:`ScheduleError` naming the op, so an unsupported model fails with one
+clear line rather than a wrong program.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+from xdsl.dialects import func
+from xdsl.dialects.builtin import DenseIntOrFPElementsAttr, ModuleOp, TensorType
+from xdsl.ir import Operation, SSAValue
+from xdsl.ir.affine import AffineMap
+
+from m100.passes.graph.common import (EPILOGUE, FUSED_INTO, GROUP, UNIT, body_exprs, describe_op,
+                                      scalar_const)
+from m100.targets.m100.isa import Act, CvuOp, Ref, RefKind, Stage
+
+from .graph import Op, OpGraph, ScheduleError, Tensor
+
+_DT = {"f32": "f32", "f16": "f16", "bf16": "bf16", "i8": "i8", "i32": "i32", "i4": "i4"}
+ACTS = {"relu": Act.RELU, "gelu": Act.GELU, "silu": Act.SILU, "sigmoid": Act.SIGMOID,
+        "tanh": Act.TANH}
+
+
+def _dtype(t) -> str:
+    e = t.get_element_type() if isinstance(t, TensorType) else t
+    s = str(e)
+    if s not in _DT:
+        raise ScheduleError(f"element type {s} is not supported by the scheduler")
+    return _DT[s]
+
+
+def _shape(v: SSAValue) -> tuple[int, ...]:
+    t = v.type
+    if not isinstance(t, TensorType):
+        raise ScheduleError(f"expected a tensor value, got {t}")
+    return tuple(int(x) for x in t.get_shape())
+
+
+def linear_map(m: AffineMap) -> list[tuple[tuple[int, ...], int]]:
+    """Per result: (coefficient per dim, constant) of a pure affine map."""
+    zero = [0] * m.num_dims
+    c0 = m.eval(zero, [])
+    out = []
+    for r in range(len(m.results)):
+        coeffs = []
+        for d in range(m.num_dims):
+            unit = list(zero)
+            unit[d] = 1
+            coeffs.append(m.eval(unit, [])[r] - c0[r])
+        out.append((tuple(coeffs), c0[r]))
+    return out
+
+
+@dataclass
+class Lowering:
+    """How the emitter lowers one scheduler op (the IR facts the OpGraph does not carry)."""
+    kind: str  # matmul conv cvu pool transpose broadcast pad reshape copy
+    act: Act = Act.NONE
+    bias: str | None = None  # weight tensor name of the bias vector
+    stages: tuple[Stage, ...] = ()
+    in_maps: list[list[tuple[tuple[int, ...], int]]] = field(default_factory=list)
+    params: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class IRGraph:
+    graph: OpGraph
+    lowering: dict[str, Lowering]
+    data: dict[str, np.ndarray]  # constant tensors (weights, fills)
+    inputs: list[str]
+    outputs: list[str]
+    func_name: str
+
+
+def _vec(op: Operation, name: str) -> list[int]:
+    """A 2-element strides/dilations attribute (property or attribute), default [1, 1]."""
+    a = op.properties.get(name) or op.attributes.get(name)
+    if a is None:
+        return [1, 1]
+    vals = a.get_values() if hasattr(a, "get_values") else a.data  # type: ignore[union-attr]
+    vals = [int(v) for v in vals]
+    return vals * 2 if len(vals) == 1 else vals
+
+
+def _dense(op: Operation) -> np.ndarray | None:
+    from m100.frontend.reference import dense_to_numpy
+    v = op.properties.get("value") or op.attributes.get("value")
+    if isinstance(v, DenseIntOrFPElementsAttr):
+        return dense_to_numpy(v)
+    return None
+
+
+def _expr_stages(exprs, n_in: int, where: str) -> tuple[Stage, ...]:
+    """CVU stages computing a generic's single yielded expression."""
+    stages: list[Stage] = []
+    memo: dict[int, Ref] = {}
+    binop = {"addf": CvuOp.ADD, "subf": CvuOp.SUB, "mulf": CvuOp.MUL, "divf": CvuOp.DIV,
+             "maximumf": CvuOp.MAX, "maxnumf": CvuOp.MAX, "minimumf": CvuOp.MIN,
+             "minnumf": CvuOp.MIN, "powf": CvuOp.POW}
+    unop = {"negf": CvuOp.NEG, "exp": CvuOp.EXP, "log": CvuOp.LOG, "sqrt": CvuOp.SQRT,
+            "rsqrt": CvuOp.RSQRT, "tanh": CvuOp.TANH, "erf": CvuOp.ERF, "absf": CvuOp.ABS,
+            "floor": CvuOp.FLOOR, "ceil": CvuOp.CEIL}
+
+    def emit(op: CvuOp, args: tuple[Ref, ...]) -> Ref:
+        stages.append(Stage(op, args))
+        return Ref(RefKind.STAGE, len(stages) - 1)
+
+    def go(e) -> Ref:
+        key = id(e)
+        if key in memo:
+            return memo[key]
+        k = e.kind
+        if k == "in":
+            r = Ref(RefKind.INPUT, int(e.val))
+        elif k == "c":
+            r = Ref(RefKind.IMM, 0, float(e.val))
+        elif k in binop:
+            r = emit(binop[k], (go(e.args[0]), go(e.args[1])))
+        elif k in unop:
+            r = emit(unop[k], (go(e.args[0]),))
+        elif k == "select":
+            c, a, b = e.args
+            # relu idiom: select(x > c, x, c) -> max(x, c)
+            if c.kind == "cmpf" and c.val in ("ugt", "ogt", "uge", "oge") and \
+                    c.args[0] is a and c.args[1] is b:
+                r = emit(CvuOp.MAX, (go(a), go(b)))
+            else:
+                r = emit(CvuOp.SELECT, (go(c), go(a), go(b)))
+        elif k == "cmpf":
+            a, b = e.args
+            p = e.val
+            if p in ("ogt", "ugt"):
+                r = emit(CvuOp.CMP_GT, (go(a), go(b)))
+            elif p in ("oge", "uge"):
+                r = emit(CvuOp.CMP_GE, (go(a), go(b)))
+            elif p in ("olt", "ult"):
+                r = emit(CvuOp.CMP_GT, (go(b), go(a)))
+            elif p in ("ole", "ule"):
+                r = emit(CvuOp.CMP_GE, (go(b), go(a)))
+            elif p in ("oeq", "ueq"):
+                r = emit(CvuOp.CMP_EQ, (go(a), go(b)))
+            else:
+                raise ScheduleError(f"{where}: comparison '{p}' has no CVU stage")
+        else:
+            raise ScheduleError(f"{where}: body op '{k}' has no CVU stage (supported: "
+                                f"{', '.join(sorted(binop) + sorted(unop))}, cmpf, select)")
+        memo[key] = r
+        return r
+
+    res = go(exprs[0])
+    if res.kind is not RefKind.STAGE:  # a pure copy / constant: one COPY stage
+        emit(CvuOp.COPY, (res,))
+    return tuple(stages)
+
+
+def from_module(module: ModuleOp) -> IRGraph:
+    """The OpGraph of the single function of ``module`` (after ``m100-graph``)."""
+    funcs = [o for o in module.walk() if isinstance(o, func.FuncOp) and o.body.blocks]
+    if len(funcs) != 1:
+        raise ScheduleError(f"m100-schedule expects exactly one function with a body, found "
+                            f"{len(funcs)}")
+    fn = funcs[0]
+    block = fn.body.blocks[0]
+    g = OpGraph()
+    low: dict[str, Lowering] = {}
+    data: dict[str, np.ndarray] = {}
+    names: dict[SSAValue, str] = {}
+    counter = [0]
+
+    def tname(v: SSAValue) -> str:
+        if v not in names:
+            raise ScheduleError(f"value {v.name_hint or v} is used but was not produced by a "
+                                "supported op")
+        return names[v]
+
+    def new_tensor(v: SSAValue, kind: str = "act", prefix: str = "t") -> str:
+        counter[0] += 1
+        n = f"{prefix}{counter[0]}"
+        g.add_tensor(Tensor(n, _shape(v), _dtype(v.type), kind))
+        names[v] = n
+        return n
+
+    def const_tensor(v: SSAValue, arr: np.ndarray) -> str:
+        if v in names:
+            return names[v]
+        counter[0] += 1
+        n = f"c{counter[0]}"
+        g.add_tensor(Tensor(n, tuple(arr.shape), _dtype(v.type), "weight"))
+        data[n] = arr
+        names[v] = n
+        return n
+
+    inputs = []
+    for i, a in enumerate(block.args):
+        n = f"arg{i}"
+        g.add_tensor(Tensor(n, _shape(a), _dtype(a.type), "input"))
+        names[a] = n
+        inputs.append(n)
+
+    consts: dict[SSAValue, np.ndarray] = {}
+    fills: dict[SSAValue, float] = {}  # linalg.fill results (scalar fill value)
+    pad_fold: dict[SSAValue, tuple[SSAValue, list[int], list[int], float]] = {}
+    group_out: dict[int, str] = {}  # contraction group -> output tensor
+    group_op: dict[int, Op] = {}
+    outputs: list[str] = []
+    idx = 0
+
+    def add(kind: str, unit: str, ins: list[str], out_v: SSAValue, attrs: dict, lw: Lowering,
+            ir_op: Operation) -> Op:
+        nonlocal idx
+        idx += 1
+        out = new_tensor(out_v)
+        op = Op(f"{kind}{idx}", unit, tuple(ins), (out,), attrs, loc=describe_op(ir_op))
+        g.add_op(op)
+        low[op.name] = lw
+        return op
+
+    for op in list(block.ops):
+        nm = op.name
+        where = describe_op(op)
+        unit = op.attributes.get(UNIT)
+        unit = unit.data if unit is not None else None
+        if nm == "arith.constant":
+            arr = _dense(op)
+            if arr is not None and isinstance(op.results[0].type, TensorType):
+                consts[op.results[0]] = arr
+            continue
+        if nm in ("tensor.empty",):
+            continue
+        if nm == "func.return":
+            for v in op.operands:
+                if v in consts:
+                    raise ScheduleError(f"{where}: returning a constant is not supported")
+                outputs.append(tname(v))
+            continue
+        if nm == "linalg.fill":
+            val = scalar_const(op.operands[0])
+            if val is None:
+                raise ScheduleError(f"{where}: fill with a non-constant value")
+            fills[op.results[0]] = float(val)
+            continue
+        if nm == "tensor.pad":
+            low_p = list(op.static_low.get_values())  # type: ignore[attr-defined]
+            high_p = list(op.static_high.get_values())  # type: ignore[attr-defined]
+            yld = list(op.regions[0].blocks[0].ops)[-1]
+            pv = scalar_const(yld.operands[0])
+            if pv is None:
+                raise ScheduleError(f"{where}: padding with a non-constant value")
+            src = op.operands[0]
+            users_ = [u.operation for u in op.results[0].uses]
+            if len(users_) == 1 and (users_[0].name.startswith("linalg.pooling") or
+                                     (users_[0].name == "linalg.conv_2d_nhwc_hwcf" and pv == 0.0)):
+                pad_fold[op.results[0]] = (src, low_p, high_p, float(pv))
+                continue
+            s_in = _shape(src)
+            if src in consts:
+                const_tensor(src, consts[src])
+            t_src = tname(src)
+            add("pad", "dtdu.copy", [t_src], op.results[0], {},
+                Lowering("pad", params=dict(low=low_p, high=high_p, value=float(pv),
+                                            src_shape=s_in)), op)
+            continue
+        if nm == "linalg.broadcast":
+            src = op.operands[0]
+            users_ = [u.operation for u in op.results[0].uses]
+            if src in consts and users_ and all(
+                    u.name in ("linalg.matmul", "linalg.conv_2d_nhwc_hwcf")
+                    and u.operands[-1] is op.results[0] for u in users_):
+                consts[op.results[0]] = ("bias", consts[src], src)  # type: ignore[assignment]
+                continue
+            if src in consts:
+                const_tensor(src, consts[src])
+            dims = list(op.dimensions.get_values())  # type: ignore[attr-defined]
+            add("bcast", "dtdu.copy", [tname(src)], op.results[0], {},
+                Lowering("broadcast", params=dict(dims=dims)), op)
+            continue
+        if nm == "linalg.transpose":
+            perm = list(op.permutation.get_values())  # type: ignore[attr-defined]
+            src = op.operands[0]
+            if src in consts:
+                const_tensor(src, consts[src])
+            add("transpose", "dtdu.copy", [tname(src)], op.results[0], {},
+                Lowering("transpose", params=dict(perm=perm)), op)
+            continue
+        if nm in ("tensor.collapse_shape", "tensor.expand_shape", "tensor.reshape", "linalg.copy",
+                  "tensor.cast"):
+            src = op.operands[0]
+            if src in consts:
+                const_tensor(src, consts[src])
+            add("reshape", "dtdu.copy", [tname(src)], op.results[0], {}, Lowering("reshape"), op)
+            continue
+        if unit == "tcu.epilogue":
+            gid = op.attributes[FUSED_INTO].value.data  # type: ignore[union-attr]
+            if gid not in group_out:
+                raise ScheduleError(f"{where}: fused into group {gid}, which has no contraction")
+            names[op.results[0]] = group_out[gid]
+            continue
+        if nm in ("linalg.matmul", "linalg.conv_2d_nhwc_hwcf"):
+            ins = list(op.operands[:2])
+            outs = op.operands[2]
+            epi = [s.data for s in op.attributes[EPILOGUE].data] if EPILOGUE in op.attributes else []
+            lw = Lowering("matmul" if nm == "linalg.matmul" else "conv")
+            acts = [s for s in epi if s in ACTS]
+            if len(acts) > 1 or any(s not in ACTS and s != "bias" for s in epi):
+                raise ScheduleError(f"{where}: epilogue {epi} is not supported (bias + one "
+                                    "activation)")
+            if acts:
+                lw.act = ACTS[acts[0]]
+            init = consts.get(outs)
+            if isinstance(init, tuple) and init[0] == "bias":
+                lw.bias = const_tensor(init[2], init[1])
+            elif outs in fills:
+                if fills[outs] != 0.0:
+                    raise ScheduleError(f"{where}: a non-zero accumulator init is not supported")
+            else:
+                raise ScheduleError(f"{where}: the accumulator init must be a zero fill or a bias "
+                                    "broadcast")
+            if nm == "linalg.matmul":
+                a, b = ins
+                if a in consts:
+                    const_tensor(a, consts[a])
+                tb = const_tensor(b, consts[b]) if b in consts else tname(b)
+                sa, sb = _shape(a), _shape(b)
+                if len(sa) != 2 or len(sb) != 2:
+                    raise ScheduleError(f"{where}: only 2-D matmuls are supported")
+                attrs = dict(m=sa[0], n=sb[1], k=sa[1])
+                o = add("matmul", "tcu.matmul", [tname(a), tb] + ([lw.bias] if lw.bias else []),
+                        op.results[0], attrs, lw, op)
+            else:
+                x, w = ins
+                pads = [0, 0, 0, 0]
+                if x in pad_fold:
+                    src, lo_p, hi_p, _ = pad_fold[x]
+                    if lo_p[0] or hi_p[0] or lo_p[3] or hi_p[3]:
+                        raise ScheduleError(f"{where}: padding of N or C is not supported")
+                    pads = [lo_p[1], lo_p[2], hi_p[1], hi_p[2]]
+                    x = src
+                if w not in consts:
+                    raise ScheduleError(f"{where}: the conv filter must be a constant")
+                n_, h, wd, c = _shape(x)
+                kh, kw, cw, f = _shape(w)
+                st, dl = _vec(op, "strides"), _vec(op, "dilations")
+                if cw != c:
+                    raise ScheduleError(f"{where}: grouped convolutions are not supported yet")
+                attrs = dict(n=n_, h=h, w=wd, c=c, f=f, kh=kh, kw=kw, stride=tuple(st),
+                             pad=tuple(pads), dilation=tuple(dl), groups=1)
+                if x in consts:
+                    const_tensor(x, consts[x])
+                tw = const_tensor(w, consts[w])
+                o = add("conv", "tcu.conv2d", [tname(x), tw] + ([lw.bias] if lw.bias else []),
+                        op.results[0], attrs, lw, op)
+            o.epilogue = tuple(epi)
+            if GROUP in op.attributes:
+                gid = op.attributes[GROUP].value.data  # type: ignore[union-attr]
+                group_out[gid] = o.outputs[0]
+                group_op[gid] = o
+            continue
+        if nm.startswith("linalg.pooling_"):
+            x = op.operands[0]
+            win = _shape(op.operands[1])
+            outs = op.operands[2]
+            layout = "nchw" if "nchw" in nm else "nhwc"
+            kind = "max" if nm.endswith("_max") else "sum" if nm.endswith("_sum") else None
+            if kind is None:
+                raise ScheduleError(f"{where}: {nm} is not supported")
+            pads = [0, 0, 0, 0]
+            if x in pad_fold:
+                src, lo_p, hi_p, pv = pad_fold[x]
+                sp = (2, 3) if layout == "nchw" else (1, 2)
+                if any(lo_p[i] or hi_p[i] for i in range(4) if i not in sp):
+                    raise ScheduleError(f"{where}: padding of N or C is not supported")
+                if (kind == "max" and not pv == -math.inf and pv != float("-inf")) or \
+                        (kind == "sum" and pv != 0.0):
+                    if kind == "max" and pv > -3.0e38:
+                        raise ScheduleError(f"{where}: max-pool padding value {pv} is not -inf")
+                pads = [lo_p[sp[0]], lo_p[sp[1]], hi_p[sp[0]], hi_p[sp[1]]]
+                x = src
+            s = _shape(x)
+            n_, c, h, wd = (s[0], s[1], s[2], s[3]) if layout == "nchw" else (s[0], s[3], s[1], s[2])
+            st, dl = _vec(op, "strides"), _vec(op, "dilations")
+            if dl != [1, 1]:
+                raise ScheduleError(f"{where}: dilated pooling is not supported")
+            init = fills.get(outs)
+            if init is None or (kind == "sum" and init != 0.0):
+                raise ScheduleError(f"{where}: pooling init must be a fill (0 for sum pooling)")
+            attrs = dict(n=n_, h=h, w=wd, c=c, kh=win[0], kw=win[1], stride=tuple(st),
+                         pad=tuple(pads), layout=layout)
+            if x in consts:
+                const_tensor(x, consts[x])
+            add("pool", "cvu.pool", [tname(x)], op.results[0], attrs,
+                Lowering("pool", params=dict(kind=kind, layout=layout)), op)
+            continue
+        if nm == "linalg.generic" and unit == "cvu.elementwise":
+            ins = list(op.inputs)  # type: ignore[attr-defined]
+            exprs = body_exprs(op)
+            if exprs is None or len(exprs) != 1:
+                raise ScheduleError(f"{where}: the elementwise body can not be mapped to CVU stages")
+            maps = [m.data for m in op.indexing_maps]  # type: ignore[attr-defined]
+            in_names = []
+            for v in ins:
+                if v in consts:
+                    if isinstance(consts[v], tuple):
+                        raise ScheduleError(f"{where}: broadcast constant input not supported")
+                    in_names.append(const_tensor(v, consts[v]))
+                elif v in fills:
+                    raise ScheduleError(f"{where}: a fill as an elementwise input is not supported")
+                else:
+                    in_names.append(tname(v))
+            lw = Lowering("cvu", stages=_expr_stages(exprs, len(ins), where),
+                          in_maps=[linear_map(m) for m in maps[:len(ins)]])
+            out_map = maps[len(ins)]
+            if linear_map(out_map) != linear_map(AffineMap.identity(out_map.num_dims)):
+                raise ScheduleError(f"{where}: the output indexing map must be the identity")
+            add("ew", "cvu.elementwise", in_names, op.results[0], {"maps": lw.in_maps}, lw, op)
+            continue
+        if unit is not None or nm.startswith("linalg."):
+            raise ScheduleError(f"{where}: {nm} ({unit or 'unclassified'}) is not supported by "
+                                "m100-schedule yet")
+        if nm.startswith(("arith.", "math.")):
+            if any(isinstance(r.type, TensorType) for r in op.results):
+                raise ScheduleError(f"{where}: tensor-level {nm} is not supported")
+            continue
+        raise ScheduleError(f"{where}: {nm} is not supported by m100-schedule")
+    for o in outputs:
+        t = g.tensors[o]
+        if t.kind == "input":
+            raise ScheduleError(f"@{fn.sym_name.data}: returning an input unchanged is not supported")
+        g.tensors[o] = Tensor(t.name, t.shape, t.dtype, "output")
+    if not g.ops:
+        raise ScheduleError(f"@{fn.sym_name.data}: nothing to schedule")
+    return IRGraph(g, low, data, inputs, outputs, fn.sym_name.data)
+
+
+__all__ = ["IRGraph", "Lowering", "from_module", "linear_map"]

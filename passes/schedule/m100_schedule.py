@@ -1,0 +1,70 @@
+"""The ``m100-schedule`` pass: classified linalg -> placed ``tpb`` dataflow (the space-time scheduler)."""
+
+from __future__ import annotations
+
+import sys
+from dataclasses import dataclass
+
+from xdsl.context import Context
+from xdsl.dialects.builtin import ModuleOp
+from xdsl.passes import ModulePass
+
+from m100.targets.m100.machine import get_machine
+
+from .emit import emit_program
+from .from_ir import from_module
+from .placement import STRATEGIES, schedule
+from .report import format_report
+
+
+@dataclass(frozen=True)
+class M100Schedule(ModulePass):
+    """Space-time scheduler: place every classified linalg op on TPBs, in space and in time.
+
+    What: builds the scheduler's op graph from the function (after ``m100-graph``: every op has
+    ``m100.unit``), partitions each op into mini-tensors that fit a TPB's HBSM double buffered,
+    searches a placement (data-parallel splits over TPB groups, pipelines of ops on different TPBs
+    streaming row bands, or mixed, chosen by a list-scheduled cost model that reads every number
+    from the machine description) and emits a ``tpb.program "<machine>" placed``: DDR/SRAM buffers
+    and data segments for tensors and weights, unallocated HBSM buffers per mini-tensor, CCB DMAs
+    with ``#twu.access`` accesses, DTDU copies between TPBs, TCU/CVU instructions, ``!sync.token``
+    edges and the predicted ``pred_start``/``pred_end`` cycles of each instruction.
+    Why: the paper's space-time scheduler (Fig. 14); ``docs/schedule.md`` has the algorithm.
+    Pre: one ``func.func`` with linalg on tensors, classified by ``m100-graph``. Post: the module
+    holds one placed ``tpb.program`` (the function is replaced); run ``hbsm-allocate``,
+    ``twu-materialize`` and ``sync-insert`` next. Unsupported ops and shapes that can not fit are
+    one error naming the op.
+    Options: ``machine`` (preset or file, default m100), ``tpbs`` / ``clusters`` (limit the TPBs
+    used, 0 = all), ``strategy`` = auto | data-parallel | pipeline | single, ``seed`` (the local
+    search's RNG; the result is deterministic per seed), ``report`` (print the schedule table and
+    critical path to stderr), ``max-stages`` (longest pipeline).
+    """
+
+    name = "m100-schedule"
+
+    machine: str = "m100"
+    tpbs: int = 0
+    clusters: int = 0
+    strategy: str = "auto"
+    seed: int = 0
+    report: bool = False
+    max_stages: int = 4
+
+    def apply(self, ctx: Context, op: ModuleOp) -> None:
+        from .graph import ScheduleError
+        if self.strategy not in STRATEGIES:
+            raise ScheduleError(f"m100-schedule: unknown strategy '{self.strategy}' "
+                                f"(known: {', '.join(STRATEGIES)})")
+        m = get_machine(self.machine)
+        irg = from_module(op)
+        pl = schedule(irg.graph, m, tpbs=self.tpbs, clusters=self.clusters,
+                      strategy=self.strategy, seed=self.seed, max_stages=self.max_stages)
+        pl.graph = irg.graph  # type: ignore[attr-defined]
+        prog = emit_program(irg, pl, m)
+        block = op.body.blocks[0]
+        for o in list(block.ops):
+            o.detach()
+            o.erase(safe_erase=False)
+        block.add_op(prog)
+        if self.report:
+            print(format_report(pl, f"m100-schedule report (@{irg.func_name})"), file=sys.stderr)
