@@ -50,10 +50,28 @@ class ByteSet:
     __slots__ = ("lo", "hi", "arr")
 
     def __init__(self, addrs: np.ndarray):
-        a = np.unique(addrs)
-        self.lo = int(a[0]) if a.size else 0
-        self.hi = int(a[-1]) + 1 if a.size else 0
-        self.arr = None if a.size == self.hi - self.lo else a
+        if addrs.size == 0:
+            self.lo = self.hi = 0
+            self.arr = None
+            return
+        lo, hi = int(addrs.min()), int(addrs.max()) + 1
+        self.lo, self.hi = lo, hi
+        if hi - lo <= 8 * addrs.size + 4096:  # a bitmap over the span: no sort
+            mask = np.zeros(hi - lo, dtype=bool)
+            mask[addrs - lo] = True
+            self.arr = None if mask.all() else np.flatnonzero(mask) + lo
+        else:
+            a = np.sort(addrs, kind="stable")
+            keep = np.empty(a.size, dtype=bool)
+            keep[0] = True
+            np.not_equal(a[1:], a[:-1], out=keep[1:])
+            self.arr = a[keep]
+
+    @classmethod
+    def interval(cls, lo: int, hi: int) -> ByteSet:
+        bs = cls.__new__(cls)
+        bs.lo, bs.hi, bs.arr = lo, hi, None
+        return bs
 
     def first_overlap(self, other: ByteSet) -> int | None:
         lo, hi = max(self.lo, other.lo), min(self.hi, other.hi)

@@ -32,6 +32,7 @@ from m100.targets.m100.machine import Machine
 
 from .checks import RaceDetector, Record, Report, Wait, ByteSet, deadlock_message, space_name
 from .memory import Memory, element_byte_set
+from .twu import contiguous_start
 from .semantics import Exec, SimError, make_exec
 from .timing import Cost, CostModel, capacity, share
 
@@ -448,11 +449,21 @@ class Engine:
     def _race(self, u: int, rec: InstRec, b: int, a, write: bool) -> None:
         w = a.walk
         space = (int(w.space), a.tpb if w.space is Space.HBSM else 0)
-        addrs = element_byte_set(w, a.offsets)
-        if addrs.size == 0:
-            return
-        r = Record(u, int(self.vc[u, u]), write, ByteSet(addrs), rec.index, b,
-                   "write" if write else "read")
+        start = contiguous_start(w) if w.dtype.bits >= 8 else None
+        if start is not None and (a.offsets is None or a.offsets.size == 0 or
+                                  a.offsets[-1] - a.offsets[0] == a.offsets.size - 1):
+            sz = w.dtype.bits // 8
+            first = start if a.offsets is None else int(a.offsets[0]) if a.offsets.size else 0
+            n = w.num_elements if a.offsets is None else a.offsets.size
+            if n == 0:
+                return
+            bs = ByteSet.interval(w.base + first * sz, w.base + (first + n) * sz)
+        else:
+            addrs = element_byte_set(w, a.offsets)
+            if addrs.size == 0:
+                return
+            bs = ByteSet(addrs)
+        r = Record(u, int(self.vc[u, u]), write, bs, rec.index, b, "write" if write else "read")
         for old, addr in self.races.access(space, r, self.vc[u]):
             pair = (old.inst, rec.index, space)
             if pair in self.races.reported or len(self.races.reported) >= self.races.max_reports:

@@ -20,7 +20,8 @@ Arithmetic (``docs/isa.md`` and the ``isa.py`` docstrings):
 * integer TCU: i8 (or i4) products accumulate exactly; the accumulator (+ the old C if
   ``accumulate``, + bias) wraps to int32; activation (relu/clamp) on int32; then requantization
   ``clamp(((x * mult + round) >> shift) + zp)`` in int64 arithmetic. The products are computed with a
-  float64 BLAS matmul, which is exact while ``k * 2**14 < 2**53``.
+  BLAS matmul in float32 when every partial sum fits its 24-bit mantissa (i8 x i8, k <= 1024),
+  float64 otherwise (exact while ``k * 2**14 < 2**53``).
 * float TCU: operands as float32, ``np.matmul`` in float32, then + old C, + bias, activation in f32 and
   one rounding to the output type (:mod:`m100.targets.m100.numerics`).
 * CVU: inputs converted to float32, every stage computed in float32 (numpy), the result converted
@@ -176,9 +177,14 @@ class TcuExec(Exec):
         return out
 
 
-def _operand(vals: np.ndarray, integer: bool) -> np.ndarray:
-    # float64 holds every i8 x i8 (or i4) partial sum exactly; floats compute in float32.
-    return vals.astype(np.float64 if integer else np.float32)
+def _operand(vals: np.ndarray, integer: bool, k: int = 1 << 30, b_bits: int = 8) -> np.ndarray:
+    """Operands for a BLAS product. Integer products are exact in floating point while every
+    partial sum fits the mantissa: float32 when ``k * 128 * 2**(b_bits-1) <= 2**24`` (i8 x i8 with
+    k <= 1024), float64 otherwise (exact for k < 2**39). Float operands compute in float32."""
+    if not integer:
+        return vals.astype(np.float32)
+    exact32 = k * 128 * (1 << (b_bits - 1)) <= 1 << 24
+    return vals.astype(np.float32 if exact32 else np.float64)
 
 
 class MatMulExec(TcuExec):
@@ -206,8 +212,9 @@ class MatMulExec(TcuExec):
         i = self.inst
         rows = i.m // self.blocks
         integer = i.a.dtype.is_int
-        A = _operand(self.read(self._a(b)), integer).reshape(rows, i.k)
-        B = _operand(self.read(Access(i.b, i.tpb)), integer).reshape(i.k, i.n)
+        bb = i.b.dtype.bits
+        A = _operand(self.read(self._a(b)), integer, i.k, bb).reshape(rows, i.k)
+        B = _operand(self.read(Access(i.b, i.tpb)), integer, i.k, bb).reshape(i.k, i.n)
         prod = A @ B
         old = self.read(self._c(b)).reshape(rows, i.n) if i.accumulate else None
         out = self._epilogue(prod, old, i.c, i.n, integer)
@@ -267,14 +274,16 @@ class Conv2DExec(TcuExec):
         integer = i.x.dtype.is_int
         idx = self._index(b)
         xa, uniq = self._x(b, idx)
-        xfull = np.zeros(i.n * i.h * i.width * i.c + 1, dtype=np.float64 if integer else np.float32)
-        xfull[uniq] = self.read(xa)
         g, cg, fg = i.groups, i.c // i.groups, i.f // i.groups
+        kk, bb = i.kh * i.kw * cg, i.w.dtype.bits
+        xfull = np.zeros(i.n * i.h * i.width * i.c + 1,
+                         dtype=_operand(np.zeros(0), integer, kk, bb).dtype)
+        xfull[uniq] = self.read(xa)
         M = self.rows * self.ow
         cols = xfull[idx]  # [M, kh, kw, c]; index -1 reads the trailing zero
         cols = cols.reshape(M, i.kh, i.kw, g, cg).transpose(3, 0, 1, 2, 4).reshape(
             g, M, i.kh * i.kw * cg)
-        W = _operand(self.read(Access(i.w, i.tpb)), integer).reshape(i.kh, i.kw, cg, g, fg)
+        W = _operand(self.read(Access(i.w, i.tpb)), integer, kk, bb).reshape(i.kh, i.kw, cg, g, fg)
         W = W.transpose(3, 0, 1, 2, 4).reshape(g, i.kh * i.kw * cg, fg)
         prod = np.matmul(cols, W).transpose(1, 0, 2).reshape(M, i.f)
         old = self.read(self._y(b)).reshape(M, i.f) if i.accumulate else None

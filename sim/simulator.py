@@ -134,6 +134,8 @@ class Simulator:
             if s.role != "input":
                 continue
             if s.name not in inputs:
+                if self.mode == "timing":  # no data is read: inputs are optional
+                    continue
                 raise SimInputError(f"missing input '{s.name}' ({DType(s.dtype).short}"
                                     f"{list(s.shape)}); the inputs file has: "
                                     f"{', '.join(sorted(inputs)) or 'nothing'}")

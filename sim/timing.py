@@ -58,6 +58,7 @@ class Cost:
     macs: float = 0.0
     peak_macs: float = 0.0  # the dtype's peak MACs/cycle (TCU)
     bytes: dict[str, float] = field(default_factory=dict)  # stats: bytes per memory/link
+    alone: float | None = None  # cached alone_rate
 
     def add_banks(self, tpb: int, acc: np.ndarray) -> None:
         if tpb in self.banks:
@@ -274,6 +275,8 @@ class CostModel:
 
 def alone_rate(cost: Cost, caps: dict[tuple, float]) -> float:
     """Blocks per cycle when the job runs alone (inf for a job with no streaming work)."""
+    if cost.alone is not None:
+        return cost.alone
     r = math.inf
     if cost.cycles > 0:
         r = 1.0 / cost.cycles
@@ -284,55 +287,48 @@ def alone_rate(cost: Cost, caps: dict[tuple, float]) -> float:
     for k, v in cost.links.items():
         if v > 0:
             r = min(r, caps[k] / v)
+    cost.alone = r
     return r
 
 
 def share(costs: list[Cost], caps: dict[tuple, float], banks: int) -> np.ndarray:
     """Max-min fair rates (blocks per cycle) of concurrently streaming jobs."""
     n = len(costs)
-    w = np.array([alone_rate(c, caps) for c in costs])
+    w = np.array([c.alone if c.alone is not None else alone_rate(c, caps) for c in costs])
     finite = np.isfinite(w)
-    rates = np.where(finite, 0.0, np.inf)
     if n == 0 or not finite.any():
-        return rates
-    # resources: (bank, tpb, i) rows and links
-    res: dict[tuple, int] = {}
-    cols: list[float] = []
-    entries: list[tuple[int, int, float]] = []
+        return np.where(finite, 0.0, np.inf)
+    tpbs = sorted({t for c in costs for t in c.banks})
+    links = sorted({k for c in costs for k in c.links}, key=str)
+    tix = {t: i for i, t in enumerate(tpbs)}
+    lix = {k: i for i, k in enumerate(links)}
+    nb = len(tpbs) * banks
+    D = np.zeros((n, nb + len(links)))
     for j, c in enumerate(costs):
         if not finite[j]:
             continue
         for t, acc in c.banks.items():
-            for bi in np.nonzero(acc)[0]:
-                key = (BANK, t, int(bi))
-                if key not in res:
-                    res[key] = len(cols)
-                    cols.append(1.0)
-                entries.append((j, res[key], float(acc[bi])))
+            o = tix[t] * banks
+            D[j, o:o + banks] += acc
         for k, v in c.links.items():
-            if v > 0:
-                if k not in res:
-                    res[k] = len(cols)
-                    cols.append(caps[k])
-                entries.append((j, res[k], v))
-    if not cols:
+            D[j, nb + lix[k]] += v
+    cols = np.concatenate([np.ones(nb), np.array([caps[k] for k in links], dtype=np.float64)])
+    used = D.any(axis=0)
+    D, cols = D[:, used], cols[used]
+    if not cols.size:
         return np.where(finite, w, np.inf)
-    D = np.zeros((n, len(cols)))
-    for j, r, v in entries:
-        D[j, r] += v
-    rem = np.array(cols, dtype=np.float64)
+    rem = cols.copy()
     lam = np.zeros(n)
     frozen = ~finite
-    eps = 1e-12
     while not frozen.all():
         act = ~frozen
-        use = (w[act, None] * D[act]).sum(axis=0)
+        use = w[act] @ D[act]
         with np.errstate(divide="ignore", invalid="ignore"):
-            inc = np.where(use > eps, rem / use, np.inf)
+            inc = np.where(use > 1e-12, rem / use, np.inf)
         d = min(float(inc.min()), float((1.0 - lam[act]).min()))
         lam[act] += d
         rem -= d * use
-        sat = rem <= 1e-9 * np.array(cols)
+        sat = rem <= 1e-9 * cols
         hit = (D[:, sat] > 0).any(axis=1) if sat.any() else np.zeros(n, bool)
         frozen |= act & (hit | (lam >= 1.0 - 1e-12))
         rem = np.maximum(rem, 0.0)
