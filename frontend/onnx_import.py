@@ -89,9 +89,6 @@ def prepare_model(model, name: str = "<model>", opset: int | None = None):
     return model
 
 
-_LOC_OP = re.compile(r'loc\("([^"]*)"\)')
-
-
 def _diagnose(name: str, err: Exception, model) -> FrontendError:
     """Turn a torch-mlir failure into one line naming the ONNX op that could not be lowered."""
     text = str(err)
@@ -104,12 +101,17 @@ def _diagnose(name: str, err: Exception, model) -> FrontendError:
     )
     if onnx_op:
         op = onnx_op.group(1)
-    loc = _LOC_OP.search(text)
-    where = f" (node {loc.group(1)})" if loc else ""
     first = next((ln.strip() for ln in text.splitlines() if "error" in ln.lower()), text)
+    if op and op.startswith("onnx."):
+        op_type = op[len("onnx."):]
+        nodes = [n for n in model.graph.node if n.op_type == op_type]
+        where = ""
+        if nodes:
+            where = f" (node '{nodes[0].name}')" if nodes[0].name else f" (node #{list(model.graph.node).index(nodes[0])})"
+        return FrontendError(f"{name}: torch-mlir cannot lower ONNX op '{op_type}'{where}")
     if op:
         return FrontendError(
-            f"{name}: torch-mlir cannot lower op '{op}'{where}: {_one_line(first, 160)}"
+            f"{name}: torch-mlir cannot lower op '{op}': {_one_line(first, 160)}"
         )
     return FrontendError(f"{name}: torch-mlir import failed: {_one_line(first, 200)}")
 
@@ -130,6 +132,7 @@ def lower_in_process(model, name: str, generic: bool = True) -> str:
         raise FrontendError(f"{name}: torch-mlir is not installed ({e}); pip install m100[frontend]") from None
 
     ctx = Context()
+    ctx.enable_multithreading(False)  # small graphs; threads only contend on a loaded 2-core box
     torch_d.register_dialect(ctx)
     try:
         info = onnx_importer.ModelInfo(model, config=onnx_importer.Config())

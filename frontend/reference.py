@@ -933,8 +933,9 @@ def _h_pad(ex, op, args, env):
 
 
 def _h_extract(ex, op, args, env):
+    """Scalar indices, or (inside a vectorized linalg body) broadcastable index arrays: a gather."""
     src = np.asarray(args[0])
-    idx = tuple(int(i) for i in args[1:])
+    idx = tuple(np.asarray(i, dtype=np.int64) for i in args[1:])
     return [np.asarray(src[idx])]
 
 
@@ -956,6 +957,26 @@ def _h_from_elements(ex, op, args, env):
 def _h_splat(ex, op, args, env):
     t = op.results[0].type
     return [np.full(tuple(t.get_shape()), np.asarray(args[0]).item(), dtype=np_dtype(t))]
+
+
+def _h_affine_apply(ex, op, args, env):
+    amap = op.map.data
+    dims = [np.asarray(a, dtype=np.int64) for a in args[: amap.num_dims]]
+    syms = [np.asarray(a, dtype=np.int64) for a in args[amap.num_dims:]]
+    (expr,) = amap.results
+    from xdsl.ir.affine import AffineSymExpr
+
+    def ev(e):
+        if isinstance(e, AffineSymExpr):
+            return syms[e.position]
+        if isinstance(e, AffineBinaryOpExpr):
+            a, b = ev(e.lhs), ev(e.rhs)
+            return {AffineBinaryOpKind.Add: np.add, AffineBinaryOpKind.Mul: np.multiply,
+                    AffineBinaryOpKind.Mod: np.mod, AffineBinaryOpKind.FloorDiv: np.floor_divide,
+                    AffineBinaryOpKind.CeilDiv: lambda x, y: -np.floor_divide(-x, y)}[e.kind](a, b)
+        return _eval_expr(e, dims)
+
+    return [np.asarray(ev(expr), dtype=np.int64)]
 
 
 def _h_bufferization_id(ex, op, args, env):
@@ -986,6 +1007,7 @@ _HANDLERS: dict[str, Callable] = {
     "tensor.from_elements": _h_from_elements,
     "tensor.splat": _h_splat,
     "builtin.unrealized_conversion_cast": _h_bufferization_id,
+    "affine.apply": _h_affine_apply,
 }
 
 

@@ -343,3 +343,23 @@ def test_unsupported_op_and_bad_inputs_are_clear_errors():
         run(ok, [np.zeros(5, np.float32)])
     with pytest.raises(ReferenceError, match="takes 1 inputs"):
         run(ok, [])
+
+
+def test_affine_apply_and_extract_gather_in_body():
+    text = """
+    func.func @f(%t: tensor<10xf32>, %ids: tensor<2x3xi64>) -> tensor<2x3xf32> {
+      %e = tensor.empty() : tensor<2x3xf32>
+      %g = linalg.generic {indexing_maps = [affine_map<(d0, d1) -> (d0, d1)>, affine_map<(d0, d1) -> (d0, d1)>], iterator_types = ["parallel", "parallel"]}
+           ins(%ids : tensor<2x3xi64>) outs(%e : tensor<2x3xf32>) {
+      ^bb0(%i: i64, %o: f32):
+        %ix = arith.index_cast %i : i64 to index
+        %j = affine.apply affine_map<(d0)[s0] -> ((d0 * 3 + s0) mod 10)>(%ix)[%ix]
+        %v = tensor.extract %t[%j] : tensor<10xf32>
+        linalg.yield %v : f32
+      } -> tensor<2x3xf32>
+      func.return %g : tensor<2x3xf32>
+    }"""
+    t = np.arange(10, dtype=np.float32) * 1.5
+    ids = np.array([[0, 1, 2], [7, 8, 9]], np.int64)
+    (g,) = run1(text, t, ids)
+    np.testing.assert_array_equal(g, t[(ids * 4) % 10])
