@@ -44,23 +44,64 @@ class NotImplementedYet(ToolError):
     """A command that exists on the command line but whose implementation has not landed yet."""
 
 
-def verify_message(e: Exception) -> str:
-    """First line of a verifier diagnostic plus the failing operation (from xDSL's note)."""
-    msg = str(e).strip() or type(e).__name__
-    lines = msg.splitlines()
-    head = lines[0]
-    notes = getattr(e, "__notes__", None) or []
-    for note in notes:
+def _failing_op(e: Exception) -> tuple[str, str] | None:
+    """(op name, printed op line) of the operation xDSL marked in the diagnostic note."""
+    for note in getattr(e, "__notes__", None) or []:
         note_lines = str(note).splitlines()
         for i, line in enumerate(note_lines):
             if re.match(r"^\s*\^+-*\s*$", line) and i > 0:
                 op_text = note_lines[i - 1].strip()
                 m = re.search(r'"([A-Za-z_][\w$.]*)"\s*\(', op_text)
-                where = f"'{m.group(1)}'" if m else "operation"
-                if len(op_text) > 160:
-                    op_text = op_text[:157] + "..."
-                return f"{where} does not verify: {head}\n  {op_text}"
-    return head if len(lines) == 1 else "\n".join(lines[:4])
+                return (m.group(1) if m else ""), op_text
+    return None
+
+
+def locate_op(source: str, op_name: str, op_text: str) -> int | None:
+    """The 1-based line of ``source`` that defines the printed op ``op_text``, if unambiguous.
+
+    xDSL 0.74 keeps no source locations on operations, so we search: the line that binds the op's
+    first result name (``%x = ...``) and names the op, else the only line naming the op at all.
+    """
+    if not op_name:
+        return None
+    lines = source.splitlines()
+    name_re = re.compile(r'(?<![\w.$-])"?' + re.escape(op_name) + r'"?(?![\w.$-])')
+    m = re.match(r"(%[\w$.-]+)(?::\d+)?(?:\s*,\s*%[\w$.-]+)*\s*=", op_text)
+    if m:
+        bind = re.compile(r"^\s*" + re.escape(m.group(1)) + r"(?::\d+)?\s*[,=]")
+        hits = [i for i, line in enumerate(lines) if bind.match(line) and name_re.search(line)]
+        if len(hits) == 1:
+            return hits[0] + 1
+    hits = [i for i, line in enumerate(lines) if name_re.search(line.split("//", 1)[0])]
+    return hits[0] + 1 if len(hits) == 1 else None
+
+
+def verify_message(e: Exception, source: str | None = None, filename: str | None = None,
+                   line_offset: int = 0) -> str:
+    """First line of a verifier diagnostic plus the failing operation (from xDSL's note).
+
+    With the ``source`` text the op is located in it: ``<filename>:<line>: '<op>' does not verify:
+    <message>`` followed by that source line; otherwise the op as xDSL printed it (generic form).
+    """
+    msg = str(e).strip() or type(e).__name__
+    lines = msg.splitlines()
+    head = lines[0]
+    prefix = f"{filename}: " if filename else ""
+    failing = _failing_op(e)
+    if failing is None:
+        return prefix + (head if len(lines) == 1 else "\n".join(lines[:4]))
+    op_name, op_text = failing
+    where = f"'{op_name}'" if op_name else "operation"
+    line_no = locate_op(source, op_name, op_text) if source is not None else None
+    if line_no is not None:
+        shown = source.splitlines()[line_no - 1].strip()
+        line = line_no + line_offset
+        prefix = f"{filename}:{line}: " if filename else f"line {line}: "
+    else:
+        shown = op_text
+    if len(shown) > 160:
+        shown = shown[:157] + "..."
+    return f"{prefix}{where} does not verify: {head}\n  {shown}"
 
 
 def format_error(e: BaseException) -> str | None:
@@ -143,4 +184,4 @@ def exit_with(main: Callable[[], int]) -> None:
 
 
 __all__ = ["EXIT_INTERRUPTED", "EXIT_USAGE", "EXIT_USER_ERROR", "NotImplementedYet", "ToolError",
-           "format_error", "verify_message", "report", "run_tool", "tool_main", "exit_with"]
+           "format_error", "locate_op", "verify_message", "report", "run_tool", "tool_main", "exit_with"]

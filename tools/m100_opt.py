@@ -17,6 +17,7 @@ from __future__ import annotations
 import argparse
 import difflib
 import importlib
+import io
 import os
 import sys
 import tempfile
@@ -25,6 +26,7 @@ from collections.abc import Sequence
 from typing import IO, Any
 
 from xdsl.dialects.builtin import ModuleOp
+from xdsl.passes import ModulePass, PassPipeline
 from xdsl.utils.arg_spec import parse_pipeline
 from xdsl.utils.exceptions import ArgSpecParseError, DiagnosticException
 from xdsl.xdsl_opt_main import xDSLOptMain
@@ -79,6 +81,8 @@ class _ListPassesAction(argparse.Action):
 class M100OptMain(xDSLOptMain):
     """The ``m100-opt`` driver (hooks of :class:`xDSLOptMain`, called from its constructor)."""
 
+    current_chunk: tuple[str | None, int] = (None, 0)  # (MLIR text, line offset) being processed
+    stage: str | None = None  # None while the input is parsed and verified, then the pass running
     version_format = f"m100-opt (m100 {m100.__version__}, xdsl {{xdsl_version}})"
 
     # --- registration hooks ----------------------------------------------------------------
@@ -127,6 +131,17 @@ class M100OptMain(xDSLOptMain):
     def setup_pipeline(self) -> None:
         self._check_pipeline(self.args.passes)
         super().setup_pipeline()
+        verify_between = self.pipeline.callback
+
+        def callback(previous: ModulePass | None, module: ModuleOp, following: ModulePass | None):
+            # remember where we are, so that an error can say which pass produced the bad IR
+            self.stage = None if previous is None else f"after pass '{previous.name}'"
+            if verify_between is not None:
+                verify_between(previous, module, following)
+            if following is not None:
+                self.stage = f"in pass '{following.name}'"
+
+        self.pipeline = PassPipeline(self.pipeline.passes, callback)
 
     def _check_pipeline(self, spec: str) -> None:
         """Reject a bad ``-p`` with a message naming the pass, before xDSL raises ValueError."""
@@ -154,6 +169,16 @@ class M100OptMain(xDSLOptMain):
             known = ", ".join(f".{ext}" for ext in self.available_frontends)
             raise ToolError(f"{self.get_input_name()}: {e} (known: {known}; or use -f)") from None
 
+    def parse_chunk(self, chunk: IO[bytes], file_extension: str,
+                    start_offset: int = 0) -> ModuleOp | None:
+        # keep the MLIR text of the chunk so that a verifier error can point at its source line
+        self.stage = None
+        if file_extension == "mlir":
+            data = chunk.read()
+            self.current_chunk = (data.decode("utf-8", errors="replace"), start_offset)
+            chunk = io.BytesIO(data)
+        return super().parse_chunk(chunk, file_extension, start_offset)
+
     # --- ONNX input -----------------------------------------------------------------------------
     def _parse_onnx(self, io: IO[bytes]) -> ModuleOp:
         frontend = importlib.import_module("m100.frontend")
@@ -179,7 +204,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         driver.run()
     except DiagnosticException as e:  # a verifier or a pass rejected the IR: name the input too
-        raise ToolError(f"{driver.get_input_name()}: {verify_message(e)}") from None
+        name = driver.get_input_name()
+        if driver.stage is None:  # the input itself is invalid: point at its source line
+            source, offset = driver.current_chunk
+            raise ToolError(verify_message(e, source, name, offset)) from None
+        raise ToolError(f"{name}: {driver.stage}: {verify_message(e)}") from None
     return 0
 
 

@@ -97,7 +97,7 @@ def _parse_mlir(path: str) -> Any:
     try:
         module.verify()
     except DiagnosticException as e:
-        raise ToolError(f"{_display(path)}: {verify_message(e)}") from None
+        raise ToolError(verify_message(e, text, _display(path))) from None
     return module
 
 

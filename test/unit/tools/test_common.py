@@ -99,3 +99,22 @@ def test_decorator_returns_exit_code(capsys):
     assert main() == 0
     assert main(["x"]) == 1
     assert capsys.readouterr().err == "deco: error: bad x\n"
+
+
+def test_locate_op_by_result_name_and_op_name():
+    from m100.tools.common import locate_op
+
+    src = ("func.func @f(%a : i32) -> i32 {\n"
+           "  %x = arith.addi %a, %a : i32\n"
+           "  %y = arith.addi %x, %x : i32\n"
+           "  %z:2 = test.op : i32, i32  // a tuple result\n"
+           "  func.return %y : i32\n"
+           "}\n")
+    assert locate_op(src, "arith.addi", '%y = "arith.addi"(%x, %x) : (i32, i32) -> i32') == 3
+    assert locate_op(src, "arith.addi", '%x = "arith.addi"(%a, %a) : (i32, i32) -> i32') == 2
+    assert locate_op(src, "test.op", '%z, %z_1 = "test.op"() : () -> (i32, i32)') == 4
+    # no result: the only line naming the op
+    assert locate_op(src, "func.return", '"func.return"(%y) : (i32) -> ()') == 5
+    # a result name bound by another kind of op, and an op named twice: unknown, not a guess
+    assert locate_op(src, "arith.muli", '%y = "arith.muli"(%x, %x) : (i32, i32) -> i32') is None
+    assert locate_op(src, "arith.addi", '%w = "arith.addi"(%x, %x) : (i32, i32) -> i32') is None

@@ -3,6 +3,7 @@ docstring line, documented by --pass-help, runnable in -p pipelines; pass errors
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 import pytest
@@ -44,9 +45,24 @@ class Refuse(ModulePass):
         raise PassFailedException("cannot do it")
 
 
+@dataclass(frozen=True)
+class BreakReturn(ModulePass):
+    """Make the IR invalid: return one value too many (a test pass)."""
+
+    name = "break-return"
+
+    def apply(self, ctx, op):
+        from xdsl.dialects.func import ReturnOp
+
+        for ret in list(op.walk()):
+            if isinstance(ret, ReturnOp):
+                ret.operands = [*ret.operands, *ret.operands]
+
+
 @pytest.fixture
 def fake_passes(monkeypatch):
-    monkeypatch.setattr(m100_opt, "all_passes", lambda: {"refuse": Refuse, "tag-module": TagModule})
+    monkeypatch.setattr(m100_opt, "all_passes", lambda: {"refuse": Refuse, "tag-module": TagModule,
+                                                         "break-return": BreakReturn})
 
 
 @pytest.fixture
@@ -95,8 +111,8 @@ def test_fake_pass_listed_in_help(fake_passes, capsys):
     with pytest.raises(SystemExit):
         m100_opt.main(["--help"])
     out = capsys.readouterr().out
-    assert "  tag-module  Tag the module with an attribute (a test pass)." in out
-    assert "  refuse      Refuse every input with a user error (a test pass)." in out
+    assert re.search(r"^  tag-module +Tag the module with an attribute \(a test pass\)\.$", out, re.M)
+    assert re.search(r"^  refuse +Refuse every input with a user error \(a test pass\)\.$", out, re.M)
 
 
 def test_m100_error_in_a_pass_is_one_line(fake_passes, src, capsys):
@@ -108,8 +124,26 @@ def test_m100_error_in_a_pass_is_one_line(fake_passes, src, capsys):
 def test_pass_failure_names_the_input(fake_passes, src, capsys):
     assert m100_opt.main([src, "-p", "refuse{how=x}"]) == 1
     err = capsys.readouterr().err
-    assert err.startswith(f"m100-opt: error: {src}: cannot do it")
+    assert err.startswith(f"m100-opt: error: {src}: in pass 'refuse': cannot do it")
     assert "Traceback" not in err
+
+
+def test_invalid_ir_after_a_pass_names_the_pass_not_a_source_line(fake_passes, src, capsys):
+    assert m100_opt.main([src, "-p", "cse,break-return,canonicalize"]) == 1
+    lines = capsys.readouterr().err.splitlines()
+    assert lines[0].startswith(f"m100-opt: error: {src}: after pass 'break-return': "
+                               "'func.return' does not verify: ")
+    assert lines[1].strip() == '"func.return"(%a, %a) : (i32, i32) -> ()'
+    assert len(lines) == 2
+
+
+def test_invalid_input_points_at_its_source_line(tmp_path, capsys):
+    path = tmp_path / "bad.mlir"
+    path.write_text("// a comment\n" + SRC.replace("func.return %a : i32", "func.return %a, %a : i32, i32"))
+    assert m100_opt.main([str(path), "-p", "cse"]) == 1
+    lines = capsys.readouterr().err.splitlines()
+    assert lines[0].startswith(f"m100-opt: error: {path}:3: 'func.return' does not verify: ")
+    assert lines[1] == "  func.return %a, %a : i32, i32"
 
 
 def test_bad_option_type_of_an_m100_pass(fake_passes, src, capsys):
