@@ -303,10 +303,13 @@ class Engine:
         if not jobs:
             return
         caps = {k: self.cap(k) for j in jobs for k in j.cost.links}
-        rates = share([j.cost for j in jobs], caps, self.m.hbsm_banks)
+        causes: list[str] = []
+        rates = share([j.cost for j in jobs], caps, self.m.hbsm_banks, causes)
         t_next = math.inf
-        for j, r in zip(jobs, rates):
+        for j, r, cause in zip(jobs, rates, causes):
             j.rate = float(r)
+            if cause:
+                self.units[j.unit].bottleneck = cause
             t = 0.0 if not math.isfinite(j.rate) else max(j.remaining, 0.0) / max(j.rate, 1e-300)
             t_next = min(t_next, t)
         self.push(self.now + t_next, "fluid", self.fluid_version)
@@ -349,7 +352,9 @@ class Engine:
         if self.timed and us.cost is not None:
             extra = dur - us.alone
             if extra > 1e-6:
-                us.stalls["contention"] = us.stalls.get("contention", 0.0) + extra
+                cause = us.bottleneck or "contention"
+                us.stalls[cause] = us.stalls.get(cause, 0.0) + extra
+            us.bottleneck = ""
             c = us.cost
             for k, v in c.bytes.items():
                 self.bytes[k] = self.bytes.get(k, 0.0) + v

@@ -83,7 +83,11 @@ def capacity(machine: Machine, key: tuple) -> float:
         return machine.bytes_per_cycle(machine.ccb_sram_bandwidth)
     if kind == "drb":
         return machine.bytes_per_cycle(machine.drb_bandwidth)
-    if kind == "mesh":
+    if kind == "mesh":  # nodes: TPB indices or "ccb"; TPBs of different clusters are slower
+        a, b = key[1], key[2]
+        if isinstance(a, int) and isinstance(b, int) and \
+                machine.cluster_of(a) != machine.cluster_of(b):
+            return machine.bytes_per_cycle(machine.mesh_inter_cluster_bandwidth)
         return machine.bytes_per_cycle(machine.mesh_bandwidth)
     raise KeyError(key)
 
@@ -291,11 +295,18 @@ def alone_rate(cost: Cost, caps: dict[tuple, float]) -> float:
     return r
 
 
-def share(costs: list[Cost], caps: dict[tuple, float], banks: int) -> np.ndarray:
-    """Max-min fair rates (blocks per cycle) of concurrently streaming jobs."""
+def share(costs: list[Cost], caps: dict[tuple, float], banks: int,
+          causes: list[str] | None = None) -> np.ndarray:
+    """Max-min fair rates (blocks per cycle) of concurrently streaming jobs.
+
+    If ``causes`` is a list, it receives per job the kind of resource that limited it below its
+    alone rate ("hbsm_bank", "ddr", "axi", "sram", "drb", "mesh"), or "" if it runs at full speed.
+    """
     n = len(costs)
     w = np.array([c.alone if c.alone is not None else alone_rate(c, caps) for c in costs])
     finite = np.isfinite(w)
+    if causes is not None:
+        causes[:] = [""] * n
     if n == 0 or not finite.any():
         return np.where(finite, 0.0, np.inf)
     tpbs = sorted({t for c in costs for t in c.banks})
@@ -313,8 +324,9 @@ def share(costs: list[Cost], caps: dict[tuple, float], banks: int) -> np.ndarray
         for k, v in c.links.items():
             D[j, nb + lix[k]] += v
     cols = np.concatenate([np.ones(nb), np.array([caps[k] for k in links], dtype=np.float64)])
+    kinds = np.array(["hbsm_bank"] * nb + [str(k[0]) for k in links], dtype=object)
     used = D.any(axis=0)
-    D, cols = D[:, used], cols[used]
+    D, cols, kinds = D[:, used], cols[used], kinds[used]
     if not cols.size:
         return np.where(finite, w, np.inf)
     rem = cols.copy()
@@ -330,6 +342,9 @@ def share(costs: list[Cost], caps: dict[tuple, float], banks: int) -> np.ndarray
         rem -= d * use
         sat = rem <= 1e-9 * cols
         hit = (D[:, sat] > 0).any(axis=1) if sat.any() else np.zeros(n, bool)
+        if causes is not None:
+            for j in np.nonzero(act & hit & (lam < 1.0 - 1e-12))[0]:
+                causes[j] = kinds[sat][int(np.argmax(D[j, sat] > 0))]
         frozen |= act & (hit | (lam >= 1.0 - 1e-12))
         rem = np.maximum(rem, 0.0)
     return np.where(finite, lam * w, np.inf)

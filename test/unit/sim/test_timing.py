@@ -58,7 +58,7 @@ def test_two_dmas_sharing_ddr_take_twice_as_long():
     assert t1 == pytest.approx(n / m.ddr_bytes_per_cycle)
     for r in two.records:
         assert dur(r) - fixed == pytest.approx(2 * t1)
-    assert two.stats["units"]["DMA0"]["stall_cycles"]["contention"] == pytest.approx(t1)
+    assert two.stats["units"]["DMA0"]["stall_cycles"]["ddr"] == pytest.approx(t1)
 
 
 def test_two_dmas_on_default_machine_are_axi_bound():
@@ -142,3 +142,42 @@ def test_functional_and_timing_modes_agree_on_order():
         assert res.records[1].start >= res.records[0].end
         if outs:
             assert list(outs[0]) == [3] * 64
+
+
+def test_bank_contention_is_named_in_stalls():
+    m = M100
+    go = Fill(2, hb(2, 0, DType.I8, (64,)), 0.0, sync=Sync(updates=(Update(0, mask_of(0, 1)),)))
+    local = Copy(0, hb(0, 0, DType.I32, (64,), (256,)), hb(0, 1 << 20 | 256, DType.I32, (64,)),
+                 sync=Sync(monitors=(Monitor(0, 0, 1),)))
+    remote = Copy(1, hb(1, 0, DType.I32, (64,)), hb(0, 4, DType.I32, (64,), (256,)),
+                  sync=Sync(monitors=(Monitor(1, 0, 1),)))
+    res, _ = run([go, local, remote], machine=m, mode="timing")
+    assert res.stats["units"]["TPB0.DTDU"]["stall_cycles"]["hbsm_bank"] == pytest.approx(64)
+    assert res.stats["stall_cycles"]["hbsm_bank"] == pytest.approx(128)
+
+
+def test_inter_cluster_mesh_is_slower():
+    m = M100
+    n = 1 << 16
+
+    def copy(dst):
+        return Copy(0, hb(0, 0, DType.I8, (n,)), hb(dst, 0, DType.I8, (n,)))
+
+    near, _ = run([copy(1)], machine=m, mode="timing")
+    far, _ = run([copy(4)], machine=m, mode="timing")
+    assert dur(near.records[0]) == n / m.dtdu_bytes_per_cycle + m.hbsm_latency
+    assert dur(far.records[0]) == pytest.approx(
+        n / m.bytes_per_cycle(m.mesh_inter_cluster_bandwidth) + m.hbsm_latency)
+
+
+def test_timing_only_handles_huge_transfers_without_data():
+    """--timing-only never materializes data or address arrays: a 1 GiB DDR->DDR DMA is timed
+    from the walk levels alone."""
+    m = M100
+    n = 1 << 30
+    d = Dma(0, Walk.strided(Space.DDR, 0, 0, DType.I8, (1 << 14, 1 << 16)),
+            Walk.strided(Space.DDR, 0, 8 << 30, DType.I8, (1 << 14, 1 << 16)))
+    res, _ = run([d], machine=m, mode="timing")
+    # both ends on DDR and on AXI master 0: 2n bytes through the tighter of the two
+    bw = min(m.ddr_bytes_per_cycle, m.bytes_per_cycle(m.axi_bandwidth))
+    assert dur(res.records[0]) == pytest.approx(m.dma_setup_cycles + m.ddr_latency + 2 * n / bw)
