@@ -1,0 +1,99 @@
+"""m100-schedule -> hbsm-allocate -> twu-materialize -> sync-insert -> interpreter, vs the reference.
+
+The oracle is the graph-level numpy reference executor run on the *same* module before scheduling
+(independent of the scheduler); the interpreter runs the binary program with race checks on.
+"""
+
+import numpy as np
+import pytest
+from xdsl.dialects.builtin import StringAttr
+
+from m100.dialects.tpb import InstrOp, ProgramOp
+from m100.frontend import models
+from m100.frontend.mlir_load import default_context
+from m100.frontend.models import _model, _onnx
+from m100.frontend.onnx_backend import compile_onnx
+from m100.frontend.reference import run as ref_run
+from m100.passes.backend.hbsm_allocate import HbsmAllocate
+from m100.passes.backend.sync_insert.sync_insert import SyncInsert
+from m100.passes.backend.twu_materialize import TwuMaterialize
+from m100.passes.schedule.m100_schedule import M100Schedule
+from m100.sim.simulator import simulate
+from m100.targets.m100.translate import module_to_program
+
+
+def chain_model(n=1, c=8, hw=12, seed=0):
+    """Conv+bias -> Relu -> Conv -> Relu -> Add(residual) -> Conv stride 2 (streams with halos)."""
+    _, _, helper, _ = _onnx()
+    rng = np.random.default_rng(seed)
+    w = lambda co, ci, k: (rng.standard_normal((co, ci, k, k)) / np.sqrt(ci * k * k)).astype(np.float32)  # noqa: E731
+    inits = {"W1": w(c, 3, 3), "B1": rng.standard_normal(c).astype(np.float32) * 0.1,
+             "W2": w(c, c, 3), "W3": w(c, c, 3), "B3": rng.standard_normal(c).astype(np.float32) * 0.1}
+    nodes = [helper.make_node("Conv", ["x", "W1", "B1"], ["c1"], kernel_shape=[3, 3], pads=[1, 1, 1, 1]),
+             helper.make_node("Relu", ["c1"], ["r1"]),
+             helper.make_node("Conv", ["r1", "W2"], ["c2"], kernel_shape=[3, 3], pads=[1, 1, 1, 1]),
+             helper.make_node("Relu", ["c2"], ["r2"]),
+             helper.make_node("Add", ["r2", "r1"], ["a2"]),
+             helper.make_node("Conv", ["a2", "W3", "B3"], ["y"], kernel_shape=[3, 3], strides=[2, 2],
+                              pads=[1, 1, 1, 1])]
+    oh = (hw + 2 - 3) // 2 + 1
+    return _model(nodes, "chain", [("x", [n, 3, hw, hw])], [("y", [n, c, oh, oh])], inits)
+
+
+def compile_and_run(model, **opts):
+    ctx = default_context()
+    mod = compile_onnx(model, ctx, graph=True)
+    fn = [o for o in mod.walk() if o.name == "func.func"][0]
+    rng = np.random.default_rng(1)
+    ins = [rng.standard_normal(tuple(a.type.get_shape())).astype(np.float32)
+           for a in fn.body.blocks[0].args]
+    ref = ref_run(mod, ins)
+    M100Schedule(**opts).apply(ctx, mod)
+    HbsmAllocate().apply(ctx, mod)
+    TwuMaterialize().apply(ctx, mod)
+    SyncInsert().apply(ctx, mod)
+    prog = [o for o in mod.walk() if isinstance(o, ProgramOp)][0]
+    tpbs = {o.unit_index for o in prog.walk() if isinstance(o, InstrOp) and o.UNIT_KEY == "tpb"}
+    prog.properties["level"] = StringAttr("resolved")
+    mod.verify()
+    res = simulate(module_to_program(mod), {f"arg{i}": x for i, x in enumerate(ins)})
+    return res, ref, tpbs, prog
+
+
+def check(res, ref):
+    assert res.ok, [str(r) for r in res.reports[:3]]
+    outs = list(res.outputs.values())
+    assert len(outs) == len(ref)
+    for got, want in zip(outs, ref):
+        np.testing.assert_allclose(got.reshape(want.shape), want, rtol=1e-4, atol=1e-5)
+
+
+def test_mlp_on_tiny():
+    res, ref, tpbs, _ = compile_and_run(models.mlp(), machine="tiny")
+    check(res, ref)
+
+
+def test_conv_relu_maxpool_on_tiny_with_nchw_pool_and_transposes():
+    res, ref, _, _ = compile_and_run(models.conv_relu_maxpool(), machine="tiny")
+    check(res, ref)
+
+
+@pytest.mark.parametrize("strategy", ["pipeline", "data-parallel", "single"])
+def test_conv_chain_each_strategy_matches_the_reference(strategy):
+    res, ref, tpbs, prog = compile_and_run(chain_model(), machine="m100", tpbs=8,
+                                           strategy=strategy)
+    check(res, ref)
+    if strategy == "single":
+        assert tpbs == {0}
+    else:
+        assert len(tpbs) > 1 and tpbs <= set(range(8))
+    if strategy == "pipeline":  # stages on different TPBs exchange bands by DTDU copies
+        copies = [o for o in prog.walk() if o.name == "tpb.copy"]
+        assert any(o.unit_index != o.slot_buffers()["dst"].type.tpb_index for o in copies)
+
+
+@pytest.mark.slow
+def test_small_resnet18_matches_the_reference():
+    res, ref, _, _ = compile_and_run(models.resnet18(hw=32, num_classes=10), machine="m100",
+                                     tpbs=8)
+    check(res, ref)
