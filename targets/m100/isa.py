@@ -182,7 +182,13 @@ class RefKind(IntEnum):
 
 
 class Routine(IntEnum):
-    """CSU routine table (the cluster CPU's service routines); see docs/isa.md."""
+    """CSU routine table (the cluster CPU's service routines); see docs/isa.md.
+
+    Edge cases (as the interpreter implements them): an index outside ``[0, V)`` is a run-time
+    fault; SCATTER with repeated indices keeps the *last* update of a row; TOPK sorts by value
+    (descending if ``largest`` != 0, the default 1), ties by the lower index; ARGMAX returns the
+    first maximum; MEMCPY converts the element type like ``dtdu.copy``.
+    """
     GATHER = 0  # operands (table[V,D], indices[N], out[N,D]); params (V, D, N)
     SCATTER = 1  # operands (updates[N,D], indices[N], table[V,D]); params (V, D, N)
     TOPK = 2  # operands (x[R,L], values[R,K], indices[R,K] i32); params (R, L, K, largest)
@@ -535,7 +541,11 @@ def _check_tcu_types(mn: str, a: DType, b: DType, acc_out: DType, ep: Epilogue,
 
 @dataclass(frozen=True)
 class MatMul(Instruction):
-    """TCU: ``C[m,n] (+)= A[m,k] @ B[k,n]``, then the epilogue. Blocks split ``m``."""
+    """TCU: ``C[m,n] (+)= A[m,k] @ B[k,n]``, then the epilogue. Blocks split ``m``.
+
+    With ``accumulate`` the old C is added to the product *before* the epilogue (so a bias given on
+    every K-chunk is added every time); integer accumulation wraps in int32. Float activations with
+    i4 weights use the weights' integer values (scales are applied by a later op)."""
     UNIT: ClassVar[Unit] = Unit.TCU
     OPCODE: ClassVar[int] = 0x01
     MNEMONIC: ClassVar[str] = "tcu.matmul"
@@ -648,7 +658,10 @@ class CvuPipeline(Instruction):
     Input ``i`` is ``inputs[i]`` read as ``in_shapes[i]`` (compute in f32). Stage args refer to
     inputs, earlier stages or immediates; binary ops broadcast numpy-style; reductions keep dims.
     The last stage must produce ``out_shape``; it is converted to the output walk's type (round to
-    nearest even, saturating for integers). Blocks split ``out_shape[0]``.
+    nearest even, saturating for integers). Blocks split ``out_shape[0]``: each block evaluates the
+    pipeline on the block's rows of every input of the same rank whose leading dimension equals
+    ``out_shape[0]`` (other inputs are read whole), so a stage reducing along axis 0 reduces within
+    the block. A last-stage result that broadcasts to ``out_shape`` is broadcast.
     """
     UNIT: ClassVar[Unit] = Unit.CVU
     OPCODE: ClassVar[int] = 0x10
