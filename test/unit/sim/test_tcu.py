@@ -172,3 +172,13 @@ def test_conv2d_requant_relu(rng):
                     [(X, x), (W, w), (BI, bias)], [Y])
     acc = np.maximum(conv_oracle(x, w, (1, 1), (1, 1, 1, 1), (1, 1), 1) + bias, 0)
     assert np.array_equal(y.reshape(n, 6, 6, f), requant_oracle(acc, 19, 10, -128, -128, 127))
+
+
+def test_matmul_f16_with_i4_weights(rng):
+    m, k, n = 4, 16, 8
+    a = rng.standard_normal((m, k)).astype(np.float16)
+    b = rng.integers(-8, 8, (k, n))
+    A, B, C = hb(0, 0, DType.F16, (m, k)), hb(0, 512, DType.I4, (k, n)), hb(0, 1024, DType.F32, (m, n))
+    res, (c,) = run([MatMul(0, A, B, C, m, n, k)], [(A, a), (B, b)], [C])
+    assert res.ok
+    np.testing.assert_allclose(c.reshape(m, n), a.astype(np.float64) @ b, rtol=1e-5, atol=1e-5)
