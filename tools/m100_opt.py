@@ -167,7 +167,12 @@ class M100OptMain(xDSLOptMain):
             return super().prepare_input()
         except ValueError as e:  # unknown file extension
             known = ", ".join(f".{ext}" for ext in self.available_frontends)
-            raise ToolError(f"{self.get_input_name()}: {e} (known: {known}; or use -f)") from None
+            name = self.get_input_name()
+            if name.endswith((".m100", ".asm")):
+                raise ToolError(f"{name}: m100-opt reads MLIR and ONNX; for a program file use "
+                                f"`m100-translate --from-{'bin' if name.endswith('.m100') else 'asm'} "
+                                f"{name}` to get its tpb IR") from None
+            raise ToolError(f"{name}: {e} (known: {known}; or use -f)") from None
 
     def parse_chunk(self, chunk: IO[bytes], file_extension: str,
                     start_offset: int = 0) -> ModuleOp | None:
