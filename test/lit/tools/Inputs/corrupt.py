@@ -1,11 +1,14 @@
-"""Damage a file: corrupt.py IN OUT (truncate N | flip OFFSET | append N | garbage N SEED)."""
+"""Damage a file: corrupt.py IN OUT (truncate N | flip OFFSET | append N | garbage N SEED).
+
+Negative N / OFFSET count from the end of the file."""
 import random
 import sys
 
 src, dst, how, *args = sys.argv[1:]
 data = bytearray(open(src, "rb").read())
 if how == "truncate":
-    data = data[:int(args[0])]
+    n = int(args[0])
+    data = data[:n if n >= 0 else len(data) + n]
 elif how == "flip":
     data[int(args[0])] ^= 0xFF
 elif how == "append":
