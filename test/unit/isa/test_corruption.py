@@ -122,3 +122,31 @@ def test_encode_refuses_invalid():
     bad = Fill(0, Walk.strided(Space.HBSM, 0, TINY.hbsm_bytes - 4, DType.F32, (4,)), 1.0)
     with pytest.raises(E.IsaError, match="outside HBSM"):
         E.encode_instruction(bad, TINY)
+
+
+@settings(max_examples=40, **SETTINGS)
+@given(S.programs(TINY), st.randoms(use_true_random=False))
+def test_mangled_assembly(prog, rng):
+    """Mangled assembly text raises AsmError (file:line:col) or parses to something that prints
+    and parses back identically; nothing else escapes."""
+    from m100.targets.m100.asm import AsmError, format_program, parse_program
+    text = format_program(prog)
+    alphabet = "()[]{}=,@:#;\\\n \"-+.0123456789abcdefxinsc_"
+    for _ in range(25):
+        t = list(text)
+        for _ in range(rng.randrange(1, 4)):
+            i = rng.randrange(len(t) + 1)
+            how = rng.randrange(3)
+            if how == 0 and i < len(t):
+                del t[i]
+            elif how == 1:
+                t.insert(i, rng.choice(alphabet))
+            elif i < len(t):
+                t[i] = rng.choice(alphabet)
+        bad = "".join(t)
+        try:
+            p = parse_program(bad, "m.asm")
+        except AsmError as e:
+            assert re.match(r"^m\.asm:\d+:\d+: \S", str(e)), str(e)
+            continue
+        assert parse_program(format_program(p)) == p
