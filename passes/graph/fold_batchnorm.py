@@ -32,6 +32,7 @@ from m100.passes.graph.common import (
 WEIGHT_AXIS = {
     "linalg.conv_2d_nhwc_hwcf": (1, 3), "linalg.conv_2d_nchw_fchw": (1, 0),
     "linalg.matmul": (1, 1), "linalg.batch_matmul": (1, 2),
+    "linalg.depthwise_conv_2d_nchw_chw": (1, 0), "linalg.depthwise_conv_2d_nhwc_hwc": (1, 2),
 }
 
 
@@ -169,7 +170,7 @@ def fold_one(op: Operation) -> bool:
 class FoldBatchnorm(ModulePass):
     """Fold per-channel affine ops after a contraction (inference BatchNorm) into it.
 
-    What: after a conv (conv_2d_nhwc_hwcf / conv_2d_nchw_fchw) or matmul / batch_matmul with
+    What: after a conv (conv_2d_nhwc_hwcf / conv_2d_nchw_fchw / depthwise) or matmul / batch_matmul with
     constant weights whose init is a constant fill or a per-channel bias broadcast, a chain of
     single-use elementwise generics ``x - k``, ``x + k``, ``x * k``, ``x / k`` with constant
     per-output-channel ``k`` (what torch-mlir makes of BatchNormalization:
