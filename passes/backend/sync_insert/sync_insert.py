@@ -1,0 +1,137 @@
+"""The xDSL pass ``sync-insert``: fills ``sync #sync.actions<...>`` on every ``tpb`` instruction op
+of each ``tpb.program`` with the algorithm of this package (:func:`insert_sync`)."""
+
+from __future__ import annotations
+
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+from xdsl.context import Context
+from xdsl.dialects.builtin import ModuleOp
+from xdsl.ir import SSAValue
+from xdsl.passes import ModulePass
+from xdsl.rewriter import Rewriter
+from xdsl.utils.exceptions import VerifyException
+
+from m100.dialects.sync import ActionsAttr, BarrierOp, JoinOp
+from m100.dialects.tpb import InstrOp, ProgramOp, StreamOp
+from m100.targets.m100.isa import Unit
+
+from . import DataEdge, SyncError, insert_sync
+from .certificate import dumps
+
+
+def _producers(v: SSAValue, index: dict[int, int], what: str) -> list[int]:
+    """Instruction indices whose completion token ``v`` stands for (through joins/barriers)."""
+    owner = v.owner
+    if isinstance(owner, InstrOp):
+        return [index[id(owner)]]
+    if isinstance(owner, (JoinOp, BarrierOp)):
+        out: list[int] = []
+        for x in owner.inputs:
+            out.extend(_producers(x, index, what))
+        return out
+    raise SyncError(f"sync-insert: {what} waits for a token that no tpb instruction, sync.join "
+                    "or sync.barrier produces")
+
+
+@dataclass(frozen=True)
+class SyncInsert(ModulePass):
+    """Turn dataflow order into Synchronization Unit counter traffic (producer updates, consumer
+    monitors with per-block expected values, back-pressure, remote updates).
+
+    What: for each ``tpb.program``, the instruction ops in body order are taken as a valid
+    sequential execution; RAW/WAR/WAW hazards are derived from their ``#twu.walk`` operands,
+    ``after(...)`` tokens (through ``sync.join``) add orderings, and each ``sync.barrier`` orders
+    every later op of its TPBs after the barrier's inputs. Orderings implied by others get no
+    counter traffic; counters are allocated per TPB within the budget (reused by lifetime;
+    over budget: a reported merge that serializes the writers of a counter, never a silent
+    barrier); the result is checked statically for deadlock. Every instruction op gets
+    ``sync #sync.actions<...>``; barriers become ``sync.join``. Algorithm: ``docs/sync.md``.
+    Why: the M100 units run out of order with respect to each other; counters are the only way
+    to order them.
+    Pre: instruction ops directly in the program body (not yet in ``tpb.stream``s), every operand
+    a ``#twu.walk`` (run twu-materialize), no op already carrying monitors/updates (``blocks``
+    may be preset). Post: every instruction op has sync actions; no ``sync.barrier`` remains.
+    Options: ``sync-mode`` = dataflow | barrier-all (each op waits for the whole previous one:
+    slow, obviously correct); ``counter-budget`` (counters per TPB, 0 = all of the machine's);
+    ``on-budget`` = merge | error; ``stream-blocks`` (split ops with 1 block into up to N blocks
+    so consumers stream; 0 = keep); ``certificate`` (write the sync certificate JSON to this
+    path); ``report`` (print the summary and decisions to stderr).
+    """
+
+    name = "sync-insert"
+
+    sync_mode: str = "dataflow"
+    counter_budget: int = 0
+    on_budget: str = "merge"
+    stream_blocks: int = 0
+    certificate: str = ""
+    report: bool = False
+
+    def apply(self, ctx: Context, op: ModuleOp) -> None:
+        progs = [p for p in op.walk() if isinstance(p, ProgramOp)]
+        if not progs:
+            raise SyncError("sync-insert: the module has no tpb.program")
+        for n, p in enumerate(progs):
+            self._run(p, n if len(progs) > 1 else None)
+
+    def _run(self, prog: ProgramOp, n: int | None) -> None:
+        machine = prog.get_machine()
+        body = list(prog.body.block.ops)
+        for o in prog.body.walk():
+            if isinstance(o, StreamOp):
+                if any(isinstance(x, InstrOp) and x.sync is None for x in o.walk()):
+                    raise SyncError("sync-insert: instructions inside tpb.stream regions have no "
+                                    "global order; run sync-insert before streams are formed")
+        ops = [o for o in body if isinstance(o, InstrOp)]
+        if not ops:
+            return
+        index = {id(o): i for i, o in enumerate(ops)}
+        insts = []
+        for o in ops:
+            try:
+                o.isa_walks(synthesize=False)
+                insts.append(o.to_instruction(synthesize=True))
+            except VerifyException as e:
+                raise SyncError(f"sync-insert: {e}") from None
+        edges = []
+        for i, o in enumerate(ops):
+            for d in o.deps:
+                for p in _producers(d, index, o.describe()):
+                    edges.append(DataEdge(p, i))
+        pos = {id(o): k for k, o in enumerate(body)}
+        barriers = [b for b in body if isinstance(b, BarrierOp)]
+        for b in barriers:
+            srcs = [p for x in b.inputs for p in _producers(x, index, "'sync.barrier'")]
+            mask = b.tpb_mask.value.data
+            for i, o in enumerate(ops):
+                unit, t = insts[i].executor
+                if pos[id(o)] > pos[id(b)] and unit is not Unit.DMA and mask >> t & 1:
+                    edges.extend(DataEdge(p, i) for p in srcs)
+        res = insert_sync(insts, machine, edges=edges, sync_mode=self.sync_mode,
+                          counter_budget=self.counter_budget or None, on_budget=self.on_budget,
+                          stream_blocks=self.stream_blocks or None)
+        for o, inst in zip(ops, res.instructions):
+            o.properties["sync"] = ActionsAttr.from_isa(inst.sync)
+        for b in barriers:
+            if b.inputs:
+                Rewriter.replace_op(b, JoinOp(list(b.inputs)))
+            elif not b.result.uses:
+                Rewriter.erase_op(b)
+            else:
+                raise SyncError("sync-insert: a sync.barrier with no input tokens is still "
+                                "waited for; give it the tokens it orders")
+        if self.certificate:
+            path = Path(self.certificate if n is None else f"{self.certificate}.{n}")
+            try:
+                path.write_text(dumps(res.certificate) + "\n")
+            except OSError as e:
+                raise SyncError(f"sync-insert: cannot write the certificate {path}: "
+                                f"{e.strerror}") from None
+        if self.report:
+            print(res.report(), file=sys.stderr)
+
+
+__all__ = ["SyncInsert"]
