@@ -17,6 +17,7 @@ link latencies), ``timing`` (no data: nothing is read, computed or written; race
 
 from __future__ import annotations
 
+import bisect
 import heapq
 import itertools
 import math
@@ -227,7 +228,7 @@ class Engine:
             if need <= 0:
                 continue
             cums, joins, flows = self.hist[(mon.tpb, mon.counter)]
-            k = int(np.searchsorted(cums, need))  # first arrival with cum >= need
+            k = bisect.bisect_left(cums, need)  # first arrival with cum >= need
             np.maximum(self.vc[u], joins[k], out=self.vc[u])
             if self.trace_on:
                 us.flows.append(flows[k])

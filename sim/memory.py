@@ -59,7 +59,7 @@ class PagedBytes:
             return self.read_range(lo, hi)[addrs - lo]
         out = np.zeros(addrs.shape, dtype=np.uint8)  # very sparse: page by page
         pages = addrs >> PAGE_BITS
-        for p in np.unique(pages):
+        for p in _distinct(pages):
             pg = self.pages.get(int(p))
             if pg is not None:
                 sel = pages == p
@@ -78,13 +78,19 @@ class PagedBytes:
             self.write_range(lo, buf)
             return
         pages = addrs >> PAGE_BITS
-        for p in np.unique(pages):
+        for p in _distinct(pages):
             p = int(p)
             pg = self.pages.get(p)
             if pg is None:
                 pg = self.pages[p] = np.zeros(PAGE, dtype=np.uint8)
             sel = pages == p
             pg[addrs[sel] - (p << PAGE_BITS)] = data[sel]
+
+
+def _distinct(pages: np.ndarray) -> np.ndarray:
+    """The distinct page numbers (a bincount over their span: no sort)."""
+    lo = int(pages.min())
+    return np.flatnonzero(np.bincount(pages - lo)) + lo
 
 
 class Memory:
@@ -156,17 +162,12 @@ class Memory:
         if dt is DType.I4:
             v = (numerics.convert(values, dt).astype(np.int16) & 0xF).astype(np.uint8)
             addrs = walk.base + (offsets >> 1)
-            old = mem.gather(addrs)
-            # two nibbles of one byte may both be written: apply low then high nibbles on a copy
-            lo_sel = (offsets & 1) == 0
-            uniq, inv = np.unique(addrs, return_inverse=True)
-            cur = mem.gather(uniq)
-            lo_val = cur & 0xF
-            hi_val = cur >> 4
-            lo_val[inv[lo_sel]] = v[lo_sel]
-            hi_val[inv[~lo_sel]] = v[~lo_sel]
-            del old
-            mem.scatter(uniq, (lo_val | (hi_val << 4)).astype(np.uint8))
+            hi_sel = (offsets & 1) == 1
+            for sel, keep, shift in ((~hi_sel, 0xF0, 0), (hi_sel, 0x0F, 4)):  # low, then high
+                a = addrs[sel]
+                if a.size:
+                    cur = mem.gather(a)
+                    mem.scatter(a, ((cur & keep) | (v[sel] << shift)).astype(np.uint8))
             return
         sz = dt.bits // 8
         raw = numerics.to_bytes(values, dt)

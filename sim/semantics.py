@@ -251,8 +251,9 @@ class Conv2DExec(TcuExec):
         i = self.inst
         if idx is None:
             idx = self._index(b)
-        uniq = np.unique(idx)
-        uniq = uniq[uniq >= 0]
+        mask = np.zeros(i.n * i.h * i.width * i.c, dtype=bool)  # sorted unique, without a sort
+        mask[idx[idx >= 0]] = True
+        uniq = np.flatnonzero(mask)
         return Access(i.x, i.tpb, i.x.offsets()[uniq]), uniq
 
     def _y(self, b):

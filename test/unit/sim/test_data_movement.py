@@ -160,3 +160,49 @@ def test_i4_nibble_order():
     sim.memory.write_bytes(Space.HBSM, 0, 0, bytes([0x21, 0x43, 0xF5]))
     assert list(sim.read(hb(0, 0, DType.I4, (6,)))) == [1, 2, 3, 4, 5, -1]
     assert list(numerics.to_bytes(np.array([1, 2, 3, 4, 5, -1]), DType.I4)) == [0x21, 0x43, 0xF5]
+
+
+def _walk_offsets_by_loops(levels):
+    """The TWU definition, literally: nested counters from Initial by Step to Final."""
+    out = []
+
+    def rec(i, acc):
+        if i == len(levels):
+            out.append(acc)
+            return
+        ini, step, fin = levels[i]
+        if step == 0:
+            for _ in range(fin):
+                rec(i + 1, acc + ini)
+            return
+        v = ini
+        while True:
+            rec(i + 1, acc + v)
+            if v == fin:
+                break
+            v += step
+
+    rec(0, 0)
+    return out
+
+
+from hypothesis import given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.tuples(st.integers(0, 5), st.sampled_from([0, 1, 2, 5, 17]), st.integers(1, 5)),
+                min_size=1, max_size=4),
+       st.sampled_from([DType.I8, DType.I32, DType.F16, DType.I4]))
+def test_copy_with_random_walks_gathers_per_twu_definition(levels, dt):
+    lv = tuple(Level(i, s, i + s * (n - 1)) if s else Level(i, 0, n) for i, s, n in levels)
+    src = Walk(Space.HBSM, 0, 64, dt, lv)
+    n = src.num_elements
+    lo, hi = -8, 7
+    mem_vals = np.arange(4096) % (hi - lo + 1) + lo  # distinct-ish values in every element slot
+    whole = hb(0, 64, dt, (4096,))
+    dst = hb(0, 32768, dt, (n,))
+    res, (y,) = run([Copy(0, src, dst)], [(whole, mem_vals)], [dst])
+    assert res.ok
+    offs = _walk_offsets_by_loops([(lv_.initial, lv_.step, lv_.final) for lv_ in lv])
+    assert list(y) == [mem_vals[o] for o in offs]

@@ -14,7 +14,7 @@ A_BASE, W_BASE, L_BASE, R_BASE, OUT_BASE = 0, 4096, 8192, 16384, 24576
 FULL, EMPTY, DONE, FREE = 0, 1, 2, 3  # counters: TPB1 c0 full; TPB0 c1 empty, c2 done, c3 free
 
 
-def pipeline(drop=None, bp_expected=None):
+def pipeline(drop=None, bp_expected=None, full_expected=None):
     """TPB0.TCU: L[i%2] = A_i @ W; TPB0.DTDU: R[i%2]@TPB1 = L[i%2]; TPB1.CVU: out_i = relu(R[i%2]).
 
     ``drop``: name of a monitor to remove; ``bp_expected``: replace the DTDU's back-pressure
@@ -36,7 +36,8 @@ def pipeline(drop=None, bp_expected=None):
                           sync=Sync(blocks=2, monitors=tuple(mons),
                                     updates=(Update(FULL, mask_of(1), trigger=Trigger.END),
                                              Update(FREE, mask_of(0))))))
-        mons = () if drop == "full" else (Monitor(1, FULL, i + 1),)
+        want = full_expected(i) if full_expected else i + 1
+        mons = () if drop == "full" or want < 1 else (Monitor(1, FULL, want),)
         insts.append(CvuPipeline(1, (hb(1, R_BASE + s * TILE, DType.I32, (M, F)),), ((M, F),),
                                  hb(1, OUT_BASE + i * M * F * 4, DType.F32, (M, F)), (M, F),
                                  (Stage(CvuOp.RELU, (Ref(RefKind.INPUT, 0),)),),
@@ -83,6 +84,17 @@ def test_removing_a_monitor_is_a_race(rng, drop, kind):
     assert "dtdu.copy" in msgs and "cvu.pipeline" in msgs
     if kind == "write-read":
         assert "write-read race" in msgs or "read-write race" in msgs
+
+
+def test_lowered_expected_value_is_a_race(rng):
+    """The consumer waits for i full slots instead of i + 1: it may read slot i before it is
+    written; whatever the timing, happens-before does not order them."""
+    _, _, d = data(rng)
+    for seed in (None, 3):
+        res, _ = run(pipeline(full_expected=lambda i: i), d, [], random_latency=seed)
+        races = res.reports_of("race")
+        assert races and all("HBSM of TPB 1" in r.message for r in races)
+        assert any("#2 cvu.pipeline" in r.message and "#1 dtdu.copy" in r.message for r in races)
 
 
 def test_raised_back_pressure_expectation_deadlocks_with_cycle(rng):
