@@ -1,7 +1,7 @@
 """Worker process for :class:`m100.frontend.onnx_import._Worker`: runs torch-mlir lowerings in isolation.
 
-Reads length-prefixed pickles ``(model_bytes, name, generic)`` from stdin, writes
-``("ok", text)`` or ``("err", one_line_message)`` back; exits on EOF. A crash inside torch-mlir kills
+Reads length-prefixed pickles ``(model_bytes, name, generic, split)`` from stdin, writes
+``("ok", text)`` (``("ok", (text, blobs))`` when ``split``) or ``("err", one_line_message)`` back; exits on EOF. A crash inside torch-mlir kills
 only this process; the parent reports it as a one-line FrontendError.
 """
 
@@ -23,9 +23,10 @@ def main() -> None:
         if len(head) < 8:
             return
         (n,) = struct.unpack("<Q", head)
-        model_bytes, name, generic = pickle.loads(inp.read(n))
+        model_bytes, name, generic, split = pickle.loads(inp.read(n))
         try:
-            reply = ("ok", lower_in_process(onnx.ModelProto.FromString(model_bytes), name, generic))
+            model = onnx.ModelProto.FromString(model_bytes)
+            reply = ("ok", lower_in_process(model, name, generic, split))
         except FrontendError as e:
             reply = ("err", str(e))
         except Exception as e:  # noqa: BLE001 - any failure becomes a message, never a dead worker

@@ -48,11 +48,21 @@ def _ensure_linalg_ext(ctx) -> None:
         )
 
 
-def load_mlir_text(text: str, ctx=None, *, name: str = "<mlir>"):
-    """Parse MLIR text into a verified ``ModuleOp``."""
+def verify_module(module, name: str = "<mlir>") -> None:
+    """``module.verify()`` with the failure as a one-line :class:`FrontendError`."""
+    from xdsl.utils.exceptions import VerifyException
+
+    try:
+        module.verify()
+    except VerifyException as e:
+        raise FrontendError(f"{name}: invalid IR: {_one_line(e, 240)}") from None
+
+
+def load_mlir_text(text: str, ctx=None, *, name: str = "<mlir>", verify: bool = True):
+    """Parse MLIR text into a (by default verified) ``ModuleOp``."""
     from xdsl.dialects.builtin import ModuleOp
     from xdsl.parser import Parser
-    from xdsl.utils.exceptions import DiagnosticException, ParseError, VerifyException
+    from xdsl.utils.exceptions import DiagnosticException, ParseError
 
     if ctx is None:
         ctx = default_context()
@@ -64,10 +74,8 @@ def load_mlir_text(text: str, ctx=None, *, name: str = "<mlir>"):
         raise FrontendError(f"{loc}: {_one_line(e.msg, 240)}") from None
     except (DiagnosticException, ValueError, KeyError) as e:
         raise FrontendError(f"{name}: cannot parse: {_one_line(e, 240)}") from None
-    try:
-        module.verify()
-    except VerifyException as e:
-        raise FrontendError(f"{name}: invalid IR: {_one_line(e, 240)}") from None
+    if verify:
+        verify_module(module, name)
     assert isinstance(module, ModuleOp)
     return module
 

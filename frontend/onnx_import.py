@@ -116,7 +116,65 @@ def _diagnose(name: str, err: Exception, model) -> FrontendError:
     return FrontendError(f"{name}: torch-mlir import failed: {_one_line(first, 200)}")
 
 
-def lower_in_process(model, name: str, generic: bool = True) -> str:
+_ELEM_BYTES = {"f16": 2, "bf16": 2, "f32": 4, "f64": 8, "i1": 1, "i8": 1, "i16": 2, "i32": 4,
+               "i64": 8, "ui8": 1, "ui16": 2, "ui32": 4, "ui64": 8, "si8": 1, "si16": 2, "si32": 4,
+               "si64": 8, "index": 8}
+_BLOB_HEAD = '"arith.constant"() <{value = dense<"0x'
+BLOB_ATTR = "m100.dense_blob"
+
+
+def split_dense_blobs(text: str, min_bytes: int = 1024) -> tuple[str, list[bytes]]:
+    """Move the big hex weights of generic-form ``arith.constant``s out of the MLIR text.
+
+    xDSL's lexer and parser spend most of an imported CNN's parse time on the hex strings (ResNet-18:
+    ~47 MB of weights = ~94 MB of hex). Each constant of at least ``min_bytes`` gets a one-element hex
+    splat placeholder and a ``{m100.dense_blob = k}`` attribute; the raw bytes are returned in order.
+    :func:`attach_dense_blobs` puts them back into the parsed module (bit-exact).
+    """
+    out: list[str] = []
+    blobs: list[bytes] = []
+    pos = 0
+    while True:
+        i = text.find(_BLOB_HEAD, pos)
+        if i < 0:
+            break
+        a = i + len(_BLOB_HEAD)
+        b = text.find('"', a)
+        close = text.find("}>", b)
+        type_text = text[b:close]  # '"> : tensor<64x3x7x7xf32>'
+        lt, gt = type_text.find("<"), type_text.rfind(">")
+        elem = type_text[lt + 1 : gt].rsplit("x", 1)[-1] if lt >= 0 else ""
+        size = _ELEM_BYTES.get(elem)
+        if size is None or (b - a) // 2 < min_bytes or close < 0:
+            out.append(text[pos:a])
+            pos = a
+            continue
+        out.append(text[pos:a])
+        out.append("00" * size)
+        out.append(text[b : close + 2])
+        out.append(f" {{{BLOB_ATTR} = {len(blobs)} : i64}}")
+        blobs.append(bytes.fromhex(text[a:b]))
+        pos = close + 2
+    out.append(text[pos:])
+    return "".join(out), blobs
+
+
+def attach_dense_blobs(module, blobs: list[bytes]) -> None:
+    """Inverse of :func:`split_dense_blobs` on the parsed xDSL module."""
+    from xdsl.dialects.builtin import BytesAttr, DenseIntOrFPElementsAttr
+
+    if not blobs:
+        return
+    for op in module.walk():
+        k = op.attributes.get(BLOB_ATTR)
+        if k is None:
+            continue
+        del op.attributes[BLOB_ATTR]
+        old = op.properties["value"]
+        op.properties["value"] = DenseIntOrFPElementsAttr(old.type, BytesAttr(blobs[k.value.data]))
+
+
+def lower_in_process(model, name: str, generic: bool = True, split: bool = False):
     """torch-mlir import + the two lowering pipelines on a prepared ``ModelProto``, in this process.
 
     torch-mlir is C++: on some inputs it crashes the whole process (a segfault in the pass pipeline
@@ -147,10 +205,12 @@ def lower_in_process(model, name: str, generic: bool = True) -> str:
     except Exception as e:
         raise _diagnose(name, e, model) from None
     text = module.operation.get_asm(print_generic_op_form=generic, large_elements_limit=None)
+    if split:
+        text, blobs = split_dense_blobs(text)
     leftover = sorted(set(re.findall(r'"(torch(?:_c)?\.[A-Za-z0-9_.]+)"', text)))
     if leftover:
         raise FrontendError(f"{name}: torch-mlir left ops it could not lower: {', '.join(leftover[:5])}")
-    return text
+    return (text, blobs) if split else text
 
 
 class _Worker:
@@ -177,12 +237,12 @@ class _Worker:
         return cls._proc
 
     @classmethod
-    def lower(cls, model, name: str, generic: bool) -> str:
+    def lower(cls, model, name: str, generic: bool, split: bool = False):
         import pickle
         import struct
 
         proc = cls._proc if cls._proc is not None and cls._proc.poll() is None else cls._start()
-        payload = pickle.dumps((model.SerializeToString(), name, generic), protocol=5)
+        payload = pickle.dumps((model.SerializeToString(), name, generic, split), protocol=5)
         try:
             proc.stdin.write(struct.pack("<Q", len(payload)) + payload)
             proc.stdin.flush()
@@ -223,9 +283,21 @@ def onnx_to_linalg_text(
 
 
 def load_onnx(model, ctx=None, *, opset: int | None = None, isolate: bool = True):
-    """Import an ONNX model (path or ``ModelProto``) as an xDSL ``ModuleOp`` of func + linalg on tensors."""
+    """Import an ONNX model (path or ``ModelProto``) as an xDSL ``ModuleOp`` of func + linalg on tensors.
+
+    The weights travel as raw bytes next to the text (:func:`split_dense_blobs`), not through xDSL's
+    lexer; the module is verified after they are attached."""
     from m100.frontend.mlir_load import load_mlir_text
 
     name = os.fspath(model) if isinstance(model, (str, os.PathLike)) else "<onnx model>"
-    text = onnx_to_linalg_text(model, name=name, opset=opset, isolate=isolate)
-    return load_mlir_text(text, ctx, name=name)
+    model = prepare_model(model, name, opset)
+    if isolate:
+        text, blobs = _Worker.lower(model, name, True, split=True)
+    else:
+        text, blobs = lower_in_process(model, name, True, split=True)
+    module = load_mlir_text(text, ctx, name=name, verify=False)
+    attach_dense_blobs(module, blobs)
+    from m100.frontend.mlir_load import verify_module
+
+    verify_module(module, name)
+    return module
