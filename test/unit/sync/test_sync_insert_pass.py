@@ -1,0 +1,96 @@
+"""The xDSL pass wrapper: tokens, joins and barriers become orderings; results run race-free."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from xdsl.parser import Parser
+
+from m100.context import make_context
+from m100.dialects.tpb import InstrOp, ProgramOp
+from m100.passes.backend.sync_insert import SyncError
+from m100.passes.backend.sync_insert.sync_insert import SyncInsert
+from m100.targets.m100.isa import DType, Space, Walk
+from m100.targets.m100.machine import get_machine
+
+CTX = make_context()
+TINY = get_machine("tiny")
+
+
+def W(space, base, n=256, tpb=0):
+    sp = {"ddr": "ddr", "h0": "hbsm[0]", "h1": "hbsm[1]"}[space]
+    return f"#twu.walk<{sp}, {base}, f32, [(0, 1, {n - 1})]>"
+
+
+def parse(body: str):
+    return Parser(CTX, f'tpb.program "tiny" placed {{\n{body}\n}}').parse_module()
+
+
+def insts_of(module):
+    prog = next(o for o in module.walk() if isinstance(o, ProgramOp))
+    return [o.to_instruction() for o in prog.body.block.ops if isinstance(o, InstrOp)]
+
+
+def test_tokens_order_what_addresses_do_not_show():
+    # the fill on TPB 1 touches other bytes than the copy on TPB 0, but waits for it by token
+    body = f"""
+  %t0 = tpb.copy tpb 0 src({W('h0', 0)}) dst({W('h0', 1024)})
+  %t1 = tpb.fill tpb 1 dst({W('h1', 0)}) after(%t0) {{value = 1.0}}
+"""
+    m = parse(body)
+    SyncInsert().apply(CTX, m)
+    cp, fill = insts_of(m)
+    assert len(cp.sync.updates) == 1 and cp.sync.updates[0].tpb_mask == 0b10
+    assert len(fill.sync.monitors) == 1 and fill.sync.monitors[0].tpb == 1
+    # without the token nothing orders them
+    m = parse(body.replace(" after(%t0)", ""))
+    SyncInsert().apply(CTX, m)
+    assert all(not i.sync.monitors for i in insts_of(m))
+
+
+def test_barrier_orders_later_ops_of_its_tpbs_and_becomes_a_join():
+    body = f"""
+  %t0 = tpb.fill tpb 0 dst({W('h0', 0)}) {{value = 1.0}}
+  %t1 = tpb.fill tpb 1 dst({W('h1', 0)}) {{value = 2.0}}
+  %b = sync.barrier %t0, %t1 mask 3
+  %t2 = tpb.fill tpb 0 dst({W('h0', 4096)}) {{value = 3.0}}
+  %t3 = tpb.copy tpb 1 src({W('h1', 4096)}) dst({W('h1', 8192)})
+"""
+    m = parse(body)
+    SyncInsert().apply(CTX, m)
+    text = str(m)
+    assert "sync.barrier" not in text and "sync.join" in text
+    insts = insts_of(m)
+    # t2 (DTDU@0 after t0 on the same unit: free) still waits for t1; t3 waits for t0
+    assert len(insts[2].sync.monitors) == 1 and len(insts[3].sync.monitors) == 1
+    assert m.verify() is None
+
+
+def test_pass_output_runs_on_the_interpreter():
+    sim = pytest.importorskip("m100.sim.simulator")
+    body = f"""
+  %t0 = tpb.dma engine 0 src({W('ddr', 0)}) dst({W('h0', 0)}) sync #sync.actions<blocks = 4>
+  %t1 = tpb.copy tpb 0 src({W('h0', 0)}) dst({W('h1', 0)}) sync #sync.actions<blocks = 4>
+  %t2 = tpb.cvu tpb 1 in0({W('h1', 0)}) in1({W('h1', 0)}) out({W('h1', 1024)}) {{in_shapes = [array<i64: 16, 16>, array<i64: 16, 16>], out_shape = array<i64: 16, 16>, stages = [#tpb.stage<mul(in0, in1)>]}}
+  %t3 = tpb.dma engine 1 src({W('h1', 1024)}) dst({W('ddr', 1024)})
+  %t4 = tpb.fill tpb 0 dst({W('h0', 0)}) {{value = 0.0}}
+"""
+    x = np.random.default_rng(0).standard_normal(256).astype(np.float32)
+    for mode in ("dataflow", "barrier-all"):
+        m = parse(body)
+        SyncInsert(sync_mode=mode).apply(CTX, m)
+        s = sim.Simulator(insts_of(m), TINY, random_latency=11)
+        s.write(Walk.strided(Space.DDR, 0, 0, DType.F32, (256,)), x)
+        r = s.run()
+        assert r.ok, [str(e) for e in r.reports]
+        np.testing.assert_allclose(s.read(Walk.strided(Space.DDR, 0, 1024, DType.F32, (256,))),
+                                   x * x, rtol=1e-6)
+
+
+def test_pass_errors():
+    m = parse(f"  %t0 = tpb.fill tpb 0 dst({W('h0', 0)}) sync #sync.actions<blocks = 1, "
+              "updates = [#sync.update<counter = 0, mask = 1>]> {value = 1.0}")
+    with pytest.raises(SyncError, match="already carries monitors/updates"):
+        SyncInsert().apply(CTX, m)
+    with pytest.raises(SyncError, match="no tpb.program"):
+        SyncInsert().apply(CTX, Parser(CTX, "builtin.module {}").parse_module())
