@@ -100,6 +100,32 @@ def print_params(printer: Printer, d: dict[str, Attribute], keyword: bool = Fals
     printer.print_string("}")
 
 
+def access_shape(acc: AccessAttr, t: BufferType) -> tuple[int, ...]:
+    """The index space an access addresses: the buffer's shape, or ``[slots] + shape`` when the
+    map has one result more than the buffer's rank (the first result selects the slot)."""
+    if len(acc.affine_map.results) == len(t.dims) + 1:
+        return (t.num_slots, *t.dims)
+    return t.dims
+
+
+def to_param(v: object) -> Attribute:
+    """Python value -> parameter attribute: int -> i64, float -> f64, str -> string,
+    True -> unit, sequence of ints -> array<i64>; attributes pass through."""
+    if isinstance(v, Attribute):
+        return v
+    if v is True:
+        return UnitAttr()
+    if isinstance(v, int) and not isinstance(v, bool):
+        return int_attr(v)
+    if isinstance(v, float):
+        return _f(v)
+    if isinstance(v, str):
+        return StringAttr(v)
+    if isinstance(v, (list, tuple)) and all(isinstance(x, int) for x in v):
+        return i64_array(v)  # type: ignore[arg-type]
+    raise TypeError(f"cannot make a tpb parameter of {v!r}")
+
+
 def _f(v: float) -> FloatAttr:
     return FloatAttr(float(v), f64)
 
@@ -233,12 +259,20 @@ class InstrOp(IRDLOperation):
     UNIT_KEY: ClassVar[str] = "tpb"
     PARAMS: ClassVar[tuple[str, ...]] = ()
 
-    def __init__(self, unit: int, slots: dict[str, tuple[SSAValue | None, Attribute | None]],
-                 deps: Sequence[SSAValue] = (), sync: ActionsAttr | Sync | None = None,
-                 params: dict[str, Attribute] | None = None,
+    def __init__(self, unit: int, slots: dict[str, object], deps: Sequence[SSAValue] = (),
+                 sync: ActionsAttr | Sync | None = None, params: dict[str, object] | None = None,
                  attributes: dict[str, Attribute] | None = None):
+        """``slots``: name -> ``(buffer or None, access/walk or None)``, or just a buffer SSA value,
+        an ``isa.Walk`` or a ``#twu.walk``/``#twu.access`` attribute. ``params``: name -> attribute
+        or plain Python value (see :func:`to_param`)."""
         bufs, names, walks = [], [], {}
-        for name, (buf, acc) in slots.items():
+        for name, spec in slots.items():
+            if isinstance(spec, tuple):
+                buf, acc = spec
+            elif isinstance(spec, SSAValue):
+                buf, acc = spec, None
+            else:
+                buf, acc = None, spec
             if buf is not None:
                 bufs.append(buf)
                 names.append(StringAttr(name))
@@ -250,7 +284,7 @@ class InstrOp(IRDLOperation):
             sync = ActionsAttr.from_isa(sync)
         if sync is not None:
             props["sync"] = sync
-        props.update(params or {})
+        props.update({k: to_param(v) for k, v in (params or {}).items() if v is not None})
         super().__init__(operands=[bufs, list(deps)], result_types=[TokenType()],
                          properties=props, attributes=attributes or {})
 
@@ -351,7 +385,10 @@ class InstrOp(IRDLOperation):
             elif name in bufs:
                 t: BufferType = bufs[name].type  # type: ignore[assignment]
                 shape = acc.shape if isinstance(acc, AccessAttr) else t.dims
-                out[name] = Walk.strided(t.space_enum, t.tpb_index, 0, t.dtype, tuple(shape))
+                tpb = t.tpb_index
+                if self._multicast(name):  # the ISA's convention for multicast destinations
+                    tpb = 0 if self.UNIT_KEY == "engine" else self.unit_index
+                out[name] = Walk.strided(t.space_enum, tpb, 0, t.dtype, tuple(shape))
         return out
 
     def to_instruction(self, synthesize: bool = False) -> Instruction:
@@ -397,7 +434,8 @@ class InstrOp(IRDLOperation):
             if isinstance(acc, AccessAttr):
                 if name not in bufs:
                     raise VerifyException(f"{me}: operand '{name}' has an access but no buffer")
-                acc.check_buffer(bufs[name].type.dims, f"{me}: operand '{name}'")  # type: ignore
+                acc.check_buffer(access_shape(acc, bufs[name].type),  # type: ignore[arg-type]
+                                 f"{me}: operand '{name}'")
             elif name in bufs:
                 self._check_walk_in_buffer(name, acc, bufs[name])
         machine = machine_of(self)

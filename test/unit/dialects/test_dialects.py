@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
-from xdsl.dialects.builtin import ModuleOp, f32
+from xdsl.dialects.builtin import IntegerAttr, ModuleOp, f32, i64
 from xdsl.ir.affine import AffineExpr, AffineMap
 from xdsl.parser import Parser
 from xdsl.utils.exceptions import VerifyException
@@ -189,3 +189,23 @@ def test_view_range_matches_enumeration(data):
     box = addr[(slice(slot, slot + 1) if slot is not None else slice(None),)
                + tuple(slice(o, o + s) for o, s in zip(offs, sizes))]
     assert buffer_range(view.result) == (int(box.min()), int(box.max()) + 4)
+
+
+def test_python_builders_take_plain_values():
+    """The scheduler builds placed ops from Python values; they print as the documented syntax."""
+    from xdsl.builder import ImplicitBuilder
+
+    from m100.dialects.tpb import MatmulOp
+    prog = ProgramOp("tiny", "placed", [])
+    with ImplicitBuilder(prog.body.block):
+        a = AllocOp(BufferType("hbsm", 0, [4, 8], f32)).result
+        b = AllocOp(BufferType("hbsm", 0, [8, 4], f32)).result
+        c = AllocOp(BufferType("hbsm", 0, [4, 4], f32, slots=2)).result
+        acc = AccessAttr(AffineMap.from_callable(lambda i, j: (1, i, j)), [4, 4])
+        mm = MatmulOp(0, {"a": a, "b": b, "c": (c, acc)}, [],
+                      params={"m": 4, "n": 4, "k": 8, "act": "relu", "accumulate": None,
+                              "clamp_lo": None})
+        mm.attributes["pred_end"] = IntegerAttr(99, i64)
+    ModuleOp([prog]).verify()
+    assert str(mm).endswith("c(%3, #twu.access<affine_map<(d0, d1) -> (1, d0, d1)>, [4, 4]>) "
+                            '{m = 4, n = 4, k = 8, act = "relu", pred_end = 99}')

@@ -309,3 +309,11 @@ tpb.program "tiny" resolved {
   tpb.symbol "x" input 4xf32 at hbsm[3] 0
 }
 // CHECK: 'tpb.symbol' "x": TPB 3 does not exist on machine 'tiny' (2 TPBs)
+
+// -----
+
+// --- slot-indexed access (one map result more than the buffer's rank selects the slot)
+%a = hbsm.alloc : !hbsm.buffer<ddr, 16xf32>
+%b = hbsm.alloc : !hbsm.buffer<hbsm[0], 16xf32, slots = 2>
+%t = tpb.dma engine 0 src(%a) dst(%b, #twu.access<affine_map<(d0) -> (2, d0)>, [16]>)
+// CHECK: 'tpb.dma' (engine 0): operand 'dst': index 0 ranges over [2, 2] but the buffer dimension has size 2 (buffer [2, 16])

@@ -1,7 +1,7 @@
 // RUN: m100-opt %s | filecheck %s
 // RUN: m100-opt %s | m100-opt | filecheck %s
 // RUN: m100-opt %s --print-op-generic | m100-opt | filecheck %s
-// Placed level: unallocated buffers, affine accesses (also mod/floordiv), token edges, predicted cycles; every instruction kind.
+// Placed level: unallocated buffers, affine accesses (also mod/floordiv and slot-indexed), token edges, predicted cycles; every instruction kind.
 
 tpb.program "tiny" placed {
   %x = hbsm.alloc : !hbsm.buffer<hbsm[1], 1x8x8x4xf16>
@@ -21,6 +21,8 @@ tpb.program "tiny" placed {
   %rows = hbsm.alloc : !hbsm.buffer<hbsm[0], 4x16xf32>
   %t4 = tpb.csu tpb 0 op0(%table) op1(%idx) op2(%rows) {routine = "gather", params = array<i64: 100, 16, 4>}
   %t5 = sync.join %t3, %t4
+  %fb = hbsm.alloc : !hbsm.buffer<hbsm[1], 16xf32, slots = 2>
+  %t7 = tpb.dma engine 0 src(%table, #twu.access<affine_map<(d0) -> (2, d0)>, [16]>) dst(%fb, #twu.access<affine_map<(d0) -> (1, d0)>, [16]>) {tpb_mask = 3}
   %t6 = tpb.dma engine 1 src(%table, #twu.access<affine_map<(d0) -> (7, d0)>, [16]>) dst(%rows, #twu.access<affine_map<(d0) -> (0, d0)>, [16]>) after(%t5) sync #sync.actions<blocks = 4>
 }
 
@@ -43,6 +45,8 @@ tpb.program "tiny" placed {
 // CHECK-NEXT:     %rows = hbsm.alloc : !hbsm.buffer<hbsm[0], 4x16xf32>
 // CHECK-NEXT:     %t4 = tpb.csu tpb 0 op0(%table) op1(%idx) op2(%rows) {routine = "gather", params = array<i64: 100, 16, 4>}
 // CHECK-NEXT:     %t5 = sync.join %t3, %t4
+// CHECK-NEXT:     %fb = hbsm.alloc : !hbsm.buffer<hbsm[1], 16xf32, slots = 2>
+// CHECK-NEXT:     %t7 = tpb.dma engine 0 src(%table, #twu.access<affine_map<(d0) -> (2, d0)>, [16]>) dst(%fb, #twu.access<affine_map<(d0) -> (1, d0)>, [16]>) {tpb_mask = 3}
 // CHECK-NEXT:     %t6 = tpb.dma engine 1 src(%table, #twu.access<affine_map<(d0) -> (7, d0)>, [16]>) dst(%rows, #twu.access<affine_map<(d0) -> (0, d0)>, [16]>) after(%t5) sync #sync.actions<blocks = 4>
 // CHECK-NEXT:   }
 // CHECK-NEXT: }
