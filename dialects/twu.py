@@ -15,7 +15,9 @@ Attributes
 ``#twu.access<AFFINE_MAP, [BOUNDS]>``
     The access of an operand *before* walk synthesis (the placed level): the instruction visits the
     iteration points ``0 <= d_i < BOUNDS[i]`` in row-major order and reads/writes the element
-    ``map(d)`` of the operand's buffer (row-major in the buffer's shape). Example: the transpose of a
+    ``map(d)`` of the operand's buffer (row-major in the buffer's shape; a map with one result more
+    than the buffer's rank indexes ``[slots] + shape``, the first result selecting the slot).
+    Example: the transpose of a
     32x64 buffer read as a 64x32 tensor is ``#twu.access<affine_map<(d0, d1) -> (d1, d0)>, [64, 32]>``.
     ``twu-materialize`` (issue 5) turns it into a ``#twu.walk``; :meth:`AccessAttr.to_walk` does it
     for pure affine maps (one level per map dimension, no folding).

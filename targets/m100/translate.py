@@ -10,7 +10,7 @@
   TPB's cluster, DMAs to the CCB stream, in body order); ``tpb.segment`` and ``tpb.symbol`` ops are
   the data segments and the symbol table; the machine name, fingerprint and metadata are properties
   of the program op. ``program_to_module`` emits segments, symbols, then one ``tpb.stream`` per
-  stream key in ascending order, so ``module_to_program(program_to_module(p)) == p`` and a module in
+  stream key in ascending order (metadata sorted by key, as the binary container stores it), so ``module_to_program(program_to_module(p)) == p`` and a module in
   that canonical form survives the round trip textually.
 
 Errors are :class:`TranslateError` (an :class:`~m100.errors.M100Error`) with one line naming the op.
