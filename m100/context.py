@@ -70,6 +70,11 @@ def dialect_factories() -> dict[str, DialectFactory]:
 
 def register_dialects(ctx: Context) -> None:
     """Register every dialect of :func:`dialect_factories` in ``ctx`` (lazily)."""
+    if _module_exists(_LINALG_EXT_MODULE):
+        # Eager import: it installs xDSL parser fixes (e.g. hex floats such as 0xFF800000 = -inf in
+        # dense lists) that must be active before the first constant is parsed, i.e. before the lazy
+        # linalg factory would run.
+        importlib.import_module(_LINALG_EXT_MODULE)
     registered = set(ctx.registered_dialect_names)
     for name, factory in dialect_factories().items():
         if name not in registered:
