@@ -124,7 +124,8 @@ class M100OptMain(xDSLOptMain):
             first = textwrap.shorten(summary(cls), width=max(40, 100 - width))
             lines.append(f"  {name.ljust(width)}  {first}")
         lines.append("")
-        lines.append("Inputs: .mlir (or stdin) and .onnx files. `--list-passes` lists the upstream xDSL passes too.")
+        lines.append("Inputs: .mlir (or stdin) and .onnx files. "
+                     "`--list-passes` lists the upstream xDSL passes too.")
         return "\n".join(lines)
 
     # --- user errors instead of tracebacks ------------------------------------------------------
@@ -185,7 +186,7 @@ class M100OptMain(xDSLOptMain):
         return super().parse_chunk(chunk, file_extension, start_offset)
 
     # --- ONNX input -----------------------------------------------------------------------------
-    def _parse_onnx(self, io: IO[bytes]) -> ModuleOp:
+    def _parse_onnx(self, stream: IO[bytes]) -> ModuleOp:
         frontend = importlib.import_module("m100.frontend")
         load_onnx = getattr(frontend, "load_onnx", None)
         if load_onnx is None:
@@ -198,7 +199,7 @@ class M100OptMain(xDSLOptMain):
         with tempfile.TemporaryDirectory() as tmp:
             tmp_path = os.path.join(tmp, "input.onnx")
             with open(tmp_path, "wb") as f:
-                f.write(io.read())
+                f.write(stream.read())
             return load_onnx(tmp_path, self.ctx)
 
 
