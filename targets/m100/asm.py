@@ -22,7 +22,8 @@ fields at their default value are omitted. Values::
 Newlines end an instruction except inside brackets or after a ``\\``, so a long one may be
 wrapped. Comments run from ``;`` or ``//`` to the end of the line. Program directives::
 
-    .machine tiny 0x5d1c...        machine name and fingerprint (first)
+    .machine tiny 0x5d1c...        machine name and fingerprint (first; a preset may omit the
+                                   fingerprint: it is then the preset's current one)
     .meta "key" "value"
     .symbol input "x" f32[1,8,32] ddr@0x2000      (hbsm1@0x40 for an HBSM symbol of TPB 1)
     .segment ddr@0x1000 "weights"                 then .data <hex> lines (64 bytes each)
@@ -49,6 +50,7 @@ from m100.errors import M100Error
 from . import isa
 from .isa import (BY_MNEMONIC, DType, Epilogue, Instruction, Level, Monitor, Ref, RefKind, Requant,
                   Space, Stage, Sync, Trigger, Update, Walk)
+from .machine import PRESETS
 from .program import CCB_STREAM, Program, Segment, Symbol
 
 
@@ -583,9 +585,15 @@ def parse_program(text: str, filename: str = "<asm>") -> Program:
                     raise p.error("'.machine' given twice", t)
                 name = p.string("a machine name") if p.peek().kind == "str" else \
                     p.ident("a machine name").text
-                fp = p.integer("a machine fingerprint")
-                if not 0 <= fp < 1 << 64:
-                    raise p.error("the fingerprint must be a 64-bit unsigned integer")
+                if p.peek().kind in ("nl", "eof"):  # hand-written: the preset's fingerprint
+                    if name not in PRESETS:
+                        raise p.error(f"machine '{name}' is not a preset ({', '.join(PRESETS)}); "
+                                      "give its fingerprint: .machine <name> <fingerprint>")
+                    fp = PRESETS[name].fingerprint()
+                else:
+                    fp = p.integer("a machine fingerprint")
+                    if not 0 <= fp < 1 << 64:
+                        raise p.error("the fingerprint must be a 64-bit unsigned integer")
                 prog = Program(name, fp)
                 p.end_of_line()
                 continue

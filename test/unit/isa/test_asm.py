@@ -14,9 +14,9 @@ from m100.targets.m100.program import CCB_STREAM
 
 TINY = get_machine("tiny")
 
-HAND = f"""\
+HAND = """\
 ; a hand-written program
-.machine tiny {TINY.fingerprint():#x}
+.machine tiny
 .meta "source" "hand"
 .symbol input "x" f32[4,8] ddr@0x2000
 .symbol output "y" f32[4,8] ddr@0x3000
@@ -25,18 +25,19 @@ HAND = f"""\
 .data 04
 .ccb
 ccb.dma engine=0 src=ddr@0x2000:f32[(0,1,31)] dst=hbsm0@0x0:f32[(0,1,31)] \\
-        sync{{signal(c1->0x1,+1,end)}}
+        sync{signal(c1->0x1,+1,end)}
 .cluster 0   // the TPB streams
 cvu.pipeline tpb=0 inputs=[hbsm0@0x0:f32[(0,8,24),(0,1,7)]] in_shapes=[[4,8]] \\
   output=hbsm0@0x80:f32[(0,1,31)] out_shape=[4,8] \\
-  stages=[exp(in0), rsum(s0){{axis=1}},   ; a comment inside the brackets
+  stages=[exp(in0), rsum(s0){axis=1},   ; a comment inside the brackets
           div(s0, s1), add(s2,#0.5)] \\
-  sync{{wait(c1@t0>=1,+0) signal(c2->0x1,+1,end)}}
+  sync{wait(c1@t0>=1,+0) signal(c2->0x1,+1,end)}
 """
 
 
 def test_hand_written_program():
     p = parse_program(HAND, "hand.asm")
+    assert p.fingerprint == TINY.fingerprint()
     p.validate(TINY)
     assert p.metadata == {"source": "hand"}
     assert [s.name for s in p.symbols] == ["x", "y"]
@@ -111,6 +112,7 @@ def test_instruction_errors(text, line, col, what):
     (".machine tiny 0x1\n.symbol inout \"x\" f32[1] ddr@0x0\n", 2, "'input' or 'output'"),
     (".machine tiny 0x1\n.frobnicate\n", 2, "unknown directive '.frobnicate'"),
     (".machine tiny 0x1\n.meta key \"v\"\n", 2, "quoted string"),
+    (".machine custom\n", 1, "not a preset"),
 ])
 def test_program_errors(text, line, what):
     with pytest.raises(AsmError) as ei:
