@@ -11,7 +11,8 @@
 
 The input format is ``--from-{mlir,asm,bin}`` or, without one, the file suffix (``.m100`` binary,
 ``.asm`` text, anything else MLIR); ``-`` or no input reads stdin. The output format is
-``--to-{mlir,asm,bin}``; it defaults to MLIR for program inputs. Binary output needs ``-o FILE``
+``--to-{mlir,asm,bin}`` or, without one, the suffix of ``-o`` (``.m100``/``.asm``/``.mlir``); it
+defaults to MLIR for program inputs. Binary output needs ``-o FILE``
 (``-o -`` writes it to stdout). Round trips IR -> bin -> IR and bin -> asm -> bin are exact.
 
 A corrupted or truncated program file, a malformed assembly line, IR that is not fully resolved:
@@ -175,6 +176,8 @@ def _formats(args: argparse.Namespace) -> tuple[str, str]:
     if src is None:
         src = _SUFFIX_FORMAT.get(Path(args.input).suffix.lower(), "mlir") if args.input != "-" \
             else "mlir"
+    if dst is None and args.output not in (None, "-"):
+        dst = _SUFFIX_FORMAT.get(Path(args.output).suffix.lower())
     if dst is None:
         if src == "mlir":
             raise ToolError("choose an output: --to-asm or --to-bin -o FILE")
