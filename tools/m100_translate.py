@@ -142,7 +142,8 @@ def _emit(program: Any, fmt: str, machine: Any) -> str | bytes:
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog=TOOL, description="Translate between resolved tpb IR, TPB assembly and program files.",
-        epilog=__doc__.split("::", 1)[1].split("The input format")[0].rstrip() if __doc__ else None,
+        epilog=("examples:" + __doc__.split("::", 1)[1].split("The input format")[0].rstrip())
+        if __doc__ else None,
         formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("input", nargs="?", default="-", help="input file ('-' or none: stdin)")
     src = p.add_mutually_exclusive_group()
@@ -162,8 +163,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--bin-to-asm", action="store_true",
                    help="shorthand for --from-bin --to-asm")
     p.add_argument("-o", "--output", help="output file ('-': stdout; default stdout for text)")
-    p.add_argument("--machine", help="machine preset or .json/.toml file (for IR inputs that do "
-                                     "not record their machine)")
+    p.add_argument("--machine", help="machine preset or .json/.toml file; overrides the machine the "
+                                     "input names (needed for machines that are not presets)")
     return p
 
 
