@@ -1,6 +1,6 @@
 """Write a small valid program file for the `tiny` machine (used by the m100-translate tests).
 
-usage: make_program.py OUT.m100
+usage: make_program.py OUT.m100 [MACHINE]   (MACHINE: a preset or .json/.toml file; default tiny)
 
 A DMA brings 64 int8 weights from DDR into TPB 0's HBSM and bumps counter 1; TPB 0 waits for it,
 fills a buffer and copies it into TPB 1's HBSM. One data segment and two symbols.
@@ -12,7 +12,7 @@ from m100.targets.m100.isa import (Copy, DType, Dma, Fill, Monitor, Space, Sync,
 from m100.targets.m100.machine import get_machine
 from m100.targets.m100.program import CCB_STREAM, Program, Segment, Symbol
 
-m = get_machine("tiny")
+m = get_machine(sys.argv[2] if len(sys.argv) > 2 else "tiny")
 w_ddr = Walk.strided(Space.DDR, 0, 4096, DType.I8, (64,))
 w_hbsm = Walk.strided(Space.HBSM, 0, 0, DType.I8, (64,))
 buf = Walk.strided(Space.HBSM, 0, 256, DType.F32, (4, 8))
@@ -27,4 +27,4 @@ prog.symbols = [Symbol("x", "input", (64,), DType.I8, Space.DDR, 4096),
                 Symbol("y", "output", (4, 8), DType.F32, Space.HBSM, 512, tpb=1)]
 prog.metadata = {"source": "make_program.py"}
 prog.validate(m)
-prog.save(sys.argv[1])
+prog.save(sys.argv[1], m)
