@@ -34,6 +34,9 @@ def linear_fit(v: np.ndarray) -> tuple[int, int]:
     vmax = int(v.max())
     if nb == 1:
         return vmax, 0
+    d = int(v[1] - v[0])
+    if v[0] > 0 and d >= 0 and (v == v[0] + d * np.arange(nb)).all():
+        return int(v[0]), d  # an exact progression (the usual streaming case): zero slack
     cands = {0}
     pos = np.nonzero(v > 0)[0]
     for a in pos:
