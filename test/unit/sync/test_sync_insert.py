@@ -408,3 +408,62 @@ def test_broadcast_producer_signals_all_consumer_tpbs_with_one_update():
     assert len(dma.sync.updates) == 1 and dma.sync.updates[0].tpb_mask == 0b11
     mem, ref = _setup(prog)
     assert _ok(toysim.run(res.instructions, TINY, mem, seed=1), ref)
+
+
+# ------------------------------------------------------------------------------------------------
+# walk-level analysis against brute-force enumeration
+# ------------------------------------------------------------------------------------------------
+_levels = st.lists(st.tuples(st.integers(1, 4), st.integers(-3, 9), st.integers(0, 12)),
+                   min_size=1, max_size=3)
+
+
+def _walk(levels, base, dtype):
+    lv = tuple(isa.Level.span(c, s, o) if s else isa.Level(o, 0, c) for c, s, o in levels)
+    lo = sum(min(x.initial, x.last) for x in lv)
+    shift = max(0, -lo)  # keep every offset non-negative
+    lv = (isa.Level(lv[0].initial + shift, lv[0].step,
+                    lv[0].final + (shift if lv[0].step else 0)),) + lv[1:]
+    return isa.Walk(isa.Space.HBSM, 0, base, dtype, lv)
+
+
+def _bytes(w, sel=slice(None)):
+    off = w.offsets()[sel]
+    nb = w.dtype.bits // 8
+    return set((w.base + off[:, None] * nb + np.arange(nb)[None, :]).reshape(-1).tolist())
+
+
+@settings(max_examples=200, deadline=None)
+@given(_levels, st.sampled_from([isa.DType.I8, isa.DType.F16, isa.DType.F32]))
+def test_is_dense_matches_enumeration(levels, dtype):
+    from m100.passes.backend.sync_insert.graph import is_dense
+    w = _walk(levels, 64, dtype)
+    lo, hi = w.byte_range()
+    if is_dense(w):  # sound: only a walk that covers its whole interval may retire others
+        assert _bytes(w) == set(range(lo, hi))
+    shape = tuple(c for c, _, _ in levels)
+    perm = isa.Walk.strided(isa.Space.HBSM, 0, 64, dtype, shape)  # row-major boxes are dense
+    assert is_dense(perm)
+
+
+@settings(max_examples=150, deadline=None)
+@given(_levels, _levels, st.integers(0, 40), st.sampled_from([1, 2, 3]), st.sampled_from([1, 2]),
+       st.booleans(), st.booleans())
+def test_block_need_matches_enumeration(la, lb, base_b, bi, bj, split_i, split_j):
+    from m100.passes.backend.sync_insert.graph import Access, access_need
+    wi, wj = _walk(la, 0, isa.DType.F32), _walk(lb, 4 * base_b, isa.DType.F32)
+    if split_i and wi.num_elements % bi or split_j and wj.num_elements % bj:
+        return
+    ai = Access((2, 0), wi, True, split_i, "i")
+    aj = Access((2, 0), wj, False, split_j, "j")
+    need = access_need(ai, bi, aj, bj)
+
+    def part(w, split, nb, b):
+        if not split:
+            return _bytes(w)
+        per = w.num_elements // nb
+        return _bytes(w, slice(b * per, (b + 1) * per))
+
+    for b in range(bj):
+        touched = part(wj, split_j, bj, b)
+        want = max((k for k in range(bi) if part(wi, split_i, bi, k) & touched), default=-1)
+        assert need[b] == want
