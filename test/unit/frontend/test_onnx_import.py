@@ -182,3 +182,36 @@ def test_load_dispatches_on_suffix(tmp_path):
     q.write_text(text)
     assert str(load(str(q))) == text
     assert os.path.getsize(q) > 0
+
+
+def test_torch_import_is_optional():
+    from m100.frontend import torch_import
+
+    if torch_import.torch_available():  # pragma: no cover - torch is not installed here
+        import torch
+
+        lin = torch.nn.Linear(4, 3)
+        m = torch_import.load_torch(lin, (torch.randn(2, 4),))
+        x = np.random.default_rng(0).standard_normal((2, 4)).astype(np.float32)
+        (y,) = run(m, [x])
+        np.testing.assert_allclose(y, lin(torch.from_numpy(x)).detach().numpy(), rtol=1e-5, atol=1e-6)
+    else:
+        with pytest.raises(FrontendError, match="needs torch"):
+            torch_import.load_torch(object(), ())
+
+
+def test_split_dense_blobs_roundtrip_is_bit_exact():
+    """Weights moved out of the text and attached back equal the ONNX initializers bit for bit."""
+    from onnx import numpy_helper
+
+    from m100.frontend.reference import dense_to_numpy
+
+    model = models.mlp(d_in=64, hidden=64)
+    m = load_onnx(model)
+    consts = [dense_to_numpy(op.value) for op in m.walk()
+              if op.name == "arith.constant" and hasattr(op.value, "data") and op.results[0].type.get_shape()]
+    for init in model.graph.initializer:
+        arr = numpy_helper.to_array(init)
+        assert any(c.shape == arr.shape and c.tobytes() == arr.tobytes() for c in consts) or \
+            any(c.tobytes() == arr.T.tobytes() for c in consts), init.name
+    assert not any("m100.dense_blob" in op.attributes for op in m.walk())
