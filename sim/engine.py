@@ -71,6 +71,8 @@ class UnitState:
     cost: Cost | None = None
     flows: list = field(default_factory=list)
     alone: float = 0.0
+    tail: float = 0.0
+    busy_until: float = 0.0
     bottleneck: str = ""
 
 
@@ -85,6 +87,10 @@ class Job:
 def unit_name(key: tuple[Unit, int]) -> str:
     u, i = key
     return f"DMA{i}" if u is Unit.DMA else f"TPB{i}.{u.name}"
+
+
+PIPELINED = frozenset({Unit.TCU, Unit.CVU, Unit.DTDU})
+DRAIN_TID = 16  # trace: the drain track of unit tid is tid + DRAIN_TID
 
 
 class Aborted(Exception):
@@ -282,12 +288,16 @@ class Engine:
         lat = cost.latency
         if self.rng is not None:
             lat += float(self.rng.integers(0, int(4 * lat) + 64))
-        us.alone = lat
-        if lat > 0:
-            us.state = "latency"
-            self.push(self.now + lat, "stream", u)
-        else:
+        if rec.inst.UNIT in PIPELINED:  # the latency is a drain tail, overlapping the next block
+            us.tail, us.alone = lat, 0.0
             self.ev_stream(u)
+        else:
+            us.tail, us.alone = 0.0, lat
+            if lat > 0:
+                us.state = "latency"
+                self.push(self.now + lat, "stream", u)
+            else:
+                self.ev_stream(u)
 
     # --- fluid streaming ----------------------------------------------------------------------
     def _advance(self) -> None:
@@ -344,14 +354,14 @@ class Engine:
 
     # --- finishing blocks ---------------------------------------------------------------------
     def ev_block_done(self, u: int) -> None:
+        """The block stopped streaming: its data is written; the unit may go on. Its results become
+        visible to other units (updates fire) after the pipeline tail (:meth:`ev_visible`)."""
         us = self.units[u]
         rec, b = us.cur, us.block
         inst = rec.inst
-        dur = self.now - us.block_start
-        us.busy += dur
-        rec.blocks.append((us.block_start, self.now))
+        start, end = us.block_start, self.now
         if self.timed and us.cost is not None:
-            extra = dur - us.alone
+            extra = (end - start) - us.alone
             if extra > 1e-6:
                 cause = us.bottleneck or "contention"
                 us.stalls[cause] = us.stalls.get(cause, 0.0) + extra
@@ -372,31 +382,48 @@ class Engine:
                 self.report("fault", str(e), rec)
                 raise Aborted from None
             us.pending = []
-        if self.trace_on:
-            self._trace_block(u, rec, b)
-        last = b == inst.sync.blocks - 1
         snapshot = self.vc[u].copy()
+        self.vc[u, u] += 1
+        flows, us.flows = us.flows, []
+        args = (u, rec, b, start, end, snapshot, flows)
+        if us.tail > 0:
+            self.push(self.now + us.tail, "visible", *args)
+        else:
+            self.ev_visible(*args)
+        us.block += 1
+        us.state = "idle"
+        if us.block == inst.sync.blocks:
+            us.cur = None
+        self.try_start(u)
+
+    def ev_visible(self, u: int, rec: InstRec, b: int, start: float, end: float,
+                   snapshot: np.ndarray, flows: list) -> None:
+        us = self.units[u]
+        inst = rec.inst
+        rec.blocks.append((start, self.now))
+        us.busy += max(0.0, self.now - max(start, us.busy_until))
+        us.busy_until = max(us.busy_until, self.now)
+        if self.trace_on:
+            self._trace_block(u, rec, b, start, end, flows)
+        last = b == inst.sync.blocks - 1
         src_tpb = None if inst.UNIT is Unit.DMA else inst.tpb
         for upd in inst.sync.updates:
             if upd.trigger == 1 or last:
                 fid = next(self.flow_ids)
                 if self.trace_on:
-                    self._trace_flow_start(u, fid)
+                    self._trace_flow_start(u, fid, start, end)
                 for t in tpbs_of(upd.tpb_mask):
                     lat = self._update_latency(src_tpb, t)
                     self.push(self.now + lat, "counter", t, upd.counter, upd.amount, snapshot, fid,
                               rec.index)
-        self.vc[u, u] += 1
-        us.block += 1
-        us.state = "idle"
-        if us.block == inst.sync.blocks:
+        if last:
             rec.end = self.now
-            us.cur = None
             self.done_count += 1
             if self.progress is not None:
                 self.progress(self.done_count, len(self.recs))
-            if us.cost is not None and us.cost.exclusive is not None:
-                cl = us.cost.exclusive[1]
+            cost = us.cost if us.cost is not None and us.cost.exclusive is not None else None
+            if cost is not None:
+                cl = cost.exclusive[1]
                 self.cpu_owner[cl] = None
                 fifo = self.cpu_fifo.get(cl)
                 if fifo:
@@ -406,7 +433,6 @@ class Engine:
                     self.push(self.now, "cpu_go", nxt)
             if self.races is not None and self.done_count % 64 == 0:
                 self._prune()
-        self.try_start(u)
 
     def ev_cpu_go(self, u: int) -> None:
         us = self.units[u]
@@ -527,21 +553,28 @@ class Engine:
             return 0, key[1]
         return key[1] + 1, int(key[0])
 
-    def _trace_block(self, u: int, rec: InstRec, b: int) -> None:
+    def _trace_block(self, u: int, rec: InstRec, b: int, start: float, end: float,
+                     flows: list) -> None:
         pid, tid = self.track(u)
-        us = self.units[u]
         name = rec.inst.MNEMONIC + (f" [{b}]" if rec.inst.sync.blocks > 1 else "")
-        self.events.append({"ph": "X", "name": name, "pid": pid, "tid": tid,
-                            "ts": self._us(us.block_start), "dur": self._us(self.now - us.block_start),
-                            "args": {"inst": rec.index, "block": b,
-                                     "cycles": self.now - us.block_start}})
-        for fid, t in us.flows:
+        args = {"inst": rec.index, "block": b, "cycles": end - start,
+                "visible_at_cycle": self.now}
+        self.events.append({"ph": "X", "name": name, "pid": pid, "tid": tid, "ts": self._us(start),
+                            "dur": self._us(max(end - start, 1e-3)), "args": args})
+        if self.now > end:  # the pipeline tail, on the unit's drain track
+            self.events.append({"ph": "X", "name": name + " (drain)", "pid": pid,
+                                "tid": tid + DRAIN_TID, "ts": self._us(end),
+                                "dur": self._us(self.now - end), "args": args})
+        for fid, _t in flows:
             self.events.append({"ph": "f", "bp": "e", "name": "sync", "cat": "sync", "id": fid,
-                                "pid": pid, "tid": tid, "ts": self._us(us.block_start)})
-        us.flows = []
+                                "pid": pid, "tid": tid, "ts": self._us(start)})
 
-    def _trace_flow_start(self, u: int, fid: int) -> None:
+    def _trace_flow_start(self, u: int, fid: int, start: float, end: float) -> None:
         pid, tid = self.track(u)
-        ts = self._us(self.now) - 1e-6
+        if self.now > end:  # on the drain slice
+            tid, lo = tid + DRAIN_TID, end
+        else:
+            lo = start
+        ts = max(self._us(self.now) - 1e-6, self._us(lo))
         self.events.append({"ph": "s", "name": "sync", "cat": "sync", "id": fid, "pid": pid,
-                            "tid": tid, "ts": max(ts, self._us(self.units[u].block_start))})
+                            "tid": tid, "ts": ts})

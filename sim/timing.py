@@ -113,8 +113,8 @@ class CostModel:
     def cost(self, inst: Instruction, b: int) -> Cost:
         fn = getattr(self, "_" + type(inst).__name__.lower())
         c = fn(inst, b)
-        if b > 0:
-            c.latency = 0.0 if not isinstance(inst, CsuCall) else c.latency
+        if b > 0 and isinstance(inst, Dma):
+            c.latency = 0.0  # the setup and first-byte latency happen once per transfer
         return c
 
     # --- TCU ----------------------------------------------------------------------------------

@@ -2,7 +2,8 @@
 
 One process per TPB (``TPB k``, pid k+1) with one thread (track) per functional unit, and the CCB
 (pid 0) with one track per DMA engine. Every block of every instruction is a slice (``args`` carry
-the instruction index, block and cycles); every SU counter is a counter track of its TPB; a flow
+the instruction index, block and cycles; a pipelined unit's latency tail -- results not yet
+visible -- is a slice on its "drain" track); every SU counter is a counter track of its TPB; a flow
 arrow goes from the block whose update released a monitor to the block it released (the paper's
 Fig. 16). Timestamps are microseconds of simulated time at ``machine.clock_hz``.
 """
@@ -25,7 +26,8 @@ def chrome_trace(result: Any) -> dict:
             pids[pid] = "CCB" if pid == 0 else f"TPB {pid - 1}"
             if ev["ph"] == "X":
                 tid = ev["tid"]
-                name = f"DMA{tid}" if pid == 0 else Unit(tid).name
+                base, drain = (tid - 16, " drain") if tid >= 16 else (tid, "")
+                name = (f"DMA{base}" if pid == 0 else Unit(base).name) + drain
                 threads.add((pid, tid, name))
     for pid, name in sorted(pids.items()):
         meta.append({"ph": "M", "name": "process_name", "pid": pid, "args": {"name": name}})

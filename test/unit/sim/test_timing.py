@@ -181,3 +181,25 @@ def test_timing_only_handles_huge_transfers_without_data():
     # both ends on DDR and on AXI master 0: 2n bytes through the tighter of the two
     bw = min(m.ddr_bytes_per_cycle, m.bytes_per_cycle(m.axi_bandwidth))
     assert dur(res.records[0]) == pytest.approx(m.dma_setup_cycles + m.ddr_latency + 2 * n / bw)
+
+
+def test_back_to_back_matmuls_pipeline():
+    """The TCU is pipelined: n back-to-back 32x32 @ 32x64 int8 matmuls take n * 32 cycles plus one
+    pipeline latency; each result is visible tcu_pipeline_latency after its streaming ends. (A
+    long DMA holds the first matmul until all four are dispatched.)"""
+    m = M100
+    gate = Dma(0, Walk.strided(Space.DDR, 0, 0, DType.I8, (1 << 20,)),
+               Walk.strided(Space.SRAM, 0, 0, DType.I8, (1 << 20,)),
+               sync=Sync(updates=(Update(0, mask_of(0)),)))
+    insts = [MatMul(0, hb(0, 0, DType.I8, (32, 32)), hb(0, 8192, DType.I8, (32, 64)),
+                    hb(0, 65536 + i * 8192, DType.I32, (32, 64)), 32, 64, 32,
+                    sync=Sync(monitors=(Monitor(0, 0, 1),) if i == 0 else ()))
+             for i in range(4)]
+    res, _ = run([gate] + insts, machine=m, mode="timing")
+    dma, recs = res.records[0], res.records[1:]
+    t0 = dma.end + m.remote_update_latency_inter
+    assert max(r.dispatch for r in recs) < t0
+    for i, r in enumerate(recs):
+        assert r.start == t0 + 32 * i
+        assert r.end == t0 + 32 * (i + 1) + m.tcu_pipeline_latency
+    assert res.stats["units"]["TPB0.TCU"]["busy_cycles"] == 4 * 32 + m.tcu_pipeline_latency
