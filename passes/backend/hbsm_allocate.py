@@ -77,8 +77,15 @@ class HbsmAllocate(ModulePass):
         first: dict[int, int] = {}
         last: dict[int, int] = {}
         user: dict[int, InstrOp] = {}
-        for pos, o in enumerate(ops):
+        pos_of: dict[int, int] = {}  # op -> index among the instruction ops (program position)
+        n = 0
+        for o in ops:
+            pos_of[id(o)] = n
             if isinstance(o, InstrOp):
+                n += 1
+        for o in ops:
+            if isinstance(o, InstrOp):
+                pos = pos_of[id(o)]
                 for b in o.bufs:
                     r = _root(b)
                     k = id(r)
@@ -89,9 +96,10 @@ class HbsmAllocate(ModulePass):
         by_name: dict[str, Operation] = {}
         top = {Space.DDR: 0, Space.SRAM: 0}
         pending_mem: list[Operation] = []
-        for pos, o in enumerate(ops):
+        for o in ops:
             if not isinstance(o, (AllocOp, FifoOp)):
                 continue
+            pos = pos_of[id(o)]
             t: BufferType = o.results[0].type  # type: ignore[assignment]
             if t.space_enum is not Space.HBSM:
                 if o.offset is not None:
@@ -103,9 +111,9 @@ class HbsmAllocate(ModulePass):
                 continue
             k = id(o)
             u = user.get(k)
-            name = _describe(o, pos, u)
+            name = _describe(o, len(bufs), u)
             by_name[name] = o
-            unit = (u.name if u is not None else "")
+            unit = u.KIND.UNIT.name if u is not None else ""
             bufs.append(Buf(name, t.tpb_index, t.slot_bytes, t.num_slots,
                             float(first.get(k, pos)), float(last.get(k, pos) + 1), unit))
         try:

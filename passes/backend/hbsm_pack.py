@@ -7,11 +7,12 @@ address space ``[0, hbsm_bytes)``:
 * **largest first** (then earliest first): each buffer takes the lowest bank-aligned offset where it
   overlaps no already placed buffer that is live at the same time (interval packing on the
   offset axis, the classic greedy behind minimalloc-style allocators);
-* **same-unit reuse preferred**: among the feasible offsets, one whose bytes were last used by a
-  buffer of the *same* unit wins over one that reuses another unit's bytes, so reuse adds no
-  cross-unit write-after-read dependency (in-order units already order their own accesses);
-* sizes and offsets are multiples of the bank width (``machine.hbsm_bank_width``), so a slot starts
-  on a bank boundary and double-buffer slots never share a bank granule.
+* **same-unit reuse preferred**: among the feasible offsets that do not raise the TPB's high-water
+  mark, one whose bytes were last used by a buffer of the *same* unit wins over one that reuses
+  another unit's bytes, so reuse adds no cross-unit write-after-read dependency (in-order units
+  already order their own accesses);
+* offsets (and the sizes reserved) are multiples of the bank width (``machine.hbsm_bank_width``),
+  so every buffer starts on a bank boundary (slots inside a buffer follow its type's slot stride).
 
 On overflow :class:`HbsmOverflow` names the TPB, the peak instant, the live buffers there with their
 sizes, and what would fit (how many bytes must go, which buffer could shrink or lose a slot).
@@ -116,6 +117,7 @@ def _allocate_tpb(tpb: int, group: list[Buf], capacity: int, align: int) -> dict
         cands.update(o + s for o, s in live)
         cands.update(o for o, s, p in placed if p.unit == b.unit and not _overlap_t(p, b))
         best = None
+        high = max((o + s for o, s, _ in placed), default=0)
         for c in sorted(cands):
             c = _align(c, align)
             if c + size > capacity:
@@ -125,7 +127,7 @@ def _allocate_tpb(tpb: int, group: list[Buf], capacity: int, align: int) -> dict
             # bytes last used by another unit (a cross-unit write-after-read) cost extra
             cross = sum(1 for o, s, p in placed
                         if not _overlap_t(p, b) and p.unit != b.unit and c < o + s and o < c + size)
-            key = (cross > 0, c)
+            key = (c + size > high, cross > 0, c)  # do not grow the footprint, then same unit
             if best is None or key < best[0]:
                 best = (key, c)
         if best is None:

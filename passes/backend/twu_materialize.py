@@ -9,7 +9,7 @@ from xdsl.context import Context
 from xdsl.dialects.builtin import DictionaryAttr, ModuleOp
 from xdsl.ir import Operation, SSAValue
 from xdsl.passes import ModulePass
-from xdsl.rewriter import Rewriter
+from xdsl.rewriter import InsertPoint, Rewriter
 
 from m100.dialects.hbsm import AllocOp, BufferType, FifoOp, ViewOp
 from m100.dialects.sync import JoinOp
@@ -57,6 +57,9 @@ def operand_access(buf: SSAValue, acc: AccessAttr | None) -> tuple[list[int], Ac
         per_dim = [(tuple(1 if d == k else 0 for d in range(len(bounds))), 0)
                    for k in range(len(bounds))]
     else:
+        if not acc.is_pure_affine():
+            raise TwuError(f"access {acc} uses mod/floordiv; only pure affine accesses map to "
+                           "TWU levels")
         bounds = list(acc.shape)
         c0, coeffs = acc.coefficients()
         per_dim = [(tuple(coeffs[d][r] for d in range(len(bounds))), c0[r])
@@ -144,7 +147,6 @@ class TwuMaterialize(ModulePass):
         names = list(todo)
         bounds = todo[names[0]][0]
         pieces = synthesize(bounds, [todo[n][1] for n in names], max_levels)
-        rw = Rewriter()
         toks = []
         for p in pieces:
             new = dict(accs)
@@ -154,14 +156,10 @@ class TwuMaterialize(ModulePass):
                                                 == "HBSM" else 0, base, rt.dtype, p.levels[k]))
             clone = op.clone()
             clone.properties["walks"] = DictionaryAttr(new)
-            rw.insert_op(clone, _before(op))
+            Rewriter.insert_op(clone, InsertPoint.before(op))
             toks.append(clone.done)
         join = JoinOp(toks)
-        rw.insert_op(join, _before(op))
-        op.done.replace_by(join.results[0])
-        rw.erase_op(op)
-
-
-def _before(op: Operation):
-    from xdsl.rewriter import InsertPoint
-    return InsertPoint.before(op)
+        Rewriter.insert_op(join, InsertPoint.before(op))
+        op.done.replace_all_uses_with(join.results[0])
+        op.detach()
+        op.erase()

@@ -367,10 +367,16 @@ class Emitter:
         segment, or loaded from memory through ``lin_mem``."""
         prod = self.pl_sched().producers.get(tensor)
         if prod is not None and prod.name in seg_ops and prod.name in pieces:
+            a0, a1 = rows
+            k0, k1 = cols if cols is not None else (0, bshape[-1])
+            over = [q for q in pieces[prod.name] if max(a0, q.r0) < min(a1, q.r1)
+                    and max(k0, q.c0) < min(k1, q.c1)]
+            if len(over) == 1 and over[0].tpb == tpb and (over[0].r0, over[0].r1) == (a0, a1) \
+                    and (over[0].c0, over[0].c1) == (k0, k1) and \
+                    tuple(over[0].out.type.dims) == tuple(bshape):  # type: ignore[attr-defined]
+                return over[0].out, [over[0].done]  # same TPB, same box: read it in place
             buf = self.buffer("hbsm", tpb, bshape, self.g.tensors[tensor].dtype)
             toks = []
-            a0, a1 = rows
-            k0, k1 = cols if cols is not None else (0, 1 << 62)
             for q in pieces[prod.name]:
                 a, e = max(a0, q.r0), min(a1, q.r1)
                 qc0, qc1 = max(k0, q.c0), min(k1, q.c1)
