@@ -7,7 +7,9 @@ the DMA engines. A unit starts block ``b`` of its head instruction when the inst
 and every monitor holds (``counter >= expected + b * per_block``); CSU blocks also need their cluster's
 CPU (one routine at a time, FIFO). A block gathers its inputs when it starts, streams for its
 duration (the :mod:`~m100.sim.timing` fluid model shares banks and links among concurrent blocks),
-writes its outputs when it ends, and then fires its updates: local ones at once, remote ones after
+writes its outputs when it stops streaming, and -- after the drain tail of a pipelined unit (TCU,
+CVU, DTDU: the unit meanwhile starts its next block) -- fires its updates: local ones at once,
+remote ones after
 ``remote_update_latency`` (same cluster) or ``remote_update_latency_inter`` (another cluster or from
 the CCB). Different units and TPBs run concurrently; each unit keeps its order.
 

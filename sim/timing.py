@@ -2,10 +2,12 @@
 
 Every number comes from the :class:`~m100.targets.m100.machine.Machine`. A block is a *job* with
 
-* ``latency``: fixed cycles before data streams (first block only): TCU ``tcu_pipeline_latency``;
-  CVU ``hbsm_latency + stages * cvu_stage_latency``; DTDU ``hbsm_latency``; CSU
-  ``csu_overhead_cycles`` (holding the cluster CPU, one routine at a time per cluster); DMA
-  ``dma_setup_cycles`` (+ ``ddr_latency`` if DDR is an end, + ``hbsm_latency`` if an HBSM is);
+* ``latency``: fixed cycles. For the pipelined TCU (``tcu_pipeline_latency``), CVU
+  (``hbsm_latency + stages * cvu_stage_latency``) and DTDU (``hbsm_latency``) it is a drain tail
+  after every block (the engine overlaps it with the next block); for the CSU
+  (``csu_overhead_cycles``, holding the cluster CPU, one routine at a time per cluster) and DMA
+  (first block only: ``dma_setup_cycles`` + ``ddr_latency`` if DDR is an end + ``hbsm_latency`` if an
+  HBSM is) it comes before the data streams;
 * ``cycles``: its intrinsic streaming time when alone, the max of its compute time and its port
   limits:
 
