@@ -69,11 +69,17 @@ class DecodeError(M100Error, ValueError):
     def __init__(self, offset: int, what: str):
         self.offset = offset
         self.what = what
-        super().__init__(f"bit offset {offset} (byte {offset // 8}): {what}")
+        super().__init__(f"bit offset {offset} (byte {offset // 8}): {_name(what)}")
 
 
 class EncodeError(IsaError):
     """An instruction field that does not fit its encoding (the message names the field)."""
+
+
+def _name(what: Any) -> str:
+    """Field names are built lazily (tuples of parts) and joined only for an error message."""
+    return what if isinstance(what, str) else "".join(_name(w) if isinstance(w, tuple) else str(w)
+                                                       for w in what)
 
 
 def _bits(x: int) -> int:
@@ -151,7 +157,7 @@ class _Coder:
         if x is not None:
             lim = 1 << (w - 1)
             if not -lim <= x < lim:
-                self.fail(f"{what} = {x} does not fit {w} signed bits")
+                self.fail(f"{_name(what)} = {x} does not fit {w} signed bits")
             x &= (1 << w) - 1
         v = self.u(w, x, what)
         return v - (1 << w) if v >> (w - 1) else v
@@ -160,13 +166,13 @@ class _Coder:
         if x is not None:
             x = int(x)
             if x < 0:
-                self.fail(f"{what} = {x} must be >= 0")
+                self.fail(f"{_name(what)} = {x} must be >= 0")
             if x.bit_length() >= 1 << VARLEN_BITS:
-                self.fail(f"{what} = {x} is too large for a varint")
-        n = self.u(VARLEN_BITS, None if x is None else x.bit_length(), f"{what} (length)")
+                self.fail(f"{_name(what)} = {x} is too large for a varint")
+        n = self.u(VARLEN_BITS, None if x is None else x.bit_length(), (what, " (length)"))
         v = self.u(n, x, what)
         if x is None and n and not v >> (n - 1):
-            self.fail(f"{what}: non-minimal varint")
+            self.fail(f"{_name(what)}: non-minimal varint")
         return v
 
     def sv(self, x: int | None, what: str) -> int:
@@ -183,12 +189,12 @@ class _Coder:
 
     def opt_f64(self, x: float | None, what: str) -> float:
         """A float that is usually 0.0: presence bit, then the f64 (exact, -0.0 is present)."""
-        present = self.flag(None if x is None else _f64_bits(x) != _ZERO_F64, f"{what} present")
+        present = self.flag(None if x is None else _f64_bits(x) != _ZERO_F64, (what, " present"))
         if not present:
             return 0.0
         v = self.f64(x, what)
         if self.reading and _f64_bits(v) == _ZERO_F64:
-            self.fail(f"{what}: non-canonical (present but +0.0)")
+            self.fail(f"{_name(what)}: non-canonical (present but +0.0)")
         return v
 
     def enum(self, cls: type, w: int, x: Any, what: str) -> Any:
@@ -196,20 +202,20 @@ class _Coder:
         try:
             return cls(v)
         except ValueError:
-            return self.fail(f"{what}: {v} is not a valid {cls.__name__}")
+            return self.fail(f"{_name(what)}: {v} is not a valid {cls.__name__}")
 
     def count(self, x: int | None, what: str, min_bits_each: int = 1) -> int:
-        n = self.uv(x, f"{what} count")
+        n = self.uv(x, (what, " count"))
         if x is None and n * min_bits_each > self.remaining():
-            self.fail(f"{what} count {n} exceeds the bits left")
+            self.fail(f"{_name(what)} count {n} exceeds the bits left")
         return n
 
     def seq(self, xs: tuple | None, what: str, fn: Callable[[Any, str], Any]) -> tuple:
         n = self.count(None if xs is None else len(xs), what)
-        return tuple(fn(None if xs is None else xs[i], f"{what}[{i}]") for i in range(n))
+        return tuple(fn(None if xs is None else xs[i], (what, "[", i, "]")) for i in range(n))
 
     def opt(self, x: Any, what: str, fn: Callable[[Any, str], Any], absent: Any = None) -> Any:
-        present = self.flag(None if self.reading else x is not absent, f"{what} present")
+        present = self.flag(None if self.reading else x is not absent, (what, " present"))
         return fn(x, what) if present else absent
 
     # structured fields
@@ -221,90 +227,91 @@ class _Coder:
 
     def walk(self, w: Walk | None, what: str) -> Walk:
         s, L = _Src(w), self.L
-        space = self.enum(Space, SPACE_BITS, s.space, f"{what}.space")
+        space = self.enum(Space, SPACE_BITS, s.space, (what, ".space"))
         if space is Space.HBSM:
-            tpb = self.tpb(s.tpb, f"{what}.tpb")
+            tpb = self.tpb(s.tpb, (what, ".tpb"))
         else:
             tpb = 0
             if w is not None and w.tpb != 0:
-                self.fail(f"{what}: a {space.name} walk must have tpb 0")
-        base = self.u(L.addr[space], s.base, f"{what}.base")
-        dtype = self.enum(DType, DTYPE_BITS, s.dtype, f"{what}.dtype")
+                self.fail(f"{_name(what)}: a {space.name} walk must have tpb 0")
+        base = self.u(L.addr[space], s.base, (what, ".base"))
+        dtype = self.enum(DType, DTYPE_BITS, s.dtype, (what, ".dtype"))
         lv = s.levels
-        n = self.u(L.nlevels, None if lv is None else len(lv), f"{what} level count")
+        n = self.u(L.nlevels, None if lv is None else len(lv), (what, " level count"))
         levels = []
         for i in range(n):
             ls = _Src(None if lv is None else lv[i])
-            levels.append(Level(self.s(L.field, ls.initial, f"{what}.levels[{i}].initial"),
-                                self.s(L.field, ls.step, f"{what}.levels[{i}].step"),
-                                self.s(L.field, ls.final, f"{what}.levels[{i}].final")))
+            levels.append(Level(self.s(L.field, ls.initial, (what, ".levels[", i, "].initial")),
+                                self.s(L.field, ls.step, (what, ".levels[", i, "].step")),
+                                self.s(L.field, ls.final, (what, ".levels[", i, "].final"))))
         return Walk(space, tpb, base, dtype, tuple(levels))
 
     def sync(self, y: Sync | None, what: str = "sync") -> Sync:
         s, L = _Src(y), self.L
-        blocks = self.uv(s.blocks, f"{what}.blocks")
+        blocks = self.uv(s.blocks, (what, ".blocks"))
 
         def mon(m: Monitor | None, wh: str) -> Monitor:
             ms = _Src(m)
-            return Monitor(self.tpb(ms.tpb, f"{wh}.tpb"), self.u(L.counter, ms.counter, f"{wh}.counter"),
-                           self.u(L.value, ms.expected, f"{wh}.expected"),
-                           self.u(L.value, ms.per_block, f"{wh}.per_block"))
+            return Monitor(self.tpb(ms.tpb, (wh, ".tpb")),
+                           self.u(L.counter, ms.counter, (wh, ".counter")),
+                           self.u(L.value, ms.expected, (wh, ".expected")),
+                           self.u(L.value, ms.per_block, (wh, ".per_block")))
 
         def upd(u: Update | None, wh: str) -> Update:
             us = _Src(u)
-            return Update(self.u(L.counter, us.counter, f"{wh}.counter"),
-                          self.mask(us.tpb_mask, f"{wh}.tpb_mask"),
-                          self.u(L.value, us.amount, f"{wh}.amount"),
-                          self.enum(Trigger, TRIGGER_BITS, us.trigger, f"{wh}.trigger"))
+            return Update(self.u(L.counter, us.counter, (wh, ".counter")),
+                          self.mask(us.tpb_mask, (wh, ".tpb_mask")),
+                          self.u(L.value, us.amount, (wh, ".amount")),
+                          self.enum(Trigger, TRIGGER_BITS, us.trigger, (wh, ".trigger")))
 
-        return Sync(blocks, self.seq(s.monitors, f"{what}.monitors", mon),
-                    self.seq(s.updates, f"{what}.updates", upd))
+        return Sync(blocks, self.seq(s.monitors, (what, ".monitors"), mon),
+                    self.seq(s.updates, (what, ".updates"), upd))
 
     def shape(self, x: tuple | None, what: str) -> tuple[int, ...]:
         return self.seq(x, what, lambda v, wh: self.uv(v, wh))
 
     def requant(self, r: Requant | None, what: str) -> Requant:
         s = _Src(r)
-        return Requant(self.sv(s.multiplier, f"{what}.multiplier"),
-                       self.u(SHIFT_BITS, s.shift, f"{what}.shift"),
-                       self.sv(s.zero_point, f"{what}.zero_point"),
-                       self.sv(s.qmin, f"{what}.qmin"), self.sv(s.qmax, f"{what}.qmax"),
-                       self.opt(s.per_channel, f"{what}.per_channel", self.walk))
+        return Requant(self.sv(s.multiplier, (what, ".multiplier")),
+                       self.u(SHIFT_BITS, s.shift, (what, ".shift")),
+                       self.sv(s.zero_point, (what, ".zero_point")),
+                       self.sv(s.qmin, (what, ".qmin")), self.sv(s.qmax, (what, ".qmax")),
+                       self.opt(s.per_channel, (what, ".per_channel"), self.walk))
 
     def epilogue(self, e: Epilogue | None, what: str = "epilogue") -> Epilogue:
         s = _Src(e)
-        return Epilogue(self.opt(s.bias, f"{what}.bias", self.walk),
-                        self.enum(Act, ACT_BITS, s.act, f"{what}.act"),
-                        self.opt_f64(s.clamp_lo, f"{what}.clamp_lo"),
-                        self.opt_f64(s.clamp_hi, f"{what}.clamp_hi"),
-                        self.opt(s.requant, f"{what}.requant", self.requant))
+        return Epilogue(self.opt(s.bias, (what, ".bias"), self.walk),
+                        self.enum(Act, ACT_BITS, s.act, (what, ".act")),
+                        self.opt_f64(s.clamp_lo, (what, ".clamp_lo")),
+                        self.opt_f64(s.clamp_hi, (what, ".clamp_hi")),
+                        self.opt(s.requant, (what, ".requant"), self.requant))
 
     def ref(self, r: Ref | None, what: str) -> Ref:
         s = _Src(r)
-        kind = self.enum(RefKind, REFKIND_BITS, s.kind, f"{what}.kind")
-        has_index = self.flag(None if r is None else r.index != 0, f"{what}.index present")
-        index = self.sv(s.index, f"{what}.index") if has_index else 0
+        kind = self.enum(RefKind, REFKIND_BITS, s.kind, (what, ".kind"))
+        has_index = self.flag(None if r is None else r.index != 0, (what, ".index present"))
+        index = self.sv(s.index, (what, ".index")) if has_index else 0
         if has_index and index == 0:
-            self.fail(f"{what}.index: non-canonical (present but 0)")
-        return Ref(kind, index, self.opt_f64(s.imm, f"{what}.imm"))
+            self.fail(f"{_name(what)}.index: non-canonical (present but 0)")
+        return Ref(kind, index, self.opt_f64(s.imm, (what, ".imm")))
 
     def stage(self, st: Stage | None, what: str) -> Stage:
         s = _Src(st)
-        op = self.enum(CvuOp, CVUOP_BITS, s.op, f"{what}.op")
+        op = self.enum(CvuOp, CVUOP_BITS, s.op, (what, ".op"))
         a = s.args
-        n = self.u(ARGS_BITS, None if a is None else len(a), f"{what} arg count")
-        args = tuple(self.ref(None if a is None else a[i], f"{what}.args[{i}]") for i in range(n))
-        return Stage(op, args, self.sv(s.axis, f"{what}.axis"), self.opt_f64(s.fparam, f"{what}.fparam"),
-                     self.seq(s.iparams, f"{what}.iparams", lambda v, wh: self.sv(v, wh)))
+        n = self.u(ARGS_BITS, None if a is None else len(a), (what, " arg count"))
+        args = tuple(self.ref(None if a is None else a[i], (what, ".args[", i, "]")) for i in range(n))
+        return Stage(op, args, self.sv(s.axis, (what, ".axis")), self.opt_f64(s.fparam, (what, ".fparam")),
+                     self.seq(s.iparams, (what, ".iparams"), lambda v, wh: self.sv(v, wh)))
 
     def stages(self, x: tuple | None, what: str) -> tuple[Stage, ...]:
-        n = self.u(self.L.nstages, None if x is None else len(x), f"{what} count")
-        return tuple(self.stage(None if x is None else x[i], f"{what}[{i}]") for i in range(n))
+        n = self.u(self.L.nstages, None if x is None else len(x), (what, " count"))
+        return tuple(self.stage(None if x is None else x[i], (what, "[", i, "]")) for i in range(n))
 
     def pair(self, x: tuple | None, n: int, what: str) -> tuple[int, ...]:
         if x is not None and len(x) != n:
-            self.fail(f"{what} must have {n} entries")
-        return tuple(self.uv(None if x is None else x[i], f"{what}[{i}]") for i in range(n))
+            self.fail(f"{_name(what)} must have {n} entries")
+        return tuple(self.uv(None if x is None else x[i], (what, "[", i, "]")) for i in range(n))
 
 
 class _Writer(_Coder):
@@ -318,7 +325,7 @@ class _Writer(_Coder):
     def u(self, w: int, x: int | None, what: str) -> int:
         assert x is not None
         if not 0 <= x < (1 << w):
-            self.fail(f"{what} = {x} does not fit {w} bits")
+            self.fail(f"{_name(what)} = {x} does not fit {w} bits")
         self.v = (self.v << w) | x
         self.n += w
         return x
@@ -327,7 +334,7 @@ class _Writer(_Coder):
         return 1 << 62
 
     def fail(self, what: str) -> Any:
-        raise EncodeError(f"cannot encode: {what}")
+        raise EncodeError(f"cannot encode: {_name(what)}")
 
 
 class _Reader(_Coder):
@@ -343,7 +350,7 @@ class _Reader(_Coder):
 
     def u(self, w: int, x: int | None, what: str) -> int:
         if self.pos + w > self.end:
-            self.fail(f"{what}: field runs past the end of the instruction "
+            self.fail(f"{_name(what)}: field runs past the end of the instruction "
                       f"({self.end} bits)")
         v = (self.v >> (self.total - self.pos - w)) & ((1 << w) - 1)
         self.pos += w
