@@ -26,6 +26,8 @@ DATA = Path(__file__).resolve().parents[2] / "data"
 LIGHT = Path(onnx.__file__).parent / "backend" / "test" / "data" / "light"
 
 STAGES = ["import", "graph"]
+#: big models: the graph stage runs in `make test-slow` only (keeps the fast suite short)
+STAGES_IMPORT_FAST = ["import", pytest.param("graph", marks=pytest.mark.slow)]
 
 
 def _check(model, inputs, stage):
@@ -71,14 +73,14 @@ def test_llama_layer(stage):
         assert "linalg.batch_matmul" in {op.name for op in m.walk()}
 
 
-@pytest.mark.parametrize("stage", STAGES)
+@pytest.mark.parametrize("stage", STAGES_IMPORT_FAST)
 def test_llama_lm_with_embedding_gather(stage):
     model = onnx.load(str(DATA / "llama_lm_small.onnx"))
     ids = np.random.default_rng(5).integers(0, 128, (1, 8)).astype(np.int64)
     _check(model, [ids], stage)
 
 
-@pytest.mark.parametrize("stage", STAGES)
+@pytest.mark.parametrize("stage", STAGES_IMPORT_FAST)
 def test_light_squeezenet_random_weights(stage):
     model = models.randomize_light_model(onnx.load(str(LIGHT / "light_squeezenet.onnx")), seed=1)
     _check(model, [_rand((1, 3, 224, 224), 1)], stage)
@@ -108,6 +110,7 @@ def test_resnet18_random_weights(stage):
     _check(models.resnet18(), [_rand((1, 3, 224, 224), 4)], stage)
 
 
+@pytest.mark.slow
 def test_light_models_with_their_own_constant_weights_import():
     """Opset 9 models are converted to opset 17 automatically; the expected output ships with them."""
     from onnx import numpy_helper
