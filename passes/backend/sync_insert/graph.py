@@ -52,8 +52,32 @@ class Access:
     mem: MemKey
     walk: isa.Walk
     write: bool
-    split: bool  # block b touches chunk b of the element sequence (else every block: all of it)
+    # True: block b touches chunk b of the element sequence; False: every block touches all of it;
+    # a tuple: per block, the (start, stop) ranges of the element sequence it touches
+    split: bool | tuple[tuple[tuple[int, int], ...], ...]
     name: str
+
+
+def conv_input_rows(inst: isa.Conv2D, blocks: int) -> tuple[tuple[tuple[int, int], ...], ...]:
+    """Per block of a convolution (blocks split the n*oh output rows), the element ranges of the
+    input ``x`` ([n, h, w, c] row-major) that its windows read, halo rows included."""
+    oh, _ = inst.out_hw
+    sh, dh, pt = inst.stride[0], inst.dilation[0], inst.pad[0]
+    rows = inst.n * oh // blocks
+    wc = inst.width * inst.c
+    out = []
+    for b in range(blocks):
+        r = np.arange(b * rows, (b + 1) * rows)
+        ni, oy = r // oh, r % oh
+        rng = []
+        for n in np.unique(ni):
+            o = oy[ni == n]
+            lo = max(0, int(o.min()) * sh - pt)
+            hi = min(inst.h - 1, int(o.max()) * sh - pt + dh * (inst.kh - 1))
+            if lo <= hi:
+                rng.append((int(n * inst.h + lo) * wc, int(n * inst.h + hi + 1) * wc))
+        out.append(tuple(rng))
+    return tuple(out)
 
 
 def block_accesses(inst: isa.Instruction) -> list[Access]:
@@ -72,8 +96,12 @@ def block_accesses(inst: isa.Instruction) -> list[Access]:
             if name in ("bias", "requant.per_channel"):
                 add(name, w, False, False)
     elif isinstance(inst, isa.Conv2D):
+        nb = inst.sync.blocks
         for name, w, wr in inst.walks():
-            add(name, w, wr, wr)
+            if name == "x":
+                add(name, w, False, conv_input_rows(inst, nb) if nb > 1 else False)
+            else:
+                add(name, w, wr, wr)
     elif isinstance(inst, isa.CvuPipeline):
         rank = len(inst.out_shape)
         axis0 = any(st.op in _AXIS0_OPS and st.axis in (0, -rank) for st in inst.stages)
@@ -108,14 +136,20 @@ class Chunks:
     exact: list[np.ndarray | None]
 
 
-_chunk_cache: dict[tuple[isa.Walk, int], Chunks] = {}
+_chunk_cache: dict[tuple, Chunks] = {}
 
 
-def walk_chunks(w: isa.Walk, nchunks: int) -> Chunks:
-    key = (w, nchunks)
+def walk_chunks(w: isa.Walk, nchunks: int, ranges=None) -> Chunks:
+    """Per-chunk byte extents: ``nchunks`` equal chunks of the element sequence, or, with
+    ``ranges`` (per chunk, (start, stop) element ranges), exactly those elements."""
+    key = (w, nchunks, ranges)
     got = _chunk_cache.get(key)
     if got is not None:
         return got
+    if ranges is not None:
+        res = _range_chunks(w, ranges)
+        _chunk_cache[key] = res
+        return res
     bits = w.dtype.bits
     if w.num_elements > EXACT_LIMIT:
         if nchunks == 1:
@@ -162,6 +196,29 @@ def is_dense(w: isa.Walk) -> bool:
     return True
 
 
+def _range_chunks(w: isa.Walk, ranges) -> Chunks:
+    offs = w.offsets()
+    bits = w.dtype.bits
+    los, his, exact = [], [], []
+    for rng in ranges:
+        if not rng:  # touches nothing: an empty interval
+            los.append(0)
+            his.append(0)
+            exact.append(None)
+            continue
+        sel = np.concatenate([offs[a:b] for a, b in rng])
+        if bits >= 8:
+            nb = bits // 8
+            allb = ((w.base + sel * nb)[:, None] + np.arange(nb)[None, :]).reshape(-1)
+        else:
+            allb = w.base + sel * bits // 8
+        u = np.unique(allb)
+        los.append(int(u[0]))
+        his.append(int(u[-1]) + 1)
+        exact.append(None if len(u) == his[-1] - los[-1] else u)
+    return Chunks(np.array(los), np.array(his), exact)
+
+
 def _overlap(a: Chunks, ia: int, b: Chunks, ib: int) -> bool:
     if a.lo[ia] >= b.hi[ib] or b.lo[ib] >= a.hi[ia]:
         return False
@@ -178,21 +235,22 @@ def _overlap(a: Chunks, ia: int, b: Chunks, ib: int) -> bool:
 def access_need(ai: Access, bi: int, aj: Access, bj: int) -> np.ndarray:
     """Need vector of one conflicting access pair: for each block of j (``bj`` blocks), the last
     block of i (``bi`` blocks) whose part of ``ai`` overlaps j's part of ``aj``, or -1."""
-    ni = bi if ai.split else 1
-    nj = bj if aj.split else 1
-    ci = walk_chunks(ai.walk, ni)
-    cj = walk_chunks(aj.walk, nj)
+    ni = bi if ai.split is not False else 1
+    nj = bj if aj.split is not False else 1
+    ci = walk_chunks(ai.walk, ni, ai.split if isinstance(ai.split, tuple) else None)
+    cj = walk_chunks(aj.walk, nj, aj.split if isinstance(aj.split, tuple) else None)
     need = np.full(nj, -1, dtype=np.int64)
     # interval test for all pairs at once, exact refinement only where intervals meet
-    inter = (ci.lo[:, None] < cj.hi[None, :]) & (cj.lo[None, :] < ci.hi[:, None])
+    inter = ((ci.lo[:, None] < cj.hi[None, :]) & (cj.lo[None, :] < ci.hi[:, None])
+             & (ci.hi > ci.lo)[:, None] & (cj.hi > cj.lo)[None, :])
     for c in range(nj):
         for k in np.nonzero(inter[:, c])[0][::-1]:
             if _overlap(ci, int(k), cj, c):
                 need[c] = k
                 break
-    if not ai.split:  # every block of i touches it: the last block is the one to wait for
+    if ai.split is False:  # every block of i touches it: the last block is the one to wait for
         need = np.where(need >= 0, bi - 1, -1)
-    if not aj.split:
+    if aj.split is False:
         need = np.full(bj, need.max() if len(need) else -1, dtype=np.int64)
     return need
 

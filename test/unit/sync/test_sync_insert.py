@@ -467,3 +467,38 @@ def test_block_need_matches_enumeration(la, lb, base_b, bi, bj, split_i, split_j
         touched = part(wj, split_j, bj, b)
         want = max((k for k in range(bi) if part(wi, split_i, bi, k) & touched), default=-1)
         assert need[b] == want
+
+
+@settings(max_examples=80, deadline=None)
+@given(st.integers(1, 2), st.integers(3, 9), st.integers(1, 3), st.integers(1, 3),
+       st.integers(1, 2), st.integers(1, 2), st.integers(0, 2), st.integers(0, 2),
+       st.sampled_from([1, 2, 3, 4]))
+def test_conv_input_rows_match_window_enumeration(n, h, kh, c, sh, dh, pt, pb, nb):
+    from m100.passes.backend.sync_insert.graph import conv_input_rows
+    width = 2
+    if (h + pt + pb - dh * (kh - 1) - 1) < 0:
+        return
+    mk = lambda cnt: progs.hw(0, 0, shape=(cnt,))  # noqa: E731
+    oh = (h + pt + pb - dh * (kh - 1) - 1) // sh + 1
+    if (n * oh) % nb:
+        return
+    inst = isa.Conv2D(tpb=0, x=mk(n * h * width * c), w=mk(kh * c), y=mk(n * oh * width),
+                      n=n, h=h, width=width, c=c, f=1, kh=kh, kw=1, stride=(sh, 1),
+                      pad=(pt, 0, pb, 0), dilation=(dh, 1), sync=Sync(blocks=nb))
+    rows = n * oh // nb
+    for b, rng in enumerate(conv_input_rows(inst, nb)):
+        got = {e for lo, hi in rng for e in range(lo, hi)}
+        want = set()
+        for r in range(b * rows, (b + 1) * rows):
+            ni, oy = divmod(r, oh)
+            for ky in range(kh):
+                iy = oy * sh - pt + ky * dh
+                if 0 <= iy < h:
+                    want |= set(range((ni * h + iy) * width * c, (ni * h + iy + 1) * width * c))
+        assert want <= got  # sound
+        # and no wider than the envelope of the block's windows (padding rows clipped away)
+        gr = {e // (width * c) for e in got}
+        for ni in {r // oh for r in range(b * rows, (b + 1) * rows)}:
+            oys = [r % oh for r in range(b * rows, (b + 1) * rows) if r // oh == ni]
+            lo, hi = max(0, min(oys) * sh - pt), min(h - 1, max(oys) * sh - pt + dh * (kh - 1))
+            assert {r - ni * h for r in gr if r // h == ni} == set(range(lo, hi + 1))
