@@ -307,17 +307,26 @@ class Emitter:
                 per = conv_out_hw(op.attrs)[0] if op.unit in ("tcu.conv2d", "cvu.pool") else \
                     (row_view(self.g.out(op).shape)[0] // max(1, self.g.out(op).shape[0])
                      if len(self.g.out(op).shape) >= 4 else geo.rows)
+                plan = self.pl.timeline.plans.get(op.name)
                 for j in range(st.gc):
                     tpb = st.tpbs[st.row_of(b) * st.gc + j]
                     c0, c1 = band_rows(geo.cols, st.gc, j)
-                    for (a, e) in image_parts(lo, hi, max(1, per)):
-                        p = self.piece(si, seg, st, op, b, j, tpb, a, e, c0, c1, pieces, seg_ops)
-                        pieces.setdefault(op.name, []).append(p)
-                        out_t = op.outputs[0]
-                        users = cons.get(out_t, [])
-                        if self.g.tensors[out_t].kind == "output" or not users or \
-                                any(u.name not in seg_ops for u in users):
-                            self.store(op, p)
+                    # the partitioner's instruction tiles: rows tr, cols tc (K chunks in piece())
+                    tr = plan.tr if plan is not None else hi - lo
+                    tc = plan.tc if plan is not None else c1 - c0
+                    for (a0, e0) in image_parts(lo, hi, max(1, per)):
+                        for a in range(a0, e0, max(1, tr)):
+                            e = min(e0, a + max(1, tr))
+                            for cc in range(c0, c1, max(1, tc)):
+                                ce = min(c1, cc + max(1, tc))
+                                p = self.piece(si, seg, st, op, b, j, tpb, a, e, cc, ce, pieces,
+                                               seg_ops, plan)
+                                pieces.setdefault(op.name, []).append(p)
+                                out_t = op.outputs[0]
+                                users = cons.get(out_t, [])
+                                if self.g.tensors[out_t].kind == "output" or not users or \
+                                        any(u.name not in seg_ops for u in users):
+                                    self.store(op, p)
 
     def pl_sched(self):
         from .timeline import Scheduler
@@ -346,19 +355,30 @@ class Emitter:
         tok = self.dma(mem, access(bshape, lin), buf, None, self.token_of(tensor), key)
         return buf, tok
 
-    def weight(self, op, tensor: str, tpb: int, c0: int, c1: int, kind: str
+    def weight(self, op, tensor: str, tpb: int, c0: int, c1: int, kind: str,
+               k: tuple[int, int, int] | None = None, resident: bool = True
                ) -> tuple[SSAValue, SSAValue]:
-        key = (op.name, tpb, c0, tensor)
-        if key not in self.weights:
-            shape = self.g.tensors[tensor].shape
-            if kind == "bias":
-                bshape, lin = (c1 - c0,), [((1,), c0)]
-            else:  # the last dim is the output column
-                nd = len(shape)
-                bshape = tuple(shape[:-1]) + (c1 - c0,)
-                lin = ident(nd, (0,) * (nd - 1) + (c0,))
-            self.weights[key] = self.load(tensor, bshape, lin, tpb, ("dma-in", op.name, 0, 0))
-        return self.weights[key]
+        """Columns [c0, c1) of a weight (``k``: (axis, start, size) of a reduction chunk) in the
+        HBSM of ``tpb``; resident weights are loaded once per TPB and reused."""
+        key = (op.name, tpb, c0, c1, tensor, k)
+        if key in self.weights:
+            return self.weights[key]
+        shape = self.g.tensors[tensor].shape
+        if kind == "bias":
+            bshape, lin = (c1 - c0,), [((1,), c0)]
+        else:  # the last dim is the output column
+            nd = len(shape)
+            bshape = list(shape[:-1]) + [c1 - c0]
+            offs = [0] * (nd - 1) + [c0]
+            if k is not None:
+                bshape[k[0]] = k[2]
+                offs[k[0]] = k[1]
+            bshape = tuple(bshape)
+            lin = ident(nd, tuple(offs))
+        r = self.load(tensor, bshape, lin, tpb, ("dma-in", op.name, 0, 0))
+        if resident:
+            self.weights[key] = r
+        return r
 
     def act_in(self, si, seg, op, tensor: str, rows: tuple[int, int], bshape: tuple[int, ...],
                lin_mem: Lin, tpb: int, pieces, seg_ops, band: int,
@@ -405,7 +425,8 @@ class Emitter:
             return [((0, 0, 0, 0), n0), ((0, 0, 0, 1), 0), ((0, 1, 0, 0), h0), ((0, 0, 1, 0), 0)]
         return [((0, 0, 0, 0), n0), ((0, 1, 0, 0), h0), ((0, 0, 1, 0), 0), ((0, 0, 0, 1), 0)]
 
-    def piece(self, si, seg, st: StageCfg, op, b, j, tpb, r0, r1, c0, c1, pieces, seg_ops) -> Piece:
+    def piece(self, si, seg, st: StageCfg, op, b, j, tpb, r0, r1, c0, c1, pieces, seg_ops,
+              plan=None) -> Piece:
         g = self.g
         lw = self.irg.lowering[op.name]
         out_t = g.tensors[op.outputs[0]]
@@ -414,27 +435,53 @@ class Emitter:
         key = ("compute", op.name, b, j)
         if lw.kind == "matmul":
             a_t, w_t = op.inputs[0], op.inputs[1]
-            m, n, k = op.attrs["m"], op.attrs["n"], op.attrs["k"]
-            a_buf, deps = self.act_in(si, seg, op, a_t, (r0, r1), (rows, 1, k),
-                                      [((1, 0, 0), r0), ((0, 0, 1), 0)], tpb, pieces, seg_ops, b)
-            if g.tensors[w_t].kind == "weight":
-                w_buf, wt = self.weight(op, w_t, tpb, c0, c1, "w")
-            else:
-                w_buf, wt = self.load(w_t, (k, cols), ident(2, (0, c0)), tpb)
-            deps = deps + [wt]
-            slots = {"a": (a_buf, None), "b": (w_buf, None)}
-            if lw.bias:
-                bb, bt = self.weight(op, lw.bias, tpb, c0, c1, "bias")
-                slots["bias"] = (bb, None)
-                deps.append(bt)
+            k = op.attrs["k"]
+            tk = plan.tk if plan is not None and plan.tk < k else k
+            resident = plan is None or plan.weight_resident
+            streamed = self._streamed(a_t, seg_ops, pieces)
+            if streamed or tk == k:
+                a_full, a_deps = self.act_in(si, seg, op, a_t, (r0, r1), (rows, 1, k),
+                                             [((1, 0, 0), r0), ((0, 0, 1), 0)], tpb, pieces,
+                                             seg_ops, b)
             out = self.buffer("hbsm", tpb, (rows, 1, cols), out_t.dtype)
-            slots["c"] = (out, None)
-            params: dict[str, Attribute] = {"m": IntegerAttr(rows, i64), "n": IntegerAttr(cols, i64),
-                                            "k": IntegerAttr(k, i64)}
-            if lw.act is not Act.NONE:
-                params["act"] = StringAttr(lw.act.name.lower())
-            ins = MatmulOp(tpb, slots, deps, params=params, attributes=self._attrs(key))
-            _ = (m, n)
+            chunks = list(range(0, k, tk))
+            prev: SSAValue | None = None
+            for ci, k0 in enumerate(chunks):
+                kc = min(tk, k - k0)
+                last = ci == len(chunks) - 1
+                if tk == k:
+                    a_slot, deps = (a_full, None), list(a_deps)
+                elif streamed:
+                    a_slot = (a_full, access((rows, kc), [((1, 0), 0), ((0, 0), 0), ((0, 1), k0)]))
+                    deps = list(a_deps) if ci == 0 else []
+                else:
+                    abuf, at = self.load(a_t, (rows, kc), [((1, 0), r0), ((0, 1), k0)], tpb,
+                                         ("dma-in", op.name, b, -1))
+                    a_slot, deps = (abuf, None), [at]
+                if g.tensors[w_t].kind == "weight":
+                    w_buf, wt = self.weight(op, w_t, tpb, c0, c1, "w",
+                                            None if tk == k else (0, k0, kc), resident)
+                else:
+                    w_buf, wt = self.load(w_t, (kc, cols), ident(2, (k0, c0)), tpb)
+                deps.append(wt)
+                slots = {"a": a_slot, "b": (w_buf, None), "c": (out, None)}
+                params: dict[str, Attribute] = {"m": IntegerAttr(rows, i64),
+                                                "n": IntegerAttr(cols, i64),
+                                                "k": IntegerAttr(kc, i64)}
+                if ci > 0 and prev is not None:
+                    params["accumulate"] = UnitAttr()
+                    deps.append(prev)
+                if last:
+                    if lw.bias:
+                        bb, bt = self.weight(op, lw.bias, tpb, c0, c1, "bias")
+                        slots["bias"] = (bb, None)
+                        deps.append(bt)
+                    if lw.act is not Act.NONE:
+                        params["act"] = StringAttr(lw.act.name.lower())
+                ins = MatmulOp(tpb, slots, deps, params=params, attributes=self._attrs(key))
+                if not last:
+                    self.ops.append(ins)
+                    prev = ins.done
         elif lw.kind == "conv":
             a = op.attrs
             x_t, w_t = op.inputs[0], op.inputs[1]
@@ -449,31 +496,60 @@ class Emitter:
             bot = (q1 - 1) * sh - pt + dh * (a["kh"] - 1) + 1
             i0, i1 = max(0, top), min(H, bot)
             pt2, pb2 = i0 - top, bot - i1
-            x_buf, deps = self.act_in(si, seg, op, x_t, (n0 * H + i0, n0 * H + i1), (i1 - i0, W, C),
-                                      [((0, 0, 0), n0), ((1, 0, 0), i0), ((0, 1, 0), 0),
-                                       ((0, 0, 1), 0)], tpb, pieces, seg_ops, b)
-            w_buf, wt = self.weight(op, w_t, tpb, c0, c1, "w")
-            deps = deps + [wt]
-            slots = {"x": (x_buf, None), "w": (w_buf, None)}
-            if lw.bias:
-                bb, bt = self.weight(op, lw.bias, tpb, c0, c1, "bias")
-                slots["bias"] = (bb, None)
-                deps.append(bt)
+            kwin = a["kh"] * a["kw"]
+            ck = C
+            if plan is not None and plan.tk < plan.k:
+                ck = max(1, plan.tk // kwin)
+            resident = plan is None or plan.weight_resident
+            streamed = self._streamed(x_t, seg_ops, pieces)
+            x_lin = [((0, 0, 0), n0), ((1, 0, 0), i0), ((0, 1, 0), 0), ((0, 0, 1), 0)]
+            if streamed or ck == C:
+                x_full, x_deps = self.act_in(si, seg, op, x_t, (n0 * H + i0, n0 * H + i1),
+                                             (i1 - i0, W, C), x_lin, tpb, pieces, seg_ops, b)
             out = self.buffer("hbsm", tpb, (rows, ow, cols), out_t.dtype)
-            slots["y"] = (out, None)
-            params = {"n": IntegerAttr(1, i64), "h": IntegerAttr(i1 - i0, i64),
-                      "width": IntegerAttr(W, i64), "c": IntegerAttr(C, i64),
-                      "f": IntegerAttr(cols, i64), "kh": IntegerAttr(a["kh"], i64),
-                      "kw": IntegerAttr(a["kw"], i64)}
-            if (sh, sw) != (1, 1):
-                params["stride"] = i64_array([sh, sw])
-            if (pt2, pl, pb2, pr) != (0, 0, 0, 0):
-                params["pad"] = i64_array([pt2, pl, pb2, pr])
-            if (dh, dw) != (1, 1):
-                params["dilation"] = i64_array([dh, dw])
-            if lw.act is not Act.NONE:
-                params["act"] = StringAttr(lw.act.name.lower())
-            ins = Conv2dOp(tpb, slots, deps, params=params, attributes=self._attrs(key))
+            chunks = list(range(0, C, ck))
+            prev = None
+            for ci, k0 in enumerate(chunks):
+                kc = min(ck, C - k0)
+                last = ci == len(chunks) - 1
+                if ck == C:
+                    x_slot, deps = (x_full, None), list(x_deps)
+                elif streamed:
+                    x_slot = (x_full, access((i1 - i0, W, kc), ident(3, (0, 0, k0))))
+                    deps = list(x_deps) if ci == 0 else []
+                else:
+                    xb, xt = self.load(x_t, (i1 - i0, W, kc),
+                                       [((0, 0, 0), n0), ((1, 0, 0), i0), ((0, 1, 0), 0),
+                                        ((0, 0, 1), k0)], tpb, ("dma-in", op.name, b, -1))
+                    x_slot, deps = (xb, None), [xt]
+                w_buf, wt = self.weight(op, w_t, tpb, c0, c1, "w",
+                                        None if ck == C else (2, k0, kc), resident)
+                deps.append(wt)
+                slots = {"x": x_slot, "w": (w_buf, None), "y": (out, None)}
+                params = {"n": IntegerAttr(1, i64), "h": IntegerAttr(i1 - i0, i64),
+                          "width": IntegerAttr(W, i64), "c": IntegerAttr(kc, i64),
+                          "f": IntegerAttr(cols, i64), "kh": IntegerAttr(a["kh"], i64),
+                          "kw": IntegerAttr(a["kw"], i64)}
+                if (sh, sw) != (1, 1):
+                    params["stride"] = i64_array([sh, sw])
+                if (pt2, pl, pb2, pr) != (0, 0, 0, 0):
+                    params["pad"] = i64_array([pt2, pl, pb2, pr])
+                if (dh, dw) != (1, 1):
+                    params["dilation"] = i64_array([dh, dw])
+                if ci > 0 and prev is not None:
+                    params["accumulate"] = UnitAttr()
+                    deps.append(prev)
+                if last:
+                    if lw.bias:
+                        bb, bt = self.weight(op, lw.bias, tpb, c0, c1, "bias")
+                        slots["bias"] = (bb, None)
+                        deps.append(bt)
+                    if lw.act is not Act.NONE:
+                        params["act"] = StringAttr(lw.act.name.lower())
+                ins = Conv2dOp(tpb, slots, deps, params=params, attributes=self._attrs(key))
+                if not last:
+                    self.ops.append(ins)
+                    prev = ins.done
         elif lw.kind == "cvu":
             oshape = out_t.shape
             _, E, _ = row_view(oshape)
@@ -579,4 +655,4 @@ def emit_program(irg: IRGraph, pl: Placement, machine: Machine) -> ProgramOp:
 
 
 __all__ = ["emit_program", "Emitter", "access"]
-_ = (UnitAttr, dtype_bytes)
+_ = dtype_bytes

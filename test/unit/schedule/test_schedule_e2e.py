@@ -97,3 +97,18 @@ def test_small_resnet18_matches_the_reference():
     res, ref, _, _ = compile_and_run(models.resnet18(hw=32, num_classes=10), machine="m100",
                                      tpbs=8)
     check(res, ref)
+
+
+def test_streamed_weights_k_chunks_and_column_tiles_on_tiny():
+    # 512x256 f32 weights (512 KiB) can not stay in the tiny machine's 64 KiB HBSM: the matmuls run
+    # as K-chunked accumulate chains over column tiles, and must still be exact.
+    res, ref, _, prog = compile_and_run(models.mlp(batch=64, d_in=512, hidden=256, d_out=10),
+                                        machine="tiny")
+    check(res, ref)
+    assert any("accumulate" in o.properties for o in prog.walk() if o.name == "tpb.matmul")
+
+
+def test_conv_channel_chunks_on_tiny():
+    res, ref, _, prog = compile_and_run(chain_model(c=64, hw=16), machine="tiny")
+    check(res, ref)
+    assert any("accumulate" in o.properties for o in prog.walk() if o.name == "tpb.conv2d")
