@@ -2,9 +2,9 @@
 
 Every generated instruction passes ``inst.check(machine)`` (checked by ``test_strategies_valid``).
 Validity here is the ISA's structural validity: element counts, types, placements, sync ranges.
-CVU pipelines are structurally valid but their stage shapes are random (``check`` does not
-require numpy-broadcast-compatible stages), so an interpreter test that executes them must filter
-or build its own. Walks are small (<= a few thousand elements) so tests can enumerate them.
+By default CVU pipelines are structurally valid but their stage shapes are random (``check`` does
+not require numpy-broadcast-compatible stages); ``instructions(machine, executable=True)`` gives
+instructions an interpreter can run (see its docstring). Walks are small (<= a few thousand elements) so tests can enumerate them.
 
 Load from another test folder (pytest runs in importlib mode, so use a unique module name)::
 
@@ -12,7 +12,7 @@ Load from another test folder (pytest runs in importlib mode, so use a unique mo
     _p = pathlib.Path(__file__).parents[1] / "isa" / "strategies.py"
     _spec = importlib.util.spec_from_file_location("m100_isa_strategies", _p)
     S = importlib.util.module_from_spec(_spec); _spec.loader.exec_module(S)
-    # S.instructions(machine), S.walks(machine, ...), S.programs(machine), ...
+    # S.instructions(machine[, kinds][, executable=True]), S.walks(machine, n, ...), S.programs(machine)
 """
 
 from __future__ import annotations
@@ -81,8 +81,12 @@ def level(draw, count: int) -> Level:
 
 @st.composite
 def walks(draw, machine: Machine, n: int, space: Space | None = None, tpb: int | None = None,
-          dtype: DType | None = None) -> Walk:
-    """A valid walk of exactly ``n`` elements (space/tpb/dtype random unless given)."""
+          dtype: DType | None = None, injective: bool = False) -> Walk:
+    """A valid walk of exactly ``n`` elements (space/tpb/dtype random unless given).
+
+    ``injective=True``: no two beats share an element offset (no repeat levels; a mixed-radix
+    layout of the levels in a random order, with gaps and reversed levels), as a written operand
+    must be for a result that does not depend on write order."""
     if space is None:
         space = draw(_pick(tuple(Space)))
     if dtype is None:
@@ -93,7 +97,17 @@ def walks(draw, machine: Machine, n: int, space: Space | None = None, tpb: int |
     else:
         tpb = 0
     counts = draw(level_counts(n, machine.twu_max_levels))
-    levels = tuple(draw(level(c)) for c in counts)
+    if injective:
+        strides = [0] * len(counts)
+        stride = 1
+        for j in reversed(draw(st.permutations(range(len(counts))))):
+            strides[j] = stride
+            stride = stride * counts[j] + draw(_ints(0, 3))
+        levels = tuple(Level(0, 1, 0) if c == 1 else
+                       Level(sd * (c - 1), -sd, 0) if draw(_BOOLS) else Level(0, sd, sd * (c - 1))
+                       for c, sd in zip(counts, strides))
+    else:
+        levels = tuple(draw(level(c)) for c in counts)
     w = Walk(space, tpb, 0, dtype, levels)
     lo, hi = w.offset_range()
     bits = dtype.bits
@@ -134,7 +148,8 @@ _SMALL = _ints(1, 12)
 
 
 @st.composite
-def epilogues(draw, machine: Machine, tpb: int, f: int, integer: bool, requant: bool) -> Epilogue:
+def epilogues(draw, machine: Machine, tpb: int, f: int, integer: bool, requant: bool,
+              executable: bool = False) -> Epilogue:
     acc = DType.I32 if integer else DType.F32
     bias = draw(st.none() | walks(machine, f, Space.HBSM, tpb, acc))
     acts = [Act.NONE, Act.RELU, Act.CLAMP] if integer else list(Act)
@@ -149,7 +164,8 @@ def epilogues(draw, machine: Machine, tpb: int, f: int, integer: bool, requant: 
     if requant:
         qmin, qmax = sorted((draw(_ints(-300, 300)), draw(_ints(-300, 300))))
         pc = draw(st.none() | walks(machine, 2 * f, Space.HBSM, tpb, DType.I32))
-        rq = Requant(draw(_ints(-2**40, 2**40)), draw(_ints(0, 63)),
+        mult = _ints(-2**31, 2**31 - 1) if executable else _ints(-2**40, 2**40)
+        rq = Requant(draw(mult), draw(_ints(0, 63)),
                      draw(_ints(-128, 127)), qmin, qmax, pc)
     return Epilogue(bias, act, lo, hi, rq)
 
@@ -177,18 +193,19 @@ def _tpb(machine: Machine):
 
 
 @st.composite
-def matmuls(draw, machine: Machine) -> MatMul:
+def matmuls(draw, machine: Machine, executable: bool = False) -> MatMul:
     tpb = draw(_tpb(machine))
     m, n, k = draw(_SMALL), draw(_ints(1, 16)), draw(_SMALL)
     a_t, b_t, c_t, integer, requant, acc = draw(tcu_types())
     H = Space.HBSM
     return MatMul(tpb, draw(walks(machine, m * k, H, tpb, a_t)), draw(walks(machine, k * n, H, tpb, b_t)),
-                  draw(walks(machine, m * n, H, tpb, c_t)), m, n, k, acc,
-                  draw(epilogues(machine, tpb, n, integer, requant)), draw(syncs(machine, tpb, m)))
+                  draw(walks(machine, m * n, H, tpb, c_t, executable)), m, n, k, acc,
+                  draw(epilogues(machine, tpb, n, integer, requant, executable)),
+                  draw(syncs(machine, tpb, m)))
 
 
 @st.composite
-def conv2ds(draw, machine: Machine) -> Conv2D:
+def conv2ds(draw, machine: Machine, executable: bool = False) -> Conv2D:
     tpb = draw(_tpb(machine))
     groups = draw(_ints(1, 3))
     c, f = groups * draw(_ints(1, 3)), groups * draw(_ints(1, 3))
@@ -205,8 +222,9 @@ def conv2ds(draw, machine: Machine) -> Conv2D:
     H = Space.HBSM
     return Conv2D(tpb, draw(walks(machine, n * h * w * c, H, tpb, a_t)),
                   draw(walks(machine, kh * kw * (c // groups) * f, H, tpb, b_t)),
-                  draw(walks(machine, n * oh * ow * f, H, tpb, c_t)), n, h, w, c, f, kh, kw, stride,
-                  pad, dil, groups, acc, draw(epilogues(machine, tpb, f, integer, requant)),
+                  draw(walks(machine, n * oh * ow * f, H, tpb, c_t, executable)), n, h, w, c, f, kh,
+                  kw, stride, pad, dil, groups, acc,
+                  draw(epilogues(machine, tpb, f, integer, requant, executable)),
                   draw(syncs(machine, tpb, n * oh)))
 
 
@@ -235,7 +253,9 @@ def stages_for(draw, n_inputs: int, n_stages: int) -> tuple[Stage, ...]:
 
 
 @st.composite
-def cvu_pipelines(draw, machine: Machine) -> CvuPipeline:
+def cvu_pipelines(draw, machine: Machine, executable: bool = False) -> CvuPipeline:
+    if executable:
+        return draw(executable_cvu_pipelines(machine))
     tpb = draw(_tpb(machine))
     n_in = draw(_ints(0, 3))
     in_shapes = tuple(draw(_SHAPES) for _ in range(n_in))
@@ -247,67 +267,132 @@ def cvu_pipelines(draw, machine: Machine) -> CvuPipeline:
                        draw(syncs(machine, tpb, out_shape[0])))
 
 
+_SAFE_UNARY = (CvuOp.COPY, CvuOp.NEG, CvuOp.ABS, CvuOp.EXP, CvuOp.RELU, CvuOp.GELU, CvuOp.SILU,
+               CvuOp.SIGMOID, CvuOp.TANH, CvuOp.SQUARE, CvuOp.ERF, CvuOp.FLOOR, CvuOp.CEIL)
+_SAFE_BINARY = (CvuOp.ADD, CvuOp.SUB, CvuOp.MUL, CvuOp.MAX, CvuOp.MIN, CvuOp.CMP_GT, CvuOp.CMP_GE,
+                CvuOp.CMP_EQ)
+_REDUCE = (CvuOp.RSUM, CvuOp.RMAX, CvuOp.RMIN, CvuOp.RMEAN)
+_FLOAT_TYPES = (DType.F32, DType.F16, DType.BF16)
+
+
 @st.composite
-def copies(draw, machine: Machine) -> Copy:
+def executable_cvu_pipelines(draw, machine: Machine) -> CvuPipeline:
+    """A CVU pipeline whose stages are shape-consistent (numpy broadcasting works and the last
+    stage yields ``out_shape``) and free of domain errors (no log/sqrt/div/pow/recip), with float
+    inputs, an injective output walk, reductions/softmax/norms never along axis 0 of a rank >= 2
+    tensor (axis 0 is what blocks split), and ``blocks == 1`` for rank-1 pipelines that reduce."""
+    tpb = draw(_tpb(machine))
+    out_shape = tuple(draw(st.lists(_ints(1, 4), min_size=1, max_size=3)))
+    rank = len(out_shape)
+    # every value's shape is out_shape with some dims set to 1, so everything broadcasts
+    shrink = lambda: tuple(1 if draw(_BOOLS) else d for d in out_shape)  # noqa: E731
+    in_shapes = (out_shape,) + tuple(shrink() for _ in range(draw(_ints(0, 2))))
+    inputs = tuple(draw(walks(machine, math.prod(sh), Space.HBSM, tpb, draw(_pick(_FLOAT_TYPES))))
+                   for sh in in_shapes)
+    values: list[tuple[Ref, tuple[int, ...]]] = [(Ref(RefKind.INPUT, i), sh)
+                                                 for i, sh in enumerate(in_shapes)]
+    stages: list[Stage] = []
+    reduces = False
+    axes = list(range(1, rank)) if rank > 1 else [0]
+    for si in range(draw(_ints(0, machine.cvu_max_stages - 1))):
+        kind = draw(_ints(0, 3))
+        x, xs = draw(_pick(tuple(values)))
+        if kind == 0:
+            st_, shape = Stage(draw(_pick(_SAFE_UNARY)), (x,)), xs
+        elif kind == 1:
+            if draw(_BOOLS):
+                y, ys = Ref(RefKind.IMM, 0, draw(st.floats(-4, 4, width=32))), xs
+            else:
+                y, ys = draw(_pick(tuple(values)))
+            shape = tuple(max(a, b) for a, b in zip(xs, ys))
+            st_ = Stage(draw(_pick(_SAFE_BINARY)), (x, y) if draw(_BOOLS) else (y, x))
+        elif kind == 2:
+            ax = draw(_pick(tuple(axes)))
+            reduces = True
+            st_ = Stage(draw(_pick(_REDUCE)), (x,), axis=ax)
+            shape = tuple(1 if i == ax else d for i, d in enumerate(xs))
+        else:
+            reduces = True
+            op = draw(_pick((CvuOp.SOFTMAX, CvuOp.LAYERNORM, CvuOp.RMSNORM)))
+            st_ = Stage(op, (x,), axis=draw(_pick(tuple(axes))),
+                        fparam=1e-5 if op is not CvuOp.SOFTMAX else 0.0)
+            shape = xs
+        stages.append(st_)
+        values.append((Ref(RefKind.STAGE, si), shape))
+    # the last stage combines the last value with input 0 (shape out_shape)
+    last = values[-1][0]
+    stages.append(Stage(draw(_pick((CvuOp.ADD, CvuOp.MUL, CvuOp.MAX))), (last, Ref(RefKind.INPUT, 0))))
+    out_t = draw(_pick(_FLOAT_TYPES + (DType.I8, DType.I32)))
+    output = draw(walks(machine, math.prod(out_shape), Space.HBSM, tpb, out_t, injective=True))
+    sync = draw(syncs(machine, tpb, 1 if reduces and rank == 1 else out_shape[0]))
+    return CvuPipeline(tpb, inputs, in_shapes, output, out_shape, tuple(stages), sync)
+
+
+@st.composite
+def copies(draw, machine: Machine, executable: bool = False) -> Copy:
     tpb = draw(_tpb(machine))
     n = draw(_ints(1, 600))
-    return Copy(tpb, draw(walks(machine, n, Space.HBSM, tpb)), draw(walks(machine, n, Space.HBSM)),
+    return Copy(tpb, draw(walks(machine, n, Space.HBSM, tpb)),
+                draw(walks(machine, n, Space.HBSM, injective=executable)),
                 draw(syncs(machine, tpb, n)))
 
 
 @st.composite
-def fills(draw, machine: Machine) -> Fill:
+def fills(draw, machine: Machine, executable: bool = False) -> Fill:
     tpb = draw(_tpb(machine))
     n = draw(_ints(1, 600))
-    return Fill(tpb, draw(walks(machine, n, Space.HBSM, tpb)), draw(FLOATS),
+    return Fill(tpb, draw(walks(machine, n, Space.HBSM, tpb, injective=executable)), draw(FLOATS),
                 draw(syncs(machine, tpb, n)))
 
 
 @st.composite
-def broadcasts(draw, machine: Machine) -> Broadcast:
+def broadcasts(draw, machine: Machine, executable: bool = False) -> Broadcast:
     tpb = draw(_tpb(machine))
     n = draw(_ints(1, 600))
     return Broadcast(tpb, draw(walks(machine, n, Space.HBSM, tpb)),
-                     draw(walks(machine, n, Space.HBSM, tpb)),
+                     draw(walks(machine, n, Space.HBSM, tpb, injective=executable)),
                      draw(_ints(1, machine.all_tpbs_mask)), draw(syncs(machine, tpb, n)))
 
 
 @st.composite
-def csu_calls(draw, machine: Machine) -> CsuCall:
+def csu_calls(draw, machine: Machine, executable: bool = False) -> CsuCall:
     tpb = draw(_tpb(machine))
     r = draw(st.sampled_from(list(Routine)))
     W = lambda n, dt=None: walks(machine, n, dtype=dt)  # noqa: E731
+    O = lambda n, dt=None: walks(machine, n, dtype=dt, injective=executable)  # noqa: E731  (written)
     I32 = DType.I32
     if r in (Routine.GATHER, Routine.SCATTER):
         v, d, n = draw(_SMALL), draw(_SMALL), draw(_SMALL)
-        table, idx, rows = draw(W(v * d)), draw(W(n, I32)), draw(W(n * d))
-        ops = (table, idx, rows) if r is Routine.GATHER else (rows, idx, table)
+        if r is Routine.GATHER:
+            ops = (draw(W(v * d)), draw(W(n, I32)), draw(O(n * d)))
+        else:
+            ops = (draw(W(n * d)), draw(W(n, I32)), draw(O(v * d)))
         params: tuple[int, ...] = (v, d, n)
     elif r is Routine.TOPK:
         rr, ln = draw(_SMALL), draw(_SMALL)
         k = draw(_ints(1, ln))
-        ops = (draw(W(rr * ln)), draw(W(rr * k)), draw(W(rr * k, I32)))
+        ops = (draw(W(rr * ln)), draw(O(rr * k)), draw(O(rr * k, I32)))
         params = (rr, ln, k) + ((draw(_ints(0, 1)),) if draw(_BOOLS) else ())
     elif r is Routine.ARGMAX:
         rr, ln = draw(_SMALL), draw(_SMALL)
-        ops, params = (draw(W(rr * ln)), draw(W(rr, I32))), (rr, ln)
+        ops, params = (draw(W(rr * ln)), draw(O(rr, I32))), (rr, ln)
     else:
         n = draw(_ints(1, 300))
-        ops, params = (draw(W(n)), draw(W(n))), ()
+        ops, params = (draw(W(n)), draw(O(n))), ()
     assert ROUTINE_ARITY[r][0] <= len(params) <= ROUTINE_ARITY[r][1]
     return CsuCall(tpb, r, ops, params, draw(syncs(machine, tpb, 1)))
 
 
 @st.composite
-def dmas(draw, machine: Machine) -> Dma:
+def dmas(draw, machine: Machine, executable: bool = False) -> Dma:
     n = draw(_ints(1, 600))
     dt = draw(_pick(tuple(DType)))
     src = draw(walks(machine, n, dtype=dt))
     mask = draw(st.just(0) | _ints(1, machine.all_tpbs_mask))
     if mask:
-        dst = draw(walks(machine, n, Space.HBSM, 0, dt))
+        dst = draw(walks(machine, n, Space.HBSM, 0, dt, injective=executable))
     else:
-        dst = draw(walks(machine, n, dtype=dt))
+        dst = draw(walks(machine, n, dtype=dt, injective=executable))
     return Dma(draw(_ints(0, machine.ccb_dma_engines - 1)), src, dst, mask,
                draw(syncs(machine, None, n)))
 
@@ -316,10 +401,16 @@ KIND_STRATEGIES = {MatMul: matmuls, Conv2D: conv2ds, CvuPipeline: cvu_pipelines,
                    Fill: fills, Broadcast: broadcasts, CsuCall: csu_calls, Dma: dmas}
 
 
-def instructions(machine: Machine, kinds=None):
-    """Any valid instruction (of ``kinds``, default all eight) for ``machine``."""
+def instructions(machine: Machine, kinds=None, executable: bool = False):
+    """Any valid instruction (of ``kinds``, default all eight) for ``machine``.
+
+    ``executable=True`` narrows to instructions an interpreter can run and compare with an oracle:
+    written operands are injective walks, CVU pipelines are shape-consistent
+    (:func:`executable_cvu_pipelines`), requant multipliers are int32. Still the test's job: the
+    *contents* of memory (gather/scatter indices in range, per-channel requant shifts in [0, 63])
+    and overlaps between different operands (an output may alias an input or another output)."""
     kinds = kinds or list(KIND_STRATEGIES)
-    return st.one_of(*(KIND_STRATEGIES[k](machine) for k in kinds))
+    return st.one_of(*(KIND_STRATEGIES[k](machine, executable) for k in kinds))
 
 
 @st.composite
