@@ -31,13 +31,24 @@ def cvu(tpb: int, op: CvuOp, ins: list[Walk], out: Walk, blocks: int = 1) -> isa
                            sync=isa.Sync(blocks=blocks))
 
 
-def random_program(seed: int, n: int = 16, slots: int = 6, ddr_slots: int = 4) -> list:
+def sram(slot: int) -> Walk:
+    return Walk.strided(Space.SRAM, 0, slot * BUF, DType.F32, (N,))
+
+
+def random_program(seed: int, n: int = 16, slots: int = 6, ddr_slots: int = 4,
+                   extra: bool = False) -> list:
+    """Random f32 programs on 2 TPBs + 2 DMA engines; ``extra`` adds CSU memcpy (the cluster CPU)
+    and CCB SRAM traffic."""
     rng = np.random.default_rng(seed)
     out = []
+    kinds = ["fill", "copy", "copy_remote", "cvu", "dma_in", "dma_out", "dma_bcast", "matmul",
+             "half_copy", "bcast"]
+    probs = [.08, .14, .14, .16, .1, .08, .05, .1, .1, .05]
+    if extra:
+        kinds += ["csu", "sram_in", "sram_out"]
+        probs = [x * .85 for x in probs] + [.05, .05, .05]
     for _ in range(n):
-        kind = rng.choice(["fill", "copy", "copy_remote", "cvu", "dma_in", "dma_out", "dma_bcast",
-                           "matmul", "half_copy", "bcast"],
-                          p=[.08, .14, .14, .16, .1, .08, .05, .1, .1, .05])
+        kind = rng.choice(kinds, p=probs)
         t = int(rng.integers(2))
         blocks = int(rng.choice([1, 2, 4]))
         s = [int(x) for x in rng.choice(slots, size=3, replace=False)]
@@ -68,6 +79,16 @@ def random_program(seed: int, n: int = 16, slots: int = 6, ddr_slots: int = 4) -
         elif kind == "dma_bcast":
             out.append(isa.Dma(engine=int(rng.integers(2)), src=ddr(int(rng.integers(ddr_slots))),
                                dst=hw(0, s[0]), tpb_mask=0b11, sync=sy))
+        elif kind == "csu":
+            dst = (hw(int(rng.integers(2)), s[1]) if rng.random() < .5
+                   else ddr(int(rng.integers(ddr_slots))))
+            out.append(isa.CsuCall(tpb=t, routine=isa.Routine.MEMCPY, operands=(hw(t, s[0]), dst)))
+        elif kind == "sram_in":
+            out.append(isa.Dma(engine=int(rng.integers(2)), src=ddr(int(rng.integers(ddr_slots))),
+                               dst=sram(int(rng.integers(2))), sync=sy))
+        elif kind == "sram_out":
+            out.append(isa.Dma(engine=int(rng.integers(2)), src=sram(int(rng.integers(2))),
+                               dst=hw(t, s[0]), sync=sy))
         else:
             out.append(isa.Broadcast(tpb=t, src=hw(t, s[0]), dst=hw(t, s[1]), tpb_mask=0b11,
                                      sync=sy))

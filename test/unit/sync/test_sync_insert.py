@@ -502,3 +502,12 @@ def test_conv_input_rows_match_window_enumeration(n, h, kh, c, sh, dh, pt, pb, n
             oys = [r % oh for r in range(b * rows, (b + 1) * rows) if r // oh == ni]
             lo, hi = max(0, min(oys) * sh - pt), min(h - 1, max(oys) * sh - pt + dh * (kh - 1))
             assert {r - ni * h for r in gr if r // h == ni} == set(range(lo, hi + 1))
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_random_programs_with_csu_and_sram(seed):
+    prog = progs.random_program(2000 + seed, n=20, extra=True)
+    mem, ref = _setup(prog, seed)
+    for mode in ("dataflow", "barrier-all"):
+        res = insert_sync(prog, TINY, sync_mode=mode, counter_budget=[None, 2][seed % 2])
+        assert _ok(toysim.run(res.instructions, TINY, mem, seed=seed), ref)

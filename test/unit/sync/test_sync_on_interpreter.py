@@ -161,3 +161,12 @@ def test_conv_streams_behind_its_input_with_halo_rows():
     s.write(dd(0, x_n), x.reshape(-1))
     s.write(dd(8192, w_n), wt.reshape(-1))
     assert s.run().reports
+
+
+@pytest.mark.parametrize("seed", range(2))
+def test_csu_and_sram_programs_on_interpreter(seed):
+    prog = progs.random_program(2100 + seed, n=20, extra=True)
+    mem, ref = setup(prog, seed)
+    res = insert_sync(prog, TINY)
+    r, out = simrun(res.instructions, mem, random_latency=seed)
+    assert good(r, out, ref), [str(x) for x in r.reports[:3]]

@@ -73,6 +73,11 @@ def block_io(inst: isa.Instruction, b: int):
                            .astype(np.float32))
             return [(mem_key(inst.output), oe, res[-1])]
         return reads, cvu
+    if isinstance(inst, isa.CsuCall):
+        assert inst.routine is isa.Routine.MEMCPY and nb == 1
+        src, dst = inst.operands
+        de = elems(dst)
+        return [(mem_key(src), elems(src))], lambda vals: [(mem_key(dst), de, vals[0])]
     if isinstance(inst, isa.MatMul):
         ra = (mem_key(inst.a), elems(inst.a, nb, b))
         rb = (mem_key(inst.b), elems(inst.b))
@@ -104,6 +109,8 @@ def duration(inst: isa.Instruction, machine) -> float:
         return 24 + inst.m * inst.n * inst.k / nb / (machine.tcu_macs_per_cycle("f32"))
     if isinstance(inst, isa.Dma):
         return machine.dma_setup_cycles / nb + inst.src.num_elements * 4 / nb / 64
+    if isinstance(inst, isa.CsuCall):
+        return 200 + inst.operands[0].num_elements * 4 / 16
     n = (inst.dst if isinstance(inst, isa.Fill) else
          inst.output if isinstance(inst, isa.CvuPipeline) else inst.src).num_elements
     return 8 + n * 4 / nb / 64
