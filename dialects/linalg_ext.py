@@ -2,7 +2,9 @@
 
 xDSL 0.74's ``linalg`` cannot read what torch-mlir's ONNX pipeline produces:
 
-* named ops it does not define: ``linalg.batch_matmul`` (every transformer), ``linalg.matvec``,
+* named ops it does not define: ``linalg.batch_matmul`` (every transformer), the quantized
+  ``linalg.quantized_batch_matmul`` / ``conv_2d_nchw_fchw_q`` / ``conv_2d_nhwc_hwcf_q`` (MatMulInteger,
+  ConvInteger, int8 models), ``linalg.matvec``,
   ``linalg.vecmat``, ``linalg.batch_matvec``, ``linalg.dot``, ``linalg.depthwise_conv_2d_nchw_chw`` and
   ``..._nhwc_hwc`` (MobileNet), ``linalg.conv_1d_ncw_fcw`` / ``conv_1d_nwc_wcf`` / ``conv_3d_ncdhw_fcdhw``,
   the pooling family (``pooling_nchw_sum`` for AveragePool, ``pooling_nhwc_*``, ``pooling_ndhwc_sum``,
@@ -136,6 +138,31 @@ def _mac_region(inputs: Sequence[SSAValue], outputs: Sequence[SSAValue]) -> Regi
             a = arith.ExtFOp(a, arg_types[-1]).result
             b = arith.ExtFOp(b, arg_types[-1]).result
         _ops.YieldOp(add(args[2], mul(a, b)))
+
+    return region
+
+
+def _qmac_region(inputs: Sequence[SSAValue], outputs: Sequence[SSAValue]) -> Region:
+    """out += (ext(in0) - zp0) * (ext(in1) - zp1): the body of the ``*_q`` / quantized ops
+    (inputs: lhs, rhs, lhs zero point, rhs zero point; integer accumulation)."""
+    arg_types = NamedOperation.body_arg_types((*inputs, *outputs))
+    out_t = arg_types[-1]
+
+    @Builder.implicit_region(arg_types)
+    def region(args: tuple[BlockArgument, ...]) -> None:
+        def ext(v, t):
+            if t == out_t:
+                return v
+            if isinstance(out_t, AnyFloat):
+                return arith.SIToFPOp(v, out_t).result if isinstance(t, IntegerType) else arith.ExtFOp(v, out_t).result
+            return arith.ExtSIOp(v, out_t).result
+
+        sub = arith.SubfOp if isinstance(out_t, AnyFloat) else arith.SubiOp
+        mul = arith.MulfOp if isinstance(out_t, AnyFloat) else arith.MuliOp
+        add = arith.AddfOp if isinstance(out_t, AnyFloat) else arith.AddiOp
+        a = sub(ext(args[0], arg_types[0]), ext(args[2], arg_types[2]))
+        b = sub(ext(args[1], arg_types[1]), ext(args[3], arg_types[3]))
+        _ops.YieldOp(add(args[4], mul(a, b)))
 
     return region
 
@@ -397,6 +424,78 @@ class DepthwiseConv2DNhwcHwcOp(ConvOperation, _Window):
         )
 
 
+@irdl_op_definition
+class QuantizedBatchMatmulOp(_Contraction):
+    """C[b, m, n] += (A[b, m, k] - azp) * (B[b, k, n] - bzp), integer accumulation."""
+
+    name = "linalg.quantized_batch_matmul"
+    N_PAR: ClassVar[int] = 3
+    indexing_maps = prop_def(
+        ArrayAttr[AffineMapAttr],
+        default_value=_default_maps(
+            AffineMap.from_callable(lambda b, m, n, k: (b, m, k)),
+            AffineMap.from_callable(lambda b, m, n, k: (b, k, n)),
+            AffineMap(4, 0, ()),
+            AffineMap(4, 0, ()),
+            AffineMap.from_callable(lambda b, m, n, k: (b, m, n)),
+        ),
+    )
+
+    @classmethod
+    def get_hidden_region(cls, inputs: Sequence[SSAValue], outputs: Sequence[SSAValue]) -> Region:
+        return _qmac_region(inputs, outputs)
+
+
+@irdl_op_definition
+class Conv2DNchwFchwQOp(ConvOperation, _Window):
+    """O[n, f, h, w] += (I[n, c, h*s0 + kh*d0, w*s1 + kw*d1] - izp) * (K[f, c, kh, kw] - kzp)."""
+
+    name = "linalg.conv_2d_nchw_fchw_q"
+
+    @classmethod
+    def get_hidden_region(cls, inputs: Sequence[SSAValue], outputs: Sequence[SSAValue]) -> Region:
+        return _qmac_region(inputs, outputs)
+
+    def get_iterator_types(self):
+        return _iters(4, 3)
+
+    def get_default_indexing_maps(self) -> Sequence[AffineMap]:
+        n, f, oh, ow, c, kh, kw = _d(7)
+        (s0, s1), (d0, d1) = self._sd()
+        return (
+            AffineMap(7, 0, (n, c, oh * s0 + kh * d0, ow * s1 + kw * d1)),
+            AffineMap(7, 0, (f, c, kh, kw)),
+            AffineMap(7, 0, ()),
+            AffineMap(7, 0, ()),
+            AffineMap(7, 0, (n, f, oh, ow)),
+        )
+
+
+@irdl_op_definition
+class Conv2DNhwcHwcfQOp(ConvOperation, _Window):
+    """O[n, h, w, f] += (I[n, h*s0 + kh*d0, w*s1 + kw*d1, c] - izp) * (K[kh, kw, c, f] - kzp)."""
+
+    name = "linalg.conv_2d_nhwc_hwcf_q"
+
+    @classmethod
+    def get_hidden_region(cls, inputs: Sequence[SSAValue], outputs: Sequence[SSAValue]) -> Region:
+        return _qmac_region(inputs, outputs)
+
+    def get_iterator_types(self):
+        return _iters(4, 3)
+
+    def get_default_indexing_maps(self) -> Sequence[AffineMap]:
+        n, oh, ow, f, kh, kw, c = _d(7)
+        (s0, s1), (d0, d1) = self._sd()
+        return (
+            AffineMap(7, 0, (n, oh * s0 + kh * d0, ow * s1 + kw * d1, c)),
+            AffineMap(7, 0, (kh, kw, c, f)),
+            AffineMap(7, 0, ()),
+            AffineMap(7, 0, ()),
+            AffineMap(7, 0, (n, oh, ow, f)),
+        )
+
+
 def _pool_op(op_name: str, kind: str, layout: str):
     """Define ``linalg.pooling_<layout>_<kind>``; layout in nchw/nhwc/ncw/nwc/ncdhw/ndhwc."""
     spatial = len(layout) - 2
@@ -483,6 +582,9 @@ EXTRA_OPS = [
     Conv3DNcdhwFcdhwOp,
     DepthwiseConv2DNchwChwOp,
     DepthwiseConv2DNhwcHwcOp,
+    QuantizedBatchMatmulOp,
+    Conv2DNchwFchwQOp,
+    Conv2DNhwcHwcfQOp,
     *_POOLS.values(),
 ]
 

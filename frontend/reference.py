@@ -493,7 +493,7 @@ class _Executor:
         red = [d for d in range(n) if iters[d] == "reduction"]
 
         if red:
-            fast = self._try_contraction(op, block, in_views, out_views, results, n)
+            fast = self._try_contraction(op, block, in_views, out_views, results, n, env)
             if fast:
                 return results
             if self._try_combiner_reduction(op, block, in_views, out_views, env, ranges, red):
@@ -533,53 +533,84 @@ class _Executor:
             self.exec_op(bop, local)
         raise ReferenceError("linalg body without linalg.yield")
 
-    def _try_contraction(self, op, block, in_views, out_views, results, n) -> bool:
-        """acc + a * b (optionally a, b cast) with one output: a single einsum."""
-        if len(out_views) != 1 or len(in_views) != 2:
+    def _try_contraction(self, op, block, in_views, out_views, results, n, env) -> bool:
+        """One output yielding ``acc + X * Y`` where X depends on one input operand only and Y on
+        another (plus loop-invariant scalars): X and Y are evaluated on those operands' own views
+        (casts, zero-point subtractions, scales...) and contracted with one ``np.einsum``. Covers
+        matmul, batch_matmul, every conv (quantized ones too) and generic contractions."""
+        if len(out_views) != 1:
             return False
         ops = list(block.ops)
         yld = ops[-1]
-        args = block.args
+        n_in = len(in_views)
+        args = list(block.args)
+        acc = args[n_in]
         if len(yld.operands) != 1:
             return False
         add = yld.operands[0].owner
         if not isinstance(add, Operation) or add.name not in ("arith.addf", "arith.addi"):
             return False
-        acc = args[2]
+        if acc not in add.operands:
+            return False
         others = [v for v in add.operands if v is not acc]
-        if len(others) != 1 or acc not in add.operands:
+        if len(others) != 1:
             return False
         mul = others[0].owner
-        if not isinstance(mul, Operation) or mul.name not in ("arith.mulf", "arith.muli"):
+        if not isinstance(mul, Operation) or mul.name not in ("arith.mulf", "arith.muli") \
+                or mul.parent_block() is not block:
             return False
-        casts = {"arith.extf", "arith.extsi", "arith.sitofp", "arith.truncf"}
+        scalar_args = {args[i] for i in range(n_in) if not in_views[i].dims}
 
-        def source(v):
-            o = v.owner
-            if isinstance(o, Operation) and o.name in casts:
-                return source(o.operands[0])
-            return v
+        def cone(v):
+            """(block ops computing v in order, the non-scalar input args it reads) or None."""
+            seen, order, reads, stack = set(), [], set(), [v]
+            while stack:
+                x = stack.pop()
+                if x is acc:
+                    return None
+                if x in args:
+                    if x not in scalar_args:
+                        reads.add(x)
+                    continue
+                o = x.owner
+                if not isinstance(o, Operation) or o.parent_block() is not block or o in seen:
+                    continue
+                if o.name == "linalg.index" or o.regions:
+                    return None
+                seen.add(o)
+                stack.extend(o.operands)
+            order = [o for o in ops if o in seen]
+            return order, reads
 
-        srcs = [source(v) for v in mul.operands]
-        if srcs[0] is not args[0] or srcs[1] is not args[1]:
-            if srcs[0] is args[1] and srcs[1] is args[0]:
-                pass
-            else:
+        sides = []
+        for v in mul.operands:
+            c = cone(v)
+            if c is None or len(c[1]) != 1:
                 return False
-        if len(ops) > 2 + sum(1 for o in ops if o.name in casts) + 0:
-            pass
-        body_ops = {o for o in ops if o is not yld}
-        allowed = {add, mul} | {o for o in ops if o.name in casts}
-        if body_ops - allowed:
+            sides.append((v, *c))
+        (va, ops_a, ra), (vb, ops_b, rb) = sides
+        ia, ib = args.index(next(iter(ra))), args.index(next(iter(rb)))
+        if ia == ib:
             return False
+        if any(o not in {add, mul, yld} and o not in ops_a and o not in ops_b for o in ops):
+            return False  # something else happens in the body
+
+        def side_value(v, side_ops, i):
+            local = dict(env)
+            for j, a in enumerate(args[:n_in]):
+                local[a] = in_views[j].arr
+            for o in side_ops:
+                self.exec_op(o, local)
+            return np.asarray(local[v]) if side_ops else in_views[i].arr
+
+        xa, xb = side_value(va, ops_a, ia), side_value(vb, ops_b, ib)
         out_dt = results[0].dtype
-        a, b = in_views[0], in_views[1]
         letters = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
-        sub = lambda v: "".join(letters[d] for d in v.dims)  # noqa: E731
+        sub = lambda dims: "".join(letters[d] for d in dims)  # noqa: E731
         ov = out_views[0]
-        acc_t = out_dt if out_dt.kind == "f" else np.int64
-        prod = np.einsum(f"{sub(a)},{sub(b)}->{sub(ov)}", a.arr.astype(acc_t, copy=False),
-                         b.arr.astype(acc_t, copy=False), optimize=True)
+        acc_t = xa.dtype if xa.dtype.kind == "f" else np.int64
+        prod = np.einsum(f"{sub(in_views[ia].dims)},{sub(in_views[ib].dims)}->{sub(ov.dims)}",
+                         xa.astype(acc_t, copy=False), xb.astype(acc_t, copy=False), optimize=True)
         ov.arr[...] = (ov.arr + prod).astype(out_dt, copy=False)
         return True
 

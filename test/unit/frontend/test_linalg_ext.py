@@ -271,3 +271,35 @@ def test_bad_mlir_is_one_line_error(tmp_path):
     assert "\n" not in msg and "bad.mlir:" in msg and "linalg.bogus_op" in msg
     with pytest.raises(FrontendError, match="no such file"):
         load_mlir(str(tmp_path / "missing.mlir"))
+
+
+def test_quantized_conv_nchw_q_and_batch_matmul_q_int8():
+    """int8 x int8 -> i32 with zero points, against an int64 numpy computation."""
+    rng = np.random.default_rng(3)
+    x = rng.integers(-128, 128, (1, 2, 6, 6)).astype(np.int8)
+    w = rng.integers(-128, 128, (3, 2, 3, 3)).astype(np.int8)
+    a = rng.integers(-128, 128, (2, 3, 4)).astype(np.int8)
+    b = rng.integers(-128, 128, (2, 4, 5)).astype(np.int8)
+    text = """
+    func.func @f(%x: tensor<1x2x6x6xi8>, %w: tensor<3x2x3x3xi8>, %a: tensor<2x3x4xi8>, %b: tensor<2x4x5xi8>) -> (tensor<1x3x4x4xi32>, tensor<2x3x5xi32>) {
+      %xz = arith.constant 3 : i32
+      %wz = arith.constant -2 : i32
+      %z = arith.constant 0 : i32
+      %e = tensor.empty() : tensor<1x3x4x4xi32>
+      %c = linalg.fill ins(%z : i32) outs(%e : tensor<1x3x4x4xi32>) -> tensor<1x3x4x4xi32>
+      %r = linalg.conv_2d_nchw_fchw_q {dilations = dense<1> : tensor<2xi64>, strides = dense<1> : tensor<2xi64>}
+           ins(%x, %w, %xz, %wz : tensor<1x2x6x6xi8>, tensor<3x2x3x3xi8>, i32, i32) outs(%c : tensor<1x3x4x4xi32>) -> tensor<1x3x4x4xi32>
+      %e2 = tensor.empty() : tensor<2x3x5xi32>
+      %c2 = linalg.fill ins(%z : i32) outs(%e2 : tensor<2x3x5xi32>) -> tensor<2x3x5xi32>
+      %m = linalg.quantized_batch_matmul ins(%a, %b, %xz, %wz : tensor<2x3x4xi8>, tensor<2x4x5xi8>, i32, i32) outs(%c2 : tensor<2x3x5xi32>) -> tensor<2x3x5xi32>
+      func.return %r, %m : tensor<1x3x4x4xi32>, tensor<2x3x5xi32>
+    }"""
+    m = roundtrip(text)
+    r, mm = run(m, [x, w, a, b])
+    xs, ws = x.astype(np.int64) - 3, w.astype(np.int64) + 2
+    exp = np.zeros((1, 3, 4, 4), np.int64)
+    for f, i, j in itertools.product(range(3), range(4), range(4)):
+        exp[0, f, i, j] = (xs[0, :, i:i + 3, j:j + 3] * ws[f]).sum()
+    assert r.dtype == np.int32
+    np.testing.assert_array_equal(r, exp)
+    np.testing.assert_array_equal(mm, np.matmul(a.astype(np.int64) - 3, b.astype(np.int64) + 2))
