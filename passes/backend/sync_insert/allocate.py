@@ -14,19 +14,22 @@
   channel's first event (the chain continues; expected values start at the counter's running total).
 * Budget: when a TPB would need more counters than ``budget``, the decision is explicit and
   reported: ``on_budget="merge"`` merges the channel into a live counter and *serializes* the
-  writers of that counter in global order (each writer's instruction first monitors the counter
-  for the previous writer's last event: a chain monitor), which keeps the invariant; this needs
-  writers that can monitor the home TPB (its own units or DMAs). ``on_budget="error"`` (or no
-  mergeable counter) raises :class:`SyncError` naming the TPB and the channels.
+  writers of that counter in global order, which keeps the invariant: a writer that can monitor
+  the home TPB (its units, DMAs) first monitors the counter for the previous writer's last event
+  (a chain monitor); a writer on another TPB gets that wait as an ordinary ordering on its own
+  TPB, and allocation is redone until no new ordering appears. ``on_budget="error"`` raises
+  :class:`SyncError` naming the TPB and the channels.
+* Finally counter ids are permuted per TPB so a producer signalling several TPBs uses one id
+  (one update with a multi-TPB mask).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from m100.targets.m100.isa import Trigger, Unit
-
 import numpy as np
+
+from m100.targets.m100.isa import Trigger, Unit
 
 from .analyze import SyncError, inst_name
 from .graph import Hazard, HbGraph

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import json
 
-import numpy as np
 
 from m100.targets.m100 import isa
 from m100.targets.m100.isa import Trigger

@@ -31,7 +31,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from m100.targets.m100 import isa
-from m100.targets.m100.isa import CvuOp, Space, Unit
+from m100.targets.m100.isa import CvuOp, Space
 
 # walks with more elements than this are compared by bounding byte interval only (sound, coarser)
 EXACT_LIMIT = 1 << 16
