@@ -153,6 +153,8 @@ class Builder:
         if e.kind == "in":
             m = maps[e.val]  # type: ignore[index]
             k = self.of(op.inputs[e.val])  # type: ignore[index]
+            if k.kind == "c":  # a splat/scalar constant needs no broadcast
+                return N("c", (), k.val)
             if is_identity(m) and shape_of(op.inputs[e.val]) == shape_of(op.results[0]):  # type: ignore[index]
                 return k
             return N("bc", (k,), None, None, k.ops)
@@ -346,12 +348,12 @@ def _eval(n: N, x: N, xs: np.ndarray) -> np.ndarray:
 def match_unary(root: N, builder: Builder) -> Match | None:
     """gelu / silu (or gelu_tanh) as a chain of elementwise ops over one input: try the values
     the inlined ops read, nearest to the root first, as the free variable."""
-    ops = root.ops
-    if not ops or not all(isinstance(o, GenericOp) for o in ops):
+    ops = [o for o in root.ops if isinstance(o, GenericOp)]
+    if not ops or root.v is None:
         return None
     cands: dict[int, SSAValue] = {}
     for o in sorted(ops, key=_position, reverse=True):
-        for v in o.inputs:  # type: ignore[attr-defined]
+        for v in o.inputs:
             if scalar_const(v) is None and isinstance(v.type, type(root.v.type)):
                 cands.setdefault(id(v), v)
     for xv in list(cands.values())[:8]:

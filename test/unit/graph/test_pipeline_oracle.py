@@ -68,7 +68,40 @@ def norms_net():
     return _model(nodes, [("x", [2, 4, 16])], [("y", [2, 4, 16])], inits, opset=20)
 
 
+def decomposed_net():
+    """The same idioms spelled with primitive ONNX ops (as older exporters write them):
+    LayerNorm via ReduceMean/Sub/Pow/Sqrt/Div, tanh-GELU via Pow/Tanh, softmax via Exp/ReduceSum/Div
+    (no max subtraction), RMSNorm via Mul/ReduceMean/Add/Sqrt/Reciprocal."""
+    rng = np.random.default_rng(3)
+    c = lambda v: np.array(v, np.float32)  # noqa: E731
+    inits = {"W": _f(rng, 16, 16, scale=0.25), "g": _f(rng, 16), "b": _f(rng, 16),
+             "two": c(2.0), "eps": c(1e-5), "half": c(0.5), "one": c(1.0), "k": c(0.044715),
+             "s2pi": c(0.7978845608), "three": c(3.0), "axes": np.array([-1], np.int64)}
+    n = helper.make_node
+    nodes = [n("MatMul", ["x", "W"], ["h"]),
+             # layernorm
+             n("ReduceMean", ["h", "axes"], ["mu"]), n("Sub", ["h", "mu"], ["d"]),
+             n("Pow", ["d", "two"], ["d2"]), n("ReduceMean", ["d2", "axes"], ["var"]),
+             n("Add", ["var", "eps"], ["ve"]), n("Sqrt", ["ve"], ["sd"]),
+             n("Div", ["d", "sd"], ["nrm"]), n("Mul", ["nrm", "g"], ["sc"]),
+             n("Add", ["sc", "b"], ["ln"]),
+             # tanh gelu
+             n("Pow", ["ln", "three"], ["c3"]), n("Mul", ["c3", "k"], ["kc3"]),
+             n("Add", ["ln", "kc3"], ["inner"]), n("Mul", ["inner", "s2pi"], ["arg"]),
+             n("Tanh", ["arg"], ["th"]), n("Add", ["th", "one"], ["th1"]),
+             n("Mul", ["ln", "th1"], ["xt"]), n("Mul", ["xt", "half"], ["ge"]),
+             # rmsnorm
+             n("Mul", ["ge", "ge"], ["sq"]), n("ReduceMean", ["sq", "axes"], ["ms"]),
+             n("Add", ["ms", "eps"], ["mse"]), n("Sqrt", ["mse"], ["rms"]),
+             n("Reciprocal", ["rms"], ["inv"]), n("Mul", ["ge", "inv"], ["rn"]),
+             # softmax without max subtraction
+             n("Exp", ["rn"], ["ex"]), n("ReduceSum", ["ex", "axes"], ["se"]),
+             n("Div", ["ex", "se"], ["y"])]
+    return _model(nodes, [("x", [2, 4, 16])], [("y", [2, 4, 16])], inits, opset=18)
+
+
 CASES = {
+    "decomposed": (decomposed_net, {"x": (2, 4, 16)}),
     "mlp": (lambda: models.mlp(), {"x": (4, 16)}),
     "convnet": (lambda: models.conv_relu_maxpool(), {"x": (1, 3, 16, 16)}),
     "bn_residual": (bn_residual_net, {"x": (1, 3, 8, 8)}),
@@ -175,6 +208,8 @@ def test_expected_structure(compiled):
         assert _idioms(after) == ["gelu", "layernorm", "softmax"]
         assert epilogues == [["gelu"]]
         assert units.get("cvu.layernorm", 0) > 3 and units.get("cvu.softmax", 0) > 3
+    elif name == "decomposed":
+        assert _idioms(after) == ["gelu_tanh", "layernorm", "rmsnorm", "softmax"]
     elif name == "llama_layer":
         assert _idioms(after) == ["rmsnorm", "rmsnorm", "silu", "softmax"]
         assert epilogues == [["silu"]]
