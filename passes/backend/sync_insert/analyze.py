@@ -21,7 +21,7 @@ from m100.errors import M100Error
 from m100.targets.m100 import isa
 from m100.targets.m100.isa import Unit
 
-from .graph import Hazard, derive_hazards
+from .graph import _AXIS0_OPS, Hazard, derive_hazards
 
 SYNC_MODES = ("dataflow", "barrier-all")
 
@@ -83,6 +83,9 @@ def _auto_blocks(inst: isa.Instruction, want: int) -> int:
     elif isinstance(inst, isa.Conv2D):
         outer = inst.n * inst.out_hw[0]
     elif isinstance(inst, isa.CvuPipeline):
+        rank = len(inst.out_shape)
+        if any(st.op in _AXIS0_OPS and st.axis in (0, -rank) for st in inst.stages):
+            return 1  # blocks compute independently: a softmax/norm along rows must not split
         outer = inst.out_shape[0]
     elif isinstance(inst, (isa.Copy, isa.Broadcast, isa.Dma)):
         outer = inst.src.num_elements

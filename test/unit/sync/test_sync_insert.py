@@ -511,3 +511,14 @@ def test_random_programs_with_csu_and_sram(seed):
     for mode in ("dataflow", "barrier-all"):
         res = insert_sync(prog, TINY, sync_mode=mode, counter_budget=[None, 2][seed % 2])
         assert _ok(toysim.run(res.instructions, TINY, mem, seed=seed), ref)
+
+
+def test_stream_blocks_never_splits_a_row_normalization():
+    h = progs.hw
+    soft = isa.CvuPipeline(tpb=0, inputs=(h(0, 0),), in_shapes=((16, 16),), output=h(0, 1),
+                           out_shape=(16, 16), stages=(isa.Stage(isa.CvuOp.SOFTMAX,
+                                                                 (isa.Ref(isa.RefKind.INPUT),),
+                                                                 axis=0),))
+    along_cols = dataclasses.replace(soft, stages=(dataclasses.replace(soft.stages[0], axis=1),))
+    res = insert_sync([soft, along_cols], TINY, stream_blocks=4)
+    assert [i.sync.blocks for i in res.instructions] == [1, 4]
