@@ -223,12 +223,19 @@ class Program:
             raise ProgramError(f"cannot pack the symbol table: {e}") from None
         sections.append((SEC_METADATA, 0, json.dumps(self.metadata, sort_keys=True).encode()))
         name = self.machine.encode()
+        if len(name) >= 1 << 16 or not 0 <= self.fingerprint < 1 << 64:
+            raise ProgramError("cannot pack the header: machine name too long or fingerprint not "
+                               "a 64-bit unsigned integer")
         head = _FIXED.pack(MAGIC, PROGRAM_VERSION, ENCODING_VERSION, self.fingerprint, len(name))
         head += name + struct.pack("<I", len(sections))
         offset = len(head) + _ENTRY.size * len(sections) + 4
         table = b""
         for kind, ident, payload in sections:
-            table += _ENTRY.pack(kind, 0, ident, offset, len(payload), zlib.crc32(payload), 0)
+            try:
+                table += _ENTRY.pack(kind, 0, ident, offset, len(payload), zlib.crc32(payload), 0)
+            except struct.error:
+                raise ProgramError(f"cannot pack {_SEC_NAMES[kind]} section {ident!r}: the id must "
+                                   "be a 32-bit integer") from None
             offset += len(payload)
         head += table
         head += struct.pack("<I", zlib.crc32(head))
