@@ -5,8 +5,9 @@
 The program runs ``y = softmax(relu(x @ w))`` on TPB 0 of the ``tiny`` machine: two DMAs bring
 ``x`` (an input symbol) and ``w`` (a DDR data segment) into HBSM, a TCU matmul, a CVU softmax
 pipeline and a DMA of ``y`` back to DDR, chained by SU counters. It prints the assembly, the size of
-every encoded instruction, and checks that binary -> program -> assembly -> program -> binary is
-exact. (To be replaced by the end-to-end demo.)
+every encoded instruction, checks that binary -> program -> assembly -> program -> binary is exact,
+and runs the program on the reference interpreter against numpy. (To be replaced by the end-to-end
+demo.)
 """
 
 from __future__ import annotations
@@ -59,6 +60,23 @@ def build_program() -> Program:
                    {"source": "m100.tools.demo", "what": "y = softmax(relu(x @ w))"})
 
 
+def _simulate(prog: Program) -> bool:
+    """Run the program on the reference interpreter and compare y with numpy."""
+    from m100.sim.simulator import Simulator
+    rng = np.random.default_rng(1)
+    x = rng.standard_normal((M, K)).astype(np.float32)
+    w = np.frombuffer(prog.segments[0].data, dtype=np.float32).reshape(K, N)
+    z = np.maximum(x @ w, 0)
+    want = np.exp(z - z.max(axis=1, keepdims=True))
+    want /= want.sum(axis=1, keepdims=True)
+    res = Simulator(prog).run({"x": x})
+    err = float(np.abs(res.outputs["y"] - want).max())
+    good = res.ok and err < 1e-5
+    print(f"== m100-sim: {res.total_cycles:.0f} cycles, max |y - numpy| = {err:.2e}, "
+          f"{len(res.reports)} reports: {'ok' if good else 'FAILED'}")
+    return good
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="demo", description=__doc__.splitlines()[0])
     ap.add_argument("-o", "--output", help="also write the program file here")
@@ -94,6 +112,7 @@ def main(argv: list[str] | None = None) -> int:
                   f"{len(format_instruction(inst))} characters of assembly")
         print(f"   {total} instruction bits; program file {len(data)} bytes")
         print(f"== round trip bin -> program -> asm -> program -> bin: {'exact' if ok else 'MISMATCH'}")
+        ok = _simulate(prog) and ok
         if args.output:
             prog.save(args.output, m)
             print(f"== wrote {args.output}")

@@ -1,5 +1,7 @@
 """The demo and the size table run and report what they claim."""
 
+import re
+
 from m100.targets.m100.encoding import instruction_bits
 from m100.targets.m100.program import Program
 from m100.tools import demo, isa_sizes
@@ -10,6 +12,7 @@ def test_demo_round_trip_is_exact(capsys, tmp_path):
     assert demo.main(["-o", str(out)]) == 0
     text = capsys.readouterr().out
     assert "round trip bin -> program -> asm -> program -> bin: exact" in text
+    assert re.search(r"== m100-sim: \d+ cycles, max \|y - numpy\| = \S+, 0 reports: ok", text)
     prog = Program.load(out)
     prog.validate()
     assert prog == demo.build_program()
