@@ -27,6 +27,7 @@ wrapped. Comments run from ``;`` or ``//`` to the end of the line. Program direc
     .meta "key" "value"
     .symbol input "x" f32[1,8,32] ddr@0x2000      (hbsm1@0x40 for an HBSM symbol of TPB 1)
     .segment ddr@0x1000 "weights"                 then .data <hex> lines (64 bytes each)
+    (input also accepts ``ddr 0x2000`` for ``ddr@0x2000`` and an unquoted identifier name)
     .ccb                           the CCB (DMA) stream follows
     .cluster 0                     cluster 0's stream follows
 
@@ -606,7 +607,8 @@ def parse_program(text: str, filename: str = "<asm>") -> Program:
                 role = p.ident("'input' or 'output'")
                 if role.text not in ("input", "output"):
                     raise p.error(f"a symbol role is 'input' or 'output', not {role.text!r}", role)
-                name = p.string("a symbol name")
+                name = p.string("a symbol name") if p.peek().kind == "str" else \
+                    p.ident("a symbol name").text
                 dt = p.dtype()
                 p.expect("[")
                 shape: list[int] = []
@@ -615,14 +617,14 @@ def parse_program(text: str, filename: str = "<asm>") -> Program:
                         p.expect(",")
                     shape.append(p.integer("a dimension"))
                 space, tpb = p.space_tpb("symbol")
-                p.expect("@")
+                p.accept("@")
                 addr = p.integer("an address")
                 prog.symbols.append(Symbol(name, role.text, tuple(shape), dt, space, addr, tpb))
             elif d == ".segment":
                 space, tpb = p.space_tpb("segment")
                 if tpb:
                     raise p.error("a segment lives in DDR or SRAM")
-                p.expect("@")
+                p.accept("@")
                 addr = p.integer("an address")
                 name = p.string("a segment name") if p.peek().kind == "str" else ""
                 prog.segments.append(Segment(space, addr, b"", name))

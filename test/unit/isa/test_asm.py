@@ -10,7 +10,7 @@ from m100.targets.m100.asm import (AsmError, format_instruction, format_program,
 from m100.targets.m100.isa import (Act, CvuOp, CvuPipeline, DType, Dma, Epilogue, Level, MatMul,
                                    Monitor, Ref, RefKind, Space, Stage, Sync, Trigger, Update, Walk)
 from m100.targets.m100.machine import get_machine
-from m100.targets.m100.program import CCB_STREAM
+from m100.targets.m100.program import CCB_STREAM, Segment, Symbol
 
 TINY = get_machine("tiny")
 
@@ -54,6 +54,14 @@ def test_hand_written_program():
                           Stage(CvuOp.ADD, (Ref(RefKind.STAGE, 2), Ref(RefKind.IMM, imm=0.5))))
     assert cvu.sync.monitors == (Monitor(0, 1, 1, 0),)
     assert parse_program(format_program(p)) == p
+
+
+def test_lenient_directives():
+    p = parse_program(".machine tiny\n.symbol input x f32[1,8,32] ddr 0x2000\n"
+                      ".segment sram 0x40 \"c\"\n.data ff\n", "l.asm")
+    assert p.symbols[0] == Symbol("x", "input", (1, 8, 32), DType.F32, Space.DDR, 0x2000)
+    assert p.segments[0] == Segment(Space.SRAM, 0x40, b"\xff", "c")
+    p.validate(TINY)
 
 
 def test_instruction_text_is_readable():
