@@ -372,11 +372,15 @@ _UNARY = {
     "tanh": np.tanh, "erf": _erf, "rsqrt": lambda x: 1.0 / np.sqrt(x), "floor": np.floor,
     "ceil": np.ceil, "exp2": np.exp2, "log2": np.log2, "sin": np.sin, "cos": np.cos,
     "extf": lambda x: x, "truncf": lambda x: x, "log1p": np.log1p, "expm1": np.expm1,
+    "extsi": lambda x: x, "trunci": lambda x: x,
 }
 _BINARY = {
     "addf": np.add, "subf": np.subtract, "mulf": np.multiply, "divf": np.divide,
     "maximumf": np.maximum, "minimumf": np.minimum, "maxnumf": np.fmax, "minnumf": np.fmin,
     "powf": np.power, "fpowi": np.power,
+    # integer forms (evaluated on the sample values; used to recognize int32 epilogues)
+    "addi": np.add, "subi": np.subtract, "muli": np.multiply, "maxsi": np.maximum,
+    "minsi": np.minimum,
 }
 
 

@@ -80,7 +80,7 @@ def _bias_stage(u: GenericOp, cur: SSAValue, ch: int) -> bool:
     if len(u.inputs) != 2 or len(u.results) != 1:
         return False
     exprs = body_exprs(u)
-    if exprs is None or exprs[0].kind != "addf":
+    if exprs is None or exprs[0].kind not in ("addf", "addi"):
         return False
     if {(a.kind, a.val) for a in exprs[0].args} != {("in", 0), ("in", 1)}:
         return False
@@ -90,9 +90,12 @@ def _bias_stage(u: GenericOp, cur: SSAValue, ch: int) -> bool:
     return _per_channel(u.inputs[1 - k], generic_maps(u)[1 - k], ch)
 
 
-def _requant_stage(u: GenericOp) -> bool:
+def _requant_stage(u: GenericOp, acc: SSAValue) -> bool:
+    """int32 accumulator -> <= 8-bit integer result (isa.Requant applies to integer TCU ops)."""
     t = u.results[0].type.get_element_type()  # type: ignore[attr-defined]
-    return isinstance(t, IntegerType) and t.width.data <= 8 and len(u.results) == 1
+    a = acc.type.get_element_type()  # type: ignore[attr-defined]
+    return isinstance(t, IntegerType) and t.width.data <= 8 and len(u.results) == 1 and \
+        isinstance(a, IntegerType) and a.width.data == 32
 
 
 def fuse_one(op: Operation, gid: int) -> bool:
@@ -142,7 +145,7 @@ def fuse_one(op: Operation, gid: int) -> bool:
             break
         if not has_act and "bias" not in stages and _bias_stage(u, cur, ch):
             stage = "bias"
-        elif _requant_stage(u):
+        elif _requant_stage(u, op.results[0]):
             stage = "requant"
         else:
             act = unary_activation(u)

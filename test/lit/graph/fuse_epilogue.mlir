@@ -120,3 +120,60 @@ func.func @negative(%x: tensor<2x4xf32>, %w: tensor<4x3xf32>) -> (tensor<2x3xf32
 // CHECK:       %t2 = linalg.generic
 // CHECK-NOT:   m100.fused_into
 // CHECK:       func.return
+
+// int32 accumulator: bias (addi), ReLU (maxsi), then requantization to i8 -> all three stages.
+func.func @int8_epilogue(%a: tensor<2x4xi32>, %b: tensor<4x3xi32>) -> tensor<2x3xi8> {
+  %z = arith.constant 0 : i32
+  %bias = arith.constant dense<[100, -200, 300]> : tensor<3xi32>
+  %scale = arith.constant 0.01 : f32
+  %lo = arith.constant -128.0 : f32
+  %hi = arith.constant 127.0 : f32
+  %e = tensor.empty() : tensor<2x3xi32>
+  %f = linalg.fill ins(%z : i32) outs(%e : tensor<2x3xi32>) -> tensor<2x3xi32>
+  %mm = linalg.matmul ins(%a, %b : tensor<2x4xi32>, tensor<4x3xi32>) outs(%f : tensor<2x3xi32>) -> tensor<2x3xi32>
+  %bb = linalg.generic {indexing_maps = [affine_map<(d0, d1) -> (d0, d1)>, affine_map<(d0, d1) -> (d1)>, affine_map<(d0, d1) -> (d0, d1)>], iterator_types = ["parallel", "parallel"]} ins(%mm, %bias : tensor<2x3xi32>, tensor<3xi32>) outs(%e : tensor<2x3xi32>) {
+  ^bb0(%in: i32, %bi: i32, %out: i32):
+    %s = arith.addi %in, %bi : i32
+    linalg.yield %s : i32
+  } -> tensor<2x3xi32>
+  %r = linalg.generic {indexing_maps = [affine_map<(d0, d1) -> (d0, d1)>, affine_map<(d0, d1) -> (d0, d1)>], iterator_types = ["parallel", "parallel"]} ins(%bb : tensor<2x3xi32>) outs(%e : tensor<2x3xi32>) {
+  ^bb0(%in: i32, %out: i32):
+    %m = arith.maxsi %in, %z : i32
+    linalg.yield %m : i32
+  } -> tensor<2x3xi32>
+  %e8 = tensor.empty() : tensor<2x3xi8>
+  %q = linalg.generic {indexing_maps = [affine_map<(d0, d1) -> (d0, d1)>, affine_map<(d0, d1) -> (d0, d1)>], iterator_types = ["parallel", "parallel"]} ins(%r : tensor<2x3xi32>) outs(%e8 : tensor<2x3xi8>) {
+  ^bb0(%in: i32, %out: i8):
+    %x = arith.sitofp %in : i32 to f32
+    %y = arith.mulf %x, %scale : f32
+    %t = math.roundeven %y : f32
+    %c1 = arith.maximumf %t, %lo : f32
+    %c2 = arith.minimumf %c1, %hi : f32
+    %o = arith.fptosi %c2 : f32 to i8
+    linalg.yield %o : i8
+  } -> tensor<2x3xi8>
+  func.return %q : tensor<2x3xi8>
+}
+// CHECK-LABEL: func.func @int8_epilogue
+// CHECK:       %mm = linalg.matmul {m100.group = [[Q:[0-9]+]] : i64, m100.epilogue = ["bias", "relu", "requant"]}
+// CHECK:       %bb = linalg.generic {{.*}}m100.fused_into = [[Q]] : i64, m100.stage = "bias"}
+// CHECK:       %r = linalg.generic {{.*}}m100.fused_into = [[Q]] : i64, m100.stage = "relu"}
+// CHECK:       %q = linalg.generic {{.*}}m100.fused_into = [[Q]] : i64, m100.stage = "requant"}
+
+// Negative: quantizing a float accumulator is not a TCU requantization (isa: integer only).
+func.func @float_quant(%a: tensor<2x4xf32>, %b: tensor<4x3xf32>) -> tensor<2x3xi8> {
+  %z = arith.constant 0.0 : f32
+  %e = tensor.empty() : tensor<2x3xf32>
+  %f = linalg.fill ins(%z : f32) outs(%e : tensor<2x3xf32>) -> tensor<2x3xf32>
+  %mm = linalg.matmul ins(%a, %b : tensor<2x4xf32>, tensor<4x3xf32>) outs(%f : tensor<2x3xf32>) -> tensor<2x3xf32>
+  %e8 = tensor.empty() : tensor<2x3xi8>
+  %q = linalg.generic {indexing_maps = [affine_map<(d0, d1) -> (d0, d1)>, affine_map<(d0, d1) -> (d0, d1)>], iterator_types = ["parallel", "parallel"]} ins(%mm : tensor<2x3xf32>) outs(%e8 : tensor<2x3xi8>) {
+  ^bb0(%in: f32, %out: i8):
+    %o = arith.fptosi %in : f32 to i8
+    linalg.yield %o : i8
+  } -> tensor<2x3xi8>
+  func.return %q : tensor<2x3xi8>
+}
+// CHECK-LABEL: func.func @float_quant
+// CHECK-NOT:   m100.
+// CHECK:       func.return

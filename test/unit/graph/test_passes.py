@@ -37,8 +37,11 @@ def _inputs(fn, rng):
     out = []
     for t in fn.function_type.inputs.data:
         shape = tuple(t.get_shape())
-        if "i64" in str(t.get_element_type()):
+        et = str(t.get_element_type())
+        if et == "i64":  # indices (gathers)
             out.append(rng.integers(0, 2, shape).astype(np.int64))
+        elif et.startswith("i"):
+            out.append(rng.integers(-50, 50, shape).astype(f"int{et[1:]}"))
         else:
             out.append(rng.standard_normal(shape).astype(np.float32))
     return out
