@@ -135,6 +135,10 @@ class Chunks:
     hi: np.ndarray
     exact: list[np.ndarray | None]
 
+    def __post_init__(self):
+        self.lol, self.hil = self.lo.tolist(), self.hi.tolist()
+        self.dense = all(e is None for e in self.exact)
+
 
 _chunk_cache: dict[tuple, Chunks] = {}
 
@@ -232,6 +236,19 @@ def _overlap(a: Chunks, ia: int, b: Chunks, ib: int) -> bool:
     return len(np.intersect1d(ea, eb, assume_unique=True)) > 0
 
 
+def _need_exact(ci: Chunks, cj: Chunks, ni: int) -> np.ndarray:
+    """Interval test for all chunk pairs at once, exact refinement where intervals meet and a
+    chunk is not dense."""
+    inter = ((ci.lo[:, None] < cj.hi[None, :]) & (cj.lo[None, :] < ci.hi[:, None])
+             & (ci.hi > ci.lo)[:, None] & (cj.hi > cj.lo)[None, :])
+    sparse_i = np.array([e is not None for e in ci.exact])
+    sparse_j = np.array([e is not None for e in cj.exact])
+    for k, c in zip(*np.nonzero(inter & (sparse_i[:, None] | sparse_j[None, :]))):
+        inter[k, c] = _overlap(ci, int(k), cj, int(c))
+    anyk = inter.any(axis=0)
+    return np.where(anyk, ni - 1 - np.argmax(inter[::-1], axis=0), -1).astype(np.int64)
+
+
 def access_need(ai: Access, bi: int, aj: Access, bj: int) -> np.ndarray:
     """Need vector of one conflicting access pair: for each block of j (``bj`` blocks), the last
     block of i (``bi`` blocks) whose part of ``ai`` overlaps j's part of ``aj``, or -1."""
@@ -239,15 +256,18 @@ def access_need(ai: Access, bi: int, aj: Access, bj: int) -> np.ndarray:
     nj = bj if aj.split is not False else 1
     ci = walk_chunks(ai.walk, ni, ai.split if isinstance(ai.split, tuple) else None)
     cj = walk_chunks(aj.walk, nj, aj.split if isinstance(aj.split, tuple) else None)
-    need = np.full(nj, -1, dtype=np.int64)
-    # interval test for all pairs at once, exact refinement only where intervals meet
-    inter = ((ci.lo[:, None] < cj.hi[None, :]) & (cj.lo[None, :] < ci.hi[:, None])
-             & (ci.hi > ci.lo)[:, None] & (cj.hi > cj.lo)[None, :])
-    for c in range(nj):
-        for k in np.nonzero(inter[:, c])[0][::-1]:
-            if _overlap(ci, int(k), cj, c):
-                need[c] = k
-                break
+    if ci.dense and cj.dense:  # the usual case: plain interval tests, small Python loops
+        li, hi_, lj, hj = ci.lol, ci.hil, cj.lol, cj.hil
+        out = []
+        for c in range(nj):
+            a, z = lj[c], hj[c]
+            k = ni - 1
+            while k >= 0 and not (li[k] < z and a < hi_[k] and li[k] < hi_[k] and a < z):
+                k -= 1
+            out.append(k)
+        need = np.array(out, dtype=np.int64)
+    else:
+        need = _need_exact(ci, cj, ni)
     if ai.split is False:  # every block of i touches it: the last block is the one to wait for
         need = np.where(need >= 0, bi - 1, -1)
     if aj.split is False:
@@ -334,6 +354,8 @@ class HbGraph:
         self.base = np.zeros(self.n + 1, dtype=np.int64)
         self.base[1:] = np.cumsum([2 * b for b in blocks])
         self.num_nodes = int(self.base[-1])
+        self._node_inst = np.repeat(np.arange(self.n), [2 * b for b in blocks]).tolist()
+        self._base = self.base.tolist()
         self.execs = [inst.executor for inst in insts]
         xs = sorted(set(self.execs))
         self.xid = {e: n for n, e in enumerate(xs)}
@@ -352,15 +374,15 @@ class HbGraph:
         self._dirty = 0  # first node whose clock is stale
 
     def S(self, i: int, b: int) -> int:
-        return int(self.base[i]) + 2 * b
+        return self._base[i] + 2 * b
 
     def E(self, i: int, b: int) -> int:
-        return int(self.base[i]) + 2 * b + 1
+        return self._base[i] + 2 * b + 1
 
     def locate(self, v: int) -> tuple[int, int, bool]:
         """(instruction, block, is E-node) of node ``v``."""
-        i = int(np.searchsorted(self.base, v, side="right")) - 1
-        b, is_e = divmod(v - int(self.base[i]), 2)
+        i = self._node_inst[v]
+        b, is_e = divmod(v - self._base[i], 2)
         return i, b, bool(is_e)
 
     def node_name(self, v: int) -> str:
