@@ -124,7 +124,7 @@ def test_encode_refuses_invalid():
         E.encode_instruction(bad, TINY)
 
 
-@settings(max_examples=40, **SETTINGS)
+@settings(max_examples=25, **SETTINGS)
 @given(S.programs(TINY), st.randoms(use_true_random=False))
 def test_mangled_assembly(prog, rng):
     """Mangled assembly text raises AsmError (file:line:col) or parses to something that prints

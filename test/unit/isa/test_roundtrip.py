@@ -41,7 +41,7 @@ def test_roundtrip_tiny(inst):
     _roundtrip_one(inst, TINY)
 
 
-@settings(max_examples=200, **SETTINGS)
+@settings(max_examples=120, **SETTINGS)
 @given(S.instructions(M100))
 def test_roundtrip_m100(inst):
     _roundtrip_one(inst, M100)
@@ -49,7 +49,7 @@ def test_roundtrip_m100(inst):
 
 @pytest.mark.parametrize("kind", INSTRUCTION_KINDS, ids=lambda k: k.MNEMONIC)
 def test_roundtrip_each_kind(kind):
-    @settings(max_examples=30, **SETTINGS)
+    @settings(max_examples=20, **SETTINGS)
     @given(S.instructions(M100, [kind]))
     def run(inst):
         assert type(inst) is kind

@@ -61,7 +61,7 @@ def nested_loops_2(l0, l1):
     return out
 
 
-@settings(max_examples=500, deadline=None, suppress_health_check=list(HealthCheck))
+@settings(max_examples=300, deadline=None, suppress_health_check=list(HealthCheck))
 @given(st.integers(1, 96).flatmap(lambda n: S.walks(TINY, n)))
 def test_offsets_match_twu_simulation(w):
     beats = twu_beats(w.levels)
