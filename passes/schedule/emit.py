@@ -49,7 +49,28 @@ _NP = {"f32": np.float32, "f16": np.float16, "i8": np.int8, "i32": np.int32}
 Lin = list[tuple[tuple[int, ...], int]]  # per buffer dim: (coefficient per iteration dim, constant)
 
 
+_ACCESS_CACHE: dict[tuple, AccessAttr] = {}
+_BUFTYPE_CACHE: dict[tuple, BufferType] = {}
+_INT_CACHE: dict[int, IntegerAttr] = {}
+
+
+def _int(v: int) -> IntegerAttr:
+    """An i64 attribute (attributes are immutable: shared instances save construction time)."""
+    a = _INT_CACHE.get(v)
+    if a is None:
+        a = _INT_CACHE[v] = IntegerAttr(int(v), i64)
+    return a
+
+
 def access(bounds: tuple[int, ...], lin: Lin) -> AccessAttr:
+    key = (tuple(bounds), tuple((tuple(c), k) for c, k in lin))
+    a = _ACCESS_CACHE.get(key)
+    if a is None:
+        a = _ACCESS_CACHE[key] = _access(bounds, lin)
+    return a
+
+
+def _access(bounds: tuple[int, ...], lin: Lin) -> AccessAttr:
     nd = len(bounds)
     exprs = []
     for coeffs, c0 in lin:
@@ -156,7 +177,7 @@ class Emitter:
         t = self.times.get(key)
         if t is None:
             return {}
-        return {"pred_start": IntegerAttr(int(t[0]), i64), "pred_end": IntegerAttr(int(t[1]), i64)}
+        return {"pred_start": _int(int(t[0])), "pred_end": _int(int(t[1]))}
 
     def _alloc_mem(self, space: str, nbytes: int) -> int:
         a = self.bump[space]
@@ -172,7 +193,11 @@ class Emitter:
 
     def buffer(self, space: str, tpb: int, shape: tuple[int, ...], dtype: str,
                offset: int | None = None) -> SSAValue:
-        op = AllocOp(BufferType(space, tpb, [int(s) for s in shape], _ELEM[dtype]), offset)
+        key = (space, tpb, tuple(int(x) for x in shape), dtype)
+        bt = _BUFTYPE_CACHE.get(key)
+        if bt is None:
+            bt = _BUFTYPE_CACHE[key] = BufferType(space, tpb, list(key[2]), _ELEM[dtype])
+        op = AllocOp(bt, offset)
         (self.head if offset is not None else self.ops).append(op)
         return op.result
 
@@ -340,7 +365,7 @@ class Emitter:
         shape = self.g.tensors[out_t].shape
         bshape = p.out.type.dims  # type: ignore[attr-defined]
         if op.unit == "cvu.pool":
-            lin = self.pool_out_index(op, p.r0)
+            lin = self.pool_out_index(op, p.r0, p.c0)
         else:
             lin = row_index(shape, p.r0, p.c0)
         tok = self.dma(p.out, None, mem, access(bshape, lin), [p.done],
@@ -416,14 +441,14 @@ class Emitter:
         buf, tok = self.load(tensor, bshape, lin_mem, tpb, ("dma-in", op.name, band, -1))
         return buf, [tok]
 
-    def pool_out_index(self, op, r0: int) -> Lin:
+    def pool_out_index(self, op, r0: int, c0: int = 0) -> Lin:
         a = op.attrs
         oh, _ = conv_out_hw(a)
         n0, h0 = divmod(r0, oh)
         # buffer iteration [1, rows, ow, c]
         if a.get("layout") == "nchw":
-            return [((0, 0, 0, 0), n0), ((0, 0, 0, 1), 0), ((0, 1, 0, 0), h0), ((0, 0, 1, 0), 0)]
-        return [((0, 0, 0, 0), n0), ((0, 1, 0, 0), h0), ((0, 0, 1, 0), 0), ((0, 0, 0, 1), 0)]
+            return [((0, 0, 0, 0), n0), ((0, 0, 0, 1), c0), ((0, 1, 0, 0), h0), ((0, 0, 1, 0), 0)]
+        return [((0, 0, 0, 0), n0), ((0, 1, 0, 0), h0), ((0, 0, 1, 0), 0), ((0, 0, 0, 1), c0)]
 
     def piece(self, si, seg, st: StageCfg, op, b, j, tpb, r0, r1, c0, c1, pieces, seg_ops,
               plan=None) -> Piece:
@@ -465,9 +490,9 @@ class Emitter:
                     w_buf, wt = self.load(w_t, (kc, cols), ident(2, (k0, c0)), tpb)
                 deps.append(wt)
                 slots = {"a": a_slot, "b": (w_buf, None), "c": (out, None)}
-                params: dict[str, Attribute] = {"m": IntegerAttr(rows, i64),
-                                                "n": IntegerAttr(cols, i64),
-                                                "k": IntegerAttr(kc, i64)}
+                params: dict[str, Attribute] = {"m": _int(rows),
+                                                "n": _int(cols),
+                                                "k": _int(kc)}
                 if ci > 0 and prev is not None:
                     params["accumulate"] = UnitAttr()
                     deps.append(prev)
@@ -526,10 +551,8 @@ class Emitter:
                                         None if ck == C else (2, k0, kc), resident)
                 deps.append(wt)
                 slots = {"x": x_slot, "w": (w_buf, None), "y": (out, None)}
-                params = {"n": IntegerAttr(1, i64), "h": IntegerAttr(i1 - i0, i64),
-                          "width": IntegerAttr(W, i64), "c": IntegerAttr(kc, i64),
-                          "f": IntegerAttr(cols, i64), "kh": IntegerAttr(a["kh"], i64),
-                          "kw": IntegerAttr(a["kw"], i64)}
+                params = {"n": _int(1), "h": _int(i1 - i0), "width": _int(W), "c": _int(kc),
+                          "f": _int(cols), "kh": _int(a["kh"]), "kw": _int(a["kw"])}
                 if (sh, sw) != (1, 1):
                     params["stride"] = i64_array([sh, sw])
                 if (pt2, pl, pb2, pr) != (0, 0, 0, 0):
@@ -604,14 +627,15 @@ class Emitter:
             i0, i1 = max(0, top), min(H, bot)
             pt2, pb2 = i0 - top, bot - i1
             x_t = op.inputs[0]
+            # channels [c0, c1) of the input window, as an [1, h, W, c] NHWC tile
             if a.get("layout") == "nchw":
-                lin = [((0, 0, 0, 0), n0), ((0, 0, 0, 1), 0), ((0, 1, 0, 0), i0), ((0, 0, 1, 0), 0)]
+                lin = [((0, 0, 0, 0), n0), ((0, 0, 0, 1), c0), ((0, 1, 0, 0), i0), ((0, 0, 1, 0), 0)]
             else:
-                lin = [((0, 0, 0, 0), n0), ((0, 1, 0, 0), i0), ((0, 0, 1, 0), 0), ((0, 0, 0, 1), 0)]
-            ishape = (1, i1 - i0, W, C)
+                lin = [((0, 0, 0, 0), n0), ((0, 1, 0, 0), i0), ((0, 0, 1, 0), 0), ((0, 0, 0, 1), c0)]
+            ishape = (1, i1 - i0, W, cols)
             if self._streamed(x_t, seg_ops, pieces) and a.get("layout") != "nchw":
                 xb, deps = self.act_in(si, seg, op, x_t, (n0 * H + i0, n0 * H + i1),
-                                       (i1 - i0, W, C), lin, tpb, pieces, seg_ops, b)
+                                       (i1 - i0, W, cols), lin, tpb, pieces, seg_ops, b, (c0, c1))
             else:
                 xb, tok = self.load(x_t, ishape, lin, tpb, ("dma-in", op.name, b, -1))
                 deps = [tok]
@@ -622,7 +646,7 @@ class Emitter:
                 stages = [Stage(CvuOp.AVGPOOL, (Ref(RefKind.INPUT, 0),), iparams=ip + (1,)),
                           Stage(CvuOp.MUL, (Ref(RefKind.STAGE, 0),
                                             Ref(RefKind.IMM, 0, float(a["kh"] * a["kw"]))))]
-            oshape = (1, rows, ow, C)
+            oshape = (1, rows, ow, cols)
             out = self.buffer("hbsm", tpb, oshape, out_t.dtype)
             params = {"in_shapes": ArrayAttr([i64_array(ishape)]), "out_shape": i64_array(oshape),
                       "stages": ArrayAttr([StageAttr.from_isa(s) for s in stages])}

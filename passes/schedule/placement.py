@@ -76,7 +76,7 @@ class Search:
         self.evaluations = 0
         self.ops = {o.name: o for o in g.ops}
         self.fuse_tcu = False  # may a TCU stage share the TPBs of the stage before it (auto only)
-        self.pipe_iters = 0  # local-search moves per pipeline (0: iters); auto uses fewer per candidate
+        self.pipe_iters = 0  # local-search moves per candidate pipeline inside the auto DP
 
     # ------------------------------------------------------------------ costing
     def cost(self, seg: SegmentCfg) -> float:
@@ -194,7 +194,7 @@ class Search:
             prev = tuple(tp)
         return SegmentCfg(tuple(stages), "pipeline")
 
-    def best_pipeline(self, ops: list[Op]) -> tuple[SegmentCfg, float]:
+    def best_pipeline(self, ops: list[Op], iters: int | None = None) -> tuple[SegmentCfg, float]:
         rng = random.Random(f"{self.seed}:" + ",".join(o.name for o in ops))
         n = len(ops)
         T = len(self.tpbs)
@@ -225,7 +225,7 @@ class Search:
             raise ScheduleError("internal: no initial pipeline")
         best_state = (alloc, coloc, gcs, bands)
         best_c = self.cost(best)
-        for _ in range(self.pipe_iters or self.iters):
+        for _ in range(self.iters if iters is None else iters):
             alloc, coloc, gcs, bands = (list(best_state[0]), list(best_state[1]),
                                         list(best_state[2]), best_state[3])
             move = rng.choice(("shift", "shift", "shift", "coloc", "bands+", "bands-", "gc"))
@@ -284,13 +284,13 @@ class Search:
             made.update(o.outputs)
         return True
 
-    def segment_best(self, ops: list[Op]) -> tuple[SegmentCfg, float]:
+    def segment_best(self, ops: list[Op], iters: int | None = None) -> tuple[SegmentCfg, float]:
         if len(ops) == 1 and ops[0].unit in DMA_UNITS:
             cfg = SegmentCfg((StageCfg(ops[0].name, (self.tpbs[0],)),), "dma")
             return cfg, self.cost(cfg)
         if len(ops) == 1:
             return self.best_data_parallel(ops[0])
-        return self.best_pipeline(ops)
+        return self.best_pipeline(ops, iters)
 
     def run(self, strategy: str) -> list[SegmentCfg]:
         ops = self.g.ops
@@ -323,7 +323,9 @@ class Search:
                 if best[s][0] == float("inf"):
                     continue
                 try:
-                    cfg, c = self.segment_best(run)
+                    # candidate pipelines are costed with a short search; the chosen ones are
+                    # refined below with the full local search
+                    cfg, c = self.segment_best(run, self.pipe_iters if len(run) > 1 else None)
                 except ScheduleError:
                     if len(run) == 1:
                         raise
@@ -338,7 +340,15 @@ class Search:
                 raise ScheduleError("no schedule found for the graph")
             segs.append(cfg)
             e = s
-        return segs[::-1]
+        segs = segs[::-1]
+        out = []
+        for cfg in segs:
+            if len(cfg.stages) > 1:
+                run = [self.ops[st.op] for st in cfg.stages]
+                better, c = self.best_pipeline(run)
+                cfg = better if c <= self.cost(cfg) else cfg
+            out.append(cfg)
+        return out
 
 
 def schedule(g: OpGraph, machine: Machine, tpbs: int = 0, clusters: int = 0,
@@ -352,8 +362,8 @@ def schedule(g: OpGraph, machine: Machine, tpbs: int = 0, clusters: int = 0,
     pool = available_tpbs(machine, tpbs, clusters)
     s = Search(g, machine, pool, seed=seed, max_stages=max_stages, iters=iters)
     s.fuse_tcu = strategy == "auto"
-    if strategy == "auto":  # the DP costs many candidate pipelines: search each a little less
-        s.pipe_iters = max(4, iters // 2)
+    if strategy == "auto":  # the DP costs candidate pipelines by their greedy start only
+        s.pipe_iters = 4
     segs = s.run(strategy)
     tl = s.sched.build(segs)
     return Placement(strategy, segs, tl, machine, pool, s.evaluations)

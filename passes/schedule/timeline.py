@@ -142,7 +142,16 @@ def band_rows(rows: int, bands: int, b: int) -> tuple[int, int]:
 
 def streamable(g: OpGraph, op: Op, tensor: str) -> bool:
     """Can ``op`` consume ``tensor`` band by band from a producer (row-standard layouts, identity
-    indexing)? Otherwise it reads the whole tensor from memory."""
+    indexing)? Otherwise it reads the whole tensor from memory. (Cached per graph.)"""
+    cache = g.__dict__.setdefault("_stream_cache", {})
+    key = (op.name, tensor)
+    r = cache.get(key)
+    if r is None:
+        r = cache[key] = _streamable(g, op, tensor)
+    return r
+
+
+def _streamable(g: OpGraph, op: Op, tensor: str) -> bool:
     if op.unit.startswith("dtdu") or op.attrs.get("layout") == "nchw":
         return False
     maps = op.attrs.get("maps")
