@@ -24,6 +24,7 @@ from m100.passes.graph.common import (
 )
 from m100.passes.graph.simplify_algebra import make_transpose, perm_of
 
+_NCHW_POOLS = ("linalg.pooling_nchw_max", "linalg.pooling_nchw_sum", "linalg.pooling_nchw_min")
 TO_NHWC = [0, 2, 3, 1]  # transpose perm NCHW -> NHWC
 TO_NCHW = [0, 3, 1, 2]  # transpose perm NHWC -> NCHW
 FCHW_TO_HWCF = [2, 3, 1, 0]
@@ -61,6 +62,35 @@ def convert_conv(op: Operation) -> None:
     back_ops, y = make_transpose(conv.results[0], TO_NCHW)
     ops = tx_ops + w_ops + ti_ops + [conv] + back_ops
     Rewriter.replace_op(op, ops, [y])
+
+
+def _nhwc_pool_class(name: str):
+    """The op class of ``linalg.pooling_nhwc_<kind>`` (the project's linalg), or None."""
+    try:
+        from m100.dialects.linalg_ext import EXTRA_OPS
+    except ImportError:  # pragma: no cover - the extended dialect is part of the project
+        return None
+    want = name.replace("_nchw_", "_nhwc_")
+    return next((c for c in EXTRA_OPS if getattr(c, "name", None) == want), None)
+
+
+def convert_pool(op: Operation) -> bool:
+    """pooling_nchw_<kind> -> transposes + pooling_nhwc_<kind> (same window, strides, dilations)."""
+    cls = _nhwc_pool_class(op.name)
+    if cls is None or len(op.operands) != 3 or len(op.results) != 1:
+        return False
+    x, window, init = op.operands
+    tx_ops, x2 = make_transpose(x, TO_NHWC)
+    ti_ops, i2 = make_transpose(init, TO_NHWC)
+    out_t = _permuted(op.results[0].type, TO_NHWC)  # type: ignore[arg-type]
+    pool = cls([x2, window], [i2], [out_t], strides=op.properties["strides"],
+               dilations=op.properties["dilations"])
+    for k, v in op.attributes.items():
+        if k.startswith("m100."):
+            pool.attributes[k] = v
+    back_ops, y = make_transpose(pool.results[0], TO_NCHW)
+    Rewriter.replace_op(op, tx_ops + ti_ops + [pool] + back_ops, [y])
+    return True
 
 
 def _from_nhwc(v: SSAValue) -> SSAValue | None:
@@ -156,20 +186,25 @@ class LayoutNhwc(ModulePass):
     ReLU, residual adds: the generic is re-indexed to iterate in NHWC) and through constant
     ``tensor.pad``, so that between consecutive convolutions a transpose pair remains that
     simplify-algebra cancels.
-    Why: the TCU convolves NHWC activations with [kh, kw, c, f] weights (isa.Conv2D); transposes
-    left at the graph boundary are DTDU copies.
-    Pre: func + linalg-on-tensors. Post: no conv_2d_nchw_fchw; same values (pure data movement).
-    Options: propagate (bool, default true).
+    With ``pools`` (default) NCHW max/sum/min pooling becomes the NHWC pooling op the same way.
+    Why: the TCU convolves NHWC activations with [kh, kw, c, f] weights (isa.Conv2D) and the CVU
+    pools NHWC (isa.CvuOp.MAXPOOL/AVGPOOL); transposes left at the graph boundary are DTDU copies.
+    Pre: func + linalg-on-tensors. Post: no conv_2d_nchw_fchw (nor NCHW pooling with ``pools``);
+    same values (pure data movement).
+    Options: propagate (bool, default true), pools (bool, default true).
     """
 
     name = "layout-nhwc"
     propagate: bool = True
+    pools: bool = True
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
         for block in func_bodies(op):
             for o in list(block.ops):
                 if o.name == "linalg.conv_2d_nchw_fchw" and o.results:
                     convert_conv(o)
+                elif self.pools and o.name in _NCHW_POOLS:
+                    convert_pool(o)
             if not self.propagate:
                 continue
             changed = True

@@ -90,10 +90,13 @@
 // CHECK-NOT:   linalg.transpose
 // CHECK:       linalg.conv_2d_nhwc_hwcf {m100.group = [[G2:[0-9]+]] : i64, m100.epilogue = ["bias", "relu"], m100.unit = "tcu.conv2d"
 // CHECK:       linalg.generic {{.*}}attrs =  {m100.fused_into = [[G2]] : i64, m100.stage = "relu", m100.unit = "tcu.epilogue"}
-// CHECK:       linalg.transpose {{.*}} permutation = [0, 3, 1, 2]
+// the max-pool runs NHWC as well: the only other transpose is the one back at the output
+// CHECK-NOT:   linalg.transpose
 // CHECK:       linalg.fill {m100.unit = "dtdu.fill"}
-// CHECK:       linalg.pooling_nchw_max {m100.unit = "cvu.pool"
+// CHECK:       linalg.pooling_nhwc_max {m100.unit = "cvu.pool"
+// CHECK:       linalg.transpose {{.*}} permutation = [0, 3, 1, 2]
 // CHECK-NOT:   linalg.conv_2d_nchw_fchw
+// CHECK-NOT:   linalg.pooling_nchw
 
 // the pretty form of transpose/broadcast hides attributes: check them in generic form
 // GEN:         "linalg.transpose"(%{{.*}}) <{permutation = array<i64: 0, 2, 3, 1>}>
@@ -106,5 +109,6 @@
 // GEN:         }) {m100.unit = "dtdu.copy"}
 
 // NOLAYOUT:    linalg.conv_2d_nchw_fchw {m100.unit = "tcu.conv2d"
+// NOLAYOUT:    linalg.pooling_nchw_max
 // NOLAYOUT-NOT: m100.fused_into
 // NOLAYOUT-NOT: linalg.transpose
