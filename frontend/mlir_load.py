@@ -36,6 +36,17 @@ def default_context():
     return ctx
 
 
+_SHARED: list = []
+
+
+def shared_context():
+    """One :func:`default_context` per process, used when a caller passes no context (building a
+    context costs ~0.3 s; parsing does not change it)."""
+    if not _SHARED:
+        _SHARED.append(default_context())
+    return _SHARED[0]
+
+
 def _ensure_linalg_ext(ctx) -> None:
     """Fail loudly if ``ctx`` would parse ``linalg.generic`` with xDSL's (multi-result-broken) parser."""
     from m100.dialects.linalg_ext import GenericOp
@@ -65,7 +76,7 @@ def load_mlir_text(text: str, ctx=None, *, name: str = "<mlir>", verify: bool = 
     from xdsl.utils.exceptions import DiagnosticException, ParseError
 
     if ctx is None:
-        ctx = default_context()
+        ctx = shared_context()
     _ensure_linalg_ext(ctx)
     try:
         module = Parser(ctx, text, name).parse_module(allow_implicit_module=True)

@@ -32,9 +32,9 @@ def graph_pipeline_pass():
 
 def compile_onnx(model, ctx=None, *, graph: bool = False):
     """Import ``model`` (path or ModelProto); with ``graph=True`` also run the m100-graph pipeline."""
-    from m100.frontend.mlir_load import default_context
+    from m100.frontend.mlir_load import shared_context
 
-    ctx = ctx or default_context()
+    ctx = ctx or shared_context()
     module = load_onnx(model, ctx)
     if graph:
         p = graph_pipeline_pass()

@@ -18,8 +18,15 @@ def r(*s, dtype=np.float32):
     return RNG.standard_normal(s).astype(dtype)
 
 
+_CTX = []
+
+
 def run1(text, *inputs, func_name=None):
-    return run(load_mlir(text), list(inputs), func_name)
+    if not _CTX:
+        from m100.frontend import default_context
+
+        _CTX.append(default_context())
+    return run(load_mlir(text, _CTX[0]), list(inputs), func_name)
 
 
 def test_matmul_fill_and_bias_relu_generic():
@@ -363,3 +370,53 @@ def test_affine_apply_and_extract_gather_in_body():
     ids = np.array([[0, 1, 2], [7, 8, 9]], np.int64)
     (g,) = run1(text, t, ids)
     np.testing.assert_array_equal(g, t[(ids * 4) % 10])
+
+
+from hypothesis import HealthCheck, given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+
+@st.composite
+def _perm_reduce_case(draw):
+    rank = draw(st.integers(1, 4))
+    shape = draw(st.lists(st.integers(1, 4), min_size=rank, max_size=rank))
+    perm = draw(st.permutations(range(rank)))
+    reduced = draw(st.lists(st.booleans(), min_size=rank, max_size=rank))
+    combiner = draw(st.sampled_from(["arith.addf", "arith.maximumf", "arith.mulf"]))
+    return shape, list(perm), reduced, combiner
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(_perm_reduce_case())
+def test_generic_permuted_reductions_match_numpy(case):
+    """Input read through a random permutation map, a random subset of loops reduced with a random
+    combiner: equals numpy's transpose + ufunc.reduce."""
+    shape, perm, reduced, combiner = case
+    rank = len(shape)
+    loops = [shape[perm.index(d)] for d in range(rank)]  # loop d reads input axis perm.index(d)
+    dims = ", ".join(f"d{i}" for i in range(rank))
+    in_map = f"({dims}) -> ({', '.join(f'd{perm[i]}' for i in range(rank))})"
+    kept = [d for d in range(rank) if not reduced[d]]
+    out_map = f"({dims}) -> ({', '.join(f'd{d}' for d in kept)})"
+    out_shape = [loops[d] for d in kept]
+    t = lambda s: f"tensor<{'x'.join(map(str, s)) + 'x' if s else ''}f32>"  # noqa: E731
+    its = ", ".join('"reduction"' if r else '"parallel"' for r in reduced)
+    text = f"""
+    func.func @f(%x: {t(shape)}, %init: {t(out_shape)}) -> {t(out_shape)} {{
+      %r = linalg.generic {{indexing_maps = [affine_map<{in_map}>, affine_map<{out_map}>], iterator_types = [{its}]}}
+           ins(%x : {t(shape)}) outs(%init : {t(out_shape)}) {{
+      ^bb0(%a: f32, %acc: f32):
+        %s = {combiner} %a, %acc : f32
+        linalg.yield %s : f32
+      }} -> {t(out_shape)}
+      func.return %r : {t(out_shape)}
+    }}"""
+    x = RNG.uniform(0.5, 1.5, shape).astype(np.float32)
+    init = RNG.uniform(0.5, 1.5, out_shape).astype(np.float32)
+    (got,) = run1(text, x, init)
+    # loop space view of x: axis d of the loop space is input axis perm[d]
+    xl = np.transpose(x, np.argsort(perm))
+    uf = {"arith.addf": np.add, "arith.maximumf": np.maximum, "arith.mulf": np.multiply}[combiner]
+    red_axes = tuple(d for d in range(rank) if reduced[d])
+    exp = uf(init, uf.reduce(xl.astype(np.float64), axis=red_axes)) if red_axes else uf(init, xl)
+    np.testing.assert_allclose(got, exp, rtol=1e-5)
