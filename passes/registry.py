@@ -102,18 +102,18 @@ def discover(package: str = PACKAGE) -> Discovery:
     return Discovery(dict(sorted(passes.items())), tuple(failures), tuple(duplicates))
 
 
-_warned = False
+_warned: set[str] = set()
 
 
-def all_passes(warn: bool = True) -> dict[str, type[ModulePass]]:
+def all_passes(warn: bool = True, package: str = PACKAGE) -> dict[str, type[ModulePass]]:
     """``{pass name: pass class}`` for every m100 pass, sorted by name.
 
-    Modules that fail to import (and duplicate names) are reported once on stderr when ``warn``.
+    Modules that fail to import (and duplicate names) are reported once per process on stderr,
+    one line each, when ``warn``.
     """
-    global _warned
-    found = discover()
-    if warn and not _warned:
-        _warned = True
+    found = discover(package)
+    if warn and package not in _warned:
+        _warned.add(package)
         for f in found.failures:
             print(f"warning: skipping pass module {f.module}: {f.error}", file=sys.stderr)
         for name, kept, dropped in found.duplicates:

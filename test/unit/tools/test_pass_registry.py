@@ -69,6 +69,7 @@ def fake_package(tmp_path, monkeypatch):
     monkeypatch.syspath_prepend(str(tmp_path))
     yield pkg
     discover.cache_clear()
+    registry._warned.discard(pkg)
     import sys
     for mod in [m for m in sys.modules if m.startswith(pkg)]:
         del sys.modules[mod]
@@ -92,6 +93,17 @@ def test_discovery_reports_duplicate_names(fake_package):
     found = discover(fake_package)
     # modules are imported in sorted order: good_pass.py wins over zz_dup.py
     assert found.duplicates == (("good-pass", f"{fake_package}.good_pass", f"{fake_package}.zz_dup"),)
+
+
+def test_all_passes_warns_once_per_broken_module(fake_package, capsys):
+    passes = registry.all_passes(package=fake_package)
+    assert set(passes) == {"good-pass", "deep-pass"}
+    err = capsys.readouterr().err.splitlines()
+    assert err == [f"warning: skipping pass module {fake_package}.broken: RuntimeError: boom in broken",
+                   f"warning: pass name 'good-pass' defined in {fake_package}.good_pass and "
+                   f"{fake_package}.zz_dup; using {fake_package}.good_pass"]
+    registry.all_passes(package=fake_package)
+    assert capsys.readouterr().err == ""
 
 
 def test_pass_options_and_docstrings(fake_package):
