@@ -141,9 +141,10 @@ def run_tool(tool: str, fn: Callable[[], int | None]) -> int:
         return EXIT_INTERRUPTED
     except BrokenPipeError:
         # the reader of our stdout went away (``| head``): not an error worth a message
-        try:
-            sys.stdout = open(os.devnull, "w")  # noqa: SIM115 - silence the flush at exit
-        except OSError:
+        try:  # as the Python docs advise: point stdout at devnull so the flush at exit is silent
+            devnull = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(devnull, sys.stdout.fileno())
+        except (OSError, ValueError):
             pass
         return 0
     except NotImplementedYet as e:
@@ -165,7 +166,7 @@ def tool_main(tool: str) -> Callable[[Callable[..., int | None]], Callable[..., 
     """Decorator for a tool's ``main(argv=None)``: error handling as in :func:`run_tool`.
 
     The wrapped function returns the exit code (tests call it with an argv list); the console
-    script entry point calls ``sys.exit`` on it via :func:`exit_with`.
+    script that setuptools generates calls ``sys.exit`` on it.
     """
 
     def wrap(fn: Callable[..., int | None]) -> Callable[..., int]:
