@@ -1,0 +1,110 @@
+"""hbsm-allocate and twu-materialize on scheduled programs, checked independently.
+
+* HBSM: from the allocated IR alone, every buffer's byte range must lie inside its TPB's HBSM and no
+  two buffers of a TPB whose live ranges (first..last using instruction, computed here) intersect
+  may share a byte -- checked pairwise, not by trusting the allocator.
+* walks: for every operand, the materialized walk's byte addresses must equal the enumeration of the
+  placed access (map evaluated point by point with xDSL's AffineMap.eval, row-major layout).
+"""
+
+import itertools
+import math
+
+import numpy as np
+import pytest
+
+from m100.dialects.hbsm import AllocOp, BufferType
+from m100.dialects.tpb import InstrOp, ProgramOp
+from m100.dialects.twu import AccessAttr, WalkAttr
+from m100.frontend import models
+from m100.frontend.mlir_load import default_context
+from m100.frontend.onnx_backend import compile_onnx
+from m100.passes.backend.hbsm_allocate import HbsmAllocate
+from m100.passes.backend.twu_materialize import TwuMaterialize
+from m100.passes.schedule.m100_schedule import M100Schedule
+from m100.targets.m100.isa import Space
+from m100.targets.m100.machine import get_machine
+
+
+def scheduled(model, **opts):
+    ctx = default_context()
+    mod = compile_onnx(model, ctx, graph=True)
+    M100Schedule(**opts).apply(ctx, mod)
+    return ctx, mod
+
+
+def live_ranges(prog):
+    ops = [o for o in prog.body.ops if isinstance(o, InstrOp)]
+    rng = {}
+    for i, o in enumerate(ops):
+        for b in o.bufs:
+            a = b.owner
+            lo, hi = rng.get(id(a), (i, i))
+            rng[id(a)] = (min(lo, i), max(hi, i))
+    return rng
+
+
+@pytest.mark.parametrize("machine,model", [("tiny", "mlp_big"), ("m100", "convnet")])
+def test_allocated_buffers_never_overlap_while_live(machine, model):
+    m = models.mlp(batch=64, d_in=512, hidden=256, d_out=10) if model == "mlp_big" else \
+        models.conv_relu_maxpool(hw=32, f=32)
+    ctx, mod = scheduled(m, machine=machine, tpbs=8 if machine == "m100" else 0)
+    HbsmAllocate().apply(ctx, mod)
+    prog = next(o for o in mod.walk() if isinstance(o, ProgramOp))
+    mc = get_machine(machine)
+    rng = live_ranges(prog)
+    bufs = []
+    for o in prog.body.ops:
+        if isinstance(o, AllocOp):
+            t: BufferType = o.result.type
+            assert o.offset is not None
+            if t.space_enum is Space.HBSM and id(o) in rng:
+                off = o.offset.value.data
+                assert off % mc.hbsm_bank_width == 0
+                assert 0 <= off and off + t.total_bytes <= mc.hbsm_bytes
+                bufs.append((t.tpb_index, off, off + t.total_bytes, *rng[id(o)]))
+    assert len(bufs) > 10
+    for (t1, a1, e1, l1, h1), (t2, a2, e2, l2, h2) in itertools.combinations(bufs, 2):
+        if t1 == t2 and l1 <= h2 and l2 <= h1:
+            assert e1 <= a2 or e2 <= a1, "two live buffers share HBSM bytes"
+
+
+def enumerate_access(buf_type: BufferType, base: int, acc) -> list[int]:
+    dims = buf_type.dims
+    bounds = acc.shape if acc is not None else dims
+    amap = acc.affine_map if acc is not None else None
+    es = buf_type.dtype.bits // 8
+    out = []
+    for idx in itertools.product(*[range(b) for b in bounds]):
+        pos = amap.eval(list(idx), []) if amap is not None else idx
+        flat = 0
+        for p, d in zip(pos, dims):
+            assert 0 <= p < d
+            flat = flat * d + p
+        out.append(base + flat * es)
+    return out
+
+
+def test_walks_enumerate_the_placed_accesses():
+    ctx, mod = scheduled(models.conv_relu_maxpool(hw=16, f=8), machine="m100", tpbs=4)
+    HbsmAllocate().apply(ctx, mod)
+    prog = next(o for o in mod.walk() if isinstance(o, ProgramOp))
+    before = {}
+    for o in prog.body.ops:
+        if isinstance(o, InstrOp):
+            accs = o.slot_accesses()
+            for name, b in o.slot_buffers().items():
+                a = accs.get(name)
+                before[(id(o), name)] = enumerate_access(b.type, b.owner.offset.value.data,
+                                                         a if isinstance(a, AccessAttr) else None)
+    TwuMaterialize().apply(ctx, mod)
+    n = 0
+    for o in prog.body.ops:
+        if isinstance(o, InstrOp):
+            for name, w in o.slot_accesses().items():
+                assert isinstance(w, WalkAttr)
+                got = w.to_isa().byte_addresses().tolist()
+                assert got == before[(id(o), name)]
+                n += 1
+    assert n > 20
+    _ = (math, np)
