@@ -118,3 +118,19 @@ def test_locate_op_by_result_name_and_op_name():
     # a result name bound by another kind of op, and an op named twice: unknown, not a guess
     assert locate_op(src, "arith.muli", '%y = "arith.muli"(%x, %x) : (i32, i32) -> i32') is None
     assert locate_op(src, "arith.addi", '%w = "arith.addi"(%x, %x) : (i32, i32) -> i32') is None
+
+
+def test_closed_stdout_pipe_is_quiet():
+    import subprocess
+    import sys
+
+    code = ("import sys\nfrom m100.tools.common import run_tool\n"
+            "def f():\n    for i in range(200000): print('x' * 50)\n"
+            "sys.exit(run_tool('t', f))\n")
+    proc = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE)
+    assert proc.stdout.readline() == b"x" * 50 + b"\n"
+    proc.stdout.close()  # the reader goes away, like `| head -1`
+    err = proc.stderr.read().decode()
+    assert proc.wait() == 0
+    assert err == ""
