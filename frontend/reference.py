@@ -153,13 +153,21 @@ def _op_name(op: Operation) -> str:
 
 
 def _loc(op: Operation) -> str:
-    """A short location for messages: the op, its result names and the enclosing function."""
-    fn = op.parent_op()
-    while fn is not None and fn.name != "func.func":
-        fn = fn.parent_op()
-    where = f" in @{fn.sym_name.data}" if fn is not None and hasattr(fn, "sym_name") else ""
-    res = ", ".join(f"%{r.name_hint}" if r.name_hint else "%<result>" for r in op.results)
-    return f"'{_op_name(op)}'{' (' + res + ')' if res else ''}{where}"
+    """Where an op is, for messages: its name, result, position in its block, enclosing ops up to the
+    function, e.g. ``'foo.bar' (%7, op #12 in @main_graph)`` or ``... (op #3 in the body of
+    'linalg.generic' op #40 in @main_graph)``."""
+    parts = []
+    cur: Operation | None = op
+    while cur is not None and cur.name != "func.func":
+        block = cur.parent_block()
+        index = list(block.ops).index(cur) if block is not None else -1
+        parts.append(f"op #{index}" if cur is op else f"the body of '{_op_name(cur)}' op #{index}")
+        cur = cur.parent_op()
+    where = " in ".join(parts)
+    if cur is not None and hasattr(cur, "sym_name"):
+        where += f" in @{cur.sym_name.data}"
+    res = ", ".join(f"%{r.name_hint}" for r in op.results if r.name_hint)
+    return f"'{_op_name(op)}' ({res + ', ' if res else ''}{where})"
 
 
 # --------------------------------------------------------------------------------------------------
