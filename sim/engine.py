@@ -166,9 +166,9 @@ class Engine:
 
     # --- main loop ----------------------------------------------------------------------------
     def run(self) -> None:
-        for i in range(len(self.units)):
-            self.try_start(i)
         try:
+            for i in range(len(self.units)):
+                self.try_start(i)
             while self.heap:
                 t, _, kind, args = heapq.heappop(self.heap)
                 self.now = max(self.now, t)

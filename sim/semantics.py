@@ -114,8 +114,11 @@ def _act(x: np.ndarray, act: Act, lo: float, hi: float, integer: bool) -> np.nda
     if act is Act.RELU:
         return np.maximum(x, 0).astype(x.dtype)
     if act is Act.CLAMP:
-        if integer:
-            return np.clip(x, math.ceil(lo), math.floor(hi)).astype(x.dtype)
+        if integer:  # bounds rounded inwards, then limited to the int32 accumulator's range
+            i32 = (-(1 << 31), (1 << 31) - 1)
+            lo_i = i32[0] if lo == -math.inf else min(max(math.ceil(lo), i32[0]), i32[1])
+            hi_i = i32[1] if hi == math.inf else min(max(math.floor(hi), i32[0]), i32[1])
+            return np.clip(x.astype(np.int64), lo_i, hi_i).astype(x.dtype)
         return np.clip(x, np.float32(lo), np.float32(hi)).astype(x.dtype)
     return cvu_unary(_ACT_TO_CVU[act], x)
 
@@ -159,12 +162,12 @@ class TcuExec(Exec):
             else:
                 mult, shift = rq.multiplier, rq.shift
             return requantize(acc, mult, shift, rq.zero_point, rq.qmin, rq.qmax)
-        acc = prod.astype(np.float32)
-        if old is not None:
-            acc = acc + old.astype(np.float32)
-        if ep.bias is not None:
-            acc = acc + self.read(Access(ep.bias, ep.bias.tpb)).astype(np.float32)
         with np.errstate(all="ignore"):
+            acc = prod.astype(np.float32)
+            if old is not None:
+                acc = acc + old.astype(np.float32)
+            if ep.bias is not None:
+                acc = acc + self.read(Access(ep.bias, ep.bias.tpb)).astype(np.float32)
             return _act(acc, ep.act, ep.clamp_lo, ep.clamp_hi, False).astype(np.float32)
 
     def _epi_reads(self) -> list[Access]:
@@ -215,7 +218,8 @@ class MatMulExec(TcuExec):
         bb = i.b.dtype.bits
         A = _operand(self.read(self._a(b)), integer, i.k, bb).reshape(rows, i.k)
         B = _operand(self.read(Access(i.b, i.tpb)), integer, i.k, bb).reshape(i.k, i.n)
-        prod = A @ B
+        with np.errstate(all="ignore"):
+            prod = A @ B
         old = self.read(self._c(b)).reshape(rows, i.n) if i.accumulate else None
         out = self._epilogue(prod, old, i.c, i.n, integer)
         return [PendingWrite(self._c(b), out)]
@@ -286,7 +290,8 @@ class Conv2DExec(TcuExec):
             g, M, i.kh * i.kw * cg)
         W = _operand(self.read(Access(i.w, i.tpb)), integer, kk, bb).reshape(i.kh, i.kw, cg, g, fg)
         W = W.transpose(3, 0, 1, 2, 4).reshape(g, i.kh * i.kw * cg, fg)
-        prod = np.matmul(cols, W).transpose(1, 0, 2).reshape(M, i.f)
+        with np.errstate(all="ignore"):
+            prod = np.matmul(cols, W).transpose(1, 0, 2).reshape(M, i.f)
         old = self.read(self._y(b)).reshape(M, i.f) if i.accumulate else None
         out = self._epilogue(prod, old, i.y, i.f, integer)
         return [PendingWrite(self._y(b), out)]
