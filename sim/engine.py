@@ -29,14 +29,13 @@ from typing import Callable
 
 import numpy as np
 
-from m100.errors import M100Error
-from m100.targets.m100.isa import Dma, Instruction, IsaError, Space, Unit, tpbs_of
+from m100.targets.m100.isa import Instruction, Space, Unit, tpbs_of
 from m100.targets.m100.machine import Machine
 
 from .checks import RaceDetector, Record, Report, Wait, ByteSet, deadlock_message, space_name
 from .memory import Memory, element_byte_set
 from .twu import contiguous_start
-from .semantics import Exec, SimError, make_exec
+from .semantics import Exec, SimError
 from .timing import Cost, CostModel, capacity, share
 
 

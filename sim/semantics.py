@@ -37,7 +37,7 @@ import numpy as np
 
 from m100.errors import M100Error
 from m100.targets.m100 import numerics
-from m100.targets.m100.isa import (Act, Broadcast, Conv2D, Copy, CsuCall, CvuOp, CvuPipeline, DType,
+from m100.targets.m100.isa import (Act, Broadcast, Conv2D, Copy, CsuCall, CvuOp, CvuPipeline,
                                    Dma, Fill, Instruction, MatMul, RefKind, Routine, Space, Walk,
                                    tpbs_of)
 
@@ -571,7 +571,6 @@ class CsuExec(Exec):
     def run(self, b):
         i, p = self.inst, self.inst.params
         r = i.routine
-        ops = i.operands
         if r is Routine.GATHER:
             v, d, n = p
             idx = self._indices(1, v)

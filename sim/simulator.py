@@ -15,12 +15,11 @@ import json
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Iterable
+from typing import Any, Callable
 
 import numpy as np
 
 from m100.errors import M100Error
-from m100.targets.m100 import numerics
 from m100.targets.m100.isa import DType, Instruction, IsaError, Space, Unit, Walk
 from m100.targets.m100.machine import Machine, get_machine
 

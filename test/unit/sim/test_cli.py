@@ -3,7 +3,6 @@
 import json
 
 import numpy as np
-import pytest
 
 from m100.targets.m100 import program as program_mod
 from m100.targets.m100.isa import (DType, Dma, MatMul, Monitor, Space, Sync, Update, Walk, mask_of)

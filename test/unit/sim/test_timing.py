@@ -4,7 +4,6 @@ import math
 
 import pytest
 
-from m100.sim import Simulator
 from m100.sim.testing import hb, run
 from m100.targets.m100.encoding import instruction_bits
 from m100.targets.m100.isa import (Copy, CsuCall, DType, Dma, Fill, MatMul, Monitor, Routine,
