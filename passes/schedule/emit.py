@@ -20,6 +20,7 @@ TPB by liveness, which yields the double buffering the partitioner sized. Orderi
 
 from __future__ import annotations
 
+import heapq
 import math
 from dataclasses import dataclass
 
@@ -144,6 +145,11 @@ class Piece:
     c1: int
     out: SSAValue  # HBSM buffer [r1-r0, E, c1-c0]
     done: SSAValue  # token of the instruction that wrote it
+    readers: list = None  # tokens of the stores/copies that read ``out``
+
+    def __post_init__(self):
+        if self.readers is None:
+            self.readers = []
 
 
 class Emitter:
@@ -163,21 +169,82 @@ class Emitter:
         self.weights: dict[tuple[str, int, int, str], tuple[SSAValue, SSAValue]] = {}
         self.by_op = {o.name: o for o in self.g.ops}
         self.times = self._times()
+        self.keyed: dict[tuple, list[Operation]] = {}
+        self.hist: dict[tuple[int, str], list[SSAValue]] = {}  # (tpb, op) -> compute tokens
+        self.out_readers: dict[tuple[int, str], list[list[SSAValue]]] = {}
+        self.cur: tuple[int, str] | None = None  # (tpb, op) of the piece being emitted
+        self.seg_toks: dict[int, list[SSAValue]] = {}  # tokens of the current segment per TPB
+        self.barrier: dict[int, SSAValue] = {}  # previous segment's completion per TPB
+        self.barrier_used: set[int] = set()
 
     # ---------------------------------------------------------------- helpers
     def _times(self) -> dict[tuple, tuple[float, float]]:
         out: dict[tuple, tuple[float, float]] = {}
+        self.engines: dict[tuple, int] = {}
         for t in self.pl.timeline.tasks:
             key = (t.kind, t.op, t.band, t.col)
             a, e = out.get(key, (t.start, t.end))
             out[key] = (min(a, t.start), max(e, t.end))
+            if t.unit == "dma":
+                self.engines.setdefault(key, t.engine)
         return out
 
     def _attrs(self, key: tuple) -> dict[str, Attribute]:
+        """Predicted cycles of the timeline tasks of ``key``; several instructions sharing a key
+        (tiles, chunks) get consecutive parts of that window (assigned in :meth:`_spread`)."""
         t = self.times.get(key)
         if t is None:
             return {}
+        self._pending_key = key
         return {"pred_start": _int(int(t[0])), "pred_end": _int(int(t[1]))}
+
+    def _note(self, op: Operation) -> Operation:
+        key = getattr(self, "_pending_key", None)
+        if key is not None and "pred_start" in op.attributes:
+            self.keyed.setdefault(key, []).append(op)
+        self._pending_key = None
+        return op
+
+    def _spread(self) -> None:
+        for key, ops in self.keyed.items():
+            a, e = self.times[key]
+            n = len(ops)
+            for i, o in enumerate(ops):
+                o.attributes["pred_start"] = _int(int(a + (e - a) * i / n))
+                o.attributes["pred_end"] = _int(int(a + (e - a) * (i + 1) / n))
+
+    def _slot_deps(self, tpb: int, opname: str) -> list[SSAValue]:
+        """The instruction two back on (tpb, op): a new input may only be loaded once the
+        instruction that used the slot it reuses has finished (double buffering)."""
+        h = self.hist.get((tpb, opname), [])
+        return [h[-2]] if len(h) >= 2 else []
+
+    def _take_out_wait(self) -> list[SSAValue]:
+        """Readers of the output slot this piece reuses (once, for its first instruction), and
+        the previous segment's end on this TPB."""
+        w, self.out_wait = getattr(self, "out_wait", []), []
+        return w + (self._bar(self.cur[0]) if self.cur else [])
+
+    def _bar(self, tpb: int) -> list[SSAValue]:
+        """The previous segment's completion on ``tpb``: segments reuse the HBSM, so no instruction
+        of a segment on a TPB may run before that TPB finished the segment before."""
+        return [self.barrier[tpb]] if tpb in self.barrier else []
+
+    def _touch(self, tpb: int, tok: SSAValue) -> None:
+        self.seg_toks.setdefault(tpb, []).append(tok)
+
+    def _new_segment(self) -> None:
+        self.barrier = {}
+        for t, toks in self.seg_toks.items():
+            j = JoinOp(toks)
+            self.ops.append(j)
+            self.barrier[t] = j.results[0]
+        self.seg_toks = {}
+        self.barrier_used = set()
+
+    def _computed(self, tpb: int, opname: str, tok: SSAValue) -> None:
+        self.hist.setdefault((tpb, opname), []).append(tok)
+        self._touch(tpb, tok)
 
     def _alloc_mem(self, space: str, nbytes: int) -> int:
         a = self.bump[space]
@@ -219,9 +286,11 @@ class Emitter:
 
     def dma(self, src: SSAValue, src_acc: AccessAttr | None, dst: SSAValue,
             dst_acc: AccessAttr | None, deps: list[SSAValue], key: tuple | None = None) -> SSAValue:
-        op = DmaOp(self.next_engine(), {"src": (src, src_acc), "dst": (dst, dst_acc)}, deps,
+        eng = self.engines.get(key, -1) if key else -1
+        op = DmaOp(eng if eng >= 0 else self.next_engine(),
+                   {"src": (src, src_acc), "dst": (dst, dst_acc)}, deps,
                    attributes=self._attrs(key) if key else {})
-        self.ops.append(op)
+        self.ops.append(self._note(op))
         return op.done
 
     # ---------------------------------------------------------------- memory tensors
@@ -258,6 +327,7 @@ class Emitter:
         for name in self.irg.outputs:
             self.memory(name)
         for si, seg in enumerate(self.pl.segments):
+            self._new_segment()
             if seg.kind == "dma":
                 self.dma_op(self.by_op[seg.stages[0].op])
             else:
@@ -269,7 +339,40 @@ class Emitter:
                                       t.shape, _ELEM[t.dtype], sp, addr))
         meta = {"scheduler": "m100-schedule", "strategy": self.pl.strategy,
                 "predicted_cycles": str(int(self.pl.timeline.makespan))}
-        return ProgramOp(self.m.name, "placed", self.head + self.ops, metadata=meta)
+        self._spread()
+        return ProgramOp(self.m.name, "placed", self.head + self._predicted_order(), metadata=meta)
+
+    def _predicted_order(self) -> list[Operation]:
+        """The body in predicted-start order (a topological order of the token edges): buffers
+        first, then instructions by ``pred_start`` (inherited from dependencies when absent), so
+        each DMA engine's queue and each unit's queue follow the timeline."""
+        allocs = [o for o in self.ops if isinstance(o, AllocOp)]
+        rest = [o for o in self.ops if not isinstance(o, AllocOp)]
+        index = {id(o): i for i, o in enumerate(rest)}
+        prio: dict[int, float] = {}
+        users: dict[int, list[Operation]] = {}
+        missing: dict[int, int] = {}
+        for o in rest:
+            deps = [v.owner for v in o.operands if id(v.owner) in index]
+            ps = o.attributes.get("pred_start")
+            t = float(ps.value.data) if ps is not None else max(
+                (prio[id(d)] for d in deps), default=0.0)
+            prio[id(o)] = t
+            missing[id(o)] = len(deps)
+            for d in deps:
+                users.setdefault(id(d), []).append(o)
+        heap = [(prio[id(o)], index[id(o)], o) for o in rest if missing[id(o)] == 0]
+        heapq.heapify(heap)
+        out: list[Operation] = []
+        while heap:
+            _, _, o = heapq.heappop(heap)
+            out.append(o)
+            for u in users.get(id(o), []):
+                missing[id(u)] -= 1
+                if missing[id(u)] == 0:
+                    heapq.heappush(heap, (prio[id(u)], index[id(u)], u))
+        assert len(out) == len(rest), "token edges form a cycle"
+        return allocs + out
 
     # ---------------------------------------------------------------- data movement ops
     def dma_op(self, op) -> None:
@@ -371,17 +474,22 @@ class Emitter:
         tok = self.dma(p.out, None, mem, access(bshape, lin), [p.done],
                        ("dma-out", op.name, p.band, p.col))
         self.writers.setdefault(out_t, []).append(tok)
+        p.readers.append(tok)
+        self._touch(p.tpb, tok)
 
     def load(self, tensor: str, bshape: tuple[int, ...], lin: Lin, tpb: int,
-             key: tuple | None = None) -> tuple[SSAValue, SSAValue]:
+             key: tuple | None = None, slot: bool = True) -> tuple[SSAValue, SSAValue]:
         """A fresh HBSM buffer of ``bshape`` on ``tpb`` filled from memory through ``lin``."""
         mem = self.memory(tensor)
         buf = self.buffer("hbsm", tpb, bshape, self.g.tensors[tensor].dtype)
-        tok = self.dma(mem, access(bshape, lin), buf, None, self.token_of(tensor), key)
+        deps = self.token_of(tensor) + self._bar(tpb)
+        if slot and self.cur is not None:
+            deps = deps + self._slot_deps(*self.cur)
+        tok = self.dma(mem, access(bshape, lin), buf, None, deps, key)
         return buf, tok
 
     def weight(self, op, tensor: str, tpb: int, c0: int, c1: int, kind: str,
-               k: tuple[int, int, int] | None = None, resident: bool = True
+               k: tuple[int, int, int] | None = None, resident: bool = True, j: int = 0
                ) -> tuple[SSAValue, SSAValue]:
         """Columns [c0, c1) of a weight (``k``: (axis, start, size) of a reduction chunk) in the
         HBSM of ``tpb``; resident weights are loaded once per TPB and reused."""
@@ -400,7 +508,7 @@ class Emitter:
                 offs[k[0]] = k[1]
             bshape = tuple(bshape)
             lin = ident(nd, tuple(offs))
-        r = self.load(tensor, bshape, lin, tpb, ("dma-in", op.name, 0, 0))
+        r = self.load(tensor, bshape, lin, tpb, ("dma-in", op.name, 0, j), slot=not resident)
         if resident:
             self.weights[key] = r
         return r
@@ -431,9 +539,14 @@ class Emitter:
                 box = (e - a, qe[1], qc1 - qc0)
                 src_acc = access(box, ident(3, (a - q.r0, 0, qc0 - q.c0)))
                 dst_acc = access(box, ident(3, (a - a0, 0, qc0 - (k0 if cols is not None else 0))))
-                cp = CopyOp(q.tpb, {"src": (q.out, src_acc), "dst": (buf, dst_acc)}, [q.done],
+                cp = CopyOp(q.tpb, {"src": (q.out, src_acc), "dst": (buf, dst_acc)},
+                            [q.done] + (self._slot_deps(*self.cur) if self.cur else [])
+                            + self._bar(tpb),
                             attributes=self._attrs(("copy", prod.name, band, q.col)))
-                self.ops.append(cp)
+                self.ops.append(self._note(cp))
+                q.readers.append(cp.done)
+                self._touch(tpb, cp.done)
+                self._touch(q.tpb, cp.done)
                 toks.append(cp.done)
             if not toks:
                 raise ScheduleError(f"internal: no producer piece of '{tensor}' covers rows {rows}")
@@ -456,6 +569,9 @@ class Emitter:
         lw = self.irg.lowering[op.name]
         out_t = g.tensors[op.outputs[0]]
         rows = r1 - r0
+        self.cur = (tpb, op.name)
+        back = self.out_readers.get((tpb, op.name), [])
+        self.out_wait = list(back[-2]) if len(back) >= 2 else []
         cols = c1 - c0
         key = ("compute", op.name, b, j)
         if lw.kind == "matmul":
@@ -485,7 +601,7 @@ class Emitter:
                     a_slot, deps = (abuf, None), [at]
                 if g.tensors[w_t].kind == "weight":
                     w_buf, wt = self.weight(op, w_t, tpb, c0, c1, "w",
-                                            None if tk == k else (0, k0, kc), resident)
+                                            None if tk == k else (0, k0, kc), resident, j)
                 else:
                     w_buf, wt = self.load(w_t, (kc, cols), ident(2, (k0, c0)), tpb)
                 deps.append(wt)
@@ -498,14 +614,15 @@ class Emitter:
                     deps.append(prev)
                 if last:
                     if lw.bias:
-                        bb, bt = self.weight(op, lw.bias, tpb, c0, c1, "bias")
+                        bb, bt = self.weight(op, lw.bias, tpb, c0, c1, "bias", resident=resident, j=j)
                         slots["bias"] = (bb, None)
                         deps.append(bt)
                     if lw.act is not Act.NONE:
                         params["act"] = StringAttr(lw.act.name.lower())
-                ins = MatmulOp(tpb, slots, deps, params=params, attributes=self._attrs(key))
+                ins = MatmulOp(tpb, slots, deps + self._take_out_wait(), params=params, attributes=self._attrs(key))
                 if not last:
-                    self.ops.append(ins)
+                    self.ops.append(self._note(ins))
+                    self._computed(tpb, op.name, ins.done)
                     prev = ins.done
         elif lw.kind == "conv":
             a = op.attrs
@@ -548,7 +665,7 @@ class Emitter:
                                         ((0, 0, 1), k0)], tpb, ("dma-in", op.name, b, -1))
                     x_slot, deps = (xb, None), [xt]
                 w_buf, wt = self.weight(op, w_t, tpb, c0, c1, "w",
-                                        None if ck == C else (2, k0, kc), resident)
+                                        None if ck == C else (2, k0, kc), resident, j)
                 deps.append(wt)
                 slots = {"x": x_slot, "w": (w_buf, None), "y": (out, None)}
                 params = {"n": _int(1), "h": _int(i1 - i0), "width": _int(W), "c": _int(kc),
@@ -564,14 +681,15 @@ class Emitter:
                     deps.append(prev)
                 if last:
                     if lw.bias:
-                        bb, bt = self.weight(op, lw.bias, tpb, c0, c1, "bias")
+                        bb, bt = self.weight(op, lw.bias, tpb, c0, c1, "bias", resident=resident, j=j)
                         slots["bias"] = (bb, None)
                         deps.append(bt)
                     if lw.act is not Act.NONE:
                         params["act"] = StringAttr(lw.act.name.lower())
-                ins = Conv2dOp(tpb, slots, deps, params=params, attributes=self._attrs(key))
+                ins = Conv2dOp(tpb, slots, deps + self._take_out_wait(), params=params, attributes=self._attrs(key))
                 if not last:
-                    self.ops.append(ins)
+                    self.ops.append(self._note(ins))
+                    self._computed(tpb, op.name, ins.done)
                     prev = ins.done
         elif lw.kind == "cvu":
             oshape = out_t.shape
@@ -613,7 +731,7 @@ class Emitter:
             params = {"in_shapes": ArrayAttr([i64_array(s) for s in in_shapes]),
                       "out_shape": i64_array(it),
                       "stages": ArrayAttr([StageAttr.from_isa(s) for s in lw.stages])}
-            ins = CvuPipelineOp(tpb, slots, deps, params=params, attributes=self._attrs(key))
+            ins = CvuPipelineOp(tpb, slots, deps + self._take_out_wait(), params=params, attributes=self._attrs(key))
         elif lw.kind == "pool":
             a = op.attrs
             oh, ow = conv_out_hw(a)
@@ -650,12 +768,18 @@ class Emitter:
             out = self.buffer("hbsm", tpb, oshape, out_t.dtype)
             params = {"in_shapes": ArrayAttr([i64_array(ishape)]), "out_shape": i64_array(oshape),
                       "stages": ArrayAttr([StageAttr.from_isa(s) for s in stages])}
-            ins = CvuPipelineOp(tpb, {"in0": (xb, None), "out": (out, None)}, deps, params=params,
+            ins = CvuPipelineOp(tpb, {"in0": (xb, None), "out": (out, None)}, deps + self._take_out_wait(), params=params,
                                 attributes=self._attrs(key))
         else:
             raise ScheduleError(f"op '{op.name}' ({op.unit}): no lowering for '{lw.kind}'")
-        self.ops.append(ins)
-        return Piece(op.name, b, j, tpb, r0, r1, c0, c1, out, ins.done)
+        # the output slot two pieces back must have been read (stored / copied) before reuse
+        back = self.out_readers.setdefault((tpb, op.name), [])
+        self.ops.append(self._note(ins))
+        self._computed(tpb, op.name, ins.done)
+        self.cur = None
+        pc = Piece(op.name, b, j, tpb, r0, r1, c0, c1, out, ins.done)
+        back.append(pc.readers)
+        return pc
 
     def _streamed(self, tensor: str, seg_ops: set[str], pieces) -> bool:
         prod = self.pl_sched().producers.get(tensor)

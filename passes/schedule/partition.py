@@ -133,6 +133,8 @@ def tile_piece(cm: CostModel, g: OpGraph, op: Op, rows: int, cols: int,
                     oslot = cm.align(m * tc * (4 if tk < geo.k else ob))
                     bufs = (Buffer("act", aslot, 2, unit), Buffer("weight", wslot, 2 if streamed else 1, unit),
                             Buffer("out", oslot, 2, unit))
+                    if len(ws) > 1:  # a bias vector (per column tile)
+                        bufs += (Buffer("bias", cm.align(tc * 4), 2 if streamed else 1, unit),)
                     fp = sum(b.nbytes for b in bufs)
                     if smallest is None or fp < smallest[0]:
                         smallest = (fp, tr, tc, tk)

@@ -397,8 +397,7 @@ class _State:
                                     kind="dma-in", unit="dma", tpb=-1, op=op.name,
                                     tensor=",".join(x for x in op.inputs if g.tensors[x].kind != "weight"),
                                     nbytes=nb, cycles=cm.dma_cycles(nb, mem_src),
-                                    deps=(mem_deps + [d for tp in row_tpbs for d in bar(tp)]
-                                          if c == 0 else []) + sd,
+                                    deps=mem_deps + [d for tp in row_tpbs for d in bar(tp)] + sd,
                                     segment=si, band=b, col=-1, dst_tpbs=row_tpbs, src=mem_src,
                                     dst="hbsm").id)
                             act_chunks[key] = ids
@@ -417,7 +416,7 @@ class _State:
                                     kind="dma-in", unit="dma", tpb=-1, op=op.name,
                                     tensor=",".join(x.name for x in g.weights(op)), nbytes=nb,
                                     cycles=cm.dma_cycles(nb, "ddr"),
-                                    deps=([d for tp in col_tpbs for d in bar(tp)] if c == 0 else []) + sd,
+                                    deps=[d for tp in col_tpbs for d in bar(tp)] + sd,
                                     segment=si, band=b, col=j, dst_tpbs=col_tpbs, src="ddr",
                                     dst="hbsm").id)
                             w_chunks[key3] = ids
