@@ -187,7 +187,7 @@ def _isa_strategies():
 
 
 try:
-    from hypothesis import HealthCheck, given, settings
+    from hypothesis import HealthCheck, assume, given, settings
     from hypothesis import strategies as hst
     _S = _isa_strategies()
 except Exception:  # pragma: no cover - the strategies module is another helper's
@@ -213,13 +213,18 @@ def isa_mod():
 
 
 if _S is not None:
-    @settings(max_examples=15, deadline=None, suppress_health_check=list(HealthCheck))
+    @settings(max_examples=15, deadline=None, derandomize=True,
+              suppress_health_check=list(HealthCheck))
     @given(hst.lists(_S.instructions(TINY, kinds=[k for k in _S.KIND_STRATEGIES
                                                   if k.__name__ != "CsuCall"], executable=True),
                      min_size=2, max_size=7),
            hst.integers(0, 1000))
     def test_arbitrary_instructions_race_free_and_same_result(insts, seed):
         isa = isa_mod()
+        # per-channel requant parameters are read from memory (zeros here: shift 0 is valid, but
+        # the strategies may alias them with outputs): content-dependent, not this test's subject
+        assume(not any(getattr(getattr(getattr(i, "epilogue", None), "requant", None),
+                               "per_channel", None) is not None for i in insts))
         plain = [dataclasses.replace(i, sync=isa.Sync(blocks=i.sync.blocks)) for i in insts]
         outs = {}
         for mode in ("dataflow", "barrier-all"):
