@@ -29,6 +29,7 @@ the enclosing ``tpb.program``, see :func:`machine_of`).
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
 
 from xdsl.dialects.builtin import I64, ArrayAttr, IntegerAttr, StringAttr
@@ -91,6 +92,7 @@ class MonitorAttr(ParametrizedAttribute):
         super().__init__(int_attr(tpb), int_attr(counter), int_attr(expected), int_attr(per_block))
 
     @staticmethod
+    @functools.lru_cache(maxsize=4096)
     def from_isa(m: Monitor) -> MonitorAttr:
         return MonitorAttr(m.tpb, m.counter, m.expected, m.per_block)
 
@@ -135,6 +137,7 @@ class UpdateAttr(ParametrizedAttribute):
         super().__init__(int_attr(counter), int_attr(mask), int_attr(amount), StringAttr(trigger))
 
     @staticmethod
+    @functools.lru_cache(maxsize=4096)
     def from_isa(u: Update) -> UpdateAttr:
         return UpdateAttr(u.counter, u.tpb_mask, u.amount, Trigger(u.trigger).name.lower())
 
@@ -183,6 +186,7 @@ class ActionsAttr(ParametrizedAttribute):
         super().__init__(int_attr(blocks), ArrayAttr(monitors), ArrayAttr(updates))
 
     @staticmethod
+    @functools.lru_cache(maxsize=4096)
     def from_isa(s: Sync) -> ActionsAttr:
         return ActionsAttr(s.blocks, [MonitorAttr.from_isa(m) for m in s.monitors],
                            [UpdateAttr.from_isa(u) for u in s.updates])
@@ -223,15 +227,20 @@ class ActionsAttr(ParametrizedAttribute):
 # ----------------------------------------------------------------------------------------------
 # machine lookup shared by all m100 ops
 # ----------------------------------------------------------------------------------------------
+@functools.lru_cache(maxsize=32)
+def _cached_machine(name: str):
+    from m100.targets.m100.machine import get_machine
+    return get_machine(name)  # machine files are read once per process, not once per op
+
+
 def machine_of(op: Operation):
     """The Machine named by the nearest enclosing ``tpb.program`` (or None outside one)."""
-    from m100.targets.m100.machine import get_machine
     p = op.parent_op()
     while p is not None:
         if p.name == "tpb.program":
             name = p.properties.get("machine")
             if isinstance(name, StringAttr):
-                return isa_guard(get_machine, name.data, prefix=f"'{p.name}': ")
+                return isa_guard(_cached_machine, name.data, prefix=f"'{p.name}': ")
             return None
         p = p.parent_op()
     return None
