@@ -346,7 +346,6 @@ def _same(a, like):
 
 def _div_trunc(a, b):
     a, b = np.asarray(a), np.asarray(b)
-    q = np.trunc(np.true_divide(a, np.where(b == 0, 1, b))) if False else None  # noqa: F841
     qa = np.abs(a) // np.where(b == 0, 1, np.abs(b))
     return (np.sign(a) * np.sign(b) * qa).astype(a.dtype)
 
@@ -428,7 +427,7 @@ class _Executor:
                 raise ReferenceError(
                     f"@{fn.sym_name.data}: input of shape {arr.shape} does not match {t}"
                 )
-        return np.ascontiguousarray(arr.astype(np_dtype(t), copy=False))
+        return _contig(arr.astype(np_dtype(t), copy=False))
 
     def run_block(self, block: Block, env: dict, terminator: str) -> list[np.ndarray]:
         for op in block.ops:
@@ -489,7 +488,7 @@ class _Executor:
         ranges = _loop_ranges(maps, shapes, op)
         n = len(ranges)
         block = op.body.blocks[0]
-        in_views = [_affine_view(np.ascontiguousarray(a), m, ranges) for a, m in zip(ins, maps[:n_in])]
+        in_views = [_affine_view(_contig(a), m, ranges) for a, m in zip(ins, maps[:n_in])]
         results = [np.array(o, copy=True) for o in outs]
         out_views = [_affine_view(r, m, ranges, writeable=True) for r, m in zip(results, maps[n_in:])]
         red = [d for d in range(n) if iters[d] == "reduction"]
@@ -819,7 +818,7 @@ def _h_copy(ex, op, args, env):
 
 def _h_transpose(ex, op, args, env):
     perm = list(op.permutation.get_values())
-    return [np.ascontiguousarray(np.transpose(args[0], perm))]
+    return [_contig(np.transpose(args[0], perm))]
 
 
 def _h_broadcast(ex, op, args, env):
@@ -827,7 +826,7 @@ def _h_broadcast(ex, op, args, env):
     dims = list(op.dimensions.get_values())
     out_shape = np.shape(init)
     x = np.expand_dims(x, tuple(dims)) if dims else x
-    return [np.ascontiguousarray(np.broadcast_to(x, out_shape)).astype(np_dtype(op.results[0].type), copy=False)]
+    return [_contig(np.broadcast_to(x, out_shape)).astype(np_dtype(op.results[0].type), copy=False)]
 
 
 def _h_reduce(ex, op, args, env):
@@ -854,7 +853,13 @@ def _h_reduce(ex, op, args, env):
 
 
 # ---- tensor ops
-def _static_or_dynamic(static_vals, dynamic_vals, args_iter):
+def _contig(a) -> np.ndarray:
+    """C-contiguous without turning a 0-d array into shape (1,) as np.ascontiguousarray does."""
+    a = np.asarray(a)
+    return a if a.flags.c_contiguous else np.ascontiguousarray(a)
+
+
+def _static_or_dynamic(static_vals, dynamic_vals):
     out = []
     dyn = iter(dynamic_vals)
     for s in static_vals:
@@ -879,9 +884,9 @@ def _slice_params(op, args, first_dynamic_index: int):
     dyn_size = [args[base + i] for i in range(len(op.sizes))]
     base += len(op.sizes)
     dyn_str = [args[base + i] for i in range(len(op.strides))]
-    offsets = _static_or_dynamic(op.static_offsets.get_values(), dyn_off, None)
-    sizes = _static_or_dynamic(op.static_sizes.get_values(), dyn_size, None)
-    strides = _static_or_dynamic(op.static_strides.get_values(), dyn_str, None)
+    offsets = _static_or_dynamic(op.static_offsets.get_values(), dyn_off)
+    sizes = _static_or_dynamic(op.static_sizes.get_values(), dyn_size)
+    strides = _static_or_dynamic(op.static_strides.get_values(), dyn_str)
     return offsets, sizes, strides
 
 
@@ -890,7 +895,7 @@ def _h_extract_slice(ex, op, args, env):
     offsets, sizes, strides = _slice_params(op, args, 1)
     sl = tuple(slice(o, o + (s - 1) * st + 1, st) for o, s, st in zip(offsets, sizes, strides))
     out = src[sl]
-    return [np.ascontiguousarray(out.reshape(tuple(op.results[0].type.get_shape())))]
+    return [_contig(out.reshape(tuple(op.results[0].type.get_shape())))]
 
 
 def _h_insert_slice(ex, op, args, env):
@@ -902,7 +907,7 @@ def _h_insert_slice(ex, op, args, env):
 
 
 def _h_reshape_like(ex, op, args, env):
-    return [np.ascontiguousarray(np.asarray(args[0])).reshape(tuple(op.results[0].type.get_shape()))]
+    return [_contig(np.asarray(args[0])).reshape(tuple(op.results[0].type.get_shape()))]
 
 
 def _h_expand_shape(ex, op, args, env):
@@ -912,11 +917,11 @@ def _h_expand_shape(ex, op, args, env):
         static = list(op.static_output_shape.get_values())
         dyn = iter(args[1:])
         shape = [int(next(dyn)) if s < 0 else s for s in static]
-    return [np.ascontiguousarray(np.asarray(args[0])).reshape(shape)]
+    return [_contig(np.asarray(args[0])).reshape(shape)]
 
 
 def _h_collapse_shape(ex, op, args, env):
-    src = np.ascontiguousarray(np.asarray(args[0]))
+    src = _contig(np.asarray(args[0]))
     groups = [list(g.get_values()) if hasattr(g, "get_values") else [a.value.data for a in g.data]
               for g in op.reassociation.data]
     shape = [int(np.prod([src.shape[i] for i in g])) for g in groups]
@@ -928,7 +933,7 @@ def _h_tensor_reshape(ex, op, args, env):
     shape = list(t.get_shape())
     if any(s < 0 for s in shape):
         shape = [int(x) for x in np.asarray(args[1]).ravel()]
-    return [np.ascontiguousarray(np.asarray(args[0])).reshape(shape)]
+    return [_contig(np.asarray(args[0])).reshape(shape)]
 
 
 def _h_concat(ex, op, args, env):
@@ -942,8 +947,8 @@ def _h_cast_tensor(ex, op, args, env):
 def _h_pad(ex, op, args, env):
     src = np.asarray(args[0])
     n_low, n_high = len(op.low), len(op.high)
-    low = _static_or_dynamic(op.static_low.get_values(), args[1 : 1 + n_low], None)
-    high = _static_or_dynamic(op.static_high.get_values(), args[1 + n_low : 1 + n_low + n_high], None)
+    low = _static_or_dynamic(op.static_low.get_values(), args[1 : 1 + n_low])
+    high = _static_or_dynamic(op.static_high.get_values(), args[1 + n_low : 1 + n_low + n_high])
     block = op.region.blocks[0]
     yld = list(block.ops)[-1]
     pv = yld.operands[0]

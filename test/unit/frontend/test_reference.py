@@ -438,3 +438,22 @@ def test_unsupported_op_inside_a_body_names_the_enclosing_op():
         run1(text, np.arange(4, dtype=np.int32))
     assert str(e.value) == ("'math.ctlz' (%c, op #0 in the body of 'linalg.generic' op #1 in @g): "
                             "op not supported by the reference executor")
+
+
+def test_scalar_and_zero_d_inputs_with_dynamic_slice_offsets():
+    text = """
+    func.func @f(%x: tensor<8xf32>, %i: index, %s: tensor<f32>) -> (tensor<2xf32>, tensor<f32>) {
+      %sl = tensor.extract_slice %x[%i] [2] [1] : tensor<8xf32> to tensor<2xf32>
+      %e = tensor.empty() : tensor<f32>
+      %d = linalg.generic {indexing_maps = [affine_map<() -> ()>, affine_map<() -> ()>], iterator_types = []}
+           ins(%s : tensor<f32>) outs(%e : tensor<f32>) {
+      ^bb0(%a: f32, %o: f32):
+        %t = arith.addf %a, %a : f32
+        linalg.yield %t : f32
+      } -> tensor<f32>
+      func.return %sl, %d : tensor<2xf32>, tensor<f32>
+    }"""
+    x = np.arange(8, dtype=np.float32)
+    sl, d = run1(text, x, np.int64(5), np.float32(1.25))
+    np.testing.assert_array_equal(sl, x[5:7])
+    assert d.shape == () and d == 2.5
