@@ -50,7 +50,9 @@ class HbsmAllocate(ModulePass):
     HBSM buffers are packed per TPB by interval packing over their live range (first to last
     instruction that uses them or a view of them, in body order), largest first, at bank-width
     aligned offsets, preferring bytes last used by the same unit (so reuse adds no cross-unit
-    dependency); a FIFO's slots are one contiguous block. DDR/CCB SRAM buffers without an offset are
+    dependency); a FIFO's slots are one contiguous block; the receivers of one DRB broadcast
+    (buffers with the same ``m100.bcast`` id) get one offset, free on all their TPBs from the
+    broadcast on. DDR/CCB SRAM buffers without an offset are
     placed after the highest allocated byte of their space. An independent checker re-verifies the
     result (no two buffers live at once share a byte; everything inside the HBSM).
     Why: the scheduler emits one SSA buffer per mini-tensor; static offsets turn that into the
@@ -116,8 +118,22 @@ class HbsmAllocate(ModulePass):
             unit = u.KIND.UNIT.name if u is not None else ""
             bufs.append(Buf(name, t.tpb_index, t.slot_bytes, t.num_slots,
                             float(first.get(k, pos)), float(last.get(k, pos) + 1), unit))
+        # DRB broadcast receivers (same m100.bcast id): one offset, live from the broadcast on
+        groups: dict[int, list[str]] = {}
+        for name, o in by_name.items():
+            g = o.attributes.get("m100.bcast")
+            if g is not None:
+                groups.setdefault(g.value.data, []).append(name)  # type: ignore[union-attr]
+        if groups:
+            idx = {b.name: i for i, b in enumerate(bufs)}
+            for names in groups.values():
+                start = min(bufs[idx[n]].start for n in names)
+                for n in names:
+                    b = bufs[idx[n]]
+                    bufs[idx[n]] = Buf(b.name, b.tpb, b.slot_bytes, b.slots, start, b.end, b.unit)
         try:
-            offs = allocate(bufs, m.hbsm_bytes, m.hbsm_bank_width)
+            offs = allocate(bufs, m.hbsm_bytes, m.hbsm_bank_width,
+                            [g for g in groups.values() if len(g) > 1])
         except HbsmOverflow as e:
             msg = str(e).replace("at cycle", "at instruction")
             raise HbsmOverflow(msg) from None

@@ -92,25 +92,60 @@ def _overflow_message(tpb: int, bufs: list[Buf], capacity: int, align: int, reas
             f"the HBSM's {capacity} B ({need}): {listing}{hint}")
 
 
-def allocate(bufs: list[Buf], capacity: int, align: int) -> dict[str, int]:
-    """Offsets (bytes) of every buffer, per TPB; raises :class:`HbsmOverflow` when one does not fit."""
+def allocate(bufs: list[Buf], capacity: int, align: int,
+             groups: list[list[str]] | None = None) -> dict[str, int]:
+    """Offsets (bytes) of every buffer, per TPB; raises :class:`HbsmOverflow` when one does not fit.
+
+    ``groups``: lists of buffer names (on different TPBs) that must share one offset -- the
+    receivers of one DRB broadcast, which writes the same addresses on every TPB of its mask. A
+    group is placed first, at the lowest offset free on all of its TPBs."""
     by_tpb: dict[int, list[Buf]] = defaultdict(list)
     for b in bufs:
         by_tpb[b.tpb].append(b)
+    by_name = {b.name: b for b in bufs}
+    placed: dict[int, list[tuple[int, int, Buf]]] = defaultdict(list)
     out: dict[str, int] = {}
+    grouped = set()
+    for grp in sorted(groups or [], key=lambda g: -max(by_name[n].size for n in g)):
+        members = [by_name[n] for n in grp]
+        size = _align(max(b.size for b in members), align)
+        cands = {0}
+        for b in members:
+            cands.update(o + sz for o, sz, p in placed[b.tpb] if _overlap_t(p, b))
+        ok = None
+        for c in sorted(_align(x, align) for x in cands):
+            if c + size > capacity:
+                continue
+            if all(not (_overlap_t(p, b) and c < o + sz and o < c + size)
+                   for b in members for o, sz, p in placed[b.tpb]):
+                ok = c
+                break
+        if ok is None:
+            b = members[0]
+            raise HbsmOverflow(_overflow_message(b.tpb, by_tpb[b.tpb], capacity, align,
+                                                 f"broadcast buffer {b.name} ({size} B) finds no "
+                                                 f"offset free on TPBs {sorted(m.tpb for m in members)}"))
+        for b in members:
+            out[b.name] = ok
+            placed[b.tpb].append((ok, size, b))
+            grouped.add(b.name)
     for tpb, group in sorted(by_tpb.items()):
-        out.update(_allocate_tpb(tpb, group, capacity, align))
+        out.update(_allocate_tpb(tpb, [b for b in group if b.name not in grouped], capacity, align,
+                                 placed[tpb], group))
     return out
 
 
-def _allocate_tpb(tpb: int, group: list[Buf], capacity: int, align: int) -> dict[str, int]:
-    placed: list[tuple[int, int, Buf]] = []  # (offset, size, buf)
+def _allocate_tpb(tpb: int, group: list[Buf], capacity: int, align: int,
+                  placed: list[tuple[int, int, Buf]] | None = None,
+                  everything: list[Buf] | None = None) -> dict[str, int]:
+    placed = [] if placed is None else placed  # (offset, size, buf)
+    everything = group if everything is None else everything
     out: dict[str, int] = {}
     order = sorted(group, key=lambda b: (-_align(b.size, align), b.start, b.name))
     for b in order:
         size = _align(b.size, align)
         if size > capacity:
-            raise HbsmOverflow(_overflow_message(tpb, group, capacity, align,
+            raise HbsmOverflow(_overflow_message(tpb, everything, capacity, align,
                                                  f"buffer {b.name} alone ({size} B) exceeds it"))
         live = sorted(((o, s) for o, s, p in placed if _overlap_t(p, b)))
         cands = {0}
@@ -131,7 +166,7 @@ def _allocate_tpb(tpb: int, group: list[Buf], capacity: int, align: int) -> dict
             if best is None or key < best[0]:
                 best = (key, c)
         if best is None:
-            raise HbsmOverflow(_overflow_message(tpb, group, capacity, align,
+            raise HbsmOverflow(_overflow_message(tpb, everything, capacity, align,
                                                  f"buffer {b.name} ({size} B) does not fit"))
         out[b.name] = best[1]
         placed.append((best[1], size, b))

@@ -129,12 +129,19 @@ class TwuMaterialize(ModulePass):
             pieces = synthesize(bounds, [flat], max_levels)
             walks[name] = [(p, rt, base) for p in pieces]
             split |= len(pieces) > 1
+        bcast = isinstance(op, DmaOp) and op.tpb_mask is not None and op.tpb_mask.value.data != 0
+
+        def tpb_of(name: str, rt: BufferType) -> int:
+            if rt.space_enum.name != "HBSM" or (bcast and name == "dst"):
+                return 0  # memory walks, and a DRB broadcast's destination, name TPB 0
+            return rt.tpb_index
+
         if not split:
             new = dict(accs)
             for name, lst in walks.items():
                 p, rt, base = lst[0]
-                new[name] = WalkAttr.from_isa(Walk(rt.space_enum, rt.tpb_index if rt.space_enum.name
-                                                   == "HBSM" else 0, base, rt.dtype, p.levels[0]))
+                new[name] = WalkAttr.from_isa(Walk(rt.space_enum, tpb_of(name, rt), base, rt.dtype,
+                                                   p.levels[0]))
             op.properties["walks"] = DictionaryAttr(new)
             return
         if not isinstance(op, (DmaOp, CopyOp)) or len(todo) != 2 or \
@@ -152,8 +159,8 @@ class TwuMaterialize(ModulePass):
             new = dict(accs)
             for k, n in enumerate(names):
                 _, _, rt, base = todo[n]
-                new[n] = WalkAttr.from_isa(Walk(rt.space_enum, rt.tpb_index if rt.space_enum.name
-                                                == "HBSM" else 0, base, rt.dtype, p.levels[k]))
+                new[n] = WalkAttr.from_isa(Walk(rt.space_enum, tpb_of(n, rt), base, rt.dtype,
+                                                p.levels[k]))
             clone = op.clone()
             clone.properties["walks"] = DictionaryAttr(new)
             Rewriter.insert_op(clone, InsertPoint.before(op))

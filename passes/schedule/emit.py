@@ -447,6 +447,7 @@ class Emitter:
                             e = min(e0, a + max(1, tr))
                             for cc in range(c0, c1, max(1, tc)):
                                 ce = min(c1, cc + max(1, tc))
+                                self.cur_stage = st
                                 p = self.piece(si, seg, st, op, b, j, tpb, a, e, cc, ce, pieces,
                                                seg_ops, plan)
                                 pieces.setdefault(op.name, []).append(p)
@@ -496,6 +497,14 @@ class Emitter:
         key = (op.name, tpb, c0, c1, tensor, k)
         if key in self.weights:
             return self.weights[key]
+        st = getattr(self, "cur_stage", None)
+        if resident and st is not None and st.gr > 1:
+            # one DRB broadcast to every TPB of this column part that computes a band
+            rows = sorted({st.row_of(b) for b in range(st.bands)})
+            tpbs = [st.tpbs[r * st.gc + j] for r in rows]
+            if tpb in tpbs and len(tpbs) > 1:
+                self._want_tpb = tpb
+                return self._broadcast_weight(op, tensor, tpbs, c0, c1, kind, k, j)
         shape = self.g.tensors[tensor].shape
         if kind == "bias":
             bshape, lin = (c1 - c0,), [((1,), c0)]
@@ -512,6 +521,45 @@ class Emitter:
         if resident:
             self.weights[key] = r
         return r
+
+    def _broadcast_weight(self, op, tensor: str, tpbs: list[int], c0: int, c1: int, kind: str,
+                          k, j: int) -> tuple[SSAValue, SSAValue]:
+        """Columns [c0, c1) of a resident weight written into the HBSM of every TPB of ``tpbs`` by
+        one DMA over the DRB (``tpb_mask``); the receiving buffers carry ``m100.bcast`` so that
+        hbsm-allocate gives them one offset (a broadcast writes the same addresses everywhere)."""
+        shape = self.g.tensors[tensor].shape
+        if kind == "bias":
+            bshape, lin = (c1 - c0,), [((1,), c0)]
+        else:
+            nd = len(shape)
+            bl = list(shape[:-1]) + [c1 - c0]
+            offs = [0] * (nd - 1) + [c0]
+            if k is not None:
+                bl[k[0]] = k[2]
+                offs[k[0]] = k[1]
+            bshape, lin = tuple(bl), ident(nd, tuple(offs))
+        self.n_bcast = getattr(self, "n_bcast", 0) + 1
+        gid = _int(self.n_bcast)
+        dtype = self.g.tensors[tensor].dtype
+        bufs = {}
+        for t in tpbs:
+            b = self.buffer("hbsm", t, bshape, dtype)
+            b.owner.attributes["m100.bcast"] = gid
+            bufs[t] = b
+        mem = self.memory(tensor)
+        deps = self.token_of(tensor) + [d for t in tpbs for d in self._bar(t)]
+        mask = 0
+        for t in tpbs:
+            mask |= 1 << t
+        key = ("dma-in", op.name, 0, j)
+        eng = self.engines.get(key, -1)
+        d = DmaOp(eng if eng >= 0 else self.next_engine(),
+                  {"src": (mem, access(bshape, lin)), "dst": (bufs[tpbs[0]], None)}, deps,
+                  params={"tpb_mask": _int(mask)}, attributes=self._attrs(key))
+        self.ops.append(self._note(d))
+        for t in tpbs:
+            self.weights[(op.name, t, c0, c1, tensor, k)] = (bufs[t], d.done)
+        return self.weights[(op.name, self._want_tpb, c0, c1, tensor, k)]
 
     def act_in(self, si, seg, op, tensor: str, rows: tuple[int, int], bshape: tuple[int, ...],
                lin_mem: Lin, tpb: int, pieces, seg_ops, band: int,

@@ -91,3 +91,24 @@ def test_overflow_diagnostic_names_tpb_peak_live_buffers_and_fix():
     assert "16384 B too many" in msg
     assert "give conv1.act 1 slot instead of 2 (saves 24576 B)" in msg
     assert "shrink conv1.act to <= 32768 B" in msg
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_broadcast_groups_share_an_offset_and_stay_valid(seed):
+    rng = random.Random(100 + seed)
+    cap, align = 8192, 32
+    bufs = random_bufs(rng, rng.randrange(2, 10), cap, align, tpbs=3)
+    # a broadcast receiver on each TPB, live over different intervals
+    grp = []
+    for t in range(3):
+        s = rng.randrange(0, 60)
+        b = Buf(f"w{t}", t, 32 * rng.randrange(4, 20), 1, s, s + rng.randrange(5, 40), "d")
+        bufs.append(b)
+        grp.append(b.name)
+    try:
+        offs = allocate(bufs, cap, align, groups=[grp])
+    except HbsmOverflow:
+        return
+    assert len({offs[n] for n in grp}) == 1
+    assert check_allocation(bufs, offs, cap, align) == []
+    assert brute_force_valid(bufs, offs, cap)

@@ -87,6 +87,9 @@ def test_conv_chain_each_strategy_matches_the_reference(strategy):
         assert tpbs == {0}
     else:
         assert len(tpbs) > 1 and tpbs <= set(range(8))
+    if strategy == "data-parallel":  # weights shared by several TPBs travel once over the DRB
+        assert any(o.name == "tpb.dma" and o.tpb_mask is not None and
+                   bin(o.tpb_mask.value.data).count("1") > 1 for o in prog.walk())
     if strategy == "pipeline":  # stages on different TPBs exchange bands by DTDU copies
         copies = [o for o in prog.walk() if o.name == "tpb.copy"]
         assert any(o.unit_index != o.slot_buffers()["dst"].type.tpb_index for o in copies)
