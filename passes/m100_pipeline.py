@@ -1,0 +1,110 @@
+"""The ``m100-pipeline`` pass: the whole lowering, frontend output -> resolved ``tpb`` IR."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+
+from xdsl.context import Context
+from xdsl.dialects.builtin import ModuleOp, StringAttr
+from xdsl.passes import ModulePass
+from xdsl.utils.exceptions import DiagnosticException, VerifyException
+
+from m100.errors import M100Error
+
+SYNC_MODES = ("dataflow", "barrier-all")
+
+
+class PipelineError(M100Error):
+    """A stage of ``m100-pipeline`` left IR that does not verify (a compiler bug, named by stage)."""
+
+
+def _already_graph(op: ModuleOp) -> bool:
+    """True when ``m100-graph`` already ran (every linalg op carries ``m100.unit``)."""
+    linalg = [o for o in op.walk() if o.name.startswith("linalg.")]
+    return bool(linalg) and all("m100.unit" in o.attributes for o in linalg)
+
+
+def _has_program(op: ModuleOp) -> bool:
+    return any(o.name == "tpb.program" for o in op.walk())
+
+
+@dataclass(frozen=True)
+class M100Pipeline(ModulePass):
+    """Run the whole m100 lowering: m100-graph -> m100-schedule -> hbsm-allocate -> twu-materialize
+    -> sync-insert, verifying the module after every stage, and mark the program ``resolved``.
+
+    What: the named pipeline of issue 6 (``m100-opt -p m100-pipeline{machine=tiny tpbs=2}``). The
+    graph stage is skipped when the input was already optimized (every linalg op has ``m100.unit``);
+    the module is verified after each stage and a failure names the stage that broke it.
+    Why: one entry point for the drivers (``m100 compile``/``check``, ``tools/driver.py``) and for
+    lit tests, so every tool runs the same lowering with the same options.
+    Pre: one ``func.func`` of linalg on tensors (frontend output, ``m100.frontend.load``).
+    Post: one ``tpb.program`` at level ``resolved`` (every operand a ``#twu.walk``, every op a
+    ``sync`` attribute): ``m100-translate`` / ``module_to_program`` turn it into a program file.
+    Options: ``machine`` (preset or machine file, default m100), ``tpbs`` / ``clusters`` (limit
+    the TPBs used, 0 = all), ``strategy`` = auto | data-parallel | pipeline | single,
+    ``sync-mode`` = dataflow | barrier-all, ``seed`` (the scheduler's search seed),
+    ``certificate`` (write the sync certificate JSON here), ``report`` (schedule and sync
+    reports to stderr).
+    """
+
+    name = "m100-pipeline"
+
+    machine: str = "m100"
+    tpbs: int = 0
+    clusters: int = 0
+    strategy: str = "auto"
+    sync_mode: str = "dataflow"
+    seed: int = 0
+    certificate: str = ""
+    report: bool = False
+
+    def stages(self) -> list[ModulePass]:
+        from m100.passes.backend.hbsm_allocate import HbsmAllocate
+        from m100.passes.backend.sync_insert.sync_insert import SyncInsert
+        from m100.passes.backend.twu_materialize import TwuMaterialize
+        from m100.passes.graph.m100_graph import M100Graph
+        from m100.passes.schedule.m100_schedule import M100Schedule
+
+        return [M100Graph(),
+                M100Schedule(machine=self.machine, tpbs=self.tpbs, clusters=self.clusters,
+                             strategy=self.strategy, seed=self.seed, report=self.report),
+                HbsmAllocate(report=self.report),
+                TwuMaterialize(),
+                SyncInsert(sync_mode=self.sync_mode, certificate=self.certificate,
+                           report=self.report)]
+
+    def apply(self, ctx: Context, op: ModuleOp) -> None:
+        self.run(ctx, op)
+
+    def run(self, ctx: Context, op: ModuleOp, timings: dict[str, float] | None = None) -> None:
+        """:meth:`apply`, recording the seconds of each stage in ``timings`` when given."""
+        if self.sync_mode not in SYNC_MODES:
+            raise PipelineError(f"m100-pipeline: unknown sync-mode '{self.sync_mode}' "
+                                f"(known: {', '.join(SYNC_MODES)})")
+        if _has_program(op):
+            raise PipelineError("m100-pipeline: the module already holds a tpb.program; the "
+                                "pipeline starts from linalg on tensors (frontend output)")
+        for stage in self.stages():
+            if stage.name == "m100-graph" and _already_graph(op):
+                continue
+            t0 = time.perf_counter()
+            stage.apply(ctx, op)
+            try:
+                op.verify()
+            except (VerifyException, DiagnosticException) as e:
+                first = (str(e).strip().splitlines() or [type(e).__name__])[0]
+                raise PipelineError(f"m100-pipeline: the IR after '{stage.name}' does not "
+                                    f"verify: {first}") from None
+            if timings is not None:
+                timings[stage.name] = time.perf_counter() - t0
+        progs = [o for o in op.walk() if o.name == "tpb.program"]
+        if len(progs) != 1:
+            raise PipelineError(f"m100-pipeline: expected one tpb.program after the lowering, "
+                                f"found {len(progs)}")
+        progs[0].properties["level"] = StringAttr("resolved")
+        op.verify()
+
+
+__all__ = ["M100Pipeline", "PipelineError", "SYNC_MODES"]
