@@ -89,6 +89,7 @@ class PagedBytes:
 
 def _distinct(pages: np.ndarray) -> np.ndarray:
     """The distinct page numbers (a bincount over their span: no sort)."""
+    pages = pages.reshape(-1)
     lo = int(pages.min())
     return np.flatnonzero(np.bincount(pages - lo)) + lo
 

@@ -206,3 +206,14 @@ def test_copy_with_random_walks_gathers_per_twu_definition(levels, dt):
     assert res.ok
     offs = _walk_offsets_by_loops([(lv_.initial, lv_.step, lv_.final) for lv_ in lv])
     assert list(y) == [mem_vals[o] for o in offs]
+
+
+@pytest.mark.parametrize("dt", [DType.I8, DType.F32, DType.I4])
+def test_sparse_ddr_walks(rng, dt):
+    """Walks spread over GiBs of DDR (page by page, not one dense range)."""
+    vals = rng.integers(-8, 8, (3, 5))
+    w = Walk(Space.DDR, 0, 1 << 20, dt, (Level(0, 1 << 28, 2 << 28), Level(0, 3, 12)))
+    dst = hb(0, 0, dt, (15,))
+    res, (back, y) = run([Dma(0, w, dst)], [(w, vals)], [w, dst], machine="m100")
+    assert res.ok
+    assert list(back) == list(vals.reshape(-1)) and list(y) == list(vals.reshape(-1))
