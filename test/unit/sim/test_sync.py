@@ -145,3 +145,23 @@ def test_counter_overflow_reported():
     res, _ = run(insts, [], [], machine=m)
     ov = res.reports_of("overflow")
     assert ov and "counter c0 of TPB 0 overflows (4 > 3)" in ov[0].message
+
+
+def test_random_latency_finds_a_race_one_timing_hides():
+    """Two producers bump one counter; the consumer waits for >= 1 but reads only the first
+    producer's buffer. With the nominal timing that producer always arrives first (no race);
+    perturbed latencies let the other one arrive first, and the checker reports the race."""
+    x, y, out = hb(0, 0, DType.I8, (64,)), hb(0, 4096, DType.I8, (4096,)), hb(0, 16384, DType.I8, (64,))
+    p_slow = CvuPipeline(0, (hb(0, 8192, DType.I8, (4096,)),), ((4096,),), y, (4096,),
+                         (Stage(CvuOp.COPY, (Ref(RefKind.INPUT, 0),)),),
+                         sync=Sync(updates=(Update(0, mask_of(0)),)))
+    p_fast = Fill(0, x, 5.0, sync=Sync(updates=(Update(0, mask_of(0)),)))
+    cons = MatMul(0, hb(0, 0, DType.I8, (1, 64)), hb(0, 0, DType.I8, (64, 1)),
+                  hb(0, 16384, DType.I32, (1, 1)), 1, 1, 64, sync=Sync(monitors=(Monitor(0, 0, 1),)))
+    insts = [p_slow, p_fast, cons]
+    res, _ = run(insts, [], [])
+    assert res.ok and res.records[1].end < res.records[0].end  # nominal: the fill lands first
+    found = [s for s in range(12) if run(insts, [], [], random_latency=s)[0].reports_of("race")]
+    assert found, "some perturbed timing must let the slow producer release the monitor"
+    r = run(insts, [], [], random_latency=found[0])[0].reports_of("race")[0]
+    assert "dtdu.fill" in r.message and "tcu.matmul" in r.message
