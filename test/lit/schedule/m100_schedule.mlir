@@ -14,10 +14,14 @@
 // CHECK-DAG:  tpb.symbol "result0" output 64x16xf32 at ddr {{[0-9]+}}
 // CHECK-DAG:  tpb.segment "{{c[0-9]+}}" ddr {{[0-9]+}} data "0000003f
 // CHECK:      %[[A:[0-9]+]] = hbsm.alloc : !hbsm.buffer<hbsm[0], 32x1x32xf32>
-// CHECK-NEXT: %[[T:[0-9]+]] = tpb.dma engine {{[01]}} src(%0, #twu.access<affine_map<(d0, d1, d2) -> (d0, d2)>, [32, 1, 32]>) dst(%[[A]]) {pred_start = {{[0-9]+}}, pred_end = {{[0-9]+}}}
-// CHECK:      tpb.matmul tpb 0 a(%[[A]]) b(%{{[0-9]+}}) c(%{{[0-9]+}}) bias(%{{[0-9]+}}) after(%[[T]], {{.*}}) {m = 32, n = 64, k = 32, act = "relu", pred_start
-// CHECK:      tpb.matmul tpb 1
-// The second row band of the input goes to TPB 1.
+// The weights both TPBs need travel once over the DRB into buffers at one (yet unknown) offset.
+// CHECK:      %[[W0:[0-9]+]] = hbsm.alloc {m100.bcast = [[G:[0-9]+]] : i64} : !hbsm.buffer<hbsm[0], 32x64xf32>
+// CHECK-NEXT: %[[W1:[0-9]+]] = hbsm.alloc {m100.bcast = [[G]] : i64} : !hbsm.buffer<hbsm[1], 32x64xf32>
+// CHECK:      tpb.dma engine {{[01]}} src(%{{[0-9]+}}, #twu.access<affine_map<(d0, d1) -> (d0, d1)>, [32, 64]>) dst(%[[W0]]) {tpb_mask = 3, pred_start = {{[0-9]+}}, pred_end = {{[0-9]+}}}
+// CHECK:      %[[T:[0-9]+]] = tpb.dma engine {{[01]}} src(%0, #twu.access<affine_map<(d0, d1, d2) -> (d0, d2)>, [32, 1, 32]>) dst(%[[A]])
+// CHECK:      tpb.matmul tpb 0 a(%[[A]]) b(%[[W0]]) c(%{{[0-9]+}}) bias(%{{[0-9]+}}) after(%[[T]], {{.*}}) {m = 32, n = 64, k = 32, act = "relu", pred_start
+// CHECK:      tpb.matmul tpb 1 a(%{{[0-9]+}}) b(%[[W1]])
+// The second row band of the result is stored from TPB 1.
 // CHECK:      tpb.dma engine {{[01]}} src(%{{[0-9]+}}) dst(%1, #twu.access<affine_map<(d0, d1, d2) -> ((d0 + 32), d2)>, [32, 1, 16]>)
 
 // SINGLE-NOT: tpb 1
