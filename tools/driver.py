@@ -1,0 +1,328 @@
+"""The end-to-end flow as a library: compile a model, run a program, check it against an oracle.
+
+Used by ``m100 compile|run|check`` (``tools/m100_cli.py``), ``tools/demo.py``, ``test/e2e`` and
+``bench/e2e_bench.py``::
+
+    from m100.tools import driver
+    cr = driver.compile("model.onnx", machine="tiny", tpbs=2, sync_mode="dataflow")
+    cr.program.save("prog.m100")                     # + driver.write_certificate(...)
+    res = driver.run(cr.program, {"x": x})           # the interpreter's Result, outputs by name
+    ck = driver.check("model.onnx", machine="tiny")  # compile + run + oracle; ck.passed
+
+Names: the compiled program's symbols are ``arg<i>`` / ``result<i>`` (the function's arguments and
+results); ``compile`` records the model's own names (ONNX graph inputs/outputs) in the program
+metadata (``m100.inputs`` / ``m100.outputs``, comma separated), and ``run`` accepts and returns
+either.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from m100.errors import M100Error
+
+SYNC_MODES = ("dataflow", "barrier-all")
+META_INPUTS = "m100.inputs"
+META_OUTPUTS = "m100.outputs"
+
+
+class DriverError(M100Error):
+    """A user error of the end-to-end flow (bad input file, bad inputs, unknown mode)."""
+
+
+# --- compile ---------------------------------------------------------------------------------------
+@dataclass
+class CompileResult:
+    program: Any  # m100.targets.m100.program.Program
+    certificate: dict
+    report: str
+    timings: dict[str, float]
+    module: Any = None  # the resolved ModuleOp
+    input_names: list[str] = field(default_factory=list)
+    output_names: list[str] = field(default_factory=list)
+    source: Any = None  # the frontend's module before the lowering (for the reference executor)
+    model: Any = None  # the onnx ModelProto, for ONNX inputs
+
+    @property
+    def num_instructions(self) -> int:
+        return sum(len(v) for v in self.program.streams.values())
+
+    @property
+    def counters_per_tpb(self) -> dict[int, int]:
+        return {int(k): int(v) for k, v in self.certificate.get("counters_used", {}).items()}
+
+
+def _onnx_names(model) -> tuple[list[str], list[str]]:
+    inits = {i.name for i in model.graph.initializer}
+    ins = [i.name for i in model.graph.input if i.name not in inits]
+    return ins, [o.name for o in model.graph.output]
+
+
+def load_model(src, ctx=None):
+    """(module, onnx ModelProto or None) from a path (.onnx / .mlir), a ModelProto or a ModuleOp."""
+    from xdsl.dialects.builtin import ModuleOp
+
+    from m100.frontend import load_mlir, load_onnx
+    from m100.frontend.mlir_load import shared_context
+
+    ctx = ctx or shared_context()
+    if isinstance(src, ModuleOp):
+        return src.clone(), None
+    if hasattr(src, "graph"):  # onnx.ModelProto
+        return load_onnx(src, ctx), src
+    path = os.fspath(src)
+    if not os.path.exists(path):
+        raise DriverError(f"{path}: no such file")
+    if path.lower().endswith(".onnx"):
+        import onnx
+        try:
+            model = onnx.load(path)
+        except Exception as e:  # noqa: BLE001 - onnx raises various errors for garbage files
+            raise DriverError(f"{path}: not a readable ONNX model ({type(e).__name__})") from None
+        return load_onnx(model, ctx), model
+    return load_mlir(path, ctx), None
+
+
+def _report(cr: CompileResult, machine) -> str:
+    from m100.targets.m100.isa import Unit
+
+    prog = cr.program
+    per_unit: dict[str, int] = {}
+    tpbs: set[int] = set()
+    for _, inst in prog.instructions():
+        unit, idx = inst.executor
+        per_unit[unit.name] = per_unit.get(unit.name, 0) + 1
+        if unit is not Unit.DMA:
+            tpbs.add(idx)
+    seg_bytes = sum(len(s.data) for s in prog.segments)
+    cpt = cr.counters_per_tpb
+    lines = [f"machine {machine.name}, sync mode {cr.certificate.get('sync_mode')}, "
+             f"{cr.num_instructions} instructions on {len(tpbs)} TPBs "
+             f"({', '.join(f'{k} {v}' for k, v in sorted(per_unit.items()))})",
+             f"data segments {len(prog.segments)} ({seg_bytes} B), symbols "
+             + ", ".join(f"{s.name}:{s.role}{list(s.shape)}" for s in prog.symbols),
+             f"counters used per TPB: max {max(cpt.values(), default=0)} of "
+             f"{machine.su_counters}; " + " ".join(f"{t}:{n}" for t, n in sorted(cpt.items())),
+             f"sync edges {len(cr.certificate.get('edges', []))}, redundant "
+             f"{len(cr.certificate.get('redundant', []))}, serialized "
+             f"{len(cr.certificate.get('serialized', []))}",
+             "compile time " + ", ".join(f"{k} {v:.2f}s" for k, v in cr.timings.items())]
+    return "\n".join(lines)
+
+
+def compile(src, machine: str = "m100", tpbs: int = 0, sync_mode: str = "dataflow", *,
+            clusters: int = 0, strategy: str = "auto", seed: int = 0,
+            verbose: bool = False) -> CompileResult:
+    """Compile a model (path, ModelProto or ModuleOp) to a program + sync certificate."""
+    from m100.frontend.mlir_load import shared_context
+    from m100.passes.m100_pipeline import M100Pipeline
+    from m100.targets.m100.machine import get_machine
+    from m100.targets.m100.translate import module_to_program
+
+    if sync_mode not in SYNC_MODES:
+        raise DriverError(f"unknown sync mode '{sync_mode}' (modes: {', '.join(SYNC_MODES)})")
+    m = get_machine(machine)
+    ctx = shared_context()
+    timings: dict[str, float] = {}
+    t0 = time.perf_counter()
+    module, model = load_model(src, ctx)
+    timings["frontend"] = time.perf_counter() - t0
+    source = module.clone()
+    with tempfile.TemporaryDirectory() as tmp:
+        cert_path = Path(tmp) / "cert.json"
+        M100Pipeline(machine=machine, tpbs=tpbs, clusters=clusters, strategy=strategy,
+                     sync_mode=sync_mode, seed=seed, certificate=str(cert_path),
+                     report=verbose).run(ctx, module, timings)
+        cert = json.loads(cert_path.read_text())
+    t0 = time.perf_counter()
+    program = module_to_program(module)
+    timings["emit"] = time.perf_counter() - t0
+    ins = [s.name for s in program.symbols if s.role == "input"]
+    outs = [s.name for s in program.symbols if s.role == "output"]
+    in_names, out_names = list(ins), list(outs)
+    if model is not None:
+        oi, oo = _onnx_names(model)
+        if len(oi) == len(ins) and len(oo) == len(outs):
+            in_names, out_names = oi, oo
+    program.metadata[META_INPUTS] = ",".join(in_names)
+    program.metadata[META_OUTPUTS] = ",".join(out_names)
+    cr = CompileResult(program, cert, "", timings, module, in_names, out_names, source, model)
+    cr.report = _report(cr, m)
+    return cr
+
+
+def write_certificate(cert: dict, path) -> None:
+    Path(path).write_text(json.dumps(cert, indent=1, sort_keys=True) + "\n")
+
+
+def certificate_path(program_path) -> Path:
+    return Path(f"{os.fspath(program_path)}.cert.json")
+
+
+# --- run -------------------------------------------------------------------------------------------
+def _names(program, key: str, role: str) -> list[tuple[str, str]]:
+    """[(model name, symbol name)] for the program's symbols of ``role``."""
+    syms = [s.name for s in program.symbols if s.role == role]
+    meta = program.metadata.get(key, "")
+    model = meta.split(",") if meta else syms
+    if len(model) != len(syms):
+        model = syms
+    return list(zip(model, syms, strict=True))
+
+
+def symbol_inputs(program, inputs: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """``inputs`` keyed by model names or symbol names -> keyed by symbol names."""
+    out = {}
+    pairs = _names(program, META_INPUTS, "input")
+    known = {m: s for m, s in pairs} | {s: s for _, s in pairs}
+    for k, v in inputs.items():
+        if k not in known:
+            raise DriverError(f"unknown input '{k}'; the program's inputs are: "
+                              + ", ".join(m for m, _ in pairs))
+        out[known[k]] = np.asarray(v)
+    return out
+
+
+def run(program, inputs: dict[str, np.ndarray], *, random_latency: int | None = None,
+        trace: bool = False, mode: str = "full", check_races: bool = True):
+    """Run ``program`` on the interpreter; the Result's ``outputs`` are keyed by model names."""
+    from m100.sim.simulator import Simulator
+
+    res = Simulator(program, mode=mode, random_latency=random_latency, check_races=check_races,
+                    trace=trace).run(symbol_inputs(program, inputs))
+    rename = {s: m for m, s in _names(program, META_OUTPUTS, "output")}
+    res.outputs = {rename.get(k, k): v for k, v in res.outputs.items()}
+    return res
+
+
+def random_inputs(program, seed: int = 0) -> dict[str, np.ndarray]:
+    """Seeded N(0, 1) inputs (uniform small integers for integer inputs), keyed by model names."""
+    from m100.targets.m100.isa import DType
+
+    rng = np.random.default_rng(seed)
+    out = {}
+    syms = {s.name: s for s in program.symbols}
+    for mname, sname in _names(program, META_INPUTS, "input"):
+        s = syms[sname]
+        dt = DType(s.dtype)
+        if dt.short.startswith("f") or dt.short.startswith("bf"):
+            out[mname] = rng.standard_normal(s.shape).astype(np.float32)
+        else:
+            out[mname] = rng.integers(-8, 8, size=s.shape).astype(np.int64)
+    return out
+
+
+# --- check -----------------------------------------------------------------------------------------
+@dataclass
+class OutputError:
+    name: str
+    max_abs: float
+    max_rel: float
+    ok: bool
+
+
+@dataclass
+class CheckResult:
+    compile: CompileResult
+    result: Any  # sim Result
+    errors: list[OutputError]
+    oracle: str
+    problems: list[str]  # race/deadlock/fault reports, shape mismatches, certificate problems
+
+    @property
+    def passed(self) -> bool:
+        return not self.problems and all(e.ok for e in self.errors) and bool(self.errors)
+
+    @property
+    def cycles(self) -> float:
+        return self.result.total_cycles
+
+    @property
+    def tcu_util(self) -> float:
+        """TCU MAC utilization (% of the peak of the TCUs the program uses, over the run)."""
+        st = self.result.stats
+        used = [u for u in st["units"].values() if "macs" in u and u["instructions"]]
+        if not used or not st["total_cycles"]:
+            return 0.0
+        return sum(u["mac_util_pct"] for u in used) / len(used)
+
+    def summary(self) -> str:
+        lines = [f"{e.name}: max abs error {e.max_abs:.3g}, max rel error {e.max_rel:.3g}"
+                 f"{'' if e.ok else '  (out of tolerance)'}" for e in self.errors]
+        lines += [f"problem: {p}" for p in self.problems[:10]]
+        if len(self.problems) > 10:
+            lines.append(f"... {len(self.problems) - 10} more problems")
+        st = self.result.stats
+        lines.append(f"cycles {st['total_cycles']:.0f} ({st['total_us']:.2f} us), TCU utilization "
+                     f"{self.tcu_util:.1f} % of the TCUs used ({st['tcu_mac_util_pct']:.2f} % of "
+                     f"the machine), oracle {self.oracle}")
+        lines.append("PASS" if self.passed else "FAIL")
+        return "\n".join(lines)
+
+
+def oracle_outputs(module_or_model, inputs: list[np.ndarray]) -> tuple[list[np.ndarray], str]:
+    """onnxruntime for ONNX models, the graph reference executor for MLIR."""
+    if hasattr(module_or_model, "graph"):
+        from m100.frontend.onnx_backend import onnxruntime_run
+        return [np.asarray(x) for x in onnxruntime_run(module_or_model, inputs)], "onnxruntime"
+    from m100.frontend.reference import run as ref_run
+    return ref_run(module_or_model, inputs), "reference executor"
+
+
+def compare(name: str, got: np.ndarray, want: np.ndarray, rtol: float, atol: float) -> OutputError:
+    want = np.asarray(want)
+    got = np.asarray(got)
+    if got.size != want.size:
+        return OutputError(name, float("inf"), float("inf"), False)
+    got = got.reshape(want.shape).astype(np.float64)
+    w = want.astype(np.float64)
+    diff = np.abs(got - w)
+    max_abs = float(diff.max()) if diff.size else 0.0
+    rel = diff / np.maximum(np.abs(w), np.finfo(np.float32).tiny)
+    # relative error where it is meaningful (|want| above atol); absolute below
+    big = np.abs(w) > atol
+    max_rel = float(rel[big].max()) if big.any() else 0.0
+    ok = bool(np.all(diff <= atol + rtol * np.abs(w))) and bool(np.isfinite(got).all())
+    return OutputError(name, max_abs, max_rel, ok)
+
+
+def check(src, machine: str = "m100", tpbs: int = 0, sync_mode: str = "dataflow", *,
+          seed: int = 0, clusters: int = 0, strategy: str = "auto", rtol: float = 1e-3,
+          atol: float = 1e-4, random_latency: int | None = None, trace: bool = False,
+          verbose: bool = False, check_certificate: bool = True) -> CheckResult:
+    """Compile ``src``, run it on the interpreter (race/deadlock checks on) with seeded random
+    inputs, run the oracle on the same inputs and compare."""
+    cr = compile(src, machine, tpbs, sync_mode, clusters=clusters, strategy=strategy, seed=seed,
+                 verbose=verbose)
+    inputs = random_inputs(cr.program, seed)
+    ordered = [inputs[n] for n in cr.input_names]
+    want, oracle = oracle_outputs(cr.model if cr.model is not None else cr.source, ordered)
+    res = run(cr.program, inputs, random_latency=random_latency, trace=trace)
+    problems = [str(r) for r in res.reports]
+    if check_certificate:
+        from m100.sim.certificate import verify
+        problems += [f"certificate: {p}" for p in verify(cr.program, cr.certificate)]
+    errors = []
+    if not any(r.kind in ("deadlock", "fault") for r in res.reports):
+        if len(want) != len(cr.output_names):
+            problems.append(f"the oracle gives {len(want)} outputs, the program "
+                            f"{len(cr.output_names)}")
+        for name, w in zip(cr.output_names, want):
+            if name not in res.outputs:
+                problems.append(f"output '{name}' missing")
+                continue
+            errors.append(compare(name, res.outputs[name], w, rtol, atol))
+    return CheckResult(cr, res, errors, oracle, problems)
+
+
+__all__ = ["CheckResult", "CompileResult", "DriverError", "OutputError", "SYNC_MODES", "check",
+           "compare", "compile", "load_model", "oracle_outputs", "random_inputs", "run",
+           "symbol_inputs", "write_certificate", "certificate_path"]
