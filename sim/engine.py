@@ -236,7 +236,8 @@ class Engine:
                 continue
             cums, joins, flows = self.hist[(mon.tpb, mon.counter)]
             k = bisect.bisect_left(cums, need)  # first arrival with cum >= need
-            np.maximum(self.vc[u], joins[k], out=self.vc[u])
+            if self.races is not None:
+                np.maximum(self.vc[u], joins[k], out=self.vc[u])
             if self.trace_on:
                 us.flows.append(flows[k])
         if us.state != "cpu_ready":
@@ -383,7 +384,7 @@ class Engine:
                 self.report("fault", str(e), rec)
                 raise Aborted from None
             us.pending = []
-        snapshot = self.vc[u].copy()
+        snapshot = self.vc[u].copy() if self.races is not None else None
         self.vc[u, u] += 1
         flows, us.flows = us.flows, []
         args = (u, rec, b, start, end, snapshot, flows)
@@ -466,10 +467,14 @@ class Engine:
         h = self.hist.get(key)
         if h is None:
             h = self.hist[key] = ([], [], [])
-        prev = h[1][-1] if h[1] else None
         h[0].append(val)
-        h[1].append(vc if prev is None else np.maximum(prev, vc))
-        h[2].append((fid, self.now))
+        if self.races is not None:  # clocks matter only to the race checker
+            prev = h[1][-1] if h[1] else None
+            h[1].append(vc if prev is None else np.maximum(prev, vc))
+        if self.trace_on:
+            h[2].append((fid, self.now))
+        else:
+            h[2].append(None)
         if self.trace_on:
             self.events.append({"ph": "C", "name": f"c{c}", "pid": tpb + 1,
                                 "ts": self._us(self.now), "args": {"value": val}})
