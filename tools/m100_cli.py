@@ -4,8 +4,17 @@ Subcommands:
 
 * ``m100 machines [NAME_OR_FILE ...] [--json]``: the machine presets (or the named machines / override
   files) with their key numbers and fingerprints; ``--all`` prints every field of each.
-* ``m100 compile`` / ``m100 run`` / ``m100 check``: the end-to-end flow of issue 6 (not implemented yet:
-  they say so and exit with code 2).
+* ``m100 compile model.onnx|model.mlir -o prog.m100 [--machine NAME] [--tpbs N]
+  [--sync-mode dataflow|barrier-all] [--report]``: the whole lowering (``m100-pipeline``); also
+  writes the sync certificate ``prog.m100.cert.json``.
+* ``m100 run prog.m100 --inputs in.npz --outputs out.npz [--trace t.json]``: the interpreter, with
+  race/deadlock checks on; inputs/outputs by the model's names (or the symbols ``arg<i>``).
+* ``m100 check model.onnx [--machine NAME] [--tpbs N] [--sync-mode ...] [--seed S]``: compile, run
+  on the interpreter with seeded random inputs, run onnxruntime (the graph reference executor for
+  ``.mlir``), print max abs/rel error per output, cycles, TCU utilization and PASS/FAIL (exit 0 /
+  3), after checking the sync certificate independently (``m100.sim.certificate``).
+
+The library behind these is ``m100.tools.driver``.
 """
 
 from __future__ import annotations
@@ -16,7 +25,7 @@ import sys
 from collections.abc import Sequence
 
 from m100.targets.m100.machine import PRESETS, Machine, get_machine
-from m100.tools.common import NotImplementedYet, tool_main
+from m100.tools.common import ToolError, tool_main
 
 TOOL = "m100"
 
@@ -73,11 +82,80 @@ def cmd_machines(args: argparse.Namespace) -> int:
     return 0
 
 
-def _not_yet(what: str):
-    def run(args: argparse.Namespace) -> int:
-        raise NotImplementedYet(f"'m100 {what}' is not implemented yet: see issue 6")
+EXIT_CHECK_FAILED = 3
 
-    return run
+
+def _load_npz(path: str) -> dict:
+    import numpy as np
+    try:
+        with np.load(path, allow_pickle=False) as z:
+            return {k: z[k] for k in z.files}
+    except (OSError, ValueError) as e:
+        raise ToolError(f"{path}: cannot read inputs (.npz expected): {e}") from None
+
+
+def cmd_compile(args: argparse.Namespace) -> int:
+    from m100.tools import driver
+    cr = driver.compile(args.model, args.machine, args.tpbs, args.sync_mode,
+                        strategy=args.strategy, seed=args.seed, verbose=args.report)
+    cr.program.save(args.output)
+    cert = driver.certificate_path(args.output)
+    driver.write_certificate(cr.certificate, cert)
+    if args.report:
+        print(cr.report)
+    print(f"{TOOL}: wrote {args.output} ({cr.num_instructions} instructions) and {cert}")
+    return 0
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    from m100.targets.m100.program import Program
+    from m100.tools import driver
+    prog = Program.load(args.program)
+    inputs = _load_npz(args.inputs) if args.inputs else {}
+    res = driver.run(prog, inputs, random_latency=args.random_latency, trace=bool(args.trace))
+    if args.outputs and res.outputs:
+        import numpy as np
+        np.savez(args.outputs, **res.outputs)
+    if args.trace:
+        res.write_trace(args.trace)
+    if args.plot:
+        res.plot(args.plot)
+    st = res.stats
+    print(f"{TOOL}: {st['instructions_completed']}/{st['instructions']} instructions, "
+          f"{st['total_cycles']:.0f} cycles ({st['total_us']:.2f} us), TCU MAC utilization "
+          f"{st['tcu_mac_util_pct']:.1f}%")
+    for r in res.reports:
+        print(f"{TOOL}: {r.kind}: {r.message}", file=sys.stderr)
+    return 0 if res.ok else EXIT_CHECK_FAILED
+
+
+def cmd_check(args: argparse.Namespace) -> int:
+    from m100.tools import driver
+    ck = driver.check(args.model, args.machine, args.tpbs, args.sync_mode, seed=args.seed,
+                      strategy=args.strategy, rtol=args.rtol, atol=args.atol,
+                      random_latency=args.random_latency, trace=bool(args.trace or args.plot),
+                      verbose=args.report)
+    if args.report:
+        print(ck.compile.report)
+    if args.trace:
+        ck.result.write_trace(args.trace)
+    if args.plot:
+        ck.result.plot(args.plot)
+    print(ck.summary())
+    return 0 if ck.passed else EXIT_CHECK_FAILED
+
+
+def _compile_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument("model", help="ONNX model (.onnx) or linalg MLIR text (.mlir)")
+    p.add_argument("--machine", default="m100", help="machine preset or file (default m100)")
+    p.add_argument("--tpbs", type=int, default=0, help="TPBs to use (default: all)")
+    p.add_argument("--sync-mode", default="dataflow", choices=("dataflow", "barrier-all"))
+    p.add_argument("--strategy", default="auto",
+                   choices=("auto", "data-parallel", "pipeline", "single"))
+    p.add_argument("--seed", type=int, default=0,
+                   help="seed of the scheduler's search (and of check's random inputs)")
+    p.add_argument("--report", action="store_true",
+                   help="print the schedule/sync reports and a compile summary")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -92,13 +170,32 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--all", action="store_true", help="print every field of each machine")
     p.set_defaults(func=cmd_machines)
 
-    for name, help_text in (
-            ("compile", "compile an ONNX/MLIR model to a program file (issue 6)"),
-            ("run", "run a program file on the reference interpreter (issue 6)"),
-            ("check", "compile, run and compare against onnxruntime (issue 6)")):
-        p = sub.add_parser(name, help=help_text)
-        p.add_argument("rest", nargs=argparse.REMAINDER, help=argparse.SUPPRESS)
-        p.set_defaults(func=_not_yet(name))
+    p = sub.add_parser("compile", help="compile an ONNX/MLIR model to a program file "
+                       "(+ PROG.cert.json, the sync certificate)")
+    _compile_options(p)
+    p.add_argument("-o", "--output", required=True, help="program file to write (.m100)")
+    p.set_defaults(func=cmd_compile)
+
+    p = sub.add_parser("run", help="run a program file on the reference interpreter")
+    p.add_argument("program", help="program file (.m100)")
+    p.add_argument("--inputs", help=".npz with one array per input (model or symbol names)")
+    p.add_argument("--outputs", help="write the outputs to this .npz")
+    p.add_argument("--trace", help="write a Perfetto/Chrome trace JSON here")
+    p.add_argument("--plot", help="write a PNG timeline here")
+    p.add_argument("--random-latency", type=int, metavar="SEED",
+                   help="perturb latencies (seeded) to expose races")
+    p.set_defaults(func=cmd_run)
+
+    p = sub.add_parser("check", help="compile, run on the interpreter and compare against "
+                       "onnxruntime (or the reference executor for .mlir): PASS/FAIL")
+    _compile_options(p)
+    p.add_argument("--rtol", type=float, default=1e-3, help="relative tolerance (default 1e-3)")
+    p.add_argument("--atol", type=float, default=1e-4, help="absolute tolerance (default 1e-4)")
+    p.add_argument("--random-latency", type=int, metavar="SEED",
+                   help="perturb latencies (seeded) to expose races")
+    p.add_argument("--trace", help="write a Perfetto/Chrome trace JSON here")
+    p.add_argument("--plot", help="write a PNG timeline here")
+    p.set_defaults(func=cmd_check)
     return parser
 
 
