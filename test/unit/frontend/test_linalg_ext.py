@@ -303,3 +303,17 @@ def test_quantized_conv_nchw_q_and_batch_matmul_q_int8():
     assert r.dtype == np.int32
     np.testing.assert_array_equal(r, exp)
     np.testing.assert_array_equal(mm, np.matmul(a.astype(np.int64) - 3, b.astype(np.int64) + 2))
+
+
+@pytest.mark.parametrize("name,ref", [("add", np.add), ("sub", np.subtract), ("mul", np.multiply),
+                                      ("max", np.maximum), ("min", np.minimum)])
+def test_xdsl_elementwise_named_op_bodies(name, ref):
+    """The pretty forms of xDSL's own elementwise named ops get correct hidden bodies (unlike its
+    pooling_nchw_max, which we had to fix)."""
+    t = f"""func.func @f(%a: tensor<5xf32>, %b: tensor<5xf32>, %o: tensor<5xf32>) -> tensor<5xf32> {{
+      %r = linalg.{name} ins(%a, %b : tensor<5xf32>, tensor<5xf32>) outs(%o : tensor<5xf32>) -> tensor<5xf32>
+      func.return %r : tensor<5xf32>
+    }}"""
+    a, b, o = (_rand(5 + i)[:5] for i in range(3))
+    (r,) = run(load_mlir(t), [a, b, o])
+    np.testing.assert_array_equal(r, ref(a, b))
