@@ -4,7 +4,7 @@ import re
 
 from m100.targets.m100.encoding import instruction_bits
 from m100.targets.m100.program import Program
-from m100.tools import demo, isa_sizes
+from m100.tools import isa_demo as demo, isa_sizes
 
 
 def test_demo_round_trip_is_exact(capsys, tmp_path):

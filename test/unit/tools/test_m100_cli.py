@@ -29,7 +29,11 @@ def test_json_round_trips_every_field(capsys):
         assert d == m.to_dict()
 
 
-def test_stubs_exit_2(capsys):
-    for cmd in ("compile", "run", "check"):
-        assert main([cmd, "x"]) == 2
-        assert "not implemented yet: see issue 6" in capsys.readouterr().err
+def test_flow_commands_give_one_line_errors_for_missing_files(capsys, tmp_path):
+    # the commands themselves are tested end to end in test/e2e/
+    for argv in (["compile", str(tmp_path / "no.onnx"), "-o", str(tmp_path / "p.m100")],
+                 ["run", str(tmp_path / "no.m100")], ["check", str(tmp_path / "no.onnx")]):
+        assert main(argv) == 1
+        err = capsys.readouterr().err
+        assert err.startswith("m100: error: ") and str(tmp_path / "no.") in err
+        assert len(err.splitlines()) == 1
