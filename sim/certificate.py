@@ -62,6 +62,8 @@ def load(path) -> dict:
         raise CertificateError(f"{path}: cannot read the certificate: {e.strerror}") from None
     except json.JSONDecodeError as e:
         raise CertificateError(f"{path}: not JSON ({e.msg}, line {e.lineno})") from None
+    except UnicodeDecodeError:
+        raise CertificateError(f"{path}: not a sync certificate (not UTF-8 text)") from None
     if not isinstance(cert, dict) or cert.get("format") != FORMAT:
         raise CertificateError(f"{path}: not a sync certificate (format '{FORMAT}' expected)")
     return cert

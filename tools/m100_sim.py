@@ -5,6 +5,7 @@
     m100-sim prog.m100 --inputs in.npz --outputs out.npz [--machine NAME|FILE]
              [--trace t.json] [--stats s.json] [--plot timeline.png]
              [--functional-only | --timing-only] [--random-latency SEED] [--no-race-check]
+             [--check-certificate CERT]
 
 The program is a binary program file (``.m100``) or assembly text (``.asm``; hand-written assembly
 may give the fingerprint ``0`` in ``.machine "tiny" 0`` to mean "the current machine of that name",
@@ -51,6 +52,9 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--no-race-check", action="store_true", help="skip the data-race checker")
     p.add_argument("--print-outputs", action="store_true",
                    help="print every output symbol (full numpy text) on stdout")
+    p.add_argument("--check-certificate", metavar="CERT",
+                   help="verify the compiler's sync certificate (JSON) against the program's own "
+                        "counter protocol (m100.sim.certificate); without --inputs only that")
     p.add_argument("-q", "--quiet", action="store_true", help="no summary on stdout")
     return p
 
@@ -95,6 +99,19 @@ def main(argv: list[str] | None = None) -> int:
     mode = "functional" if args.functional_only else "timing" if args.timing_only else "full"
     if mode == "timing" and args.outputs:
         raise ToolError("--timing-only computes no data, so it cannot write --outputs")
+    cert_problems = None
+    if args.check_certificate:
+        from m100.sim import certificate
+        cert = certificate.load(args.check_certificate)
+        cert_problems = certificate.verify(prog, cert, machine)
+        for msg in cert_problems:
+            print(f"{TOOL}: certificate: {msg}", file=sys.stderr)
+        if not args.quiet:
+            print(f"{TOOL}: certificate {args.check_certificate}: {len(cert.get('edges', []))} "
+                  f"edges, {len(cert.get('hazards', []))} hazards: "
+                  + ("verified" if not cert_problems else f"{len(cert_problems)} problems"))
+        if args.inputs is None:
+            return EXIT_CHECK_FAILED if cert_problems else 0
     inputs = _load_inputs(args.inputs)
     n_inst = sum(len(v) for v in prog.streams.values())
     progress = None
@@ -123,17 +140,20 @@ def main(argv: list[str] | None = None) -> int:
         res.plot(args.plot)
     st = res.stats
     if not args.quiet:
-        print(f"{TOOL}: {st['instructions_completed']}/{st['instructions']} instructions, "
-              f"{st['total_cycles']:.0f} cycles ({st['total_us']:.2f} us at "
-              f"{sim.machine.clock_hz / 1e9:g} GHz), TCU MAC utilization "
-              f"{st['tcu_mac_util_pct']:.1f}%, mode {mode}")
+        done = f"{TOOL}: {st['instructions_completed']}/{st['instructions']} instructions"
+        if mode == "functional":
+            print(f"{done}, mode functional (no timing)")
+        else:
+            print(f"{done}, {st['total_cycles']:.0f} cycles ({st['total_us']:.2f} us at "
+                  f"{sim.machine.clock_hz / 1e9:g} GHz), TCU MAC utilization "
+                  f"{st['tcu_mac_util_pct']:.1f}%, mode {mode}")
     if args.print_outputs:
         for name, v in res.outputs.items():
             text = np.array2string(v, threshold=sys.maxsize, max_line_width=200, separator=", ")
             print(f"{name} = {text}")
     for r in res.reports:
         print(f"{TOOL}: {r.kind}: {r.message}", file=sys.stderr)
-    return 0 if res.ok else EXIT_CHECK_FAILED
+    return 0 if res.ok and not cert_problems else EXIT_CHECK_FAILED
 
 
 if __name__ == "__main__":
