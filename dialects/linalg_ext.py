@@ -662,14 +662,28 @@ def _install_dense_type_cache() -> None:
     AttrParser._parse_dense_literal_type = _parse_dense_literal_type
 
 
+def _install_pooling_max_fix() -> None:
+    """Patch xDSL's own ``PoolingNchwMaxOp.get_hidden_region`` too, so that passes that *build* the op
+    with xDSL's class (not only the parser) get the correct ``max(out, in)`` body."""
+    if getattr(_ops.PoolingNchwMaxOp.get_hidden_region, "_m100_fixed", False):
+        return
+
+    def get_hidden_region(cls, inputs, outputs):
+        return _pool_region("max")(inputs, outputs)
+
+    get_hidden_region._m100_fixed = True  # type: ignore[attr-defined]
+    _ops.PoolingNchwMaxOp.get_hidden_region = classmethod(get_hidden_region)
+
+
 def install_parser_fixes() -> None:
-    """Apply the xDSL 0.74 parser fixes above (idempotent; done when this module is imported).
+    """Apply the xDSL 0.74 fixes above (idempotent; done when this module is imported).
 
     Import this module (or call this) BEFORE parsing MLIR text that may hold non-finite floats in a
     dense list: the lazy dialect registration of ``m100.context`` imports it only at the first
     ``linalg`` op, after the function's constants were parsed."""
     _install_hex_float_fix()
     _install_dense_type_cache()
+    _install_pooling_max_fix()
 
 
 install_parser_fixes()

@@ -317,3 +317,17 @@ def test_xdsl_elementwise_named_op_bodies(name, ref):
     a, b, o = (_rand(5 + i)[:5] for i in range(3))
     (r,) = run(load_mlir(t), [a, b, o])
     np.testing.assert_array_equal(r, ref(a, b))
+
+
+def test_pooling_max_built_with_xdsls_class_has_the_fixed_body():
+    from xdsl.dialects.linalg.ops import PoolingNchwMaxOp as XdslPoolMax
+
+    text = _pool_text("pooling_nchw_max", "1x1x4x4", "2x2", "1x1x2x2", (2, 2), (1, 1))
+    m = load_mlir(text)
+    op = next(o for o in m.walk() if o.name == "linalg.pooling_nchw_max")
+    built = XdslPoolMax(list(op.inputs), list(op.outputs), [op.results[0].type],
+                        strides=op.strides, dilations=op.dilations)
+    names = [o.name for o in built.body.block.ops]
+    assert names == ["arith.maximumf", "linalg.yield"]
+    mx = next(iter(built.body.block.ops))
+    assert mx.operands[0] is built.body.block.args[2] and mx.operands[1] is built.body.block.args[0]
