@@ -10,7 +10,7 @@ from xdsl.ir import Operation
 from xdsl.passes import ModulePass
 
 from m100.errors import M100Error
-from m100.passes.graph.common import CONTRACTIONS, CONVS, describe_op, func_bodies
+from m100.passes.graph.common import CONTRACTIONS, CONVS, describe_op, func_bodies, is_conv
 
 
 class UnsupportedOpError(M100Error):
@@ -63,7 +63,8 @@ def why_unsupported(op: Operation) -> str | None:
     if _dynamic(op):
         return "dynamic shapes are not supported (the M100 schedule is static): give the " \
                "model static input shapes"
-    if name in LINALG_SUPPORTED or name in TENSOR_SUPPORTED or name in OTHER_SUPPORTED:
+    if name in LINALG_SUPPORTED or name in TENSOR_SUPPORTED or name in OTHER_SUPPORTED or \
+            is_conv(name) or name.startswith("linalg.pooling_"):
         for inner in op.walk():
             if inner is op:
                 continue
@@ -77,7 +78,7 @@ def why_unsupported(op: Operation) -> str | None:
                "supported named op)"
     if name.startswith(("arith.", "math.")):
         return "scalar computation at graph level (only constants are supported outside " \
-               "linalg bodies; run canonicalize to fold it)"
+               "linalg bodies; fold-constants, part of m100-graph, folds it on constants)"
     if name == "func.call":
         return "calls are not supported: inline the callee"
     return "no M100 unit runs this op"

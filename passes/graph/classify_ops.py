@@ -13,13 +13,13 @@ from xdsl.passes import ModulePass
 from m100.passes.graph.check_supported import NO_UNIT, raise_if_unsupported
 from m100.passes.graph.common import (
     CONTRACTIONS,
-    CONVS,
     FUSED_INTO,
     IDIOM,
     UNIT,
     body_exprs,
     func_bodies,
     is_copy_generic,
+    is_conv,
     iterators,
     users,
 )
@@ -94,7 +94,7 @@ def unit_of(op: Operation) -> str | None:
         return IDIOM_UNIT[idiom.data]
     if name in CONTRACTIONS:
         return "tcu.matmul"
-    if name in CONVS:
+    if is_conv(name):
         return "tcu.conv2d"
     if name.startswith("linalg.pooling_"):
         return "cvu.pool"

@@ -46,14 +46,19 @@ IDIOM_EPS = "m100.idiom_eps"  # f64 on the root of layernorm/rmsnorm
 CONTRACTIONS = frozenset({
     "linalg.matmul", "linalg.batch_matmul", "linalg.quantized_matmul", "linalg.matvec",
     "linalg.batch_matvec", "linalg.vecmat", "linalg.matmul_transpose_b",
-    "linalg.batch_matmul_transpose_b",
+    "linalg.batch_matmul_transpose_b", "linalg.dot", "linalg.quantized_batch_matmul",
 })
 CONVS = frozenset({
     "linalg.conv_2d_nchw_fchw", "linalg.conv_2d_nhwc_hwcf", "linalg.conv_2d_nhwc_fhwc",
     "linalg.conv_2d_ngchw_fgchw", "linalg.conv_2d_ngchw_gfchw", "linalg.conv_2d_nhwgc_gfhwc",
     "linalg.depthwise_conv_2d_nchw_chw", "linalg.depthwise_conv_2d_nhwc_hwc",
     "linalg.conv_1d_ncw_fcw", "linalg.conv_1d_nwc_wcf", "linalg.conv_2d",
+    "linalg.conv_3d_ncdhw_fcdhw", "linalg.conv_2d_nchw_fchw_q", "linalg.conv_2d_nhwc_hwcf_q",
 })
+
+
+def is_conv(name: str) -> bool:
+    return name in CONVS or name.startswith(("linalg.conv_", "linalg.depthwise_conv_"))
 # the output dimension the TCU's epilogue is per-channel over, per contraction kind
 CHANNEL_DIM = {
     "linalg.matmul": 1, "linalg.batch_matmul": 2, "linalg.quantized_matmul": 1,

@@ -8,13 +8,22 @@ from dataclasses import dataclass
 import numpy as np
 from xdsl.context import Context
 from xdsl.dialects import arith, tensor
-from xdsl.dialects.builtin import ModuleOp, TensorType
+from xdsl.dialects.builtin import (
+    AnyFloat,
+    FloatAttr,
+    IndexType,
+    IntegerAttr,
+    IntegerType,
+    ModuleOp,
+    TensorType,
+)
 from xdsl.dialects.linalg.ops import BroadcastOp, GenericOp, TransposeOp
 from xdsl.ir import Operation
 from xdsl.passes import ModulePass
 from xdsl.rewriter import Rewriter
 
 from m100.passes.graph.common import (
+    E,
     body_exprs,
     const_array,
     evaluate,
@@ -25,6 +34,7 @@ from m100.passes.graph.common import (
     map_dims,
     np_dtype,
     numpy_to_dense,
+    scalar_const,
 )
 
 # body ops the folder evaluates (anything else: the generic is left alone)
@@ -104,6 +114,47 @@ def _inputs(op: Operation):
     return []
 
 
+_SCALAR_OPS = {"arith.truncf", "arith.extf", "arith.sitofp", "arith.uitofp", "arith.fptosi",
+               "arith.negf", "arith.addf", "arith.subf", "arith.mulf", "arith.divf",
+               "arith.maximumf", "arith.minimumf", "arith.extsi", "arith.trunci", "arith.addi",
+               "arith.subi", "arith.muli", "arith.index_cast", "math.sqrt", "math.exp"}
+
+
+def _fold_scalar(o: Operation) -> None:
+    """A graph-level scalar arith/math op on constants -> one arith.constant (e.g. the
+    ``arith.truncf`` of an f64 -inf that torch-mlir leaves for MaxPool padding)."""
+    if o.name not in _SCALAR_OPS or not o.operands:
+        return
+    vals = [scalar_const(v) for v in o.operands]
+    if any(v is None for v in vals):
+        return
+    t = o.results[0].type
+    kind = o.name.split(".", 1)[1]
+    if kind in ("truncf", "extf", "sitofp", "uitofp", "fptosi", "extsi", "trunci", "index_cast"):
+        val = vals[0]
+        if kind == "fptosi":
+            val = float(np.trunc(val))  # type: ignore[arg-type]
+    else:
+        e = E(kind, tuple(E("in", (), i) for i in range(len(vals))))
+        try:
+            val = float(evaluate(e, {("in", i): np.float64(v) for i, v in enumerate(vals)}))
+        except KeyError:
+            return
+    if isinstance(t, IntegerType | IndexType):
+        if not np.isfinite(val):  # type: ignore[arg-type]
+            return
+        attr = IntegerAttr(int(val), t)  # type: ignore[arg-type]
+    elif isinstance(t, AnyFloat):
+        dt = np_dtype(t)
+        if dt is not None:  # round to the result type (f64 -> f32 overflow gives inf, as truncf)
+            with np.errstate(all="ignore"):
+                val = float(np.asarray(val, dtype=np.float64).astype(dt))
+        attr = FloatAttr(float(val), t)  # type: ignore[arg-type]
+    else:
+        return
+    Rewriter.replace_op(o, arith.ConstantOp(attr, t))
+
+
 @dataclass(frozen=True)
 class FoldConstants(ModulePass):
     """Fold weight-only subgraphs into dense constants, computed with numpy.
@@ -113,6 +164,8 @@ class FoldConstants(ModulePass):
     (arith/math bodies, e.g. the weight copies torch-mlir emits before batch_matmul, or the
     BatchNorm ``rsqrt(var + eps)``) - is replaced by one ``arith.constant`` holding its value.
     Why: weights become pre-packed data; nothing of it runs on the NPU.
+    Scalar arith/math ops at graph level whose operands are constants (casts, +, -, *, /, ...)
+    become constants too.
     Pre: func + linalg-on-tensors. Post: same values (numpy, in the result's element type);
     fewer ops. Folding that would grow the constant data is skipped (see options).
     Options: max-growth (result elements / constant input elements allowed, default 1.0, so a
@@ -129,7 +182,10 @@ class FoldConstants(ModulePass):
                 self._try_fold(o)
 
     def _try_fold(self, o: Operation) -> None:
-        if len(o.results) != 1 or not isinstance(o.results[0].type, TensorType):
+        if len(o.results) != 1:
+            return
+        if not isinstance(o.results[0].type, TensorType):
+            _fold_scalar(o)
             return
         ins = _inputs(o)
         if not ins:

@@ -29,7 +29,7 @@ from m100.passes.graph.simplify_algebra import SimplifyAlgebra
 class M100Graph(ModulePass):
     """The graph pipeline: canonicalize, CSE/DCE, checks, folding, layout, idioms, fusion, units.
 
-    What: runs, in order: canonicalize, cse (xDSL's), check-supported, fold-constants,
+    What: runs, in order: canonicalize, cse (xDSL's), fold-constants, check-supported,
     simplify-algebra, [layout-nhwc, simplify-algebra (cancels the transposes between
     convolutions), fold-constants (packs transposed weights)], [fold-batchnorm], cse, dce (+ removal of dead
     linalg/tensor ops, which xDSL's dce keeps), [recognize-idioms], [fuse-epilogue],
@@ -53,7 +53,7 @@ class M100Graph(ModulePass):
     def stages(self) -> list[tuple[str, Callable[[Context, ModuleOp], object]]]:
         """The stages in order, as (name, apply)."""
         s: list[ModulePass] = [CanonicalizePass(), CommonSubexpressionElimination(),
-                               CheckSupported(), FoldConstants(), SimplifyAlgebra()]
+                               FoldConstants(), CheckSupported(), SimplifyAlgebra()]
         if self.layout:
             s += [LayoutNhwc(), SimplifyAlgebra(), FoldConstants()]
         if self.fold_bn:

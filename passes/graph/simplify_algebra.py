@@ -202,9 +202,11 @@ class GenericNeutralOps(RewritePattern):
                     rewriter.erase(inner)
         # drop unused inputs
         unused = [i for i in range(n_in) if not block.args[i].uses]
+        maps = generic_maps(op)
+        keep = [i for i in range(n_in) if i not in unused]
+        if unused and not _covers_loops([maps[i] for i in keep] + maps[n_in:]):
+            unused = []  # a shape-only operand (e.g. a pooling window) defines some loop range
         if unused:
-            maps = generic_maps(op)
-            keep = [i for i in range(n_in) if i not in unused]
             region = op.detach_region(op.regions[0])
             for i in reversed(unused):
                 region.blocks[0].erase_arg(region.blocks[0].args[i])
@@ -225,6 +227,16 @@ class GenericNeutralOps(RewritePattern):
                 return
         if changed:
             rewriter.notify_op_modified(op)
+
+
+def _covers_loops(maps) -> bool:
+    """Every loop dim appears alone as a result of some map (so its range is still known)."""
+    from xdsl.ir.affine import AffineDimExpr
+
+    if not maps:
+        return False
+    seen = {e.position for m in maps for e in m.results if isinstance(e, AffineDimExpr)}
+    return seen >= set(range(maps[0].num_dims))
 
 
 PATTERNS = (TransposeChain, TransposeOfProducer, ReshapeChain, IdentityBroadcast, GenericNeutralOps)

@@ -38,3 +38,17 @@ func.func @weights(%x: tensor<2x3xf32>) -> (tensor<3x2xf32>, tensor<1x2x3xf32>, 
 
 // GROW-NOT:    linalg.broadcast
 // GROW:        arith.constant dense<{{\[}}[7.000000e+00, 8.000000e+00], [7.000000e+00, 8.000000e+00], [7.000000e+00, 8.000000e+00], [7.000000e+00, 8.000000e+00]]> : tensor<4x2xf32>
+
+// Scalar arith on constants at graph level (torch-mlir leaves an f64 -> f32 truncf for MaxPool
+// padding; -DBL_MAX rounds to -inf as truncf does).
+func.func @scalars() -> (f32, f32) {
+  %big = arith.constant -1.7976931348623157E+308 : f64
+  %t = arith.truncf %big : f64 to f32
+  %i = arith.constant 3 : i64
+  %f = arith.sitofp %i : i64 to f32
+  func.return %t, %f : f32, f32
+}
+// CHECK-LABEL: func.func @scalars
+// CHECK-DAG:   %[[T:.*]] = arith.constant 0xff800000 : f32
+// CHECK-DAG:   %[[F:.*]] = arith.constant 3.000000e+00 : f32
+// CHECK:       func.return %[[T]], %[[F]]

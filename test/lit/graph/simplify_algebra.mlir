@@ -76,3 +76,20 @@ func.func @kept(%x: tensor<8xf32>) -> tensor<4x8xf32> {
 }
 // CHECK-LABEL: func.func @kept
 // CHECK:         arith.mulf %{{.*}}, %two : f32
+
+// Negative: an input the body never reads but that alone gives some loops their range (the
+// window of a pooling generic) is kept.
+func.func @window(%x: tensor<1x4xf32>) -> tensor<1x3xf32> {
+  %ninf = arith.constant 0xFF800000 : f32
+  %e = tensor.empty() : tensor<1x3xf32>
+  %f = linalg.fill ins(%ninf : f32) outs(%e : tensor<1x3xf32>) -> tensor<1x3xf32>
+  %w = tensor.empty() : tensor<2xf32>
+  %p = linalg.generic {indexing_maps = [affine_map<(d0, d1, d2) -> (d0, d1 + d2)>, affine_map<(d0, d1, d2) -> (d2)>, affine_map<(d0, d1, d2) -> (d0, d1)>], iterator_types = ["parallel", "parallel", "reduction"]} ins(%x, %w : tensor<1x4xf32>, tensor<2xf32>) outs(%f : tensor<1x3xf32>) {
+  ^bb0(%in: f32, %k: f32, %out: f32):
+    %m = arith.maximumf %in, %out : f32
+    linalg.yield %m : f32
+  } -> tensor<1x3xf32>
+  func.return %p : tensor<1x3xf32>
+}
+// CHECK-LABEL: func.func @window
+// CHECK:         linalg.generic {{.*}} ins(%x, %w : tensor<1x4xf32>, tensor<2xf32>)
