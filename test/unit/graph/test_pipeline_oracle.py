@@ -109,6 +109,9 @@ CASES = {
 }
 if LLAMA is not None:
     CASES["llama_layer"] = (lambda: onnx.load(str(LLAMA)), {"x": (1, 8, 32)})
+    LM = LLAMA.parent / "llama_lm_small.onnx"
+    if LM.exists():  # token ids in: the embedding lookup is a gather
+        CASES["llama_lm"] = (lambda: onnx.load(str(LM)), {"x": ((1, 8), "int64", 128)})
 
 
 def _compile(model):
@@ -126,7 +129,8 @@ def compiled(request):
     model = build()
     before, after = _compile(model)
     rng = np.random.default_rng(0)
-    inputs = [rng.standard_normal(s).astype(np.float32) for s in shapes.values()]
+    inputs = [rng.integers(0, s[2], s[0]).astype(s[1]) if isinstance(s[0], tuple)
+              else rng.standard_normal(s).astype(np.float32) for s in shapes.values()]
     return request.param, model, before, after, inputs
 
 
@@ -211,6 +215,9 @@ def test_expected_structure(compiled):
         assert units.get("cvu.layernorm", 0) > 3 and units.get("cvu.softmax", 0) > 3
     elif name == "decomposed":
         assert _idioms(after) == ["gelu_tanh", "layernorm", "rmsnorm", "softmax"]
+    elif name == "llama_lm":
+        assert _idioms(after) == ["rmsnorm", "rmsnorm", "rmsnorm", "silu", "softmax"]
+        assert units["csu.gather"] == 1
     elif name == "llama_layer":
         assert _idioms(after) == ["rmsnorm", "rmsnorm", "silu", "softmax"]
         assert epilogues == [["silu"]]
