@@ -606,10 +606,10 @@ class Emitter:
         a = op.attrs
         oh, _ = conv_out_hw(a)
         n0, h0 = divmod(r0, oh)
-        # buffer iteration [1, rows, ow, c]
+        # buffer iteration [rows, ow, c] (the row-standard piece layout)
         if a.get("layout") == "nchw":
-            return [((0, 0, 0, 0), n0), ((0, 0, 0, 1), c0), ((0, 1, 0, 0), h0), ((0, 0, 1, 0), 0)]
-        return [((0, 0, 0, 0), n0), ((0, 1, 0, 0), h0), ((0, 0, 1, 0), 0), ((0, 0, 0, 1), c0)]
+            return [((0, 0, 0), n0), ((0, 0, 1), c0), ((1, 0, 0), h0), ((0, 1, 0), 0)]
+        return [((0, 0, 0), n0), ((1, 0, 0), h0), ((0, 1, 0), 0), ((0, 0, 1), c0)]
 
     def piece(self, si, seg, st: StageCfg, op, b, j, tpb, r0, r1, c0, c1, pieces, seg_ops,
               plan=None) -> Piece:
@@ -813,7 +813,7 @@ class Emitter:
                           Stage(CvuOp.MUL, (Ref(RefKind.STAGE, 0),
                                             Ref(RefKind.IMM, 0, float(a["kh"] * a["kw"]))))]
             oshape = (1, rows, ow, cols)
-            out = self.buffer("hbsm", tpb, oshape, out_t.dtype)
+            out = self.buffer("hbsm", tpb, (rows, ow, cols), out_t.dtype)
             params = {"in_shapes": ArrayAttr([i64_array(ishape)]), "out_shape": i64_array(oshape),
                       "stages": ArrayAttr([StageAttr.from_isa(s) for s in stages])}
             ins = CvuPipelineOp(tpb, {"in0": (xb, None), "out": (out, None)}, deps + self._take_out_wait(), params=params,

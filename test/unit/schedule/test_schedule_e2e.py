@@ -78,6 +78,14 @@ def test_conv_relu_maxpool_on_tiny_with_nchw_pool_and_transposes():
     check(res, ref)
 
 
+def test_conv_pool_conv_pipeline_streams_through_an_nhwc_pool():
+    # at 32x32 the layout pass keeps the pool in NHWC between the convs: auto pipelines
+    # conv -> pool -> conv with bands streaming through the pool
+    res, ref, _, prog = compile_and_run(models.conv_relu_maxpool(hw=32, f=16), machine="m100")
+    check(res, ref)
+    assert any(o.name == "tpb.copy" for o in prog.walk())
+
+
 @pytest.mark.parametrize("strategy", ["pipeline", "data-parallel", "single"])
 def test_conv_chain_each_strategy_matches_the_reference(strategy):
     res, ref, tpbs, prog = compile_and_run(chain_model(), machine="m100", tpbs=8,
