@@ -68,6 +68,10 @@ class Cost:
         else:
             self.banks[tpb] = acc
 
+    def add_hbsm(self, tpb: int, nbytes: float) -> None:
+        k = f"hbsm{tpb}"
+        self.bytes[k] = self.bytes.get(k, 0.0) + nbytes
+
     def add_link(self, key: tuple, nbytes: float) -> None:
         self.links[key] = self.links.get(key, 0.0) + nbytes
         name = ".".join(str(k) for k in key)
@@ -141,7 +145,7 @@ class CostModel:
         c.latency = m.tcu_pipeline_latency
         c.macs = groups * M * K * N
         c.peak_macs = peak
-        c.bytes["hbsm"] = (_nbytes(a, frac) * a_expand + _nbytes(w) + _nbytes(out, frac)
+        c.bytes[f"hbsm{tpb}"] = (_nbytes(a, frac) * a_expand + _nbytes(w) + _nbytes(out, frac)
                            * (2 if accumulate else 1))
 
     def _matmul(self, i: MatMul, b: int) -> Cost:
@@ -188,7 +192,7 @@ class CostModel:
         c.add_banks(i.tpb, total)
         c.cycles = cyc
         c.latency = m.hbsm_latency + len(i.stages) * m.cvu_stage_latency
-        c.bytes["hbsm"] = hb
+        c.bytes[f"hbsm{i.tpb}"] = hb
         return c
 
     # --- DTDU ---------------------------------------------------------------------------------
@@ -199,24 +203,22 @@ class CostModel:
         port = self.acc_per_cycle(m.dtdu_bytes_per_cycle)
         nb = _nbytes(dst, frac)
         cyc = nb / m.dtdu_bytes_per_cycle
-        hb = 0.0
         if src is not None:
             sa = self.acc(src) * frac
             c.add_banks(tpb, sa)
             cyc = max(cyc, sa.sum() / port, _nbytes(src, frac) / m.dtdu_bytes_per_cycle)
-            hb += _nbytes(src, frac)
+            c.add_hbsm(tpb, _nbytes(src, frac))
         da = self.acc(dst) * frac
         cyc = max(cyc, da.sum() / port)
         for t in dst_tpbs:
             c.add_banks(t, da)
-            hb += nb
+            c.add_hbsm(t, nb)
             if t != tpb and not broadcast:
                 c.add_link(("mesh", tpb, t), nb)
         if broadcast and any(t != tpb for t in dst_tpbs):
             c.add_link(("drb",), nb)
         c.cycles = cyc
         c.latency = m.hbsm_latency
-        c.bytes["hbsm"] = hb
         return c
 
     def _copy(self, i: Copy, b: int) -> Cost:
@@ -243,6 +245,7 @@ class CostModel:
             acc = self.acc(w) * frac
             for t in tpbs:
                 c.add_banks(t, acc)
+                c.add_hbsm(t, nbytes)
                 if not broadcast and t != node:
                     c.add_link(("mesh",) + ((node, t) if to_node else (t, node)), nbytes)
             if broadcast:

@@ -51,6 +51,8 @@ def test_binary_program_end_to_end(tmp_path, capsys):
     assert stats["units"]["TPB0.TCU"]["macs"] == 8 * 16 * 8
     assert stats["units"]["DMA0"]["stall_cycles"]["sync"] > 0  # the output DMA waited
     assert stats["bytes"]["ddr"] == 8 * 16 + 16 * 8 + 8 * 8 * 4
+    # HBSM of TPB 0: the three DMAs' ends (128 + 128 + 256) and the matmul's A, B, C (128+128+256)
+    assert stats["bytes"]["hbsm0"] == 2 * (128 + 128 + 256)
     assert (tmp_path / "t.png").stat().st_size > 1000
     trace = json.loads((tmp_path / "t.json").read_text())
     ev = trace["traceEvents"]
