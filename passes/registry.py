@@ -186,6 +186,8 @@ def _format_default(value: object) -> str:
         return ",".join(_format_default(v) for v in value)
     if value is None:
         return "none"
+    if value == "":
+        return '""'
     return str(value)
 
 
