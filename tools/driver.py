@@ -110,7 +110,8 @@ def _report(cr: CompileResult, machine) -> str:
              f"data segments {len(prog.segments)} ({seg_bytes} B), symbols "
              + ", ".join(f"{s.name}:{s.role}{list(s.shape)}" for s in prog.symbols),
              f"counters used per TPB: max {max(cpt.values(), default=0)} of "
-             f"{machine.su_counters}; " + " ".join(f"{t}:{n}" for t, n in sorted(cpt.items())),
+             f"{machine.su_counters}; TPB:counters "
+             + " ".join(f"{t}:{n}" for t, n in sorted(cpt.items()) if n),
              f"sync edges {len(cr.certificate.get('edges', []))}, redundant "
              f"{len(cr.certificate.get('redundant', []))}, serialized "
              f"{len(cr.certificate.get('serialized', []))}",

@@ -1,0 +1,49 @@
+"""Shared helpers of the end-to-end tests: small models written once, the program mutator."""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+
+import numpy as np
+
+from m100.targets.m100.program import Program
+
+LIGHT = None
+
+
+def light_model(name: str):
+    """A light model of the onnx wheel (``light_resnet50`` ...) with random weights."""
+    import onnx
+
+    from m100.frontend.models import randomize_light_model
+    path = os.path.join(os.path.dirname(onnx.__file__), "backend", "test", "data", "light",
+                        f"light_{name}.onnx")
+    return randomize_light_model(onnx.load(path))
+
+
+def monitor_sites(program: Program) -> list[tuple[int, int, int]]:
+    """(stream key, position, monitor index) of every monitor in the program."""
+    return [(key, pos, k) for key in sorted(program.streams)
+            for pos, inst in enumerate(program.streams[key])
+            for k in range(len(inst.sync.monitors))]
+
+
+def mutate(program: Program, site: tuple[int, int, int], how: str) -> Program:
+    """A copy of ``program`` with the monitor at ``site`` dropped (``how="drop"``) or its
+    expected value lowered by one (``how="lower"``)."""
+    key, pos, k = site
+    inst = program.streams[key][pos]
+    mons = list(inst.sync.monitors)
+    if how == "drop":
+        del mons[k]
+    else:
+        mons[k] = dataclasses.replace(mons[k], expected=mons[k].expected - 1)
+    new = dataclasses.replace(inst, sync=dataclasses.replace(inst.sync, monitors=tuple(mons)))
+    streams = {kk: list(v) for kk, v in program.streams.items()}
+    streams[key][pos] = new
+    return dataclasses.replace(program, streams=streams)
+
+
+def same_outputs(a: dict, b: dict) -> bool:
+    return a.keys() == b.keys() and all(np.array_equal(a[k], b[k]) for k in a)
