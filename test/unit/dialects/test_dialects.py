@@ -209,3 +209,28 @@ def test_python_builders_take_plain_values():
     ModuleOp([prog]).verify()
     assert str(mm).endswith("c(%3, #twu.access<affine_map<(d0, d1) -> (1, d0, d1)>, [4, 4]>) "
                             '{m = 4, n = 4, k = 8, act = "relu", pred_end = 99}')
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.data())
+def test_placed_verifier_accepts_every_valid_instruction(data):
+    """The placed level is not over-strict: any valid instruction, with every operand walk
+    replaced by an unallocated buffer of the walk's shape, verifies at the placed level."""
+    from m100.dialects.twu import SPACE_NAMES, dtype_to_type
+    inst = data.draw(S.instructions(TINY))
+    op = instruction_to_op(inst)
+    allocs, slots = [], {}
+    for name, acc in op.slot_accesses().items():
+        w = acc.to_isa()
+        t = BufferType(SPACE_NAMES[w.space], w.tpb if w.space is Space.HBSM else 0,
+                       list(w.shape) or [1], dtype_to_type(w.dtype))
+        allocs.append(AllocOp(t))
+        slots[name] = allocs[-1].result
+    params = {k: op.properties[k] for k in op.PARAMS if k in op.properties}
+    placed = type(op)(op.unit_index, slots, (), None, params)
+    ModuleOp([ProgramOp("tiny", "placed", [*allocs, placed])]).verify()
+    # and the synthesized instruction has the same kind and element counts as the original
+    synth = placed.to_instruction(synthesize=True)
+    assert type(synth) is type(inst)
+    assert [w.num_elements for _, w, _ in synth.walks()] == \
+        [w.num_elements for _, w, _ in inst.walks()]
