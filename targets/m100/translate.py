@@ -102,6 +102,12 @@ def module_to_program(module: Operation, machine: Machine | None = None) -> Prog
                                         op.bytes, op.seg_name.data))
         elif isinstance(op, SymbolOp):
             out.symbols.append(op.to_symbol())
+    placed = sum(len(v) for v in out.streams.values())
+    nested = [op for op in prog.walk() if isinstance(op, InstrOp)]
+    if len(nested) != placed:  # never drop an instruction silently
+        stray = next(op for op in nested if not isinstance(op.parent_op(), (ProgramOp, StreamOp)))
+        raise TranslateError(f"{stray.describe()} sits inside '{stray.parent_op().name}'; "
+                             "instructions must be directly in the tpb.program or a tpb.stream")
     return out
 
 

@@ -82,3 +82,26 @@ def test_unresolved_op_names_the_missing_field():
     op = list(m.walk())[-1]
     with pytest.raises(TranslateError, match="operand 'dst' has no walk"):
         op_to_instruction(op)
+
+
+def test_nested_instruction_is_not_dropped():
+    m = _reparse('''tpb.program "tiny" resolved {
+  func.func @f() {
+    %t = tpb.fill tpb 0 dst(#twu.walk<hbsm[0], 0, f32, [(0, 1, 3)]>) sync #sync.actions<blocks = 1> {value = 1.0}
+    func.return
+  }
+}''')
+    with pytest.raises(TranslateError, match="'tpb.fill' \\(tpb 0\\) sits inside 'func.func'"):
+        module_to_program(m)
+
+
+def test_ops_in_program_body_go_to_their_streams():
+    m = _reparse('''tpb.program "tiny" resolved {
+  %d = tpb.dma engine 1 src(#twu.walk<ddr, 0, f32, [(0, 1, 3)]>) dst(#twu.walk<hbsm[1], 0, f32, [(0, 1, 3)]>) sync #sync.actions<blocks = 1>
+  %t = tpb.fill tpb 1 dst(#twu.walk<hbsm[1], 0, f32, [(0, 1, 3)]>) sync #sync.actions<blocks = 1> {value = 1.0}
+}''')
+    m.verify()
+    p = module_to_program(m)
+    assert sorted(p.streams) == [-1, 0]
+    assert [i.MNEMONIC for i in p.streams[-1]] == ["ccb.dma"]
+    assert [i.MNEMONIC for i in p.streams[0]] == ["dtdu.fill"]
