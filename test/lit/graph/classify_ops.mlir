@@ -90,3 +90,13 @@ func.func @units(%x: tensor<4x6xf32>, %img: tensor<1x2x4x4xf32>, %w: tensor<3x2x
 // the pretty form of linalg.transpose prints no attributes: check it in generic form
 // GEN:         %xt = "linalg.transpose"
 // GEN:         }) {m100.unit = "dtdu.copy"} : (tensor<4x6xf32>, tensor<6x4xf32>) -> tensor<6x4xf32>
+
+// Constants, tensor.empty and func.return get no unit (no unit runs them).
+func.func @no_unit() -> tensor<2xf32> {
+  %c = arith.constant dense<[1.0, 2.0]> : tensor<2xf32>
+  %e = tensor.empty() : tensor<2xf32>
+  func.return %c : tensor<2xf32>
+}
+// CHECK-LABEL: func.func @no_unit
+// CHECK-NOT:   m100.unit
+// CHECK:       func.return

@@ -55,3 +55,25 @@ func.func @two_convs(%x: tensor<1x2x4x4xf32>) -> tensor<1x2x4x4xf32> {
 // NOPROP:      linalg.generic {{.*}} ins(%{{.*}} : tensor<1x2x4x4xf32>)
 // NOPROP:      linalg.transpose {{.*}} permutation = [0, 2, 3, 1]
 // NOPROP:      linalg.conv_2d_nhwc_hwcf
+
+// Weights that are not constant get a transpose (HWCF at run time) instead of pre-packing.
+// Negative: an elementwise generic that is not fed by a back-transpose is not re-indexed, and a
+// grouped/depthwise convolution is left NCHW.
+func.func @runtime_weights(%x: tensor<1x2x4x4xf32>, %w: tensor<3x2x1x1xf32>, %y: tensor<1x3x4x4xf32>, %dw: tensor<3x1x1xf32>) -> (tensor<1x3x4x4xf32>, tensor<1x3x4x4xf32>, tensor<1x3x4x4xf32>) {
+  %zero = arith.constant 0.0 : f32
+  %e = tensor.empty() : tensor<1x3x4x4xf32>
+  %z = linalg.fill ins(%zero : f32) outs(%e : tensor<1x3x4x4xf32>) -> tensor<1x3x4x4xf32>
+  %c = linalg.conv_2d_nchw_fchw {dilations = dense<1> : vector<2xi64>, strides = dense<1> : vector<2xi64>} ins(%x, %w : tensor<1x2x4x4xf32>, tensor<3x2x1x1xf32>) outs(%z : tensor<1x3x4x4xf32>) -> tensor<1x3x4x4xf32>
+  %n = linalg.generic {indexing_maps = [affine_map<(d0, d1, d2, d3) -> (d0, d1, d2, d3)>, affine_map<(d0, d1, d2, d3) -> (d0, d1, d2, d3)>], iterator_types = ["parallel", "parallel", "parallel", "parallel"]} ins(%y : tensor<1x3x4x4xf32>) outs(%e : tensor<1x3x4x4xf32>) {
+  ^bb0(%in: f32, %out: f32):
+    %m = arith.maximumf %in, %zero : f32
+    linalg.yield %m : f32
+  } -> tensor<1x3x4x4xf32>
+  %d = linalg.depthwise_conv_2d_nchw_chw {dilations = dense<1> : tensor<2xi64>, strides = dense<1> : tensor<2xi64>} ins(%y, %dw : tensor<1x3x4x4xf32>, tensor<3x1x1xf32>) outs(%z : tensor<1x3x4x4xf32>) -> tensor<1x3x4x4xf32>
+  func.return %c, %n, %d : tensor<1x3x4x4xf32>, tensor<1x3x4x4xf32>, tensor<1x3x4x4xf32>
+}
+// CHECK-LABEL: func.func @runtime_weights
+// CHECK:       linalg.transpose ins(%w:tensor<3x2x1x1xf32>) outs(%{{.*}}:tensor<1x1x2x3xf32>) permutation = [2, 3, 1, 0]
+// CHECK:       linalg.conv_2d_nhwc_hwcf
+// CHECK:       linalg.generic {{.*}} ins(%y : tensor<1x3x4x4xf32>) outs(%e : tensor<1x3x4x4xf32>)
+// CHECK:       linalg.depthwise_conv_2d_nchw_chw {{.*}} ins(%y, %dw
