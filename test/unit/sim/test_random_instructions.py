@@ -47,7 +47,7 @@ def _run(inst, seed, mode, random_latency=None):
     return res, out
 
 
-@settings(max_examples=120, deadline=None, suppress_health_check=list(HealthCheck))
+@settings(max_examples=50, deadline=None, suppress_health_check=list(HealthCheck))
 @given(S.instructions(TINY, executable=True), st.integers(0, 2**32 - 1))
 def test_random_instruction_all_modes_agree(inst, seed):
     inst = dataclasses.replace(inst, sync=Sync(blocks=inst.sync.blocks))  # alone: no counters
