@@ -316,12 +316,15 @@ class InstrOp(IRDLOperation):
                 raise VerifyException(f"{me}: {e}") from None
             return
         if machine is not None:
-            unit_check = (lambda: None) if self.UNIT_KEY == "engine" else (
-                lambda: machine.check_tpb(self.unit_index))
-            try:
-                unit_check()
-            except M100Error as e:
-                raise VerifyException(f"{me}: {e}") from None
+            if self.UNIT_KEY == "engine":
+                if not 0 <= self.unit_index < machine.ccb_dma_engines:
+                    raise VerifyException(f"{me}: DMA engine {self.unit_index} does not exist "
+                                          f"(the CCB has {machine.ccb_dma_engines})")
+            else:
+                try:
+                    machine.check_tpb(self.unit_index)
+                except M100Error as e:
+                    raise VerifyException(f"{me}: {e}") from None
         inst = self.to_instruction(synthesize=True)
         try:
             for name, acc in accs.items():

@@ -317,3 +317,12 @@ tpb.program "tiny" resolved {
 %b = hbsm.alloc : !hbsm.buffer<hbsm[0], 16xf32, slots = 2>
 %t = tpb.dma engine 0 src(%a) dst(%b, #twu.access<affine_map<(d0) -> (2, d0)>, [16]>)
 // CHECK: 'tpb.dma' (engine 0): operand 'dst': index 0 ranges over [2, 2] but the buffer dimension has size 2 (buffer [2, 16])
+
+// -----
+
+tpb.program "tiny" placed {
+  %a = hbsm.alloc : !hbsm.buffer<ddr, 16xf32>
+  %b = hbsm.alloc : !hbsm.buffer<hbsm[0], 16xf32>
+  %t = tpb.dma engine 3 src(%a) dst(%b)
+}
+// CHECK: 'tpb.dma' (engine 3): DMA engine 3 does not exist (the CCB has 2)
