@@ -23,7 +23,8 @@ Every number comes from the :class:`~m100.targets.m100.machine.Machine`. A block
   - CSU: ``bytes / csu_bytes_per_cycle``; DMA: none (bounded by the links only);
 * ``demands`` on shared resources: HBSM bank accesses per bank of each TPB touched (capacity 1
   granule per cycle per bank), DDR bytes (``ddr_bandwidth``), the AXI master ``engine % axi_masters``
-  (``axi_bandwidth``), CCB SRAM (``ccb_sram_bandwidth``), the DRB (``drb_bandwidth``, broadcasts
+  (``axi_bandwidth``), the CCB SRAM banks (``ccb_sram_bandwidth / ccb_sram_banks`` each, bytes
+  split by the walk's ``ccb_sram_interleave`` granules), the DRB (``drb_bandwidth``, broadcasts
   counted once) and mesh node pairs (``mesh_bandwidth``; nodes are TPBs and the CCB).
 
 Concurrent jobs share resources by *max-min fair progressive filling* (:func:`share`): every job runs
@@ -45,7 +46,7 @@ from m100.targets.m100.isa import (Broadcast, Conv2D, Copy, CsuCall, CvuOp, CvuP
                                    Fill, Instruction, MatMul, Space, Walk, tpbs_of)
 from m100.targets.m100.machine import Machine
 
-from .twu import bank_accesses
+from .twu import bank_accesses, sram_bank_accesses
 
 BANK = "bank"
 
@@ -85,8 +86,8 @@ def capacity(machine: Machine, key: tuple) -> float:
         return machine.ddr_bytes_per_cycle
     if kind == "axi":
         return machine.bytes_per_cycle(machine.axi_bandwidth)
-    if kind == "sram":
-        return machine.bytes_per_cycle(machine.ccb_sram_bandwidth)
+    if kind == "sram":  # one of the ccb_sram_banks banks, an equal share of the bandwidth
+        return machine.bytes_per_cycle(machine.ccb_sram_bandwidth) / machine.ccb_sram_banks
     if kind == "drb":
         return machine.bytes_per_cycle(machine.drb_bandwidth)
     if kind == "mesh":  # nodes: TPB indices or "ccb"; TPBs of different clusters are slower
@@ -238,8 +239,11 @@ class CostModel:
         if w.space is Space.DDR:
             c.add_link(("ddr",), nbytes)
             c.add_link(("axi", axi), nbytes)
-        elif w.space is Space.SRAM:
-            c.add_link(("sram",), nbytes)
+        elif w.space is Space.SRAM:  # bytes split over the banks the walk's 4 KiB granules hit
+            acc = sram_bank_accesses(w, self.m)
+            total = acc.sum()
+            for bank in np.nonzero(acc)[0]:
+                c.add_link(("sram", int(bank)), nbytes * acc[bank] / total)
         else:
             tpbs = dst_tpbs if dst_tpbs is not None else [w.tpb]
             acc = self.acc(w) * frac

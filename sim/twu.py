@@ -117,3 +117,9 @@ def block_slice(n_total: int, blocks: int, b: int) -> slice:
     """The element range of block ``b`` of a flat sequence split into equal blocks."""
     per = n_total // blocks
     return slice(b * per, (b + 1) * per)
+
+
+def sram_bank_accesses(walk: Walk, machine: Machine) -> np.ndarray:
+    """CCB SRAM interleave granules touched per bank (``ccb_sram_interleave`` bytes round-robin
+    over ``ccb_sram_banks``), shape [ccb_sram_banks]."""
+    return np.array(_cached(walk, machine.ccb_sram_interleave, machine.ccb_sram_banks))

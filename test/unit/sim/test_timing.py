@@ -6,7 +6,7 @@ import pytest
 
 from m100.sim.testing import hb, run
 from m100.targets.m100.encoding import instruction_bits
-from m100.targets.m100.isa import (Copy, CsuCall, DType, Dma, Fill, MatMul, Monitor, Routine,
+from m100.targets.m100.isa import (Copy, CsuCall, DType, Dma, Fill, Level, MatMul, Monitor, Routine,
                                    Space, Sync, Update, Walk, mask_of)
 from m100.targets.m100.machine import get_machine
 
@@ -202,3 +202,24 @@ def test_back_to_back_matmuls_pipeline():
         assert r.start == t0 + 32 * i
         assert r.end == t0 + 32 * (i + 1) + m.tcu_pipeline_latency
     assert res.stats["units"]["TPB0.TCU"]["busy_cycles"] == 4 * 32 + m.tcu_pipeline_latency
+
+
+def test_sram_banks():
+    """CCB SRAM: 4 banks interleaved every 4 KiB, each a quarter of the SRAM bandwidth. A DMA
+    whose SRAM walk stays in one bank is bank-bound; one spread over all banks is AXI-bound."""
+    m = M100
+    il, nb = m.ccb_sram_interleave, m.ccb_sram_banks
+    n = 64 * il
+    one = Walk(Space.SRAM, 0, 0, DType.I8, (Level(0, nb * il, (n // il - 1) * nb * il),
+                                            Level(0, 1, il - 1)))  # bank 0's granules only
+    spread = Walk.strided(Space.SRAM, 0, 0, DType.I8, (n,))
+    src = Walk.strided(Space.DDR, 0, 0, DType.I8, (n,))
+    fixed = m.dma_setup_cycles + m.ddr_latency
+    r1, _ = run([Dma(0, src, one)], machine=m, mode="timing")
+    r2, _ = run([Dma(0, src, spread)], machine=m, mode="timing")
+    bank_bw = m.bytes_per_cycle(m.ccb_sram_bandwidth) / nb
+    axi_bw = m.bytes_per_cycle(m.axi_bandwidth)
+    assert bank_bw < axi_bw < nb * bank_bw
+    assert dur(r1.records[0]) - fixed == pytest.approx(n / bank_bw)
+    assert dur(r2.records[0]) - fixed == pytest.approx(n / axi_bw)
+    assert r1.stats["units"]["DMA0"]["stall_cycles"] == {}  # alone: slow, but not contended
