@@ -137,11 +137,12 @@ def own_docstring(cls: type) -> str | None:
 
 
 def summary(cls: type) -> str:
-    """The first line of the pass's docstring (``"(no description)"`` if it has none)."""
+    """The first paragraph of the pass's docstring on one line (``"(no description)"`` if none)."""
     doc = own_docstring(cls)
     if doc is None:
         return "(no description)"
-    return doc.splitlines()[0].strip()
+    first = doc.split("\n\n", 1)[0]
+    return " ".join(line.strip() for line in first.splitlines() if line.strip())
 
 
 @dataclass(frozen=True)

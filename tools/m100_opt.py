@@ -121,8 +121,10 @@ class M100OptMain(xDSLOptMain):
             lines.append("  (none registered yet)")
         width = max((len(n) for n in self.m100_passes), default=0)
         for name, cls in self.m100_passes.items():
-            first = textwrap.shorten(summary(cls), width=max(40, 100 - width))
-            lines.append(f"  {name.ljust(width)}  {first}")
+            text = textwrap.wrap(summary(cls), width=max(40, 98 - width),
+                                 break_on_hyphens=False) or [""]
+            lines.append(f"  {name.ljust(width)}  {text[0]}")
+            lines += [f"  {'':{width}}  {more}" for more in text[1:]]
         lines.append("")
         lines.append("Inputs: .mlir (or stdin) and .onnx files. "
                      "`--list-passes` lists the upstream xDSL passes too.")

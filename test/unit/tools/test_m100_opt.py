@@ -78,8 +78,9 @@ def test_help_lists_every_real_m100_pass_with_its_summary(capsys):
     assert info.value.code == 0
     out = capsys.readouterr().out
     epilog = out.split("m100 passes (`--pass-help NAME` for details and options):\n", 1)[1]
-    listed = {line.split()[0]: line for line in epilog.splitlines() if line.startswith("  ")
-              and not line.startswith("  (")}
+    # "  name  summary..." with continuation lines indented further
+    listed = {line.split()[0]: line for line in epilog.splitlines()
+              if re.match(r"^  [a-z]", line)}
     assert set(listed) == set(all_passes())
     for name, cls in all_passes().items():
         first_words = summary(cls).split()[:4]
