@@ -10,7 +10,7 @@ Conventions (checked by ``test/unit/tools/test_pass_registry.py`` over every dis
   ``hbsm-allocate``); a complex pass is a folder of stages whose ``__init__.py`` (or a module named
   like the folder) defines the pass, so the folder name is the pass name;
 * every pass has its own docstring: what, why, pre/postconditions, options (``m100-opt --help``
-  shows its first line, ``m100-opt --pass-help NAME`` all of it);
+  shows its first paragraph, ``m100-opt --pass-help NAME`` all of it);
 * no two passes share a name, and none shadows an upstream xDSL pass.
 
 A module that fails to import is skipped with one warning line on stderr so that one broken pass

@@ -4,7 +4,7 @@ Usage is that of ``xdsl-opt`` (``-p`` pipelines, ``--split-input-file``, ``--ver
 ``--print-op-generic``, ``-o``, ...), plus:
 
 * input files ``*.mlir`` (or stdin) and ``*.onnx`` (imported by ``m100.frontend.load_onnx``);
-* ``--help`` ends with the list of m100 passes and the first line of each docstring;
+* ``--help`` ends with the list of m100 passes and the first paragraph of each docstring;
 * ``--pass-help NAME`` prints one pass's full docstring and its options (xDSL passes too).
 
 Every user error (parse error, verifier error, unknown pass, bad pass option, missing file, an
@@ -62,7 +62,7 @@ class _PassHelpAction(argparse.Action):
 
 
 class _ListPassesAction(argparse.Action):
-    """``--list-passes``: every pass name with the first line of its docstring, m100 ones marked."""
+    """``--list-passes``: every pass name with the first paragraph of its docstring (cut to one line), m100 ones marked."""
 
     def __init__(self, *args: Any, driver: M100OptMain, **kwargs: Any):
         super().__init__(*args, **kwargs)
