@@ -62,7 +62,7 @@ class _PassHelpAction(argparse.Action):
 
 
 class _ListPassesAction(argparse.Action):
-    """``--list-passes``: every pass name with the first paragraph of its docstring (cut to one line), m100 ones marked."""
+    """``--list-passes``: every pass with its docstring's first paragraph cut to one line."""
 
     def __init__(self, *args: Any, driver: M100OptMain, **kwargs: Any):
         super().__init__(*args, **kwargs)
