@@ -98,23 +98,46 @@ def _stage(u: Operation, cur: SSAValue, ch: int, f: int) -> tuple[str, np.ndarra
     return e.kind, vec
 
 
+GROUPED = "linalg.conv_2d_ngchw_gfchw"  # out [N, G, F, H, W], weights [G, F, C, KH, KW]
+
+
+def _grouped_view(op: Operation) -> SSAValue | None:
+    """The [N, G*F, H, W] collapse of a grouped conv's result (torch-mlir's form), if it is the
+    result's only use."""
+    us = users(op.results[0])
+    if len(us) != 1 or not isinstance(us[0], tensor.CollapseShapeOp):
+        return None
+    groups = [[int(i.value.data) for i in g.data] for g in us[0].reassociation.data]
+    return us[0].result if groups == [[0], [1, 2], [3], [4]] else None
+
+
 def fold_one(op: Operation) -> bool:
-    if op.name not in WEIGHT_AXIS or len(op.results) != 1:
+    if (op.name not in WEIGHT_AXIS and op.name != GROUPED) or len(op.results) != 1:
         return False
-    ch = CHANNEL_DIM[op.name]
-    w_idx, w_axis = WEIGHT_AXIS[op.name]
+    grouped = op.name == GROUPED
+    w_idx, w_axis = (1, 0) if grouped else WEIGHT_AXIS[op.name]
     out_t = op.results[0].type
     if not isinstance(out_t, TensorType) or out_t.get_element_type() != op.operands[w_idx].type \
             .get_element_type():  # type: ignore[attr-defined]
         return False
-    f = out_t.get_shape()[ch]
-    bias = _init_bias(op.operands[-1], ch, f)
-    if bias is None:
+    start: SSAValue | None = op.results[0]
+    if grouped:
+        g, fg = out_t.get_shape()[1], out_t.get_shape()[2]
+        ch, f = 1, g * fg
+        start = _grouped_view(op)
+        prod = op.operands[-1].owner if isinstance(op.operands[-1], OpResult) else None
+        c = scalar_const(prod.inputs[0]) if isinstance(prod, FillOp) else None
+        bias = None if c is None else np.full(f, c, dtype=np.float64)
+    else:
+        ch = CHANNEL_DIM[op.name]
+        f = out_t.get_shape()[ch]
+        bias = _init_bias(op.operands[-1], ch, f)
+    if bias is None or start is None:
         return False
     w = const_array(op.operands[w_idx])
     scale = np.ones(f)
     chain: list[Operation] = []
-    cur: SSAValue = op.results[0]
+    cur: SSAValue = start
     while True:
         us = users(cur)
         if len(us) != 1:
@@ -140,7 +163,10 @@ def fold_one(op: Operation) -> bool:
     new_ops: list[Operation] = []
     if w is not None and not np.all(scale == 1.0):
         shape = [1] * w.ndim
-        shape[w_axis] = f
+        if grouped:
+            shape[0], shape[1] = g, fg
+        else:
+            shape[w_axis] = f
         w_new = (w.astype(np.float64) * scale.reshape(shape)).astype(w.dtype)
         wc = arith.ConstantOp(numpy_to_dense(w_new, op.operands[w_idx].type))  # type: ignore
         new_ops.append(wc)
@@ -148,19 +174,23 @@ def fold_one(op: Operation) -> bool:
     else:
         w_val = op.operands[w_idx]
     elem = out_t.get_element_type()
-    bt = TensorType(elem, [f])
-    bc = arith.ConstantOp(numpy_to_dense(bias, bt))
-    empty = tensor.EmptyOp([], out_t)
     rank = len(out_t.get_shape())
+    if grouped:  # the bias as [G, F], broadcast over N, H, W of the 5-d result
+        bc = arith.ConstantOp(numpy_to_dense(bias.reshape(g, fg), TensorType(elem, [g, fg])))
+        keep = (1, 2)
+    else:
+        bc = arith.ConstantOp(numpy_to_dense(bias, TensorType(elem, [f])))
+        keep = (ch,)
+    empty = tensor.EmptyOp([], out_t)
     bb = BroadcastOp(bc.result, empty.tensor,
-                     DenseArrayBase.from_list(i64, [d for d in range(rank) if d != ch]), out_t)
+                     DenseArrayBase.from_list(i64, [d for d in range(rank) if d not in keep]), out_t)
     new_ops += [bc, empty, bb]
     Rewriter.insert_op(new_ops, InsertPoint.before(op))
     operands = list(op.operands)
     operands[w_idx] = w_val
     operands[len(operands) - 1] = bb.result[0]
     op.operands = operands
-    cur.replace_all_uses_with(op.results[0])
+    cur.replace_all_uses_with(start)
     for u in reversed(chain):
         Rewriter.erase_op(u)
     return True
@@ -170,7 +200,8 @@ def fold_one(op: Operation) -> bool:
 class FoldBatchnorm(ModulePass):
     """Fold per-channel affine ops after a contraction (inference BatchNorm) into it.
 
-    What: after a conv (conv_2d_nhwc_hwcf / conv_2d_nchw_fchw / depthwise) or matmul / batch_matmul with
+    What: after a conv (conv_2d_nhwc_hwcf / conv_2d_nchw_fchw / depthwise / grouped
+    conv_2d_ngchw_gfchw seen through its [N, G*F, H, W] collapse) or matmul / batch_matmul with
     constant weights whose init is a constant fill or a per-channel bias broadcast, a chain of
     single-use elementwise generics ``x - k``, ``x + k``, ``x * k``, ``x / k`` with constant
     per-output-channel ``k`` (what torch-mlir makes of BatchNormalization:

@@ -57,6 +57,21 @@ def bn_residual_net():
     return _model(nodes, [("x", [1, 3, 8, 8])], [("y", [1, 4, 8, 8])], inits)
 
 
+def grouped_net():
+    """Grouped conv (torch-mlir: expand to NGCHW, conv_2d_ngchw_gfchw, collapse) + BatchNorm +
+    Relu, then a depthwise conv + BatchNorm (ShuffleNet/MobileNet blocks)."""
+    rng = np.random.default_rng(4)
+    inits = {"W": _f(rng, 6, 2, 3, 3, scale=0.3), "s": _f(rng, 6), "b": _f(rng, 6),
+             "m": _f(rng, 6), "v": np.abs(_f(rng, 6)) + 0.5, "D": _f(rng, 6, 1, 3, 3),
+             "s2": _f(rng, 6), "b2": _f(rng, 6), "m2": _f(rng, 6), "v2": np.abs(_f(rng, 6)) + 0.5}
+    nodes = [helper.make_node("Conv", ["x", "W"], ["c"], group=2, pads=[1, 1, 1, 1]),
+             helper.make_node("BatchNormalization", ["c", "s", "b", "m", "v"], ["bn"]),
+             helper.make_node("Relu", ["bn"], ["r"]),
+             helper.make_node("Conv", ["r", "D"], ["dc"], group=6, pads=[1, 1, 1, 1]),
+             helper.make_node("BatchNormalization", ["dc", "s2", "b2", "m2", "v2"], ["y"])]
+    return _model(nodes, [("x", [1, 4, 6, 6])], [("y", [1, 6, 6, 6])], inits)
+
+
 def norms_net():
     """MatMul -> Gelu, LayerNormalization, Softmax (torch-mlir decompositions of each)."""
     rng = np.random.default_rng(2)
@@ -101,6 +116,7 @@ def decomposed_net():
 
 
 CASES = {
+    "grouped": (grouped_net, {"x": (1, 4, 6, 6)}),
     "decomposed": (decomposed_net, {"x": (2, 4, 16)}),
     "mlp": (lambda: models.mlp(), {"x": (4, 16)}),
     "convnet": (lambda: models.conv_relu_maxpool(), {"x": (1, 3, 16, 16)}),
@@ -213,6 +229,11 @@ def test_expected_structure(compiled):
         assert _idioms(after) == ["gelu", "layernorm", "softmax"]
         assert epilogues == [["gelu"]]
         assert units.get("cvu.layernorm", 0) > 3 and units.get("cvu.softmax", 0) > 3
+    elif name == "grouped":
+        # both BatchNorms folded into the convolutions: only the ReLU generic is left; the
+        # depthwise conv's folded bias is its epilogue (grouped convs get no epilogue yet)
+        assert names.count("linalg.generic") == 1
+        assert epilogues == [["bias"]]
     elif name == "decomposed":
         assert _idioms(after) == ["gelu_tanh", "layernorm", "rmsnorm", "softmax"]
     elif name == "llama_lm":
