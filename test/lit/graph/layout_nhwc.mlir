@@ -1,6 +1,8 @@
 // RUN: m100-opt %s -p layout-nhwc | filecheck %s
 // RUN: m100-opt %s -p layout-nhwc,simplify-algebra | filecheck %s --check-prefix=SIMP
 // RUN: m100-opt %s -p 'layout-nhwc{propagate=false}',simplify-algebra | filecheck %s --check-prefix=NOPROP
+// RUN: m100-opt %s -p layout-nhwc,simplify-algebra | filecheck %s --check-prefix=POOL
+// RUN: m100-opt %s -p 'layout-nhwc{pools=false}',simplify-algebra | filecheck %s --check-prefix=NOPOOL
 
 // Two 1x1 convolutions (torch-mlir form: bias broadcast as the init) with a ReLU between them.
 func.func @two_convs(%x: tensor<1x2x4x4xf32>) -> tensor<1x2x4x4xf32> {
@@ -77,3 +79,32 @@ func.func @runtime_weights(%x: tensor<1x2x4x4xf32>, %w: tensor<3x2x1x1xf32>, %y:
 // CHECK:       linalg.conv_2d_nhwc_hwcf
 // CHECK:       linalg.generic {{.*}} ins(%y : tensor<1x3x4x4xf32>) outs(%e : tensor<1x3x4x4xf32>)
 // CHECK:       linalg.depthwise_conv_2d_nchw_chw {{.*}} ins(%y, %dw
+
+// Max pooling (with torch-mlir's -inf padding) between a ReLU and the output runs NHWC too.
+func.func @pool(%x: tensor<1x2x4x4xf32>) -> tensor<1x2x2x2xf32> {
+  %ninf = arith.constant 0xFF800000 : f32
+  %zero = arith.constant 0.0 : f32
+  %w = arith.constant dense<1.0> : tensor<2x2x1x1xf32>
+  %e = tensor.empty() : tensor<1x2x4x4xf32>
+  %z = linalg.fill ins(%zero : f32) outs(%e : tensor<1x2x4x4xf32>) -> tensor<1x2x4x4xf32>
+  %c = linalg.conv_2d_nchw_fchw {dilations = dense<1> : vector<2xi64>, strides = dense<1> : vector<2xi64>} ins(%x, %w : tensor<1x2x4x4xf32>, tensor<2x2x1x1xf32>) outs(%z : tensor<1x2x4x4xf32>) -> tensor<1x2x4x4xf32>
+  %p = tensor.pad %c low[0, 0, 1, 1] high[0, 0, 1, 1] {
+  ^bb0(%a: index, %b: index, %cc: index, %d: index):
+    tensor.yield %ninf : f32
+  } : tensor<1x2x4x4xf32> to tensor<1x2x6x6xf32>
+  %eo = tensor.empty() : tensor<1x2x2x2xf32>
+  %fo = linalg.fill ins(%ninf : f32) outs(%eo : tensor<1x2x2x2xf32>) -> tensor<1x2x2x2xf32>
+  %win = tensor.empty() : tensor<3x3xf32>
+  %mp = linalg.pooling_nchw_max {dilations = dense<1> : vector<2xi64>, strides = dense<2> : vector<2xi64>} ins(%p, %win : tensor<1x2x6x6xf32>, tensor<3x3xf32>) outs(%fo : tensor<1x2x2x2xf32>) -> tensor<1x2x2x2xf32>
+  func.return %mp : tensor<1x2x2x2xf32>
+}
+// POOL-LABEL:  func.func @pool
+// POOL:        linalg.conv_2d_nhwc_hwcf
+// POOL-NOT:    linalg.transpose
+// POOL:        tensor.pad %{{.*}} low[0, 1, 1, 0] high[0, 1, 1, 0]
+// POOL-NOT:    linalg.transpose
+// POOL:        %[[MP:.*]] = linalg.pooling_nhwc_max {strides = dense<2> : vector<2xi64>, dilations = dense<1> : vector<2xi64>} ins(%{{.*}}, %win : tensor<1x6x6x2xf32>, tensor<3x3xf32>) outs(%{{.*}} : tensor<1x2x2x2xf32>)
+// POOL:        linalg.transpose ins(%[[MP]]:tensor<1x2x2x2xf32>) {{.*}} permutation = [0, 3, 1, 2]
+// NOPOOL-LABEL: func.func @pool
+// NOPOOL:       linalg.transpose {{.*}} permutation = [0, 3, 1, 2]
+// NOPOOL:       linalg.pooling_nchw_max
