@@ -127,20 +127,59 @@ def block_accesses(inst: isa.Instruction) -> list[Access]:
     return out
 
 
-@dataclass
 class Chunks:
-    """Per-chunk byte extents of one access: ``lo[c], hi[c]`` ([lo, hi)) and, for small walks,
-    the exact sorted byte set of every chunk (``exact[c]``) unless the chunk is dense."""
-    lo: np.ndarray
-    hi: np.ndarray
-    exact: list[np.ndarray | None]
+    """Per-chunk byte extents of one access: ``lo[c], hi[c]`` ([lo, hi)), whether each chunk
+    covers its whole interval (``dense[c]``, decided structurally), and, on demand, the exact
+    sorted set of element start bytes of a chunk (:meth:`starts`) for the overlap refinement."""
 
-    def __post_init__(self):
+    def __init__(self, w: isa.Walk, sels: list, lo, hi, dense: list[bool], exact_ok: bool):
+        self.walk, self.sels = w, sels  # sels[c]: slice or index array into w.offsets()
+        self.lo, self.hi = np.asarray(lo, dtype=np.int64), np.asarray(hi, dtype=np.int64)
         self.lol, self.hil = self.lo.tolist(), self.hi.tolist()
-        self.dense = all(e is None for e in self.exact)
+        self.dense = list(dense)
+        self.all_dense = all(self.dense) or not exact_ok
+        self.exact_ok = exact_ok  # small enough to enumerate (else interval-only, conservative)
+        self._starts: dict[int, np.ndarray] = {}
+
+    def starts(self, c: int) -> np.ndarray:
+        got = self._starts.get(c)
+        if got is None:
+            w = self.walk
+            off = np.unique(_offsets(w)[self.sels[c]])
+            got = w.base + off * w.dtype.bits // 8
+            if w.dtype.bits < 8:  # two nibbles share a byte
+                got = np.unique(got)
+            self._starts[c] = got
+        return got
+
+    def exact(self, c: int) -> bool:
+        """Whether chunk ``c`` should be refined element by element."""
+        return self.exact_ok and not self.dense[c]
 
 
 _chunk_cache: dict[tuple, Chunks] = {}
+_offs_cache: dict[isa.Walk, np.ndarray] = {}
+
+
+def _offsets(w: isa.Walk) -> np.ndarray:
+    got = _offs_cache.get(w)
+    if got is None:
+        if len(_offs_cache) > 256:
+            _offs_cache.clear()
+        got = _offs_cache[w] = w.offsets()
+    return got
+
+
+def is_injective(w: isa.Walk) -> bool:
+    """No two beats of the walk share an element (a sufficient, structural test: the levels,
+    sorted by stride, form a mixed-radix number system with gaps allowed)."""
+    lv = sorted((abs(x.step), x.count) for x in w.levels if x.count > 1)
+    reach = 0  # largest offset difference the finer levels can produce
+    for st, cnt in lv:
+        if st == 0 or st <= reach:
+            return False
+        reach += st * (cnt - 1)
+    return True
 
 
 def walk_chunks(w: isa.Walk, nchunks: int, ranges=None) -> Chunks:
@@ -150,35 +189,36 @@ def walk_chunks(w: isa.Walk, nchunks: int, ranges=None) -> Chunks:
     got = _chunk_cache.get(key)
     if got is not None:
         return got
-    if ranges is not None:
-        res = _range_chunks(w, ranges)
-        _chunk_cache[key] = res
-        return res
     bits = w.dtype.bits
-    if w.num_elements > EXACT_LIMIT:
-        if nchunks == 1:
-            lo, hi = w.byte_range()
-            res = Chunks(np.array([lo]), np.array([hi]), [None])
-        else:  # one enumeration, bounded per chunk
-            offs = w.offsets().reshape(nchunks, -1)
-            lo = w.base + offs.min(axis=1) * bits // 8
-            hi = w.base + ((offs.max(axis=1) + 1) * bits + 7) // 8
-            res = Chunks(lo, hi, [None] * nchunks)
+    n = w.num_elements
+    exact_ok = n <= EXACT_LIMIT
+    inj = bits >= 8 and is_injective(w)
+    if ranges is None and nchunks == 1:
+        lo, hi = w.byte_range()
+        sels = [slice(None)]
+        los, his, cnts = [lo], [hi], [n]
     else:
-        offs = w.offsets().reshape(nchunks, -1)
-        if bits >= 8:
-            nb = bits // 8
-            byte0 = w.base + offs * nb
-            allb = (byte0[:, :, None] + np.arange(nb)[None, None, :]).reshape(nchunks, -1)
+        offs = _offsets(w)
+        if ranges is None:
+            per = n // nchunks
+            sels = [slice(c * per, (c + 1) * per) for c in range(nchunks)]
         else:
-            allb = w.base + offs * bits // 8
-        lo = allb.min(axis=1)
-        hi = allb.max(axis=1) + 1
-        exact: list[np.ndarray | None] = []
-        for c in range(nchunks):
-            u = np.unique(allb[c])
-            exact.append(None if len(u) == hi[c] - lo[c] else u)
-        res = Chunks(lo, hi, exact)
+            sels = [np.concatenate([np.arange(a, z) for a, z in rng]) if rng else
+                    np.zeros(0, dtype=np.int64) for rng in ranges]
+        los, his, cnts = [], [], []
+        for sel in sels:
+            o = offs[sel]
+            if o.size == 0:
+                los.append(0)
+                his.append(0)
+                cnts.append(0)
+                continue
+            los.append(w.base + int(o.min()) * bits // 8)
+            his.append(w.base + ((int(o.max()) + 1) * bits + 7) // 8)
+            cnts.append(int(o.size))
+    nb = max(1, bits // 8)
+    dense = [c == 0 or (inj and c * nb == h - lo_) for c, lo_, h in zip(cnts, los, his)]
+    res = Chunks(w, sels, los, his, dense, exact_ok)
     if len(_chunk_cache) > 4096:
         _chunk_cache.clear()
     _chunk_cache[key] = res
@@ -200,40 +240,35 @@ def is_dense(w: isa.Walk) -> bool:
     return True
 
 
-def _range_chunks(w: isa.Walk, ranges) -> Chunks:
-    offs = w.offsets()
-    bits = w.dtype.bits
-    los, his, exact = [], [], []
-    for rng in ranges:
-        if not rng:  # touches nothing: an empty interval
-            los.append(0)
-            his.append(0)
-            exact.append(None)
-            continue
-        sel = np.concatenate([offs[a:b] for a, b in rng])
-        if bits >= 8:
-            nb = bits // 8
-            allb = ((w.base + sel * nb)[:, None] + np.arange(nb)[None, :]).reshape(-1)
-        else:
-            allb = w.base + sel * bits // 8
-        u = np.unique(allb)
-        los.append(int(u[0]))
-        his.append(int(u[-1]) + 1)
-        exact.append(None if len(u) == his[-1] - los[-1] else u)
-    return Chunks(np.array(los), np.array(his), exact)
+def _bytes_of(ch: Chunks, c: int) -> np.ndarray:
+    w = ch.walk
+    st = ch.starts(c)
+    nb = w.dtype.bits // 8
+    if nb <= 1:
+        return st
+    return np.unique((st[:, None] + np.arange(nb)[None, :]).reshape(-1))
 
 
 def _overlap(a: Chunks, ia: int, b: Chunks, ib: int) -> bool:
-    if a.lo[ia] >= b.hi[ib] or b.lo[ib] >= a.hi[ia]:
-        return False
-    ea, eb = a.exact[ia], b.exact[ib]
-    if ea is None and eb is None:
+    """Exact test of two chunks whose intervals meet (at least one not dense)."""
+    lo, hi = max(a.lol[ia], b.lol[ib]), min(a.hil[ia], b.hil[ib])
+    ea, eb = a.exact(ia), b.exact(ib)
+    if not ea and not eb:
         return True
-    if ea is None:
-        return bool(np.any((eb >= a.lo[ia]) & (eb < a.hi[ia])))
-    if eb is None:
-        return bool(np.any((ea >= b.lo[ib]) & (ea < b.hi[ib])))
-    return len(np.intersect1d(ea, eb, assume_unique=True)) > 0
+    wa, wb = a.walk, b.walk
+    na, nb = wa.dtype.bits // 8, wb.dtype.bits // 8
+    if ea and eb and na == nb and na >= 1 and wa.base % na == 0 and wb.base % nb == 0:
+        # same aligned element size: elements overlap iff they start at the same byte
+        sa, sb = a.starts(ia), b.starts(ib)
+        sa = sa[(sa >= lo - na) & (sa < hi)]
+        return bool(np.intersect1d(sa, sb, assume_unique=True).size)
+    if not ea:  # a covers [lo_a, hi_a) entirely: does b touch a byte of it?
+        xb = _bytes_of(b, ib)
+        return bool(np.any((xb >= a.lol[ia]) & (xb < a.hil[ia])))
+    if not eb:
+        xa = _bytes_of(a, ia)
+        return bool(np.any((xa >= b.lol[ib]) & (xa < b.hil[ib])))
+    return bool(np.intersect1d(_bytes_of(a, ia), _bytes_of(b, ib), assume_unique=True).size)
 
 
 def _need_exact(ci: Chunks, cj: Chunks, ni: int) -> np.ndarray:
@@ -241,8 +276,8 @@ def _need_exact(ci: Chunks, cj: Chunks, ni: int) -> np.ndarray:
     chunk is not dense."""
     inter = ((ci.lo[:, None] < cj.hi[None, :]) & (cj.lo[None, :] < ci.hi[:, None])
              & (ci.hi > ci.lo)[:, None] & (cj.hi > cj.lo)[None, :])
-    sparse_i = np.array([e is not None for e in ci.exact])
-    sparse_j = np.array([e is not None for e in cj.exact])
+    sparse_i = np.array([ci.exact(k) for k in range(len(ci.lol))])
+    sparse_j = np.array([cj.exact(c) for c in range(len(cj.lol))])
     for k, c in zip(*np.nonzero(inter & (sparse_i[:, None] | sparse_j[None, :]))):
         inter[k, c] = _overlap(ci, int(k), cj, int(c))
     anyk = inter.any(axis=0)
@@ -256,7 +291,7 @@ def access_need(ai: Access, bi: int, aj: Access, bj: int) -> np.ndarray:
     nj = bj if aj.split is not False else 1
     ci = walk_chunks(ai.walk, ni, ai.split if isinstance(ai.split, tuple) else None)
     cj = walk_chunks(aj.walk, nj, aj.split if isinstance(aj.split, tuple) else None)
-    if ci.dense and cj.dense:  # the usual case: plain interval tests, small Python loops
+    if ci.all_dense and cj.all_dense:  # the usual case: plain interval tests, small Python loops
         li, hi_, lj, hj = ci.lol, ci.hil, cj.lol, cj.hil
         out = []
         for c in range(nj):
