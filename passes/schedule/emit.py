@@ -407,6 +407,35 @@ class Emitter:
             self.head.append(SegmentOp(f"{out_t}.pad", sp, addr, arr.tobytes()))
             tok = self.dma(src, None, dst, access(s_shape, ident(len(s_shape), tuple(lo))), deps,
                            key)
+        elif lw.kind == "concat":
+            dim = lw.params["dim"]
+            off = 0
+            toks = []
+            for tn in op.inputs:
+                sh = self.g.tensors[tn].shape
+                offs = tuple(off if d == dim else 0 for d in range(len(sh)))
+                toks.append(self.dma(self.memory(tn), None, dst, access(sh, ident(len(sh), offs)),
+                                     self.token_of(tn), key))
+                off += sh[dim]
+            self.writers[out_t] = toks
+            return
+        elif lw.kind == "slice":
+            offs, sizes, strides = lw.params["offsets"], lw.params["sizes"], lw.params["strides"]
+            # iterate the result; dims of size 1 that the result dropped are fixed offsets
+            kept = [d for d in range(len(sizes))]
+            if len(o_shape) != len(sizes):
+                kept = [d for d in range(len(sizes)) if sizes[d] != 1]
+                if len(kept) != len(o_shape):
+                    raise ScheduleError(f"op '{op.name}': unsupported rank-reducing slice")
+            lin = []
+            for d in range(len(sizes)):
+                if d in kept:
+                    k = kept.index(d)
+                    lin.append((tuple(strides[d] if q == k else 0 for q in range(len(o_shape))),
+                                offs[d]))
+                else:
+                    lin.append((tuple(0 for _ in o_shape), offs[d]))
+            tok = self.dma(src, access(o_shape, lin), dst, None, deps, key)
         elif lw.kind == "reshape":
             tok = self.dma(src, None, self.alias(out_t, s_shape), None, deps, key)
         else:

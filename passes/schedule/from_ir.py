@@ -31,8 +31,8 @@ from xdsl.dialects.builtin import DenseIntOrFPElementsAttr, ModuleOp, TensorType
 from xdsl.ir import Operation, SSAValue
 from xdsl.ir.affine import AffineMap
 
-from m100.passes.graph.common import (EPILOGUE, FUSED_INTO, GROUP, UNIT, body_exprs, describe_op,
-                                      scalar_const)
+from m100.passes.graph.common import (EPILOGUE, FUSED_INTO, GROUP, IDIOM_AXIS, IDIOM_EPS,
+                                      IDIOM_ROOT, UNIT, body_exprs, describe_op, scalar_const)
 from m100.targets.m100.isa import Act, CvuOp, Ref, RefKind, Stage
 
 from .graph import Op, OpGraph, ScheduleError, Tensor
@@ -174,6 +174,37 @@ def _expr_stages(exprs, n_in: int, where: str) -> tuple[Stage, ...]:
     return tuple(stages)
 
 
+def _norm_roles(members: list[Operation], params: list[SSAValue], mset: set[int]) -> list:
+    """gamma (multiplied) then beta (added) among a norm group's parameter inputs."""
+    gamma = beta = None
+    for mo in members:
+        if mo.name != "linalg.generic":
+            continue
+        exprs = body_exprs(mo)
+        ins_of = list(mo.inputs)  # type: ignore[attr-defined]
+        if not exprs:
+            continue
+        top = exprs[0]
+        for i, v in enumerate(ins_of):
+            if v not in params:
+                continue
+            uses_direct = any(a.kind == "in" and a.val == i for a in top.args)
+            if top.kind == "mulf" and uses_direct:
+                gamma = v
+            elif top.kind in ("addf", "subf") and uses_direct:
+                beta = v
+    out = []
+    if gamma is not None:
+        out.append(gamma)
+    if beta is not None:
+        if gamma is None:
+            raise ScheduleError("a norm with a shift but no scale is not supported")
+        out.append(beta)
+    if len(out) != len(params):
+        raise ScheduleError("could not tell the scale/shift inputs of a norm idiom apart")
+    return out
+
+
 def from_module(module: ModuleOp) -> IRGraph:
     """The OpGraph of the single function of ``module`` (after ``m100-graph``)."""
     funcs = [o for o in module.walk() if isinstance(o, func.FuncOp) and o.body.blocks]
@@ -223,6 +254,7 @@ def from_module(module: ModuleOp) -> IRGraph:
     pad_fold: dict[SSAValue, tuple[SSAValue, list[int], list[int], float]] = {}
     group_out: dict[int, str] = {}  # contraction group -> output tensor
     group_op: dict[int, Op] = {}
+    idiom_members: dict[int, list[Operation]] = {}
     outputs: list[str] = []
     idx = 0
 
@@ -303,6 +335,83 @@ def from_module(module: ModuleOp) -> IRGraph:
             add("transpose", "dtdu.copy", [tname(src)], op.results[0], {},
                 Lowering("transpose", params=dict(perm=perm)), op)
             continue
+        if nm == "tensor.concat":
+            ins_ = []
+            for v in op.operands:
+                if v in consts:
+                    const_tensor(v, consts[v])
+                ins_.append(tname(v))
+            add("concat", "dtdu.copy", ins_, op.results[0], {},
+                Lowering("concat", params=dict(dim=op.dim.value.data)), op)  # type: ignore
+            continue
+        if nm == "tensor.extract_slice":
+            if len(op.operands) != 1:
+                raise ScheduleError(f"{where}: dynamic slices are not supported")
+            src = op.operands[0]
+            if src in consts:
+                const_tensor(src, consts[src])
+            add("slice", "dtdu.copy", [tname(src)], op.results[0], {},
+                Lowering("slice", params=dict(
+                    offsets=list(op.static_offsets.get_values()),  # type: ignore[attr-defined]
+                    sizes=list(op.static_sizes.get_values()),  # type: ignore[attr-defined]
+                    strides=list(op.static_strides.get_values()))), op)  # type: ignore[attr-defined]
+            continue
+        if unit in ("cvu.softmax", "cvu.layernorm", "cvu.rmsnorm"):
+            gid = op.attributes[GROUP].value.data  # type: ignore[union-attr]
+            idiom_members.setdefault(gid, []).append(op)
+            if IDIOM_ROOT not in op.attributes:
+                continue
+            members = idiom_members.pop(gid)
+            mset = {id(x) for x in members}
+            ext: list[SSAValue] = []
+            for mo in members:
+                ins_of = list(getattr(mo, "inputs", mo.operands))
+                for v in ins_of:
+                    owner = v.owner
+                    if isinstance(owner, Operation) and id(owner) in mset:
+                        continue
+                    if v in fills or v not in names and v not in consts:
+                        continue
+                    if v in consts and not _shape(v):
+                        continue  # a scalar (eps) constant: the stage's fparam
+                    if v not in ext:
+                        ext.append(v)
+            out_v = op.results[0]
+            oshape = _shape(out_v)
+            axis = op.attributes[IDIOM_AXIS].value.data  # type: ignore[union-attr]
+            if axis % len(oshape) != len(oshape) - 1:
+                raise ScheduleError(f"{where}: {unit} along axis {axis} (only the last axis of "
+                                    f"{list(oshape)} is supported)")
+            xs = [v for v in ext if v not in consts and _shape(v) == oshape]
+            if len(xs) != 1:
+                raise ScheduleError(f"{where}: {unit} group has {len(xs)} main inputs")
+            x = xs[0]
+            params = [v for v in ext if v is not x]
+            eps = float(op.attributes[IDIOM_EPS].value.data) if IDIOM_EPS in op.attributes else 0.0
+            kind = unit.split(".")[1]
+            roles = _norm_roles(members, params, mset) if params else []
+            names_in = [tname(x)]
+            maps = [linear_map(AffineMap.identity(len(oshape)))]
+            for v in roles:
+                if v in consts:
+                    names_in.append(const_tensor(v, consts[v]))
+                else:
+                    names_in.append(tname(v))
+                ps = _shape(v)
+                # broadcast along leading dims: aligned to the trailing dims of the output
+                lm = []
+                for r, dsz in enumerate(ps):
+                    od = len(oshape) - len(ps) + r
+                    lm.append((tuple(1 if (d == od and dsz != 1) else 0
+                                     for d in range(len(oshape))), 0))
+                maps.append(lm)
+            op_enum = {"softmax": CvuOp.SOFTMAX, "layernorm": CvuOp.LAYERNORM,
+                       "rmsnorm": CvuOp.RMSNORM}[kind]
+            stage = Stage(op_enum, tuple(Ref(RefKind.INPUT, i) for i in range(len(names_in))),
+                          axis=-1, fparam=eps if kind != "softmax" else 0.0)
+            lw = Lowering("cvu", stages=(stage,), in_maps=maps)
+            add(kind, unit, names_in, out_v, {"maps": maps}, lw, op)
+            continue
         if nm in ("tensor.collapse_shape", "tensor.expand_shape", "tensor.reshape", "linalg.copy",
                   "tensor.cast"):
             src = op.operands[0]
@@ -330,9 +439,20 @@ def from_module(module: ModuleOp) -> IRGraph:
             init = consts.get(outs)
             if isinstance(init, tuple) and init[0] == "bias":
                 lw.bias = const_tensor(init[2], init[1])
-            elif outs in fills:
-                if fills[outs] != 0.0:
-                    raise ScheduleError(f"{where}: a non-zero accumulator init is not supported")
+            elif outs in fills and fills[outs] == 0.0:
+                pass
+            elif outs in fills or (isinstance(init, np.ndarray) and init.ndim >= 1):
+                # a constant init that repeats one vector along the output channels: a bias
+                arr = np.full(_shape(outs), fills[outs], np.float32) if outs in fills else init
+                vec = arr.reshape(-1, arr.shape[-1])[0]
+                if not np.array_equal(arr, np.broadcast_to(vec, arr.shape)):
+                    raise ScheduleError(f"{where}: the accumulator init is not a per-channel bias")
+                counter[0] += 1
+                lw.bias = f"c{counter[0]}"
+                g.add_tensor(Tensor(lw.bias, (arr.shape[-1],), _dtype(outs.type), "weight"))
+                data[lw.bias] = np.ascontiguousarray(vec)
+                if "bias" not in epi:
+                    epi = ["bias"] + epi
             else:
                 raise ScheduleError(f"{where}: the accumulator init must be a zero fill or a bias "
                                     "broadcast")

@@ -123,3 +123,30 @@ def test_conv_channel_chunks_on_tiny():
     res, ref, _, prog = compile_and_run(chain_model(c=64, hw=16), machine="tiny")
     check(res, ref)
     assert any("accumulate" in o.properties for o in prog.walk() if o.name == "tpb.conv2d")
+
+
+def norm_model(seed=0):
+    """MatMul -> LayerNormalization(scale, bias) -> Relu -> two MatMuls -> Concat -> Softmax."""
+    _, _, helper, _ = _onnx()
+    rng = np.random.default_rng(seed)
+    f = lambda *s: (rng.standard_normal(s) / np.sqrt(s[0])).astype(np.float32)  # noqa: E731
+    inits = {"W1": f(16, 32), "G": (1 + 0.1 * rng.standard_normal(32)).astype(np.float32),
+             "B": (0.1 * rng.standard_normal(32)).astype(np.float32), "W2": f(32, 8),
+             "W3": f(32, 8)}
+    nodes = [helper.make_node("MatMul", ["x", "W1"], ["h"]),
+             helper.make_node("LayerNormalization", ["h", "G", "B"], ["n"], axis=-1, epsilon=1e-5),
+             helper.make_node("Relu", ["n"], ["r"]),
+             helper.make_node("MatMul", ["r", "W2"], ["a"]),
+             helper.make_node("MatMul", ["r", "W3"], ["b"]),
+             helper.make_node("Concat", ["a", "b"], ["c"], axis=1),
+             helper.make_node("Softmax", ["c"], ["y"], axis=-1)]
+    return _model(nodes, "normnet", [("x", [8, 16])], [("y", [8, 16])], inits)
+
+
+@pytest.mark.parametrize("machine", ["tiny", "m100"])
+def test_layernorm_concat_softmax(machine):
+    res, ref, _, prog = compile_and_run(norm_model(), machine=machine)
+    check(res, ref)
+    stages = {s.op.name for o in prog.walk() if o.name == "tpb.cvu" for s in
+              (x.to_isa() for x in o.stages.data)}
+    assert {"LAYERNORM", "SOFTMAX"} <= stages
