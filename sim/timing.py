@@ -17,8 +17,8 @@ Every number comes from the :class:`~m100.targets.m100.machine.Machine`. A block
     carry A re-read ``ceil(N/tile_n)`` times and B re-read ``ceil(M/tile_m)`` times (as granule
     accesses, so a strided walk is slower);
   - CVU: ``passes * elements * widest element bytes / cvu_bytes_per_cycle`` (softmax 3 passes,
-    layer/rms-norm 2, everything else 1); every input and the output on a ``cvu_bytes_per_cycle``
-    port;
+    layer/rms-norm 2, everything else 1; pooling counts ``kh * kw`` beats per output element);
+    every input and the output on a ``cvu_bytes_per_cycle`` port;
   - DTDU: ``bytes / dtdu_bytes_per_cycle``, src and dst each on a ``dtdu_bytes_per_cycle`` port;
   - CSU: ``bytes / csu_bytes_per_cycle``; DMA: none (bounded by the links only);
 * ``demands`` on shared resources: HBSM bank accesses per bank of each TPB touched (capacity 1
@@ -181,6 +181,9 @@ class CostModel:
                 passes = max(passes, 3)
             elif st.op in (CvuOp.LAYERNORM, CvuOp.RMSNORM):
                 passes = max(passes, 2)
+            elif st.op in (CvuOp.MAXPOOL, CvuOp.AVGPOOL) and len(st.iparams) >= 2:
+                # every window element is a beat: kh * kw per output element
+                elems = max(elems, math.prod(i.out_shape) * frac * st.iparams[0] * st.iparams[1])
         port = self.acc_per_cycle(m.cvu_bytes_per_cycle)
         cyc = passes * elems * esize / m.cvu_bytes_per_cycle
         total = np.zeros(m.hbsm_banks)

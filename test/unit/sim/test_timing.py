@@ -223,3 +223,25 @@ def test_sram_banks():
     assert dur(r1.records[0]) - fixed == pytest.approx(n / bank_bw)
     assert dur(r2.records[0]) - fixed == pytest.approx(n / axi_bw)
     assert r1.stats["units"]["DMA0"]["stall_cycles"] == {}  # alone: slow, but not contended
+
+
+def test_cvu_rates():
+    """CVU: elementwise at cvu_bytes_per_cycle of the widest type; softmax three passes; pooling
+    kh*kw beats per output; latency hbsm_latency + stages * cvu_stage_latency (a drain tail)."""
+    from m100.targets.m100.isa import CvuOp, CvuPipeline, Ref, RefKind, Stage
+    m = M100
+    x0 = Ref(RefKind.INPUT, 0)
+
+    def cvu(in_shape, out_shape, stages, dt=DType.F32):
+        inst = CvuPipeline(0, (hb(0, 0, dt, in_shape),), (in_shape,), hb(0, 1 << 20, dt, out_shape),
+                           out_shape, tuple(stages))
+        r, _ = run([inst], machine=m, mode="timing")
+        return dur(r.records[0]) - m.hbsm_latency - len(stages) * m.cvu_stage_latency
+
+    n = 4096
+    assert cvu((n,), (n,), [Stage(CvuOp.EXP, (x0,))]) == n * 4 / m.cvu_bytes_per_cycle
+    assert cvu((64, 64), (64, 64), [Stage(CvuOp.SOFTMAX, (x0,))]) == 3 * n * 4 / m.cvu_bytes_per_cycle
+    pool = Stage(CvuOp.MAXPOOL, (x0,), iparams=(2, 2, 2, 2, 0, 0, 0, 0))
+    assert cvu((1, 64, 64, 1), (1, 32, 32, 1), [pool], DType.I8) == n / m.cvu_bytes_per_cycle
+    pool3 = Stage(CvuOp.MAXPOOL, (x0,), iparams=(3, 3, 1, 1, 1, 1, 1, 1))
+    assert cvu((1, 64, 64, 1), (1, 64, 64, 1), [pool3], DType.I8) == 9 * n / m.cvu_bytes_per_cycle
