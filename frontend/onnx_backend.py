@@ -54,16 +54,43 @@ def _backend_base():
 class M100BackendRep(_backend_base().BackendRep):
     """A compiled model: ``run(inputs)`` executes it on the numpy reference executor."""
 
-    def __init__(self, module, input_names: Sequence[str]):
+    def __init__(self, module, input_names: Sequence[str], output_dtypes: Sequence[np.dtype | None] = ()):
         self.module = module
         self.input_names = list(input_names)
+        self.output_dtypes = list(output_dtypes)
 
     def run(self, inputs, **kwargs):  # noqa: ANN001 - onnx's signature
         if isinstance(inputs, dict):
             inputs = [inputs[n] for n in self.input_names]
         elif isinstance(inputs, np.ndarray):
             inputs = [inputs]
-        return tuple(run(self.module, [np.asarray(x) for x in inputs]))
+        outs = run(self.module, [np.asarray(x) for x in inputs])
+        return tuple(_as_onnx_dtype(o, dt) for o, dt in
+                     zip(outs, self.output_dtypes + [None] * (len(outs) - len(self.output_dtypes))))
+
+
+def _as_onnx_dtype(x: np.ndarray, dt: np.dtype | None) -> np.ndarray:
+    """MLIR integers are signless and bf16 is computed as f32: give the ONNX output type back
+    (uint8 <- i8 is a reinterpretation of the same bits; bfloat16 is a rounding of f32)."""
+    if dt is None or x.dtype == dt:
+        return x
+    if x.dtype.kind in "iu" and dt.kind in "iu" and x.dtype.itemsize == dt.itemsize:
+        return x.view(dt)
+    if dt.name == "bfloat16" or dt.kind == "f":
+        return x.astype(dt)
+    return x
+
+
+def _onnx_output_dtypes(model) -> list:
+    from onnx import helper
+
+    out = []
+    for o in model.graph.output:
+        try:
+            out.append(np.dtype(helper.tensor_dtype_to_np_dtype(o.type.tensor_type.elem_type)))
+        except Exception:  # noqa: BLE001 - unknown/unsupported element type: leave as computed
+            out.append(None)
+    return out
 
 
 class M100Backend(_backend_base().Backend):
@@ -76,7 +103,8 @@ class M100Backend(_backend_base().Backend):
         super().prepare(model, device, **kwargs)
         inits = {i.name for i in model.graph.initializer}
         names = [i.name for i in model.graph.input if i.name not in inits]
-        return M100BackendRep(compile_onnx(model, graph=cls.graph_pipeline), names)
+        return M100BackendRep(compile_onnx(model, graph=cls.graph_pipeline), names,
+                              _onnx_output_dtypes(model))
 
     @classmethod
     def run_model(cls, model, inputs, device: str = "CPU", **kwargs):  # noqa: ANN001

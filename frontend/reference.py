@@ -895,7 +895,19 @@ def _h_extract_slice(ex, op, args, env):
     offsets, sizes, strides = _slice_params(op, args, 1)
     sl = tuple(slice(o, o + (s - 1) * st + 1, st) for o, s, st in zip(offsets, sizes, strides))
     out = src[sl]
-    return [_contig(out.reshape(tuple(op.results[0].type.get_shape())))]
+    rt = list(op.results[0].type.get_shape())
+    if out.ndim != len(rt):  # rank-reducing: drop unit dims the result type does not have
+        keep, i = [], 0
+        for j, size in enumerate(out.shape):
+            if i < len(rt) and (rt[i] == size or rt[i] < 0) and not (
+                size == 1 and rt[i] != 1 and out.ndim - j > len(rt) - i
+            ):
+                keep.append(size)
+                i += 1
+            elif size != 1:
+                raise ReferenceError(f"{_loc(op)}: cannot drop dim {j} of size {size}")
+        out = out.reshape(keep)
+    return [_contig(out)]
 
 
 def _h_insert_slice(ex, op, args, env):
@@ -971,10 +983,20 @@ def _h_pad(ex, op, args, env):
 
 
 def _h_extract(ex, op, args, env):
-    """Scalar indices, or (inside a vectorized linalg body) broadcastable index arrays: a gather."""
+    """Scalar indices, or (inside a vectorized linalg body) broadcastable index arrays: a gather.
+
+    Inside a body, an out-of-range index is clipped: lowerings (e.g. torch-mlir's GridSample) compute
+    the element at an out-of-range index and then select it away; its value is undefined in MLIR.
+    At function level an out-of-range index is an error."""
     src = np.asarray(args[0])
-    idx = tuple(np.asarray(i, dtype=np.int64) for i in args[1:])
-    return [np.asarray(src[idx])]
+    idx = [np.asarray(i, dtype=np.int64) for i in args[1:]]
+    vectorized = any(i.ndim for i in idx)
+    for d, i in enumerate(idx):
+        if vectorized:
+            idx[d] = np.clip(i, 0, src.shape[d] - 1)
+        elif not 0 <= int(i) < src.shape[d]:
+            raise ReferenceError(f"{_loc(op)}: index {int(i)} out of range for dim {d} of size {src.shape[d]}")
+    return [np.asarray(src[tuple(idx)])]
 
 
 def _h_insert(ex, op, args, env):
@@ -1017,6 +1039,26 @@ def _h_affine_apply(ex, op, args, env):
     return [np.asarray(ev(expr), dtype=np.int64)]
 
 
+def _h_scf_for(ex, op, args, env):
+    lb, ub, step = (int(a) for a in args[:3])
+    carried = list(args[3:])
+    block = op.body.blocks[0]
+    for i in range(lb, ub, step):
+        local = dict(env)
+        local[block.args[0]] = np.asarray(i, dtype=np_dtype(block.args[0].type))
+        for a, v in zip(block.args[1:], carried):
+            local[a] = v
+        carried = ex.run_block(block, local, "scf.yield")
+    return carried
+
+
+def _h_scf_if(ex, op, args, env):
+    region = op.true_region if bool(np.asarray(args[0])) else op.false_region
+    if not region.blocks:
+        return []
+    return ex.run_block(region.blocks[0], dict(env), "scf.yield")
+
+
 def _h_bufferization_id(ex, op, args, env):
     return [args[0]]
 
@@ -1046,6 +1088,8 @@ _HANDLERS: dict[str, Callable] = {
     "tensor.splat": _h_splat,
     "builtin.unrealized_conversion_cast": _h_bufferization_id,
     "affine.apply": _h_affine_apply,
+    "scf.for": _h_scf_for,
+    "scf.if": _h_scf_if,
 }
 
 

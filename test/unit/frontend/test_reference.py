@@ -457,3 +457,38 @@ def test_scalar_and_zero_d_inputs_with_dynamic_slice_offsets():
     sl, d = run1(text, x, np.int64(5), np.float32(1.25))
     np.testing.assert_array_equal(sl, x[5:7])
     assert d.shape == () and d == 2.5
+
+
+def test_rank_reducing_dynamic_slice_scf_for_and_clipped_gather():
+    text = """
+    func.func @f(%x: tensor<4x1x6xf32>, %n: index) -> (tensor<?xf32>, tensor<f32>, tensor<3xf32>) {
+      %c0 = arith.constant 0 : index
+      %c1 = arith.constant 1 : index
+      %sl = tensor.extract_slice %x[1, 0, 2] [1, 1, %n] [1, 1, 1] : tensor<4x1x6xf32> to tensor<?xf32>
+      %zero = arith.constant 0.0 : f32
+      %e = tensor.empty() : tensor<f32>
+      %init = linalg.fill ins(%zero : f32) outs(%e : tensor<f32>) -> tensor<f32>
+      %sum = scf.for %i = %c0 to %n step %c1 iter_args(%acc = %init) -> (tensor<f32>) {
+        %v = tensor.extract %sl[%i] : tensor<?xf32>
+        %a = tensor.extract %acc[] : tensor<f32>
+        %b = arith.addf %a, %v : f32
+        %t = tensor.insert %b into %acc[] : tensor<f32>
+        scf.yield %t : tensor<f32>
+      }
+      %e3 = tensor.empty() : tensor<3xf32>
+      %g = linalg.generic {indexing_maps = [affine_map<(d0) -> (d0)>], iterator_types = ["parallel"]} outs(%e3 : tensor<3xf32>) {
+      ^bb0(%o: f32):
+        %i = linalg.index 0 : index
+        %c4 = arith.constant 4 : index
+        %j = arith.muli %i, %c4 : index
+        %v = tensor.extract %sl[%j] : tensor<?xf32>
+        linalg.yield %v : f32
+      } -> tensor<3xf32>
+      func.return %sl, %sum, %g : tensor<?xf32>, tensor<f32>, tensor<3xf32>
+    }"""
+    x = r(4, 1, 6)
+    sl, total, g = run1(text, x, np.int64(3))
+    np.testing.assert_array_equal(sl, x[1, 0, 2:5])
+    np.testing.assert_allclose(total, x[1, 0, 2:5].sum(), rtol=1e-6)
+    # indices 0, 4, 8 into a 3-element slice: 4 and 8 are out of range, clipped (values undefined)
+    np.testing.assert_array_equal(g, sl[[0, 2, 2]])
