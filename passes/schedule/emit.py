@@ -407,6 +407,8 @@ class Emitter:
             self.head.append(SegmentOp(f"{out_t}.pad", sp, addr, arr.tobytes()))
             tok = self.dma(src, None, dst, access(s_shape, ident(len(s_shape), tuple(lo))), deps,
                            key)
+        elif lw.kind == "gcopy":  # a copy generic: the input's indexing map over the output
+            tok = self.dma(src, access(o_shape, lw.params["map"]), dst, None, deps, key)
         elif lw.kind == "concat":
             dim = lw.params["dim"]
             off = 0
@@ -790,6 +792,8 @@ class Emitter:
                             for d in range(3):
                                 cc[d] += co * oc[d]
                     lin.append((tuple(cc), k0))
+                if not lin:  # a 0-d tensor: its one element (stored as shape [1])
+                    lin = [((0, 0, 0), 0)]
                 used = [any(l[0][d] for l in lin) for d in range(3)]
                 ishape = tuple(it[d] if used[d] else 1 for d in range(3))
                 tt = g.tensors[tname]

@@ -268,6 +268,64 @@ def from_module(module: ModuleOp) -> IRGraph:
         low[op.name] = lw
         return op
 
+    def add_t(kind: str, unit: str, ins: list[str], shape: tuple[int, ...], dtype: str,
+              attrs: dict, lw: Lowering, ir_op: Operation, out_v: SSAValue | None = None) -> str:
+        """Like add() for an intermediate that has no IR value of its own (or maps to out_v)."""
+        nonlocal idx
+        idx += 1
+        counter[0] += 1
+        out = f"t{counter[0]}"
+        g.add_tensor(Tensor(out, shape, dtype, "act"))
+        if out_v is not None:
+            names[out_v] = out
+        o = Op(f"{kind}{idx}", unit, tuple(ins), (out,), attrs, loc=describe_op(ir_op))
+        g.add_op(o)
+        low[o.name] = lw
+        return out
+
+    def batch_matmul(op: Operation, where: str) -> None:
+        """batch_matmul = per batch: slice (DMA), 2-D matmul (+ epilogue), reshape/concat (DMA)."""
+        a, b = op.operands[0], op.operands[1]
+        outs = op.operands[2]
+        sa, sb, so = _shape(a), _shape(b), _shape(op.results[0])
+        bt, m_, k_ = sa
+        n_ = sb[2]
+        dt = _dtype(op.results[0].type)
+        epi = [x.data for x in op.attributes[EPILOGUE].data] if EPILOGUE in op.attributes else []
+        acts = [x for x in epi if x in ACTS]
+        if any(x not in ACTS for x in epi) or len(acts) > 1 or not (outs in fills and
+                                                                     fills[outs] == 0.0):
+            raise ScheduleError(f"{where}: batch_matmul supports a zero init and one activation")
+        if a in consts:
+            const_tensor(a, consts[a])
+        ta = tname(a)
+        tb = None if b in consts else tname(b)
+        parts = []
+        for i in range(bt):
+            sl = Lowering("slice", params=dict(offsets=[i, 0, 0], sizes=[1, m_, k_],
+                                               strides=[1, 1, 1]))
+            ai = add_t("slice", "dtdu.copy", [ta], (m_, k_), dt, {}, sl, op)
+            if tb is None:
+                counter[0] += 1
+                bi = f"c{counter[0]}"
+                g.add_tensor(Tensor(bi, (k_, n_), _dtype(b.type), "weight"))
+                data[bi] = np.ascontiguousarray(np.asarray(consts[b])[i])
+            else:
+                sl2 = Lowering("slice", params=dict(offsets=[i, 0, 0], sizes=[1, k_, n_],
+                                                    strides=[1, 1, 1]))
+                bi = add_t("slice", "dtdu.copy", [tb], (k_, n_), dt, {}, sl2, op)
+            lw = Lowering("matmul", act=ACTS[acts[0]] if acts else Act.NONE)
+            mi = add_t("matmul", "tcu.matmul", [ai, bi], (m_, n_), dt, dict(m=m_, n=n_, k=k_),
+                       lw, op)
+            g.ops[-1].epilogue = tuple(epi)
+            parts.append(add_t("reshape", "dtdu.copy", [mi], (1, m_, n_), dt, {},
+                               Lowering("reshape"), op, op.results[0] if bt == 1 else None))
+        if bt > 1:
+            add_t("concat", "dtdu.copy", parts, so, dt, {}, Lowering("concat", params=dict(dim=0)),
+                  op, op.results[0])
+        if GROUP in op.attributes:
+            group_out[op.attributes[GROUP].value.data] = names[op.results[0]]  # type: ignore
+
     for op in list(block.ops):
         nm = op.name
         where = describe_op(op)
@@ -425,6 +483,9 @@ def from_module(module: ModuleOp) -> IRGraph:
                 raise ScheduleError(f"{where}: fused into group {gid}, which has no contraction")
             names[op.results[0]] = group_out[gid]
             continue
+        if nm == "linalg.batch_matmul":
+            batch_matmul(op, where)
+            continue
         if nm in ("linalg.matmul", "linalg.conv_2d_nhwc_hwcf"):
             ins = list(op.operands[:2])
             outs = op.operands[2]
@@ -530,6 +591,18 @@ def from_module(module: ModuleOp) -> IRGraph:
                 const_tensor(x, consts[x])
             add("pool", "cvu.pool", [tname(x)], op.results[0], attrs,
                 Lowering("pool", params=dict(kind=kind, layout=layout)), op)
+            continue
+        if nm == "linalg.generic" and unit == "dtdu.copy":
+            maps = [m.data for m in op.indexing_maps]  # type: ignore[attr-defined]
+            ins = list(op.inputs)  # type: ignore[attr-defined]
+            if len(ins) != 1 or linear_map(maps[1]) != linear_map(
+                    AffineMap.identity(maps[1].num_dims)):
+                raise ScheduleError(f"{where}: only single-input copy generics are supported")
+            src = ins[0]
+            if src in consts:
+                const_tensor(src, consts[src])
+            add("copy", "dtdu.copy", [tname(src)], op.results[0], {},
+                Lowering("gcopy", params=dict(map=linear_map(maps[0]))), op)
             continue
         if nm == "linalg.generic" and unit == "cvu.elementwise":
             ins = list(op.inputs)  # type: ignore[attr-defined]

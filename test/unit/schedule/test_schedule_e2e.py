@@ -150,3 +150,25 @@ def test_layernorm_concat_softmax(machine):
     stages = {s.op.name for o in prog.walk() if o.name == "tpb.cvu" for s in
               (x.to_isa() for x in o.stages.data)}
     assert {"LAYERNORM", "SOFTMAX"} <= stages
+
+
+def attention_model(seed=0):
+    """Batched q @ k^T (both activations), a broadcast 0-d scale, softmax, @ v; weights batched."""
+    _, _, helper, _ = _onnx()
+    rng = np.random.default_rng(seed)
+    inits = {"Wq": (rng.standard_normal((2, 8, 8)) / 3).astype(np.float32),
+             "Wk": (rng.standard_normal((2, 8, 8)) / 3).astype(np.float32),
+             "S": np.asarray(0.35, np.float32)}
+    nodes = [helper.make_node("MatMul", ["x", "Wq"], ["q"]),
+             helper.make_node("MatMul", ["x", "Wk"], ["k"]),
+             helper.make_node("Transpose", ["k"], ["kt"], perm=[0, 2, 1]),
+             helper.make_node("MatMul", ["q", "kt"], ["s"]),
+             helper.make_node("Mul", ["s", "S"], ["ss"]),
+             helper.make_node("Softmax", ["ss"], ["p"], axis=-1),
+             helper.make_node("MatMul", ["p", "x"], ["y"])]
+    return _model(nodes, "attn", [("x", [2, 4, 8])], [("y", [2, 4, 8])], inits)
+
+
+def test_batch_matmuls_with_activation_operands_and_softmax():
+    res, ref, _, _ = compile_and_run(attention_model(), machine="m100", tpbs=4)
+    check(res, ref)
