@@ -110,8 +110,10 @@ def _diagnose(name: str, err: Exception, model) -> FrontendError:
             where = f" (node '{nodes[0].name}')" if nodes[0].name else f" (node #{list(model.graph.node).index(nodes[0])})"
         return FrontendError(f"{name}: torch-mlir cannot lower ONNX op '{op_type}'{where}")
     if op:
+        ops = sorted({n.op_type for n in model.graph.node})
         return FrontendError(
-            f"{name}: torch-mlir cannot lower op '{op}': {_one_line(first, 160)}"
+            f"{name}: torch-mlir cannot lower '{op}' (made from the graph's ONNX ops "
+            f"{', '.join(ops[:8])}{', ...' if len(ops) > 8 else ''})"
         )
     return FrontendError(f"{name}: torch-mlir import failed: {_one_line(first, 200)}")
 
