@@ -255,6 +255,16 @@ class CheckResult:
             return 0.0
         return sum(u["mac_util_pct"] for u in used) / len(used)
 
+    @property
+    def tcus_used(self) -> int:
+        return sum(1 for u in self.result.stats["units"].values() if "macs" in u and u["instructions"])
+
+    @property
+    def tcu_util_machine(self) -> float:
+        """TCU MAC utilization over every TCU of the machine (%)."""
+        n = self.result.machine.num_tpbs if self.result.machine is not None else 0
+        return self.tcu_util * self.tcus_used / n if n else 0.0
+
     def summary(self) -> str:
         lines = [f"{e.name}: max abs error {e.max_abs:.3g}, max rel error {e.max_rel:.3g}"
                  f"{'' if e.ok else '  (out of tolerance)'}" for e in self.errors]
@@ -262,9 +272,10 @@ class CheckResult:
         if len(self.problems) > 10:
             lines.append(f"... {len(self.problems) - 10} more problems")
         st = self.result.stats
+        n = self.result.machine.num_tpbs if self.result.machine is not None else 0
         lines.append(f"cycles {st['total_cycles']:.0f} ({st['total_us']:.2f} us), TCU utilization "
-                     f"{self.tcu_util:.1f} % of the TCUs used ({st['tcu_mac_util_pct']:.2f} % of "
-                     f"the machine), oracle {self.oracle}")
+                     f"{self.tcu_util:.1f} % of the {self.tcus_used} TCUs used "
+                     f"({self.tcu_util_machine:.2f} % of all {n}), oracle {self.oracle}")
         lines.append("PASS" if self.passed else "FAIL")
         return "\n".join(lines)
 
