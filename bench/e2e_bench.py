@@ -40,9 +40,9 @@ MODELS = {
     "convnet-m100": (lambda: models.conv_relu_maxpool(c=3, hw=64, f=32), "m100", 8, False),
     "resnet18-32": (lambda: models.resnet18(hw=32, num_classes=10), "m100", 8, False),
     "llama-layer": (lambda: "test/data/llama_layer_small.onnx", "m100", 8, False),
-    "resnet18-224": (models.resnet18, "m100", 64, True),
-    "resnet50-light": (lambda: _light("resnet50"), "m100", 64, True),
-    "squeezenet-light": (lambda: _light("squeezenet"), "m100", 64, True),
+    "resnet18-224": (models.resnet18, "m100", 0, True),
+    "resnet50-light": (lambda: _light("resnet50"), "m100", 16, True),
+    "squeezenet-light": (lambda: _light("squeezenet"), "m100", 16, True),
 }
 MODES = ("dataflow", "barrier-all")
 
