@@ -10,6 +10,7 @@
 from __future__ import annotations
 
 import numpy as np
+import onnx
 import pytest
 
 from e2e_helpers import monitor_sites, mutate, same_outputs
@@ -24,15 +25,25 @@ def mlp_dataflow():
     return driver.compile(models.mlp(), machine="tiny")
 
 
-@pytest.mark.parametrize("mode", ["dataflow", "barrier-all"])
-def test_20_random_latency_seeds_give_identical_outputs_and_no_races(mode, mlp_dataflow):
-    cr = mlp_dataflow if mode == "dataflow" else driver.compile(models.mlp(), machine="tiny",
-                                                                sync_mode=mode)
+SEEDED = {"mlp": (models.mlp, "tiny", 0), "convnet": (models.conv_relu_maxpool, "tiny", 0),
+          "llama": (lambda: onnx.load("test/data/llama_layer_small.onnx"), "m100", 8)}
+
+
+@pytest.mark.parametrize("name,mode", [
+    ("mlp", "dataflow"), ("mlp", "barrier-all"), ("convnet", "dataflow"),
+    pytest.param("convnet", "barrier-all", marks=pytest.mark.slow),
+    pytest.param("llama", "dataflow", marks=pytest.mark.slow)])
+def test_20_random_latency_seeds_give_identical_outputs_and_no_races(name, mode, mlp_dataflow):
+    build, machine, tpbs = SEEDED[name]
+    model = build()
+    cr = (mlp_dataflow if (name, mode) == ("mlp", "dataflow")
+          else driver.compile(model, machine=machine, tpbs=tpbs, sync_mode=mode))
     inputs = driver.random_inputs(cr.program, 7)
     base = driver.run(cr.program, inputs)
     assert base.ok
-    np.testing.assert_allclose(base.outputs["y"], onnxruntime_run(models.mlp(), [inputs["x"]])[0],
-                               rtol=1e-3, atol=1e-5)
+    want = onnxruntime_run(model, [inputs[n] for n in cr.input_names])
+    for n, w in zip(cr.output_names, want):
+        np.testing.assert_allclose(base.outputs[n].reshape(w.shape), w, rtol=1e-3, atol=1e-4)
     cycles = set()
     for seed in range(20):
         r = driver.run(cr.program, inputs, random_latency=seed)
@@ -63,10 +74,10 @@ def _mutation_rates(cr):
     return total, caught, cert_caught, missed
 
 
-@pytest.mark.parametrize("name", ["mlp", "convnet"])
+@pytest.mark.parametrize("name", ["mlp", "convnet", pytest.param("llama", marks=pytest.mark.slow)])
 def test_mutants_are_caught(name, mlp_dataflow, record_property):
-    cr = mlp_dataflow if name == "mlp" else driver.compile(models.conv_relu_maxpool(),
-                                                           machine="tiny")
+    build, machine, tpbs = SEEDED[name]
+    cr = mlp_dataflow if name == "mlp" else driver.compile(build(), machine=machine, tpbs=tpbs)
     total, caught, cert_caught, missed = _mutation_rates(cr)
     rate = caught / total
     record_property("mutation_rate", rate)
