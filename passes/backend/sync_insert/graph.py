@@ -26,6 +26,7 @@ Python-int bitsets (``networkx.transitive_reduction`` is O(V*E); the tests cross
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -128,32 +129,41 @@ def block_accesses(inst: isa.Instruction) -> list[Access]:
 
 
 class Chunks:
-    """Per-chunk byte extents of one access: ``lo[c], hi[c]`` ([lo, hi)), whether each chunk
-    covers its whole interval (``dense[c]``, decided structurally), and, on demand, the exact
-    sorted set of element start bytes of a chunk (:meth:`starts`) for the overlap refinement."""
+    """The bytes each block ("chunk") of one access touches.
 
-    def __init__(self, w: isa.Walk, sels: list, lo, hi, dense: list[bool], exact_ok: bool):
+    ``lo[c], hi[c]``: the chunk's bounding byte interval; ``dense[c]``: it covers all of it.
+    :meth:`runs` gives the exact set as sorted, disjoint *runs* of equal length (bytes): the
+    walk's inner levels that form one contiguous block fold into a run, so a strided or windowed
+    walk costs one entry per row, not per element. Runs are built eagerly for injective walks
+    (cheap: only the outer levels are enumerated) and lazily, element by element, otherwise.
+    ``exact_ok`` is false for chunks with more than ``EXACT_LIMIT`` runs (interval-only: sound).
+    """
+
+    def __init__(self, w: isa.Walk, sels: list, lo, hi, dense: list[bool], exact_ok: bool,
+                 runs: list | None = None):
         self.walk, self.sels = w, sels  # sels[c]: slice or index array into w.offsets()
         self.lo, self.hi = np.asarray(lo, dtype=np.int64), np.asarray(hi, dtype=np.int64)
         self.lol, self.hil = self.lo.tolist(), self.hi.tolist()
         self.dense = list(dense)
         self.all_dense = all(self.dense) or not exact_ok
-        self.exact_ok = exact_ok  # small enough to enumerate (else interval-only, conservative)
-        self._starts: dict[int, np.ndarray] = {}
+        self.exact_ok = exact_ok
+        self._runs: list = list(runs) if runs is not None else [None] * len(self.lol)
 
-    def starts(self, c: int) -> np.ndarray:
-        got = self._starts.get(c)
+    def runs(self, c: int) -> tuple[np.ndarray, int]:
+        got = self._runs[c]
         if got is None:
-            w = self.walk
-            off = np.unique(_offsets(w)[self.sels[c]])
-            got = w.base + off * w.dtype.bits // 8
-            if w.dtype.bits < 8:  # two nibbles share a byte
-                got = np.unique(got)
-            self._starts[c] = got
+            if self.dense[c] or not self.exact_ok:
+                got = (np.array([self.lol[c]], dtype=np.int64), self.hil[c] - self.lol[c])
+            else:  # element by element
+                w = self.walk
+                bits = w.dtype.bits
+                st = np.unique(w.base + np.unique(_offsets(w)[self.sels[c]]) * bits // 8)
+                got = (st, max(1, bits // 8))
+            self._runs[c] = got
         return got
 
     def exact(self, c: int) -> bool:
-        """Whether chunk ``c`` should be refined element by element."""
+        """Whether chunk ``c`` should be refined run by run."""
         return self.exact_ok and not self.dense[c]
 
 
@@ -182,43 +192,75 @@ def is_injective(w: isa.Walk) -> bool:
     return True
 
 
+def _fold(w: isa.Walk, gran: int) -> tuple[int, np.ndarray]:
+    """(run length L in elements, start offset of every run in walk order): the innermost levels
+    that cover a contiguous block of elements fold into one run, as long as L divides ``gran``
+    (so every chunk boundary falls between runs). ``w`` must be injective."""
+    levels = list(w.levels)
+    L, inner_min, k = 1, 0, len(levels)
+    while k > 0:
+        lv = levels[k - 1]
+        if lv.count == 1:
+            inner_min += lv.initial
+            k -= 1
+            continue
+        if abs(lv.step) != L or gran % (L * lv.count):
+            break
+        inner_min += min(lv.initial, lv.last)
+        L *= lv.count
+        k -= 1
+    outer = isa.Walk(w.space, w.tpb, 0, w.dtype, tuple(levels[:k]))
+    starts = (outer.offsets() if k else np.zeros(1, dtype=np.int64)) + inner_min
+    return L, starts
+
+
 def walk_chunks(w: isa.Walk, nchunks: int, ranges=None) -> Chunks:
-    """Per-chunk byte extents: ``nchunks`` equal chunks of the element sequence, or, with
-    ``ranges`` (per chunk, (start, stop) element ranges), exactly those elements."""
+    """Per-chunk bytes: ``nchunks`` equal chunks of the element sequence, or, with ``ranges``
+    (per chunk, (start, stop) element ranges), exactly those elements."""
     key = (w, nchunks, ranges)
     got = _chunk_cache.get(key)
     if got is not None:
         return got
     bits = w.dtype.bits
+    nb = max(1, bits // 8)
     n = w.num_elements
-    exact_ok = n <= EXACT_LIMIT
-    inj = bits >= 8 and is_injective(w)
-    if ranges is None and nchunks == 1:
-        lo, hi = w.byte_range()
-        sels = [slice(None)]
-        los, his, cnts = [lo], [hi], [n]
+    if ranges is None:
+        per = n // nchunks
+        spans = [((c * per, (c + 1) * per),) for c in range(nchunks)]
+        gran = per
     else:
-        offs = _offsets(w)
-        if ranges is None:
-            per = n // nchunks
-            sels = [slice(c * per, (c + 1) * per) for c in range(nchunks)]
-        else:
-            sels = [np.concatenate([np.arange(a, z) for a, z in rng]) if rng else
-                    np.zeros(0, dtype=np.int64) for rng in ranges]
-        los, his, cnts = [], [], []
-        for sel in sels:
-            o = offs[sel]
-            if o.size == 0:
+        spans = ranges
+        gran = math.gcd(n, *(x for rng in ranges for ab in rng for x in ab))
+    if bits >= 8 and is_injective(w):
+        L, rstart = _fold(w, gran)
+        los, his, dense, runs = [], [], [], []
+        for rng in spans:
+            idx = [rstart[a // L:z // L] for a, z in rng]
+            st = np.sort(w.base + np.concatenate(idx) * nb) if idx else np.zeros(0, np.int64)
+            if st.size == 0:
                 los.append(0)
                 his.append(0)
-                cnts.append(0)
+                dense.append(True)
+                runs.append((st, L * nb))
                 continue
-            los.append(w.base + int(o.min()) * bits // 8)
-            his.append(w.base + ((int(o.max()) + 1) * bits + 7) // 8)
-            cnts.append(int(o.size))
-    nb = max(1, bits // 8)
-    dense = [c == 0 or (inj and c * nb == h - lo_) for c, lo_, h in zip(cnts, los, his)]
-    res = Chunks(w, sels, los, his, dense, exact_ok)
+            lo, hi = int(st[0]), int(st[-1]) + L * nb
+            los.append(lo)
+            his.append(hi)
+            dense.append(hi - lo == st.size * L * nb)
+            runs.append((st, L * nb))
+        exact_ok = n // L <= EXACT_LIMIT
+        res = Chunks(w, [None] * len(spans), los, his, dense, exact_ok, runs)
+    else:  # repeats or sub-byte elements: bounds now, exact sets lazily (element by element)
+        offs = _offsets(w)
+        sels = [np.concatenate([np.arange(a, z) for a, z in rng]) if rng else
+                np.zeros(0, dtype=np.int64) for rng in spans]
+        los, his = [], []
+        for sel in sels:
+            o = offs[sel]
+            los.append(w.base + int(o.min()) * bits // 8 if o.size else 0)
+            his.append(w.base + ((int(o.max()) + 1) * bits + 7) // 8 if o.size else 0)
+        res = Chunks(w, sels, los, his, [lo == hi for lo, hi in zip(los, his)],
+                     n <= EXACT_LIMIT)
     if len(_chunk_cache) > 4096:
         _chunk_cache.clear()
     _chunk_cache[key] = res
@@ -240,35 +282,22 @@ def is_dense(w: isa.Walk) -> bool:
     return True
 
 
-def _bytes_of(ch: Chunks, c: int) -> np.ndarray:
-    w = ch.walk
-    st = ch.starts(c)
-    nb = w.dtype.bits // 8
-    if nb <= 1:
-        return st
-    return np.unique((st[:, None] + np.arange(nb)[None, :]).reshape(-1))
-
-
 def _overlap(a: Chunks, ia: int, b: Chunks, ib: int) -> bool:
-    """Exact test of two chunks whose intervals meet (at least one not dense)."""
+    """Exact test of two chunks whose intervals meet: do two of their runs intersect?"""
+    sa, la = a.runs(ia)
+    sb, lb = b.runs(ib)
     lo, hi = max(a.lol[ia], b.lol[ib]), min(a.hil[ia], b.hil[ib])
-    ea, eb = a.exact(ia), b.exact(ib)
-    if not ea and not eb:
-        return True
-    wa, wb = a.walk, b.walk
-    na, nb = wa.dtype.bits // 8, wb.dtype.bits // 8
-    if ea and eb and na == nb and na >= 1 and wa.base % na == 0 and wb.base % nb == 0:
-        # same aligned element size: elements overlap iff they start at the same byte
-        sa, sb = a.starts(ia), b.starts(ib)
-        sa = sa[(sa >= lo - na) & (sa < hi)]
-        return bool(np.intersect1d(sa, sb, assume_unique=True).size)
-    if not ea:  # a covers [lo_a, hi_a) entirely: does b touch a byte of it?
-        xb = _bytes_of(b, ib)
-        return bool(np.any((xb >= a.lol[ia]) & (xb < a.hil[ia])))
-    if not eb:
-        xa = _bytes_of(a, ia)
-        return bool(np.any((xa >= b.lol[ib]) & (xa < b.hil[ib])))
-    return bool(np.intersect1d(_bytes_of(a, ia), _bytes_of(b, ib), assume_unique=True).size)
+    sa = sa[(sa + la > lo) & (sa < hi)]
+    sb = sb[(sb + lb > lo) & (sb < hi)]
+    if not sa.size or not sb.size:
+        return False
+    if sa.size > sb.size:
+        sa, la, sb, lb = sb, lb, sa, la
+    # runs of one chunk are sorted and disjoint: for every run of b, the last run of a that
+    # starts before it ends is the only candidate
+    idx = np.searchsorted(sa, sb + lb, side="left") - 1
+    ok = idx >= 0
+    return bool(np.any(sa[idx[ok]] + la > sb[ok]))
 
 
 def _need_exact(ci: Chunks, cj: Chunks, ni: int) -> np.ndarray:

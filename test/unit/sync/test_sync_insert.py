@@ -522,3 +522,34 @@ def test_stream_blocks_never_splits_a_row_normalization():
     along_cols = dataclasses.replace(soft, stages=(dataclasses.replace(soft.stages[0], axis=1),))
     res = insert_sync([soft, along_cols], TINY, stream_blocks=4)
     assert [i.sync.blocks for i in res.instructions] == [1, 4]
+
+
+@settings(max_examples=300, deadline=None)
+@given(_levels, st.sampled_from([isa.DType.I8, isa.DType.F16, isa.DType.F32, isa.DType.I4]),
+       st.sampled_from([1, 2, 3, 4, 6]), st.booleans())
+def test_chunk_runs_match_enumeration(levels, dtype, nchunks, use_ranges):
+    from m100.passes.backend.sync_insert import graph
+    w = _walk(levels, 64, dtype)
+    n = w.num_elements
+    if n % nchunks:
+        return
+    per = n // nchunks
+    ranges = (tuple(((c * per, c * per + per // 2), (c * per + per // 2, (c + 1) * per))
+                    for c in range(nchunks)) if use_ranges else None)
+    graph._chunk_cache.clear()
+    ch = graph.walk_chunks(w, nchunks, ranges)
+    off = w.offsets()
+    for c in range(nchunks):
+        o = off[c * per:(c + 1) * per]
+        if dtype.bits >= 8:
+            nb = dtype.bits // 8
+            want = set((w.base + o[:, None] * nb + np.arange(nb)[None, :]).reshape(-1).tolist())
+        else:
+            want = set((w.base + o * dtype.bits // 8).tolist())
+        assert (ch.lol[c], ch.hil[c]) == (min(want), max(want) + 1)
+        if ch.dense[c]:
+            assert want == set(range(min(want), max(want) + 1))
+        st_, ln = ch.runs(c)
+        got = {int(x) + k for x in st_ for k in range(ln)}
+        assert got == want
+        assert all(st_[1:] >= st_[:-1] + ln)  # sorted, disjoint
