@@ -237,3 +237,18 @@ def test_upstream_pretty_form_parses_and_runs_like_generic(which):
     (generic,) = run(load_onnx(model), [x])
     np.testing.assert_array_equal(pretty, generic)
     np.testing.assert_allclose(pretty, onnxruntime_run(model, [x])[0], rtol=1e-4, atol=1e-6)
+
+
+def test_elided_weight_extraction_equals_the_hex_path():
+    """The fast path (constants read from torch-mlir's attributes, printed elided) gives exactly the
+    text and bytes of the reference path (printed as hex, then split)."""
+    from m100.frontend import onnx_import
+
+    for model in (models.conv_relu_maxpool(f=16), onnx.load(str(DATA / "llama_layer_small.onnx"))):
+        prepared = onnx_import.prepare_model(model, "m")
+        fast_text, fast_blobs = onnx_import.lower_in_process(prepared, "m", True, split=True)
+        hex_text, hex_blobs = onnx_import.split_dense_blobs(
+            onnx_import.lower_in_process(prepared, "m", True, split=False))
+        assert fast_blobs and fast_blobs == hex_blobs
+        assert fast_text == hex_text
+        assert "dense_resource" not in fast_text
