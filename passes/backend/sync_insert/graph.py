@@ -301,16 +301,20 @@ def _overlap(a: Chunks, ia: int, b: Chunks, ib: int) -> bool:
 
 
 def _need_exact(ci: Chunks, cj: Chunks, ni: int) -> np.ndarray:
-    """Interval test for all chunk pairs at once, exact refinement where intervals meet and a
-    chunk is not dense."""
-    inter = ((ci.lo[:, None] < cj.hi[None, :]) & (cj.lo[None, :] < ci.hi[:, None])
-             & (ci.hi > ci.lo)[:, None] & (cj.hi > cj.lo)[None, :])
-    sparse_i = np.array([ci.exact(k) for k in range(len(ci.lol))])
-    sparse_j = np.array([cj.exact(c) for c in range(len(cj.lol))])
-    for k, c in zip(*np.nonzero(inter & (sparse_i[:, None] | sparse_j[None, :]))):
-        inter[k, c] = _overlap(ci, int(k), cj, int(c))
-    anyk = inter.any(axis=0)
-    return np.where(anyk, ni - 1 - np.argmax(inter[::-1], axis=0), -1).astype(np.int64)
+    """For each chunk of j, the last chunk of i it overlaps (or -1): interval test, exact
+    refinement (runs) where intervals meet and a chunk is not dense."""
+    out = []
+    li, hi_, lj, hj = ci.lol, ci.hil, cj.lol, cj.hil
+    for c in range(len(lj)):
+        a, z = lj[c], hj[c]
+        k = ni - 1
+        while k >= 0:
+            if li[k] < z and a < hi_[k] and li[k] < hi_[k] and a < z and (
+                    not (ci.exact(k) or cj.exact(c)) or _overlap(ci, k, cj, c)):
+                break
+            k -= 1
+        out.append(k)
+    return np.array(out, dtype=np.int64)
 
 
 def access_need(ai: Access, bi: int, aj: Access, bj: int) -> np.ndarray:
