@@ -6,7 +6,9 @@ execution time for ResNet-18 (random weights, built with onnx.helper) and other 
 Prints one row per model: parameter count, MLIR text size, the import stages (ONNX preparation =
 version conversion + checker + shape inference; torch-mlir lowering in its worker process; xDSL parse
 + verify), the graph pipeline (when ``m100.passes.graph`` provides it), reference execution, and the
-onnxruntime time (1 thread) for scale. Wall-clock seconds, best of ``--repeat`` runs.
+onnxruntime time (1 thread, including session creation) for scale. Wall-clock seconds, best of
+``--repeat`` runs; ``cpu`` columns are this process's CPU time (robust to a loaded machine; numpy may
+use more than one thread, so CPU time can exceed wall time).
 """
 
 from __future__ import annotations
@@ -61,28 +63,39 @@ def bench_one(name, build, shape, repeat):
     ok = None
     for _ in range(repeat):
         t0 = time.perf_counter()
+        c0 = time.process_time()
         prepared = onnx_import.prepare_model(model, name)
         t1 = time.perf_counter()
+        keep("prepare_cpu_s", time.process_time() - c0)
         text, blobs = onnx_import._Worker.lower(prepared, name, True, split=True)
         t2 = time.perf_counter()
+        keep("torch_mlir_cpu_s", onnx_import._Worker.last_cpu_s)
+        c2 = time.process_time()
         ctx = default_context()
         module = load_mlir_text(text, ctx, name=name, verify=False)
         onnx_import.attach_dense_blobs(module, blobs)
         module.verify()
         t3 = time.perf_counter()
+        keep("parse_cpu_s", time.process_time() - c2)
         text_len = len(text) + 2 * sum(map(len, blobs))
         keep("prepare_s", t1 - t0)
         keep("torch_mlir_s", t2 - t1)
         keep("parse_s", t3 - t2)
         keep("import_s", t3 - t0)
+        keep("import_cpu_s", best.get("prepare_cpu_s", 0) + onnx_import._Worker.last_cpu_s
+             + time.process_time() - c2)
         p = graph_pipeline_pass()
         if p is not None:
             t4 = time.perf_counter()
+            c4 = time.process_time()
             p.apply(ctx, module)
             keep("graph_s", time.perf_counter() - t4)
+            keep("graph_cpu_s", time.process_time() - c4)
         t5 = time.perf_counter()
+        c5 = time.process_time()
         got = run(module, [x])
         keep("execute_s", time.perf_counter() - t5)
+        keep("execute_cpu_s", time.process_time() - c5)
         t6 = time.perf_counter()
         exp = onnxruntime_run(model, [x])
         keep("onnxruntime_s", time.perf_counter() - t6)
@@ -107,11 +120,13 @@ def main(argv=None) -> int:
         build, shape = table[name]
         rows.append(bench_one(name, build, shape, args.repeat))
         r = rows[-1]
-        print(f"{r['model']:<12} params {r['params']:>10,}  text {r['mlir_mb']:6.1f} MB  "
-              f"import {r['import_s']:6.2f} s (prepare {r['prepare_s']:.2f}, torch-mlir {r['torch_mlir_s']:.2f}, "
-              f"parse {r['parse_s']:.2f})  graph {r.get('graph_s', float('nan')):6.2f} s  "
-              f"execute {r['execute_s']:6.2f} s  onnxruntime {r['onnxruntime_s']:.3f} s  "
-              f"match {r['matches_ort']}", flush=True)
+        print(f"{r['model']:<12} params {r['params']:>10,}  text {r['mlir_mb']:5.1f} MB | wall s: import "
+              f"{r['import_s']:6.2f} (prepare {r['prepare_s']:.2f}, torch-mlir {r['torch_mlir_s']:.2f}, "
+              f"parse {r['parse_s']:.2f})  graph {r.get('graph_s', float('nan')):5.2f}  execute "
+              f"{r['execute_s']:5.2f} | cpu s: import {r['import_cpu_s']:5.2f} (prepare "
+              f"{r['prepare_cpu_s']:.2f}, torch-mlir {r['torch_mlir_cpu_s']:.2f}, parse {r['parse_cpu_s']:.2f})"
+              f"  graph {r.get('graph_cpu_s', float('nan')):5.2f}  execute {r['execute_cpu_s']:5.2f} | "
+              f"onnxruntime {r['onnxruntime_s']:.3f}  match {r['matches_ort']}", flush=True)
     if args.json:
         Path(args.json).write_text(json.dumps(rows, indent=2))
     return 0

@@ -1,7 +1,9 @@
 """Worker process for :class:`m100.frontend.onnx_import._Worker`: runs torch-mlir lowerings in isolation.
 
 Reads length-prefixed pickles ``(model_bytes, name, generic, split)`` from stdin, writes
-``("ok", text)`` (``("ok", (text, blobs))`` when ``split``) or ``("err", one_line_message)`` back; exits on EOF. A crash inside torch-mlir kills
+``("ok", text, cpu_s)`` (``("ok", (text, blobs), cpu_s)`` when ``split``) or
+``("err", one_line_message, cpu_s)`` back (``cpu_s``: the worker's CPU time for the request); exits
+on EOF. A crash inside torch-mlir kills
 only this process; the parent reports it as a one-line FrontendError.
 """
 
@@ -10,6 +12,7 @@ from __future__ import annotations
 import pickle
 import struct
 import sys
+import time
 
 
 def main() -> None:
@@ -23,6 +26,7 @@ def main() -> None:
         if len(head) < 8:
             return
         (n,) = struct.unpack("<Q", head)
+        cpu0 = time.process_time()
         model_bytes, name, generic, split = pickle.loads(inp.read(n))
         try:
             model = onnx.ModelProto.FromString(model_bytes)
@@ -31,7 +35,7 @@ def main() -> None:
             reply = ("err", str(e))
         except Exception as e:  # noqa: BLE001 - any failure becomes a message, never a dead worker
             reply = ("err", f"{name}: torch-mlir lowering failed: {_one_line(e, 200)}")
-        data = pickle.dumps(reply, protocol=5)
+        data = pickle.dumps((*reply, time.process_time() - cpu0), protocol=5)
         out.write(struct.pack("<Q", len(data)) + data)
         out.flush()
 

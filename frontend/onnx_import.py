@@ -287,6 +287,7 @@ class _Worker:
     """
 
     _proc = None
+    last_cpu_s = 0.0  #: the worker's CPU time for the last request (benchmarks)
 
     @classmethod
     def _start(cls):
@@ -315,7 +316,7 @@ class _Worker:
             if len(head) < 8:
                 raise EOFError
             (n,) = struct.unpack("<Q", head)
-            kind, value = pickle.loads(proc.stdout.read(n))
+            kind, value, cls.last_cpu_s = pickle.loads(proc.stdout.read(n))
         except (EOFError, BrokenPipeError, OSError):
             code = proc.wait()
             cls._proc = None
