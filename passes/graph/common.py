@@ -503,3 +503,14 @@ def unary_activation(op: Operation) -> tuple[str, tuple[float, float] | None, in
     if got is None:
         return None
     return got[0], got[1], int(k)  # type: ignore[arg-type]
+
+
+def next_group_id(module: ModuleOp) -> int:
+    """One past the largest ``m100.group`` / ``m100.fused_into`` id in the module."""
+    best = -1
+    for o in module.walk():
+        for k in (GROUP, FUSED_INTO):
+            a = o.attributes.get(k)
+            if isinstance(a, IntegerAttr):
+                best = max(best, a.value.data)
+    return best + 1

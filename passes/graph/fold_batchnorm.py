@@ -8,7 +8,7 @@ import numpy as np
 from xdsl.context import Context
 from xdsl.dialects import arith, tensor
 from xdsl.dialects.builtin import DenseArrayBase, ModuleOp, TensorType, i64
-from xdsl.dialects.linalg.ops import BroadcastOp, FillOp, GenericOp
+from xdsl.dialects.linalg.ops import BroadcastOp, FillOp
 from xdsl.ir import Operation, OpResult, SSAValue
 from xdsl.passes import ModulePass
 from xdsl.rewriter import InsertPoint, Rewriter

@@ -33,11 +33,11 @@ from m100.passes.graph.common import (
     is_elementwise_generic,
     is_identity,
     map_dims,
+    next_group_id,
     shape_of,
     unary_activation,
     users,
 )
-from m100.passes.graph.recognize_idioms import _next_group_id
 
 STAGES = ("bias", "relu", "gelu", "silu", "sigmoid", "tanh", "clamp", "requant")
 ACTS = ("relu", "gelu", "silu", "sigmoid", "tanh", "clamp")
@@ -191,7 +191,7 @@ class FuseEpilogue(ModulePass):
     name = "fuse-epilogue"
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
-        gid = _next_group_id(op)
+        gid = next_group_id(op)
         for block in func_bodies(op):
             for o in list(block.ops):
                 if fuse_one(o, gid):

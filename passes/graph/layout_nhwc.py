@@ -10,9 +10,9 @@ from xdsl.dialects import arith, tensor
 from xdsl.dialects.builtin import ModuleOp, TensorType
 from xdsl.dialects.linalg.ops import Conv2DNhwc_HwcfOp, GenericOp, TransposeOp
 from xdsl.ir import Operation, OpResult, SSAValue
-from xdsl.ir.affine import AffineDimExpr, AffineExpr, AffineMap
+from xdsl.ir.affine import AffineExpr, AffineMap
 from xdsl.passes import ModulePass
-from xdsl.rewriter import InsertPoint, Rewriter
+from xdsl.rewriter import Rewriter
 
 from m100.passes.graph.common import (
     const_array,

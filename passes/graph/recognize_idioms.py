@@ -20,6 +20,7 @@ from m100.passes.graph.common import (
     IDIOM_EPS,
     IDIOM_ROOT,
     E,
+    next_group_id,
     body_exprs,
     classify_unary,
     evaluate,
@@ -473,7 +474,7 @@ class RecognizeIdioms(ModulePass):
     name = "recognize-idioms"
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
-        next_id = _next_group_id(op)
+        next_id = next_group_id(op)
         for block in func_bodies(op):
             builder = Builder()
             taken: set[int] = set()
@@ -508,17 +509,6 @@ class RecognizeIdioms(ModulePass):
                     end.attributes[IDIOM_EPS] = FloatAttr(match.eps, f64)
                 end.attributes[IDIOM_ROOT] = UnitAttr()
                 next_id += 1
-
-
-def _next_group_id(module: ModuleOp) -> int:
-    """One past the largest m100.group / m100.fused_into id in the module."""
-    best = -1
-    for o in module.walk():
-        for k in (GROUP, "m100.fused_into"):
-            a = o.attributes.get(k)
-            if isinstance(a, IntegerAttr):
-                best = max(best, a.value.data)
-    return best + 1
 
 
 __all__ = ["IDIOMS", "RecognizeIdioms", "Builder", "N", "group_ops"]

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from xdsl.context import Context
-from xdsl.dialects import arith, tensor
+from xdsl.dialects import tensor
 from xdsl.dialects.builtin import (
     ArrayAttr,
     DenseArrayBase,
