@@ -1,8 +1,7 @@
 """``m100 check`` on the acceptance models of issue 6 beyond the small ones.
 
-Models the scheduler can not lower yet are strict xfails carrying the exact one-line reason (the
-first op ``m100-schedule`` rejects), so they flip to failures -- to be turned into real tests --
-as soon as they compile.
+All of them compile and pass now (the LLaMA layer, light ResNet-50 and SqueezeNet were strict
+xfails naming the op m100-schedule rejected until the scheduler lowered rmsnorm/softmax/concat).
 """
 
 from __future__ import annotations
@@ -11,7 +10,6 @@ import pytest
 
 from e2e_helpers import light_model
 from m100.frontend import models
-from m100.passes.schedule.graph import ScheduleError
 from m100.tools import driver
 
 MODES = ["dataflow", "barrier-all"]
@@ -31,10 +29,7 @@ def test_llama_layer(mode):
                 if i.executor[0].name == "TCU"}) > 1  # really spread over several TPBs
 
 
-@pytest.mark.slow
-@pytest.mark.xfail(strict=True, raises=ScheduleError,
-                   reason="m100-schedule: 'linalg.generic' op #333 (cvu.softmax, the final "
-                          "Softmax) is not supported yet")
+@pytest.mark.slow  # ~9 min per mode on 2 cores (sync-insert ~5 min of it)
 @pytest.mark.parametrize("mode", MODES)
 def test_light_resnet50(mode):
     _check(light_model("resnet50"), "m100", 16, mode)
