@@ -463,9 +463,10 @@ class Emitter:
                 lo, hi = band_rows(geo.rows, st.bands, b)
                 if hi <= lo:
                     continue
+                rshape = self.g.tensors[op.inputs[0]].shape if op.unit == "cvu.reduction" \
+                    else self.g.out(op).shape
                 per = conv_out_hw(op.attrs)[0] if op.unit in ("tcu.conv2d", "cvu.pool") else \
-                    (row_view(self.g.out(op).shape)[0] // max(1, self.g.out(op).shape[0])
-                     if len(self.g.out(op).shape) >= 4 else geo.rows)
+                    (row_view(rshape)[0] // max(1, rshape[0]) if len(rshape) >= 4 else geo.rows)
                 plan = self.pl.timeline.plans.get(op.name)
                 for j in range(st.gc):
                     tpb = st.tpbs[st.row_of(b) * st.gc + j]
@@ -501,6 +502,8 @@ class Emitter:
         bshape = p.out.type.dims  # type: ignore[attr-defined]
         if op.unit == "cvu.pool":
             lin = self.pool_out_index(op, p.r0, p.c0)
+        elif op.unit == "cvu.reduction" and not op.attrs.get("keep", True):
+            lin = row_index(self.g.tensors[op.inputs[0]].shape, p.r0, 0)[:-1]
         else:
             lin = row_index(shape, p.r0, p.c0)
         tok = self.dma(p.out, None, mem, access(bshape, lin), [p.done],
@@ -813,6 +816,20 @@ class Emitter:
                       "out_shape": i64_array(it),
                       "stages": ArrayAttr([StageAttr.from_isa(s) for s in lw.stages])}
             ins = CvuPipelineOp(tpb, slots, deps + self._take_out_wait(), params=params, attributes=self._attrs(key))
+        elif lw.kind == "reduce":
+            x_t = op.inputs[0]
+            ishape = g.tensors[x_t].shape
+            _, E, C = row_view(ishape)
+            it = (rows, E, C)
+            xb, deps = self.act_in(si, seg, op, x_t, (r0, r1), it, row_index(ishape, r0, 0), tpb,
+                                   pieces, seg_ops, b)
+            oshape = (rows, E, 1)
+            out = self.buffer("hbsm", tpb, oshape, out_t.dtype)
+            params = {"in_shapes": ArrayAttr([i64_array(it)]), "out_shape": i64_array(oshape),
+                      "stages": ArrayAttr([StageAttr.from_isa(x) for x in lw.stages])}
+            ins = CvuPipelineOp(tpb, {"in0": (xb, None), "out": (out, None)},
+                                deps + self._take_out_wait(), params=params,
+                                attributes=self._attrs(key))
         elif lw.kind == "pool":
             a = op.attrs
             oh, ow = conv_out_hw(a)

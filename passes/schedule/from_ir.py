@@ -604,6 +604,43 @@ def from_module(module: ModuleOp) -> IRGraph:
             add("copy", "dtdu.copy", [tname(src)], op.results[0], {},
                 Lowering("gcopy", params=dict(map=linear_map(maps[0]))), op)
             continue
+        if nm == "linalg.generic" and unit == "cvu.reduction":
+            its = [str(i.data) for i in op.iterator_types]  # type: ignore[attr-defined]
+            maps = [m.data for m in op.indexing_maps]  # type: ignore[attr-defined]
+            ins = list(op.inputs)  # type: ignore[attr-defined]
+            r = len(its)
+            ident_in = linear_map(AffineMap.identity(r))
+            n_in = len(ins)
+            outm = linear_map(maps[n_in])
+            keep = outm == ident_in[:-1] + [(tuple(0 for _ in range(r)), 0)]
+            drop = outm == ident_in[:-1]
+            exprs = body_exprs(op)
+            extra_used = any(res.uses for res in op.results[1:])  # e.g. an unused argmax result
+            if its[-1] != "reduction" or any(i != "parallel" for i in its[:-1]) or \
+                    any(linear_map(m) != ident_in for m in maps[:n_in]) or not (keep or drop) or \
+                    not exprs or extra_used:
+                raise ScheduleError(f"{where}: only reductions along the last axis of identity-"
+                                    "indexed inputs are supported")
+            e = exprs[0]
+            red = {"addf": CvuOp.RSUM, "maximumf": CvuOp.RMAX, "maxnumf": CvuOp.RMAX,
+                   "minimumf": CvuOp.RMIN, "minnumf": CvuOp.RMIN}.get(e.kind)
+            outs = op.outputs[0]  # type: ignore[attr-defined]
+            neutral = {CvuOp.RSUM: 0.0, CvuOp.RMAX: -math.inf, CvuOp.RMIN: math.inf}
+            acc_args = [a for a in e.args if a.kind == "out"]
+            if red is None or len(acc_args) != 1 or outs not in fills or \
+                    fills[outs] != neutral[red]:
+                raise ScheduleError(f"{where}: a reduction must be sum/max/min of its input "
+                                    "into a neutral fill")
+            other = e.args[1] if e.args[0].kind == "out" else e.args[0]
+            pre = _expr_stages([other], len(ins), where) if other.kind != "in" else ()
+            src_ref = Ref(RefKind.STAGE, len(pre) - 1) if pre else Ref(RefKind.INPUT, int(other.val))
+            stages = tuple(pre) + (Stage(red, (src_ref,), axis=-1),)
+            in_names = []
+            for v in ins:
+                in_names.append(const_tensor(v, consts[v]) if v in consts else tname(v))
+            add("reduce", "cvu.reduction", in_names, op.results[0], {"keep": keep},
+                Lowering("reduce", stages=stages, params=dict(keep=keep)), op)
+            continue
         if nm == "linalg.generic" and unit == "cvu.elementwise":
             ins = list(op.inputs)  # type: ignore[attr-defined]
             exprs = body_exprs(op)

@@ -152,6 +152,9 @@ def streamable(g: OpGraph, op: Op, tensor: str) -> bool:
 
 
 def _streamable(g: OpGraph, op: Op, tensor: str) -> bool:
+    prod = g.producer(tensor)
+    if prod is not None and prod.unit == "cvu.reduction" and not prod.attrs.get("keep", True):
+        return False  # a reduction that dropped its axis: rows of another shape
     if op.unit.startswith("dtdu") or op.attrs.get("layout") == "nchw":
         return False
     maps = op.attrs.get("maps")

@@ -181,3 +181,18 @@ def test_any_seed_gives_a_correct_program(seed):
                                         strategy="auto", seed=seed)
     check(res, ref)
     assert tpbs <= set(range(8))
+
+
+def reduce_model():
+    """x^2 -> ReduceSum over the last axis (dropped), ReduceMax over the last axis (kept)."""
+    _, _, helper, _ = _onnx()
+    nodes = [helper.make_node("Mul", ["x", "x"], ["x2"]),
+             helper.make_node("ReduceSum", ["x2", "ax"], ["s"], keepdims=0),
+             helper.make_node("ReduceMax", ["x"], ["m"], axes=[-1], keepdims=1)]
+    return _model(nodes, "reduce", [("x", [2, 6, 24])], [("s", [2, 6]), ("m", [2, 6, 1])],
+                  {"ax": np.asarray([-1], np.int64)}, opset=17)
+
+
+def test_reductions_along_the_last_axis():
+    res, ref, _, _ = compile_and_run(reduce_model(), machine="tiny")
+    check(res, ref)
