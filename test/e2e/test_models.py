@@ -45,3 +45,10 @@ def test_light_squeezenet(mode):
 @pytest.mark.parametrize("mode", MODES)
 def test_resnet18_32x32_on_8_tpbs(mode):
     _check(models.resnet18(hw=32, num_classes=10), "m100", 8, mode)
+
+
+@pytest.mark.slow  # ~2 min per mode on 2 cores
+@pytest.mark.parametrize("mode", MODES)
+def test_resnet18_224_on_all_56_tpbs(mode):
+    ck = _check(models.resnet18(), "m100", 0, mode)
+    assert max(ck.compile.counters_per_tpb.values()) <= 64
