@@ -29,7 +29,7 @@ def test_llama_layer(mode):
                 if i.executor[0].name == "TCU"}) > 1  # really spread over several TPBs
 
 
-@pytest.mark.slow  # ~9 min per mode on 2 cores (sync-insert ~5 min of it)
+@pytest.mark.slow  # ~1-2 min per mode on 2 cores
 @pytest.mark.parametrize("mode", MODES)
 def test_light_resnet50(mode):
     _check(light_model("resnet50"), "m100", 16, mode)
@@ -47,7 +47,7 @@ def test_resnet18_32x32_on_8_tpbs(mode):
     _check(models.resnet18(hw=32, num_classes=10), "m100", 8, mode)
 
 
-@pytest.mark.slow  # ~2 min per mode on 2 cores
+@pytest.mark.slow  # ~1-2 min per mode on 2 cores
 @pytest.mark.parametrize("mode", MODES)
 def test_resnet18_224_on_all_56_tpbs(mode):
     ck = _check(models.resnet18(), "m100", 0, mode)
