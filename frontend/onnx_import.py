@@ -6,7 +6,9 @@ Python bindings instead of the console scripts, so no temp files and no process 
 1. ``onnx.load`` (or a ``ModelProto`` given by the caller); models whose default-domain opset is older
    than :data:`MIN_OPSET` are converted with ``onnx.version_converter`` (torch-mlir's ONNX lowering
    targets recent opsets; the light ResNet-50/SqueezeNet in the onnx wheel are opset 9);
-   ``onnx.shape_inference`` fills in the value shapes the importer needs.
+   ``onnx.shape_inference`` fills in the value shapes the importer needs; then
+   :mod:`m100.frontend.onnx_rewrite` rewrites the nodes torch-mlir gets wrong (Gelu(tanh), MatMul of a
+   1-D with a rank >= 3 operand) into equivalent ONNX ops;
 2. ``torch_mlir.extras.onnx_importer`` builds the ``torch`` dialect module.
 3. ``torch-onnx-to-torch-backend-pipeline`` then ``torch-backend-to-linalg-on-tensors-backend-pipeline``.
 4. The module is printed in MLIR's *generic* form (with all weights as hex ``dense<"0x...">``) and parsed
@@ -66,7 +68,8 @@ def _default_opset(model) -> int:
 
 
 def prepare_model(model, name: str = "<model>", opset: int | None = None):
-    """Load, version-convert (if older than :data:`MIN_OPSET` or ``opset`` is given), shape-infer."""
+    """Load, version-convert (if older than :data:`MIN_OPSET` or ``opset`` is given), shape-infer,
+    apply the torch-mlir workarounds of :mod:`m100.frontend.onnx_rewrite`."""
     import onnx
 
     model = _load_model(model, name)
@@ -86,6 +89,14 @@ def prepare_model(model, name: str = "<model>", opset: int | None = None):
         model = onnx.shape_inference.infer_shapes(model, strict_mode=False)
     except Exception as e:
         raise FrontendError(f"{name}: ONNX shape inference failed: {_one_line(e, 200)}") from None
+    from m100.frontend.onnx_rewrite import rewrite_for_torch_mlir
+
+    if rewrite_for_torch_mlir(model):
+        try:
+            onnx.checker.check_model(model)
+            model = onnx.shape_inference.infer_shapes(model, strict_mode=False)
+        except Exception as e:  # a defect of the rewrite, not of the user's model
+            raise FrontendError(f"{name}: internal ONNX rewrite failed: {_one_line(e, 200)}") from None
     return model
 
 

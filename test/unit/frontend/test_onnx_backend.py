@@ -8,8 +8,9 @@ exactly as ``onnx.backend.test.BackendTest`` runs a node test: ``prepare(model)`
 for every data set, compared with the runner's own ``assert_similar_outputs`` at the case's tolerance
 (default rtol 1e-3, atol 1e-7).
 
-A few cases are in ``KNOWN_FAILURES`` with the reason (torch-mlir cannot lower them); they are
-expected to fail (strict xfail: if one starts passing, the list must be updated). With the graph
+Cases torch-mlir gets wrong go in ``KNOWN_FAILURES`` with the reason (none at present: the known
+ones are worked around by ``m100.frontend.onnx_rewrite``); they are expected to fail (strict xfail:
+if one starts passing, the list must be updated). With the graph
 pipeline, a case whose op the graph passes reject with their one-line diagnostic (``check-supported``:
 no M100 lowering) is an xfail carrying that diagnostic; wrong numbers still fail. The fast suite runs
 every ``FAST_EVERY``-th selected case; ``make test-slow`` runs all of them.
@@ -36,10 +37,7 @@ TARGET_OPS = {
 
 #: case name -> why it fails (checked as strict xfail).
 KNOWN_FAILURES: dict[str, str] = {
-    "test_gelu_tanh_2": "torch-mlir's Gelu(tanh) lowering uses sqrt(2/pi) = 0.797724 (true 0.7978846): "
-                        "results off by ~3e-5 relative, one element exceeds rtol 1e-3",
-    "test_matmul_1d_3d": "torch-mlir cannot lower torch.aten.matmul of a 1-D and a 3-D operand",
-    "test_matmul_4d_1d": "torch-mlir cannot lower torch.aten.matmul of a 4-D and a 1-D operand",
+    # Gelu(tanh) and MatMul 1-D x 3-D/4-D were here: fixed by m100.frontend.onnx_rewrite
 }
 
 FAST_EVERY = 10

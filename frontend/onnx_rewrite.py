@@ -1,0 +1,162 @@
+"""ONNX graph rewrites that work around torch-mlir defects, applied before torch-mlir sees the model.
+
+Run by :func:`m100.frontend.onnx_import.prepare_model` after shape inference (the MatMul rewrite needs
+operand ranks). Only the top-level graph is rewritten. Every rewritten node keeps its output name, so
+graph outputs and downstream consumers are unchanged.
+
+- ``Gelu(approximate="tanh")``: torch-mlir lowers it with sqrt(2/pi) = 0.797724 (true 0.7978845608).
+  Rewritten into primitive ops per the ONNX definition
+  ``0.5 * x * (1 + tanh(sqrt(2/pi) * (x + 0.044715 * x^3)))`` (x^3 as x*x*x), constants computed in
+  float64 and stored in x's element type.
+- ``MatMul`` with one 1-D operand and the other of rank >= 3: torch-mlir cannot lower it. Rewritten per
+  numpy matmul semantics: a 1-D left operand ``(K,)`` becomes ``(1, K)`` (Unsqueeze axis 0) and the
+  inserted dimension -2 is squeezed from the result; a 1-D right operand ``(K,)`` becomes ``(K, 1)``
+  (Unsqueeze axis 1) and dimension -1 is squeezed. Other MatMuls are left alone.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+
+def _ranks_and_types(graph) -> tuple[dict[str, int], dict[str, int]]:
+    ranks: dict[str, int] = {}
+    types: dict[str, int] = {}
+    for vi in list(graph.input) + list(graph.value_info) + list(graph.output):
+        tt = vi.type.tensor_type
+        if vi.type.HasField("tensor_type"):
+            if tt.elem_type:
+                types[vi.name] = tt.elem_type
+            if tt.HasField("shape"):
+                ranks[vi.name] = len(tt.shape.dim)
+    for init in graph.initializer:
+        ranks[init.name] = len(init.dims)
+        types[init.name] = init.data_type
+    return ranks, types
+
+
+class _Names:
+    def __init__(self, graph):
+        self.used = {init.name for init in graph.initializer}
+        self.used |= {v.name for v in list(graph.input) + list(graph.output) + list(graph.value_info)}
+        for n in graph.node:
+            self.used |= set(n.input) | set(n.output)
+            if n.name:
+                self.used.add(n.name)
+        self.k = 0
+
+    def __call__(self, hint: str) -> str:
+        while True:
+            self.k += 1
+            name = f"_m100_{hint}_{self.k}"
+            if name not in self.used:
+                self.used.add(name)
+                return name
+
+
+def _opset(model) -> int:
+    for imp in model.opset_import:
+        if imp.domain in ("", "ai.onnx"):
+            return imp.version
+    return 0
+
+
+def _gelu_tanh(node, elem_type, names, helper, numpy_helper):
+    """The nodes and scalar initializers computing Gelu(tanh) of node.input[0] into node.output[0]."""
+    from onnx import TensorProto
+
+    np_dtype = helper.tensor_dtype_to_np_dtype(elem_type or TensorProto.FLOAT)
+    x, y = node.input[0], node.output[0]
+    consts = {
+        "half": 0.5,
+        "one": 1.0,
+        "c3": 0.044715,
+        "sqrt2pi": math.sqrt(2.0 / math.pi),
+    }
+    inits, cname = [], {}
+    for key, val in consts.items():
+        cname[key] = names(f"gelu_{key}")
+        inits.append(numpy_helper.from_array(np.array(val, dtype=np_dtype), cname[key]))
+    t = {k: names(f"gelu_{k}") for k in ("x2", "x3", "cx3", "inner", "scaled", "tanh", "onep", "hx")}
+    base = node.name or y
+    mk = lambda op, ins, out, i: helper.make_node(op, ins, [out], name=f"{base}/m100_{op}_{i}")  # noqa: E731
+    nodes = [
+        mk("Mul", [x, x], t["x2"], 0),
+        mk("Mul", [t["x2"], x], t["x3"], 1),
+        mk("Mul", [cname["c3"], t["x3"]], t["cx3"], 2),
+        mk("Add", [x, t["cx3"]], t["inner"], 3),
+        mk("Mul", [cname["sqrt2pi"], t["inner"]], t["scaled"], 4),
+        mk("Tanh", [t["scaled"]], t["tanh"], 5),
+        mk("Add", [cname["one"], t["tanh"]], t["onep"], 6),
+        mk("Mul", [cname["half"], x], t["hx"], 7),
+        mk("Mul", [t["hx"], t["onep"]], y, 8),
+    ]
+    return nodes, inits
+
+
+def _axes(opset, axes, names, helper, numpy_helper):
+    """(extra input list, attribute kwargs, initializers) for Unsqueeze/Squeeze ``axes`` at ``opset``."""
+    if opset >= 13:
+        name = names("axes")
+        return [name], {}, [numpy_helper.from_array(np.array(axes, dtype=np.int64), name)]
+    return [], {"axes": axes}, []
+
+
+def _matmul_vec(node, ranks, opset, names, helper, numpy_helper):
+    a, b = node.input[0], node.input[1]
+    ra, rb = ranks.get(a), ranks.get(b)
+    if ra is None or rb is None:
+        return None
+    if ra == 1 and rb >= 3:
+        vec, unsq_axis, sq_axis, left = a, 0, -2, True
+    elif rb == 1 and ra >= 3:
+        vec, unsq_axis, sq_axis, left = b, 1, -1, False
+    else:
+        return None
+    base = node.name or node.output[0]
+    mat_vec = names("matmul_vec2d")
+    prod = names("matmul_prod")
+    extra_u, attr_u, inits_u = _axes(opset, [unsq_axis], names, helper, numpy_helper)
+    extra_s, attr_s, inits_s = _axes(opset, [sq_axis], names, helper, numpy_helper)
+    unsq = helper.make_node("Unsqueeze", [vec, *extra_u], [mat_vec], name=f"{base}/m100_Unsqueeze", **attr_u)
+    ins = [mat_vec, b] if left else [a, mat_vec]
+    mm = helper.make_node("MatMul", ins, [prod], name=f"{base}/m100_MatMul")
+    sq = helper.make_node("Squeeze", [prod, *extra_s], [node.output[0]], name=f"{base}/m100_Squeeze", **attr_s)
+    return [unsq, mm, sq], inits_u + inits_s
+
+
+def rewrite_for_torch_mlir(model):
+    """Apply the rewrites above to ``model`` (shape-inferred) in place; return the number rewritten."""
+    from onnx import helper, numpy_helper
+
+    graph = model.graph
+    ranks, types = _ranks_and_types(graph)
+    names = _Names(graph)
+    opset = _opset(model)
+    new_nodes, new_inits, count = [], [], 0
+    for node in graph.node:
+        repl = None
+        if node.domain in ("", "ai.onnx"):
+            if node.op_type == "Gelu":
+                approx = next((a.s.decode() for a in node.attribute if a.name == "approximate"), "none")
+                if approx == "tanh":
+                    repl = _gelu_tanh(node, types.get(node.input[0]), names, helper, numpy_helper)
+            elif node.op_type == "MatMul":
+                repl = _matmul_vec(node, ranks, opset, names, helper, numpy_helper)
+        if repl is None:
+            new_nodes.append(node)
+        else:
+            new_nodes.extend(repl[0])
+            new_inits.extend(repl[1])
+            count += 1
+    if count:
+        graph.ClearField("node")
+        graph.node.extend(new_nodes)
+        graph.initializer.extend(new_inits)
+        if model.ir_version < 4:  # initializers must also be graph inputs before IR version 4
+            graph.input.extend(
+                helper.make_tensor_value_info(t.name, t.data_type, list(t.dims)) for t in new_inits
+            )
+    return count
