@@ -146,7 +146,7 @@ class HbsmAllocate(ModulePass):
         for o in pending_mem:
             t = o.results[0].type  # type: ignore[assignment]
             sp = t.space_enum
-            a = (top[sp] + 63) // 64 * 64
+            a = -(-top[sp] // m.mem_align) * m.mem_align
             o.properties["offset"] = IntegerAttr(a, i64)
             top[sp] = a + t.total_bytes
         if self.report:

@@ -248,7 +248,7 @@ class Emitter:
 
     def _alloc_mem(self, space: str, nbytes: int) -> int:
         a = self.bump[space]
-        align = 64
+        align = self.m.mem_align
         self.bump[space] = a + (nbytes + align - 1) // align * align
         limit = self.m.ccb_sram_bytes if space == "sram" else self.m.ddr_bytes
         if self.bump[space] > limit:

@@ -113,6 +113,7 @@ class Machine:
     drb_bandwidth: float = 256e9  # bytes/s aggregate
     icb_bits_per_cycle: int = 64
     dma_setup_cycles: int = 32  # model
+    mem_align: int = 64  # DDR / CCB SRAM buffer alignment in bytes (model: one LPDDR5X burst)
 
     # ------------------------------------------------------------------------------------------
     @property
