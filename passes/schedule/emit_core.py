@@ -1,0 +1,374 @@
+"""Emitter bookkeeping: program, memory buffers, HBSM piece buffers, tokens and ordering.
+
+Split out of :mod:`.emit` (size rule): the access/index helpers, :class:`Piece`, and
+:class:`EmitterCore`, which owns the program body, the bump allocation of DDR/SRAM buffers, the
+``!sync.token`` bookkeeping (segment barriers, per-slot dependencies) and the final ordering. The
+per-op/unit-kind emission lives in :mod:`.emit_units`; :mod:`.emit` assembles the :class:`Emitter`.
+"""
+from __future__ import annotations
+
+import heapq
+import math
+from dataclasses import dataclass
+
+import numpy as np
+from xdsl.dialects.builtin import Float16Type, Float32Type, IntegerAttr, IntegerType, i64
+from xdsl.ir import Attribute, Operation, SSAValue
+from xdsl.ir.affine import AffineExpr, AffineMap
+
+from m100.dialects.hbsm import AllocOp, BufferType
+from m100.dialects.sync import JoinOp
+from m100.dialects.tpb import DmaOp, ProgramOp, SegmentOp, SymbolOp
+from m100.dialects.twu import AccessAttr
+from m100.targets.m100.machine import Machine
+
+from .from_ir import IRGraph
+from .graph import ScheduleError
+from .placement import Placement
+from .timeline import memory_of
+
+_ELEM = {"f32": Float32Type(), "f16": Float16Type(), "i8": IntegerType(8), "i32": IntegerType(32),
+         "i4": IntegerType(4)}
+_NP = {"f32": np.float32, "f16": np.float16, "i8": np.int8, "i32": np.int32}
+
+Lin = list[tuple[tuple[int, ...], int]]  # per buffer dim: (coefficient per iteration dim, constant)
+
+
+_ACCESS_CACHE: dict[tuple, AccessAttr] = {}
+_BUFTYPE_CACHE: dict[tuple, BufferType] = {}
+_INT_CACHE: dict[int, IntegerAttr] = {}
+
+
+def _int(v: int) -> IntegerAttr:
+    """An i64 attribute (attributes are immutable: shared instances save construction time)."""
+    a = _INT_CACHE.get(v)
+    if a is None:
+        a = _INT_CACHE[v] = IntegerAttr(int(v), i64)
+    return a
+
+
+def access(bounds: tuple[int, ...], lin: Lin) -> AccessAttr:
+    key = (tuple(bounds), tuple((tuple(c), k) for c, k in lin))
+    a = _ACCESS_CACHE.get(key)
+    if a is None:
+        a = _ACCESS_CACHE[key] = _access(bounds, lin)
+    return a
+
+
+def _access(bounds: tuple[int, ...], lin: Lin) -> AccessAttr:
+    nd = len(bounds)
+    exprs = []
+    for coeffs, c0 in lin:
+        e = AffineExpr.constant(int(c0))
+        for d, c in enumerate(coeffs):
+            if c:
+                e = e + AffineExpr.dimension(d) * int(c)
+        exprs.append(e)
+    return AccessAttr(AffineMap(nd, 0, tuple(exprs)), [int(b) for b in bounds])
+
+
+def ident(nd: int, offs: tuple[int, ...] | None = None, rank: int | None = None,
+          dims: tuple[int, ...] | None = None) -> Lin:
+    """Buffer index k = iteration dim dims[k] + offs[k] (dims default 0..rank-1)."""
+    rank = nd if rank is None else rank
+    dims = tuple(range(rank)) if dims is None else dims
+    offs = offs or (0,) * rank
+    return [(tuple(1 if d == dims[k] else 0 for d in range(nd)), offs[k]) for k in range(rank)]
+
+
+def row_view(shape: tuple[int, ...]) -> tuple[int, int, int]:
+    """(rows, elems per row, cols) of a row-standard tensor (NHWC image rows, 2-D rows, ...)."""
+    if len(shape) >= 3:
+        return math.prod(shape[:-2]), shape[-2], shape[-1]
+    if len(shape) == 2:
+        return shape[0], 1, shape[1]
+    return 1, 1, shape[0] if shape else 1
+
+
+def row_index(shape: tuple[int, ...], r0: int, c0: int = 0) -> Lin:
+    """Map a piece iteration (d0 row, d1 elem, d2 col) starting at row r0 (all rows of the piece
+    inside one leading index of a rank-4 tensor) to the tensor's indices."""
+    if len(shape) >= 4:
+        lead = shape[:-3]
+        h = shape[-3]
+        n0, h0 = divmod(r0, h)
+        idx = []
+        rest = n0
+        for k in reversed(range(len(lead))):
+            idx.append(rest % lead[k])
+            rest //= lead[k]
+        idx = idx[::-1]
+        return [((0, 0, 0), i) for i in idx] + [((1, 0, 0), h0), ((0, 1, 0), 0), ((0, 0, 1), c0)]
+    if len(shape) == 3:
+        return [((1, 0, 0), r0), ((0, 1, 0), 0), ((0, 0, 1), c0)]
+    if len(shape) == 2:
+        return [((1, 0, 0), r0), ((0, 0, 1), c0)]
+    return [((0, 0, 1), c0)]
+
+
+def image_parts(lo: int, hi: int, per: int) -> list[tuple[int, int]]:
+    """Split rows [lo, hi) at multiples of ``per`` (bands must not cross an image)."""
+    out = []
+    a = lo
+    while a < hi:
+        e = min(hi, (a // per + 1) * per)
+        out.append((a, e))
+        a = e
+    return out
+
+
+@dataclass
+class Piece:
+    op: str
+    band: int
+    col: int
+    tpb: int
+    r0: int  # output rows [r0, r1)
+    r1: int
+    c0: int  # output cols [c0, c1)
+    c1: int
+    out: SSAValue  # HBSM buffer [r1-r0, E, c1-c0]
+    done: SSAValue  # token of the instruction that wrote it
+    readers: list = None  # tokens of the stores/copies that read ``out``
+
+    def __post_init__(self):
+        if self.readers is None:
+            self.readers = []
+
+
+
+class EmitterCore:
+    """Program/buffer/token bookkeeping of the emitter (see :mod:`.emit`)."""
+
+    def __init__(self, irg: IRGraph, pl: Placement, machine: Machine):
+        self.irg = irg
+        self.g = irg.graph
+        self.pl = pl
+        self.m = machine
+        self.ops: list[Operation] = []  # program body in order
+        self.head: list[Operation] = []  # symbols, segments, memory buffers
+        self.mem: dict[str, SSAValue] = {}  # tensor -> memory buffer
+        self.mem_addr: dict[str, tuple[str, int]] = {}
+        self.writers: dict[str, list[SSAValue]] = {}  # memory tensor -> tokens of its writers
+        self.join: dict[str, SSAValue] = {}
+        self.bump = {"ddr": 0, "sram": 0}
+        self.engine = 0
+        self.weights: dict[tuple[str, int, int, str], tuple[SSAValue, SSAValue]] = {}
+        self.by_op = {o.name: o for o in self.g.ops}
+        self.times = self._times()
+        self.keyed: dict[tuple, list[Operation]] = {}
+        self.hist: dict[tuple[int, str], list[SSAValue]] = {}  # (tpb, op) -> compute tokens
+        self.out_readers: dict[tuple[int, str], list[list[SSAValue]]] = {}
+        self.cur: tuple[int, str] | None = None  # (tpb, op) of the piece being emitted
+        self.seg_toks: dict[int, list[SSAValue]] = {}  # tokens of the current segment per TPB
+        self.barrier: dict[int, SSAValue] = {}  # previous segment's completion per TPB
+        self.barrier_used: set[int] = set()
+
+    # ---------------------------------------------------------------- helpers
+    def _times(self) -> dict[tuple, tuple[float, float]]:
+        out: dict[tuple, tuple[float, float]] = {}
+        self.engines: dict[tuple, int] = {}
+        for t in self.pl.timeline.tasks:
+            key = (t.kind, t.op, t.band, t.col)
+            a, e = out.get(key, (t.start, t.end))
+            out[key] = (min(a, t.start), max(e, t.end))
+            if t.unit == "dma":
+                self.engines.setdefault(key, t.engine)
+        return out
+
+    def _attrs(self, key: tuple) -> dict[str, Attribute]:
+        """Predicted cycles of the timeline tasks of ``key``; several instructions sharing a key
+        (tiles, chunks) get consecutive parts of that window (assigned in :meth:`_spread`)."""
+        t = self.times.get(key)
+        if t is None:
+            return {}
+        self._pending_key = key
+        return {"pred_start": _int(int(t[0])), "pred_end": _int(int(t[1]))}
+
+    def _note(self, op: Operation) -> Operation:
+        key = getattr(self, "_pending_key", None)
+        if key is not None and "pred_start" in op.attributes:
+            self.keyed.setdefault(key, []).append(op)
+        self._pending_key = None
+        return op
+
+    def _spread(self) -> None:
+        for key, ops in self.keyed.items():
+            a, e = self.times[key]
+            n = len(ops)
+            for i, o in enumerate(ops):
+                o.attributes["pred_start"] = _int(int(a + (e - a) * i / n))
+                o.attributes["pred_end"] = _int(int(a + (e - a) * (i + 1) / n))
+
+    def _slot_deps(self, tpb: int, opname: str) -> list[SSAValue]:
+        """The instruction two back on (tpb, op): a new input may only be loaded once the
+        instruction that used the slot it reuses has finished (double buffering)."""
+        h = self.hist.get((tpb, opname), [])
+        return [h[-2]] if len(h) >= 2 else []
+
+    def _take_out_wait(self) -> list[SSAValue]:
+        """Readers of the output slot this piece reuses (once, for its first instruction), and
+        the previous segment's end on this TPB."""
+        w, self.out_wait = getattr(self, "out_wait", []), []
+        return w + (self._bar(self.cur[0]) if self.cur else [])
+
+    def _bar(self, tpb: int) -> list[SSAValue]:
+        """The previous segment's completion on ``tpb``: segments reuse the HBSM, so no instruction
+        of a segment on a TPB may run before that TPB finished the segment before."""
+        return [self.barrier[tpb]] if tpb in self.barrier else []
+
+    def _touch(self, tpb: int, tok: SSAValue) -> None:
+        self.seg_toks.setdefault(tpb, []).append(tok)
+
+    def _new_segment(self) -> None:
+        self.barrier = {}
+        for t, toks in self.seg_toks.items():
+            j = JoinOp(toks)
+            self.ops.append(j)
+            self.barrier[t] = j.results[0]
+        self.seg_toks = {}
+        self.barrier_used = set()
+
+    def _computed(self, tpb: int, opname: str, tok: SSAValue) -> None:
+        self.hist.setdefault((tpb, opname), []).append(tok)
+        self._touch(tpb, tok)
+
+    def _alloc_mem(self, space: str, nbytes: int) -> int:
+        a = self.bump[space]
+        align = self.m.mem_align
+        self.bump[space] = a + (nbytes + align - 1) // align * align
+        limit = self.m.ccb_sram_bytes if space == "sram" else self.m.ddr_bytes
+        if self.bump[space] > limit:
+            self.bump[space] = a
+            if space == "sram":
+                return -1  # CCB SRAM full: the caller spills to DDR
+            raise ScheduleError(f"the program's tensors need more than the {limit} bytes of DDR")
+        return a
+
+    def buffer(self, space: str, tpb: int, shape: tuple[int, ...], dtype: str,
+               offset: int | None = None) -> SSAValue:
+        key = (space, tpb, tuple(int(x) for x in shape), dtype)
+        bt = _BUFTYPE_CACHE.get(key)
+        if bt is None:
+            bt = _BUFTYPE_CACHE[key] = BufferType(space, tpb, list(key[2]), _ELEM[dtype])
+        op = AllocOp(bt, offset)
+        (self.head if offset is not None else self.ops).append(op)
+        return op.result
+
+    def token_of(self, tensor: str) -> list[SSAValue]:
+        ws = self.writers.get(tensor, [])
+        if len(ws) <= 1:
+            return list(ws)
+        if tensor not in self.join or len(ws) != getattr(self, "_jn", {}).get(tensor):
+            j = JoinOp(ws)
+            self.ops.append(j)
+            self.join[tensor] = j.results[0]
+            self.__dict__.setdefault("_jn", {})[tensor] = len(ws)
+        return [self.join[tensor]]
+
+    def next_engine(self) -> int:
+        e = self.engine
+        self.engine = (self.engine + 1) % self.m.ccb_dma_engines
+        return e
+
+    def dma(self, src: SSAValue, src_acc: AccessAttr | None, dst: SSAValue,
+            dst_acc: AccessAttr | None, deps: list[SSAValue], key: tuple | None = None) -> SSAValue:
+        eng = self.engines.get(key, -1) if key else -1
+        op = DmaOp(eng if eng >= 0 else self.next_engine(),
+                   {"src": (src, src_acc), "dst": (dst, dst_acc)}, deps,
+                   attributes=self._attrs(key) if key else {})
+        self.ops.append(self._note(op))
+        return op.done
+
+    # ---------------------------------------------------------------- memory tensors
+    def memory(self, tensor: str) -> SSAValue:
+        if tensor in self.mem:
+            return self.mem[tensor]
+        t = self.g.tensors[tensor]
+        space = "ddr" if t.kind in ("input", "output", "weight") else memory_of(
+            _CM(self.m), self.g, tensor)
+        addr = self._alloc_mem(space, t.nbytes)
+        if addr < 0:
+            space, addr = "ddr", self._alloc_mem("ddr", t.nbytes)
+        buf = self.buffer(space, 0, t.shape or (1,), t.dtype, addr)
+        self.mem[tensor] = buf
+        self.mem_addr[tensor] = (space, addr)
+        if t.kind == "weight":
+            arr = np.ascontiguousarray(self.irg.data[tensor].astype(_NP[t.dtype]))
+            self.head.append(SegmentOp(tensor, space, addr, arr.tobytes()))
+        return buf
+
+    def alias(self, tensor: str, shape: tuple[int, ...]) -> SSAValue:
+        """Another view (shape) of a memory tensor's bytes."""
+        self.memory(tensor)
+        space, addr = self.mem_addr[tensor]
+        return self.buffer(space, 0, shape, self.g.tensors[tensor].dtype, addr)
+
+    # ---------------------------------------------------------------- program
+    def run(self) -> ProgramOp:
+        for i, name in enumerate(self.irg.inputs):
+            t = self.g.tensors[name]
+            self.memory(name)
+            sp, addr = self.mem_addr[name]
+            self.head.append(SymbolOp(name, "input", t.shape, _ELEM[t.dtype], sp, addr))
+        for name in self.irg.outputs:
+            self.memory(name)
+        for si, seg in enumerate(self.pl.segments):
+            self._new_segment()
+            if seg.kind == "dma":
+                self.dma_op(self.by_op[seg.stages[0].op])
+            else:
+                self.segment(si, seg)
+        for i, name in enumerate(self.irg.outputs):
+            t = self.g.tensors[name]
+            sp, addr = self.mem_addr[name]
+            self.head.append(SymbolOp(f"result{i}" if name.startswith("t") else name, "output",
+                                      t.shape, _ELEM[t.dtype], sp, addr))
+        meta = {"scheduler": "m100-schedule", "strategy": self.pl.strategy,
+                "predicted_cycles": str(int(self.pl.timeline.makespan))}
+        self._spread()
+        return ProgramOp(self.m.name, "placed", self.head + self._predicted_order(), metadata=meta)
+
+    def _predicted_order(self) -> list[Operation]:
+        """The body in predicted-start order (a topological order of the token edges): buffers
+        first, then instructions by ``pred_start`` (inherited from dependencies when absent), so
+        each DMA engine's queue and each unit's queue follow the timeline."""
+        allocs = [o for o in self.ops if isinstance(o, AllocOp)]
+        rest = [o for o in self.ops if not isinstance(o, AllocOp)]
+        index = {id(o): i for i, o in enumerate(rest)}
+        prio: dict[int, float] = {}
+        users: dict[int, list[Operation]] = {}
+        missing: dict[int, int] = {}
+        for o in rest:
+            deps = [v.owner for v in o.operands if id(v.owner) in index]
+            ps = o.attributes.get("pred_start")
+            t = float(ps.value.data) if ps is not None else max(
+                (prio[id(d)] for d in deps), default=0.0)
+            prio[id(o)] = t
+            missing[id(o)] = len(deps)
+            for d in deps:
+                users.setdefault(id(d), []).append(o)
+        heap = [(prio[id(o)], index[id(o)], o) for o in rest if missing[id(o)] == 0]
+        heapq.heapify(heap)
+        out: list[Operation] = []
+        while heap:
+            _, _, o = heapq.heappop(heap)
+            out.append(o)
+            for u in users.get(id(o), []):
+                missing[id(u)] -= 1
+                if missing[id(u)] == 0:
+                    heapq.heappush(heap, (prio[id(u)], index[id(u)], u))
+        assert len(out) == len(rest), "token edges form a cycle"
+        return allocs + out
+
+
+class _CM:
+    """A minimal stand-in with ``.machine`` for :func:`memory_of`."""
+
+    def __init__(self, m: Machine):
+        from .cost import CostModel
+        self._cm = CostModel(m)
+        self.machine = m
+
+    def __getattr__(self, k):
+        return getattr(self._cm, k)

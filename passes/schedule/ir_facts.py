@@ -1,0 +1,187 @@
+"""Lowering facts of classified linalg IR: element types, shapes, affine maps, CVU stages, norms.
+
+Split out of :mod:`.from_ir` (size rule): the per-op helpers (:class:`Lowering`, :class:`IRGraph`,
+dtype/shape/strides/constant readers, the body-expression -> CVU stage translation and the norm
+idiom role matching) that the graph walk in :func:`.from_ir.from_module` uses.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+from xdsl.dialects.builtin import DenseIntOrFPElementsAttr, TensorType
+from xdsl.ir import Operation, SSAValue
+from xdsl.ir.affine import AffineMap
+
+from m100.passes.graph.common import body_exprs
+from m100.targets.m100.isa import Act, CvuOp, Ref, RefKind, Stage
+
+from .graph import OpGraph, ScheduleError
+
+_DT = {"f32": "f32", "f16": "f16", "bf16": "bf16", "i8": "i8", "i32": "i32", "i4": "i4"}
+ACTS = {"relu": Act.RELU, "gelu": Act.GELU, "silu": Act.SILU, "sigmoid": Act.SIGMOID,
+        "tanh": Act.TANH}
+
+
+def _dtype(t) -> str:
+    e = t.get_element_type() if isinstance(t, TensorType) else t
+    s = str(e)
+    if s not in _DT:
+        raise ScheduleError(f"element type {s} is not supported by the scheduler")
+    return _DT[s]
+
+
+def _shape(v: SSAValue) -> tuple[int, ...]:
+    t = v.type
+    if not isinstance(t, TensorType):
+        raise ScheduleError(f"expected a tensor value, got {t}")
+    return tuple(int(x) for x in t.get_shape())
+
+
+def linear_map(m: AffineMap) -> list[tuple[tuple[int, ...], int]]:
+    """Per result: (coefficient per dim, constant) of a pure affine map."""
+    zero = [0] * m.num_dims
+    c0 = m.eval(zero, [])
+    out = []
+    for r in range(len(m.results)):
+        coeffs = []
+        for d in range(m.num_dims):
+            unit = list(zero)
+            unit[d] = 1
+            coeffs.append(m.eval(unit, [])[r] - c0[r])
+        out.append((tuple(coeffs), c0[r]))
+    return out
+
+
+@dataclass
+class Lowering:
+    """How the emitter lowers one scheduler op (the IR facts the OpGraph does not carry)."""
+    kind: str  # matmul conv cvu pool transpose broadcast pad reshape copy
+    act: Act = Act.NONE
+    bias: str | None = None  # weight tensor name of the bias vector
+    stages: tuple[Stage, ...] = ()
+    in_maps: list[list[tuple[tuple[int, ...], int]]] = field(default_factory=list)
+    params: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class IRGraph:
+    graph: OpGraph
+    lowering: dict[str, Lowering]
+    data: dict[str, np.ndarray]  # constant tensors (weights, fills)
+    inputs: list[str]
+    outputs: list[str]
+    func_name: str
+
+
+def _vec(op: Operation, name: str) -> list[int]:
+    """A 2-element strides/dilations attribute (property or attribute), default [1, 1]."""
+    a = op.properties.get(name) or op.attributes.get(name)
+    if a is None:
+        return [1, 1]
+    vals = a.get_values() if hasattr(a, "get_values") else a.data  # type: ignore[union-attr]
+    vals = [int(v) for v in vals]
+    return vals * 2 if len(vals) == 1 else vals
+
+
+def _dense(op: Operation) -> np.ndarray | None:
+    from m100.frontend.reference import dense_to_numpy
+    v = op.properties.get("value") or op.attributes.get("value")
+    if isinstance(v, DenseIntOrFPElementsAttr):
+        return dense_to_numpy(v)
+    return None
+
+
+def _expr_stages(exprs, n_in: int, where: str) -> tuple[Stage, ...]:
+    """CVU stages computing a generic's single yielded expression."""
+    stages: list[Stage] = []
+    memo: dict[int, Ref] = {}
+    binop = {"addf": CvuOp.ADD, "subf": CvuOp.SUB, "mulf": CvuOp.MUL, "divf": CvuOp.DIV,
+             "maximumf": CvuOp.MAX, "maxnumf": CvuOp.MAX, "minimumf": CvuOp.MIN,
+             "minnumf": CvuOp.MIN, "powf": CvuOp.POW}
+    unop = {"negf": CvuOp.NEG, "exp": CvuOp.EXP, "log": CvuOp.LOG, "sqrt": CvuOp.SQRT,
+            "rsqrt": CvuOp.RSQRT, "tanh": CvuOp.TANH, "erf": CvuOp.ERF, "absf": CvuOp.ABS,
+            "floor": CvuOp.FLOOR, "ceil": CvuOp.CEIL}
+
+    def emit(op: CvuOp, args: tuple[Ref, ...]) -> Ref:
+        stages.append(Stage(op, args))
+        return Ref(RefKind.STAGE, len(stages) - 1)
+
+    def go(e) -> Ref:
+        key = id(e)
+        if key in memo:
+            return memo[key]
+        k = e.kind
+        if k == "in":
+            r = Ref(RefKind.INPUT, int(e.val))
+        elif k == "c":
+            r = Ref(RefKind.IMM, 0, float(e.val))
+        elif k in binop:
+            r = emit(binop[k], (go(e.args[0]), go(e.args[1])))
+        elif k in unop:
+            r = emit(unop[k], (go(e.args[0]),))
+        elif k == "select":
+            c, a, b = e.args
+            # relu idiom: select(x > c, x, c) -> max(x, c)
+            if c.kind == "cmpf" and c.val in ("ugt", "ogt", "uge", "oge") and \
+                    c.args[0] is a and c.args[1] is b:
+                r = emit(CvuOp.MAX, (go(a), go(b)))
+            else:
+                r = emit(CvuOp.SELECT, (go(c), go(a), go(b)))
+        elif k == "cmpf":
+            a, b = e.args
+            p = e.val
+            if p in ("ogt", "ugt"):
+                r = emit(CvuOp.CMP_GT, (go(a), go(b)))
+            elif p in ("oge", "uge"):
+                r = emit(CvuOp.CMP_GE, (go(a), go(b)))
+            elif p in ("olt", "ult"):
+                r = emit(CvuOp.CMP_GT, (go(b), go(a)))
+            elif p in ("ole", "ule"):
+                r = emit(CvuOp.CMP_GE, (go(b), go(a)))
+            elif p in ("oeq", "ueq"):
+                r = emit(CvuOp.CMP_EQ, (go(a), go(b)))
+            else:
+                raise ScheduleError(f"{where}: comparison '{p}' has no CVU stage")
+        else:
+            raise ScheduleError(f"{where}: body op '{k}' has no CVU stage (supported: "
+                                f"{', '.join(sorted(binop) + sorted(unop))}, cmpf, select)")
+        memo[key] = r
+        return r
+
+    res = go(exprs[0])
+    if res.kind is not RefKind.STAGE:  # a pure copy / constant: one COPY stage
+        emit(CvuOp.COPY, (res,))
+    return tuple(stages)
+
+
+def _norm_roles(members: list[Operation], params: list[SSAValue], mset: set[int]) -> list:
+    """gamma (multiplied) then beta (added) among a norm group's parameter inputs."""
+    gamma = beta = None
+    for mo in members:
+        if mo.name != "linalg.generic":
+            continue
+        exprs = body_exprs(mo)
+        ins_of = list(mo.inputs)  # type: ignore[attr-defined]
+        if not exprs:
+            continue
+        top = exprs[0]
+        for i, v in enumerate(ins_of):
+            if v not in params:
+                continue
+            uses_direct = any(a.kind == "in" and a.val == i for a in top.args)
+            if top.kind == "mulf" and uses_direct:
+                gamma = v
+            elif top.kind in ("addf", "subf") and uses_direct:
+                beta = v
+    out = []
+    if gamma is not None:
+        out.append(gamma)
+    if beta is not None:
+        if gamma is None:
+            raise ScheduleError("a norm with a shift but no scale is not supported")
+        out.append(beta)
+    if len(out) != len(params):
+        raise ScheduleError("could not tell the scale/shift inputs of a norm idiom apart")
+    return out
