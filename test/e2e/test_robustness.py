@@ -13,7 +13,7 @@ import numpy as np
 import onnx
 import pytest
 
-from e2e_helpers import monitor_sites, mutate, same_outputs
+from e2e_helpers import light_model, monitor_sites, mutate, same_outputs
 from m100.frontend import models
 from m100.frontend.onnx_backend import onnxruntime_run
 from m100.sim import certificate
@@ -27,14 +27,18 @@ def mlp_dataflow():
 
 SEEDED = {"mlp": (models.mlp, "tiny", 0), "convnet": (models.conv_relu_maxpool, "tiny", 0),
           "llama": (lambda: onnx.load("test/data/llama_layer_small.onnx"), "m100", 8),
-          "resnet18-32": (lambda: models.resnet18(hw=32, num_classes=10), "m100", 8)}
+          "resnet18-32": (lambda: models.resnet18(hw=32, num_classes=10), "m100", 8),
+          "squeezenet": (lambda: light_model("squeezenet"), "m100", 16),
+          "resnet50": (lambda: light_model("resnet50"), "m100", 16)}
 
 
 @pytest.mark.parametrize("name,mode", [
     ("mlp", "dataflow"), ("mlp", "barrier-all"), ("convnet", "dataflow"),
     pytest.param("convnet", "barrier-all", marks=pytest.mark.slow),
     pytest.param("llama", "dataflow", marks=pytest.mark.slow),
-    pytest.param("resnet18-32", "dataflow", marks=pytest.mark.slow)])
+    pytest.param("resnet18-32", "dataflow", marks=pytest.mark.slow),
+    pytest.param("squeezenet", "dataflow", marks=pytest.mark.slow),
+    pytest.param("resnet50", "dataflow", marks=pytest.mark.slow)])
 def test_20_random_latency_seeds_give_identical_outputs_and_no_races(name, mode, mlp_dataflow):
     build, machine, tpbs = SEEDED[name]
     model = build()
