@@ -41,8 +41,9 @@ from xdsl.utils.exceptions import VerifyException
 from m100.targets.m100.isa import DType, Space, space_size
 
 from .sync import machine_of
-from .twu import (SPACE_BY_NAME, SPACE_NAMES, array_values, checked_params, i64_array, int_attr,
-                  isa_guard, parse_buffer_operand, type_to_dtype)
+from .twu import (SPACE_BY_NAME, SPACE_NAMES, array_values, checked_params, format_space_tpb,
+                  i64_array, int_attr, isa_guard, parse_buffer_operand, parse_space_tpb,
+                  type_to_dtype)
 
 
 @irdl_attr_definition
@@ -97,11 +98,7 @@ class BufferType(ParametrizedAttribute, TypeAttribute):
     @classmethod
     def parse_parameters(cls, parser: AttrParser) -> Sequence[Attribute]:
         with parser.in_angle_brackets():
-            space = parser.parse_identifier()
-            tpb = 0
-            if parser.parse_optional_punctuation("[") is not None:
-                tpb = parser.parse_integer()
-                parser.parse_punctuation("]")
+            space, tpb = parse_space_tpb(parser)
             parser.parse_punctuation(",")
             dims, elem = parser.parse_ranked_shape()
             slots = 1
@@ -113,11 +110,7 @@ class BufferType(ParametrizedAttribute, TypeAttribute):
                                             int_attr(slots)))
 
     def print_parameters(self, printer: Printer) -> None:
-        space, tpb = self.space.data, self.tpb_index
-        printer.print_string(f"<{space}")
-        if space == "hbsm" or tpb != 0:
-            printer.print_string(f"[{tpb}]")
-        printer.print_string(", ")
+        printer.print_string(f"<{format_space_tpb(self.space.data, self.tpb_index)}, ")
         for d in self.dims:
             printer.print_string(f"{d}x")
         printer.print_attribute(self.element_type)

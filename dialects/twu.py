@@ -182,6 +182,21 @@ def isa_guard(fn, *args, prefix: str = ""):
 # ----------------------------------------------------------------------------------------------
 # #twu.walk
 # ----------------------------------------------------------------------------------------------
+def parse_space_tpb(parser: AttrParser) -> tuple[str, int]:
+    """Parse the memory-space prefix shared by walks and buffers: ``hbsm[3]``, ``ddr``, ``sram``."""
+    space = parser.parse_identifier()
+    tpb = 0
+    if parser.parse_optional_punctuation("[") is not None:
+        tpb = parser.parse_integer()
+        parser.parse_punctuation("]")
+    return space, tpb
+
+
+def format_space_tpb(space: str, tpb: int) -> str:
+    """The inverse of :func:`parse_space_tpb` (HBSM always names its TPB)."""
+    return f"{space}[{tpb}]" if space == "hbsm" or tpb != 0 else space
+
+
 @irdl_attr_definition
 class WalkAttr(ParametrizedAttribute):
     """``#twu.walk<space[tpb], base, dtype, [(initial, step, final), ...]>`` = one ISA Walk."""
@@ -216,11 +231,7 @@ class WalkAttr(ParametrizedAttribute):
     @classmethod
     def parse_parameters(cls, parser: AttrParser) -> Sequence[Attribute]:
         with parser.in_angle_brackets():
-            space = parser.parse_identifier()
-            tpb = 0
-            if parser.parse_optional_punctuation("[") is not None:
-                tpb = parser.parse_integer()
-                parser.parse_punctuation("]")
+            space, tpb = parse_space_tpb(parser)
             parser.parse_punctuation(",")
             base = parser.parse_integer()
             parser.parse_punctuation(",")
@@ -243,10 +254,7 @@ class WalkAttr(ParametrizedAttribute):
                                             dtype, i64_array(flat)))
 
     def print_parameters(self, printer: Printer) -> None:
-        space, tpb = self.space.data, self.tpb.value.data
-        printer.print_string(f"<{space}")
-        if space == "hbsm" or tpb != 0:
-            printer.print_string(f"[{tpb}]")
+        printer.print_string(f"<{format_space_tpb(self.space.data, self.tpb.value.data)}")
         printer.print_string(f", {self.base.value.data}, ")
         printer.print_attribute(self.dtype)
         lv = ", ".join(f"({a}, {b}, {c})" for a, b, c in self.level_triples())
