@@ -40,10 +40,6 @@ class ToolError(M100Error):
     """A user error detected by a tool itself (bad flag combination, unknown pass, ...)."""
 
 
-class NotImplementedYet(ToolError):
-    """A command that exists on the command line but whose implementation has not landed yet."""
-
-
 def _failing_op(e: Exception) -> tuple[str, str] | None:
     """(op name, printed op line) of the operation xDSL marked in the diagnostic note."""
     for note in getattr(e, "__notes__", None) or []:
@@ -147,11 +143,6 @@ def run_tool(tool: str, fn: Callable[[], int | None]) -> int:
         except (OSError, ValueError):
             pass
         return 0
-    except NotImplementedYet as e:
-        if debug:
-            raise
-        report(tool, str(e))
-        return EXIT_USAGE
     except Exception as e:  # noqa: BLE001 - classified just below
         if debug:
             raise
@@ -184,5 +175,5 @@ def exit_with(main: Callable[[], int]) -> None:
     sys.exit(main())
 
 
-__all__ = ["EXIT_INTERRUPTED", "EXIT_USAGE", "EXIT_USER_ERROR", "NotImplementedYet", "ToolError",
+__all__ = ["EXIT_INTERRUPTED", "EXIT_USAGE", "EXIT_USER_ERROR", "ToolError",
            "format_error", "locate_op", "verify_message", "report", "run_tool", "tool_main", "exit_with"]

@@ -7,7 +7,7 @@ from xdsl.parser import Parser
 
 from m100.context import make_context
 from m100.errors import M100Error
-from m100.tools.common import (EXIT_INTERRUPTED, EXIT_USAGE, EXIT_USER_ERROR, NotImplementedYet,
+from m100.tools.common import (EXIT_INTERRUPTED, EXIT_USER_ERROR,
                                format_error, run_tool, tool_main)
 
 
@@ -37,12 +37,6 @@ def test_keyboard_interrupt_is_130(capsys):
     rc, err = _run(_raise(KeyboardInterrupt()), capsys)
     assert rc == EXIT_INTERRUPTED == 130
     assert "interrupted" in err and "Traceback" not in err
-
-
-def test_not_implemented_yet_is_usage_exit(capsys):
-    rc, err = _run(_raise(NotImplementedYet("'m100 run' is not implemented yet")), capsys)
-    assert rc == EXIT_USAGE == 2
-    assert err.count("\n") == 1
 
 
 def test_missing_file(capsys, tmp_path):
