@@ -37,15 +37,18 @@ def linear_fit(v: np.ndarray) -> tuple[int, int]:
     d = int(v[1] - v[0])
     if v[0] > 0 and d >= 0 and (v == v[0] + d * np.arange(nb)).all():
         return int(v[0]), d  # an exact progression (the usual streaming case): zero slack
-    cands = {0}
-    pos = np.nonzero(v > 0)[0]
-    for a in pos:
-        for b in pos:
-            if b > a:
-                d = int(v[b] - v[a])
-                if d > 0:
-                    cands.add(d // int(b - a))
-                    cands.add(-(-d // int(b - a)))
+    # The summed slack is convex in k (e(k) = max_b(v[b] - b*k) is a max of lines) and the
+    # feasible k form [0, kmax]; an integer minimum lies at the floor/ceil of a breakpoint of e
+    # (any pair of blocks, zero-need blocks included) or at an end of that interval.
+    kmax = min((vmax - int(v[b])) // (nb - 1 - b) for b in range(nb - 1))
+    cands = {0, kmax}
+    for a in range(nb):
+        for b in range(a + 1, nb):
+            d = int(v[b] - v[a])
+            if d > 0:
+                cands.add(d // (b - a))
+                cands.add(-(-d // (b - a)))
+    cands = {k for k in cands if 0 <= k <= kmax}
     bidx = np.arange(nb)
     best = None
     for k in sorted(cands):
