@@ -32,7 +32,7 @@ test-slow: $(STAMP)
 	$(PY) -m pytest -q -n $(JOBS) -m slow test
 
 # Every benchmark prints a table; each script takes --json OUT (see its docstring for options).
-BENCHES := sim_bench sync_modes frontend_bench graph_pipeline schedule_bench e2e_bench
+BENCHES := sim_bench sync_modes frontend_bench graph_pipeline schedule_bench e2e_bench fidelity
 bench: $(STAMP)
 	mkdir -p out/bench
 	for b in $(BENCHES); do echo "== bench/$$b.py"; $(PY) bench/$$b.py --json out/bench/$$b.json || exit 1; done

@@ -89,11 +89,18 @@ class CostModel:
         """Useful MACs / (cycles * peak MACs per cycle) of one instruction."""
         return m * n * k / (self.tcu_cycles(m, n, k, dtype) * self.peak_macs_per_cycle(dtype))
 
-    def cvu_cycles(self, bytes_in: float, bytes_out: float, passes: int = 1, stages: int = 1) -> float:
+    def cvu_cycles(self, bytes_in: float, bytes_out: float, passes: int = 1, stages: int = 1,
+                   bytes_in_total: float | None = None) -> float:
+        """One CVU pipeline instruction, as the interpreter charges it (``sim/timing.py``).
+
+        ``bytes_in`` is the *largest* input (the stages stream one element of every operand per
+        beat: ``passes * max(largest input, output) / cvu_bytes_per_cycle``), ``bytes_in_total``
+        all inputs (the HBSM bank bound: every byte of every operand crosses the banks once).
+        Latency: the HBSM read latency plus ``cvu_stage_latency`` per stage."""
         mc = self.machine
-        stream = max(bytes_in * passes, bytes_out) / mc.cvu_bytes_per_cycle
-        stream = max(stream, (bytes_in * passes + bytes_out) / self.hbsm_bpc)
-        return stream + stages * mc.cvu_stage_latency
+        total = (bytes_in if bytes_in_total is None else bytes_in_total) + bytes_out
+        stream = max(passes * max(bytes_in, bytes_out) / mc.cvu_bytes_per_cycle, total / self.hbsm_bpc)
+        return stream + mc.hbsm_latency + stages * mc.cvu_stage_latency
 
     def dtdu_cycles(self, nbytes: float) -> float:
         return nbytes / self.machine.dtdu_bytes_per_cycle + self.machine.hbsm_latency
@@ -102,20 +109,42 @@ class CostModel:
         return self.machine.csu_overhead_cycles + nbytes / self.machine.csu_bytes_per_cycle
 
     # ---------------------------------------------------------------- transfers
-    def dma_cycles(self, nbytes: float, src: str = "ddr", engines_active: int | None = None) -> float:
-        """One CCB DMA (DDR or CCB SRAM <-> HBSM), bandwidth shared by ``engines_active`` engines."""
+    def dma_cycles(self, nbytes: float, src: str = "ddr", engines_active: int | None = None,
+                   dst: str = "hbsm", broadcast: bool = False) -> float:
+        """One CCB DMA of ``nbytes`` from ``src`` to ``dst`` (``ddr``, ``sram`` or ``hbsm``).
+
+        The interpreter's charges (``sim/timing.py`` ``_dma``/``_endpoint``), end by end:
+        latency ``dma_setup_cycles`` + ``ddr_latency`` if an end is DDR + ``hbsm_latency`` if an end
+        is an HBSM; streaming at the slowest link: a DDR end on the engine's AXI master
+        (``axi_bandwidth``) and on the DDR shared by ``engines_active`` engines (default all
+        ``ccb_dma_engines``); a CCB SRAM end on the banks its ``ccb_sram_interleave`` granules hit
+        (``ccb_sram_bandwidth / ccb_sram_banks`` each; a transfer smaller than a granule uses one
+        bank); an HBSM end on the CCB -> TPB mesh link, or on the DRB for a ``broadcast`` (one
+        transfer whatever the number of receivers). Both ends in the same memory charge it twice."""
         mc = self.machine
         if nbytes <= 0:
             return 0.0
-        share = engines_active or mc.ccb_dma_engines
-        if src == "sram":
-            bw = self.bpc(mc.ccb_sram_bandwidth) / share
-            lat = mc.hbsm_latency
-        else:
-            bw = min(self.bpc(mc.axi_bandwidth), self.bpc(mc.ddr_bandwidth) / share)
-            lat = mc.ddr_latency
-        bw = min(bw, self.bpc(mc.drb_bandwidth))
-        return mc.dma_setup_cycles + lat + nbytes / bw
+        ends = (src, dst)
+        lat = mc.dma_setup_cycles + (mc.ddr_latency if "ddr" in ends else 0) \
+            + (mc.hbsm_latency if "hbsm" in ends else 0)
+        stream = 0.0
+        n_ddr = ends.count("ddr")
+        if n_ddr:
+            share = engines_active or mc.ccb_dma_engines
+            stream = max(stream, n_ddr * nbytes / self.bpc(mc.axi_bandwidth),
+                         n_ddr * nbytes / (mc.ddr_bytes_per_cycle / share))
+        n_sram = ends.count("sram")
+        if n_sram:
+            # granules an end touches: addresses are not known yet, so a range that does not start
+            # on a granule boundary (the common case for a band of a tensor) crosses one more
+            granules = n_sram * (int(nbytes) // mc.ccb_sram_interleave + 1)
+            busiest = ceil_div(granules, mc.ccb_sram_banks) / granules  # share of the fullest bank
+            per_bank = self.bpc(mc.ccb_sram_bandwidth) / mc.ccb_sram_banks
+            stream = max(stream, n_sram * nbytes * busiest / per_bank)
+        if "hbsm" in ends:
+            stream = max(stream, nbytes / self.bpc(mc.drb_bandwidth if broadcast
+                                                    else mc.mesh_bandwidth))
+        return lat + stream
 
     def mesh_cycles(self, nbytes: float, src_tpb: int, dst_tpb: int) -> float:
         """TPB -> TPB copy by the source's DTDU over the mesh (0 when it stays on one TPB)."""
@@ -154,18 +183,20 @@ class CostModel:
             return self.tcu_cycles(m, cols, kk, in_dtype, wd)
         frac = (rows / max(1, geo.rows)) * (cols / max(1, geo.cols))
         in_bytes = sum(t.nbytes for t in acts) * frac
+        in_max = max((t.nbytes for t in acts), default=0) * frac  # the CVU streams them side by side
         out_bytes = out.nbytes * frac
-        if op.unit == "cvu.pool":
+        stages = 1 + len(op.epilogue)
+        if op.unit == "cvu.pool":  # every window element is a beat: kh * kw per output element
             a = op.attrs
-            win = a["kh"] * a["kw"] / (a.get("stride", (1, 1))[0] * a.get("stride", (1, 1))[1])
-            return self.cvu_cycles(in_bytes * max(1.0, win / 2), out_bytes, 1, 2)
+            return self.cvu_cycles(max(in_max, out_bytes * a["kh"] * a["kw"]), out_bytes, 1, stages,
+                                   in_bytes)
         if op.unit in CVU_PASSES:
-            return self.cvu_cycles(in_bytes, out_bytes, CVU_PASSES[op.unit], 1 + len(op.epilogue))
+            return self.cvu_cycles(in_max, out_bytes, CVU_PASSES[op.unit], stages, in_bytes)
         if op.unit.startswith("dtdu"):
             return self.dtdu_cycles(max(in_bytes, out_bytes))
         if op.unit.startswith("csu"):
             return self.csu_cycles(in_bytes + out_bytes)
-        return self.cvu_cycles(in_bytes, out_bytes)
+        return self.cvu_cycles(in_max, out_bytes, 1, 1, in_bytes)
 
     def op_macs(self, g: OpGraph, op: Op) -> int:
         if op.unit not in ("tcu.matmul", "tcu.conv2d"):

@@ -31,7 +31,7 @@ CVU_UNITS = ("cvu.elementwise", "cvu.reduction", "cvu.softmax", "cvu.layernorm",
 DTDU_UNITS = ("dtdu.copy", "dtdu.fill", "dtdu.transpose", "dtdu.broadcast")
 CSU_UNITS = ("csu.gather", "csu.scatter", "csu.topk", "csu.argmax", "csu.call")
 # how many times a CVU op streams its input (a reduction-based idiom reads it more than once)
-CVU_PASSES = {"cvu.elementwise": 1, "cvu.reduction": 1, "cvu.softmax": 3, "cvu.layernorm": 3,
+CVU_PASSES = {"cvu.elementwise": 1, "cvu.reduction": 1, "cvu.softmax": 3, "cvu.layernorm": 2,
               "cvu.rmsnorm": 2, "cvu.pool": 1, "tcu.epilogue": 1}
 
 

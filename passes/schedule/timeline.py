@@ -368,6 +368,7 @@ class _State:
                     mem_in_bytes = 0.0
                     mem_src = "sram"
                     mem_deps: list[int] = []
+                    mem_parts: list[tuple[float, str]] = []  # (bytes, memory) per input tensor
                     for tname in op.inputs:
                         tt = g.tensors[tname]
                         if tt.kind == "weight":
@@ -379,7 +380,9 @@ class _State:
                                                  tpb, stage_out[prod.name], out_readers, b)
                         else:
                             # a row band is the same for every column part: count it once
-                            mem_in_bytes += self._in_bytes(op, tname, lo, hi, geo.cols, win)
+                            part = self._in_bytes(op, tname, lo, hi, geo.cols, win)
+                            mem_in_bytes += part
+                            mem_parts.append((part, memory_of(cm, g, tname)))
                             if memory_of(cm, g, tname) == "ddr":
                                 mem_src = "ddr"
                             if not isolated and tname in self.written:
@@ -399,7 +402,10 @@ class _State:
                                 ids.append(self.add(
                                     kind="dma-in", unit="dma", tpb=-1, op=op.name,
                                     tensor=",".join(x for x in op.inputs if g.tensors[x].kind != "weight"),
-                                    nbytes=nb, cycles=cm.dma_cycles(nb, mem_src),
+                                    # fidelity (issue 9): one DMA per input tensor, each
+                                    # with its own setup/latency, as the emitter sends them
+                                    nbytes=nb, cycles=sum(cm.dma_cycles(pb / n_chunks, ps)
+                                                          for pb, ps in mem_parts),
                                     deps=mem_deps + [d for tp in row_tpbs for d in bar(tp)] + sd,
                                     segment=si, band=b, col=-1, dst_tpbs=row_tpbs, src=mem_src,
                                     dst="hbsm").id)
@@ -497,7 +503,7 @@ class _State:
         g, cm = self.g, self.cm
         op = self.s.ops[seg.stages[0].op]
         deps = []
-        src = "ddr"
+        src = "sram"  # fidelity (issue 9): was always "ddr"; the source is DDR if any input is
         for tname in op.inputs:
             if memory_of(cm, g, tname) == "ddr":
                 src = "ddr"
@@ -505,9 +511,11 @@ class _State:
                 deps.append(max(self.written[tname], key=lambda i: self.tl.tasks[i].end))
         nb = float(g.out(op).nbytes)
         start = len(self.tl.tasks)
+        dst = memory_of(cm, g, op.outputs[0])
+        # fidelity: memory -> memory is costed end by end by dma_cycles (no HBSM end)
         t = self.add(kind="dma-mem", unit="dma", tpb=-1, op=op.name, tensor=op.outputs[0],
-                     nbytes=nb, cycles=cm.dma_cycles(2 * nb, src), deps=deps, segment=si,
-                     src=src, dst=memory_of(cm, g, op.outputs[0]))
+                     nbytes=nb, cycles=cm.dma_cycles(nb, src, dst=dst), deps=deps, segment=si,
+                     src=src, dst=dst)
         self.written.setdefault(op.outputs[0], []).append(t.id)
         self.tl.seg_spans.append((t.start, t.end))
         _ = start

@@ -165,13 +165,16 @@ def test_matmul_1024_spreads_over_32_tpbs_at_80_percent():
     check_hbsm(p.timeline, M100)
 
 
-def test_conv_chain_pipeline_beats_layer_by_layer():
+def test_conv_chain_pipeline_schedules():
     g = conv_chain()  # 56x56x64 conv3x3 -> relu -> conv3x3 -> maxpool
     pipe = schedule(g, M100, strategy="pipeline")
     seq = schedule(g, M100, strategy="data-parallel")
     assert any(s.kind == "pipeline" and len({st.tpbs for st in s.stages}) > 1
                for s in pipe.segments)
-    assert pipe.timeline.makespan < seq.timeline.makespan
+    # (This test used to assert that the pipeline is *predicted* faster than layer by layer. The
+    # interpreter says the opposite -- 175 786 vs 98 454 cycles, see docs/schedule.md "Fidelity" --
+    # and with the cost model aligned to it the prediction agrees; test_fidelity.py checks that the
+    # prediction ranks the two strategies like the interpreter does.)
     for p in (pipe, seq):
         check_timeline(p.timeline, M100)
         check_hbsm(p.timeline, M100)
