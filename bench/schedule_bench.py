@@ -125,7 +125,7 @@ def bench_sim(rows: list[dict]) -> None:
     from m100.passes.backend.twu_materialize import TwuMaterialize
     from m100.passes.schedule.m100_schedule import M100Schedule
     from m100.sim.simulator import simulate
-    from m100.targets.m100.translate import module_to_program
+    from m100.dialects.translate import module_to_program
     for name, model, machine, tpbs in (("mlp", models.mlp(batch=64, d_in=256, hidden=256), "m100", 8),
                                        ("convnet", models.conv_relu_maxpool(hw=32, f=32), "m100", 8)):
         for strategy in ("data-parallel", "auto"):

@@ -11,8 +11,7 @@ from xdsl.passes import ModulePass
 from xdsl.utils.exceptions import DiagnosticException, VerifyException
 
 from m100.errors import M100Error
-
-SYNC_MODES = ("dataflow", "barrier-all")
+from m100.sim.certificate import SYNC_MODES
 
 
 class PipelineError(M100Error):

@@ -1,10 +1,14 @@
-"""Discovery of the m100 passes, and the helpers that describe them (``--help``, ``docs/passes.md``).
+"""The list of the m100 passes, and the helpers that describe them (``--help``, ``docs/passes.md``).
 
-Every :class:`xdsl.passes.ModulePass` subclass *defined* in a module under ``m100.passes`` is a pass
-of the project: adding ``passes/<area>/my_pass.py`` with ``class MyPass(ModulePass): name = "my-pass"``
-is all it takes for ``m100-opt`` to offer it. There is no hand-written list to keep in sync.
+:data:`PASSES` names every pass of the project as ``"module:Class"`` (module relative to
+``m100.passes``). Adding ``passes/<area>/my_pass.py`` with ``class MyPass(ModulePass): name =
+"my-pass"`` also means adding one line here; ``test/unit/tools/test_pass_registry.py`` scans the
+sources and fails if a pass class is defined but not listed (or listed but gone).
 
-Conventions (checked by ``test/unit/tools/test_pass_registry.py`` over every discovered pass):
+A listed module that fails to import is an error (:class:`PassRegistryError`, raised with the
+original exception chained): a broken pass must fail loudly, never vanish from ``m100-opt --help``.
+
+Conventions (checked by ``test/unit/tools/test_pass_registry.py`` over every listed pass):
 
 * one pass per file and ``name`` is the file name in kebab-case (``hbsm_allocate.py`` <->
   ``hbsm-allocate``); a complex pass is a folder of stages whose ``__init__.py`` (or a module named
@@ -12,9 +16,6 @@ Conventions (checked by ``test/unit/tools/test_pass_registry.py`` over every dis
 * every pass has its own docstring: what, why, pre/postconditions, options (``m100-opt --help``
   shows its first paragraph, ``m100-opt --pass-help NAME`` all of it);
 * no two passes share a name, and none shadows an upstream xDSL pass.
-
-A module that fails to import is skipped with one warning line on stderr so that one broken pass
-does not take the whole driver down; :func:`discover` reports such failures to tests.
 """
 
 from __future__ import annotations
@@ -22,104 +23,72 @@ from __future__ import annotations
 import dataclasses
 import importlib
 import inspect
-import pkgutil
-import sys
-import traceback
 import typing
-from dataclasses import dataclass, field
+from collections.abc import Iterable
+from dataclasses import dataclass
 from functools import cache
 
 from xdsl.passes import ModulePass
 
 PACKAGE = "m100.passes"
 
-
-@dataclass(frozen=True)
-class ImportFailure:
-    """A module under ``m100.passes`` that could not be imported."""
-
-    module: str
-    error: str  # one line: "<ExceptionType>: <message>"
-    details: str  # the formatted traceback, for tests and debugging
-
-
-@dataclass(frozen=True)
-class Discovery:
-    """What :func:`discover` found: passes by name, where each came from, and import failures."""
-
-    passes: dict[str, type[ModulePass]] = field(default_factory=dict)
-    failures: tuple[ImportFailure, ...] = ()
-    duplicates: tuple[tuple[str, str, str], ...] = ()  # (name, kept module, dropped module)
-
-
-def _is_pass_class(obj: object, module_name: str) -> bool:
-    return (
-        inspect.isclass(obj)
-        and issubclass(obj, ModulePass)
-        and obj is not ModulePass
-        and obj.__module__ == module_name  # defined here, not imported from elsewhere
-        and not inspect.isabstract(obj)
-        and isinstance(getattr(obj, "name", None), str)
-    )
+# Every pass of the project, "module:Class" with the module relative to PACKAGE (sorted by module).
+PASSES: tuple[str, ...] = (
+    "backend.hbsm_allocate:HbsmAllocate",
+    "backend.sync_insert.sync_insert:SyncInsert",
+    "backend.twu_materialize:TwuMaterialize",
+    "graph.check_supported:CheckSupported",
+    "graph.classify_ops:ClassifyOps",
+    "graph.fold_batchnorm:FoldBatchnorm",
+    "graph.fold_constants:FoldConstants",
+    "graph.fuse_epilogue:FuseEpilogue",
+    "graph.layout_nhwc:LayoutNhwc",
+    "graph.m100_graph:M100Graph",
+    "graph.recognize_idioms:RecognizeIdioms",
+    "graph.simplify_algebra:SimplifyAlgebra",
+    "m100_pipeline:M100Pipeline",
+    "schedule.m100_schedule:M100Schedule",
+)
 
 
-def _iter_module_names(package_name: str) -> list[str]:
-    package = importlib.import_module(package_name)
-    names = [package_name]
-    for info in pkgutil.walk_packages(package.__path__, prefix=package_name + ".",
-                                      onerror=lambda _name: None):
-        names.append(info.name)
-    return sorted(set(names))
+class PassRegistryError(RuntimeError):
+    """A listed pass that cannot be loaded (its module fails to import, the class is missing or is
+    not a ModulePass, or two entries share a name). An internal error: it is never caught."""
+
+
+def load(entries: Iterable[str] = PASSES, package: str = PACKAGE) -> dict[str, type[ModulePass]]:
+    """Import every ``"module:Class"`` entry (module relative to ``package``) and return
+    ``{pass name: class}`` sorted by name; any failure raises :class:`PassRegistryError`."""
+    passes: dict[str, type[ModulePass]] = {}
+    for entry in entries:
+        module_name, _, class_name = entry.partition(":")
+        module_name = f"{package}.{module_name}"
+        try:
+            module = importlib.import_module(module_name)
+        except Exception as e:
+            raise PassRegistryError(f"pass module {module_name} failed to import: "
+                                    f"{type(e).__name__}: {e}".splitlines()[0]) from e
+        cls = getattr(module, class_name, None)
+        if not (inspect.isclass(cls) and issubclass(cls, ModulePass)
+                and isinstance(getattr(cls, "name", None), str)):
+            raise PassRegistryError(f"{module_name} has no ModulePass class '{class_name}' "
+                                    f"(listed in {__name__}.PASSES)")
+        if cls.name in passes:
+            raise PassRegistryError(f"pass name '{cls.name}' defined by {passes[cls.name].__module__}"
+                                    f" and {module_name}")
+        passes[cls.name] = cls
+    return dict(sorted(passes.items()))
 
 
 @cache
-def discover(package: str = PACKAGE) -> Discovery:
-    """Import every module under ``package`` (``m100.passes``) and collect the pass classes (cached).
-
-    A module that raises while importing is recorded in ``failures`` (not raised); a pass class that
-    a module merely imports from elsewhere is not counted twice; the first of two passes with the
-    same name wins and the clash is recorded in ``duplicates``.
-    """
-    passes: dict[str, type[ModulePass]] = {}
-    failures: list[ImportFailure] = []
-    duplicates: list[tuple[str, str, str]] = []
-    for module_name in _iter_module_names(package):
-        if module_name == __name__:
-            continue
-        try:
-            module = importlib.import_module(module_name)
-        except Exception as e:  # noqa: BLE001 - a broken pass module must not kill the driver
-            failures.append(ImportFailure(module_name, f"{type(e).__name__}: {e}".splitlines()[0],
-                                          traceback.format_exc()))
-            continue
-        for obj in vars(module).values():
-            if not _is_pass_class(obj, module_name):
-                continue
-            if obj.name in passes and passes[obj.name] is not obj:
-                duplicates.append((obj.name, passes[obj.name].__module__, module_name))
-                continue
-            passes[obj.name] = obj
-    return Discovery(dict(sorted(passes.items())), tuple(failures), tuple(duplicates))
+def _loaded() -> dict[str, type[ModulePass]]:
+    return load()
 
 
-_warned: set[str] = set()
-
-
-def all_passes(warn: bool = True, package: str = PACKAGE) -> dict[str, type[ModulePass]]:
-    """``{pass name: pass class}`` for every m100 pass, sorted by name.
-
-    Modules that fail to import (and duplicate names) are reported once per process on stderr,
-    one line each, when ``warn``.
-    """
-    found = discover(package)
-    if warn and package not in _warned:
-        _warned.add(package)
-        for f in found.failures:
-            print(f"warning: skipping pass module {f.module}: {f.error}", file=sys.stderr)
-        for name, kept, dropped in found.duplicates:
-            print(f"warning: pass name '{name}' defined in {kept} and {dropped}; using {kept}",
-                  file=sys.stderr)
-    return dict(found.passes)
+def all_passes() -> dict[str, type[ModulePass]]:
+    """``{pass name: pass class}`` for every pass in :data:`PASSES`, sorted by name (a fresh dict
+    each call; raises :class:`PassRegistryError` if one cannot be loaded)."""
+    return dict(_loaded())
 
 
 # --- describing passes ----------------------------------------------------------------------------
@@ -211,5 +180,5 @@ def describe(cls: type[ModulePass]) -> str:
     return "\n".join(lines)
 
 
-__all__ = ["Discovery", "ImportFailure", "PassOption", "all_passes", "describe", "discover",
+__all__ = ["PASSES", "PassOption", "PassRegistryError", "all_passes", "describe", "load",
            "own_docstring", "pass_options", "summary"]

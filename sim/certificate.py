@@ -48,6 +48,10 @@ from m100.targets.m100.isa import Trigger, Unit, tpbs_of
 from m100.targets.m100.machine import get_machine
 
 FORMAT = "m100-sync-certificate"
+# The sync modes of sync-insert (its ``sync-mode`` option, ``m100 compile --sync-mode``); a
+# certificate records the one it was made with. Defined here, with the format, so that the
+# compiler and the drivers share it without importing each other.
+SYNC_MODES = ("dataflow", "barrier-all")
 CCB_STREAM = -1
 
 
@@ -222,8 +226,24 @@ def verify(program, cert: dict, machine=None) -> list[str]:
         return problems
     insts, more = global_order(program, cert, machine)
     problems += more
-    if not insts:
+    if not insts or problems:
         return problems
+    return verify_instructions(insts, cert)
+
+
+def verify_instructions(insts: list, cert: dict) -> list[str]:
+    """Problems found checking ``cert`` against ``insts``, the instructions (with their sync
+    fields) in the certificate's global order; :func:`verify` without the program container (the
+    compiler's ``sync-insert`` checks its own output with it)."""
+    if cert.get("format") != FORMAT:
+        return ["not a sync certificate"]
+    problems = []
+    if "sync_mode" in cert and cert["sync_mode"] not in SYNC_MODES:
+        problems.append(f"unknown sync mode '{cert['sync_mode']}' "
+                        f"(known: {', '.join(SYNC_MODES)})")
+    if cert.get("instructions") != len(insts):
+        return [f"the certificate covers {cert.get('instructions')} instructions, the program has "
+                f"{len(insts)}"]
     blocks = cert.get("blocks", [])
     for i, inst in enumerate(insts):
         if i < len(blocks) and blocks[i] != max(1, inst.sync.blocks):
@@ -262,4 +282,5 @@ def verify(program, cert: dict, machine=None) -> list[str]:
     return problems
 
 
-__all__ = ["CertificateError", "HappensBefore", "global_order", "load", "verify"]
+__all__ = ["CertificateError", "FORMAT", "HappensBefore", "SYNC_MODES", "global_order", "load",
+           "verify", "verify_instructions"]

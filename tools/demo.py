@@ -17,6 +17,8 @@ import argparse
 import sys
 from pathlib import Path
 
+from m100.sim.certificate import SYNC_MODES
+
 MODELS = ("convnet", "mlp")
 
 
@@ -31,7 +33,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--machine", default="tiny")
     ap.add_argument("--tpbs", type=int, default=0)
     ap.add_argument("--model", default="convnet", choices=MODELS)
-    ap.add_argument("--sync-mode", default="dataflow", choices=("dataflow", "barrier-all"))
+    ap.add_argument("--sync-mode", default="dataflow", choices=SYNC_MODES)
     args = ap.parse_args(argv)
     import onnx
 

@@ -28,8 +28,7 @@ from typing import Any
 import numpy as np
 
 from m100.errors import M100Error
-
-SYNC_MODES = ("dataflow", "barrier-all")
+from m100.sim.certificate import SYNC_MODES
 META_INPUTS = "m100.inputs"
 META_OUTPUTS = "m100.outputs"
 
@@ -126,7 +125,7 @@ def compile(src, machine: str = "m100", tpbs: int = 0, sync_mode: str = "dataflo
     from m100.frontend.mlir_load import shared_context
     from m100.passes.m100_pipeline import M100Pipeline
     from m100.targets.m100.machine import get_machine
-    from m100.targets.m100.translate import module_to_program
+    from m100.dialects.translate import module_to_program
 
     if sync_mode not in SYNC_MODES:
         raise DriverError(f"unknown sync mode '{sync_mode}' (modes: {', '.join(SYNC_MODES)})")

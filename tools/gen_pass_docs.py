@@ -2,7 +2,7 @@
 
     python -m m100.tools.gen_pass_docs [-o docs/passes.md]
 
-The page lists every pass found by :func:`m100.passes.registry.all_passes` (the same set
+The page lists every pass listed in :data:`m100.passes.registry.PASSES` (the same set
 ``m100-opt`` offers): an index table, then per pass its full docstring, its options (name, type,
 default, as written in ``-p 'pass{option=value}'``) and the file that defines it. The docstrings are
 the source of truth; this page is regenerated, never edited by hand.

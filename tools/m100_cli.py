@@ -25,6 +25,7 @@ import sys
 from collections.abc import Sequence
 
 from m100.targets.m100.machine import PRESETS, Machine, get_machine
+from m100.sim.certificate import SYNC_MODES
 from m100.tools.common import ToolError, tool_main
 
 TOOL = "m100"
@@ -149,7 +150,7 @@ def _compile_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("model", help="ONNX model (.onnx) or linalg MLIR text (.mlir)")
     p.add_argument("--machine", default="m100", help="machine preset or file (default m100)")
     p.add_argument("--tpbs", type=int, default=0, help="TPBs to use (default: all)")
-    p.add_argument("--sync-mode", default="dataflow", choices=("dataflow", "barrier-all"))
+    p.add_argument("--sync-mode", default="dataflow", choices=SYNC_MODES)
     p.add_argument("--strategy", default="auto",
                    choices=("auto", "data-parallel", "pipeline", "single"))
     p.add_argument("--seed", type=int, default=0,

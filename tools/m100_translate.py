@@ -22,7 +22,6 @@ one line ``m100-translate: error: <file>: <what and where>`` and exit code 1.
 from __future__ import annotations
 
 import argparse
-import importlib
 import io
 import struct
 import sys
@@ -37,17 +36,6 @@ from m100.tools.common import ToolError, tool_main
 TOOL = "m100-translate"
 FORMATS = ("mlir", "asm", "bin")
 _SUFFIX_FORMAT = {".m100": "bin", ".asm": "asm", ".mlir": "mlir"}
-
-
-def _target(module: str) -> Any:
-    """Import ``m100.targets.m100.<module>`` (a clear one-line error while it does not exist)."""
-    name = f"m100.targets.m100.{module}"
-    try:
-        return importlib.import_module(name)
-    except ModuleNotFoundError as e:
-        if e.name == name:
-            raise ToolError(f"{name} is not available yet (needed for this translation)") from None
-        raise
 
 
 # --- reading -----------------------------------------------------------------------------------
@@ -75,15 +63,19 @@ def _display(path: str) -> str:
 def _load_program(path: str, fmt: str, machine: Any) -> Any:
     """The input as a ``Program`` (from a binary container, assembly text or resolved tpb IR)."""
     if fmt == "bin":
-        program = _target("program")
+        from m100.targets.m100 import program
+
         data = _read_bytes(path)
         if machine is not None:
             _check_header_machine(program, data, machine, _display(path))
         return program.Program.from_bytes(data, machine)
     if fmt == "asm":
-        return _target("asm").parse_program(_read_text(path), _display(path))
+        from m100.targets.m100.asm import parse_program
+
+        return parse_program(_read_text(path), _display(path))
     module = _parse_mlir(path)
-    translate = _target("translate")
+    from m100.dialects import translate
+
     if machine is not None:
         return translate.module_to_program(module, machine=machine)
     return translate.module_to_program(module)
@@ -144,9 +136,13 @@ def _emit(program: Any, fmt: str, machine: Any) -> str | bytes:
         program.validate(machine)  # never write a program file the interpreter would reject
         return program.to_bytes(machine)
     if fmt == "asm":
-        text = _target("asm").format_program(program)
+        from m100.targets.m100.asm import format_program
+
+        text = format_program(program)
         return text if text.endswith("\n") else text + "\n"
-    module = _target("translate").program_to_module(program)
+    from m100.dialects.translate import program_to_module
+
+    module = program_to_module(program)
     from xdsl.printer import Printer
 
     stream = io.StringIO()

@@ -22,7 +22,7 @@ from m100.targets.m100.machine import get_machine
 
 from .allocate import allocate
 from .analyze import SYNC_MODES, DataEdge, RingBuffer, SyncError, analyze
-from .certificate import build_certificate, verify_certificate
+from .certificate import build_certificate
 from .codegen import codegen
 from .deadlock import SyncDeadlockError, check_deadlock
 from .redundancy import reduce_needs
@@ -82,4 +82,4 @@ def insert_sync(instructions, machine=None, *, edges=(), rings=(), sync_mode: st
 
 
 __all__ = ["insert_sync", "SyncResult", "DataEdge", "RingBuffer", "SyncError",
-           "SyncDeadlockError", "check_deadlock", "verify_certificate", "SYNC_MODES"]
+           "SyncDeadlockError", "check_deadlock", "SYNC_MODES"]

@@ -18,12 +18,12 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from m100.errors import M100Error
+from m100.sim.certificate import SYNC_MODES
 from m100.targets.m100 import isa
 from m100.targets.m100.isa import Unit
 
 from .graph import _AXIS0_OPS, Hazard, derive_hazards
 
-SYNC_MODES = ("dataflow", "barrier-all")
 
 
 class SyncError(M100Error):

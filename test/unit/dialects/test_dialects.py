@@ -29,7 +29,7 @@ from m100.dialects.twu import AccessAttr, WalkAttr
 from m100.errors import M100Error
 from m100.targets.m100.isa import DType, Space
 from m100.targets.m100.machine import get_machine
-from m100.targets.m100.translate import instruction_to_op
+from m100.dialects.translate import instruction_to_op
 
 _p = pathlib.Path(__file__).parents[1] / "isa" / "strategies.py"
 _spec = importlib.util.spec_from_file_location("m100_isa_strategies_dialects", _p)

@@ -19,7 +19,7 @@ from m100.passes.backend.sync_insert.sync_insert import SyncInsert
 from m100.passes.backend.twu_materialize import TwuMaterialize
 from m100.passes.schedule.m100_schedule import M100Schedule
 from m100.sim.simulator import simulate
-from m100.targets.m100.translate import module_to_program
+from m100.dialects.translate import module_to_program
 
 
 def chain_model(n=1, c=8, hw=12, seed=0):

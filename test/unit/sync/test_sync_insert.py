@@ -20,10 +20,10 @@ import progs  # noqa: E402
 import toysim  # noqa: E402
 
 from m100.passes.backend.sync_insert import (DataEdge, RingBuffer, SyncDeadlockError,  # noqa: E402
-                                             SyncError, check_deadlock, insert_sync,
-                                             verify_certificate)
+                                             SyncError, check_deadlock, insert_sync)
 from m100.passes.backend.sync_insert.codegen import linear_fit  # noqa: E402
 from m100.passes.backend.sync_insert.graph import HbGraph  # noqa: E402
+from m100.sim.certificate import verify_instructions as verify_certificate  # noqa: E402
 from m100.targets.m100 import isa  # noqa: E402
 from m100.targets.m100.isa import Monitor, Sync, Trigger, Update  # noqa: E402
 from m100.targets.m100.machine import get_machine  # noqa: E402

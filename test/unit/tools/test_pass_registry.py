@@ -10,10 +10,10 @@ import pytest
 from xdsl.transforms import get_all_passes
 
 from m100.passes import registry
-from m100.passes.registry import discover, own_docstring, pass_options
+from m100.passes.registry import own_docstring, pass_options
 
 
-# --- discovery mechanics on a throw-away package -------------------------------------------------
+# --- loading mechanics on a throw-away package ---------------------------------------------------
 
 def _write(root, rel, text):
     path = root / rel
@@ -41,17 +41,10 @@ def fake_package(tmp_path, monkeypatch):
         class NotAPass:
             name = "not-a-pass"
         ''')
-    _write(root, "reexport.py", "from m100_fake_passes_pkg.good_pass import GoodPass\n")
     _write(root, "broken.py", "raise RuntimeError('boom in broken')\n")
     _write(root, "nested/__init__.py", "")
     _write(root, "nested/deep_pass.py", '''
-        from abc import abstractmethod
         from xdsl.passes import ModulePass
-
-        class AbstractBase(ModulePass):
-            name = "abstract-base"
-            @abstractmethod
-            def helper(self): ...
 
         class DeepPass(ModulePass):
             name = "deep-pass"
@@ -68,53 +61,45 @@ def fake_package(tmp_path, monkeypatch):
         ''')
     monkeypatch.syspath_prepend(str(tmp_path))
     yield pkg
-    discover.cache_clear()
-    registry._warned.discard(pkg)
     import sys
     for mod in [m for m in sys.modules if m.startswith(pkg)]:
         del sys.modules[mod]
 
 
-def test_discovery_finds_defined_passes_only(fake_package):
-    found = discover(fake_package)
-    assert set(found.passes) == {"good-pass", "deep-pass"}
-    assert found.passes["good-pass"].__module__ == f"{fake_package}.good_pass"
-    assert found.passes["deep-pass"].__module__ == f"{fake_package}.nested.deep_pass"
+def test_load_returns_listed_passes_by_name(fake_package):
+    found = registry.load(["nested.deep_pass:DeepPass", "good_pass:GoodPass"], fake_package)
+    assert list(found) == ["deep-pass", "good-pass"]
+    assert found["good-pass"].__module__ == f"{fake_package}.good_pass"
 
 
-def test_discovery_reports_broken_modules_instead_of_raising(fake_package):
-    found = discover(fake_package)
-    assert [f.module for f in found.failures] == [f"{fake_package}.broken"]
-    assert found.failures[0].error == "RuntimeError: boom in broken"
-    assert "Traceback" in found.failures[0].details
+def test_a_broken_pass_module_fails_loudly(fake_package):
+    with pytest.raises(registry.PassRegistryError,
+                       match=rf"pass module {fake_package}\.broken failed to import: "
+                             r"RuntimeError: boom in broken") as info:
+        registry.load(["good_pass:GoodPass", "broken:Broken"], fake_package)
+    assert isinstance(info.value.__cause__, RuntimeError)  # the original traceback is kept
 
 
-def test_discovery_reports_duplicate_names(fake_package):
-    found = discover(fake_package)
-    # modules are imported in sorted order: good_pass.py wins over zz_dup.py
-    assert found.duplicates == (("good-pass", f"{fake_package}.good_pass", f"{fake_package}.zz_dup"),)
+@pytest.mark.parametrize("entry", ["good_pass:NotAPass", "good_pass:Missing"])
+def test_a_listed_class_that_is_not_a_pass_fails(fake_package, entry):
+    with pytest.raises(registry.PassRegistryError, match="has no ModulePass class"):
+        registry.load([entry], fake_package)
 
 
-def test_all_passes_warns_once_per_broken_module(fake_package, capsys):
-    passes = registry.all_passes(package=fake_package)
-    assert set(passes) == {"good-pass", "deep-pass"}
-    err = capsys.readouterr().err.splitlines()
-    assert err == [f"warning: skipping pass module {fake_package}.broken: RuntimeError: boom in broken",
-                   f"warning: pass name 'good-pass' defined in {fake_package}.good_pass and "
-                   f"{fake_package}.zz_dup; using {fake_package}.good_pass"]
-    registry.all_passes(package=fake_package)
-    assert capsys.readouterr().err == ""
+def test_two_passes_with_one_name_fail(fake_package):
+    with pytest.raises(registry.PassRegistryError, match="pass name 'good-pass' defined by"):
+        registry.load(["good_pass:GoodPass", "zz_dup:Again"], fake_package)
 
 
 def test_pass_options_and_docstrings(fake_package):
-    found = discover(fake_package)
-    good = found.passes["good-pass"]
+    found = registry.load(["good_pass:GoodPass", "nested.deep_pass:DeepPass"], fake_package)
+    good = found["good-pass"]
     opts = pass_options(good)
     assert [(o.cli_name, o.type, o.default) for o in opts] == [("width", "int", "4")]
     assert own_docstring(good) == "Does good things."
     # DeepPass has no docstring of its own: the inherited ModulePass doc must not count
-    assert own_docstring(found.passes["deep-pass"]) is None
-    assert "(no description)" in registry.describe(found.passes["deep-pass"])
+    assert own_docstring(found["deep-pass"]) is None
+    assert "(no description)" in registry.describe(found["deep-pass"])
 
 
 def test_dataclass_generated_doc_is_not_a_docstring():
@@ -136,20 +121,12 @@ def test_dataclass_generated_doc_is_not_a_docstring():
 
 # --- conventions over the project's real passes ------------------------------------------------
 
-REAL = discover()
-PASSES = sorted(REAL.passes.items())
-
-
-def test_every_pass_module_imports():
-    assert not REAL.failures, "\n\n".join(f"{f.module}:\n{f.details}" for f in REAL.failures)
-
-
-def test_no_duplicate_pass_names():
-    assert not REAL.duplicates
+REAL = registry.all_passes()  # raises if a listed pass module fails to import
+PASSES = sorted(REAL.items())
 
 
 def test_no_m100_pass_shadows_an_xdsl_pass():
-    clash = sorted(set(REAL.passes) & set(get_all_passes()))
+    clash = sorted(set(REAL) & set(get_all_passes()))
     assert not clash, f"m100 passes shadow upstream xDSL passes: {clash}"
 
 
@@ -178,23 +155,24 @@ def test_pass_has_a_docstring_covering_its_options(name, cls):
     assert not missing, f"pass '{name}': docstring does not mention its options {missing}"
 
 
-def test_real_discovery_is_not_empty_or_reports_why():
-    # Guards the discovery itself: every .py module under passes/ that defines `class X(ModulePass)`
-    # (found by a plain text scan, independent of the import machinery) must be registered.
+def test_every_pass_class_in_the_sources_is_listed():
+    # Every `class X(ModulePass):` with a `name = "..."` under passes/ (found by a plain text scan,
+    # independent of the import machinery) must be in registry.PASSES, and every entry must exist.
     import pathlib
 
     import m100.passes as pkg
 
     root = pathlib.Path(pkg.__path__[0])
-    expected = set()
+    scanned = set()
     for path in root.rglob("*.py"):
         # one chunk per top-level class; a pass is `class X(ModulePass):` with a `name = "..."`
         for chunk in re.split(r"^(?=class )", path.read_text(), flags=re.M):
-            if not re.match(r"class \w+\((?:[\w.]*\.)?ModulePass\):", chunk):
-                continue
-            m = re.search(r'^    name(?:: [^=\n]*)? = "([^"]+)"', chunk, re.M)
-            if m:
-                expected.add((m.group(1), str(path.relative_to(root))))
-    assert expected or not REAL.passes, "the text scan found no pass: the scan itself is broken"
-    missing = {(n, f) for n, f in expected if n not in REAL.passes}
-    assert not missing, f"defined but not discovered (is there an __init__.py?): {sorted(missing)}"
+            m = re.match(r"class (\w+)\((?:[\w.]*\.)?ModulePass\):", chunk)
+            if m and re.search(r'^    name(?:: [^=\n]*)? = "([^"]+)"', chunk, re.M):
+                module = ".".join(path.relative_to(root).with_suffix("").parts)
+                scanned.add(f"{module}:{m.group(1)}")
+    assert scanned, "the text scan found no pass: the scan itself is broken"
+    assert scanned == set(registry.PASSES), (
+        f"not listed in passes/registry.py PASSES: {sorted(scanned - set(registry.PASSES))}; "
+        f"listed but not defined: {sorted(set(registry.PASSES) - scanned)}")
+    assert list(registry.PASSES) == sorted(registry.PASSES)

@@ -16,7 +16,7 @@ from xdsl.parser import Parser
 
 from m100.context import make_context
 from m100.targets.m100.machine import get_machine
-from m100.targets.m100.translate import (TranslateError, instruction_to_op, module_to_program,
+from m100.dialects.translate import (TranslateError, instruction_to_op, module_to_program,
                                          op_to_instruction, program_to_module)
 
 _p = pathlib.Path(__file__).parents[1] / "isa" / "strategies.py"

@@ -1,4 +1,4 @@
-"""Resolved ``tpb`` IR <-> ISA objects (the only module of ``targets/`` that uses xDSL).
+"""Resolved ``tpb`` IR <-> ISA objects (kept next to the dialects so that ``targets/`` is free of xDSL).
 
 * :func:`op_to_instruction` / :func:`instruction_to_op`: one ``tpb`` instruction op <-> one
   :class:`~m100.targets.m100.isa.Instruction` (the op must be resolved: every operand a
@@ -26,9 +26,9 @@ from m100.dialects.tpb import OP_BY_KIND, InstrOp, ProgramOp, SegmentOp, StreamO
 from m100.dialects.twu import SPACE_BY_NAME, SPACE_NAMES
 from m100.errors import M100Error
 
-from .isa import Dma, Instruction, Space
-from .machine import Machine, get_machine
-from .program import CCB_STREAM, Program, Segment
+from m100.targets.m100.isa import Dma, Instruction, Space
+from m100.targets.m100.machine import Machine, get_machine
+from m100.targets.m100.program import CCB_STREAM, Program, Segment
 
 
 class TranslateError(M100Error, ValueError):
