@@ -30,6 +30,8 @@ from xdsl.ir.affine import (
     AffineMap,
 )
 
+from m100.dialects.dense import DenseError
+from m100.dialects.dense import dense_to_numpy as decode_dense
 from m100.errors import M100Error
 
 
@@ -75,24 +77,12 @@ def _int_width(t: Attribute) -> int:
 
 
 def dense_to_numpy(attr: DenseIntOrFPElementsAttr) -> np.ndarray:
-    """Decode a dense attribute bit-exactly (hex weights stay bit-identical)."""
-    et = attr.get_element_type()
-    shape = tuple(attr.get_shape())
-    raw = attr.data.data
-    if isinstance(et, BFloat16Type):
-        u16 = np.frombuffer(raw, dtype="<u2").astype(np.uint32) << 16
-        arr = u16.view(np.float32)
-    elif isinstance(et, IntegerType) and et.width.data == 1:
-        arr = np.frombuffer(raw, dtype=np.uint8) != 0
-    else:
-        dt = np_dtype(et)
-        if isinstance(et, IntegerType) and et.width.data not in (8, 16, 32, 64):
-            dt = np.dtype(f"int{max(8, 1 << (et.width.data - 1).bit_length())}")
-        arr = np.frombuffer(raw, dtype=dt.newbyteorder("<")).astype(dt)
-    n = int(np.prod(shape)) if shape else 1
-    if arr.size == 1 and n != 1:
-        arr = np.full(n, arr[0], dtype=arr.dtype)
-    return arr.reshape(shape)
+    """Decode a dense attribute bit-exactly (:func:`m100.dialects.dense.dense_to_numpy`, the one
+    decoder), as a :class:`ReferenceError` if its element type has no decoding."""
+    try:
+        return decode_dense(attr)
+    except DenseError as e:
+        raise ReferenceError(str(e)) from None
 
 
 def _scalar_attr(attr: Attribute, t: Attribute) -> np.ndarray:

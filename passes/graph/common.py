@@ -17,7 +17,6 @@ from xdsl.dialects import arith, func
 from xdsl.dialects.builtin import (
     AffineMapAttr,
     BFloat16Type,
-    BytesAttr,
     DenseIntOrFPElementsAttr,
     Float16Type,
     Float32Type,
@@ -31,6 +30,9 @@ from xdsl.dialects.builtin import (
 )
 from xdsl.ir import Attribute, Block, BlockArgument, Operation, OpResult, SSAValue
 from xdsl.ir.affine import AffineConstantExpr, AffineDimExpr, AffineMap
+
+from m100.dialects.dense import DenseError, numpy_to_dense  # noqa: F401 - re-exported
+from m100.dialects.dense import dense_to_numpy as decode_dense
 
 # --- the annotation contract (see docs/graph.md) -------------------------------------------------
 UNIT = "m100.unit"  # StringAttr, one of classify_ops.UNITS
@@ -91,26 +93,12 @@ def np_dtype(t: Attribute) -> np.dtype | None:
 
 
 def dense_to_numpy(attr: DenseIntOrFPElementsAttr) -> np.ndarray | None:
-    """The value of a dense elements attribute as a numpy array of its shape (None if unsupported)."""
-    dt = np_dtype(attr.get_element_type())
-    if dt is None or dt == np.dtype("bool"):
-        if dt is None:
-            return None
-        return np.array(attr.get_values(), dtype=bool).reshape(attr.get_shape())
-    flat = np.frombuffer(attr.data.data, dtype=dt)
-    shape = tuple(attr.get_shape())
-    n = math.prod(shape)
-    if flat.size == 1 and n != 1:
-        return np.broadcast_to(flat[0], shape).copy()
-    return flat.reshape(shape).copy()
-
-
-def numpy_to_dense(arr: np.ndarray, ty: TensorType) -> DenseIntOrFPElementsAttr:
-    """A dense elements attribute of type ``ty`` holding ``arr`` (cast to the element type)."""
-    dt = np_dtype(ty.get_element_type())
-    assert dt is not None and dt != np.dtype("bool"), f"cannot encode {ty} from numpy"
-    data = np.ascontiguousarray(np.asarray(arr).astype(dt)).reshape(tuple(ty.get_shape()))
-    return DenseIntOrFPElementsAttr(ty, BytesAttr(data.tobytes()))
+    """The value of a dense elements attribute (:func:`m100.dialects.dense.dense_to_numpy`: bf16 as
+    float32, bit-exact), or None for an element type without a decoding."""
+    try:
+        return decode_dense(attr)
+    except DenseError:
+        return None
 
 
 def const_array(v: SSAValue) -> np.ndarray | None:

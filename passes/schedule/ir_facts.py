@@ -86,7 +86,7 @@ def _vec(op: Operation, name: str) -> list[int]:
 
 
 def _dense(op: Operation) -> np.ndarray | None:
-    from m100.frontend.reference import dense_to_numpy
+    from m100.dialects.dense import dense_to_numpy
     v = op.properties.get("value") or op.attributes.get("value")
     if isinstance(v, DenseIntOrFPElementsAttr):
         return dense_to_numpy(v)

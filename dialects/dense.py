@@ -1,0 +1,111 @@
+"""Dense elements attributes <-> numpy: the one decoder (and encoder) of the project.
+
+``dense<...>`` constants are stored little-endian in ``DenseIntOrFPElementsAttr.data``; a splat is
+stored as a single element. :func:`dense_to_numpy` decodes every element type the frontend emits,
+bit-exactly: ``bf16`` is widened to float32 (exact: bf16 is the high half of an f32), ``i1`` is
+bool, odd integer widths go to the next wider numpy integer. :func:`numpy_to_dense` is the inverse
+(``bf16`` rounds to nearest even, which is exact for values that came from bf16).
+
+Used by the graph passes (``passes/graph/common.py``), the schedule's IR facts and the numpy
+reference executor (``frontend/reference*.py``); nothing else decodes dense attributes.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+from xdsl.dialects.builtin import (
+    BFloat16Type,
+    BytesAttr,
+    DenseIntOrFPElementsAttr,
+    Float16Type,
+    Float32Type,
+    Float64Type,
+    IndexType,
+    IntegerType,
+    TensorType,
+)
+from xdsl.ir import Attribute
+
+from m100.errors import M100Error
+
+
+class DenseError(M100Error, ValueError):
+    """A dense attribute whose element type has no numpy decoding."""
+
+
+def storage_dtype(t: Attribute) -> np.dtype:
+    """The numpy dtype of one stored element of type ``t`` (bf16: ``<u2``, its raw bits)."""
+    if isinstance(t, Float32Type):
+        return np.dtype("<f4")
+    if isinstance(t, Float64Type):
+        return np.dtype("<f8")
+    if isinstance(t, Float16Type):
+        return np.dtype("<f2")
+    if isinstance(t, BFloat16Type):
+        return np.dtype("<u2")
+    if isinstance(t, IndexType):
+        return np.dtype("<i8")
+    if isinstance(t, IntegerType):
+        w = t.width.data
+        if w == 1:
+            return np.dtype("u1")
+        unsigned = t.signedness.data.name == "UNSIGNED"
+        for bits in (8, 16, 32, 64):
+            if w <= bits:
+                return np.dtype(f"<{'u' if unsigned else 'i'}{bits // 8}")
+    raise DenseError(f"dense constants of element type {t} are not supported")
+
+
+def bf16_bits_to_f32(bits: np.ndarray) -> np.ndarray:
+    """bf16 bit patterns (uint16) -> the float32 values they denote (exact)."""
+    return (np.asarray(bits, dtype=np.uint16).astype(np.uint32) << 16).view(np.float32)
+
+
+def f32_to_bf16_bits(x: np.ndarray) -> np.ndarray:
+    """float32 -> bf16 bit patterns (uint16), rounding to nearest even; NaN stays NaN."""
+    u = np.ascontiguousarray(x, dtype=np.float32).view(np.uint32).astype(np.uint64)
+    rounded = (u + 0x7FFF + ((u >> 16) & 1)) >> 16
+    nan = np.isnan(np.asarray(x, dtype=np.float32))
+    out = rounded.astype(np.uint16)
+    out[nan] = ((u[nan] >> 16) | 0x40).astype(np.uint16)  # keep sign, force a quiet NaN
+    return out
+
+
+def dense_to_numpy(attr: DenseIntOrFPElementsAttr) -> np.ndarray:
+    """The value of a dense attribute as a numpy array of its shape (bit-exact; bf16 as float32,
+    i1 as bool). Raises :class:`DenseError` for an element type without a decoding."""
+    et = attr.get_element_type()
+    shape = tuple(attr.get_shape())
+    arr = np.frombuffer(attr.data.data, dtype=storage_dtype(et))
+    if isinstance(et, BFloat16Type):
+        arr = bf16_bits_to_f32(arr)
+    elif isinstance(et, IntegerType) and et.width.data == 1:
+        arr = arr != 0
+    else:
+        arr = arr.astype(arr.dtype.newbyteorder("="))
+    n = math.prod(shape)
+    if arr.size == 1 and n != 1:
+        return np.full(shape, arr[0], dtype=arr.dtype)
+    if arr.size != n:
+        raise DenseError(f"dense constant of type {attr.type} holds {arr.size} elements, not {n}")
+    return arr.reshape(shape).copy()
+
+
+def numpy_to_dense(arr: np.ndarray, ty: TensorType) -> DenseIntOrFPElementsAttr:
+    """A dense attribute of type ``ty`` holding ``arr`` (cast to the element type)."""
+    et = ty.get_element_type()
+    shape = tuple(ty.get_shape())
+    a = np.asarray(arr)
+    if isinstance(et, BFloat16Type):
+        data = f32_to_bf16_bits(np.broadcast_to(a.astype(np.float32), shape))
+    elif isinstance(et, IntegerType) and et.width.data == 1:
+        data = np.broadcast_to(a.astype(bool), shape).astype(np.uint8) * np.uint8(0xFF)  # as xDSL
+    else:
+        data = np.broadcast_to(a, shape).astype(storage_dtype(et))
+    return DenseIntOrFPElementsAttr(ty, BytesAttr(np.ascontiguousarray(data).tobytes()))
+
+
+__all__ = ["DenseError", "bf16_bits_to_f32", "dense_to_numpy", "f32_to_bf16_bits",
+           "numpy_to_dense", "storage_dtype"]

@@ -1,0 +1,74 @@
+"""The one dense-attribute decoder (m100.dialects.dense) against values written by hand / by numpy,
+and the graph passes' and reference executor's use of it (bf16 included)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from xdsl.dialects.builtin import DenseIntOrFPElementsAttr, TensorType, bf16, f16, f32, i1, i8, i32
+from xdsl.parser import Parser
+
+from m100.context import make_context
+from m100.dialects.dense import (DenseError, bf16_bits_to_f32, dense_to_numpy, f32_to_bf16_bits,
+                                 numpy_to_dense)
+
+
+def _const(text: str) -> DenseIntOrFPElementsAttr:
+    m = Parser(make_context(), f'%0 = "arith.constant"() {{value = {text}}} : () -> '
+               f'{text.rsplit(": ", 1)[1]}').parse_module()
+    return next(iter(m.ops)).value
+
+
+@pytest.mark.parametrize("text,expected", [
+    ("dense<[1.5, -2.0, 0.099609375]> : tensor<3xbf16>", np.array([1.5, -2.0, 0.099609375], np.float32)),
+    ("dense<[[1, -2], [3, 127]]> : tensor<2x2xi8>", np.array([[1, -2], [3, 127]], np.int8)),
+    ("dense<[true, false, true]> : tensor<3xi1>", np.array([True, False, True])),
+    ("dense<2.5> : tensor<2x3xf32>", np.full((2, 3), 2.5, np.float32)),
+    ("dense<[0.5, 65504.0]> : tensor<2xf16>", np.array([0.5, 65504.0], np.float16)),
+])
+def test_decodes_what_the_parser_stored(text, expected):
+    got = dense_to_numpy(_const(text))
+    assert got.dtype == expected.dtype and got.shape == expected.shape
+    np.testing.assert_array_equal(got, expected)
+
+
+def test_graph_and_reference_decode_bf16_through_the_same_decoder():
+    from m100.frontend.reference import dense_to_numpy as reference_decode
+    from m100.passes.graph.common import dense_to_numpy as graph_decode
+
+    attr = _const("dense<[1.5, -2.0, 3.0e38]> : tensor<3xbf16>")
+    want = bf16_bits_to_f32(np.frombuffer(attr.data.data, "<u2"))
+    np.testing.assert_array_equal(graph_decode(attr), want)  # the graph one used to give None
+    np.testing.assert_array_equal(reference_decode(attr), want)
+
+
+@pytest.mark.parametrize("elem,values", [
+    (f32, np.array([1.0, -0.0, 3.25], np.float32)), (f16, np.array([1.0, 2.0, -4.5], np.float16)),
+    (i32, np.array([7, -1, 2**31 - 1], np.int32)), (i8, np.array([-128, 0, 5], np.int8)),
+    (i1, np.array([True, False, True])), (bf16, np.array([1.0, -3.5, 1e-3], np.float32)),
+])
+def test_encode_decode_round_trip(elem, values):
+    ty = TensorType(elem, [3])
+    attr = numpy_to_dense(values, ty)
+    got = dense_to_numpy(attr)
+    if elem == bf16:  # bf16 keeps 8 significant bits: the round trip is the bf16 rounding
+        np.testing.assert_array_equal(got, bf16_bits_to_f32(f32_to_bf16_bits(values)))
+        np.testing.assert_allclose(got, values, rtol=2**-8)
+    else:
+        np.testing.assert_array_equal(got, values)
+    assert numpy_to_dense(got, ty) == attr
+
+
+def test_bf16_rounding_is_to_nearest_even():
+    # bf16 spacing just above 1.0 is 2^-7: halfway cases go to the even mantissa
+    x = np.array([1 + 2**-8, 1 + 3 * 2**-8, 1 + 2**-8 + 2**-20, -(1 + 2**-8)], np.float32)
+    want = np.array([1.0, 1 + 2**-6, 1 + 2**-7, -1.0], np.float32)
+    np.testing.assert_array_equal(bf16_bits_to_f32(f32_to_bf16_bits(x)), want)
+    assert np.isnan(bf16_bits_to_f32(f32_to_bf16_bits(np.array([np.nan], np.float32))))[0]
+
+
+def test_unknown_element_type_is_one_clear_error():
+    from xdsl.dialects.builtin import ComplexType
+    with pytest.raises(DenseError, match="not supported"):
+        from m100.dialects.dense import storage_dtype
+        storage_dtype(ComplexType(f32))
