@@ -228,7 +228,7 @@ def instruction_diff(case: Case) -> list[dict]:
     m = cr.program
     preds: dict[int, list] = {}
     from m100.targets.m100.machine import get_machine
-    from m100.targets.m100.translate import op_to_instruction
+    from m100.dialects.translate import op_to_instruction
     mach = get_machine(case.machine)
 
     def attrs(op):
