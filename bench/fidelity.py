@@ -140,6 +140,7 @@ class Case:
     small: bool = False
     macs: int = 0  # MACs of the model's contractions (for a cross-check of the sim's count)
     machine: str = "m100"
+    strategy: str = "auto"  # m100-schedule's search strategy
 
 
 CASES: dict[str, Case] = {c.name: c for c in [
@@ -165,6 +166,8 @@ CASES: dict[str, Case] = {c.name: c for c in [
     Case("gemm4096-w", lambda: gemm_weight(4096, 4096, 4096)),
     Case("int8-4096-w", lambda: gemm_int8_weight(4096, 4096, 4096)),
     Case("conv-chain-56", conv_chain),
+    Case("conv-chain-56-pipeline", conv_chain, strategy="pipeline"),
+    Case("conv-chain-56-layers", conv_chain, strategy="data-parallel"),
     Case("resnet18-224", lambda: _resnet18(224)),
     Case("llama-layer", lambda: os.path.join(REPO, "test", "data", "llama_layer_small.onnx")),
     Case("decode4096", lambda: decode_layer(4096, 11008)),
@@ -190,7 +193,8 @@ def measure(case: Case) -> dict:
     from m100.tools import driver
     m = get_machine(case.machine)
     t0 = time.perf_counter()
-    cr = driver.compile(case.build(), machine=case.machine, tpbs=case.tpbs)
+    cr = driver.compile(case.build(), machine=case.machine, tpbs=case.tpbs,
+                        strategy=case.strategy)
     t_compile = time.perf_counter() - t0
     pred = int(cr.program.metadata["predicted_cycles"])
     t0 = time.perf_counter()
@@ -223,7 +227,8 @@ def instruction_diff(case: Case) -> list[dict]:
     from m100.targets.m100.isa import Dma
     from m100.targets.m100.program import CCB_STREAM
     from m100.tools import driver
-    cr = driver.compile(case.build(), machine=case.machine, tpbs=case.tpbs)
+    cr = driver.compile(case.build(), machine=case.machine, tpbs=case.tpbs,
+                        strategy=case.strategy)
     prog = next(o for o in cr.module.walk() if isinstance(o, ProgramOp))
     m = cr.program
     preds: dict[int, list] = {}

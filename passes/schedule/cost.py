@@ -139,7 +139,13 @@ class CostModel:
             # on a granule boundary (the common case for a band of a tensor) crosses one more
             granules = n_sram * (int(nbytes) // mc.ccb_sram_interleave + 1)
             busiest = ceil_div(granules, mc.ccb_sram_banks) / granules  # share of the fullest bank
-            per_bank = self.bpc(mc.ccb_sram_bandwidth) / mc.ccb_sram_banks
+            # the other active engines stream over the banks too: a bank this transfer uses is
+            # also used by each of them with probability (banks they touch / banks), taken equal
+            # to this transfer's (a transfer spread over all banks gets 1/engines, like the DDR)
+            share = engines_active or mc.ccb_dma_engines
+            overlap = min(1.0, granules / mc.ccb_sram_banks)
+            per_bank = self.bpc(mc.ccb_sram_bandwidth) / mc.ccb_sram_banks \
+                / (1 + (share - 1) * overlap)
             stream = max(stream, n_sram * nbytes * busiest / per_bank)
         if "hbsm" in ends:
             stream = max(stream, nbytes / self.bpc(mc.drb_bandwidth if broadcast

@@ -512,9 +512,10 @@ class _State:
         nb = float(g.out(op).nbytes)
         start = len(self.tl.tasks)
         dst = memory_of(cm, g, op.outputs[0])
-        # fidelity: memory -> memory is costed end by end by dma_cycles (no HBSM end)
+        # fidelity: memory -> memory is costed end by end by dma_cycles (no HBSM end); a
+        # data-movement segment is one DMA between segments: no other engine shares its links
         t = self.add(kind="dma-mem", unit="dma", tpb=-1, op=op.name, tensor=op.outputs[0],
-                     nbytes=nb, cycles=cm.dma_cycles(nb, src, dst=dst), deps=deps, segment=si,
+                     nbytes=nb, cycles=cm.dma_cycles(nb, src, 1, dst=dst), deps=deps, segment=si,
                      src=src, dst=dst)
         self.written.setdefault(op.outputs[0], []).append(t.id)
         self.tl.seg_spans.append((t.start, t.end))

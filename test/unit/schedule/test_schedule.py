@@ -172,9 +172,9 @@ def test_conv_chain_pipeline_schedules():
     assert any(s.kind == "pipeline" and len({st.tpbs for st in s.stages}) > 1
                for s in pipe.segments)
     # (This test used to assert that the pipeline is *predicted* faster than layer by layer. The
-    # interpreter says the opposite -- 175 786 vs 98 454 cycles, see docs/schedule.md "Fidelity" --
-    # and with the cost model aligned to it the prediction agrees; test_fidelity.py checks that the
-    # prediction ranks the two strategies like the interpreter does.)
+    # interpreter says the opposite on the ONNX conv chain -- 175 786 vs 98 454 cycles, mostly
+    # because the emitted stage-2 convs wait in waves for their halo copies; see docs/schedule.md
+    # "Fidelity", bench/fidelity.py cases conv-chain-56-pipeline / conv-chain-56-layers.)
     for p in (pipe, seq):
         check_timeline(p.timeline, M100)
         check_hbsm(p.timeline, M100)
