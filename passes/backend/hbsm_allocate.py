@@ -79,6 +79,7 @@ class HbsmAllocate(ModulePass):
         first: dict[int, int] = {}
         last: dict[int, int] = {}
         user: dict[int, InstrOp] = {}
+        last_user: dict[int, InstrOp] = {}
         pos_of: dict[int, int] = {}  # op -> index among the instruction ops (program position)
         n = 0
         for o in ops:
@@ -94,6 +95,7 @@ class HbsmAllocate(ModulePass):
                     first.setdefault(k, pos)
                     last[k] = pos
                     user.setdefault(k, o)
+                    last_user[k] = o
         bufs: list[Buf] = []
         by_name: dict[str, Operation] = {}
         top = {Space.DDR: 0, Space.SRAM: 0}
@@ -116,8 +118,10 @@ class HbsmAllocate(ModulePass):
             name = _describe(o, len(bufs), u)
             by_name[name] = o
             unit = u.KIND.UNIT.name if u is not None else ""
+            lu = last_user.get(k)
             bufs.append(Buf(name, t.tpb_index, t.slot_bytes, t.num_slots,
-                            float(first.get(k, pos)), float(last.get(k, pos) + 1), unit))
+                            float(first.get(k, pos)), float(last.get(k, pos) + 1), unit,
+                            lu.KIND.UNIT.name if lu is not None else ""))
         # DRB broadcast receivers (same m100.bcast id): one offset, live from the broadcast on
         groups: dict[int, list[str]] = {}
         for name, o in by_name.items():
@@ -130,7 +134,8 @@ class HbsmAllocate(ModulePass):
                 start = min(bufs[idx[n]].start for n in names)
                 for n in names:
                     b = bufs[idx[n]]
-                    bufs[idx[n]] = Buf(b.name, b.tpb, b.slot_bytes, b.slots, start, b.end, b.unit)
+                    bufs[idx[n]] = Buf(b.name, b.tpb, b.slot_bytes, b.slots, start, b.end, b.unit,
+                                       b.last_unit)
         try:
             offs = allocate(bufs, m.hbsm_bytes, m.hbsm_bank_width,
                             [g for g in groups.values() if len(g) > 1])

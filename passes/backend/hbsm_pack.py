@@ -8,7 +8,8 @@ address space ``[0, hbsm_bytes)``:
   overlaps no already placed buffer that is live at the same time (interval packing on the
   offset axis, the classic greedy behind minimalloc-style allocators);
 * **same-unit reuse preferred**: among the feasible offsets that do not raise the TPB's high-water
-  mark, one whose bytes were last used by a buffer of the *same* unit wins over one that reuses
+  mark, one whose bytes were last used by the *same* unit (the unit of the old buffer's *last*
+  use -- its reader -- against the new buffer's first use -- its writer) wins over one that reuses
   another unit's bytes, so reuse adds no cross-unit write-after-read dependency (in-order units
   already order their own accesses);
 * offsets (and the sizes reserved) are multiples of the bank width (``machine.hbsm_bank_width``),
@@ -39,7 +40,13 @@ class Buf:
     slots: int
     start: float
     end: float
-    unit: str = ""
+    unit: str = ""  # the unit of its first use (the writer of a fresh buffer)
+    last_unit: str = ""  # the unit of its last use (who reads its bytes last); "" = ``unit``
+
+    @property
+    def released_by(self) -> str:
+        """The unit whose access a later buffer at these bytes must wait for (write after read)."""
+        return self.last_unit or self.unit
 
     @property
     def size(self) -> int:
@@ -150,7 +157,7 @@ def _allocate_tpb(tpb: int, group: list[Buf], capacity: int, align: int,
         live = sorted(((o, s) for o, s, p in placed if _overlap_t(p, b)))
         cands = {0}
         cands.update(o + s for o, s in live)
-        cands.update(o for o, s, p in placed if p.unit == b.unit and not _overlap_t(p, b))
+        cands.update(o for o, s, p in placed if p.released_by == b.unit and not _overlap_t(p, b))
         best = None
         high = max((o + s for o, s, _ in placed), default=0)
         for c in sorted(cands):
@@ -160,8 +167,8 @@ def _allocate_tpb(tpb: int, group: list[Buf], capacity: int, align: int,
             if any(c < o + s and o < c + size for o, s in live):
                 continue
             # bytes last used by another unit (a cross-unit write-after-read) cost extra
-            cross = sum(1 for o, s, p in placed
-                        if not _overlap_t(p, b) and p.unit != b.unit and c < o + s and o < c + size)
+            cross = sum(1 for o, s, p in placed if not _overlap_t(p, b) and p.released_by != b.unit
+                        and c < o + s and o < c + size)
             key = (c + size > high, cross > 0, c)  # do not grow the footprint, then same unit
             if best is None or key < best[0]:
                 best = (key, c)

@@ -75,6 +75,24 @@ def test_same_unit_reuse_preferred():
     assert offs["c"] == offs["b"] != offs["a"]
 
 
+def test_reuse_is_judged_by_the_last_user():
+    # a conv output: written by the TCU, last read by the CVU (a pool); b: TCU only. The next TCU
+    # output c must take b's bytes: a's are released by the CVU, so reusing them would make the
+    # TCU wait for the pool (a cross-unit write after read), although both were *first* used by
+    # the TCU
+    a = Buf("a", 0, 512, 1, 0, 10, "TCU", "CVU")
+    b = Buf("b", 0, 512, 1, 0, 10, "TCU")
+    c = Buf("c", 0, 512, 1, 20, 30, "TCU")
+    offs = allocate([a, b, c], 1024, 32)
+    assert offs["c"] == offs["b"] != offs["a"]
+    # and the other way round: a DMA-written input last read by the TCU is the TCU's to reuse
+    d = Buf("d", 0, 512, 1, 0, 10, "DMA", "TCU")
+    e = Buf("e", 0, 512, 1, 0, 10, "DMA", "CVU")
+    f = Buf("f", 0, 512, 1, 20, 30, "TCU")
+    offs = allocate([d, e, f], 1024, 32)
+    assert offs["f"] == offs["d"] != offs["e"]
+
+
 def test_overflow_diagnostic_names_tpb_peak_live_buffers_and_fix():
     m = get_machine("tiny")
     cap = m.hbsm_bytes
