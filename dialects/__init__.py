@@ -1,12 +1,13 @@
 """The m100 xDSL dialects: ``hbsm`` (buffers), ``twu`` (walks), ``sync`` (tokens, SU actions),
-``tpb`` (instructions and program containers). ``M100_DIALECTS`` is what every tool loads
+``tpb`` (instructions and program containers), ``quant`` (MLIR's uniform quantized types). ``M100_DIALECTS`` is what every tool loads
 (``m100.context``); ``docs/dialects.md`` describes the syntax and the two IR levels."""
 
 from .hbsm import HBSM
+from .quant import Quant
 from .sync import SYNC
 from .tpb import TPB
 from .twu import TWU
 
-M100_DIALECTS = [HBSM, TWU, SYNC, TPB]
+M100_DIALECTS = [HBSM, TWU, SYNC, TPB, Quant]
 
-__all__ = ["M100_DIALECTS", "HBSM", "TWU", "SYNC", "TPB"]
+__all__ = ["M100_DIALECTS", "HBSM", "TWU", "SYNC", "TPB", "Quant"]
