@@ -118,50 +118,59 @@ def _parse_generic(cls, parser: Parser):
 # --------------------------------------------------------------------------------------------------
 # helpers for named ops
 # --------------------------------------------------------------------------------------------------
+def cast_signed(v: SSAValue, to: Attribute) -> SSAValue:
+    """Upstream OpDSL's ``cast_signed`` (``TypeFn.cast_signed``): convert a scalar body value to
+    ``to`` -- ``extsi``/``trunci`` between integers, ``extf``/``truncf`` between floats, ``sitofp``
+    integer -> float, ``fptosi`` float -> integer; nothing when the types are equal."""
+    t = v.type
+    if t == to:
+        return v
+    if isinstance(t, IntegerType) and isinstance(to, IntegerType):
+        if t.width.data < to.width.data:
+            return arith.ExtSIOp(v, to).result
+        return arith.TruncIOp(v, to).result
+    if isinstance(t, AnyFloat) and isinstance(to, AnyFloat):
+        if t.bitwidth < to.bitwidth:
+            return arith.ExtFOp(v, to).result
+        return arith.TruncFOp(v, to).result
+    if isinstance(t, IntegerType) and isinstance(to, AnyFloat):
+        return arith.SIToFPOp(v, to).result
+    if isinstance(t, AnyFloat) and isinstance(to, IntegerType):
+        return arith.FPToSIOp(v, to).result
+    raise ValueError(f"linalg body: cannot cast {t} to {to}")
+
+
 def _mac_region(inputs: Sequence[SSAValue], outputs: Sequence[SSAValue]) -> Region:
-    """out += in0 * in1 (float or integer; integer inputs narrower than the output are sign-extended)."""
+    """``out += cast(U, in0) * cast(U, in1)`` with ``U`` the output element type: upstream's
+    matmul/conv body, including mixed element types (i8 x i8 -> i32, f16 x f16 -> f32, i8 x i4 -> i32;
+    see :func:`cast_signed`)."""
     arg_types = NamedOperation.body_arg_types((*inputs, *outputs))
-    is_float = isinstance(arg_types[-1], AnyFloat)
+    out_t = arg_types[-1]
+    is_float = isinstance(out_t, AnyFloat)
     add, mul = (arith.AddfOp, arith.MulfOp) if is_float else (arith.AddiOp, arith.MuliOp)
 
     @Builder.implicit_region(arg_types)
     def region(args: tuple[BlockArgument, ...]) -> None:
-        a, b = args[0], args[1]
-        if not is_float:
-            out_t = arg_types[-1]
-            assert isinstance(out_t, IntegerType)
-            if arg_types[0] != out_t:
-                a = arith.ExtSIOp(a, out_t).result
-            if arg_types[1] != out_t:
-                b = arith.ExtSIOp(b, out_t).result
-        elif arg_types[0] != arg_types[-1]:
-            a = arith.ExtFOp(a, arg_types[-1]).result
-            b = arith.ExtFOp(b, arg_types[-1]).result
+        a = cast_signed(args[0], out_t)
+        b = cast_signed(args[1], out_t)
         _ops.YieldOp(add(args[2], mul(a, b)))
 
     return region
 
 
 def _qmac_region(inputs: Sequence[SSAValue], outputs: Sequence[SSAValue]) -> Region:
-    """out += (ext(in0) - zp0) * (ext(in1) - zp1): the body of the ``*_q`` / quantized ops
-    (inputs: lhs, rhs, lhs zero point, rhs zero point; integer accumulation)."""
+    """out += (cast(U, in0) - cast(U, zp0)) * (cast(U, in1) - cast(U, zp1)): the body of the
+    ``*_q`` / quantized ops (inputs: lhs, rhs, lhs zero point, rhs zero point; U = output type)."""
     arg_types = NamedOperation.body_arg_types((*inputs, *outputs))
     out_t = arg_types[-1]
 
     @Builder.implicit_region(arg_types)
     def region(args: tuple[BlockArgument, ...]) -> None:
-        def ext(v, t):
-            if t == out_t:
-                return v
-            if isinstance(out_t, AnyFloat):
-                return arith.SIToFPOp(v, out_t).result if isinstance(t, IntegerType) else arith.ExtFOp(v, out_t).result
-            return arith.ExtSIOp(v, out_t).result
-
         sub = arith.SubfOp if isinstance(out_t, AnyFloat) else arith.SubiOp
         mul = arith.MulfOp if isinstance(out_t, AnyFloat) else arith.MuliOp
         add = arith.AddfOp if isinstance(out_t, AnyFloat) else arith.AddiOp
-        a = sub(ext(args[0], arg_types[0]), ext(args[2], arg_types[2]))
-        b = sub(ext(args[1], arg_types[1]), ext(args[3], arg_types[3]))
+        a = sub(cast_signed(args[0], out_t), cast_signed(args[2], out_t))
+        b = sub(cast_signed(args[1], out_t), cast_signed(args[3], out_t))
         _ops.YieldOp(add(args[4], mul(a, b)))
 
     return region
@@ -675,6 +684,28 @@ def _install_pooling_max_fix() -> None:
     _ops.PoolingNchwMaxOp.get_hidden_region = classmethod(get_hidden_region)
 
 
+def _install_mixed_type_bodies() -> None:
+    """xDSL 0.74 builds ``linalg.matmul``'s body as ``add(mul(a, b), out)`` without casts, so
+    ``i8 x i8 -> i32`` or ``f16 x f16 -> f32`` does not verify ("'arith.addi' does not verify ...
+    (i8, i32) -> i8"); its conv body casts integers only (f16 -> f32 trips an assert), and
+    ``linalg.quantized_matmul`` extends to i32 whatever the output type. We patch the hidden-region
+    builders of xDSL's ``MatmulOp``, ``ConvOperation`` and ``QuantizedMatmulOp`` (so passes that *build*
+    them with xDSL's classes get the upstream body too) with upstream's ``cast_signed`` bodies."""
+    if getattr(_ops.MatmulOp.get_hidden_region, "_m100_fixed", False):
+        return
+
+    def mac(cls, inputs, outputs):
+        return _mac_region(inputs, outputs)
+
+    def qmac(cls, inputs, outputs):
+        return _qmac_region(inputs, outputs)
+
+    mac._m100_fixed = True  # type: ignore[attr-defined]
+    _ops.MatmulOp.get_hidden_region = classmethod(mac)
+    ConvOperation.get_hidden_region = classmethod(mac)
+    _ops.QuantizedMatmulOp.get_hidden_region = classmethod(qmac)
+
+
 def install_parser_fixes() -> None:
     """Apply the xDSL 0.74 fixes above (idempotent; done when this module is imported).
 
@@ -684,6 +715,7 @@ def install_parser_fixes() -> None:
     _install_hex_float_fix()
     _install_dense_type_cache()
     _install_pooling_max_fix()
+    _install_mixed_type_bodies()
 
 
 install_parser_fixes()
