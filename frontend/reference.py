@@ -80,6 +80,8 @@ from m100.frontend.reference_ops import (
     _h_tensor_reshape,
 )
 
+from .reference_quant import HANDLERS as _QUANT_HANDLERS  # noqa: E402
+
 __all__ = ["ReferenceError", "run", "np_dtype"]
 
 
@@ -189,6 +191,7 @@ _HANDLERS: dict[str, Callable] = {
     "affine.apply": _h_affine_apply,
     "scf.for": _h_scf_for,
     "scf.if": _h_scf_if,
+    **_QUANT_HANDLERS,
 }
 
 

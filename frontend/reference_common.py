@@ -56,6 +56,12 @@ def np_dtype(t: Attribute) -> np.dtype:
         return np.dtype(np.float32)
     if isinstance(t, IndexType):
         return np.dtype(np.int64)
+    from m100.dialects.quant import QuantizedType
+
+    if isinstance(t, QuantizedType):  # stored values with their sign (u8 storage: uint8)
+        for bits in (8, 16, 32):
+            if t.width <= bits:
+                return np.dtype(f"{'' if t.signed else 'u'}int{bits}")
     if isinstance(t, IntegerType):
         w = t.width.data
         if w == 1:

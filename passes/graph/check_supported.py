@@ -18,7 +18,8 @@ class UnsupportedOpError(M100Error):
 
 
 # graph-level ops that are not computations (no unit)
-NO_UNIT = frozenset({"arith.constant", "tensor.empty", "func.return"})
+NO_UNIT = frozenset({"arith.constant", "tensor.empty", "func.return",
+                     "quant.scast"})  # scast: a quantized type <-> its storage bits, no data change
 
 LINALG_SUPPORTED = frozenset({
     "linalg.generic", "linalg.fill", "linalg.copy", "linalg.transpose", "linalg.broadcast",
@@ -34,7 +35,8 @@ TENSOR_SUPPORTED = frozenset({
     "tensor.splat",
 })
 
-OTHER_SUPPORTED = frozenset({"tm_tensor.sort"})  # top-k (sort + slice) -> a CSU routine
+OTHER_SUPPORTED = frozenset({"tm_tensor.sort",  # top-k (sort + slice) -> a CSU routine
+                             "quant.qcast", "quant.dcast"})  # elementwise (de)quantize (CVU)
 
 # scalar ops allowed inside linalg bodies: what the CVU pipelines (isa.CvuOp) and the TCU
 # epilogue can compute, plus index/cast plumbing

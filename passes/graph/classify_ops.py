@@ -108,6 +108,8 @@ def unit_of(op: Operation) -> str | None:
         return "cvu.reduction"
     if name == "tm_tensor.sort":
         return "csu.topk"
+    if name in ("quant.qcast", "quant.dcast"):
+        return "cvu.elementwise"
     if isinstance(op, GenericOp):
         return _generic_unit(op)
     return None

@@ -426,7 +426,7 @@ def erase_dead(module: ModuleOp) -> int:
                 if not all(isinstance(r.type, TensorType) for r in op.results) and \
                         op.name != "arith.constant":
                     continue
-                if op.dialect_name() in ("linalg", "tensor", "arith", "math", "tm_tensor"):
+                if op.dialect_name() in ("linalg", "tensor", "arith", "math", "tm_tensor", "quant"):
                     block.erase_op(op)
                     n += 1
                     changed = True

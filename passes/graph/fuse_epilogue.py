@@ -20,6 +20,8 @@ from xdsl.ir import Operation, OpResult, SSAValue
 
 from xdsl.passes import ModulePass
 
+from m100.passes.graph.quant_match import match_requant
+
 from m100.passes.graph.common import (
     CHANNEL_DIM,
     EPILOGUE,
@@ -38,6 +40,13 @@ from m100.passes.graph.common import (
     unary_activation,
     users,
 )
+
+#: requant parameters on the contraction (``isa.Requant`` is derived from them by the emitter):
+#: multipliers (f64, one or one per output channel: ``x_scale * w_scale[c] / y_scale``), zero
+#: point (i64) and the clamp range [qmin, qmax] (i64).
+REQUANT_SCALE = "m100.requant_scale"
+REQUANT_ZP = "m100.requant_zp"
+REQUANT_RANGE = "m100.requant_range"
 
 STAGES = ("bias", "relu", "gelu", "silu", "sigmoid", "tanh", "clamp", "requant")
 ACTS = ("relu", "gelu", "silu", "sigmoid", "tanh", "clamp")
@@ -90,12 +99,19 @@ def _bias_stage(u: GenericOp, cur: SSAValue, ch: int) -> bool:
     return _per_channel(u.inputs[1 - k], generic_maps(u)[1 - k], ch)
 
 
-def _requant_stage(u: GenericOp, acc: SSAValue) -> bool:
-    """int32 accumulator -> <= 8-bit integer result (isa.Requant applies to integer TCU ops)."""
+def _requant_stage(u: GenericOp, acc: SSAValue, ch: int):
+    """The requantization of an int32 accumulator to a <= 8-bit integer (isa.Requant applies to
+    integer TCU ops), recognized exactly (``quant_match.match_requant``: constant multiplier per
+    tensor or per output channel ``ch``, zero point, clamp), or None."""
     t = u.results[0].type.get_element_type()  # type: ignore[attr-defined]
     a = acc.type.get_element_type()  # type: ignore[attr-defined]
-    return isinstance(t, IntegerType) and t.width.data <= 8 and len(u.results) == 1 and \
-        isinstance(a, IntegerType) and a.width.data == 32
+    if not (isinstance(t, IntegerType) and t.width.data <= 8 and len(u.results) == 1 and
+            isinstance(a, IntegerType) and a.width.data == 32):
+        return None
+    m = match_requant(u)
+    if m is None or (m[1].axis is not None and m[1].axis != ch):
+        return None
+    return m[1]
 
 
 def fuse_one(op: Operation, gid: int) -> bool:
@@ -106,6 +122,7 @@ def fuse_one(op: Operation, gid: int) -> bool:
     stages: list[str] = []
     fused: list[tuple[Operation, str]] = []
     clamp: tuple[float, float] | None = None
+    requant = None
     b = _init_bias(op, ch)
     if b is not None:
         stages.append("bias")
@@ -145,8 +162,8 @@ def fuse_one(op: Operation, gid: int) -> bool:
             break
         if not has_act and "bias" not in stages and _bias_stage(u, cur, ch):
             stage = "bias"
-        elif _requant_stage(u, op.results[0]):
-            stage = "requant"
+        elif (rq := _requant_stage(u, op.results[0], ch)) is not None:
+            stage, requant = "requant", rq
         else:
             act = unary_activation(u)
             if has_act or act is None or act[0] not in ACTS or act[2] != pos[0]:
@@ -162,6 +179,11 @@ def fuse_one(op: Operation, gid: int) -> bool:
     if clamp is not None:
         op.attributes["m100.clamp"] = ArrayAttr([FloatAttr(clamp[0], f64),
                                                  FloatAttr(clamp[1], f64)])
+    if requant is not None:
+        op.attributes[REQUANT_SCALE] = ArrayAttr([FloatAttr(x, f64) for x in requant.multipliers])
+        op.attributes[REQUANT_ZP] = IntegerAttr(requant.zero_point, i64)
+        op.attributes[REQUANT_RANGE] = ArrayAttr([IntegerAttr(requant.qmin, i64),
+                                                  IntegerAttr(requant.qmax, i64)])
     for o, s in fused:
         o.attributes[FUSED_INTO] = IntegerAttr(gid, i64)
         o.attributes[STAGE] = StringAttr(s)
@@ -177,7 +199,9 @@ class FuseEpilogue(ModulePass):
     bias (an ``addf`` with an operand that varies only along the output channel, or a bias
     broadcast used as the contraction's init), at most one activation (relu, gelu (erf form),
     silu, sigmoid, tanh, clamp - recognized numerically from the body, or a gelu/silu idiom
-    group), then an optional requantization (result of <= 8-bit integer type). The contraction
+    group), then an optional requantization of the int32 accumulator to <= 8 bits, recognized
+    exactly (``fptosi(clamp(roundeven(sitofp(acc) * m) + zp))``, ``m`` constant per tensor or per
+    output channel; its parameters go to ``m100.requant_scale`` / ``_zp`` / ``_range``). The contraction
     gets ``m100.group = <id>`` and ``m100.epilogue = ["bias", "relu", ...]`` (stage order; for
     clamp also ``m100.clamp = [lo, hi]``); every fused op gets ``m100.fused_into = <id>`` and
     ``m100.stage = "<stage>"``. The ops are left in place, so the reference executor still runs

@@ -18,6 +18,8 @@ from m100.passes.graph.check_supported import CheckSupported
 from m100.passes.graph.classify_ops import ClassifyOps
 from m100.passes.graph.common import erase_dead
 from m100.passes.graph.fold_batchnorm import FoldBatchnorm
+from m100.passes.graph.fold_quantized_contractions import FoldQuantizedContractions
+from m100.passes.graph.raise_quant_casts import RaiseQuantCasts
 from m100.passes.graph.fold_constants import FoldConstants
 from m100.passes.graph.fuse_epilogue import FuseEpilogue
 from m100.passes.graph.layout_nhwc import LayoutNhwc
@@ -29,7 +31,8 @@ from m100.passes.graph.simplify_algebra import SimplifyAlgebra
 class M100Graph(ModulePass):
     """The graph pipeline: canonicalize, CSE/DCE, checks, folding, layout, idioms, fusion, units.
 
-    What: runs, in order: canonicalize, cse (xDSL's), fold-constants, check-supported,
+    What: runs, in order: canonicalize, cse (xDSL's), fold-constants, [raise-quant-casts,
+    fold-quantized-contractions], check-supported,
     simplify-algebra, [layout-nhwc, simplify-algebra (cancels the transposes between
     convolutions), fold-constants (packs transposed weights)], [fold-batchnorm], cse, dce (+ removal of dead
     linalg/tensor ops, which xDSL's dce keeps), [recognize-idioms], [fuse-epilogue],
@@ -40,6 +43,7 @@ class M100Graph(ModulePass):
     reference executor); every computing op carries ``m100.unit`` (see docs/graph.md), fused
     epilogues and idiom groups are annotated; or one UnsupportedOpError diagnostic.
     Options: layout (default true), fold-bn (default true), idioms (default true), fuse (default true),
+    quant (QDQ chains -> quant types and int8 contractions, default true),
     timing (print each stage's wall time to stderr, default false).
     """
 
@@ -48,12 +52,16 @@ class M100Graph(ModulePass):
     fold_bn: bool = True
     idioms: bool = True
     fuse: bool = True
+    quant: bool = True
     timing: bool = False
 
     def stages(self) -> list[tuple[str, Callable[[Context, ModuleOp], object]]]:
         """The stages in order, as (name, apply)."""
         s: list[ModulePass] = [CanonicalizePass(), CommonSubexpressionElimination(),
-                               FoldConstants(), CheckSupported(), SimplifyAlgebra()]
+                               FoldConstants()]
+        if self.quant:
+            s += [RaiseQuantCasts(), FoldQuantizedContractions()]
+        s += [CheckSupported(), SimplifyAlgebra()]
         if self.layout:
             s += [LayoutNhwc(), SimplifyAlgebra(), FoldConstants()]
         if self.fold_bn:

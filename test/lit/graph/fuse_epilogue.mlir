@@ -155,7 +155,7 @@ func.func @int8_epilogue(%a: tensor<2x4xi32>, %b: tensor<4x3xi32>) -> tensor<2x3
   func.return %q : tensor<2x3xi8>
 }
 // CHECK-LABEL: func.func @int8_epilogue
-// CHECK:       %mm = linalg.matmul {m100.group = [[Q:[0-9]+]] : i64, m100.epilogue = ["bias", "relu", "requant"]}
+// CHECK:       %mm = linalg.matmul {m100.group = [[Q:[0-9]+]] : i64, m100.epilogue = ["bias", "relu", "requant"], m100.requant_scale = [0.0099999997764825821 : f64], m100.requant_zp = 0 : i64, m100.requant_range = [-128 : i64, 127 : i64]}
 // CHECK:       %bb = linalg.generic {{.*}}m100.fused_into = [[Q]] : i64, m100.stage = "bias"}
 // CHECK:       %r = linalg.generic {{.*}}m100.fused_into = [[Q]] : i64, m100.stage = "relu"}
 // CHECK:       %q = linalg.generic {{.*}}m100.fused_into = [[Q]] : i64, m100.stage = "requant"}
@@ -175,5 +175,32 @@ func.func @float_quant(%a: tensor<2x4xf32>, %b: tensor<4x3xf32>) -> tensor<2x3xi
   func.return %q : tensor<2x3xi8>
 }
 // CHECK-LABEL: func.func @float_quant
+// CHECK-NOT:   m100.
+// CHECK:       func.return
+
+// Negative: an int32 -> i8 op that is not exactly a requantization (math.round rounds half away
+// from zero; the TCU and ONNX round half to even) is not fused: it stays a separate op.
+func.func @not_requant(%a: tensor<2x4xi32>, %b: tensor<4x3xi32>) -> tensor<2x3xi8> {
+  %z = arith.constant 0 : i32
+  %scale = arith.constant 0.01 : f32
+  %lo = arith.constant -128.0 : f32
+  %hi = arith.constant 127.0 : f32
+  %e = tensor.empty() : tensor<2x3xi32>
+  %f = linalg.fill ins(%z : i32) outs(%e : tensor<2x3xi32>) -> tensor<2x3xi32>
+  %mm = linalg.matmul ins(%a, %b : tensor<2x4xi32>, tensor<4x3xi32>) outs(%f : tensor<2x3xi32>) -> tensor<2x3xi32>
+  %e8 = tensor.empty() : tensor<2x3xi8>
+  %q = linalg.generic {indexing_maps = [affine_map<(d0, d1) -> (d0, d1)>, affine_map<(d0, d1) -> (d0, d1)>], iterator_types = ["parallel", "parallel"]} ins(%mm : tensor<2x3xi32>) outs(%e8 : tensor<2x3xi8>) {
+  ^bb0(%in: i32, %out: i8):
+    %x = arith.sitofp %in : i32 to f32
+    %y = arith.mulf %x, %scale : f32
+    %t = math.round %y : f32
+    %c1 = arith.maximumf %t, %lo : f32
+    %c2 = arith.minimumf %c1, %hi : f32
+    %o = arith.fptosi %c2 : f32 to i8
+    linalg.yield %o : i8
+  } -> tensor<2x3xi8>
+  func.return %q : tensor<2x3xi8>
+}
+// CHECK-LABEL: func.func @not_requant
 // CHECK-NOT:   m100.
 // CHECK:       func.return

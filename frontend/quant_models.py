@@ -1,0 +1,176 @@
+"""Quantized ONNX models for tests and benchmarks (recipes: ``notes/quant-recipes.md``; issue 11).
+
+* :func:`qdq_static` -- a float model through onnxruntime's ``quantize_static`` (QDQ or QOperator
+  format, per-tensor or per-channel weights, int8 or uint8 activations) with a fixed random
+  calibration set;
+* :func:`qdq_convnet`, :func:`qdq_mlp` -- :func:`~m100.frontend.models.conv_relu_maxpool` and
+  :func:`~m100.frontend.models.mlp` quantized that way;
+* :func:`w4_blocked_matmul` -- ``DequantizeLinear(int4 weights, f16 scales, axis=0, block_size=B)``
+  then ``MatMul`` with f16 activations (opset 21, ir_version 10: the W4A16 form);
+* :func:`matmul_nbits` -- onnxruntime's ``com.microsoft.MatMulNBits`` (4-bit, blocked, optional zero
+  points), built by hand (the quantizer needs the ``onnx-ir`` package);
+* :func:`matmul_integer`, :func:`conv_integer` -- ``MatMulInteger`` / ``ConvInteger`` with zero points.
+
+Every builder returns a checked ``ModelProto``; weights are random (``seed``).
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+
+import numpy as np
+
+from m100.frontend import models
+
+
+def _onnx():
+    import onnx
+    from onnx import TensorProto, helper, numpy_helper
+
+    return onnx, TensorProto, helper, numpy_helper
+
+
+def qdq_static(model, *, fmt: str = "qdq", per_channel: bool = True, activation: str = "s8",
+               weight: str = "s8", calib: int = 8, seed: int = 0):
+    """``model`` quantized by onnxruntime's ``quantize_static`` (``fmt`` 'qdq' or 'qoperator',
+    ``activation``/``weight`` 's8' or 'u8'); calibration: ``calib`` standard-normal inputs."""
+    onnx = _onnx()[0]
+    from onnxruntime.quantization import (CalibrationDataReader, QuantFormat, QuantType,
+                                          quantize_static)
+
+    inp = model.graph.input[0]
+    shape = [d.dim_value for d in inp.type.tensor_type.shape.dim]
+    rng = np.random.default_rng(seed)
+    data = [{inp.name: rng.standard_normal(shape).astype(np.float32)} for _ in range(calib)]
+
+    class Reader(CalibrationDataReader):
+        def __init__(self):
+            self.it = iter(data)
+
+        def get_next(self):
+            return next(self.it, None)
+
+    qt = {"s8": QuantType.QInt8, "u8": QuantType.QUInt8}
+    with tempfile.TemporaryDirectory() as d:
+        src, dst = os.path.join(d, "f.onnx"), os.path.join(d, "q.onnx")
+        onnx.save(model, src)
+        import logging
+
+        level = logging.getLogger().level
+        logging.getLogger().setLevel(logging.ERROR)  # quantize_static's pre-processing advice
+        try:
+            quantize_static(src, dst, Reader(),
+                            quant_format=QuantFormat.QDQ if fmt == "qdq" else QuantFormat.QOperator,
+                            per_channel=per_channel, activation_type=qt[activation],
+                            weight_type=qt[weight])
+        finally:
+            logging.getLogger().setLevel(level)
+        return onnx.load(dst)
+
+
+def qdq_convnet(fmt="qdq", per_channel=True, activation="s8", weight="s8", hw=8, f=4, seed=0):
+    return qdq_static(models.conv_relu_maxpool(n=1, c=3, hw=hw, f=f, seed=seed), fmt=fmt,
+                      per_channel=per_channel, activation=activation, weight=weight, seed=seed)
+
+
+def qdq_mlp(fmt="qdq", per_channel=True, activation="s8", weight="s8", seed=0):
+    return qdq_static(models.mlp(batch=4, d_in=16, hidden=32, d_out=10, seed=seed), fmt=fmt,
+                      per_channel=per_channel, activation=activation, weight=weight, seed=seed)
+
+
+def w4_blocked_matmul(m=4, k=64, n=16, block=16, signed=True, seed=0):
+    """y[m, n] = x_f16[m, k] @ DequantizeLinear(W4[k, n], scale_f16[k/B, n], axis=0, block_size=B)."""
+    onnx, TensorProto, helper, numpy_helper = _onnx()
+    rng = np.random.default_rng(seed)
+    lo, hi = (-8, 7) if signed else (0, 15)
+    w4 = rng.integers(lo, hi + 1, (k, n))
+    scale = (rng.uniform(0.5, 2.0, (k // block, n)) / 8).astype(np.float16)
+    wq = helper.make_tensor("Wq", TensorProto.INT4 if signed else TensorProto.UINT4, [k, n],
+                            w4.flatten().tolist())
+    nodes = [helper.make_node("DequantizeLinear", ["Wq", "Ws"], ["W"], axis=0, block_size=block),
+             helper.make_node("MatMul", ["x", "W"], ["y"])]
+    graph = helper.make_graph(
+        nodes, "w4_matmul", [helper.make_tensor_value_info("x", TensorProto.FLOAT16, [m, k])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT16, [m, n])],
+        [wq, numpy_helper.from_array(scale, "Ws")])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 21)])
+    model.ir_version = 10
+    onnx.checker.check_model(model)
+    return model
+
+
+def matmul_nbits(m=4, k=64, n=16, block=32, zero_points=False, seed=0):
+    """``com.microsoft.MatMulNBits`` (bits=4): y = x @ dequant(W_Q4)^T with W_Q4 uint8 [N, K/B, B/2]
+    (two 4-bit values per byte, low nibble first), scales [N * K/B], zero points packed [N, ceil(K/B/2)]
+    (default 8 when absent)."""
+    onnx, TensorProto, helper, numpy_helper = _onnx()
+    rng = np.random.default_rng(seed)
+    nb = k // block
+    q = rng.integers(0, 16, (n, nb, block)).astype(np.uint8)
+    packed = (q[..., 0::2] | (q[..., 1::2] << 4)).astype(np.uint8)
+    scales = rng.uniform(0.01, 0.05, (n * nb,)).astype(np.float32)
+    inputs = ["x", "Wq", "Ws"]
+    inits = [numpy_helper.from_array(packed, "Wq"), numpy_helper.from_array(scales, "Ws")]
+    if zero_points:
+        zp = rng.integers(0, 16, (n, nb)).astype(np.uint8)
+        if nb % 2:
+            zp = np.concatenate([zp, np.zeros((n, 1), np.uint8)], axis=1)
+        zpp = (zp[:, 0::2] | (zp[:, 1::2] << 4)).astype(np.uint8)
+        inputs.append("Wz")
+        inits.append(numpy_helper.from_array(zpp.reshape(-1), "Wz"))
+    node = helper.make_node("MatMulNBits", inputs, ["y"], domain="com.microsoft", K=k, N=n, bits=4,
+                            block_size=block)
+    graph = helper.make_graph(
+        [node], "matmul_nbits", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [m, k])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [m, n])], inits)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 21),
+                                                    helper.make_opsetid("com.microsoft", 1)])
+    model.ir_version = 10
+    return model
+
+
+def matmul_integer(m=4, k=32, n=8, unsigned_a=True, seed=0):
+    """``MatMulInteger(a, B, a_zp, B_zp)`` with a u8 (or s8) input and s8 constant weights."""
+    onnx, TensorProto, helper, numpy_helper = _onnx()
+    rng = np.random.default_rng(seed)
+    b = rng.integers(-128, 128, (k, n)).astype(np.int8)
+    azp = np.array(rng.integers(100, 150) if unsigned_a else rng.integers(-10, 10),
+                   np.uint8 if unsigned_a else np.int8)
+    bzp = np.array(rng.integers(-5, 5), np.int8)
+    node = helper.make_node("MatMulInteger", ["a", "B", "azp", "bzp"], ["y"])
+    graph = helper.make_graph(
+        [node], "matmul_integer",
+        [helper.make_tensor_value_info("a", TensorProto.UINT8 if unsigned_a else TensorProto.INT8,
+                                       [m, k])],
+        [helper.make_tensor_value_info("y", TensorProto.INT32, [m, n])],
+        [numpy_helper.from_array(b, "B"), numpy_helper.from_array(azp, "azp"),
+         numpy_helper.from_array(bzp, "bzp")])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    onnx.checker.check_model(model)
+    return model
+
+
+def conv_integer(c=3, hw=6, f=4, seed=0):
+    """``ConvInteger(x_u8, W_u8, x_zp, w_zp)``, 3x3, pads 1."""
+    onnx, TensorProto, helper, numpy_helper = _onnx()
+    rng = np.random.default_rng(seed)
+    w = rng.integers(0, 256, (f, c, 3, 3)).astype(np.uint8)
+    xzp = np.array(rng.integers(100, 150), np.uint8)
+    wzp = np.array(rng.integers(100, 150), np.uint8)
+    node = helper.make_node("ConvInteger", ["x", "W", "xzp", "wzp"], ["y"], pads=[1, 1, 1, 1])
+    graph = helper.make_graph(
+        [node], "conv_integer",
+        [helper.make_tensor_value_info("x", TensorProto.UINT8, [1, c, hw, hw])],
+        [helper.make_tensor_value_info("y", TensorProto.INT32, [1, f, hw, hw])],
+        [numpy_helper.from_array(w, "W"), numpy_helper.from_array(xzp, "xzp"),
+         numpy_helper.from_array(wzp, "wzp")])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    onnx.checker.check_model(model)
+    return model
+
+
+__all__ = ["qdq_static", "qdq_convnet", "qdq_mlp", "w4_blocked_matmul", "matmul_nbits",
+           "matmul_integer", "conv_integer"]

@@ -1,0 +1,129 @@
+"""Quantized graphs at graph level (issue 11): onnxruntime's QDQ models (per-channel S8S8 conv net,
+QDQ MLP) through ``m100-graph`` (raise-quant-casts + fold-quantized-contractions + fuse-epilogue):
+the convolutions/matmuls become i8 x i8 -> i32 with a bias + requant TCU epilogue, the numpy
+reference executor runs the graph before and after, and the quantized outputs match onnxruntime
+within 1 LSB. The scheduler refuses the result with one line (never a wrong program)."""
+
+from __future__ import annotations
+
+import pathlib
+
+import numpy as np
+import pytest
+
+from m100.context import make_context
+from m100.errors import M100Error
+from m100.frontend import quant_models as qm
+from m100.frontend import reference
+from m100.frontend.mlir_load import load_mlir
+from m100.frontend.onnx_backend import onnxruntime_run
+from m100.frontend.onnx_import import load_onnx
+from m100.passes.graph.m100_graph import M100Graph
+
+pytest.importorskip("onnxruntime")
+
+LIT = pathlib.Path(__file__).parents[2] / "lit" / "graph" / "fold_quantized_contractions.mlir"
+
+
+def _out_scale(model) -> float:
+    """The scale of the DequantizeLinear producing the graph output (1 LSB of the output)."""
+    from onnx import numpy_helper
+
+    inits = {i.name: numpy_helper.to_array(i) for i in model.graph.initializer}
+    out = model.graph.output[0].name
+    node = next(n for n in model.graph.node if out in n.output)
+    assert node.op_type == "DequantizeLinear"
+    return float(inits[node.input[1]])
+
+
+def _contractions(module):
+    return [op for op in module.walk() if op.name in (
+        "linalg.conv_2d_nhwc_hwcf", "linalg.conv_2d_nchw_fchw", "linalg.matmul")]
+
+
+@pytest.fixture(scope="module")
+def convnet():
+    model = qm.qdq_convnet(hw=8, f=4)
+    return model, load_onnx(model)
+
+
+@pytest.mark.parametrize("which", ["convnet", "mlp"])
+def test_qdq_model_int8_contractions_match_onnxruntime(which, convnet):
+    model, module = convnet if which == "convnet" else (lambda m: (m, load_onnx(m)))(qm.qdq_mlp())
+    shape = module.body.block.first_op.body.block.args[0].type.get_shape()
+    rng = np.random.default_rng(7)
+    xs = [rng.standard_normal(shape).astype(np.float32) * s for s in (0.5, 1.0, 2.0)]
+    before = [reference.run(module, [x])[0] for x in xs]
+    M100Graph().apply(make_context(), module)
+    module.verify()
+    cs = _contractions(module)
+    ints = [c for c in cs if str(c.operands[0].type).endswith("xi8>")]
+    assert len(ints) == (2 if which == "convnet" else 2), [str(c.operands[0].type) for c in cs]
+    for c in ints:
+        assert str(c.results[0].type).endswith("xi32>")
+        ep = [s.data for s in c.attributes["m100.epilogue"].data]
+        assert ep[-1] == "requant" and ep[0] == "bias"
+        assert c.attributes["m100.requant_range"].data[0].value.data == -128
+    lsb = _out_scale(model)
+    n_exact = n_total = 0
+    for x, b in zip(xs, before):
+        after = reference.run(module, [x])[0]
+        want = onnxruntime_run(model, [x])[0]
+        diff = np.abs(after.astype(np.float64) - want) / lsb
+        assert diff.max() <= 1.0 + 1e-6, diff.max()
+        assert np.abs(after.astype(np.float64) - b).max() / lsb <= 1.0 + 1e-6
+        n_exact += int((diff < 1e-6).sum())
+        n_total += diff.size
+    assert n_exact / n_total >= 0.99, (n_exact, n_total)
+
+
+def test_scheduler_refuses_quantized_graph_with_one_line(convnet):
+    from m100.passes.schedule.m100_schedule import M100Schedule
+
+    _, module = convnet
+    module = module.clone()
+    M100Graph().apply(make_context(), module)
+    with pytest.raises(M100Error) as e:
+        M100Schedule(machine="tiny").apply(make_context(), module)
+    msg = str(e.value)
+    assert "\n" not in msg and "not supported by m100-schedule" in msg, msg
+
+
+def _qlinear_conv_oracle(xq, sx, zx, wq, sw, bq, sy, zy):
+    """ONNX QLinearConv (stride 1, pad 1) from its definition: exact integer accumulation of
+    (x - zx) * (w - 0) + bias, then y = saturate(round_half_even(acc * sx * sw[f] / sy) + zy)."""
+    n, c, h, w_ = xq.shape
+    f = wq.shape[0]
+    xp = np.pad(xq.astype(np.int64) - zx, ((0, 0), (0, 0), (1, 1), (1, 1)))
+    acc = np.zeros((n, f, h, w_), np.int64)
+    for i in range(h):
+        for j in range(w_):
+            win = xp[:, :, i:i + 3, j:j + 3]
+            acc[:, :, i, j] = np.einsum("nckl,fckl->nf", win, wq.astype(np.int64))
+    acc += bq.reshape(1, f, 1, 1)
+    real = acc * (sx * np.asarray(sw).reshape(1, f, 1, 1) / sy)
+    return np.clip(np.rint(real) + zy, -128, 127).astype(np.int8)
+
+
+def test_folded_lit_conv_matches_qlinearconv_oracle():
+    """The lit test's conv (pad, per-channel weights, int32 bias) before and after folding vs the
+    ONNX QLinearConv definition, on random int8 inputs: integer results within 1 LSB, and the
+    folded one (exact integer accumulation, power-of-two multipliers) equal to the oracle."""
+    from m100.passes.graph.fold_quantized_contractions import FoldQuantizedContractions
+
+    module = load_mlir(LIT.read_text())
+    rng = np.random.default_rng(3)
+    xs = [rng.integers(-128, 128, (1, 1, 4, 4)).astype(np.int8) for _ in range(20)]
+    before = [reference.run(module, [x], func_name="conv")[0] for x in xs]
+    FoldQuantizedContractions().apply(make_context(), module)
+    assert "linalg.conv_2d_nchw_fchw {" in str(module) and "xi8>, tensor<2x1x3x3xi8>" in str(module)
+    w = np.array([[[[1, 2, 3], [4, 5, 6], [7, 8, 9]]], [[[-1, -2, -3], [-4, -5, -6], [-7, -8, -9]]]],
+                 np.int8)
+    mismatch = 0
+    for x, b in zip(xs, before):
+        after = reference.run(module, [x], func_name="conv")[0]
+        want = _qlinear_conv_oracle(x, 0.5, 3, w, [0.25, 0.125], np.array([10, -20]), 2.0, -128)
+        assert np.abs(after.astype(int) - want).max() <= 1
+        assert np.abs(b.astype(int) - want).max() <= 1
+        mismatch += int((after != want).sum())
+    assert mismatch == 0  # multipliers are powers of two here: the f32 requant is exact
