@@ -136,6 +136,29 @@ def unpack_nibbles(nib: np.ndarray) -> np.ndarray:
     return np.where(n > 7, n - 16, n).astype(np.int8)
 
 
+# --- requantization -----------------------------------------------------------------------------
+def quantize_multiplier(real: float) -> tuple[int, int]:
+    """``(multiplier, shift)`` of the TCU's fixed-point requant (``isa.Requant``) for a real
+    multiplier ``real > 0`` (``x_scale * w_scale / y_scale``): ``multiplier`` in ``[2**30, 2**31)``
+    and ``real ~= multiplier / 2**shift`` with a relative error <= 2**-31 (multiplier rounded to
+    nearest). Raises ValueError when ``shift`` would leave ``[0, 63]`` (``real`` >= 2**31 or
+    < 2**-33)."""
+    import math
+
+    real = float(real)
+    if not (real > 0.0 and math.isfinite(real)):
+        raise ValueError(f"requant multiplier must be finite and > 0, not {real}")
+    mant, exp = math.frexp(real)  # real = mant * 2**exp, mant in [0.5, 1)
+    shift = 31 - exp
+    mult = round(mant * (1 << 31))
+    if mult == 1 << 31:
+        mult //= 2
+        shift -= 1
+    if not 0 <= shift <= 63:
+        raise ValueError(f"requant multiplier {real} needs shift {shift}, outside [0, 63]")
+    return int(mult), int(shift)
+
+
 # --- math ---------------------------------------------------------------------------------------
 def erf(x: np.ndarray) -> np.ndarray:
     """Vectorized erf (Numerical Recipes ``erfcc`` Chebyshev fit, fractional error < 1.2e-7)."""
@@ -151,4 +174,5 @@ def erf(x: np.ndarray) -> np.ndarray:
 
 
 __all__ = ["value_dtype", "int_range", "byte_size", "f32_to_bf16_bits", "bf16_bits_to_f32",
-           "round_bf16", "convert", "to_bytes", "from_bytes", "unpack_nibbles", "erf"]
+           "round_bf16", "convert", "to_bytes", "from_bytes", "unpack_nibbles", "erf",
+           "quantize_multiplier"]
