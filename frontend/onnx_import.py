@@ -90,8 +90,13 @@ def prepare_model(model, name: str = "<model>", opset: int | None = None):
     except Exception as e:
         raise FrontendError(f"{name}: ONNX shape inference failed: {_one_line(e, 200)}") from None
     from m100.frontend.onnx_rewrite import rewrite_for_torch_mlir
+    from m100.frontend.onnx_rewrite_quant import QuantRewriteError
 
-    if rewrite_for_torch_mlir(model):
+    try:
+        rewritten = rewrite_for_torch_mlir(model)
+    except QuantRewriteError as e:
+        raise FrontendError(f"{name}: {e}") from None
+    if rewritten:
         try:
             onnx.checker.check_model(model)
             model = onnx.shape_inference.infer_shapes(model, strict_mode=False)
@@ -283,6 +288,11 @@ def lower_in_process(model, name: str, generic: bool = True, split: bool = False
         text = module.operation.get_asm(print_generic_op_form=generic, large_elements_limit=None)
         if split:
             text, blobs = split_dense_blobs(text)
+    # xDSL 0.74's arith.trunci has no overflowFlags property (newer MLIR prints one, e.g. for
+    # MatMulInteger); "none" means no flag, so dropping it keeps the op's meaning exactly (nsw/nuw
+    # flags are left in and fail to parse: they would change the semantics).
+    if '"arith.trunci"' in text:
+        text = re.sub(r'("arith\.trunci"\([^)]*\)) <\{overflowFlags = #arith\.overflow<none>\}>', r"\1", text)
     leftover = sorted(set(re.findall(r'"(torch(?:_c)?\.[A-Za-z0-9_.]+)"', text)))
     if leftover:
         raise FrontendError(f"{name}: torch-mlir left ops it could not lower: {', '.join(leftover[:5])}")

@@ -155,6 +155,20 @@ def rewrite_for_torch_mlir(model):
         graph.ClearField("node")
         graph.node.extend(new_nodes)
         graph.initializer.extend(new_inits)
+    # quantized operators (issue 11): QLinearConv/QLinearMatMul -> QDQ, int4 DequantizeLinear and
+    # MatMulNBits -> float weights (frontend/onnx_rewrite_quant.py)
+    from m100.frontend.onnx_rewrite_quant import rewrite_quantized
+
+    q_nodes, q_inits, q_count, dead = rewrite_quantized(graph, names, ranks, types)
+    if q_count:
+        graph.ClearField("node")
+        graph.node.extend(q_nodes)
+        kept = [i for i in graph.initializer if i.name not in dead]
+        graph.ClearField("initializer")
+        graph.initializer.extend(kept + q_inits)
+        new_inits = new_inits + q_inits
+        count += q_count
+    if count and new_inits:
         if model.ir_version < 4:  # initializers must also be graph inputs before IR version 4
             graph.input.extend(
                 helper.make_tensor_value_info(t.name, t.data_type, list(t.dims)) for t in new_inits

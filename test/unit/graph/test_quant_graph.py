@@ -47,9 +47,15 @@ def convnet():
     return model, load_onnx(model)
 
 
-@pytest.mark.parametrize("which", ["convnet", "mlp"])
+@pytest.mark.parametrize("which", ["convnet", "mlp", "qlinearconv"])
 def test_qdq_model_int8_contractions_match_onnxruntime(which, convnet):
-    model, module = convnet if which == "convnet" else (lambda m: (m, load_onnx(m)))(qm.qdq_mlp())
+    """QDQ conv net (per-channel S8S8), QDQ MLP, and the QOperator conv net (QLinearConv, rewritten
+    to QDQ at import)."""
+    if which == "convnet":
+        model, module = convnet
+    else:
+        model = qm.qdq_mlp() if which == "mlp" else qm.qdq_convnet(fmt="qoperator")
+        module = load_onnx(model)
     shape = module.body.block.first_op.body.block.args[0].type.get_shape()
     rng = np.random.default_rng(7)
     xs = [rng.standard_normal(shape).astype(np.float32) * s for s in (0.5, 1.0, 2.0)]
