@@ -15,6 +15,8 @@ every output name:
 - ``DequantizeLinear`` of a constant INT4/UINT4 tensor (opset 21, optionally blocked with
   ``block_size``) -> the dequantized float initializer, computed in float32 and rounded once to the
   scale's type (what the operator defines); the int4 packing is not kept yet.
+- ``DequantizeLinear`` of uint8 per axis (torch-mlir's lowering is wrong) -> ``(Cast(x) - zp) *
+  scale`` with the constant parameters reshaped along the axis.
 - ``QLinearAdd`` / ``QGemm`` (com.microsoft, what ``quantize_static(QOperator)`` writes for Add and
   Gemm) -> ``DequantizeLinear``s, ``Add`` / ``Gemm`` (int32 bias of scale ``as * bs``),
   ``QuantizeLinear``.
@@ -164,6 +166,40 @@ def _maxpool_u8(node, names, helper):
                              name=f"{base}/m100_cast_out")], []
 
 
+def _dq_u8_per_axis(node, inits, ranks, names, helper, numpy_helper):
+    """DequantizeLinear of uint8 with per-axis (1-D) scale/zero point: torch-mlir's lowering is
+    wrong (ONNX node test test_dequantizelinear_axis: 1525 instead of 24). Rewritten per the
+    definition: (Cast(x, f32) - Cast(zp, f32)) * scale with the parameters reshaped to broadcast
+    along ``axis`` (exact in f32: |x - zp| < 2**8)."""
+    from onnx import TensorProto
+
+    x, sc = node.input[0], node.input[1]
+    zp = node.input[2] if len(node.input) > 2 and node.input[2] else None
+    rank = ranks.get(x)
+    if rank is None or ranks.get(sc) != 1:
+        return None
+    if sc in inits and (inits[sc].dtype != np.float32 or inits[sc].size == 1):
+        return None
+    axis = int(_attrs(node, helper).get("axis", 1)) % rank
+    base = node.name or node.output[0]
+    shape_name = names("dqu8_shape")
+    shape = [1] * rank
+    shape[axis] = -1
+    new_inits = [numpy_helper.from_array(np.array(shape, np.int64), shape_name)]
+    xf, centered, s_r = names("dqu8_x"), names("dqu8_c"), names("dqu8_s")
+    nodes = [helper.make_node("Cast", [x], [xf], to=TensorProto.FLOAT, name=f"{base}/m100_cast"),
+             helper.make_node("Reshape", [sc, shape_name], [s_r], name=f"{base}/m100_scale_r")]
+    if zp is not None:
+        zf, z_r = names("dqu8_zf"), names("dqu8_z")
+        nodes += [helper.make_node("Cast", [zp], [zf], to=TensorProto.FLOAT, name=f"{base}/m100_zcast"),
+                  helper.make_node("Reshape", [zf, shape_name], [z_r], name=f"{base}/m100_zp_r"),
+                  helper.make_node("Sub", [xf, z_r], [centered], name=f"{base}/m100_sub_zp")]
+    else:
+        centered = xf
+    nodes.append(helper.make_node("Mul", [centered, s_r], [node.output[0]], name=f"{base}/m100_scale"))
+    return nodes, new_inits
+
+
 def _expand_blocked(p: np.ndarray, shape, axis: int, block: int) -> np.ndarray:
     """A per-tensor / per-axis / blocked DequantizeLinear parameter broadcast to ``shape``."""
     rank = len(shape)
@@ -252,6 +288,8 @@ def rewrite_quantized(graph, names, ranks, types) -> tuple[list, list, int, set[
                 repl = _qlinear_matmul(node, inits, ranks, names, helper)
             elif node.op_type == "DequantizeLinear" and types.get(node.input[0]) in int4:
                 repl = _dq_int4_constant(node, inits, helper, numpy_helper)
+            elif node.op_type == "DequantizeLinear" and types.get(node.input[0]) == TensorProto.UINT8:
+                repl = _dq_u8_per_axis(node, inits, ranks, names, helper, numpy_helper)
             elif node.op_type == "MaxPool" and types.get(node.input[0]) == TensorProto.UINT8 \
                     and len(node.output) == 1:
                 repl = _maxpool_u8(node, names, helper)
