@@ -19,7 +19,8 @@ from m100.dialects.linalg_ext import GenericOp
 from m100.dialects.quant import (DCastOp, QCastOp, SCastOp, UniformQuantizedPerAxisType,
                                  UniformQuantizedType)
 from m100.passes.graph.common import (CHANNEL_DIM, const_array, erase_dead, func_bodies, maps_attr,
-                                      numpy_to_dense, scalar_const, shape_of, users)
+                                      numpy_to_dense, scalar_const, shape_of, unary_activation,
+                                      users)
 
 #: contraction -> (axis of the output channel in the weights, weight axes summed per channel)
 _WEIGHT = {"linalg.conv_2d_nchw_fchw": (0, (1, 2, 3)), "linalg.matmul": (1, (0,))}
@@ -139,6 +140,30 @@ def _requant_generic(acc: SSAValue, mult: np.ndarray, ch: int, zp: int, lo: int,
     return ops
 
 
+def _is_relu_of(u: Operation, v: SSAValue) -> bool:
+    """``u`` is an elementwise f32 ReLU of ``v`` alone (recognized numerically, common.py)."""
+    if not isinstance(u, GenericOp) or len(u.inputs) != 1 or u.inputs[0] is not v or \
+            len(u.results) != 1 or shape_of(u.results[0]) != shape_of(v):
+        return False
+    act = unary_activation(u)
+    return act is not None and act[0] == "relu" and all(
+        m == AffineMap.identity(m.num_dims) for m in (a.data for a in u.indexing_maps.data))
+
+
+def _relu_i32(acc: SSAValue, t: TensorType) -> list[Operation]:
+    rank = len(t.get_shape())
+    empty = tensor.EmptyOp([], t)
+    zero = arith.ConstantOp(IntegerAttr(0, i32))
+    blk = Block(arg_types=[i32, i32])
+    mx = arith.MaxSIOp(blk.args[0], zero.result)
+    blk.add_ops([mx, YieldOp(mx.result)])
+    from xdsl.dialects.linalg.attrs import IteratorTypeAttr
+
+    g = GenericOp([acc], [empty.tensor], Region(blk),
+                  maps_attr([AffineMap.identity(rank)] * 2), [IteratorTypeAttr.parallel()] * rank, [t])
+    return [empty, zero, g]
+
+
 def fold_one(op: Operation) -> bool:
     """Rewrite one ``dcast -> conv/matmul -> qcast`` chain; True if rewritten."""
     spec = _WEIGHT.get(op.name)
@@ -147,6 +172,10 @@ def fold_one(op: Operation) -> bool:
     w_axis, red_axes = spec
     ch = CHANNEL_DIM[op.name]
     us = users(op.results[0])
+    relu = None
+    if len(us) == 1 and _is_relu_of(us[0], op.results[0]):
+        relu = us[0]
+        us = users(relu.results[0])
     if len(us) != 1 or not isinstance(us[0], QCastOp):
         return False
     qc = us[0]
@@ -213,7 +242,12 @@ def fold_one(op: Operation) -> bool:
             / np.float64(np.float32(yq.scale)))
     if np.all(mult == mult[0]):
         mult = mult[:1]
-    rq = _requant_generic(acc.results[0], mult, ch, yq.zero_point, yq.qmin, yq.qmax,
+    acc_v = acc.results[0]
+    if relu is not None:  # relu(acc) * m == relu(acc * m) for m > 0: exact in the integer domain
+        r_ops = _relu_i32(acc_v, acc_t)
+        new += r_ops
+        acc_v = r_ops[-1].results[0]
+    rq = _requant_generic(acc_v, mult, ch, yq.zero_point, yq.qmin, yq.qmax,
                           TensorType(i8, out_shape))
     new += rq
     yv = SCastOp(rq[-1].results[0], qc.result.type)
@@ -228,12 +262,13 @@ def fold_one(op: Operation) -> bool:
 class FoldQuantizedContractions(ModulePass):
     """Fold QDQ chains around conv/matmul into int8 x int8 -> int32 contractions + requantize.
 
-    What: ``qcast(conv_2d_nchw_fchw | matmul(dcast(x), dcast(scast(W)), init))`` where ``x`` is
+    What: ``qcast([relu](conv_2d_nchw_fchw | matmul(dcast(x), dcast(scast(W)), init)))`` where ``x`` is
     per-tensor i8, ``W`` a constant i8 tensor quantized symmetrically per output channel (or per
     tensor), ``init`` zero or the broadcast of an int32 bias whose scale is ``x_scale * w_scale``
     (what onnxruntime's ``quantize_static`` writes), and the result is quantized per tensor to i8,
     becomes ``acc = conv|matmul(scast(x) [padded with x's zero point], W)`` on i8 -> i32 with init
-    ``bias - zx * sum(W)`` per channel (exact in int32), then a requantize ``linalg.generic``
+    ``bias - zx * sum(W)`` per channel (exact in int32), [an i32 ReLU ``maxsi(acc, 0)``], then a
+    requantize ``linalg.generic``
     ``fptosi(clamp(roundeven(sitofp(acc) * m[c]) + zy, qmin, qmax))`` with
     ``m[c] = x_scale * w_scale[c] / y_scale``, then ``scast`` to the result's quant type.
     fuse-epilogue then marks bias + requant as the contraction's TCU epilogue.

@@ -98,3 +98,29 @@ func.func @negative(%a: tensor<2x3x!aq>, %bias: tensor<2x2xf32>) -> (tensor<2x2x
 // CHECK:       %y2 = linalg.matmul ins(%af, %wf : tensor<2x3xf32>, tensor<3x2xf32>)
 // CHECK:       %y3 = linalg.matmul ins(%af, %wf : tensor<2x3xf32>, tensor<3x2xf32>)
 // CHECK-NOT:   xi8>, tensor<3x2xi8>
+
+// A ReLU between the contraction and the QuantizeLinear becomes an i32 ReLU on the accumulator.
+func.func @matmul_relu(%a: tensor<2x3x!aq>) -> tensor<2x2x!yq> {
+  %w8 = arith.constant dense<[[1, -2], [3, 4], [-5, 6]]> : tensor<3x2xi8>
+  %zero = arith.constant 0.0 : f32
+  %af = quant.dcast %a : tensor<2x3x!aq> to tensor<2x3xf32>
+  %wq = quant.scast %w8 : tensor<3x2xi8> to tensor<3x2x!mq>
+  %wf = quant.dcast %wq : tensor<3x2x!mq> to tensor<3x2xf32>
+  %e = tensor.empty() : tensor<2x2xf32>
+  %f = linalg.fill ins(%zero : f32) outs(%e : tensor<2x2xf32>) -> tensor<2x2xf32>
+  %y = linalg.matmul ins(%af, %wf : tensor<2x3xf32>, tensor<3x2xf32>) outs(%f : tensor<2x2xf32>) -> tensor<2x2xf32>
+  %r = linalg.generic {indexing_maps = [affine_map<(d0, d1) -> (d0, d1)>, affine_map<(d0, d1) -> (d0, d1)>], iterator_types = ["parallel", "parallel"]} ins(%y : tensor<2x2xf32>) outs(%e : tensor<2x2xf32>) {
+  ^bb0(%in: f32, %out: f32):
+    %m = arith.maximumf %in, %zero : f32
+    linalg.yield %m : f32
+  } -> tensor<2x2xf32>
+  %yq = quant.qcast %r : tensor<2x2xf32> to tensor<2x2x!yq>
+  func.return %yq : tensor<2x2x!yq>
+}
+// CHECK-LABEL: func.func @matmul_relu
+// CHECK:       %[[ACC:.*]] = linalg.matmul ins(%{{.*}}, %w8 : tensor<2x3xi8>, tensor<3x2xi8>)
+// CHECK:       %[[R:.*]] = linalg.generic {{.*}} ins(%[[ACC]] : tensor<2x2xi32>) outs(%{{.*}} : tensor<2x2xi32>)
+// CHECK-NEXT:  ^{{.*}}(%[[X:.*]]: i32, %{{.*}}: i32):
+// CHECK-NEXT:    arith.maxsi %[[X]], %{{.*}} : i32
+// CHECK:       linalg.generic {{.*}} ins(%[[R]], %{{.*}} : tensor<2x2xi32>, tensor<2xf32>)
+// CHECK-NOT:   arith.maximumf %in

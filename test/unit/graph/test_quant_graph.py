@@ -133,3 +133,25 @@ def test_folded_lit_conv_matches_qlinearconv_oracle():
         assert np.abs(b.astype(int) - want).max() <= 1
         mismatch += int((after != want).sum())
     assert mismatch == 0  # multipliers are powers of two here: the f32 requant is exact
+
+
+@pytest.mark.parametrize("fn", ["matmul", "matmul_relu"])
+def test_folded_lit_matmuls_equal_the_float_graph(fn):
+    """The lit test's matmul (per-column weights) and matmul -> ReLU -> QuantizeLinear: the folded
+    int8 graph (i32 ReLU on the accumulator) gives the float graph's result on random inputs, and
+    fuse-epilogue marks relu + requant on the contraction."""
+    from m100.passes.graph.fold_quantized_contractions import FoldQuantizedContractions
+    from m100.passes.graph.fuse_epilogue import FuseEpilogue
+
+    module = load_mlir(LIT.read_text())
+    rng = np.random.default_rng(11)
+    xs = [rng.integers(-128, 128, (2, 3)).astype(np.int8) for _ in range(50)]
+    before = [reference.run(module, [x], func_name=fn)[0] for x in xs]
+    FoldQuantizedContractions().apply(make_context(), module)
+    FuseEpilogue().apply(make_context(), module)
+    for x, b in zip(xs, before):
+        assert np.array_equal(reference.run(module, [x], func_name=fn)[0], b)
+    fn_op = next(o for o in module.walk() if o.name == "func.func" and o.sym_name.data == fn)
+    mm = next(o for o in fn_op.walk() if o.name == "linalg.matmul")
+    want = ["relu", "requant"] if fn == "matmul_relu" else ["requant"]
+    assert [s.data for s in mm.attributes["m100.epilogue"].data] == want
