@@ -164,6 +164,70 @@ def _relu_i32(acc: SSAValue, t: TensorType) -> list[Operation]:
     return [empty, zero, g]
 
 
+def push_weight_transposes(block) -> int:
+    """``transpose(dcast(scast(C)))`` -> ``dcast(scast(C^T))`` (the quantized axis permuted): how
+    torch-mlir lowers a Gemm with ``transB``; afterwards the weights are a plain quantized constant."""
+    from xdsl.dialects.linalg.ops import TransposeOp
+
+    n = 0
+    for op in list(block.ops):
+        if not isinstance(op, TransposeOp) or len(op.results) != 1:
+            continue
+        d = _producer(op.inputs[0])
+        s = _producer(d.input) if isinstance(d, DCastOp) else None
+        c = const_array(s.input) if isinstance(s, SCastOp) else None
+        if c is None:
+            continue
+        perm = list(op.permutation.get_values())
+        q = d.input.type.get_element_type()  # type: ignore[attr-defined]
+        if isinstance(q, UniformQuantizedPerAxisType):
+            q = UniformQuantizedPerAxisType((q.width, q.signed), q.expressed_type,
+                                            perm.index(q.quantized_dimension), q.scales,
+                                            q.zero_points, q.qmin, q.qmax)
+        ct = np.ascontiguousarray(np.transpose(c, perm))
+        st = s.input.type.get_element_type()  # type: ignore[attr-defined]
+        k = arith.ConstantOp(numpy_to_dense(ct, TensorType(st, ct.shape)))
+        sc = SCastOp(k.result, TensorType(q, ct.shape))
+        dc = DCastOp(sc.result, op.results[0].type)
+        Rewriter.insert_op([k, sc, dc], InsertPoint.before(op))
+        op.results[0].replace_all_uses_with(dc.result)
+        Rewriter.erase_op(op)
+        n += 1
+    return n
+
+
+def _bias_after(u: Operation, v: SSAValue, ch: int, rank: int, f: int):
+    """``u = v + b[c]`` (elementwise addf, ``b = dcast(scast(const i32 [F]))`` read along output
+    dim ``ch``): ``(int32 bias values, its scales)``, else None."""
+    if not isinstance(u, GenericOp) or len(u.inputs) != 2 or len(u.results) != 1:
+        return None
+    k = 0 if u.inputs[0] is v else 1 if u.inputs[1] is v else None
+    if k is None or u.inputs[1 - k] is v:
+        return None
+    maps = [a.data for a in u.indexing_maps.data]
+    if maps[k] != AffineMap.identity(rank) or maps[-1] != AffineMap.identity(rank):
+        return None
+    if maps[1 - k] != AffineMap(rank, 0, (AffineMap.identity(rank).results[ch],)):
+        return None
+    blk = u.body.block
+    ops = list(blk.ops)
+    if len(ops) != 2 or ops[0].name != "arith.addf" or \
+            {o for o in ops[0].operands} != {blk.args[0], blk.args[1]} or \
+            ops[1].operands[0] is not ops[0].results[0]:
+        return None
+    d = _producer(u.inputs[1 - k])
+    s = _producer(d.input) if isinstance(d, DCastOp) else None
+    b = const_array(s.input) if isinstance(s, SCastOp) else None
+    if b is None or b.dtype != np.int32 or b.shape != (f,):
+        return None
+    q = d.input.type.get_element_type()  # type: ignore[attr-defined]
+    scales = np.asarray(q.scales if isinstance(q, UniformQuantizedPerAxisType) else [q.scale])
+    zps = np.asarray(q.zero_points if isinstance(q, UniformQuantizedPerAxisType) else [q.zero_point])
+    if np.any(zps != 0):
+        return None
+    return b.astype(np.int64), np.broadcast_to(scales, (f,))
+
+
 def fold_one(op: Operation) -> bool:
     """Rewrite one ``dcast -> conv/matmul -> qcast`` chain; True if rewritten."""
     spec = _WEIGHT.get(op.name)
@@ -172,8 +236,15 @@ def fold_one(op: Operation) -> bool:
     w_axis, red_axes = spec
     ch = CHANNEL_DIM[op.name]
     us = users(op.results[0])
+    out_rank = len(shape_of(op.results[0]) or ())
+    f_out = (shape_of(op.results[0]) or ())[ch] if out_rank else 0
+    bias_op, post_bias = None, None
+    if len(us) == 1 and (pb := _bias_after(us[0], op.results[0], ch, out_rank, f_out)) is not None:
+        bias_op, post_bias = us[0], pb
+        us = users(bias_op.results[0])
     relu = None
-    if len(us) == 1 and _is_relu_of(us[0], op.results[0]):
+    cur = bias_op.results[0] if bias_op is not None else op.results[0]
+    if len(us) == 1 and _is_relu_of(us[0], cur):
         relu = us[0]
         us = users(relu.results[0])
     if len(us) != 1 or not isinstance(us[0], QCastOp):
@@ -198,6 +269,11 @@ def fold_one(op: Operation) -> bool:
     bias = _bias(op.operands[2], f, ch, len(out_shape), xqt.scale, sw)
     if bias is None:
         return False
+    if post_bias is not None:  # a bias added after the product (Gemm): same rule as an init bias
+        want = (np.float32(xqt.scale) * sw.astype(np.float32)).astype(np.float64)
+        if not np.allclose(post_bias[1], want, rtol=1e-6, atol=0):
+            return False
+        bias = bias + post_bias[0]
     zx = xqt.zero_point
     # sum_k (x - zx) w = sum_k x w - zx * sum_k w; with the pad value zx every window is full.
     wsum = w.astype(np.int64).sum(axis=red_axes)
@@ -262,10 +338,11 @@ def fold_one(op: Operation) -> bool:
 class FoldQuantizedContractions(ModulePass):
     """Fold QDQ chains around conv/matmul into int8 x int8 -> int32 contractions + requantize.
 
-    What: ``qcast([relu](conv_2d_nchw_fchw | matmul(dcast(x), dcast(scast(W)), init)))`` where ``x`` is
+    What: ``qcast([relu]([+ b](conv_2d_nchw_fchw | matmul(dcast(x), dcast(scast(W)), init))))`` where ``x`` is
     per-tensor i8, ``W`` a constant i8 tensor quantized symmetrically per output channel (or per
     tensor), ``init`` zero or the broadcast of an int32 bias whose scale is ``x_scale * w_scale``
-    (what onnxruntime's ``quantize_static`` writes), and the result is quantized per tensor to i8,
+    (what onnxruntime's ``quantize_static`` writes) or such a bias added after the product (Gemm;
+    transposed constant weights are transposed first), and the result is quantized per tensor to i8,
     becomes ``acc = conv|matmul(scast(x) [padded with x's zero point], W)`` on i8 -> i32 with init
     ``bias - zx * sum(W)`` per channel (exact in int32), [an i32 ReLU ``maxsi(acc, 0)``], then a
     requantize ``linalg.generic``
@@ -287,6 +364,7 @@ class FoldQuantizedContractions(ModulePass):
     def apply(self, ctx: Context, op: ModuleOp) -> None:
         n = 0
         for block in func_bodies(op):
+            push_weight_transposes(block)
             for o in list(block.ops):
                 if fold_one(o):
                     n += 1

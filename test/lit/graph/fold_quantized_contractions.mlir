@@ -124,3 +124,36 @@ func.func @matmul_relu(%a: tensor<2x3x!aq>) -> tensor<2x2x!yq> {
 // CHECK-NEXT:    arith.maxsi %[[X]], %{{.*}} : i32
 // CHECK:       linalg.generic {{.*}} ins(%[[R]], %{{.*}} : tensor<2x2xi32>, tensor<2xf32>)
 // CHECK-NOT:   arith.maximumf %in
+
+// Gemm(transB) as torch-mlir lowers it: a transposed dequantized constant, then the int32 bias
+// (scale x_scale * w_scale) added after the product. The transpose moves onto the constant.
+!gq = !quant.uniform<i8:f32:0, {2.500000e-01, 1.250000e-01}>
+!gb = !quant.uniform<i32:f32:0, {2.500000e-01, 1.250000e-01}>
+func.func @gemm(%a: tensor<2x3x!aq>) -> tensor<2x2x!yq> {
+  %w8 = arith.constant dense<[[1, 3, -5], [-2, 4, 6]]> : tensor<2x3xi8>
+  %b32 = arith.constant dense<[7, -9]> : tensor<2xi32>
+  %zero = arith.constant 0.0 : f32
+  %af = quant.dcast %a : tensor<2x3x!aq> to tensor<2x3xf32>
+  %wq = quant.scast %w8 : tensor<2x3xi8> to tensor<2x3x!gq>
+  %wf = quant.dcast %wq : tensor<2x3x!gq> to tensor<2x3xf32>
+  %bq = quant.scast %b32 : tensor<2xi32> to tensor<2x!gb>
+  %bf = quant.dcast %bq : tensor<2x!gb> to tensor<2xf32>
+  %et = tensor.empty() : tensor<3x2xf32>
+  %wt = linalg.transpose ins(%wf : tensor<2x3xf32>) outs(%et : tensor<3x2xf32>) permutation = [1, 0]
+  %e = tensor.empty() : tensor<2x2xf32>
+  %f = linalg.fill ins(%zero : f32) outs(%e : tensor<2x2xf32>) -> tensor<2x2xf32>
+  %y = linalg.matmul ins(%af, %wt : tensor<2x3xf32>, tensor<3x2xf32>) outs(%f : tensor<2x2xf32>) -> tensor<2x2xf32>
+  %yb = linalg.generic {indexing_maps = [affine_map<(d0, d1) -> (d0, d1)>, affine_map<(d0, d1) -> (d1)>, affine_map<(d0, d1) -> (d0, d1)>], iterator_types = ["parallel", "parallel"]} ins(%y, %bf : tensor<2x2xf32>, tensor<2xf32>) outs(%e : tensor<2x2xf32>) {
+  ^bb0(%in: f32, %bi: f32, %out: f32):
+    %s = arith.addf %in, %bi : f32
+    linalg.yield %s : f32
+  } -> tensor<2x2xf32>
+  %yq = quant.qcast %yb : tensor<2x2xf32> to tensor<2x2x!yq>
+  func.return %yq : tensor<2x2x!yq>
+}
+// CHECK-LABEL: func.func @gemm
+// CHECK:       %[[WT:.*]] = arith.constant dense<{{\[}}[1, -2], [3, 4], [-5, 6]]> : tensor<3x2xi8>
+// CHECK:       arith.constant dense<[7, -9]> : tensor<2xi32>
+// CHECK:       linalg.matmul ins(%{{.*}}, %[[WT]] : tensor<2x3xi8>, tensor<3x2xi8>) outs(%{{.*}} : tensor<2x2xi32>)
+// CHECK-NOT:   linalg.transpose
+// CHECK-NOT:   arith.addf %in

@@ -64,11 +64,11 @@ def test_qdq_model_int8_contractions_match_onnxruntime(which, convnet):
     module.verify()
     cs = _contractions(module)
     ints = [c for c in cs if str(c.operands[0].type).endswith("xi8>")]
-    assert len(ints) == (2 if which == "convnet" else 2), [str(c.operands[0].type) for c in cs]
+    assert len(ints) == len(cs) == (3 if which == "mlp" else 2), [str(c.operands[0].type) for c in cs]
     for c in ints:
         assert str(c.results[0].type).endswith("xi32>")
         ep = [s.data for s in c.attributes["m100.epilogue"].data]
-        assert ep[-1] == "requant" and ep[0] == "bias"
+        assert ep[-1] == "requant"
         assert c.attributes["m100.requant_range"].data[0].value.data == -128
     lsb = _out_scale(model)
     n_exact = n_total = 0
@@ -135,7 +135,7 @@ def test_folded_lit_conv_matches_qlinearconv_oracle():
     assert mismatch == 0  # multipliers are powers of two here: the f32 requant is exact
 
 
-@pytest.mark.parametrize("fn", ["matmul", "matmul_relu"])
+@pytest.mark.parametrize("fn", ["matmul", "matmul_relu", "gemm"])
 def test_folded_lit_matmuls_equal_the_float_graph(fn):
     """The lit test's matmul (per-column weights) and matmul -> ReLU -> QuantizeLinear: the folded
     int8 graph (i32 ReLU on the accumulator) gives the float graph's result on random inputs, and
@@ -153,5 +153,5 @@ def test_folded_lit_matmuls_equal_the_float_graph(fn):
         assert np.array_equal(reference.run(module, [x], func_name=fn)[0], b)
     fn_op = next(o for o in module.walk() if o.name == "func.func" and o.sym_name.data == fn)
     mm = next(o for o in fn_op.walk() if o.name == "linalg.matmul")
-    want = ["relu", "requant"] if fn == "matmul_relu" else ["requant"]
+    want = {"matmul_relu": ["relu", "requant"], "gemm": ["bias", "requant"]}.get(fn, ["requant"])
     assert [s.data for s in mm.attributes["m100.epilogue"].data] == want
