@@ -32,9 +32,10 @@ def _onnx():
 
 
 def qdq_static(model, *, fmt: str = "qdq", per_channel: bool = True, activation: str = "s8",
-               weight: str = "s8", calib: int = 8, seed: int = 0):
+               weight: str = "s8", calib: int = 8, seed: int = 0, preprocess: bool = False):
     """``model`` quantized by onnxruntime's ``quantize_static`` (``fmt`` 'qdq' or 'qoperator',
-    ``activation``/``weight`` 's8' or 'u8'); calibration: ``calib`` standard-normal inputs."""
+    ``activation``/``weight`` 's8' or 'u8'); calibration: ``calib`` standard-normal inputs.
+    ``preprocess``: onnxruntime's ``quant_pre_process`` first (folds BatchNorm into Conv)."""
     onnx = _onnx()[0]
     from onnxruntime.quantization import (CalibrationDataReader, QuantFormat, QuantType,
                                           quantize_static)
@@ -55,6 +56,12 @@ def qdq_static(model, *, fmt: str = "qdq", per_channel: bool = True, activation:
     with tempfile.TemporaryDirectory() as d:
         src, dst = os.path.join(d, "f.onnx"), os.path.join(d, "q.onnx")
         onnx.save(model, src)
+        if preprocess:
+            from onnxruntime.quantization.shape_inference import quant_pre_process
+
+            pre = os.path.join(d, "p.onnx")
+            quant_pre_process(src, pre)
+            src = pre
         import logging
 
         level = logging.getLogger().level
@@ -77,6 +84,13 @@ def qdq_convnet(fmt="qdq", per_channel=True, activation="s8", weight="s8", hw=8,
 def qdq_mlp(fmt="qdq", per_channel=True, activation="s8", weight="s8", seed=0):
     return qdq_static(models.mlp(batch=4, d_in=16, hidden=32, d_out=10, seed=seed), fmt=fmt,
                       per_channel=per_channel, activation=activation, weight=weight, seed=seed)
+
+
+def qdq_resnet18(hw=64, num_classes=10, seed=0):
+    """ResNet-18 (random weights) pre-processed (BatchNorm folded) and quantized QDQ per-channel
+    S8S8, the acceptance model of issue 11 (at a small input size)."""
+    return qdq_static(models.resnet18(batch=1, hw=hw, num_classes=num_classes, seed=seed),
+                      per_channel=True, seed=seed, preprocess=True)
 
 
 def w4_blocked_matmul(m=4, k=64, n=16, block=16, signed=True, seed=0):
@@ -172,5 +186,5 @@ def conv_integer(c=3, hw=6, f=4, seed=0):
     return model
 
 
-__all__ = ["qdq_static", "qdq_convnet", "qdq_mlp", "w4_blocked_matmul", "matmul_nbits",
+__all__ = ["qdq_static", "qdq_convnet", "qdq_mlp", "qdq_resnet18", "w4_blocked_matmul", "matmul_nbits",
            "matmul_integer", "conv_integer"]

@@ -155,3 +155,27 @@ def test_folded_lit_matmuls_equal_the_float_graph(fn):
     mm = next(o for o in fn_op.walk() if o.name == "linalg.matmul")
     want = {"matmul_relu": ["relu", "requant"], "gemm": ["bias", "requant"]}.get(fn, ["requant"])
     assert [s.data for s in mm.attributes["m100.epilogue"].data] == want
+
+
+def test_raised_quant_casts_compute_like_the_torch_mlir_generics():
+    """raise-quant-casts on the lit test's functions: the quant ops give the generics' results
+    bit-exactly, including ties (x / s = k + 0.5: half to even), saturation, inf and NaN."""
+    from m100.passes.graph.raise_quant_casts import RaiseQuantCasts
+
+    src = (pathlib.Path(__file__).parents[2] / "lit" / "graph" / "raise_quant_casts.mlir").read_text()
+    module = load_mlir(src)
+    rng = np.random.default_rng(2)
+    ties = (np.arange(-300, 300) + 0.5).astype(np.float32) * np.float32(0.5)
+    x = np.concatenate([ties, rng.standard_normal(400).astype(np.float32) * 100,
+                        np.array([np.inf, -np.inf, 1e30, -1e30, 0.0, -0.0], np.float32)])[:1002]
+    x = x[:1002 - 1002 % 6].reshape(-1, 2, 3)
+    w = rng.integers(-128, 128, (2, 3)).astype(np.int8)
+    before = [[reference.run(module, [xi], func_name="qdq")[0] for xi in x],
+              [reference.run(module, [w, xi], func_name="per_axis") for xi in x[:20]]]
+    RaiseQuantCasts().apply(make_context(), module)
+    assert "quant.qcast" in str(module)
+    for xi, b in zip(x, before[0]):
+        assert np.array_equal(reference.run(module, [xi], func_name="qdq")[0], b)
+    for xi, b in zip(x[:20], before[1]):
+        for got, want in zip(reference.run(module, [w, xi], func_name="per_axis"), b):
+            assert np.array_equal(got, want)
