@@ -60,7 +60,7 @@ def qdq_static(model, *, fmt: str = "qdq", per_channel: bool = True, activation:
             from onnxruntime.quantization.shape_inference import quant_pre_process
 
             pre = os.path.join(d, "p.onnx")
-            quant_pre_process(src, pre)
+            quant_pre_process(src, pre, skip_symbolic_shape=True)  # no sympy dependency
             src = pre
         import logging
 
