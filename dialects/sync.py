@@ -192,8 +192,12 @@ class ActionsAttr(ParametrizedAttribute):
                            [UpdateAttr.from_isa(u) for u in s.updates])
 
     def to_isa(self) -> Sync:
-        return Sync(self.blocks.value.data, tuple(m.to_isa() for m in self.monitors),
-                    tuple(u.to_isa() for u in self.updates))
+        got = self.__dict__.get("_isa")  # immutable attribute, frozen Sync: decode once
+        if got is None:
+            got = Sync(self.blocks.value.data, tuple(m.to_isa() for m in self.monitors),
+                       tuple(u.to_isa() for u in self.updates))
+            object.__setattr__(self, "_isa", got)
+        return got
 
     @classmethod
     def parse_parameters(cls, parser: AttrParser) -> Sequence[Attribute]:

@@ -167,7 +167,13 @@ def i64_array(values: Sequence[int]) -> DenseArrayBase:
 
 
 def array_values(a: DenseArrayBase) -> tuple[int, ...]:
-    return tuple(int(x) for x in a.get_values())
+    # attributes are immutable: unpack once per attribute object (buffer dims and walk levels
+    # are asked for ~0.5M times while compiling ResNet-18)
+    got = a.__dict__.get("_m100_values")
+    if got is None:
+        got = tuple(int(x) for x in a.get_values())
+        object.__setattr__(a, "_m100_values", got)
+    return got
 
 
 def isa_guard(fn, *args, prefix: str = ""):
@@ -220,8 +226,14 @@ class WalkAttr(ParametrizedAttribute):
                         [(lv.initial, lv.step, lv.final) for lv in w.levels])
 
     def to_isa(self) -> Walk:
-        return Walk(SPACE_BY_NAME[self.space.data], self.tpb.value.data, self.base.value.data,
-                    type_to_dtype(self.dtype), tuple(Level(*t) for t in self.level_triples()))
+        # attributes are immutable and Walk is frozen: decode once per attribute object (verify,
+        # sync-insert and emission all ask for it; ResNet-18 asks ~170k times for ~6k walks)
+        got = self.__dict__.get("_isa")
+        if got is None:
+            got = Walk(SPACE_BY_NAME[self.space.data], self.tpb.value.data, self.base.value.data,
+                       type_to_dtype(self.dtype), tuple(Level(*t) for t in self.level_triples()))
+            object.__setattr__(self, "_isa", got)
+        return got
 
     def level_triples(self) -> list[tuple[int, int, int]]:
         v = array_values(self.levels)

@@ -309,6 +309,7 @@ class _Worker:
 
     _proc = None
     last_cpu_s = 0.0  #: the worker's CPU time for the last request (benchmarks)
+    total_cpu_s = 0.0  #: the workers' CPU time for every request of this process
 
     @classmethod
     def _start(cls):
@@ -321,7 +322,27 @@ class _Worker:
             stdout=subprocess.PIPE,
             stderr=subprocess.DEVNULL,
         )
+        if not cls._atexit:
+            import atexit
+
+            atexit.register(cls._stop)
+            cls._atexit = True
         return cls._proc
+
+    _atexit = False
+
+    @classmethod
+    def _stop(cls) -> None:
+        """At exit: close the worker's stdin (it exits on EOF) and reap it, so its CPU time is
+        counted in this process's children (``bench/speed.py`` measures the process tree)."""
+        proc, cls._proc = cls._proc, None
+        if proc is None or proc.poll() is not None:
+            return
+        try:
+            proc.stdin.close()
+            proc.wait(timeout=10)
+        except Exception:  # noqa: BLE001 - best effort at interpreter exit
+            proc.kill()
 
     @classmethod
     def lower(cls, model, name: str, generic: bool, split: bool = False):
@@ -338,6 +359,7 @@ class _Worker:
                 raise EOFError
             (n,) = struct.unpack("<Q", head)
             kind, value, cls.last_cpu_s = pickle.loads(proc.stdout.read(n))
+            cls.total_cpu_s += cls.last_cpu_s
         except (EOFError, BrokenPipeError, OSError):
             code = proc.wait()
             cls._proc = None

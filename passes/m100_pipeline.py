@@ -77,8 +77,12 @@ class M100Pipeline(ModulePass):
     def apply(self, ctx: Context, op: ModuleOp) -> None:
         self.run(ctx, op)
 
-    def run(self, ctx: Context, op: ModuleOp, timings: dict[str, float] | None = None) -> None:
-        """:meth:`apply`, recording the seconds of each stage in ``timings`` when given."""
+    def run(self, ctx: Context, op: ModuleOp, timings: dict[str, float] | None = None,
+            cpu_timings: dict[str, float] | None = None,
+            certificates: list[dict] | None = None) -> None:
+        """:meth:`apply`, recording the wall seconds of each stage in ``timings``, its CPU
+        seconds (this process) in ``cpu_timings`` and appending the sync certificate of each
+        program to ``certificates`` (in memory, no file) when given."""
         if self.sync_mode not in SYNC_MODES:
             raise PipelineError(f"m100-pipeline: unknown sync-mode '{self.sync_mode}' "
                                 f"(known: {', '.join(SYNC_MODES)})")
@@ -88,7 +92,7 @@ class M100Pipeline(ModulePass):
         for stage in self.stages():
             if stage.name == "m100-graph" and _already_graph(op):
                 continue
-            t0 = time.perf_counter()
+            t0, c0 = time.perf_counter(), time.process_time()
             stage.apply(ctx, op)
             try:
                 op.verify()
@@ -98,6 +102,10 @@ class M100Pipeline(ModulePass):
                                     f"verify: {first}") from None
             if timings is not None:
                 timings[stage.name] = time.perf_counter() - t0
+            if cpu_timings is not None:
+                cpu_timings[stage.name] = time.process_time() - c0
+            if certificates is not None and stage.name == "sync-insert":
+                certificates.extend(getattr(stage, "certificates", []))
         progs = [o for o in op.walk() if o.name == "tpb.program"]
         if len(progs) != 1:
             raise PipelineError(f"m100-pipeline: expected one tpb.program after the lowering, "

@@ -87,6 +87,32 @@ class ByteSet:
         return int(common[0]) if common.size else None
 
 
+def walk_byte_set(walk, offsets: np.ndarray | None = None) -> ByteSet | None:
+    """The bytes the beats of ``walk`` touch (``offsets``: a subset of its elements), None when
+    empty. An affine box of whole-byte elements with a dense enough span is marked through a
+    strided view of a bitmap (no index array); anything else goes element by element."""
+    from .memory import element_byte_set
+    from .twu import box, strided_bytes
+
+    bx = box(walk) if offsets is None else None
+    if bx is not None:
+        lo, hi = bx[0], bx[1]
+        sz = walk.dtype.bits // 8
+        span = (hi - lo + 1) * sz
+        if span <= 8 * walk.num_elements * sz + 4096:  # ByteSet's bitmap rule
+            mask = np.zeros(span, dtype=np.uint8)
+            strided_bytes(mask, walk, lo)[...] = 1
+            a = walk.base + lo * sz
+            if mask.all():
+                return ByteSet.interval(a, a + span)
+            arr = np.flatnonzero(mask) + a
+            bs = ByteSet.interval(int(arr[0]), int(arr[-1]) + 1)
+            bs.arr = arr
+            return bs
+    addrs = element_byte_set(walk, offsets)
+    return ByteSet(addrs) if addrs.size else None
+
+
 @dataclass
 class Record:
     unit: int
@@ -109,12 +135,16 @@ class RaceDetector:
         """Record an access; return the earlier records it races with (and an address)."""
         out = []
         lst = self.records.setdefault(space, [])
+        lo, hi, unit, write = rec.bytes.lo, rec.bytes.hi, rec.unit, rec.write
         for r in lst:
-            if r.unit == rec.unit or not (r.write or rec.write):
+            if r.unit == unit or not (r.write or write):
                 continue
+            b = r.bytes
+            if b.lo >= hi or lo >= b.hi:
+                continue  # bounding intervals apart
             if r.epoch <= vc[r.unit]:
                 continue  # happens-before
-            addr = r.bytes.first_overlap(rec.bytes)
+            addr = b.first_overlap(rec.bytes)
             if addr is not None:
                 out.append((r, addr))
         lst.append(rec)

@@ -32,8 +32,9 @@ import numpy as np
 from m100.targets.m100.isa import Instruction, Space, Unit, tpbs_of
 from m100.targets.m100.machine import Machine
 
-from .checks import RaceDetector, Record, Report, Wait, ByteSet, deadlock_message, space_name
-from .memory import Memory, element_byte_set
+from .checks import (ByteSet, RaceDetector, Record, Report, Wait, deadlock_message, space_name,
+                     walk_byte_set)
+from .memory import Memory
 from .twu import contiguous_start
 from .semantics import Exec, SimError
 from .timing import Cost, CostModel, capacity, share
@@ -497,10 +498,9 @@ class Engine:
                 return
             bs = ByteSet.interval(w.base + first * sz, w.base + (first + n) * sz)
         else:
-            addrs = element_byte_set(w, a.offsets)
-            if addrs.size == 0:
+            bs = walk_byte_set(w, a.offsets)
+            if bs is None:
                 return
-            bs = ByteSet(addrs)
         r = Record(u, int(self.vc[u, u]), write, bs, rec.index, b, "write" if write else "read")
         for old, addr in self.races.access(space, r, self.vc[u]):
             pair = (old.inst, rec.index, space)

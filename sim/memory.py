@@ -14,7 +14,8 @@ from m100.targets.m100 import numerics
 from m100.targets.m100.isa import DType, Space, Walk, space_size
 from m100.targets.m100.machine import Machine
 
-from .twu import contiguous_start, element_offsets
+from . import twu
+from .twu import box, contiguous_start, element_offsets, is_injective, strided_bytes
 
 PAGE_BITS = 20
 PAGE = 1 << PAGE_BITS
@@ -134,7 +135,16 @@ class Memory:
                 lo = walk.base + start * sz
                 raw = mem.read_range(lo, lo + walk.num_elements * sz)
                 return numerics.from_bytes(raw, dt)
+            got = _box_span(walk)
+            if got is not None:  # an affine box: one range read, a strided view, no index array
+                lo, a, z = got
+                view = strided_bytes(mem.read_range(a, z), walk, lo)
+                return numerics.from_bytes(np.ascontiguousarray(view).reshape(-1), dt)
             offsets = element_offsets(walk)
+        elif dt is not DType.I4 and _consecutive(offsets):
+            sz = dt.bits // 8
+            lo = walk.base + int(offsets[0]) * sz
+            return numerics.from_bytes(mem.read_range(lo, lo + offsets.size * sz), dt)
         if dt is DType.I4:
             raw = mem.gather(walk.base + (offsets >> 1))
             nib = np.where(offsets & 1, raw >> 4, raw & 0xF).astype(np.uint8)
@@ -159,7 +169,20 @@ class Memory:
             if start is not None and dt is not DType.I4:
                 mem.write_range(walk.base + start * (dt.bits // 8), numerics.to_bytes(values, dt))
                 return
+            got = _box_span(walk) if is_injective(walk) else None
+            if got is not None and values.size == walk.num_elements:
+                # read-modify-write of the span through a strided view
+                lo, a, z = got
+                buf = mem.read_range(a, z)
+                view = strided_bytes(buf, walk, lo)
+                view[...] = numerics.to_bytes(values, dt).reshape(view.shape)
+                mem.write_range(a, buf)
+                return
             offsets = element_offsets(walk)
+        elif dt is not DType.I4 and values.size == offsets.size and _consecutive(offsets):
+            mem.write_range(walk.base + int(offsets[0]) * (dt.bits // 8),
+                            numerics.to_bytes(values, dt))
+            return
         if dt is DType.I4:
             v = (numerics.convert(values, dt).astype(np.int16) & 0xF).astype(np.uint8)
             addrs = walk.base + (offsets >> 1)
@@ -176,6 +199,27 @@ class Memory:
         if sz > 1:
             addrs = (addrs[:, None] + np.arange(sz, dtype=np.int64)).reshape(-1)
         mem.scatter(addrs, raw)
+
+
+def _consecutive(offsets: np.ndarray) -> bool:
+    """The offsets are ``k, k+1, k+2, ...`` (one contiguous run in order)."""
+    n = offsets.size
+    if n == 0 or not twu.STRIDED or int(offsets[-1]) - int(offsets[0]) != n - 1:
+        return False
+    return n == 1 or bool(np.all(np.diff(offsets) == 1))
+
+
+def _box_span(walk: Walk) -> tuple[int, int, int] | None:
+    """(lowest element offset, first byte, end byte) of a whole-byte walk whose bounding byte span
+    is dense enough to read at once (the same rule as :meth:`PagedBytes.gather`); else None."""
+    bx = box(walk)
+    if bx is None:
+        return None
+    lo, hi = bx[0], bx[1]
+    sz = walk.dtype.bits // 8
+    if (hi - lo + 1) * sz > 4 * walk.num_elements * sz + PAGE:
+        return None
+    return lo, walk.base + lo * sz, walk.base + (hi + 1) * sz
 
 
 def element_byte_set(walk: Walk, offsets: np.ndarray | None = None) -> np.ndarray:

@@ -30,6 +30,7 @@ Arithmetic (``docs/isa.md`` and the ``isa.py`` docstrings):
 
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass
 
@@ -42,6 +43,7 @@ from m100.targets.m100.isa import (Act, Broadcast, Conv2D, Copy, CsuCall, CvuOp,
                                    tpbs_of)
 
 from .memory import Memory
+from .twu import walk_block
 
 
 class SimError(M100Error):
@@ -69,9 +71,28 @@ def _rows(walk: Walk, shape0: int, blocks: int, b: int) -> np.ndarray | None:
     """Element offsets of block ``b`` when the walk's logical leading dim ``shape0`` is split."""
     if blocks == 1:
         return None
-    off = walk.offsets()
+    off = walk_offsets(walk)
     per = off.size // blocks
     return off[b * per:(b + 1) * per]
+
+
+@functools.lru_cache(maxsize=256)
+def walk_offsets(walk: Walk) -> np.ndarray:
+    """``walk.offsets()``, computed once per walk (read-only: shared by every block and run)."""
+    off = walk.offsets()
+    off.flags.writeable = False
+    return off
+
+
+def _block(w: Walk, tpb: int, blocks: int, b: int) -> Access:
+    """Block ``b`` of ``blocks`` equal chunks of the beats of ``w``: a sub-walk when the chunk is a
+    box (reads/writes become strided views), else the chunk's element offsets."""
+    if blocks == 1:
+        return Access(w, tpb)
+    sub = walk_block(w, blocks, b)
+    if sub is not None:
+        return Access(sub, tpb)
+    return Access(w, tpb, _rows(w, 0, blocks, b))
 
 
 def _tpb_of(w: Walk) -> int:
@@ -195,11 +216,11 @@ class MatMulExec(TcuExec):
 
     def _a(self, b):
         i = self.inst
-        return Access(i.a, i.tpb, _rows(i.a, i.m, self.blocks, b))
+        return _block(i.a, i.tpb, self.blocks, b)
 
     def _c(self, b):
         i = self.inst
-        return Access(i.c, i.tpb, _rows(i.c, i.m, self.blocks, b))
+        return _block(i.c, i.tpb, self.blocks, b)
 
     def reads(self, b):
         i = self.inst
@@ -234,8 +255,18 @@ class Conv2DExec(TcuExec):
         self.oh, self.ow = i.out_hw
         self.rows = i.n * self.oh // self.blocks
 
+    _last: tuple[int, np.ndarray] | None = None  # the last block's index (reads, then run)
+
     def _index(self, b: int) -> np.ndarray:
         """[rows*ow, kh, kw, c] flat indices into x's logical [n,h,w,c] (-1 = padding)."""
+        if self._last is not None and self._last[0] == b:
+            return self._last[1]
+        idx = self._make_index(b)
+        idx.flags.writeable = False
+        self._last = (b, idx)
+        return idx
+
+    def _make_index(self, b: int) -> np.ndarray:
         i = self.inst
         (sh, sw), (dh, dw) = i.stride, i.dilation
         pt, pl = i.pad[0], i.pad[1]
@@ -251,18 +282,24 @@ class Conv2DExec(TcuExec):
         idx = np.where(valid, idx, -1)
         return idx.reshape(self.rows * self.ow, i.kh, i.kw, i.c)
 
+    _last_x: tuple[int, Access, np.ndarray] | None = None
+
     def _x(self, b: int, idx: np.ndarray | None = None) -> tuple[Access, np.ndarray]:
         i = self.inst
+        if self._last_x is not None and self._last_x[0] == b:
+            return self._last_x[1], self._last_x[2]
         if idx is None:
             idx = self._index(b)
         mask = np.zeros(i.n * i.h * i.width * i.c, dtype=bool)  # sorted unique, without a sort
         mask[idx[idx >= 0]] = True
         uniq = np.flatnonzero(mask)
-        return Access(i.x, i.tpb, i.x.offsets()[uniq]), uniq
+        acc = Access(i.x, i.tpb, walk_offsets(i.x)[uniq])
+        self._last_x = (b, acc, uniq)
+        return acc, uniq
 
     def _y(self, b):
         i = self.inst
-        return Access(i.y, i.tpb, _rows(i.y, i.n * self.oh, self.blocks, b))
+        return _block(i.y, i.tpb, self.blocks, b)
 
     def reads(self, b):
         i = self.inst
@@ -434,12 +471,12 @@ class CvuExec(Exec):
         i = self.inst
         w = i.inputs[k]
         if self._sliced(k):
-            return Access(w, i.tpb, _rows(w, i.out_shape[0], self.blocks, b))
+            return _block(w, i.tpb, self.blocks, b)
         return Access(w, i.tpb)
 
     def _out(self, b):
         i = self.inst
-        return Access(i.output, i.tpb, _rows(i.output, i.out_shape[0], self.blocks, b))
+        return _block(i.output, i.tpb, self.blocks, b)
 
     def reads(self, b):
         return [self._in(k, b) for k in range(len(self.inst.inputs))]
@@ -468,7 +505,7 @@ class CvuExec(Exec):
 # DTDU, DMA
 # ----------------------------------------------------------------------------------------------
 def _chunk(w: Walk, tpb: int, blocks: int, b: int) -> Access:
-    return Access(w, tpb, _rows(w, 0, blocks, b))
+    return _block(w, tpb, blocks, b)
 
 
 class CopyExec(Exec):
@@ -544,7 +581,7 @@ class CsuExec(Exec):
         return idx
 
     def _rows_of(self, k: int, idx: np.ndarray, d: int) -> Access:
-        off = self.inst.operands[k].offsets().reshape(-1, d)[idx].reshape(-1)
+        off = walk_offsets(self.inst.operands[k]).reshape(-1, d)[idx].reshape(-1)
         return Access(self.inst.operands[k], _tpb_of(self.inst.operands[k]), off)
 
     def _io(self) -> tuple[list[Access], list[Access]]:

@@ -23,12 +23,102 @@ import functools
 
 import numpy as np
 
-from m100.targets.m100.isa import Walk
+from m100.targets.m100.isa import Level, Walk
 from m100.targets.m100.machine import Machine
+
+
+#: Walks that are affine boxes are read, written, split into blocks and marked for the race
+#: checker through strided numpy views (no element index arrays). False: element by element,
+#: the reference path (tests run both and compare results bit for bit).
+STRIDED = True
 
 
 def element_offsets(walk: Walk) -> np.ndarray:
     return walk.offsets()
+
+
+def _fixed(lv: Level, k: int) -> Level:
+    """Level ``lv`` pinned to its ``k``-th value (one beat)."""
+    v = lv.initial + k * lv.step
+    return Level(v, 0, 1) if lv.step == 0 else Level(v, lv.step, v)
+
+
+def _sub_range(lv: Level, k0: int, k: int) -> Level:
+    """Values ``k0 .. k0 + k - 1`` of level ``lv``."""
+    if lv.step == 0:
+        return Level(lv.initial, 0, k)
+    v = lv.initial + k0 * lv.step
+    return Level(v, lv.step, v + (k - 1) * lv.step)
+
+
+def walk_block(walk: Walk, blocks: int, b: int) -> Walk | None:
+    """The walk whose beats are beats ``[b * n / blocks, (b + 1) * n / blocks)`` of ``walk`` (n =
+    its beat count) in the same order, when that chunk is a box: outer levels pinned to one value
+    and one level cut to a sub-range. None when the chunk is not a box (or n % blocks != 0)."""
+    if blocks == 1:
+        return walk
+    return _walk_block(walk, blocks, b) if STRIDED else None
+
+
+@functools.lru_cache(maxsize=1 << 14)
+def _walk_block(walk: Walk, blocks: int, b: int) -> Walk | None:
+    levels = list(walk.levels)
+    need = blocks
+    for i, lv in enumerate(levels):
+        c = lv.count
+        if c == 1:
+            continue
+        if c % need == 0:
+            k = c // need
+            levels[i] = _sub_range(lv, b * k, k)
+            need = 1
+            break
+        if need % c:
+            return None
+        per = need // c  # chunks per value of this level
+        levels[i] = _fixed(lv, b // per)
+        b, need = b % per, per
+    if need != 1:
+        return None
+    return Walk(walk.space, walk.tpb, walk.base, walk.dtype, tuple(levels))
+
+
+def box(walk: Walk) -> tuple[int, int, tuple[int, ...], tuple[int, ...]] | None:
+    """(lowest element offset, highest, counts, steps) of the walk's non-trivial levels, outermost
+    first: its beats are ``start + sum(i_k * steps[k])`` with ``start`` = the sum of the initials.
+    None for sub-byte element types (two elements share a byte), or when :data:`STRIDED` is off."""
+    if walk.dtype.bits < 8 or not STRIDED:
+        return None
+    lo, hi = walk.offset_range()
+    counts, steps = [], []
+    for lv in walk.levels:
+        if lv.count > 1:
+            counts.append(lv.count)
+            steps.append(lv.step)
+    return lo, hi, tuple(counts), tuple(steps)
+
+
+def is_injective(walk: Walk) -> bool:
+    """No two beats of the walk share an element (sufficient test: the levels, sorted by stride,
+    form a mixed-radix number system with gaps allowed)."""
+    lv = sorted((abs(x.step), x.count) for x in walk.levels if x.count > 1)
+    reach = 0  # largest offset difference the finer levels can produce
+    for st, cnt in lv:
+        if st == 0 or st <= reach:
+            return False
+        reach += st * (cnt - 1)
+    return True
+
+
+def strided_bytes(buf: np.ndarray, walk: Walk, lo_elem: int) -> np.ndarray:
+    """A view of ``buf`` (the bytes from element offset ``lo_elem`` of ``walk`` on) with shape
+    ``counts + (element bytes,)``: the walk's beats in walk order, no index array."""
+    _, _, counts, steps = box(walk)
+    sz = walk.dtype.bits // 8
+    start = sum(lv.initial for lv in walk.levels) - lo_elem
+    return np.lib.stride_tricks.as_strided(buf[start * sz:], shape=counts + (sz,),
+                                           strides=tuple(s * sz for s in steps) + (1,),
+                                           writeable=True)
 
 
 def contiguous_start(walk: Walk) -> int | None:

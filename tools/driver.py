@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import json
 import os
-import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -49,6 +48,8 @@ class CompileResult:
     output_names: list[str] = field(default_factory=list)
     source: Any = None  # the frontend's module before the lowering (for the reference executor)
     model: Any = None  # the onnx ModelProto, for ONNX inputs
+    # CPU seconds per stage (same keys as ``timings``); "frontend" includes the torch-mlir worker
+    cpu_timings: dict[str, float] = field(default_factory=dict)
 
     @property
     def num_instructions(self) -> int:
@@ -131,20 +132,24 @@ def compile(src, machine: str = "m100", tpbs: int = 0, sync_mode: str = "dataflo
         raise DriverError(f"unknown sync mode '{sync_mode}' (modes: {', '.join(SYNC_MODES)})")
     m = get_machine(machine)
     ctx = shared_context()
+    from m100.frontend.onnx_import import _Worker
+
     timings: dict[str, float] = {}
-    t0 = time.perf_counter()
+    cpu: dict[str, float] = {}
+    t0, c0, w0 = time.perf_counter(), time.process_time(), _Worker.total_cpu_s
     module, model = load_model(src, ctx)
     timings["frontend"] = time.perf_counter() - t0
+    cpu["frontend"] = time.process_time() - c0 + _Worker.total_cpu_s - w0
     source = module.clone()
-    with tempfile.TemporaryDirectory() as tmp:
-        cert_path = Path(tmp) / "cert.json"
-        M100Pipeline(machine=machine, tpbs=tpbs, clusters=clusters, strategy=strategy,
-                     sync_mode=sync_mode, seed=seed, certificate=str(cert_path),
-                     report=verbose).run(ctx, module, timings)
-        cert = json.loads(cert_path.read_text())
-    t0 = time.perf_counter()
+    certs: list[dict] = []
+    M100Pipeline(machine=machine, tpbs=tpbs, clusters=clusters, strategy=strategy,
+                 sync_mode=sync_mode, seed=seed, report=verbose).run(ctx, module, timings, cpu,
+                                                                      certs)
+    cert = certs[0]
+    t0, c0 = time.perf_counter(), time.process_time()
     program = module_to_program(module)
     timings["emit"] = time.perf_counter() - t0
+    cpu["emit"] = time.process_time() - c0
     ins = [s.name for s in program.symbols if s.role == "input"]
     outs = [s.name for s in program.symbols if s.role == "output"]
     in_names, out_names = list(ins), list(outs)
@@ -154,9 +159,31 @@ def compile(src, machine: str = "m100", tpbs: int = 0, sync_mode: str = "dataflo
             in_names, out_names = oi, oo
     program.metadata[META_INPUTS] = ",".join(in_names)
     program.metadata[META_OUTPUTS] = ",".join(out_names)
-    cr = CompileResult(program, cert, "", timings, module, in_names, out_names, source, model)
+    cr = CompileResult(program, cert, "", timings, module, in_names, out_names, source, model,
+                       cpu)
     cr.report = _report(cr, m)
     return cr
+
+
+def profile_report(cr: CompileResult, stats, top: int = 25) -> str:
+    """``m100 compile --profile``: wall and CPU seconds per stage, then the ``top`` functions of
+    the ``cProfile`` run (``stats``: a ``pstats.Stats``) by own time and by cumulative time."""
+    import io
+
+    lines = [f"{'stage':<18} {'wall s':>8} {'CPU s':>8}"]
+    for k, v in cr.timings.items():
+        lines.append(f"{k:<18} {v:8.2f} {cr.cpu_timings.get(k, float('nan')):8.2f}")
+    lines.append(f"{'total':<18} {sum(cr.timings.values()):8.2f} "
+                 f"{sum(cr.cpu_timings.values()):8.2f}")
+    for key, title in (("tottime", "own time"), ("cumulative", "cumulative time")):
+        buf = io.StringIO()
+        stats.stream = buf
+        stats.sort_stats(key).print_stats(top)
+        body = buf.getvalue()
+        start = body.find("   ncalls")
+        lines += ["", f"top {top} functions by {title} (cProfile, this process):",
+                  body[start:].rstrip() if start >= 0 else body.rstrip()]
+    return "\n".join(lines)
 
 
 def write_certificate(cert: dict, path) -> None:
@@ -335,5 +362,6 @@ def check(src, machine: str = "m100", tpbs: int = 0, sync_mode: str = "dataflow"
 
 
 __all__ = ["CheckResult", "CompileResult", "DriverError", "OutputError", "SYNC_MODES", "check",
-           "compare", "compile", "load_model", "oracle_outputs", "random_inputs", "run",
+           "compare", "compile", "load_model", "oracle_outputs", "profile_report", "random_inputs",
+           "run",
            "symbol_inputs", "write_certificate", "certificate_path"]

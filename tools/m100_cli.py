@@ -5,8 +5,9 @@ Subcommands:
 * ``m100 machines [NAME_OR_FILE ...] [--json]``: the machine presets (or the named machines / override
   files) with their key numbers and fingerprints; ``--all`` prints every field of each.
 * ``m100 compile model.onnx|model.mlir -o prog.m100 [--machine NAME] [--tpbs N]
-  [--sync-mode dataflow|barrier-all] [--report]``: the whole lowering (``m100-pipeline``); also
-  writes the sync certificate ``prog.m100.cert.json``.
+  [--sync-mode dataflow|barrier-all] [--report] [--profile [N]]``: the whole lowering
+  (``m100-pipeline``); also writes the sync certificate ``prog.m100.cert.json``. ``--profile``
+  prints wall and CPU seconds per pass and the top N functions of a cProfile run.
 * ``m100 run prog.m100 --inputs in.npz --outputs out.npz [--trace t.json]``: the interpreter, with
   race/deadlock checks on; inputs/outputs by the model's names (or the symbols ``arg<i>``).
 * ``m100 check model.onnx [--machine NAME] [--tpbs N] [--sync-mode ...] [--seed S]``: compile, run
@@ -97,8 +98,17 @@ def _load_npz(path: str) -> dict:
 
 def cmd_compile(args: argparse.Namespace) -> int:
     from m100.tools import driver
+    prof = None
+    if args.profile:
+        import cProfile
+        prof = cProfile.Profile()
+        prof.enable()
     cr = driver.compile(args.model, args.machine, args.tpbs, args.sync_mode,
                         strategy=args.strategy, seed=args.seed, verbose=args.report)
+    if prof is not None:
+        import pstats
+        prof.disable()
+        print(driver.profile_report(cr, pstats.Stats(prof), args.profile))
     cr.program.save(args.output)
     cert = driver.certificate_path(args.output)
     driver.write_certificate(cr.certificate, cert)
@@ -175,6 +185,9 @@ def build_parser() -> argparse.ArgumentParser:
                        "(+ PROG.cert.json, the sync certificate)")
     _compile_options(p)
     p.add_argument("-o", "--output", required=True, help="program file to write (.m100)")
+    p.add_argument("--profile", type=int, nargs="?", const=25, default=0, metavar="N",
+                   help="print wall/CPU seconds per pass and the top N functions (cProfile; "
+                   "default 25)")
     p.set_defaults(func=cmd_compile)
 
     p = sub.add_parser("run", help="run a program file on the reference interpreter")

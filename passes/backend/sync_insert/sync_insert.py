@@ -58,7 +58,9 @@ class SyncInsert(ModulePass):
     slow, obviously correct); ``counter-budget`` (counters per TPB, 0 = all of the machine's);
     ``on-budget`` = merge | error; ``stream-blocks`` (split ops with 1 block into up to N blocks
     so consumers stream; 0 = keep); ``certificate`` (write the sync certificate JSON to this
-    path); ``report`` (print the summary and decisions to stderr).
+    path); ``report`` (print the summary and decisions to stderr). After :meth:`apply`,
+    :attr:`certificates` holds the certificate dict of each program (drivers take it from there
+    instead of writing and re-reading a file).
     """
 
     name = "sync-insert"
@@ -74,10 +76,14 @@ class SyncInsert(ModulePass):
         progs = [p for p in op.walk() if isinstance(p, ProgramOp)]
         if not progs:
             raise SyncError("sync-insert: the module has no tpb.program")
+        certs: list[dict] = []
+        object.__setattr__(self, "certificates", certs)  # an output, not an option
         for n, p in enumerate(progs):
-            self._run(p, n if len(progs) > 1 else None)
+            cert = self._run(p, n if len(progs) > 1 else None)
+            if cert is not None:
+                certs.append(cert)
 
-    def _run(self, prog: ProgramOp, n: int | None) -> None:
+    def _run(self, prog: ProgramOp, n: int | None) -> dict | None:
         machine = prog.get_machine()
         body = list(prog.body.block.ops)
         for o in prog.body.walk():
@@ -87,7 +93,7 @@ class SyncInsert(ModulePass):
                                     "global order; run sync-insert before streams are formed")
         ops = [o for o in body if isinstance(o, InstrOp)]
         if not ops:
-            return
+            return None
         index = {id(o): i for i, o in enumerate(ops)}
         insts = []
         for o in ops:
@@ -132,6 +138,7 @@ class SyncInsert(ModulePass):
                                 f"{e.strerror}") from None
         if self.report:
             print(res.report(), file=sys.stderr)
+        return res.certificate
 
 
 __all__ = ["SyncInsert"]

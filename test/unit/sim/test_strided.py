@@ -1,0 +1,119 @@
+"""Strided views of affine-box walks (``sim/twu.py``, ``sim/memory.py``, ``sim/checks.py``) against
+element-by-element numpy written from the walk definition (``Walk.offsets()``: beat k reads element
+``offsets[k]``, bytes ``base + offsets[k] * size ...``)."""
+
+import numpy as np
+import pytest
+from hypothesis import example, given, settings
+from hypothesis import strategies as st
+
+from m100.sim import twu
+from m100.sim.checks import ByteSet, walk_byte_set
+from m100.sim.memory import Memory, element_byte_set
+from m100.targets.m100.isa import DType, Level, Space, Walk
+from m100.targets.m100.machine import get_machine
+
+M = get_machine("tiny")
+level = st.tuples(st.integers(0, 40), st.sampled_from([0, 1, 2, 3, -1, -2, 5, 8, 17, 64]),
+                  st.integers(1, 6))
+dtypes = st.sampled_from([DType.I8, DType.F16, DType.BF16, DType.F32, DType.I32])
+
+
+def make_walk(levels, dt, base):
+    lv = []
+    for i, s, n in levels:
+        if s < 0:
+            i += -s * (n - 1)  # keep every offset >= 0
+        lv.append(Level(i, s, i + s * (n - 1)) if s else Level(i, 0, n))
+    return Walk(Space.HBSM, 0, base, dt, tuple(lv))
+
+
+def memory_with_random_bytes(lo, n, seed=0):
+    mem = Memory(M)
+    data = np.random.default_rng(seed).integers(0, 256, n, dtype=np.uint8)
+    mem.write_bytes(Space.HBSM, 0, lo, data)
+    return mem, data
+
+
+def beat_bytes(w):
+    """[beats, size] byte addresses of every beat, from the definition."""
+    sz = w.dtype.bits // 8
+    return w.base + w.offsets()[:, None] * sz + np.arange(sz)
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(level, min_size=1, max_size=4), dtypes, st.integers(0, 300))
+@example([(0, 2, 3), (1, 0, 2)], DType.F32, 4)  # a repeat level (stride 0)
+def test_read_walk_matches_the_definition(levels, dt, base):
+    w = make_walk(levels, dt, base)
+    mem, data = memory_with_random_bytes(0, 4096)
+    raw = data[beat_bytes(w)].reshape(-1)
+    from m100.targets.m100 import numerics
+    want = numerics.from_bytes(raw, dt)
+    got = mem.read_walk(w)
+    assert got.dtype == want.dtype and got.tobytes() == want.tobytes()
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(level, min_size=1, max_size=4), dtypes, st.integers(0, 300))
+def test_write_walk_matches_the_definition(levels, dt, base):
+    w = make_walk(levels, dt, base)
+    mem, data = memory_with_random_bytes(0, 4096, seed=1)
+    vals = np.random.default_rng(2).standard_normal(w.num_elements) * 50
+    from m100.targets.m100 import numerics
+    raw = numerics.to_bytes(vals, dt).reshape(-1, dt.bits // 8)
+    want = data.copy()
+    addrs = beat_bytes(w)
+    for k in range(addrs.shape[0]):  # in walk order: a later beat overwrites an earlier one
+        want[addrs[k]] = raw[k]
+    mem.write_walk(w, vals)
+    got = mem.read_bytes(Space.HBSM, 0, 0, 4096)
+    assert np.array_equal(got, want)
+
+
+@settings(max_examples=80, deadline=None)
+@given(st.lists(level, min_size=1, max_size=4), st.sampled_from([1, 2, 3, 4, 6, 8]), st.data())
+def test_walk_block_is_the_chunk_of_the_beats(levels, blocks, data):
+    w = make_walk(levels, DType.I8, 0)
+    b = data.draw(st.integers(0, blocks - 1))
+    sub = twu.walk_block(w, blocks, b)
+    off = w.offsets()
+    if sub is None:  # only when the chunk is not a box: n % blocks, or no level splits evenly
+        return
+    per = off.size // blocks
+    assert off.size % blocks == 0
+    assert np.array_equal(sub.offsets(), off[b * per:(b + 1) * per])
+
+
+def test_walk_block_splits_outer_and_inner_levels():
+    w = Walk.strided(Space.HBSM, 0, 0, DType.I8, (2, 6, 4), (100, 10, 1))
+    assert twu.walk_block(w, 4, 3) is not None  # 2 x 2: pin the outer level, halve the next
+    assert twu.walk_block(w, 5, 0) is None  # 48 beats do not split in 5
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(level, min_size=1, max_size=4), dtypes, st.integers(0, 300))
+def test_walk_byte_set_is_the_set_of_beat_bytes(levels, dt, base):
+    w = make_walk(levels, dt, base)
+    want = np.unique(element_byte_set(w))
+    bs = walk_byte_set(w)
+    assert (bs.lo, bs.hi) == (int(want[0]), int(want[-1]) + 1)
+    got = np.arange(bs.lo, bs.hi) if bs.arr is None else bs.arr
+    assert np.array_equal(got, want)
+    # the same first overlap as the element-by-element set, against a probe interval
+    ref = ByteSet(element_byte_set(w))
+    for lo in range(base, base + 200, 37):
+        probe = ByteSet.interval(lo, lo + 5)
+        assert bs.first_overlap(probe) == ref.first_overlap(probe)
+
+
+@pytest.fixture
+def reference_path():
+    twu.STRIDED = False
+    yield
+    twu.STRIDED = True
+
+
+def test_reference_switch_turns_every_strided_path_off(reference_path):
+    w = Walk.strided(Space.HBSM, 0, 0, DType.I8, (4, 4), (16, 1))
+    assert twu.box(w) is None and twu.walk_block(w, 2, 0) is None
