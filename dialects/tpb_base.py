@@ -259,7 +259,23 @@ class InstrOp(IRDLOperation):
         return out
 
     def to_instruction(self, synthesize: bool = False) -> Instruction:
-        """The ISA instruction (resolved ops). Raises VerifyException naming a missing field."""
+        """The ISA instruction (resolved ops). Raises VerifyException naming a missing field.
+
+        Memoized on the op: the instruction is a function of the op's properties, attributes and
+        buffer operand types, all immutable attributes, so it is rebuilt only when one of them
+        is replaced (compared by identity; the memo holds them, so identities stay valid)."""
+        key = (synthesize, *self.properties.items(), *self.attributes.items(),
+               *(b.type for b in self.bufs))
+        memo = self.__dict__.get("_m100_inst")
+        if memo is not None and len(memo[0]) == len(key) and all(
+                a is b or (type(a) is tuple and a[0] == b[0] and a[1] is b[1])
+                for a, b in zip(memo[0], key)):
+            return memo[1]
+        inst = self._to_instruction(synthesize)
+        self.__dict__["_m100_inst"] = (key, inst)
+        return inst
+
+    def _to_instruction(self, synthesize: bool) -> Instruction:
         walks = self.isa_walks(synthesize)
         if self.sync is None and not synthesize:
             raise VerifyException(f"{self.describe()}: no sync actions; the resolved level needs "

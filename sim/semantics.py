@@ -60,6 +60,11 @@ class Access:
     def elem_offsets(self) -> np.ndarray:
         return self.walk.offsets() if self.offsets is None else self.offsets
 
+    @property
+    def size(self) -> int:
+        """Elements accessed."""
+        return self.walk.num_elements if self.offsets is None else self.offsets.size
+
 
 @dataclass
 class PendingWrite:
@@ -534,7 +539,7 @@ class FillExec(Exec):
 
     def run(self, b):
         a = self.writes(b)[0]
-        n = a.walk.num_elements // self.blocks
+        n = a.size
         return [PendingWrite(a, np.full(n, self.inst.value, dtype=np.float64))]
 
 

@@ -142,9 +142,11 @@ def compile(src, machine: str = "m100", tpbs: int = 0, sync_mode: str = "dataflo
     cpu["frontend"] = time.process_time() - c0 + _Worker.total_cpu_s - w0
     source = module.clone()
     certs: list[dict] = []
+    # verify once at the end (each verification of a ResNet-18 program is ~1.3 CPU-s);
+    # ``m100-opt -p m100-pipeline`` verifies after every stage and names the one that broke it
     M100Pipeline(machine=machine, tpbs=tpbs, clusters=clusters, strategy=strategy,
-                 sync_mode=sync_mode, seed=seed, report=verbose).run(ctx, module, timings, cpu,
-                                                                      certs)
+                 sync_mode=sync_mode, seed=seed, report=verbose,
+                 verify="end").run(ctx, module, timings, cpu, certs)
     cert = certs[0]
     t0, c0 = time.perf_counter(), time.process_time()
     program = module_to_program(module)

@@ -285,6 +285,12 @@ class Walk:
         return self.base + (lo * bits) // 8, self.base + ((hi + 1) * bits + 7) // 8
 
     def check(self, machine: Machine, what: str = "walk") -> None:
+        if self.__dict__.get("_ok_on") is machine:  # frozen: a walk valid once stays valid
+            return
+        self._check_on(machine, what)
+        object.__setattr__(self, "_ok_on", machine)
+
+    def _check_on(self, machine: Machine, what: str) -> None:
         if len(self.levels) > machine.twu_max_levels:
             raise IsaError(f"{what}: {len(self.levels)} TWU levels exceed the machine's budget of "
                            f"{machine.twu_max_levels}")
@@ -464,6 +470,12 @@ class Instruction:
 
     def check(self, machine: Machine) -> None:
         """Raise :class:`IsaError` if the instruction is not valid on ``machine``."""
+        if self.__dict__.get("_ok_on") is machine:  # frozen: valid once, valid again
+            return
+        self._check_all(machine)
+        object.__setattr__(self, "_ok_on", machine)
+
+    def _check_all(self, machine: Machine) -> None:
         unit, idx = self.executor
         if unit is Unit.DMA:
             if not 0 <= idx < machine.ccb_dma_engines:

@@ -95,3 +95,29 @@ def test_compile_profile_prints_every_stage_and_top_functions(tmp_path, capsys):
     assert "top 7 functions by own time" in out and "top 7 functions by cumulative time" in out
     assert "ncalls" in out and "m100_pipeline.py" in out
     assert (tmp_path / "p.m100.cert.json").exists()
+
+
+@pytest.mark.parametrize("verify", ["each", "end"])
+def test_pipeline_rejects_ir_a_stage_broke_in_both_verify_modes(verify, monkeypatch):
+    """verify=end (the drivers' mode) still rejects IR that a stage left invalid; verify=each
+    names the stage."""
+    from m100.frontend import load_onnx
+    from m100.passes.backend.twu_materialize import TwuMaterialize
+    from m100.passes.m100_pipeline import PipelineError
+    from m100.dialects.tpb import InstrOp
+
+    orig = TwuMaterialize.apply
+
+    def broken(self, ctx, op):
+        orig(self, ctx, op)
+        victim = next(o for o in op.walk() if isinstance(o, InstrOp))
+        victim.properties["buf_slots"] = victim.properties["buf_slots"].__class__([])
+
+    monkeypatch.setattr(TwuMaterialize, "apply", broken)
+    ctx = shared_context()
+    module = load_onnx(models.mlp(), ctx)
+    with pytest.raises(PipelineError) as e:
+        M100Pipeline(machine="tiny", verify=verify).run(ctx, module)
+    msg = str(e.value)
+    assert "does not verify" in msg
+    assert ("after 'twu-materialize'" in msg) == (verify == "each")

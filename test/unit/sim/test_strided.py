@@ -117,3 +117,31 @@ def reference_path():
 def test_reference_switch_turns_every_strided_path_off(reference_path):
     w = Walk.strided(Space.HBSM, 0, 0, DType.I8, (4, 4), (16, 1))
     assert twu.box(w) is None and twu.walk_block(w, 2, 0) is None
+
+
+@pytest.mark.parametrize("strided", [True, False])
+@pytest.mark.parametrize("blocks", [1, 2, 4])
+def test_blocked_fill_and_copy_of_a_strided_walk(strided, blocks):
+    """Every block of a blocked fill/copy covers its own chunk (a sub-walk on the strided path):
+    the whole walk is written once, nothing else is touched."""
+    from m100.sim.simulator import Simulator
+    from m100.targets.m100.isa import Copy, Fill, Sync
+
+    dst = Walk.strided(Space.HBSM, 0, 64, DType.F32, (4, 3, 2), (24, 4, 1))
+    src = Walk.strided(Space.HBSM, 0, 2048, DType.F32, (24,))
+    twu.STRIDED = strided
+    try:
+        sim = Simulator([Fill(0, dst, 2.5, Sync(blocks=blocks))], M)
+        sim.write(Walk.strided(Space.HBSM, 0, 0, DType.F32, (256,)), np.full(256, -1.0))
+        assert sim.run().ok
+        got = sim.read(Walk.strided(Space.HBSM, 0, 0, DType.F32, (256,)))
+        want = np.full(256, -1.0, dtype=np.float32)
+        want[16 + dst.offsets()] = 2.5  # base 64 B = element 16
+        assert np.array_equal(got, want)
+        vals = np.arange(24, dtype=np.float32)
+        sim = Simulator([Copy(0, src, dst, Sync(blocks=blocks))], M)
+        sim.write(src, vals)
+        assert sim.run().ok
+        assert np.array_equal(sim.read(dst), vals)
+    finally:
+        twu.STRIDED = True
