@@ -80,6 +80,7 @@ class HbsmAllocate(ModulePass):
         last: dict[int, int] = {}
         user: dict[int, InstrOp] = {}
         last_user: dict[int, InstrOp] = {}
+        pred: dict[int, tuple[int, int] | None] = {}
         pos_of: dict[int, int] = {}  # op -> index among the instruction ops (program position)
         n = 0
         for o in ops:
@@ -96,6 +97,14 @@ class HbsmAllocate(ModulePass):
                     last[k] = pos
                     user.setdefault(k, o)
                     last_user[k] = o
+                    a = o.attributes
+                    if "pred_start" in a and "pred_end" in a:
+                        ps, pe = a["pred_start"].value.data, a["pred_end"].value.data
+                        cur = pred.get(k, (ps, pe))
+                        if cur is not None:
+                            pred[k] = (min(cur[0], ps), max(cur[1], pe))
+                    else:
+                        pred[k] = None  # a use without a prediction: program order only
         bufs: list[Buf] = []
         by_name: dict[str, Operation] = {}
         top = {Space.DDR: 0, Space.SRAM: 0}
@@ -121,7 +130,7 @@ class HbsmAllocate(ModulePass):
             lu = last_user.get(k)
             bufs.append(Buf(name, t.tpb_index, t.slot_bytes, t.num_slots,
                             float(first.get(k, pos)), float(last.get(k, pos) + 1), unit,
-                            lu.KIND.UNIT.name if lu is not None else ""))
+                            lu.KIND.UNIT.name if lu is not None else "", pred.get(k)))
         # DRB broadcast receivers (same m100.bcast id): one offset, live from the broadcast on
         groups: dict[int, list[str]] = {}
         for name, o in by_name.items():
@@ -135,7 +144,7 @@ class HbsmAllocate(ModulePass):
                 for n in names:
                     b = bufs[idx[n]]
                     bufs[idx[n]] = Buf(b.name, b.tpb, b.slot_bytes, b.slots, start, b.end, b.unit,
-                                       b.last_unit)
+                                       b.last_unit)  # (its span starts at the broadcast: positions)
         try:
             offs = allocate(bufs, m.hbsm_bytes, m.hbsm_bank_width,
                             [g for g in groups.values() if len(g) > 1])

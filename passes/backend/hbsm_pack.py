@@ -12,6 +12,10 @@ address space ``[0, hbsm_bytes)``:
   use -- its reader -- against the new buffer's first use -- its writer) wins over one that reuses
   another unit's bytes, so reuse adds no cross-unit write-after-read dependency (in-order units
   already order their own accesses);
+* **planned concurrency kept**: lifetimes are program positions, but buffers whose predicted spans
+  (``pred``) overlap are not packed onto the same bytes either -- otherwise a load the plan runs
+  while the previous piece computes (double buffering) would take that piece's bytes and wait for
+  it (the checker still verifies program-order liveness only, the correctness condition);
 * offsets (and the sizes reserved) are multiples of the bank width (``machine.hbsm_bank_width``),
   so every buffer starts on a bank boundary (slots inside a buffer follow its type's slot stride).
 
@@ -23,7 +27,7 @@ sizes, and what would fit (how many bytes must go, which buffer could shrink or 
 from __future__ import annotations
 
 from collections import defaultdict
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from m100.errors import M100Error
 
@@ -42,6 +46,10 @@ class Buf:
     end: float
     unit: str = ""  # the unit of its first use (the writer of a fresh buffer)
     last_unit: str = ""  # the unit of its last use (who reads its bytes last); "" = ``unit``
+    # predicted cycles [first use starts, last use ends) (the scheduler's pred_start/pred_end), or
+    # None: two buffers whose predicted spans overlap are kept apart even if their program
+    # positions do not overlap (program order linearizes units that the plan runs concurrently)
+    pred: tuple[float, float] | None = None
 
     @property
     def released_by(self) -> str:
@@ -58,7 +66,10 @@ def _align(n: int, a: int) -> int:
 
 
 def _overlap_t(a: Buf, b: Buf) -> bool:
-    return a.start < b.end and b.start < a.end
+    if a.start < b.end and b.start < a.end:
+        return True
+    return a.pred is not None and b.pred is not None and \
+        a.pred[0] < b.pred[1] and b.pred[0] < a.pred[1]
 
 
 def peak(bufs: list[Buf], align: int = 1) -> tuple[float, int, list[Buf]]:
@@ -137,8 +148,16 @@ def allocate(bufs: list[Buf], capacity: int, align: int,
             placed[b.tpb].append((ok, size, b))
             grouped.add(b.name)
     for tpb, group in sorted(by_tpb.items()):
-        out.update(_allocate_tpb(tpb, [b for b in group if b.name not in grouped], capacity, align,
-                                 placed[tpb], group))
+        own = [b for b in group if b.name not in grouped]
+        try:
+            out.update(_allocate_tpb(tpb, own, capacity, align, list(placed[tpb]), group))
+        except HbsmOverflow:
+            if not any(b.pred is not None for b in own):
+                raise
+            # keeping the planned concurrency apart fragments this TPB's HBSM too much: pack by
+            # program order alone (correct; loads may then wait for the piece they overwrite)
+            own = [replace(b, pred=None) for b in own]
+            out.update(_allocate_tpb(tpb, own, capacity, align, list(placed[tpb]), group))
     return out
 
 

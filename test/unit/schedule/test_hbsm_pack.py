@@ -93,6 +93,23 @@ def test_reuse_is_judged_by_the_last_user():
     assert offs["f"] == offs["d"] != offs["e"]
 
 
+def test_planned_concurrency_keeps_buffers_apart():
+    # x: the input of piece 1 (program positions 0-2, predicted cycles 0-100); y: the input of
+    # piece 2, loaded after piece 1 in program order (3-5) but predicted at 50-150, while piece 1
+    # computes (double buffering). By positions they may share bytes; by the plan they must not.
+    x = Buf("x", 0, 512, 1, 0, 3, "DMA", "TCU", (0, 100))
+    y = Buf("y", 0, 512, 1, 3, 6, "DMA", "TCU", (50, 150))
+    offs = allocate([x, y], 1024, 32)
+    assert offs["x"] != offs["y"]
+    assert not check_allocation([x, y], offs, 1024, 32)
+    # without predictions (or when they do not overlap) the bytes are reused as before
+    assert len(set(allocate([Buf("x", 0, 512, 1, 0, 3), Buf("y", 0, 512, 1, 3, 6)], 1024,
+                            32).values())) == 1
+    # no room for both: packed by program order alone (correct, single-buffered), no overflow
+    offs = allocate([x, y], 512, 32)
+    assert offs == {"x": 0, "y": 0} and not check_allocation([x, y], offs, 512, 32)
+
+
 def test_overflow_diagnostic_names_tpb_peak_live_buffers_and_fix():
     m = get_machine("tiny")
     cap = m.hbsm_bytes
