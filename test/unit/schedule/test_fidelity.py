@@ -46,8 +46,6 @@ KNOWN_GAPS = {
     "int8-4096-w": "emitter (see gemm512-w-8)",
     "decode4096": "emitter (see decode1024-8)",
     "resnet18-224": "emitter: weights loaded after the previous segment, no prefetch",
-    "conv-chain-56-pipeline": "emitter: stage-2 convs wait in waves for their halo copies (the "
-                              "in-order DTDU queues of the producers)",
 }
 
 
