@@ -280,7 +280,10 @@ def fold_one(op: Operation) -> bool:
     if w_axis != 0:
         wsum = wsum.reshape(-1)
     total = bias - zx * wsum
-    if np.any(total < -(1 << 31)) or np.any(total >= (1 << 31)):
+    # the i32 accumulator must not wrap where the float graph does not: bound |sum x*w| + |init|
+    # per channel by sum_k |w| * 128 (|x| <= 128)
+    wabs = np.abs(w.astype(np.int64)).sum(axis=red_axes).reshape(-1)
+    if np.any(np.abs(total) + 128 * wabs >= (1 << 31)):
         return False
     new: list[Operation] = []
     xi = SCastOp(xq, TensorType(i8, xq.type.get_shape()))  # type: ignore[attr-defined]

@@ -201,3 +201,18 @@ def test_qdq_resnet18_all_int8_close_to_onnxruntime():
         for x in (rng.standard_normal((1, 3, 64, 64)).astype(np.float32) for _ in range(10))])
     assert d.max() <= 2 + 1e-6
     assert (d <= 1 + 1e-6).mean() >= 0.95
+
+
+def test_fold_refuses_an_accumulator_that_could_wrap():
+    """A bias so large that bias + sum(x * w) could leave int32 (the float graph would not wrap):
+    the chain is left in float."""
+    from m100.passes.graph.fold_quantized_contractions import FoldQuantizedContractions
+
+    src = LIT.read_text().replace("dense<[10, -20]> : tensor<2xi32>",
+                                  "dense<[2147483000, -20]> : tensor<2xi32>")
+    module = load_mlir(src)
+    FoldQuantizedContractions().apply(make_context(), module)
+    conv = next(o for o in module.walk() if o.name == "linalg.conv_2d_nchw_fchw")
+    assert str(conv.results[0].type).endswith("xf32>")
+    mm = [o for o in module.walk() if o.name == "linalg.matmul"]
+    assert any(str(o.operands[0].type).endswith("xi8>") for o in mm)  # the others still fold
