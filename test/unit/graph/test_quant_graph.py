@@ -216,3 +216,26 @@ def test_fold_refuses_an_accumulator_that_could_wrap():
     assert str(conv.results[0].type).endswith("xf32>")
     mm = [o for o in module.walk() if o.name == "linalg.matmul"]
     assert any(str(o.operands[0].type).endswith("xi8>") for o in mm)  # the others still fold
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("make, n_int8", [
+    # uint8 forms: torch-mlir lowers them differently (uitofp / fptoui, its own fused ops), not
+    # folded yet -- still bit-exact
+    (lambda: qm.qdq_convnet(activation="u8"), 0),                         # U8S8 per-channel
+    (lambda: qm.qdq_mlp(activation="u8"), 0),
+    (lambda: qm.qdq_mlp(activation="u8", weight="u8"), 0),                # U8U8
+    (lambda: qm.qdq_mlp(fmt="qoperator", activation="u8"), 0),            # QLinearMatMul/Add, QGemm
+    (lambda: qm.qdq_mlp(fmt="qoperator"), 3),
+], ids=["conv_u8s8", "mlp_u8s8", "mlp_u8u8", "qop_mlp_u8", "qop_mlp_s8"])
+def test_more_quantize_static_configurations_bit_exact(make, n_int8):
+    model = make()
+    module = load_onnx(model)
+    shape = module.body.block.first_op.body.block.args[0].type.get_shape()
+    rng = np.random.default_rng(4)
+    xs = [rng.standard_normal(shape).astype(np.float32) for _ in range(3)]
+    M100Graph().apply(make_context(), module)
+    cs = _contractions(module)
+    assert sum(str(c.operands[0].type).endswith("xi8>") for c in cs) == n_int8
+    for x in xs:
+        assert np.array_equal(reference.run(module, [x])[0], onnxruntime_run(model, [x])[0])
