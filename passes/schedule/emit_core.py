@@ -25,6 +25,7 @@ from m100.targets.m100.machine import Machine
 from .from_ir import IRGraph
 from .graph import ScheduleError
 from .placement import Placement
+from .plan import PlanPiece, PlanTask, image_parts, row_view  # noqa: F401
 from .timeline import memory_of
 
 _ELEM = {"f32": Float32Type(), "f16": Float16Type(), "i8": IntegerType(8), "i32": IntegerType(32),
@@ -76,15 +77,6 @@ def ident(nd: int, offs: tuple[int, ...] | None = None, rank: int | None = None,
     return [(tuple(1 if d == dims[k] else 0 for d in range(nd)), offs[k]) for k in range(rank)]
 
 
-def row_view(shape: tuple[int, ...]) -> tuple[int, int, int]:
-    """(rows, elems per row, cols) of a row-standard tensor (NHWC image rows, 2-D rows, ...)."""
-    if len(shape) >= 3:
-        return math.prod(shape[:-2]), shape[-2], shape[-1]
-    if len(shape) == 2:
-        return shape[0], 1, shape[1]
-    return 1, 1, shape[0] if shape else 1
-
-
 def row_index(shape: tuple[int, ...], r0: int, c0: int = 0) -> Lin:
     """Map a piece iteration (d0 row, d1 elem, d2 col) starting at row r0 (all rows of the piece
     inside one leading index of a rank-4 tensor) to the tensor's indices."""
@@ -104,17 +96,6 @@ def row_index(shape: tuple[int, ...], r0: int, c0: int = 0) -> Lin:
     if len(shape) == 2:
         return [((1, 0, 0), r0), ((0, 0, 1), c0)]
     return [((0, 0, 1), c0)]
-
-
-def image_parts(lo: int, hi: int, per: int) -> list[tuple[int, int]]:
-    """Split rows [lo, hi) at multiples of ``per`` (bands must not cross an image)."""
-    out = []
-    a = lo
-    while a < hi:
-        e = min(hi, (a // per + 1) * per)
-        out.append((a, e))
-        a = e
-    return out
 
 
 @dataclass
@@ -152,11 +133,13 @@ class EmitterCore:
         self.writers: dict[str, list[SSAValue]] = {}  # memory tensor -> tokens of its writers
         self.join: dict[str, SSAValue] = {}
         self.bump = {"ddr": 0, "sram": 0}
-        self.engine = 0
+        self.plan = pl.timeline
+        self.task_ops: dict[int, Operation] = {}  # plan task id -> its instruction
+        self._queue: list[int] = []
+        self._piece_desc = ""
+        self.producers = self.g.producers()
         self.weights: dict[tuple[str, int, int, str], tuple[SSAValue, SSAValue]] = {}
         self.by_op = {o.name: o for o in self.g.ops}
-        self.times = self._times()
-        self.keyed: dict[tuple, list[Operation]] = {}
         self.hist: dict[tuple[int, str], list[SSAValue]] = {}  # (tpb, op) -> compute tokens
         self.out_readers: dict[tuple[int, str], list[list[SSAValue]]] = {}
         self.cur: tuple[int, str] | None = None  # (tpb, op) of the piece being emitted
@@ -164,41 +147,40 @@ class EmitterCore:
         self.barrier: dict[int, SSAValue] = {}  # previous segment's completion per TPB
         self.barrier_used: set[int] = set()
 
-    # ---------------------------------------------------------------- helpers
-    def _times(self) -> dict[tuple, tuple[float, float]]:
-        out: dict[tuple, tuple[float, float]] = {}
-        self.engines: dict[tuple, int] = {}
-        for t in self.pl.timeline.tasks:
-            key = (t.kind, t.op, t.band, t.col)
-            a, e = out.get(key, (t.start, t.end))
-            out[key] = (min(a, t.start), max(e, t.end))
-            if t.unit == "dma":
-                self.engines.setdefault(key, t.engine)
-        return out
+    # ---------------------------------------------------------------- the plan's tasks
+    def _begin(self, piece: PlanPiece) -> None:
+        """Emit the instructions of ``piece``: each consumes the next of its plan tasks."""
+        self._queue = list(reversed(piece.tasks))
+        self._piece_desc = f"{piece.op} band {piece.band} col {piece.col} tpb {piece.tpb}"
 
-    def _attrs(self, key: tuple) -> dict[str, Attribute]:
-        """Predicted cycles of the timeline tasks of ``key``; several instructions sharing a key
-        (tiles, chunks) get consecutive parts of that window (assigned in :meth:`_spread`)."""
-        t = self.times.get(key)
-        if t is None:
-            return {}
-        self._pending_key = key
-        return {"pred_start": _int(int(t[0])), "pred_end": _int(int(t[1]))}
+    def _end(self) -> None:
+        if self._queue:
+            left = [self.plan.tasks[i] for i in reversed(self._queue)]
+            raise AssertionError(f"emitter: plan tasks of {self._piece_desc} not emitted: "
+                                 + ", ".join(f"{t.id}:{t.kind}@{t.tpb}" for t in left))
 
-    def _note(self, op: Operation) -> Operation:
-        key = getattr(self, "_pending_key", None)
-        if key is not None and "pred_start" in op.attributes:
-            self.keyed.setdefault(key, []).append(op)
-        self._pending_key = None
+    def _take(self, unit: str, tpb: int, dst: tuple[int, ...] | None = None) -> PlanTask:
+        """The plan task of the instruction being created (the next of the current piece); its
+        unit, executing TPB and receiving TPBs must be what the emitter creates."""
+        if not self._queue:
+            raise AssertionError(f"emitter: {self._piece_desc}: an instruction ({unit} on {tpb}) "
+                                 f"has no plan task")
+        t = self.plan.tasks[self._queue.pop()]
+        ok = t.unit == unit and (unit == "dma" or t.tpb == tpb) and \
+            (dst is None or tuple(t.dst_tpbs) == tuple(dst))
+        if not ok:
+            raise AssertionError(f"emitter: {self._piece_desc}: instruction {unit} on TPB {tpb} -> "
+                                 f"{dst} but plan task {t.id} is {t.kind} {t.unit} on TPB {t.tpb} "
+                                 f"-> {t.dst_tpbs}")
+        return t
+
+    def _emit(self, t: PlanTask, op: Operation) -> Operation:
+        """Append ``op``, the instruction of plan task ``t`` (with its predicted cycles)."""
+        op.attributes["pred_start"] = _int(int(t.start))
+        op.attributes["pred_end"] = _int(int(t.end))
+        self.task_ops[t.id] = op
+        self.ops.append(op)
         return op
-
-    def _spread(self) -> None:
-        for key, ops in self.keyed.items():
-            a, e = self.times[key]
-            n = len(ops)
-            for i, o in enumerate(ops):
-                o.attributes["pred_start"] = _int(int(a + (e - a) * i / n))
-                o.attributes["pred_end"] = _int(int(a + (e - a) * (i + 1) / n))
 
     def _slot_deps(self, tpb: int, opname: str) -> list[SSAValue]:
         """The instruction two back on (tpb, op): a new input may only be loaded once the
@@ -221,7 +203,8 @@ class EmitterCore:
         self.seg_toks.setdefault(tpb, []).append(tok)
 
     def _new_segment(self) -> None:
-        self.barrier = {}
+        """Barriers of the next segment: per TPB, the end of the last segment that used it
+        (a TPB idle in the segment before keeps its older barrier)."""
         for t, toks in self.seg_toks.items():
             j = JoinOp(toks)
             self.ops.append(j)
@@ -266,19 +249,14 @@ class EmitterCore:
             self.__dict__.setdefault("_jn", {})[tensor] = len(ws)
         return [self.join[tensor]]
 
-    def next_engine(self) -> int:
-        e = self.engine
-        self.engine = (self.engine + 1) % self.m.ccb_dma_engines
-        return e
-
     def dma(self, src: SSAValue, src_acc: AccessAttr | None, dst: SSAValue,
-            dst_acc: AccessAttr | None, deps: list[SSAValue], key: tuple | None = None) -> SSAValue:
-        eng = self.engines.get(key, -1) if key else -1
-        op = DmaOp(eng if eng >= 0 else self.next_engine(),
-                   {"src": (src, src_acc), "dst": (dst, dst_acc)}, deps,
-                   attributes=self._attrs(key) if key else {})
-        self.ops.append(self._note(op))
-        return op.done
+            dst_acc: AccessAttr | None, deps: list[SSAValue], dst_tpb: int = -1) -> SSAValue:
+        """A DMA on the plan's engine (``dst_tpb``: the receiving TPB of a load into HBSM)."""
+        t = self._take("dma", -1, (dst_tpb,) if dst_tpb >= 0 else None)
+        if t.tpb_mask:
+            raise AssertionError(f"emitter: plan task {t.id} is a broadcast, the emitter a DMA")
+        op = DmaOp(t.engine, {"src": (src, src_acc), "dst": (dst, dst_acc)}, deps)
+        return self._emit(t, op).done  # type: ignore[attr-defined]
 
     # ---------------------------------------------------------------- memory tensors
     def memory(self, tensor: str) -> SSAValue:
@@ -316,7 +294,9 @@ class EmitterCore:
         for si, seg in enumerate(self.pl.segments):
             self._new_segment()
             if seg.kind == "dma":
+                self._begin(self.plan.pieces[si][0])
                 self.dma_op(self.by_op[seg.stages[0].op])
+                self._end()
             else:
                 self.segment(si, seg)
         for i, name in enumerate(self.irg.outputs):
@@ -326,7 +306,9 @@ class EmitterCore:
                                       t.shape, _ELEM[t.dtype], sp, addr))
         meta = {"scheduler": "m100-schedule", "strategy": self.pl.strategy,
                 "predicted_cycles": str(int(self.pl.timeline.makespan))}
-        self._spread()
+        if len(self.task_ops) != len(self.plan.tasks):
+            raise AssertionError(f"emitter: {len(self.plan.tasks) - len(self.task_ops)} plan tasks "
+                                 f"were not emitted")
         return ProgramOp(self.m.name, "placed", self.head + self._predicted_order(), metadata=meta)
 
     def _predicted_order(self) -> list[Operation]:

@@ -14,10 +14,11 @@ from m100.dialects.tpb import Conv2dOp, CvuPipelineOp, CopyOp, DmaOp, MatmulOp, 
 from m100.dialects.twu import i64_array
 from m100.targets.m100.isa import Act, CvuOp, Ref, RefKind, Stage
 
-from .emit_core import (_CM, _NP, EmitterCore, Lin, Piece, _int, access, ident, image_parts, row_index,
+from .emit_core import (_CM, _NP, EmitterCore, Lin, Piece, _int, access, ident, row_index,
                         row_view)
-from .graph import ScheduleError, conv_out_hw, geometry
-from .timeline import SegmentCfg, StageCfg, band_rows
+from .graph import ScheduleError, conv_out_hw
+from .plan import Unit
+from .timeline import SegmentCfg, StageCfg
 
 
 class UnitEmitter(EmitterCore):
@@ -33,20 +34,19 @@ class UnitEmitter(EmitterCore):
         o_shape = self.g.tensors[out_t].shape
         dst = self.memory(out_t)
         deps = self.token_of(src_t)
-        key = ("dma-mem", op.name, 0, 0)
         if lw.kind == "transpose":
             perm = lw.params["perm"]
             # iterate the output; source index perm[k] = d_k
             lin = [None] * len(s_shape)
             for k, p in enumerate(perm):
                 lin[p] = (tuple(1 if d == k else 0 for d in range(len(o_shape))), 0)
-            tok = self.dma(src, access(o_shape, lin), dst, None, deps, key)
+            tok = self.dma(src, access(o_shape, lin), dst, None, deps)
         elif lw.kind == "broadcast":
             dims = set(lw.params["dims"])
             kept = [d for d in range(len(o_shape)) if d not in dims]
             lin = [(tuple(1 if d == kept[j] else 0 for d in range(len(o_shape))), 0)
                    for j in range(len(s_shape))]
-            tok = self.dma(src, access(o_shape, lin), dst, None, deps, key)
+            tok = self.dma(src, access(o_shape, lin), dst, None, deps)
         elif lw.kind == "pad":
             lo = lw.params["low"]
             val = lw.params["value"]
@@ -54,10 +54,9 @@ class UnitEmitter(EmitterCore):
             arr = np.full(o_shape, val, dtype=_NP[t.dtype])
             sp, addr = self.mem_addr[out_t]
             self.head.append(SegmentOp(f"{out_t}.pad", sp, addr, arr.tobytes()))
-            tok = self.dma(src, None, dst, access(s_shape, ident(len(s_shape), tuple(lo))), deps,
-                           key)
+            tok = self.dma(src, None, dst, access(s_shape, ident(len(s_shape), tuple(lo))), deps)
         elif lw.kind == "gcopy":  # a copy generic: the input's indexing map over the output
-            tok = self.dma(src, access(o_shape, lw.params["map"]), dst, None, deps, key)
+            tok = self.dma(src, access(o_shape, lw.params["map"]), dst, None, deps)
         elif lw.kind == "concat":
             dim = lw.params["dim"]
             off = 0
@@ -66,7 +65,7 @@ class UnitEmitter(EmitterCore):
                 sh = self.g.tensors[tn].shape
                 offs = tuple(off if d == dim else 0 for d in range(len(sh)))
                 toks.append(self.dma(self.memory(tn), None, dst, access(sh, ident(len(sh), offs)),
-                                     self.token_of(tn), key))
+                                     self.token_of(tn)))
                 off += sh[dim]
             self.writers[out_t] = toks
             return
@@ -86,63 +85,30 @@ class UnitEmitter(EmitterCore):
                                 offs[d]))
                 else:
                     lin.append((tuple(0 for _ in o_shape), offs[d]))
-            tok = self.dma(src, access(o_shape, lin), dst, None, deps, key)
+            tok = self.dma(src, access(o_shape, lin), dst, None, deps)
         elif lw.kind == "reshape":
-            tok = self.dma(src, None, self.alias(out_t, s_shape), None, deps, key)
+            tok = self.dma(src, None, self.alias(out_t, s_shape), None, deps)
         else:
             raise ScheduleError(f"op '{op.name}': no DMA lowering for '{lw.kind}'")
         self.writers[out_t] = [tok]
 
     # ---------------------------------------------------------------- compute segments
     def segment(self, si: int, seg: SegmentCfg) -> None:
-        from .timeline import _State  # the same wave order as the timeline
-        st_obj = _State(self.pl_sched(), self.pl.timeline)
-        lag = st_obj._lags(seg)
-        n_waves = max(st.bands + lag[st.op] for st in seg.stages)
+        """The pieces of segment ``si`` in the plan's order, each plan task one instruction."""
         pieces: dict[str, list[Piece]] = {}
         seg_ops = set(seg.ops)
-        cons = self.g.consumers()
-        for w in range(n_waves):
-            for st in seg.stages:
-                b = w - lag[st.op]
-                if not 0 <= b < st.bands:
-                    continue
-                op = self.by_op[st.op]
-                geo = geometry(self.g, op)
-                lo, hi = band_rows(geo.rows, st.bands, b)
-                if hi <= lo:
-                    continue
-                rshape = self.g.tensors[op.inputs[0]].shape if op.unit == "cvu.reduction" \
-                    else self.g.out(op).shape
-                per = conv_out_hw(op.attrs)[0] if op.unit in ("tcu.conv2d", "cvu.pool") else \
-                    (row_view(rshape)[0] // max(1, rshape[0]) if len(rshape) >= 4 else geo.rows)
-                plan = self.pl.timeline.plans.get(op.name)
-                for j in range(st.gc):
-                    tpb = st.tpbs[st.row_of(b) * st.gc + j]
-                    c0, c1 = band_rows(geo.cols, st.gc, j)
-                    # the partitioner's instruction tiles: rows tr, cols tc (K chunks in piece())
-                    tr = plan.tr if plan is not None else hi - lo
-                    tc = plan.tc if plan is not None else c1 - c0
-                    for (a0, e0) in image_parts(lo, hi, max(1, per)):
-                        for a in range(a0, e0, max(1, tr)):
-                            e = min(e0, a + max(1, tr))
-                            for cc in range(c0, c1, max(1, tc)):
-                                ce = min(c1, cc + max(1, tc))
-                                self.cur_stage = st
-                                p = self.piece(si, seg, st, op, b, j, tpb, a, e, cc, ce, pieces,
-                                               seg_ops, plan)
-                                pieces.setdefault(op.name, []).append(p)
-                                out_t = op.outputs[0]
-                                users = cons.get(out_t, [])
-                                if self.g.tensors[out_t].kind == "output" or not users or \
-                                        any(u.name not in seg_ops for u in users):
-                                    self.store(op, p)
-
-    def pl_sched(self):
-        from .timeline import Scheduler
-        if not hasattr(self, "_sched"):
-            self._sched = Scheduler(_CM(self.m), self.g)
-        return self._sched
+        stage_of = {st.op: st for st in seg.stages}
+        for pp in self.plan.pieces[si]:
+            st = stage_of[pp.op]
+            op = self.by_op[pp.op]
+            self.cur_stage = st
+            self._begin(pp)
+            p = self.piece(si, seg, st, op, pp.band, pp.col, pp.tpb, pp.r0, pp.r1, pp.c0, pp.c1,
+                           pieces, seg_ops, self.plan.plans.get(op.name))
+            pieces.setdefault(op.name, []).append(p)
+            if pp.store:
+                self.store(op, p)
+            self._end()
 
     def store(self, op, p: Piece) -> None:
         out_t = op.outputs[0]
@@ -155,21 +121,20 @@ class UnitEmitter(EmitterCore):
             lin = row_index(self.g.tensors[op.inputs[0]].shape, p.r0, 0)[:-1]
         else:
             lin = row_index(shape, p.r0, p.c0)
-        tok = self.dma(p.out, None, mem, access(bshape, lin), [p.done],
-                       ("dma-out", op.name, p.band, p.col))
+        tok = self.dma(p.out, None, mem, access(bshape, lin), [p.done])
         self.writers.setdefault(out_t, []).append(tok)
         p.readers.append(tok)
         self._touch(p.tpb, tok)
 
     def load(self, tensor: str, bshape: tuple[int, ...], lin: Lin, tpb: int,
-             key: tuple | None = None, slot: bool = True) -> tuple[SSAValue, SSAValue]:
+             slot: bool = True) -> tuple[SSAValue, SSAValue]:
         """A fresh HBSM buffer of ``bshape`` on ``tpb`` filled from memory through ``lin``."""
         mem = self.memory(tensor)
         buf = self.buffer("hbsm", tpb, bshape, self.g.tensors[tensor].dtype)
         deps = self.token_of(tensor) + self._bar(tpb)
         if slot and self.cur is not None:
             deps = deps + self._slot_deps(*self.cur)
-        tok = self.dma(mem, access(bshape, lin), buf, None, deps, key)
+        tok = self.dma(mem, access(bshape, lin), buf, None, deps, tpb)
         return buf, tok
 
     def weight(self, op, tensor: str, tpb: int, c0: int, c1: int, kind: str,
@@ -200,7 +165,7 @@ class UnitEmitter(EmitterCore):
                 offs[k[0]] = k[1]
             bshape = tuple(bshape)
             lin = ident(nd, tuple(offs))
-        r = self.load(tensor, bshape, lin, tpb, ("dma-in", op.name, 0, j), slot=not resident)
+        r = self.load(tensor, bshape, lin, tpb, slot=not resident)
         if resident:
             self.weights[key] = r
         return r
@@ -234,22 +199,23 @@ class UnitEmitter(EmitterCore):
         mask = 0
         for t in tpbs:
             mask |= 1 << t
-        key = ("dma-in", op.name, 0, j)
-        eng = self.engines.get(key, -1)
-        d = DmaOp(eng if eng >= 0 else self.next_engine(),
-                  {"src": (mem, access(bshape, lin)), "dst": (bufs[tpbs[0]], None)}, deps,
-                  params={"tpb_mask": _int(mask)}, attributes=self._attrs(key))
-        self.ops.append(self._note(d))
+        t = self._take("dma", -1, tuple(tpbs))
+        if t.tpb_mask != mask:
+            raise AssertionError(f"emitter: broadcast to mask {mask}, plan task {t.id} {t.tpb_mask}")
+        d = DmaOp(t.engine, {"src": (mem, access(bshape, lin)), "dst": (bufs[tpbs[0]], None)}, deps,
+                  params={"tpb_mask": _int(mask)})
+        self._emit(t, d)
         for t in tpbs:
             self.weights[(op.name, t, c0, c1, tensor, k)] = (bufs[t], d.done)
         return self.weights[(op.name, self._want_tpb, c0, c1, tensor, k)]
 
     def act_in(self, si, seg, op, tensor: str, rows: tuple[int, int], bshape: tuple[int, ...],
                lin_mem: Lin, tpb: int, pieces, seg_ops, band: int,
-               cols: tuple[int, int] | None = None) -> tuple[SSAValue, list[SSAValue]]:
+               cols: tuple[int, int] | None = None, shared: bool = False
+               ) -> tuple[SSAValue, list[SSAValue]]:
         """The input rows [rows) of ``tensor`` on ``tpb``: streamed from producer pieces of this
         segment, or loaded from memory through ``lin_mem``."""
-        prod = self.pl_sched().producers.get(tensor)
+        prod = self.producers.get(tensor)
         if prod is not None and prod.name in seg_ops and prod.name in pieces:
             a0, a1 = rows
             k0, k1 = cols if cols is not None else (0, bshape[-1])
@@ -272,9 +238,8 @@ class UnitEmitter(EmitterCore):
                 dst_acc = access(box, ident(3, (a - a0, 0, qc0 - (k0 if cols is not None else 0))))
                 cp = CopyOp(q.tpb, {"src": (q.out, src_acc), "dst": (buf, dst_acc)},
                             [q.done] + (self._slot_deps(*self.cur) if self.cur else [])
-                            + self._bar(tpb),
-                            attributes=self._attrs(("copy", prod.name, band, q.col)))
-                self.ops.append(self._note(cp))
+                            + self._bar(tpb))
+                self._emit(self._take("dtdu", q.tpb, (tpb,)), cp)
                 q.readers.append(cp.done)
                 self._touch(tpb, cp.done)
                 self._touch(q.tpb, cp.done)
@@ -282,8 +247,44 @@ class UnitEmitter(EmitterCore):
             if not toks:
                 raise ScheduleError(f"internal: no producer piece of '{tensor}' covers rows {rows}")
             return buf, toks
-        buf, tok = self.load(tensor, bshape, lin_mem, tpb, ("dma-in", op.name, band, -1))
+        if shared:  # one load (or DRB broadcast, as the plan says) read by several pieces
+            return self._shared_load(op, tensor, rows, bshape, lin_mem, tpb)
+        buf, tok = self.load(tensor, bshape, lin_mem, tpb)
         return buf, [tok]
+
+    def _shared_load(self, op, tensor: str, rows: tuple[int, int], bshape: tuple[int, ...],
+                     lin: Lin, tpb: int) -> tuple[SSAValue, list[SSAValue]]:
+        """A whole-K input row tile that every column part / column tile of the row reads: loaded
+        once per TPB, or sent once over the DRB to the TPBs the plan task names (``tpb_mask``;
+        the receiving buffers share one ``m100.bcast`` id, hence one HBSM offset)."""
+        cache = self.__dict__.setdefault("_act_cache", {})
+        key = (op.name, tensor, tpb, rows)
+        if key in cache:
+            buf, tok = cache[key]
+            return buf, [tok]
+        t = self.plan.tasks[self._queue[-1]] if self._queue else None
+        if t is None or not t.tpb_mask:
+            buf, tok = self.load(tensor, bshape, lin, tpb)
+            cache[key] = (buf, tok)
+            return buf, [tok]
+        tpbs = list(t.dst_tpbs)
+        self._take("dma", -1, tuple(tpbs))
+        self.n_bcast = getattr(self, "n_bcast", 0) + 1
+        gid = _int(self.n_bcast)
+        dtype = self.g.tensors[tensor].dtype
+        bufs = {}
+        for x in tpbs:
+            b = self.buffer("hbsm", x, bshape, dtype)
+            b.owner.attributes["m100.bcast"] = gid
+            bufs[x] = b
+        deps = self.token_of(tensor) + [d for x in tpbs for d in self._bar(x) + self._slot_deps(x, op.name)]
+        d = DmaOp(t.engine, {"src": (self.memory(tensor), access(bshape, lin)),
+                             "dst": (bufs[tpbs[0]], None)}, deps,
+                  params={"tpb_mask": _int(t.tpb_mask)})
+        self._emit(t, d)
+        for x in tpbs:
+            cache[(op.name, tensor, x, rows)] = (bufs[x], d.done)
+        return bufs[tpb], [d.done]
 
     def pool_out_index(self, op, r0: int, c0: int = 0) -> Lin:
         a = op.attrs
@@ -304,7 +305,7 @@ class UnitEmitter(EmitterCore):
         back = self.out_readers.get((tpb, op.name), [])
         self.out_wait = list(back[-2]) if len(back) >= 2 else []
         cols = c1 - c0
-        key = ("compute", op.name, b, j)
+        unit = Unit.of_op(op.unit).value
         if lw.kind == "matmul":
             a_t, w_t = op.inputs[0], op.inputs[1]
             k = op.attrs["k"]
@@ -314,7 +315,7 @@ class UnitEmitter(EmitterCore):
             if streamed or tk == k:
                 a_full, a_deps = self.act_in(si, seg, op, a_t, (r0, r1), (rows, 1, k),
                                              [((1, 0, 0), r0), ((0, 0, 1), 0)], tpb, pieces,
-                                             seg_ops, b)
+                                             seg_ops, b, shared=True)
             out = self.buffer("hbsm", tpb, (rows, 1, cols), out_t.dtype)
             chunks = list(range(0, k, tk))
             prev: SSAValue | None = None
@@ -327,8 +328,7 @@ class UnitEmitter(EmitterCore):
                     a_slot = (a_full, access((rows, kc), [((1, 0), 0), ((0, 0), 0), ((0, 1), k0)]))
                     deps = list(a_deps) if ci == 0 else []
                 else:
-                    abuf, at = self.load(a_t, (rows, kc), [((1, 0), r0), ((0, 1), k0)], tpb,
-                                         ("dma-in", op.name, b, -1))
+                    abuf, at = self.load(a_t, (rows, kc), [((1, 0), r0), ((0, 1), k0)], tpb)
                     a_slot, deps = (abuf, None), [at]
                 if g.tensors[w_t].kind == "weight":
                     w_buf, wt = self.weight(op, w_t, tpb, c0, c1, "w",
@@ -350,9 +350,9 @@ class UnitEmitter(EmitterCore):
                         deps.append(bt)
                     if lw.act is not Act.NONE:
                         params["act"] = StringAttr(lw.act.name.lower())
-                ins = MatmulOp(tpb, slots, deps + self._take_out_wait(), params=params, attributes=self._attrs(key))
+                ins = MatmulOp(tpb, slots, deps + self._take_out_wait(), params=params)
                 if not last:
-                    self.ops.append(self._note(ins))
+                    self._emit(self._take(unit, tpb), ins)
                     self._computed(tpb, op.name, ins.done)
                     prev = ins.done
         elif lw.kind == "conv":
@@ -378,7 +378,8 @@ class UnitEmitter(EmitterCore):
             x_lin = [((0, 0, 0), n0), ((1, 0, 0), i0), ((0, 1, 0), 0), ((0, 0, 1), 0)]
             if streamed or ck == C:
                 x_full, x_deps = self.act_in(si, seg, op, x_t, (n0 * H + i0, n0 * H + i1),
-                                             (i1 - i0, W, C), x_lin, tpb, pieces, seg_ops, b)
+                                             (i1 - i0, W, C), x_lin, tpb, pieces, seg_ops, b,
+                                             shared=True)
             out = self.buffer("hbsm", tpb, (rows, ow, cols), out_t.dtype)
             chunks = list(range(0, C, ck))
             prev = None
@@ -393,7 +394,7 @@ class UnitEmitter(EmitterCore):
                 else:
                     xb, xt = self.load(x_t, (i1 - i0, W, kc),
                                        [((0, 0, 0), n0), ((1, 0, 0), i0), ((0, 1, 0), 0),
-                                        ((0, 0, 1), k0)], tpb, ("dma-in", op.name, b, -1))
+                                        ((0, 0, 1), k0)], tpb)
                     x_slot, deps = (xb, None), [xt]
                 w_buf, wt = self.weight(op, w_t, tpb, c0, c1, "w",
                                         None if ck == C else (2, k0, kc), resident, j)
@@ -417,9 +418,9 @@ class UnitEmitter(EmitterCore):
                         deps.append(bt)
                     if lw.act is not Act.NONE:
                         params["act"] = StringAttr(lw.act.name.lower())
-                ins = Conv2dOp(tpb, slots, deps + self._take_out_wait(), params=params, attributes=self._attrs(key))
+                ins = Conv2dOp(tpb, slots, deps + self._take_out_wait(), params=params)
                 if not last:
-                    self.ops.append(self._note(ins))
+                    self._emit(self._take(unit, tpb), ins)
                     self._computed(tpb, op.name, ins.done)
                     prev = ins.done
         elif lw.kind == "cvu":
@@ -450,7 +451,7 @@ class UnitEmitter(EmitterCore):
                 ishape = tuple(it[d] if used[d] else 1 for d in range(3))
                 tt = g.tensors[tname]
                 if tt.kind == "weight" or not self._streamed(tname, seg_ops, pieces):
-                    buf, tok = self.load(tname, ishape, lin, tpb, ("dma-in", op.name, b, -1))
+                    buf, tok = self.load(tname, ishape, lin, tpb)
                     tks = [tok]
                 else:
                     buf, tks = self.act_in(si, seg, op, tname, (r0, r1), it, lin, tpb, pieces,
@@ -464,7 +465,7 @@ class UnitEmitter(EmitterCore):
             params = {"in_shapes": ArrayAttr([i64_array(s) for s in in_shapes]),
                       "out_shape": i64_array(it),
                       "stages": ArrayAttr([StageAttr.from_isa(s) for s in lw.stages])}
-            ins = CvuPipelineOp(tpb, slots, deps + self._take_out_wait(), params=params, attributes=self._attrs(key))
+            ins = CvuPipelineOp(tpb, slots, deps + self._take_out_wait(), params=params)
         elif lw.kind == "reduce":
             x_t = op.inputs[0]
             ishape = g.tensors[x_t].shape
@@ -477,8 +478,7 @@ class UnitEmitter(EmitterCore):
             params = {"in_shapes": ArrayAttr([i64_array(it)]), "out_shape": i64_array(oshape),
                       "stages": ArrayAttr([StageAttr.from_isa(x) for x in lw.stages])}
             ins = CvuPipelineOp(tpb, {"in0": (xb, None), "out": (out, None)},
-                                deps + self._take_out_wait(), params=params,
-                                attributes=self._attrs(key))
+                                deps + self._take_out_wait(), params=params)
         elif lw.kind == "pool":
             a = op.attrs
             oh, ow = conv_out_hw(a)
@@ -502,7 +502,7 @@ class UnitEmitter(EmitterCore):
                 xb, deps = self.act_in(si, seg, op, x_t, (n0 * H + i0, n0 * H + i1),
                                        (i1 - i0, W, cols), lin, tpb, pieces, seg_ops, b, (c0, c1))
             else:
-                xb, tok = self.load(x_t, ishape, lin, tpb, ("dma-in", op.name, b, -1))
+                xb, tok = self.load(x_t, ishape, lin, tpb)
                 deps = [tok]
             ip = (a["kh"], a["kw"], sh, sw, pt2, pl, pb2, pr)
             if lw.params["kind"] == "max":
@@ -515,13 +515,12 @@ class UnitEmitter(EmitterCore):
             out = self.buffer("hbsm", tpb, (rows, ow, cols), out_t.dtype)
             params = {"in_shapes": ArrayAttr([i64_array(ishape)]), "out_shape": i64_array(oshape),
                       "stages": ArrayAttr([StageAttr.from_isa(s) for s in stages])}
-            ins = CvuPipelineOp(tpb, {"in0": (xb, None), "out": (out, None)}, deps + self._take_out_wait(), params=params,
-                                attributes=self._attrs(key))
+            ins = CvuPipelineOp(tpb, {"in0": (xb, None), "out": (out, None)}, deps + self._take_out_wait(), params=params)
         else:
             raise ScheduleError(f"op '{op.name}' ({op.unit}): no lowering for '{lw.kind}'")
         # the output slot two pieces back must have been read (stored / copied) before reuse
         back = self.out_readers.setdefault((tpb, op.name), [])
-        self.ops.append(self._note(ins))
+        self._emit(self._take(unit, tpb), ins)
         self._computed(tpb, op.name, ins.done)
         self.cur = None
         pc = Piece(op.name, b, j, tpb, r0, r1, c0, c1, out, ins.done)
@@ -529,5 +528,5 @@ class UnitEmitter(EmitterCore):
         return pc
 
     def _streamed(self, tensor: str, seg_ops: set[str], pieces) -> bool:
-        prod = self.pl_sched().producers.get(tensor)
+        prod = self.producers.get(tensor)
         return prod is not None and prod.name in seg_ops and prod.name in pieces

@@ -37,7 +37,9 @@ class M100Schedule(ModulePass):
     Options: ``machine`` (preset or file, default m100), ``tpbs`` / ``clusters`` (limit the TPBs
     used, 0 = all), ``strategy`` = auto | data-parallel | pipeline | single, ``seed`` (the local
     search's RNG; the result is deterministic per seed), ``report`` (print the schedule table and
-    critical path to stderr), ``max-stages`` (longest pipeline).
+    critical path to stderr), ``max-stages`` (longest pipeline), ``plan-json`` (write the plan --
+    every instruction's unit or DMA engine, TPB, broadcast mask, dependencies and predicted cycles
+    -- as JSON to this file).
     """
 
     name = "m100-schedule"
@@ -49,6 +51,7 @@ class M100Schedule(ModulePass):
     seed: int = 0
     report: bool = False
     max_stages: int = 4
+    plan_json: str = ""
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
         from .graph import ScheduleError
@@ -66,5 +69,8 @@ class M100Schedule(ModulePass):
             o.detach()
             o.erase(safe_erase=False)
         block.add_op(prog)
+        if self.plan_json:
+            with open(self.plan_json, "w") as f:
+                f.write(pl.timeline.to_json(indent=1))
         if self.report:
             print(format_report(pl, f"m100-schedule report (@{irg.func_name})"), file=sys.stderr)

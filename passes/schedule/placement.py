@@ -29,7 +29,8 @@ from m100.targets.m100.machine import Machine
 from .cost import CostModel, ceil_div
 from .graph import Op, OpGraph, ScheduleError, geometry
 from .partition import col_splits
-from .timeline import Scheduler, SegmentCfg, StageCfg, Timeline, streamable
+from .plan import Plan
+from .timeline import Scheduler, SegmentCfg, StageCfg, streamable
 
 DMA_UNITS = ("dtdu.copy", "dtdu.fill")  # data movement done memory -> memory by CCB DMA
 
@@ -40,7 +41,7 @@ STRATEGIES = ("auto", "data-parallel", "pipeline", "single")
 class Placement:
     strategy: str
     segments: list[SegmentCfg]
-    timeline: Timeline
+    timeline: Plan  # the list-scheduled plan (what the emitter emits)
     machine: Machine
     tpbs: tuple[int, ...]
     evaluations: int = 0

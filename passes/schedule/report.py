@@ -1,4 +1,5 @@
-"""The schedule report: per op unit, TPBs, tile shape, HBSM bytes, predicted cycles; critical path."""
+"""The schedule report, printed from the plan (:mod:`.plan`): per op unit, TPBs, tile shape, HBSM
+bytes, predicted cycles; data movement per CCB DMA engine; critical path."""
 
 from __future__ import annotations
 
@@ -72,6 +73,14 @@ def format_report(pl: Placement, title: str = "") -> str:
         util = total_macs / (tl.makespan * peak * len(used))
         out.append(f"TCU utilization: {100 * util:.1f}% of the {len(used)} TPBs that compute "
                    f"({total_macs} MACs)")
+    dma = [t for t in tl.tasks if t.unit == "dma"]
+    if dma:
+        per = tl.dma_engine_bytes()
+        bc = [t for t in dma if t.tpb_mask]
+        out.append("data movement: " + ", ".join(
+            f"DMA{e} {per[e] / 1e6:.2f} MB" for e in sorted(per)) +
+            f"; {len(bc)} DRB broadcasts ({sum(t.nbytes for t in bc) / 1e6:.2f} MB sent once to "
+            f"{sum(len(t.dst_tpbs) for t in bc)} TPB buffers)")
     path = critical_path(tl)
     chain = []
     for t in path:
@@ -86,8 +95,6 @@ def format_report(pl: Placement, title: str = "") -> str:
 
 
 def pl_dtype(pl: Placement) -> str:
-    for t in pl.timeline.plans.values():
-        _ = t
     g = getattr(pl, "graph", None)
     if g is not None:
         for o in g.ops:

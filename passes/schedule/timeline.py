@@ -17,12 +17,13 @@ the scheduler's prediction: start/end cycles per task, per op, the makespan and 
 from __future__ import annotations
 
 import bisect
-import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from .cost import CostModel, ceil_div
-from .graph import Op, OpGraph, ScheduleError, geometry, row_window
-from .partition import TilePlan, piece_in_bytes, piece_out_bytes, piece_weight_bytes, tile_piece
+from .graph import Op, OpGraph, ScheduleError, conv_out_hw, dtype_bytes, geometry, row_window
+from .partition import TilePlan, tile_piece
+from .plan import (BufferUse, Plan, PlanPiece, PlanTask, Unit, conv_window, image_parts, image_rows,
+                   op_family, row_view)
 
 
 @dataclass(frozen=True)
@@ -66,65 +67,6 @@ class SegmentCfg:
     @property
     def ops(self) -> tuple[str, ...]:
         return tuple(s.op for s in self.stages)
-
-
-@dataclass
-class Task:
-    id: int
-    kind: str  # dma-in | dma-out | compute | copy
-    unit: str  # tcu cvu dtdu csu dma
-    tpb: int  # executing TPB (-1: a CCB DMA engine)
-    op: str
-    tensor: str
-    nbytes: float
-    cycles: float
-    deps: list[int]
-    segment: int = 0
-    band: int = 0
-    col: int = 0
-    dst_tpbs: tuple[int, ...] = ()
-    src: str = ""  # ddr | sram | hbsm
-    dst: str = ""
-    engine: int = -1
-    macs: int = 0
-    start: float = 0.0
-    end: float = 0.0
-    crit_pred: int = -1  # the task whose end fixed this task's start
-
-    @property
-    def resource(self) -> tuple[str, int]:
-        return ("dma", self.engine) if self.unit == "dma" else (self.unit, self.tpb)
-
-
-@dataclass
-class BufferUse:
-    """An HBSM buffer a TPB needs during a segment (lifetime in predicted cycles)."""
-    tpb: int
-    name: str
-    op: str
-    role: str
-    slot_bytes: int
-    slots: int
-    unit: str
-    start: float = 0.0
-    end: float = 0.0
-
-    @property
-    def nbytes(self) -> int:
-        return self.slot_bytes * self.slots
-
-
-@dataclass
-class Timeline:
-    tasks: list[Task] = field(default_factory=list)
-    buffers: list[BufferUse] = field(default_factory=list)
-    plans: dict[str, TilePlan] = field(default_factory=dict)
-    segments: list[SegmentCfg] = field(default_factory=list)
-    seg_spans: list[tuple[float, float]] = field(default_factory=list)
-
-    @property
-    def makespan(self) -> float:
-        return max((t.end for t in self.tasks), default=0.0)
 
 
 def memory_of(cm: CostModel, g: OpGraph, tensor: str) -> str:
@@ -225,30 +167,35 @@ class Scheduler:
         return (self.cm.machine.hbsm_bytes // n) // bw * bw
 
     # ------------------------------------------------------------------ task building
-    def build(self, segs: list[SegmentCfg], isolated: bool = False) -> Timeline:
-        """Tasks of ``segs`` scheduled in order. ``isolated``: inputs are ready at cycle 0 (search)."""
-        tl = Timeline(segments=list(segs))
-        st = _State(self, tl)
+    def build(self, segs: list[SegmentCfg], isolated: bool = False) -> Plan:
+        """The plan of ``segs`` (tasks list-scheduled in order). ``isolated``: inputs are ready at
+        cycle 0 (search)."""
+        tl = Plan(segments=list(segs))
+        st = _Builder(self, tl)
         for si, seg in enumerate(segs):
             st.segment(si, seg, isolated)
         return tl
 
 
-class _State:
-    def __init__(self, s: Scheduler, tl: Timeline):
+class _Builder:
+    """Builds the plan's tasks in program order, one per instruction, and list-schedules each task
+    as it is created (creation order == program order per in-order resource)."""
+
+    def __init__(self, s: Scheduler, tl: Plan):
         self.s = s
         self.cm = s.cm
         self.g = s.g
         self.tl = tl
         self.free: dict[tuple[str, int], float] = {}
         self.last_on_res: dict[tuple[str, int], int] = {}
-        self.written: dict[str, list[int]] = {}  # tensor in memory -> dma-out task ids
-        self.tpb_last: dict[int, int] = {}  # TPB -> last task id touching it (segment barrier)
+        self.written: dict[str, int] = {}  # tensor in memory -> its last-ending writer task
+        self.seg_touch: dict[int, int] = {}  # TPB -> last-ending task touching it (this segment)
+        self.barrier: dict[int, int] = {}  # TPB -> the previous segment's end there
         self.dma_busy: dict[int, list[list[float]]] = {}
 
-    # a task is scheduled as soon as it is created (creation order == program order per resource)
-    def add(self, **kw) -> Task:
-        t = Task(id=len(self.tl.tasks), **kw)
+    # ------------------------------------------------------------------ list scheduling
+    def add(self, **kw) -> PlanTask:
+        t = PlanTask(id=len(self.tl.tasks), **kw)
         ready, pred = 0.0, -1
         for d in t.deps:
             e = self.tl.tasks[d].end
@@ -279,209 +226,45 @@ class _State:
         t.crit_pred = pred
         self.last_on_res[t.resource] = t.id
         self.tl.tasks.append(t)
+        if self.piece is not None:
+            self.piece.tasks.append(t.id)
         return t
 
+    def _touch(self, tpb: int, tid: int) -> None:
+        prev = self.seg_touch.get(tpb)
+        if prev is None or self.tl.tasks[prev].end <= self.tl.tasks[tid].end:
+            self.seg_touch[tpb] = tid
+
+    def _bar(self, tpb: int) -> list[int]:
+        return [self.barrier[tpb]] if tpb in self.barrier else []
+
+    def _mem_deps(self, tensor: str) -> list[int]:
+        return [self.written[tensor]] if tensor in self.written and not self.isolated else []
+
+    def _wrote(self, tensor: str, tid: int) -> None:
+        prev = self.written.get(tensor)
+        if prev is None or self.tl.tasks[prev].end <= self.tl.tasks[tid].end:
+            self.written[tensor] = tid
+
+    # ------------------------------------------------------------------ segments
     def segment(self, si: int, seg: SegmentCfg, isolated: bool) -> None:
+        self.isolated = isolated
+        self.piece: PlanPiece | None = None
+        # per TPB the end of the last segment that used it (its HBSM is reused)
+        self.barrier.update(self.seg_touch)
+        self.seg_touch = {}
+        start = len(self.tl.tasks)
+        pieces: list[PlanPiece] = []
+        self.tl.pieces.append(pieces)
         if seg.kind == "dma":
-            return self._dma_segment(si, seg, isolated)
-        g, cm, s = self.g, self.cm, self.s
-        seg_ops = set(seg.ops)
-        seg_tpbs = sorted({t for st in seg.stages for t in st.tpbs})
-        # segment barrier per TPB: its first task waits for the TPB's previous segment to end
-        barrier = {t: self.tpb_last[t] for t in seg_tpbs if t in self.tpb_last}
-        seg_start_task = len(self.tl.tasks)
-        consumers_outside = self._outside_consumers(seg_ops)
-        # per stage: tile plan, piece tasks per (band, col)
-        stage_out: dict[str, dict[tuple[int, int], int]] = {}  # op -> (band, col) -> compute task
-        stage_of: dict[str, StageCfg] = {st.op: st for st in seg.stages}
-
-        def bar(tpb: int) -> list[int]:
-            return [barrier[tpb]] if tpb in barrier else []
-
-        # weights: resident parts broadcast once at segment start
-        plans: dict[str, TilePlan] = {}
-        for st in seg.stages:
-            op = s.ops[st.op]
-            geo = s.geo(op)
-            budget = s.stage_budget(seg, st)
-            rows_b = ceil_div(geo.rows, max(1, st.bands))
-            cols_b = ceil_div(geo.cols, st.gc)
-            plan = s.tile(op, rows_b, cols_b, budget)
-            plans[st.op] = plan
-            self.tl.plans[st.op] = plan
-        weight_task: dict[tuple[str, int], list[int]] = {}
-        chunk_bytes = cm.machine.hbsm_bytes // 16  # DMA granule that lets compute start early
-        for st in seg.stages:
-            op = s.ops[st.op]
-            plan = plans[st.op]
-            if not plan.weight_resident:
-                continue
-            geo = s.geo(op)
-            for j in range(st.gc):
-                tp = tuple(st.tpbs[r * st.gc + j] for r in range(st.gr))
-                nb = piece_weight_bytes(g, op, ceil_div(geo.cols, st.gc))
-                if nb <= 0:
-                    continue
-                deps = sorted({d for t in tp for d in bar(t)})
-                n_w = max(1, min(8, ceil_div(int(nb), chunk_bytes)))
-                weight_task[(op.name, j)] = [
-                    self.add(kind="dma-in", unit="dma", tpb=-1, op=op.name,
-                             tensor=",".join(x.name for x in g.weights(op)), nbytes=nb / n_w,
-                             cycles=cm.dma_cycles(nb / n_w, "ddr"), deps=deps, segment=si, col=j,
-                             dst_tpbs=tp, src="ddr", dst="hbsm").id for _ in range(n_w)]
-
-        # bands, round-major across stages so that pipelines interleave in program order
-        slot_hist: dict[tuple[str, int, str], list[int]] = {}  # (op, tpb, role) -> task ids (slots)
-        out_readers: dict[tuple[str, int, int], list[int]] = {}  # (op, band, col) -> readers
-
-        def slot_dep(key: tuple[str, int, str], slots: int) -> list[int]:
-            h = slot_hist.get(key, [])
-            return [h[-slots]] if len(h) >= slots else []
-
-        act_chunks: dict[tuple[str, int], list[int]] = {}  # (op, band) -> DMA ids (row broadcast)
-        w_chunks: dict[tuple[str, int, int], list[int]] = {}  # (op, round, col) -> DMA ids
-        lag = self._lags(seg)
-        n_waves = max(st.bands + lag[st.op] for st in seg.stages)
-        for w in range(n_waves):
-            for st in seg.stages:
-                b = w - lag[st.op]
-                if not 0 <= b < st.bands:
-                    continue
-                op = s.ops[st.op]
-                plan = plans[st.op]
-                geo = s.geo(op)
-                lo, hi = band_rows(geo.rows, st.bands, b)
-                if hi <= lo:
-                    continue
-                rnd = st.round_of(b)
-                row_tpbs = tuple(st.tpbs[st.row_of(b) * st.gc + j] for j in range(st.gc))
-                unit = _unit_of(op.unit)
-                for j in range(st.gc):
-                    tpb = row_tpbs[j]
-                    c0, c1 = band_rows(geo.cols, st.gc, j)
-                    cols = c1 - c0
-                    n_instr = max(1, ceil_div(hi - lo, plan.tr) * ceil_div(cols, plan.tc)
-                                  * ceil_div(plan.k, plan.tk))
-                    deps: list[int] = list(bar(tpb))
-                    wids = weight_task.get((op.name, j), [])
-                    # activation inputs: streamed from a producer stage, or from memory
-                    mem_in_bytes = 0.0
-                    mem_src = "sram"
-                    mem_deps: list[int] = []
-                    mem_parts: list[tuple[float, str]] = []  # (bytes, memory) per input tensor
-                    for tname in op.inputs:
-                        tt = g.tensors[tname]
-                        if tt.kind == "weight":
-                            continue
-                        prod = s.producers.get(tname)
-                        win = input_window(g, op, tname, lo, hi)
-                        if prod is not None and prod.name in seg_ops and prod.name in stage_out:
-                            deps += self._stream(si, seg, stage_of[prod.name], prod, tname, win,
-                                                 tpb, stage_out[prod.name], out_readers, b)
-                        else:
-                            # a row band is the same for every column part: count it once
-                            part = self._in_bytes(op, tname, lo, hi, geo.cols, win)
-                            mem_in_bytes += part
-                            mem_parts.append((part, memory_of(cm, g, tname)))
-                            if memory_of(cm, g, tname) == "ddr":
-                                mem_src = "ddr"
-                            if not isolated and tname in self.written:
-                                mem_deps.append(max(self.written[tname],
-                                                    key=lambda i: self.tl.tasks[i].end))
-                    w_stream = 0.0 if plan.weight_resident else piece_weight_bytes(g, op, cols)
-                    n_chunks = min(8, max(n_instr, ceil_div(int(mem_in_bytes + w_stream),
-                                                            chunk_bytes)))
-                    chunk_deps: list[list[int]] = [[] for _ in range(n_chunks)]
-                    if mem_in_bytes > 0:
-                        key = (op.name, b)
-                        if key not in act_chunks:  # one DRB broadcast to the band's column TPBs
-                            ids = []
-                            for c in range(n_chunks):
-                                sd = [d for tp in row_tpbs for d in slot_dep((op.name, tp, "in"), 2)]
-                                nb = mem_in_bytes / n_chunks
-                                ids.append(self.add(
-                                    kind="dma-in", unit="dma", tpb=-1, op=op.name,
-                                    tensor=",".join(x for x in op.inputs if g.tensors[x].kind != "weight"),
-                                    # fidelity (issue 9): one DMA per input tensor, each
-                                    # with its own setup/latency, as the emitter sends them
-                                    nbytes=nb, cycles=sum(cm.dma_cycles(pb / n_chunks, ps)
-                                                          for pb, ps in mem_parts),
-                                    deps=mem_deps + [d for tp in row_tpbs for d in bar(tp)] + sd,
-                                    segment=si, band=b, col=-1, dst_tpbs=row_tpbs, src=mem_src,
-                                    dst="hbsm").id)
-                            act_chunks[key] = ids
-                        ids = act_chunks[key]
-                        for c in range(n_chunks):
-                            chunk_deps[c].append(ids[min(c, len(ids) - 1)])
-                    if w_stream > 0:
-                        key3 = (op.name, rnd, j)
-                        if key3 not in w_chunks:  # broadcast to this round's TPBs of column j
-                            col_tpbs = tuple(st.tpbs[r * st.gc + j] for r in st.rows_in_round(rnd))
-                            ids = []
-                            for c in range(n_chunks):
-                                sd = [d for tp in col_tpbs for d in slot_dep((op.name, tp, "w"), 2)]
-                                nb = w_stream / n_chunks
-                                ids.append(self.add(
-                                    kind="dma-in", unit="dma", tpb=-1, op=op.name,
-                                    tensor=",".join(x.name for x in g.weights(op)), nbytes=nb,
-                                    cycles=cm.dma_cycles(nb, "ddr"),
-                                    deps=[d for tp in col_tpbs for d in bar(tp)] + sd,
-                                    segment=si, band=b, col=j, dst_tpbs=col_tpbs, src="ddr",
-                                    dst="hbsm").id)
-                            w_chunks[key3] = ids
-                        ids = w_chunks[key3]
-                        for c in range(n_chunks):
-                            chunk_deps[c].append(ids[min(c, len(ids) - 1)])
-                    # compute: one task per input chunk (instructions grouped evenly)
-                    n_comp = n_chunks if (mem_in_bytes > 0 or w_stream > 0) else 1
-                    macs_total = (hi - lo) * geo.row_elems * cols * geo.k \
-                        if op.unit in ("tcu.matmul", "tcu.conv2d") else 0
-                    per = plan.cycles * ((hi - lo) / plan.rows) * (cols / plan.cols) / n_comp
-                    out_key = (op.name, tpb, "out")
-                    last = None
-                    # resident weights: chunks are row tiles (each needs the whole weight and
-                    # yields final output rows, stored at once); streamed weights: K chunks
-                    row_mode = plan.weight_resident and n_comp > 1
-                    outside = op.outputs[0] in consumers_outside
-                    stores: list[int] = []
-                    for c in range(n_comp):
-                        cdeps = (list(deps) if c == 0 else []) + (chunk_deps[c] if c < len(chunk_deps) else [])
-                        if wids:
-                            cdeps.append(wids[-1] if row_mode else
-                                         wids[min(len(wids) - 1, ((c + 1) * len(wids) - 1) // n_comp)])
-                        if c == 0:
-                            for rd in slot_dep(out_key, 2):
-                                cdeps += out_readers.get(("#slot", rd, 0), [])
-                        t = self.add(kind="compute", unit=unit, tpb=tpb, op=op.name,
-                                     tensor=op.outputs[0], nbytes=0.0, cycles=per, deps=cdeps,
-                                     segment=si, band=b, col=j, macs=macs_total // n_comp)
-                        slot_hist.setdefault((op.name, tpb, "in"), []).append(t.id)
-                        slot_hist.setdefault((op.name, tpb, "w"), []).append(t.id)
-                        last = t
-                        if outside and (row_mode or c == n_comp - 1):
-                            # outputs needed outside the segment go to memory (SRAM or DDR)
-                            nb = piece_out_bytes(g, op, hi - lo, cols) / (n_comp if row_mode else 1)
-                            loc = memory_of(cm, g, op.outputs[0])
-                            o = self.add(kind="dma-out", unit="dma", tpb=-1, op=op.name,
-                                         tensor=op.outputs[0], nbytes=nb,
-                                         cycles=cm.dma_cycles(nb, loc), deps=[t.id], segment=si,
-                                         band=b, col=j, dst_tpbs=(tpb,), src="hbsm", dst=loc)
-                            self.written.setdefault(op.outputs[0], []).append(o.id)
-                            stores.append(o.id)
-                    assert last is not None
-                    slot_hist.setdefault(out_key, []).append(last.id)
-                    out_readers[("#slot", last.id, 0)] = list(stores)
-                    stage_out.setdefault(op.name, {})[(b, j)] = last.id
-        # segment end: record the last task per TPB
-        for t in self.tl.tasks[seg_start_task:]:
-            for tp in ((t.tpb,) if t.tpb >= 0 else ()) + t.dst_tpbs:
-                prev = self.tpb_last.get(tp)
-                if prev is None or self.tl.tasks[prev].end <= t.end:
-                    self.tpb_last[tp] = t.id
-        seg_tasks = self.tl.tasks[seg_start_task:]
-        span = (min((t.start for t in seg_tasks), default=0.0), max((t.end for t in seg_tasks), default=0.0))
+            self._dma_segment(si, seg, pieces)
+        else:
+            self._compute_segment(si, seg, pieces)
+        seg_tasks = self.tl.tasks[start:]
+        span = (min((t.start for t in seg_tasks), default=0.0),
+                max((t.end for t in seg_tasks), default=0.0))
         self.tl.seg_spans.append(span)
-        if isolated:  # the search only needs the makespan
+        if isolated or seg.kind == "dma":
             return
         # HBSM buffers: every TPB of a stage holds the plan's buffers for the segment's span there
         life: dict[int, list[float]] = {}
@@ -491,35 +274,329 @@ class _State:
                 lf[0] = min(lf[0], t.start)
                 lf[1] = max(lf[1], t.end)
         for st in seg.stages:
-            plan = plans[st.op]
+            plan = self.tl.plans[st.op]
             for tp in st.tpbs:
                 a, e = life.get(tp, span)
                 for buf in plan.buffers:
                     self.tl.buffers.append(BufferUse(tp, f"{st.op}.{buf.role}", st.op, buf.role,
                                                      buf.slot_bytes, buf.slots, buf.unit, a, e))
 
-    def _dma_segment(self, si: int, seg: SegmentCfg, isolated: bool) -> None:
-        """A data-movement op (transpose, pad, broadcast, reshape): one CCB DMA memory -> memory."""
+    def _dma_segment(self, si: int, seg: SegmentCfg, pieces: list[PlanPiece]) -> None:
+        """A data-movement op (transpose, pad, broadcast, reshape, slice, concat): CCB DMAs memory
+        -> memory, one per input (a concat moves each part)."""
         g, cm = self.g, self.cm
         op = self.s.ops[seg.stages[0].op]
-        deps = []
-        src = "sram"  # fidelity (issue 9): was always "ddr"; the source is DDR if any input is
-        for tname in op.inputs:
-            if memory_of(cm, g, tname) == "ddr":
-                src = "ddr"
-            if not isolated and tname in self.written:
-                deps.append(max(self.written[tname], key=lambda i: self.tl.tasks[i].end))
-        nb = float(g.out(op).nbytes)
-        start = len(self.tl.tasks)
+        self.piece = p = PlanPiece(op.name, 0, 0, -1, 0, 0, 0, 0, segment=si)
+        pieces.append(p)
+        srcs = op.inputs if len(op.inputs) > 1 else op.inputs[:1]
         dst = memory_of(cm, g, op.outputs[0])
-        # fidelity: memory -> memory is costed end by end by dma_cycles (no HBSM end); a
-        # data-movement segment is one DMA between segments: no other engine shares its links
-        t = self.add(kind="dma-mem", unit="dma", tpb=-1, op=op.name, tensor=op.outputs[0],
-                     nbytes=nb, cycles=cm.dma_cycles(nb, src, 1, dst=dst), deps=deps, segment=si,
-                     src=src, dst=dst)
-        self.written.setdefault(op.outputs[0], []).append(t.id)
-        self.tl.seg_spans.append((t.start, t.end))
-        _ = start
+        ids = []
+        for tname in srcs:
+            nb = float(g.tensors[tname].nbytes if len(srcs) > 1 else g.out(op).nbytes)
+            src = memory_of(cm, g, tname)
+            t = self.add(kind="dma-mem", unit="dma", tpb=-1, op=op.name, tensor=op.outputs[0],
+                         # a data-movement segment runs alone: no other engine shares its links
+                         nbytes=nb, cycles=cm.dma_cycles(nb, src, 1, dst=dst),
+                         deps=self._mem_deps(tname),
+                         segment=si, src=src, dst=dst, role="mem")
+            ids.append(t.id)
+        for i in ids:
+            self._wrote(op.outputs[0], i)
+        self.piece = None
+
+    def _compute_segment(self, si: int, seg: SegmentCfg, pieces: list[PlanPiece]) -> None:
+        g, s = self.g, self.s
+        self.seg_ops = set(seg.ops)
+        self.outside = self._outside_consumers(self.seg_ops)
+        self.by_op: dict[str, list[PlanPiece]] = {}
+        self.hist: dict[tuple[int, str], list[int]] = {}  # (tpb, op) -> compute task ids
+        self.out_readers: dict[tuple[int, str], list[list[int]]] = {}
+        self.readers: dict[int, list[int]] = {}  # piece compute task -> its readers
+        self.wcache: dict[tuple, int] = {}
+        self.acache: dict[tuple, int] = {}  # (op, tensor, tpb, rows) -> broadcast/load task
+        for st in seg.stages:
+            op = s.ops[st.op]
+            geo = s.geo(op)
+            rows_b = ceil_div(geo.rows, max(1, st.bands))
+            cols_b = ceil_div(geo.cols, st.gc)
+            self.tl.plans[st.op] = s.tile(op, rows_b, cols_b, s.stage_budget(seg, st))
+        lag = self._lags(seg)
+        n_waves = max(st.bands + lag[st.op] for st in seg.stages)
+        for w in range(n_waves):  # the wave order: band b of a stage after the producer bands
+            for st in seg.stages:
+                b = w - lag[st.op]
+                if not 0 <= b < st.bands:
+                    continue
+                op = s.ops[st.op]
+                geo = s.geo(op)
+                lo, hi = band_rows(geo.rows, st.bands, b)
+                if hi <= lo:
+                    continue
+                tplan = self.tl.plans[st.op]
+                per = image_rows(g, op)
+                tr, tc = max(1, tplan.tr), max(1, tplan.tc)
+                # row tiles outer, column parts inner: a row tile's input is broadcast to the
+                # TPBs of all column parts at once and each holds it only while it is used
+                for (a0, e0) in image_parts(lo, hi, max(1, per)):
+                    for a in range(a0, e0, tr):
+                        e = min(e0, a + tr)
+                        for j in range(st.gc):
+                            tpb = st.tpbs[st.row_of(b) * st.gc + j]
+                            c0, c1 = band_rows(geo.cols, st.gc, j)
+                            for cc in range(c0, c1, tc):
+                                ce = min(c1, cc + tc)
+                                p = PlanPiece(op.name, b, j, tpb, a, e, cc, ce, segment=si)
+                                self.piece = p
+                                self._piece(si, st, op, p, tplan)
+                                self.piece = None
+                                pieces.append(p)
+                                self.by_op.setdefault(op.name, []).append(p)
+
+    # ------------------------------------------------------------------ one piece
+    def _piece(self, si: int, st: StageCfg, op: Op, p: PlanPiece, tplan: TilePlan) -> None:
+        """The tasks of one instruction tile, in the order the emitter creates its instructions."""
+        g, cm = self.g, self.cm
+        tpb, rows, cols = p.tpb, p.r1 - p.r0, p.c1 - p.c0
+        self.cur = (tpb, op.name)
+        back = self.out_readers.setdefault((tpb, op.name), [])
+        self.out_wait = list(back[-2]) if len(back) >= 2 else []
+        family = op_family(op.unit)
+        out_t = g.out(op)
+        ob = dtype_bytes(out_t.dtype)
+        computes: list[int] = []
+        kw = dict(segment=si, band=p.band, col=p.col)
+
+        def compute(deps: list[int], cyc: float, macs: int) -> int:
+            t = self.add(kind="compute", unit=Unit.of_op(op.unit).value, tpb=tpb, op=op.name,
+                         tensor=op.outputs[0], nbytes=0.0, cycles=cyc,
+                         deps=deps + self._take_out_wait(), macs=macs, **kw)
+            self.hist.setdefault((tpb, op.name), []).append(t.id)
+            self._touch(tpb, t.id)
+            computes.append(t.id)
+            return t.id
+
+        if family in ("matmul", "conv"):
+            conv = family == "conv"
+            x_t, w_t = op.inputs[0], op.inputs[1]
+            bias = op.inputs[2] if len(op.inputs) > 2 else None
+            xb = dtype_bytes(g.tensors[x_t].dtype)
+            wt = g.tensors[w_t]
+            geo = self.s.geo(op)
+            if conv:
+                a = op.attrs
+                H, W, C = a["h"], a["w"], a["c"]
+                n0, i0, i1, _, _ = conv_window(a, p.r0, rows, a.get("dilation", (1, 1))[0])
+                kwin = a["kh"] * a["kw"]
+                kk = C
+                if tplan.tk < tplan.k:
+                    kk = max(1, tplan.tk // kwin)
+                x_rows, x_full_dims = (n0 * H + i0, n0 * H + i1), (i1 - i0, W, C)
+                chunk_bytes = lambda kc: (i1 - i0) * W * kc * xb  # noqa: E731
+                K, unit_k = C, kwin
+            else:
+                k = op.attrs["k"]
+                kk = tplan.tk if tplan.tk < k else k
+                x_rows, x_full_dims = (p.r0, p.r1), (rows, 1, k)
+                chunk_bytes = lambda kc: rows * kc * xb  # noqa: E731
+                K, unit_k = k, 1
+            resident = tplan.weight_resident
+            streamed = self._streamed(x_t)
+            x_deps: list[int] = []
+            if streamed or kk == K:
+                row_tpbs = tuple(st.tpbs[st.row_of(p.band) * st.gc + jj] for jj in range(st.gc))
+                x_deps = self._act_in(si, op, x_t, x_rows, x_full_dims, None, tpb,
+                                      float(x_full_dims[0] * x_full_dims[1] * x_full_dims[2] * xb),
+                                      row_tpbs)
+            chunks = list(range(0, K, kk))
+            prev = -1
+            for ci, k0 in enumerate(chunks):
+                kc = min(kk, K - k0)
+                last = ci == len(chunks) - 1
+                if kk == K:
+                    deps = list(x_deps)
+                elif streamed:
+                    deps = list(x_deps) if ci == 0 else []
+                else:
+                    deps = [self._load(op, x_t, tpb, chunk_bytes(kc), "act").id]
+                if wt.kind == "weight":
+                    deps.append(self._weight(st, op, w_t, tpb, p.c0, p.c1, p.col,
+                                             None if kk == K else k0, kc * unit_k * cols
+                                             * dtype_bytes(wt.dtype), resident))
+                else:
+                    deps.append(self._load(op, w_t, tpb, kc * cols * dtype_bytes(wt.dtype),
+                                           "b").id)
+                if ci > 0:
+                    deps.append(prev)
+                if last and bias:
+                    deps.append(self._weight(st, op, bias, tpb, p.c0, p.c1, p.col, None,
+                                             cols * dtype_bytes(g.tensors[bias].dtype), resident,
+                                             role="bias"))
+                macs = rows * geo.row_elems * cols * kc * unit_k
+                prev = compute(deps, cm.piece_cycles(g, op, rows, cols, kc * unit_k), macs)
+            p.out_dims = (rows, geo.row_elems, cols)
+        elif family == "cvu":
+            E = row_view(out_t.shape)[1]
+            deps = []
+            tile_b = rows * E * cols
+            for tname in op.inputs:
+                t = g.tensors[tname]
+                if t.kind == "weight" or not self._streamed(tname):
+                    nb = min(float(t.nbytes), tile_b * dtype_bytes(t.dtype))
+                    deps.append(self._load(op, tname, tpb, nb, "act").id)
+                else:
+                    deps += self._act_in(si, op, tname, (p.r0, p.r1), (rows, E, cols),
+                                         (p.c0, p.c1), tpb, tile_b * dtype_bytes(t.dtype))
+            compute(deps, cm.piece_cycles(g, op, rows, cols), 0)
+            p.out_dims = (rows, E, cols)
+        elif family == "reduce":
+            x_t = op.inputs[0]
+            _, E, C = row_view(g.tensors[x_t].shape)
+            deps = self._act_in(si, op, x_t, (p.r0, p.r1), (rows, E, C), None, tpb,
+                                rows * E * C * dtype_bytes(g.tensors[x_t].dtype))
+            compute(deps, cm.piece_cycles(g, op, rows, cols), 0)
+            p.out_dims = (rows, E, 1)
+        elif family == "pool":
+            a = op.attrs
+            H, W = a["h"], a["w"]
+            n0, i0, i1, _, _ = conv_window(a, p.r0, rows, 1)
+            x_t = op.inputs[0]
+            nb = (i1 - i0) * W * cols * dtype_bytes(g.tensors[x_t].dtype)
+            if self._streamed(x_t) and a.get("layout") != "nchw":
+                deps = self._act_in(si, op, x_t, (n0 * H + i0, n0 * H + i1), (i1 - i0, W, cols),
+                                    (p.c0, p.c1), tpb, nb)
+            else:
+                deps = [self._load(op, x_t, tpb, nb, "act").id]
+            compute(deps, cm.piece_cycles(g, op, rows, cols), 0)
+            p.out_dims = (rows, conv_out_hw(a)[1], cols)
+        else:
+            raise ScheduleError(f"op '{op.name}' ({op.unit}): no lowering family")
+        p.compute = computes[-1]
+        readers: list[int] = []
+        self.readers[p.compute] = readers
+        back.append(readers)
+        if op.outputs[0] in self.outside:
+            # outputs needed outside the segment go to memory (SRAM or DDR)
+            p.store = True
+            nb = float(p.out_dims[0] * p.out_dims[1] * p.out_dims[2] * ob)
+            loc = memory_of(cm, g, op.outputs[0])
+            o = self.add(kind="dma-out", unit="dma", tpb=-1, op=op.name, tensor=op.outputs[0],
+                         nbytes=nb, cycles=cm.dma_cycles(nb, "hbsm", dst=loc), deps=[p.compute],
+                         segment=si,
+                         band=p.band, col=p.col, dst_tpbs=(tpb,), src="hbsm", dst=loc, role="out")
+            self._wrote(op.outputs[0], o.id)
+            readers.append(o.id)
+            self._touch(tpb, o.id)
+        self.cur = None
+
+    def _take_out_wait(self) -> list[int]:
+        w, self.out_wait = self.out_wait, []
+        return w + (self._bar(self.cur[0]) if self.cur else [])
+
+    def _slot_deps(self) -> list[int]:
+        h = self.hist.get(self.cur, []) if self.cur else []
+        return [h[-2]] if len(h) >= 2 else []
+
+    def _streamed(self, tensor: str) -> bool:
+        prod = self.s.producers.get(tensor)
+        return prod is not None and prod.name in self.seg_ops and prod.name in self.by_op
+
+    def _load(self, op: Op, tensor: str, tpb: int, nbytes: float, role: str,
+              slot: bool = True) -> PlanTask:
+        """A DMA from memory into a fresh HBSM buffer of ``tpb``."""
+        src = "ddr" if self.g.tensors[tensor].kind == "weight" else memory_of(self.cm, self.g, tensor)
+        deps = self._mem_deps(tensor) + self._bar(tpb) + (self._slot_deps() if slot else [])
+        return self.add(kind="dma-in", unit="dma", tpb=-1, op=op.name, tensor=tensor,
+                        nbytes=nbytes, cycles=self.cm.dma_cycles(nbytes, src), deps=deps,
+                        segment=self.piece.segment, band=self.piece.band, col=self.piece.col,
+                        dst_tpbs=(tpb,), src=src, dst="hbsm", role=role)
+
+    def _broadcast(self, op: Op, tensor: str, tpbs: tuple[int, ...], nbytes: float) -> PlanTask:
+        """One DRB broadcast of an input tile into a fresh buffer of every TPB of ``tpbs``; it
+        waits for the slot it refills on each of them (double buffering)."""
+        src = memory_of(self.cm, self.g, tensor)
+        deps = self._mem_deps(tensor)
+        for x in tpbs:
+            h = self.hist.get((x, op.name), [])
+            deps += self._bar(x) + ([h[-2]] if len(h) >= 2 else [])
+        return self.add(kind="dma-in", unit="dma", tpb=-1, op=op.name, tensor=tensor,
+                        nbytes=nbytes, cycles=self.cm.dma_cycles(nbytes, src, broadcast=True),
+                        deps=deps, segment=self.piece.segment, band=self.piece.band, col=-1,
+                        dst_tpbs=tpbs,
+                        src=src, dst="hbsm", role="act")
+
+    def _weight(self, st: StageCfg, op: Op, tensor: str, tpb: int, c0: int, c1: int, j: int,
+                k0: int | None, nbytes: float, resident: bool, role: str = "w") -> int:
+        """Columns [c0, c1) of a weight (K chunk at ``k0``) in the HBSM of ``tpb``: resident
+        weights are loaded once per TPB -- by one DRB broadcast to every TPB of the column part
+        that computes a band -- streamed ones per instruction."""
+        key = (op.name, tpb, c0, c1, tensor, k0)
+        if key in self.wcache:
+            return self.wcache[key]
+        if resident and st.gr > 1:
+            rows = sorted({st.row_of(b) for b in range(st.bands)})
+            tpbs = tuple(st.tpbs[r * st.gc + j] for r in rows)
+            if tpb in tpbs and len(tpbs) > 1:
+                deps = self._mem_deps(tensor) + [d for t in tpbs for d in self._bar(t)]
+                t = self.add(kind="dma-in", unit="dma", tpb=-1, op=op.name, tensor=tensor,
+                             nbytes=nbytes, cycles=self.cm.dma_cycles(nbytes, "ddr", broadcast=True),
+                             deps=deps,
+                             segment=self.piece.segment, band=self.piece.band, col=j,
+                             dst_tpbs=tpbs, src="ddr", dst="hbsm", role=role)
+                for x in tpbs:
+                    self.wcache[(op.name, x, c0, c1, tensor, k0)] = t.id
+                return t.id
+        t = self._load(op, tensor, tpb, nbytes, role, slot=not resident)
+        if resident:
+            self.wcache[key] = t.id
+        return t.id
+
+    def _act_in(self, si: int, op: Op, tensor: str, rows: tuple[int, int],
+                bshape: tuple[int, int, int], cols: tuple[int, int] | None, tpb: int,
+                nbytes: float, row_tpbs: tuple[int, ...] = ()) -> list[int]:
+        """Rows [rows) of ``tensor`` on ``tpb``: copies from the producer pieces of this segment
+        (read in place when one piece on this TPB has exactly that box), or one load. With
+        ``row_tpbs`` (a whole-K row tile, the same for every column part and column tile) the load
+        is shared: one DRB broadcast to ``row_tpbs`` (or one load) that all those pieces read."""
+        prod = self.s.producers.get(tensor)
+        if not (prod is not None and prod.name in self.seg_ops and prod.name in self.by_op):
+            if not row_tpbs:
+                return [self._load(op, tensor, tpb, nbytes, "act").id]
+            key = (op.name, tensor, tpb, rows)
+            if key not in self.acache:
+                if len(row_tpbs) > 1:
+                    t = self._broadcast(op, tensor, row_tpbs, nbytes)
+                else:
+                    t = self._load(op, tensor, tpb, nbytes, "act")
+                for x in row_tpbs:
+                    self.acache[(op.name, tensor, x, rows)] = t.id
+            return [self.acache[key]]
+        a0, a1 = rows
+        k0, k1 = cols if cols is not None else (0, bshape[-1])
+        qs = self.by_op[prod.name]
+        over = [q for q in qs if max(a0, q.r0) < min(a1, q.r1) and max(k0, q.c0) < min(k1, q.c1)]
+        if len(over) == 1 and over[0].tpb == tpb and (over[0].r0, over[0].r1) == (a0, a1) and \
+                (over[0].c0, over[0].c1) == (k0, k1) and over[0].out_dims == tuple(bshape):
+            return [over[0].compute]  # same TPB, same box: read in place
+        dt = dtype_bytes(self.g.tensors[tensor].dtype)
+        out = []
+        for q in qs:
+            a, e = max(a0, q.r0), min(a1, q.r1)
+            qc0, qc1 = max(k0, q.c0), min(k1, q.c1)
+            if e <= a or qc1 <= qc0:
+                continue
+            nb = float((e - a) * q.out_dims[1] * (qc1 - qc0) * dt)
+            c = self.add(kind="copy", unit="dtdu", tpb=q.tpb, op=prod.name, tensor=tensor,
+                         nbytes=nb, cycles=self.cm.mesh_cycles(nb, q.tpb, tpb),
+                         deps=[q.compute] + self._slot_deps() + self._bar(tpb), segment=si,
+                         band=self.piece.band, col=q.col, dst_tpbs=(tpb,), src="hbsm",
+                         dst="hbsm", role="act")
+            self.readers[q.compute].append(c.id)
+            self._touch(tpb, c.id)
+            self._touch(q.tpb, c.id)
+            out.append(c.id)
+        if not out:
+            raise ScheduleError(f"internal: no producer piece of '{tensor}' covers rows {rows}")
+        return out
 
     def _lags(self, seg: SegmentCfg) -> dict[str, int]:
         """Wave offset of each stage: band b of a stage is emitted in wave b + lag, after every
@@ -562,56 +639,6 @@ class _State:
                     out.add(t)
         return out
 
-    def _in_bytes(self, op: Op, tname: str, lo: int, hi: int, cols: int,
-                  win: tuple[int, int] | None) -> float:
-        g = self.g
-        t = g.tensors[tname]
-        acts = [x for x in op.inputs if g.tensors[x].kind != "weight"]
-        if tname == acts[0]:
-            return piece_in_bytes(g, op, hi - lo, cols) if op.unit.startswith("tcu") or \
-                op.unit == "cvu.pool" else piece_in_bytes(g, op, hi - lo, cols)
-        if win is None:
-            return float(t.nbytes)
-        rows = math.prod(t.shape[:-1]) if len(t.shape) > 1 else 1
-        geo = self.s.geo(op)
-        return t.nbytes * (win[1] - win[0]) / max(1, rows) * cols / max(1, geo.cols)
-
-    def _stream(self, si: int, seg: SegmentCfg, pst: StageCfg, prod: Op, tname: str,
-                win: tuple[int, int] | None, tpb: int, produced: dict[tuple[int, int], int],
-                out_readers: dict, band: int) -> list[int]:
-        """Copies of the producer bands overlapping ``win`` to ``tpb``; returns their task ids."""
-        g, cm = self.g, self.cm
-        pgeo = self.s.geo(prod)
-        t = g.tensors[tname]
-        deps: list[int] = []
-        if win is None:
-            qs = range(pst.bands)
-        else:
-            qs = range(self.s.band_of(pgeo.rows, pst.bands, win[0]),
-                       self.s.band_of(pgeo.rows, pst.bands, max(win[0], win[1] - 1)) + 1)
-        items = [((q, j), produced[(q, j)]) for q in qs for j in range(pst.gc) if (q, j) in produced]
-        for (q, j), ptask in items:
-            plo, phi = band_rows(pgeo.rows, pst.bands, q)
-            if win is not None:
-                a, e = max(plo, win[0]), min(phi, win[1])
-                if e <= a:
-                    continue
-            else:
-                a, e = plo, phi
-            nb = t.nbytes * (e - a) / max(1, pgeo.rows) / pst.gc
-            src_tpb = self.tl.tasks[ptask].tpb
-            if src_tpb == tpb:
-                deps.append(ptask)
-                out_readers.setdefault(("#slot", ptask, 0), []).append(ptask)
-                continue
-            c = self.add(kind="copy", unit="dtdu", tpb=src_tpb, op=prod.name, tensor=tname,
-                         nbytes=nb, cycles=cm.mesh_cycles(nb, src_tpb, tpb), deps=[ptask],
-                         segment=si, band=band, col=j, dst_tpbs=(tpb,), src="hbsm", dst="hbsm")
-            out_readers.setdefault(("#slot", ptask, 0), []).append(c.id)
-            deps.append(c.id)
-        if win is not None and not deps and produced:
-            raise ScheduleError(f"internal: no producer band of '{tname}' covers rows {win}")
-        return deps
 
 
 def _gap(blocks: list[list[float]], ready: float, dur: float) -> tuple[float, int]:
@@ -647,11 +674,7 @@ def _insert(blocks: list[list[float]], i: int, a: float, e: float) -> None:
     blocks.insert(i, [a, e])
 
 
-def _unit_of(u: str) -> str:
-    return u.split(".")[0] if u.split(".")[0] in ("tcu", "cvu", "dtdu", "csu") else "cvu"
-
-
-def critical_path(tl: Timeline) -> list[Task]:
+def critical_path(tl: Plan) -> list[PlanTask]:
     """The chain of tasks that fixed the makespan (each task's start was set by the previous)."""
     if not tl.tasks:
         return []

@@ -17,22 +17,23 @@
 // The weights both TPBs need travel once over the DRB into buffers at one (yet unknown) offset.
 // CHECK:      %[[W0:[0-9]+]] = hbsm.alloc {m100.bcast = [[G:[0-9]+]] : i64} : !hbsm.buffer<hbsm[0], 32x64xf32>
 // CHECK-NEXT: %[[W1:[0-9]+]] = hbsm.alloc {m100.bcast = [[G]] : i64} : !hbsm.buffer<hbsm[1], 32x64xf32>
-// CHECK:      tpb.dma engine {{[01]}} src(%{{[0-9]+}}, #twu.access<affine_map<(d0, d1) -> (d0, d1)>, [32, 64]>) dst(%[[W0]]) {tpb_mask = 3, pred_start = {{[0-9]+}}, pred_end = {{[0-9]+}}}
-// CHECK:      %[[T:[0-9]+]] = tpb.dma engine {{[01]}} src(%0, #twu.access<affine_map<(d0, d1, d2) -> (d0, d2)>, [32, 1, 32]>) dst(%[[A]])
+// CHECK-DAG:  tpb.dma engine {{[01]}} src(%{{[0-9]+}}, #twu.access<affine_map<(d0, d1) -> (d0, d1)>, [32, 64]>) dst(%[[W0]]) {tpb_mask = 3, pred_start = {{[0-9]+}}, pred_end = {{[0-9]+}}}
+// CHECK-DAG:  %[[T:[0-9]+]] = tpb.dma engine {{[01]}} src(%0, #twu.access<affine_map<(d0, d1, d2) -> (d0, d2)>, [32, 1, 32]>) dst(%[[A]])
 // CHECK:      tpb.matmul tpb 0 a(%[[A]]) b(%[[W0]]) c(%{{[0-9]+}}) bias(%{{[0-9]+}}) after(%[[T]], {{.*}}) {m = 32, n = 64, k = 32, act = "relu", pred_start
 // CHECK:      tpb.matmul tpb 1 a(%{{[0-9]+}}) b(%[[W1]])
 // The second row band of the result is stored from TPB 1.
 // CHECK:      tpb.dma engine {{[01]}} src(%{{[0-9]+}}) dst(%1, #twu.access<affine_map<(d0, d1, d2) -> ((d0 + 32), d2)>, [32, 1, 16]>)
 
 // SINGLE-NOT: tpb 1
-// SINGLE:     tpb.matmul tpb 0 {{.*}} {m = 64, n = 64, k = 32, act = "relu"
-// SINGLE:     tpb.matmul tpb 0 {{.*}} {m = 64, n = 16, k = 64
+// SINGLE:     tpb.matmul tpb 0 {{.*}} {m = {{32|64}}, n = 64, k = 32, act = "relu"
+// SINGLE:     tpb.matmul tpb 0 {{.*}} {m = {{32|64}}, n = 16, k = 64
 
 // REPORT:      m100-schedule report (@mlp)
 // REPORT-NEXT: schedule (auto) on 'tiny': 2 TPBs available, predicted {{[0-9]+}} cycles
 // REPORT-NEXT: seg kind          op             unit            TPBs  split bands tile              HBSM B      start        end
 // REPORT:      {{matmul[0-9]+}} tcu.matmul
 // REPORT:      TCU utilization: {{[0-9.]+}}% of the 2 TPBs that compute (196608 MACs)
+// REPORT-NEXT: data movement: DMA0 {{[0-9.]+}} MB, DMA1 {{[0-9.]+}} MB; {{[0-9]+}} DRB broadcasts
 // REPORT-NEXT: critical path: {{.*}}compute
 
 // After the backend passes every operand has a walk and every op its sync actions.

@@ -1,0 +1,221 @@
+"""The schedule plan: one explicit, inspectable schedule that the timeline builds and the emitter reads.
+
+The timeline (:mod:`.timeline`) turns a placement into a :class:`Plan`: every instruction the program
+will execute is one :class:`PlanTask` -- its unit (or CCB DMA engine), TPB, receiving TPBs (a DRB
+broadcast's ``tpb_mask``), bytes, dependencies and predicted start/end cycles (the list schedule).
+Tasks are grouped into :class:`PlanPiece` records (one instruction tile of one mini-tensor of one op
+on one TPB: output rows ``[r0, r1)``, columns ``[c0, c1)``) in the wave order, computed once. The
+emitter (:mod:`.emit_units`) walks the pieces in that order and turns each task into exactly one
+``tpb`` instruction with that task's engine, TPB, mask and predicted cycles; it recomputes nothing
+(it checks that it consumed every task, in order, with matching unit and TPB).
+
+``Plan.to_json()`` dumps the plan (``m100-schedule{plan-json=FILE}``); the schedule report
+(:mod:`.report`) prints from it.
+"""
+
+from __future__ import annotations
+
+import enum
+import json
+import math
+from dataclasses import dataclass, field
+
+from .graph import Op, OpGraph, conv_out_hw
+from .partition import TilePlan
+
+
+class Unit(str, enum.Enum):
+    """Where a task executes: a unit of a TPB, or a CCB DMA engine."""
+    TCU = "tcu"
+    CVU = "cvu"
+    DTDU = "dtdu"
+    CSU = "csu"
+    DMA = "dma"
+
+    @staticmethod
+    def of_op(unit: str) -> "Unit":
+        """The TPB unit that executes an op classified as ``unit`` (``tcu.matmul`` -> TCU, ...)."""
+        head = unit.split(".")[0]
+        return Unit(head) if head in ("tcu", "cvu", "dtdu", "csu") else Unit.CVU
+
+
+def op_family(unit: str) -> str:
+    """The instruction family of a compute op: matmul | conv | pool | reduce | cvu."""
+    return {"tcu.matmul": "matmul", "tcu.conv2d": "conv", "cvu.pool": "pool",
+            "cvu.reduction": "reduce"}.get(unit, "cvu")
+
+
+def row_view(shape: tuple[int, ...]) -> tuple[int, int, int]:
+    """(rows, elems per row, cols) of a row-standard tensor (NHWC image rows, 2-D rows, ...)."""
+    if len(shape) >= 3:
+        return math.prod(shape[:-2]), shape[-2], shape[-1]
+    if len(shape) == 2:
+        return shape[0], 1, shape[1]
+    return 1, 1, shape[0] if shape else 1
+
+
+def image_rows(g: OpGraph, op: Op) -> int:
+    """Output rows per image: a piece never crosses an image (its rows map to one leading index)."""
+    rshape = g.tensors[op.inputs[0]].shape if op.unit == "cvu.reduction" else g.out(op).shape
+    if op.unit in ("tcu.conv2d", "cvu.pool"):
+        return conv_out_hw(op.attrs)[0]
+    rows = row_view(rshape)[0]
+    return rows // max(1, rshape[0]) if len(rshape) >= 4 else rows
+
+
+def image_parts(lo: int, hi: int, per: int) -> list[tuple[int, int]]:
+    """Split rows [lo, hi) at multiples of ``per`` (bands must not cross an image)."""
+    out = []
+    a = lo
+    while a < hi:
+        e = min(hi, (a // per + 1) * per)
+        out.append((a, e))
+        a = e
+    return out
+
+
+def conv_window(a: dict, r0: int, rows: int, dh: int = 1) -> tuple[int, int, int, int, int]:
+    """Input rows of a conv/pool piece of output rows [r0, r0 + rows) (one image):
+    (image n0, first input row i0, end i1, top pad rows, bottom pad rows)."""
+    oh, _ = conv_out_hw(a)
+    sh = a.get("stride", (1, 1))[0]
+    pt = a.get("pad", (0, 0, 0, 0))[0]
+    n0, q0 = divmod(r0, oh)
+    q1 = q0 + rows
+    top = q0 * sh - pt
+    bot = (q1 - 1) * sh - pt + dh * (a["kh"] - 1) + 1
+    i0, i1 = max(0, top), min(a["h"], bot)
+    return n0, i0, i1, i0 - top, bot - i1
+
+
+@dataclass
+class PlanTask:
+    """One instruction of the program, as planned."""
+    id: int
+    kind: str  # dma-in | dma-out | dma-mem | compute | copy
+    unit: str  # a Unit value
+    tpb: int  # executing TPB (-1: a CCB DMA engine; a copy executes on its source TPB)
+    op: str
+    tensor: str
+    nbytes: float
+    cycles: float
+    deps: list[int]
+    segment: int = 0
+    band: int = 0
+    col: int = 0
+    dst_tpbs: tuple[int, ...] = ()  # receiving TPBs (DMA into HBSM, copy); >1: a DRB broadcast
+    src: str = ""  # ddr | sram | hbsm
+    dst: str = ""
+    engine: int = -1  # CCB DMA engine (DMA tasks)
+    macs: int = 0
+    role: str = ""  # act | w | bias | b | out | ... (which operand a transfer fills)
+    start: float = 0.0
+    end: float = 0.0
+    crit_pred: int = -1  # the task whose end fixed this task's start
+
+    @property
+    def resource(self) -> tuple[str, int]:
+        return ("dma", self.engine) if self.unit == "dma" else (self.unit, self.tpb)
+
+    @property
+    def tpb_mask(self) -> int:
+        """The DRB mask of a broadcast (more than one receiving TPB), else 0."""
+        if self.unit != "dma" or len(self.dst_tpbs) < 2:
+            return 0
+        m = 0
+        for t in self.dst_tpbs:
+            m |= 1 << t
+        return m
+
+    def to_dict(self) -> dict:
+        return dict(id=self.id, kind=self.kind, unit=self.unit, tpb=self.tpb, engine=self.engine,
+                    op=self.op, tensor=self.tensor, role=self.role, segment=self.segment,
+                    band=self.band, col=self.col, dst_tpbs=list(self.dst_tpbs),
+                    tpb_mask=self.tpb_mask, src=self.src, dst=self.dst,
+                    nbytes=round(self.nbytes, 3), cycles=round(self.cycles, 3), macs=self.macs,
+                    deps=list(self.deps), start=round(self.start, 3), end=round(self.end, 3))
+
+
+@dataclass
+class PlanPiece:
+    """One instruction tile of one mini-tensor: output rows ``[r0, r1)`` x cols ``[c0, c1)`` of
+    ``op`` on ``tpb`` (band ``band``, column part ``col``). ``tasks`` are the ids of the
+    instructions the emitter creates for it, in creation order; ``in_place`` names an input read
+    in place from a producer piece on the same TPB (no copy)."""
+    op: str
+    band: int
+    col: int
+    tpb: int
+    r0: int
+    r1: int
+    c0: int
+    c1: int
+    segment: int = 0
+    tasks: list[int] = field(default_factory=list)
+    compute: int = -1  # the task id of the last compute instruction (the piece is done)
+    out_dims: tuple[int, ...] = ()  # the output buffer [rows, elems per row, cols]
+    store: bool = False  # the output goes to memory (a later segment or the caller reads it)
+
+    def to_dict(self) -> dict:
+        return dict(op=self.op, band=self.band, col=self.col, tpb=self.tpb, rows=[self.r0, self.r1],
+                    cols=[self.c0, self.c1], segment=self.segment, tasks=list(self.tasks),
+                    store=self.store)
+
+
+@dataclass
+class BufferUse:
+    """An HBSM buffer a TPB needs during a segment (lifetime in predicted cycles)."""
+    tpb: int
+    name: str
+    op: str
+    role: str
+    slot_bytes: int
+    slots: int
+    unit: str
+    start: float = 0.0
+    end: float = 0.0
+
+    @property
+    def nbytes(self) -> int:
+        return self.slot_bytes * self.slots
+
+
+@dataclass
+class Plan:
+    """The list-scheduled plan of a placement (see the module docstring)."""
+    tasks: list[PlanTask] = field(default_factory=list)
+    pieces: list[list[PlanPiece]] = field(default_factory=list)  # per segment, in wave order
+    buffers: list[BufferUse] = field(default_factory=list)
+    plans: dict[str, TilePlan] = field(default_factory=dict)  # op -> tiling
+    segments: list = field(default_factory=list)  # SegmentCfg per segment
+    seg_spans: list[tuple[float, float]] = field(default_factory=list)
+
+    @property
+    def makespan(self) -> float:
+        return max((t.end for t in self.tasks), default=0.0)
+
+    def dma_engine_bytes(self) -> dict[int, float]:
+        """Bytes each CCB DMA engine moves (the plan's balance)."""
+        out: dict[int, float] = {}
+        for t in self.tasks:
+            if t.unit == "dma":
+                out[t.engine] = out.get(t.engine, 0.0) + t.nbytes
+        return out
+
+    def to_json(self, indent: int | None = None) -> str:
+        segs = []
+        for si, seg in enumerate(self.segments):
+            segs.append(dict(index=si, kind=seg.kind, span=list(self.seg_spans[si])
+                             if si < len(self.seg_spans) else None,
+                             stages=[dict(op=st.op, tpbs=list(st.tpbs), gc=st.gc, bands=st.bands,
+                                          tile=self.plans[st.op].shape_str
+                                          if st.op in self.plans else "-")
+                                     for st in seg.stages],
+                             pieces=[p.to_dict() for p in self.pieces[si]]
+                             if si < len(self.pieces) else []))
+        return json.dumps(dict(makespan=round(self.makespan, 3), segments=segs,
+                               tasks=[t.to_dict() for t in self.tasks]), indent=indent)
+
+
+__all__ = ["Unit", "PlanTask", "PlanPiece", "BufferUse", "Plan", "op_family", "row_view",
+           "image_rows", "image_parts", "conv_window"]
