@@ -18,7 +18,7 @@ from xdsl.ir.affine import AffineExpr, AffineMap
 
 from m100.dialects.hbsm import AllocOp, BufferType
 from m100.dialects.sync import JoinOp
-from m100.dialects.tpb import DmaOp, ProgramOp, SegmentOp, SymbolOp
+from m100.dialects.tpb import CopyOp, DmaOp, ProgramOp, SegmentOp, SymbolOp
 from m100.dialects.twu import AccessAttr
 from m100.targets.m100.machine import Machine
 
@@ -330,16 +330,20 @@ class EmitterCore:
             missing[id(o)] = len(deps)
             for d in deps:
                 users.setdefault(id(d), []).append(o)
-        heap = [(prio[id(o)], index[id(o)], o) for o in rest if missing[id(o)] == 0]
+        # ties: transfers before unit instructions, so a load planned to start with the compute
+        # of the slot before it is placed while that slot is still live (hbsm-allocate then gives
+        # it other bytes: double buffering without a WAR wait)
+        rank = {id(o): 0 if isinstance(o, (DmaOp, CopyOp)) else 1 for o in rest}
+        heap = [(prio[id(o)], rank[id(o)], index[id(o)], o) for o in rest if missing[id(o)] == 0]
         heapq.heapify(heap)
         out: list[Operation] = []
         while heap:
-            _, _, o = heapq.heappop(heap)
+            _, _, _, o = heapq.heappop(heap)
             out.append(o)
             for u in users.get(id(o), []):
                 missing[id(u)] -= 1
                 if missing[id(u)] == 0:
-                    heapq.heappush(heap, (prio[id(u)], index[id(u)], u))
+                    heapq.heappush(heap, (prio[id(u)], rank[id(u)], index[id(u)], u))
         assert len(out) == len(rest), "token edges form a cycle"
         return allocs + out
 

@@ -330,11 +330,10 @@ class UnitEmitter(EmitterCore):
                 else:
                     abuf, at = self.load(a_t, (rows, kc), [((1, 0), r0), ((0, 1), k0)], tpb)
                     a_slot, deps = (abuf, None), [at]
-                if g.tensors[w_t].kind == "weight":
-                    w_buf, wt = self.weight(op, w_t, tpb, c0, c1, "w",
-                                            None if tk == k else (0, k0, kc), resident, j)
-                else:
-                    w_buf, wt = self.load(w_t, (kc, cols), ident(2, (k0, c0)), tpb)
+                # a constant or a runtime B: resident -> once per TPB (broadcast per column
+                # part), streamed -> per K chunk, as the plan says
+                w_buf, wt = self.weight(op, w_t, tpb, c0, c1, "w",
+                                        None if tk == k else (0, k0, kc), resident, j)
                 deps.append(wt)
                 slots = {"a": a_slot, "b": (w_buf, None), "c": (out, None)}
                 params: dict[str, Attribute] = {"m": _int(rows),

@@ -418,13 +418,11 @@ class _Builder:
                     deps = list(x_deps) if ci == 0 else []
                 else:
                     deps = [self._load(op, x_t, tpb, chunk_bytes(kc), "act").id]
-                if wt.kind == "weight":
-                    deps.append(self._weight(st, op, w_t, tpb, p.c0, p.c1, p.col,
-                                             None if kk == K else k0, kc * unit_k * cols
-                                             * dtype_bytes(wt.dtype), resident))
-                else:
-                    deps.append(self._load(op, w_t, tpb, kc * cols * dtype_bytes(wt.dtype),
-                                           "b").id)
+                # the second operand (a constant, or a runtime B) takes the weight path: resident
+                # -> once per TPB (one DRB broadcast per column part), streamed -> per K chunk
+                deps.append(self._weight(st, op, w_t, tpb, p.c0, p.c1, p.col,
+                                         None if kk == K else k0, kc * unit_k * cols
+                                         * dtype_bytes(wt.dtype), resident))
                 if ci > 0:
                     deps.append(prev)
                 if last and bias:
@@ -526,8 +524,8 @@ class _Builder:
 
     def _weight(self, st: StageCfg, op: Op, tensor: str, tpb: int, c0: int, c1: int, j: int,
                 k0: int | None, nbytes: float, resident: bool, role: str = "w") -> int:
-        """Columns [c0, c1) of a weight (K chunk at ``k0``) in the HBSM of ``tpb``: resident
-        weights are loaded once per TPB -- by one DRB broadcast to every TPB of the column part
+        """Columns [c0, c1) of a weight or runtime B operand (K chunk at ``k0``) in the HBSM of
+        ``tpb``: resident ones are loaded once per TPB -- by one DRB broadcast to every TPB of the column part
         that computes a band -- streamed ones per instruction."""
         key = (op.name, tpb, c0, c1, tensor, k0)
         if key in self.wcache:
@@ -537,11 +535,13 @@ class _Builder:
             tpbs = tuple(st.tpbs[r * st.gc + j] for r in rows)
             if tpb in tpbs and len(tpbs) > 1:
                 deps = self._mem_deps(tensor) + [d for t in tpbs for d in self._bar(t)]
+                src = "ddr" if self.g.tensors[tensor].kind == "weight" else \
+                    memory_of(self.cm, self.g, tensor)
                 t = self.add(kind="dma-in", unit="dma", tpb=-1, op=op.name, tensor=tensor,
-                             nbytes=nbytes, cycles=self.cm.dma_cycles(nbytes, "ddr", broadcast=True),
-                             deps=deps,
+                             nbytes=nbytes,
+                             cycles=self.cm.dma_cycles(nbytes, src, broadcast=True), deps=deps,
                              segment=self.piece.segment, band=self.piece.band, col=j,
-                             dst_tpbs=tpbs, src="ddr", dst="hbsm", role=role)
+                             dst_tpbs=tpbs, src=src, dst="hbsm", role=role)
                 for x in tpbs:
                     self.wcache[(op.name, x, c0, c1, tensor, k0)] = t.id
                 return t.id

@@ -30,21 +30,13 @@ TOLERANCE = 0.15
 
 # case -> why it is outside the tolerance today (measured sim/pred in docs/schedule.md "Fidelity")
 KNOWN_GAPS = {
-    "gemm256-rt-8": "emitter: per-TPB DMAs of the runtime B column slices and A bands instead of "
-                    "the planned broadcast; a store waiting on compute blocks later loads in the "
-                    "in-order DMA queue",
-    "gemm512-w-8": "emitter: every TPB gets its own DMA of the activation band (planned: one DRB "
-                   "broadcast); loads serialize on DMA0",
-    "decode1024-8": "emitter: whole-column weight DMAs all on DMA0 (planned: chunks on both "
-                    "engines)",
-    "llama-layer-8": "emitter: per-TPB input DMAs where the timeline planned one broadcast "
-                     "task; strided SRAM->SRAM transposes hit fewer CCB SRAM banks than a "
-                     "contiguous range",
-    "gemm1024-rt": "emitter (see gemm256-rt-8)",
-    "gemm2048-rt": "emitter (see gemm256-rt-8)",
-    "gemm4096-w": "emitter (see gemm512-w-8)",
-    "int8-4096-w": "emitter (see gemm512-w-8)",
-    "decode4096": "emitter (see decode1024-8)",
+    "gemm2048-rt": "sim/pred 1.30 with the plan-driven emitter (was 22): streamed B chunks "
+                   "per row tile on the in-order DMA queues; diff with bench/fidelity.py --diff",
+    "gemm4096-w": "emitter: per-TPB DMAs of the activation band (fixed by the plan-driven "
+                  "emitter; re-measure)",
+    "int8-4096-w": "emitter (see gemm4096-w)",
+    "decode4096": "emitter: whole-column weight DMAs all on DMA0 (fixed by the plan-driven "
+                  "emitter; re-measure)",
     "resnet18-224": "emitter: weights loaded after the previous segment, no prefetch",
 }
 
