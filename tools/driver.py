@@ -50,6 +50,7 @@ class CompileResult:
     model: Any = None  # the onnx ModelProto, for ONNX inputs
     # CPU seconds per stage (same keys as ``timings``); "frontend" includes the torch-mlir worker
     cpu_timings: dict[str, float] = field(default_factory=dict)
+    machine: Any = None  # the Machine compiled for
 
     @property
     def num_instructions(self) -> int:
@@ -119,17 +120,20 @@ def _report(cr: CompileResult, machine) -> str:
     return "\n".join(lines)
 
 
-def compile(src, machine: str = "m100", tpbs: int = 0, sync_mode: str = "dataflow", *,
+def compile(src, machine="m100", tpbs: int = 0, sync_mode: str = "dataflow", *,
             clusters: int = 0, strategy: str = "auto", seed: int = 0,
             verbose: bool = False) -> CompileResult:
-    """Compile a model (path, ModelProto or ModuleOp) to a program + sync certificate."""
+    """Compile a model (path, ModelProto or ModuleOp) to a program + sync certificate.
+
+    ``machine``: a preset name, a machine file, or a :class:`Machine` (``machine_ref``)."""
     from m100.frontend.mlir_load import shared_context
     from m100.passes.m100_pipeline import M100Pipeline
-    from m100.targets.m100.machine import get_machine
     from m100.dialects.translate import module_to_program
+    from m100.targets.m100.machine import get_machine, machine_ref
 
     if sync_mode not in SYNC_MODES:
         raise DriverError(f"unknown sync mode '{sync_mode}' (modes: {', '.join(SYNC_MODES)})")
+    machine = machine_ref(machine)
     m = get_machine(machine)
     ctx = shared_context()
     from m100.frontend.onnx_import import _Worker
@@ -162,7 +166,7 @@ def compile(src, machine: str = "m100", tpbs: int = 0, sync_mode: str = "dataflo
     program.metadata[META_INPUTS] = ",".join(in_names)
     program.metadata[META_OUTPUTS] = ",".join(out_names)
     cr = CompileResult(program, cert, "", timings, module, in_names, out_names, source, model,
-                       cpu)
+                       cpu, m)
     cr.report = _report(cr, m)
     return cr
 
@@ -221,11 +225,14 @@ def symbol_inputs(program, inputs: dict[str, np.ndarray]) -> dict[str, np.ndarra
 
 
 def run(program, inputs: dict[str, np.ndarray], *, random_latency: int | None = None,
-        trace: bool = False, mode: str = "full", check_races: bool = True):
-    """Run ``program`` on the interpreter; the Result's ``outputs`` are keyed by model names."""
+        trace: bool = False, mode: str = "full", check_races: bool = True, machine=None):
+    """Run ``program`` on the interpreter; the Result's ``outputs`` are keyed by model names.
+
+    ``machine``: the Machine the program was compiled for when it is not a preset (the program
+    records only its name and fingerprint); default: the program's own machine."""
     from m100.sim.simulator import Simulator
 
-    res = Simulator(program, mode=mode, random_latency=random_latency, check_races=check_races,
+    res = Simulator(program, machine, mode=mode, random_latency=random_latency, check_races=check_races,
                     trace=trace).run(symbol_inputs(program, inputs))
     rename = {s: m for m, s in _names(program, META_OUTPUTS, "output")}
     res.outputs = {rename.get(k, k): v for k, v in res.outputs.items()}
@@ -342,14 +349,23 @@ def check(src, machine: str = "m100", tpbs: int = 0, sync_mode: str = "dataflow"
     inputs, run the oracle on the same inputs and compare."""
     cr = compile(src, machine, tpbs, sync_mode, clusters=clusters, strategy=strategy, seed=seed,
                  verbose=verbose)
+    return check_compiled(cr, seed=seed, rtol=rtol, atol=atol, random_latency=random_latency,
+                          trace=trace, check_certificate=check_certificate)
+
+
+def check_compiled(cr: CompileResult, *, seed: int = 0, rtol: float = 1e-3, atol: float = 1e-4,
+                   random_latency: int | None = None, trace: bool = False,
+                   check_certificate: bool = True) -> CheckResult:
+    """The run + oracle + compare half of :func:`check`, for an already compiled model."""
     inputs = random_inputs(cr.program, seed)
     ordered = [inputs[n] for n in cr.input_names]
     want, oracle = oracle_outputs(cr.model if cr.model is not None else cr.source, ordered)
-    res = run(cr.program, inputs, random_latency=random_latency, trace=trace)
+    res = run(cr.program, inputs, random_latency=random_latency, trace=trace, machine=cr.machine)
     problems = [str(r) for r in res.reports]
     if check_certificate:
         from m100.sim.certificate import verify
-        problems += [f"certificate: {p}" for p in verify(cr.program, cr.certificate)]
+        problems += [f"certificate: {p}"
+                     for p in verify(cr.program, cr.certificate, machine=cr.machine)]
     errors = []
     if not any(r.kind in ("deadlock", "fault") for r in res.reports):
         if len(want) != len(cr.output_names):
@@ -364,6 +380,6 @@ def check(src, machine: str = "m100", tpbs: int = 0, sync_mode: str = "dataflow"
 
 
 __all__ = ["CheckResult", "CompileResult", "DriverError", "OutputError", "SYNC_MODES", "check",
-           "compare", "compile", "load_model", "oracle_outputs", "profile_report", "random_inputs",
-           "run",
+           "check_compiled", "compare", "compile", "load_model", "oracle_outputs",
+           "profile_report", "random_inputs", "run",
            "symbol_inputs", "write_certificate", "certificate_path"]

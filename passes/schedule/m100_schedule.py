@@ -6,7 +6,7 @@ import sys
 from dataclasses import dataclass
 
 from xdsl.context import Context
-from xdsl.dialects.builtin import ModuleOp
+from xdsl.dialects.builtin import ModuleOp, StringAttr
 from xdsl.passes import ModulePass
 
 from m100.targets.m100.machine import get_machine
@@ -64,6 +64,8 @@ class M100Schedule(ModulePass):
                       strategy=self.strategy, seed=self.seed, max_stages=self.max_stages)
         pl.graph = irg.graph  # type: ignore[attr-defined]
         prog = emit_program(irg, pl, m)
+        if self.machine != m.name:  # a machine file: the IR names it by its path, as given
+            prog.properties["machine"] = StringAttr(self.machine)
         block = op.body.blocks[0]
         for o in list(block.ops):
             o.detach()

@@ -24,6 +24,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
+import os
 import tomllib
 from dataclasses import dataclass
 from pathlib import Path
@@ -191,6 +192,11 @@ class Machine:
         m.validate()
         return m
 
+    def replace(self, **overrides: Any) -> Machine:
+        """A copy with some fields changed, checked like an override file
+        (``get_machine("tiny").replace(hbsm_bytes=32 * KIB)``); same as :meth:`with_overrides`."""
+        return self.with_overrides(**overrides)
+
     def validate(self) -> None:
         for f in dataclasses.fields(self):
             v = getattr(self, f.name)
@@ -255,6 +261,33 @@ def get_machine(name_or_path: str | Machine | None = None) -> Machine:
                        "or a .json/.toml override file)")
 
 
+def machine_ref(machine: str | Machine | None) -> str:
+    """A name the compiler's passes and IR can carry for ``machine`` (they name machines by string).
+
+    A string is returned unchanged; a :class:`Machine` equal to a preset gives the preset's name;
+    any other machine is written once to a machine file named by its fingerprint under the m100
+    cache directory (``$M100_CACHE_DIR``, default ``~/.cache/m100``) and that file's path is
+    returned, so ``get_machine(machine_ref(m)) == m`` in every process of the host.
+    """
+    if machine is None:
+        return DEFAULT_MACHINE
+    if isinstance(machine, str):
+        return machine
+    machine.validate()
+    for name, preset in PRESETS.items():
+        if preset == machine:
+            return name
+    base = os.environ.get("M100_CACHE_DIR") or os.path.join(os.path.expanduser("~"), ".cache", "m100")
+    folder = Path(base) / "machines"
+    path = folder / f"{machine.name}-{machine.fingerprint():016x}.json"
+    if not path.exists():
+        folder.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_suffix(f".{os.getpid()}.tmp")
+        tmp.write_text(json.dumps(dict(machine.to_dict(), base=DEFAULT_MACHINE), indent=1) + "\n")
+        os.replace(tmp, path)  # atomic: parallel sweep workers may write the same file
+    return str(path)
+
+
 def machine_by_fingerprint(fp: int) -> Machine | None:
     for m in PRESETS.values():
         if m.fingerprint() == fp:
@@ -266,4 +299,4 @@ for _m in PRESETS.values():
     _m.validate()
 
 __all__ = ["Machine", "MachineError", "PRESETS", "DEFAULT_MACHINE", "get_machine",
-           "load_machine_file", "machine_by_fingerprint"]
+           "load_machine_file", "machine_by_fingerprint", "machine_ref"]
