@@ -14,6 +14,7 @@ Subcommands:
   on the interpreter with seeded random inputs, run onnxruntime (the graph reference executor for
   ``.mlir``), print max abs/rel error per output, cycles, TCU utilization and PASS/FAIL (exit 0 /
   3), after checking the sync certificate independently (``m100.sim.certificate``).
+* ``m100 sweep SPEC.toml`` and ``m100 bench``: see ``tools/research_cli.py``.
 
 The library behind these is ``m100.tools.driver``.
 """
@@ -210,6 +211,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--trace", help="write a Perfetto/Chrome trace JSON here")
     p.add_argument("--plot", help="write a PNG timeline here")
     p.set_defaults(func=cmd_check)
+
+    from m100.tools.research_cli import add_subcommands
+    add_subcommands(sub)  # sweep, bench
     return parser
 
 
