@@ -31,11 +31,11 @@ test-unit: $(STAMP)
 test-slow: $(STAMP)
 	$(PY) -m pytest -q -n $(JOBS) -m slow test
 
-# Every benchmark prints a table; each script takes --json OUT (see its docstring for options).
+# Every benchmark prints a table; `m100 bench NAME [--json OUT]` runs bench/NAME.py (`m100 bench --list`).
 BENCHES := sim_bench sync_modes frontend_bench graph_pipeline schedule_bench e2e_bench fidelity
 bench: $(STAMP)
 	mkdir -p out/bench
-	for b in $(BENCHES); do echo "== bench/$$b.py"; $(PY) bench/$$b.py --json out/bench/$$b.json || exit 1; done
+	for b in $(BENCHES); do echo "== m100 bench $$b"; $(VENV)/bin/m100 bench $$b --json out/bench/$$b.json || exit 1; done
 
 clean:
 	rm -rf $(VENV) build *.egg-info
