@@ -180,15 +180,30 @@ class Compiled:
 
     def tasks(self):
         """The scheduler's predicted tasks: one row per DMA / compute / copy task with its TPB,
-        unit, op, tensor, bytes, MACs and predicted start/end cycles."""
+        unit, op, tensor, bytes, MACs, dependencies and predicted start/end cycles."""
+        import dataclasses
         cols = ["id", "kind", "unit", "tpb", "op", "tensor", "segment", "band", "col", "nbytes",
                 "macs", "cycles", "start", "end", "src", "dst", "engine", "deps"]
-        return _df([{c: getattr(t, c) for c in cols} for t in self.placement.timeline.tasks], cols)
+        rows = []
+        for t in self.placement.timeline.tasks:
+            row = {f.name: getattr(t, f.name) for f in dataclasses.fields(t)}
+            row["unit"] = getattr(row["unit"], "value", row["unit"])
+            rows.append(row)
+        extra = [c for c in (rows[0] if rows else {}) if c not in cols]
+        return _df(rows, cols + extra)
 
     def plan(self):
-        """The schedule's plan as a DataFrame: the placement's predicted tasks (until the
-        scheduler's explicit plan object is exposed, the two are the same tasks)."""
+        """The schedule's plan as a DataFrame, one row per task (= per instruction once the
+        scheduler builds an explicit plan): :meth:`tasks`."""
         return self.tasks()
+
+    def pieces(self):
+        """The plan's pieces (one instruction tile of one op on one TPB: rows, columns, its
+        tasks) when the scheduler builds an explicit plan (``passes/schedule/plan.py``)."""
+        pieces = getattr(self.placement.timeline, "pieces", None)
+        if pieces is None:
+            raise DriverError("this scheduler has no plan pieces (passes/schedule/plan.py)")
+        return _df([p.to_dict() for seg in pieces for p in seg])
 
     def counters(self):
         """Sync counters used per TPB (from the sync certificate)."""

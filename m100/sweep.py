@@ -54,6 +54,7 @@ SPEC_KEYS = ("model", "model_args", "machine", "metrics", "samples", "seed", "mo
 BUILTINS = {"mlp": "mlp", "convnet": "conv_relu_maxpool", "conv_relu_maxpool": "conv_relu_maxpool",
             "resnet18": "resnet18"}
 BACKENDS = ("auto", "ray", "process", "serial")
+RAY_START_ATTEMPTS = 3
 
 
 class SweepError(M100Error):
@@ -353,7 +354,17 @@ def _run_ray(tasks: list[dict], workers: int, address: str | None, tick) -> list
         if address:
             ray.init(address=address, **kw)
         else:
-            ray.init(num_cpus=workers, **kw)
+            # a local Ray gives its raylet 30 s to register; on a loaded host that can be too short
+            for attempt in range(RAY_START_ATTEMPTS):
+                try:
+                    ray.init(num_cpus=workers, **kw)
+                    break
+                except Exception as e:  # noqa: BLE001 - Ray raises a bare Exception on time-out
+                    ray.shutdown()
+                    if attempt + 1 == RAY_START_ATTEMPTS:
+                        raise SweepError(f"the local Ray did not start ({e}); try again, or "
+                                         "--backend process") from None
+                    _say(f"the local Ray did not start ({e}); trying again")
         started = True
     try:
         remote = ray.remote(num_cpus=1, max_retries=0)(evaluate)
