@@ -232,8 +232,8 @@ def run(program, inputs: dict[str, np.ndarray], *, random_latency: int | None = 
     records only its name and fingerprint); default: the program's own machine."""
     from m100.sim.simulator import Simulator
 
-    res = Simulator(program, machine, mode=mode, random_latency=random_latency, check_races=check_races,
-                    trace=trace).run(symbol_inputs(program, inputs))
+    res = Simulator(program, machine, mode=mode, random_latency=random_latency,
+                    check_races=check_races, trace=trace).run(symbol_inputs(program, inputs))
     rename = {s: m for m, s in _names(program, META_OUTPUTS, "output")}
     res.outputs = {rename.get(k, k): v for k, v in res.outputs.items()}
     return res
