@@ -193,17 +193,14 @@ class Compiled:
         return _df(rows, cols + extra)
 
     def plan(self):
-        """The schedule's plan as a DataFrame, one row per task (= per instruction once the
-        scheduler builds an explicit plan): :meth:`tasks`."""
+        """The schedule's plan (``passes/schedule/plan.py``) as a DataFrame: one row per task,
+        i.e. per instruction the emitter emits (:meth:`tasks`)."""
         return self.tasks()
 
     def pieces(self):
-        """The plan's pieces (one instruction tile of one op on one TPB: rows, columns, its
-        tasks) when the scheduler builds an explicit plan (``passes/schedule/plan.py``)."""
-        pieces = getattr(self.placement.timeline, "pieces", None)
-        if pieces is None:
-            raise DriverError("this scheduler has no plan pieces (passes/schedule/plan.py)")
-        return _df([p.to_dict() for seg in pieces for p in seg])
+        """The plan's pieces: one instruction tile of one op on one TPB (rows, columns, its
+        task ids), per segment in wave order."""
+        return _df([p.to_dict() for seg in self.placement.timeline.pieces for p in seg])
 
     def counters(self):
         """Sync counters used per TPB (from the sync certificate)."""

@@ -61,6 +61,22 @@ def test_schedule_report_and_tasks(compiled):
     assert abs(tasks.end.max() - compiled.predicted_cycles) <= 1.0
     assert int(compiled.program.metadata["predicted_cycles"]) == int(compiled.predicted_cycles)
     assert "conv" in compiled.schedule_text()
+    # the plan: one task per instruction of the program, grouped into pieces
+    plan = compiled.plan()
+    assert len(plan) == compiled.num_instructions
+    assert sorted(plan.unit.value_counts().items()) == sorted(
+        _units_of(compiled.program).items())
+    pieces = compiled.pieces()
+    assert len(pieces) > 0 and set(pieces.op) <= set(rep.op)
+
+
+def _units_of(program) -> dict[str, int]:
+    """Instructions per unit kind, counted from the program (the oracle for the plan)."""
+    out: dict[str, int] = {}
+    for _, inst in program.instructions():
+        k = inst.executor[0].name.lower()
+        out[k] = out.get(k, 0) + 1
+    return out
 
 
 def test_run_modes_stats_and_timeline(compiled):
