@@ -30,14 +30,8 @@ TOLERANCE = 0.15
 
 # case -> why it is outside the tolerance today (measured sim/pred in docs/schedule.md "Fidelity")
 KNOWN_GAPS = {
-    "gemm2048-rt": "sim/pred 1.30 with the plan-driven emitter (was 22.3); the per-instruction "
-                   "diff (bench/fidelity.py --diff) is not analysed yet",
     "gemm4096-w": "emitter: per-TPB DMAs of the activation band (fixed by the plan-driven "
                   "emitter; re-measure)",
-    "int8-4096-w": "emitter (see gemm4096-w)",
-    "decode4096": "emitter: whole-column weight DMAs all on DMA0 (fixed by the plan-driven "
-                  "emitter; re-measure)",
-    "resnet18-224": "emitter: weights loaded after the previous segment, no prefetch",
 }
 
 
