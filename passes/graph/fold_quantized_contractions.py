@@ -337,6 +337,77 @@ def fold_one(op: Operation) -> bool:
     return True
 
 
+#: torch-mlir's own fused per-tensor forms -> (plain op, weight output-channel axis, summed axes)
+_INT_FORMS = {"linalg.quantized_matmul": ("linalg.matmul", 1, (0,)),
+              "linalg.conv_2d_nchw_fchw_q": ("linalg.conv_2d_nchw_fchw", 0, (1, 2, 3))}
+
+
+def fold_integer_one(qc: Operation) -> bool:
+    """``qcast(dcast(scast(quantized_matmul | conv_2d_nchw_fchw_q(x, W, za, 0))))`` (torch-mlir's
+    per-tensor form after raise-quant-casts) -> plain i8 contraction with init ``-za * sum(W)`` +
+    requantize ``m = s_acc / s_y``; True if rewritten."""
+    if not isinstance(qc, QCastOp):
+        return False
+    yq = qc.result.type.get_element_type()  # type: ignore[attr-defined]
+    d = _producer(qc.input)
+    s = _producer(d.input) if isinstance(d, DCastOp) else None
+    acc_op = _producer(s.input) if isinstance(s, SCastOp) else None
+    if acc_op is None or acc_op.name not in _INT_FORMS or type(yq) is not UniformQuantizedType or \
+            yq.width != 8 or not yq.signed:
+        return False
+    aq = s.result.type.get_element_type()  # type: ignore[attr-defined]
+    if type(aq) is not UniformQuantizedType or aq.zero_point != 0 or \
+            len(users(acc_op.results[0])) != 1 or len(users(s.result)) != 1 or \
+            len(users(d.result)) != 1:
+        return False
+    plain, w_axis, red_axes = _INT_FORMS[acc_op.name]
+    x, wv, za_v, zb_v, init = acc_op.operands
+    w = const_array(wv)
+    za, zb = scalar_const(za_v), scalar_const(zb_v)
+    fill = _producer(init)
+    if w is None or w.dtype != np.int8 or za is None or zb != 0 or not isinstance(fill, FillOp) \
+            or scalar_const(fill.inputs[0]) != 0 or str(x.type.get_element_type()) != "i8":  # type: ignore[attr-defined]
+        return False
+    out_t = acc_op.results[0].type
+    out_shape = tuple(out_t.get_shape())  # type: ignore[attr-defined]
+    ch = CHANNEL_DIM[plain]
+    f = out_shape[ch]
+    total = -int(za) * w.astype(np.int64).sum(axis=red_axes).reshape(-1)
+    wabs = np.abs(w.astype(np.int64)).sum(axis=red_axes).reshape(-1)
+    if total.shape != (f,) or np.any(np.abs(total) + 128 * wabs >= (1 << 31)):
+        return False
+    new: list[Operation] = []
+    empty = tensor.EmptyOp([], out_t)
+    new.append(empty)
+    if np.any(total != 0):
+        bc = arith.ConstantOp(numpy_to_dense(total.astype(np.int32), TensorType(i32, [f])))
+        dims = [k for k in range(len(out_shape)) if k != ch]
+        new_init = BroadcastOp(bc.result, empty.tensor, DenseArrayBase.from_list(i64, dims))
+        new += [bc, new_init]
+    else:
+        z = arith.ConstantOp(IntegerAttr(0, i32))
+        new_init = FillOp([z.result], [empty.tensor], [out_t])
+        new += [z, new_init]
+    if plain == "linalg.matmul":
+        acc = MatmulOp([x, wv], [new_init.results[0]])
+    else:
+        from xdsl.dialects.linalg.ops import Conv2DNchwFchwOp
+
+        acc = Conv2DNchwFchwOp([x, wv], [new_init.results[0]], [out_t],
+                               strides=acc_op.strides, dilations=acc_op.dilations)  # type: ignore[attr-defined]
+    new.append(acc)
+    mult = np.array([np.float64(np.float32(aq.scale)) / np.float64(np.float32(yq.scale))])
+    rq = _requant_generic(acc.results[0], mult, ch, yq.zero_point, yq.qmin, yq.qmax,
+                          TensorType(i8, out_shape))
+    new += rq
+    yv = SCastOp(rq[-1].results[0], qc.result.type)
+    new.append(yv)
+    Rewriter.insert_op(new, InsertPoint.before(qc))
+    qc.result.replace_all_uses_with(yv.result)
+    Rewriter.erase_op(qc)
+    return True
+
+
 @dataclass(frozen=True)
 class FoldQuantizedContractions(ModulePass):
     """Fold QDQ chains around conv/matmul into int8 x int8 -> int32 contractions + requantize.
@@ -352,6 +423,9 @@ class FoldQuantizedContractions(ModulePass):
     ``fptosi(clamp(roundeven(sitofp(acc) * m[c]) + zy, qmin, qmax))`` with
     ``m[c] = x_scale * w_scale[c] / y_scale``, then ``scast`` to the result's quant type.
     fuse-epilogue then marks bias + requant as the contraction's TCU epilogue.
+    Also torch-mlir's own per-tensor form ``qcast(dcast(scast(quantized_matmul |
+    conv_2d_nchw_fchw_q(x, W, za, 0))))`` becomes the plain i8 contraction with init
+    ``-za * sum(W)`` and a requantize with ``m = s_acc / s_y``.
     Chains that do not match exactly (asymmetric weights, float biases, per-channel activations,
     u8) stay in float: correct, only not folded.
     Why: the TCU is an int8 machine (int8 at 16x the f32 rate); the ONNX QDQ form computes the same
@@ -369,7 +443,7 @@ class FoldQuantizedContractions(ModulePass):
         for block in func_bodies(op):
             push_weight_transposes(block)
             for o in list(block.ops):
-                if fold_one(o):
+                if fold_one(o) or fold_integer_one(o):
                     n += 1
         if n:
             erase_dead(op)

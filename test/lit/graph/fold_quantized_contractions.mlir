@@ -157,3 +157,27 @@ func.func @gemm(%a: tensor<2x3x!aq>) -> tensor<2x2x!yq> {
 // CHECK:       linalg.matmul ins(%{{.*}}, %[[WT]] : tensor<2x3xi8>, tensor<3x2xi8>) outs(%{{.*}} : tensor<2x2xi32>)
 // CHECK-NOT:   linalg.transpose
 // CHECK-NOT:   arith.addf %in
+
+// torch-mlir's own per-tensor form: quantized_matmul(x, W, za, 0) -> i32 accumulator dequantized
+// (scale s_x * s_w) -> QuantizeLinear: the zero point moves into the bias, the requant is
+// m = s_acc / s_y.
+!accq = !quant.uniform<i32:f32, 5.000000e-01>
+func.func @qmm_per_tensor(%x: tensor<2x3xi8>) -> tensor<2x2x!yq> {
+  %w8 = arith.constant dense<[[1, 2], [3, 4], [5, 6]]> : tensor<3x2xi8>
+  %za = arith.constant 5 : i32
+  %zb = arith.constant 0 : i32
+  %e = tensor.empty() : tensor<2x2xi32>
+  %f = linalg.fill ins(%zb : i32) outs(%e : tensor<2x2xi32>) -> tensor<2x2xi32>
+  %acc = linalg.quantized_matmul ins(%x, %w8, %za, %zb : tensor<2x3xi8>, tensor<3x2xi8>, i32, i32) outs(%f : tensor<2x2xi32>) -> tensor<2x2xi32>
+  %aq = quant.scast %acc : tensor<2x2xi32> to tensor<2x2x!accq>
+  %af = quant.dcast %aq : tensor<2x2x!accq> to tensor<2x2xf32>
+  %yq = quant.qcast %af : tensor<2x2xf32> to tensor<2x2x!yq>
+  func.return %yq : tensor<2x2x!yq>
+}
+// -za * colsum(W) = -5 * [9, 12]; m = 0.5 / 2.0
+// CHECK-LABEL: func.func @qmm_per_tensor
+// CHECK:       arith.constant dense<[-45, -60]> : tensor<2xi32>
+// CHECK:       %[[ACC:.*]] = linalg.matmul ins(%x, %w8 : tensor<2x3xi8>, tensor<3x2xi8>) outs(%{{.*}} : tensor<2x2xi32>)
+// CHECK:       arith.constant 2.500000e-01 : f32
+// CHECK:       linalg.generic {{.*}} ins(%[[ACC]] : tensor<2x2xi32>)
+// CHECK-NOT:   linalg.quantized_matmul

@@ -135,7 +135,7 @@ def test_folded_lit_conv_matches_qlinearconv_oracle():
     assert mismatch == 0  # multipliers are powers of two here: the f32 requant is exact
 
 
-@pytest.mark.parametrize("fn", ["matmul", "matmul_relu", "gemm"])
+@pytest.mark.parametrize("fn", ["matmul", "matmul_relu", "gemm", "qmm_per_tensor"])
 def test_folded_lit_matmuls_equal_the_float_graph(fn):
     """The lit test's matmul (per-column weights) and matmul -> ReLU -> QuantizeLinear: the folded
     int8 graph (i32 ReLU on the accumulator) gives the float graph's result on random inputs, and
@@ -153,7 +153,8 @@ def test_folded_lit_matmuls_equal_the_float_graph(fn):
         assert np.array_equal(reference.run(module, [x], func_name=fn)[0], b)
     fn_op = next(o for o in module.walk() if o.name == "func.func" and o.sym_name.data == fn)
     mm = next(o for o in fn_op.walk() if o.name == "linalg.matmul")
-    want = {"matmul_relu": ["relu", "requant"], "gemm": ["bias", "requant"]}.get(fn, ["requant"])
+    want = {"matmul_relu": ["relu", "requant"], "gemm": ["bias", "requant"],
+            "qmm_per_tensor": ["bias", "requant"]}.get(fn, ["requant"])
     assert [s.data for s in mm.attributes["m100.epilogue"].data] == want
 
 
