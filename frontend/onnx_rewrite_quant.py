@@ -276,6 +276,10 @@ def rewrite_quantized(graph, names, ranks, types) -> tuple[list, list, int, set[
     """(nodes, new initializers, number rewritten, initializer names no longer needed)."""
     from onnx import TensorProto, helper, numpy_helper
 
+    kinds = {"QLinearConv", "QLinearMatMul", "DequantizeLinear", "MaxPool", "MatMulNBits",
+             "QLinearAdd", "QGemm"}
+    if not any(n.op_type in kinds for n in graph.node):
+        return list(graph.node), [], 0, set()  # nothing to do: do not decode the weights
     inits = {i.name: numpy_helper.to_array(i) for i in graph.initializer}
     int4 = {TensorProto.INT4, TensorProto.UINT4}
     out_nodes, new_inits, count = [], [], 0
