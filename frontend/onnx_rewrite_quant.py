@@ -272,15 +272,34 @@ def _matmul_nbits(node, inits, names, helper, numpy_helper):
     return nodes, [numpy_helper.from_array(np.ascontiguousarray(w), wname)]
 
 
+class _LazyInits(dict):
+    """``{initializer name: numpy array}``, each decoded on first access."""
+
+    def __init__(self, graph, numpy_helper):
+        super().__init__()
+        self._protos = {i.name: i for i in graph.initializer}
+        self._nh = numpy_helper
+
+    def __contains__(self, name) -> bool:
+        return name in self._protos
+
+    def __iter__(self):
+        return iter(self._protos)
+
+    def __getitem__(self, name):
+        if not dict.__contains__(self, name):
+            dict.__setitem__(self, name, self._nh.to_array(self._protos[name]))
+        return dict.__getitem__(self, name)
+
+    def get(self, name, default=None):
+        return self[name] if name in self._protos else default
+
+
 def rewrite_quantized(graph, names, ranks, types) -> tuple[list, list, int, set[str]]:
     """(nodes, new initializers, number rewritten, initializer names no longer needed)."""
     from onnx import TensorProto, helper, numpy_helper
 
-    kinds = {"QLinearConv", "QLinearMatMul", "DequantizeLinear", "MaxPool", "MatMulNBits",
-             "QLinearAdd", "QGemm"}
-    if not any(n.op_type in kinds for n in graph.node):
-        return list(graph.node), [], 0, set()  # nothing to do: do not decode the weights
-    inits = {i.name: numpy_helper.to_array(i) for i in graph.initializer}
+    inits = _LazyInits(graph, numpy_helper)  # decodes only the initializers a rewrite reads
     int4 = {TensorProto.INT4, TensorProto.UINT4}
     out_nodes, new_inits, count = [], [], 0
     for node in graph.node:
