@@ -23,8 +23,6 @@ from __future__ import annotations
 from m100.dialects.tpb import ProgramOp
 from m100.targets.m100.machine import Machine
 
-from .emit_core import (_CM, _ELEM, _NP, EmitterCore, Lin, Piece, access, ident, image_parts,  # noqa: F401
-                        row_index, row_view)
 from .emit_units import UnitEmitter
 from .from_ir import IRGraph
 from .placement import Placement
@@ -38,4 +36,4 @@ def emit_program(irg: IRGraph, pl: Placement, machine: Machine) -> ProgramOp:
     return Emitter(irg, pl, machine).run()
 
 
-__all__ = ["emit_program", "Emitter", "access"]
+__all__ = ["emit_program", "Emitter"]

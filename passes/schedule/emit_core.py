@@ -1,19 +1,19 @@
 """Emitter bookkeeping: program, memory buffers, HBSM piece buffers, tokens and ordering.
 
-Split out of :mod:`.emit` (size rule): the access/index helpers, :class:`Piece`, and
-:class:`EmitterCore`, which owns the program body, the bump allocation of DDR/SRAM buffers, the
-``!sync.token`` bookkeeping (segment barriers, per-slot dependencies) and the final ordering. The
-per-op/unit-kind emission lives in :mod:`.emit_units`; :mod:`.emit` assembles the :class:`Emitter`.
+The access/index helpers, :class:`Piece`, and :class:`EmitterCore`, which owns the program body,
+the bump allocation of DDR/SRAM buffers, the plan-task cursor (each instruction takes the next task
+of its piece: engine, TPB, mask and predicted cycles), the ``!sync.token`` bookkeeping (segment
+barriers, per-slot dependencies) and the final ordering. The shared operand transfers are in
+:mod:`.emit_units`, the unit instructions per op family in :mod:`.kinds`.
 """
 from __future__ import annotations
 
 import heapq
-import math
 from dataclasses import dataclass
 
 import numpy as np
 from xdsl.dialects.builtin import Float16Type, Float32Type, IntegerAttr, IntegerType, i64
-from xdsl.ir import Attribute, Operation, SSAValue
+from xdsl.ir import Operation, SSAValue
 from xdsl.ir.affine import AffineExpr, AffineMap
 
 from m100.dialects.hbsm import AllocOp, BufferType
@@ -25,7 +25,7 @@ from m100.targets.m100.machine import Machine
 from .from_ir import IRGraph
 from .graph import ScheduleError
 from .placement import Placement
-from .plan import PlanPiece, PlanTask, image_parts, row_view  # noqa: F401
+from .plan import PlanPiece, PlanTask
 from .timeline import memory_of
 
 _ELEM = {"f32": Float32Type(), "f16": Float16Type(), "i8": IntegerType(8), "i32": IntegerType(32),
@@ -295,7 +295,8 @@ class EmitterCore:
             self._new_segment()
             if seg.kind == "dma":
                 self._begin(self.plan.pieces[si][0])
-                self.dma_op(self.by_op[seg.stages[0].op])
+                from .kinds import movement
+                movement.emit_op(self, self.by_op[seg.stages[0].op])
                 self._end()
             else:
                 self.segment(si, seg)

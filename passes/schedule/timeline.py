@@ -1,4 +1,4 @@
-"""Space-time timeline: a placement (segments of stages on TPB groups) -> tasks with predicted cycles.
+"""Space-time timeline: a placement (segments of stages on TPB groups) -> the plan (:mod:`.plan`).
 
 A *segment* is a run of ops executed together: each op is a *stage* on a group of TPBs (``gr`` rows x
 ``gc`` column parts); the stage's output rows are cut into ``bands`` mini-tensors, band ``b`` column
@@ -7,11 +7,16 @@ A *segment* is a run of ops executed together: each op is a *stage* on a group o
 one-stage segment is a data-parallel op. Segments run one after the other (their inputs come from CCB
 SRAM or DDR, written by the segment that produced them).
 
-Tasks (one per instruction or instruction group) go to in-order resources exactly like the hardware:
-each TPB unit (TCU/CVU/DTDU/CSU) and each CCB DMA engine executes its queue in program order. A task
-starts when its resource is free and its dependencies (data + buffer slots: a double-buffered slot is
-refilled only after the task that read it two fills ago has finished) are done. This list schedule is
-the scheduler's prediction: start/end cycles per task, per op, the makespan and the critical path.
+The builder walks each segment in the wave order (computed here, once) and creates one task per
+instruction the emitter will create, in the same order: the shared operand transfers here (loads,
+shared row tiles / DRB broadcasts, resident weights, DTDU copies, stores), the unit instructions of
+a piece in its op family's module (:mod:`.kinds`). Tasks go to in-order resources exactly like the
+hardware: each TPB unit (TCU/CVU/DTDU/CSU) executes its queue in program order, each CCB DMA
+engine its queue ordered by predicted start (a transfer takes the earliest gap of the engine that
+can start it first). A task starts when its resource is free and its dependencies (data, buffer
+slots: a double-buffered slot is refilled only after the instruction two back has finished, the
+last segment that used the TPB) are done. This list schedule is the scheduler's prediction:
+start/end cycles per task, per op, the makespan and the critical path.
 """
 
 from __future__ import annotations
@@ -20,10 +25,9 @@ import bisect
 from dataclasses import dataclass
 
 from .cost import CostModel, ceil_div
-from .graph import Op, OpGraph, ScheduleError, conv_out_hw, dtype_bytes, geometry, row_window
+from .graph import Op, OpGraph, ScheduleError, dtype_bytes, geometry, row_window
 from .partition import TilePlan, tile_piece
-from .plan import (BufferUse, Plan, PlanPiece, PlanTask, Unit, conv_window, image_parts, image_rows,
-                   op_family, row_view)
+from .plan import BufferUse, Plan, PlanPiece, PlanTask, Unit, image_parts, image_rows, op_family
 
 
 @dataclass(frozen=True)
@@ -192,6 +196,9 @@ class _Builder:
         self.seg_touch: dict[int, int] = {}  # TPB -> last-ending task touching it (this segment)
         self.barrier: dict[int, int] = {}  # TPB -> the previous segment's end there
         self.dma_busy: dict[int, list[list[float]]] = {}
+        from .kinds import FAMILIES, movement  # the op families (they import the emitter too)
+        self.families = FAMILIES
+        self.movement = movement
 
     # ------------------------------------------------------------------ list scheduling
     def add(self, **kw) -> PlanTask:
@@ -257,7 +264,7 @@ class _Builder:
         pieces: list[PlanPiece] = []
         self.tl.pieces.append(pieces)
         if seg.kind == "dma":
-            self._dma_segment(si, seg, pieces)
+            self.movement.plan_segment(self, si, seg, pieces)
         else:
             self._compute_segment(si, seg, pieces)
         seg_tasks = self.tl.tasks[start:]
@@ -280,29 +287,6 @@ class _Builder:
                 for buf in plan.buffers:
                     self.tl.buffers.append(BufferUse(tp, f"{st.op}.{buf.role}", st.op, buf.role,
                                                      buf.slot_bytes, buf.slots, buf.unit, a, e))
-
-    def _dma_segment(self, si: int, seg: SegmentCfg, pieces: list[PlanPiece]) -> None:
-        """A data-movement op (transpose, pad, broadcast, reshape, slice, concat): CCB DMAs memory
-        -> memory, one per input (a concat moves each part)."""
-        g, cm = self.g, self.cm
-        op = self.s.ops[seg.stages[0].op]
-        self.piece = p = PlanPiece(op.name, 0, 0, -1, 0, 0, 0, 0, segment=si)
-        pieces.append(p)
-        srcs = op.inputs if len(op.inputs) > 1 else op.inputs[:1]
-        dst = memory_of(cm, g, op.outputs[0])
-        ids = []
-        for tname in srcs:
-            nb = float(g.tensors[tname].nbytes if len(srcs) > 1 else g.out(op).nbytes)
-            src = memory_of(cm, g, tname)
-            t = self.add(kind="dma-mem", unit="dma", tpb=-1, op=op.name, tensor=op.outputs[0],
-                         # a data-movement segment runs alone: no other engine shares its links
-                         nbytes=nb, cycles=cm.dma_cycles(nb, src, 1, dst=dst),
-                         deps=self._mem_deps(tname),
-                         segment=si, src=src, dst=dst, role="mem")
-            ids.append(t.id)
-        for i in ids:
-            self._wrote(op.outputs[0], i)
-        self.piece = None
 
     def _compute_segment(self, si: int, seg: SegmentCfg, pieces: list[PlanPiece]) -> None:
         g, s = self.g, self.s
@@ -356,7 +340,7 @@ class _Builder:
     def _piece(self, si: int, st: StageCfg, op: Op, p: PlanPiece, tplan: TilePlan) -> None:
         """The tasks of one instruction tile, in the order the emitter creates its instructions."""
         g, cm = self.g, self.cm
-        tpb, rows, cols = p.tpb, p.r1 - p.r0, p.c1 - p.c0
+        tpb = p.tpb
         self.cur = (tpb, op.name)
         back = self.out_readers.setdefault((tpb, op.name), [])
         self.out_wait = list(back[-2]) if len(back) >= 2 else []
@@ -375,99 +359,7 @@ class _Builder:
             computes.append(t.id)
             return t.id
 
-        if family in ("matmul", "conv"):
-            conv = family == "conv"
-            x_t, w_t = op.inputs[0], op.inputs[1]
-            bias = op.inputs[2] if len(op.inputs) > 2 else None
-            xb = dtype_bytes(g.tensors[x_t].dtype)
-            wt = g.tensors[w_t]
-            geo = self.s.geo(op)
-            if conv:
-                a = op.attrs
-                H, W, C = a["h"], a["w"], a["c"]
-                n0, i0, i1, _, _ = conv_window(a, p.r0, rows, a.get("dilation", (1, 1))[0])
-                kwin = a["kh"] * a["kw"]
-                kk = C
-                if tplan.tk < tplan.k:
-                    kk = max(1, tplan.tk // kwin)
-                x_rows, x_full_dims = (n0 * H + i0, n0 * H + i1), (i1 - i0, W, C)
-                chunk_bytes = lambda kc: (i1 - i0) * W * kc * xb  # noqa: E731
-                K, unit_k = C, kwin
-            else:
-                k = op.attrs["k"]
-                kk = tplan.tk if tplan.tk < k else k
-                x_rows, x_full_dims = (p.r0, p.r1), (rows, 1, k)
-                chunk_bytes = lambda kc: rows * kc * xb  # noqa: E731
-                K, unit_k = k, 1
-            resident = tplan.weight_resident
-            streamed = self._streamed(x_t)
-            x_deps: list[int] = []
-            if streamed or kk == K:
-                row_tpbs = tuple(st.tpbs[st.row_of(p.band) * st.gc + jj] for jj in range(st.gc))
-                x_deps = self._act_in(si, op, x_t, x_rows, x_full_dims, None, tpb,
-                                      float(x_full_dims[0] * x_full_dims[1] * x_full_dims[2] * xb),
-                                      row_tpbs)
-            chunks = list(range(0, K, kk))
-            prev = -1
-            for ci, k0 in enumerate(chunks):
-                kc = min(kk, K - k0)
-                last = ci == len(chunks) - 1
-                if kk == K:
-                    deps = list(x_deps)
-                elif streamed:
-                    deps = list(x_deps) if ci == 0 else []
-                else:
-                    deps = [self._load(op, x_t, tpb, chunk_bytes(kc), "act").id]
-                # the second operand (a constant, or a runtime B) takes the weight path: resident
-                # -> once per TPB (one DRB broadcast per column part), streamed -> per K chunk
-                deps.append(self._weight(st, op, w_t, tpb, p.c0, p.c1, p.col,
-                                         None if kk == K else k0, kc * unit_k * cols
-                                         * dtype_bytes(wt.dtype), resident))
-                if ci > 0:
-                    deps.append(prev)
-                if last and bias:
-                    deps.append(self._weight(st, op, bias, tpb, p.c0, p.c1, p.col, None,
-                                             cols * dtype_bytes(g.tensors[bias].dtype), resident,
-                                             role="bias"))
-                macs = rows * geo.row_elems * cols * kc * unit_k
-                prev = compute(deps, cm.piece_cycles(g, op, rows, cols, kc * unit_k), macs)
-            p.out_dims = (rows, geo.row_elems, cols)
-        elif family == "cvu":
-            E = row_view(out_t.shape)[1]
-            deps = []
-            tile_b = rows * E * cols
-            for tname in op.inputs:
-                t = g.tensors[tname]
-                if t.kind == "weight" or not self._streamed(tname):
-                    nb = min(float(t.nbytes), tile_b * dtype_bytes(t.dtype))
-                    deps.append(self._load(op, tname, tpb, nb, "act").id)
-                else:
-                    deps += self._act_in(si, op, tname, (p.r0, p.r1), (rows, E, cols),
-                                         (p.c0, p.c1), tpb, tile_b * dtype_bytes(t.dtype))
-            compute(deps, cm.piece_cycles(g, op, rows, cols), 0)
-            p.out_dims = (rows, E, cols)
-        elif family == "reduce":
-            x_t = op.inputs[0]
-            _, E, C = row_view(g.tensors[x_t].shape)
-            deps = self._act_in(si, op, x_t, (p.r0, p.r1), (rows, E, C), None, tpb,
-                                rows * E * C * dtype_bytes(g.tensors[x_t].dtype))
-            compute(deps, cm.piece_cycles(g, op, rows, cols), 0)
-            p.out_dims = (rows, E, 1)
-        elif family == "pool":
-            a = op.attrs
-            H, W = a["h"], a["w"]
-            n0, i0, i1, _, _ = conv_window(a, p.r0, rows, 1)
-            x_t = op.inputs[0]
-            nb = (i1 - i0) * W * cols * dtype_bytes(g.tensors[x_t].dtype)
-            if self._streamed(x_t) and a.get("layout") != "nchw":
-                deps = self._act_in(si, op, x_t, (n0 * H + i0, n0 * H + i1), (i1 - i0, W, cols),
-                                    (p.c0, p.c1), tpb, nb)
-            else:
-                deps = [self._load(op, x_t, tpb, nb, "act").id]
-            compute(deps, cm.piece_cycles(g, op, rows, cols), 0)
-            p.out_dims = (rows, conv_out_hw(a)[1], cols)
-        else:
-            raise ScheduleError(f"op '{op.name}' ({op.unit}): no lowering family")
+        self.families[family].plan_piece(self, si, st, op, p, tplan, compute)
         p.compute = computes[-1]
         readers: list[int] = []
         self.readers[p.compute] = readers

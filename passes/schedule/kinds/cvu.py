@@ -1,0 +1,169 @@
+"""CVU vector ops (elementwise/idiom pipelines, reductions, pooling): plan and emission.
+
+A piece is a row tile (x column part) of the output; every input comes by a load (weights and
+inputs not produced in the segment) or by DTDU copies from the producer pieces (read in place when
+one piece on the TPB has exactly the box); one ``tpb.cvu`` pipeline instruction computes it.
+"""
+from __future__ import annotations
+
+from xdsl.dialects.builtin import ArrayAttr
+from xdsl.ir import SSAValue
+
+from m100.dialects.tpb import CvuPipelineOp, StageAttr
+from m100.dialects.twu import i64_array
+from m100.targets.m100.isa import CvuOp, Ref, RefKind, Stage
+
+from ..emit_core import row_index
+from ..graph import Op, ScheduleError, conv_out_hw, dtype_bytes
+from ..partition import TilePlan
+from ..plan import PlanPiece, conv_window, op_family, row_view
+
+
+def plan_piece(bld, si: int, st, op: Op, p: PlanPiece, tplan: TilePlan, compute) -> None:
+    """The plan tasks of one piece of this family, in the order :func:`emit_piece` creates its
+    instructions (``compute(deps, cycles, macs)`` adds a unit instruction)."""
+    g, cm = bld.g, bld.cm
+    tpb, rows, cols = p.tpb, p.r1 - p.r0, p.c1 - p.c0
+    family = op_family(op.unit)
+    out_t = g.out(op)
+    if family == "cvu":
+        E = row_view(out_t.shape)[1]
+        deps = []
+        tile_b = rows * E * cols
+        for tname in op.inputs:
+            t = g.tensors[tname]
+            if t.kind == "weight" or not bld._streamed(tname):
+                nb = min(float(t.nbytes), tile_b * dtype_bytes(t.dtype))
+                deps.append(bld._load(op, tname, tpb, nb, "act").id)
+            else:
+                deps += bld._act_in(si, op, tname, (p.r0, p.r1), (rows, E, cols),
+                                     (p.c0, p.c1), tpb, tile_b * dtype_bytes(t.dtype))
+        compute(deps, cm.piece_cycles(g, op, rows, cols), 0)
+        p.out_dims = (rows, E, cols)
+    elif family == "reduce":
+        x_t = op.inputs[0]
+        _, E, C = row_view(g.tensors[x_t].shape)
+        deps = bld._act_in(si, op, x_t, (p.r0, p.r1), (rows, E, C), None, tpb,
+                            rows * E * C * dtype_bytes(g.tensors[x_t].dtype))
+        compute(deps, cm.piece_cycles(g, op, rows, cols), 0)
+        p.out_dims = (rows, E, 1)
+    elif family == "pool":
+        a = op.attrs
+        H, W = a["h"], a["w"]
+        n0, i0, i1, _, _ = conv_window(a, p.r0, rows, 1)
+        x_t = op.inputs[0]
+        nb = (i1 - i0) * W * cols * dtype_bytes(g.tensors[x_t].dtype)
+        if bld._streamed(x_t) and a.get("layout") != "nchw":
+            deps = bld._act_in(si, op, x_t, (n0 * H + i0, n0 * H + i1), (i1 - i0, W, cols),
+                                (p.c0, p.c1), tpb, nb)
+        else:
+            deps = [bld._load(op, x_t, tpb, nb, "act").id]
+        compute(deps, cm.piece_cycles(g, op, rows, cols), 0)
+        p.out_dims = (rows, conv_out_hw(a)[1], cols)
+    else:
+        raise ScheduleError(f"op '{op.name}' ({op.unit}): no lowering family")
+
+
+def emit_piece(em, si, seg, op, b, j, tpb, r0, r1, c0, c1, pieces, seg_ops, plan):
+    """The instructions of one piece of this family, each taking its plan task; returns the last
+    unit instruction (not yet appended) and the piece's output buffer."""
+    g = em.g
+    lw = em.irg.lowering[op.name]
+    out_t = g.tensors[op.outputs[0]]
+    rows, cols = r1 - r0, c1 - c0
+    if lw.kind == "cvu":
+        oshape = out_t.shape
+        _, E, _ = row_view(oshape)
+        it = (rows, E, cols)
+        out_lin = row_index(oshape, r0, c0)  # out tensor index of a piece iteration
+        slots = {}
+        in_shapes = []
+        deps: list[SSAValue] = []
+        for i, tname in enumerate(op.inputs):
+            m = lw.in_maps[i]
+            # compose: input index = M @ out_index, out_index = out_lin(d)
+            lin = []
+            for coeffs, c in m:
+                cc = [0, 0, 0]
+                k0 = c
+                for od, co in enumerate(coeffs):
+                    if co:
+                        oc, ok = out_lin[od]
+                        k0 += co * ok
+                        for d in range(3):
+                            cc[d] += co * oc[d]
+                lin.append((tuple(cc), k0))
+            if not lin:  # a 0-d tensor: its one element (stored as shape [1])
+                lin = [((0, 0, 0), 0)]
+            used = [any(l[0][d] for l in lin) for d in range(3)]
+            ishape = tuple(it[d] if used[d] else 1 for d in range(3))
+            tt = g.tensors[tname]
+            if tt.kind == "weight" or not em._streamed(tname, seg_ops, pieces):
+                buf, tok = em.load(tname, ishape, lin, tpb)
+                tks = [tok]
+            else:
+                buf, tks = em.act_in(si, seg, op, tname, (r0, r1), it, lin, tpb, pieces,
+                                       seg_ops, b, (c0, c1))
+                ishape = it
+            slots[f"in{i}"] = (buf, None)
+            in_shapes.append(ishape)
+            deps += tks
+        out = em.buffer("hbsm", tpb, it, out_t.dtype)
+        slots["out"] = (out, None)
+        params = {"in_shapes": ArrayAttr([i64_array(s) for s in in_shapes]),
+                  "out_shape": i64_array(it),
+                  "stages": ArrayAttr([StageAttr.from_isa(s) for s in lw.stages])}
+        ins = CvuPipelineOp(tpb, slots, deps + em._take_out_wait(), params=params)
+    elif lw.kind == "reduce":
+        x_t = op.inputs[0]
+        ishape = g.tensors[x_t].shape
+        _, E, C = row_view(ishape)
+        it = (rows, E, C)
+        xb, deps = em.act_in(si, seg, op, x_t, (r0, r1), it, row_index(ishape, r0, 0), tpb,
+                               pieces, seg_ops, b)
+        oshape = (rows, E, 1)
+        out = em.buffer("hbsm", tpb, oshape, out_t.dtype)
+        params = {"in_shapes": ArrayAttr([i64_array(it)]), "out_shape": i64_array(oshape),
+                  "stages": ArrayAttr([StageAttr.from_isa(x) for x in lw.stages])}
+        ins = CvuPipelineOp(tpb, {"in0": (xb, None), "out": (out, None)},
+                            deps + em._take_out_wait(), params=params)
+    elif lw.kind == "pool":
+        a = op.attrs
+        oh, ow = conv_out_hw(a)
+        sh, sw = a["stride"]
+        pt, pl, pb, pr = a["pad"]
+        H, W, C = a["h"], a["w"], a["c"]
+        n0, q0 = divmod(r0, oh)
+        q1 = q0 + rows
+        top = q0 * sh - pt
+        bot = (q1 - 1) * sh - pt + a["kh"]
+        i0, i1 = max(0, top), min(H, bot)
+        pt2, pb2 = i0 - top, bot - i1
+        x_t = op.inputs[0]
+        # channels [c0, c1) of the input window, as an [1, h, W, c] NHWC tile
+        if a.get("layout") == "nchw":
+            lin = [((0, 0, 0, 0), n0), ((0, 0, 0, 1), c0), ((0, 1, 0, 0), i0), ((0, 0, 1, 0), 0)]
+        else:
+            lin = [((0, 0, 0, 0), n0), ((0, 1, 0, 0), i0), ((0, 0, 1, 0), 0), ((0, 0, 0, 1), c0)]
+        ishape = (1, i1 - i0, W, cols)
+        if em._streamed(x_t, seg_ops, pieces) and a.get("layout") != "nchw":
+            xb, deps = em.act_in(si, seg, op, x_t, (n0 * H + i0, n0 * H + i1),
+                                   (i1 - i0, W, cols), lin, tpb, pieces, seg_ops, b, (c0, c1))
+        else:
+            xb, tok = em.load(x_t, ishape, lin, tpb)
+            deps = [tok]
+        ip = (a["kh"], a["kw"], sh, sw, pt2, pl, pb2, pr)
+        if lw.params["kind"] == "max":
+            stages = [Stage(CvuOp.MAXPOOL, (Ref(RefKind.INPUT, 0),), iparams=ip)]
+        else:
+            stages = [Stage(CvuOp.AVGPOOL, (Ref(RefKind.INPUT, 0),), iparams=ip + (1,)),
+                      Stage(CvuOp.MUL, (Ref(RefKind.STAGE, 0),
+                                        Ref(RefKind.IMM, 0, float(a["kh"] * a["kw"]))))]
+        oshape = (1, rows, ow, cols)
+        out = em.buffer("hbsm", tpb, (rows, ow, cols), out_t.dtype)
+        params = {"in_shapes": ArrayAttr([i64_array(ishape)]), "out_shape": i64_array(oshape),
+                  "stages": ArrayAttr([StageAttr.from_isa(s) for s in stages])}
+        ins = CvuPipelineOp(tpb, {"in0": (xb, None), "out": (out, None)}, deps + em._take_out_wait(), params=params)
+    else:
+        raise ScheduleError(f"op '{op.name}' ({op.unit}): no lowering for '{lw.kind}'")
+    return ins, out

@@ -1,0 +1,107 @@
+"""Data movement ops (transpose, pad, broadcast, slice, concat, reshape, copy generics): CCB DMAs
+memory -> memory, one per input (a concat moves each part). Plan and emission side by side."""
+from __future__ import annotations
+
+import numpy as np
+
+from m100.dialects.tpb import SegmentOp
+
+from ..emit_core import _NP, access, ident
+from ..graph import ScheduleError
+from ..timeline import memory_of
+from ..plan import PlanPiece
+
+
+def plan_segment(bld, si: int, seg, pieces: list[PlanPiece]) -> None:
+    """A data-movement op (transpose, pad, broadcast, reshape, slice, concat): CCB DMAs memory
+    -> memory, one per input (a concat moves each part)."""
+    g, cm = bld.g, bld.cm
+    op = bld.s.ops[seg.stages[0].op]
+    bld.piece = p = PlanPiece(op.name, 0, 0, -1, 0, 0, 0, 0, segment=si)
+    pieces.append(p)
+    srcs = op.inputs if len(op.inputs) > 1 else op.inputs[:1]
+    dst = memory_of(cm, g, op.outputs[0])
+    ids = []
+    for tname in srcs:
+        nb = float(g.tensors[tname].nbytes if len(srcs) > 1 else g.out(op).nbytes)
+        src = memory_of(cm, g, tname)
+        t = bld.add(kind="dma-mem", unit="dma", tpb=-1, op=op.name, tensor=op.outputs[0],
+                     # a data-movement segment runs alone: no other engine shares its links
+                     nbytes=nb, cycles=cm.dma_cycles(nb, src, 1, dst=dst),
+                     deps=bld._mem_deps(tname),
+                     segment=si, src=src, dst=dst, role="mem")
+        ids.append(t.id)
+    for i in ids:
+        bld._wrote(op.outputs[0], i)
+    bld.piece = None
+
+
+
+def emit_op(em, op) -> None:
+    """The DMAs of a data-movement op, each taking its plan task."""
+    lw = em.irg.lowering[op.name]
+    src_t = op.inputs[0]
+    src = em.memory(src_t)
+    s_shape = em.g.tensors[src_t].shape
+    out_t = op.outputs[0]
+    o_shape = em.g.tensors[out_t].shape
+    dst = em.memory(out_t)
+    deps = em.token_of(src_t)
+    if lw.kind == "transpose":
+        perm = lw.params["perm"]
+        # iterate the output; source index perm[k] = d_k
+        lin = [None] * len(s_shape)
+        for k, p in enumerate(perm):
+            lin[p] = (tuple(1 if d == k else 0 for d in range(len(o_shape))), 0)
+        tok = em.dma(src, access(o_shape, lin), dst, None, deps)
+    elif lw.kind == "broadcast":
+        dims = set(lw.params["dims"])
+        kept = [d for d in range(len(o_shape)) if d not in dims]
+        lin = [(tuple(1 if d == kept[j] else 0 for d in range(len(o_shape))), 0)
+               for j in range(len(s_shape))]
+        tok = em.dma(src, access(o_shape, lin), dst, None, deps)
+    elif lw.kind == "pad":
+        lo = lw.params["low"]
+        val = lw.params["value"]
+        t = em.g.tensors[out_t]
+        arr = np.full(o_shape, val, dtype=_NP[t.dtype])
+        sp, addr = em.mem_addr[out_t]
+        em.head.append(SegmentOp(f"{out_t}.pad", sp, addr, arr.tobytes()))
+        tok = em.dma(src, None, dst, access(s_shape, ident(len(s_shape), tuple(lo))), deps)
+    elif lw.kind == "gcopy":  # a copy generic: the input's indexing map over the output
+        tok = em.dma(src, access(o_shape, lw.params["map"]), dst, None, deps)
+    elif lw.kind == "concat":
+        dim = lw.params["dim"]
+        off = 0
+        toks = []
+        for tn in op.inputs:
+            sh = em.g.tensors[tn].shape
+            offs = tuple(off if d == dim else 0 for d in range(len(sh)))
+            toks.append(em.dma(em.memory(tn), None, dst, access(sh, ident(len(sh), offs)),
+                                 em.token_of(tn)))
+            off += sh[dim]
+        em.writers[out_t] = toks
+        return
+    elif lw.kind == "slice":
+        offs, sizes, strides = lw.params["offsets"], lw.params["sizes"], lw.params["strides"]
+        # iterate the result; dims of size 1 that the result dropped are fixed offsets
+        kept = [d for d in range(len(sizes))]
+        if len(o_shape) != len(sizes):
+            kept = [d for d in range(len(sizes)) if sizes[d] != 1]
+            if len(kept) != len(o_shape):
+                raise ScheduleError(f"op '{op.name}': unsupported rank-reducing slice")
+        lin = []
+        for d in range(len(sizes)):
+            if d in kept:
+                k = kept.index(d)
+                lin.append((tuple(strides[d] if q == k else 0 for q in range(len(o_shape))),
+                            offs[d]))
+            else:
+                lin.append((tuple(0 for _ in o_shape), offs[d]))
+        tok = em.dma(src, access(o_shape, lin), dst, None, deps)
+    elif lw.kind == "reshape":
+        tok = em.dma(src, None, em.alias(out_t, s_shape), None, deps)
+    else:
+        raise ScheduleError(f"op '{op.name}': no DMA lowering for '{lw.kind}'")
+    em.writers[out_t] = [tok]
+

@@ -1,0 +1,217 @@
+"""TCU contractions (``tcu.matmul``, ``tcu.conv2d``): a piece's plan and emission side by side.
+
+A piece is a row tile x column tile of the output. Its activation comes whole-K (one load shared by
+the row tile's column parts -- a DRB broadcast when there are several --, or DTDU copies from the
+producer pieces of a pipeline) or per K chunk; the second operand (a weight or a runtime B) is
+resident (once per TPB, one DRB broadcast per column part) or streamed per K chunk; one TCU
+instruction per K chunk (an ``accumulate`` chain, bias and activation on the last).
+"""
+from __future__ import annotations
+
+from xdsl.dialects.builtin import StringAttr, UnitAttr
+from xdsl.ir import Attribute, SSAValue
+
+from m100.dialects.tpb import Conv2dOp, MatmulOp
+from m100.dialects.twu import i64_array
+from m100.targets.m100.isa import Act
+
+from ..emit_core import _int, access, ident
+from ..graph import Op, ScheduleError, conv_out_hw, dtype_bytes
+from ..partition import TilePlan
+from ..plan import PlanPiece, Unit, conv_window, op_family
+
+
+def plan_piece(bld, si: int, st, op: Op, p: PlanPiece, tplan: TilePlan, compute) -> None:
+    """The plan tasks of one piece of this family, in the order :func:`emit_piece` creates its
+    instructions (``compute(deps, cycles, macs)`` adds a unit instruction)."""
+    g, cm = bld.g, bld.cm
+    tpb, rows, cols = p.tpb, p.r1 - p.r0, p.c1 - p.c0
+    family = op_family(op.unit)
+    if family in ("matmul", "conv"):
+        conv = family == "conv"
+        x_t, w_t = op.inputs[0], op.inputs[1]
+        bias = op.inputs[2] if len(op.inputs) > 2 else None
+        xb = dtype_bytes(g.tensors[x_t].dtype)
+        wt = g.tensors[w_t]
+        geo = bld.s.geo(op)
+        if conv:
+            a = op.attrs
+            H, W, C = a["h"], a["w"], a["c"]
+            n0, i0, i1, _, _ = conv_window(a, p.r0, rows, a.get("dilation", (1, 1))[0])
+            kwin = a["kh"] * a["kw"]
+            kk = C
+            if tplan.tk < tplan.k:
+                kk = max(1, tplan.tk // kwin)
+            x_rows, x_full_dims = (n0 * H + i0, n0 * H + i1), (i1 - i0, W, C)
+            chunk_bytes = lambda kc: (i1 - i0) * W * kc * xb  # noqa: E731
+            K, unit_k = C, kwin
+        else:
+            k = op.attrs["k"]
+            kk = tplan.tk if tplan.tk < k else k
+            x_rows, x_full_dims = (p.r0, p.r1), (rows, 1, k)
+            chunk_bytes = lambda kc: rows * kc * xb  # noqa: E731
+            K, unit_k = k, 1
+        resident = tplan.weight_resident
+        streamed = bld._streamed(x_t)
+        x_deps: list[int] = []
+        if streamed or kk == K:
+            row_tpbs = tuple(st.tpbs[st.row_of(p.band) * st.gc + jj] for jj in range(st.gc))
+            x_deps = bld._act_in(si, op, x_t, x_rows, x_full_dims, None, tpb,
+                                  float(x_full_dims[0] * x_full_dims[1] * x_full_dims[2] * xb),
+                                  row_tpbs)
+        chunks = list(range(0, K, kk))
+        prev = -1
+        for ci, k0 in enumerate(chunks):
+            kc = min(kk, K - k0)
+            last = ci == len(chunks) - 1
+            if kk == K:
+                deps = list(x_deps)
+            elif streamed:
+                deps = list(x_deps) if ci == 0 else []
+            else:
+                deps = [bld._load(op, x_t, tpb, chunk_bytes(kc), "act").id]
+            # the second operand (a constant, or a runtime B) takes the weight path: resident
+            # -> once per TPB (one DRB broadcast per column part), streamed -> per K chunk
+            deps.append(bld._weight(st, op, w_t, tpb, p.c0, p.c1, p.col,
+                                     None if kk == K else k0, kc * unit_k * cols
+                                     * dtype_bytes(wt.dtype), resident))
+            if ci > 0:
+                deps.append(prev)
+            if last and bias:
+                deps.append(bld._weight(st, op, bias, tpb, p.c0, p.c1, p.col, None,
+                                         cols * dtype_bytes(g.tensors[bias].dtype), resident,
+                                         role="bias"))
+            macs = rows * geo.row_elems * cols * kc * unit_k
+            prev = compute(deps, cm.piece_cycles(g, op, rows, cols, kc * unit_k), macs)
+        p.out_dims = (rows, geo.row_elems, cols)
+    else:
+        raise ScheduleError(f"op '{op.name}' ({op.unit}): no lowering family")
+
+
+def emit_piece(em, si, seg, op, b, j, tpb, r0, r1, c0, c1, pieces, seg_ops, plan):
+    """The instructions of one piece of this family, each taking its plan task; returns the last
+    unit instruction (not yet appended) and the piece's output buffer."""
+    g = em.g
+    lw = em.irg.lowering[op.name]
+    out_t = g.tensors[op.outputs[0]]
+    rows, cols = r1 - r0, c1 - c0
+    unit = Unit.of_op(op.unit).value
+    if lw.kind == "matmul":
+        a_t, w_t = op.inputs[0], op.inputs[1]
+        k = op.attrs["k"]
+        tk = plan.tk if plan is not None and plan.tk < k else k
+        resident = plan is None or plan.weight_resident
+        streamed = em._streamed(a_t, seg_ops, pieces)
+        if streamed or tk == k:
+            a_full, a_deps = em.act_in(si, seg, op, a_t, (r0, r1), (rows, 1, k),
+                                         [((1, 0, 0), r0), ((0, 0, 1), 0)], tpb, pieces,
+                                         seg_ops, b, shared=True)
+        out = em.buffer("hbsm", tpb, (rows, 1, cols), out_t.dtype)
+        chunks = list(range(0, k, tk))
+        prev: SSAValue | None = None
+        for ci, k0 in enumerate(chunks):
+            kc = min(tk, k - k0)
+            last = ci == len(chunks) - 1
+            if tk == k:
+                a_slot, deps = (a_full, None), list(a_deps)
+            elif streamed:
+                a_slot = (a_full, access((rows, kc), [((1, 0), 0), ((0, 0), 0), ((0, 1), k0)]))
+                deps = list(a_deps) if ci == 0 else []
+            else:
+                abuf, at = em.load(a_t, (rows, kc), [((1, 0), r0), ((0, 1), k0)], tpb)
+                a_slot, deps = (abuf, None), [at]
+            # a constant or a runtime B: resident -> once per TPB (broadcast per column
+            # part), streamed -> per K chunk, as the plan says
+            w_buf, wt = em.weight(op, w_t, tpb, c0, c1, "w",
+                                    None if tk == k else (0, k0, kc), resident, j)
+            deps.append(wt)
+            slots = {"a": a_slot, "b": (w_buf, None), "c": (out, None)}
+            params: dict[str, Attribute] = {"m": _int(rows),
+                                            "n": _int(cols),
+                                            "k": _int(kc)}
+            if ci > 0 and prev is not None:
+                params["accumulate"] = UnitAttr()
+                deps.append(prev)
+            if last:
+                if lw.bias:
+                    bb, bt = em.weight(op, lw.bias, tpb, c0, c1, "bias", resident=resident, j=j)
+                    slots["bias"] = (bb, None)
+                    deps.append(bt)
+                if lw.act is not Act.NONE:
+                    params["act"] = StringAttr(lw.act.name.lower())
+            ins = MatmulOp(tpb, slots, deps + em._take_out_wait(), params=params)
+            if not last:
+                em._emit(em._take(unit, tpb), ins)
+                em._computed(tpb, op.name, ins.done)
+                prev = ins.done
+    elif lw.kind == "conv":
+        a = op.attrs
+        x_t, w_t = op.inputs[0], op.inputs[1]
+        oh, ow = conv_out_hw(a)
+        sh, sw = a["stride"]
+        dh, dw = a["dilation"]
+        pt, pl, pb, pr = a["pad"]
+        H, W, C = a["h"], a["w"], a["c"]
+        n0, q0 = divmod(r0, oh)
+        q1 = q0 + rows
+        top = q0 * sh - pt
+        bot = (q1 - 1) * sh - pt + dh * (a["kh"] - 1) + 1
+        i0, i1 = max(0, top), min(H, bot)
+        pt2, pb2 = i0 - top, bot - i1
+        kwin = a["kh"] * a["kw"]
+        ck = C
+        if plan is not None and plan.tk < plan.k:
+            ck = max(1, plan.tk // kwin)
+        resident = plan is None or plan.weight_resident
+        streamed = em._streamed(x_t, seg_ops, pieces)
+        x_lin = [((0, 0, 0), n0), ((1, 0, 0), i0), ((0, 1, 0), 0), ((0, 0, 1), 0)]
+        if streamed or ck == C:
+            x_full, x_deps = em.act_in(si, seg, op, x_t, (n0 * H + i0, n0 * H + i1),
+                                         (i1 - i0, W, C), x_lin, tpb, pieces, seg_ops, b,
+                                         shared=True)
+        out = em.buffer("hbsm", tpb, (rows, ow, cols), out_t.dtype)
+        chunks = list(range(0, C, ck))
+        prev = None
+        for ci, k0 in enumerate(chunks):
+            kc = min(ck, C - k0)
+            last = ci == len(chunks) - 1
+            if ck == C:
+                x_slot, deps = (x_full, None), list(x_deps)
+            elif streamed:
+                x_slot = (x_full, access((i1 - i0, W, kc), ident(3, (0, 0, k0))))
+                deps = list(x_deps) if ci == 0 else []
+            else:
+                xb, xt = em.load(x_t, (i1 - i0, W, kc),
+                                   [((0, 0, 0), n0), ((1, 0, 0), i0), ((0, 1, 0), 0),
+                                    ((0, 0, 1), k0)], tpb)
+                x_slot, deps = (xb, None), [xt]
+            w_buf, wt = em.weight(op, w_t, tpb, c0, c1, "w",
+                                    None if ck == C else (2, k0, kc), resident, j)
+            deps.append(wt)
+            slots = {"x": x_slot, "w": (w_buf, None), "y": (out, None)}
+            params = {"n": _int(1), "h": _int(i1 - i0), "width": _int(W), "c": _int(kc),
+                      "f": _int(cols), "kh": _int(a["kh"]), "kw": _int(a["kw"])}
+            if (sh, sw) != (1, 1):
+                params["stride"] = i64_array([sh, sw])
+            if (pt2, pl, pb2, pr) != (0, 0, 0, 0):
+                params["pad"] = i64_array([pt2, pl, pb2, pr])
+            if (dh, dw) != (1, 1):
+                params["dilation"] = i64_array([dh, dw])
+            if ci > 0 and prev is not None:
+                params["accumulate"] = UnitAttr()
+                deps.append(prev)
+            if last:
+                if lw.bias:
+                    bb, bt = em.weight(op, lw.bias, tpb, c0, c1, "bias", resident=resident, j=j)
+                    slots["bias"] = (bb, None)
+                    deps.append(bt)
+                if lw.act is not Act.NONE:
+                    params["act"] = StringAttr(lw.act.name.lower())
+            ins = Conv2dOp(tpb, slots, deps + em._take_out_wait(), params=params)
+            if not last:
+                em._emit(em._take(unit, tpb), ins)
+                em._computed(tpb, op.name, ins.done)
+                prev = ins.done
+    else:
+        raise ScheduleError(f"op '{op.name}' ({op.unit}): no lowering for '{lw.kind}'")
+    return ins, out
