@@ -12,6 +12,9 @@ graph outputs and downstream consumers are unchanged.
   numpy matmul semantics: a 1-D left operand ``(K,)`` becomes ``(1, K)`` (Unsqueeze axis 0) and the
   inserted dimension -2 is squeezed from the result; a 1-D right operand ``(K,)`` becomes ``(K, 1)``
   (Unsqueeze axis 1) and dimension -1 is squeezed. Other MatMuls are left alone.
+- ``Gemm`` with ``alpha != 1`` and no C: torch-mlir drops alpha (issue 10). Rewritten into
+  ``Gemm(alpha=1)`` (transA/transB kept) followed by ``Mul`` by the scalar alpha (in A's element
+  type). Gemms with C are lowered correctly and left alone.
 """
 
 from __future__ import annotations
@@ -127,6 +130,25 @@ def _matmul_vec(node, ranks, opset, names, helper, numpy_helper):
     return [unsq, mm, sq], inits_u + inits_s
 
 
+def _gemm_alpha(node, elem_type, names, helper, numpy_helper):
+    """Gemm with ``alpha != 1`` and no C -> Gemm(alpha=1) then Mul by alpha (None otherwise)."""
+    from onnx import TensorProto
+
+    has_c = len(node.input) > 2 and node.input[2] != ""
+    attrs = {a.name: helper.get_attribute_value(a) for a in node.attribute}
+    alpha = float(attrs.get("alpha", 1.0))
+    if has_c or alpha == 1.0:
+        return None
+    np_dtype = helper.tensor_dtype_to_np_dtype(elem_type or TensorProto.FLOAT)
+    base = node.name or node.output[0]
+    prod, cname = names("gemm_prod"), names("gemm_alpha")
+    attrs["alpha"] = 1.0
+    attrs.pop("beta", None)  # beta only scales C, which is absent
+    gemm = helper.make_node("Gemm", list(node.input[:2]), [prod], name=f"{base}/m100_Gemm", **attrs)
+    mul = helper.make_node("Mul", [prod, cname], [node.output[0]], name=f"{base}/m100_Mul")
+    return [gemm, mul], [numpy_helper.from_array(np.array(alpha, dtype=np_dtype), cname)]
+
+
 def rewrite_for_torch_mlir(model):
     """Apply the rewrites above to ``model`` (shape-inferred) in place; return the number rewritten."""
     from onnx import helper, numpy_helper
@@ -145,6 +167,8 @@ def rewrite_for_torch_mlir(model):
                     repl = _gelu_tanh(node, types.get(node.input[0]), names, helper, numpy_helper)
             elif node.op_type == "MatMul":
                 repl = _matmul_vec(node, ranks, opset, names, helper, numpy_helper)
+            elif node.op_type == "Gemm":
+                repl = _gemm_alpha(node, types.get(node.input[0]), names, helper, numpy_helper)
         if repl is None:
             new_nodes.append(node)
         else:

@@ -21,8 +21,11 @@ class PipelineError(M100Error):
 
 
 def _already_graph(op: ModuleOp) -> bool:
-    """True when ``m100-graph`` already ran (every linalg op carries ``m100.unit``)."""
-    linalg = [o for o in op.walk() if o.name.startswith("linalg.")]
+    """True when ``m100-graph`` already ran (every linalg op carries ``m100.unit``; the
+    ``linalg.yield`` terminators inside linalg bodies never do, so nested ops are not counted --
+    counting them re-ran the graph passes over an annotated module, issue 10)."""
+    linalg = [o for o in op.walk() if o.name.startswith("linalg.")
+              and not (o.parent_op() is not None and o.parent_op().name.startswith("linalg."))]
     return bool(linalg) and all("m100.unit" in o.attributes for o in linalg)
 
 

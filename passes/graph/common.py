@@ -109,6 +109,35 @@ def const_array(v: SSAValue) -> np.ndarray | None:
     return None
 
 
+def channel_vector(v: SSAValue, m: AffineMap, ch: int, f: int, *,
+                   float_only: bool = False) -> np.ndarray | None:
+    """The per-channel values (length ``f``, float64 for floats) of a constant operand ``v`` read
+    through map ``m``, or None if ``v`` is not constant or varies along an output dim other than
+    ``ch`` (a size-1 dim is fine: ``[1, N]`` read as ``(d0, d1)`` is a per-column vector).
+    ``float_only``: None for integer constants."""
+    arr = const_array(v)
+    if arr is None or (float_only and arr.dtype.kind != "f"):
+        return None
+    try:
+        dims = map_dims(m)
+    except ValueError:
+        return None
+    index: list = []
+    for d, s in zip(dims, arr.shape):
+        if d == ch:
+            index.append(slice(None))
+        elif s == 1:
+            index.append(0)
+        else:
+            return None
+    vec = np.asarray(arr[tuple(index)]).reshape(-1)
+    if arr.dtype.kind == "f":
+        vec = vec.astype(np.float64)
+    if vec.size not in (1, f):
+        return None
+    return np.broadcast_to(vec, (f,)).copy()
+
+
 def scalar_const(v: SSAValue) -> float | None:
     """The scalar value of ``v`` if it is a scalar arith.constant or a splat dense constant."""
     op = v.owner if isinstance(v, OpResult) else None

@@ -16,6 +16,7 @@ from xdsl.rewriter import InsertPoint, Rewriter
 from m100.passes.graph.common import (
     CHANNEL_DIM,
     body_exprs,
+    channel_vector,
     const_array,
     func_bodies,
     generic_maps,
@@ -34,30 +35,6 @@ WEIGHT_AXIS = {
     "linalg.matmul": (1, 1), "linalg.batch_matmul": (1, 2),
     "linalg.depthwise_conv_2d_nchw_chw": (1, 0), "linalg.depthwise_conv_2d_nhwc_hwc": (1, 2),
 }
-
-
-def channel_vector(v: SSAValue, m, ch: int, f: int) -> np.ndarray | None:
-    """The per-channel values (length f) of a constant operand read through map m, or None if
-    it is not constant or varies along another output dim."""
-    arr = const_array(v)
-    if arr is None or arr.dtype.kind != "f":
-        return None
-    try:
-        dims = map_dims(m)
-    except ValueError:
-        return None
-    index = []
-    for d, s in zip(dims, arr.shape):
-        if d == ch:
-            index.append(slice(None))
-        elif s == 1:
-            index.append(0)
-        else:
-            return None
-    vec = np.asarray(arr[tuple(index)], dtype=np.float64).reshape(-1)
-    if vec.size not in (1, f):
-        return None
-    return np.broadcast_to(vec, (f,)).copy()
 
 
 def _init_bias(init: SSAValue, ch: int, f: int) -> np.ndarray | None:
@@ -92,7 +69,7 @@ def _stage(u: Operation, cur: SSAValue, ch: int, f: int) -> tuple[str, np.ndarra
         return None
     if e.kind in ("subf", "divf") and e.args[0].val != k:
         return None  # k - x, k / x: not affine in x
-    vec = channel_vector(u.inputs[1 - k], generic_maps(u)[1 - k], ch, f)
+    vec = channel_vector(u.inputs[1 - k], generic_maps(u)[1 - k], ch, f, float_only=True)
     if vec is None:
         return None
     return e.kind, vec

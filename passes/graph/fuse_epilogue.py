@@ -30,6 +30,7 @@ from m100.passes.graph.common import (
     IDIOM,
     STAGE,
     body_exprs,
+    channel_vector,
     func_bodies,
     generic_maps,
     is_elementwise_generic,
@@ -96,7 +97,13 @@ def _bias_stage(u: GenericOp, cur: SSAValue, ch: int) -> bool:
     k = 0 if u.inputs[0] is cur else 1
     if u.inputs[1 - k] is cur:
         return False
-    return _per_channel(u.inputs[1 - k], generic_maps(u)[1 - k], ch)
+    # The TCU reads a fused bias from a constant weight buffer (the scheduler takes the vector
+    # from this operand), so only a constant per-channel operand is a bias. A runtime operand
+    # (a bias graph input, or a residual [1, N] that looks per-channel when M = 1) stays a CVU
+    # add; fusing it lost the addend (issue 10).
+    f = (shape_of(cur) or (0,) * (ch + 1))[ch]
+    return _per_channel(u.inputs[1 - k], generic_maps(u)[1 - k], ch) and \
+        channel_vector(u.inputs[1 - k], generic_maps(u)[1 - k], ch, f) is not None
 
 
 def _requant_stage(u: GenericOp, acc: SSAValue, ch: int):
@@ -196,10 +203,10 @@ class FuseEpilogue(ModulePass):
 
     What: for each matmul / batch_matmul / convolution, follow its result through single-use
     elementwise ops in the TCU non-linear pipeline order (isa.Epilogue): an optional per-channel
-    bias (an ``addf`` with an operand that varies only along the output channel, or a bias
-    broadcast used as the contraction's init), at most one activation (relu, gelu (erf form),
-    silu, sigmoid, tanh, clamp - recognized numerically from the body, or a gelu/silu idiom
-    group), then an optional requantization of the int32 accumulator to <= 8 bits, recognized
+    bias (an ``addf``/``addi`` with a *constant* operand that varies only along the output
+    channel, or a bias broadcast used as the contraction's init; a runtime addend stays a CVU
+    add), at most one activation (relu, gelu (erf form), silu, sigmoid, tanh, clamp -
+    recognized numerically from the body, or a gelu/silu idiom group), then an optional requantization of the int32 accumulator to <= 8 bits, recognized
     exactly (``fptosi(clamp(roundeven(sitofp(acc) * m) + zp))``, ``m`` constant per tensor or per
     output channel; its parameters go to ``m100.requant_scale`` / ``_zp`` / ``_range``). The contraction
     gets ``m100.group = <id>`` and ``m100.epilogue = ["bias", "relu", ...]`` (stage order; for

@@ -29,13 +29,44 @@ from xdsl.dialects.builtin import ModuleOp, TensorType
 from xdsl.ir import Operation, SSAValue
 from xdsl.ir.affine import AffineMap
 
-from m100.passes.graph.common import (EPILOGUE, FUSED_INTO, GROUP, IDIOM_AXIS, IDIOM_EPS,
-                                      IDIOM_ROOT, UNIT, body_exprs, describe_op, scalar_const)
+from m100.passes.graph.common import (CHANNEL_DIM, EPILOGUE, FUSED_INTO, GROUP, IDIOM_AXIS,
+                                      IDIOM_EPS, IDIOM_ROOT, STAGE, UNIT, body_exprs,
+                                      channel_vector, describe_op, generic_maps, scalar_const)
 from m100.targets.m100.isa import Act, CvuOp, Ref, RefKind, Stage
 
 from .graph import Op, OpGraph, ScheduleError, Tensor
 from .ir_facts import (_DT, ACTS, IRGraph, Lowering, _dense, _dtype, _expr_stages,  # noqa: F401
                        _norm_roles, _shape, _vec, linear_map)
+
+
+def _post_add_bias(op: Operation, where: str) -> np.ndarray | None:
+    """The per-channel vector of the ``bias`` stage fused after contraction ``op`` (an elementwise
+    add of a constant, ``m100.stage = "bias"``), or None if the bias (if any) is the init."""
+    if GROUP not in op.attributes:
+        return None
+    gid = op.attributes[GROUP]
+    cur = op.results[0]
+    while True:
+        us = [u.operation for u in cur.uses]
+        if len(us) != 1 or us[0].attributes.get(FUSED_INTO) != gid:
+            return None
+        u = us[0]
+        stage = u.attributes.get(STAGE)
+        if stage is not None and stage.data == "bias":  # type: ignore[attr-defined]
+            break
+        cur = u.results[0]
+    ins = list(u.inputs)  # type: ignore[attr-defined]
+    ch = CHANNEL_DIM.get(op.name)
+    shape = _shape(op.results[0])
+    others = [i for i, v in enumerate(ins) if v is not cur]
+    if len(ins) != 2 or len(others) != 1 or ch is None:
+        raise ScheduleError(f"{where}: the fused bias stage is not an add of one operand")
+    i = others[0]
+    vec = channel_vector(ins[i], generic_maps(u)[i], ch, shape[ch])
+    if vec is None:
+        # fuse-epilogue only fuses constant per-channel addends; anything else is a compiler bug
+        raise ScheduleError(f"{where}: the fused bias is not a constant per-channel vector")
+    return vec
 
 
 def from_module(module: ModuleOp) -> IRGraph:
@@ -350,6 +381,19 @@ def from_module(module: ModuleOp) -> IRGraph:
             else:
                 raise ScheduleError(f"{where}: the accumulator init must be a zero fill or a bias "
                                     "broadcast")
+            post = _post_add_bias(op, where)
+            if post is not None:
+                # A bias fused from an add after the contraction (fuse-epilogue's ``bias`` stage
+                # with a constant per-channel operand; fold-batchnorm normally moves it into the
+                # init, but not for integer accumulators or with fold-bn=false). Until issue 10 it
+                # was silently dropped here. Combined with a bias from the init into a new tensor
+                # (the init's constant may be shared with other ops).
+                if lw.bias is not None:
+                    post = np.asarray(data[lw.bias]).reshape(-1) + post
+                counter[0] += 1
+                lw.bias = f"c{counter[0]}"
+                g.add_tensor(Tensor(lw.bias, (post.size,), _dtype(outs.type), "weight"))
+                data[lw.bias] = np.ascontiguousarray(post)  # cast to the tensor dtype when emitted
             if nm == "linalg.matmul":
                 a, b = ins
                 if a in consts:

@@ -204,3 +204,33 @@ func.func @not_requant(%a: tensor<2x4xi32>, %b: tensor<4x3xi32>) -> tensor<2x3xi
 // CHECK-LABEL: func.func @not_requant
 // CHECK-NOT:   m100.
 // CHECK:       func.return
+
+// Negative (issue 10): an addend that is a runtime value is not a bias, even when it varies only
+// along the output channel (a bias graph input, or a [1, N] residual when M = 1): the TCU reads
+// a fused bias from a constant buffer, so these adds stay on the CVU and the ReLU is not fused.
+func.func @runtime_bias(%x: tensor<1x4xf32>, %w: tensor<4x3xf32>, %b: tensor<3xf32>, %r: tensor<1x3xf32>) -> (tensor<1x3xf32>, tensor<1x3xf32>) {
+  %zero = arith.constant 0.0 : f32
+  %e = tensor.empty() : tensor<1x3xf32>
+  %z = linalg.fill ins(%zero : f32) outs(%e : tensor<1x3xf32>) -> tensor<1x3xf32>
+  %m1 = linalg.matmul ins(%x, %w : tensor<1x4xf32>, tensor<4x3xf32>) outs(%z : tensor<1x3xf32>) -> tensor<1x3xf32>
+  %b1 = linalg.generic {indexing_maps = [#id, #col, #id], iterator_types = ["parallel", "parallel"]} ins(%m1, %b : tensor<1x3xf32>, tensor<3xf32>) outs(%e : tensor<1x3xf32>) {
+  ^bb0(%in: f32, %bi: f32, %out: f32):
+    %s = arith.addf %in, %bi : f32
+    linalg.yield %s : f32
+  } -> tensor<1x3xf32>
+  %r1 = linalg.generic {indexing_maps = [#id, #id], iterator_types = ["parallel", "parallel"]} ins(%b1 : tensor<1x3xf32>) outs(%e : tensor<1x3xf32>) {
+  ^bb0(%in: f32, %out: f32):
+    %m = arith.maximumf %in, %zero : f32
+    linalg.yield %m : f32
+  } -> tensor<1x3xf32>
+  %m2 = linalg.matmul ins(%x, %w : tensor<1x4xf32>, tensor<4x3xf32>) outs(%z : tensor<1x3xf32>) -> tensor<1x3xf32>
+  %res = linalg.generic {indexing_maps = [#id, #id, #id], iterator_types = ["parallel", "parallel"]} ins(%r, %m2 : tensor<1x3xf32>, tensor<1x3xf32>) outs(%e : tensor<1x3xf32>) {
+  ^bb0(%in: f32, %in2: f32, %out: f32):
+    %s = arith.addf %in, %in2 : f32
+    linalg.yield %s : f32
+  } -> tensor<1x3xf32>
+  func.return %r1, %res : tensor<1x3xf32>, tensor<1x3xf32>
+}
+// CHECK-LABEL: func.func @runtime_bias
+// CHECK-NOT:   m100.
+// CHECK:       func.return
