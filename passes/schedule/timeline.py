@@ -97,7 +97,18 @@ def streamable(g: OpGraph, op: Op, tensor: str) -> bool:
     return r
 
 
+def reads_whole(op: Op, tensor: str) -> bool:
+    """``op`` reads ``tensor`` whole from memory, never band by band from a producer: the B operand
+    of a matmul and the filter of a conv (the emitter ``load``s every operand after the first).
+    Such a tensor produced in the same segment must be stored, and the reader must wait for its
+    last band (issue 10: a matmul whose B came from a CVU op of its segment read memory that was
+    never written)."""
+    return op.unit in ("tcu.matmul", "tcu.conv2d") and tensor in op.inputs[1:]
+
+
 def _streamable(g: OpGraph, op: Op, tensor: str) -> bool:
+    if op.unit in ("tcu.matmul", "tcu.conv2d") and tensor != op.inputs[0]:
+        return False  # see reads_whole
     prod = g.producer(tensor)
     if prod is not None and prod.unit == "cvu.reduction" and not prod.attrs.get("keep", True):
         return False  # a reduction that dropped its axis: rows of another shape
@@ -510,7 +521,7 @@ class _Builder:
                     lo, hi = band_rows(geo.rows, st.bands, b)
                     if hi <= lo:
                         continue
-                    win = input_window(g, op, tname, lo, hi)
+                    win = None if reads_whole(op, tname) else input_window(g, op, tname, lo, hi)
                     if win is None:
                         qmax = pst.bands - 1
                     else:
@@ -527,7 +538,7 @@ class _Builder:
             for t in op.outputs:
                 users = cons.get(t, [])
                 if self.g.tensors[t].kind == "output" or not users or \
-                        any(u.name not in seg_ops for u in users):
+                        any(u.name not in seg_ops or reads_whole(u, t) for u in users):
                     out.add(t)
         return out
 

@@ -193,3 +193,28 @@ def test_post_add_constant_bias_without_fold_batchnorm():
     want = onnxruntime_run(model, [x, w])[0]
     np.testing.assert_allclose(list(got.values())[0].reshape(want.shape), want, rtol=1e-4,
                                atol=1e-4)
+
+
+# --- found by the fuzzer: a matmul whose B operand is produced in its own segment ----------------
+@pytest.mark.parametrize("machine", MACHINES)
+@pytest.mark.parametrize("case", ["w_at_tanh", "t_at_t", "softmax_rhs"])
+def test_matmul_rhs_produced_on_chip(case, machine):
+    """The scheduler streamed a matmul's B operand from a producer of the same pipeline segment,
+    but the emitter reads B whole from memory, where it was never stored: W @ tanh(x) gave
+    zeros (the tensor was never written), tanh(x) @ tanh(x) raced. B is now read whole (the
+    producer stores it, the matmul waits for the last band)."""
+    if case == "w_at_tanh":
+        model = _model([helper.make_node("Tanh", ["x"], ["t"]),
+                        helper.make_node("MatMul", ["w", "t"], ["y"])],
+                       [("x", [1, 4])], [("y", [16, 4])], [_init("w", [16, 1], 1)])
+    elif case == "t_at_t":
+        model = _model([helper.make_node("Tanh", ["x"], ["t"]),
+                        helper.make_node("MatMul", ["t", "t"], ["y"])],
+                       [("x", [16, 16])], [("y", [16, 16])])
+    else:
+        model = _model([helper.make_node("Softmax", ["x"], ["t"], axis=-1),
+                        helper.make_node("MatMul", ["w", "t"], ["u"]),
+                        helper.make_node("Sub", ["c", "u"], ["y"])],
+                       [("x", [16, 4])], [("y", [1, 4])],
+                       [_init("w", [1, 16], 2), _init("c", [1, 1], 3)])
+    _check(model, machine)
