@@ -43,6 +43,7 @@ from m100.targets.m100.isa import (Act, Broadcast, Conv2D, Copy, CsuCall, CvuOp,
                                    tpbs_of)
 
 from .memory import Memory
+from . import twu
 from .twu import walk_block
 
 
@@ -289,18 +290,57 @@ class Conv2DExec(TcuExec):
 
     _last_x: tuple[int, Access, np.ndarray] | None = None
 
+    def _touched(self, b: int) -> np.ndarray:
+        """Sorted flat indices into x's logical [n,h,w,c] of every element block ``b`` reads:
+        per image, the input rows of its output rows' windows times the input columns of every
+        window (the two axes are independent), every channel; no [M, kh, kw, c] index array."""
+        i = self.inst
+        (sh, sw), (dh, dw) = i.stride, i.dilation
+        pt, pl = i.pad[0], i.pad[1]
+        r = np.arange(b * self.rows, (b + 1) * self.rows)
+        ni, oy = r // self.oh, r % self.oh
+        iw = ((np.arange(self.ow) * sw - pl)[:, None] + (np.arange(i.kw) * dw)[None, :]).ravel()
+        cols = np.flatnonzero(np.bincount(iw[(iw >= 0) & (iw < i.width)], minlength=i.width))
+        parts = []
+        for n in np.unique(ni):
+            ih = ((oy[ni == n] * sh - pt)[:, None] + (np.arange(i.kh) * dh)[None, :]).ravel()
+            rows = np.flatnonzero(np.bincount(ih[(ih >= 0) & (ih < i.h)], minlength=i.h))
+            parts.append((((n * i.h + rows)[:, None, None] * i.width + cols[None, :, None]) * i.c
+                          + np.arange(i.c)[None, None, :]).ravel())
+        return np.concatenate(parts) if parts else np.zeros(0, dtype=np.int64)
+
     def _x(self, b: int, idx: np.ndarray | None = None) -> tuple[Access, np.ndarray]:
         i = self.inst
         if self._last_x is not None and self._last_x[0] == b:
             return self._last_x[1], self._last_x[2]
-        if idx is None:
-            idx = self._index(b)
-        mask = np.zeros(i.n * i.h * i.width * i.c, dtype=bool)  # sorted unique, without a sort
-        mask[idx[idx >= 0]] = True
-        uniq = np.flatnonzero(mask)
+        if idx is not None or not twu.STRIDED:
+            if idx is None:
+                idx = self._index(b)
+            mask = np.zeros(i.n * i.h * i.width * i.c, dtype=bool)  # sorted unique, no sort
+            mask[idx[idx >= 0]] = True
+            uniq = np.flatnonzero(mask)
+        else:
+            uniq = self._touched(b)
         acc = Access(i.x, i.tpb, walk_offsets(i.x)[uniq])
         self._last_x = (b, acc, uniq)
         return acc, uniq
+
+    def _windows(self, b: int, xfull: np.ndarray) -> np.ndarray:
+        """[rows*ow, kh, kw, c] windows of block ``b`` as a strided view of x zero-padded to
+        [n, hp, wp, c] (one copy of the touched rows; no index array)."""
+        i = self.inst
+        (sh, sw), (dh, dw) = i.stride, i.dilation
+        pt, pl = i.pad[0], i.pad[1]
+        hp = max(pt + i.h, (self.oh - 1) * sh + (i.kh - 1) * dh + 1)
+        wp = max(pl + i.width, (self.ow - 1) * sw + (i.kw - 1) * dw + 1)
+        xp = np.zeros((i.n, hp, wp, i.c), dtype=xfull.dtype)
+        xp[:, pt:pt + i.h, pl:pl + i.width, :] = xfull[:-1].reshape(i.n, i.h, i.width, i.c)
+        s = xp.strides
+        win = np.lib.stride_tricks.as_strided(
+            xp, shape=(i.n, self.oh, self.ow, i.kh, i.kw, i.c),
+            strides=(s[0], sh * s[1], sw * s[2], dh * s[1], dw * s[2], s[3]), writeable=False)
+        r = np.arange(b * self.rows, (b + 1) * self.rows)
+        return win[r // self.oh, r % self.oh].reshape(self.rows * self.ow, i.kh, i.kw, i.c)
 
     def _y(self, b):
         i = self.inst
@@ -319,7 +359,7 @@ class Conv2DExec(TcuExec):
     def run(self, b):
         i = self.inst
         integer = i.x.dtype.is_int
-        idx = self._index(b)
+        idx = self._index(b) if not twu.STRIDED or min(i.pad) < 0 else None
         xa, uniq = self._x(b, idx)
         g, cg, fg = i.groups, i.c // i.groups, i.f // i.groups
         kk, bb = i.kh * i.kw * cg, i.w.dtype.bits
@@ -327,7 +367,10 @@ class Conv2DExec(TcuExec):
                          dtype=_operand(np.zeros(0), integer, kk, bb).dtype)
         xfull[uniq] = self.read(xa)
         M = self.rows * self.ow
-        cols = xfull[idx]  # [M, kh, kw, c]; index -1 reads the trailing zero
+        if idx is None:
+            cols = self._windows(b, xfull)
+        else:
+            cols = xfull[idx]  # [M, kh, kw, c]; index -1 reads the trailing zero
         cols = cols.reshape(M, i.kh, i.kw, g, cg).transpose(3, 0, 1, 2, 4).reshape(
             g, M, i.kh * i.kw * cg)
         W = _operand(self.read(Access(i.w, i.tpb)), integer, kk, bb).reshape(i.kh, i.kw, cg, g, fg)
