@@ -385,10 +385,11 @@ def random_graph(c: Choices, max_ops: int = 4) -> FuzzGraph:
     values = [x]
     for _ in range(c.int(1, max_ops)):
         r = len(b.shapes[x])
-        table = dict(BY_RANK.get(r, {}))
-        table.update(ANY_RANK)
-        table["residual"] = None  # type: ignore[assignment]
-        kind = c.pick(sorted(table, key=lambda k: (k not in BY_RANK.get(r, {}), k)))
+        # half of the steps from the rank's own ops (MatMul/Gemm, Conv/pooling), so that they are
+        # not drowned by the generic ones
+        own = BY_RANK.get(r, {})
+        table = dict(own) if own and c.pick((True, False)) else dict(ANY_RANK, residual=None)
+        kind = c.pick(sorted(table))
         if kind == "residual":
             y = _residual(b, x, values)
             if y is None:
