@@ -4,7 +4,8 @@
 stored as a single element. :func:`dense_to_numpy` decodes every element type the frontend emits,
 bit-exactly: ``bf16`` is widened to float32 (exact: bf16 is the high half of an f32), ``i1`` is
 bool, odd integer widths go to the next wider numpy integer. :func:`numpy_to_dense` is the inverse
-(``bf16`` rounds to nearest even, which is exact for values that came from bf16).
+(``bf16`` rounds to nearest even, which is exact for values that came from bf16; the bf16 bit
+conversions are the ISA's, :mod:`m100.targets.m100.numerics`).
 
 Used by the graph passes (``passes/graph/common.py``), the schedule's IR facts and the numpy
 reference executor (``frontend/reference*.py``); nothing else decodes dense attributes.
@@ -29,6 +30,7 @@ from xdsl.dialects.builtin import (
 from xdsl.ir import Attribute
 
 from m100.errors import M100Error
+from m100.targets.m100.numerics import bf16_bits_to_f32, f32_to_bf16_bits
 
 
 class DenseError(M100Error, ValueError):
@@ -56,21 +58,6 @@ def storage_dtype(t: Attribute) -> np.dtype:
             if w <= bits:
                 return np.dtype(f"<{'u' if unsigned else 'i'}{bits // 8}")
     raise DenseError(f"dense constants of element type {t} are not supported")
-
-
-def bf16_bits_to_f32(bits: np.ndarray) -> np.ndarray:
-    """bf16 bit patterns (uint16) -> the float32 values they denote (exact)."""
-    return (np.asarray(bits, dtype=np.uint16).astype(np.uint32) << 16).view(np.float32)
-
-
-def f32_to_bf16_bits(x: np.ndarray) -> np.ndarray:
-    """float32 -> bf16 bit patterns (uint16), rounding to nearest even; NaN stays NaN."""
-    u = np.ascontiguousarray(x, dtype=np.float32).view(np.uint32).astype(np.uint64)
-    rounded = (u + 0x7FFF + ((u >> 16) & 1)) >> 16
-    nan = np.isnan(np.asarray(x, dtype=np.float32))
-    out = rounded.astype(np.uint16)
-    out[nan] = ((u[nan] >> 16) | 0x40).astype(np.uint16)  # keep sign, force a quiet NaN
-    return out
 
 
 def dense_to_numpy(attr: DenseIntOrFPElementsAttr) -> np.ndarray:

@@ -232,19 +232,32 @@ class ActionsAttr(ParametrizedAttribute):
 # machine lookup shared by all m100 ops
 # ----------------------------------------------------------------------------------------------
 @functools.lru_cache(maxsize=32)
-def _cached_machine(name: str):
-    from m100.targets.m100.machine import get_machine
-    return get_machine(name)  # machine files are read once per process, not once per op
+def resolve_machine(name: str, spec: str | None = None):
+    """The Machine a ``tpb.program`` names: its ``machine_spec`` (JSON of ``Machine.spec()``, carried
+    for any machine that is not a preset) or else the preset / machine file ``name``. Cached: a
+    machine is built once per process, not once per op. Raises ``MachineError``."""
+    from m100.targets.m100.machine import MachineError, get_machine, machine_from_spec
+    if spec is None:
+        return get_machine(name)
+    m = machine_from_spec(spec)
+    if m.name != name:
+        raise MachineError(f"machine_spec describes machine '{m.name}', not '{name}'")
+    return m
 
 
 def machine_of(op: Operation):
-    """The Machine named by the nearest enclosing ``tpb.program`` (or None outside one)."""
-    p = op.parent_op()
+    """The Machine of the nearest ``tpb.program`` that is ``op`` or encloses it (None outside
+    one). The one way from an op to its machine: verifiers, passes and the translation use it.
+    A program naming no valid machine raises VerifyException."""
+    p: Operation | None = op
     while p is not None:
         if p.name == "tpb.program":
             name = p.properties.get("machine")
+            spec = p.properties.get("machine_spec")
             if isinstance(name, StringAttr):
-                return isa_guard(_cached_machine, name.data, prefix=f"'{p.name}': ")
+                return isa_guard(resolve_machine, name.data,
+                                 spec.data if isinstance(spec, StringAttr) else None,
+                                 prefix=f"'{p.name}': ")
             return None
         p = p.parent_op()
     return None
@@ -336,4 +349,4 @@ class BarrierOp(IRDLOperation):
 SYNC = Dialect("sync", [JoinOp, BarrierOp], [TokenType, MonitorAttr, UpdateAttr, ActionsAttr])
 
 __all__ = ["SYNC", "TokenType", "MonitorAttr", "UpdateAttr", "ActionsAttr", "JoinOp", "BarrierOp",
-           "machine_of", "check_mask"]
+           "machine_of", "resolve_machine", "check_mask"]

@@ -18,10 +18,11 @@ from xdsl.utils.exceptions import VerifyException
 
 from m100.errors import M100Error
 from m100.targets.m100 import isa
-from m100.targets.m100.machine import Machine, get_machine
+from m100.targets.m100.machine import Machine
 
 from .twu import (SPACE_BY_NAME, SPACE_NAMES, array_values, dtype_to_type, i64_array, int_attr,
                   parse_text, type_to_dtype)
+from .sync import machine_of
 from .tpb_base import LEVELS, InstrOp, print_params, program_of
 from .tpb_ops import DmaOp
 
@@ -42,10 +43,12 @@ def _split(d: dict[str, Attribute], props: Sequence[str]):
 
 @irdl_op_definition
 class ProgramOp(IRDLOperation):
-    """``tpb.program "MACHINE" LEVEL [attributes {fingerprint = "0x..", metadata = ["k", "v", ..]}]
-    {...}``.
+    """``tpb.program "MACHINE" LEVEL [attributes {fingerprint = "0x..", machine_spec = "{..}",
+    metadata = ["k", "v", ..]}] {...}``.
 
-    The program for one machine (a preset name or machine file); ``LEVEL`` is ``placed`` or
+    The program for one machine: a preset name, or any machine with its description carried in
+    ``machine_spec`` (``Machine.spec()`` JSON; a machine file path also works as the name). The
+    machine of any op inside is :func:`m100.dialects.sync.machine_of`. ``LEVEL`` is ``placed`` or
     ``resolved`` and selects how strictly the ops inside are verified. At the resolved level every
     ``hbsm.alloc``/``hbsm.fifo`` must have an offset and no ``sync.barrier`` may remain.
     """
@@ -53,14 +56,23 @@ class ProgramOp(IRDLOperation):
     machine = prop_def(StringAttr)
     level = prop_def(StringAttr)
     fingerprint = opt_prop_def(StringAttr)
+    machine_spec = opt_prop_def(StringAttr)
     metadata = opt_prop_def(ArrayAttr[StringAttr])  # key, value, key, value, ...
     body = region_def("single_block")
     traits = traits_def(NoTerminator())
-    PROPS: ClassVar = ("fingerprint", "metadata")
+    PROPS: ClassVar = ("fingerprint", "machine_spec", "metadata")
 
-    def __init__(self, machine: str, level: str = "placed", ops: Sequence[Operation] = (),
-                 fingerprint: int | None = None, metadata: dict[str, str] | None = None):
+    def __init__(self, machine: str | Machine, level: str = "placed", ops: Sequence[Operation] = (),
+                 fingerprint: int | None = None, metadata: dict[str, str] | None = None,
+                 machine_spec: str | None = None):
+        """``machine``: a name, or a Machine (a non-preset one is carried as ``machine_spec``)."""
+        if isinstance(machine, Machine):
+            if machine_spec is None and not machine.is_preset():
+                machine_spec = machine.spec()
+            machine = machine.name
         props: dict[str, Attribute] = {"machine": StringAttr(machine), "level": StringAttr(level)}
+        if machine_spec is not None:
+            props["machine_spec"] = StringAttr(machine_spec)
         if fingerprint is not None:
             props["fingerprint"] = StringAttr(f"{fingerprint:#018x}")
         if metadata:
@@ -96,17 +108,11 @@ class ProgramOp(IRDLOperation):
                 for a in self.metadata.data]
         return dict(zip(vals[0::2], vals[1::2]))
 
-    def get_machine(self) -> Machine:
-        try:
-            return get_machine(self.machine.data)
-        except M100Error as e:
-            raise VerifyException(f"'tpb.program': {e}") from None
-
     def verify_(self) -> None:
         if self.level.data not in LEVELS:
             raise VerifyException(f"'tpb.program': level must be 'placed' or 'resolved', not "
                                   f"'{self.level.data}'")
-        self.get_machine()
+        machine_of(self)
         if self.metadata is not None and len(self.metadata.data) % 2:
             raise VerifyException("'tpb.program': metadata is a flat list of key, value strings")
         if self.fingerprint is not None:
@@ -161,7 +167,7 @@ class StreamOp(IRDLOperation):
     def verify_(self) -> None:
         c = self.cluster.value.data
         prog = program_of(self)
-        m = prog.get_machine() if prog is not None else None
+        m = machine_of(prog) if prog is not None else None
         if m is not None and not (c == -1 or 0 <= c < m.clusters):
             raise VerifyException(f"'tpb.stream': cluster {c} does not exist on machine '{m.name}' "
                                   f"({m.clusters} clusters; ccb = the DMA stream)")
@@ -228,7 +234,7 @@ class SegmentOp(IRDLOperation):
                                   "string") from None
         prog = program_of(self)
         if prog is not None:
-            m = prog.get_machine()
+            m = machine_of(prog)
             size = isa.space_size(m, SPACE_BY_NAME[self.space.data])
             a = self.address.value.data
             if a < 0 or a + n > size:
@@ -295,7 +301,7 @@ class SymbolOp(IRDLOperation):
         prog = program_of(self)
         if prog is not None:
             from m100.targets.m100.program import Program  # noqa: F401  (contract check only)
-            m = prog.get_machine()
+            m = machine_of(prog)
             sym = self.to_symbol()
             size = isa.space_size(m, sym.space)
             if sym.address < 0 or sym.address + sym.nbytes > size:

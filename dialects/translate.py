@@ -9,7 +9,7 @@
   ``tpb.stream`` regions (instruction ops directly in the program body go to the stream of their
   TPB's cluster, DMAs to the CCB stream, in body order); ``tpb.segment`` and ``tpb.symbol`` ops are
   the data segments and the symbol table; the machine name, fingerprint and metadata are properties
-  of the program op. ``program_to_module`` emits segments, symbols, then one ``tpb.stream`` per
+  of the program op (a ``machine_spec`` property travels as the metadata entry ``m100.machine``). ``program_to_module`` emits segments, symbols, then one ``tpb.stream`` per
   stream key in ascending order (metadata sorted by key, as the binary container stores it), so ``module_to_program(program_to_module(p)) == p`` and a module in
   that canonical form survives the round trip textually.
 
@@ -23,12 +23,13 @@ from xdsl.ir import Operation
 from xdsl.utils.exceptions import VerifyException
 
 from m100.dialects.tpb import OP_BY_KIND, InstrOp, ProgramOp, SegmentOp, StreamOp, SymbolOp
+from m100.dialects.sync import machine_of
 from m100.dialects.twu import SPACE_BY_NAME, SPACE_NAMES
 from m100.errors import M100Error
 
 from m100.targets.m100.isa import Dma, Instruction, Space
-from m100.targets.m100.machine import Machine, get_machine
-from m100.targets.m100.program import CCB_STREAM, Program, Segment
+from m100.targets.m100.machine import Machine
+from m100.targets.m100.program import CCB_STREAM, MACHINE_SPEC_KEY, Program, Segment
 
 
 class TranslateError(M100Error, ValueError):
@@ -70,17 +71,21 @@ def module_to_program(module: Operation, machine: Machine | None = None) -> Prog
     if prog.level.data != "resolved":
         raise TranslateError(f"'tpb.program' is at level '{prog.level.data}'; only a resolved "
                              "program translates to ISA (run the backend passes first)")
+    spec = prog.machine_spec.data if prog.machine_spec is not None else None
     if machine is None:
         try:
-            machine = get_machine(prog.machine.data)
-        except M100Error as e:
-            raise TranslateError(f"'tpb.program': {e}") from None
+            machine = machine_of(prog)
+        except VerifyException as e:
+            raise TranslateError(str(e)) from None
         fp = (int(prog.fingerprint.data, 16) if prog.fingerprint is not None
               else machine.fingerprint())
         name = prog.machine.data
     else:
         fp, name = machine.fingerprint(), machine.name
+        spec = None if machine.is_preset() else machine.spec()
     meta = prog.metadata_dict()
+    if spec is not None:  # the program file carries the machine, as the IR did
+        meta[MACHINE_SPEC_KEY] = spec
     out = Program(name, fp, metadata=meta)
 
     def add(key: int, op: InstrOp) -> None:
@@ -120,8 +125,9 @@ def program_to_module(program: Program) -> ModuleOp:
         body.append(SymbolOp.from_symbol(sym))
     for key in sorted(program.streams):
         body.append(StreamOp(key, [instruction_to_op(i) for i in program.streams[key]]))
-    prog = ProgramOp(program.machine, "resolved", body, program.fingerprint,
-                     dict(sorted(program.metadata.items())))
+    meta = dict(sorted(program.metadata.items()))
+    spec = meta.pop(MACHINE_SPEC_KEY, None)
+    prog = ProgramOp(program.machine, "resolved", body, program.fingerprint, meta, machine_spec=spec)
     return ModuleOp([prog])
 
 

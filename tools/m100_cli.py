@@ -120,9 +120,9 @@ def cmd_compile(args: argparse.Namespace) -> int:
 
 
 def cmd_run(args: argparse.Namespace) -> int:
-    from m100.targets.m100.program import Program
+    from m100.targets.m100 import loader
     from m100.tools import driver
-    prog = Program.load(args.program)
+    prog = loader.load(args.program)
     inputs = _load_npz(args.inputs) if args.inputs else {}
     res = driver.run(prog, inputs, random_latency=args.random_latency, trace=bool(args.trace))
     if args.outputs and res.outputs:

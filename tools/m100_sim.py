@@ -60,22 +60,8 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def _load_program(path: str, machine):
-    from m100.targets.m100.machine import get_machine
-    from m100.targets.m100.program import Program
-    suffix = Path(path).suffix
-    if suffix == ".asm":
-        from m100.targets.m100.asm import parse_program
-        try:
-            text = Path(path).read_text()
-        except OSError as e:
-            raise ToolError(f"{path}: cannot read: {e.strerror}") from None
-        prog = parse_program(text, path)
-        if prog.fingerprint == 0:  # hand-written assembly: "the current machine of that name"
-            prog.fingerprint = (machine or get_machine(prog.machine)).fingerprint()
-            if machine is not None:
-                prog.machine = machine.name
-        return prog
-    return Program.load(path, machine)
+    from m100.targets.m100 import loader  # the one loader, shared with m100-translate
+    return loader.load(path, machine)
 
 
 def _load_inputs(path: str | None) -> dict[str, np.ndarray]:

@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import argparse
 import io
-import struct
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -61,38 +60,19 @@ def _display(path: str) -> str:
 
 
 def _load_program(path: str, fmt: str, machine: Any) -> Any:
-    """The input as a ``Program`` (from a binary container, assembly text or resolved tpb IR)."""
+    """The input as a validated ``Program`` (from a binary container, assembly text or resolved
+    tpb IR), through the loader m100-sim uses too (``m100.targets.m100.loader``)."""
+    from m100.targets.m100 import loader
+
+    where = _display(path)
     if fmt == "bin":
-        from m100.targets.m100 import program
-
-        data = _read_bytes(path)
-        if machine is not None:
-            _check_header_machine(program, data, machine, _display(path))
-        return program.Program.from_bytes(data, machine)
+        return loader.from_bytes(_read_bytes(path), machine, where)
     if fmt == "asm":
-        from m100.targets.m100.asm import parse_program
-
-        return parse_program(_read_text(path), _display(path))
+        return loader.from_asm(_read_text(path), machine, where)
     module = _parse_mlir(path)
     from m100.dialects import translate
 
-    if machine is not None:
-        return translate.module_to_program(module, machine=machine)
-    return translate.module_to_program(module)
-
-
-def _check_header_machine(program: Any, data: bytes, machine: Any, where: str) -> None:
-    """With ``--machine``, refuse a program compiled for another machine before decoding it (its
-    field widths depend on the machine, so decoding would report a misleading error)."""
-    head = struct.Struct("<8sHHQH")  # magic, version, encoding version, fingerprint, name length
-    if len(data) < head.size:
-        return  # too short: from_bytes reports it
-    magic, _version, _enc, fingerprint, name_len = head.unpack_from(data)
-    if magic != program.MAGIC or fingerprint == machine.fingerprint():
-        return
-    name = data[head.size:head.size + name_len].decode("utf-8", errors="replace")
-    raise ToolError(f"{where}: program was compiled for machine '{name}' (fingerprint {fingerprint:#018x}), "
-                    f"not for '{machine.name}' ({machine.fingerprint():#018x}) given by --machine")
+    return loader.finish(translate.module_to_program(module, machine=machine), machine, where)
 
 
 def _parse_mlir(path: str) -> Any:

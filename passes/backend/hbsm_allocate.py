@@ -13,7 +13,7 @@ from xdsl.passes import ModulePass
 from m100.dialects.hbsm import AllocOp, BufferType, FifoOp, ViewOp
 from m100.dialects.tpb import InstrOp, ProgramOp, StreamOp
 from m100.targets.m100.isa import Space
-from m100.targets.m100.machine import get_machine
+from m100.dialects.sync import machine_of
 
 from .hbsm_pack import Buf, HbsmOverflow, allocate, check_allocation
 
@@ -74,7 +74,7 @@ class HbsmAllocate(ModulePass):
             self._run(p)
 
     def _run(self, prog: ProgramOp) -> None:
-        m = get_machine(prog.machine.data)
+        m = machine_of(prog)
         ops = _program_ops(prog)
         first: dict[int, int] = {}
         last: dict[int, int] = {}

@@ -12,12 +12,11 @@ from xdsl.passes import ModulePass
 from xdsl.rewriter import InsertPoint, Rewriter
 
 from m100.dialects.hbsm import AllocOp, BufferType, FifoOp, ViewOp
-from m100.dialects.sync import JoinOp
+from m100.dialects.sync import JoinOp, machine_of
 from m100.dialects.tpb import CopyOp, DmaOp, InstrOp, ProgramOp, StreamOp
 from m100.dialects.twu import AccessAttr, WalkAttr, array_values
 from m100.errors import M100Error
 from m100.targets.m100.isa import Walk
-from m100.targets.m100.machine import get_machine
 
 from .twu_synth import Access, synthesize
 
@@ -99,7 +98,7 @@ class TwuMaterialize(ModulePass):
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
         for prog in [p for p in op.walk() if isinstance(p, ProgramOp)]:
-            m = get_machine(prog.machine.data)
+            m = machine_of(prog)
             ops: list[InstrOp] = []
             for o in prog.body.ops:
                 if isinstance(o, StreamOp):

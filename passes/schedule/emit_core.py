@@ -310,7 +310,7 @@ class EmitterCore:
         if len(self.task_ops) != len(self.plan.tasks):
             raise AssertionError(f"emitter: {len(self.plan.tasks) - len(self.task_ops)} plan tasks "
                                  f"were not emitted")
-        return ProgramOp(self.m.name, "placed", self.head + self._predicted_order(), metadata=meta)
+        return ProgramOp(self.m, "placed", self.head + self._predicted_order(), metadata=meta)
 
     def _predicted_order(self) -> list[Operation]:
         """The body in predicted-start order (a topological order of the token edges): buffers

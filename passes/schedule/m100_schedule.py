@@ -64,8 +64,8 @@ class M100Schedule(ModulePass):
                       strategy=self.strategy, seed=self.seed, max_stages=self.max_stages)
         pl.graph = irg.graph  # type: ignore[attr-defined]
         prog = emit_program(irg, pl, m)
-        if self.machine != m.name:  # a machine file: the IR names it by its path, as given
-            prog.properties["machine"] = StringAttr(self.machine)
+        # a machine that is not a preset travels in the IR as machine_spec (ProgramOp(m, ...)), so
+        # the program names it by its own name and never depends on the file being around
         block = op.body.blocks[0]
         for o in list(block.ops):
             o.detach()

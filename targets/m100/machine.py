@@ -24,6 +24,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
+import math
 import os
 import tomllib
 from dataclasses import dataclass
@@ -178,16 +179,14 @@ class Machine:
         return int.from_bytes(hashlib.sha256(blob).digest()[:8], "little")
 
     def with_overrides(self, **overrides: Any) -> Machine:
-        known = {f.name: f for f in dataclasses.fields(self)}
+        """A copy with some fields replaced; each value is checked on its own (type, range)
+        before the machine as a whole (:meth:`validate`)."""
+        known = {f.name for f in dataclasses.fields(self)}
         for key, value in overrides.items():
             if key not in known:
                 raise MachineError(f"unknown machine parameter '{key}' "
                                    f"(known: {', '.join(sorted(known))})")
-            default = getattr(self, key)
-            if isinstance(default, bool) or not isinstance(value, (int, float, str)):
-                raise MachineError(f"machine parameter '{key}' has a bad value {value!r}")
-            if isinstance(default, int) and not isinstance(value, int):
-                raise MachineError(f"machine parameter '{key}' must be an integer, got {value!r}")
+            check_field(key, value)
         m = dataclasses.replace(self, **overrides)
         m.validate()
         return m
@@ -198,15 +197,94 @@ class Machine:
         return self.with_overrides(**overrides)
 
     def validate(self) -> None:
+        """Every field in its range (:data:`FIELD_LIMITS`), then the relations between fields."""
         for f in dataclasses.fields(self):
-            v = getattr(self, f.name)
-            if isinstance(v, (int, float)) and not isinstance(v, bool) and v <= 0:
-                raise MachineError(f"machine '{self.name}': parameter '{f.name}' must be > 0, got {v}")
+            try:
+                check_field(f.name, getattr(self, f.name))
+            except MachineError as e:
+                raise MachineError(f"machine '{self.name}': {e}") from None
         if self.hbsm_bytes % (self.hbsm_banks * self.hbsm_bank_width):
             raise MachineError(f"machine '{self.name}': hbsm_bytes must be a multiple of "
                                "hbsm_banks * hbsm_bank_width")
         if self.num_tpbs > 64:
             raise MachineError(f"machine '{self.name}': at most 64 TPBs fit a TPB mask")
+
+    # --- carrying a machine in IR and program files ---------------------------------------------
+    def is_preset(self) -> bool:
+        """True when this machine is exactly the preset of its name."""
+        return PRESETS.get(self.name) == self
+
+    def spec(self) -> str:
+        """The machine as compact JSON, ``{"base": PRESET, "name": ..., <fields that differ>}``
+        (the closest preset as base); :func:`machine_from_spec` gives the same machine back. This
+        is what the IR (``tpb.program``) and program files carry for a machine that is not a
+        preset, so that a program never depends on a machine file being around."""
+        mine = self.to_dict()
+
+        def diff(base: Machine) -> dict[str, Any]:
+            return {k: v for k, v in mine.items() if k != "name" and base.to_dict()[k] != v}
+
+        base = min(PRESETS, key=lambda n: len(diff(PRESETS[n])))  # first preset wins a tie
+        return json.dumps({"base": base, "name": self.name, **diff(PRESETS[base])},
+                          sort_keys=True, separators=(",", ":"))
+
+
+# Allowed values of every field: (type, lowest, highest). int fields take Python ints only (no
+# bools, no floats), float fields finite real numbers (ints allowed). The bounds are what the
+# encoding, the cost model and the interpreter can represent, far beyond any real configuration.
+_INT = int
+_FLOAT = float
+FIELD_LIMITS: dict[str, tuple[type, float, float]] = {
+    "clusters": (_INT, 1, 64), "tpbs_per_cluster": (_INT, 1, 64),
+    "clock_hz": (_FLOAT, 1e6, 1e11),
+    "hbsm_bytes": (_INT, 1 * KIB, 1 * GIB), "hbsm_banks": (_INT, 1, 1024),
+    "hbsm_bank_width": (_INT, 1, 4096), "hbsm_ports": (_INT, 1, 1024),
+    "hbsm_latency": (_INT, 1, 1 << 20),
+    "su_counters": (_INT, 1, 1 << 16), "su_counter_bits": (_INT, 1, 64),
+    "remote_update_latency": (_INT, 1, 1 << 20), "remote_update_latency_inter": (_INT, 1, 1 << 20),
+    "twu_max_levels": (_INT, 1, 16), "twu_field_bits": (_INT, 8, 64),
+    "tcu_rows": (_INT, 1, 1 << 12), "tcu_cols": (_INT, 1, 1 << 12), "tcu_dot": (_INT, 1, 1 << 12),
+    "tcu_tile_m": (_INT, 1, 1 << 16), "tcu_tile_k": (_INT, 1, 1 << 16),
+    "tcu_tile_n": (_INT, 1, 1 << 16),
+    "tcu_act_bytes_per_cycle": (_INT, 1, 1 << 20), "tcu_weight_bytes_per_cycle": (_INT, 1, 1 << 20),
+    "tcu_pipeline_latency": (_INT, 1, 1 << 20),
+    "tcu_rate_i8": (_FLOAT, 1e-6, 1e3), "tcu_rate_i4": (_FLOAT, 1e-6, 1e3),
+    "tcu_rate_f16": (_FLOAT, 1e-6, 1e3), "tcu_rate_bf16": (_FLOAT, 1e-6, 1e3),
+    "tcu_rate_f32": (_FLOAT, 1e-6, 1e3),
+    "cvu_bytes_per_cycle": (_INT, 1, 1 << 20), "cvu_stage_latency": (_INT, 1, 1 << 20),
+    "cvu_max_stages": (_INT, 1, 64), "dtdu_bytes_per_cycle": (_INT, 1, 1 << 20),
+    "csu_overhead_cycles": (_INT, 1, 1 << 30), "csu_max_requesters": (_INT, 1, 64),
+    "csu_bytes_per_cycle": (_INT, 1, 1 << 20),
+    "ddr_bytes": (_INT, 1 * MIB, 1 << 40), "ddr_bandwidth": (_FLOAT, 1e6, 1e15),
+    "ddr_latency": (_INT, 1, 1 << 20), "axi_masters": (_INT, 1, 64),
+    "axi_bandwidth": (_FLOAT, 1e6, 1e15), "ccb_sram_bytes": (_INT, 1 * KIB, 1 << 32),
+    "ccb_sram_banks": (_INT, 1, 1024), "ccb_sram_interleave": (_INT, 1, 1 << 20),
+    "ccb_dma_engines": (_INT, 1, 64), "ccb_cores": (_INT, 1, 64),
+    "ccb_sram_bandwidth": (_FLOAT, 1e6, 1e15), "mesh_bandwidth": (_FLOAT, 1e6, 1e15),
+    "mesh_inter_cluster_bandwidth": (_FLOAT, 1e6, 1e15), "drb_bandwidth": (_FLOAT, 1e6, 1e15),
+    "icb_bits_per_cycle": (_INT, 1, 1 << 16), "dma_setup_cycles": (_INT, 1, 1 << 20),
+    "mem_align": (_INT, 1, 1 << 20),
+}
+
+
+def check_field(key: str, value: Any) -> None:
+    """Raise :class:`MachineError` unless ``value`` is a valid value of machine field ``key``."""
+    if key == "name":
+        if not isinstance(value, str) or not value or len(value.encode()) > 255 \
+                or not value.isprintable():
+            raise MachineError(f"machine parameter 'name' must be a non-empty printable string "
+                               f"of at most 255 bytes, got {value!r}")
+        return
+    kind, lo, hi = FIELD_LIMITS[key]
+    if kind is _INT:
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise MachineError(f"machine parameter '{key}' must be an integer, got {value!r}")
+    elif isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+        raise MachineError(f"machine parameter '{key}' must be a finite number, got {value!r}")
+    if not lo <= value <= hi:
+        fmt = (lambda x: str(int(x))) if kind is _INT else (lambda x: f"{x:g}")
+        raise MachineError(f"machine parameter '{key}' = {value!r} is out of range "
+                           f"[{fmt(lo)}, {fmt(hi)}]")
 
 
 def _tiny() -> Machine:
@@ -223,6 +301,32 @@ PRESETS: dict[str, Machine] = {
 DEFAULT_MACHINE = "m100"
 
 
+def machine_from_dict(data: Any, where: str, default_name: str | None = None) -> Machine:
+    """A machine from ``{"base": PRESET, field: value, ...}`` (a machine file's or a spec's
+    contents); errors name ``where``."""
+    if not isinstance(data, dict):
+        raise MachineError(f"{where}: a machine description must be a table/object")
+    data = dict(data)
+    base = data.pop("base", DEFAULT_MACHINE)
+    if not isinstance(base, str) or base not in PRESETS:
+        raise MachineError(f"{where}: unknown base machine {base!r} (presets: {', '.join(PRESETS)})")
+    if default_name is not None:
+        data.setdefault("name", default_name)
+    try:
+        return PRESETS[base].with_overrides(**data)
+    except MachineError as e:
+        raise MachineError(f"{where}: {e}") from None
+
+
+def machine_from_spec(spec: str) -> Machine:
+    """The machine of :meth:`Machine.spec` text."""
+    try:
+        data = json.loads(spec)
+    except json.JSONDecodeError as e:
+        raise MachineError(f"machine spec is not JSON: {e}") from None
+    return machine_from_dict(data, "machine spec")
+
+
 def load_machine_file(path: str | Path) -> Machine:
     """Load a machine from a JSON or TOML file: ``base`` (a preset name) plus overrides."""
     p = Path(path)
@@ -230,21 +334,19 @@ def load_machine_file(path: str | Path) -> Machine:
         text = p.read_text()
     except OSError as e:
         raise MachineError(f"{p}: cannot read machine file: {e.strerror}") from None
+    except UnicodeDecodeError:
+        raise MachineError(f"{p}: not a machine file (not UTF-8 text)") from None
     try:
-        data = tomllib.loads(text) if p.suffix == ".toml" else json.loads(text)
-    except (json.JSONDecodeError, tomllib.TOMLDecodeError) as e:
+        data = tomllib.loads(text) if p.suffix == ".toml" else json.loads(
+            text, parse_constant=_reject_constant)
+    except (json.JSONDecodeError, tomllib.TOMLDecodeError, ValueError) as e:
         raise MachineError(f"{p}: not a valid {'TOML' if p.suffix == '.toml' else 'JSON'} "
                            f"machine file: {e}") from None
-    if not isinstance(data, dict):
-        raise MachineError(f"{p}: a machine file must hold a table/object")
-    base = data.pop("base", DEFAULT_MACHINE)
-    if base not in PRESETS:
-        raise MachineError(f"{p}: unknown base machine '{base}' (presets: {', '.join(PRESETS)})")
-    data.setdefault("name", p.stem)
-    try:
-        return PRESETS[base].with_overrides(**data)
-    except MachineError as e:
-        raise MachineError(f"{p}: {e}") from None
+    return machine_from_dict(data, str(p), p.stem)
+
+
+def _reject_constant(name: str) -> float:
+    raise ValueError(f"{name} is not a number a machine parameter can take")
 
 
 def get_machine(name_or_path: str | Machine | None = None) -> Machine:
@@ -298,5 +400,6 @@ def machine_by_fingerprint(fp: int) -> Machine | None:
 for _m in PRESETS.values():
     _m.validate()
 
-__all__ = ["Machine", "MachineError", "PRESETS", "DEFAULT_MACHINE", "get_machine",
-           "load_machine_file", "machine_by_fingerprint", "machine_ref"]
+__all__ = ["Machine", "MachineError", "PRESETS", "DEFAULT_MACHINE", "FIELD_LIMITS", "check_field",
+           "get_machine", "load_machine_file", "machine_by_fingerprint", "machine_from_dict",
+           "machine_from_spec", "machine_ref"]

@@ -38,7 +38,7 @@ from m100.errors import M100Error
 
 from .encoding import ENCODING_VERSION, DecodeError, decode_instructions, encode_instructions
 from .isa import DType, Dma, Instruction, IsaError, Space, space_size
-from .machine import Machine, MachineError, get_machine, machine_by_fingerprint
+from .machine import Machine, MachineError, get_machine, machine_by_fingerprint, machine_from_spec
 
 CCB_STREAM = -1
 MAGIC = b"M100PRG\x00"
@@ -54,6 +54,10 @@ _SEC_NAMES = {SEC_STREAM: "stream", SEC_SEGMENT: "segment", SEC_SYMBOLS: "symbol
 _FIXED = struct.Struct("<8sHHQH")  # magic, version, enc version, fingerprint, name length
 _ENTRY = struct.Struct("<HHiQQII")  # kind, flags, id, offset, length, crc32, reserved
 _ROLES = ("input", "output")
+
+
+# metadata key of the machine description (``Machine.spec()`` JSON) of a non-preset machine
+MACHINE_SPEC_KEY = "m100.machine"
 
 
 class ProgramError(M100Error, ValueError):
@@ -114,8 +118,20 @@ class Program:
                            f"(symbols: {', '.join(s.name for s in self.symbols) or 'none'})")
 
     def machine_obj(self) -> Machine:
-        """The machine this program was compiled for: the preset (or machine file) named
+        """The machine this program was compiled for: the machine described by the metadata entry
+        ``m100.machine`` (any non-preset machine), else the preset (or machine file) named
         ``self.machine``, verified against the fingerprint, else a preset with that fingerprint."""
+        spec = self.metadata.get(MACHINE_SPEC_KEY)
+        if spec is not None:
+            try:
+                m = machine_from_spec(spec)
+            except MachineError as e:
+                raise ProgramError(f"metadata '{MACHINE_SPEC_KEY}': {e}") from None
+            if m.fingerprint() != self.fingerprint or m.name != self.machine:
+                raise ProgramError(f"metadata '{MACHINE_SPEC_KEY}' describes machine '{m.name}' "
+                                   f"({m.fingerprint():#018x}), the header names '{self.machine}' "
+                                   f"({self.fingerprint:#018x})")
+            return m
         try:
             m = get_machine(self.machine)
         except MachineError:
@@ -264,9 +280,13 @@ class Program:
         (crc,) = r.struct(struct.Struct("<I"), "header crc")
         if zlib.crc32(data[:hdr_end]) != crc:
             raise ProgramError(f"byte offset {hdr_end}: header checksum mismatch (corrupted file)")
+        if machine is not None and fp != machine.fingerprint():
+            # before decoding: the streams' field widths depend on the machine, so decoding with
+            # the wrong one would report a misleading error (a bad dtype code, ...)
+            raise ProgramError(f"program was compiled for machine '{name}' (fingerprint "
+                               f"{fp:#018x}), not for '{machine.name}' ({machine.fingerprint():#018x})")
         prog = Program(name, fp)
-        if machine is None:
-            machine = prog.machine_obj()
+        streams: list[tuple[int, str, int, bytes]] = []  # decoded once the metadata is known
         body_start = r.pos
         prev_end = body_start
         got_syms = got_meta = False
@@ -282,10 +302,8 @@ class Program:
             if kind == SEC_STREAM:
                 if ident in prog.streams:
                     raise ProgramError(f"byte offset {off}: {where}: duplicate stream")
-                try:
-                    prog.streams[ident] = decode_instructions(payload, machine)
-                except DecodeError as e:
-                    raise ProgramError(f"byte offset {off + e.offset // 8}: {where}: {e.what}") from None
+                prog.streams[ident] = []
+                streams.append((ident, where, off, payload))
             elif kind == SEC_SEGMENT:
                 p = _Bytes(payload, off)
                 sp, addr, ln = p.struct(struct.Struct("<BQH"), f"{where} header")
@@ -312,6 +330,13 @@ class Program:
         if prev_end != len(data):
             raise ProgramError(f"byte offset {prev_end}: {len(data) - prev_end} trailing bytes after "
                                "the last section")
+        if machine is None:
+            machine = prog.machine_obj()  # may come from the metadata (m100.machine)
+        for ident, where, off, payload in streams:
+            try:
+                prog.streams[ident] = decode_instructions(payload, machine)
+            except DecodeError as e:
+                raise ProgramError(f"byte offset {off + e.offset // 8}: {where}: {e.what}") from None
         return prog
 
     def save(self, path: str | Path, machine: Machine | None = None) -> None:
@@ -396,4 +421,4 @@ def _unpack_symbols(payload: bytes, off: int) -> list[Symbol]:
     return out
 
 
-__all__ = ["CCB_STREAM", "MAGIC", "PROGRAM_VERSION", "Program", "ProgramError", "Segment", "Symbol"]
+__all__ = ["CCB_STREAM", "MACHINE_SPEC_KEY", "MAGIC", "PROGRAM_VERSION", "Program", "ProgramError", "Segment", "Symbol"]

@@ -14,7 +14,7 @@ from xdsl.passes import ModulePass
 from xdsl.rewriter import Rewriter
 from xdsl.utils.exceptions import VerifyException
 
-from m100.dialects.sync import ActionsAttr, BarrierOp, JoinOp
+from m100.dialects.sync import ActionsAttr, BarrierOp, JoinOp, machine_of
 from m100.dialects.tpb import InstrOp, ProgramOp, StreamOp
 from m100.targets.m100.isa import Unit
 
@@ -84,7 +84,7 @@ class SyncInsert(ModulePass):
                 certs.append(cert)
 
     def _run(self, prog: ProgramOp, n: int | None) -> dict | None:
-        machine = prog.get_machine()
+        machine = machine_of(prog)
         body = list(prog.body.block.ops)
         for o in prog.body.walk():
             if isinstance(o, StreamOp):
