@@ -47,17 +47,20 @@ def _one_line(text: str, limit: int = 300) -> str:
 def _load_model(model, name: str):
     import onnx
 
-    if isinstance(model, onnx.ModelProto):
-        return model
-    path = Path(model)
-    if not path.exists():
-        raise FrontendError(f"{name}: no such file")
-    if path.is_dir():
-        raise FrontendError(f"{name}: is a directory, expected an .onnx file")
-    try:
-        return onnx.load(str(path))
-    except Exception as e:  # protobuf DecodeError and friends
-        raise FrontendError(f"{name}: not a valid ONNX model ({_one_line(e, 120)})") from None
+    if not isinstance(model, onnx.ModelProto):
+        path = Path(model)
+        if not path.exists():
+            raise FrontendError(f"{name}: no such file")
+        if path.is_dir():
+            raise FrontendError(f"{name}: is a directory, expected an .onnx file")
+        try:
+            model = onnx.load(str(path))
+        except Exception as e:  # protobuf DecodeError and friends
+            raise FrontendError(f"{name}: not a valid ONNX model ({_one_line(e, 120)})") from None
+    if not model.HasField("graph") or not model.opset_import:
+        # an empty file parses as an empty ModelProto; the version converter would assert in C++
+        raise FrontendError(f"{name}: not an ONNX model (no graph or no opset; an empty file?)")
+    return model
 
 
 def _default_opset(model) -> int:
@@ -391,6 +394,10 @@ def onnx_to_linalg_text(
     return lower_in_process(model, name, generic)
 
 
+# ONNX op types that torch-mlir lowers to a dialect m100 has no lowering for (for error messages)
+_NEEDS = {"tm_tensor": ("TopK", "NonMaxSuppression")}
+
+
 def load_onnx(model, ctx=None, *, opset: int | None = None, isolate: bool = True):
     """Import an ONNX model (path or ``ModelProto``) as an xDSL ``ModuleOp`` of func + linalg on tensors.
 
@@ -404,7 +411,20 @@ def load_onnx(model, ctx=None, *, opset: int | None = None, isolate: bool = True
         text, blobs = _Worker.lower(model, name, True, split=True)
     else:
         text, blobs = lower_in_process(model, name, True, split=True)
-    module = load_mlir_text(text, ctx, name=name, verify=False)
+    try:
+        module = load_mlir_text(text, ctx, name=name, verify=False)
+    except FrontendError as e:
+        m = re.search(r"Operation (\S+) is not registered", str(e))
+        if m is None:
+            raise
+        # torch-mlir lowered some ONNX op to a dialect m100 has no lowering for: name the op
+        # types of the model instead of a line of the intermediate MLIR text
+        dialect = m.group(1).split(".")[0]
+        suspects = sorted({n.op_type for n in model.graph.node
+                           if n.op_type in _NEEDS.get(dialect, ())})
+        hint = f" (from ONNX {', '.join(suspects)})" if suspects else ""
+        raise FrontendError(f"{name}: {m.group(1)}{hint} is not supported: torch-mlir lowers it "
+                            f"to the '{dialect}' dialect, which m100 does not compile") from None
     attach_dense_blobs(module, blobs)
     from m100.frontend.mlir_load import verify_module
 

@@ -22,6 +22,7 @@ import numpy as np
 from m100.errors import M100Error
 from m100.targets.m100.isa import DType, Instruction, IsaError, Space, Unit, Walk
 from m100.targets.m100.machine import Machine, get_machine
+from m100.targets.m100.numerics import value_dtype
 
 from .checks import Report
 from .engine import Engine, InstRec
@@ -90,9 +91,17 @@ class Simulator:
     def __init__(self, program: Any = (), machine: Machine | str | None = None, *,
                  mode: str = "full", random_latency: int | None = None, check_races: bool = True,
                  trace: bool = False, progress: Callable[[int, int], None] | None = None,
-                 blas_threads: int | None = 1):
+                 blas_threads: int | None = 1, exact_input_dtypes: bool = False):
         if mode not in MODES:
             raise SimInputError(f"unknown simulation mode '{mode}' (modes: {', '.join(MODES)})")
+        if random_latency is not None and (isinstance(random_latency, bool)
+                                           or not isinstance(random_latency, (int, np.integer))
+                                           or random_latency < 0):
+            raise SimInputError(f"the random-latency seed must be an integer >= 0, not "
+                                f"{random_latency!r}")
+        # True (m100-sim, m100 run): an input whose dtype can not be converted to the symbol's
+        # without loss (float64 -> f32, int32 -> f32, ...) is an error, not a silent rounding
+        self.exact_input_dtypes = exact_input_dtypes
         self.program = program if hasattr(program, "streams") else None
         if machine is None:
             machine = self.program.machine_obj() if self.program is not None else get_machine()
@@ -143,9 +152,17 @@ class Simulator:
                                     f"{list(s.shape)}); the inputs file has: "
                                     f"{', '.join(sorted(inputs)) or 'nothing'}")
             v = np.asarray(inputs.pop(s.name))
+            want = DType(s.dtype)
+            if v.dtype.kind not in "biuf":
+                raise SimInputError(f"input '{s.name}': {v.dtype} values are not numbers (the "
+                                    f"program's input is {want.short}{list(s.shape)})")
             if tuple(v.shape) != tuple(s.shape):
                 raise SimInputError(f"input '{s.name}': shape {list(v.shape)} does not match the "
                                     f"program's {list(s.shape)}")
+            if self.exact_input_dtypes and not np.can_cast(v.dtype, value_dtype(want), "safe"):
+                raise SimInputError(f"input '{s.name}': {v.dtype} values do not convert to the "
+                                    f"program's {want.short} without loss; save the array as "
+                                    f"{value_dtype(want)}")
             if self.memory is not None:
                 self.memory.write_walk(self._symbol_walk(s), v.reshape(-1))
         if inputs:

@@ -18,6 +18,7 @@ either.
 from __future__ import annotations
 
 import json
+import math
 import os
 import time
 from dataclasses import dataclass, field
@@ -88,6 +89,8 @@ def load_model(src, ctx=None):
             model = onnx.load(path)
         except Exception as e:  # noqa: BLE001 - onnx raises various errors for garbage files
             raise DriverError(f"{path}: not a readable ONNX model ({type(e).__name__})") from None
+        if not model.HasField("graph") or not model.opset_import:
+            raise DriverError(f"{path}: not an ONNX model (no graph or no opset; an empty file?)")
         return load_onnx(model, ctx), model
     return load_mlir(path, ctx), None
 
@@ -225,15 +228,18 @@ def symbol_inputs(program, inputs: dict[str, np.ndarray]) -> dict[str, np.ndarra
 
 
 def run(program, inputs: dict[str, np.ndarray], *, random_latency: int | None = None,
-        trace: bool = False, mode: str = "full", check_races: bool = True, machine=None):
+        trace: bool = False, mode: str = "full", check_races: bool = True, machine=None,
+        exact_input_dtypes: bool = False):
     """Run ``program`` on the interpreter; the Result's ``outputs`` are keyed by model names.
 
-    ``machine``: the Machine the program was compiled for when it is not a preset (the program
-    records only its name and fingerprint); default: the program's own machine."""
+    ``machine``: the Machine the program was compiled for (default: the program's own, which a
+    program file of a non-preset machine carries in its metadata). ``exact_input_dtypes``: an
+    input that does not convert to its symbol's dtype without loss is an error (m100 run)."""
     from m100.sim.simulator import Simulator
 
     res = Simulator(program, machine, mode=mode, random_latency=random_latency,
-                    check_races=check_races, trace=trace).run(symbol_inputs(program, inputs))
+                    check_races=check_races, trace=trace,
+                    exact_input_dtypes=exact_input_dtypes).run(symbol_inputs(program, inputs))
     rename = {s: m for m, s in _names(program, META_OUTPUTS, "output")}
     res.outputs = {rename.get(k, k): v for k, v in res.outputs.items()}
     return res
@@ -319,7 +325,14 @@ def oracle_outputs(module_or_model, inputs: list[np.ndarray]) -> tuple[list[np.n
     """onnxruntime for ONNX models, the graph reference executor for MLIR."""
     if hasattr(module_or_model, "graph"):
         from m100.frontend.onnx_backend import onnxruntime_run
-        return [np.asarray(x) for x in onnxruntime_run(module_or_model, inputs)], "onnxruntime"
+        try:
+            outs = onnxruntime_run(module_or_model, inputs)
+        except M100Error:
+            raise
+        except Exception as e:  # noqa: BLE001 - onnxruntime's own exception types
+            first = (str(e).strip().splitlines() or [type(e).__name__])[0]
+            raise DriverError(f"the oracle (onnxruntime) refused the inputs: {first}") from None
+        return [np.asarray(x) for x in outs], "onnxruntime"
     from m100.frontend.reference import run as ref_run
     return ref_run(module_or_model, inputs), "reference executor"
 
@@ -347,6 +360,12 @@ def check(src, machine: str = "m100", tpbs: int = 0, sync_mode: str = "dataflow"
           verbose: bool = False, check_certificate: bool = True) -> CheckResult:
     """Compile ``src``, run it on the interpreter (race/deadlock checks on) with seeded random
     inputs, run the oracle on the same inputs and compare."""
+    for what, tol in (("rtol", rtol), ("atol", atol)):
+        if isinstance(tol, bool) or not isinstance(tol, (int, float)) or not math.isfinite(tol) \
+                or tol < 0:
+            raise DriverError(f"{what} must be a finite number >= 0, not {tol!r}")
+    if random_latency is not None and random_latency < 0:
+        raise DriverError(f"the random-latency seed must be an integer >= 0, not {random_latency}")
     cr = compile(src, machine, tpbs, sync_mode, clusters=clusters, strategy=strategy, seed=seed,
                  verbose=verbose)
     return check_compiled(cr, seed=seed, rtol=rtol, atol=atol, random_latency=random_latency,

@@ -124,7 +124,8 @@ def cmd_run(args: argparse.Namespace) -> int:
     from m100.tools import driver
     prog = loader.load(args.program)
     inputs = _load_npz(args.inputs) if args.inputs else {}
-    res = driver.run(prog, inputs, random_latency=args.random_latency, trace=bool(args.trace))
+    res = driver.run(prog, inputs, random_latency=args.random_latency, trace=bool(args.trace),
+                     exact_input_dtypes=True)
     if args.outputs and res.outputs:
         import numpy as np
         np.savez(args.outputs, **res.outputs)

@@ -10,7 +10,9 @@
 The program is a binary program file (``.m100``) or assembly text (``.asm``; hand-written assembly
 may give the fingerprint ``0`` in ``.machine "tiny" 0`` to mean "the current machine of that name",
 or of ``--machine``). Inputs are read by
-symbol name from the ``.npz``; outputs are written by symbol name. A summary (cycles, TCU
+symbol name from the ``.npz`` and must have the symbol's dtype or one that converts to it without
+loss (float64 for an f32 input is an error, not a silent rounding); outputs are written by symbol
+name. A summary (cycles, TCU
 utilization, findings) goes to stdout unless ``-q``.
 
 Exit codes: 0 success; 1 a user error (bad file, missing input: one line ``m100-sim: error: ...``);
@@ -111,7 +113,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         sim = Simulator(prog, machine, mode=mode, random_latency=args.random_latency,
                         check_races=not args.no_race_check, trace=bool(args.trace),
-                        progress=progress)
+                        progress=progress, exact_input_dtypes=True)
         res = sim.run(inputs)
     finally:
         if bar is not None:

@@ -435,6 +435,9 @@ def from_module(module: ModuleOp) -> IRGraph:
                 group_op[gid] = o
             continue
         if nm.startswith("linalg.pooling_"):
+            if not nm.startswith(("linalg.pooling_nchw_", "linalg.pooling_nhwc_")):
+                raise ScheduleError(f"{where}: only 2-D pooling (nchw/nhwc) is supported, not "
+                                    f"{nm} (ONNX LRN lowers to a 3-D sum pooling)")
             x = op.operands[0]
             win = _shape(op.operands[1])
             outs = op.operands[2]
@@ -493,9 +496,13 @@ def from_module(module: ModuleOp) -> IRGraph:
             drop = outm == ident_in[:-1]
             exprs = body_exprs(op)
             extra_used = any(res.uses for res in op.results[1:])  # e.g. an unused argmax result
+            if extra_used:
+                raise ScheduleError(f"{where}: a reduction with {len(op.results)} used results "
+                                    "(e.g. max with argmax) is not supported; only one result "
+                                    "may be used")
             if its[-1] != "reduction" or any(i != "parallel" for i in its[:-1]) or \
                     any(linear_map(m) != ident_in for m in maps[:n_in]) or not (keep or drop) or \
-                    not exprs or extra_used:
+                    not exprs:
                 raise ScheduleError(f"{where}: only reductions along the last axis of identity-"
                                     "indexed inputs are supported")
             e = exprs[0]

@@ -241,3 +241,49 @@ def row_window(g: OpGraph, op: Op, lo: int, hi: int) -> tuple[int, int] | None:
             op.unit not in ("csu.gather", "csu.scatter", "csu.topk", "csu.argmax", "csu.call"):
         return (lo, hi)
     return None
+
+
+# Compile-size limit: natural TCU tiles (tcu_tile_m x tcu_tile_k x tcu_tile_n MACs) per program.
+# 2**24 tiles is ~250x ResNet-50 at 224x224; beyond it the instruction streams and the schedule
+# search grow past what the compiler handles in reasonable time, so it refuses up front.
+MAX_TCU_TILES = 1 << 24
+
+
+def check_limits(g: OpGraph, machine) -> None:
+    """Refuse, before any scheduling work, a graph the machine or the compiler can not take:
+    a tensor with a zero-size dimension, inputs + outputs + weights larger than DDR, or more TCU
+    work than :data:`MAX_TCU_TILES`. One :class:`ScheduleError` naming the op/tensor and the limit."""
+    producers = g.producers()
+
+    def where(t: Tensor) -> str:
+        op = producers.get(t.name) or next((o for o in g.ops if t.name in o.inputs), None)
+        if op is None:
+            return f"tensor '{t.name}'"
+        return f"op '{op.name}'" + (f" ({op.loc})" if op.loc else "")
+
+    for t in g.tensors.values():
+        if any(d < 1 for d in t.shape):
+            raise ScheduleError(f"{where(t)}: tensor '{t.name}' {t.dtype}{list(t.shape)} has a "
+                                "zero-size dimension; tensors without elements are not supported")
+    ddr = sum(t.nbytes for t in g.tensors.values() if t.kind in ("input", "output", "weight"))
+    if ddr > machine.ddr_bytes:
+        raise ScheduleError(f"the model's inputs, outputs and weights need {ddr / 2**30:.3g} GiB of "
+                            f"DDR, more than machine '{machine.name}' has ({machine.ddr_bytes / 2**30:.3g} "
+                            "GiB)")
+    tile = machine.tcu_tile_m * machine.tcu_tile_k * machine.tcu_tile_n
+    tiles = 0
+    for op in g.ops:
+        if op.unit != "tcu.matmul":
+            continue
+        a = op.attrs
+        n_tiles = (-(-a["m"] // machine.tcu_tile_m) * -(-a["k"] // machine.tcu_tile_k)
+                   * -(-a["n"] // machine.tcu_tile_n) * a.get("batch", 1))
+        tiles += n_tiles
+        if tiles > MAX_TCU_TILES:
+            raise ScheduleError(
+                f"op '{op.name}'{f' ({op.loc})' if op.loc else ''}: the program needs more than "
+                f"{MAX_TCU_TILES} TCU tiles of {machine.tcu_tile_m}x{machine.tcu_tile_k}x"
+                f"{machine.tcu_tile_n} MACs (this op alone {n_tiles}, "
+                f"{a['m']}x{a['k']}x{a['n']}), the compiler's program-size limit "
+                f"(MAX_TCU_TILES, ~{MAX_TCU_TILES * tile / 1e12:.2g} TMAC); split the model")
+

@@ -54,12 +54,18 @@ class M100Schedule(ModulePass):
     plan_json: str = ""
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
-        from .graph import ScheduleError
+        from .graph import ScheduleError, check_limits
         if self.strategy not in STRATEGIES:
             raise ScheduleError(f"m100-schedule: unknown strategy '{self.strategy}' "
                                 f"(known: {', '.join(STRATEGIES)})")
+        for opt in ("tpbs", "clusters", "max_stages"):
+            if getattr(self, opt) < (1 if opt == "max_stages" else 0):
+                raise ScheduleError(f"m100-schedule: {opt.replace('_', '-')} must be "
+                                    f"{'>= 1' if opt == 'max_stages' else '>= 0 (0 = all)'}, "
+                                    f"not {getattr(self, opt)}")
         m = get_machine(self.machine)
         irg = from_module(op)
+        check_limits(irg.graph, m)
         pl = schedule(irg.graph, m, tpbs=self.tpbs, clusters=self.clusters,
                       strategy=self.strategy, seed=self.seed, max_stages=self.max_stages)
         pl.graph = irg.graph  # type: ignore[attr-defined]
