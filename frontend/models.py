@@ -168,3 +168,14 @@ def randomize_light_model(model, seed=0):
     g.input.extend(real)
     model.ir_version = max(model.ir_version, 7)  # IR >= 4: initializers need not be graph inputs
     return model
+
+
+if __name__ == "__main__":  # python -m m100.frontend.models NAME OUT.onnx
+    import sys
+
+    import onnx
+
+    builders = {"mlp": mlp, "convnet": conv_relu_maxpool, "resnet18": resnet18}
+    if len(sys.argv) != 3 or sys.argv[1] not in builders:
+        sys.exit(f"usage: python -m m100.frontend.models {{{'|'.join(builders)}}} OUT.onnx")
+    onnx.save(builders[sys.argv[1]](), sys.argv[2])

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from xdsl.context import Context
-from xdsl.dialects.builtin import ModuleOp
+from xdsl.dialects.builtin import ModuleOp, StringAttr
 from xdsl.ir import SSAValue
 from xdsl.passes import ModulePass
 from xdsl.rewriter import Rewriter
@@ -53,7 +53,8 @@ class SyncInsert(ModulePass):
     to order them.
     Pre: instruction ops directly in the program body (not yet in ``tpb.stream``s), every operand
     a ``#twu.walk`` (run twu-materialize), no op already carrying monitors/updates (``blocks``
-    may be preset). Post: every instruction op has sync actions; no ``sync.barrier`` remains.
+    may be preset). Post: every instruction op has sync actions; no ``sync.barrier`` remains; a
+    program whose buffers all have offsets (hbsm-allocate ran) is marked ``resolved``.
     Options: ``sync-mode`` = dataflow | barrier-all (each op waits for the whole previous one:
     slow, obviously correct); ``counter-budget`` (counters per TPB, 0 = all of the machine's);
     ``on-budget`` = merge | error; ``stream-blocks`` (split ops with 1 block into up to N blocks
@@ -84,6 +85,15 @@ class SyncInsert(ModulePass):
                 certs.append(cert)
 
     def _run(self, prog: ProgramOp, n: int | None) -> dict | None:
+        cert = self._sync(prog, n)
+        # the last backend pass: with every buffer allocated the program is now resolved (1:1
+        # with the ISA), so a by-hand pipeline ending here translates like m100-pipeline's output
+        if all(o.properties.get("offset") is not None for o in prog.walk()
+               if o.name in ("hbsm.alloc", "hbsm.fifo")):
+            prog.properties["level"] = StringAttr("resolved")
+        return cert
+
+    def _sync(self, prog: ProgramOp, n: int | None) -> dict | None:
         machine = machine_of(prog)
         body = list(prog.body.block.ops)
         for o in prog.body.walk():

@@ -4,9 +4,9 @@
 // RUN: m100-opt %s -p 'sync-insert{certificate="%t.json"}' -o /dev/null && filecheck %s --check-prefix=CERT < %t.json
 // Whole chain: sync-insert -> resolved -> assembly -> the interpreter with race checks and random
 // latencies, in both modes.
-// RUN: m100-opt %s -p sync-insert | sed 's/ placed / resolved /' | m100-translate --to-asm -o %t.asm
+// RUN: m100-opt %s -p sync-insert | m100-translate --to-asm -o %t.asm
 // RUN: m100-sim %t.asm --random-latency 7 | filecheck %s --check-prefix=SIM
-// RUN: m100-opt %s -p 'sync-insert{sync-mode=barrier-all}' | sed 's/ placed / resolved /' | m100-translate --to-asm -o %t.bar.asm
+// RUN: m100-opt %s -p 'sync-insert{sync-mode=barrier-all}' | m100-translate --to-asm -o %t.bar.asm
 // RUN: m100-sim %t.bar.asm --random-latency 7 | filecheck %s --check-prefix=SIM
 
 // DMA in (engine 0, 4 blocks) -> CVU add on TPB 0 streaming behind it (4 blocks) -> remote copy
