@@ -84,3 +84,19 @@ def test_spec_round_trips_every_preset_and_picks_the_closest_base():
     wide = get_machine("tiny").with_overrides(name="w", clusters=2)
     assert json.loads(wide.spec()) == {"base": "tiny", "name": "w", "clusters": 2}
     assert machine_from_spec(wide.spec()) == wide
+
+
+def test_every_machine_field_has_limits_and_each_is_checked_on_its_own():
+    import dataclasses
+
+    from m100.targets.m100.machine import FIELD_LIMITS, Machine, MachineError
+
+    fields = {f.name for f in dataclasses.fields(Machine)}
+    assert set(FIELD_LIMITS) == fields - {"name"}
+    tiny = get_machine("tiny")
+    for key, (kind, lo, hi) in FIELD_LIMITS.items():
+        for bad in (True, float("nan"), float("inf"), "1", None, hi * 2 + 1, lo - 1):
+            if kind is float and isinstance(bad, int) and not isinstance(bad, bool) and lo <= bad <= hi:
+                continue
+            with pytest.raises(MachineError, match=key):
+                tiny.with_overrides(**{key: bad})
