@@ -354,18 +354,22 @@ def compare(name: str, got: np.ndarray, want: np.ndarray, rtol: float, atol: flo
     return OutputError(name, max_abs, max_rel, ok)
 
 
-def check(src, machine: str = "m100", tpbs: int = 0, sync_mode: str = "dataflow", *,
-          seed: int = 0, clusters: int = 0, strategy: str = "auto", rtol: float = 1e-3,
-          atol: float = 1e-4, random_latency: int | None = None, trace: bool = False,
-          verbose: bool = False, check_certificate: bool = True) -> CheckResult:
-    """Compile ``src``, run it on the interpreter (race/deadlock checks on) with seeded random
-    inputs, run the oracle on the same inputs and compare."""
+def _check_options(rtol: float, atol: float, random_latency: int | None) -> None:
     for what, tol in (("rtol", rtol), ("atol", atol)):
         if isinstance(tol, bool) or not isinstance(tol, (int, float)) or not math.isfinite(tol) \
                 or tol < 0:
             raise DriverError(f"{what} must be a finite number >= 0, not {tol!r}")
     if random_latency is not None and random_latency < 0:
         raise DriverError(f"the random-latency seed must be an integer >= 0, not {random_latency}")
+
+
+def check(src, machine: str = "m100", tpbs: int = 0, sync_mode: str = "dataflow", *,
+          seed: int = 0, clusters: int = 0, strategy: str = "auto", rtol: float = 1e-3,
+          atol: float = 1e-4, random_latency: int | None = None, trace: bool = False,
+          verbose: bool = False, check_certificate: bool = True) -> CheckResult:
+    """Compile ``src``, run it on the interpreter (race/deadlock checks on) with seeded random
+    inputs, run the oracle on the same inputs and compare."""
+    _check_options(rtol, atol, random_latency)  # before the (long) compile
     cr = compile(src, machine, tpbs, sync_mode, clusters=clusters, strategy=strategy, seed=seed,
                  verbose=verbose)
     return check_compiled(cr, seed=seed, rtol=rtol, atol=atol, random_latency=random_latency,
@@ -376,6 +380,7 @@ def check_compiled(cr: CompileResult, *, seed: int = 0, rtol: float = 1e-3, atol
                    random_latency: int | None = None, trace: bool = False,
                    check_certificate: bool = True) -> CheckResult:
     """The run + oracle + compare half of :func:`check`, for an already compiled model."""
+    _check_options(rtol, atol, random_latency)
     inputs = random_inputs(cr.program, seed)
     ordered = [inputs[n] for n in cr.input_names]
     want, oracle = oracle_outputs(cr.model if cr.model is not None else cr.source, ordered)
