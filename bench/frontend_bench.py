@@ -47,7 +47,7 @@ def bench_one(name, build, shape, repeat):
 
     from m100.frontend import onnx_import
     from m100.frontend.mlir_load import default_context, load_mlir_text
-    from m100.frontend.onnx_backend import graph_pipeline_pass, onnxruntime_run
+    from m100.tools.onnx_backend import graph_pipeline_pass, onnxruntime_run
     from m100.frontend.reference import run
 
     model = build()

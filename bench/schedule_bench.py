@@ -85,7 +85,7 @@ def bench_resnet18(rows: list[dict], hw: int) -> None:
     from m100.dialects.tpb import InstrOp
     from m100.frontend import models
     from m100.frontend.mlir_load import default_context
-    from m100.frontend.onnx_backend import compile_onnx
+    from m100.tools.onnx_backend import compile_onnx
     from m100.passes.backend.hbsm_allocate import HbsmAllocate
     from m100.passes.backend.twu_materialize import TwuMaterialize
     from m100.passes.schedule.m100_schedule import M100Schedule
@@ -119,7 +119,7 @@ def bench_sim(rows: list[dict]) -> None:
     from m100.dialects.tpb import ProgramOp
     from m100.frontend import models
     from m100.frontend.mlir_load import default_context
-    from m100.frontend.onnx_backend import compile_onnx
+    from m100.tools.onnx_backend import compile_onnx
     from m100.passes.backend.hbsm_allocate import HbsmAllocate
     from m100.passes.backend.sync_insert.sync_insert import SyncInsert
     from m100.passes.backend.twu_materialize import TwuMaterialize
@@ -140,7 +140,7 @@ def bench_sim(rows: list[dict]) -> None:
             prog = next(o for o in mod.walk() if isinstance(o, ProgramOp))
             pred = int(prog.metadata_dict()["predicted_cycles"])
             prog.properties["level"] = StringAttr("resolved")
-            res = simulate(module_to_program(mod), {"arg0": x})
+            res = simulate(module_to_program(mod), {model.graph.input[0].name: x})
             rows.append(dict(bench=f"sim {name}", config=f"{strategy}, {machine} tpbs={tpbs}",
                              cycles=pred, simulated=round(res.total_cycles),
                              ratio=round(res.total_cycles / pred, 2), ok=res.ok))

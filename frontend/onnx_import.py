@@ -428,5 +428,37 @@ def load_onnx(model, ctx=None, *, opset: int | None = None, isolate: bool = True
     attach_dense_blobs(module, blobs)
     from m100.frontend.mlir_load import verify_module
 
+    name_io(module, model)
     verify_module(module, name)
     return module
+
+
+#: Attribute of a ``func.func`` argument / result that carries the model's name for that value
+#: (``{m100.name = "x"}``); ``m100-schedule`` names the program's symbols after it.
+NAME_ATTR = "m100.name"
+
+
+def name_io(module, model) -> None:
+    """Record the ONNX graph's input names (initializers excluded) and output names on the arguments
+    and results of the module's single function (``arg_attrs`` / ``res_attrs`` with
+    :data:`NAME_ATTR`), so that the compiled program's symbols keep the model's names. Nothing is
+    recorded when the function does not match the graph one to one."""
+    from xdsl.dialects.builtin import ArrayAttr, DictionaryAttr, StringAttr
+    from xdsl.dialects.func import FuncOp
+
+    funcs = [o for o in module.walk() if isinstance(o, FuncOp) and o.body.blocks]
+    if len(funcs) != 1:
+        return
+    fn = funcs[0]
+    inits = {i.name for i in model.graph.initializer}
+    ins = [i.name for i in model.graph.input if i.name not in inits]
+    outs = [o.name for o in model.graph.output]
+    args, results = fn.function_type.inputs.data, fn.function_type.outputs.data
+    if len(ins) != len(args) or len(outs) != len(results):
+        return
+
+    def attrs(names):
+        return ArrayAttr([DictionaryAttr({NAME_ATTR: StringAttr(n)}) for n in names])
+
+    fn.arg_attrs = attrs(ins)
+    fn.res_attrs = attrs(outs)

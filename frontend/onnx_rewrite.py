@@ -15,6 +15,8 @@ graph outputs and downstream consumers are unchanged.
 - ``Gemm`` with ``alpha != 1`` and no C: torch-mlir drops alpha (issue 10). Rewritten into
   ``Gemm(alpha=1)`` (transA/transB kept) followed by ``Mul`` by the scalar alpha (in A's element
   type). Gemms with C are lowered correctly and left alone.
+- ``SpaceToDepth(mode="CRD")`` (opset 25): torch-mlir ignores ``mode`` and computes DCR, a wrong
+  result; refused with a :class:`~m100.frontend.onnx_import.FrontendError`.
 """
 
 from __future__ import annotations
@@ -169,6 +171,12 @@ def rewrite_for_torch_mlir(model):
                 repl = _matmul_vec(node, ranks, opset, names, helper, numpy_helper)
             elif node.op_type == "Gemm":
                 repl = _gemm_alpha(node, types.get(node.input[0]), names, helper, numpy_helper)
+            elif node.op_type == "SpaceToDepth":
+                mode = next((a.s.decode() for a in node.attribute if a.name == "mode"), "DCR")
+                if mode != "DCR":
+                    from m100.frontend.onnx_import import FrontendError
+                    raise FrontendError(f"SpaceToDepth '{node.name or node.output[0]}': mode {mode} "
+                                        "is not supported (torch-mlir lowers every mode as DCR)")
         if repl is None:
             new_nodes.append(node)
         else:

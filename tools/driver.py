@@ -9,10 +9,11 @@ Used by ``m100 compile|run|check`` (``tools/m100_cli.py``), ``tools/demo.py``, `
     res = driver.run(cr.program, {"x": x})           # the interpreter's Result, outputs by name
     ck = driver.check("model.onnx", machine="tiny")  # compile + run + oracle; ck.passed
 
-Names: the compiled program's symbols are ``arg<i>`` / ``result<i>`` (the function's arguments and
-results); ``compile`` records the model's own names (ONNX graph inputs/outputs) in the program
-metadata (``m100.inputs`` / ``m100.outputs``, comma separated), and ``run`` accepts and returns
-either.
+Names: the compiled program's symbols are the model's names (the ONNX graph's inputs and outputs,
+carried through the IR as ``{m100.name = ...}`` on the function's arguments/results), or
+``arg<i>`` / ``result<i>`` for MLIR input without them. ``compile`` also records the model's names
+in the program metadata (``m100.inputs`` / ``m100.outputs``, comma separated), and ``run``
+accepts and returns either.
 """
 
 from __future__ import annotations
@@ -245,20 +246,76 @@ def run(program, inputs: dict[str, np.ndarray], *, random_latency: int | None = 
     return res
 
 
-def random_inputs(program, seed: int = 0) -> dict[str, np.ndarray]:
-    """Seeded N(0, 1) inputs (uniform small integers for integer inputs), keyed by model names."""
-    from m100.targets.m100.isa import DType
+def input_specs(program, model=None) -> list[tuple[str, tuple[int, ...], np.dtype]]:
+    """[(model name, shape, numpy dtype)] of the program's inputs: the element types the ONNX
+    ``model`` declares for them when given, else the numpy value type of each symbol's dtype
+    (``m100.targets.m100.numerics.value_dtype``: bf16 values are held as float32)."""
+    from m100.targets.m100.numerics import value_dtype
 
-    rng = np.random.default_rng(seed)
-    out = {}
     syms = {s.name: s for s in program.symbols}
+    declared: dict[str, np.dtype] = {}
+    if model is not None:
+        from onnx import helper
+        for vi in model.graph.input:
+            et = vi.type.tensor_type.elem_type
+            try:
+                declared[vi.name] = np.dtype(helper.tensor_dtype_to_np_dtype(et))
+            except Exception:  # noqa: BLE001 - not a tensor type numpy knows
+                raise DriverError(f"input '{vi.name}': element type {et} has no numpy "
+                                  "equivalent") from None
+    out = []
     for mname, sname in _names(program, META_INPUTS, "input"):
         s = syms[sname]
-        dt = DType(s.dtype)
-        if dt.short.startswith("f") or dt.short.startswith("bf"):
-            out[mname] = rng.standard_normal(s.shape).astype(np.float32)
-        else:
-            out[mname] = rng.integers(-8, 8, size=s.shape).astype(np.int64)
+        out.append((mname, tuple(s.shape), declared.get(mname, value_dtype(s.dtype))))
+    return out
+
+
+def _random_array(rng, shape: tuple[int, ...], dt: np.dtype, name: str) -> np.ndarray:
+    if dt.kind == "f" or dt.name == "bfloat16":
+        return rng.standard_normal(shape).astype(np.float32).astype(dt)
+    if dt.kind == "b":
+        return rng.random(shape) < 0.5
+    if dt.kind == "u":
+        return rng.integers(0, 16, size=shape).astype(dt)
+    if dt.kind == "i":
+        return rng.integers(-8, 8, size=shape).astype(dt)
+    raise DriverError(f"input '{name}': no random inputs for element type {dt}; "
+                      "give the inputs with --inputs FILE.npz")
+
+
+def random_inputs(program, seed: int = 0, model=None) -> dict[str, np.ndarray]:
+    """Seeded inputs keyed by model names, of the element type each input declares (the ONNX
+    ``model``'s when given, see :func:`input_specs`): floats N(0, 1), signed integers uniform in
+    [-8, 8), unsigned in [0, 16), booleans fair coins."""
+    rng = np.random.default_rng(seed)
+    return {n: _random_array(rng, shape, dt, n) for n, shape, dt in input_specs(program, model)}
+
+
+def validate_inputs(program, inputs: dict[str, np.ndarray], model=None,
+                    source: str = "inputs") -> dict[str, np.ndarray]:
+    """``inputs`` checked against the model's inputs (:func:`input_specs`): exactly its input
+    names as keys, each of the declared shape and element type (nothing is converted). Raises
+    :class:`DriverError` with one line naming ``source`` and what is wrong."""
+    specs = input_specs(program, model)
+    names = [n for n, _, _ in specs]
+    missing = [n for n in names if n not in inputs]
+    extra = sorted(k for k in inputs if k not in names)
+    if missing:
+        n, shape, dt = next(s for s in specs if s[0] == missing[0])
+        raise DriverError(f"{source}: missing input '{n}' ({dt}{list(shape)}); it has: "
+                          f"{', '.join(sorted(inputs)) or 'nothing'}")
+    if extra:
+        raise DriverError(f"{source}: unknown input(s) {', '.join(repr(k) for k in extra)}; the "
+                          f"model's inputs are: {', '.join(names)}")
+    out = {}
+    for n, shape, dt in specs:
+        v = np.asarray(inputs[n])
+        if v.dtype != dt:
+            raise DriverError(f"{source}: input '{n}' is {v.dtype}, the model declares {dt}")
+        if tuple(v.shape) != shape:
+            raise DriverError(f"{source}: input '{n}' has shape {list(v.shape)}, the model's is "
+                              f"{list(shape)}")
+        out[n] = v
     return out
 
 
@@ -324,7 +381,7 @@ class CheckResult:
 def oracle_outputs(module_or_model, inputs: list[np.ndarray]) -> tuple[list[np.ndarray], str]:
     """onnxruntime for ONNX models, the graph reference executor for MLIR."""
     if hasattr(module_or_model, "graph"):
-        from m100.frontend.onnx_backend import onnxruntime_run
+        from m100.tools.onnx_backend import onnxruntime_run
         try:
             outs = onnxruntime_run(module_or_model, inputs)
         except M100Error:
@@ -366,22 +423,29 @@ def _check_options(rtol: float, atol: float, random_latency: int | None) -> None
 def check(src, machine: str = "m100", tpbs: int = 0, sync_mode: str = "dataflow", *,
           seed: int = 0, clusters: int = 0, strategy: str = "auto", rtol: float = 1e-3,
           atol: float = 1e-4, random_latency: int | None = None, trace: bool = False,
-          verbose: bool = False, check_certificate: bool = True) -> CheckResult:
-    """Compile ``src``, run it on the interpreter (race/deadlock checks on) with seeded random
-    inputs, run the oracle on the same inputs and compare."""
+          verbose: bool = False, check_certificate: bool = True,
+          inputs: dict[str, np.ndarray] | None = None, inputs_source: str = "inputs") -> CheckResult:
+    """Compile ``src``, run it on the interpreter (race/deadlock checks on) with ``inputs`` (by
+    the model's input names, validated by :func:`validate_inputs`) or seeded random inputs of the
+    declared element types, run the oracle on the same inputs and compare."""
     _check_options(rtol, atol, random_latency)  # before the (long) compile
     cr = compile(src, machine, tpbs, sync_mode, clusters=clusters, strategy=strategy, seed=seed,
                  verbose=verbose)
     return check_compiled(cr, seed=seed, rtol=rtol, atol=atol, random_latency=random_latency,
-                          trace=trace, check_certificate=check_certificate)
+                          trace=trace, check_certificate=check_certificate, inputs=inputs,
+                          inputs_source=inputs_source)
 
 
 def check_compiled(cr: CompileResult, *, seed: int = 0, rtol: float = 1e-3, atol: float = 1e-4,
                    random_latency: int | None = None, trace: bool = False,
-                   check_certificate: bool = True) -> CheckResult:
+                   check_certificate: bool = True, inputs: dict[str, np.ndarray] | None = None,
+                   inputs_source: str = "inputs") -> CheckResult:
     """The run + oracle + compare half of :func:`check`, for an already compiled model."""
     _check_options(rtol, atol, random_latency)
-    inputs = random_inputs(cr.program, seed)
+    if inputs is None:
+        inputs = random_inputs(cr.program, seed, cr.model)
+    else:
+        inputs = validate_inputs(cr.program, inputs, cr.model, inputs_source)
     ordered = [inputs[n] for n in cr.input_names]
     want, oracle = oracle_outputs(cr.model if cr.model is not None else cr.source, ordered)
     res = run(cr.program, inputs, random_latency=random_latency, trace=trace, machine=cr.machine)
@@ -404,6 +468,6 @@ def check_compiled(cr: CompileResult, *, seed: int = 0, rtol: float = 1e-3, atol
 
 
 __all__ = ["CheckResult", "CompileResult", "DriverError", "OutputError", "SYNC_MODES", "check",
-           "check_compiled", "compare", "compile", "load_model", "oracle_outputs",
-           "profile_report", "random_inputs", "run",
-           "symbol_inputs", "write_certificate", "certificate_path"]
+           "check_compiled", "compare", "compile", "input_specs", "load_model", "oracle_outputs",
+           "profile_report", "random_inputs", "run", "symbol_inputs", "validate_inputs",
+           "write_certificate", "certificate_path"]

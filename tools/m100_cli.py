@@ -9,9 +9,11 @@ Subcommands:
   (``m100-pipeline``); also writes the sync certificate ``prog.m100.cert.json``. ``--profile``
   prints wall and CPU seconds per pass and the top N functions of a cProfile run.
 * ``m100 run prog.m100 --inputs in.npz --outputs out.npz [--trace t.json]``: the interpreter, with
-  race/deadlock checks on; inputs/outputs by the model's names (or the symbols ``arg<i>``).
-* ``m100 check model.onnx [--machine NAME] [--tpbs N] [--sync-mode ...] [--seed S]``: compile, run
-  on the interpreter with seeded random inputs, run onnxruntime (the graph reference executor for
+  race/deadlock checks on; inputs/outputs by the model's names (the program's symbol names).
+* ``m100 check model.onnx [--machine NAME] [--tpbs N] [--sync-mode ...] [--seed S]
+  [--inputs in.npz]``: compile, run on the interpreter with the given inputs (by the model's input
+  names, declared shapes and element types) or seeded random inputs of the declared element types,
+  run onnxruntime (the graph reference executor for
   ``.mlir``), print max abs/rel error per output, cycles, TCU utilization and PASS/FAIL (exit 0 /
   3), after checking the sync certificate independently (``m100.sim.certificate``).
 * ``m100 sweep SPEC.toml`` and ``m100 bench``: see ``tools/research_cli.py``.
@@ -144,10 +146,11 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 def cmd_check(args: argparse.Namespace) -> int:
     from m100.tools import driver
+    inputs = _load_npz(args.inputs) if args.inputs else None
     ck = driver.check(args.model, args.machine, args.tpbs, args.sync_mode, seed=args.seed,
                       strategy=args.strategy, rtol=args.rtol, atol=args.atol,
                       random_latency=args.random_latency, trace=bool(args.trace or args.plot),
-                      verbose=args.report)
+                      verbose=args.report, inputs=inputs, inputs_source=args.inputs or "inputs")
     if args.report:
         print(ck.compile.report)
     if args.trace:
@@ -205,6 +208,9 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("check", help="compile, run on the interpreter and compare against "
                        "onnxruntime (or the reference executor for .mlir): PASS/FAIL")
     _compile_options(p)
+    p.add_argument("--inputs", metavar="FILE.npz",
+                   help="inputs to use instead of seeded random ones: one array per model input, "
+                   "keyed by the model's input names, of the declared shape and element type")
     p.add_argument("--rtol", type=float, default=1e-3, help="relative tolerance (default 1e-3)")
     p.add_argument("--atol", type=float, default=1e-4, help="absolute tolerance (default 1e-4)")
     p.add_argument("--random-latency", type=int, metavar="SEED",

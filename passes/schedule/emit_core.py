@@ -288,7 +288,8 @@ class EmitterCore:
             t = self.g.tensors[name]
             self.memory(name)
             sp, addr = self.mem_addr[name]
-            self.head.append(SymbolOp(name, "input", t.shape, _ELEM[t.dtype], sp, addr))
+            self.head.append(SymbolOp(self.irg.input_symbols[i] if self.irg.input_symbols else name,
+                                      "input", t.shape, _ELEM[t.dtype], sp, addr))
         for name in self.irg.outputs:
             self.memory(name)
         for si, seg in enumerate(self.pl.segments):
@@ -303,8 +304,8 @@ class EmitterCore:
         for i, name in enumerate(self.irg.outputs):
             t = self.g.tensors[name]
             sp, addr = self.mem_addr[name]
-            self.head.append(SymbolOp(f"result{i}" if name.startswith("t") else name, "output",
-                                      t.shape, _ELEM[t.dtype], sp, addr))
+            sym = self.irg.output_symbols[i] if self.irg.output_symbols else f"result{i}"
+            self.head.append(SymbolOp(sym, "output", t.shape, _ELEM[t.dtype], sp, addr))
         meta = {"scheduler": "m100-schedule", "strategy": self.pl.strategy,
                 "predicted_cycles": str(int(self.pl.timeline.makespan))}
         if len(self.task_ops) != len(self.plan.tasks):

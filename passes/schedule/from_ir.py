@@ -25,7 +25,7 @@ import math
 
 import numpy as np
 from xdsl.dialects import func
-from xdsl.dialects.builtin import ModuleOp, TensorType
+from xdsl.dialects.builtin import ModuleOp, StringAttr, TensorType
 from xdsl.ir import Operation, SSAValue
 from xdsl.ir.affine import AffineMap
 
@@ -443,6 +443,8 @@ def from_module(module: ModuleOp) -> IRGraph:
             outs = op.operands[2]
             layout = "nchw" if "nchw" in nm else "nhwc"
             kind = "max" if nm.endswith("_max") else "sum" if nm.endswith("_sum") else None
+            if "_nchw_" not in nm and "_nhwc_" not in nm:  # 1-D (ncw/nwc) and 3-D (ncdhw/ndhwc)
+                raise ScheduleError(f"{where}: {nm} is not supported (2-D pooling only)")
             if kind is None:
                 raise ScheduleError(f"{where}: {nm} is not supported")
             pads = [0, 0, 0, 0]
@@ -563,7 +565,30 @@ def from_module(module: ModuleOp) -> IRGraph:
         g.tensors[o] = Tensor(t.name, t.shape, t.dtype, "output")
     if not g.ops:
         raise ScheduleError(f"@{fn.sym_name.data}: nothing to schedule")
-    return IRGraph(g, low, data, inputs, outputs, fn.sym_name.data)
+    in_syms, out_syms = symbol_names(fn, len(inputs), len(outputs))
+    return IRGraph(g, low, data, inputs, outputs, fn.sym_name.data, in_syms, out_syms)
+
+
+def symbol_names(fn: func.FuncOp, n_in: int, n_out: int) -> tuple[list[str], list[str]]:
+    """The program symbol names of ``fn``'s arguments and results: the model's names recorded by
+    the frontend (``{m100.name = "x"}`` in ``arg_attrs`` / ``res_attrs``), else ``arg<i>`` /
+    ``result<i>``; positional names throughout when the recorded ones are not all distinct."""
+    from m100.frontend.onnx_import import NAME_ATTR
+
+    def recorded(attrs, n: int, prefix: str) -> list[str]:
+        out = [f"{prefix}{i}" for i in range(n)]
+        if attrs is not None and len(attrs.data) == n:
+            for i, d in enumerate(attrs.data):
+                a = d.data.get(NAME_ATTR)
+                if isinstance(a, StringAttr) and a.data:
+                    out[i] = a.data
+        return out
+
+    ins = recorded(fn.arg_attrs, n_in, "arg")
+    outs = recorded(fn.res_attrs, n_out, "result")
+    if len(set(ins + outs)) != len(ins) + len(outs):
+        return [f"arg{i}" for i in range(n_in)], [f"result{i}" for i in range(n_out)]
+    return ins, outs
 
 
 __all__ = ["IRGraph", "Lowering", "from_module", "linear_map"]

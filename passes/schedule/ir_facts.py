@@ -19,7 +19,8 @@ from m100.targets.m100.isa import Act, CvuOp, Ref, RefKind, Stage
 
 from .graph import OpGraph, ScheduleError
 
-_DT = {"f32": "f32", "f16": "f16", "bf16": "bf16", "i8": "i8", "i32": "i32", "i4": "i4"}
+# bf16 tensors are refused: the emitter has no bf16 buffers/constants yet (a KeyError before)
+_DT = {"f32": "f32", "f16": "f16", "i8": "i8", "i32": "i32", "i4": "i4"}
 ACTS = {"relu": Act.RELU, "gelu": Act.GELU, "silu": Act.SILU, "sigmoid": Act.SIGMOID,
         "tanh": Act.TANH}
 
@@ -73,6 +74,10 @@ class IRGraph:
     inputs: list[str]
     outputs: list[str]
     func_name: str
+    # the program's symbol name of each input / output (the model's names, ``m100.name`` on the
+    # function's arguments/results, else ``arg<i>`` / ``result<i>``)
+    input_symbols: list[str] = field(default_factory=list)
+    output_symbols: list[str] = field(default_factory=list)
 
 
 def _vec(op: Operation, name: str) -> list[int]:

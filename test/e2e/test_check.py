@@ -14,7 +14,7 @@ import onnx
 import pytest
 
 from m100.frontend import models
-from m100.frontend.onnx_backend import onnxruntime_run
+from m100.tools.onnx_backend import onnxruntime_run
 from m100.sim import certificate
 from m100.targets.m100.program import Program
 from m100.tools import driver

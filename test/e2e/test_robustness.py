@@ -15,7 +15,7 @@ import pytest
 
 from e2e_helpers import light_model, monitor_sites, mutate, same_outputs
 from m100.frontend import models
-from m100.frontend.onnx_backend import onnxruntime_run
+from m100.tools.onnx_backend import onnxruntime_run
 from m100.sim import certificate
 from m100.tools import driver
 

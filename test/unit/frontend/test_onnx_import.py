@@ -19,7 +19,7 @@ from onnx import TensorProto, helper
 
 from m100.frontend import FrontendError, load, load_onnx
 from m100.frontend import models
-from m100.frontend.onnx_backend import compile_onnx, graph_pipeline_pass, onnxruntime_run
+from m100.tools.onnx_backend import compile_onnx, graph_pipeline_pass, onnxruntime_run
 from m100.frontend.reference import run
 
 DATA = Path(__file__).resolve().parents[2] / "data"

@@ -14,7 +14,7 @@ import onnx
 import pytest
 from onnx import TensorProto, helper
 
-from m100.frontend.onnx_backend import compile_onnx, onnxruntime_run
+from m100.tools.onnx_backend import compile_onnx, onnxruntime_run
 from m100.frontend.onnx_import import prepare_model
 from m100.frontend.onnx_rewrite import rewrite_for_torch_mlir
 from m100.frontend.reference import run

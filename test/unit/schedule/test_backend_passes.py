@@ -18,7 +18,7 @@ from m100.dialects.tpb import InstrOp, ProgramOp
 from m100.dialects.twu import AccessAttr, WalkAttr
 from m100.frontend import models
 from m100.frontend.mlir_load import default_context
-from m100.frontend.onnx_backend import compile_onnx
+from m100.tools.onnx_backend import compile_onnx
 from m100.passes.backend.hbsm_allocate import HbsmAllocate
 from m100.passes.backend.twu_materialize import TwuMaterialize
 from m100.passes.schedule.m100_schedule import M100Schedule

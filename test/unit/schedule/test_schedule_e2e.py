@@ -12,7 +12,7 @@ from m100.dialects.tpb import InstrOp, ProgramOp
 from m100.frontend import models
 from m100.frontend.mlir_load import default_context
 from m100.frontend.models import _model, _onnx
-from m100.frontend.onnx_backend import compile_onnx
+from m100.tools.onnx_backend import compile_onnx
 from m100.frontend.reference import run as ref_run
 from m100.passes.backend.hbsm_allocate import HbsmAllocate
 from m100.passes.backend.sync_insert.sync_insert import SyncInsert
@@ -56,7 +56,9 @@ def compile_and_run(model, **opts):
     tpbs = {o.unit_index for o in prog.walk() if isinstance(o, InstrOp) and o.UNIT_KEY == "tpb"}
     prog.properties["level"] = StringAttr("resolved")
     mod.verify()
-    res = simulate(module_to_program(mod), {f"arg{i}": x for i, x in enumerate(ins)})
+    program = module_to_program(mod)
+    in_syms = [s.name for s in program.symbols if s.role == "input"]  # the ONNX input names
+    res = simulate(program, dict(zip(in_syms, ins, strict=True)))
     return res, ref, tpbs, prog
 
 

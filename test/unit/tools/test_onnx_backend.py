@@ -1,4 +1,4 @@
-"""ONNX backend node tests through :class:`m100.frontend.onnx_backend.M100Backend`
+"""ONNX backend node tests through :class:`m100.tools.onnx_backend.M100Backend`
 (torch-mlir import + numpy reference executor; ``M100GraphBackend`` adds the m100-graph pipeline).
 
 Selection: the node-test modules of the target ops are imported (``onnx.backend.test.case.node.<op>``;
@@ -24,7 +24,8 @@ import numpy as np
 import pytest
 from onnx import TensorProto
 
-from m100.frontend.onnx_backend import M100Backend, M100GraphBackend, graph_pipeline_pass
+from m100.tools.onnx_backend import (M100Backend, M100GraphBackend, M100ReferenceBackend,
+                                     graph_pipeline_pass)
 
 TARGET_OPS = {
     "MatMul": "matmul", "Gemm": "gemm", "Conv": "conv", "Relu": "relu", "Add": "add", "Sub": "sub",
@@ -110,7 +111,7 @@ def test_selection_covers_every_target_op():
 
 @pytest.mark.parametrize("tc", _params(graph=False))
 def test_node_import_reference(tc):
-    _run_case(M100Backend, tc)
+    _run_case(M100ReferenceBackend, tc)
 
 
 @pytest.mark.slow
@@ -121,16 +122,38 @@ def test_node_graph_pipeline(tc):
     _run_case(M100GraphBackend, tc)
 
 
-def test_backend_api_run_model():
-    """The Backend API as the onnx runner uses it (run_model with a list and with a dict)."""
+@pytest.mark.parametrize("executor", ["reference", "interpreter"])
+def test_backend_api_run_model(executor):
+    """The Backend API as the onnx runner uses it (run_model with a list and with a dict), on both
+    executors; the default one is the interpreter running the compiled program."""
     tc = next(t for t in CASES if t.name == "test_relu")
     (inputs, refs) = tc.data_sets[0]
     from onnx.backend.test.runner import _normalize_tensor
 
     x = _normalize_tensor(inputs[0])
-    (y,) = M100Backend.run_model(tc.model, [x])
+    (y,) = M100Backend.run_model(tc.model, [x], executor=executor)
     np.testing.assert_array_equal(y, np.maximum(x, 0))
-    rep = M100Backend.prepare(tc.model)
+    rep = M100Backend.prepare(tc.model, executor=executor)
+    assert rep.executor == executor
+    assert (rep.compiled is not None) == (executor == "interpreter")
     (y2,) = rep.run({tc.model.graph.input[0].name: x})
     np.testing.assert_array_equal(y2, y)
     assert M100Backend.supports_device("CPU") and not M100Backend.supports_device("CUDA")
+
+
+def test_backend_default_is_the_compiled_program():
+    """M100Backend's default rep holds a compiled program whose symbols carry the ONNX names, and
+    its outputs come from the interpreter (a program input changed by hand changes them)."""
+    from m100.frontend import models
+    from m100.tools.onnx_backend import onnxruntime_run
+
+    model = models.mlp(batch=2, d_in=8, hidden=8, d_out=4)
+    rep = M100Backend.prepare(model, machine="tiny")
+    assert M100Backend.executor == "interpreter" and rep.executor == "interpreter"
+    syms = {s.name: s.role for s in rep.compiled.program.symbols}
+    assert syms == {"x": "input", "y": "output"}
+    x = np.random.default_rng(1).standard_normal((2, 8)).astype(np.float32)
+    (y,) = rep.run([x])
+    np.testing.assert_allclose(y, onnxruntime_run(model, [x])[0], rtol=1e-4, atol=1e-5)
+    with pytest.raises(ValueError, match="unknown executor"):
+        M100Backend.prepare(model, executor="gpu")

@@ -1,0 +1,199 @@
+"""An ``onnx.backend.base.Backend`` that runs ONNX models through m100.
+
+By default the whole stack: ``prepare(model)`` compiles the model to an M100 program with
+:func:`m100.tools.driver.compile` (the function behind ``m100 compile``: torch-mlir import ->
+``m100-pipeline`` -> program), and ``run(inputs)`` executes that program on the reference
+interpreter (:func:`m100.tools.driver.run`, race and deadlock checks on). The numpy reference
+executor of the frontend's linalg (no compilation) stays available as an explicit option::
+
+    rep = M100Backend.prepare(model)                          # compiles once (machine m100)
+    outputs = rep.run([x])                                    # numpy arrays, graph-output order
+    rep = M100Backend.prepare(model, executor="reference")    # import only + numpy executor
+    rep = M100Backend.prepare(model, machine="tiny", tpbs=2)  # any option of driver.compile
+
+:class:`M100ReferenceBackend` is the backend with ``executor="reference"``;
+:class:`M100GraphBackend` the reference executor after the ``m100-graph`` pipeline. Errors: a model
+the stack does not support raises an :class:`~m100.errors.M100Error` with a one-line message (from
+``prepare``); an interpreter report (race, deadlock, fault) on a compiled program raises
+:class:`InterpreterReport`, which is *not* an ``M100Error``: it is a compiler bug, never an
+expected outcome. The node-test harness (``bench/node_tests.py``) classifies on exactly this.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+
+EXECUTORS = ("interpreter", "reference")
+
+
+class InterpreterReport(RuntimeError):
+    """The interpreter reported a race/deadlock/fault while running a compiled program."""
+
+
+def graph_pipeline_pass():
+    """The ``m100-graph`` ModulePass instance, or None while the graph passes do not exist."""
+    try:
+        from m100.passes.graph.m100_graph import M100Graph
+    except ImportError:
+        return None
+    return M100Graph()
+
+
+def compile_onnx(model, ctx=None, *, graph: bool = False):
+    """Import ``model`` (path or ModelProto); with ``graph=True`` also run the m100-graph pipeline."""
+    from m100.frontend.mlir_load import shared_context
+    from m100.frontend.onnx_import import FrontendError, load_onnx
+
+    ctx = ctx or shared_context()
+    module = load_onnx(model, ctx)
+    if graph:
+        p = graph_pipeline_pass()
+        if p is None:
+            raise FrontendError("the m100-graph pipeline is not available (m100.passes.graph)")
+        p.apply(ctx, module)
+        module.verify()
+    return module
+
+
+def _backend_base():
+    import onnx.backend.base as base
+
+    return base
+
+
+def _as_onnx_dtype(x: np.ndarray, dt: np.dtype | None) -> np.ndarray:
+    """MLIR integers are signless and bf16 is computed as f32: give the ONNX output type back
+    (uint8 <- i8 is a reinterpretation of the same bits; bfloat16 is a rounding of f32)."""
+    if dt is None or x.dtype == dt:
+        return x
+    if x.dtype.kind in "iu" and dt.kind in "iu" and x.dtype.itemsize == dt.itemsize:
+        return x.view(dt)
+    if dt.name == "bfloat16" or dt.kind == "f":
+        return x.astype(dt)
+    return x
+
+
+def _onnx_output_dtypes(model) -> list:
+    from onnx import helper
+
+    out = []
+    for o in model.graph.output:
+        try:
+            out.append(np.dtype(helper.tensor_dtype_to_np_dtype(o.type.tensor_type.elem_type)))
+        except Exception:  # noqa: BLE001 - unknown/unsupported element type: leave as computed
+            out.append(None)
+    return out
+
+
+def _onnx_input_names(model) -> list[str]:
+    inits = {i.name for i in model.graph.initializer}
+    return [i.name for i in model.graph.input if i.name not in inits]
+
+
+class M100BackendRep(_backend_base().BackendRep):
+    """A prepared model. ``run(inputs)`` (list in graph-input order, dict by input name, or one
+    array) returns the outputs in graph-output order, converted back to the ONNX output types."""
+
+    def __init__(self, executor: str, input_names: Sequence[str], output_names: Sequence[str],
+                 output_dtypes: Sequence[np.dtype | None] = (), *, module=None, compiled=None):
+        self.executor = executor
+        self.module = module  # the frontend's module (reference executor)
+        self.compiled = compiled  # driver.CompileResult (interpreter)
+        self.input_names = list(input_names)
+        self.output_names = list(output_names)
+        self.output_dtypes = list(output_dtypes)
+
+    def _ordered(self, inputs) -> list[np.ndarray]:
+        if isinstance(inputs, dict):
+            return [np.asarray(inputs[n]) for n in self.input_names]
+        if isinstance(inputs, np.ndarray):
+            return [inputs]
+        return [np.asarray(x) for x in inputs]
+
+    def run(self, inputs, **kwargs):  # noqa: ANN001 - onnx's signature
+        xs = self._ordered(inputs)
+        if self.executor == "reference":
+            from m100.frontend.reference import run as ref_run
+            outs = ref_run(self.module, xs)
+        else:
+            from m100.tools import driver
+            if len(xs) != len(self.input_names):
+                raise driver.DriverError(f"the model takes {len(self.input_names)} inputs, "
+                                         f"{len(xs)} were given")
+            res = driver.run(self.compiled.program, dict(zip(self.input_names, xs, strict=True)))
+            if res.reports:
+                raise InterpreterReport("; ".join(f"{r.kind}: {r.message}" for r in res.reports[:3]))
+            outs = [res.outputs[n] for n in self.output_names]
+        dts = self.output_dtypes + [None] * (len(outs) - len(self.output_dtypes))
+        return tuple(_as_onnx_dtype(np.asarray(o), dt) for o, dt in zip(outs, dts))
+
+
+class M100Backend(_backend_base().Backend):
+    """ONNX backend: compile with ``driver.compile`` and run on the interpreter (default), or
+    import only and run the numpy reference executor (``executor="reference"``).
+
+    Class attributes are the defaults of ``prepare``'s keyword options: ``executor``,
+    ``graph_pipeline`` (reference executor only: run m100-graph first), ``machine``, ``tpbs``,
+    ``sync_mode``; any other keyword goes to ``driver.compile``."""
+
+    executor = "interpreter"
+    graph_pipeline = False
+    machine = "m100"
+    tpbs = 0
+    sync_mode = "dataflow"
+
+    @classmethod
+    def prepare(cls, model, device: str = "CPU", **kwargs):  # noqa: ANN001
+        super().prepare(model, device)
+        executor = kwargs.pop("executor", cls.executor)
+        if executor not in EXECUTORS:
+            raise ValueError(f"unknown executor '{executor}' (executors: {', '.join(EXECUTORS)})")
+        names = _onnx_input_names(model)
+        outs = [o.name for o in model.graph.output]
+        dts = _onnx_output_dtypes(model)
+        if executor == "reference":
+            graph = kwargs.pop("graph_pipeline", cls.graph_pipeline)
+            return M100BackendRep(executor, names, outs, dts, module=compile_onnx(model, graph=graph))
+        from m100.tools import driver
+        opts = {"machine": cls.machine, "tpbs": cls.tpbs, "sync_mode": cls.sync_mode} | kwargs
+        cr = driver.compile(model, **opts)
+        if cr.input_names != names or cr.output_names != outs:
+            raise driver.DriverError(
+                f"the compiled program's inputs/outputs ({', '.join(cr.input_names)} -> "
+                f"{', '.join(cr.output_names)}) do not match the model's ({', '.join(names)} -> "
+                f"{', '.join(outs)})")
+        return M100BackendRep(executor, names, outs, dts, compiled=cr)
+
+    @classmethod
+    def run_model(cls, model, inputs, device: str = "CPU", **kwargs):  # noqa: ANN001
+        return cls.prepare(model, device, **kwargs).run(inputs)
+
+    @classmethod
+    def supports_device(cls, device: str) -> bool:
+        return device == "CPU"
+
+
+class M100ReferenceBackend(M100Backend):
+    """:class:`M100Backend` on the numpy reference executor (import only, nothing compiled)."""
+
+    executor = "reference"
+
+
+class M100GraphBackend(M100ReferenceBackend):
+    """The reference executor after the m100-graph pipeline (checks the graph rewrites)."""
+
+    graph_pipeline = True
+
+
+def onnxruntime_run(model, inputs: Sequence[np.ndarray]) -> list[np.ndarray]:
+    """The oracle: onnxruntime (CPU, single thread) on the same model and inputs."""
+    import onnxruntime as ort
+
+    opts = ort.SessionOptions()
+    opts.intra_op_num_threads = 1
+    opts.log_severity_level = 3
+    sess = ort.InferenceSession(model.SerializeToString(), opts, providers=["CPUExecutionProvider"])
+    feeds = {i.name: x for i, x in zip(sess.get_inputs(), inputs)}
+    return sess.run(None, feeds)
