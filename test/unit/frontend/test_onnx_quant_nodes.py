@@ -1,5 +1,5 @@
 """ONNX node tests of the quantized operators (QuantizeLinear, DequantizeLinear, QLinearMatMul,
-QLinearConv, MatMulInteger, ConvInteger) through ``M100Backend`` (torch-mlir import with the
+QLinearConv, MatMulInteger, ConvInteger) through ``M100ReferenceBackend`` (torch-mlir import with the
 ``onnx_rewrite_quant`` rewrites + the numpy reference executor), run like
 ``onnx.backend.test.BackendTest`` runs them.
 
@@ -18,7 +18,7 @@ import importlib
 
 import pytest
 
-from m100.frontend.onnx_backend import M100Backend
+from m100.tools.onnx_backend import M100ReferenceBackend
 
 OPS = {"QuantizeLinear": "quantizelinear", "DequantizeLinear": "dequantizelinear",
        "QLinearMatMul": "qlinearmatmul", "QLinearConv": "qlinearconv",
@@ -60,7 +60,7 @@ def _run(tc) -> str | None:
     from onnx.backend.test.runner import Runner, _normalize_tensor
 
     try:
-        rep = M100Backend.prepare(tc.model, "CPU")
+        rep = M100ReferenceBackend.prepare(tc.model, "CPU")
         for inputs, refs in tc.data_sets:
             outs = list(rep.run([_normalize_tensor(x) for x in inputs]))
             Runner.assert_similar_outputs([_normalize_tensor(x) for x in refs], outs,

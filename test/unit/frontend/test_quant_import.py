@@ -11,7 +11,7 @@ import pytest
 
 from m100.frontend import quant_models as qm
 from m100.frontend import reference
-from m100.frontend.onnx_backend import onnxruntime_run
+from m100.tools.onnx_backend import onnxruntime_run
 from m100.frontend.onnx_import import FrontendError, load_onnx
 
 pytest.importorskip("onnxruntime")

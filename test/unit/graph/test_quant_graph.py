@@ -16,7 +16,7 @@ from m100.errors import M100Error
 from m100.frontend import quant_models as qm
 from m100.frontend import reference
 from m100.frontend.mlir_load import load_mlir
-from m100.frontend.onnx_backend import onnxruntime_run
+from m100.tools.onnx_backend import onnxruntime_run
 from m100.frontend.onnx_import import load_onnx
 from m100.passes.graph.m100_graph import M100Graph
 
