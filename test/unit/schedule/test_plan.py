@@ -17,7 +17,7 @@ from m100.dialects.tpb import DmaOp, InstrOp, ProgramOp
 from m100.frontend import models
 from m100.frontend.mlir_load import default_context
 from m100.frontend.models import _model, _onnx
-from m100.frontend.onnx_backend import compile_onnx
+from m100.tools.onnx_backend import compile_onnx
 from m100.passes.schedule.emit import Emitter
 from m100.passes.schedule.from_ir import from_module
 from m100.passes.schedule.placement import schedule
