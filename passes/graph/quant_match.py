@@ -120,7 +120,8 @@ def _sole_input_is_identity(op: Operation) -> bool:
 
 def match_dequant(op: Operation) -> tuple[SSAValue, QParams] | None:
     """``(q, params)`` if ``op`` is exactly a signed-storage DequantizeLinear to f32, else None."""
-    if op.name != "linalg.generic" or not is_elementwise_generic(op) or len(op.results) != 1:
+    if op.name != "linalg.generic" or not is_elementwise_generic(op) or len(op.results) != 1 \
+            or not op.inputs:  # type: ignore[attr-defined]  # a generator (no inputs): not a cast
         return None
     q = op.inputs[0]  # type: ignore[attr-defined]
     qt, rt = _elem(q), _elem(op.results[0])
@@ -171,7 +172,8 @@ def match_dequant(op: Operation) -> tuple[SSAValue, QParams] | None:
 def match_quant(op: Operation) -> tuple[SSAValue, QParams] | None:
     """``(x, params)`` if ``op`` is exactly a QuantizeLinear f32 -> signed iN (round half to even,
     saturate), else None. ``qmin``/``qmax`` are the clamp bounds (the storage range)."""
-    if op.name != "linalg.generic" or not is_elementwise_generic(op) or len(op.results) != 1:
+    if op.name != "linalg.generic" or not is_elementwise_generic(op) or len(op.results) != 1 \
+            or not op.inputs:  # type: ignore[attr-defined]  # a generator (no inputs): not a cast
         return None
     x = op.inputs[0]  # type: ignore[attr-defined]
     xt, rt = _elem(x), _elem(op.results[0])
@@ -239,7 +241,8 @@ def match_requant(op: Operation) -> tuple[SSAValue, Requant] | None:
     """``(acc, requant)`` if ``op`` is exactly an elementwise i32 -> iN (N <= 8) requantization
     ``fptosi(minimumf(maximumf([addf](roundeven(mulf(sitofp(acc), M)), ZP), LO), HI))`` with
     constant ``M`` (scalar or per-axis), ``ZP``, ``LO``, ``HI``; else None."""
-    if op.name != "linalg.generic" or not is_elementwise_generic(op) or len(op.results) != 1:
+    if op.name != "linalg.generic" or not is_elementwise_generic(op) or len(op.results) != 1 \
+            or not op.inputs:  # type: ignore[attr-defined]  # a generator (no inputs): not a cast
         return None
     acc = op.inputs[0]  # type: ignore[attr-defined]
     at, rt = _elem(acc), _elem(op.results[0])
