@@ -17,6 +17,7 @@ Only ``pass`` and ``unsupported`` are acceptable (``test/unit/tools/test_node_te
     python -m m100.tools.node_tests                       # all 1 884 cases, table per op
     python -m m100.tools.node_tests --ops Relu,Gemm -v    # only the cases of these ops
     python -m m100.tools.node_tests --json out/node.json --write-docs docs/ops.md -j 2
+    python -m m100.tools.node_tests --rerun out/node.json --json out/node.json --write-docs docs/ops.md
 
 ``--write-docs`` (a full run only) regenerates ``docs/ops.md``: per op, the count of cases that
 pass / are refused / do anything else, and the refusal messages. A case belongs to the op of its
@@ -271,6 +272,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--timeout", type=float, default=DEFAULT_TIMEOUT, help="seconds per case")
     ap.add_argument("--json", help="write every case's outcome here")
     ap.add_argument("--write-docs", metavar="MD", help="write the op table (docs/ops.md); full run only")
+    ap.add_argument("--rerun", metavar="JSON",
+                    help="take the outcomes of a previous full run (its --json) and run again only "
+                    "its mismatch/error cases (after fixing them); the table is the merged result")
     ap.add_argument("-v", "--verbose", action="store_true")
     args = ap.parse_args(argv)
     cases = collect(args.ops.split(",") if args.ops else None)
@@ -278,9 +282,19 @@ def main(argv: Sequence[str] | None = None) -> int:
         cases = [tc for tc in cases if re.search(args.pattern, tc.name)]
     if args.write_docs and (args.ops or args.pattern):
         ap.error("--write-docs needs a full run (no --ops / -k)")
+    previous: dict[str, CaseResult] = {}
+    if args.rerun:
+        with open(args.rerun) as f:
+            previous = {c["name"]: CaseResult(**c) for c in json.load(f)["cases"]}
+        if set(previous) != {tc.name for tc in cases}:
+            ap.error(f"{args.rerun} is not a run of the same cases")
+        cases = [tc for tc in cases if previous[tc.name].outcome not in ("pass", "unsupported")]
     t0 = time.perf_counter()
     results = run_all(cases, args.jobs, args.timeout, args.verbose, machine=args.machine)
     wall = time.perf_counter() - t0
+    if previous:
+        previous.update({r.name: r for r in results})
+        results = sorted(previous.values(), key=lambda r: r.name)
     print(render_table(results))
     print(f"{len(results)} cases in {wall:.0f} s wall, {sum(r.seconds for r in results):.0f} s in cases")
     import onnx

@@ -107,3 +107,13 @@ def test_case_ops_and_docs_table():
     assert "| Tanh | 1 | 0 | 1 | Not equal |" in doc
     assert "5 cases, 1 pass, 3 not supported, 1 other" in doc
     assert "| test_tanh | mismatch | Not equal |" in doc
+
+
+def test_ops_doc_is_generated_by_the_harness():
+    """docs/ops.md is the harness's output (regenerate it after a change of op coverage)."""
+    from pathlib import Path
+
+    text = (Path(__file__).resolve().parents[3] / "docs" / "ops.md").read_text()
+    assert text.startswith("# Operators: the ONNX node tests through the whole stack")
+    assert "python -m m100.tools.node_tests --write-docs docs/ops.md" in text
+    assert "| Gemm |" in text and "| Relu |" in text
