@@ -439,7 +439,7 @@ def differential(fg: FuzzGraph, machines: Sequence[str] = ("tiny", "m100"), *,
     The ONNX model is imported once (torch-mlir) and the module compiled per machine."""
     from m100.errors import M100Error
     from m100.frontend.mlir_load import shared_context
-    from m100.frontend.onnx_backend import onnxruntime_run
+    from m100.tools.onnx_backend import onnxruntime_run
     from m100.tools import driver
 
     names = [i.name for i in fg.model.graph.input]

@@ -19,7 +19,7 @@ import onnx
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
-from m100.frontend.onnx_backend import onnxruntime_run
+from m100.tools.onnx_backend import onnxruntime_run
 from m100.tools import driver
 
 F = TensorProto.FLOAT
@@ -189,7 +189,7 @@ def test_post_add_constant_bias_without_fold_batchnorm():
     rng = np.random.default_rng(3)
     x = rng.standard_normal((3, 16)).astype(np.float32)
     w = rng.standard_normal((16, 8)).astype(np.float32)
-    got = driver.run(cr.program, {"arg0": x, "arg1": w}).outputs
+    got = driver.run(cr.program, {"x": x, "w": w}).outputs
     want = onnxruntime_run(model, [x, w])[0]
     np.testing.assert_allclose(list(got.values())[0].reshape(want.shape), want, rtol=1e-4,
                                atol=1e-4)
