@@ -17,6 +17,8 @@ graph outputs and downstream consumers are unchanged.
   type). Gemms with C are lowered correctly and left alone.
 - ``SpaceToDepth(mode="CRD")`` (opset 25): torch-mlir ignores ``mode`` and computes DCR, a wrong
   result; refused with a :class:`~m100.frontend.onnx_import.FrontendError`.
+- ``LSTM`` with peephole weights (input ``P``): torch-mlir drops ``P`` (``test_lstm_with_peepholes``
+  gave wrong numbers through the whole stack); refused the same way.
 """
 
 from __future__ import annotations
@@ -177,6 +179,10 @@ def rewrite_for_torch_mlir(model):
                     from m100.frontend.onnx_import import FrontendError
                     raise FrontendError(f"SpaceToDepth '{node.name or node.output[0]}': mode {mode} "
                                         "is not supported (torch-mlir lowers every mode as DCR)")
+            elif node.op_type == "LSTM" and len(node.input) > 7 and node.input[7]:
+                from m100.frontend.onnx_import import FrontendError
+                raise FrontendError(f"LSTM '{node.name or next((o for o in node.output if o), '')}': peephole weights (input "
+                                    "P) are not supported (torch-mlir drops them)")
         if repl is None:
             new_nodes.append(node)
         else:

@@ -33,6 +33,7 @@ SUBSET = {
     "test_spacetodepth_crd_mode_example": "unsupported",  # torch-mlir computes DCR: wrong numbers
     "test_add_int8": "unsupported",
     "test_blackmanwindow": "unsupported",  # IndexError in raise-quant-casts (a generic with no inputs)
+    "test_lstm_with_peepholes": "unsupported",  # torch-mlir drops the peephole input P: wrong numbers
 }
 
 
