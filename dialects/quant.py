@@ -369,6 +369,17 @@ class _CastOp(IRDLOperation):
         if isinstance(a, TensorType) != isinstance(b, TensorType) or _shape(a) != _shape(b):
             raise VerifyException(f"{self.name}: input {a} and result {b} must have the same shape")
 
+    def _verify_float_quant(self, qtype, ftype, qrole: str, frole: str) -> None:
+        """qcast/dcast: the ``qrole`` side is !quant.uniform, the ``frole`` side its expressed type."""
+        self._same_shape()
+        q, f = _elem(qtype), _elem(ftype)
+        if not isinstance(q, QuantizedType):
+            raise VerifyException(f"{self.name}: {qrole} element type must be !quant.uniform, not {q}")
+        if f != q.expressed_type:
+            raise VerifyException(
+                f"{self.name}: {frole} element type {f} must be the expressed type {q.expressed_type}")
+        _check_per_axis(self.name, qtype)
+
 
 @irdl_op_definition
 class QCastOp(_CastOp):
@@ -377,14 +388,7 @@ class QCastOp(_CastOp):
     name = "quant.qcast"
 
     def verify_(self) -> None:
-        self._same_shape()
-        f, q = _elem(self.input.type), _elem(self.result.type)
-        if not isinstance(q, QuantizedType):
-            raise VerifyException(f"quant.qcast: result element type must be !quant.uniform, not {q}")
-        if f != q.expressed_type:
-            raise VerifyException(
-                f"quant.qcast: input element type {f} must be the expressed type {q.expressed_type}")
-        _check_per_axis("quant.qcast", self.result.type)
+        self._verify_float_quant(self.result.type, self.input.type, "result", "input")
 
 
 @irdl_op_definition
@@ -394,14 +398,7 @@ class DCastOp(_CastOp):
     name = "quant.dcast"
 
     def verify_(self) -> None:
-        self._same_shape()
-        q, f = _elem(self.input.type), _elem(self.result.type)
-        if not isinstance(q, QuantizedType):
-            raise VerifyException(f"quant.dcast: input element type must be !quant.uniform, not {q}")
-        if f != q.expressed_type:
-            raise VerifyException(
-                f"quant.dcast: result element type {f} must be the expressed type {q.expressed_type}")
-        _check_per_axis("quant.dcast", self.input.type)
+        self._verify_float_quant(self.input.type, self.result.type, "input", "result")
 
 
 @irdl_op_definition
