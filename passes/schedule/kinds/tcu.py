@@ -129,21 +129,8 @@ def emit_piece(em, si, seg, op, b, j, tpb, r0, r1, c0, c1, pieces, seg_ops, plan
             params: dict[str, Attribute] = {"m": _int(rows),
                                             "n": _int(cols),
                                             "k": _int(kc)}
-            if ci > 0 and prev is not None:
-                params["accumulate"] = UnitAttr()
-                deps.append(prev)
-            if last:
-                if lw.bias:
-                    bb, bt = em.weight(op, lw.bias, tpb, c0, c1, "bias", resident=resident, j=j)
-                    slots["bias"] = (bb, None)
-                    deps.append(bt)
-                if lw.act is not Act.NONE:
-                    params["act"] = StringAttr(lw.act.name.lower())
-            ins = MatmulOp(tpb, slots, deps + em._take_out_wait(), params=params)
-            if not last:
-                em._emit(em._take(unit, tpb), ins)
-                em._computed(tpb, op.name, ins.done)
-                prev = ins.done
+            ins, prev = _chain_step(em, op, lw, MatmulOp, tpb, unit, (c0, c1), resident, j, last,
+                                    prev if ci > 0 else None, slots, deps, params)
     elif lw.kind == "conv":
         a = op.attrs
         x_t, w_t = op.inputs[0], op.inputs[1]
@@ -197,21 +184,30 @@ def emit_piece(em, si, seg, op, b, j, tpb, r0, r1, c0, c1, pieces, seg_ops, plan
                 params["pad"] = i64_array([pt2, pl, pb2, pr])
             if (dh, dw) != (1, 1):
                 params["dilation"] = i64_array([dh, dw])
-            if ci > 0 and prev is not None:
-                params["accumulate"] = UnitAttr()
-                deps.append(prev)
-            if last:
-                if lw.bias:
-                    bb, bt = em.weight(op, lw.bias, tpb, c0, c1, "bias", resident=resident, j=j)
-                    slots["bias"] = (bb, None)
-                    deps.append(bt)
-                if lw.act is not Act.NONE:
-                    params["act"] = StringAttr(lw.act.name.lower())
-            ins = Conv2dOp(tpb, slots, deps + em._take_out_wait(), params=params)
-            if not last:
-                em._emit(em._take(unit, tpb), ins)
-                em._computed(tpb, op.name, ins.done)
-                prev = ins.done
+            ins, prev = _chain_step(em, op, lw, Conv2dOp, tpb, unit, (c0, c1), resident, j, last,
+                                    prev if ci > 0 else None, slots, deps, params)
     else:
         raise ScheduleError(f"op '{op.name}' ({op.unit}): no lowering for '{lw.kind}'")
     return ins, out
+
+
+def _chain_step(em, op, lw, cls, tpb, unit, cols, resident, j, last, prev, slots, deps, params):
+    """One TCU instruction of a K chain (matmul or conv): it accumulates onto ``prev`` (the chunk
+    before, None for the first); the last chunk carries the bias and the activation and is returned
+    for the caller to emit, the others are emitted here. Returns (instruction, new prev)."""
+    if prev is not None:
+        params["accumulate"] = UnitAttr()
+        deps.append(prev)
+    if last:
+        if lw.bias:
+            bb, bt = em.weight(op, lw.bias, tpb, cols[0], cols[1], "bias", resident=resident, j=j)
+            slots["bias"] = (bb, None)
+            deps.append(bt)
+        if lw.act is not Act.NONE:
+            params["act"] = StringAttr(lw.act.name.lower())
+    ins = cls(tpb, slots, deps + em._take_out_wait(), params=params)
+    if not last:
+        em._emit(em._take(unit, tpb), ins)
+        em._computed(tpb, op.name, ins.done)
+        prev = ins.done
+    return ins, prev
