@@ -46,31 +46,55 @@ class Report:
 
 
 class ByteSet:
-    """A set of byte addresses: a dense interval, or a sorted unique array within [lo, hi)."""
-    __slots__ = ("lo", "hi", "arr")
+    """A set of byte addresses: a dense interval, or a sorted unique array within [lo, hi).
+
+    The array may be *lazy* (:meth:`lazy`): ``lo``/``hi`` are exact at once, the member array is
+    built on first use -- the race checker needs it only for two accesses whose bounding intervals
+    overlap and that no counter orders, i.e. almost never in a synchronized program."""
+    __slots__ = ("lo", "hi", "_arr", "_make")
 
     def __init__(self, addrs: np.ndarray):
+        self._make = None
         if addrs.size == 0:
             self.lo = self.hi = 0
-            self.arr = None
+            self._arr = None
             return
         lo, hi = int(addrs.min()), int(addrs.max()) + 1
         self.lo, self.hi = lo, hi
         if hi - lo <= 8 * addrs.size + 4096:  # a bitmap over the span: no sort
             mask = np.zeros(hi - lo, dtype=bool)
             mask[addrs - lo] = True
-            self.arr = None if mask.all() else np.flatnonzero(mask) + lo
+            self._arr = None if mask.all() else np.flatnonzero(mask) + lo
         else:
             a = np.sort(addrs, kind="stable")
             keep = np.empty(a.size, dtype=bool)
             keep[0] = True
             np.not_equal(a[1:], a[:-1], out=keep[1:])
-            self.arr = a[keep]
+            self._arr = a[keep]
+
+    @property
+    def arr(self) -> np.ndarray | None:
+        """The sorted member addresses, None when the set is all of [lo, hi)."""
+        if self._make is not None:
+            self._arr, self._make = self._make(), None
+        return self._arr
+
+    @arr.setter
+    def arr(self, value: np.ndarray | None) -> None:
+        self._arr, self._make = value, None
+
+    @classmethod
+    def lazy(cls, lo: int, hi: int, make) -> ByteSet:
+        """The set with bounds [lo, hi) (its lowest and highest member + 1) whose member array
+        ``make()`` returns (None: dense) when first needed."""
+        bs = cls.__new__(cls)
+        bs.lo, bs.hi, bs._arr, bs._make = lo, hi, None, make
+        return bs
 
     @classmethod
     def interval(cls, lo: int, hi: int) -> ByteSet:
         bs = cls.__new__(cls)
-        bs.lo, bs.hi, bs.arr = lo, hi, None
+        bs.lo, bs.hi, bs._arr, bs._make = lo, hi, None, None
         return bs
 
     def first_overlap(self, other: ByteSet) -> int | None:
@@ -89,8 +113,9 @@ class ByteSet:
 
 def walk_byte_set(walk, offsets: np.ndarray | None = None) -> ByteSet | None:
     """The bytes the beats of ``walk`` touch (``offsets``: a subset of its elements), None when
-    empty. An affine box of whole-byte elements with a dense enough span is marked through a
-    strided view of a bitmap (no index array); anything else goes element by element."""
+    empty. The bounds are computed at once, the members lazily (:meth:`ByteSet.lazy`): an affine
+    box of whole-byte elements with a dense enough span is marked through a strided view of a
+    bitmap (no index array); anything else goes element by element."""
     from .memory import element_byte_set
     from .twu import box, strided_bytes
 
@@ -100,17 +125,17 @@ def walk_byte_set(walk, offsets: np.ndarray | None = None) -> ByteSet | None:
         sz = walk.dtype.bits // 8
         span = (hi - lo + 1) * sz
         if span <= 8 * walk.num_elements * sz + 4096:  # ByteSet's bitmap rule
-            mask = np.zeros(span, dtype=np.uint8)
-            strided_bytes(mask, walk, lo)[...] = 1
             a = walk.base + lo * sz
-            if mask.all():
-                return ByteSet.interval(a, a + span)
-            arr = np.flatnonzero(mask) + a
-            bs = ByteSet.interval(int(arr[0]), int(arr[-1]) + 1)
-            bs.arr = arr
-            return bs
+
+            def members() -> np.ndarray | None:
+                mask = np.zeros(span, dtype=np.uint8)
+                strided_bytes(mask, walk, lo)[...] = 1
+                return None if mask.all() else np.flatnonzero(mask) + a
+            return ByteSet.lazy(a, a + span, members)
     addrs = element_byte_set(walk, offsets)
-    return ByteSet(addrs) if addrs.size else None
+    if not addrs.size:
+        return None
+    return ByteSet.lazy(int(addrs.min()), int(addrs.max()) + 1, lambda: ByteSet(addrs).arr)
 
 
 @dataclass
@@ -124,19 +149,62 @@ class Record:
     operand: str
 
 
+#: The race checker indexes records by address buckets of 2**BUCKET_BITS bytes; a record (or a
+#: query) spanning more than WIDE buckets is kept in (or scans) the space's whole list instead.
+BUCKET_BITS = 16
+WIDE = 16
+
+
 @dataclass
 class RaceDetector:
     max_reports: int = 20
     records: dict[tuple, list[Record]] = field(default_factory=dict)
     reported: set = field(default_factory=set)
     count: int = 0
+    # per space: {bucket: [(seq, Record)]} and the wide records [(seq, Record)], in arrival order
+    _buckets: dict[tuple, dict[int, list]] = field(default_factory=dict)
+    _wide: dict[tuple, list] = field(default_factory=dict)
+    _prunes: int = 0
+
+    def _index(self, space: tuple, seq: int, rec: Record) -> None:
+        b0, b1 = rec.bytes.lo >> BUCKET_BITS, (rec.bytes.hi - 1) >> BUCKET_BITS
+        if b1 - b0 >= WIDE:
+            self._wide.setdefault(space, []).append((seq, rec))
+            return
+        bk = self._buckets.setdefault(space, {})
+        for k in range(b0, b1 + 1):
+            lst = bk.get(k)
+            if lst is None:
+                bk[k] = [(seq, rec)]
+            else:
+                lst.append((seq, rec))
+
+    def _candidates(self, space: tuple, lo: int, hi: int) -> list[Record]:
+        """The records whose byte bounds may overlap [lo, hi), in arrival order."""
+        b0, b1 = lo >> BUCKET_BITS, (hi - 1) >> BUCKET_BITS
+        if b1 - b0 >= WIDE:
+            return self.records.get(space, [])
+        bk = self._buckets.get(space, {})
+        parts = [bk[k] for k in range(b0, b1 + 1) if k in bk]
+        wide = self._wide.get(space)
+        if wide:
+            parts.append(wide)
+        if not parts:
+            return []
+        if len(parts) == 1:
+            return [r for _, r in parts[0]]
+        seen = {}
+        for part in parts:
+            for seq, r in part:
+                seen[seq] = r
+        return [seen[k] for k in sorted(seen)]
 
     def access(self, space: tuple, rec: Record, vc: np.ndarray) -> list[tuple[Record, int]]:
         """Record an access; return the earlier records it races with (and an address)."""
         out = []
         lst = self.records.setdefault(space, [])
         lo, hi, unit, write = rec.bytes.lo, rec.bytes.hi, rec.unit, rec.write
-        for r in lst:
+        for r in self._candidates(space, lo, hi) if hi > lo else ():
             if r.unit == unit or not (r.write or write):
                 continue
             b = r.bytes
@@ -148,12 +216,32 @@ class RaceDetector:
             if addr is not None:
                 out.append((r, addr))
         lst.append(rec)
+        if hi > lo:
+            self._index(space, self.count, rec)
         self.count += 1
         return out
 
     def prune(self, min_vc: np.ndarray) -> None:
+        """Drop the records that happen-before every unit still running (``min_vc``). The bucket
+        index is swept only every 8th time: a pruned record left there is harmless, since it
+        happens-before every unit that can still access (clocks only grow)."""
         for k, lst in self.records.items():
             self.records[k] = [r for r in lst if r.epoch > min_vc[r.unit]]
+        self._prunes += 1
+        if self._prunes % 8:
+            return
+        for idx in (*self._buckets.values(), self._wide):
+            for k in list(idx):
+                kept = [(q, r) for q, r in idx[k] if r.epoch > min_vc[r.unit]]
+                if kept:
+                    idx[k] = kept
+                else:
+                    del idx[k]
+
+    def clear(self) -> None:
+        self.records.clear()
+        self._buckets.clear()
+        self._wide.clear()
 
 
 def space_name(space: tuple) -> str:

@@ -518,7 +518,7 @@ class Engine:
     def _prune(self) -> None:
         live = [i for i, us in enumerate(self.units) if us.cur is not None or us.queue]
         if not live:
-            self.races.records.clear()
+            self.races.clear()
             return
         self.races.prune(self.vc[live].min(axis=0))
 
