@@ -101,6 +101,16 @@ def _pad_source(v: SSAValue):
     return v, None
 
 
+def requant_multiplier(x_scale: float, w_scale: np.ndarray, y_scale: float) -> np.ndarray:
+    """``x_scale * w_scale[c] / y_scale`` computed in f32 as onnxruntime's integer kernels do
+    (QLinearConv/QLinearMatMul/QGemm: ``float`` product, then ``float`` quotient), as f64 values.
+    In f64 the multiplier can differ by one f32 ulp, enough to move a result by 1 LSB (test:
+    ``test_requant_multiplier_is_computed_in_f32_like_onnxruntime``)."""
+    f = np.float32
+    w = np.asarray(w_scale, dtype=np.float64).astype(f).reshape(-1)
+    return ((f(x_scale) * w).astype(f) / f(y_scale)).astype(f).astype(np.float64)
+
+
 def _requant_generic(acc: SSAValue, mult: np.ndarray, ch: int, zp: int, lo: int, hi: int,
                      out_t: TensorType) -> list[Operation]:
     """``fptosi(clamp(roundeven(sitofp(acc) * mult[c]) + zp, lo, hi))`` -> i8 (per channel ``ch``)."""
@@ -317,8 +327,7 @@ def fold_one(op: Operation) -> bool:
         acc = type(op)([src, w_in], [init.results[0]], [acc_t],  # type: ignore[call-arg]
                        strides=op.strides, dilations=op.dilations)  # type: ignore[attr-defined]
     new.append(acc)
-    mult = (np.float64(np.float32(xqt.scale)) * sw.astype(np.float32).astype(np.float64)
-            / np.float64(np.float32(yq.scale)))
+    mult = requant_multiplier(xqt.scale, sw, yq.scale)
     if np.all(mult == mult[0]):
         mult = mult[:1]
     acc_v = acc.results[0]
@@ -396,7 +405,7 @@ def fold_integer_one(qc: Operation) -> bool:
         acc = Conv2DNchwFchwOp([x, wv], [new_init.results[0]], [out_t],
                                strides=acc_op.strides, dilations=acc_op.dilations)  # type: ignore[attr-defined]
     new.append(acc)
-    mult = np.array([np.float64(np.float32(aq.scale)) / np.float64(np.float32(yq.scale))])
+    mult = requant_multiplier(aq.scale, np.ones(1), yq.scale)
     rq = _requant_generic(acc.results[0], mult, ch, yq.zero_point, yq.qmin, yq.qmax,
                           TensorType(i8, out_shape))
     new += rq

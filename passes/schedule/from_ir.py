@@ -35,6 +35,7 @@ from m100.passes.graph.common import (CHANNEL_DIM, EPILOGUE, FUSED_INTO, GROUP, 
 from m100.targets.m100.isa import Act, CvuOp, Ref, RefKind, Stage
 
 from .graph import Op, OpGraph, ScheduleError, Tensor
+from .quant_facts import cast_stages, requant_params, requant_table
 from .ir_facts import (_DT, ACTS, IRGraph, Lowering, _dense, _dtype, _expr_stages,  # noqa: F401
                        _norm_roles, _shape, _vec, linear_map)
 
@@ -208,6 +209,22 @@ def from_module(module: ModuleOp) -> IRGraph:
                     raise ScheduleError(f"{where}: returning a constant is not supported")
                 outputs.append(tname(v))
             continue
+        if nm == "quant.scast":  # quantized <-> storage type: the same buffer
+            src = op.operands[0]
+            if src in consts:
+                consts[op.results[0]] = consts[src]
+            else:
+                names[op.results[0]] = tname(src)
+            continue
+        if nm in ("quant.qcast", "quant.dcast"):
+            src = op.operands[0]
+            stages = cast_stages(op, where)  # checks the quantized type first (one clear line)
+            if src in consts:
+                const_tensor(src, consts[src])
+            ident_map = linear_map(AffineMap.identity(len(_shape(src))))
+            lw = Lowering("cvu", stages=stages, in_maps=[ident_map])
+            add("ew", "cvu.elementwise", [tname(src)], op.results[0], {"maps": lw.in_maps}, lw, op)
+            continue
         if nm == "linalg.fill":
             val = scalar_const(op.operands[0])
             if val is None:
@@ -356,9 +373,17 @@ def from_module(module: ModuleOp) -> IRGraph:
             epi = [s.data for s in op.attributes[EPILOGUE].data] if EPILOGUE in op.attributes else []
             lw = Lowering("matmul" if nm == "linalg.matmul" else "conv")
             acts = [s for s in epi if s in ACTS]
-            if len(acts) > 1 or any(s not in ACTS and s != "bias" for s in epi):
+            if len(acts) > 1 or any(s not in ACTS and s not in ("bias", "requant") for s in epi):
                 raise ScheduleError(f"{where}: epilogue {epi} is not supported (bias + one "
-                                    "activation)")
+                                    "activation + requant)")
+            if "requant" in epi:
+                lw.requant = requant_params(op, where)
+                if len(lw.requant["mult"]) > 1:
+                    tab = requant_table(lw.requant)
+                    counter[0] += 1
+                    lw.requant_table = f"c{counter[0]}"
+                    g.add_tensor(Tensor(lw.requant_table, tab.shape, "i32", "weight"))
+                    data[lw.requant_table] = tab
             if acts:
                 lw.act = ACTS[acts[0]]
             init = consts.get(outs)
@@ -403,7 +428,8 @@ def from_module(module: ModuleOp) -> IRGraph:
                 if len(sa) != 2 or len(sb) != 2:
                     raise ScheduleError(f"{where}: only 2-D matmuls are supported")
                 attrs = dict(m=sa[0], n=sb[1], k=sa[1])
-                o = add("matmul", "tcu.matmul", [tname(a), tb] + ([lw.bias] if lw.bias else []),
+                o = add("matmul", "tcu.matmul", [tname(a), tb] + ([lw.bias] if lw.bias else [])
+                        + ([lw.requant_table] if lw.requant_table else []),
                         op.results[0], attrs, lw, op)
             else:
                 x, w = ins
@@ -426,9 +452,15 @@ def from_module(module: ModuleOp) -> IRGraph:
                 if x in consts:
                     const_tensor(x, consts[x])
                 tw = const_tensor(w, consts[w])
-                o = add("conv", "tcu.conv2d", [tname(x), tw] + ([lw.bias] if lw.bias else []),
+                o = add("conv", "tcu.conv2d", [tname(x), tw] + ([lw.bias] if lw.bias else [])
+                        + ([lw.requant_table] if lw.requant_table else []),
                         op.results[0], attrs, lw, op)
             o.epilogue = tuple(epi)
+            if lw.requant is not None:  # the requantized result is i8 (the op's IR value is i32)
+                t = g.tensors[o.outputs[0]]
+                g.tensors[o.outputs[0]] = Tensor(t.name, t.shape, "i8", t.kind)
+                if lw.requant_table:
+                    o.attrs["rq_table"] = lw.requant_table
             if GROUP in op.attributes:
                 gid = op.attributes[GROUP].value.data  # type: ignore[union-attr]
                 group_out[gid] = o.outputs[0]

@@ -14,6 +14,7 @@ from xdsl.dialects.builtin import DenseIntOrFPElementsAttr, TensorType
 from xdsl.ir import Operation, SSAValue
 from xdsl.ir.affine import AffineMap
 
+from m100.dialects.quant import QuantizedType
 from m100.passes.graph.common import body_exprs
 from m100.targets.m100.isa import Act, CvuOp, Ref, RefKind, Stage
 
@@ -27,6 +28,9 @@ ACTS = {"relu": Act.RELU, "gelu": Act.GELU, "silu": Act.SILU, "sigmoid": Act.SIG
 
 def _dtype(t) -> str:
     e = t.get_element_type() if isinstance(t, TensorType) else t
+    if isinstance(e, QuantizedType):  # a quantized tensor is its storage buffer
+        from .quant_facts import storage_dtype
+        return storage_dtype(e)
     s = str(e)
     if s not in _DT:
         raise ScheduleError(f"element type {s} is not supported by the scheduler")
@@ -64,6 +68,10 @@ class Lowering:
     stages: tuple[Stage, ...] = ()
     in_maps: list[list[tuple[tuple[int, ...], int]]] = field(default_factory=list)
     params: dict[str, Any] = field(default_factory=dict)
+    # the requantize stage of an integer contraction (quant_facts.requant_params) and the name of
+    # its per-channel [2, F] i32 table (None: one multiplier for all channels)
+    requant: dict[str, Any] | None = None
+    requant_table: str | None = None
 
 
 @dataclass

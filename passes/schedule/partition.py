@@ -116,7 +116,7 @@ def tile_piece(cm: CostModel, g: OpGraph, op: Op, rows: int, cols: int,
         groups = op.attrs.get("groups", 1) if conv else 1
         row_align = max(1, ceil_div(mc.tcu_tile_m, geo.row_elems))
         k_cands = [kwin * c for c in _candidates(cin, max(1, mc.tcu_tile_k // kwin) if kwin < mc.tcu_tile_k else 1)]
-        if groups > 1:
+        if groups > 1 or "requant" in op.epilogue:  # a requantized result can not accumulate
             k_cands = [geo.k]
         tc_cands = _candidates(cols, mc.tcu_tile_n) if groups == 1 else [cols]
         for tr in _candidates(rows, row_align):
@@ -135,6 +135,8 @@ def tile_piece(cm: CostModel, g: OpGraph, op: Op, rows: int, cols: int,
                             Buffer("out", oslot, 2, unit))
                     if len(ws) > 1:  # a bias vector (per column tile)
                         bufs += (Buffer("bias", cm.align(tc * 4), 2 if streamed else 1, unit),)
+                    if "rq_table" in op.attrs:  # per-channel requant (multiplier, shift) pairs
+                        bufs += (Buffer("requant", cm.align(tc * 8), 2 if streamed else 1, unit),)
                     fp = sum(b.nbytes for b in bufs)
                     if smallest is None or fp < smallest[0]:
                         smallest = (fp, tr, tc, tk)

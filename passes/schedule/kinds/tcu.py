@@ -30,7 +30,9 @@ def plan_piece(bld, si: int, st, op: Op, p: PlanPiece, tplan: TilePlan, compute)
     if family in ("matmul", "conv"):
         conv = family == "conv"
         x_t, w_t = op.inputs[0], op.inputs[1]
-        bias = op.inputs[2] if len(op.inputs) > 2 else None
+        bias = op.inputs[2] if len(op.inputs) > 2 and op.inputs[2] != op.attrs.get("rq_table") \
+            else None
+        rq_table = op.attrs.get("rq_table")
         xb = dtype_bytes(g.tensors[x_t].dtype)
         wt = g.tensors[w_t]
         geo = bld.s.geo(op)
@@ -81,6 +83,9 @@ def plan_piece(bld, si: int, st, op: Op, p: PlanPiece, tplan: TilePlan, compute)
                 deps.append(bld._weight(st, op, bias, tpb, p.c0, p.c1, p.col, None,
                                          cols * dtype_bytes(g.tensors[bias].dtype), resident,
                                          role="bias"))
+            if last and rq_table:  # per-channel (multiplier, shift) pairs, staged like the bias
+                deps.append(bld._weight(st, op, rq_table, tpb, p.c0, p.c1, p.col, None,
+                                         cols * 8, resident, role="bias"))
             macs = rows * geo.row_elems * cols * kc * unit_k
             prev = compute(deps, cm.piece_cycles(g, op, rows, cols, kc * unit_k), macs)
         p.out_dims = (rows, geo.row_elems, cols)
@@ -198,11 +203,25 @@ def _chain_step(em, op, lw, cls, tpb, unit, cols, resident, j, last, prev, slots
     if prev is not None:
         params["accumulate"] = UnitAttr()
         deps.append(prev)
+    if lw.requant is not None and (prev is not None or not last):
+        # the tiler keeps K whole for these (partition.tile_piece): a requantized chunk could not
+        # be accumulated onto
+        raise ScheduleError(f"op '{op.name}': a requantized contraction can not be split along K")
     if last:
         if lw.bias:
             bb, bt = em.weight(op, lw.bias, tpb, cols[0], cols[1], "bias", resident=resident, j=j)
             slots["bias"] = (bb, None)
             deps.append(bt)
+        if lw.requant is not None:
+            rq = lw.requant
+            params["requant"] = i64_array([rq["mult"][0], rq["shift"][0], rq["zp"], rq["qmin"],
+                                           rq["qmax"]])
+            if lw.requant_table:  # [2, F] in memory, walked as [cols, 2] (multiplier, shift)
+                tb, tt = em.weight(op, lw.requant_table, tpb, cols[0], cols[1], "w",
+                                   resident=resident, j=j)
+                n = cols[1] - cols[0]
+                slots["per_channel"] = (tb, access((n, 2), [((0, 1), 0), ((1, 0), 0)]))
+                deps.append(tt)
         if lw.act is not Act.NONE:
             params["act"] = StringAttr(lw.act.name.lower())
     ins = cls(tpb, slots, deps + em._take_out_wait(), params=params)

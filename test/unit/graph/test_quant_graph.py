@@ -2,7 +2,7 @@
 QDQ MLP) through ``m100-graph`` (raise-quant-casts + fold-quantized-contractions + fuse-epilogue):
 the convolutions/matmuls become i8 x i8 -> i32 with a bias + requant TCU epilogue, the numpy
 reference executor runs the graph before and after, and the quantized outputs match onnxruntime
-within 1 LSB. The scheduler refuses the result with one line (never a wrong program)."""
+within 1 LSB. The scheduler runs them (test/e2e/test_quant_e2e.py)."""
 
 from __future__ import annotations
 
@@ -83,16 +83,17 @@ def test_qdq_model_int8_contractions_match_onnxruntime(which, convnet):
     assert n_exact / n_total >= 0.99, (n_exact, n_total)
 
 
-def test_scheduler_refuses_quantized_graph_with_one_line(convnet):
+def test_scheduler_refuses_a_per_tensor_i32_dequantize_with_one_line():
+    # the per-channel forms are scheduled (test/e2e/test_quant_e2e.py); torch-mlir's per-tensor
+    # form with a float bias in between keeps an i32-storage dequantize: refused, one line
     from m100.passes.schedule.m100_schedule import M100Schedule
 
-    _, module = convnet
-    module = module.clone()
+    module = load_onnx(qm.qdq_convnet(hw=8, f=4, per_channel=False))
     M100Graph().apply(make_context(), module)
     with pytest.raises(M100Error) as e:
         M100Schedule(machine="tiny").apply(make_context(), module)
     msg = str(e.value)
-    assert "\n" not in msg and "not supported by m100-schedule" in msg, msg
+    assert "\n" not in msg and "quant.dcast" in msg and "storage i32" in msg, msg
 
 
 def _qlinear_conv_oracle(xq, sx, zx, wq, sw, bq, sy, zy):

@@ -1,0 +1,112 @@
+"""Quantized values in the scheduler (issue 11): ``!quant.uniform`` tensors, ``quant.*`` casts and
+the requantize epilogue of an integer contraction.
+
+* A ``tensor<..x!quant.uniform<i8:f32, s:z>>`` is its storage: an ``i8`` buffer
+  (:func:`storage_dtype`); ``quant.scast`` (quantized <-> storage type) is an alias, no instruction.
+* ``quant.qcast`` (f32 -> i8, per tensor) is one CVU pipeline computing ONNX QuantizeLinear exactly
+  as onnxruntime's CPU kernel does (``x / s`` in f32, round half to even, ``+ zp``, saturate):
+  ``v = min(max(x / s, qmin - zp), qmax - zp)``, then ``(v + 1.5 * 2**23) - 1.5 * 2**23`` (each
+  stage rounds to f32, so this is round-half-even of ``v`` for ``|v| < 2**22``; the clamp first keeps
+  it in range), then ``+ zp`` (an exact integer) and the CVU's saturating store to i8. Adding the
+  zero point *before* rounding would be wrong: ``0.49999997 + 15`` rounds to the f32 tie ``15.5``.
+* ``quant.dcast`` (i8 -> f32): ``(q - zp) * s`` (exact subtraction, one f32 rounding), the ONNX
+  DequantizeLinear definition in f32.
+* The ``requant`` epilogue stage (``m100.requant_scale/zp/range`` of ``fold-quantized-contractions``)
+  -> ``isa.Requant``: each real multiplier ``m`` (an f32 value: onnxruntime computes
+  ``x_scale * w_scale / y_scale`` in f32) as ``numerics.quantize_multiplier(m)``; one value -> the
+  instruction's (multiplier, shift), several -> a per-channel i32 table ``[2, F]`` (row 0 the
+  multipliers, row 1 the shifts; the emitter walks it as ``[F, 2]``).
+
+Per-axis quantized activations and u8 storage are refused with one line (the graph passes leave
+those forms in float, so they do not reach here from ONNX).
+"""
+from __future__ import annotations
+
+import numpy as np
+from xdsl.ir import Operation
+
+from m100.dialects.quant import QuantizedType, UniformQuantizedType
+from m100.targets.m100.isa import CvuOp, Ref, RefKind, Stage
+from m100.targets.m100.numerics import quantize_multiplier
+
+from .graph import ScheduleError
+
+#: 1.5 * 2**23: adding and subtracting it rounds an f32 value half to even (for |v| < 2**22)
+ROUND_MAGIC = 12582912.0
+
+REQUANT_SCALE, REQUANT_ZP, REQUANT_RANGE = "m100.requant_scale", "m100.requant_zp", \
+    "m100.requant_range"
+
+
+def storage_dtype(qt: QuantizedType, where: str = "") -> str:
+    """The scheduler dtype of a quantized element type's storage (i8 only)."""
+    if qt.width == 8 and qt.signed:
+        return "i8"
+    what = f"{where}: " if where else ""
+    raise ScheduleError(f"{what}quantized storage {qt.storage_text} is not supported by the "
+                        "scheduler (signed 8-bit storage only)")
+
+
+def _per_tensor(t, where: str) -> UniformQuantizedType:
+    e = t.get_element_type()
+    if not isinstance(e, UniformQuantizedType):
+        raise ScheduleError(f"{where}: per-axis quantized activations are not supported by the "
+                            "scheduler (per-tensor only)")
+    storage_dtype(e, where)
+    return e
+
+
+def _s(i: int) -> Ref:
+    return Ref(RefKind.STAGE, i)
+
+
+def cast_stages(op: Operation, where: str) -> tuple[Stage, ...]:
+    """CVU stages of a per-tensor ``quant.qcast`` (f32 -> i8) or ``quant.dcast`` (i8 -> f32)."""
+    x = Ref(RefKind.INPUT, 0)
+    if op.name == "quant.qcast":
+        q = _per_tensor(op.results[0].type, where)
+        s, zp = float(np.float32(q.scale)), int(q.zero_point)
+        imm = lambda v: Ref(RefKind.IMM, 0, float(v))  # noqa: E731
+        return (Stage(CvuOp.DIV, (x, imm(s))),
+                Stage(CvuOp.MAX, (_s(0), imm(q.qmin - zp))),
+                Stage(CvuOp.MIN, (_s(1), imm(q.qmax - zp))),
+                Stage(CvuOp.ADD, (_s(2), imm(ROUND_MAGIC))),
+                Stage(CvuOp.SUB, (_s(3), imm(ROUND_MAGIC))),
+                Stage(CvuOp.ADD, (_s(4), imm(zp))))
+    if op.name == "quant.dcast":
+        q = _per_tensor(op.operands[0].type, where)
+        return (Stage(CvuOp.SUB, (x, Ref(RefKind.IMM, 0, float(q.zero_point)))),
+                Stage(CvuOp.MUL, (_s(0), Ref(RefKind.IMM, 0, float(np.float32(q.scale))))))
+    raise ScheduleError(f"{where}: {op.name} is not a quantize/dequantize cast")
+
+
+def requant_params(op: Operation, where: str) -> dict:
+    """The requantize stage of contraction ``op``: ``dict(mult=[..], shift=[..], zp, qmin, qmax)``
+    (one entry per output channel, or one)."""
+    try:
+        scale = [float(a.value.data) for a in op.attributes[REQUANT_SCALE].data]  # type: ignore
+        zp = int(op.attributes[REQUANT_ZP].value.data)  # type: ignore[union-attr]
+        lo, hi = (int(a.value.data) for a in op.attributes[REQUANT_RANGE].data)  # type: ignore
+    except (KeyError, AttributeError, ValueError) as e:
+        raise ScheduleError(f"{where}: the requant epilogue lacks its m100.requant_* "
+                            f"attributes ({e})") from None
+    if not (-128 <= lo <= hi <= 127 and lo <= zp <= hi):
+        raise ScheduleError(f"{where}: requant range [{lo}, {hi}] / zero point {zp} is not i8")
+    mult, shift = [], []
+    for m in scale:
+        try:
+            a, b = quantize_multiplier(m)
+        except ValueError as e:
+            raise ScheduleError(f"{where}: {e}") from None
+        mult.append(a)
+        shift.append(b)
+    return dict(mult=mult, shift=shift, zp=zp, qmin=lo, qmax=hi)
+
+
+def requant_table(rq: dict) -> np.ndarray:
+    """The per-channel ``[2, F]`` i32 table (multipliers, shifts) of :func:`requant_params`."""
+    return np.ascontiguousarray(np.array([rq["mult"], rq["shift"]], dtype=np.int64)
+                                .astype(np.int32))
+
+
+__all__ = ["ROUND_MAGIC", "cast_stages", "requant_params", "requant_table", "storage_dtype"]
