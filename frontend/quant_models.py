@@ -93,6 +93,27 @@ def qdq_resnet18(hw=64, num_classes=10, seed=0):
                       per_channel=True, seed=seed, preprocess=True)
 
 
+def to_f16(model):
+    """``model`` with every float32 initializer, input and output in float16 (ops unchanged)."""
+    onnx, TensorProto, _, numpy_helper = _onnx()
+    m = onnx.ModelProto()
+    m.CopyFrom(model)
+    for i, t in enumerate(m.graph.initializer):
+        if t.data_type == TensorProto.FLOAT:
+            m.graph.initializer[i].CopyFrom(
+                numpy_helper.from_array(numpy_helper.to_array(t).astype(np.float16), t.name))
+    for v in list(m.graph.input) + list(m.graph.output):
+        if v.type.tensor_type.elem_type == TensorProto.FLOAT:
+            v.type.tensor_type.elem_type = TensorProto.FLOAT16
+    onnx.checker.check_model(m)
+    return m
+
+
+def f16_mlp(batch=4, d_in=16, hidden=32, d_out=10, seed=0):
+    """:func:`~m100.frontend.models.mlp` in float16 (weights, biases, activations)."""
+    return to_f16(models.mlp(batch=batch, d_in=d_in, hidden=hidden, d_out=d_out, seed=seed))
+
+
 def w4_blocked_matmul(m=4, k=64, n=16, block=16, signed=True, seed=0):
     """y[m, n] = x_f16[m, k] @ DequantizeLinear(W4[k, n], scale_f16[k/B, n], axis=0, block_size=B)."""
     onnx, TensorProto, helper, numpy_helper = _onnx()

@@ -16,6 +16,8 @@ Subcommands:
   run onnxruntime (the graph reference executor for
   ``.mlir``), print max abs/rel error per output, cycles, TCU utilization and PASS/FAIL (exit 0 /
   3), after checking the sync certificate independently (``m100.sim.certificate``).
+* ``compile`` and ``check`` take ``--quantize w8a8|f16 [--calibration FILE.npz]``: post-training
+  quantization of a float ONNX model first (``m100.frontend.ptq``), printing the per-layer error.
 * ``m100 sweep SPEC.toml`` and ``m100 bench``: see ``tools/research_cli.py``.
 
 The library behind these is ``m100.tools.driver``.
@@ -99,6 +101,30 @@ def _load_npz(path: str) -> dict:
         raise ToolError(f"{path}: cannot read inputs (.npz expected): {e}") from None
 
 
+def _model_arg(args: argparse.Namespace):
+    """The model to compile: the path, or with ``--quantize`` the quantized ONNX model
+    (``m100.frontend.ptq``), with its per-layer quantization error printed."""
+    if not getattr(args, "quantize", None):
+        if getattr(args, "calibration", None):
+            raise ToolError("--calibration needs --quantize SCHEME")
+        return args.model
+    import onnx
+
+    from m100.frontend import ptq
+    if not str(args.model).lower().endswith(".onnx"):
+        raise ToolError("--quantize needs an ONNX model")
+    model = onnx.load(args.model)
+    cal = ptq.load_calibration(args.calibration, model) if args.calibration else None
+    q = ptq.quantize_model(model, args.quantize, cal, per_channel=not args.per_tensor,
+                           method=args.calibration_method)
+    if cal and args.quantize == "w8a8":
+        print(f"{TOOL}: {args.quantize}: per-layer relative error vs the float model "
+              f"({len(cal)} calibration inputs):")
+        for name, err in ptq.layer_errors(model, q, cal):
+            print(f"  {name:40s} {err:.4f}")
+    return q
+
+
 def cmd_compile(args: argparse.Namespace) -> int:
     from m100.tools import driver
     prof = None
@@ -106,7 +132,7 @@ def cmd_compile(args: argparse.Namespace) -> int:
         import cProfile
         prof = cProfile.Profile()
         prof.enable()
-    cr = driver.compile(args.model, args.machine, args.tpbs, args.sync_mode,
+    cr = driver.compile(_model_arg(args), args.machine, args.tpbs, args.sync_mode,
                         strategy=args.strategy, seed=args.seed, verbose=args.report)
     if prof is not None:
         import pstats
@@ -147,7 +173,7 @@ def cmd_run(args: argparse.Namespace) -> int:
 def cmd_check(args: argparse.Namespace) -> int:
     from m100.tools import driver
     inputs = _load_npz(args.inputs) if args.inputs else None
-    ck = driver.check(args.model, args.machine, args.tpbs, args.sync_mode, seed=args.seed,
+    ck = driver.check(_model_arg(args), args.machine, args.tpbs, args.sync_mode, seed=args.seed,
                       strategy=args.strategy, rtol=args.rtol, atol=args.atol,
                       random_latency=args.random_latency, trace=bool(args.trace or args.plot),
                       verbose=args.report, inputs=inputs, inputs_source=args.inputs or "inputs")
@@ -172,6 +198,14 @@ def _compile_options(p: argparse.ArgumentParser) -> None:
                    help="seed of the scheduler's search (and of check's random inputs)")
     p.add_argument("--report", action="store_true",
                    help="print the schedule/sync reports and a compile summary")
+    p.add_argument("--quantize", choices=("w8a8", "f16", "w4a16", "bf16"),
+                   help="post-training quantization of a float ONNX model first (docs/graph.md)")
+    p.add_argument("--calibration", metavar="FILE.npz",
+                   help="calibration inputs for --quantize w8a8: per model input an array "
+                        "[N, *shape] (or one sample of the input's shape)")
+    p.add_argument("--calibration-method", default="minmax", choices=("minmax", "percentile"))
+    p.add_argument("--per-tensor", action="store_true",
+                   help="--quantize: per-tensor weight scales (default per output channel)")
 
 
 def build_parser() -> argparse.ArgumentParser:

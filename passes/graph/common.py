@@ -499,7 +499,10 @@ def classify_unary(f) -> tuple[str, tuple[float, float] | None] | None:
             if np.allclose(ys, ref(_XS), rtol=1e-5, atol=1e-6):
                 return name, None
     lo, hi = float(ys.min()), float(ys.max())
-    if lo < hi and np.allclose(ys, np.clip(_XS, lo, hi), rtol=1e-6, atol=1e-7):
+    # a clamp must bound something on the samples: the identity (e.g. an f32 -> f16 truncf, which
+    # is exact on the samples) is no clamp to the sample range (it was fused as clamp [-100, 100])
+    clamps = lo > float(_XS.min()) or hi < float(_XS.max())
+    if lo < hi and clamps and np.allclose(ys, np.clip(_XS, lo, hi), rtol=1e-6, atol=1e-7):
         return "clamp", (lo, hi)
     return None
 

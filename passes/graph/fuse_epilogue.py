@@ -49,7 +49,7 @@ REQUANT_SCALE = "m100.requant_scale"
 REQUANT_ZP = "m100.requant_zp"
 REQUANT_RANGE = "m100.requant_range"
 
-STAGES = ("bias", "relu", "gelu", "silu", "sigmoid", "tanh", "clamp", "requant")
+STAGES = ("bias", "relu", "gelu", "silu", "sigmoid", "tanh", "clamp", "requant", "store")
 ACTS = ("relu", "gelu", "silu", "sigmoid", "tanh", "clamp")
 FUSABLE_IDIOMS = ("gelu", "silu")
 
@@ -104,6 +104,21 @@ def _bias_stage(u: GenericOp, cur: SSAValue, ch: int) -> bool:
     f = (shape_of(cur) or (0,) * (ch + 1))[ch]
     return _per_channel(u.inputs[1 - k], generic_maps(u)[1 - k], ch) and \
         channel_vector(u.inputs[1 - k], generic_maps(u)[1 - k], ch, f) is not None
+
+
+def _store_stage(u: GenericOp) -> bool:
+    """``u`` only narrows the f32 accumulator to f16/bf16 (``arith.truncf``; an f16/bf16
+    contraction accumulates in f32 and rounds on store): the TCU writes its result in that type."""
+    from xdsl.dialects.builtin import Float32Type
+
+    exprs = body_exprs(u)
+    if exprs is None or len(u.inputs) != 1:  # type: ignore[attr-defined]
+        return False
+    e = exprs[0]
+    src = u.inputs[0].type.get_element_type()  # type: ignore[attr-defined]
+    return e.kind == "truncf" and len(e.args) == 1 and e.args[0].kind == "in" and \
+        isinstance(src, Float32Type) and str(u.results[0].type.get_element_type()) in ("f16",
+                                                                                      "bf16")
 
 
 def _requant_stage(u: GenericOp, acc: SSAValue, ch: int):
@@ -165,10 +180,12 @@ def fuse_one(op: Operation, gid: int) -> bool:
         if len(pos) != 1 or not is_identity(generic_maps(u)[pos[0]]):
             break
         has_act = any(s in ACTS for s in stages)
-        if "requant" in stages:
+        if "requant" in stages or "store" in stages:
             break
         if not has_act and "bias" not in stages and _bias_stage(u, cur, ch):
             stage = "bias"
+        elif _store_stage(u):
+            stage = "store"
         elif (rq := _requant_stage(u, op.results[0], ch)) is not None:
             stage, requant = "requant", rq
         else:

@@ -35,7 +35,8 @@ from m100.passes.graph.common import (CHANNEL_DIM, EPILOGUE, FUSED_INTO, GROUP, 
 from m100.targets.m100.isa import Act, CvuOp, Ref, RefKind, Stage
 
 from .graph import Op, OpGraph, ScheduleError, Tensor
-from .quant_facts import cast_stages, requant_params, requant_table
+from .quant_facts import (cast_stages, check_int_minmax, epilogue_result, fold_cast,
+                          requant_params, requant_table)
 from .ir_facts import (_DT, ACTS, IRGraph, Lowering, _dense, _dtype, _expr_stages,  # noqa: F401
                        _norm_roles, _shape, _vec, linear_map)
 
@@ -218,6 +219,9 @@ def from_module(module: ModuleOp) -> IRGraph:
             continue
         if nm in ("quant.qcast", "quant.dcast"):
             src = op.operands[0]
+            if src in consts and isinstance(consts[src], np.ndarray):
+                consts[op.results[0]] = fold_cast(op, consts[src], where)
+                continue
             stages = cast_stages(op, where)  # checks the quantized type first (one clear line)
             if src in consts:
                 const_tensor(src, consts[src])
@@ -373,7 +377,8 @@ def from_module(module: ModuleOp) -> IRGraph:
             epi = [s.data for s in op.attributes[EPILOGUE].data] if EPILOGUE in op.attributes else []
             lw = Lowering("matmul" if nm == "linalg.matmul" else "conv")
             acts = [s for s in epi if s in ACTS]
-            if len(acts) > 1 or any(s not in ACTS and s not in ("bias", "requant") for s in epi):
+            if len(acts) > 1 or any(s not in ACTS and s not in ("bias", "requant", "store")
+                                    for s in epi):
                 raise ScheduleError(f"{where}: epilogue {epi} is not supported (bias + one "
                                     "activation + requant)")
             if "requant" in epi:
@@ -456,9 +461,11 @@ def from_module(module: ModuleOp) -> IRGraph:
                         + ([lw.requant_table] if lw.requant_table else []),
                         op.results[0], attrs, lw, op)
             o.epilogue = tuple(epi)
-            if lw.requant is not None:  # the requantized result is i8 (the op's IR value is i32)
+            if lw.requant is not None or "store" in epi:
+                # the requantized (i8) or rounded-on-store (f16) result: the last fused op's type
                 t = g.tensors[o.outputs[0]]
-                g.tensors[o.outputs[0]] = Tensor(t.name, t.shape, "i8", t.kind)
+                g.tensors[o.outputs[0]] = Tensor(t.name, t.shape, "i8" if lw.requant else
+                                                 _dtype(epilogue_result(op).type), t.kind)
                 if lw.requant_table:
                     o.attrs["rq_table"] = lw.requant_table
             if GROUP in op.attributes:
@@ -575,6 +582,7 @@ def from_module(module: ModuleOp) -> IRGraph:
                     raise ScheduleError(f"{where}: a fill as an elementwise input is not supported")
                 else:
                     in_names.append(tname(v))
+            check_int_minmax(exprs, list(ins) + list(op.results), where)
             lw = Lowering("cvu", stages=_expr_stages(exprs, len(ins), where),
                           in_maps=[linear_map(m) for m in maps[:len(ins)]])
             out_map = maps[len(ins)]

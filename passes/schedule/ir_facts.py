@@ -112,7 +112,10 @@ def _expr_stages(exprs, n_in: int, where: str) -> tuple[Stage, ...]:
     memo: dict[int, Ref] = {}
     binop = {"addf": CvuOp.ADD, "subf": CvuOp.SUB, "mulf": CvuOp.MUL, "divf": CvuOp.DIV,
              "maximumf": CvuOp.MAX, "maxnumf": CvuOp.MAX, "minimumf": CvuOp.MIN,
-             "minnumf": CvuOp.MIN, "powf": CvuOp.POW}
+             "minnumf": CvuOp.MIN, "powf": CvuOp.POW,
+             # integer max/min (torch-mlir's ReLU on a quantized i8 tensor: max(q, zp)): exact in
+             # the CVU's f32 for the <= 16-bit operands from_ir admits them for
+             "maxsi": CvuOp.MAX, "minsi": CvuOp.MIN}
     unop = {"negf": CvuOp.NEG, "exp": CvuOp.EXP, "log": CvuOp.LOG, "sqrt": CvuOp.SQRT,
             "rsqrt": CvuOp.RSQRT, "tanh": CvuOp.TANH, "erf": CvuOp.ERF, "absf": CvuOp.ABS,
             "floor": CvuOp.FLOOR, "ceil": CvuOp.CEIL}

@@ -116,7 +116,8 @@ def tile_piece(cm: CostModel, g: OpGraph, op: Op, rows: int, cols: int,
         groups = op.attrs.get("groups", 1) if conv else 1
         row_align = max(1, ceil_div(mc.tcu_tile_m, geo.row_elems))
         k_cands = [kwin * c for c in _candidates(cin, max(1, mc.tcu_tile_k // kwin) if kwin < mc.tcu_tile_k else 1)]
-        if groups > 1 or "requant" in op.epilogue:  # a requantized result can not accumulate
+        if groups > 1 or "requant" in op.epilogue or "store" in op.epilogue:
+            # a requantized (i8) or rounded (f16) result can not be accumulated onto
             k_cands = [geo.k]
         tc_cands = _candidates(cols, mc.tcu_tile_n) if groups == 1 else [cols]
         for tr in _candidates(rows, row_align):

@@ -23,9 +23,11 @@ those forms in float, so they do not reach here from ONNX).
 from __future__ import annotations
 
 import numpy as np
-from xdsl.ir import Operation
+from xdsl.dialects.builtin import IntegerType, TensorType
+from xdsl.ir import Operation, SSAValue
 
 from m100.dialects.quant import QuantizedType, UniformQuantizedType
+from m100.passes.graph.common import FUSED_INTO, GROUP
 from m100.targets.m100.isa import CvuOp, Ref, RefKind, Stage
 from m100.targets.m100.numerics import quantize_multiplier
 
@@ -80,6 +82,70 @@ def cast_stages(op: Operation, where: str) -> tuple[Stage, ...]:
     raise ScheduleError(f"{where}: {op.name} is not a quantize/dequantize cast")
 
 
+def fold_cast(op: Operation, arr: np.ndarray, where: str) -> np.ndarray:
+    """``quant.dcast`` / ``quant.qcast`` of a constant, evaluated here (per tensor or per axis):
+    a weight the graph passes left as ``dcast(i8 constant)`` (e.g. a batch matmul's) becomes its
+    f32 value, so the contraction runs in float rather than being refused."""
+    from m100.dialects.quant import UniformQuantizedPerAxisType
+
+    qtype = (op.operands[0] if op.name == "quant.dcast" else op.results[0]).type.get_element_type()
+    shape = np.shape(arr)
+    if isinstance(qtype, UniformQuantizedPerAxisType):
+        ax = qtype.quantized_dimension
+        bshape = [1] * len(shape)
+        bshape[ax] = shape[ax]
+        s = np.asarray(qtype.scales, np.float32).reshape(bshape)
+        z = np.asarray(qtype.zero_points, np.float32).reshape(bshape)
+    elif isinstance(qtype, UniformQuantizedType):
+        s, z = np.float32(qtype.scale), np.float32(qtype.zero_point)
+    else:
+        raise ScheduleError(f"{where}: {op.name} of an unknown quantized type")
+    if op.name == "quant.dcast":
+        return ((np.asarray(arr).astype(np.float32) - z) * s).astype(np.float32)
+    v = np.rint((np.asarray(arr, np.float32) / s).astype(np.float32)) + z
+    return np.clip(v, qtype.qmin, qtype.qmax).astype(np.int64)
+
+
+def _body_kinds(exprs) -> set[str]:
+    seen, out, todo = set(), set(), list(exprs)
+    while todo:
+        e = todo.pop()
+        if id(e) in seen:
+            continue
+        seen.add(id(e))
+        out.add(e.kind)
+        todo.extend(getattr(e, "args", ()) or ())
+    return out
+
+
+def _int_bits(v: SSAValue) -> int:
+    """The width of ``v``'s integer element type (its storage for a quantized one), 0 for floats."""
+    e = v.type.get_element_type() if isinstance(v.type, TensorType) else v.type
+    if isinstance(e, QuantizedType):
+        return e.width
+    return e.width.data if isinstance(e, IntegerType) else 0
+
+
+def epilogue_result(op: Operation) -> SSAValue:
+    """The value of the last op fused into contraction ``op`` (its single-use chain)."""
+    gid = op.attributes[GROUP]
+    cur = op.results[0]
+    while True:
+        us = [u.operation for u in cur.uses]
+        if len(us) != 1 or us[0].attributes.get(FUSED_INTO) != gid:
+            return cur
+        cur = us[0].results[0]
+
+
+def check_int_minmax(exprs, values, where: str) -> None:
+    """Refuse an elementwise body with integer max/min (``maxsi``/``minsi``: the CVU computes them
+    in f32, exact only for <= 16-bit integers) on wider integer ``values``."""
+    if any(k in ("maxsi", "minsi") for k in _body_kinds(exprs)) and \
+            any(_int_bits(v) > 16 for v in values):
+        raise ScheduleError(f"{where}: integer max/min of wider than 16-bit values is not "
+                            "supported (the CVU computes in f32)")
+
+
 def requant_params(op: Operation, where: str) -> dict:
     """The requantize stage of contraction ``op``: ``dict(mult=[..], shift=[..], zp, qmin, qmax)``
     (one entry per output channel, or one)."""
@@ -109,4 +175,4 @@ def requant_table(rq: dict) -> np.ndarray:
                                 .astype(np.int32))
 
 
-__all__ = ["ROUND_MAGIC", "cast_stages", "requant_params", "requant_table", "storage_dtype"]
+__all__ = ["ROUND_MAGIC", "cast_stages", "check_int_minmax", "epilogue_result", "fold_cast", "requant_params", "requant_table", "storage_dtype"]

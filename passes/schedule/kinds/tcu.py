@@ -203,7 +203,7 @@ def _chain_step(em, op, lw, cls, tpb, unit, cols, resident, j, last, prev, slots
     if prev is not None:
         params["accumulate"] = UnitAttr()
         deps.append(prev)
-    if lw.requant is not None and (prev is not None or not last):
+    if (lw.requant is not None or "store" in op.epilogue) and (prev is not None or not last):
         # the tiler keeps K whole for these (partition.tile_piece): a requantized chunk could not
         # be accumulated onto
         raise ScheduleError(f"op '{op.name}': a requantized contraction can not be split along K")
