@@ -83,9 +83,9 @@ def test_qdq_model_int8_contractions_match_onnxruntime(which, convnet):
     assert n_exact / n_total >= 0.99, (n_exact, n_total)
 
 
-def test_scheduler_refuses_a_per_tensor_i32_dequantize_with_one_line():
+def test_scheduler_refuses_the_per_tensor_float_bias_form_with_one_line():
     # the per-channel forms are scheduled (test/e2e/test_quant_e2e.py); torch-mlir's per-tensor
-    # form with a float bias in between keeps an i32-storage dequantize: refused, one line
+    # form with a float bias in between keeps float<->i32 conversions no unit computes: one line
     from m100.passes.schedule.m100_schedule import M100Schedule
 
     module = load_onnx(qm.qdq_convnet(hw=8, f=4, per_channel=False))
@@ -93,7 +93,7 @@ def test_scheduler_refuses_a_per_tensor_i32_dequantize_with_one_line():
     with pytest.raises(M100Error) as e:
         M100Schedule(machine="tiny").apply(make_context(), module)
     msg = str(e.value)
-    assert "\n" not in msg and "quant.dcast" in msg and "storage i32" in msg, msg
+    assert "\n" not in msg and "@convnet, op #" in msg and "no CVU stage" in msg, msg
 
 
 def _qlinear_conv_oracle(xq, sx, zx, wq, sw, bq, sy, zy):
