@@ -141,10 +141,15 @@ class HbsmAllocate(ModulePass):
             idx = {b.name: i for i, b in enumerate(bufs)}
             for names in groups.values():
                 start = min(bufs[idx[n]].start for n in names)
+                preds = [bufs[idx[n]].pred for n in names]
+                pstart = min(p[0] for p in preds) if all(p is not None for p in preds) else None
                 for n in names:
                     b = bufs[idx[n]]
+                    # its span starts at the broadcast, in positions and in predicted cycles (a
+                    # receiver's own first use is its compute; the broadcast writes it before)
                     bufs[idx[n]] = Buf(b.name, b.tpb, b.slot_bytes, b.slots, start, b.end, b.unit,
-                                       b.last_unit)  # (its span starts at the broadcast: positions)
+                                       b.last_unit, None if pstart is None else
+                                       (pstart, b.pred[1]))  # type: ignore[index]
         try:
             offs = allocate(bufs, m.hbsm_bytes, m.hbsm_bank_width,
                             [g for g in groups.values() if len(g) > 1])

@@ -127,17 +127,11 @@ def allocate(bufs: list[Buf], capacity: int, align: int,
     for grp in sorted(groups or [], key=lambda g: -max(by_name[n].size for n in g)):
         members = [by_name[n] for n in grp]
         size = _align(max(b.size for b in members), align)
-        cands = {0}
-        for b in members:
-            cands.update(o + sz for o, sz, p in placed[b.tpb] if _overlap_t(p, b))
-        ok = None
-        for c in sorted(_align(x, align) for x in cands):
-            if c + size > capacity:
-                continue
-            if all(not (_overlap_t(p, b) and c < o + sz and o < c + size)
-                   for b in members for o, sz, p in placed[b.tpb]):
-                ok = c
-                break
+        ok = _group_offset(members, size, placed, capacity, align)
+        if ok is None and any(b.pred is not None for b in members):
+            # keeping the planned concurrency apart leaves no common offset: program order alone
+            members = [replace(b, pred=None) for b in members]
+            ok = _group_offset(members, size, placed, capacity, align)
         if ok is None:
             b = members[0]
             raise HbsmOverflow(_overflow_message(b.tpb, by_tpb[b.tpb], capacity, align,
@@ -159,6 +153,20 @@ def allocate(bufs: list[Buf], capacity: int, align: int,
             own = [replace(b, pred=None) for b in own]
             out.update(_allocate_tpb(tpb, own, capacity, align, list(placed[tpb]), group))
     return out
+
+
+def _group_offset(members: list[Buf], size: int, placed, capacity: int, align: int) -> int | None:
+    """The lowest offset free on every TPB of a broadcast group (None: there is none)."""
+    cands = {0}
+    for b in members:
+        cands.update(o + sz for o, sz, p in placed[b.tpb] if _overlap_t(p, b))
+    for c in sorted(_align(x, align) for x in cands):
+        if c + size > capacity:
+            continue
+        if all(not (_overlap_t(p, b) and c < o + sz and o < c + size)
+               for b in members for o, sz, p in placed[b.tpb]):
+            return c
+    return None
 
 
 def _allocate_tpb(tpb: int, group: list[Buf], capacity: int, align: int,

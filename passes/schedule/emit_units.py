@@ -27,17 +27,93 @@ class UnitEmitter(EmitterCore):
         pieces: dict[str, list[Piece]] = {}
         seg_ops = set(seg.ops)
         stage_of = {st.op: st for st in seg.stages}
-        for pp in self.plan.pieces[si]:
-            st = stage_of[pp.op]
-            op = self.by_op[pp.op]
-            self.cur_stage = st
-            self._begin(pp)
-            p = self.piece(si, seg, st, op, pp.band, pp.col, pp.tpb, pp.r0, pp.r1, pp.c0, pp.c1,
-                           pieces, seg_ops, self.plan.plans.get(op.name))
-            pieces.setdefault(op.name, []).append(p)
-            if pp.store:
-                self.store(op, p)
-            self._end()
+        plist = self.plan.pieces[si]
+        i = 0
+        while i < len(plist):  # a lockstep group: consecutive pieces with one group id
+            e = i + 1
+            while e < len(plist) and plist[i].group >= 0 and plist[e].group == plist[i].group:
+                e += 1
+            self.gcache = {}
+            self._run_group(plist[i:e], si, seg, stage_of, pieces, seg_ops)
+            i = e
+
+    def _run_group(self, group, si, seg, stage_of, pieces, seg_ops) -> None:
+        """Emit the pieces of a lockstep group K chunk by K chunk, round robin, exactly as the
+        timeline built them (each piece with its own plan-task queue and token context)."""
+        live = []
+        for pp in group:
+            live.append([pp, self._piece_steps(pp, si, seg, stage_of[pp.op], pieces, seg_ops),
+                         None])
+        while live:
+            nxt = []
+            for item in live:
+                pp, gen, ctx = item
+                self.cur_stage, self.cur_pp = stage_of[pp.op], pp
+                if ctx is not None:
+                    self.cur, self.out_wait, self._queue, self._piece_desc = ctx
+                try:
+                    next(gen)
+                    item[2] = (self.cur, self.out_wait, self._queue, self._piece_desc)
+                    nxt.append(item)
+                except StopIteration:
+                    pass
+            live = nxt
+
+    def _piece_steps(self, pp, si, seg, st, pieces, seg_ops):
+        op = self.by_op[pp.op]
+        self._begin(pp)
+        p = yield from self.piece_steps(si, seg, st, op, pp.band, pp.col, pp.tpb, pp.r0, pp.r1,
+                                        pp.c0, pp.c1, pieces, seg_ops,
+                                        self.plan.plans.get(op.name))
+        pieces.setdefault(op.name, []).append(p)
+        if pp.store:
+            self.store(op, p)
+        self._end()
+
+    def shared_chunk(self, tensor: str, key: tuple, tpbs: tuple[int, ...], tpb: int,
+                     bshape: tuple[int, ...], lin: Lin) -> tuple[SSAValue, SSAValue]:
+        """A K chunk of a lockstep group read by ``tpbs`` (the plan's ``a_share`` / ``b_share``):
+        one DRB broadcast into a buffer of each (one ``m100.bcast`` id, hence one HBSM offset),
+        made by the first piece that needs it; read by only ``tpb``: one load."""
+        k = (tensor, key, tpb)
+        if k in self.gcache:
+            return self.gcache[k]
+        if len(tpbs) <= 1:
+            r = self.gcache[k] = self.load(tensor, bshape, lin, tpb)
+            return r
+        opname = self.cur[1]
+        t = self._take("dma", -1, tuple(tpbs))
+        self.n_bcast = getattr(self, "n_bcast", 0) + 1
+        gid = _int(self.n_bcast)
+        dtype = self.g.tensors[tensor].dtype
+        bufs = {}
+        for x in tpbs:
+            b = self.buffer("hbsm", x, bshape, dtype)
+            b.owner.attributes["m100.bcast"] = gid
+            bufs[x] = b
+        deps = self.token_of(tensor) + [d for x in tpbs
+                                        for d in self._bar(x) + self._slot_deps(x, opname)]
+        d = DmaOp(t.engine, {"src": (self.memory(tensor), access(bshape, lin)),
+                             "dst": (bufs[tpbs[0]], None)}, deps,
+                  params={"tpb_mask": _int(t.tpb_mask)})
+        self._emit(t, d)
+        for x in tpbs:
+            self.gcache[(tensor, key, x)] = (bufs[x], d.done)
+        return self.gcache[k]
+
+    def weight_box(self, tensor: str, c0: int, c1: int, kind: str,
+                   k: tuple[int, int, int] | None) -> tuple[tuple[int, ...], Lin]:
+        """Buffer shape and memory access of columns [c0, c1) of a weight (K chunk ``k``)."""
+        shape = self.g.tensors[tensor].shape
+        if kind == "bias":
+            return (c1 - c0,), [((1,), c0)]
+        nd = len(shape)
+        bl = list(shape[:-1]) + [c1 - c0]
+        offs = [0] * (nd - 1) + [c0]
+        if k is not None:
+            bl[k[0]] = k[2]
+            offs[k[0]] = k[1]
+        return tuple(bl), ident(nd, tuple(offs))
 
     def store(self, op, p: Piece) -> None:
         out_t = op.outputs[0]
@@ -82,18 +158,7 @@ class UnitEmitter(EmitterCore):
             if tpb in tpbs and len(tpbs) > 1:
                 self._want_tpb = tpb
                 return self._broadcast_weight(op, tensor, tpbs, c0, c1, kind, k, j)
-        shape = self.g.tensors[tensor].shape
-        if kind == "bias":
-            bshape, lin = (c1 - c0,), [((1,), c0)]
-        else:  # the last dim is the output column
-            nd = len(shape)
-            bshape = list(shape[:-1]) + [c1 - c0]
-            offs = [0] * (nd - 1) + [c0]
-            if k is not None:
-                bshape[k[0]] = k[2]
-                offs[k[0]] = k[1]
-            bshape = tuple(bshape)
-            lin = ident(nd, tuple(offs))
+        bshape, lin = self.weight_box(tensor, c0, c1, kind, k)  # the last dim: output columns
         r = self.load(tensor, bshape, lin, tpb, slot=not resident)
         if resident:
             self.weights[key] = r
@@ -104,17 +169,7 @@ class UnitEmitter(EmitterCore):
         """Columns [c0, c1) of a resident weight written into the HBSM of every TPB of ``tpbs`` by
         one DMA over the DRB (``tpb_mask``); the receiving buffers carry ``m100.bcast`` so that
         hbsm-allocate gives them one offset (a broadcast writes the same addresses everywhere)."""
-        shape = self.g.tensors[tensor].shape
-        if kind == "bias":
-            bshape, lin = (c1 - c0,), [((1,), c0)]
-        else:
-            nd = len(shape)
-            bl = list(shape[:-1]) + [c1 - c0]
-            offs = [0] * (nd - 1) + [c0]
-            if k is not None:
-                bl[k[0]] = k[2]
-                offs[k[0]] = k[1]
-            bshape, lin = tuple(bl), ident(nd, tuple(offs))
+        bshape, lin = self.weight_box(tensor, c0, c1, kind, k)
         self.n_bcast = getattr(self, "n_bcast", 0) + 1
         gid = _int(self.n_bcast)
         dtype = self.g.tensors[tensor].dtype
@@ -224,14 +279,19 @@ class UnitEmitter(EmitterCore):
             return [((0, 0, 0), n0), ((0, 0, 1), c0), ((1, 0, 0), h0), ((0, 1, 0), 0)]
         return [((0, 0, 0), n0), ((1, 0, 0), h0), ((0, 1, 0), 0), ((0, 0, 1), c0)]
 
-    def piece(self, si, seg, st: StageCfg, op, b, j, tpb, r0, r1, c0, c1, pieces, seg_ops,
-              plan=None) -> Piece:
+    def piece_steps(self, si, seg, st: StageCfg, op, b, j, tpb, r0, r1, c0, c1, pieces, seg_ops,
+                    plan=None):
+        """The instructions of one piece (a generator pausing after each K chunk but the last,
+        like the timeline's; returns the :class:`Piece`)."""
         self.cur = (tpb, op.name)
         back = self.out_readers.get((tpb, op.name), [])
         self.out_wait = list(back[-2]) if len(back) >= 2 else []
         unit = Unit.of_op(op.unit).value
-        ins, out = FAMILIES[op_family(op.unit)].emit_piece(
+        res = FAMILIES[op_family(op.unit)].emit_piece(
             self, si, seg, op, b, j, tpb, r0, r1, c0, c1, pieces, seg_ops, plan)
+        if not isinstance(res, tuple):
+            res = yield from res
+        ins, out = res
         # the output slot two pieces back must have been read (stored / copied) before reuse
         back = self.out_readers.setdefault((tpb, op.name), [])
         self._emit(self._take(unit, tpb), ins)

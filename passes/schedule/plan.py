@@ -155,11 +155,20 @@ class PlanPiece:
     compute: int = -1  # the task id of the last compute instruction (the piece is done)
     out_dims: tuple[int, ...] = ()  # the output buffer [rows, elems per row, cols]
     store: bool = False  # the output goes to memory (a later segment or the caller reads it)
+    # lockstep groups (K-chunked / streamed contractions of a one-stage segment): consecutive
+    # pieces with one ``group`` id are built and emitted K chunk by K chunk, round robin, so
+    # that one DRB broadcast can fill a chunk on every TPB that reads it: the activation chunk
+    # on ``a_share`` (the column parts of the row tile), the weight / B chunk on ``b_share``
+    # (the TPB rows of the column part that compute a band in the same round)
+    group: int = -1
+    a_share: tuple[int, ...] = ()
+    b_share: tuple[int, ...] = ()
 
     def to_dict(self) -> dict:
         return dict(op=self.op, band=self.band, col=self.col, tpb=self.tpb, rows=[self.r0, self.r1],
                     cols=[self.c0, self.c1], segment=self.segment, tasks=list(self.tasks),
-                    store=self.store)
+                    store=self.store, group=self.group, a_share=list(self.a_share),
+                    b_share=list(self.b_share))
 
 
 @dataclass

@@ -138,6 +138,57 @@ def input_window(g: OpGraph, op: Op, tensor: str, lo: int, hi: int) -> tuple[int
     return None
 
 
+def lockstep(tplan: TilePlan, op: Op) -> bool:
+    """Are the pieces of a one-stage ``op`` built in lockstep groups (:func:`lockstep_groups`)?
+    TCU contractions whose K is chunked or whose second operand streams: their chunks are what
+    several TPBs read at the same time."""
+    return op.unit in ("tcu.matmul", "tcu.conv2d") and (tplan.tk < tplan.k
+                                                         or not tplan.weight_resident)
+
+
+def lockstep_groups(g: OpGraph, op: Op, st: StageCfg, tplan: TilePlan, geo) -> list[list[PlanPiece]]:
+    """The pieces of a one-stage contraction in lockstep groups: per round (the bands computed at
+    the same time, one per TPB row), per row tile index inside the band and per column tile index
+    inside the column part, the pieces of every such band and column part (one per TPB). Each
+    piece gets the TPBs that share its activation chunks (same band and row tile: the column
+    parts) and its weight chunks (same column tile: the rows of the round)."""
+    per = max(1, image_rows(g, op))
+    tr, tc = max(1, tplan.tr), max(1, tplan.tc)
+    rounds: dict[int, list[int]] = {}
+    for b in range(st.bands):
+        rounds.setdefault(st.round_of(b), []).append(b)
+    ctiles = []
+    for j in range(st.gc):
+        c0, c1 = band_rows(geo.cols, st.gc, j)
+        ctiles.append([(cc, min(c1, cc + tc)) for cc in range(c0, c1, tc)])
+    groups = []
+    for rnd in sorted(rounds):
+        rtiles = {}
+        for b in rounds[rnd]:
+            lo, hi = band_rows(geo.rows, st.bands, b)
+            rtiles[b] = [(a, min(e0, a + tr)) for (a0, e0) in image_parts(lo, hi, per)
+                         for a in range(a0, e0, tr)]
+        for ti in range(max((len(v) for v in rtiles.values()), default=0)):
+            for ci in range(max((len(v) for v in ctiles), default=0)):
+                grp = []
+                for b in rounds[rnd]:
+                    if ti >= len(rtiles[b]):
+                        continue
+                    a, e = rtiles[b][ti]
+                    for j in range(st.gc):
+                        if ci >= len(ctiles[j]):
+                            continue
+                        cc, ce = ctiles[j][ci]
+                        grp.append(PlanPiece(op.name, b, j, st.tpbs[st.row_of(b) * st.gc + j],
+                                             a, e, cc, ce))
+                for p in grp:
+                    p.a_share = tuple(q.tpb for q in grp if q.band == p.band)
+                    p.b_share = tuple(q.tpb for q in grp if q.col == p.col)
+                if grp:
+                    groups.append(grp)
+    return groups
+
+
 class Scheduler:
     """Builds tasks for segments and list-schedules them on in-order resources."""
 
@@ -207,6 +258,8 @@ class _Builder:
         self.seg_touch: dict[int, int] = {}  # TPB -> last-ending task touching it (this segment)
         self.barrier: dict[int, int] = {}  # TPB -> the previous segment's end there
         self.dma_busy: dict[int, list[list[float]]] = {}
+        self.n_groups = 0  # lockstep groups so far (PlanPiece.group)
+        self.gcache: dict[tuple, int] = {}  # shared chunks of the current lockstep group
         from .kinds import FAMILIES, movement  # the op families (they import the emitter too)
         self.families = FAMILIES
         self.movement = movement
@@ -316,6 +369,10 @@ class _Builder:
             cols_b = ceil_div(geo.cols, st.gc)
             self.tl.plans[st.op] = s.tile(op, rows_b, cols_b, s.stage_budget(seg, st))
         lag = self._lags(seg)
+        if len(seg.stages) == 1 and lockstep(self.tl.plans[seg.stages[0].op],
+                                             s.ops[seg.stages[0].op]):
+            self._lockstep_segment(si, seg.stages[0], pieces)
+            return
         n_waves = max(st.bands + lag[st.op] for st in seg.stages)
         for w in range(n_waves):  # the wave order: band b of a stage after the producer bands
             for st in seg.stages:
@@ -341,15 +398,55 @@ class _Builder:
                             for cc in range(c0, c1, tc):
                                 ce = min(c1, cc + tc)
                                 p = PlanPiece(op.name, b, j, tpb, a, e, cc, ce, segment=si)
-                                self.piece = p
-                                self._piece(si, st, op, p, tplan)
-                                self.piece = None
+                                self._run([p], st, op, tplan)
                                 pieces.append(p)
                                 self.by_op.setdefault(op.name, []).append(p)
 
+    def _lockstep_segment(self, si: int, st: StageCfg, pieces: list[PlanPiece]) -> None:
+        """A one-stage contraction whose K is chunked or whose second operand streams: the pieces
+        of one round (the bands computed at the same time, one per TPB row), one row tile index
+        and one column tile index of every column part form a group, built K chunk by K chunk
+        round robin (:meth:`_run`), so that each activation chunk is one DRB broadcast to the
+        column parts of its row tile and each weight / B chunk one broadcast to the rows of its
+        column part (instead of one DMA per TPB)."""
+        op = self.s.ops[st.op]
+        tplan = self.tl.plans[st.op]
+        for grp in lockstep_groups(self.g, op, st, tplan, self.s.geo(op)):
+            for p in grp:
+                p.segment = si
+                p.group = self.n_groups
+            self.n_groups += 1
+            self.gcache = {}
+            self._run(grp, st, op, tplan)
+            pieces.extend(grp)
+            self.by_op.setdefault(op.name, []).extend(grp)
+
+    def _run(self, group: list[PlanPiece], st: StageCfg, op: Op, tplan: TilePlan) -> None:
+        """Build the tasks of ``group`` (pieces on distinct TPBs): K chunk by K chunk, round
+        robin, each piece with its own context (TPB/op, the output slot it waits for)."""
+        live = []
+        for p in group:
+            live.append([p, self._piece(p.segment, st, op, p, tplan), None])
+        while live:
+            nxt = []
+            for item in live:
+                p, gen, ctx = item
+                self.piece = p
+                if ctx is not None:
+                    self.cur, self.out_wait = ctx
+                try:
+                    next(gen)
+                    item[2] = (self.cur, self.out_wait)
+                    nxt.append(item)
+                except StopIteration:
+                    pass
+                self.piece = None
+            live = nxt
+
     # ------------------------------------------------------------------ one piece
-    def _piece(self, si: int, st: StageCfg, op: Op, p: PlanPiece, tplan: TilePlan) -> None:
-        """The tasks of one instruction tile, in the order the emitter creates its instructions."""
+    def _piece(self, si: int, st: StageCfg, op: Op, p: PlanPiece, tplan: TilePlan):
+        """The tasks of one instruction tile, in the order the emitter creates its instructions
+        (a generator: it pauses after each K chunk of a lockstep group)."""
         g, cm = self.g, self.cm
         tpb = p.tpb
         self.cur = (tpb, op.name)
@@ -370,7 +467,9 @@ class _Builder:
             computes.append(t.id)
             return t.id
 
-        self.families[family].plan_piece(self, si, st, op, p, tplan, compute)
+        steps = self.families[family].plan_piece(self, si, st, op, p, tplan, compute)
+        if steps is not None:
+            yield from steps
         p.compute = computes[-1]
         readers: list[int] = []
         self.readers[p.compute] = readers
@@ -411,7 +510,23 @@ class _Builder:
                         segment=self.piece.segment, band=self.piece.band, col=self.piece.col,
                         dst_tpbs=(tpb,), src=src, dst="hbsm", role=role)
 
-    def _broadcast(self, op: Op, tensor: str, tpbs: tuple[int, ...], nbytes: float) -> PlanTask:
+    def _shared_chunk(self, op: Op, tensor: str, key: tuple, tpbs: tuple[int, ...], tpb: int,
+                      nbytes: float, role: str) -> int:
+        """One K chunk of a lockstep group that several of its TPBs read (``tpbs``): one DRB
+        broadcast into a fresh buffer of each, made by the first piece that needs it (the others
+        of the group read it); a chunk only ``tpb`` reads is one load."""
+        k = (op.name, tensor, key, tpb)
+        if k not in self.gcache:
+            if len(tpbs) > 1:
+                t = self._broadcast(op, tensor, tpbs, nbytes, role)
+            else:
+                t = self._load(op, tensor, tpb, nbytes, role)
+            for x in tpbs or (tpb,):
+                self.gcache[(op.name, tensor, key, x)] = t.id
+        return self.gcache[k]
+
+    def _broadcast(self, op: Op, tensor: str, tpbs: tuple[int, ...], nbytes: float,
+                   role: str = "act") -> PlanTask:
         """One DRB broadcast of an input tile into a fresh buffer of every TPB of ``tpbs``; it
         waits for the slot it refills on each of them (double buffering)."""
         src = memory_of(self.cm, self.g, tensor)
@@ -423,7 +538,7 @@ class _Builder:
                         nbytes=nbytes, cycles=self.cm.dma_cycles(nbytes, src, broadcast=True),
                         deps=deps, segment=self.piece.segment, band=self.piece.band, col=-1,
                         dst_tpbs=tpbs,
-                        src=src, dst="hbsm", role="act")
+                        src=src, dst="hbsm", role=role)
 
     def _weight(self, st: StageCfg, op: Op, tensor: str, tpb: int, c0: int, c1: int, j: int,
                 k0: int | None, nbytes: float, resident: bool, role: str = "w") -> int:

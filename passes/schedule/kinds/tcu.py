@@ -21,9 +21,10 @@ from ..partition import TilePlan
 from ..plan import PlanPiece, Unit, conv_window, op_family
 
 
-def plan_piece(bld, si: int, st, op: Op, p: PlanPiece, tplan: TilePlan, compute) -> None:
+def plan_piece(bld, si: int, st, op: Op, p: PlanPiece, tplan: TilePlan, compute):
     """The plan tasks of one piece of this family, in the order :func:`emit_piece` creates its
-    instructions (``compute(deps, cycles, macs)`` adds a unit instruction)."""
+    instructions (``compute(deps, cycles, macs)`` adds a unit instruction). A generator: it
+    pauses after each K chunk but the last (a lockstep group interleaves its pieces there)."""
     g, cm = bld.g, bld.cm
     tpb, rows, cols = p.tpb, p.r1 - p.r0, p.c1 - p.c0
     family = op_family(op.unit)
@@ -70,13 +71,21 @@ def plan_piece(bld, si: int, st, op: Op, p: PlanPiece, tplan: TilePlan, compute)
                 deps = list(x_deps)
             elif streamed:
                 deps = list(x_deps) if ci == 0 else []
+            elif p.group >= 0:  # lockstep: one broadcast to the column parts of the row tile
+                deps = [bld._shared_chunk(op, x_t, ("a", x_rows, k0), p.a_share, tpb,
+                                          chunk_bytes(kc), "act")]
             else:
                 deps = [bld._load(op, x_t, tpb, chunk_bytes(kc), "act").id]
             # the second operand (a constant, or a runtime B) takes the weight path: resident
             # -> once per TPB (one DRB broadcast per column part), streamed -> per K chunk
-            deps.append(bld._weight(st, op, w_t, tpb, p.c0, p.c1, p.col,
-                                     None if kk == K else k0, kc * unit_k * cols
-                                     * dtype_bytes(wt.dtype), resident))
+            # (in a lockstep group one broadcast to the rows of the column part)
+            wbytes = kc * unit_k * cols * dtype_bytes(wt.dtype)
+            if not resident and p.group >= 0:
+                deps.append(bld._shared_chunk(op, w_t, ("w", p.c0, p.c1, k0), p.b_share, tpb,
+                                              wbytes, "w"))
+            else:
+                deps.append(bld._weight(st, op, w_t, tpb, p.c0, p.c1, p.col,
+                                         None if kk == K else k0, wbytes, resident))
             if ci > 0:
                 deps.append(prev)
             if last and bias:
@@ -88,6 +97,8 @@ def plan_piece(bld, si: int, st, op: Op, p: PlanPiece, tplan: TilePlan, compute)
                                          cols * 8, resident, role="bias"))
             macs = rows * geo.row_elems * cols * kc * unit_k
             prev = compute(deps, cm.piece_cycles(g, op, rows, cols, kc * unit_k), macs)
+            if not last:
+                yield  # a lockstep group goes on with the next piece's chunk
         p.out_dims = (rows, geo.row_elems, cols)
     else:
         raise ScheduleError(f"op '{op.name}' ({op.unit}): no lowering family")
@@ -97,6 +108,7 @@ def emit_piece(em, si, seg, op, b, j, tpb, r0, r1, c0, c1, pieces, seg_ops, plan
     """The instructions of one piece of this family, each taking its plan task; returns the last
     unit instruction (not yet appended) and the piece's output buffer."""
     g = em.g
+    pp = em.cur_pp
     lw = em.irg.lowering[op.name]
     out_t = g.tensors[op.outputs[0]]
     rows, cols = r1 - r0, c1 - c0
@@ -122,13 +134,17 @@ def emit_piece(em, si, seg, op, b, j, tpb, r0, r1, c0, c1, pieces, seg_ops, plan
             elif streamed:
                 a_slot = (a_full, access((rows, kc), [((1, 0), 0), ((0, 0), 0), ((0, 1), k0)]))
                 deps = list(a_deps) if ci == 0 else []
+            elif pp.group >= 0:  # lockstep: the plan's broadcast to the row tile's TPBs
+                abuf, at = em.shared_chunk(a_t, ("a", (r0, r1), k0), pp.a_share, tpb,
+                                           (rows, kc), [((1, 0), r0), ((0, 1), k0)])
+                a_slot, deps = (abuf, None), [at]
             else:
                 abuf, at = em.load(a_t, (rows, kc), [((1, 0), r0), ((0, 1), k0)], tpb)
                 a_slot, deps = (abuf, None), [at]
             # a constant or a runtime B: resident -> once per TPB (broadcast per column
-            # part), streamed -> per K chunk, as the plan says
-            w_buf, wt = em.weight(op, w_t, tpb, c0, c1, "w",
-                                    None if tk == k else (0, k0, kc), resident, j)
+            # part), streamed -> per K chunk (lockstep: broadcast to the column part's rows)
+            w_buf, wt = _weight_in(em, pp, op, w_t, tpb, c0, c1,
+                                   None if tk == k else (0, k0, kc), resident, j)
             deps.append(wt)
             slots = {"a": a_slot, "b": (w_buf, None), "c": (out, None)}
             params: dict[str, Attribute] = {"m": _int(rows),
@@ -136,6 +152,8 @@ def emit_piece(em, si, seg, op, b, j, tpb, r0, r1, c0, c1, pieces, seg_ops, plan
                                             "k": _int(kc)}
             ins, prev = _chain_step(em, op, lw, MatmulOp, tpb, unit, (c0, c1), resident, j, last,
                                     prev if ci > 0 else None, slots, deps, params)
+            if not last:
+                yield
     elif lw.kind == "conv":
         a = op.attrs
         x_t, w_t = op.inputs[0], op.inputs[1]
@@ -173,12 +191,15 @@ def emit_piece(em, si, seg, op, b, j, tpb, r0, r1, c0, c1, pieces, seg_ops, plan
                 x_slot = (x_full, access((i1 - i0, W, kc), ident(3, (0, 0, k0))))
                 deps = list(x_deps) if ci == 0 else []
             else:
-                xb, xt = em.load(x_t, (i1 - i0, W, kc),
-                                   [((0, 0, 0), n0), ((1, 0, 0), i0), ((0, 1, 0), 0),
-                                    ((0, 0, 1), k0)], tpb)
+                lin = [((0, 0, 0), n0), ((1, 0, 0), i0), ((0, 1, 0), 0), ((0, 0, 1), k0)]
+                if pp.group >= 0:  # lockstep: the plan's broadcast to the row tile's TPBs
+                    xb, xt = em.shared_chunk(x_t, ("a", (n0 * H + i0, n0 * H + i1), k0),
+                                             pp.a_share, tpb, (i1 - i0, W, kc), lin)
+                else:
+                    xb, xt = em.load(x_t, (i1 - i0, W, kc), lin, tpb)
                 x_slot, deps = (xb, None), [xt]
-            w_buf, wt = em.weight(op, w_t, tpb, c0, c1, "w",
-                                    None if ck == C else (2, k0, kc), resident, j)
+            w_buf, wt = _weight_in(em, pp, op, w_t, tpb, c0, c1,
+                                   None if ck == C else (2, k0, kc), resident, j)
             deps.append(wt)
             slots = {"x": x_slot, "w": (w_buf, None), "y": (out, None)}
             params = {"n": _int(1), "h": _int(i1 - i0), "width": _int(W), "c": _int(kc),
@@ -191,9 +212,19 @@ def emit_piece(em, si, seg, op, b, j, tpb, r0, r1, c0, c1, pieces, seg_ops, plan
                 params["dilation"] = i64_array([dh, dw])
             ins, prev = _chain_step(em, op, lw, Conv2dOp, tpb, unit, (c0, c1), resident, j, last,
                                     prev if ci > 0 else None, slots, deps, params)
+            if not last:
+                yield
     else:
         raise ScheduleError(f"op '{op.name}' ({op.unit}): no lowering for '{lw.kind}'")
     return ins, out
+
+
+def _weight_in(em, pp, op, w_t, tpb, c0, c1, k, resident, j):
+    """The second operand's columns [c0, c1) (K chunk ``k``) on ``tpb``, as the plan moves it."""
+    if not resident and pp.group >= 0:
+        bshape, lin = em.weight_box(w_t, c0, c1, "w", k)
+        return em.shared_chunk(w_t, ("w", c0, c1, k), pp.b_share, tpb, bshape, lin)
+    return em.weight(op, w_t, tpb, c0, c1, "w", k, resident, j)
 
 
 def _chain_step(em, op, lw, cls, tpb, unit, cols, resident, j, last, prev, slots, deps, params):
