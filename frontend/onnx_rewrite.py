@@ -17,6 +17,10 @@ graph outputs and downstream consumers are unchanged.
   type). Gemms with C are lowered correctly and left alone.
 - ``SpaceToDepth(mode="CRD")`` (opset 25): torch-mlir ignores ``mode`` and computes DCR, a wrong
   result; refused with a :class:`~m100.frontend.onnx_import.FrontendError`.
+- ``ReduceLogSumExp`` of float32 (opset >= 13): torch-mlir computes it in f64, which the scheduler
+  has no tensors of; rewritten into the numerically stable f32 form
+  ``Log(ReduceSum(Exp(x - ReduceMax(x, keepdims=1)))) + ReduceMax(x)`` with the node's axes and
+  keepdims (not when it is the identity: empty axes with ``noop_with_empty_axes``).
 - ``LSTM`` with peephole weights (input ``P``): torch-mlir drops ``P`` (``test_lstm_with_peepholes``
   gave wrong numbers through the whole stack); refused the same way.
 """
@@ -153,6 +157,33 @@ def _gemm_alpha(node, elem_type, names, helper, numpy_helper):
     return [gemm, mul], [numpy_helper.from_array(np.array(alpha, dtype=np_dtype), cname)]
 
 
+def _logsumexp(node, names, helper):
+    """ReduceLogSumExp (torch-mlir computes it in f64, which the scheduler has no tensors of) ->
+    the stable f32 form ``log(sum(exp(x - max_keep(x)))) + max(x)`` with the node's axes (attribute
+    or input) and keepdims; None when it would be the identity (empty axes + noop_with_empty_axes,
+    left to torch-mlir)."""
+    attrs = {a.name: helper.get_attribute_value(a) for a in node.attribute}
+    keep = int(attrs.get("keepdims", 1))
+    x = node.input[0]
+    axes_in = node.input[1:2] if len(node.input) > 1 and node.input[1] else []
+    if attrs.get("noop_with_empty_axes", 0) and not axes_in and "axes" not in attrs:
+        return None
+    ax_attr = {"axes": attrs["axes"]} if "axes" in attrs else {}
+    base = node.name or node.output[0]
+    t = {k: names(f"lse_{k}") for k in ("m1", "d", "e", "s", "l", "m2")}
+    mk = lambda op, ins, out, **kw: helper.make_node(op, ins, [out], name=f"{base}/m100_{op}_{out}", **kw)  # noqa: E731
+    nodes = [
+        mk("ReduceMax", [x, *axes_in], t["m1"], keepdims=1, **ax_attr),
+        mk("Sub", [x, t["m1"]], t["d"]),
+        mk("Exp", [t["d"]], t["e"]),
+        mk("ReduceSum", [t["e"], *axes_in], t["s"], keepdims=keep, **ax_attr),
+        mk("Log", [t["s"]], t["l"]),
+        mk("ReduceMax", [x, *axes_in], t["m2"], keepdims=keep, **ax_attr),
+        mk("Add", [t["l"], t["m2"]], node.output[0]),
+    ]
+    return nodes, []
+
+
 def rewrite_for_torch_mlir(model):
     """Apply the rewrites above to ``model`` (shape-inferred) in place; return the number rewritten."""
     from onnx import helper, numpy_helper
@@ -171,6 +202,9 @@ def rewrite_for_torch_mlir(model):
                     repl = _gelu_tanh(node, types.get(node.input[0]), names, helper, numpy_helper)
             elif node.op_type == "MatMul":
                 repl = _matmul_vec(node, ranks, opset, names, helper, numpy_helper)
+            elif node.op_type == "ReduceLogSumExp" and opset >= 13 and \
+                    types.get(node.input[0]) == 1:  # float32
+                repl = _logsumexp(node, names, helper)
             elif node.op_type == "Gemm":
                 repl = _gemm_alpha(node, types.get(node.input[0]), names, helper, numpy_helper)
             elif node.op_type == "SpaceToDepth":

@@ -43,6 +43,7 @@ PASSES: tuple[str, ...] = (
     "graph.fold_constants:FoldConstants",
     "graph.fold_quantized_contractions:FoldQuantizedContractions",
     "graph.fuse_epilogue:FuseEpilogue",
+    "graph.fuse_predicates:FusePredicates",
     "graph.layout_nhwc:LayoutNhwc",
     "graph.m100_graph:M100Graph",
     "graph.raise_quant_casts:RaiseQuantCasts",

@@ -423,13 +423,24 @@ def cvu_unary(op: CvuOp, x: np.ndarray) -> np.ndarray:
             return np.floor(x)
         if op is CvuOp.CEIL:
             return np.ceil(x)
+        if op is CvuOp.SIN:
+            return np.sin(x)
+        if op is CvuOp.COS:
+            return np.cos(x)
+        if op is CvuOp.ATAN:
+            return np.arctan(x)
+        if op is CvuOp.SIGN:
+            return np.sign(x)
+        if op is CvuOp.ROUND:
+            return np.round(x)  # numpy rounds half to even
     raise SimError(f"cvu: {op.name.lower()} is not a unary op")
 
 
 _BINARY = {CvuOp.ADD: np.add, CvuOp.SUB: np.subtract, CvuOp.MUL: np.multiply,
            CvuOp.DIV: np.divide, CvuOp.MAX: np.maximum, CvuOp.MIN: np.minimum, CvuOp.POW: np.power}
 _CMP = {CvuOp.CMP_GT: np.greater, CvuOp.CMP_GE: np.greater_equal, CvuOp.CMP_EQ: np.equal}
-_REDUCE = {CvuOp.RSUM: np.sum, CvuOp.RMAX: np.max, CvuOp.RMIN: np.min, CvuOp.RMEAN: np.mean}
+_REDUCE = {CvuOp.RSUM: np.sum, CvuOp.RMAX: np.max, CvuOp.RMIN: np.min, CvuOp.RMEAN: np.mean,
+           CvuOp.RPROD: np.prod}
 
 
 def _pool(x: np.ndarray, ip: tuple[int, ...], is_max: bool) -> np.ndarray:

@@ -11,6 +11,11 @@ executor of the frontend's linalg (no compilation) stays available as an explici
     rep = M100Backend.prepare(model, executor="reference")    # import only + numpy executor
     rep = M100Backend.prepare(model, machine="tiny", tpbs=2)  # any option of driver.compile
 
+Graph inputs that ONNX defines as shape parameters (:data:`SHAPE_PARAMS`: Reduce ``axes``, Reshape
+``shape``, Slice ``starts``...) and that are used only as such are bound to the values given to
+``run`` and compiled then, one program per distinct value (``prepare(model, bind=False)`` compiles
+them as runtime inputs, which the scheduler refuses for integer tensors).
+
 :class:`M100ReferenceBackend` is the backend with ``executor="reference"``;
 :class:`M100GraphBackend` the reference executor after the ``m100-graph`` pipeline. Errors: a model
 the stack does not support raises an :class:`~m100.errors.M100Error` with a one-line message (from
@@ -26,6 +31,59 @@ from collections.abc import Sequence
 import numpy as np
 
 EXECUTORS = ("interpreter", "reference")
+
+#: ONNX op type -> the input positions that ONNX defines as shape / axes parameters (a list of
+#: integers or scales that decides the result's shape or which axes an op works on). Real models
+#: carry them as constants (initializers, or Shape arithmetic that folds to constants); the ONNX node
+#: tests pass them as graph inputs. :class:`M100Backend` binds such graph inputs to the values of
+#: the ``run`` call (one compiled program per distinct set of values) when every use of the input
+#: is at one of these positions; all other inputs go through the program.
+SHAPE_PARAMS: dict[str, tuple[int, ...]] = {
+    **{op: (1,) for op in ("ReduceSum", "ReduceMean", "ReduceMax", "ReduceMin", "ReduceProd",
+                           "ReduceL1", "ReduceL2", "ReduceLogSum", "ReduceLogSumExp",
+                           "ReduceSumSquare", "Squeeze", "Unsqueeze", "Reshape", "Expand", "Tile",
+                           "Split", "TopK", "CenterCropPad", "Upsample", "CumSum", "Trilu",
+                           "OneHot")},
+    "Slice": (1, 2, 3, 4),
+    "Pad": (1, 3),
+    "Resize": (1, 2, 3),
+    "ConstantOfShape": (0,),
+    "Range": (0, 1, 2),
+}
+
+
+def shape_param_inputs(model) -> list[str]:
+    """The graph inputs (not initializers) used only as :data:`SHAPE_PARAMS` of top-level nodes."""
+    inits = {i.name for i in model.graph.initializer}
+    graph_ins = [i.name for i in model.graph.input if i.name not in inits]
+    uses: dict[str, list[bool]] = {}
+    for node in model.graph.node:
+        pos = SHAPE_PARAMS.get(node.op_type, ()) if node.domain in ("", "ai.onnx") else ()
+        for i, name in enumerate(node.input):
+            if name:
+                uses.setdefault(name, []).append(i in pos)
+        for attr in node.attribute:  # a subgraph may read any outer value: never bind those
+            for sub in list(attr.g.node if attr.HasField("g") else []) + \
+                    [n for g in attr.graphs for n in g.node]:
+                for name in sub.input:
+                    uses.setdefault(name, []).append(False)
+    outs = {o.name for o in model.graph.output}
+    return [n for n in graph_ins if uses.get(n) and all(uses[n]) and n not in outs]
+
+
+def bind_inputs(model, values: dict[str, np.ndarray]):
+    """A copy of ``model`` with the graph inputs ``values`` turned into initializers."""
+    import onnx
+    from onnx import numpy_helper
+
+    m = onnx.ModelProto()
+    m.CopyFrom(model)
+    keep = [i for i in m.graph.input if i.name not in values]
+    del m.graph.input[:]
+    m.graph.input.extend(keep)
+    for name, v in values.items():
+        m.graph.initializer.append(numpy_helper.from_array(np.asarray(v), name))
+    return m
 
 
 class InterpreterReport(RuntimeError):
@@ -97,8 +155,13 @@ class M100BackendRep(_backend_base().BackendRep):
     array) returns the outputs in graph-output order, converted back to the ONNX output types."""
 
     def __init__(self, executor: str, input_names: Sequence[str], output_names: Sequence[str],
-                 output_dtypes: Sequence[np.dtype | None] = (), *, module=None, compiled=None):
+                 output_dtypes: Sequence[np.dtype | None] = (), *, module=None, compiled=None,
+                 bound=None):
         self.executor = executor
+        # (backend class, model, names of the shape-parameter inputs, prepare kwargs): compiled per
+        # distinct value of those inputs in run() (:func:`shape_param_inputs`)
+        self.bound = bound
+        self._programs: dict = {}
         self.module = module  # the frontend's module (reference executor)
         self.compiled = compiled  # driver.CompileResult (interpreter)
         self.input_names = list(input_names)
@@ -112,8 +175,25 @@ class M100BackendRep(_backend_base().BackendRep):
             return [inputs]
         return [np.asarray(x) for x in inputs]
 
+    def _specialize(self, xs: list[np.ndarray]) -> tuple[M100BackendRep, list[np.ndarray]]:
+        """The rep compiled with the shape-parameter inputs bound to their values in ``xs``, and
+        the remaining inputs."""
+        cls, model, params, kwargs = self.bound
+        if len(xs) != len(self.input_names):
+            from m100.tools import driver
+            raise driver.DriverError(f"the model takes {len(self.input_names)} inputs, "
+                                     f"{len(xs)} were given")
+        vals = {n: x for n, x in zip(self.input_names, xs) if n in params}
+        key = tuple((n, v.dtype.str, v.shape, v.tobytes()) for n, v in sorted(vals.items()))
+        if key not in self._programs:
+            self._programs[key] = cls.prepare(bind_inputs(model, vals), bind=False, **kwargs)
+        return self._programs[key], [x for n, x in zip(self.input_names, xs) if n not in params]
+
     def run(self, inputs, **kwargs):  # noqa: ANN001 - onnx's signature
         xs = self._ordered(inputs)
+        if self.bound is not None:
+            rep, rest = self._specialize(xs)
+            return rep.run(rest, **kwargs)
         if self.executor == "reference":
             from m100.frontend.reference import run as ref_run
             outs = ref_run(self.module, xs)
@@ -147,12 +227,17 @@ class M100Backend(_backend_base().Backend):
     @classmethod
     def prepare(cls, model, device: str = "CPU", **kwargs):  # noqa: ANN001
         super().prepare(model, device)
-        executor = kwargs.pop("executor", cls.executor)
+        bind = kwargs.pop("bind", True)
+        executor = kwargs.get("executor", cls.executor)
         if executor not in EXECUTORS:
             raise ValueError(f"unknown executor '{executor}' (executors: {', '.join(EXECUTORS)})")
         names = _onnx_input_names(model)
         outs = [o.name for o in model.graph.output]
         dts = _onnx_output_dtypes(model)
+        params = shape_param_inputs(model) if bind else []
+        if params:  # compiled in run(), once the shape parameters' values are known
+            return M100BackendRep(executor, names, outs, dts, bound=(cls, model, set(params), kwargs))
+        kwargs.pop("executor", None)
         if executor == "reference":
             graph = kwargs.pop("graph_pipeline", cls.graph_pipeline)
             return M100BackendRep(executor, names, outs, dts, module=compile_onnx(model, graph=graph))

@@ -43,7 +43,9 @@ OTHER_SUPPORTED = frozenset({"tm_tensor.sort",  # top-k (sort + slice) -> a CSU 
 BODY_MATH = frozenset({
     "math.exp", "math.log", "math.sqrt", "math.rsqrt", "math.tanh", "math.erf", "math.absf",
     "math.fpowi", "math.powf", "math.floor", "math.ceil", "math.round", "math.roundeven",
-    "math.absi",
+    "math.absi", "math.sin", "math.cos", "math.tan", "math.atan", "math.asin", "math.acos",
+    "math.sinh", "math.cosh", "math.asinh", "math.acosh", "math.atanh", "math.log1p",
+    "math.expm1",
 })
 BODY_OTHER = frozenset({"linalg.yield", "linalg.index", "cf.assert", "tensor.extract",
                         "tm_tensor.yield", "tensor.yield"})

@@ -22,6 +22,7 @@ from m100.passes.graph.fold_quantized_contractions import FoldQuantizedContracti
 from m100.passes.graph.raise_quant_casts import RaiseQuantCasts
 from m100.passes.graph.fold_constants import FoldConstants
 from m100.passes.graph.fuse_epilogue import FuseEpilogue
+from m100.passes.graph.fuse_predicates import FusePredicates
 from m100.passes.graph.layout_nhwc import LayoutNhwc
 from m100.passes.graph.recognize_idioms import RecognizeIdioms
 from m100.passes.graph.simplify_algebra import SimplifyAlgebra
@@ -36,7 +37,7 @@ class M100Graph(ModulePass):
     simplify-algebra, [layout-nhwc, simplify-algebra (cancels the transposes between
     convolutions), fold-constants (packs transposed weights)], [fold-batchnorm], cse, dce (+ removal of dead
     linalg/tensor ops, which xDSL's dce keeps), [recognize-idioms], [fuse-epilogue],
-    classify-ops. Brackets: stages controlled by the options.
+    fuse-predicates, classify-ops. Brackets: stages controlled by the options.
     Why: one name for "frontend output -> what the space-time scheduler consumes".
     Pre: func + linalg-on-tensors (what m100-opt reads from .onnx or .mlir).
     Post: the same values (every stage preserves semantics; the graph is still runnable by the
@@ -74,7 +75,7 @@ class M100Graph(ModulePass):
             tail.append(RecognizeIdioms())
         if self.fuse:
             tail.append(FuseEpilogue())
-        tail.append(ClassifyOps())
+        tail += [FusePredicates(), ClassifyOps()]
         return out + [(p.name, p.apply) for p in tail]
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:

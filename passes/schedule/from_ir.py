@@ -35,8 +35,10 @@ from m100.passes.graph.common import (CHANNEL_DIM, EPILOGUE, FUSED_INTO, GROUP, 
 from m100.targets.m100.isa import Act, CvuOp, Ref, RefKind, Stage
 
 from .graph import Op, OpGraph, ScheduleError, Tensor
+from . import split_stages
 from .quant_facts import (cast_stages, check_int_minmax, epilogue_result, fold_cast,
                           requant_params, requant_table)
+from .reduce_walk import Walk, softmax_any_axis, walk_inputs
 from .ir_facts import (_DT, ACTS, IRGraph, Lowering, _dense, _dtype, _expr_stages,  # noqa: F401
                        _norm_roles, _shape, _vec, linear_map)
 
@@ -71,8 +73,10 @@ def _post_add_bias(op: Operation, where: str) -> np.ndarray | None:
     return vec
 
 
-def from_module(module: ModuleOp) -> IRGraph:
-    """The OpGraph of the single function of ``module`` (after ``m100-graph``)."""
+def from_module(module: ModuleOp, max_cvu_stages: int = 8) -> IRGraph:
+    """The OpGraph of the single function of ``module`` (after ``m100-graph``); an elementwise
+    body longer than ``max_cvu_stages`` (the machine's ``cvu_max_stages``) becomes several CVU
+    ops (:mod:`.split_stages`)."""
     funcs = [o for o in module.walk() if isinstance(o, func.FuncOp) and o.body.blocks]
     if len(funcs) != 1:
         raise ScheduleError(f"m100-schedule expects exactly one function with a body, found "
@@ -148,6 +152,15 @@ def from_module(module: ModuleOp) -> IRGraph:
         g.add_op(o)
         low[o.name] = lw
         return out
+
+    def const_array(arr: np.ndarray, dt: str) -> str:
+        counter[0] += 1
+        n = f"c{counter[0]}"
+        g.add_tensor(Tensor(n, tuple(arr.shape), dt, "weight"))
+        data[n] = arr
+        return n
+
+    walk = Walk(add_t, tname, const_array, consts)
 
     def batch_matmul(op: Operation, where: str) -> None:
         """batch_matmul = per batch: slice (DMA), 2-D matmul (+ epilogue), reshape/concat (DMA)."""
@@ -322,14 +335,24 @@ def from_module(module: ModuleOp) -> IRGraph:
             out_v = op.results[0]
             oshape = _shape(out_v)
             axis = op.attributes[IDIOM_AXIS].value.data  # type: ignore[union-attr]
-            if axis % len(oshape) != len(oshape) - 1:
-                raise ScheduleError(f"{where}: {unit} along axis {axis} (only the last axis of "
-                                    f"{list(oshape)} is supported)")
             xs = [v for v in ext if v not in consts and _shape(v) == oshape]
             if len(xs) != 1:
                 raise ScheduleError(f"{where}: {unit} group has {len(xs)} main inputs")
             x = xs[0]
             params = [v for v in ext if v is not x]
+            if axis % len(oshape) != len(oshape) - 1:
+                if unit != "cvu.softmax" or params:
+                    raise ScheduleError(f"{where}: {unit} along axis {axis} (only the last axis "
+                                        f"of {list(oshape)} is supported)")
+                dt = _dtype(out_v.type)
+                sm_stage = (Stage(CvuOp.SOFTMAX, (Ref(RefKind.INPUT, 0),), axis=-1),)
+
+                def _sm(t: str, ts: tuple, _dt=dt, _st=sm_stage, _op=op) -> str:
+                    im = [linear_map(AffineMap.identity(len(ts)))]
+                    return add_t("softmax", "cvu.softmax", [t], ts, _dt, {"maps": im},
+                                 Lowering("cvu", stages=_st, in_maps=im), _op)
+                softmax_any_axis(walk, op, x, axis, _sm)
+                continue
             eps = float(op.attributes[IDIOM_EPS].value.data) if IDIOM_EPS in op.attributes else 0.0
             kind = unit.split(".")[1]
             roles = _norm_roles(members, params, mset) if params else []
@@ -541,25 +564,38 @@ def from_module(module: ModuleOp) -> IRGraph:
                 raise ScheduleError(f"{where}: a reduction with {len(op.results)} used results "
                                     "(e.g. max with argmax) is not supported; only one result "
                                     "may be used")
-            if its[-1] != "reduction" or any(i != "parallel" for i in its[:-1]) or \
-                    any(linear_map(m) != ident_in for m in maps[:n_in]) or not (keep or drop) or \
-                    not exprs:
-                raise ScheduleError(f"{where}: only reductions along the last axis of identity-"
-                                    "indexed inputs are supported")
+            last_axis = not (its[-1] != "reduction" or any(i != "parallel" for i in its[:-1]) or
+                             any(linear_map(m) != ident_in for m in maps[:n_in]) or
+                             not (keep or drop))
+            if not exprs:
+                raise ScheduleError(f"{where}: the reduction body can not be mapped to CVU stages")
             e = exprs[0]
             red = {"addf": CvuOp.RSUM, "maximumf": CvuOp.RMAX, "maxnumf": CvuOp.RMAX,
-                   "minimumf": CvuOp.RMIN, "minnumf": CvuOp.RMIN}.get(e.kind)
+                   "minimumf": CvuOp.RMIN, "minnumf": CvuOp.RMIN, "mulf": CvuOp.RPROD}.get(e.kind)
             outs = op.outputs[0]  # type: ignore[attr-defined]
-            neutral = {CvuOp.RSUM: 0.0, CvuOp.RMAX: -math.inf, CvuOp.RMIN: math.inf}
+            neutral = {CvuOp.RSUM: 0.0, CvuOp.RMAX: -math.inf, CvuOp.RMIN: math.inf,
+                       CvuOp.RPROD: 1.0}
             acc_args = [a for a in e.args if a.kind == "out"]
             if red is None or len(acc_args) != 1 or outs not in fills or \
                     fills[outs] != neutral[red]:
-                raise ScheduleError(f"{where}: a reduction must be sum/max/min of its input "
-                                    "into a neutral fill")
+                raise ScheduleError(f"{where}: a reduction must be sum/max/min/product of its "
+                                    "input into a neutral fill")
             other = e.args[1] if e.args[0].kind == "out" else e.args[0]
             pre = _expr_stages([other], len(ins), where) if other.kind != "in" else ()
             src_ref = Ref(RefKind.STAGE, len(pre) - 1) if pre else Ref(RefKind.INPUT, int(other.val))
             stages = tuple(pre) + (Stage(red, (src_ref,), axis=-1),)
+            if not last_axis:  # any axes: transposing walk onto a last-axis reduction
+                try:
+                    in_names, flat, _ = walk_inputs(walk, op, ins, maps, its)
+                except ScheduleError as err:
+                    raise ScheduleError(f"{where}: {err}") from None
+                dt = _dtype(op.results[0].type)
+                red_t = add_t("reduce", "cvu.reduction", in_names, (flat[0], 1), dt,
+                              {"keep": True}, Lowering("reduce", stages=stages,
+                                                       params=dict(keep=True)), op)
+                add_t("reshape", "dtdu.copy", [red_t], _shape(op.results[0]), dt, {},
+                      Lowering("reshape"), op, op.results[0])
+                continue
             in_names = []
             for v in ins:
                 in_names.append(const_tensor(v, consts[v]) if v in consts else tname(v))
@@ -588,7 +624,22 @@ def from_module(module: ModuleOp) -> IRGraph:
             out_map = maps[len(ins)]
             if linear_map(out_map) != linear_map(AffineMap.identity(out_map.num_dims)):
                 raise ScheduleError(f"{where}: the output indexing map must be the identity")
-            add("ew", "cvu.elementwise", in_names, op.results[0], {"maps": lw.in_maps}, lw, op)
+            if len(lw.stages) <= max_cvu_stages:
+                add("ew", "cvu.elementwise", in_names, op.results[0], {"maps": lw.in_maps}, lw, op)
+                continue
+            # longer than one pipeline: several CVU ops through intermediate tensors
+            oshape, odt = _shape(op.results[0]), _dtype(op.results[0].type)
+            ident = linear_map(AffineMap.identity(len(oshape)))
+            parts = split_stages.split(lw.stages, max_cvu_stages)
+            cut_t: dict[int, str] = {}
+            for pi, (root, part) in enumerate(parts):
+                st_, keys = split_stages.remap(lw.stages, part)
+                p_names = [in_names[k] if kind == "in" else cut_t[k] for kind, k in keys]
+                p_maps = [lw.in_maps[k] if kind == "in" else ident for kind, k in keys]
+                last = pi == len(parts) - 1
+                cut_t[root] = add_t("ew", "cvu.elementwise", p_names, oshape, odt,
+                                    {"maps": p_maps}, Lowering("cvu", stages=st_, in_maps=p_maps),
+                                    op, op.results[0] if last else None)
             continue
         if unit is not None or nm.startswith("linalg."):
             raise ScheduleError(f"{where}: {nm} ({unit or 'unclassified'}) is not supported by "

@@ -6,6 +6,7 @@ idiom role matching) that the graph walk in :func:`.from_ir.from_module` uses.
 """
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -106,6 +107,105 @@ def _dense(op: Operation) -> np.ndarray | None:
     return None
 
 
+def _imm(v: float) -> Ref:
+    return Ref(RefKind.IMM, 0, float(v))
+
+
+def _poly_odd(emit, x: Ref, coeffs: tuple[float, ...]) -> Ref:
+    """x * (c0 + c1 x^2 + c2 x^4 + ...) by Horner's rule in x^2."""
+    x2 = emit(CvuOp.MUL, (x, x))
+    acc = _imm(coeffs[-1])
+    for c in reversed(coeffs[:-1]):
+        acc = emit(CvuOp.ADD, (emit(CvuOp.MUL, (acc, x2)), _imm(c)))
+    return emit(CvuOp.MUL, (x, acc))
+
+
+def _small(emit, x: Ref, series: Ref, other: Ref, bound: float) -> Ref:
+    """``series`` where |x| < bound else ``other``."""
+    return emit(CvuOp.SELECT, (emit(CvuOp.CMP_GT, (_imm(bound), emit(CvuOp.ABS, (x,)))), series,
+                               other))
+
+
+def _log1p(emit, x: Ref) -> Ref:
+    # log(u) * (x / (u - 1)) with u = 1 + x rounded (Goldberg): a few ulps; x where u == 1
+    u = emit(CvuOp.ADD, (x, _imm(1.0)))
+    um1 = emit(CvuOp.SUB, (u, _imm(1.0)))
+    q = emit(CvuOp.MUL, (emit(CvuOp.LOG, (u,)), emit(CvuOp.DIV, (x, um1))))
+    return emit(CvuOp.SELECT, (emit(CvuOp.CMP_EQ, (u, _imm(1.0))), x, q))
+
+
+def _expm1(emit, x: Ref) -> Ref:
+    # (u - 1) * x / log(u) with u = exp(x) rounded (Kahan): a few ulps; x where u == 1
+    u = emit(CvuOp.EXP, (x,))
+    um1 = emit(CvuOp.SUB, (u, _imm(1.0)))
+    q = emit(CvuOp.DIV, (emit(CvuOp.MUL, (um1, x)), emit(CvuOp.LOG, (u,))))
+    big = emit(CvuOp.SELECT, (emit(CvuOp.CMP_GT, (x, _imm(80.0))), um1, q))  # log(u) = inf
+    return emit(CvuOp.SELECT, (emit(CvuOp.CMP_EQ, (u, _imm(1.0))), x, big))
+
+
+def _sinh(emit, x: Ref) -> Ref:
+    e = emit(CvuOp.EXP, (x,))
+    far = emit(CvuOp.MUL, (emit(CvuOp.SUB, (e, emit(CvuOp.RECIP, (e,)))), _imm(0.5)))
+    near = _poly_odd(emit, x, (1.0, 1 / 6, 1 / 120, 1 / 5040))  # |x| < 0.25: error < x^9/9!
+    return _small(emit, x, near, far, 0.25)
+
+
+def _cosh(emit, x: Ref) -> Ref:
+    e = emit(CvuOp.EXP, (x,))
+    return emit(CvuOp.MUL, (emit(CvuOp.ADD, (e, emit(CvuOp.RECIP, (e,)))), _imm(0.5)))
+
+
+def _asinh(emit, x: Ref) -> Ref:
+    a = emit(CvuOp.ABS, (x,))
+    # log(|x| + sqrt(x^2 + 1)); for |x| > 2^60 x^2 overflows: log(2|x|)
+    r = emit(CvuOp.SQRT, (emit(CvuOp.ADD, (emit(CvuOp.MUL, (a, a)), _imm(1.0))),))
+    far = emit(CvuOp.LOG, (emit(CvuOp.ADD, (a, r)),))
+    huge = emit(CvuOp.ADD, (emit(CvuOp.LOG, (a,)), _imm(math.log(2.0))))
+    far = emit(CvuOp.SELECT, (emit(CvuOp.CMP_GT, (a, _imm(2.0 ** 60))), huge, far))
+    far = emit(CvuOp.MUL, (emit(CvuOp.SIGN, (x,)), far))
+    near = _poly_odd(emit, x, (1.0, -1 / 6, 3 / 40, -15 / 336, 105 / 3456))  # |x| < 0.25
+    return _small(emit, x, near, far, 0.25)
+
+
+def _acosh(emit, x: Ref) -> Ref:
+    # log1p((x - 1) + sqrt((x - 1)(x + 1))) (x - 1 is exact near 1); NaN below 1
+    xm1 = emit(CvuOp.SUB, (x, _imm(1.0)))
+    t = emit(CvuOp.SQRT, (emit(CvuOp.MUL, (xm1, emit(CvuOp.ADD, (x, _imm(1.0))))),))
+    far = _log1p(emit, emit(CvuOp.ADD, (xm1, t)))
+    huge = emit(CvuOp.ADD, (emit(CvuOp.LOG, (x,)), _imm(math.log(2.0))))
+    return emit(CvuOp.SELECT, (emit(CvuOp.CMP_GT, (x, _imm(2.0 ** 60))), huge, far))
+
+
+def _atanh(emit, x: Ref) -> Ref:
+    # 0.5 * (log1p(x) - log1p(-x)): 1 +- x is exact near +-1, no cancellation near 0
+    d = emit(CvuOp.SUB, (_log1p(emit, x), _log1p(emit, emit(CvuOp.NEG, (x,)))))
+    return emit(CvuOp.MUL, (d, _imm(0.5)))
+
+
+def _asin(emit, x: Ref) -> Ref:
+    # atan(x / sqrt((1 - x)(1 + x))); +-1 -> atan(+-inf) = +-pi/2
+    d = emit(CvuOp.SQRT, (emit(CvuOp.MUL, (emit(CvuOp.SUB, (_imm(1.0), x)),
+                                           emit(CvuOp.ADD, (_imm(1.0), x)))),))
+    return emit(CvuOp.ATAN, (emit(CvuOp.DIV, (x, d)),))
+
+
+def _acos(emit, x: Ref) -> Ref:
+    # 2 atan(sqrt((1 - x) / (1 + x))): accurate near 1; -1 -> 2 atan(inf) = pi
+    q = emit(CvuOp.DIV, (emit(CvuOp.SUB, (_imm(1.0), x)), emit(CvuOp.ADD, (_imm(1.0), x))))
+    return emit(CvuOp.MUL, (emit(CvuOp.ATAN, (emit(CvuOp.SQRT, (q,)),)), _imm(2.0)))
+
+
+def _tan(emit, x: Ref) -> Ref:
+    return emit(CvuOp.DIV, (emit(CvuOp.SIN, (x,)), emit(CvuOp.COS, (x,))))
+
+
+#: math ops without a CVU op of their own, as short stage sequences of CVU ops. Accuracy (f32,
+#: checked against numpy in float64 over wide ranges in test/unit/schedule/test_elementary.py):
+#: a few ulps for log1p/expm1 (Goldberg/Kahan), polynomials near 0 where the closed forms cancel.
+ELEMENTARY = {"tan": _tan, "asin": _asin, "acos": _acos, "sinh": _sinh, "cosh": _cosh,
+              "asinh": _asinh, "acosh": _acosh, "atanh": _atanh, "log1p": _log1p, "expm1": _expm1}
+
+
 def _expr_stages(exprs, n_in: int, where: str) -> tuple[Stage, ...]:
     """CVU stages computing a generic's single yielded expression."""
     stages: list[Stage] = []
@@ -118,7 +218,10 @@ def _expr_stages(exprs, n_in: int, where: str) -> tuple[Stage, ...]:
              "maxsi": CvuOp.MAX, "minsi": CvuOp.MIN}
     unop = {"negf": CvuOp.NEG, "exp": CvuOp.EXP, "log": CvuOp.LOG, "sqrt": CvuOp.SQRT,
             "rsqrt": CvuOp.RSQRT, "tanh": CvuOp.TANH, "erf": CvuOp.ERF, "absf": CvuOp.ABS,
-            "floor": CvuOp.FLOOR, "ceil": CvuOp.CEIL}
+            "floor": CvuOp.FLOOR, "ceil": CvuOp.CEIL, "sin": CvuOp.SIN, "cos": CvuOp.COS,
+            "atan": CvuOp.ATAN, "roundeven": CvuOp.ROUND}
+    # math ops composed of several stages (ELEMENTARY: the formulas and their accuracy)
+    composed = set(ELEMENTARY) | {"extf", "truncf"}
 
     def emit(op: CvuOp, args: tuple[Ref, ...]) -> Ref:
         stages.append(Stage(op, args))
@@ -137,6 +240,12 @@ def _expr_stages(exprs, n_in: int, where: str) -> tuple[Stage, ...]:
             r = emit(binop[k], (go(e.args[0]), go(e.args[1])))
         elif k in unop:
             r = emit(unop[k], (go(e.args[0]),))
+        elif k in ("extf", "truncf"):
+            # f32 <-> f64 around a comparison or arithmetic in a torch-mlir body: the CVU
+            # computes in f32 (tensors of f64 are refused by the scheduler)
+            r = go(e.args[0])
+        elif k in ELEMENTARY:
+            r = ELEMENTARY[k](emit, go(e.args[0]))
         elif k == "select":
             c, a, b = e.args
             # relu idiom: select(x > c, x, c) -> max(x, c)
@@ -162,7 +271,8 @@ def _expr_stages(exprs, n_in: int, where: str) -> tuple[Stage, ...]:
                 raise ScheduleError(f"{where}: comparison '{p}' has no CVU stage")
         else:
             raise ScheduleError(f"{where}: body op '{k}' has no CVU stage (supported: "
-                                f"{', '.join(sorted(binop) + sorted(unop))}, cmpf, select)")
+                                f"{', '.join(sorted(binop) + sorted(unop) + sorted(composed))}, "
+                                "cmpf, select)")
         memo[key] = r
         return r
 

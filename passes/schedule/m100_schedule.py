@@ -64,7 +64,7 @@ class M100Schedule(ModulePass):
                                     f"{'>= 1' if opt == 'max_stages' else '>= 0 (0 = all)'}, "
                                     f"not {getattr(self, opt)}")
         m = get_machine(self.machine)
-        irg = from_module(op)
+        irg = from_module(op, m.cvu_max_stages)
         check_limits(irg.graph, m)
         pl = schedule(irg.graph, m, tpbs=self.tpbs, clusters=self.clusters,
                       strategy=self.strategy, seed=self.seed, max_stages=self.max_stages)

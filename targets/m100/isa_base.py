@@ -111,6 +111,11 @@ class CvuOp(IntEnum):
     ERF = 14
     FLOOR = 15
     CEIL = 16
+    SIN = 17
+    COS = 18
+    ATAN = 19
+    SIGN = 20  # -1.0, 0.0 or 1.0 (NaN stays NaN)
+    ROUND = 21  # to nearest, ties to even (ONNX Round)
     # binary (2 args, numpy broadcasting)
     ADD = 32
     SUB = 33
@@ -129,6 +134,7 @@ class CvuOp(IntEnum):
     RMAX = 65
     RMIN = 66
     RMEAN = 67
+    RPROD = 68
     # fused idioms
     SOFTMAX = 96  # along axis
     LAYERNORM = 97  # args (x[, gamma[, beta]]), along axis, eps = fparam

@@ -39,7 +39,7 @@ EXACT_LIMIT = 1 << 16
 
 MemKey = tuple[int, int]  # (Space, TPB or 0)
 
-_AXIS0_OPS = frozenset({CvuOp.RSUM, CvuOp.RMAX, CvuOp.RMIN, CvuOp.RMEAN, CvuOp.SOFTMAX,
+_AXIS0_OPS = frozenset({CvuOp.RSUM, CvuOp.RMAX, CvuOp.RMIN, CvuOp.RMEAN, CvuOp.RPROD, CvuOp.SOFTMAX,
                         CvuOp.LAYERNORM, CvuOp.RMSNORM})
 
 

@@ -268,10 +268,11 @@ def cvu_pipelines(draw, machine: Machine, executable: bool = False) -> CvuPipeli
 
 
 _SAFE_UNARY = (CvuOp.COPY, CvuOp.NEG, CvuOp.ABS, CvuOp.EXP, CvuOp.RELU, CvuOp.GELU, CvuOp.SILU,
-               CvuOp.SIGMOID, CvuOp.TANH, CvuOp.SQUARE, CvuOp.ERF, CvuOp.FLOOR, CvuOp.CEIL)
+               CvuOp.SIGMOID, CvuOp.TANH, CvuOp.SQUARE, CvuOp.ERF, CvuOp.FLOOR, CvuOp.CEIL,
+               CvuOp.SIN, CvuOp.COS, CvuOp.ATAN, CvuOp.SIGN, CvuOp.ROUND)
 _SAFE_BINARY = (CvuOp.ADD, CvuOp.SUB, CvuOp.MUL, CvuOp.MAX, CvuOp.MIN, CvuOp.CMP_GT, CvuOp.CMP_GE,
                 CvuOp.CMP_EQ)
-_REDUCE = (CvuOp.RSUM, CvuOp.RMAX, CvuOp.RMIN, CvuOp.RMEAN)
+_REDUCE = (CvuOp.RSUM, CvuOp.RMAX, CvuOp.RMIN, CvuOp.RMEAN, CvuOp.RPROD)
 _FLOAT_TYPES = (DType.F32, DType.F16, DType.BF16)
 
 

@@ -17,7 +17,7 @@ def _stage_shapes(inst: CvuPipeline):
         args = [np.zeros(inst.in_shapes[r.index]) if r.kind is RefKind.INPUT else
                 vals[r.index] if r.kind is RefKind.STAGE else np.float64(r.imm) for r in st.args]
         name = st.op.name.lower()
-        if name in ("rsum", "rmax", "rmin", "rmean"):
+        if name in ("rsum", "rmax", "rmin", "rmean", "rprod"):
             out = np.sum(args[0], axis=st.axis, keepdims=True)
         elif len(args) == 1:
             out = np.asarray(args[0]) + 0  # elementwise / softmax / norms keep the shape

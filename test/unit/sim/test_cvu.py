@@ -28,7 +28,8 @@ UNARY = {
     CvuOp.GELU: lambda x: 0.5 * x * (1 + _erf(x / math.sqrt(2))),
     CvuOp.SILU: lambda x: x / (1 + np.exp(-x)), CvuOp.SIGMOID: lambda x: 1 / (1 + np.exp(-x)),
     CvuOp.TANH: np.tanh, CvuOp.SQUARE: lambda x: x * x, CvuOp.ERF: _erf, CvuOp.FLOOR: np.floor,
-    CvuOp.CEIL: np.ceil,
+    CvuOp.CEIL: np.ceil, CvuOp.SIN: np.sin, CvuOp.COS: np.cos, CvuOp.ATAN: np.arctan,
+    CvuOp.SIGN: np.sign, CvuOp.ROUND: np.round,
 }
 BINARY = {
     CvuOp.ADD: np.add, CvuOp.SUB: np.subtract, CvuOp.MUL: np.multiply, CvuOp.DIV: np.divide,
@@ -84,7 +85,7 @@ def test_select_and_immediates(rng):
 
 
 @pytest.mark.parametrize("op,fn", [(CvuOp.RSUM, np.sum), (CvuOp.RMAX, np.max), (CvuOp.RMIN, np.min),
-                                   (CvuOp.RMEAN, np.mean)])
+                                   (CvuOp.RMEAN, np.mean), (CvuOp.RPROD, np.prod)])
 @pytest.mark.parametrize("axis", [0, 1, -1])
 def test_reductions(rng, op, fn, axis):
     x = rng.standard_normal((6, 10)).astype(np.float32)
@@ -93,6 +94,15 @@ def test_reductions(rng, op, fn, axis):
     y = cvu([x], [(6, 10)], tuple(oshape), [Stage(op, (IN0,), axis=axis)])
     np.testing.assert_allclose(y, fn(x.astype(np.float64), axis=axis, keepdims=True), rtol=1e-5,
                                atol=1e-6)
+
+
+def test_round_ties_to_even_and_sign_of_zero():
+    """ONNX Round rounds halves to the even neighbour; Sign(0) = 0."""
+    x = np.array([[-2.5, -1.5, -0.5, 0.0, 0.5, 1.5, 2.5, 2.4999]], np.float32)
+    y = cvu([x], [x.shape], x.shape, [Stage(CvuOp.ROUND, (IN0,))])
+    np.testing.assert_array_equal(y, [[-2.0, -2.0, -0.0, 0.0, 0.0, 2.0, 2.0, 2.0]])
+    y = cvu([x], [x.shape], x.shape, [Stage(CvuOp.SIGN, (IN0,))])
+    np.testing.assert_array_equal(y, [[-1, -1, -1, 0, 1, 1, 1, 1]])
 
 
 def test_softmax_int8_output(rng):

@@ -27,6 +27,9 @@ SUBSET = {
     "test_globalaveragepool": "pass", "test_concat_2d_axis_1": "pass", "test_flatten_axis1": "pass",
     "test_transpose_all_permutations_2": "pass", "test_split_equal_parts_1d_opset18": "pass",
     "test_clip": "pass", "test_celu_float16": "pass",
+    # issue 12: shape parameters bound by the backend, reductions/softmax on any axis, composed math
+    "test_reduce_sum_keepdims_random": "pass", "test_softmax_axis_0": "pass", "test_asinh": "pass",
+    "test_reshape_reordered_all_dims": "pass",
     # clean refusals; each was a traceback or a wrong result through the full stack before
     "test_averagepool_1d_default": "unsupported",   # IndexError in the scheduler's pooling
     "test_celu_bfloat16": "unsupported",            # KeyError 'bf16' in the emitter

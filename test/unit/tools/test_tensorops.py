@@ -1,0 +1,155 @@
+"""Issue 12 (tensor ops) through the whole stack: ONNX -> m100 compile (machine ``tiny``) ->
+interpreter, against numpy written from the ONNX definitions; the shape-parameter binding of the
+ONNX backend; the node-test harness's acceptance metric."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from onnx import TensorProto, helper, numpy_helper
+
+from m100.errors import M100Error
+from m100.tools import node_tests
+from m100.tools.onnx_backend import M100Backend, bind_inputs, shape_param_inputs
+
+
+def _model(nodes, inputs, outputs, inits=(), opset=18):
+    g = helper.make_graph(nodes, "t", inputs, outputs, initializer=list(inits))
+    return helper.make_model(g, opset_imports=[helper.make_opsetid("", opset)])
+
+
+def _vi(name, shape, t=TensorProto.FLOAT):
+    return helper.make_tensor_value_info(name, t, shape)
+
+
+def _run(model, *xs):
+    return M100Backend.prepare(model, machine="tiny").run(list(xs))
+
+
+def _red_out_shape(shape, axes, keep):
+    axes = [a % len(shape) for a in axes] if axes else list(range(len(shape)))
+    return [1 if d in axes else s for d, s in enumerate(shape) if keep or d not in axes]
+
+
+# numpy oracles from the ONNX definitions (float64)
+RED = {
+    "ReduceSum": lambda x, a, k: np.sum(x, axis=a, keepdims=k),
+    "ReduceMean": lambda x, a, k: np.mean(x, axis=a, keepdims=k),
+    "ReduceMax": lambda x, a, k: np.max(x, axis=a, keepdims=k),
+    "ReduceMin": lambda x, a, k: np.min(x, axis=a, keepdims=k),
+    "ReduceProd": lambda x, a, k: np.prod(x, axis=a, keepdims=k),
+    "ReduceL1": lambda x, a, k: np.sum(np.abs(x), axis=a, keepdims=k),
+    "ReduceL2": lambda x, a, k: np.sqrt(np.sum(x * x, axis=a, keepdims=k)),
+    "ReduceSumSquare": lambda x, a, k: np.sum(x * x, axis=a, keepdims=k),
+    "ReduceLogSumExp": lambda x, a, k: np.log(np.sum(np.exp(x), axis=a, keepdims=k)),
+}
+CASES = [("ReduceSum", (0,), 1), ("ReduceMean", (1,), 0), ("ReduceMax", (0, 2), 1),
+         ("ReduceMin", (-1, 0), 0), ("ReduceProd", (1,), 1), ("ReduceL1", (), 0),
+         ("ReduceL2", (0, 1), 1), ("ReduceSumSquare", (2, 0), 0), ("ReduceLogSumExp", (1,), 1)]
+
+
+@pytest.mark.parametrize("op,axes,keep", CASES)
+def test_reduce_any_axes(op, axes, keep):
+    shape = [3, 4, 5]
+    x = np.random.default_rng(len(op)).uniform(0.5, 1.5, shape).astype(np.float32)
+    out = _red_out_shape(shape, axes, keep)
+    inits = [numpy_helper.from_array(np.array(axes, np.int64), "axes")] if axes else []
+    node = helper.make_node(op, ["x", "axes"] if axes else ["x"], ["y"], keepdims=keep)
+    (y,) = _run(_model([node], [_vi("x", shape)], [_vi("y", out)], inits), x)
+    want = RED[op](x.astype(np.float64), tuple(axes) if axes else None, bool(keep))
+    assert y.shape == tuple(out)
+    np.testing.assert_allclose(y, want, rtol=2e-6, atol=1e-6)
+
+
+@pytest.mark.parametrize("op", ["Softmax", "LogSoftmax"])
+@pytest.mark.parametrize("axis", [0, 1])
+def test_softmax_any_axis(op, axis):
+    x = np.random.default_rng(axis).standard_normal((3, 4, 5)).astype(np.float32) * 3
+    node = helper.make_node(op, ["x"], ["y"], axis=axis)
+    (y,) = _run(_model([node], [_vi("x", [3, 4, 5])], [_vi("y", [3, 4, 5])]), x)
+    x64 = x.astype(np.float64)
+    e = np.exp(x64 - x64.max(axis=axis, keepdims=True))
+    sm = e / e.sum(axis=axis, keepdims=True)
+    np.testing.assert_allclose(y, sm if op == "Softmax" else np.log(sm), rtol=1e-5, atol=1e-6)
+
+
+UNARY = {
+    "Sin": np.sin, "Cos": np.cos, "Tan": np.tan, "Asin": np.arcsin, "Acos": np.arccos,
+    "Atan": np.arctan, "Sinh": np.sinh, "Cosh": np.cosh, "Asinh": np.arcsinh,
+    "Atanh": np.arctanh, "Sign": np.sign, "Round": np.round,
+    "Softplus": lambda x: np.log1p(np.exp(x)),
+    "Mish": lambda x: x * np.tanh(np.log1p(np.exp(x))),
+}
+
+
+@pytest.mark.parametrize("op", sorted(UNARY))
+def test_unary_math(op):
+    rng = np.random.default_rng(3)
+    lo, hi = (-0.99, 0.99) if op in ("Asin", "Acos", "Atanh") else (-4.0, 4.0)
+    x = rng.uniform(lo, hi, (4, 16)).astype(np.float32)
+    if op == "Round":
+        x[0, :6] = [-2.5, -1.5, -0.5, 0.5, 1.5, 2.5]  # ties to even
+    if op == "Sign":
+        x[0, 0] = 0.0
+    (y,) = _run(_model([helper.make_node(op, ["x"], ["y"])], [_vi("x", [4, 16])],
+                       [_vi("y", [4, 16])]), x)
+    np.testing.assert_allclose(y, UNARY[op](x.astype(np.float64)), rtol=2e-6, atol=1e-6)
+
+
+def test_acosh_and_prelu_broadcast():
+    rng = np.random.default_rng(4)
+    x = rng.uniform(1.0, 20.0, (3, 8)).astype(np.float32)
+    (y,) = _run(_model([helper.make_node("Acosh", ["x"], ["y"])], [_vi("x", [3, 8])],
+                       [_vi("y", [3, 8])]), x)
+    np.testing.assert_allclose(y, np.arccosh(x.astype(np.float64)), rtol=2e-6)
+    s = rng.standard_normal(8).astype(np.float32)
+    x = rng.standard_normal((3, 8)).astype(np.float32)
+    m = _model([helper.make_node("PRelu", ["x", "s"], ["y"])], [_vi("x", [3, 8]), _vi("s", [8])],
+               [_vi("y", [3, 8])])
+    (y,) = _run(m, x, s)
+    np.testing.assert_allclose(y, np.where(x < 0, x * s, x), rtol=1e-6)
+
+
+def test_unsupported_body_op_is_one_line():
+    """Mod of floats (fmod=0: torch-mlir emits ``arith.remf``, no CVU form): one clean line."""
+    m = _model([helper.make_node("Mod", ["a", "b"], ["y"], fmod=0)], [_vi("a", [4]), _vi("b", [4])],
+               [_vi("y", [4])])
+    with pytest.raises(M100Error) as ei:
+        _run(m, np.ones(4, np.float32), np.ones(4, np.float32))
+    assert "remf" in str(ei.value) and "\n" not in str(ei.value)
+
+
+# --- the backend's shape-parameter binding ---------------------------------------------------------
+def test_shape_params_are_bound_per_value():
+    m = _model([helper.make_node("Reshape", ["x", "shape"], ["y"])],
+               [_vi("x", [2, 6]), _vi("shape", [2], TensorProto.INT64)], [_vi("y", ["a", "b"])])
+    assert shape_param_inputs(m) == ["shape"]
+    rep = M100Backend.prepare(m, machine="tiny")
+    x = np.arange(12, dtype=np.float32).reshape(2, 6)
+    (a,) = rep.run([x, np.array([3, 4], np.int64)])
+    (b,) = rep.run([x, np.array([4, 3], np.int64)])
+    np.testing.assert_array_equal(a, x.reshape(3, 4))
+    np.testing.assert_array_equal(b, x.reshape(4, 3))
+    assert len(rep._programs) == 2
+    bound = bind_inputs(m, {"shape": np.array([3, 4], np.int64)})
+    assert [i.name for i in bound.graph.input] == ["x"]
+
+
+def test_an_input_also_used_as_data_is_not_bound():
+    m = _model([helper.make_node("Reshape", ["x", "s"], ["y"]), helper.make_node("Add", ["s", "s"], ["z"])],
+               [_vi("x", [2, 6]), _vi("s", [2], TensorProto.INT64)],
+               [_vi("y", ["a", "b"]), _vi("z", [2], TensorProto.INT64)])
+    assert shape_param_inputs(m) == []
+
+
+# --- the harness's acceptance metric ----------------------------------------------------------------
+def test_metric_population():
+    cases = {tc.name: tc for tc in node_tests.collect(["ReduceL2", "SequenceInsert", "Relu"])}
+    assert node_tests.in_metric(cases["test_reduce_l2_keep_dims_example"])
+    assert not node_tests.in_metric(cases["test_reduce_l2_keep_dims_example_expanded"])
+    assert not node_tests.in_metric(cases["test_sequence_insert_at_back"])  # sequence input
+    rs = [node_tests.CaseResult("a", "X", "pass"), node_tests.CaseResult("b", "X", "unsupported"),
+          node_tests.CaseResult("c", "X", "pass", metric=False)]
+    assert node_tests.metric(rs) == (1, 2)
+    doc = node_tests.render_docs(rs, {"onnx": "1"})
+    assert "Acceptance metric (issue 12): **1 of 2 = 50.0 %**" in doc and "non-expanded" in doc
