@@ -21,7 +21,7 @@ import sys
 import time
 
 from m100.errors import M100Error
-from m100.frontend import models
+from m100.frontend import models, transformer_models
 from m100.tools import driver
 
 
@@ -40,7 +40,13 @@ MODELS = {
     "convnet-m100": (lambda: models.conv_relu_maxpool(c=3, hw=64, f=32), "m100", 8, False),
     "resnet18-32": (lambda: models.resnet18(hw=32, num_classes=10), "m100", 8, False),
     "llama-layer": (lambda: "test/data/llama_layer_small.onnx", "m100", 8, False),
+    "bert-layer": (lambda: transformer_models.bert_layer(), "m100", 8, False),
+    "vit-small": (lambda: transformer_models.vit(), "m100", 8, False),
     "resnet18-224": (models.resnet18, "m100", 0, True),
+    "bert-layer-base": (lambda: transformer_models.bert_layer(seq=128, dim=768, heads=12, ffn=3072),
+                        "m100", 0, True),
+    "vit-tiny": (lambda: transformer_models.vit(img=224, patch=16, dim=192, depth=12, heads=3,
+                                                mlp=768, classes=1000), "m100", 0, True),
     "resnet50-light": (lambda: _light("resnet50"), "m100", 16, True),
     "squeezenet-light": (lambda: _light("squeezenet"), "m100", 16, True),
 }

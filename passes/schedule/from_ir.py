@@ -172,13 +172,40 @@ def from_module(module: ModuleOp, max_cvu_stages: int = 8) -> IRGraph:
         dt = _dtype(op.results[0].type)
         epi = [x.data for x in op.attributes[EPILOGUE].data] if EPILOGUE in op.attributes else []
         acts = [x for x in epi if x in ACTS]
-        if any(x not in ACTS for x in epi) or len(acts) > 1 or not (outs in fills and
-                                                                     fills[outs] == 0.0):
-            raise ScheduleError(f"{where}: batch_matmul supports a zero init and one activation")
+        init = consts.get(outs)
+        bias = None
+        if isinstance(init, tuple) and init[0] == "bias" and np.asarray(init[1]).shape == (n_,):
+            bias = const_tensor(init[2], init[1])  # a per-output-channel bias broadcast as init
+            if "bias" not in epi:
+                epi = ["bias"] + epi
+        elif not (outs in fills and fills[outs] == 0.0):
+            raise ScheduleError(f"{where}: batch_matmul supports a zero or bias init and one "
+                                "activation")
+        if any(x not in ACTS and x != "bias" for x in epi) or len(acts) > 1 or \
+                ("bias" in epi and bias is None):
+            raise ScheduleError(f"{where}: batch_matmul supports a zero or bias init and one "
+                                "activation")
         if a in consts:
             const_tensor(a, consts[a])
         ta = tname(a)
         tb = None if b in consts else tname(b)
+        lw_mm = Lowering("matmul", act=ACTS[acts[0]] if acts else Act.NONE, bias=bias)
+        if tb is None and all(np.array_equal(consts[b][i], consts[b][0]) for i in range(1, bt)):
+            # the usual transformer linear [B, S, D] @ W (+ b): one weight for every batch
+            # (torch-mlir broadcasts W to [B, D, N]) -> one [B*S, D] @ W matmul
+            a2 = add_t("reshape", "dtdu.copy", [ta], (bt * m_, k_), dt, {}, Lowering("reshape"),
+                       op)
+            counter[0] += 1
+            w0 = f"c{counter[0]}"
+            g.add_tensor(Tensor(w0, (k_, n_), _dtype(b.type), "weight"))
+            data[w0] = np.ascontiguousarray(np.asarray(consts[b])[0])
+            mo = add_t("matmul", "tcu.matmul", [a2, w0] + ([bias] if bias else []), (bt * m_, n_),
+                       dt, dict(m=bt * m_, n=n_, k=k_), lw_mm, op)
+            g.ops[-1].epilogue = tuple(epi)
+            add_t("reshape", "dtdu.copy", [mo], so, dt, {}, Lowering("reshape"), op, op.results[0])
+            if GROUP in op.attributes:
+                group_out[op.attributes[GROUP].value.data] = names[op.results[0]]  # type: ignore
+            return
         parts = []
         for i in range(bt):
             sl = Lowering("slice", params=dict(offsets=[i, 0, 0], sizes=[1, m_, k_],
@@ -193,9 +220,9 @@ def from_module(module: ModuleOp, max_cvu_stages: int = 8) -> IRGraph:
                 sl2 = Lowering("slice", params=dict(offsets=[i, 0, 0], sizes=[1, k_, n_],
                                                     strides=[1, 1, 1]))
                 bi = add_t("slice", "dtdu.copy", [tb], (k_, n_), dt, {}, sl2, op)
-            lw = Lowering("matmul", act=ACTS[acts[0]] if acts else Act.NONE)
-            mi = add_t("matmul", "tcu.matmul", [ai, bi], (m_, n_), dt, dict(m=m_, n=n_, k=k_),
-                       lw, op)
+            lw = Lowering("matmul", act=ACTS[acts[0]] if acts else Act.NONE, bias=bias)
+            mi = add_t("matmul", "tcu.matmul", [ai, bi] + ([bias] if bias else []), (m_, n_), dt,
+                       dict(m=m_, n=n_, k=k_), lw, op)
             g.ops[-1].epilogue = tuple(epi)
             parts.append(add_t("reshape", "dtdu.copy", [mi], (1, m_, n_), dt, {},
                                Lowering("reshape"), op, op.results[0] if bt == 1 else None))
@@ -219,9 +246,16 @@ def from_module(module: ModuleOp, max_cvu_stages: int = 8) -> IRGraph:
             continue
         if nm == "func.return":
             for v in op.operands:
-                if v in consts:
-                    raise ScheduleError(f"{where}: returning a constant is not supported")
-                outputs.append(tname(v))
+                if v in consts and isinstance(consts[v], tuple):
+                    raise ScheduleError(f"{where}: returning a bias broadcast is not supported")
+                src = const_tensor(v, consts[v]) if v in consts else tname(v)
+                t = g.tensors[src]
+                if t.kind in ("input", "weight") or src in outputs:
+                    # an input, a constant (ONNX Identity, a no-op reduction, Shape folded to a
+                    # constant) or a value returned twice: the program copies it (one DMA)
+                    src = add_t("copy", "dtdu.copy", [src], t.shape, t.dtype, {},
+                                Lowering("reshape"), op)
+                outputs.append(src)
             continue
         if nm == "quant.scast":  # quantized <-> storage type: the same buffer
             src = op.operands[0]
@@ -273,8 +307,10 @@ def from_module(module: ModuleOp, max_cvu_stages: int = 8) -> IRGraph:
             src = op.operands[0]
             users_ = [u.operation for u in op.results[0].uses]
             if src in consts and users_ and all(
-                    u.name in ("linalg.matmul", "linalg.conv_2d_nhwc_hwcf")
-                    and u.operands[-1] is op.results[0] for u in users_):
+                    u.name in ("linalg.matmul", "linalg.conv_2d_nhwc_hwcf", "linalg.batch_matmul")
+                    and u.operands[-1] is op.results[0] for u in users_) and \
+                    list(op.dimensions.get_values()) == list(  # type: ignore[attr-defined]
+                        range(len(_shape(op.results[0])) - 1)):
                 consts[op.results[0]] = ("bias", consts[src], src)  # type: ignore[assignment]
                 continue
             if src in consts:
@@ -651,8 +687,6 @@ def from_module(module: ModuleOp, max_cvu_stages: int = 8) -> IRGraph:
         raise ScheduleError(f"{where}: {nm} is not supported by m100-schedule")
     for o in outputs:
         t = g.tensors[o]
-        if t.kind == "input":
-            raise ScheduleError(f"@{fn.sym_name.data}: returning an input unchanged is not supported")
         g.tensors[o] = Tensor(t.name, t.shape, t.dtype, "output")
     if not g.ops:
         raise ScheduleError(f"@{fn.sym_name.data}: nothing to schedule")

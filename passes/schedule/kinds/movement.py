@@ -87,7 +87,16 @@ def emit_op(em, op) -> None:
         # iterate the result; dims of size 1 that the result dropped are fixed offsets
         kept = [d for d in range(len(sizes))]
         if len(o_shape) != len(sizes):
-            kept = [d for d in range(len(sizes)) if sizes[d] != 1]
+            # which unit dims were dropped: match the result dims left to right (any matching
+            # of unit dims gives the same addresses: a unit dim contributes no offset)
+            kept, j = [], 0
+            for d in range(len(sizes)):
+                if j < len(o_shape) and sizes[d] == o_shape[j] and \
+                        len(sizes) - d - 1 >= len(o_shape) - j - 1:
+                    kept.append(d)
+                    j += 1
+                elif sizes[d] != 1:
+                    break
             if len(kept) != len(o_shape):
                 raise ScheduleError(f"op '{op.name}': unsupported rank-reducing slice")
         lin = []

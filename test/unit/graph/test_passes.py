@@ -190,14 +190,14 @@ def test_classify_unary_rejects_near_misses():
 
 # --- check-supported / classify-ops contract ---------------------------------------------------
 def test_unsupported_is_user_error():
-    text = (LIT / "Inputs" / "unsupported_sin.mlir").read_text()
+    text = (LIT / "Inputs" / "unsupported_cbrt.mlir").read_text()
     ctx = make_context()
     m = load_mlir_text(text, ctx)
     with pytest.raises(UnsupportedOpError) as info:
         CheckSupported().apply(ctx, m)
     assert isinstance(info.value, M100Error)
     msg = str(info.value)
-    assert "\n" not in msg and "math.sin" in msg and "@sine" in msg and "1 more" in msg
+    assert "\n" not in msg and "math.cbrt" in msg and "@cbrt" in msg and "1 more" in msg
     with pytest.raises(UnsupportedOpError):
         ClassifyOps().apply(ctx, m)
 

@@ -119,6 +119,35 @@ def test_unsupported_body_op_is_one_line():
     assert "remf" in str(ei.value) and "\n" not in str(ei.value)
 
 
+def test_batched_linear_with_bias_and_broadcast_batch_matmul():
+    """[B, S, D] @ W + b (one weight for every batch, bias fused) and [B, H, S, D] @ [H, D, T]
+    (batch dims broadcast), against numpy matmul."""
+    rng = np.random.default_rng(5)
+    w = rng.standard_normal((8, 6)).astype(np.float32)
+    b = rng.standard_normal(6).astype(np.float32)
+    m = _model([helper.make_node("MatMul", ["x", "w"], ["h"]), helper.make_node("Add", ["h", "b"], ["y"])],
+               [_vi("x", [2, 5, 8])], [_vi("y", [2, 5, 6])],
+               [numpy_helper.from_array(w, "w"), numpy_helper.from_array(b, "b")])
+    x = rng.standard_normal((2, 5, 8)).astype(np.float32)
+    (y,) = _run(m, x)
+    np.testing.assert_allclose(y, x.astype(np.float64) @ w + b, rtol=1e-5, atol=1e-5)
+    m = _model([helper.make_node("MatMul", ["p", "q"], ["y"])], [_vi("p", [2, 3, 4, 5]), _vi("q", [3, 5, 2])],
+               [_vi("y", [2, 3, 4, 2])])
+    p = rng.standard_normal((2, 3, 4, 5)).astype(np.float32)
+    q = rng.standard_normal((3, 5, 2)).astype(np.float32)
+    (y,) = _run(m, p, q)
+    np.testing.assert_allclose(y, np.matmul(p.astype(np.float64), q), rtol=1e-5, atol=1e-5)
+
+
+def test_identity_and_returned_constant_are_copied():
+    m = _model([helper.make_node("Identity", ["x"], ["y"]), helper.make_node("Relu", ["x"], ["z"])],
+               [_vi("x", [3, 4])], [_vi("y", [3, 4]), _vi("z", [3, 4])])
+    x = np.random.default_rng(6).standard_normal((3, 4)).astype(np.float32)
+    y, z = _run(m, x)
+    np.testing.assert_array_equal(y, x)
+    np.testing.assert_array_equal(z, np.maximum(x, 0))
+
+
 # --- the backend's shape-parameter binding ---------------------------------------------------------
 def test_shape_params_are_bound_per_value():
     m = _model([helper.make_node("Reshape", ["x", "shape"], ["y"])],
