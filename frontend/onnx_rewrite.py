@@ -21,6 +21,14 @@ graph outputs and downstream consumers are unchanged.
   has no tensors of; rewritten into the numerically stable f32 form
   ``Log(ReduceSum(Exp(x - ReduceMax(x, keepdims=1)))) + ReduceMax(x)`` with the node's axes and
   keepdims (not when it is the identity: empty axes with ``noop_with_empty_axes``).
+- ``LpNormalization`` (p 1 or 2, float32): torch-mlir divides by the norm, 0/0 = NaN where the
+  ONNX definition gives 0 (``test_l2normalization_axis_0``); rewritten into ReduceL1/L2 and
+  ``x / (norm + 1 - sign(norm)) * sign(norm)`` (exactly ``x / norm`` where the norm is not 0).
+- ``InstanceNormalization`` (float32, static shape): torch-mlir's form is a norm over H, W that
+  the scheduler's norm op (last axis) does not take; rewritten into Reshape ``[N, C, H*W]``,
+  LayerNormalization over the last axis, Reshape back, per-channel scale and bias.
+- ``Attention`` (opset 23/24): torch-mlir cannot lower it; decomposed into MatMul / Softmax /
+  masks per the ONNX definition by :mod:`m100.frontend.onnx_rewrite_attention`.
 - ``LSTM`` with peephole weights (input ``P``): torch-mlir drops ``P`` (``test_lstm_with_peepholes``
   gave wrong numbers through the whole stack); refused the same way.
 """
@@ -46,6 +54,19 @@ def _ranks_and_types(graph) -> tuple[dict[str, int], dict[str, int]]:
         ranks[init.name] = len(init.dims)
         types[init.name] = init.data_type
     return ranks, types
+
+
+def _static_shapes(graph) -> dict[str, list[int]]:
+    """Value name -> its static shape (only fully known shapes)."""
+    out: dict[str, list[int]] = {}
+    for vi in list(graph.input) + list(graph.value_info) + list(graph.output):
+        if vi.type.HasField("tensor_type") and vi.type.tensor_type.HasField("shape"):
+            dims = vi.type.tensor_type.shape.dim
+            if all(d.HasField("dim_value") for d in dims):
+                out[vi.name] = [d.dim_value for d in dims]
+    for init in graph.initializer:
+        out[init.name] = list(init.dims)
+    return out
 
 
 class _Names:
@@ -184,6 +205,63 @@ def _logsumexp(node, names, helper):
     return nodes, []
 
 
+def _lp_normalization(node, opset, names, helper, numpy_helper):
+    """LpNormalization (p = 1 or 2) -> ``x / d * sign(norm)`` with ``d = norm + 1 - sign(norm)``:
+    the ONNX definition gives 0 where the norm is 0 (torch-mlir divides: 0/0 = NaN)."""
+    attrs = {a.name: helper.get_attribute_value(a) for a in node.attribute}
+    p, axis = int(attrs.get("p", 2)), int(attrs.get("axis", -1))
+    if p not in (1, 2):
+        return None
+    x, y = node.input[0], node.output[0]
+    base = node.name or y
+    t = {k: names(f"lpn_{k}") for k in ("norm", "sg", "one_m", "d", "q")}
+    one = names("lpn_one")
+    red = "ReduceL2" if p == 2 else "ReduceL1"
+    if opset >= 18:
+        ax = names("lpn_axes")
+        inits = [numpy_helper.from_array(np.array([axis], np.int64), ax)]
+        rnode = helper.make_node(red, [x, ax], [t["norm"]], keepdims=1, name=f"{base}/m100_{red}")
+    else:
+        inits = []
+        rnode = helper.make_node(red, [x], [t["norm"]], axes=[axis], keepdims=1,
+                                 name=f"{base}/m100_{red}")
+    inits.append(numpy_helper.from_array(np.array(1.0, np.float32), one))
+    mk = lambda op, ins, out: helper.make_node(op, ins, [out], name=f"{base}/m100_{op}_{out}")  # noqa: E731
+    nodes = [rnode, mk("Sign", [t["norm"]], t["sg"]), mk("Sub", [one, t["sg"]], t["one_m"]),
+             mk("Add", [t["norm"], t["one_m"]], t["d"]), mk("Div", [x, t["d"]], t["q"]),
+             mk("Mul", [t["q"], t["sg"]], y)]
+    return nodes, inits
+
+
+def _instance_norm(node, shapes, names, helper, numpy_helper):
+    """InstanceNormalization of a static-shape float32 ``[N, C, ...]`` -> Reshape ``[N, C, S]``,
+    LayerNormalization over the last axis (no affine; a last-axis norm is one CVU op),
+    Reshape back, per-channel ``* scale + bias`` (the ONNX definition, same epsilon)."""
+    shp = shapes.get(node.input[0])
+    if shp is None or len(shp) < 3:
+        return None
+    attrs = {a.name: helper.get_attribute_value(a) for a in node.attribute}
+    eps = float(attrs.get("epsilon", 1e-5))
+    n, c = shp[0], shp[1]
+    sp = int(np.prod(shp[2:]))
+    base = node.name or node.output[0]
+    t = {k: names(f"inorm_{k}") for k in ("flat", "norm", "back", "scaled", "s3", "b3",
+                                              "shape1", "shape2", "cshape", "ones")}
+    inits = [numpy_helper.from_array(np.array([n, c, sp], np.int64), t["shape1"]),
+             numpy_helper.from_array(np.array(shp, np.int64), t["shape2"]),
+             numpy_helper.from_array(np.array([c] + [1] * (len(shp) - 2), np.int64), t["cshape"]),
+             numpy_helper.from_array(np.ones(sp, np.float32), t["ones"])]
+    mk = lambda op, ins, out, **kw: helper.make_node(op, ins, [out], name=f"{base}/m100_{op}_{out}", **kw)  # noqa: E731
+    nodes = [mk("Reshape", [node.input[0], t["shape1"]], t["flat"]),
+             mk("LayerNormalization", [t["flat"], t["ones"]], t["norm"], axis=-1, epsilon=eps),
+             mk("Reshape", [t["norm"], t["shape2"]], t["back"]),
+             mk("Reshape", [node.input[1], t["cshape"]], t["s3"]),
+             mk("Reshape", [node.input[2], t["cshape"]], t["b3"]),
+             mk("Mul", [t["back"], t["s3"]], t["scaled"]),
+             mk("Add", [t["scaled"], t["b3"]], node.output[0])]
+    return nodes, inits
+
+
 def rewrite_for_torch_mlir(model):
     """Apply the rewrites above to ``model`` (shape-inferred) in place; return the number rewritten."""
     from onnx import helper, numpy_helper
@@ -205,6 +283,14 @@ def rewrite_for_torch_mlir(model):
             elif node.op_type == "ReduceLogSumExp" and opset >= 13 and \
                     types.get(node.input[0]) == 1:  # float32
                 repl = _logsumexp(node, names, helper)
+            elif node.op_type == "LpNormalization" and types.get(node.input[0]) == 1:
+                repl = _lp_normalization(node, opset, names, helper, numpy_helper)
+            elif node.op_type == "InstanceNormalization" and types.get(node.input[0]) == 1 \
+                    and opset >= 17:
+                repl = _instance_norm(node, _static_shapes(graph), names, helper, numpy_helper)
+            elif node.op_type == "Attention":
+                from m100.frontend.onnx_rewrite_attention import rewrite_attention
+                repl = rewrite_attention(node, graph, types, names, helper, numpy_helper)
             elif node.op_type == "Gemm":
                 repl = _gemm_alpha(node, types.get(node.input[0]), names, helper, numpy_helper)
             elif node.op_type == "SpaceToDepth":

@@ -221,7 +221,7 @@ def _expr_stages(exprs, n_in: int, where: str) -> tuple[Stage, ...]:
             "floor": CvuOp.FLOOR, "ceil": CvuOp.CEIL, "sin": CvuOp.SIN, "cos": CvuOp.COS,
             "atan": CvuOp.ATAN, "roundeven": CvuOp.ROUND}
     # math ops composed of several stages (ELEMENTARY: the formulas and their accuracy)
-    composed = set(ELEMENTARY) | {"extf", "truncf"}
+    composed = set(ELEMENTARY) | {"extf", "truncf", "sitofp"}
 
     def emit(op: CvuOp, args: tuple[Ref, ...]) -> Ref:
         stages.append(Stage(op, args))
@@ -240,9 +240,13 @@ def _expr_stages(exprs, n_in: int, where: str) -> tuple[Stage, ...]:
             r = emit(binop[k], (go(e.args[0]), go(e.args[1])))
         elif k in unop:
             r = emit(unop[k], (go(e.args[0]),))
-        elif k in ("extf", "truncf"):
+        elif k in ("extf", "truncf", "sitofp"):
             # f32 <-> f64 around a comparison or arithmetic in a torch-mlir body: the CVU
-            # computes in f32 (tensors of f64 are refused by the scheduler)
+            # computes in f32 (tensors of f64 are refused by the scheduler); sitofp of an input
+            # element: the CVU reads every input walk as f32 (signed integers converted to the
+            # nearest f32, as sitofp rounds)
+            if k == "sitofp" and e.args[0].kind != "in":
+                raise ScheduleError(f"{where}: sitofp of a computed integer has no CVU stage")
             r = go(e.args[0])
         elif k in ELEMENTARY:
             r = ELEMENTARY[k](emit, go(e.args[0]))

@@ -182,3 +182,92 @@ def test_metric_population():
     assert node_tests.metric(rs) == (1, 2)
     doc = node_tests.render_docs(rs, {"onnx": "1"})
     assert "Acceptance metric (issue 12): **1 of 2 = 50.0 %**" in doc and "non-expanded" in doc
+
+
+# --- Attention (opset 23) decomposed before torch-mlir (frontend/onnx_rewrite_attention.py) --------
+def _attention_model(q, k, v, mask=None, past=None, n_out=1, opset=23, **attrs):
+    ins = [_vi("Q", list(q.shape)), _vi("K", list(k.shape)), _vi("V", list(v.shape))]
+    names = ["Q", "K", "V"]
+    if mask is not None:
+        ins.append(_vi("mask", list(mask.shape)))
+        names.append("mask")
+    if past is not None:
+        names += ([""] if mask is None else []) + ["pk", "pv"]
+        ins += [_vi("pk", list(past[0].shape)), _vi("pv", list(past[1].shape))]
+    outs = ["Y", "present_key", "present_value", "qk"][:n_out]
+    node = helper.make_node("Attention", names, outs, **attrs)
+    ranks = [q.ndim, 4, 4, 4]
+    return _model([node], ins, [_vi(o, [f"{o}{i}" for i in range(r)]) for o, r in zip(outs, ranks)],
+                  opset=opset)
+
+
+@pytest.mark.parametrize("case", ["4d_gqa_causal_softcap_mask", "3d_past_mode2", "masked_row"])
+def test_attention_against_onnx_reference(case):
+    from onnx.reference import ReferenceEvaluator
+    rng = np.random.default_rng(7)
+    f = lambda *s: rng.standard_normal(s).astype(np.float32)  # noqa: E731
+    if case == "4d_gqa_causal_softcap_mask":
+        feeds = dict(Q=f(1, 4, 3, 8), K=f(1, 2, 5, 8), V=f(1, 2, 5, 6), mask=f(3, 5))
+        m = _attention_model(feeds["Q"], feeds["K"], feeds["V"], feeds["mask"], is_causal=1,
+                             softcap=2.0)
+    elif case == "3d_past_mode2":
+        feeds = dict(Q=f(2, 3, 12), K=f(2, 3, 12), V=f(2, 3, 12), mask=f(3, 7), pk=f(2, 3, 4, 4),
+                     pv=f(2, 3, 4, 4))
+        m = _attention_model(feeds["Q"], feeds["K"], feeds["V"], feeds["mask"],
+                             past=(feeds["pk"], feeds["pv"]), n_out=4, q_num_heads=3,
+                             kv_num_heads=3, qk_matmul_output_mode=2)
+    else:  # a runtime mask with one fully masked row: that row of Y is 0, not NaN
+        mask = f(4, 6)
+        mask[1, :] = -np.inf
+        mask[2, :3] = -np.inf
+        feeds = dict(Q=f(1, 2, 4, 8), K=f(1, 2, 6, 8), V=f(1, 2, 6, 8), mask=mask)
+        m = _attention_model(feeds["Q"], feeds["K"], feeds["V"], feeds["mask"])
+    names = [i.name for i in m.graph.input]
+    got = M100Backend.prepare(m, machine="tiny").run([feeds[n] for n in names])
+    want = ReferenceEvaluator(m).run(None, feeds)
+    for g_, w_ in zip(got, want):
+        np.testing.assert_allclose(g_, w_, rtol=1e-4, atol=1e-5)
+    if case == "masked_row":
+        assert np.all(got[0][:, :, 1, :] == 0)
+
+
+def test_attention_refusals_are_one_line():
+    q = np.zeros((1, 2, 4, 8), np.float32)
+    m = _attention_model(q, q, q, opset=24)
+    m.graph.node[0].input.extend(["", "", "", "nonpad"])
+    m.graph.input.append(_vi("nonpad", [1], TensorProto.INT64))
+    with pytest.raises(M100Error) as ei:
+        M100Backend.prepare(m, machine="tiny", bind=False)
+    assert "nonpad_kv_seqlen" in str(ei.value) and "\n" not in str(ei.value)
+
+
+def test_lp_normalization_zero_norm_gives_zero():
+    """ONNX LpNormalization: 0 where the norm is 0 (torch-mlir's form gave NaN: 0/0)."""
+    x = np.array([[[1, 2, 2], [3, 4, 0]], [[0, 5, 5], [6, 8, 0]]], np.float32)
+    for p in (1, 2):
+        m = _model([helper.make_node("LpNormalization", ["x"], ["y"], axis=0, p=p)],
+                   [_vi("x", [2, 2, 3])], [_vi("y", [2, 2, 3])])
+        (y,) = _run(m, x)
+        norm = np.sum(np.abs(x.astype(np.float64)) ** p, axis=0, keepdims=True) ** (1 / p)
+        want = np.where(norm == 0, 0.0, x / np.where(norm == 0, 1, norm))
+        np.testing.assert_allclose(y, want, rtol=1e-6)
+        assert y[0, 1, 2] == 0 and not np.isnan(y).any()
+
+
+def test_instance_norm_and_int_exponent_pow():
+    rng = np.random.default_rng(8)
+    x = rng.standard_normal((2, 3, 4, 5)).astype(np.float32)
+    s, b = rng.standard_normal(3).astype(np.float32), rng.standard_normal(3).astype(np.float32)
+    m = _model([helper.make_node("InstanceNormalization", ["x", "s", "b"], ["y"], epsilon=1e-3)],
+               [_vi("x", [2, 3, 4, 5]), _vi("s", [3]), _vi("b", [3])], [_vi("y", [2, 3, 4, 5])])
+    (y,) = _run(m, x, s, b)
+    x64 = x.astype(np.float64)
+    mu, var = x64.mean(axis=(2, 3), keepdims=True), x64.var(axis=(2, 3), keepdims=True)
+    want = s.reshape(3, 1, 1) * (x64 - mu) / np.sqrt(var + 1e-3) + b.reshape(3, 1, 1)
+    np.testing.assert_allclose(y, want, rtol=1e-4, atol=1e-5)
+    e = np.array([[0, 1, 2, 3], [-1, 2, 3, 1]], np.int32)
+    base = rng.uniform(0.5, 2.0, (2, 4)).astype(np.float32)
+    m = _model([helper.make_node("Pow", ["x", "e"], ["y"])],
+               [_vi("x", [2, 4]), _vi("e", [2, 4], TensorProto.INT32)], [_vi("y", [2, 4])])
+    (y,) = _run(m, base, e)
+    np.testing.assert_allclose(y, base.astype(np.float64) ** e, rtol=2e-6)
