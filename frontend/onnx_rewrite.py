@@ -27,6 +27,8 @@ graph outputs and downstream consumers are unchanged.
 - ``InstanceNormalization`` (float32, static shape): torch-mlir's form is a norm over H, W that
   the scheduler's norm op (last axis) does not take; rewritten into Reshape ``[N, C, H*W]``,
   LayerNormalization over the last axis, Reshape back, per-channel scale and bias.
+- ``CenterCropPad`` with a constant ``shape``: torch-mlir computes the window with
+  ``tensor.extract``; rewritten into Slice (start ``d // 2``) and a zero Pad per the definition.
 - ``Attention`` (opset 23/24): torch-mlir cannot lower it; decomposed into MatMul / Softmax /
   masks per the ONNX definition by :mod:`m100.frontend.onnx_rewrite_attention`.
 - ``LSTM`` with peephole weights (input ``P``): torch-mlir drops ``P`` (``test_lstm_with_peepholes``
@@ -262,6 +264,53 @@ def _instance_norm(node, shapes, names, helper, numpy_helper):
     return nodes, inits
 
 
+def _center_crop_pad(node, graph, shapes, names, helper, numpy_helper):
+    """CenterCropPad with a constant ``shape`` (an initializer) and a static input shape -> Slice
+    (the centred window, start ``d // 2``) then Pad with zeros (``d // 2`` before, the rest after),
+    per the ONNX definition; torch-mlir's form computes the window with tensor.extract."""
+    from onnx import numpy_helper as nh
+
+    init = {i.name: i for i in graph.initializer}
+    x, y = node.input[0], node.output[0]
+    shp = shapes.get(x)
+    if shp is None or node.input[1] not in init:
+        return None
+    target = [int(v) for v in nh.to_array(init[node.input[1]]).reshape(-1)]
+    attrs = {a.name: helper.get_attribute_value(a) for a in node.attribute}
+    r = len(shp)
+    axes = [int(a) % r for a in attrs.get("axes", list(range(r)))]
+    starts, ends, c_axes = [], [], []
+    pads = [0] * (2 * r)
+    for a, t in zip(axes, target):
+        d = shp[a] - t
+        if d > 0:
+            starts.append(d // 2)
+            ends.append(d // 2 + t)
+            c_axes.append(a)
+        elif d < 0:
+            pads[a], pads[r + a] = (-d) // 2, -d - (-d) // 2
+    base = node.name or y
+    nodes, inits, cur = [], [], x
+
+    def const(hint, v):
+        n = names(f"ccp_{hint}")
+        inits.append(numpy_helper.from_array(np.array(v, np.int64), n))
+        return n
+
+    if c_axes:
+        out = y if not any(pads) else names("ccp_crop")
+        nodes.append(helper.make_node("Slice", [cur, const("starts", starts), const("ends", ends),
+                                                const("axes", c_axes)], [out],
+                                      name=f"{base}/m100_Slice"))
+        cur = out
+    if any(pads):
+        nodes.append(helper.make_node("Pad", [cur, const("pads", pads)], [y], mode="constant",
+                                      name=f"{base}/m100_Pad"))
+    if not nodes:
+        nodes.append(helper.make_node("Identity", [x], [y], name=f"{base}/m100_Identity"))
+    return nodes, inits
+
+
 def rewrite_for_torch_mlir(model):
     """Apply the rewrites above to ``model`` (shape-inferred) in place; return the number rewritten."""
     from onnx import helper, numpy_helper
@@ -288,6 +337,9 @@ def rewrite_for_torch_mlir(model):
             elif node.op_type == "InstanceNormalization" and types.get(node.input[0]) == 1 \
                     and opset >= 17:
                 repl = _instance_norm(node, _static_shapes(graph), names, helper, numpy_helper)
+            elif node.op_type == "CenterCropPad" and opset >= 18:
+                repl = _center_crop_pad(node, graph, _static_shapes(graph), names, helper,
+                                        numpy_helper)
             elif node.op_type == "Attention":
                 from m100.frontend.onnx_rewrite_attention import rewrite_attention
                 repl = rewrite_attention(node, graph, types, names, helper, numpy_helper)

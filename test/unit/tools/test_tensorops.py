@@ -271,3 +271,14 @@ def test_instance_norm_and_int_exponent_pow():
                [_vi("x", [2, 4]), _vi("e", [2, 4], TensorProto.INT32)], [_vi("y", [2, 4])])
     (y,) = _run(m, base, e)
     np.testing.assert_allclose(y, base.astype(np.float64) ** e, rtol=2e-6)
+
+
+def test_center_crop_pad_odd_differences():
+    """Crop 7 -> 4 (start 1) on axis 0 and pad 3 -> 6 (1 before, 2 after) on axis 1."""
+    x = np.arange(21, dtype=np.float32).reshape(7, 3)
+    m = _model([helper.make_node("CenterCropPad", ["x", "s"], ["y"])], [_vi("x", [7, 3])],
+               [_vi("y", [4, 6])], [numpy_helper.from_array(np.array([4, 6], np.int64), "s")])
+    (y,) = _run(m, x)
+    want = np.zeros((4, 6), np.float32)
+    want[:, 1:4] = x[1:5]
+    np.testing.assert_array_equal(y, want)
