@@ -84,6 +84,9 @@ class Job:
     cost: Cost
     remaining: float = 1.0
     rate: float = 0.0
+    cols: np.ndarray | None = None  # the resource columns it puts demand on (Engine._col)
+    use: np.ndarray | None = None  # that demand per cycle at its alone rate
+    crit: bool = False  # on some column alone its demand rounds above the capacity
 
 
 def unit_name(key: tuple[Unit, int]) -> str:
@@ -92,6 +95,9 @@ def unit_name(key: tuple[Unit, int]) -> str:
 
 
 PIPELINED = frozenset({Unit.TCU, Unit.CVU, Unit.DTDU})
+#: Skip :func:`~m100.sim.timing.share` when it would give every job its alone rate
+#: (``Engine._unlimited``). False: always call it (tests compare the two bit for bit).
+SHARE_SHORTCUT = True
 DRAIN_TID = 16  # trace: the drain track of unit tid is tid + DRAIN_TID
 
 
@@ -140,6 +146,14 @@ class Engine:
         self.jobs: dict[int, Job] = {}
         self.fluid_t = 0.0
         self.fluid_version = 0
+        # per resource column (HBSM banks of every TPB, then links as they appear): the number of
+        # streaming jobs with demand on it and the running sum of their demands at their alone
+        # rates -- lets _reshare see when max-min sharing has nothing to do (see _unlimited)
+        self.col_id: dict[tuple, int] = {}
+        self.col_cap = np.ones(machine.num_tpbs * machine.hbsm_banks)
+        self.col_use = np.zeros(self.col_cap.size)
+        self.col_cnt = np.zeros(self.col_cap.size, dtype=np.int64)
+        self.col_updates = 0
         self.flow_ids = itertools.count(1)
         self.bytes: dict[str, float] = {}
         self.macs: dict[int, float] = {}
@@ -311,14 +325,77 @@ class Engine:
                     j.remaining -= j.rate * dt
         self.fluid_t = self.now
 
+    def _col(self, key: tuple) -> int:
+        i = self.col_id.get(key)
+        if i is None:
+            i = self.col_id[key] = self.col_cap.size
+            self.col_cap = np.append(self.col_cap, self.cap(key))
+            self.col_use = np.append(self.col_use, 0.0)
+            self.col_cnt = np.append(self.col_cnt, 0)
+        return i
+
+    def _add_use(self, job: Job, sign: int) -> None:
+        """Add (sign 1) or remove (-1) a streaming job's demands to the column sums."""
+        if job.cols is None:
+            cost, banks = job.cost, self.m.hbsm_banks
+            w = cost.alone
+            cols, use = [], []
+            if math.isfinite(w):  # else no streaming work: no demand (share freezes it)
+                for t, acc in cost.banks.items():
+                    acc = np.asarray(acc, dtype=np.float64)
+                    nz = np.flatnonzero(acc)
+                    cols.append(t * banks + nz)
+                    use.append(w * acc[nz])
+                links = [(self._col(k), w * v) for k, v in cost.links.items() if v != 0]
+                cols.append(np.array([c for c, _ in links], dtype=np.int64))
+                use.append(np.array([u for _, u in links], dtype=np.float64))
+            job.cols = np.concatenate(cols) if cols else np.zeros(0, dtype=np.int64)
+            job.use = np.concatenate(use) if use else np.zeros(0)
+            cap = self.col_cap[job.cols]
+            with np.errstate(divide="ignore"):
+                inc = np.where(job.use > 1e-12, cap / job.use, np.inf)
+            job.crit = bool((inc < 1.0).any())
+        if job.cols.size:
+            self.col_use[job.cols] += sign * job.use  # distinct columns per job
+            self.col_cnt[job.cols] += sign
+        self.col_updates += 1
+
+    def _unlimited(self, jobs: list[Job]) -> bool:
+        """True when :func:`share` would give every job exactly its alone rate.
+
+        ``share``'s first step raises every job by ``d = min(1, min over columns of capacity /
+        demand)`` and stops with rates ``d * alone`` if ``d >= 1 - 1e-12``; ``d`` is exactly 1
+        when no ratio is below 1. A column used by several jobs whose running demand sum is under
+        its capacity by a 1e-7 margin (far more than the rounding of either sum: each job's own
+        demand is at most the capacity) has a ratio above 1; a column used by one job has that
+        job's own ratio (``crit``: one below 1, from rounding, sends the case to ``share``)."""
+        if not self.jobs:
+            self.col_use[:] = 0.0  # no drift carried over
+            return True
+        if self.col_updates >= 4096:  # recompute the running sums now and then (drift)
+            self.col_use[:] = 0.0
+            self.col_cnt[:] = 0
+            for j in jobs:
+                self._add_use(j, 1)
+            self.col_updates = 0
+        if any(j.crit for j in jobs):
+            return False
+        multi = self.col_cnt >= 2
+        return bool((self.col_use[multi] <= self.col_cap[multi] * (1.0 - 1e-7)).all())
+
     def _reshare(self) -> None:
         jobs = list(self.jobs.values())
         self.fluid_version += 1
         if not jobs:
+            self._unlimited(jobs)
             return
-        caps = {k: self.cap(k) for j in jobs for k in j.cost.links}
         causes: list[str] = []
-        rates = share([j.cost for j in jobs], caps, self.m.hbsm_banks, causes)
+        if SHARE_SHORTCUT and self._unlimited(jobs):
+            rates = [j.cost.alone for j in jobs]
+            causes = [""] * len(jobs)
+        else:
+            caps = {k: self.cap(k) for j in jobs for k in j.cost.links}
+            rates = share([j.cost for j in jobs], caps, self.m.hbsm_banks, causes)
         t_next = math.inf
         for j, r, cause in zip(jobs, rates, causes):
             j.rate = float(r)
@@ -338,6 +415,7 @@ class Engine:
         us.alone += 0.0 if not math.isfinite(r) else 1.0 / r
         self._advance()
         self.jobs[u] = Job(u, cost)
+        self._add_use(self.jobs[u], 1)
         self._reshare()
 
     def ev_fluid(self, version: int) -> None:
@@ -350,7 +428,7 @@ class Engine:
             self._reshare()
             return
         for u in done:
-            del self.jobs[u]
+            self._add_use(self.jobs.pop(u), -1)
         self._reshare()
         for u in done:
             self.ev_block_done(u)

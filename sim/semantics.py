@@ -321,7 +321,10 @@ class Conv2DExec(TcuExec):
             uniq = np.flatnonzero(mask)
         else:
             uniq = self._touched(b)
-        acc = Access(i.x, i.tpb, walk_offsets(i.x)[uniq])
+        if twu.STRIDED and uniq.size == i.x.num_elements:  # every element: the whole walk
+            acc = Access(i.x, i.tpb)
+        else:
+            acc = Access(i.x, i.tpb, walk_offsets(i.x)[uniq])
         self._last_x = (b, acc, uniq)
         return acc, uniq
 

@@ -452,8 +452,17 @@ def _encode_bits(inst: Instruction, machine: Machine, check: bool) -> tuple[int,
 
 
 def instruction_bits(inst: Instruction, machine: Machine, check: bool = True) -> int:
-    """The exact encoded size of ``inst`` in bits (header included, byte padding excluded)."""
-    return _encode_bits(inst, machine, check)[1]
+    """The exact encoded size of ``inst`` in bits (header included, byte padding excluded).
+    Remembered on the (immutable) instruction per machine; a decoded instruction arrives with the
+    size its header gave (the decoder checked that its fields use exactly that many bits)."""
+    got = inst.__dict__.get("_bits_on")
+    if got is not None and got[0] is machine:
+        if check:
+            inst.check(machine)
+        return got[1]
+    n = _encode_bits(inst, machine, check)[1]
+    object.__setattr__(inst, "_bits_on", (machine, n))
+    return n
 
 
 def encode_instruction(inst: Instruction, machine: Machine, check: bool = True) -> bytes:
@@ -509,6 +518,7 @@ def decode_instruction_at(data: bytes, byte_pos: int, machine: Machine) -> tuple
     except Exception as e:  # noqa: BLE001 -- garbage must never escape as a crash
         raise DecodeError(bit, f"{kind.MNEMONIC}: invalid instruction "
                                f"({type(e).__name__}: {e})") from None
+    object.__setattr__(inst, "_bits_on", (machine, nbits))  # see instruction_bits
     return inst, byte_pos + nbytes
 
 

@@ -66,6 +66,25 @@ def test_strided_paths_equal_the_reference_paths(name):
     assert reported  # the comparison covered runs with reports
 
 
+@pytest.mark.parametrize("name", ["mlp", "convnet", "llama",
+                                  pytest.param("resnet18-32", marks=pytest.mark.slow)])
+def test_share_shortcut_equals_share(name, monkeypatch):
+    """Skipping max-min sharing when it would give every job its alone rate
+    (``m100.sim.engine.SHARE_SHORTCUT``) gives the same cycles, stats and reports, bit for bit."""
+    from m100.sim import engine
+
+    build, machine, tpbs = CASES[name]
+    cr = driver.compile(build(), machine=machine, tpbs=tpbs)
+    inputs = driver.random_inputs(cr.program, 3)
+    for kw in ({"mode": "timing"}, {"mode": "full"}, {"random_latency": 11}):
+        fast = driver.run(cr.program, inputs, **kw)
+        monkeypatch.setattr(engine, "SHARE_SHORTCUT", False)
+        ref = driver.run(cr.program, inputs, **kw)
+        monkeypatch.setattr(engine, "SHARE_SHORTCUT", True)
+        _same(fast, ref)
+        assert fast.stats["total_cycles"] > 0
+
+
 def test_in_memory_certificate_equals_the_written_file(tmp_path):
     from m100.frontend import load_onnx
 

@@ -27,6 +27,10 @@ def _roundtrip_one(inst, machine):
     assert data[0] == type(inst).OPCODE
     assert int.from_bytes(data[1:4], "big") == bits
     assert E.decode_instructions(data, machine) == [inst]
+    # the decoder hands its header's size to instruction_bits; the same as encoding afresh
+    dec = E.decode_instructions(data, machine)[0]
+    assert dec.__dict__["_bits_on"] == (machine, bits)
+    assert E.instruction_bits(dec, machine) == E._encode_bits(dec, machine, True)[1] == bits
     text = format_instruction(inst)
     assert "\n" not in text
     back = parse_instruction(text)
