@@ -293,8 +293,9 @@ class SymbolOp(IRDLOperation):
 
     def verify_(self) -> None:
         me = f"'tpb.symbol' \"{self.sym.data}\""
-        if self.role.data not in ("input", "output"):
-            raise VerifyException(f"{me}: role must be 'input' or 'output', not '{self.role.data}'")
+        if self.role.data not in ("input", "output", "weight"):
+            raise VerifyException(f"{me}: role must be 'input', 'output' or 'weight', not "
+                                  f"'{self.role.data}'")
         if self.space.data not in SPACE_BY_NAME:
             raise VerifyException(f"{me}: unknown memory space '{self.space.data}'")
         type_to_dtype(self.element_type)

@@ -54,7 +54,8 @@ def _load_model(model, name: str):
         if path.is_dir():
             raise FrontendError(f"{name}: is a directory, expected an .onnx file")
         try:
-            model = onnx.load(str(path))
+            from m100.frontend.shape_only import load_onnx_lazy
+            model = load_onnx_lazy(path)
         except Exception as e:  # protobuf DecodeError and friends
             raise FrontendError(f"{name}: not a valid ONNX model ({_one_line(e, 120)})") from None
     if not model.HasField("graph") or not model.opset_import:
@@ -76,6 +77,13 @@ def prepare_model(model, name: str = "<model>", opset: int | None = None):
     import onnx
 
     model = _load_model(model, name)
+    from m100.frontend.shape_only import _is_external, lift_shape_only_weights
+    if any(_is_external(t) for t in model.graph.initializer):
+        # compile by shape: weights without their bytes become graph inputs marked as weights
+        lifted = onnx.ModelProto()
+        lifted.CopyFrom(model)
+        lift_shape_only_weights(lifted)
+        model = lifted
     target = opset if opset is not None else (MIN_OPSET if _default_opset(model) < MIN_OPSET else None)
     if target is not None and target != _default_opset(model):
         try:
@@ -462,3 +470,10 @@ def name_io(module, model) -> None:
 
     fn.arg_attrs = attrs(ins)
     fn.res_attrs = attrs(outs)
+    from m100.frontend.shape_only import WEIGHT_ATTR, shape_only_names
+    weights = set(shape_only_names(model))
+    if weights:
+        from xdsl.dialects.builtin import UnitAttr
+        fn.arg_attrs = ArrayAttr([DictionaryAttr({NAME_ATTR: StringAttr(n),
+                                                  **({WEIGHT_ATTR: UnitAttr()} if n in weights
+                                                     else {})}) for n in ins])

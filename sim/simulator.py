@@ -143,12 +143,14 @@ class Simulator:
                 raise SimInputError("inputs by name need a program with a symbol table")
             return
         for s in self.program.symbols:
-            if s.role != "input":
+            if s.role not in ("input", "weight"):  # weights compiled by shape come like inputs
                 continue
             if s.name not in inputs:
                 if self.mode == "timing":  # no data is read: inputs are optional
                     continue
-                raise SimInputError(f"missing input '{s.name}' ({DType(s.dtype).short}"
+                what = "weight (compiled by shape: supply its values)" if s.role == "weight" \
+                    else "input"
+                raise SimInputError(f"missing {what} '{s.name}' ({DType(s.dtype).short}"
                                     f"{list(s.shape)}); the inputs file has: "
                                     f"{', '.join(sorted(inputs)) or 'nothing'}")
             v = np.asarray(inputs.pop(s.name))
@@ -168,7 +170,7 @@ class Simulator:
         if inputs:
             raise SimInputError(f"unknown input(s) {', '.join(sorted(inputs))}; the program's "
                                 f"inputs are: " + ", ".join(s.name for s in self.program.symbols
-                                                            if s.role == "input"))
+                                                            if s.role in ("input", "weight")))
 
     # --- run ----------------------------------------------------------------------------------
     def _records(self) -> tuple[list[InstRec], list[Report]]:

@@ -87,7 +87,8 @@ def load_model(src, ctx=None):
     if path.lower().endswith(".onnx"):
         import onnx
         try:
-            model = onnx.load(path)
+            from m100.frontend.shape_only import load_onnx_lazy
+            model = load_onnx_lazy(path)
         except Exception as e:  # noqa: BLE001 - onnx raises various errors for garbage files
             raise DriverError(f"{path}: not a readable ONNX model ({type(e).__name__})") from None
         if not model.HasField("graph") or not model.opset_import:
@@ -169,6 +170,13 @@ def compile(src, machine="m100", tpbs: int = 0, sync_mode: str = "dataflow", *,
             in_names, out_names = oi, oo
     program.metadata[META_INPUTS] = ",".join(in_names)
     program.metadata[META_OUTPUTS] = ",".join(out_names)
+    if model is not None and any(s.role == "weight" for s in program.symbols):
+        # compile by shape: which weights the caller supplies, and how each is dequantized
+        from m100.frontend.shape_only import WEIGHTS_KEY, lift_shape_only_weights, weights_metadata
+        lifted = type(model)()
+        lifted.CopyFrom(model)  # shape-only: no weight bytes to copy
+        lift_shape_only_weights(lifted)
+        program.metadata[WEIGHTS_KEY] = weights_metadata(lifted)
     cr = CompileResult(program, cert, "", timings, module, in_names, out_names, source, model,
                        cpu, m)
     cr.report = _report(cr, m)
@@ -220,6 +228,8 @@ def symbol_inputs(program, inputs: dict[str, np.ndarray]) -> dict[str, np.ndarra
     out = {}
     pairs = _names(program, META_INPUTS, "input")
     known = {m: s for m, s in pairs} | {s: s for _, s in pairs}
+    # weights compiled by shape are supplied by their (model) name like inputs
+    known |= {s.name: s.name for s in program.symbols if s.role == "weight"}
     for k, v in inputs.items():
         if k not in known:
             raise DriverError(f"unknown input '{k}'; the program's inputs are: "
@@ -495,6 +505,11 @@ def check_compiled(cr: CompileResult, *, seed: int = 0, rtol: float = 1e-3, atol
                    inputs_source: str = "inputs") -> CheckResult:
     """The run + oracle + compare half of :func:`check`, for an already compiled model."""
     _check_options(rtol, atol, random_latency)
+    shape_only = [s.name for s in cr.program.symbols if s.role == "weight"]
+    if shape_only:
+        raise DriverError(f"the model was compiled by shape: {len(shape_only)} weight(s) have no "
+                          f"data (e.g. '{shape_only[0]}'), so there is nothing to check against; "
+                          "give the external data file, or run it with m100-sim --timing-only")
     if inputs is None:
         inputs = random_inputs(cr.program, seed, cr.model)
     else:

@@ -271,7 +271,11 @@ class EmitterCore:
         buf = self.buffer(space, 0, t.shape or (1,), t.dtype, addr)
         self.mem[tensor] = buf
         self.mem_addr[tensor] = (space, addr)
-        if t.kind == "weight":
+        if t.kind == "weight" and tensor in self.irg.weight_symbols:
+            # compile by shape: a symbol (address, shape, dtype), the bytes come at run time
+            self.head.append(SymbolOp(self.irg.weight_symbols[tensor], "weight", t.shape or (1,),
+                                      _ELEM[t.dtype], space, addr))
+        elif t.kind == "weight":
             arr = np.ascontiguousarray(self.irg.data[tensor].astype(_NP[t.dtype]))
             self.head.append(SegmentOp(tensor, space, addr, arr.tobytes()))
         return buf

@@ -113,11 +113,19 @@ def from_module(module: ModuleOp, max_cvu_stages: int = 8) -> IRGraph:
         return n
 
     inputs = []
+    arg_syms, _ = symbol_names(fn, len(block.args), len(fn.function_type.outputs.data))
+    weight_syms: dict[str, str] = {}
+    in_syms: list[str] = []
     for i, a in enumerate(block.args):
         n = f"arg{i}"
-        g.add_tensor(Tensor(n, _shape(a), _dtype(a.type), "input"))
+        if _is_weight_arg(fn, i):  # compile by shape: a weight declared by shape and dtype only
+            g.add_tensor(Tensor(n, _shape(a), _dtype(a.type), "weight"))
+            weight_syms[n] = arg_syms[i]
+        else:
+            g.add_tensor(Tensor(n, _shape(a), _dtype(a.type), "input"))
+            inputs.append(n)
+            in_syms.append(arg_syms[i])
         names[a] = n
-        inputs.append(n)
 
     consts: dict[SSAValue, np.ndarray] = {}
     fills: dict[SSAValue, float] = {}  # linalg.fill results (scalar fill value)
@@ -690,8 +698,16 @@ def from_module(module: ModuleOp, max_cvu_stages: int = 8) -> IRGraph:
         g.tensors[o] = Tensor(t.name, t.shape, t.dtype, "output")
     if not g.ops:
         raise ScheduleError(f"@{fn.sym_name.data}: nothing to schedule")
-    in_syms, out_syms = symbol_names(fn, len(inputs), len(outputs))
-    return IRGraph(g, low, data, inputs, outputs, fn.sym_name.data, in_syms, out_syms)
+    _, out_syms = symbol_names(fn, len(block.args), len(outputs))
+    return IRGraph(g, low, data, inputs, outputs, fn.sym_name.data, in_syms, out_syms,
+                   weight_syms)
+
+
+def _is_weight_arg(fn: func.FuncOp, i: int) -> bool:
+    """Argument ``i`` of ``fn`` is a shape-only weight (``{m100.weight}``, :mod:`m100.frontend.shape_only`)."""
+    from m100.frontend.shape_only import WEIGHT_ATTR
+    attrs = fn.arg_attrs
+    return attrs is not None and i < len(attrs.data) and WEIGHT_ATTR in attrs.data[i].data
 
 
 def symbol_names(fn: func.FuncOp, n_in: int, n_out: int) -> tuple[list[str], list[str]]:

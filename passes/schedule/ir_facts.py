@@ -87,6 +87,9 @@ class IRGraph:
     # function's arguments/results, else ``arg<i>`` / ``result<i>``)
     input_symbols: list[str] = field(default_factory=list)
     output_symbols: list[str] = field(default_factory=list)
+    # compile by shape: weight tensors without data (``{m100.weight}`` function arguments) ->
+    # their program symbol name (role ``weight``; the caller supplies the bytes at run time)
+    weight_symbols: dict[str, str] = field(default_factory=dict)
 
 
 def _vec(op: Operation, name: str) -> list[int]:

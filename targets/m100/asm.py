@@ -604,9 +604,10 @@ def parse_program(text: str, filename: str = "<asm>") -> Program:
                 k = p.string("a metadata key")
                 prog.metadata[k] = p.string("a metadata value")
             elif d == ".symbol":
-                role = p.ident("'input' or 'output'")
-                if role.text not in ("input", "output"):
-                    raise p.error(f"a symbol role is 'input' or 'output', not {role.text!r}", role)
+                role = p.ident("'input', 'output' or 'weight'")
+                if role.text not in ("input", "output", "weight"):
+                    raise p.error(f"a symbol role is 'input', 'output' or 'weight', not "
+                                  f"{role.text!r}", role)
                 name = p.string("a symbol name") if p.peek().kind == "str" else \
                     p.ident("a symbol name").text
                 dt = p.dtype()

@@ -5,7 +5,8 @@ A :class:`Program` holds, for one machine (name + fingerprint):
 * ``streams``: the loosely sorted instruction stream of every cluster (key = cluster id), plus the
   CCB's DMA stream under :data:`CCB_STREAM` (-1);
 * ``segments``: initial memory contents (weights, constants) at DDR or CCB SRAM addresses;
-* ``symbols``: the program's inputs and outputs (name, role, shape, dtype, space, address);
+* ``symbols``: the program's inputs, outputs and shape-only weights (name, role, shape, dtype,
+  space, address);
 * ``metadata``: free-form string pairs (source model, compiler version, pass pipeline, ...).
 
 File layout (version :data:`PROGRAM_VERSION`; all integers little-endian; ``docs/isa.md`` has the
@@ -53,7 +54,9 @@ _SEC_NAMES = {SEC_STREAM: "stream", SEC_SEGMENT: "segment", SEC_SYMBOLS: "symbol
 
 _FIXED = struct.Struct("<8sHHQH")  # magic, version, enc version, fingerprint, name length
 _ENTRY = struct.Struct("<HHiQQII")  # kind, flags, id, offset, length, crc32, reserved
-_ROLES = ("input", "output")
+# 'weight': a weight compiled by shape (no segment holds its bytes; supplied at run time like an
+# input, optional in a timing-only run; ``frontend/shape_only.py``)
+_ROLES = ("input", "output", "weight")
 
 
 # metadata key of the machine description (``Machine.spec()`` JSON) of a non-preset machine
@@ -199,7 +202,7 @@ class Program:
                 raise ProgramError(f"{nm}: symbol names must be unique and non-empty")
             seen.add(s.name)
             if s.role not in _ROLES:
-                raise ProgramError(f"{nm}: role must be 'input' or 'output', not {s.role!r}")
+                raise ProgramError(f"{nm}: role must be 'input', 'output' or 'weight', not {s.role!r}")
             if not all(isinstance(d, int) and d >= 1 for d in s.shape):
                 raise ProgramError(f"{nm}: shape {list(s.shape)} has a dimension < 1")
             size = space_size(m, s.space)
@@ -394,7 +397,7 @@ def _pack_symbols(symbols: list[Symbol]) -> bytes:
     for s in symbols:
         name = s.name.encode()
         if s.role not in _ROLES:
-            raise ProgramError(f"symbol '{s.name}': role must be 'input' or 'output'")
+            raise ProgramError(f"symbol '{s.name}': role must be 'input', 'output' or 'weight'")
         out.append(struct.pack("<H", len(name)) + name)
         out.append(_SYM.pack(_ROLES.index(s.role), int(s.dtype), int(s.space), s.tpb, s.address,
                              len(s.shape)))

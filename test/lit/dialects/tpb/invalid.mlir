@@ -294,7 +294,7 @@ tpb.program "tiny" resolved {
 tpb.program "tiny" resolved {
   tpb.symbol "x" scratch 4xf32 at ddr 0
 }
-// CHECK: 'tpb.symbol' "x": role must be 'input' or 'output', not 'scratch'
+// CHECK: 'tpb.symbol' "x": role must be 'input', 'output' or 'weight', not 'scratch'
 
 // -----
 
