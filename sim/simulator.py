@@ -91,7 +91,8 @@ class Simulator:
     def __init__(self, program: Any = (), machine: Machine | str | None = None, *,
                  mode: str = "full", random_latency: int | None = None, check_races: bool = True,
                  trace: bool = False, progress: Callable[[int, int], None] | None = None,
-                 blas_threads: int | None = 1, exact_input_dtypes: bool = False):
+                 blas_threads: int | None = 1, exact_input_dtypes: bool = False,
+                 unroll_repeat: bool = False):
         if mode not in MODES:
             raise SimInputError(f"unknown simulation mode '{mode}' (modes: {', '.join(MODES)})")
         if random_latency is not None and (isinstance(random_latency, bool)
@@ -102,6 +103,9 @@ class Simulator:
         # True (m100-sim, m100 run): an input whose dtype can not be converted to the symbol's
         # without loss (float64 -> f32, int32 -> f32, ...) is an error, not a silent rounding
         self.exact_input_dtypes = exact_input_dtypes
+        # a repeated program (layer repetition) in timing mode simulates instance 0 and multiplies
+        # (targets/m100/repeat.py says why that is exact); True simulates every instance
+        self.unroll_repeat = unroll_repeat
         self.program = program if hasattr(program, "streams") else None
         if machine is None:
             machine = self.program.machine_obj() if self.program is not None else get_machine()
@@ -136,13 +140,17 @@ class Simulator:
         return Walk.strided(Space(s.space), s.tpb if Space(s.space) is Space.HBSM else 0,
                             s.address, DType(s.dtype), (math.prod(s.shape),))
 
-    def _load_inputs(self, inputs: dict[str, np.ndarray] | None) -> None:
-        inputs = dict(inputs or {})
+    def _load_inputs(self, inputs: dict[str, np.ndarray] | None, symbols=None,
+                     leftover_check: bool = True) -> None:
+        """Write the values of the input/weight ``symbols`` (default: the program's) from
+        ``inputs`` (consumed: entries used are popped when ``leftover_check`` is False)."""
+        # leftover_check False: the caller's dict is consumed (popped) across several calls
+        inputs = dict(inputs or {}) if leftover_check else (inputs if inputs is not None else {})
         if self.program is None:
             if inputs:
                 raise SimInputError("inputs by name need a program with a symbol table")
             return
-        for s in self.program.symbols:
+        for s in (self.program.symbols if symbols is None else symbols):
             if s.role not in ("input", "weight"):  # weights compiled by shape come like inputs
                 continue
             if s.name not in inputs:
@@ -167,18 +175,19 @@ class Simulator:
                                     f"{value_dtype(want)}")
             if self.memory is not None:
                 self.memory.write_walk(self._symbol_walk(s), v.reshape(-1))
-        if inputs:
+        if inputs and leftover_check:
             raise SimInputError(f"unknown input(s) {', '.join(sorted(inputs))}; the program's "
                                 f"inputs are: " + ", ".join(s.name for s in self.program.symbols
                                                             if s.role in ("input", "weight")))
 
     # --- run ----------------------------------------------------------------------------------
-    def _records(self) -> tuple[list[InstRec], list[Report]]:
+    def _records(self, streams=None) -> tuple[list[InstRec], list[Report]]:
         recs: list[InstRec] = []
         reports: list[Report] = []
         m = self.machine
-        for key in sorted(self.streams):
-            for pos, inst in enumerate(self.streams[key]):
+        streams = self.streams if streams is None else streams
+        for key in sorted(streams):
+            for pos, inst in enumerate(streams[key]):
                 rec = InstRec(len(recs), key, pos, inst)
                 try:
                     inst.check(m)
@@ -225,6 +234,9 @@ class Simulator:
             return self._run(inputs)
 
     def _run(self, inputs: dict[str, np.ndarray] | None) -> Result:
+        if self.program is not None and getattr(self.program, "repeat", None) is not None:
+            from .repeat import run_repeated
+            return run_repeated(self, inputs)
         recs, reports = self._records()
         if reports:  # malformed / out-of-bounds instructions: nothing runs
             stats = {"machine": self.machine.name, "mode": self.mode, "total_cycles": 0.0,

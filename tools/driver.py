@@ -223,6 +223,10 @@ def _names(program, key: str, role: str) -> list[tuple[str, str]]:
     return list(zip(model, syms, strict=True))
 
 
+def syms_all(program) -> set[str]:
+    return {s.name for s in program.symbols}
+
+
 def symbol_inputs(program, inputs: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
     """``inputs`` keyed by model names or symbol names -> keyed by symbol names."""
     out = {}
@@ -230,7 +234,11 @@ def symbol_inputs(program, inputs: dict[str, np.ndarray]) -> dict[str, np.ndarra
     known = {m: s for m, s in pairs} | {s: s for _, s in pairs}
     # weights compiled by shape are supplied by their (model) name like inputs
     known |= {s.name: s.name for s in program.symbols if s.role == "weight"}
+    repeated = getattr(program, "repeat", None) is not None
     for k, v in inputs.items():
+        if repeated and k not in known and k.rpartition("@")[0] in syms_all(program):
+            out[k] = np.asarray(v)  # a per-instance symbol of a repeated program (NAME@i)
+            continue
         if k not in known:
             raise DriverError(f"unknown input '{k}'; the program's inputs are: "
                               + ", ".join(m for m, _ in pairs))

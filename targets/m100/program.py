@@ -21,7 +21,8 @@ table)::
 
 Section kinds: 1 = instruction stream (id = cluster, -1 = CCB; payload = ``encode_instructions``),
 2 = segment (id = index; u8 space, u64 address, u16 name length, name, data), 3 = symbol table,
-4 = metadata (UTF-8 JSON object of strings). Every section is CRC-checked before it is decoded, so
+4 = metadata (UTF-8 JSON object of strings), 5 = repeat (optional: run the streams N times with
+per-instance DDR bases, :mod:`m100.targets.m100.repeat`). Every section is CRC-checked before it is decoded, so
 corruption is reported as a :class:`ProgramError` naming the byte offset, never mis-decoded.
 """
 
@@ -40,6 +41,7 @@ from m100.errors import M100Error
 from .encoding import ENCODING_VERSION, DecodeError, decode_instructions, encode_instructions
 from .isa import DType, Dma, Instruction, IsaError, Space, space_size
 from .machine import Machine, MachineError, get_machine, machine_by_fingerprint, machine_from_spec
+from .repeat import Repeat, RepeatError
 
 CCB_STREAM = -1
 MAGIC = b"M100PRG\x00"
@@ -49,8 +51,9 @@ SEC_STREAM = 1
 SEC_SEGMENT = 2
 SEC_SYMBOLS = 3
 SEC_METADATA = 4
+SEC_REPEAT = 5
 _SEC_NAMES = {SEC_STREAM: "stream", SEC_SEGMENT: "segment", SEC_SYMBOLS: "symbols",
-              SEC_METADATA: "metadata"}
+              SEC_METADATA: "metadata", SEC_REPEAT: "repeat"}
 
 _FIXED = struct.Struct("<8sHHQH")  # magic, version, enc version, fingerprint, name length
 _ENTRY = struct.Struct("<HHiQQII")  # kind, flags, id, offset, length, crc32, reserved
@@ -101,6 +104,8 @@ class Program:
     segments: list[Segment] = field(default_factory=list)
     symbols: list[Symbol] = field(default_factory=list)
     metadata: dict[str, str] = field(default_factory=dict)
+    # layer repetition: the streams run ``repeat.count`` times, DDR regions moved per instance
+    repeat: Repeat | None = None
 
     @staticmethod
     def empty(machine: Machine) -> Program:
@@ -219,6 +224,13 @@ class Program:
         for k, v in self.metadata.items():
             if not isinstance(k, str) or not isinstance(v, str):
                 raise ProgramError(f"metadata entry {k!r}: keys and values must be strings")
+        if self.repeat is not None:
+            from .repeat import check_relocatable
+            try:
+                self.repeat.validate(m.ddr_bytes)
+                check_relocatable(self.streams, self.repeat)
+            except RepeatError as e:
+                raise ProgramError(str(e)) from None
 
     # --- binary form -----------------------------------------------------------------------------
     def to_bytes(self, machine: Machine | None = None) -> bytes:
@@ -241,6 +253,8 @@ class Program:
         except struct.error as e:
             raise ProgramError(f"cannot pack the symbol table: {e}") from None
         sections.append((SEC_METADATA, 0, json.dumps(self.metadata, sort_keys=True).encode()))
+        if self.repeat is not None:
+            sections.append((SEC_REPEAT, 0, self.repeat.to_bytes()))
         name = self.machine.encode()
         if len(name) >= 1 << 16 or not 0 <= self.fingerprint < 1 << 64:
             raise ProgramError("cannot pack the header: machine name too long or fingerprint not "
@@ -327,6 +341,11 @@ class Program:
                                                          for k, v in meta.items()):
                     raise ProgramError(f"byte offset {off}: {where}: not a JSON object of strings")
                 prog.metadata = meta
+            elif kind == SEC_REPEAT and prog.repeat is None:
+                try:
+                    prog.repeat = Repeat.from_bytes(payload)
+                except RepeatError as e:
+                    raise ProgramError(f"byte offset {off}: {where}: {e}") from None
             else:
                 raise ProgramError(f"byte offset {body_start + i * _ENTRY.size}: {where}: unknown "
                                    "or duplicate section kind")

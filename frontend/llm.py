@@ -1,0 +1,294 @@
+"""LLaMA-architecture decoders as ONNX, by configuration: the parts an LLM runs, one layer at a time.
+
+:func:`build` returns a ``ModelProto`` for one part of a LLaMA model (:class:`LlamaConfig`):
+
+* ``layer`` (``phase='decode'``): one decoder layer for one new token per sequence with a KV cache.
+  Inputs ``x`` [B,1,H], ``cos``/``sin`` [B,1,1,hd] (RoPE of each sequence's position),
+  ``past_kT`` [B,kvh,hd,L] (the K cache, stored transposed: the score GEMV reads it as is),
+  ``past_v`` [B,kvh,L,hd]; outputs ``y`` [B,1,H], ``k_new`` [B,kvh,1,hd] and ``v_new``
+  [B,kvh,1,hd] -- the row the runtime appends to the cache (at row L). Attention is computed as
+  ``softmax([q K_past^T, q k_new^T]) [V_past; v_new]`` split into the cached part and the new row,
+  so the cache is read once and never copied.
+* ``layer`` (``phase='prefill'``): the layer over T = ``context`` tokens with a causal mask; outputs
+  ``y`` [B,T,H] and the cache it writes: ``kT`` [B,kvh,hd,T], ``v`` [B,kvh,T,hd].
+* ``head``: final RMSNorm + LM head, ``x`` [B,T,H] -> ``logits`` [B,T,vocab].
+
+The layer is RMSNorm -> Q/K/V projections -> RoPE (rotate-half) -> attention (MHA, or GQA when
+``kv_heads < heads``: the ``heads / kv_heads`` query heads of one KV head are the rows of one
+batched GEMM) -> output projection + residual -> RMSNorm -> SiLU-gated MLP + residual, the ops and
+order of ``transformers``' ``LlamaDecoderLayer`` (the models in ``test/data/llama_*_small.onnx``).
+
+``weights='random'`` materializes seeded weights (the tests compare with onnxruntime);
+``weights='shape'`` declares every weight by shape and dtype only, as external data that is never
+written, so the model compiles by shape (:mod:`m100.frontend.shape_only`): a 7B layer is a few KB.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, replace
+
+import numpy as np
+
+#: the location the shape-only weights point at (never written: the compiler needs only shapes)
+SHAPE_ONLY_LOCATION = "m100-shape-only-weights.bin"
+
+
+@dataclass(frozen=True)
+class LlamaConfig:
+    name: str
+    hidden: int
+    heads: int
+    kv_heads: int
+    ffn: int
+    vocab: int
+    layers: int
+    eps: float = 1e-5
+    rope_theta: float = 10000.0
+
+    @property
+    def head_dim(self) -> int:
+        return self.hidden // self.heads
+
+    @property
+    def group(self) -> int:
+        return self.heads // self.kv_heads
+
+    def layer_weights(self) -> dict[str, tuple[int, ...]]:
+        """Name -> shape of one layer's weights (projections stored [in, out]: ``x @ W``)."""
+        h, hd, f = self.hidden, self.head_dim, self.ffn
+        return {"attn_norm": (h,), "wq": (h, self.heads * hd), "wk": (h, self.kv_heads * hd),
+                "wv": (h, self.kv_heads * hd), "wo": (self.heads * hd, h), "mlp_norm": (h,),
+                "wg": (h, f), "wu": (h, f), "wd": (f, h)}
+
+    def layer_params(self) -> int:
+        return sum(math.prod(s) for s in self.layer_weights().values())
+
+    def params(self) -> int:
+        """All parameters: layers, embedding, final norm, LM head (untied)."""
+        return self.layers * self.layer_params() + 2 * self.vocab * self.hidden + self.hidden
+
+
+PRESETS = {
+    "llama2-7b": LlamaConfig("llama2-7b", 4096, 32, 32, 11008, 32000, 32),
+    "llama3-8b": LlamaConfig("llama3-8b", 4096, 32, 8, 14336, 128256, 32, rope_theta=500000.0),
+    # the architecture of test/data/llama_*_small.onnx (transformers LlamaConfig, 1 layer)
+    "tiny": LlamaConfig("tiny", 32, 2, 1, 96, 128, 1),
+}
+
+
+class LlmBuildError(ValueError):
+    pass
+
+
+def config(name: str) -> LlamaConfig:
+    if name not in PRESETS:
+        raise LlmBuildError(f"unknown model '{name}' (models: {', '.join(PRESETS)})")
+    return PRESETS[name]
+
+
+def rope_tables(cfg: LlamaConfig, positions: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """cos, sin [len(positions), hd] of rotate-half RoPE (``transformers`` convention)."""
+    hd = cfg.head_dim
+    inv = 1.0 / (cfg.rope_theta ** (np.arange(0, hd, 2, dtype=np.float64) / hd))
+    ang = np.outer(np.asarray(positions, np.float64), inv)
+    emb = np.concatenate([ang, ang], axis=-1)
+    return np.cos(emb).astype(np.float32), np.sin(emb).astype(np.float32)
+
+
+class _G:
+    """A small ONNX graph builder (constants become initializers)."""
+
+    def __init__(self, weights: str, seed: int):
+        from onnx import TensorProto
+        self.TP = TensorProto
+        self.nodes: list = []
+        self.inits: list = []
+        self.inputs: list = []
+        self.outputs: list = []
+        self.weights = weights
+        self.rng = np.random.default_rng(seed)
+        self.n = 0
+        self.values: dict[str, np.ndarray] = {}
+
+    def name(self, p: str) -> str:
+        self.n += 1
+        return f"{p}_{self.n}"
+
+    def op(self, ty: str, ins: list[str], out: str | None = None, **attrs) -> str:
+        from onnx import helper
+        out = out or self.name(ty.lower())
+        self.nodes.append(helper.make_node(ty, ins, [out], **attrs))
+        return out
+
+    def const(self, arr, name: str | None = None) -> str:
+        from onnx import numpy_helper
+        name = name or self.name("c")
+        self.inits.append(numpy_helper.from_array(np.asarray(arr), name))
+        return name
+
+    def ints(self, vals) -> str:
+        return self.const(np.asarray(vals, np.int64))
+
+    def weight(self, name: str, shape: tuple[int, ...], init: str = "proj") -> str:
+        """A model weight: seeded values, or declared by shape only (external, never written)."""
+        from onnx import TensorProto, numpy_helper
+        if self.weights == "shape":
+            t = TensorProto(name=name, data_type=TensorProto.FLOAT, dims=list(shape))
+            t.data_location = TensorProto.EXTERNAL
+            t.external_data.add(key="location", value=SHAPE_ONLY_LOCATION)
+            self.inits.append(t)
+            return name
+        if init == "norm":
+            arr = (1.0 + 0.1 * self.rng.standard_normal(shape)).astype(np.float32)
+        else:
+            arr = (self.rng.standard_normal(shape) / np.sqrt(shape[0])).astype(np.float32)
+        self.values[name] = arr
+        self.inits.append(numpy_helper.from_array(arr, name))
+        return name
+
+    def inp(self, name: str, shape) -> str:
+        from onnx import helper
+        self.inputs.append(helper.make_tensor_value_info(name, self.TP.FLOAT, list(shape)))
+        return name
+
+    def out(self, name: str, shape) -> None:
+        from onnx import helper
+        self.outputs.append(helper.make_tensor_value_info(name, self.TP.FLOAT, list(shape)))
+
+    def model(self, name: str):
+        import onnx
+        from onnx import helper
+        g = helper.make_graph(self.nodes, name, self.inputs, self.outputs, self.inits)
+        m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 18)],
+                              producer_name="m100.frontend.llm")
+        m.ir_version = 8
+        if self.weights != "shape":
+            onnx.checker.check_model(m)
+        return m
+
+    # --- LLaMA pieces ------------------------------------------------------------------------
+    def rmsnorm(self, x: str, w: str, eps: float) -> str:
+        p = self.op("Pow", [x, self.const(np.float32(2.0))])
+        mean = self.op("ReduceMean", [p, self.ints([-1])], keepdims=1)
+        r = self.op("Reciprocal", [self.op("Sqrt", [self.op("Add", [mean,
+                                                                    self.const(np.float32(eps))])])])
+        return self.op("Mul", [w, self.op("Mul", [x, r])])
+
+    def rope(self, x: str, cos: str, sin: str, hd: int, out: str | None = None) -> str:
+        half = hd // 2
+        axes = self.ints([3])
+        lo = self.op("Slice", [x, self.ints([0]), self.ints([half]), axes, self.ints([1])])
+        hi = self.op("Slice", [x, self.ints([half]), self.ints([hd]), axes, self.ints([1])])
+        rot = self.op("Concat", [self.op("Neg", [hi]), lo], axis=-1)
+        return self.op("Add", [self.op("Mul", [x, cos]), self.op("Mul", [rot, sin])], out)
+
+    def mlp(self, h: str, cfg: LlamaConfig, out: str) -> str:
+        hn = self.rmsnorm(h, self.weight("mlp_norm", (cfg.hidden,), "norm"), cfg.eps)
+        gate = self.op("MatMul", [hn, self.weight("wg", (cfg.hidden, cfg.ffn))])
+        silu = self.op("Mul", [gate, self.op("Sigmoid", [gate])])
+        up = self.op("MatMul", [hn, self.weight("wu", (cfg.hidden, cfg.ffn))])
+        down = self.op("MatMul", [self.op("Mul", [silu, up]),
+                                  self.weight("wd", (cfg.ffn, cfg.hidden))])
+        return self.op("Add", [h, down], out)
+
+
+def _decode_layer(g: _G, cfg: LlamaConfig, context: int, batch: int) -> None:
+    B, H, hd, nh, kvh, gq, L = (batch, cfg.hidden, cfg.head_dim, cfg.heads, cfg.kv_heads,
+                                cfg.group, context)
+    x = g.inp("x", [B, 1, H])
+    cos, sin = g.inp("cos", [B, 1, 1, hd]), g.inp("sin", [B, 1, 1, hd])
+    past_kt, past_v = g.inp("past_kT", [B, kvh, hd, L]), g.inp("past_v", [B, kvh, L, hd])
+    xn = g.rmsnorm(x, g.weight("attn_norm", (H,), "norm"), cfg.eps)
+    q = g.op("MatMul", [xn, g.weight("wq", (H, nh * hd))])
+    k = g.op("MatMul", [xn, g.weight("wk", (H, kvh * hd))])
+    v = g.op("MatMul", [xn, g.weight("wv", (H, kvh * hd))])
+    # one token: [B,1,heads*hd] is [B,heads,1,hd] in memory (no transpose)
+    q4 = g.rope(g.op("Reshape", [q, g.ints([B, nh, 1, hd])]), cos, sin, hd)
+    k_new = g.rope(g.op("Reshape", [k, g.ints([B, kvh, 1, hd])]), cos, sin, hd, "k_new")
+    g.op("Reshape", [v, g.ints([B, kvh, 1, hd])], "v_new")
+    qg = g.op("Reshape", [q4, g.ints([B, kvh, gq, hd])])  # GQA: a KV head's queries are rows
+    s_past = g.op("MatMul", [qg, past_kt])
+    s_new = g.op("MatMul", [qg, g.op("Reshape", [k_new, g.ints([B, kvh, hd, 1])])])
+    s = g.op("Mul", [g.op("Concat", [s_past, s_new], axis=-1),
+                     g.const(np.float32(1.0 / math.sqrt(hd)))])
+    p = g.op("Softmax", [s], axis=-1)
+    axes = g.ints([3])
+    p_past = g.op("Slice", [p, g.ints([0]), g.ints([L]), axes, g.ints([1])])
+    p_new = g.op("Slice", [p, g.ints([L]), g.ints([L + 1]), axes, g.ints([1])])
+    o = g.op("Add", [g.op("MatMul", [p_past, past_v]), g.op("MatMul", [p_new, "v_new"])])
+    attn = g.op("MatMul", [g.op("Reshape", [o, g.ints([B, 1, nh * hd])]),
+                           g.weight("wo", (nh * hd, H))])
+    h = g.op("Add", [x, attn])
+    g.mlp(h, cfg, "y")
+    g.out("y", [B, 1, H])
+    g.out("k_new", [B, kvh, 1, hd])
+    g.out("v_new", [B, kvh, 1, hd])
+
+
+def _prefill_layer(g: _G, cfg: LlamaConfig, tokens: int, batch: int) -> None:
+    B, H, hd, nh, kvh, gq, T = (batch, cfg.hidden, cfg.head_dim, cfg.heads, cfg.kv_heads,
+                                cfg.group, tokens)
+    x = g.inp("x", [B, T, H])
+    cos, sin = g.inp("cos", [1, 1, T, hd]), g.inp("sin", [1, 1, T, hd])
+    xn = g.rmsnorm(x, g.weight("attn_norm", (H,), "norm"), cfg.eps)
+
+    def heads(w: str, n: int, shape_w: tuple[int, int]) -> str:
+        t = g.op("MatMul", [xn, g.weight(w, shape_w)])
+        return g.op("Transpose", [g.op("Reshape", [t, g.ints([B, T, n, hd])])], perm=[0, 2, 1, 3])
+
+    q = g.rope(heads("wq", nh, (H, nh * hd)), cos, sin, hd)
+    k = g.rope(heads("wk", kvh, (H, kvh * hd)), cos, sin, hd)
+    g.op("Transpose", [k], "kT", perm=[0, 1, 3, 2])
+    g.op("Identity", [heads("wv", kvh, (H, kvh * hd))], "v")
+    qg = g.op("Reshape", [q, g.ints([B, kvh, gq * T, hd])])  # GQA: group rows share a KV head
+    mask = np.triu(np.full((T, T), -1e9, np.float32), k=1)
+    mask = g.const(np.tile(mask, (gq, 1)).reshape(1, 1, gq * T, T), "causal_mask")
+    s = g.op("Add", [g.op("Mul", [g.op("MatMul", [qg, "kT"]),
+                                  g.const(np.float32(1.0 / math.sqrt(hd)))]), mask])
+    o = g.op("MatMul", [g.op("Softmax", [s], axis=-1), "v"])
+    o = g.op("Transpose", [g.op("Reshape", [o, g.ints([B, nh, T, hd])])], perm=[0, 2, 1, 3])
+    attn = g.op("MatMul", [g.op("Reshape", [o, g.ints([B, T, nh * hd])]),
+                           g.weight("wo", (nh * hd, H))])
+    h = g.op("Add", [x, attn])
+    g.mlp(h, cfg, "y")
+    g.out("y", [B, T, H])
+    g.out("kT", [B, kvh, hd, T])
+    g.out("v", [B, kvh, T, hd])
+
+
+def _head(g: _G, cfg: LlamaConfig, tokens: int, batch: int) -> None:
+    x = g.inp("x", [batch, tokens, cfg.hidden])
+    xn = g.rmsnorm(x, g.weight("final_norm", (cfg.hidden,), "norm"), cfg.eps)
+    g.op("MatMul", [xn, g.weight("lm_head", (cfg.hidden, cfg.vocab))], "logits")
+    g.out("logits", [batch, tokens, cfg.vocab])
+
+
+def build(cfg: LlamaConfig | str, part: str = "layer", phase: str = "decode", context: int = 16,
+          batch: int = 1, weights: str = "random", seed: int = 0):
+    """One part of a LLaMA model as ONNX; returns ``(model, weight values by name)`` (values empty
+    for ``weights='shape'``). ``context``: cached tokens L (decode) or prompt tokens T (prefill)."""
+    cfg = config(cfg) if isinstance(cfg, str) else cfg
+    if weights not in ("random", "shape"):
+        raise LlmBuildError(f"weights must be 'random' or 'shape', not {weights!r}")
+    if phase not in ("decode", "prefill"):
+        raise LlmBuildError(f"phase must be 'decode' or 'prefill', not {phase!r}")
+    if context < 1 or batch < 1:
+        raise LlmBuildError(f"context ({context}) and batch ({batch}) must be >= 1")
+    if cfg.heads % cfg.kv_heads or cfg.hidden % cfg.heads or cfg.head_dim % 2:
+        raise LlmBuildError(f"{cfg.name}: heads must be a multiple of kv_heads and head_dim even")
+    g = _G(weights, seed)
+    if part == "layer":
+        (_decode_layer if phase == "decode" else _prefill_layer)(g, cfg, context, batch)
+    elif part == "head":
+        _head(g, cfg, 1 if phase == "decode" else context, batch)
+    else:
+        raise LlmBuildError(f"part must be 'layer' or 'head', not {part!r}")
+    return g.model(f"{cfg.name}_{part}_{phase}"), g.values
+
+
+def scaled(cfg: LlamaConfig, **kw) -> LlamaConfig:
+    return replace(cfg, **kw)
+
+
+__all__ = ["PRESETS", "LlamaConfig", "LlmBuildError", "build", "config", "rope_tables", "scaled"]
