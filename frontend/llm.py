@@ -3,15 +3,15 @@
 :func:`build` returns a ``ModelProto`` for one part of a LLaMA model (:class:`LlamaConfig`):
 
 * ``layer`` (``phase='decode'``): one decoder layer for one new token per sequence with a KV cache.
-  Inputs ``x`` [B,1,H], ``cos``/``sin`` [B,1,1,hd] (RoPE of each sequence's position),
+  Inputs ``x`` [B,H] (the hidden rows, 2-D so that every projection is one GEMM), ``cos``/``sin`` [B,1,1,hd] (RoPE of each sequence's position),
   ``past_kT`` [B,kvh,hd,L] (the K cache, stored transposed: the score GEMV reads it as is),
-  ``past_v`` [B,kvh,L,hd]; outputs ``y`` [B,1,H], ``k_new`` [B,kvh,1,hd] and ``v_new``
+  ``past_v`` [B,kvh,L,hd]; outputs ``y`` [B,H], ``k_new`` [B,kvh,1,hd] and ``v_new``
   [B,kvh,1,hd] -- the row the runtime appends to the cache (at row L). Attention is computed as
   ``softmax([q K_past^T, q k_new^T]) [V_past; v_new]`` split into the cached part and the new row,
   so the cache is read once and never copied.
 * ``layer`` (``phase='prefill'``): the layer over T = ``context`` tokens with a causal mask; outputs
-  ``y`` [B,T,H] and the cache it writes: ``kT`` [B,kvh,hd,T], ``v`` [B,kvh,T,hd].
-* ``head``: final RMSNorm + LM head, ``x`` [B,T,H] -> ``logits`` [B,T,vocab].
+  ``y`` [B*T,H] and the cache it writes: ``kT`` [B,kvh,hd,T], ``v`` [B,kvh,T,hd].
+* ``head``: final RMSNorm + LM head, ``x`` [B*T,H] -> ``logits`` [B*T,vocab].
 
 The layer is RMSNorm -> Q/K/V projections -> RoPE (rotate-half) -> attention (MHA, or GQA when
 ``kv_heads < heads``: the ``heads / kv_heads`` query heads of one KV head are the rows of one
@@ -72,8 +72,8 @@ class LlamaConfig:
 PRESETS = {
     "llama2-7b": LlamaConfig("llama2-7b", 4096, 32, 32, 11008, 32000, 32),
     "llama3-8b": LlamaConfig("llama3-8b", 4096, 32, 8, 14336, 128256, 32, rope_theta=500000.0),
-    # the architecture of test/data/llama_*_small.onnx (transformers LlamaConfig, 1 layer)
-    "tiny": LlamaConfig("tiny", 32, 2, 1, 96, 128, 1),
+    # the layer architecture of test/data/llama_*_small.onnx (transformers LlamaConfig), 2 layers
+    "tiny": LlamaConfig("tiny", 32, 2, 1, 96, 128, 2),
 }
 
 
@@ -183,6 +183,15 @@ class _G:
         rot = self.op("Concat", [self.op("Neg", [hi]), lo], axis=-1)
         return self.op("Add", [self.op("Mul", [x, cos]), self.op("Mul", [rot, sin])], out)
 
+    def rope2d(self, x: str, cos: str, sin: str, hd: int) -> str:
+        """RoPE of one head's rows ``x`` [T, hd] (``cos``/``sin`` [T, hd])."""
+        half = hd // 2
+        axes = self.ints([1])
+        lo = self.op("Slice", [x, self.ints([0]), self.ints([half]), axes, self.ints([1])])
+        hi = self.op("Slice", [x, self.ints([half]), self.ints([hd]), axes, self.ints([1])])
+        rot = self.op("Concat", [self.op("Neg", [hi]), lo], axis=-1)
+        return self.op("Add", [self.op("Mul", [x, cos]), self.op("Mul", [rot, sin])])
+
     def mlp(self, h: str, cfg: LlamaConfig, out: str) -> str:
         hn = self.rmsnorm(h, self.weight("mlp_norm", (cfg.hidden,), "norm"), cfg.eps)
         gate = self.op("MatMul", [hn, self.weight("wg", (cfg.hidden, cfg.ffn))])
@@ -196,7 +205,7 @@ class _G:
 def _decode_layer(g: _G, cfg: LlamaConfig, context: int, batch: int) -> None:
     B, H, hd, nh, kvh, gq, L = (batch, cfg.hidden, cfg.head_dim, cfg.heads, cfg.kv_heads,
                                 cfg.group, context)
-    x = g.inp("x", [B, 1, H])
+    x = g.inp("x", [B, H])  # 2-D rows: every projection is a plain GEMM against the weight
     cos, sin = g.inp("cos", [B, 1, 1, hd]), g.inp("sin", [B, 1, 1, hd])
     past_kt, past_v = g.inp("past_kT", [B, kvh, hd, L]), g.inp("past_v", [B, kvh, L, hd])
     xn = g.rmsnorm(x, g.weight("attn_norm", (H,), "norm"), cfg.eps)
@@ -217,51 +226,66 @@ def _decode_layer(g: _G, cfg: LlamaConfig, context: int, batch: int) -> None:
     p_past = g.op("Slice", [p, g.ints([0]), g.ints([L]), axes, g.ints([1])])
     p_new = g.op("Slice", [p, g.ints([L]), g.ints([L + 1]), axes, g.ints([1])])
     o = g.op("Add", [g.op("MatMul", [p_past, past_v]), g.op("MatMul", [p_new, "v_new"])])
-    attn = g.op("MatMul", [g.op("Reshape", [o, g.ints([B, 1, nh * hd])]),
+    attn = g.op("MatMul", [g.op("Reshape", [o, g.ints([B, nh * hd])]),
                            g.weight("wo", (nh * hd, H))])
     h = g.op("Add", [x, attn])
     g.mlp(h, cfg, "y")
-    g.out("y", [B, 1, H])
+    g.out("y", [B, H])
     g.out("k_new", [B, kvh, 1, hd])
     g.out("v_new", [B, kvh, 1, hd])
 
 
 def _prefill_layer(g: _G, cfg: LlamaConfig, tokens: int, batch: int) -> None:
+    """Per sequence and head, 2-D GEMMs of T rows (what keeps the TCUs busy at T = 1024): the
+    scores [T, T] of one head never exist for all heads at once."""
     B, H, hd, nh, kvh, gq, T = (batch, cfg.hidden, cfg.head_dim, cfg.heads, cfg.kv_heads,
                                 cfg.group, tokens)
-    x = g.inp("x", [B, T, H])
-    cos, sin = g.inp("cos", [1, 1, T, hd]), g.inp("sin", [1, 1, T, hd])
+    x = g.inp("x", [B * T, H])  # 2-D rows: every projection is a plain GEMM
+    cos, sin = g.inp("cos", [T, hd]), g.inp("sin", [T, hd])
     xn = g.rmsnorm(x, g.weight("attn_norm", (H,), "norm"), cfg.eps)
+    q = g.op("MatMul", [xn, g.weight("wq", (H, nh * hd))])
+    k = g.op("MatMul", [xn, g.weight("wk", (H, kvh * hd))])
+    v = g.op("MatMul", [xn, g.weight("wv", (H, kvh * hd))])
+    mask = g.const(np.triu(np.full((T, T), -1e9, np.float32), k=1), "causal_mask")
+    scale = g.const(np.float32(1.0 / math.sqrt(hd)))
 
-    def heads(w: str, n: int, shape_w: tuple[int, int]) -> str:
-        t = g.op("MatMul", [xn, g.weight(w, shape_w)])
-        return g.op("Transpose", [g.op("Reshape", [t, g.ints([B, T, n, hd])])], perm=[0, 2, 1, 3])
+    def cols(t: str, b: int, c0: int, c1: int) -> str:  # rows of sequence b, columns [c0, c1)
+        return g.op("Slice", [t, g.ints([b * T, c0]), g.ints([(b + 1) * T, c1]),
+                              g.ints([0, 1]), g.ints([1, 1])])
 
-    q = g.rope(heads("wq", nh, (H, nh * hd)), cos, sin, hd)
-    k = g.rope(heads("wk", kvh, (H, kvh * hd)), cos, sin, hd)
-    g.op("Transpose", [k], "kT", perm=[0, 1, 3, 2])
-    g.op("Identity", [heads("wv", kvh, (H, kvh * hd))], "v")
-    qg = g.op("Reshape", [q, g.ints([B, kvh, gq * T, hd])])  # GQA: group rows share a KV head
-    mask = np.triu(np.full((T, T), -1e9, np.float32), k=1)
-    mask = g.const(np.tile(mask, (gq, 1)).reshape(1, 1, gq * T, T), "causal_mask")
-    s = g.op("Add", [g.op("Mul", [g.op("MatMul", [qg, "kT"]),
-                                  g.const(np.float32(1.0 / math.sqrt(hd)))]), mask])
-    o = g.op("MatMul", [g.op("Softmax", [s], axis=-1), "v"])
-    o = g.op("Transpose", [g.op("Reshape", [o, g.ints([B, nh, T, hd])])], perm=[0, 2, 1, 3])
-    attn = g.op("MatMul", [g.op("Reshape", [o, g.ints([B, T, nh * hd])]),
-                           g.weight("wo", (nh * hd, H))])
+    outs, kts, vs = [], [], []
+    for b in range(B):
+        heads_o = []
+        for j in range(kvh):
+            kj = g.rope2d(cols(k, b, j * hd, (j + 1) * hd), cos, sin, hd)
+            ktj = g.op("Transpose", [kj], perm=[1, 0])  # [hd, T]: the cache layout
+            vj = cols(v, b, j * hd, (j + 1) * hd)
+            kts.append(ktj)
+            vs.append(vj)
+            for r in range(gq):
+                h = j * gq + r
+                qh = g.rope2d(cols(q, b, h * hd, (h + 1) * hd), cos, sin, hd)
+                s = g.op("Add", [g.op("Mul", [g.op("MatMul", [qh, ktj]), scale]), mask])
+                heads_o.append(g.op("MatMul", [g.op("Softmax", [s], axis=-1), vj]))
+        outs.append(g.op("Concat", heads_o, axis=1) if len(heads_o) > 1 else heads_o[0])
+    o = g.op("Concat", outs, axis=0) if B > 1 else outs[0]
+    attn = g.op("MatMul", [o, g.weight("wo", (nh * hd, H))])
     h = g.op("Add", [x, attn])
     g.mlp(h, cfg, "y")
-    g.out("y", [B, T, H])
+    g.op("Reshape", [g.op("Concat", kts, axis=0) if len(kts) > 1 else kts[0],
+                     g.ints([B, kvh, hd, T])], "kT")
+    g.op("Reshape", [g.op("Concat", vs, axis=0) if len(vs) > 1 else vs[0],
+                     g.ints([B, kvh, T, hd])], "v")
+    g.out("y", [B * T, H])
     g.out("kT", [B, kvh, hd, T])
     g.out("v", [B, kvh, T, hd])
 
 
 def _head(g: _G, cfg: LlamaConfig, tokens: int, batch: int) -> None:
-    x = g.inp("x", [batch, tokens, cfg.hidden])
+    x = g.inp("x", [batch * tokens, cfg.hidden])
     xn = g.rmsnorm(x, g.weight("final_norm", (cfg.hidden,), "norm"), cfg.eps)
     g.op("MatMul", [xn, g.weight("lm_head", (cfg.hidden, cfg.vocab))], "logits")
-    g.out("logits", [batch, tokens, cfg.vocab])
+    g.out("logits", [batch * tokens, cfg.vocab])
 
 
 def build(cfg: LlamaConfig | str, part: str = "layer", phase: str = "decode", context: int = 16,

@@ -27,7 +27,7 @@ def _inputs(cfg, seed):
     rng = np.random.default_rng(seed)
     hd, kvh = cfg.head_dim, cfg.kv_heads
     cos, sin = llm.rope_tables(cfg, [CTX])
-    return {"x": rng.standard_normal((1, 1, cfg.hidden)).astype(np.float32),
+    return {"x": rng.standard_normal((1, cfg.hidden)).astype(np.float32),
             "cos": cos.reshape(1, 1, 1, hd), "sin": sin.reshape(1, 1, 1, hd)}, rng
 
 

@@ -1,0 +1,261 @@
+"""LLaMA decode / prefill at the paper's scale: simulated vs predicted vs roofline vs the M100 paper.
+
+    m100 bench llm --model llama2-7b|llama3-8b|tiny --phase decode|prefill --quant w4a16|w8a8|f16
+                   --context N [--batch B] [--machine m100] [--json OUT] [--no-cache]
+
+What runs: one decoder layer compiled by shape (``m100.frontend.llm``, weights declared by shape
+only: nothing of the model's size is allocated), instantiated ``layers`` times by layer repetition
+(``m100.targets.m100.repeat``: per-layer weights and KV caches at their own DDR bases, the hidden
+state ping-ponging between two buffers), plus the head (final RMSNorm + LM head), all run by the
+interpreter in timing-only mode (the repeated layer is simulated once and multiplied: exact, see
+``targets/m100/repeat.py``). Compiled programs are cached in ``out/cache/llm/`` by model, phase,
+context, batch, quantization, machine fingerprint and a hash of the compiler's sources.
+
+Rows: ``simulated_ms`` (interpreter), ``predicted_ms`` (the scheduler's own prediction summed the
+same way), ``roofline_ms`` (max of DDR bytes / bandwidth and MACs / TCU peak of the element type
+actually run), ``roofline_target_ms`` (the same for the requested quantization), DDR bandwidth and
+TCU utilization (simulated), and the paper's figure (decode 21.34 ms/token W4A16, prefill of 1024
+tokens 79 ms W8A8, LLaMA2-7B). Where the requested quantization does not compile yet the model runs
+in f32 and the row says so (``run_dtype``): today W4A16/W8A8/f16 contractions are not scheduled
+(issue 11), so the figures are f32 figures.
+
+The embedding lookup (one row per token: 8 KB) is not in the figures. ``--model tiny`` additionally
+runs the numerics (weights materialized, every layer and the head) against onnxruntime.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import math
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+REPO = Path(__file__).resolve().parents[1]
+PAPER_MS = {("llama2-7b", "decode", "w4a16"): 21.34, ("llama2-7b", "prefill", "w8a8"): 79.0}
+#: bytes per weight element of each scheme (int4 weights + an f16 scale per 128 -> 0.5 + 1/64)
+WBYTES = {"w4a16": 0.5 + 2 / 128, "w8a8": 1.0, "f16": 2.0, "f32": 4.0}
+ABYTES = {"w4a16": 2, "w8a8": 1, "f16": 2, "f32": 4}  # KV cache / activation bytes per element
+TCU_DTYPE = {"w4a16": "f16", "w8a8": "i8", "f16": "f16", "f32": "f32"}
+
+
+def _source_hash() -> str:
+    h = hashlib.sha256()
+    for sub in ("frontend", "dialects", "passes", "targets"):
+        for f in sorted((REPO / sub).rglob("*.py")):
+            h.update(f.read_bytes())
+    return h.hexdigest()[:16]
+
+
+def run_dtype(quant: str) -> str:
+    """The element type the model runs in: the requested scheme where it compiles, else f32."""
+    return "f32"  # W4A16 / W8A8 / f16 contractions are not scheduled yet (issue 11)
+
+
+def _compile_cached(model, key: str, machine: str, cache: Path | None):
+    from m100.targets.m100.program import Program
+    from m100.tools import driver
+    path = cache / f"{key}.m100" if cache else None
+    if path is not None and path.exists():
+        return Program.load(path), 0.0, True
+    t0 = time.perf_counter()
+    prog = driver.compile(model, machine=machine).program
+    dt = time.perf_counter() - t0
+    if path is not None:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        prog.save(path)
+    return prog, dt, False
+
+
+def programs(cfg, phase: str, context: int, batch: int, quant: str, machine: str,
+             cache: Path | None, layers: int | None = None):
+    """(repeated layer program, head program, compile seconds, cache hits)."""
+    from m100.frontend import llm
+    from m100.targets.m100.machine import get_machine
+    from m100.targets.m100.repeat import repeat_program
+    m = get_machine(machine)
+    n = layers or cfg.layers
+    base = (f"{cfg.name}-{phase}-c{context}-b{batch}-{quant}-{run_dtype(quant)}-"
+            f"{m.fingerprint():016x}-{_source_hash()}")
+    layer_model, _ = llm.build(cfg, "layer", phase, context=context, batch=batch, weights="shape")
+    head_model, _ = llm.build(cfg, "head", phase, context=context, batch=batch, weights="shape")
+    layer, t1, h1 = _compile_cached(layer_model, base + "-layer", machine, cache)
+    head, t2, h2 = _compile_cached(head_model, base + "-head", machine, cache)
+    kv = ["past_kT", "past_v", "k_new", "v_new"] if phase == "decode" else ["kT", "v"]
+    per = [s.name for s in layer.symbols if s.role == "weight"] + kv
+    rep = repeat_program(layer, n, chain=[("x", "y")], per_instance=per)
+    return rep, head, t1 + t2, h1 and h2
+
+
+def roofline_ms(cfg, phase: str, context: int, batch: int, scheme: str, m) -> dict:
+    """DDR-bytes and MAC bounds of the whole step in ``scheme`` (weights, KV cache, LM head)."""
+    wb, ab = WBYTES[scheme], ABYTES[scheme]
+    layer_w = cfg.layer_params() * wb
+    head_w = cfg.vocab * cfg.hidden * wb
+    kv_row = 2 * cfg.kv_heads * cfg.head_dim * ab  # K and V of one token, one layer
+    tokens = batch * (1 if phase == "decode" else context)
+    if phase == "decode":
+        kv = cfg.layers * batch * kv_row * (context + 1)  # read L rows, write one
+        attn_macs = cfg.layers * batch * 2 * cfg.heads * cfg.head_dim * (context + 1)
+    else:
+        kv = cfg.layers * batch * kv_row * context  # written once
+        attn_macs = cfg.layers * batch * 2 * cfg.heads * cfg.head_dim * context * context
+    ddr = cfg.layers * layer_w + head_w + kv
+    macs = tokens * (cfg.layers * cfg.layer_params() + cfg.vocab * cfg.hidden) + attn_macs
+    peak = m.tcu_macs_per_cycle(TCU_DTYPE[scheme]) * m.num_tpbs * m.clock_hz
+    ddr_ms = 1e3 * ddr / m.ddr_bandwidth
+    mac_ms = 1e3 * macs / peak
+    return {"ms": max(ddr_ms, mac_ms), "ddr_ms": ddr_ms, "mac_ms": mac_ms, "ddr_bytes": ddr,
+            "macs": macs, "bound": "DDR" if ddr_ms >= mac_ms else "TCU"}
+
+
+def measure(model: str, phase: str, quant: str, context: int, batch: int = 1,
+            machine: str = "m100", cache: Path | None = None, layers: int | None = None) -> dict:
+    from m100.frontend import llm
+    from m100.sim.simulator import Simulator
+    from m100.targets.m100.machine import get_machine
+    cfg = llm.config(model)
+    m = get_machine(machine)
+    rep, head, t_compile, cached = programs(cfg, phase, context, batch, quant, machine, cache,
+                                            layers)
+    t0 = time.perf_counter()
+    r_layers = Simulator(rep, mode="timing", check_races=False).run({})
+    r_head = Simulator(head, mode="timing", check_races=False).run({})
+    t_sim = time.perf_counter() - t0
+    cyc = r_layers.stats["total_cycles"] + r_head.stats["total_cycles"]
+    pred = rep.repeat.count * int(rep.metadata["predicted_cycles"]) + \
+        int(head.metadata["predicted_cycles"])
+    ddr = sum(float(r.stats["bytes"].get("ddr", 0.0)) for r in (r_layers, r_head))
+    macs = r_layers.stats["tcu_macs"] + r_head.stats["tcu_macs"]
+    dt = run_dtype(quant)
+    peak = m.tcu_macs_per_cycle(TCU_DTYPE[dt]) * m.num_tpbs
+    ms = 1e3 * cyc / m.clock_hz
+    per_token = ms if phase == "decode" else ms
+    roof = roofline_ms(cfg, phase, context, batch, dt, m)
+    target = roofline_ms(cfg, phase, context, batch, quant, m)
+    return {
+        "model": model, "phase": phase, "quant": quant, "context": context, "batch": batch,
+        "run_dtype": dt, "layers": rep.repeat.count,
+        "simulated_ms": round(per_token, 3), "predicted_ms": round(1e3 * pred / m.clock_hz, 3),
+        "roofline_ms": round(roof["ms"], 4), "roofline_bound": roof["bound"],
+        "roofline_target_ms": round(target["ms"], 4),
+        "ddr_bandwidth_util": round(ddr / (cyc * m.ddr_bytes_per_cycle), 4) if cyc else 0.0,
+        "tcu_util": round(macs / (peak * cyc), 5) if cyc else 0.0,
+        "paper_ms": PAPER_MS.get((model, phase, quant)),
+        "ddr_gb": round(ddr / 1e9, 3), "compile_s": round(t_compile, 1), "compile_cached": cached,
+        "sim_s": round(t_sim, 2), "program_kb": round(len(rep.to_bytes()) / 1024, 1),
+    }
+
+
+def numerics_tiny(phase: str, context: int, batch: int, machine: str = "m100",
+                  seed: int = 0) -> dict:
+    """Full numerics of the tiny model (every layer repeated + head) against onnxruntime."""
+    import onnxruntime as ort
+
+    from m100.frontend import llm
+    from m100.tools import driver
+    cfg = llm.config("tiny")
+    rep, head, _, _ = programs(cfg, phase, context, batch, "f32", machine, None)
+    rng = np.random.default_rng(seed)
+    hd, kvh = cfg.head_dim, cfg.kv_heads
+    T = 1 if phase == "decode" else context
+    pos = [context] if phase == "decode" else list(range(context))
+    cos, sin = llm.rope_tables(cfg, pos)
+    if phase == "decode":  # (prefill: cos, sin [T, hd] as they are)
+        cos = np.broadcast_to(cos.reshape(1, 1, 1, hd), (batch, 1, 1, hd)).copy()
+        sin = np.broadcast_to(sin.reshape(1, 1, 1, hd), (batch, 1, 1, hd)).copy()
+    x = rng.standard_normal((batch * T, cfg.hidden)).astype(np.float32)
+    feed = {"x": x, "cos": cos, "sin": sin}
+    errs = {}
+    want = {}
+    for i in range(cfg.layers):
+        model_i, w = llm.build(cfg, "layer", phase, context=context, batch=batch, seed=100 + i)
+        ort_in = {"x": x, "cos": cos, "sin": sin}
+        if phase == "decode":
+            kt = rng.standard_normal((batch, kvh, hd, context)).astype(np.float32)
+            v = rng.standard_normal((batch, kvh, context, hd)).astype(np.float32)
+            feed |= {f"past_kT@{i}": kt, f"past_v@{i}": v}
+            ort_in |= {"past_kT": kt, "past_v": v}
+        feed |= {f"{k}@{i}": a for k, a in w.items()}
+        sess = ort.InferenceSession(model_i.SerializeToString(),
+                                    providers=["CPUExecutionProvider"])
+        names = [o.name for o in model_i.graph.output]
+        outs = dict(zip(names, sess.run(names, ort_in)))
+        x = outs.pop("y")
+        want |= {f"{k}@{i}": a for k, a in outs.items()}
+    want["y"] = x
+    got = driver.run(rep, feed)
+    for k, a in want.items():
+        errs[k] = float(np.max(np.abs(got.outputs[k] - a)))
+    head_model, hw = llm.build(cfg, "head", phase, context=context, batch=batch, seed=7)
+    sess = ort.InferenceSession(head_model.SerializeToString(), providers=["CPUExecutionProvider"])
+    logits = sess.run(["logits"], {"x": x})[0]
+    got_l = driver.run(head, {"x": got.outputs["y"], **hw}).outputs["logits"]
+    errs["logits"] = float(np.max(np.abs(got_l - logits)))
+    scale = max(1.0, float(np.max(np.abs(logits))))
+    ok = all(e <= 1e-4 * scale + 1e-4 for e in errs.values()) and got.ok
+    return {"numerics": "PASS" if ok else "FAIL", "max_abs_error": max(errs.values()),
+            "errors": errs}
+
+
+def print_rows(rows: list[dict], out=sys.stdout) -> None:
+    cols = [("model", "model"), ("phase", "phase"), ("quant", "quant"), ("run_dtype", "run"),
+            ("context", "ctx"), ("batch", "B"), ("simulated_ms", "sim ms"),
+            ("predicted_ms", "pred ms"), ("roofline_ms", "roofline ms"),
+            ("roofline_target_ms", "roofline@quant"), ("paper_ms", "paper ms"),
+            ("ddr_bandwidth_util", "DDR util"), ("tcu_util", "TCU util"),
+            ("roofline_bound", "bound"), ("compile_s", "compile s"), ("sim_s", "sim s")]
+    table = [[h for _, h in cols]] + [[("-" if r.get(k) is None else str(r.get(k))) for k, _ in cols]
+                                      for r in rows]
+    w = [max(len(row[i]) for row in table) for i in range(len(cols))]
+    for row in table:
+        print("  ".join(c.rjust(w[i]) for i, c in enumerate(row)), file=out)
+    for r in rows:
+        unit = "ms/token" if r["phase"] == "decode" else f"ms for {r['context']} tokens"
+        note = "" if r["run_dtype"] == r["quant"] else \
+            f" (ran in {r['run_dtype']}: {r['quant']} is not compiled yet)"
+        print(f"{r['model']} {r['phase']} {r['quant']}{note}: {r['simulated_ms']} {unit} "
+              f"simulated, {r['predicted_ms']} predicted, roofline {r['roofline_ms']} "
+              f"({r['roofline_bound']}-bound; {r['roofline_target_ms']} in {r['quant']}), paper "
+              f"{r['paper_ms'] if r['paper_ms'] is not None else '-'}", file=out)
+
+
+def main(argv: list[str] | None = None) -> int:
+    from m100.frontend.llm import PRESETS
+    ap = argparse.ArgumentParser(prog="m100 bench llm", description=__doc__.splitlines()[0])
+    ap.add_argument("--model", choices=sorted(PRESETS), default="llama2-7b")
+    ap.add_argument("--phase", choices=("decode", "prefill"), default="decode")
+    ap.add_argument("--quant", choices=("w4a16", "w8a8", "f16"), default=None,
+                    help="default: w4a16 for decode, w8a8 for prefill (the paper's)")
+    ap.add_argument("--context", type=int, default=1024,
+                    help="cached tokens (decode) or prompt tokens (prefill)")
+    ap.add_argument("--batch", type=int, default=1)
+    ap.add_argument("--machine", default="m100")
+    ap.add_argument("--layers", type=int, default=None, help="override the layer count")
+    ap.add_argument("--no-cache", action="store_true", help="recompile (no out/cache/llm)")
+    ap.add_argument("--json", default=None, help="write the row(s) as JSON here")
+    a = ap.parse_args(argv)
+    if a.context < 1 or a.batch < 1:
+        print(f"m100 bench llm: --context and --batch must be >= 1", file=sys.stderr)
+        return 2
+    quant = a.quant or ("w4a16" if a.phase == "decode" else "w8a8")
+    cache = None if a.no_cache else Path("out") / "cache" / "llm"
+    row = measure(a.model, a.phase, quant, a.context, a.batch, a.machine, cache, a.layers)
+    if a.model == "tiny":
+        row |= numerics_tiny(a.phase, a.context, a.batch, a.machine)
+    print_rows([row])
+    if a.model == "tiny":
+        print(f"numerics vs onnxruntime (all layers + head): {row['numerics']}, max abs error "
+              f"{row['max_abs_error']:.2e}")
+    if a.json:
+        Path(a.json).parent.mkdir(parents=True, exist_ok=True)
+        Path(a.json).write_text(json.dumps(row, indent=2, default=float) + "\n")
+    return 0 if row.get("numerics", "PASS") == "PASS" else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
