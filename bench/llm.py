@@ -3,7 +3,8 @@
     m100 bench llm --model llama2-7b|llama3-8b|tiny --phase decode|prefill --quant w4a16|w8a8|f16
                    --context N [--batch B] [--machine m100] [--json OUT] [--no-cache]
 
-What runs: one decoder layer compiled by shape (``m100.frontend.llm``, weights declared by shape
+What runs: one decoder layer (Q/K/V and gate/up projections fused into one GEMM each, as LLM
+runtimes store them: about 5 % faster than separate GEMVs on LLaMA2-7B decode) compiled by shape (``m100.frontend.llm``, weights declared by shape
 only: nothing of the model's size is allocated), instantiated ``layers`` times by layer repetition
 (``m100.targets.m100.repeat``: per-layer weights and KV caches at their own DDR bases, the hidden
 state ping-ponging between two buffers), plus the head (final RMSNorm + LM head), all run by the
@@ -81,7 +82,8 @@ def programs(cfg, phase: str, context: int, batch: int, quant: str, machine: str
     n = layers or cfg.layers
     base = (f"{cfg.name}-{phase}-c{context}-b{batch}-{quant}-{run_dtype(quant)}-"
             f"{m.fingerprint():016x}-{_source_hash()}")
-    layer_model, _ = llm.build(cfg, "layer", phase, context=context, batch=batch, weights="shape")
+    layer_model, _ = llm.build(cfg, "layer", phase, context=context, batch=batch, weights="shape",
+                               fuse=True)
     head_model, _ = llm.build(cfg, "head", phase, context=context, batch=batch, weights="shape")
     layer, t1, h1 = _compile_cached(layer_model, base + "-layer", machine, cache)
     head, t2, h2 = _compile_cached(head_model, base + "-head", machine, cache)
@@ -173,7 +175,8 @@ def numerics_tiny(phase: str, context: int, batch: int, machine: str = "m100",
     errs = {}
     want = {}
     for i in range(cfg.layers):
-        model_i, w = llm.build(cfg, "layer", phase, context=context, batch=batch, seed=100 + i)
+        model_i, w = llm.build(cfg, "layer", phase, context=context, batch=batch, seed=100 + i,
+                               fuse=True)
         ort_in = {"x": x, "cos": cos, "sin": sin}
         if phase == "decode":
             kt = rng.standard_normal((batch, kvh, hd, context)).astype(np.float32)

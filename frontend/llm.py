@@ -18,6 +18,9 @@ The layer is RMSNorm -> Q/K/V projections -> RoPE (rotate-half) -> attention (MH
 batched GEMM) -> output projection + residual -> RMSNorm -> SiLU-gated MLP + residual, the ops and
 order of ``transformers``' ``LlamaDecoderLayer`` (the models in ``test/data/llama_*_small.onnx``).
 
+``fuse=True`` stores Q/K/V as one weight ``wqkv`` [H, (heads + 2 kv_heads) hd] and gate/up as
+``wgu`` [H, 2 ffn] (as LLM runtimes do): one GEMM each and column slices of the result.
+
 ``weights='random'`` materializes seeded weights (the tests compare with onnxruntime);
 ``weights='shape'`` declares every weight by shape and dtype only, as external data that is never
 written, so the model compiles by shape (:mod:`m100.frontend.shape_only`): a 7B layer is a few KB.
@@ -99,7 +102,7 @@ def rope_tables(cfg: LlamaConfig, positions: np.ndarray) -> tuple[np.ndarray, np
 class _G:
     """A small ONNX graph builder (constants become initializers)."""
 
-    def __init__(self, weights: str, seed: int):
+    def __init__(self, weights: str, seed: int, fuse: bool = False):
         from onnx import TensorProto
         self.TP = TensorProto
         self.nodes: list = []
@@ -107,6 +110,7 @@ class _G:
         self.inputs: list = []
         self.outputs: list = []
         self.weights = weights
+        self.fuse = fuse
         self.rng = np.random.default_rng(seed)
         self.n = 0
         self.values: dict[str, np.ndarray] = {}
@@ -192,11 +196,28 @@ class _G:
         rot = self.op("Concat", [self.op("Neg", [hi]), lo], axis=-1)
         return self.op("Add", [self.op("Mul", [x, cos]), self.op("Mul", [rot, sin])])
 
-    def mlp(self, h: str, cfg: LlamaConfig, out: str) -> str:
+    def cols(self, t: str, rows: int, c0: int, c1: int) -> str:
+        """Columns [c0, c1) of the 2-D ``t`` of ``rows`` rows."""
+        return self.op("Slice", [t, self.ints([0, c0]), self.ints([rows, c1]), self.ints([0, 1]),
+                                 self.ints([1, 1])])
+
+    def projections(self, xn: str, rows: int, names: list[tuple[str, int]], k: int) -> list[str]:
+        """``xn @ W`` for each (weight name, columns); with ``fuse`` one GEMM against the weights
+        concatenated along N (stored so: ``wqkv``, ``wgu``) and a column slice per result."""
+        if not self.fuse or len(names) == 1:
+            return [self.op("MatMul", [xn, self.weight(n, (k, c))]) for n, c in names]
+        fused = "w" + "".join(n[1:] for n, _ in names)
+        y = self.op("MatMul", [xn, self.weight(fused, (k, sum(c for _, c in names)))])
+        out, c0 = [], 0
+        for _, c in names:
+            out.append(self.cols(y, rows, c0, c0 + c))
+            c0 += c
+        return out
+
+    def mlp(self, h: str, cfg: LlamaConfig, out: str, rows: int) -> str:
         hn = self.rmsnorm(h, self.weight("mlp_norm", (cfg.hidden,), "norm"), cfg.eps)
-        gate = self.op("MatMul", [hn, self.weight("wg", (cfg.hidden, cfg.ffn))])
+        gate, up = self.projections(hn, rows, [("wg", cfg.ffn), ("wu", cfg.ffn)], cfg.hidden)
         silu = self.op("Mul", [gate, self.op("Sigmoid", [gate])])
-        up = self.op("MatMul", [hn, self.weight("wu", (cfg.hidden, cfg.ffn))])
         down = self.op("MatMul", [self.op("Mul", [silu, up]),
                                   self.weight("wd", (cfg.ffn, cfg.hidden))])
         return self.op("Add", [h, down], out)
@@ -205,13 +226,12 @@ class _G:
 def _decode_layer(g: _G, cfg: LlamaConfig, context: int, batch: int) -> None:
     B, H, hd, nh, kvh, gq, L = (batch, cfg.hidden, cfg.head_dim, cfg.heads, cfg.kv_heads,
                                 cfg.group, context)
+    rows = B
     x = g.inp("x", [B, H])  # 2-D rows: every projection is a plain GEMM against the weight
     cos, sin = g.inp("cos", [B, 1, 1, hd]), g.inp("sin", [B, 1, 1, hd])
     past_kt, past_v = g.inp("past_kT", [B, kvh, hd, L]), g.inp("past_v", [B, kvh, L, hd])
     xn = g.rmsnorm(x, g.weight("attn_norm", (H,), "norm"), cfg.eps)
-    q = g.op("MatMul", [xn, g.weight("wq", (H, nh * hd))])
-    k = g.op("MatMul", [xn, g.weight("wk", (H, kvh * hd))])
-    v = g.op("MatMul", [xn, g.weight("wv", (H, kvh * hd))])
+    q, k, v = g.projections(xn, rows, [("wq", nh * hd), ("wk", kvh * hd), ("wv", kvh * hd)], H)
     # one token: [B,1,heads*hd] is [B,heads,1,hd] in memory (no transpose)
     q4 = g.rope(g.op("Reshape", [q, g.ints([B, nh, 1, hd])]), cos, sin, hd)
     k_new = g.rope(g.op("Reshape", [k, g.ints([B, kvh, 1, hd])]), cos, sin, hd, "k_new")
@@ -229,7 +249,7 @@ def _decode_layer(g: _G, cfg: LlamaConfig, context: int, batch: int) -> None:
     attn = g.op("MatMul", [g.op("Reshape", [o, g.ints([B, nh * hd])]),
                            g.weight("wo", (nh * hd, H))])
     h = g.op("Add", [x, attn])
-    g.mlp(h, cfg, "y")
+    g.mlp(h, cfg, "y", rows)
     g.out("y", [B, H])
     g.out("k_new", [B, kvh, 1, hd])
     g.out("v_new", [B, kvh, 1, hd])
@@ -240,12 +260,11 @@ def _prefill_layer(g: _G, cfg: LlamaConfig, tokens: int, batch: int) -> None:
     scores [T, T] of one head never exist for all heads at once."""
     B, H, hd, nh, kvh, gq, T = (batch, cfg.hidden, cfg.head_dim, cfg.heads, cfg.kv_heads,
                                 cfg.group, tokens)
+    rows = B * T
     x = g.inp("x", [B * T, H])  # 2-D rows: every projection is a plain GEMM
     cos, sin = g.inp("cos", [T, hd]), g.inp("sin", [T, hd])
     xn = g.rmsnorm(x, g.weight("attn_norm", (H,), "norm"), cfg.eps)
-    q = g.op("MatMul", [xn, g.weight("wq", (H, nh * hd))])
-    k = g.op("MatMul", [xn, g.weight("wk", (H, kvh * hd))])
-    v = g.op("MatMul", [xn, g.weight("wv", (H, kvh * hd))])
+    q, k, v = g.projections(xn, rows, [("wq", nh * hd), ("wk", kvh * hd), ("wv", kvh * hd)], H)
     mask = g.const(np.triu(np.full((T, T), -1e9, np.float32), k=1), "causal_mask")
     scale = g.const(np.float32(1.0 / math.sqrt(hd)))
 
@@ -271,7 +290,7 @@ def _prefill_layer(g: _G, cfg: LlamaConfig, tokens: int, batch: int) -> None:
     o = g.op("Concat", outs, axis=0) if B > 1 else outs[0]
     attn = g.op("MatMul", [o, g.weight("wo", (nh * hd, H))])
     h = g.op("Add", [x, attn])
-    g.mlp(h, cfg, "y")
+    g.mlp(h, cfg, "y", rows)
     g.op("Reshape", [g.op("Concat", kts, axis=0) if len(kts) > 1 else kts[0],
                      g.ints([B, kvh, hd, T])], "kT")
     g.op("Reshape", [g.op("Concat", vs, axis=0) if len(vs) > 1 else vs[0],
@@ -289,7 +308,7 @@ def _head(g: _G, cfg: LlamaConfig, tokens: int, batch: int) -> None:
 
 
 def build(cfg: LlamaConfig | str, part: str = "layer", phase: str = "decode", context: int = 16,
-          batch: int = 1, weights: str = "random", seed: int = 0):
+          batch: int = 1, weights: str = "random", seed: int = 0, fuse: bool = False):
     """One part of a LLaMA model as ONNX; returns ``(model, weight values by name)`` (values empty
     for ``weights='shape'``). ``context``: cached tokens L (decode) or prompt tokens T (prefill)."""
     cfg = config(cfg) if isinstance(cfg, str) else cfg
@@ -301,7 +320,7 @@ def build(cfg: LlamaConfig | str, part: str = "layer", phase: str = "decode", co
         raise LlmBuildError(f"context ({context}) and batch ({batch}) must be >= 1")
     if cfg.heads % cfg.kv_heads or cfg.hidden % cfg.heads or cfg.head_dim % 2:
         raise LlmBuildError(f"{cfg.name}: heads must be a multiple of kv_heads and head_dim even")
-    g = _G(weights, seed)
+    g = _G(weights, seed, fuse)
     if part == "layer":
         (_decode_layer if phase == "decode" else _prefill_layer)(g, cfg, context, batch)
     elif part == "head":
