@@ -205,6 +205,76 @@ def numerics_tiny(phase: str, context: int, batch: int, machine: str = "m100",
             "errors": errs}
 
 
+def plot_layer(rep, path: str, title: str) -> dict:
+    """One layer of ``rep`` simulated timing-only with records: a compact timeline PNG (a row per
+    TPB: TCU red, CVU green, DTDU blue; a row per DMA engine coloured by the weight / cache it
+    reads) and {symbol: (start, end, bytes, TPBs it is sent to)} of the DDR streams."""
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from m100.sim.simulator import Simulator
+    from m100.targets.m100.isa import Dma, Space, Unit, tpbs_of
+    from m100.targets.m100.program import Program
+    one = Program(rep.machine, rep.fingerprint, rep.streams, rep.segments, rep.symbols,
+                  rep.metadata)
+    res = Simulator(one, mode="timing", check_races=False).run({})
+    syms = sorted((s.address, s.address + s.nbytes, s.name) for s in one.symbols
+                  if s.space is Space.DDR and s.role in ("input", "weight"))
+
+    def sym(addr):
+        for lo, hi, n in syms:
+            if lo <= addr < hi:
+                return n
+        return None
+    names = [n for _, _, n in syms]
+    cmap = plt.get_cmap("tab20")
+    color = {n: cmap(i % 20) for i, n in enumerate(names)}
+    unit_c = {Unit.TCU: "tab:red", Unit.CVU: "tab:green", Unit.DTDU: "tab:blue"}
+    rows: dict = {}
+    streams: dict = {}
+    for r in res.records:
+        if not r.blocks:
+            continue
+        u, idx = r.inst.executor
+        if u is Unit.DMA:
+            n = sym(r.inst.src.base) if r.inst.src.space is Space.DDR else None
+            key = (1, idx)
+            c = color.get(n, "0.6")
+            if n is not None:
+                s0, e0, b0, t0 = streams.get(n, (math.inf, 0.0, 0, set()))
+                dst = tpbs_of(r.inst.tpb_mask) if r.inst.tpb_mask else [r.inst.dst.tpb]
+                streams[n] = (min(s0, r.start), max(e0, r.end),
+                              b0 + r.inst.src.num_elements * r.inst.src.dtype.bits // 8,
+                              t0 | set(dst))
+        else:
+            key = (0, idx)
+            c = unit_c.get(u, "k")
+        for s, e in r.blocks:
+            rows.setdefault(key, ([], []))
+            rows[key][0].append((s, max(e - s, 1.0)))
+            rows[key][1].append(c)
+    order = sorted(rows)
+    fig, ax = plt.subplots(figsize=(9, 0.09 * len(order) + 1.6))
+    for y, key in enumerate(order):
+        ax.broken_barh(rows[key][0], (y - 0.45, 0.9), facecolors=rows[key][1], linewidth=0)
+    ax.set_yticks([i for i, k in enumerate(order) if k[0] == 1 or k[1] % 8 == 0],
+                  [f"DMA{k[1]}" if k[0] else f"TPB{k[1]}" for k in order
+                   if k[0] == 1 or k[1] % 8 == 0], fontsize=6)
+    ax.invert_yaxis()
+    ax.set_xlabel("cycles", fontsize=7)
+    ax.tick_params(axis="x", labelsize=6)
+    ax.set_title(title, fontsize=8)
+    handles = [plt.Rectangle((0, 0), 1, 1, color=unit_c[u]) for u in unit_c] + \
+        [plt.Rectangle((0, 0), 1, 1, color=color[n]) for n in names if n in streams]
+    labels = [u.name for u in unit_c] + [f"DMA {n}" for n in names if n in streams]
+    ax.legend(handles, labels, fontsize=5, loc="upper left", bbox_to_anchor=(1.0, 1.0))
+    fig.tight_layout()
+    fig.savefig(path, dpi=80)
+    plt.close(fig)
+    return {n: (s, e, b, sorted(t)) for n, (s, e, b, t) in streams.items()}
+
+
 def print_rows(rows: list[dict], out=sys.stdout) -> None:
     cols = [("model", "model"), ("phase", "phase"), ("quant", "quant"), ("run_dtype", "run"),
             ("context", "ctx"), ("batch", "B"), ("simulated_ms", "sim ms"),
@@ -227,6 +297,11 @@ def print_rows(rows: list[dict], out=sys.stdout) -> None:
               f"{r['paper_ms'] if r['paper_ms'] is not None else '-'}", file=out)
 
 
+def llm_config(name: str):
+    from m100.frontend.llm import config
+    return config(name)
+
+
 def main(argv: list[str] | None = None) -> int:
     from m100.frontend.llm import PRESETS
     ap = argparse.ArgumentParser(prog="m100 bench llm", description=__doc__.splitlines()[0])
@@ -241,6 +316,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--layers", type=int, default=None, help="override the layer count")
     ap.add_argument("--no-cache", action="store_true", help="recompile (no out/cache/llm)")
     ap.add_argument("--json", default=None, help="write the row(s) as JSON here")
+    ap.add_argument("--timeline", default=None, metavar="PNG",
+                    help="also draw one layer's timeline (and print its DDR streams)")
     a = ap.parse_args(argv)
     if a.context < 1 or a.batch < 1:
         print(f"m100 bench llm: --context and --batch must be >= 1", file=sys.stderr)
@@ -254,6 +331,17 @@ def main(argv: list[str] | None = None) -> int:
     if a.model == "tiny":
         print(f"numerics vs onnxruntime (all layers + head): {row['numerics']}, max abs error "
               f"{row['max_abs_error']:.2e}")
+    if a.timeline:
+        rep, _, _, _ = programs(llm_config(a.model), a.phase, a.context, a.batch, quant,
+                                a.machine, cache, a.layers)
+        streams = plot_layer(rep, a.timeline, f"{a.model} {a.phase} one layer "
+                             f"({row['run_dtype']}, context {a.context}, batch {a.batch})")
+        print(f"one layer's DDR streams (cycles; MB; TPBs receiving): timeline in {a.timeline}")
+        for n, (s0, e0, b0, t0) in sorted(streams.items(), key=lambda kv: kv[1][0]):
+            print(f"  {n:10s} {s0:>10.0f} .. {e0:>10.0f}  {b0 / 1e6:8.1f} MB  "
+                  f"{b0 / max(e0 - s0, 1):6.1f} B/cycle  {len(t0)} TPBs ({t0[0]}..{t0[-1]})")
+        row["layer_streams"] = {n: {"start": v[0], "end": v[1], "bytes": v[2], "tpbs": v[3]}
+                                for n, v in streams.items()}
     if a.json:
         Path(a.json).parent.mkdir(parents=True, exist_ok=True)
         Path(a.json).write_text(json.dumps(row, indent=2, default=float) + "\n")

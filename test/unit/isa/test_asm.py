@@ -117,7 +117,7 @@ def test_instruction_errors(text, line, col, what):
     (".machine tiny 0x1\n.data 00\n", 2, "'.data' must follow a '.segment'"),
     (".machine tiny 0x1\n.segment ddr@0x0 \"a\"\n.data 0\n", 3, "even number of hex digits"),
     (".machine tiny 0x1\n.cluster 0\n.cluster 0\n", 3, "given twice"),
-    (".machine tiny 0x1\n.symbol inout \"x\" f32[1] ddr@0x0\n", 2, "'input' or 'output'"),
+    (".machine tiny 0x1\n.symbol inout \"x\" f32[1] ddr@0x0\n", 2, "'input', 'output' or 'weight'"),
     (".machine tiny 0x1\n.frobnicate\n", 2, "unknown directive '.frobnicate'"),
     (".machine tiny 0x1\n.meta key \"v\"\n", 2, "quoted string"),
     (".machine custom\n", 1, "not a preset"),
