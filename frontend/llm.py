@@ -21,6 +21,8 @@ order of ``transformers``' ``LlamaDecoderLayer`` (the models in ``test/data/llam
 ``fuse=True`` stores Q/K/V as one weight ``wqkv`` [H, (heads + 2 kv_heads) hd] and gate/up as
 ``wgu`` [H, 2 ffn] (as LLM runtimes do): one GEMM each and column slices of the result.
 
+``dtype='f16'`` makes every tensor (weights, activations, KV cache) f16.
+
 ``weights='random'`` materializes seeded weights (the tests compare with onnxruntime);
 ``weights='shape'`` declares every weight by shape and dtype only, as external data that is never
 written, so the model compiles by shape (:mod:`m100.frontend.shape_only`): a 7B layer is a few KB.
@@ -102,9 +104,11 @@ def rope_tables(cfg: LlamaConfig, positions: np.ndarray) -> tuple[np.ndarray, np
 class _G:
     """A small ONNX graph builder (constants become initializers)."""
 
-    def __init__(self, weights: str, seed: int, fuse: bool = False):
+    def __init__(self, weights: str, seed: int, fuse: bool = False, dtype: str = "f32"):
         from onnx import TensorProto
         self.TP = TensorProto
+        self.np_dt = {"f32": np.float32, "f16": np.float16}[dtype]
+        self.elem = {"f32": TensorProto.FLOAT, "f16": TensorProto.FLOAT16}[dtype]
         self.nodes: list = []
         self.inits: list = []
         self.inputs: list = []
@@ -114,6 +118,10 @@ class _G:
         self.rng = np.random.default_rng(seed)
         self.n = 0
         self.values: dict[str, np.ndarray] = {}
+
+    def f(self, v: float):
+        """A float scalar of the model's element type."""
+        return self.np_dt(v)
 
     def name(self, p: str) -> str:
         self.n += 1
@@ -138,27 +146,27 @@ class _G:
         """A model weight: seeded values, or declared by shape only (external, never written)."""
         from onnx import TensorProto, numpy_helper
         if self.weights == "shape":
-            t = TensorProto(name=name, data_type=TensorProto.FLOAT, dims=list(shape))
+            t = TensorProto(name=name, data_type=self.elem, dims=list(shape))
             t.data_location = TensorProto.EXTERNAL
             t.external_data.add(key="location", value=SHAPE_ONLY_LOCATION)
             self.inits.append(t)
             return name
         if init == "norm":
-            arr = (1.0 + 0.1 * self.rng.standard_normal(shape)).astype(np.float32)
+            arr = (1.0 + 0.1 * self.rng.standard_normal(shape)).astype(self.np_dt)
         else:
-            arr = (self.rng.standard_normal(shape) / np.sqrt(shape[0])).astype(np.float32)
+            arr = (self.rng.standard_normal(shape) / np.sqrt(shape[0])).astype(self.np_dt)
         self.values[name] = arr
         self.inits.append(numpy_helper.from_array(arr, name))
         return name
 
     def inp(self, name: str, shape) -> str:
         from onnx import helper
-        self.inputs.append(helper.make_tensor_value_info(name, self.TP.FLOAT, list(shape)))
+        self.inputs.append(helper.make_tensor_value_info(name, self.elem, list(shape)))
         return name
 
     def out(self, name: str, shape) -> None:
         from onnx import helper
-        self.outputs.append(helper.make_tensor_value_info(name, self.TP.FLOAT, list(shape)))
+        self.outputs.append(helper.make_tensor_value_info(name, self.elem, list(shape)))
 
     def model(self, name: str):
         import onnx
@@ -173,10 +181,10 @@ class _G:
 
     # --- LLaMA pieces ------------------------------------------------------------------------
     def rmsnorm(self, x: str, w: str, eps: float) -> str:
-        p = self.op("Pow", [x, self.const(np.float32(2.0))])
+        p = self.op("Pow", [x, self.const(self.f(2.0))])
         mean = self.op("ReduceMean", [p, self.ints([-1])], keepdims=1)
         r = self.op("Reciprocal", [self.op("Sqrt", [self.op("Add", [mean,
-                                                                    self.const(np.float32(eps))])])])
+                                                                    self.const(self.f(eps))])])])
         return self.op("Mul", [w, self.op("Mul", [x, r])])
 
     def rope(self, x: str, cos: str, sin: str, hd: int, out: str | None = None) -> str:
@@ -187,10 +195,10 @@ class _G:
         rot = self.op("Concat", [self.op("Neg", [hi]), lo], axis=-1)
         return self.op("Add", [self.op("Mul", [x, cos]), self.op("Mul", [rot, sin])], out)
 
-    def rope2d(self, x: str, cos: str, sin: str, hd: int) -> str:
-        """RoPE of one head's rows ``x`` [T, hd] (``cos``/``sin`` [T, hd])."""
+    def rope3d(self, x: str, cos: str, sin: str, hd: int) -> str:
+        """RoPE of heads' rows ``x`` [n, T, hd] (``cos``/``sin`` [T, hd], broadcast over heads)."""
         half = hd // 2
-        axes = self.ints([1])
+        axes = self.ints([2])
         lo = self.op("Slice", [x, self.ints([0]), self.ints([half]), axes, self.ints([1])])
         hi = self.op("Slice", [x, self.ints([half]), self.ints([hd]), axes, self.ints([1])])
         rot = self.op("Concat", [self.op("Neg", [hi]), lo], axis=-1)
@@ -240,7 +248,7 @@ def _decode_layer(g: _G, cfg: LlamaConfig, context: int, batch: int) -> None:
     s_past = g.op("MatMul", [qg, past_kt])
     s_new = g.op("MatMul", [qg, g.op("Reshape", [k_new, g.ints([B, kvh, hd, 1])])])
     s = g.op("Mul", [g.op("Concat", [s_past, s_new], axis=-1),
-                     g.const(np.float32(1.0 / math.sqrt(hd)))])
+                     g.const(g.f(1.0 / math.sqrt(hd)))])
     p = g.op("Softmax", [s], axis=-1)
     axes = g.ints([3])
     p_past = g.op("Slice", [p, g.ints([0]), g.ints([L]), axes, g.ints([1])])
@@ -256,8 +264,8 @@ def _decode_layer(g: _G, cfg: LlamaConfig, context: int, batch: int) -> None:
 
 
 def _prefill_layer(g: _G, cfg: LlamaConfig, tokens: int, batch: int) -> None:
-    """Per sequence and head, 2-D GEMMs of T rows (what keeps the TCUs busy at T = 1024): the
-    scores [T, T] of one head never exist for all heads at once."""
+    """Attention of one sequence as batched GEMMs over the KV heads ([kvh, g*T, hd] x
+    [kvh, hd, T]: a KV head's query heads are stacked rows); sequences one after the other."""
     B, H, hd, nh, kvh, gq, T = (batch, cfg.hidden, cfg.head_dim, cfg.heads, cfg.kv_heads,
                                 cfg.group, tokens)
     rows = B * T
@@ -265,35 +273,35 @@ def _prefill_layer(g: _G, cfg: LlamaConfig, tokens: int, batch: int) -> None:
     cos, sin = g.inp("cos", [T, hd]), g.inp("sin", [T, hd])
     xn = g.rmsnorm(x, g.weight("attn_norm", (H,), "norm"), cfg.eps)
     q, k, v = g.projections(xn, rows, [("wq", nh * hd), ("wk", kvh * hd), ("wv", kvh * hd)], H)
-    mask = g.const(np.triu(np.full((T, T), -1e9, np.float32), k=1), "causal_mask")
-    scale = g.const(np.float32(1.0 / math.sqrt(hd)))
+    mask = np.triu(np.full((T, T), -1e4 if g.np_dt == np.float16 else -1e9, g.np_dt), k=1)
+    mask = g.const(np.tile(mask, (gq, 1)), "causal_mask")  # [g*T, T]: rows of g query heads
+    scale = g.const(g.f(1.0 / math.sqrt(hd)))
 
-    def cols(t: str, b: int, c0: int, c1: int) -> str:  # rows of sequence b, columns [c0, c1)
-        return g.op("Slice", [t, g.ints([b * T, c0]), g.ints([(b + 1) * T, c1]),
-                              g.ints([0, 1]), g.ints([1, 1])])
+    def seq(t: str, b: int, n: int) -> str:  # sequence b of a [B*T, n*hd] -> [n, T, hd]
+        if B > 1:
+            t = g.op("Slice", [t, g.ints([b * T]), g.ints([(b + 1) * T]), g.ints([0]),
+                               g.ints([1])])
+        return g.op("Transpose", [g.op("Reshape", [t, g.ints([T, n, hd])])], perm=[1, 0, 2])
 
     outs, kts, vs = [], [], []
     for b in range(B):
-        heads_o = []
-        for j in range(kvh):
-            kj = g.rope2d(cols(k, b, j * hd, (j + 1) * hd), cos, sin, hd)
-            ktj = g.op("Transpose", [kj], perm=[1, 0])  # [hd, T]: the cache layout
-            vj = cols(v, b, j * hd, (j + 1) * hd)
-            kts.append(ktj)
-            vs.append(vj)
-            for r in range(gq):
-                h = j * gq + r
-                qh = g.rope2d(cols(q, b, h * hd, (h + 1) * hd), cos, sin, hd)
-                s = g.op("Add", [g.op("Mul", [g.op("MatMul", [qh, ktj]), scale]), mask])
-                heads_o.append(g.op("MatMul", [g.op("Softmax", [s], axis=-1), vj]))
-        outs.append(g.op("Concat", heads_o, axis=1) if len(heads_o) > 1 else heads_o[0])
+        qb = g.rope3d(seq(q, b, nh), cos, sin, hd)
+        ktb = g.op("Transpose", [g.rope3d(seq(k, b, kvh), cos, sin, hd)], perm=[0, 2, 1])
+        vb = seq(v, b, kvh)
+        kts.append(ktb)
+        vs.append(vb)
+        qg = g.op("Reshape", [qb, g.ints([kvh, gq * T, hd])])
+        s = g.op("Add", [g.op("Mul", [g.op("MatMul", [qg, ktb]), scale]), mask])
+        o = g.op("MatMul", [g.op("Softmax", [s], axis=-1), vb])  # [kvh, g*T, hd]
+        o = g.op("Transpose", [g.op("Reshape", [o, g.ints([nh, T, hd])])], perm=[1, 0, 2])
+        outs.append(g.op("Reshape", [o, g.ints([T, nh * hd])]))
     o = g.op("Concat", outs, axis=0) if B > 1 else outs[0]
     attn = g.op("MatMul", [o, g.weight("wo", (nh * hd, H))])
     h = g.op("Add", [x, attn])
     g.mlp(h, cfg, "y", rows)
-    g.op("Reshape", [g.op("Concat", kts, axis=0) if len(kts) > 1 else kts[0],
+    g.op("Reshape", [g.op("Concat", kts, axis=0) if B > 1 else kts[0],
                      g.ints([B, kvh, hd, T])], "kT")
-    g.op("Reshape", [g.op("Concat", vs, axis=0) if len(vs) > 1 else vs[0],
+    g.op("Reshape", [g.op("Concat", vs, axis=0) if B > 1 else vs[0],
                      g.ints([B, kvh, T, hd])], "v")
     g.out("y", [B * T, H])
     g.out("kT", [B, kvh, hd, T])
@@ -308,7 +316,8 @@ def _head(g: _G, cfg: LlamaConfig, tokens: int, batch: int) -> None:
 
 
 def build(cfg: LlamaConfig | str, part: str = "layer", phase: str = "decode", context: int = 16,
-          batch: int = 1, weights: str = "random", seed: int = 0, fuse: bool = False):
+          batch: int = 1, weights: str = "random", seed: int = 0, fuse: bool = False,
+          dtype: str = "f32"):
     """One part of a LLaMA model as ONNX; returns ``(model, weight values by name)`` (values empty
     for ``weights='shape'``). ``context``: cached tokens L (decode) or prompt tokens T (prefill)."""
     cfg = config(cfg) if isinstance(cfg, str) else cfg
@@ -320,7 +329,9 @@ def build(cfg: LlamaConfig | str, part: str = "layer", phase: str = "decode", co
         raise LlmBuildError(f"context ({context}) and batch ({batch}) must be >= 1")
     if cfg.heads % cfg.kv_heads or cfg.hidden % cfg.heads or cfg.head_dim % 2:
         raise LlmBuildError(f"{cfg.name}: heads must be a multiple of kv_heads and head_dim even")
-    g = _G(weights, seed, fuse)
+    if dtype not in ("f32", "f16"):
+        raise LlmBuildError(f"dtype must be 'f32' or 'f16', not {dtype!r}")
+    g = _G(weights, seed, fuse, dtype)
     if part == "layer":
         (_decode_layer if phase == "decode" else _prefill_layer)(g, cfg, context, batch)
     elif part == "head":

@@ -189,10 +189,12 @@ def from_module(module: ModuleOp, max_cvu_stages: int = 8) -> IRGraph:
         elif not (outs in fills and fills[outs] == 0.0):
             raise ScheduleError(f"{where}: batch_matmul supports a zero or bias init and one "
                                 "activation")
-        if any(x not in ACTS and x != "bias" for x in epi) or len(acts) > 1 or \
+        if any(x not in ACTS and x not in ("bias", "store") for x in epi) or len(acts) > 1 or \
                 ("bias" in epi and bias is None):
-            raise ScheduleError(f"{where}: batch_matmul supports a zero or bias init and one "
-                                "activation")
+            raise ScheduleError(f"{where}: batch_matmul supports a zero or bias init, one "
+                                "activation and rounding on store")
+        # rounded on store (f16 x f16 accumulated in f32): the parts hold the fused result's type
+        out_dt = _dtype(epilogue_result(op).type) if "store" in epi else dt
         if a in consts:
             const_tensor(a, consts[a])
         ta = tname(a)
@@ -201,16 +203,17 @@ def from_module(module: ModuleOp, max_cvu_stages: int = 8) -> IRGraph:
         if tb is None and all(np.array_equal(consts[b][i], consts[b][0]) for i in range(1, bt)):
             # the usual transformer linear [B, S, D] @ W (+ b): one weight for every batch
             # (torch-mlir broadcasts W to [B, D, N]) -> one [B*S, D] @ W matmul
-            a2 = add_t("reshape", "dtdu.copy", [ta], (bt * m_, k_), dt, {}, Lowering("reshape"),
-                       op)
+            a2 = add_t("reshape", "dtdu.copy", [ta], (bt * m_, k_), _dtype(a.type), {},
+                       Lowering("reshape"), op)
             counter[0] += 1
             w0 = f"c{counter[0]}"
             g.add_tensor(Tensor(w0, (k_, n_), _dtype(b.type), "weight"))
             data[w0] = np.ascontiguousarray(np.asarray(consts[b])[0])
             mo = add_t("matmul", "tcu.matmul", [a2, w0] + ([bias] if bias else []), (bt * m_, n_),
-                       dt, dict(m=bt * m_, n=n_, k=k_), lw_mm, op)
+                       out_dt, dict(m=bt * m_, n=n_, k=k_), lw_mm, op)
             g.ops[-1].epilogue = tuple(epi)
-            add_t("reshape", "dtdu.copy", [mo], so, dt, {}, Lowering("reshape"), op, op.results[0])
+            add_t("reshape", "dtdu.copy", [mo], so, out_dt, {}, Lowering("reshape"), op,
+                  op.results[0])
             if GROUP in op.attributes:
                 group_out[op.attributes[GROUP].value.data] = names[op.results[0]]  # type: ignore
             return
@@ -218,7 +221,7 @@ def from_module(module: ModuleOp, max_cvu_stages: int = 8) -> IRGraph:
         for i in range(bt):
             sl = Lowering("slice", params=dict(offsets=[i, 0, 0], sizes=[1, m_, k_],
                                                strides=[1, 1, 1]))
-            ai = add_t("slice", "dtdu.copy", [ta], (m_, k_), dt, {}, sl, op)
+            ai = add_t("slice", "dtdu.copy", [ta], (m_, k_), _dtype(a.type), {}, sl, op)
             if tb is None:
                 counter[0] += 1
                 bi = f"c{counter[0]}"
@@ -227,15 +230,16 @@ def from_module(module: ModuleOp, max_cvu_stages: int = 8) -> IRGraph:
             else:
                 sl2 = Lowering("slice", params=dict(offsets=[i, 0, 0], sizes=[1, k_, n_],
                                                     strides=[1, 1, 1]))
-                bi = add_t("slice", "dtdu.copy", [tb], (k_, n_), dt, {}, sl2, op)
+                bi = add_t("slice", "dtdu.copy", [tb], (k_, n_), _dtype(b.type), {}, sl2, op)
             lw = Lowering("matmul", act=ACTS[acts[0]] if acts else Act.NONE, bias=bias)
-            mi = add_t("matmul", "tcu.matmul", [ai, bi] + ([bias] if bias else []), (m_, n_), dt,
-                       dict(m=m_, n=n_, k=k_), lw, op)
+            mi = add_t("matmul", "tcu.matmul", [ai, bi] + ([bias] if bias else []), (m_, n_),
+                       out_dt, dict(m=m_, n=n_, k=k_), lw, op)
             g.ops[-1].epilogue = tuple(epi)
-            parts.append(add_t("reshape", "dtdu.copy", [mi], (1, m_, n_), dt, {},
+            parts.append(add_t("reshape", "dtdu.copy", [mi], (1, m_, n_), out_dt, {},
                                Lowering("reshape"), op, op.results[0] if bt == 1 else None))
         if bt > 1:
-            add_t("concat", "dtdu.copy", parts, so, dt, {}, Lowering("concat", params=dict(dim=0)),
+            add_t("concat", "dtdu.copy", parts, so, out_dt, {},
+                  Lowering("concat", params=dict(dim=0)),
                   op, op.results[0])
         if GROUP in op.attributes:
             group_out[op.attributes[GROUP].value.data] = names[op.results[0]]  # type: ignore

@@ -64,3 +64,20 @@ def test_roofline_of_the_paper_configurations():
     p = bench_llm.roofline_ms(config("llama2-7b"), "prefill", 1024, 1, "w8a8", m)
     assert p["bound"] == "TCU" and 30 < p["ms"] < 60
 
+
+
+def test_f16_batched_matmul_rounds_on_store():
+    """The attention GEMMs of an f16 decoder: a batched f16 MatMul (accumulated in f32, rounded
+    on store) was refused ('batch_matmul supports a zero init and one activation'); vs onnxruntime."""
+    from onnx import TensorProto, helper
+
+    from m100.tools import driver
+    g = helper.make_graph(
+        [helper.make_node("MatMul", ["a", "b"], ["y"])], "bmm16",
+        [helper.make_tensor_value_info("a", TensorProto.FLOAT16, [3, 4, 32]),
+         helper.make_tensor_value_info("b", TensorProto.FLOAT16, [3, 32, 16])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT16, [3, 4, 16])])
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 18)])
+    m.ir_version = 8
+    r = driver.check(m, machine="m100")
+    assert r.passed, r.summary()
