@@ -27,6 +27,11 @@ graph outputs and downstream consumers are unchanged.
 - ``InstanceNormalization`` (float32, static shape): torch-mlir's form is a norm over H, W that
   the scheduler's norm op (last axis) does not take; rewritten into Reshape ``[N, C, H*W]``,
   LayerNormalization over the last axis, Reshape back, per-channel scale and bias.
+- ``GroupNormalization`` (float32, static shape): torch-mlir computes it in f64 (no f64
+  tensors in the scheduler); rewritten like InstanceNormalization on ``[N, G, C/G*S]``.
+- ``Hardmax`` (float32, static shape, opset >= 13): torch-mlir's form is an arg-max (a CSU
+  routine the scheduler does not lower); rewritten into max, ``x == max``, a prefix count by a
+  matmul with an upper-triangular ones matrix and ``1`` at the first maximum.
 - ``CenterCropPad`` with a constant ``shape``: torch-mlir computes the window with
   ``tensor.extract``; rewritten into Slice (start ``d // 2``) and a zero Pad per the definition.
 - ``Attention`` (opset 23/24): torch-mlir cannot lower it; decomposed into MatMul / Softmax /
@@ -311,6 +316,83 @@ def _center_crop_pad(node, graph, shapes, names, helper, numpy_helper):
     return nodes, inits
 
 
+def _group_norm(node, opset, shapes, names, helper, numpy_helper):
+    """GroupNormalization of a static-shape float32 ``[N, C, ...]`` -> Reshape ``[N, G, C/G*S]``,
+    LayerNormalization over the last axis (no affine), Reshape ``[N, G, C/G, S]``, ``* scale +
+    bias`` (per channel from opset 21, per group before), Reshape back (the ONNX definition)."""
+    shp = shapes.get(node.input[0])
+    attrs = {a.name: helper.get_attribute_value(a) for a in node.attribute}
+    g = int(attrs.get("num_groups", 0))
+    if shp is None or len(shp) < 3 or not g or shp[1] % g:
+        return None
+    eps = float(attrs.get("epsilon", 1e-5))
+    n, c = shp[0], shp[1]
+    sp = int(np.prod(shp[2:]))
+    per_channel = opset >= 21
+    base = node.name or node.output[0]
+    t = {k: names(f"gnorm_{k}") for k in ("flat", "norm", "grp", "scaled", "aff", "s", "b",
+                                              "shape1", "shape2", "shape3", "pshape", "ones")}
+    pshape = [g, c // g, 1] if per_channel else [g, 1, 1]
+    inits = [numpy_helper.from_array(np.array([n, g, c // g * sp], np.int64), t["shape1"]),
+             numpy_helper.from_array(np.array([n, g, c // g, sp], np.int64), t["shape2"]),
+             numpy_helper.from_array(np.array(shp, np.int64), t["shape3"]),
+             numpy_helper.from_array(np.array(pshape, np.int64), t["pshape"]),
+             numpy_helper.from_array(np.ones(c // g * sp, np.float32), t["ones"])]
+    mk = lambda op, ins, out, **kw: helper.make_node(op, ins, [out], name=f"{base}/m100_{op}_{out}", **kw)  # noqa: E731
+    nodes = [mk("Reshape", [node.input[0], t["shape1"]], t["flat"]),
+             mk("LayerNormalization", [t["flat"], t["ones"]], t["norm"], axis=-1, epsilon=eps),
+             mk("Reshape", [t["norm"], t["shape2"]], t["grp"]),
+             mk("Reshape", [node.input[1], t["pshape"]], t["s"]),
+             mk("Reshape", [node.input[2], t["pshape"]], t["b"]),
+             mk("Mul", [t["grp"], t["s"]], t["scaled"]),
+             mk("Add", [t["scaled"], t["b"]], t["aff"]),
+             mk("Reshape", [t["aff"], t["shape3"]], node.output[0])]
+    return nodes, inits
+
+
+def _hardmax(node, opset, shapes, names, helper, numpy_helper):
+    """Hardmax (opset >= 13, float32, static shape) without an arg-max: along the last axis (the
+    axis transposed there and back), ``eq = (x == max(x))`` as 0/1, the running count of maxima
+    ``c = eq @ U`` (U upper-triangular ones: a TCU matmul, exact on small integers), and
+    ``y = eq * relu(1 - |c - 1|)``: 1 exactly at the first maximum (ONNX: the first index)."""
+    shp = shapes.get(node.input[0])
+    if shp is None or opset < 13:
+        return None
+    attrs = {a.name: helper.get_attribute_value(a) for a in node.attribute}
+    r = len(shp)
+    a = int(attrs.get("axis", -1)) % r
+    n = shp[a]
+    base = node.name or node.output[0]
+    inits = []
+
+    def const(hint, v, dt=np.float32):
+        nm = names(f"hmax_{hint}")
+        inits.append(numpy_helper.from_array(np.asarray(v, dt), nm))
+        return nm
+
+    nodes = []
+
+    def op(kind, ins, out=None, **kw):
+        o = out or names(f"hmax_{kind.lower()}")
+        nodes.append(helper.make_node(kind, ins, [o], name=f"{base}/m100_{kind}_{len(nodes)}", **kw))
+        return o
+
+    perm = [d for d in range(r) if d != a] + [a]
+    x = node.input[0] if a == r - 1 else op("Transpose", [node.input[0]], perm=perm)
+    m = (op("ReduceMax", [x, const("axes", [-1], np.int64)], keepdims=1) if opset >= 18
+         else op("ReduceMax", [x], keepdims=1, axes=[-1]))
+    eq = op("Cast", [op("Equal", [x, m])], to=1)
+    c = op("MatMul", [eq, const("upper", np.triu(np.ones((n, n), np.float32)))])
+    one = const("one", 1.0)
+    first = op("Relu", [op("Sub", [one, op("Abs", [op("Sub", [c, one])])])])
+    inv = [perm.index(d) for d in range(r)]
+    if a == r - 1:
+        op("Mul", [eq, first], node.output[0])
+    else:
+        op("Transpose", [op("Mul", [eq, first])], node.output[0], perm=inv)
+    return nodes, inits
+
+
 def rewrite_for_torch_mlir(model):
     """Apply the rewrites above to ``model`` (shape-inferred) in place; return the number rewritten."""
     from onnx import helper, numpy_helper
@@ -340,6 +422,11 @@ def rewrite_for_torch_mlir(model):
             elif node.op_type == "CenterCropPad" and opset >= 18:
                 repl = _center_crop_pad(node, graph, _static_shapes(graph), names, helper,
                                         numpy_helper)
+            elif node.op_type == "GroupNormalization" and types.get(node.input[0]) == 1 \
+                    and opset >= 18:
+                repl = _group_norm(node, opset, _static_shapes(graph), names, helper, numpy_helper)
+            elif node.op_type == "Hardmax" and types.get(node.input[0]) == 1:
+                repl = _hardmax(node, opset, _static_shapes(graph), names, helper, numpy_helper)
             elif node.op_type == "Attention":
                 from m100.frontend.onnx_rewrite_attention import rewrite_attention
                 repl = rewrite_attention(node, graph, types, names, helper, numpy_helper)

@@ -224,7 +224,7 @@ def _expr_stages(exprs, n_in: int, where: str) -> tuple[Stage, ...]:
             "floor": CvuOp.FLOOR, "ceil": CvuOp.CEIL, "sin": CvuOp.SIN, "cos": CvuOp.COS,
             "atan": CvuOp.ATAN, "roundeven": CvuOp.ROUND}
     # math ops composed of several stages (ELEMENTARY: the formulas and their accuracy)
-    composed = set(ELEMENTARY) | {"extf", "truncf", "sitofp"}
+    composed = set(ELEMENTARY) | {"extf", "truncf", "sitofp", "fpowi", "uitofp(cmpf)"}
 
     def emit(op: CvuOp, args: tuple[Ref, ...]) -> Ref:
         stages.append(Stage(op, args))
@@ -251,6 +251,17 @@ def _expr_stages(exprs, n_in: int, where: str) -> tuple[Stage, ...]:
             if k == "sitofp" and e.args[0].kind != "in":
                 raise ScheduleError(f"{where}: sitofp of a computed integer has no CVU stage")
             r = go(e.args[0])
+        elif k in ("uitofp", "extui") and e.args[0].kind == "cmpf":
+            # an i1 comparison as a number: the CVU compare stage already yields 1.0 / 0.0
+            r = go(e.args[0])
+        elif k == "fpowi":
+            # x ** n with a constant integer n (torch-mlir's Pow by an integer scalar): x * x for
+            # n = 2, else the CVU pow with n as an immediate (exact for a negative base too)
+            n = e.args[1]
+            if n.kind != "c" or float(n.val) != int(n.val):
+                raise ScheduleError(f"{where}: fpowi by a non-constant exponent has no CVU stage")
+            x = go(e.args[0])
+            r = emit(CvuOp.MUL, (x, x)) if int(n.val) == 2 else emit(CvuOp.POW, (x, _imm(int(n.val))))
         elif k in ELEMENTARY:
             r = ELEMENTARY[k](emit, go(e.args[0]))
         elif k == "select":

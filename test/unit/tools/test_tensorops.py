@@ -282,3 +282,39 @@ def test_center_crop_pad_odd_differences():
     want = np.zeros((4, 6), np.float32)
     want[:, 1:4] = x[1:5]
     np.testing.assert_array_equal(y, want)
+
+
+@pytest.mark.parametrize("axis", [0, -1])
+def test_hardmax_first_maximum_with_ties_and_inf(axis):
+    x = np.array([[1, 3, 3, 0], [2, 2, 2, 2], [-1, np.inf, 5, np.inf], [0, -2, 7, 7]], np.float32)
+    (y,) = _run(_model([helper.make_node("Hardmax", ["x"], ["y"], axis=axis)], [_vi("x", [4, 4])],
+                       [_vi("y", [4, 4])]), x)
+    want = np.zeros_like(x)
+    idx = np.argmax(x, axis=axis)  # numpy: the first maximum, like ONNX
+    if axis == 0:
+        want[idx, np.arange(4)] = 1
+    else:
+        want[np.arange(4), idx] = 1
+    np.testing.assert_array_equal(y, want)
+
+
+def test_group_norm_and_squared_pow():
+    rng = np.random.default_rng(9)
+    x = rng.standard_normal((2, 6, 3, 2)).astype(np.float32)
+    s, b = rng.standard_normal(6).astype(np.float32), rng.standard_normal(6).astype(np.float32)
+    m = _model([helper.make_node("GroupNormalization", ["x", "s", "b"], ["y"], num_groups=3,
+                                 epsilon=1e-4)],
+               [_vi("x", [2, 6, 3, 2]), _vi("s", [6]), _vi("b", [6])], [_vi("y", [2, 6, 3, 2])],
+               opset=21)
+    (y,) = _run(m, x, s, b)
+    xg = x.astype(np.float64).reshape(2, 3, -1)
+    norm = ((xg - xg.mean(-1, keepdims=True)) / np.sqrt(xg.var(-1, keepdims=True) + 1e-4))
+    want = norm.reshape(x.shape) * s.reshape(6, 1, 1) + b.reshape(6, 1, 1)
+    np.testing.assert_allclose(y, want, rtol=1e-4, atol=1e-5)
+    m = _model([helper.make_node("MeanVarianceNormalization", ["x"], ["y"], axes=[0, 2, 3])],
+               [_vi("x", [2, 6, 3, 2])], [_vi("y", [2, 6, 3, 2])], opset=13)
+    (y,) = _run(m, x)
+    x64 = x.astype(np.float64)
+    mu = x64.mean(axis=(0, 2, 3), keepdims=True)
+    want = (x64 - mu) / np.sqrt((x64 ** 2).mean(axis=(0, 2, 3), keepdims=True) - mu ** 2 + 1e-9)
+    np.testing.assert_allclose(y, want, rtol=1e-4, atol=1e-5)
