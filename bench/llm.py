@@ -87,8 +87,8 @@ def programs(cfg, phase: str, context: int, batch: int, quant: str, machine: str
     head_model, _ = llm.build(cfg, "head", phase, context=context, batch=batch, weights="shape")
     layer, t1, h1 = _compile_cached(layer_model, base + "-layer", machine, cache)
     head, t2, h2 = _compile_cached(head_model, base + "-head", machine, cache)
-    kv = ["past_kT", "past_v", "k_new", "v_new"] if phase == "decode" else ["kT", "v"]
-    per = [s.name for s in layer.symbols if s.role == "weight"] + kv
+    # per layer: weights, KV cache (in and out); shared: the RoPE tables; chained: x -> y
+    per = [s.name for s in layer.symbols if s.name not in ("x", "y", "cos", "sin")]
     rep = repeat_program(layer, n, chain=[("x", "y")], per_instance=per)
     return rep, head, t1 + t2, h1 and h2
 
@@ -163,7 +163,7 @@ def numerics_tiny(phase: str, context: int, batch: int, machine: str = "m100",
     cfg = llm.config("tiny")
     rep, head, _, _ = programs(cfg, phase, context, batch, "f32", machine, None)
     rng = np.random.default_rng(seed)
-    hd, kvh = cfg.head_dim, cfg.kv_heads
+    hd = cfg.head_dim
     T = 1 if phase == "decode" else context
     pos = [context] if phase == "decode" else list(range(context))
     cos, sin = llm.rope_tables(cfg, pos)
@@ -178,11 +178,11 @@ def numerics_tiny(phase: str, context: int, batch: int, machine: str = "m100",
         model_i, w = llm.build(cfg, "layer", phase, context=context, batch=batch, seed=100 + i,
                                fuse=True)
         ort_in = {"x": x, "cos": cos, "sin": sin}
-        if phase == "decode":
-            kt = rng.standard_normal((batch, kvh, hd, context)).astype(np.float32)
-            v = rng.standard_normal((batch, kvh, context, hd)).astype(np.float32)
-            feed |= {f"past_kT@{i}": kt, f"past_v@{i}": v}
-            ort_in |= {"past_kT": kt, "past_v": v}
+        for vi in model_i.graph.input:  # the layer's KV cache
+            if vi.name not in ort_in:
+                shape = [d.dim_value for d in vi.type.tensor_type.shape.dim]
+                ort_in[vi.name] = rng.standard_normal(shape).astype(np.float32)
+                feed[f"{vi.name}@{i}"] = ort_in[vi.name]
         feed |= {f"{k}@{i}": a for k, a in w.items()}
         sess = ort.InferenceSession(model_i.SerializeToString(),
                                     providers=["CPUExecutionProvider"])
@@ -228,7 +228,7 @@ def plot_layer(rep, path: str, title: str) -> dict:
                 return n
         return None
     names = [n for _, _, n in syms]
-    cmap = plt.get_cmap("tab20")
+    cmap = plt.get_cmap("tab20b")  # (not the units' red/green/blue)
     color = {n: cmap(i % 20) for i, n in enumerate(names)}
     unit_c = {Unit.TCU: "tab:red", Unit.CVU: "tab:green", Unit.DTDU: "tab:blue"}
     rows: dict = {}

@@ -5,7 +5,8 @@
 * ``layer`` (``phase='decode'``): one decoder layer for one new token per sequence with a KV cache.
   Inputs ``x`` [B,H] (the hidden rows, 2-D so that every projection is one GEMM), ``cos``/``sin`` [B,1,1,hd] (RoPE of each sequence's position),
   ``past_kT`` [B,kvh,hd,L] (the K cache, stored transposed: the score GEMV reads it as is),
-  ``past_v`` [B,kvh,L,hd]; outputs ``y`` [B,H], ``k_new`` [B,kvh,1,hd] and ``v_new``
+  ``past_v`` [B,kvh,L,hd] -- at batch 1 one input per KV head j, ``past_kT.j`` [hd,L] and
+  ``past_v.j`` [L,hd], so that every head is a plain GEMV the scheduler can place on its own TPBs; outputs ``y`` [B,H], ``k_new`` [B,kvh,1,hd] and ``v_new``
   [B,kvh,1,hd] -- the row the runtime appends to the cache (at row L). Attention is computed as
   ``softmax([q K_past^T, q k_new^T]) [V_past; v_new]`` split into the cached part and the new row,
   so the cache is read once and never copied.
@@ -237,7 +238,6 @@ def _decode_layer(g: _G, cfg: LlamaConfig, context: int, batch: int) -> None:
     rows = B
     x = g.inp("x", [B, H])  # 2-D rows: every projection is a plain GEMM against the weight
     cos, sin = g.inp("cos", [B, 1, 1, hd]), g.inp("sin", [B, 1, 1, hd])
-    past_kt, past_v = g.inp("past_kT", [B, kvh, hd, L]), g.inp("past_v", [B, kvh, L, hd])
     xn = g.rmsnorm(x, g.weight("attn_norm", (H,), "norm"), cfg.eps)
     q, k, v = g.projections(xn, rows, [("wq", nh * hd), ("wk", kvh * hd), ("wv", kvh * hd)], H)
     # one token: [B,1,heads*hd] is [B,heads,1,hd] in memory (no transpose)
@@ -245,15 +245,18 @@ def _decode_layer(g: _G, cfg: LlamaConfig, context: int, batch: int) -> None:
     k_new = g.rope(g.op("Reshape", [k, g.ints([B, kvh, 1, hd])]), cos, sin, hd, "k_new")
     g.op("Reshape", [v, g.ints([B, kvh, 1, hd])], "v_new")
     qg = g.op("Reshape", [q4, g.ints([B, kvh, gq, hd])])  # GQA: a KV head's queries are rows
-    s_past = g.op("MatMul", [qg, past_kt])
     s_new = g.op("MatMul", [qg, g.op("Reshape", [k_new, g.ints([B, kvh, hd, 1])])])
-    s = g.op("Mul", [g.op("Concat", [s_past, s_new], axis=-1),
-                     g.const(g.f(1.0 / math.sqrt(hd)))])
-    p = g.op("Softmax", [s], axis=-1)
-    axes = g.ints([3])
-    p_past = g.op("Slice", [p, g.ints([0]), g.ints([L]), axes, g.ints([1])])
-    p_new = g.op("Slice", [p, g.ints([L]), g.ints([L + 1]), axes, g.ints([1])])
-    o = g.op("Add", [g.op("MatMul", [p_past, past_v]), g.op("MatMul", [p_new, "v_new"])])
+    scale = g.const(g.f(1.0 / math.sqrt(hd)))
+    if B == 1:  # one 2-D GEMV per KV head against its own cache: the heads spread over TPBs
+        o = _decode_attention_per_head(g, cfg, L, q4, s_new, scale)
+    else:
+        past_kt, past_v = g.inp("past_kT", [B, kvh, hd, L]), g.inp("past_v", [B, kvh, L, hd])
+        s = g.op("Mul", [g.op("Concat", [g.op("MatMul", [qg, past_kt]), s_new], axis=-1), scale])
+        p = g.op("Softmax", [s], axis=-1)
+        axes = g.ints([3])
+        p_past = g.op("Slice", [p, g.ints([0]), g.ints([L]), axes, g.ints([1])])
+        p_new = g.op("Slice", [p, g.ints([L]), g.ints([L + 1]), axes, g.ints([1])])
+        o = g.op("Add", [g.op("MatMul", [p_past, past_v]), g.op("MatMul", [p_new, "v_new"])])
     attn = g.op("MatMul", [g.op("Reshape", [o, g.ints([B, nh * hd])]),
                            g.weight("wo", (nh * hd, H))])
     h = g.op("Add", [x, attn])
@@ -261,6 +264,35 @@ def _decode_layer(g: _G, cfg: LlamaConfig, context: int, batch: int) -> None:
     g.out("y", [B, H])
     g.out("k_new", [B, kvh, 1, hd])
     g.out("v_new", [B, kvh, 1, hd])
+
+
+def _decode_attention_per_head(g: _G, cfg: LlamaConfig, L: int, q4: str, s_new: str,
+                               scale: str) -> str:
+    """Batch-1 decode attention with the cache of KV head j as its own inputs ``past_kT.j``
+    [hd, L] and ``past_v.j`` [L, hd]: two plain GEMVs per KV head (its query heads are the rows),
+    one softmax over [heads, L+1]. Returns o [1, heads, 1, hd]-shaped as [heads, hd]."""
+    hd, nh, kvh, gq = cfg.head_dim, cfg.heads, cfg.kv_heads, cfg.group
+    qr = g.op("Reshape", [q4, g.ints([nh, hd])])
+
+    def rows(t: str, r0: int, r1: int) -> str:
+        return g.op("Slice", [t, g.ints([r0]), g.ints([r1]), g.ints([0]), g.ints([1])])
+
+    def cat0(parts: list[str]) -> str:
+        return g.op("Concat", parts, axis=0) if len(parts) > 1 else parts[0]
+
+    kts = [g.inp(f"past_kT.{j}", [hd, L]) for j in range(kvh)]
+    vs = [g.inp(f"past_v.{j}", [L, hd]) for j in range(kvh)]
+    s_past = cat0([g.op("MatMul", [rows(qr, j * gq, (j + 1) * gq), kts[j]]) for j in range(kvh)])
+    s = g.op("Mul", [g.op("Concat", [s_past, g.op("Reshape", [s_new, g.ints([nh, 1])])], axis=1),
+                     scale])
+    p = g.op("Softmax", [s], axis=-1)  # [heads, L+1]
+    p_past = g.op("Slice", [p, g.ints([0]), g.ints([L]), g.ints([1]), g.ints([1])])
+    p_new = g.op("Slice", [p, g.ints([L]), g.ints([L + 1]), g.ints([1]), g.ints([1])])
+    o_past = cat0([g.op("MatMul", [rows(p_past, j * gq, (j + 1) * gq), vs[j]])
+                   for j in range(kvh)])
+    o_new = g.op("Mul", [g.op("Reshape", [p_new, g.ints([kvh, gq, 1])]),
+                         g.op("Reshape", ["v_new", g.ints([kvh, 1, hd])])])
+    return g.op("Add", [o_past, g.op("Reshape", [o_new, g.ints([nh, hd])])])
 
 
 def _prefill_layer(g: _G, cfg: LlamaConfig, tokens: int, batch: int) -> None:
@@ -292,7 +324,11 @@ def _prefill_layer(g: _G, cfg: LlamaConfig, tokens: int, batch: int) -> None:
         vs.append(vb)
         qg = g.op("Reshape", [qb, g.ints([kvh, gq * T, hd])])
         s = g.op("Add", [g.op("Mul", [g.op("MatMul", [qg, ktb]), scale]), mask])
-        o = g.op("MatMul", [g.op("Softmax", [s], axis=-1), vb])  # [kvh, g*T, hd]
+        # softmax over rows of a 2-D [kvh*g*T, T]: the CVU tiles rows; a 3-D softmax needed a
+        # whole [g*T, T] block per TPB (16 MB at T = 1024)
+        p2 = g.op("Softmax", [g.op("Reshape", [s, g.ints([kvh * gq * T, T])])], axis=-1)
+        p3 = g.op("Reshape", [p2, g.ints([kvh, gq * T, T])])
+        o = g.op("MatMul", [p3, vb])  # [kvh, g*T, hd]
         o = g.op("Transpose", [g.op("Reshape", [o, g.ints([nh, T, hd])])], perm=[1, 0, 2])
         outs.append(g.op("Reshape", [o, g.ints([T, nh * hd])]))
     o = g.op("Concat", outs, axis=0) if B > 1 else outs[0]

@@ -35,8 +35,8 @@ def test_repeated_layer_matches_n_layers_of_onnxruntime(layer):
     cfg = llm.config("tiny")
     _, prog = layer
     rep = repeat_program(prog, N, chain=[("x", "y")],
-                         per_instance=[s.name for s in prog.symbols if s.role == "weight"]
-                         + ["past_kT", "past_v", "k_new", "v_new"])
+                         per_instance=[s.name for s in prog.symbols
+                                       if s.name not in ("x", "y", "cos", "sin")])
     rep = Program.from_bytes(rep.to_bytes())  # through the container
     assert rep.repeat.count == N
     ins, rng = _inputs(cfg, 0)
@@ -45,13 +45,12 @@ def test_repeated_layer_matches_n_layers_of_onnxruntime(layer):
     want_kv = []
     for i in range(N):
         model_i, w = llm.build("tiny", "layer", "decode", context=CTX, seed=10 + i)
-        kt = rng.standard_normal((1, cfg.kv_heads, cfg.head_dim, CTX)).astype(np.float32)
-        v = rng.standard_normal((1, cfg.kv_heads, CTX, cfg.head_dim)).astype(np.float32)
-        feed |= {f"{k}@{i}": a for k, a in w.items()} | {f"past_kT@{i}": kt, f"past_v@{i}": v}
+        cache = {"past_kT.0": rng.standard_normal((cfg.head_dim, CTX)).astype(np.float32),
+                 "past_v.0": rng.standard_normal((CTX, cfg.head_dim)).astype(np.float32)}
+        feed |= {f"{k}@{i}": a for k, a in (w | cache).items()}
         sess = ort.InferenceSession(model_i.SerializeToString(), providers=["CPUExecutionProvider"])
         x, kn, vn = sess.run(["y", "k_new", "v_new"], {"x": x, "cos": ins["cos"],
-                                                       "sin": ins["sin"], "past_kT": kt,
-                                                       "past_v": v})
+                                                       "sin": ins["sin"], **cache})
         want_kv.append((kn, vn))
     res = driver.run(rep, feed)
     assert res.ok
