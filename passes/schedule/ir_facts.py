@@ -235,7 +235,11 @@ def _expr_stages(exprs, n_in: int, where: str) -> tuple[Stage, ...]:
         if key in memo:
             return memo[key]
         k = e.kind
-        if k == "in":
+        if k == "extf":  # f16/bf16 -> f32: the CVU reads its inputs as f32 anyway
+            r = go(e.args[0])
+        elif k == "truncf" and e is exprs[0]:  # f32 -> f16 last: the store rounds to the output
+            r = go(e.args[0])
+        elif k == "in":
             r = Ref(RefKind.INPUT, int(e.val))
         elif k == "c":
             r = Ref(RefKind.IMM, 0, float(e.val))

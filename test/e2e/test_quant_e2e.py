@@ -280,3 +280,45 @@ def test_cli_quantize_errors_are_one_line(tmp_path, capsys, args, msg):
     rc = m100(["compile", str(tmp_path / "f.onnx"), "-o", str(tmp_path / "p.m100")] + args)
     err = capsys.readouterr().err
     assert rc == 1 and msg in err and err.count("\n") == 1, err
+
+
+def test_ptq_f16_convnet_runs_f16_convolutions(tmp_path):
+    # the f16 conv net has f16 -> f32 extf (pooling) generics: the CVU reads f32 anyway
+    from m100.frontend import models, ptq
+
+    q = ptq.quantize_model(models.conv_relu_maxpool(), "f16")
+    onnx.save(q, tmp_path / "q.onnx")
+    ck = driver.check(tmp_path / "q.onnx", machine="tiny", seed=9)
+    assert ck.passed, ck.summary()
+    convs = [i for i in _tcu_instructions(ck.compile.program) if isinstance(i, Conv2D)]
+    assert convs and all(i.x.dtype is DType.F16 and i.w.dtype is DType.F16 for i in convs)
+
+
+@pytest.mark.slow
+def test_qdq_resnet18_matches_the_integer_kernel_oracle():
+    """Acceptance of issue 11, QDQ ResNet-18 (quantize_static per-channel S8S8, 64x64): all 21
+    contractions int8 on the TCU, output within 1 LSB on >= 99.9 % of the elements of the numpy
+    oracle of onnxruntime's integer kernels (``qdq_oracle``: every Conv/Gemm as QLinearConv/QGemm
+    compute it). onnxruntime itself runs 11 of the 20 convolutions in f32 (docs/graph.md), which
+    moves some outputs by up to 3 LSB; that figure is reported, not asserted."""
+    from qdq_oracle import qdq_oracle
+
+    model = qm.qdq_resnet18(hw=64)
+    cr = driver.compile(model, machine="m100")
+    convs = [i for i in _tcu_instructions(cr.program)]
+    assert len(convs) >= 21 and all(i.epilogue.requant is not None for i in convs)
+    lsb = driver.output_lsb(model, "y")
+    rng = np.random.default_rng(123)
+    steps, ort_steps, oracle_is_ort = [], [], 0
+    for _ in range(4):
+        x = rng.standard_normal((1, 3, 64, 64)).astype(np.float32)
+        want = qdq_oracle(model, x)[0]
+        ort = onnxruntime_run(model, [x])[0]
+        oracle_is_ort += int(np.array_equal(want, ort))
+        got = driver.run(cr.program, {"x": x}, machine=cr.machine).outputs["y"].reshape(want.shape)
+        steps.append(np.rint(np.abs(got - want) / lsb).ravel())
+        ort_steps.append(np.rint(np.abs(got - ort) / lsb).ravel())
+    s, o = np.concatenate(steps), np.concatenate(ort_steps)
+    assert oracle_is_ort >= 1  # the oracle is onnxruntime's arithmetic (where no f32 conv tips)
+    assert np.mean(s <= 1) >= 0.999, (np.mean(s <= 1), np.mean(o <= 1), o.max())
+

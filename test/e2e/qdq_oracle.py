@@ -1,0 +1,106 @@
+"""numpy oracle of onnxruntime's integer QDQ kernels (tests of issue 11; see qdq_oracle)."""
+
+from __future__ import annotations
+
+import numpy as np
+import onnx
+from onnx import numpy_helper
+
+
+def qdq_oracle(model, x):
+    """The QDQ model evaluated in numpy as onnxruntime's integer kernels compute it (QLinearConv /
+    QGemm: exact integer accumulation, f32 multiplier ``f32(f32(xs * ws) / ys)``, f32 product, round
+    half even, + zp, saturate) for every Conv/Gemm; other ops on the f32 dequantized values, then
+    QuantizeLinear ``round_half_even(f32(x / s)) + zp``."""
+    f32 = np.float32
+    init = {t.name: numpy_helper.to_array(t) for t in model.graph.initializer}
+    env = {model.graph.input[0].name: x}
+
+    def attr(n, k, d=None):
+        for a in n.attribute:
+            if a.name == k:
+                return onnx.helper.get_attribute_value(a)
+        return d
+
+    def val(name):
+        return init[name] if name in init else env[name]
+
+    def deq(v):  # a ("q", int array, scale, zp, axis) -> f32 values
+        _, q, s, z, ax = v
+        if np.ndim(s):
+            shp = [1] * q.ndim
+            shp[ax] = -1
+            s, z = np.reshape(s, shp), np.reshape(z, shp)
+        return ((q.astype(f32) - np.asarray(z, f32)) * np.asarray(s, f32)).astype(f32)
+
+    def fl(v):
+        return deq(v) if isinstance(v, tuple) and v[0] == "q" else v
+
+    for n in model.graph.node:
+        op, ins = n.op_type, list(n.input)
+        if op == "DequantizeLinear":
+            q = val(ins[0])
+            z = val(ins[2]) if len(ins) > 2 else np.zeros_like(val(ins[1]), np.int64)
+            out = ("q", np.asarray(q).astype(np.int64), val(ins[1]), np.asarray(z, np.int64),
+                   attr(n, "axis", 1))
+        elif op == "QuantizeLinear":
+            s, z = f32(val(ins[1])), int(val(ins[2]))
+            v = env[ins[0]]
+            if isinstance(v, tuple) and v[0] == "acc":
+                _, acc, m_in, ch = v
+                m = ((m_in).astype(f32) / s).astype(f32)
+                shp = [1] * acc.ndim
+                shp[ch] = -1
+                y = np.rint((acc.astype(f32) * m.reshape(shp)).astype(f32))
+            else:
+                y = np.rint((fl(v).astype(f32) / s).astype(f32))
+            out = np.clip(y + z, -128, 127).astype(np.int8)
+        elif op in ("Conv", "Gemm"):
+            xv, wv = env[ins[0]], env[ins[1]]
+            bv = env[ins[2]] if len(ins) > 2 else ("q", np.zeros(1, np.int64), 1.0, 0, 0)
+            if not all(isinstance(v, tuple) and v[0] == "q" for v in (xv, wv, bv)):
+                raise NotImplementedError(f"{op} {n.name}: not a QDQ int8/int32 contraction")
+            xq = xv[1] - xv[3]
+            wq = wv[1] - np.reshape(wv[3], (-1,) + (1,) * (wv[1].ndim - 1))
+            if op == "Conv":
+                st, p = attr(n, "strides", [1, 1])[0], attr(n, "pads", [0, 0, 0, 0])
+                xp = np.pad(xq, ((0, 0), (0, 0), (p[0], p[2]), (p[1], p[3])))
+                F, C, kh, kw = wq.shape
+                oh, ow = (xp.shape[2] - kh) // st + 1, (xp.shape[3] - kw) // st + 1
+                acc = np.zeros((xq.shape[0], F, oh, ow), np.int64)
+                for i in range(kh):
+                    for j in range(kw):
+                        acc += np.einsum("nchw,fc->nfhw",
+                                         xp[:, :, i:i + st * oh:st, j:j + st * ow:st], wq[:, :, i, j])
+                acc += bv[1].reshape(1, -1, 1, 1)
+                ch = 1
+            else:
+                assert attr(n, "transB", 0) == 1
+                acc = xq @ wq.T + bv[1]
+                ch = 1
+            m_in = (f32(xv[2]) * np.asarray(wv[2], f32).reshape(-1)).astype(f32)
+            out = ("acc", acc, m_in, ch)
+        elif op == "Add":
+            out = (fl(env[ins[0]]) + fl(env[ins[1]])).astype(f32)
+        elif op == "Relu":
+            out = np.maximum(fl(env[ins[0]]), f32(0))
+        elif op == "MaxPool":
+            v = fl(env[ins[0]])
+            k, st = attr(n, "kernel_shape")[0], attr(n, "strides", [1, 1])[0]
+            p = attr(n, "pads", [0, 0, 0, 0])
+            vp = np.pad(v, ((0, 0), (0, 0), (p[0], p[2]), (p[1], p[3])), constant_values=-np.inf)
+            oh, ow = (vp.shape[2] - k) // st + 1, (vp.shape[3] - k) // st + 1
+            out = np.full((v.shape[0], v.shape[1], oh, ow), -np.inf, f32)
+            for i in range(k):
+                for j in range(k):
+                    out = np.maximum(out, vp[:, :, i:i + st * oh:st, j:j + st * ow:st])
+        elif op == "GlobalAveragePool":
+            out = fl(env[ins[0]]).mean(axis=(2, 3), keepdims=True, dtype=f32)
+        elif op == "Flatten":
+            v = env[ins[0]]
+            out = ("q",) + (v[1].reshape(v[1].shape[0], -1),) + v[2:] if isinstance(v, tuple) \
+                else v.reshape(v.shape[0], -1)
+        else:
+            raise NotImplementedError(op)
+        env[n.output[0]] = out
+    return [fl(env[o.name]) for o in model.graph.output]
