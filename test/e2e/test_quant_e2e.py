@@ -322,3 +322,17 @@ def test_qdq_resnet18_matches_the_integer_kernel_oracle():
     assert oracle_is_ort >= 1  # the oracle is onnxruntime's arithmetic (where no f32 conv tips)
     assert np.mean(s <= 1) >= 0.999, (np.mean(s <= 1), np.mean(o <= 1), o.max())
 
+
+
+def test_ptq_f16_llama_layer_batch_matmuls_store_f16(tmp_path):
+    # the attention batch matmuls of the f16 LLaMA layer accumulate in f32 and store f16 (the
+    # batch_matmul lowering refused the fused store stage before)
+    from pathlib import Path
+
+    from m100.frontend import ptq
+
+    src = Path(__file__).parents[1] / "data" / "llama_layer_small.onnx"
+    onnx.save(ptq.quantize_model(onnx.load(src), "f16"), tmp_path / "q.onnx")
+    ck = driver.check(tmp_path / "q.onnx", machine="tiny", seed=3)
+    assert ck.passed, ck.summary()
+    assert all(i.c.dtype is DType.F16 for i in _tcu_instructions(ck.compile.program))
