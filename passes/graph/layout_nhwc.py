@@ -12,7 +12,7 @@ from xdsl.dialects.linalg.ops import Conv2DNhwc_HwcfOp, GenericOp, TransposeOp
 from xdsl.ir import Operation, OpResult, SSAValue
 from xdsl.ir.affine import AffineExpr, AffineMap
 from xdsl.passes import ModulePass
-from xdsl.rewriter import Rewriter
+from xdsl.rewriter import InsertPoint, Rewriter
 
 from m100.passes.graph.common import (
     const_array,
@@ -175,6 +175,52 @@ def sink_through_pad(op: tensor.PadOp) -> bool:
     return True
 
 
+def sink_through_quant_cast(op: Operation) -> bool:
+    """``cast(transpose(y, TO_NCHW)) -> transpose(cast(y), TO_NCHW)`` for the per-tensor
+    ``quant.qcast/dcast/scast`` (elementwise, so the order does not matter): in a quantized graph
+    they sit between a convolution's back-transpose and the next one's transpose, which then
+    cancel (issue 11: the QDQ ResNet-18 kept a transpose pair around every convolution).
+    ``linalg.transpose`` takes no quantized element type, so a cast to a quantized type moves
+    together with its single user that casts it back to a plain type (``qcast -> scast`` to the
+    storage, ``scast -> dcast`` from it)."""
+    from m100.dialects.quant import (DCastOp, QCastOp, QuantizedType, SCastOp,
+                                     UniformQuantizedPerAxisType)
+
+    if not isinstance(op, (QCastOp, DCastOp, SCastOp)):
+        return False
+    y = _from_nhwc(op.input)
+    t = op.result.type
+    if y is None or not isinstance(t, TensorType) or len(t.get_shape()) != 4:
+        return False
+    users: list[Operation] = []
+    if isinstance(t.get_element_type(), QuantizedType):
+        users = [u.operation for u in op.result.uses]
+        if not users or any(not isinstance(u, (SCastOp, DCastOp)) or isinstance(
+                u.result.type.get_element_type(), QuantizedType) for u in users):  # type: ignore
+            return False
+    if any(isinstance(v.type.get_element_type(), UniformQuantizedPerAxisType)  # type: ignore
+           for c in [op] + users for v in (c.input, c.result)):
+        return False  # per-axis parameters would need their axis permuted
+    first = type(op)(y, _permuted(t, TO_NHWC))
+    first.attributes.update(op.attributes)
+    Rewriter.insert_op(first, InsertPoint.before(op))
+    for c in users or [op]:
+        v: SSAValue = first.result
+        new_ops: list[Operation] = []
+        if users:
+            n = type(c)(v, _permuted(c.result.type, TO_NHWC))  # type: ignore[arg-type]
+            n.attributes.update(c.attributes)
+            new_ops.append(n)
+            v = n.result
+        b_ops, back = make_transpose(v, TO_NCHW)
+        Rewriter.insert_op(new_ops + b_ops, InsertPoint.before(c))
+        c.result.replace_all_uses_with(back)
+        Rewriter.erase_op(c)
+    if users:
+        Rewriter.erase_op(op)
+    return True
+
+
 @dataclass(frozen=True)
 class LayoutNhwc(ModulePass):
     """Layout for the TCU: NCHW convolutions become NHWC convolutions with HWCF weights.
@@ -183,8 +229,8 @@ class LayoutNhwc(ModulePass):
     -> transpose back``; constant FCHW weights are pre-packed to HWCF at compile time (a new
     dense constant), other weights get a transpose. With ``propagate`` (default) the NHWC->NCHW
     transposes are then sunk through rank-4 elementwise linalg.generic ops (bias, BatchNorm,
-    ReLU, residual adds: the generic is re-indexed to iterate in NHWC) and through constant
-    ``tensor.pad``, so that between consecutive convolutions a transpose pair remains that
+    ReLU, residual adds: the generic is re-indexed to iterate in NHWC), through constant
+    ``tensor.pad`` and through per-tensor ``quant.qcast/dcast/scast``, so that between consecutive convolutions a transpose pair remains that
     simplify-algebra cancels.
     With ``pools`` (default) NCHW max/sum/min pooling becomes the NHWC pooling op the same way.
     Why: the TCU convolves NHWC activations with [kh, kw, c, f] weights (isa.Conv2D) and the CVU
@@ -217,6 +263,8 @@ class LayoutNhwc(ModulePass):
                         changed |= sink_through_generic(o)
                     elif isinstance(o, tensor.PadOp):
                         changed |= sink_through_pad(o)
+                    elif o.name in ("quant.qcast", "quant.dcast", "quant.scast"):
+                        changed |= sink_through_quant_cast(o)
 
 
 __all__ = ["LayoutNhwc", "convert_conv", "TO_NHWC", "TO_NCHW", "FCHW_TO_HWCF"]

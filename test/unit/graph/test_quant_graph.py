@@ -241,3 +241,14 @@ def test_more_quantize_static_configurations_bit_exact(make, n_int8):
     assert sum(str(c.operands[0].type).endswith("xi8>") for c in cs) == n_int8
     for x in xs:
         assert np.array_equal(reference.run(module, [x])[0], onnxruntime_run(model, [x])[0])
+
+
+def test_transposes_sink_through_quant_casts_and_cancel(convnet):
+    # qcast/dcast/scast between convolutions used to pin a transpose pair around every conv
+    # (6 in this conv net, 21+ in the QDQ ResNet-18): only the input and output ones remain
+    model, module = convnet
+    module = module.clone()
+    M100Graph().apply(make_context(), module)
+    assert sum(op.name == "linalg.transpose" for op in module.walk()) == 2
+    x = np.random.default_rng(3).standard_normal((1, 3, 8, 8)).astype(np.float32)
+    np.testing.assert_array_equal(reference.run(module, [x])[0], onnxruntime_run(model, [x])[0])
