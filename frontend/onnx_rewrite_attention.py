@@ -14,7 +14,8 @@ shapes:
   compile-time constants (``0`` / ``-inf``, aligned bottom-right by the past length);
 * the softmax of ``QK + bias``; rows whose bias is ``-inf`` everywhere give 0 (as the definition
   says), with a guard that stays exact: the bias is clamped to ``-FLT_MAX`` and the result multiplied
-  by ``sign(relu(rowmax(bias) + FLT_MAX))`` (0 exactly for the fully masked rows);
+  by ``sign(relu(rowmax(bias) + FLT_MAX))`` (0 exactly for the fully masked rows; a row whose
+  bias is ``-FLT_MAX`` everywhere, finite, would also give 0 instead of a uniform row);
 * ``qk_matmul_output_mode`` 0/1 (QK after softcap), 2 (+ bias), 3 (after softmax);
 * ``Y = P @ V``.
 
