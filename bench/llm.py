@@ -222,12 +222,12 @@ def plot_layer(rep, path: str, title: str) -> dict:
     syms = sorted((s.address, s.address + s.nbytes, s.name) for s in one.symbols
                   if s.space is Space.DDR and s.role in ("input", "weight"))
 
-    def sym(addr):
+    def sym(addr):  # the stream a DDR address belongs to (the heads of a cache are one stream)
         for lo, hi, n in syms:
             if lo <= addr < hi:
-                return n
+                return n.split(".")[0]
         return None
-    names = [n for _, _, n in syms]
+    names = list(dict.fromkeys(n.split(".")[0] for _, _, n in syms))
     cmap = plt.get_cmap("tab20b")  # (not the units' red/green/blue)
     color = {n: cmap(i % 20) for i, n in enumerate(names)}
     unit_c = {Unit.TCU: "tab:red", Unit.CVU: "tab:green", Unit.DTDU: "tab:blue"}
@@ -255,7 +255,7 @@ def plot_layer(rep, path: str, title: str) -> dict:
             rows[key][0].append((s, max(e - s, 1.0)))
             rows[key][1].append(c)
     order = sorted(rows)
-    fig, ax = plt.subplots(figsize=(9, 0.09 * len(order) + 1.6))
+    fig, ax = plt.subplots(figsize=(9, max(3.2, 0.09 * len(order) + 1.6)))
     for y, key in enumerate(order):
         ax.broken_barh(rows[key][0], (y - 0.45, 0.9), facecolors=rows[key][1], linewidth=0)
     ax.set_yticks([i for i, k in enumerate(order) if k[0] == 1 or k[1] % 8 == 0],
