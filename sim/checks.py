@@ -147,6 +147,7 @@ class Record:
     inst: int
     block: int
     operand: str
+    seq: int = -1  # arrival number (RaceDetector)
 
 
 #: The race checker indexes records by address buckets of 2**BUCKET_BITS bytes; a record (or a
@@ -161,23 +162,23 @@ class RaceDetector:
     records: dict[tuple, list[Record]] = field(default_factory=dict)
     reported: set = field(default_factory=set)
     count: int = 0
-    # per space: {bucket: [(seq, Record)]} and the wide records [(seq, Record)], in arrival order
+    # per space: {bucket: [Record]} and the wide records [Record], in arrival order
     _buckets: dict[tuple, dict[int, list]] = field(default_factory=dict)
     _wide: dict[tuple, list] = field(default_factory=dict)
     _prunes: int = 0
 
-    def _index(self, space: tuple, seq: int, rec: Record) -> None:
+    def _index(self, space: tuple, rec: Record) -> None:
         b0, b1 = rec.bytes.lo >> BUCKET_BITS, (rec.bytes.hi - 1) >> BUCKET_BITS
         if b1 - b0 >= WIDE:
-            self._wide.setdefault(space, []).append((seq, rec))
+            self._wide.setdefault(space, []).append(rec)
             return
         bk = self._buckets.setdefault(space, {})
         for k in range(b0, b1 + 1):
             lst = bk.get(k)
             if lst is None:
-                bk[k] = [(seq, rec)]
+                bk[k] = [rec]
             else:
-                lst.append((seq, rec))
+                lst.append(rec)
 
     def _candidates(self, space: tuple, lo: int, hi: int) -> list[Record]:
         """The records whose byte bounds may overlap [lo, hi), in arrival order."""
@@ -192,11 +193,8 @@ class RaceDetector:
         if not parts:
             return []
         if len(parts) == 1:
-            return [r for _, r in parts[0]]
-        seen = {}
-        for part in parts:
-            for seq, r in part:
-                seen[seq] = r
+            return parts[0]
+        seen = {r.seq: r for part in parts for r in part}
         return [seen[k] for k in sorted(seen)]
 
     def access(self, space: tuple, rec: Record, vc: np.ndarray) -> list[tuple[Record, int]]:
@@ -216,8 +214,9 @@ class RaceDetector:
             if addr is not None:
                 out.append((r, addr))
         lst.append(rec)
+        rec.seq = self.count
         if hi > lo:
-            self._index(space, self.count, rec)
+            self._index(space, rec)
         self.count += 1
         return out
 
@@ -232,7 +231,7 @@ class RaceDetector:
             return
         for idx in (*self._buckets.values(), self._wide):
             for k in list(idx):
-                kept = [(q, r) for q, r in idx[k] if r.epoch > min_vc[r.unit]]
+                kept = [r for r in idx[k] if r.epoch > min_vc[r.unit]]
                 if kept:
                     idx[k] = kept
                 else:

@@ -154,6 +154,7 @@ class Engine:
         self.col_use = np.zeros(self.col_cap.size)
         self.col_cnt = np.zeros(self.col_cap.size, dtype=np.int64)
         self.col_updates = 0
+        self.crit_jobs = 0  # streaming jobs with crit set
         self.flow_ids = itertools.count(1)
         self.bytes: dict[str, float] = {}
         self.macs: dict[int, float] = {}
@@ -358,6 +359,7 @@ class Engine:
         if job.cols.size:
             self.col_use[job.cols] += sign * job.use  # distinct columns per job
             self.col_cnt[job.cols] += sign
+        self.crit_jobs += sign * job.crit
         self.col_updates += 1
 
     def _unlimited(self, jobs: list[Job]) -> bool:
@@ -375,10 +377,11 @@ class Engine:
         if self.col_updates >= 4096:  # recompute the running sums now and then (drift)
             self.col_use[:] = 0.0
             self.col_cnt[:] = 0
+            self.crit_jobs = 0
             for j in jobs:
                 self._add_use(j, 1)
             self.col_updates = 0
-        if any(j.crit for j in jobs):
+        if self.crit_jobs:
             return False
         multi = self.col_cnt >= 2
         return bool((self.col_use[multi] <= self.col_cap[multi] * (1.0 - 1e-7)).all())

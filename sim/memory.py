@@ -8,6 +8,8 @@ touches. Reads and writes are vectorized over an array of element byte addresses
 
 from __future__ import annotations
 
+import sys
+
 import numpy as np
 
 from m100.targets.m100 import numerics
@@ -19,6 +21,31 @@ from .twu import box, contiguous_start, element_offsets, is_injective, strided_b
 
 PAGE_BITS = 20
 PAGE = 1 << PAGE_BITS
+
+
+#: Element types whose value type is their little-endian storage (on a little-endian host): their
+#: bytes and values are views of each other.
+_SAME = {dt: numerics.value_dtype(dt) for dt in (DType.I8, DType.I32, DType.F16, DType.F32)} \
+    if sys.byteorder == "little" else {}
+
+
+def _from_bytes(raw: np.ndarray, dt: DType) -> np.ndarray:
+    """``numerics.from_bytes`` without its copy: every caller here passes a fresh buffer of its
+    own (a range read, a gather or a compacted strided view), so the values may be a view of it."""
+    t = _SAME.get(dt)
+    if t is not None and raw.flags.c_contiguous and raw.size % t.itemsize == 0:
+        return raw.reshape(-1).view(t)
+    return numerics.from_bytes(raw, dt)
+
+
+def _to_bytes(values: np.ndarray, dt: DType) -> np.ndarray:
+    """``numerics.to_bytes`` without its second copy (the bytes are copied into pages at once)."""
+    t = _SAME.get(dt)
+    if t is not None:
+        v = np.ascontiguousarray(numerics.convert(np.asarray(values).reshape(-1), dt))
+        if v.dtype == t:
+            return v.view(np.uint8)
+    return numerics.to_bytes(values, dt)
 
 
 class PagedBytes:
@@ -134,17 +161,17 @@ class Memory:
                 sz = dt.bits // 8
                 lo = walk.base + start * sz
                 raw = mem.read_range(lo, lo + walk.num_elements * sz)
-                return numerics.from_bytes(raw, dt)
+                return _from_bytes(raw, dt)
             got = _box_span(walk)
             if got is not None:  # an affine box: one range read, a strided view, no index array
                 lo, a, z = got
                 view = strided_bytes(mem.read_range(a, z), walk, lo)
-                return numerics.from_bytes(np.ascontiguousarray(view).reshape(-1), dt)
+                return _from_bytes(np.ascontiguousarray(view).reshape(-1), dt)
             offsets = element_offsets(walk)
         elif dt is not DType.I4 and _consecutive(offsets):
             sz = dt.bits // 8
             lo = walk.base + int(offsets[0]) * sz
-            return numerics.from_bytes(mem.read_range(lo, lo + offsets.size * sz), dt)
+            return _from_bytes(mem.read_range(lo, lo + offsets.size * sz), dt)
         if dt is DType.I4:
             raw = mem.gather(walk.base + (offsets >> 1))
             nib = np.where(offsets & 1, raw >> 4, raw & 0xF).astype(np.uint8)
@@ -155,7 +182,7 @@ class Memory:
             raw = mem.gather(addrs)
         else:
             raw = mem.gather(addrs[:, None] + np.arange(sz, dtype=np.int64))
-        return numerics.from_bytes(raw.reshape(-1), dt)
+        return _from_bytes(raw.reshape(-1), dt)
 
     def write_walk(self, walk: Walk, values: np.ndarray, tpb: int | None = None,
                    offsets: np.ndarray | None = None) -> None:
@@ -167,7 +194,7 @@ class Memory:
         if offsets is None:
             start = contiguous_start(walk)
             if start is not None and dt is not DType.I4:
-                mem.write_range(walk.base + start * (dt.bits // 8), numerics.to_bytes(values, dt))
+                mem.write_range(walk.base + start * (dt.bits // 8), _to_bytes(values, dt))
                 return
             got = _box_span(walk) if is_injective(walk) else None
             if got is not None and values.size == walk.num_elements:
@@ -175,13 +202,13 @@ class Memory:
                 lo, a, z = got
                 buf = mem.read_range(a, z)
                 view = strided_bytes(buf, walk, lo)
-                view[...] = numerics.to_bytes(values, dt).reshape(view.shape)
+                view[...] = _to_bytes(values, dt).reshape(view.shape)
                 mem.write_range(a, buf)
                 return
             offsets = element_offsets(walk)
         elif dt is not DType.I4 and values.size == offsets.size and _consecutive(offsets):
             mem.write_range(walk.base + int(offsets[0]) * (dt.bits // 8),
-                            numerics.to_bytes(values, dt))
+                            _to_bytes(values, dt))
             return
         if dt is DType.I4:
             v = (numerics.convert(values, dt).astype(np.int16) & 0xF).astype(np.uint8)
@@ -194,7 +221,7 @@ class Memory:
                     mem.scatter(a, ((cur & keep) | (v[sel] << shift)).astype(np.uint8))
             return
         sz = dt.bits // 8
-        raw = numerics.to_bytes(values, dt)
+        raw = _to_bytes(values, dt)
         addrs = walk.base + offsets * sz
         if sz > 1:
             addrs = (addrs[:, None] + np.arange(sz, dtype=np.int64)).reshape(-1)

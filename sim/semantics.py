@@ -368,7 +368,10 @@ class Conv2DExec(TcuExec):
         kk, bb = i.kh * i.kw * cg, i.w.dtype.bits
         xfull = np.zeros(i.n * i.h * i.width * i.c + 1,
                          dtype=_operand(np.zeros(0), integer, kk, bb).dtype)
-        xfull[uniq] = self.read(xa)
+        if xa.offsets is None:  # every element (uniq is 0 .. n-1)
+            xfull[:-1] = self.read(xa)
+        else:
+            xfull[uniq] = self.read(xa)
         M = self.rows * self.ow
         if idx is None:
             cols = self._windows(b, xfull)

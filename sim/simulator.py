@@ -265,9 +265,13 @@ class Simulator:
         total = max([r.end for r in recs if r.end is not None] + [eng.now * 0, 0.0])
         units = {}
         stall_total: dict[str, float] = {}
+        done = [0] * len(eng.units)  # instructions completed per unit
+        for r in recs:
+            if r.end is not None:
+                done[r.unit] += 1
         for i, us in enumerate(eng.units):
             d = {"busy_cycles": us.busy, "busy_pct": 100.0 * us.busy / total if total else 0.0,
-                 "instructions": sum(1 for r in recs if r.unit == i and r.end is not None),
+                 "instructions": done[i],
                  "stall_cycles": {k: v for k, v in sorted(us.stalls.items())}}
             if i in eng.macs:
                 peak = eng.peak[i]

@@ -62,6 +62,7 @@ class Cost:
     peak_macs: float = 0.0  # the dtype's peak MACs/cycle (TCU)
     bytes: dict[str, float] = field(default_factory=dict)  # stats: bytes per memory/link
     alone: float | None = None  # cached alone_rate
+    demand: tuple | None = None  # cached bank demand columns for share (_demand)
 
     def add_banks(self, tpb: int, acc: np.ndarray) -> None:
         if tpb in self.banks:
@@ -307,12 +308,31 @@ def alone_rate(cost: Cost, caps: dict[tuple, float]) -> float:
     return r
 
 
+def _demand(c: Cost, banks: int) -> tuple[np.ndarray, np.ndarray]:
+    """(bank columns ``tpb * banks + bank`` with a nonzero demand, those demands) of a cost,
+    computed once per cost."""
+    if c.demand is None:
+        idx, val = [], []
+        for t, acc in c.banks.items():
+            acc = np.asarray(acc, dtype=np.float64)
+            nz = np.flatnonzero(acc)
+            idx.append(t * banks + nz)
+            val.append(acc[nz])
+        c.demand = (np.concatenate(idx) if idx else np.zeros(0, dtype=np.int64),
+                    np.concatenate(val) if val else np.zeros(0))
+    return c.demand
+
+
 def share(costs: list[Cost], caps: dict[tuple, float], banks: int,
           causes: list[str] | None = None) -> np.ndarray:
     """Max-min fair rates (blocks per cycle) of concurrently streaming jobs.
 
     If ``causes`` is a list, it receives per job the kind of resource that limited it below its
     alone rate ("hbsm_bank", "ddr", "axi", "sram", "drb", "mesh"), or "" if it runs at full speed.
+
+    The demand matrix has a row per job and a column per resource some streaming job uses: HBSM
+    banks (TPB, then bank ascending), then links (sorted by name); capacities 1 granule per cycle
+    per bank and ``caps`` per link.
     """
     n = len(costs)
     w = np.array([c.alone if c.alone is not None else alone_rate(c, caps) for c in costs])
@@ -321,26 +341,38 @@ def share(costs: list[Cost], caps: dict[tuple, float], banks: int,
         causes[:] = [""] * n
     if n == 0 or not finite.any():
         return np.where(finite, 0.0, np.inf)
-    tpbs = sorted({t for c in costs for t in c.banks})
-    links = sorted({k for c in costs for k in c.links}, key=str)
-    tix = {t: i for i, t in enumerate(tpbs)}
-    lix = {k: i for i, k in enumerate(links)}
-    nb = len(tpbs) * banks
-    D = np.zeros((n, nb + len(links)))
-    for j, c in enumerate(costs):
-        if not finite[j]:
-            continue
-        for t, acc in c.banks.items():
-            o = tix[t] * banks
-            D[j, o:o + banks] += acc
-        for k, v in c.links.items():
-            D[j, nb + lix[k]] += v
-    cols = np.concatenate([np.ones(nb), np.array([caps[k] for k in links], dtype=np.float64)])
-    kinds = np.array(["hbsm_bank"] * nb + [str(k[0]) for k in links], dtype=object)
-    used = D.any(axis=0)
-    D, cols, kinds = D[:, used], cols[used], kinds[used]
-    if not cols.size:
+    live = [j for j in range(n) if finite[j]]
+    rows, gcols, vals = [], [], []
+    lset = set()
+    for j in live:
+        c = costs[j]
+        g, v = _demand(c, banks)
+        if g.size:
+            rows.append(j)
+            gcols.append(g)
+            vals.append(v)
+        for k, x in c.links.items():
+            if x != 0:
+                lset.add(k)
+    if rows:
+        rows_a = np.repeat(rows, [g.size for g in gcols])
+        used, local = np.unique(np.concatenate(gcols), return_inverse=True)
+    else:
+        used = np.zeros(0, dtype=np.int64)
+    nb = used.size
+    links = sorted(lset, key=str)
+    lix = {k: nb + i for i, k in enumerate(links)}
+    if not nb + len(links):
         return np.where(finite, w, np.inf)
+    D = np.zeros((n, nb + len(links)))
+    if nb:
+        D[rows_a, local] = np.concatenate(vals)
+    for j in live:
+        for k, x in costs[j].links.items():
+            i = lix.get(k)
+            if i is not None:
+                D[j, i] = x
+    cols = np.concatenate([np.ones(nb), np.array([caps[k] for k in links], dtype=np.float64)])
     rem = cols.copy()
     lam = np.zeros(n)
     frozen = ~finite
@@ -352,11 +384,15 @@ def share(costs: list[Cost], caps: dict[tuple, float], banks: int,
         d = min(float(inc.min()), float((1.0 - lam[act]).min()))
         lam[act] += d
         rem -= d * use
+        done = lam >= 1.0 - 1e-12
+        if done[act].all():  # every active job reached its alone rate: nobody is limited
+            break
         sat = rem <= 1e-9 * cols
         hit = (D[:, sat] > 0).any(axis=1) if sat.any() else np.zeros(n, bool)
         if causes is not None:
-            for j in np.nonzero(act & hit & (lam < 1.0 - 1e-12))[0]:
-                causes[j] = kinds[sat][int(np.argmax(D[j, sat] > 0))]
-        frozen |= act & (hit | (lam >= 1.0 - 1e-12))
+            for j in np.nonzero(act & hit & ~done)[0]:
+                col = int(np.flatnonzero(sat)[int(np.argmax(D[j, sat] > 0))])
+                causes[j] = "hbsm_bank" if col < nb else str(links[col - nb][0])
+        frozen |= act & (hit | done)
         rem = np.maximum(rem, 0.0)
     return np.where(finite, lam * w, np.inf)
