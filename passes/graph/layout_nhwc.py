@@ -64,6 +64,36 @@ def convert_conv(op: Operation) -> None:
     Rewriter.replace_op(op, ops, [y])
 
 
+def convert_depthwise(op: Operation) -> bool:
+    """linalg.depthwise_conv_2d_nchw_chw -> transposes + linalg.depthwise_conv_2d_nhwc_hwc with
+    [kh, kw, c] weights (pre-packed if constant, else a transpose)."""
+    try:
+        from m100.dialects.linalg_ext import DepthwiseConv2DNhwcHwcOp
+    except ImportError:  # pragma: no cover - the extended dialect is part of the project
+        return False
+    if len(op.operands) != 3 or len(op.results) != 1:
+        return False
+    x, w, init = op.operands
+    tx_ops, x2 = make_transpose(x, TO_NHWC)
+    arr = const_array(w)
+    if arr is not None:
+        t = _permuted(w.type, [1, 2, 0])  # type: ignore[arg-type]
+        cst = arith.ConstantOp(numpy_to_dense(np.transpose(arr, [1, 2, 0]), t))
+        w_ops, w2 = [cst], cst.result
+    else:
+        w_ops, w2 = make_transpose(w, [1, 2, 0])
+    ti_ops, i2 = make_transpose(init, TO_NHWC)
+    out_t = _permuted(op.results[0].type, TO_NHWC)  # type: ignore[arg-type]
+    conv = DepthwiseConv2DNhwcHwcOp([x2, w2], [i2], [out_t], strides=op.properties["strides"],
+                                    dilations=op.properties["dilations"])
+    for k, v in op.attributes.items():
+        if k.startswith("m100."):
+            conv.attributes[k] = v
+    back_ops, y = make_transpose(conv.results[0], TO_NCHW)
+    Rewriter.replace_op(op, tx_ops + w_ops + ti_ops + [conv] + back_ops, [y])
+    return True
+
+
 def _nhwc_pool_class(name: str):
     """The op class of ``linalg.pooling_nhwc_<kind>`` (the project's linalg), or None."""
     try:
@@ -226,7 +256,8 @@ class LayoutNhwc(ModulePass):
     """Layout for the TCU: NCHW convolutions become NHWC convolutions with HWCF weights.
 
     What: every ``linalg.conv_2d_nchw_fchw`` becomes ``transpose(x) -> linalg.conv_2d_nhwc_hwcf
-    -> transpose back``; constant FCHW weights are pre-packed to HWCF at compile time (a new
+    -> transpose back`` (``depthwise_conv_2d_nchw_chw`` -> ``depthwise_conv_2d_nhwc_hwc``, [kh,
+    kw, c] weights, the same way); constant FCHW weights are pre-packed to HWCF at compile time (a new
     dense constant), other weights get a transpose. With ``propagate`` (default) the NHWC->NCHW
     transposes are then sunk through rank-4 elementwise linalg.generic ops (bias, BatchNorm,
     ReLU, residual adds: the generic is re-indexed to iterate in NHWC), through constant
@@ -249,6 +280,8 @@ class LayoutNhwc(ModulePass):
             for o in list(block.ops):
                 if o.name == "linalg.conv_2d_nchw_fchw" and o.results:
                     convert_conv(o)
+                elif o.name == "linalg.depthwise_conv_2d_nchw_chw" and o.results:
+                    convert_depthwise(o)
                 elif self.pools and o.name in _NCHW_POOLS:
                     convert_pool(o)
             if not self.propagate:
@@ -267,4 +300,4 @@ class LayoutNhwc(ModulePass):
                         changed |= sink_through_quant_cast(o)
 
 
-__all__ = ["LayoutNhwc", "convert_conv", "TO_NHWC", "TO_NCHW", "FCHW_TO_HWCF"]
+__all__ = ["LayoutNhwc", "convert_conv", "convert_depthwise", "TO_NHWC", "TO_NCHW", "FCHW_TO_HWCF"]

@@ -43,6 +43,19 @@ from .ir_facts import (_DT, ACTS, IRGraph, Lowering, _dense, _dtype, _expr_stage
                        _norm_roles, _shape, _vec, linear_map)
 
 
+#: the convolutions the TCU runs (after layout-nhwc): NHWC activations, [kh, kw, c/groups, f]
+_TCU_CONVS = ("linalg.conv_2d_nhwc_hwcf", "linalg.depthwise_conv_2d_nhwc_hwc")
+
+
+_REFUSED_CONVS = {
+    "linalg.conv_2d_ngchw_gfchw": "grouped convolution with more than one channel per group is "
+    "not supported yet (depthwise, group = channels, is)",
+    "linalg.conv_2d_ngchw_fgchw": "grouped convolution with more than one channel per group is "
+    "not supported yet (depthwise, group = channels, is)",
+    "linalg.conv_3d_ncdhw_fcdhw": "3-D convolution is not supported (1-D and 2-D are)",
+}
+
+
 def _post_add_bias(op: Operation, where: str) -> np.ndarray | None:
     """The per-channel vector of the ``bias`` stage fused after contraction ``op`` (an elementwise
     add of a constant, ``m100.stage = "bias"``), or None if the bias (if any) is the init."""
@@ -127,9 +140,14 @@ def from_module(module: ModuleOp, max_cvu_stages: int = 8) -> IRGraph:
             in_syms.append(arg_syms[i])
         names[a] = n
 
+    for op in block.ops:  # convolutions the TCU lowering does not take: one clear line first
+        if op.name in _REFUSED_CONVS:
+            raise ScheduleError(f"{describe_op(op)}: {_REFUSED_CONVS[op.name]}")
+
     consts: dict[SSAValue, np.ndarray] = {}
     fills: dict[SSAValue, float] = {}  # linalg.fill results (scalar fill value)
     pad_fold: dict[SSAValue, tuple[SSAValue, list[int], list[int], float]] = {}
+    runtime_bias: dict[SSAValue, SSAValue] = {}  # broadcast result -> runtime [F] vector
     group_out: dict[int, str] = {}  # contraction group -> output tensor
     group_op: dict[int, Op] = {}
     idiom_members: dict[int, list[Operation]] = {}
@@ -304,7 +322,7 @@ def from_module(module: ModuleOp, max_cvu_stages: int = 8) -> IRGraph:
             src = op.operands[0]
             users_ = [u.operation for u in op.results[0].uses]
             if len(users_) == 1 and (users_[0].name.startswith("linalg.pooling") or
-                                     (users_[0].name == "linalg.conv_2d_nhwc_hwcf" and pv == 0.0)):
+                                     (users_[0].name in _TCU_CONVS and pv == 0.0)):
                 pad_fold[op.results[0]] = (src, low_p, high_p, float(pv))
                 continue
             s_in = _shape(src)
@@ -319,11 +337,23 @@ def from_module(module: ModuleOp, max_cvu_stages: int = 8) -> IRGraph:
             src = op.operands[0]
             users_ = [u.operation for u in op.results[0].uses]
             if src in consts and users_ and all(
-                    u.name in ("linalg.matmul", "linalg.conv_2d_nhwc_hwcf", "linalg.batch_matmul")
+                    u.name in ("linalg.matmul", "linalg.batch_matmul") + _TCU_CONVS
                     and u.operands[-1] is op.results[0] for u in users_) and \
                     list(op.dimensions.get_values()) == list(  # type: ignore[attr-defined]
                         range(len(_shape(op.results[0])) - 1)):
                 consts[op.results[0]] = ("bias", consts[src], src)  # type: ignore[assignment]
+                continue
+            dims = list(op.dimensions.get_values())  # type: ignore[attr-defined]
+            oshape = _shape(op.results[0])
+            if src not in consts and users_ and len(_shape(src)) == 1 and \
+                    dims == list(range(len(oshape) - 1)) and all(
+                    u.name in ("linalg.matmul",) + _TCU_CONVS
+                    and u.operands[-1] is op.results[0]
+                    and u.operands[0] is not op.results[0] and u.operands[1] is not op.results[0]
+                    for u in users_):
+                # a runtime per-channel vector broadcast into a contraction's accumulator (ONNX
+                # Conv/Gemm with the bias as a graph input): the TCU epilogue's bias operand
+                runtime_bias[op.results[0]] = src
                 continue
             if src in consts:
                 const_tensor(src, consts[src])
@@ -442,7 +472,7 @@ def from_module(module: ModuleOp, max_cvu_stages: int = 8) -> IRGraph:
         if nm == "linalg.batch_matmul":
             batch_matmul(op, where)
             continue
-        if nm in ("linalg.matmul", "linalg.conv_2d_nhwc_hwcf"):
+        if nm in ("linalg.matmul",) + _TCU_CONVS:
             ins = list(op.operands[:2])
             outs = op.operands[2]
             epi = [s.data for s in op.attributes[EPILOGUE].data] if EPILOGUE in op.attributes else []
@@ -463,7 +493,11 @@ def from_module(module: ModuleOp, max_cvu_stages: int = 8) -> IRGraph:
             if acts:
                 lw.act = ACTS[acts[0]]
             init = consts.get(outs)
-            if isinstance(init, tuple) and init[0] == "bias":
+            if outs in runtime_bias:
+                lw.bias = tname(runtime_bias[outs])
+                if "bias" not in epi:
+                    epi = ["bias"] + epi
+            elif isinstance(init, tuple) and init[0] == "bias":
                 lw.bias = const_tensor(init[2], init[1])
             elif outs in fills and fills[outs] == 0.0:
                 pass
@@ -489,6 +523,9 @@ def from_module(module: ModuleOp, max_cvu_stages: int = 8) -> IRGraph:
                 # init, but not for integer accumulators or with fold-bn=false). Until issue 10 it
                 # was silently dropped here. Combined with a bias from the init into a new tensor
                 # (the init's constant may be shared with other ops).
+                if lw.bias is not None and lw.bias not in data:
+                    raise ScheduleError(f"{where}: a runtime bias and a constant bias after it are "
+                                        "not supported together")
                 if lw.bias is not None:
                     post = np.asarray(data[lw.bias]).reshape(-1) + post
                 counter[0] += 1
@@ -516,18 +553,27 @@ def from_module(module: ModuleOp, max_cvu_stages: int = 8) -> IRGraph:
                         raise ScheduleError(f"{where}: padding of N or C is not supported")
                     pads = [lo_p[1], lo_p[2], hi_p[1], hi_p[2]]
                     x = src
-                if w not in consts:
-                    raise ScheduleError(f"{where}: the conv filter must be a constant")
                 n_, h, wd, c = _shape(x)
-                kh, kw, cw, f = _shape(w)
                 st, dl = _vec(op, "strides"), _vec(op, "dilations")
-                if cw != c:
-                    raise ScheduleError(f"{where}: grouped convolutions are not supported yet")
+                if nm == "linalg.depthwise_conv_2d_nhwc_hwc":
+                    # the TCU's grouped conv with groups = c: w [kh, kw, c] -> [kh, kw, 1, c]
+                    kh, kw, f = _shape(w)
+                    groups = c
+                    if w not in consts:
+                        raise ScheduleError(f"{where}: a depthwise conv with a runtime filter is "
+                                            "not supported (constant filters only)")
+                    wk = consts[w].reshape(kh, kw, 1, f)
+                else:
+                    kh, kw, cw, f = _shape(w)
+                    groups = 1
+                    if cw != c:
+                        raise ScheduleError(f"{where}: grouped convolutions are not supported yet")
+                    wk = consts.get(w)
                 attrs = dict(n=n_, h=h, w=wd, c=c, f=f, kh=kh, kw=kw, stride=tuple(st),
-                             pad=tuple(pads), dilation=tuple(dl), groups=1)
+                             pad=tuple(pads), dilation=tuple(dl), groups=groups)
                 if x in consts:
                     const_tensor(x, consts[x])
-                tw = const_tensor(w, consts[w])
+                tw = const_tensor(w, wk) if wk is not None else tname(w)  # runtime filter
                 o = add("conv", "tcu.conv2d", [tname(x), tw] + ([lw.bias] if lw.bias else [])
                         + ([lw.requant_table] if lw.requant_table else []),
                         op.results[0], attrs, lw, op)

@@ -95,8 +95,9 @@ def plan_piece(bld, si: int, st, op: Op, p: PlanPiece, tplan: TilePlan, compute)
             if last and rq_table:  # per-channel (multiplier, shift) pairs, staged like the bias
                 deps.append(bld._weight(st, op, rq_table, tpb, p.c0, p.c1, p.col, None,
                                          cols * 8, resident, role="bias"))
-            macs = rows * geo.row_elems * cols * kc * unit_k
-            prev = compute(deps, cm.piece_cycles(g, op, rows, cols, kc * unit_k), macs)
+            kpg = kc * unit_k if not conv or a.get("groups", 1) == 1 else geo.k  # K per group
+            macs = rows * geo.row_elems * cols * kpg
+            prev = compute(deps, cm.piece_cycles(g, op, rows, cols, kpg), macs)
             if not last:
                 yield  # a lockstep group goes on with the next piece's chunk
         p.out_dims = (rows, geo.row_elems, cols)
@@ -170,7 +171,10 @@ def emit_piece(em, si, seg, op, b, j, tpb, r0, r1, c0, c1, pieces, seg_ops, plan
         pt2, pb2 = i0 - top, bot - i1
         kwin = a["kh"] * a["kw"]
         ck = C
+        groups = a.get("groups", 1)
         if plan is not None and plan.tk < plan.k:
+            if groups > 1:
+                raise ScheduleError(f"op '{op.name}': a grouped conv can not be cut along K")
             ck = max(1, plan.tk // kwin)
         resident = plan is None or plan.weight_resident
         streamed = em._streamed(x_t, seg_ops, pieces)
@@ -185,7 +189,15 @@ def emit_piece(em, si, seg, op, b, j, tpb, r0, r1, c0, c1, pieces, seg_ops, plan
         for ci, k0 in enumerate(chunks):
             kc = min(ck, C - k0)
             last = ci == len(chunks) - 1
-            if ck == C:
+            if ck == C and groups > 1 and (c1 - c0) < a["f"]:
+                # a column part of a grouped conv reads the input channels of its groups only
+                fg, cg = a["f"] // groups, C // groups
+                if c0 % fg or c1 % fg:
+                    raise ScheduleError(f"op '{op.name}': column part [{c0}, {c1}) cuts a group")
+                x_slot = (x_full, access((i1 - i0, W, (c1 - c0) // fg * cg),
+                                         ident(3, (0, 0, c0 // fg * cg))))
+                deps = list(x_deps)
+            elif ck == C:
                 x_slot, deps = (x_full, None), list(x_deps)
             elif streamed:
                 x_slot = (x_full, access((i1 - i0, W, kc), ident(3, (0, 0, k0))))
@@ -202,8 +214,12 @@ def emit_piece(em, si, seg, op, b, j, tpb, r0, r1, c0, c1, pieces, seg_ops, plan
                                    None if ck == C else (2, k0, kc), resident, j)
             deps.append(wt)
             slots = {"x": x_slot, "w": (w_buf, None), "y": (out, None)}
-            params = {"n": _int(1), "h": _int(i1 - i0), "width": _int(W), "c": _int(kc),
+            g_part = groups * cols // a["f"]  # the groups of this column part
+            params = {"n": _int(1), "h": _int(i1 - i0), "width": _int(W),
+                      "c": _int(kc if groups == 1 else C // groups * g_part),
                       "f": _int(cols), "kh": _int(a["kh"]), "kw": _int(a["kw"])}
+            if g_part > 1:
+                params["groups"] = _int(g_part)
             if (sh, sw) != (1, 1):
                 params["stride"] = i64_array([sh, sw])
             if (pt2, pl, pb2, pr) != (0, 0, 0, 0):
