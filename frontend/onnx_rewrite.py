@@ -452,6 +452,12 @@ def rewrite_for_torch_mlir(model):
         graph.ClearField("node")
         graph.node.extend(new_nodes)
         graph.initializer.extend(new_inits)
+    # vision operators (issue 12): 1-D -> 2-D, LRN, LpPool, Resize, reflect/edge Pad,
+    # ConvTranspose, dilated MaxPool, AveragePool without the padding (frontend/onnx_rewrite_vision.py)
+    from m100.frontend.onnx_rewrite_vision import rewrite_vision
+
+    count += rewrite_vision(model, names)
+    graph = model.graph
     # quantized operators (issue 11): QLinearConv/QLinearMatMul -> QDQ, int4 DequantizeLinear and
     # MatMulNBits -> float weights (frontend/onnx_rewrite_quant.py)
     from m100.frontend.onnx_rewrite_quant import rewrite_quantized

@@ -559,10 +559,8 @@ def from_module(module: ModuleOp, max_cvu_stages: int = 8) -> IRGraph:
                     # the TCU's grouped conv with groups = c: w [kh, kw, c] -> [kh, kw, 1, c]
                     kh, kw, f = _shape(w)
                     groups = c
-                    if w not in consts:
-                        raise ScheduleError(f"{where}: a depthwise conv with a runtime filter is "
-                                            "not supported (constant filters only)")
-                    wk = consts[w].reshape(kh, kw, 1, f)
+                    # (a runtime [kh, kw, c] filter has the bytes of [kh, kw, 1, c])
+                    wk = consts[w].reshape(kh, kw, 1, f) if w in consts else None
                 else:
                     kh, kw, cw, f = _shape(w)
                     groups = 1

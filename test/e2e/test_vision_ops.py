@@ -112,3 +112,238 @@ def test_conv_refusals(what, node, shapes, msg):
                [("w", _f32(*ws))])
     with pytest.raises(M100Error, match=msg):
         driver.compile(m, machine="tiny")
+
+
+def test_conv_1d_runtime_filter():
+    x, w, b = _f32(2, 3, 17), _f32(4, 3, 3), _f32(4)
+    a = dict(pads=[2, 1], strides=[2], dilations=[2])
+    m = _model([helper.make_node("Conv", ["x", "w", "b"], ["y"], **a)],
+               [("x", x.shape), ("w", w.shape)], [("y", None)], [("b", b)])
+    got = _run(m, {"x": x, "w": w})
+    want = conv_ref(x, w, b, **a)
+    np.testing.assert_allclose(got.reshape(want.shape), want, rtol=1e-4, atol=1e-4)
+
+
+def conv_transpose_ref(x, w, b, strides, pads, dilations, output_padding, group=1):
+    """ONNX ConvTranspose by its scatter definition: y[n, g*Fg + f, i*s + k*d - pad_begin] +=
+    x[n, g*Cg + c, i] * w[g*Cg + c, f, k]."""
+    N, C, H, W = x.shape
+    _, Fg, kh, kw = w.shape
+    Cg = C // group
+    full = [strides[i] * ((H, W)[i] - 1) + output_padding[i] + (w.shape[2 + i] - 1) * dilations[i] + 1
+            for i in range(2)]
+    y = np.zeros((N, Fg * group, full[0], full[1]))
+    for n, c, i, j, ki, kj in itertools.product(range(N), range(C), range(H), range(W), range(kh),
+                                                range(kw)):
+        g = c // Cg
+        y[n, g * Fg:(g + 1) * Fg, i * strides[0] + ki * dilations[0],
+          j * strides[1] + kj * dilations[1]] += x[n, c, i, j] * w[c, :, ki, kj]
+    y = y[:, :, pads[0]:full[0] - pads[2], pads[1]:full[1] - pads[3]]
+    if b is not None:
+        y += b[None, :, None, None]
+    return y.astype(np.float32)
+
+
+@pytest.mark.parametrize("case", [
+    dict(k=2, strides=[2, 2], pads=[0, 0, 0, 0], dilations=[1, 1], output_padding=[0, 0], rt=False),
+    dict(k=3, strides=[2, 2], pads=[1, 1, 1, 1], dilations=[1, 1], output_padding=[1, 1], rt=False),
+    dict(k=3, strides=[2, 1], pads=[0, 2, 1, 0], dilations=[1, 2], output_padding=[1, 0], rt=True),
+])
+def test_conv_transpose(case):
+    """k == stride: a MatMul + pixel shuffle; otherwise zero insertion + a stride-1 conv of the
+    flipped filter (a runtime filter is flipped by exchange-matrix MatMuls)."""
+    k, rt = case.pop("k"), case.pop("rt")
+    x, w, b = _f32(1, 4, 5, 6), _f32(4, 3, k, k), _f32(3)
+    inputs = [("x", x.shape)] + ([("w", w.shape)] if rt else [])
+    m = _model([helper.make_node("ConvTranspose", ["x", "w", "b"], ["y"], **case)], inputs,
+               [("y", None)], ([] if rt else [("w", w)]) + [("b", b)])
+    got = _run(m, {"x": x, "w": w} if rt else {"x": x})
+    want = conv_transpose_ref(x, w, b, **case)
+    np.testing.assert_allclose(got.reshape(want.shape), want, rtol=1e-4, atol=1e-4)
+
+
+# --- pooling --------------------------------------------------------------------------------------
+def pool_windows(x, ks, strides, pads, dilations, out):
+    """For every output position: the list of window coordinates (hi, wi) per the ONNX pooling
+    definition (coordinates in the unpadded input, may be outside it)."""
+    res = {}
+    for oh, ow in itertools.product(range(out[0]), range(out[1])):
+        res[oh, ow] = [(oh * strides[0] + i * dilations[0] - pads[0],
+                        ow * strides[1] + j * dilations[1] - pads[1])
+                       for i in range(ks[0]) for j in range(ks[1])]
+    return res
+
+
+def avgpool_ref(x, ks, strides, pads, cip, out):
+    """ONNX AveragePool: the mean over window elements inside the input; with count_include_pad
+    the divisor also counts the window elements inside the padding (not those past it)."""
+    N, C, H, W = x.shape
+    y = np.zeros((N, C, *out), np.float64)
+    for (oh, ow), pts in pool_windows(x, ks, strides, pads, [1, 1], out).items():
+        inside = [(h, w) for h, w in pts if 0 <= h < H and 0 <= w < W]
+        padded = [(h, w) for h, w in pts if -pads[0] <= h < H + pads[2] and -pads[1] <= w < W + pads[3]]
+        s = sum(x[:, :, h, w].astype(np.float64) for h, w in inside)
+        y[:, :, oh, ow] = s / (len(padded) if cip else len(inside))
+    return y.astype(np.float32)
+
+
+@pytest.mark.parametrize("pads,cip,ceil", [([1, 1, 1, 1], 0, 0), ([1, 0, 2, 1], 0, 0),
+                                           ([0, 0, 0, 0], 0, 1), ([1, 1, 1, 1], 1, 1),
+                                           ([0, 0, 0, 0], 1, 1)])
+def test_average_pool_padding(pads, cip, ceil):
+    """count_include_pad 0 used to be refused ('sitofp has no CVU stage'); count_include_pad 1 with
+    ceil_mode gave wrong numbers (divided by kh*kw, not by the window clipped to input + pads)."""
+    x = _f32(1, 3, 8, 9)
+    a = dict(kernel_shape=[3, 3], strides=[2, 2], pads=pads, count_include_pad=cip, ceil_mode=ceil)
+    m = _model([helper.make_node("AveragePool", ["x"], ["y"], **a)], [("x", x.shape)], [("y", None)])
+    got = _run(m, {"x": x})
+    out = [int((np.ceil if ceil else np.floor)((n + pads[i] + pads[i + 2] - 3) / 2)) + 1
+           for i, n in enumerate((8, 9))]
+    out = [o - (1 if ceil and (o - 1) * 2 >= n + pads[i] else 0) for i, (o, n) in
+           enumerate(zip(out, (8, 9)))]  # the last window must start inside input + begin pad
+    want = avgpool_ref(x, [3, 3], [2, 2], pads, cip, out)
+    np.testing.assert_allclose(got.reshape(want.shape), want, rtol=1e-5, atol=1e-6)
+
+
+def test_maxpool_dilated_ceil():
+    x = _f32(1, 3, 9, 10)
+    a = dict(kernel_shape=[3, 2], strides=[2, 2], pads=[1, 1, 1, 1], dilations=[2, 3], ceil_mode=1)
+    m = _model([helper.make_node("MaxPool", ["x"], ["y"], **a)], [("x", x.shape)], [("y", None)])
+    got = _run(m, {"x": x})
+    out = list(got.shape[2:])
+    H, W = x.shape[2:]
+    want = np.full((1, 3, *out), -np.inf, np.float32)
+    for (oh, ow), pts in pool_windows(x, [3, 2], [2, 2], [1, 1], [2, 3], out).items():
+        for h, w in pts:
+            if 0 <= h < H and 0 <= w < W:
+                want[:, :, oh, ow] = np.maximum(want[:, :, oh, ow], x[:, :, h, w])
+    assert out == [4, 5]  # ceil((9 + 2 - 5) / 2) + 1, ceil((10 + 2 - 4) / 2) + 1
+    np.testing.assert_array_equal(got, want)
+
+
+@pytest.mark.parametrize("p", [1, 2, 3])
+def test_lp_pool(p):
+    x = _f32(1, 3, 7, 7)
+    a = dict(kernel_shape=[2, 3], strides=[2, 1], pads=[1, 0, 0, 1], p=p)
+    m = _model([helper.make_node("LpPool", ["x"], ["y"], **a)], [("x", x.shape)], [("y", None)],
+               opset=18)
+    got = _run(m, {"x": x})
+    out = list(got.shape[2:])
+    want = np.zeros((1, 3, *out))
+    for (oh, ow), pts in pool_windows(x, [2, 3], [2, 1], [1, 0], [1, 1], out).items():
+        want[:, :, oh, ow] = sum(np.abs(x[:, :, h, w].astype(np.float64)) ** p for h, w in pts
+                                 if 0 <= h < 7 and 0 <= w < 7) ** (1.0 / p)
+    assert out == [4, 6]
+    np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5)
+
+
+def test_global_pools():
+    x = _f32(2, 5, 6, 7)
+    for op, ref in (("GlobalAveragePool", np.mean), ("GlobalMaxPool", np.max)):
+        m = _model([helper.make_node(op, ["x"], ["y"])], [("x", x.shape)], [("y", None)])
+        got = _run(m, {"x": x})
+        np.testing.assert_allclose(got.reshape(2, 5), ref(x, axis=(2, 3)), rtol=1e-5, atol=1e-6)
+
+
+def test_lrn():
+    """LRN: x / (bias + alpha/size * sum over the channel band of x^2) ^ beta."""
+    x = _f32(1, 7, 4, 5) * 3
+    size, alpha, beta, bias = 4, 0.05, 0.7, 1.5
+    m = _model([helper.make_node("LRN", ["x"], ["y"], size=size, alpha=alpha, beta=beta, bias=bias)],
+               [("x", x.shape)], [("y", None)])
+    got = _run(m, {"x": x})
+    lo, hi = (size - 1) // 2, int(np.ceil((size - 1) / 2))
+    x64 = x.astype(np.float64)
+    sq = np.stack([np.sum(x64[:, max(0, c - lo):min(6, c + hi) + 1] ** 2, axis=1) for c in range(7)], 1)
+    want = x64 / (bias + alpha / size * sq) ** beta
+    np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5)
+
+
+# --- Resize and Pad -------------------------------------------------------------------------------
+def resize_ref_1d(v, n_out, scale, mode, ctm, nearest_mode="round_prefer_floor"):
+    """1-D ONNX Resize along the last axis (the definition: output coordinate -> input coordinate
+    by ``ctm``, then nearest / linear interpolation with clamped edges)."""
+    n_in = v.shape[-1]
+    y = np.zeros(v.shape[:-1] + (n_out,))
+    for i in range(n_out):
+        if ctm == "half_pixel":
+            xo = (i + 0.5) / scale - 0.5
+        elif ctm == "align_corners":
+            xo = 0.0 if n_out == 1 else i * (n_in - 1) / (n_out - 1)
+        elif ctm == "asymmetric":
+            xo = i / scale
+        elif ctm == "pytorch_half_pixel":
+            xo = (i + 0.5) / scale - 0.5 if n_out > 1 else 0.0
+        else:
+            raise ValueError(ctm)
+        if mode == "nearest":
+            if nearest_mode == "floor":
+                k = int(np.floor(xo))
+            elif nearest_mode == "ceil":
+                k = int(np.ceil(xo))
+            elif nearest_mode == "round_prefer_ceil":
+                k = int(np.floor(xo + 0.5))
+            else:
+                k = int(np.ceil(xo - 0.5))
+            y[..., i] = v[..., min(max(k, 0), n_in - 1)]
+        else:
+            xo = min(max(xo, 0.0), n_in - 1)
+            k0 = int(np.floor(xo))
+            k1 = min(k0 + 1, n_in - 1)
+            t = xo - k0
+            y[..., i] = v[..., k0] * (1 - t) + v[..., k1] * t
+    return y
+
+
+@pytest.mark.parametrize("mode,ctm,nm,scales", [
+    ("nearest", "asymmetric", "floor", [1, 1, 2, 2]),  # the YOLO upsample: DMAs only
+    ("nearest", "half_pixel", "round_prefer_floor", [1, 1, 1.5, 3]),
+    ("linear", "half_pixel", None, [1, 1, 2, 1.5]),
+    ("linear", "align_corners", None, [1, 1, 1.75, 2]),
+    ("linear", "pytorch_half_pixel", None, [1, 1, 0.5, 2]),
+])
+def test_resize(mode, ctm, nm, scales):
+    x = _f32(1, 3, 4, 6)
+    a = dict(mode=mode, coordinate_transformation_mode=ctm)
+    if nm:
+        a["nearest_mode"] = nm
+    m = _model([helper.make_node("Resize", ["x", "", "s"], ["y"], **a)], [("x", x.shape)],
+               [("y", None)], [("s", np.array(scales, np.float32))])
+    got = _run(m, {"x": x})
+    oh, ow = int(4 * scales[2]), int(6 * scales[3])
+    t = resize_ref_1d(x.astype(np.float64), ow, scales[3], mode, ctm, nm or "round_prefer_floor")
+    t = resize_ref_1d(np.swapaxes(t, 2, 3), oh, scales[2], mode, ctm, nm or "round_prefer_floor")
+    want = np.swapaxes(t, 2, 3)
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("mode", ["reflect", "edge", "wrap"])
+def test_pad_modes(mode):
+    """ONNX Pad's reflect/edge/wrap are numpy's pad modes (the definition's own reference)."""
+    x = _f32(1, 2, 5, 6)
+    pads = [0, 0, 2, 1, 0, 0, 1, 3]
+    m = _model([helper.make_node("Pad", ["x", "p"], ["y"], mode=mode)], [("x", x.shape)],
+               [("y", None)], [("p", np.array(pads, np.int64))], opset=19)
+    got = _run(m, {"x": x})
+    want = np.pad(x, [(pads[i], pads[i + 4]) for i in range(4)], mode=mode)
+    np.testing.assert_array_equal(got, want)
+
+
+# --- refusals (one line, no traceback) ------------------------------------------------------------
+@pytest.mark.parametrize("what,nodes,inputs,inits,msg", [
+    ("resize runtime scales", [helper.make_node("Resize", ["x", "", "s"], ["y"])],
+     [("x", [1, 1, 4, 4]), ("s", [4])], [], "runtime scales/sizes"),
+    ("resize tf_crop", [helper.make_node("Resize", ["x", "r", "s"], ["y"],
+                                         coordinate_transformation_mode="tf_crop_and_resize")],
+     [("x", [1, 1, 4, 4])], [("r", np.array([0, 0, 0, 0, 1, 1, 1, 1], np.float32)),
+                              ("s", np.array([1, 1, 2, 2], np.float32))], "tf_crop_and_resize"),
+    ("lppool ceil", [helper.make_node("LpPool", ["x"], ["y"], kernel_shape=[2, 2], ceil_mode=1)],
+     [("x", [1, 1, 5, 5])], [], "ceil_mode"),
+    ("convT grouped runtime", [helper.make_node("ConvTranspose", ["x", "w"], ["y"], group=2,
+                                                strides=[2, 2])],
+     [("x", [1, 4, 3, 3]), ("w", [4, 1, 3, 3])], [], "grouped ConvTranspose with a runtime"),
+])
+def test_vision_refusals(what, nodes, inputs, inits, msg):
+    m = _model(nodes, inputs, [("y", None)], inits, opset=18)
+    with pytest.raises(M100Error, match=msg):
+        driver.compile(m, machine="tiny")

@@ -78,7 +78,10 @@ func.func @runtime_weights(%x: tensor<1x2x4x4xf32>, %w: tensor<3x2x1x1xf32>, %y:
 // CHECK:       linalg.transpose ins(%w:tensor<3x2x1x1xf32>) outs(%{{.*}}:tensor<1x1x2x3xf32>) permutation = [2, 3, 1, 0]
 // CHECK:       linalg.conv_2d_nhwc_hwcf
 // CHECK:       linalg.generic {{.*}} ins(%y : tensor<1x3x4x4xf32>) outs(%e : tensor<1x3x4x4xf32>)
-// CHECK:       linalg.depthwise_conv_2d_nchw_chw {{.*}} ins(%y, %dw
+// the depthwise conv runs NHWC too; its runtime [c, kh, kw] filter is transposed to [kh, kw, c]
+// CHECK:       linalg.transpose ins(%dw:tensor<3x1x1xf32>) outs(%{{.*}}:tensor<1x1x3xf32>) permutation = [1, 2, 0]
+// CHECK:       linalg.depthwise_conv_2d_nhwc_hwc {{.*}} : tensor<1x4x4x3xf32>, tensor<1x1x3xf32>)
+// CHECK-NOT:   linalg.depthwise_conv_2d_nchw_chw
 
 // Max pooling (with torch-mlir's -inf padding) between a ReLU and the output runs NHWC too.
 func.func @pool(%x: tensor<1x2x4x4xf32>) -> tensor<1x2x2x2xf32> {

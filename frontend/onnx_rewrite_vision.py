@@ -1,0 +1,605 @@
+"""ONNX rewrites of vision operators into the forms the M100 lowering runs best (issue 12).
+
+Run by :func:`m100.frontend.onnx_rewrite.rewrite_for_torch_mlir` (top-level graph, after shape
+inference, opset >= 17). Every rewritten node keeps its output names. What becomes what, and which
+unit then runs it (docs/ops.md, "vision"):
+
+- **1-D Conv / ConvTranspose / MaxPool / AveragePool / LpPool** (``[N, C, L]``): Unsqueeze to
+  ``[N, C, 1, L]``, the 2-D operator with a ``1 x k`` window, Squeeze (TCU / CVU as 2-D).
+- **AveragePool** whose windows reach into the padding or past the end (pads, ``auto_pad``,
+  ``ceil_mode``): ``AveragePool(count_include_pad=1, ceil_mode=0)`` over explicit pads holding
+  every window (a sum / (kh*kw) on the CVU) times a constant ``R[oh, ow] = kh*kw / divisor`` from
+  the ONNX definition (torch-mlir's divisor for ``count_include_pad=0`` is an index computation
+  the CVU can not run, and with ``ceil_mode`` and ``count_include_pad=1`` it divided by kh*kw
+  where ONNX divides by the window clipped to input + pads: wrong numbers before this).
+- **LRN**: ``x / (bias + alpha/size * sum_{band} x^2) ^ beta`` with the band sum a 1x1 Conv by a
+  constant banded ``[C, C]`` matrix (``alpha/size`` folded in, ``bias`` as its bias): the TCU does
+  the cross-channel sum, the CVU the square, the power and the division.
+- **LpPool** (``ceil_mode = 0``): ``AveragePool(|x|^p, count_include_pad=1) * kh*kw``, then
+  ``^(1/p)`` (``p = 2``: Mul/Sqrt, ``p = 1``: Abs): CVU.
+- **MaxPool with dilations**: ``Pad(-inf)``, one strided Slice per window tap (DMA), ``Max`` of
+  them (CVU).
+- **Resize** with constant scales/sizes (every mode, every coordinate transformation except
+  ``tf_crop_and_resize``, antialias): per resized axis an interpolation matrix ``M_a[in, out]``
+  (column j = the ONNX Resize of the unit vectors, computed with the ONNX reference implementation,
+  so every mode follows the definition), applied as ``MatMul`` along that axis (TCU; a non-last
+  axis is transposed to the end and back by DMAs). Nearest with an integer factor ``r`` whose
+  index map is ``i // r`` becomes ``Reshape -> Expand -> Reshape`` (DMAs only, exact).
+  Non-finite inputs: a MatMul row sums products with zeros, so an inf/NaN spreads along its row
+  (finite inputs are exact up to f32 rounding).
+- **Pad** ``reflect`` / ``edge`` / ``wrap`` with constant pads: per padded axis, one-row Slices
+  (DMA) and a Concat (DMA); negative pads are Slices.
+- **ConvTranspose**: kernel == stride, no pads/dilation/output padding, group 1 (the U-Net
+  up-convolution): ``MatMul`` of the NHWC pixels with ``W[C, F*kh*kw]`` (bias per column in the
+  TCU epilogue), then a pixel-shuffle Transpose (no zero MACs). Otherwise: zero insertion
+  (Reshape, Pad, Reshape, Slice: DMAs) and a stride-1 Conv with the flipped, transposed filter
+  and pads ``d*(k-1) - pad`` (TCU); a runtime filter is flipped by MatMuls with exchange matrices.
+
+Refused with one line (:class:`~m100.frontend.onnx_import.FrontendError`): Resize with runtime
+scales/sizes, ``tf_crop_and_resize`` or ``keep_aspect_ratio_policy`` other than ``stretch``;
+LpPool with ``ceil_mode``; dilated MaxPool with the Indices output; a grouped ConvTranspose with
+a runtime filter.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+
+import numpy as np
+
+
+def _err(msg: str):
+    from m100.frontend.onnx_import import FrontendError
+    return FrontendError(msg)
+
+
+def _attrs(node) -> dict:
+    from onnx import helper
+    return {a.name: helper.get_attribute_value(a) for a in node.attribute}
+
+
+def _s(v):
+    return v.decode() if isinstance(v, bytes) else v
+
+
+class _Ctx:
+    """Shapes, constants, fresh names and the nodes/initializers of one rewrite."""
+
+    def __init__(self, graph, names):
+        from onnx import helper, numpy_helper
+        self.h, self.nh = helper, numpy_helper
+        self.names = names
+        self.shapes: dict[str, list[int]] = {}
+        self.types: dict[str, int] = {}
+        for vi in list(graph.input) + list(graph.value_info) + list(graph.output):
+            tt = vi.type.tensor_type
+            if vi.type.HasField("tensor_type"):
+                self.types[vi.name] = tt.elem_type
+                if tt.HasField("shape") and all(d.HasField("dim_value") for d in tt.shape.dim):
+                    self.shapes[vi.name] = [d.dim_value for d in tt.shape.dim]
+        self.consts: dict[str, np.ndarray] = {}
+        for init in graph.initializer:
+            self.consts[init.name] = numpy_helper.to_array(init)
+            self.shapes[init.name] = list(init.dims)
+            self.types[init.name] = init.data_type
+        for n in graph.node:
+            if n.op_type == "Constant" and n.domain in ("", "ai.onnx"):
+                a = _attrs(n)
+                if "value" in a:
+                    self.consts[n.output[0]] = numpy_helper.to_array(a["value"])
+        self.nodes: list = []
+        self.inits: list = []
+
+    def const(self, arr: np.ndarray, hint: str) -> str:
+        name = self.names(hint)
+        self.inits.append(self.nh.from_array(np.ascontiguousarray(arr), name))
+        return name
+
+    def i64(self, vals, hint: str = "c") -> str:
+        return self.const(np.asarray(vals, dtype=np.int64), hint)
+
+    def node(self, op: str, ins: list[str], out: str | None = None, **attrs) -> str:
+        out = out or self.names(op.lower())
+        self.nodes.append(self.h.make_node(op, ins, [out], name=self.names(f"m100_{op}"), **attrs))
+        return out
+
+    def np_type(self, name: str):
+        from onnx import helper
+        return helper.tensor_dtype_to_np_dtype(self.types.get(name, 1))
+
+
+# ----------------------------------------------------------------------------------------------
+def _lift_1d(node, c: _Ctx):
+    """Conv/ConvTranspose/MaxPool/AveragePool/LpPool on [N, C, L] -> the 2-D op on [N, C, 1, L]."""
+    x = node.input[0]
+    if len(c.shapes.get(x, [])) != 3:
+        return False
+    if node.op_type == "MaxPool" and len(node.output) > 1 and node.output[1]:
+        return False  # the Indices output: left to torch-mlir (and its refusal)
+    a = _attrs(node)
+    new = {}
+    for k, v in a.items():
+        if k in ("kernel_shape", "strides", "dilations", "output_padding"):
+            new[k] = [1 if k != "output_padding" else 0] + list(v)
+        elif k == "pads":
+            new[k] = [0, v[0], 0, v[1]]
+        elif k == "output_shape":
+            new[k] = [1] + list(v)
+        else:
+            new[k] = v
+    ax = c.i64([2], "axes")
+    ins = [c.node("Unsqueeze", [x, ax])]
+    if node.op_type in ("Conv", "ConvTranspose"):
+        w = node.input[1]
+        if w in c.consts:
+            ins.append(c.const(c.consts[w][:, :, None, :], "w2d"))
+        else:
+            ins.append(c.node("Unsqueeze", [w, ax]))
+        ins += list(node.input[2:])
+    y = c.node(node.op_type, ins, **new)
+    c.node("Squeeze", [y, ax], node.output[0])
+    return True
+
+
+def _ref_run(op: str, x: np.ndarray, extra_inputs=(), **attrs) -> np.ndarray:
+    """One ONNX operator run by the ONNX reference implementation (the definition)."""
+    from onnx import TensorProto, helper, numpy_helper
+    from onnx.reference import ReferenceEvaluator
+    inits = [numpy_helper.from_array(v, f"i{k}") if v is not None else None
+             for k, v in enumerate(extra_inputs)]
+    ins = ["x"] + [i.name if i is not None else "" for i in inits]
+    g = helper.make_graph([helper.make_node(op, ins, ["y"], **attrs)], "ref",
+                          [helper.make_tensor_value_info("x", TensorProto.FLOAT, list(x.shape))],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
+                          [i for i in inits if i is not None])
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 19)])
+    return np.asarray(ReferenceEvaluator(m).run(None, {"x": x.astype(np.float32)})[0])
+
+
+def _avgpool_cip(node, c: _Ctx):
+    """AveragePool whose windows reach into the padding or past the end (``ceil_mode``) ->
+    ``AveragePool(count_include_pad=1, ceil_mode=0)`` over explicit pads that hold every window
+    (a sum / (kh*kw)) times a constant ``R = kh*kw / divisor`` (the ONNX divisor: the window
+    elements inside the input, or inside input + pads for ``count_include_pad``, computed by the
+    reference implementation on ones)."""
+    a = _attrs(node)
+    x = node.input[0]
+    s = c.shapes.get(x)
+    ys = c.shapes.get(node.output[0])
+    if s is None or ys is None or len(s) != 4 or any(d != 1 for d in a.get("dilations", [1, 1])):
+        return False
+    auto = _s(a.get("auto_pad", "NOTSET"))
+    if not (any(a.get("pads", [])) or auto != "NOTSET" or a.get("ceil_mode", 0)):
+        return False
+    ks, st = list(a["kernel_shape"]), list(a.get("strides", [1, 1]))
+    out = ys[2:]
+    if auto in ("SAME_UPPER", "SAME_LOWER"):
+        pb = []
+        for i in range(2):
+            tot = max(0, (out[i] - 1) * st[i] + ks[i] - s[2 + i])
+            pb.append(tot // 2 if auto == "SAME_UPPER" else tot - tot // 2)
+    elif auto == "VALID":
+        pb = [0, 0]
+    else:
+        pb = list(a.get("pads", [0, 0, 0, 0]))[:2]
+    pe = [(out[i] - 1) * st[i] + ks[i] - s[2 + i] - pb[i] for i in range(2)]
+    if min(pe) < 0:
+        return False  # the last window ends inside the input: no partial windows at the end
+    pads = [pb[0], pb[1], pe[0], pe[1]]
+    ones = np.ones([1, 1] + s[2:], np.float32)
+    want = _ref_run("AveragePool", ones, **a)  # (elements in the input) / divisor
+    full = _ref_run("AveragePool", ones, kernel_shape=ks, strides=st, pads=pads,
+                    count_include_pad=1)  # (elements in the input) / (kh*kw)
+    if want.shape != full.shape or want.shape[2:] != tuple(out):
+        raise _err(f"AveragePool '{node.name or node.output[0]}': window arithmetic mismatch")
+    ratio = want / full
+    y = c.node("AveragePool", [x], kernel_shape=ks, strides=st, pads=pads, count_include_pad=1)
+    if np.all(ratio == 1.0):
+        c.nodes[-1].output[0] = node.output[0]
+        return True
+    c.node("Mul", [y, c.const(ratio.astype(c.np_type(x)), "avgpool_ratio")], node.output[0])
+    return True
+
+
+def _lrn(node, c: _Ctx):
+    a = _attrs(node)
+    x = node.input[0]
+    s = c.shapes.get(x)
+    if s is None or len(s) != 4:
+        raise _err(f"LRN '{node.name or node.output[0]}': only 4-D inputs are supported")
+    C = s[1]
+    size = int(a["size"])
+    alpha, beta, bias = float(a.get("alpha", 1e-4)), float(a.get("beta", 0.75)), float(a.get("bias", 1.0))
+    lo, hi = (size - 1) // 2, math.ceil((size - 1) / 2)
+    band = np.zeros((C, C, 1, 1), np.float64)
+    for o in range(C):
+        band[o, max(0, o - lo):min(C - 1, o + hi) + 1, 0, 0] = alpha / size
+    dt = c.np_type(x)
+    sq = c.node("Mul", [x, x])
+    den = c.node("Conv", [sq, c.const(band.astype(dt), "lrn_band"),
+                          c.const(np.full(C, bias, dt), "lrn_bias")])
+    p = c.node("Pow", [den, c.const(np.array(beta, dt), "lrn_beta")])
+    c.node("Div", [x, p], node.output[0])
+    return True
+
+
+def _lppool(node, c: _Ctx):
+    a = _attrs(node)
+    x = node.input[0]
+    s = c.shapes.get(x)
+    where = f"LpPool '{node.name or node.output[0]}'"
+    if s is None or len(s) != 4:
+        raise _err(f"{where}: only 1-D and 2-D pooling is supported")
+    if a.get("ceil_mode", 0) or any(d != 1 for d in a.get("dilations", [1, 1])):
+        raise _err(f"{where}: ceil_mode / dilations are not supported")
+    p = int(a.get("p", 2))
+    dt = c.np_type(x)
+    if p == 1:
+        t = c.node("Abs", [x])
+    elif p == 2:
+        t = c.node("Mul", [x, x])
+    else:  # |x|^p as products (torch-mlir turns an integer power into fpowi, no CVU stage)
+        ab = c.node("Abs", [x])
+        t = ab
+        for _ in range(p - 1):
+            t = c.node("Mul", [t, ab])
+    pool_attrs = {k: v for k, v in a.items() if k in ("kernel_shape", "strides", "pads", "auto_pad")}
+    k = int(np.prod(a["kernel_shape"]))
+    avg = c.node("AveragePool", [t], count_include_pad=1, **pool_attrs)
+    if p == 1:
+        c.node("Mul", [avg, c.const(np.array(k, dt), "lp_k")], node.output[0])
+    else:
+        sm = c.node("Mul", [avg, c.const(np.array(k, dt), "lp_k")])
+        if p == 2:
+            c.node("Sqrt", [sm], node.output[0])
+        else:
+            c.node("Pow", [sm, c.const(np.array(1.0 / p, dt), "lp_inv_p")], node.output[0])
+    return True
+
+
+def _maxpool_dilated(node, c: _Ctx):
+    a = _attrs(node)
+    d = list(a.get("dilations", []))
+    if not d or all(v == 1 for v in d):
+        return False
+    x = node.input[0]
+    s = c.shapes.get(x)
+    where = f"MaxPool '{node.name or node.output[0]}'"
+    if len(node.output) > 1 and node.output[1]:
+        raise _err(f"{where}: dilated pooling with the Indices output is not supported")
+    y_shape = c.shapes.get(node.output[0])
+    if s is None or len(s) != 4 or y_shape is None:
+        raise _err(f"{where}: dilated pooling needs a static 4-D shape")
+    ks, st = list(a["kernel_shape"]), list(a.get("strides", [1, 1]))
+    auto = _s(a.get("auto_pad", "NOTSET"))
+    out = y_shape[2:]
+    if auto in ("SAME_UPPER", "SAME_LOWER"):
+        pads = [0, 0, 0, 0]
+        for i in range(2):
+            tot = max(0, (out[i] - 1) * st[i] + (ks[i] - 1) * d[i] + 1 - s[2 + i])
+            lo = tot // 2 if auto == "SAME_UPPER" else tot - tot // 2
+            pads[i], pads[i + 2] = lo, tot - lo
+    elif auto == "VALID":
+        pads = [0, 0, 0, 0]
+    else:
+        pads = list(a.get("pads", [0, 0, 0, 0]))
+    ends = [pads[i + 2] + max(0, (out[i] - 1) * st[i] + (ks[i] - 1) * d[i] + 1
+                              - (s[2 + i] + pads[i] + pads[i + 2])) for i in range(2)]
+    dt = c.np_type(x)
+    xp = x
+    if any(pads[:2]) or any(ends):
+        xp = c.node("Pad", [x, c.i64([0, 0, pads[0], pads[1], 0, 0, ends[0], ends[1]]),
+                            c.const(np.array(-np.inf, dt), "neg_inf")])
+    taps = []
+    axes = c.i64([2, 3], "axes")
+    steps = c.i64(st, "steps")
+    for i, j in itertools.product(range(ks[0]), range(ks[1])):
+        b = [i * d[0], j * d[1]]
+        e = [b[q] + (out[q] - 1) * st[q] + 1 for q in range(2)]
+        taps.append(c.node("Slice", [xp, c.i64(b, "starts"), c.i64(e, "ends"), axes, steps]))
+    c.node("Max", taps, node.output[0])
+    return True
+
+
+# ----------------------------------------------------------------------------------------------
+def _resize_matrix(n_in: int, n_out: int, scale: float | None, a: dict) -> np.ndarray:
+    """``M[n_in, n_out]``: column j of the 1-D ONNX Resize (attributes ``a``) of the unit vectors,
+    i.e. ``resize(v) = v @ M`` -- computed by the ONNX reference implementation."""
+    eye = np.eye(n_in, dtype=np.float32)
+    keep = {k: v for k, v in a.items() if k in ("mode", "coordinate_transformation_mode",
+                                                "nearest_mode", "cubic_coeff_a",
+                                                "exclude_outside", "antialias")}
+    if scale is not None:
+        m = _ref_run("Resize", eye, (None, np.array([1.0, scale], np.float32)), **keep)
+    else:
+        m = _ref_run("Resize", eye, (None, None, np.array([n_in, n_out], np.int64)), **keep)
+    if m.shape != (n_in, n_out):
+        raise _err(f"Resize: the 1-D resize gives {m.shape[1]} elements, the model says {n_out}")
+    return m.astype(np.float64)
+
+
+def _along_last(c: _Ctx, x: str, shape: list[int], m: np.ndarray) -> tuple[str, list[int]]:
+    """``x @ m`` along the last axis, as a 2-D MatMul (Reshape, MatMul, Reshape)."""
+    lead = int(np.prod(shape[:-1]))
+    x2 = c.node("Reshape", [x, c.i64([lead, shape[-1]], "shape")])
+    y2 = c.node("MatMul", [x2, c.const(m.astype(c.np_type(x) if x in c.types else np.float32),
+                                       "resize_m")])
+    out = shape[:-1] + [m.shape[1]]
+    return c.node("Reshape", [y2, c.i64(out, "shape")]), out
+
+
+def _resize(node, c: _Ctx):
+    a = {k: _s(v) for k, v in _attrs(node).items()}
+    where = f"Resize '{node.name or node.output[0]}'"
+    x = node.input[0]
+    ins = list(node.input) + [""] * (4 - len(node.input))
+    scales_n, sizes_n = ins[2], ins[3]
+    scales = c.consts.get(scales_n) if scales_n else None
+    sizes = c.consts.get(sizes_n) if sizes_n else None
+    if (scales_n and scales is None) or (sizes_n and sizes is None):
+        raise _err(f"{where}: runtime scales/sizes are not supported (constants only)")
+    s = c.shapes.get(x)
+    ys = c.shapes.get(node.output[0])
+    if s is None or ys is None:
+        raise _err(f"{where}: needs static shapes")
+    if scales is not None and scales.size == 0:
+        scales = None
+    if sizes is not None and sizes.size == 0:
+        sizes = None
+    if a.get("coordinate_transformation_mode") == "tf_crop_and_resize":
+        raise _err(f"{where}: coordinate_transformation_mode tf_crop_and_resize is not supported")
+    if a.get("keep_aspect_ratio_policy", "stretch") != "stretch":
+        raise _err(f"{where}: keep_aspect_ratio_policy {a['keep_aspect_ratio_policy']} is not "
+                   "supported (stretch only)")
+    r = len(s)
+    axes = [ax % r for ax in a.get("axes", list(range(r)))]
+    per_scale = {ax: float(scales[i]) for i, ax in enumerate(axes)} if scales is not None else {}
+    mats = {}
+    for ax in range(r):
+        if ax not in axes:
+            continue
+        m = _resize_matrix(s[ax], ys[ax], per_scale.get(ax), a)
+        if m.shape == (s[ax], s[ax]) and np.array_equal(m, np.eye(s[ax])):
+            continue
+        mats[ax] = m
+    if not mats:
+        c.node("Identity", [x], node.output[0])
+        return True
+    # nearest with integer factors i // r on every resized axis: Reshape -> Expand -> Reshape
+    reps = {}
+    for ax, m in mats.items():
+        n_in, n_out = m.shape
+        f = n_out // n_in
+        if n_out % n_in == 0 and np.array_equal(m, np.kron(np.eye(n_in), np.ones((1, f)))):
+            reps[ax] = f
+    if len(reps) == len(mats):
+        split, big = [], []
+        for ax in range(r):
+            split += [s[ax]] + ([1] if ax in reps else [])
+            big += [s[ax]] + ([reps[ax]] if ax in reps else [])
+        t = c.node("Reshape", [x, c.i64(split, "shape")])
+        t = c.node("Expand", [t, c.i64(big, "shape")])
+        c.node("Reshape", [t, c.i64(ys, "shape")], node.output[0])
+        return True
+    cur, shape = x, list(s)
+    for ax in sorted(mats, reverse=True):  # the last axis first: no transpose for it
+        m = mats[ax]
+        if ax == r - 1:
+            cur, shape = _along_last(c, cur, shape, m)
+            continue
+        perm = [q for q in range(r) if q != ax] + [ax]
+        inv = [perm.index(q) for q in range(r)]
+        t = c.node("Transpose", [cur], perm=perm)
+        t, tshape = _along_last(c, t, [shape[q] for q in perm], m)
+        cur = c.node("Transpose", [t], perm=inv)
+        shape = [tshape[inv[q]] for q in range(r)]
+    c.nodes[-1].output[0] = node.output[0]
+    return True
+
+
+def _pad(node, c: _Ctx):
+    a = _attrs(node)
+    mode = _s(a.get("mode", "constant"))
+    if mode == "constant":
+        return False
+    where = f"Pad '{node.name or node.output[0]}'"
+    x = node.input[0]
+    s = c.shapes.get(x)
+    pads = c.consts.get(node.input[1]) if len(node.input) > 1 else None
+    if s is None or pads is None:
+        raise _err(f"{where}: {mode} padding needs a static shape and constant pads")
+    r = len(s)
+    axes = list(range(r))
+    if len(node.input) > 3 and node.input[3]:
+        ax_c = c.consts.get(node.input[3])
+        if ax_c is None:
+            raise _err(f"{where}: runtime axes are not supported")
+        axes = [int(v) % r for v in ax_c]
+    pads = [int(v) for v in pads]
+    n = len(axes)
+    cur, shape = x, list(s)
+    for i, ax in enumerate(axes):
+        b, e = pads[i], pads[i + n]
+        if b == 0 and e == 0:
+            continue
+        L = shape[ax]
+        if b < 0 or e < 0:  # negative pads crop first
+            cur = c.node("Slice", [cur, c.i64([max(0, -b)], "starts"), c.i64([L - max(0, -e)], "ends"),
+                                   c.i64([ax], "axes")])
+            L -= max(0, -b) + max(0, -e)
+            b, e = max(0, b), max(0, e)
+        if mode == "reflect" and (b >= L or e >= L):
+            raise _err(f"{where}: reflect padding of {max(b, e)} on an axis of {L} elements")
+        if mode == "wrap" and (b > L or e > L):
+            raise _err(f"{where}: wrap padding larger than the axis")
+
+        def row(i0, i1):
+            return c.node("Slice", [cur, c.i64([i0], "starts"), c.i64([i1], "ends"),
+                                    c.i64([ax], "axes")])
+        if mode == "reflect":
+            before = [row(k, k + 1) for k in range(b, 0, -1)]
+            after = [row(k, k + 1) for k in range(L - 2, L - 2 - e, -1)]
+        elif mode == "edge":
+            before = [row(0, 1)] * b
+            after = [row(L - 1, L)] * e
+        elif mode == "wrap":
+            before = [row(L - b, L)] if b else []
+            after = [row(0, e)] if e else []
+        else:
+            raise _err(f"{where}: mode {mode} is not supported")
+        cur = c.node("Concat", before + [cur] + after, axis=ax)
+        shape[ax] = L + b + e
+    if cur == x:
+        c.node("Identity", [x], node.output[0])
+    else:
+        c.nodes[-1].output[0] = node.output[0]
+    return True
+
+
+def _flip_runtime(c: _Ctx, w: str, shape: list[int]) -> str:
+    """W[C, F, kh, kw] -> Wf[F, C, kh, kw] = W[c, f, kh-1-i, kw-1-j] for a runtime W (MatMuls by
+    exchange matrices: exact for finite values)."""
+    C, F, kh, kw = shape
+    dt = c.np_type(w)
+    t = c.node("Transpose", [w], perm=[1, 0, 3, 2])  # [F, C, kw, kh]
+    if kh > 1:
+        t = c.node("MatMul", [t, c.const(np.eye(kh, dtype=dt)[::-1], "flip")])
+    t = c.node("Transpose", [t], perm=[0, 1, 3, 2])  # [F, C, kh, kw]
+    if kw > 1:
+        t = c.node("MatMul", [t, c.const(np.eye(kw, dtype=dt)[::-1], "flip")])
+    return t
+
+
+def _conv_transpose(node, c: _Ctx):
+    a = _attrs(node)
+    where = f"ConvTranspose '{node.name or node.output[0]}'"
+    x, w = node.input[0], node.input[1]
+    b = node.input[2] if len(node.input) > 2 and node.input[2] else None
+    s, ws, ys = c.shapes.get(x), c.shapes.get(w), c.shapes.get(node.output[0])
+    if s is None or ws is None or ys is None or len(s) != 4:
+        raise _err(f"{where}: only 1-D and 2-D with static shapes are supported")
+    N, C, H, W = s
+    g = int(a.get("group", 1))
+    Fg, kh, kw = ws[1], ws[2], ws[3]
+    F = Fg * g
+    st = list(a.get("strides", [1, 1]))
+    dl = list(a.get("dilations", [1, 1]))
+    op_ = list(a.get("output_padding", [0, 0]))
+    ks = [kh, kw]
+    auto = _s(a.get("auto_pad", "NOTSET"))
+    if "output_shape" in a or auto in ("SAME_UPPER", "SAME_LOWER"):
+        outs = list(a["output_shape"])[-2:] if "output_shape" in a else [H * st[0], W * st[1]]
+        pads = [0, 0, 0, 0]
+        for i in range(2):
+            tot = st[i] * ([H, W][i] - 1) + op_[i] + (ks[i] - 1) * dl[i] + 1 - outs[i]
+            if auto == "SAME_UPPER":
+                pads[i], pads[i + 2] = tot // 2, tot - tot // 2
+            else:
+                pads[i], pads[i + 2] = tot - tot // 2, tot // 2
+    elif auto == "VALID":
+        pads = [0, 0, 0, 0]
+    else:
+        pads = list(a.get("pads", [0, 0, 0, 0]))
+    if ys[2:] != [st[i] * ([H, W][i] - 1) + op_[i] + (ks[i] - 1) * dl[i] + 1 - pads[i] - pads[i + 2]
+                  for i in range(2)]:
+        raise _err(f"{where}: output shape {ys} does not follow from the attributes")
+    dt = c.np_type(x)
+    wc = c.consts.get(w)
+    bc = c.consts.get(b) if b else None
+    if st == ks and dl == [1, 1] and not any(pads) and not any(op_) and g == 1:
+        # every input pixel writes its own kh x kw block: one MatMul + a pixel shuffle
+        xt = c.node("Transpose", [x], perm=[0, 2, 3, 1])
+        x2 = c.node("Reshape", [xt, c.i64([N * H * W, C], "shape")])
+        w2 = c.const(wc.reshape(C, F * kh * kw), "w2") if wc is not None else \
+            c.node("Reshape", [w, c.i64([C, F * kh * kw], "shape")])
+        y2 = c.node("MatMul", [x2, w2])
+        if bc is not None:  # per output column (f, i, j): the TCU epilogue's bias
+            y2 = c.node("Add", [y2, c.const(np.repeat(bc, kh * kw).astype(dt), "bias")])
+        y6 = c.node("Reshape", [y2, c.i64([N, H, W, F, kh, kw], "shape")])
+        yt = c.node("Transpose", [y6], perm=[0, 3, 1, 4, 2, 5])
+        yy = c.node("Reshape", [yt, c.i64([N, F, H * kh, W * kw], "shape")])
+        if b and bc is None:
+            bb = c.node("Reshape", [b, c.i64([1, F, 1, 1], "shape")])
+            c.node("Add", [yy, bb], node.output[0])
+        else:
+            c.nodes[-1].output[0] = node.output[0]
+        return True
+    # zero insertion + stride-1 conv with the flipped, transposed filter
+    cur = x
+    if st != [1, 1]:
+        t = c.node("Reshape", [x, c.i64([N, C, H, 1, W, 1], "shape")])
+        t = c.node("Pad", [t, c.i64([0, 0, 0, 0, 0, 0, 0, 0, 0, st[0] - 1, 0, st[1] - 1], "pads")])
+        t = c.node("Reshape", [t, c.i64([N, C, H * st[0], W * st[1]], "shape")])
+        cur = c.node("Slice", [t, c.i64([0, 0], "starts"),
+                               c.i64([(H - 1) * st[0] + 1, (W - 1) * st[1] + 1], "ends"),
+                               c.i64([2, 3], "axes")])
+    if wc is not None:
+        # Wf[g*Fg + f, c, i, j] = W[g*Cg + c, f, kh-1-i, kw-1-j]
+        Cg = C // g
+        wg = wc.reshape(g, Cg, Fg, kh, kw)[:, :, :, ::-1, ::-1]
+        wf = c.const(np.ascontiguousarray(wg.transpose(0, 2, 1, 3, 4).reshape(F, Cg, kh, kw)), "wflip")
+    elif g == 1:
+        wf = _flip_runtime(c, w, ws)
+    else:
+        raise _err(f"{where}: a grouped ConvTranspose with a runtime filter is not supported")
+    cp = [dl[i % 2] * (ks[i % 2] - 1) - pads[i] + (op_[i - 2] if i >= 2 else 0) for i in range(4)]
+    crop = [max(0, -p) for p in cp]
+    cp = [max(0, p) for p in cp]
+    y = c.node("Conv", [cur, wf] + ([b] if b else []), pads=cp, dilations=dl, group=g,
+               kernel_shape=ks)
+    if any(crop):
+        oh, ow = ys[2] + crop[0] + crop[2], ys[3] + crop[1] + crop[3]
+        c.node("Slice", [y, c.i64([crop[0], crop[1]], "starts"),
+                         c.i64([oh - crop[2], ow - crop[3]], "ends"), c.i64([2, 3], "axes")],
+               node.output[0])
+    else:
+        c.nodes[-1].output[0] = node.output[0]
+    return True
+
+
+# ----------------------------------------------------------------------------------------------
+_STAGES = [
+    # (op types, rewrite): one pass each over the graph, shapes re-inferred in between
+    ({"LRN": _lrn, "ConvTranspose": None, "LpPool": None, "MaxPool": None, "AveragePool": None,
+      "Conv": None}, "lift"),
+    ({"LRN": _lrn, "ConvTranspose": _conv_transpose, "LpPool": _lppool, "Resize": _resize,
+      "Pad": _pad, "MaxPool": _maxpool_dilated}, "main"),
+    ({"AveragePool": _avgpool_cip}, "avg"),
+]
+
+
+def rewrite_vision(model, names) -> int:
+    """Apply the rewrites above to ``model`` (shape-inferred) in place; return how many nodes were
+    rewritten. ``names``: the fresh-name generator of :mod:`.onnx_rewrite`."""
+    import onnx
+
+    count = 0
+    for table, stage in _STAGES:
+        graph = model.graph
+        if not any(n.op_type in table and n.domain in ("", "ai.onnx") for n in graph.node):
+            continue
+        c = _Ctx(graph, names)
+        changed = 0
+        for node in graph.node:
+            done = False
+            if node.domain in ("", "ai.onnx") and node.op_type in table:
+                if stage == "lift":
+                    done = node.op_type != "LRN" and _lift_1d(node, c)
+                else:
+                    done = table[node.op_type](node, c)
+            if not done:
+                c.nodes.append(node)
+            changed += bool(done)
+        if changed:
+            graph.ClearField("node")
+            graph.node.extend(c.nodes)
+            graph.initializer.extend(c.inits)
+            if model.ir_version < 4:
+                graph.input.extend(onnx.helper.make_tensor_value_info(t.name, t.data_type, list(t.dims))
+                                   for t in c.inits)
+            count += changed
+            inferred = onnx.shape_inference.infer_shapes(model, strict_mode=False)
+            model.graph.ClearField("value_info")
+            model.graph.value_info.extend(inferred.graph.value_info)
+    return count
