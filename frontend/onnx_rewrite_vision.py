@@ -18,7 +18,7 @@ unit then runs it (docs/ops.md, "vision"):
 - **LpPool** (``ceil_mode = 0``): ``AveragePool(|x|^p, count_include_pad=1) * kh*kw``, then
   ``^(1/p)`` (``p = 2``: Mul/Sqrt, ``p = 1``: Abs): CVU.
 - **MaxPool with dilations**: ``Pad(-inf)``, one strided Slice per window tap (DMA), ``Max`` of
-  them (CVU).
+  them (CVU). **MaxPool with ceil_mode**: ``ceil_mode=0`` with larger end pads (same windows).
 - **Resize** with constant scales/sizes (every mode, every coordinate transformation except
   ``tf_crop_and_resize``, antialias): per resized axis an interpolation matrix ``M_a[in, out]``
   (column j = the ONNX Resize of the unit vectors, computed with the ONNX reference implementation,
@@ -34,11 +34,12 @@ unit then runs it (docs/ops.md, "vision"):
   TCU epilogue), then a pixel-shuffle Transpose (no zero MACs). Otherwise: zero insertion
   (Reshape, Pad, Reshape, Slice: DMAs) and a stride-1 Conv with the flipped, transposed filter
   and pads ``d*(k-1) - pad`` (TCU); a runtime filter is flipped by MatMuls with exchange matrices.
+- **AveragePool / LpPool with dilations**: the Sum of the zero-padded strided Slices (as for
+  MaxPool) times the constant ``1 / divisor`` (AveragePool) or to the power ``1/p`` (LpPool).
 
 Refused with one line (:class:`~m100.frontend.onnx_import.FrontendError`): Resize with runtime
 scales/sizes, ``tf_crop_and_resize`` or ``keep_aspect_ratio_policy`` other than ``stretch``;
-LpPool with ``ceil_mode``; dilated MaxPool with the Indices output; a grouped ConvTranspose with
-a runtime filter.
+LpPool with ``ceil_mode``; dilated MaxPool with the Indices output; 3-D pooling and convolution.
 """
 
 from __future__ import annotations
@@ -202,6 +203,29 @@ def _avgpool_cip(node, c: _Ctx):
     return True
 
 
+def _maxpool_ceil(node, c: _Ctx):
+    """MaxPool(ceil_mode=1) -> MaxPool(ceil_mode=0) with the end pads that give the same windows
+    (MaxPool ignores padding, so larger end pads change nothing else); torch-mlir pads by
+    stride - 1 and leaves a result smaller than its padded input, which the scheduler refused."""
+    a = _attrs(node)
+    x = node.input[0]
+    s, ys = c.shapes.get(x), c.shapes.get(node.output[0])
+    if not a.get("ceil_mode", 0) or s is None or ys is None or len(s) != 4:
+        return False
+    if _s(a.get("auto_pad", "NOTSET")) != "NOTSET" or (len(node.output) > 1 and node.output[1]):
+        return False
+    ks, st = list(a["kernel_shape"]), list(a.get("strides", [1, 1]))
+    d = list(a.get("dilations", [1, 1]))
+    pads = list(a.get("pads", [0, 0, 0, 0]))
+    for i in range(2):
+        end = (ys[2 + i] - 1) * st[i] + (ks[i] - 1) * d[i] + 1 - s[2 + i] - pads[i]
+        pads[i + 2] = max(pads[i + 2], end)
+        if (s[2 + i] + pads[i] + pads[i + 2] - (ks[i] - 1) * d[i] - 1) // st[i] + 1 != ys[2 + i]:
+            return False  # leave it as it is
+    c.node("MaxPool", [x], node.output[0], **{**a, "pads": pads, "ceil_mode": 0})
+    return True
+
+
 def _lrn(node, c: _Ctx):
     a = _attrs(node)
     x = node.input[0]
@@ -231,8 +255,9 @@ def _lppool(node, c: _Ctx):
     where = f"LpPool '{node.name or node.output[0]}'"
     if s is None or len(s) != 4:
         raise _err(f"{where}: only 1-D and 2-D pooling is supported")
-    if a.get("ceil_mode", 0) or any(d != 1 for d in a.get("dilations", [1, 1])):
-        raise _err(f"{where}: ceil_mode / dilations are not supported")
+    if a.get("ceil_mode", 0):
+        raise _err(f"{where}: ceil_mode is not supported")
+    dilated = any(d != 1 for d in a.get("dilations", [1, 1]))
     p = int(a.get("p", 2))
     dt = c.np_type(x)
     if p == 1:
@@ -246,11 +271,15 @@ def _lppool(node, c: _Ctx):
             t = c.node("Mul", [t, ab])
     pool_attrs = {k: v for k, v in a.items() if k in ("kernel_shape", "strides", "pads", "auto_pad")}
     k = int(np.prod(a["kernel_shape"]))
-    avg = c.node("AveragePool", [t], count_include_pad=1, **pool_attrs)
-    if p == 1:
-        c.node("Mul", [avg, c.const(np.array(k, dt), "lp_k")], node.output[0])
+    if dilated:  # the Sum of the zero-padded dilated taps of |x|^p
+        taps, _, _ = _dilated_taps(node, c, t, 0.0, s)
+        sm = c.node("Sum", taps) if len(taps) > 1 else taps[0]
     else:
+        avg = c.node("AveragePool", [t], count_include_pad=1, **pool_attrs)
         sm = c.node("Mul", [avg, c.const(np.array(k, dt), "lp_k")])
+    if p == 1:
+        c.nodes[-1].output[0] = node.output[0]
+    else:
         if p == 2:
             c.node("Sqrt", [sm], node.output[0])
         else:
@@ -258,22 +287,19 @@ def _lppool(node, c: _Ctx):
     return True
 
 
-def _maxpool_dilated(node, c: _Ctx):
+def _dilated_taps(node, c: _Ctx, x: str, pad_value: float, shape=None):
+    """The window taps of a dilated 2-D pooling: ``x`` padded with ``pad_value`` (pads, and past
+    the end for ``ceil_mode``), one strided Slice per tap (DMAs); also the padded-ones mask's taps
+    counted in numpy (elements inside the input, per output)."""
     a = _attrs(node)
-    d = list(a.get("dilations", []))
-    if not d or all(v == 1 for v in d):
-        return False
-    x = node.input[0]
-    s = c.shapes.get(x)
-    where = f"MaxPool '{node.name or node.output[0]}'"
-    if len(node.output) > 1 and node.output[1]:
-        raise _err(f"{where}: dilated pooling with the Indices output is not supported")
-    y_shape = c.shapes.get(node.output[0])
-    if s is None or len(s) != 4 or y_shape is None:
-        raise _err(f"{where}: dilated pooling needs a static 4-D shape")
+    where = f"{node.op_type} '{node.name or node.output[0]}'"
+    s, ys = shape or c.shapes.get(x), c.shapes.get(node.output[0])
+    if s is None or ys is None or len(s) != 4:
+        raise _err(f"{where}: dilated pooling is supported for 1-D and 2-D static shapes only")
     ks, st = list(a["kernel_shape"]), list(a.get("strides", [1, 1]))
+    d = list(a.get("dilations", [1, 1]))
     auto = _s(a.get("auto_pad", "NOTSET"))
-    out = y_shape[2:]
+    out = ys[2:]
     if auto in ("SAME_UPPER", "SAME_LOWER"):
         pads = [0, 0, 0, 0]
         for i in range(2):
@@ -290,7 +316,9 @@ def _maxpool_dilated(node, c: _Ctx):
     xp = x
     if any(pads[:2]) or any(ends):
         xp = c.node("Pad", [x, c.i64([0, 0, pads[0], pads[1], 0, 0, ends[0], ends[1]]),
-                            c.const(np.array(-np.inf, dt), "neg_inf")])
+                            c.const(np.array(pad_value, dt), "pad_value")])
+    mask = np.pad(np.ones(s[2:]), [(pads[0], ends[0]), (pads[1], ends[1])])
+    inside = np.zeros(out)
     taps = []
     axes = c.i64([2, 3], "axes")
     steps = c.i64(st, "steps")
@@ -298,7 +326,38 @@ def _maxpool_dilated(node, c: _Ctx):
         b = [i * d[0], j * d[1]]
         e = [b[q] + (out[q] - 1) * st[q] + 1 for q in range(2)]
         taps.append(c.node("Slice", [xp, c.i64(b, "starts"), c.i64(e, "ends"), axes, steps]))
+        inside += mask[b[0]:e[0]:st[0], b[1]:e[1]:st[1]]
+    return taps, inside, a
+
+
+def _maxpool_dilated(node, c: _Ctx):
+    a = _attrs(node)
+    d = list(a.get("dilations", []))
+    if not d or all(v == 1 for v in d):
+        return _maxpool_ceil(node, c)
+    if len(node.output) > 1 and node.output[1]:
+        raise _err(f"MaxPool '{node.name or node.output[0]}': dilated pooling with the Indices "
+                   "output is not supported")
+    taps, _, _ = _dilated_taps(node, c, node.input[0], -np.inf)
     c.node("Max", taps, node.output[0])
+    return True
+
+
+def _avgpool_dilated(node, c: _Ctx):
+    """AveragePool with dilations: the Sum of the zero-padded taps times ``1 / divisor`` (the
+    divisor from the ONNX reference on ones: ``ref(ones) = inside / divisor``)."""
+    a = _attrs(node)
+    if all(v == 1 for v in a.get("dilations", [1, 1])):
+        return _avgpool_cip(node, c)
+    x = node.input[0]
+    taps, inside, a = _dilated_taps(node, c, x, 0.0)
+    ref = _ref_run("AveragePool", np.ones([1, 1] + c.shapes[x][2:], np.float32), **a)[0, 0]
+    if ref.shape != inside.shape:
+        raise _err(f"AveragePool '{node.name or node.output[0]}': window arithmetic mismatch")
+    inv = np.where(inside > 0, ref / np.maximum(inside, 1), 0.0)  # 1 / divisor
+    sm = c.node("Sum", taps) if len(taps) > 1 else taps[0]
+    c.node("Mul", [sm, c.const(inv[None, None].astype(c.np_type(x)), "avgpool_inv")],
+           node.output[0])
     return True
 
 
@@ -457,12 +516,17 @@ def _pad(node, c: _Ctx):
     return True
 
 
-def _flip_runtime(c: _Ctx, w: str, shape: list[int]) -> str:
-    """W[C, F, kh, kw] -> Wf[F, C, kh, kw] = W[c, f, kh-1-i, kw-1-j] for a runtime W (MatMuls by
-    exchange matrices: exact for finite values)."""
-    C, F, kh, kw = shape
+def _flip_runtime(c: _Ctx, w: str, shape: list[int], g: int = 1) -> str:
+    """W[C, Fg, kh, kw] -> Wf[g*Fg + f, c, i, j] = W[g*Cg + c, f, kh-1-i, kw-1-j] for a runtime W
+    (group-major transpose, then MatMuls by exchange matrices: exact for finite values)."""
+    C, Fg, kh, kw = shape
     dt = c.np_type(w)
-    t = c.node("Transpose", [w], perm=[1, 0, 3, 2])  # [F, C, kw, kh]
+    if g == 1:
+        t = c.node("Transpose", [w], perm=[1, 0, 3, 2])  # [F, C, kw, kh]
+    else:
+        t = c.node("Reshape", [w, c.i64([g, C // g, Fg, kh, kw], "shape")])
+        t = c.node("Transpose", [t], perm=[0, 2, 1, 4, 3])  # [g, Fg, Cg, kw, kh]
+        t = c.node("Reshape", [t, c.i64([g * Fg, C // g, kw, kh], "shape")])
     if kh > 1:
         t = c.node("MatMul", [t, c.const(np.eye(kh, dtype=dt)[::-1], "flip")])
     t = c.node("Transpose", [t], perm=[0, 1, 3, 2])  # [F, C, kh, kw]
@@ -528,21 +592,28 @@ def _conv_transpose(node, c: _Ctx):
     # zero insertion + stride-1 conv with the flipped, transposed filter
     cur = x
     if st != [1, 1]:
-        t = c.node("Reshape", [x, c.i64([N, C, H, 1, W, 1], "shape")])
-        t = c.node("Pad", [t, c.i64([0, 0, 0, 0, 0, 0, 0, 0, 0, st[0] - 1, 0, st[1] - 1], "pads")])
-        t = c.node("Reshape", [t, c.i64([N, C, H * st[0], W * st[1]], "shape")])
-        cur = c.node("Slice", [t, c.i64([0, 0], "starts"),
-                               c.i64([(H - 1) * st[0] + 1, (W - 1) * st[1] + 1], "ends"),
-                               c.i64([2, 3], "axes")])
+        # each strided axis n -> [n, 1] -> zero-padded to [n, s] -> n*s, trimmed to (n-1)*s + 1
+        split, padded, lo_hi, axes, ends = [N, C], [N, C], [], [], []
+        for i, n_ in enumerate((H, W)):
+            split += [n_, 1] if st[i] > 1 else [n_]
+            padded += [n_ * st[i]]
+            lo_hi += [0, st[i] - 1] if st[i] > 1 else [0]
+            if st[i] > 1:
+                axes.append(2 + i)
+                ends.append((n_ - 1) * st[i] + 1)
+        r = len(split)
+        t = c.node("Reshape", [x, c.i64(split, "shape")])
+        t = c.node("Pad", [t, c.i64([0] * r + [0, 0] + lo_hi, "pads")])
+        t = c.node("Reshape", [t, c.i64(padded, "shape")])
+        cur = c.node("Slice", [t, c.i64([0] * len(axes), "starts"), c.i64(ends, "ends"),
+                               c.i64(axes, "axes")])
     if wc is not None:
         # Wf[g*Fg + f, c, i, j] = W[g*Cg + c, f, kh-1-i, kw-1-j]
         Cg = C // g
         wg = wc.reshape(g, Cg, Fg, kh, kw)[:, :, :, ::-1, ::-1]
         wf = c.const(np.ascontiguousarray(wg.transpose(0, 2, 1, 3, 4).reshape(F, Cg, kh, kw)), "wflip")
-    elif g == 1:
-        wf = _flip_runtime(c, w, ws)
     else:
-        raise _err(f"{where}: a grouped ConvTranspose with a runtime filter is not supported")
+        wf = _flip_runtime(c, w, ws, g)
     cp = [dl[i % 2] * (ks[i % 2] - 1) - pads[i] + (op_[i - 2] if i >= 2 else 0) for i in range(4)]
     crop = [max(0, -p) for p in cp]
     cp = [max(0, p) for p in cp]
@@ -565,7 +636,7 @@ _STAGES = [
       "Conv": None}, "lift"),
     ({"LRN": _lrn, "ConvTranspose": _conv_transpose, "LpPool": _lppool, "Resize": _resize,
       "Pad": _pad, "MaxPool": _maxpool_dilated}, "main"),
-    ({"AveragePool": _avgpool_cip}, "avg"),
+    ({"AveragePool": _avgpool_dilated}, "avg"),
 ]
 
 

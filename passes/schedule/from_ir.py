@@ -591,7 +591,7 @@ def from_module(module: ModuleOp, max_cvu_stages: int = 8) -> IRGraph:
         if nm.startswith("linalg.pooling_"):
             if not nm.startswith(("linalg.pooling_nchw_", "linalg.pooling_nhwc_")):
                 raise ScheduleError(f"{where}: only 2-D pooling (nchw/nhwc) is supported, not "
-                                    f"{nm} (ONNX LRN lowers to a 3-D sum pooling)")
+                                    f"{nm}")
             x = op.operands[0]
             win = _shape(op.operands[1])
             outs = op.operands[2]
@@ -621,6 +621,20 @@ def from_module(module: ModuleOp, max_cvu_stages: int = 8) -> IRGraph:
             init = fills.get(outs)
             if init is None or (kind == "sum" and init != 0.0):
                 raise ScheduleError(f"{where}: pooling init must be a fill (0 for sum pooling)")
+            # the result may have fewer rows/cols than the padded input gives (torch-mlir pads
+            # ceil_mode pools by stride - 1 and drops the window that would start in the pad):
+            # trim the end pads to exactly the windows of the result
+            ro = _shape(op.results[0])
+            out_hw = (ro[2], ro[3]) if layout == "nchw" else (ro[1], ro[2])
+            for d, (size, k) in enumerate(((h, win[0]), (wd, win[1]))):
+                if (size + pads[d] + pads[d + 2] - k) // st[d] + 1 == out_hw[d]:
+                    continue
+                end = (out_hw[d] - 1) * st[d] + k - size - pads[d]
+                if end < 0 or end > pads[d + 2]:
+                    raise ScheduleError(f"{where}: the pooling windows of a {size}-element axis "
+                                        f"(pads {pads[d]}/{pads[d + 2]}, kernel {k}, stride "
+                                        f"{st[d]}) do not give the result's {out_hw[d]}")
+                pads[d + 2] = end
             attrs = dict(n=n_, h=h, w=wd, c=c, kh=win[0], kw=win[1], stride=tuple(st),
                          pad=tuple(pads), layout=layout)
             if x in consts:

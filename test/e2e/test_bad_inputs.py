@@ -67,8 +67,8 @@ def files(tmp_path_factory):
     model("huge", [h.make_node("MatMul", ["a", "b"], ["y"])],
           [_vi("a", T.FLOAT, [big, big]), _vi("b", T.FLOAT, [big, big])],
           [_vi("y", T.FLOAT, [big, big])])
-    model("lrn", [h.make_node("LRN", ["x"], ["y"], size=3)], [_vi("x", T.FLOAT, [1, 4, 8, 8])],
-          [_vi("y", T.FLOAT, [1, 4, 8, 8])])
+    model("pool3d", [h.make_node("AveragePool", ["x"], ["y"], kernel_shape=[2, 2, 2])],
+          [_vi("x", T.FLOAT, [1, 2, 4, 4, 4])], [_vi("y", T.FLOAT, [1, 2, 3, 3, 3])])
     model("nms", [h.make_node("NonMaxSuppression", ["b", "s"], ["y"])],
           [_vi("b", T.FLOAT, [1, 6, 4]), _vi("s", T.FLOAT, [1, 1, 6])], [_vi("y", T.INT64, [None, 3])])
     model("topk", [h.make_node("TopK", ["x", "k"], ["v", "i"])], [_vi("x", T.FLOAT, [4, 8])],
@@ -164,8 +164,8 @@ CASES = [
     ("huge-matmul-tiny-ddr", "m100 compile {huge} -o {tmp}/p.m100 --machine tiny", 1,
      r"need 48 GiB of DDR, more than machine 'tiny' has \(1 GiB\)"),
     # --- were misleading messages ------------------------------------------------------------------
-    ("lrn", "m100 compile {lrn} -o {tmp}/p.m100 --machine tiny", 1,
-     r"only 2-D pooling .* not linalg.pooling_ndhwc_sum \(ONNX LRN"),
+    ("pool3d", "m100 compile {pool3d} -o {tmp}/p.m100 --machine tiny", 1,
+     r"only 2-D pooling .* not linalg.pooling_ndhwc_sum"),  # (was LRN, supported since issue 12)
     ("two-result-generic", "m100 compile {two_results} -o {tmp}/p.m100 --machine tiny", 1,
      r"a reduction with 2 used results .* is not supported"),
     ("wrong-machine", "m100-sim {prog} --machine m100 --inputs {in_ok}", 1,

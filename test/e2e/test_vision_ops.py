@@ -148,12 +148,15 @@ def conv_transpose_ref(x, w, b, strides, pads, dilations, output_padding, group=
     dict(k=2, strides=[2, 2], pads=[0, 0, 0, 0], dilations=[1, 1], output_padding=[0, 0], rt=False),
     dict(k=3, strides=[2, 2], pads=[1, 1, 1, 1], dilations=[1, 1], output_padding=[1, 1], rt=False),
     dict(k=3, strides=[2, 1], pads=[0, 2, 1, 0], dilations=[1, 2], output_padding=[1, 0], rt=True),
+    dict(k=3, strides=[2, 2], pads=[1, 1, 1, 1], dilations=[1, 1], output_padding=[0, 0], rt=True,
+         group=4),  # depthwise, runtime filter
 ])
 def test_conv_transpose(case):
     """k == stride: a MatMul + pixel shuffle; otherwise zero insertion + a stride-1 conv of the
     flipped filter (a runtime filter is flipped by exchange-matrix MatMuls)."""
     k, rt = case.pop("k"), case.pop("rt")
-    x, w, b = _f32(1, 4, 5, 6), _f32(4, 3, k, k), _f32(3)
+    fg = 1 if case.get("group", 1) > 1 else 3
+    x, w, b = _f32(1, 4, 5, 6), _f32(4, fg, k, k), _f32(fg * case.get("group", 1))
     inputs = [("x", x.shape)] + ([("w", w.shape)] if rt else [])
     m = _model([helper.make_node("ConvTranspose", ["x", "w", "b"], ["y"], **case)], inputs,
                [("y", None)], ([] if rt else [("w", w)]) + [("b", b)])
@@ -221,20 +224,38 @@ def test_maxpool_dilated_ceil():
     np.testing.assert_array_equal(got, want)
 
 
-@pytest.mark.parametrize("p", [1, 2, 3])
-def test_lp_pool(p):
+@pytest.mark.parametrize("p,dil", [(1, [1, 1]), (2, [1, 1]), (3, [2, 1])])
+def test_lp_pool(p, dil):
     x = _f32(1, 3, 7, 7)
-    a = dict(kernel_shape=[2, 3], strides=[2, 1], pads=[1, 0, 0, 1], p=p)
+    a = dict(kernel_shape=[2, 3], strides=[2, 1], pads=[1, 0, 0, 1], p=p, dilations=dil)
     m = _model([helper.make_node("LpPool", ["x"], ["y"], **a)], [("x", x.shape)], [("y", None)],
                opset=18)
     got = _run(m, {"x": x})
     out = list(got.shape[2:])
     want = np.zeros((1, 3, *out))
-    for (oh, ow), pts in pool_windows(x, [2, 3], [2, 1], [1, 0], [1, 1], out).items():
+    for (oh, ow), pts in pool_windows(x, [2, 3], [2, 1], [1, 0], dil, out).items():
         want[:, :, oh, ow] = sum(np.abs(x[:, :, h, w].astype(np.float64)) ** p for h, w in pts
                                  if 0 <= h < 7 and 0 <= w < 7) ** (1.0 / p)
-    assert out == [4, 6]
+    assert out == ([4, 6] if dil == [1, 1] else [3, 6])
     np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.parametrize("cip", [0, 1])
+def test_average_pool_dilated(cip):
+    x = _f32(1, 2, 8, 7)
+    a = dict(kernel_shape=[2, 2], strides=[1, 2], pads=[1, 1, 0, 1], dilations=[2, 3],
+             count_include_pad=cip)
+    m = _model([helper.make_node("AveragePool", ["x"], ["y"], **a)], [("x", x.shape)],
+               [("y", None)], opset=19)
+    got = _run(m, {"x": x})
+    out = list(got.shape[2:])
+    assert out == [7, 3]  # (8 + 1 - 3) / 1 + 1, (7 + 2 - 4) / 2 + 1
+    want = np.zeros((1, 2, *out))
+    for (oh, ow), pts in pool_windows(x, [2, 2], [1, 2], [1, 1], [2, 3], out).items():
+        inside = [(h, w) for h, w in pts if 0 <= h < 8 and 0 <= w < 7]
+        div = len(pts) if cip else len(inside)
+        want[:, :, oh, ow] = sum(x[:, :, h, w].astype(np.float64) for h, w in inside) / div
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
 
 
 def test_global_pools():
@@ -339,9 +360,9 @@ def test_pad_modes(mode):
                               ("s", np.array([1, 1, 2, 2], np.float32))], "tf_crop_and_resize"),
     ("lppool ceil", [helper.make_node("LpPool", ["x"], ["y"], kernel_shape=[2, 2], ceil_mode=1)],
      [("x", [1, 1, 5, 5])], [], "ceil_mode"),
-    ("convT grouped runtime", [helper.make_node("ConvTranspose", ["x", "w"], ["y"], group=2,
+    ("convT grouped (2 channels per group)", [helper.make_node("ConvTranspose", ["x", "w"], ["y"], group=2,
                                                 strides=[2, 2])],
-     [("x", [1, 4, 3, 3]), ("w", [4, 1, 3, 3])], [], "grouped ConvTranspose with a runtime"),
+     [("x", [1, 4, 3, 3]), ("w", [4, 1, 3, 3])], [], "grouped convolution with more than one"),
 ])
 def test_vision_refusals(what, nodes, inputs, inits, msg):
     m = _model(nodes, inputs, [("y", None)], inits, opset=18)
