@@ -39,7 +39,8 @@ unit then runs it (docs/ops.md, "vision"):
 
 Refused with one line (:class:`~m100.frontend.onnx_import.FrontendError`): Resize with runtime
 scales/sizes, ``tf_crop_and_resize`` or ``keep_aspect_ratio_policy`` other than ``stretch``;
-LpPool with ``ceil_mode``; dilated MaxPool with the Indices output; 3-D pooling and convolution.
+LpPool with ``ceil_mode``; dilated MaxPool with the Indices output. 3-D ops and runtime Pad pads
+are left to torch-mlir (the import-only reference path keeps working) and refused by the scheduler.
 """
 
 from __future__ import annotations
@@ -231,7 +232,7 @@ def _lrn(node, c: _Ctx):
     x = node.input[0]
     s = c.shapes.get(x)
     if s is None or len(s) != 4:
-        raise _err(f"LRN '{node.name or node.output[0]}': only 4-D inputs are supported")
+        return False  # left to torch-mlir (its 3-D sum pooling is refused by the scheduler)
     C = s[1]
     size = int(a["size"])
     alpha, beta, bias = float(a.get("alpha", 1e-4)), float(a.get("beta", 0.75)), float(a.get("bias", 1.0))
@@ -254,7 +255,7 @@ def _lppool(node, c: _Ctx):
     s = c.shapes.get(x)
     where = f"LpPool '{node.name or node.output[0]}'"
     if s is None or len(s) != 4:
-        raise _err(f"{where}: only 1-D and 2-D pooling is supported")
+        return False  # 3-D: torch-mlir's own refusal
     if a.get("ceil_mode", 0):
         raise _err(f"{where}: ceil_mode is not supported")
     dilated = any(d != 1 for d in a.get("dilations", [1, 1]))
@@ -295,7 +296,7 @@ def _dilated_taps(node, c: _Ctx, x: str, pad_value: float, shape=None):
     where = f"{node.op_type} '{node.name or node.output[0]}'"
     s, ys = shape or c.shapes.get(x), c.shapes.get(node.output[0])
     if s is None or ys is None or len(s) != 4:
-        raise _err(f"{where}: dilated pooling is supported for 1-D and 2-D static shapes only")
+        return None  # 3-D / dynamic: left to torch-mlir (the scheduler refuses 3-D pooling)
     ks, st = list(a["kernel_shape"]), list(a.get("strides", [1, 1]))
     d = list(a.get("dilations", [1, 1]))
     auto = _s(a.get("auto_pad", "NOTSET"))
@@ -338,8 +339,10 @@ def _maxpool_dilated(node, c: _Ctx):
     if len(node.output) > 1 and node.output[1]:
         raise _err(f"MaxPool '{node.name or node.output[0]}': dilated pooling with the Indices "
                    "output is not supported")
-    taps, _, _ = _dilated_taps(node, c, node.input[0], -np.inf)
-    c.node("Max", taps, node.output[0])
+    r = _dilated_taps(node, c, node.input[0], -np.inf)
+    if r is None:
+        return False
+    c.node("Max", r[0], node.output[0])
     return True
 
 
@@ -350,7 +353,10 @@ def _avgpool_dilated(node, c: _Ctx):
     if all(v == 1 for v in a.get("dilations", [1, 1])):
         return _avgpool_cip(node, c)
     x = node.input[0]
-    taps, inside, a = _dilated_taps(node, c, x, 0.0)
+    r = _dilated_taps(node, c, x, 0.0)
+    if r is None:
+        return False
+    taps, inside, a = r
     ref = _ref_run("AveragePool", np.ones([1, 1] + c.shapes[x][2:], np.float32), **a)[0, 0]
     if ref.shape != inside.shape:
         raise _err(f"AveragePool '{node.name or node.output[0]}': window arithmetic mismatch")
@@ -467,7 +473,7 @@ def _pad(node, c: _Ctx):
     s = c.shapes.get(x)
     pads = c.consts.get(node.input[1]) if len(node.input) > 1 else None
     if s is None or pads is None:
-        raise _err(f"{where}: {mode} padding needs a static shape and constant pads")
+        return False  # runtime pads: torch-mlir's gather form (refused by the scheduler)
     r = len(s)
     axes = list(range(r))
     if len(node.input) > 3 and node.input[3]:
@@ -527,11 +533,18 @@ def _flip_runtime(c: _Ctx, w: str, shape: list[int], g: int = 1) -> str:
         t = c.node("Reshape", [w, c.i64([g, C // g, Fg, kh, kw], "shape")])
         t = c.node("Transpose", [t], perm=[0, 2, 1, 4, 3])  # [g, Fg, Cg, kw, kh]
         t = c.node("Reshape", [t, c.i64([g * Fg, C // g, kw, kh], "shape")])
+    F, Cg = Fg * g, C // g
+
+    def flip_last(t, k, shape):  # a 2-D MatMul by the k x k exchange matrix
+        t2 = c.node("Reshape", [t, c.i64([F * Cg * (kh * kw // k), k], "shape")])
+        t2 = c.node("MatMul", [t2, c.const(np.eye(k, dtype=dt)[::-1], "flip")])
+        return c.node("Reshape", [t2, c.i64(shape, "shape")])
+
     if kh > 1:
-        t = c.node("MatMul", [t, c.const(np.eye(kh, dtype=dt)[::-1], "flip")])
+        t = flip_last(t, kh, [F, Cg, kw, kh])
     t = c.node("Transpose", [t], perm=[0, 1, 3, 2])  # [F, C, kh, kw]
     if kw > 1:
-        t = c.node("MatMul", [t, c.const(np.eye(kw, dtype=dt)[::-1], "flip")])
+        t = flip_last(t, kw, [F, Cg, kh, kw])
     return t
 
 
@@ -542,7 +555,7 @@ def _conv_transpose(node, c: _Ctx):
     b = node.input[2] if len(node.input) > 2 and node.input[2] else None
     s, ws, ys = c.shapes.get(x), c.shapes.get(w), c.shapes.get(node.output[0])
     if s is None or ws is None or ys is None or len(s) != 4:
-        raise _err(f"{where}: only 1-D and 2-D with static shapes are supported")
+        return False  # 3-D / dynamic: torch-mlir's lowering (the scheduler refuses 3-D convs)
     N, C, H, W = s
     g = int(a.get("group", 1))
     Fg, kh, kw = ws[1], ws[2], ws[3]

@@ -368,3 +368,13 @@ def test_vision_refusals(what, nodes, inputs, inits, msg):
     m = _model(nodes, inputs, [("y", None)], inits, opset=18)
     with pytest.raises(M100Error, match=msg):
         driver.compile(m, machine="tiny")
+
+
+def test_upsample_opset9():
+    """Upsample (opset 9, deprecated) reaches Resize through the version converter: nearest x2 is
+    a repeat of every row and column."""
+    x = _f32(1, 2, 3, 4)
+    m = _model([helper.make_node("Upsample", ["x", "s"], ["y"], mode="nearest")], [("x", x.shape)],
+               [("y", None)], [("s", np.array([1, 1, 2, 2], np.float32))], opset=9)
+    got = _run(m, {"x": x})
+    np.testing.assert_array_equal(got, x.repeat(2, axis=2).repeat(2, axis=3))
