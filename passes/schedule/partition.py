@@ -92,8 +92,12 @@ def _in_rows(g: OpGraph, op: Op, tr: int) -> int:
 
 
 def tile_piece(cm: CostModel, g: OpGraph, op: Op, rows: int, cols: int,
-               budget: int | None = None) -> TilePlan:
-    """The cheapest tiling of ``rows x cols`` of ``op`` whose working set fits ``budget`` bytes."""
+               budget: int | None = None, chunked: bool = False) -> TilePlan:
+    """The cheapest tiling of ``rows x cols`` of ``op`` whose working set fits ``budget`` bytes.
+
+    ``chunked``: a TCU contraction whose K can be split is cut into K chunks even where the whole
+    reduction fits (its weight then streams chunk by chunk and the first instruction starts on
+    the first chunk instead of the whole weight; the search tries both, see ``StageCfg``)."""
     mc = cm.machine
     budget = mc.hbsm_bytes if budget is None else budget
     geo = geometry(g, op)
@@ -119,6 +123,8 @@ def tile_piece(cm: CostModel, g: OpGraph, op: Op, rows: int, cols: int,
         if groups > 1 or "requant" in op.epilogue or "store" in op.epilogue:
             # a requantized (i8) or rounded (f16) result can not be accumulated onto
             k_cands = [geo.k]
+        elif chunked and len(k_cands) > 1:
+            k_cands = [x for x in k_cands if x < geo.k]
         tc_cands = _candidates(cols, mc.tcu_tile_n) if groups == 1 else [cols]
         for tr in _candidates(rows, row_align):
             in_rows = _in_rows(g, op, tr) if conv else tr

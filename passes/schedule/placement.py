@@ -98,7 +98,8 @@ class Search:
         rows = geometry(self.g, op).rows
         return max(1, min(rows, gr * mult))
 
-    def _dp_cfg(self, op: Op, k: int, gc: int, mult: int, first: int = 0) -> SegmentCfg | None:
+    def _dp_cfg(self, op: Op, k: int, gc: int, mult: int, first: int = 0,
+                chunked: bool = False) -> SegmentCfg | None:
         tp = self.tpbs[first:first + k]
         if len(tp) < k or k % gc:
             return None
@@ -106,7 +107,8 @@ class Search:
         rows = geometry(self.g, op).rows
         if gr > rows:
             return None
-        return SegmentCfg((StageCfg(op.name, tp, gc, self._bands_for(op, gr, mult)),), "data-parallel")
+        return SegmentCfg((StageCfg(op.name, tp, gc, self._bands_for(op, gr, mult),
+                                    chunked=chunked),), "data-parallel")
 
     @staticmethod
     def _k_candidates(kmax: int) -> list[int]:
@@ -142,11 +144,18 @@ class Search:
             starts = [cfg]
         best = min(starts, key=self.cost)
         best_c = self.cost(best)
+        tcu = op.unit in ("tcu.matmul", "tcu.conv2d")
+        if tcu:  # the best start with its K in chunks (the weight streams under the compute)
+            st = best.stages[0]
+            cand = replace(best, stages=(replace(st, chunked=not st.chunked),))
+            if self.cost(cand) < best_c:
+                best, best_c = cand, self.cost(cand)
         for _ in range(self.iters // 2):
             st = best.stages[0]
-            k, gc = len(st.tpbs), st.gc
+            k, gc, ch = len(st.tpbs), st.gc, st.chunked
             mult = max(1, st.bands // st.gr)
-            move = rng.choice(("k-", "k+", "b+", "b-", "gc"))
+            move = rng.choice(("k-", "k+", "b+", "b-", "gc", "ch") if tcu else
+                              ("k-", "k+", "b+", "b-", "gc"))
             if move in ("k-", "k+"):
                 ks = sorted({x for x in self._k_candidates(kmax)})
                 i = ks.index(k) if k in ks else 0
@@ -154,14 +163,17 @@ class Search:
                 k2 = ks[i]
                 gcs = col_splits(self.cm, self.g, op, k2)
                 pick = [x for x in gcs if x <= gc] or [1]
-                cand = self._dp_cfg(op, k2, max(pick) if rng.random() < 0.5 else rng.choice(gcs), mult)
+                cand = self._dp_cfg(op, k2, max(pick) if rng.random() < 0.5 else rng.choice(gcs),
+                                    mult, chunked=ch)
             elif move == "b+":
-                cand = self._dp_cfg(op, k, gc, mult * 2)
+                cand = self._dp_cfg(op, k, gc, mult * 2, chunked=ch)
             elif move == "b-":
-                cand = self._dp_cfg(op, k, gc, max(1, mult // 2))
+                cand = self._dp_cfg(op, k, gc, max(1, mult // 2), chunked=ch)
+            elif move == "ch":
+                cand = self._dp_cfg(op, k, gc, mult, chunked=not ch)
             else:
                 gcs = col_splits(self.cm, self.g, op, k)
-                cand = self._dp_cfg(op, k, rng.choice(gcs), mult)
+                cand = self._dp_cfg(op, k, rng.choice(gcs), mult, chunked=ch)
             if cand is None:
                 continue
             c = self.cost(cand)

@@ -38,6 +38,7 @@ class StageCfg:
     bands: int = 1
 
     block: bool = False  # bands to TPB rows in contiguous blocks (pipelines) or round-robin
+    chunked: bool = False  # a contraction cut into K chunks even where its K fits whole
 
     @property
     def gr(self) -> int:
@@ -215,11 +216,11 @@ class Scheduler:
         return max(0, bisect.bisect_right(starts, r) - 1)
 
     # ------------------------------------------------------------------ tiles
-    def tile(self, op: Op, rows: int, cols: int, budget: int) -> TilePlan:
-        key = (op.name, rows, cols, budget)
+    def tile(self, op: Op, rows: int, cols: int, budget: int, chunked: bool = False) -> TilePlan:
+        key = (op.name, rows, cols, budget, chunked)
         p = self._tile_cache.get(key)
         if p is None:
-            p = tile_piece(self.cm, self.g, op, rows, cols, budget)
+            p = tile_piece(self.cm, self.g, op, rows, cols, budget, chunked)
             self._tile_cache[key] = p
         return p
 
@@ -367,7 +368,8 @@ class _Builder:
             geo = s.geo(op)
             rows_b = ceil_div(geo.rows, max(1, st.bands))
             cols_b = ceil_div(geo.cols, st.gc)
-            self.tl.plans[st.op] = s.tile(op, rows_b, cols_b, s.stage_budget(seg, st))
+            self.tl.plans[st.op] = s.tile(op, rows_b, cols_b, s.stage_budget(seg, st),
+                                          st.chunked)
         lag = self._lags(seg)
         if len(seg.stages) == 1 and lockstep(self.tl.plans[seg.stages[0].op],
                                              s.ops[seg.stages[0].op]):
