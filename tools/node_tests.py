@@ -257,6 +257,8 @@ def render_docs(results: Sequence[CaseResult], meta: dict) -> str:
         f"(machine `{meta.get('machine', 'm100')}`, all TPBs, dataflow sync) and run on the interpreter "
         "through `m100.tools.onnx_backend.M100Backend`, then compared with the case's expected outputs "
         "at the case's tolerance (rtol 1e-3, atol 1e-7 unless the case says otherwise).",
+        *(["", f"This table merges a full run with a later re-run of {meta['rerun']} (`--rerun JSON "
+            "--ops ...`); the other cases' outcomes are those of the full run."] if meta.get("rerun") else []),
         "",
         "Outcomes: **pass**; **not supported** = a clean one-line refusal (an `M100Error`) at compile "
         "time; **other** = a numeric mismatch, a traceback, an interpreter report or a timeout (a bug; "
@@ -323,23 +325,30 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--write-docs", metavar="MD", help="write the op table (docs/ops.md); full run only")
     ap.add_argument("--rerun", metavar="JSON",
                     help="take the outcomes of a previous full run (its --json) and run again only "
-                    "its mismatch/error cases (after fixing them); the table is the merged result")
+                    "its mismatch/error cases (after fixing them), or with --ops / -k every selected "
+                    "case (after changing those ops); the table is the merged result")
     ap.add_argument("-v", "--verbose", action="store_true")
     args = ap.parse_args(argv)
-    cases = collect(args.ops.split(",") if args.ops else None)
+    selected = args.ops or args.pattern
+    all_cases = collect(None if args.rerun else (args.ops.split(",") if args.ops else None))
+    cases = all_cases
+    if args.rerun and args.ops:
+        wanted, op_of = set(args.ops.split(",")), case_ops(all_cases)
+        cases = [tc for tc in cases if op_of[tc.name] in wanted]
     if args.pattern:
         cases = [tc for tc in cases if re.search(args.pattern, tc.name)]
-    if args.write_docs and (args.ops or args.pattern):
-        ap.error("--write-docs needs a full run (no --ops / -k)")
+    if args.write_docs and selected and not args.rerun:
+        ap.error("--write-docs needs a full run (no --ops / -k) or --rerun of one")
     previous: dict[str, CaseResult] = {}
     if args.rerun:
         with open(args.rerun) as f:
             previous = {c["name"]: CaseResult(**c) for c in json.load(f)["cases"]}
-        if set(previous) != {tc.name for tc in cases}:
+        if set(previous) != {tc.name for tc in all_cases}:
             ap.error(f"{args.rerun} is not a run of the same cases")
-        for tc in cases:  # JSON of runs before the metric existed: recompute the flag
+        for tc in all_cases:  # JSON of runs before the metric existed: recompute the flag
             previous[tc.name].metric = in_metric(tc)
-        cases = [tc for tc in cases if previous[tc.name].outcome not in ("pass", "unsupported")]
+        if not selected:
+            cases = [tc for tc in cases if previous[tc.name].outcome not in ("pass", "unsupported")]
     t0 = time.perf_counter()
     results = run_all(cases, args.jobs, args.timeout, args.verbose, machine=args.machine)
     wall = time.perf_counter() - t0
@@ -350,6 +359,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     print(f"{len(results)} cases in {wall:.0f} s wall, {sum(r.seconds for r in results):.0f} s in cases")
     import onnx
     meta = {"onnx": onnx.__version__, "machine": args.machine}
+    if args.rerun and selected:
+        meta["rerun"] = ", ".join(f"`{x}`" for x in (args.ops, args.pattern) if x)
     if args.json:
         with open(args.json, "w") as f:
             json.dump({"meta": meta, "cases": [asdict(r) for r in results]}, f, indent=1)

@@ -124,3 +124,24 @@ def test_ops_doc_is_generated_by_the_harness():
     assert text.startswith("# Operators: the ONNX node tests through the whole stack")
     assert "python -m m100.tools.node_tests --write-docs docs/ops.md" in text
     assert "| Gemm |" in text and "| Relu |" in text
+
+
+def test_rerun_of_selected_ops_merges_into_a_full_run(tmp_path):
+    """``--rerun JSON --ops A`` runs every case of A again (whatever its old outcome) and keeps the
+    other cases' outcomes; the docs say that the table is a merge."""
+    import json
+    from dataclasses import asdict
+
+    cases = node_tests.collect()
+    ops = node_tests.case_ops(cases)
+    prev = [asdict(node_tests.CaseResult(name=tc.name, op=ops[tc.name], outcome="unsupported",
+                                         message="old", metric=node_tests.in_metric(tc))) for tc in cases]
+    (tmp_path / "prev.json").write_text(json.dumps({"meta": {}, "cases": prev}))
+    rc = node_tests.main(["--rerun", str(tmp_path / "prev.json"), "--ops", "Abs",
+                          "--json", str(tmp_path / "new.json"), "--write-docs", str(tmp_path / "ops.md")])
+    assert rc == 0
+    new = {c["name"]: c for c in json.loads((tmp_path / "new.json").read_text())["cases"]}
+    assert set(new) == {tc.name for tc in cases}
+    assert new["test_abs"]["outcome"] == "pass"  # re-run although the old outcome was a refusal
+    assert all(c["message"] == "old" for n, c in new.items() if ops[n] != "Abs")
+    assert "re-run of `Abs`" in (tmp_path / "ops.md").read_text()
