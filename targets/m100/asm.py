@@ -114,8 +114,8 @@ def _format_stage(s: Stage) -> str:
 
 def format_sync(s: Sync) -> str:
     parts = [] if s.blocks == 1 else [f"blocks={s.blocks}"]
-    parts += [f"wait(c{m.counter}@t{m.tpb}>={m.expected},+{m.per_block})" for m in s.monitors]
-    parts += [f"signal(c{u.counter}->{u.tpb_mask:#x},+{u.amount},{Trigger(u.trigger).name.lower()})"
+    parts += [f"wait(c{m.counter}@t{m.tpb}>={m.expected},{m.per_block:+d})" for m in s.monitors]
+    parts += [f"signal(c{u.counter}->{u.tpb_mask:#x},{u.amount:+d},{Trigger(u.trigger).name.lower()})"
               for u in s.updates]
     return "sync{" + " ".join(parts) + "}"
 

@@ -64,6 +64,19 @@ def test_lenient_directives():
     p.validate(TINY)
 
 
+def test_negative_sync_amounts_print_and_parse_back():
+    """A mangled text can parse to a negative increment (``,-1``); it used to print as ``+-1``,
+    which the lexer rejects (found by hypothesis in test_mangled_assembly)."""
+    a = Walk.strided(Space.HBSM, 0, 0, DType.I8, (32, 32))
+    b = Walk.strided(Space.HBSM, 0, 0x400, DType.I8, (32, 64))
+    c = Walk.strided(Space.HBSM, 0, 0xc00, DType.I32, (32, 64))
+    mm = MatMul(0, a, b, c, 32, 64, 32,
+                sync=Sync(2, (Monitor(0, 1, 1, -2),), (Update(2, 3, -1, Trigger.BLOCK),)))
+    text = format_instruction(mm)
+    assert "wait(c1@t0>=1,-2)" in text and "signal(c2->0x3,-1,block)" in text
+    assert parse_instruction(text) == mm
+
+
 def test_instruction_text_is_readable():
     a = Walk.strided(Space.HBSM, 0, 0, DType.I8, (32, 32))
     b = Walk.strided(Space.HBSM, 0, 0x400, DType.I8, (32, 64))
