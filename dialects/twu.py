@@ -51,6 +51,7 @@ SPACE_BY_NAME = {v: k for k, v in SPACE_NAMES.items()}
 
 
 _DTYPE_TYPES = {DType.I8: IntegerType(8), DType.I32: IntegerType(32), DType.I4: IntegerType(4),
+                DType.I16: IntegerType(16),
                 DType.F16: Float16Type(), DType.BF16: BFloat16Type(), DType.F32: Float32Type()}
 
 
@@ -61,9 +62,9 @@ def dtype_to_type(d: DType) -> Attribute:
 
 def type_to_dtype(t: Attribute) -> DType:
     """The ISA element type of a builtin type; raises VerifyException for unsupported types."""
-    if (isinstance(t, IntegerType) and t.width.data in (4, 8, 32)
+    if (isinstance(t, IntegerType) and t.width.data in (4, 8, 16, 32)
             and t.signedness.data == Signedness.SIGNLESS):
-        return {4: DType.I4, 8: DType.I8, 32: DType.I32}[t.width.data]
+        return {4: DType.I4, 8: DType.I8, 16: DType.I16, 32: DType.I32}[t.width.data]
     if isinstance(t, Float16Type):
         return DType.F16
     if isinstance(t, BFloat16Type):
@@ -71,7 +72,7 @@ def type_to_dtype(t: Attribute) -> DType:
     if isinstance(t, Float32Type):
         return DType.F32
     raise VerifyException(f"element type {t} is not an M100 element type "
-                          "(i4, i8, i32, f16, bf16, f32)")
+                          "(i4, i8, i16, i32, f16, bf16, f32)")
 
 
 def is_element_type(t: Attribute) -> bool:

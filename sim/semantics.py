@@ -24,8 +24,11 @@ Arithmetic (``docs/isa.md`` and the ``isa.py`` docstrings):
   float64 otherwise (exact while ``k * 2**14 < 2**53``).
 * float TCU: operands as float32, ``np.matmul`` in float32, then + old C, + bias, activation in f32 and
   one rounding to the output type (:mod:`m100.targets.m100.numerics`).
-* CVU: inputs converted to float32, every stage computed in float32 (numpy), the result converted
-  once to the output type (round to nearest even, saturating).
+* CVU: two lanes. Integer inputs feed the integer lane (exact int64 in numpy; every stage result
+  must fit i32, else a run-time fault; division rounds toward zero, by zero faults), float inputs
+  the float lane (float32); a stage mixing both lanes converts to float (f32, round to nearest
+  even); comparisons give integer 0/1; ``ftoi``/``itof`` convert explicitly. The last stage's
+  result is converted once to the output type (round to nearest even, saturating).
 """
 
 from __future__ import annotations
@@ -468,17 +471,106 @@ def _pool(x: np.ndarray, ip: tuple[int, ...], is_max: bool) -> np.ndarray:
     return (s / cnt).astype(np.float32)
 
 
-def cvu_stage(st, args: list[np.ndarray]) -> np.ndarray:
+# The CVU has two lanes (docs/isa.md, "CVU lanes"): a float lane (f32) and an integer lane
+# (exact two's complement, every stage result must fit i32 else a run-time fault). A stage
+# computes in the integer lane iff every non-immediate argument it combines is integer-typed
+# and every immediate is integral; comparisons yield integer 0/1 masks.
+_I32_MIN, _I32_MAX = -(1 << 31), (1 << 31) - 1
+_INT_UNARY = frozenset({CvuOp.COPY, CvuOp.NEG, CvuOp.ABS, CvuOp.RELU, CvuOp.SQUARE, CvuOp.FLOOR,
+                        CvuOp.CEIL, CvuOp.FTOI})
+_INT_BINARY = frozenset({CvuOp.ADD, CvuOp.SUB, CvuOp.MUL, CvuOp.DIV, CvuOp.MAX, CvuOp.MIN})
+
+
+class _Imm(float):
+    """A stage's immediate: its lane follows the other arguments (see above)."""
+
+
+def _is_int(a) -> bool:
+    return not isinstance(a, _Imm) and np.asarray(a).dtype.kind in "iub"
+
+
+def _int_lane(args) -> bool:
+    real = [a for a in args if not isinstance(a, _Imm)]
+    return bool(real) and all(_is_int(a) for a in real) and \
+        all(float(a).is_integer() for a in args if isinstance(a, _Imm))
+
+
+def _lane(args, integer: bool) -> list:
+    t = np.int64 if integer else np.float32
+    return [t(a) if isinstance(a, _Imm) else np.asarray(a).astype(t, copy=False) for a in args]
+
+
+def _fits_i32(r: np.ndarray, op: CvuOp) -> np.ndarray:
+    r = np.asarray(r, dtype=np.int64)
+    if r.size and (int(r.min()) < _I32_MIN or int(r.max()) > _I32_MAX):
+        raise SimError(f"cvu {op.name.lower()}: integer overflow (a result outside the i32 range "
+                       "of the integer lane)")
+    return r
+
+
+def _int_div(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """Integer division rounding toward zero (C / ONNX Div of integers); b == 0 is a fault."""
+    a, b = np.broadcast_arrays(a, b)
+    if np.any(b == 0):
+        raise SimError("cvu div: integer division by zero")
+    q = np.abs(a) // np.abs(b)
+    return np.where((a < 0) != (b < 0), -q, q)
+
+
+def _ftoi(x: np.ndarray) -> np.ndarray:
+    """float -> integer lane: round toward zero, saturate to i32, NaN -> 0."""
+    x = np.asarray(x, dtype=np.float64)
+    with np.errstate(invalid="ignore"):
+        r = np.nan_to_num(np.trunc(x), nan=0.0, posinf=_I32_MAX, neginf=_I32_MIN)
+    return np.clip(r, _I32_MIN, _I32_MAX).astype(np.int64)
+
+
+def _int_stage(op: CvuOp, args: list, st) -> np.ndarray | None:
+    """The integer-lane result of a stage, or None if it computes in the float lane."""
+    if int(op) < 32:
+        if op not in _INT_UNARY or not _is_int(args[0]):
+            return None
+        x = np.asarray(args[0]).astype(np.int64)
+        r = {CvuOp.NEG: lambda: -x, CvuOp.ABS: lambda: np.abs(x),
+             CvuOp.RELU: lambda: np.maximum(x, 0), CvuOp.SQUARE: lambda: x * x}.get(op, lambda: x)()
+        return _fits_i32(r, op)
+    if op in _CMP:
+        integer = _int_lane(args)
+        a, b = _lane(args, integer)
+        return _CMP[op](a, b).astype(np.int64)
+    if op in _INT_BINARY and _int_lane(args):
+        a, b = _lane(args, True)
+        if op is CvuOp.DIV:
+            return _fits_i32(_int_div(a, b), op)
+        return _fits_i32(_BINARY[op](a, b), op)
+    if op is CvuOp.SELECT and _int_lane(args[1:]):
+        c = args[0]
+        a, b = _lane(args[1:], True)
+        return np.where((np.float64(c) if isinstance(c, _Imm) else np.asarray(c)) != 0, a, b)
+    if op in (CvuOp.RSUM, CvuOp.RMAX, CvuOp.RMIN) and _is_int(args[0]):
+        x = np.asarray(args[0]).astype(np.int64)
+        return _fits_i32(_REDUCE[op](x, axis=st.axis, keepdims=True), op)
+    return None
+
+
+def cvu_stage(st, args: list) -> np.ndarray:
+    """One stage; ``args`` are integer arrays (integer lane), float32 arrays or :class:`_Imm`."""
     op = st.op
     with np.errstate(all="ignore"):
+        r = _int_stage(op, args, st)
+        if r is not None:
+            return r
+        if op is CvuOp.FTOI:
+            return _ftoi(args[0])
+        args = [args[0]] + _lane(args[1:], False) if op is CvuOp.SELECT else _lane(args, False)
         if int(op) < 32:
-            return cvu_unary(op, args[0])
+            return cvu_unary(CvuOp.COPY if op is CvuOp.ITOF else op, args[0])
         if op in _BINARY:
             return _BINARY[op](args[0], args[1]).astype(np.float32)
-        if op in _CMP:
-            return _CMP[op](args[0], args[1]).astype(np.float32)
         if op is CvuOp.SELECT:
-            return np.where(args[0] != 0, args[1], args[2]).astype(np.float32)
+            c = args[0]
+            c = np.float64(c) if isinstance(c, _Imm) else np.asarray(c)
+            return np.where(c != 0, args[1], args[2]).astype(np.float32)
         x = args[0]
         ax = st.axis
         if op in _REDUCE:
@@ -509,7 +601,8 @@ def cvu_stage(st, args: list[np.ndarray]) -> np.ndarray:
 
 
 def cvu_eval(stages, inputs: list[np.ndarray]) -> np.ndarray:
-    """Evaluate a CVU pipeline on float32 inputs; returns the last stage's result."""
+    """Evaluate a CVU pipeline; integer inputs (any numpy integer/bool type) feed the integer
+    lane, float inputs the float lane. Returns the last stage's result (int64 or float32)."""
     results: list[np.ndarray] = []
     for st in stages:
         args = []
@@ -519,8 +612,9 @@ def cvu_eval(stages, inputs: list[np.ndarray]) -> np.ndarray:
             elif r.kind is RefKind.STAGE:
                 args.append(results[r.index])
             else:
-                args.append(np.float32(r.imm))
-        results.append(np.asarray(cvu_stage(st, args), dtype=np.float32))
+                args.append(_Imm(r.imm))
+        res = np.asarray(cvu_stage(st, args))
+        results.append(res if res.dtype == np.int64 else res.astype(np.float32, copy=False))
     return results[-1]
 
 
@@ -555,7 +649,9 @@ class CvuExec(Exec):
         ins = []
         for k, s in enumerate(i.in_shapes):
             shape = ((rows,) + tuple(s[1:])) if self._sliced(k) else tuple(s)
-            ins.append(self.read(self._in(k, b)).astype(np.float32).reshape(shape))
+            v = self.read(self._in(k, b))
+            v = v.astype(np.int64 if v.dtype.kind in "iub" else np.float32, copy=False)
+            ins.append(v.reshape(shape))
         res = cvu_eval(i.stages, ins)
         oshape = (rows,) + tuple(i.out_shape[1:])
         try:

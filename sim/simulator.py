@@ -22,7 +22,7 @@ import numpy as np
 from m100.errors import M100Error
 from m100.targets.m100.isa import DType, Instruction, IsaError, Space, Unit, Walk
 from m100.targets.m100.machine import Machine, get_machine
-from m100.targets.m100.numerics import value_dtype
+from m100.targets.m100.numerics import int_range, value_dtype
 
 from .checks import Report
 from .engine import Engine, InstRec
@@ -169,10 +169,18 @@ class Simulator:
             if tuple(v.shape) != tuple(s.shape):
                 raise SimInputError(f"input '{s.name}': shape {list(v.shape)} does not match the "
                                     f"program's {list(s.shape)}")
-            if self.exact_input_dtypes and not np.can_cast(v.dtype, value_dtype(want), "safe"):
+            if self.exact_input_dtypes and not np.can_cast(v.dtype, value_dtype(want), "safe") \
+                    and not (want.is_int and v.dtype.kind in "biu"):  # integers: range-checked
                 raise SimInputError(f"input '{s.name}': {v.dtype} values do not convert to the "
                                     f"program's {want.short} without loss; save the array as "
                                     f"{value_dtype(want)}")
+            if want.is_int and v.dtype.kind in "iu" and v.size:
+                lo, hi = int_range(want)
+                if int(v.min()) < lo or int(v.max()) > hi:
+                    raise SimInputError(
+                        f"input '{s.name}': {v.dtype} values in [{int(v.min())}, {int(v.max())}] "
+                        f"do not fit the program's {want.short} (the M100 has no 64-bit or "
+                        "unsigned integers; i64 inputs are narrowed to i32)")
             if self.memory is not None:
                 self.memory.write_walk(self._symbol_walk(s), v.reshape(-1))
         if inputs and leftover_check:

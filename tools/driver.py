@@ -462,6 +462,11 @@ def compare(name: str, got: np.ndarray, want: np.ndarray, rtol: float, atol: flo
     got = np.asarray(got)
     if got.size != want.size:
         return OutputError(name, float("inf"), float("inf"), False)
+    if want.dtype.kind in "biu":  # integer / boolean outputs compare exactly
+        g64 = got.reshape(want.shape).astype(np.int64)
+        w64 = want.astype(np.int64)
+        d = np.abs(g64 - w64)
+        return OutputError(name, float(d.max()) if d.size else 0.0, 0.0, bool((d == 0).all()))
     got = got.reshape(want.shape).astype(np.float64)
     w = want.astype(np.float64)
     diff = np.abs(got - w)

@@ -123,11 +123,18 @@ def _backend_base():
 
 def _as_onnx_dtype(x: np.ndarray, dt: np.dtype | None) -> np.ndarray:
     """MLIR integers are signless and bf16 is computed as f32: give the ONNX output type back
-    (uint8 <- i8 is a reinterpretation of the same bits; bfloat16 is a rounding of f32)."""
+    (uint8 <- i8 is a reinterpretation of the same bits; bfloat16 is a rounding of f32; int64 <-
+    the narrowed i32; bool <- i8 0/1)."""
     if dt is None or x.dtype == dt:
         return x
     if x.dtype.kind in "iu" and dt.kind in "iu" and x.dtype.itemsize == dt.itemsize:
         return x.view(dt)
+    if x.dtype.kind == "i" and dt.kind == "i" and x.dtype.itemsize < dt.itemsize:
+        return x.astype(dt)  # i64 computed as (checked) i32
+    if x.dtype.kind == "i" and dt.kind == "b":
+        if x.size and not np.isin(x, (0, 1)).all():
+            raise ValueError("a boolean output holds values other than 0/1")  # a compiler bug
+        return x.astype(bool)  # i1 held as i8 0/1
     if dt.name == "bfloat16" or dt.kind == "f":
         return x.astype(dt)
     return x

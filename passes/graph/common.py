@@ -147,6 +147,8 @@ def scalar_const(v: SSAValue) -> float | None:
     if isinstance(val, FloatAttr):
         return float(val.value.data)
     if isinstance(val, IntegerAttr):
+        if isinstance(val.type, IntegerType) and val.type.width.data == 1:
+            return float(val.value.data != 0)  # xDSL holds i1 `true` as -1
         return float(val.value.data)
     if isinstance(val, DenseIntOrFPElementsAttr):
         arr = dense_to_numpy(val)

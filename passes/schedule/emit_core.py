@@ -29,8 +29,8 @@ from .plan import PlanPiece, PlanTask
 from .timeline import memory_of
 
 _ELEM = {"f32": Float32Type(), "f16": Float16Type(), "i8": IntegerType(8), "i32": IntegerType(32),
-         "i4": IntegerType(4)}
-_NP = {"f32": np.float32, "f16": np.float16, "i8": np.int8, "i32": np.int32}
+         "i4": IntegerType(4), "i16": IntegerType(16)}
+_NP = {"f32": np.float32, "f16": np.float16, "i8": np.int8, "i32": np.int32, "i16": np.int16}
 
 Lin = list[tuple[tuple[int, ...], int]]  # per buffer dim: (coefficient per iteration dim, constant)
 

@@ -36,11 +36,11 @@ from m100.targets.m100.isa import Act, CvuOp, Ref, RefKind, Stage
 
 from .graph import Op, OpGraph, ScheduleError, Tensor
 from . import split_stages
-from .quant_facts import (cast_stages, check_int_minmax, epilogue_result, fold_cast,
+from .quant_facts import (cast_stages, epilogue_result, fold_cast,
                           requant_params, requant_table)
 from .reduce_walk import Walk, softmax_any_axis, walk_inputs
 from .ir_facts import (_DT, ACTS, IRGraph, Lowering, _dense, _dtype, _expr_stages,  # noqa: F401
-                       _norm_roles, _shape, _vec, linear_map)
+                       _norm_roles, _shape, _vec, int_body_check, linear_map, narrow_const)
 
 
 #: the convolutions the TCU runs (after layout-nhwc): NHWC activations, [kh, kw, c/groups, f]
@@ -121,7 +121,8 @@ def from_module(module: ModuleOp, max_cvu_stages: int = 8) -> IRGraph:
         counter[0] += 1
         n = f"c{counter[0]}"
         g.add_tensor(Tensor(n, tuple(arr.shape), _dtype(v.type), "weight"))
-        data[n] = arr
+        data[n] = narrow_const(arr, v.type, describe_op(v.owner) if isinstance(v.owner, Operation)
+                               else n)
         names[v] = n
         return n
 
@@ -724,7 +725,9 @@ def from_module(module: ModuleOp, max_cvu_stages: int = 8) -> IRGraph:
                     raise ScheduleError(f"{where}: a fill as an elementwise input is not supported")
                 else:
                     in_names.append(tname(v))
-            check_int_minmax(exprs, list(ins) + list(op.results), where)
+            # integer bodies: what the CVU's integer lane reproduces exactly (it also makes
+            # maxsi/minsi exact at any width: quant_facts.check_int_minmax's f32 limit is gone)
+            int_body_check(op, where)
             lw = Lowering("cvu", stages=_expr_stages(exprs, len(ins), where),
                           in_maps=[linear_map(m) for m in maps[:len(ins)]])
             out_map = maps[len(ins)]

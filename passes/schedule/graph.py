@@ -23,7 +23,8 @@ from typing import Any
 
 from m100.errors import M100Error
 
-DTYPE_BITS = {"i4": 4, "i8": 8, "i32": 32, "f16": 16, "bf16": 16, "f32": 32, "i1": 8, "i64": 64}
+DTYPE_BITS = {"i4": 4, "i8": 8, "i16": 16, "i32": 32, "f16": 16, "bf16": 16, "f32": 32, "i1": 8,
+              "i64": 64}
 
 TCU_UNITS = ("tcu.matmul", "tcu.conv2d")
 CVU_UNITS = ("cvu.elementwise", "cvu.reduction", "cvu.softmax", "cvu.layernorm", "cvu.rmsnorm",

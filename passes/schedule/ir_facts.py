@@ -21,8 +21,13 @@ from m100.targets.m100.isa import Act, CvuOp, Ref, RefKind, Stage
 
 from .graph import OpGraph, ScheduleError
 
-# bf16 tensors are refused: the emitter has no bf16 buffers/constants yet (a KeyError before)
-_DT = {"f32": "f32", "f16": "f16", "i8": "i8", "i32": "i32", "i4": "i4"}
+# bf16 tensors are refused: the emitter has no bf16 buffers/constants yet (a KeyError before).
+# Integer tensors (docs/isa.md "CVU lanes"): the M100 has no 64-bit integers, so i64 is narrowed
+# to i32 (constants are checked here, program inputs by the interpreter/runtime, every integer
+# CVU result traps on i32 overflow); i1 (bool) is held as i8 0/1.
+_DT = {"f32": "f32", "f16": "f16", "i8": "i8", "i32": "i32", "i4": "i4", "i16": "i16",
+       "i64": "i32", "i1": "i8"}
+I32_RANGE = (-(1 << 31), (1 << 31) - 1)
 ACTS = {"relu": Act.RELU, "gelu": Act.GELU, "silu": Act.SILU, "sigmoid": Act.SIGMOID,
         "tanh": Act.TANH}
 
@@ -36,6 +41,22 @@ def _dtype(t) -> str:
     if s not in _DT:
         raise ScheduleError(f"element type {s} is not supported by the scheduler")
     return _DT[s]
+
+
+def narrow_const(arr: np.ndarray, t, what: str) -> np.ndarray:
+    """``arr`` (a constant of IR type ``t``) as the scheduler holds it: i64 values narrowed to
+    int32 (a ScheduleError naming ``what`` when one does not fit), i1 as int8 0/1."""
+    e = str(t.get_element_type() if isinstance(t, TensorType) else t)
+    a = np.asarray(arr)
+    if e == "i64":
+        if a.size and (int(a.min()) < I32_RANGE[0] or int(a.max()) > I32_RANGE[1]):
+            raise ScheduleError(f"{what}: i64 constant values in [{int(a.min())}, {int(a.max())}] "
+                                "do not fit i32 (the M100 has no 64-bit integers; i64 tensors "
+                                "are narrowed to i32)")
+        return a.astype(np.int32)
+    if e == "i1":
+        return a.astype(np.int8)
+    return a
 
 
 def _shape(v: SSAValue) -> tuple[int, ...]:
@@ -208,6 +229,10 @@ def _tan(emit, x: Ref) -> Ref:
 ELEMENTARY = {"tan": _tan, "asin": _asin, "acos": _acos, "sinh": _sinh, "cosh": _cosh,
               "asinh": _asinh, "acosh": _acosh, "atanh": _atanh, "log1p": _log1p, "expm1": _expm1}
 
+# arith.cmpi predicate numbers (MLIR's arith::CmpIPredicate)
+_CMPI = {0: "eq", 1: "ne", 2: "slt", 3: "sle", 4: "sgt", 5: "sge", 6: "ult", 7: "ule", 8: "ugt",
+         9: "uge"}
+
 
 def _expr_stages(exprs, n_in: int, where: str) -> tuple[Stage, ...]:
     """CVU stages computing a generic's single yielded expression."""
@@ -217,7 +242,7 @@ def _expr_stages(exprs, n_in: int, where: str) -> tuple[Stage, ...]:
              "maximumf": CvuOp.MAX, "maxnumf": CvuOp.MAX, "minimumf": CvuOp.MIN,
              "minnumf": CvuOp.MIN, "powf": CvuOp.POW,
              # integer max/min (torch-mlir's ReLU on a quantized i8 tensor: max(q, zp)): exact in
-             # the CVU's f32 for the <= 16-bit operands from_ir admits them for
+             # the CVU's integer lane
              "maxsi": CvuOp.MAX, "minsi": CvuOp.MIN}
     unop = {"negf": CvuOp.NEG, "exp": CvuOp.EXP, "log": CvuOp.LOG, "sqrt": CvuOp.SQRT,
             "rsqrt": CvuOp.RSQRT, "tanh": CvuOp.TANH, "erf": CvuOp.ERF, "absf": CvuOp.ABS,
@@ -225,6 +250,13 @@ def _expr_stages(exprs, n_in: int, where: str) -> tuple[Stage, ...]:
             "atan": CvuOp.ATAN, "roundeven": CvuOp.ROUND}
     # math ops composed of several stages (ELEMENTARY: the formulas and their accuracy)
     composed = set(ELEMENTARY) | {"extf", "truncf", "sitofp", "fpowi", "uitofp(cmpf)"}
+    # integer ops (the CVU's integer lane; the generic's types were checked by int_body_check):
+    # signed arithmetic, conversions, and i1 logic on 0/1 values
+    binop |= {"addi": CvuOp.ADD, "subi": CvuOp.SUB, "muli": CvuOp.MUL, "divsi": CvuOp.DIV,
+              "maxsi": CvuOp.MAX, "minsi": CvuOp.MIN, "andi": CvuOp.MIN, "ori": CvuOp.MAX}
+    unop |= {"absi": CvuOp.ABS, "sitofp": CvuOp.ITOF, "uitofp": CvuOp.ITOF,
+             "fptosi": CvuOp.FTOI}
+    value_preserving = ("extsi", "extui", "trunci", "index_cast")
 
     def emit(op: CvuOp, args: tuple[Ref, ...]) -> Ref:
         stages.append(Stage(op, args))
@@ -243,17 +275,34 @@ def _expr_stages(exprs, n_in: int, where: str) -> tuple[Stage, ...]:
             r = Ref(RefKind.INPUT, int(e.val))
         elif k == "c":
             r = Ref(RefKind.IMM, 0, float(e.val))
+        elif k in value_preserving:  # checked: the value is unchanged (see int_body_check)
+            r = go(e.args[0])
+        elif k == "xori":  # i1 only: a != b
+            eq = emit(CvuOp.CMP_EQ, (go(e.args[0]), go(e.args[1])))
+            r = emit(CvuOp.CMP_EQ, (eq, Ref(RefKind.IMM, 0, 0.0)))
+        elif k == "cmpi":
+            a, b = e.args
+            p = _CMPI.get(e.val, e.val)
+            if p in ("sgt", "slt"):
+                r = emit(CvuOp.CMP_GT, (go(a), go(b)) if p == "sgt" else (go(b), go(a)))
+            elif p in ("sge", "sle"):
+                r = emit(CvuOp.CMP_GE, (go(a), go(b)) if p == "sge" else (go(b), go(a)))
+            elif p == "eq":
+                r = emit(CvuOp.CMP_EQ, (go(a), go(b)))
+            elif p == "ne":
+                eq = emit(CvuOp.CMP_EQ, (go(a), go(b)))
+                r = emit(CvuOp.CMP_EQ, (eq, Ref(RefKind.IMM, 0, 0.0)))
+            else:
+                raise ScheduleError(f"{where}: integer comparison '{p}' (unsigned) has no CVU "
+                                    "stage (the integer lane is signed)")
         elif k in binop:
             r = emit(binop[k], (go(e.args[0]), go(e.args[1])))
         elif k in unop:
             r = emit(unop[k], (go(e.args[0]),))
         elif k in ("extf", "truncf", "sitofp"):
             # f32 <-> f64 around a comparison or arithmetic in a torch-mlir body: the CVU
-            # computes in f32 (tensors of f64 are refused by the scheduler); sitofp of an input
-            # element: the CVU reads every input walk as f32 (signed integers converted to the
-            # nearest f32, as sitofp rounds)
-            if k == "sitofp" and e.args[0].kind != "in":
-                raise ScheduleError(f"{where}: sitofp of a computed integer has no CVU stage")
+            # computes in f32 (tensors of f64 are refused by the scheduler); sitofp is the
+            # integer lane's itof (unop above)
             r = go(e.args[0])
         elif k in ("uitofp", "extui") and e.args[0].kind == "cmpf":
             # an i1 comparison as a number: the CVU compare stage already yields 1.0 / 0.0
@@ -289,12 +338,15 @@ def _expr_stages(exprs, n_in: int, where: str) -> tuple[Stage, ...]:
                 r = emit(CvuOp.CMP_GE, (go(b), go(a)))
             elif p in ("oeq", "ueq"):
                 r = emit(CvuOp.CMP_EQ, (go(a), go(b)))
+            elif p == "une":  # not (a == b): true for NaN
+                eq = emit(CvuOp.CMP_EQ, (go(a), go(b)))
+                r = emit(CvuOp.CMP_EQ, (eq, Ref(RefKind.IMM, 0, 0.0)))
             else:
                 raise ScheduleError(f"{where}: comparison '{p}' has no CVU stage")
         else:
             raise ScheduleError(f"{where}: body op '{k}' has no CVU stage (supported: "
                                 f"{', '.join(sorted(binop) + sorted(unop) + sorted(composed))}, "
-                                "cmpf, select)")
+                                "cmpf, cmpi, select, xori)")
         memo[key] = r
         return r
 
@@ -302,6 +354,38 @@ def _expr_stages(exprs, n_in: int, where: str) -> tuple[Stage, ...]:
     if res.kind is not RefKind.STAGE:  # a pure copy / constant: one COPY stage
         emit(CvuOp.COPY, (res,))
     return tuple(stages)
+
+
+def _width(t) -> int | None:
+    s = str(t)
+    return int(s[1:]) if s.startswith("i") and s[1:].isdigit() else None
+
+
+def int_body_check(op: Operation, where: str) -> None:
+    """Refuse the integer body ops whose value the CVU lanes would not reproduce exactly:
+    bitwise logic on non-i1 values, unsigned conversions of non-i1 values, sign extension of i1
+    (true -> -1), and wrap-around truncation to fewer than 32 bits (i64 -> i32 is exact: i64
+    values are already held as checked i32)."""
+    for o in op.regions[0].blocks[0].ops:
+        n = o.name
+        if not n.startswith("arith."):
+            continue
+        src = _width(o.operands[0].type) if o.operands else None
+        dst = _width(o.results[0].type) if o.results else None
+        k = n[6:]
+        if k in ("andi", "ori", "xori") and dst != 1:
+            raise ScheduleError(f"{where}: bitwise {k[:-1]} on i{dst} has no CVU stage (only "
+                                "i1 logic: And/Or/Xor/Not of booleans)")
+        if k in ("extui", "uitofp") and src != 1:
+            raise ScheduleError(f"{where}: unsigned conversion ({k}) of i{src} is not supported "
+                                "(the CVU integer lane is signed)")
+        if k == "extsi" and src == 1:
+            raise ScheduleError(f"{where}: sign extension of i1 (true -> -1) is not supported")
+        if k == "trunci" and not (dst is not None and dst >= 32):
+            raise ScheduleError(f"{where}: integer truncation i{src} -> i{dst} (wrap-around) "
+                                "has no CVU stage")
+        if k == "index_cast":
+            raise ScheduleError(f"{where}: index_cast outside a gather is not supported")
 
 
 def _norm_roles(members: list[Operation], params: list[SSAValue], mset: set[int]) -> list:

@@ -39,6 +39,7 @@ class DType(IntEnum):
     BF16 = 3
     F32 = 4
     I4 = 5  # packed, two per byte, low nibble first (weights)
+    I16 = 6  # 16-bit two's complement (CVU/DTDU/CSU operands; the TCU has no i16)
 
     @property
     def bits(self) -> int:
@@ -65,7 +66,8 @@ class DType(IntEnum):
                            f"(known: {', '.join(d.short for d in cls)})") from None
 
 
-_DTYPE_BITS = {DType.I8: 8, DType.I32: 32, DType.F16: 16, DType.BF16: 16, DType.F32: 32, DType.I4: 4}
+_DTYPE_BITS = {DType.I8: 8, DType.I32: 32, DType.F16: 16, DType.BF16: 16, DType.F32: 32, DType.I4: 4,
+               DType.I16: 16}
 
 
 class Unit(IntEnum):
@@ -116,6 +118,8 @@ class CvuOp(IntEnum):
     ATAN = 19
     SIGN = 20  # -1.0, 0.0 or 1.0 (NaN stays NaN)
     ROUND = 21  # to nearest, ties to even (ONNX Round)
+    FTOI = 22  # float -> integer lane, rounding toward zero, saturating to i32 (NaN -> 0)
+    ITOF = 23  # integer -> float lane (f32, round to nearest even)
     # binary (2 args, numpy broadcasting)
     ADD = 32
     SUB = 33

@@ -12,6 +12,7 @@ f16     float16             IEEE binary16, little endian
 bf16    float32 (rounded)   the upper 16 bits of the binary32 pattern, little endian
 f32     float32             IEEE binary32, little endian
 i4      int8 in [-8, 7]     packed two per byte, element 2i in the low nibble of byte i
+i16     int16               2 bytes little endian, two's complement
 ======  ==================  ===============================================================
 
 Conversions (:func:`convert`) follow one rule set everywhere:
@@ -33,8 +34,9 @@ import numpy as np
 from .isa import DType
 
 _VALUE = {DType.I8: np.int8, DType.I32: np.int32, DType.F16: np.float16, DType.BF16: np.float32,
-          DType.F32: np.float32, DType.I4: np.int8}
-_INT_RANGE = {DType.I8: (-128, 127), DType.I32: (-(1 << 31), (1 << 31) - 1), DType.I4: (-8, 7)}
+          DType.F32: np.float32, DType.I4: np.int8, DType.I16: np.int16}
+_INT_RANGE = {DType.I8: (-128, 127), DType.I32: (-(1 << 31), (1 << 31) - 1), DType.I4: (-8, 7),
+              DType.I16: (-(1 << 15), (1 << 15) - 1)}
 
 
 def value_dtype(dt: DType) -> np.dtype:

@@ -1,0 +1,96 @@
+"""Integer tensors through the whole stack (issue 11 item 4): ONNX graphs on int64/int32/bool
+tensors compiled, run on the interpreter and compared exactly with onnxruntime; the i64 -> i32
+narrowing refuses what does not fit with one line."""
+
+from __future__ import annotations
+
+import numpy as np
+import onnx
+import pytest
+from onnx import TensorProto as T
+from onnx import helper as h
+
+from m100.tools import driver
+from m100.tools.m100_cli import main as m100
+
+vi = h.make_tensor_value_info
+
+
+def _model(nodes, ins, outs, inits=()):
+    g = h.make_graph(nodes, "ints", ins, outs, initializer=list(inits))
+    m = h.make_model(g, opset_imports=[h.make_opsetid("", 18)])
+    onnx.checker.check_model(m)
+    return m
+
+
+def int_graph():
+    """Where(a < b, a + b, a / b) on int64 (Div truncates), Equal/Not/And/Or/Xor on bools,
+    Cast float -> int32 (truncation) and int64 -> float, Abs/Neg/Max/Min/Clip on int32."""
+    S = [3, 8]
+    nodes = [
+        h.make_node("Less", ["a", "b"], ["lt"]), h.make_node("Add", ["a", "b"], ["s"]),
+        h.make_node("Div", ["a", "nz"], ["q"]), h.make_node("Where", ["lt", "s", "q"], ["w"]),
+        h.make_node("Equal", ["a", "b"], ["eq"]), h.make_node("Not", ["eq"], ["ne"]),
+        h.make_node("GreaterOrEqual", ["x", "y"], ["ge"]),
+        h.make_node("And", ["ne", "ge"], ["and"]), h.make_node("Or", ["lt", "ge"], ["or"]),
+        h.make_node("Xor", ["and", "or"], ["xor"]),
+        h.make_node("Cast", ["x"], ["xi"], to=T.INT32),
+        h.make_node("Cast", ["a"], ["af"], to=T.FLOAT), h.make_node("Mul", ["af", "x"], ["ax"]),
+        h.make_node("Abs", ["xi"], ["xa"]), h.make_node("Neg", ["xa"], ["xn"]),
+        h.make_node("Max", ["xn", "i32"], ["mx"]), h.make_node("Min", ["mx", "xi"], ["mn"]),
+        h.make_node("Clip", ["mn", "lo", "hi"], ["cl"]),
+    ]
+    ins = [vi("a", T.INT64, S), vi("b", T.INT64, S), vi("nz", T.INT64, S), vi("x", T.FLOAT, S),
+           vi("y", T.FLOAT, S), vi("i32", T.INT32, S)]
+    outs = [vi("w", T.INT64, S), vi("xor", T.BOOL, S), vi("ax", T.FLOAT, S), vi("cl", T.INT32, S)]
+    inits = [h.make_tensor("lo", T.INT32, [], [-3]), h.make_tensor("hi", T.INT32, [], [2])]
+    return _model(nodes, ins, outs, inits)
+
+
+def int_inputs(rng):
+    S = (3, 8)
+    nz = rng.integers(1, 9, size=S) * rng.choice([-1, 1], size=S)
+    return {"a": rng.integers(-50, 50, size=S), "b": rng.integers(-50, 50, size=S), "nz": nz,
+            "x": (rng.standard_normal(S) * 4).astype(np.float32),
+            "y": (rng.standard_normal(S) * 4).astype(np.float32),
+            "i32": rng.integers(-6, 6, size=S).astype(np.int32)}
+
+
+def test_int_graph_matches_onnxruntime_exactly():
+    rng = np.random.default_rng(11)
+    cr = driver.compile(int_graph(), machine="tiny")
+    ck = driver.check_compiled(cr, inputs=int_inputs(rng))
+    assert ck.passed, ck.summary()
+    # integer outputs are compared exactly (max abs error 0), not within a float tolerance
+    assert all(e.max_abs == 0 for e in ck.errors if e.name != "ax"), ck.summary()
+
+
+def test_m100_check_feeds_declared_integer_dtypes(tmp_path, capsys):
+    p = tmp_path / "ints.onnx"
+    onnx.save(_model([h.make_node("Equal", ["a", "b"], ["e"]),
+                      h.make_node("Where", ["e", "x", "y"], ["o"])],
+                     [vi("a", T.INT64, [2, 5]), vi("b", T.INT64, [2, 5]),
+                      vi("x", T.FLOAT, [2, 5]), vi("y", T.FLOAT, [2, 5])],
+                     [vi("o", T.FLOAT, [2, 5])]), p)
+    assert m100(["check", str(p), "--machine", "tiny"]) == 0
+    assert "PASS" in capsys.readouterr().out
+
+
+def test_int64_input_outside_i32_is_one_line_error(tmp_path, capsys):
+    m = _model([h.make_node("Add", ["a", "a"], ["o"])], [vi("a", T.INT64, [1, 2])],
+               [vi("o", T.INT64, [1, 2])])
+    cr = driver.compile(m, machine="tiny")
+    with pytest.raises(Exception) as ei:
+        driver.run(cr.program, {"a": np.array([[1, 1 << 40]], np.int64)})
+    msg = str(ei.value)
+    assert "\n" not in msg and "do not fit the program's i32" in msg
+
+
+def test_i32_overflow_is_a_fault_not_a_wrong_number():
+    # int64 arithmetic whose result leaves i32: a run-time fault of the integer lane (an i64
+    # tensor is held as i32), never a silently wrapped value
+    m = _model([h.make_node("Mul", ["a", "a"], ["o"])], [vi("a", T.INT64, [1, 2])],
+               [vi("o", T.INT64, [1, 2])])
+    cr = driver.compile(m, machine="tiny")
+    res = driver.run(cr.program, {"a": np.array([[3, 1 << 20]], np.int64)})
+    assert any("integer overflow" in r.message for r in res.reports)
