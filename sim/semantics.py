@@ -791,9 +791,14 @@ class CsuExec(Exec):
             vals = np.take_along_axis(x, order, axis=1)
             return [PendingWrite(self._acc(1), vals), PendingWrite(self._acc(2), order)]
         if r is Routine.ARGMAX:
-            rr, ln = p
+            rr, ln = p[:2]
+            largest = p[2] if len(p) > 2 else 1
+            last = len(p) > 3 and p[3] != 0
             x = self.read(self._acc(0)).astype(np.float64).reshape(rr, ln)
-            return [PendingWrite(self._acc(1), np.argmax(x, axis=1))]
+            key = x if largest else -x
+            if last:  # the last extreme: the first one of the reversed row
+                return [PendingWrite(self._acc(1), ln - 1 - np.argmax(key[:, ::-1], axis=1))]
+            return [PendingWrite(self._acc(1), np.argmax(key, axis=1))]
         src = self.read(self._acc(0))  # MEMCPY (GSDU): converts like dtdu.copy
         return [PendingWrite(self._acc(1), src)]
 

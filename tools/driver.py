@@ -301,12 +301,59 @@ def _random_array(rng, shape: tuple[int, ...], dt: np.dtype, name: str) -> np.nd
                       "give the inputs with --inputs FILE.npz")
 
 
+def index_bounds(model) -> dict[str, int]:
+    """Integer graph inputs of ``model`` used as the indices of a Gather / GatherElements (also
+    through a Cast): input name -> the size of the gathered axis of the data (the smallest if
+    several). Node attribute ``axis`` and data shapes from ONNX shape inference."""
+    import onnx
+    from onnx import helper, shape_inference
+
+    try:
+        m = shape_inference.infer_shapes(model)
+    except Exception:  # noqa: BLE001 - an un-inferable model: no bounds (the defaults apply)
+        m = model
+    shapes: dict[str, list[int]] = {}
+    for vi in list(m.graph.input) + list(m.graph.value_info) + list(m.graph.output):
+        dims = vi.type.tensor_type.shape.dim
+        if all(d.HasField("dim_value") for d in dims):
+            shapes[vi.name] = [d.dim_value for d in dims]
+    for init in m.graph.initializer:
+        shapes[init.name] = list(init.dims)
+    alias = {n.output[0]: n.input[0] for n in m.graph.node if n.op_type == "Cast"}
+    inputs = {vi.name for vi in m.graph.input}
+    out: dict[str, int] = {}
+    for n in m.graph.node:
+        if n.op_type not in ("Gather", "GatherElements") or len(n.input) < 2:
+            continue
+        src = n.input[1]
+        while src in alias and src not in inputs:
+            src = alias[src]
+        data = shapes.get(n.input[0])
+        if src not in inputs or not data:
+            continue
+        axis = next((helper.get_attribute_value(a) for a in n.attribute if a.name == "axis"), 0)
+        size = data[axis % len(data)]
+        out[src] = min(out.get(src, size), size)
+    del onnx
+    return out
+
+
 def random_inputs(program, seed: int = 0, model=None) -> dict[str, np.ndarray]:
     """Seeded inputs keyed by model names, of the element type each input declares (the ONNX
     ``model``'s when given, see :func:`input_specs`): floats N(0, 1), signed integers uniform in
-    [-8, 8), unsigned in [0, 16), booleans fair coins."""
+    [-8, 8), unsigned in [0, 16), booleans fair coins; integer indices of a Gather /
+    GatherElements (:func:`index_bounds`) uniform over the gathered axis, ``[-n, n)`` (ONNX
+    allows negative indices)."""
     rng = np.random.default_rng(seed)
-    return {n: _random_array(rng, shape, dt, n) for n, shape, dt in input_specs(program, model)}
+    bounds = index_bounds(model) if model is not None else {}
+    out = {}
+    for n, shape, dt in input_specs(program, model):
+        if n in bounds and dt.kind in "iu":
+            lo = 0 if dt.kind == "u" else -bounds[n]
+            out[n] = rng.integers(lo, bounds[n], size=shape).astype(dt)
+        else:
+            out[n] = _random_array(rng, shape, dt, n)
+    return out
 
 
 def validate_inputs(program, inputs: dict[str, np.ndarray], model=None,

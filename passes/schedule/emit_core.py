@@ -298,7 +298,12 @@ class EmitterCore:
             self.memory(name)
         for si, seg in enumerate(self.pl.segments):
             self._new_segment()
-            if seg.kind == "dma":
+            if seg.kind == "dma" and self.by_op[seg.stages[0].op].unit.startswith("csu."):
+                self._begin(self.plan.pieces[si][0])
+                from .kinds import csu
+                csu.emit_op(self, self.by_op[seg.stages[0].op], seg.stages[0].tpbs[0])
+                self._end()
+            elif seg.kind == "dma":
                 self._begin(self.plan.pieces[si][0])
                 from .kinds import movement
                 movement.emit_op(self, self.by_op[seg.stages[0].op])

@@ -36,6 +36,7 @@ from m100.targets.m100.isa import Act, CvuOp, Ref, RefKind, Stage
 
 from .graph import Op, OpGraph, ScheduleError, Tensor
 from . import split_stages
+from .ir_index import argmax_info, flip_map, gather_info
 from .quant_facts import (cast_stages, epilogue_result, fold_cast,
                           requant_params, requant_table)
 from .reduce_walk import Walk, softmax_any_axis, walk_inputs
@@ -749,6 +750,63 @@ def from_module(module: ModuleOp, max_cvu_stages: int = 8) -> IRGraph:
                 cut_t[root] = add_t("ew", "cvu.elementwise", p_names, oshape, odt,
                                     {"maps": p_maps}, Lowering("cvu", stages=st_, in_maps=p_maps),
                                     op, op.results[0] if last else None)
+            continue
+        if nm == "linalg.generic" and unit == "csu.gather" and flip_map(op) is not None:
+            src, lin = flip_map(op)  # type: ignore[misc]
+            if src in consts:
+                const_tensor(src, consts[src])
+            add("copy", "dtdu.copy", [tname(src)], op.results[0], {},
+                Lowering("gcopy", params=dict(map=lin)), op)
+            continue
+        if nm == "linalg.generic" and unit == "csu.gather":
+            gi = gather_info(op, where)
+            tt = const_tensor(gi.table, consts[gi.table]) if gi.table in consts else \
+                tname(gi.table)
+            it = tname(gi.indices)
+            V, inner, outer = gi.table_shape[gi.axis], gi.inner, gi.outer
+            if gi.elements:  # flat element index: idx * stride(axis) + the other coordinates
+                o_sh = gi.out_shape
+                strides = [math.prod(gi.table_shape[q + 1:]) for q in range(len(o_sh))]
+                grids = np.meshgrid(*[np.arange(n) for n in o_sh], indexing="ij")
+                base = sum(g_ * strides[q] for q, g_ in enumerate(grids) if q != gi.axis)
+                counter[0] += 1
+                cb = f"c{counter[0]}"
+                g.add_tensor(Tensor(cb, o_sh, "i32", "weight"))
+                data[cb] = np.ascontiguousarray(base, dtype=np.int32)
+                r = len(o_sh)
+                ident = linear_map(AffineMap.identity(r))
+                st = (Stage(CvuOp.MUL, (Ref(RefKind.INPUT, 0), Ref(RefKind.IMM, 0,
+                                                                    float(strides[gi.axis])))),
+                      Stage(CvuOp.ADD, (Ref(RefKind.STAGE, 0), Ref(RefKind.INPUT, 1))))
+                rows = add_t("ew", "cvu.elementwise", [it, cb], o_sh, "i32", {"maps": [ident, ident]},
+                             Lowering("cvu", stages=st, in_maps=[ident, ident]), op)
+                prm = dict(V=math.prod(gi.table_shape), D=1, N=math.prod(o_sh))
+            elif outer > 1:  # row index o * V + idx[n] of the table viewed as [outer * V, inner]
+                N = gi.out_shape[gi.axis]
+                counter[0] += 1
+                cb = f"c{counter[0]}"
+                g.add_tensor(Tensor(cb, (outer, 1), "i32", "weight"))
+                data[cb] = (np.arange(outer, dtype=np.int32) * V).reshape(outer, 1)
+                mi = [((0, 1), 0)]
+                mb = [((1, 0), 0), ((0, 0), 0)]
+                st = (Stage(CvuOp.ADD, (Ref(RefKind.INPUT, 0), Ref(RefKind.INPUT, 1))),)
+                rows = add_t("ew", "cvu.elementwise", [it, cb], (outer, N), "i32",
+                             {"maps": [mi, mb]}, Lowering("cvu", stages=st, in_maps=[mi, mb]), op)
+                prm = dict(V=outer * V, D=inner, N=outer * N)
+            else:
+                rows = it
+                prm = dict(V=V, D=inner, N=gi.out_shape[gi.axis])
+            add("gather", "csu.gather", [tt, rows], op.results[0], dict(prm),
+                Lowering("gather", params=prm), op)
+            continue
+        if nm == "linalg.generic" and unit == "csu.argmax":
+            ai = argmax_info(op, where, fills)
+            sh = ai.in_shape
+            prm = dict(outer=math.prod(sh[:ai.axis]), L=sh[ai.axis],
+                       inner=math.prod(sh[ai.axis + 1:]), largest=int(ai.largest), last=int(ai.last))
+            xt = const_tensor(ai.x, consts[ai.x]) if ai.x in consts else tname(ai.x)
+            add("argmax", "csu.argmax", [xt], ai.result, dict(prm), Lowering("argmax", params=prm),
+                op)
             continue
         if unit is not None or nm.startswith("linalg."):
             raise ScheduleError(f"{where}: {nm} ({unit or 'unclassified'}) is not supported by "

@@ -33,6 +33,8 @@ from .plan import Plan
 from .timeline import Scheduler, SegmentCfg, StageCfg, streamable
 
 DMA_UNITS = ("dtdu.copy", "dtdu.fill")  # data movement done memory -> memory by CCB DMA
+# CSU routines (gather, arg-max) also run memory -> memory, as a segment of their own
+MEM_UNITS = DMA_UNITS + ("csu.gather", "csu.argmax")
 
 STRATEGIES = ("auto", "data-parallel", "pipeline", "single")
 
@@ -288,7 +290,7 @@ class Search:
     def connected(self, ops: list[Op]) -> bool:
         """Every op after the first streams an activation produced inside the run (and no op of the
         run is a memory-to-memory data movement)."""
-        if any(o.unit in DMA_UNITS for o in ops):
+        if any(o.unit in MEM_UNITS for o in ops):
             return False
         made = set(ops[0].outputs)
         for o in ops[1:]:
@@ -298,7 +300,7 @@ class Search:
         return True
 
     def segment_best(self, ops: list[Op], iters: int | None = None) -> tuple[SegmentCfg, float]:
-        if len(ops) == 1 and ops[0].unit in DMA_UNITS:
+        if len(ops) == 1 and ops[0].unit in MEM_UNITS:
             cfg = SegmentCfg((StageCfg(ops[0].name, (self.tpbs[0],)),), "dma")
             return cfg, self.cost(cfg)
         if len(ops) == 1:
@@ -308,7 +310,7 @@ class Search:
     def run(self, strategy: str) -> list[SegmentCfg]:
         ops = self.g.ops
         if strategy == "single":
-            return [self.segment_best([op])[0] if op.unit in DMA_UNITS else
+            return [self.segment_best([op])[0] if op.unit in MEM_UNITS else
                     self.best_data_parallel(op, max_k=1)[0] for op in ops]
         if strategy == "data-parallel":
             return [self.segment_best([op])[0] for op in ops]

@@ -328,7 +328,10 @@ class _Builder:
         start = len(self.tl.tasks)
         pieces: list[PlanPiece] = []
         self.tl.pieces.append(pieces)
-        if seg.kind == "dma":
+        if seg.kind == "dma" and self.s.ops[seg.stages[0].op].unit.startswith("csu."):
+            from .kinds import csu
+            csu.plan_segment(self, si, seg, pieces)
+        elif seg.kind == "dma":
             self.movement.plan_segment(self, si, seg, pieces)
         else:
             self._compute_segment(si, seg, pieces)

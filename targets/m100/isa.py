@@ -353,7 +353,7 @@ class CsuCall(Instruction):
             _need_elems("indices", ops[2], (r, k), mn)
             _need(ops[2].dtype is DType.I32, f"{mn}: indices must be i32")
         elif self.routine is Routine.ARGMAX:
-            r, ln = p
+            r, ln = p[:2]
             _need_elems("x", ops[0], (r, ln), mn)
             _need_elems("out", ops[1], (r,), mn)
             _need(ops[1].dtype is DType.I32, f"{mn}: argmax output must be i32")

@@ -177,17 +177,17 @@ class Routine(IntEnum):
     Edge cases (as the interpreter implements them): an index outside ``[0, V)`` is a run-time
     fault; SCATTER with repeated indices keeps the *last* update of a row; TOPK sorts by value
     (descending if ``largest`` != 0, the default 1), ties by the lower index; ARGMAX returns the
-    first maximum; MEMCPY converts the element type like ``dtdu.copy``.
+    first maximum (the minimum if ``largest`` == 0; the last one if ``last`` != 0); MEMCPY converts the element type like ``dtdu.copy``.
     """
     GATHER = 0  # operands (table[V,D], indices[N], out[N,D]); params (V, D, N)
     SCATTER = 1  # operands (updates[N,D], indices[N], table[V,D]); params (V, D, N)
     TOPK = 2  # operands (x[R,L], values[R,K], indices[R,K] i32); params (R, L, K, largest)
-    ARGMAX = 3  # operands (x[R,L], out[R] i32); params (R, L)
+    ARGMAX = 3  # operands (x[R,L], out[R] i32); params (R, L[, largest=1[, last=0]])
     MEMCPY = 4  # operands (src, dst) in any spaces (the GSDU); params ()
 
 
 ROUTINE_ARITY = {Routine.GATHER: (3, 3), Routine.SCATTER: (3, 3), Routine.TOPK: (3, 4),
-                 Routine.ARGMAX: (2, 2), Routine.MEMCPY: (0, 0)}
+                 Routine.ARGMAX: (2, 4), Routine.MEMCPY: (0, 0)}
 ROUTINE_OPERANDS = {Routine.GATHER: 3, Routine.SCATTER: 3, Routine.TOPK: 3, Routine.ARGMAX: 2,
                     Routine.MEMCPY: 2}
 

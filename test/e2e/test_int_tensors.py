@@ -94,3 +94,56 @@ def test_i32_overflow_is_a_fault_not_a_wrong_number():
     cr = driver.compile(m, machine="tiny")
     res = driver.run(cr.program, {"a": np.array([[3, 1 << 20]], np.int64)})
     assert any("integer overflow" in r.message for r in res.reports)
+
+
+# --- index ops on the CSU: Gather, GatherElements, ArgMax/ArgMin ------------------------------
+def _check(m, inputs):
+    cr = driver.compile(m, machine="tiny")
+    ck = driver.check_compiled(cr, inputs=inputs)
+    assert ck.passed, ck.summary()
+    return cr
+
+
+@pytest.mark.parametrize("axis", [0, 1, -1])
+def test_gather_any_axis_negative_indices(axis):
+    rng = np.random.default_rng(3 + axis)
+    shape = [6, 5, 4]
+    n = shape[axis]
+    m = _model([h.make_node("Gather", ["d", "i"], ["o"], axis=axis)],
+               [vi("d", T.FLOAT, shape), vi("i", T.INT64, [2, 3])],
+               [vi("o", T.FLOAT, shape[:axis % 3] + [2, 3] + shape[axis % 3 + 1:])])
+    idx = rng.integers(-n, n, size=(2, 3))
+    cr = _check(m, {"d": rng.standard_normal(shape).astype(np.float32), "i": idx})
+    assert any(i.MNEMONIC == "csu.call" for _, i in cr.program.instructions())
+
+
+def test_gather_embedding_of_a_constant_table():
+    rng = np.random.default_rng(5)
+    table = rng.standard_normal((32, 8)).astype(np.float32)
+    m = _model([h.make_node("Gather", ["E", "ids"], ["o"])], [vi("ids", T.INT64, [1, 6])],
+               [vi("o", T.FLOAT, [1, 6, 8])], [onnx.numpy_helper.from_array(table, "E")])
+    _check(m, {"ids": rng.integers(0, 32, size=(1, 6))})
+
+
+@pytest.mark.parametrize("axis", [0, 1])
+def test_gather_elements(axis):
+    rng = np.random.default_rng(7 + axis)
+    m = _model([h.make_node("GatherElements", ["d", "i"], ["o"], axis=axis)],
+               [vi("d", T.FLOAT, [4, 5]), vi("i", T.INT64, [3, 5] if axis == 0 else [4, 3])],
+               [vi("o", T.FLOAT, [3, 5] if axis == 0 else [4, 3])])
+    n = [4, 5][axis]
+    idx = rng.integers(-n, n, size=(3, 5) if axis == 0 else (4, 3))
+    _check(m, {"d": rng.standard_normal((4, 5)).astype(np.float32), "i": idx})
+
+
+@pytest.mark.parametrize("op,axis,keepdims,last", [("ArgMax", 0, 1, 0), ("ArgMin", 1, 0, 1),
+                                                   ("ArgMax", -1, 1, 1), ("ArgMin", 2, 0, 0)])
+def test_argmax_argmin_any_axis(op, axis, keepdims, last):
+    rng = np.random.default_rng(abs(axis) + 3 * keepdims + 5 * last)
+    m = _model([h.make_node(op, ["x"], ["i"], axis=axis, keepdims=keepdims,
+                            select_last_index=last)],
+               [vi("x", T.FLOAT, [3, 4, 5])],
+               [vi("i", T.INT64, [1 if d == axis % 3 else n for d, n in enumerate([3, 4, 5])
+                                  if keepdims or d != axis % 3])])
+    x = rng.integers(-2, 3, size=(3, 4, 5)).astype(np.float32)  # ties: first vs last matters
+    _check(m, {"x": x})

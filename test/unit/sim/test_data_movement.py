@@ -217,3 +217,17 @@ def test_sparse_ddr_walks(rng, dt):
     res, (back, y) = run([Dma(0, w, dst)], [(w, vals)], [w, dst], machine="m100")
     assert res.ok
     assert list(back) == list(vals.reshape(-1)) and list(y) == list(vals.reshape(-1))
+
+
+@pytest.mark.parametrize("largest", [1, 0])
+@pytest.mark.parametrize("last", [0, 1])
+def test_csu_argmax_min_first_last(rng, largest, last):
+    # ONNX ArgMax/ArgMin: the index of the first (select_last_index=0) or last (=1) extreme
+    x = rng.integers(-3, 3, (6, 11))  # many ties
+    X, O = hb(0, 0, DType.I8, (6, 11)), hb(0, 256, DType.I32, (6,))
+    res, (o,) = run([_csu(Routine.ARGMAX, (X, O), (6, 11, largest, last))], [(X, x)], [O])
+    assert res.ok
+    for r, row in enumerate(x):
+        ext = row.max() if largest else row.min()
+        hits = [j for j in range(11) if row[j] == ext]
+        assert o[r] == (hits[-1] if last else hits[0])

@@ -21,5 +21,5 @@
 
 // -----
 
-%a = hbsm.alloc : !hbsm.buffer<hbsm[0], 8xi16>
-// CHECK: element type i16 is not an M100 element type (i4, i8, i32, f16, bf16, f32)
+%a = hbsm.alloc : !hbsm.buffer<hbsm[0], 8xi64>
+// CHECK: element type i64 is not an M100 element type (i4, i8, i16, i32, f16, bf16, f32)

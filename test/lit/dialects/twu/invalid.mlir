@@ -17,7 +17,7 @@
 // -----
 
 "test.op"() {w = #twu.walk<ddr, 0, f64, []>} : () -> ()
-// CHECK: element type f64 is not an M100 element type (i4, i8, i32, f16, bf16, f32)
+// CHECK: element type f64 is not an M100 element type (i4, i8, i16, i32, f16, bf16, f32)
 
 // -----
 

@@ -1,0 +1,180 @@
+"""Index ops of classified linalg IR: gather (``csu.gather``) and arg-max/min (``csu.argmax``).
+
+Split out of :mod:`.from_ir` (size rule). torch-mlir lowers ONNX Gather / GatherElements to a
+``linalg.generic`` whose body extracts from the data tensor at ``index_cast(indices)`` on the
+gathered axis and ``linalg.index`` elsewhere, and ArgMax / ArgMin to a two-result reduction
+(value, index). These readers recognise exactly those forms and say what they compute; anything
+else is one :class:`ScheduleError`.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from xdsl.dialects.builtin import TensorType
+from xdsl.ir import BlockArgument, Operation, SSAValue
+from xdsl.ir.affine import AffineMap
+
+from .graph import ScheduleError
+from .ir_facts import _shape, linear_map
+
+
+@dataclass
+class GatherInfo:
+    table: SSAValue  # the data tensor (defined outside the generic)
+    indices: SSAValue  # the generic's input
+    axis: int
+    elements: bool  # GatherElements (indices of the output's shape) vs Gather (rows)
+    table_shape: tuple[int, ...]
+    out_shape: tuple[int, ...]
+
+    @property
+    def outer(self) -> int:
+        return math.prod(self.table_shape[:self.axis])
+
+    @property
+    def inner(self) -> int:
+        return math.prod(self.table_shape[self.axis + 1:])
+
+
+_IGNORED = ("arith.constant", "arith.cmpi", "cf.assert", "linalg.yield")
+
+
+def gather_info(op: Operation, where: str) -> GatherInfo:
+    """What a ``csu.gather`` generic computes (see the module doc)."""
+    ins = list(op.inputs)  # type: ignore[attr-defined]
+    block = op.regions[0].blocks[0]
+    bad = ScheduleError(f"{where}: this gather form is not supported (one index input, one "
+                        "tensor.extract at index_cast(index) on one axis, linalg.index elsewhere)")
+    if len(ins) != 1 or len(op.results) != 1:
+        raise bad
+    exs = [o for o in block.ops if o.name == "tensor.extract"]
+    yld = list(block.ops)[-1]
+    if len(exs) != 1 or yld.operands[0] is not exs[0].results[0]:
+        raise bad
+    ex = exs[0]
+    table = ex.operands[0]
+    if table.owner is not None and isinstance(table.owner, Operation) and \
+            table.owner.parent_block() is block:
+        raise bad
+    for o in block.ops:
+        if o is ex or o.name in _IGNORED or o.name in ("linalg.index", "arith.index_cast"):
+            continue
+        raise bad
+    pos: list[tuple[str, int]] = []
+    for v in ex.operands[1:]:
+        o = v.owner
+        if isinstance(o, Operation) and o.name == "linalg.index":
+            pos.append(("dim", o.properties["dim"].value.data))  # type: ignore[union-attr]
+        elif isinstance(o, Operation) and o.name == "arith.index_cast" and \
+                isinstance(o.operands[0], BlockArgument) and o.operands[0].index == 0 and \
+                o.operands[0].block is block:
+            pos.append(("idx", 0))
+        else:
+            raise bad
+    axes = [p for p, (k, _) in enumerate(pos) if k == "idx"]
+    if len(axes) != 1:
+        raise bad
+    axis = axes[0]
+    tshape, oshape = _shape(table), _shape(op.results[0])
+    maps = [m.data for m in op.indexing_maps]  # type: ignore[attr-defined]
+    r = len(oshape)
+    if linear_map(maps[1]) != linear_map(AffineMap.identity(r)) or len(tshape) != r or \
+            any(k == "dim" and d != p for p, (k, d) in enumerate(pos)):
+        raise bad
+    in_map = linear_map(maps[0])
+    unit = [((tuple(1 if q == d else 0 for q in range(r))), 0) for d in range(r)]
+    if in_map == unit:  # GatherElements: indices of the output's shape
+        return GatherInfo(table, ins[0], axis, True, tshape, oshape)
+    if in_map == [unit[axis]]:  # Gather (indices collapsed to 1-D on the gathered axis)
+        return GatherInfo(table, ins[0], axis, False, tshape, oshape)
+    raise bad
+
+
+def flip_map(op: Operation) -> tuple[SSAValue, list] | None:
+    """A generic that only reads ``src[.., c - d_k, ..]`` (torch-mlir's reversal of an axis, e.g.
+    for ArgMax select_last_index): (src, the source's linear map over the output), else None."""
+    block = op.regions[0].blocks[0]
+    exs = [o for o in block.ops if o.name == "tensor.extract"]
+    yld = list(block.ops)[-1]
+    if len(exs) != 1 or len(op.results) != 1 or yld.operands[0] is not exs[0].results[0]:
+        return None
+    src = exs[0].operands[0]
+    if isinstance(src.owner, Operation) and src.owner.parent_block() is block:
+        return None
+    r = len(_shape(op.results[0]))
+    lin = []
+    for v in exs[0].operands[1:]:
+        o = v.owner
+        if isinstance(o, Operation) and o.name == "linalg.index":
+            d = o.properties["dim"].value.data  # type: ignore[union-attr]
+            lin.append((tuple(1 if q == d else 0 for q in range(r)), 0))
+        elif isinstance(o, Operation) and o.name == "arith.subi" and \
+                isinstance(o.operands[1].owner, Operation) and \
+                o.operands[1].owner.name == "linalg.index" and \
+                isinstance(o.operands[0].owner, Operation) and \
+                o.operands[0].owner.name == "arith.constant":
+            d = o.operands[1].owner.properties["dim"].value.data  # type: ignore[union-attr]
+            c = o.operands[0].owner.value.value.data  # type: ignore[union-attr]
+            lin.append((tuple(-1 if q == d else 0 for q in range(r)), int(c)))
+        else:
+            return None
+    if len(lin) != len(_shape(src)):
+        return None
+    maps = [m.data for m in op.indexing_maps]  # type: ignore[attr-defined]
+    if linear_map(maps[-1]) != linear_map(AffineMap.identity(r)):
+        return None
+    for o in block.ops:
+        if o.name not in ("tensor.extract", "linalg.index", "arith.subi", "arith.constant",
+                          "linalg.yield"):
+            return None
+    return src, lin
+
+
+@dataclass
+class ArgInfo:
+    x: SSAValue
+    axis: int
+    in_shape: tuple[int, ...]
+    largest: bool
+    last: bool
+    result: SSAValue  # the index result
+
+
+def argmax_info(op: Operation, where: str, fills: dict) -> ArgInfo:
+    """What a ``csu.argmax`` generic computes: the index of the row max/min along one axis,
+    the first (``ogt``/``olt``) or the last (``oge``/``ole``) of equal extremes."""
+    ins = list(op.inputs)  # type: ignore[attr-defined]
+    outs = list(op.outputs)  # type: ignore[attr-defined]
+    its = [str(i.data) for i in op.iterator_types]  # type: ignore[attr-defined]
+    bad = ScheduleError(f"{where}: this arg-max/arg-min form is not supported (one input, one "
+                        "reduced axis, a max/min value and its index)")
+    if len(ins) != 1 or len(op.results) != 2 or its.count("reduction") != 1 or op.results[0].uses:
+        raise bad
+    axis = its.index("reduction")
+    block = op.regions[0].blocks[0]
+    cmps = [o for o in block.ops if o.name == "arith.cmpf"]
+    sels = [o for o in block.ops if o.name == "arith.select"]
+    if len(cmps) != 1 or len(sels) != 1:
+        raise bad
+    c = cmps[0]
+    x_arg, acc_arg = block.args[0], block.args[1]
+    pred = c.properties["predicate"].value.data  # type: ignore[union-attr]
+    names = {2: "ogt", 3: "oge", 4: "olt", 5: "ole"}
+    p = names.get(pred)
+    if p is None or list(c.operands) != [x_arg, acc_arg]:
+        raise bad
+    largest = p in ("ogt", "oge")
+    last = p in ("oge", "ole")
+    init = fills.get(outs[0])
+    if init is None or init != (-math.inf if largest else math.inf) or fills.get(outs[1]) != 0.0:
+        raise ScheduleError(f"{where}: an arg-max/min must start from a -inf/+inf value and "
+                            "index 0")
+    maps = [m.data for m in op.indexing_maps]  # type: ignore[attr-defined]
+    n = len(its)
+    if linear_map(maps[0]) != linear_map(AffineMap.identity(n)):
+        raise bad
+    xt = ins[0].type
+    if not isinstance(xt, TensorType):
+        raise bad
+    return ArgInfo(ins[0], axis, _shape(ins[0]), largest, last, op.results[1])
