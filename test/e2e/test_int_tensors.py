@@ -147,3 +147,24 @@ def test_argmax_argmin_any_axis(op, axis, keepdims, last):
                                   if keepdims or d != axis % 3])])
     x = rng.integers(-2, 3, size=(3, 4, 5)).astype(np.float32)  # ties: first vs last matters
     _check(m, {"x": x})
+
+
+# --- a token-id LLaMA-architecture LM: int64 ids -> Gather -> layer -> LM head -> ArgMax -------
+@pytest.mark.slow
+def test_token_id_llama_lm_with_greedy_next_token():
+    """The 1-layer LLaMA LM of test/data (vocab 128, int64 ids [1, 8]) with an ArgMax over the
+    logits appended: token ids in, logits and next-token ids out, against onnxruntime (logits
+    within the check tolerance, ids exactly)."""
+    from pathlib import Path
+
+    m = onnx.load(str(Path(__file__).resolve().parents[1] / "data" / "llama_lm_small.onnx"))
+    y = m.graph.output[0].name
+    m.graph.node.append(h.make_node("ArgMax", [y], ["next_id"], axis=-1, keepdims=0))
+    m.graph.output.append(vi("next_id", T.INT64, [1, 8]))
+    cr = driver.compile(m, machine="tiny")
+    assert any(i.MNEMONIC == "csu.call" for _, i in cr.program.instructions())  # the lookup
+    rng = np.random.default_rng(0)
+    for _ in range(2):
+        ck = driver.check_compiled(cr, inputs={"x": rng.integers(0, 128, size=(1, 8))})
+        assert ck.passed, ck.summary()
+        assert next(e for e in ck.errors if e.name == "next_id").max_abs == 0

@@ -31,12 +31,13 @@ SUBSET = {
     "test_reduce_sum_keepdims_random": "pass", "test_softmax_axis_0": "pass", "test_asinh": "pass",
     "test_reshape_reordered_all_dims": "pass", "test_identity": "pass", "test_matmul_1d_3d": "pass",
     "test_attention_4d_gqa_causal": "pass",
+    "test_add_int8": "pass",  # integer tensors on the CVU's integer lane (issue 11; refused before)
+    "test_where_long_example": "pass", "test_gather_negative_indices": "pass",
     # clean refusals; each was a traceback or a wrong result through the full stack before
     "test_averagepool_1d_default": "pass",  # IndexError, then refused; 1-D -> 2-D (issue 12)
     "test_averagepool_3d_default": "unsupported",  # 3-D pooling
     "test_celu_bfloat16": "unsupported",            # KeyError 'bf16' in the emitter
     "test_spacetodepth_crd_mode_example": "unsupported",  # torch-mlir computes DCR: wrong numbers
-    "test_add_int8": "unsupported",
     "test_blackmanwindow": "unsupported",  # IndexError in raise-quant-casts (a generic with no inputs)
     "test_lstm_with_peepholes": "unsupported",  # torch-mlir drops the peephole input P: wrong numbers
 }
