@@ -81,6 +81,7 @@ from m100.frontend.reference_ops import (
 )
 
 from .reference_quant import HANDLERS as _QUANT_HANDLERS  # noqa: E402
+from .reference_sort import HANDLERS as _SORT_HANDLERS  # noqa: E402
 
 __all__ = ["ReferenceError", "run", "np_dtype"]
 
@@ -192,6 +193,7 @@ _HANDLERS: dict[str, Callable] = {
     "scf.for": _h_scf_for,
     "scf.if": _h_scf_if,
     **_QUANT_HANDLERS,
+    **_SORT_HANDLERS,
 }
 
 

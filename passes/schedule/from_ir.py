@@ -36,7 +36,7 @@ from m100.targets.m100.isa import Act, CvuOp, Ref, RefKind, Stage
 
 from .graph import Op, OpGraph, ScheduleError, Tensor
 from . import split_stages
-from .ir_index import argmax_info, flip_map, gather_info
+from .ir_index import argmax_info, flip_map, gather_info, iota_dim, sort_info
 from .quant_facts import (cast_stages, epilogue_result, fold_cast,
                           requant_params, requant_table)
 from .reduce_walk import Walk, softmax_any_axis, walk_inputs
@@ -153,6 +153,7 @@ def from_module(module: ModuleOp, max_cvu_stages: int = 8) -> IRGraph:
     group_out: dict[int, str] = {}  # contraction group -> output tensor
     group_op: dict[int, Op] = {}
     idiom_members: dict[int, list[Operation]] = {}
+    iotas: dict[SSAValue, int] = {}  # index iotas feeding a tm_tensor.sort: the dimension
     outputs: list[str] = []
     idx = 0
 
@@ -798,6 +799,21 @@ def from_module(module: ModuleOp, max_cvu_stages: int = 8) -> IRGraph:
                 prm = dict(V=V, D=inner, N=gi.out_shape[gi.axis])
             add("gather", "csu.gather", [tt, rows], op.results[0], dict(prm),
                 Lowering("gather", params=prm), op)
+            continue
+        if nm == "linalg.generic" and unit == "csu.topk" and iota_dim(op) is not None:
+            iotas[op.results[0]] = iota_dim(op)  # consumed by the sort (the routine's indices)
+            continue
+        if nm == "tm_tensor.sort":
+            si_ = sort_info(op, where, iotas)
+            sh = si_.shape
+            prm = dict(outer=math.prod(sh[:si_.axis]), L=sh[si_.axis],
+                       inner=math.prod(sh[si_.axis + 1:]), largest=int(si_.largest))
+            xt = const_tensor(si_.x, consts[si_.x]) if si_.x in consts else tname(si_.x)
+            outs_ = [new_tensor(r) for r in op.results]
+            idx += 1
+            o_ = Op(f"topk{idx}", "csu.topk", (xt,), tuple(outs_), dict(prm), loc=where)
+            g.add_op(o_)
+            low[o_.name] = Lowering("topk", params=prm)
             continue
         if nm == "linalg.generic" and unit == "csu.argmax":
             ai = argmax_info(op, where, fills)

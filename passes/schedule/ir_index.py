@@ -178,3 +178,50 @@ def argmax_info(op: Operation, where: str, fills: dict) -> ArgInfo:
     if not isinstance(xt, TensorType):
         raise bad
     return ArgInfo(ins[0], axis, _shape(ins[0]), largest, last, op.results[1])
+
+
+def iota_dim(op: Operation) -> int | None:
+    """The dimension ``d`` of a no-input generic that yields ``index_cast(linalg.index d)``
+    (torch-mlir's index tensor for a sort), else None."""
+    if list(op.inputs) or len(op.results) != 1:  # type: ignore[attr-defined]
+        return None
+    ops = list(op.regions[0].blocks[0].ops)
+    if [o.name for o in ops] != ["linalg.index", "arith.index_cast", "linalg.yield"] or \
+            ops[1].operands[0] is not ops[0].results[0] or \
+            ops[2].operands[0] is not ops[1].results[0]:
+        return None
+    return ops[0].properties["dim"].value.data  # type: ignore[union-attr]
+
+
+@dataclass
+class SortInfo:
+    x: SSAValue
+    axis: int
+    shape: tuple[int, ...]
+    largest: bool
+
+
+def sort_info(op: Operation, where: str, iotas: dict) -> SortInfo:
+    """A ``tm_tensor.sort`` of (values, iota along the sorted dim) by ``>=``/``>`` (descending,
+    TopK largest) or ``<=``/``<`` (ascending): what the CSU topk routine computes with K = L
+    (ties by the lower index, the ONNX TopK order)."""
+    bad = ScheduleError(f"{where}: this sort is not supported (values and their index iota along "
+                        "the sorted dimension, compared by one cmpf/cmpi)")
+    ops_in = list(op.operands)
+    if len(ops_in) != 2 or len(op.results) != 2:
+        raise bad
+    axis = op.dimension.value.data  # type: ignore[attr-defined]
+    if iotas.get(ops_in[1]) != axis:
+        raise bad
+    body = list(op.regions[0].blocks[0].ops)
+    args = op.regions[0].blocks[0].args
+    if len(body) != 2 or body[0].name not in ("arith.cmpf", "arith.cmpi") or \
+            list(body[0].operands) != [args[0], args[1]]:
+        raise bad
+    pred = body[0].properties["predicate"].value.data  # type: ignore[union-attr]
+    # descending (largest) for > / >=, ascending for < / <= (MLIR's predicate numbers)
+    desc = {2: True, 3: True, 4: False, 5: False} if body[0].name == "arith.cmpf" else \
+        {4: True, 5: True, 2: False, 3: False}
+    if pred not in desc:
+        raise bad
+    return SortInfo(ops_in[0], axis, _shape(ops_in[0]), desc[pred])

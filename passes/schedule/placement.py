@@ -34,7 +34,7 @@ from .timeline import Scheduler, SegmentCfg, StageCfg, streamable
 
 DMA_UNITS = ("dtdu.copy", "dtdu.fill")  # data movement done memory -> memory by CCB DMA
 # CSU routines (gather, arg-max) also run memory -> memory, as a segment of their own
-MEM_UNITS = DMA_UNITS + ("csu.gather", "csu.argmax")
+MEM_UNITS = DMA_UNITS + ("csu.gather", "csu.argmax", "csu.topk")
 
 STRATEGIES = ("auto", "data-parallel", "pipeline", "single")
 

@@ -17,7 +17,6 @@ import onnx
 import pytest
 from onnx import TensorProto as T
 from onnx import helper as h
-from onnx import numpy_helper as nh
 
 from m100.tools.m100_cli import main as m100
 from m100.tools.m100_opt import main as m100_opt
@@ -71,9 +70,6 @@ def files(tmp_path_factory):
           [_vi("x", T.FLOAT, [1, 2, 4, 4, 4])], [_vi("y", T.FLOAT, [1, 2, 3, 3, 3])])
     model("nms", [h.make_node("NonMaxSuppression", ["b", "s"], ["y"])],
           [_vi("b", T.FLOAT, [1, 6, 4]), _vi("s", T.FLOAT, [1, 1, 6])], [_vi("y", T.INT64, [None, 3])])
-    model("topk", [h.make_node("TopK", ["x", "k"], ["v", "i"])], [_vi("x", T.FLOAT, [4, 8])],
-          [_vi("v", T.FLOAT, [4, 2]), _vi("i", T.INT64, [4, 2])],
-          [nh.from_array(np.array([2], np.int64), "k")])
     f["empty"] = d / "empty.onnx"
     f["empty"].write_bytes(b"")
     f["two_results"] = d / "two_results.mlir"
@@ -173,10 +169,10 @@ CASES = [
     ("empty-onnx", "m100 compile {empty} -o {tmp}/p.m100", 1,
      r"empty.onnx: not an ONNX model \(no graph or no opset; an empty file\?\)"),
     ("empty-onnx-opt", "m100-opt {empty}", 1, r"empty.onnx: not an ONNX model"),
+    # (torch-mlir's tm_tensor.sort parses since TopK compiles to the CSU topk routine, issue 11;
+    # NonMaxSuppression is refused at its loop now)
     ("non-max-suppression", "m100 compile {nms} -o {tmp}/p.m100 --machine tiny", 1,
-     r"tm_tensor.sort \(from ONNX NonMaxSuppression\) is not supported"),
-    ("topk", "m100 compile {topk} -o {tmp}/p.m100 --machine tiny", 1,
-     r"tm_tensor.sort \(from ONNX TopK\) is not supported"),
+     r"unsupported op 'scf.for' in @\S+, op #\d+: no M100 unit runs this op"),
 ]
 
 

@@ -168,3 +168,31 @@ def test_token_id_llama_lm_with_greedy_next_token():
         ck = driver.check_compiled(cr, inputs={"x": rng.integers(0, 128, size=(1, 8))})
         assert ck.passed, ck.summary()
         assert next(e for e in ck.errors if e.name == "next_id").max_abs == 0
+
+
+@pytest.mark.parametrize("shape,axis,k,largest,dt", [([3, 6], 1, 2, 1, T.FLOAT),
+                                                     ([4, 5, 3], 1, 3, 0, T.FLOAT),
+                                                     ([4, 7], -1, 3, 1, T.INT64)])
+def test_topk_values_and_indices(shape, axis, k, largest, dt):
+    rng = np.random.default_rng(k + largest)
+    oshape = list(shape)
+    oshape[axis] = k
+    m = _model([h.make_node("TopK", ["x", "k"], ["v", "i"], axis=axis, largest=largest)],
+               [vi("x", dt, shape)], [vi("v", dt, oshape), vi("i", T.INT64, oshape)],
+               [h.make_tensor("k", T.INT64, [1], [k])])
+    x = rng.integers(-3, 3, size=shape)  # ties: ONNX orders them by the lower index
+    _check(m, {"x": x.astype(np.float32 if dt == T.FLOAT else np.int64)})
+
+
+def test_reference_executor_runs_the_topk_sort():
+    # the graph-level oracle (frontend/reference_sort.py) on torch-mlir's sort of TopK
+    from m100.frontend.onnx_import import load_onnx
+    from m100.frontend.reference import run as ref_run
+    from m100.tools.onnx_backend import onnxruntime_run
+
+    m = _model([h.make_node("TopK", ["x", "k"], ["v", "i"], axis=0, largest=0)],
+               [vi("x", T.INT64, [6, 3])], [vi("v", T.INT64, [4, 3]), vi("i", T.INT64, [4, 3])],
+               [h.make_tensor("k", T.INT64, [1], [4])])
+    x = np.random.default_rng(2).integers(-2, 2, size=(6, 3))
+    for got, want in zip(ref_run(load_onnx(m), [x]), onnxruntime_run(m, [x])):
+        np.testing.assert_array_equal(got, want)

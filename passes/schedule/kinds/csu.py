@@ -1,4 +1,4 @@
-"""CSU routine ops (gather, arg-max/min): one ``csu.call`` of the cluster CPU, memory -> memory.
+"""CSU routine ops (gather, arg-max/min, sort/top-k): one ``csu.call`` of the cluster CPU, memory -> memory.
 
 The CSU reads and writes any memory space (docs/isa.md), so a CSU op is a segment of its own like a
 data-movement op: its operands stay in DDR / CCB SRAM, no HBSM tiles. Plan and emission side by side.
@@ -9,6 +9,9 @@ data-movement op: its operands stay in DDR / CCB SRAM, no HBSM tiles. Plan and e
 * ``argmax`` (``params=dict(outer, L, inner, largest, last)``): the input ``[outer, L, inner]`` is
   read through a walk that presents it as rows ``[outer * inner, L]`` (any axis); the routine
   writes the row arg-max (arg-min if ``largest == 0``; the last extreme if ``last``).
+* ``topk`` (``params=dict(outer, L, inner, largest)``, two outputs: values, indices): torch-mlir's
+  TopK is a full sort followed by slices of the first K, so the routine runs with K = L through the
+  same transposing walks (ties by the lower index, the ONNX TopK order).
 """
 from __future__ import annotations
 
@@ -32,13 +35,14 @@ def plan_segment(bld, si: int, seg, pieces: list[PlanPiece]) -> None:
     tpb = seg.stages[0].tpbs[0]
     bld.piece = p = PlanPiece(op.name, 0, 0, tpb, 0, 0, 0, 0, segment=si)
     pieces.append(p)
-    nb = float(sum(g.tensors[t].nbytes for t in op.inputs) + g.out(op).nbytes)
+    nb = float(sum(g.tensors[t].nbytes for t in op.inputs + op.outputs))
     deps = [d for t in op.inputs for d in bld._mem_deps(t)]
     t = bld.add(kind="csu", unit="csu", tpb=tpb, op=op.name, tensor=op.outputs[0], nbytes=nb,
                 cycles=cm.csu_cycles(nb), deps=deps, segment=si,
                 src=memory_of(cm, g, op.inputs[0]), dst=memory_of(cm, g, op.outputs[0]))
     p.compute = t.id
-    bld._wrote(op.outputs[0], t.id)
+    for o in op.outputs:
+        bld._wrote(o, t.id)
     bld.piece = None
 
 
@@ -62,6 +66,14 @@ def emit_op(em, op, tpb: int) -> None:
         slots = {"op0": (em.alias(x, (outer, ln, inner)), access((outer, inner, ln), lin)),
                  "op1": (em.alias(out_t, (outer * inner,)), None)}
         routine, params = "argmax", (outer * inner, ln, prm["largest"], prm["last"])
+    elif lw.kind == "topk":  # a full sort (K = L); the graph's slices take the first K
+        outer, ln, inner = prm["outer"], prm["L"], prm["inner"]
+        lin = [((1, 0, 0), 0), ((0, 0, 1), 0), ((0, 1, 0), 0)]
+        acc = access((outer, inner, ln), lin)
+        slots = {"op0": (em.alias(op.inputs[0], (outer, ln, inner)), acc),
+                 "op1": (em.alias(op.outputs[0], (outer, ln, inner)), acc),
+                 "op2": (em.alias(op.outputs[1], (outer, ln, inner)), acc)}
+        routine, params = "topk", (outer * inner, ln, ln, prm["largest"])
     else:
         raise ScheduleError(f"op '{op.name}': no CSU lowering for '{lw.kind}'")
     t = em._take("csu", tpb)
@@ -69,7 +81,8 @@ def emit_op(em, op, tpb: int) -> None:
                 params={"routine": StringAttr(routine), "params": i64_array(params)})
     tok = em._emit(t, ins).done  # type: ignore[attr-defined]
     em._touch(tpb, tok)
-    em.writers[out_t] = [tok]
+    for o in op.outputs:
+        em.writers[o] = [tok]
 
 
 __all__ = ["plan_segment", "emit_op", "math", "ident"]
