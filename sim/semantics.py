@@ -653,6 +653,12 @@ class CvuExec(Exec):
             v = v.astype(np.int64 if v.dtype.kind in "iub" else np.float32, copy=False)
             ins.append(v.reshape(shape))
         res = cvu_eval(i.stages, ins)
+        odt = i.output.dtype
+        if res.dtype == np.int64 and odt.is_int and res.size:
+            lo, hi = numerics.int_range(odt)
+            if int(res.min()) < lo or int(res.max()) > hi:  # the integer lane never saturates
+                raise SimError(f"{i.MNEMONIC} on TPB {i.tpb}: integer result outside the "
+                               f"{odt.short} output range [{lo}, {hi}] (integer overflow)")
         oshape = (rows,) + tuple(i.out_shape[1:])
         try:
             res = np.broadcast_to(res, oshape)

@@ -128,3 +128,12 @@ def test_overflow_and_div_by_zero_fault():
     z = np.zeros((4, 16), np.int32)
     res, _ = cvu([(a, DType.I32), (z, DType.I32)], DType.I32, [Stage(CvuOp.DIV, (IN0, IN1))])
     assert not res.ok and "division by zero" in str(res.reports[0])
+
+
+def test_integer_result_outside_a_narrow_output_faults():
+    # int8 Add 100 + 100: ONNX wraps to -56; the integer lane neither wraps nor saturates silently
+    a = np.full((4, 16), 100, np.int8)
+    res, _ = cvu([(a, DType.I8), (a, DType.I8)], DType.I8, [Stage(CvuOp.ADD, (IN0, IN1))])
+    assert not res.ok and "outside the i8 output range" in str(res.reports[0])
+    res, y = cvu([(a, DType.I8), (a, DType.I8)], DType.I16, [Stage(CvuOp.ADD, (IN0, IN1))])
+    assert res.ok and (y == 200).all()
