@@ -476,8 +476,7 @@ def _pool(x: np.ndarray, ip: tuple[int, ...], is_max: bool) -> np.ndarray:
 # computes in the integer lane iff every non-immediate argument it combines is integer-typed
 # and every immediate is integral; comparisons yield integer 0/1 masks.
 _I32_MIN, _I32_MAX = -(1 << 31), (1 << 31) - 1
-_INT_UNARY = frozenset({CvuOp.COPY, CvuOp.NEG, CvuOp.ABS, CvuOp.RELU, CvuOp.SQUARE, CvuOp.FLOOR,
-                        CvuOp.CEIL, CvuOp.FTOI})
+_INT_UNARY = numerics.CVU_INT_UNARY
 _INT_BINARY = frozenset({CvuOp.ADD, CvuOp.SUB, CvuOp.MUL, CvuOp.DIV, CvuOp.MAX, CvuOp.MIN})
 
 
@@ -532,7 +531,8 @@ def _int_stage(op: CvuOp, args: list, st) -> np.ndarray | None:
             return None
         x = np.asarray(args[0]).astype(np.int64)
         r = {CvuOp.NEG: lambda: -x, CvuOp.ABS: lambda: np.abs(x),
-             CvuOp.RELU: lambda: np.maximum(x, 0), CvuOp.SQUARE: lambda: x * x}.get(op, lambda: x)()
+             CvuOp.RELU: lambda: np.maximum(x, 0), CvuOp.SQUARE: lambda: x * x,
+             CvuOp.SIGN: lambda: np.sign(x)}.get(op, lambda: x)()
         return _fits_i32(r, op)
     if op in _CMP:
         integer = _int_lane(args)
@@ -547,7 +547,7 @@ def _int_stage(op: CvuOp, args: list, st) -> np.ndarray | None:
         c = args[0]
         a, b = _lane(args[1:], True)
         return np.where((np.float64(c) if isinstance(c, _Imm) else np.asarray(c)) != 0, a, b)
-    if op in (CvuOp.RSUM, CvuOp.RMAX, CvuOp.RMIN) and _is_int(args[0]):
+    if op in numerics.CVU_INT_REDUCE and _is_int(args[0]):
         x = np.asarray(args[0]).astype(np.int64)
         return _fits_i32(_REDUCE[op](x, axis=st.axis, keepdims=True), op)
     return None

@@ -33,6 +33,7 @@ from m100.passes.graph.common import (CHANNEL_DIM, EPILOGUE, FUSED_INTO, GROUP, 
                                       IDIOM_EPS, IDIOM_ROOT, STAGE, UNIT, body_exprs,
                                       channel_vector, describe_op, generic_maps, scalar_const)
 from m100.targets.m100.isa import Act, CvuOp, Ref, RefKind, Stage
+from m100.targets.m100.numerics import cvu_stage_lanes
 
 from .graph import Op, OpGraph, ScheduleError, Tensor
 from . import split_stages
@@ -742,13 +743,18 @@ def from_module(module: ModuleOp, max_cvu_stages: int = 8) -> IRGraph:
             oshape, odt = _shape(op.results[0]), _dtype(op.results[0].type)
             ident = linear_map(AffineMap.identity(len(oshape)))
             parts = split_stages.split(lw.stages, max_cvu_stages)
+            # a cut value keeps its CVU lane: i32 for an integer-lane stage, else f32 (the
+            # output's type would round a float intermediate of an integer/bool output)
+            lanes = cvu_stage_lanes(lw.stages, [g.tensors[n].dtype.startswith("i")
+                                                for n in in_names])
             cut_t: dict[int, str] = {}
             for pi, (root, part) in enumerate(parts):
                 st_, keys = split_stages.remap(lw.stages, part)
                 p_names = [in_names[k] if kind == "in" else cut_t[k] for kind, k in keys]
                 p_maps = [lw.in_maps[k] if kind == "in" else ident for kind, k in keys]
                 last = pi == len(parts) - 1
-                cut_t[root] = add_t("ew", "cvu.elementwise", p_names, oshape, odt,
+                cut_t[root] = add_t("ew", "cvu.elementwise", p_names, oshape,
+                                    odt if last else ("i32" if lanes[root] else "f32"),
                                     {"maps": p_maps}, Lowering("cvu", stages=st_, in_maps=p_maps),
                                     op, op.results[0] if last else None)
             continue

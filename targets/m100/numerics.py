@@ -31,7 +31,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .isa import DType
+from .isa import CvuOp, DType, RefKind
 
 _VALUE = {DType.I8: np.int8, DType.I32: np.int32, DType.F16: np.float16, DType.BF16: np.float32,
           DType.F32: np.float32, DType.I4: np.int8, DType.I16: np.int16}
@@ -178,3 +178,54 @@ def erf(x: np.ndarray) -> np.ndarray:
 __all__ = ["value_dtype", "int_range", "byte_size", "f32_to_bf16_bits", "bf16_bits_to_f32",
            "round_bf16", "convert", "to_bytes", "from_bytes", "unpack_nibbles", "erf",
            "quantize_multiplier"]
+
+
+# --- CVU lanes (docs/isa.md "CVU lanes") ----------------------------------------------------------
+#: unary ops that stay in the integer lane on an integer argument (floor/ceil/round/ftoi: identity)
+CVU_INT_UNARY = frozenset({CvuOp.COPY, CvuOp.NEG, CvuOp.ABS, CvuOp.RELU, CvuOp.SQUARE, CvuOp.FLOOR,
+                           CvuOp.CEIL, CvuOp.ROUND, CvuOp.SIGN, CvuOp.FTOI})
+CVU_INT_BINARY = frozenset({CvuOp.ADD, CvuOp.SUB, CvuOp.MUL, CvuOp.DIV, CvuOp.MAX, CvuOp.MIN})
+CVU_CMP = frozenset({CvuOp.CMP_GT, CvuOp.CMP_GE, CvuOp.CMP_EQ})
+CVU_INT_REDUCE = frozenset({CvuOp.RSUM, CvuOp.RMAX, CvuOp.RMIN, CvuOp.RPROD})
+
+
+def cvu_stage_lanes(stages, input_is_int: list[bool]) -> list[bool]:
+    """Per stage: True if it computes in (and yields) the integer lane, by the rule the
+    interpreter applies to the values (an integer-typed argument set with integral immediates;
+    comparisons and ftoi always yield integers, itof floats). The compiler uses it to type the
+    intermediate tensors of a pipeline it splits."""
+    out: list[bool] = []
+
+    def kinds(refs):
+        ks = []
+        for r in refs:
+            if r.kind is RefKind.INPUT:
+                ks.append(input_is_int[r.index])
+            elif r.kind is RefKind.STAGE:
+                ks.append(out[r.index])
+            else:
+                ks.append(None if float(r.imm).is_integer() else False)  # None: an integral imm
+        return ks
+
+    def int_lane(ks) -> bool:
+        real = [k for k in ks if k is not None]
+        return bool(real) and all(real) and all(k is not False for k in ks)
+
+    for st in stages:
+        ks = kinds(st.args)
+        op = st.op
+        if op is CvuOp.FTOI or op in CVU_CMP:
+            out.append(True)
+        elif op is CvuOp.ITOF:
+            out.append(False)
+        elif int(op) < 32:
+            out.append(op in CVU_INT_UNARY and ks[0] is True)
+        elif op in CVU_INT_BINARY:
+            out.append(int_lane(ks))
+        elif op is CvuOp.SELECT:
+            out.append(int_lane(ks[1:]))
+        elif op in CVU_INT_REDUCE:
+            out.append(ks[0] is True)
+        else:
+            out.append(False)
+    return out

@@ -3,11 +3,12 @@
 // RUN: not m100-opt %S/Inputs/gather_bad.mlir -p 'm100-graph,m100-schedule{machine=tiny}' 2>&1 | filecheck %s --check-prefix=BAD
 
 // ONNX Gather(axis=1) of a [3,5,4] input with int64 [2,2] indices: the indices are normalised on
-// the CVU's integer lane (negative + 5), turned into row indices o * 5 + idx of the table viewed
+// the CVU's integer lane (select(idx < 0, idx + 5, idx), the compare fused into the select by
+// fuse-predicates), turned into row indices o * 5 + idx of the table viewed
 // as [15, 4] rows, and one CSU gather routine writes the [12, 4] rows of the output.
 // CHECK-DAG:  tpb.symbol "i" input 2x2xi32
 // CHECK-DAG:  stages = [#tpb.stage<add(in0, 5.0)>]
-// CHECK-DAG:  stages = [#tpb.stage<select(in0, in1, in2)>]
+// CHECK-DAG:  stages = [#tpb.stage<cmp_gt(0.0, in2)>, #tpb.stage<select(s0, in0, in1)>]
 // CHECK-DAG:  in_shapes = [array<i64: 1, 1, 4>, array<i64: 3, 1, 1>], out_shape = array<i64: 3, 1, 4>, stages = [#tpb.stage<add(in0, in1)>]
 // CHECK:      tpb.csu tpb {{[0-9]+}} op0(%{{[0-9]+}}) op1(%{{[0-9]+}}) op2(%{{[0-9]+}}) after({{.*}}) {routine = "gather", params = array<i64: 15, 4, 12>
 

@@ -137,3 +137,32 @@ def test_integer_result_outside_a_narrow_output_faults():
     assert not res.ok and "outside the i8 output range" in str(res.reports[0])
     res, y = cvu([(a, DType.I8), (a, DType.I8)], DType.I16, [Stage(CvuOp.ADD, (IN0, IN1))])
     assert res.ok and (y == 200).all()
+
+
+def test_static_lanes_agree_with_the_interpreter(rng):
+    # numerics.cvu_stage_lanes (the compiler's view, types the intermediates of split pipelines)
+    # against the lane of each value the interpreter computes
+    from m100.sim.semantics import cvu_eval
+    from m100.targets.m100.numerics import cvu_stage_lanes
+
+    ops2 = [CvuOp.ADD, CvuOp.SUB, CvuOp.MUL, CvuOp.DIV, CvuOp.MAX, CvuOp.CMP_GT, CvuOp.CMP_EQ]
+    ops1 = [CvuOp.NEG, CvuOp.ABS, CvuOp.EXP, CvuOp.FTOI, CvuOp.ITOF, CvuOp.SIGN, CvuOp.FLOOR]
+    for trial in range(200):
+        in_int = [bool(rng.integers(2)), bool(rng.integers(2))]
+        ins = [np.arange(1, 9, dtype=np.int64).reshape(2, 4) if k else
+               np.linspace(1, 2, 8, dtype=np.float32).reshape(2, 4) for k in in_int]
+        stages = []
+        for i in range(4):
+            pool = [IN0, IN1] + [S(j) for j in range(i)] + [IMM(2.0), IMM(0.5)]
+            if rng.integers(3) == 0:
+                stages.append(Stage(ops1[rng.integers(len(ops1))], (pool[rng.integers(len(pool) - 2)],)))
+            else:
+                a, b = pool[rng.integers(len(pool) - 2)], pool[rng.integers(len(pool))]
+                stages.append(Stage(ops2[rng.integers(len(ops2))], (a, b)))
+        lanes = cvu_stage_lanes(stages, in_int)
+        for n in range(1, len(stages) + 1):
+            try:
+                v = cvu_eval(stages[:n], ins)
+            except Exception:  # noqa: BLE001 - a fault (overflow, /0): no lane to compare
+                break
+            assert (v.dtype == np.int64) == lanes[n - 1], (trial, stages[:n], in_int)
