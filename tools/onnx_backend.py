@@ -129,8 +129,10 @@ def _as_onnx_dtype(x: np.ndarray, dt: np.dtype | None) -> np.ndarray:
         return x
     if x.dtype.kind in "iu" and dt.kind in "iu" and x.dtype.itemsize == dt.itemsize:
         return x.view(dt)
-    if x.dtype.kind == "i" and dt.kind == "i" and x.dtype.itemsize < dt.itemsize:
-        return x.astype(dt)  # i64 computed as (checked) i32
+    if x.dtype.kind == "i" and dt.kind in "iu" and x.dtype.itemsize < dt.itemsize:
+        if dt.kind == "u" and x.size and int(x.min()) < 0:  # inputs were range-checked
+            raise ValueError("an unsigned output holds negative values")  # a compiler bug
+        return x.astype(dt)  # i64 (u64, u32) computed as (checked) i32
     if x.dtype.kind == "i" and dt.kind == "b":
         if x.size and not np.isin(x, (0, 1)).all():
             raise ValueError("a boolean output holds values other than 0/1")  # a compiler bug
