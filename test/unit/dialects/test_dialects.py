@@ -49,7 +49,8 @@ def parse_attr(text: str):
 
 
 def test_m100_dialects_exported():
-    assert sorted(d.name for d in M100_DIALECTS) == ["hbsm", "quant", "sync", "tpb", "twu"]
+    assert sorted(d.name for d in M100_DIALECTS) == ["hbsm", "quant", "sync", "tm_tensor", "tpb",
+                                                     "twu"]
 
 
 # --- #twu.access -> walk, against the loop nest ----------------------------------------------
