@@ -34,6 +34,8 @@ graph outputs and downstream consumers are unchanged.
   matmul with an upper-triangular ones matrix and ``1`` at the first maximum.
 - ``CenterCropPad`` with a constant ``shape``: torch-mlir computes the window with
   ``tensor.extract``; rewritten into Slice (start ``d // 2``) and a zero Pad per the definition.
+- ``RMSNormalization`` (opset 23, float32): torch-mlir cannot lower it; rewritten per the
+  definition into ``x / Sqrt(ReduceMean(x * x, axes = [axis, rank)) + epsilon) * scale``.
 - ``Attention`` (opset 23/24): torch-mlir cannot lower it; decomposed into MatMul / Softmax /
   masks per the ONNX definition by :mod:`m100.frontend.onnx_rewrite_attention`.
 - ``LSTM`` with peephole weights (input ``P``): torch-mlir drops ``P`` (``test_lstm_with_peepholes``
@@ -269,6 +271,33 @@ def _instance_norm(node, shapes, names, helper, numpy_helper):
     return nodes, inits
 
 
+def _rms_norm(node, ranks, names, helper, numpy_helper):
+    """RMSNormalization of float32 ``x`` (rank known) -> ``x / Sqrt(ReduceMean(x * x) + eps) * scale``
+    over the axes ``[axis, rank)`` (keepdims), as the ONNX definition computes it in float32."""
+    rank = ranks.get(node.input[0])
+    if rank is None:
+        return None
+    attrs = {a.name: helper.get_attribute_value(a) for a in node.attribute}
+    if int(attrs.get("stash_type", 1)) != 1:
+        return None
+    axis = int(attrs.get("axis", -1))
+    axis = axis + rank if axis < 0 else axis
+    eps = float(attrs.get("epsilon", 1e-5))
+    base = node.name or node.output[0]
+    t = {k: names(f"rms_{k}") for k in ("sq", "mean", "axes", "eps", "var", "rms", "norm")}
+    inits = [numpy_helper.from_array(np.arange(axis, rank, dtype=np.int64), t["axes"]),
+             numpy_helper.from_array(np.array(eps, np.float32), t["eps"])]
+    mk = lambda op, ins, out, **kw: helper.make_node(op, ins, [out], name=f"{base}/m100_{op}_{out}", **kw)  # noqa: E731
+    x = node.input[0]
+    nodes = [mk("Mul", [x, x], t["sq"]),
+             mk("ReduceMean", [t["sq"], t["axes"]], t["mean"], keepdims=1),
+             mk("Add", [t["mean"], t["eps"]], t["var"]),
+             mk("Sqrt", [t["var"]], t["rms"]),
+             mk("Div", [x, t["rms"]], t["norm"]),
+             mk("Mul", [t["norm"], node.input[1]], node.output[0])]
+    return nodes, inits
+
+
 def _center_crop_pad(node, graph, shapes, names, helper, numpy_helper):
     """CenterCropPad with a constant ``shape`` (an initializer) and a static input shape -> Slice
     (the centred window, start ``d // 2``) then Pad with zeros (``d // 2`` before, the rest after),
@@ -427,6 +456,9 @@ def rewrite_for_torch_mlir(model):
                 repl = _group_norm(node, opset, _static_shapes(graph), names, helper, numpy_helper)
             elif node.op_type == "Hardmax" and types.get(node.input[0]) == 1:
                 repl = _hardmax(node, opset, _static_shapes(graph), names, helper, numpy_helper)
+            elif node.op_type == "RMSNormalization" and types.get(node.input[0]) == 1 \
+                    and opset >= 18:
+                repl = _rms_norm(node, ranks, names, helper, numpy_helper)
             elif node.op_type == "Attention":
                 from m100.frontend.onnx_rewrite_attention import rewrite_attention
                 repl = rewrite_attention(node, graph, types, names, helper, numpy_helper)

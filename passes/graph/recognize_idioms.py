@@ -214,6 +214,17 @@ def _mean_of(n: N) -> tuple[N, N] | None:
     return None
 
 
+def _one_axis(*reds: N) -> int | None:
+    """The axis when every reduction reduces exactly that one axis, else None. The CVU norms and
+    softmax work along one axis; a mean over several axes (an RMSNormalization with axis 1 of a
+    4-D input) taken as one over its last axis gave wrong numbers."""
+    axes = {tuple(r.val[1]) for r in reds}  # type: ignore[index]
+    if len(axes) != 1:
+        return None
+    (only,) = axes
+    return only[0] if len(only) == 1 else None
+
+
 def _count(r: N) -> int:
     shape = shape_of(r.args[0].v) if r.args[0].v is not None else None
     if shape is None:
@@ -292,9 +303,10 @@ def match_softmax(root: N) -> Match | None:
         m = _reduced(z.args[1], ("maximumf", "maxnumf"))
         if m is not None and same(m.args[0], z.args[0]):
             x = z.args[0]
-    if x.v is None:
+    axis = _one_axis(r)
+    if x.v is None or axis is None:
         return None
-    return Match("softmax", [x.v], axis=r.val[1][-1])  # type: ignore[index]
+    return Match("softmax", [x.v], axis=axis)
 
 
 def match_rmsnorm(root: N) -> Match | None:
@@ -309,9 +321,10 @@ def match_rmsnorm(root: N) -> Match | None:
     if mean is None:
         return None
     sq = _square_of(mean[0])
-    if sq is None or not same(sq, x) or x.v is None:
+    axis = _one_axis(mean[1])
+    if sq is None or not same(sq, x) or x.v is None or axis is None:
         return None
-    return Match("rmsnorm", [x.v], axis=mean[1].val[1][-1], eps=pe[1])  # type: ignore[index]
+    return Match("rmsnorm", [x.v], axis=axis, eps=pe[1])
 
 
 def match_layernorm(root: N) -> Match | None:
@@ -330,9 +343,10 @@ def match_layernorm(root: N) -> Match | None:
     if var is None:
         return None
     sq = _square_of(var[0])
-    if sq is None or not same(sq, d) or x.v is None:
+    axis = _one_axis(m1[1], var[1])
+    if sq is None or not same(sq, d) or x.v is None or axis is None:
         return None
-    return Match("layernorm", [x.v], axis=m1[1].val[1][-1], eps=pe[1])  # type: ignore[index]
+    return Match("layernorm", [x.v], axis=axis, eps=pe[1])
 
 
 def _eval(n: N, x: N, xs: np.ndarray) -> np.ndarray:

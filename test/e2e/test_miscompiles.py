@@ -218,3 +218,29 @@ def test_matmul_rhs_produced_on_chip(case, machine):
                        [("x", [16, 4])], [("y", [1, 4])],
                        [_init("w", [1, 16], 2), _init("c", [1, 1], 3)])
     _check(model, machine)
+
+
+# --- (e) a norm over several trailing axes taken as a norm over the last one -----------------------
+def _mean_square_norm(axes, layer):
+    """x / sqrt(mean((x - mu)^2 or x^2 over ``axes``) + eps) in primitive ops (what torch-mlir makes of
+    RMSNormalization / a LayerNormalization written out)."""
+    nodes, xin = [], "x"
+    if layer:
+        nodes += [helper.make_node("ReduceMean", ["x"], ["mu"], axes=axes, keepdims=1),
+                  helper.make_node("Sub", ["x", "mu"], ["d"])]
+        xin = "d"
+    nodes += [helper.make_node("Mul", [xin, xin], ["sq"]),
+              helper.make_node("ReduceMean", ["sq"], ["ms"], axes=axes, keepdims=1),
+              helper.make_node("Add", ["ms", "eps"], ["v"]),
+              helper.make_node("Sqrt", ["v"], ["r"]),
+              helper.make_node("Div", [xin, "r"], ["y"])]
+    eps = numpy_helper.from_array(np.array(1e-5, np.float32), "eps")
+    return _model(nodes, [("x", [2, 3, 4, 5])], [("y", [2, 3, 4, 5])], [eps])
+
+
+@pytest.mark.parametrize("layer", [False, True], ids=["rms", "layer"])
+@pytest.mark.parametrize("axes", [[1, 2, 3], [2, 3]], ids=["axes123", "axes23"])
+def test_norm_over_several_axes(axes, layer):
+    """recognize-idioms matched a mean over several axes as an rmsnorm/layernorm over the last axis
+    only (test_rms_normalization_4d_axis1 gave wrong numbers once RMSNormalization compiled)."""
+    _check(_mean_square_norm(axes, layer), "m100")
