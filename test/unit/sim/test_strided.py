@@ -4,7 +4,7 @@ element-by-element numpy written from the walk definition (``Walk.offsets()``: b
 
 import numpy as np
 import pytest
-from hypothesis import example, given, settings
+from hypothesis import assume, example, given, settings
 from hypothesis import strategies as st
 
 from m100.sim import twu
@@ -46,6 +46,7 @@ def beat_bytes(w):
 @example([(0, 2, 3), (1, 0, 2)], DType.F32, 4)  # a repeat level (stride 0)
 def test_read_walk_matches_the_definition(levels, dt, base):
     w = make_walk(levels, dt, base)
+    assume(beat_bytes(w).max() < 4096)  # the walk fits the 4 KiB memory of the oracle
     mem, data = memory_with_random_bytes(0, 4096)
     raw = data[beat_bytes(w)].reshape(-1)
     from m100.targets.m100 import numerics
@@ -56,8 +57,10 @@ def test_read_walk_matches_the_definition(levels, dt, base):
 
 @settings(max_examples=60, deadline=None)
 @given(st.lists(level, min_size=1, max_size=4), dtypes, st.integers(0, 300))
+@example([(0, 64, 6), (0, 64, 6), (26, 64, 6)], DType.F32, 149)  # reaches past the memory: skipped
 def test_write_walk_matches_the_definition(levels, dt, base):
     w = make_walk(levels, dt, base)
+    assume(beat_bytes(w).max() < 4096)  # hypothesis found a walk reaching byte 4096 (test bug)
     mem, data = memory_with_random_bytes(0, 4096, seed=1)
     vals = np.random.default_rng(2).standard_normal(w.num_elements) * 50
     from m100.targets.m100 import numerics
