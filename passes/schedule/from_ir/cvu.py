@@ -1,0 +1,268 @@
+"""CVU ops (split out of ``from_ir.py``): elementwise generics (a body longer than one CVU
+pipeline is cut into several ops, :mod:`..split_stages`), reductions (last axis directly, any other
+axes through a transposing walk, :mod:`..reduce_walk`), the softmax / layernorm / rmsnorm idiom
+groups of ``recognize-idioms``, 2-D max/sum pooling with a folded pad, and the quantize /
+dequantize casts (``quant.qcast`` / ``quant.dcast``).
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+from xdsl.ir import Operation, SSAValue
+from xdsl.ir.affine import AffineMap
+
+from m100.passes.graph.common import GROUP, IDIOM_AXIS, IDIOM_EPS, IDIOM_ROOT, body_exprs
+from m100.targets.m100.isa import CvuOp, Ref, RefKind, Stage
+from m100.targets.m100.numerics import cvu_stage_lanes
+
+from .. import split_stages
+from ..graph import ScheduleError
+from ..ir_facts import (Lowering, _dtype, _expr_stages, _norm_roles, _shape, _vec,
+                        int_body_check, linear_map)
+from ..quant_facts import cast_stages, fold_cast
+from ..reduce_walk import softmax_any_axis, walk_inputs
+from .builder import Builder
+
+
+def qdcast(ctx: Builder, op: Operation, nm: str, unit: str | None, where: str) -> None:
+    """``quant.qcast`` / ``quant.dcast``: folded on constants, else CVU cast stages."""
+    src = op.operands[0]
+    if src in ctx.consts and isinstance(ctx.consts[src], np.ndarray):
+        ctx.consts[op.results[0]] = fold_cast(op, ctx.consts[src], where)
+        return
+    stages = cast_stages(op, where)  # checks the quantized type first (one clear line)
+    if src in ctx.consts:
+        ctx.const_tensor(src, ctx.consts[src])
+    ident_map = linear_map(AffineMap.identity(len(_shape(src))))
+    lw = Lowering("cvu", stages=stages, in_maps=[ident_map])
+    ctx.add("ew", "cvu.elementwise", [ctx.tname(src)], op.results[0], {"maps": lw.in_maps}, lw, op)
+
+
+def idiom(ctx: Builder, op: Operation, nm: str, unit: str | None, where: str) -> None:
+    """A member of a softmax / layernorm / rmsnorm group: the CVU op, at the group root."""
+    gid = op.attributes[GROUP].value.data  # type: ignore[union-attr]
+    ctx.idiom_members.setdefault(gid, []).append(op)
+    if IDIOM_ROOT not in op.attributes:
+        return
+    members = ctx.idiom_members.pop(gid)
+    mset = {id(x) for x in members}
+    ext: list[SSAValue] = []
+    for mo in members:
+        ins_of = list(getattr(mo, "inputs", mo.operands))
+        for v in ins_of:
+            owner = v.owner
+            if isinstance(owner, Operation) and id(owner) in mset:
+                continue
+            if v in ctx.fills or v not in ctx.names and v not in ctx.consts:
+                continue
+            if v in ctx.consts and not _shape(v):
+                continue  # a scalar (eps) constant: the stage's fparam
+            if v not in ext:
+                ext.append(v)
+    out_v = op.results[0]
+    oshape = _shape(out_v)
+    axis = op.attributes[IDIOM_AXIS].value.data  # type: ignore[union-attr]
+    xs = [v for v in ext if v not in ctx.consts and _shape(v) == oshape]
+    if len(xs) != 1:
+        raise ScheduleError(f"{where}: {unit} group has {len(xs)} main inputs")
+    x = xs[0]
+    params = [v for v in ext if v is not x]
+    if axis % len(oshape) != len(oshape) - 1:
+        if unit != "cvu.softmax" or params:
+            raise ScheduleError(f"{where}: {unit} along axis {axis} (only the last axis "
+                                f"of {list(oshape)} is supported)")
+        dt = _dtype(out_v.type)
+        sm_stage = (Stage(CvuOp.SOFTMAX, (Ref(RefKind.INPUT, 0),), axis=-1),)
+
+        def _sm(t: str, ts: tuple, _dt=dt, _st=sm_stage, _op=op) -> str:
+            im = [linear_map(AffineMap.identity(len(ts)))]
+            return ctx.add_t("softmax", "cvu.softmax", [t], ts, _dt, {"maps": im},
+                         Lowering("cvu", stages=_st, in_maps=im), _op)
+        softmax_any_axis(ctx.walk, op, x, axis, _sm)
+        return
+    eps = float(op.attributes[IDIOM_EPS].value.data) if IDIOM_EPS in op.attributes else 0.0
+    kind = unit.split(".")[1]
+    roles = _norm_roles(members, params, mset) if params else []
+    names_in = [ctx.tname(x)]
+    maps = [linear_map(AffineMap.identity(len(oshape)))]
+    for v in roles:
+        if v in ctx.consts:
+            names_in.append(ctx.const_tensor(v, ctx.consts[v]))
+        else:
+            names_in.append(ctx.tname(v))
+        ps = _shape(v)
+        # broadcast along leading dims: aligned to the trailing dims of the output
+        lm = []
+        for r, dsz in enumerate(ps):
+            od = len(oshape) - len(ps) + r
+            lm.append((tuple(1 if (d == od and dsz != 1) else 0
+                             for d in range(len(oshape))), 0))
+        maps.append(lm)
+    op_enum = {"softmax": CvuOp.SOFTMAX, "layernorm": CvuOp.LAYERNORM,
+               "rmsnorm": CvuOp.RMSNORM}[kind]
+    stage = Stage(op_enum, tuple(Ref(RefKind.INPUT, i) for i in range(len(names_in))),
+                  axis=-1, fparam=eps if kind != "softmax" else 0.0)
+    lw = Lowering("cvu", stages=(stage,), in_maps=maps)
+    ctx.add(kind, unit, names_in, out_v, {"maps": maps}, lw, op)
+
+
+def pooling(ctx: Builder, op: Operation, nm: str, unit: str | None, where: str) -> None:
+    """2-D max/sum pooling (NCHW/NHWC) with a folded pad: a CVU pool op."""
+    if not nm.startswith(("linalg.pooling_nchw_", "linalg.pooling_nhwc_")):
+        raise ScheduleError(f"{where}: only 2-D pooling (nchw/nhwc) is supported, not "
+                            f"{nm}")
+    x = op.operands[0]
+    win = _shape(op.operands[1])
+    outs = op.operands[2]
+    layout = "nchw" if "nchw" in nm else "nhwc"
+    kind = "max" if nm.endswith("_max") else "sum" if nm.endswith("_sum") else None
+    if "_nchw_" not in nm and "_nhwc_" not in nm:  # 1-D (ncw/nwc) and 3-D (ncdhw/ndhwc)
+        raise ScheduleError(f"{where}: {nm} is not supported (2-D pooling only)")
+    if kind is None:
+        raise ScheduleError(f"{where}: {nm} is not supported")
+    pads = [0, 0, 0, 0]
+    if x in ctx.pad_fold:
+        src, lo_p, hi_p, pv = ctx.pad_fold[x]
+        sp = (2, 3) if layout == "nchw" else (1, 2)
+        if any(lo_p[i] or hi_p[i] for i in range(4) if i not in sp):
+            raise ScheduleError(f"{where}: padding of N or C is not supported")
+        if (kind == "max" and not pv == -math.inf and pv != float("-inf")) or \
+                (kind == "sum" and pv != 0.0):
+            if kind == "max" and pv > -3.0e38:
+                raise ScheduleError(f"{where}: max-pool padding value {pv} is not -inf")
+        pads = [lo_p[sp[0]], lo_p[sp[1]], hi_p[sp[0]], hi_p[sp[1]]]
+        x = src
+    s = _shape(x)
+    n_, c, h, wd = (s[0], s[1], s[2], s[3]) if layout == "nchw" else (s[0], s[3], s[1], s[2])
+    st, dl = _vec(op, "strides"), _vec(op, "dilations")
+    if dl != [1, 1]:
+        raise ScheduleError(f"{where}: dilated pooling is not supported")
+    init = ctx.fills.get(outs)
+    if init is None or (kind == "sum" and init != 0.0):
+        raise ScheduleError(f"{where}: pooling init must be a fill (0 for sum pooling)")
+    # the result may have fewer rows/cols than the padded input gives (torch-mlir pads
+    # ceil_mode pools by stride - 1 and drops the window that would start in the pad):
+    # trim the end pads to exactly the windows of the result
+    ro = _shape(op.results[0])
+    out_hw = (ro[2], ro[3]) if layout == "nchw" else (ro[1], ro[2])
+    for d, (size, k) in enumerate(((h, win[0]), (wd, win[1]))):
+        if (size + pads[d] + pads[d + 2] - k) // st[d] + 1 == out_hw[d]:
+            continue
+        end = (out_hw[d] - 1) * st[d] + k - size - pads[d]
+        if end < 0 or end > pads[d + 2]:
+            raise ScheduleError(f"{where}: the pooling windows of a {size}-element axis "
+                                f"(pads {pads[d]}/{pads[d + 2]}, kernel {k}, stride "
+                                f"{st[d]}) do not give the result's {out_hw[d]}")
+        pads[d + 2] = end
+    attrs = dict(n=n_, h=h, w=wd, c=c, kh=win[0], kw=win[1], stride=tuple(st),
+                 pad=tuple(pads), layout=layout)
+    if x in ctx.consts:
+        ctx.const_tensor(x, ctx.consts[x])
+    ctx.add("pool", "cvu.pool", [ctx.tname(x)], op.results[0], attrs,
+        Lowering("pool", params=dict(kind=kind, layout=layout)), op)
+
+
+def reduction(ctx: Builder, op: Operation, nm: str, unit: str | None, where: str) -> None:
+    """A sum/max/min/product reduction generic into a neutral fill: a CVU reduction."""
+    its = [str(i.data) for i in op.iterator_types]  # type: ignore[attr-defined]
+    maps = [m.data for m in op.indexing_maps]  # type: ignore[attr-defined]
+    ins = list(op.inputs)  # type: ignore[attr-defined]
+    r = len(its)
+    ident_in = linear_map(AffineMap.identity(r))
+    n_in = len(ins)
+    outm = linear_map(maps[n_in])
+    keep = outm == ident_in[:-1] + [(tuple(0 for _ in range(r)), 0)]
+    drop = outm == ident_in[:-1]
+    exprs = body_exprs(op)
+    extra_used = any(res.uses for res in op.results[1:])  # e.g. an unused argmax result
+    if extra_used:
+        raise ScheduleError(f"{where}: a reduction with {len(op.results)} used results "
+                            "(e.g. max with argmax) is not supported; only one result "
+                            "may be used")
+    last_axis = not (its[-1] != "reduction" or any(i != "parallel" for i in its[:-1]) or
+                     any(linear_map(m) != ident_in for m in maps[:n_in]) or
+                     not (keep or drop))
+    if not exprs:
+        raise ScheduleError(f"{where}: the reduction body can not be mapped to CVU stages")
+    e = exprs[0]
+    red = {"addf": CvuOp.RSUM, "maximumf": CvuOp.RMAX, "maxnumf": CvuOp.RMAX,
+           "minimumf": CvuOp.RMIN, "minnumf": CvuOp.RMIN, "mulf": CvuOp.RPROD}.get(e.kind)
+    outs = op.outputs[0]  # type: ignore[attr-defined]
+    neutral = {CvuOp.RSUM: 0.0, CvuOp.RMAX: -math.inf, CvuOp.RMIN: math.inf,
+               CvuOp.RPROD: 1.0}
+    acc_args = [a for a in e.args if a.kind == "out"]
+    if red is None or len(acc_args) != 1 or outs not in ctx.fills or \
+            ctx.fills[outs] != neutral[red]:
+        raise ScheduleError(f"{where}: a reduction must be sum/max/min/product of its "
+                            "input into a neutral fill")
+    other = e.args[1] if e.args[0].kind == "out" else e.args[0]
+    pre = _expr_stages([other], len(ins), where) if other.kind != "in" else ()
+    src_ref = Ref(RefKind.STAGE, len(pre) - 1) if pre else Ref(RefKind.INPUT, int(other.val))
+    stages = tuple(pre) + (Stage(red, (src_ref,), axis=-1),)
+    if not last_axis:  # any axes: transposing walk onto a last-axis reduction
+        try:
+            in_names, flat, _ = walk_inputs(ctx.walk, op, ins, maps, its)
+        except ScheduleError as err:
+            raise ScheduleError(f"{where}: {err}") from None
+        dt = _dtype(op.results[0].type)
+        red_t = ctx.add_t("reduce", "cvu.reduction", in_names, (flat[0], 1), dt,
+                      {"keep": True}, Lowering("reduce", stages=stages,
+                                               params=dict(keep=True)), op)
+        ctx.add_t("reshape", "dtdu.copy", [red_t], _shape(op.results[0]), dt, {},
+              Lowering("reshape"), op, op.results[0])
+        return
+    in_names = []
+    for v in ins:
+        in_names.append(ctx.const_tensor(v, ctx.consts[v]) if v in ctx.consts else ctx.tname(v))
+    ctx.add("reduce", "cvu.reduction", in_names, op.results[0], {"keep": keep},
+        Lowering("reduce", stages=stages, params=dict(keep=keep)), op)
+
+
+def elementwise(ctx: Builder, op: Operation, nm: str, unit: str | None, where: str) -> None:
+    """An elementwise generic: CVU stages, cut into several ops when too long."""
+    ins = list(op.inputs)  # type: ignore[attr-defined]
+    exprs = body_exprs(op)
+    if exprs is None or len(exprs) != 1:
+        raise ScheduleError(f"{where}: the elementwise body can not be mapped to CVU stages")
+    maps = [m.data for m in op.indexing_maps]  # type: ignore[attr-defined]
+    in_names = []
+    for v in ins:
+        if v in ctx.consts:
+            if isinstance(ctx.consts[v], tuple):
+                raise ScheduleError(f"{where}: broadcast constant input not supported")
+            in_names.append(ctx.const_tensor(v, ctx.consts[v]))
+        elif v in ctx.fills:
+            raise ScheduleError(f"{where}: a fill as an elementwise input is not supported")
+        else:
+            in_names.append(ctx.tname(v))
+    # integer bodies: what the CVU's integer lane reproduces exactly (it also makes
+    # maxsi/minsi exact at any width: quant_facts.check_int_minmax's f32 limit is gone)
+    int_body_check(op, where)
+    lw = Lowering("cvu", stages=_expr_stages(exprs, len(ins), where),
+                  in_maps=[linear_map(m) for m in maps[:len(ins)]])
+    out_map = maps[len(ins)]
+    if linear_map(out_map) != linear_map(AffineMap.identity(out_map.num_dims)):
+        raise ScheduleError(f"{where}: the output indexing map must be the identity")
+    if len(lw.stages) <= ctx.max_cvu_stages:
+        ctx.add("ew", "cvu.elementwise", in_names, op.results[0], {"maps": lw.in_maps}, lw, op)
+        return
+    # longer than one pipeline: several CVU ops through intermediate tensors
+    oshape, odt = _shape(op.results[0]), _dtype(op.results[0].type)
+    ident = linear_map(AffineMap.identity(len(oshape)))
+    parts = split_stages.split(lw.stages, ctx.max_cvu_stages)
+    # a cut value keeps its CVU lane: i32 for an integer-lane stage, else f32 (the
+    # output's type would round a float intermediate of an integer/bool output)
+    lanes = cvu_stage_lanes(lw.stages, [ctx.g.tensors[n].dtype.startswith("i")
+                                        for n in in_names])
+    cut_t: dict[int, str] = {}
+    for pi, (root, part) in enumerate(parts):
+        st_, keys = split_stages.remap(lw.stages, part)
+        p_names = [in_names[k] if kind == "in" else cut_t[k] for kind, k in keys]
+        p_maps = [lw.in_maps[k] if kind == "in" else ident for kind, k in keys]
+        last = pi == len(parts) - 1
+        cut_t[root] = ctx.add_t("ew", "cvu.elementwise", p_names, oshape,
+                            odt if last else ("i32" if lanes[root] else "f32"),
+                            {"maps": p_maps}, Lowering("cvu", stages=st_, in_maps=p_maps),
+                            op, op.results[0] if last else None)

@@ -1,0 +1,168 @@
+"""Constants and data movement (split out of ``from_ir.py``): ``arith.constant`` / ``linalg.fill``
+(constant data, or nothing when a fill only initialises an accumulator), ``tensor.pad`` (folded
+into a feeding conv/pool when it can be, else a DMA), ``linalg.broadcast`` (a contraction's bias,
+a runtime bias, or a DMA), transposes, concats, slices, reshapes, copy generics, the function's
+results, and ``quant.scast`` (the same buffer under another type).
+"""
+
+from __future__ import annotations
+
+from xdsl.dialects.builtin import TensorType
+from xdsl.ir import Operation
+from xdsl.ir.affine import AffineMap
+
+from m100.passes.graph.common import scalar_const
+
+from ..graph import ScheduleError
+from ..ir_facts import Lowering, _dense, _shape, linear_map
+from .builder import Builder
+from .contraction import TCU_CONVS
+
+
+def constant(ctx: Builder, op: Operation, nm: str, unit: str | None, where: str) -> None:
+    """A tensor ``arith.constant``: remembered as constant data (a weight tensor once used)."""
+    arr = _dense(op)
+    if arr is not None and isinstance(op.results[0].type, TensorType):
+        ctx.consts[op.results[0]] = arr
+
+
+def func_return(ctx: Builder, op: Operation, nm: str, unit: str | None, where: str) -> None:
+    """The function's results (an input, a constant or a value returned twice is copied)."""
+    for v in op.operands:
+        if v in ctx.consts and isinstance(ctx.consts[v], tuple):
+            raise ScheduleError(f"{where}: returning a bias broadcast is not supported")
+        src = ctx.const_tensor(v, ctx.consts[v]) if v in ctx.consts else ctx.tname(v)
+        t = ctx.g.tensors[src]
+        if t.kind in ("input", "weight") or src in ctx.outputs:
+            # an input, a constant (ONNX Identity, a no-op reduction, Shape folded to a
+            # constant) or a value returned twice: the program copies it (one DMA)
+            src = ctx.add_t("copy", "dtdu.copy", [src], t.shape, t.dtype, {},
+                        Lowering("reshape"), op)
+        ctx.outputs.append(src)
+
+
+def scast(ctx: Builder, op: Operation, nm: str, unit: str | None, where: str) -> None:
+    """``quant.scast``: the same buffer under the quantized/storage type."""
+    src = op.operands[0]
+    if src in ctx.consts:
+        ctx.consts[op.results[0]] = ctx.consts[src]
+    else:
+        ctx.names[op.results[0]] = ctx.tname(src)
+
+
+def fill(ctx: Builder, op: Operation, nm: str, unit: str | None, where: str) -> None:
+    """``linalg.fill`` of a constant: remembered (an accumulator init or constant data)."""
+    val = scalar_const(op.operands[0])
+    if val is None:
+        raise ScheduleError(f"{where}: fill with a non-constant value")
+    ctx.fills[op.results[0]] = float(val)
+
+
+def pad(ctx: Builder, op: Operation, nm: str, unit: str | None, where: str) -> None:
+    """``tensor.pad`` with a constant: folded into its only pool/conv user, else a DMA."""
+    low_p = list(op.static_low.get_values())  # type: ignore[attr-defined]
+    high_p = list(op.static_high.get_values())  # type: ignore[attr-defined]
+    yld = list(op.regions[0].blocks[0].ops)[-1]
+    pv = scalar_const(yld.operands[0])
+    if pv is None:
+        raise ScheduleError(f"{where}: padding with a non-constant value")
+    src = op.operands[0]
+    users_ = [u.operation for u in op.results[0].uses]
+    if len(users_) == 1 and (users_[0].name.startswith("linalg.pooling") or
+                             (users_[0].name in TCU_CONVS and pv == 0.0)):
+        ctx.pad_fold[op.results[0]] = (src, low_p, high_p, float(pv))
+        return
+    s_in = _shape(src)
+    if src in ctx.consts:
+        ctx.const_tensor(src, ctx.consts[src])
+    t_src = ctx.tname(src)
+    ctx.add("pad", "dtdu.copy", [t_src], op.results[0], {},
+        Lowering("pad", params=dict(low=low_p, high=high_p, value=float(pv),
+                                    src_shape=s_in)), op)
+
+
+def broadcast(ctx: Builder, op: Operation, nm: str, unit: str | None, where: str) -> None:
+    """``linalg.broadcast``: a contraction bias (constant or runtime), else a DMA."""
+    src = op.operands[0]
+    users_ = [u.operation for u in op.results[0].uses]
+    if src in ctx.consts and users_ and all(
+            u.name in ("linalg.matmul", "linalg.batch_matmul") + TCU_CONVS
+            and u.operands[-1] is op.results[0] for u in users_) and \
+            list(op.dimensions.get_values()) == list(  # type: ignore[attr-defined]
+                range(len(_shape(op.results[0])) - 1)):
+        ctx.consts[op.results[0]] = ("bias", ctx.consts[src], src)  # type: ignore[assignment]
+        return
+    dims = list(op.dimensions.get_values())  # type: ignore[attr-defined]
+    oshape = _shape(op.results[0])
+    if src not in ctx.consts and users_ and len(_shape(src)) == 1 and \
+            dims == list(range(len(oshape) - 1)) and all(
+            u.name in ("linalg.matmul",) + TCU_CONVS
+            and u.operands[-1] is op.results[0]
+            and u.operands[0] is not op.results[0] and u.operands[1] is not op.results[0]
+            for u in users_):
+        # a runtime per-channel vector broadcast into a contraction's accumulator (ONNX
+        # Conv/Gemm with the bias as a graph input): the TCU epilogue's bias operand
+        ctx.runtime_bias[op.results[0]] = src
+        return
+    if src in ctx.consts:
+        ctx.const_tensor(src, ctx.consts[src])
+    dims = list(op.dimensions.get_values())  # type: ignore[attr-defined]
+    ctx.add("bcast", "dtdu.copy", [ctx.tname(src)], op.results[0], {},
+        Lowering("broadcast", params=dict(dims=dims)), op)
+
+
+def transpose(ctx: Builder, op: Operation, nm: str, unit: str | None, where: str) -> None:
+    """``linalg.transpose``: a DMA with a permuted access."""
+    perm = list(op.permutation.get_values())  # type: ignore[attr-defined]
+    src = op.operands[0]
+    if src in ctx.consts:
+        ctx.const_tensor(src, ctx.consts[src])
+    ctx.add("transpose", "dtdu.copy", [ctx.tname(src)], op.results[0], {},
+        Lowering("transpose", params=dict(perm=perm)), op)
+
+
+def concat(ctx: Builder, op: Operation, nm: str, unit: str | None, where: str) -> None:
+    """``tensor.concat``: a DMA per input."""
+    ins_ = []
+    for v in op.operands:
+        if v in ctx.consts:
+            ctx.const_tensor(v, ctx.consts[v])
+        ins_.append(ctx.tname(v))
+    ctx.add("concat", "dtdu.copy", ins_, op.results[0], {},
+        Lowering("concat", params=dict(dim=op.dim.value.data)), op)  # type: ignore
+
+
+def extract_slice(ctx: Builder, op: Operation, nm: str, unit: str | None, where: str) -> None:
+    """A static ``tensor.extract_slice``: a strided DMA."""
+    if len(op.operands) != 1:
+        raise ScheduleError(f"{where}: dynamic slices are not supported")
+    src = op.operands[0]
+    if src in ctx.consts:
+        ctx.const_tensor(src, ctx.consts[src])
+    ctx.add("slice", "dtdu.copy", [ctx.tname(src)], op.results[0], {},
+        Lowering("slice", params=dict(
+            offsets=list(op.static_offsets.get_values()),  # type: ignore[attr-defined]
+            sizes=list(op.static_sizes.get_values()),  # type: ignore[attr-defined]
+            strides=list(op.static_strides.get_values()))), op)  # type: ignore[attr-defined]
+
+
+def reshape(ctx: Builder, op: Operation, nm: str, unit: str | None, where: str) -> None:
+    """Reshapes, casts and ``linalg.copy``: a DMA (a view where the layout allows)."""
+    src = op.operands[0]
+    if src in ctx.consts:
+        ctx.const_tensor(src, ctx.consts[src])
+    ctx.add("reshape", "dtdu.copy", [ctx.tname(src)], op.results[0], {}, Lowering("reshape"), op)
+
+
+def gcopy(ctx: Builder, op: Operation, nm: str, unit: str | None, where: str) -> None:
+    """A single-input copy generic (``dtdu.copy``) with an affine input map: a DMA."""
+    maps = [m.data for m in op.indexing_maps]  # type: ignore[attr-defined]
+    ins = list(op.inputs)  # type: ignore[attr-defined]
+    if len(ins) != 1 or linear_map(maps[1]) != linear_map(
+            AffineMap.identity(maps[1].num_dims)):
+        raise ScheduleError(f"{where}: only single-input copy generics are supported")
+    src = ins[0]
+    if src in ctx.consts:
+        ctx.const_tensor(src, ctx.consts[src])
+    ctx.add("copy", "dtdu.copy", [ctx.tname(src)], op.results[0], {},
+        Lowering("gcopy", params=dict(map=linear_map(maps[0]))), op)
