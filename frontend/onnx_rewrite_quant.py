@@ -299,12 +299,20 @@ def rewrite_quantized(graph, names, ranks, types) -> tuple[list, list, int, set[
     """(nodes, new initializers, number rewritten, initializer names no longer needed)."""
     from onnx import TensorProto, helper, numpy_helper
 
+    from m100.frontend.onnx_rewrite import _static_shapes
+    from m100.frontend.onnx_rewrite_qruntime import rewrite_runtime_quant
+
     inits = _LazyInits(graph, numpy_helper)  # decodes only the initializers a rewrite reads
     int4 = {TensorProto.INT4, TensorProto.UINT4}
+    consts = set(inits) | {o for nd in graph.node if nd.op_type == "Constant" for o in nd.output}
+    shapes = _static_shapes(graph)
     out_nodes, new_inits, count = [], [], 0
     for node in graph.node:
-        repl = None
-        if node.domain in ("", "ai.onnx"):
+        # run-time scales / zero points / weights: exact plain ops (onnx_rewrite_qruntime.py)
+        repl = rewrite_runtime_quant(node, types, shapes, consts, names, helper, numpy_helper)
+        if repl is not None:
+            pass
+        elif node.domain in ("", "ai.onnx"):
             if node.op_type == "QLinearConv":
                 repl = _qlinear_conv(node, inits, names, helper, numpy_helper)
             elif node.op_type == "QLinearMatMul":

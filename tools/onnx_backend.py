@@ -142,6 +142,15 @@ def _as_onnx_dtype(x: np.ndarray, dt: np.dtype | None) -> np.ndarray:
     return x
 
 
+def _as_program_input(x: np.ndarray) -> np.ndarray:
+    """An unsigned 8/16-bit ONNX input as the signless i8/i16 the program holds: the same bits
+    (torch-mlir keeps ONNX's unsignedness in the ops -- extui, uitofp, fptoui -- not in the
+    tensor type; the inverse of :func:`_as_onnx_dtype`'s reinterpretation of the outputs)."""
+    if x.dtype.kind == "u" and x.dtype.itemsize in (1, 2):
+        return x.view(np.dtype(f"i{x.dtype.itemsize}"))
+    return x
+
+
 def _onnx_output_dtypes(model) -> list:
     from onnx import helper
 
@@ -211,6 +220,7 @@ class M100BackendRep(_backend_base().BackendRep):
             if len(xs) != len(self.input_names):
                 raise driver.DriverError(f"the model takes {len(self.input_names)} inputs, "
                                          f"{len(xs)} were given")
+            xs = [_as_program_input(x) for x in xs]
             res = driver.run(self.compiled.program, dict(zip(self.input_names, xs, strict=True)))
             if res.reports:
                 raise InterpreterReport("; ".join(f"{r.kind}: {r.message}" for r in res.reports[:3]))

@@ -308,6 +308,10 @@ _CMPF = ["false", "oeq", "ogt", "oge", "olt", "ole", "one", "ord", "ueq", "ugt",
          "ule", "une", "uno", "true"]
 
 
+def _int_width(t) -> int | None:
+    return t.width.data if isinstance(t, IntegerType) else None
+
+
 def body_exprs(op: Operation) -> list[E] | None:
     """Expressions of the values a generic yields, in terms of its block arguments (None if the
     body contains something this view does not model)."""
@@ -347,6 +351,10 @@ def body_exprs(op: Operation) -> list[E] | None:
                 elif o.name == "arith.cmpi":
                     p = o.properties.get("predicate")
                     val = p.value.data if p is not None else None  # type: ignore[union-attr]
+                elif o.name in ("arith.extui", "arith.uitofp"):  # the unsigned source width
+                    val = _int_width(o.operands[0].type)
+                elif o.name == "arith.fptoui":  # the unsigned result width
+                    val = _int_width(o.results[0].type)
                 elif o.name.startswith("tensor."):
                     kind = "tensor." + kind
                 e = E(kind, tuple(kids), val)

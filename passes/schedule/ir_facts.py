@@ -249,7 +249,8 @@ def _expr_stages(exprs, n_in: int, where: str) -> tuple[Stage, ...]:
             "floor": CvuOp.FLOOR, "ceil": CvuOp.CEIL, "sin": CvuOp.SIN, "cos": CvuOp.COS,
             "atan": CvuOp.ATAN, "roundeven": CvuOp.ROUND}
     # math ops composed of several stages (ELEMENTARY: the formulas and their accuracy)
-    composed = set(ELEMENTARY) | {"extf", "truncf", "sitofp", "fpowi", "uitofp(cmpf)"}
+    composed = set(ELEMENTARY) | {"extf", "truncf", "sitofp", "fpowi", "uitofp(cmpf)",
+                                  "extui/uitofp/fptoui(i8/i16)"}
     # integer ops (the CVU's integer lane; the generic's types were checked by int_body_check):
     # signed arithmetic, conversions, and i1 logic on 0/1 values
     binop |= {"addi": CvuOp.ADD, "subi": CvuOp.SUB, "muli": CvuOp.MUL, "divsi": CvuOp.DIV,
@@ -275,6 +276,21 @@ def _expr_stages(exprs, n_in: int, where: str) -> tuple[Stage, ...]:
             r = Ref(RefKind.INPUT, int(e.val))
         elif k == "c":
             r = Ref(RefKind.IMM, 0, float(e.val))
+        elif k in ("extui", "uitofp") and e.val in UNSIGNED_WIDTHS:
+            # an unsigned iN (N <= 16) held as signed bits: value = x + 2**N where x < 0, exact
+            # in the integer lane (|value| < 2**16)
+            x = go(e.args[0])
+            r = emit(CvuOp.SELECT, (emit(CvuOp.CMP_GT, (_imm(0), x)),
+                                    emit(CvuOp.ADD, (x, _imm(1 << e.val))), x))
+            if k == "uitofp":
+                r = emit(CvuOp.ITOF, (r,))
+        elif k == "fptoui" and e.val in UNSIGNED_WIDTHS:
+            # float -> unsigned iN: truncate toward zero in the integer lane, then the signed
+            # bits of the unsigned value (v - 2**N where v >= 2**(N-1)); a value outside
+            # [0, 2**N) stays outside the output type and faults at the store
+            t = emit(CvuOp.FTOI, (go(e.args[0]),))
+            r = emit(CvuOp.SELECT, (emit(CvuOp.CMP_GE, (t, _imm(1 << (e.val - 1)))),
+                                    emit(CvuOp.SUB, (t, _imm(1 << e.val))), t))
         elif k in value_preserving:  # checked: the value is unchanged (see int_body_check)
             r = go(e.args[0])
         elif k == "xori":  # i1 only: a != b
@@ -356,6 +372,11 @@ def _expr_stages(exprs, n_in: int, where: str) -> tuple[Stage, ...]:
     return tuple(stages)
 
 
+#: unsigned integer widths the CVU's signed integer lane converts exactly (extui/uitofp from,
+#: fptoui to): the unsigned value of an iN held as signed bits is below 2**16, inside i32
+UNSIGNED_WIDTHS = (8, 16)
+
+
 def _width(t) -> int | None:
     s = str(t)
     return int(s[1:]) if s.startswith("i") and s[1:].isdigit() else None
@@ -363,7 +384,7 @@ def _width(t) -> int | None:
 
 def int_body_check(op: Operation, where: str) -> None:
     """Refuse the integer body ops whose value the CVU lanes would not reproduce exactly:
-    bitwise logic on non-i1 values, unsigned conversions of non-i1 values, sign extension of i1
+    bitwise logic on non-i1 values, unsigned conversions other than i1/i8/i16, sign extension of i1
     (true -> -1), and wrap-around truncation to fewer than 32 bits (i64 -> i32 is exact: i64
     values are already held as checked i32)."""
     for o in op.regions[0].blocks[0].ops:
@@ -376,9 +397,12 @@ def int_body_check(op: Operation, where: str) -> None:
         if k in ("andi", "ori", "xori") and dst != 1:
             raise ScheduleError(f"{where}: bitwise {k[:-1]} on i{dst} has no CVU stage (only "
                                 "i1 logic: And/Or/Xor/Not of booleans)")
-        if k in ("extui", "uitofp") and src != 1:
+        if k in ("extui", "uitofp") and src != 1 and src not in UNSIGNED_WIDTHS:
             raise ScheduleError(f"{where}: unsigned conversion ({k}) of i{src} is not supported "
-                                "(the CVU integer lane is signed)")
+                                "(the CVU integer lane is signed: unsigned i8/i16 only)")
+        if k == "fptoui" and dst not in UNSIGNED_WIDTHS:
+            raise ScheduleError(f"{where}: unsigned conversion (fptoui) to i{dst} is not "
+                                "supported (the CVU integer lane is signed: unsigned i8/i16 only)")
         if k == "extsi" and src == 1:
             raise ScheduleError(f"{where}: sign extension of i1 (true -> -1) is not supported")
         if k == "trunci" and not (dst is not None and dst >= 32):

@@ -3,10 +3,11 @@ QLinearConv, MatMulInteger, ConvInteger) through ``M100ReferenceBackend`` (torch
 ``onnx_rewrite_quant`` rewrites + the numpy reference executor), run like
 ``onnx.backend.test.BackendTest`` runs them.
 
-Measured (onnx 1.23, torch-mlir 20261001): 17 of 39 cases pass; every other case fails with a
-one-line error (f8/int2/fp4 element types, int4 graph inputs, blocked QuantizeLinear,
-QuantizeLinear with an axis, ConvInteger with padding: torch-mlir cannot lower them) -- none gives
-wrong numbers. Before this work ``test_dequantizelinear_axis`` (uint8, per axis) computed 1525
+Measured (onnx 1.23, torch-mlir 20261001): 22 of 39 cases pass (17 before the run-time
+parameter rewrite of onnx_rewrite_qruntime.py: blocked Q/DQ, QuantizeLinear with an axis and
+ConvInteger with padding pass since); every other case fails with a one-line error (f8/int2/fp4
+element types, int4 graph inputs, uint16 QuantizeLinear: torch-mlir cannot lower them) -- none
+gives wrong numbers. Before this work ``test_dequantizelinear_axis`` (uint8, per axis) computed 1525
 instead of 24 (torch-mlir defect, now rewritten before import). Through ``M100GraphBackend`` the
 cases whose scales are graph *inputs* are refused by check-supported (scalar ``tensor.extract``),
 MatMulInteger and the per-axis DequantizeLinear pass. The fast suite runs four cases; the
@@ -32,6 +33,10 @@ PASSING = {
     "test_qlinearmatmul_2D_int8_float32", "test_qlinearmatmul_3D_int8_float32",
     "test_qlinearmatmul_2D_int8_float16", "test_qlinearmatmul_3D_int8_float16",
     "test_qlinearconv", "test_matmulinteger", "test_convinteger_without_padding",
+    # run-time scales / zero points rewritten per the ONNX definition (onnx_rewrite_qruntime.py)
+    "test_quantizelinear_axis", "test_quantizelinear_blocked_asymmetric",
+    "test_quantizelinear_blocked_symmetric", "test_dequantizelinear_blocked",
+    "test_convinteger_with_padding",
 }
 FAST = {"test_dequantizelinear_axis", "test_qlinearconv", "test_qlinearmatmul_2D_uint8_float32",
         "test_convinteger_without_padding"}
