@@ -22,6 +22,7 @@ will ever satisfy.
 
 from __future__ import annotations
 
+import bisect
 from dataclasses import dataclass, field
 
 import networkx as nx
@@ -150,97 +151,91 @@ class Record:
     seq: int = -1  # arrival number (RaceDetector)
 
 
-#: The race checker indexes records by address buckets of 2**BUCKET_BITS bytes; a record (or a
-#: query) spanning more than WIDE buckets is kept in (or scans) the space's whole list instead.
-BUCKET_BITS = 16
-WIDE = 16
+class _Log:
+    """The records of one unit in one space, in arrival order (so in epoch order: a unit's epoch
+    never decreases), all of them and the writes alone, with their epochs for bisection."""
+    __slots__ = ("epochs", "recs", "wepochs", "wrecs")
+
+    def __init__(self) -> None:
+        self.epochs: list[int] = []
+        self.recs: list[Record] = []
+        self.wepochs: list[int] = []
+        self.wrecs: list[Record] = []
+
+    def add(self, rec: Record) -> None:
+        if self.epochs and rec.epoch < self.epochs[-1]:
+            raise AssertionError(f"race checker: unit {rec.unit}'s epoch went back from "
+                                 f"{self.epochs[-1]} to {rec.epoch}")
+        self.epochs.append(rec.epoch)
+        self.recs.append(rec)
+        if rec.write:
+            self.wepochs.append(rec.epoch)
+            self.wrecs.append(rec)
+
+    def prune(self, epoch: int) -> None:
+        """Drop the records of epoch <= ``epoch``."""
+        for ep, rs in ((self.epochs, self.recs), (self.wepochs, self.wrecs)):
+            k = bisect.bisect_right(ep, epoch)
+            if k:
+                del ep[:k], rs[:k]
 
 
 @dataclass
 class RaceDetector:
+    """Earlier accesses per space and unit (:class:`_Log`). An access of unit ``u`` races with
+    the records of another unit ``v`` whose epoch is above ``u``'s clock entry for ``v`` -- a
+    suffix of ``v``'s log, found by bisection (usually empty in a synchronized program) -- whose
+    bytes meet its own (and one of the two writes: a read looks only at the writes)."""
     max_reports: int = 20
-    records: dict[tuple, list[Record]] = field(default_factory=dict)
     reported: set = field(default_factory=set)
     count: int = 0
-    # per space: {bucket: [Record]} and the wide records [Record], in arrival order
-    _buckets: dict[tuple, dict[int, list]] = field(default_factory=dict)
-    _wide: dict[tuple, list] = field(default_factory=dict)
-    _prunes: int = 0
-
-    def _index(self, space: tuple, rec: Record) -> None:
-        b0, b1 = rec.bytes.lo >> BUCKET_BITS, (rec.bytes.hi - 1) >> BUCKET_BITS
-        if b1 - b0 >= WIDE:
-            self._wide.setdefault(space, []).append(rec)
-            return
-        bk = self._buckets.setdefault(space, {})
-        for k in range(b0, b1 + 1):
-            lst = bk.get(k)
-            if lst is None:
-                bk[k] = [rec]
-            else:
-                lst.append(rec)
-
-    def _candidates(self, space: tuple, lo: int, hi: int) -> list[Record]:
-        """The records whose byte bounds may overlap [lo, hi), in arrival order."""
-        b0, b1 = lo >> BUCKET_BITS, (hi - 1) >> BUCKET_BITS
-        if b1 - b0 >= WIDE:
-            return self.records.get(space, [])
-        bk = self._buckets.get(space, {})
-        parts = [bk[k] for k in range(b0, b1 + 1) if k in bk]
-        wide = self._wide.get(space)
-        if wide:
-            parts.append(wide)
-        if not parts:
-            return []
-        if len(parts) == 1:
-            return parts[0]
-        seen = {r.seq: r for part in parts for r in part}
-        return [seen[k] for k in sorted(seen)]
+    _logs: dict[tuple, dict[int, _Log]] = field(default_factory=dict)
 
     def access(self, space: tuple, rec: Record, vc: np.ndarray) -> list[tuple[Record, int]]:
-        """Record an access; return the earlier records it races with (and an address)."""
+        """Record an access; return the earlier records it races with (and an address), in
+        arrival order."""
         out = []
-        lst = self.records.setdefault(space, [])
         lo, hi, unit, write = rec.bytes.lo, rec.bytes.hi, rec.unit, rec.write
-        for r in self._candidates(space, lo, hi) if hi > lo else ():
-            if r.unit == unit or not (r.write or write):
-                continue
-            b = r.bytes
-            if b.lo >= hi or lo >= b.hi:
-                continue  # bounding intervals apart
-            if r.epoch <= vc[r.unit]:
-                continue  # happens-before
-            addr = b.first_overlap(rec.bytes)
-            if addr is not None:
-                out.append((r, addr))
-        lst.append(rec)
         rec.seq = self.count
-        if hi > lo:
-            self._index(space, rec)
         self.count += 1
+        if hi <= lo:  # no bytes: races with nothing, nothing races with it
+            return out
+        logs = self._logs.get(space)
+        if logs is None:
+            logs = self._logs[space] = {}
+        for v, log in logs.items():
+            if v == unit:
+                continue
+            ep, rs = (log.epochs, log.recs) if write else (log.wepochs, log.wrecs)
+            if not ep:
+                continue
+            e = vc[v]
+            if ep[-1] <= e:
+                continue  # every record of v happens-before this access
+            for r in rs[bisect.bisect_right(ep, e):]:
+                b = r.bytes
+                if b.lo >= hi or lo >= b.hi:
+                    continue  # bounding intervals apart
+                addr = b.first_overlap(rec.bytes)
+                if addr is not None:
+                    out.append((r, addr))
+        log = logs.get(unit)
+        if log is None:
+            log = logs[unit] = _Log()
+        log.add(rec)
+        if len(out) > 1:
+            out.sort(key=lambda x: x[0].seq)
         return out
 
     def prune(self, min_vc: np.ndarray) -> None:
-        """Drop the records that happen-before every unit still running (``min_vc``). The bucket
-        index is swept only every 8th time: a pruned record left there is harmless, since it
-        happens-before every unit that can still access (clocks only grow)."""
-        for k, lst in self.records.items():
-            self.records[k] = [r for r in lst if r.epoch > min_vc[r.unit]]
-        self._prunes += 1
-        if self._prunes % 8:
-            return
-        for idx in (*self._buckets.values(), self._wide):
-            for k in list(idx):
-                kept = [r for r in idx[k] if r.epoch > min_vc[r.unit]]
-                if kept:
-                    idx[k] = kept
-                else:
-                    del idx[k]
+        """Drop the records that happen-before every unit still running (``min_vc``): no later
+        access can race with them (clocks only grow)."""
+        for logs in self._logs.values():
+            for v, log in logs.items():
+                log.prune(int(min_vc[v]))
 
     def clear(self) -> None:
-        self.records.clear()
-        self._buckets.clear()
-        self._wide.clear()
+        self._logs.clear()
 
 
 def space_name(space: tuple) -> str:

@@ -1,13 +1,17 @@
-"""Simulator state for data: DDR (sparse), CCB SRAM and the HBSM of every TPB.
+"""Simulator state for data: DDR, CCB SRAM and the HBSM of every TPB.
 
-Every space is a byte-addressed, lazily paged store (pages of :data:`PAGE` bytes allocated on first
-write; unwritten bytes read as zero), so a 64 GiB DDR or 56 x 2 MiB of HBSM cost only what a program
-touches. Reads and writes are vectorized over an array of element byte addresses produced by a walk
-(:mod:`m100.sim.twu`); no Python loop per element.
+Every space is one flat byte array (:class:`FlatBytes`) over an anonymous memory mapping that
+reserves nothing: the kernel backs a page only when it is first written, and unwritten bytes read
+as zero, so a 64 GiB DDR or 56 x 2 MiB of HBSM cost only what a program touches. Reads and writes
+of a walk are one slice (contiguous walks), one strided numpy view of the values (affine boxes,
+:mod:`m100.sim.twu`), or a gather/scatter over element byte addresses (anything else); never a
+Python loop per element.
 """
 
 from __future__ import annotations
 
+import mmap
+import platform
 import sys
 
 import numpy as np
@@ -17,16 +21,20 @@ from m100.targets.m100.isa import DType, Space, Walk, space_size
 from m100.targets.m100.machine import Machine
 
 from . import twu
-from .twu import box, contiguous_start, element_offsets, is_injective, strided_bytes
-
-PAGE_BITS = 20
-PAGE = 1 << PAGE_BITS
-
+from .twu import box, contiguous_start, element_offsets, is_injective
 
 #: Element types whose value type is their little-endian storage (on a little-endian host): their
 #: bytes and values are views of each other.
-_SAME = {dt: numerics.value_dtype(dt) for dt in (DType.I8, DType.I32, DType.F16, DType.F32)} \
+_SAME = {dt: numerics.value_dtype(dt) for dt in (DType.I8, DType.I32, DType.F16, DType.F32,
+                                                  DType.I16)} \
     if sys.byteorder == "little" else {}
+
+# Linux's MAP_NORESERVE (Python < 3.12 has no constant): no swap is reserved for the mapping, so
+# a space of any size maps at once and costs the pages written. 0 elsewhere (lazy anyway).
+_NORESERVE = getattr(mmap, "MAP_NORESERVE", 0) or (
+    0x4000 if sys.platform.startswith("linux") and platform.machine() in (
+        "x86_64", "AMD64", "i386", "i686", "aarch64", "arm64") or
+    platform.machine().startswith("arm") and sys.platform.startswith("linux") else 0)
 
 
 def _from_bytes(raw: np.ndarray, dt: DType) -> np.ndarray:
@@ -39,7 +47,7 @@ def _from_bytes(raw: np.ndarray, dt: DType) -> np.ndarray:
 
 
 def _to_bytes(values: np.ndarray, dt: DType) -> np.ndarray:
-    """``numerics.to_bytes`` without its second copy (the bytes are copied into pages at once)."""
+    """``numerics.to_bytes`` without its second copy (the bytes are copied into memory at once)."""
     t = _SAME.get(dt)
     if t is not None:
         v = np.ascontiguousarray(numerics.convert(np.asarray(values).reshape(-1), dt))
@@ -48,78 +56,58 @@ def _to_bytes(values: np.ndarray, dt: DType) -> np.ndarray:
     return numerics.to_bytes(values, dt)
 
 
-class PagedBytes:
-    """A sparse byte array of ``size`` bytes."""
+class FlatBytes:
+    """A byte array of ``size`` bytes (``buf``), zero until written, backed on demand."""
 
     def __init__(self, size: int):
         self.size = size
-        self.pages: dict[int, np.ndarray] = {}
+        try:
+            self._map = mmap.mmap(-1, size, flags=mmap.MAP_PRIVATE | _NORESERVE)
+            self.buf = np.frombuffer(self._map, dtype=np.uint8)
+        except (OSError, ValueError, OverflowError):  # pragma: no cover - no lazy mapping here
+            self._map = None
+            self.buf = np.zeros(size, dtype=np.uint8)
+
+    def _bounds(self, lo: int, hi: int) -> None:
+        if lo < 0 or hi > self.size:
+            raise IndexError(f"bytes [{lo}, {hi}) outside a space of {self.size} bytes")
 
     def read_range(self, lo: int, hi: int) -> np.ndarray:
         """A copy of bytes [lo, hi)."""
-        out = np.zeros(hi - lo, dtype=np.uint8)
-        p = lo >> PAGE_BITS
-        while (p << PAGE_BITS) < hi:
-            pg = self.pages.get(p)
-            a, b = max(lo, p << PAGE_BITS), min(hi, (p + 1) << PAGE_BITS)
-            if pg is not None:
-                out[a - lo:b - lo] = pg[a - (p << PAGE_BITS):b - (p << PAGE_BITS)]
-            p += 1
-        return out
+        self._bounds(lo, hi)
+        return self.buf[lo:hi].copy()
+
+    def view_range(self, lo: int, hi: int) -> np.ndarray:
+        """Bytes [lo, hi) as a view (valid until the next write)."""
+        self._bounds(lo, hi)
+        return self.buf[lo:hi]
 
     def write_range(self, lo: int, data: np.ndarray) -> None:
-        hi = lo + data.size
-        p = lo >> PAGE_BITS
-        while (p << PAGE_BITS) < hi:
-            pg = self.pages.get(p)
-            if pg is None:
-                pg = self.pages[p] = np.zeros(PAGE, dtype=np.uint8)
-            a, b = max(lo, p << PAGE_BITS), min(hi, (p + 1) << PAGE_BITS)
-            pg[a - (p << PAGE_BITS):b - (p << PAGE_BITS)] = data[a - lo:b - lo]
-            p += 1
+        self._bounds(lo, lo + data.size)
+        self.buf[lo:lo + data.size] = data
 
     def gather(self, addrs: np.ndarray) -> np.ndarray:
         """Bytes at ``addrs`` (any shape)."""
-        if addrs.size == 0:
-            return np.zeros(addrs.shape, dtype=np.uint8)
-        lo, hi = int(addrs.min()), int(addrs.max()) + 1
-        if hi - lo <= 4 * addrs.size + PAGE:
-            return self.read_range(lo, hi)[addrs - lo]
-        out = np.zeros(addrs.shape, dtype=np.uint8)  # very sparse: page by page
-        pages = addrs >> PAGE_BITS
-        for p in _distinct(pages):
-            pg = self.pages.get(int(p))
-            if pg is not None:
-                sel = pages == p
-                out[sel] = pg[addrs[sel] - (int(p) << PAGE_BITS)]
-        return out
+        return self.buf[addrs]
 
     def scatter(self, addrs: np.ndarray, data: np.ndarray) -> None:
-        addrs = addrs.reshape(-1)
-        data = data.reshape(-1)
-        if addrs.size == 0:
-            return
-        lo, hi = int(addrs.min()), int(addrs.max()) + 1
-        if hi - lo <= 4 * addrs.size + PAGE:
-            buf = self.read_range(lo, hi)
-            buf[addrs - lo] = data
-            self.write_range(lo, buf)
-            return
-        pages = addrs >> PAGE_BITS
-        for p in _distinct(pages):
-            p = int(p)
-            pg = self.pages.get(p)
-            if pg is None:
-                pg = self.pages[p] = np.zeros(PAGE, dtype=np.uint8)
-            sel = pages == p
-            pg[addrs[sel] - (p << PAGE_BITS)] = data[sel]
+        """Bytes ``data`` to ``addrs``, in order (a repeated address keeps the last byte)."""
+        self.buf[addrs.reshape(-1)] = data.reshape(-1)
 
 
-def _distinct(pages: np.ndarray) -> np.ndarray:
-    """The distinct page numbers (a bincount over their span: no sort)."""
-    pages = pages.reshape(-1)
-    lo = int(pages.min())
-    return np.flatnonzero(np.bincount(pages - lo)) + lo
+def _typed_box(buf: np.ndarray, walk: Walk, t: np.dtype) -> np.ndarray | None:
+    """The values of box walk ``walk`` (whole-byte type ``t`` = its storage) as a strided view of
+    the space's bytes ``buf``, shape = the counts of its non-trivial levels; None if not a box."""
+    bx = box(walk)
+    if bx is None:
+        return None
+    lo, hi, counts, steps = bx
+    sz = t.itemsize
+    if walk.base + lo * sz < 0 or walk.base + (hi + 1) * sz > buf.size:
+        raise IndexError(f"walk bytes outside a space of {buf.size} bytes")
+    first = walk.base + sum(lv.initial for lv in walk.levels) * sz
+    return np.ndarray(counts, dtype=t, buffer=buf, offset=first,
+                      strides=tuple(s * sz for s in steps))
 
 
 class Memory:
@@ -127,13 +115,13 @@ class Memory:
 
     def __init__(self, machine: Machine):
         self.machine = machine
-        self._spaces: dict[tuple[int, int], PagedBytes] = {}
+        self._spaces: dict[tuple[int, int], FlatBytes] = {}
 
-    def space(self, space: Space, tpb: int = 0) -> PagedBytes:
+    def space(self, space: Space, tpb: int = 0) -> FlatBytes:
         key = (int(space), tpb if space is Space.HBSM else 0)
         s = self._spaces.get(key)
         if s is None:
-            s = self._spaces[key] = PagedBytes(space_size(self.machine, Space(space)))
+            s = self._spaces[key] = FlatBytes(space_size(self.machine, Space(space)))
         return s
 
     # --- raw bytes ------------------------------------------------------------------------------
@@ -146,37 +134,57 @@ class Memory:
         return self.space(space, tpb).read_range(address, address + n)
 
     # --- walks ----------------------------------------------------------------------------------
-    def read_walk(self, walk: Walk, tpb: int | None = None,
-                  offsets: np.ndarray | None = None) -> np.ndarray:
+    def read_walk(self, walk: Walk, tpb: int | None = None, offsets: np.ndarray | None = None,
+                  copy: bool = True) -> np.ndarray:
         """The element values of ``walk`` in walk order (flat, numerics value type).
 
         ``offsets`` (element offsets) restricts the read to a subset; ``tpb`` overrides walk.tpb.
+        ``copy=False``: the values may be a read-only view of the memory, valid only until the
+        next write (for a caller that computes with them at once).
         """
         t = walk.tpb if tpb is None else tpb
         mem = self.space(walk.space, t)
         dt = walk.dtype
+        vt = _SAME.get(dt)
         if offsets is None:
             start = contiguous_start(walk)
             if start is not None and dt is not DType.I4:
                 sz = dt.bits // 8
                 lo = walk.base + start * sz
-                raw = mem.read_range(lo, lo + walk.num_elements * sz)
-                return _from_bytes(raw, dt)
-            got = _box_span(walk)
-            if got is not None:  # an affine box: one range read, a strided view, no index array
-                lo, a, z = got
-                view = strided_bytes(mem.read_range(a, z), walk, lo)
-                return _from_bytes(np.ascontiguousarray(view).reshape(-1), dt)
+                hi = lo + walk.num_elements * sz
+                if vt is not None and not copy:
+                    v = mem.view_range(lo, hi).view(vt)
+                    v.flags.writeable = False
+                    return v
+                return _from_bytes(mem.read_range(lo, hi), dt)
+            if vt is not None:  # an affine box: a strided view of the values, no index array
+                view = _typed_box(mem.buf, walk, vt)
+                if view is not None:
+                    v = view.reshape(-1)  # a copy unless the beats have one stride
+                    if np.may_share_memory(v, mem.buf):  # still a view
+                        if copy:
+                            return v.copy()
+                        v.flags.writeable = False
+                    return v
             offsets = element_offsets(walk)
         elif dt is not DType.I4 and _consecutive(offsets):
             sz = dt.bits // 8
             lo = walk.base + int(offsets[0]) * sz
-            return _from_bytes(mem.read_range(lo, lo + offsets.size * sz), dt)
+            hi = lo + offsets.size * sz
+            if vt is not None and not copy:
+                v = mem.view_range(lo, hi).view(vt)
+                v.flags.writeable = False
+                return v
+            return _from_bytes(mem.read_range(lo, hi), dt)
         if dt is DType.I4:
             raw = mem.gather(walk.base + (offsets >> 1))
             nib = np.where(offsets & 1, raw >> 4, raw & 0xF).astype(np.uint8)
             return numerics.unpack_nibbles(nib)
         sz = dt.bits // 8
+        if vt is not None and twu.STRIDED:  # a typed gather (one index per element)
+            first = walk.base // sz if walk.base % sz == 0 else None
+            if first is not None:
+                return mem.buf[:mem.size - mem.size % sz].view(vt)[first + offsets]
         addrs = walk.base + offsets * sz
         if sz == 1:
             raw = mem.gather(addrs)
@@ -196,15 +204,12 @@ class Memory:
             if start is not None and dt is not DType.I4:
                 mem.write_range(walk.base + start * (dt.bits // 8), _to_bytes(values, dt))
                 return
-            got = _box_span(walk) if is_injective(walk) else None
-            if got is not None and values.size == walk.num_elements:
-                # read-modify-write of the span through a strided view
-                lo, a, z = got
-                buf = mem.read_range(a, z)
-                view = strided_bytes(buf, walk, lo)
-                view[...] = _to_bytes(values, dt).reshape(view.shape)
-                mem.write_range(a, buf)
-                return
+            vt = _SAME.get(dt)
+            if vt is not None and values.size == walk.num_elements and is_injective(walk):
+                view = _typed_box(mem.buf, walk, vt)
+                if view is not None:  # a strided view of the values: no index array
+                    view[...] = numerics.convert(values, dt).reshape(view.shape)
+                    return
             offsets = element_offsets(walk)
         elif dt is not DType.I4 and values.size == offsets.size and _consecutive(offsets):
             mem.write_range(walk.base + int(offsets[0]) * (dt.bits // 8),
@@ -234,25 +239,6 @@ def _consecutive(offsets: np.ndarray) -> bool:
     if n == 0 or not twu.STRIDED or int(offsets[-1]) - int(offsets[0]) != n - 1:
         return False
     return n == 1 or bool(np.all(np.diff(offsets) == 1))
-
-
-#: A box walk is read (and read-modify-written) as its whole bounding byte span when that span is
-#: at most this many times its bytes (+ one page): copying a span is ~30x cheaper per byte than
-#: gathering through an index array (e.g. a 64-channel slice of a 512-channel DDR tensor).
-BOX_SPAN = 32
-
-
-def _box_span(walk: Walk) -> tuple[int, int, int] | None:
-    """(lowest element offset, first byte, end byte) of a whole-byte walk whose bounding byte span
-    is dense enough to read at once (:data:`BOX_SPAN`); else None."""
-    bx = box(walk)
-    if bx is None:
-        return None
-    lo, hi = bx[0], bx[1]
-    sz = walk.dtype.bits // 8
-    if (hi - lo + 1) * sz > BOX_SPAN * walk.num_elements * sz + PAGE:
-        return None
-    return lo, walk.base + lo * sz, walk.base + (hi + 1) * sz
 
 
 def element_byte_set(walk: Walk, offsets: np.ndarray | None = None) -> np.ndarray:

@@ -125,9 +125,11 @@ class Exec:
     def run(self, b: int) -> list[PendingWrite]:
         raise NotImplementedError
 
-    def read(self, a: Access) -> np.ndarray:
+    def read(self, a: Access, copy: bool = True) -> np.ndarray:
+        """The values of ``a``; ``copy=False``: maybe a read-only view of the memory, for values
+        that are computed with at once (never for values returned as a pending write)."""
         assert self.mem is not None
-        return self.mem.read_walk(a.walk, tpb=a.tpb, offsets=a.offsets)
+        return self.mem.read_walk(a.walk, tpb=a.tpb, offsets=a.offsets, copy=copy)
 
     def apply(self, writes: list[PendingWrite]) -> None:
         assert self.mem is not None
@@ -177,14 +179,14 @@ class TcuExec(Exec):
             if old is not None:
                 acc = acc + old.astype(np.int64)
             if ep.bias is not None:
-                acc = acc + self.read(Access(ep.bias, ep.bias.tpb)).astype(np.int64)
+                acc = acc + self.read(Access(ep.bias, ep.bias.tpb), False).astype(np.int64)
             acc = acc.astype(np.int32)  # two's complement wrap, like the hardware accumulator
             acc = _act(acc, ep.act, ep.clamp_lo, ep.clamp_hi, True)
             rq = ep.requant
             if rq is None:
                 return acc
             if rq.per_channel is not None:
-                pc = self.read(Access(rq.per_channel, rq.per_channel.tpb)).reshape(nchan, 2)
+                pc = self.read(Access(rq.per_channel, rq.per_channel.tpb), False).reshape(nchan, 2)
                 mult, shift = pc[:, 0], pc[:, 1]
                 if np.any((shift < 0) | (shift > 63)):
                     raise SimError(f"{self.inst.MNEMONIC} on TPB {self.inst.tpb}: per-channel "
@@ -197,7 +199,7 @@ class TcuExec(Exec):
             if old is not None:
                 acc = acc + old.astype(np.float32)
             if ep.bias is not None:
-                acc = acc + self.read(Access(ep.bias, ep.bias.tpb)).astype(np.float32)
+                acc = acc + self.read(Access(ep.bias, ep.bias.tpb), False).astype(np.float32)
             return _act(acc, ep.act, ep.clamp_lo, ep.clamp_hi, False).astype(np.float32)
 
     def _epi_reads(self) -> list[Access]:
@@ -215,9 +217,9 @@ def _operand(vals: np.ndarray, integer: bool, k: int = 1 << 30, b_bits: int = 8)
     partial sum fits the mantissa: float32 when ``k * 128 * 2**(b_bits-1) <= 2**24`` (i8 x i8 with
     k <= 1024), float64 otherwise (exact for k < 2**39). Float operands compute in float32."""
     if not integer:
-        return vals.astype(np.float32)
+        return vals.astype(np.float32, copy=False)
     exact32 = k * 128 * (1 << (b_bits - 1)) <= 1 << 24
-    return vals.astype(np.float32 if exact32 else np.float64)
+    return vals.astype(np.float32 if exact32 else np.float64, copy=False)
 
 
 class MatMulExec(TcuExec):
@@ -246,11 +248,11 @@ class MatMulExec(TcuExec):
         rows = i.m // self.blocks
         integer = i.a.dtype.is_int
         bb = i.b.dtype.bits
-        A = _operand(self.read(self._a(b)), integer, i.k, bb).reshape(rows, i.k)
-        B = _operand(self.read(Access(i.b, i.tpb)), integer, i.k, bb).reshape(i.k, i.n)
+        A = _operand(self.read(self._a(b), False), integer, i.k, bb).reshape(rows, i.k)
+        B = _operand(self.read(Access(i.b, i.tpb), False), integer, i.k, bb).reshape(i.k, i.n)
         with np.errstate(all="ignore"):
             prod = A @ B
-        old = self.read(self._c(b)).reshape(rows, i.n) if i.accumulate else None
+        old = self.read(self._c(b), False).reshape(rows, i.n) if i.accumulate else None
         out = self._epilogue(prod, old, i.c, i.n, integer)
         return [PendingWrite(self._c(b), out)]
 
@@ -372,9 +374,9 @@ class Conv2DExec(TcuExec):
         xfull = np.zeros(i.n * i.h * i.width * i.c + 1,
                          dtype=_operand(np.zeros(0), integer, kk, bb).dtype)
         if xa.offsets is None:  # every element (uniq is 0 .. n-1)
-            xfull[:-1] = self.read(xa)
+            xfull[:-1] = self.read(xa, False)
         else:
-            xfull[uniq] = self.read(xa)
+            xfull[uniq] = self.read(xa, False)
         M = self.rows * self.ow
         if idx is None:
             cols = self._windows(b, xfull)
@@ -382,11 +384,12 @@ class Conv2DExec(TcuExec):
             cols = xfull[idx]  # [M, kh, kw, c]; index -1 reads the trailing zero
         cols = cols.reshape(M, i.kh, i.kw, g, cg).transpose(3, 0, 1, 2, 4).reshape(
             g, M, i.kh * i.kw * cg)
-        W = _operand(self.read(Access(i.w, i.tpb)), integer, kk, bb).reshape(i.kh, i.kw, cg, g, fg)
+        W = _operand(self.read(Access(i.w, i.tpb), False), integer, kk, bb).reshape(
+            i.kh, i.kw, cg, g, fg)
         W = W.transpose(3, 0, 1, 2, 4).reshape(g, i.kh * i.kw * cg, fg)
         with np.errstate(all="ignore"):
             prod = np.matmul(cols, W).transpose(1, 0, 2).reshape(M, i.f)
-        old = self.read(self._y(b)).reshape(M, i.f) if i.accumulate else None
+        old = self.read(self._y(b), False).reshape(M, i.f) if i.accumulate else None
         out = self._epilogue(prod, old, i.y, i.f, integer)
         return [PendingWrite(self._y(b), out)]
 
@@ -649,10 +652,12 @@ class CvuExec(Exec):
         ins = []
         for k, s in enumerate(i.in_shapes):
             shape = ((rows,) + tuple(s[1:])) if self._sliced(k) else tuple(s)
-            v = self.read(self._in(k, b))
+            v = self.read(self._in(k, b), False)  # views of the memory: see below
             v = v.astype(np.int64 if v.dtype.kind in "iub" else np.float32, copy=False)
             ins.append(v.reshape(shape))
         res = cvu_eval(i.stages, ins)
+        if any(np.may_share_memory(res, v) for v in ins):  # the pending write must own its data
+            res = np.array(res)
         odt = i.output.dtype
         if res.dtype == np.int64 and odt.is_int and res.size:
             lo, hi = numerics.int_range(odt)

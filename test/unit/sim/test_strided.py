@@ -53,6 +53,11 @@ def test_read_walk_matches_the_definition(levels, dt, base):
     want = numerics.from_bytes(raw, dt)
     got = mem.read_walk(w)
     assert got.dtype == want.dtype and got.tobytes() == want.tobytes()
+    view = mem.read_walk(w, copy=False)  # maybe a view of the memory: read-only
+    assert view.dtype == want.dtype and view.tobytes() == want.tobytes()
+    assert not view.flags.writeable or not np.may_share_memory(view, mem.space(Space.HBSM).buf)
+    mem.write_bytes(Space.HBSM, 0, 0, 255 - data)  # a copy does not follow later writes
+    assert got.tobytes() == want.tobytes()
 
 
 @settings(max_examples=60, deadline=None)
