@@ -114,9 +114,10 @@ class ByteSet:
 
 def walk_byte_set(walk, offsets: np.ndarray | None = None) -> ByteSet | None:
     """The bytes the beats of ``walk`` touch (``offsets``: a subset of its elements), None when
-    empty. The bounds are computed at once, the members lazily (:meth:`ByteSet.lazy`): an affine
-    box of whole-byte elements with a dense enough span is marked through a strided view of a
-    bitmap (no index array); anything else goes element by element."""
+    empty. The bounds are computed at once (from the levels of an affine box, else from the
+    offsets), the members lazily (:meth:`ByteSet.lazy`): an affine box of whole-byte elements with
+    a dense enough span is marked through a strided view of a bitmap (no index array); anything
+    else goes element by element."""
     from .memory import element_byte_set
     from .twu import box, strided_bytes
 
@@ -125,18 +126,38 @@ def walk_byte_set(walk, offsets: np.ndarray | None = None) -> ByteSet | None:
         lo, hi = bx[0], bx[1]
         sz = walk.dtype.bits // 8
         span = (hi - lo + 1) * sz
+        a = walk.base + lo * sz
         if span <= 8 * walk.num_elements * sz + 4096:  # ByteSet's bitmap rule
-            a = walk.base + lo * sz
 
             def members() -> np.ndarray | None:
                 mask = np.zeros(span, dtype=np.uint8)
                 strided_bytes(mask, walk, lo)[...] = 1
                 return None if mask.all() else np.flatnonzero(mask) + a
-            return ByteSet.lazy(a, a + span, members)
+        else:  # a sparse box (e.g. a tile of a wide DDR tensor): its sorted addresses
+
+            def members() -> np.ndarray | None:
+                return ByteSet(element_byte_set(walk)).arr
+        return ByteSet.lazy(a, a + span, members)
+    if twu_strided():  # bounds from the offsets (or the levels), members when needed
+        if offsets is not None and not offsets.size:
+            return None
+        bits = walk.dtype.bits
+        o_lo, o_hi = walk.offset_range() if offsets is None else (int(offsets.min()),
+                                                                  int(offsets.max()))
+        if bits >= 8:
+            lo, hi = walk.base + o_lo * (bits // 8), walk.base + (o_hi + 1) * (bits // 8)
+        else:
+            lo, hi = walk.base + (o_lo >> 1), walk.base + (o_hi >> 1) + 1
+        return ByteSet.lazy(lo, hi, lambda: ByteSet(element_byte_set(walk, offsets)).arr)
     addrs = element_byte_set(walk, offsets)
     if not addrs.size:
         return None
     return ByteSet.lazy(int(addrs.min()), int(addrs.max()) + 1, lambda: ByteSet(addrs).arr)
+
+
+def twu_strided() -> bool:
+    from . import twu
+    return twu.STRIDED
 
 
 @dataclass

@@ -314,10 +314,52 @@ class Conv2DExec(TcuExec):
                           + np.arange(i.c)[None, None, :]).ravel())
         return np.concatenate(parts) if parts else np.zeros(0, dtype=np.int64)
 
-    def _x(self, b: int, idx: np.ndarray | None = None) -> tuple[Access, np.ndarray]:
+    def _axis_set(self, out_idx: np.ndarray, stride: int, pad: int, k: int, dil: int,
+                  size: int) -> tuple[int, int, int] | None:
+        """The input indices (along one axis) that the windows of outputs ``out_idx`` touch, as
+        (first, step, count) when they form an arithmetic progression, else None."""
+        ih = ((out_idx * stride - pad)[:, None] + (np.arange(k) * dil)[None, :]).ravel()
+        v = np.flatnonzero(np.bincount(ih[(ih >= 0) & (ih < size)], minlength=size))
+        if v.size == 0:
+            return None
+        step = int(v[1] - v[0]) if v.size > 1 else 1
+        if v.size > 2 and not np.all(np.diff(v) == step):
+            return None
+        return int(v[0]), step, int(v.size)
+
+    def _box_sel(self, b: int) -> tuple[tuple[int, int, int], ...] | None:
+        """The elements block ``b`` reads as a box of x's logical [n,h,w,c] (every image of the
+        block has the same input rows, rows and columns are arithmetic progressions): (first,
+        step, count) per dim; else None. Equal to :meth:`_touched` when not None (tested)."""
+        i = self.inst
+        r0, r1 = b * self.rows, (b + 1) * self.rows
+        n0, n1 = r0 // self.oh, (r1 - 1) // self.oh
+        if n1 > n0 and (r0 % self.oh or r1 % self.oh):
+            return None  # images with different row sets
+        oy = np.arange(r0 - n0 * self.oh, r1 - n0 * self.oh) if n1 == n0 \
+            else np.arange(self.oh)
+        rows = self._axis_set(oy, i.stride[0], i.pad[0], i.kh, i.dilation[0], i.h)
+        cols = self._axis_set(np.arange(self.ow), i.stride[1], i.pad[1], i.kw, i.dilation[1],
+                              i.width)
+        if rows is None or cols is None:
+            return None
+        return (n0, 1, n1 - n0 + 1), rows, cols, (0, 1, i.c)
+
+    def _x(self, b: int, idx: np.ndarray | None = None) -> tuple[Access, np.ndarray | tuple]:
+        """The access of x block ``b`` reads and where its values go in x's logical [n,h,w,c]:
+        sorted flat indices, or a (first, step, count) box per dim (:meth:`_box_sel`)."""
         i = self.inst
         if self._last_x is not None and self._last_x[0] == b:
             return self._last_x[1], self._last_x[2]
+        if idx is None and twu.STRIDED:
+            sel = self._box_sel(b)
+            sub = None if sel is None else twu.sub_box(i.x, (i.n, i.h, i.width, i.c), sel)
+            if sub is not None:
+                whole = all(f == 0 and c == n for (f, _, c), n in
+                            zip(sel, (i.n, i.h, i.width, i.c)))
+                acc = Access(i.x if whole else sub, i.tpb)
+                self._last_x = (b, acc, sel)
+                return acc, sel
         if idx is not None or not twu.STRIDED:
             if idx is None:
                 idx = self._index(b)
@@ -373,7 +415,11 @@ class Conv2DExec(TcuExec):
         kk, bb = i.kh * i.kw * cg, i.w.dtype.bits
         xfull = np.zeros(i.n * i.h * i.width * i.c + 1,
                          dtype=_operand(np.zeros(0), integer, kk, bb).dtype)
-        if xa.offsets is None:  # every element (uniq is 0 .. n-1)
+        if isinstance(uniq, tuple):  # a box of x's logical [n,h,w,c]
+            sl = tuple(slice(f, f + s * (c - 1) + 1, s) for f, s, c in uniq)
+            x4 = xfull[:-1].reshape(i.n, i.h, i.width, i.c)
+            x4[sl] = self.read(xa, False).reshape(tuple(c for _, _, c in uniq))
+        elif xa.offsets is None:  # every element (uniq is 0 .. n-1)
             xfull[:-1] = self.read(xa, False)
         else:
             xfull[uniq] = self.read(xa, False)

@@ -20,6 +20,7 @@ approximation for i4 walks with odd strides.
 from __future__ import annotations
 
 import functools
+import math
 
 import numpy as np
 
@@ -213,3 +214,59 @@ def sram_bank_accesses(walk: Walk, machine: Machine) -> np.ndarray:
     """CCB SRAM interleave granules touched per bank (``ccb_sram_interleave`` bytes round-robin
     over ``ccb_sram_banks``), shape [ccb_sram_banks]."""
     return np.array(_cached(walk, machine.ccb_sram_interleave, machine.ccb_sram_banks))
+
+
+def reshape(walk: Walk, shape: tuple[int, ...]) -> Walk | None:
+    """The walk with one level per dim of ``shape`` whose beats are the beats of ``walk`` in the
+    same order (numpy's reshape without a copy, on the levels' counts and steps); None when its
+    levels can not be split/merged that way (or the sizes differ, or :data:`STRIDED` is off)."""
+    if not STRIDED or math.prod(shape) != walk.num_elements:
+        return None
+    start = sum(lv.initial for lv in walk.levels)
+    old = [(lv.count, lv.step) for lv in walk.levels if lv.count > 1]
+    new = [(k, n) for k, n in enumerate(shape) if n > 1]
+    steps = [0] * len(shape)
+    oi = ni = 0
+    while ni < len(new) and oi < len(old):
+        oj, nj = oi + 1, ni + 1
+        op, np_ = old[oi][0], new[ni][1]
+        while op != np_:
+            if np_ < op:
+                np_ *= new[nj][1]
+                nj += 1
+            else:
+                op *= old[oj][0]
+                oj += 1
+        for k in range(oi, oj - 1):  # the old levels merged here must nest exactly
+            if old[k][1] != old[k + 1][0] * old[k + 1][1]:
+                return None
+        st = old[oj - 1][1]
+        for k in range(nj - 1, ni - 1, -1):
+            steps[new[k][0]] = st
+            st *= new[k][1]
+        oi, ni = oj, nj
+    levels = [Level.span(n, s) for n, s in zip(shape, steps)]
+    if not levels:
+        return None
+    lv0 = levels[0]
+    levels[0] = Level(lv0.initial + start, lv0.step, lv0.final + (start if lv0.step else 0))
+    return Walk(walk.space, walk.tpb, walk.base, walk.dtype, tuple(levels))
+
+
+def sub_box(walk: Walk, shape: tuple[int, ...],
+            sel: tuple[tuple[int, int, int], ...]) -> Walk | None:
+    """The walk over the beats of ``walk`` (seen as ``shape``, :func:`reshape`) at the indices
+    ``first + step * j`` (j < count) of every dim, ``sel`` = ((first, step, count), ...), in
+    row-major order of those indices; None when ``walk`` does not reshape to ``shape``."""
+    r = reshape(walk, shape)
+    if r is None:
+        return None
+    start = sum(lv.initial for lv in r.levels)
+    levels = []
+    for lv, (first, step, count) in zip(r.levels, sel):
+        st = lv.step if lv.count > 1 else 0
+        start += first * st
+        levels.append(Level.span(count, st * step))
+    lv0 = levels[0]
+    levels[0] = Level(lv0.initial + start, lv0.step, lv0.final + (start if lv0.step else 0))
+    return Walk(walk.space, walk.tpb, walk.base, walk.dtype, tuple(levels))

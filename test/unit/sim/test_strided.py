@@ -101,6 +101,8 @@ def test_walk_block_splits_outer_and_inner_levels():
 
 @settings(max_examples=60, deadline=None)
 @given(st.lists(level, min_size=1, max_size=4), dtypes, st.integers(0, 300))
+@example([(0, 3000, 4), (0, 1, 3)], DType.F32, 8)  # a sparse box: sorted addresses, lazily
+@example([(2, 2500, 3), (1, 0, 2)], DType.F16, 0)  # sparse, with a repeat level
 def test_walk_byte_set_is_the_set_of_beat_bytes(levels, dt, base):
     w = make_walk(levels, dt, base)
     want = np.unique(element_byte_set(w))
@@ -153,3 +155,63 @@ def test_blocked_fill_and_copy_of_a_strided_walk(strided, blocks):
         assert np.array_equal(sim.read(dst), vals)
     finally:
         twu.STRIDED = True
+
+
+@settings(max_examples=120, deadline=None)
+@given(st.integers(1, 3), st.integers(1, 9), st.integers(1, 9), st.integers(1, 3),
+       st.integers(1, 3), st.integers(1, 3), st.integers(1, 3), st.integers(1, 2),
+       st.integers(0, 2), st.integers(0, 2), st.integers(1, 2), st.data())
+def test_conv_block_box_is_the_touched_set(n, h, w, c, kh, kw, sh, sw, pt, pl, dh, data):
+    """A conv block's input as a sub-box of x (``Conv2DExec._box_sel`` + ``twu.sub_box``, a
+    strided read, an interval-bounded race set) reads exactly the elements of the reference set
+    (``_touched``: per image the rows of its windows times the columns of every window), in the
+    order the reference places them (sorted flat [n,h,w,c] indices)."""
+    from m100.sim.semantics import Conv2DExec, walk_offsets
+    from m100.targets.m100.isa import Conv2D, Sync
+
+    oh = (h + pt - (kh - 1) * dh - 1) // sh + 1
+    ow = (w + pl - (kw - 1) * 1 - 1) // sw + 1
+    assume(oh >= 1 and ow >= 1)
+    rows = n * oh
+    blocks = data.draw(st.sampled_from([d for d in range(1, rows + 1) if rows % d == 0]))
+    # x as a channel slice of a wider tensor (two levels merge only where they nest)
+    wide = data.draw(st.sampled_from([c, c + 3]))
+    x = Walk.strided(Space.HBSM, 0, 0, DType.F32, (n, h, w, c), (h * w * wide, w * wide, wide, 1))
+    if wide == c and data.draw(st.booleans()):
+        x = Walk.strided(Space.HBSM, 0, 0, DType.F32, (n * h * w * c,))
+    wt = Walk.strided(Space.HBSM, 0, 0, DType.F32, (kh * kw * c,))
+    y = Walk.strided(Space.HBSM, 0, 0, DType.F32, (rows * ow,))
+    inst = Conv2D(0, x, wt, y, n, h, w, c, 1, kh, kw, (sh, sw), (pt, pl, 0, 0), (dh, 1),
+                  sync=Sync(blocks=blocks))
+    ex = Conv2DExec(inst, None)
+    for b in range(blocks):
+        want = walk_offsets(x)[ex._touched(b)]
+        sel = ex._box_sel(b)
+        if sel is None:
+            continue
+        sub = twu.sub_box(x, (n, h, w, c), sel)
+        assert sub is not None and np.array_equal(sub.offsets(), want)
+        idx = np.arange(n * h * w * c).reshape(n, h, w, c)[
+            tuple(slice(f, f + s * (k - 1) + 1, s) for f, s, k in sel)].reshape(-1)
+        assert np.array_equal(idx, ex._touched(b))
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.lists(level, min_size=1, max_size=4), st.data())
+def test_reshape_keeps_the_beats(levels, data):
+    """``twu.reshape``: same beats in the same order under any factorization of the counts;
+    a contiguous walk always reshapes."""
+    w = make_walk(levels, DType.F32, 0)
+    n = w.num_elements
+    shape = []
+    while n > 1:
+        d = data.draw(st.sampled_from([k for k in range(2, n + 1) if n % k == 0]))
+        shape.append(d)
+        n //= d
+    shape = data.draw(st.permutations(shape)) + [1] * data.draw(st.integers(not shape, 1))
+    r = twu.reshape(w, tuple(shape))
+    if r is not None:
+        assert r.shape == tuple(shape) and np.array_equal(r.offsets(), w.offsets())
+    flat = Walk.strided(Space.HBSM, 0, 0, DType.F32, (w.num_elements,))
+    r = twu.reshape(flat, tuple(shape))
+    assert r is not None and np.array_equal(r.offsets(), flat.offsets())
