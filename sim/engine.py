@@ -80,10 +80,9 @@ class UnitState:
 
 @dataclass
 class Job:
+    """A streaming block; its remaining work and rate are ``Engine.j_rem`` / ``j_rate``."""
     unit: int
     cost: Cost
-    remaining: float = 1.0
-    rate: float = 0.0
     cols: np.ndarray | None = None  # the resource columns it puts demand on (Engine._col)
     use: np.ndarray | None = None  # that demand per cycle at its alone rate
     crit: bool = False  # on some column alone its demand rounds above the capacity
@@ -143,7 +142,13 @@ class Engine:
         self.heap: list = []
         self.seq = itertools.count()
         self.now = 0.0
-        self.jobs: dict[int, Job] = {}
+        self.jobs: dict[int, Job] = {}  # streaming blocks by unit, in the order they started
+        # per unit: the remaining work (1.0 = the whole block) and rate of its streaming block,
+        # updated for every job at once (numpy, elementwise: the same float64 operations as one
+        # job at a time)
+        self.j_rem = np.zeros(len(self.units))
+        self.j_rate = np.zeros(len(self.units))
+        self.j_alone = np.zeros(len(self.units))
         self.fluid_t = 0.0
         self.fluid_version = 0
         # per resource column (HBSM banks of every TPB, then links as they appear): the number of
@@ -318,12 +323,18 @@ class Engine:
                 self.ev_stream(u)
 
     # --- fluid streaming ----------------------------------------------------------------------
+    def _job_units(self) -> np.ndarray:
+        return np.fromiter(self.jobs, dtype=np.int64, count=len(self.jobs))
+
     def _advance(self) -> None:
         dt = self.now - self.fluid_t
-        if dt > 0:
-            for j in self.jobs.values():
-                if math.isfinite(j.rate):
-                    j.remaining -= j.rate * dt
+        if dt > 0 and self.jobs:
+            idx = self._job_units()
+            r = self.j_rate[idx]
+            fin = np.isfinite(r)
+            if not fin.all():
+                idx, r = idx[fin], r[fin]
+            self.j_rem[idx] -= r * dt
         self.fluid_t = self.now
 
     def _col(self, key: tuple) -> int:
@@ -392,21 +403,22 @@ class Engine:
         if not jobs:
             self._unlimited(jobs)
             return
-        causes: list[str] = []
+        idx = self._job_units()
         if SHARE_SHORTCUT and self._unlimited(jobs):
-            rates = [j.cost.alone for j in jobs]
-            causes = [""] * len(jobs)
+            rates = self.j_alone[idx]
         else:
+            causes: list[str] = []
             caps = {k: self.cap(k) for j in jobs for k in j.cost.links}
-            rates = share([j.cost for j in jobs], caps, self.m.hbsm_banks, causes)
-        t_next = math.inf
-        for j, r, cause in zip(jobs, rates, causes):
-            j.rate = float(r)
-            if cause:
-                self.units[j.unit].bottleneck = cause
-            t = 0.0 if not math.isfinite(j.rate) else max(j.remaining, 0.0) / max(j.rate, 1e-300)
-            t_next = min(t_next, t)
-        self.push(self.now + t_next, "fluid", self.fluid_version)
+            rates = np.asarray(share([j.cost for j in jobs], caps, self.m.hbsm_banks, causes),
+                               dtype=np.float64)
+            for j, cause in zip(jobs, causes):
+                if cause:
+                    self.units[j.unit].bottleneck = cause
+        self.j_rate[idx] = rates
+        fin = np.isfinite(rates)
+        t = np.zeros(idx.size)
+        t[fin] = np.maximum(self.j_rem[idx[fin]], 0.0) / np.maximum(rates[fin], 1e-300)
+        self.push(self.now + float(t.min()), "fluid", self.fluid_version)
 
     def ev_stream(self, u: int) -> None:
         us = self.units[u]
@@ -418,6 +430,7 @@ class Engine:
         us.alone += 0.0 if not math.isfinite(r) else 1.0 / r
         self._advance()
         self.jobs[u] = Job(u, cost)
+        self.j_rem[u], self.j_rate[u], self.j_alone[u] = 1.0, 0.0, cost.alone
         self._add_use(self.jobs[u], 1)
         self._reshare()
 
@@ -425,8 +438,9 @@ class Engine:
         if version != self.fluid_version:
             return
         self._advance()
-        done = [u for u, j in self.jobs.items()
-                if not math.isfinite(j.rate) or j.remaining <= 1e-9 * max(1.0, 1.0)]
+        idx = self._job_units()
+        r = self.j_rate[idx]
+        done = idx[~np.isfinite(r) | (self.j_rem[idx] <= 1e-9)].tolist()
         if not done:  # float drift: finish the closest
             self._reshare()
             return
