@@ -98,6 +98,9 @@ PIPELINED = frozenset({Unit.TCU, Unit.CVU, Unit.DTDU})
 #: (``Engine._unlimited``). False: always call it (tests compare the two bit for bit).
 SHARE_SHORTCUT = True
 DRAIN_TID = 16  # trace: the drain track of unit tid is tid + DRAIN_TID
+#: Completed instructions between two prunings of the race checker's records (memory only: the
+#: checker bisects each unit's records by epoch, so old records cost no time).
+PRUNE_EVERY = 1024
 
 
 class Aborted(Exception):
@@ -529,7 +532,7 @@ class Engine:
                     self.cpu_owner[cl] = nxt
                     self.units[nxt].state = "cpu_ready"
                     self.push(self.now, "cpu_go", nxt)
-            if self.races is not None and self.done_count % 64 == 0:
+            if self.races is not None and self.done_count % PRUNE_EVERY == 0:
                 self._prune()
 
     def ev_cpu_go(self, u: int) -> None:

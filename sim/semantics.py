@@ -168,6 +168,35 @@ def requantize(acc: np.ndarray, mult, shift, zp: int, qmin: int, qmax: int) -> n
     return np.clip(q, qmin, qmax).astype(np.int8)
 
 
+def _axis_set(out_idx: np.ndarray, stride: int, pad: int, k: int, dil: int,
+              size: int) -> tuple[int, int, int] | None:
+    """The input indices (along one axis) that the windows of outputs ``out_idx`` touch, as
+    (first, step, count) when they form an arithmetic progression, else None."""
+    ih = ((out_idx * stride - pad)[:, None] + (np.arange(k) * dil)[None, :]).ravel()
+    v = np.flatnonzero(np.bincount(ih[(ih >= 0) & (ih < size)], minlength=size))
+    if v.size == 0:
+        return None
+    step = int(v[1] - v[0]) if v.size > 1 else 1
+    if v.size > 2 and not np.all(np.diff(v) == step):
+        return None
+    return int(v[0]), step, int(v.size)
+
+
+@functools.lru_cache(maxsize=4096)
+def _conv_box_sel(n, h, w, c, kh, kw, stride, pad, dilation, oh, ow, rows, b):
+    """``Conv2DExec._box_sel`` by the conv's geometry (shared by the convs of one shape)."""
+    r0, r1 = b * rows, (b + 1) * rows
+    n0, n1 = r0 // oh, (r1 - 1) // oh
+    if n1 > n0 and (r0 % oh or r1 % oh):
+        return None  # images with different row sets
+    oy = np.arange(r0 - n0 * oh, r1 - n0 * oh) if n1 == n0 else np.arange(oh)
+    rs = _axis_set(oy, stride[0], pad[0], kh, dilation[0], h)
+    cs = _axis_set(np.arange(ow), stride[1], pad[1], kw, dilation[1], w)
+    if rs is None or cs is None:
+        return None
+    return (n0, 1, n1 - n0 + 1), rs, cs, (0, 1, c)
+
+
 class TcuExec(Exec):
     """Shared epilogue and product for MatMul and Conv2D."""
 
@@ -314,36 +343,13 @@ class Conv2DExec(TcuExec):
                           + np.arange(i.c)[None, None, :]).ravel())
         return np.concatenate(parts) if parts else np.zeros(0, dtype=np.int64)
 
-    def _axis_set(self, out_idx: np.ndarray, stride: int, pad: int, k: int, dil: int,
-                  size: int) -> tuple[int, int, int] | None:
-        """The input indices (along one axis) that the windows of outputs ``out_idx`` touch, as
-        (first, step, count) when they form an arithmetic progression, else None."""
-        ih = ((out_idx * stride - pad)[:, None] + (np.arange(k) * dil)[None, :]).ravel()
-        v = np.flatnonzero(np.bincount(ih[(ih >= 0) & (ih < size)], minlength=size))
-        if v.size == 0:
-            return None
-        step = int(v[1] - v[0]) if v.size > 1 else 1
-        if v.size > 2 and not np.all(np.diff(v) == step):
-            return None
-        return int(v[0]), step, int(v.size)
-
     def _box_sel(self, b: int) -> tuple[tuple[int, int, int], ...] | None:
         """The elements block ``b`` reads as a box of x's logical [n,h,w,c] (every image of the
         block has the same input rows, rows and columns are arithmetic progressions): (first,
         step, count) per dim; else None. Equal to :meth:`_touched` when not None (tested)."""
         i = self.inst
-        r0, r1 = b * self.rows, (b + 1) * self.rows
-        n0, n1 = r0 // self.oh, (r1 - 1) // self.oh
-        if n1 > n0 and (r0 % self.oh or r1 % self.oh):
-            return None  # images with different row sets
-        oy = np.arange(r0 - n0 * self.oh, r1 - n0 * self.oh) if n1 == n0 \
-            else np.arange(self.oh)
-        rows = self._axis_set(oy, i.stride[0], i.pad[0], i.kh, i.dilation[0], i.h)
-        cols = self._axis_set(np.arange(self.ow), i.stride[1], i.pad[1], i.kw, i.dilation[1],
-                              i.width)
-        if rows is None or cols is None:
-            return None
-        return (n0, 1, n1 - n0 + 1), rows, cols, (0, 1, i.c)
+        return _conv_box_sel(i.n, i.h, i.width, i.c, i.kh, i.kw, i.stride, i.pad, i.dilation,
+                             self.oh, self.ow, self.rows, b)
 
     def _x(self, b: int, idx: np.ndarray | None = None) -> tuple[Access, np.ndarray | tuple]:
         """The access of x block ``b`` reads and where its values go in x's logical [n,h,w,c]:
@@ -375,22 +381,34 @@ class Conv2DExec(TcuExec):
         self._last_x = (b, acc, uniq)
         return acc, uniq
 
-    def _windows(self, b: int, xfull: np.ndarray) -> np.ndarray:
-        """[rows*ow, kh, kw, c] windows of block ``b`` as a strided view of x zero-padded to
-        [n, hp, wp, c] (one copy of the touched rows; no index array)."""
+    def _padded(self, dtype) -> tuple[np.ndarray, np.ndarray]:
+        """x zero-padded to [n, hp, wp, c] (zeros) and its [n, h, w, c] interior (a view)."""
         i = self.inst
         (sh, sw), (dh, dw) = i.stride, i.dilation
         pt, pl = i.pad[0], i.pad[1]
         hp = max(pt + i.h, (self.oh - 1) * sh + (i.kh - 1) * dh + 1)
         wp = max(pl + i.width, (self.ow - 1) * sw + (i.kw - 1) * dw + 1)
-        xp = np.zeros((i.n, hp, wp, i.c), dtype=xfull.dtype)
-        xp[:, pt:pt + i.h, pl:pl + i.width, :] = xfull[:-1].reshape(i.n, i.h, i.width, i.c)
+        xp = np.zeros((i.n, hp, wp, i.c), dtype=dtype)
+        return xp, xp[:, pt:pt + i.h, pl:pl + i.width, :]
+
+    def _windows(self, b: int, xp: np.ndarray) -> np.ndarray:
+        """[rows*ow, kh, kw, c] windows of block ``b`` as a strided view of the zero-padded x
+        ``xp`` (:meth:`_padded`), copied once; no index array."""
+        i = self.inst
+        (sh, sw), (dh, dw) = i.stride, i.dilation
         s = xp.strides
         win = np.lib.stride_tricks.as_strided(
             xp, shape=(i.n, self.oh, self.ow, i.kh, i.kw, i.c),
             strides=(s[0], sh * s[1], sw * s[2], dh * s[1], dw * s[2], s[3]), writeable=False)
-        r = np.arange(b * self.rows, (b + 1) * self.rows)
-        return win[r // self.oh, r % self.oh].reshape(self.rows * self.ow, i.kh, i.kw, i.c)
+        r0, r1 = b * self.rows, (b + 1) * self.rows
+        shape = (self.rows * self.ow, i.kh, i.kw, i.c)
+        if r0 % self.oh == 0 and r1 % self.oh == 0:  # whole images
+            return win[r0 // self.oh:r1 // self.oh].reshape(shape)
+        if r0 // self.oh == (r1 - 1) // self.oh:  # rows of one image
+            n0 = r0 // self.oh
+            return win[n0, r0 - n0 * self.oh:r1 - n0 * self.oh].reshape(shape)
+        r = np.arange(r0, r1)
+        return win[r // self.oh, r % self.oh].reshape(shape)
 
     def _y(self, b):
         i = self.inst
@@ -413,20 +431,24 @@ class Conv2DExec(TcuExec):
         xa, uniq = self._x(b, idx)
         g, cg, fg = i.groups, i.c // i.groups, i.f // i.groups
         kk, bb = i.kh * i.kw * cg, i.w.dtype.bits
-        xfull = np.zeros(i.n * i.h * i.width * i.c + 1,
-                         dtype=_operand(np.zeros(0), integer, kk, bb).dtype)
-        if isinstance(uniq, tuple):  # a box of x's logical [n,h,w,c]
-            sl = tuple(slice(f, f + s * (c - 1) + 1, s) for f, s, c in uniq)
-            x4 = xfull[:-1].reshape(i.n, i.h, i.width, i.c)
-            x4[sl] = self.read(xa, False).reshape(tuple(c for _, _, c in uniq))
-        elif xa.offsets is None:  # every element (uniq is 0 .. n-1)
-            xfull[:-1] = self.read(xa, False)
-        else:
-            xfull[uniq] = self.read(xa, False)
+        dtype = _operand(np.zeros(0), integer, kk, bb).dtype
         M = self.rows * self.ow
-        if idx is None:
-            cols = self._windows(b, xfull)
+        if idx is None:  # x's touched elements into a zero-padded x, windows as a strided view
+            xp, x4 = self._padded(dtype)
+            if isinstance(uniq, tuple):  # a box of x's logical [n,h,w,c]
+                sl = tuple(slice(f, f + s * (c - 1) + 1, s) for f, s, c in uniq)
+                x4[sl] = self.read(xa, False).reshape(tuple(c for _, _, c in uniq))
+            elif xa.offsets is None:  # every element (uniq is 0 .. n-1)
+                x4[...] = self.read(xa, False).reshape(x4.shape)
+            else:
+                x4[np.unravel_index(uniq, x4.shape)] = self.read(xa, False)
+            cols = self._windows(b, xp)
         else:
+            xfull = np.zeros(i.n * i.h * i.width * i.c + 1, dtype=dtype)
+            if xa.offsets is None:  # every element (uniq is 0 .. n-1)
+                xfull[:-1] = self.read(xa, False)
+            else:
+                xfull[uniq] = self.read(xa, False)
             cols = xfull[idx]  # [M, kh, kw, c]; index -1 reads the trailing zero
         cols = cols.reshape(M, i.kh, i.kw, g, cg).transpose(3, 0, 1, 2, 4).reshape(
             g, M, i.kh * i.kw * cg)

@@ -253,6 +253,7 @@ def reshape(walk: Walk, shape: tuple[int, ...]) -> Walk | None:
     return Walk(walk.space, walk.tpb, walk.base, walk.dtype, tuple(levels))
 
 
+@functools.lru_cache(maxsize=4096)
 def sub_box(walk: Walk, shape: tuple[int, ...],
             sel: tuple[tuple[int, int, int], ...]) -> Walk | None:
     """The walk over the beats of ``walk`` (seen as ``shape``, :func:`reshape`) at the indices

@@ -7,6 +7,7 @@ module docstring and ``docs/isa.md``.
 """
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass, fields
 from enum import IntEnum
@@ -255,11 +256,11 @@ class Walk:
                               levels[0].final + (offset if levels[0].step else 0))
         return Walk(Space(space), tpb, base, DType(dtype), tuple(levels))
 
-    @property
-    def shape(self) -> tuple[int, ...]:
+    @functools.cached_property
+    def shape(self) -> tuple[int, ...]:  # cached: a walk is immutable
         return tuple(lv.count for lv in self.levels)
 
-    @property
+    @functools.cached_property
     def num_elements(self) -> int:
         return math.prod(self.shape)
 
