@@ -90,6 +90,14 @@ def box(walk: Walk) -> tuple[int, int, tuple[int, ...], tuple[int, ...]] | None:
     None for sub-byte element types (two elements share a byte), or when :data:`STRIDED` is off."""
     if walk.dtype.bits < 8 or not STRIDED:
         return None
+    got = walk.__dict__.get("_box")  # a walk is immutable: computed once per walk object
+    if got is None:
+        got = _box(walk)
+        object.__setattr__(walk, "_box", got)
+    return got
+
+
+def _box(walk: Walk) -> tuple[int, int, tuple[int, ...], tuple[int, ...]]:
     lo, hi = walk.offset_range()
     counts, steps = [], []
     for lv in walk.levels:
@@ -124,6 +132,15 @@ def strided_bytes(buf: np.ndarray, walk: Walk, lo_elem: int) -> np.ndarray:
 
 def contiguous_start(walk: Walk) -> int | None:
     """The first element offset if the walk's beats are ``start, start+1, ...`` (else None)."""
+    d = walk.__dict__  # a walk is immutable: computed once per walk object
+    if "_cstart" in d:
+        return d["_cstart"]
+    got = _contiguous_start(walk)
+    object.__setattr__(walk, "_cstart", got)
+    return got
+
+
+def _contiguous_start(walk: Walk) -> int | None:
     expect = 1
     start = 0
     for lv in reversed(walk.levels):
