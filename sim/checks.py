@@ -108,8 +108,19 @@ class ByteSet:
             arr, dense = (self.arr, other) if self.arr is not None else (other.arr, self)
             i = np.searchsorted(arr, dense.lo)
             return int(arr[i]) if i < arr.size and arr[i] < dense.hi else None
-        common = np.intersect1d(self.arr, other.arr, assume_unique=True)
-        return int(common[0]) if common.size else None
+        a, b = self.arr, other.arr  # both sorted: their parts in [lo, hi) meet on a bitmap
+        a = a[np.searchsorted(a, lo):np.searchsorted(a, hi)]
+        b = b[np.searchsorted(b, lo):np.searchsorted(b, hi)]
+        if not a.size or not b.size:
+            return None
+        if hi - lo > 8 * (a.size + b.size) + 4096:  # a wide window: no bitmap
+            common = np.intersect1d(a, b, assume_unique=True)
+            return int(common[0]) if common.size else None
+        mark = np.zeros(hi - lo, dtype=bool)
+        mark[a - lo] = True
+        hit = mark[b - lo]
+        k = int(np.argmax(hit))
+        return int(b[k]) if hit[k] else None
 
 
 def walk_byte_set(walk, offsets: np.ndarray | None = None) -> ByteSet | None:

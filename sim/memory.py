@@ -50,7 +50,10 @@ def _to_bytes(values: np.ndarray, dt: DType) -> np.ndarray:
     """``numerics.to_bytes`` without its second copy (the bytes are copied into memory at once)."""
     t = _SAME.get(dt)
     if t is not None:
-        v = np.ascontiguousarray(numerics.convert(np.asarray(values).reshape(-1), dt))
+        v = np.asarray(values).reshape(-1)
+        if v.dtype != t:  # (values of the storage type convert to themselves: no copy)
+            v = numerics.convert(v, dt)
+        v = np.ascontiguousarray(v)
         if v.dtype == t:
             return v.view(np.uint8)
     return numerics.to_bytes(values, dt)
@@ -208,7 +211,8 @@ class Memory:
             if vt is not None and values.size == walk.num_elements and is_injective(walk):
                 view = _typed_box(mem.buf, walk, vt)
                 if view is not None:  # a strided view of the values: no index array
-                    view[...] = numerics.convert(values, dt).reshape(view.shape)
+                    v = values if values.dtype == vt else numerics.convert(values, dt)
+                    view[...] = v.reshape(view.shape)
                     return
             offsets = element_offsets(walk)
         elif dt is not DType.I4 and values.size == offsets.size and _consecutive(offsets):
