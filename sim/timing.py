@@ -76,8 +76,13 @@ class Cost:
 
     def add_link(self, key: tuple, nbytes: float) -> None:
         self.links[key] = self.links.get(key, 0.0) + nbytes
-        name = ".".join(str(k) for k in key)
+        name = _LINK_NAMES.get(key)
+        if name is None:
+            name = _LINK_NAMES[key] = ".".join(str(k) for k in key)
         self.bytes[name] = self.bytes.get(name, 0.0) + nbytes
+
+
+_LINK_NAMES: dict[tuple, str] = {}  # the stats name of a link key
 
 
 def capacity(machine: Machine, key: tuple) -> float:

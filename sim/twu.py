@@ -216,9 +216,20 @@ def _cached(walk: Walk, width: int, banks: int) -> tuple[float, ...]:
     return tuple(_walk_bank_accesses(walk, width, banks).tolist())
 
 
+def _accesses(walk: Walk, width: int, banks: int) -> np.ndarray:
+    """:func:`_cached` as an array, kept on the walk object too (a walk is immutable; hashing a
+    walk for the shared cache costs more than the lookup)."""
+    key = f"_acc{width}_{banks}"
+    got = walk.__dict__.get(key)
+    if got is None:
+        got = _cached(walk, width, banks)
+        walk.__dict__[key] = got
+    return np.array(got)
+
+
 def bank_accesses(walk: Walk, machine: Machine) -> np.ndarray:
     """HBSM bank accesses (granule reads/writes) per bank for the whole walk, shape [banks]."""
-    return np.array(_cached(walk, machine.hbsm_bank_width, machine.hbsm_banks))
+    return _accesses(walk, machine.hbsm_bank_width, machine.hbsm_banks)
 
 
 def block_slice(n_total: int, blocks: int, b: int) -> slice:
@@ -230,7 +241,7 @@ def block_slice(n_total: int, blocks: int, b: int) -> slice:
 def sram_bank_accesses(walk: Walk, machine: Machine) -> np.ndarray:
     """CCB SRAM interleave granules touched per bank (``ccb_sram_interleave`` bytes round-robin
     over ``ccb_sram_banks``), shape [ccb_sram_banks]."""
-    return np.array(_cached(walk, machine.ccb_sram_interleave, machine.ccb_sram_banks))
+    return _accesses(walk, machine.ccb_sram_interleave, machine.ccb_sram_banks)
 
 
 def reshape(walk: Walk, shape: tuple[int, ...]) -> Walk | None:
