@@ -61,6 +61,9 @@ class UnitEmitter(EmitterCore):
 
     def _piece_steps(self, pp, si, seg, st, pieces, seg_ops):
         op = self.by_op[pp.op]
+        if pp.reduce:
+            self._reduce_piece(pp, op, pieces)
+            return
         self._begin(pp)
         p = yield from self.piece_steps(si, seg, st, op, pp.band, pp.col, pp.tpb, pp.r0, pp.r1,
                                         pp.c0, pp.c1, pieces, seg_ops,
@@ -68,6 +71,68 @@ class UnitEmitter(EmitterCore):
         pieces.setdefault(op.name, []).append(p)
         if pp.store:
             self.store(op, p)
+        self._end()
+
+    def _reduce_piece(self, pp, op, pieces) -> None:
+        """A K-split reduction (the plan's reduction piece): DTDU copies of the partial sums of
+        parts 1.. into fresh buffers of part 0's TPB, the bias, one CVU pipeline adding them
+        (+ bias, ReLU) into the output tile, its store."""
+        from m100.dialects.tpb import CvuPipelineOp, StageAttr
+        from m100.dialects.twu import i64_array
+        from m100.targets.m100.isa import CvuOp, Ref, RefKind, Stage
+        from xdsl.dialects.builtin import ArrayAttr
+        from .timeline import ksplit_bias
+        self._begin(pp)
+        root = pp.tpb
+        key = f"{op.name}/reduce"
+        self.cur = (root, key)
+        back = self.out_readers.setdefault((root, key), [])
+        self.out_wait = list(back[-2]) if len(back) >= 2 else []
+        by = {(q.tpb, q.r0, q.c0): q for q in pieces.get(op.name, [])}
+        parts = [by[(t, pp.r0, pp.c0)] for t in pp.reduce]
+        dims = tuple(parts[0].out.type.dims)  # type: ignore[attr-defined]
+        bufs, deps = [parts[0].out], [parts[0].done]
+        for q in parts[1:]:
+            buf = self.buffer("hbsm", root, dims, "f32")
+            cp = CopyOp(q.tpb, {"src": (q.out, None), "dst": (buf, None)},
+                        [q.done] + self._slot_deps(root, key) + self._bar(root))
+            self._emit(self._take("dtdu", q.tpb, (root,)), cp)
+            q.readers.append(cp.done)
+            self._touch(root, cp.done)
+            self._touch(q.tpb, cp.done)
+            bufs.append(buf)
+            deps.append(cp.done)
+        shapes = [dims] * len(bufs)
+        stages = [Stage(CvuOp.ADD, (Ref(RefKind.INPUT, 0), Ref(RefKind.INPUT, 1)))]
+        for i in range(2, len(bufs)):
+            stages.append(Stage(CvuOp.ADD, (Ref(RefKind.STAGE, len(stages) - 1),
+                                            Ref(RefKind.INPUT, i))))
+        bias = ksplit_bias(op)
+        if bias is not None:
+            bshape, lin = self.weight_box(bias, pp.c0, pp.c1, "bias", None)
+            bb, bt = self.load(bias, bshape, lin, root)
+            stages.append(Stage(CvuOp.ADD, (Ref(RefKind.STAGE, len(stages) - 1),
+                                            Ref(RefKind.INPUT, len(bufs)))))
+            bufs.append(bb)
+            shapes.append((1, 1, pp.c1 - pp.c0))
+            deps.append(bt)
+        if "relu" in op.epilogue:
+            stages.append(Stage(CvuOp.RELU, (Ref(RefKind.STAGE, len(stages) - 1),)))
+        out = self.buffer("hbsm", root, dims, self.g.tensors[op.outputs[0]].dtype)
+        slots = {f"in{i}": (b, None) for i, b in enumerate(bufs)}
+        slots["out"] = (out, None)
+        params = {"in_shapes": ArrayAttr([i64_array(x) for x in shapes]),
+                  "out_shape": i64_array(dims),
+                  "stages": ArrayAttr([StageAttr.from_isa(x) for x in stages])}
+        ins = CvuPipelineOp(root, slots, deps + self._take_out_wait(), params=params)
+        self._emit(self._take("cvu", root), ins)
+        self._computed(root, key, ins.done)
+        parts[0].readers.append(ins.done)
+        self.cur = None
+        pc = Piece(op.name, pp.band, pp.col, root, pp.r0, pp.r1, pp.c0, pp.c1, out, ins.done)
+        back.append(pc.readers)
+        if pp.store:
+            self.store(op, pc)
         self._end()
 
     def shared_chunk(self, tensor: str, key: tuple, tpbs: tuple[int, ...], tpb: int,

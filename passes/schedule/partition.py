@@ -92,12 +92,16 @@ def _in_rows(g: OpGraph, op: Op, tr: int) -> int:
 
 
 def tile_piece(cm: CostModel, g: OpGraph, op: Op, rows: int, cols: int,
-               budget: int | None = None, chunked: bool = False) -> TilePlan:
+               budget: int | None = None, chunked: bool = False, kparts: int = 1) -> TilePlan:
     """The cheapest tiling of ``rows x cols`` of ``op`` whose working set fits ``budget`` bytes.
 
     ``chunked``: a TCU contraction whose K can be split is cut into K chunks even where the whole
     reduction fits (its weight then streams chunk by chunk and the first instruction starts on
-    the first chunk instead of the whole weight; the search tries both, see ``StageCfg``)."""
+    the first chunk instead of the whole weight; the search tries both, see ``StageCfg``).
+    ``kparts`` > 1: the reduction is split over that many TPBs (``StageCfg.ks``): the chunks are
+    dealt to the parts in contiguous runs (:func:`k_part_range`), so there are at least
+    ``kparts`` of them; the cycles are one part's; the TPB of part 0 also holds the partial sums
+    it receives (``partial``, two slots per other part) and the reduced output (``red_out``)."""
     mc = cm.machine
     budget = mc.hbsm_bytes if budget is None else budget
     geo = geometry(g, op)
@@ -123,8 +127,27 @@ def tile_piece(cm: CostModel, g: OpGraph, op: Op, rows: int, cols: int,
         if groups > 1 or "requant" in op.epilogue or "store" in op.epilogue:
             # a requantized (i8) or rounded (f16) result can not be accumulated onto
             k_cands = [geo.k]
-        elif chunked and len(k_cands) > 1:
+        elif chunked and len(k_cands) > 1 and kparts == 1:
             k_cands = [x for x in k_cands if x < geo.k]
+        if kparts > 1:
+            if groups > 1 or "requant" in op.epilogue or "store" in op.epilogue:
+                raise ScheduleError(f"op '{op.name}': its reduction can not be split over TPBs")
+            per_part = kwin * ceil_div(cin, kparts) if conv else ceil_div(geo.k, kparts)
+            extra = [per_part] + ([kwin * ceil_div(cin, 2 * kparts), kwin * ceil_div(cin, 4 * kparts)]
+                                  if conv else
+                                  [round_up(ceil_div(geo.k, 2 * kparts), mc.tcu_tile_k),
+                                   round_up(ceil_div(geo.k, 4 * kparts), mc.tcu_tile_k)])
+            k_cands = sorted({x for x in k_cands + extra if 0 < x <= per_part
+                              and ceil_div(geo.k, x) >= kparts}, reverse=True)
+            # at least two chunks per part where K allows: each part's weight then streams
+            # under its compute instead of arriving whole before its first instruction
+            # (``chunked``: at least four, a shorter tail after the last chunk arrives)
+            k_cands = [x for x in k_cands if ceil_div(geo.k, x) >= 2 * kparts] or k_cands
+            if chunked:
+                k_cands = [x for x in k_cands if ceil_div(geo.k, x) >= 4 * kparts] or k_cands
+            if not k_cands:
+                raise ScheduleError(f"op '{op.name}': its reduction ({geo.k}) has fewer chunks "
+                                    f"than {kparts} parts")
         tc_cands = _candidates(cols, mc.tcu_tile_n) if groups == 1 else [cols]
         for tr in _candidates(rows, row_align):
             in_rows = _in_rows(g, op, tr) if conv else tr
@@ -144,12 +167,19 @@ def tile_piece(cm: CostModel, g: OpGraph, op: Op, rows: int, cols: int,
                         bufs += (Buffer("bias", cm.align(tc * 4), 2 if streamed else 1, unit),)
                     if "rq_table" in op.attrs:  # per-channel requant (multiplier, shift) pairs
                         bufs += (Buffer("requant", cm.align(tc * 8), 2 if streamed else 1, unit),)
+                    if kparts > 1:  # part 0: the others' partial sums and the reduced tile
+                        bufs += (Buffer("partial", oslot, 2 * (kparts - 1), "dtdu"),
+                                 Buffer("red_out", cm.align(m * tc * ob), 2, "cvu"))
                     fp = sum(b.nbytes for b in bufs)
                     if smallest is None or fp < smallest[0]:
                         smallest = (fp, tr, tc, tk)
                     if fp > budget:
                         continue
-                    n_instr = ceil_div(rows, tr) * ceil_div(cols, tc) * ceil_div(geo.k, tk)
+                    n_k = ceil_div(geo.k, tk)
+                    if kparts > 1:  # the longest part's chunks
+                        n_k = max(b - a for a, b in (k_part_range(n_k, kparts, q)
+                                                     for q in range(kparts)))
+                    n_instr = ceil_div(rows, tr) * ceil_div(cols, tc) * n_k
                     per = cm.piece_cycles(g, op, tr, tc, tk)
                     cyc = n_instr * per
                     plan = TilePlan(op.name, op.unit, rows, cols, tr, tc, tk, geo.k, cyc, bufs,
@@ -190,6 +220,12 @@ def tile_piece(cm: CostModel, g: OpGraph, op: Op, rows: int, cols: int,
             f"{'x' + str(tk) if tk > 1 else ''}) needs {fp} bytes. Use more TPBs or a machine with "
             f"a larger HBSM.")
     return best
+
+
+def k_part_range(n_chunks: int, kparts: int, q: int) -> tuple[int, int]:
+    """The K chunks ``[a, b)`` of part ``q`` of a reduction of ``n_chunks`` chunks split over
+    ``kparts`` TPBs (contiguous runs, as equal as possible)."""
+    return n_chunks * q // kparts, n_chunks * (q + 1) // kparts
 
 
 def piece_in_bytes(g: OpGraph, op: Op, rows: int, cols: int) -> float:
@@ -241,6 +277,6 @@ def col_splits(cm: CostModel, g: OpGraph, op: Op, k: int) -> list[int]:
     return out
 
 
-__all__ = ["Buffer", "TilePlan", "tile_piece", "col_splits", "piece_in_bytes",
+__all__ = ["Buffer", "TilePlan", "tile_piece", "col_splits", "k_part_range", "piece_in_bytes",
            "piece_weight_bytes", "piece_out_bytes"]
 _ = math

@@ -30,7 +30,7 @@ from .cost import CostModel, ceil_div
 from .graph import Op, OpGraph, ScheduleError, geometry
 from .partition import col_splits
 from .plan import Plan
-from .timeline import Scheduler, SegmentCfg, StageCfg, streamable
+from .timeline import Scheduler, SegmentCfg, StageCfg, ksplit_ok, streamable
 
 DMA_UNITS = ("dtdu.copy", "dtdu.fill")  # data movement done memory -> memory by CCB DMA
 # CSU routines (gather, arg-max) also run memory -> memory, as a segment of their own
@@ -101,16 +101,40 @@ class Search:
         return max(1, min(rows, gr * mult))
 
     def _dp_cfg(self, op: Op, k: int, gc: int, mult: int, first: int = 0,
-                chunked: bool = False) -> SegmentCfg | None:
+                chunked: bool = False, ks: int = 1) -> SegmentCfg | None:
         tp = self.tpbs[first:first + k]
-        if len(tp) < k or k % gc:
+        if len(tp) < k or k % (gc * ks):
             return None
-        gr = k // gc
+        gr = k // (gc * ks)
         rows = geometry(self.g, op).rows
-        if gr > rows:
+        if gr > rows or gr < 1:
             return None
         return SegmentCfg((StageCfg(op.name, tp, gc, self._bands_for(op, gr, mult),
-                                    chunked=chunked),), "data-parallel")
+                                    chunked=chunked, ks=ks),), "data-parallel")
+
+    def _ksplit_cfgs(self, op: Op, kmax: int) -> list[SegmentCfg]:
+        """Configurations that split ``op``'s reduction over 2..4 TPBs (``StageCfg.ks``): tried
+        when its output has fewer natural TCU tiles than there are TPBs (small M x N: the late
+        layers of a CNN, GEMVs), where rows x columns alone leave TPBs idle or tiles half empty."""
+        if not ksplit_ok(self.g, op):
+            return []
+        geo = geometry(self.g, op)
+        mc = self.cm.machine
+        tiles = ceil_div(geo.rows * geo.row_elems, mc.tcu_tile_m) * ceil_div(geo.cols,
+                                                                              mc.tcu_tile_n)
+        if tiles >= kmax:
+            return []
+        out = []
+        for ks in (2, 3, 4):
+            kk = kmax // ks
+            if kk < 1:
+                continue
+            for gc in col_splits(self.cm, self.g, op, kk):
+                gr = min(kk // gc, geo.rows)
+                cfg = self._dp_cfg(op, gr * gc * ks, gc, 1, ks=ks)
+                if cfg is not None and cfg not in out:
+                    out.append(cfg)
+        return out
 
     @staticmethod
     def _k_candidates(kmax: int) -> list[int]:
@@ -152,9 +176,18 @@ class Search:
             cand = replace(best, stages=(replace(st, chunked=not st.chunked),))
             if self.cost(cand) < best_c:
                 best, best_c = cand, self.cost(cand)
+            kbest = None
+            for cand in self._ksplit_cfgs(op, kmax):  # the reduction over several TPBs
+                if self.cost(cand) < best_c:
+                    best, best_c = cand, self.cost(cand)
+                    kbest = cand
+            if kbest is not None:  # the same with finer chunks (a shorter tail)
+                cand = replace(kbest, stages=(replace(kbest.stages[0], chunked=True),))
+                if self.cost(cand) < best_c:
+                    best, best_c = cand, self.cost(cand)
         for _ in range(self.iters // 2):
             st = best.stages[0]
-            k, gc, ch = len(st.tpbs), st.gc, st.chunked
+            k, gc, ch, kp = len(st.tpbs), st.gc, st.chunked, st.ks
             mult = max(1, st.bands // st.gr)
             move = rng.choice(("k-", "k+", "b+", "b-", "gc", "ch") if tcu else
                               ("k-", "k+", "b+", "b-", "gc"))
@@ -168,14 +201,16 @@ class Search:
                 cand = self._dp_cfg(op, k2, max(pick) if rng.random() < 0.5 else rng.choice(gcs),
                                     mult, chunked=ch)
             elif move == "b+":
-                cand = self._dp_cfg(op, k, gc, mult * 2, chunked=ch)
+                cand = self._dp_cfg(op, k, gc, mult * 2, chunked=ch, ks=kp)
             elif move == "b-":
-                cand = self._dp_cfg(op, k, gc, max(1, mult // 2), chunked=ch)
+                cand = self._dp_cfg(op, k, gc, max(1, mult // 2), chunked=ch, ks=kp)
             elif move == "ch":
+                if kp > 1:
+                    continue
                 cand = self._dp_cfg(op, k, gc, mult, chunked=not ch)
             else:
-                gcs = col_splits(self.cm, self.g, op, k)
-                cand = self._dp_cfg(op, k, rng.choice(gcs), mult, chunked=ch)
+                gcs = col_splits(self.cm, self.g, op, k // kp)
+                cand = self._dp_cfg(op, k, rng.choice(gcs), mult, chunked=ch, ks=kp)
             if cand is None:
                 continue
             c = self.cost(cand)

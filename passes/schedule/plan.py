@@ -163,12 +163,23 @@ class PlanPiece:
     group: int = -1
     a_share: tuple[int, ...] = ()
     b_share: tuple[int, ...] = ()
+    # a K split (``StageCfg.ks``): this piece computes the partial sum of K part ``kpart`` of
+    # ``kparts``; a *reduction* piece (``reduce``: the TPBs of parts 0..kparts-1, its own TPB is
+    # part 0's) adds them up after the group: copies, bias load, CVU add chain, store
+    kpart: int = 0
+    kparts: int = 1
+    reduce: tuple[int, ...] = ()
 
     def to_dict(self) -> dict:
-        return dict(op=self.op, band=self.band, col=self.col, tpb=self.tpb, rows=[self.r0, self.r1],
-                    cols=[self.c0, self.c1], segment=self.segment, tasks=list(self.tasks),
-                    store=self.store, group=self.group, a_share=list(self.a_share),
-                    b_share=list(self.b_share))
+        d = dict(op=self.op, band=self.band, col=self.col, tpb=self.tpb, rows=[self.r0, self.r1],
+                 cols=[self.c0, self.c1], segment=self.segment, tasks=list(self.tasks),
+                 store=self.store, group=self.group, a_share=list(self.a_share),
+                 b_share=list(self.b_share))
+        if self.kparts > 1:
+            d.update(kpart=self.kpart, kparts=self.kparts)
+        if self.reduce:
+            d.update(reduce=list(self.reduce))
+        return d
 
 
 @dataclass
@@ -217,6 +228,7 @@ class Plan:
             segs.append(dict(index=si, kind=seg.kind, span=list(self.seg_spans[si])
                              if si < len(self.seg_spans) else None,
                              stages=[dict(op=st.op, tpbs=list(st.tpbs), gc=st.gc, bands=st.bands,
+                                          ks=getattr(st, "ks", 1),
                                           tile=self.plans[st.op].shape_str
                                           if st.op in self.plans else "-")
                                      for st in seg.stages],

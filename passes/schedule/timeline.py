@@ -39,10 +39,18 @@ class StageCfg:
 
     block: bool = False  # bands to TPB rows in contiguous blocks (pipelines) or round-robin
     chunked: bool = False  # a contraction cut into K chunks even where its K fits whole
+    # a contraction whose reduction is split over ``ks`` TPBs (K parts): each computes a partial
+    # sum of its K chunks, part 0 receives the others' by DTDU and adds them (+ bias, activation)
+    # on its CVU. TPB of (row r, column part j, K part q): ``tpbs[q * gr * gc + r * gc + j]``
+    ks: int = 1
 
     @property
     def gr(self) -> int:
-        return len(self.tpbs) // self.gc
+        return len(self.tpbs) // (self.gc * self.ks)
+
+    def tpb_at(self, r: int, j: int, q: int = 0) -> int:
+        """The TPB of TPB row ``r``, column part ``j`` and K part ``q``."""
+        return self.tpbs[(q * self.gr + r) * self.gc + j]
 
     def _first(self, r: int) -> int:
         return -(-r * self.bands // self.gr)
@@ -152,7 +160,9 @@ def lockstep_groups(g: OpGraph, op: Op, st: StageCfg, tplan: TilePlan, geo) -> l
     the same time, one per TPB row), per row tile index inside the band and per column tile index
     inside the column part, the pieces of every such band and column part (one per TPB). Each
     piece gets the TPBs that share its activation chunks (same band and row tile: the column
-    parts) and its weight chunks (same column tile: the rows of the round)."""
+    parts) and its weight chunks (same column tile: the rows of the round). With a K split
+    (``st.ks`` > 1) every piece is there once per K part (its own chunks, on its own TPB) and
+    shares chunks only with the pieces of its K part."""
     per = max(1, image_rows(g, op))
     tr, tc = max(1, tplan.tr), max(1, tplan.tc)
     rounds: dict[int, list[int]] = {}
@@ -172,22 +182,61 @@ def lockstep_groups(g: OpGraph, op: Op, st: StageCfg, tplan: TilePlan, geo) -> l
         for ti in range(max((len(v) for v in rtiles.values()), default=0)):
             for ci in range(max((len(v) for v in ctiles), default=0)):
                 grp = []
-                for b in rounds[rnd]:
-                    if ti >= len(rtiles[b]):
-                        continue
-                    a, e = rtiles[b][ti]
-                    for j in range(st.gc):
-                        if ci >= len(ctiles[j]):
+                for q in range(st.ks):
+                    for b in rounds[rnd]:
+                        if ti >= len(rtiles[b]):
                             continue
-                        cc, ce = ctiles[j][ci]
-                        grp.append(PlanPiece(op.name, b, j, st.tpbs[st.row_of(b) * st.gc + j],
-                                             a, e, cc, ce))
+                        a, e = rtiles[b][ti]
+                        for j in range(st.gc):
+                            if ci >= len(ctiles[j]):
+                                continue
+                            cc, ce = ctiles[j][ci]
+                            grp.append(PlanPiece(op.name, b, j, st.tpb_at(st.row_of(b), j, q),
+                                                 a, e, cc, ce, kpart=q, kparts=st.ks))
                 for p in grp:
-                    p.a_share = tuple(q.tpb for q in grp if q.band == p.band)
-                    p.b_share = tuple(q.tpb for q in grp if q.col == p.col)
+                    p.a_share = tuple(q.tpb for q in grp if q.band == p.band
+                                      and q.kpart == p.kpart)
+                    p.b_share = tuple(q.tpb for q in grp if q.col == p.col and q.kpart == p.kpart)
                 if grp:
                     groups.append(grp)
     return groups
+
+
+def ksplit_ok(g: OpGraph, op: Op) -> bool:
+    """Can ``op``'s reduction be split over TPBs (``StageCfg.ks`` > 1)? A float contraction
+    (f32 operands and result: the CVU adds the partial sums in f32, like the TCU's accumulator)
+    whose epilogue is at most a bias and a ReLU (applied after the sum, on the CVU)."""
+    if op.unit not in ("tcu.matmul", "tcu.conv2d") or op.attrs.get("groups", 1) != 1:
+        return False
+    if op.attrs.get("batch") or "rq_table" in op.attrs:
+        return False
+    if any(e not in ("bias", "relu") for e in op.epilogue):
+        return False
+    dts = {g.tensors[t].dtype for t in op.inputs[:2]} | {g.out(op).dtype}
+    return dts == {"f32"}
+
+
+def ksplit_bias(op: Op) -> str | None:
+    """The bias tensor a K-split reduction adds (the contraction's third input), if any."""
+    return op.inputs[2] if len(op.inputs) > 2 else None
+
+
+def ksplit_stages(op: Op, parts: int) -> int:
+    """CVU stages of a K-split reduction: one add per other part, the bias, the ReLU."""
+    return (parts - 1) + (ksplit_bias(op) is not None) + ("relu" in op.epilogue)
+
+
+def reduce_pieces(grp: list[PlanPiece], si: int) -> list[PlanPiece]:
+    """The reduction pieces of a K-split lockstep group: one per output tile (the part-0
+    piece's box, on its TPB), listing the TPBs of its parts in ``reduce``."""
+    out = []
+    for p in grp:
+        if p.kpart == 0:
+            parts = sorted((q for q in grp if (q.band, q.col, q.r0, q.c0) ==
+                            (p.band, p.col, p.r0, p.c0)), key=lambda q: q.kpart)
+            out.append(PlanPiece(p.op, p.band, p.col, p.tpb, p.r0, p.r1, p.c0, p.c1,
+                                 segment=si, reduce=tuple(q.tpb for q in parts)))
+    return out
 
 
 class Scheduler:
@@ -216,11 +265,12 @@ class Scheduler:
         return max(0, bisect.bisect_right(starts, r) - 1)
 
     # ------------------------------------------------------------------ tiles
-    def tile(self, op: Op, rows: int, cols: int, budget: int, chunked: bool = False) -> TilePlan:
-        key = (op.name, rows, cols, budget, chunked)
+    def tile(self, op: Op, rows: int, cols: int, budget: int, chunked: bool = False,
+             kparts: int = 1) -> TilePlan:
+        key = (op.name, rows, cols, budget, chunked, kparts)
         p = self._tile_cache.get(key)
         if p is None:
-            p = tile_piece(self.cm, self.g, op, rows, cols, budget, chunked)
+            p = tile_piece(self.cm, self.g, op, rows, cols, budget, chunked, kparts)
             self._tile_cache[key] = p
         return p
 
@@ -372,7 +422,9 @@ class _Builder:
             rows_b = ceil_div(geo.rows, max(1, st.bands))
             cols_b = ceil_div(geo.cols, st.gc)
             self.tl.plans[st.op] = s.tile(op, rows_b, cols_b, s.stage_budget(seg, st),
-                                          st.chunked)
+                                          st.chunked, st.ks)
+            if st.ks > 1 and (len(seg.stages) > 1 or not ksplit_ok(g, op)):
+                raise ScheduleError(f"internal: op '{op.name}' can not be split along K")
         lag = self._lags(seg)
         if len(seg.stages) == 1 and lockstep(self.tl.plans[seg.stages[0].op],
                                              s.ops[seg.stages[0].op]):
@@ -424,7 +476,73 @@ class _Builder:
             self.gcache = {}
             self._run(grp, st, op, tplan)
             pieces.extend(grp)
-            self.by_op.setdefault(op.name, []).extend(grp)
+            if st.ks > 1:  # the partial sums of each output tile meet on its part-0 TPB
+                for red in reduce_pieces(grp, si):
+                    self.piece = red
+                    self._reduce(op, red, grp)
+                    self.piece = None
+                    pieces.append(red)
+                    self.by_op.setdefault(op.name, []).append(red)
+            else:
+                self.by_op.setdefault(op.name, []).extend(grp)
+
+    def _reduce(self, op: Op, red: PlanPiece, grp: list[PlanPiece]) -> None:
+        """The K-split reduction of one output tile on its part-0 TPB: DTDU copies of the other
+        parts' partial sums, the bias, one CVU add chain (+ bias, activation), the store."""
+        g, cm = self.g, self.cm
+        root = red.tpb
+        key = f"{op.name}/reduce"
+        self.cur = (root, key)
+        back = self.out_readers.setdefault((root, key), [])
+        self.out_wait = list(back[-2]) if len(back) >= 2 else []
+        parts = [p for p in grp if (p.band, p.col, p.r0, p.c0) == (red.band, red.col, red.r0,
+                                                                   red.c0)]
+        parts.sort(key=lambda p: p.kpart)
+        rows, E, cols = parts[0].out_dims
+        nb = float(rows * E * cols * 4)
+        deps = [parts[0].compute]
+        for p in parts[1:]:
+            c = self.add(kind="copy", unit="dtdu", tpb=p.tpb, op=op.name, tensor=op.outputs[0],
+                         nbytes=nb, cycles=cm.mesh_cycles(nb, p.tpb, root),
+                         deps=[p.compute] + self._slot_deps() + self._bar(root),
+                         segment=red.segment, band=red.band, col=red.col, dst_tpbs=(root,),
+                         src="hbsm", dst="hbsm", role="partial")
+            self.readers[p.compute].append(c.id)
+            self._touch(root, c.id)
+            self._touch(p.tpb, c.id)
+            deps.append(c.id)
+        bias = ksplit_bias(op)
+        if bias is not None:
+            bb = cols * dtype_bytes(g.tensors[bias].dtype)
+            deps.append(self._load(op, bias, root, bb, "bias").id)
+        ob = dtype_bytes(g.out(op).dtype)
+        stages = ksplit_stages(op, len(parts))
+        cyc = cm.cvu_cycles(nb, rows * E * cols * ob, 1, stages,
+                            nb * len(parts) + (cols * 4 if bias is not None else 0))
+        t = self.add(kind="compute", unit=Unit.CVU.value, tpb=root, op=op.name,
+                     tensor=op.outputs[0], nbytes=0.0, cycles=cyc,
+                     deps=deps + self._take_out_wait(), segment=red.segment, band=red.band,
+                     col=red.col)
+        self.readers[parts[0].compute].append(t.id)
+        self.hist.setdefault(self.cur, []).append(t.id)
+        self._touch(root, t.id)
+        red.compute = t.id
+        red.out_dims = (rows, E, cols)
+        readers: list[int] = []
+        self.readers[t.id] = readers
+        back.append(readers)
+        if op.outputs[0] in self.outside:
+            red.store = True
+            nbo = float(rows * E * cols * ob)
+            loc = memory_of(cm, g, op.outputs[0])
+            o = self.add(kind="dma-out", unit="dma", tpb=-1, op=op.name, tensor=op.outputs[0],
+                         nbytes=nbo, cycles=cm.dma_cycles(nbo, "hbsm", dst=loc), deps=[t.id],
+                         segment=red.segment, band=red.band, col=red.col, dst_tpbs=(root,),
+                         src="hbsm", dst=loc, role="out")
+            self._wrote(op.outputs[0], o.id)
+            readers.append(o.id)
+            self._touch(root, o.id)
+        self.cur = None
 
     def _run(self, group: list[PlanPiece], st: StageCfg, op: Op, tplan: TilePlan) -> None:
         """Build the tasks of ``group`` (pieces on distinct TPBs): K chunk by K chunk, round
@@ -479,8 +597,9 @@ class _Builder:
         readers: list[int] = []
         self.readers[p.compute] = readers
         back.append(readers)
-        if op.outputs[0] in self.outside:
-            # outputs needed outside the segment go to memory (SRAM or DDR)
+        if op.outputs[0] in self.outside and p.kparts == 1:
+            # outputs needed outside the segment go to memory (SRAM or DDR); a K part's partial
+            # sum goes to its reduction (:meth:`_reduce`) instead
             p.store = True
             nb = float(p.out_dims[0] * p.out_dims[1] * p.out_dims[2] * ob)
             loc = memory_of(cm, g, op.outputs[0])

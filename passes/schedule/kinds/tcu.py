@@ -17,7 +17,7 @@ from m100.targets.m100.isa import Act
 
 from ..emit_core import _int, access, ident
 from ..graph import Op, ScheduleError, conv_out_hw, dtype_bytes
-from ..partition import TilePlan
+from ..partition import TilePlan, k_part_range
 from ..plan import PlanPiece, Unit, conv_window, op_family
 
 
@@ -62,7 +62,7 @@ def plan_piece(bld, si: int, st, op: Op, p: PlanPiece, tplan: TilePlan, compute)
             x_deps = bld._act_in(si, op, x_t, x_rows, x_full_dims, None, tpb,
                                   float(x_full_dims[0] * x_full_dims[1] * x_full_dims[2] * xb),
                                   row_tpbs)
-        chunks = list(range(0, K, kk))
+        chunks = _part_chunks(list(range(0, K, kk)), p)
         prev = -1
         for ci, k0 in enumerate(chunks):
             kc = min(kk, K - k0)
@@ -88,11 +88,11 @@ def plan_piece(bld, si: int, st, op: Op, p: PlanPiece, tplan: TilePlan, compute)
                                          None if kk == K else k0, wbytes, resident))
             if ci > 0:
                 deps.append(prev)
-            if last and bias:
+            if last and bias and p.kparts == 1:  # a K part: the reduction adds the bias
                 deps.append(bld._weight(st, op, bias, tpb, p.c0, p.c1, p.col, None,
                                          cols * dtype_bytes(g.tensors[bias].dtype), resident,
                                          role="bias"))
-            if last and rq_table:  # per-channel (multiplier, shift) pairs, staged like the bias
+            if last and rq_table and p.kparts == 1:  # per-channel (multiplier, shift) pairs, staged like the bias
                 deps.append(bld._weight(st, op, rq_table, tpb, p.c0, p.c1, p.col, None,
                                          cols * 8, resident, role="bias"))
             kpg = kc * unit_k if not conv or a.get("groups", 1) == 1 else geo.k  # K per group
@@ -124,8 +124,8 @@ def emit_piece(em, si, seg, op, b, j, tpb, r0, r1, c0, c1, pieces, seg_ops, plan
             a_full, a_deps = em.act_in(si, seg, op, a_t, (r0, r1), (rows, 1, k),
                                          [((1, 0, 0), r0), ((0, 0, 1), 0)], tpb, pieces,
                                          seg_ops, b, shared=True)
-        out = em.buffer("hbsm", tpb, (rows, 1, cols), out_t.dtype)
-        chunks = list(range(0, k, tk))
+        out = em.buffer("hbsm", tpb, (rows, 1, cols), "f32" if pp.kparts > 1 else out_t.dtype)
+        chunks = _part_chunks(list(range(0, k, tk)), pp)
         prev: SSAValue | None = None
         for ci, k0 in enumerate(chunks):
             kc = min(tk, k - k0)
@@ -152,7 +152,8 @@ def emit_piece(em, si, seg, op, b, j, tpb, r0, r1, c0, c1, pieces, seg_ops, plan
                                             "n": _int(cols),
                                             "k": _int(kc)}
             ins, prev = _chain_step(em, op, lw, MatmulOp, tpb, unit, (c0, c1), resident, j, last,
-                                    prev if ci > 0 else None, slots, deps, params)
+                                    prev if ci > 0 else None, slots, deps, params,
+                                    epilogue=pp.kparts == 1)
             if not last:
                 yield
     elif lw.kind == "conv":
@@ -183,8 +184,8 @@ def emit_piece(em, si, seg, op, b, j, tpb, r0, r1, c0, c1, pieces, seg_ops, plan
             x_full, x_deps = em.act_in(si, seg, op, x_t, (n0 * H + i0, n0 * H + i1),
                                          (i1 - i0, W, C), x_lin, tpb, pieces, seg_ops, b,
                                          shared=True)
-        out = em.buffer("hbsm", tpb, (rows, ow, cols), out_t.dtype)
-        chunks = list(range(0, C, ck))
+        out = em.buffer("hbsm", tpb, (rows, ow, cols), "f32" if pp.kparts > 1 else out_t.dtype)
+        chunks = _part_chunks(list(range(0, C, ck)), pp)
         prev = None
         for ci, k0 in enumerate(chunks):
             kc = min(ck, C - k0)
@@ -227,12 +228,21 @@ def emit_piece(em, si, seg, op, b, j, tpb, r0, r1, c0, c1, pieces, seg_ops, plan
             if (dh, dw) != (1, 1):
                 params["dilation"] = i64_array([dh, dw])
             ins, prev = _chain_step(em, op, lw, Conv2dOp, tpb, unit, (c0, c1), resident, j, last,
-                                    prev if ci > 0 else None, slots, deps, params)
+                                    prev if ci > 0 else None, slots, deps, params,
+                                    epilogue=pp.kparts == 1)
             if not last:
                 yield
     else:
         raise ScheduleError(f"op '{op.name}' ({op.unit}): no lowering for '{lw.kind}'")
     return ins, out
+
+
+def _part_chunks(chunks: list[int], p: PlanPiece) -> list[int]:
+    """The K chunks a piece computes: all, or its K part's contiguous run (``StageCfg.ks``)."""
+    if p.kparts <= 1:
+        return chunks
+    a, b = k_part_range(len(chunks), p.kparts, p.kpart)
+    return chunks[a:b]
 
 
 def _weight_in(em, pp, op, w_t, tpb, c0, c1, k, resident, j):
@@ -243,9 +253,11 @@ def _weight_in(em, pp, op, w_t, tpb, c0, c1, k, resident, j):
     return em.weight(op, w_t, tpb, c0, c1, "w", k, resident, j)
 
 
-def _chain_step(em, op, lw, cls, tpb, unit, cols, resident, j, last, prev, slots, deps, params):
+def _chain_step(em, op, lw, cls, tpb, unit, cols, resident, j, last, prev, slots, deps, params,
+                epilogue: bool = True):
     """One TCU instruction of a K chain (matmul or conv): it accumulates onto ``prev`` (the chunk
-    before, None for the first); the last chunk carries the bias and the activation and is returned
+    before, None for the first); the last chunk carries the bias and the activation (unless
+    ``epilogue`` is False: a K part's partial sum, the reduction applies them) and is returned
     for the caller to emit, the others are emitted here. Returns (instruction, new prev)."""
     if prev is not None:
         params["accumulate"] = UnitAttr()
@@ -254,7 +266,7 @@ def _chain_step(em, op, lw, cls, tpb, unit, cols, resident, j, last, prev, slots
         # the tiler keeps K whole for these (partition.tile_piece): a requantized chunk could not
         # be accumulated onto
         raise ScheduleError(f"op '{op.name}': a requantized contraction can not be split along K")
-    if last:
+    if last and epilogue:
         if lw.bias:
             bb, bt = em.weight(op, lw.bias, tpb, cols[0], cols[1], "bias", resident=resident, j=j)
             slots["bias"] = (bb, None)
