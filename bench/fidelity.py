@@ -97,6 +97,19 @@ def conv_chain(hw: int = 56, c: int = 64, seed: int = 0):
                        [("y", [1, c, hw // 2, hw // 2], np.float32)], inits)
 
 
+def conv_layer(hw: int = 7, c: int = 256, f: int = 128, seed: int = 0):
+    """conv3x3 (+bias) -> relu on 1 x c x hw x hw: a late CNN layer with few output tiles (the
+    search splits its reduction over TPBs: ``StageCfg.ks``)."""
+    from onnx import helper
+    rng = np.random.default_rng(seed)
+    inits = {"w": (rng.standard_normal((f, c, 3, 3)) / np.sqrt(9 * c)).astype(np.float32),
+             "b": (rng.standard_normal(f) * 0.1).astype(np.float32)}
+    nodes = [helper.make_node("Conv", ["x", "w", "b"], ["c"], kernel_shape=[3, 3], pads=[1] * 4),
+             helper.make_node("Relu", ["c"], ["y"])]
+    return _onnx_model(nodes, "conv_layer", [("x", [1, c, hw, hw], np.float32)],
+                       [("y", [1, f, hw, hw], np.float32)], inits)
+
+
 def decode_layer(hidden: int, ffn: int, m: int = 1, seed: int = 0):
     """A decode-shaped (GEMV-like) LLaMA MLP block: x[m, hidden] -> SwiGLU(x Wg, x Wu) Wd + x.
 
@@ -160,6 +173,7 @@ CASES: dict[str, Case] = {c.name: c for c in [
     Case("decode1024-8", lambda: decode_layer(1024, 2816), 8, True),
     Case("llama-layer-8", lambda: os.path.join(REPO, "test", "data", "llama_layer_small.onnx"), 8,
          True),
+    Case("conv7-ksplit-8", conv_layer, 8, True),  # K split over TPBs + CVU reduction
     # big (minutes each): the issue-9 acceptance cases, all 56 TPBs
     Case("gemm1024-rt", lambda: gemm_runtime(1024, 1024, 1024)),
     Case("gemm2048-rt", lambda: gemm_runtime(2048, 2048, 2048)),
