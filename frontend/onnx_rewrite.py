@@ -38,6 +38,9 @@ graph outputs and downstream consumers are unchanged.
   definition into ``x / Sqrt(ReduceMean(x * x, axes = [axis, rank)) + epsilon) * scale``.
 - ``Attention`` (opset 23/24): torch-mlir cannot lower it; decomposed into MatMul / Softmax /
   masks per the ONNX definition by :mod:`m100.frontend.onnx_rewrite_attention`.
+- ``NegativeLogLikelihoodLoss`` / ``SoftmaxCrossEntropyLoss`` (float32): torch-mlir cannot lower
+  ``nll_loss_forward`` beyond 2-D (and fails on SCE's constants); a one-hot ``Equal`` against the
+  class index, ``Where``, ``ReduceSum`` by :mod:`m100.frontend.onnx_rewrite_loss`.
 - ``LSTM`` with peephole weights (input ``P``): torch-mlir drops ``P`` (``test_lstm_with_peepholes``
   gave wrong numbers through the whole stack); refused the same way.
 """
@@ -462,6 +465,9 @@ def rewrite_for_torch_mlir(model):
             elif node.op_type == "Attention":
                 from m100.frontend.onnx_rewrite_attention import rewrite_attention
                 repl = rewrite_attention(node, graph, types, names, helper, numpy_helper)
+            elif node.op_type in ("NegativeLogLikelihoodLoss", "SoftmaxCrossEntropyLoss"):
+                from m100.frontend.onnx_rewrite_loss import rewrite_loss
+                repl = rewrite_loss(node, _static_shapes(graph), types, names, helper, numpy_helper)
             elif node.op_type == "Gemm":
                 repl = _gemm_alpha(node, types.get(node.input[0]), names, helper, numpy_helper)
             elif node.op_type == "SpaceToDepth":
