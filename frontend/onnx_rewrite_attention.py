@@ -19,8 +19,16 @@ shapes:
 * ``qk_matmul_output_mode`` 0/1 (QK after softcap), 2 (+ bias), 3 (after softmax);
 * ``Y = P @ V``.
 
-Refused with one line (:class:`~m100.frontend.onnx_import.FrontendError`): non-float32 inputs,
-``nonpad_kv_seqlen`` (a per-batch runtime length), dynamic shapes.
+* ``nonpad_kv_seqlen`` (runtime lengths ``n[b]``, the external/static KV cache): the padding mask
+  ``j < n[b]`` and the causal / sliding-window masks aligned bottom-right per batch (query row
+  ``i`` at position ``i + n[b] - S``) are computed at run time on the integer lane and added as a
+  ``0 / -inf`` bias ``[B, 1, S, L]``.
+
+* float16 / bfloat16 inputs: computed in f32 between Casts (inputs widened exactly, each output
+  rounded once to the input type; ``softmax_precision`` is then f32 or wider, no effect).
+
+Refused with one line (:class:`~m100.frontend.onnx_import.FrontendError`): other input types,
+``nonpad_kv_seqlen`` with a past cache (undefined), dynamic shapes.
 """
 
 from __future__ import annotations
@@ -45,24 +53,69 @@ def _static_shape(graph, name: str):
     return None
 
 
-def rewrite_attention(node, graph, types, names, helper, numpy_helper):
-    """(nodes, initializers) computing ``node`` (an Attention), or raise FrontendError."""
+_HALF = (10, 16)  # TensorProto.FLOAT16, BFLOAT16
+
+
+def _rewrite_half(node, graph, types, names, helper, numpy_helper):
+    """Attention on float16 / bfloat16 Q, K, V (and a float mask / past cache of that type): the
+    f32 decomposition between Casts (each input widened exactly, each output rounded once to its
+    type; present_key/value round-trip exactly), or None when the types are not one half type."""
+    from onnx import TensorProto
+
+    ins = list(node.input) + [""] * (7 - len(node.input))
+    half = types.get(ins[0])
+    floats = [i for i in (0, 1, 2, 3, 4, 5) if ins[i] and not (i == 3 and types.get(ins[3]) ==
+                                                                 TensorProto.BOOL)]
+    if half not in _HALF or any(types.get(ins[i]) != half for i in floats):
+        return None
+    nodes, new_ins, alias, new_types = [], list(ins), {}, dict(types)
+    base = node.name or node.output[0]
+    for i in floats:
+        w = names("attn_f32")
+        nodes.append(helper.make_node("Cast", [ins[i]], [w], to=TensorProto.FLOAT,
+                                      name=f"{base}/m100_Cast_in{i}"))
+        new_ins[i], alias[w], new_types[w] = w, ins[i], TensorProto.FLOAT
+    outs = list(node.output)
+    new_outs = [names("attn_f32_out") if o else "" for o in outs]
+    inner = helper.make_node("Attention", new_ins, new_outs, name=base)
+    inner.attribute.extend(a for a in node.attribute if a.name != "softmax_precision")
+    sub_nodes, inits = rewrite_attention(inner, graph, new_types, names, helper, numpy_helper,
+                                         alias=alias)
+    nodes += sub_nodes
+    for o, w in zip(outs, new_outs):
+        if o:
+            nodes.append(helper.make_node("Cast", [w], [o], to=half, name=f"{base}/m100_Cast_{o}"))
+    return nodes, inits
+
+
+def rewrite_attention(node, graph, types, names, helper, numpy_helper, alias=None):
+    """(nodes, initializers) computing ``node`` (an Attention), or raise FrontendError.
+    ``alias``: value name -> the graph value whose static shape it has (the Casts above)."""
     from onnx import TensorProto
 
     from m100.frontend.onnx_import import FrontendError
 
+    if alias is None:
+        half = _rewrite_half(node, graph, types, names, helper, numpy_helper)
+        if half is not None:
+            return half
+    alias = alias or {}
+
     where = f"Attention '{node.name or node.output[0]}'"
     ins = list(node.input) + [""] * (7 - len(node.input))
     q, k, v, mask, past_k, past_v, nonpad = ins[:7]
-    if nonpad:
-        raise FrontendError(f"{where}: nonpad_kv_seqlen (a per-batch runtime length) is not "
-                            "supported")
+    if nonpad and (past_k or past_v):
+        raise FrontendError(f"{where}: nonpad_kv_seqlen together with past_key/past_value is "
+                            "not defined by ONNX")
+    if nonpad and types.get(nonpad) not in (TensorProto.INT64, TensorProto.INT32):
+        raise FrontendError(f"{where}: nonpad_kv_seqlen must be int64 or int32")
     for t in (q, k, v, past_k, past_v):
         if t and types.get(t) != TensorProto.FLOAT:
             raise FrontendError(f"{where}: only float32 inputs are supported")
     if mask and types.get(mask) not in (TensorProto.FLOAT, TensorProto.BOOL):
         raise FrontendError(f"{where}: attn_mask must be float32 or bool")
-    shapes = {t: _static_shape(graph, t) for t in (q, k, v, mask, past_k, past_v) if t}
+    shapes = {t: _static_shape(graph, alias.get(t, t)) for t in (q, k, v, mask, past_k, past_v)
+              if t}
     if any(s is None for s in shapes.values()):
         raise FrontendError(f"{where}: dynamic shapes are not supported")
     a = {x.name: helper.get_attribute_value(x) for x in node.attribute}
@@ -133,12 +186,13 @@ def rewrite_attention(node, graph, types, names, helper, numpy_helper):
     i_idx = np.arange(S).reshape(S, 1) + past_len
     j_idx = np.arange(L).reshape(1, L)
     allowed = np.ones((S, L), bool)
-    if int(a.get("is_causal", 0)):
-        allowed &= j_idx <= i_idx
+    causal = bool(int(a.get("is_causal", 0)))
     lw, rw = int(a.get("left_window_size", -1)), int(a.get("right_window_size", -1))
-    if lw >= 0:
+    if causal and not nonpad:
+        allowed &= j_idx <= i_idx
+    if lw >= 0 and not nonpad:
         allowed &= (i_idx - j_idx) <= lw
-    if rw >= 0:
+    if rw >= 0 and not nonpad:
         allowed &= (j_idx - i_idx) <= rw
     static = np.where(allowed, np.float32(0), np.float32(-np.inf)).astype(np.float32)
     bias, bias_shape = None, None
@@ -150,6 +204,30 @@ def rewrite_attention(node, graph, types, names, helper, numpy_helper):
         if ms[-1] < L:
             m = op("Concat", [m, const("pad", np.full(ms[:-1] + [L - ms[-1]], -np.inf))], axis=-1)
         bias, bias_shape = m, ms[:-1] + [L]
+    if nonpad:
+        # per-batch masks from the runtime lengths n[b] (integer lane): the query at row i sits at
+        # position p = i + n[b] - S (bottom-right aligned); causal: j <= p; window: p - lw <= j
+        # <= p + rw; padding: j < n[b]. Combined into one 0 / -inf bias [B, 1, S, L].
+        it = np.int32 if types.get(nonpad) == TensorProto.INT32 else np.int64
+        n_b = op("Reshape", [nonpad, const("shape", [B, 1, 1, 1], np.int64)])
+        jj = const("kv_index", np.arange(L).reshape(1, 1, 1, L), it)
+        ok = op("Less", [jj, n_b])
+        if causal or lw >= 0 or rw >= 0:
+            pos = op("Add", [n_b, const("q_index", (np.arange(S) - S).reshape(1, 1, S, 1), it)])
+            if causal:
+                ok = op("And", [ok, op("LessOrEqual", [jj, pos])])
+            if lw >= 0:
+                ok = op("And", [ok, op("GreaterOrEqual", [jj, op("Sub", [pos, const(
+                    "lw", lw, it)])])])
+            if rw >= 0:
+                ok = op("And", [ok, op("LessOrEqual", [jj, op("Add", [pos, const(
+                    "rw", rw, it)])])])
+        pad_bias = op("Where", [ok, const("zero", 0.0), const("neginf", -np.inf)])
+        if bias is None:
+            bias = pad_bias
+        else:
+            bias = op("Add", [bias, pad_bias])
+        bias_shape = list(np.broadcast_shapes(tuple(bias_shape or [1]), (B, 1, S, L)))
     if not allowed.all():
         if bias is None:
             bias, bias_shape = static, [S, L]

@@ -233,8 +233,8 @@ def test_attention_against_onnx_reference(case):
 
 def test_attention_refusals_are_one_line():
     q = np.zeros((1, 2, 4, 8), np.float32)
-    m = _attention_model(q, q, q, opset=24)
-    m.graph.node[0].input.extend(["", "", "", "nonpad"])
+    m = _attention_model(q, q, q, past=(q, q), opset=24)  # nonpad with a past cache: undefined
+    m.graph.node[0].input.extend(["nonpad"])
     m.graph.input.append(_vi("nonpad", [1], TensorProto.INT64))
     with pytest.raises(M100Error) as ei:
         M100Backend.prepare(m, machine="tiny", bind=False)
