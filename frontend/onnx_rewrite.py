@@ -40,7 +40,9 @@ graph outputs and downstream consumers are unchanged.
   masks per the ONNX definition by :mod:`m100.frontend.onnx_rewrite_attention`.
 - ``NegativeLogLikelihoodLoss`` / ``SoftmaxCrossEntropyLoss`` (float32): torch-mlir cannot lower
   ``nll_loss_forward`` beyond 2-D (and fails on SCE's constants); a one-hot ``Equal`` against the
-  class index, ``Where``, ``ReduceSum`` by :mod:`m100.frontend.onnx_rewrite_loss`.
+  class index, ``Where``, ``ReduceSum`` by :mod:`m100.frontend.onnx_rewrite_training`.
+- ``Dropout`` with a ``training_mode`` input (torch-mlir cannot lower ``aten.dropout``): a seeded
+  compile-time mask, ``Where`` (same module).
 - ``LSTM`` with peephole weights (input ``P``): torch-mlir drops ``P`` (``test_lstm_with_peepholes``
   gave wrong numbers through the whole stack); refused the same way.
 """
@@ -466,8 +468,12 @@ def rewrite_for_torch_mlir(model):
                 from m100.frontend.onnx_rewrite_attention import rewrite_attention
                 repl = rewrite_attention(node, graph, types, names, helper, numpy_helper)
             elif node.op_type in ("NegativeLogLikelihoodLoss", "SoftmaxCrossEntropyLoss"):
-                from m100.frontend.onnx_rewrite_loss import rewrite_loss
+                from m100.frontend.onnx_rewrite_training import rewrite_loss
                 repl = rewrite_loss(node, _static_shapes(graph), types, names, helper, numpy_helper)
+            elif node.op_type == "Dropout":
+                from m100.frontend.onnx_rewrite_training import rewrite_dropout
+                repl = rewrite_dropout(node, graph, _static_shapes(graph), types, names, helper,
+                                       numpy_helper)
             elif node.op_type == "Gemm":
                 repl = _gemm_alpha(node, types.get(node.input[0]), names, helper, numpy_helper)
             elif node.op_type == "SpaceToDepth":

@@ -5,11 +5,9 @@ from __future__ import annotations
 
 import sys
 
-import numpy as np
 import onnx
 from onnx import TensorProto as T
 from onnx import helper as h
-from onnx import numpy_helper
 
 
 def _model(nodes, inputs, outputs, inits=(), opset=22):
@@ -43,11 +41,21 @@ def nll_f64():
                   [_vi("y", [], T.DOUBLE)])
 
 
-KINDS = {f.__name__: f for f in (nll_weight_ii, sce_logprob, nll_f64)}
+def dropout_train():
+    """Dropout with runtime ratio and training_mode, seed 0, both outputs."""
+    n = h.make_node("Dropout", ["x", "r", "t"], ["y", "m"], seed=0)
+    return _model([n], [_vi("x", [4, 8]), _vi("r", []), _vi("t", [], T.BOOL)],
+                  [_vi("y", [4, 8]), _vi("m", [4, 8], T.BOOL)])
 
 
-def _axis_init(name, v):
-    return numpy_helper.from_array(np.array(v, np.int64), name)
+def dropout_noseed():
+    """Dropout with a runtime training_mode and no seed: needs a run-time generator."""
+    n = h.make_node("Dropout", ["x", "r", "t"], ["y"])
+    return _model([n], [_vi("x", [4, 8]), _vi("r", []), _vi("t", [], T.BOOL)], [_vi("y", [4, 8])])
+
+
+KINDS = {f.__name__: f for f in (nll_weight_ii, sce_logprob, nll_f64, dropout_train,
+                                 dropout_noseed)}
 
 
 if __name__ == "__main__":

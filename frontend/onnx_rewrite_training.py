@@ -1,4 +1,4 @@
-"""ONNX loss operators -> primitive ONNX ops, before torch-mlir (issue 12).
+"""ONNX training-time operators (losses, Dropout) -> primitive ONNX ops, before torch-mlir (issue 12).
 
 Run by :func:`m100.frontend.onnx_rewrite.rewrite_for_torch_mlir` (top-level graph, after shape
 inference, opset >= 17). Every rewritten node keeps its output names.
@@ -19,6 +19,17 @@ inference, opset >= 17). Every rewritten node keeps its output names.
   A target outside ``[0, C)`` that is not ``ignore_index`` is undefined in ONNX; here it gives 0.
 - ``SoftmaxCrossEntropyLoss`` (float32): ``LogSoftmax(scores, axis 1)`` followed by the NLL above;
   the optional second output is the log-probability (torch-mlir fails on its constants).
+
+- ``Dropout`` with a ``training_mode`` input (torch-mlir cannot lower ``aten.dropout``):
+  ``keep = Not(training_mode) Or (U >= ratio)``, ``y = Where(keep, x * scale, 0)`` with
+  ``scale = Where(training_mode, 1 / (1 - ratio), 1)`` and the mask output ``keep``; ratio 0 or
+  ``training_mode`` false give ``y = x`` exactly and an all-true mask. ``U`` is the uniform draw
+  of the ``seed`` attribute by numpy's legacy MT19937 (``np.random.seed(seed); uniform(0, 1,
+  shape)``, the generator of the ONNX reference implementation), made at compile time and stored
+  rounded *down* to f32, so that ``U_f32 >= r`` equals ``U >= r`` for every f32 ratio ``r``: a
+  seeded dropout is the same mask on every run of the compiled program. Without a ``seed``
+  (a fresh mask per run needs a run-time generator the M100 does not have) it is refused in one
+  line, unless ``training_mode`` is a constant false.
 
 Other element types are left to torch-mlir (an f64 loss is refused later by the scheduler, never
 computed in f32).
@@ -131,4 +142,52 @@ def rewrite_loss(node, shapes, types, names, helper, numpy_helper):
     if out != node.output[0]:
         b.op("Reshape", [out, b.const("shape_out", [full_shape[0]] + list(full_shape[2:]),
                                       np.int64)], node.output[0])
+    return b.nodes, b.inits
+
+
+def _uniform_floor_f32(seed: int, shape) -> np.ndarray:
+    """numpy's legacy uniform draw for ``seed`` rounded down to f32 (``u32 <= u`` for every
+    element), so that ``u32 >= r`` iff ``u >= r`` for any f32 ``r``."""
+    u = np.random.RandomState(seed).uniform(0, 1.0, shape)
+    u32 = u.astype(np.float32)
+    up = u32.astype(np.float64) > u
+    u32[up] = np.nextafter(u32[up], np.float32(-np.inf))
+    return u32
+
+
+def rewrite_dropout(node, graph, shapes, types, names, helper, numpy_helper):
+    """(nodes, initializers) computing a Dropout that has a ``training_mode`` input, or None (no
+    such input: inference, torch-mlir's identity); FrontendError when it needs a run-time RNG."""
+    from onnx import TensorProto
+    from onnx import numpy_helper as nh
+
+    from m100.frontend.onnx_import import FrontendError
+
+    ins = list(node.input) + [""] * (3 - len(node.input))
+    x, ratio, mode = ins[:3]
+    if not mode:
+        return None
+    where = f"Dropout '{node.name or node.output[0]}'"
+    shape = shapes.get(x)
+    if types.get(x) != TensorProto.FLOAT or shape is None:
+        raise FrontendError(f"{where}: training_mode is supported for float32 inputs of static "
+                            "shape only")
+    b = _Builder(node, names, helper, numpy_helper)
+    outs = list(node.output) + [""] * (2 - len(node.output))
+    inits = {i.name: i for i in graph.initializer}
+    if mode in inits and not nh.to_array(inits[mode]).any():  # constant false: the identity
+        b.op("Identity", [x], outs[0])
+        if outs[1]:
+            b.op("Identity", [b.const("mask", np.ones(shape, bool), bool)], outs[1])
+        return b.nodes, b.inits
+    attrs = {a.name: helper.get_attribute_value(a) for a in node.attribute}
+    if "seed" not in attrs:
+        raise FrontendError(f"{where}: training_mode without a seed attribute needs a random "
+                            "generator at run time (not supported)")
+    r = ratio or b.const("ratio", 0.5, np.float32)
+    u = b.const("uniform", _uniform_floor_f32(int(attrs["seed"]), shape), np.float32)
+    keep = b.op("Or", [b.op("Not", [mode]), b.op("GreaterOrEqual", [u, r])], outs[1] or None)
+    one = b.const("one", 1.0, np.float32)
+    scale = b.op("Where", [mode, b.op("Div", [one, b.op("Sub", [one, r])]), one])
+    b.op("Where", [keep, b.op("Mul", [x, scale]), b.const("zero", 0.0, np.float32)], outs[0])
     return b.nodes, b.inits

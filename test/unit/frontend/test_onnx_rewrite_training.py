@@ -1,6 +1,7 @@
-"""NegativeLogLikelihoodLoss / SoftmaxCrossEntropyLoss rewritten before torch-mlir
-(:mod:`m100.frontend.onnx_rewrite_loss`), through the whole stack (compile for ``tiny``, interpreter),
-against numpy written from the ONNX definitions (float64 loops, not vectorized like the rewrite)."""
+"""NegativeLogLikelihoodLoss / SoftmaxCrossEntropyLoss / Dropout(training_mode) rewritten before
+torch-mlir (:mod:`m100.frontend.onnx_rewrite_training`), through the whole stack (compile for
+``tiny``, interpreter), against numpy written from the ONNX definitions (float64 loops for the
+losses, not vectorized like the rewrite; the reference's legacy generator for Dropout)."""
 
 from __future__ import annotations
 
@@ -114,3 +115,61 @@ def test_f64_loss_is_refused_in_one_line():
         M100Backend.prepare(model, machine="tiny")
     msg = str(e.value)
     assert "\n" not in msg.strip() and ("f64" in msg or "nll_loss" in msg)
+
+
+# --- Dropout with a training_mode input ---------------------------------------------------------
+def _dropout_model(shape, seed=0, outs=("y", "m")):
+    kw = {} if seed is None else {"seed": seed}
+    node = helper.make_node("Dropout", ["x", "r", "t"], list(outs), **kw)
+    out_vis = [helper.make_tensor_value_info("y", TensorProto.FLOAT, shape),
+               helper.make_tensor_value_info("m", TensorProto.BOOL, shape)][:len(outs)]
+    g = helper.make_graph([node], "drop",
+                          [helper.make_tensor_value_info("x", TensorProto.FLOAT, shape),
+                           helper.make_tensor_value_info("r", TensorProto.FLOAT, []),
+                           helper.make_tensor_value_info("t", TensorProto.BOOL, [])], out_vis)
+    return helper.make_model(g, opset_imports=[helper.make_opsetid("", 22)])
+
+
+def _dropout_oracle(x, r, t, seed):
+    """The ONNX reference's dropout: numpy's legacy generator, float64 draw, mask = U >= r."""
+    if not t or r == 0:
+        return x, np.ones(x.shape, bool)
+    np.random.seed(seed)
+    mask = np.random.uniform(0, 1.0, x.shape) >= r
+    return np.where(mask, x * (np.float32(1) / (np.float32(1) - np.float32(r))), 0), mask
+
+
+@pytest.mark.parametrize("r,t", [(0.75, True), (0.5, True), (0.0, True), (0.6, False)])
+def test_dropout_training_mode(r, t):
+    x = np.random.default_rng(1).standard_normal((3, 4, 5)).astype(np.float32)
+    rep = M100Backend.prepare(_dropout_model([3, 4, 5], seed=3), machine="tiny")
+    y, m = rep.run([x, np.float32(r), np.bool_(t)])
+    ey, em = _dropout_oracle(x, r, t, 3)
+    np.testing.assert_array_equal(m, em)
+    np.testing.assert_array_equal(y, ey.astype(np.float32))  # x * scale: one rounding, exact
+    if not t or r == 0:
+        assert np.array_equal(y, x) and m.all()
+
+
+def test_dropout_ratio_between_draw_and_its_f32_rounding():
+    """A ratio r (f32) with U < r <= round_f32(U) for one element: the reference keeps it out
+    (U < r); a draw stored rounded to nearest would keep it in."""
+    shape = [64]
+    np.random.seed(0)
+    u = np.random.uniform(0, 1.0, shape)
+    up = np.nonzero(u.astype(np.float32).astype(np.float64) > u)[0]
+    assert up.size
+    k = int(up[0])
+    r = u.astype(np.float32)[k]  # U[k] < r
+    x = np.ones(shape, np.float32)
+    y, m = M100Backend.prepare(_dropout_model(shape, seed=0), machine="tiny").run(
+        [x, r, np.bool_(True)])
+    assert not m[k] and y[k] == 0
+    np.testing.assert_array_equal(m, u >= r)
+
+
+def test_dropout_without_seed_is_refused_in_one_line():
+    with pytest.raises(M100Error) as e:
+        M100Backend.prepare(_dropout_model([2, 3], seed=None, outs=("y",)), machine="tiny")
+    msg = str(e.value)
+    assert "\n" not in msg.strip() and "Dropout" in msg and "seed" in msg
