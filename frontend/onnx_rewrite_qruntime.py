@@ -32,7 +32,10 @@ import numpy as np
 
 #: integer element types (TensorProto numbers) -> (lo, hi)
 _INT_RANGE = {2: (0, 255), 3: (-128, 127), 4: (0, 65535), 5: (-32768, 32767),
-              6: (-(1 << 31), (1 << 31) - 1)}
+              6: (-(1 << 31), (1 << 31) - 1),
+              # int4 / uint4 / int2 / uint2: held in int8 / uint8 (onnx_rewrite_narrow_int.py)
+              22: (-8, 7), 21: (0, 15), 26: (-2, 1), 25: (0, 3)}
+_HOLDER = {22: 3, 21: 2, 26: 3, 25: 2}
 _F32, _F16 = 1, 10
 _EXACT = 1 << 24  # f32 holds every integer below this exactly
 
@@ -70,6 +73,7 @@ class _B:
         lowers ``Cast`` to uint8 as ``fptosi`` to i8 (undefined above 127); a QuantizeLinear with
         scale 1 and zero point 0 is its ``fptoui`` (for int16 its ``fptosi``: torch-mlir cannot lower
         that Cast). uint16: torch-mlir crashes on both (False: the node is left alone)."""
+        t = _HOLDER.get(t, t)
         if t in (2, 5):  # uint8, int16 (torch-mlir cannot lower a Cast to int16 either)
             zero = self.const(0, np.uint8 if t == 2 else np.int16)
             self.op("QuantizeLinear", [c, self.const(1.0), zero], out)
@@ -124,7 +128,8 @@ def _param(b: _B, p: str, shapes: dict, x: str, axis: int, block: int, to_f32: b
 def dequantize(node, types, shapes, consts, names, helper, numpy_helper):
     x, s = node.input[0], node.input[1]
     zp = node.input[2] if len(node.input) > 2 and node.input[2] else ""
-    if _is_const(s, consts) and _is_const(zp, consts):
+    narrow_x = types.get(x) in _HOLDER and x not in consts  # a run-time int4/int2 input
+    if _is_const(s, consts) and _is_const(zp, consts) and not narrow_x:
         return None
     at = _attrs(node, helper)
     if types.get(x) not in _INT_RANGE or types.get(s) not in (_F32, _F16):
@@ -334,14 +339,72 @@ def integer_contraction(node, types, shapes, consts, names, helper, numpy_helper
     return bld.nodes, bld.inits
 
 
+def dynamic_quantize(node, types, names, helper, numpy_helper):
+    """DynamicQuantizeLinear(x) -> (y u8, y_scale, y_zero_point) per onnx.reference: max/min of x
+    widened to include 0, scale = (max - min or 1 if equal) / 255, zero point = rint(clip(0 - min /
+    scale, 0, 255)), y = clip(rint(x / scale) + zero point, 0, 255); all f32 like the reference."""
+    x = node.input[0]
+    if types.get(x) != _F32:
+        return None
+    outs = list(node.output) + ["", "", ""]
+    y, ys, yz = outs[:3]
+    b = _B(names, helper, numpy_helper, node.name or y, types)
+    zero, one = b.const(0.0), b.const(1.0)
+    mx = b.op("Max", [b.op("ReduceMax", [x], keepdims=0), zero])
+    mn = b.op("Min", [b.op("ReduceMin", [x], keepdims=0), zero])
+    rng = b.op("Where", [b.op("Equal", [mx, mn]), one, b.op("Sub", [mx, mn])])
+    scale = b.op("Div", [rng, b.const(255.0)])
+    zp = b.op("Round", [b.op("Clip", [b.op("Sub", [zero, b.op("Div", [mn, scale])]), zero,
+                                      b.const(255.0)])])
+    q = b.op("Clip", [b.op("Add", [b.op("Round", [b.op("Div", [x, scale])]), zp]), zero,
+                      b.const(255.0)])
+    if y and not b.to_int(q, 2, y):
+        return None
+    if ys:
+        b.op("Identity", [scale], ys)
+    if yz and not b.to_int(zp, 2, yz):
+        return None
+    return b.nodes, b.inits
+
+
+def dequantize_f8(node, types, shapes, consts, names, helper, numpy_helper):
+    """DequantizeLinear of a float8 ``x`` (held as its bits): the decoded value (a table lookup,
+    onnx_rewrite_narrow_int.decode_f8) times the scale; the zero point is 0 by definition (not
+    read), the result cast to the scale's / ``output_dtype`` type."""
+    from m100.frontend.onnx_rewrite_narrow_int import F8, decode_f8
+
+    x, s = node.input[0], node.input[1]
+    at = _attrs(node, helper)
+    if types.get(x) not in F8 or types.get(s) not in (_F32, _F16) or x in consts:
+        return None
+    out_t = int(at.get("output_dtype", 0)) or types[s]
+    b = _B(names, helper, numpy_helper, node.name or node.output[0], types)
+    sr = _param(b, s, shapes, x, int(at.get("axis", 1)), int(at.get("block_size", 0)), True)
+    if sr is None or out_t not in (_F32, _F16):
+        return None
+    v = names("f8_x")
+    dn, di = decode_f8(x, types[x], _F32, v, names, helper, numpy_helper, b.base)
+    b.nodes = dn + b.nodes
+    b.inits += di
+    y = node.output[0]
+    if out_t == _F32:
+        b.op("Mul", [v, sr], y)
+    else:
+        b.cast(b.op("Mul", [v, sr]), out_t, y)
+    return b.nodes, b.inits
+
+
 def rewrite_runtime_quant(node, types, shapes, consts, names, helper, numpy_helper):
     """(nodes, initializers) replacing ``node``, or None if it is not handled here."""
     if node.domain not in ("", "ai.onnx"):
         return None
     if node.op_type == "DequantizeLinear":
-        return dequantize(node, types, shapes, consts, names, helper, numpy_helper)
+        return dequantize(node, types, shapes, consts, names, helper, numpy_helper) or \
+            dequantize_f8(node, types, shapes, consts, names, helper, numpy_helper)
     if node.op_type == "QuantizeLinear":
         return quantize(node, types, shapes, consts, names, helper, numpy_helper)
+    if node.op_type == "DynamicQuantizeLinear":
+        return dynamic_quantize(node, types, names, helper, numpy_helper)
     if node.op_type in ("MatMulInteger", "ConvInteger", "QLinearMatMul", "QLinearConv"):
         return integer_contraction(node, types, shapes, consts, names, helper, numpy_helper)
     return None

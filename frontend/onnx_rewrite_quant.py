@@ -299,6 +299,7 @@ def rewrite_quantized(graph, names, ranks, types) -> tuple[list, list, int, set[
     """(nodes, new initializers, number rewritten, initializer names no longer needed)."""
     from onnx import TensorProto, helper, numpy_helper
 
+    from m100.frontend import onnx_rewrite_narrow_int as narrow_int
     from m100.frontend.onnx_rewrite import _static_shapes
     from m100.frontend.onnx_rewrite_qruntime import rewrite_runtime_quant
 
@@ -306,10 +307,19 @@ def rewrite_quantized(graph, names, ranks, types) -> tuple[list, list, int, set[
     int4 = {TensorProto.INT4, TensorProto.UINT4}
     consts = set(inits) | {o for nd in graph.node if nd.op_type == "Constant" for o in nd.output}
     shapes = _static_shapes(graph)
-    out_nodes, new_inits, count = [], [], 0
+    out_nodes, new_inits = [], []
+    likes = narrow_int.castlike_to_cast(graph, types, helper)
+    count = len(likes)
+    # int4/uint4/int2/uint2 values held in int8/uint8 (onnx_rewrite_narrow_int.py)
+    narrow = narrow_int.narrow_values(graph, types)
     for node in graph.node:
         # run-time scales / zero points / weights: exact plain ops (onnx_rewrite_qruntime.py)
         repl = rewrite_runtime_quant(node, types, shapes, consts, names, helper, numpy_helper)
+        if repl is None and narrow and node.op_type == "Cast":
+            repl = narrow_int.cast_to_narrow(node, types, names, helper, numpy_helper) or \
+                narrow_int.cast_from_f8(node, types, names, helper, numpy_helper)
+        if repl is None and node.op_type == "Cast" and node.domain in ("", "ai.onnx"):
+            repl = narrow_int.cast_float_to_u8(node, types, names, helper, numpy_helper)
         if repl is not None:
             pass
         elif node.domain in ("", "ai.onnx"):
@@ -336,8 +346,11 @@ def rewrite_quantized(graph, names, ranks, types) -> tuple[list, list, int, set[
             out_nodes.extend(repl[0])
             new_inits.extend(repl[1])
             count += 1
+    if narrow:
+        narrow_int.retype(graph, out_nodes, narrow)
+        count += 1
     used = {i for nd in out_nodes for i in nd.input} | {o.name for o in graph.output}
-    before = {i for nd in graph.node for i in nd.input}
+    before = {i for nd in graph.node for i in nd.input} | likes
     dead = {name for name in inits if name in before and name not in used}
     return out_nodes, new_inits, count, dead
 

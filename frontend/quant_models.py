@@ -209,3 +209,45 @@ def conv_integer(c=3, hw=6, f=4, seed=0):
 
 __all__ = ["qdq_static", "qdq_convnet", "qdq_mlp", "qdq_resnet18", "w4_blocked_matmul", "matmul_nbits",
            "matmul_integer", "conv_integer"]
+
+
+def runtime_op(kind: str):
+    """One-node models whose quantization parameters / narrow types are run-time graph inputs
+    (frontend/onnx_rewrite_qruntime.py, onnx_rewrite_narrow_int.py), for the lit tests:
+    ``qlinear_matmul_u8`` (QLinearMatMul, every operand an input), ``dq_u8_axis`` (per-axis u8
+    DequantizeLinear), ``cast_f32_int4``, ``cast_f8_f32`` (float8 e4m3fn -> f32), ``cast_f32_f8``,
+    ``dynamic_quantize``, ``cast_f32_u8``."""
+    onnx, TP, helper, _ = _onnx()
+    U8, F32 = TP.UINT8, TP.FLOAT
+    vi = helper.make_tensor_value_info
+    if kind == "qlinear_matmul_u8":
+        names = ["a", "sa", "za", "b", "sb", "zb", "sy", "zy"]
+        ins = [vi("a", U8, [4, 8]), vi("sa", F32, []), vi("za", U8, []), vi("b", U8, [8, 3]),
+               vi("sb", F32, []), vi("zb", U8, []), vi("sy", F32, []), vi("zy", U8, [])]
+        node, outs = helper.make_node("QLinearMatMul", names, ["y"]), [vi("y", U8, [4, 3])]
+    elif kind == "dq_u8_axis":
+        ins = [vi("x", U8, [2, 3, 4]), vi("s", F32, [3]), vi("z", U8, [3])]
+        node = helper.make_node("DequantizeLinear", ["x", "s", "z"], ["y"], axis=1)
+        outs = [vi("y", F32, [2, 3, 4])]
+    elif kind == "cast_f32_int4":
+        ins, outs = [vi("x", F32, [4, 4])], [vi("y", TP.INT4, [4, 4])]
+        node = helper.make_node("Cast", ["x"], ["y"], to=TP.INT4)
+    elif kind == "cast_f32_f8":  # refused: no float8 rounding/saturation yet
+        ins, outs = [vi("x", F32, [4, 4])], [vi("y", TP.FLOAT8E4M3FN, [4, 4])]
+        node = helper.make_node("Cast", ["x"], ["y"], to=TP.FLOAT8E4M3FN)
+    elif kind == "cast_f8_f32":
+        ins, outs = [vi("x", TP.FLOAT8E4M3FN, [16, 16])], [vi("y", F32, [16, 16])]
+        node = helper.make_node("Cast", ["x"], ["y"], to=F32)
+    elif kind == "dynamic_quantize":
+        ins = [vi("x", F32, [4, 6])]
+        outs = [vi("y", U8, [4, 6]), vi("ys", F32, []), vi("yz", U8, [])]
+        node = helper.make_node("DynamicQuantizeLinear", ["x"], ["y", "ys", "yz"])
+    elif kind == "cast_f32_u8":
+        ins, outs = [vi("x", F32, [4, 6])], [vi("y", U8, [4, 6])]
+        node = helper.make_node("Cast", ["x"], ["y"], to=U8)
+    else:
+        raise ValueError(f"unknown runtime_op kind '{kind}'")
+    m = helper.make_model(helper.make_graph([node], kind, ins, outs),
+                          opset_imports=[helper.make_opsetid("", 21)], ir_version=10)
+    onnx.checker.check_model(m)
+    return m

@@ -71,6 +71,19 @@ def shape_param_inputs(model) -> list[str]:
     return [n for n in graph_ins if uses.get(n) and all(uses[n]) and n not in outs]
 
 
+def empty_inputs(model) -> list[str]:
+    """The graph inputs declared with a zero-size dimension: they carry no values (only a type,
+    e.g. CastLike's ``target_type``), so binding them at compile time changes nothing."""
+    inits = {i.name for i in model.graph.initializer}
+    out = []
+    for i in model.graph.input:
+        tt = i.type.tensor_type
+        if i.name not in inits and i.type.HasField("tensor_type") and tt.HasField("shape") and \
+                any(d.HasField("dim_value") and d.dim_value == 0 for d in tt.shape.dim):
+            out.append(i.name)
+    return out
+
+
 def bind_inputs(model, values: dict[str, np.ndarray]):
     """A copy of ``model`` with the graph inputs ``values`` turned into initializers."""
     import onnx
@@ -127,6 +140,17 @@ def _as_onnx_dtype(x: np.ndarray, dt: np.dtype | None) -> np.ndarray:
     the narrowed i32; bool <- i8 0/1)."""
     if dt is None or x.dtype == dt:
         return x
+    if dt.name.startswith("float8") and x.dtype.kind in "iu" and x.dtype.itemsize == 1:
+        return x.view(dt)  # float8 held as its bits
+    if dt.name in _NARROW and x.dtype.kind in "iu":  # int4/uint4/int2/uint2 held in a byte
+        import ml_dtypes
+
+        info = ml_dtypes.iinfo(dt)
+        if x.dtype.kind == "i" and dt.name.startswith("u"):
+            x = x.view(np.uint8) if x.dtype.itemsize == 1 else x
+        if x.size and (int(x.min()) < int(info.min) or int(x.max()) > int(info.max)):
+            raise ValueError(f"a {dt.name} output holds values outside its range")  # a bug
+        return x.astype(dt)
     if x.dtype.kind in "iu" and dt.kind in "iu" and x.dtype.itemsize == dt.itemsize:
         return x.view(dt)
     if x.dtype.kind == "i" and dt.kind in "iu" and x.dtype.itemsize < dt.itemsize:
@@ -142,12 +166,20 @@ def _as_onnx_dtype(x: np.ndarray, dt: np.dtype | None) -> np.ndarray:
     return x
 
 
+#: ml_dtypes' narrow integer types, held as int8 / uint8 values (frontend/onnx_rewrite_narrow_int.py)
+_NARROW = ("int4", "uint4", "int2", "uint2")
+
+
 def _as_program_input(x: np.ndarray) -> np.ndarray:
     """An unsigned 8/16-bit ONNX input as the signless i8/i16 the program holds: the same bits
     (torch-mlir keeps ONNX's unsignedness in the ops -- extui, uitofp, fptoui -- not in the
     tensor type; the inverse of :func:`_as_onnx_dtype`'s reinterpretation of the outputs)."""
     if x.dtype.kind == "u" and x.dtype.itemsize in (1, 2):
         return x.view(np.dtype(f"i{x.dtype.itemsize}"))
+    if x.dtype.name in _NARROW:  # int4/uint4/int2/uint2: held as int8 values (all below 16)
+        return x.astype(np.int8)
+    if x.dtype.name.startswith("float8") and x.dtype.itemsize == 1:  # float8: its bits
+        return x.view(np.int8)
     return x
 
 
@@ -214,7 +246,7 @@ class M100BackendRep(_backend_base().BackendRep):
             return rep.run(rest, **kwargs)
         if self.executor == "reference":
             from m100.frontend.reference import run as ref_run
-            outs = ref_run(self.module, xs)
+            outs = ref_run(self.module, [_as_program_input(x) for x in xs])
         else:
             from m100.tools import driver
             if len(xs) != len(self.input_names):
@@ -253,7 +285,7 @@ class M100Backend(_backend_base().Backend):
         names = _onnx_input_names(model)
         outs = [o.name for o in model.graph.output]
         dts = _onnx_output_dtypes(model)
-        params = shape_param_inputs(model) if bind else []
+        params = shape_param_inputs(model) + empty_inputs(model) if bind else []
         if params:  # compiled in run(), once the shape parameters' values are known
             return M100BackendRep(executor, names, outs, dts, bound=(cls, model, set(params), kwargs))
         kwargs.pop("executor", None)

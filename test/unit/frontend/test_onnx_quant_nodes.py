@@ -3,14 +3,13 @@ QLinearConv, MatMulInteger, ConvInteger) through ``M100ReferenceBackend`` (torch
 ``onnx_rewrite_quant`` rewrites + the numpy reference executor), run like
 ``onnx.backend.test.BackendTest`` runs them.
 
-Measured (onnx 1.23, torch-mlir 20261001): 22 of 39 cases pass (17 before the run-time
-parameter rewrite of onnx_rewrite_qruntime.py: blocked Q/DQ, QuantizeLinear with an axis and
-ConvInteger with padding pass since); every other case fails with a one-line error (f8/int2/fp4
-element types, int4 graph inputs, uint16 QuantizeLinear: torch-mlir cannot lower them) -- none
-gives wrong numbers. Before this work ``test_dequantizelinear_axis`` (uint8, per axis) computed 1525
-instead of 24 (torch-mlir defect, now rewritten before import). Through ``M100GraphBackend`` the
-cases whose scales are graph *inputs* are refused by check-supported (scalar ``tensor.extract``),
-MatMulInteger and the per-axis DequantizeLinear pass. The fast suite runs four cases; the
+Measured (onnx 1.23, torch-mlir 20261001): 34 of 39 cases pass (17 before the run-time
+parameter rewrite of onnx_rewrite_qruntime.py and the narrow types of onnx_rewrite_narrow_int.py);
+every other case fails with a one-line error (quantization to float8, float4, uint16
+QuantizeLinear) -- none gives wrong numbers. Before this work ``test_dequantizelinear_axis`` (uint8, per axis) computed 1525
+instead of 24 (torch-mlir defect, now rewritten before import). Run-time scales / zero points are rewritten into plain ops before torch-mlir
+(onnx_rewrite_qruntime.py), so the compiled stack runs them too (test/e2e/test_quant_runtime_params.py,
+test_quant_narrow_types.py). The fast suite runs four cases; the
 slow tier runs all of them and checks the counts."""
 
 from __future__ import annotations
@@ -37,6 +36,12 @@ PASSING = {
     "test_quantizelinear_axis", "test_quantizelinear_blocked_asymmetric",
     "test_quantizelinear_blocked_symmetric", "test_dequantizelinear_blocked",
     "test_convinteger_with_padding",
+    # float8 / int4 / uint4 / int2 / uint2 held in bytes (onnx_rewrite_narrow_int.py)
+    "test_dequantizelinear_e4m3fn", "test_dequantizelinear_e4m3fn_float16",
+    "test_dequantizelinear_e4m3fn_zero_point", "test_dequantizelinear_e5m2",
+    "test_dequantizelinear_int2", "test_dequantizelinear_int4", "test_dequantizelinear_uint2",
+    "test_dequantizelinear_uint4", "test_quantizelinear_int2", "test_quantizelinear_int4",
+    "test_quantizelinear_uint2", "test_quantizelinear_uint4",
 }
 FAST = {"test_dequantizelinear_axis", "test_qlinearconv", "test_qlinearmatmul_2D_uint8_float32",
         "test_convinteger_without_padding"}

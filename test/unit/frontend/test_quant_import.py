@@ -110,17 +110,29 @@ def test_unsupported_quantized_inputs_are_one_line_errors():
     import onnx
     from onnx import TensorProto, helper, numpy_helper
 
-    # int4 tensor that is a graph input (not a constant)
+    # int4 tensor that is a graph input (not a constant): held in int8 now
+    # (onnx_rewrite_narrow_int.py), dequantized per its definition
     g = helper.make_graph(
         [helper.make_node("DequantizeLinear", ["q", "s"], ["y"], axis=0, block_size=2)], "g",
         [helper.make_tensor_value_info("q", TensorProto.INT4, [4, 2])],
         [helper.make_tensor_value_info("y", TensorProto.FLOAT, [4, 2])],
-        [numpy_helper.from_array(np.ones((2, 2), np.float32), "s")])
+        [numpy_helper.from_array(np.array([[0.5, 2.0], [0.25, 4.0]], np.float32), "s")])
     m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 21)])
     m.ir_version = 10
+    q = np.arange(-8, 8, 2, dtype=np.int8).reshape(4, 2)
+    s = np.array([[0.5, 2.0], [0.25, 4.0]], np.float32)
+    got = reference.run(load_onnx(m), [q])[0]
+    np.testing.assert_array_equal(got, q.astype(np.float32) * np.repeat(s, 2, axis=0))
+    # an int4 graph input an Add reads (wraps at 4 bits): one line, never computed in int8
+    g2 = helper.make_graph(
+        [helper.make_node("Add", ["q", "q"], ["y"])], "g2",
+        [helper.make_tensor_value_info("q", TensorProto.INT4, [4])],
+        [helper.make_tensor_value_info("y", TensorProto.INT4, [4])])
+    m2 = helper.make_model(g2, opset_imports=[helper.make_opsetid("", 21)])
+    m2.ir_version = 10
     with pytest.raises(FrontendError) as e:
-        load_onnx(m)
-    assert "int4 tensors must be constant" in str(e.value) and "\n" not in str(e.value)
+        load_onnx(m2)
+    assert "int4 tensor 'q'" in str(e.value) and "\n" not in str(e.value)
     bad = qm.matmul_nbits()
     for a in bad.graph.node[0].attribute:
         if a.name == "bits":

@@ -1,0 +1,228 @@
+"""int4 / uint4 / int2 / uint2 tensors as int8 / uint8 holders, and CastLike -> Cast (issue 11).
+
+torch-mlir's ONNX importer does not know INT2 / UINT2 (element types 25, 26) and lowers a Cast to
+INT4 / UINT4 not at all; the M100 holds such values in bytes anyway. When every node that reads or
+writes a narrow integer value is one this module (or onnx_rewrite_qruntime.py) rewrites exactly,
+the graph is retyped: those values become INT8 (signed) / UINT8 (unsigned) holding the same
+numbers, and
+
+- ``Cast(x: float -> narrow)`` -> ``Where(lo <= t <= hi, t, 0)`` with ``t = trunc(x)`` (what
+  onnx.reference computes: ml_dtypes converts toward zero and maps a value outside the type to 0;
+  ONNX leaves out-of-range conversions undefined), then ``Cast`` to the holder;
+- ``Cast(x: narrow -> any)`` reads the holder (the same values);
+- ``QuantizeLinear`` / ``DequantizeLinear`` with a narrow type: onnx_rewrite_qruntime.py, with the
+  narrow type's range.
+
+The ONNX backend (tools/onnx_backend.py) feeds narrow inputs as int8 / uint8 values and converts the
+outputs back (range-checked). ``CastLike(x, like)`` becomes ``Cast(x, to=type of like)`` (``like``
+is read only for its type). Anything else touching a narrow value leaves the graph as it is (the
+importer then refuses it with one line).
+"""
+
+from __future__ import annotations
+
+#: narrow ONNX integer type -> (holder type, lo, hi)
+NARROW = {22: (3, -8, 7), 21: (2, 0, 15), 26: (3, -2, 1), 25: (2, 0, 3)}
+_FLOATS = (1, 10)  # float, float16
+#: ops whose narrow operands onnx_rewrite_qruntime.py handles (checked there again)
+_QUANT = ("QuantizeLinear", "DequantizeLinear")
+
+
+def castlike_to_cast(graph, types, helper) -> set[str]:
+    """``CastLike(x, like)`` -> ``Cast(x, to=type(like))`` (attributes kept); returns the names
+    of the ``like`` inputs (read no more)."""
+    n = 0
+    likes = set()
+    nodes = []
+    for node in graph.node:
+        if node.op_type == "CastLike" and node.domain in ("", "ai.onnx") and \
+                types.get(node.input[1]):
+            attrs = {a.name: helper.get_attribute_value(a) for a in node.attribute}
+            nodes.append(helper.make_node("Cast", [node.input[0]], list(node.output),
+                                          name=node.name, to=types[node.input[1]], **attrs))
+            likes.add(node.input[1])
+            n += 1
+        else:
+            nodes.append(node)
+    if n:
+        graph.ClearField("node")
+        graph.node.extend(nodes)
+    return likes
+
+
+def cast_float_to_u8(node, types, names, helper, numpy_helper):
+    """``Cast(float x -> uint8)``: torch-mlir lowers it as ``fptosi`` to i8, undefined (a CVU
+    fault) from 128 on. -> ``QuantizeLinear(trunc(x), 1, 0 as uint8)``, whose lowering is the
+    ``fptoui`` the CVU converts exactly; Cast truncates toward zero, and trunc(x) is an integer,
+    which the quantization keeps (a value outside [0, 255], undefined for Cast, saturates)."""
+    import numpy as np
+
+    to = next((a.i for a in node.attribute if a.name == "to"), 0)
+    if to != 2 or types.get(node.input[0]) not in _FLOATS:
+        return None
+    base = node.name or node.output[0]
+    x = node.input[0]
+    nodes, inits = [], []
+
+    def op(t, ins, **at):
+        out = names("u8c")
+        nodes.append(helper.make_node(t, ins, [out], name=f"{base}/m100_{out}", **at))
+        return out
+
+    if types[x] != 1:
+        x = op("Cast", [x], to=1)
+    t = op("Mul", [op("Sign", [x]), op("Floor", [op("Abs", [x])])])
+    one, zero = names("u8c_one"), names("u8c_zero")
+    inits += [numpy_helper.from_array(np.asarray(1.0, np.float32), one),
+              numpy_helper.from_array(np.asarray(0, np.uint8), zero)]
+    nodes.append(helper.make_node("QuantizeLinear", [t, one, zero], [node.output[0]],
+                                  name=f"{base}/m100_q"))
+    return nodes, inits
+
+
+def _out_types(graph, types) -> dict:
+    t = dict(types)
+    for node in graph.node:
+        if node.op_type == "Cast":
+            to = next((a.i for a in node.attribute if a.name == "to"), 0)
+            t[node.output[0]] = to
+    return t
+
+
+def _type_name(t: int) -> str:
+    from onnx import TensorProto
+
+    return TensorProto.DataType.Name(t).lower()
+
+
+def narrow_values(graph, types) -> set[str] | None:
+    """The names of narrow-typed values (narrow integers, float8), or None if there are none.
+    Raises a one-line ``QuantRewriteError`` naming the node when one touching such a value is not
+    handled here (e.g. an Add on int4 wraps at 4 bits: never computed in the int8 holder)."""
+    t = _out_types(graph, types)
+    narrow = {n for n, ty in t.items() if ty in NARROW or ty in F8}
+    if not narrow:
+        return None
+    for node in graph.node:
+        touched = [v for v in list(node.input) + list(node.output) if v in narrow]
+        if not touched:
+            continue
+        src = t.get(node.input[0]) if node.input else None
+        out_t = t.get(node.output[0]) if node.output else None
+        why = None
+        if node.op_type == "Cast":
+            if out_t in F8:
+                why = "a conversion to float8 (rounding, saturation) is not supported"
+            elif src in F8 and out_t not in _FLOATS:
+                why = "float8 converts to float32/float16 only"
+            elif out_t in NARROW and src not in _FLOATS and src not in NARROW:
+                why = "an integer -> narrow integer conversion (wrap-around) is not supported"
+        elif node.op_type == "QuantizeLinear" and out_t in F8:
+            why = "quantization to float8 (rounding, saturation) is not supported"
+        elif node.op_type not in ("DequantizeLinear", "QuantizeLinear", "Identity"):
+            why = ("only Cast, QuantizeLinear, DequantizeLinear and Identity read or write such "
+                   "values (held in bytes)")
+        if why:
+            from m100.frontend.onnx_rewrite_quant import QuantRewriteError
+
+            v = touched[0]
+            raise QuantRewriteError(f"{node.op_type} '{node.name or node.output[0]}': {_type_name(t[v])} "
+                             f"tensor '{v}': {why}")
+    return narrow
+
+
+def cast_from_f8(node, types, names, helper, numpy_helper):
+    """``Cast(x: float8 -> f32/f16)`` -> the table lookup of :func:`decode_f8`."""
+    to = next((a.i for a in node.attribute if a.name == "to"), 0)
+    src = types.get(node.input[0])
+    if src not in F8 or to not in _FLOATS:
+        return None
+    return decode_f8(node.input[0], src, to, node.output[0], names, helper, numpy_helper,
+                     node.name or node.output[0])
+
+
+def cast_to_narrow(node, types, names, helper, numpy_helper):
+    """``Cast(float x -> narrow)`` -> trunc, range select, Cast to the holder (None otherwise)."""
+    import numpy as np
+
+    to = next((a.i for a in node.attribute if a.name == "to"), 0)
+    src = types.get(node.input[0])
+    if to not in NARROW or src not in _FLOATS:
+        return None
+    holder, lo, hi = NARROW[to]
+    base = node.name or node.output[0]
+    k = [0]
+    inits = []
+
+    def nm():
+        k[0] += 1
+        return names("nar")
+
+    def const(v):
+        n = nm()
+        inits.append(numpy_helper.from_array(np.asarray(v, np.float32), n))
+        return n
+
+    def op(t, ins, out=None, **at):
+        out = out or nm()
+        nodes.append(helper.make_node(t, ins, [out], name=f"{base}/m100_{out}", **at))
+        return out
+
+    nodes: list = []
+    x = node.input[0] if src == 1 else op("Cast", [node.input[0]], to=1)
+    t = op("Mul", [op("Sign", [x]), op("Floor", [op("Abs", [x])])])  # trunc, exact
+    ok = op("And", [op("GreaterOrEqual", [t, const(lo)]), op("LessOrEqual", [t, const(hi)])])
+    y = op("Where", [ok, t, const(0.0)])
+    op("Cast", [y], node.output[0], to=holder)
+    return nodes, inits
+
+
+def retype(graph, nodes, narrow: set[str]) -> None:
+    """Narrow-typed graph inputs / outputs / value_info / Cast targets (in ``nodes``) -> their
+    holder types."""
+    for vi in list(graph.input) + list(graph.output) + list(graph.value_info):
+        tt = vi.type.tensor_type
+        if vi.name in narrow and tt.elem_type in NARROW:
+            tt.elem_type = NARROW[tt.elem_type][0]
+        elif vi.name in narrow and tt.elem_type in F8:
+            tt.elem_type = 2  # the bits, as uint8
+    for node in nodes:
+        if node.op_type == "Cast":
+            for a in node.attribute:
+                if a.name == "to" and a.i in NARROW:
+                    a.i = NARROW[a.i][0]
+
+
+
+
+
+#: float8 ONNX types -> the ml_dtypes name; held as their bits in a uint8
+F8 = {17: "float8_e4m3fn", 18: "float8_e4m3fnuz", 19: "float8_e5m2", 20: "float8_e5m2fnuz"}
+
+
+def f8_table(t: int):
+    """The 256 values of float8 type ``t`` by bit pattern, as f32 (ml_dtypes, what onnx.reference
+    converts with; NaN patterns stay NaN)."""
+    import ml_dtypes
+    import numpy as np
+
+    return np.arange(256, dtype=np.uint8).view(getattr(ml_dtypes, F8[t])).astype(np.float32)
+
+
+def decode_f8(x: str, t: int, to: int, out: str, names, helper, numpy_helper, base: str):
+    """f8 bits ``x`` (uint8 holder) -> values of float type ``to`` into ``out``: a Gather from
+    the 256-entry table (the CSU gather routine), exact."""
+    tab, idx = names("f8_table"), names("f8_idx")
+    inits = [numpy_helper.from_array(f8_table(t), tab)]
+    nodes = [helper.make_node("Cast", [x], [idx], name=f"{base}/m100_{idx}", to=7)]
+    if to == 1:
+        nodes.append(helper.make_node("Gather", [tab, idx], [out], name=f"{base}/m100_gather"))
+    else:
+        v = names("f8_val")
+        nodes += [helper.make_node("Gather", [tab, idx], [v], name=f"{base}/m100_gather"),
+                  helper.make_node("Cast", [v], [out], name=f"{base}/m100_{out}", to=to)]
+    return nodes, inits
+
+
+__all__ = ["F8", "NARROW", "castlike_to_cast", "cast_from_f8", "cast_to_narrow", "decode_f8",
+           "f8_table", "narrow_values", "retype"]

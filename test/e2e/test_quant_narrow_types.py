@@ -1,0 +1,135 @@
+"""int4/uint4/int2/uint2 and float8 tensors, Cast/CastLike, DynamicQuantizeLinear (issue 11),
+through the whole stack (compile -> interpreter) against oracles written from the definitions
+(frontend/onnx_rewrite_narrow_int.py, onnx_rewrite_qruntime.py): narrow integers are held in
+int8/uint8, float8 as its bits (decoded by a CSU table gather)."""
+
+from __future__ import annotations
+
+import ml_dtypes
+import numpy as np
+import pytest
+from onnx import TensorProto, helper
+
+from m100.errors import M100Error
+from m100.tools.onnx_backend import M100Backend
+
+F32 = TensorProto.FLOAT
+
+
+def _model(nodes, ins, outs, opset=21):
+    g = helper.make_graph(nodes, "t", [helper.make_tensor_value_info(n, t, s) for n, t, s in ins],
+                          [helper.make_tensor_value_info(n, t, s) for n, t, s in outs])
+    return helper.make_model(g, opset_imports=[helper.make_opsetid("", opset)], ir_version=10)
+
+
+def _run(model, *xs):
+    return M100Backend.prepare(model, machine="tiny", tpbs=2).run(list(xs))
+
+
+@pytest.mark.parametrize("t", ["FLOAT8E4M3FN", "FLOAT8E4M3FNUZ", "FLOAT8E5M2", "FLOAT8E5M2FNUZ"])
+def test_float8_to_f32_every_bit_pattern(t):
+    """All 256 encodings (NaN, +-0, subnormals, +-max, inf where the format has it)."""
+    dt = getattr(ml_dtypes, {"FLOAT8E4M3FN": "float8_e4m3fn", "FLOAT8E4M3FNUZ": "float8_e4m3fnuz",
+                             "FLOAT8E5M2": "float8_e5m2", "FLOAT8E5M2FNUZ": "float8_e5m2fnuz"}[t])
+    x = np.arange(256, dtype=np.uint8).view(dt).reshape(16, 16)
+    m = _model([helper.make_node("Cast", ["x"], ["y"], to=F32)],
+               [("x", getattr(TensorProto, t), [16, 16])], [("y", F32, [16, 16])])
+    (y,) = _run(m, x)
+    # the format's definition: sign, exponent, mantissa fields of each byte (not ml_dtypes)
+    e_bits = 4 if "E4M3" in t else 5
+    m_bits = 7 - e_bits
+    bias = (1 << (e_bits - 1)) - 1 + (1 if "FNUZ" in t else 0)
+    b = np.arange(256)
+    sign = np.where(b >= 128, -1.0, 1.0)
+    e, mant = (b >> m_bits) & ((1 << e_bits) - 1), b & ((1 << m_bits) - 1)
+    want = sign * np.where(e == 0, mant / 2 ** m_bits * 2.0 ** (1 - bias),
+                           (1 + mant / 2 ** m_bits) * 2.0 ** (e - bias))
+    if t == "FLOAT8E4M3FN":
+        want[(e == 15) & (mant == 7)] = np.nan
+    elif t == "FLOAT8E5M2":
+        want[(e == 31) & (mant == 0)] = sign[(e == 31) & (mant == 0)] * np.inf
+        want[(e == 31) & (mant != 0)] = np.nan
+    else:  # fnuz: 0x80 is the only NaN, no negative zero, no inf
+        want[128] = np.nan
+    np.testing.assert_array_equal(y.reshape(-1), want.astype(np.float32))
+
+
+@pytest.mark.parametrize("t,lo,hi", [("INT4", -8, 7), ("UINT4", 0, 15), ("INT2", -2, 1)])
+def test_cast_float_to_narrow_int_truncates_and_zeroes_out_of_range(t, lo, hi, ):
+    """onnx.reference (ml_dtypes): toward zero; a value outside the type -> 0 (ONNX: undefined)."""
+    rng = np.random.default_rng(4)
+    x = np.concatenate([rng.uniform(lo - 3, hi + 3, 30), [lo, hi, lo - 0.5, hi + 0.5, -0.9, 0.9]])
+    x = x.astype(np.float32).reshape(6, 6)
+    m = _model([helper.make_node("Cast", ["x"], ["y"], to=getattr(TensorProto, t))],
+               [("x", F32, [6, 6])], [("y", getattr(TensorProto, t), [6, 6])])
+    (y,) = _run(m, x)
+    tr = np.trunc(x)
+    want = np.where((tr >= lo) & (tr <= hi), tr, 0).astype(np.int64)
+    assert y.dtype.name == t.lower()
+    np.testing.assert_array_equal(y.astype(np.int64), want)
+
+
+def test_cast_int4_input_to_float_and_castlike_with_an_empty_like():
+    """int4 graph input held in int8; CastLike's zero-size ``like`` carries only its type (bound
+    at compile time)."""
+    x = np.arange(-8, 8, dtype=np.int8).reshape(4, 4).astype(ml_dtypes.int4)
+    m = _model([helper.make_node("CastLike", ["x", "like"], ["y"])],
+               [("x", TensorProto.INT4, [4, 4]), ("like", F32, [0])], [("y", F32, [4, 4])])
+    (y,) = _run(m, x, np.zeros(0, np.float32))
+    np.testing.assert_array_equal(y, np.arange(-8, 8, dtype=np.float32).reshape(4, 4))
+
+
+def test_cast_float_to_uint8_truncates_up_to_255():
+    """torch-mlir lowers it as fptosi to i8 (undefined from 128 on): rewritten exactly."""
+    x = np.array([0.0, 0.7, 1.5, 127.9, 128.0, 128.5, 200.99, 254.5, 255.0, 3.2, 99.99, 250.0],
+                 np.float32).reshape(2, 6)
+    m = _model([helper.make_node("Cast", ["x"], ["y"], to=TensorProto.UINT8)],
+               [("x", F32, [2, 6])], [("y", TensorProto.UINT8, [2, 6])])
+    (y,) = _run(m, x)
+    np.testing.assert_array_equal(y, np.trunc(x).astype(np.uint8))
+
+
+def test_dynamic_quantize_linear_matches_its_definition():
+    rng = np.random.default_rng(7)
+    x = (rng.standard_normal((5, 7)) * 3).astype(np.float32)
+    x[0, 0] = 2.5  # the quantized values include ties of x / scale only by chance; check all
+    m = _model([helper.make_node("DynamicQuantizeLinear", ["x"], ["y", "s", "z"])],
+               [("x", F32, [5, 7])],
+               [("y", TensorProto.UINT8, [5, 7]), ("s", F32, []), ("z", TensorProto.UINT8, [])],
+               opset=11)
+    y, s, z = _run(m, x)
+    # ONNX DynamicQuantizeLinear: range widened to include 0, scale = range / 255 (f32),
+    # zero point = saturate(round(-min / scale)), y = saturate(round(x / scale) + zero point)
+    hi, lo = np.float32(max(0.0, x.max())), np.float32(min(0.0, x.min()))
+    scale = np.float32((hi - lo) / np.float32(255))
+    zp = np.clip(np.rint(np.float32(0) - lo / scale), 0, 255)
+    want = np.clip(np.rint(x / scale) + zp, 0, 255).astype(np.uint8)
+    assert s == scale and int(z) == int(zp)
+    np.testing.assert_array_equal(y, want)
+
+
+def test_arithmetic_on_int4_stays_refused_in_one_line():
+    """Add on int4 wraps at 4 bits: not an op the int8 holder reproduces, so the graph is left
+    as it is and refused (one line), never computed in int8."""
+    m = _model([helper.make_node("Add", ["a", "b"], ["y"])],
+               [("a", TensorProto.INT4, [4]), ("b", TensorProto.INT4, [4])],
+               [("y", TensorProto.INT4, [4])])
+    a = np.array([7, 7, -8, 1], np.int8).astype(ml_dtypes.int4)
+    with pytest.raises(M100Error) as ei:
+        _run(m, a, a)
+    assert "\n" not in str(ei.value)
+
+
+@pytest.mark.parametrize("name", ["test_dequantizelinear_e4m3fn", "test_dequantizelinear_int4",
+                                  "test_quantizelinear_uint4", "test_dynamicquantizelinear_expanded"])
+def test_onnx_node_case_passes(name):
+    import importlib
+
+    from onnx.backend.test.case import node as node_pkg
+
+    from m100.tools.node_tests import run_case
+
+    for mod in ("dequantizelinear", "quantizelinear", "dynamicquantizelinear"):
+        importlib.import_module(f"{node_pkg.__name__}.{mod}")
+    (tc,) = {t.name: t for t in node_pkg._NodeTestCases if t.name == name}.values()
+    assert run_case(tc) == ("pass", "")
