@@ -59,6 +59,12 @@ class CostModel:
         return m.tcu_tile_m * m.tcu_tile_k * m.tcu_tile_n / m.tcu_macs_per_cycle_i8
 
     @cached_property
+    def _memo(self) -> dict:
+        """Results of the pure cost functions below, by arguments (the search asks the same
+        transfers and pieces hundreds of thousands of times)."""
+        return {}
+
+    @cached_property
     def hbsm_bpc(self) -> float:
         return float(self.machine.hbsm_bytes_per_cycle)
 
@@ -121,6 +127,14 @@ class CostModel:
         (``ccb_sram_bandwidth / ccb_sram_banks`` each; a transfer smaller than a granule uses one
         bank); an HBSM end on the CCB -> TPB mesh link, or on the DRB for a ``broadcast`` (one
         transfer whatever the number of receivers). Both ends in the same memory charge it twice."""
+        key = ("dma", nbytes, src, engines_active, dst, broadcast)
+        r = self._memo.get(key)
+        if r is None:
+            r = self._memo[key] = self._dma_cycles(nbytes, src, engines_active, dst, broadcast)
+        return r
+
+    def _dma_cycles(self, nbytes: float, src: str, engines_active: int | None, dst: str,
+                    broadcast: bool) -> float:
         mc = self.machine
         if nbytes <= 0:
             return 0.0
@@ -154,6 +168,13 @@ class CostModel:
 
     def mesh_cycles(self, nbytes: float, src_tpb: int, dst_tpb: int) -> float:
         """TPB -> TPB copy by the source's DTDU over the mesh (0 when it stays on one TPB)."""
+        key = ("mesh", nbytes, src_tpb, dst_tpb)
+        r = self._memo.get(key)
+        if r is None:
+            r = self._memo[key] = self._mesh_cycles(nbytes, src_tpb, dst_tpb)
+        return r
+
+    def _mesh_cycles(self, nbytes: float, src_tpb: int, dst_tpb: int) -> float:
         mc = self.machine
         if src_tpb == dst_tpb or nbytes <= 0:
             return 0.0
@@ -172,6 +193,15 @@ class CostModel:
     def piece_cycles(self, g: OpGraph, op: Op, rows: int, cols: int, k: int | None = None) -> float:
         """Unit cycles of one instruction computing ``rows x cols`` of ``op``'s output (reduction
         chunk ``k``, default the whole reduction)."""
+        # per graph (ops are immutable once the graph is built; ``geometry`` caches the same way)
+        memo = g.__dict__.setdefault("_piece_cycles", {})
+        key = (id(self.machine), op.name, rows, cols, k)
+        hit = memo.get(key)
+        if hit is None or hit[0] is not self.machine:
+            hit = memo[key] = (self.machine, self._piece_cycles(g, op, rows, cols, k))
+        return hit[1]
+
+    def _piece_cycles(self, g: OpGraph, op: Op, rows: int, cols: int, k: int | None) -> float:
         geo = geometry(g, op)
         out = g.out(op)
         acts = g.act_inputs(op)

@@ -30,7 +30,9 @@ from .cost import CostModel, ceil_div
 from .graph import Op, OpGraph, ScheduleError, geometry
 from .partition import col_splits
 from .plan import Plan
-from .timeline import Scheduler, SegmentCfg, StageCfg, ksplit_ok, streamable
+from .timeline import BoundExceeded, Scheduler, SegmentCfg, StageCfg, ksplit_ok, streamable
+
+INF = float("inf")
 
 DMA_UNITS = ("dtdu.copy", "dtdu.fill")  # data movement done memory -> memory by CCB DMA
 # CSU routines (gather, arg-max) also run memory -> memory, as a segment of their own
@@ -74,7 +76,10 @@ class Search:
         self.seed = seed
         self.max_stages = max_stages
         self.iters = iters
-        self.cache: dict[SegmentCfg, float] = {}
+        # cost of each segment costed so far: (cycles, exact); not exact: the build stopped at a
+        # bound, the makespan is >= cycles (a candidate that could not beat the best it was
+        # compared with)
+        self.cache: dict[SegmentCfg, tuple[float, bool]] = {}
         self.errors: dict[str, ScheduleError] = {}  # first reason an op could not be placed
         self.evaluations = 0
         self.ops = {o.name: o for o in g.ops}
@@ -82,17 +87,25 @@ class Search:
         self.pipe_iters = 0  # local-search moves per candidate pipeline inside the auto DP
 
     # ------------------------------------------------------------------ costing
-    def cost(self, seg: SegmentCfg) -> float:
-        c = self.cache.get(seg)
-        if c is None:
+    def cost(self, seg: SegmentCfg, bound: float = INF) -> float:
+        """The predicted cycles of ``seg`` alone, or, when that is >= ``bound``, some value
+        >= ``bound`` (the build stops once a task ends at ``bound``): callers that only ask
+        ``cost(cand, best) < best`` get the same answer as from the exact cost, for less."""
+        hit = self.cache.get(seg)
+        if hit is not None and (hit[1] or hit[0] >= bound):
+            return hit[0]
+        if hit is None:
             self.evaluations += 1
-            try:
-                c = self.sched.build([seg], isolated=True).makespan
-            except ScheduleError as e:
-                c = float("inf")
-                if len(seg.stages) == 1:
-                    self.errors.setdefault(seg.stages[0].op, e)
-            self.cache[seg] = c
+        exact = True
+        try:
+            c = self.sched.build([seg], isolated=True, bound=bound).makespan
+        except BoundExceeded as b:
+            c, exact = b.end, False
+        except ScheduleError as e:
+            c = INF
+            if len(seg.stages) == 1:
+                self.errors.setdefault(seg.stages[0].op, e)
+        self.cache[seg] = (c, exact)
         return c
 
     # ------------------------------------------------------------------ data-parallel op
@@ -168,23 +181,29 @@ class Search:
         if not starts:
             cfg = self._dp_cfg(op, min(kmax, geo.rows), 1, 1) or self._dp_cfg(op, 1, 1, 1)
             starts = [cfg]
-        best = min(starts, key=self.cost)
-        best_c = self.cost(best)
+        best, best_c = starts[0], self.cost(starts[0])
+        for cfg in starts[1:]:  # the first cheapest start
+            c = self.cost(cfg, best_c)
+            if c < best_c:
+                best, best_c = cfg, c
         tcu = op.unit in ("tcu.matmul", "tcu.conv2d")
         if tcu:  # the best start with its K in chunks (the weight streams under the compute)
             st = best.stages[0]
             cand = replace(best, stages=(replace(st, chunked=not st.chunked),))
-            if self.cost(cand) < best_c:
-                best, best_c = cand, self.cost(cand)
+            c = self.cost(cand, best_c)
+            if c < best_c:
+                best, best_c = cand, c
             kbest = None
             for cand in self._ksplit_cfgs(op, kmax):  # the reduction over several TPBs
-                if self.cost(cand) < best_c:
-                    best, best_c = cand, self.cost(cand)
+                c = self.cost(cand, best_c)
+                if c < best_c:
+                    best, best_c = cand, c
                     kbest = cand
             if kbest is not None:  # the same with finer chunks (a shorter tail)
                 cand = replace(kbest, stages=(replace(kbest.stages[0], chunked=True),))
-                if self.cost(cand) < best_c:
-                    best, best_c = cand, self.cost(cand)
+                c = self.cost(cand, best_c)
+                if c < best_c:
+                    best, best_c = cand, c
         for _ in range(self.iters // 2):
             st = best.stages[0]
             k, gc, ch, kp = len(st.tpbs), st.gc, st.chunked, st.ks
@@ -213,7 +232,7 @@ class Search:
                 cand = self._dp_cfg(op, k, rng.choice(gcs), mult, chunked=ch, ks=kp)
             if cand is None:
                 continue
-            c = self.cost(cand)
+            c = self.cost(cand, best_c)
             if c < best_c:
                 best, best_c = cand, c
         if best_c == float("inf"):
@@ -316,7 +335,7 @@ class Search:
             cand = self._pipe_cfg(ops, alloc, coloc, gcs, bands)
             if cand is None:
                 continue
-            c = self.cost(cand)
+            c = self.cost(cand, best_c)
             if c < best_c:
                 best, best_c, best_state = cand, c, (alloc, coloc, gcs, bands)
         return best, best_c
@@ -413,7 +432,10 @@ def schedule(g: OpGraph, machine: Machine, tpbs: int = 0, clusters: int = 0,
     best: tuple[float, list[SegmentCfg], Plan] | None = None
     evals = 0
     first: Search | None = None
+    cm = CostModel(machine)
     for sub in _pools(pool, strategy):
+        if best is not None and tcu_bound(cm, g, len(sub)) >= best[0]:
+            continue  # its TCUs alone need longer than the best plan: it can not win
         s = Search(g, machine, sub, seed=seed, max_stages=max_stages, iters=iters)
         if first is None:
             first = s
@@ -431,6 +453,23 @@ def schedule(g: OpGraph, machine: Machine, tpbs: int = 0, clusters: int = 0,
     return Placement(strategy, best[1], best[2], machine, pool, evals)
 
 
+def tcu_bound(cm: CostModel, g: OpGraph, n_tpbs: int) -> float:
+    """A lower bound of the makespan of any plan of ``g`` on ``n_tpbs`` TPBs: every MAC of a
+    contraction is done by a TCU at no more than its peak rate for the operand type
+    (``CostModel.tcu_cycles`` pads to whole tiles and adds latency: never less), so some TPB's
+    TCU is busy at least the total over ``n_tpbs``. Grouped convs are left out (their column
+    parts may hold partial groups). The search skips a smaller pool whose bound already reaches
+    the best plan (ResNet-18 224: 14 TPBs need >= 1.0 M cycles, 56 TPBs reach 0.90 M)."""
+    total = 0.0
+    for op in g.ops:
+        if op.unit not in ("tcu.matmul", "tcu.conv2d") or op.attrs.get("groups", 1) != 1:
+            continue
+        acts = g.act_inputs(op)
+        dt = acts[0].dtype if acts else g.out(op).dtype
+        total += cm.op_macs(g, op) / cm.peak_macs_per_cycle(dt)
+    return total / max(1, n_tpbs)
+
+
 def _pools(pool: tuple[int, ...], strategy: str) -> list[tuple[int, ...]]:
     """The TPB pools the search runs on: all available TPBs, then (but for ``single``) the first
     half and quarter of them. The search costs each segment in isolation and sums; on the whole
@@ -444,5 +483,5 @@ def _pools(pool: tuple[int, ...], strategy: str) -> list[tuple[int, ...]]:
     return out
 
 
-__all__ = ["Placement", "STRATEGIES", "available_tpbs", "schedule", "Search"]
+__all__ = ["Placement", "STRATEGIES", "available_tpbs", "schedule", "Search", "tcu_bound"]
 _ = (replace, ceil_div)

@@ -88,7 +88,7 @@ def conv_window(a: dict, r0: int, rows: int, dh: int = 1) -> tuple[int, int, int
     return n0, i0, i1, i0 - top, bot - i1
 
 
-@dataclass
+@dataclass(slots=True)
 class PlanTask:
     """One instruction of the program, as planned."""
     id: int

@@ -284,14 +284,26 @@ class Scheduler:
         return (self.cm.machine.hbsm_bytes // n) // bw * bw
 
     # ------------------------------------------------------------------ task building
-    def build(self, segs: list[SegmentCfg], isolated: bool = False) -> Plan:
+    def build(self, segs: list[SegmentCfg], isolated: bool = False,
+              bound: float = float("inf")) -> Plan:
         """The plan of ``segs`` (tasks list-scheduled in order). ``isolated``: inputs are ready at
-        cycle 0 (search)."""
+        cycle 0 (search). ``bound``: stop with :class:`BoundExceeded` as soon as a task ends at or
+        after it (the makespan, the latest end, can then only be >= ``bound``: the search asks
+        whether a candidate beats its best, and most do not)."""
         tl = Plan(segments=list(segs))
         st = _Builder(self, tl)
+        st.bound = bound
         for si, seg in enumerate(segs):
             st.segment(si, seg, isolated)
         return tl
+
+
+class BoundExceeded(Exception):
+    """A build stopped early: a task ends at ``end`` >= the bound (so the makespan is >= it)."""
+
+    def __init__(self, end: float):
+        super().__init__(end)
+        self.end = end
 
 
 class _Builder:
@@ -309,6 +321,8 @@ class _Builder:
         self.seg_touch: dict[int, int] = {}  # TPB -> last-ending task touching it (this segment)
         self.barrier: dict[int, int] = {}  # TPB -> the previous segment's end there
         self.dma_busy: dict[int, list[list[float]]] = {}
+        self.bound = float("inf")
+        self.n_engines = self.cm.machine.ccb_dma_engines
         self.n_groups = 0  # lockstep groups so far (PlanPiece.group)
         self.gcache: dict[tuple, int] = {}  # shared chunks of the current lockstep group
         from .kinds import FAMILIES, movement  # the op families (they import the emitter too)
@@ -317,37 +331,42 @@ class _Builder:
 
     # ------------------------------------------------------------------ list scheduling
     def add(self, **kw) -> PlanTask:
-        t = PlanTask(id=len(self.tl.tasks), **kw)
+        tasks = self.tl.tasks
+        t = PlanTask(id=len(tasks), **kw)
         ready, pred = 0.0, -1
         for d in t.deps:
-            e = self.tl.tasks[d].end
+            e = tasks[d].end
             if e > ready:
                 ready, pred = e, d
+        cycles = t.cycles
         if t.unit == "dma":
             # CCB DMA engines: the compiler orders each engine's queue by predicted start, so a
             # transfer fills the earliest idle gap of the engine that can start it first
             best = None
-            for e in range(self.cm.machine.ccb_dma_engines):
-                st, idx = _gap(self.dma_busy.setdefault(e, []), ready, t.cycles)
+            for e in range(self.n_engines):
+                st, idx = _gap(self.dma_busy.setdefault(e, []), ready, cycles)
                 if best is None or st < best[0]:
                     best = (st, e, idx)
             assert best is not None
             start, t.engine, idx = best
-            _insert(self.dma_busy[t.engine], idx, start, start + t.cycles)
+            _insert(self.dma_busy[t.engine], idx, start, start + cycles)
+            res = ("dma", t.engine)
             if start > ready:
-                pred = self.last_on_res.get(("dma", t.engine), pred)
+                pred = self.last_on_res.get(res, pred)
         else:
-            res = t.resource
+            res = (t.unit, t.tpb)
             start = ready
             free = self.free.get(res, 0.0)
             if free > start:  # TPB units execute their queue in program order
                 start, pred = free, self.last_on_res.get(res, -1)
-            self.free[res] = start + t.cycles
+            self.free[res] = start + cycles
         t.start = start
-        t.end = start + t.cycles
+        t.end = end = start + cycles
+        if end >= self.bound:
+            raise BoundExceeded(end)
         t.crit_pred = pred
-        self.last_on_res[t.resource] = t.id
-        self.tl.tasks.append(t)
+        self.last_on_res[res] = t.id
+        tasks.append(t)
         if self.piece is not None:
             self.piece.tasks.append(t.id)
         return t
@@ -411,6 +430,7 @@ class _Builder:
         self.seg_ops = set(seg.ops)
         self.outside = self._outside_consumers(self.seg_ops)
         self.by_op: dict[str, list[PlanPiece]] = {}
+        self.row_index: dict[str, list] = {}  # op -> [pieces indexed, rows per bucket, buckets]
         self.hist: dict[tuple[int, str], list[int]] = {}  # (tpb, op) -> compute task ids
         self.out_readers: dict[tuple[int, str], list[list[int]]] = {}
         self.readers: dict[int, list[int]] = {}  # piece compute task -> its readers
@@ -714,18 +734,16 @@ class _Builder:
             return [self.acache[key]]
         a0, a1 = rows
         k0, k1 = cols if cols is not None else (0, bshape[-1])
-        qs = self.by_op[prod.name]
-        over = [q for q in qs if max(a0, q.r0) < min(a1, q.r1) and max(k0, q.c0) < min(k1, q.c1)]
+        over = [q for q in self._pieces_over(prod.name, a0, a1)
+                if max(a0, q.r0) < min(a1, q.r1) and max(k0, q.c0) < min(k1, q.c1)]
         if len(over) == 1 and over[0].tpb == tpb and (over[0].r0, over[0].r1) == (a0, a1) and \
                 (over[0].c0, over[0].c1) == (k0, k1) and over[0].out_dims == tuple(bshape):
             return [over[0].compute]  # same TPB, same box: read in place
         dt = dtype_bytes(self.g.tensors[tensor].dtype)
         out = []
-        for q in qs:
+        for q in over:
             a, e = max(a0, q.r0), min(a1, q.r1)
             qc0, qc1 = max(k0, q.c0), min(k1, q.c1)
-            if e <= a or qc1 <= qc0:
-                continue
             nb = float((e - a) * q.out_dims[1] * (qc1 - qc0) * dt)
             c = self.add(kind="copy", unit="dtdu", tpb=q.tpb, op=prod.name, tensor=tensor,
                          nbytes=nb, cycles=self.cm.mesh_cycles(nb, q.tpb, tpb),
@@ -739,6 +757,25 @@ class _Builder:
         if not out:
             raise ScheduleError(f"internal: no producer piece of '{tensor}' covers rows {rows}")
         return out
+
+    def _pieces_over(self, op: str, a0: int, a1: int) -> list[PlanPiece]:
+        """The pieces of ``op`` built so far (``by_op``) that may overlap rows [a0, a1), in build
+        order: a row-bucket index over ``by_op[op]``, extended with the pieces added since the
+        last call (a superset: the caller tests the exact overlap)."""
+        qs = self.by_op[op]
+        ix = self.row_index.get(op)
+        if ix is None:
+            ix = self.row_index[op] = [0, max(1, qs[0].r1 - qs[0].r0), {}]
+        n, w, buckets = ix
+        for i in range(n, len(qs)):
+            q = qs[i]
+            for bk in range(q.r0 // w, max(q.r0, q.r1 - 1) // w + 1):
+                buckets.setdefault(bk, []).append(i)
+        ix[0] = len(qs)
+        found: set[int] = set()
+        for bk in range(a0 // w, max(a0, a1 - 1) // w + 1):
+            found.update(buckets.get(bk, ()))
+        return [qs[i] for i in sorted(found)]
 
     def _lags(self, seg: SegmentCfg) -> dict[str, int]:
         """Wave offset of each stage: band b of a stage is emitted in wave b + lag, after every

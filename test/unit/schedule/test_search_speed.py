@@ -1,0 +1,70 @@
+"""The scheduler search computed faster must decide the same (issue 15).
+
+Oracles: a bounded cost (``Search.cost(seg, bound)``) against the exact isolated build of the
+same segment (``Scheduler.build``, no bound); the TCU lower bound of a pool (``tcu_bound``)
+against the whole plans the search makes on pools of that size, and against the MACs / peak
+rate written out from the graph's shapes here.
+"""
+
+import math
+
+import pytest
+
+from m100.passes.schedule.cost import CostModel
+from m100.passes.schedule.examples import GraphBuilder, conv_chain
+from m100.passes.schedule.placement import Search, schedule, tcu_bound
+from m100.passes.schedule.timeline import Scheduler
+from m100.targets.m100.machine import get_machine
+
+M100 = get_machine("m100")
+
+
+def _mlp():
+    b = GraphBuilder()
+    x = b.input((64, 256))
+    h = b.eltwise(b.matmul(x, 256), kind="relu")
+    return b.output(b.matmul(h, 64))
+
+
+def _convs():
+    return conv_chain(n=1, hw=32, c=16, f=16)
+
+
+@pytest.mark.parametrize("make", [_mlp, _convs])
+def test_bounded_cost_is_exact_below_the_bound_and_at_least_it_above(make):
+    g = make()
+    s = Search(g, M100, tuple(range(16)))
+    exact_of = Scheduler(CostModel(M100), g)
+    for op in g.ops:  # every configuration the search for this op tries
+        s.best_data_parallel(op)
+    segs = list(s.cache)
+    assert len(segs) > 10
+    for seg in segs:
+        exact = exact_of.build([seg], isolated=True).makespan
+        assert s.cost(seg) == exact  # the search's own (cached) answer
+        for bound in (exact * 0.5, exact, exact * 1.5, math.inf):
+            fresh = Search(g, M100, tuple(range(16)))
+            c = fresh.cost(seg, bound)
+            if exact < bound:
+                assert c == exact, (seg, bound)
+            else:
+                assert c >= bound, (seg, bound, c)
+            # a later exact question is answered exactly (a bounded answer is not reused)
+            assert fresh.cost(seg) == exact
+
+
+def test_tcu_bound_is_the_macs_over_the_peak_rate():
+    b = GraphBuilder()
+    x = b.input((128, 512))
+    g = b.output(b.matmul(b.eltwise(b.matmul(x, 256), kind="relu"), 64))
+    macs = 128 * 512 * 256 + 128 * 256 * 64
+    peak_f32 = M100.tcu_macs_per_cycle_i8 * M100.tcu_rate("f32")
+    assert tcu_bound(CostModel(M100), g, 8) == pytest.approx(macs / peak_f32 / 8)
+
+
+@pytest.mark.parametrize("make", [_mlp, _convs])
+@pytest.mark.parametrize("n", [56, 28, 14, 7])
+def test_tcu_bound_never_exceeds_a_plan_on_that_many_tpbs(make, n):
+    g = make()
+    plan = schedule(g, M100, tpbs=n, strategy="auto").timeline
+    assert tcu_bound(CostModel(M100), g, n) <= plan.makespan
