@@ -36,6 +36,22 @@ class HbsmOverflow(M100Error, ValueError):
     """The live buffers of a TPB do not fit its HBSM (message lists them)."""
 
 
+class _Overflow(HbsmOverflow):
+    """An :class:`HbsmOverflow` whose message (:func:`_overflow_message`, a scan of every
+    instant) is made only when read: ``allocate`` catches the first overflow of a TPB and packs
+    it again by program order alone, and that message was never shown."""
+
+    def __init__(self, *args):
+        super().__init__()
+        self._margs = args
+        self._msg: str | None = None
+
+    def __str__(self) -> str:
+        if self._msg is None:
+            self._msg = _overflow_message(*self._margs)
+        return self._msg
+
+
 @dataclass(frozen=True)
 class Buf:
     name: str
@@ -179,29 +195,47 @@ def _allocate_tpb(tpb: int, group: list[Buf], capacity: int, align: int,
     for b in order:
         size = _align(b.size, align)
         if size > capacity:
-            raise HbsmOverflow(_overflow_message(tpb, everything, capacity, align,
-                                                 f"buffer {b.name} alone ({size} B) exceeds it"))
-        live = sorted(((o, s) for o, s, p in placed if _overlap_t(p, b)))
+            raise _Overflow(tpb, everything, capacity, align,
+                            f"buffer {b.name} alone ({size} B) exceeds it")
+        live, other = [], []  # placed buffers live with b / not live and released by another unit
         cands = {0}
-        cands.update(o + s for o, s in live)
-        cands.update(o for o, s, p in placed if p.released_by == b.unit and not _overlap_t(p, b))
+        high = 0
+        bs, be, bp, unit = b.start, b.end, b.pred, b.unit
+        for o, s, p in placed:
+            if o + s > high:
+                high = o + s
+            pp = p.pred  # _overlap_t(p, b), inline (the hot loop of the pass)
+            if (p.start < be and bs < p.end) or (bp is not None and pp is not None and
+                                                 pp[0] < bp[1] and bp[0] < pp[1]):
+                live.append((o, s))
+                cands.add(o + s)
+            elif (p.last_unit or p.unit) == unit:  # p.released_by
+                cands.add(o)
+            else:
+                other.append((o, s))
+        live.sort()
         best = None
-        high = max((o + s for o, s, _ in placed), default=0)
+        # candidates in increasing offset (aligning keeps the order), so the footprint-growing
+        # ones come last: the first feasible offset that does not grow the footprint and reuses
+        # no other unit's bytes is the answer, and the cross-unit test is made only where it can
+        # still change the choice
         for c in sorted(cands):
             c = _align(c, align)
             if c + size > capacity:
                 continue
             if any(c < o + s and o < c + size for o, s in live):
                 continue
+            grow = c + size > high
+            if best is not None and (grow > best[0][0] or not best[0][1]):
+                break  # no later offset has a smaller key
             # bytes last used by another unit (a cross-unit write-after-read) cost extra
-            cross = sum(1 for o, s, p in placed if not _overlap_t(p, b) and p.released_by != b.unit
-                        and c < o + s and o < c + size)
-            key = (c + size > high, cross > 0, c)  # do not grow the footprint, then same unit
+            cross = any(c < o + s and o < c + size for o, s in other)
+            key = (grow, cross, c)  # do not grow the footprint, then same unit
             if best is None or key < best[0]:
                 best = (key, c)
         if best is None:
-            raise HbsmOverflow(_overflow_message(tpb, everything, capacity, align,
-                                                 f"buffer {b.name} ({size} B) does not fit"))
+            raise _Overflow(tpb, everything, capacity, align,
+                            f"buffer {b.name} ({size} B) does not fit")
         out[b.name] = best[1]
         placed.append((best[1], size, b))
     return out
