@@ -195,9 +195,20 @@ def _pattern(run_bytes: int, width: int, banks: int) -> np.ndarray:
     return full[:, None] + (rel < part[:, None])
 
 
+#: At most this many runs: their start residues are enumerated (an exact count) instead of
+#: convolved by FFT (exact after rounding; the same integers). False: always the FFT (tests).
+DIRECT_RUNS = 1024
+
+
 def _walk_bank_accesses(walk: Walk, width: int, banks: int) -> np.ndarray:
     sweep = width * banks
     start, arrays, run_bytes = _run_structure(walk, width)
+    if DIRECT_RUNS and math.prod(a.size for a in arrays) <= DIRECT_RUNS:
+        res = np.array([start % sweep], dtype=np.int64)
+        for a in arrays:
+            res = ((res[:, None] + (a % sweep)[None, :]) % sweep).ravel()
+        pat = _pattern(int(np.ceil(run_bytes)), width, banks)
+        return pat[res].sum(axis=0).astype(np.float64)
     hist = np.zeros(sweep, dtype=np.float64)
     hist[start % sweep] = 1.0
     spec = None

@@ -58,3 +58,24 @@ def test_contiguous_start():
     assert contiguous_start(Walk.strided(Space.HBSM, 0, 0, DType.I8, (4, 8))) == 0
     assert contiguous_start(Walk.strided(Space.HBSM, 0, 0, DType.I8, (4, 8), (16, 1))) is None
     assert contiguous_start(Walk.strided(Space.HBSM, 0, 0, DType.I8, (1, 8), offset=5)) == 5
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.lists(level, min_size=1, max_size=4), st.sampled_from([DType.I8, DType.F16, DType.F32]),
+       st.integers(0, 1 << 20), st.booleans())
+def test_enumerated_runs_equal_the_fft_convolution(levels, dt, base, sram):
+    """The run start residues counted one by one (``twu.DIRECT_RUNS``) give the same histogram,
+    bit for bit, as the FFT convolution of the levels' residue histograms (HBSM and CCB SRAM)."""
+    from m100.sim import twu
+
+    lv = tuple(Level(i, s, i + s * (n - 1)) if s else Level(i, 0, n) for i, s, n in levels)
+    w = Walk(Space.HBSM, 0, base, dt, lv)
+    width, banks = (M.ccb_sram_interleave, M.ccb_sram_banks) if sram else (W, BANKS)
+    direct = twu._walk_bank_accesses(w, width, banks)
+    old = twu.DIRECT_RUNS
+    twu.DIRECT_RUNS = 0
+    try:
+        fft = twu._walk_bank_accesses(w, width, banks)
+    finally:
+        twu.DIRECT_RUNS = old
+    assert direct.dtype == fft.dtype and direct.tobytes() == fft.tobytes()
