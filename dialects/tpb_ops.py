@@ -185,28 +185,37 @@ class _TcuOp(InstrOp):
 
 @irdl_op_definition
 class MatmulOp(_TcuOp):
-    """``tpb.matmul tpb T a(..) b(..) c(..) [bias(..)] [per_channel(..)] {m, n, k, [accumulate],
-    [act, clamp_lo, clamp_hi, requant]}``: TCU ``C[m,n] (+)= A[m,k] @ B[k,n]`` + epilogue."""
+    """``tpb.matmul tpb T a(..) b(..) c(..) [bias(..)] [per_channel(..)] [scale(..)] {m, n, k,
+    [accumulate], [act, clamp_lo, clamp_hi, requant], [block]}``: TCU ``C[m,n] (+)= A[m,k] @
+    B[k,n]`` + epilogue; with ``scale`` and ``block`` the i4 B is dequantized on the fly."""
     name = "tpb.matmul"
     m = prop_def(IntegerAttr[I64])
     n = prop_def(IntegerAttr[I64])
     k = prop_def(IntegerAttr[I64])
+    block = opt_prop_def(IntegerAttr[I64])
     KIND: ClassVar = isa.MatMul
-    PARAMS: ClassVar = ("m", "n", "k") + _EPI
+    PARAMS: ClassVar = ("m", "n", "k") + _EPI + ("block",)
 
     def required_slots(self) -> list[str]:
         return ["a", "b", "c"]
 
+    def optional_slots(self) -> list[str]:
+        return ["bias", "per_channel", "scale"]
+
     def _build(self, w, sync):
         acc, ep = self._epilogue(w)
         return isa.MatMul(self.unit_index, w["a"], w["b"], w["c"], self.m.value.data,
-                          self.n.value.data, self.k.value.data, acc, ep, sync)
+                          self.n.value.data, self.k.value.data, acc, ep, sync, w.get("scale"),
+                          _ival(self.block, 0))
 
     @classmethod
     def from_instruction(cls, inst):
         slots = {"a": (None, inst.a), "b": (None, inst.b), "c": (None, inst.c)}
         p = {"m": int_attr(inst.m), "n": int_attr(inst.n), "k": int_attr(inst.k)}
         p.update(cls._epilogue_params(inst.accumulate, inst.epilogue, slots))
+        if inst.scale is not None:
+            slots["scale"] = (None, inst.scale)
+            p["block"] = int_attr(inst.block)
         return cls(inst.tpb, slots, (), inst.sync, p)
 
 

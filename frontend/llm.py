@@ -105,9 +105,12 @@ def rope_tables(cfg: LlamaConfig, positions: np.ndarray) -> tuple[np.ndarray, np
 class _G:
     """A small ONNX graph builder (constants become initializers)."""
 
-    def __init__(self, weights: str, seed: int, fuse: bool = False, dtype: str = "f32"):
+    def __init__(self, weights: str, seed: int, fuse: bool = False, dtype: str = "f32",
+                 quant: str = "none", block: int = 128):
         from onnx import TensorProto
         self.TP = TensorProto
+        self.quant = quant
+        self.block = block
         self.np_dt = {"f32": np.float32, "f16": np.float16}[dtype]
         self.elem = {"f32": TensorProto.FLOAT, "f16": TensorProto.FLOAT16}[dtype]
         self.nodes: list = []
@@ -144,8 +147,12 @@ class _G:
         return self.const(np.asarray(vals, np.int64))
 
     def weight(self, name: str, shape: tuple[int, ...], init: str = "proj") -> str:
-        """A model weight: seeded values, or declared by shape only (external, never written)."""
+        """A model weight: seeded values, or declared by shape only (external, never written).
+        With ``quant='w4a16'`` a projection [K, N] is int4 ``name`` + f16 scales ``name.scale``
+        [K / block, N] and a ``DequantizeLinear(axis=0, block_size=block)`` (the W4A16 form)."""
         from onnx import TensorProto, numpy_helper
+        if self.quant == "w4a16" and init == "proj":
+            return self.w4_weight(name, shape)
         if self.weights == "shape":
             t = TensorProto(name=name, data_type=self.elem, dims=list(shape))
             t.data_location = TensorProto.EXTERNAL
@@ -160,6 +167,31 @@ class _G:
         self.inits.append(numpy_helper.from_array(arr, name))
         return name
 
+    def w4_weight(self, name: str, shape: tuple[int, ...]) -> str:
+        from onnx import TensorProto, helper, numpy_helper
+        k, n = shape
+        b = self.block
+        if k % b:
+            raise LlmBuildError(f"w4a16: block {b} does not divide K = {k} of '{name}'")
+        sname = f"{name}.scale"
+        if self.weights == "shape":
+            for nm, dt, dims in ((name, TensorProto.INT4, [k, n]),
+                                 (sname, TensorProto.FLOAT16, [k // b, n])):
+                t = TensorProto(name=nm, data_type=dt, dims=dims)
+                t.data_location = TensorProto.EXTERNAL
+                t.external_data.add(key="location", value=SHAPE_ONLY_LOCATION)
+                self.inits.append(t)
+        else:
+            q = self.rng.integers(-8, 8, (k, n)).astype(np.int8)
+            # dequantized weights ~ N(0, 1/K) like the float model: |q| ~ 4.6 on average
+            sc = (np.abs(self.rng.standard_normal((k // b, n))) * 0.5 + 0.5) / (4.6 * np.sqrt(k))
+            sc = sc.astype(np.float16)
+            self.values[name], self.values[sname] = q, sc
+            self.inits.append(helper.make_tensor(name, TensorProto.INT4, [k, n],
+                                                 q.flatten().tolist()))
+            self.inits.append(numpy_helper.from_array(sc, sname))
+        return self.op("DequantizeLinear", [name, sname], f"{name}.dq", axis=0, block_size=b)
+
     def inp(self, name: str, shape) -> str:
         from onnx import helper
         self.inputs.append(helper.make_tensor_value_info(name, self.elem, list(shape)))
@@ -173,9 +205,10 @@ class _G:
         import onnx
         from onnx import helper
         g = helper.make_graph(self.nodes, name, self.inputs, self.outputs, self.inits)
-        m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 18)],
+        w4 = self.quant == "w4a16"  # int4 and blocked DequantizeLinear: opset 21, IR 10
+        m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 21 if w4 else 18)],
                               producer_name="m100.frontend.llm")
-        m.ir_version = 8
+        m.ir_version = 10 if w4 else 8
         if self.weights != "shape":
             onnx.checker.check_model(m)
         return m
@@ -353,9 +386,15 @@ def _head(g: _G, cfg: LlamaConfig, tokens: int, batch: int) -> None:
 
 def build(cfg: LlamaConfig | str, part: str = "layer", phase: str = "decode", context: int = 16,
           batch: int = 1, weights: str = "random", seed: int = 0, fuse: bool = False,
-          dtype: str = "f32"):
+          dtype: str = "f32", quant: str = "none", block: int = 128):
     """One part of a LLaMA model as ONNX; returns ``(model, weight values by name)`` (values empty
-    for ``weights='shape'``). ``context``: cached tokens L (decode) or prompt tokens T (prefill)."""
+    for ``weights='shape'``). ``context``: cached tokens L (decode) or prompt tokens T (prefill).
+    ``quant='w4a16'``: every projection (and the LM head) is int4 with f16 scales per ``block``
+    rows of K (activations, norms and the KV cache f16: implies ``dtype='f16'``)."""
+    if quant not in ("none", "w4a16"):
+        raise LlmBuildError(f"quant must be 'none' or 'w4a16', not {quant!r}")
+    if quant == "w4a16":
+        dtype = "f16"
     cfg = config(cfg) if isinstance(cfg, str) else cfg
     if weights not in ("random", "shape"):
         raise LlmBuildError(f"weights must be 'random' or 'shape', not {weights!r}")
@@ -367,7 +406,7 @@ def build(cfg: LlamaConfig | str, part: str = "layer", phase: str = "decode", co
         raise LlmBuildError(f"{cfg.name}: heads must be a multiple of kv_heads and head_dim even")
     if dtype not in ("f32", "f16"):
         raise LlmBuildError(f"dtype must be 'f32' or 'f16', not {dtype!r}")
-    g = _G(weights, seed, fuse, dtype)
+    g = _G(weights, seed, fuse, dtype, quant, block)
     if part == "layer":
         (_decode_layer if phase == "decode" else _prefill_layer)(g, cfg, context, batch)
     elif part == "head":

@@ -82,8 +82,20 @@ def prepare_model(model, name: str = "<model>", opset: int | None = None):
         # compile by shape: weights without their bytes become graph inputs marked as weights
         lifted = onnx.ModelProto()
         lifted.CopyFrom(model)
-        lift_shape_only_weights(lifted)
+        try:
+            lift_shape_only_weights(lifted)
+        except ValueError as e:  # a shape-only weight in a form that can not be compiled by shape
+            raise FrontendError(f"{name}: {e}") from None
         model = lifted
+    from m100.frontend.shape_only import lift_int4_constants
+    int4 = {t.name for t in model.graph.initializer if t.data_type == onnx.TensorProto.INT4}
+    if any(n.op_type == "DequantizeLinear" and n.input and n.input[0] in int4
+           for n in model.graph.node):
+        # W4A16: constant int4 weights stay int4 (streamed, dequantized by the TCU)
+        lifted = onnx.ModelProto()
+        lifted.CopyFrom(model)
+        if lift_int4_constants(lifted):
+            model = lifted
     target = opset if opset is not None else (MIN_OPSET if _default_opset(model) < MIN_OPSET else None)
     if target is not None and target != _default_opset(model):
         try:
@@ -396,10 +408,27 @@ def onnx_to_linalg_text(
     """
     if name is None:
         name = os.fspath(model) if isinstance(model, (str, os.PathLike)) else "<onnx model>"
-    model = prepare_model(model, name, opset)
+    model = _without_int4_values(prepare_model(model, name, opset))
     if isolate:
         return _Worker.lower(model, name, generic)
     return lower_in_process(model, name, generic)
+
+
+def _without_int4_values(model):
+    """``model`` without the int4 values and scales of its constant W4 weights (torch-mlir does not
+    import int4 initializers; :func:`name_io` attaches them to the function argument instead)."""
+    from m100.frontend.shape_only import int4_weights
+    drop = {n for d in int4_weights(model).values() if d.get("const")
+            for n in (d["q"], d["scale"])}
+    if not drop:
+        return model
+    import onnx
+    out = onnx.ModelProto()
+    out.CopyFrom(model)
+    keep = [t for t in out.graph.initializer if t.name not in drop]
+    del out.graph.initializer[:]
+    out.graph.initializer.extend(keep)
+    return out
 
 
 # ONNX op types that torch-mlir lowers to a dialect m100 has no lowering for (for error messages)
@@ -415,10 +444,11 @@ def load_onnx(model, ctx=None, *, opset: int | None = None, isolate: bool = True
 
     name = os.fspath(model) if isinstance(model, (str, os.PathLike)) else "<onnx model>"
     model = prepare_model(model, name, opset)
+    lowered = _without_int4_values(model)
     if isolate:
-        text, blobs = _Worker.lower(model, name, True, split=True)
+        text, blobs = _Worker.lower(lowered, name, True, split=True)
     else:
-        text, blobs = lower_in_process(model, name, True, split=True)
+        text, blobs = lower_in_process(lowered, name, True, split=True)
     try:
         module = load_mlir_text(text, ctx, name=name, verify=False)
     except FrontendError as e:
@@ -446,6 +476,21 @@ def load_onnx(model, ctx=None, *, opset: int | None = None, isolate: bool = True
 NAME_ATTR = "m100.name"
 
 
+def _int4_values(model, q: str, scale: str) -> dict:
+    """``q_data`` (i8 values of the int4 initializer ``q``) and ``scale_data`` dense attributes."""
+    import numpy as np
+    from onnx import numpy_helper
+    from xdsl.dialects.builtin import BFloat16Type, Float16Type, IntegerType, TensorType
+
+    from m100.dialects.dense import numpy_to_dense
+    inits = {t.name: t for t in model.graph.initializer if t.name in (q, scale)}
+    qa = numpy_helper.to_array(inits[q]).astype(np.int8)
+    sa = numpy_helper.to_array(inits[scale])
+    st = Float16Type() if sa.dtype == np.float16 else BFloat16Type()
+    return {"q_data": numpy_to_dense(qa, TensorType(IntegerType(8), list(qa.shape))),
+            "scale_data": numpy_to_dense(sa, TensorType(st, list(sa.shape)))}
+
+
 def name_io(module, model) -> None:
     """Record the ONNX graph's input names (initializers excluded) and output names on the arguments
     and results of the module's single function (``arg_attrs`` / ``res_attrs`` with
@@ -470,10 +515,21 @@ def name_io(module, model) -> None:
 
     fn.arg_attrs = attrs(ins)
     fn.res_attrs = attrs(outs)
-    from m100.frontend.shape_only import WEIGHT_ATTR, shape_only_names
+    from m100.frontend.shape_only import INT4_KEY, WEIGHT_ATTR, int4_weights, shape_only_names
     weights = set(shape_only_names(model))
     if weights:
-        from xdsl.dialects.builtin import UnitAttr
+        from xdsl.dialects.builtin import IntegerAttr, UnitAttr
+        w4 = int4_weights(model)
+
+        def w4_attr(n):  # a W4 weight: where its int4 data and scales come from (shape_only)
+            if n not in w4:
+                return {}
+            d = w4[n]
+            a = {"q": StringAttr(d["q"]), "scale": StringAttr(d["scale"]),
+                 "block": IntegerAttr(int(d["block"]), 64)}
+            if d.get("const"):  # the values (lift_int4_constants kept them as initializers)
+                a |= _int4_values(model, d["q"], d["scale"])
+            return {INT4_KEY: DictionaryAttr(a)}
         fn.arg_attrs = ArrayAttr([DictionaryAttr({NAME_ATTR: StringAttr(n),
                                                   **({WEIGHT_ATTR: UnitAttr()} if n in weights
-                                                     else {})}) for n in ins])
+                                                     else {}), **w4_attr(n)}) for n in ins])

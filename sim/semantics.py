@@ -265,6 +265,8 @@ class MatMulExec(TcuExec):
     def reads(self, b):
         i = self.inst
         r = [self._a(b), Access(i.b, i.tpb)] + self._epi_reads()
+        if i.scale is not None:
+            r.append(Access(i.scale, i.tpb))
         if i.accumulate:
             r.append(self._c(b))
         return r
@@ -279,6 +281,12 @@ class MatMulExec(TcuExec):
         bb = i.b.dtype.bits
         A = _operand(self.read(self._a(b), False), integer, i.k, bb).reshape(rows, i.k)
         B = _operand(self.read(Access(i.b, i.tpb), False), integer, i.k, bb).reshape(i.k, i.n)
+        if i.scale is not None:  # i4 weights dequantized on the fly, blockwise along K
+            s = self.read(Access(i.scale, i.tpb), False).astype(np.float32).reshape(
+                i.k // i.block, i.n)
+            with np.errstate(all="ignore"):  # q * s is exact in f32 (|q| <= 8): one rounding
+                B = numerics.convert(B * np.repeat(s, i.block, axis=0), i.a.dtype) \
+                    .astype(np.float32)
         with np.errstate(all="ignore"):
             prod = A @ B
         old = self.read(self._c(b), False).reshape(rows, i.n) if i.accumulate else None

@@ -132,7 +132,8 @@ class CostModel:
 
     # --- TCU ----------------------------------------------------------------------------------
     def _tcu(self, c: Cost, tpb: int, a: Walk, w: Walk, out: Walk, ep, accumulate: bool,
-             groups: int, M: int, K: int, N: int, frac: float, a_expand: float) -> None:
+             groups: int, M: int, K: int, N: int, frac: float, a_expand: float,
+             scale: Walk | None = None) -> None:
         m = self.m
         dt = tcu_rate_name(a.dtype, w.dtype)
         peak = m.tcu_macs_per_cycle(dt)
@@ -141,6 +142,8 @@ class CostModel:
         compute = tiles * m.tcu_tile_m * m.tcu_tile_k * m.tcu_tile_n / peak
         a_acc = self.acc(a) * frac * a_expand * math.ceil(N / m.tcu_tile_n)
         w_acc = self.acc(w) * math.ceil(M / m.tcu_tile_m)
+        if scale is not None:  # the dequantization scales stream in with the weights
+            w_acc = w_acc + self.acc(scale) * math.ceil(M / m.tcu_tile_m)
         o_acc = self.acc(out) * frac * (2 if accumulate else 1)
         total = a_acc + w_acc + o_acc
         for extra in (ep.bias, ep.requant.per_channel if ep.requant is not None else None):
@@ -153,13 +156,13 @@ class CostModel:
         c.macs = groups * M * K * N
         c.peak_macs = peak
         c.bytes[f"hbsm{tpb}"] = (_nbytes(a, frac) * a_expand + _nbytes(w) + _nbytes(out, frac)
-                           * (2 if accumulate else 1))
+                           * (2 if accumulate else 1)) + (_nbytes(scale) if scale else 0.0)
 
     def _matmul(self, i: MatMul, b: int) -> Cost:
         c = Cost()
         frac = 1 / i.sync.blocks
         self._tcu(c, i.tpb, i.a, i.b, i.c, i.epilogue, i.accumulate, 1, i.m // i.sync.blocks,
-                  i.k, i.n, frac, 1.0)
+                  i.k, i.n, frac, 1.0, i.scale)
         return c
 
     def _conv2d(self, i: Conv2D, b: int) -> Cost:

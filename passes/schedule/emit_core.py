@@ -20,6 +20,8 @@ from m100.dialects.hbsm import AllocOp, BufferType
 from m100.dialects.sync import JoinOp
 from m100.dialects.tpb import CopyOp, DmaOp, ProgramOp, SegmentOp, SymbolOp
 from m100.dialects.twu import AccessAttr
+from m100.targets.m100 import numerics
+from m100.targets.m100.isa import DType
 from m100.targets.m100.machine import Machine
 
 from .from_ir import IRGraph
@@ -275,6 +277,9 @@ class EmitterCore:
             # compile by shape: a symbol (address, shape, dtype), the bytes come at run time
             self.head.append(SymbolOp(self.irg.weight_symbols[tensor], "weight", t.shape or (1,),
                                       _ELEM[t.dtype], space, addr))
+        elif t.kind == "weight" and t.dtype == "i4":  # packed two per byte, low nibble first
+            raw = numerics.to_bytes(self.irg.data[tensor], DType.I4).tobytes()
+            self.head.append(SegmentOp(tensor, space, addr, raw))
         elif t.kind == "weight":
             arr = np.ascontiguousarray(self.irg.data[tensor].astype(_NP[t.dtype]))
             self.head.append(SegmentOp(tensor, space, addr, arr.tobytes()))

@@ -13,6 +13,7 @@ from m100.targets.m100.machine import get_machine
 
 from .emit import emit_program
 from .from_ir import from_module
+from .int4_weights import apply_int4_weights
 from .placement import STRATEGIES, schedule
 from .report import format_report
 
@@ -65,6 +66,7 @@ class M100Schedule(ModulePass):
                                     f"not {getattr(self, opt)}")
         m = get_machine(self.machine)
         irg = from_module(op, m.cvu_max_stages)
+        apply_int4_weights(op, irg)  # W4A16: int4 weights in DDR, dequantized by the TCU
         check_limits(irg.graph, m)
         pl = schedule(irg.graph, m, tpbs=self.tpbs, clusters=self.clusters,
                       strategy=self.strategy, seed=self.seed, max_stages=self.max_stages)

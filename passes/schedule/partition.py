@@ -148,6 +148,14 @@ def tile_piece(cm: CostModel, g: OpGraph, op: Op, rows: int, cols: int,
             if not k_cands:
                 raise ScheduleError(f"op '{op.name}': its reduction ({geo.k}) has fewer chunks "
                                     f"than {kparts} parts")
+        if "w4" in op.attrs:  # a K chunk holds whole dequantization blocks
+            blk = op.attrs["w4"][1]
+            k_cands = [x for x in k_cands if x % blk == 0]
+            if not k_cands:
+                if kparts > 1:
+                    raise ScheduleError(f"op '{op.name}': no K chunk of whole blocks of {blk} "
+                                        f"for {kparts} parts")
+                k_cands = [geo.k]
         tc_cands = _candidates(cols, mc.tcu_tile_n) if groups == 1 else [cols]
         for tr in _candidates(rows, row_align):
             in_rows = _in_rows(g, op, tr) if conv else tr
@@ -165,6 +173,10 @@ def tile_piece(cm: CostModel, g: OpGraph, op: Op, rows: int, cols: int,
                             Buffer("out", oslot, 2, unit))
                     if len(ws) > 1:  # a bias vector (per column tile)
                         bufs += (Buffer("bias", cm.align(tc * 4), 2 if streamed else 1, unit),)
+                    if "w4" in op.attrs:  # int4 weights: their f16 scales per block of K
+                        sb = dtype_bytes(g.tensors[op.attrs["w4"][0]].dtype)
+                        bufs += (Buffer("scale", cm.align(ceil_div(tk, op.attrs["w4"][1]) * tc
+                                                          * sb), 2 if streamed else 1, unit),)
                     if "rq_table" in op.attrs:  # per-channel requant (multiplier, shift) pairs
                         bufs += (Buffer("requant", cm.align(tc * 8), 2 if streamed else 1, unit),)
                     if kparts > 1:  # part 0: the others' partial sums and the reduced tile

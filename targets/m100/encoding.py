@@ -370,7 +370,19 @@ def _matmul(c: _Coder, x: MatMul | None) -> MatMul:
     s = _Src(x)
     return MatMul(c.tpb(s.tpb, "tpb"), c.walk(s.a, "a"), c.walk(s.b, "b"), c.walk(s.c, "c"),
                   c.uv(s.m, "m"), c.uv(s.n, "n"), c.uv(s.k, "k"), c.flag(s.accumulate, "accumulate"),
-                  c.epilogue(s.epilogue), c.sync(s.sync))
+                  c.epilogue(s.epilogue), c.sync(s.sync), *_dequant(c, x))
+
+
+def _dequant(c: _Coder, x: MatMul | None) -> tuple[Walk | None, int]:
+    """The optional on-the-fly i4 dequantization of a matmul: presence bit, scale walk, block."""
+    s = _Src(x)
+    scale = c.opt(s.scale, "scale", c.walk)
+    if scale is None:
+        return None, 0
+    block = c.uv(s.block, "block")
+    if c.reading and block == 0:
+        c.fail("block: 0 with a scale")
+    return scale, block
 
 
 def _conv2d(c: _Coder, x: Conv2D | None) -> Conv2D:

@@ -71,7 +71,12 @@ class MatMul(Instruction):
 
     With ``accumulate`` the old C is added to the product *before* the epilogue (so a bias given on
     every K-chunk is added every time); integer accumulation wraps in int32. Float activations with
-    i4 weights use the weights' integer values (scales are applied by a later op)."""
+    i4 weights use the weights' integer values (scales are applied by a later op), unless the
+    instruction carries ``scale``: then the TCU dequantizes the i4 weights on the fly, blockwise
+    along K (the W4A16 form of ONNX ``DequantizeLinear(axis=0, block_size=block)``):
+    ``B[k, n] = round_to_a(q[k, n] * scale[k // block, n])`` (the product exact in f32, one
+    rounding to A's type), then the float product as usual. ``scale`` is ``[k / block, n]`` of A's
+    type; ``block`` divides ``k``."""
     UNIT: ClassVar[Unit] = Unit.TCU
     OPCODE: ClassVar[int] = 0x01
     MNEMONIC: ClassVar[str] = "tcu.matmul"
@@ -86,10 +91,25 @@ class MatMul(Instruction):
     accumulate: bool = False
     epilogue: Epilogue = Epilogue()
     sync: Sync = Sync()
+    scale: Walk | None = None  # i4 weights dequantized on the fly: [k / block, n] of A's type
+    block: int = 0
 
     def _check(self, machine: Machine) -> None:
         mn = self.MNEMONIC
         _need(min(self.m, self.n, self.k) >= 1, f"{mn}: m, n, k must be >= 1")
+        if self.scale is not None:
+            _need(self.b.dtype is DType.I4 and self.a.dtype in (DType.F16, DType.BF16),
+                  f"{mn}: on-the-fly dequantization needs f16/bf16 activations and i4 weights, "
+                  f"got {self.a.dtype.short} x {self.b.dtype.short}")
+            _need(self.scale.dtype is self.a.dtype,
+                  f"{mn}: the dequantization scales must be {self.a.dtype.short}")
+            _need(self.block >= 1 and self.k % self.block == 0,
+                  f"{mn}: block ({self.block}) must be >= 1 and divide k ({self.k})")
+            _need_elems("scale", self.scale, (self.k // self.block, self.n), mn)
+            _need(self.scale.space is Space.HBSM and self.scale.tpb == self.tpb,
+                  f"{mn}: operand 'scale' must be in the HBSM of TPB {self.tpb}")
+        else:
+            _need(self.block == 0, f"{mn}: block without scale")
         _need_elems("a", self.a, (self.m, self.k), mn)
         _need_elems("b", self.b, (self.k, self.n), mn)
         _need_elems("c", self.c, (self.m, self.n), mn)

@@ -22,18 +22,22 @@ def _m100(*args, cwd=None):
                           capture_output=True, text=True, timeout=600)
 
 
-@pytest.mark.parametrize("phase,extra", [("decode", ["--batch", "2"]), ("prefill", [])])
-def test_bench_llm_tiny_numerics_and_json(tmp_path, phase, extra):
+@pytest.mark.parametrize("phase,extra,run", [("decode", ["--batch", "2"], "w4a16"),
+                                              ("prefill", [], "f32")])
+def test_bench_llm_tiny_numerics_and_json(tmp_path, phase, extra, run):
+    """Decode runs the paper's W4A16 (int4 weights streamed, dequantized by the TCU, f16
+    activations and KV cache); prefill's W8A8 is not compiled yet and runs in f32 (the row says so)."""
     out = tmp_path / "llm.json"
     r = _m100("bench", "llm", "--model", "tiny", "--phase", phase, "--context", "8",
               "--json", str(out), *extra, cwd=tmp_path)
     assert r.returncode == 0, r.stdout + r.stderr
     row = json.loads(out.read_text())
     assert KEYS <= set(row)
-    assert row["numerics"] == "PASS" and row["max_abs_error"] < 1e-4
+    assert row["numerics"] == "PASS"
+    assert row["max_abs_error"] < (1e-4 if run == "f32" else 2e-2)
     assert row["layers"] == 2 and row["phase"] == phase
-    # f32 is what runs today; the row says so instead of claiming the requested scheme
-    assert row["run_dtype"] == "f32" and "ran in f32" in r.stdout
+    # what ran is reported; where it is not the requested scheme the row says so
+    assert row["run_dtype"] == run and (("ran in f32" in r.stdout) == (run == "f32"))
     assert row["simulated_ms"] > 0 and row["predicted_ms"] > 0
     assert row["simulated_ms"] >= row["roofline_ms"]  # no program beats its roofline
     assert 0 < row["ddr_bandwidth_util"] <= 1 and 0 <= row["tcu_util"] <= 1

@@ -225,8 +225,12 @@ def test_w4a16_blocked_int4_matmul_matches_the_onnx_definition(tmp_path):
     want = sess.run(None, {"x": x})[0]
     got = driver.run(cr.program, {"x": x}, machine=cr.machine).outputs["y"].reshape(want.shape)
     np.testing.assert_array_equal(got, want)
-    (mm,) = _tcu_instructions(cr.program)  # weights dequantized at compile time (f16 in DDR)
-    assert (mm.a.dtype, mm.b.dtype, mm.c.dtype) == (DType.F16, DType.F16, DType.F16)
+    # the weights stay int4 in DDR (packed, half the bytes of f16) with their f16 scales; the
+    # TCU dequantizes them on the fly
+    (mm,) = _tcu_instructions(cr.program)
+    assert (mm.a.dtype, mm.b.dtype, mm.c.dtype) == (DType.F16, DType.I4, DType.F16)
+    assert mm.scale is not None and mm.scale.dtype is DType.F16 and mm.block == 16
+    assert sum(len(s.data) for s in cr.program.segments) == 64 * 16 // 2 + 4 * 16 * 2
 
 
 # --- post-training quantization ------------------------------------------------------------------

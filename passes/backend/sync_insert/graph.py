@@ -94,7 +94,7 @@ def block_accesses(inst: isa.Instruction) -> list[Access]:
         add("b", inst.b, False, False)
         add("c", inst.c, True, True)
         for name, w, _ in inst.walks():
-            if name in ("bias", "requant.per_channel"):
+            if name in ("bias", "requant.per_channel", "scale"):
                 add(name, w, False, False)
     elif isinstance(inst, isa.Conv2D):
         nb = inst.sync.blocks

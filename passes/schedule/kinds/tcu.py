@@ -80,12 +80,16 @@ def plan_piece(bld, si: int, st, op: Op, p: PlanPiece, tplan: TilePlan, compute)
             # -> once per TPB (one DRB broadcast per column part), streamed -> per K chunk
             # (in a lockstep group one broadcast to the rows of the column part)
             wbytes = kc * unit_k * cols * dtype_bytes(wt.dtype)
-            if not resident and p.group >= 0:
-                deps.append(bld._shared_chunk(op, w_t, ("w", p.c0, p.c1, k0), p.b_share, tpb,
-                                              wbytes, "w"))
-            else:
-                deps.append(bld._weight(st, op, w_t, tpb, p.c0, p.c1, p.col,
-                                         None if kk == K else k0, wbytes, resident))
+            w4 = op.attrs.get("w4")  # (scale tensor, block): i4 weights dequantized on the fly
+            for w_in, nb, key in ((w_t, wbytes, k0),) + (
+                    ((w4[0], kc // w4[1] * cols * dtype_bytes(g.tensors[w4[0]].dtype),
+                      k0 // w4[1]),) if w4 else ()):
+                if not resident and p.group >= 0:
+                    deps.append(bld._shared_chunk(op, w_in, ("w", p.c0, p.c1, key), p.b_share,
+                                                  tpb, nb, "w"))
+                else:
+                    deps.append(bld._weight(st, op, w_in, tpb, p.c0, p.c1, p.col,
+                                             None if kk == K else key, nb, resident))
             if ci > 0:
                 deps.append(prev)
             if last and bias and p.kparts == 1:  # a K part: the reduction adds the bias
@@ -151,6 +155,18 @@ def emit_piece(em, si, seg, op, b, j, tpb, r0, r1, c0, c1, pieces, seg_ops, plan
             params: dict[str, Attribute] = {"m": _int(rows),
                                             "n": _int(cols),
                                             "k": _int(kc)}
+            w4 = op.attrs.get("w4")
+            if w4:  # the scale rows of this K chunk, moved as the weight is; dequantized on the fly
+                s_t, blk = w4
+                if k0 % blk or kc % blk:
+                    raise ScheduleError(f"op '{op.name}': K chunk [{k0}, {k0 + kc}) cuts a "
+                                        f"dequantization block of {blk}")
+                s_buf, s_tok = _weight_in(em, pp, op, s_t, tpb, c0, c1,
+                                          None if tk == k else (0, k0 // blk, kc // blk),
+                                          resident, j)
+                deps.append(s_tok)
+                slots["scale"] = (s_buf, None)
+                params["block"] = _int(blk)
             ins, prev = _chain_step(em, op, lw, MatmulOp, tpb, unit, (c0, c1), resident, j, last,
                                     prev if ci > 0 else None, slots, deps, params,
                                     epilogue=pp.kparts == 1)

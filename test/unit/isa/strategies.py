@@ -198,10 +198,15 @@ def matmuls(draw, machine: Machine, executable: bool = False) -> MatMul:
     m, n, k = draw(_SMALL), draw(_ints(1, 16)), draw(_SMALL)
     a_t, b_t, c_t, integer, requant, acc = draw(tcu_types())
     H = Space.HBSM
+    scale, block = None, 0
+    if b_t is DType.I4 and a_t in (DType.F16, DType.BF16) and draw(_BOOLS):
+        # i4 weights dequantized on the fly: scales [k / block, n] of A's type
+        block = draw(st.sampled_from(_divisors(k)))
+        scale = draw(walks(machine, k // block * n, H, tpb, a_t))
     return MatMul(tpb, draw(walks(machine, m * k, H, tpb, a_t)), draw(walks(machine, k * n, H, tpb, b_t)),
                   draw(walks(machine, m * n, H, tpb, c_t, executable)), m, n, k, acc,
                   draw(epilogues(machine, tpb, n, integer, requant, executable)),
-                  draw(syncs(machine, tpb, m)))
+                  draw(syncs(machine, tpb, m)), scale, block)
 
 
 @st.composite

@@ -182,3 +182,39 @@ def test_matmul_f16_with_i4_weights(rng):
     res, (c,) = run([MatMul(0, A, B, C, m, n, k)], [(A, a), (B, b)], [C])
     assert res.ok
     np.testing.assert_allclose(c.reshape(m, n), a.astype(np.float64) @ b, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("block", [4, 16])
+def test_matmul_f16_dequantizes_i4_weights_on_the_fly(rng, block):
+    """W4A16: B = f16(q * scale[k // block, n]) (ONNX DequantizeLinear, axis 0, block_size), then
+    the f16 product accumulated in f32 and rounded once; oracle written from those definitions."""
+    m, k, n = 3, 32, 10
+    a = rng.standard_normal((m, k)).astype(np.float16)
+    q = rng.integers(-8, 8, (k, n))
+    s = (rng.random((k // block, n)) * 0.1 + 0.01).astype(np.float16)
+    A, B = hb(0, 0, DType.F16, (m, k)), hb(0, 512, DType.I4, (k, n))
+    S, C = hb(0, 1024, DType.F16, (k // block, n)), hb(0, 2048, DType.F16, (m, n))
+    res, (c,) = run([MatMul(0, A, B, C, m, n, k, scale=S, block=block)], [(A, a), (B, q), (S, s)],
+                    [C])
+    assert res.ok
+    w = np.empty((k, n), np.float16)
+    for kk in range(k):
+        for nn in range(n):
+            w[kk, nn] = np.float16(float(q[kk, nn]) * float(s[kk // block, nn]))
+    want = (a.astype(np.float32) @ w.astype(np.float32)).astype(np.float16)
+    np.testing.assert_array_equal(c.reshape(m, n), want)
+    # the scales are applied: the integer-valued product is far from it
+    assert not np.allclose((a.astype(np.float32) @ q).astype(np.float16), want)
+
+
+def test_matmul_dequant_scale_rules():
+    from m100.targets.m100.isa_base import IsaError
+    from m100.targets.m100.machine import get_machine
+    A, B = hb(0, 0, DType.F16, (2, 8)), hb(0, 512, DType.I4, (8, 4))
+    C = hb(0, 1024, DType.F16, (2, 4))
+    with pytest.raises(IsaError, match="block"):  # block must divide k
+        MatMul(0, A, B, C, 2, 4, 8, scale=hb(0, 2048, DType.F16, (1, 4)), block=3).check(
+            get_machine("m100"))
+    with pytest.raises(IsaError, match="i4 weights"):  # f16 weights are not dequantized
+        MatMul(0, A, hb(0, 512, DType.F16, (8, 4)), C, 2, 4, 8,
+               scale=hb(0, 2048, DType.F16, (2, 4)), block=4).check(get_machine("m100"))

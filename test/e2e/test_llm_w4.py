@@ -1,0 +1,120 @@
+"""W4A16 (issue 13): int4 weights stay int4 in DDR (packed two per byte, f16 scales per block of K)
+and the TCU dequantizes them on the fly (``isa.MatMul.scale``); f16 activations and KV cache.
+Oracles: onnxruntime on the same ONNX (``DequantizeLinear(int4, axis=0, block_size)`` ->
+``MatMul``, QDQ fusion off so that it computes the ONNX definition) and numpy from the definitions."""
+
+from __future__ import annotations
+
+import numpy as np
+import onnx
+import pytest
+from onnx import TensorProto, helper
+
+from m100.frontend import llm
+from m100.frontend.shape_only import INT4_KEY, int4_weights, lift_shape_only_weights
+from m100.targets.m100.isa import DType, MatMul
+from m100.tools import driver
+
+
+def _matmuls(prog):
+    return [i for s in prog.streams.values() for i in s if isinstance(i, MatMul)]
+
+
+def test_tiny_llama_w4a16_decode_passes_check_with_int4_in_ddr(tmp_path):
+    """A small LLaMA decoder layer (KV cache inputs, GQA) in W4A16 passes `m100 check`; every
+    projection is an i4 x f16 matmul with its scales, and the program holds the weights as int4
+    (no f16 copy: segments are the int4 bytes + scales + the f16 norm weights and constants)."""
+    cfg = llm.config("tiny")
+    m, w = llm.build(cfg, "layer", "decode", context=8, batch=1, fuse=True, quant="w4a16",
+                     block=16, seed=3)
+    onnx.save(m, tmp_path / "w4.onnx")
+    ck = driver.check(tmp_path / "w4.onnx", machine="m100", seed=3)
+    assert ck.passed, ck.summary()
+    mm = _matmuls(ck.compile.program)
+    w4 = [i for i in mm if i.b.dtype is DType.I4]
+    assert len(w4) >= 4 and all(i.scale is not None and i.block == 16 for i in w4)
+    assert all(i.a.dtype is DType.F16 for i in mm)
+    proj = {n: a for n, a in w.items() if a.dtype == np.int8}
+    w4_bytes = sum(a.size // 2 + w[f"{n}.scale"].nbytes for n, a in proj.items())
+    seg = sum(len(s.data) for s in ck.compile.program.segments)
+    f16_proj = sum(a.size * 2 for a in proj.values())
+    assert w4_bytes <= seg < w4_bytes + 1024 < f16_proj
+
+
+def test_shape_only_w4_weights_become_int4_symbols_and_match_onnxruntime(tmp_path):
+    """The bench's path: the layer compiled by shape; the int4 values and scales supplied at run
+    time by their ONNX names; vs onnxruntime on the materialized layer (f16 tolerance of check)."""
+    import onnxruntime as ort
+    cfg = llm.config("tiny")
+    kw = dict(context=8, batch=1, fuse=True, quant="w4a16", block=16)
+    ms, _ = llm.build(cfg, "layer", "decode", weights="shape", **kw)
+    mr, w = llm.build(cfg, "layer", "decode", seed=5, **kw)
+    cr = driver.compile(ms, machine="m100")
+    sym = {s.name: s for s in cr.program.symbols if s.role == "weight"}
+    assert sym["wqkv"].dtype is DType.I4 and sym["wqkv.scale"].dtype is DType.F16
+    assert sym["wqkv.scale"].shape == (cfg.hidden // 16, (cfg.heads + 2 * cfg.kv_heads)
+                                       * cfg.head_dim)
+    assert "wqkv.dq" not in sym
+    rng = np.random.default_rng(1)
+    feed = {vi.name: rng.standard_normal([d.dim_value for d in vi.type.tensor_type.shape.dim])
+            .astype(np.float16) for vi in mr.graph.input}
+    opts = ort.SessionOptions()
+    opts.add_session_config_entry("session.disable_quant_qdq", "1")
+    sess = ort.InferenceSession(mr.SerializeToString(), opts, providers=["CPUExecutionProvider"])
+    names = [o.name for o in mr.graph.output]
+    want = dict(zip(names, sess.run(names, feed)))
+    got = driver.run(cr.program, feed | w, machine=cr.machine)
+    assert got.ok
+    for n in names:
+        g = got.outputs[n].reshape(want[n].shape).astype(np.float64)
+        tol = driver.F16_TOL
+        assert np.all(np.abs(g - want[n]) <= tol + tol * np.abs(want[n])), n
+    # wrong scales give wrong numbers (the supplied scales are what the TCU applies)
+    bad = dict(w)
+    bad["wqkv.scale"] = (w["wqkv.scale"] * 2).astype(np.float16)
+    got2 = driver.run(cr.program, feed | bad, machine=cr.machine)
+    assert not np.allclose(got2.outputs["k_new"].reshape(want["k_new"].shape), want["k_new"],
+                           atol=0.05)
+
+
+def _w4_graph(axis=0, zp=False):
+    k, n, b = 32, 8, 16
+    q = helper.make_tensor("q", TensorProto.INT4, [k, n], [0] * (k * n))
+    sdims = [k // b, n] if axis == 0 else [k, n // 4]
+    s = helper.make_tensor("s", TensorProto.FLOAT16, sdims, [0.0] * (sdims[0] * sdims[1]))
+    ins = ["q", "s"] + (["z"] if zp else [])
+    inits = [q, s] + ([helper.make_tensor("z", TensorProto.INT4, sdims, [1] * (sdims[0] * sdims[1]))]
+                      if zp else [])
+    for t in inits:  # shape-only: external data that is not there
+        t.ClearField("int32_data")
+        t.ClearField("raw_data")
+        t.data_location = TensorProto.EXTERNAL
+        t.external_data.add(key="location", value="absent.bin")
+    g = helper.make_graph(
+        [helper.make_node("DequantizeLinear", ins, ["wd"], axis=axis, block_size=16 if axis == 0
+                          else 4), helper.make_node("MatMul", ["x", "wd"], ["y"])], "w4",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT16, [2, k])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT16, [2, n])], inits)
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 21)])
+    m.ir_version = 10
+    return m
+
+
+def test_lift_records_the_int4_weight_and_its_scales():
+    m = _w4_graph()
+    lift_shape_only_weights(m)
+    assert [n.op_type for n in m.graph.node] == ["MatMul"]
+    (wd,) = [v for v in m.graph.input if v.name == "wd"]
+    assert wd.type.tensor_type.elem_type == TensorProto.FLOAT16
+    assert [d.dim_value for d in wd.type.tensor_type.shape.dim] == [32, 8]
+    assert int4_weights(m) == {"wd": {"q": "q", "scale": "s", "block": 16}}
+    assert any(p.key == INT4_KEY for p in m.metadata_props)
+
+
+@pytest.mark.parametrize("axis,zp", [(1, False), (0, True)])
+def test_other_shape_only_int4_forms_are_one_clear_error(tmp_path, axis, zp):
+    onnx.save(_w4_graph(axis, zp), tmp_path / "m.onnx")
+    with pytest.raises(Exception) as e:
+        driver.compile(tmp_path / "m.onnx", machine="tiny")
+    msg = str(e.value)
+    assert "shape-only int4 weight" in msg and "\n" not in msg
