@@ -185,7 +185,7 @@ class _TcuOp(InstrOp):
 
 @irdl_op_definition
 class MatmulOp(_TcuOp):
-    """``tpb.matmul tpb T a(..) b(..) c(..) [bias(..)] [per_channel(..)] [scale(..)] {m, n, k,
+    """``tpb.matmul tpb T a(..) b(..) c(..) [bias(..)] [per_channel(..)] [scale(..)] [acc(..)] {m, n, k,
     [accumulate], [act, clamp_lo, clamp_hi, requant], [block]}``: TCU ``C[m,n] (+)= A[m,k] @
     B[k,n]`` + epilogue; with ``scale`` and ``block`` the i4 B is dequantized on the fly."""
     name = "tpb.matmul"
@@ -200,13 +200,13 @@ class MatmulOp(_TcuOp):
         return ["a", "b", "c"]
 
     def optional_slots(self) -> list[str]:
-        return ["bias", "per_channel", "scale"]
+        return ["bias", "per_channel", "scale", "acc"]
 
     def _build(self, w, sync):
         acc, ep = self._epilogue(w)
         return isa.MatMul(self.unit_index, w["a"], w["b"], w["c"], self.m.value.data,
                           self.n.value.data, self.k.value.data, acc, ep, sync, w.get("scale"),
-                          _ival(self.block, 0))
+                          _ival(self.block, 0), w.get("acc"))
 
     @classmethod
     def from_instruction(cls, inst):
@@ -216,6 +216,8 @@ class MatmulOp(_TcuOp):
         if inst.scale is not None:
             slots["scale"] = (None, inst.scale)
             p["block"] = int_attr(inst.block)
+        if inst.acc is not None:
+            slots["acc"] = (None, inst.acc)
         return cls(inst.tpb, slots, (), inst.sync, p)
 
 

@@ -267,7 +267,9 @@ class MatMulExec(TcuExec):
         r = [self._a(b), Access(i.b, i.tpb)] + self._epi_reads()
         if i.scale is not None:
             r.append(Access(i.scale, i.tpb))
-        if i.accumulate:
+        if i.accumulate and i.acc is not None:
+            r.append(_block(i.acc, i.tpb, self.blocks, b))
+        elif i.accumulate:
             r.append(self._c(b))
         return r
 
@@ -289,7 +291,10 @@ class MatMulExec(TcuExec):
                     .astype(np.float32)
         with np.errstate(all="ignore"):
             prod = A @ B
-        old = self.read(self._c(b), False).reshape(rows, i.n) if i.accumulate else None
+        old = None
+        if i.accumulate:
+            old = self.read(_block(i.acc, i.tpb, self.blocks, b) if i.acc is not None
+                            else self._c(b), False).reshape(rows, i.n)
         out = self._epilogue(prod, old, i.c, i.n, integer)
         return [PendingWrite(self._c(b), out)]
 

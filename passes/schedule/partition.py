@@ -124,8 +124,9 @@ def tile_piece(cm: CostModel, g: OpGraph, op: Op, rows: int, cols: int,
         groups = op.attrs.get("groups", 1) if conv else 1
         row_align = max(1, ceil_div(mc.tcu_tile_m, geo.row_elems))
         k_cands = [kwin * c for c in _candidates(cin, max(1, mc.tcu_tile_k // kwin) if kwin < mc.tcu_tile_k else 1)]
-        if groups > 1 or "requant" in op.epilogue or "store" in op.epilogue:
-            # a requantized (i8) or rounded (f16) result can not be accumulated onto
+        if groups > 1 or "requant" in op.epilogue or ("store" in op.epilogue and conv):
+            # a requantized (i8) result can not be accumulated onto; a rounded (f16) one of a
+            # matmul accumulates its K chunks in f32 (the last chunk reads them as ``acc``)
             k_cands = [geo.k]
         elif chunked and len(k_cands) > 1 and kparts == 1:
             k_cands = [x for x in k_cands if x < geo.k]
@@ -169,6 +170,8 @@ def tile_piece(cm: CostModel, g: OpGraph, op: Op, rows: int, cols: int,
                     else:
                         aslot = cm.align(tr * geo.row_elems * tk * ab)
                     oslot = cm.align(m * tc * (4 if tk < geo.k else ob))
+                    if tk < geo.k and "store" in op.epilogue:  # + the rounded result
+                        oslot += cm.align(m * tc * ob)
                     bufs = (Buffer("act", aslot, 2, unit), Buffer("weight", wslot, 2 if streamed else 1, unit),
                             Buffer("out", oslot, 2, unit))
                     if len(ws) > 1:  # a bias vector (per column tile)

@@ -370,7 +370,7 @@ def _matmul(c: _Coder, x: MatMul | None) -> MatMul:
     s = _Src(x)
     return MatMul(c.tpb(s.tpb, "tpb"), c.walk(s.a, "a"), c.walk(s.b, "b"), c.walk(s.c, "c"),
                   c.uv(s.m, "m"), c.uv(s.n, "n"), c.uv(s.k, "k"), c.flag(s.accumulate, "accumulate"),
-                  c.epilogue(s.epilogue), c.sync(s.sync), *_dequant(c, x))
+                  c.epilogue(s.epilogue), c.sync(s.sync), *_dequant(c, x), _acc_in(c, x))
 
 
 def _dequant(c: _Coder, x: MatMul | None) -> tuple[Walk | None, int]:
@@ -383,6 +383,11 @@ def _dequant(c: _Coder, x: MatMul | None) -> tuple[Walk | None, int]:
     if c.reading and block == 0:
         c.fail("block: 0 with a scale")
     return scale, block
+
+
+def _acc_in(c: _Coder, x: MatMul | None) -> Walk | None:
+    """The optional f32 accumulator read instead of C (presence bit, walk)."""
+    return c.opt(_Src(x).acc, "acc", c.walk)
 
 
 def _conv2d(c: _Coder, x: Conv2D | None) -> Conv2D:

@@ -39,7 +39,7 @@ from .machine import Machine
 
 
 def _check_tcu_types(mn: str, a: DType, b: DType, acc_out: DType, ep: Epilogue,
-                     accumulate: bool) -> None:
+                     accumulate: bool, acc_in: bool = False) -> None:
     if a.is_int:
         _need(a is DType.I8 and b in (DType.I8, DType.I4),
               f"{mn}: integer TCU operands must be i8 x i8 or i8 x i4, got {a.short} x {b.short}")
@@ -59,7 +59,7 @@ def _check_tcu_types(mn: str, a: DType, b: DType, acc_out: DType, ep: Epilogue,
               f"got {a.short} x {b.short}")
         _need(acc_out.is_float, f"{mn}: a float matmul writes a float result, not {acc_out.short}")
         _need(ep.requant is None, f"{mn}: requantization applies to integer matmuls only")
-        if accumulate:
+        if accumulate and not acc_in:
             _need(acc_out is DType.F32, f"{mn}: accumulate needs an f32 result")
         if ep.bias is not None:
             _need(ep.bias.dtype is DType.F32, f"{mn}: a float bias must be f32")
@@ -76,7 +76,11 @@ class MatMul(Instruction):
     along K (the W4A16 form of ONNX ``DequantizeLinear(axis=0, block_size=block)``):
     ``B[k, n] = round_to_a(q[k, n] * scale[k // block, n])`` (the product exact in f32, one
     rounding to A's type), then the float product as usual. ``scale`` is ``[k / block, n]`` of A's
-    type; ``block`` divides ``k``."""
+    type; ``block`` divides ``k``.
+
+    ``acc`` (float only, with ``accumulate``): the old accumulator is read from this f32 walk
+    instead of C, so the last K chunk of a chain can add the f32 partial sum and round once to an
+    f16/bf16 C (a K-split contraction with a narrow result)."""
     UNIT: ClassVar[Unit] = Unit.TCU
     OPCODE: ClassVar[int] = 0x01
     MNEMONIC: ClassVar[str] = "tcu.matmul"
@@ -93,6 +97,7 @@ class MatMul(Instruction):
     sync: Sync = Sync()
     scale: Walk | None = None  # i4 weights dequantized on the fly: [k / block, n] of A's type
     block: int = 0
+    acc: Walk | None = None  # the old accumulator (f32 [m, n]) when it is not C
 
     def _check(self, machine: Machine) -> None:
         mn = self.MNEMONIC
@@ -110,11 +115,17 @@ class MatMul(Instruction):
                   f"{mn}: operand 'scale' must be in the HBSM of TPB {self.tpb}")
         else:
             _need(self.block == 0, f"{mn}: block without scale")
+        if self.acc is not None:
+            _need(self.accumulate and self.a.dtype.is_float and self.acc.dtype is DType.F32,
+                  f"{mn}: 'acc' is the f32 accumulator of a float accumulate")
+            _need_elems("acc", self.acc, (self.m, self.n), mn)
+            _need(self.acc.space is Space.HBSM and self.acc.tpb == self.tpb,
+                  f"{mn}: operand 'acc' must be in the HBSM of TPB {self.tpb}")
         _need_elems("a", self.a, (self.m, self.k), mn)
         _need_elems("b", self.b, (self.k, self.n), mn)
         _need_elems("c", self.c, (self.m, self.n), mn)
         _check_tcu_types(mn, self.a.dtype, self.b.dtype, self.c.dtype, self.epilogue,
-                         self.accumulate)
+                         self.accumulate, self.acc is not None)
         _check_epilogue_shapes(mn, self.epilogue, self.n)
         _need(self.m % self.sync.blocks == 0, f"{mn}: blocks ({self.sync.blocks}) must divide m")
         for nm, w in (("a", self.a), ("b", self.b), ("c", self.c)):

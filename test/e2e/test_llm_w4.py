@@ -118,3 +118,30 @@ def test_other_shape_only_int4_forms_are_one_clear_error(tmp_path, axis, zp):
         driver.compile(tmp_path / "m.onnx", machine="tiny")
     msg = str(e.value)
     assert "shape-only int4 weight" in msg and "\n" not in msg
+
+
+def test_f16_matmul_split_along_k_accumulates_in_f32_and_rounds_once(tmp_path):
+    """A long-K f16 GEMM on the small machine runs in K chunks: the chunks accumulate in f32 and
+    the last one reads them as ``acc`` and rounds once to f16 (before, f16 results kept K whole);
+    vs onnxruntime (check) and numpy from the definition (f32 sums, one f16 rounding: within one
+    f16 ulp, the f32 summation order differs)."""
+    from onnx import numpy_helper
+    rng = np.random.default_rng(0)
+    k, n = 4096, 256
+    w = (rng.standard_normal((k, n)) / 64).astype(np.float16)
+    g = helper.make_graph([helper.make_node("MatMul", ["x", "w"], ["y"])], "g",
+                          [helper.make_tensor_value_info("x", TensorProto.FLOAT16, [4, k])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT16, [4, n])],
+                          [numpy_helper.from_array(w, "w")])
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 18)])
+    m.ir_version = 8
+    onnx.save(m, tmp_path / "m.onnx")
+    ck = driver.check(tmp_path / "m.onnx", machine="tiny", seed=1)
+    assert ck.passed, ck.summary()
+    mm = _matmuls(ck.compile.program)
+    assert any(i.acc is not None for i in mm) and all(i.k < k for i in mm)
+    x = rng.standard_normal((4, k)).astype(np.float16)
+    got = driver.run(ck.compile.program, {"x": x}, machine=ck.compile.machine).outputs["y"]
+    want = (x.astype(np.float64) @ w.astype(np.float64)).astype(np.float16)
+    ulp = np.abs(np.spacing(want.astype(np.float16))).astype(np.float64)
+    assert np.all(np.abs(got.reshape(4, n).astype(np.float64) - want) <= ulp)

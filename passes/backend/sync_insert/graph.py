@@ -93,6 +93,8 @@ def block_accesses(inst: isa.Instruction) -> list[Access]:
         add("a", inst.a, False, True)
         add("b", inst.b, False, False)
         add("c", inst.c, True, True)
+        if inst.acc is not None:
+            add("acc", inst.acc, False, True)
         for name, w, _ in inst.walks():
             if name in ("bias", "requant.per_channel", "scale"):
                 add(name, w, False, False)

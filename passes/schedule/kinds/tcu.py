@@ -129,6 +129,10 @@ def emit_piece(em, si, seg, op, b, j, tpb, r0, r1, c0, c1, pieces, seg_ops, plan
                                          [((1, 0, 0), r0), ((0, 0, 1), 0)], tpb, pieces,
                                          seg_ops, b, shared=True)
         out = em.buffer("hbsm", tpb, (rows, 1, cols), "f32" if pp.kparts > 1 else out_t.dtype)
+        # a rounded (f16) result cut along K: the chunks accumulate in f32, the last one adds
+        # that partial sum (``acc``) and rounds once into ``out``
+        acc_buf = em.buffer("hbsm", tpb, (rows, 1, cols), "f32") \
+            if "store" in op.epilogue and tk < k and pp.kparts == 1 else None
         chunks = _part_chunks(list(range(0, k, tk)), pp)
         prev: SSAValue | None = None
         for ci, k0 in enumerate(chunks):
@@ -151,7 +155,10 @@ def emit_piece(em, si, seg, op, b, j, tpb, r0, r1, c0, c1, pieces, seg_ops, plan
             w_buf, wt = _weight_in(em, pp, op, w_t, tpb, c0, c1,
                                    None if tk == k else (0, k0, kc), resident, j)
             deps.append(wt)
-            slots = {"a": a_slot, "b": (w_buf, None), "c": (out, None)}
+            slots = {"a": a_slot, "b": (w_buf, None),
+                     "c": (out if last or acc_buf is None else acc_buf, None)}
+            if acc_buf is not None and last:
+                slots["acc"] = (acc_buf, None)
             params: dict[str, Attribute] = {"m": _int(rows),
                                             "n": _int(cols),
                                             "k": _int(kc)}
@@ -278,10 +285,14 @@ def _chain_step(em, op, lw, cls, tpb, unit, cols, resident, j, last, prev, slots
     if prev is not None:
         params["accumulate"] = UnitAttr()
         deps.append(prev)
-    if (lw.requant is not None or "store" in op.epilogue) and (prev is not None or not last):
+    if lw.requant is not None and (prev is not None or not last):
         # the tiler keeps K whole for these (partition.tile_piece): a requantized chunk could not
         # be accumulated onto
         raise ScheduleError(f"op '{op.name}': a requantized contraction can not be split along K")
+    if "store" in op.epilogue and (prev is not None or not last) and \
+            "acc" not in slots and not (not last and cls is MatmulOp):
+        raise ScheduleError(f"op '{op.name}': a rounded (f16) contraction split along K needs "
+                            "its f32 accumulator")
     if last and epilogue:
         if lw.bias:
             bb, bt = em.weight(op, lw.bias, tpb, cols[0], cols[1], "bias", resident=resident, j=j)

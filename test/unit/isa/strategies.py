@@ -203,10 +203,14 @@ def matmuls(draw, machine: Machine, executable: bool = False) -> MatMul:
         # i4 weights dequantized on the fly: scales [k / block, n] of A's type
         block = draw(st.sampled_from(_divisors(k)))
         scale = draw(walks(machine, k // block * n, H, tpb, a_t))
+    acc_in = None
+    if acc and not integer and draw(_BOOLS):  # the f32 accumulator read instead of C
+        acc_in = draw(walks(machine, m * n, H, tpb, DType.F32))
+        c_t = draw(st.sampled_from([DType.F16, DType.BF16, DType.F32]))
     return MatMul(tpb, draw(walks(machine, m * k, H, tpb, a_t)), draw(walks(machine, k * n, H, tpb, b_t)),
                   draw(walks(machine, m * n, H, tpb, c_t, executable)), m, n, k, acc,
                   draw(epilogues(machine, tpb, n, integer, requant, executable)),
-                  draw(syncs(machine, tpb, m)), scale, block)
+                  draw(syncs(machine, tpb, m)), scale, block, acc_in)
 
 
 @st.composite

@@ -218,3 +218,22 @@ def test_matmul_dequant_scale_rules():
     with pytest.raises(IsaError, match="i4 weights"):  # f16 weights are not dequantized
         MatMul(0, A, hb(0, 512, DType.F16, (8, 4)), C, 2, 4, 8,
                scale=hb(0, 2048, DType.F16, (2, 4)), block=4).check(get_machine("m100"))
+
+
+def test_matmul_last_k_chunk_adds_the_f32_accumulator_and_rounds_once(rng):
+    """A K-split f16 contraction: chunk 0 writes f32 partial sums, the last chunk reads them from
+    ``acc`` and rounds the total to f16 once (vs numpy from the definition)."""
+    m, k, n = 4, 64, 16
+    a = rng.standard_normal((m, k)).astype(np.float16)
+    b = rng.standard_normal((k, n)).astype(np.float16)
+    A0, A1 = hb(0, 0, DType.F16, (m, 32)), hb(0, 512, DType.F16, (m, 32))
+    B0, B1 = hb(0, 1024, DType.F16, (32, n)), hb(0, 2048, DType.F16, (32, n))
+    P, C = hb(0, 4096, DType.F32, (m, n)), hb(0, 8192, DType.F16, (m, n))
+    prog = [MatMul(0, A0, B0, P, m, n, 32),
+            MatMul(0, A1, B1, C, m, n, 32, accumulate=True, acc=P)]
+    res, (c,) = run(prog, [(A0, a[:, :32]), (A1, a[:, 32:]), (B0, b[:32]), (B1, b[32:])], [C])
+    assert res.ok
+    f32 = np.float32
+    part = a[:, :32].astype(f32) @ b[:32].astype(f32)
+    want = (part + a[:, 32:].astype(f32) @ b[32:].astype(f32)).astype(np.float16)
+    np.testing.assert_array_equal(c.reshape(m, n), want)
