@@ -86,6 +86,27 @@ from .reference_sort import HANDLERS as _SORT_HANDLERS  # noqa: E402
 __all__ = ["ReferenceError", "run", "np_dtype"]
 
 
+def _int4_constant_args(fn: Operation) -> dict[int, np.ndarray]:
+    """The constant W4 weights that the frontend made function arguments
+    (``shape_only.lift_int4_constants``): argument index -> the DequantizeLinear value, from the
+    definition: ``(q * scale[k // block, n])`` in f32 (exact), rounded once to the scale's type."""
+    from m100.dialects.dense import dense_to_numpy
+    from m100.frontend.shape_only import INT4_KEY
+    from m100.targets.m100.numerics import round_bf16
+    attrs = getattr(fn, "arg_attrs", None)
+    out = {}
+    for i, d in enumerate(attrs.data if attrs is not None else ()):
+        a = d.data.get(INT4_KEY)
+        if a is None or "q_data" not in a.data:
+            continue
+        q = dense_to_numpy(a.data["q_data"]).astype(np.float32)
+        sc = dense_to_numpy(a.data["scale_data"])
+        b = a.data["block"].value.data
+        v = q * np.repeat(sc.astype(np.float32), b, axis=0)
+        out[i] = v.astype(np.float16) if sc.dtype == np.float16 else round_bf16(v)
+    return out
+
+
 # --------------------------------------------------------------------------------------------------
 # the executor
 # --------------------------------------------------------------------------------------------------
@@ -97,6 +118,10 @@ class _Executor(_StructuredOps):
     # ---------------------------------------------------------------- functions and blocks
     def call(self, fn: Operation, args: Sequence[np.ndarray]) -> list[np.ndarray]:
         block = fn.body.blocks[0]
+        w4 = _int4_constant_args(fn)
+        if w4 and len(args) == len(block.args) - len(w4):  # the model's inputs only
+            it = iter(args)
+            args = [w4[i] if i in w4 else next(it) for i in range(len(block.args))]
         if len(args) != len(block.args):
             raise ReferenceError(
                 f"@{fn.sym_name.data} takes {len(block.args)} inputs, {len(args)} were given"
