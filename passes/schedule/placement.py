@@ -181,6 +181,8 @@ class Search:
         if not starts:
             cfg = self._dp_cfg(op, min(kmax, geo.rows), 1, 1) or self._dp_cfg(op, 1, 1, 1)
             starts = [cfg]
+        if "w4" in op.attrs:  # int4 weights stream: every start also with its K in chunks
+            starts += [replace(c, stages=(replace(c.stages[0], chunked=True),)) for c in starts]
         best, best_c = starts[0], self.cost(starts[0])
         for cfg in starts[1:]:  # the first cheapest start
             c = self.cost(cfg, best_c)
@@ -446,6 +448,12 @@ def schedule(g: OpGraph, machine: Machine, tpbs: int = 0, clusters: int = 0,
             s.pipe_iters = 4
         segs = s.run(strategy)
         tl = s.sched.build(segs)
+        if strategy == "auto":
+            spread = spread_segments(segs, sub, s.ops)
+            if spread != segs:
+                tl2 = s.sched.build(spread)
+                if tl2.makespan < tl.makespan:
+                    segs, tl = spread, tl2
         evals += s.evaluations
         if best is None or tl.makespan < best[0]:
             best = (tl.makespan, segs, tl)
@@ -468,6 +476,50 @@ def tcu_bound(cm: CostModel, g: OpGraph, n_tpbs: int) -> float:
         dt = acts[0].dtype if acts else g.out(op).dtype
         total += cm.op_macs(g, op) / cm.peak_macs_per_cycle(dt)
     return total / max(1, n_tpbs)
+
+
+#: spread_segments moves runs of at least this many small contractions
+RUN = 8
+
+
+def spread_segments(segs: list[SegmentCfg], pool: tuple[int, ...],
+                    ops: dict[str, Op]) -> list[SegmentCfg]:
+    """The same segments with each small data-parallel contraction (at most a quarter of the pool)
+    of a run of at least :data:`RUN` of them moved to the next free window of TPBs, round robin,
+    instead of the first TPBs of the pool. The search costs
+    segments in isolation, so it places every one at the start of the pool; a run of independent
+    small ops (the per-head attention GEMVs of an LLM decode step: 32 ops of 1-4 TPBs each) then
+    queues on the same TCUs one after the other although most TPBs are idle. Side by side they
+    overlap. Tensors between segments go through memory, so where a segment runs changes no data
+    path; :func:`schedule` keeps this plan only if its whole timeline is shorter."""
+    n = len(pool)
+
+    def small(cfg: SegmentCfg) -> bool:
+        return cfg.kind == "data-parallel" and len(cfg.stages) == 1 and \
+            ops[cfg.stages[0].op].unit == "tcu.matmul" and len(cfg.stages[0].tpbs) <= n // 4
+
+    # only runs of at least RUN small contractions (DMA segments between them do not break a run)
+    move: set[int] = set()
+    run: list[int] = []
+    for i, cfg in enumerate(segs + [None]):  # type: ignore[operator]
+        if cfg is not None and small(cfg):
+            run.append(i)
+        elif cfg is None or cfg.kind != "dma":
+            if len(run) >= RUN:
+                move |= set(run)
+            run = []
+    cursor = 0
+    out = []
+    for i, cfg in enumerate(segs):
+        if i in move:
+            st = cfg.stages[0]
+            k = len(st.tpbs)
+            if cursor + k > n:
+                cursor = 0
+            cfg = replace(cfg, stages=(replace(st, tpbs=tuple(pool[cursor:cursor + k])),))
+            cursor += k
+        out.append(cfg)
+    return out
 
 
 def _pools(pool: tuple[int, ...], strategy: str) -> list[tuple[int, ...]]:
