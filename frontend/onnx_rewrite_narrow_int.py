@@ -224,5 +224,15 @@ def decode_f8(x: str, t: int, to: int, out: str, names, helper, numpy_helper, ba
     return nodes, inits
 
 
+
+def unrewritten_narrow_quant(node, types, narrow: set[str], consts: set[str]) -> bool:
+    """True if ``node`` (a QuantizeLinear / DequantizeLinear left as it is) touches a narrow or
+    float8 value that will be held in a byte: torch-mlir would then quantize to the holder's
+    range / dequantize the bits (silently wrong). A constant int4 DequantizeLinear input is
+    rewritten to float weights elsewhere, and constants are not retyped: not such a value."""
+    vals = [v for v in list(node.input) + list(node.output) if v in narrow and v not in consts]
+    return bool(vals)
+
+
 __all__ = ["F8", "NARROW", "castlike_to_cast", "cast_from_f8", "cast_to_narrow", "decode_f8",
            "f8_table", "narrow_values", "retype"]

@@ -157,9 +157,10 @@ def dequantize(node, types, shapes, consts, names, helper, numpy_helper):
 def quantize(node, types, shapes, consts, names, helper, numpy_helper):
     x, s = node.input[0], node.input[1]
     zp = node.input[2] if len(node.input) > 2 and node.input[2] else ""
-    if _is_const(s, consts) and _is_const(zp, consts):
-        return None
     at = _attrs(node, helper)
+    narrow_t = types.get(zp) in _HOLDER or int(at.get("output_dtype", 0)) in _HOLDER
+    if _is_const(s, consts) and _is_const(zp, consts) and not narrow_t:
+        return None  # int4 etc. always here: torch-mlir would clip to the int8 holder's range
     if at.get("precision") or types.get(x) not in (_F32, _F16) or types.get(s) not in (_F32, _F16):
         return None
     t = types.get(zp) if zp else int(at.get("output_dtype", 0)) or 2

@@ -340,6 +340,10 @@ def rewrite_quantized(graph, names, ranks, types) -> tuple[list, list, int, set[
             repl = _qlinear_add(node, names, helper)
         elif node.domain == "com.microsoft" and node.op_type == "QGemm":
             repl = _qgemm(node, inits, names, helper, numpy_helper)
+        if repl is None and narrow and node.op_type in ("QuantizeLinear", "DequantizeLinear") \
+                and narrow_int.unrewritten_narrow_quant(node, types, narrow, consts):
+            raise QuantRewriteError(f"{node.op_type} {_where(node)}: this form with an "
+                                    "int4/int2/float8 tensor is not supported")
         if repl is None:
             out_nodes.append(node)
         else:

@@ -133,3 +133,21 @@ def test_onnx_node_case_passes(name):
         importlib.import_module(f"{node_pkg.__name__}.{mod}")
     (tc,) = {t.name: t for t in node_pkg._NodeTestCases if t.name == name}.values()
     assert run_case(tc) == ("pass", "")
+
+
+def test_quantize_to_int4_with_constant_parameters_clips_to_int4():
+    """Constant scale / zero point (the usual form): still rewritten, with int4's range. Left to
+    torch-mlir, the int8 holder's QuantizeLinear would clip at [-128, 127] (silently wrong)."""
+    from onnx import numpy_helper
+
+    x = np.linspace(-9, 9, 24).astype(np.float32).reshape(4, 6)
+    g = helper.make_graph(
+        [helper.make_node("QuantizeLinear", ["x", "s", "z"], ["y"])], "q",
+        [helper.make_tensor_value_info("x", F32, [4, 6])],
+        [helper.make_tensor_value_info("y", TensorProto.INT4, [4, 6])],
+        [numpy_helper.from_array(np.array(0.5, np.float32), "s"),
+         numpy_helper.from_array(np.array(1, np.int8).astype(ml_dtypes.int4), "z")])
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 21)], ir_version=10)
+    (y,) = _run(m, x)
+    want = np.clip(np.rint(x / np.float32(0.5)) + 1, -8, 7)
+    np.testing.assert_array_equal(y.astype(np.int64), want.astype(np.int64))
