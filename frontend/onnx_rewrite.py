@@ -41,6 +41,9 @@ graph outputs and downstream consumers are unchanged.
 - ``NegativeLogLikelihoodLoss`` / ``SoftmaxCrossEntropyLoss`` (float32): torch-mlir cannot lower
   ``nll_loss_forward`` beyond 2-D (and fails on SCE's constants); a one-hot ``Equal`` against the
   class index, ``Where``, ``ReduceSum`` by :mod:`m100.frontend.onnx_rewrite_training`.
+- ``CumSum`` / ``CumProd`` (constant axis, static shape, float32/int32/int64): torch-mlir's
+  ``tm_tensor.scan`` (CumProd: nothing) -> a log-step scan of Slice/Concat shifts and Add/Mul by
+  :mod:`m100.frontend.onnx_rewrite_scan`.
 - ``Dropout`` with a ``training_mode`` input (torch-mlir cannot lower ``aten.dropout``): a seeded
   compile-time mask, ``Where`` (same module).
 - ``LSTM`` with peephole weights (input ``P``): torch-mlir drops ``P`` (``test_lstm_with_peepholes``
@@ -470,6 +473,10 @@ def rewrite_for_torch_mlir(model):
             elif node.op_type in ("NegativeLogLikelihoodLoss", "SoftmaxCrossEntropyLoss"):
                 from m100.frontend.onnx_rewrite_training import rewrite_loss
                 repl = rewrite_loss(node, _static_shapes(graph), types, names, helper, numpy_helper)
+            elif node.op_type in ("CumSum", "CumProd") and len(node.input) > 1:
+                from m100.frontend.onnx_rewrite_scan import rewrite_scan
+                repl = rewrite_scan(node, graph, _static_shapes(graph), types, names, helper,
+                                    numpy_helper)
             elif node.op_type == "Dropout":
                 from m100.frontend.onnx_rewrite_training import rewrite_dropout
                 repl = rewrite_dropout(node, graph, _static_shapes(graph), types, names, helper,

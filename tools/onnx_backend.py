@@ -42,7 +42,7 @@ SHAPE_PARAMS: dict[str, tuple[int, ...]] = {
     **{op: (1,) for op in ("ReduceSum", "ReduceMean", "ReduceMax", "ReduceMin", "ReduceProd",
                            "ReduceL1", "ReduceL2", "ReduceLogSum", "ReduceLogSumExp",
                            "ReduceSumSquare", "Squeeze", "Unsqueeze", "Reshape", "Expand", "Tile",
-                           "Split", "TopK", "CenterCropPad", "Upsample", "CumSum", "Trilu",
+                           "Split", "TopK", "CenterCropPad", "Upsample", "CumSum", "CumProd", "Trilu",
                            "OneHot")},
     "Slice": (1, 2, 3, 4),
     "Pad": (1, 3),

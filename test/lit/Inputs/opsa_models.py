@@ -1,5 +1,5 @@
-"""Small ONNX models of the issue-12 ops rewritten before torch-mlir (losses, cumulative ops,
-dropout, ...), for the lit tests: ``python opsa_models.py OUT kind...`` writes ``OUT.<kind>.onnx``."""
+"""Small ONNX models of the issue-12 ops rewritten before torch-mlir (losses, dropout,
+cumulative ops), for the lit tests: ``python opsa_models.py OUT kind...`` writes ``OUT.<kind>.onnx``."""
 
 from __future__ import annotations
 
@@ -54,8 +54,30 @@ def dropout_noseed():
     return _model([n], [_vi("x", [4, 8]), _vi("r", []), _vi("t", [], T.BOOL)], [_vi("y", [4, 8])])
 
 
+def _scan(op, t, shape, **attrs):
+    axis = h.make_tensor("axis", T.INT64, [], [1])
+    n = h.make_node(op, ["x", "axis"], ["y"], **attrs)
+    return _model([n], [_vi("x", shape, t)], [_vi("y", shape, t)], [axis],
+                  opset=26 if op == "CumProd" else 22)  # CumProd came with opset 26
+
+
+def cumsum_rev():
+    """CumSum over axis 1 (length 5) of a [2, 5, 3] float32, reverse."""
+    return _scan("CumSum", T.FLOAT, [2, 5, 3], reverse=1)
+
+
+def cumprod_int_excl():
+    """CumProd over axis 1 (length 4) of a [3, 4] int32, exclusive."""
+    return _scan("CumProd", T.INT32, [3, 4], exclusive=1)
+
+
+def cumsum_f64():
+    """CumSum of float64 (refused: never computed in f32)."""
+    return _scan("CumSum", T.DOUBLE, [2, 3])
+
+
 KINDS = {f.__name__: f for f in (nll_weight_ii, sce_logprob, nll_f64, dropout_train,
-                                 dropout_noseed)}
+                                 dropout_noseed, cumsum_rev, cumprod_int_excl, cumsum_f64)}
 
 
 if __name__ == "__main__":
