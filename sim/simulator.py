@@ -163,6 +163,8 @@ class Simulator:
                                     f"{', '.join(sorted(inputs)) or 'nothing'}")
             v = np.asarray(inputs.pop(s.name))
             want = DType(s.dtype)
+            if v.dtype.name == "bfloat16":  # ml_dtypes (onnx's numpy type): widened exactly
+                v = v.astype(np.float32)
             if v.dtype.kind not in "biuf":
                 raise SimInputError(f"input '{s.name}': {v.dtype} values are not numbers (the "
                                     f"program's input is {want.short}{list(s.shape)})")

@@ -12,7 +12,8 @@ import heapq
 from dataclasses import dataclass
 
 import numpy as np
-from xdsl.dialects.builtin import Float16Type, Float32Type, IntegerAttr, IntegerType, i64
+from xdsl.dialects.builtin import (BFloat16Type, Float16Type, Float32Type, IntegerAttr, IntegerType,
+                                   i64)
 from xdsl.ir import Operation, SSAValue
 from xdsl.ir.affine import AffineExpr, AffineMap
 
@@ -31,8 +32,19 @@ from .plan import PlanPiece, PlanTask
 from .timeline import memory_of
 
 _ELEM = {"f32": Float32Type(), "f16": Float16Type(), "i8": IntegerType(8), "i32": IntegerType(32),
-         "i4": IntegerType(4), "i16": IntegerType(16)}
-_NP = {"f32": np.float32, "f16": np.float16, "i8": np.int8, "i32": np.int32, "i16": np.int16}
+         "i4": IntegerType(4), "i16": IntegerType(16), "bf16": BFloat16Type()}
+_NP = {"f32": np.float32, "f16": np.float16, "i8": np.int8, "i32": np.int32, "i16": np.int16,
+       "bf16": np.float32}  # bf16 values are held as f32 (numerics.value_dtype)
+
+
+def const_bytes(arr: np.ndarray, dtype: str) -> bytes:
+    """The byte image of a constant of scheduler dtype ``dtype`` (bf16: each f32 value rounded
+    to nearest even to its upper 16 bits, :func:`m100.targets.m100.numerics.to_bytes`)."""
+    if dtype == "bf16":
+        from m100.targets.m100.isa import DType
+        from m100.targets.m100.numerics import to_bytes
+        return to_bytes(np.asarray(arr, np.float32), DType.BF16).tobytes()
+    return np.ascontiguousarray(np.asarray(arr).astype(_NP[dtype])).tobytes()
 
 Lin = list[tuple[tuple[int, ...], int]]  # per buffer dim: (coefficient per iteration dim, constant)
 
@@ -281,8 +293,8 @@ class EmitterCore:
             raw = numerics.to_bytes(self.irg.data[tensor], DType.I4).tobytes()
             self.head.append(SegmentOp(tensor, space, addr, raw))
         elif t.kind == "weight":
-            arr = np.ascontiguousarray(self.irg.data[tensor].astype(_NP[t.dtype]))
-            self.head.append(SegmentOp(tensor, space, addr, arr.tobytes()))
+            self.head.append(SegmentOp(tensor, space, addr,
+                                       const_bytes(self.irg.data[tensor], t.dtype)))
         return buf
 
     def alias(self, tensor: str, shape: tuple[int, ...]) -> SSAValue:

@@ -21,11 +21,12 @@ from m100.targets.m100.isa import Act, CvuOp, Ref, RefKind, Stage
 
 from .graph import OpGraph, ScheduleError
 
-# bf16 tensors are refused: the emitter has no bf16 buffers/constants yet (a KeyError before).
+# bf16 tensors are stored as bf16 (constants rounded to nearest even by numerics.to_bytes) and
+# computed in f32 like f16: the CVU widens its inputs exactly and rounds its result once.
 # Integer tensors (docs/isa.md "CVU lanes"): the M100 has no 64-bit integers, so i64 is narrowed
 # to i32 (constants are checked here, program inputs by the interpreter/runtime, every integer
 # CVU result traps on i32 overflow); i1 (bool) is held as i8 0/1.
-_DT = {"f32": "f32", "f16": "f16", "i8": "i8", "i32": "i32", "i4": "i4", "i16": "i16",
+_DT = {"f32": "f32", "f16": "f16", "bf16": "bf16", "i8": "i8", "i32": "i32", "i4": "i4", "i16": "i16",
        "i64": "i32", "i1": "i8"}
 I32_RANGE = (-(1 << 31), (1 << 31) - 1)
 ACTS = {"relu": Act.RELU, "gelu": Act.GELU, "silu": Act.SILU, "sigmoid": Act.SIGMOID,

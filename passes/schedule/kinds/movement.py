@@ -6,7 +6,7 @@ import numpy as np
 
 from m100.dialects.tpb import SegmentOp
 
-from ..emit_core import _NP, access, ident
+from ..emit_core import _NP, access, const_bytes, ident
 from ..graph import ScheduleError
 from ..timeline import memory_of
 from ..plan import PlanPiece
@@ -66,7 +66,7 @@ def emit_op(em, op) -> None:
         t = em.g.tensors[out_t]
         arr = np.full(o_shape, val, dtype=_NP[t.dtype])
         sp, addr = em.mem_addr[out_t]
-        em.head.append(SegmentOp(f"{out_t}.pad", sp, addr, arr.tobytes()))
+        em.head.append(SegmentOp(f"{out_t}.pad", sp, addr, const_bytes(arr, t.dtype)))
         tok = em.dma(src, None, dst, access(s_shape, ident(len(s_shape), tuple(lo))), deps)
     elif lw.kind == "gcopy":  # a copy generic: the input's indexing map over the output
         tok = em.dma(src, access(o_shape, lw.params["map"]), dst, None, deps)

@@ -76,8 +76,25 @@ def cumsum_f64():
     return _scan("CumSum", T.DOUBLE, [2, 3])
 
 
+def bf16_mul_pad():
+    """bf16 storage: x * w (a bf16 constant), zero-padded by one on the last axis with 1.5."""
+    import ml_dtypes
+    import numpy as np
+    from onnx import numpy_helper
+
+    bf = ml_dtypes.bfloat16
+    w = numpy_helper.from_array(np.array([[0.5, -2.0, 1.25], [3.0, 0.75, -1.5]], bf), "w")
+    pads = h.make_tensor("pads", T.INT64, [4], [0, 0, 0, 1])
+    cv = numpy_helper.from_array(np.array(1.5, bf), "cv")
+    nodes = [h.make_node("Mul", ["x", "w"], ["m"]),
+             h.make_node("Pad", ["m", "pads", "cv"], ["y"], mode="constant")]
+    return _model(nodes, [_vi("x", [2, 3], T.BFLOAT16)], [_vi("y", [2, 4], T.BFLOAT16)],
+                  [w, pads, cv])
+
+
 KINDS = {f.__name__: f for f in (nll_weight_ii, sce_logprob, nll_f64, dropout_train,
-                                 dropout_noseed, cumsum_rev, cumprod_int_excl, cumsum_f64)}
+                                 dropout_noseed, cumsum_rev, cumprod_int_excl, cumsum_f64,
+                                 bf16_mul_pad)}
 
 
 if __name__ == "__main__":

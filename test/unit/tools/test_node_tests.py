@@ -39,7 +39,7 @@ SUBSET = {
     # clean refusals; each was a traceback or a wrong result through the full stack before
     "test_averagepool_1d_default": "pass",  # IndexError, then refused; 1-D -> 2-D (issue 12)
     "test_averagepool_3d_default": "unsupported",  # 3-D pooling
-    "test_celu_bfloat16": "unsupported",            # KeyError 'bf16' in the emitter
+    "test_celu_bfloat16": "pass",  # KeyError 'bf16' in the emitter, then refused; bf16 storage
     "test_spacetodepth_crd_mode_example": "unsupported",  # torch-mlir computes DCR: wrong numbers
     "test_blackmanwindow": "unsupported",  # IndexError in raise-quant-casts (a generic with no inputs)
     "test_lstm_with_peepholes": "unsupported",  # torch-mlir drops the peephole input P: wrong numbers
