@@ -608,8 +608,85 @@ def _ftoi(x: np.ndarray) -> np.ndarray:
     return np.clip(r, _I32_MIN, _I32_MAX).astype(np.int64)
 
 
+def _width(op: CvuOp, st) -> int:
+    if not st.iparams or not 1 <= st.iparams[0] <= 64:
+        raise SimError(f"cvu {op.name.lower()}: iparams[0] must be the integer width 1..64, "
+                       f"not {list(st.iparams)}")
+    return int(st.iparams[0])
+
+
+def _low_bits(x: np.ndarray, w: int) -> np.ndarray:
+    """``x mod 2**w`` (uint64): the w-bit pattern of an integer-lane value."""
+    u = np.asarray(x, dtype=np.int64).view(np.uint64)
+    return u if w == 64 else u & np.uint64((1 << w) - 1)
+
+
+def _signed_bits(u: np.ndarray, w: int) -> np.ndarray:
+    """The w-bit patterns ``u`` (uint64) as signed two's complement numbers (int64)."""
+    if w == 64:
+        return np.asarray(u, dtype=np.uint64).view(np.int64)
+    u = np.asarray(u, dtype=np.uint64) & np.uint64((1 << w) - 1)
+    s = u.astype(np.int64)
+    return np.where(s >= (1 << (w - 1)), s - (1 << w), s)
+
+
+def _zext(x: np.ndarray, w: int, op: CvuOp) -> np.ndarray:
+    """``x mod 2**w`` as an exact non-negative number; beyond i32 a fault."""
+    x = np.asarray(x, dtype=np.int64)
+    if w == 64:
+        if x.size and int(x.min()) < 0:
+            raise SimError(f"cvu {op.name.lower()}: integer overflow (an unsigned 64-bit value "
+                           "outside the i32 range of the integer lane)")
+        return x
+    return _fits_i32(_low_bits(x, w).astype(np.int64), op)
+
+
+def _shift(op: CvuOp, a: np.ndarray, b: np.ndarray, st) -> np.ndarray:
+    """SHL / SHR with MLIR's w-bit operands and the ONNX BitShift rule for amounts outside
+    [0, w): a left shift gives 0, a right shift the sign fill (0 if logical)."""
+    w = _width(op, st)
+    a, b = np.broadcast_arrays(np.asarray(a, dtype=np.int64), np.asarray(b, dtype=np.int64))
+    bu = _low_bits(b, w)  # the amount as MLIR's unsigned w-bit value
+    ok = bu < np.uint64(w)
+    s = np.where(ok, bu, np.uint64(0)).astype(np.uint64)
+    if op is CvuOp.SHL:
+        r = _signed_bits(_low_bits(a, w) << s, w)
+        return _fits_i32(np.where(ok, r, 0), op)
+    logical = len(st.iparams) > 1 and st.iparams[1] != 0
+    if logical:
+        r = _signed_bits(_low_bits(a, w) >> s, w)
+        return _fits_i32(np.where(ok, r, 0), op)
+    x = _signed_bits(_low_bits(a, w), w)
+    return _fits_i32(np.where(ok, x >> s.astype(np.int64), np.where(x < 0, -1, 0)), op)
+
+
+def _int_only_stage(op: CvuOp, args: list, st) -> np.ndarray:
+    """The integer-lane-only ops (numerics.CVU_INT_ONLY); a float argument faults."""
+    if not _int_lane(args):
+        raise SimError(f"cvu {op.name.lower()}: integer-lane op on a float (or non-integral "
+                       "immediate) argument")
+    xs = _lane(args, True)
+    if op is CvuOp.ZEXT:
+        return _zext(xs[0], _width(op, st), op)
+    if op is CvuOp.SEXT:
+        w = _width(op, st)
+        return _fits_i32(_signed_bits(_low_bits(xs[0], w), w), op)
+    a, b = xs
+    if op in (CvuOp.SHL, CvuOp.SHR):
+        return _shift(op, a, b, st)
+    if op is CvuOp.REM:
+        a, b = np.broadcast_arrays(a, b)
+        if np.any(b == 0):
+            raise SimError("cvu rem: integer remainder by zero")
+        return _fits_i32(np.fmod(a, b), op)
+    f = {CvuOp.AND: np.bitwise_and, CvuOp.OR: np.bitwise_or, CvuOp.XOR: np.bitwise_xor}[op]
+    return _fits_i32(f(a, b), op)
+
+
 def _int_stage(op: CvuOp, args: list, st) -> np.ndarray | None:
     """The integer-lane result of a stage, or None if it computes in the float lane."""
+    if op in numerics.CVU_INT_ONLY:
+        return _int_only_stage(op, args, st)
     if int(op) < 32:
         if op not in _INT_UNARY or not _is_int(args[0]):
             return None

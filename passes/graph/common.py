@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 from xdsl.dialects import arith, func
@@ -302,6 +302,8 @@ class E:
     kind: str
     args: tuple[E, ...] = ()
     val: object = None
+    #: the value's MLIR type as text (``i8``, ``f32``, ...; None where not known); not compared
+    ty: str | None = field(default=None, compare=False)
 
 
 _CMPF = ["false", "oeq", "ogt", "oge", "olt", "ole", "one", "ord", "ueq", "ugt", "uge", "ult",
@@ -324,16 +326,17 @@ def body_exprs(op: Operation) -> list[E] | None:
             return memo[v]
         if isinstance(v, BlockArgument):
             if v.block is block:
-                e = E("in", (), v.index) if v.index < n_in else E("out", (), v.index - n_in)
+                e = E("in", (), v.index, str(v.type)) if v.index < n_in else \
+                    E("out", (), v.index - n_in, str(v.type))
             else:
                 return None
         else:
             o = v.owner
             c = scalar_const(v)
             if c is not None and isinstance(o, arith.ConstantOp):
-                e = E("c", (), c)
+                e = E("c", (), c, str(v.type))
             elif o.name == "linalg.index":
-                e = E("idx", (), o.properties["dim"].value.data)  # type: ignore[union-attr]
+                e = E("idx", (), o.properties["dim"].value.data, "index")  # type: ignore[union-attr]
             elif o.parent_block() is not block:
                 return None  # a non-constant value from outside
             else:
@@ -357,7 +360,7 @@ def body_exprs(op: Operation) -> list[E] | None:
                     val = _int_width(o.results[0].type)
                 elif o.name.startswith("tensor."):
                     kind = "tensor." + kind
-                e = E(kind, tuple(kids), val)
+                e = E(kind, tuple(kids), val, str(v.type))
         memo[v] = e
         return e
 

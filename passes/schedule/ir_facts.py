@@ -252,17 +252,48 @@ def _expr_stages(exprs, n_in: int, where: str) -> tuple[Stage, ...]:
     # math ops composed of several stages (ELEMENTARY: the formulas and their accuracy)
     composed = set(ELEMENTARY) | {"extf", "truncf", "sitofp", "fpowi", "uitofp(cmpf)",
                                   "extui/uitofp/fptoui(i8/i16)"}
-    # integer ops (the CVU's integer lane; the generic's types were checked by int_body_check):
-    # signed arithmetic, conversions, and i1 logic on 0/1 values
+    # integer ops (the CVU's integer lane): signed arithmetic, conversions, i1 logic on 0/1
+    # values (bitwise logic of wider integers, shifts, unsigned ops: branches in go()) (CVU integer lane: and/or/xor/shl/shr/rem and zext/sext (width-aware) stages; BitShift (ONNX rule for amounts outside [0, w)), BitwiseAnd/Or/Xor/Not, integer Mod, unsigned compares/max/min/uitofp/extui, trunci/extsi(i1) lowered exactly; an i8/i16 add feeding a compare/div/max is sext'd first (it was compared unwrapped: silent wrong); node tests of these ops 37 -> 108 of 122 (metric))
     binop |= {"addi": CvuOp.ADD, "subi": CvuOp.SUB, "muli": CvuOp.MUL, "divsi": CvuOp.DIV,
               "maxsi": CvuOp.MAX, "minsi": CvuOp.MIN, "andi": CvuOp.MIN, "ori": CvuOp.MAX}
     unop |= {"absi": CvuOp.ABS, "sitofp": CvuOp.ITOF, "uitofp": CvuOp.ITOF,
              "fptosi": CvuOp.FTOI}
     value_preserving = ("extsi", "extui", "trunci", "index_cast")
 
-    def emit(op: CvuOp, args: tuple[Ref, ...]) -> Ref:
-        stages.append(Stage(op, args))
+    def emit(op: CvuOp, args: tuple[Ref, ...], iparams: tuple[int, ...] = ()) -> Ref:
+        stages.append(Stage(op, args, iparams=iparams))
         return Ref(RefKind.STAGE, len(stages) - 1)
+
+    # The integer lane holds a value of MLIR type iw congruent to it mod 2**w: an addi/subi/muli
+    # of i8/i16 is not wrapped (100 + 100 stays 200; the store faults if it leaves the output
+    # type). An op that reads its operand as a number (compare, div/rem, max/min, sitofp, extsi,
+    # shifts do it themselves) takes the wrapped signed value (sext), an unsigned op the low w
+    # bits as an unsigned number (zext; u32/u64 values >= 2**31 fault, they are held as i32).
+    def signed(e) -> Ref:
+        r = go(e)
+        w = _width(e.ty)
+        if w is not None and 1 < w < 32 and e.kind in ("addi", "subi", "muli"):
+            r = emit(CvuOp.SEXT, (r,), (w,))
+        return r
+
+    def unsigned(e) -> Ref:
+        w = _width(e.ty)
+        if w is None:
+            raise ScheduleError(f"{where}: an unsigned op on a non-integer value ({e.ty})")
+        if w == 1:  # a boolean 0/1
+            return go(e)
+        if e.kind == "c":  # a constant: its unsigned value as the immediate
+            v = int(e.val) % (1 << w)
+            if v > I32_RANGE[1]:
+                raise ScheduleError(f"{where}: the unsigned constant {v} (i{w}) does not fit the "
+                                    "i32 integer lane")
+            return _imm(v)
+        return emit(CvuOp.ZEXT, (go(e),), (w,))
+
+    def wrapped(e, r: Ref) -> Ref:
+        """An unsigned result (in [0, 2**w)) as the i``w`` value's signed pattern."""
+        w = _width(e.ty)
+        return emit(CvuOp.SEXT, (r,), (w,)) if w is not None and w < 32 else r
 
     def go(e) -> Ref:
         key = id(e)
@@ -292,26 +323,58 @@ def _expr_stages(exprs, n_in: int, where: str) -> tuple[Stage, ...]:
             t = emit(CvuOp.FTOI, (go(e.args[0]),))
             r = emit(CvuOp.SELECT, (emit(CvuOp.CMP_GE, (t, _imm(1 << (e.val - 1)))),
                                     emit(CvuOp.SUB, (t, _imm(1 << e.val))), t))
+        elif k == "extsi" and _width(e.args[0].ty) == 1:  # i1 true -> -1
+            r = emit(CvuOp.SEXT, (go(e.args[0]),), (1,))
+        elif k == "extsi":
+            r = signed(e.args[0])
+        elif k == "extui" and _width(e.args[0].ty) != 1:
+            r = unsigned(e.args[0])
+        elif k == "trunci" and _width(e.ty) == 1:  # the low bit, as a boolean 0/1
+            r = emit(CvuOp.AND, (go(e.args[0]), _imm(1)))
+        elif k == "trunci" and (_width(e.ty) or 32) < 32:  # wrap-around to the narrow type
+            r = emit(CvuOp.SEXT, (go(e.args[0]),), (_width(e.ty),))
         elif k in value_preserving:  # checked: the value is unchanged (see int_body_check)
             r = go(e.args[0])
+        elif k in ("andi", "ori", "xori") and _width(e.ty) != 1:  # bitwise on two's complement
+            r = emit({"andi": CvuOp.AND, "ori": CvuOp.OR, "xori": CvuOp.XOR}[k],
+                     (go(e.args[0]), go(e.args[1])))
         elif k == "xori":  # i1 only: a != b
             eq = emit(CvuOp.CMP_EQ, (go(e.args[0]), go(e.args[1])))
             r = emit(CvuOp.CMP_EQ, (eq, Ref(RefKind.IMM, 0, 0.0)))
+        elif k in ("shli", "shrsi", "shrui"):  # the ops read their operands' w bits themselves
+            w = _width(e.ty)
+            prm = (w,) if k == "shli" else (w, int(k == "shrui"))
+            r = emit(CvuOp.SHL if k == "shli" else CvuOp.SHR, (go(e.args[0]), go(e.args[1])), prm)
+        elif k in ("remsi", "divsi", "maxsi", "minsi"):
+            op_ = {"remsi": CvuOp.REM, "divsi": CvuOp.DIV, "maxsi": CvuOp.MAX,
+                   "minsi": CvuOp.MIN}[k]
+            r = emit(op_, (signed(e.args[0]), signed(e.args[1])))
+        elif k in ("remui", "divui", "maxui", "minui"):
+            op_ = {"remui": CvuOp.REM, "divui": CvuOp.DIV, "maxui": CvuOp.MAX,
+                   "minui": CvuOp.MIN}[k]
+            r = wrapped(e, emit(op_, (unsigned(e.args[0]), unsigned(e.args[1]))))
+        elif k in ("sitofp", "absi"):
+            r = emit(CvuOp.ITOF if k == "sitofp" else CvuOp.ABS, (signed(e.args[0]),))
+        elif k == "uitofp" and e.args[0].kind != "cmpf":
+            r = emit(CvuOp.ITOF, (unsigned(e.args[0]),))
         elif k == "cmpi":
             a, b = e.args
             p = _CMPI.get(e.val, e.val)
-            if p in ("sgt", "slt"):
-                r = emit(CvuOp.CMP_GT, (go(a), go(b)) if p == "sgt" else (go(b), go(a)))
-            elif p in ("sge", "sle"):
-                r = emit(CvuOp.CMP_GE, (go(a), go(b)) if p == "sge" else (go(b), go(a)))
+            if p in ("ult", "ule", "ugt", "uge"):
+                x, y = unsigned(a), unsigned(b)
+            else:
+                x, y = signed(a), signed(b)
+            if p in ("sgt", "slt", "ugt", "ult"):
+                r = emit(CvuOp.CMP_GT, (x, y) if p[1:] == "gt" else (y, x))
+            elif p in ("sge", "sle", "uge", "ule"):
+                r = emit(CvuOp.CMP_GE, (x, y) if p[1:] == "ge" else (y, x))
             elif p == "eq":
-                r = emit(CvuOp.CMP_EQ, (go(a), go(b)))
+                r = emit(CvuOp.CMP_EQ, (x, y))
             elif p == "ne":
-                eq = emit(CvuOp.CMP_EQ, (go(a), go(b)))
+                eq = emit(CvuOp.CMP_EQ, (x, y))
                 r = emit(CvuOp.CMP_EQ, (eq, Ref(RefKind.IMM, 0, 0.0)))
             else:
-                raise ScheduleError(f"{where}: integer comparison '{p}' (unsigned) has no CVU "
-                                    "stage (the integer lane is signed)")
+                raise ScheduleError(f"{where}: integer comparison '{p}' has no CVU stage")
         elif k in binop:
             r = emit(binop[k], (go(e.args[0]), go(e.args[1])))
         elif k in unop:
@@ -363,7 +426,8 @@ def _expr_stages(exprs, n_in: int, where: str) -> tuple[Stage, ...]:
         else:
             raise ScheduleError(f"{where}: body op '{k}' has no CVU stage (supported: "
                                 f"{', '.join(sorted(binop) + sorted(unop) + sorted(composed))}, "
-                                "cmpf, cmpi, select, xori)")
+                                "cmpf, cmpi, select, xori, shli, shrsi, shrui, remsi, remui, "
+                                "divui, maxui, minui)")
         memo[key] = r
         return r
 
@@ -385,30 +449,17 @@ def _width(t) -> int | None:
 
 def int_body_check(op: Operation, where: str) -> None:
     """Refuse the integer body ops whose value the CVU lanes would not reproduce exactly:
-    bitwise logic on non-i1 values, unsigned conversions other than i1/i8/i16, sign extension of i1
-    (true -> -1), and wrap-around truncation to fewer than 32 bits (i64 -> i32 is exact: i64
-    values are already held as checked i32)."""
+    fptoui to other than i8/i16 (bitwise logic, shifts, unsigned ops, extensions and wrap-around
+    truncation have exact integer-lane stages: ``_expr_stages``)."""
     for o in op.regions[0].blocks[0].ops:
         n = o.name
         if not n.startswith("arith."):
             continue
-        src = _width(o.operands[0].type) if o.operands else None
-        dst = _width(o.results[0].type) if o.results else None
         k = n[6:]
-        if k in ("andi", "ori", "xori") and dst != 1:
-            raise ScheduleError(f"{where}: bitwise {k[:-1]} on i{dst} has no CVU stage (only "
-                                "i1 logic: And/Or/Xor/Not of booleans)")
-        if k in ("extui", "uitofp") and src != 1 and src not in UNSIGNED_WIDTHS:
-            raise ScheduleError(f"{where}: unsigned conversion ({k}) of i{src} is not supported "
-                                "(the CVU integer lane is signed: unsigned i8/i16 only)")
+        dst = _width(o.results[0].type) if o.results else None
         if k == "fptoui" and dst not in UNSIGNED_WIDTHS:
             raise ScheduleError(f"{where}: unsigned conversion (fptoui) to i{dst} is not "
                                 "supported (the CVU integer lane is signed: unsigned i8/i16 only)")
-        if k == "extsi" and src == 1:
-            raise ScheduleError(f"{where}: sign extension of i1 (true -> -1) is not supported")
-        if k == "trunci" and not (dst is not None and dst >= 32):
-            raise ScheduleError(f"{where}: integer truncation i{src} -> i{dst} (wrap-around) "
-                                "has no CVU stage")
         if k == "index_cast":
             raise ScheduleError(f"{where}: index_cast outside a gather is not supported")
 

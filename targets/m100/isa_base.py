@@ -121,6 +121,9 @@ class CvuOp(IntEnum):
     ROUND = 21  # to nearest, ties to even (ONNX Round)
     FTOI = 22  # float -> integer lane, rounding toward zero, saturating to i32 (NaN -> 0)
     ITOF = 23  # integer -> float lane (f32, round to nearest even)
+    # integer lane only (docs/isa.md "CVU lanes"); iparams[0] = w, the MLIR integer width
+    ZEXT = 24  # the low w bits as an unsigned number (a result outside i32 faults)
+    SEXT = 25  # the low w bits as a signed two's complement number (wrap-around truncation)
     # binary (2 args, numpy broadcasting)
     ADD = 32
     SUB = 33
@@ -132,6 +135,14 @@ class CvuOp(IntEnum):
     CMP_GT = 39  # 1.0 where a > b else 0.0
     CMP_GE = 40
     CMP_EQ = 41
+    # integer lane only: bitwise logic on two's complement values, shifts, truncated remainder
+    AND = 42
+    OR = 43
+    XOR = 44
+    SHL = 45  # iparams (w,): (a << b) wrapped to w bits; 0 unless 0 <= b mod 2**w < w
+    SHR = 46  # iparams (w, logical): a's w bits shifted right (arithmetic, or logical if
+    # logical != 0, the result wrapped to w bits); b mod 2**w >= w: the sign fill (0 if logical)
+    REM = 47  # a - trunc(a / b) * b (the sign of a; C %); b == 0 faults
     # ternary
     SELECT = 48  # args (cond, a, b): a where cond != 0 else b
     # reductions along ``axis`` (keepdims)

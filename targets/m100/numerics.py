@@ -187,6 +187,10 @@ CVU_INT_UNARY = frozenset({CvuOp.COPY, CvuOp.NEG, CvuOp.ABS, CvuOp.RELU, CvuOp.S
 CVU_INT_BINARY = frozenset({CvuOp.ADD, CvuOp.SUB, CvuOp.MUL, CvuOp.DIV, CvuOp.MAX, CvuOp.MIN})
 CVU_CMP = frozenset({CvuOp.CMP_GT, CvuOp.CMP_GE, CvuOp.CMP_EQ})
 CVU_INT_REDUCE = frozenset({CvuOp.RSUM, CvuOp.RMAX, CvuOp.RMIN, CvuOp.RPROD})
+#: ops of the integer lane only (an argument of the float lane is a run-time fault): width
+#: conversions, bitwise logic, shifts, remainder
+CVU_INT_ONLY = frozenset({CvuOp.ZEXT, CvuOp.SEXT, CvuOp.AND, CvuOp.OR, CvuOp.XOR, CvuOp.SHL,
+                          CvuOp.SHR, CvuOp.REM})
 
 
 def cvu_stage_lanes(stages, input_is_int: list[bool]) -> list[bool]:
@@ -214,7 +218,7 @@ def cvu_stage_lanes(stages, input_is_int: list[bool]) -> list[bool]:
     for st in stages:
         ks = kinds(st.args)
         op = st.op
-        if op is CvuOp.FTOI or op in CVU_CMP:
+        if op is CvuOp.FTOI or op in CVU_CMP or op in CVU_INT_ONLY:
             out.append(True)
         elif op is CvuOp.ITOF:
             out.append(False)

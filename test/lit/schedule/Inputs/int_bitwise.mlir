@@ -1,4 +1,4 @@
-// A bitwise And of i32 values: the CVU lanes have no bitwise ops (only i1 logic) -> one refusal.
+// A bitwise And of i32 values: the integer lane's and stage (refused before issue 12).
 #id = affine_map<(d0, d1) -> (d0, d1)>
 func.func @f(%a: tensor<4x8xi32>, %b: tensor<4x8xi32>) -> tensor<4x8xi32> {
   %e = tensor.empty() : tensor<4x8xi32>
