@@ -499,6 +499,13 @@ def rewrite_for_torch_mlir(model):
             new_nodes.extend(repl[0])
             new_inits.extend(repl[1])
             count += 1
+    # index-generating ops (issue 12): OneHot with a constant depth, EyeLike of a static shape
+    # (frontend/onnx_rewrite_index.py)
+    from m100.frontend.onnx_rewrite_index import rewrite_index
+
+    new_nodes, i_inits, i_count = rewrite_index(new_nodes, graph, names, ranks, types)
+    new_inits += i_inits
+    count += i_count
     if count:
         graph.ClearField("node")
         graph.node.extend(new_nodes)

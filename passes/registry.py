@@ -46,6 +46,7 @@ PASSES: tuple[str, ...] = (
     "graph.fuse_predicates:FusePredicates",
     "graph.layout_nhwc:LayoutNhwc",
     "graph.m100_graph:M100Graph",
+    "graph.materialize_index:MaterializeIndex",
     "graph.raise_quant_casts:RaiseQuantCasts",
     "graph.recognize_idioms:RecognizeIdioms",
     "graph.simplify_algebra:SimplifyAlgebra",
