@@ -7,6 +7,9 @@
   ``+ depth``, ``Equal(Unsqueeze(indices, axis), iota)`` with a constant int64 iota laid along
   ``axis``, and ``Where(eq, values[1], values[0])``: an index outside ``[-depth, depth)`` matches
   no class and gives the off value everywhere.
+- ``Mod`` of unsigned integers: torch-mlir computes it with ``remsi`` on the signless bits (a
+  uint8 200 is read as -56: 200 % 7 gave 0), so the operands are cast to int64 (zero extension),
+  the Mod runs signed on the exact values, and the result is cast back.
 - ``EyeLike`` of a static-shape input: the result depends only on the input's shape, ``k`` and
   ``dtype``: replaced by the constant (torch-mlir's form writes the shifted diagonal with a
   ``tensor.insert_slice`` the scheduler does not take).
@@ -88,10 +91,31 @@ def _eyelike(node, shapes, types, names, helper, numpy_helper):
                              name=f"{node.name or node.output[0]}/m100_Identity")], [t]
 
 
+_UNSIGNED = (2, 4, 12, 13)  # TensorProto UINT8, UINT16, UINT32, UINT64
+
+
+def _mod_unsigned(node, types, names, helper):
+    t = types.get(node.input[0])
+    if t not in _UNSIGNED or types.get(node.input[1]) != t:
+        return None
+    from onnx import TensorProto
+
+    base = node.name or node.output[0]
+    a, b, m = names("umod_a"), names("umod_b"), names("umod")
+    nodes = [helper.make_node("Cast", [node.input[0]], [a], to=TensorProto.INT64,
+                              name=f"{base}/m100_Cast_a"),
+             helper.make_node("Cast", [node.input[1]], [b], to=TensorProto.INT64,
+                              name=f"{base}/m100_Cast_b"),
+             helper.make_node("Mod", [a, b], [m], name=f"{base}/m100_Mod",
+                              **{at.name: helper.get_attribute_value(at) for at in node.attribute}),
+             helper.make_node("Cast", [m], [node.output[0]], to=t, name=f"{base}/m100_Cast")]
+    return nodes, []
+
+
 def rewrite_index(nodes, graph, names, ranks, types) -> tuple[list, list, int]:
     """(new node list, new initializers, count) of the rewrites above on ``nodes`` (the nodes of
     ``graph``, maybe already rewritten; ``graph`` gives the initializers and value shapes)."""
-    if not any(n.op_type in ("OneHot", "EyeLike") for n in nodes):
+    if not any(n.op_type in ("OneHot", "EyeLike", "Mod") for n in nodes):
         return list(nodes), [], 0
     from onnx import helper, numpy_helper
 
@@ -106,6 +130,8 @@ def rewrite_index(nodes, graph, names, ranks, types) -> tuple[list, list, int]:
                 repl = _onehot(node, graph, ranks, names, helper, numpy_helper)
             elif node.op_type == "EyeLike":
                 repl = _eyelike(node, shapes, types, names, helper, numpy_helper)
+            elif node.op_type == "Mod":
+                repl = _mod_unsigned(node, types, names, helper)
         if repl is None:
             out.append(node)
         else:

@@ -9,7 +9,6 @@ import onnx
 import pytest
 from onnx import helper as h
 
-from m100.errors import M100Error
 from m100.tools.onnx_backend import M100Backend
 
 RNG = np.random.default_rng(1212)
@@ -107,9 +106,14 @@ def test_unsigned_compare_and_max_uint16():
     np.testing.assert_array_equal(_run("Min", [a, b]), np.minimum(a, b))
 
 
-def test_uint8_input_above_int8_is_one_line_refusal():
-    # u8 tensors are held as i8: a value >= 128 at the program's input is refused, not wrapped
-    a = np.array([[200, 3]], np.uint8)
-    with pytest.raises(M100Error, match="do not fit the program's i8") as e:
-        _run("BitwiseAnd", [a, a])
-    assert "\n" not in str(e.value)
+def test_uint8_full_range_bits_mod_compare():
+    # u8 tensors are held as the same i8 bits (200 as -56): unsigned ops read them zero-extended;
+    # Mod is rewritten to int64 (torch-mlir's remsi on the bits gave 200 % 7 = 0)
+    a = np.array([[200, 255, 129, 7, 0, 128, 254, 3]], np.uint8)
+    b = np.array([[7, 16, 128, 200, 5, 127, 255, 3]], np.uint8)
+    np.testing.assert_array_equal(_run("Mod", [a, b]), a % b)
+    np.testing.assert_array_equal(_run("Less", [a, b], np.bool_), a < b)
+    np.testing.assert_array_equal(_run("Max", [a, b]), np.maximum(a, b))
+    np.testing.assert_array_equal(_run("BitwiseAnd", [a, b]), a & b)
+    np.testing.assert_array_equal(_run("BitShift", [a, b % 9], direction="RIGHT"),
+                                  onnx_shift(a, b % 9, False))
