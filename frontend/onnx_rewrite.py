@@ -506,10 +506,29 @@ def rewrite_for_torch_mlir(model):
     new_nodes, i_inits, i_count = rewrite_index(new_nodes, graph, names, ranks, types)
     new_inits += i_inits
     count += i_count
+    # ScatterElements / ScatterND as one-hot masks, 3-D pooling as two 2-D poolings,
+    # CausalConvWithState / LinearAttention per their definitions (frontend/onnx_rewrite_*.py)
+    from m100.frontend.onnx_rewrite_pool3d import rewrite_pool3d
+    from m100.frontend.onnx_rewrite_recurrent import rewrite_recurrent
+    from m100.frontend.onnx_rewrite_scatter import rewrite_scatter
+
+    reinfer = False
+    for rw in (lambda ns: rewrite_scatter(ns, graph, names, types, opset),
+               lambda ns: rewrite_pool3d(ns, graph, names),
+               lambda ns: rewrite_recurrent(ns, graph, names, types)):
+        new_nodes, i_inits, i_count = rw(new_nodes)
+        new_inits += i_inits
+        count += i_count
+        reinfer = reinfer or bool(i_count)
     if count:
         graph.ClearField("node")
         graph.node.extend(new_nodes)
         graph.initializer.extend(new_inits)
+    if reinfer:  # the vision rewrites below read the shapes of the new 2-D poolings
+        import onnx
+
+        model.CopyFrom(onnx.shape_inference.infer_shapes(model, strict_mode=False))
+        graph = model.graph
     # vision operators (issue 12): 1-D -> 2-D, LRN, LpPool, Resize, reflect/edge Pad,
     # ConvTranspose, dilated MaxPool, AveragePool without the padding (frontend/onnx_rewrite_vision.py)
     from m100.frontend.onnx_rewrite_vision import rewrite_vision

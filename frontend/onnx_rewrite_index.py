@@ -8,8 +8,10 @@
   ``axis``, and ``Where(eq, values[1], values[0])``: an index outside ``[-depth, depth)`` matches
   no class and gives the off value everywhere.
 - ``Mod`` of unsigned integers: torch-mlir computes it with ``remsi`` on the signless bits (a
-  uint8 200 is read as -56: 200 % 7 gave 0), so the operands are cast to int64 (zero extension),
-  the Mod runs signed on the exact values, and the result is cast back.
+  uint8 200 is read as -56: 200 % 7 gave 0). uint8: the operands are cast to int64 (zero
+  extension), the Mod runs signed on the exact values, the result is cast back. uint32/uint64
+  graph inputs (range-checked to [0, 2**31) at run time) are left as they are; other uint16/32/64
+  Mods are refused with one line (torch-mlir cannot lower their Cast).
 - ``EyeLike`` of a static-shape input: the result depends only on the input's shape, ``k`` and
   ``dtype``: replaced by the constant (torch-mlir's form writes the shifted diagonal with a
   ``tensor.insert_slice`` the scheduler does not take).
@@ -94,11 +96,24 @@ def _eyelike(node, shapes, types, names, helper, numpy_helper):
 _UNSIGNED = (2, 4, 12, 13)  # TensorProto UINT8, UINT16, UINT32, UINT64
 
 
-def _mod_unsigned(node, types, names, helper):
+def _mod_unsigned(node, graph, types, names, helper):
     t = types.get(node.input[0])
     if t not in _UNSIGNED or types.get(node.input[1]) != t:
         return None
     from onnx import TensorProto
+
+    if t != TensorProto.UINT8:
+        # torch-mlir cannot lower a Cast from uint16/32/64. uint32/uint64 graph inputs are
+        # range-checked to [0, 2**31) by the runtime (held as i32), so its remsi is exact on
+        # them; a computed value may be a wrapped pattern, and uint16 inputs arrive as the same
+        # (possibly negative) i16 bits: refused
+        inputs = {i.name for i in graph.input} - {i.name for i in graph.initializer}
+        if t != TensorProto.UINT16 and all(x in inputs for x in node.input[:2]):
+            return None
+        from m100.frontend.onnx_import import FrontendError
+        raise FrontendError(f"Mod '{node.name or node.output[0]}' of "
+                            f"{TensorProto.DataType.Name(t).lower()} is not supported (torch-mlir "
+                            "computes it signed; only uint8, or uint32/uint64 graph inputs)")
 
     base = node.name or node.output[0]
     a, b, m = names("umod_a"), names("umod_b"), names("umod")
@@ -131,7 +146,7 @@ def rewrite_index(nodes, graph, names, ranks, types) -> tuple[list, list, int]:
             elif node.op_type == "EyeLike":
                 repl = _eyelike(node, shapes, types, names, helper, numpy_helper)
             elif node.op_type == "Mod":
-                repl = _mod_unsigned(node, types, names, helper)
+                repl = _mod_unsigned(node, graph, types, names, helper)
         if repl is None:
             out.append(node)
         else:

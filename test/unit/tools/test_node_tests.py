@@ -38,7 +38,7 @@ SUBSET = {
     "test_where_long_example": "pass", "test_gather_negative_indices": "pass",
     # clean refusals; each was a traceback or a wrong result through the full stack before
     "test_averagepool_1d_default": "pass",  # IndexError, then refused; 1-D -> 2-D (issue 12)
-    "test_averagepool_3d_default": "unsupported",  # 3-D pooling
+    "test_averagepool_3d_default": "pass",  # 3-D pooling as two 2-D poolings (issue 12)
     "test_celu_bfloat16": "pass",  # KeyError 'bf16' in the emitter, then refused; bf16 storage
     "test_spacetodepth_crd_mode_example": "unsupported",  # torch-mlir computes DCR: wrong numbers
     # an IndexError in raise-quant-casts (a generic with no inputs), then refused (index_cast);
