@@ -12,7 +12,7 @@
 // CHECK-DAG:  stages = [#tpb.stage<zext(in0), iparams = [16]>, #tpb.stage<zext(in1), iparams = [16]>, #tpb.stage<max(s0, s1)>, #tpb.stage<sext(s2), iparams = [16]>]
 // CHECK-DAG:  stages = [#tpb.stage<zext(in0), iparams = [8]>, #tpb.stage<zext(in1), iparams = [8]>, #tpb.stage<cmp_gt(s1, s0)>]
 // CHECK-DAG:  stages = [#tpb.stage<xor(in0, -1.0)>, #tpb.stage<and(s0, in1)>]
-// CHECK-DAG:  stages = [#tpb.stage<zext(in0), iparams = [8]>, #tpb.stage<itof(s0)>]
+// CHECK-DAG:  stages = [#tpb.stage<cmp_gt(0.0, in0)>, #tpb.stage<add(in0, 256.0)>, #tpb.stage<select(s0, s1, in0)>, #tpb.stage<itof(s2)>]
 // CHECK-DAG:  stages = [#tpb.stage<add(in0, in1)>, #tpb.stage<sext(s0), iparams = [8]>, #tpb.stage<cmp_gt(0.0, s1)>]
 
 // BAD: m100-opt: error: 'linalg.generic' (%r) in @f, op #2: the unsigned constant 18446744073709551615 (i64) does not fit the i32 integer lane

@@ -1,4 +1,4 @@
-// u32 -> i64 (extui): values up to 2**32 - 1 do not fit the signed i32 lane: refused.
+// u32 -> i64 (extui): zext of the low 32 bits (values >= 2**31 fault in the i32 lane at run time).
 #id = affine_map<(d0) -> (d0)>
 func.func @f(%a: tensor<8xi32>) -> tensor<8xi64> {
   %e = tensor.empty() : tensor<8xi64>
