@@ -430,6 +430,24 @@ def _hardmax(node, opset, shapes, names, helper, numpy_helper):
     return nodes, inits
 
 
+def _self_compare(node, types, names, helper):
+    """Equal / GreaterOrEqual / LessOrEqual of a float tensor with itself -> ``Not(IsNaN(x))``.
+
+    torch-mlir's pipeline folds ``x == x`` to a constant ``true``, which is wrong for NaN elements
+    (IEEE: NaN compares unordered, so ``NaN == NaN`` is false): the usual ``x == x`` NaN test
+    compiled silently to "no NaN anywhere" (test/e2e/test_miscompiles.py). ``>=`` / ``<=`` are not
+    folded today but take the same form so that a future fold cannot bring the bug back; ``IsNaN``
+    is lowered without that fold. ``Greater`` / ``Less`` of a value with itself are false for NaN too.
+    """
+    if len(node.input) != 2 or node.input[0] != node.input[1] or \
+            types.get(node.input[0]) not in (1, 10, 11, 16):  # f32, f16, f64, bf16
+        return None
+    base = node.name or node.output[0]
+    nan = names("selfcmp_isnan")
+    return [helper.make_node("IsNaN", [node.input[0]], [nan], name=f"{base}/m100_IsNaN"),
+            helper.make_node("Not", [nan], [node.output[0]], name=f"{base}/m100_Not")], []
+
+
 def rewrite_for_torch_mlir(model):
     """Apply the rewrites above to ``model`` (shape-inferred) in place; return the number rewritten."""
     from onnx import helper, numpy_helper
@@ -446,6 +464,8 @@ def rewrite_for_torch_mlir(model):
                 approx = next((a.s.decode() for a in node.attribute if a.name == "approximate"), "none")
                 if approx == "tanh":
                     repl = _gelu_tanh(node, types.get(node.input[0]), names, helper, numpy_helper)
+            elif node.op_type in ("Equal", "GreaterOrEqual", "LessOrEqual"):
+                repl = _self_compare(node, types, names, helper)
             elif node.op_type == "MatMul":
                 repl = _matmul_vec(node, ranks, opset, names, helper, numpy_helper)
             elif node.op_type == "ReduceLogSumExp" and opset >= 13 and \

@@ -244,3 +244,22 @@ def test_norm_over_several_axes(axes, layer):
     """recognize-idioms matched a mean over several axes as an rmsnorm/layernorm over the last axis
     only (test_rms_normalization_4d_axis1 gave wrong numbers once RMSNormalization compiled)."""
     _check(_mean_square_norm(axes, layer), "m100")
+
+
+# --- (f) x == x folded to true by torch-mlir (wrong for NaN) ------------------------------------------
+@pytest.mark.parametrize("op", ["Equal", "GreaterOrEqual", "LessOrEqual", "Greater", "Less"])
+def test_self_compare_with_nan(op):
+    """``x == x`` (the usual NaN test) compiled to a constant true: NaN elements came out equal.
+    The oracle is numpy's IEEE comparison of the same array."""
+    g = helper.make_graph([helper.make_node(op, ["x", "x"], ["y"])], "g",
+                          [helper.make_tensor_value_info("x", F, [4, 8])],
+                          [helper.make_tensor_value_info("y", TensorProto.BOOL, [4, 8])])
+    model = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    x = np.random.default_rng(0).standard_normal((4, 8)).astype(np.float32)
+    x[0, 0] = x[1, 3] = x[3, 7] = np.nan
+    res = driver.run(driver.compile(model, machine="m100").program, {"x": x})
+    want = {"Equal": x == x, "GreaterOrEqual": x >= x, "LessOrEqual": x <= x,
+            "Greater": x > x, "Less": x < x}[op]
+    got = np.asarray(next(iter(res.outputs.values()))).astype(bool)
+    np.testing.assert_array_equal(got, want)
