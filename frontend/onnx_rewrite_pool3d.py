@@ -58,10 +58,13 @@ def _pool3d(node, shapes, names, helper, numpy_helper):
     explicit = a.get("auto_pad", b"NOTSET") in (b"NOTSET", "NOTSET")
     p_hw = {"pads": [pads[1], pads[2], pads[4], pads[5]]} if explicit else {}
     p_d = {"pads": [pads[0], 0, pads[3], 0]} if explicit else {}
+    # dilations only where the node has them (AveragePool takes the attribute from opset 19)
+    dil_hw = {"dilations": dl[1:]} if "dilations" in a else {}
+    dil_d = {"dilations": [dl[0], 1]} if "dilations" in a else {}
     hw = mk(node.op_type, [mk("Reshape", [x, shape("s1", [n, c * d, h, w])])],
-            kernel_shape=ks[1:], strides=st[1:], dilations=dl[1:], **p_hw, **common)
+            kernel_shape=ks[1:], strides=st[1:], **dil_hw, **p_hw, **common)
     dd = mk(node.op_type, [mk("Reshape", [hw, shape("s2", [n, c, d, oh * ow])])],
-            kernel_shape=[ks[0], 1], strides=[st[0], 1], dilations=[dl[0], 1], **p_d, **common)
+            kernel_shape=[ks[0], 1], strides=[st[0], 1], **dil_d, **p_d, **common)
     mk("Reshape", [dd, shape("s3", [n, c, od, oh, ow])], y)
     return nodes, inits
 

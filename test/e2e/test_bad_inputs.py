@@ -66,7 +66,7 @@ def files(tmp_path_factory):
     model("huge", [h.make_node("MatMul", ["a", "b"], ["y"])],
           [_vi("a", T.FLOAT, [big, big]), _vi("b", T.FLOAT, [big, big])],
           [_vi("y", T.FLOAT, [big, big])])
-    model("pool3d", [h.make_node("AveragePool", ["x"], ["y"], kernel_shape=[2, 2, 2])],
+    model("pool3d", [h.make_node("LpPool", ["x"], ["y"], kernel_shape=[2, 2, 2])],
           [_vi("x", T.FLOAT, [1, 2, 4, 4, 4])], [_vi("y", T.FLOAT, [1, 2, 3, 3, 3])])
     model("nms", [h.make_node("NonMaxSuppression", ["b", "s"], ["y"])],
           [_vi("b", T.FLOAT, [1, 6, 4]), _vi("s", T.FLOAT, [1, 1, 6])], [_vi("y", T.INT64, [None, 3])])
@@ -161,7 +161,7 @@ CASES = [
      r"need 48 GiB of DDR, more than machine 'tiny' has \(1 GiB\)"),
     # --- were misleading messages ------------------------------------------------------------------
     ("pool3d", "m100 compile {pool3d} -o {tmp}/p.m100 --machine tiny", 1,
-     r"only 2-D pooling .* not linalg.pooling_ndhwc_sum"),  # (was LRN, supported since issue 12)
+     r"cannot lower ONNX op 'LpPool'"),  # 3-D Max/AveragePool compile since issue 12 (2-D x 2)
     ("two-result-generic", "m100 compile {two_results} -o {tmp}/p.m100 --machine tiny", 1,
      r"a reduction with 2 used results .* is not supported"),
     ("wrong-machine", "m100-sim {prog} --machine m100 --inputs {in_ok}", 1,
