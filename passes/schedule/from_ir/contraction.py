@@ -207,7 +207,7 @@ def contraction(ctx: Builder, op: Operation, nm: str, unit: str | None, where: s
         a, b = ins
         if a in ctx.consts:
             ctx.const_tensor(a, ctx.consts[a])
-        tb = ctx.const_tensor(b, ctx.consts[b]) if b in ctx.consts else ctx.tname(b)
+        tb = ctx.value(b)
         sa, sb = _shape(a), _shape(b)
         if len(sa) != 2 or len(sb) != 2:
             raise ScheduleError(f"{where}: only 2-D matmuls are supported")

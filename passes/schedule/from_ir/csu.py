@@ -31,8 +31,7 @@ def flip(ctx: Builder, op: Operation, nm: str, unit: str | None, where: str) -> 
 def gather(ctx: Builder, op: Operation, nm: str, unit: str | None, where: str) -> None:
     """Gather / GatherElements: integer row indices (CVU) then a CSU row gather."""
     gi = gather_info(op, where)
-    tt = ctx.const_tensor(gi.table, ctx.consts[gi.table]) if gi.table in ctx.consts else \
-        ctx.tname(gi.table)
+    tt = ctx.value(gi.table)
     it = ctx.tname(gi.indices)
     V, inner, outer = gi.table_shape[gi.axis], gi.inner, gi.outer
     if gi.elements:  # flat element index: idx * stride(axis) + the other coordinates
@@ -80,7 +79,7 @@ def sort(ctx: Builder, op: Operation, nm: str, unit: str | None, where: str) -> 
     sh = si_.shape
     prm = dict(outer=math.prod(sh[:si_.axis]), L=sh[si_.axis],
                inner=math.prod(sh[si_.axis + 1:]), largest=int(si_.largest))
-    xt = ctx.const_tensor(si_.x, ctx.consts[si_.x]) if si_.x in ctx.consts else ctx.tname(si_.x)
+    xt = ctx.value(si_.x)
     outs_ = [ctx.new_tensor(r) for r in op.results]
     o_ = Op(ctx.op_name("topk"), "csu.topk", (xt,), tuple(outs_), dict(prm), loc=where)
     ctx.g.add_op(o_)
@@ -93,6 +92,6 @@ def argmax(ctx: Builder, op: Operation, nm: str, unit: str | None, where: str) -
     sh = ai.in_shape
     prm = dict(outer=math.prod(sh[:ai.axis]), L=sh[ai.axis],
                inner=math.prod(sh[ai.axis + 1:]), largest=int(ai.largest), last=int(ai.last))
-    xt = ctx.const_tensor(ai.x, ctx.consts[ai.x]) if ai.x in ctx.consts else ctx.tname(ai.x)
+    xt = ctx.value(ai.x)
     ctx.add("argmax", "csu.argmax", [xt], ai.result, dict(prm), Lowering("argmax", params=prm),
         op)

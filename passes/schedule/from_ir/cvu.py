@@ -215,7 +215,7 @@ def reduction(ctx: Builder, op: Operation, nm: str, unit: str | None, where: str
         return
     in_names = []
     for v in ins:
-        in_names.append(ctx.const_tensor(v, ctx.consts[v]) if v in ctx.consts else ctx.tname(v))
+        in_names.append(ctx.value(v))
     ctx.add("reduce", "cvu.reduction", in_names, op.results[0], {"keep": keep},
         Lowering("reduce", stages=stages, params=dict(keep=keep)), op)
 

@@ -31,7 +31,7 @@ def func_return(ctx: Builder, op: Operation, nm: str, unit: str | None, where: s
     for v in op.operands:
         if v in ctx.consts and isinstance(ctx.consts[v], tuple):
             raise ScheduleError(f"{where}: returning a bias broadcast is not supported")
-        src = ctx.const_tensor(v, ctx.consts[v]) if v in ctx.consts else ctx.tname(v)
+        src = ctx.value(v)
         t = ctx.g.tensors[src]
         if t.kind in ("input", "weight") or src in ctx.outputs:
             # an input, a constant (ONNX Identity, a no-op reduction, Shape folded to a
