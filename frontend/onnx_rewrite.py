@@ -448,6 +448,21 @@ def _self_compare(node, types, names, helper):
             helper.make_node("Not", [nan], [node.output[0]], name=f"{base}/m100_Not")], []
 
 
+def replace_nodes(nodes, rewrite) -> tuple[list, list, int]:
+    """(new node list, new initializers, count): every default-domain node for which
+    ``rewrite(node)`` returns ``(nodes, initializers)`` is replaced by those nodes; the rest stay."""
+    out, inits, count = [], [], 0
+    for node in nodes:
+        repl = rewrite(node) if node.domain in ("", "ai.onnx") else None
+        if repl is None:
+            out.append(node)
+        else:
+            out.extend(repl[0])
+            inits.extend(repl[1])
+            count += 1
+    return out, inits, count
+
+
 def rewrite_for_torch_mlir(model):
     """Apply the rewrites above to ``model`` (shape-inferred) in place; return the number rewritten."""
     from onnx import helper, numpy_helper

@@ -134,23 +134,17 @@ def rewrite_index(nodes, graph, names, ranks, types) -> tuple[list, list, int]:
         return list(nodes), [], 0
     from onnx import helper, numpy_helper
 
-    from m100.frontend.onnx_rewrite import _static_shapes
+    from m100.frontend.onnx_rewrite import _static_shapes, replace_nodes
 
     shapes = _static_shapes(graph)
-    out, inits, count = [], [], 0
-    for node in nodes:
-        repl = None
-        if node.domain in ("", "ai.onnx"):
-            if node.op_type == "OneHot":
-                repl = _onehot(node, graph, ranks, names, helper, numpy_helper)
-            elif node.op_type == "EyeLike":
-                repl = _eyelike(node, shapes, types, names, helper, numpy_helper)
-            elif node.op_type == "Mod":
-                repl = _mod_unsigned(node, graph, types, names, helper)
-        if repl is None:
-            out.append(node)
-        else:
-            out.extend(repl[0])
-            inits.extend(repl[1])
-            count += 1
-    return out, inits, count
+
+    def one(node):
+        if node.op_type == "OneHot":
+            return _onehot(node, graph, ranks, names, helper, numpy_helper)
+        if node.op_type == "EyeLike":
+            return _eyelike(node, shapes, types, names, helper, numpy_helper)
+        if node.op_type == "Mod":
+            return _mod_unsigned(node, graph, types, names, helper)
+        return None
+
+    return replace_nodes(nodes, one)

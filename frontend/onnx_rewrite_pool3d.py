@@ -75,18 +75,8 @@ def rewrite_pool3d(nodes, graph, names) -> tuple[list, list, int]:
         return list(nodes), [], 0
     from onnx import helper, numpy_helper
 
-    from m100.frontend.onnx_rewrite import _static_shapes
+    from m100.frontend.onnx_rewrite import _static_shapes, replace_nodes
 
     shapes = _static_shapes(graph)
-    out, inits, count = [], [], 0
-    for node in nodes:
-        repl = None
-        if node.domain in ("", "ai.onnx") and node.op_type in ("MaxPool", "AveragePool"):
-            repl = _pool3d(node, shapes, names, helper, numpy_helper)
-        if repl is None:
-            out.append(node)
-        else:
-            out.extend(repl[0])
-            inits.extend(repl[1])
-            count += 1
-    return out, inits, count
+    return replace_nodes(nodes, lambda node: _pool3d(node, shapes, names, helper, numpy_helper)
+                         if node.op_type in ("MaxPool", "AveragePool") else None)

@@ -153,20 +153,9 @@ def rewrite_recurrent(nodes, graph, names, types) -> tuple[list, list, int]:
         return list(nodes), [], 0
     from onnx import helper, numpy_helper
 
-    from m100.frontend.onnx_rewrite import _static_shapes
+    from m100.frontend.onnx_rewrite import _static_shapes, replace_nodes
 
     shapes = _static_shapes(graph)
-    out, inits, count = [], [], 0
-    for node in nodes:
-        repl = None
-        if node.domain in ("", "ai.onnx") and node.op_type == "CausalConvWithState":
-            repl = _causal_conv(node, shapes, types, names, helper, numpy_helper)
-        elif node.domain in ("", "ai.onnx") and node.op_type == "LinearAttention":
-            repl = _linear_attention(node, shapes, types, names, helper, numpy_helper)
-        if repl is None:
-            out.append(node)
-        else:
-            out.extend(repl[0])
-            inits.extend(repl[1])
-            count += 1
-    return out, inits, count
+    by_op = {"CausalConvWithState": _causal_conv, "LinearAttention": _linear_attention}
+    return replace_nodes(nodes, lambda node: by_op[node.op_type](
+        node, shapes, types, names, helper, numpy_helper) if node.op_type in by_op else None)
