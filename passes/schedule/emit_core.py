@@ -29,7 +29,7 @@ from .from_ir import IRGraph
 from .graph import ScheduleError
 from .placement import Placement
 from .plan import PlanPiece, PlanTask
-from .timeline import memory_of
+from .segment import memory_of
 
 _ELEM = {"f32": Float32Type(), "f16": Float16Type(), "i8": IntegerType(8), "i32": IntegerType(32),
          "i4": IntegerType(4), "i16": IntegerType(16), "bf16": BFloat16Type()}

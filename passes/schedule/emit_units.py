@@ -15,7 +15,7 @@ from .emit_core import EmitterCore, Lin, Piece, _int, access, ident, row_index
 from .graph import ScheduleError, conv_out_hw
 from .kinds import FAMILIES
 from .plan import Unit, op_family
-from .timeline import SegmentCfg, StageCfg
+from .segment import SegmentCfg, StageCfg
 
 
 class UnitEmitter(EmitterCore):
@@ -81,7 +81,7 @@ class UnitEmitter(EmitterCore):
         from m100.dialects.twu import i64_array
         from m100.targets.m100.isa import CvuOp, Ref, RefKind, Stage
         from xdsl.dialects.builtin import ArrayAttr
-        from .timeline import ksplit_bias
+        from .segment import ksplit_bias
         self._begin(pp)
         root = pp.tpb
         key = f"{op.name}/reduce"

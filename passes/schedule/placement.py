@@ -30,7 +30,8 @@ from .cost import CostModel, ceil_div
 from .graph import Op, OpGraph, ScheduleError, geometry
 from .partition import col_splits
 from .plan import Plan
-from .timeline import BoundExceeded, Scheduler, SegmentCfg, StageCfg, ksplit_ok, streamable
+from .segment import SegmentCfg, StageCfg, ksplit_ok, streamable
+from .timeline import BoundExceeded, Scheduler
 
 INF = float("inf")
 

@@ -25,7 +25,7 @@ from m100.dialects.twu import i64_array
 from ..emit_core import access, ident
 from ..graph import ScheduleError
 from ..plan import PlanPiece
-from ..timeline import memory_of
+from ..segment import memory_of
 
 
 def plan_segment(bld, si: int, seg, pieces: list[PlanPiece]) -> None:

@@ -8,7 +8,7 @@ from m100.dialects.tpb import SegmentOp
 
 from ..emit_core import _NP, access, const_bytes, ident
 from ..graph import ScheduleError
-from ..timeline import memory_of
+from ..segment import memory_of
 from ..plan import PlanPiece
 
 

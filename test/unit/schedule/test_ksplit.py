@@ -15,7 +15,8 @@ import pytest
 from m100.passes.schedule.cost import CostModel
 from m100.passes.schedule.examples import GraphBuilder
 from m100.passes.schedule.placement import schedule
-from m100.passes.schedule.timeline import Scheduler, SegmentCfg, StageCfg
+from m100.passes.schedule.segment import SegmentCfg, StageCfg
+from m100.passes.schedule.timeline import Scheduler
 from m100.targets.m100.machine import get_machine
 
 M100 = get_machine("m100")

@@ -3,7 +3,7 @@ goes side by side on disjoint TPB windows instead of queueing on the first TPBs 
 
 from m100.passes.schedule.graph import Op
 from m100.passes.schedule.placement import RUN, spread_segments
-from m100.passes.schedule.timeline import SegmentCfg, StageCfg
+from m100.passes.schedule.segment import SegmentCfg, StageCfg
 
 
 def _seg(op, tpbs, kind="data-parallel"):

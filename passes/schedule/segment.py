@@ -1,0 +1,228 @@
+"""Segments and stages: the vocabulary of a placement and what decides how a stage may be cut.
+
+A placement (:mod:`.placement`) is a list of :class:`SegmentCfg`, each a run of ops executed
+together, each op a :class:`StageCfg` on a group of TPBs (rows x column parts x K parts) with its
+output rows cut into bands. The predicates here are properties of an op in its graph, independent
+of any schedule: where a tensor lives between segments (:func:`memory_of`), whether a consumer can
+take a tensor band by band (:func:`streamable`, :func:`input_window`), which pieces of a
+contraction run in lockstep (:func:`lockstep_groups`) and whether its reduction may be split over
+TPBs (:func:`ksplit_ok`). The timeline (:mod:`.timeline`) turns a placement into tasks; the
+placement search and the emitter read the same definitions.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from .cost import CostModel
+from .graph import Op, OpGraph, row_window
+from .partition import TilePlan
+from .plan import PlanPiece, image_parts, image_rows
+
+@dataclass(frozen=True)
+class StageCfg:
+    op: str
+    tpbs: tuple[int, ...]
+    gc: int = 1
+    bands: int = 1
+
+    block: bool = False  # bands to TPB rows in contiguous blocks (pipelines) or round-robin
+    chunked: bool = False  # a contraction cut into K chunks even where its K fits whole
+    # a contraction whose reduction is split over ``ks`` TPBs (K parts): each computes a partial
+    # sum of its K chunks, part 0 receives the others' by DTDU and adds them (+ bias, activation)
+    # on its CVU. TPB of (row r, column part j, K part q): ``tpbs[q * gr * gc + r * gc + j]``
+    ks: int = 1
+
+    @property
+    def gr(self) -> int:
+        return len(self.tpbs) // (self.gc * self.ks)
+
+    def tpb_at(self, r: int, j: int, q: int = 0) -> int:
+        """The TPB of TPB row ``r``, column part ``j`` and K part ``q``."""
+        return self.tpbs[(q * self.gr + r) * self.gc + j]
+
+    def _first(self, r: int) -> int:
+        return -(-r * self.bands // self.gr)
+
+    def row_of(self, b: int) -> int:
+        """The TPB row that computes band ``b``."""
+        if self.block:
+            return min(self.gr - 1, (b * self.gr) // self.bands) if self._first(
+                (b * self.gr) // self.bands) <= b else (b * self.gr) // self.bands - 1
+        return b % self.gr
+
+    def round_of(self, b: int) -> int:
+        return b - self._first(self.row_of(b)) if self.block else b // self.gr
+
+    def rows_in_round(self, rnd: int) -> list[int]:
+        """TPB rows that compute a band in round ``rnd``."""
+        if self.block:
+            return [r for r in range(self.gr) if self._first(r) + rnd < self._first(r + 1)]
+        return [r for r in range(self.gr) if rnd * self.gr + r < self.bands]
+
+
+@dataclass(frozen=True)
+class SegmentCfg:
+    stages: tuple[StageCfg, ...]
+    kind: str = "data-parallel"  # data-parallel | pipeline | single
+
+    @property
+    def ops(self) -> tuple[str, ...]:
+        return tuple(s.op for s in self.stages)
+
+
+def memory_of(cm: CostModel, g: OpGraph, tensor: str) -> str:
+    """Where a tensor lives between segments: CCB SRAM if it fits a quarter of it, else DDR."""
+    t = g.tensors[tensor]
+    if t.kind in ("weight", "input", "output"):
+        return "ddr"
+    return "sram" if t.nbytes <= cm.machine.ccb_sram_bytes // 4 else "ddr"
+
+
+def band_rows(rows: int, bands: int, b: int) -> tuple[int, int]:
+    """Rows ``[lo, hi)`` of band ``b`` of ``bands`` (near-equal split)."""
+    return (rows * b) // bands, (rows * (b + 1)) // bands
+
+
+def streamable(g: OpGraph, op: Op, tensor: str) -> bool:
+    """Can ``op`` consume ``tensor`` band by band from a producer (row-standard layouts, identity
+    indexing)? Otherwise it reads the whole tensor from memory. (Cached per graph.)"""
+    cache = g.__dict__.setdefault("_stream_cache", {})
+    key = (op.name, tensor)
+    r = cache.get(key)
+    if r is None:
+        r = cache[key] = _streamable(g, op, tensor)
+    return r
+
+
+def reads_whole(op: Op, tensor: str) -> bool:
+    """``op`` reads ``tensor`` whole from memory, never band by band from a producer: the B operand
+    of a matmul and the filter of a conv (the emitter ``load``s every operand after the first).
+    Such a tensor produced in the same segment must be stored, and the reader must wait for its
+    last band (issue 10: a matmul whose B came from a CVU op of its segment read memory that was
+    never written)."""
+    return op.unit in ("tcu.matmul", "tcu.conv2d") and tensor in op.inputs[1:]
+
+
+def _streamable(g: OpGraph, op: Op, tensor: str) -> bool:
+    if op.unit in ("tcu.matmul", "tcu.conv2d") and tensor != op.inputs[0]:
+        return False  # see reads_whole
+    prod = g.producer(tensor)
+    if prod is not None and prod.unit == "cvu.reduction" and not prod.attrs.get("keep", True):
+        return False  # a reduction that dropped its axis: rows of another shape
+    if op.unit.startswith("dtdu") or op.attrs.get("layout") == "nchw":
+        return False
+    maps = op.attrs.get("maps")
+    if maps is not None:
+        i = list(op.inputs).index(tensor)
+        m = maps[i]
+        ident = all(c == tuple(1 if k == r else 0 for k in range(len(c))) and k0 == 0
+                    for r, (c, k0) in enumerate(m))
+        if not ident or len(m) != len(g.out(op).shape):
+            return False
+    return True
+
+
+def input_window(g: OpGraph, op: Op, tensor: str, lo: int, hi: int) -> tuple[int, int] | None:
+    if not streamable(g, op, tensor):
+        return None
+    acts = [t for t in op.inputs if g.tensors[t].kind != "weight"]
+    if acts and tensor == acts[0]:
+        return row_window(g, op, lo, hi)
+    t = g.tensors[tensor]
+    out = g.out(op)
+    if len(t.shape) >= 1 and t.shape[:-1] == out.shape[:-1] and op.unit.startswith("cvu"):
+        return (lo, hi)
+    return None
+
+
+def lockstep(tplan: TilePlan, op: Op) -> bool:
+    """Are the pieces of a one-stage ``op`` built in lockstep groups (:func:`lockstep_groups`)?
+    TCU contractions whose K is chunked or whose second operand streams: their chunks are what
+    several TPBs read at the same time."""
+    return op.unit in ("tcu.matmul", "tcu.conv2d") and (tplan.tk < tplan.k
+                                                         or not tplan.weight_resident)
+
+
+def lockstep_groups(g: OpGraph, op: Op, st: StageCfg, tplan: TilePlan, geo) -> list[list[PlanPiece]]:
+    """The pieces of a one-stage contraction in lockstep groups: per round (the bands computed at
+    the same time, one per TPB row), per row tile index inside the band and per column tile index
+    inside the column part, the pieces of every such band and column part (one per TPB). Each
+    piece gets the TPBs that share its activation chunks (same band and row tile: the column
+    parts) and its weight chunks (same column tile: the rows of the round). With a K split
+    (``st.ks`` > 1) every piece is there once per K part (its own chunks, on its own TPB) and
+    shares chunks only with the pieces of its K part."""
+    per = max(1, image_rows(g, op))
+    tr, tc = max(1, tplan.tr), max(1, tplan.tc)
+    rounds: dict[int, list[int]] = {}
+    for b in range(st.bands):
+        rounds.setdefault(st.round_of(b), []).append(b)
+    ctiles = []
+    for j in range(st.gc):
+        c0, c1 = band_rows(geo.cols, st.gc, j)
+        ctiles.append([(cc, min(c1, cc + tc)) for cc in range(c0, c1, tc)])
+    groups = []
+    for rnd in sorted(rounds):
+        rtiles = {}
+        for b in rounds[rnd]:
+            lo, hi = band_rows(geo.rows, st.bands, b)
+            rtiles[b] = [(a, min(e0, a + tr)) for (a0, e0) in image_parts(lo, hi, per)
+                         for a in range(a0, e0, tr)]
+        for ti in range(max((len(v) for v in rtiles.values()), default=0)):
+            for ci in range(max((len(v) for v in ctiles), default=0)):
+                grp = []
+                for q in range(st.ks):
+                    for b in rounds[rnd]:
+                        if ti >= len(rtiles[b]):
+                            continue
+                        a, e = rtiles[b][ti]
+                        for j in range(st.gc):
+                            if ci >= len(ctiles[j]):
+                                continue
+                            cc, ce = ctiles[j][ci]
+                            grp.append(PlanPiece(op.name, b, j, st.tpb_at(st.row_of(b), j, q),
+                                                 a, e, cc, ce, kpart=q, kparts=st.ks))
+                for p in grp:
+                    p.a_share = tuple(q.tpb for q in grp if q.band == p.band
+                                      and q.kpart == p.kpart)
+                    p.b_share = tuple(q.tpb for q in grp if q.col == p.col and q.kpart == p.kpart)
+                if grp:
+                    groups.append(grp)
+    return groups
+
+
+def ksplit_ok(g: OpGraph, op: Op) -> bool:
+    """Can ``op``'s reduction be split over TPBs (``StageCfg.ks`` > 1)? A float contraction
+    (f32 operands and result: the CVU adds the partial sums in f32, like the TCU's accumulator)
+    whose epilogue is at most a bias and a ReLU (applied after the sum, on the CVU)."""
+    if op.unit not in ("tcu.matmul", "tcu.conv2d") or op.attrs.get("groups", 1) != 1:
+        return False
+    if op.attrs.get("batch") or "rq_table" in op.attrs:
+        return False
+    if any(e not in ("bias", "relu") for e in op.epilogue):
+        return False
+    dts = {g.tensors[t].dtype for t in op.inputs[:2]} | {g.out(op).dtype}
+    return dts == {"f32"}
+
+
+def ksplit_bias(op: Op) -> str | None:
+    """The bias tensor a K-split reduction adds (the contraction's third input), if any."""
+    return op.inputs[2] if len(op.inputs) > 2 else None
+
+
+def ksplit_stages(op: Op, parts: int) -> int:
+    """CVU stages of a K-split reduction: one add per other part, the bias, the ReLU."""
+    return (parts - 1) + (ksplit_bias(op) is not None) + ("relu" in op.epilogue)
+
+
+def reduce_pieces(grp: list[PlanPiece], si: int) -> list[PlanPiece]:
+    """The reduction pieces of a K-split lockstep group: one per output tile (the part-0
+    piece's box, on its TPB), listing the TPBs of its parts in ``reduce``."""
+    out = []
+    for p in grp:
+        if p.kpart == 0:
+            parts = sorted((q for q in grp if (q.band, q.col, q.r0, q.c0) ==
+                            (p.band, p.col, p.r0, p.c0)), key=lambda q: q.kpart)
+            out.append(PlanPiece(p.op, p.band, p.col, p.tpb, p.r0, p.r1, p.c0, p.c1,
+                                 segment=si, reduce=tuple(q.tpb for q in parts)))
+    return out
