@@ -21,7 +21,7 @@ from m100.targets.m100.isa import DType, Space, Walk, space_size
 from m100.targets.m100.machine import Machine
 
 from . import twu
-from .twu import box, contiguous_start, element_offsets, is_injective
+from .twu import box, contiguous_start, element_offsets
 
 #: Element types whose value type is their little-endian storage (on a little-endian host): their
 #: bytes and values are views of each other.
@@ -208,7 +208,7 @@ class Memory:
                 mem.write_range(walk.base + start * (dt.bits // 8), _to_bytes(values, dt))
                 return
             vt = _SAME.get(dt)
-            if vt is not None and values.size == walk.num_elements and is_injective(walk):
+            if vt is not None and values.size == walk.num_elements and walk.injective:
                 view = _typed_box(mem.buf, walk, vt)
                 if view is not None:  # a strided view of the values: no index array
                     v = values if values.dtype == vt else numerics.convert(values, dt)

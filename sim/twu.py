@@ -107,18 +107,6 @@ def _box(walk: Walk) -> tuple[int, int, tuple[int, ...], tuple[int, ...]]:
     return lo, hi, tuple(counts), tuple(steps)
 
 
-def is_injective(walk: Walk) -> bool:
-    """No two beats of the walk share an element (sufficient test: the levels, sorted by stride,
-    form a mixed-radix number system with gaps allowed)."""
-    lv = sorted((abs(x.step), x.count) for x in walk.levels if x.count > 1)
-    reach = 0  # largest offset difference the finer levels can produce
-    for st, cnt in lv:
-        if st == 0 or st <= reach:
-            return False
-        reach += st * (cnt - 1)
-    return True
-
-
 def strided_bytes(buf: np.ndarray, walk: Walk, lo_elem: int) -> np.ndarray:
     """A view of ``buf`` (the bytes from element offset ``lo_elem`` of ``walk`` on) with shape
     ``counts + (element bytes,)``: the walk's beats in walk order, no index array."""

@@ -275,6 +275,19 @@ class Walk:
     def num_elements(self) -> int:
         return math.prod(self.shape)
 
+    @functools.cached_property
+    def injective(self) -> bool:
+        """No two beats of the walk share an element (a sufficient, structural test: the levels,
+        sorted by stride, form a mixed-radix number system with gaps allowed). The interpreter
+        writes an injective walk through a strided view; sync-insert folds its byte ranges."""
+        lv = sorted((abs(x.step), x.count) for x in self.levels if x.count > 1)
+        reach = 0  # largest offset difference the finer levels can produce
+        for st, cnt in lv:
+            if st == 0 or st <= reach:
+                return False
+            reach += st * (cnt - 1)
+        return True
+
     def offsets(self) -> np.ndarray:
         """Element offsets of every beat in walk order (flat int64), by broadcasting the levels."""
         if not self.levels:

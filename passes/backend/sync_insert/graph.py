@@ -182,18 +182,6 @@ def _offsets(w: isa.Walk) -> np.ndarray:
     return got
 
 
-def is_injective(w: isa.Walk) -> bool:
-    """No two beats of the walk share an element (a sufficient, structural test: the levels,
-    sorted by stride, form a mixed-radix number system with gaps allowed)."""
-    lv = sorted((abs(x.step), x.count) for x in w.levels if x.count > 1)
-    reach = 0  # largest offset difference the finer levels can produce
-    for st, cnt in lv:
-        if st == 0 or st <= reach:
-            return False
-        reach += st * (cnt - 1)
-    return True
-
-
 def _fold(w: isa.Walk, gran: int) -> tuple[int, np.ndarray]:
     """(run length L in elements, start offset of every run in walk order): the innermost levels
     that cover a contiguous block of elements fold into one run, as long as L divides ``gran``
@@ -233,7 +221,7 @@ def walk_chunks(w: isa.Walk, nchunks: int, ranges=None) -> Chunks:
     else:
         spans = ranges
         gran = math.gcd(n, *(x for rng in ranges for ab in rng for x in ab))
-    if bits >= 8 and is_injective(w):
+    if bits >= 8 and w.injective:
         L, rstart = _fold(w, gran)
         los, his, dense, runs = [], [], [], []
         for rng in spans:
