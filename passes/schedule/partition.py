@@ -124,6 +124,12 @@ def tile_piece(cm: CostModel, g: OpGraph, op: Op, rows: int, cols: int,
         groups = op.attrs.get("groups", 1) if conv else 1
         row_align = max(1, ceil_div(mc.tcu_tile_m, geo.row_elems))
         k_cands = [kwin * c for c in _candidates(cin, max(1, mc.tcu_tile_k // kwin) if kwin < mc.tcu_tile_k else 1)]
+        if "w4" in op.attrs and not conv:  # K chunks of whole dequantization blocks: halvings of
+            # the block count (halvings of K rounded to the TCU tile lose every chunk size of
+            # LLaMA2-7B's down projection, K = 11008 = 86 blocks of 128, which then kept K whole)
+            blk = op.attrs["w4"][1]
+            k_cands = [blk * c for c in _candidates(ceil_div(geo.k, blk), 1)] \
+                if geo.k % blk == 0 else k_cands
         if groups > 1 or "requant" in op.epilogue or ("store" in op.epilogue and conv):
             # a requantized (i8) result can not be accumulated onto; a rounded (f16) one of a
             # matmul accumulates its K chunks in f32 (the last chunk reads them as ``acc``)
@@ -135,7 +141,11 @@ def tile_piece(cm: CostModel, g: OpGraph, op: Op, rows: int, cols: int,
                 # chunk's compute is the tail that does not overlap the stream (the tiler alone
                 # keeps the fewest, largest chunks; LLaMA2-7B gate/up on 28 TPBs: 421k -> 373k
                 # cycles)
-                k_cands = [x for x in k_cands if 4 * x <= geo.k] or k_cands
+                # (and at most 8: every chunk is a DMA of its own, ~250 cycles of DDR latency on
+                # an in-order engine; the cheapest compute alone would pick the smallest chunk
+                # that divides K, LLaMA2-7B down: 43 chunks of 256 instead of 4 of 2816)
+                k_cands = [x for x in k_cands if 4 <= ceil_div(geo.k, x) <= 8] or \
+                    [x for x in k_cands if 4 * x <= geo.k] or k_cands
         if kparts > 1:
             if groups > 1 or "requant" in op.epilogue or "store" in op.epilogue:
                 raise ScheduleError(f"op '{op.name}': its reduction can not be split over TPBs")
@@ -184,8 +194,9 @@ def tile_piece(cm: CostModel, g: OpGraph, op: Op, rows: int, cols: int,
                         bufs += (Buffer("bias", cm.align(tc * 4), 2 if streamed else 1, unit),)
                     if "w4" in op.attrs:  # int4 weights: their f16 scales per block of K
                         sb = dtype_bytes(g.tensors[op.attrs["w4"][0]].dtype)
-                        bufs += (Buffer("scale", cm.align(ceil_div(tk, op.attrs["w4"][1]) * tc
-                                                          * sb), 2 if streamed else 1, unit),)
+                        # (streamed in K chunks: all of K's, loaded once: kinds.tcu.scales_resident)
+                        bufs += (Buffer("scale", cm.align(ceil_div(geo.k, op.attrs["w4"][1]) * tc
+                                                          * sb), 2 if tc < cols else 1, unit),)
                     if "rq_table" in op.attrs:  # per-channel requant (multiplier, shift) pairs
                         bufs += (Buffer("requant", cm.align(tc * 8), 2 if streamed else 1, unit),)
                     if kparts > 1:  # part 0: the others' partial sums and the reduced tile

@@ -145,3 +145,78 @@ def test_f16_matmul_split_along_k_accumulates_in_f32_and_rounds_once(tmp_path):
     want = (x.astype(np.float64) @ w.astype(np.float64)).astype(np.float16)
     ulp = np.abs(np.spacing(want.astype(np.float16))).astype(np.float64)
     assert np.all(np.abs(got.reshape(4, n).astype(np.float64) - want) <= ulp)
+
+
+def _w4_gemv(k: int, n: int, b: int = 128):
+    """x [1, k] f16 @ DequantizeLinear(q int4 [k, n], s f16 [k/b, n], axis 0, block b), the
+    weights shape-only (supplied at run time as ``q`` and ``s``)."""
+    m = _w4_graph()
+    g = m.graph
+    for t, dims in ((g.initializer[0], [k, n]), (g.initializer[1], [k // b, n])):
+        del t.dims[:]
+        t.dims.extend(dims)
+    g.node[0].attribute[1].i = b  # block_size
+    g.input[0].type.tensor_type.shape.dim[0].dim_value = 1
+    g.input[0].type.tensor_type.shape.dim[1].dim_value = k
+    g.output[0].type.tensor_type.shape.dim[0].dim_value = 1
+    g.output[0].type.tensor_type.shape.dim[1].dim_value = n
+    return m
+
+
+def test_w4_gemv_streams_every_weight_byte_once_and_scales_arrive_before_use():
+    """A streamed W4 GEMV on the M100 (K = 11008 = 86 blocks of 128, LLaMA2-7B's down
+    projection: its K chunks hold whole blocks, 4 to 8 of them per TPB): every int4 weight is
+    read from DDR by exactly one DMA and every scale by exactly one (the scales of a TPB's
+    column part in one load, not one per K chunk); each matmul starts after the DMA that wrote
+    its scales ended (timing run); numerics vs numpy from the DequantizeLinear definition."""
+    from m100.sim.simulator import Simulator
+    from m100.targets.m100.isa import Dma, Space
+    k, n, b = 11008, 256, 128
+    cr = driver.compile(_w4_gemv(k, n, b), machine="m100")
+    prog = cr.program
+    sym = {s.name: s for s in prog.symbols if s.role == "weight"}
+    mm = [i for i in _matmuls(prog) if i.scale is not None]
+    assert mm and all(i.k % b == 0 for i in mm)
+    per_tpb: dict[int, list] = {}
+    for i in mm:
+        per_tpb.setdefault(i.tpb, []).append(i)
+    assert all(4 <= len(v) <= 8 for v in per_tpb.values()), {t: len(v) for t, v in per_tpb.items()}
+    dmas = [i for s in prog.streams.values() for i in s if isinstance(i, Dma)]
+    for name, dt_bits, count in (("q", 4, k * n), ("s", 16, k // b * n)):
+        s = sym[name]
+        seen = np.zeros(count, np.int64)
+        nd = 0
+        for d in dmas:
+            if d.src.space is Space.DDR and s.address <= d.src.base < s.address + s.nbytes:
+                first = (d.src.base - s.address) * 8 // dt_bits
+                np.add.at(seen, first + d.src.offsets(), 1)
+                nd += 1
+        assert seen.min() == 1 and seen.max() == 1, name
+        if name == "s":
+            assert nd == len(per_tpb)  # one scale load per TPB
+    rng = np.random.default_rng(4)
+    q = rng.integers(-8, 8, (k, n)).astype(np.int8)
+    sc = (rng.random((k // b, n)) / 64 + 1e-3).astype(np.float16)
+    x = rng.standard_normal((1, k)).astype(np.float16)
+    feed = {"x": x, "q": q, "s": sc}
+    res = Simulator(prog, mode="timing", check_races=False).run({})
+    ends = {}  # HBSM (tpb, byte) written by a DMA -> its end
+    for r in res.records:
+        if isinstance(r.inst, Dma) and r.inst.dst.space is Space.HBSM and \
+                r.inst.src.space is Space.DDR and r.inst.src.base >= sym["s"].address and \
+                r.inst.src.base < sym["s"].address + sym["s"].nbytes:
+            w = r.inst.dst
+            for o in (w.base + 2 * w.offsets()).tolist():
+                ends[(w.tpb, o)] = r.end
+    ids = {id(i) for i in mm}
+    checked = 0
+    for r in res.records:
+        if id(r.inst) in ids:
+            w = r.inst.scale
+            assert all(ends[(w.tpb, o)] <= r.start for o in (w.base + 2 * w.offsets()).tolist())
+            checked += 1
+    assert checked == len(mm)
+    got = driver.run(prog, feed, machine=cr.machine).outputs["y"].astype(np.float64)
+    wdq = (q.astype(np.float32) * np.repeat(sc.astype(np.float32), b, axis=0)).astype(np.float16)
+    want = x.astype(np.float64) @ wdq.astype(np.float64)
+    assert np.allclose(got.reshape(1, n), want, rtol=2e-3, atol=2e-3 * np.abs(want).max())

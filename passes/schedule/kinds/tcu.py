@@ -84,7 +84,12 @@ def plan_piece(bld, si: int, st, op: Op, p: PlanPiece, tplan: TilePlan, compute)
             for w_in, nb, key in ((w_t, wbytes, k0),) + (
                     ((w4[0], kc // w4[1] * cols * dtype_bytes(g.tensors[w4[0]].dtype),
                       k0 // w4[1]),) if w4 else ()):
-                if not resident and p.group >= 0:
+                if w_in != w_t and scales_resident(p.b_share, kk, K):
+                    # all of the column part's scales in one load before the first chunk
+                    deps.append(bld._weight(st, op, w_in, tpb, p.c0, p.c1, p.col, None,
+                                             K // w4[1] * cols * dtype_bytes(
+                                                 g.tensors[w_in].dtype), True))
+                elif not resident and p.group >= 0:
                     deps.append(bld._shared_chunk(op, w_in, ("w", p.c0, p.c1, key), p.b_share,
                                                   tpb, nb, "w"))
                 else:
@@ -168,11 +173,16 @@ def emit_piece(em, si, seg, op, b, j, tpb, r0, r1, c0, c1, pieces, seg_ops, plan
                 if k0 % blk or kc % blk:
                     raise ScheduleError(f"op '{op.name}': K chunk [{k0}, {k0 + kc}) cuts a "
                                         f"dequantization block of {blk}")
-                s_buf, s_tok = _weight_in(em, pp, op, s_t, tpb, c0, c1,
-                                          None if tk == k else (0, k0 // blk, kc // blk),
-                                          resident, j)
+                if scales_resident(pp.b_share, tk, k):  # loaded once: this chunk's rows of them
+                    s_buf, s_tok = em.weight(op, s_t, tpb, c0, c1, "w", None, True, j)
+                    s_acc = access((kc // blk, cols), [((1, 0), k0 // blk), ((0, 1), 0)])
+                else:
+                    s_buf, s_tok = _weight_in(em, pp, op, s_t, tpb, c0, c1,
+                                              None if tk == k else (0, k0 // blk, kc // blk),
+                                              resident, j)
+                    s_acc = None
                 deps.append(s_tok)
-                slots["scale"] = (s_buf, None)
+                slots["scale"] = (s_buf, s_acc)
                 params["block"] = _int(blk)
             ins, prev = _chain_step(em, op, lw, MatmulOp, tpb, unit, (c0, c1), resident, j, last,
                                     prev if ci > 0 else None, slots, deps, params,
@@ -266,6 +276,15 @@ def _part_chunks(chunks: list[int], p: PlanPiece) -> list[int]:
         return chunks
     a, b = k_part_range(len(chunks), p.kparts, p.kpart)
     return chunks[a:b]
+
+
+def scales_resident(b_share, tk: int, k: int) -> bool:
+    """Are the int4 scales of a piece loaded once, whole K, while its weight streams in K
+    chunks? Yes unless its weight chunks are broadcast to several TPBs of a lockstep group
+    (``b_share``: the rows of its column part) or K is whole anyway: one DMA per TPB instead of
+    one per chunk (each DDR transfer costs ``dma_setup_cycles + ddr_latency`` of its in-order
+    engine; the scales are 1/32 of the int4 bytes)."""
+    return len(b_share) <= 1 and tk < k
 
 
 def _weight_in(em, pp, op, w_t, tpb, c0, c1, k, resident, j):

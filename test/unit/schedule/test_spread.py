@@ -35,3 +35,15 @@ def test_short_runs_and_other_units_stay():
                                                            "cvu.elementwise")
     segs = [_seg(f"mm{i}", [0]) for i in range(RUN - 1)] + [_seg(f"ew{i}", [0]) for i in range(RUN)]
     assert spread_segments(segs, pool, ops) == segs
+
+
+def test_narrow_puts_each_small_matmul_on_one_tpb_with_k_in_chunks():
+    pool = tuple(range(16))
+    names = [f"mm{i}" for i in range(RUN + 10)]
+    ops = _ops(names)
+    segs = [SegmentCfg((StageCfg(n, (0, 1, 2, 3), gc=4),), "data-parallel") for n in names]
+    out = spread_segments(segs, pool, ops, narrow=True)
+    st = [s.stages[0] for s in out]
+    assert [s.tpbs for s in st] == [(i % 16,) for i in range(RUN + 10)]  # side by side, round robin
+    assert all(s.gc == 1 and s.ks == 1 and s.chunked for s in st)
+    assert spread_segments(segs, pool, ops)[0].stages[0].gc == 4  # (not narrow: as searched)
