@@ -194,9 +194,14 @@ def tile_piece(cm: CostModel, g: OpGraph, op: Op, rows: int, cols: int,
                         bufs += (Buffer("bias", cm.align(tc * 4), 2 if streamed else 1, unit),)
                     if "w4" in op.attrs:  # int4 weights: their f16 scales per block of K
                         sb = dtype_bytes(g.tensors[op.attrs["w4"][0]].dtype)
-                        # (streamed in K chunks: all of K's, loaded once: kinds.tcu.scales_resident)
-                        bufs += (Buffer("scale", cm.align(ceil_div(geo.k, op.attrs["w4"][1]) * tc
-                                                          * sb), 2 if tc < cols else 1, unit),)
+                        blk = op.attrs["w4"][1]
+                        if tk < geo.k and tc >= cols:  # all of K's, loaded once
+                            # (kinds.tcu.scales_resident)
+                            bufs += (Buffer("scale", cm.align(ceil_div(geo.k, blk) * tc * sb), 1,
+                                            unit),)
+                        else:
+                            bufs += (Buffer("scale", cm.align(ceil_div(tk, blk) * tc * sb),
+                                            2 if streamed else 1, unit),)
                     if "rq_table" in op.attrs:  # per-channel requant (multiplier, shift) pairs
                         bufs += (Buffer("requant", cm.align(tc * 8), 2 if streamed else 1, unit),)
                     if kparts > 1:  # part 0: the others' partial sums and the reduced tile

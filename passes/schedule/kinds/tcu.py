@@ -84,7 +84,7 @@ def plan_piece(bld, si: int, st, op: Op, p: PlanPiece, tplan: TilePlan, compute)
             for w_in, nb, key in ((w_t, wbytes, k0),) + (
                     ((w4[0], kc // w4[1] * cols * dtype_bytes(g.tensors[w4[0]].dtype),
                       k0 // w4[1]),) if w4 else ()):
-                if w_in != w_t and scales_resident(p.b_share, kk, K):
+                if w_in != w_t and scales_resident(p.b_share, tplan):
                     # all of the column part's scales in one load before the first chunk
                     deps.append(bld._weight(st, op, w_in, tpb, p.c0, p.c1, p.col, None,
                                              K // w4[1] * cols * dtype_bytes(
@@ -173,7 +173,8 @@ def emit_piece(em, si, seg, op, b, j, tpb, r0, r1, c0, c1, pieces, seg_ops, plan
                 if k0 % blk or kc % blk:
                     raise ScheduleError(f"op '{op.name}': K chunk [{k0}, {k0 + kc}) cuts a "
                                         f"dequantization block of {blk}")
-                if scales_resident(pp.b_share, tk, k):  # loaded once: this chunk's rows of them
+                if plan is not None and scales_resident(pp.b_share, plan):
+                    # loaded once: this chunk's rows of them
                     s_buf, s_tok = em.weight(op, s_t, tpb, c0, c1, "w", None, True, j)
                     s_acc = access((kc // blk, cols), [((1, 0), k0 // blk), ((0, 1), 0)])
                 else:
@@ -278,13 +279,14 @@ def _part_chunks(chunks: list[int], p: PlanPiece) -> list[int]:
     return chunks[a:b]
 
 
-def scales_resident(b_share, tk: int, k: int) -> bool:
+def scales_resident(b_share, plan: TilePlan) -> bool:
     """Are the int4 scales of a piece loaded once, whole K, while its weight streams in K
-    chunks? Yes unless its weight chunks are broadcast to several TPBs of a lockstep group
-    (``b_share``: the rows of its column part) or K is whole anyway: one DMA per TPB instead of
-    one per chunk (each DDR transfer costs ``dma_setup_cycles + ddr_latency`` of its in-order
-    engine; the scales are 1/32 of the int4 bytes)."""
-    return len(b_share) <= 1 and tk < k
+    chunks? Yes when K is chunked, the piece's tile spans its whole column part (one resident
+    scale buffer per TPB: ``partition.tile_piece`` budgets exactly that) and its weight chunks go
+    to its TPB alone (``b_share``: the rows of its column part in a lockstep group): one DMA per
+    TPB instead of one per chunk (each DDR transfer costs ``dma_setup_cycles + ddr_latency`` of
+    its in-order engine; the scales are 1/32 of the int4 bytes)."""
+    return len(b_share) <= 1 and plan.tk < plan.k and plan.tc >= plan.cols
 
 
 def _weight_in(em, pp, op, w_t, tpb, c0, c1, k, resident, j):
