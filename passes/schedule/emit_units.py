@@ -14,7 +14,7 @@ from m100.dialects.tpb import CopyOp, DmaOp
 from .emit_core import EmitterCore, Lin, Piece, _int, access, ident, row_index
 from .graph import ScheduleError, conv_out_hw
 from .kinds import FAMILIES
-from .plan import Unit, op_family
+from .plan import STORE_LATER, Unit, op_family
 from .segment import SegmentCfg, StageCfg
 
 
@@ -29,35 +29,58 @@ class UnitEmitter(EmitterCore):
         stage_of = {st.op: st for st in seg.stages}
         plist = self.plan.pieces[si]
         i = 0
+        carry: list = []
         while i < len(plist):  # a lockstep group: consecutive pieces with one group id
             e = i + 1
             while e < len(plist) and plist[i].group >= 0 and plist[e].group == plist[i].group:
                 e += 1
             self.gcache = {}
-            self._run_group(plist[i:e], si, seg, stage_of, pieces, seg_ops)
+            carry = self._run_group(plist[i:e], si, seg, stage_of, pieces, seg_ops, carry)
             i = e
+        self._resume(carry, stage_of)
 
-    def _run_group(self, group, si, seg, stage_of, pieces, seg_ops) -> None:
+    def _run_group(self, group, si, seg, stage_of, pieces, seg_ops, carry=None) -> list:
         """Emit the pieces of a lockstep group K chunk by K chunk, round robin, exactly as the
-        timeline built them (each piece with its own plan-task queue and token context)."""
+        timeline built them (each piece with its own plan-task queue and token context); the
+        stores of ``carry`` (the group before, paused at ``STORE_LATER``) after this group's
+        first step, as the timeline does. Returns this group's paused pieces."""
         live = []
         for pp in group:
             live.append([pp, self._piece_steps(pp, si, seg, stage_of[pp.op], pieces, seg_ops),
                          None])
+        parked: list = []
         while live:
             nxt = []
             for item in live:
-                pp, gen, ctx = item
-                self.cur_stage, self.cur_pp = stage_of[pp.op], pp
-                if ctx is not None:
-                    self.cur, self.out_wait, self._queue, self._piece_desc = ctx
-                try:
-                    next(gen)
-                    item[2] = (self.cur, self.out_wait, self._queue, self._piece_desc)
+                if self._step(item, stage_of) is STORE_LATER:
+                    parked.append(item)
+                elif item[1] is not None:
                     nxt.append(item)
-                except StopIteration:
-                    pass
+            if carry:
+                self._resume(carry, stage_of)
+                carry = None
             live = nxt
+        if carry:
+            self._resume(carry, stage_of)
+        return parked
+
+    def _step(self, item: list, stage_of):
+        """Advance one piece's generator to its next pause (``item[1]`` = None once done)."""
+        pp, gen, ctx = item
+        self.cur_stage, self.cur_pp = stage_of[pp.op], pp
+        if ctx is not None:
+            self.cur, self.out_wait, self._queue, self._piece_desc = ctx
+        try:
+            r = next(gen)
+            item[2] = (self.cur, self.out_wait, self._queue, self._piece_desc)
+        except StopIteration:
+            item[1] = r = None
+        return r
+
+    def _resume(self, items: list, stage_of) -> None:
+        for item in items:
+            while item[1] is not None:
+                self._step(item, stage_of)
 
     def _piece_steps(self, pp, si, seg, st, pieces, seg_ops):
         op = self.by_op[pp.op]
@@ -70,6 +93,9 @@ class UnitEmitter(EmitterCore):
                                         self.plan.plans.get(op.name))
         pieces.setdefault(op.name, []).append(p)
         if pp.store:
+            plan = self.plan.plans.get(op.name)
+            if plan is not None and plan.act_resident:
+                yield STORE_LATER
             self.store(op, p)
         self._end()
 

@@ -52,6 +52,9 @@ class TilePlan:
     cycles: float  # all instructions of the piece, back to back on the unit
     buffers: tuple[Buffer, ...] = field(default=())
     weight_resident: bool = True
+    # the piece's activation rows stay in the HBSM whole (all of K, one slot) while the second
+    # operand streams past them in column tiles (``StageCfg.act_resident``)
+    act_resident: bool = False
 
     @property
     def footprint(self) -> int:
@@ -92,7 +95,8 @@ def _in_rows(g: OpGraph, op: Op, tr: int) -> int:
 
 
 def tile_piece(cm: CostModel, g: OpGraph, op: Op, rows: int, cols: int,
-               budget: int | None = None, chunked: bool = False, kparts: int = 1) -> TilePlan:
+               budget: int | None = None, chunked: bool = False, kparts: int = 1,
+               act_resident: int = 0) -> TilePlan:
     """The cheapest tiling of ``rows x cols`` of ``op`` whose working set fits ``budget`` bytes.
 
     ``chunked``: a TCU contraction whose K can be split is cut into K chunks even where the whole
@@ -101,8 +105,16 @@ def tile_piece(cm: CostModel, g: OpGraph, op: Op, rows: int, cols: int,
     ``kparts`` > 1: the reduction is split over that many TPBs (``StageCfg.ks``): the chunks are
     dealt to the parts in contiguous runs (:func:`k_part_range`), so there are at least
     ``kparts`` of them; the cycles are one part's; the TPB of part 0 also holds the partial sums
-    it receives (``partial``, two slots per other part) and the reduced output (``red_out``)."""
+    it receives (``partial``, two slots per other part) and the reduced output (``red_out``).
+    ``act_resident`` > 0 (a matmul whose K is not split over TPBs): one row tile of all ``rows``
+    and all of K, loaded once into one slot and kept while the second operand streams past it in
+    column tiles of ``act_resident`` columns (each column of B read once per piece instead of
+    once per row tile; ``StageCfg.act_resident``), in the fewest K chunks that fit."""
     mc = cm.machine
+    if act_resident and (op.unit != "tcu.matmul" or kparts > 1 or op.attrs.get("w4")
+                         or "requant" in op.epilogue or "store" in op.epilogue):
+        raise ScheduleError(f"internal: op '{op.name}' ({op.unit}) has no resident-activation "
+                            "tiling")
     budget = mc.hbsm_bytes if budget is None else budget
     geo = geometry(g, op)
     out = g.out(op)
@@ -174,7 +186,12 @@ def tile_piece(cm: CostModel, g: OpGraph, op: Op, rows: int, cols: int,
                                         f"for {kparts} parts")
                 k_cands = [geo.k]
         tc_cands = _candidates(cols, mc.tcu_tile_n) if groups == 1 else [cols]
-        for tr in _candidates(rows, row_align):
+        tr_cands = _candidates(rows, row_align)
+        if act_resident:  # one row tile of whole K; B in column tiles (< cols), K chunks
+            tr_cands = [rows]
+            k_cands = _candidates(geo.k, mc.tcu_tile_k)
+            tc_cands = [act_resident] if act_resident < cols else []
+        for tr in tr_cands:
             in_rows = _in_rows(g, op, tr) if conv else tr
             m = tr * geo.row_elems
             for tc in tc_cands:
@@ -184,11 +201,12 @@ def tile_piece(cm: CostModel, g: OpGraph, op: Op, rows: int, cols: int,
                     if conv:
                         aslot = cm.align(in_rows * op.attrs["w"] * (tk // kwin) * groups * ab)
                     else:
-                        aslot = cm.align(tr * geo.row_elems * tk * ab)
+                        aslot = cm.align(tr * geo.row_elems * (geo.k if act_resident else tk) * ab)
                     oslot = cm.align(m * tc * (4 if tk < geo.k else ob))
                     if tk < geo.k and "store" in op.epilogue:  # + the rounded result
                         oslot += cm.align(m * tc * ob)
-                    bufs = (Buffer("act", aslot, 2, unit), Buffer("weight", wslot, 2 if streamed else 1, unit),
+                    bufs = (Buffer("act", aslot, 1 if act_resident else 2, unit),
+                            Buffer("weight", wslot, 2 if streamed else 1, unit),
                             Buffer("out", oslot, 2, unit))
                     if len(ws) > 1:  # a bias vector (per column tile)
                         bufs += (Buffer("bias", cm.align(tc * 4), 2 if streamed else 1, unit),)
@@ -220,7 +238,7 @@ def tile_piece(cm: CostModel, g: OpGraph, op: Op, rows: int, cols: int,
                     per = cm.piece_cycles(g, op, tr, tc, tk)
                     cyc = n_instr * per
                     plan = TilePlan(op.name, op.unit, rows, cols, tr, tc, tk, geo.k, cyc, bufs,
-                                    not streamed)
+                                    not streamed, act_resident > 0)
                     if best is None or (cyc, -fp) < (best.cycles, -best.footprint):
                         best = plan
     else:

@@ -30,7 +30,7 @@ from .cost import CostModel, ceil_div
 from .graph import Op, OpGraph, ScheduleError, geometry
 from .partition import col_splits
 from .plan import Plan
-from .segment import SegmentCfg, StageCfg, ksplit_ok, streamable
+from .segment import SegmentCfg, StageCfg, act_resident_ok, ksplit_ok, streamable
 from .timeline import BoundExceeded, Scheduler
 
 INF = float("inf")
@@ -150,6 +150,29 @@ class Search:
                     out.append(cfg)
         return out
 
+    def _act_resident_cfgs(self, op: Op, kmax: int) -> list[SegmentCfg]:
+        """One-round configurations of a matmul that keep each band's rows whole in the HBSM
+        while B streams past in column tiles (``StageCfg.act_resident``, the tile width: 1, 2
+        or 4 TCU column tiles): A is read once and B once per TPB row, where the usual row x
+        column tiles read A once per column tile and B once per row tile (int8 4096^3: 134 ->
+        101 MB of DMA). Bands are whole TCU row tiles."""
+        if not act_resident_ok(self.g, op):
+            return []
+        geo = geometry(self.g, op)
+        mc = self.cm.machine
+        units = ceil_div(geo.rows, ceil_div(mc.tcu_tile_m, geo.row_elems))
+        out = []
+        for gc in col_splits(self.cm, self.g, op, kmax):
+            gr = kmax // gc
+            if gr > units:
+                continue  # every band at least one row tile
+            for tc in (mc.tcu_tile_n, 2 * mc.tcu_tile_n, 4 * mc.tcu_tile_n):
+                if 2 * tc > geo.cols // gc:
+                    break  # at least two column tiles to stream
+                out.append(SegmentCfg((StageCfg(op.name, self.tpbs[:gr * gc], gc, gr,
+                                                act_resident=tc),), "data-parallel"))
+        return out
+
     @staticmethod
     def _k_candidates(kmax: int) -> list[int]:
         """TPB counts tried for one op: all, halvings, and powers of two (regular splits)."""
@@ -238,6 +261,12 @@ class Search:
             c = self.cost(cand, best_c)
             if c < best_c:
                 best, best_c = cand, c
+        if tcu:  # after the local search (which never moves from one of these): the band rows
+            # kept whole, B streamed past them
+            for cand in self._act_resident_cfgs(op, kmax):
+                c = self.cost(cand, best_c)
+                if c < best_c:
+                    best, best_c = cand, c
         if best_c == float("inf"):
             raise self.errors.get(op.name) or ScheduleError(f"op '{op.name}' could not be placed")
         return best, best_c

@@ -39,6 +39,12 @@ class Unit(str, enum.Enum):
         return Unit(head) if head in ("tcu", "cvu", "dtdu", "csu") else Unit.CVU
 
 
+# what a piece's step generator (timeline and emitter alike) yields right before its store when
+# the store waits for the next lockstep group's first step (a resident-activation matmul: the
+# next column tile's transfers go ahead of this tile's stores on the DMA engines)
+STORE_LATER = "store-later"
+
+
 def op_family(unit: str) -> str:
     """The instruction family of a compute op: matmul | conv | pool | reduce | cvu."""
     return {"tcu.matmul": "matmul", "tcu.conv2d": "conv", "cvu.pool": "pool",

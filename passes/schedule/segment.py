@@ -15,7 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from .cost import CostModel
-from .graph import Op, OpGraph, row_window
+from .graph import Op, OpGraph, geometry, row_window
 from .partition import TilePlan
 from .plan import PlanPiece, image_parts, image_rows
 
@@ -32,6 +32,11 @@ class StageCfg:
     # sum of its K chunks, part 0 receives the others' by DTDU and adds them (+ bias, activation)
     # on its CVU. TPB of (row r, column part j, K part q): ``tpbs[q * gr * gc + r * gc + j]``
     ks: int = 1
+    # > 0: a one-round matmul (``bands == gr``) whose band rows stay in the HBSM whole (all of K)
+    # while the second operand streams past in column tiles of this many columns: A is read
+    # once, B once per TPB row (instead of A once per column tile and B once per row tile);
+    # bands are cut at TCU row-tile boundaries, the larger ones first (:func:`tile_band_rows`)
+    act_resident: int = 0
 
     @property
     def gr(self) -> int:
@@ -82,6 +87,24 @@ def memory_of(cm: CostModel, g: OpGraph, tensor: str) -> str:
 def band_rows(rows: int, bands: int, b: int) -> tuple[int, int]:
     """Rows ``[lo, hi)`` of band ``b`` of ``bands`` (near-equal split)."""
     return (rows * b) // bands, (rows * (b + 1)) // bands
+
+
+def tile_band_rows(rows: int, bands: int, b: int, align: int) -> tuple[int, int]:
+    """Rows ``[lo, hi)`` of band ``b`` of ``bands`` cut at multiples of ``align`` (the TCU row
+    tile): the ``units = ceil(rows / align)`` row tiles dealt as evenly as possible, the larger
+    bands first (they start first), the last band ending at ``rows``."""
+    units = -(-rows // align)
+    base, extra = divmod(units, bands)
+    lo = (b * base + min(b, extra)) * align
+    hi = lo + (base + (1 if b < extra else 0)) * align
+    return min(rows, lo), min(rows, hi)
+
+
+def stage_band_rows(st: StageCfg, rows: int, b: int, align: int) -> tuple[int, int]:
+    """Rows of band ``b`` of a stage (:func:`tile_band_rows` for a resident-activation stage)."""
+    if st.act_resident:
+        return tile_band_rows(rows, st.bands, b, align)
+    return band_rows(rows, st.bands, b)
 
 
 def streamable(g: OpGraph, op: Op, tensor: str) -> bool:
@@ -144,7 +167,8 @@ def lockstep(tplan: TilePlan, op: Op) -> bool:
                                                          or not tplan.weight_resident)
 
 
-def lockstep_groups(g: OpGraph, op: Op, st: StageCfg, tplan: TilePlan, geo) -> list[list[PlanPiece]]:
+def lockstep_groups(g: OpGraph, op: Op, st: StageCfg, tplan: TilePlan, geo,
+                    align: int = 1) -> list[list[PlanPiece]]:
     """The pieces of a one-stage contraction in lockstep groups: per round (the bands computed at
     the same time, one per TPB row), per row tile index inside the band and per column tile index
     inside the column part, the pieces of every such band and column part (one per TPB). Each
@@ -165,7 +189,7 @@ def lockstep_groups(g: OpGraph, op: Op, st: StageCfg, tplan: TilePlan, geo) -> l
     for rnd in sorted(rounds):
         rtiles = {}
         for b in rounds[rnd]:
-            lo, hi = band_rows(geo.rows, st.bands, b)
+            lo, hi = stage_band_rows(st, geo.rows, b, align)
             rtiles[b] = [(a, min(e0, a + tr)) for (a0, e0) in image_parts(lo, hi, per)
                          for a in range(a0, e0, tr)]
         for ti in range(max((len(v) for v in rtiles.values()), default=0)):
@@ -189,6 +213,19 @@ def lockstep_groups(g: OpGraph, op: Op, st: StageCfg, tplan: TilePlan, geo) -> l
                 if grp:
                     groups.append(grp)
     return groups
+
+
+def row_tile(cm: CostModel, g: OpGraph, op: Op) -> int:
+    """Output rows of one TCU row tile (``tcu_tile_m`` output elements)."""
+    return max(1, -(-cm.machine.tcu_tile_m // geometry(g, op).row_elems))
+
+
+def act_resident_ok(g: OpGraph, op: Op) -> bool:
+    """Can ``op`` keep its activation band whole in the HBSM (``StageCfg.act_resident``)? A plain
+    matmul (no batch, no K split, whole-K epilogue: no requantization or rounding store, no int4
+    weight) -- its band rows then stay while B streams in column tiles."""
+    return op.unit == "tcu.matmul" and not op.attrs.get("batch") and not op.attrs.get("w4") \
+        and "requant" not in op.epilogue and "store" not in op.epilogue
 
 
 def ksplit_ok(g: OpGraph, op: Op) -> bool:

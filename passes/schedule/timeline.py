@@ -26,10 +26,11 @@ import bisect
 from .cost import CostModel, ceil_div
 from .graph import Op, OpGraph, ScheduleError, dtype_bytes, geometry
 from .partition import TilePlan, tile_piece
-from .plan import BufferUse, Plan, PlanPiece, PlanTask, Unit, image_parts, image_rows, op_family
-from .segment import (SegmentCfg, StageCfg, band_rows, input_window, ksplit_bias, ksplit_ok,
-                      ksplit_stages, lockstep, lockstep_groups, memory_of, reads_whole,
-                      reduce_pieces)
+from .plan import (STORE_LATER, BufferUse, Plan, PlanPiece, PlanTask, Unit, image_parts,
+                   image_rows, op_family)
+from .segment import (SegmentCfg, StageCfg, act_resident_ok, band_rows, input_window,
+                      ksplit_bias, ksplit_ok, ksplit_stages, lockstep, lockstep_groups, memory_of,
+                      reads_whole, reduce_pieces, row_tile, tile_band_rows)
 
 
 class Scheduler:
@@ -59,11 +60,12 @@ class Scheduler:
 
     # ------------------------------------------------------------------ tiles
     def tile(self, op: Op, rows: int, cols: int, budget: int, chunked: bool = False,
-             kparts: int = 1) -> TilePlan:
-        key = (op.name, rows, cols, budget, chunked, kparts)
+             kparts: int = 1, act_resident: int = 0) -> TilePlan:
+        key = (op.name, rows, cols, budget, chunked, kparts, act_resident)
         p = self._tile_cache.get(key)
         if p is None:
-            p = tile_piece(self.cm, self.g, op, rows, cols, budget, chunked, kparts)
+            p = tile_piece(self.cm, self.g, op, rows, cols, budget, chunked, kparts,
+                           act_resident)
             self._tile_cache[key] = p
         return p
 
@@ -233,9 +235,17 @@ class _Builder:
             op = s.ops[st.op]
             geo = s.geo(op)
             rows_b = ceil_div(geo.rows, max(1, st.bands))
+            if st.act_resident:
+                if len(seg.stages) > 1 or st.ks > 1 or st.bands != st.gr or \
+                        not act_resident_ok(g, op):
+                    raise ScheduleError(f"internal: op '{op.name}' can not keep its activation "
+                                        "resident")
+                rows_b = max(e - a for a, e in (tile_band_rows(geo.rows, st.bands, b,
+                                                               row_tile(s.cm, g, op))
+                                                for b in range(st.bands)))
             cols_b = ceil_div(geo.cols, st.gc)
             self.tl.plans[st.op] = s.tile(op, rows_b, cols_b, s.stage_budget(seg, st),
-                                          st.chunked, st.ks)
+                                          st.chunked, st.ks, st.act_resident)
             if st.ks > 1 and (len(seg.stages) > 1 or not ksplit_ok(g, op)):
                 raise ScheduleError(f"internal: op '{op.name}' can not be split along K")
         lag = self._lags(seg)
@@ -281,13 +291,15 @@ class _Builder:
         column part (instead of one DMA per TPB)."""
         op = self.s.ops[st.op]
         tplan = self.tl.plans[st.op]
-        for grp in lockstep_groups(self.g, op, st, tplan, self.s.geo(op)):
+        carry: list = []  # pieces whose store waits for the next group's first step
+        for grp in lockstep_groups(self.g, op, st, tplan, self.s.geo(op),
+                                   row_tile(self.cm, self.g, op)):
             for p in grp:
                 p.segment = si
                 p.group = self.n_groups
             self.n_groups += 1
             self.gcache = {}
-            self._run(grp, st, op, tplan)
+            carry = self._run(grp, st, op, tplan, carry)
             pieces.extend(grp)
             if st.ks > 1:  # the partial sums of each output tile meet on its part-0 TPB
                 for red in reduce_pieces(grp, si):
@@ -298,6 +310,7 @@ class _Builder:
                     self.by_op.setdefault(op.name, []).append(red)
             else:
                 self.by_op.setdefault(op.name, []).extend(grp)
+        self._resume(carry)
 
     def _reduce(self, op: Op, red: PlanPiece, grp: list[PlanPiece]) -> None:
         """The K-split reduction of one output tile on its part-0 TPB: DTDU copies of the other
@@ -357,27 +370,50 @@ class _Builder:
             self._touch(root, o.id)
         self.cur = None
 
-    def _run(self, group: list[PlanPiece], st: StageCfg, op: Op, tplan: TilePlan) -> None:
+    def _run(self, group: list[PlanPiece], st: StageCfg, op: Op, tplan: TilePlan,
+             carry: list | None = None) -> list:
         """Build the tasks of ``group`` (pieces on distinct TPBs): K chunk by K chunk, round
-        robin, each piece with its own context (TPB/op, the output slot it waits for)."""
+        robin, each piece with its own context (TPB/op, the output slot it waits for). The
+        pieces of ``carry`` (the group before, paused at :data:`STORE_LATER`) create their
+        stores after this group's first step; returns this group's paused pieces."""
         live = []
         for p in group:
             live.append([p, self._piece(p.segment, st, op, p, tplan), None])
+        parked: list = []
         while live:
             nxt = []
             for item in live:
-                p, gen, ctx = item
-                self.piece = p
-                if ctx is not None:
-                    self.cur, self.out_wait = ctx
-                try:
-                    next(gen)
-                    item[2] = (self.cur, self.out_wait)
+                if self._step(item) is STORE_LATER:
+                    parked.append(item)
+                elif item[1] is not None:
                     nxt.append(item)
-                except StopIteration:
-                    pass
-                self.piece = None
+            if carry:
+                self._resume(carry)
+                carry = None
             live = nxt
+        if carry:
+            self._resume(carry)
+        return parked
+
+    def _step(self, item: list):
+        """Advance one piece's generator to its next pause (``item[1]`` = None once done)."""
+        p, gen, ctx = item
+        self.piece = p
+        if ctx is not None:
+            self.cur, self.out_wait = ctx
+        try:
+            r = next(gen)
+            item[2] = (self.cur, self.out_wait)
+        except StopIteration:
+            item[1] = r = None
+        self.piece = None
+        return r
+
+    def _resume(self, items: list) -> None:
+        """Finish pieces paused at :data:`STORE_LATER` (their stores), in order."""
+        for item in items:
+            while item[1] is not None:
+                self._step(item)
 
     # ------------------------------------------------------------------ one piece
     def _piece(self, si: int, st: StageCfg, op: Op, p: PlanPiece, tplan: TilePlan):
@@ -413,6 +449,9 @@ class _Builder:
         if op.outputs[0] in self.outside and p.kparts == 1:
             # outputs needed outside the segment go to memory (SRAM or DDR); a K part's partial
             # sum goes to its reduction (:meth:`_reduce`) instead
+            if tplan.act_resident:
+                self.cur = None
+                yield STORE_LATER
             p.store = True
             nb = float(p.out_dims[0] * p.out_dims[1] * p.out_dims[2] * ob)
             loc = memory_of(cm, g, op.outputs[0])

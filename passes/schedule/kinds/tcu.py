@@ -57,6 +57,11 @@ def plan_piece(bld, si: int, st, op: Op, p: PlanPiece, tplan: TilePlan, compute)
         resident = tplan.weight_resident
         streamed = bld._streamed(x_t)
         x_deps: list[int] = []
+        if tplan.act_resident:
+            yield from _plan_act_resident(bld, si, st, op, p, tplan, x_t, w_t, bias, rq_table,
+                                          xb, wt, compute)
+            p.out_dims = (rows, geo.row_elems, cols)
+            return
         if streamed or kk == K:
             row_tpbs = tuple(st.tpbs[st.row_of(p.band) * st.gc + jj] for jj in range(st.gc))
             x_deps = bld._act_in(si, op, x_t, x_rows, x_full_dims, None, tpb,
@@ -114,6 +119,46 @@ def plan_piece(bld, si: int, st, op: Op, p: PlanPiece, tplan: TilePlan, compute)
         raise ScheduleError(f"op '{op.name}' ({op.unit}): no lowering family")
 
 
+def _plan_act_resident(bld, si: int, st, op: Op, p: PlanPiece, tplan: TilePlan, x_t: str,
+                       w_t: str, bias, rq_table, xb: int, wt, compute):
+    """A piece of a resident-activation matmul (``TilePlan.act_resident``): per K chunk B's
+    column tile chunk (one DRB broadcast to the TPB rows of its column part) and one TCU
+    instruction (an ``accumulate`` chain). Before the first instruction, the band rows (whole
+    K, one broadcast to the band's column parts, loaded by the band's first piece and kept),
+    each step taken by every piece of the lockstep group before the next: the first group's
+    column tiles go ahead of the big band loads on the DMA engines, and all band loads ahead
+    of the first stores."""
+    if rq_table:
+        raise ScheduleError(f"internal: op '{op.name}': a requantized matmul has no "
+                            "resident-activation tiling")
+    g, cm = bld.g, bld.cm
+    tpb, rows, cols = p.tpb, p.r1 - p.r0, p.c1 - p.c0
+    k = op.attrs["k"]
+    kk = min(tplan.tk, k)
+    chunks = list(range(0, k, kk))
+    prev = -1
+    for ci, k0 in enumerate(chunks):
+        kc = min(kk, k - k0)
+        last = ci == len(chunks) - 1
+        deps = [bld._shared_chunk(op, w_t, ("w", p.c0, p.c1, k0), p.b_share, tpb,
+                                  kc * cols * dtype_bytes(wt.dtype), "w")]
+        if ci == 0:
+            yield
+            row_tpbs = tuple(st.tpbs[st.row_of(p.band) * st.gc + jj] for jj in range(st.gc))
+            deps += bld._act_in(si, op, x_t, (p.r0, p.r1), (rows, 1, k), None, tpb,
+                                float(rows * k * xb), row_tpbs)
+            yield
+        else:
+            deps.append(prev)
+        if last and bias:
+            deps.append(bld._weight(st, op, bias, tpb, p.c0, p.c1, p.col, None,
+                                    cols * dtype_bytes(g.tensors[bias].dtype), False,
+                                    role="bias"))
+        prev = compute(deps, cm.piece_cycles(g, op, rows, cols, kc), rows * cols * kc)
+        if not last:
+            yield
+
+
 def emit_piece(em, si, seg, op, b, j, tpb, r0, r1, c0, c1, pieces, seg_ops, plan):
     """The instructions of one piece of this family, each taking its plan task; returns the last
     unit instruction (not yet appended) and the piece's output buffer."""
@@ -123,7 +168,38 @@ def emit_piece(em, si, seg, op, b, j, tpb, r0, r1, c0, c1, pieces, seg_ops, plan
     out_t = g.tensors[op.outputs[0]]
     rows, cols = r1 - r0, c1 - c0
     unit = Unit.of_op(op.unit).value
-    if lw.kind == "matmul":
+    if lw.kind == "matmul" and plan is not None and plan.act_resident:
+        # the plan's order (:func:`_plan_act_resident`): B's first column tile chunk, the
+        # group's other pieces, the band rows (kept: one load per band), the group's other
+        # pieces, then per K chunk B's chunk and one instruction of the accumulate chain
+        a_t, w_t = op.inputs[0], op.inputs[1]
+        k = op.attrs["k"]
+        tk = min(plan.tk, k)
+        out = em.buffer("hbsm", tpb, (rows, 1, cols), out_t.dtype)
+        chunks = list(range(0, k, tk))
+        prev = None
+        for ci, k0 in enumerate(chunks):
+            kc = min(tk, k - k0)
+            last = ci == len(chunks) - 1
+            w_buf, wt = _weight_in(em, pp, op, w_t, tpb, c0, c1,
+                                   None if tk == k else (0, k0, kc), False, j)
+            deps = [wt]
+            if ci == 0:
+                yield
+                a_full, a_deps = em.act_in(si, seg, op, a_t, (r0, r1), (rows, 1, k),
+                                           [((1, 0, 0), r0), ((0, 0, 1), 0)], tpb, pieces,
+                                           seg_ops, b, shared=True)
+                deps += a_deps
+                yield
+            a_slot = (a_full, None) if tk == k else \
+                (a_full, access((rows, kc), [((1, 0), 0), ((0, 0), 0), ((0, 1), k0)]))
+            slots = {"a": a_slot, "b": (w_buf, None), "c": (out, None)}
+            params = {"m": _int(rows), "n": _int(cols), "k": _int(kc)}
+            ins, prev = _chain_step(em, op, lw, MatmulOp, tpb, unit, (c0, c1), False, j, last,
+                                    prev, slots, deps, params)
+            if not last:
+                yield
+    elif lw.kind == "matmul":
         a_t, w_t = op.inputs[0], op.inputs[1]
         k = op.attrs["k"]
         tk = plan.tk if plan is not None and plan.tk < k else k
