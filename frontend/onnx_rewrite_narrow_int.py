@@ -100,7 +100,8 @@ def narrow_values(graph, types) -> set[str] | None:
     Raises a one-line ``QuantRewriteError`` naming the node when one touching such a value is not
     handled here (e.g. an Add on int4 wraps at 4 bits: never computed in the int8 holder)."""
     t = _out_types(graph, types)
-    narrow = {n for n, ty in t.items() if ty in NARROW or ty in F8}
+    narrow = {n for n, ty in t.items() if ty in NARROW or ty in F8 or ty in F4}
+    fl8 = F8 | F4
     if not narrow:
         return None
     for node in graph.node:
@@ -111,14 +112,12 @@ def narrow_values(graph, types) -> set[str] | None:
         out_t = t.get(node.output[0]) if node.output else None
         why = None
         if node.op_type == "Cast":
-            if out_t in F8:
-                why = "a conversion to float8 (rounding, saturation) is not supported"
-            elif src in F8 and out_t not in _FLOATS:
-                why = "float8 converts to float32/float16 only"
+            if out_t in fl8 and src not in _FLOATS:
+                why = "only float32/float16 convert to float8/float4"
+            elif src in fl8 and out_t not in _FLOATS:
+                why = "float8/float4 convert to float32/float16 only"
             elif out_t in NARROW and src not in _FLOATS and src not in NARROW:
                 why = "an integer -> narrow integer conversion (wrap-around) is not supported"
-        elif node.op_type == "QuantizeLinear" and out_t in F8:
-            why = "quantization to float8 (rounding, saturation) is not supported"
         elif node.op_type not in ("DequantizeLinear", "QuantizeLinear", "Identity"):
             why = ("only Cast, QuantizeLinear, DequantizeLinear and Identity read or write such "
                    "values (held in bytes)")
@@ -135,7 +134,7 @@ def cast_from_f8(node, types, names, helper, numpy_helper):
     """``Cast(x: float8 -> f32/f16)`` -> the table lookup of :func:`decode_f8`."""
     to = next((a.i for a in node.attribute if a.name == "to"), 0)
     src = types.get(node.input[0])
-    if src not in F8 or to not in _FLOATS:
+    if src not in (F8 | F4) or to not in _FLOATS:
         return None
     return decode_f8(node.input[0], src, to, node.output[0], names, helper, numpy_helper,
                      node.name or node.output[0])
@@ -184,7 +183,7 @@ def retype(graph, nodes, narrow: set[str]) -> None:
         tt = vi.type.tensor_type
         if vi.name in narrow and tt.elem_type in NARROW:
             tt.elem_type = NARROW[tt.elem_type][0]
-        elif vi.name in narrow and tt.elem_type in F8:
+        elif vi.name in narrow and (tt.elem_type in F8 or tt.elem_type in F4):
             tt.elem_type = 2  # the bits, as uint8
     for node in nodes:
         if node.op_type == "Cast":
@@ -206,7 +205,7 @@ def f8_table(t: int):
     import ml_dtypes
     import numpy as np
 
-    return np.arange(256, dtype=np.uint8).view(getattr(ml_dtypes, F8[t])).astype(np.float32)
+    return np.arange(256, dtype=np.uint8).view(getattr(ml_dtypes, (F8 | F4)[t])).astype(np.float32)
 
 
 def decode_f8(x: str, t: int, to: int, out: str, names, helper, numpy_helper, base: str):
@@ -234,5 +233,95 @@ def unrewritten_narrow_quant(node, types, narrow: set[str], consts: set[str]) ->
     return bool(vals)
 
 
-__all__ = ["F8", "NARROW", "castlike_to_cast", "cast_from_f8", "cast_to_narrow", "decode_f8",
-           "f8_table", "narrow_values", "retype"]
+#: float4 e2m1 (no NaN / inf) is held like float8: its code in a byte (sign bit 0x8)
+F4 = {23: "float4_e2m1fn"}
+
+
+def _ml(t: int):
+    import ml_dtypes
+
+    return getattr(ml_dtypes, (F8 | F4)[t])
+
+
+def encode_float(x: str, src: int, t: int, saturate: bool, out: str, names, helper, numpy_helper,
+                 base: str):
+    """f32/f16 ``x`` -> the code of float8/float4 type ``t`` (round to nearest even, the ONNX
+    ``saturate`` rule) as a uint8 holder into ``out``. The positive finite values v_0 < ... < v_n
+    of the type have codes 0..n; the code of |x| is the number of midpoints (v_k + v_k+1) / 2 below
+    it, plus one at a midpoint whose upper neighbour has the even code (ties to even). Beyond the
+    midpoint above v_n the value overflows: saturate -> v_n (|x| clamped first), else the code
+    ml_dtypes gives (inf / NaN). The sign bit is added for x < 0 or x = -0.0 (via 1 / x), except
+    where the type has no negative zero (fnuz). NaN -> the type's NaN code (a NaN's sign is not
+    visible to the CVU: every NaN takes +NaN's code). Exactness: midpoints of values with <= 4
+    significant bits are f32 numbers; comparisons are exact."""
+    import numpy as np
+
+    dt = _ml(t)
+    f4 = t in F4
+    ncodes = 8 if f4 else 128
+    sign_bit = 8 if f4 else 128
+    vals = np.arange(ncodes, dtype=np.uint8).view(dt).astype(np.float32)
+    finite = [k for k in range(ncodes) if np.isfinite(vals[k])]
+    n = finite[-1]
+    assert finite == list(range(n + 1)) and np.all(np.diff(vals[:n + 1]) > 0)
+    v = vals[:n + 1].astype(np.float64)
+    ulp_top = v[n] - v[n - 1]
+    mids = list((v[:-1] + v[1:]) / 2) + [v[n] + ulp_top / 2]  # the last: overflow threshold
+    mids = np.array(mids, np.float32)
+    assert np.all(mids.astype(np.float64) == np.array(list((v[:-1] + v[1:]) / 2) + [v[n] + ulp_top / 2]))
+    # a tie at mid k rounds up iff code k + 1 is even (k odd); the overflow mid rounds up iff n odd
+    odd = np.array([(k % 2 == 1) for k in range(n + 1)])
+
+    def code_of(val):
+        return int(np.array([val], np.float32).astype(dt).view(np.uint8)[0])
+
+    nan_code = code_of(np.nan)
+    pos_ovf, neg_ovf = code_of(1e30), code_of(-1e30)
+    nodes, inits = [], []
+
+    def const(a, dtype=np.float32):
+        nm = names("enc_c")
+        inits.append(numpy_helper.from_array(np.asarray(a, dtype), nm))
+        return nm
+
+    def op(ty, ins, o=None, **at):
+        o = o or names("enc")
+        nodes.append(helper.make_node(ty, ins, [o], name=f"{base}/m100_{o}", **at))
+        return o
+
+    xf = x if src == 1 else op("Cast", [x], to=1)
+    a = op("Abs", [xf])
+    if saturate:
+        a = op("Min", [a, const(v[n])])
+    au = op("Unsqueeze", [a, const([-1], np.int64)])
+    above = op("Greater", [au, const(mids)])
+    tie = op("And", [op("Equal", [au, const(mids)]), const(odd, np.bool_)])
+    cnt = op("ReduceSum", [op("Cast", [op("Or", [above, tie])], to=1), const([-1], np.int64)],
+             keepdims=0)
+    zero = const(0.0)
+    neg = op("Or", [op("Less", [xf, zero]), op("Less", [op("Div", [const(1.0), xf]), zero])])
+    signed = op("Add", [cnt, op("Where", [neg, const(float(sign_bit)), zero])])
+    if "fnuz" in (F8 | F4)[t]:  # no negative zero
+        signed = op("Where", [op("Equal", [cnt, zero]), zero, signed])
+    ovf = op("Where", [neg, const(float(neg_ovf)), const(float(pos_ovf))])
+    code = op("Where", [op("Greater", [cnt, const(float(n))]), ovf, signed])
+    # NaN: every ordered comparison is false (x == x may be folded to true by canonicalization)
+    ordered = op("Or", [op("GreaterOrEqual", [xf, zero]), op("Less", [xf, zero])])
+    code = op("Where", [ordered, code, const(float(nan_code))])
+    op("QuantizeLinear", [code, const(1.0), const(0, np.uint8)], out)
+    return nodes, inits
+
+
+def cast_to_float8(node, types, names, helper, numpy_helper):
+    """``Cast(f32/f16 x -> float8/float4)`` (``saturate``, default 1) -> :func:`encode_float`."""
+    at = {a.name: helper.get_attribute_value(a) for a in node.attribute}
+    to, src = int(at.get("to", 0)), types.get(node.input[0])
+    if to not in (F8 | F4) or src not in _FLOATS or at.get("round_mode", b"up") not in (b"up", "up"):
+        return None
+    return encode_float(node.input[0], src, to, bool(at.get("saturate", 1)), node.output[0],
+                        names, helper, numpy_helper, node.name or node.output[0])
+
+
+__all__ = ["F4", "F8", "NARROW", "cast_to_float8", "encode_float", "castlike_to_cast", "cast_from_f8",
+           "cast_to_narrow", "decode_f8", "f8_table", "narrow_values", "retype",
+           "unrewritten_narrow_quant"]

@@ -164,6 +164,18 @@ def quantize(node, types, shapes, consts, names, helper, numpy_helper):
     if at.get("precision") or types.get(x) not in (_F32, _F16) or types.get(s) not in (_F32, _F16):
         return None
     t = types.get(zp) if zp else int(at.get("output_dtype", 0)) or 2
+    from m100.frontend.onnx_rewrite_narrow_int import F4, F8, encode_float
+
+    if t in F8 or t in F4:  # x / s, then the float8 rounding (the zero point is 0 by definition)
+        b = _B(names, helper, numpy_helper, node.name or node.output[0], types)
+        sr = _param(b, s, shapes, x, int(at.get("axis", 1)), int(at.get("block_size", 0)), True)
+        if sr is None or at.get("precision"):
+            return None
+        xv = x if types.get(x) == _F32 else b.cast(x, _F32)
+        q = b.op("Div", [xv, sr])
+        en, ei = encode_float(q, _F32, t, bool(at.get("saturate", 1)), node.output[0], names,
+                              helper, numpy_helper, b.base)
+        return b.nodes + en, b.inits + ei
     if t not in _INT_RANGE or t == 6:
         return None
     lo, hi = _INT_RANGE[t]

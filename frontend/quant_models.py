@@ -215,7 +215,7 @@ def runtime_op(kind: str):
     """One-node models whose quantization parameters / narrow types are run-time graph inputs
     (frontend/onnx_rewrite_qruntime.py, onnx_rewrite_narrow_int.py), for the lit tests:
     ``qlinear_matmul_u8`` (QLinearMatMul, every operand an input), ``dq_u8_axis`` (per-axis u8
-    DequantizeLinear), ``cast_f32_int4``, ``cast_f8_f32`` (float8 e4m3fn -> f32), ``cast_f32_f8``,
+    DequantizeLinear), ``cast_f32_int4``, ``cast_f8_f32`` (float8 e4m3fn -> f32), ``cast_f32_f8``, ``cast_i32_int4`` (refused),
     ``dynamic_quantize``, ``cast_f32_u8``."""
     onnx, TP, helper, _ = _onnx()
     U8, F32 = TP.UINT8, TP.FLOAT
@@ -232,9 +232,12 @@ def runtime_op(kind: str):
     elif kind == "cast_f32_int4":
         ins, outs = [vi("x", F32, [4, 4])], [vi("y", TP.INT4, [4, 4])]
         node = helper.make_node("Cast", ["x"], ["y"], to=TP.INT4)
-    elif kind == "cast_f32_f8":  # refused: no float8 rounding/saturation yet
+    elif kind == "cast_f32_f8":
         ins, outs = [vi("x", F32, [4, 4])], [vi("y", TP.FLOAT8E4M3FN, [4, 4])]
         node = helper.make_node("Cast", ["x"], ["y"], to=TP.FLOAT8E4M3FN)
+    elif kind == "cast_i32_int4":  # refused: int -> int4 wraps around
+        ins, outs = [vi("x", TP.INT32, [4, 4])], [vi("y", TP.INT4, [4, 4])]
+        node = helper.make_node("Cast", ["x"], ["y"], to=TP.INT4)
     elif kind == "cast_f8_f32":
         ins, outs = [vi("x", TP.FLOAT8E4M3FN, [16, 16])], [vi("y", F32, [16, 16])]
         node = helper.make_node("Cast", ["x"], ["y"], to=F32)

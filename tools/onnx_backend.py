@@ -140,8 +140,8 @@ def _as_onnx_dtype(x: np.ndarray, dt: np.dtype | None) -> np.ndarray:
     the narrowed i32; bool <- i8 0/1)."""
     if dt is None or x.dtype == dt:
         return x
-    if dt.name.startswith("float8") and x.dtype.kind in "iu" and x.dtype.itemsize == 1:
-        return x.view(dt)  # float8 held as its bits
+    if dt.name.startswith(("float8", "float4")) and x.dtype.kind in "iu" and x.dtype.itemsize == 1:
+        return x.view(dt)  # float8 / float4 held as its bits
     if dt.name in _NARROW and x.dtype.kind in "iu":  # int4/uint4/int2/uint2 held in a byte
         import ml_dtypes
 
@@ -178,7 +178,7 @@ def _as_program_input(x: np.ndarray) -> np.ndarray:
         return x.view(np.dtype(f"i{x.dtype.itemsize}"))
     if x.dtype.name in _NARROW:  # int4/uint4/int2/uint2: held as int8 values (all below 16)
         return x.astype(np.int8)
-    if x.dtype.name.startswith("float8") and x.dtype.itemsize == 1:  # float8: its bits
+    if x.dtype.name.startswith(("float8", "float4")) and x.dtype.itemsize == 1:  # its bits
         return x.view(np.int8)
     return x
 
