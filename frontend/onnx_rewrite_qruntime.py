@@ -158,21 +158,41 @@ def quantize(node, types, shapes, consts, names, helper, numpy_helper):
     x, s = node.input[0], node.input[1]
     zp = node.input[2] if len(node.input) > 2 and node.input[2] else ""
     at = _attrs(node, helper)
-    narrow_t = types.get(zp) in _HOLDER or int(at.get("output_dtype", 0)) in _HOLDER
+    from m100.frontend.onnx_rewrite_narrow_int import F4, F8, decode_f8, encode_float
+
+    byte_held = set(_HOLDER) | set(F8) | set(F4)  # torch-mlir would quantize to the holder's range
+    narrow_t = types.get(zp) in byte_held or int(at.get("output_dtype", 0)) in byte_held
     if _is_const(s, consts) and _is_const(zp, consts) and not narrow_t:
         return None  # int4 etc. always here: torch-mlir would clip to the int8 holder's range
     if at.get("precision") or types.get(x) not in (_F32, _F16) or types.get(s) not in (_F32, _F16):
         return None
     t = types.get(zp) if zp else int(at.get("output_dtype", 0)) or 2
-    from m100.frontend.onnx_rewrite_narrow_int import F4, F8, encode_float
-
-    if t in F8 or t in F4:  # x / s, then the float8 rounding (the zero point is 0 by definition)
+    if t in F8 or t in F4:  # x / s [+ a float4 zero point], then the float8 / float4 rounding
         b = _B(names, helper, numpy_helper, node.name or node.output[0], types)
-        sr = _param(b, s, shapes, x, int(at.get("axis", 1)), int(at.get("block_size", 0)), True)
-        if sr is None or at.get("precision"):
+        both16 = types[x] == _F16 and types[s] == _F16  # numpy divides f16 by f16 in f16
+        sr = _param(b, s, shapes, x, int(at.get("axis", 1)), int(at.get("block_size", 0)),
+                    not both16)
+        if sr is None:
             return None
-        xv = x if types.get(x) == _F32 else b.cast(x, _F32)
+        xv = x if both16 or types[x] == _F32 else b.cast(x, _F32)
         q = b.op("Div", [xv, sr])
+        if t in F4 and zp:  # onnx.reference adds a float4 zero point before the rounding
+            if zp in consts:
+                return None  # a float4 initializer: torch-mlir cannot read it (one-line refusal)
+            zr = _param(b, zp, shapes, x, int(at.get("axis", 1)), int(at.get("block_size", 0)),
+                        False)
+            if zr is None:
+                return None
+            # decoded at x's shape (a table gather; a 0-d gather index does not lower)
+            zf = b.op("Expand", [zr, b.const(list(shapes[x]), np.int64)])
+            zd = names("f4_zp")
+            dn, di = decode_f8(zf, t, _F16 if both16 else _F32, zd, names, helper, numpy_helper,
+                               b.base)
+            b.nodes += dn
+            b.inits += di
+            q = b.op("Add", [q, zd])  # in f16 when both are f16 (numpy's f16 + float4)
+        if both16:  # the f16 quotient (rounded once: f32 division then f16 rounding is exact)
+            q = b.cast(q, _F32)
         en, ei = encode_float(q, _F32, t, bool(at.get("saturate", 1)), node.output[0], names,
                               helper, numpy_helper, b.base)
         return b.nodes + en, b.inits + ei
@@ -381,14 +401,14 @@ def dynamic_quantize(node, types, names, helper, numpy_helper):
 
 
 def dequantize_f8(node, types, shapes, consts, names, helper, numpy_helper):
-    """DequantizeLinear of a float8 ``x`` (held as its bits): the decoded value (a table lookup,
+    """DequantizeLinear of a float8 / float4 ``x`` (held as its bits): the decoded value (a table lookup,
     onnx_rewrite_narrow_int.decode_f8) times the scale; the zero point is 0 by definition (not
     read), the result cast to the scale's / ``output_dtype`` type."""
-    from m100.frontend.onnx_rewrite_narrow_int import F8, decode_f8
+    from m100.frontend.onnx_rewrite_narrow_int import F4, F8, decode_f8
 
     x, s = node.input[0], node.input[1]
     at = _attrs(node, helper)
-    if types.get(x) not in F8 or types.get(s) not in (_F32, _F16) or x in consts:
+    if (types.get(x) not in F8 and types.get(x) not in F4) or types.get(s) not in (_F32, _F16) or x in consts:
         return None
     out_t = int(at.get("output_dtype", 0)) or types[s]
     b = _B(names, helper, numpy_helper, node.name or node.output[0], types)
