@@ -335,13 +335,17 @@ def _has_int4_dequantize(model) -> bool:
                for n in g.node)
 
 
-def onnxruntime_run(model, inputs: Sequence[np.ndarray]) -> list[np.ndarray]:
-    """The oracle: onnxruntime (CPU, single thread) on the same model and inputs."""
+def onnxruntime_run(model, inputs: Sequence[np.ndarray],
+                    config: dict[str, str] | None = None) -> list[np.ndarray]:
+    """The oracle: onnxruntime (CPU, single thread) on the same model and inputs; ``config``:
+    extra session config entries (e.g. ``{"session.qdqisint8allowed": "1"}``)."""
     import onnxruntime as ort
 
     opts = ort.SessionOptions()
     opts.intra_op_num_threads = 1
     opts.log_severity_level = 3
+    for k, v in (config or {}).items():
+        opts.add_session_config_entry(k, v)
     if _has_int4_dequantize(model):
         # onnxruntime fuses DequantizeLinear(int4) -> MatMul into MatMulNBits, which quantizes the
         # activations to int8 (~1 % off the ONNX definition): the oracle keeps the definition

@@ -188,10 +188,17 @@ def test_raised_quant_casts_compute_like_the_torch_mlir_generics():
 @pytest.mark.slow
 def test_qdq_resnet18_all_int8_close_to_onnxruntime():
     """ResNet-18 (64x64, BatchNorm folded by quant_pre_process, QDQ per-channel S8S8): every conv
-    and the Gemm become i8 contractions with a requant epilogue. Measured on 10 inputs x 10
-    classes: 94 % of outputs equal onnxruntime's, 96 % within 1 LSB, max 2 LSB (1-LSB rounding
-    differences of intermediate layers -- onnxruntime's integer kernels vs the ONNX float QDQ
-    definition -- propagate through 20 layers; the float QDQ graph itself is not closer)."""
+    and the Gemm become i8 contractions with a requant epilogue, and the reference executor's
+    outputs are within 1 LSB of onnxruntime running *every* conv as an S8S8 integer kernel
+    (``session.qdqisint8allowed=1``: QLinearConv + QLinearAdd). Measured on 10 inputs x 10 classes
+    (seed 0): 94 % exact, 100 % within 1 LSB (acceptance: >= 99.9 %).
+
+    Not the oracle: onnxruntime with default options, which runs 11 of the 20 convs in f32 (on x86
+    its s8 -> u8 rewrite skips a QuantizeLinear with two output edges, i.e. every activation that
+    feeds a conv and the residual Add / downsample conv; the QDQ conv group then mixes s8 and u8 and
+    is not fused; docs/graph.md). Its f32 convs round near-ties differently, and a 1-LSB step early
+    on reaches the logits through 20 layers: vs default onnxruntime 86 % exact, 94 % within 1 LSB,
+    max 5 LSB on the same inputs (reported, not asserted)."""
     model = qm.qdq_resnet18(hw=64)
     module = load_onnx(model)
     M100Graph().apply(make_context(), module)
@@ -200,11 +207,20 @@ def test_qdq_resnet18_all_int8_close_to_onnxruntime():
     assert all("requant" in [s.data for s in c.attributes["m100.epilogue"].data] for c in cs)
     lsb = _out_scale(model)
     rng = np.random.default_rng(0)
-    d = np.concatenate([
-        np.abs(reference.run(module, [x])[0].astype(np.float64) - onnxruntime_run(model, [x])[0]) / lsb
-        for x in (rng.standard_normal((1, 3, 64, 64)).astype(np.float32) for _ in range(10))])
-    assert d.max() <= 2 + 1e-6
-    assert (d <= 1 + 1e-6).mean() >= 0.95
+    int8 = {"session.qdqisint8allowed": "1"}
+    steps, default_steps = [], []
+    for x in (rng.standard_normal((1, 3, 64, 64)).astype(np.float32) for _ in range(10)):
+        got = reference.run(module, [x])[0].astype(np.float64)
+        # outputs are dequantized int8 values: differences in LSB are integers (rint: f32 noise)
+        steps.append(np.rint(np.abs(got - onnxruntime_run(model, [x], int8)[0]) / lsb).ravel())
+        default_steps.append(np.rint(np.abs(got - onnxruntime_run(model, [x])[0]) / lsb).ravel())
+    s, d = np.concatenate(steps), np.concatenate(default_steps)
+    summary = (f"vs int8 onnxruntime: {np.mean(s == 0):.1%} exact, {np.mean(s <= 1):.1%} within "
+               f"1 LSB, max {s.max():.0f}; vs default: {np.mean(d == 0):.1%} exact, "
+               f"{np.mean(d <= 1):.1%} within 1 LSB, max {d.max():.0f}")
+    print(summary)
+    assert np.mean(s <= 1) >= 0.999, summary
+    assert np.mean(s == 0) >= 0.9, summary  # mostly bit-exact, not merely close
 
 
 def test_fold_refuses_an_accumulator_that_could_wrap():
