@@ -301,6 +301,7 @@ def rewrite_quantized(graph, names, ranks, types) -> tuple[list, list, int, set[
 
     from m100.frontend import onnx_rewrite_narrow_int as narrow_int
     from m100.frontend.onnx_rewrite import _static_shapes
+    from m100.frontend.onnx_rewrite_qint8 import matmul_integer_i8
     from m100.frontend.onnx_rewrite_qruntime import rewrite_runtime_quant
 
     inits = _LazyInits(graph, numpy_helper)  # decodes only the initializers a rewrite reads
@@ -313,8 +314,10 @@ def rewrite_quantized(graph, names, ranks, types) -> tuple[list, list, int, set[
     # int4/uint4/int2/uint2 values held in int8/uint8 (onnx_rewrite_narrow_int.py)
     narrow = narrow_int.narrow_values(graph, types)
     for node in graph.node:
-        # run-time scales / zero points / weights: exact plain ops (onnx_rewrite_qruntime.py)
-        repl = rewrite_runtime_quant(node, types, shapes, consts, names, helper, numpy_helper)
+        # constant 8-bit weights: the int8 TCU contraction (onnx_rewrite_qint8.py); else run-time
+        # scales / zero points / weights: exact plain ops (onnx_rewrite_qruntime.py)
+        repl = matmul_integer_i8(node, inits, types, shapes, names, helper, numpy_helper) or \
+            rewrite_runtime_quant(node, types, shapes, consts, names, helper, numpy_helper)
         if repl is None and narrow and node.op_type == "Cast":
             repl = narrow_int.cast_to_narrow(node, types, names, helper, numpy_helper) or \
                 narrow_int.cast_from_f8(node, types, names, helper, numpy_helper) or \

@@ -1,0 +1,98 @@
+"""``MatMulInteger`` with constant 8-bit weights -> the int8 TCU contraction (issue 11).
+
+torch-mlir lowers ``MatMulInteger(a, B, za, zb)`` with zero points as ``(extsi(a) - za) @
+(extsi(B) - zb)`` on i32 operands (an i64 accumulator), which no TCU path takes; without zero
+points, ``a`` int8, it is ``extsi(a) @ extsi(B)`` and m100-graph makes it the i8 x i8 -> i32
+contraction (the int8 TCU rate). Rewritten here, exactly, into that form:
+
+    y = MatMulInteger(a', B') + (o - za) * colsum(B')
+
+- ``B' = B - zb`` (constant; ``zb`` per tensor or per column), kept only when every entry fits int8;
+- ``a' = a`` for int8 ``a`` (``o = 0``), ``a' = a - 128`` as int8 for uint8 ``a`` (``o = 128``:
+  ``Cast(a, int32) - 128`` then ``Cast`` to int8, values in [-128, 127]);
+- the correction ``(o - za) * colsum(B')`` is a constant int32 vector (added as the contraction's
+  bias) when ``za`` is a constant scalar, else computed from the run-time scalar ``za`` (what
+  ``DynamicQuantizeLinear`` produces) with int32 ops.
+
+Identity: ``(a - za) @ B' = (a' + o - za) @ B' = a' @ B' + (o - za) * 1^T B'``, all in integers.
+Exactness: every partial sum of ``a' @ B'`` and the correction is bounded statically by
+``K * 128 * max|B'| + 255 * max|colsum(B')| < 2**31`` (else the node is left to the f32 emulation
+of onnx_rewrite_qruntime / torch-mlir). Not taken (left as before): non-constant ``B``, a ``B - zb``
+outside int8 (e.g. uint8 weights with zero point 0), a per-row ``za``, ``a`` of rank other than 2.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+_U8, _S8, _I32 = 2, 3, 6
+_I32_MAX = (1 << 31) - 1
+
+
+def matmul_integer_i8(node, inits, types, shapes, names, helper, numpy_helper):
+    """(nodes, initializers) replacing a ``MatMulInteger`` node, or None (not this form)."""
+    if node.op_type != "MatMulInteger" or node.domain not in ("", "ai.onnx"):
+        return None
+    a, b, za, zb = (list(node.input) + ["", "", ""])[:4]
+    ta, sa = types.get(a), shapes.get(a)
+    if ta not in (_U8, _S8) or sa is None or len(sa) != 2 or b not in inits:
+        return None
+    if (zb and zb not in inits) or types.get(b) not in (_U8, _S8):
+        return None
+    w = np.asarray(inits[b]).astype(np.int64)
+    if w.ndim != 2 or w.shape[0] != sa[1]:
+        return None
+    k, n = w.shape
+    zbv = np.asarray(inits[zb]).astype(np.int64) if zb else np.zeros((), np.int64)
+    if zbv.size not in (1, n) or zbv.ndim > 1:
+        return None
+    wc = w - zbv.reshape(-1)[None, :]
+    if wc.min() < -128 or wc.max() > 127:
+        return None
+    za_val = 0
+    if za:
+        if za in inits:
+            zav = np.asarray(inits[za])
+            if zav.size != 1:
+                return None  # per-row zero point of a
+            za_val = int(zav.reshape(()))
+        else:
+            zs = shapes.get(za)
+            if zs is None or int(np.prod(zs)) != 1 or types.get(za) != ta:
+                return None
+            za_val = None  # run time
+    off = 128 if ta == _U8 else 0
+    colsum = wc.sum(axis=0)
+    if k * 128 * int(np.abs(wc).max(initial=0)) + 255 * int(np.abs(colsum).max(initial=0)) > _I32_MAX:
+        return None
+    base = node.name or node.output[0]
+    nodes, new_inits = [], []
+
+    def const(v, dt) -> str:
+        nm = names("qi8_c")
+        new_inits.append(numpy_helper.from_array(np.asarray(v, dt), nm))
+        return nm
+
+    def op(ty, ins, out=None, **at) -> str:
+        out = out or names("qi8")
+        nodes.append(helper.make_node(ty, ins, [out], name=f"{base}/m100_{out}", **at))
+        return out
+
+    a8 = a
+    if ta == _U8:  # a - 128 in int8 (extui, subi, trunci on the CVU's integer lane)
+        a8 = op("Cast", [op("Sub", [op("Cast", [a], to=_I32), const(128, np.int32)])], to=_S8)
+    y = node.output[0]
+    if za_val is not None and not np.any((off - za_val) * colsum):
+        op("MatMulInteger", [a8, const(wc, np.int8)], y)
+        return nodes, new_inits
+    acc = op("MatMulInteger", [a8, const(wc, np.int8)])
+    if za_val is not None:
+        op("Add", [acc, const((off - za_val) * colsum, np.int32)], y)
+    else:
+        zi = op("Reshape", [op("Cast", [za], to=_I32), const([], np.int64)])
+        d = op("Sub", [const(off, np.int32), zi])
+        op("Add", [acc, op("Mul", [d, const(colsum, np.int32)])], y)
+    return nodes, new_inits
+
+
+__all__ = ["matmul_integer_i8"]
