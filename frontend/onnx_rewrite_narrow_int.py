@@ -50,6 +50,66 @@ def castlike_to_cast(graph, types, helper) -> set[str]:
     return likes
 
 
+_F64 = 11
+
+
+def f64_boundary(graph, types, helper) -> int:
+    """float64 at the graph's boundary only (the M100 has no f64): a float64 graph input whose
+    every consumer is a ``Cast`` to one type T (float32 or float16) is received as T -- the
+    interpreter converts the given float64 values with one correct rounding (numpy's astype),
+    which is exactly that Cast -- and the Casts become Identity; a float64 graph output made by a
+    ``Cast`` from float32/float16 is produced as float32 (a float16 value widened exactly) and
+    returned widened to float64 by the backend (exact). Anything else with float64 is left as it
+    is (the scheduler refuses it in one line). Returns the number of values changed."""
+    inits = {i.name for i in graph.initializer}
+    outs = {o.name for o in graph.output}
+    users: dict[str, list] = {}
+    for node in graph.node:
+        for i in node.input:
+            users.setdefault(i, []).append(node)
+
+    def cast_to(node):
+        return next((a.i for a in node.attribute if a.name == "to"), 0) \
+            if node.op_type == "Cast" and node.domain in ("", "ai.onnx") else None
+
+    def identity(node, ins=None):
+        return helper.make_node("Identity", ins or [node.input[0]], list(node.output),
+                                name=node.name)
+
+    retyped, swap = {}, {}
+    for vi in graph.input:
+        tt = vi.type.tensor_type
+        if tt.elem_type != _F64 or vi.name in inits or vi.name in outs:
+            continue
+        us = users.get(vi.name, [])
+        tos = {cast_to(u) for u in us}
+        if us and len(tos) == 1 and next(iter(tos)) in _FLOATS:
+            retyped[vi.name] = next(iter(tos))
+            swap.update({id(u): identity(u) for u in us})
+    for node in graph.node:
+        o = node.output[0] if node.output else ""
+        if cast_to(node) == _F64 and o in outs and len(users.get(o, [])) == 0:
+            src = retyped.get(node.input[0], types.get(node.input[0]))
+            if src == 1:
+                swap[id(node)] = identity(node)
+            elif src == 10:
+                swap[id(node)] = helper.make_node("Cast", [node.input[0]], [o], name=node.name,
+                                                  to=1)
+            else:
+                continue
+            retyped[o] = 1
+    if not retyped:
+        return 0
+    nodes = [swap.get(id(n), n) for n in graph.node]
+    graph.ClearField("node")
+    graph.node.extend(nodes)
+    for vi in list(graph.input) + list(graph.output) + list(graph.value_info):
+        if vi.name in retyped:
+            vi.type.tensor_type.elem_type = retyped[vi.name]
+    types.update(retyped)
+    return len(retyped)
+
+
 def cast_float_to_u8(node, types, names, helper, numpy_helper):
     """``Cast(float x -> uint8)``: torch-mlir lowers it as ``fptosi`` to i8, undefined (a CVU
     fault) from 128 on. -> ``QuantizeLinear(trunc(x), 1, 0 as uint8)``, whose lowering is the
@@ -323,5 +383,5 @@ def cast_to_float8(node, types, names, helper, numpy_helper):
 
 
 __all__ = ["F4", "F8", "NARROW", "cast_to_float8", "encode_float", "castlike_to_cast", "cast_from_f8",
-           "cast_to_narrow", "decode_f8", "f8_table", "narrow_values", "retype",
+           "cast_to_narrow", "decode_f8", "f64_boundary", "f8_table", "narrow_values", "retype",
            "unrewritten_narrow_quant"]

@@ -310,7 +310,7 @@ def rewrite_quantized(graph, names, ranks, types) -> tuple[list, list, int, set[
     shapes = _static_shapes(graph)
     out_nodes, new_inits = [], []
     likes = narrow_int.castlike_to_cast(graph, types, helper)
-    count = len(likes)
+    count = len(likes) + narrow_int.f64_boundary(graph, types, helper)
     # int4/uint4/int2/uint2 values held in int8/uint8 (onnx_rewrite_narrow_int.py)
     narrow = narrow_int.narrow_values(graph, types)
     for node in graph.node:

@@ -245,3 +245,26 @@ def test_float4_quantize_with_a_runtime_zero_point_and_dequantize():
         q, y = M100Backend.prepare(m).run([x, s, z, s2])
         np.testing.assert_array_equal(q.view(np.uint8) & 15, want_q.view(np.uint8) & 15)
         np.testing.assert_array_equal(y, want_y)
+
+
+def test_float64_input_cast_is_one_rounding_and_float64_output_is_exact():
+    """A float64 input read only by a Cast to float16 is received as float16: one correct
+    rounding (1 + 2**-11 + 2**-40 -> 1 + 2**-10; through float32 it would be the tie 1 + 2**-11
+    -> 1.0, twice rounded); a Cast float16 -> float64 output widens exactly."""
+    x = np.array([1 + 2.0 ** -11 + 2.0 ** -40, -(1 + 2.0 ** -11 + 2.0 ** -40), 65519.99, 65520.0,
+                  1e-8, np.nan, -np.inf, 3.0000001], np.float64)
+    assert np.float16(np.float32(x[0])) != np.float16(x[0])  # the inputs tell the two apart
+    m = _model([helper.make_node("Cast", ["x"], ["h"], to=TensorProto.FLOAT16),
+                helper.make_node("Cast", ["h"], ["y"], to=TensorProto.DOUBLE)],
+               [("x", TensorProto.DOUBLE, [8])], [("y", TensorProto.DOUBLE, [8])])
+    (y,) = _run(m, x)
+    assert y.dtype == np.float64
+    np.testing.assert_array_equal(y, x.astype(np.float16).astype(np.float64))
+
+
+def test_float64_arithmetic_stays_refused_in_one_line():
+    m = _model([helper.make_node("Add", ["x", "x"], ["y"])], [("x", TensorProto.DOUBLE, [4])],
+               [("y", TensorProto.DOUBLE, [4])])
+    with pytest.raises(M100Error) as ei:
+        _run(m, np.ones(4))
+    assert "f64" in str(ei.value) and "\n" not in str(ei.value)
