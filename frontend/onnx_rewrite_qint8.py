@@ -95,4 +95,59 @@ def matmul_integer_i8(node, inits, types, shapes, names, helper, numpy_helper):
     return nodes, new_inits
 
 
-__all__ = ["matmul_integer_i8"]
+def u8_qdq_to_s8(nodes, inits, new_inits, graph, numpy_helper) -> int:
+    """A uint8 ``QuantizeLinear(x, s, z)`` whose value is read only by ``DequantizeLinear``s (with
+    constant uint8 zero points ``z'``) -> int8 with zero points ``z - 128`` / ``z' - 128``: the
+    int8 value is the uint8 one minus 128 (``clip(r + z, 0, 255) - 128 = clip(r + z - 128, -128,
+    127)``) and every ``(q - z') * s'`` is unchanged. onnxruntime's ``quantize_static`` default
+    (U8S8) then folds into i8 x i8 -> i32 contractions like S8S8 (fold-quantized-contractions
+    takes int8 activations only) -- the inverse of onnxruntime's own QDQS8ToU8 rewrite. Graph
+    outputs and inputs keep their type. Edits ``nodes`` in place; returns the number retyped."""
+    outs = {o.name for o in graph.output}
+    users: dict[str, list] = {}
+    for nd in nodes:
+        for i in nd.input:
+            users.setdefault(i, []).append(nd)
+    fresh = {t.name: t for t in new_inits}
+
+    def const_u8(name):
+        if not name:
+            return None
+        if name in fresh:
+            v = numpy_helper.to_array(fresh[name])
+        elif name in inits:
+            v = np.asarray(inits[name])
+        else:
+            return None
+        return v if v.dtype == np.uint8 else None
+
+    def shifted(nd, v):
+        nm = f"{nd.output[0]}_m100_s8zp"
+        new_inits.append(numpy_helper.from_array((v.astype(np.int16) - 128).astype(np.int8), nm))
+        return nm
+
+    changed = set()
+    for q in nodes:
+        if q.op_type != "QuantizeLinear" or q.domain not in ("", "ai.onnx") or len(q.input) < 3:
+            continue
+        y = q.output[0]
+        zq = const_u8(q.input[2])
+        us = users.get(y, [])
+        if zq is None or y in outs or not us or any(
+                a.name == "output_dtype" or a.name == "precision" for a in q.attribute):
+            continue
+        if not all(u.op_type == "DequantizeLinear" and u.domain in ("", "ai.onnx")
+                   and list(u.input).index(y) == 0 and len(u.input) > 2
+                   and const_u8(u.input[2]) is not None for u in us):
+            continue
+        for u in us:
+            u.input[2] = shifted(u, const_u8(u.input[2]))
+        q.input[2] = shifted(q, zq)
+        changed.add(y)
+    for vi in graph.value_info:
+        if vi.name in changed:
+            vi.type.tensor_type.elem_type = _S8
+    return len(changed)
+
+
+__all__ = ["matmul_integer_i8", "u8_qdq_to_s8"]

@@ -301,7 +301,7 @@ def rewrite_quantized(graph, names, ranks, types) -> tuple[list, list, int, set[
 
     from m100.frontend import onnx_rewrite_narrow_int as narrow_int
     from m100.frontend.onnx_rewrite import _static_shapes
-    from m100.frontend.onnx_rewrite_qint8 import matmul_integer_i8
+    from m100.frontend.onnx_rewrite_qint8 import matmul_integer_i8, u8_qdq_to_s8
     from m100.frontend.onnx_rewrite_qruntime import rewrite_runtime_quant
 
     inits = _LazyInits(graph, numpy_helper)  # decodes only the initializers a rewrite reads
@@ -357,6 +357,7 @@ def rewrite_quantized(graph, names, ranks, types) -> tuple[list, list, int, set[
     if narrow:
         narrow_int.retype(graph, out_nodes, narrow)
         count += 1
+    count += u8_qdq_to_s8(out_nodes, inits, new_inits, graph, numpy_helper)
     used = {i for nd in out_nodes for i in nd.input} | {o.name for o in graph.output}
     before = {i for nd in graph.node for i in nd.input} | likes
     dead = {name for name in inits if name in before and name not in used}

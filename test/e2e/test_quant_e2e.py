@@ -21,6 +21,9 @@ MODELS = {
     "qdq-mlp": lambda: qm.qdq_mlp(),
     "qlinear-convnet": lambda: qm.qdq_convnet(fmt="qoperator"),  # QLinearConv
     "qlinear-mlp": lambda: qm.qdq_mlp(fmt="qoperator"),  # QLinearMatMul, QLinearAdd, QGemm
+    # uint8 activations (quantize_static's default U8S8): Q/DQ retyped to int8 at import
+    "qdq-convnet-u8s8": lambda: qm.qdq_convnet(activation="u8"),
+    "qlinear-mlp-u8s8": lambda: qm.qdq_mlp(fmt="qoperator", activation="u8"),
 }
 
 

@@ -118,3 +118,25 @@ def test_int8_rewrite_declines_when_int32_could_overflow():
     # bound: k * 128 * 127 + 255 * 127 * k = k * 48641 <= 2**31 - 1  <=>  k <= 44149
     assert attempt(44149) is not None
     assert attempt(44150) is None
+
+
+def test_u8_quantize_that_is_a_graph_output_keeps_uint8():
+    """u8_qdq_to_s8 retypes a uint8 Q/DQ pair only when the quantized value is read by
+    DequantizeLinears alone: here it is also a graph output (uint8 bits expected) -- kept; the
+    results equal onnxruntime's for the whole uint8 range (zero point 250: clipping at 255)."""
+    F32 = TensorProto.FLOAT
+    inits = [numpy_helper.from_array(np.array(0.5, np.float32), "s"),
+             numpy_helper.from_array(np.array(250, np.uint8), "z")]
+    g = helper.make_graph(
+        [helper.make_node("QuantizeLinear", ["x", "s", "z"], ["q"]),
+         helper.make_node("DequantizeLinear", ["q", "s", "z"], ["y"])], "q",
+        [helper.make_tensor_value_info("x", F32, [4, 16])],
+        [helper.make_tensor_value_info("q", U8, [4, 16]), helper.make_tensor_value_info("y", F32, [4, 16])],
+        inits)
+    mo = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
+    mo.ir_version = 8
+    x = np.linspace(-140, 20, 64).astype(np.float32).reshape(4, 16)
+    q, y = M100Backend.prepare(mo, machine="tiny").run([x])
+    want_q, want_y = onnxruntime_run(mo, [x])
+    assert q.dtype == np.uint8 and np.array_equal(q, want_q) and np.array_equal(y, want_y)
+    assert q.min() == 0 and q.max() == 255

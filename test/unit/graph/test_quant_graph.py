@@ -240,12 +240,13 @@ def test_fold_refuses_an_accumulator_that_could_wrap():
 
 @pytest.mark.slow
 @pytest.mark.parametrize("make, n_int8", [
-    # uint8 forms: torch-mlir lowers them differently (uitofp / fptoui, its own fused ops), not
-    # folded yet -- still bit-exact
-    (lambda: qm.qdq_convnet(activation="u8"), 0),                         # U8S8 per-channel
-    (lambda: qm.qdq_mlp(activation="u8"), 0),
+    # uint8 activations: their Q/DQ pairs become int8 with zero points - 128 at import
+    # (onnx_rewrite_qint8.u8_qdq_to_s8), then fold like S8S8; uint8 weights with zero points are
+    # not folded (a float contraction) -- all bit-exact
+    (lambda: qm.qdq_convnet(activation="u8"), 2),                         # U8S8 per-channel
+    (lambda: qm.qdq_mlp(activation="u8"), 3),
     (lambda: qm.qdq_mlp(activation="u8", weight="u8"), 0),                # U8U8
-    (lambda: qm.qdq_mlp(fmt="qoperator", activation="u8"), 0),            # QLinearMatMul/Add, QGemm
+    (lambda: qm.qdq_mlp(fmt="qoperator", activation="u8"), 3),            # QLinearMatMul/Add, QGemm
     (lambda: qm.qdq_mlp(fmt="qoperator"), 3),
 ], ids=["conv_u8s8", "mlp_u8s8", "mlp_u8u8", "qop_mlp_u8", "qop_mlp_s8"])
 def test_more_quantize_static_configurations_bit_exact(make, n_int8):
