@@ -160,6 +160,9 @@ class EmitterCore:
         self.seg_toks: dict[int, list[SSAValue]] = {}  # tokens of the current segment per TPB
         self.barrier: dict[int, SSAValue] = {}  # previous segment's completion per TPB
         self.barrier_used: set[int] = set()
+        # TPB -> (segment, its completion there) of every segment that used it, oldest first
+        self.bar_hist: dict[int, list[tuple[int, SSAValue]]] = {}
+        self.cur_si = -1  # the segment being emitted
 
     # ---------------------------------------------------------------- the plan's tasks
     def _begin(self, piece: PlanPiece) -> None:
@@ -213,6 +216,18 @@ class EmitterCore:
         of a segment on a TPB may run before that TPB finished the segment before."""
         return [self.barrier[tpb]] if tpb in self.barrier else []
 
+    def _wbar(self, tpb: int, tensor: str) -> list[SSAValue]:
+        """The barrier of a constant weight (or bias) transfer into ``tpb``: the end of the
+        earlier segment the plan's prefetch names (``Plan.prefetch``), else :meth:`_bar`."""
+        b = self.plan.prefetch.get((self.cur_si, tpb))
+        if b is None or self.g.tensors[tensor].kind != "weight":
+            return self._bar(tpb)
+        toks = [tok for s, tok in self.bar_hist.get(tpb, ()) if s == b]
+        if b >= 0 and not toks:
+            raise AssertionError(f"emitter: segment {self.cur_si} prefetches into TPB {tpb} after "
+                                 f"segment {b}, which did not use it")
+        return toks
+
     def _touch(self, tpb: int, tok: SSAValue) -> None:
         self.seg_toks.setdefault(tpb, []).append(tok)
 
@@ -223,6 +238,7 @@ class EmitterCore:
             j = JoinOp(toks)
             self.ops.append(j)
             self.barrier[t] = j.results[0]
+            self.bar_hist.setdefault(t, []).append((self.cur_si, j.results[0]))
         self.seg_toks = {}
         self.barrier_used = set()
 
@@ -315,6 +331,7 @@ class EmitterCore:
             self.memory(name)
         for si, seg in enumerate(self.pl.segments):
             self._new_segment()
+            self.cur_si = si
             if seg.kind == "dma" and self.by_op[seg.stages[0].op].unit.startswith("csu."):
                 self._begin(self.plan.pieces[si][0])
                 from .kinds import csu

@@ -135,8 +135,7 @@ class UnitEmitter(EmitterCore):
                                             Ref(RefKind.INPUT, i))))
         bias = ksplit_bias(op)
         if bias is not None:
-            bshape, lin = self.weight_box(bias, pp.c0, pp.c1, "bias", None)
-            bb, bt = self.load(bias, bshape, lin, root)
+            bb, bt = self.weight(op, bias, root, pp.c0, pp.c1, "bias", resident=True, j=pp.col)
             stages.append(Stage(CvuOp.ADD, (Ref(RefKind.STAGE, len(stages) - 1),
                                             Ref(RefKind.INPUT, len(bufs)))))
             bufs.append(bb)
@@ -169,8 +168,9 @@ class UnitEmitter(EmitterCore):
         k = (tensor, key, tpb)
         if k in self.gcache:
             return self.gcache[k]
+        wbar = key[0] == "w"  # a weight chunk may be prefetched (``Plan.prefetch``)
         if len(tpbs) <= 1:
-            r = self.gcache[k] = self.load(tensor, bshape, lin, tpb)
+            r = self.gcache[k] = self.load(tensor, bshape, lin, tpb, wbar=wbar)
             return r
         opname = self.cur[1]
         t = self._take("dma", -1, tuple(tpbs))
@@ -183,7 +183,8 @@ class UnitEmitter(EmitterCore):
             b.owner.attributes["m100.bcast"] = gid
             bufs[x] = b
         deps = self.token_of(tensor) + [d for x in tpbs
-                                        for d in self._bar(x) + self._slot_deps(x, opname)]
+                                        for d in (self._wbar(x, tensor) if wbar else self._bar(x))
+                                        + self._slot_deps(x, opname)]
         d = DmaOp(t.engine, {"src": (self.memory(tensor), access(bshape, lin)),
                              "dst": (bufs[tpbs[0]], None)}, deps,
                   params={"tpb_mask": _int(t.tpb_mask)})
@@ -223,11 +224,12 @@ class UnitEmitter(EmitterCore):
         self._touch(p.tpb, tok)
 
     def load(self, tensor: str, bshape: tuple[int, ...], lin: Lin, tpb: int,
-             slot: bool = True) -> tuple[SSAValue, SSAValue]:
-        """A fresh HBSM buffer of ``bshape`` on ``tpb`` filled from memory through ``lin``."""
+             slot: bool = True, wbar: bool = False) -> tuple[SSAValue, SSAValue]:
+        """A fresh HBSM buffer of ``bshape`` on ``tpb`` filled from memory through ``lin``
+        (``wbar``: a weight, which may be prefetched across segments)."""
         mem = self.memory(tensor)
         buf = self.buffer("hbsm", tpb, bshape, self.g.tensors[tensor].dtype)
-        deps = self.token_of(tensor) + self._bar(tpb)
+        deps = self.token_of(tensor) + (self._wbar(tpb, tensor) if wbar else self._bar(tpb))
         if slot and self.cur is not None:
             deps = deps + self._slot_deps(*self.cur)
         tok = self.dma(mem, access(bshape, lin), buf, None, deps, tpb)
@@ -250,7 +252,7 @@ class UnitEmitter(EmitterCore):
                 self._want_tpb = tpb
                 return self._broadcast_weight(op, tensor, tpbs, c0, c1, kind, k, j)
         bshape, lin = self.weight_box(tensor, c0, c1, kind, k)  # the last dim: output columns
-        r = self.load(tensor, bshape, lin, tpb, slot=not resident)
+        r = self.load(tensor, bshape, lin, tpb, slot=not resident, wbar=True)
         if resident:
             self.weights[key] = r
         return r
@@ -270,7 +272,7 @@ class UnitEmitter(EmitterCore):
             b.owner.attributes["m100.bcast"] = gid
             bufs[t] = b
         mem = self.memory(tensor)
-        deps = self.token_of(tensor) + [d for t in tpbs for d in self._bar(t)]
+        deps = self.token_of(tensor) + [d for t in tpbs for d in self._wbar(t, tensor)]
         mask = 0
         for t in tpbs:
             mask |= 1 << t

@@ -208,8 +208,8 @@ def tile_piece(cm: CostModel, g: OpGraph, op: Op, rows: int, cols: int,
                     bufs = (Buffer("act", aslot, 1 if act_resident else 2, unit),
                             Buffer("weight", wslot, 2 if streamed else 1, unit),
                             Buffer("out", oslot, 2, unit))
-                    if len(ws) > 1:  # a bias vector (per column tile)
-                        bufs += (Buffer("bias", cm.align(tc * 4), 2 if streamed else 1, unit),)
+                    if len(ws) > 1:  # a bias vector per column tile, resident
+                        bufs += (Buffer("bias", cm.align(tc * 4), ceil_div(cols, tc), unit),)
                     if "w4" in op.attrs:  # int4 weights: their f16 scales per block of K
                         sb = dtype_bytes(g.tensors[op.attrs["w4"][0]].dtype)
                         blk = op.attrs["w4"][1]

@@ -215,6 +215,12 @@ class Plan:
     plans: dict[str, TilePlan] = field(default_factory=dict)  # op -> tiling
     segments: list = field(default_factory=list)  # SegmentCfg per segment
     seg_spans: list[tuple[float, float]] = field(default_factory=list)
+    # weight prefetch across segments: (segment, TPB) -> the earlier segment whose end on that
+    # TPB the segment's constant weight transfers into it wait for (-1: none), instead of the
+    # end of the last segment that used the TPB: they load while the segments in between
+    # compute, into HBSM bytes those leave free (``timeline._Builder._prefetch``); absent = the
+    # last segment (no prefetch)
+    prefetch: dict[tuple[int, int], int] = field(default_factory=dict)
 
     @property
     def makespan(self) -> float:
@@ -240,6 +246,10 @@ class Plan:
                                      for st in seg.stages],
                              pieces=[p.to_dict() for p in self.pieces[si]]
                              if si < len(self.pieces) else []))
+        for si, seg in enumerate(segs):
+            pf = {str(x): b for (s, x), b in sorted(self.prefetch.items()) if s == si}
+            if pf:
+                seg["prefetch"] = pf
         return json.dumps(dict(makespan=round(self.makespan, 3), segments=segs,
                                tasks=[t.to_dict() for t in self.tasks]), indent=indent)
 

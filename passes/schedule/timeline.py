@@ -17,6 +17,11 @@ can start it first). A task starts when its resource is free and its dependencie
 slots: a double-buffered slot is refilled only after the instruction two back has finished, the
 last segment that used the TPB) are done. This list schedule is the scheduler's prediction:
 start/end cycles per task, per op, the makespan and the critical path.
+
+Weight prefetch across segments: a segment's constant weight transfers into a TPB wait for the end
+of an earlier segment there instead of the last one when the segments in between leave room in
+its HBSM for the weight buffers of its plan (:meth:`_Builder._prefetch`); the DMA engines then
+fill the idle gaps of TCU-bound segments with the next segments' weights.
 """
 
 from __future__ import annotations
@@ -31,6 +36,14 @@ from .plan import (STORE_LATER, BufferUse, Plan, PlanPiece, PlanTask, Unit, imag
 from .segment import (SegmentCfg, StageCfg, act_resident_ok, band_rows, input_window,
                       ksplit_bias, ksplit_ok, ksplit_stages, lockstep, lockstep_groups, memory_of,
                       reads_whole, reduce_pieces, row_tile, tile_band_rows)
+
+# weight prefetch: a segment's weights may load while up to PREFETCH_DEPTH - 1 earlier segments
+# still run on the TPB, if those segments' buffers (and the weights already prefetched during
+# them) plus these weights stay within PREFETCH_HBSM_SHARE of the HBSM (the rest is slack for
+# hbsm-allocate's packing of buffers with different lifetimes)
+PREFETCH_DEPTH = 16
+PREFETCH_HBSM_SHARE = 0.75
+WEIGHT_BUFFERS = ("weight", "bias", "scale", "requant")  # TilePlan buffer roles of constants
 
 
 class Scheduler:
@@ -115,6 +128,12 @@ class _Builder:
         self.written: dict[str, int] = {}  # tensor in memory -> its last-ending writer task
         self.seg_touch: dict[int, int] = {}  # TPB -> last-ending task touching it (this segment)
         self.barrier: dict[int, int] = {}  # TPB -> the previous segment's end there
+        # TPB -> (segment, its end task there) of every segment that used it, oldest first
+        self.bar_hist: dict[int, list[tuple[int, int]]] = {}
+        # (TPB, segment) -> HBSM bytes held during that segment: its plan's buffers + the weights
+        # of later segments prefetched while it runs
+        self.hbsm_use: dict[tuple[int, int], int] = {}
+        self.prefetch_depth = PREFETCH_DEPTH
         self.dma_busy: dict[int, list[list[float]]] = {}
         self.bound = float("inf")
         self.n_engines = self.cm.machine.ccb_dma_engines
@@ -174,6 +193,48 @@ class _Builder:
     def _bar(self, tpb: int) -> list[int]:
         return [self.barrier[tpb]] if tpb in self.barrier else []
 
+    def _wbar(self, tpb: int, tensor: str, role: str) -> list[int]:
+        """The barrier of a transfer into ``tpb``: a constant weight (or bias) of a segment that
+        prefetches there waits for the end of the earlier segment :meth:`_prefetch` chose, any
+        other transfer for the end of the last segment that used the TPB."""
+        if role in ("w", "bias") and self.piece is not None and \
+                self.g.tensors[tensor].kind == "weight":
+            b = self.tl.prefetch.get((self.piece.segment, tpb))
+            if b is not None:
+                return [tid for s, tid in self.bar_hist.get(tpb, ()) if s == b]
+        return self._bar(tpb)
+
+    def _prefetch(self, si: int, seg: SegmentCfg) -> None:
+        """Per TPB of the segment, how far back its weight transfers may start: over the last
+        segments that used the TPB, newest first, as long as each of them holds at most
+        ``PREFETCH_HBSM_SHARE`` of the HBSM with this segment's weight buffers (resident weights,
+        the two slots of a streamed one, biases) added -- those are then counted as held during
+        it. The chosen barrier goes into the plan (``Plan.prefetch``), which the emitter reads."""
+        cap = int(self.cm.machine.hbsm_bytes * PREFETCH_HBSM_SHARE)
+        foot: dict[int, int] = {}
+        wfoot: dict[int, int] = {}
+        for st in seg.stages:
+            plan = self.tl.plans[st.op]
+            w = sum(b.nbytes for b in plan.buffers if b.role in WEIGHT_BUFFERS)
+            for x in st.tpbs:
+                foot[x] = foot.get(x, 0) + plan.footprint
+                wfoot[x] = wfoot.get(x, 0) + w
+        for x, f in foot.items():
+            self.hbsm_use[(x, si)] = f
+            w = wfoot[x]
+            if self.isolated or not w:
+                continue
+            hist = self.bar_hist.get(x, [])
+            d = 1  # wait for the end of the d-th last segment on x
+            while d < self.prefetch_depth and d <= len(hist) and \
+                    self.hbsm_use.get((x, hist[-d][0]), 0) + w <= cap:
+                d += 1
+            if d == 1:
+                continue
+            for s, _ in hist[-(d - 1):]:
+                self.hbsm_use[(x, s)] = self.hbsm_use.get((x, s), 0) + w
+            self.tl.prefetch[(si, x)] = hist[-d][0] if d <= len(hist) else -1
+
     def _mem_deps(self, tensor: str) -> list[int]:
         return [self.written[tensor]] if tensor in self.written and not self.isolated else []
 
@@ -188,6 +249,8 @@ class _Builder:
         self.piece: PlanPiece | None = None
         # per TPB the end of the last segment that used it (its HBSM is reused)
         self.barrier.update(self.seg_touch)
+        for x, tid in self.seg_touch.items():
+            self.bar_hist.setdefault(x, []).append((self.tl.tasks[tid].segment, tid))
         self.seg_touch = {}
         start = len(self.tl.tasks)
         pieces: list[PlanPiece] = []
@@ -248,6 +311,7 @@ class _Builder:
                                           st.chunked, st.ks, st.act_resident)
             if st.ks > 1 and (len(seg.stages) > 1 or not ksplit_ok(g, op)):
                 raise ScheduleError(f"internal: op '{op.name}' can not be split along K")
+        self._prefetch(si, seg)
         lag = self._lags(seg)
         if len(seg.stages) == 1 and lockstep(self.tl.plans[seg.stages[0].op],
                                              s.ops[seg.stages[0].op]):
@@ -291,6 +355,7 @@ class _Builder:
         column part (instead of one DMA per TPB)."""
         op = self.s.ops[st.op]
         tplan = self.tl.plans[st.op]
+        self.stage = st
         carry: list = []  # pieces whose store waits for the next group's first step
         for grp in lockstep_groups(self.g, op, st, tplan, self.s.geo(op),
                                    row_tile(self.cm, self.g, op)):
@@ -340,7 +405,8 @@ class _Builder:
         bias = ksplit_bias(op)
         if bias is not None:
             bb = cols * dtype_bytes(g.tensors[bias].dtype)
-            deps.append(self._load(op, bias, root, bb, "bias").id)
+            deps.append(self._weight(self.stage, op, bias, root, red.c0, red.c1, red.col, None,
+                                     bb, True, role="bias"))
         ob = dtype_bytes(g.out(op).dtype)
         stages = ksplit_stages(op, len(parts))
         cyc = cm.cvu_cycles(nb, rows * E * cols * ob, 1, stages,
@@ -480,7 +546,8 @@ class _Builder:
               slot: bool = True) -> PlanTask:
         """A DMA from memory into a fresh HBSM buffer of ``tpb``."""
         src = "ddr" if self.g.tensors[tensor].kind == "weight" else memory_of(self.cm, self.g, tensor)
-        deps = self._mem_deps(tensor) + self._bar(tpb) + (self._slot_deps() if slot else [])
+        deps = self._mem_deps(tensor) + self._wbar(tpb, tensor, role) + \
+            (self._slot_deps() if slot else [])
         return self.add(kind="dma-in", unit="dma", tpb=-1, op=op.name, tensor=tensor,
                         nbytes=nbytes, cycles=self.cm.dma_cycles(nbytes, src), deps=deps,
                         segment=self.piece.segment, band=self.piece.band, col=self.piece.col,
@@ -509,7 +576,7 @@ class _Builder:
         deps = self._mem_deps(tensor)
         for x in tpbs:
             h = self.hist.get((x, op.name), [])
-            deps += self._bar(x) + ([h[-2]] if len(h) >= 2 else [])
+            deps += self._wbar(x, tensor, role) + ([h[-2]] if len(h) >= 2 else [])
         return self.add(kind="dma-in", unit="dma", tpb=-1, op=op.name, tensor=tensor,
                         nbytes=nbytes, cycles=self.cm.dma_cycles(nbytes, src, broadcast=True),
                         deps=deps, segment=self.piece.segment, band=self.piece.band, col=-1,
@@ -528,7 +595,8 @@ class _Builder:
             rows = sorted({st.row_of(b) for b in range(st.bands)})
             tpbs = tuple(st.tpbs[r * st.gc + j] for r in rows)
             if tpb in tpbs and len(tpbs) > 1:
-                deps = self._mem_deps(tensor) + [d for t in tpbs for d in self._bar(t)]
+                deps = self._mem_deps(tensor) + [d for t in tpbs
+                                                 for d in self._wbar(t, tensor, role)]
                 src = "ddr" if self.g.tensors[tensor].kind == "weight" else \
                     memory_of(self.cm, self.g, tensor)
                 t = self.add(kind="dma-in", unit="dma", tpb=-1, op=op.name, tensor=tensor,

@@ -103,8 +103,11 @@ def plan_piece(bld, si: int, st, op: Op, p: PlanPiece, tplan: TilePlan, compute)
             if ci > 0:
                 deps.append(prev)
             if last and bias and p.kparts == 1:  # a K part: the reduction adds the bias
+                # the bias is resident even where the weight streams: a few hundred bytes per
+                # column tile, loaded once per TPB (one broadcast per column part) instead of
+                # one DMA -- a whole DDR latency -- per piece
                 deps.append(bld._weight(st, op, bias, tpb, p.c0, p.c1, p.col, None,
-                                         cols * dtype_bytes(g.tensors[bias].dtype), resident,
+                                         cols * dtype_bytes(g.tensors[bias].dtype), True,
                                          role="bias"))
             if last and rq_table and p.kparts == 1:  # per-channel (multiplier, shift) pairs, staged like the bias
                 deps.append(bld._weight(st, op, rq_table, tpb, p.c0, p.c1, p.col, None,
@@ -392,7 +395,7 @@ def _chain_step(em, op, lw, cls, tpb, unit, cols, resident, j, last, prev, slots
                             "its f32 accumulator")
     if last and epilogue:
         if lw.bias:
-            bb, bt = em.weight(op, lw.bias, tpb, cols[0], cols[1], "bias", resident=resident, j=j)
+            bb, bt = em.weight(op, lw.bias, tpb, cols[0], cols[1], "bias", resident=True, j=j)
             slots["bias"] = (bb, None)
             deps.append(bt)
         if lw.requant is not None:

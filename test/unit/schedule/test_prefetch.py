@@ -1,0 +1,162 @@
+"""Weight prefetch across segments (issue 9): a segment's constant weights load while earlier
+segments still compute on the TPB, into HBSM bytes those segments leave free.
+
+Oracles: the same plan built without prefetch (``PREFETCH_DEPTH = 1``) moves exactly the same
+transfers (prefetch only moves them earlier); the allocated program is read back independently
+(buffer offsets, the instructions that use them and their predicted cycles); ``m100 check``
+compares the numbers with onnxruntime in both sync modes.
+"""
+
+from collections import Counter
+
+import pytest
+
+from m100.frontend import models
+from m100.frontend.mlir_load import default_context
+from m100.passes.backend.hbsm_allocate import HbsmAllocate
+from m100.passes.schedule import timeline as T
+from m100.passes.schedule.cost import CostModel
+from m100.passes.schedule.from_ir import from_module
+from m100.passes.schedule.m100_schedule import M100Schedule
+from m100.passes.schedule.placement import schedule
+from m100.targets.m100.machine import get_machine
+from m100.tools.onnx_backend import compile_onnx
+
+M100 = get_machine("m100")
+
+
+def _mlp():
+    # three contractions of growing weight: the second and third layer's weights can load while
+    # the layer before computes
+    return models.mlp(batch=256, d_in=512, hidden=512, d_out=256)
+
+
+def _plan(model, depth, tpbs=8):
+    mod = compile_onnx(model, default_context(), graph=True)
+    g = from_module(mod).graph
+    pl = schedule(g, M100, tpbs=tpbs, strategy="data-parallel")
+    old = T.PREFETCH_DEPTH
+    try:
+        T.PREFETCH_DEPTH = depth
+        tl = T.Scheduler(CostModel(M100), g).build(pl.segments)
+    finally:
+        T.PREFETCH_DEPTH = old
+    return g, pl.segments, tl
+
+
+def _transfers(tl):
+    return Counter((t.kind, t.tensor, t.role, round(t.nbytes), t.dst_tpbs, t.segment)
+                   for t in tl.tasks if t.unit == "dma")
+
+
+def test_prefetched_weights_load_before_the_segment_boundary_and_nothing_else_changes():
+    g, segs, tl = _plan(_mlp(), T.PREFETCH_DEPTH)
+    _, _, base = _plan(_mlp(), 1)
+    assert base.prefetch == {} and tl.prefetch
+    # the same transfers (each weight byte loaded as often as without prefetch), only earlier
+    assert _transfers(tl) == _transfers(base)
+    assert tl.makespan < base.makespan
+    # the end of each segment on each TPB, from the tasks (independent of the builder's state)
+    seg_end: dict[tuple[int, int], float] = {}
+    for t in tl.tasks:
+        for x in ((t.tpb,) if t.tpb >= 0 and t.kind != "copy" else ()) + \
+                (t.dst_tpbs if t.kind in ("copy",) else ()):
+            seg_end[(t.segment, x)] = max(seg_end.get((t.segment, x), 0.0), t.end)
+    early = 0
+    for t in tl.tasks:
+        if t.unit != "dma" or t.role not in ("w", "bias") or g.tensors[t.tensor].kind != "weight":
+            continue
+        for x in t.dst_tpbs:
+            prev = [s for (s, y) in seg_end if y == x and s < t.segment]
+            if not prev:
+                continue
+            b = tl.prefetch.get((t.segment, x))
+            if b is None:  # no prefetch into x: the transfer waits for the last segment there
+                assert t.start >= seg_end[(max(prev), x)] - 1e-6
+                continue
+            # it waits for the end of segment b there and nothing later of the segments before
+            assert b < max(prev)
+            if b >= 0:
+                assert t.start >= seg_end[(b, x)] - 1e-6
+            early += t.start < seg_end[(max(prev), x)]
+    assert early > 0  # some weights did arrive while the segment before still computed
+    for t in tl.tasks:  # the list schedule is consistent
+        assert all(tl.tasks[d].end <= t.start + 1e-6 for d in t.deps)
+
+
+def test_prefetch_respects_the_hbsm_share():
+    # per TPB and segment: the plan's buffers + the weight buffers of the later segments whose
+    # transfers may run during it (those whose barrier lies before it) stay within the share
+    g, segs, tl = _plan(_mlp(), T.PREFETCH_DEPTH)
+    cap = M100.hbsm_bytes * T.PREFETCH_HBSM_SHARE
+    used: dict[tuple[int, int], int] = {}
+    wts: dict[tuple[int, int], int] = {}
+    for si, seg in enumerate(segs):
+        if seg.kind == "dma":
+            continue
+        for st in seg.stages:
+            p = tl.plans[st.op]
+            for x in st.tpbs:
+                used[(x, si)] = used.get((x, si), 0) + p.footprint
+                wts[(x, si)] = wts.get((x, si), 0) + sum(
+                    b.nbytes for b in p.buffers if b.role in T.WEIGHT_BUFFERS)
+    held = dict(used)
+    for (si, x), b in tl.prefetch.items():
+        for (y, s) in used:
+            if y == x and b < s < si:
+                held[(x, s)] += wts[(x, si)]
+    assert all(v <= cap for v in held.values())
+
+
+def _allocated(model, tpbs=8):
+    ctx = default_context()
+    mod = compile_onnx(model, ctx, graph=True)
+    M100Schedule(machine="m100", tpbs=tpbs, strategy="data-parallel").apply(ctx, mod)
+    HbsmAllocate().apply(ctx, mod)
+    return mod
+
+
+def test_prefetched_weight_buffers_do_not_overlap_live_data():
+    """Read back from the allocated program: every HBSM buffer's bytes and its predicted life
+    (first use start .. last use end); a weight buffer filled before the previous segment ended
+    never shares bytes with a buffer live at the same predicted time on its TPB."""
+    from m100.dialects.hbsm import AllocOp, ViewOp
+    from m100.dialects.tpb import DmaOp, InstrOp
+    from m100.targets.m100.isa import Space
+    mod = _allocated(_mlp())
+    life: dict[int, list] = {}
+    allocs = {}
+    for o in mod.walk():
+        if isinstance(o, AllocOp) and o.results[0].type.space_enum is Space.HBSM:
+            allocs[id(o)] = o
+        if isinstance(o, InstrOp) and "pred_start" in o.attributes:
+            ps = o.attributes["pred_start"].value.data
+            pe = o.attributes["pred_end"].value.data
+            dst = o.slot_buffers().get("dst") if isinstance(o, DmaOp) else None
+            for v in o.operands:
+                a = v.owner
+                while isinstance(a, ViewOp):
+                    a = a.operands[0].owner
+                if id(a) in allocs:
+                    lf = life.setdefault(id(a), [ps, pe, False])
+                    lf[0], lf[1] = min(lf[0], ps), max(lf[1], pe)
+                    if v is dst:
+                        lf[2] = True  # filled by a DMA
+    bufs = []
+    for k, (s, e, filled) in life.items():
+        a = allocs[k]
+        t = a.results[0].type
+        off = a.offset.value.data
+        bufs.append((t.tpb_index, off, off + t.total_bytes, s, e, filled))
+    assert bufs
+    overlaps = [(p, q) for p in bufs for q in bufs if p is not q and p[0] == q[0]
+                and p[5] and p[1] < q[2] and q[1] < p[2] and p[3] < q[4] and q[3] < p[4]]
+    assert overlaps == []
+
+
+@pytest.mark.parametrize("mode", ["dataflow", "barrier-all"])
+def test_prefetch_numbers_match_onnxruntime(mode):
+    from m100.tools import driver
+    ck = driver.check(_mlp(), machine="m100", tpbs=8, sync_mode=mode)
+    assert ck.result.reports == [] and ck.problems == [], ck.problems[:3]
+    assert ck.passed, ck.summary()
