@@ -160,3 +160,30 @@ def test_prefetch_numbers_match_onnxruntime(mode):
     ck = driver.check(_mlp(), machine="m100", tpbs=8, sync_mode=mode)
     assert ck.result.reports == [] and ck.problems == [], ck.problems[:3]
     assert ck.passed, ck.summary()
+
+
+def test_unchunk_keeps_only_shorter_whole_plans():
+    # three 7x7 512 -> 512 convs split along K over 56 TPBs whose weights stream in fine chunks
+    # (the late layers of a ResNet): with prefetch the coarser chunking wins for some of them;
+    # unchunk keeps a change only if the whole plan's makespan drops
+    from m100.passes.schedule.examples import GraphBuilder
+    from m100.passes.schedule.placement import unchunk
+    b = GraphBuilder()
+    x = b.input((1, 7, 7, 512))
+    for _ in range(3):
+        x = b.conv(x, 512, 3, epilogue=("relu",))
+    g = b.output(x)
+    s = T.Scheduler(CostModel(M100), g)
+    segs = [T.SegmentCfg((T.StageCfg(op.name, tuple(range(56)), 7, 2, chunked=True, ks=4),))
+            for op in g.ops]
+    tl = s.build(segs)
+    segs2, tl2 = unchunk(s, segs, tl)
+    assert tl2.makespan < tl.makespan and any(not c.stages[0].chunked for c in segs2)
+    # what comes back is the plan of what comes back, and only the chunking moved
+    assert s.build(segs2).makespan == pytest.approx(tl2.makespan)
+    key = lambda c: (c.stages[0].op, c.stages[0].tpbs, c.stages[0].gc, c.stages[0].bands,  # noqa: E731
+                     c.stages[0].ks)
+    assert [key(c) for c in segs2] == [key(c) for c in segs]
+    # fewer weight transfers for the same weight bytes
+    w = lambda p: [t.nbytes for t in p.tasks if t.unit == "dma" and t.role == "w"]  # noqa: E731
+    assert len(w(tl2)) < len(w(tl)) and sum(w(tl2)) == pytest.approx(sum(w(tl)))
