@@ -66,7 +66,10 @@ def image_rows(g: OpGraph, op: Op) -> int:
     if op.unit in ("tcu.conv2d", "cvu.pool"):
         return conv_out_hw(op.attrs)[0]
     rows = row_view(rshape)[0]
-    return rows // max(1, rshape[0]) if len(rshape) >= 4 else rows
+    # rank >= 4: a piece's rows stay inside one index of every dim before the last three (the
+    # emitter's ``row_index`` maps them as rows of dim -3 at fixed leading indices); rows //
+    # shape[0] let a piece of a 5-D tensor cross dim 1 (its walk left the buffer)
+    return rshape[-3] if len(rshape) >= 4 else rows
 
 
 def image_parts(lo: int, hi: int, per: int) -> list[tuple[int, int]]:
