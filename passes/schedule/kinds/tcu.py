@@ -199,7 +199,7 @@ def emit_piece(em, si, seg, op, b, j, tpb, r0, r1, c0, c1, pieces, seg_ops, plan
             slots = {"a": a_slot, "b": (w_buf, None), "c": (out, None)}
             params = {"m": _int(rows), "n": _int(cols), "k": _int(kc)}
             ins, prev = _chain_step(em, op, lw, MatmulOp, tpb, unit, (c0, c1), False, j, last,
-                                    prev, slots, deps, params)
+                                    prev, slots, deps, params, bias_resident=False)
             if not last:
                 yield
     elif lw.kind == "matmul":
@@ -377,7 +377,7 @@ def _weight_in(em, pp, op, w_t, tpb, c0, c1, k, resident, j):
 
 
 def _chain_step(em, op, lw, cls, tpb, unit, cols, resident, j, last, prev, slots, deps, params,
-                epilogue: bool = True):
+                epilogue: bool = True, bias_resident: bool = True):
     """One TCU instruction of a K chain (matmul or conv): it accumulates onto ``prev`` (the chunk
     before, None for the first); the last chunk carries the bias and the activation (unless
     ``epilogue`` is False: a K part's partial sum, the reduction applies them) and is returned
@@ -395,7 +395,10 @@ def _chain_step(em, op, lw, cls, tpb, unit, cols, resident, j, last, prev, slots
                             "its f32 accumulator")
     if last and epilogue:
         if lw.bias:
-            bb, bt = em.weight(op, lw.bias, tpb, cols[0], cols[1], "bias", resident=True, j=j)
+            # resident (``plan_piece``), except in a resident-activation matmul, whose plan
+            # (:func:`_plan_act_resident`) loads it per piece
+            bb, bt = em.weight(op, lw.bias, tpb, cols[0], cols[1], "bias", resident=bias_resident,
+                               j=j)
             slots["bias"] = (bb, None)
             deps.append(bt)
         if lw.requant is not None:
