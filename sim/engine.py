@@ -53,6 +53,7 @@ class InstRec:
     end: float | None = None
     blocks: list[tuple[float, float]] = field(default_factory=list)
     ex: Exec | None = None
+    costs: list | None = None  # the cost of its block 0 and of its later blocks (Engine._cost)
 
 
 @dataclass
@@ -164,6 +165,7 @@ class Engine:
         self.col_updates = 0
         self.crit_jobs = 0  # streaming jobs with crit set
         self.flow_ids = itertools.count(1)
+        self.mask_tpbs: dict[int, tuple[int, ...]] = {}  # tpbs_of per update mask
         self.bytes: dict[str, float] = {}
         self.macs: dict[int, float] = {}
         self.peak: dict[int, float] = {}
@@ -281,10 +283,19 @@ class Engine:
     def _cost(self, rec: InstRec, b: int) -> Cost | None:
         if not self.timed:
             return None
-        try:
-            return self.model.cost(rec.inst, b)
-        except (ValueError, KeyError) as e:  # pragma: no cover - defensive
-            raise SimError(f"{self.where(rec)}: cannot time: {e}") from None
+        # a block's cost depends on the instruction and on whether it is the first block (a
+        # DMA's setup latency), never on b otherwise: computed once per instruction and kind
+        k = 0 if b == 0 else 1
+        costs = rec.costs
+        if costs is None:
+            costs = rec.costs = [None, None]
+        c = costs[k]
+        if c is None:
+            try:
+                c = costs[k] = self.model.cost(rec.inst, b)
+            except (ValueError, KeyError) as e:  # pragma: no cover - defensive
+                raise SimError(f"{self.where(rec)}: cannot time: {e}") from None
+        return c
 
     def _start_block(self, u: int) -> None:
         us = self.units[u]
@@ -351,6 +362,8 @@ class Engine:
 
     def _add_use(self, job: Job, sign: int) -> None:
         """Add (sign 1) or remove (-1) a streaming job's demands to the column sums."""
+        if job.cols is None and job.cost.cols_of is self:  # computed for an earlier block
+            job.cols, job.use, job.crit = job.cost.cols, job.cost.use, job.cost.crit
         if job.cols is None:
             cost, banks = job.cost, self.m.hbsm_banks
             w = cost.alone
@@ -367,9 +380,9 @@ class Engine:
             job.cols = np.concatenate(cols) if cols else np.zeros(0, dtype=np.int64)
             job.use = np.concatenate(use) if use else np.zeros(0)
             cap = self.col_cap[job.cols]
-            with np.errstate(divide="ignore"):
-                inc = np.where(job.use > 1e-12, cap / job.use, np.inf)
+            inc = np.divide(cap, job.use, out=np.full(cap.shape, np.inf), where=job.use > 1e-12)
             job.crit = bool((inc < 1.0).any())
+            cost.cols, cost.use, cost.crit, cost.cols_of = job.cols, job.use, job.crit, self
         if job.cols.size:
             self.col_use[job.cols] += sign * job.use  # distinct columns per job
             self.col_cnt[job.cols] += sign
@@ -513,7 +526,10 @@ class Engine:
                 fid = next(self.flow_ids)
                 if self.trace_on:
                     self._trace_flow_start(u, fid, start, end)
-                for t in tpbs_of(upd.tpb_mask):
+                dst = self.mask_tpbs.get(upd.tpb_mask)
+                if dst is None:
+                    dst = self.mask_tpbs[upd.tpb_mask] = tuple(tpbs_of(upd.tpb_mask))
+                for t in dst:
                     lat = self._update_latency(src_tpb, t)
                     self.push(self.now + lat, "counter", t, upd.counter, upd.amount, snapshot, fid,
                               rec.index)

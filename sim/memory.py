@@ -2,7 +2,9 @@
 
 Every space is one flat byte array (:class:`FlatBytes`) over an anonymous memory mapping that
 reserves nothing: the kernel backs a page only when it is first written, and unwritten bytes read
-as zero, so a 64 GiB DDR or 56 x 2 MiB of HBSM cost only what a program touches. Reads and writes
+as zero, so a 64 GiB DDR or 56 x 2 MiB of HBSM cost only what a program touches. Where the
+process may not map that much address space (``ulimit -v``), a space's mapping covers the bytes
+accessed so far and grows. Reads and writes
 of a walk are one slice (contiguous walks), one strided numpy view of the values (affine boxes,
 :mod:`m100.sim.twu`), or a gather/scatter over element byte addresses (anything else); never a
 Python loop per element.
@@ -10,6 +12,7 @@ Python loop per element.
 
 from __future__ import annotations
 
+import bisect
 import mmap
 import platform
 import sys
@@ -59,17 +62,90 @@ def _to_bytes(values: np.ndarray, dt: DType) -> np.ndarray:
     return numerics.to_bytes(values, dt)
 
 
-class FlatBytes:
-    """A byte array of ``size`` bytes (``buf``), zero until written, backed on demand."""
+#: Map every space whole when the process may (False: every space on demand; tests compare).
+WHOLE = True
+#: The granule of a space mapped on demand (:class:`FlatBytes`, regions start and end on it).
+GROW_MIN = 1 << 20
 
-    def __init__(self, size: int):
+
+def _anonymous(size: int) -> np.ndarray:
+    m = mmap.mmap(-1, size, flags=mmap.MAP_PRIVATE | _NORESERVE)
+    return np.frombuffer(m, dtype=np.uint8)  # (the array keeps the mapping alive)
+
+
+class FlatBytes:
+    """A byte array of ``size`` bytes, zero until written, backed on demand.
+
+    The whole space is one mapping (``buf``, ``whole``) when the process may map it (it reserves
+    nothing). When it may not -- an address-space limit (``ulimit -v``) below a 64 GiB DDR -- or
+    with ``whole=False``, the space is a set of disjoint *regions*, each one mapping of whole
+    ``GROW_MIN`` granules: an access inside a region uses it, an access reaching past one maps a
+    region covering the access and every region it touches (their bytes copied), at least twice
+    the size of the largest. Every access goes through :meth:`locate` (the array holding
+    ``[lo, hi)`` and the address of its first byte), so both ways read and write the same bytes,
+    and a program touching a few far-apart ranges of a DDR maps about what it touches."""
+
+    def __init__(self, size: int, whole: bool = True):
         self.size = size
+        self.whole = False
+        self._lo: list[int] = []  # regions: sorted starts, ends, arrays
+        self._hi: list[int] = []
+        self._buf: list[np.ndarray] = []
+        if whole:
+            try:
+                self.buf = _anonymous(size)
+                self.whole = True
+                return
+            except (OSError, ValueError, OverflowError):  # e.g. ENOMEM under ulimit -v
+                pass
+        self.buf = None
+
+    @property
+    def mapped(self) -> int:
+        """Bytes of address space mapped for this space."""
+        return self.size if self.whole else sum(self._hi) - sum(self._lo)
+
+    def locate(self, lo: int, hi: int) -> tuple[np.ndarray, int]:
+        """(array, address of its byte 0) holding bytes [lo, hi) of the space (within its size)."""
+        if self.whole:
+            return self.buf, 0
+        k = bisect.bisect_right(self._lo, lo) - 1
+        if k >= 0 and hi <= self._hi[k]:
+            return self._buf[k], self._lo[k]
+        return self._map_region(lo, hi)
+
+    def _map_region(self, lo: int, hi: int) -> tuple[np.ndarray, int]:
+        g = GROW_MIN
+        new_lo, new_hi = lo // g * g, min(self.size, -(-max(hi, lo + 1) // g) * g)
+        touched = [i for i in range(len(self._lo)) if self._lo[i] <= new_hi
+                   and self._hi[i] >= new_lo]  # overlapping or adjacent regions merge
+        if touched:
+            new_lo = min(new_lo, self._lo[touched[0]])
+            new_hi = max(new_hi, self._hi[touched[-1]])
+            want = 2 * max(self._hi[i] - self._lo[i] for i in touched)
+            if new_hi - new_lo < want:  # grow geometrically: up first, then down
+                new_hi = min(self.size, new_lo + want)
+                new_lo = max(0, min(new_lo, new_hi - want))
+            later = [i for i in range(len(self._lo)) if self._lo[i] <= new_hi
+                     and self._hi[i] >= new_lo]
+            touched = later
+            new_lo = min(new_lo, self._lo[touched[0]])
+            new_hi = max(new_hi, self._hi[touched[-1]])
         try:
-            self._map = mmap.mmap(-1, size, flags=mmap.MAP_PRIVATE | _NORESERVE)
-            self.buf = np.frombuffer(self._map, dtype=np.uint8)
-        except (OSError, ValueError, OverflowError):  # pragma: no cover - no lazy mapping here
-            self._map = None
-            self.buf = np.zeros(size, dtype=np.uint8)
+            buf = _anonymous(new_hi - new_lo)
+        except (OSError, ValueError, OverflowError) as e:
+            raise MemoryError(f"the simulated memory cannot map {new_hi - new_lo} more bytes "
+                              f"({e}); the process's address-space limit (ulimit -v) is too low "
+                              "for the bytes this program touches") from None
+        for i in touched:  # old views keep the old mappings alive
+            buf[self._lo[i] - new_lo:self._hi[i] - new_lo] = self._buf[i]
+        for i in reversed(touched):
+            del self._lo[i], self._hi[i], self._buf[i]
+        k = bisect.bisect_left(self._lo, new_lo)
+        self._lo.insert(k, new_lo)
+        self._hi.insert(k, new_hi)
+        self._buf.insert(k, buf)
+        return buf, new_lo
 
     def _bounds(self, lo: int, hi: int) -> None:
         if lo < 0 or hi > self.size:
@@ -77,39 +153,63 @@ class FlatBytes:
 
     def read_range(self, lo: int, hi: int) -> np.ndarray:
         """A copy of bytes [lo, hi)."""
-        self._bounds(lo, hi)
-        return self.buf[lo:hi].copy()
+        return self.view_range(lo, hi).copy()
 
     def view_range(self, lo: int, hi: int) -> np.ndarray:
         """Bytes [lo, hi) as a view (valid until the next write)."""
         self._bounds(lo, hi)
-        return self.buf[lo:hi]
+        if self.whole:
+            return self.buf[lo:hi]
+        buf, at = self.locate(lo, hi)
+        return buf[lo - at:hi - at]
 
     def write_range(self, lo: int, data: np.ndarray) -> None:
         self._bounds(lo, lo + data.size)
-        self.buf[lo:lo + data.size] = data
+        if self.whole:
+            self.buf[lo:lo + data.size] = data
+            return
+        buf, at = self.locate(lo, lo + data.size)
+        buf[lo - at:lo - at + data.size] = data
+
+    def _part(self, addrs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(array, ``addrs`` relative to it) of a space mapped on demand."""
+        if not addrs.size:
+            return np.zeros(0, dtype=np.uint8), addrs
+        lo, hi = int(addrs.min()), int(addrs.max()) + 1
+        self._bounds(lo, hi)
+        buf, at = self.locate(lo, hi)
+        return buf, addrs - at
 
     def gather(self, addrs: np.ndarray) -> np.ndarray:
         """Bytes at ``addrs`` (any shape)."""
-        return self.buf[addrs]
+        if self.whole:
+            return self.buf[addrs]
+        buf, rel = self._part(addrs)
+        return buf[rel]
 
     def scatter(self, addrs: np.ndarray, data: np.ndarray) -> None:
         """Bytes ``data`` to ``addrs``, in order (a repeated address keeps the last byte)."""
-        self.buf[addrs.reshape(-1)] = data.reshape(-1)
+        if self.whole:
+            self.buf[addrs.reshape(-1)] = data.reshape(-1)
+            return
+        buf, rel = self._part(addrs)
+        buf[rel.reshape(-1)] = data.reshape(-1)
 
 
-def _typed_box(buf: np.ndarray, walk: Walk, t: np.dtype) -> np.ndarray | None:
+def _typed_box(mem: FlatBytes, walk: Walk, t: np.dtype) -> np.ndarray | None:
     """The values of box walk ``walk`` (whole-byte type ``t`` = its storage) as a strided view of
-    the space's bytes ``buf``, shape = the counts of its non-trivial levels; None if not a box."""
+    the space's bytes, shape = the counts of its non-trivial levels; None if not a box."""
     bx = box(walk)
     if bx is None:
         return None
     lo, hi, counts, steps = bx
     sz = t.itemsize
-    if walk.base + lo * sz < 0 or walk.base + (hi + 1) * sz > buf.size:
-        raise IndexError(f"walk bytes outside a space of {buf.size} bytes")
+    start, end = walk.base + lo * sz, walk.base + (hi + 1) * sz
+    if start < 0 or end > mem.size:
+        raise IndexError(f"walk bytes outside a space of {mem.size} bytes")
+    buf, at = mem.locate(start, end)
     first = walk.base + sum(lv.initial for lv in walk.levels) * sz
-    return np.ndarray(counts, dtype=t, buffer=buf, offset=first,
+    return np.ndarray(counts, dtype=t, buffer=buf, offset=first - at,
                       strides=tuple(s * sz for s in steps))
 
 
@@ -124,7 +224,7 @@ class Memory:
         key = (int(space), tpb if space is Space.HBSM else 0)
         s = self._spaces.get(key)
         if s is None:
-            s = self._spaces[key] = FlatBytes(space_size(self.machine, Space(space)))
+            s = self._spaces[key] = FlatBytes(space_size(self.machine, Space(space)), WHOLE)
         return s
 
     # --- raw bytes ------------------------------------------------------------------------------
@@ -161,10 +261,10 @@ class Memory:
                     return v
                 return _from_bytes(mem.read_range(lo, hi), dt)
             if vt is not None:  # an affine box: a strided view of the values, no index array
-                view = _typed_box(mem.buf, walk, vt)
+                view = _typed_box(mem, walk, vt)
                 if view is not None:
                     v = view.reshape(-1)  # a copy unless the beats have one stride
-                    if np.may_share_memory(v, mem.buf):  # still a view
+                    if np.may_share_memory(v, view):  # still a view
                         if copy:
                             return v.copy()
                         v.flags.writeable = False
@@ -187,7 +287,15 @@ class Memory:
         if vt is not None and twu.STRIDED:  # a typed gather (one index per element)
             first = walk.base // sz if walk.base % sz == 0 else None
             if first is not None:
-                return mem.buf[:mem.size - mem.size % sz].view(vt)[first + offsets]
+                if mem.whole:
+                    return mem.buf[:mem.size - mem.size % sz].view(vt)[first + offsets]
+                idx = first + offsets  # a space mapped on demand: the region of the elements
+                if not idx.size:
+                    return np.zeros(0, dtype=vt)
+                lo, hi = int(idx.min()) * sz, (int(idx.max()) + 1) * sz
+                mem._bounds(lo, hi)
+                buf, at = mem.locate(lo, hi)  # (regions are granule-aligned: at % sz == 0)
+                return buf.view(vt)[idx - at // sz]
         addrs = walk.base + offsets * sz
         if sz == 1:
             raw = mem.gather(addrs)
@@ -209,7 +317,7 @@ class Memory:
                 return
             vt = _SAME.get(dt)
             if vt is not None and values.size == walk.num_elements and walk.injective:
-                view = _typed_box(mem.buf, walk, vt)
+                view = _typed_box(mem, walk, vt)
                 if view is not None:  # a strided view of the values: no index array
                     v = values if values.dtype == vt else numerics.convert(values, dt)
                     view[...] = v.reshape(view.shape)

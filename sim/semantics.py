@@ -33,6 +33,7 @@ Arithmetic (``docs/isa.md`` and the ``isa.py`` docstrings):
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import math
 from dataclasses import dataclass
@@ -48,6 +49,30 @@ from m100.targets.m100.isa import (Act, Broadcast, Conv2D, Copy, CsuCall, CvuOp,
 from .memory import Memory
 from . import twu
 from .twu import walk_block
+
+#: True while a simulation runs under ``np.errstate(all="ignore")`` (:func:`quiet_run`): the
+#: per-operation contexts of :func:`quiet` (a ContextVar set each) are then no-ops. Floating-point
+#: flags never change values, only whether numpy warns.
+_QUIET = False
+_NULL = contextlib.nullcontext()
+
+
+def quiet(**kw):
+    """``np.errstate(**kw)`` (default all="ignore"), or nothing inside :func:`quiet_run`."""
+    return _NULL if _QUIET else np.errstate(**(kw or {"all": "ignore"}))
+
+
+@contextlib.contextmanager
+def quiet_run():
+    """No floating-point warnings for the whole block (one context for a whole simulation)."""
+    global _QUIET
+    prev = _QUIET
+    with np.errstate(all="ignore"):
+        _QUIET = True
+        try:
+            yield
+        finally:
+            _QUIET = prev
 
 
 class SimError(M100Error):
@@ -223,7 +248,7 @@ class TcuExec(Exec):
             else:
                 mult, shift = rq.multiplier, rq.shift
             return requantize(acc, mult, shift, rq.zero_point, rq.qmin, rq.qmax)
-        with np.errstate(all="ignore"):
+        with quiet():
             acc = prod.astype(np.float32)
             if old is not None:
                 acc = acc + old.astype(np.float32)
@@ -286,10 +311,10 @@ class MatMulExec(TcuExec):
         if i.scale is not None:  # i4 weights dequantized on the fly, blockwise along K
             s = self.read(Access(i.scale, i.tpb), False).astype(np.float32).reshape(
                 i.k // i.block, i.n)
-            with np.errstate(all="ignore"):  # q * s is exact in f32 (|q| <= 8): one rounding
+            with quiet():  # q * s is exact in f32 (|q| <= 8): one rounding
                 B = numerics.convert(B * np.repeat(s, i.block, axis=0), i.a.dtype) \
                     .astype(np.float32)
-        with np.errstate(all="ignore"):
+        with quiet():
             prod = A @ B
         old = None
         if i.accumulate:
@@ -468,7 +493,7 @@ class Conv2DExec(TcuExec):
         W = _operand(self.read(Access(i.w, i.tpb), False), integer, kk, bb).reshape(
             i.kh, i.kw, cg, g, fg)
         W = W.transpose(3, 0, 1, 2, 4).reshape(g, i.kh * i.kw * cg, fg)
-        with np.errstate(all="ignore"):
+        with quiet():
             prod = np.matmul(cols, W).transpose(1, 0, 2).reshape(M, i.f)
         old = self.read(self._y(b), False).reshape(M, i.f) if i.accumulate else None
         out = self._epilogue(prod, old, i.y, i.f, integer)
@@ -480,7 +505,7 @@ class Conv2DExec(TcuExec):
 # ----------------------------------------------------------------------------------------------
 def cvu_unary(op: CvuOp, x: np.ndarray) -> np.ndarray:
     x = x.astype(np.float32)
-    with np.errstate(all="ignore"):
+    with quiet():
         if op is CvuOp.COPY:
             return x
         if op is CvuOp.NEG:
@@ -603,7 +628,7 @@ def _int_div(a: np.ndarray, b: np.ndarray) -> np.ndarray:
 def _ftoi(x: np.ndarray) -> np.ndarray:
     """float -> integer lane: round toward zero, saturate to i32, NaN -> 0."""
     x = np.asarray(x, dtype=np.float64)
-    with np.errstate(invalid="ignore"):
+    with quiet(invalid="ignore"):
         r = np.nan_to_num(np.trunc(x), nan=0.0, posinf=_I32_MAX, neginf=_I32_MIN)
     return np.clip(r, _I32_MIN, _I32_MAX).astype(np.int64)
 
@@ -717,7 +742,7 @@ def _int_stage(op: CvuOp, args: list, st) -> np.ndarray | None:
 def cvu_stage(st, args: list) -> np.ndarray:
     """One stage; ``args`` are integer arrays (integer lane), float32 arrays or :class:`_Imm`."""
     op = st.op
-    with np.errstate(all="ignore"):
+    with quiet():
         r = _int_stage(op, args, st)
         if r is not None:
             return r

@@ -63,6 +63,11 @@ class Cost:
     bytes: dict[str, float] = field(default_factory=dict)  # stats: bytes per memory/link
     alone: float | None = None  # cached alone_rate
     demand: tuple | None = None  # cached bank demand columns for share (_demand)
+    # the engine's resource columns, demands at the alone rate and crit flag (Engine._add_use)
+    cols: np.ndarray | None = None
+    use: np.ndarray | None = None
+    crit: bool = False
+    cols_of: object = None  # the engine whose columns these are
 
     def add_banks(self, tpb: int, acc: np.ndarray) -> None:
         if tpb in self.banks:
@@ -390,8 +395,7 @@ def share(costs: list[Cost], caps: dict[tuple, float], banks: int,
     while not frozen.all():
         act = ~frozen
         use = w[act] @ D[act]
-        with np.errstate(divide="ignore", invalid="ignore"):
-            inc = np.where(use > 1e-12, rem / use, np.inf)
+        inc = np.divide(rem, use, out=np.full(use.shape, np.inf), where=use > 1e-12)
         d = min(float(inc.min()), float((1.0 - lam[act]).min()))
         lam[act] += d
         rem -= d * use
