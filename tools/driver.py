@@ -227,8 +227,34 @@ def syms_all(program) -> set[str]:
     return {s.name for s in program.symbols}
 
 
+#: ml_dtypes' narrow integer types, held as int8 values (frontend/onnx_rewrite_narrow_int.py)
+NARROW_INTS = ("int4", "uint4", "int2", "uint2")
+
+
+def as_program_input(x: np.ndarray, dtype=None) -> np.ndarray:
+    """An ONNX input array as the values the program's symbol of ``dtype`` (an ISA ``DType``;
+    None: the symbol is an 8/16-bit integer) holds: an unsigned 8/16-bit array as the signless
+    i8/i16 of the same bits (torch-mlir keeps ONNX's unsignedness in the ops -- extui, uitofp,
+    fptoui -- not in the tensor type), int4/uint4/int2/uint2 as int8 values, float8/float4 as its bits.
+    Anything else (and an unsigned array for a wider symbol: reinterpreting it would change its
+    values) is returned unchanged, for the interpreter's range check."""
+    bits = None if dtype is None else (dtype.bits if dtype.is_int else 0)
+    if x.dtype.kind == "u" and x.dtype.itemsize in (1, 2) and bits in (None, 8 * x.dtype.itemsize):
+        return x.view(np.dtype(f"i{x.dtype.itemsize}"))
+    if bits in (None, 8):
+        if x.dtype.name in NARROW_INTS:  # all values below 16
+            return x.astype(np.int8)
+        if x.dtype.name.startswith(("float8", "float4")) and x.dtype.itemsize == 1:  # its bits
+            return x.view(np.int8)
+    return x
+
+
 def symbol_inputs(program, inputs: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
-    """``inputs`` keyed by model names or symbol names -> keyed by symbol names."""
+    """``inputs`` keyed by model names or symbol names -> keyed by symbol names, each as the
+    values its symbol holds (:func:`as_program_input`)."""
+    from m100.targets.m100.isa import DType
+
+    dts = {s.name: DType(s.dtype) for s in program.symbols}
     out = {}
     pairs = _names(program, META_INPUTS, "input")
     known = {m: s for m, s in pairs} | {s: s for _, s in pairs}
@@ -242,7 +268,7 @@ def symbol_inputs(program, inputs: dict[str, np.ndarray]) -> dict[str, np.ndarra
         if k not in known:
             raise DriverError(f"unknown input '{k}'; the program's inputs are: "
                               + ", ".join(m for m, _ in pairs))
-        out[known[k]] = np.asarray(v)
+        out[known[k]] = as_program_input(np.asarray(v), dts.get(known[k]))
     return out
 
 

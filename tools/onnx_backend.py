@@ -142,7 +142,9 @@ def _as_onnx_dtype(x: np.ndarray, dt: np.dtype | None) -> np.ndarray:
         return x
     if dt.name.startswith(("float8", "float4")) and x.dtype.kind in "iu" and x.dtype.itemsize == 1:
         return x.view(dt)  # float8 / float4 held as its bits
-    if dt.name in _NARROW and x.dtype.kind in "iu":  # int4/uint4/int2/uint2 held in a byte
+    from m100.tools.driver import NARROW_INTS
+
+    if dt.name in NARROW_INTS and x.dtype.kind in "iu":  # int4/uint4/int2/uint2 held in a byte
         import ml_dtypes
 
         info = ml_dtypes.iinfo(dt)
@@ -166,21 +168,6 @@ def _as_onnx_dtype(x: np.ndarray, dt: np.dtype | None) -> np.ndarray:
     return x
 
 
-#: ml_dtypes' narrow integer types, held as int8 / uint8 values (frontend/onnx_rewrite_narrow_int.py)
-_NARROW = ("int4", "uint4", "int2", "uint2")
-
-
-def _as_program_input(x: np.ndarray) -> np.ndarray:
-    """An unsigned 8/16-bit ONNX input as the signless i8/i16 the program holds: the same bits
-    (torch-mlir keeps ONNX's unsignedness in the ops -- extui, uitofp, fptoui -- not in the
-    tensor type; the inverse of :func:`_as_onnx_dtype`'s reinterpretation of the outputs)."""
-    if x.dtype.kind == "u" and x.dtype.itemsize in (1, 2):
-        return x.view(np.dtype(f"i{x.dtype.itemsize}"))
-    if x.dtype.name in _NARROW:  # int4/uint4/int2/uint2: held as int8 values (all below 16)
-        return x.astype(np.int8)
-    if x.dtype.name.startswith(("float8", "float4")) and x.dtype.itemsize == 1:  # its bits
-        return x.view(np.int8)
-    return x
 
 
 def _onnx_output_dtypes(model) -> list:
@@ -246,13 +233,13 @@ class M100BackendRep(_backend_base().BackendRep):
             return rep.run(rest, **kwargs)
         if self.executor == "reference":
             from m100.frontend.reference import run as ref_run
-            outs = ref_run(self.module, [_as_program_input(x) for x in xs])
+            from m100.tools.driver import as_program_input
+            outs = ref_run(self.module, [as_program_input(x) for x in xs])
         else:
             from m100.tools import driver
             if len(xs) != len(self.input_names):
                 raise driver.DriverError(f"the model takes {len(self.input_names)} inputs, "
                                          f"{len(xs)} were given")
-            xs = [_as_program_input(x) for x in xs]
             res = driver.run(self.compiled.program, dict(zip(self.input_names, xs, strict=True)))
             if res.reports:
                 raise InterpreterReport("; ".join(f"{r.kind}: {r.message}" for r in res.reports[:3]))

@@ -265,8 +265,8 @@ def _expr_stages(exprs, n_in: int, where: str) -> tuple[Stage, ...]:
         return Ref(RefKind.STAGE, len(stages) - 1)
 
     # The integer lane holds a value of MLIR type iw congruent to it mod 2**w: an addi/subi/muli
-    # of i8/i16 is not wrapped (100 + 100 stays 200; the store faults if it leaves the output
-    # type). An op that reads its operand as a number (compare, div/rem, max/min, sitofp, extsi,
+    # of i8/i16 is not wrapped where it feeds another add/sub/mul (100 + 100 stays 200), the
+    # generic's result is (sext, below). An op that reads its operand as a number (compare, div/rem, max/min, sitofp, extsi,
     # shifts do it themselves) takes the wrapped signed value (sext), an unsigned op the low w
     # bits as an unsigned number (zext; u32/u64 values >= 2**31 fault, they are held as i32).
     def signed(e) -> Ref:
@@ -431,7 +431,9 @@ def _expr_stages(exprs, n_in: int, where: str) -> tuple[Stage, ...]:
         memo[key] = r
         return r
 
-    res = go(exprs[0])
+    # the result wraps to its type like arith.addi/subi/muli (ONNX Add/Sub/Mul of int8/int16
+    # wrap too): without it 100 + 100 in i8 faulted at the store instead of giving -56
+    res = signed(exprs[0])
     if res.kind is not RefKind.STAGE:  # a pure copy / constant: one COPY stage
         emit(CvuOp.COPY, (res,))
     return tuple(stages)
