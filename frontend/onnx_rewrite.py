@@ -36,6 +36,9 @@ graph outputs and downstream consumers are unchanged.
   ``tensor.extract``; rewritten into Slice (start ``d // 2``) and a zero Pad per the definition.
 - ``RMSNormalization`` (opset 23, float32): torch-mlir cannot lower it; rewritten per the
   definition into ``x / Sqrt(ReduceMean(x * x, axes = [axis, rank)) + epsilon) * scale``.
+- ``Softmax`` / ``LogSoftmax`` of float16 / bfloat16 (opset >= 13): torch-mlir computes them in
+  f32 and rounds once; the ONNX definition is a function body whose every step rounds to the input
+  type. Rewritten into that body by :mod:`m100.frontend.onnx_rewrite_half`.
 - ``Attention`` (opset 23/24): torch-mlir cannot lower it; decomposed into MatMul / Softmax /
   masks per the ONNX definition by :mod:`m100.frontend.onnx_rewrite_attention`.
 - ``NegativeLogLikelihoodLoss`` / ``SoftmaxCrossEntropyLoss`` (float32): torch-mlir cannot lower
@@ -502,6 +505,9 @@ def rewrite_for_torch_mlir(model):
             elif node.op_type == "RMSNormalization" and types.get(node.input[0]) == 1 \
                     and opset >= 18:
                 repl = _rms_norm(node, ranks, names, helper, numpy_helper)
+            elif node.op_type in ("Softmax", "LogSoftmax"):
+                from m100.frontend.onnx_rewrite_half import rewrite_softmax_half
+                repl = rewrite_softmax_half(node, types, opset, names, helper, numpy_helper)
             elif node.op_type == "Attention":
                 from m100.frontend.onnx_rewrite_attention import rewrite_attention
                 repl = rewrite_attention(node, graph, types, names, helper, numpy_helper)

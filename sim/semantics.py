@@ -43,8 +43,8 @@ import numpy as np
 from m100.errors import M100Error
 from m100.targets.m100 import numerics
 from m100.targets.m100.isa import (Act, Broadcast, Conv2D, Copy, CsuCall, CvuOp, CvuPipeline,
-                                   Dma, Fill, Instruction, MatMul, RefKind, Routine, Space, Walk,
-                                   tpbs_of)
+                                   DType, Dma, Fill, Instruction, MatMul, RefKind, Routine, Space,
+                                   Walk, tpbs_of)
 
 from .memory import Memory
 from . import twu
@@ -762,6 +762,10 @@ def cvu_stage(st, args: list) -> np.ndarray:
         if op in _REDUCE:
             return _REDUCE[op](x, axis=ax, keepdims=True).astype(np.float32)
         if op is CvuOp.SOFTMAX:
+            if st.iparams:  # the 16-bit body: x - max, exp and the sum rounded (docs/isa.md)
+                r = lambda v: numerics.convert(v, DType(st.iparams[0])).astype(np.float32)  # noqa: E731
+                e = r(np.exp(r(x - x.max(axis=ax, keepdims=True))))
+                return (e / r(e.sum(axis=ax, keepdims=True))).astype(np.float32)
             e = np.exp(x - x.max(axis=ax, keepdims=True))
             return (e / e.sum(axis=ax, keepdims=True)).astype(np.float32)
         if op is CvuOp.LAYERNORM:

@@ -10,11 +10,12 @@ from __future__ import annotations
 import math
 
 import numpy as np
+from xdsl.dialects.builtin import TensorType
 from xdsl.ir import Operation, SSAValue
 from xdsl.ir.affine import AffineMap
 
 from m100.passes.graph.common import GROUP, IDIOM_AXIS, IDIOM_EPS, IDIOM_ROOT, body_exprs
-from m100.targets.m100.isa import CvuOp, Ref, RefKind, Stage
+from m100.targets.m100.isa import CvuOp, DType, Ref, RefKind, Stage
 from m100.targets.m100.numerics import cvu_stage_lanes
 
 from .. import split_stages
@@ -69,12 +70,13 @@ def idiom(ctx: Builder, op: Operation, nm: str, unit: str | None, where: str) ->
         raise ScheduleError(f"{where}: {unit} group has {len(xs)} main inputs")
     x = xs[0]
     params = [v for v in ext if v is not x]
+    sm_round = _softmax_rounding(members, where) if unit == "cvu.softmax" else ()
     if axis % len(oshape) != len(oshape) - 1:
         if unit != "cvu.softmax" or params:
             raise ScheduleError(f"{where}: {unit} along axis {axis} (only the last axis "
                                 f"of {list(oshape)} is supported)")
         dt = _dtype(out_v.type)
-        sm_stage = (Stage(CvuOp.SOFTMAX, (Ref(RefKind.INPUT, 0),), axis=-1),)
+        sm_stage = (Stage(CvuOp.SOFTMAX, (Ref(RefKind.INPUT, 0),), axis=-1, iparams=sm_round),)
 
         def _sm(t: str, ts: tuple, _dt=dt, _st=sm_stage, _op=op) -> str:
             im = [linear_map(AffineMap.identity(len(ts)))]
@@ -103,9 +105,30 @@ def idiom(ctx: Builder, op: Operation, nm: str, unit: str | None, where: str) ->
     op_enum = {"softmax": CvuOp.SOFTMAX, "layernorm": CvuOp.LAYERNORM,
                "rmsnorm": CvuOp.RMSNORM}[kind]
     stage = Stage(op_enum, tuple(Ref(RefKind.INPUT, i) for i in range(len(names_in))),
-                  axis=-1, fparam=eps if kind != "softmax" else 0.0)
+                  axis=-1, fparam=eps if kind != "softmax" else 0.0, iparams=sm_round)
     lw = Lowering("cvu", stages=(stage,), in_maps=maps)
     ctx.add(kind, unit, names_in, out_v, {"maps": maps}, lw, op)
+
+
+def _softmax_rounding(members: list[Operation], where: str) -> tuple[int, ...]:
+    """The SOFTMAX stage's ``iparams``: ``()`` when the group computes in f32 (torch-mlir's form,
+    between an extf and a truncf), ``(DType.F16,)`` / ``(DType.BF16,)`` when every float value of
+    the group is of that type (the ONNX function body of a 16-bit softmax,
+    ``frontend/onnx_rewrite_half.py``): then ``x - max``, ``exp`` and the sum are each rounded to it,
+    as the linalg computes them. A group mixing float widths has rounding points the stage does not
+    model: refused."""
+    widths = set()
+    for mo in members:
+        for r in mo.results:
+            if isinstance(r.type, TensorType) and str(r.type.get_element_type()) in ("f16", "bf16",
+                                                                                     "f32"):
+                widths.add(str(r.type.get_element_type()))
+    if widths in ({"f32"}, set()):
+        return ()
+    if len(widths) != 1:
+        raise ScheduleError(f"{where}: a softmax computed in a mix of {sorted(widths)} is not "
+                            "supported (its intermediate roundings have no CVU stage)")
+    return ((DType.F16 if widths == {"f16"} else DType.BF16).value,)
 
 
 def pooling(ctx: Builder, op: Operation, nm: str, unit: str | None, where: str) -> None:

@@ -116,6 +116,26 @@ def test_softmax_int8_output(rng):
     assert y.dtype == np.int8
 
 
+def test_softmax_f16_rounds_like_its_onnx_body(rng):
+    """iparams (F16,): x - max, exp and the sum each rounded to f16 (the ONNX Softmax body of an
+    f16 tensor), then the division rounded by the f16 store; without: f32 throughout."""
+    x = (rng.standard_normal((8, 40)) * 3).astype(np.float16)
+    r16 = lambda v: np.asarray(v, np.float64).astype(np.float16).astype(np.float64)  # noqa: E731
+    xd = x.astype(np.float64)
+    d = r16(xd - xd.max(axis=1, keepdims=True))
+    e = r16(np.exp(d))
+    body = (e / r16(e.sum(axis=1, keepdims=True))).astype(np.float16)
+    ex = np.exp(xd - xd.max(axis=1, keepdims=True))
+    once = (ex / ex.sum(axis=1, keepdims=True)).astype(np.float16)
+    assert np.sum(body != once) > 0  # the inputs tell the two apart
+    y = cvu([x], [x.shape], x.shape, [Stage(CvuOp.SOFTMAX, (IN0,), axis=1, iparams=(DType.F16,))],
+            out_dtype=DType.F16, in_dtype=DType.F16, blocks=2)
+    np.testing.assert_array_equal(y, body)
+    y = cvu([x], [x.shape], x.shape, [Stage(CvuOp.SOFTMAX, (IN0,), axis=1)],
+            out_dtype=DType.F16, in_dtype=DType.F16)
+    np.testing.assert_array_equal(y, once)
+
+
 def test_layernorm_rmsnorm(rng):
     x = rng.standard_normal((4, 16)).astype(np.float32)
     g = rng.standard_normal(16).astype(np.float32)

@@ -31,6 +31,9 @@ SUBSET = {
     "test_reduce_sum_keepdims_random": "pass", "test_softmax_axis_0": "pass", "test_asinh": "pass",
     "test_reshape_reordered_all_dims": "pass", "test_identity": "pass", "test_matmul_1d_3d": "pass",
     "test_attention_4d_gqa_causal": "pass",
+    # its f16 Softmax node was computed in f32 with one rounding (torch-mlir's form), 2 f16 ulp off
+    # the ONNX function body that rounds every step (frontend/onnx_rewrite_half.py)
+    "test_attention_4d_causal_fp16_expanded": "pass",
     # RMSNormalization rewritten before torch-mlir; axis 1 of a 4-D input was a wrong result once it
     # compiled (recognize-idioms took a mean over axes 1..3 as one over the last axis)
     "test_rms_normalization_4d_axis1": "pass",
