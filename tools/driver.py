@@ -69,6 +69,26 @@ def _onnx_names(model) -> tuple[list[str], list[str]]:
     return ins, [o.name for o in model.graph.output]
 
 
+def refuse_float64(model, name: str) -> None:
+    """A :class:`DriverError` naming the op when a graph input or output of ``model`` is float64:
+    the M100 has no f64 arithmetic, and the scheduler would refuse it later without naming an ONNX
+    op (``element type f64 is not supported``). Checked before the import (torch-mlir) runs."""
+    g = model.graph
+    inits = {i.name for i in g.initializer}
+    io = [(v.name, "input") for v in g.input if v.name not in inits] + \
+        [(v.name, "output") for v in g.output]
+    f64 = {v.name for v in list(g.input) + list(g.output)
+           if v.type.HasField("tensor_type") and v.type.tensor_type.elem_type == 11}  # DOUBLE
+    for v, role in io:
+        if v not in f64:
+            continue
+        node = next((n for n in g.node if (v in n.input if role == "input" else v in n.output)),
+                    None)
+        what = f"{node.op_type} '{node.name or node.output[0]}'" if node is not None else "the graph"
+        raise DriverError(f"{name}: {what}: float64 graph {role} '{v}' is not supported (the M100 "
+                          "has no float64 arithmetic; convert the model to float32)")
+
+
 def load_model(src, ctx=None):
     """(module, onnx ModelProto or None) from a path (.onnx / .mlir), a ModelProto or a ModuleOp."""
     from xdsl.dialects.builtin import ModuleOp
@@ -80,6 +100,7 @@ def load_model(src, ctx=None):
     if isinstance(src, ModuleOp):
         return src.clone(), None
     if hasattr(src, "graph"):  # onnx.ModelProto
+        refuse_float64(src, "<onnx model>")
         return load_onnx(src, ctx), src
     path = os.fspath(src)
     if not os.path.exists(path):
@@ -93,6 +114,7 @@ def load_model(src, ctx=None):
             raise DriverError(f"{path}: not a readable ONNX model ({type(e).__name__})") from None
         if not model.HasField("graph") or not model.opset_import:
             raise DriverError(f"{path}: not an ONNX model (no graph or no opset; an empty file?)")
+        refuse_float64(model, path)
         return load_onnx(model, ctx), model
     return load_mlir(path, ctx), None
 

@@ -30,6 +30,7 @@ def _run(model, xs):
 
 
 @pytest.mark.parametrize("upper,k", [(0, 0), (1, -1), (0, 2), (1, 3)])
+@pytest.mark.onnx_op("Trilu", kind="oracle")
 def test_trilu_float(upper, k):
     # ONNX Trilu: upper keeps j - i >= k, lower keeps j - i <= k (numpy triu/tril)
     x = RNG.standard_normal((2, 5, 6)).astype(np.float32)
@@ -41,6 +42,7 @@ def test_trilu_float(upper, k):
     np.testing.assert_array_equal(y, np.triu(x, k) if upper else np.tril(x, k))
 
 
+@pytest.mark.onnx_op("Range", kind="oracle")
 def test_range_int32():
     # ONNX Range: start + i * delta for i < max(ceil((limit - start) / delta), 0)
     start, limit, delta = np.int32(17), np.int32(-5), np.int32(-4)
@@ -53,6 +55,7 @@ def test_range_int32():
     np.testing.assert_array_equal(y, start + np.arange(n, dtype=np.int32) * delta)
 
 
+@pytest.mark.onnx_op("EyeLike", kind="oracle")
 def test_eyelike_offset_and_dtype():
     x = np.zeros((4, 6), np.int32)
     m = _model([h.make_node("EyeLike", ["x"], ["y"], k=-1, dtype=T.FLOAT)],
@@ -75,6 +78,7 @@ def onehot_ref(ind, depth, values, axis):
 
 
 @pytest.mark.parametrize("axis", [-1, 0, 1])
+@pytest.mark.onnx_op("OneHot", kind="oracle")
 def test_onehot_float_indices_negative_and_out_of_range(axis):
     depth = 5
     ind = np.array([[0.0, 3.7, -1.0], [-5.0, 7.0, -6.0]], np.float32)  # 3.7 -> 3 (cast)

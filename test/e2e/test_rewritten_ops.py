@@ -46,6 +46,7 @@ def scatter_elements_ref(data, idx, upd, axis, red):
 
 
 @pytest.mark.parametrize("red", ["none", "add", "mul", "max", "min"])
+@pytest.mark.onnx_op("ScatterElements", kind="oracle")
 def test_scatter_elements_axis1_duplicates_negative(red):
     data = RNG.standard_normal((3, 6)).astype(np.float32)
     idx = np.array([[1, -1, 1], [0, 5, 2], [-6, 3, 3]], np.int64)  # duplicates, negatives
@@ -69,6 +70,7 @@ def test_scatter_elements_none_duplicates_last_wins():
 
 
 @pytest.mark.parametrize("red", ["none", "add"])
+@pytest.mark.onnx_op("ScatterND", kind="oracle")
 def test_scatter_nd_slices(red):
     # data [4, 3, 2], index tuples of length 1 and 2 (slices of [3, 2] and of [2])
     data = RNG.standard_normal((4, 3, 2)).astype(np.float32)
@@ -117,6 +119,7 @@ def pool3d_ref(x, k, s, d, pads, is_max, include_pad, ceil):
                          count_include_pad=1)),
     ("MaxPool", dict(kernel_shape=[2, 2, 2], dilations=[2, 1, 2], ceil_mode=1, strides=[2, 2, 2])),
 ])
+@pytest.mark.onnx_op("MaxPool", "AveragePool", kind="oracle")
 def test_pool3d(op, attrs):
     x = RNG.standard_normal((1, 2, 5, 6, 5)).astype(np.float32)
     ref = pool3d_ref(x, attrs["kernel_shape"], attrs.get("strides", [1] * 3),
@@ -127,6 +130,7 @@ def test_pool3d(op, attrs):
 
 
 # --- CausalConvWithState / LinearAttention ---------------------------------------------------------
+@pytest.mark.onnx_op("CausalConvWithState", kind="oracle")
 def test_causal_conv_with_state_silu_past():
     b, c, length, k = 2, 3, 5, 3
     x = RNG.standard_normal((b, c, length)).astype(np.float32)
@@ -144,6 +148,7 @@ def test_causal_conv_with_state_silu_past():
     np.testing.assert_array_equal(st, pad[:, :, length:].astype(np.float32))
 
 
+@pytest.mark.onnx_op("LinearAttention", kind="oracle")
 def test_linear_attention_gated_delta_gqa_with_past():
     bsz, t, hq, hkv, dk, dv = 1, 3, 4, 2, 4, 3
     q = RNG.standard_normal((bsz, t, hq * dk)).astype(np.float32)

@@ -77,6 +77,7 @@ def conv_ref(x, w, b=None, strides=None, pads=None, dilations=None, group=1):
     dict(pads=[0, 1, 2, 1], strides=[1, 1], dilations=[2, 2]),  # asymmetric pads + dilation
     dict(pads=[1, 0, 1, 2], strides=[2, 1], dilations=[1, 1]),
 ])
+@pytest.mark.onnx_op("Conv", kind="oracle")
 def test_conv_runtime_filter_and_bias(case):
     x, w, b = _f32(1, 3, 9, 9), _f32(5, 3, 3, 3), _f32(5)
     m = _model([helper.make_node("Conv", ["x", "w", "b"], ["y"], **case)],
@@ -88,6 +89,7 @@ def test_conv_runtime_filter_and_bias(case):
 
 @pytest.mark.parametrize("strides,dilations,tpbs", [([1, 1], [1, 1], 1), ([2, 2], [1, 1], 8),
                                                     ([1, 1], [2, 2], 4)])
+@pytest.mark.onnx_op("Conv", kind="oracle")
 def test_depthwise_conv(strides, dilations, tpbs):
     """Depthwise (group = channels, the MobileNet layer) on the TCU as a grouped conv; on 8 TPBs
     the channels are split into column parts (each reads its own groups' input channels)."""
@@ -151,6 +153,7 @@ def conv_transpose_ref(x, w, b, strides, pads, dilations, output_padding, group=
     dict(k=3, strides=[2, 2], pads=[1, 1, 1, 1], dilations=[1, 1], output_padding=[0, 0], rt=True,
          group=4),  # depthwise, runtime filter
 ])
+@pytest.mark.onnx_op("ConvTranspose", kind="oracle")
 def test_conv_transpose(case):
     """k == stride: a MatMul + pixel shuffle; otherwise zero insertion + a stride-1 conv of the
     flipped filter (a runtime filter is flipped by exchange-matrix MatMuls)."""
@@ -193,6 +196,7 @@ def avgpool_ref(x, ks, strides, pads, cip, out):
 @pytest.mark.parametrize("pads,cip,ceil", [([1, 1, 1, 1], 0, 0), ([1, 0, 2, 1], 0, 0),
                                            ([0, 0, 0, 0], 0, 1), ([1, 1, 1, 1], 1, 1),
                                            ([0, 0, 0, 0], 1, 1)])
+@pytest.mark.onnx_op("AveragePool", kind="oracle")
 def test_average_pool_padding(pads, cip, ceil):
     """count_include_pad 0 used to be refused ('sitofp has no CVU stage'); count_include_pad 1 with
     ceil_mode gave wrong numbers (divided by kh*kw, not by the window clipped to input + pads)."""
@@ -208,6 +212,7 @@ def test_average_pool_padding(pads, cip, ceil):
     np.testing.assert_allclose(got.reshape(want.shape), want, rtol=1e-5, atol=1e-6)
 
 
+@pytest.mark.onnx_op("MaxPool", kind="oracle")
 def test_maxpool_dilated_ceil():
     x = _f32(1, 3, 9, 10)
     a = dict(kernel_shape=[3, 2], strides=[2, 2], pads=[1, 1, 1, 1], dilations=[2, 3], ceil_mode=1)
@@ -225,6 +230,7 @@ def test_maxpool_dilated_ceil():
 
 
 @pytest.mark.parametrize("p,dil", [(1, [1, 1]), (2, [1, 1]), (3, [2, 1])])
+@pytest.mark.onnx_op("LpPool", kind="oracle")
 def test_lp_pool(p, dil):
     x = _f32(1, 3, 7, 7)
     a = dict(kernel_shape=[2, 3], strides=[2, 1], pads=[1, 0, 0, 1], p=p, dilations=dil)
@@ -258,6 +264,7 @@ def test_average_pool_dilated(cip):
     np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
 
 
+@pytest.mark.onnx_op("GlobalAveragePool", "GlobalMaxPool", kind="oracle")
 def test_global_pools():
     x = _f32(2, 5, 6, 7)
     for op, ref in (("GlobalAveragePool", np.mean), ("GlobalMaxPool", np.max)):
@@ -266,6 +273,7 @@ def test_global_pools():
         np.testing.assert_allclose(got.reshape(2, 5), ref(x, axis=(2, 3)), rtol=1e-5, atol=1e-6)
 
 
+@pytest.mark.onnx_op("LRN", kind="oracle")
 def test_lrn():
     """LRN: x / (bias + alpha/size * sum over the channel band of x^2) ^ beta."""
     x = _f32(1, 7, 4, 5) * 3
@@ -323,6 +331,7 @@ def resize_ref_1d(v, n_out, scale, mode, ctm, nearest_mode="round_prefer_floor")
     ("linear", "align_corners", None, [1, 1, 1.75, 2]),
     ("linear", "pytorch_half_pixel", None, [1, 1, 0.5, 2]),
 ])
+@pytest.mark.onnx_op("Resize", kind="oracle")
 def test_resize(mode, ctm, nm, scales):
     x = _f32(1, 3, 4, 6)
     a = dict(mode=mode, coordinate_transformation_mode=ctm)
@@ -339,6 +348,7 @@ def test_resize(mode, ctm, nm, scales):
 
 
 @pytest.mark.parametrize("mode", ["reflect", "edge", "wrap"])
+@pytest.mark.onnx_op("Pad", kind="oracle")
 def test_pad_modes(mode):
     """ONNX Pad's reflect/edge/wrap are numpy's pad modes (the definition's own reference)."""
     x = _f32(1, 2, 5, 6)
@@ -370,6 +380,7 @@ def test_vision_refusals(what, nodes, inputs, inits, msg):
         driver.compile(m, machine="tiny")
 
 
+@pytest.mark.onnx_op("Upsample", kind="oracle")
 def test_upsample_opset9():
     """Upsample (opset 9, deprecated) reaches Resize through the version converter: nearest x2 is
     a repeat of every row and column."""
