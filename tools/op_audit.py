@@ -73,6 +73,7 @@ KNOWN_GAPS: frozenset[tuple[str, str]] = frozenset({
     ("MeanVarianceNormalization", "negative"), ("OptionalGetElement", "lit"),
     ("OptionalHasElement", "lit"), ("OptionalHasElement", "negative"), ("QLinearConv", "lit"),
     ("QLinearConv", "negative"), ("QLinearMatMul", "negative"), ("QuantizeLinear", "lit"),
+    ("QuantizeLinear", "negative"),
     ("RMSNormalization", "lit"), ("RNN", "lit"), ("Range", "lit"), ("Scatter", "lit"),
     ("Shape", "lit"), ("Size", "lit"), ("Softsign", "lit"), ("Swish", "lit"), ("Upsample", "lit"),
     ("Upsample", "negative"),

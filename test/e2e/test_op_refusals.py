@@ -7,7 +7,7 @@ line that names the op -- never a traceback, a wrong number or an anonymous mess
   before torch-mlir runs: a few ms each). :data:`F64_MODELS`: the same for ops whose passing
   cases have no float32 tensor to widen (a dtype attribute, integer inputs).
 * :data:`REFUSED_CASES`: node-test cases of other ops' unsupported variants whose refusal names the
-  op (float8 quantization, CumSum of float64, ops torch-mlir cannot lower in some form).
+  op (CumSum of float64, ops torch-mlir cannot lower in some form).
 
 Ops with no refused variant at all are exempt in ``m100.tools.op_audit.NO_NEGATIVE``.
 """
@@ -120,7 +120,6 @@ F64_MODELS = {
 #: op -> a node-test case refused with a message naming the op
 REFUSED_CASES = {
     "CumSum": "test_cumsum_1d", "CumProd": "test_cumprod_1d",
-    "QuantizeLinear": "test_quantizelinear_e4m3fn", "Cast": "test_cast_FLOAT16_to_FLOAT8E4M3FN",
     "Resize": "test_resize_downsample_sizes_nearest_not_larger",
     "SpaceToDepth": "test_spacetodepth_crd_mode_example", "Mod": "test_mod_uint16",
     "Swish": "test_swish", "CausalConvWithState": "test_causal_conv_with_state_kernel_size_one",
