@@ -116,6 +116,23 @@ def test_compile_profile_prints_every_stage_and_top_functions(tmp_path, capsys):
     assert (tmp_path / "p.m100.cert.json").exists()
 
 
+def test_compile_gc_independent(monkeypatch, tmp_path):
+    """The compile's collector thresholds (driver.COMPILE_GC_THRESHOLDS: few full collections)
+    change nothing: aggressive collection gives the same program bytes and certificate."""
+    import gc
+
+    def compile_bytes(name):
+        cr = driver.compile(onnx.load("test/data/llama_layer_small.onnx"), machine="m100", tpbs=8)
+        cr.program.save(str(tmp_path / name))
+        return (tmp_path / name).read_bytes(), cr.certificate
+
+    before = gc.get_threshold()
+    tuned = compile_bytes("a.m100")
+    assert gc.get_threshold() == before  # restored
+    monkeypatch.setattr(driver, "COMPILE_GC_THRESHOLDS", (50, 2, 2))
+    assert compile_bytes("b.m100") == tuned
+
+
 @pytest.mark.parametrize("verify", ["each", "end"])
 def test_pipeline_rejects_ir_a_stage_broke_in_both_verify_modes(verify, monkeypatch):
     """verify=end (the drivers' mode) still rejects IR that a stage left invalid; verify=each
