@@ -258,14 +258,23 @@ class InstrOp(IRDLOperation):
                 out[name] = Walk.strided(t.space_enum, tpb, 0, t.dtype, tuple(shape))
         return out
 
+    def _memo_key(self, synthesize: bool) -> tuple:
+        return (synthesize, *self.properties.items(), *self.attributes.items(),
+                *(b.type for b in self.bufs))
+
+    def remember_instruction(self, inst: Instruction) -> None:
+        """Record ``inst`` as :meth:`to_instruction` of the op as it is now (a pass that has just
+        set the op's last field from ``inst``, e.g. sync-insert's ``sync``, saves the rebuild;
+        ``test_remembered_instruction_equals_a_fresh_build`` checks they are equal)."""
+        self.__dict__["_m100_inst"] = (self._memo_key(False), inst)
+
     def to_instruction(self, synthesize: bool = False) -> Instruction:
         """The ISA instruction (resolved ops). Raises VerifyException naming a missing field.
 
         Memoized on the op: the instruction is a function of the op's properties, attributes and
         buffer operand types, all immutable attributes, so it is rebuilt only when one of them
         is replaced (compared by identity; the memo holds them, so identities stay valid)."""
-        key = (synthesize, *self.properties.items(), *self.attributes.items(),
-               *(b.type for b in self.bufs))
+        key = self._memo_key(synthesize)
         memo = self.__dict__.get("_m100_inst")
         if memo is not None and len(memo[0]) == len(key) and all(
                 a is b or (type(a) is tuple and a[0] == b[0] and a[1] is b[1])

@@ -133,6 +133,22 @@ def test_compile_gc_independent(monkeypatch, tmp_path):
     assert compile_bytes("b.m100") == tuned
 
 
+@pytest.mark.parametrize("name", ["convnet", "llama"])
+def test_remembered_instruction_equals_a_fresh_build(name):
+    """sync-insert hands each op the instruction it built (InstrOp.remember_instruction) instead
+    of letting the verifier and the emitter decode the op again: it must equal a fresh decode."""
+    from m100.dialects.tpb import InstrOp
+
+    build, machine, tpbs = CASES[name]
+    cr = driver.compile(build(), machine=machine, tpbs=tpbs)
+    ops = [o for o in cr.module.walk() if isinstance(o, InstrOp)]
+    assert ops and all(o.sync is not None for o in ops)
+    for o in ops:
+        remembered = o.to_instruction()
+        fresh = o._to_instruction(False)
+        assert remembered is not fresh and remembered == fresh and repr(remembered) == repr(fresh)
+
+
 @pytest.mark.parametrize("verify", ["each", "end"])
 def test_pipeline_rejects_ir_a_stage_broke_in_both_verify_modes(verify, monkeypatch):
     """verify=end (the drivers' mode) still rejects IR that a stage left invalid; verify=each

@@ -39,7 +39,7 @@ def build_certificate(machine, mode: str, nd: Needs, red: Reduced, al: Allocatio
         t = al.home[(i, j)]
         c = al.counter[(out[i].executor, t)]
         mon = next(m for m in out[j].sync.monitors if m.tpb == t and m.counter == c)
-        edges.append({"from": i, "to": j, "need": [int(k) for k in h.need], "counter": [t, c],
+        edges.append({"from": i, "to": j, "need": h.need.tolist(), "counter": [t, c],
                       "trigger": al.trigger[(i, t)].name,
                       "value": [mon.expected + b * mon.per_block for b in range(len(h.need))]})
     hazards = []

@@ -307,13 +307,24 @@ def _need_exact(ci: Chunks, cj: Chunks, ni: int) -> np.ndarray:
     return np.array(out, dtype=np.int64)
 
 
-def access_need(ai: Access, bi: int, aj: Access, bj: int) -> np.ndarray:
+def _access_chunks(a: Access, n: int, memo: dict | None) -> Chunks:
+    if memo is None:
+        return walk_chunks(a.walk, n, a.split if isinstance(a.split, tuple) else None)
+    key = (id(a), n)  # the caller keeps the accesses alive while memo lives
+    got = memo.get(key)
+    if got is None:
+        got = memo[key] = walk_chunks(a.walk, n, a.split if isinstance(a.split, tuple) else None)
+    return got
+
+
+def access_need(ai: Access, bi: int, aj: Access, bj: int, memo: dict | None = None) -> np.ndarray:
     """Need vector of one conflicting access pair: for each block of j (``bj`` blocks), the last
-    block of i (``bi`` blocks) whose part of ``ai`` overlaps j's part of ``aj``, or -1."""
+    block of i (``bi`` blocks) whose part of ``ai`` overlaps j's part of ``aj``, or -1.
+    ``memo``: a dict the caller keeps (with the accesses) to look the chunks up by identity."""
     ni = bi if ai.split is not False else 1
     nj = bj if aj.split is not False else 1
-    ci = walk_chunks(ai.walk, ni, ai.split if isinstance(ai.split, tuple) else None)
-    cj = walk_chunks(aj.walk, nj, aj.split if isinstance(aj.split, tuple) else None)
+    ci = _access_chunks(ai, ni, memo)
+    cj = _access_chunks(aj, nj, memo)
     if ci.all_dense and cj.all_dense:  # the usual case: plain interval tests, small Python loops
         li, hi_, lj, hj = ci.lol, ci.hil, cj.lol, cj.hil
         out = []
@@ -323,14 +334,13 @@ def access_need(ai: Access, bi: int, aj: Access, bj: int) -> np.ndarray:
             while k >= 0 and not (li[k] < z and a < hi_[k] and li[k] < hi_[k] and a < z):
                 k -= 1
             out.append(k)
-        need = np.array(out, dtype=np.int64)
     else:
-        need = _need_exact(ci, cj, ni)
+        out = _need_exact(ci, cj, ni).tolist()
     if ai.split is False:  # every block of i touches it: the last block is the one to wait for
-        need = np.where(need >= 0, bi - 1, -1)
+        out = [bi - 1 if k >= 0 else -1 for k in out]
     if aj.split is False:
-        need = np.full(bj, need.max() if len(need) else -1, dtype=np.int64)
-    return need
+        out = [max(out, default=-1)] * bj
+    return np.array(out, dtype=np.int64)
 
 
 @dataclass
@@ -357,21 +367,33 @@ def derive_hazards(insts: list[isa.Instruction], blocks: list[int]) -> dict[tupl
             lo, hi = a.walk.byte_range()
             per_mem.setdefault(a.mem, []).append((lo, hi, idx, a.write, n))
     out: dict[tuple[int, int], Hazard] = {}
+    chunks: dict[tuple[int, int], Chunks] = {}  # (id(access), chunks) -> Chunks of this call
     for mem, rows in per_mem.items():
         arr = np.array([(lo, hi, idx, int(w), n) for lo, hi, idx, w, n in rows], dtype=np.int64)
         lo, hi, ins, wr = arr[:, 0], arr[:, 1], arr[:, 2], arr[:, 3].astype(bool)
+        # the same columns as Python lists: scalar reads of numpy arrays are slow
+        lol, hil, insl, wrl = lo.tolist(), hi.tolist(), ins.tolist(), wr.tolist()
+        accl = [accs[idx][n] for _, _, idx, _, n in rows]
         live = np.zeros(0, dtype=np.int64)  # rows of earlier instructions still generating needs
         kills: list[int] = []
         start = 0  # first row of the current instruction
         for r in range(len(rows)):
-            j = int(ins[r])
-            cand = live[(lo[live] < hi[r]) & (lo[r] < hi[live]) & (wr[live] | wr[r])]
+            j = insl[r]
+            aj = accl[r]
+            if live.size:
+                sel = (lo[live] < hil[r]) & (hi[live] > lol[r])
+                if not wrl[r]:
+                    sel &= wr[live]
+                cand = live[sel].tolist()
+            else:
+                cand = []
+            ej = execs[j]
             for q in cand:
-                i = int(ins[q])
-                if execs[i] == execs[j]:
+                i = insl[q]
+                if execs[i] == ej:
                     continue
-                ai, aj = accs[i][int(arr[q, 4])], accs[j][int(arr[r, 4])]
-                need = access_need(ai, blocks[i], aj, blocks[j])
+                ai = accl[q]
+                need = access_need(ai, blocks[i], aj, blocks[j], chunks)
                 if need.max() < 0:
                     continue
                 h = out.get((i, j))
@@ -379,15 +401,15 @@ def derive_hazards(insts: list[isa.Instruction], blocks: list[int]) -> dict[tupl
                     h = out[(i, j)] = Hazard(i, j, need)
                 else:
                     h.need = np.maximum(h.need, need)
-                h.why.append((_kind(ai.write, aj.write), mem, int(max(lo[q], lo[r])),
-                              int(min(hi[q], hi[r]))))
-            if wr[r] and is_dense(accs[j][int(arr[r, 4])].walk):
+                h.why.append((_kind(ai.write, aj.write), mem, max(lol[q], lol[r]),
+                              min(hil[q], hil[r])))
+            if wrl[r] and is_dense(aj.walk):
                 kills.append(r)
-            if r + 1 == len(rows) or ins[r + 1] != j:
+            if r + 1 == len(rows) or insl[r + 1] != j:
                 # a dense write covering an earlier access implies every later conflict with it
                 # (block-exact: see docs/sync.md), so the earlier access stops generating needs
                 for k in kills:
-                    live = live[~((lo[live] >= lo[k]) & (hi[live] <= hi[k]))]
+                    live = live[~((lo[live] >= lol[k]) & (hi[live] <= hil[k]))]
                 live = np.concatenate([live, np.arange(start, r + 1)])
                 kills = []
                 start = r + 1
@@ -457,9 +479,9 @@ class HbGraph:
             self._dirty = min(self._dirty, v)
 
     def add_need(self, i: int, j: int, need: np.ndarray) -> None:
-        for b, k in enumerate(need):
+        for b, k in enumerate(need.tolist()):
             if k >= 0:
-                self.add_sync(i, int(k), j, b)
+                self.add_sync(i, k, j, b)
 
     def hw_preds(self, v: int) -> list[int]:
         """Free (hardware) predecessors of node ``v``."""

@@ -35,8 +35,8 @@ def reduce_needs(nd: Needs, enabled: bool = True) -> Reduced:
     kept: dict[tuple[int, int], Hazard] = {}
     removed: dict[tuple[int, int], Hazard] = {}
     for (i, j), h in nd.needs.items():
-        alive = any(k >= 0 and (g.E(i, int(k)), g.S(j, b)) not in red
-                    for b, k in enumerate(h.need))
+        alive = any(k >= 0 and (g.E(i, k), g.S(j, b)) not in red
+                    for b, k in enumerate(h.need.tolist()))
         (kept if alive else removed)[(i, j)] = h
     g2 = HbGraph(nd.insts, nd.blocks)
     for (i, j), h in kept.items():

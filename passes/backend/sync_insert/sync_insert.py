@@ -22,16 +22,25 @@ from . import DataEdge, SyncError, insert_sync
 from .certificate import dumps
 
 
-def _producers(v: SSAValue, index: dict[int, int], what: str) -> list[int]:
-    """Instruction indices whose completion token ``v`` stands for (through joins/barriers)."""
+def _producers(v: SSAValue, index: dict[int, int], what: str | InstrOp,
+               memo: dict[int, list[int]] | None = None) -> list[int]:
+    """Instruction indices whose completion token ``v`` stands for (through joins/barriers).
+    ``memo``: id(join/barrier op) -> its list, kept by the caller while the ops live (a join
+    feeding many consumers, or joins of joins, is expanded once)."""
     owner = v.owner
     if isinstance(owner, InstrOp):
         return [index[id(owner)]]
     if isinstance(owner, (JoinOp, BarrierOp)):
+        if memo is not None and id(owner) in memo:
+            return memo[id(owner)]
         out: list[int] = []
         for x in owner.inputs:
-            out.extend(_producers(x, index, what))
+            out.extend(_producers(x, index, what, memo))
+        if memo is not None:
+            memo[id(owner)] = out
         return out
+    if isinstance(what, InstrOp):  # named only when needed
+        what = what.describe()
     raise SyncError(f"sync-insert: {what} waits for a token that no tpb instruction, sync.join "
                     "or sync.barrier produces")
 
@@ -113,14 +122,15 @@ class SyncInsert(ModulePass):
             except VerifyException as e:
                 raise SyncError(f"sync-insert: {e}") from None
         edges = []
+        memo: dict[int, list[int]] = {}
         for i, o in enumerate(ops):
             for d in o.deps:
-                for p in _producers(d, index, o.describe()):
+                for p in _producers(d, index, o, memo):
                     edges.append(DataEdge(p, i))
         pos = {id(o): k for k, o in enumerate(body)}
         barriers = [b for b in body if isinstance(b, BarrierOp)]
         for b in barriers:
-            srcs = [p for x in b.inputs for p in _producers(x, index, "'sync.barrier'")]
+            srcs = [p for x in b.inputs for p in _producers(x, index, "'sync.barrier'", memo)]
             mask = b.tpb_mask.value.data
             for i, o in enumerate(ops):
                 unit, t = insts[i].executor
@@ -130,7 +140,9 @@ class SyncInsert(ModulePass):
                           counter_budget=self.counter_budget or None, on_budget=self.on_budget,
                           stream_blocks=self.stream_blocks or None)
         for o, inst in zip(ops, res.instructions):
-            o.properties["sync"] = ActionsAttr.from_isa(inst.sync)
+            attr = o.properties["sync"] = ActionsAttr.from_isa(inst.sync)
+            if attr.to_isa() == inst.sync:  # the op now decodes to ``inst``: no rebuild later
+                o.remember_instruction(inst)
         for b in barriers:
             if b.inputs:
                 Rewriter.replace_op(b, JoinOp(list(b.inputs)))
