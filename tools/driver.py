@@ -676,6 +676,6 @@ def check_compiled(cr: CompileResult, *, seed: int = 0, rtol: float = 1e-3, atol
 
 
 __all__ = ["CheckResult", "CompileResult", "DriverError", "OutputError", "SYNC_MODES", "check",
-           "check_compiled", "compare", "compile", "compile_gc", "input_specs", "load_model", "oracle_outputs",
-           "profile_report", "random_inputs", "run", "symbol_inputs", "validate_inputs",
+           "check_compiled", "compare", "compile", "compile_gc", "input_specs", "load_model",
+           "oracle_outputs", "profile_report", "random_inputs", "run", "symbol_inputs", "validate_inputs",
            "write_certificate", "certificate_path"]
