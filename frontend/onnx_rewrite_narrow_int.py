@@ -160,8 +160,8 @@ def narrow_values(graph, types) -> set[str] | None:
     Raises a one-line ``QuantRewriteError`` naming the node when one touching such a value is not
     handled here (e.g. an Add on int4 wraps at 4 bits: never computed in the int8 holder)."""
     t = _out_types(graph, types)
-    narrow = {n for n, ty in t.items() if ty in NARROW or ty in F8 or ty in F4}
-    fl8 = F8 | F4
+    narrow = {n for n, ty in t.items() if ty in NARROW or ty in F8 or ty in F4 or ty in E8M0}
+    fl8 = F8 | F4 | E8M0
     if not narrow:
         return None
     for node in graph.node:
@@ -172,7 +172,10 @@ def narrow_values(graph, types) -> set[str] | None:
         out_t = t.get(node.output[0]) if node.output else None
         why = None
         if node.op_type == "Cast":
-            if out_t in fl8 and src not in _FLOATS:
+            if out_t in E8M0:
+                why = ("a conversion to float8e8m0 (its round_mode rounding) is not supported "
+                       "(decoding it is)")
+            elif out_t in fl8 and src not in _FLOATS:
                 why = "only float32/float16 convert to float8/float4"
             elif src in fl8 and out_t not in _FLOATS:
                 why = "float8/float4 convert to float32/float16 only"
@@ -194,7 +197,7 @@ def cast_from_f8(node, types, names, helper, numpy_helper):
     """``Cast(x: float8 -> f32/f16)`` -> the table lookup of :func:`decode_f8`."""
     to = next((a.i for a in node.attribute if a.name == "to"), 0)
     src = types.get(node.input[0])
-    if src not in (F8 | F4) or to not in _FLOATS:
+    if src not in (F8 | F4 | E8M0) or to not in _FLOATS:
         return None
     return decode_f8(node.input[0], src, to, node.output[0], names, helper, numpy_helper,
                      node.name or node.output[0])
@@ -243,7 +246,7 @@ def retype(graph, nodes, narrow: set[str]) -> None:
         tt = vi.type.tensor_type
         if vi.name in narrow and tt.elem_type in NARROW:
             tt.elem_type = NARROW[tt.elem_type][0]
-        elif vi.name in narrow and (tt.elem_type in F8 or tt.elem_type in F4):
+        elif vi.name in narrow and (tt.elem_type in F8 or tt.elem_type in F4 or tt.elem_type in E8M0):
             tt.elem_type = 2  # the bits, as uint8
     for node in nodes:
         if node.op_type == "Cast":
@@ -257,6 +260,8 @@ def retype(graph, nodes, narrow: set[str]) -> None:
 
 #: float8 ONNX types -> the ml_dtypes name; held as their bits in a uint8
 F8 = {17: "float8_e4m3fn", 18: "float8_e4m3fnuz", 19: "float8_e5m2", 20: "float8_e5m2fnuz"}
+#: float8 e8m0 (a power of two 2**(e - 127), 0xFF = NaN): decoded by the same table; not encoded
+E8M0 = {24: "float8_e8m0fnu"}
 
 
 def f8_table(t: int):
@@ -265,7 +270,7 @@ def f8_table(t: int):
     import ml_dtypes
     import numpy as np
 
-    return np.arange(256, dtype=np.uint8).view(getattr(ml_dtypes, (F8 | F4)[t])).astype(np.float32)
+    return np.arange(256, dtype=np.uint8).view(getattr(ml_dtypes, (F8 | F4 | E8M0)[t])).astype(np.float32)
 
 
 def decode_f8(x: str, t: int, to: int, out: str, names, helper, numpy_helper, base: str):
@@ -382,6 +387,6 @@ def cast_to_float8(node, types, names, helper, numpy_helper):
                         names, helper, numpy_helper, node.name or node.output[0])
 
 
-__all__ = ["F4", "F8", "NARROW", "cast_to_float8", "encode_float", "castlike_to_cast", "cast_from_f8",
+__all__ = ["E8M0", "F4", "F8", "NARROW", "cast_to_float8", "encode_float", "castlike_to_cast", "cast_from_f8",
            "cast_to_narrow", "decode_f8", "f64_boundary", "f8_table", "narrow_values", "retype",
            "unrewritten_narrow_quant"]

@@ -7,7 +7,7 @@ contraction (the int8 TCU rate). Rewritten here, exactly, into that form:
 
     y = MatMulInteger(a', B') + (o - za) * colsum(B')
 
-- ``B' = B - zb`` (constant; ``zb`` per tensor or per column), kept only when every entry fits int8;
+- ``B' = B - zb`` (constant; ``zb`` per tensor or per column) when every entry fits int8;
 - ``a' = a`` for int8 ``a`` (``o = 0``), ``a' = a - 128`` as int8 for uint8 ``a`` (``o = 128``:
   ``Cast(a, int32) - 128`` then ``Cast`` to int8, values in [-128, 127]);
 - the correction ``(o - za) * colsum(B')`` is a constant int32 vector (added as the contraction's
@@ -15,10 +15,12 @@ contraction (the int8 TCU rate). Rewritten here, exactly, into that form:
   ``DynamicQuantizeLinear`` produces) with int32 ops.
 
 Identity: ``(a - za) @ B' = (a' + o - za) @ B' = a' @ B' + (o - za) * 1^T B'``, all in integers.
-Exactness: every partial sum of ``a' @ B'`` and the correction is bounded statically by
-``K * 128 * max|B'| + 255 * max|colsum(B')| < 2**31`` (else the node is left to the f32 emulation
-of onnx_rewrite_qruntime / torch-mlir). Not taken (left as before): non-constant ``B``, a ``B - zb``
-outside int8 (e.g. uint8 weights with zero point 0), a per-row ``za``, ``a`` of rank other than 2.
+When ``B - zb`` leaves int8 (uint8 weights, or int8 weights with a zero point), ``B' = B - ob``
+(``ob`` = 128 for uint8 ``B``, else 0) and the weight zero point moves out too:
+``- (rowsum(a') + K * (o - za)) * (zb - ob)`` per column, ``rowsum(a') = a' @ 1`` on the TCU.
+Exactness: every partial sum is bounded statically by ``K * 128 * max|B'| + 255 *
+max|colsum(B')| [+ 383 * K * max|zb - ob|] < 2**31`` (else the node is left to the f32 emulation
+of onnx_rewrite_qruntime / torch-mlir). Not taken (left as before): non-constant ``B``, a per-row ``za``, ``a`` of rank other than 2.
 """
 
 from __future__ import annotations
@@ -47,8 +49,11 @@ def matmul_integer_i8(node, inits, types, shapes, names, helper, numpy_helper):
     if zbv.size not in (1, n) or zbv.ndim > 1:
         return None
     wc = w - zbv.reshape(-1)[None, :]
+    zc = None  # B - zb = wc - zc: the weight zero point moved out (when B - zb leaves int8)
     if wc.min() < -128 or wc.max() > 127:
-        return None
+        ob = 128 if types.get(b) == _U8 else 0
+        wc = w - ob
+        zc = np.broadcast_to(zbv.reshape(-1) - ob, (n,)).astype(np.int64)
     za_val = 0
     if za:
         if za in inits:
@@ -63,7 +68,10 @@ def matmul_integer_i8(node, inits, types, shapes, names, helper, numpy_helper):
             za_val = None  # run time
     off = 128 if ta == _U8 else 0
     colsum = wc.sum(axis=0)
-    if k * 128 * int(np.abs(wc).max(initial=0)) + 255 * int(np.abs(colsum).max(initial=0)) > _I32_MAX:
+    bound = k * 128 * int(np.abs(wc).max(initial=0)) + 255 * int(np.abs(colsum).max(initial=0))
+    if zc is not None:  # + (rowsum(a') + K * c) * zc, |rowsum(a')| <= 128 K, |c| <= 255
+        bound += (128 + 255) * k * int(np.abs(zc).max(initial=0))
+    if bound > _I32_MAX:
         return None
     base = node.name or node.output[0]
     nodes, new_inits = [], []
@@ -82,16 +90,23 @@ def matmul_integer_i8(node, inits, types, shapes, names, helper, numpy_helper):
     if ta == _U8:  # a - 128 in int8 (extui, subi, trunci on the CVU's integer lane)
         a8 = op("Cast", [op("Sub", [op("Cast", [a], to=_I32), const(128, np.int32)])], to=_S8)
     y = node.output[0]
+    last = y if zc is None else None
     if za_val is not None and not np.any((off - za_val) * colsum):
-        op("MatMulInteger", [a8, const(wc, np.int8)], y)
-        return nodes, new_inits
-    acc = op("MatMulInteger", [a8, const(wc, np.int8)])
-    if za_val is not None:
-        op("Add", [acc, const((off - za_val) * colsum, np.int32)], y)
+        acc = op("MatMulInteger", [a8, const(wc, np.int8)], last)
     else:
-        zi = op("Reshape", [op("Cast", [za], to=_I32), const([], np.int64)])
-        d = op("Sub", [const(off, np.int32), zi])
-        op("Add", [acc, op("Mul", [d, const(colsum, np.int32)])], y)
+        acc = op("MatMulInteger", [a8, const(wc, np.int8)])
+        if za_val is not None:
+            acc = op("Add", [acc, const((off - za_val) * colsum, np.int32)], last)
+        else:  # c = o - za at run time (a scalar: 0-d or [1], broadcast)
+            d = op("Sub", [const(off, np.int32), op("Cast", [za], to=_I32)])
+            acc = op("Add", [acc, op("Mul", [d, const(colsum, np.int32)])], last)
+    if zc is not None:  # - (rowsum(a') + K * c) * zc; rowsum(a') by the TCU (a' @ 1)
+        rs = op("MatMulInteger", [a8, const(np.ones((k, 1)), np.int8)])
+        if za_val is None:
+            t = op("Add", [rs, op("Mul", [d, const(k, np.int32)])])
+        else:
+            t = op("Add", [rs, const(k * (off - za_val), np.int32)])
+        op("Sub", [acc, op("Mul", [t, const(zc.reshape(1, n), np.int32)])], y)
     return nodes, new_inits
 
 

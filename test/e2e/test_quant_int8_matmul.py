@@ -63,9 +63,12 @@ CASES = {  # name: (k, a type, B type, za, zb, runtime za, TCU dtype)
     "u8_za_zb_per_column_fits": (48, U8, I8, 3, "percol", False, "I8"),
     "u8_runtime_za": (96, U8, I8, None, None, True, "I8"),  # DynamicQuantizeLinear's form
     "u8_runtime_za_zb0": (40, U8, I8, None, 0, True, "I8"),
-    # B - zb leaves int8 (127 - (-2)), uint8 weights: the exact f32 emulation, as before
-    "s8_zb_overflows_int8": (64, I8, I8, 3, -2, False, "F32"),
-    "u8_weights": (64, U8, U8, 5, 9, False, "F32"),
+    # B - zb leaves int8 (127 - (-2)), uint8 weights: B - 128 and the weight zero point moved out
+    # (- (rowsum(a') + K c) * (zb - 128)); these were f32 matmuls (K = 2048: refused) before
+    "s8_zb_overflows_int8": (64, I8, I8, 3, -2, False, "I8"),
+    "u8_weights": (64, U8, U8, 5, 9, False, "I8"),
+    "u8_weights_runtime_za": (80, U8, U8, None, 200, True, "I8"),
+    "s8_zb_k2048": (2048, I8, I8, -3, 5, False, "I8"),
 }
 
 

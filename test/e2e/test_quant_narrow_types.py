@@ -268,3 +268,22 @@ def test_float64_arithmetic_stays_refused_in_one_line():
     with pytest.raises(M100Error) as ei:
         _run(m, np.ones(4))
     assert "f64" in str(ei.value) and "\n" not in str(ei.value)
+
+
+def test_float8e8m0_to_f32_every_bit_pattern_and_encoding_refused():
+    """float8e8m0 is an exponent only: 2**(e - 127) (2**-127 is an f32 subnormal, kept exact by
+    the table gather), 0xFF is NaN -- from the format's definition, not ml_dtypes. Converting to
+    it (three round_modes) is refused in one line."""
+    E8 = TensorProto.FLOAT8E8M0
+    x = np.arange(256, dtype=np.uint8).view(ml_dtypes.float8_e8m0fnu).reshape(16, 16)
+    m = _model([helper.make_node("Cast", ["x"], ["y"], to=F32)], [("x", E8, [16, 16])],
+               [("y", F32, [16, 16])], opset=24)
+    (y,) = _run(m, x)
+    want = np.ldexp(np.float64(1.0), np.arange(256) - 127)
+    want[255] = np.nan
+    np.testing.assert_array_equal(y.reshape(-1).astype(np.float64), want)
+    m = _model([helper.make_node("Cast", ["x"], ["y"], to=E8)], [("x", F32, [4])],
+               [("y", E8, [4])], opset=24)
+    with pytest.raises(M100Error) as ei:
+        _run(m, np.ones(4, np.float32))
+    assert "float8e8m0" in str(ei.value) and "\n" not in str(ei.value)
