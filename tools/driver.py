@@ -81,8 +81,20 @@ def refuse_float64(model, name: str) -> None:
         [(v.name, "output") for v in g.output]
     f64 = {v.name for v in list(g.input) + list(g.output)
            if v.type.HasField("tensor_type") and v.type.tensor_type.elem_type == 11}  # DOUBLE
+    def cast_to(n):
+        return next((a.i for a in n.attribute if a.name == "to"), None) \
+            if n.op_type == "Cast" else None
+
     for v, role in io:
         if v not in f64:
+            continue
+        # f64 only at the boundary of Casts (frontend/onnx_rewrite_narrow_int.f64_boundary): an
+        # input read only by Casts to one of f32/f16, an output made by a Cast
+        if role == "input":
+            tos = {cast_to(n) for n in g.node if v in n.input}
+            if len(tos) == 1 and tos <= {1, 10}:
+                continue
+        elif any(v in n.output and cast_to(n) == 11 for n in g.node):
             continue
         node = next((n for n in g.node if (v in n.input if role == "input" else v in n.output)),
                     None)
