@@ -163,6 +163,9 @@ class EmitterCore:
         # TPB -> (segment, its completion there) of every segment that used it, oldest first
         self.bar_hist: dict[int, list[tuple[int, SSAValue]]] = {}
         self.cur_si = -1  # the segment being emitted
+        # op -> its pieces, of the ops whose output the plan keeps in HBSM (:mod:`.keep`)
+        self.kept_pieces: dict[str, list[Piece]] = {}
+        self.reduced: dict[str, list[Piece]] = {}  # a kept K split's reduced tiles so far
 
     # ---------------------------------------------------------------- the plan's tasks
     def _begin(self, piece: PlanPiece) -> None:

@@ -38,6 +38,19 @@ class UnitEmitter(EmitterCore):
             carry = self._run_group(plist[i:e], si, seg, stage_of, pieces, seg_ops, carry)
             i = e
         self._resume(carry, stage_of)
+        for name in seg_ops & self.plan.kept:  # read by later segments from the HBSM
+            # a K split's reduced tiles (:meth:`_reduce_piece`), else the op's pieces
+            self.kept_pieces[name] = self.reduced.pop(name, None) or pieces.get(name, [])
+
+    def _producer_pieces(self, tensor: str, seg_ops: set[str], pieces):
+        """The pieces of ``tensor``'s producer that a consumer copies from: of this segment, or
+        of an earlier one whose output the plan keeps in HBSM (:mod:`.keep`); else None."""
+        prod = self.producers.get(tensor)
+        if prod is None:
+            return None
+        if prod.name in seg_ops:
+            return pieces.get(prod.name)
+        return self.kept_pieces.get(prod.name)
 
     def _run_group(self, group, si, seg, stage_of, pieces, seg_ops, carry=None) -> list:
         """Emit the pieces of a lockstep group K chunk by K chunk, round robin, exactly as the
@@ -156,6 +169,8 @@ class UnitEmitter(EmitterCore):
         self.cur = None
         pc = Piece(op.name, pp.band, pp.col, root, pp.r0, pp.r1, pp.c0, pp.c1, out, ins.done)
         back.append(pc.readers)
+        if op.name in self.plan.kept:
+            self.reduced.setdefault(op.name, []).append(pc)
         if pp.store:
             self.store(op, pc)
         self._end()
@@ -292,11 +307,11 @@ class UnitEmitter(EmitterCore):
                ) -> tuple[SSAValue, list[SSAValue]]:
         """The input rows [rows) of ``tensor`` on ``tpb``: streamed from producer pieces of this
         segment, or loaded from memory through ``lin_mem``."""
-        prod = self.producers.get(tensor)
-        if prod is not None and prod.name in seg_ops and prod.name in pieces:
+        src = self._producer_pieces(tensor, seg_ops, pieces)
+        if src is not None:
             a0, a1 = rows
             k0, k1 = cols if cols is not None else (0, bshape[-1])
-            over = [q for q in pieces[prod.name] if max(a0, q.r0) < min(a1, q.r1)
+            over = [q for q in src if max(a0, q.r0) < min(a1, q.r1)
                     and max(k0, q.c0) < min(k1, q.c1)]
             if len(over) == 1 and over[0].tpb == tpb and (over[0].r0, over[0].r1) == (a0, a1) \
                     and (over[0].c0, over[0].c1) == (k0, k1) and \
@@ -304,7 +319,7 @@ class UnitEmitter(EmitterCore):
                 return over[0].out, [over[0].done]  # same TPB, same box: read it in place
             buf = self.buffer("hbsm", tpb, bshape, self.g.tensors[tensor].dtype)
             toks = []
-            for q in pieces[prod.name]:
+            for q in src:
                 a, e = max(a0, q.r0), min(a1, q.r1)
                 qc0, qc1 = max(k0, q.c0), min(k1, q.c1)
                 if e <= a or qc1 <= qc0:
@@ -395,5 +410,4 @@ class UnitEmitter(EmitterCore):
         return pc
 
     def _streamed(self, tensor: str, seg_ops: set[str], pieces) -> bool:
-        prod = self.producers.get(tensor)
-        return prod is not None and prod.name in seg_ops and prod.name in pieces
+        return self._producer_pieces(tensor, seg_ops, pieces) is not None

@@ -491,7 +491,23 @@ def schedule(g: OpGraph, machine: Machine, tpbs: int = 0, clusters: int = 0,
             best = (tl.makespan, segs, tl, s.sched)
     assert best is not None
     segs, tl = unchunk(best[3], best[1], best[2])
+    tl = keep_activations(best[3], segs, tl)
     return Placement(strategy, segs, tl, machine, pool, evals)
+
+
+def keep_activations(sched: Scheduler, segs: list[SegmentCfg], tl: Plan) -> Plan:
+    """The plan of ``segs`` with activations kept in the producer TPBs' HBSM between segments
+    (:mod:`.keep`) where the whole plan is shorter: tried for the tensors whose later readers
+    are one-stage segments, then for all eligible ones; else ``tl`` (nothing kept). The search
+    itself costs segments in isolation and compares plans without keeping."""
+    for mode in ("one-stage", "all"):
+        try:
+            tl2 = sched.build(segs, bound=tl.makespan, keep=mode)
+        except BoundExceeded:
+            continue
+        if tl2.makespan < tl.makespan and tl2.kept:
+            tl = tl2
+    return tl
 
 
 def unchunk(sched: Scheduler, segs: list[SegmentCfg], tl: Plan) -> tuple[list[SegmentCfg], Plan]:

@@ -224,6 +224,9 @@ class Plan:
     # compute, into HBSM bytes those leave free (``timeline._Builder._prefetch``); absent = the
     # last segment (no prefetch)
     prefetch: dict[tuple[int, int], int] = field(default_factory=dict)
+    # activations kept in HBSM between segments (:mod:`.keep`): the ops whose output tiles stay
+    # in their producer pieces' HBSM buffers (not stored); later segments copy from them
+    kept: set[str] = field(default_factory=set)
 
     @property
     def makespan(self) -> float:
@@ -254,6 +257,7 @@ class Plan:
             if pf:
                 seg["prefetch"] = pf
         return json.dumps(dict(makespan=round(self.makespan, 3), segments=segs,
+                               kept=sorted(self.kept),
                                tasks=[t.to_dict() for t in self.tasks]), indent=indent)
 
 

@@ -30,6 +30,7 @@ import bisect
 
 from .cost import CostModel, ceil_div
 from .graph import Op, OpGraph, ScheduleError, dtype_bytes, geometry
+from .keep import choose_kept, kept_bytes
 from .partition import TilePlan, tile_piece
 from .plan import (STORE_LATER, BufferUse, Plan, PlanPiece, PlanTask, Unit, image_parts,
                    image_rows, op_family)
@@ -91,16 +92,55 @@ class Scheduler:
         bw = self.cm.machine.hbsm_bank_width
         return (self.cm.machine.hbsm_bytes // n) // bw * bw
 
+    def stage_plan(self, seg: SegmentCfg, st: StageCfg) -> TilePlan:
+        """The tiling of a stage's pieces (band rows x column part, the stage's HBSM budget)."""
+        op = self.ops[st.op]
+        geo = self.geo(op)
+        rows_b = ceil_div(geo.rows, max(1, st.bands))
+        if st.act_resident:
+            rows_b = max(e - a for a, e in (tile_band_rows(geo.rows, st.bands, b,
+                                                           row_tile(self.cm, self.g, op))
+                                            for b in range(st.bands)))
+        cols_b = ceil_div(geo.cols, st.gc)
+        return self.tile(op, rows_b, cols_b, self.stage_budget(seg, st), st.chunked, st.ks,
+                         st.act_resident)
+
+    def band_boxes(self, st: StageCfg, op: Op, tplan: TilePlan, b: int):
+        """The pieces of band ``b`` of a stage built piece by piece, in build order: (column part,
+        TPB, rows [a, e), columns [cc, ce)) -- row tiles outer, column parts inner: a row tile's
+        input is broadcast to the TPBs of all column parts at once and each holds it only while
+        it is used."""
+        geo = self.geo(op)
+        lo, hi = band_rows(geo.rows, st.bands, b)
+        if hi <= lo:
+            return
+        per = image_rows(self.g, op)
+        tr, tc = max(1, tplan.tr), max(1, tplan.tc)
+        for (a0, e0) in image_parts(lo, hi, max(1, per)):
+            for a in range(a0, e0, tr):
+                e = min(e0, a + tr)
+                for j in range(st.gc):
+                    tpb = st.tpbs[st.row_of(b) * st.gc + j]
+                    c0, c1 = band_rows(geo.cols, st.gc, j)
+                    for cc in range(c0, c1, tc):
+                        yield j, tpb, a, e, cc, min(c1, cc + tc)
+
     # ------------------------------------------------------------------ task building
     def build(self, segs: list[SegmentCfg], isolated: bool = False,
-              bound: float = float("inf")) -> Plan:
+              bound: float = float("inf"), keep: str = "") -> Plan:
         """The plan of ``segs`` (tasks list-scheduled in order). ``isolated``: inputs are ready at
         cycle 0 (search). ``bound``: stop with :class:`BoundExceeded` as soon as a task ends at or
         after it (the makespan, the latest end, can then only be >= ``bound``: the search asks
-        whether a candidate beats its best, and most do not)."""
+        whether a candidate beats its best, and most do not). ``keep``: which activations stay
+        in HBSM between segments (:func:`.keep.choose_kept`: ``""`` none, ``"one-stage"``,
+        ``"all"``)."""
         tl = Plan(segments=list(segs))
         st = _Builder(self, tl)
         st.bound = bound
+        if keep and not isolated:  # activations kept in HBSM between segments (:mod:`.keep`)
+            tl.kept, st.kept_use = choose_kept(
+                self, segs, int(self.cm.machine.hbsm_bytes * PREFETCH_HBSM_SHARE),
+                keep == "one-stage")
         for si, seg in enumerate(segs):
             st.segment(si, seg, isolated)
         return tl
@@ -139,6 +179,15 @@ class _Builder:
         self.n_engines = self.cm.machine.ccb_dma_engines
         self.n_groups = 0  # lockstep groups so far (PlanPiece.group)
         self.gcache: dict[tuple, int] = {}  # shared chunks of the current lockstep group
+        # (TPB, segment) -> bytes of kept activations (:mod:`.keep`) held there
+        self.kept_use: dict[tuple[int, int], int] = {}
+        self.fill_gap = False  # the task being added is a copy from a kept activation
+        self.dtdu_busy: dict[int, list[list[float]]] = {}  # TPB -> busy blocks of its DTDU
+        # op -> its pieces built so far, and their row index (:meth:`_pieces_over`), and piece
+        # compute task -> its readers: of every segment (kept outputs are read by later ones)
+        self.by_op: dict[str, list[PlanPiece]] = {}
+        self.row_index: dict[str, list] = {}
+        self.readers: dict[int, list[int]] = {}
         from .kinds import FAMILIES, movement  # the op families (they import the emitter too)
         self.families = FAMILIES
         self.movement = movement
@@ -171,9 +220,24 @@ class _Builder:
             res = (t.unit, t.tpb)
             start = ready
             free = self.free.get(res, 0.0)
-            if free > start:  # TPB units execute their queue in program order
-                start, pred = free, self.last_on_res.get(res, -1)
-            self.free[res] = start + cycles
+            if self.fill_gap:
+                # a copy from a kept activation (:mod:`.keep`): its sources were computed in an
+                # earlier segment, so it takes the earliest idle gap of the sending DTDU (the
+                # program is emitted in predicted-start order: the queue then holds it there),
+                # not the end of the queue behind copies that wait for this segment's compute
+                blocks = self.dtdu_busy.setdefault(t.tpb, [])
+                start, idx = _gap(blocks, ready, cycles)
+                _insert(blocks, idx, start, start + cycles)
+                if start > ready:
+                    pred = self.last_on_res.get(res, pred)
+                self.free[res] = max(free, start + cycles)
+            else:
+                if free > start:  # TPB units execute their queue in program order
+                    start, pred = free, self.last_on_res.get(res, -1)
+                self.free[res] = start + cycles
+                if t.unit == "dtdu":
+                    blocks = self.dtdu_busy.setdefault(t.tpb, [])
+                    _insert(blocks, len(blocks), start, start + cycles)
         t.start = start
         t.end = end = start + cycles
         if end >= self.bound:
@@ -220,7 +284,7 @@ class _Builder:
                 foot[x] = foot.get(x, 0) + plan.footprint
                 wfoot[x] = wfoot.get(x, 0) + w
         for x, f in foot.items():
-            self.hbsm_use[(x, si)] = f
+            self.hbsm_use[(x, si)] = f + self.kept_use.get((x, si), 0)
             w = wfoot[x]
             if self.isolated or not w:
                 continue
@@ -287,28 +351,17 @@ class _Builder:
         g, s = self.g, self.s
         self.seg_ops = set(seg.ops)
         self.outside = self._outside_consumers(self.seg_ops)
-        self.by_op: dict[str, list[PlanPiece]] = {}
-        self.row_index: dict[str, list] = {}  # op -> [pieces indexed, rows per bucket, buckets]
         self.hist: dict[tuple[int, str], list[int]] = {}  # (tpb, op) -> compute task ids
         self.out_readers: dict[tuple[int, str], list[list[int]]] = {}
-        self.readers: dict[int, list[int]] = {}  # piece compute task -> its readers
         self.wcache: dict[tuple, int] = {}
         self.acache: dict[tuple, int] = {}  # (op, tensor, tpb, rows) -> broadcast/load task
         for st in seg.stages:
             op = s.ops[st.op]
-            geo = s.geo(op)
-            rows_b = ceil_div(geo.rows, max(1, st.bands))
-            if st.act_resident:
-                if len(seg.stages) > 1 or st.ks > 1 or st.bands != st.gr or \
-                        not act_resident_ok(g, op):
-                    raise ScheduleError(f"internal: op '{op.name}' can not keep its activation "
-                                        "resident")
-                rows_b = max(e - a for a, e in (tile_band_rows(geo.rows, st.bands, b,
-                                                               row_tile(s.cm, g, op))
-                                                for b in range(st.bands)))
-            cols_b = ceil_div(geo.cols, st.gc)
-            self.tl.plans[st.op] = s.tile(op, rows_b, cols_b, s.stage_budget(seg, st),
-                                          st.chunked, st.ks, st.act_resident)
+            if st.act_resident and (len(seg.stages) > 1 or st.ks > 1 or st.bands != st.gr or
+                                    not act_resident_ok(g, op)):
+                raise ScheduleError(f"internal: op '{op.name}' can not keep its activation "
+                                    "resident")
+            self.tl.plans[st.op] = s.stage_plan(seg, st)
             if st.ks > 1 and (len(seg.stages) > 1 or not ksplit_ok(g, op)):
                 raise ScheduleError(f"internal: op '{op.name}' can not be split along K")
         self._prefetch(si, seg)
@@ -316,6 +369,7 @@ class _Builder:
         if len(seg.stages) == 1 and lockstep(self.tl.plans[seg.stages[0].op],
                                              s.ops[seg.stages[0].op]):
             self._lockstep_segment(si, seg.stages[0], pieces)
+            self._check_kept(seg)
             return
         n_waves = max(st.bands + lag[st.op] for st in seg.stages)
         for w in range(n_waves):  # the wave order: band b of a stage after the producer bands
@@ -324,27 +378,28 @@ class _Builder:
                 if not 0 <= b < st.bands:
                     continue
                 op = s.ops[st.op]
-                geo = s.geo(op)
-                lo, hi = band_rows(geo.rows, st.bands, b)
-                if hi <= lo:
-                    continue
                 tplan = self.tl.plans[st.op]
-                per = image_rows(g, op)
-                tr, tc = max(1, tplan.tr), max(1, tplan.tc)
-                # row tiles outer, column parts inner: a row tile's input is broadcast to the
-                # TPBs of all column parts at once and each holds it only while it is used
-                for (a0, e0) in image_parts(lo, hi, max(1, per)):
-                    for a in range(a0, e0, tr):
-                        e = min(e0, a + tr)
-                        for j in range(st.gc):
-                            tpb = st.tpbs[st.row_of(b) * st.gc + j]
-                            c0, c1 = band_rows(geo.cols, st.gc, j)
-                            for cc in range(c0, c1, tc):
-                                ce = min(c1, cc + tc)
-                                p = PlanPiece(op.name, b, j, tpb, a, e, cc, ce, segment=si)
-                                self._run([p], st, op, tplan)
-                                pieces.append(p)
-                                self.by_op.setdefault(op.name, []).append(p)
+                for j, tpb, a, e, cc, ce in s.band_boxes(st, op, tplan, b):
+                    p = PlanPiece(op.name, b, j, tpb, a, e, cc, ce, segment=si)
+                    self._run([p], st, op, tplan)
+                    pieces.append(p)
+                    self.by_op.setdefault(op.name, []).append(p)
+        self._check_kept(seg)
+
+    def _check_kept(self, seg: SegmentCfg) -> None:
+        """The kept outputs of this segment hold exactly the bytes :mod:`.keep` budgeted."""
+        for st in seg.stages:
+            if st.op not in self.tl.kept:
+                continue
+            got: dict[int, int] = {}
+            for p in self.by_op.get(st.op, ()):
+                nb = p.out_dims[0] * p.out_dims[1] * p.out_dims[2] * \
+                    dtype_bytes(self.g.out(self.s.ops[st.op]).dtype)
+                got[p.tpb] = got.get(p.tpb, 0) + self.cm.align(nb)
+            want = kept_bytes(self.s, seg, st, self.s.ops[st.op], self.tl.plans[st.op])
+            if got != want:
+                raise ScheduleError(f"internal: kept output of '{st.op}': {got} B per TPB, "
+                                    f"budgeted {want}")
 
     def _lockstep_segment(self, si: int, st: StageCfg, pieces: list[PlanPiece]) -> None:
         """A one-stage contraction whose K is chunked or whose second operand streams: the pieces
@@ -540,7 +595,8 @@ class _Builder:
 
     def _streamed(self, tensor: str) -> bool:
         prod = self.s.producers.get(tensor)
-        return prod is not None and prod.name in self.seg_ops and prod.name in self.by_op
+        return prod is not None and prod.name in self.by_op and (
+            prod.name in self.seg_ops or prod.name in self.tl.kept)
 
     def _load(self, op: Op, tensor: str, tpb: int, nbytes: float, role: str,
               slot: bool = True) -> PlanTask:
@@ -620,7 +676,8 @@ class _Builder:
         ``row_tpbs`` (a whole-K row tile, the same for every column part and column tile) the load
         is shared: one DRB broadcast to ``row_tpbs`` (or one load) that all those pieces read."""
         prod = self.s.producers.get(tensor)
-        if not (prod is not None and prod.name in self.seg_ops and prod.name in self.by_op):
+        if not (prod is not None and prod.name in self.by_op and (
+                prod.name in self.seg_ops or prod.name in self.tl.kept)):
             if not row_tpbs:
                 return [self._load(op, tensor, tpb, nbytes, "act").id]
             key = (op.name, tensor, tpb, rows)
@@ -641,6 +698,7 @@ class _Builder:
             return [over[0].compute]  # same TPB, same box: read in place
         dt = dtype_bytes(self.g.tensors[tensor].dtype)
         out = []
+        self.fill_gap = prod.name not in self.seg_ops
         for q in over:
             a, e = max(a0, q.r0), min(a1, q.r1)
             qc0, qc1 = max(k0, q.c0), min(k1, q.c1)
@@ -654,6 +712,7 @@ class _Builder:
             self._touch(tpb, c.id)
             self._touch(q.tpb, c.id)
             out.append(c.id)
+        self.fill_gap = False
         if not out:
             raise ScheduleError(f"internal: no producer piece of '{tensor}' covers rows {rows}")
         return out
@@ -711,6 +770,8 @@ class _Builder:
         cons = self.g.consumers()
         for name in seg_ops:
             op = self.s.ops[name]
+            if name in self.tl.kept:  # read from the producer pieces' HBSM (:mod:`.keep`)
+                continue
             for t in op.outputs:
                 users = cons.get(t, [])
                 if self.g.tensors[t].kind == "output" or not users or \

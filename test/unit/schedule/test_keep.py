@@ -1,0 +1,199 @@
+"""Activations kept in the producer TPBs' HBSM between segments (issue 9, ``passes/schedule/keep.py``).
+
+Oracles: the rows a conv piece needs are recomputed here from the conv's definition (output row
+``r`` reads input rows ``r*s - pad .. r*s - pad + kh - 1``); the same plan without keeping moves
+the same weights; the HBSM share is recomputed from the plan's tile footprints; the numbers of
+a program whose activations are kept are compared with onnxruntime in both sync modes.
+"""
+
+from collections import Counter
+
+import numpy as np
+import pytest
+
+from m100.passes.schedule import placement
+from m100.passes.schedule import timeline as T
+from m100.passes.schedule.cost import CostModel
+from m100.passes.schedule.examples import GraphBuilder
+from m100.targets.m100.machine import get_machine
+
+M100 = get_machine("m100")
+TPBS = tuple(range(8))
+
+
+def _chain():
+    """conv -> conv -> conv (3x3, pad 1, ReLU), 16x16x32: each one data-parallel segment."""
+    b = GraphBuilder()
+    x = b.input((1, 16, 16, 32))
+    for _ in range(3):
+        x = b.conv(x, 32, 3, epilogue=("relu",))
+    g = b.output(x)
+    # 4 bands x 2 column parts: a piece of the next conv needs rows of up to 3 bands (halo)
+    # and both column parts (all input channels)
+    segs = [T.SegmentCfg((T.StageCfg(op.name, TPBS, gc=2, bands=4),)) for op in g.ops]
+    return g, segs
+
+
+def test_kept_conv_outputs_are_copied_not_stored():
+    g, segs = _chain()
+    s = T.Scheduler(CostModel(M100), g)
+    base = s.build(segs)
+    tl = s.build(segs, keep="all")
+    ops = [op.name for op in g.ops]
+    assert base.kept == set() and tl.kept == set(ops[:2])  # the last one is the model output
+    kept_t = {g.ops[0].outputs[0], g.ops[1].outputs[0]}
+    # nothing of a kept tensor goes through memory
+    assert not [t for t in tl.tasks if t.unit == "dma" and t.tensor in kept_t]
+    assert {t.tensor for t in base.tasks if t.unit == "dma" and t.role in ("act", "out")} >= kept_t
+    # the weights move exactly as without keeping
+    w = lambda p: Counter((t.tensor, round(t.nbytes), t.dst_tpbs)  # noqa: E731
+                          for t in p.tasks if t.unit == "dma" and t.role in ("w", "bias"))
+    assert w(tl) == w(base)
+    # each piece of conv 2 and 3 receives exactly its input rows (halo included) x all 32
+    # channels, each cell once, from the pieces of the segment before that hold them (16
+    # columns x 4 bytes per cell)
+    for si in (1, 2):
+        prod = {p.compute: p for p in tl.pieces[si - 1]}
+        for p in tl.pieces[si]:
+            lo, hi = max(0, p.r0 - 1), min(16, p.r1 + 1)  # stride 1, pad 1, 3 rows
+            cps = [tl.tasks[i] for i in p.tasks if tl.tasks[i].kind == "copy"]
+            assert cps and all(c.dst_tpbs == (p.tpb,) for c in cps)
+            cells = []
+            for c in cps:
+                q = prod[c.deps[0]]  # the producer piece's compute comes first
+                assert q.tpb == c.tpb  # the DTDU of the TPB holding the rows sends them
+                rows = range(max(lo, q.r0), min(hi, q.r1))
+                cells += [(r, ch) for r in rows for ch in range(q.c0, q.c1)]
+                assert c.nbytes == len(rows) * 16 * (q.c1 - q.c0) * 4
+            assert sorted(cells) == [(r, ch) for r in range(lo, hi) for ch in range(32)]
+
+
+def test_kept_bytes_stay_within_the_hbsm_share():
+    g, segs = _chain()
+    s = T.Scheduler(CostModel(M100), g)
+    tl = s.build(segs, keep="all")
+    cap = M100.hbsm_bytes * T.PREFETCH_HBSM_SHARE
+    held = Counter()
+    for name in tl.kept:  # all of a kept op's output tiles, from its segment to its reader's
+        si = next(i for i, sg in enumerate(segs) if sg.ops == (name,))
+        for p in tl.pieces[si]:
+            nb = -(-p.out_dims[0] * p.out_dims[1] * p.out_dims[2] * 4 // M100.hbsm_bank_width) \
+                * M100.hbsm_bank_width
+            for q in (si, si + 1):
+                held[(p.tpb, q)] += nb
+    assert held
+    for (x, q), nb in held.items():
+        assert nb + tl.plans[segs[q].ops[0]].footprint <= cap
+
+
+def test_keep_is_refused_when_the_hbsm_is_full():
+    g, segs = _chain()
+    small = M100.replace(hbsm_bytes=64 * 1024)
+    tl = T.Scheduler(CostModel(small), g).build(segs, keep="all")
+    assert tl.kept == set()
+
+
+def test_keep_activations_returns_a_shorter_plan_or_the_same():
+    g, segs = _chain()
+    s = T.Scheduler(CostModel(M100), g)
+    base = s.build(segs)
+    tl = placement.keep_activations(s, segs, base)
+    assert tl is base or (tl.kept and tl.makespan < base.makespan)
+
+
+def _block_onnx():
+    """A ResNet basic block, 16x16x32: conv-relu-conv, + x, relu, then one more conv."""
+    import onnx
+    from onnx import TensorProto, helper, numpy_helper
+    rng = np.random.default_rng(0)
+    w = [(rng.standard_normal((32, 32, 3, 3)) / 17).astype(np.float32) for _ in range(3)]
+    bias = [rng.standard_normal(32).astype(np.float32) for _ in range(3)]
+    conv = lambda i, x, y: helper.make_node("Conv", [x, f"w{i}", f"b{i}"], [y],  # noqa: E731
+                                            kernel_shape=[3, 3], pads=[1, 1, 1, 1])
+    nodes = [conv(0, "x", "c0"), helper.make_node("Relu", ["c0"], ["r0"]),
+             conv(1, "r0", "c1"), helper.make_node("Add", ["c1", "x"], ["s"]),
+             helper.make_node("Relu", ["s"], ["r1"]), conv(2, "r1", "y")]
+    inits = [numpy_helper.from_array(a, n) for i in range(3)
+             for a, n in ((w[i], f"w{i}"), (bias[i], f"b{i}"))]
+    graph = helper.make_graph(
+        nodes, "block", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 32, 16, 16])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 32, 16, 16])], inits)
+    m = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    m.ir_version = 8
+    onnx.checker.check_model(m)
+    return m
+
+
+@pytest.mark.parametrize("mode", ["dataflow", "barrier-all"])
+def test_kept_activations_match_onnxruntime(mode, monkeypatch):
+    """Every eligible activation kept (whether or not the plan gets shorter): the program reads
+    them from the producer TPBs and computes what onnxruntime computes."""
+    from m100.tools import driver
+    seen = []
+
+    def force(sched, segs, tl):
+        tl2 = sched.build(segs, keep="all")
+        seen.append(tl2.kept)
+        return tl2
+
+    monkeypatch.setattr(placement, "keep_activations", force)
+    ck = driver.check(_block_onnx(), machine="m100", tpbs=8, sync_mode=mode,
+                      strategy="data-parallel")
+    assert seen and seen[-1], "nothing was kept: the test checks nothing"
+    assert ck.result.reports == [] and ck.problems == [], ck.problems[:3]
+    assert ck.passed, ck.summary()
+
+
+def _ksplit_onnx():
+    """A 7x7 conv 256 -> 128 (+ bias, ReLU) whose K the search splits over TPBs, then x * x."""
+    import onnx
+    from onnx import TensorProto, helper, numpy_helper
+    rng = np.random.default_rng(1)
+    w = (rng.standard_normal((128, 256, 3, 3)) / 48).astype(np.float32)
+    b = rng.standard_normal(128).astype(np.float32)
+    nodes = [helper.make_node("Conv", ["x", "w", "b"], ["c"], kernel_shape=[3, 3],
+                              pads=[1, 1, 1, 1]),
+             helper.make_node("Relu", ["c"], ["r"]), helper.make_node("Mul", ["r", "r"], ["y"])]
+    graph = helper.make_graph(
+        nodes, "ksplit_keep",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 256, 7, 7])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 128, 7, 7])],
+        [numpy_helper.from_array(w, "w"), numpy_helper.from_array(b, "b")])
+    m = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    m.ir_version = 8
+    onnx.checker.check_model(m)
+    return m
+
+
+@pytest.mark.parametrize("mode", ["dataflow", "barrier-all"])
+def test_kept_ksplit_output_matches_onnxruntime(mode, monkeypatch):
+    """The reduced tiles of a K split stay on their part-0 TPBs; the next segment copies them
+    from there (no store, no load of the conv's output) and computes what onnxruntime does."""
+    from m100.tools import driver
+    seen = []
+
+    def force(sched, segs, tl):
+        tl2 = sched.build(segs, keep="all")
+        seen.append((segs, tl2))
+        return tl2
+
+    monkeypatch.setattr(placement, "keep_activations", force)
+    ck = driver.check(_ksplit_onnx(), machine="m100", sync_mode=mode, strategy="data-parallel")
+    segs, tl = seen[-1]
+    (conv,) = [st for sg in segs for st in sg.stages if st.op in tl.kept]
+    assert conv.ks > 1, "the conv is not split along K: the test checks nothing"
+    red = {p.compute: p for pcs in tl.pieces for p in pcs if p.reduce}
+    out_t = {t.tensor for t in tl.tasks if t.op == conv.op and t.kind == "compute"}
+    assert not [t for t in tl.tasks if t.unit == "dma" and t.tensor in out_t]
+    cps = [t for t in tl.tasks if t.kind == "copy" and t.tensor in out_t and t.role == "act"]
+    assert all(c.tpb == red[c.deps[0]].tpb for c in cps)  # copies send the reduced tiles
+    # every piece of the product reads the reduced tiles: copied, or in place on their TPB
+    users = [t for t in tl.tasks if t.kind == "compute" and t.segment > segs.index(
+        next(sg for sg in segs if conv in sg.stages))]
+    assert users
+    for u in users:
+        src = [red[d] for d in u.deps if d in red] + \
+            [red[tl.tasks[d].deps[0]] for d in u.deps if tl.tasks[d].kind == "copy"]
+        assert src and all(p.tpb == u.tpb for p in src if p.compute in u.deps)
+    assert ck.result.reports == [] and ck.problems == [], ck.problems[:3]
+    assert ck.passed, ck.summary()
