@@ -18,9 +18,11 @@ whose inputs are ready at cycle 0), in program order. A tensor is kept when
   tiles on the part-0 TPBs are kept;
 * it is an intermediate tensor (not a model input/output/constant) and every consumer outside the
   producer's segment is a later compute segment's stage that would stream it from a producer of
-  its own segment (``segment.streamable``, not ``reads_whole``) and is built piece by piece too
-  (a lockstep group shares activation chunks by DRB broadcasts from memory; a K split or a
-  resident activation reads K parts / whole bands);
+  its own segment (``segment.streamable``, not ``reads_whole``) and is built piece by piece, or
+  is a lockstep conv (K split or not): then each K chunk of a piece -- rows x a range of input
+  channels -- is copied from the kept pieces (``kinds/tcu.py`` ``kept_chunks``) instead of one DRB
+  broadcast from memory to the column parts (a lockstep matmul's chunks are not image rows, a
+  resident activation reads whole bands: not kept);
 * on every TPB holding producer pieces, in every segment from the producer's to the last
   consumer's, the plan's buffers (``TilePlan.footprint`` of the stages on that TPB) + the kept
   tensors already held there + this tensor's tiles stay within ``PREFETCH_HBSM_SHARE`` of the
@@ -45,11 +47,16 @@ def piece_elems(g: OpGraph, op, geo) -> int:
     return geo.row_elems
 
 
-def _piecewise(s, seg: SegmentCfg, st, plans: dict) -> bool:
-    """Is ``st`` built piece by piece (not a lockstep group, no K split, no resident activation)?"""
+def _reads_kept(s, seg: SegmentCfg, st, plans: dict) -> bool:
+    """Can stage ``st`` read its input from kept pieces? Built piece by piece (no K split, no
+    resident activation), or a lockstep conv (its K chunks -- input channels -- copied from the
+    kept pieces; a lockstep matmul's activation chunks are rows of another shape)."""
     op = s.ops[st.op]
-    return st.ks == 1 and not st.act_resident and not (
-        len(seg.stages) == 1 and lockstep(plans[st.op], op))
+    if st.act_resident:
+        return False
+    if len(seg.stages) == 1 and lockstep(plans[st.op], op):
+        return op.unit == "tcu.conv2d"
+    return st.ks == 1
 
 
 def choose_kept(s, segs: list[SegmentCfg], cap: int, one_stage: bool = False
@@ -98,7 +105,7 @@ def choose_kept(s, segs: list[SegmentCfg], cap: int, one_stage: bool = False
                     ok = False
                     break
                 usi, useg, ust = stage[u.name]
-                if not _piecewise(s, useg, ust, plans) or (one_stage and len(useg.stages) > 1):
+                if not _reads_kept(s, useg, ust, plans) or (one_stage and len(useg.stages) > 1):
                     ok = False
                     break
                 last = max(last, usi)

@@ -56,13 +56,16 @@ def plan_piece(bld, si: int, st, op: Op, p: PlanPiece, tplan: TilePlan, compute)
             K, unit_k = k, 1
         resident = tplan.weight_resident
         streamed = bld._streamed(x_t)
+        # a lockstep conv reading an activation kept in HBSM (:mod:`..keep`): each K chunk
+        # (its input channels) is copied from the producer pieces instead of broadcast from memory
+        kept_chunks = conv and streamed and kk < K and p.group >= 0
         x_deps: list[int] = []
         if tplan.act_resident:
             yield from _plan_act_resident(bld, si, st, op, p, tplan, x_t, w_t, bias, rq_table,
                                           xb, wt, compute)
             p.out_dims = (rows, geo.row_elems, cols)
             return
-        if streamed or kk == K:
+        if (streamed or kk == K) and not kept_chunks:
             row_tpbs = tuple(st.tpbs[st.row_of(p.band) * st.gc + jj] for jj in range(st.gc))
             x_deps = bld._act_in(si, op, x_t, x_rows, x_full_dims, None, tpb,
                                   float(x_full_dims[0] * x_full_dims[1] * x_full_dims[2] * xb),
@@ -74,6 +77,9 @@ def plan_piece(bld, si: int, st, op: Op, p: PlanPiece, tplan: TilePlan, compute)
             last = ci == len(chunks) - 1
             if kk == K:
                 deps = list(x_deps)
+            elif kept_chunks:
+                deps = list(bld._act_in(si, op, x_t, x_rows, x_full_dims[:2] + (kc,),
+                                        (k0, k0 + kc), tpb, chunk_bytes(kc)))
             elif streamed:
                 deps = list(x_deps) if ci == 0 else []
             elif p.group >= 0:  # lockstep: one broadcast to the column parts of the row tile
@@ -293,7 +299,8 @@ def emit_piece(em, si, seg, op, b, j, tpb, r0, r1, c0, c1, pieces, seg_ops, plan
         resident = plan is None or plan.weight_resident
         streamed = em._streamed(x_t, seg_ops, pieces)
         x_lin = [((0, 0, 0), n0), ((1, 0, 0), i0), ((0, 1, 0), 0), ((0, 0, 1), 0)]
-        if streamed or ck == C:
+        kept_chunks = streamed and ck < C and pp.group >= 0  # per K chunk from kept pieces
+        if (streamed or ck == C) and not kept_chunks:
             x_full, x_deps = em.act_in(si, seg, op, x_t, (n0 * H + i0, n0 * H + i1),
                                          (i1 - i0, W, C), x_lin, tpb, pieces, seg_ops, b,
                                          shared=True)
@@ -313,6 +320,12 @@ def emit_piece(em, si, seg, op, b, j, tpb, r0, r1, c0, c1, pieces, seg_ops, plan
                 deps = list(x_deps)
             elif ck == C:
                 x_slot, deps = (x_full, None), list(x_deps)
+            elif kept_chunks:
+                lin = [((0, 0, 0), n0), ((1, 0, 0), i0), ((0, 1, 0), 0), ((0, 0, 1), k0)]
+                xb, xts = em.act_in(si, seg, op, x_t, (n0 * H + i0, n0 * H + i1),
+                                    (i1 - i0, W, kc), lin, tpb, pieces, seg_ops, b,
+                                    cols=(k0, k0 + kc))
+                x_slot, deps = (xb, None), list(xts)
             elif streamed:
                 x_slot = (x_full, access((i1 - i0, W, kc), ident(3, (0, 0, k0))))
                 deps = list(x_deps) if ci == 0 else []

@@ -124,8 +124,7 @@ def _block_onnx():
     return m
 
 
-@pytest.mark.parametrize("mode", ["dataflow", "barrier-all"])
-def test_kept_activations_match_onnxruntime(mode, monkeypatch):
+def test_kept_activations_match_onnxruntime(monkeypatch):
     """Every eligible activation kept (whether or not the plan gets shorter): the program reads
     them from the producer TPBs and computes what onnxruntime computes."""
     from m100.tools import driver
@@ -137,28 +136,35 @@ def test_kept_activations_match_onnxruntime(mode, monkeypatch):
         return tl2
 
     monkeypatch.setattr(placement, "keep_activations", force)
-    ck = driver.check(_block_onnx(), machine="m100", tpbs=8, sync_mode=mode,
-                      strategy="data-parallel")
+    # (both sync modes: test_kept_ksplit_outputs_match_onnxruntime)
+    ck = driver.check(_block_onnx(), machine="m100", tpbs=8, strategy="data-parallel")
     assert seen and seen[-1], "nothing was kept: the test checks nothing"
     assert ck.result.reports == [] and ck.problems == [], ck.problems[:3]
     assert ck.passed, ck.summary()
 
 
 def _ksplit_onnx():
-    """A 7x7 conv 256 -> 128 (+ bias, ReLU) whose K the search splits over TPBs, then x * x."""
+    """Two 7x7 convs 256 -> 256 -> 128 (+ bias, ReLU) whose K the search splits over TPBs,
+    then x * x: the first conv's reduced tiles kept for the second (a lockstep conv reading its
+    K chunks from them), the second's for the product."""
     import onnx
     from onnx import TensorProto, helper, numpy_helper
     rng = np.random.default_rng(1)
-    w = (rng.standard_normal((128, 256, 3, 3)) / 48).astype(np.float32)
-    b = rng.standard_normal(128).astype(np.float32)
-    nodes = [helper.make_node("Conv", ["x", "w", "b"], ["c"], kernel_shape=[3, 3],
-                              pads=[1, 1, 1, 1]),
-             helper.make_node("Relu", ["c"], ["r"]), helper.make_node("Mul", ["r", "r"], ["y"])]
+    w1 = (rng.standard_normal((256, 256, 3, 3)) / 48).astype(np.float32)
+    w2 = (rng.standard_normal((128, 256, 3, 3)) / 48).astype(np.float32)
+    b1 = rng.standard_normal(256).astype(np.float32)
+    b2 = rng.standard_normal(128).astype(np.float32)
+    conv = lambda x, w, b, y: helper.make_node("Conv", [x, w, b], [y], kernel_shape=[3, 3],  # noqa: E731
+                                               pads=[1, 1, 1, 1])
+    nodes = [conv("x", "w1", "b1", "c1"), helper.make_node("Relu", ["c1"], ["r1"]),
+             conv("r1", "w2", "b2", "c2"), helper.make_node("Relu", ["c2"], ["r2"]),
+             helper.make_node("Mul", ["r2", "r2"], ["y"])]
     graph = helper.make_graph(
         nodes, "ksplit_keep",
         [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 256, 7, 7])],
         [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 128, 7, 7])],
-        [numpy_helper.from_array(w, "w"), numpy_helper.from_array(b, "b")])
+        [numpy_helper.from_array(a, n) for a, n in ((w1, "w1"), (w2, "w2"), (b1, "b1"),
+                                                    (b2, "b2"))])
     m = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
     m.ir_version = 8
     onnx.checker.check_model(m)
@@ -166,9 +172,10 @@ def _ksplit_onnx():
 
 
 @pytest.mark.parametrize("mode", ["dataflow", "barrier-all"])
-def test_kept_ksplit_output_matches_onnxruntime(mode, monkeypatch):
-    """The reduced tiles of a K split stay on their part-0 TPBs; the next segment copies them
-    from there (no store, no load of the conv's output) and computes what onnxruntime does."""
+def test_kept_ksplit_outputs_match_onnxruntime(mode, monkeypatch):
+    """The reduced tiles of a K split stay on their part-0 TPBs; the next segments copy them
+    from there (no store, no load of the convs' outputs) -- a lockstep conv per K chunk -- and
+    compute what onnxruntime does."""
     from m100.tools import driver
     seen = []
 
@@ -180,20 +187,58 @@ def test_kept_ksplit_output_matches_onnxruntime(mode, monkeypatch):
     monkeypatch.setattr(placement, "keep_activations", force)
     ck = driver.check(_ksplit_onnx(), machine="m100", sync_mode=mode, strategy="data-parallel")
     segs, tl = seen[-1]
-    (conv,) = [st for sg in segs for st in sg.stages if st.op in tl.kept]
-    assert conv.ks > 1, "the conv is not split along K: the test checks nothing"
+    kept = [(si, st) for si, sg in enumerate(segs) for st in sg.stages if st.op in tl.kept]
+    assert any(st.ks > 1 for _, st in kept), "no K split kept: the test checks nothing"
     red = {p.compute: p for pcs in tl.pieces for p in pcs if p.reduce}
-    out_t = {t.tensor for t in tl.tasks if t.op == conv.op and t.kind == "compute"}
+    out_t = {t.tensor for t in tl.tasks for _, st in kept if t.op == st.op and t.kind == "compute"}
     assert not [t for t in tl.tasks if t.unit == "dma" and t.tensor in out_t]
     cps = [t for t in tl.tasks if t.kind == "copy" and t.tensor in out_t and t.role == "act"]
-    assert all(c.tpb == red[c.deps[0]].tpb for c in cps)  # copies send the reduced tiles
-    # every piece of the product reads the reduced tiles: copied, or in place on their TPB
-    users = [t for t in tl.tasks if t.kind == "compute" and t.segment > segs.index(
-        next(sg for sg in segs if conv in sg.stages))]
-    assert users
-    for u in users:
-        src = [red[d] for d in u.deps if d in red] + \
-            [red[tl.tasks[d].deps[0]] for d in u.deps if tl.tasks[d].kind == "copy"]
-        assert src and all(p.tpb == u.tpb for p in src if p.compute in u.deps)
+    assert all(c.tpb == red[c.deps[0]].tpb for c in cps if c.deps[0] in red)
+    # the second conv is a lockstep group reading its chunks from the first conv's tiles
+    lock = {p.segment for pcs in tl.pieces for p in pcs if p.group >= 0}
+    assert any(c.segment in lock for c in cps), "no lockstep reader: the test checks nothing"
     assert ck.result.reports == [] and ck.problems == [], ck.problems[:3]
     assert ck.passed, ck.summary()
+
+
+def test_lockstep_conv_copies_each_k_chunk_from_kept_pieces():
+    """A K-split conv (lockstep, its K chunks = runs of input channels) reading a kept tensor:
+    each chunk instruction gets exactly its rows (halo included) x its channels, each cell once,
+    copied from the producer pieces (nothing from memory)."""
+    from m100.passes.schedule.partition import k_part_range
+    g, segs = _chain()
+    segs[1] = T.SegmentCfg((T.StageCfg(g.ops[1].name, TPBS, gc=2, bands=2, ks=2),))
+    s = T.Scheduler(CostModel(M100), g)
+    tl = s.build(segs, keep="all")
+    assert g.ops[0].name in tl.kept
+    x_t = g.ops[0].outputs[0]
+    assert not [t for t in tl.tasks if t.unit == "dma" and t.tensor == x_t]
+    prod = {p.compute: p for p in tl.pieces[0]}
+    kc = tl.plans[g.ops[1].name].tk // 9  # input channels per chunk of a 3x3 conv
+    chunks = list(range(0, 32, kc))
+    assert len(chunks) >= 2
+    n = 0
+    for p in tl.pieces[1]:
+        if p.reduce:
+            continue
+        lo, hi = max(0, p.r0 - 1), min(16, p.r1 + 1)
+        a, b = k_part_range(len(chunks), 2, p.kpart)
+        comp = [tl.tasks[i] for i in p.tasks if tl.tasks[i].kind == "compute"]
+        assert len(comp) == b - a
+        for u, k0 in zip(comp, chunks[a:b]):
+            k1 = min(32, k0 + kc)
+            got = []
+            for d in u.deps:
+                t = tl.tasks[d]
+                if t.kind == "copy":
+                    q = prod[t.deps[0]]
+                    rows = range(max(lo, q.r0), min(hi, q.r1))
+                    ch = range(max(k0, q.c0), min(k1, q.c1))
+                    assert t.nbytes == len(rows) * 16 * len(ch) * 4 and t.dst_tpbs == (p.tpb,)
+                    got += [(r, c) for r in rows for c in ch]
+                elif d in prod and (prod[d].tpb, prod[d].r0, prod[d].r1, prod[d].c0,
+                                    prod[d].c1) == (p.tpb, lo, hi, k0, k1):
+                    got += [(r, c) for r in range(lo, hi) for c in range(k0, k1)]  # in place
+            assert sorted(got) == [(r, c) for r in range(lo, hi) for c in range(k0, k1)]
+            n += 1
+    assert n
