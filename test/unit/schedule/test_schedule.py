@@ -179,7 +179,8 @@ def test_conv_chain_pipeline_beats_layer_by_layer():
     assert through_memory.kept == set()
     assert pipe.timeline.makespan < through_memory.makespan
     # with the layers' outputs kept in HBSM between segments (keep.py) layer by layer streams
-    # the same rows over the mesh, and the whole plan is shorter than through memory
+    # the same rows over the mesh, and the whole plan is shorter than through memory (the
+    # interpreter agrees: conv-chain-56-layers 76 066 cycles, the pipeline 97 996)
     assert seq.timeline.kept and seq.timeline.makespan < through_memory.makespan
     for p in (pipe, seq):
         check_timeline(p.timeline, M100)
