@@ -51,11 +51,13 @@ class ByteSet:
 
     The array may be *lazy* (:meth:`lazy`): ``lo``/``hi`` are exact at once, the member array is
     built on first use -- the race checker needs it only for two accesses whose bounding intervals
-    overlap and that no counter orders, i.e. almost never in a synchronized program."""
-    __slots__ = ("lo", "hi", "_arr", "_make")
+    overlap and that no counter orders, i.e. almost never in a synchronized program. A lazy set
+    may instead be a *bitmap* over [lo, hi) (:meth:`lazy_mask`): two of those (or one and an
+    interval) meet on their common window without building member arrays."""
+    __slots__ = ("lo", "hi", "_arr", "_make", "_mask", "_mmake")
 
     def __init__(self, addrs: np.ndarray):
-        self._make = None
+        self._make = self._mask = self._mmake = None
         if addrs.size == 0:
             self.lo = self.hi = 0
             self._arr = None
@@ -78,30 +80,66 @@ class ByteSet:
         """The sorted member addresses, None when the set is all of [lo, hi)."""
         if self._make is not None:
             self._arr, self._make = self._make(), None
+        elif self._mmake is not None or self._mask is not None:
+            m = self.mask
+            self._arr, self._mask = (None if m is None else np.flatnonzero(m) + self.lo), None
         return self._arr
 
     @arr.setter
     def arr(self, value: np.ndarray | None) -> None:
-        self._arr, self._make = value, None
+        self._arr, self._make, self._mask, self._mmake = value, None, None, None
+
+    @property
+    def mask(self) -> np.ndarray | None:
+        """A bitmap form's members over [lo, hi) (bool), None when the set is dense."""
+        if self._mmake is not None:
+            m = self._mmake()
+            self._mask, self._mmake = (None if m.all() else m), None
+        return self._mask
 
     @classmethod
     def lazy(cls, lo: int, hi: int, make) -> ByteSet:
         """The set with bounds [lo, hi) (its lowest and highest member + 1) whose member array
         ``make()`` returns (None: dense) when first needed."""
         bs = cls.__new__(cls)
-        bs.lo, bs.hi, bs._arr, bs._make = lo, hi, None, make
+        bs.lo, bs.hi, bs._arr, bs._make, bs._mask, bs._mmake = lo, hi, None, make, None, None
+        return bs
+
+    @classmethod
+    def lazy_mask(cls, lo: int, hi: int, make) -> ByteSet:
+        """The set with bounds [lo, hi) whose members are the True entries of the bool bitmap
+        over [lo, hi) that ``make()`` returns when first needed."""
+        bs = cls.__new__(cls)
+        bs.lo, bs.hi, bs._arr, bs._make, bs._mask, bs._mmake = lo, hi, None, None, None, make
         return bs
 
     @classmethod
     def interval(cls, lo: int, hi: int) -> ByteSet:
         bs = cls.__new__(cls)
-        bs.lo, bs.hi, bs._arr, bs._make = lo, hi, None, None
+        bs.lo, bs.hi, bs._arr, bs._make, bs._mask, bs._mmake = lo, hi, None, None, None, None
         return bs
+
+    def _bitmap(self) -> bool:
+        """True when the members are (or will be) a bitmap, or the set is dense."""
+        return self._make is None and (self._arr is None or self._mask is not None
+                                       or self._mmake is not None)
 
     def first_overlap(self, other: ByteSet) -> int | None:
         lo, hi = max(self.lo, other.lo), min(self.hi, other.hi)
         if lo >= hi:
             return None
+        if self._bitmap() and other._bitmap():  # bitmaps / intervals: the common window
+            a, b = self.mask, other.mask
+            if a is None and b is None:
+                return lo
+            if a is None or b is None:
+                m = (a if a is not None else b)
+                base = self.lo if a is not None else other.lo
+                w = m[lo - base:hi - base]
+            else:
+                w = a[lo - self.lo:hi - self.lo] & b[lo - other.lo:hi - other.lo]
+            k = int(np.argmax(w))
+            return lo + k if w[k] else None
         if self.arr is None and other.arr is None:
             return lo
         if self.arr is None or other.arr is None:
@@ -140,10 +178,11 @@ def walk_byte_set(walk, offsets: np.ndarray | None = None) -> ByteSet | None:
         a = walk.base + lo * sz
         if span <= 8 * walk.num_elements * sz + 4096:  # ByteSet's bitmap rule
 
-            def members() -> np.ndarray | None:
-                mask = np.zeros(span, dtype=np.uint8)
-                strided_bytes(mask, walk, lo)[...] = 1
-                return None if mask.all() else np.flatnonzero(mask) + a
+            def members() -> np.ndarray:
+                mask = np.zeros(span, dtype=np.bool_)
+                strided_bytes(mask.view(np.uint8), walk, lo)[...] = 1
+                return mask
+            return ByteSet.lazy_mask(a, a + span, members)
         else:  # a sparse box (e.g. a tile of a wide DDR tensor): its sorted addresses
 
             def members() -> np.ndarray | None:
@@ -171,7 +210,7 @@ def twu_strided() -> bool:
     return twu.STRIDED
 
 
-@dataclass
+@dataclass(slots=True)
 class Record:
     unit: int
     epoch: int
@@ -226,29 +265,30 @@ class RaceDetector:
     def access(self, space: tuple, rec: Record, vc: np.ndarray) -> list[tuple[Record, int]]:
         """Record an access; return the earlier records it races with (and an address), in
         arrival order."""
-        out = []
-        lo, hi, unit, write = rec.bytes.lo, rec.bytes.hi, rec.unit, rec.write
         rec.seq = self.count
         self.count += 1
+        bs = rec.bytes
+        lo, hi = bs.lo, bs.hi
         if hi <= lo:  # no bytes: races with nothing, nothing races with it
-            return out
+            return []
         logs = self._logs.get(space)
         if logs is None:
             logs = self._logs[space] = {}
+        unit, write = rec.unit, rec.write
+        clock = vc.item  # (a Python int per unit: no numpy scalar per comparison)
+        out = []
         for v, log in logs.items():
-            if v == unit:
+            ep = log.epochs if write else log.wepochs
+            if not ep or v == unit:
                 continue
-            ep, rs = (log.epochs, log.recs) if write else (log.wepochs, log.wrecs)
-            if not ep:
-                continue
-            e = vc[v]
+            e = clock(v)
             if ep[-1] <= e:
                 continue  # every record of v happens-before this access
-            for r in rs[bisect.bisect_right(ep, e):]:
+            for r in (log.recs if write else log.wrecs)[bisect.bisect_right(ep, e):]:
                 b = r.bytes
                 if b.lo >= hi or lo >= b.hi:
                     continue  # bounding intervals apart
-                addr = b.first_overlap(rec.bytes)
+                addr = b.first_overlap(bs)
                 if addr is not None:
                     out.append((r, addr))
         log = logs.get(unit)

@@ -104,6 +104,22 @@ DRAIN_TID = 16  # trace: the drain track of unit tid is tid + DRAIN_TID
 PRUNE_EVERY = 1024
 
 
+def _race_key(w) -> tuple:
+    """(space, is HBSM, element bytes, first offset if the beats are contiguous whole-byte
+    elements, the whole walk's byte set when that is one interval (False: no elements)), stored
+    on the (immutable) walk; an interval byte set is never changed, so records share it."""
+    sp = int(w.space)
+    start = contiguous_start(w) if w.dtype.bits >= 8 else None
+    sz = w.dtype.bits // 8
+    whole = None
+    if start is not None:
+        n = w.num_elements
+        whole = ByteSet.interval(w.base + start * sz, w.base + (start + n) * sz) if n else False
+    key = (sp, w.space is Space.HBSM, sz, start, whole)
+    object.__setattr__(w, "_race_key", key)
+    return key
+
+
 class Aborted(Exception):
     pass
 
@@ -601,21 +617,28 @@ class Engine:
     # --- races --------------------------------------------------------------------------------
     def _race(self, u: int, rec: InstRec, b: int, a, write: bool) -> None:
         w = a.walk
-        space = (int(w.space), a.tpb if w.space is Space.HBSM else 0)
-        start = contiguous_start(w) if w.dtype.bits >= 8 else None
-        if start is not None and (a.offsets is None or a.offsets.size == 0 or
-                                  a.offsets[-1] - a.offsets[0] == a.offsets.size - 1):
-            sz = w.dtype.bits // 8
-            first = start if a.offsets is None else int(a.offsets[0]) if a.offsets.size else 0
-            n = w.num_elements if a.offsets is None else a.offsets.size
+        key = w.__dict__.get("_race_key")  # a walk is immutable: computed once per walk object
+        if key is None:
+            key = _race_key(w)
+        sp, hbsm, sz, start, whole = key
+        space = (sp, a.tpb) if hbsm else (sp, 0)
+        offs = a.offsets
+        if offs is None and whole is not None:  # the whole walk is one byte interval
+            if whole is False:
+                return  # no elements
+            bs = whole
+        elif start is not None and (offs is None or offs.size == 0 or
+                                    offs[-1] - offs[0] == offs.size - 1):
+            first = start if offs is None else int(offs[0]) if offs.size else 0
+            n = w.num_elements if offs is None else offs.size
             if n == 0:
                 return
             bs = ByteSet.interval(w.base + first * sz, w.base + (first + n) * sz)
         else:
-            bs = walk_byte_set(w, a.offsets)
+            bs = walk_byte_set(w, offs)
             if bs is None:
                 return
-        r = Record(u, int(self.vc[u, u]), write, bs, rec.index, b, "write" if write else "read")
+        r = Record(u, self.vc.item(u, u), write, bs, rec.index, b, "write" if write else "read")
         for old, addr in self.races.access(space, r, self.vc[u]):
             pair = (old.inst, rec.index, space)
             if pair in self.races.reported or len(self.races.reported) >= self.races.max_reports:

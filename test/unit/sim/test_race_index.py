@@ -14,17 +14,26 @@ UNITS = 4
 
 
 def byte_set(kind, lo, n, stride):
-    """A dense interval, a strided set, or a lazy strided set (bounds at once, members later)."""
+    """A dense interval, a strided set, a lazy strided set (bounds at once, members later), or a
+    lazy bitmap (:meth:`ByteSet.lazy_mask`, how a dense-enough box walk is recorded)."""
     if kind == 0:
         return ByteSet.interval(lo, lo + n), set(range(lo, lo + n))
     addrs = lo + stride * np.arange(n)
     if kind == 1:
         return ByteSet(addrs), set(addrs.tolist())
+    if kind == 3:
+        hi = int(addrs[-1]) + 1
+
+        def mask():
+            m = np.zeros(hi - lo, dtype=bool)
+            m[addrs - lo] = True
+            return m
+        return ByteSet.lazy_mask(lo, hi, mask), set(addrs.tolist())
     return (ByteSet.lazy(lo, int(addrs[-1]) + 1, lambda: ByteSet(addrs).arr),
             set(addrs.tolist()))
 
 
-access = st.tuples(st.integers(0, UNITS - 1), st.booleans(), st.integers(0, 2),
+access = st.tuples(st.integers(0, UNITS - 1), st.booleans(), st.integers(0, 3),
                    st.integers(0, 1 << 12), st.integers(1, 300), st.integers(1, 9),
                    st.integers(0, 3), st.booleans(), st.booleans())
 
