@@ -219,6 +219,8 @@ class Memory:
     def __init__(self, machine: Machine):
         self.machine = machine
         self._spaces: dict[tuple[int, int], FlatBytes] = {}
+        # scratch buffers of the run's semantics by (kind, shape..., type) (Conv2DExec._padded)
+        self.scratch: dict[tuple, np.ndarray] = {}
 
     def space(self, space: Space, tpb: int = 0) -> FlatBytes:
         key = (int(space), tpb if space is Space.HBSM else 0)

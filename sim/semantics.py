@@ -248,13 +248,15 @@ class TcuExec(Exec):
             else:
                 mult, shift = rq.multiplier, rq.shift
             return requantize(acc, mult, shift, rq.zero_point, rq.qmin, rq.qmax)
-        with quiet():
-            acc = prod.astype(np.float32)
+        with quiet():  # (no copies of float32 values: prod is the block's own array)
+            acc = prod.astype(np.float32, copy=False)
             if old is not None:
-                acc = acc + old.astype(np.float32)
+                acc = acc + old.astype(np.float32, copy=False)
             if ep.bias is not None:
-                acc = acc + self.read(Access(ep.bias, ep.bias.tpb), False).astype(np.float32)
-            return _act(acc, ep.act, ep.clamp_lo, ep.clamp_hi, False).astype(np.float32)
+                acc = acc + self.read(Access(ep.bias, ep.bias.tpb), False).astype(np.float32,
+                                                                                   copy=False)
+            return _act(acc, ep.act, ep.clamp_lo, ep.clamp_hi, False).astype(np.float32,
+                                                                              copy=False)
 
     def _epi_reads(self) -> list[Access]:
         ep = self.inst.epilogue
@@ -420,13 +422,23 @@ class Conv2DExec(TcuExec):
         return acc, uniq
 
     def _padded(self, dtype) -> tuple[np.ndarray, np.ndarray]:
-        """x zero-padded to [n, hp, wp, c] (zeros) and its [n, h, w, c] interior (a view)."""
+        """x zero-padded to [n, hp, wp, c] and its [n, h, w, c] interior (a view).
+
+        The buffer is the run's scratch buffer of that shape and type (``Memory.scratch``),
+        shared by every conv block with the same padded shape *and* interior (the key has both):
+        its padding is never written (zero), and a block writes every interior element its
+        windows read (:meth:`_x`) before reading them, so values another block left there are
+        never read."""
         i = self.inst
         (sh, sw), (dh, dw) = i.stride, i.dilation
         pt, pl = i.pad[0], i.pad[1]
         hp = max(pt + i.h, (self.oh - 1) * sh + (i.kh - 1) * dh + 1)
         wp = max(pl + i.width, (self.ow - 1) * sw + (i.kw - 1) * dw + 1)
-        xp = np.zeros((i.n, hp, wp, i.c), dtype=dtype)
+        key = ("conv-pad", i.n, hp, wp, i.c, pt, pl, i.h, i.width, np.dtype(dtype).char)
+        scratch = self.mem.scratch if self.mem is not None else {}
+        xp = scratch.get(key)
+        if xp is None:
+            xp = scratch[key] = np.zeros((i.n, hp, wp, i.c), dtype=dtype)
         return xp, xp[:, pt:pt + i.h, pl:pl + i.width, :]
 
     def _windows(self, b: int, xp: np.ndarray) -> np.ndarray:
@@ -435,9 +447,8 @@ class Conv2DExec(TcuExec):
         i = self.inst
         (sh, sw), (dh, dw) = i.stride, i.dilation
         s = xp.strides
-        win = np.lib.stride_tricks.as_strided(
-            xp, shape=(i.n, self.oh, self.ow, i.kh, i.kw, i.c),
-            strides=(s[0], sh * s[1], sw * s[2], dh * s[1], dw * s[2], s[3]), writeable=False)
+        win = np.ndarray((i.n, self.oh, self.ow, i.kh, i.kw, i.c), dtype=xp.dtype, buffer=xp,
+                         strides=(s[0], sh * s[1], sw * s[2], dh * s[1], dw * s[2], s[3]))
         r0, r1 = b * self.rows, (b + 1) * self.rows
         shape = (self.rows * self.ow, i.kh, i.kw, i.c)
         if r0 % self.oh == 0 and r1 % self.oh == 0:  # whole images

@@ -237,3 +237,25 @@ def test_matmul_last_k_chunk_adds_the_f32_accumulator_and_rounds_once(rng):
     part = a[:, :32].astype(f32) @ b[:32].astype(f32)
     want = (part + a[:, 32:].astype(f32) @ b[32:].astype(f32)).astype(np.float16)
     np.testing.assert_array_equal(c.reshape(m, n), want)
+
+
+def test_convs_with_the_same_padded_shape_but_other_interiors(rng):
+    """Two convs in one run whose zero-padded inputs have the same shape ([1, 10, 10, 4]) but
+    different interiors: B (10x10, no padding) fills row/column 0, which is A's padding (8x8,
+    padding 1). Each equals the oracle, so a padded scratch buffer shared by B and A (row 0 not
+    zero any more) would fail here."""
+    c, f = 4, 4
+    xb, wb = i8(rng, (1, 10, 10, c)), i8(rng, (1, 1, c, f))
+    xa, wa = i8(rng, (1, 8, 8, c)), i8(rng, (3, 3, c, f))
+    XB, WB, YB = (hb(0, 0, DType.I8, (1, 10, 10, c)), hb(0, 512, DType.I8, (1, 1, c, f)),
+                  hb(0, 1024, DType.I32, (1, 10, 10, f)))
+    XA, WA, YA = (hb(0, 4096, DType.I8, (1, 8, 8, c)), hb(0, 4608, DType.I8, (3, 3, c, f)),
+                  hb(0, 8192, DType.I32, (1, 8, 8, f)))
+    convb = Conv2D(0, XB, WB, YB, 1, 10, 10, c, f, 1, 1, sync=Sync(blocks=2))
+    conva = Conv2D(0, XA, WA, YA, 1, 8, 8, c, f, 3, 3, pad=(1, 1, 1, 1), sync=Sync(blocks=4))
+    res, (yb, ya) = run([convb, conva], [(XB, xb), (WB, wb), (XA, xa), (WA, wa)], [YB, YA])
+    assert res.ok, res.reports
+    assert np.array_equal(yb.reshape(1, 10, 10, f),
+                          conv_oracle(xb, wb, (1, 1), (0, 0, 0, 0), (1, 1), 1))
+    assert np.array_equal(ya.reshape(1, 8, 8, f),
+                          conv_oracle(xa, wa, (1, 1), (1, 1, 1, 1), (1, 1), 1))
