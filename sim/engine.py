@@ -120,6 +120,9 @@ def _race_key(w) -> tuple:
     return key
 
 
+_ENGINES = itertools.count(1)
+
+
 class Aborted(Exception):
     pass
 
@@ -129,6 +132,7 @@ class Engine:
                  random_seed: int | None, check_races: bool, trace: bool,
                  progress: Callable[[int, int], None] | None = None):
         self.m = machine
+        self.token = next(_ENGINES)  # tags the column data this engine leaves on costs
         self.recs = recs
         self.mem = mem
         self.mode = mode
@@ -304,7 +308,16 @@ class Engine:
         k = 0 if b == 0 else 1
         costs = rec.costs
         if costs is None:
-            costs = rec.costs = [None, None]
+            # kept on the (immutable) instruction for the machine object too: a cost is a
+            # function of the two (the engine's own column data on it is tagged by engine,
+            # Cost.cols_of), so a program run again does not compute them again
+            got = rec.inst.__dict__.get("_sim_costs")
+            if got is not None and got[0] is self.m:
+                costs = got[1]
+            else:
+                costs = [None, None]
+                object.__setattr__(rec.inst, "_sim_costs", (self.m, costs))
+            rec.costs = costs
         c = costs[k]
         if c is None:
             try:
@@ -378,7 +391,7 @@ class Engine:
 
     def _add_use(self, job: Job, sign: int) -> None:
         """Add (sign 1) or remove (-1) a streaming job's demands to the column sums."""
-        if job.cols is None and job.cost.cols_of is self:  # computed for an earlier block
+        if job.cols is None and job.cost.cols_of == self.token:  # for an earlier block
             job.cols, job.use, job.crit = job.cost.cols, job.cost.use, job.cost.crit
         if job.cols is None:
             cost, banks = job.cost, self.m.hbsm_banks
@@ -398,7 +411,8 @@ class Engine:
             cap = self.col_cap[job.cols]
             inc = np.divide(cap, job.use, out=np.full(cap.shape, np.inf), where=job.use > 1e-12)
             job.crit = bool((inc < 1.0).any())
-            cost.cols, cost.use, cost.crit, cost.cols_of = job.cols, job.use, job.crit, self
+            cost.cols, cost.use, cost.crit, cost.cols_of = job.cols, job.use, job.crit, \
+                self.token
         if job.cols.size:
             self.col_use[job.cols] += sign * job.use  # distinct columns per job
             self.col_cnt[job.cols] += sign

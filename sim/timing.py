@@ -67,7 +67,7 @@ class Cost:
     cols: np.ndarray | None = None
     use: np.ndarray | None = None
     crit: bool = False
-    cols_of: object = None  # the engine whose columns these are
+    cols_of: int = 0  # the token of the engine whose columns these are (Engine.token)
 
     def add_banks(self, tpb: int, acc: np.ndarray) -> None:
         if tpb in self.banks:

@@ -245,3 +245,30 @@ def test_cvu_rates():
     assert cvu((1, 64, 64, 1), (1, 32, 32, 1), [pool], DType.I8) == n / m.cvu_bytes_per_cycle
     pool3 = Stage(CvuOp.MAXPOOL, (x0,), iparams=(3, 3, 1, 1, 1, 1, 1, 1))
     assert cvu((1, 64, 64, 1), (1, 64, 64, 1), [pool3], DType.I8) == 9 * n / m.cvu_bytes_per_cycle
+
+
+def test_costs_kept_on_instructions_give_the_same_run():
+    """Block costs are kept on the instruction for its machine (``Engine._cost``): running the
+    same instructions again, or on another machine object, gives exactly the stats and block
+    times of a run on fresh (equal) instructions, whose costs are computed anew."""
+    import copy
+
+    def mm(t, blocks):
+        A, B = hb(t, 0, DType.I8, (64, 32)), hb(t, 8192, DType.I8, (32, 64))
+        return MatMul(t, A, B, hb(t, 65536, DType.I32, (64, 64)), 64, 64, 32,
+                      sync=Sync(blocks=blocks))
+
+    def prog():
+        return [_dma(0, 1 << 16, 0), _dma(1, 1 << 16, 1 << 22), mm(0, 4), mm(1, 2)]
+
+    insts = prog()
+    other = M100.with_overrides(name="slower-ddr", ddr_bandwidth=32e9)
+    for m in (M100, M100, other, other):  # again on one machine: kept; another: its own
+        again, _ = run(insts, machine=m, mode="timing")
+        fresh, _ = run(copy.deepcopy(prog()), machine=m, mode="timing")
+        assert again.ok and fresh.ok, again.reports
+        assert again.stats == fresh.stats
+        assert [r.blocks for r in again.records] == [r.blocks for r in fresh.records]
+    slow, _ = run(prog(), machine=other, mode="timing")
+    fast, _ = run(prog(), machine=M100, mode="timing")
+    assert slow.stats["total_cycles"] > fast.stats["total_cycles"]  # the machine matters
