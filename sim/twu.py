@@ -58,10 +58,20 @@ def walk_block(walk: Walk, blocks: int, b: int) -> Walk | None:
     and one level cut to a sub-range. None when the chunk is not a box (or n % blocks != 0)."""
     if blocks == 1:
         return walk
-    return _walk_block(walk, blocks, b) if STRIDED else None
+    if not STRIDED:
+        return None
+    # kept on the (immutable) walk: hashing a walk for a shared cache costs ~3 us a lookup
+    got = walk.__dict__.get("_blocks")
+    if got is None:
+        got = {}
+        object.__setattr__(walk, "_blocks", got)
+    key = (blocks, b)
+    sub = got.get(key, False)
+    if sub is False:
+        sub = got[key] = _walk_block(walk, blocks, b)
+    return sub
 
 
-@functools.lru_cache(maxsize=1 << 14)
 def _walk_block(walk: Walk, blocks: int, b: int) -> Walk | None:
     levels = list(walk.levels)
     need = blocks
