@@ -265,7 +265,7 @@ class Engine:
             if mon.per_block == 0 and b > 0:
                 continue
             need = mon.expected + b * mon.per_block
-            val = int(self.counters[mon.tpb, mon.counter])
+            val = self.counters.item(mon.tpb, mon.counter)
             if val < need:
                 us.state = "wait"
                 us.wait = (mon, need)
@@ -283,7 +283,8 @@ class Engine:
             cums, joins, flows = self.hist[(mon.tpb, mon.counter)]
             k = bisect.bisect_left(cums, need)  # first arrival with cum >= need
             if self.races is not None:
-                np.maximum(self.vc[u], joins[k], out=self.vc[u])
+                row = self.vc[u]
+                np.maximum(row, joins[k], out=row)
             if self.trace_on:
                 us.flows.append(flows[k])
         if us.state != "cpu_ready":
@@ -602,7 +603,7 @@ class Engine:
 
     def ev_counter(self, tpb: int, c: int, amount: int, vc: np.ndarray, fid: int, src: int) -> None:
         key = (tpb, c)
-        val = int(self.counters[tpb, c]) + amount
+        val = self.counters.item(tpb, c) + amount
         if val > self.m.su_counter_max:
             self.reports.append(Report("overflow", f"counter c{c} of TPB {tpb} overflows "
                                        f"({val} > {self.m.su_counter_max}) on the update by "
