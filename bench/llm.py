@@ -40,7 +40,11 @@ REPO = Path(__file__).resolve().parents[1]
 PAPER_MS = {("llama2-7b", "decode", "w4a16"): 21.34, ("llama2-7b", "prefill", "w8a8"): 79.0}
 #: bytes per weight element of each scheme (int4 weights + an f16 scale per 128 -> 0.5 + 1/64)
 WBYTES = {"w4a16": 0.5 + 2 / 128, "w8a8": 1.0, "f16": 2.0, "f32": 4.0}
-ABYTES = {"w4a16": 2, "w8a8": 1, "f16": 2, "f32": 4}  # KV cache / activation bytes per element
+ABYTES = {"w4a16": 2, "w8a8": 2, "f16": 2, "f32": 4}  # KV cache / activation bytes per element
+#: the element type of the attention GEMMs (activations x KV cache): f16 in every quantized scheme
+ATT_DTYPE = {"w4a16": "f16", "w8a8": "f16", "f16": "f16", "f32": "f32"}
+#: W8A8 numerics of the tiny model vs onnxruntime (see numerics_tiny)
+W8_RMS, W8_MAX_REL = 0.04, 0.05
 TCU_DTYPE = {"w4a16": "f16", "w8a8": "i8", "f16": "f16", "f32": "f32"}
 
 
@@ -54,13 +58,15 @@ def _source_hash() -> str:
 
 def run_dtype(quant: str) -> str:
     """The scheme the model runs in: the requested one where it compiles, else f32."""
-    return quant if quant in ("w4a16", "f16") else "f32"  # W8A8 decoders: not yet
+    return quant
 
 
 def _build_kw(cfg, dt: str) -> dict:
     """llm.build options of a run scheme (W4: scales per 128 rows of K, 16 on the tiny model)."""
     if dt == "w4a16":
         return {"quant": "w4a16", "block": 16 if cfg.hidden < 128 else 128}
+    if dt == "w8a8":
+        return {"quant": "w8a8"}
     return {"dtype": dt}
 
 
@@ -116,10 +122,12 @@ def roofline_ms(cfg, phase: str, context: int, batch: int, scheme: str, m) -> di
         kv = cfg.layers * batch * kv_row * context  # written once
         attn_macs = cfg.layers * batch * 2 * cfg.heads * cfg.head_dim * context * context
     ddr = cfg.layers * layer_w + head_w + kv
-    macs = tokens * (cfg.layers * cfg.layer_params() + cfg.vocab * cfg.hidden) + attn_macs
+    proj_macs = tokens * (cfg.layers * cfg.layer_params() + cfg.vocab * cfg.hidden)
+    macs = proj_macs + attn_macs
     peak = m.tcu_macs_per_cycle(TCU_DTYPE[scheme]) * m.num_tpbs * m.clock_hz
+    att_peak = m.tcu_macs_per_cycle(ATT_DTYPE[scheme]) * m.num_tpbs * m.clock_hz
     ddr_ms = 1e3 * ddr / m.ddr_bandwidth
-    mac_ms = 1e3 * macs / peak
+    mac_ms = 1e3 * (proj_macs / peak + attn_macs / att_peak)  # projections / attention rates
     return {"ms": max(ddr_ms, mac_ms), "ddr_ms": ddr_ms, "mac_ms": mac_ms, "ddr_bytes": ddr,
             "macs": macs, "bound": "DDR" if ddr_ms >= mac_ms else "TCU"}
 
@@ -172,6 +180,20 @@ def _ort(model):
     return ort.InferenceSession(model.SerializeToString(), opts, providers=["CPUExecutionProvider"])
 
 
+def w8_close(got: np.ndarray, want: np.ndarray) -> tuple[bool, float]:
+    """(pass, relative RMS error) of a W8A8 output against onnxruntime. The f16 parts (attention,
+    norms) round at other points than onnxruntime's, and a value one f16 ulp apart can quantize to
+    the next int8 step (1/32, 16 ulps of a value in [2, 4)): such a step moves the outputs it feeds
+    by up to 127 * sx * sw, and later layers pass it on. Pass: the error's RMS within
+    :data:`W8_RMS` of the values' RMS and no element off by more than :data:`W8_MAX_REL` of the
+    largest value. (Each projection alone is bit-exact: test_llm_w8; a wrong weight, scale or
+    layout moves almost every element by about its own size, which this fails.)"""
+    g, a = np.asarray(got, np.float64), np.asarray(want, np.float64)
+    d = np.abs(g - a)
+    rms = float(np.sqrt(np.mean(d ** 2) / max(float(np.mean(a ** 2)), 1e-30)))
+    return bool(rms <= W8_RMS and np.all(d <= W8_MAX_REL * np.max(np.abs(a)))), rms
+
+
 def numerics_tiny(phase: str, context: int, batch: int, machine: str = "m100",
                   seed: int = 0, quant: str = "f32") -> dict:
     """Full numerics of the tiny model (every layer repeated + head) against onnxruntime: the
@@ -219,18 +241,28 @@ def numerics_tiny(phase: str, context: int, batch: int, machine: str = "m100",
     # rounds f16 at other points than the program's fused f32 pipelines)
     tol = 1e-4 if dt == "f32" else driver.F16_TOL
     ok = got.ok
+    within: dict[str, float] = {}
+    rms: dict[str, float] = {}
+
+    def close(k, g, a) -> bool:
+        d = np.abs(g - a)
+        errs[k] = float(np.max(d))
+        near = d <= tol + tol * np.abs(a)
+        within[k] = float(np.mean(near))
+        if dt != "w8a8":
+            return bool(np.all(near))
+        ok_k, rms[k] = w8_close(g, a)
+        return ok_k
     for k, a in want.items():
-        g = got.outputs[k].reshape(a.shape).astype(np.float64)
-        errs[k] = float(np.max(np.abs(g - a)))
-        ok &= bool(np.all(np.abs(g - a) <= tol + tol * np.abs(a)))
+        ok &= close(k, got.outputs[k].reshape(a.shape).astype(np.float64), a)
     head_model, hw = llm.build(cfg, "head", phase, context=context, batch=batch, seed=7, **kw)
     logits = _ort(head_model).run(["logits"], {"x": x})[0]
     got_l = driver.run(head, {"x": got.outputs["y"], **hw}).outputs["logits"]
     got_l = got_l.reshape(logits.shape).astype(np.float64)
-    errs["logits"] = float(np.max(np.abs(got_l - logits)))
-    ok &= bool(np.all(np.abs(got_l - logits) <= tol + tol * np.abs(logits)))
+    ok &= close("logits", got_l, logits)
     return {"numerics": "PASS" if ok else "FAIL", "max_abs_error": max(errs.values()),
-            "errors": errs}
+            "errors": errs, "within_tol": min(within.values()),
+            **({"rel_rms_error": max(rms.values())} if rms else {})}
 
 
 def plot_layer(rep, path: str, title: str) -> dict:

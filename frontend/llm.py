@@ -38,6 +38,9 @@ import numpy as np
 
 #: the location the shape-only weights point at (never written: the compiler needs only shapes)
 SHAPE_ONLY_LOCATION = "m100-shape-only-weights.bin"
+#: W8A8: the static per-tensor scale of every quantized activation (zero point 0): a power of two,
+#: so ``x / scale`` is exact in every precision and the int8 rounding is the same everywhere
+W8_ACT_SCALE = 1.0 / 32
 
 
 @dataclass(frozen=True)
@@ -167,6 +170,45 @@ class _G:
         self.inits.append(numpy_helper.from_array(arr, name))
         return name
 
+    def proj(self, x: str, name: str, shape: tuple[int, int], out: str | None = None) -> str:
+        """``x @ W`` of the projection ``name`` [K, N]: a float ``MatMul`` (``W`` float, or the
+        int4 ``DequantizeLinear`` of W4A16), or with ``quant='w8a8'`` the integer form
+        :meth:`w8_matmul`."""
+        if self.quant == "w8a8":
+            return self.w8_matmul(x, name, shape, out)
+        return self.op("MatMul", [x, self.weight(name, shape)], out)
+
+    def w8_matmul(self, x: str, name: str, shape: tuple[int, int], out: str | None) -> str:
+        """W8A8 (SmoothQuant-style, static per-tensor activation scale, per-channel weights):
+        ``xq = QuantizeLinear(x, sx, 0)`` (int8; ``sx`` = :data:`W8_ACT_SCALE`, a power of two:
+        ``x / sx`` is exact), ``acc = MatMulInteger(xq, W)`` (int8 ``W`` [K, N] = ``name``, i32
+        accumulate), ``y = Cast(Cast(acc, f32) * name.dq, f16)`` with ``name.dq`` [N] f32 =
+        ``sx * sw[n]`` (the accumulator's dequantization scale per output channel; a weight of
+        the layer like ``W``: per layer, so declared by shape too)."""
+        from onnx import TensorProto, numpy_helper
+        k, n = shape
+        dq = f"{name}.dq"
+        if self.weights == "shape":
+            for nm, dt, dims in ((name, TensorProto.INT8, [k, n]), (dq, TensorProto.FLOAT, [n])):
+                t = TensorProto(name=nm, data_type=dt, dims=dims)
+                t.data_location = TensorProto.EXTERNAL
+                t.external_data.add(key="location", value=SHAPE_ONLY_LOCATION)
+                self.inits.append(t)
+        else:
+            q = self.rng.integers(-127, 128, (k, n)).astype(np.int8)
+            # dequantized weights ~ N(0, 1/K) like the float model (int8 uniform: std ~73.6)
+            sw = (np.abs(self.rng.standard_normal(n)) * 0.5 + 0.5) / (73.6 * np.sqrt(k))
+            d = (np.float32(W8_ACT_SCALE) * sw.astype(np.float32)).astype(np.float32)
+            self.values[name], self.values[dq] = q, d
+            self.inits += [numpy_helper.from_array(q, name), numpy_helper.from_array(d, dq)]
+        if not any(t.name == "w8_sx" for t in self.inits):  # the shared activation scale, zp
+            self.inits += [numpy_helper.from_array(np.asarray(W8_ACT_SCALE, self.np_dt), "w8_sx"),
+                           numpy_helper.from_array(np.asarray(0, np.int8), "w8_zx")]
+        xq = self.op("QuantizeLinear", [x, "w8_sx", "w8_zx"])
+        acc = self.op("MatMulInteger", [xq, name])
+        y = self.op("Mul", [self.op("Cast", [acc], to=TensorProto.FLOAT), dq])
+        return self.op("Cast", [y], out, to=self.elem)
+
     def w4_weight(self, name: str, shape: tuple[int, ...]) -> str:
         from onnx import TensorProto, helper, numpy_helper
         k, n = shape
@@ -205,7 +247,7 @@ class _G:
         import onnx
         from onnx import helper
         g = helper.make_graph(self.nodes, name, self.inputs, self.outputs, self.inits)
-        w4 = self.quant == "w4a16"  # int4 and blocked DequantizeLinear: opset 21, IR 10
+        w4 = self.quant in ("w4a16", "w8a8")  # int4/blocked DequantizeLinear, f16 QDQ: opset 21
         m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 21 if w4 else 18)],
                               producer_name="m100.frontend.llm")
         m.ir_version = 10 if w4 else 8
@@ -247,9 +289,9 @@ class _G:
         """``xn @ W`` for each (weight name, columns); with ``fuse`` one GEMM against the weights
         concatenated along N (stored so: ``wqkv``, ``wgu``) and a column slice per result."""
         if not self.fuse or len(names) == 1:
-            return [self.op("MatMul", [xn, self.weight(n, (k, c))]) for n, c in names]
+            return [self.proj(xn, n, (k, c)) for n, c in names]
         fused = "w" + "".join(n[1:] for n, _ in names)
-        y = self.op("MatMul", [xn, self.weight(fused, (k, sum(c for _, c in names)))])
+        y = self.proj(xn, fused, (k, sum(c for _, c in names)))
         out, c0 = [], 0
         for _, c in names:
             out.append(self.cols(y, rows, c0, c0 + c))
@@ -260,8 +302,7 @@ class _G:
         hn = self.rmsnorm(h, self.weight("mlp_norm", (cfg.hidden,), "norm"), cfg.eps)
         gate, up = self.projections(hn, rows, [("wg", cfg.ffn), ("wu", cfg.ffn)], cfg.hidden)
         silu = self.op("Mul", [gate, self.op("Sigmoid", [gate])])
-        down = self.op("MatMul", [self.op("Mul", [silu, up]),
-                                  self.weight("wd", (cfg.ffn, cfg.hidden))])
+        down = self.proj(self.op("Mul", [silu, up]), "wd", (cfg.ffn, cfg.hidden))
         return self.op("Add", [h, down], out)
 
 
@@ -290,8 +331,7 @@ def _decode_layer(g: _G, cfg: LlamaConfig, context: int, batch: int) -> None:
         p_past = g.op("Slice", [p, g.ints([0]), g.ints([L]), axes, g.ints([1])])
         p_new = g.op("Slice", [p, g.ints([L]), g.ints([L + 1]), axes, g.ints([1])])
         o = g.op("Add", [g.op("MatMul", [p_past, past_v]), g.op("MatMul", [p_new, "v_new"])])
-    attn = g.op("MatMul", [g.op("Reshape", [o, g.ints([B, nh * hd])]),
-                           g.weight("wo", (nh * hd, H))])
+    attn = g.proj(g.op("Reshape", [o, g.ints([B, nh * hd])]), "wo", (nh * hd, H))
     h = g.op("Add", [x, attn])
     g.mlp(h, cfg, "y", rows)
     g.out("y", [B, H])
@@ -365,7 +405,7 @@ def _prefill_layer(g: _G, cfg: LlamaConfig, tokens: int, batch: int) -> None:
         o = g.op("Transpose", [g.op("Reshape", [o, g.ints([nh, T, hd])])], perm=[1, 0, 2])
         outs.append(g.op("Reshape", [o, g.ints([T, nh * hd])]))
     o = g.op("Concat", outs, axis=0) if B > 1 else outs[0]
-    attn = g.op("MatMul", [o, g.weight("wo", (nh * hd, H))])
+    attn = g.proj(o, "wo", (nh * hd, H))
     h = g.op("Add", [x, attn])
     g.mlp(h, cfg, "y", rows)
     g.op("Reshape", [g.op("Concat", kts, axis=0) if B > 1 else kts[0],
@@ -380,7 +420,7 @@ def _prefill_layer(g: _G, cfg: LlamaConfig, tokens: int, batch: int) -> None:
 def _head(g: _G, cfg: LlamaConfig, tokens: int, batch: int) -> None:
     x = g.inp("x", [batch * tokens, cfg.hidden])
     xn = g.rmsnorm(x, g.weight("final_norm", (cfg.hidden,), "norm"), cfg.eps)
-    g.op("MatMul", [xn, g.weight("lm_head", (cfg.hidden, cfg.vocab))], "logits")
+    g.proj(xn, "lm_head", (cfg.hidden, cfg.vocab), "logits")
     g.out("logits", [batch * tokens, cfg.vocab])
 
 
@@ -390,10 +430,13 @@ def build(cfg: LlamaConfig | str, part: str = "layer", phase: str = "decode", co
     """One part of a LLaMA model as ONNX; returns ``(model, weight values by name)`` (values empty
     for ``weights='shape'``). ``context``: cached tokens L (decode) or prompt tokens T (prefill).
     ``quant='w4a16'``: every projection (and the LM head) is int4 with f16 scales per ``block``
-    rows of K (activations, norms and the KV cache f16: implies ``dtype='f16'``)."""
-    if quant not in ("none", "w4a16"):
-        raise LlmBuildError(f"quant must be 'none' or 'w4a16', not {quant!r}")
-    if quant == "w4a16":
+    rows of K (activations, norms and the KV cache f16: implies ``dtype='f16'``).
+    ``quant='w8a8'``: every projection (and the LM head) is int8 x int8 -> int32
+    (``QuantizeLinear`` of the f16 activation, ``MatMulInteger``, per-channel dequantization to
+    f16: :meth:`_G.w8_matmul`); attention, norms, RoPE and the KV cache f16."""
+    if quant not in ("none", "w4a16", "w8a8"):
+        raise LlmBuildError(f"quant must be 'none', 'w4a16' or 'w8a8', not {quant!r}")
+    if quant in ("w4a16", "w8a8"):
         dtype = "f16"
     cfg = config(cfg) if isinstance(cfg, str) else cfg
     if weights not in ("random", "shape"):

@@ -110,6 +110,22 @@ def matmul_integer_i8(node, inits, types, shapes, names, helper, numpy_helper):
     return nodes, new_inits
 
 
+def s8_runtime_contraction(node, types, shapes) -> bool:
+    """``MatMulInteger(a, B)`` of int8 ``a`` [M, K] and a run-time int8 ``B`` [K, N] (a graph input,
+    e.g. a weight compiled by shape: frontend/shape_only.py) without zero points: left to
+    torch-mlir, whose ``extsi(a) @ extsi(B)`` m100-graph makes the i8 x i8 -> i32 TCU contraction --
+    exact while no partial sum can leave int32 (``K * 128 * 128 < 2**31``). (Not the f32 emulation
+    of onnx_rewrite_qruntime, which holds only while ``K * 128 * 128 < 2**24``: a W8A8 LLM's weights
+    are run-time symbols and its projections must run at the int8 rate.)"""
+    if node.op_type != "MatMulInteger" or node.domain not in ("", "ai.onnx"):
+        return False
+    a, b, za, zb = (list(node.input) + ["", "", ""])[:4]
+    sa, sb = shapes.get(a), shapes.get(b)
+    return (not za and not zb and types.get(a) == _S8 and types.get(b) == _S8
+            and sa is not None and sb is not None and len(sa) == 2 and len(sb) == 2
+            and sa[1] == sb[0] and sb[0] * 128 * 128 <= _I32_MAX)
+
+
 def u8_qdq_to_s8(nodes, inits, new_inits, graph, numpy_helper) -> int:
     """A uint8 ``QuantizeLinear(x, s, z)`` whose value is read only by ``DequantizeLinear``s (with
     constant uint8 zero points ``z'``) -> int8 with zero points ``z - 128`` / ``z' - 128``: the
@@ -165,4 +181,4 @@ def u8_qdq_to_s8(nodes, inits, new_inits, graph, numpy_helper) -> int:
     return len(changed)
 
 
-__all__ = ["matmul_integer_i8", "u8_qdq_to_s8"]
+__all__ = ["matmul_integer_i8", "s8_runtime_contraction", "u8_qdq_to_s8"]

@@ -301,7 +301,8 @@ def rewrite_quantized(graph, names, ranks, types) -> tuple[list, list, int, set[
 
     from m100.frontend import onnx_rewrite_narrow_int as narrow_int
     from m100.frontend.onnx_rewrite import _static_shapes
-    from m100.frontend.onnx_rewrite_qint8 import matmul_integer_i8, u8_qdq_to_s8
+    from m100.frontend.onnx_rewrite_qint8 import (matmul_integer_i8, s8_runtime_contraction,
+                                                  u8_qdq_to_s8)
     from m100.frontend.onnx_rewrite_qruntime import rewrite_runtime_quant
 
     inits = _LazyInits(graph, numpy_helper)  # decodes only the initializers a rewrite reads
@@ -316,8 +317,11 @@ def rewrite_quantized(graph, names, ranks, types) -> tuple[list, list, int, set[
     for node in graph.node:
         # constant 8-bit weights: the int8 TCU contraction (onnx_rewrite_qint8.py); else run-time
         # scales / zero points / weights: exact plain ops (onnx_rewrite_qruntime.py)
-        repl = matmul_integer_i8(node, inits, types, shapes, names, helper, numpy_helper) or \
-            rewrite_runtime_quant(node, types, shapes, consts, names, helper, numpy_helper)
+        if s8_runtime_contraction(node, types, shapes) and node.input[1] not in consts:
+            repl = None  # int8 x run-time int8 weights: the i8 TCU contraction as it is
+        else:
+            repl = matmul_integer_i8(node, inits, types, shapes, names, helper, numpy_helper) or \
+                rewrite_runtime_quant(node, types, shapes, consts, names, helper, numpy_helper)
         if repl is None and narrow and node.op_type == "Cast":
             repl = narrow_int.cast_to_narrow(node, types, names, helper, numpy_helper) or \
                 narrow_int.cast_from_f8(node, types, names, helper, numpy_helper) or \
