@@ -42,6 +42,7 @@ PASSES: tuple[str, ...] = (
     "graph.fold_batchnorm:FoldBatchnorm",
     "graph.fold_constants:FoldConstants",
     "graph.fold_quantized_contractions:FoldQuantizedContractions",
+    "graph.fuse_dequant:FuseDequant",
     "graph.fuse_epilogue:FuseEpilogue",
     "graph.fuse_predicates:FusePredicates",
     "graph.layout_nhwc:LayoutNhwc",

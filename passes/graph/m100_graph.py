@@ -21,6 +21,7 @@ from m100.passes.graph.fold_batchnorm import FoldBatchnorm
 from m100.passes.graph.fold_quantized_contractions import FoldQuantizedContractions
 from m100.passes.graph.raise_quant_casts import RaiseQuantCasts
 from m100.passes.graph.fold_constants import FoldConstants
+from m100.passes.graph.fuse_dequant import FuseDequant
 from m100.passes.graph.fuse_epilogue import FuseEpilogue
 from m100.passes.graph.fuse_predicates import FusePredicates
 from m100.passes.graph.layout_nhwc import LayoutNhwc
@@ -37,8 +38,8 @@ class M100Graph(ModulePass):
     fold-quantized-contractions], materialize-index, check-supported,
     simplify-algebra, [layout-nhwc, simplify-algebra (cancels the transposes between
     convolutions), fold-constants (packs transposed weights)], [fold-batchnorm], cse, dce (+ removal of dead
-    linalg/tensor ops, which xDSL's dce keeps), [recognize-idioms], [fuse-epilogue],
-    fuse-predicates, classify-ops. Brackets: stages controlled by the options.
+    linalg/tensor ops, which xDSL's dce keeps), [recognize-idioms], [fuse-epilogue,
+    fuse-dequant], fuse-predicates, classify-ops. Brackets: stages controlled by the options.
     Why: one name for "frontend output -> what the space-time scheduler consumes".
     Pre: func + linalg-on-tensors (what m100-opt reads from .onnx or .mlir).
     Post: the same values (every stage preserves semantics; the graph is still runnable by the
@@ -75,7 +76,7 @@ class M100Graph(ModulePass):
         if self.idioms:
             tail.append(RecognizeIdioms())
         if self.fuse:
-            tail.append(FuseEpilogue())
+            tail += [FuseEpilogue(), FuseDequant()]
         tail += [FusePredicates(), ClassifyOps()]
         return out + [(p.name, p.apply) for p in tail]
 
