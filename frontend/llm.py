@@ -5,8 +5,9 @@
 * ``layer`` (``phase='decode'``): one decoder layer for one new token per sequence with a KV cache.
   Inputs ``x`` [B,H] (the hidden rows, 2-D so that every projection is one GEMM), ``cos``/``sin`` [B,1,1,hd] (RoPE of each sequence's position),
   ``past_kT`` [B,kvh,hd,L] (the K cache, stored transposed: the score GEMV reads it as is),
-  ``past_v`` [B,kvh,L,hd] -- at batch 1 one input per KV head j, ``past_kT.j`` [hd,L] and
-  ``past_v.j`` [L,hd], so that every head is a plain GEMV the scheduler can place on its own TPBs; outputs ``y`` [B,H], ``k_new`` [B,kvh,1,hd] and ``v_new``
+  ``past_v`` [B,kvh,L,hd] as one input per sequence b and KV head j, ``past_kT.b.j`` [hd,L] and
+  ``past_v.b.j`` [L,hd] (``past_kT.j`` / ``past_v.j`` at batch 1), so that every head is a plain
+  GEMV the scheduler can place on its own TPBs; outputs ``y`` [B,H], ``k_new`` [B,kvh,1,hd] and ``v_new``
   [B,kvh,1,hd] -- the row the runtime appends to the cache (at row L). Attention is computed as
   ``softmax([q K_past^T, q k_new^T]) [V_past; v_new]`` split into the cached part and the new row,
   so the cache is read once and never copied.
@@ -318,19 +319,23 @@ def _decode_layer(g: _G, cfg: LlamaConfig, context: int, batch: int) -> None:
     q4 = g.rope(g.op("Reshape", [q, g.ints([B, nh, 1, hd])]), cos, sin, hd)
     k_new = g.rope(g.op("Reshape", [k, g.ints([B, kvh, 1, hd])]), cos, sin, hd, "k_new")
     g.op("Reshape", [v, g.ints([B, kvh, 1, hd])], "v_new")
-    qg = g.op("Reshape", [q4, g.ints([B, kvh, gq, hd])])  # GQA: a KV head's queries are rows
-    s_new = g.op("MatMul", [qg, g.op("Reshape", [k_new, g.ints([B, kvh, hd, 1])])])
-    scale = g.const(g.f(1.0 / math.sqrt(hd)))
-    if B == 1:  # one 2-D GEMV per KV head against its own cache: the heads spread over TPBs
-        o = _decode_attention_per_head(g, cfg, L, q4, s_new, scale)
+    # the score of the new row, q . k_new per query head (GQA: a KV head's queries share it):
+    # an elementwise product and a sum over hd (a batched [gq, hd] x [hd, 1] MatMul became per
+    # (sequence, KV head) a slice, a GEMV and a reshape)
+    # (batch 1 keeps the MatMul: the figures of docs/llm.md were measured so)
+    qg = g.op("Reshape", [q4, g.ints([B, kvh, gq, hd])])
+    if B == 1:
+        s_new = g.op("MatMul", [qg, g.op("Reshape", [k_new, g.ints([B, kvh, hd, 1])])])
     else:
-        past_kt, past_v = g.inp("past_kT", [B, kvh, hd, L]), g.inp("past_v", [B, kvh, L, hd])
-        s = g.op("Mul", [g.op("Concat", [g.op("MatMul", [qg, past_kt]), s_new], axis=-1), scale])
-        p = g.op("Softmax", [s], axis=-1)
-        axes = g.ints([3])
-        p_past = g.op("Slice", [p, g.ints([0]), g.ints([L]), axes, g.ints([1])])
-        p_new = g.op("Slice", [p, g.ints([L]), g.ints([L + 1]), axes, g.ints([1])])
-        o = g.op("Add", [g.op("MatMul", [p_past, past_v]), g.op("MatMul", [p_new, "v_new"])])
+        s_new = g.op("ReduceSum", [g.op("Mul", [qg, g.op("Reshape", [k_new,
+                                                                    g.ints([B, kvh, 1, hd])])]),
+                                   g.ints([-1])], keepdims=1)
+    scale = g.const(g.f(1.0 / math.sqrt(hd)))
+    # one 2-D GEMV per (sequence, KV head) against its own cache input: the heads spread over
+    # TPBs, and no cache is sliced out of a [B, kvh, ...] tensor (a batched MatMul over the
+    # cache became per batch a DMA copy of that head's cache, a GEMV and a reshape: 2105 ops
+    # and 2.1 GB of cache copies per LLaMA2-7B step at batch 4, 8249 ops at batch 16)
+    o = _decode_attention_per_head(g, cfg, L, q4, s_new, scale, B)
     attn = g.proj(g.op("Reshape", [o, g.ints([B, nh * hd])]), "wo", (nh * hd, H))
     h = g.op("Add", [x, attn])
     g.mlp(h, cfg, "y", rows)
@@ -340,12 +345,13 @@ def _decode_layer(g: _G, cfg: LlamaConfig, context: int, batch: int) -> None:
 
 
 def _decode_attention_per_head(g: _G, cfg: LlamaConfig, L: int, q4: str, s_new: str,
-                               scale: str) -> str:
-    """Batch-1 decode attention with the cache of KV head j as its own inputs ``past_kT.j``
-    [hd, L] and ``past_v.j`` [L, hd]: two plain GEMVs per KV head (its query heads are the rows),
-    one softmax over [heads, L+1]. Returns o [1, heads, 1, hd]-shaped as [heads, hd]."""
+                               scale: str, B: int = 1) -> str:
+    """Decode attention with the cache of sequence b's KV head j as its own inputs
+    ``past_kT.b.j`` [hd, L] and ``past_v.b.j`` [L, hd] (``past_kT.j`` / ``past_v.j`` at batch 1):
+    two plain GEMVs per (sequence, KV head) (its query heads are the rows), one softmax over
+    [B * heads, L+1]. Returns o [B, heads, 1, hd]-shaped as [B * heads, hd]."""
     hd, nh, kvh, gq = cfg.head_dim, cfg.heads, cfg.kv_heads, cfg.group
-    qr = g.op("Reshape", [q4, g.ints([nh, hd])])
+    qr = g.op("Reshape", [q4, g.ints([B * nh, hd])])
 
     def rows(t: str, r0: int, r1: int) -> str:
         return g.op("Slice", [t, g.ints([r0]), g.ints([r1]), g.ints([0]), g.ints([1])])
@@ -353,19 +359,25 @@ def _decode_attention_per_head(g: _G, cfg: LlamaConfig, L: int, q4: str, s_new: 
     def cat0(parts: list[str]) -> str:
         return g.op("Concat", parts, axis=0) if len(parts) > 1 else parts[0]
 
-    kts = [g.inp(f"past_kT.{j}", [hd, L]) for j in range(kvh)]
-    vs = [g.inp(f"past_v.{j}", [L, hd]) for j in range(kvh)]
-    s_past = cat0([g.op("MatMul", [rows(qr, j * gq, (j + 1) * gq), kts[j]]) for j in range(kvh)])
-    s = g.op("Mul", [g.op("Concat", [s_past, g.op("Reshape", [s_new, g.ints([nh, 1])])], axis=1),
-                     scale])
-    p = g.op("Softmax", [s], axis=-1)  # [heads, L+1]
+    heads = [(b, j) for b in range(B) for j in range(kvh)]
+    sfx = {(b, j): (f"{j}" if B == 1 else f"{b}.{j}") for b, j in heads}
+    kts = {h: g.inp(f"past_kT.{sfx[h]}", [hd, L]) for h in heads}
+    vs = {h: g.inp(f"past_v.{sfx[h]}", [L, hd]) for h in heads}
+
+    def r0(b: int, j: int) -> int:
+        return b * nh + j * gq
+    s_past = cat0([g.op("MatMul", [rows(qr, r0(b, j), r0(b, j) + gq), kts[(b, j)]])
+                   for b, j in heads])
+    s = g.op("Mul", [g.op("Concat", [s_past, g.op("Reshape", [s_new, g.ints([B * nh, 1])])],
+                          axis=1), scale])
+    p = g.op("Softmax", [s], axis=-1)  # [B * heads, L+1]
     p_past = g.op("Slice", [p, g.ints([0]), g.ints([L]), g.ints([1]), g.ints([1])])
     p_new = g.op("Slice", [p, g.ints([L]), g.ints([L + 1]), g.ints([1]), g.ints([1])])
-    o_past = cat0([g.op("MatMul", [rows(p_past, j * gq, (j + 1) * gq), vs[j]])
-                   for j in range(kvh)])
-    o_new = g.op("Mul", [g.op("Reshape", [p_new, g.ints([kvh, gq, 1])]),
-                         g.op("Reshape", ["v_new", g.ints([kvh, 1, hd])])])
-    return g.op("Add", [o_past, g.op("Reshape", [o_new, g.ints([nh, hd])])])
+    o_past = cat0([g.op("MatMul", [rows(p_past, r0(b, j), r0(b, j) + gq), vs[(b, j)]])
+                   for b, j in heads])
+    o_new = g.op("Mul", [g.op("Reshape", [p_new, g.ints([B * kvh, gq, 1])]),
+                         g.op("Reshape", ["v_new", g.ints([B * kvh, 1, hd])])])
+    return g.op("Add", [o_past, g.op("Reshape", [o_new, g.ints([B * nh, hd])])])
 
 
 def _prefill_layer(g: _G, cfg: LlamaConfig, tokens: int, batch: int) -> None:
