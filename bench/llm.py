@@ -16,9 +16,9 @@ Rows: ``simulated_ms`` (interpreter), ``predicted_ms`` (the scheduler's own pred
 same way), ``roofline_ms`` (max of DDR bytes / bandwidth and MACs / TCU peak of the element type
 actually run), ``roofline_target_ms`` (the same for the requested quantization), DDR bandwidth and
 TCU utilization (simulated), and the paper's figure (decode 21.34 ms/token W4A16, prefill of 1024
-tokens 79 ms W8A8, LLaMA2-7B). Where the requested quantization does not compile yet the model runs
-in f32 and the row says so (``run_dtype``): W4A16 (int4 weights + f16 scales streamed, dequantized
-by the TCU; f16 activations and KV cache) and f16 run as asked; W8A8 runs in f32 (not compiled yet).
+tokens 79 ms W8A8, LLaMA2-7B). Every scheme runs as asked (``run_dtype``): W4A16 (int4 weights + f16
+scales streamed, dequantized by the TCU), W8A8 (int8 weights, i8 x i8 -> i32 projections dequantized
+to f16), f16; activations, attention and the KV cache are f16.
 
 The embedding lookup (one row per token: 8 KB) is not in the figures. ``--model tiny`` additionally
 runs the numerics (weights materialized, every layer and the head) against onnxruntime.
