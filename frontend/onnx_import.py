@@ -98,12 +98,15 @@ def prepare_model(model, name: str = "<model>", opset: int | None = None):
             model = lifted
     target = opset if opset is not None else (MIN_OPSET if _default_opset(model) < MIN_OPSET else None)
     if target is not None and target != _default_opset(model):
+        old_resize = _old_resize_nodes(model) if _default_opset(model) < 11 else {}
         try:
             model = onnx.version_converter.convert_version(model, target)
         except Exception as e:
             raise FrontendError(
                 f"{name}: cannot convert opset {_default_opset(model)} -> {target}: {_one_line(e, 160)}"
             ) from None
+        if old_resize:
+            _fix_converted_resize(model, old_resize, name)
     try:
         onnx.checker.check_model(model)
     except Exception as e:
@@ -126,6 +129,56 @@ def prepare_model(model, name: str = "<model>", opset: int | None = None):
         except Exception as e:  # a defect of the rewrite, not of the user's model
             raise FrontendError(f"{name}: internal ONNX rewrite failed: {_one_line(e, 200)}") from None
     return model
+
+
+def _old_resize_nodes(model) -> dict:
+    """Output name -> (op, node name, mode, constant scales or None) of the ``Upsample`` and
+    ``Resize`` nodes of a model older than opset 11 (see :func:`_fix_converted_resize`)."""
+    from onnx import helper, numpy_helper
+
+    consts = {t.name: numpy_helper.to_array(t) for t in model.graph.initializer}
+    for n in model.graph.node:
+        if n.op_type == "Constant" and n.attribute and n.attribute[0].name == "value":
+            consts[n.output[0]] = numpy_helper.to_array(n.attribute[0].t)
+    out = {}
+    for n in model.graph.node:
+        if n.op_type not in ("Upsample", "Resize") or n.domain not in ("", "ai.onnx"):
+            continue
+        a = {x.name: helper.get_attribute_value(x) for x in n.attribute}
+        mode = a.get("mode", b"nearest")
+        mode = mode.decode() if isinstance(mode, bytes) else str(mode)
+        scales = a.get("scales")  # Upsample-7: an attribute; later: input 1
+        if scales is None and len(n.input) > 1 and n.input[1] in consts:
+            scales = consts[n.input[1]].tolist()
+        out[n.output[0]] = (n.op_type, n.name or n.output[0], mode, scales)
+    return out
+
+
+def _fix_converted_resize(model, old: dict, name: str) -> None:
+    """``Upsample`` (opset <= 9) and ``Resize``-10 map an output coordinate to ``x / scale``
+    (asymmetric) and, nearest, take the floor when upsampling (onnxruntime; the onnx reference's
+    integer-scale repeat). ``onnx.version_converter`` turns them into a ``Resize`` that leaves
+    ``coordinate_transformation_mode`` at its default ``half_pixel`` (and ``nearest_mode`` at
+    ``round_prefer_floor``): a linear Upsample x2 came out wrong by up to 0.7 on a unit-variance
+    input. The converted nodes get the old semantics; a nearest one that does not upsample
+    (a scale < 1, or scales known only at run time) is refused."""
+    from onnx import helper
+
+    for n in model.graph.node:
+        if n.op_type != "Resize" or n.output[0] not in old:
+            continue
+        op, node_name, mode, scales = old[n.output[0]]
+        keep = [a for a in n.attribute if a.name not in ("coordinate_transformation_mode",
+                                                          "nearest_mode")]
+        new = [helper.make_attribute("coordinate_transformation_mode", "asymmetric")]
+        if mode == "nearest":
+            if scales is None or any(float(s) < 1 for s in scales):
+                raise FrontendError(
+                    f"{name}: {op} '{node_name}': nearest {op} (opset < 11) with a scale < 1 or "
+                    "run-time scales is not supported (only upsampling: every scale >= 1)")
+            new.append(helper.make_attribute("nearest_mode", "floor"))
+        del n.attribute[:]
+        n.attribute.extend(keep + new)
 
 
 def _diagnose(name: str, err: Exception, model) -> FrontendError:

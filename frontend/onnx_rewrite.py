@@ -36,6 +36,8 @@ graph outputs and downstream consumers are unchanged.
   ``tensor.extract``; rewritten into Slice (start ``d // 2``) and a zero Pad per the definition.
 - ``RMSNormalization`` (opset 23, float32): torch-mlir cannot lower it; rewritten per the
   definition into ``x / Sqrt(ReduceMean(x * x, axes = [axis, rank)) + epsilon) * scale``.
+- ``Swish`` (float32), ``FlexAttention``: torch-mlir cannot lower them; replaced by their ONNX
+  function bodies by :mod:`m100.frontend.onnx_rewrite_functions`.
 - ``Softmax`` / ``LogSoftmax`` of float16 / bfloat16 (opset >= 13): torch-mlir computes them in
   f32 and rounds once; the ONNX definition is a function body whose every step rounds to the input
   type. Rewritten into that body by :mod:`m100.frontend.onnx_rewrite_half`.
@@ -475,7 +477,11 @@ def rewrite_for_torch_mlir(model):
     names = _Names(graph)
     opset = _opset(model)
     new_nodes, new_inits, count = [], [], 0
-    for node in graph.node:
+    # ops torch-mlir cannot lower at all, replaced by their ONNX function body (Swish, FlexAttention)
+    from m100.frontend.onnx_rewrite_functions import rewrite_functions
+
+    nodes, count = rewrite_functions(graph.node, graph, model.opset_import, names)
+    for node in nodes:
         repl = None
         if node.domain in ("", "ai.onnx"):
             if node.op_type == "Gelu":

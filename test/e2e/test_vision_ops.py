@@ -380,12 +380,35 @@ def test_vision_refusals(what, nodes, inputs, inits, msg):
         driver.compile(m, machine="tiny")
 
 
+@pytest.mark.parametrize("mode,scales", [
+    ("nearest", [1, 1, 2, 2]), ("nearest", [1, 1, 1.25, 3]), ("linear", [1, 1, 2, 1.5])])
 @pytest.mark.onnx_op("Upsample", kind="oracle")
-def test_upsample_opset9():
-    """Upsample (opset 9, deprecated) reaches Resize through the version converter: nearest x2 is
-    a repeat of every row and column."""
-    x = _f32(1, 2, 3, 4)
-    m = _model([helper.make_node("Upsample", ["x", "s"], ["y"], mode="nearest")], [("x", x.shape)],
-               [("y", None)], [("s", np.array([1, 1, 2, 2], np.float32))], opset=9)
+def test_upsample_opset9(mode, scales):
+    """Upsample (opset 9, deprecated) reaches Resize through the version converter. Its definition
+    (onnxruntime; the onnx reference's integer-scale repeat) samples ``x_in = x_out / scale``
+    (asymmetric), nearest taking the floor; the converter's Resize defaulted to half_pixel (linear
+    x2 was off by up to 0.7; nearest x1.25 picked other rows)."""
+    x = _f32(1, 2, 4, 4)
+    m = _model([helper.make_node("Upsample", ["x", "s"], ["y"], mode=mode)], [("x", x.shape)],
+               [("y", None)], [("s", np.array(scales, np.float32))], opset=9)
     got = _run(m, {"x": x})
-    np.testing.assert_array_equal(got, x.repeat(2, axis=2).repeat(2, axis=3))
+    oh, ow = int(4 * scales[2]), int(4 * scales[3])
+    t = resize_ref_1d(x.astype(np.float64), ow, scales[3], mode, "asymmetric", "floor")
+    t = resize_ref_1d(np.swapaxes(t, 2, 3), oh, scales[2], mode, "asymmetric", "floor")
+    want = np.swapaxes(t, 2, 3)
+    if scales == [1, 1, 2, 2]:
+        np.testing.assert_array_equal(want, x.repeat(2, axis=2).repeat(2, axis=3))
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.onnx_op("Upsample", kind="negative")
+def test_upsample_nearest_downscale_refused():
+    """A nearest Upsample with a scale < 1 (onnxruntime rounds those up, not down) is refused in
+    one line naming the op and the node."""
+    m = _model([helper.make_node("Upsample", ["x", "s"], ["y"], mode="nearest", name="up")],
+               [("x", [1, 1, 4, 4])], [("y", None)],
+               [("s", np.array([1, 1, 0.5, 2], np.float32))], opset=9)
+    with pytest.raises(M100Error) as ei:
+        driver.compile(m, machine="tiny")
+    msg = str(ei.value)
+    assert "\n" not in msg and "Upsample 'up'" in msg and "scale < 1" in msg, msg
