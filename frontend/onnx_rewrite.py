@@ -51,8 +51,10 @@ graph outputs and downstream consumers are unchanged.
   :mod:`m100.frontend.onnx_rewrite_scan`.
 - ``Dropout`` with a ``training_mode`` input (torch-mlir cannot lower ``aten.dropout``): a seeded
   compile-time mask, ``Where`` (same module).
-- ``LSTM`` with peephole weights (input ``P``): torch-mlir drops ``P`` (``test_lstm_with_peepholes``
-  gave wrong numbers through the whole stack); refused the same way.
+- ``RNN`` / ``GRU`` / ``LSTM`` (float32): torch-mlir's time loop (``scf.for``) runs on no M100 unit
+  and its reverse / bidirectional forms do not lower; unrolled over the static sequence by
+  :mod:`m100.frontend.onnx_rewrite_rnn`. Of other types, an ``LSTM`` with peephole weights (input
+  ``P``) is refused: torch-mlir drops ``P`` (``test_lstm_with_peepholes`` gave wrong numbers).
 """
 
 from __future__ import annotations
@@ -536,6 +538,10 @@ def rewrite_for_torch_mlir(model):
                     from m100.frontend.onnx_import import FrontendError
                     raise FrontendError(f"SpaceToDepth '{node.name or node.output[0]}': mode {mode} "
                                         "is not supported (torch-mlir lowers every mode as DCR)")
+            elif node.op_type in ("RNN", "GRU", "LSTM") and types.get(node.input[0]) == 1:
+                from m100.frontend.onnx_rewrite_rnn import rewrite_rnn
+                repl = rewrite_rnn(node, graph, _static_shapes(graph), names, helper,
+                                   numpy_helper)
             elif node.op_type == "LSTM" and len(node.input) > 7 and node.input[7]:
                 from m100.frontend.onnx_import import FrontendError
                 raise FrontendError(f"LSTM '{node.name or next((o for o in node.output if o), '')}': peephole weights (input "

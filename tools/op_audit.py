@@ -61,12 +61,11 @@ NO_NEGATIVE: dict[str, str] = {
 
 #: (op, kind) pairs that are known gaps today (docs/op-tests.md lists them); may only shrink. The
 #: quantized ops' negatives belong to the quantization work (issue 11), whose refusals do not name
-#: the op yet; the recurrent ops' lowering (torch-mlir's time loop) is being replaced.
+#: the op yet.
 KNOWN_GAPS: frozenset[tuple[str, str]] = frozenset({
     ("ConvInteger", "negative"), ("DequantizeLinear", "negative"),
-    ("DynamicQuantizeLinear", "negative"), ("GRU", "lit"), ("LSTM", "lit"),
-    ("MatMulInteger", "negative"), ("QLinearConv", "negative"), ("QLinearMatMul", "negative"),
-    ("QuantizeLinear", "negative"), ("RNN", "lit"),
+    ("DynamicQuantizeLinear", "negative"), ("MatMulInteger", "negative"),
+    ("QLinearConv", "negative"), ("QLinearMatMul", "negative"), ("QuantizeLinear", "negative"),
 })
 
 

@@ -67,8 +67,8 @@ def gemm_c_input(c_shape=(8,), alpha=1.0, beta=1.0):
 
 
 def recurrent(op, bias_input, seq=1, batch=1):
-    """One-step RNN/GRU/LSTM (torch-mlir unrolls seq = 1; longer sequences are an scf.for,
-    refused), bias B a graph input or an initializer."""
+    """One-step RNN/GRU/LSTM (unrolled before torch-mlir, frontend/onnx_rewrite_rnn.py), bias B a
+    graph input or an initializer."""
     gates = {"RNN": 1, "GRU": 3, "LSTM": 4}[op]
     hid, inp = 5, 4
     inits = [_init("W", [1, gates * hid, inp], 1), _init("R", [1, gates * hid, hid], 2)]

@@ -49,7 +49,7 @@ SUBSET = {
     "test_blackmanwindow": "pass",
     "test_bitshift_left_int8_overflow": "pass", "test_mod_mixed_sign_int8": "pass",
     "test_less_uint16": "pass", "test_tril_neg": "pass",
-    "test_lstm_with_peepholes": "unsupported",  # torch-mlir drops the peephole input P: wrong numbers
+    "test_lstm_with_peepholes": "pass",  # torch-mlir dropped P (wrong numbers); unrolled by m100 now
     # one passing case of each op whose oracle test is its node test (m100.tools.op_audit; the
     # cheapest case of the last full run)
     "test_castlike_INT2_to_INT8": "pass", "test_center_crop_pad_crop_axes_chw": "pass",

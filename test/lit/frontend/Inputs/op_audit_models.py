@@ -81,10 +81,7 @@ MODELS = {
         [h.make_node("Scatter", ["x", "i", "u"], ["y"], axis=1)],
         [("x", F, [3, 5]), ("i", T.INT64, [3, 2]), ("u", F, [3, 2])], [("y", F, [3, 5])],
         opset=10),
-    # recurrent ops: seq 1, batch 2, input 4, hidden 5, constant weights and bias, both outputs
-    "rnn": lambda: _recurrent("RNN", 1),
-    "gru": lambda: _recurrent("GRU", 3),
-    "lstm": lambda: _recurrent("LSTM", 4),
+    "recurrent": lambda: _recurrent(),
     # Attention (opset 23), causal, 2 heads of 8 in a 3-D [B, S, H*D] layout
     "attention": lambda: model(
         [h.make_node("Attention", ["q", "k", "v"], ["y"], is_causal=1, q_num_heads=2,
@@ -134,14 +131,25 @@ def _quant():
                   ("y_ci", T.INT32, [1, 4, 6, 6]), ("y_qc", T.INT8, [1, 4, 6, 6])], inits)
 
 
-def _recurrent(op, gates, seq=1, batch=2, inp=4, hid=5):
+def _recurrent(seq=2, batch=2, inp=4, hid=3):
+    """RNN, GRU (reverse) and LSTM (peepholes) on the same x [seq, batch, input], constant weights
+    and biases, every output (opset 22)."""
     rng = np.random.default_rng(0)
-    w = rng.standard_normal((1, gates * hid, inp)).astype(np.float32)
-    r = rng.standard_normal((1, gates * hid, hid)).astype(np.float32)
-    b = rng.standard_normal((1, 2 * gates * hid)).astype(np.float32)
-    outs = [("y", F, [seq, 1, batch, hid]), ("yh", F, [1, batch, hid])]
-    return model([h.make_node(op, ["x", "w", "r", "b"], [o[0] for o in outs], hidden_size=hid)],
-                 [("x", F, [seq, batch, inp])], outs, [("w", w), ("r", r), ("b", b)], opset=22)
+    nodes, inits, outs = [], [], []
+    for op, gates, kw in (("RNN", 1, {}), ("GRU", 3, {"direction": "reverse"}),
+                          ("LSTM", 4, {})):
+        t = op.lower()
+        names = ["x", f"{t}_w", f"{t}_r", f"{t}_b"]
+        inits += [(f"{t}_w", rng.standard_normal((1, gates * hid, inp)).astype(np.float32)),
+                  (f"{t}_r", rng.standard_normal((1, gates * hid, hid)).astype(np.float32)),
+                  (f"{t}_b", rng.standard_normal((1, 2 * gates * hid)).astype(np.float32))]
+        if op == "LSTM":
+            names += ["", "", "", f"{t}_p"]
+            inits.append((f"{t}_p", rng.standard_normal((1, 3 * hid)).astype(np.float32)))
+        ys = [f"{t}_y", f"{t}_yh"] + ([f"{t}_yc"] if op == "LSTM" else [])
+        nodes.append(h.make_node(op, names, ys, hidden_size=hid, **kw))
+        outs += [(ys[0], F, [seq, 1, batch, hid])] + [(y, F, [1, batch, hid]) for y in ys[1:]]
+    return model(nodes, [("x", F, [seq, batch, inp])], outs, inits, opset=22)
 
 
 if __name__ == "__main__":
