@@ -102,3 +102,51 @@ def test_onehot_runtime_depth_is_one_line_refusal():
     with pytest.raises(M100Error) as e:
         M100Backend.prepare(m, machine="tiny", bind=False)
     assert "\n" not in str(e.value) and "tensor.extract" in str(e.value)
+
+
+# Gather / GatherElements / GatherND with constant indices (slices of the flattened input,
+# frontend/onnx_rewrite_index.py); the oracles are numpy's take / take_along_axis / fancy indexing
+# (the ONNX definitions), negative indices wrapped by hand
+GATHER_CASES = {
+    "gather_rows": ("Gather", (5, 4), np.array([4, -1, 0, 1], np.int64), {"axis": 0}),
+    "gather_scalar_col": ("Gather", (3, 5, 2), np.array(-2, np.int64), {"axis": 1}),
+    "gather_2d_idx": ("Gather", (2, 6), np.array([[5, 0], [3, 3]], np.int64), {"axis": 1}),
+    "gather_elements": ("GatherElements", (3, 4), np.array([[0, 3], [1, -1], [2, 2]], np.int64),
+                        {"axis": 1}),
+    "gather_nd": ("GatherND", (3, 4, 2), np.array([[0, 1], [2, -1]], np.int64), {}),
+}
+
+
+def _gather_ref(op, x, idx, axis):
+    if op == "GatherND":
+        dims = np.array(x.shape[:idx.shape[-1]])
+        idx = np.where(idx < 0, idx + dims, idx)
+        return x[tuple(np.moveaxis(idx, -1, 0))]
+    idx = np.where(idx < 0, idx + x.shape[axis], idx)
+    return np.take(x, idx, axis) if op == "Gather" else np.take_along_axis(x, idx, axis)
+
+
+@pytest.mark.parametrize("case", sorted(GATHER_CASES))
+@pytest.mark.onnx_op("Gather", "GatherElements", "GatherND", kind="oracle")
+def test_gather_constant_indices(case):
+    op, shape, idx, attrs = GATHER_CASES[case]
+    x = RNG.standard_normal(shape).astype(np.float32)
+    want = _gather_ref(op, x, idx, attrs.get("axis", 0))
+    m = _model([h.make_node(op, ["x", "i"], ["y"], **attrs)],
+               [h.make_tensor_value_info("x", T.FLOAT, shape)],
+               [h.make_tensor_value_info("y", T.FLOAT, want.shape)],
+               [numpy_helper.from_array(idx, "i")])
+    (y,) = _run(m, [x])
+    np.testing.assert_array_equal(y, want)
+
+
+@pytest.mark.onnx_op("Gather", kind="negative")
+def test_gather_constant_index_out_of_range_is_one_line():
+    m = _model([h.make_node("Gather", ["x", "i"], ["y"], axis=0, name="g0")],
+               [h.make_tensor_value_info("x", T.FLOAT, [5, 4])],
+               [h.make_tensor_value_info("y", T.FLOAT, [2, 4])],
+               [numpy_helper.from_array(np.array([1, 5], np.int64), "i")])
+    with pytest.raises(M100Error) as ei:
+        _run(m, [RNG.standard_normal((5, 4)).astype(np.float32)])
+    msg = str(ei.value)
+    assert "\n" not in msg and "Gather 'g0': constant index out of range" in msg, msg

@@ -1,5 +1,5 @@
-"""RNN / GRU / LSTM unrolled before torch-mlir (frontend/onnx_rewrite_rnn.py) through the whole stack
-against onnxruntime, on the forms the node tests do not cover: sequences shorter than the input
+"""RNN / GRU / LSTM unrolled before torch-mlir (frontend/onnx_rewrite_rnn.py) through the whole
+stack against onnxruntime, on the forms the node tests do not cover: sequences shorter than the input
 (``sequence_lens``, run time), ``clip``, GRU ``linear_before_reset``, named activations (layout 1:
 the node tests; onnxruntime has no batch-first recurrent ops);
 and the refused forms (one line naming the op and the node)."""
