@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import os
 import re
+import time
 from pathlib import Path
 
 from m100.errors import M100Error
@@ -375,14 +376,33 @@ def lower_in_process(model, name: str, generic: bool = True, split: bool = False
     return (text, blobs) if split else text
 
 
-class _Worker:
-    """A persistent ``python -m m100.frontend._lower_worker`` process that runs :func:`lower_in_process`.
+def _import_torch_mlir() -> None:
+    """Import what :func:`lower_in_process` imports (a forked child then finds it imported)."""
+    try:
+        from torch_mlir.dialects import torch as _  # noqa: F401
+        from torch_mlir.extras import onnx_importer as _i  # noqa: F401
+        from torch_mlir.ir import Context as _c  # noqa: F401
+        from torch_mlir.passmanager import PassManager as _p  # noqa: F401
+    except ImportError:  # pragma: no cover - lower_in_process reports it in the child
+        pass
 
-    Requests and replies are length-prefixed pickles on its stdin/stdout. If torch-mlir crashes the
-    worker, the request fails with a one-line :class:`FrontendError` and the next request starts a
-    new worker. One worker per process, started lazily, reused (start-up ~0.5 s).
+
+class _Worker:
+    """Runs :func:`lower_in_process` in another process, so that a torch-mlir crash is a one-line
+    :class:`FrontendError` (naming the signal and the model's ops), never the end of this one.
+
+    ``mode`` ``"fork"``: each request is a child forked from this process; it already holds the
+    model and the imported onnx / torch-mlir modules (imported here once), so the only work in
+    it is the lowering and pickling the reply back through a pipe. ``"process"``: a persistent
+    ``python -m m100.frontend._lower_worker`` process, requests and replies as length-prefixed
+    pickles on its stdin/stdout (the model serialized and parsed again); it is restarted after
+    a crash. Its start-up imports onnx and torch-mlir again, ~1.4 CPU-s per compiling process
+    (ResNet-18 224: ~10 % of a compile), which is why ``"auto"`` (the default) forks where it
+    can: where ``os.fork`` exists and this process runs one thread (forking a multi-threaded
+    process may copy a lock another thread holds). Both give the same text and blobs (test).
     """
 
+    mode = "auto"  # auto | fork | process
     _proc = None
     last_cpu_s = 0.0  #: the worker's CPU time for the last request (benchmarks)
     total_cpu_s = 0.0  #: the workers' CPU time for every request of this process
@@ -421,10 +441,72 @@ class _Worker:
             proc.kill()
 
     @classmethod
+    def _use_fork(cls) -> bool:
+        if cls.mode == "process" or not hasattr(os, "fork"):
+            return False
+        if cls.mode == "fork":
+            return True
+        import threading
+        return threading.active_count() == 1
+
+    @classmethod
+    def _crashed(cls, code: int, model, name: str) -> FrontendError:
+        sig = f"signal {-code}" if code < 0 else f"exit code {code}"
+        ops = sorted({n.op_type for n in model.graph.node})
+        return FrontendError(
+            f"{name}: torch-mlir crashed ({sig}) while lowering a graph of ops "
+            f"{', '.join(ops[:12])}{'...' if len(ops) > 12 else ''}"
+        )
+
+    @classmethod
+    def _lower_forked(cls, model, name: str, generic: bool, split: bool):
+        import gc
+        import pickle
+
+        _import_torch_mlir()  # once, here: every child has it
+        r, w = os.pipe()
+        pid = os.fork()
+        if pid == 0:  # the child: lower, write the reply, leave without any cleanup of the parent's
+            try:
+                gc.disable()  # a collection would touch (copy) every page of the parent's heap
+                import faulthandler
+                faulthandler.disable()  # a crash is reported by the parent, in one line
+                os.close(r)
+                null = os.open(os.devnull, os.O_RDWR)
+                for fd in (0, 1, 2):  # torch-mlir's diagnostics stay out of the caller's terminal
+                    os.dup2(null, fd)
+                try:
+                    reply = ("ok", lower_in_process(model, name, generic, split))
+                except FrontendError as e:
+                    reply = ("err", str(e))
+                except Exception as e:  # noqa: BLE001 - any failure becomes a message
+                    reply = ("err", f"{name}: torch-mlir lowering failed: {_one_line(e, 200)}")
+                data = pickle.dumps((*reply, time.process_time()), protocol=5)
+                with os.fdopen(w, "wb") as f:
+                    f.write(data)
+                os._exit(0)
+            finally:
+                os._exit(1)
+        os.close(w)
+        with os.fdopen(r, "rb") as f:
+            data = f.read()
+        _, status = os.waitpid(pid, 0)
+        code = os.waitstatus_to_exitcode(status)
+        if code != 0 or not data:
+            raise cls._crashed(code, model, name) from None
+        kind, value, cls.last_cpu_s = pickle.loads(data)
+        cls.total_cpu_s += cls.last_cpu_s
+        if kind == "ok":
+            return value
+        raise FrontendError(value)
+
+    @classmethod
     def lower(cls, model, name: str, generic: bool, split: bool = False):
         import pickle
         import struct
 
+        if cls._use_fork():
+            return cls._lower_forked(model, name, generic, split)
         proc = cls._proc if cls._proc is not None and cls._proc.poll() is None else cls._start()
         payload = pickle.dumps((model.SerializeToString(), name, generic, split), protocol=5)
         try:
@@ -439,12 +521,7 @@ class _Worker:
         except (EOFError, BrokenPipeError, OSError):
             code = proc.wait()
             cls._proc = None
-            sig = f"signal {-code}" if code < 0 else f"exit code {code}"
-            ops = sorted({n.op_type for n in model.graph.node})
-            raise FrontendError(
-                f"{name}: torch-mlir crashed ({sig}) while lowering a graph of ops "
-                f"{', '.join(ops[:12])}{'...' if len(ops) > 12 else ''}"
-            ) from None
+            raise cls._crashed(code, model, name) from None
         if kind == "ok":
             return value
         raise FrontendError(value)

@@ -169,6 +169,7 @@ def test_torch_mlir_crash_is_a_clean_error(monkeypatch):
     import starts a fresh worker."""
     from m100.frontend import onnx_import
 
+    monkeypatch.setattr(onnx_import._Worker, "mode", "process")
     crash = [sys.executable, "-c", "import os, signal; os.kill(os.getpid(), signal.SIGSEGV)"]
     real_start = onnx_import._Worker._start.__func__
 
@@ -184,6 +185,49 @@ def test_torch_mlir_crash_is_a_clean_error(monkeypatch):
     assert f"crashed (signal {int(signal.SIGSEGV)})" in str(e.value) and "MatMul" in str(e.value)
     monkeypatch.setattr(onnx_import._Worker, "_start", classmethod(real_start))
     assert load_onnx(models.mlp()) is not None
+
+
+def test_torch_mlir_crash_in_a_forked_child_is_a_clean_error(monkeypatch):
+    """The fork mode: a child that dies gives the same one-line error; this process goes on and
+    the next import works."""
+    from m100.frontend import onnx_import
+
+    def segfault(*a, **k):
+        os.kill(os.getpid(), signal.SIGSEGV)
+
+    monkeypatch.setattr(onnx_import._Worker, "mode", "fork")
+    monkeypatch.setattr(onnx_import, "lower_in_process", segfault)
+    with pytest.raises(FrontendError) as e:
+        load_onnx(models.mlp())
+    msg = str(e.value)
+    assert f"crashed (signal {int(signal.SIGSEGV)})" in msg and "MatMul" in msg and "\n" not in msg
+    monkeypatch.undo()
+    monkeypatch.setattr(onnx_import._Worker, "mode", "fork")
+    assert load_onnx(models.mlp()) is not None
+
+
+@pytest.mark.parametrize("build", [models.mlp, models.conv_relu_maxpool])
+def test_forked_and_process_workers_lower_alike(build, monkeypatch):
+    """The same MLIR text and weight blobs from a forked child and from the worker process, and
+    the same one-line error for a model torch-mlir refuses."""
+    from m100.frontend import onnx_import
+
+    model = onnx_import.prepare_model(build(), "m", None)
+    out = {}
+    for mode in ("fork", "process"):
+        monkeypatch.setattr(onnx_import._Worker, "mode", mode)
+        out[mode] = onnx_import._Worker.lower(model, "m", True, split=True)
+        assert onnx_import._Worker.last_cpu_s > 0
+    assert out["fork"] == out["process"]
+    bad = _tiny(helper.make_node("Bar", ["x"], ["y"], domain="com.example", name="my_bar"),
+                extra_domains=["com.example"])
+    errs = {}
+    for mode in ("fork", "process"):
+        monkeypatch.setattr(onnx_import._Worker, "mode", mode)
+        with pytest.raises(FrontendError) as e:
+            load_onnx(bad)
+        errs[mode] = str(e.value)
+    assert errs["fork"] == errs["process"] and "my_bar" in errs["fork"]
 
 
 def test_load_dispatches_on_suffix(tmp_path):
