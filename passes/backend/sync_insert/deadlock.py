@@ -12,7 +12,6 @@ This check does not trust the earlier stages: it reads only ``executor`` and ``s
 
 from __future__ import annotations
 
-import networkx as nx
 
 from m100.targets.m100 import isa
 from m100.targets.m100.isa import Trigger, Unit
@@ -91,6 +90,8 @@ def check_deadlock(insts: list[isa.Instruction], machine=None) -> dict[tuple[int
                      if ctr.get((m.tpb, m.counter), 0) < m.expected + b * m.per_block)
             stuck.append((e, j, b, m))
     if stuck:
+        import networkx as nx  # only to name the wait-for cycle of an error (~0.3 s to import)
+
         tot = counter_totals(insts)
         wf = nx.DiGraph()
         lines = []
