@@ -268,7 +268,8 @@ def profile_report(cr: CompileResult, stats, top: int = 25) -> str:
 
 
 def write_certificate(cert: dict, path) -> None:
-    Path(path).write_text(json.dumps(cert, indent=1, sort_keys=True) + "\n")
+    from m100.passes.backend.sync_insert.certificate import dumps
+    Path(path).write_text(dumps(cert) + "\n")
 
 
 def certificate_path(program_path) -> Path:

@@ -554,3 +554,39 @@ def test_chunk_runs_match_enumeration(levels, dtype, nchunks, use_ranges):
         got = {int(x) + k for x in st_ for k in range(ln)}
         assert got == want
         assert all(st_[1:] >= st_[:-1] + ln)  # sorted, disjoint
+
+
+# ------------------------------------------------------------------------------------------------
+# the certificate's text: certificate.dumps is json.dumps(indent=1, sort_keys=True), faster
+# ------------------------------------------------------------------------------------------------
+_json = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats() | st.text(),
+    lambda kids: st.lists(kids, max_size=5) | st.tuples(kids, kids)
+    | st.dictionaries(st.text(max_size=6), kids, max_size=5),
+    max_leaves=40)
+
+
+@settings(max_examples=300, deadline=None)
+@given(_json)
+@example({"a": [1, -2, 3.5, float("nan"), float("inf"), -float("inf"), True, None, "é\n\"x"],
+          "b": {}, "c": [], "d": [[], {}, [[1]]], "e": (1, "t")})
+def test_certificate_text_equals_json_dumps(value):
+    import json
+
+    from m100.passes.backend.sync_insert.certificate import dumps
+    assert dumps(value) == json.dumps(value, indent=1, sort_keys=True)
+
+
+def test_certificate_text_of_real_certificates_and_fallbacks():
+    import json
+
+    from m100.passes.backend.sync_insert.certificate import dumps
+    for seed in range(3):
+        cert = insert_sync(progs.random_program(seed, n=18), TINY).certificate
+        assert dumps(cert) == json.dumps(cert, indent=1, sort_keys=True)
+    # non-str keys and other types: json.dumps' own text, or its error
+    assert dumps({2: [1], 1: {None: 3}}) == json.dumps({2: [1], 1: {None: 3}}, indent=1,
+                                                       sort_keys=True)
+    for bad in ({"a": [np.int64(1)]}, {1: 0, "x": 0}):
+        with pytest.raises(TypeError):
+            dumps(bad)
