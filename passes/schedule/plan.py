@@ -35,8 +35,14 @@ class Unit(str, enum.Enum):
     @staticmethod
     def of_op(unit: str) -> "Unit":
         """The TPB unit that executes an op classified as ``unit`` (``tcu.matmul`` -> TCU, ...)."""
-        head = unit.split(".")[0]
-        return Unit(head) if head in ("tcu", "cvu", "dtdu", "csu") else Unit.CVU
+        got = _OF_OP.get(unit)
+        if got is None:
+            head = unit.split(".")[0]
+            got = _OF_OP[unit] = Unit(head) if head in ("tcu", "cvu", "dtdu", "csu") else Unit.CVU
+        return got
+
+
+_OF_OP: dict[str, Unit] = {}  # Unit.of_op per op unit (the scheduler asks per task)
 
 
 # what a piece's step generator (timeline and emitter alike) yields right before its store when
@@ -47,8 +53,11 @@ STORE_LATER = "store-later"
 
 def op_family(unit: str) -> str:
     """The instruction family of a compute op: matmul | conv | pool | reduce | cvu."""
-    return {"tcu.matmul": "matmul", "tcu.conv2d": "conv", "cvu.pool": "pool",
-            "cvu.reduction": "reduce"}.get(unit, "cvu")
+    return _FAMILY.get(unit, "cvu")
+
+
+_FAMILY = {"tcu.matmul": "matmul", "tcu.conv2d": "conv", "cvu.pool": "pool",
+           "cvu.reduction": "reduce"}
 
 
 def row_view(shape: tuple[int, ...]) -> tuple[int, int, int]:

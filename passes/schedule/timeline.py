@@ -27,6 +27,7 @@ fill the idle gaps of TCU-bound segments with the next segments' weights.
 from __future__ import annotations
 
 import bisect
+import operator
 
 from .cost import CostModel, ceil_div
 from .graph import Op, OpGraph, ScheduleError, dtype_bytes, geometry
@@ -551,8 +552,10 @@ class _Builder:
         computes: list[int] = []
         kw = dict(segment=si, band=p.band, col=p.col)
 
+        unit = Unit.of_op(op.unit).value
+
         def compute(deps: list[int], cyc: float, macs: int) -> int:
-            t = self.add(kind="compute", unit=Unit.of_op(op.unit).value, tpb=tpb, op=op.name,
+            t = self.add(kind="compute", unit=unit, tpb=tpb, op=op.name,
                          tensor=op.outputs[0], nbytes=0.0, cycles=cyc,
                          deps=deps + self._take_out_wait(), macs=macs, **kw)
             self.hist.setdefault((tpb, op.name), []).append(t.id)
@@ -783,21 +786,17 @@ class _Builder:
 
 def _gap(blocks: list[list[float]], ready: float, dur: float) -> tuple[float, int]:
     """Earliest start >= ready of a ``dur`` long interval between merged busy ``blocks``."""
-    lo, hi = 0, len(blocks)
-    while lo < hi:  # first block ending after ready
-        mid = (lo + hi) // 2
-        if blocks[mid][1] <= ready:
-            lo = mid + 1
-        else:
-            hi = mid
+    i = bisect.bisect_right(blocks, ready, key=_END)  # first block ending after ready
     t = ready
-    i = lo
     while i < len(blocks):
         if blocks[i][0] >= t + dur:
             break
         t = max(t, blocks[i][1])
         i += 1
     return t, i
+
+
+_END = operator.itemgetter(1)
 
 
 def _insert(blocks: list[list[float]], i: int, a: float, e: float) -> None:
