@@ -1,6 +1,7 @@
 """Check: a compile-speed change leaves every emitted program and sync certificate byte-identical.
 
     .venv/bin/python bench/compile_same.py --save before.json [--models a,b] [--profile DIR]
+    m100 bench compile_same [--models a,b]          (--save out/bench/compile_same.json)
     .venv/bin/python bench/compile_same.py --compare before.json [--models a,b]
 
 Compiles each model in this process (``m100.tools.driver.compile``) and records the SHA-256 of
@@ -73,8 +74,9 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--models", default=DEFAULT)
     g = ap.add_mutually_exclusive_group(required=True)
-    g.add_argument("--save", type=Path)
-    g.add_argument("--compare", type=Path)
+    g.add_argument("--save", "--json", type=Path, dest="save",
+                   help="write hashes and stage CPU seconds here (m100 bench passes --json)")
+    g.add_argument("--compare", type=Path, help="compare with a file written by --save")
     ap.add_argument("--profile", type=Path, default=None)
     a = ap.parse_args(argv)
     names = [n for n in a.models.split(",") if n]
