@@ -112,7 +112,9 @@ def test_compile_profile_prints_every_stage_and_top_functions(tmp_path, capsys):
         wall, cpu = (float(x) for x in rows[stage])
         assert wall >= 0 and cpu >= 0
     assert "top 7 functions by own time" in out and "top 7 functions by cumulative time" in out
-    assert "ncalls" in out and "m100_pipeline.py" in out
+    # the compile's entry is among the top functions (which pass follows it depends on the model:
+    # for this MLP imports and the frontend's wait for its torch-mlir child come first)
+    assert "ncalls" in out and "driver.py" in out
     assert (tmp_path / "p.m100.cert.json").exists()
 
 
