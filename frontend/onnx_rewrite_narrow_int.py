@@ -59,7 +59,8 @@ def f64_boundary(graph, types, helper) -> int:
     interpreter converts the given float64 values with one correct rounding (numpy's astype),
     which is exactly that Cast -- and the Casts become Identity; a float64 graph output made by a
     ``Cast`` from float32/float16 is produced as float32 (a float16 value widened exactly) and
-    returned widened to float64 by the backend (exact). Anything else with float64 is left as it
+    returned widened to float64 by the backend (exact); a float64 input read by nothing (a
+    CastLike's ``like``, read for its type only) is received as float32. Anything else with float64 is left as it
     is (the scheduler refuses it in one line). Returns the number of values changed."""
     inits = {i.name for i in graph.initializer}
     outs = {o.name for o in graph.output}
@@ -82,8 +83,11 @@ def f64_boundary(graph, types, helper) -> int:
         if tt.elem_type != _F64 or vi.name in inits or vi.name in outs:
             continue
         us = users.get(vi.name, [])
+        if not us:  # read by nothing (a CastLike's ``like``, after castlike_to_cast): no value
+            retyped[vi.name] = 1
+            continue
         tos = {cast_to(u) for u in us}
-        if us and len(tos) == 1 and next(iter(tos)) in _FLOATS:
+        if len(tos) == 1 and next(iter(tos)) in _FLOATS:
             retyped[vi.name] = next(iter(tos))
             swap.update({id(u): identity(u) for u in us})
     for node in graph.node:

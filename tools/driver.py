@@ -74,27 +74,45 @@ def _onnx_names(model) -> tuple[list[str], list[str]]:
 def refuse_float64(model, name: str) -> None:
     """A :class:`DriverError` naming the op when a graph input or output of ``model`` is float64:
     the M100 has no f64 arithmetic, and the scheduler would refuse it later without naming an ONNX
-    op (``element type f64 is not supported``). Checked before the import (torch-mlir) runs."""
+    op (``element type f64 is not supported``). Checked before the import (torch-mlir) runs.
+
+    Left to the frontend (``frontend/onnx_rewrite_narrow_int.f64_boundary``; ``CastLike`` is a
+    ``Cast`` to its ``like``'s type there): an input read only by Casts/CastLikes to one of
+    float32/float16 or only as a CastLike's ``like`` (its type), and an output made by a
+    Cast/CastLike."""
+    from onnx import TensorProto as T
+
     g = model.graph
     inits = {i.name for i in g.initializer}
     io = [(v.name, "input") for v in g.input if v.name not in inits] + \
         [(v.name, "output") for v in g.output]
-    f64 = {v.name for v in list(g.input) + list(g.output)
-           if v.type.HasField("tensor_type") and v.type.tensor_type.elem_type == 11}  # DOUBLE
+    elem = {v.name: v.type.tensor_type.elem_type
+            for v in list(g.input) + list(g.output) + list(g.value_info)
+            if v.type.HasField("tensor_type")}
+    elem.update({i.name: i.data_type for i in g.initializer})
+    f64 = {v for v, _ in io if elem.get(v) == T.DOUBLE}
+
     def cast_to(n):
-        return next((a.i for a in n.attribute if a.name == "to"), None) \
-            if n.op_type == "Cast" else None
+        """The element type a Cast / CastLike converts to (None: another op or unknown)."""
+        if n.domain not in ("", "ai.onnx"):
+            return None
+        if n.op_type == "Cast":
+            return next((a.i for a in n.attribute if a.name == "to"), None)
+        if n.op_type == "CastLike" and len(n.input) > 1:
+            return elem.get(n.input[1])
+        return None
 
     for v, role in io:
         if v not in f64:
             continue
-        # f64 only at the boundary of Casts (frontend/onnx_rewrite_narrow_int.f64_boundary): an
-        # input read only by Casts to one of f32/f16, an output made by a Cast
         if role == "input":
-            tos = {cast_to(n) for n in g.node if v in n.input}
-            if len(tos) == 1 and tos <= {1, 10}:
+            readers = [n for n in g.node if v in n.input]
+            # a CastLike's ``like`` is read for its type only
+            casts = [n for n in readers if not (n.op_type == "CastLike" and v not in n.input[:1])]
+            tos = {cast_to(n) for n in casts}
+            if readers and (not casts or (len(tos) == 1 and tos <= {T.FLOAT, T.FLOAT16})):
                 continue
-        elif any(v in n.output and cast_to(n) == 11 for n in g.node):
+        elif any(v in n.output and cast_to(n) == T.DOUBLE for n in g.node):
             continue
         node = next((n for n in g.node if (v in n.input if role == "input" else v in n.output)),
                     None)

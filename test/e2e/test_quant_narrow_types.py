@@ -262,6 +262,44 @@ def test_float64_input_cast_is_one_rounding_and_float64_output_is_exact():
     np.testing.assert_array_equal(y, x.astype(np.float16).astype(np.float64))
 
 
+def test_float64_castlike_at_the_boundary_like_cast():
+    """CastLike is a Cast to its ``like``'s type: a float64 input read only by CastLike to a float16
+    ``like`` is one correct rounding (the tie case above), a CastLike to a float64 ``like`` (an
+    input read for its type only) widens exactly."""
+    x = np.array([1 + 2.0 ** -11 + 2.0 ** -40, -(1 + 2.0 ** -11 + 2.0 ** -40), 65519.99, 65520.0,
+                  1e-8, np.nan, -np.inf, 3.0000001], np.float64)
+    m = _model([helper.make_node("CastLike", ["x", "l16"], ["h"]),
+                helper.make_node("CastLike", ["h", "l64"], ["y"])],
+               [("x", TensorProto.DOUBLE, [8]), ("l16", TensorProto.FLOAT16, [1]),
+                ("l64", TensorProto.DOUBLE, [1])], [("y", TensorProto.DOUBLE, [8])])
+    (y,) = _run(m, x, np.zeros(1, np.float16), np.full(1, np.nan))
+    assert y.dtype == np.float64
+    np.testing.assert_array_equal(y, x.astype(np.float16).astype(np.float64))
+
+
+@pytest.mark.parametrize("op", ["Cast", "CastLike"])
+def test_float64_to_int_and_float64_arithmetic_stay_refused_naming_the_op(op):
+    """Only Casts to float32/float16 are the boundary: float64 -> int32 is refused naming the
+    node (before torch-mlir), as is a float64 output made by arithmetic."""
+    node = helper.make_node("Cast", ["x"], ["y"], to=TensorProto.INT32) if op == "Cast" else \
+        helper.make_node("CastLike", ["x", "l"], ["y"])
+    ins = [("x", TensorProto.DOUBLE, [4])] + ([("l", TensorProto.INT32, [1])] if op != "Cast" else [])
+    m = _model([node], ins, [("y", TensorProto.INT32, [4])])
+    args = [np.ones(4)] + ([np.zeros(1, np.int32)] if op != "Cast" else [])
+    with pytest.raises(M100Error) as ei:
+        _run(m, *args)
+    msg = str(ei.value)
+    assert f"{op} 'y'" in msg and "float64" in msg and "\n" not in msg, msg
+    m = _model([helper.make_node("Cast", ["x"], ["h"], to=TensorProto.FLOAT),
+                helper.make_node("CastLike", ["h", "l"], ["d"]),
+                helper.make_node("Add", ["d", "d"], ["y"])],
+               [("x", TensorProto.DOUBLE, [4]), ("l", TensorProto.DOUBLE, [1])],
+               [("y", TensorProto.DOUBLE, [4])])
+    with pytest.raises(M100Error) as ei:
+        _run(m, np.ones(4), np.ones(1))
+    assert "Add 'y'" in str(ei.value) and "float64" in str(ei.value), str(ei.value)
+
+
 def test_float64_arithmetic_stays_refused_in_one_line():
     m = _model([helper.make_node("Add", ["x", "x"], ["y"])], [("x", TensorProto.DOUBLE, [4])],
                [("y", TensorProto.DOUBLE, [4])])
