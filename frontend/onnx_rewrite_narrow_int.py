@@ -176,9 +176,9 @@ def narrow_values(graph, types) -> set[str] | None:
         out_t = t.get(node.output[0]) if node.output else None
         why = None
         if node.op_type == "Cast":
-            if out_t in E8M0:
-                why = ("a conversion to float8e8m0 (its round_mode rounding) is not supported "
-                       "(decoding it is)")
+            rm = next((a.s for a in node.attribute if a.name == "round_mode"), b"up")
+            if out_t in E8M0 and rm not in E8M0_ROUND:
+                why = f"round_mode {rm.decode()!r} is not one of up/down/nearest"
             elif out_t in fl8 and src not in _FLOATS:
                 why = "only float32/float16 convert to float8/float4"
             elif src in fl8 and out_t not in _FLOATS:
@@ -391,6 +391,85 @@ def cast_to_float8(node, types, names, helper, numpy_helper):
                         names, helper, numpy_helper, node.name or node.output[0])
 
 
-__all__ = ["E8M0", "F4", "F8", "NARROW", "cast_to_float8", "encode_float", "castlike_to_cast", "cast_from_f8",
+#: the round_modes of a conversion to float8e8m0 (:func:`cast_to_e8m0`)
+E8M0_ROUND = (b"up", b"down", b"nearest")
+
+
+def e8m0_thresholds(round_mode: bytes):
+    """(thresholds [255] f64, strict [255] bool): the float8e8m0 code of a finite |x| is the number of
+    thresholds below it (``|x| > t`` if strict, else ``|x| >= t``); the 255th is the overflow to
+    NaN (left out when saturating). From onnx.numpy_helper.to_float8e8m0, which works on the f32
+    bits (E = exponent field, F = fraction field; the sign is ignored):
+
+    - down: E, i.e. #{k in 1..254: |x| >= 2**(k - 127)} (254 thresholds: f32 max < 2**128);
+    - up: E + (F > 0), i.e. #{k: |x| > t_k} with t_1 = 0 (any f32 subnormal goes to 1) and
+      t_k = 2**(k - 128) for k >= 2;
+    - nearest: E + bit 22 of F for E >= 1 (ties away from zero), (|x| > 2**-127) for E = 0,
+      i.e. t_1 = 2**-127 (strict) and t_k = 1.5 * 2**(k - 128) (|x| >= t_k) for k >= 2.
+
+    Every threshold is an f32 number (2**-127 is a subnormal), so the comparisons are exact."""
+    import numpy as np
+
+    k = np.arange(1, 256, dtype=np.float64)
+    if round_mode == b"down":
+        return np.ldexp(1.0, (k[:254] - 127).astype(int)), np.zeros(254, bool)  # no overflow
+    if round_mode == b"up":
+        t = np.ldexp(1.0, (k - 128).astype(int))
+        t[0] = 0.0
+        return t, np.ones(255, bool)
+    t = 1.5 * np.ldexp(1.0, (k - 128).astype(int))
+    t[0] = 2.0 ** -127
+    strict = np.zeros(255, bool)
+    strict[0] = True
+    return t, strict
+
+
+def cast_to_e8m0(node, types, names, helper, numpy_helper):
+    """``Cast(f32/f16 x -> float8e8m0)`` (``saturate`` default 1, ``round_mode`` up/down/nearest,
+    default up), as onnx.reference computes it (onnx.numpy_helper.to_float8e8m0 on the f32 value;
+    the sign is ignored): the code of a finite |x| is the number of :func:`e8m0_thresholds` below
+    it (one broadcast comparison and a sum, like :func:`encode_float`); without ``saturate`` a
+    value above the 255th threshold gives 0xFF; +-inf and NaN give 0xFF. Into a uint8 holder."""
+    import numpy as np
+
+    at = {a.name: helper.get_attribute_value(a) for a in node.attribute}
+    rm = at.get("round_mode", b"up")
+    rm = rm.encode() if isinstance(rm, str) else rm
+    src = types.get(node.input[0])
+    if int(at.get("to", 0)) not in E8M0 or src not in _FLOATS or rm not in E8M0_ROUND:
+        return None
+    t, strict = e8m0_thresholds(rm)
+    if at.get("saturate", 1):
+        t, strict = t[:254], strict[:254]
+    assert np.all(t.astype(np.float32).astype(np.float64) == t)  # exact f32 thresholds
+    base = node.name or node.output[0]
+    nodes, inits = [], []
+
+    def const(a, dtype=np.float32):
+        nm = names("e8m0_c")
+        inits.append(numpy_helper.from_array(np.asarray(a, dtype), nm))
+        return nm
+
+    def op(ty, ins, o=None, **at):
+        o = o or names("e8m0")
+        nodes.append(helper.make_node(ty, ins, [o], name=f"{base}/m100_{o}", **at))
+        return o
+
+    xf = node.input[0] if src == 1 else op("Cast", [node.input[0]], to=1)
+    a = op("Unsqueeze", [op("Abs", [xf]), const([-1], np.int64)])
+    tc = const(t)
+    above = op("Greater", [a, tc])
+    if not strict.all():
+        at_t = op("And", [op("Equal", [a, tc]), const(~strict, np.bool_)])
+        above = op("Or", [above, at_t])
+    cnt = op("ReduceSum", [op("Cast", [above], to=1), const([-1], np.int64)], keepdims=0)
+    # +-inf and NaN (every comparison false) -> 0xFF
+    finite = op("LessOrEqual", [op("Abs", [xf]), const(np.finfo(np.float32).max)])
+    code = op("Where", [finite, cnt, const(255.0)])
+    op("QuantizeLinear", [code, const(1.0), const(0, np.uint8)], node.output[0])
+    return nodes, inits
+
+
+__all__ = ["E8M0", "F4", "F8", "NARROW", "cast_to_e8m0", "cast_to_float8", "e8m0_thresholds", "encode_float", "castlike_to_cast", "cast_from_f8",
            "cast_to_narrow", "decode_f8", "f64_boundary", "f8_table", "narrow_values", "retype",
            "unrewritten_narrow_quant"]

@@ -325,7 +325,8 @@ def rewrite_quantized(graph, names, ranks, types) -> tuple[list, list, int, set[
         if repl is None and narrow and node.op_type == "Cast":
             repl = narrow_int.cast_to_narrow(node, types, names, helper, numpy_helper) or \
                 narrow_int.cast_from_f8(node, types, names, helper, numpy_helper) or \
-                narrow_int.cast_to_float8(node, types, names, helper, numpy_helper)
+                narrow_int.cast_to_float8(node, types, names, helper, numpy_helper) or \
+                narrow_int.cast_to_e8m0(node, types, names, helper, numpy_helper)
         if repl is None and node.op_type == "Cast" and node.domain in ("", "ai.onnx"):
             repl = narrow_int.cast_float_to_u8(node, types, names, helper, numpy_helper)
         if repl is not None:

@@ -308,10 +308,10 @@ def test_float64_arithmetic_stays_refused_in_one_line():
     assert ("f64" in str(ei.value) or "float64" in str(ei.value)) and "\n" not in str(ei.value)
 
 
-def test_float8e8m0_to_f32_every_bit_pattern_and_encoding_refused():
+def test_float8e8m0_to_f32_every_bit_pattern_and_int_encoding_refused():
     """float8e8m0 is an exponent only: 2**(e - 127) (2**-127 is an f32 subnormal, kept exact by
-    the table gather), 0xFF is NaN -- from the format's definition, not ml_dtypes. Converting to
-    it (three round_modes) is refused in one line."""
+    the table gather), 0xFF is NaN -- from the format's definition, not ml_dtypes. Converting an
+    integer to it is refused in one line."""
     E8 = TensorProto.FLOAT8E8M0
     x = np.arange(256, dtype=np.uint8).view(ml_dtypes.float8_e8m0fnu).reshape(16, 16)
     m = _model([helper.make_node("Cast", ["x"], ["y"], to=F32)], [("x", E8, [16, 16])],
@@ -320,8 +320,44 @@ def test_float8e8m0_to_f32_every_bit_pattern_and_encoding_refused():
     want = np.ldexp(np.float64(1.0), np.arange(256) - 127)
     want[255] = np.nan
     np.testing.assert_array_equal(y.reshape(-1).astype(np.float64), want)
-    m = _model([helper.make_node("Cast", ["x"], ["y"], to=E8)], [("x", F32, [4])],
+    m = _model([helper.make_node("Cast", ["x"], ["y"], to=E8)], [("x", TensorProto.INT32, [4])],
                [("y", E8, [4])], opset=24)
     with pytest.raises(M100Error) as ei:
-        _run(m, np.ones(4, np.float32))
-    assert "float8e8m0" in str(ei.value) and "\n" not in str(ei.value)
+        _run(m, np.ones(4, np.int32))
+    msg = str(ei.value)
+    assert "Cast 'y'" in msg and "float8e8m0" in msg and "\n" not in msg, msg
+
+
+def _e8m0_inputs(src):
+    """Every exponent field (f32: 0..255 incl. subnormals, inf/NaN; f16: 0..31) with the fraction
+    patterns the three round_modes tell apart (0, 1 ulp, just below / at / above the half, the
+    last), both signs: 4096 values."""
+    rng = np.random.default_rng(5)
+    if src == "FLOAT":
+        fr = [0, 1, 0x3FFFFF, 0x400000, 0x400001, 0x7FFFFF, int(rng.integers(1, 1 << 22)),
+              int(rng.integers(1 << 22, 1 << 23))]
+        bits = (np.arange(256, dtype=np.uint32)[:, None] << 23 | np.array(fr, np.uint32)).ravel()
+        bits = np.concatenate([bits, bits | 0x80000000])
+        return bits.view(np.float32).reshape(64, 64)
+    fr = [0, 1, 0x1FF, 0x200, 0x201, 0x3FF] + [int(v) for v in rng.integers(1, 0x400, 58)]
+    bits = (np.arange(32, dtype=np.uint16)[:, None] << 10 | np.array(fr, np.uint16)).ravel()
+    return np.concatenate([bits, bits | 0x8000]).view(np.float16).reshape(64, 64)
+
+
+@pytest.mark.parametrize("src", ["FLOAT", "FLOAT16"])
+@pytest.mark.parametrize("round_mode", ["up", "down", "nearest"])
+@pytest.mark.parametrize("saturate", [1, 0])
+def test_cast_to_float8e8m0_as_onnx_reference(src, round_mode, saturate):
+    """f32/f16 -> float8e8m0 with each round_mode and saturate, against onnx.reference (Cast-24,
+    onnx.numpy_helper.to_float8e8m0 on the f32 bits) -- every exponent, the fraction patterns
+    each mode distinguishes, f32 subnormals, +-0, +-inf, NaN."""
+    E8 = TensorProto.FLOAT8E8M0
+    x = _e8m0_inputs(src)
+    m = _model([helper.make_node("Cast", ["x"], ["y"], to=E8, round_mode=round_mode,
+                                 saturate=saturate)],
+               [("x", getattr(TensorProto, src), [64, 64])], [("y", E8, [64, 64])], opset=24)
+    (want,) = _reference(m, x)
+    (y,) = M100Backend.prepare(m).run([x])  # the m100 machine (the tiny one's HBSM is too small)
+    got, want = y.view(np.uint8), want.view(np.uint8)
+    assert len(np.unique(want)) > (250 if src == "FLOAT" else 30)  # the inputs span the codes
+    np.testing.assert_array_equal(got, want)
