@@ -36,6 +36,7 @@ _INT_RANGE = {2: (0, 255), 3: (-128, 127), 4: (0, 65535), 5: (-32768, 32767),
               # int4 / uint4 / int2 / uint2: held in int8 / uint8 (onnx_rewrite_narrow_int.py)
               22: (-8, 7), 21: (0, 15), 26: (-2, 1), 25: (0, 3)}
 _HOLDER = {22: 3, 21: 2, 26: 3, 25: 2}
+U16 = 4  # uint16: a QuantizeLinear result is held as the int16 of the same bits
 _F32, _F16 = 1, 10
 _EXACT = 1 << 24  # f32 holds every integer below this exactly
 
@@ -161,7 +162,8 @@ def quantize(node, types, shapes, consts, names, helper, numpy_helper):
     from m100.frontend.onnx_rewrite_narrow_int import F4, F8, decode_f8, encode_float
 
     byte_held = set(_HOLDER) | set(F8) | set(F4)  # torch-mlir would quantize to the holder's range
-    narrow_t = types.get(zp) in byte_held or int(at.get("output_dtype", 0)) in byte_held
+    # uint16: torch-mlir crashes on it (held as the int16 of the same bits, see below)
+    narrow_t = types.get(zp) in byte_held | {U16} or int(at.get("output_dtype", 0)) in byte_held | {U16}
     if _is_const(s, consts) and _is_const(zp, consts) and not narrow_t:
         return None  # int4 etc. always here: torch-mlir would clip to the int8 holder's range
     if at.get("precision") or types.get(x) not in (_F32, _F16) or types.get(s) not in (_F32, _F16):
@@ -213,6 +215,11 @@ def quantize(node, types, shapes, consts, names, helper, numpy_helper):
     if zr is not None:
         r = b.op("Add", [r, zr])
     c = b.op("Clip", [r, b.const(lo), b.const(hi)])
+    if t == U16:  # the int16 with the same bits (c - 2**16 from 2**15 on, exact in f32); the
+        # output is retyped int16 (onnx_rewrite_quant.rewrite_quantized: graph outputs only)
+        c = b.op("Where", [b.op("GreaterOrEqual", [c, b.const(32768.0)]),
+                           b.op("Sub", [c, b.const(65536.0)]), c])
+        t = 5
     if not b.to_int(c, t, node.output[0]):
         return None
     return b.nodes, b.inits
@@ -443,4 +450,4 @@ def rewrite_runtime_quant(node, types, shapes, consts, names, helper, numpy_help
     return None
 
 
-__all__ = ["rewrite_runtime_quant"]
+__all__ = ["U16", "rewrite_runtime_quant"]

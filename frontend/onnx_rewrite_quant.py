@@ -272,6 +272,16 @@ def _matmul_nbits(node, inits, names, helper, numpy_helper):
     return nodes, [numpy_helper.from_array(np.ascontiguousarray(w), wname)]
 
 
+def _uint16_quantize(node, types, helper) -> str | None:
+    """The output of a QuantizeLinear to uint16 (torch-mlir crashes on it; rewritten by
+    onnx_rewrite_qruntime.quantize into the int16 of the same bits), else None."""
+    if node.op_type != "QuantizeLinear" or node.domain not in ("", "ai.onnx"):
+        return None
+    zp = node.input[2] if len(node.input) > 2 else ""
+    od = next((a.i for a in node.attribute if a.name == "output_dtype"), 0)
+    return node.output[0] if (types.get(zp) if zp else od) == 4 else None
+
+
 class _LazyInits(dict):
     """``{initializer name: numpy array}``, each decoded on first access."""
 
@@ -314,14 +324,26 @@ def rewrite_quantized(graph, names, ranks, types) -> tuple[list, list, int, set[
     count = len(likes) + narrow_int.f64_boundary(graph, types, helper)
     # int4/uint4/int2/uint2 values held in int8/uint8 (onnx_rewrite_narrow_int.py)
     narrow = narrow_int.narrow_values(graph, types)
+    graph_outs = {o.name for o in graph.output}
+    read = {i for nd in graph.node for i in nd.input}
+    u16_outs: set[str] = set()  # uint16 QuantizeLinear results, held as int16 bits
     for node in graph.node:
         # constant 8-bit weights: the int8 TCU contraction (onnx_rewrite_qint8.py); else run-time
         # scales / zero points / weights: exact plain ops (onnx_rewrite_qruntime.py)
+        u16 = _uint16_quantize(node, types, helper)
+        if u16 and (u16 not in graph_outs or u16 in read):
+            raise QuantRewriteError(f"QuantizeLinear {_where(node)}: a uint16 result is supported "
+                                    "only as a graph output read by no other op")
         if s8_runtime_contraction(node, types, shapes) and node.input[1] not in consts:
             repl = None  # int8 x run-time int8 weights: the i8 TCU contraction as it is
         else:
             repl = matmul_integer_i8(node, inits, types, shapes, names, helper, numpy_helper) or \
                 rewrite_runtime_quant(node, types, shapes, consts, names, helper, numpy_helper)
+        if u16 and repl is None:
+            raise QuantRewriteError(f"QuantizeLinear {_where(node)}: this uint16 form (a "
+                                    "parameter of unknown shape, precision) is not supported")
+        if u16:
+            u16_outs.add(u16)
         if repl is None and narrow and node.op_type == "Cast":
             repl = narrow_int.cast_to_narrow(node, types, names, helper, numpy_helper) or \
                 narrow_int.cast_from_f8(node, types, names, helper, numpy_helper) or \
@@ -362,6 +384,9 @@ def rewrite_quantized(graph, names, ranks, types) -> tuple[list, list, int, set[
     if narrow:
         narrow_int.retype(graph, out_nodes, narrow)
         count += 1
+    for vi in list(graph.output) + list(graph.value_info):
+        if vi.name in u16_outs:  # the backend views the int16 result as uint16 (same bits)
+            vi.type.tensor_type.elem_type = TensorProto.INT16
     count += u8_qdq_to_s8(out_nodes, inits, new_inits, graph, numpy_helper)
     used = {i for nd in out_nodes for i in nd.input} | {o.name for o in graph.output}
     before = {i for nd in graph.node for i in nd.input} | likes

@@ -617,6 +617,8 @@ def compare(name: str, got: np.ndarray, want: np.ndarray, rtol: float, atol: flo
     got = np.asarray(got)
     if got.size != want.size:
         return OutputError(name, float("inf"), float("inf"), False)
+    if want.dtype.kind == "u" and got.dtype.kind == "i" and got.dtype.itemsize == want.dtype.itemsize:
+        got = got.view(want.dtype)  # signless MLIR integers: the same bits (a uint16 held as i16)
     if want.dtype.kind in "biu" and lsb is None:  # integer / boolean (not quantized): exactly
         g64 = got.reshape(want.shape).astype(np.int64)
         w64 = want.astype(np.int64)

@@ -131,6 +131,79 @@ def test_matmul_integer_whose_sum_may_exceed_f32_integers_is_refused_in_one_line
     assert "\n" not in msg and "i32 x i32" in msg
 
 
+@pytest.mark.parametrize("xt", [F32, TensorProto.FLOAT16])
+@pytest.mark.parametrize("const", [False, True])
+def test_quantize_uint16_per_axis_rounds_half_to_even_and_saturates(rng, xt, const):
+    """QuantizeLinear to uint16 (torch-mlir crashes on it): held as the int16 of the same bits
+    and returned as uint16. Per-axis scales and zero points (graph inputs, or initializers: the
+    constant form took the same crash), values across 0..65535 (>= 2**15: negative holders), ties
+    and saturation on both sides; oracle: numpy from the ONNX definition and onnx.reference."""
+    from onnx import numpy_helper
+    from onnx.reference import ReferenceEvaluator
+
+    npx = helper.tensor_dtype_to_np_dtype(xt)
+    s = np.array([0.5, 2.0, 0.25], np.float32)
+    z = np.array([0, 32767, 65535], np.uint16)
+    x = rng.uniform(-40000, 40000, (3, 60)).astype(np.float32)
+    x[:, :6] = [[0.25, 0.75, 1.25, -6e4, 6e4, 16383.75]] * 3  # ties (0.5 scale), saturation
+    x[1, :4] = [-65504.0, -65472.0, 65504.0, -1.0]  # 2.0 scale, f16-exact, near the limits
+    x = x.astype(npx)
+    u16 = TensorProto.UINT16
+    node = helper.make_node("QuantizeLinear", ["x", "s", "z"], ["y"], axis=0)
+    if const:
+        g = helper.make_graph([node], "q", [helper.make_tensor_value_info("x", xt, [3, 60])],
+                              [helper.make_tensor_value_info("y", u16, [3, 60])],
+                              [numpy_helper.from_array(s, "s"), numpy_helper.from_array(z, "z")])
+        m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 21)])
+        args = [x]
+    else:
+        m = _model(node, [("x", xt, [3, 60]), ("s", F32, [3]), ("z", u16, [3])],
+                   [("y", u16, [3, 60])])
+        args = [x, s, z]
+    (y,) = _run(m, *args)
+    q = np.rint(x.astype(np.float32) / s[:, None]) + z[:, None].astype(np.float32)
+    want = np.clip(q, 0, 65535).astype(np.uint16)
+    assert y.dtype == np.uint16 and np.array_equal(y, want)
+    (ref,) = ReferenceEvaluator(m).run(None, dict(zip([i.name for i in m.graph.input], args)))
+    assert np.array_equal(y, ref)
+    assert (want >= 32768).sum() > 20 and (want < 32768).sum() > 20 and 65535 in want
+    assert list(y[0, :3]) == [0, 2, 2]  # 0.5 -> 0, 1.5 -> 2, 2.5 -> 2
+
+
+def test_quantize_uint16_m100_check_against_onnxruntime(tmp_path):
+    """``m100 check`` (driver.check) compares the int16-held result as uint16 against
+    onnxruntime (it compared the signed bits before: 65536 off from 2**15 on)."""
+    import onnx
+    from onnx import numpy_helper
+
+    from m100.tools import driver
+
+    node = helper.make_node("QuantizeLinear", ["x", "s", "z"], ["y"], axis=0)
+    g = helper.make_graph([node], "q", [helper.make_tensor_value_info("x", F32, [3, 60])],
+                          [helper.make_tensor_value_info("y", TensorProto.UINT16, [3, 60])],
+                          [numpy_helper.from_array(np.array([0.5, 2.0, 0.25], np.float32), "s"),
+                           numpy_helper.from_array(np.array([0, 32767, 65535], np.uint16), "z")])
+    onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 21)], ir_version=10),
+              tmp_path / "q.onnx")
+    x = np.random.default_rng(0).uniform(-40000, 40000, (3, 60)).astype(np.float32)
+    ck = driver.check(tmp_path / "q.onnx", machine="tiny", inputs={"x": x})
+    assert ck.oracle == "onnxruntime" and ck.passed, ck.errors
+
+
+def test_quantize_uint16_read_by_another_op_is_refused_in_one_line():
+    u16 = TensorProto.UINT16
+    g = helper.make_graph(
+        [helper.make_node("QuantizeLinear", ["x", "s", "z"], ["q"], name="quant"),
+         helper.make_node("DequantizeLinear", ["q", "s", "z"], ["y"])], "q",
+        [helper.make_tensor_value_info("x", F32, [4]), helper.make_tensor_value_info("s", F32, []),
+         helper.make_tensor_value_info("z", u16, [])], [helper.make_tensor_value_info("y", F32, [4])])
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 21)])
+    with pytest.raises(M100Error) as ei:
+        _run(m, np.ones(4, np.float32), np.asarray(np.float32(1)), np.asarray(np.uint16(7)))
+    msg = str(ei.value)
+    assert "QuantizeLinear" in msg and "quant" in msg and "uint16" in msg and "\n" not in msg, msg
+
+
 @pytest.mark.parametrize("name", ["test_qlinearconv", "test_qlinearmatmul_3D_uint8_float16",
                                   "test_quantizelinear_blocked_asymmetric",
                                   "test_convinteger_with_padding"])
