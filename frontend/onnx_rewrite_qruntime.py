@@ -434,6 +434,67 @@ def dequantize_f8(node, types, shapes, consts, names, helper, numpy_helper):
     return b.nodes, b.inits
 
 
+_BF16 = 16
+_GIVE_CONST = "make the scales / zero points initializers"
+
+
+def refusal(node, types, shapes, consts, helper) -> str | None:
+    """Why a quantized ``node`` that no rewrite took would not compile -- what is unsupported and
+    what to do, for one line naming the node -- or None where torch-mlir's own lowering of it does
+    compile (constant scales / zero points: the QDQ fold; MatMulInteger of int8 operands without
+    zero points: the int8 TCU). Measured forms: left to torch-mlir, these were refused later
+    without the op's name (``tensor.extract`` of a run-time scalar, ``linalg.*_q`` convolutions,
+    i32 x i32 TCU operands) or failed in its importer (bfloat16 initializers)."""
+    op = node.op_type
+    if node.domain not in ("", "ai.onnx"):
+        return None
+    ins = list(node.input) + [""] * 9
+    tn = {1: "float32", 10: "float16", 16: "bfloat16", 2: "uint8", 3: "int8", 4: "uint16",
+          5: "int16", 6: "int32"}
+
+    def tname(v):
+        return tn.get(types.get(v), f"type {types.get(v)}")
+
+    if op in ("QuantizeLinear", "DequantizeLinear"):
+        x, sc, zp = ins[:3]
+        if types.get(sc) == _BF16:
+            return "a bfloat16 scale is not supported; use a float32 or float16 scale"
+        if _is_const(sc, consts) and _is_const(zp, consts):
+            return None
+        if any(v and shapes.get(v) is None for v in (x, sc, zp)):
+            return "a run-time scale / zero point or input of unknown shape; give static shapes"
+        if _attrs(node, helper).get("precision"):
+            return "the precision attribute with run-time scales is not supported; " + _GIVE_CONST
+        return (f"run-time scale / zero point with {tname(x)} input and {tname(sc)} scale are not "
+                "supported; " + _GIVE_CONST)
+    if op not in ("MatMulInteger", "ConvInteger", "QLinearMatMul", "QLinearConv"):
+        return None
+    kind = "matmul" if "MatMul" in op else "conv"
+    if op.startswith("QLinear"):
+        a, _, za, b_, _, zb = ins[:6]
+        if all(_is_const(v, consts) for v in ins[1:8] if v != b_) and _is_const(b_, consts):
+            return None  # constant weights and parameters: the QDQ fold (onnx_rewrite_quant)
+    else:
+        a, b_, za, zb = ins[:4]
+        if op == "MatMulInteger" and types.get(a) == 3 and types.get(b_) == 3 and not za \
+                and not zb:
+            return None  # torch-mlir's i8 x i8 -> i32 contraction, narrowed for the int8 TCU
+    group = int(_attrs(node, helper).get("group", 1))
+    if kind == "conv" and group != 1:
+        return (f"group={group} with run-time weights or parameters is not supported; make the "
+                "weights and " + _GIVE_CONST[5:])
+    if op == "QLinearConv" and ins[8]:
+        return "a bias with run-time weights or parameters is not supported; " + _GIVE_CONST
+    ka, kb = _span(types, a, za), _span(types, b_, zb)
+    k = _reduction_len(node, shapes, kind)
+    if ka is not None and kb is not None and k is not None and k * ka * kb >= _EXACT:
+        return (f"reduction length {k} with run-time {tname(a)} x {tname(b_)} operands is not "
+                f"supported: the exact float32 form needs {k} * {ka} * {kb} < 2**24 and the int8 "
+                "TCU form constant 8-bit weights; make the weights an initializer")
+    return (f"this form with run-time {tname(a)} x {tname(b_)} operands is not supported; make "
+            "the weights and " + _GIVE_CONST[5:])
+
+
 def rewrite_runtime_quant(node, types, shapes, consts, names, helper, numpy_helper):
     """(nodes, initializers) replacing ``node``, or None if it is not handled here."""
     if node.domain not in ("", "ai.onnx"):
@@ -450,4 +511,4 @@ def rewrite_runtime_quant(node, types, shapes, consts, names, helper, numpy_help
     return None
 
 
-__all__ = ["U16", "rewrite_runtime_quant"]
+__all__ = ["U16", "refusal", "rewrite_runtime_quant"]

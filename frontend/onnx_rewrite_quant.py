@@ -44,7 +44,7 @@ def _attrs(node, helper) -> dict:
 
 
 def _where(node) -> str:
-    return f"node '{node.name}'" if node.name else f"{node.op_type} -> {node.output[0]}"
+    return f"'{node.name or node.output[0]}'"
 
 
 def _qlinear_conv(node, inits, names, helper, numpy_helper):
@@ -313,7 +313,7 @@ def rewrite_quantized(graph, names, ranks, types) -> tuple[list, list, int, set[
     from m100.frontend.onnx_rewrite import _static_shapes
     from m100.frontend.onnx_rewrite_qint8 import (matmul_integer_i8, s8_runtime_contraction,
                                                   u8_qdq_to_s8)
-    from m100.frontend.onnx_rewrite_qruntime import rewrite_runtime_quant
+    from m100.frontend.onnx_rewrite_qruntime import refusal, rewrite_runtime_quant
 
     inits = _LazyInits(graph, numpy_helper)  # decodes only the initializers a rewrite reads
     int4 = {TensorProto.INT4, TensorProto.UINT4}
@@ -339,6 +339,9 @@ def rewrite_quantized(graph, names, ranks, types) -> tuple[list, list, int, set[
         else:
             repl = matmul_integer_i8(node, inits, types, shapes, names, helper, numpy_helper) or \
                 rewrite_runtime_quant(node, types, shapes, consts, names, helper, numpy_helper)
+        why = refusal(node, types, shapes, consts, helper) if repl is None else None
+        if why:  # would be refused later without the op's name (onnx_rewrite_qruntime.refusal)
+            raise QuantRewriteError(f"{node.op_type} {_where(node)}: {why}")
         if u16 and repl is None:
             raise QuantRewriteError(f"QuantizeLinear {_where(node)}: this uint16 form (a "
                                     "parameter of unknown shape, precision) is not supported")

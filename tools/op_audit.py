@@ -57,15 +57,13 @@ NO_NEGATIVE: dict[str, str] = {
     "And": _BOOL_ONLY, "Or": _BOOL_ONLY, "Xor": _BOOL_ONLY, "Not": _BOOL_ONLY,
     "BitShift": _INT_ONLY, "BitwiseAnd": _INT_ONLY, "BitwiseOr": _INT_ONLY,
     "BitwiseXor": _INT_ONLY, "BitwiseNot": _INT_ONLY,
+    "DynamicQuantizeLinear": ("no refused variant: the schema allows float32 -> uint8 only, no "
+                              "attributes; it compiles (onnx_rewrite_qruntime.dynamic_quantize)"),
 }
 
-#: (op, kind) pairs that are known gaps today (docs/op-tests.md lists them); may only shrink. The
-#: quantized ops' negatives belong to the quantization work (issue 11), whose refusals do not name
-#: the op yet.
+#: (op, kind) pairs that are known gaps today (docs/op-tests.md lists them); may only shrink
+#: (none left: the quantized ops' negatives are test_op_refusals.QUANT_REFUSED).
 KNOWN_GAPS: frozenset[tuple[str, str]] = frozenset({
-    ("ConvInteger", "negative"), ("DequantizeLinear", "negative"),
-    ("DynamicQuantizeLinear", "negative"), ("MatMulInteger", "negative"),
-    ("QLinearConv", "negative"), ("QLinearMatMul", "negative"), ("QuantizeLinear", "negative"),
 })
 
 

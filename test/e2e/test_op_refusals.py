@@ -10,6 +10,11 @@ line that names the op -- never a traceback, a wrong number or an anonymous mess
   here widen a conversion that stays refused (float64 -> bfloat16 / float8).
 * :data:`REFUSED_CASES`: node-test cases of other ops' unsupported variants whose refusal names the
   op (CumSum of float64, ops torch-mlir cannot lower in some form).
+* :data:`QUANT_REFUSED`: the quantized operators' unsupported forms (run-time weights / scales the
+  exact rewrites cannot take, bfloat16 scales, a uint16 result read by another op), refused by
+  ``onnx_rewrite_qruntime.refusal`` before torch-mlir, naming the node and what to do; left to
+  torch-mlir they failed later without the op's name (``tensor.extract``, ``linalg.*_q``, i32 x i32
+  TCU operands).
 
 Ops with no refused variant at all are exempt in ``m100.tools.op_audit.NO_NEGATIVE``.
 """
@@ -132,6 +137,39 @@ REFUSED_CASES = {
 }
 
 
+_QLC_IN = [("x", T.UINT8, [1, 4, 5, 5]), ("xs", T.FLOAT, []), ("xz", T.UINT8, []),
+           ("w", T.UINT8, [4, 4, 3, 3]), ("ws", T.FLOAT, []), ("wz", T.UINT8, []),
+           ("ys", T.FLOAT, []), ("yz", T.UINT8, [])]
+
+#: op -> (nodes, inputs [(name, elem type, shape)], outputs, words the refusal must contain);
+#: every operand a graph input (run-time)
+QUANT_REFUSED = {
+    "ConvInteger": ([h.make_node("ConvInteger", ["x", "w", "xz"], ["y"], name="ci", group=2)],
+                    [("x", T.UINT8, [1, 4, 5, 5]), ("w", T.UINT8, [4, 2, 3, 3]),
+                     ("xz", T.UINT8, [])], [("y", T.INT32, [1, 4, 3, 3])], ["group=2", "initializer"]),
+    "DequantizeLinear": ([h.make_node("DequantizeLinear", ["x", "s", "z"], ["y"], name="dq")],
+                         [("x", T.INT8, [4]), ("s", T.BFLOAT16, []), ("z", T.INT8, [])],
+                         [("y", T.BFLOAT16, [4])], ["bfloat16 scale", "float32"]),
+    "MatMulInteger": ([h.make_node("MatMulInteger", ["a", "b", "za", "zb"], ["y"], name="mmi")],
+                      [("a", T.UINT8, [2, 300]), ("b", T.UINT8, [300, 2]), ("za", T.UINT8, [1]),
+                       ("zb", T.UINT8, [1])], [("y", T.INT32, [2, 2])],
+                      ["reduction length 300", "initializer"]),
+    "QLinearConv": ([h.make_node("QLinearConv", [n for n, _, _ in _QLC_IN] + ["b"], ["y"],
+                                 name="qlc")], _QLC_IN + [("b", T.INT32, [4])],
+                    [("y", T.UINT8, [1, 4, 3, 3])], ["bias", "initializer"]),
+    "QLinearMatMul": ([h.make_node("QLinearMatMul", ["a", "as", "az", "b", "bs", "bz", "ys", "yz"],
+                                   ["y"], name="qlmm")],
+                      [("a", T.UINT8, [2, 300]), ("as", T.FLOAT, []), ("az", T.UINT8, []),
+                       ("b", T.UINT8, [300, 2]), ("bs", T.FLOAT, []), ("bz", T.UINT8, []),
+                       ("ys", T.FLOAT, []), ("yz", T.UINT8, [])], [("y", T.UINT8, [2, 2])],
+                      ["reduction length 300", "initializer"]),
+    "QuantizeLinear": ([h.make_node("QuantizeLinear", ["x", "s", "z"], ["q"], name="ql"),
+                        h.make_node("DequantizeLinear", ["q", "s", "z"], ["y"])],
+                       [("x", T.FLOAT, [4]), ("s", T.FLOAT, []), ("z", T.UINT16, [])],
+                       [("y", T.FLOAT, [4])], ["uint16", "graph output"]),
+}
+
+
 @functools.cache
 def _cases() -> dict:
     return {tc.name: tc for tc in node_tests.collect()}
@@ -221,3 +259,19 @@ def test_refused_variant_names_the_op(op):
     outcome, msg = node_tests.run_case(_cases()[name])
     assert outcome == "unsupported", f"{name}: {outcome}: {msg}"
     assert msg.strip() and "\n" not in msg.strip() and op in msg, msg
+
+
+@pytest.mark.onnx_op(*QUANT_REFUSED, kind="negative")
+@pytest.mark.parametrize("op", sorted(QUANT_REFUSED))
+def test_quantized_variant_refused_naming_the_op(op):
+    nodes, ins, outs, words = QUANT_REFUSED[op]
+    g = h.make_graph(nodes, "t", [h.make_tensor_value_info(n, t, s) for n, t, s in ins],
+                     [h.make_tensor_value_info(n, t, s) for n, t, s in outs])
+    m = h.make_model(g, opset_imports=[h.make_opsetid("", 21)])
+    onnx.checker.check_model(m, full_check=True)
+    rng = np.random.default_rng(0)
+    inputs = [rng.integers(0, 100, s).astype(helper_np(t)) if t != T.FLOAT
+              else rng.uniform(0.5, 1, s).astype(np.float32) for _, t, s in ins]
+    msg = _refused(m, inputs, op)
+    assert f"{op} '{nodes[0].name}'" in msg, msg  # the node, by name
+    assert all(w in msg for w in words), msg
