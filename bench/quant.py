@@ -10,12 +10,23 @@ the top-1 agreement (argmax over the last axis, per row: 1 per image, 8 per toke
 computed with onnxruntime running the quantized model, and for the first ``--sim`` inputs also
 on the compiled program (the interpreter; ``m100 check`` compares the two). Models: ResNet-18
 (random weights, ``--hw`` x ``--hw``, 1000 classes), the LLaMA decoder layer and the 1-layer LLaMA
-LM of ``test/data`` (the LM takes int64 token ids: onnxruntime only while the Gather on i64 ids does
-not compile).
+LM of ``test/data`` (int64 token ids in: the Gather on the CSU).
 
 Perf: ResNet-18 ``--perf-hw`` x ``--perf-hw`` W8A8 (PTQ) and f32, compiled for m100 (56 TPBs):
 cycles, us, TCU MACs and utilization against the int8 peak of all 56 TCUs (and the f32 run's
 against the f32 peak).
+
+QDQ (``--only qdq``): the acceptance model of issue 11, ResNet-18 (random weights, ``--hw``,
+``--classes`` outputs) quantized by onnxruntime's ``quantize_static`` (QDQ, per-channel S8S8,
+BatchNorm folded by ``quant_pre_process``), compiled for m100 and run on the interpreter for
+``--qdq-inputs`` N(0, 1) inputs; every output element compared in LSB of the output's
+QuantizeLinear scale with (a) onnxruntime as it runs by default, (b) onnxruntime with
+``session.qdqisint8allowed=1`` (every conv an S8S8 integer kernel), (c) the numpy oracle of
+onnxruntime's integer kernels (``test/e2e/qdq_oracle.py``); and (a) vs (b) (onnxruntime against
+itself). The evidence for the differences: the op types of onnxruntime's optimized graphs
+(``QLinearConv`` = integer kernel, ``Conv`` / ``FusedConv`` = the f32 fallback), and (d) the oracle
+with the TCU's requantization (``qdq_oracle(requant="fixed")``: the exact product rounded half
+up, docs/isa.md) instead of onnxruntime's f32 product rounded half to even.
 """
 
 from __future__ import annotations
@@ -107,7 +118,7 @@ def ptq_rows(n_inputs: int, n_sim: int, hw: int) -> list[dict]:
                 agree.append(_top1(q, f))
             row["rel_err"] = (num / den) ** 0.5
             row["top1_pct"] = 100.0 * float(np.mean(np.concatenate(agree)))
-            if n_sim and "lm" not in name:
+            if n_sim:
                 try:
                     cr = driver.compile(qm)
                     sim_agree, sim_num, sim_den = [], 0.0, 0.0
@@ -158,13 +169,96 @@ def perf_rows(hw: int) -> list[dict]:
     return rows
 
 
+def _ort_session(model, int8: bool):
+    """(session, {op type: count} of its optimized graph)."""
+    import tempfile
+
+    import onnx
+    import onnxruntime as ort
+
+    so = ort.SessionOptions()
+    so.intra_op_num_threads, so.log_severity_level = 1, 3
+    if int8:
+        so.add_session_config_entry("session.qdqisint8allowed", "1")
+    with tempfile.TemporaryDirectory() as d:
+        so.optimized_model_filepath = str(Path(d) / "opt.onnx")
+        sess = ort.InferenceSession(model.SerializeToString(), so,
+                                    providers=["CPUExecutionProvider"])
+        ops: dict[str, int] = {}
+        for n in onnx.load(so.optimized_model_filepath).graph.node:
+            ops[n.op_type] = ops.get(n.op_type, 0) + 1
+    return sess, ops
+
+
+def _lsb_stats(steps) -> dict:
+    s = np.concatenate(steps)
+    return {"elements": int(s.size), "inputs_not_exact": sum(int(np.any(v)) for v in steps),
+            "exact_pct": round(100.0 * float(np.mean(s == 0)), 3),
+            "within1_pct": round(100.0 * float(np.mean(s <= 1)), 3), "max_lsb": int(s.max()),
+            "hist": {int(k): int(v) for k, v in zip(*np.unique(s, return_counts=True))}}
+
+
+def qdq_rows(n_inputs: int, hw: int, classes: int) -> list[dict]:
+    import sys
+
+    from m100.frontend import quant_models as qm
+    from m100.tools import driver
+
+    sys.path.insert(0, str(ROOT / "test" / "e2e"))
+    from qdq_oracle import qdq_oracle
+
+    model = qm.qdq_resnet18(hw=hw, num_classes=classes)
+    t = time.perf_counter()
+    cr = driver.compile(model, machine="m100")
+    ct = time.perf_counter() - t
+    from m100.targets.m100.isa import Conv2D, MatMul
+    tcu = [i for _, i in cr.program.instructions() if isinstance(i, (Conv2D, MatMul))]
+    n_int8 = sum(1 for i in tcu if getattr(i.epilogue, "requant", None) is not None)
+    convs_in_model = sum(1 for n in model.graph.node if n.op_type in ("Conv", "Gemm", "MatMul"))
+    sess, ops_default = _ort_session(model, int8=False)
+    sess8, ops_int8 = _ort_session(model, int8=True)
+    lsb = driver.output_lsb(model, model.graph.output[0].name)
+    rng = np.random.default_rng(123)
+    steps = {"ort_default": [], "ort_int8": [], "oracle": [], "oracle_tcu_requant": [],
+             "ort_default_vs_ort_int8": [], "ort_int8_vs_oracle": []}
+    sim_s = 0.0
+    for _ in range(n_inputs):
+        x = rng.standard_normal((1, 3, hw, hw)).astype(np.float32)
+        t = time.perf_counter()
+        got = np.asarray(driver.run(cr.program, {"x": x}, machine=cr.machine, mode="functional")
+                         .outputs[cr.output_names[0]], np.float64)
+        sim_s += time.perf_counter() - t
+        a = sess.run(None, {"x": x})[0].astype(np.float64).reshape(got.shape)
+        b = sess8.run(None, {"x": x})[0].astype(np.float64).reshape(got.shape)
+        c = np.asarray(qdq_oracle(model, x)[0], np.float64).reshape(got.shape)
+        f = np.asarray(qdq_oracle(model, x, requant="fixed")[0], np.float64).reshape(got.shape)
+        for k, want, have in (("ort_default", a, got), ("ort_int8", b, got), ("oracle", c, got),
+                              ("oracle_tcu_requant", f, got), ("ort_default_vs_ort_int8", a, b),
+                              ("ort_int8_vs_oracle", c, b)):
+            steps[k].append(np.rint(np.abs(have - want) / lsb).ravel())
+    row = {"model": f"QDQ resnet18 {hw}x{hw}, {classes} classes", "inputs": n_inputs,
+           "compile_s": round(ct, 1), "sim_s_per_input": round(sim_s / max(n_inputs, 1), 1),
+           "contractions": convs_in_model, "tcu_instructions": len(tcu),
+           "tcu_requant_instructions": n_int8,
+           "ort_default_ops": {k: v for k, v in ops_default.items() if "Conv" in k or "Gemm" in k
+                               or k in ("QLinearAdd", "Add")},
+           "ort_int8_ops": {k: v for k, v in ops_int8.items() if "Conv" in k or "Gemm" in k
+                            or k in ("QLinearAdd", "Add")}}
+    for k, v in steps.items():
+        row[k] = _lsb_stats(v)
+    print(row, flush=True)
+    return [row]
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--inputs", type=int, default=100)
     ap.add_argument("--sim", type=int, default=4)
     ap.add_argument("--hw", type=int, default=64)
     ap.add_argument("--perf-hw", type=int, default=224)
-    ap.add_argument("--only", choices=("ptq", "perf"))
+    ap.add_argument("--qdq-inputs", type=int, default=20)
+    ap.add_argument("--classes", type=int, default=1000)
+    ap.add_argument("--only", choices=("ptq", "perf", "qdq"))
     ap.add_argument("--json")
     a = ap.parse_args(argv)
     out = {}
@@ -186,6 +280,21 @@ def main(argv=None) -> int:
         for r in out["perf"]:
             print(f"{r['model']:20s} {r['scheme']:6s} {r['cycles']:10d} {r['us']:8.1f} "
                   f"{r['util_pct_of_peak']:7.2f} {r['peak']}")
+    if a.only in (None, "qdq"):
+        out["qdq"] = qdq_rows(a.qdq_inputs, a.hw, a.classes)
+        for r in out["qdq"]:
+            print(f"\n{r['model']}, {r['inputs']} inputs ({r['ort_int8']['elements']} elements), "
+                  f"{r['tcu_requant_instructions']} of {r['tcu_instructions']} TCU instructions "
+                  "int8 with requant")
+            print(f"{'compiled vs':28s} {'exact %':>8s} {'<= 1 LSB %':>10s} {'max LSB':>8s} "
+                  f"{'inputs not exact':>16s}")
+            for k in ("ort_int8", "ort_default", "oracle", "oracle_tcu_requant",
+                      "ort_default_vs_ort_int8", "ort_int8_vs_oracle"):
+                q = r[k]
+                print(f"{k:28s} {q['exact_pct']:8.2f} {q['within1_pct']:10.2f} {q['max_lsb']:8d} "
+                      f"{q['inputs_not_exact']:16d}")
+            print("onnxruntime's optimized graph, default:", r["ort_default_ops"],
+                  " qdqisint8allowed=1:", r["ort_int8_ops"])
     if a.json:
         Path(a.json).write_text(json.dumps(out, indent=1))
     return 0

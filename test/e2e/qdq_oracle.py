@@ -7,11 +7,14 @@ import onnx
 from onnx import numpy_helper
 
 
-def qdq_oracle(model, x):
+def qdq_oracle(model, x, requant: str = "f32"):
     """The QDQ model evaluated in numpy as onnxruntime's integer kernels compute it (QLinearConv /
     QGemm: exact integer accumulation, f32 multiplier ``f32(f32(xs * ws) / ys)``, f32 product, round
     half even, + zp, saturate) for every Conv/Gemm; other ops on the f32 dequantized values, then
-    QuantizeLinear ``round_half_even(f32(x / s)) + zp``."""
+    QuantizeLinear ``round_half_even(f32(x / s)) + zp``. ``requant="fixed"``: the contractions'
+    requantization as the ISA defines the TCU's (docs/isa.md section 5: the same f32 multiplier
+    held exactly as ``mult / 2**shift``, the *exact* product ``acc * mult`` rounded half up by the
+    shift) instead of onnxruntime's f32 product rounded half to even."""
     f32 = np.float32
     init = {t.name: numpy_helper.to_array(t) for t in model.graph.initializer}
     env = {model.graph.input[0].name: x}
@@ -51,7 +54,15 @@ def qdq_oracle(model, x):
                 m = ((m_in).astype(f32) / s).astype(f32)
                 shp = [1] * acc.ndim
                 shp[ch] = -1
-                y = np.rint((acc.astype(f32) * m.reshape(shp)).astype(f32))
+                if requant == "fixed":
+                    mant, ex = np.frexp(m.astype(np.float64))  # m = mant * 2**ex, mant in [.5, 1)
+                    mult = (mant * 2.0 ** 31).astype(np.int64)  # exact: m has 24 bits
+                    sh = (31 - ex).astype(np.int64)
+                    assert np.all(mult.astype(np.float64) == mant * 2.0 ** 31) and np.all(sh > 0)
+                    p = acc.astype(np.int64) * mult.reshape(shp)
+                    y = (p + (np.int64(1) << (sh.reshape(shp) - 1))) >> sh.reshape(shp)
+                else:
+                    y = np.rint((acc.astype(f32) * m.reshape(shp)).astype(f32))
             else:
                 y = np.rint((fl(v).astype(f32) / s).astype(f32))
             out = np.clip(y + z, -128, 127).astype(np.int8)
