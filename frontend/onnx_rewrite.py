@@ -559,6 +559,12 @@ def rewrite_for_torch_mlir(model):
     new_nodes, i_inits, i_count = rewrite_index(new_nodes, graph, names, ranks, types)
     new_inits += i_inits
     count += i_count
+    # unsigned-integer ops torch-mlir lowers signed (frontend/onnx_rewrite_unsigned.py)
+    from m100.frontend.onnx_rewrite_unsigned import rewrite_unsigned
+
+    new_nodes, i_inits, i_count = rewrite_unsigned(new_nodes, graph, names, types)
+    new_inits += i_inits
+    count += i_count
     # ScatterElements / ScatterND as one-hot masks, 3-D pooling as two 2-D poolings,
     # CausalConvWithState / LinearAttention per their definitions (frontend/onnx_rewrite_*.py)
     from m100.frontend.onnx_rewrite_pool3d import rewrite_pool3d

@@ -7,11 +7,6 @@
   ``+ depth``, ``Equal(Unsqueeze(indices, axis), iota)`` with a constant int64 iota laid along
   ``axis``, and ``Where(eq, values[1], values[0])``: an index outside ``[-depth, depth)`` matches
   no class and gives the off value everywhere.
-- ``Mod`` of unsigned integers: torch-mlir computes it with ``remsi`` on the signless bits (a
-  uint8 200 is read as -56: 200 % 7 gave 0). uint8: the operands are cast to int64 (zero
-  extension), the Mod runs signed on the exact values, the result is cast back. uint32/uint64
-  graph inputs (range-checked to [0, 2**31) at run time) are left as they are; other uint16/32/64
-  Mods are refused with one line (torch-mlir cannot lower their Cast).
 - ``Gather`` / ``GatherElements`` / ``GatherND`` (batch_dims 0) with constant indices (an
   initializer or a Constant) into a static-shape float tensor: the scheduler's gather reads its indices
   from the program's inputs, so a constant index tensor was refused with an internal message. The
@@ -101,45 +96,6 @@ def _eyelike(node, shapes, types, names, helper, numpy_helper):
                              name=f"{node.name or node.output[0]}/m100_Identity")], [t]
 
 
-_UNSIGNED = (2, 4, 12, 13)  # TensorProto UINT8, UINT16, UINT32, UINT64
-
-
-def _mod_unsigned(node, graph, types, names, helper):
-    t = types.get(node.input[0])
-    if t not in _UNSIGNED or types.get(node.input[1]) != t:
-        return None
-    from onnx import TensorProto
-
-    if t != TensorProto.UINT8:
-        # torch-mlir cannot lower a Cast from uint16/32/64. uint32/uint64 graph inputs are
-        # range-checked to [0, 2**31) by the runtime (held as i32), so its remsi is exact on
-        # them; a computed value may be a wrapped pattern, and uint16 inputs arrive as the same
-        # (possibly negative) i16 bits: refused
-        inputs = {i.name for i in graph.input} - {i.name for i in graph.initializer}
-        if t != TensorProto.UINT16 and all(x in inputs for x in node.input[:2]):
-            return None
-        from m100.frontend.onnx_import import FrontendError
-        raise FrontendError(f"Mod '{node.name or node.output[0]}' of "
-                            f"{TensorProto.DataType.Name(t).lower()} is not supported (torch-mlir "
-                            "computes it signed; only uint8, or uint32/uint64 graph inputs)")
-
-    base = node.name or node.output[0]
-    a, b, m = names("umod_a"), names("umod_b"), names("umod")
-    nodes = [helper.make_node("Cast", [node.input[0]], [a], to=TensorProto.INT64,
-                              name=f"{base}/m100_Cast_a"),
-             helper.make_node("Cast", [node.input[1]], [b], to=TensorProto.INT64,
-                              name=f"{base}/m100_Cast_b"),
-             helper.make_node("Mod", [a, b], [m], name=f"{base}/m100_Mod",
-                              **{at.name: helper.get_attribute_value(at) for at in node.attribute}),
-             helper.make_node("Cast", [m], [node.output[0]], to=t, name=f"{base}/m100_Cast")]
-    return nodes, []
-
-
-#: most runs of consecutive positions a constant-index gather becomes (one Slice each)
-MAX_RUNS = 256
-_FLOATS = (1, 10, 16)  # TensorProto FLOAT, FLOAT16, BFLOAT16
-
-
 def _constants(graph, numpy_helper) -> dict:
     out = {t.name: t for t in graph.initializer}
     for n in graph.node:
@@ -215,7 +171,7 @@ def rewrite_index(nodes, graph, names, ranks, types) -> tuple[list, list, int]:
     """(new node list, new initializers, count) of the rewrites above on ``nodes`` (the nodes of
     ``graph``, maybe already rewritten; ``graph`` gives the initializers and value shapes)."""
     gathers = ("Gather", "GatherElements", "GatherND")
-    if not any(n.op_type in ("OneHot", "EyeLike", "Mod") + gathers for n in nodes):
+    if not any(n.op_type in ("OneHot", "EyeLike") + gathers for n in nodes):
         return list(nodes), [], 0
     from onnx import helper, numpy_helper
 
@@ -232,8 +188,6 @@ def rewrite_index(nodes, graph, names, ranks, types) -> tuple[list, list, int]:
             return _onehot(node, graph, ranks, names, helper, numpy_helper)
         if node.op_type == "EyeLike":
             return _eyelike(node, shapes, types, names, helper, numpy_helper)
-        if node.op_type == "Mod":
-            return _mod_unsigned(node, graph, types, names, helper)
         return None
 
     return replace_nodes(nodes, one)

@@ -21,9 +21,13 @@ Families and ops (shapes are small, with M = 1 and size-1 dims drawn often):
   (any axis), a LayerNorm chain (ReduceMean / Sub / Mul / Add eps / Sqrt / Div / scale / shift) or
   ``LayerNormalization``, Transpose, Reshape, Concat, residual Add of an earlier value.
 
+Integer graphs (exact comparison, 8/16-bit wrap-around, unsigned types) come from
+:mod:`m100.tools.fuzz_int`; :func:`differential` compares integer and bool outputs bit-exactly.
+
 CLI (a seeded campaign, prints the op mix, refusal reasons and failures; writes failing models)::
 
     python -m m100.tools.fuzz_onnx --count 200 --seed 0 --machines tiny,m100 --out out/fuzz
+    python -m m100.tools.fuzz_onnx --family int --count 200
 """
 
 from __future__ import annotations
@@ -439,12 +443,12 @@ def differential(fg: FuzzGraph, machines: Sequence[str] = ("tiny", "m100"), *,
     The ONNX model is imported once (torch-mlir) and the module compiled per machine."""
     from m100.errors import M100Error
     from m100.frontend.mlir_load import shared_context
-    from m100.tools.onnx_backend import onnxruntime_run
     from m100.tools import driver
+    from m100.tools.onnx_backend import _as_onnx_dtype
 
     names = [i.name for i in fg.model.graph.input]
     feeds = [fg.inputs[n] for n in names]
-    want = onnxruntime_run(fg.model, feeds)  # the oracle must accept every generated model
+    want = oracle_run(fg.model, feeds)  # the oracle must accept every generated model
     out: list[Outcome] = []
     try:
         module, _ = driver.load_model(fg.model, shared_context())
@@ -478,11 +482,19 @@ def differential(fg: FuzzGraph, machines: Sequence[str] = ("tiny", "m100"), *,
         bad = []
         worst = 0.0
         for i, (g, w) in enumerate(zip(got, want, strict=True)):
-            w = np.asarray(w, np.float64)
-            g = np.asarray(g, np.float64)
+            g, w = np.asarray(g), np.asarray(w)
             if g.size != w.size:
                 bad.append(f"output {i}: {g.size} elements, want {w.size}")
                 continue
+            if w.dtype.kind in "iub":  # integers and bools: bit-exact, in the ONNX output type
+                g = _as_onnx_dtype(g, w.dtype).reshape(w.shape)
+                wrong = int((g != w).sum())
+                if g.dtype != w.dtype or wrong:
+                    bad.append(f"output {i}: {wrong} of {w.size} {w.dtype} elements differ "
+                               f"(got {g.dtype})")
+                continue
+            w = np.asarray(w, np.float64)
+            g = np.asarray(g, np.float64)
             g = g.reshape(w.shape)
             tol = atol * max(1.0, float(np.abs(w).max(initial=0.0))) + rtol * np.abs(w)
             d = np.abs(g - w)
@@ -492,6 +504,22 @@ def differential(fg: FuzzGraph, machines: Sequence[str] = ("tiny", "m100"), *,
                            f"{np.abs(w).max():.3g})")
         out.append(Outcome("fail" if bad else "pass", mach, "; ".join(bad), worst))
     return out
+
+
+def oracle_run(model, feeds: Sequence[np.ndarray]) -> list[np.ndarray]:
+    """onnxruntime (CPU, one thread) on ``model``; where it does not implement an op for a type
+    (e.g. Max on int16), ONNX's numpy reference evaluator, written from the operator definitions."""
+    from m100.tools.onnx_backend import onnxruntime_run
+
+    try:
+        return onnxruntime_run(model, feeds)
+    except Exception as e:  # noqa: BLE001 - onnxruntime raises its own NOT_IMPLEMENTED types
+        if "NOT_IMPLEMENTED" not in str(e) and "Could not find an implementation" not in str(e):
+            raise
+    from onnx.reference import ReferenceEvaluator
+
+    names = [i.name for i in model.graph.input]
+    return list(ReferenceEvaluator(model).run(None, dict(zip(names, feeds, strict=True))))
 
 
 def save_failure(fg: FuzzGraph, directory, tag: str = "last_failure") -> Path:
@@ -542,11 +570,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--machines", default="tiny,m100")
     ap.add_argument("--max-ops", type=int, default=4)
+    ap.add_argument("--family", choices=("float", "int"), default="float",
+                    help="float graphs (tolerance) or integer graphs (exact; m100.tools.fuzz_int)")
     ap.add_argument("--out", default="out/fuzz", help="failing models are written here")
     a = ap.parse_args(argv)
     camp = Campaign()
     for i in range(a.count):
-        fg = random_graph(RandomChoices(a.seed * 1_000_003 + i), a.max_ops)
+        from m100.tools.fuzz_int import random_int_graph
+
+        gen = random_int_graph if a.family == "int" else random_graph
+        fg = gen(RandomChoices(a.seed * 1_000_003 + i), a.max_ops)
         outs = differential(fg, a.machines.split(","))
         camp.add(i, fg, outs)
         if any(o.status == "fail" for o in outs):

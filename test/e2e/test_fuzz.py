@@ -11,7 +11,12 @@ counted); a numeric mismatch, an interpreter report, any other exception or a mu
 fails, hypothesis shrinks the graph, and the minimal failing model and its inputs are written to
 ``out/fuzz/last_failure.onnx`` / ``.npz`` (replay with ``m100 check``/``m100-sim``).
 
-Budgets: the default run draws a few graphs (about 20-40 s CPU); the slow tier draws 500.
+Integer graphs (``m100.tools.fuzz_int.random_int_graph``: int8/int16/int32/uint8/uint16, wrapping
+arithmetic, Div, bit ops, compares + Where, Casts, reductions, MatMulInteger) are compared
+bit-exactly with onnxruntime, or with ONNX's reference evaluator where onnxruntime lacks the op.
+
+Budgets: the default run draws a few graphs of each family (about 40-60 s CPU); the slow tier draws
+500 float and 300 integer graphs.
 ``M100_FUZZ_SEED`` changes the (otherwise fixed) seed.
 """
 
@@ -25,6 +30,7 @@ import pytest
 from hypothesis import HealthCheck, given, seed, settings
 from hypothesis import strategies as st
 
+from m100.tools.fuzz_int import random_int_graph
 from m100.tools.fuzz_onnx import (ATOL, RTOL, Campaign, HypothesisChoices, differential,
                                   random_graph, save_failure)
 
@@ -33,8 +39,8 @@ OUT = Path(os.environ.get("M100_FUZZ_OUT", "out/fuzz"))
 MACHINES = ("tiny", "m100")
 
 
-def _run(data, camp: Campaign) -> None:
-    fg = random_graph(HypothesisChoices(data))
+def _run(data, camp: Campaign, gen=random_graph) -> None:
+    fg = gen(HypothesisChoices(data))
     outs = differential(fg, MACHINES, rtol=RTOL, atol=ATOL)
     camp.add(camp.graphs, fg, outs)
     fails = [o for o in outs if o.status == "fail"]
@@ -44,7 +50,7 @@ def _run(data, camp: Campaign) -> None:
                     + "\n".join(f"{o.machine}: {o.detail}" for o in fails), pytrace=False)
 
 
-def _fuzz(n: int):
+def _fuzz(n: int, gen=random_graph):
     camp = Campaign()
 
     @seed(SEED)
@@ -52,7 +58,7 @@ def _fuzz(n: int):
               suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
     @given(st.data())
     def prop(data):
-        _run(data, camp)
+        _run(data, camp, gen)
 
     prop()
     return camp
@@ -73,6 +79,41 @@ def test_fuzz_500_graphs():
     assert not camp.failures
     # most graphs must be compiled (a fuzzer whose graphs are all refused tests nothing)
     assert camp.status["pass"] >= camp.status["refused"], camp.table()
+
+
+def test_fuzz_int_small():
+    camp = _fuzz(8, random_int_graph)
+    print(camp.table())
+    assert camp.graphs >= 8
+    assert camp.status["pass"] > 0
+
+
+@pytest.mark.slow
+def test_fuzz_int_300_graphs():
+    camp = _fuzz(300, random_int_graph)
+    print(camp.table())
+    assert not camp.failures
+    assert camp.status["pass"] >= camp.status["refused"], camp.table()
+
+
+def test_int_generator_is_deterministic_and_valid():
+    import onnx
+
+    from m100.tools.fuzz_onnx import RandomChoices
+
+    ops: collections.Counter = collections.Counter()
+    types: collections.Counter = collections.Counter()
+    for i in range(150):
+        a = random_int_graph(RandomChoices(i))
+        b = random_int_graph(RandomChoices(i))
+        assert a.model.SerializeToString() == b.model.SerializeToString()
+        onnx.checker.check_model(a.model, full_check=True)
+        ops.update(a.ops)
+        types.update(v.dtype.name for v in a.inputs.values())
+    for op in ("Add", "Mul", "Div", "Where", "Cast", "BitShift", "MatMulInteger", "ReduceSum",
+               "Concat"):
+        assert ops[op] > 0, (op, ops)
+    assert set(types) == {"int8", "int16", "int32", "uint8", "uint16"}, types
 
 
 def test_generator_is_deterministic_and_valid():

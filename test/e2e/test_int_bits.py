@@ -120,9 +120,85 @@ def test_uint8_full_range_bits_mod_compare():
                                   onnx_shift(a, b % 9, False))
 
 
-def test_mod_uint16_is_one_line_refusal():
-    # torch-mlir computes an unsigned Mod signed and cannot lower a Cast from uint16
-    a = np.array([[40000, 3]], np.uint16)
-    with pytest.raises(M100Error, match="Mod 'y' of uint16 is not supported") as e:
-        _run("Mod", [a, a])
+def test_unsigned_div_mod_uint8_full_range():
+    # torch-mlir divides unsigned integers with divsi / remsi on the signless bits (uint8 161 / 6
+    # gave 241, 200 % 7 gave 0): every uint8 dividend against divisors across the range
+    a = np.tile(np.arange(256, dtype=np.uint8), 8).reshape(8, 256)
+    b = np.array([1, 2, 6, 7, 127, 128, 200, 255], np.uint8).reshape(8, 1)
+    np.testing.assert_array_equal(_run("Div", [a, b]), a // b)
+    np.testing.assert_array_equal(_run("Mod", [a, b]), a % b)
+
+
+@pytest.mark.parametrize("op", ["Div", "Mod"])
+def test_unsigned_div_mod_uint16_full_range(op):
+    # no Cast from uint16 in torch-mlir: a long division step with unsigned compares; divisors
+    # on both sides of 2**15, dividends at the edges and random
+    b = np.array([1, 2, 3, 255, 32767, 32768, 32769, 65535], np.uint16).reshape(8, 1)
+    edges = [0, 1, 2, 32766, 32767, 32768, 32769, 65534, 65535]
+    a = np.concatenate([np.tile(np.array(edges, np.uint16), (8, 1)),
+                        RNG.integers(0, 1 << 16, size=(8, 55)).astype(np.uint16)], axis=1)
+    want = a // b if op == "Div" else a % b
+    np.testing.assert_array_equal(_run(op, [a, b]), want)
+
+
+@pytest.mark.onnx_op("Mod", "Div", kind="negative")
+@pytest.mark.parametrize("op", ["Mod", "Div"])
+def test_mod_uint32_of_a_computed_value_is_one_line_refusal(op):
+    # uint32 values held as i32: a computed value may be a wrapped pattern; remsi would be wrong
+    x = np.array([[4000000000, 3]], np.uint32)
+    g = h.make_graph([h.make_node("Add", ["x0", "x0"], ["s"]), h.make_node(op, ["s", "x0"], ["y"])],
+                     "m", [h.make_tensor_value_info("x0", onnx.TensorProto.UINT32, x.shape)],
+                     [h.make_tensor_value_info("y", onnx.TensorProto.UINT32, x.shape)])
+    m = h.make_model(g, opset_imports=[h.make_opsetid("", 18)])
+    with pytest.raises(M100Error, match=f"{op} 'y' of uint32 is not supported") as e:
+        M100Backend.prepare(m, machine="tiny")
     assert "\n" not in str(e.value)
+
+
+def _unsigned_values(dt):
+    """Every uint8 value; uint16: the edges around 0, 2**15 and 2**16 and random ones."""
+    if dt == np.uint8:
+        return np.arange(256, dtype=np.uint8).reshape(4, 64)
+    edges = np.array([0, 1, 2, 127, 128, 255, 32766, 32767, 32768, 32769, 65534, 65535], dt)
+    return np.concatenate([edges, RNG.integers(0, 1 << 16, size=52).astype(dt)]).reshape(4, 16)
+
+
+@pytest.mark.parametrize("dt", [np.uint8, np.uint16])
+def test_unsigned_abs_sign_clip_are_unsigned(dt):
+    # torch-mlir lowers Abs with math.absi and Clip with signed min/max on the signless bits
+    # (uint8 254 -> 2, Clip(200, 3, 150) -> 150 via -56 < 3 ...): now identity / unsigned order
+    x = _unsigned_values(dt)
+    RNG.shuffle(x, axis=1)
+    np.testing.assert_array_equal(_run("Abs", [x]), x)
+    np.testing.assert_array_equal(_run("Sign", [x]), (x > 0).astype(dt))
+    lo, hi = np.array(3, dt), np.array(150 if dt == np.uint8 else 40000, dt)
+    np.testing.assert_array_equal(_run("Clip", [x, lo, hi]), np.clip(x, lo, hi))
+
+
+@pytest.mark.parametrize("dt", [np.uint8, np.uint16])
+def test_unsigned_topk_and_maxpool_order(dt):
+    # TopK / MaxPool compared signed: TopK of [.., 200, 255] picked 127
+    x = _unsigned_values(dt)
+    RNG.shuffle(x, axis=1)
+    k = np.array([5], np.int64)
+    g = h.make_graph([h.make_node("TopK", ["x", "k"], ["v", "i"], axis=1)], "t",
+                     [h.make_tensor_value_info("x", h.np_dtype_to_tensor_dtype(np.dtype(dt)),
+                                               x.shape)],
+                     [h.make_tensor_value_info("v", h.np_dtype_to_tensor_dtype(np.dtype(dt)),
+                                               [4, 5]),
+                      h.make_tensor_value_info("i", onnx.TensorProto.INT64, [4, 5])],
+                     initializer=[onnx.numpy_helper.from_array(k, "k")])
+    m = h.make_model(g, opset_imports=[h.make_opsetid("", 18)])
+    v, i = M100Backend.prepare(m, machine="tiny").run([x])
+    order = np.argsort(-x.astype(np.int64), axis=1, kind="stable")[:, :5]  # ties: lower index
+    np.testing.assert_array_equal(np.asarray(i).reshape(4, 5), order)
+    np.testing.assert_array_equal(np.asarray(v).reshape(4, 5), np.take_along_axis(x, order, 1))
+    if dt == np.uint8:
+        x4 = x.reshape(1, 4, 8, 8)
+        u8 = onnx.TensorProto.UINT8
+        g = h.make_graph([h.make_node("MaxPool", ["x"], ["y"], kernel_shape=[2, 2], strides=[2, 2])],
+                         "p", [h.make_tensor_value_info("x", u8, x4.shape)],
+                         [h.make_tensor_value_info("y", u8, [1, 4, 4, 4])])
+        m = h.make_model(g, opset_imports=[h.make_opsetid("", 18)])
+        (pool,) = M100Backend.prepare(m, machine="tiny").run([x4])
+        np.testing.assert_array_equal(pool, x4.reshape(1, 4, 4, 2, 4, 2).max(axis=(3, 5)))
