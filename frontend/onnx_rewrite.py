@@ -562,7 +562,7 @@ def rewrite_for_torch_mlir(model):
     # unsigned-integer ops torch-mlir lowers signed (frontend/onnx_rewrite_unsigned.py)
     from m100.frontend.onnx_rewrite_unsigned import rewrite_unsigned
 
-    new_nodes, i_inits, i_count = rewrite_unsigned(new_nodes, graph, names, types)
+    new_nodes, i_inits, i_count = rewrite_unsigned(new_nodes, graph, names, types, opset)
     new_inits += i_inits
     count += i_count
     # ScatterElements / ScatterND as one-hot masks, 3-D pooling as two 2-D poolings,

@@ -17,9 +17,12 @@ wrong result (found by the integer differential fuzzer, ``m100.tools.fuzz_int``)
   ``Where(x > 0, 1, 0)`` (the compare is lowered unsigned).
 - Order-based ops (``TopK``, ``MaxPool``, ``ReduceMax``/``ReduceMin``, ``ArgMax``/``ArgMin``,
   ``Clip``) of uint8/uint16 compare signed (TopK of [..., 200, 255] picked 127): their inputs go
-  through ``x XOR 2**(w-1)``, which maps unsigned order onto signed order, and their value outputs
-  back through the same XOR (indices are unchanged). uint32/uint64 values are left as they are
-  (held as i32, range-checked graph inputs compare the same either way).
+  through ``x + 2**(w-1)`` (wrapping: the same bits as ``x XOR 2**(w-1)``), which maps unsigned
+  order onto signed order, and their value outputs back through the same Add (indices are
+  unchanged). ``Add`` takes 8/16-bit integers from opset 14 on (``BitwiseXor`` only from 18): in
+  older models a uint8 ``MaxPool`` is left to ``onnx_rewrite_quant`` (Cast to float and back),
+  the others are refused in one line. uint32/uint64 values are left as they are (held as i32, range-checked
+  graph inputs compare the same either way).
 """
 
 from __future__ import annotations
@@ -101,11 +104,19 @@ _ORDER_OPS = {  # op -> (the inputs that are values, the outputs that are values
 _SIGN_BIT = {2: np.uint8(1 << 7), 4: np.uint16(1 << 15)}  # TensorProto UINT8, UINT16
 
 
-def _flip_order(node, types, names, helper):
-    """An order-based op of uint8/uint16 on ``x XOR 2**(w-1)`` (see the module doc)."""
+def _flip_order(node, types, names, helper, opset: int):
+    """An order-based op of uint8/uint16 on ``x + 2**(w-1)`` (see the module doc)."""
     t = types.get(node.input[0])
-    if t not in _SIGN_BIT:
+    if t not in _SIGN_BIT or (opset < 14 and node.op_type == "MaxPool"):
         return None
+    if opset < 14:
+        from onnx import TensorProto
+
+        from m100.frontend.onnx_import import FrontendError
+        raise FrontendError(f"{node.op_type} '{node.name or node.output[0]}' of "
+                            f"{TensorProto.DataType.Name(t).lower()} in opset {opset} is not "
+                            "supported (torch-mlir compares it signed; convert the model to opset "
+                            ">= 14)")
     from onnx import numpy_helper
 
     base = node.name or node.output[0]
@@ -118,14 +129,14 @@ def _flip_order(node, types, names, helper):
     for i in ins_at:
         if i < len(node.input) and node.input[i]:
             f = names("uflip")
-            pre.append(helper.make_node("BitwiseXor", [node.input[i], c.name], [f],
-                                        name=f"{base}/m100_Xor_in{i}"))
+            pre.append(helper.make_node("Add", [node.input[i], c.name], [f],
+                                        name=f"{base}/m100_Flip_in{i}"))
             new.input[i] = f
     for i in outs_at:
         if i < len(node.output) and node.output[i]:
             f = names("uflip")
-            post.append(helper.make_node("BitwiseXor", [f, c.name], [node.output[i]],
-                                         name=f"{base}/m100_Xor_out{i}"))
+            post.append(helper.make_node("Add", [f, c.name], [node.output[i]],
+                                         name=f"{base}/m100_Flip_out{i}"))
             new.output[i] = f
     return pre + [new] + post, [c]
 
@@ -148,7 +159,7 @@ def _abs_sign(node, types, names, helper):
                              name=f"{base}/m100_Where")], [zero, one]
 
 
-def rewrite_unsigned(nodes, graph, names, types) -> tuple[list, list, int]:
+def rewrite_unsigned(nodes, graph, names, types, opset: int) -> tuple[list, list, int]:
     """(new node list, new initializers, count) of the rewrites above on ``nodes`` (the nodes of
     ``graph``, maybe already rewritten; ``types``: value name -> TensorProto element type)."""
     ops = set(_ORDER_OPS) | {"Div", "Mod", "Abs", "Sign"}
@@ -164,7 +175,7 @@ def rewrite_unsigned(nodes, graph, names, types) -> tuple[list, list, int]:
         if node.op_type in ("Abs", "Sign"):
             return _abs_sign(node, types, names, helper)
         if node.op_type in _ORDER_OPS:
-            return _flip_order(node, types, names, helper)
+            return _flip_order(node, types, names, helper, opset)
         return None
 
     return replace_nodes(nodes, one)

@@ -202,3 +202,18 @@ def test_unsigned_topk_and_maxpool_order(dt):
         m = h.make_model(g, opset_imports=[h.make_opsetid("", 18)])
         (pool,) = M100Backend.prepare(m, machine="tiny").run([x4])
         np.testing.assert_array_equal(pool, x4.reshape(1, 4, 4, 2, 4, 2).max(axis=(3, 5)))
+
+
+def test_unsigned_topk_of_an_opset_13_model():
+    # the frontend converts old models to a newer opset first: the rewrite applies there too
+    x = np.array([[1, 200, 255, 127, 128]], np.uint8)
+    u8 = onnx.TensorProto.UINT8
+    g = h.make_graph([h.make_node("TopK", ["x", "k"], ["v", "i"], axis=1)], "t",
+                     [h.make_tensor_value_info("x", u8, x.shape)],
+                     [h.make_tensor_value_info("v", u8, [1, 2]),
+                      h.make_tensor_value_info("i", onnx.TensorProto.INT64, [1, 2])],
+                     initializer=[onnx.numpy_helper.from_array(np.array([2], np.int64), "k")])
+    m = h.make_model(g, opset_imports=[h.make_opsetid("", 13)])
+    v, i = M100Backend.prepare(m, machine="tiny").run([x])
+    np.testing.assert_array_equal(np.asarray(v).reshape(1, 2), [[255, 200]])
+    np.testing.assert_array_equal(np.asarray(i).reshape(1, 2), [[2, 1]])
