@@ -475,14 +475,19 @@ def rewrite_for_torch_mlir(model):
     from onnx import helper, numpy_helper
 
     graph = model.graph
+    # string graph inputs compared by Equal: received as int32 ids (frontend/onnx_rewrite_string.py)
+    from m100.frontend.onnx_rewrite_string import string_boundary
+
+    string_count = string_boundary(graph)
     ranks, types = _ranks_and_types(graph)
     names = _Names(graph)
     opset = _opset(model)
-    new_nodes, new_inits, count = [], [], 0
+    new_nodes, new_inits = [], []
     # ops torch-mlir cannot lower at all, replaced by their ONNX function body (Swish, FlexAttention)
     from m100.frontend.onnx_rewrite_functions import rewrite_functions
 
     nodes, count = rewrite_functions(graph.node, graph, model.opset_import, names)
+    count += string_count
     for node in nodes:
         repl = None
         if node.domain in ("", "ai.onnx"):

@@ -96,6 +96,11 @@ def _eyelike(node, shapes, types, names, helper, numpy_helper):
                              name=f"{node.name or node.output[0]}/m100_Identity")], [t]
 
 
+#: most runs of consecutive positions a constant-index gather becomes (one Slice each)
+MAX_RUNS = 256
+_FLOATS = (1, 10, 16)  # TensorProto FLOAT, FLOAT16, BFLOAT16
+
+
 def _constants(graph, numpy_helper) -> dict:
     out = {t.name: t for t in graph.initializer}
     for n in graph.node:

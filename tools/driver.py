@@ -33,6 +33,8 @@ import numpy as np
 from m100.errors import M100Error
 from m100.sim.certificate import SYNC_MODES
 META_INPUTS = "m100.inputs"
+#: the model's string inputs (received as int32 ids: frontend/onnx_rewrite_string.py)
+META_STRINGS = "m100.string_inputs"
 META_OUTPUTS = "m100.outputs"
 
 
@@ -251,6 +253,10 @@ def _compile(src, machine, tpbs, sync_mode, *, clusters, strategy, seed,
             in_names, out_names = oi, oo
     program.metadata[META_INPUTS] = ",".join(in_names)
     program.metadata[META_OUTPUTS] = ",".join(out_names)
+    strings = [v.name for v in (model.graph.input if model is not None else ())
+               if v.type.HasField("tensor_type") and v.type.tensor_type.elem_type == 8]  # STRING
+    if strings:
+        program.metadata[META_STRINGS] = ",".join(strings)
     if model is not None and any(s.role == "weight" for s in program.symbols):
         # compile by shape: which weights the caller supplies, and how each is dequantized
         from m100.frontend.shape_only import WEIGHTS_KEY, lift_shape_only_weights, weights_metadata
@@ -331,6 +337,24 @@ def as_program_input(x: np.ndarray, dtype=None) -> np.ndarray:
     return x
 
 
+def intern_strings(inputs: dict[str, np.ndarray], names) -> dict[str, np.ndarray]:
+    """``inputs`` with the string arrays (numpy ``U``/``S``, or ``object`` of str/bytes) of the
+    inputs ``names`` (the model's string inputs, :data:`META_STRINGS`) as int32 ids: one id per
+    distinct string over all the arrays of this call, so that Equal of the ids is Equal of the
+    strings (the frontend receives those inputs as int32: ``frontend/onnx_rewrite_string.py``).
+    Other arrays are returned unchanged (a string array for a numeric input stays an error)."""
+    ids: dict = {}
+    out = {}
+    for k, v in inputs.items():
+        a = np.asarray(v)
+        if k in names and (a.dtype.kind in "US" or (
+                a.dtype == object and all(isinstance(x, (str, bytes)) for x in a.flat))):
+            flat = [ids.setdefault(x, len(ids)) for x in a.reshape(-1).tolist()]
+            a = np.asarray(flat, dtype=np.int32).reshape(a.shape)
+        out[k] = a
+    return out
+
+
 def symbol_inputs(program, inputs: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
     """``inputs`` keyed by model names or symbol names -> keyed by symbol names, each as the
     values its symbol holds (:func:`as_program_input`)."""
@@ -343,6 +367,9 @@ def symbol_inputs(program, inputs: dict[str, np.ndarray]) -> dict[str, np.ndarra
     # weights compiled by shape are supplied by their (model) name like inputs
     known |= {s.name: s.name for s in program.symbols if s.role == "weight"}
     repeated = getattr(program, "repeat", None) is not None
+    strings = set(filter(None, program.metadata.get(META_STRINGS, "").split(",")))
+    if strings:
+        inputs = intern_strings(inputs, strings | {known[s] for s in strings if s in known})
     for k, v in inputs.items():
         if repeated and k not in known and k.rpartition("@")[0] in syms_all(program):
             out[k] = np.asarray(v)  # a per-instance symbol of a repeated program (NAME@i)
