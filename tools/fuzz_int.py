@@ -31,7 +31,8 @@ import math
 
 import numpy as np
 
-from m100.tools.fuzz_onnx import Choices, FuzzGraph, _Builder, _concat, _reshape, _transpose
+from m100.tools.fuzz_onnx import (Choices, FuzzGraph, _bcast_shape, _Builder, _concat, _reshape,
+                                  _transpose)
 
 #: ONNX integer types drawn, with their numpy dtype
 INT_TYPES = ("int8", "int16", "int32", "uint8", "uint16")
@@ -109,7 +110,7 @@ def _type_max(dt: np.dtype) -> int:
 def _arith(b: _Int, x: str) -> str:
     s, dt = b.shapes[x], b.types[x]
     op = b.c.pick(("Add", "Sub", "Mul", "Max", "Min"))
-    os_ = _bcast(b, s)
+    os_ = _bcast_shape(b, s)
     y = b.operand(os_, dtype=dt)
     bx, by = b.bound[x], b.bound[y]
     bound = bx * by if op == "Mul" else (bx + by if op in ("Add", "Sub") else max(bx, by))
@@ -117,12 +118,6 @@ def _arith(b: _Int, x: str) -> str:
         op, bound = "Max", max(bx, by)  # keep int32 away from overflow (see the module doc)
     ins = [y, x] if b.c.pick((False, True)) else [x, y]
     return b.node(op, ins, np.broadcast_shapes(s, os_), bound=bound)
-
-
-def _bcast(b: _Int, s):
-    from m100.tools.fuzz_onnx import _bcast_shape
-
-    return _bcast_shape(b, s)
 
 
 def _unary(b: _Int, x: str) -> str:
@@ -134,7 +129,7 @@ def _unary(b: _Int, x: str) -> str:
 
 def _div(b: _Int, x: str) -> str:
     s, dt = b.shapes[x], b.types[x]
-    os_ = _bcast(b, s)
+    os_ = _bcast_shape(b, s)
     d = b.operand(os_, kind="divisor", dtype=dt)
     return b.node("Div", [x, d], np.broadcast_shapes(s, os_), bound=b.bound[x])
 
@@ -142,11 +137,11 @@ def _div(b: _Int, x: str) -> str:
 def _bitwise(b: _Int, x: str) -> str:
     s, dt = b.shapes[x], b.types[x]
     if dt.kind == "u" and b.c.pick((False, True)):
-        sh = b.operand(_bcast(b, s), kind="shift", dtype=dt)
+        sh = b.operand(_bcast_shape(b, s), kind="shift", dtype=dt)
         out = np.broadcast_shapes(s, b.shapes[sh])
         return b.node("BitShift", [x, sh], out, direction=b.c.pick(("LEFT", "RIGHT")))
     op = b.c.pick(("BitwiseAnd", "BitwiseOr", "BitwiseXor"))
-    y = b.operand(_bcast(b, s), dtype=dt)
+    y = b.operand(_bcast_shape(b, s), dtype=dt)
     out = np.broadcast_shapes(s, b.shapes[y])
     bound = max(b.bound[x], b.bound[y])
     # |a op b| < 2 * max(|a|, |b|) + 1 for two's complement bit operations
@@ -155,11 +150,11 @@ def _bitwise(b: _Int, x: str) -> str:
 
 def _where(b: _Int, x: str) -> str:
     s, dt = b.shapes[x], b.types[x]
-    y = b.operand(_bcast(b, s), dtype=dt)
+    y = b.operand(_bcast_shape(b, s), dtype=dt)
     cmp = b.c.pick(("Less", "Greater", "Equal", "LessOrEqual", "GreaterOrEqual"))
     out = np.broadcast_shapes(s, b.shapes[y])
     c = b.node(cmp, [x, y], out, dtype=np.bool_)
-    z = b.operand(_bcast(b, out), dtype=dt)
+    z = b.operand(_bcast_shape(b, out), dtype=dt)
     return b.node("Where", [c, x, z] if b.c.pick((False, True)) else [c, z, x], out, dtype=dt,
                   bound=max(b.bound[x], b.bound[z]))
 

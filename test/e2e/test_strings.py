@@ -5,7 +5,6 @@ received as int32 ids interned per call; checked against numpy's elementwise == 
 from __future__ import annotations
 
 import numpy as np
-import onnx
 import pytest
 from onnx import TensorProto as T
 from onnx import helper as h
@@ -13,14 +12,9 @@ from onnx import helper as h
 from m100.errors import M100Error
 from m100.tools.onnx_backend import M100Backend
 
+from test_int_tensors import _model  # one checked opset-18 model builder for the e2e int tests
+
 S = T.STRING
-
-
-def _model(nodes, ins, outs, inits=()):
-    g = h.make_graph(nodes, "s", ins, outs, initializer=list(inits))
-    m = h.make_model(g, opset_imports=[h.make_opsetid("", 19)])
-    onnx.checker.check_model(m)
-    return m
 
 
 @pytest.mark.onnx_op("Equal", kind="oracle")
