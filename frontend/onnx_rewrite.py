@@ -21,21 +21,14 @@ graph outputs and downstream consumers are unchanged.
   has no tensors of; rewritten into the numerically stable f32 form
   ``Log(ReduceSum(Exp(x - ReduceMax(x, keepdims=1)))) + ReduceMax(x)`` with the node's axes and
   keepdims (not when it is the identity: empty axes with ``noop_with_empty_axes``).
-- ``LpNormalization`` (p 1 or 2, float32): torch-mlir divides by the norm, 0/0 = NaN where the
-  ONNX definition gives 0 (``test_l2normalization_axis_0``); rewritten into ReduceL1/L2 and
-  ``x / (norm + 1 - sign(norm)) * sign(norm)`` (exactly ``x / norm`` where the norm is not 0).
-- ``InstanceNormalization`` (float32, static shape): torch-mlir's form is a norm over H, W that
-  the scheduler's norm op (last axis) does not take; rewritten into Reshape ``[N, C, H*W]``,
-  LayerNormalization over the last axis, Reshape back, per-channel scale and bias.
-- ``GroupNormalization`` (float32, static shape): torch-mlir computes it in f64 (no f64
-  tensors in the scheduler); rewritten like InstanceNormalization on ``[N, G, C/G*S]``.
+- ``LpNormalization``, ``InstanceNormalization``, ``GroupNormalization``, ``RMSNormalization``
+  (float32): per their ONNX definitions from ops the scheduler runs, by
+  :mod:`m100.frontend.onnx_rewrite_norm`.
 - ``Hardmax`` (float32, static shape, opset >= 13): torch-mlir's form is an arg-max (a CSU
   routine the scheduler does not lower); rewritten into max, ``x == max``, a prefix count by a
   matmul with an upper-triangular ones matrix and ``1`` at the first maximum.
 - ``CenterCropPad`` with a constant ``shape``: torch-mlir computes the window with
   ``tensor.extract``; rewritten into Slice (start ``d // 2``) and a zero Pad per the definition.
-- ``RMSNormalization`` (opset 23, float32): torch-mlir cannot lower it; rewritten per the
-  definition into ``x / Sqrt(ReduceMean(x * x, axes = [axis, rank)) + epsilon) * scale``.
 - ``Swish`` (float32), ``FlexAttention``: torch-mlir cannot lower them; replaced by their ONNX
   function bodies by :mod:`m100.frontend.onnx_rewrite_functions`.
 - ``Softmax`` / ``LogSoftmax`` of float16 / bfloat16 (opset >= 13): torch-mlir computes them in
@@ -62,6 +55,9 @@ from __future__ import annotations
 import math
 
 import numpy as np
+
+from m100.frontend.onnx_rewrite_norm import (group_norm, instance_norm, lp_normalization,
+                                             rms_norm)
 
 
 def _ranks_and_types(graph) -> tuple[dict[str, int], dict[str, int]]:
@@ -229,90 +225,6 @@ def _logsumexp(node, names, helper):
     return nodes, []
 
 
-def _lp_normalization(node, opset, names, helper, numpy_helper):
-    """LpNormalization (p = 1 or 2) -> ``x / d * sign(norm)`` with ``d = norm + 1 - sign(norm)``:
-    the ONNX definition gives 0 where the norm is 0 (torch-mlir divides: 0/0 = NaN)."""
-    attrs = {a.name: helper.get_attribute_value(a) for a in node.attribute}
-    p, axis = int(attrs.get("p", 2)), int(attrs.get("axis", -1))
-    if p not in (1, 2):
-        return None
-    x, y = node.input[0], node.output[0]
-    base = node.name or y
-    t = {k: names(f"lpn_{k}") for k in ("norm", "sg", "one_m", "d", "q")}
-    one = names("lpn_one")
-    red = "ReduceL2" if p == 2 else "ReduceL1"
-    if opset >= 18:
-        ax = names("lpn_axes")
-        inits = [numpy_helper.from_array(np.array([axis], np.int64), ax)]
-        rnode = helper.make_node(red, [x, ax], [t["norm"]], keepdims=1, name=f"{base}/m100_{red}")
-    else:
-        inits = []
-        rnode = helper.make_node(red, [x], [t["norm"]], axes=[axis], keepdims=1,
-                                 name=f"{base}/m100_{red}")
-    inits.append(numpy_helper.from_array(np.array(1.0, np.float32), one))
-    mk = lambda op, ins, out: helper.make_node(op, ins, [out], name=f"{base}/m100_{op}_{out}")  # noqa: E731
-    nodes = [rnode, mk("Sign", [t["norm"]], t["sg"]), mk("Sub", [one, t["sg"]], t["one_m"]),
-             mk("Add", [t["norm"], t["one_m"]], t["d"]), mk("Div", [x, t["d"]], t["q"]),
-             mk("Mul", [t["q"], t["sg"]], y)]
-    return nodes, inits
-
-
-def _instance_norm(node, shapes, names, helper, numpy_helper):
-    """InstanceNormalization of a static-shape float32 ``[N, C, ...]`` -> Reshape ``[N, C, S]``,
-    LayerNormalization over the last axis (no affine; a last-axis norm is one CVU op),
-    Reshape back, per-channel ``* scale + bias`` (the ONNX definition, same epsilon)."""
-    shp = shapes.get(node.input[0])
-    if shp is None or len(shp) < 3:
-        return None
-    attrs = {a.name: helper.get_attribute_value(a) for a in node.attribute}
-    eps = float(attrs.get("epsilon", 1e-5))
-    n, c = shp[0], shp[1]
-    sp = int(np.prod(shp[2:]))
-    base = node.name or node.output[0]
-    t = {k: names(f"inorm_{k}") for k in ("flat", "norm", "back", "scaled", "s3", "b3",
-                                              "shape1", "shape2", "cshape", "ones")}
-    inits = [numpy_helper.from_array(np.array([n, c, sp], np.int64), t["shape1"]),
-             numpy_helper.from_array(np.array(shp, np.int64), t["shape2"]),
-             numpy_helper.from_array(np.array([c] + [1] * (len(shp) - 2), np.int64), t["cshape"]),
-             numpy_helper.from_array(np.ones(sp, np.float32), t["ones"])]
-    mk = lambda op, ins, out, **kw: helper.make_node(op, ins, [out], name=f"{base}/m100_{op}_{out}", **kw)  # noqa: E731
-    nodes = [mk("Reshape", [node.input[0], t["shape1"]], t["flat"]),
-             mk("LayerNormalization", [t["flat"], t["ones"]], t["norm"], axis=-1, epsilon=eps),
-             mk("Reshape", [t["norm"], t["shape2"]], t["back"]),
-             mk("Reshape", [node.input[1], t["cshape"]], t["s3"]),
-             mk("Reshape", [node.input[2], t["cshape"]], t["b3"]),
-             mk("Mul", [t["back"], t["s3"]], t["scaled"]),
-             mk("Add", [t["scaled"], t["b3"]], node.output[0])]
-    return nodes, inits
-
-
-def _rms_norm(node, ranks, names, helper, numpy_helper):
-    """RMSNormalization of float32 ``x`` (rank known) -> ``x / Sqrt(ReduceMean(x * x) + eps) * scale``
-    over the axes ``[axis, rank)`` (keepdims), as the ONNX definition computes it in float32."""
-    rank = ranks.get(node.input[0])
-    if rank is None:
-        return None
-    attrs = {a.name: helper.get_attribute_value(a) for a in node.attribute}
-    if int(attrs.get("stash_type", 1)) != 1:
-        return None
-    axis = int(attrs.get("axis", -1))
-    axis = axis + rank if axis < 0 else axis
-    eps = float(attrs.get("epsilon", 1e-5))
-    base = node.name or node.output[0]
-    t = {k: names(f"rms_{k}") for k in ("sq", "mean", "axes", "eps", "var", "rms", "norm")}
-    inits = [numpy_helper.from_array(np.arange(axis, rank, dtype=np.int64), t["axes"]),
-             numpy_helper.from_array(np.array(eps, np.float32), t["eps"])]
-    mk = lambda op, ins, out, **kw: helper.make_node(op, ins, [out], name=f"{base}/m100_{op}_{out}", **kw)  # noqa: E731
-    x = node.input[0]
-    nodes = [mk("Mul", [x, x], t["sq"]),
-             mk("ReduceMean", [t["sq"], t["axes"]], t["mean"], keepdims=1),
-             mk("Add", [t["mean"], t["eps"]], t["var"]),
-             mk("Sqrt", [t["var"]], t["rms"]),
-             mk("Div", [x, t["rms"]], t["norm"]),
-             mk("Mul", [t["norm"], node.input[1]], node.output[0])]
-    return nodes, inits
-
-
 def _center_crop_pad(node, graph, shapes, names, helper, numpy_helper):
     """CenterCropPad with a constant ``shape`` (an initializer) and a static input shape -> Slice
     (the centred window, start ``d // 2``) then Pad with zeros (``d // 2`` before, the rest after),
@@ -357,40 +269,6 @@ def _center_crop_pad(node, graph, shapes, names, helper, numpy_helper):
                                       name=f"{base}/m100_Pad"))
     if not nodes:
         nodes.append(helper.make_node("Identity", [x], [y], name=f"{base}/m100_Identity"))
-    return nodes, inits
-
-
-def _group_norm(node, opset, shapes, names, helper, numpy_helper):
-    """GroupNormalization of a static-shape float32 ``[N, C, ...]`` -> Reshape ``[N, G, C/G*S]``,
-    LayerNormalization over the last axis (no affine), Reshape ``[N, G, C/G, S]``, ``* scale +
-    bias`` (per channel from opset 21, per group before), Reshape back (the ONNX definition)."""
-    shp = shapes.get(node.input[0])
-    attrs = {a.name: helper.get_attribute_value(a) for a in node.attribute}
-    g = int(attrs.get("num_groups", 0))
-    if shp is None or len(shp) < 3 or not g or shp[1] % g:
-        return None
-    eps = float(attrs.get("epsilon", 1e-5))
-    n, c = shp[0], shp[1]
-    sp = int(np.prod(shp[2:]))
-    per_channel = opset >= 21
-    base = node.name or node.output[0]
-    t = {k: names(f"gnorm_{k}") for k in ("flat", "norm", "grp", "scaled", "aff", "s", "b",
-                                              "shape1", "shape2", "shape3", "pshape", "ones")}
-    pshape = [g, c // g, 1] if per_channel else [g, 1, 1]
-    inits = [numpy_helper.from_array(np.array([n, g, c // g * sp], np.int64), t["shape1"]),
-             numpy_helper.from_array(np.array([n, g, c // g, sp], np.int64), t["shape2"]),
-             numpy_helper.from_array(np.array(shp, np.int64), t["shape3"]),
-             numpy_helper.from_array(np.array(pshape, np.int64), t["pshape"]),
-             numpy_helper.from_array(np.ones(c // g * sp, np.float32), t["ones"])]
-    mk = lambda op, ins, out, **kw: helper.make_node(op, ins, [out], name=f"{base}/m100_{op}_{out}", **kw)  # noqa: E731
-    nodes = [mk("Reshape", [node.input[0], t["shape1"]], t["flat"]),
-             mk("LayerNormalization", [t["flat"], t["ones"]], t["norm"], axis=-1, epsilon=eps),
-             mk("Reshape", [t["norm"], t["shape2"]], t["grp"]),
-             mk("Reshape", [node.input[1], t["pshape"]], t["s"]),
-             mk("Reshape", [node.input[2], t["pshape"]], t["b"]),
-             mk("Mul", [t["grp"], t["s"]], t["scaled"]),
-             mk("Add", [t["scaled"], t["b"]], t["aff"]),
-             mk("Reshape", [t["aff"], t["shape3"]], node.output[0])]
     return nodes, inits
 
 
@@ -503,21 +381,21 @@ def rewrite_for_torch_mlir(model):
                     types.get(node.input[0]) == 1:  # float32
                 repl = _logsumexp(node, names, helper)
             elif node.op_type == "LpNormalization" and types.get(node.input[0]) == 1:
-                repl = _lp_normalization(node, opset, names, helper, numpy_helper)
+                repl = lp_normalization(node, opset, names, helper, numpy_helper)
             elif node.op_type == "InstanceNormalization" and types.get(node.input[0]) == 1 \
                     and opset >= 17:
-                repl = _instance_norm(node, _static_shapes(graph), names, helper, numpy_helper)
+                repl = instance_norm(node, _static_shapes(graph), names, helper, numpy_helper)
             elif node.op_type == "CenterCropPad" and opset >= 18:
                 repl = _center_crop_pad(node, graph, _static_shapes(graph), names, helper,
                                         numpy_helper)
             elif node.op_type == "GroupNormalization" and types.get(node.input[0]) == 1 \
                     and opset >= 18:
-                repl = _group_norm(node, opset, _static_shapes(graph), names, helper, numpy_helper)
+                repl = group_norm(node, opset, _static_shapes(graph), names, helper, numpy_helper)
             elif node.op_type == "Hardmax" and types.get(node.input[0]) == 1:
                 repl = _hardmax(node, opset, _static_shapes(graph), names, helper, numpy_helper)
             elif node.op_type == "RMSNormalization" and types.get(node.input[0]) == 1 \
                     and opset >= 18:
-                repl = _rms_norm(node, ranks, names, helper, numpy_helper)
+                repl = rms_norm(node, ranks, names, helper, numpy_helper)
             elif node.op_type in ("Softmax", "LogSoftmax"):
                 from m100.frontend.onnx_rewrite_half import rewrite_softmax_half
                 repl = rewrite_softmax_half(node, types, opset, names, helper, numpy_helper)

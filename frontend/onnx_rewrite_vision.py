@@ -6,19 +6,8 @@ unit then runs it (docs/ops.md, "vision"):
 
 - **1-D Conv / ConvTranspose / MaxPool / AveragePool / LpPool** (``[N, C, L]``): Unsqueeze to
   ``[N, C, 1, L]``, the 2-D operator with a ``1 x k`` window, Squeeze (TCU / CVU as 2-D).
-- **AveragePool** whose windows reach into the padding or past the end (pads, ``auto_pad``,
-  ``ceil_mode``): ``AveragePool(count_include_pad=1, ceil_mode=0)`` over explicit pads holding
-  every window (a sum / (kh*kw) on the CVU) times a constant ``R[oh, ow] = kh*kw / divisor`` from
-  the ONNX definition (torch-mlir's divisor for ``count_include_pad=0`` is an index computation
-  the CVU can not run, and with ``ceil_mode`` and ``count_include_pad=1`` it divided by kh*kw
-  where ONNX divides by the window clipped to input + pads: wrong numbers before this).
-- **LRN**: ``x / (bias + alpha/size * sum_{band} x^2) ^ beta`` with the band sum a 1x1 Conv by a
-  constant banded ``[C, C]`` matrix (``alpha/size`` folded in, ``bias`` as its bias): the TCU does
-  the cross-channel sum, the CVU the square, the power and the division.
-- **LpPool** (``ceil_mode = 0``): ``AveragePool(|x|^p, count_include_pad=1) * kh*kw``, then
-  ``^(1/p)`` (``p = 2``: Mul/Sqrt, ``p = 1``: Abs): CVU.
-- **MaxPool with dilations**: ``Pad(-inf)``, one strided Slice per window tap (DMA), ``Max`` of
-  them (CVU). **MaxPool with ceil_mode**: ``ceil_mode=0`` with larger end pads (same windows).
+- **Pooling** (padded/ceil-mode AveragePool, LRN, LpPool, dilated pooling): by
+  :mod:`m100.frontend.onnx_rewrite_pool`.
 - **Resize** with constant scales/sizes (every mode, every coordinate transformation except
   ``tf_crop_and_resize``, antialias): per resized axis an interpolation matrix ``M_a[in, out]``
   (column j = the ONNX Resize of the unit vectors, computed with the ONNX reference implementation,
@@ -34,8 +23,6 @@ unit then runs it (docs/ops.md, "vision"):
   TCU epilogue), then a pixel-shuffle Transpose (no zero MACs). Otherwise: zero insertion
   (Reshape, Pad, Reshape, Slice: DMAs) and a stride-1 Conv with the flipped, transposed filter
   and pads ``d*(k-1) - pad`` (TCU); a runtime filter is flipped by MatMuls with exchange matrices.
-- **AveragePool / LpPool with dilations**: the Sum of the zero-padded strided Slices (as for
-  MaxPool) times the constant ``1 / divisor`` (AveragePool) or to the power ``1/p`` (LpPool).
 
 Refused with one line (:class:`~m100.frontend.onnx_import.FrontendError`): Resize with runtime
 scales/sizes, ``tf_crop_and_resize`` or ``keep_aspect_ratio_policy`` other than ``stretch``;
@@ -45,81 +32,23 @@ are left to torch-mlir (the import-only reference path keeps working) and refuse
 
 from __future__ import annotations
 
-import itertools
-import math
 
 import numpy as np
 
-
-def _err(msg: str):
-    from m100.frontend.onnx_import import FrontendError
-    return FrontendError(msg)
-
-
-def _attrs(node) -> dict:
-    from onnx import helper
-    return {a.name: helper.get_attribute_value(a) for a in node.attribute}
-
-
-def _s(v):
-    return v.decode() if isinstance(v, bytes) else v
-
-
-class _Ctx:
-    """Shapes, constants, fresh names and the nodes/initializers of one rewrite."""
-
-    def __init__(self, graph, names):
-        from onnx import helper, numpy_helper
-        self.h, self.nh = helper, numpy_helper
-        self.names = names
-        self.shapes: dict[str, list[int]] = {}
-        self.types: dict[str, int] = {}
-        for vi in list(graph.input) + list(graph.value_info) + list(graph.output):
-            tt = vi.type.tensor_type
-            if vi.type.HasField("tensor_type"):
-                self.types[vi.name] = tt.elem_type
-                if tt.HasField("shape") and all(d.HasField("dim_value") for d in tt.shape.dim):
-                    self.shapes[vi.name] = [d.dim_value for d in tt.shape.dim]
-        self.consts: dict[str, np.ndarray] = {}
-        for init in graph.initializer:
-            self.consts[init.name] = numpy_helper.to_array(init)
-            self.shapes[init.name] = list(init.dims)
-            self.types[init.name] = init.data_type
-        for n in graph.node:
-            if n.op_type == "Constant" and n.domain in ("", "ai.onnx"):
-                a = _attrs(n)
-                if "value" in a:
-                    self.consts[n.output[0]] = numpy_helper.to_array(a["value"])
-        self.nodes: list = []
-        self.inits: list = []
-
-    def const(self, arr: np.ndarray, hint: str) -> str:
-        name = self.names(hint)
-        self.inits.append(self.nh.from_array(np.ascontiguousarray(arr), name))
-        return name
-
-    def i64(self, vals, hint: str = "c") -> str:
-        return self.const(np.asarray(vals, dtype=np.int64), hint)
-
-    def node(self, op: str, ins: list[str], out: str | None = None, **attrs) -> str:
-        out = out or self.names(op.lower())
-        self.nodes.append(self.h.make_node(op, ins, [out], name=self.names(f"m100_{op}"), **attrs))
-        return out
-
-    def np_type(self, name: str):
-        from onnx import helper
-        return helper.tensor_dtype_to_np_dtype(self.types.get(name, 1))
+from m100.frontend.onnx_rewrite_ctx import (RewriteCtx, as_str, frontend_error, node_attrs,
+                                            reference_run)
+from m100.frontend.onnx_rewrite_pool import avgpool_dilated, lppool, lrn, maxpool_dilated
 
 
 # ----------------------------------------------------------------------------------------------
-def _lift_1d(node, c: _Ctx):
+def _lift_1d(node, c: RewriteCtx):
     """Conv/ConvTranspose/MaxPool/AveragePool/LpPool on [N, C, L] -> the 2-D op on [N, C, 1, L]."""
     x = node.input[0]
     if len(c.shapes.get(x, [])) != 3:
         return False
     if node.op_type == "MaxPool" and len(node.output) > 1 and node.output[1]:
         return False  # the Indices output: left to torch-mlir (and its refusal)
-    a = _attrs(node)
+    a = node_attrs(node)
     new = {}
     for k, v in a.items():
         if k in ("kernel_shape", "strides", "dilations", "output_padding"):
@@ -144,229 +73,6 @@ def _lift_1d(node, c: _Ctx):
     return True
 
 
-def _ref_run(op: str, x: np.ndarray, extra_inputs=(), **attrs) -> np.ndarray:
-    """One ONNX operator run by the ONNX reference implementation (the definition)."""
-    from onnx import TensorProto, helper, numpy_helper
-    from onnx.reference import ReferenceEvaluator
-    inits = [numpy_helper.from_array(v, f"i{k}") if v is not None else None
-             for k, v in enumerate(extra_inputs)]
-    ins = ["x"] + [i.name if i is not None else "" for i in inits]
-    g = helper.make_graph([helper.make_node(op, ins, ["y"], **attrs)], "ref",
-                          [helper.make_tensor_value_info("x", TensorProto.FLOAT, list(x.shape))],
-                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
-                          [i for i in inits if i is not None])
-    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 19)])
-    return np.asarray(ReferenceEvaluator(m).run(None, {"x": x.astype(np.float32)})[0])
-
-
-def _avgpool_cip(node, c: _Ctx):
-    """AveragePool whose windows reach into the padding or past the end (``ceil_mode``) ->
-    ``AveragePool(count_include_pad=1, ceil_mode=0)`` over explicit pads that hold every window
-    (a sum / (kh*kw)) times a constant ``R = kh*kw / divisor`` (the ONNX divisor: the window
-    elements inside the input, or inside input + pads for ``count_include_pad``, computed by the
-    reference implementation on ones)."""
-    a = _attrs(node)
-    x = node.input[0]
-    s = c.shapes.get(x)
-    ys = c.shapes.get(node.output[0])
-    if s is None or ys is None or len(s) != 4 or any(d != 1 for d in a.get("dilations", [1, 1])):
-        return False
-    auto = _s(a.get("auto_pad", "NOTSET"))
-    if not (any(a.get("pads", [])) or auto != "NOTSET" or a.get("ceil_mode", 0)):
-        return False
-    ks, st = list(a["kernel_shape"]), list(a.get("strides", [1, 1]))
-    out = ys[2:]
-    if auto in ("SAME_UPPER", "SAME_LOWER"):
-        pb = []
-        for i in range(2):
-            tot = max(0, (out[i] - 1) * st[i] + ks[i] - s[2 + i])
-            pb.append(tot // 2 if auto == "SAME_UPPER" else tot - tot // 2)
-    elif auto == "VALID":
-        pb = [0, 0]
-    else:
-        pb = list(a.get("pads", [0, 0, 0, 0]))[:2]
-    pe = [(out[i] - 1) * st[i] + ks[i] - s[2 + i] - pb[i] for i in range(2)]
-    if min(pe) < 0:
-        return False  # the last window ends inside the input: no partial windows at the end
-    pads = [pb[0], pb[1], pe[0], pe[1]]
-    ones = np.ones([1, 1] + s[2:], np.float32)
-    want = _ref_run("AveragePool", ones, **a)  # (elements in the input) / divisor
-    full = _ref_run("AveragePool", ones, kernel_shape=ks, strides=st, pads=pads,
-                    count_include_pad=1)  # (elements in the input) / (kh*kw)
-    if want.shape != full.shape or want.shape[2:] != tuple(out):
-        raise _err(f"AveragePool '{node.name or node.output[0]}': window arithmetic mismatch")
-    ratio = want / full
-    y = c.node("AveragePool", [x], kernel_shape=ks, strides=st, pads=pads, count_include_pad=1)
-    if np.all(ratio == 1.0):
-        c.nodes[-1].output[0] = node.output[0]
-        return True
-    c.node("Mul", [y, c.const(ratio.astype(c.np_type(x)), "avgpool_ratio")], node.output[0])
-    return True
-
-
-def _maxpool_ceil(node, c: _Ctx):
-    """MaxPool(ceil_mode=1) -> MaxPool(ceil_mode=0) with the end pads that give the same windows
-    (MaxPool ignores padding, so larger end pads change nothing else); torch-mlir pads by
-    stride - 1 and leaves a result smaller than its padded input, which the scheduler refused."""
-    a = _attrs(node)
-    x = node.input[0]
-    s, ys = c.shapes.get(x), c.shapes.get(node.output[0])
-    if not a.get("ceil_mode", 0) or s is None or ys is None or len(s) != 4:
-        return False
-    if _s(a.get("auto_pad", "NOTSET")) != "NOTSET" or (len(node.output) > 1 and node.output[1]):
-        return False
-    ks, st = list(a["kernel_shape"]), list(a.get("strides", [1, 1]))
-    d = list(a.get("dilations", [1, 1]))
-    pads = list(a.get("pads", [0, 0, 0, 0]))
-    for i in range(2):
-        end = (ys[2 + i] - 1) * st[i] + (ks[i] - 1) * d[i] + 1 - s[2 + i] - pads[i]
-        pads[i + 2] = max(pads[i + 2], end)
-        if (s[2 + i] + pads[i] + pads[i + 2] - (ks[i] - 1) * d[i] - 1) // st[i] + 1 != ys[2 + i]:
-            return False  # leave it as it is
-    c.node("MaxPool", [x], node.output[0], **{**a, "pads": pads, "ceil_mode": 0})
-    return True
-
-
-def _lrn(node, c: _Ctx):
-    a = _attrs(node)
-    x = node.input[0]
-    s = c.shapes.get(x)
-    if s is None or len(s) != 4:
-        return False  # left to torch-mlir (its 3-D sum pooling is refused by the scheduler)
-    C = s[1]
-    size = int(a["size"])
-    alpha, beta, bias = float(a.get("alpha", 1e-4)), float(a.get("beta", 0.75)), float(a.get("bias", 1.0))
-    lo, hi = (size - 1) // 2, math.ceil((size - 1) / 2)
-    band = np.zeros((C, C, 1, 1), np.float64)
-    for o in range(C):
-        band[o, max(0, o - lo):min(C - 1, o + hi) + 1, 0, 0] = alpha / size
-    dt = c.np_type(x)
-    sq = c.node("Mul", [x, x])
-    den = c.node("Conv", [sq, c.const(band.astype(dt), "lrn_band"),
-                          c.const(np.full(C, bias, dt), "lrn_bias")])
-    p = c.node("Pow", [den, c.const(np.array(beta, dt), "lrn_beta")])
-    c.node("Div", [x, p], node.output[0])
-    return True
-
-
-def _lppool(node, c: _Ctx):
-    a = _attrs(node)
-    x = node.input[0]
-    s = c.shapes.get(x)
-    where = f"LpPool '{node.name or node.output[0]}'"
-    if s is None or len(s) != 4:
-        return False  # 3-D: torch-mlir's own refusal
-    if a.get("ceil_mode", 0):
-        raise _err(f"{where}: ceil_mode is not supported")
-    dilated = any(d != 1 for d in a.get("dilations", [1, 1]))
-    p = int(a.get("p", 2))
-    dt = c.np_type(x)
-    if p == 1:
-        t = c.node("Abs", [x])
-    elif p == 2:
-        t = c.node("Mul", [x, x])
-    else:  # |x|^p as products (torch-mlir turns an integer power into fpowi, no CVU stage)
-        ab = c.node("Abs", [x])
-        t = ab
-        for _ in range(p - 1):
-            t = c.node("Mul", [t, ab])
-    pool_attrs = {k: v for k, v in a.items() if k in ("kernel_shape", "strides", "pads", "auto_pad")}
-    k = int(np.prod(a["kernel_shape"]))
-    if dilated:  # the Sum of the zero-padded dilated taps of |x|^p
-        taps, _, _ = _dilated_taps(node, c, t, 0.0, s)
-        sm = c.node("Sum", taps) if len(taps) > 1 else taps[0]
-    else:
-        avg = c.node("AveragePool", [t], count_include_pad=1, **pool_attrs)
-        sm = c.node("Mul", [avg, c.const(np.array(k, dt), "lp_k")])
-    if p == 1:
-        c.nodes[-1].output[0] = node.output[0]
-    else:
-        if p == 2:
-            c.node("Sqrt", [sm], node.output[0])
-        else:
-            c.node("Pow", [sm, c.const(np.array(1.0 / p, dt), "lp_inv_p")], node.output[0])
-    return True
-
-
-def _dilated_taps(node, c: _Ctx, x: str, pad_value: float, shape=None):
-    """The window taps of a dilated 2-D pooling: ``x`` padded with ``pad_value`` (pads, and past
-    the end for ``ceil_mode``), one strided Slice per tap (DMAs); also the padded-ones mask's taps
-    counted in numpy (elements inside the input, per output)."""
-    a = _attrs(node)
-    where = f"{node.op_type} '{node.name or node.output[0]}'"
-    s, ys = shape or c.shapes.get(x), c.shapes.get(node.output[0])
-    if s is None or ys is None or len(s) != 4:
-        return None  # 3-D / dynamic: left to torch-mlir (the scheduler refuses 3-D pooling)
-    ks, st = list(a["kernel_shape"]), list(a.get("strides", [1, 1]))
-    d = list(a.get("dilations", [1, 1]))
-    auto = _s(a.get("auto_pad", "NOTSET"))
-    out = ys[2:]
-    if auto in ("SAME_UPPER", "SAME_LOWER"):
-        pads = [0, 0, 0, 0]
-        for i in range(2):
-            tot = max(0, (out[i] - 1) * st[i] + (ks[i] - 1) * d[i] + 1 - s[2 + i])
-            lo = tot // 2 if auto == "SAME_UPPER" else tot - tot // 2
-            pads[i], pads[i + 2] = lo, tot - lo
-    elif auto == "VALID":
-        pads = [0, 0, 0, 0]
-    else:
-        pads = list(a.get("pads", [0, 0, 0, 0]))
-    ends = [pads[i + 2] + max(0, (out[i] - 1) * st[i] + (ks[i] - 1) * d[i] + 1
-                              - (s[2 + i] + pads[i] + pads[i + 2])) for i in range(2)]
-    dt = c.np_type(x)
-    xp = x
-    if any(pads[:2]) or any(ends):
-        xp = c.node("Pad", [x, c.i64([0, 0, pads[0], pads[1], 0, 0, ends[0], ends[1]]),
-                            c.const(np.array(pad_value, dt), "pad_value")])
-    mask = np.pad(np.ones(s[2:]), [(pads[0], ends[0]), (pads[1], ends[1])])
-    inside = np.zeros(out)
-    taps = []
-    axes = c.i64([2, 3], "axes")
-    steps = c.i64(st, "steps")
-    for i, j in itertools.product(range(ks[0]), range(ks[1])):
-        b = [i * d[0], j * d[1]]
-        e = [b[q] + (out[q] - 1) * st[q] + 1 for q in range(2)]
-        taps.append(c.node("Slice", [xp, c.i64(b, "starts"), c.i64(e, "ends"), axes, steps]))
-        inside += mask[b[0]:e[0]:st[0], b[1]:e[1]:st[1]]
-    return taps, inside, a
-
-
-def _maxpool_dilated(node, c: _Ctx):
-    a = _attrs(node)
-    d = list(a.get("dilations", []))
-    if not d or all(v == 1 for v in d):
-        return _maxpool_ceil(node, c)
-    if len(node.output) > 1 and node.output[1]:
-        raise _err(f"MaxPool '{node.name or node.output[0]}': dilated pooling with the Indices "
-                   "output is not supported")
-    r = _dilated_taps(node, c, node.input[0], -np.inf)
-    if r is None:
-        return False
-    c.node("Max", r[0], node.output[0])
-    return True
-
-
-def _avgpool_dilated(node, c: _Ctx):
-    """AveragePool with dilations: the Sum of the zero-padded taps times ``1 / divisor`` (the
-    divisor from the ONNX reference on ones: ``ref(ones) = inside / divisor``)."""
-    a = _attrs(node)
-    if all(v == 1 for v in a.get("dilations", [1, 1])):
-        return _avgpool_cip(node, c)
-    x = node.input[0]
-    r = _dilated_taps(node, c, x, 0.0)
-    if r is None:
-        return False
-    taps, inside, a = r
-    ref = _ref_run("AveragePool", np.ones([1, 1] + c.shapes[x][2:], np.float32), **a)[0, 0]
-    if ref.shape != inside.shape:
-        raise _err(f"AveragePool '{node.name or node.output[0]}': window arithmetic mismatch")
-    inv = np.where(inside > 0, ref / np.maximum(inside, 1), 0.0)  # 1 / divisor
-    sm = c.node("Sum", taps) if len(taps) > 1 else taps[0]
-    c.node("Mul", [sm, c.const(inv[None, None].astype(c.np_type(x)), "avgpool_inv")],
-           node.output[0])
-    return True
-
-
 # ----------------------------------------------------------------------------------------------
 def _resize_matrix(n_in: int, n_out: int, scale: float | None, a: dict) -> np.ndarray:
     """``M[n_in, n_out]``: column j of the 1-D ONNX Resize (attributes ``a``) of the unit vectors,
@@ -376,15 +82,15 @@ def _resize_matrix(n_in: int, n_out: int, scale: float | None, a: dict) -> np.nd
                                                 "nearest_mode", "cubic_coeff_a",
                                                 "exclude_outside", "antialias")}
     if scale is not None:
-        m = _ref_run("Resize", eye, (None, np.array([1.0, scale], np.float32)), **keep)
+        m = reference_run("Resize", eye, (None, np.array([1.0, scale], np.float32)), **keep)
     else:
-        m = _ref_run("Resize", eye, (None, None, np.array([n_in, n_out], np.int64)), **keep)
+        m = reference_run("Resize", eye, (None, None, np.array([n_in, n_out], np.int64)), **keep)
     if m.shape != (n_in, n_out):
-        raise _err(f"Resize: the 1-D resize gives {m.shape[1]} elements, the model says {n_out}")
+        raise frontend_error(f"Resize: the 1-D resize gives {m.shape[1]} elements, the model says {n_out}")
     return m.astype(np.float64)
 
 
-def _along_last(c: _Ctx, x: str, shape: list[int], m: np.ndarray) -> tuple[str, list[int]]:
+def _along_last(c: RewriteCtx, x: str, shape: list[int], m: np.ndarray) -> tuple[str, list[int]]:
     """``x @ m`` along the last axis, as a 2-D MatMul (Reshape, MatMul, Reshape)."""
     lead = int(np.prod(shape[:-1]))
     x2 = c.node("Reshape", [x, c.i64([lead, shape[-1]], "shape")])
@@ -394,8 +100,8 @@ def _along_last(c: _Ctx, x: str, shape: list[int], m: np.ndarray) -> tuple[str, 
     return c.node("Reshape", [y2, c.i64(out, "shape")]), out
 
 
-def _resize(node, c: _Ctx):
-    a = {k: _s(v) for k, v in _attrs(node).items()}
+def _resize(node, c: RewriteCtx):
+    a = {k: as_str(v) for k, v in node_attrs(node).items()}
     where = f"Resize '{node.name or node.output[0]}'"
     x = node.input[0]
     ins = list(node.input) + [""] * (4 - len(node.input))
@@ -403,19 +109,19 @@ def _resize(node, c: _Ctx):
     scales = c.consts.get(scales_n) if scales_n else None
     sizes = c.consts.get(sizes_n) if sizes_n else None
     if (scales_n and scales is None) or (sizes_n and sizes is None):
-        raise _err(f"{where}: runtime scales/sizes are not supported (constants only)")
+        raise frontend_error(f"{where}: runtime scales/sizes are not supported (constants only)")
     s = c.shapes.get(x)
     ys = c.shapes.get(node.output[0])
     if s is None or ys is None:
-        raise _err(f"{where}: needs static shapes")
+        raise frontend_error(f"{where}: needs static shapes")
     if scales is not None and scales.size == 0:
         scales = None
     if sizes is not None and sizes.size == 0:
         sizes = None
     if a.get("coordinate_transformation_mode") == "tf_crop_and_resize":
-        raise _err(f"{where}: coordinate_transformation_mode tf_crop_and_resize is not supported")
+        raise frontend_error(f"{where}: coordinate_transformation_mode tf_crop_and_resize is not supported")
     if a.get("keep_aspect_ratio_policy", "stretch") != "stretch":
-        raise _err(f"{where}: keep_aspect_ratio_policy {a['keep_aspect_ratio_policy']} is not "
+        raise frontend_error(f"{where}: keep_aspect_ratio_policy {a['keep_aspect_ratio_policy']} is not "
                    "supported (stretch only)")
     r = len(s)
     axes = [ax % r for ax in a.get("axes", list(range(r)))]
@@ -463,9 +169,9 @@ def _resize(node, c: _Ctx):
     return True
 
 
-def _pad(node, c: _Ctx):
-    a = _attrs(node)
-    mode = _s(a.get("mode", "constant"))
+def _pad(node, c: RewriteCtx):
+    a = node_attrs(node)
+    mode = as_str(a.get("mode", "constant"))
     if mode == "constant":
         return False
     where = f"Pad '{node.name or node.output[0]}'"
@@ -479,7 +185,7 @@ def _pad(node, c: _Ctx):
     if len(node.input) > 3 and node.input[3]:
         ax_c = c.consts.get(node.input[3])
         if ax_c is None:
-            raise _err(f"{where}: runtime axes are not supported")
+            raise frontend_error(f"{where}: runtime axes are not supported")
         axes = [int(v) % r for v in ax_c]
     pads = [int(v) for v in pads]
     n = len(axes)
@@ -495,9 +201,9 @@ def _pad(node, c: _Ctx):
             L -= max(0, -b) + max(0, -e)
             b, e = max(0, b), max(0, e)
         if mode == "reflect" and (b >= L or e >= L):
-            raise _err(f"{where}: reflect padding of {max(b, e)} on an axis of {L} elements")
+            raise frontend_error(f"{where}: reflect padding of {max(b, e)} on an axis of {L} elements")
         if mode == "wrap" and (b > L or e > L):
-            raise _err(f"{where}: wrap padding larger than the axis")
+            raise frontend_error(f"{where}: wrap padding larger than the axis")
 
         def row(i0, i1):
             return c.node("Slice", [cur, c.i64([i0], "starts"), c.i64([i1], "ends"),
@@ -512,7 +218,7 @@ def _pad(node, c: _Ctx):
             before = [row(L - b, L)] if b else []
             after = [row(0, e)] if e else []
         else:
-            raise _err(f"{where}: mode {mode} is not supported")
+            raise frontend_error(f"{where}: mode {mode} is not supported")
         cur = c.node("Concat", before + [cur] + after, axis=ax)
         shape[ax] = L + b + e
     if cur == x:
@@ -522,7 +228,7 @@ def _pad(node, c: _Ctx):
     return True
 
 
-def _flip_runtime(c: _Ctx, w: str, shape: list[int], g: int = 1) -> str:
+def _flip_runtime(c: RewriteCtx, w: str, shape: list[int], g: int = 1) -> str:
     """W[C, Fg, kh, kw] -> Wf[g*Fg + f, c, i, j] = W[g*Cg + c, f, kh-1-i, kw-1-j] for a runtime W
     (group-major transpose, then MatMuls by exchange matrices: exact for finite values)."""
     C, Fg, kh, kw = shape
@@ -548,8 +254,8 @@ def _flip_runtime(c: _Ctx, w: str, shape: list[int], g: int = 1) -> str:
     return t
 
 
-def _conv_transpose(node, c: _Ctx):
-    a = _attrs(node)
+def _conv_transpose(node, c: RewriteCtx):
+    a = node_attrs(node)
     where = f"ConvTranspose '{node.name or node.output[0]}'"
     x, w = node.input[0], node.input[1]
     b = node.input[2] if len(node.input) > 2 and node.input[2] else None
@@ -564,7 +270,7 @@ def _conv_transpose(node, c: _Ctx):
     dl = list(a.get("dilations", [1, 1]))
     op_ = list(a.get("output_padding", [0, 0]))
     ks = [kh, kw]
-    auto = _s(a.get("auto_pad", "NOTSET"))
+    auto = as_str(a.get("auto_pad", "NOTSET"))
     if "output_shape" in a or auto in ("SAME_UPPER", "SAME_LOWER"):
         outs = list(a["output_shape"])[-2:] if "output_shape" in a else [H * st[0], W * st[1]]
         pads = [0, 0, 0, 0]
@@ -580,7 +286,7 @@ def _conv_transpose(node, c: _Ctx):
         pads = list(a.get("pads", [0, 0, 0, 0]))
     if ys[2:] != [st[i] * ([H, W][i] - 1) + op_[i] + (ks[i] - 1) * dl[i] + 1 - pads[i] - pads[i + 2]
                   for i in range(2)]:
-        raise _err(f"{where}: output shape {ys} does not follow from the attributes")
+        raise frontend_error(f"{where}: output shape {ys} does not follow from the attributes")
     dt = c.np_type(x)
     wc = c.consts.get(w)
     bc = c.consts.get(b) if b else None
@@ -645,11 +351,11 @@ def _conv_transpose(node, c: _Ctx):
 # ----------------------------------------------------------------------------------------------
 _STAGES = [
     # (op types, rewrite): one pass each over the graph, shapes re-inferred in between
-    ({"LRN": _lrn, "ConvTranspose": None, "LpPool": None, "MaxPool": None, "AveragePool": None,
+    ({"LRN": lrn, "ConvTranspose": None, "LpPool": None, "MaxPool": None, "AveragePool": None,
       "Conv": None}, "lift"),
-    ({"LRN": _lrn, "ConvTranspose": _conv_transpose, "LpPool": _lppool, "Resize": _resize,
-      "Pad": _pad, "MaxPool": _maxpool_dilated}, "main"),
-    ({"AveragePool": _avgpool_dilated}, "avg"),
+    ({"LRN": lrn, "ConvTranspose": _conv_transpose, "LpPool": lppool, "Resize": _resize,
+      "Pad": _pad, "MaxPool": maxpool_dilated}, "main"),
+    ({"AveragePool": avgpool_dilated}, "avg"),
 ]
 
 
@@ -663,7 +369,7 @@ def rewrite_vision(model, names) -> int:
         graph = model.graph
         if not any(n.op_type in table and n.domain in ("", "ai.onnx") for n in graph.node):
             continue
-        c = _Ctx(graph, names)
+        c = RewriteCtx(graph, names)
         changed = 0
         for node in graph.node:
             done = False

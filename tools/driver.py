@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import contextlib
 import gc
-import json
 import math
 import os
 import time
@@ -30,16 +29,14 @@ from typing import Any
 
 import numpy as np
 
-from m100.errors import M100Error
 from m100.sim.certificate import SYNC_MODES
-META_INPUTS = "m100.inputs"
-#: the model's string inputs (received as int32 ids: frontend/onnx_rewrite_string.py)
-META_STRINGS = "m100.string_inputs"
-META_OUTPUTS = "m100.outputs"
-
-
-class DriverError(M100Error):
-    """A user error of the end-to-end flow (bad input file, bad inputs, unknown mode)."""
+# the program's inputs/outputs and the comparison with an oracle live in their own modules; the
+# driver is the flow's one entry point and re-exports them (``__all__``)
+from m100.tools.compare import (F16_TOL, LSB_PASS_PCT, OutputError, compare, oracle_outputs,
+                                output_lsb)
+from m100.tools.program_io import (META_INPUTS, META_OUTPUTS, META_STRINGS, DriverError,
+                                   as_program_input, input_specs, intern_strings, random_inputs,
+                                   run, symbol_inputs, validate_inputs)
 
 
 # --- compile ---------------------------------------------------------------------------------------
@@ -140,7 +137,6 @@ def load_model(src, ctx=None):
     if not os.path.exists(path):
         raise DriverError(f"{path}: no such file")
     if path.lower().endswith(".onnx"):
-        import onnx
         try:
             from m100.frontend.shape_only import load_onnx_lazy
             model = load_onnx_lazy(path)
@@ -300,277 +296,7 @@ def certificate_path(program_path) -> Path:
     return Path(f"{os.fspath(program_path)}.cert.json")
 
 
-# --- run -------------------------------------------------------------------------------------------
-def _names(program, key: str, role: str) -> list[tuple[str, str]]:
-    """[(model name, symbol name)] for the program's symbols of ``role``."""
-    syms = [s.name for s in program.symbols if s.role == role]
-    meta = program.metadata.get(key, "")
-    model = meta.split(",") if meta else syms
-    if len(model) != len(syms):
-        model = syms
-    return list(zip(model, syms, strict=True))
-
-
-def syms_all(program) -> set[str]:
-    return {s.name for s in program.symbols}
-
-
-#: ml_dtypes' narrow integer types, held as int8 values (frontend/onnx_rewrite_narrow_int.py)
-NARROW_INTS = ("int4", "uint4", "int2", "uint2")
-
-
-def as_program_input(x: np.ndarray, dtype=None) -> np.ndarray:
-    """An ONNX input array as the values the program's symbol of ``dtype`` (an ISA ``DType``;
-    None: the symbol is an 8/16-bit integer) holds: an unsigned 8/16-bit array as the signless
-    i8/i16 of the same bits (torch-mlir keeps ONNX's unsignedness in the ops -- extui, uitofp,
-    fptoui -- not in the tensor type), int4/uint4/int2/uint2 as int8 values, float8/float4 as its bits.
-    Anything else (and an unsigned array for a wider symbol: reinterpreting it would change its
-    values) is returned unchanged, for the interpreter's range check."""
-    bits = None if dtype is None else (dtype.bits if dtype.is_int else 0)
-    if x.dtype.kind == "u" and x.dtype.itemsize in (1, 2) and bits in (None, 8 * x.dtype.itemsize):
-        return x.view(np.dtype(f"i{x.dtype.itemsize}"))
-    if bits in (None, 8):
-        if x.dtype.name in NARROW_INTS:  # all values below 16
-            return x.astype(np.int8)
-        if x.dtype.name.startswith(("float8", "float4")) and x.dtype.itemsize == 1:  # its bits
-            return x.view(np.int8)
-    return x
-
-
-def intern_strings(inputs: dict[str, np.ndarray], names) -> dict[str, np.ndarray]:
-    """``inputs`` with the string arrays (numpy ``U``/``S``, or ``object`` of str/bytes) of the
-    inputs ``names`` (the model's string inputs, :data:`META_STRINGS`) as int32 ids: one id per
-    distinct string over all the arrays of this call, so that Equal of the ids is Equal of the
-    strings (the frontend receives those inputs as int32: ``frontend/onnx_rewrite_string.py``).
-    Other arrays are returned unchanged (a string array for a numeric input stays an error)."""
-    ids: dict = {}
-    out = {}
-    for k, v in inputs.items():
-        a = np.asarray(v)
-        if k in names and (a.dtype.kind in "US" or (
-                a.dtype == object and all(isinstance(x, (str, bytes)) for x in a.flat))):
-            flat = [ids.setdefault(x, len(ids)) for x in a.reshape(-1).tolist()]
-            a = np.asarray(flat, dtype=np.int32).reshape(a.shape)
-        out[k] = a
-    return out
-
-
-def symbol_inputs(program, inputs: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
-    """``inputs`` keyed by model names or symbol names -> keyed by symbol names, each as the
-    values its symbol holds (:func:`as_program_input`)."""
-    from m100.targets.m100.isa import DType
-
-    dts = {s.name: DType(s.dtype) for s in program.symbols}
-    out = {}
-    pairs = _names(program, META_INPUTS, "input")
-    known = {m: s for m, s in pairs} | {s: s for _, s in pairs}
-    # weights compiled by shape are supplied by their (model) name like inputs
-    known |= {s.name: s.name for s in program.symbols if s.role == "weight"}
-    repeated = getattr(program, "repeat", None) is not None
-    strings = set(filter(None, program.metadata.get(META_STRINGS, "").split(",")))
-    if strings:
-        inputs = intern_strings(inputs, strings | {known[s] for s in strings if s in known})
-    for k, v in inputs.items():
-        if repeated and k not in known and k.rpartition("@")[0] in syms_all(program):
-            out[k] = np.asarray(v)  # a per-instance symbol of a repeated program (NAME@i)
-            continue
-        if k not in known:
-            raise DriverError(f"unknown input '{k}'; the program's inputs are: "
-                              + ", ".join(m for m, _ in pairs))
-        out[known[k]] = as_program_input(np.asarray(v), dts.get(known[k]))
-    return out
-
-
-def run(program, inputs: dict[str, np.ndarray], *, random_latency: int | None = None,
-        trace: bool = False, mode: str = "full", check_races: bool = True, machine=None,
-        exact_input_dtypes: bool = False):
-    """Run ``program`` on the interpreter; the Result's ``outputs`` are keyed by model names.
-
-    ``machine``: the Machine the program was compiled for (default: the program's own, which a
-    program file of a non-preset machine carries in its metadata). ``exact_input_dtypes``: an
-    input that does not convert to its symbol's dtype without loss is an error (m100 run)."""
-    from m100.sim.simulator import Simulator
-
-    res = Simulator(program, machine, mode=mode, random_latency=random_latency,
-                    check_races=check_races, trace=trace,
-                    exact_input_dtypes=exact_input_dtypes).run(symbol_inputs(program, inputs))
-    rename = {s: m for m, s in _names(program, META_OUTPUTS, "output")}
-    res.outputs = {rename.get(k, k): v for k, v in res.outputs.items()}
-    return res
-
-
-def input_specs(program, model=None) -> list[tuple[str, tuple[int, ...], np.dtype]]:
-    """[(model name, shape, numpy dtype)] of the program's inputs: the element types the ONNX
-    ``model`` declares for them when given, else the numpy value type of each symbol's dtype
-    (``m100.targets.m100.numerics.value_dtype``: bf16 values are held as float32)."""
-    from m100.targets.m100.numerics import value_dtype
-
-    syms = {s.name: s for s in program.symbols}
-    declared: dict[str, np.dtype] = {}
-    if model is not None:
-        from onnx import helper
-        for vi in model.graph.input:
-            et = vi.type.tensor_type.elem_type
-            try:
-                declared[vi.name] = np.dtype(helper.tensor_dtype_to_np_dtype(et))
-            except Exception:  # noqa: BLE001 - not a tensor type numpy knows
-                raise DriverError(f"input '{vi.name}': element type {et} has no numpy "
-                                  "equivalent") from None
-    out = []
-    for mname, sname in _names(program, META_INPUTS, "input"):
-        s = syms[sname]
-        out.append((mname, tuple(s.shape), declared.get(mname, value_dtype(s.dtype))))
-    return out
-
-
-def _random_array(rng, shape: tuple[int, ...], dt: np.dtype, name: str) -> np.ndarray:
-    if dt.kind == "f" or dt.name == "bfloat16":
-        return rng.standard_normal(shape).astype(np.float32).astype(dt)
-    if dt.kind == "b":
-        return rng.random(shape) < 0.5
-    if dt.kind == "u":
-        return rng.integers(0, 16, size=shape).astype(dt)
-    if dt.kind == "i":
-        return rng.integers(-8, 8, size=shape).astype(dt)
-    raise DriverError(f"input '{name}': no random inputs for element type {dt}; "
-                      "give the inputs with --inputs FILE.npz")
-
-
-def index_bounds(model) -> dict[str, int]:
-    """Integer graph inputs of ``model`` used as the indices of a Gather / GatherElements (also
-    through a Cast): input name -> the size of the gathered axis of the data (the smallest if
-    several). Node attribute ``axis`` and data shapes from ONNX shape inference."""
-    import onnx
-    from onnx import helper, shape_inference
-
-    try:
-        m = shape_inference.infer_shapes(model)
-    except Exception:  # noqa: BLE001 - an un-inferable model: no bounds (the defaults apply)
-        m = model
-    shapes: dict[str, list[int]] = {}
-    for vi in list(m.graph.input) + list(m.graph.value_info) + list(m.graph.output):
-        dims = vi.type.tensor_type.shape.dim
-        if all(d.HasField("dim_value") for d in dims):
-            shapes[vi.name] = [d.dim_value for d in dims]
-    for init in m.graph.initializer:
-        shapes[init.name] = list(init.dims)
-    alias = {n.output[0]: n.input[0] for n in m.graph.node if n.op_type == "Cast"}
-    inputs = {vi.name for vi in m.graph.input}
-    out: dict[str, int] = {}
-    for n in m.graph.node:
-        if n.op_type not in ("Gather", "GatherElements") or len(n.input) < 2:
-            continue
-        src = n.input[1]
-        while src in alias and src not in inputs:
-            src = alias[src]
-        data = shapes.get(n.input[0])
-        if src not in inputs or not data:
-            continue
-        axis = next((helper.get_attribute_value(a) for a in n.attribute if a.name == "axis"), 0)
-        size = data[axis % len(data)]
-        out[src] = min(out.get(src, size), size)
-    del onnx
-    return out
-
-
-def random_inputs(program, seed: int = 0, model=None) -> dict[str, np.ndarray]:
-    """Seeded inputs keyed by model names, of the element type each input declares (the ONNX
-    ``model``'s when given, see :func:`input_specs`): floats N(0, 1), signed integers uniform in
-    [-8, 8), unsigned in [0, 16), booleans fair coins; integer indices of a Gather /
-    GatherElements (:func:`index_bounds`) uniform over the gathered axis, ``[-n, n)`` (ONNX
-    allows negative indices)."""
-    rng = np.random.default_rng(seed)
-    bounds = index_bounds(model) if model is not None else {}
-    out = {}
-    for n, shape, dt in input_specs(program, model):
-        if n in bounds and dt.kind in "iu":
-            lo = 0 if dt.kind == "u" else -bounds[n]
-            out[n] = rng.integers(lo, bounds[n], size=shape).astype(dt)
-        else:
-            out[n] = _random_array(rng, shape, dt, n)
-    return out
-
-
-def validate_inputs(program, inputs: dict[str, np.ndarray], model=None,
-                    source: str = "inputs") -> dict[str, np.ndarray]:
-    """``inputs`` checked against the model's inputs (:func:`input_specs`): exactly its input
-    names as keys, each of the declared shape and element type (nothing is converted). Raises
-    :class:`DriverError` with one line naming ``source`` and what is wrong."""
-    specs = input_specs(program, model)
-    names = [n for n, _, _ in specs]
-    missing = [n for n in names if n not in inputs]
-    extra = sorted(k for k in inputs if k not in names)
-    if missing:
-        n, shape, dt = next(s for s in specs if s[0] == missing[0])
-        raise DriverError(f"{source}: missing input '{n}' ({dt}{list(shape)}); it has: "
-                          f"{', '.join(sorted(inputs)) or 'nothing'}")
-    if extra:
-        raise DriverError(f"{source}: unknown input(s) {', '.join(repr(k) for k in extra)}; the "
-                          f"model's inputs are: {', '.join(names)}")
-    out = {}
-    for n, shape, dt in specs:
-        v = np.asarray(inputs[n])
-        if v.dtype != dt:
-            raise DriverError(f"{source}: input '{n}' is {v.dtype}, the model declares {dt}")
-        if tuple(v.shape) != shape:
-            raise DriverError(f"{source}: input '{n}' has shape {list(v.shape)}, the model's is "
-                              f"{list(shape)}")
-        out[n] = v
-    return out
-
-
 # --- check -----------------------------------------------------------------------------------------
-@dataclass
-class OutputError:
-    name: str
-    max_abs: float
-    max_rel: float
-    ok: bool
-    # quantized outputs (int8/uint8, or a DequantizeLinear's result): compared in LSB of the
-    # output's scale (1 for int8/uint8): % of elements exact / within 1 LSB, the largest error
-    lsb: float | None = None
-    exact_pct: float = 100.0
-    within1_pct: float = 100.0
-    max_lsb: float = 0.0
-
-    def describe(self) -> str:
-        if self.lsb is None:
-            return f"{self.name}: max abs error {self.max_abs:.3g}, max rel error {self.max_rel:.3g}"
-        return (f"{self.name}: quantized (LSB {self.lsb:.6g}): {self.exact_pct:.3f} % exact, "
-                f"{self.within1_pct:.3f} % within 1 LSB, max {self.max_lsb:.0f} LSB")
-
-
-#: a quantized output passes when at least this share of its elements is within 1 LSB of the
-#: oracle (issue 11: onnxruntime's integer kernels and ours may round a tie differently, and one
-#: LSB propagates through later layers)
-LSB_PASS_PCT = 99.9
-
-
-#: an f16 output is compared with at least these tolerances: onnxruntime's CPU kernels compute f16
-#: models in f32 (its InsertCastTransformer casts whole f16 subgraphs to f32 and drops the casts
-#: between them), the program rounds every op's result to f16 as the ONNX definition does
-#: (test/e2e/test_quant_e2e.py checks it bit-exactly against numpy), so they differ by f16 rounding
-F16_TOL = 1e-2
-
-
-def output_lsb(model, name: str) -> float | None:
-    """The LSB of ONNX output ``name`` when it is quantized: 1 for an int8/uint8 output, the scale
-    of a per-tensor DequantizeLinear producing it; None otherwise."""
-    if model is None or not hasattr(model, "graph"):
-        return None
-    from onnx import TensorProto, numpy_helper
-    for o in model.graph.output:
-        if o.name == name and o.type.tensor_type.elem_type in (TensorProto.INT8, TensorProto.UINT8):
-            return 1.0
-    inits = {t.name: t for t in model.graph.initializer}
-    for n in model.graph.node:
-        if n.op_type == "DequantizeLinear" and name in n.output and n.input[1] in inits:
-            sc = numpy_helper.to_array(inits[n.input[1]])
-            if sc.size == 1 and float(sc.reshape(-1)[0]) > 0:
-                return float(sc.reshape(-1)[0])
-    return None
-
-
 @dataclass
 class CheckResult:
     compile: CompileResult
@@ -619,56 +345,6 @@ class CheckResult:
         lines.append("PASS" if self.passed else "FAIL")
         return "\n".join(lines)
 
-
-def oracle_outputs(module_or_model, inputs: list[np.ndarray]) -> tuple[list[np.ndarray], str]:
-    """onnxruntime for ONNX models, the graph reference executor for MLIR."""
-    if hasattr(module_or_model, "graph"):
-        from m100.tools.onnx_backend import onnxruntime_run
-        try:
-            outs = onnxruntime_run(module_or_model, inputs)
-        except M100Error:
-            raise
-        except Exception as e:  # noqa: BLE001 - onnxruntime's own exception types
-            first = (str(e).strip().splitlines() or [type(e).__name__])[0]
-            raise DriverError(f"the oracle (onnxruntime) refused the inputs: {first}") from None
-        return [np.asarray(x) for x in outs], "onnxruntime"
-    from m100.frontend.reference import run as ref_run
-    return ref_run(module_or_model, inputs), "reference executor"
-
-
-def compare(name: str, got: np.ndarray, want: np.ndarray, rtol: float, atol: float,
-            lsb: float | None = None) -> OutputError:
-    """Max abs/rel error and the rtol/atol verdict; with ``lsb`` (a quantized output, see
-    :func:`output_lsb`) the errors in LSB and the :data:`LSB_PASS_PCT` verdict instead."""
-    want = np.asarray(want)
-    got = np.asarray(got)
-    if got.size != want.size:
-        return OutputError(name, float("inf"), float("inf"), False)
-    if want.dtype.kind == "u" and got.dtype.kind == "i" and got.dtype.itemsize == want.dtype.itemsize:
-        got = got.view(want.dtype)  # signless MLIR integers: the same bits (a uint16 held as i16)
-    if want.dtype.kind in "biu" and lsb is None:  # integer / boolean (not quantized): exactly
-        g64 = got.reshape(want.shape).astype(np.int64)
-        w64 = want.astype(np.int64)
-        d = np.abs(g64 - w64)
-        return OutputError(name, float(d.max()) if d.size else 0.0, 0.0, bool((d == 0).all()))
-    got = got.reshape(want.shape).astype(np.float64)
-    w = want.astype(np.float64)
-    diff = np.abs(got - w)
-    max_abs = float(diff.max()) if diff.size else 0.0
-    rel = diff / np.maximum(np.abs(w), np.finfo(np.float32).tiny)
-    # relative error where it is meaningful (|want| above atol); absolute below
-    big = np.abs(w) > atol
-    max_rel = float(rel[big].max()) if big.any() else 0.0
-    finite = bool(np.isfinite(got).all())
-    if lsb is not None:
-        steps = np.rint(diff / lsb)  # whole LSB steps (a dequantized value is a multiple of lsb)
-        exact = float(np.mean(steps == 0) * 100) if steps.size else 100.0
-        within = float(np.mean(steps <= 1) * 100) if steps.size else 100.0
-        mx = float(steps.max()) if steps.size else 0.0
-        return OutputError(name, max_abs, max_rel, finite and within >= LSB_PASS_PCT, lsb, exact,
-                           within, mx)
-    ok = bool(np.all(diff <= atol + rtol * np.abs(w))) and finite
-    return OutputError(name, max_abs, max_rel, ok)
 
 
 def _check_options(rtol: float, atol: float, random_latency: int | None) -> None:
@@ -735,7 +411,8 @@ def check_compiled(cr: CompileResult, *, seed: int = 0, rtol: float = 1e-3, atol
     return CheckResult(cr, res, errors, oracle, problems)
 
 
-__all__ = ["CheckResult", "CompileResult", "DriverError", "OutputError", "SYNC_MODES", "check",
-           "check_compiled", "compare", "compile", "compile_gc", "input_specs", "load_model",
-           "oracle_outputs", "profile_report", "random_inputs", "run", "symbol_inputs", "validate_inputs",
-           "write_certificate", "certificate_path"]
+__all__ = ["CheckResult", "CompileResult", "DriverError", "F16_TOL", "LSB_PASS_PCT", "META_INPUTS",
+           "META_OUTPUTS", "META_STRINGS", "OutputError", "SYNC_MODES", "as_program_input", "check",
+           "check_compiled", "compare", "compile", "compile_gc", "input_specs", "intern_strings",
+           "load_model", "oracle_outputs", "output_lsb", "profile_report", "random_inputs", "run",
+           "symbol_inputs", "validate_inputs", "write_certificate", "certificate_path"]

@@ -142,7 +142,7 @@ def _as_onnx_dtype(x: np.ndarray, dt: np.dtype | None) -> np.ndarray:
         return x
     if dt.name.startswith(("float8", "float4")) and x.dtype.kind in "iu" and x.dtype.itemsize == 1:
         return x.view(dt)  # float8 / float4 held as its bits
-    from m100.tools.driver import NARROW_INTS
+    from m100.tools.program_io import NARROW_INTS
 
     if dt.name in NARROW_INTS and x.dtype.kind in "iu":  # int4/uint4/int2/uint2 held in a byte
         import ml_dtypes
@@ -233,7 +233,7 @@ class M100BackendRep(_backend_base().BackendRep):
             return rep.run(rest, **kwargs)
         if self.executor == "reference":
             from m100.frontend.reference import run as ref_run
-            from m100.tools.driver import as_program_input
+            from m100.tools.program_io import as_program_input
             outs = ref_run(self.module, [as_program_input(x) for x in xs])
         else:
             from m100.tools import driver

@@ -13,6 +13,7 @@ from onnx import TensorProto, helper
 from m100.frontend import models
 from m100.targets.m100.program import Program
 from m100.tools import driver
+from m100.tools import program_io
 from m100.tools.m100_cli import main as m100
 from m100.tools.m100_sim import main as m100_sim
 from m100.tools.onnx_backend import onnxruntime_run
@@ -114,11 +115,11 @@ def test_random_inputs_follow_the_declared_element_types(files, capsys):
     assert {k: v.dtype for k, v in ins.items()} == {A: np.float16, B: np.float16}
     # integer, unsigned and boolean inputs get values of their own type and range
     rng = np.random.default_rng(0)
-    i8 = driver._random_array(rng, (64,), np.dtype(np.int8), "q")
-    u8 = driver._random_array(rng, (64,), np.dtype(np.uint8), "u")
-    bo = driver._random_array(rng, (64,), np.dtype(bool), "b")
+    i8 = program_io._random_array(rng, (64,), np.dtype(np.int8), "q")
+    u8 = program_io._random_array(rng, (64,), np.dtype(np.uint8), "u")
+    bo = program_io._random_array(rng, (64,), np.dtype(bool), "b")
     assert i8.dtype == np.int8 and i8.min() >= -8 and i8.max() < 8 and (i8 < 0).any()
     assert u8.dtype == np.uint8 and u8.max() < 16
     assert bo.dtype == np.bool_ and bo.any() and not bo.all()
     with pytest.raises(driver.DriverError, match="no random inputs for element type"):
-        driver._random_array(rng, (2,), np.dtype(object), "s")
+        program_io._random_array(rng, (2,), np.dtype(object), "s")
