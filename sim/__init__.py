@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import importlib
 
-_LAZY = {"Report": ".checks", "SimError": ".semantics", "Result": ".simulator",
+_LAZY = {"Report": ".checks", "SimError": ".semantics_base", "Result": ".simulator",
          "SimInputError": ".simulator", "Simulator": ".simulator", "simulate": ".simulator"}
 
 

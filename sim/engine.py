@@ -22,22 +22,22 @@ from __future__ import annotations
 import bisect
 import heapq
 import itertools
-import math
 from collections import deque
 from dataclasses import dataclass, field
 from typing import Callable
 
 import numpy as np
 
-from m100.targets.m100.isa import Instruction, Space, Unit, tpbs_of
+from m100.targets.m100.isa import Instruction, Unit, tpbs_of
 from m100.targets.m100.machine import Machine
 
-from .checks import (ByteSet, RaceDetector, Record, Report, Wait, deadlock_message, space_name,
-                     walk_byte_set)
+from .checks import RaceDetector, Report
+from .engine_checks import PRUNE_EVERY, Checks
+from .fluid import Fluid, Job
 from .memory import Memory
-from .twu import contiguous_start
 from .semantics import Exec, SimError
-from .timing import Cost, CostModel, capacity, share
+from .timing import Cost, CostModel, capacity
+from .trace import TraceEvents
 
 
 @dataclass
@@ -79,47 +79,12 @@ class UnitState:
     bottleneck: str = ""
 
 
-@dataclass
-class Job:
-    """A streaming block; its remaining work and rate are ``Engine.j_rem`` / ``j_rate``."""
-    unit: int
-    cost: Cost
-    cols: np.ndarray | None = None  # the resource columns it puts demand on (Engine._col)
-    use: np.ndarray | None = None  # that demand per cycle at its alone rate
-    crit: bool = False  # on some column alone its demand rounds above the capacity
-
-
 def unit_name(key: tuple[Unit, int]) -> str:
     u, i = key
     return f"DMA{i}" if u is Unit.DMA else f"TPB{i}.{u.name}"
 
 
 PIPELINED = frozenset({Unit.TCU, Unit.CVU, Unit.DTDU})
-#: Skip :func:`~m100.sim.timing.share` when it would give every job its alone rate
-#: (``Engine._unlimited``). False: always call it (tests compare the two bit for bit).
-SHARE_SHORTCUT = True
-DRAIN_TID = 16  # trace: the drain track of unit tid is tid + DRAIN_TID
-#: Completed instructions between two prunings of the race checker's records (memory only: the
-#: checker bisects each unit's records by epoch, so old records cost no time).
-PRUNE_EVERY = 1024
-
-
-def _race_key(w) -> tuple:
-    """(space, is HBSM, element bytes, first offset if the beats are contiguous whole-byte
-    elements, the whole walk's byte set when that is one interval (False: no elements)), stored
-    on the (immutable) walk; an interval byte set is never changed, so records share it."""
-    sp = int(w.space)
-    start = contiguous_start(w) if w.dtype.bits >= 8 else None
-    sz = w.dtype.bits // 8
-    whole = None
-    if start is not None:
-        n = w.num_elements
-        whole = ByteSet.interval(w.base + start * sz, w.base + (start + n) * sz) if n else False
-    key = (sp, w.space is Space.HBSM, sz, start, whole)
-    object.__setattr__(w, "_race_key", key)
-    return key
-
-
 _ENGINES = itertools.count(1)
 
 
@@ -127,7 +92,12 @@ class Aborted(Exception):
     pass
 
 
-class Engine:
+class Engine(Fluid, Checks, TraceEvents):
+    """The event loop, the units' queues, block starts/ends and the SU counters; the fluid
+    timing model (:class:`~m100.sim.fluid.Fluid`), the race / deadlock checks
+    (:class:`~m100.sim.engine_checks.Checks`) and the trace events
+    (:class:`~m100.sim.trace.TraceEvents`) are mixed in."""
+
     def __init__(self, machine: Machine, recs: list[InstRec], mem: Memory | None, mode: str,
                  random_seed: int | None, check_races: bool, trace: bool,
                  progress: Callable[[int, int], None] | None = None):
@@ -366,137 +336,6 @@ class Engine:
             else:
                 self.ev_stream(u)
 
-    # --- fluid streaming ----------------------------------------------------------------------
-    def _job_units(self) -> np.ndarray:
-        return np.fromiter(self.jobs, dtype=np.int64, count=len(self.jobs))
-
-    def _advance(self) -> None:
-        dt = self.now - self.fluid_t
-        if dt > 0 and self.jobs:
-            idx = self._job_units()
-            r = self.j_rate[idx]
-            fin = np.isfinite(r)
-            if not fin.all():
-                idx, r = idx[fin], r[fin]
-            self.j_rem[idx] -= r * dt
-        self.fluid_t = self.now
-
-    def _col(self, key: tuple) -> int:
-        i = self.col_id.get(key)
-        if i is None:
-            i = self.col_id[key] = self.col_cap.size
-            self.col_cap = np.append(self.col_cap, self.cap(key))
-            self.col_use = np.append(self.col_use, 0.0)
-            self.col_cnt = np.append(self.col_cnt, 0)
-        return i
-
-    def _add_use(self, job: Job, sign: int) -> None:
-        """Add (sign 1) or remove (-1) a streaming job's demands to the column sums."""
-        if job.cols is None and job.cost.cols_of == self.token:  # for an earlier block
-            job.cols, job.use, job.crit = job.cost.cols, job.cost.use, job.cost.crit
-        if job.cols is None:
-            cost, banks = job.cost, self.m.hbsm_banks
-            w = cost.alone
-            cols, use = [], []
-            if math.isfinite(w):  # else no streaming work: no demand (share freezes it)
-                for t, acc in cost.banks.items():
-                    acc = np.asarray(acc, dtype=np.float64)
-                    nz = np.flatnonzero(acc)
-                    cols.append(t * banks + nz)
-                    use.append(w * acc[nz])
-                links = [(self._col(k), w * v) for k, v in cost.links.items() if v != 0]
-                cols.append(np.array([c for c, _ in links], dtype=np.int64))
-                use.append(np.array([u for _, u in links], dtype=np.float64))
-            job.cols = np.concatenate(cols) if cols else np.zeros(0, dtype=np.int64)
-            job.use = np.concatenate(use) if use else np.zeros(0)
-            cap = self.col_cap[job.cols]
-            inc = np.divide(cap, job.use, out=np.full(cap.shape, np.inf), where=job.use > 1e-12)
-            job.crit = bool((inc < 1.0).any())
-            cost.cols, cost.use, cost.crit, cost.cols_of = job.cols, job.use, job.crit, \
-                self.token
-        if job.cols.size:
-            self.col_use[job.cols] += sign * job.use  # distinct columns per job
-            self.col_cnt[job.cols] += sign
-        self.crit_jobs += sign * job.crit
-        self.col_updates += 1
-
-    def _unlimited(self, jobs: list[Job]) -> bool:
-        """True when :func:`share` would give every job exactly its alone rate.
-
-        ``share``'s first step raises every job by ``d = min(1, min over columns of capacity /
-        demand)`` and stops with rates ``d * alone`` if ``d >= 1 - 1e-12``; ``d`` is exactly 1
-        when no ratio is below 1. A column used by several jobs whose running demand sum is under
-        its capacity by a 1e-7 margin (far more than the rounding of either sum: each job's own
-        demand is at most the capacity) has a ratio above 1; a column used by one job has that
-        job's own ratio (``crit``: one below 1, from rounding, sends the case to ``share``)."""
-        if not self.jobs:
-            self.col_use[:] = 0.0  # no drift carried over
-            return True
-        if self.col_updates >= 4096:  # recompute the running sums now and then (drift)
-            self.col_use[:] = 0.0
-            self.col_cnt[:] = 0
-            self.crit_jobs = 0
-            for j in jobs:
-                self._add_use(j, 1)
-            self.col_updates = 0
-        if self.crit_jobs:
-            return False
-        multi = self.col_cnt >= 2
-        return bool((self.col_use[multi] <= self.col_cap[multi] * (1.0 - 1e-7)).all())
-
-    def _reshare(self) -> None:
-        jobs = list(self.jobs.values())
-        self.fluid_version += 1
-        if not jobs:
-            self._unlimited(jobs)
-            return
-        idx = self._job_units()
-        if SHARE_SHORTCUT and self._unlimited(jobs):
-            rates = self.j_alone[idx]
-        else:
-            causes: list[str] = []
-            caps = {k: self.cap(k) for j in jobs for k in j.cost.links}
-            rates = np.asarray(share([j.cost for j in jobs], caps, self.m.hbsm_banks, causes),
-                               dtype=np.float64)
-            for j, cause in zip(jobs, causes):
-                if cause:
-                    self.units[j.unit].bottleneck = cause
-        self.j_rate[idx] = rates
-        fin = np.isfinite(rates)
-        t = np.zeros(idx.size)
-        t[fin] = np.maximum(self.j_rem[idx[fin]], 0.0) / np.maximum(rates[fin], 1e-300)
-        self.push(self.now + float(t.min()), "fluid", self.fluid_version)
-
-    def ev_stream(self, u: int) -> None:
-        us = self.units[u]
-        us.state = "run"
-        cost = us.cost
-        from .timing import alone_rate
-        caps = {k: self.cap(k) for k in cost.links}
-        r = alone_rate(cost, caps)
-        us.alone += 0.0 if not math.isfinite(r) else 1.0 / r
-        self._advance()
-        self.jobs[u] = Job(u, cost)
-        self.j_rem[u], self.j_rate[u], self.j_alone[u] = 1.0, 0.0, cost.alone
-        self._add_use(self.jobs[u], 1)
-        self._reshare()
-
-    def ev_fluid(self, version: int) -> None:
-        if version != self.fluid_version:
-            return
-        self._advance()
-        idx = self._job_units()
-        r = self.j_rate[idx]
-        done = idx[~np.isfinite(r) | (self.j_rem[idx] <= 1e-9)].tolist()
-        if not done:  # float drift: finish the closest
-            self._reshare()
-            return
-        for u in done:
-            self._add_use(self.jobs.pop(u), -1)
-        self._reshare()
-        for u in done:
-            self.ev_block_done(u)
-
     # --- finishing blocks ---------------------------------------------------------------------
     def ev_block_done(self, u: int) -> None:
         """The block stopped streaming: its data is written; the unit may go on. Its results become
@@ -629,110 +468,3 @@ class Engine:
                 self.units[u].state = "idle"
                 self.try_start(u)
 
-    # --- races --------------------------------------------------------------------------------
-    def _race(self, u: int, rec: InstRec, b: int, a, write: bool) -> None:
-        w = a.walk
-        key = w.__dict__.get("_race_key")  # a walk is immutable: computed once per walk object
-        if key is None:
-            key = _race_key(w)
-        sp, hbsm, sz, start, whole = key
-        space = (sp, a.tpb) if hbsm else (sp, 0)
-        offs = a.offsets
-        if offs is None and whole is not None:  # the whole walk is one byte interval
-            if whole is False:
-                return  # no elements
-            bs = whole
-        elif start is not None and (offs is None or offs.size == 0 or
-                                    offs[-1] - offs[0] == offs.size - 1):
-            first = start if offs is None else int(offs[0]) if offs.size else 0
-            n = w.num_elements if offs is None else offs.size
-            if n == 0:
-                return
-            bs = ByteSet.interval(w.base + first * sz, w.base + (first + n) * sz)
-        else:
-            bs = walk_byte_set(w, offs)
-            if bs is None:
-                return
-        r = Record(u, self.vc.item(u, u), write, bs, rec.index, b, "write" if write else "read")
-        for old, addr in self.races.access(space, r, self.vc[u]):
-            pair = (old.inst, rec.index, space)
-            if pair in self.races.reported or len(self.races.reported) >= self.races.max_reports:
-                continue
-            self.races.reported.add(pair)
-            orec = self.recs_by_index[old.inst]
-            kinds = f"{'write' if old.write else 'read'}-{'write' if write else 'read'}"
-            self.report("race", f"{kinds} race on {space_name(space)} at byte {addr:#x}: "
-                        f"{self.where(rec)} (block {b}) {'writes' if write else 'reads'} bytes that "
-                        f"{self.where(orec)} (block {old.block}) "
-                        f"{'wrote' if old.write else 'read'} with no counter ordering them",
-                        rec, address=addr)
-
-    def _prune(self) -> None:
-        live = [i for i, us in enumerate(self.units) if us.cur is not None or us.queue]
-        if not live:
-            self.races.clear()
-            return
-        self.races.prune(self.vc[live].min(axis=0))
-
-    # --- deadlock -----------------------------------------------------------------------------
-    def deadlock(self, left: list[UnitState]) -> None:
-        waits = []
-        for us in left:
-            i = self.unit_id[us.key]
-            if us.state == "wait" and us.wait is not None:
-                mon, need = us.wait
-                waits.append(Wait(i, us.name, us.cur.index, us.cur.inst.MNEMONIC, us.block,
-                                  mon.tpb, mon.counter, need, int(self.counters[mon.tpb, mon.counter])))
-        updaters: dict[tuple[int, int], list] = {}
-        for us in left:
-            i = self.unit_id[us.key]
-            seen: set = set()
-            pending = ([us.cur] if us.cur is not None else []) + list(us.queue)
-            for r in pending:
-                for upd in r.inst.sync.updates:
-                    for t in tpbs_of(upd.tpb_mask):
-                        k = (t, upd.counter)
-                        if k not in seen:
-                            seen.add(k)
-                            updaters.setdefault(k, []).append((i, r.index, r.inst.MNEMONIC))
-        msg = deadlock_message(self.now, waits, updaters, [u.name for u in self.units])
-        first = waits[0] if waits else None
-        self.reports.append(Report("deadlock", msg, inst=first.inst if first else None,
-                                   tpb=first.tpb if first else None,
-                                   unit=first.unit_name if first else None))
-
-    # --- trace --------------------------------------------------------------------------------
-    def _us(self, cycles: float) -> float:
-        return cycles * 1e6 / self.m.clock_hz
-
-    def track(self, u: int) -> tuple[int, int]:
-        key = self.units[u].key
-        if key[0] is Unit.DMA:
-            return 0, key[1]
-        return key[1] + 1, int(key[0])
-
-    def _trace_block(self, u: int, rec: InstRec, b: int, start: float, end: float,
-                     flows: list) -> None:
-        pid, tid = self.track(u)
-        name = rec.inst.MNEMONIC + (f" [{b}]" if rec.inst.sync.blocks > 1 else "")
-        args = {"inst": rec.index, "block": b, "cycles": end - start,
-                "visible_at_cycle": self.now}
-        self.events.append({"ph": "X", "name": name, "pid": pid, "tid": tid, "ts": self._us(start),
-                            "dur": self._us(max(end - start, 1e-3)), "args": args})
-        if self.now > end:  # the pipeline tail, on the unit's drain track
-            self.events.append({"ph": "X", "name": name + " (drain)", "pid": pid,
-                                "tid": tid + DRAIN_TID, "ts": self._us(end),
-                                "dur": self._us(self.now - end), "args": args})
-        for fid, _t in flows:
-            self.events.append({"ph": "f", "bp": "e", "name": "sync", "cat": "sync", "id": fid,
-                                "pid": pid, "tid": tid, "ts": self._us(start)})
-
-    def _trace_flow_start(self, u: int, fid: int, start: float, end: float) -> None:
-        pid, tid = self.track(u)
-        if self.now > end:  # on the drain slice
-            tid, lo = tid + DRAIN_TID, end
-        else:
-            lo = start
-        ts = max(self._us(self.now) - 1e-6, self._us(lo))
-        self.events.append({"ph": "s", "name": "sync", "cat": "sync", "id": fid, "pid": pid,
-                            "tid": tid, "ts": ts})

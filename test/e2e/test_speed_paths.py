@@ -70,17 +70,17 @@ def test_strided_paths_equal_the_reference_paths(name):
                                   pytest.param("resnet18-32", marks=pytest.mark.slow)])
 def test_share_shortcut_equals_share(name, monkeypatch):
     """Skipping max-min sharing when it would give every job its alone rate
-    (``m100.sim.engine.SHARE_SHORTCUT``) gives the same cycles, stats and reports, bit for bit."""
-    from m100.sim import engine
+    (``m100.sim.fluid.SHARE_SHORTCUT``) gives the same cycles, stats and reports, bit for bit."""
+    from m100.sim import fluid
 
     build, machine, tpbs = CASES[name]
     cr = driver.compile(build(), machine=machine, tpbs=tpbs)
     inputs = driver.random_inputs(cr.program, 3)
     for kw in ({"mode": "timing"}, {"mode": "full"}, {"random_latency": 11}):
         fast = driver.run(cr.program, inputs, **kw)
-        monkeypatch.setattr(engine, "SHARE_SHORTCUT", False)
+        monkeypatch.setattr(fluid, "SHARE_SHORTCUT", False)
         ref = driver.run(cr.program, inputs, **kw)
-        monkeypatch.setattr(engine, "SHARE_SHORTCUT", True)
+        monkeypatch.setattr(fluid, "SHARE_SHORTCUT", True)
         _same(fast, ref)
         assert fast.stats["total_cycles"] > 0
 

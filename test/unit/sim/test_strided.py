@@ -166,7 +166,8 @@ def test_conv_block_box_is_the_touched_set(n, h, w, c, kh, kw, sh, sw, pt, pl, d
     strided read, an interval-bounded race set) reads exactly the elements of the reference set
     (``_touched``: per image the rows of its windows times the columns of every window), in the
     order the reference places them (sorted flat [n,h,w,c] indices)."""
-    from m100.sim.semantics import Conv2DExec, walk_offsets
+    from m100.sim.semantics_base import walk_offsets
+    from m100.sim.semantics_tcu import Conv2DExec
     from m100.targets.m100.isa import Conv2D, Sync
 
     oh = (h + pt - (kh - 1) * dh - 1) // sh + 1

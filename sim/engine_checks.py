@@ -1,0 +1,110 @@
+"""The engine's checks: each access of a block goes to the vector-clock race detector as a byte
+set (:mod:`~m100.sim.checks`), and a run that stops with instructions left is a deadlock report
+(wait-for cycle). A mixin of :class:`~m100.sim.engine.Engine`."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from m100.targets.m100.isa import Space, tpbs_of
+
+from .checks import ByteSet, Record, Report, Wait, deadlock_message, space_name, walk_byte_set
+from .twu import contiguous_start
+
+if TYPE_CHECKING:
+    from .engine import InstRec, UnitState
+
+
+#: Completed instructions between two prunings of the race checker's records (memory only: the
+#: checker bisects each unit's records by epoch, so old records cost no time).
+PRUNE_EVERY = 1024
+
+
+def _race_key(w) -> tuple:
+    """(space, is HBSM, element bytes, first offset if the beats are contiguous whole-byte
+    elements, the whole walk's byte set when that is one interval (False: no elements)), stored
+    on the (immutable) walk; an interval byte set is never changed, so records share it."""
+    sp = int(w.space)
+    start = contiguous_start(w) if w.dtype.bits >= 8 else None
+    sz = w.dtype.bits // 8
+    whole = None
+    if start is not None:
+        n = w.num_elements
+        whole = ByteSet.interval(w.base + start * sz, w.base + (start + n) * sz) if n else False
+    key = (sp, w.space is Space.HBSM, sz, start, whole)
+    object.__setattr__(w, "_race_key", key)
+    return key
+
+
+class Checks:
+    # --- races --------------------------------------------------------------------------------
+    def _race(self, u: int, rec: InstRec, b: int, a, write: bool) -> None:
+        w = a.walk
+        key = w.__dict__.get("_race_key")  # a walk is immutable: computed once per walk object
+        if key is None:
+            key = _race_key(w)
+        sp, hbsm, sz, start, whole = key
+        space = (sp, a.tpb) if hbsm else (sp, 0)
+        offs = a.offsets
+        if offs is None and whole is not None:  # the whole walk is one byte interval
+            if whole is False:
+                return  # no elements
+            bs = whole
+        elif start is not None and (offs is None or offs.size == 0 or
+                                    offs[-1] - offs[0] == offs.size - 1):
+            first = start if offs is None else int(offs[0]) if offs.size else 0
+            n = w.num_elements if offs is None else offs.size
+            if n == 0:
+                return
+            bs = ByteSet.interval(w.base + first * sz, w.base + (first + n) * sz)
+        else:
+            bs = walk_byte_set(w, offs)
+            if bs is None:
+                return
+        r = Record(u, self.vc.item(u, u), write, bs, rec.index, b, "write" if write else "read")
+        for old, addr in self.races.access(space, r, self.vc[u]):
+            pair = (old.inst, rec.index, space)
+            if pair in self.races.reported or len(self.races.reported) >= self.races.max_reports:
+                continue
+            self.races.reported.add(pair)
+            orec = self.recs_by_index[old.inst]
+            kinds = f"{'write' if old.write else 'read'}-{'write' if write else 'read'}"
+            self.report("race", f"{kinds} race on {space_name(space)} at byte {addr:#x}: "
+                        f"{self.where(rec)} (block {b}) {'writes' if write else 'reads'} bytes that "
+                        f"{self.where(orec)} (block {old.block}) "
+                        f"{'wrote' if old.write else 'read'} with no counter ordering them",
+                        rec, address=addr)
+
+    def _prune(self) -> None:
+        live = [i for i, us in enumerate(self.units) if us.cur is not None or us.queue]
+        if not live:
+            self.races.clear()
+            return
+        self.races.prune(self.vc[live].min(axis=0))
+
+    # --- deadlock -----------------------------------------------------------------------------
+    def deadlock(self, left: list[UnitState]) -> None:
+        waits = []
+        for us in left:
+            i = self.unit_id[us.key]
+            if us.state == "wait" and us.wait is not None:
+                mon, need = us.wait
+                waits.append(Wait(i, us.name, us.cur.index, us.cur.inst.MNEMONIC, us.block,
+                                  mon.tpb, mon.counter, need, int(self.counters[mon.tpb, mon.counter])))
+        updaters: dict[tuple[int, int], list] = {}
+        for us in left:
+            i = self.unit_id[us.key]
+            seen: set = set()
+            pending = ([us.cur] if us.cur is not None else []) + list(us.queue)
+            for r in pending:
+                for upd in r.inst.sync.updates:
+                    for t in tpbs_of(upd.tpb_mask):
+                        k = (t, upd.counter)
+                        if k not in seen:
+                            seen.add(k)
+                            updaters.setdefault(k, []).append((i, r.index, r.inst.MNEMONIC))
+        msg = deadlock_message(self.now, waits, updaters, [u.name for u in self.units])
+        first = waits[0] if waits else None
+        self.reports.append(Report("deadlock", msg, inst=first.inst if first else None,
+                                   tpb=first.tpb if first else None,
+                                   unit=first.unit_name if first else None))

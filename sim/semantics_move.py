@@ -1,0 +1,153 @@
+"""Data movement and CSU routine semantics: DTDU copy / fill / broadcast, DMA (bytes, optionally
+broadcast over a TPB mask), CSU gather / scatter / topk / argmax / memcpy."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from m100.targets.m100 import numerics
+from m100.targets.m100.isa import Broadcast, Copy, CsuCall, Dma, Fill, Routine, Walk, tpbs_of
+
+from .semantics_base import Access, Exec, PendingWrite, SimError, _block, _tpb_of, walk_offsets
+
+
+# ----------------------------------------------------------------------------------------------
+# DTDU, DMA
+# ----------------------------------------------------------------------------------------------
+def _chunk(w: Walk, tpb: int, blocks: int, b: int) -> Access:
+    return _block(w, tpb, blocks, b)
+
+
+class CopyExec(Exec):
+    inst: Copy
+
+    def reads(self, b):
+        return [_chunk(self.inst.src, self.inst.tpb, self.blocks, b)]
+
+    def writes(self, b):
+        d = self.inst.dst
+        return [_chunk(d, d.tpb, self.blocks, b)]
+
+    def run(self, b):
+        v = self.read(self.reads(b)[0])
+        return [PendingWrite(a, v) for a in self.writes(b)]
+
+
+class FillExec(Exec):
+    inst: Fill
+
+    def reads(self, b):
+        return []
+
+    def writes(self, b):
+        return [_chunk(self.inst.dst, self.inst.tpb, self.blocks, b)]
+
+    def run(self, b):
+        a = self.writes(b)[0]
+        n = a.size
+        return [PendingWrite(a, np.full(n, self.inst.value, dtype=np.float64))]
+
+
+class BroadcastExec(CopyExec):
+    inst: Broadcast
+
+    def writes(self, b):
+        d = self.inst.dst
+        return [_chunk(d, t, self.blocks, b) for t in tpbs_of(self.inst.tpb_mask)]
+
+
+class DmaExec(CopyExec):
+    inst: Dma
+
+    def reads(self, b):
+        s = self.inst.src
+        return [_chunk(s, _tpb_of(s), self.blocks, b)]
+
+    def writes(self, b):
+        i = self.inst
+        d = i.dst
+        if i.tpb_mask:
+            return [_chunk(d, t, self.blocks, b) for t in tpbs_of(i.tpb_mask)]
+        return [_chunk(d, _tpb_of(d), self.blocks, b)]
+# ----------------------------------------------------------------------------------------------
+# CSU routines
+# ----------------------------------------------------------------------------------------------
+class CsuExec(Exec):
+    inst: CsuCall
+
+    def _acc(self, k: int, offsets=None) -> Access:
+        w = self.inst.operands[k]
+        return Access(w, _tpb_of(w), offsets)
+
+    def _indices(self, k: int, limit: int) -> np.ndarray:
+        idx = self.read(self._acc(k)).astype(np.int64)
+        bad = (idx < 0) | (idx >= limit)
+        if bad.any():
+            j = int(np.argmax(bad))
+            raise SimError(f"csu.call {self.inst.routine.name.lower()} on TPB {self.inst.tpb}: "
+                           f"index {int(idx[j])} at position {j} is outside [0, {limit})")
+        return idx
+
+    def _rows_of(self, k: int, idx: np.ndarray, d: int) -> Access:
+        off = walk_offsets(self.inst.operands[k]).reshape(-1, d)[idx].reshape(-1)
+        return Access(self.inst.operands[k], _tpb_of(self.inst.operands[k]), off)
+
+    def _io(self) -> tuple[list[Access], list[Access]]:
+        i, p = self.inst, self.inst.params
+        r = i.routine
+        if r is Routine.GATHER:
+            v, d, n = p
+            idx = self._indices(1, v) if self.mem is not None else np.zeros(n, np.int64)
+            return [self._rows_of(0, idx, d), self._acc(1)], [self._acc(2)]
+        if r is Routine.SCATTER:
+            v, d, n = p
+            idx = self._indices(1, v) if self.mem is not None else np.zeros(n, np.int64)
+            return [self._acc(0), self._acc(1)], [self._rows_of(2, np.unique(idx), d)]
+        if r is Routine.TOPK:
+            return [self._acc(0)], [self._acc(1), self._acc(2)]
+        return [self._acc(0)], [self._acc(1)]
+
+    def reads(self, b):
+        return self._io()[0]
+
+    def writes(self, b):
+        return self._io()[1]
+
+    def run(self, b):
+        i, p = self.inst, self.inst.params
+        r = i.routine
+        if r is Routine.GATHER:
+            v, d, n = p
+            idx = self._indices(1, v)
+            table = self.read(self._acc(0)).reshape(v, d)
+            return [PendingWrite(self._acc(2), table[idx])]
+        if r is Routine.SCATTER:
+            v, d, n = p
+            idx = self._indices(1, v)
+            upd = self.read(self._acc(0)).reshape(n, d)
+            # duplicates: the last update of a row wins
+            rev_u, rev_first = np.unique(idx[::-1], return_index=True)
+            last = n - 1 - rev_first
+            return [PendingWrite(self._rows_of(2, rev_u, d), upd[last])]
+        if r is Routine.TOPK:
+            rr, ln, k = p[:3]
+            largest = p[3] if len(p) > 3 else 1
+            x = self.read(self._acc(0)).astype(np.float64).reshape(rr, ln)
+            key = -x if largest else x
+            order = np.argsort(key, axis=1, kind="stable")[:, :k]
+            vals = np.take_along_axis(x, order, axis=1)
+            return [PendingWrite(self._acc(1), vals), PendingWrite(self._acc(2), order)]
+        if r is Routine.ARGMAX:
+            rr, ln = p[:2]
+            largest = p[2] if len(p) > 2 else 1
+            last = len(p) > 3 and p[3] != 0
+            x = self.read(self._acc(0)).astype(np.float64).reshape(rr, ln)
+            key = x if largest else -x
+            if last:  # the last extreme: the first one of the reversed row
+                return [PendingWrite(self._acc(1), ln - 1 - np.argmax(key[:, ::-1], axis=1))]
+            return [PendingWrite(self._acc(1), np.argmax(key, axis=1))]
+        src = self.read(self._acc(0))  # MEMCPY (GSDU): converts like dtdu.copy
+        return [PendingWrite(self._acc(1), src)]
+
+    def byte_count(self) -> int:
+        return sum(numerics.byte_size(w.dtype, w.num_elements) for w in self.inst.operands)
