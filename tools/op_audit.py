@@ -63,12 +63,7 @@ NO_NEGATIVE: dict[str, str] = {
 
 #: (op, kind) pairs that are known gaps today (docs/op-tests.md lists them); may only shrink
 #: (none left: the quantized ops' negatives are test_op_refusals.QUANT_REFUSED).
-KNOWN_GAPS: frozenset[tuple[str, str]] = frozenset({
-    # SwiGLU (opset 28) entered the audit only through its *_expanded cases (plain ops, since
-    # Swish's function body landed); the SwiGLU node itself is refused in one line (its body's
-    # Swish is not expanded a second time). Expanding nested function bodies closes these.
-    ("SwiGLU", "lit"), ("SwiGLU", "negative"), ("SwiGLU", "oracle"),
-})
+KNOWN_GAPS: frozenset[tuple[str, str]] = frozenset()
 
 
 class AuditError(Exception):

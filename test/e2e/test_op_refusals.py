@@ -96,7 +96,7 @@ F64_CASES = {
     "SpaceToDepth": "test_spacetodepth_dcr_mode_example",
     "Split": "test_split_1d_uneven_split_opset18", "Sqrt": "test_sqrt_example",
     "Squeeze": "test_squeeze", "Sub": "test_sub", "Sum": "test_sum_one_input",
-    "Swish": "test_swish",
+    "SwiGLU": "test_swiglu_alpha", "Swish": "test_swish",
     "Tan": "test_tan_example", "Tanh": "test_tanh",
     "ThresholdedRelu": "test_thresholdedrelu_example", "Tile": "test_tile", "TopK": "test_top_k",
     "Transpose": "test_transpose_all_permutations_5", "Unsqueeze": "test_unsqueeze_unsorted_axes",

@@ -69,6 +69,10 @@ MODELS = {
         [("x4", F, [2, 3, 4, 5]), ("x", F, [3, 8])],
         [("y_mvn", F, [2, 3, 4, 5]), ("y_rms", F, [3, 8]), ("y_softsign", F, [3, 8]),
          ("y_swish", F, [3, 8])], [("s", np.full(8, 2.0, np.float32))], opset=24),
+    # SwiGLU (opset 28, alpha 0.5): its function body calls Swish, expanded in turn
+    "swiglu": lambda: model(
+        [h.make_node("SwiGLU", ["a", "b"], ["y"], alpha=0.5)],
+        [("a", F, [3, 8]), ("b", F, [3, 8])], [("y", F, [3, 8])], opset=28),
     "upsample": lambda: model(
         [h.make_node("Upsample", ["x", "s"], ["y"], mode="nearest")],
         [("x", F, [1, 2, 3, 4])], [("y", F, [1, 2, 6, 12])],
