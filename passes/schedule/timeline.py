@@ -27,8 +27,8 @@ fill the idle gaps of TCU-bound segments with the next segments' weights.
 from __future__ import annotations
 
 import bisect
-import operator
 
+from .busy import BusyBlocks
 from .cost import CostModel, ceil_div
 from .graph import Op, OpGraph, ScheduleError, dtype_bytes, geometry
 from .keep import choose_kept, kept_bytes
@@ -175,15 +175,15 @@ class _Builder:
         # of later segments prefetched while it runs
         self.hbsm_use: dict[tuple[int, int], int] = {}
         self.prefetch_depth = PREFETCH_DEPTH
-        self.dma_busy: dict[int, list[list[float]]] = {}
+        # busy time of each CCB DMA engine and of each TPB's DTDU (:mod:`.busy`)
+        self.dma_busy = [BusyBlocks() for _ in range(self.cm.machine.ccb_dma_engines)]
         self.bound = float("inf")
-        self.n_engines = self.cm.machine.ccb_dma_engines
         self.n_groups = 0  # lockstep groups so far (PlanPiece.group)
         self.gcache: dict[tuple, int] = {}  # shared chunks of the current lockstep group
         # (TPB, segment) -> bytes of kept activations (:mod:`.keep`) held there
         self.kept_use: dict[tuple[int, int], int] = {}
         self.fill_gap = False  # the task being added is a copy from a kept activation
-        self.dtdu_busy: dict[int, list[list[float]]] = {}  # TPB -> busy blocks of its DTDU
+        self.dtdu_busy: dict[int, BusyBlocks] = {}  # TPB -> busy blocks of its DTDU
         # op -> its pieces built so far, and their row index (:meth:`_pieces_over`), and piece
         # compute task -> its readers: of every segment (kept outputs are read by later ones)
         self.by_op: dict[str, list[PlanPiece]] = {}
@@ -207,13 +207,13 @@ class _Builder:
             # CCB DMA engines: the compiler orders each engine's queue by predicted start, so a
             # transfer fills the earliest idle gap of the engine that can start it first
             best = None
-            for e in range(self.n_engines):
-                st, idx = _gap(self.dma_busy.setdefault(e, []), ready, cycles)
+            for e, blocks in enumerate(self.dma_busy):
+                st, idx = blocks.earliest(ready, cycles)
                 if best is None or st < best[0]:
                     best = (st, e, idx)
             assert best is not None
             start, t.engine, idx = best
-            _insert(self.dma_busy[t.engine], idx, start, start + cycles)
+            self.dma_busy[t.engine].insert(idx, start, start + cycles)
             res = ("dma", t.engine)
             if start > ready:
                 pred = self.last_on_res.get(res, pred)
@@ -226,9 +226,11 @@ class _Builder:
                 # earlier segment, so it takes the earliest idle gap of the sending DTDU (the
                 # program is emitted in predicted-start order: the queue then holds it there),
                 # not the end of the queue behind copies that wait for this segment's compute
-                blocks = self.dtdu_busy.setdefault(t.tpb, [])
-                start, idx = _gap(blocks, ready, cycles)
-                _insert(blocks, idx, start, start + cycles)
+                blocks = self.dtdu_busy.get(t.tpb)
+                if blocks is None:
+                    blocks = self.dtdu_busy[t.tpb] = BusyBlocks()
+                start, idx = blocks.earliest(ready, cycles)
+                blocks.insert(idx, start, start + cycles)
                 if start > ready:
                     pred = self.last_on_res.get(res, pred)
                 self.free[res] = max(free, start + cycles)
@@ -237,8 +239,10 @@ class _Builder:
                     start, pred = free, self.last_on_res.get(res, -1)
                 self.free[res] = start + cycles
                 if t.unit == "dtdu":
-                    blocks = self.dtdu_busy.setdefault(t.tpb, [])
-                    _insert(blocks, len(blocks), start, start + cycles)
+                    blocks = self.dtdu_busy.get(t.tpb)
+                    if blocks is None:
+                        blocks = self.dtdu_busy[t.tpb] = BusyBlocks()
+                    blocks.append(start, start + cycles)
         t.start = start
         t.end = end = start + cycles
         if end >= self.bound:
@@ -782,35 +786,6 @@ class _Builder:
                     out.add(t)
         return out
 
-
-
-def _gap(blocks: list[list[float]], ready: float, dur: float) -> tuple[float, int]:
-    """Earliest start >= ready of a ``dur`` long interval between merged busy ``blocks``."""
-    i = bisect.bisect_right(blocks, ready, key=_END)  # first block ending after ready
-    t = ready
-    while i < len(blocks):
-        if blocks[i][0] >= t + dur:
-            break
-        t = max(t, blocks[i][1])
-        i += 1
-    return t, i
-
-
-_END = operator.itemgetter(1)
-
-
-def _insert(blocks: list[list[float]], i: int, a: float, e: float) -> None:
-    """Insert busy [a, e) before index i, merging with touching neighbours."""
-    if i > 0 and blocks[i - 1][1] >= a - 1e-9:
-        blocks[i - 1][1] = max(blocks[i - 1][1], e)
-        if i < len(blocks) and blocks[i][0] <= blocks[i - 1][1] + 1e-9:
-            blocks[i - 1][1] = max(blocks[i - 1][1], blocks[i][1])
-            del blocks[i]
-        return
-    if i < len(blocks) and blocks[i][0] <= e + 1e-9:
-        blocks[i][0] = a
-        return
-    blocks.insert(i, [a, e])
 
 
 def critical_path(tl: Plan) -> list[PlanTask]:

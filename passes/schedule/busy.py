@@ -1,0 +1,205 @@
+"""Busy intervals of one in-order resource, with an indexed search for the earliest idle gap.
+
+The list scheduler (:mod:`.timeline`) places a transfer on a CCB DMA engine (and a copy from a kept
+activation on a TPB's DTDU) in the *earliest idle gap* that can hold it: the engine's queue is
+ordered by predicted start. :class:`BusyBlocks` holds the resource's busy time as merged, sorted
+intervals ``[start, end)`` and answers that query.
+
+The definition (the linear walk this module replaced): starting at the first interval that ends
+after ``ready``, with ``t = ready``, stop at the first interval ``i`` whose start is ``>= t + dur``
+(the transfer fits before it) and otherwise set ``t = max(t, end_i)`` and go on; past the last
+interval the transfer goes at the end. On a big segment (a 7B prefill layer: thousands of
+transfers, a weight chunk ready at 0 walking past every small gap the activations left) that walk
+was a third of the compile.
+
+Index: the intervals are kept in chunks of at most ``2 * CHUNK``; each chunk records its last end
+(ends are non-decreasing: the intervals are disjoint and sorted, so the first interval ending after
+``ready`` is found by bisection over chunks, then inside one) and an upper bound of its *internal*
+gaps (``start_k - end_(k-1)`` for k >= 1). A chunk whose largest internal gap is smaller than
+``dur`` (with a margin that covers the rounding of ``end + dur``) cannot hold the transfer
+anywhere but before its first interval, which is checked on its own; such a chunk is passed in one
+step (``t`` becomes its last end). Every interval the walk does look at is tested with the
+definition's own comparison, so the result -- start and position -- is exactly the linear walk's
+(``test/unit/schedule/test_busy.py`` checks it against the walk on random sequences; the emitted
+programs of the e2e models are byte-identical, ``bench/compile_same.py``).
+
+Adding busy time to an interval (merging) only shrinks gaps, so a chunk's bound stays an upper
+bound (the chunk is marked and its bound recomputed only when a search would otherwise look inside
+it); a new interval raises the bound by its own gaps inside the chunk (a part of the gap before the
+chunk or of the idle tail may become internal).
+"""
+
+from __future__ import annotations
+
+from bisect import bisect_right
+
+#: intervals per chunk (a chunk is split in two past 2 * CHUNK)
+CHUNK = 48
+#: intervals closer than this are merged (the scheduler's cycles are floats)
+TOUCH = 1e-9
+#: relative margin of the skip test: fl(s - e) < dur - margin implies s < fl(e + dur)
+_REL = 1e-9
+
+
+class BusyBlocks:
+    """Merged sorted busy intervals ``[start, end)`` of one resource (see the module doc)."""
+
+    __slots__ = ("s", "e", "gap", "last", "stale")
+
+    def __init__(self) -> None:
+        self.s: list[list[float]] = []  # chunk -> starts
+        self.e: list[list[float]] = []  # chunk -> ends
+        self.gap: list[float] = []  # chunk -> an upper bound of its internal gaps (-inf: none)
+        self.last: list[float] = []  # chunk -> its last end
+        self.stale: list[bool] = []  # chunk -> its gap bound may be above its largest gap
+
+    def __len__(self) -> int:
+        return sum(len(s) for s in self.s)
+
+    def intervals(self) -> list[tuple[float, float]]:
+        return [(a, b) for S, E in zip(self.s, self.e) for a, b in zip(S, E)]
+
+    # ------------------------------------------------------------------ query
+    def earliest(self, ready: float, dur: float) -> tuple[float, tuple[int, int]]:
+        """The earliest start >= ``ready`` of a ``dur`` long interval in an idle gap, and the
+        position to :meth:`insert` it at (valid until the next insertion)."""
+        last = self.last
+        nc = len(last)
+        c = bisect_right(last, ready)  # first chunk holding an interval that ends after ready
+        if c == nc:
+            return ready, self._end()
+        S, E = self.s[c], self.e[c]
+        k = bisect_right(E, ready)
+        t = ready
+        n = len(S)
+        while k < n:
+            if S[k] >= t + dur:
+                return t, (c, k)
+            x = E[k]
+            if x > t:
+                t = x
+            k += 1
+        gap = self.gap
+        c += 1
+        while c < nc:
+            S = self.s[c]
+            if S[0] >= t + dur:
+                return t, (c, 0)
+            lc = last[c]
+            lim = dur - _REL * (abs(lc) + abs(dur))
+            if gap[c] >= lim and self.stale[c]:
+                self._regap(c)
+            if gap[c] < lim:
+                if lc > t:  # no internal gap holds it: t = max(t, every end of the chunk)
+                    t = lc
+                c += 1
+                continue
+            E = self.e[c]
+            n = len(S)
+            k = 0
+            while k < n:
+                if S[k] >= t + dur:
+                    return t, (c, k)
+                x = E[k]
+                if x > t:
+                    t = x
+                k += 1
+            c += 1
+        return t, self._end()
+
+    def _end(self) -> tuple[int, int]:
+        if not self.s:
+            return (0, 0)
+        return (len(self.s) - 1, len(self.s[-1]))
+
+    # ------------------------------------------------------------------ update
+    def append(self, a: float, e: float) -> None:
+        """Add busy ``[a, e)`` after every interval (``a`` >= the last end, up to merging)."""
+        self.insert(self._end(), a, e)
+
+    def insert(self, pos: tuple[int, int], a: float, e: float) -> None:
+        """Add busy ``[a, e)`` at ``pos`` (from :meth:`earliest`), merging it with a neighbour
+        that touches it: the previous interval if it ends at ``a`` (then also the next one if the
+        grown interval reaches it), else the next one if it starts at ``e``."""
+        c, k = pos
+        if not self.s:
+            self.s.append([a])
+            self.e.append([e])
+            self.gap.append(float("-inf"))
+            self.last.append(e)
+            self.stale.append(False)
+            return
+        S, E = self.s[c], self.e[c]
+        # previous interval: (pc, pk)
+        if k > 0:
+            pc, pk = c, k - 1
+        elif c > 0:
+            pc, pk = c - 1, len(self.s[c - 1]) - 1
+        else:
+            pc = -1
+        # next interval: (nc, nk)
+        if k < len(S):
+            nc, nk = c, k
+        elif c + 1 < len(self.s):
+            nc, nk = c + 1, 0
+        else:
+            nc = -1
+        if pc >= 0 and self.e[pc][pk] >= a - TOUCH:
+            PE = self.e[pc]
+            old = PE[pk]
+            if e > old:
+                PE[pk] = e
+            if nc >= 0 and self.s[nc][nk] <= PE[pk] + TOUCH:
+                ne = self.e[nc][nk]
+                if ne > PE[pk]:
+                    PE[pk] = ne
+                self._delete(nc, nk)
+            self._shrunk(pc)
+            if nc >= 0 and nc != pc and nc < len(self.s):
+                self._shrunk(nc)
+            return
+        if nc >= 0 and self.s[nc][nk] <= e + TOUCH:
+            self.s[nc][nk] = a
+            self._shrunk(nc)
+            return
+        S.insert(k, a)
+        E.insert(k, e)
+        # the new interval's gaps inside the chunk may be new internal gaps (a part of the gap
+        # before the chunk, or of the idle tail after the last interval): raise the bound
+        g = self.gap[c]
+        if k > 0 and S[k] - E[k - 1] > g:
+            g = S[k] - E[k - 1]
+        if k + 1 < len(S) and S[k + 1] - E[k] > g:
+            g = S[k + 1] - E[k]
+        self.gap[c] = g
+        self.last[c] = E[-1]
+        if len(S) > 2 * CHUNK:
+            self._split(c)
+
+    def _delete(self, c: int, k: int) -> None:
+        del self.s[c][k]
+        del self.e[c][k]
+        if not self.s[c]:
+            del self.s[c], self.e[c], self.gap[c], self.last[c], self.stale[c]
+
+    def _split(self, c: int) -> None:
+        S, E = self.s[c], self.e[c]
+        h = len(S) // 2
+        self.s[c:c + 1] = [S[:h], S[h:]]
+        self.e[c:c + 1] = [E[:h], E[h:]]
+        self.gap[c:c + 1] = [self.gap[c]] * 2  # still upper bounds
+        self.last[c:c + 1] = [E[h - 1], E[-1]]
+        self.stale[c:c + 1] = [True, True]
+
+    def _shrunk(self, c: int) -> None:
+        """After busy time was added inside chunk ``c``: its last end; its gap bound is stale."""
+        self.last[c] = self.e[c][-1]
+        self.stale[c] = True
+
+    def _regap(self, c: int) -> None:
+        S, E = self.s[c], self.e[c]
+        self.gap[c] = max((S[k] - E[k - 1] for k in range(1, len(S))), default=float("-inf"))
+        self.stale[c] = False
+
+
+__all__ = ["BusyBlocks", "CHUNK"]

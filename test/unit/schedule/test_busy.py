@@ -1,0 +1,109 @@
+"""BusyBlocks (passes/schedule/busy.py) gives exactly the linear walk's placements.
+
+The oracle is the definition the scheduler used before the index: a flat sorted list of merged busy
+intervals, the earliest gap found by walking it from the first interval that ends after ``ready``,
+an insertion merging touching neighbours. Random operation sequences (gap queries with random
+``ready``/``dur`` -- zero lengths, touching and overlapping-in-time requests, values on a coarse
+grid so that merges and exact fits happen -- each followed by an insertion at the answer, plus
+appends as the DTDU does) must give the same start and the same intervals after every step, with
+chunks small enough that splits, chunk skips and chunk deletions all occur.
+"""
+
+from __future__ import annotations
+
+import bisect
+import operator
+import random
+
+import pytest
+
+from m100.passes.schedule import busy
+from m100.passes.schedule.busy import BusyBlocks
+
+_END = operator.itemgetter(1)
+
+
+def walk_gap(blocks, ready, dur):
+    """The definition: earliest start >= ready of a dur long interval between busy blocks."""
+    i = bisect.bisect_right(blocks, ready, key=_END)
+    t = ready
+    while i < len(blocks):
+        if blocks[i][0] >= t + dur:
+            break
+        t = max(t, blocks[i][1])
+        i += 1
+    return t, i
+
+
+def walk_insert(blocks, i, a, e):
+    if i > 0 and blocks[i - 1][1] >= a - 1e-9:
+        blocks[i - 1][1] = max(blocks[i - 1][1], e)
+        if i < len(blocks) and blocks[i][0] <= blocks[i - 1][1] + 1e-9:
+            blocks[i - 1][1] = max(blocks[i - 1][1], blocks[i][1])
+            del blocks[i]
+        return
+    if i < len(blocks) and blocks[i][0] <= e + 1e-9:
+        blocks[i][0] = a
+        return
+    blocks.insert(i, [a, e])
+
+
+def _check_index(b: BusyBlocks) -> None:
+    """The index invariants: ends sorted, every chunk's bound >= its largest internal gap."""
+    ends = [e for _, e in b.intervals()]
+    assert ends == sorted(ends)
+    for c, (S, E) in enumerate(zip(b.s, b.e)):
+        assert S and b.last[c] == E[-1]
+        gaps = [S[k] - E[k - 1] for k in range(1, len(S))]
+        if gaps:
+            assert b.gap[c] >= max(gaps)
+
+
+@pytest.mark.parametrize("chunk", [1, 2, 3, 48])
+@pytest.mark.parametrize("seed", range(6))
+def test_same_as_linear_walk(monkeypatch, chunk, seed):
+    monkeypatch.setattr(busy, "CHUNK", chunk)
+    rng = random.Random(seed)
+    ref: list[list[float]] = []
+    b = BusyBlocks()
+    horizon = 0.0
+    grid = rng.choice((1.0, 0.25, 0.1))  # 0.1: not exact in binary (rounded sums)
+    for step in range(1500):
+        if rng.random() < 0.1:  # the DTDU: append at the end of its queue
+            a = horizon + grid * rng.randrange(0, 3)
+            e = a + grid * rng.randrange(0, 6)
+            walk_insert(ref, len(ref), a, e)
+            b.append(a, e)
+        else:
+            ready = grid * rng.randrange(0, int(horizon / grid) + 20)
+            dur = grid * rng.choice((0, 1, 1, 2, 3, 5, 8, 40))
+            want_t, want_i = walk_gap(ref, ready, dur)
+            got_t, pos = b.earliest(ready, dur)
+            assert got_t == want_t, (step, ready, dur)
+            walk_insert(ref, want_i, want_t, want_t + dur)
+            b.insert(pos, got_t, got_t + dur)
+        horizon = max(horizon, ref[-1][1]) if ref else horizon
+        assert b.intervals() == [tuple(x) for x in ref], step
+        if step % 50 == 0:
+            _check_index(b)
+    _check_index(b)
+    assert len(b) == len(ref)
+
+
+def test_skips_chunks_without_a_gap_that_fits():
+    """A long transfer ready at 0 after many short busy blocks with short gaps goes to the end
+    (and to the one gap that fits, when there is one) looking at few intervals."""
+    b = BusyBlocks()
+    for k in range(10_000):
+        b.append(10.0 * k, 10.0 * k + 9.0)  # gaps of 1
+    assert len(b.s) > 50  # chunked
+    t, pos = b.earliest(0.0, 5.0)
+    assert t == 100_000 - 1.0 and pos == b._end()
+    b.insert(pos, t, t + 5.0)
+    # open one gap of 6 in the middle: the fit is found there
+    S, E = b.s, b.e
+    c = len(S) // 2
+    E[c][3] -= 5.0  # [.., end - 5): the gap after it is 6 long
+    b._regap(c)
+    t, (pc, pk) = b.earliest(0.0, 5.0)
+    assert t == E[c][3] and (pc, pk) == (c, 4)
