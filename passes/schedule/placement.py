@@ -17,6 +17,15 @@ The search (deterministic for a given seed):
    or halve the number of mini-tensors, halve/double the TPB count of a data-parallel op.
 3. Every candidate is costed by building its tasks and list-scheduling them (``timeline.py``): the
    same model that gives the final prediction, so the search optimises what is reported.
+4. **Search budget** (``SEARCH_TASKS``): the work of the search is the number of tasks its builds
+   create (a build's cost is linear in it). Once the search of ``auto`` has built that many, it
+   stops exploring: the candidate pipelines of the DP are costed by their greedy start only, the
+   chosen ones are not refined, a data-parallel op gets its systematic candidates (starts, K
+   chunks, K splits, resident activations) but no random moves, the smaller TPB pools are not
+   tried. Every model of the test
+   suite and the LLM decode layers stay far below it (ResNet-50 ~2 M tasks), so their plans do not
+   depend on it; a 7B prefill layer (~10 M tasks a search at 128 tokens, ~8x that at 1024) gets
+   a bounded compile instead of hours.
 """
 
 from __future__ import annotations
@@ -40,6 +49,9 @@ DMA_UNITS = ("dtdu.copy", "dtdu.fill")  # data movement done memory -> memory by
 MEM_UNITS = DMA_UNITS + ("csu.gather", "csu.argmax", "csu.topk")
 
 STRATEGIES = ("auto", "data-parallel", "pipeline", "single")
+#: tasks the search may build before it stops exploring (see the module doc, item 4)
+SEARCH_TASKS_DEFAULT = 20_000_000
+SEARCH_TASKS = SEARCH_TASKS_DEFAULT
 
 
 @dataclass
@@ -86,8 +98,13 @@ class Search:
         self.ops = {o.name: o for o in g.ops}
         self.fuse_tcu = False  # may a TCU stage share the TPBs of the stage before it (auto only)
         self.pipe_iters = 0  # local-search moves per candidate pipeline inside the auto DP
+        self.budget = float("inf")  # tasks the search may build (:data:`SEARCH_TASKS`, auto)
 
     # ------------------------------------------------------------------ costing
+    def spent(self) -> bool:
+        """The search budget is used up (module doc, item 4)."""
+        return self.sched.tasks_built >= self.budget
+
     def cost(self, seg: SegmentCfg, bound: float = INF) -> float:
         """The predicted cycles of ``seg`` alone, or, when that is >= ``bound``, some value
         >= ``bound`` (the build stops once a task ends at ``bound``): callers that only ask
@@ -230,7 +247,7 @@ class Search:
                 c = self.cost(cand, best_c)
                 if c < best_c:
                     best, best_c = cand, c
-        for _ in range(self.iters // 2):
+        for _ in range(0 if self.spent() else self.iters // 2):  # local search (module doc 4)
             st = best.stages[0]
             k, gc, ch, kp = len(st.tpbs), st.gc, st.chunked, st.ks
             mult = max(1, st.bands // st.gr)
@@ -426,7 +443,8 @@ class Search:
                 try:
                     # candidate pipelines are costed with a short search; the chosen ones are
                     # refined below with the full local search
-                    cfg, c = self.segment_best(run, self.pipe_iters if len(run) > 1 else None)
+                    cfg, c = self.segment_best(
+                        run, (0 if self.spent() else self.pipe_iters) if len(run) > 1 else None)
                 except ScheduleError:
                     if len(run) == 1:
                         raise
@@ -444,7 +462,7 @@ class Search:
         segs = segs[::-1]
         out = []
         for cfg in segs:
-            if len(cfg.stages) > 1:
+            if len(cfg.stages) > 1 and not self.spent():
                 run = [self.ops[st.op] for st in cfg.stages]
                 better, c = self.best_pipeline(run)
                 cfg = better if c <= self.cost(cfg) else cfg
@@ -468,6 +486,8 @@ def schedule(g: OpGraph, machine: Machine, tpbs: int = 0, clusters: int = 0,
     for sub in _pools(pool, strategy):
         if best is not None and tcu_bound(cm, g, len(sub)) >= best[0]:
             continue  # its TCUs alone need longer than the best plan: it can not win
+        if first is not None and first.spent():
+            break  # the search budget is used up
         s = Search(g, machine, sub, seed=seed, max_stages=max_stages, iters=iters)
         if first is None:
             first = s
@@ -476,6 +496,7 @@ def schedule(g: OpGraph, machine: Machine, tpbs: int = 0, clusters: int = 0,
         s.fuse_tcu = strategy == "auto"
         if strategy == "auto":  # the DP costs candidate pipelines by their greedy start only
             s.pipe_iters = 4
+            s.budget = SEARCH_TASKS
         segs = s.run(strategy)
         tl = s.sched.build(segs)
         if strategy == "auto":

@@ -57,6 +57,7 @@ class Scheduler:
         self.ops = {o.name: o for o in g.ops}
         self.producers = g.producers()
         self._tile_cache: dict[tuple, TilePlan] = {}
+        self.tasks_built = 0  # tasks created by every build so far (the search's work)
         self._geo: dict[str, object] = {}
         self._bands: dict[tuple[int, int], list[int]] = {}
 
@@ -142,8 +143,11 @@ class Scheduler:
             tl.kept, st.kept_use = choose_kept(
                 self, segs, int(self.cm.machine.hbsm_bytes * PREFETCH_HBSM_SHARE),
                 keep == "one-stage")
-        for si, seg in enumerate(segs):
-            st.segment(si, seg, isolated)
+        try:
+            for si, seg in enumerate(segs):
+                st.segment(si, seg, isolated)
+        finally:
+            self.tasks_built += len(tl.tasks)
         return tl
 
 
