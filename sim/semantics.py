@@ -19,7 +19,9 @@ Arithmetic (``docs/isa.md`` and the ``isa.py`` docstrings):
 
 * integer TCU: i8 (or i4) products accumulate exactly; the accumulator (+ the old C if
   ``accumulate``, + bias) wraps to int32; activation (relu/clamp) on int32; then requantization
-  ``clamp(((x * mult + round) >> shift) + zp)`` in int64 arithmetic. The products are computed with a
+  in the machine's ``tcu_requant`` mode (:func:`requantize`): ``f32-rne`` (the M100 default)
+  ``clamp(round_half_even(f32(f32(x) * m)) + zp)`` with the f32 multiplier ``m = mult * 2**-shift``,
+  or ``fixed-half-up`` ``clamp(((x * mult + round) >> shift) + zp)`` in int64. The products are computed with a
   BLAS matmul in float32 when every partial sum fits its 24-bit mantissa (i8 x i8, k <= 1024),
   float64 otherwise (exact while ``k * 2**14 < 2**53``).
 * float TCU: operands as float32, ``np.matmul`` in float32, then + old C, + bias, activation in f32 and

@@ -38,8 +38,23 @@ _ACT_TO_CVU = {Act.GELU: CvuOp.GELU, Act.SILU: CvuOp.SILU, Act.SIGMOID: CvuOp.SI
                Act.TANH: CvuOp.TANH}
 
 
-def requantize(acc: np.ndarray, mult, shift, zp: int, qmin: int, qmax: int) -> np.ndarray:
-    """int32 accumulator -> int8 by the ISA's Requant definition (vectorized, int64 arithmetic)."""
+def requantize(acc: np.ndarray, mult, shift, zp: int, qmin: int, qmax: int,
+               mode: str = "f32-rne") -> np.ndarray:
+    """int32 accumulator -> int8 by the ISA's Requant definition in the machine's requant
+    ``mode`` (``Machine.tcu_requant``; docs/isa.md section 5), vectorized:
+
+    * ``"f32-rne"``: ``m = f32(mult * 2**-shift)``; ``round_half_even(f32(f32(acc) * m)) + zp``,
+      saturated to ``[qmin, qmax]``;
+    * ``"fixed-half-up"``: ``((acc * mult + 2**(shift-1)) >> shift) + zp`` in int64, saturated."""
+    if mode == "f32-rne":
+        m = (np.asarray(mult, dtype=np.float64) * np.exp2(-np.asarray(shift, dtype=np.float64))) \
+            .astype(np.float32)
+        with np.errstate(over="ignore", invalid="ignore"):
+            p = acc.astype(np.float32) * m  # f32 x f32 -> f32, round to nearest even
+        q = np.rint(p.astype(np.float64)) + zp
+        return np.clip(q, qmin, qmax).astype(np.int8)
+    if mode != "fixed-half-up":
+        raise SimError(f"unknown TCU requant mode {mode!r}")
     p = acc.astype(np.int64) * np.asarray(mult, dtype=np.int64)
     s = np.asarray(shift, dtype=np.int64)
     rnd = np.where(s > 0, np.left_shift(np.int64(1), np.maximum(s - 1, 0)), 0)
@@ -101,7 +116,8 @@ class TcuExec(Exec):
                                    "requant shift outside [0, 63]")
             else:
                 mult, shift = rq.multiplier, rq.shift
-            return requantize(acc, mult, shift, rq.zero_point, rq.qmin, rq.qmax)
+            return requantize(acc, mult, shift, rq.zero_point, rq.qmin, rq.qmax,
+                              self.mem.machine.tcu_requant)
         with quiet():  # (no copies of float32 values: prod is the block's own array)
             acc = prod.astype(np.float32, copy=False)
             if old is not None:

@@ -13,7 +13,10 @@ the requantize epilogue of an integer contraction.
   DequantizeLinear definition in f32.
 * The ``requant`` epilogue stage (``m100.requant_scale/zp/range`` of ``fold-quantized-contractions``)
   -> ``isa.Requant``: each real multiplier ``m`` (an f32 value: onnxruntime computes
-  ``x_scale * w_scale / y_scale`` in f32) as ``numerics.quantize_multiplier(m)``; one value -> the
+  ``x_scale * w_scale / y_scale`` in f32) as ``numerics.quantize_multiplier(m)``, which holds it
+  exactly (``m == multiplier * 2**-shift``); the TCU rounds ``f32(f32(acc) * m)`` half to even
+  (the machine's ``tcu_requant`` mode ``f32-rne``, docs/isa.md section 5), exactly the IR's
+  ``fptosi(clamp(roundeven(sitofp(acc) * m) + zp))``; one value -> the
   instruction's (multiplier, shift), several -> a per-channel i32 table ``[2, F]`` (row 0 the
   multipliers, row 1 the shifts; the emitter walks it as ``[F, 2]``).
 
@@ -160,10 +163,15 @@ def requant_params(op: Operation, where: str) -> dict:
         raise ScheduleError(f"{where}: requant range [{lo}, {hi}] / zero point {zp} is not i8")
     mult, shift = [], []
     for m in scale:
+        if float(np.float32(m)) != m:  # fold-quantized-contractions stores f32 values
+            raise ScheduleError(f"internal: {where}: requant multiplier {m!r} is not an f32 value")
         try:
             a, b = quantize_multiplier(m)
         except ValueError as e:
             raise ScheduleError(f"{where}: {e}") from None
+        # the pair holds the f32 value exactly (24-bit significand in the 31-bit multiplier), so
+        # both requant modes of the machine (Machine.tcu_requant) see the same real multiplier
+        assert a * 2.0 ** -b == m, (m, a, b)
         mult.append(a)
         shift.append(b)
     return dict(mult=mult, shift=shift, zp=zp, qmin=lo, qmax=hi)

@@ -426,12 +426,17 @@ def tpbs_of(mask: int) -> list[int]:
 # ----------------------------------------------------------------------------------------------
 @dataclass(frozen=True)
 class Requant:
-    """int32 -> int8 requantization: ``clamp(((x * multiplier) >> shift, rounded) + zero_point)``.
+    """int32 -> int8 requantization by ``x * multiplier * 2**-shift``, rounded, ``+ zero_point``,
+    saturated to ``[qmin, qmax]``; the rounding is the machine's ``tcu_requant`` mode
+    (docs/isa.md section 5):
 
-    ``x * multiplier`` is exact (int64), the shift is arithmetic with round-half-up
-    (``(p + (1 << (shift - 1))) >> shift``; no rounding term when shift == 0), then the zero point is
-    added and the result saturated to ``[qmin, qmax]``. ``per_channel``, if given, is an i32 walk of
-    ``[F, 2]`` (multiplier, shift) pairs that replaces the per-tensor values per output channel.
+    * ``f32-rne`` (the M100): ``round_half_even(f32(f32(x) * m)) + zero_point`` with the f32
+      multiplier ``m = f32(multiplier * 2**-shift)``;
+    * ``fixed-half-up``: ``x * multiplier`` exact (int64), arithmetic shift with round-half-up
+      (``(p + (1 << (shift - 1))) >> shift``; no rounding term when shift == 0), ``+ zero_point``.
+
+    ``per_channel``, if given, is an i32 walk of ``[F, 2]`` (multiplier, shift) pairs that
+    replaces the per-tensor values per output channel.
     """
     multiplier: int = 1
     shift: int = 0

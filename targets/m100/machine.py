@@ -86,6 +86,15 @@ class Machine:
     tcu_rate_f16: float = 0.25
     tcu_rate_bf16: float = 0.25
     tcu_rate_f32: float = 1.0 / 16
+    # requantization of the integer epilogue (``isa.Requant``; docs/isa.md section 5), one of
+    # :data:`TCU_REQUANT_MODES` (model; the M100 decision of issue 11):
+    #   "f32-rne"       the real multiplier is an f32 value ``m = multiplier * 2**-shift``:
+    #                   ``round_half_even(f32(f32(acc) * m)) + zero_point``, saturated -- ONNX
+    #                   QuantizeLinear of the f32 product, as onnxruntime's integer kernels (MLAS
+    #                   requantize) compute it
+    #   "fixed-half-up" the exact product ``acc * multiplier`` shifted right by ``shift``, rounding
+    #                   half up (a gemmlowp-style fixed-point multiplier)
+    tcu_requant: str = "f32-rne"
 
     # --- CVU / DTDU (model) -----------------------------------------------------------------
     cvu_bytes_per_cycle: int = 64  # per pipeline stage
@@ -267,8 +276,19 @@ FIELD_LIMITS: dict[str, tuple[type, float, float]] = {
 }
 
 
+#: the TCU requant modes (``Machine.tcu_requant``)
+TCU_REQUANT_MODES = ("f32-rne", "fixed-half-up")
+#: fields whose value is one of a fixed set of strings
+FIELD_CHOICES: dict[str, tuple[str, ...]] = {"tcu_requant": TCU_REQUANT_MODES}
+
+
 def check_field(key: str, value: Any) -> None:
     """Raise :class:`MachineError` unless ``value`` is a valid value of machine field ``key``."""
+    if key in FIELD_CHOICES:
+        if not isinstance(value, str) or value not in FIELD_CHOICES[key]:
+            raise MachineError(f"machine parameter '{key}' must be one of "
+                               f"{', '.join(FIELD_CHOICES[key])}, got {value!r}")
+        return
     if key == "name":
         if not isinstance(value, str) or not value or len(value.encode()) > 255 \
                 or not value.isprintable():
@@ -400,6 +420,6 @@ def machine_by_fingerprint(fp: int) -> Machine | None:
 for _m in PRESETS.values():
     _m.validate()
 
-__all__ = ["Machine", "MachineError", "PRESETS", "DEFAULT_MACHINE", "FIELD_LIMITS", "check_field",
-           "get_machine", "load_machine_file", "machine_by_fingerprint", "machine_from_dict",
+__all__ = ["Machine", "MachineError", "PRESETS", "DEFAULT_MACHINE", "FIELD_LIMITS", "FIELD_CHOICES",
+           "TCU_REQUANT_MODES", "check_field", "get_machine", "load_machine_file", "machine_by_fingerprint", "machine_from_dict",
            "machine_from_spec", "machine_ref"]

@@ -89,11 +89,18 @@ def test_spec_round_trips_every_preset_and_picks_the_closest_base():
 def test_every_machine_field_has_limits_and_each_is_checked_on_its_own():
     import dataclasses
 
-    from m100.targets.m100.machine import FIELD_LIMITS, Machine, MachineError
+    from m100.targets.m100.machine import FIELD_CHOICES, FIELD_LIMITS, Machine, MachineError
 
     fields = {f.name for f in dataclasses.fields(Machine)}
-    assert set(FIELD_LIMITS) == fields - {"name"}
+    assert set(FIELD_LIMITS) | set(FIELD_CHOICES) == fields - {"name"}
+    assert not set(FIELD_LIMITS) & set(FIELD_CHOICES)
     tiny = get_machine("tiny")
+    for key, choices in FIELD_CHOICES.items():
+        for bad in (True, 1, None, "", choices[0].upper(), choices[0] + " "):
+            with pytest.raises(MachineError, match=key):
+                tiny.with_overrides(**{key: bad})
+        for good in choices:
+            assert getattr(tiny.with_overrides(**{key: good}), key) == good
     for key, (kind, lo, hi) in FIELD_LIMITS.items():
         for bad in (True, float("nan"), float("inf"), "1", None, hi * 2 + 1, lo - 1):
             if kind is float and isinstance(bad, int) and not isinstance(bad, bool) and lo <= bad <= hi:

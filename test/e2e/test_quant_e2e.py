@@ -13,6 +13,7 @@ from onnx import TensorProto, helper, numpy_helper
 
 from m100.frontend import quant_models as qm
 from m100.targets.m100.isa import Conv2D, DType, MatMul
+from m100.targets.m100.machine import get_machine
 from m100.tools import driver
 from m100.tools.onnx_backend import onnxruntime_run
 
@@ -149,23 +150,28 @@ def test_requant_multiplier_is_computed_in_f32_like_onnxruntime(tmp_path):
     np.testing.assert_array_equal(ck.result.outputs["y"].reshape(want.shape), want)
 
 
-def test_known_limit_onnxruntime_rounds_the_f32_product_before_the_tie(tmp_path):
+def test_requant_rounds_the_f32_product_half_to_even_like_onnxruntime(tmp_path):
     """onnxruntime requantizes ``round_half_even(f32(f32(acc) * m))``: the f32 product can land on
-    a tie that the exact product is not on. The TCU's fixed-point requant rounds the exact product
-    ``acc * m`` (m's 24-bit mantissa is represented exactly): acc = -2903 gives -87.49999805 ->
-    -87, onnxruntime -87.5 -> -88. One LSB, only within one f32 ulp of a tie (docs/graph.md)."""
+    a tie that the exact product is not on: acc = -2903 gives the exact -87.49999805 but the f32
+    product -87.5 -> -88. The M100's requant (``Machine.tcu_requant = "f32-rne"``, docs/isa.md
+    section 5) computes the same f32 product: bit-exact. The ``fixed-half-up`` mode (a machine
+    file may select it) rounds the exact product: -87, one LSB off, which the check reports."""
     f = np.float32
     xs, ws, ys = f(0.046575177), f(0.051239517), f(0.07917691)
     model = _qlinear_matmul(xs, ws, ys, [[23, 5], [9, -3]])
     a = np.array([[-127, 2]], np.int8)  # acc = -127 * 23 + 2 * 9 = -2903
     want = onnxruntime_run(model, [a])[0]
+    m = f(f(xs * ws) / ys)
+    assert f(f(-2903) * m) == -87.5 and np.rint(-2903 * np.float64(m)) == -87
+    assert want[0, 0] == -88  # onnxruntime: the f32 product's tie, to even
     onnx.save(model, tmp_path / "m.onnx")
     ck = driver.check(tmp_path / "m.onnx", machine="tiny", inputs={"a": a})
+    np.testing.assert_array_equal(ck.result.outputs["y"].reshape(want.shape), want)
+    assert ck.errors[0].exact_pct == 100.0 and ck.passed
+    fixed = get_machine("tiny").replace(tcu_requant="fixed-half-up")
+    ck = driver.check(tmp_path / "m.onnx", machine=fixed, inputs={"a": a})
     got = ck.result.outputs["y"].reshape(want.shape)
-    m = f(f(xs * ws) / ys)
-    exact = np.rint(np.array([-2903, -127 * 5 + 2 * -3]) * np.float64(m))
-    np.testing.assert_array_equal(got.reshape(-1), exact)
-    assert want[0, 0] == -88 and got[0, 0] == -87 and want[0, 1] == got[0, 1]
+    assert got[0, 0] == -87 and got[0, 1] == want[0, 1]
     e = ck.errors[0]  # the check reports it: half the elements exact, all within 1 LSB
     assert (e.exact_pct, e.within1_pct, e.max_lsb) == (50.0, 100.0, 1.0) and ck.passed
 

@@ -5,9 +5,12 @@ bias and a per-channel requant epilogue whose (multiplier, shift) pairs come fro
 ``numerics.quantize_multiplier``; MatMulInteger-style i8 x i4 accumulation; f16 / bf16 rounding
 against numpy / ml_dtypes.
 
-ONNX rounds ``acc * (sx * sw / sy)`` half to even in real arithmetic; the TCU rounds the fixed-point
-product half up. The two agree except where the real product lies within ~2**-31 relative of a
-.5 boundary -- at most 1 LSB, and only there (checked exactly below)."""
+The M100's requant (``Machine.tcu_requant = "f32-rne"``) is ONNX QuantizeLinear of the f32 product
+``f32(f32(acc) * m)`` with the f32 multiplier ``m = f32(f32(sx * sw) / sy)``, as onnxruntime's
+integer kernels compute it: bit-exact against that oracle. The ``fixed-half-up`` mode (a machine
+file may select it) rounds the exact fixed-point product half up; against ONNX in real arithmetic
+it agrees except where the real product lies within ~2**-31 relative of a .5 boundary -- at most
+1 LSB, and only there (checked exactly below)."""
 
 from __future__ import annotations
 
@@ -21,6 +24,21 @@ from hypothesis import strategies as st
 from m100.sim.testing import hb, run
 from m100.targets.m100 import numerics
 from m100.targets.m100.isa import Conv2D, DType, Epilogue, MatMul, Requant
+from m100.targets.m100.machine import get_machine
+
+#: the fixed-point requant mode, for the tests of its agreement with real arithmetic
+FIXED = get_machine("tiny").replace(tcu_requant="fixed-half-up")
+
+
+def f32_requant_oracle(acc, reals, zy, axis):
+    """ONNX QuantizeLinear of the f32 product, element by element in Python: ``m`` (per index
+    along ``axis``) an f32, ``round(float(f32(f32(acc) * m)))`` (Python round: half to even)."""
+    out = np.empty(acc.shape, np.int64)
+    for idx in np.ndindex(acc.shape):
+        m = np.float32(reals[idx[axis]])
+        q = round(float(np.float32(np.float32(int(acc[idx])) * m)))
+        out[idx] = min(max(q + zy, -128), 127)
+    return out
 
 
 def qlinear_matmul_oracle(a, sa, za, b, sb, zb, sy, zy, lo=-128, hi=127):
@@ -54,8 +72,9 @@ def _per_channel_pairs(reals):
     return np.array(pairs, np.int64)
 
 
+@pytest.mark.parametrize("mode", ["f32-rne", "fixed-half-up"])
 @pytest.mark.parametrize("unsigned_a", [False, True])
-def test_qlinear_matmul_per_channel_on_one_tcu_instruction(rng, unsigned_a):
+def test_qlinear_matmul_per_channel_on_one_tcu_instruction(rng, unsigned_a, mode):
     m, k, n = 16, 64, 24
     if unsigned_a:
         a_onnx = rng.integers(0, 256, (m, k))
@@ -72,15 +91,21 @@ def test_qlinear_matmul_per_channel_on_one_tcu_instruction(rng, unsigned_a):
     # the compiler's mapping: bias = -za * colsum(b), requant pairs from the real multipliers
     bias = -za * b.sum(axis=0)
     reals = [float(sa) * float(s) / float(sy) for s in sb]
+    if mode == "f32-rne":  # onnxruntime's multiplier: f32 product, then f32 quotient
+        reals = [float(np.float32(np.float32(sa * s) / sy)) for s in sb]
     pc = _per_channel_pairs(reals)
     A, B = hb(0, 0, DType.I8, (m, k)), hb(0, 2048, DType.I8, (k, n))
     BI, PC = hb(0, 4096, DType.I32, (n,)), hb(0, 4352, DType.I32, (n, 2))
     C = hb(0, 8192, DType.I8, (m, n))
     ep = Epilogue(bias=BI, requant=Requant(zero_point=zy, per_channel=PC))
     res, (c,) = run([MatMul(0, A, B, C, m, n, k, epilogue=ep)],
-                    [(A, a), (B, b), (BI, bias), (PC, pc)], [C])
+                    [(A, a), (B, b), (BI, bias), (PC, pc)], [C],
+                    machine=FIXED if mode == "fixed-half-up" else "tiny")
     assert res.ok, res.reports
     got = c.reshape(m, n).astype(np.int64)
+    if mode == "f32-rne":
+        np.testing.assert_array_equal(got, f32_requant_oracle(acc_onnx, reals, zy, 1))
+        return
     diff = np.abs(got - want)
     assert diff.max() <= 1
     for i, j in zip(*np.nonzero(diff)):
@@ -110,7 +135,8 @@ def qlinear_conv_oracle(x, sx, zx, w, sw, bias, sy, zy, pad):
     return out, acc
 
 
-def test_qlinear_conv_per_channel_on_one_tcu_instruction(rng):
+@pytest.mark.parametrize("mode", ["f32-rne", "fixed-half-up"])
+def test_qlinear_conv_per_channel_on_one_tcu_instruction(rng, mode):
     n, c, h, wd, f = 1, 8, 6, 6, 16
     x = rng.integers(-128, 128, (n, c, h, wd))
     w = rng.integers(-127, 128, (f, c, 3, 3))
@@ -124,15 +150,21 @@ def test_qlinear_conv_per_channel_on_one_tcu_instruction(rng):
     wh = w.transpose(2, 3, 1, 0)
     bias = b - zx * w.reshape(f, -1).sum(axis=1)
     reals = [float(sx) * float(s) / float(sy) for s in sw]
+    if mode == "f32-rne":
+        reals = [float(np.float32(np.float32(sx * s) / sy)) for s in sw]
     pc = _per_channel_pairs(reals)
     X, W = hb(0, 0, DType.I8, xn.shape), hb(0, 1024, DType.I8, wh.shape)
     BI, PC = hb(0, 3072, DType.I32, (f,)), hb(0, 3200, DType.I32, (f, 2))
     Y = hb(0, 4096, DType.I8, (n, h, wd, f))
     ep = Epilogue(bias=BI, requant=Requant(zero_point=zy, per_channel=PC))
     inst = Conv2D(0, X, W, Y, n, h + 2, wd + 2, c, f, 3, 3, epilogue=ep)
-    res, (y,) = run([inst], [(X, xn), (W, wh), (BI, bias), (PC, pc)], [Y])
+    res, (y,) = run([inst], [(X, xn), (W, wh), (BI, bias), (PC, pc)], [Y],
+                    machine=FIXED if mode == "fixed-half-up" else "tiny")
     assert res.ok, res.reports
     got = y.reshape(n, h, wd, f).transpose(0, 3, 1, 2).astype(np.int64)
+    if mode == "f32-rne":
+        np.testing.assert_array_equal(got, f32_requant_oracle(acc_onnx, reals, zy, 1))
+        return
     diff = np.abs(got - want)
     assert diff.max() <= 1
     for idx in zip(*np.nonzero(diff)):
@@ -145,7 +177,8 @@ def test_qlinear_conv_per_channel_on_one_tcu_instruction(rng):
 @given(st.floats(min_value=2.0**-32, max_value=1.99, allow_nan=False),
        st.lists(st.integers(-(1 << 31), (1 << 31) - 1), min_size=1, max_size=20))
 def test_quantize_multiplier_requant_is_onnx_rounding_except_near_ties(real, accs):
-    """ISA requant with quantize_multiplier(real) == round_half_even(acc * real) unless near a tie."""
+    """fixed-half-up requant with quantize_multiplier(real) == round_half_even(acc * real) unless
+    near a tie."""
     mult, shift = numerics.quantize_multiplier(real)
     assert 1 << 30 <= mult < 1 << 31 and 0 <= shift <= 63
     assert abs(Fraction(mult, 1 << shift) / Fraction(real) - 1) <= Fraction(1, 1 << 31)
@@ -153,7 +186,8 @@ def test_quantize_multiplier_requant_is_onnx_rounding_except_near_ties(real, acc
 
     acc = np.array(accs, np.int64)
     p = [((a * mult) + (1 << (shift - 1))) >> shift if shift else a * mult for a in accs]
-    got = requantize(acc.astype(np.int32), mult, shift, 0, -128, 127)  # the interpreter's
+    got = requantize(acc.astype(np.int32), mult, shift, 0, -128, 127,  # the interpreter's
+                     "fixed-half-up")
     assert np.array_equal(got, np.clip(p, -128, 127))
     for a, q in zip(accs, p):
         exact = round(Fraction(a) * Fraction(real))

@@ -6,20 +6,34 @@ import pytest
 from m100.sim.testing import hb, run
 from m100.targets.m100 import numerics
 from m100.targets.m100.isa import (Act, Conv2D, DType, Epilogue, MatMul, Requant, Sync)
+from m100.targets.m100.machine import get_machine
 
 
-def requant_oracle(acc, mult, shift, zp, qmin, qmax):
-    """Requant from the ISA text, with Python integers element by element."""
+def requant_oracle(acc, mult, shift, zp, qmin, qmax, mode="f32-rne"):
+    """Requant from the ISA text (docs/isa.md section 5), element by element in Python:
+    ``fixed-half-up`` with Python integers; ``f32-rne`` as ONNX QuantizeLinear of the f32 product
+    (``m`` and ``acc`` converted to f32, one f32 product, Python's round(): half to even)."""
     acc = np.asarray(acc)
     mult = np.broadcast_to(mult, acc.shape)
     shift = np.broadcast_to(shift, acc.shape)
     out = np.empty(acc.shape, dtype=np.int64)
     for idx in np.ndindex(acc.shape):
-        p = int(acc[idx]) * int(mult[idx])
         s = int(shift[idx])
-        q = (p + (1 << (s - 1))) >> s if s > 0 else p
+        if mode == "f32-rne":
+            m = np.float32(int(mult[idx]) / 2 ** s)
+            q = round(float(np.float32(np.float32(int(acc[idx])) * m)))
+        else:
+            p = int(acc[idx]) * int(mult[idx])
+            q = (p + (1 << (s - 1))) >> s if s > 0 else p
         out[idx] = min(max(q + zp, qmin), qmax)
     return out
+
+
+MODES = ("f32-rne", "fixed-half-up")
+
+
+def _machine(mode):
+    return get_machine("tiny").replace(tcu_requant=mode)
 
 
 def i8(rng, shape):
@@ -35,20 +49,66 @@ def test_matmul_int8_plain(rng):
     assert np.array_equal(c.reshape(m, n), a @ b)
 
 
-def test_matmul_int8_bias_relu_requant_per_tensor(rng):
+@pytest.mark.parametrize("mode", MODES)
+def test_matmul_int8_bias_relu_requant_per_tensor(rng, mode):
     m, k, n = 16, 64, 32
     a, b = i8(rng, (m, k)), i8(rng, (k, n))
     bias = rng.integers(-5000, 5000, n)
     A, B = hb(0, 0, DType.I8, (m, k)), hb(0, 1024, DType.I8, (k, n))
     BI, C = hb(0, 4096, DType.I32, (n,)), hb(0, 8192, DType.I8, (m, n))
     ep = Epilogue(bias=BI, act=Act.RELU, requant=Requant(multiplier=1234567, shift=31, zero_point=-3))
-    res, (c,) = run([MatMul(0, A, B, C, m, n, k, epilogue=ep)], [(A, a), (B, b), (BI, bias)], [C])
+    res, (c,) = run([MatMul(0, A, B, C, m, n, k, epilogue=ep)], [(A, a), (B, b), (BI, bias)], [C],
+                    machine=_machine(mode))
     assert res.ok
     acc = np.maximum(a @ b + bias, 0)
-    assert np.array_equal(c.reshape(m, n), requant_oracle(acc, 1234567, 31, -3, -128, 127))
+    assert np.array_equal(c.reshape(m, n), requant_oracle(acc, 1234567, 31, -3, -128, 127, mode))
 
 
-def test_matmul_int8_requant_per_channel_and_clamp(rng):
+# acc, then the result by the ONNX definition (f32-rne) and by the fixed-point one, worked by hand
+# with m = 0.5 (multiplier 2**30, shift 31) and zero point 0: ties go to even / up; saturation
+_TIES = [(3, 2, 2), (5, 2, 3), (-3, -2, -1), (-5, -2, -2), (7, 4, 4), (-1, 0, 0), (1, 0, 1),
+         (253, 126, 127), (255, 127, 127), (257, 127, 127), (-257, -128, -128),
+         (-255, -128, -127), ((1 << 31) - 1, 127, 127), (-(1 << 31), -128, -128)]
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_requant_half_way_cases_and_saturation(mode):
+    """Ties of ``acc * 0.5``: the M100's f32-rne rounds half to even (ONNX QuantizeLinear),
+    fixed-half-up rounds half up; both saturate to [-128, 127] (qmin/qmax). And the case where
+    only the f32 product is a tie: acc = -2903, m = f32(f32(xs * ws) / ys) (onnxruntime's
+    multiplier of test_quant_e2e): the exact product is -87.49999805, the f32 product -87.5."""
+    f = np.float32
+    m = f(f(f(0.046575177) * f(0.051239517)) / f(0.07917691))
+    mult, shift = numerics.quantize_multiplier(float(m))
+    accs = np.array([a for a, _, _ in _TIES] + [-2903, 2903], np.int64)
+    want = [r if mode == "f32-rne" else q for _, r, q in _TIES] + \
+        ([-88, 88] if mode == "f32-rne" else [-87, 87])
+    pairs = [(1 << 30, 31)] * len(_TIES) + [(mult, shift)] * 2
+
+    def tcu(acc, pc_pairs=None, mm=0, sh=0):
+        """One MatMul whose accumulator row is ``acc`` (A = 0, the bias = acc), requantized."""
+        n = len(acc)
+        A, B = hb(0, 0, DType.I8, (1, 1)), hb(0, 64, DType.I8, (1, n))
+        BI, C, PC = hb(0, 128, DType.I32, (n,)), hb(0, 512, DType.I8, (1, n)), \
+            hb(0, 1024, DType.I32, (n, 2))
+        rq = Requant(zero_point=0, per_channel=PC) if pc_pairs is not None else \
+            Requant(multiplier=mm, shift=sh, zero_point=0)
+        data = [(A, [0]), (B, np.zeros(n)), (BI, acc)] + \
+            ([(PC, np.array(pc_pairs).reshape(-1))] if pc_pairs is not None else [])
+        res, (c,) = run([MatMul(0, A, B, C, 1, n, 1, epilogue=Epilogue(bias=BI, requant=rq))],
+                        data, [C], machine=_machine(mode))
+        assert res.ok
+        return [int(v) for v in c]
+
+    k = len(_TIES)
+    assert tcu(accs, pc_pairs=pairs) == want  # per channel
+    assert tcu(accs[:k], mm=1 << 30, sh=31) + tcu(accs[k:], mm=mult, sh=shift) == want
+    assert np.array_equal(requant_oracle(accs[:len(_TIES)], 1 << 30, 31, 0, -128, 127, mode),
+                          want[:len(_TIES)])
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_matmul_int8_requant_per_channel_and_clamp(rng, mode):
     m, k, n = 8, 32, 16
     a, b = i8(rng, (m, k)), i8(rng, (k, n))
     mult = rng.integers(1 << 20, 1 << 30, n)
@@ -58,10 +118,11 @@ def test_matmul_int8_requant_per_channel_and_clamp(rng):
     PC, C = hb(0, 2048, DType.I32, (n, 2)), hb(0, 4096, DType.I8, (m, n))
     ep = Epilogue(act=Act.CLAMP, clamp_lo=-3000.5, clamp_hi=2000.0,
                   requant=Requant(zero_point=5, qmin=-100, qmax=100, per_channel=PC))
-    res, (c,) = run([MatMul(0, A, B, C, m, n, k, epilogue=ep)], [(A, a), (B, b), (PC, pc)], [C])
+    res, (c,) = run([MatMul(0, A, B, C, m, n, k, epilogue=ep)], [(A, a), (B, b), (PC, pc)], [C],
+                    machine=_machine(mode))
     assert res.ok
     acc = np.clip(a @ b, -3000, 2000)
-    want = requant_oracle(acc, mult[None, :], shift[None, :], 5, -100, 100)
+    want = requant_oracle(acc, mult[None, :], shift[None, :], 5, -100, 100, mode)
     assert np.array_equal(c.reshape(m, n), want)
 
 
@@ -161,7 +222,8 @@ def test_conv2d_int8(rng, cfg):
                                                                cfg["dil"], g))
 
 
-def test_conv2d_requant_relu(rng):
+@pytest.mark.parametrize("mode", MODES)
+def test_conv2d_requant_relu(rng, mode):
     n, h, wd, c, f = 1, 6, 6, 8, 16
     x, w = i8(rng, (n, h, wd, c)), i8(rng, (3, 3, c, f))
     bias = rng.integers(-2000, 2000, f)
@@ -169,9 +231,10 @@ def test_conv2d_requant_relu(rng):
     BI, Y = hb(0, 4096, DType.I32, (f,)), hb(0, 8192, DType.I8, (n, 6, 6, f))
     ep = Epilogue(bias=BI, act=Act.RELU, requant=Requant(multiplier=19, shift=10, zero_point=-128))
     res, (y,) = run([Conv2D(0, X, W, Y, n, h, wd, c, f, 3, 3, pad=(1, 1, 1, 1), epilogue=ep)],
-                    [(X, x), (W, w), (BI, bias)], [Y])
+                    [(X, x), (W, w), (BI, bias)], [Y], machine=_machine(mode))
     acc = np.maximum(conv_oracle(x, w, (1, 1), (1, 1, 1, 1), (1, 1), 1) + bias, 0)
-    assert np.array_equal(y.reshape(n, 6, 6, f), requant_oracle(acc, 19, 10, -128, -128, 127))
+    assert np.array_equal(y.reshape(n, 6, 6, f),
+                          requant_oracle(acc, 19, 10, -128, -128, 127, mode))
 
 
 def test_matmul_f16_with_i4_weights(rng):
