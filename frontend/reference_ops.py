@@ -20,6 +20,7 @@ from xdsl.dialects.builtin import (
 from xdsl.ir import Operation
 from xdsl.ir.affine import AffineBinaryOpExpr, AffineBinaryOpKind
 
+from m100.targets.m100 import numerics
 from m100.frontend.reference_common import (
     ReferenceError,
     _contig,
@@ -169,6 +170,14 @@ def _h_select(ex, op, args, env):
     return [np.asarray(np.where(c, a, b)).astype(np_dtype(op.results[0].type), copy=False)]
 
 
+def _h_fma(ex, op, args, env):
+    """``math.fma``: one rounding (f32: ``numerics.fma_f32``, the CVU's fma)."""
+    a, b, c = (np.asarray(x) for x in args)
+    if a.dtype == np.float32:
+        return [numerics.fma_f32(a, b, c)]
+    return [np.asarray(a * b + c)]
+
+
 def _h_cmpf(ex, op, args, env):
     return [_cmpf(op.predicate.value.data, np.asarray(args[0]), np.asarray(args[1]))]
 
@@ -226,6 +235,7 @@ def _h_fma(ex, op, args, env):
 
 _SCALAR_SPECIAL: dict[str, Callable] = {
     "arith.select": _h_select,
+    "math.fma": _h_fma,
     "arith.cmpf": _h_cmpf,
     "arith.cmpi": _h_cmpi,
     "math.fpowi": _h_fpowi,

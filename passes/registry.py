@@ -46,6 +46,7 @@ PASSES: tuple[str, ...] = (
     "graph.fuse_epilogue:FuseEpilogue",
     "graph.fuse_predicates:FusePredicates",
     "graph.layout_nhwc:LayoutNhwc",
+    "graph.lower_quantized_add:LowerQuantizedAdd",
     "graph.m100_graph:M100Graph",
     "graph.materialize_index:MaterializeIndex",
     "graph.raise_quant_casts:RaiseQuantCasts",

@@ -270,6 +270,8 @@ def cvu_stage(st, args: list) -> np.ndarray:
             c = args[0]
             c = np.float64(c) if isinstance(c, _Imm) else np.asarray(c)
             return np.where(c != 0, args[1], args[2]).astype(np.float32)
+        if op is CvuOp.FMA:  # one rounding (numerics.fma_f32)
+            return numerics.fma_f32(*args)
         x = args[0]
         ax = st.axis
         if op in _REDUCE:

@@ -45,7 +45,7 @@ BODY_MATH = frozenset({
     "math.fpowi", "math.powf", "math.floor", "math.ceil", "math.round", "math.roundeven",
     "math.absi", "math.sin", "math.cos", "math.tan", "math.atan", "math.asin", "math.acos",
     "math.sinh", "math.cosh", "math.asinh", "math.acosh", "math.atanh", "math.log1p",
-    "math.expm1",
+    "math.expm1", "math.fma",
 })
 BODY_OTHER = frozenset({"linalg.yield", "linalg.index", "cf.assert", "tensor.extract",
                         "tm_tensor.yield", "tensor.yield"})

@@ -437,6 +437,8 @@ def evaluate(e: E, env: dict[tuple[str, object], np.ndarray]) -> np.ndarray:
             return _cmp(e.val, vals[0], vals[1])
         if k == "select":
             return np.where(vals[0], vals[1], vals[2])
+        if k == "fma":
+            return vals[0] * vals[1] + vals[2]
     raise KeyError(k)
 
 

@@ -25,6 +25,7 @@ from m100.passes.graph.fuse_dequant import FuseDequant
 from m100.passes.graph.fuse_epilogue import FuseEpilogue
 from m100.passes.graph.fuse_predicates import FusePredicates
 from m100.passes.graph.layout_nhwc import LayoutNhwc
+from m100.passes.graph.lower_quantized_add import LowerQuantizedAdd
 from m100.passes.graph.materialize_index import MaterializeIndex
 from m100.passes.graph.recognize_idioms import RecognizeIdioms
 from m100.passes.graph.simplify_algebra import SimplifyAlgebra
@@ -35,7 +36,7 @@ class M100Graph(ModulePass):
     """The graph pipeline: canonicalize, CSE/DCE, checks, folding, layout, idioms, fusion, units.
 
     What: runs, in order: canonicalize, cse (xDSL's), fold-constants, [raise-quant-casts,
-    fold-quantized-contractions], materialize-index, check-supported,
+    fold-quantized-contractions, lower-quantized-add], materialize-index, check-supported,
     simplify-algebra, [layout-nhwc, simplify-algebra (cancels the transposes between
     convolutions), fold-constants (packs transposed weights)], [fold-batchnorm], cse, dce (+ removal of dead
     linalg/tensor ops, which xDSL's dce keeps), [recognize-idioms], [fuse-epilogue,
@@ -63,7 +64,7 @@ class M100Graph(ModulePass):
         s: list[ModulePass] = [CanonicalizePass(), CommonSubexpressionElimination(),
                                FoldConstants()]
         if self.quant:
-            s += [RaiseQuantCasts(), FoldQuantizedContractions()]
+            s += [RaiseQuantCasts(), FoldQuantizedContractions(), LowerQuantizedAdd()]
         s += [MaterializeIndex(), CheckSupported(), SimplifyAlgebra()]
         if self.layout:
             s += [LayoutNhwc(), SimplifyAlgebra(), FoldConstants()]

@@ -397,6 +397,8 @@ def _expr_stages(exprs, n_in: int, where: str) -> tuple[Stage, ...]:
             r = emit(CvuOp.MUL, (x, x)) if int(n.val) == 2 else emit(CvuOp.POW, (x, _imm(int(n.val))))
         elif k in ELEMENTARY:
             r = ELEMENTARY[k](emit, go(e.args[0]))
+        elif k == "fma":  # math.fma: one rounding, the CVU's fused multiply-add
+            r = emit(CvuOp.FMA, tuple(go(a) for a in e.args))
         elif k == "select":
             c, a, b = e.args
             # relu idiom: select(x > c, x, c) -> max(x, c)

@@ -145,6 +145,7 @@ class CvuOp(IntEnum):
     REM = 47  # a - trunc(a / b) * b (the sign of a; C %); b == 0 faults
     # ternary
     SELECT = 48  # args (cond, a, b): a where cond != 0 else b
+    FMA = 49  # args (a, b, c): a * b + c in f32 with one rounding (fused multiply-add)
     # reductions along ``axis`` (keepdims)
     RSUM = 64
     RMAX = 65

@@ -161,6 +161,30 @@ def quantize_multiplier(real: float) -> tuple[int, int]:
     return int(mult), int(shift)
 
 
+# --- fused multiply-add -------------------------------------------------------------------------
+def fma_f32(a, b, c) -> np.ndarray:
+    """``a * b + c`` of f32 values with ONE rounding to f32 (IEEE fusedMultiplyAdd, round to
+    nearest even; what x86 ``vfmadd`` and MLIR ``math.fma`` on f32 compute), vectorized.
+
+    ``a * b`` is exact in f64 (two 24-bit significands); the f64 sum is rounded *to odd* (the
+    exact error of the f64 addition, Knuth's TwoSum, decides the last bit), and rounding that to
+    f32 is the correctly rounded f32 result because f64 has more than 24 + 2 bits (Boldo and
+    Melquiond, "Emulation of FMA and correctly rounded sums", IEEE TC 2008)."""
+    a = np.asarray(a, dtype=np.float32).astype(np.float64)
+    b = np.asarray(b, dtype=np.float32).astype(np.float64)
+    c = np.asarray(c, dtype=np.float32).astype(np.float64)
+    with np.errstate(over="ignore", invalid="ignore"):
+        p = a * b
+        s = p + c
+        v = s - p
+        e = (p - (s - v)) + (c - v)  # s + e == p + c exactly (finite s)
+        bits = np.asarray(s).view(np.int64)
+        odd = np.isfinite(s) & np.isfinite(e) & (e != 0) & ((bits & 1) == 0)
+        if np.any(odd):
+            s = np.where(odd, np.nextafter(s, np.where(e > 0, np.inf, -np.inf)), s)
+        return np.asarray(s).astype(np.float32)
+
+
 # --- math ---------------------------------------------------------------------------------------
 def erf(x: np.ndarray) -> np.ndarray:
     """Vectorized erf (Numerical Recipes ``erfcc`` Chebyshev fit, fractional error < 1.2e-7)."""
@@ -177,7 +201,7 @@ def erf(x: np.ndarray) -> np.ndarray:
 
 __all__ = ["value_dtype", "int_range", "byte_size", "f32_to_bf16_bits", "bf16_bits_to_f32",
            "round_bf16", "convert", "to_bytes", "from_bytes", "unpack_nibbles", "erf",
-           "quantize_multiplier"]
+           "quantize_multiplier", "fma_f32"]
 
 
 # --- CVU lanes (docs/isa.md "CVU lanes") ----------------------------------------------------------

@@ -7,14 +7,24 @@ import onnx
 from onnx import numpy_helper
 
 
-def qdq_oracle(model, x, requant: str = "f32"):
+def qdq_oracle(model, x, requant: str = "f32", add: str = "ort", gap: str = "onnx"):
     """The QDQ model evaluated in numpy as onnxruntime's integer kernels compute it (QLinearConv /
     QGemm: exact integer accumulation, f32 multiplier ``f32(f32(xs * ws) / ys)``, f32 product, round
     half even, + zp, saturate) for every Conv/Gemm; other ops on the f32 dequantized values, then
     QuantizeLinear ``round_half_even(f32(x / s)) + zp``. ``requant="fixed"``: the contractions'
-    requantization as the ISA defines the TCU's (docs/isa.md section 5: the same f32 multiplier
-    held exactly as ``mult / 2**shift``, the *exact* product ``acc * mult`` rounded half up by the
-    shift) instead of onnxruntime's f32 product rounded half to even."""
+    requantization in the TCU's ``fixed-half-up`` mode (docs/isa.md section 5: the same f32
+    multiplier held exactly as ``mult / 2**shift``, the *exact* product ``acc * mult`` rounded half
+    up by the shift) instead of the f32 product rounded half to even (``f32-rne``, the M100's).
+
+    ``add="ort"``: a quantized Add (DQ, DQ, same shapes -> Add -> Q) as onnxruntime's QLinearAdd
+    (MLAS AVX2: ``round_half_even(fma(a, ra, fma(b, rb, zc - fma(ra, za, rb * zb))))`` in f32 with
+    ``ra = sa / sc``, ``rb = sb / sc``, passes/graph/lower_quantized_add.py); ``add="onnx"``: the
+    ONNX definition (f32 add of the dequantized values, then QuantizeLinear).
+    ``gap="ort"``: GlobalAveragePool -> Q as QLinearGlobalAveragePool (exact integer sum of
+    ``q - zp``, times ``f32(s_in / f32(s_out * N))`` in f32, round half even); ``gap="onnx"``: the
+    f32 mean of the dequantized values, then QuantizeLinear (what the compiler computes)."""
+    from m100.targets.m100.numerics import fma_f32
+
     f32 = np.float32
     init = {t.name: numpy_helper.to_array(t) for t in model.graph.initializer}
     env = {model.graph.input[0].name: x}
@@ -37,6 +47,8 @@ def qdq_oracle(model, x, requant: str = "f32"):
         return ((q.astype(f32) - np.asarray(z, f32)) * np.asarray(s, f32)).astype(f32)
 
     def fl(v):
+        if isinstance(v, tuple) and v[0] not in ("q", "acc"):
+            raise NotImplementedError(f"a {v[0]} value read by an op other than QuantizeLinear")
         return deq(v) if isinstance(v, tuple) and v[0] == "q" else v
 
     for n in model.graph.node:
@@ -49,7 +61,16 @@ def qdq_oracle(model, x, requant: str = "f32"):
         elif op == "QuantizeLinear":
             s, z = f32(val(ins[1])), int(val(ins[2]))
             v = env[ins[0]]
-            if isinstance(v, tuple) and v[0] == "acc":
+            if isinstance(v, tuple) and v[0] == "qadd":
+                _, (qa, sa, za), (qb, sb, zb) = v
+                ra, rb = f32(f32(sa) / s), f32(f32(sb) / s)
+                fixed = f32(f32(z) - fma_f32(ra, f32(za), f32(rb * f32(zb))))
+                y = np.rint(fma_f32(qa.astype(f32), ra, fma_f32(qb.astype(f32), rb, fixed))) - z
+            elif isinstance(v, tuple) and v[0] == "gap":
+                _, acc, s_in, npix = v
+                sc = f32(f32(s_in) / f32(s * f32(npix)))
+                y = np.rint((acc.astype(f32) * sc).astype(f32))
+            elif isinstance(v, tuple) and v[0] == "acc":
                 _, acc, m_in, ch = v
                 m = ((m_in).astype(f32) / s).astype(f32)
                 shp = [1] * acc.ndim
@@ -91,6 +112,10 @@ def qdq_oracle(model, x, requant: str = "f32"):
                 ch = 1
             m_in = (f32(xv[2]) * np.asarray(wv[2], f32).reshape(-1)).astype(f32)
             out = ("acc", acc, m_in, ch)
+        elif op == "Add" and add == "ort" and all(
+                isinstance(env[i], tuple) and env[i][0] == "q" and np.ndim(env[i][2]) == 0
+                for i in ins) and env[ins[0]][1].shape == env[ins[1]][1].shape:
+            out = ("qadd",) + tuple((env[i][1], env[i][2], int(env[i][3])) for i in ins)
         elif op == "Add":
             out = (fl(env[ins[0]]) + fl(env[ins[1]])).astype(f32)
         elif op == "Relu":
@@ -105,6 +130,10 @@ def qdq_oracle(model, x, requant: str = "f32"):
             for i in range(k):
                 for j in range(k):
                     out = np.maximum(out, vp[:, :, i:i + st * oh:st, j:j + st * ow:st])
+        elif op == "GlobalAveragePool" and gap == "ort" and isinstance(env[ins[0]], tuple):
+            _, q, s_in, z_in, _ax = env[ins[0]]
+            acc = (q - np.int64(z_in)).sum(axis=(2, 3), keepdims=True)
+            out = ("gap", acc, s_in, q.shape[2] * q.shape[3])
         elif op == "GlobalAveragePool":
             out = fl(env[ins[0]]).mean(axis=(2, 3), keepdims=True, dtype=f32)
         elif op == "Flatten":

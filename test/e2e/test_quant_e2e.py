@@ -312,9 +312,9 @@ def test_qdq_resnet18_matches_the_integer_kernel_oracle():
     """Acceptance of issue 11, QDQ ResNet-18 (quantize_static per-channel S8S8, 64x64): all 21
     contractions int8 on the TCU, output within 1 LSB on >= 99.9 % of the elements of the numpy
     oracle of onnxruntime's integer kernels (``qdq_oracle``: every Conv/Gemm as QLinearConv/QGemm
-    compute it), and bit-exact with that oracle computing the requantization as the ISA defines
-    the TCU's (``requant="fixed"``: the exact product rounded half up, where onnxruntime rounds the
-    f32 product half to even -- the one arithmetic difference, docs/graph.md). onnxruntime itself
+    compute it, every residual Add as QLinearAdd), and bit-exact with it: the TCU requantizes as
+    they do (the f32 product rounded half to even, ``Machine.tcu_requant = "f32-rne"``, docs/isa.md
+    section 5) and lower-quantized-add computes QLinearAdd's f32 expression. onnxruntime itself
     runs 11 of the 20 convolutions in f32 (docs/graph.md), which moves some outputs by up to 3
     LSB; that figure is reported (bench/quant.py --only qdq), not asserted."""
     from qdq_oracle import qdq_oracle
@@ -340,7 +340,7 @@ def test_qdq_resnet18_matches_the_integer_kernel_oracle():
         ort_int8 = sess_int8.run(None, {"x": x})[0]  # every conv as S8S8 QLinearConv
         oracle_is_ort += int(np.array_equal(want, ort))
         got = driver.run(cr.program, {"x": x}, machine=cr.machine).outputs["y"].reshape(want.shape)
-        np.testing.assert_array_equal(got, qdq_oracle(model, x, requant="fixed")[0])
+        np.testing.assert_array_equal(got, want)
         steps.append(np.rint(np.abs(got - want) / lsb).ravel())
         ort_steps.append(np.rint(np.abs(got - ort) / lsb).ravel())
         int8_steps.append(np.rint(np.abs(got - ort_int8.reshape(got.shape)) / lsb).ravel())
@@ -348,9 +348,9 @@ def test_qdq_resnet18_matches_the_integer_kernel_oracle():
     assert oracle_is_ort >= 1  # the oracle is onnxruntime's arithmetic (where no f32 conv tips)
     assert np.mean(s <= 1) >= 0.999, (np.mean(s <= 1), np.mean(o <= 1), o.max())
     # onnxruntime itself, told to run S8S8 integer kernels for every conv (docs/graph.md: by
-    # default its s8 -> u8 rewrite skips the 11 convs after a fan-out and runs them in f32)
-    assert np.mean(np.concatenate(int8_steps) <= 1) >= 0.999
-
+    # default its s8 -> u8 rewrite skips the 11 convs after a fan-out and runs them in f32):
+    # the acceptance figure, >= 99.9 % *exact* (bench/quant.py --only qdq: 100 % on 100 inputs)
+    assert np.mean(np.concatenate(int8_steps) == 0) >= 0.999
 
 
 def test_ptq_f16_llama_layer_batch_matmuls_store_f16(tmp_path):

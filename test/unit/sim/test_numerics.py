@@ -63,3 +63,55 @@ def test_erf_accuracy():
     x = np.linspace(-6, 6, 2001)
     ref = np.array([math.erf(v) for v in x])
     assert np.max(np.abs(numerics.erf(x) - ref)) < 2e-7
+
+
+def _f32_bits(x) -> int:
+    return struct.unpack("<I", struct.pack("<f", float(x)))[0]
+
+
+def fma_oracle(a: float, b: float, c: float) -> float:
+    """The f32 nearest to the exact ``a * b + c`` (exact rationals), ties to the even
+    significand: chosen among the f32 candidates around the f64 value by exact distance."""
+    from fractions import Fraction
+
+    exact = Fraction(a) * Fraction(b) + Fraction(c)
+    guess = np.float32(float(exact))  # within one f32 ulp of the answer (double rounding)
+    cands = {float(guess), float(np.nextafter(guess, np.float32(np.inf))),
+             float(np.nextafter(guess, np.float32(-np.inf)))}
+    cands = [v for v in cands if math.isfinite(v)]
+    best = min(cands, key=lambda v: (abs(Fraction(v) - exact), _f32_bits(v) & 1))
+    return best
+
+
+_F32 = st.floats(allow_nan=False, allow_infinity=False, width=32, min_value=-2.0 ** 60,
+                max_value=2.0 ** 60)
+
+
+@settings(max_examples=400, deadline=None)
+@given(_F32, _F32, _F32)
+def test_fma_f32_is_one_rounding(a, b, c):
+    got = numerics.fma_f32(np.float32(a), np.float32(b), np.float32(c))
+    assert float(got) == fma_oracle(a, b, c)
+
+
+def test_fma_f32_differs_from_two_roundings_where_the_product_rounds():
+    f = np.float32
+    e = f(2.0 ** -23)
+    # (1 + e)^2 = 1 + 2e + e^2: the product rounds to 1 + 2e, the fused result keeps e^2
+    a = f(1) + e
+    assert numerics.fma_f32(a, a, f(-1) - f(2) * e) == f(2.0 ** -46)
+    assert f(a * a) - (f(1) + f(2) * e) == 0
+    # ties of the final rounding go to even: 1 + 2**-24 (exactly half an ulp above 1) -> 1,
+    # 1 + 3 * 2**-24 -> 1 + 2**-22
+    assert numerics.fma_f32(f(2.0 ** -12), f(2.0 ** -12), f(1)) == f(1)
+    assert numerics.fma_f32(f(3 * 2.0 ** -12), f(2.0 ** -12), f(1)) == f(1) + f(2.0 ** -22)
+    # vectorized, broadcasting, an exactly representable case
+    np.testing.assert_array_equal(numerics.fma_f32(np.arange(4, dtype=f), f(3), f(1)),
+                                  np.array([1, 4, 7, 10], f))
+    # double rounding: a * b = 2**-24 - 2**-70, c = 1 + 2**-23: the exact sum lies just below the
+    # tie between 1 + 2**-23 and 1 + 2**-22; rounding it to f64 first lands on the tie (-> even,
+    # 1 + 2**-22, wrong); one rounding gives 1 + 2**-23
+    a, b, c = f(2.0 ** -12 * (1 + 2.0 ** -23)), f(2.0 ** -12 * (1 - 2.0 ** -23)), f(1) + e
+    assert f(np.float64(a) * np.float64(b) + np.float64(c)) == f(1) + f(2.0 ** -22)
+    assert numerics.fma_f32(a, b, c) == f(1) + e
+    assert fma_oracle(float(a), float(b), float(c)) == float(f(1) + e)
