@@ -22,11 +22,14 @@ BatchNorm folded by ``quant_pre_process``), compiled for m100 and run on the int
 ``--qdq-inputs`` N(0, 1) inputs; every output element compared in LSB of the output's
 QuantizeLinear scale with (a) onnxruntime as it runs by default, (b) onnxruntime with
 ``session.qdqisint8allowed=1`` (every conv an S8S8 integer kernel), (c) the numpy oracle of
-onnxruntime's integer kernels (``test/e2e/qdq_oracle.py``); and (a) vs (b) (onnxruntime against
-itself). The evidence for the differences: the op types of onnxruntime's optimized graphs
-(``QLinearConv`` = integer kernel, ``Conv`` / ``FusedConv`` = the f32 fallback), and (d) the oracle
-with the TCU's requantization (``qdq_oracle(requant="fixed")``: the exact product rounded half
-up, docs/isa.md) instead of onnxruntime's f32 product rounded half to even.
+onnxruntime's integer kernels (``test/e2e/qdq_oracle.py``: QLinearConv/QGemm requantization,
+QLinearAdd); and (a) vs (b) (onnxruntime against itself). The evidence for the differences: the
+op types of onnxruntime's optimized graphs (``QLinearConv`` = integer kernel, ``Conv`` /
+``FusedConv`` = the f32 fallback), and oracle variants: the ONNX definition of the residual Adds
+(``add="onnx"``) instead of QLinearAdd's f32 expression, QLinearGlobalAveragePool's integer sum
+(``gap="ort"``), and the TCU's other requant mode (``requant="fixed"``: the exact product rounded
+half up, ``Machine.tcu_requant = "fixed-half-up"``, docs/isa.md) instead of the f32 product
+rounded half to even.
 """
 
 from __future__ import annotations
@@ -140,7 +143,7 @@ def ptq_rows(n_inputs: int, n_sim: int, hw: int) -> list[dict]:
     return rows
 
 
-def perf_rows(hw: int) -> list[dict]:
+def perf_rows(hw: int, schemes=("w8a8", "f32")) -> list[dict]:
     from m100.frontend import models, ptq
     from m100.targets.m100.machine import get_machine
     from m100.tools import driver
@@ -149,7 +152,7 @@ def perf_rows(hw: int) -> list[dict]:
     cal = _inputs(fm, 8, seed=1)
     x = _inputs(fm, 1, seed=3)[0]
     rows = []
-    for scheme in ("w8a8", "f32"):
+    for scheme in schemes:
         model = ptq.quantize_model(fm, "w8a8", cal) if scheme == "w8a8" else fm
         t = time.perf_counter()
         cr = driver.compile(model)
@@ -198,7 +201,7 @@ def _lsb_stats(steps) -> dict:
             "hist": {int(k): int(v) for k, v in zip(*np.unique(s, return_counts=True))}}
 
 
-def qdq_rows(n_inputs: int, hw: int, classes: int) -> list[dict]:
+def qdq_rows(n_inputs: int, hw: int, classes: int, n_oracle: int | None = None) -> list[dict]:
     import sys
 
     from m100.frontend import quant_models as qm
@@ -219,10 +222,12 @@ def qdq_rows(n_inputs: int, hw: int, classes: int) -> list[dict]:
     sess8, ops_int8 = _ort_session(model, int8=True)
     lsb = driver.output_lsb(model, model.graph.output[0].name)
     rng = np.random.default_rng(123)
-    steps = {"ort_default": [], "ort_int8": [], "oracle": [], "oracle_tcu_requant": [],
-             "ort_default_vs_ort_int8": [], "ort_int8_vs_oracle": []}
+    steps = {"ort_default": [], "ort_int8": [], "oracle": [], "oracle_onnx_add": [],
+             "oracle_ort_gap": [], "oracle_fixed_half_up": [], "ort_default_vs_ort_int8": [],
+             "ort_int8_vs_oracle": []}
     sim_s = 0.0
-    for _ in range(n_inputs):
+    n_oracle = n_inputs if n_oracle is None else min(n_oracle, n_inputs)
+    for i in range(n_inputs):
         x = rng.standard_normal((1, 3, hw, hw)).astype(np.float32)
         t = time.perf_counter()
         got = np.asarray(driver.run(cr.program, {"x": x}, machine=cr.machine, mode="functional")
@@ -230,13 +235,20 @@ def qdq_rows(n_inputs: int, hw: int, classes: int) -> list[dict]:
         sim_s += time.perf_counter() - t
         a = sess.run(None, {"x": x})[0].astype(np.float64).reshape(got.shape)
         b = sess8.run(None, {"x": x})[0].astype(np.float64).reshape(got.shape)
-        c = np.asarray(qdq_oracle(model, x)[0], np.float64).reshape(got.shape)
-        f = np.asarray(qdq_oracle(model, x, requant="fixed")[0], np.float64).reshape(got.shape)
-        for k, want, have in (("ort_default", a, got), ("ort_int8", b, got), ("oracle", c, got),
-                              ("oracle_tcu_requant", f, got), ("ort_default_vs_ort_int8", a, b),
-                              ("ort_int8_vs_oracle", c, b)):
+        def orc(**kw):
+            return np.asarray(qdq_oracle(model, x, **kw)[0], np.float64).reshape(got.shape)
+
+        pairs = [("ort_default", a, got), ("ort_int8", b, got), ("ort_default_vs_ort_int8", a, b)]
+        if i < n_oracle:  # the numpy oracles cost more than the interpreter: the first n_oracle
+            c = orc()
+            pairs += [("oracle", c, got), ("oracle_onnx_add", orc(add="onnx"), got),
+                      ("oracle_ort_gap", orc(gap="ort"), got),
+                      ("oracle_fixed_half_up", orc(requant="fixed"), got),
+                      ("ort_int8_vs_oracle", c, b)]
+        for k, want, have in pairs:
             steps[k].append(np.rint(np.abs(have - want) / lsb).ravel())
     row = {"model": f"QDQ resnet18 {hw}x{hw}, {classes} classes", "inputs": n_inputs,
+           "oracle_inputs": n_oracle,
            "compile_s": round(ct, 1), "sim_s_per_input": round(sim_s / max(n_inputs, 1), 1),
            "contractions": convs_in_model, "tcu_instructions": len(tcu),
            "tcu_requant_instructions": n_int8,
@@ -257,8 +269,12 @@ def main(argv=None) -> int:
     ap.add_argument("--hw", type=int, default=64)
     ap.add_argument("--perf-hw", type=int, default=224)
     ap.add_argument("--qdq-inputs", type=int, default=20)
+    ap.add_argument("--qdq-oracle-inputs", type=int, default=None,
+                    help="compare with the numpy oracles on the first N inputs only (default all)")
     ap.add_argument("--classes", type=int, default=1000)
     ap.add_argument("--only", choices=("ptq", "perf", "qdq"))
+    ap.add_argument("--perf-schemes", default="w8a8,f32",
+                    help="comma-separated schemes of the perf rows (w8a8, f32)")
     ap.add_argument("--json")
     a = ap.parse_args(argv)
     out = {}
@@ -275,21 +291,22 @@ def main(argv=None) -> int:
             print(f"{r['model']:20s} {r['scheme']:6s} {r['rel_err']:9.4f} {r['top1_pct']:8.1f} "
                   f"{se:>9s} {st:>11s}")
     if a.only in (None, "perf"):
-        out["perf"] = perf_rows(a.perf_hw)
+        out["perf"] = perf_rows(a.perf_hw, tuple(a.perf_schemes.split(",")))
         print(f"\n{'model':20s} {'scheme':6s} {'cycles':>10s} {'us':>8s} {'util %':>7s} peak")
         for r in out["perf"]:
             print(f"{r['model']:20s} {r['scheme']:6s} {r['cycles']:10d} {r['us']:8.1f} "
                   f"{r['util_pct_of_peak']:7.2f} {r['peak']}")
     if a.only in (None, "qdq"):
-        out["qdq"] = qdq_rows(a.qdq_inputs, a.hw, a.classes)
+        out["qdq"] = qdq_rows(a.qdq_inputs, a.hw, a.classes, a.qdq_oracle_inputs)
         for r in out["qdq"]:
-            print(f"\n{r['model']}, {r['inputs']} inputs ({r['ort_int8']['elements']} elements), "
+            print(f"\n{r['model']}, {r['inputs']} inputs ({r['ort_int8']['elements']} elements; "
+                  f"oracles on the first {r['oracle_inputs']}), "
                   f"{r['tcu_requant_instructions']} of {r['tcu_instructions']} TCU instructions "
                   "int8 with requant")
             print(f"{'compiled vs':28s} {'exact %':>8s} {'<= 1 LSB %':>10s} {'max LSB':>8s} "
                   f"{'inputs not exact':>16s}")
-            for k in ("ort_int8", "ort_default", "oracle", "oracle_tcu_requant",
-                      "ort_default_vs_ort_int8", "ort_int8_vs_oracle"):
+            for k in ("ort_int8", "ort_default", "oracle", "oracle_onnx_add", "oracle_ort_gap",
+                      "oracle_fixed_half_up", "ort_default_vs_ort_int8", "ort_int8_vs_oracle"):
                 q = r[k]
                 print(f"{k:28s} {q['exact_pct']:8.2f} {q['within1_pct']:10.2f} {q['max_lsb']:8d} "
                       f"{q['inputs_not_exact']:16d}")

@@ -380,19 +380,21 @@ def integer_contraction(node, types, shapes, consts, names, helper, numpy_helper
 
 
 def dynamic_quantize(node, types, names, helper, numpy_helper):
-    """DynamicQuantizeLinear(x) -> (y u8, y_scale, y_zero_point) per onnx.reference: max/min of x
-    widened to include 0, scale = (max - min or 1 if equal) / 255, zero point = rint(clip(0 - min /
-    scale, 0, 255)), y = clip(rint(x / scale) + zero point, 0, 255); all f32 like the reference."""
+    """DynamicQuantizeLinear(x) -> (y u8, y_scale, y_zero_point): max/min of x widened to include
+    0, scale = (max - min) / 255, zero point = rint(clip(0 - min / scale, 0, 255)),
+    y = clip(rint(x / scale) + zero point, 0, 255); all f32. An all-zero x (max == min) has scale
+    1.0, as onnxruntime's kernel computes it (``max == min ? 1.0f : ...``): the ONNX function body
+    gives 0 (and divides by it), onnx.reference 1 / 255; y and the zero point are 0 in all three."""
     x = node.input[0]
     if types.get(x) != _F32:
         return None
     outs = list(node.output) + ["", "", ""]
     y, ys, yz = outs[:3]
     b = _B(names, helper, numpy_helper, node.name or y, types)
-    zero, one = b.const(0.0), b.const(1.0)
+    zero = b.const(0.0)
     mx = b.op("Max", [b.op("ReduceMax", [x], keepdims=0), zero])
     mn = b.op("Min", [b.op("ReduceMin", [x], keepdims=0), zero])
-    rng = b.op("Where", [b.op("Equal", [mx, mn]), one, b.op("Sub", [mx, mn])])
+    rng = b.op("Where", [b.op("Equal", [mx, mn]), b.const(255.0), b.op("Sub", [mx, mn])])
     scale = b.op("Div", [rng, b.const(255.0)])
     zp = b.op("Round", [b.op("Clip", [b.op("Sub", [zero, b.op("Div", [mn, scale])]), zero,
                                       b.const(255.0)])])

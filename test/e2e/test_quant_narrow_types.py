@@ -108,6 +108,24 @@ def test_dynamic_quantize_linear_matches_its_definition():
     np.testing.assert_array_equal(y, want)
 
 
+def test_dynamic_quantize_linear_of_an_all_zero_input_is_onnxruntime_s():
+    """max == min (only for an all-zero x, the range widened to include 0): the ONNX function body
+    divides by a zero scale, onnx.reference returns scale 1/255, onnxruntime 1.0 (its kernel's
+    ``max == min ? 1.0f``); y and the zero point are 0 in all. m100 follows onnxruntime."""
+    from m100.tools.onnx_backend import onnxruntime_run
+
+    m = _model([helper.make_node("DynamicQuantizeLinear", ["x"], ["y", "s", "z"])],
+               [("x", F32, [2, 3])],
+               [("y", TensorProto.UINT8, [2, 3]), ("s", F32, []), ("z", TensorProto.UINT8, [])],
+               opset=11)
+    for x in (np.zeros((2, 3), np.float32), np.array([[0, -0.0, 0], [0, 0, 0]], np.float32)):
+        want = onnxruntime_run(m, [x])
+        got = _run(m, x)
+        assert float(want[1]) == 1.0 and int(want[2]) == 0 and not want[0].any()
+        for g, w in zip(got, want):
+            np.testing.assert_array_equal(np.asarray(g), np.asarray(w).reshape(np.shape(g)))
+
+
 def test_arithmetic_on_int4_stays_refused_in_one_line():
     """Add on int4 wraps at 4 bits: not an op the int8 holder reproduces, so the graph is left
     as it is and refused (one line), never computed in int8."""
