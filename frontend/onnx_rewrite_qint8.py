@@ -20,7 +20,10 @@ When ``B - zb`` leaves int8 (uint8 weights, or int8 weights with a zero point), 
 ``- (rowsum(a') + K * (o - za)) * (zb - ob)`` per column, ``rowsum(a') = a' @ 1`` on the TCU.
 Exactness: every partial sum is bounded statically by ``K * 128 * max|B'| + 255 *
 max|colsum(B')| [+ 383 * K * max|zb - ob|] < 2**31`` (else the node is left to the f32 emulation
-of onnx_rewrite_qruntime / torch-mlir). Not taken (left as before): non-constant ``B``, a per-row ``za``, ``a`` of rank other than 2.
+of onnx_rewrite_qruntime / torch-mlir). A batched ``a`` ``[..., M, K]`` (static shape) is
+flattened to ``[prod(...) * M, K]`` (``Reshape``) and the result reshaped back: one contraction.
+Not taken (left as before): non-constant or batched ``B``, a per-row ``za``, ``a`` of rank 1 or of
+dynamic shape.
 """
 
 from __future__ import annotations
@@ -37,12 +40,14 @@ def matmul_integer_i8(node, inits, types, shapes, names, helper, numpy_helper):
         return None
     a, b, za, zb = (list(node.input) + ["", "", ""])[:4]
     ta, sa = types.get(a), shapes.get(a)
-    if ta not in (_U8, _S8) or sa is None or len(sa) != 2 or b not in inits:
+    if ta not in (_U8, _S8) or sa is None or len(sa) < 2 or b not in inits:
         return None
+    if any(not isinstance(d, int) or d <= 0 for d in sa):
+        return None  # a batched a needs static dims to be flattened to [M, K]
     if (zb and zb not in inits) or types.get(b) not in (_U8, _S8):
         return None
     w = np.asarray(inits[b]).astype(np.int64)
-    if w.ndim != 2 or w.shape[0] != sa[1]:
+    if w.ndim != 2 or w.shape[0] != sa[-1]:
         return None
     k, n = w.shape
     zbv = np.asarray(inits[zb]).astype(np.int64) if zb else np.zeros((), np.int64)
@@ -90,6 +95,9 @@ def matmul_integer_i8(node, inits, types, shapes, names, helper, numpy_helper):
     if ta == _U8:  # a - 128 in int8 (extui, subi, trunci on the CVU's integer lane)
         a8 = op("Cast", [op("Sub", [op("Cast", [a], to=_I32), const(128, np.int32)])], to=_S8)
     y = node.output[0]
+    if len(sa) > 2:  # batched a [..., M, K] @ B [K, N]: one [prod(...) * M, K] contraction
+        a8 = op("Reshape", [a8, const([int(np.prod(sa[:-1])), k], np.int64)])
+        y = names("qi8")
     last = y if zc is None else None
     if za_val is not None and not np.any((off - za_val) * colsum):
         acc = op("MatMulInteger", [a8, const(wc, np.int8)], last)
@@ -107,6 +115,8 @@ def matmul_integer_i8(node, inits, types, shapes, names, helper, numpy_helper):
         else:
             t = op("Add", [rs, const(k * (off - za_val), np.int32)])
         op("Sub", [acc, op("Mul", [t, const(zc.reshape(1, n), np.int32)])], y)
+    if y != node.output[0]:
+        op("Reshape", [y, const(list(sa[:-1]) + [n], np.int64)], node.output[0])
     return nodes, new_inits
 
 

@@ -18,14 +18,14 @@ U8, I8, I32 = TensorProto.UINT8, TensorProto.INT8, TensorProto.INT32
 _NP = {U8: np.uint8, I8: np.int8}
 
 
-def _model(k, ta, tb, za, zb, runtime_za=False, m=6, n=24, seed=0):
-    """MatMulInteger(a [m, k], B const [k, n], za, zb); B spans its whole type's range."""
+def _model(k, ta, tb, za, zb, runtime_za=False, m=6, n=24, seed=0, batch=()):
+    """MatMulInteger(a [*batch, m, k], B const [k, n], za, zb); B spans its whole type's range."""
     rng = np.random.default_rng(seed)
     lo, hi = (0, 256) if tb == U8 else (-128, 128)
     w = rng.integers(lo, hi, (k, n)).astype(_NP[tb])
     w[0, :2] = [lo, hi - 1]
     inits, ins = [numpy_helper.from_array(w, "w")], ["x", "w"]
-    gin = [helper.make_tensor_value_info("x", ta, [m, k])]
+    gin = [helper.make_tensor_value_info("x", ta, [*batch, m, k])]
     if runtime_za:
         gin.append(helper.make_tensor_value_info("za", ta, []))
         ins.append("za")
@@ -37,7 +37,7 @@ def _model(k, ta, tb, za, zb, runtime_za=False, m=6, n=24, seed=0):
         inits.append(numpy_helper.from_array(zbv, "zb"))
         ins.append("zb")
     g = helper.make_graph([helper.make_node("MatMulInteger", ins, ["y"])], "mmi", gin,
-                          [helper.make_tensor_value_info("y", I32, [m, n])], inits)
+                          [helper.make_tensor_value_info("y", I32, [*batch, m, n])], inits)
     mo = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
     mo.ir_version = 8
     return mo, w
@@ -143,3 +143,30 @@ def test_u8_quantize_that_is_a_graph_output_keeps_uint8():
     want_q, want_y = onnxruntime_run(mo, [x])
     assert q.dtype == np.uint8 and np.array_equal(q, want_q) and np.array_equal(y, want_y)
     assert q.min() == 0 and q.max() == 255
+
+
+@pytest.mark.parametrize("batch,ta,za,zb,rt", [((2,), U8, 131, None, False),
+                                              ((2, 3), I8, 3, -2, False),
+                                              ((3,), U8, None, None, True)])
+def test_batched_matmul_integer_is_one_int8_contraction(batch, ta, za, zb, rt):
+    """a [*batch, M, K] @ constant B [K, N] (a transformer's activations): flattened to one
+    [prod(batch) * M, K] i8 x i8 -> i32 contraction and reshaped back (was an f32 matmul),
+    bit-exact vs the ONNX definition in int64 numpy and onnxruntime; with a zero point that
+    moves B out of int8 (the rowsum correction) and a run-time za."""
+    k, m, n = 40, 5, 16
+    mo, w = _model(k, ta, I8, za, zb, rt, m=m, n=n, batch=batch)
+    cr = driver.compile(mo, machine="tiny")
+    tcu = [i for s in cr.program.streams.values() for i in s if isinstance(i, (MatMul, Conv2D))]
+    assert tcu and {(i.a.dtype.name, i.b.dtype.name, i.c.dtype.name) for i in tcu} == \
+        {("I8", "I8", "I32")}
+    rng = np.random.default_rng(8)
+    inits = {t.name: numpy_helper.to_array(t) for t in mo.graph.initializer}
+    xs = _inputs(mo, rng)
+    feeds = dict(zip([i.name for i in mo.graph.input], xs))
+    (y,) = M100Backend.prepare(mo, machine="tiny").run(xs)
+    zav = feeds.get("za", inits.get("za", 0))
+    want = (feeds["x"].astype(np.int64) - np.int64(zav)) @ \
+        (w.astype(np.int64) - np.asarray(inits.get("zb", 0), np.int64))
+    assert want.shape == (*batch, m, n)
+    np.testing.assert_array_equal(np.asarray(y).astype(np.int64).reshape(want.shape), want)
+    np.testing.assert_array_equal(onnxruntime_run(mo, xs)[0].astype(np.int64), want)
