@@ -37,7 +37,7 @@ from xdsl.rewriter import InsertPoint, Rewriter
 from m100.dialects.linalg_ext import GenericOp
 from m100.dialects.quant import DCastOp, QCastOp, SCastOp, UniformQuantizedType
 from m100.passes.graph.common import (body_exprs, erase_dead, func_bodies, is_elementwise_generic,
-                                      maps_attr, users)
+                                      maps_attr, unary_activation, users)
 from m100.targets.m100.numerics import fma_f32
 
 
@@ -81,12 +81,33 @@ def match(op: Operation):
         return None
     a, b = _dcast_i8(op.inputs[0]), _dcast_i8(op.inputs[1])
     us = users(op.results[0])
-    if a is None or b is None or len(us) != 1 or not isinstance(us[0], QCastOp):
+    if a is None or b is None or len(us) != 1:
+        return None
+    relu = None
+    if _is_relu_of(us[0], op.results[0]):  # Add -> Relu -> Q
+        relu = us[0]
+        us = users(relu.results[0])
+        if len(us) != 1:
+            return None
+    if not isinstance(us[0], QCastOp):
         return None
     qout = _i8_per_tensor(us[0].results[0].type)
-    if qout is None:
+    if qout is None or (relu is not None and qout.zero_point != qout.qmin):
         return None
     return a[0], a[1], b[0], b[1], us[0], qout
+
+
+def _is_relu_of(u: Operation, v: SSAValue) -> bool:
+    """``u`` is an elementwise f32 ReLU of ``v`` alone, same shape, identity maps. Before a
+    QuantizeLinear whose zero point is the type's minimum it changes nothing (every negative
+    value quantizes to qmin anyway), so onnxruntime drops it (its ReluQuantFusion) and runs
+    QLinearAdd."""
+    if not isinstance(u, GenericOp) or len(u.inputs) != 1 or u.inputs[0] is not v or \
+            len(u.results) != 1 or u.results[0].type != v.type:
+        return False
+    act = unary_activation(u)
+    return act is not None and act[0] == "relu" and all(
+        m.data == AffineMap.identity(m.data.num_dims) for m in u.indexing_maps.data)
 
 
 def lower_one(op: Operation) -> bool:
@@ -126,10 +147,12 @@ def lower_one(op: Operation) -> bool:
 class LowerQuantizedAdd(ModulePass):
     """Lower a QDQ int8 Add to onnxruntime's QLinearAdd arithmetic (one CVU pipeline).
 
-    What: ``qcast(generic{addf(in0, in1)}(dcast(x), dcast(y)))``, every map the identity (same shapes:
-    onnxruntime's vector + vector kernel), ``x``, ``y`` and the result per-tensor signed 8-bit, the
-    generic's only user the qcast -> ``scast(generic{fptosi(roundeven(clamp(fma(sitofp(a), rac,
-    fma(sitofp(b), rbc, fixed)), qmin, qmax)))}(scast(x), scast(y)))``.
+    What: ``qcast([relu](generic{addf(in0, in1)}(dcast(x), dcast(y))))``, every map the identity
+    (same shapes: onnxruntime's vector + vector kernel), ``x``, ``y`` and the result per-tensor
+    signed 8-bit, single users along the chain, a ReLU only where the result's zero point is its
+    qmin (then it changes nothing and onnxruntime drops it too) ->
+    ``scast(generic{fptosi(roundeven(clamp(fma(sitofp(a), rac, fma(sitofp(b), rbc, fixed)), qmin,
+    qmax)))}(scast(x), scast(y)))``.
     Why: bit-exactness with onnxruntime's QLinearAdd (issue 11: QDQ ResNet-18 vs int8-kernel
     onnxruntime); the int8 operands are read directly (no dequantized f32 tensors).
     Pre: raise-quant-casts (quant types). Post: the dcasts/generic/qcast are erased when dead.

@@ -23,19 +23,21 @@ A, B = (v.astype(np.int8) for v in np.meshgrid(np.arange(-128, 128), np.arange(-
                                                indexing="ij"))
 
 
-def qdq_add(sa, za, sb, zb, sc, zc, b_shape=None):
-    """DQ(a), DQ(b) -> Add -> Q, int8 per tensor (b of ``b_shape``: broadcast)."""
+def qdq_add(sa, za, sb, zb, sc, zc, b_shape=None, relu=False, shape=A.shape):
+    """DQ(a), DQ(b) -> Add [-> Relu] -> Q, int8 per tensor (b of ``b_shape``: broadcast)."""
     inits = [numpy_helper.from_array(np.array(v, dtype=d), n) for n, v, d in (
         ("sa", sa, np.float32), ("za", za, np.int8), ("sb", sb, np.float32), ("zb", zb, np.int8),
         ("sc", sc, np.float32), ("zc", zc, np.int8))]
     nodes = [helper.make_node("DequantizeLinear", ["a", "sa", "za"], ["da"]),
              helper.make_node("DequantizeLinear", ["b", "sb", "zb"], ["db"]),
-             helper.make_node("Add", ["da", "db"], ["s"]),
+             helper.make_node("Add", ["da", "db"], ["s0" if relu else "s"]),
              helper.make_node("QuantizeLinear", ["s", "sc", "zc"], ["y"])]
+    if relu:
+        nodes.insert(3, helper.make_node("Relu", ["s0"], ["s"]))
     g = helper.make_graph(nodes, "qadd", [
-        helper.make_tensor_value_info("a", TensorProto.INT8, list(A.shape)),
-        helper.make_tensor_value_info("b", TensorProto.INT8, list(b_shape or A.shape))],
-        [helper.make_tensor_value_info("y", TensorProto.INT8, list(A.shape))], inits)
+        helper.make_tensor_value_info("a", TensorProto.INT8, list(shape)),
+        helper.make_tensor_value_info("b", TensorProto.INT8, list(b_shape or shape))],
+        [helper.make_tensor_value_info("y", TensorProto.INT8, list(shape))], inits)
     m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
     m.ir_version = 8
     return m
@@ -105,3 +107,26 @@ def test_broadcast_add_keeps_the_onnx_definition():
     sa, za, sb, zb, sc, zc = case
     want = onnx_definition(A, sa, za, np.broadcast_to(b, A.shape), sb, zb, sc, zc)
     np.testing.assert_array_equal(got.reshape(want.shape), want)
+
+
+@pytest.mark.parametrize("zc", [-128, -100])
+def test_add_relu_quantize(zc):
+    """DQ, DQ -> Add -> Relu -> Q (what m100's PTQ writes for a residual block): with the output
+    zero point at qmin the Relu changes nothing, onnxruntime drops it (ReluQuantFusion) and runs
+    QLinearAdd -- lowered the same way, bit-exact on every int8 pair; with another zero point the
+    Relu matters and the chain keeps the ONNX definition (numpy, bit-exact)."""
+    sa, za, sb, zb, sc, _ = CASES[0]
+    a, b = (A, B) if zc == -128 else (A[::8], B[::8])  # the f32 chain: fewer rows fit tiny's HBSM
+    model = qdq_add(sa, za, sb, zb, sc, zc, relu=True, shape=a.shape)
+    cr = driver.compile(model, machine="tiny")
+    fma = any(s.op is CvuOp.FMA for _, i in cr.program.instructions()
+              if isinstance(i, CvuPipeline) for s in i.stages)
+    got = driver.run(cr.program, {"a": a, "b": b}, machine=cr.machine).outputs["y"]
+    if zc == -128:
+        assert fma
+        want = ort_int8(model, {"a": a, "b": b})
+    else:
+        assert not fma
+        v = ((a.astype(F) - F(za)) * F(sa) + (b.astype(F) - F(zb)) * F(sb)).astype(F)
+        want = np.clip(np.rint((np.maximum(v, F(0)) / F(sc)).astype(F)) + zc, -128, 127)
+    np.testing.assert_array_equal(got.reshape(want.shape), want.astype(np.int8))
