@@ -26,10 +26,11 @@ onnxruntime's integer kernels (``test/e2e/qdq_oracle.py``: QLinearConv/QGemm req
 QLinearAdd); and (a) vs (b) (onnxruntime against itself). The evidence for the differences: the
 op types of onnxruntime's optimized graphs (``QLinearConv`` = integer kernel, ``Conv`` /
 ``FusedConv`` = the f32 fallback), and oracle variants: the ONNX definition of the residual Adds
-(``add="onnx"``) instead of QLinearAdd's f32 expression, QLinearGlobalAveragePool's integer sum
-(``gap="ort"``), and the TCU's other requant mode (``requant="fixed"``: the exact product rounded
-half up, ``Machine.tcu_requant = "fixed-half-up"``, docs/isa.md) instead of the f32 product
-rounded half to even.
+(``add="onnx"``) instead of QLinearAdd's f32 expression, the ONNX definition of the
+GlobalAveragePool (``gap="onnx"``) instead of QLinearGlobalAveragePool's integer sum, and the
+TCU's other requant mode (``requant="fixed"``: the exact product rounded half up,
+``Machine.tcu_requant = "fixed-half-up"``, docs/isa.md) instead of the f32 product rounded half
+to even.
 """
 
 from __future__ import annotations
@@ -223,7 +224,7 @@ def qdq_rows(n_inputs: int, hw: int, classes: int, n_oracle: int | None = None) 
     lsb = driver.output_lsb(model, model.graph.output[0].name)
     rng = np.random.default_rng(123)
     steps = {"ort_default": [], "ort_int8": [], "oracle": [], "oracle_onnx_add": [],
-             "oracle_ort_gap": [], "oracle_fixed_half_up": [], "ort_default_vs_ort_int8": [],
+             "oracle_onnx_gap": [], "oracle_fixed_half_up": [], "ort_default_vs_ort_int8": [],
              "ort_int8_vs_oracle": []}
     sim_s = 0.0
     n_oracle = n_inputs if n_oracle is None else min(n_oracle, n_inputs)
@@ -242,7 +243,7 @@ def qdq_rows(n_inputs: int, hw: int, classes: int, n_oracle: int | None = None) 
         if i < n_oracle:  # the numpy oracles cost more than the interpreter: the first n_oracle
             c = orc()
             pairs += [("oracle", c, got), ("oracle_onnx_add", orc(add="onnx"), got),
-                      ("oracle_ort_gap", orc(gap="ort"), got),
+                      ("oracle_onnx_gap", orc(gap="onnx"), got),
                       ("oracle_fixed_half_up", orc(requant="fixed"), got),
                       ("ort_int8_vs_oracle", c, b)]
         for k, want, have in pairs:
@@ -305,7 +306,7 @@ def main(argv=None) -> int:
                   "int8 with requant")
             print(f"{'compiled vs':28s} {'exact %':>8s} {'<= 1 LSB %':>10s} {'max LSB':>8s} "
                   f"{'inputs not exact':>16s}")
-            for k in ("ort_int8", "ort_default", "oracle", "oracle_onnx_add", "oracle_ort_gap",
+            for k in ("ort_int8", "ort_default", "oracle", "oracle_onnx_add", "oracle_onnx_gap",
                       "oracle_fixed_half_up", "ort_default_vs_ort_int8", "ort_int8_vs_oracle"):
                 q = r[k]
                 print(f"{k:28s} {q['exact_pct']:8.2f} {q['within1_pct']:10.2f} {q['max_lsb']:8d} "

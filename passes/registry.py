@@ -47,6 +47,7 @@ PASSES: tuple[str, ...] = (
     "graph.fuse_predicates:FusePredicates",
     "graph.layout_nhwc:LayoutNhwc",
     "graph.lower_quantized_add:LowerQuantizedAdd",
+    "graph.lower_quantized_avgpool:LowerQuantizedAvgpool",
     "graph.m100_graph:M100Graph",
     "graph.materialize_index:MaterializeIndex",
     "graph.raise_quant_casts:RaiseQuantCasts",

@@ -26,6 +26,7 @@ from m100.passes.graph.fuse_epilogue import FuseEpilogue
 from m100.passes.graph.fuse_predicates import FusePredicates
 from m100.passes.graph.layout_nhwc import LayoutNhwc
 from m100.passes.graph.lower_quantized_add import LowerQuantizedAdd
+from m100.passes.graph.lower_quantized_avgpool import LowerQuantizedAvgpool
 from m100.passes.graph.materialize_index import MaterializeIndex
 from m100.passes.graph.recognize_idioms import RecognizeIdioms
 from m100.passes.graph.simplify_algebra import SimplifyAlgebra
@@ -36,8 +37,8 @@ class M100Graph(ModulePass):
     """The graph pipeline: canonicalize, CSE/DCE, checks, folding, layout, idioms, fusion, units.
 
     What: runs, in order: canonicalize, cse (xDSL's), fold-constants, [raise-quant-casts,
-    fold-quantized-contractions, lower-quantized-add], materialize-index, check-supported,
-    simplify-algebra, [layout-nhwc, simplify-algebra (cancels the transposes between
+    fold-quantized-contractions, lower-quantized-add, lower-quantized-avgpool],
+    materialize-index, check-supported, simplify-algebra, [layout-nhwc, simplify-algebra (cancels the transposes between
     convolutions), fold-constants (packs transposed weights)], [fold-batchnorm], cse, dce (+ removal of dead
     linalg/tensor ops, which xDSL's dce keeps), [recognize-idioms], [fuse-epilogue,
     fuse-dequant], fuse-predicates, classify-ops. Brackets: stages controlled by the options.
@@ -64,7 +65,8 @@ class M100Graph(ModulePass):
         s: list[ModulePass] = [CanonicalizePass(), CommonSubexpressionElimination(),
                                FoldConstants()]
         if self.quant:
-            s += [RaiseQuantCasts(), FoldQuantizedContractions(), LowerQuantizedAdd()]
+            s += [RaiseQuantCasts(), FoldQuantizedContractions(), LowerQuantizedAdd(),
+                  LowerQuantizedAvgpool()]
         s += [MaterializeIndex(), CheckSupported(), SimplifyAlgebra()]
         if self.layout:
             s += [LayoutNhwc(), SimplifyAlgebra(), FoldConstants()]

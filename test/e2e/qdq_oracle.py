@@ -7,7 +7,7 @@ import onnx
 from onnx import numpy_helper
 
 
-def qdq_oracle(model, x, requant: str = "f32", add: str = "ort", gap: str = "onnx"):
+def qdq_oracle(model, x, requant: str = "f32", add: str = "ort", gap: str = "ort"):
     """The QDQ model evaluated in numpy as onnxruntime's integer kernels compute it (QLinearConv /
     QGemm: exact integer accumulation, f32 multiplier ``f32(f32(xs * ws) / ys)``, f32 product, round
     half even, + zp, saturate) for every Conv/Gemm; other ops on the f32 dequantized values, then
@@ -21,8 +21,9 @@ def qdq_oracle(model, x, requant: str = "f32", add: str = "ort", gap: str = "onn
     ``ra = sa / sc``, ``rb = sb / sc``, passes/graph/lower_quantized_add.py); ``add="onnx"``: the
     ONNX definition (f32 add of the dequantized values, then QuantizeLinear).
     ``gap="ort"``: GlobalAveragePool -> Q as QLinearGlobalAveragePool (exact integer sum of
-    ``q - zp``, times ``f32(s_in / f32(s_out * N))`` in f32, round half even); ``gap="onnx"``: the
-    f32 mean of the dequantized values, then QuantizeLinear (what the compiler computes)."""
+    ``q - zp``, times ``f32(s_in / f32(s_out * N))`` in f32, round half even; what
+    lower-quantized-avgpool compiles); ``gap="onnx"``: the f32 mean of the dequantized values,
+    then QuantizeLinear."""
     from m100.targets.m100.numerics import fma_f32
 
     f32 = np.float32
