@@ -312,9 +312,10 @@ def test_qdq_resnet18_matches_the_integer_kernel_oracle():
     """Acceptance of issue 11, QDQ ResNet-18 (quantize_static per-channel S8S8, 64x64): all 21
     contractions int8 on the TCU, output within 1 LSB on >= 99.9 % of the elements of the numpy
     oracle of onnxruntime's integer kernels (``qdq_oracle``: every Conv/Gemm as QLinearConv/QGemm
-    compute it, every residual Add as QLinearAdd), and bit-exact with it: the TCU requantizes as
-    they do (the f32 product rounded half to even, ``Machine.tcu_requant = "f32-rne"``, docs/isa.md
-    section 5) and lower-quantized-add computes QLinearAdd's f32 expression. onnxruntime itself
+    compute it, every residual Add as QLinearAdd, the pool as QLinearGlobalAveragePool), and
+    bit-exact with it: the TCU requantizes as they do (the f32 product rounded half to even,
+    ``Machine.tcu_requant = "f32-rne"``, docs/isa.md section 5), lower-quantized-add computes
+    QLinearAdd's f32 expression, lower-quantized-avgpool the pool's. onnxruntime itself
     runs 11 of the 20 convolutions in f32 (docs/graph.md), which moves some outputs by up to 3
     LSB; that figure is reported (bench/quant.py --only qdq), not asserted."""
     from qdq_oracle import qdq_oracle
