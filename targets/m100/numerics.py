@@ -140,10 +140,11 @@ def unpack_nibbles(nib: np.ndarray) -> np.ndarray:
 
 # --- requantization -----------------------------------------------------------------------------
 def quantize_multiplier(real: float) -> tuple[int, int]:
-    """``(multiplier, shift)`` of the TCU's fixed-point requant (``isa.Requant``) for a real
-    multiplier ``real > 0`` (``x_scale * w_scale / y_scale``): ``multiplier`` in ``[2**30, 2**31)``
-    and ``real ~= multiplier / 2**shift`` with a relative error <= 2**-31 (multiplier rounded to
-    nearest). Raises ValueError when ``shift`` would leave ``[0, 63]`` (``real`` >= 2**31 or
+    """``(multiplier, shift)`` of the TCU's requant (``isa.Requant``) for a real multiplier
+    ``real > 0`` (``x_scale * w_scale / y_scale``): ``multiplier`` in ``[2**30, 2**31)`` and
+    ``real ~= multiplier / 2**shift`` with a relative error <= 2**-31 (multiplier rounded to
+    nearest); exact for an f32 ``real`` (its 24-bit significand fits), which the ``f32-rne`` requant
+    mode reads back as that f32 value. Raises ValueError when ``shift`` would leave ``[0, 63]`` (``real`` >= 2**31 or
     < 2**-33)."""
     import math
 
