@@ -130,3 +130,20 @@ def test_add_relu_quantize(zc):
         v = ((a.astype(F) - F(za)) * F(sa) + (b.astype(F) - F(zb)) * F(sb)).astype(F)
         want = np.clip(np.rint((np.maximum(v, F(0)) / F(sc)).astype(F)) + zc, -128, 127)
     np.testing.assert_array_equal(got.reshape(want.shape), want.astype(np.int8))
+
+
+def test_reference_executor_computes_the_lowered_add_with_one_fma_rounding():
+    """The graph-level reference executor (frontend/reference.py) on the m100-graph output agrees
+    with onnxruntime on every int8 pair: math.fma rounds once (it rounded the product first, which
+    moved the a = 27, b = 71 tie of CASES[0])."""
+    from m100.context import make_context
+    from m100.frontend import reference
+    from m100.frontend.onnx_import import load_onnx
+    from m100.passes.graph.m100_graph import M100Graph
+
+    model = qdq_add(*CASES[0])
+    module = load_onnx(model)
+    M100Graph().apply(make_context(), module)
+    assert any(o.name == "math.fma" for o in module.walk())
+    got = reference.run(module, [A, B])[0]
+    np.testing.assert_array_equal(got.reshape(A.shape), ort_int8(model, {"a": A, "b": B}))
