@@ -88,6 +88,26 @@ def test_cli_compile_run_matches_onnxruntime(model_files, tmp_path, capsys):
     assert "verified" in capsys.readouterr().out
 
 
+def test_cli_compile_as_a_process_writes_what_the_library_compiles(model_files, tmp_path):
+    # `m100 compile` on its own command line ends the process without freeing its heap
+    # (m100_cli._exit_now): the files are complete, stdout is flushed, atexit handlers run
+    import subprocess
+    import sys
+    prog_path = tmp_path / "p.m100"
+    code = ("import atexit, sys; atexit.register(lambda: print('atexit ran', flush=True)); "
+            "from m100.tools.m100_cli import main; sys.argv[0] = 'm100'; sys.exit(main())")
+    p = subprocess.run([sys.executable, "-c", code, "compile", str(model_files["convnet"]), "-o",
+                        str(prog_path), "--machine", "tiny", "--tpbs", "2"],
+                       capture_output=True, text=True, timeout=300)
+    assert p.returncode == 0, p.stderr
+    wrote, ran = p.stdout.splitlines()
+    assert wrote.startswith(f"m100: wrote {prog_path} (") and ran == "atexit ran"
+    assert wrote.endswith(f" instructions) and {prog_path}.cert.json")
+    cr = driver.compile(model_files["convnet"], machine="tiny", tpbs=2)
+    assert prog_path.read_bytes() == cr.program.to_bytes()
+    assert json.loads((tmp_path / "p.m100.cert.json").read_text()) == cr.certificate
+
+
 def test_mlir_input_is_checked_against_the_reference_executor(tmp_path):
     from m100.frontend import onnx_to_linalg_text
     path = tmp_path / "mlp.mlir"
