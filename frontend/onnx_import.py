@@ -108,14 +108,16 @@ def prepare_model(model, name: str = "<model>", opset: int | None = None):
             ) from None
         if old_resize:
             _fix_converted_resize(model, old_resize, name)
+    data = model.SerializeToString()  # once for the checker and shape inference (both C++)
     try:
-        onnx.checker.check_model(model)
+        onnx.checker.check_model(data)
     except Exception as e:
         raise FrontendError(f"{name}: invalid ONNX model: {_one_line(e, 200)}") from None
     try:
-        model = onnx.shape_inference.infer_shapes(model, strict_mode=False)
+        model = onnx.shape_inference.infer_shapes(data, strict_mode=False)
     except Exception as e:
         raise FrontendError(f"{name}: ONNX shape inference failed: {_one_line(e, 200)}") from None
+    del data
     from m100.frontend.onnx_rewrite import rewrite_for_torch_mlir
     from m100.frontend.onnx_rewrite_quant import QuantRewriteError
 
@@ -125,8 +127,9 @@ def prepare_model(model, name: str = "<model>", opset: int | None = None):
         raise FrontendError(f"{name}: {e}") from None
     if rewritten:
         try:
-            onnx.checker.check_model(model)
-            model = onnx.shape_inference.infer_shapes(model, strict_mode=False)
+            data = model.SerializeToString()
+            onnx.checker.check_model(data)
+            model = onnx.shape_inference.infer_shapes(data, strict_mode=False)
         except Exception as e:  # a defect of the rewrite, not of the user's model
             raise FrontendError(f"{name}: internal ONNX rewrite failed: {_one_line(e, 200)}") from None
     return model
