@@ -42,11 +42,16 @@ def build_certificate(machine, mode: str, nd: Needs, red: Reduced, al: Allocatio
         edges.append({"from": i, "to": j, "need": h.need.tolist(), "counter": [t, c],
                       "trigger": al.trigger[(i, t)].name,
                       "value": [mon.expected + b * mon.per_block for b in range(len(h.need))]})
-    hazards = []
-    for (i, j), h in sorted(nd.needs.items()):
-        for kind, mem, lo, hi in h.why:
-            hazards.append([i, j, kind, int(mem[0]) if mem else -1, int(mem[1]) if mem else -1,
-                            lo, hi])
+    hazards: list[list] = []
+    add = hazards.append
+    needs = nd.needs
+    for ij in sorted(needs):  # the keys alone: sorting (key, Hazard) items compares tuples of tuples
+        i, j = ij
+        for kind, mem, lo, hi in needs[ij].why:
+            if mem:
+                add([i, j, kind, int(mem[0]), int(mem[1]), lo, hi])
+            else:
+                add([i, j, kind, -1, -1, lo, hi])
     return {
         "format": FORMAT, "version": VERSION, "machine": machine.name,
         "fingerprint": f"{machine.fingerprint():016x}", "sync_mode": mode,
