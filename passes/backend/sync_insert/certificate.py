@@ -65,8 +65,9 @@ def build_certificate(machine, mode: str, nd: Needs, red: Reduced, al: Allocatio
 
 
 def dumps(cert: dict) -> str:
-    """The certificate's text: a JSON object with sorted keys, one top-level key per line, each
-    value in the compact form of ``json.dumps(sort_keys=True, separators=(",", ":"))``.
+    """The certificate's text: a JSON object with sorted keys, one top-level ``"key": value``
+    per line, each value in the compact form of ``json.dumps(sort_keys=True, separators=(",",
+    ":"))``.
 
     Compact because only the C encoder is fast: with ``indent`` set, ``json`` formats in pure
     Python, one generator step per value (ResNet-18 224: 230 000 hazards, a 22 MB indented text,
@@ -76,8 +77,8 @@ def dumps(cert: dict) -> str:
         return json.dumps(cert, sort_keys=True, separators=_SEP)  # (not a certificate)
     if not cert:
         return "{}"
-    return "{\n" + ",\n".join(json.dumps(k) + ":" + json.dumps(cert[k], sort_keys=True,
-                                                               separators=_SEP)
+    return "{\n" + ",\n".join(json.dumps(k) + ": " + json.dumps(cert[k], sort_keys=True,
+                                                                separators=_SEP)
                               for k in sorted(cert)) + "\n}"
 
 
