@@ -508,26 +508,97 @@ def schedule(g: OpGraph, machine: Machine, tpbs: int = 0, clusters: int = 0,
                         segs, tl = spread, tl2
         evals += s.evaluations
         if best is None or tl.makespan < best[0]:
-            best = (tl.makespan, segs, tl, s.sched)
+            best = (tl.makespan, segs, tl, s)
     assert best is not None
-    segs, tl = unchunk(best[3], best[1], best[2])
-    tl = keep_activations(best[3], segs, tl)
+    search = best[3]
+    segs, tl = unchunk(search.sched, best[1], best[2])
+    tl, keep = keep_activations(search.sched, segs, tl)
+    segs, tl = weights_once(search, segs, tl, keep)
     return Placement(strategy, segs, tl, machine, pool, evals)
 
 
-def keep_activations(sched: Scheduler, segs: list[SegmentCfg], tl: Plan) -> Plan:
+def keep_activations(sched: Scheduler, segs: list[SegmentCfg], tl: Plan) -> tuple[Plan, str]:
     """The plan of ``segs`` with activations kept in the producer TPBs' HBSM between segments
     (:mod:`.keep`) where the whole plan is shorter: tried for the tensors whose later readers
     are one-stage segments, then for all eligible ones; else ``tl`` (nothing kept). The search
-    itself costs segments in isolation and compares plans without keeping."""
+    itself costs segments in isolation and compares plans without keeping. Returns the plan and
+    its keep mode (``Scheduler.build``'s ``keep``)."""
+    mode_of = ""
     for mode in ("one-stage", "all"):
         try:
             tl2 = sched.build(segs, bound=tl.makespan, keep=mode)
         except BoundExceeded:
             continue
         if tl2.makespan < tl.makespan and tl2.kept:
-            tl = tl2
-    return tl
+            tl, mode_of = tl2, mode
+    return tl, mode_of
+
+
+#: weights_once: K parts per stage tried (a K split holds 1 / (gc * ks) of the weight per TPB)
+MAX_KPARTS = 8
+#: weights_once: whole-plan builds at most (each ~0.3 CPU-s on ResNet-18 224)
+MAX_WEIGHT_TRIALS = 12
+
+
+def weights_once(s: Search, segs: list[SegmentCfg], tl: Plan, keep: str
+                 ) -> tuple[list[SegmentCfg], Plan]:
+    """Fewer TPB rows for the K-split segments, so that each weight is held by fewer TPBs.
+
+    A stage of ``gr`` TPB rows broadcasts each weight chunk of a column part to all ``gr`` rows
+    (one DDR read, but ``gr`` copies in HBSM). The DDR traffic is the same, but the HBSM bytes
+    the weights take are not: the weight prefetch across segments (``timeline._Builder.
+    _prefetch``) stops where the HBSM share is full, and on ResNet-18 224 the layer-3/4 weights
+    (gr 7 / 2: 2.4 MB per TPB against a 1.5 MB share) kept the CCB DMA engines idle while the
+    TCU-bound early layers ran, then bound the late layers. With fewer rows and more K parts
+    on the same TPBs (``gr * gc * ks`` unchanged) a TPB holds a smaller slice of the weight, so
+    more of it loads early. The search costs segments in isolation, where this never shows (the
+    inputs and weights are ready at cycle 0); here, per one-stage K-split segment with ``gr`` >
+    1, largest weights first, the configuration of each smaller row count that is cheapest in
+    isolation (K parts <= :data:`MAX_KPARTS`, whole chunks) replaces it in the whole plan, kept
+    when the makespan drops (at most :data:`MAX_WEIGHT_TRIALS` builds)."""
+    g = s.g
+    order = []
+    for si, seg in enumerate(segs):
+        if seg.kind == "dma" or len(seg.stages) != 1:
+            continue
+        st = seg.stages[0]
+        if st.ks < 2 or st.gr < 2 or st.act_resident:
+            continue
+        w = sum(t.nbytes for t in g.weights(s.ops[st.op]))
+        order.append((-w, si))
+    trials = 0
+    for _w, si in sorted(order):
+        seg = segs[si]
+        st = seg.stages[0]
+        op = s.ops[st.op]
+        n = len(st.tpbs)
+        rows = geometry(g, op).rows
+        by_gr: dict[int, tuple[float, SegmentCfg]] = {}
+        for ks in range(2, MAX_KPARTS + 1):
+            if n % ks:
+                continue
+            for gc in col_splits(s.cm, g, op, n // ks):
+                gr = n // (ks * gc)
+                if gr >= st.gr or gr > rows:
+                    continue
+                cand = replace(seg, stages=(replace(st, gc=gc, ks=ks, bands=gr, chunked=False),))
+                c = s.cost(cand)
+                if gr not in by_gr or c < by_gr[gr][0]:
+                    by_gr[gr] = (c, cand)
+        for gr in sorted(by_gr, reverse=True):
+            if trials >= MAX_WEIGHT_TRIALS:
+                return segs, tl
+            if by_gr[gr][0] == INF:
+                continue
+            trials += 1
+            trial = segs[:si] + [by_gr[gr][1]] + segs[si + 1:]
+            try:
+                tl2 = s.sched.build(trial, bound=tl.makespan, keep=keep)
+            except (BoundExceeded, ScheduleError):
+                continue
+            if tl2.makespan < tl.makespan:
+                segs, tl = trial, tl2
+    return segs, tl
 
 
 def unchunk(sched: Scheduler, segs: list[SegmentCfg], tl: Plan) -> tuple[list[SegmentCfg], Plan]:
@@ -639,5 +710,6 @@ def _pools(pool: tuple[int, ...], strategy: str) -> list[tuple[int, ...]]:
     return out
 
 
-__all__ = ["Placement", "STRATEGIES", "available_tpbs", "schedule", "Search", "tcu_bound"]
+__all__ = ["Placement", "STRATEGIES", "available_tpbs", "schedule", "Search", "tcu_bound",
+           "keep_activations", "unchunk", "weights_once"]
 _ = (replace, ceil_div)

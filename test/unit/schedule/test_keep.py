@@ -97,8 +97,8 @@ def test_keep_activations_returns_a_shorter_plan_or_the_same():
     g, segs = _chain()
     s = T.Scheduler(CostModel(M100), g)
     base = s.build(segs)
-    tl = placement.keep_activations(s, segs, base)
-    assert tl is base or (tl.kept and tl.makespan < base.makespan)
+    tl, mode = placement.keep_activations(s, segs, base)
+    assert (tl is base and mode == "") or (tl.kept and tl.makespan < base.makespan and mode)
 
 
 def _block_onnx():
@@ -133,7 +133,7 @@ def test_kept_activations_match_onnxruntime(monkeypatch):
     def force(sched, segs, tl):
         tl2 = sched.build(segs, keep="all")
         seen.append(tl2.kept)
-        return tl2
+        return tl2, "all"
 
     monkeypatch.setattr(placement, "keep_activations", force)
     # (both sync modes: test_kept_ksplit_outputs_match_onnxruntime)
@@ -182,7 +182,7 @@ def test_kept_ksplit_outputs_match_onnxruntime(mode, monkeypatch):
     def force(sched, segs, tl):
         tl2 = sched.build(segs, keep="all")
         seen.append((segs, tl2))
-        return tl2
+        return tl2, "all"
 
     monkeypatch.setattr(placement, "keep_activations", force)
     ck = driver.check(_ksplit_onnx(), machine="m100", sync_mode=mode, strategy="data-parallel")
