@@ -555,7 +555,10 @@ def weights_once(s: Search, segs: list[SegmentCfg], tl: Plan, keep: str
     inputs and weights are ready at cycle 0); here, per one-stage K-split segment with ``gr`` >
     1, largest weights first, the configuration of each smaller row count that is cheapest in
     isolation (K parts <= :data:`MAX_KPARTS`, whole chunks) replaces it in the whole plan, kept
-    when the makespan drops (at most :data:`MAX_WEIGHT_TRIALS` builds)."""
+    when the makespan drops (at most :data:`MAX_WEIGHT_TRIALS` builds; none once the search
+    budget is spent: those graphs are the ones whose builds are expensive)."""
+    if s.spent():
+        return segs, tl
     g = s.g
     order = []
     for si, seg in enumerate(segs):
