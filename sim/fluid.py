@@ -118,9 +118,9 @@ class Fluid:
             rates = self.j_alone[idx]
         else:
             causes: list[str] = []
-            caps = {k: self.cap(k) for j in jobs for k in j.cost.links}
-            rates = np.asarray(share([j.cost for j in jobs], caps, self.m.hbsm_banks, causes),
-                               dtype=np.float64)
+            # every streaming job's links are in caps_cache (ev_stream) and its alone rate is set
+            rates = np.asarray(share([j.cost for j in jobs], self.caps_cache, self.m.hbsm_banks,
+                                     causes), dtype=np.float64)
             for j, cause in zip(jobs, causes):
                 if cause:
                     self.units[j.unit].bottleneck = cause

@@ -62,7 +62,7 @@ class Cost:
     peak_macs: float = 0.0  # the dtype's peak MACs/cycle (TCU)
     bytes: dict[str, float] = field(default_factory=dict)  # stats: bytes per memory/link
     alone: float | None = None  # cached alone_rate
-    demand: tuple | None = None  # cached bank demand columns for share (_demand)
+    terms: tuple | None = None  # cached nonzero demands for share (_terms)
     # the engine's resource columns, demands at the alone rate and crit flag (Engine._add_use)
     cols: np.ndarray | None = None
     use: np.ndarray | None = None
@@ -324,19 +324,20 @@ def alone_rate(cost: Cost, caps: dict[tuple, float]) -> float:
     return r
 
 
-def _demand(c: Cost, banks: int) -> tuple[np.ndarray, np.ndarray]:
-    """(bank columns ``tpb * banks + bank`` with a nonzero demand, those demands) of a cost,
-    computed once per cost."""
-    if c.demand is None:
+def _terms(c: Cost, banks: int) -> tuple:
+    """(bank columns ``tpb * banks + bank`` with a nonzero demand, those demands, link keys with a
+    nonzero demand, those demands) of a cost, computed once per cost."""
+    if c.terms is None:
         idx, val = [], []
         for t, acc in c.banks.items():
             acc = np.asarray(acc, dtype=np.float64)
             nz = np.flatnonzero(acc)
             idx.append(t * banks + nz)
             val.append(acc[nz])
-        c.demand = (np.concatenate(idx) if idx else np.zeros(0, dtype=np.int64),
-                    np.concatenate(val) if val else np.zeros(0))
-    return c.demand
+        lk = [k for k, x in c.links.items() if x != 0]
+        c.terms = (np.concatenate(idx) if idx else np.zeros(0, dtype=np.int64),
+                   np.concatenate(val) if val else np.zeros(0), lk, [c.links[k] for k in lk])
+    return c.terms
 
 
 def share(costs: list[Cost], caps: dict[tuple, float], banks: int,
@@ -348,7 +349,9 @@ def share(costs: list[Cost], caps: dict[tuple, float], banks: int,
 
     The demand matrix has a row per job and a column per resource some streaming job uses: HBSM
     banks (TPB, then bank ascending), then links (sorted by name); capacities 1 granule per cycle
-    per bank and ``caps`` per link.
+    per bank and ``caps`` per link. (It is built from every job's terms at once: a job with no
+    streaming work -- alone rate inf -- has no nonzero demand. Its float results depend on the
+    matrix's exact shape and layout, BLAS's summation blocking follows them: keep them.)
     """
     n = len(costs)
     w = np.array([c.alone if c.alone is not None else alone_rate(c, caps) for c in costs])
@@ -357,44 +360,33 @@ def share(costs: list[Cost], caps: dict[tuple, float], banks: int,
         causes[:] = [""] * n
     if n == 0 or not finite.any():
         return np.where(finite, 0.0, np.inf)
-    live = [j for j in range(n) if finite[j]]
-    rows, gcols, vals = [], [], []
-    lset = set()
-    for j in live:
-        c = costs[j]
-        g, v = _demand(c, banks)
-        if g.size:
-            rows.append(j)
-            gcols.append(g)
-            vals.append(v)
-        for k, x in c.links.items():
-            if x != 0:
-                lset.add(k)
-    if rows:
-        rows_a = np.repeat(rows, [g.size for g in gcols])
-        used, local = np.unique(np.concatenate(gcols), return_inverse=True)
-    else:
-        used = np.zeros(0, dtype=np.int64)
-    nb = used.size
-    links = sorted(lset, key=str)
-    lix = {k: nb + i for i, k in enumerate(links)}
+    terms = [c.terms if c.terms is not None else _terms(c, banks) for c in costs]
+    sizes = [t[0].size for t in terms]
+    nb = 0
+    if any(sizes):  # the used bank columns, ascending (a bitmap over the column numbers)
+        allg = np.concatenate([t[0] for t in terms])
+        mark = np.zeros(int(allg.max()) + 1, dtype=np.int64)
+        mark[allg] = 1
+        nb = int(np.count_nonzero(mark))
+    lkeys = [k for t in terms for k in t[2]]
+    links = sorted(set(lkeys), key=str) if lkeys else []
     if not nb + len(links):
         return np.where(finite, w, np.inf)
     D = np.zeros((n, nb + len(links)))
     if nb:
-        D[rows_a, local] = np.concatenate(vals)
-    for j in live:
-        for k, x in costs[j].links.items():
-            i = lix.get(k)
-            if i is not None:
-                D[j, i] = x
+        D[np.repeat(np.arange(n), sizes), (np.cumsum(mark) - 1)[allg]] = \
+            np.concatenate([t[1] for t in terms])
+    if links:
+        lix = {k: nb + i for i, k in enumerate(links)}
+        D[[j for j, t in enumerate(terms) for _ in t[2]], [lix[k] for k in lkeys]] = \
+            [x for t in terms for x in t[3]]
     cols = np.concatenate([np.ones(nb), np.array([caps[k] for k in links], dtype=np.float64)])
     rem = cols.copy()
     lam = np.zeros(n)
     frozen = ~finite
     while not frozen.all():
         act = ~frozen
-        use = w[act] @ D[act]
+        use = w @ D if act.all() else w[act] @ D[act]  # (the same product)
         inc = np.divide(rem, use, out=np.full(use.shape, np.inf), where=use > 1e-12)
         d = min(float(inc.min()), float((1.0 - lam[act]).min()))
         lam[act] += d
