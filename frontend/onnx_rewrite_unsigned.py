@@ -15,14 +15,16 @@ wrong result (found by the integer differential fuzzer, ``m100.tools.fuzz_int``)
   are left as they are; other uint32/64 Mods and Divs are refused with one line.
 - ``Abs`` (``math.absi``: 254 gave 2) is the identity on unsigned values; ``Sign`` is
   ``Where(x > 0, 1, 0)`` (the compare is lowered unsigned).
-- Order-based ops (``TopK``, ``MaxPool``, ``ReduceMax``/``ReduceMin``, ``ArgMax``/``ArgMin``,
-  ``Clip``) of uint8/uint16 compare signed (TopK of [..., 200, 255] picked 127): their inputs go
+- Order-based ops (``TopK``, ``MaxPool``, ``ArgMax``/``ArgMin``, ``Clip``) of uint8/uint16
+  compare signed (TopK of [..., 200, 255] picked 127): their inputs go
   through ``x + 2**(w-1)`` (wrapping: the same bits as ``x XOR 2**(w-1)``), which maps unsigned
   order onto signed order, and their value outputs back through the same Add (indices are
   unchanged). ``Add`` takes 8/16-bit integers from opset 14 on (``BitwiseXor`` only from 18): in
   older models a uint8 ``MaxPool`` is left to ``onnx_rewrite_quant`` (Cast to float and back),
   the others are refused in one line. uint32/uint64 values are left as they are (held as i32, range-checked
-  graph inputs compare the same either way).
+  graph inputs compare the same either way). ``ReduceMax``/``ReduceMin`` of uint8 are not flipped:
+  torch-mlir lowers them unsigned (``maxui``/``minui``), which the CVU reduction computes on the
+  zero-extended values (``passes/schedule/from_ir/cvu.py``; flipped, ``maxui`` was wrong).
 """
 
 from __future__ import annotations
@@ -98,8 +100,8 @@ def _uint16_div_mod(node, names, helper):
 
 
 _ORDER_OPS = {  # op -> (the inputs that are values, the outputs that are values)
-    "TopK": ((0,), (0,)), "MaxPool": ((0,), (0,)), "ReduceMax": ((0,), (0,)),
-    "ReduceMin": ((0,), (0,)), "ArgMax": ((0,), ()), "ArgMin": ((0,), ()), "Clip": ((0, 1, 2), (0,)),
+    "TopK": ((0,), (0,)), "MaxPool": ((0,), (0,)), "ArgMax": ((0,), ()), "ArgMin": ((0,), ()),
+    "Clip": ((0, 1, 2), (0,)),
 }
 _SIGN_BIT = {2: np.uint8(1 << 7), 4: np.uint16(1 << 15)}  # TensorProto UINT8, UINT16
 

@@ -187,6 +187,34 @@ def pooling(ctx: Builder, op: Operation, nm: str, unit: str | None, where: str) 
         Lowering("pool", params=dict(kind=kind, layout=layout)), op)
 
 
+#: integer reduction bodies (the CVU's integer lane reduces exactly: numerics.CVU_INT_REDUCE)
+_INT_REDUCE = {"addi": CvuOp.RSUM, "maxsi": CvuOp.RMAX, "minsi": CvuOp.RMIN, "muli": CvuOp.RPROD}
+#: unsigned ones (torch-mlir's ReduceMax/Min of uint8): on the zero-extended values
+_UINT_REDUCE = {"maxui": CvuOp.RMAX, "minui": CvuOp.RMIN}
+
+
+def _int_reduction(kind: str, t, where: str) -> tuple[CvuOp, dict]:
+    """(CVU op, {op: neutral init}) of an integer reduction body of result type ``t``.
+
+    maxsi/minsi (ONNX ReduceMax/Min of signed integers, which torch-mlir lowers as a
+    max-with-index whose index result is unused) reduce in the integer lane at any width: the
+    result is one of the inputs; their neutral init is the type's smallest/largest value.
+    maxui/minui (uint8, uint32/64 held as i32, bool: torch-mlir's unsigned forms) reduce the
+    zero-extended values (neutral 0 / all ones) and give an 8/16-bit result's bits back (sext). A sum or product of integers narrower than 32 bits would have to
+    wrap to the type: refused (ONNX ReduceSum/Prod take no 8/16-bit integers); at 32/64 bits a
+    result outside i32 is the integer lane's run-time fault."""
+    w = t.element_type.width.data  # type: ignore[attr-defined]
+    if kind in _UINT_REDUCE:
+        # the all-ones init of minui reads as -1 (a signed constant) or 2**w - 1
+        return _UINT_REDUCE[kind], {CvuOp.RMAX: 0.0, CvuOp.RMIN: (-1.0, float((1 << w) - 1))}
+    red = _INT_REDUCE[kind]
+    if red in (CvuOp.RSUM, CvuOp.RPROD) and w < 32:
+        raise ScheduleError(f"{where}: an i{w} integer {kind} reduction (wrapping to i{w}) is "
+                            "not supported; widen it to int32 first")
+    lo, hi = -(1 << (w - 1)), (1 << (w - 1)) - 1
+    return red, {CvuOp.RSUM: 0.0, CvuOp.RPROD: 1.0, CvuOp.RMAX: float(lo), CvuOp.RMIN: float(hi)}
+
+
 def reduction(ctx: Builder, op: Operation, nm: str, unit: str | None, where: str) -> None:
     """A sum/max/min/product reduction generic into a neutral fill: a CVU reduction."""
     its = [str(i.data) for i in op.iterator_types]  # type: ignore[attr-defined]
@@ -215,15 +243,27 @@ def reduction(ctx: Builder, op: Operation, nm: str, unit: str | None, where: str
     outs = op.outputs[0]  # type: ignore[attr-defined]
     neutral = {CvuOp.RSUM: 0.0, CvuOp.RMAX: -math.inf, CvuOp.RMIN: math.inf,
                CvuOp.RPROD: 1.0}
+    if red is None and (e.kind in _INT_REDUCE or e.kind in _UINT_REDUCE):
+        red, neutral = _int_reduction(e.kind, op.results[0].type, where)
     acc_args = [a for a in e.args if a.kind == "out"]
+    ok_init = neutral.get(red) if red is not None else None
     if red is None or len(acc_args) != 1 or outs not in ctx.fills or \
-            ctx.fills[outs] != neutral[red]:
+            ctx.fills[outs] not in (ok_init if isinstance(ok_init, tuple) else (ok_init,)):
         raise ScheduleError(f"{where}: a reduction must be sum/max/min/product of its "
                             "input into a neutral fill")
     other = e.args[1] if e.args[0].kind == "out" else e.args[0]
     pre = _expr_stages([other], len(ins), where) if other.kind != "in" else ()
     src_ref = Ref(RefKind.STAGE, len(pre) - 1) if pre else Ref(RefKind.INPUT, int(other.val))
-    stages = tuple(pre) + (Stage(red, (src_ref,), axis=-1),)
+    post: tuple[Stage, ...] = ()
+    w = getattr(op.results[0].type.element_type, "width", None)  # type: ignore[attr-defined]
+    if e.kind in _UINT_REDUCE and w.data > 1:
+        # the unsigned values (zext: exact below 2**16; a u32/u64 held value >= 2**31 faults),
+        # reduced, then an i8/i16 result back to its bits (sext); booleans are 0/1 already
+        pre = tuple(pre) + (Stage(CvuOp.ZEXT, (src_ref,), iparams=(w.data,)),)
+        src_ref = Ref(RefKind.STAGE, len(pre) - 1)
+        if w.data < 32:
+            post = (Stage(CvuOp.SEXT, (Ref(RefKind.STAGE, len(pre)),), iparams=(w.data,)),)
+    stages = tuple(pre) + (Stage(red, (src_ref,), axis=-1),) + post
     if not last_axis:  # any axes: transposing walk onto a last-axis reduction
         try:
             in_names, flat, _ = walk_inputs(ctx.walk, op, ins, maps, its)
