@@ -11,8 +11,11 @@ integer ``Div`` or a lost unsignedness shows up as a wrong number, so :func:`ran
   overflow and wrap), Max / Min, Abs / Neg (signed), integer Div (truncating, divisors 1..9 in
   magnitude), BitwiseAnd / BitwiseOr / BitwiseXor, BitShift (unsigned types, shifts below the width),
   a comparison feeding ``Where``, a widening Cast (and a narrowing one when the values fit),
-  ReduceMax / ReduceMin (8- and 32-bit types) and ReduceSum (int32), Transpose / Reshape / Concat, and
-  MatMulInteger on 8-bit 2-D values (int32 result);
+  ReduceMax / ReduceMin (8- and 32-bit types) and ReduceSum (int32) over one, two or all axes,
+  Transpose / Reshape / Concat, MatMulInteger on 8-bit 2-D values (int32 result), and the
+  order-based ops that once compared unsigned values signed: Clip (scalar bounds, either omitted,
+  min > max at times), TopK (values, or indices as int32; largest or smallest), MaxPool (int8 /
+  uint8 as [1, C, H, W], padded), and Sign;
 * operands as initializers or graph inputs, broadcast like the float family.
 
 int32 values are kept small and their magnitude is tracked (``_Int.bound``) so that no int32
@@ -72,11 +75,15 @@ class _Int(_Builder):
 
     def operand(self, shape, kind: str = "normal", scale: float = 1.0, runtime: bool | None = None,
                 hint: str = "w", dtype=None) -> str:
+        return self.given(self._values(tuple(shape), kind, dtype=dtype), runtime, hint)
+
+    def given(self, arr: np.ndarray, runtime: bool | None = None, hint: str = "w") -> str:
+        """``arr`` as a graph input (``runtime``) or an initializer (drawn when None)."""
         from onnx import numpy_helper
 
         if runtime is None:
             runtime = self.c.pick((False, True))
-        arr = self._values(tuple(shape), kind, dtype=dtype)
+        shape = arr.shape
         n = self.name("in" if runtime else hint)
         if runtime:
             self.inputs[n] = arr
@@ -184,17 +191,82 @@ def _reduce(b: _Int, x: str) -> str:
     s, dt = b.shapes[x], b.types[x]
     if dt.itemsize == 2:  # ReduceMax/Min/Sum are not defined on 16-bit integers
         return _arith(b, x)
-    ax = b.c.int(0, len(s) - 1)
+    # one axis, or two, or every axis (no axes input); negative axes at times
+    n_ax = b.c.pick((1, 1, 2, 0)) if len(s) > 1 else b.c.pick((1, 0))
+    axes = sorted({b.c.int(0, len(s) - 1) for _ in range(n_ax)}) if n_ax else list(range(len(s)))
     keep = b.c.pick((0, 1))
     op = b.c.pick(("ReduceMax", "ReduceMin") + (("ReduceSum",) if dt == np.int32 else ()))
-    if op == "ReduceSum" and b.bound[x] * s[ax] > I32_MAX // 2:
+    n_red = math.prod(s[a] for a in axes)
+    if op == "ReduceSum" and b.bound[x] * n_red > I32_MAX // 2:
         op = "ReduceMax"
-    out = tuple(1 if i == ax else d for i, d in enumerate(s)) if keep else \
-        tuple(d for i, d in enumerate(s) if i != ax)
+    out = tuple(1 if i in axes else d for i, d in enumerate(s)) if keep else \
+        tuple(d for i, d in enumerate(s) if i not in axes)
     if not out:
         keep, out = 1, tuple(1 for _ in s)
-    bound = b.bound[x] * (s[ax] if op == "ReduceSum" else 1)
-    return b.node(op, [x, b.const_i64([ax])], out, keepdims=keep, bound=bound)
+    bound = b.bound[x] * (n_red if op == "ReduceSum" else 1)
+    ins = [x]
+    if n_ax:
+        ins.append(b.const_i64([a - len(s) if b.c.pick((False, True)) else a for a in axes]))
+    return b.node(op, ins, out, keepdims=keep, bound=bound)
+
+
+def _clip(b: _Int, x: str) -> str:
+    """Clip with scalar bounds of the value's type (initializers or inputs), either one omitted
+    at times, min > max at times (ONNX: every element becomes max)."""
+    s, dt = b.shapes[x], b.types[x]
+    lo, hi = b.full_range(dt)
+    a, c = sorted(int(v) for v in b.rng.integers(lo, hi + 1, size=2))
+    if b.c.int(0, 5) == 0:
+        a, c = c, a
+    ins = [x]
+    for v in (a, c):
+        ins.append("" if b.c.int(0, 4) == 0 else b.given(np.array(v, dtype=dt), hint="clip"))
+    while ins[-1] == "":
+        ins.pop()
+    return b.node("Clip", ins, s, bound=max(b.bound[x], abs(a), abs(c)))
+
+
+def _topk(b: _Int, x: str) -> str:
+    """TopK along one axis, largest or smallest, sorted; the values, or the indices as int32."""
+    s = b.shapes[x]
+    ax = b.c.int(0, len(s) - 1)
+    k = b.c.int(1, s[ax])
+    out = tuple(k if i == ax else d for i, d in enumerate(s))
+    vals, idx = b.name("t"), b.name("t")
+    from onnx import helper
+
+    b.nodes.append(helper.make_node("TopK", [x, b.const_i64([k])], [vals, idx], axis=ax,
+                                    largest=b.c.pick((1, 0)), sorted=1))
+    b.ops.append("TopK")
+    b.shapes[vals] = b.shapes[idx] = out
+    b.types[vals], b.bound[vals] = b.types[x], b.bound[x]
+    b.types[idx], b.bound[idx] = np.dtype(np.int64), s[ax]
+    if b.c.pick((False, True)):
+        return vals
+    return b.node("Cast", [idx], out, dtype=np.int32, bound=s[ax],
+                  to=helper.np_dtype_to_tensor_dtype(np.dtype(np.int32)))
+
+
+def _maxpool(b: _Int, x: str) -> str:
+    """MaxPool (int8 / uint8 only in ONNX) of the value as [1, C, H, W]: kernel 1..3 per axis,
+    stride 1..2, pads below the kernel (padding never wins a max)."""
+    s, dt = b.shapes[x], b.types[x]
+    if dt.itemsize != 1:
+        return _arith(b, x)
+    if len(s) < 4:
+        s4 = ((1,) * 4 + tuple(s))[-4:]
+        x = b.node("Reshape", [x, b.const_i64(list(s4))], s4)
+        s = s4
+    kern = [b.c.int(1, min(3, d)) for d in s[2:]]
+    strides = [b.c.int(1, 2) for _ in kern]
+    pads = [b.c.int(0, k - 1) for k in kern] + [b.c.int(0, k - 1) for k in kern]
+    out = list(s[:2]) + [(d + p0 + p1 - k) // st + 1 for d, p0, p1, k, st in
+                         zip(s[2:], pads[:2], pads[2:], kern, strides)]
+    return b.node("MaxPool", [x], out, kernel_shape=kern, strides=strides, pads=pads)
+
+
+def _sign(b: _Int, x: str) -> str:
+    return b.node("Sign", [x], b.shapes[x], bound=1)
 
 
 def _matmul_integer(b: _Int, x: str) -> str:
@@ -211,7 +283,8 @@ def _matmul_integer(b: _Int, x: str) -> str:
 
 STEPS = {"arith": _arith, "unary": _unary, "div": _div, "bitwise": _bitwise, "where": _where,
          "cast": _cast, "reduce": _reduce, "matmulinteger": _matmul_integer,
-         "transpose": _transpose, "reshape": _reshape, "concat": _concat}
+         "transpose": _transpose, "reshape": _reshape, "concat": _concat, "clip": _clip,
+         "topk": _topk, "maxpool": _maxpool, "sign": _sign}
 
 
 def random_int_graph(c: Choices, max_ops: int = 4) -> FuzzGraph:
