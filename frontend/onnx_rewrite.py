@@ -442,6 +442,13 @@ def rewrite_for_torch_mlir(model):
     new_nodes, i_inits, i_count = rewrite_index(new_nodes, graph, names, ranks, types)
     new_inits += i_inits
     count += i_count
+    # padded int8/uint8 MaxPool: an explicit Pad by the type's smallest value (torch-mlir pads
+    # some by 0), before the unsigned flip below (frontend/onnx_rewrite_pool.py)
+    from m100.frontend.onnx_rewrite_pool import integer_maxpool_pads
+
+    new_nodes, i_inits, i_count = integer_maxpool_pads(new_nodes, graph, names, types)
+    new_inits += i_inits
+    count += i_count
     # unsigned-integer ops torch-mlir lowers signed (frontend/onnx_rewrite_unsigned.py)
     from m100.frontend.onnx_rewrite_unsigned import rewrite_unsigned
 

@@ -237,3 +237,69 @@ def avgpool_dilated(node, c: RewriteCtx):
     c.node("Mul", [sm, c.const(inv[None, None].astype(c.np_type(x)), "avgpool_inv")],
            node.output[0])
     return True
+
+
+#: TensorProto INT8 / UINT8 (the integer types of MaxPool) -> numpy type
+_INT_POOL = {3: np.int8, 2: np.uint8}
+
+
+def integer_maxpool_pads(nodes, graph, names, types: dict) -> tuple[list, list, int]:
+    """(nodes, initializers, count): every MaxPool of int8/uint8 whose windows reach past its
+    input (``pads``, ``auto_pad``, ``ceil_mode``) -> an explicit ``Pad`` with the type's smallest
+    value, then the same MaxPool without padding (the same windows; ONNX: padding never wins a
+    max). torch-mlir pads an integer MaxPool with asymmetric (or ceil-mode, SAME) padding by 0,
+    not by the smallest value: a window of negative int8 values gave 0 (found by the integer
+    fuzzer, ``m100.tools.fuzz_int``). Runs before the unsigned order flip
+    (``onnx_rewrite_unsigned``), so a uint8 pad of 0 is flipped with the data. The Pad's output
+    gets its shape in ``graph.value_info`` (the later pooling rewrites read it) and its type in
+    ``types`` (value name -> TensorProto element type; the unsigned flip reads it). Padding that
+    needs unknown shapes, or a padded integer MaxPool with the Indices output, is refused."""
+    c = RewriteCtx(graph, names)
+    out, count = [], 0
+    for node in nodes:
+        a = node_attrs(node) if node.op_type == "MaxPool" else {}
+        dt = _INT_POOL.get(c.types.get(node.input[0])) if a else None
+        auto = as_str(a.get("auto_pad", "NOTSET"))
+        if dt is None or node.domain not in ("", "ai.onnx") or \
+                (not any(a.get("pads", [])) and auto in ("NOTSET", "VALID")
+                 and not a.get("ceil_mode", 0)):
+            out.append(node)
+            continue
+        name = node.name or node.output[0]
+        x, y = node.input[0], node.output[0]
+        s, ys = c.shapes.get(x), c.shapes.get(y)
+        if s is None or ys is None:
+            raise frontend_error(f"MaxPool '{name}' of {np.dtype(dt).name} with padding: its input "
+                                 "and output shapes must be static (run shape inference)")
+        if len(node.output) > 1 and node.output[1]:
+            raise frontend_error(f"MaxPool '{name}' of {np.dtype(dt).name} with padding and the "
+                                 "Indices output is not supported")
+        n = len(s) - 2
+        ks = list(a["kernel_shape"])
+        st, dl = list(a.get("strides", [1] * n)), list(a.get("dilations", [1] * n))
+        pads = list(a.get("pads", [0] * 2 * n))
+        begin, end = [], []
+        for i in range(n):
+            keff = (ks[i] - 1) * dl[i] + 1
+            span = (ys[2 + i] - 1) * st[i] + keff  # the padded extent the windows cover
+            if auto in ("SAME_UPPER", "SAME_LOWER"):
+                tot = max(span - s[2 + i], 0)
+                b = tot // 2 if auto == "SAME_UPPER" else tot - tot // 2
+            elif auto == "VALID":
+                b = 0
+            else:
+                b = pads[i]
+            begin.append(b)
+            end.append(span - s[2 + i] - b)  # < 0: trailing elements no window reads (cropped)
+        c.nodes = []
+        p = c.node("Pad", [x, c.i64([0, 0] + begin + [0, 0] + end, "pads"),
+                           c.const(np.array(np.iinfo(dt).min, dt), "pad_min")])
+        graph.value_info.append(c.h.make_tensor_value_info(
+            p, c.types[x], s[:2] + [s[2 + i] + begin[i] + end[i] for i in range(n)]))
+        types[p] = c.types[x]
+        keep = {k: v for k, v in a.items() if k in ("kernel_shape", "strides", "dilations",
+                                                     "storage_order")}
+        c.nodes.append(c.h.make_node("MaxPool", [p], [y], name=name, **keep))
+        out += c.nodes
+        count += 1
+    return out, c.inits, count
