@@ -289,8 +289,13 @@ def integer_maxpool_pads(nodes, graph, names, types: dict) -> tuple[list, list, 
                 b = 0
             else:
                 b = pads[i]
+            # no cropping (a negative end pad): the trailing elements no window reads are left
+            e = max(span - s[2 + i] - b, 0)
+            if (s[2 + i] + b + e - keff) // st[i] + 1 != ys[2 + i]:
+                raise frontend_error(f"MaxPool '{name}': the windows of its padded axis {i} do not "
+                                     f"give the output size {ys[2 + i]}")
             begin.append(b)
-            end.append(span - s[2 + i] - b)  # < 0: trailing elements no window reads (cropped)
+            end.append(e)
         c.nodes = []
         p = c.node("Pad", [x, c.i64([0, 0] + begin + [0, 0] + end, "pads"),
                            c.const(np.array(np.iinfo(dt).min, dt), "pad_min")])
