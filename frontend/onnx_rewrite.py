@@ -413,6 +413,10 @@ def rewrite_for_torch_mlir(model):
                 from m100.frontend.onnx_rewrite_training import rewrite_dropout
                 repl = rewrite_dropout(node, graph, _static_shapes(graph), types, names, helper,
                                        numpy_helper)
+            elif node.op_type in ("ReduceMax", "ReduceMin", "ArgMax", "ArgMin"):
+                from m100.frontend.onnx_rewrite_reduce import rewrite_rank1_keepdims
+                repl = rewrite_rank1_keepdims(node, graph, ranks, opset, names, helper,
+                                              numpy_helper)
             elif node.op_type == "Gemm":
                 repl = _gemm_alpha(node, types.get(node.input[0]), names, helper, numpy_helper)
             elif node.op_type == "SpaceToDepth":
