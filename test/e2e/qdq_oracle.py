@@ -7,6 +7,18 @@ import onnx
 from onnx import numpy_helper
 
 
+def ort_int8(model, feeds: dict):
+    """``model`` run by onnxruntime (one thread) with its int8 kernels: QDQ groups become
+    QLinearConv / QLinearAdd / QLinearGlobalAveragePool (``session.qdqisint8allowed``)."""
+    import onnxruntime as ort
+
+    so = ort.SessionOptions()
+    so.log_severity_level, so.intra_op_num_threads = 3, 1
+    so.add_session_config_entry("session.qdqisint8allowed", "1")
+    s = ort.InferenceSession(model.SerializeToString(), so, providers=["CPUExecutionProvider"])
+    return s.run(None, feeds)[0]
+
+
 def qdq_oracle(model, x, requant: str = "f32", add: str = "ort", gap: str = "ort"):
     """The QDQ model evaluated in numpy as onnxruntime's integer kernels compute it (QLinearConv /
     QGemm: exact integer accumulation, f32 multiplier ``f32(f32(xs * ws) / ys)``, f32 product, round

@@ -8,7 +8,6 @@ near ties (passes/graph/lower_quantized_add.py)."""
 from __future__ import annotations
 
 import numpy as np
-import onnxruntime as ort
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
@@ -16,6 +15,7 @@ from m100.passes.graph.lower_quantized_add import qlinear_add_constants
 from m100.targets.m100.isa import CvuOp, CvuPipeline
 from m100.targets.m100.numerics import fma_f32
 from m100.tools import driver
+from qdq_oracle import ort_int8  # the shared onnxruntime int8-kernel oracle
 
 F = np.float32
 # every int8 pair (a, b), as two 256 x 256 tensors
@@ -41,15 +41,6 @@ def qdq_add(sa, za, sb, zb, sc, zc, b_shape=None, relu=False, shape=A.shape):
     m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
     m.ir_version = 8
     return m
-
-
-def ort_int8(model, feeds):
-    """onnxruntime with its int8 kernels (the Add runs as com.microsoft QLinearAdd)."""
-    so = ort.SessionOptions()
-    so.log_severity_level, so.intra_op_num_threads = 3, 1
-    so.add_session_config_entry("session.qdqisint8allowed", "1")
-    s = ort.InferenceSession(model.SerializeToString(), so, providers=["CPUExecutionProvider"])
-    return s.run(None, feeds)[0]
 
 
 def onnx_definition(a, sa, za, b, sb, zb, sc, zc):

@@ -7,11 +7,11 @@ ResNet-18's last differing inputs)."""
 from __future__ import annotations
 
 import numpy as np
-import onnxruntime as ort
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 from m100.tools import driver
+from qdq_oracle import ort_int8  # the shared onnxruntime int8-kernel oracle
 
 F = np.float32
 # a channel where onnxruntime (125) and the ONNX definition
@@ -34,14 +34,6 @@ def qdq_gap(sx, zx, sy, zy, c=8, hw=4):
     return m
 
 
-def ort_int8(model, x):
-    so = ort.SessionOptions()
-    so.log_severity_level, so.intra_op_num_threads = 3, 1
-    so.add_session_config_entry("session.qdqisint8allowed", "1")
-    s = ort.InferenceSession(model.SerializeToString(), so, providers=["CPUExecutionProvider"])
-    return s.run(None, {"x": x})[0]
-
-
 def onnx_definition(x, sx, zx, sy, zy):
     d = ((x.astype(F) - F(zx)) * F(sx)).astype(F)
     mean = (d.sum(axis=(2, 3), dtype=F, keepdims=True) / F(x.shape[2] * x.shape[3])).astype(F)
@@ -60,10 +52,10 @@ def test_qdq_global_average_pool_is_bit_exact_with_onnxruntime(case):
         if i == 5:
             x[0, 1:3] = (127, -128)[i % 2]  # saturating channels
             x[0, 2] = -128
-        want = ort_int8(model, x)
+        want = ort_int8(model, {"x": x})
         got = driver.run(cr.program, {"x": x}, machine=cr.machine).outputs["y"]
         np.testing.assert_array_equal(got.reshape(want.shape), want)
     if case[0] == SX:  # the test separates the two arithmetics
         x[0, 0] = np.array(ROW, np.int8).reshape(4, 4)
-        assert ort_int8(model, x)[0, 0, 0, 0] == 125
+        assert ort_int8(model, {"x": x})[0, 0, 0, 0] == 125
         assert onnx_definition(x, sx, zx, sy, zy)[0, 0, 0, 0] == 124
