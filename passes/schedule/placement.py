@@ -38,7 +38,8 @@ from .cost import CostModel, ceil_div
 from .graph import Op, OpGraph, ScheduleError, geometry
 from .partition import col_splits
 from .plan import Plan
-from .segment import SegmentCfg, StageCfg, act_resident_ok, ksplit_ok, streamable
+from .segment import (SegmentCfg, StageCfg, act_resident_ok, ksplit_ok, ksplit_stages,
+                      streamable)
 from .timeline import BoundExceeded, Scheduler
 
 INF = float("inf")
@@ -578,7 +579,8 @@ def weights_once(s: Search, segs: list[SegmentCfg], tl: Plan, keep: str
         rows = geometry(g, op).rows
         by_gr: dict[int, tuple[float, SegmentCfg]] = {}
         for ks in range(2, MAX_KPARTS + 1):
-            if n % ks:
+            # the parts' sum (+ bias, ReLU) is one CVU pipeline: at most cvu_max_stages stages
+            if n % ks or ksplit_stages(op, ks) > s.cm.machine.cvu_max_stages:
                 continue
             for gc in col_splits(s.cm, g, op, n // ks):
                 gr = n // (ks * gc)

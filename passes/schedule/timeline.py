@@ -371,8 +371,10 @@ class _Builder:
                 raise ScheduleError(f"internal: op '{op.name}' can not keep its activation "
                                     "resident")
             self.tl.plans[st.op] = s.stage_plan(seg, st)
-            if st.ks > 1 and (len(seg.stages) > 1 or not ksplit_ok(g, op)):
-                raise ScheduleError(f"internal: op '{op.name}' can not be split along K")
+            if st.ks > 1 and (len(seg.stages) > 1 or not ksplit_ok(g, op) or
+                              ksplit_stages(op, st.ks) > self.cm.machine.cvu_max_stages):
+                raise ScheduleError(f"internal: op '{op.name}' can not be split along K "
+                                    f"into {st.ks} parts")
         self._prefetch(si, seg)
         lag = self._lags(seg)
         if len(seg.stages) == 1 and lockstep(self.tl.plans[seg.stages[0].op],
