@@ -41,6 +41,21 @@ TOUCH = 1e-9
 _REL = 1e-9
 
 
+
+def _walk(S: list, E: list, k: int, t: float, dur: float) -> tuple[float, int | None]:
+    """The linear walk over one chunk's intervals from index ``k``: the start ``t`` (pushed past
+    each interval that ends after it) and the index of the first interval that starts at or after
+    ``t + dur`` (None: none in this chunk; ``t`` is then past all of them)."""
+    n = len(S)
+    while k < n:
+        if S[k] >= t + dur:
+            return t, k
+        x = E[k]
+        if x > t:
+            t = x
+        k += 1
+    return t, None
+
 class BusyBlocks:
     """Merged sorted busy intervals ``[start, end)`` of one resource (see the module doc)."""
 
@@ -68,17 +83,9 @@ class BusyBlocks:
         c = bisect_right(last, ready)  # first chunk holding an interval that ends after ready
         if c == nc:
             return ready, self._end()
-        S, E = self.s[c], self.e[c]
-        k = bisect_right(E, ready)
-        t = ready
-        n = len(S)
-        while k < n:
-            if S[k] >= t + dur:
-                return t, (c, k)
-            x = E[k]
-            if x > t:
-                t = x
-            k += 1
+        t, k = _walk(self.s[c], self.e[c], bisect_right(self.e[c], ready), ready, dur)
+        if k is not None:
+            return t, (c, k)
         gap = self.gap
         c += 1
         while c < nc:
@@ -94,16 +101,9 @@ class BusyBlocks:
                     t = lc
                 c += 1
                 continue
-            E = self.e[c]
-            n = len(S)
-            k = 0
-            while k < n:
-                if S[k] >= t + dur:
-                    return t, (c, k)
-                x = E[k]
-                if x > t:
-                    t = x
-                k += 1
+            t, k = _walk(S, self.e[c], 0, t, dur)
+            if k is not None:
+                return t, (c, k)
             c += 1
         return t, self._end()
 
