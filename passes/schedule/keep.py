@@ -7,7 +7,7 @@ its producer pieces write their output tiles into HBSM buffers that stay live af
 nothing is stored, and each consumer piece of a later segment gets the rows (halo included) and
 columns it needs by DTDU copies from the producer pieces over the mesh (or reads a piece on its
 own TPB in place) -- exactly what a pipeline stage does with its producer inside a segment
-(``timeline._Builder._act_in``, ``emit_units.UnitEmitter.act_in``), so the timeline and the
+(``build_transfers.Transfers._act_in``, ``emit_units.UnitEmitter.act_in``), so the timeline and the
 emitter read one decision, :attr:`.plan.Plan.kept` (op names), and nothing else changes.
 
 :func:`choose_kept` decides it for a whole plan (never for the search's isolated segment costs,
@@ -27,7 +27,7 @@ whose inputs are ready at cycle 0), in program order. A tensor is kept when
   consumer's, the plan's buffers (``TilePlan.footprint`` of the stages on that TPB) + the kept
   tensors already held there + this tensor's tiles stay within ``PREFETCH_HBSM_SHARE`` of the
   HBSM (the rest: hbsm-allocate's packing slack). The kept bytes are counted in the HBSM use that
-  weight prefetch (``timeline._Builder._prefetch``) checks.
+  weight prefetch (``list_schedule.ListScheduler._prefetch``) checks.
 """
 
 from __future__ import annotations
@@ -66,7 +66,7 @@ def choose_kept(s, segs: list[SegmentCfg], cap: int, one_stage: bool = False
     consumers are all one-stage segments (their copies from the kept pieces are then the only
     DTDU copies of the segment: in a pipeline they queue on the source TPB's DTDU behind the
     stream copies of other stages, which wait for compute)."""
-    g, cm = s.g, s.cm
+    g = s.g
     seg_of: dict[str, int] = {}
     plans: dict = {}
     foot: dict[tuple[int, int], int] = {}

@@ -547,8 +547,8 @@ def weights_once(s: Search, segs: list[SegmentCfg], tl: Plan, keep: str
 
     A stage of ``gr`` TPB rows broadcasts each weight chunk of a column part to all ``gr`` rows
     (one DDR read, but ``gr`` copies in HBSM). The DDR traffic is the same, but the HBSM bytes
-    the weights take are not: the weight prefetch across segments (``timeline._Builder.
-    _prefetch``) stops where the HBSM share is full, and on ResNet-18 224 the layer-3/4 weights
+    the weights take are not: the weight prefetch across segments (``list_schedule.
+    ListScheduler._prefetch``) stops where the HBSM share is full, and on ResNet-18 224 the layer-3/4 weights
     (gr 7 / 2: 2.4 MB per TPB against a 1.5 MB share) kept the CCB DMA engines idle while the
     TCU-bound early layers ran, then bound the late layers. With fewer rows and more K parts
     on the same TPBs (``gr * gc * ks`` unchanged) a TPB holds a smaller slice of the weight, so
@@ -609,7 +609,7 @@ def weights_once(s: Search, segs: list[SegmentCfg], tl: Plan, keep: str
 def unchunk(sched: Scheduler, segs: list[SegmentCfg], tl: Plan) -> tuple[list[SegmentCfg], Plan]:
     """The search costs each segment in isolation, where a contraction whose weight streams in
     more, smaller K chunks (``StageCfg.chunked``) starts computing sooner. In the whole program
-    the weights are prefetched across segments (``timeline._Builder._prefetch``) and arrive early
+    the weights are prefetched across segments (``list_schedule.ListScheduler._prefetch``) and arrive early
     anyway, while every extra transfer still pays a DMA latency on an engine the late layers are
     bound by. Per chunked one-stage K-split segment (``ks`` > 1: there the finer chunking
     multiplies the transfers of every K part), in order, the whole plan is rebuilt with the

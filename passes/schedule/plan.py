@@ -230,7 +230,7 @@ class Plan:
     # weight prefetch across segments: (segment, TPB) -> the earlier segment whose end on that
     # TPB the segment's constant weight transfers into it wait for (-1: none), instead of the
     # end of the last segment that used the TPB: they load while the segments in between
-    # compute, into HBSM bytes those leave free (``timeline._Builder._prefetch``); absent = the
+    # compute, into HBSM bytes those leave free (``list_schedule.ListScheduler._prefetch``); absent = the
     # last segment (no prefetch)
     prefetch: dict[tuple[int, int], int] = field(default_factory=dict)
     # activations kept in HBSM between segments (:mod:`.keep`): the ops whose output tiles stay

@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 
 from m100.passes.schedule import placement
+from m100.passes.schedule import list_schedule as LS
 from m100.passes.schedule import timeline as T
 from m100.passes.schedule.cost import CostModel
 from m100.passes.schedule.examples import GraphBuilder
@@ -72,7 +73,7 @@ def test_kept_bytes_stay_within_the_hbsm_share():
     g, segs = _chain()
     s = T.Scheduler(CostModel(M100), g)
     tl = s.build(segs, keep="all")
-    cap = M100.hbsm_bytes * T.PREFETCH_HBSM_SHARE
+    cap = M100.hbsm_bytes * LS.PREFETCH_HBSM_SHARE
     held = Counter()
     for name in tl.kept:  # all of a kept op's output tiles, from its segment to its reader's
         si = next(i for i, sg in enumerate(segs) if sg.ops == (name,))

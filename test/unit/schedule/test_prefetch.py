@@ -14,6 +14,7 @@ import pytest
 from m100.frontend import models
 from m100.frontend.mlir_load import default_context
 from m100.passes.backend.hbsm_allocate import HbsmAllocate
+from m100.passes.schedule import list_schedule as LS
 from m100.passes.schedule import timeline as T
 from m100.passes.schedule.cost import CostModel
 from m100.passes.schedule.from_ir import from_module
@@ -35,12 +36,12 @@ def _plan(model, depth, tpbs=8):
     mod = compile_onnx(model, default_context(), graph=True)
     g = from_module(mod).graph
     pl = schedule(g, M100, tpbs=tpbs, strategy="data-parallel")
-    old = T.PREFETCH_DEPTH
+    old = LS.PREFETCH_DEPTH
     try:
-        T.PREFETCH_DEPTH = depth
+        LS.PREFETCH_DEPTH = depth
         tl = T.Scheduler(CostModel(M100), g).build(pl.segments)
     finally:
-        T.PREFETCH_DEPTH = old
+        LS.PREFETCH_DEPTH = old
     return g, pl.segments, tl
 
 
@@ -50,7 +51,7 @@ def _transfers(tl):
 
 
 def test_prefetched_weights_load_before_the_segment_boundary_and_nothing_else_changes():
-    g, segs, tl = _plan(_mlp(), T.PREFETCH_DEPTH)
+    g, segs, tl = _plan(_mlp(), LS.PREFETCH_DEPTH)
     _, _, base = _plan(_mlp(), 1)
     assert base.prefetch == {} and tl.prefetch
     # the same transfers (each weight byte loaded as often as without prefetch), only earlier
@@ -87,8 +88,8 @@ def test_prefetched_weights_load_before_the_segment_boundary_and_nothing_else_ch
 def test_prefetch_respects_the_hbsm_share():
     # per TPB and segment: the plan's buffers + the weight buffers of the later segments whose
     # transfers may run during it (those whose barrier lies before it) stay within the share
-    g, segs, tl = _plan(_mlp(), T.PREFETCH_DEPTH)
-    cap = M100.hbsm_bytes * T.PREFETCH_HBSM_SHARE
+    g, segs, tl = _plan(_mlp(), LS.PREFETCH_DEPTH)
+    cap = M100.hbsm_bytes * LS.PREFETCH_HBSM_SHARE
     used: dict[tuple[int, int], int] = {}
     wts: dict[tuple[int, int], int] = {}
     for si, seg in enumerate(segs):
@@ -99,7 +100,7 @@ def test_prefetch_respects_the_hbsm_share():
             for x in st.tpbs:
                 used[(x, si)] = used.get((x, si), 0) + p.footprint
                 wts[(x, si)] = wts.get((x, si), 0) + sum(
-                    b.nbytes for b in p.buffers if b.role in T.WEIGHT_BUFFERS)
+                    b.nbytes for b in p.buffers if b.role in LS.WEIGHT_BUFFERS)
     held = dict(used)
     for (si, x), b in tl.prefetch.items():
         for (y, s) in used:

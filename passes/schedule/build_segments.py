@@ -1,0 +1,352 @@
+"""The plan builder: a placement's segments walked in the wave order, one task per instruction.
+
+Per segment: its stages' tile plans, the weight prefetch barriers, the wave order (band ``b`` of a
+stage after the producer bands its rows need, :meth:`PlanBuilder._lags`), or the lockstep groups of
+a one-stage contraction whose K is chunked or whose second operand streams; per piece, the op
+family's unit instructions (:mod:`.kinds`) with their operand transfers (:mod:`.build_transfers`),
+the K-split reductions and the stores of outputs needed outside the segment; then the HBSM buffer
+lifetimes of the segment. Tasks are list-scheduled as they are created (:mod:`.list_schedule`).
+"""
+
+from __future__ import annotations
+
+from .build_transfers import Transfers
+from .graph import Op, ScheduleError, dtype_bytes
+from .keep import kept_bytes
+from .partition import TilePlan
+from .plan import STORE_LATER, BufferUse, PlanPiece, Unit, op_family
+from .segment import (SegmentCfg, StageCfg, act_resident_ok, band_rows, input_window,
+                      ksplit_bias, ksplit_ok, ksplit_stages, lockstep, lockstep_groups, memory_of,
+                      reads_whole, reduce_pieces, row_tile)
+
+
+class PlanBuilder(Transfers):
+    """Builds the plan's tasks in program order, one per instruction, and list-schedules each task
+    as it is created (creation order == program order per in-order resource)."""
+
+    # ------------------------------------------------------------------ segments
+    def segment(self, si: int, seg: SegmentCfg, isolated: bool) -> None:
+        self.isolated = isolated
+        self.piece: PlanPiece | None = None
+        # per TPB the end of the last segment that used it (its HBSM is reused)
+        self.barrier.update(self.seg_touch)
+        for x, tid in self.seg_touch.items():
+            self.bar_hist.setdefault(x, []).append((self.tl.tasks[tid].segment, tid))
+        self.seg_touch = {}
+        start = len(self.tl.tasks)
+        pieces: list[PlanPiece] = []
+        self.tl.pieces.append(pieces)
+        if seg.kind == "dma" and self.s.ops[seg.stages[0].op].unit.startswith("csu."):
+            from .kinds import csu
+            csu.plan_segment(self, si, seg, pieces)
+        elif seg.kind == "dma":
+            self.movement.plan_segment(self, si, seg, pieces)
+        else:
+            self._compute_segment(si, seg, pieces)
+        seg_tasks = self.tl.tasks[start:]
+        span = (min((t.start for t in seg_tasks), default=0.0),
+                max((t.end for t in seg_tasks), default=0.0))
+        self.tl.seg_spans.append(span)
+        if isolated or seg.kind == "dma":
+            return
+        # HBSM buffers: every TPB of a stage holds the plan's buffers for the segment's span there
+        life: dict[int, list[float]] = {}
+        for t in seg_tasks:
+            for tp in ((t.tpb,) if t.tpb >= 0 else ()) + t.dst_tpbs:
+                lf = life.setdefault(tp, [t.start, t.end])
+                lf[0] = min(lf[0], t.start)
+                lf[1] = max(lf[1], t.end)
+        for st in seg.stages:
+            plan = self.tl.plans[st.op]
+            for tp in st.tpbs:
+                a, e = life.get(tp, span)
+                for buf in plan.buffers:
+                    self.tl.buffers.append(BufferUse(tp, f"{st.op}.{buf.role}", st.op, buf.role,
+                                                     buf.slot_bytes, buf.slots, buf.unit, a, e))
+
+    def _compute_segment(self, si: int, seg: SegmentCfg, pieces: list[PlanPiece]) -> None:
+        g, s = self.g, self.s
+        self.seg_ops = set(seg.ops)
+        self.outside = self._outside_consumers(self.seg_ops)
+        self.hist: dict[tuple[int, str], list[int]] = {}  # (tpb, op) -> compute task ids
+        self.out_readers: dict[tuple[int, str], list[list[int]]] = {}
+        self.wcache: dict[tuple, int] = {}
+        self.acache: dict[tuple, int] = {}  # (op, tensor, tpb, rows) -> broadcast/load task
+        for st in seg.stages:
+            op = s.ops[st.op]
+            if st.act_resident and (len(seg.stages) > 1 or st.ks > 1 or st.bands != st.gr or
+                                    not act_resident_ok(g, op)):
+                raise ScheduleError(f"internal: op '{op.name}' can not keep its activation "
+                                    "resident")
+            self.tl.plans[st.op] = s.stage_plan(seg, st)
+            if st.ks > 1 and (len(seg.stages) > 1 or not ksplit_ok(g, op) or
+                              ksplit_stages(op, st.ks) > self.cm.machine.cvu_max_stages):
+                raise ScheduleError(f"internal: op '{op.name}' can not be split along K "
+                                    f"into {st.ks} parts")
+        self._prefetch(si, seg)
+        lag = self._lags(seg)
+        if len(seg.stages) == 1 and lockstep(self.tl.plans[seg.stages[0].op],
+                                             s.ops[seg.stages[0].op]):
+            self._lockstep_segment(si, seg.stages[0], pieces)
+            self._check_kept(seg)
+            return
+        n_waves = max(st.bands + lag[st.op] for st in seg.stages)
+        for w in range(n_waves):  # the wave order: band b of a stage after the producer bands
+            for st in seg.stages:
+                b = w - lag[st.op]
+                if not 0 <= b < st.bands:
+                    continue
+                op = s.ops[st.op]
+                tplan = self.tl.plans[st.op]
+                for j, tpb, a, e, cc, ce in s.band_boxes(st, op, tplan, b):
+                    p = PlanPiece(op.name, b, j, tpb, a, e, cc, ce, segment=si)
+                    self._run([p], st, op, tplan)
+                    pieces.append(p)
+                    self.by_op.setdefault(op.name, []).append(p)
+        self._check_kept(seg)
+
+    def _check_kept(self, seg: SegmentCfg) -> None:
+        """The kept outputs of this segment hold exactly the bytes :mod:`.keep` budgeted."""
+        for st in seg.stages:
+            if st.op not in self.tl.kept:
+                continue
+            got: dict[int, int] = {}
+            for p in self.by_op.get(st.op, ()):
+                nb = p.out_dims[0] * p.out_dims[1] * p.out_dims[2] * \
+                    dtype_bytes(self.g.out(self.s.ops[st.op]).dtype)
+                got[p.tpb] = got.get(p.tpb, 0) + self.cm.align(nb)
+            want = kept_bytes(self.s, seg, st, self.s.ops[st.op], self.tl.plans[st.op])
+            if got != want:
+                raise ScheduleError(f"internal: kept output of '{st.op}': {got} B per TPB, "
+                                    f"budgeted {want}")
+
+    def _lockstep_segment(self, si: int, st: StageCfg, pieces: list[PlanPiece]) -> None:
+        """A one-stage contraction whose K is chunked or whose second operand streams: the pieces
+        of one round (the bands computed at the same time, one per TPB row), one row tile index
+        and one column tile index of every column part form a group, built K chunk by K chunk
+        round robin (:meth:`_run`), so that each activation chunk is one DRB broadcast to the
+        column parts of its row tile and each weight / B chunk one broadcast to the rows of its
+        column part (instead of one DMA per TPB)."""
+        op = self.s.ops[st.op]
+        tplan = self.tl.plans[st.op]
+        self.stage = st
+        carry: list = []  # pieces whose store waits for the next group's first step
+        for grp in lockstep_groups(self.g, op, st, tplan, self.s.geo(op),
+                                   row_tile(self.cm, self.g, op)):
+            for p in grp:
+                p.segment = si
+                p.group = self.n_groups
+            self.n_groups += 1
+            self.gcache = {}
+            carry = self._run(grp, st, op, tplan, carry)
+            pieces.extend(grp)
+            if st.ks > 1:  # the partial sums of each output tile meet on its part-0 TPB
+                for red in reduce_pieces(grp, si):
+                    self.piece = red
+                    self._reduce(op, red, grp)
+                    self.piece = None
+                    pieces.append(red)
+                    self.by_op.setdefault(op.name, []).append(red)
+            else:
+                self.by_op.setdefault(op.name, []).extend(grp)
+        self._resume(carry)
+
+    def _reduce(self, op: Op, red: PlanPiece, grp: list[PlanPiece]) -> None:
+        """The K-split reduction of one output tile on its part-0 TPB: DTDU copies of the other
+        parts' partial sums, the bias, one CVU add chain (+ bias, activation), the store."""
+        g, cm = self.g, self.cm
+        root = red.tpb
+        key = f"{op.name}/reduce"
+        self.cur = (root, key)
+        back = self.out_readers.setdefault((root, key), [])
+        self.out_wait = list(back[-2]) if len(back) >= 2 else []
+        parts = [p for p in grp if (p.band, p.col, p.r0, p.c0) == (red.band, red.col, red.r0,
+                                                                   red.c0)]
+        parts.sort(key=lambda p: p.kpart)
+        rows, E, cols = parts[0].out_dims
+        nb = float(rows * E * cols * 4)
+        deps = [parts[0].compute]
+        for p in parts[1:]:
+            c = self.add(kind="copy", unit="dtdu", tpb=p.tpb, op=op.name, tensor=op.outputs[0],
+                         nbytes=nb, cycles=cm.mesh_cycles(nb, p.tpb, root),
+                         deps=[p.compute] + self._slot_deps() + self._bar(root),
+                         segment=red.segment, band=red.band, col=red.col, dst_tpbs=(root,),
+                         src="hbsm", dst="hbsm", role="partial")
+            self.readers[p.compute].append(c.id)
+            self._touch(root, c.id)
+            self._touch(p.tpb, c.id)
+            deps.append(c.id)
+        bias = ksplit_bias(op)
+        if bias is not None:
+            bb = cols * dtype_bytes(g.tensors[bias].dtype)
+            deps.append(self._weight(self.stage, op, bias, root, red.c0, red.c1, red.col, None,
+                                     bb, True, role="bias"))
+        ob = dtype_bytes(g.out(op).dtype)
+        stages = ksplit_stages(op, len(parts))
+        cyc = cm.cvu_cycles(nb, rows * E * cols * ob, 1, stages,
+                            nb * len(parts) + (cols * 4 if bias is not None else 0))
+        t = self.add(kind="compute", unit=Unit.CVU.value, tpb=root, op=op.name,
+                     tensor=op.outputs[0], nbytes=0.0, cycles=cyc,
+                     deps=deps + self._take_out_wait(), segment=red.segment, band=red.band,
+                     col=red.col)
+        self.readers[parts[0].compute].append(t.id)
+        self.hist.setdefault(self.cur, []).append(t.id)
+        self._touch(root, t.id)
+        red.compute = t.id
+        red.out_dims = (rows, E, cols)
+        readers: list[int] = []
+        self.readers[t.id] = readers
+        back.append(readers)
+        if op.outputs[0] in self.outside:
+            red.store = True
+            nbo = float(rows * E * cols * ob)
+            loc = memory_of(cm, g, op.outputs[0])
+            o = self.add(kind="dma-out", unit="dma", tpb=-1, op=op.name, tensor=op.outputs[0],
+                         nbytes=nbo, cycles=cm.dma_cycles(nbo, "hbsm", dst=loc), deps=[t.id],
+                         segment=red.segment, band=red.band, col=red.col, dst_tpbs=(root,),
+                         src="hbsm", dst=loc, role="out")
+            self._wrote(op.outputs[0], o.id)
+            readers.append(o.id)
+            self._touch(root, o.id)
+        self.cur = None
+
+    def _run(self, group: list[PlanPiece], st: StageCfg, op: Op, tplan: TilePlan,
+             carry: list | None = None) -> list:
+        """Build the tasks of ``group`` (pieces on distinct TPBs): K chunk by K chunk, round
+        robin, each piece with its own context (TPB/op, the output slot it waits for). The
+        pieces of ``carry`` (the group before, paused at :data:`STORE_LATER`) create their
+        stores after this group's first step; returns this group's paused pieces."""
+        live = []
+        for p in group:
+            live.append([p, self._piece(p.segment, st, op, p, tplan), None])
+        parked: list = []
+        while live:
+            nxt = []
+            for item in live:
+                if self._step(item) is STORE_LATER:
+                    parked.append(item)
+                elif item[1] is not None:
+                    nxt.append(item)
+            if carry:
+                self._resume(carry)
+                carry = None
+            live = nxt
+        if carry:
+            self._resume(carry)
+        return parked
+
+    def _step(self, item: list):
+        """Advance one piece's generator to its next pause (``item[1]`` = None once done)."""
+        p, gen, ctx = item
+        self.piece = p
+        if ctx is not None:
+            self.cur, self.out_wait = ctx
+        try:
+            r = next(gen)
+            item[2] = (self.cur, self.out_wait)
+        except StopIteration:
+            item[1] = r = None
+        self.piece = None
+        return r
+
+    def _resume(self, items: list) -> None:
+        """Finish pieces paused at :data:`STORE_LATER` (their stores), in order."""
+        for item in items:
+            while item[1] is not None:
+                self._step(item)
+
+    # ------------------------------------------------------------------ one piece
+    def _piece(self, si: int, st: StageCfg, op: Op, p: PlanPiece, tplan: TilePlan):
+        """The tasks of one instruction tile, in the order the emitter creates its instructions
+        (a generator: it pauses after each K chunk of a lockstep group)."""
+        g, cm = self.g, self.cm
+        tpb = p.tpb
+        self.cur = (tpb, op.name)
+        back = self.out_readers.setdefault((tpb, op.name), [])
+        self.out_wait = list(back[-2]) if len(back) >= 2 else []
+        family = op_family(op.unit)
+        out_t = g.out(op)
+        ob = dtype_bytes(out_t.dtype)
+        computes: list[int] = []
+        kw = dict(segment=si, band=p.band, col=p.col)
+
+        unit = Unit.of_op(op.unit).value
+
+        def compute(deps: list[int], cyc: float, macs: int) -> int:
+            t = self.add(kind="compute", unit=unit, tpb=tpb, op=op.name,
+                         tensor=op.outputs[0], nbytes=0.0, cycles=cyc,
+                         deps=deps + self._take_out_wait(), macs=macs, **kw)
+            self.hist.setdefault((tpb, op.name), []).append(t.id)
+            self._touch(tpb, t.id)
+            computes.append(t.id)
+            return t.id
+
+        steps = self.families[family].plan_piece(self, si, st, op, p, tplan, compute)
+        if steps is not None:
+            yield from steps
+        p.compute = computes[-1]
+        readers: list[int] = []
+        self.readers[p.compute] = readers
+        back.append(readers)
+        if op.outputs[0] in self.outside and p.kparts == 1:
+            # outputs needed outside the segment go to memory (SRAM or DDR); a K part's partial
+            # sum goes to its reduction (:meth:`_reduce`) instead
+            if tplan.act_resident:
+                self.cur = None
+                yield STORE_LATER
+            p.store = True
+            nb = float(p.out_dims[0] * p.out_dims[1] * p.out_dims[2] * ob)
+            loc = memory_of(cm, g, op.outputs[0])
+            o = self.add(kind="dma-out", unit="dma", tpb=-1, op=op.name, tensor=op.outputs[0],
+                         nbytes=nb, cycles=cm.dma_cycles(nb, "hbsm", dst=loc), deps=[p.compute],
+                         segment=si,
+                         band=p.band, col=p.col, dst_tpbs=(tpb,), src="hbsm", dst=loc, role="out")
+            self._wrote(op.outputs[0], o.id)
+            readers.append(o.id)
+            self._touch(tpb, o.id)
+        self.cur = None
+
+    def _lags(self, seg: SegmentCfg) -> dict[str, int]:
+        """Wave offset of each stage: band b of a stage is emitted in wave b + lag, after every
+        producer band its row window needs (halo rows of the next band included)."""
+        g, s = self.g, self.s
+        lag: dict[str, int] = {}
+        by_op = {st.op: st for st in seg.stages}
+        for st in seg.stages:
+            op = s.ops[st.op]
+            geo = s.geo(op)
+            need = 0
+            for tname in op.inputs:
+                prod = s.producers.get(tname)
+                if prod is None or prod.name not in by_op or prod.name not in lag:
+                    continue
+                pst = by_op[prod.name]
+                pgeo = s.geo(prod)
+                for b in range(st.bands):
+                    lo, hi = band_rows(geo.rows, st.bands, b)
+                    if hi <= lo:
+                        continue
+                    win = None if reads_whole(op, tname) else input_window(g, op, tname, lo, hi)
+                    if win is None:
+                        qmax = pst.bands - 1
+                    else:
+                        qmax = s.band_of(pgeo.rows, pst.bands, max(win[1], win[0] + 1) - 1)
+                    need = max(need, lag[prod.name] + qmax - b)
+            lag[st.op] = need
+        return lag
+
+    def _outside_consumers(self, seg_ops: set[str]) -> set[str]:
+        out = set()
+        cons = self.g.consumers()
+        for name in seg_ops:
+            op = self.s.ops[name]
+            if name in self.tl.kept:  # read from the producer pieces' HBSM (:mod:`.keep`)
+                continue
+            for t in op.outputs:
+                users = cons.get(t, [])
+                if self.g.tensors[t].kind == "output" or not users or \
+                        any(u.name not in seg_ops or reads_whole(u, t) for u in users):
+                    out.add(t)
+        return out
+
+

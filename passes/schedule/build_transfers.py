@@ -1,0 +1,158 @@
+"""The plan builder's operand transfers: DMA loads, DRB broadcasts, resident and streamed weights,
+shared K chunks of a lockstep group and DTDU copies from producer pieces (an activation read in
+place when one piece on the TPB has exactly the box). One task per instruction the emitter creates
+(:mod:`.emit_units` translates them 1:1)."""
+
+from __future__ import annotations
+
+from .graph import Op, ScheduleError, dtype_bytes
+from .list_schedule import ListScheduler
+from .plan import PlanPiece, PlanTask
+from .segment import StageCfg, memory_of
+
+
+class Transfers(ListScheduler):
+    """Operand transfers of the piece being built (``self.piece``)."""
+
+    def _streamed(self, tensor: str) -> bool:
+        prod = self.s.producers.get(tensor)
+        return prod is not None and prod.name in self.by_op and (
+            prod.name in self.seg_ops or prod.name in self.tl.kept)
+
+    def _load(self, op: Op, tensor: str, tpb: int, nbytes: float, role: str,
+              slot: bool = True) -> PlanTask:
+        """A DMA from memory into a fresh HBSM buffer of ``tpb``."""
+        src = "ddr" if self.g.tensors[tensor].kind == "weight" else memory_of(self.cm, self.g, tensor)
+        deps = self._mem_deps(tensor) + self._wbar(tpb, tensor, role) + \
+            (self._slot_deps() if slot else [])
+        return self.add(kind="dma-in", unit="dma", tpb=-1, op=op.name, tensor=tensor,
+                        nbytes=nbytes, cycles=self.cm.dma_cycles(nbytes, src), deps=deps,
+                        segment=self.piece.segment, band=self.piece.band, col=self.piece.col,
+                        dst_tpbs=(tpb,), src=src, dst="hbsm", role=role)
+
+    def _shared_chunk(self, op: Op, tensor: str, key: tuple, tpbs: tuple[int, ...], tpb: int,
+                      nbytes: float, role: str) -> int:
+        """One K chunk of a lockstep group that several of its TPBs read (``tpbs``): one DRB
+        broadcast into a fresh buffer of each, made by the first piece that needs it (the others
+        of the group read it); a chunk only ``tpb`` reads is one load."""
+        k = (op.name, tensor, key, tpb)
+        if k not in self.gcache:
+            if len(tpbs) > 1:
+                t = self._broadcast(op, tensor, tpbs, nbytes, role)
+            else:
+                t = self._load(op, tensor, tpb, nbytes, role)
+            for x in tpbs or (tpb,):
+                self.gcache[(op.name, tensor, key, x)] = t.id
+        return self.gcache[k]
+
+    def _broadcast(self, op: Op, tensor: str, tpbs: tuple[int, ...], nbytes: float,
+                   role: str = "act") -> PlanTask:
+        """One DRB broadcast of an input tile into a fresh buffer of every TPB of ``tpbs``; it
+        waits for the slot it refills on each of them (double buffering)."""
+        src = memory_of(self.cm, self.g, tensor)
+        deps = self._mem_deps(tensor)
+        for x in tpbs:
+            h = self.hist.get((x, op.name), [])
+            deps += self._wbar(x, tensor, role) + ([h[-2]] if len(h) >= 2 else [])
+        return self.add(kind="dma-in", unit="dma", tpb=-1, op=op.name, tensor=tensor,
+                        nbytes=nbytes, cycles=self.cm.dma_cycles(nbytes, src, broadcast=True),
+                        deps=deps, segment=self.piece.segment, band=self.piece.band, col=-1,
+                        dst_tpbs=tpbs,
+                        src=src, dst="hbsm", role=role)
+
+    def _weight(self, st: StageCfg, op: Op, tensor: str, tpb: int, c0: int, c1: int, j: int,
+                k0: int | None, nbytes: float, resident: bool, role: str = "w") -> int:
+        """Columns [c0, c1) of a weight or runtime B operand (K chunk at ``k0``) in the HBSM of
+        ``tpb``: resident ones are loaded once per TPB -- by one DRB broadcast to every TPB of the column part
+        that computes a band -- streamed ones per instruction."""
+        key = (op.name, tpb, c0, c1, tensor, k0)
+        if key in self.wcache:
+            return self.wcache[key]
+        if resident and st.gr > 1:
+            rows = sorted({st.row_of(b) for b in range(st.bands)})
+            tpbs = tuple(st.tpbs[r * st.gc + j] for r in rows)
+            if tpb in tpbs and len(tpbs) > 1:
+                deps = self._mem_deps(tensor) + [d for t in tpbs
+                                                 for d in self._wbar(t, tensor, role)]
+                src = "ddr" if self.g.tensors[tensor].kind == "weight" else \
+                    memory_of(self.cm, self.g, tensor)
+                t = self.add(kind="dma-in", unit="dma", tpb=-1, op=op.name, tensor=tensor,
+                             nbytes=nbytes,
+                             cycles=self.cm.dma_cycles(nbytes, src, broadcast=True), deps=deps,
+                             segment=self.piece.segment, band=self.piece.band, col=j,
+                             dst_tpbs=tpbs, src=src, dst="hbsm", role=role)
+                for x in tpbs:
+                    self.wcache[(op.name, x, c0, c1, tensor, k0)] = t.id
+                return t.id
+        t = self._load(op, tensor, tpb, nbytes, role, slot=not resident)
+        if resident:
+            self.wcache[key] = t.id
+        return t.id
+
+    def _act_in(self, si: int, op: Op, tensor: str, rows: tuple[int, int],
+                bshape: tuple[int, int, int], cols: tuple[int, int] | None, tpb: int,
+                nbytes: float, row_tpbs: tuple[int, ...] = ()) -> list[int]:
+        """Rows [rows) of ``tensor`` on ``tpb``: copies from the producer pieces of this segment
+        (read in place when one piece on this TPB has exactly that box), or one load. With
+        ``row_tpbs`` (a whole-K row tile, the same for every column part and column tile) the load
+        is shared: one DRB broadcast to ``row_tpbs`` (or one load) that all those pieces read."""
+        prod = self.s.producers.get(tensor)
+        if not (prod is not None and prod.name in self.by_op and (
+                prod.name in self.seg_ops or prod.name in self.tl.kept)):
+            if not row_tpbs:
+                return [self._load(op, tensor, tpb, nbytes, "act").id]
+            key = (op.name, tensor, tpb, rows)
+            if key not in self.acache:
+                if len(row_tpbs) > 1:
+                    t = self._broadcast(op, tensor, row_tpbs, nbytes)
+                else:
+                    t = self._load(op, tensor, tpb, nbytes, "act")
+                for x in row_tpbs:
+                    self.acache[(op.name, tensor, x, rows)] = t.id
+            return [self.acache[key]]
+        a0, a1 = rows
+        k0, k1 = cols if cols is not None else (0, bshape[-1])
+        over = [q for q in self._pieces_over(prod.name, a0, a1)
+                if max(a0, q.r0) < min(a1, q.r1) and max(k0, q.c0) < min(k1, q.c1)]
+        if len(over) == 1 and over[0].tpb == tpb and (over[0].r0, over[0].r1) == (a0, a1) and \
+                (over[0].c0, over[0].c1) == (k0, k1) and over[0].out_dims == tuple(bshape):
+            return [over[0].compute]  # same TPB, same box: read in place
+        dt = dtype_bytes(self.g.tensors[tensor].dtype)
+        out = []
+        self.fill_gap = prod.name not in self.seg_ops
+        for q in over:
+            a, e = max(a0, q.r0), min(a1, q.r1)
+            qc0, qc1 = max(k0, q.c0), min(k1, q.c1)
+            nb = float((e - a) * q.out_dims[1] * (qc1 - qc0) * dt)
+            c = self.add(kind="copy", unit="dtdu", tpb=q.tpb, op=prod.name, tensor=tensor,
+                         nbytes=nb, cycles=self.cm.mesh_cycles(nb, q.tpb, tpb),
+                         deps=[q.compute] + self._slot_deps() + self._bar(tpb), segment=si,
+                         band=self.piece.band, col=q.col, dst_tpbs=(tpb,), src="hbsm",
+                         dst="hbsm", role="act")
+            self.readers[q.compute].append(c.id)
+            self._touch(tpb, c.id)
+            self._touch(q.tpb, c.id)
+            out.append(c.id)
+        self.fill_gap = False
+        if not out:
+            raise ScheduleError(f"internal: no producer piece of '{tensor}' covers rows {rows}")
+        return out
+
+    def _pieces_over(self, op: str, a0: int, a1: int) -> list[PlanPiece]:
+        """The pieces of ``op`` built so far (``by_op``) that may overlap rows [a0, a1), in build
+        order: a row-bucket index over ``by_op[op]``, extended with the pieces added since the
+        last call (a superset: the caller tests the exact overlap)."""
+        qs = self.by_op[op]
+        ix = self.row_index.get(op)
+        if ix is None:
+            ix = self.row_index[op] = [0, max(1, qs[0].r1 - qs[0].r0), {}]
+        n, w, buckets = ix
+        for i in range(n, len(qs)):
+            q = qs[i]
+            for bk in range(q.r0 // w, max(q.r0, q.r1 - 1) // w + 1):
+                buckets.setdefault(bk, []).append(i)
+        ix[0] = len(qs)
+        found: set[int] = set()
+        for bk in range(a0 // w, max(a0, a1 - 1) // w + 1):
+            found.update(buckets.get(bk, ()))
+        return [qs[i] for i in sorted(found)]

@@ -1,0 +1,204 @@
+"""The plan builder's list scheduling: tasks on in-order resources, as the hardware runs them.
+
+Each task the builder creates (:mod:`.build_segments`, :mod:`.build_transfers`, the op families in
+:mod:`.kinds`) is scheduled as it is created (creation order == program order per in-order
+resource): each TPB unit (TCU/CVU/DTDU/CSU) executes its queue in program order, each CCB DMA engine
+its queue ordered by predicted start (a transfer takes the earliest gap of the engine that can
+start it first, :mod:`.busy`). A task starts when its resource is free and its dependencies (data,
+buffer slots, the barrier of the last segment that used the TPB) are done.
+
+Also here: the per-TPB segment barriers and the weight prefetch across segments
+(:meth:`ListScheduler._prefetch`: how far back a segment's weight transfers into a TPB may start,
+within ``PREFETCH_HBSM_SHARE`` of its HBSM).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from .busy import BusyBlocks
+from .plan import Plan, PlanPiece, PlanTask
+from .segment import SegmentCfg
+
+if TYPE_CHECKING:
+    from .timeline import Scheduler
+
+# weight prefetch: a segment's weights may load while up to PREFETCH_DEPTH - 1 earlier segments
+# still run on the TPB, if those segments' buffers (and the weights already prefetched during
+# them) plus these weights stay within PREFETCH_HBSM_SHARE of the HBSM (the rest is slack for
+# hbsm-allocate's packing of buffers with different lifetimes)
+PREFETCH_DEPTH = 16
+PREFETCH_HBSM_SHARE = 0.75
+WEIGHT_BUFFERS = ("weight", "bias", "scale", "requant")  # TilePlan buffer roles of constants
+
+
+class BoundExceeded(Exception):
+    """A build stopped early: a task ends at ``end`` >= the bound (so the makespan is >= it)."""
+
+    def __init__(self, end: float):
+        super().__init__(end)
+        self.end = end
+
+
+class ListScheduler:
+    """The builder's state and its list scheduling (the task-building methods are in the
+    subclasses' modules: :class:`.build_segments.PlanBuilder`)."""
+
+    def __init__(self, s: Scheduler, tl: Plan):
+        self.s = s
+        self.cm = s.cm
+        self.g = s.g
+        self.tl = tl
+        self.free: dict[tuple[str, int], float] = {}
+        self.last_on_res: dict[tuple[str, int], int] = {}
+        self.written: dict[str, int] = {}  # tensor in memory -> its last-ending writer task
+        self.seg_touch: dict[int, int] = {}  # TPB -> last-ending task touching it (this segment)
+        self.barrier: dict[int, int] = {}  # TPB -> the previous segment's end there
+        # TPB -> (segment, its end task there) of every segment that used it, oldest first
+        self.bar_hist: dict[int, list[tuple[int, int]]] = {}
+        # (TPB, segment) -> HBSM bytes held during that segment: its plan's buffers + the weights
+        # of later segments prefetched while it runs
+        self.hbsm_use: dict[tuple[int, int], int] = {}
+        self.prefetch_depth = PREFETCH_DEPTH
+        # busy time of each CCB DMA engine and of each TPB's DTDU (:mod:`.busy`)
+        self.dma_busy = [BusyBlocks() for _ in range(self.cm.machine.ccb_dma_engines)]
+        self.bound = float("inf")
+        self.n_groups = 0  # lockstep groups so far (PlanPiece.group)
+        self.gcache: dict[tuple, int] = {}  # shared chunks of the current lockstep group
+        # (TPB, segment) -> bytes of kept activations (:mod:`.keep`) held there
+        self.kept_use: dict[tuple[int, int], int] = {}
+        self.fill_gap = False  # the task being added is a copy from a kept activation
+        self.dtdu_busy: dict[int, BusyBlocks] = {}  # TPB -> busy blocks of its DTDU
+        # op -> its pieces built so far, and their row index (:meth:`_pieces_over`), and piece
+        # compute task -> its readers: of every segment (kept outputs are read by later ones)
+        self.by_op: dict[str, list[PlanPiece]] = {}
+        self.row_index: dict[str, list] = {}
+        self.readers: dict[int, list[int]] = {}
+        from .kinds import FAMILIES, movement  # the op families (they import the emitter too)
+        self.families = FAMILIES
+        self.movement = movement
+    # ------------------------------------------------------------------ list scheduling
+    def add(self, **kw) -> PlanTask:
+        tasks = self.tl.tasks
+        t = PlanTask(id=len(tasks), **kw)
+        ready, pred = 0.0, -1
+        for d in t.deps:
+            e = tasks[d].end
+            if e > ready:
+                ready, pred = e, d
+        cycles = t.cycles
+        if t.unit == "dma":
+            # CCB DMA engines: the compiler orders each engine's queue by predicted start, so a
+            # transfer fills the earliest idle gap of the engine that can start it first
+            best = None
+            for e, blocks in enumerate(self.dma_busy):
+                st, idx = blocks.earliest(ready, cycles)
+                if best is None or st < best[0]:
+                    best = (st, e, idx)
+            assert best is not None
+            start, t.engine, idx = best
+            self.dma_busy[t.engine].insert(idx, start, start + cycles)
+            res = ("dma", t.engine)
+            if start > ready:
+                pred = self.last_on_res.get(res, pred)
+        else:
+            res = (t.unit, t.tpb)
+            start = ready
+            free = self.free.get(res, 0.0)
+            if self.fill_gap:
+                # a copy from a kept activation (:mod:`.keep`): its sources were computed in an
+                # earlier segment, so it takes the earliest idle gap of the sending DTDU (the
+                # program is emitted in predicted-start order: the queue then holds it there),
+                # not the end of the queue behind copies that wait for this segment's compute
+                blocks = self.dtdu_busy.get(t.tpb)
+                if blocks is None:
+                    blocks = self.dtdu_busy[t.tpb] = BusyBlocks()
+                start, idx = blocks.earliest(ready, cycles)
+                blocks.insert(idx, start, start + cycles)
+                if start > ready:
+                    pred = self.last_on_res.get(res, pred)
+                self.free[res] = max(free, start + cycles)
+            else:
+                if free > start:  # TPB units execute their queue in program order
+                    start, pred = free, self.last_on_res.get(res, -1)
+                self.free[res] = start + cycles
+                if t.unit == "dtdu":
+                    blocks = self.dtdu_busy.get(t.tpb)
+                    if blocks is None:
+                        blocks = self.dtdu_busy[t.tpb] = BusyBlocks()
+                    blocks.append(start, start + cycles)
+        t.start = start
+        t.end = end = start + cycles
+        if end >= self.bound:
+            raise BoundExceeded(end)
+        t.crit_pred = pred
+        self.last_on_res[res] = t.id
+        tasks.append(t)
+        if self.piece is not None:
+            self.piece.tasks.append(t.id)
+        return t
+
+    def _touch(self, tpb: int, tid: int) -> None:
+        prev = self.seg_touch.get(tpb)
+        if prev is None or self.tl.tasks[prev].end <= self.tl.tasks[tid].end:
+            self.seg_touch[tpb] = tid
+
+    def _bar(self, tpb: int) -> list[int]:
+        return [self.barrier[tpb]] if tpb in self.barrier else []
+
+    def _wbar(self, tpb: int, tensor: str, role: str) -> list[int]:
+        """The barrier of a transfer into ``tpb``: a constant weight (or bias) of a segment that
+        prefetches there waits for the end of the earlier segment :meth:`_prefetch` chose, any
+        other transfer for the end of the last segment that used the TPB."""
+        if role in ("w", "bias") and self.piece is not None and \
+                self.g.tensors[tensor].kind == "weight":
+            b = self.tl.prefetch.get((self.piece.segment, tpb))
+            if b is not None:
+                return [tid for s, tid in self.bar_hist.get(tpb, ()) if s == b]
+        return self._bar(tpb)
+
+    def _prefetch(self, si: int, seg: SegmentCfg) -> None:
+        """Per TPB of the segment, how far back its weight transfers may start: over the last
+        segments that used the TPB, newest first, as long as each of them holds at most
+        ``PREFETCH_HBSM_SHARE`` of the HBSM with this segment's weight buffers (resident weights,
+        the two slots of a streamed one, biases) added -- those are then counted as held during
+        it. The chosen barrier goes into the plan (``Plan.prefetch``), which the emitter reads."""
+        cap = int(self.cm.machine.hbsm_bytes * PREFETCH_HBSM_SHARE)
+        foot: dict[int, int] = {}
+        wfoot: dict[int, int] = {}
+        for st in seg.stages:
+            plan = self.tl.plans[st.op]
+            w = sum(b.nbytes for b in plan.buffers if b.role in WEIGHT_BUFFERS)
+            for x in st.tpbs:
+                foot[x] = foot.get(x, 0) + plan.footprint
+                wfoot[x] = wfoot.get(x, 0) + w
+        for x, f in foot.items():
+            self.hbsm_use[(x, si)] = f + self.kept_use.get((x, si), 0)
+            w = wfoot[x]
+            if self.isolated or not w:
+                continue
+            hist = self.bar_hist.get(x, [])
+            d = 1  # wait for the end of the d-th last segment on x
+            while d < self.prefetch_depth and d <= len(hist) and \
+                    self.hbsm_use.get((x, hist[-d][0]), 0) + w <= cap:
+                d += 1
+            if d == 1:
+                continue
+            for s, _ in hist[-(d - 1):]:
+                self.hbsm_use[(x, s)] = self.hbsm_use.get((x, s), 0) + w
+            self.tl.prefetch[(si, x)] = hist[-d][0] if d <= len(hist) else -1
+
+    def _mem_deps(self, tensor: str) -> list[int]:
+        return [self.written[tensor]] if tensor in self.written and not self.isolated else []
+
+    def _wrote(self, tensor: str, tid: int) -> None:
+        prev = self.written.get(tensor)
+        if prev is None or self.tl.tasks[prev].end <= self.tl.tasks[tid].end:
+            self.written[tensor] = tid
+    def _take_out_wait(self) -> list[int]:
+        w, self.out_wait = self.out_wait, []
+        return w + (self._bar(self.cur[0]) if self.cur else [])
+
+    def _slot_deps(self) -> list[int]:
+        h = self.hist.get(self.cur, []) if self.cur else []
+        return [h[-2]] if len(h) >= 2 else []
