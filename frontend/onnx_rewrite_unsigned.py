@@ -15,7 +15,7 @@ wrong result (found by the integer differential fuzzer, ``m100.tools.fuzz_int``)
   are left as they are; other uint32/64 Mods and Divs are refused with one line.
 - ``Abs`` (``math.absi``: 254 gave 2) is the identity on unsigned values; ``Sign`` is
   ``Where(x > 0, 1, 0)`` (the compare is lowered unsigned).
-- Order-based ops (``TopK``, ``MaxPool``, ``ArgMax``/``ArgMin``, ``Clip``) of uint8/uint16
+- Order-based ops (``TopK``, ``MaxPool``, ``Clip``) of uint8/uint16
   compare signed (TopK of [..., 200, 255] picked 127): their inputs go
   through ``x + 2**(w-1)`` (wrapping: the same bits as ``x XOR 2**(w-1)``), which maps unsigned
   order onto signed order, and their value outputs back through the same Add (indices are
@@ -25,6 +25,9 @@ wrong result (found by the integer differential fuzzer, ``m100.tools.fuzz_int``)
   graph inputs compare the same either way). ``ReduceMax``/``ReduceMin`` of uint8 are not flipped:
   torch-mlir lowers them unsigned (``maxui``/``minui``), which the CVU reduction computes on the
   zero-extended values (``passes/schedule/from_ir/cvu.py``; flipped, ``maxui`` was wrong).
+  ``ArgMax``/``ArgMin`` of uint8 are lowered unsigned too (``cmpi ugt``), but the CSU routine
+  compares signed: their input is zero-extended to int32 (a Cast) instead of flipped; uint16
+  ones are refused by the scheduler.
 """
 
 from __future__ import annotations
@@ -111,6 +114,22 @@ def _flip_order(node, types, names, helper, opset: int):
     t = types.get(node.input[0])
     if t not in _SIGN_BIT or (opset < 14 and node.op_type == "MaxPool"):
         return None
+    if node.op_type in ("ArgMax", "ArgMin"):
+        # torch-mlir lowers these with an unsigned compare (``cmpi ugt``), so a flipped input
+        # would be compared wrongly, and the CSU compares signed: a uint8 input is
+        # zero-extended to int32 instead (exact); uint16 (torch-mlir can not Cast from it) is
+        # refused by the scheduler in one line (``ir_index.argmax_info``)
+        from onnx import TensorProto
+
+        if t != TensorProto.UINT8:
+            return None
+        base = node.name or node.output[0]
+        w = names("uwide")
+        new = helper.make_node(node.op_type, [w], list(node.output), name=base)
+        new.attribute.extend(node.attribute)
+        new.domain = node.domain
+        return [helper.make_node("Cast", [node.input[0]], [w], to=TensorProto.INT32,
+                                 name=f"{base}/m100_Widen"), new], []
     if opset < 14:
         from onnx import TensorProto
 

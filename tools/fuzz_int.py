@@ -15,7 +15,8 @@ integer ``Div`` or a lost unsignedness shows up as a wrong number, so :func:`ran
   Transpose / Reshape / Concat, MatMulInteger on 8-bit 2-D values (int32 result), and the
   order-based ops that once compared unsigned values signed: Clip (scalar bounds, either omitted,
   min > max at times), TopK (values, or indices as int32; largest or smallest), MaxPool (int8 /
-  uint8 as [1, C, H, W], padded), and Sign;
+  uint8 as [1, C, H, W], padded), Sign, and ArgMax / ArgMin (first or last extreme, the
+  index as int32; not of uint16, which is refused);
 * operands as initializers or graph inputs, broadcast like the float family.
 
 int32 values are kept small and their magnitude is tracked (``_Int.bound``) so that no int32
@@ -247,6 +248,31 @@ def _topk(b: _Int, x: str) -> str:
                   to=helper.np_dtype_to_tensor_dtype(np.dtype(np.int32)))
 
 
+def _argmax(b: _Int, x: str) -> str:
+    """ArgMax / ArgMin along one axis, keepdims or not, the first or the last extreme; the index
+    as int32. uint16 is not drawn (refused in one line: torch-mlir compares it unsigned and can
+    not widen it)."""
+    from onnx import helper
+
+    if b.types[x] == np.uint16:
+        return x
+    s = b.shapes[x]
+    ax = b.c.int(0, len(s) - 1)
+    keep = b.c.pick((1, 0))
+    out = tuple(1 if i == ax else d for i, d in enumerate(s)) if keep else \
+        tuple(d for i, d in enumerate(s) if i != ax)
+    if not out:
+        keep, out = 1, tuple(1 for _ in s)
+    op = b.c.pick(("ArgMax", "ArgMin"))
+    idx = b.name("a")
+    b.nodes.append(helper.make_node(op, [x], [idx], axis=ax, keepdims=keep,
+                                    select_last_index=b.c.pick((0, 1))))
+    b.ops.append(op)
+    b.shapes[idx], b.types[idx], b.bound[idx] = out, np.dtype(np.int64), s[ax]
+    return b.node("Cast", [idx], out, dtype=np.int32, bound=s[ax],
+                  to=helper.np_dtype_to_tensor_dtype(np.dtype(np.int32)))
+
+
 def _maxpool(b: _Int, x: str) -> str:
     """MaxPool (int8 / uint8 only in ONNX) of the value as [1, C, H, W]: kernel 1..3 per axis,
     stride 1..2, pads below the kernel (padding never wins a max)."""
@@ -271,8 +297,11 @@ def _sign(b: _Int, x: str) -> str:
 
 def _matmul_integer(b: _Int, x: str) -> str:
     s, dt = b.shapes[x], b.types[x]
-    if len(s) != 2 or dt.itemsize != 1:
+    if dt.itemsize != 1:
         return _arith(b, x)
+    if len(s) != 2:  # rows x the last dim (an 8-bit value of any rank reaches the int8 TCU)
+        s = (math.prod(s[:-1]), s[-1]) if len(s) > 1 else (1, s[0])
+        x = b.node("Reshape", [x, b.const_i64(list(s))], s)
     k = s[1]
     n = b.pick_dim()
     wdt = np.dtype(b.c.pick(("int8", "uint8")))
@@ -284,7 +313,8 @@ def _matmul_integer(b: _Int, x: str) -> str:
 STEPS = {"arith": _arith, "unary": _unary, "div": _div, "bitwise": _bitwise, "where": _where,
          "cast": _cast, "reduce": _reduce, "matmulinteger": _matmul_integer,
          "transpose": _transpose, "reshape": _reshape, "concat": _concat, "clip": _clip,
-         "topk": _topk, "maxpool": _maxpool, "sign": _sign}
+         "topk": _topk, "maxpool": _maxpool, "sign": _sign,
+         "argmax": _argmax}
 
 
 def random_int_graph(c: Choices, max_ops: int = 4) -> FuzzGraph:

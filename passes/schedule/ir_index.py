@@ -153,23 +153,41 @@ def argmax_info(op: Operation, where: str, fills: dict) -> ArgInfo:
         raise bad
     axis = its.index("reduction")
     block = op.regions[0].blocks[0]
-    cmps = [o for o in block.ops if o.name == "arith.cmpf"]
+    cmps = [o for o in block.ops if o.name in ("arith.cmpf", "arith.cmpi")]
     sels = [o for o in block.ops if o.name == "arith.select"]
     if len(cmps) != 1 or len(sels) != 1:
         raise bad
     c = cmps[0]
     x_arg, acc_arg = block.args[0], block.args[1]
     pred = c.properties["predicate"].value.data  # type: ignore[union-attr]
-    names = {2: "ogt", 3: "oge", 4: "olt", 5: "ole"}
-    p = names.get(pred)
-    if p is None or list(c.operands) != [x_arg, acc_arg]:
+    # (largest, last of equal extremes) per predicate: float ogt/oge/olt/ole, integer (signed:
+    # torch-mlir widens unsigned inputs first) sgt/sge/slt/sle -- MLIR's predicate numbers
+    forms = {2: (True, False), 3: (True, True), 4: (False, False), 5: (False, True)} \
+        if c.name == "arith.cmpf" else \
+        {4: (True, False), 5: (True, True), 2: (False, False), 3: (False, True)}
+    if c.name == "arith.cmpi" and pred in (6, 7, 8, 9):
+        raise ScheduleError(f"{where}: an arg-max/min with an unsigned compare (a uint16 input) is "
+                            "not supported (the CSU compares signed; cast the input to int32)")
+    if pred not in forms or list(c.operands) != [x_arg, acc_arg]:
         raise bad
-    largest = p in ("ogt", "oge")
-    last = p in ("oge", "ole")
+    largest, last = forms[pred]
     init = fills.get(outs[0])
-    if init is None or init != (-math.inf if largest else math.inf) or fills.get(outs[1]) != 0.0:
-        raise ScheduleError(f"{where}: an arg-max/min must start from a -inf/+inf value and "
-                            "index 0")
+    if c.name == "arith.cmpf":
+        start = -math.inf if largest else math.inf
+    else:
+        # an integer arg-max starts from the type's minimum (an arg-min from its maximum): a row
+        # of only that value then keeps index 0 (the first) or takes the last, as the
+        # definition does; the CSU routine compares exactly up to 32 bits
+        et = x_arg.type
+        bits = getattr(et, "width", None)
+        bits = bits.data if bits is not None and hasattr(bits, "data") else bits
+        if not isinstance(bits, int) or bits > 32:
+            raise ScheduleError(f"{where}: an integer arg-max/min of {et} is not supported "
+                                "(up to 32-bit integers; cast the input)")
+        start = -(1 << (bits - 1)) if largest else (1 << (bits - 1)) - 1
+    if init is None or init != start or fills.get(outs[1]) != 0.0:
+        raise ScheduleError(f"{where}: an arg-max/min must start from the type's lowest/highest "
+                            "value and index 0")
     maps = [m.data for m in op.indexing_maps]  # type: ignore[attr-defined]
     n = len(its)
     if linear_map(maps[0]) != linear_map(AffineMap.identity(n)):

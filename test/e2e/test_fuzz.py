@@ -111,7 +111,8 @@ def test_int_generator_is_deterministic_and_valid():
         ops.update(a.ops)
         types.update(v.dtype.name for v in a.inputs.values())
     for op in ("Add", "Mul", "Div", "Where", "Cast", "BitShift", "MatMulInteger", "ReduceSum",
-               "ReduceMax", "ReduceMin", "Concat", "Clip", "TopK", "MaxPool", "Sign"):
+               "ReduceMax", "ReduceMin", "Concat", "Clip", "TopK", "MaxPool", "Sign", "ArgMax",
+               "ArgMin"):
         assert ops[op] > 0, (op, ops)
     assert set(types) == {"int8", "int16", "int32", "uint8", "uint16"}, types
 
