@@ -53,6 +53,7 @@ PASSES: tuple[str, ...] = (
     "graph.raise_quant_casts:RaiseQuantCasts",
     "graph.recognize_idioms:RecognizeIdioms",
     "graph.simplify_algebra:SimplifyAlgebra",
+    "graph.split_value_index:SplitValueIndex",
     "m100_pipeline:M100Pipeline",
     "schedule.m100_schedule:M100Schedule",
 )

@@ -30,6 +30,7 @@ from m100.passes.graph.lower_quantized_avgpool import LowerQuantizedAvgpool
 from m100.passes.graph.materialize_index import MaterializeIndex
 from m100.passes.graph.recognize_idioms import RecognizeIdioms
 from m100.passes.graph.simplify_algebra import SimplifyAlgebra
+from m100.passes.graph.split_value_index import SplitValueIndex
 
 
 @dataclass(frozen=True)
@@ -40,7 +41,7 @@ class M100Graph(ModulePass):
     fold-quantized-contractions, lower-quantized-add, lower-quantized-avgpool],
     materialize-index, check-supported, simplify-algebra, [layout-nhwc, simplify-algebra (cancels the transposes between
     convolutions), fold-constants (packs transposed weights)], [fold-batchnorm], cse, dce (+ removal of dead
-    linalg/tensor ops, which xDSL's dce keeps), [recognize-idioms], [fuse-epilogue,
+    linalg/tensor ops, which xDSL's dce keeps), split-value-index, [recognize-idioms], [fuse-epilogue,
     fuse-dequant], fuse-predicates, classify-ops. Brackets: stages controlled by the options.
     Why: one name for "frontend output -> what the space-time scheduler consumes".
     Pre: func + linalg-on-tensors (what m100-opt reads from .onnx or .mlir).
@@ -75,7 +76,7 @@ class M100Graph(ModulePass):
         s += [CommonSubexpressionElimination(), DeadCodeElimination()]
         out = [(p.name, p.apply) for p in s]
         out.append(("erase-dead", lambda ctx, m: erase_dead(m)))
-        tail: list[ModulePass] = []
+        tail: list[ModulePass] = [SplitValueIndex()]
         if self.idioms:
             tail.append(RecognizeIdioms())
         if self.fuse:

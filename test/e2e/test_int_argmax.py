@@ -111,3 +111,34 @@ def test_integer_argmax_unsupported_types_are_one_clear_error(dtype, tmp_path):
     assert r.returncode != 0
     err = r.stderr.strip().splitlines()
     assert len(err) == 1 and "arg-max" in err[0] and "Traceback" not in r.stderr, r.stderr
+
+
+@pytest.mark.onnx_op("ArgMax", "ArgMin", "ReduceMax", "ReduceMin", kind="oracle")
+@pytest.mark.parametrize("dtype", ["float32", "int8"])
+def test_value_and_index_of_one_input(dtype):
+    """ReduceMax + ArgMax (and ReduceMin + ArgMin, the last extreme) of one input and axis:
+    torch-mlir merges each pair into one two-result generic, which ``split-value-index`` splits
+    (refused before). Values with many ties; numpy from the definitions."""
+    from onnx import numpy_helper as nh
+
+    dt = np.dtype(dtype)
+    tt = h.np_dtype_to_tensor_dtype(dt)
+    rng = np.random.default_rng(3)
+    x = rng.integers(-4, 5, SHAPE).astype(dt)
+    x[0, 0, :] = -4
+    nodes = [h.make_node("ReduceMax", ["x", "a2"], ["vmax"], keepdims=1),
+             h.make_node("ArgMax", ["x"], ["imax"], axis=2, keepdims=1),
+             h.make_node("ReduceMin", ["x", "a0"], ["vmin"], keepdims=0),
+             h.make_node("ArgMin", ["x"], ["imin"], axis=0, keepdims=0, select_last_index=1)]
+    wants = [x.max(axis=2, keepdims=True), _oracle(x, "ArgMax", 2, 1, 0),
+             x.min(axis=0), _oracle(x, "ArgMin", 0, 0, 1)]
+    outs = [h.make_tensor_value_info(n, tt if n[0] == "v" else onnx.TensorProto.INT64, w.shape)
+            for n, w in zip(("vmax", "imax", "vmin", "imin"), wants)]
+    g = h.make_graph(nodes, "value_index", [h.make_tensor_value_info("x", tt, SHAPE)], outs,
+                     [nh.from_array(np.array([2], np.int64), "a2"),
+                      nh.from_array(np.array([0], np.int64), "a0")])
+    m = h.make_model(g, opset_imports=[h.make_opsetid("", 18)])
+    got = M100Backend.prepare(m, machine="tiny").run([x])
+    for name, gv, want in zip(("vmax", "imax", "vmin", "imin"), got, wants):
+        assert gv.shape == want.shape, name
+        np.testing.assert_array_equal(gv, want, err_msg=name)
