@@ -1,4 +1,5 @@
-"""ONNX rewrites of unsigned-integer ops that torch-mlir lowers as signed (applied before it).
+"""ONNX rewrites of integer ops that torch-mlir lowers inexactly: unsigned ones it lowers as signed,
+and signed ``Neg`` (applied before it).
 
 MLIR integers are signless and torch has no uint16/32/64: torch-mlir keeps ONNX's unsignedness
 only in some ops (``extui``, ``uitofp``, ``cmpi ult``, ``maxui``/``minui``) and lowers others with
@@ -28,6 +29,11 @@ wrong result (found by the integer differential fuzzer, ``m100.tools.fuzz_int``)
   ``ArgMax``/``ArgMin`` of uint8 are lowered unsigned too (``cmpi ugt``), but the CSU routine
   compares signed: their input is zero-extended to int32 (a Cast) instead of flipped; uint16
   ones are refused by the scheduler.
+- ``Neg`` of int8/int16/int32/int64 is lowered through f32 (``sitofp``, ``negf``, ``fptosi``):
+  an int32 beyond 2**24 lost its low bits (Neg of 16777217 gave -16777216: silently wrong) and
+  the int8 -128 faulted instead of wrapping to -128 as ONNX (numpy) does. It becomes
+  ``Sub(0, x)`` (``subi``: exact, wrapping in 8/16 bits; an i32 overflow is the interpreter's
+  fault).
 """
 
 from __future__ import annotations
@@ -180,11 +186,28 @@ def _abs_sign(node, types, names, helper):
                              name=f"{base}/m100_Where")], [zero, one]
 
 
+_SIGNED = (3, 5, 6, 7)  # TensorProto INT8, INT16, INT32, INT64
+
+
+def _signed_neg(node, types, names, helper):
+    """``Neg`` of a signed integer as ``Sub(0, x)`` (see the module doc)."""
+    t = types.get(node.input[0])
+    if t not in _SIGNED:
+        return None
+    from onnx import helper as h, numpy_helper
+
+    zero = numpy_helper.from_array(np.array(0, h.tensor_dtype_to_np_dtype(t)), names("uzero"))
+    base = node.name or node.output[0]
+    return [helper.make_node("Sub", [zero.name, node.input[0]], [node.output[0]],
+                             name=f"{base}/m100_Sub")], [zero]
+
+
 def rewrite_unsigned(nodes, graph, names, types, opset: int) -> tuple[list, list, int]:
     """(new node list, new initializers, count) of the rewrites above on ``nodes`` (the nodes of
     ``graph``, maybe already rewritten; ``types``: value name -> TensorProto element type)."""
     ops = set(_ORDER_OPS) | {"Div", "Mod", "Abs", "Sign"}
-    if not any(n.op_type in ops and types.get(n.input[0]) in _UNSIGNED for n in nodes):
+    if not any((n.op_type in ops and types.get(n.input[0]) in _UNSIGNED) or
+               (n.op_type == "Neg" and types.get(n.input[0]) in _SIGNED) for n in nodes):
         return list(nodes), [], 0
     from onnx import helper
 
@@ -195,6 +218,8 @@ def rewrite_unsigned(nodes, graph, names, types, opset: int) -> tuple[list, list
             return _unsigned_div_mod(node, graph, types, names, helper)
         if node.op_type in ("Abs", "Sign"):
             return _abs_sign(node, types, names, helper)
+        if node.op_type == "Neg":
+            return _signed_neg(node, types, names, helper)
         if node.op_type in _ORDER_OPS:
             return _flip_order(node, types, names, helper, opset)
         return None

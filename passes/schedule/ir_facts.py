@@ -265,14 +265,14 @@ def _expr_stages(exprs, n_in: int, where: str) -> tuple[Stage, ...]:
         return Ref(RefKind.STAGE, len(stages) - 1)
 
     # The integer lane holds a value of MLIR type iw congruent to it mod 2**w: an addi/subi/muli
-    # of i8/i16 is not wrapped where it feeds another add/sub/mul (100 + 100 stays 200), the
+    # (or absi: |-128| = 128 is -128 in i8, as ONNX Abs / numpy give) of i8/i16 is not wrapped where it feeds another add/sub/mul (100 + 100 stays 200), the
     # generic's result is (sext, below). An op that reads its operand as a number (compare, div/rem, max/min, sitofp, extsi,
     # shifts do it themselves) takes the wrapped signed value (sext), an unsigned op the low w
     # bits as an unsigned number (zext; u32/u64 values >= 2**31 fault, they are held as i32).
     def signed(e) -> Ref:
         r = go(e)
         w = _width(e.ty)
-        if w is not None and 1 < w < 32 and e.kind in ("addi", "subi", "muli"):
+        if w is not None and 1 < w < 32 and e.kind in ("addi", "subi", "muli", "absi"):
             r = emit(CvuOp.SEXT, (r,), (w,))
         return r
 
