@@ -322,14 +322,9 @@ def _decode_layer(g: _G, cfg: LlamaConfig, context: int, batch: int) -> None:
     # the score of the new row, q . k_new per query head (GQA: a KV head's queries share it):
     # an elementwise product and a sum over hd (a batched [gq, hd] x [hd, 1] MatMul became per
     # (sequence, KV head) a slice, a GEMV and a reshape)
-    # (batch 1 keeps the MatMul: the figures of docs/llm.md were measured so)
     qg = g.op("Reshape", [q4, g.ints([B, kvh, gq, hd])])
-    if B == 1:
-        s_new = g.op("MatMul", [qg, g.op("Reshape", [k_new, g.ints([B, kvh, hd, 1])])])
-    else:
-        s_new = g.op("ReduceSum", [g.op("Mul", [qg, g.op("Reshape", [k_new,
-                                                                    g.ints([B, kvh, 1, hd])])]),
-                                   g.ints([-1])], keepdims=1)
+    s_new = g.op("ReduceSum", [g.op("Mul", [qg, g.op("Reshape", [k_new, g.ints([B, kvh, 1, hd])])]),
+                               g.ints([-1])], keepdims=1)
     scale = g.const(g.f(1.0 / math.sqrt(hd)))
     # one 2-D GEMV per (sequence, KV head) against its own cache input: the heads spread over
     # TPBs, and no cache is sliced out of a [B, kvh, ...] tensor (a batched MatMul over the
