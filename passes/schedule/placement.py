@@ -515,6 +515,7 @@ def schedule(g: OpGraph, machine: Machine, tpbs: int = 0, clusters: int = 0,
     segs, tl = unchunk(search.sched, best[1], best[2])
     tl, keep = keep_activations(search.sched, segs, tl)
     segs, tl = weights_once(search, segs, tl, keep)
+    segs, tl = widen_gemvs(search, segs, tl, keep, pool)
     return Placement(strategy, segs, tl, machine, pool, evals)
 
 
@@ -603,6 +604,74 @@ def weights_once(s: Search, segs: list[SegmentCfg], tl: Plan, keep: str
                 continue
             if tl2.makespan < tl.makespan:
                 segs, tl = trial, tl2
+    return segs, tl
+
+
+#: widen_gemvs: whole-plan builds at most
+MAX_WIDEN_TRIALS = 12
+#: widen_gemvs: column splits tried per GEMV (the fewest TCU tiles per TPB first)
+WIDEN_SPLITS = 2
+
+
+def widen_gemvs(s: Search, segs: list[SegmentCfg], tl: Plan, keep: str, pool: tuple[int, ...]
+                ) -> tuple[list[SegmentCfg], Plan]:
+    """Int4-weight GEMVs (W4A16 decode) on more TPBs of the whole pool.
+
+    A GEMV pads its one row to the TCU tile (``tcu_tile_m``): a TPB dequantizes and multiplies
+    ~16 int4 weights a cycle, so the compute of a GEMV's last weight chunk is a tail after its
+    stream, and the down projection's is the decode layer's tail. The search costs segments in
+    isolation and a smaller TPB pool can win the whole plan: LLaMA2-7B decode ran on 28 of the
+    56 TPBs, the down projection (N = 4096) at 147 columns a TPB = 3 TCU column tiles. Here,
+    per one-stage int4 GEMV, largest weight first, the column splits of the whole pool with
+    fewer TCU tiles per TPB (at most :data:`WIDEN_SPLITS`, on the first and on the last TPBs of
+    the pool: the last ones are those a smaller-pool plan leaves free, where the weight can
+    prefetch early) replace it in the whole plan, kept when the makespan drops (at most
+    :data:`MAX_WIDEN_TRIALS` builds; none once the search budget is spent). LLaMA2-7B W4A16
+    decode: the down projection on 56 TPBs (74 columns, 2 tiles), 882 k -> 871 k predicted
+    cycles a layer. (Splitting its K over TPBs as well, with f32 partial sums rounded once by
+    the reduction, was tried: 877 k; the layer is bound by its DMA engines, which stream the
+    down projection's weights after the gate/up ones whatever TPBs receive them.)"""
+    if s.spent():
+        return segs, tl
+    g = s.g
+    mc = s.cm.machine
+    order = []
+    for si, seg in enumerate(segs):
+        if seg.kind != "data-parallel" or len(seg.stages) != 1:
+            continue
+        st = seg.stages[0]
+        op = s.ops[st.op]
+        if op.unit != "tcu.matmul" or "w4" not in op.attrs or st.ks != 1 or st.act_resident:
+            continue
+        geo = geometry(g, op)
+        if geo.rows * geo.row_elems > mc.tcu_tile_m:
+            continue  # not a GEMV (its TCU tiles are not mostly padding)
+        order.append((-sum(t.nbytes for t in g.weights(op)), si))
+    trials = 0
+    for _w, si in sorted(order):
+        seg = segs[si]
+        st = seg.stages[0]
+        op = s.ops[st.op]
+        cols = geometry(g, op).cols
+
+        def tiles(gc: int) -> int:  # TCU column tiles of a TPB's column part
+            return ceil_div(ceil_div(cols, gc), mc.tcu_tile_n)
+        splits = sorted((tiles(gc), -gc) for gc in col_splits(s.cm, g, op, len(pool))
+                        if len(pool) % gc == 0 and gc > len(st.tpbs) and tiles(gc) < tiles(st.gc))
+        for _t, neg in splits[:WIDEN_SPLITS]:
+            gc = -neg
+            for window in dict.fromkeys((pool[:gc], pool[-gc:])):
+                if trials >= MAX_WIDEN_TRIALS:
+                    return segs, tl
+                trials += 1
+                cand = replace(seg, stages=(replace(st, tpbs=window, gc=gc, bands=1),))
+                trial = segs[:si] + [cand] + segs[si + 1:]
+                try:
+                    tl2 = s.sched.build(trial, bound=tl.makespan, keep=keep)
+                except (BoundExceeded, ScheduleError):
+                    continue
+                if tl2.makespan < tl.makespan:
+                    segs, tl = trial, tl2
     return segs, tl
 
 
@@ -716,5 +785,5 @@ def _pools(pool: tuple[int, ...], strategy: str) -> list[tuple[int, ...]]:
 
 
 __all__ = ["Placement", "STRATEGIES", "available_tpbs", "schedule", "Search", "tcu_bound",
-           "keep_activations", "unchunk", "weights_once"]
+           "keep_activations", "unchunk", "weights_once", "widen_gemvs"]
 _ = (replace, ceil_div)
