@@ -22,6 +22,7 @@ from m100.passes.graph.common import (
     is_conv,
     iterators,
     users,
+    value_index_reduction,
 )
 
 #: Every value ``m100.unit`` can take (the scheduler's dispatch table; see docs/graph.md).
@@ -67,7 +68,7 @@ def _generic_unit(op: GenericOp) -> str:
             return "csu.topk"
         return "cvu.elementwise"  # generated from indices (iota-like)
     if "reduction" in its:
-        if len(op.results) > 1 and any(o.name == "linalg.index" for o in body):
+        if value_index_reduction(op):
             used = any(r.uses for r in op.results[1:])
             return "csu.argmax" if used else "cvu.reduction"
         exprs = body_exprs(op)

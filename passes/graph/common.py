@@ -227,6 +227,26 @@ def iterators(op: Operation) -> list[str]:
     return [str(it.data) for it in op.iterator_types]  # type: ignore[attr-defined]
 
 
+def value_index_reduction(op: Operation) -> bool:
+    """A two-result max/min-with-index reduction generic (torch-mlir's ReduceMax/Min and
+    ArgMax/Min form): one ``cmpf``/``cmpi`` and a ``select`` of the index, which is
+    ``linalg.index`` of the reduced dimension -- or a constant once canonicalize folded the index
+    of a reduced dimension of size 1."""
+    if len(op.results) != 2 or iterators(op).count("reduction") != 1:
+        return False
+    names = [o.name for o in op.regions[0].blocks[0].ops]
+    if "arith.select" not in names or names.count("arith.cmpf") + names.count("arith.cmpi") != 1:
+        return False
+    if "linalg.index" in names:
+        return True
+    ins = list(op.inputs)  # type: ignore[attr-defined]
+    t = ins[0].type if len(ins) == 1 else None
+    if not isinstance(t, TensorType):
+        return False
+    shape = t.get_shape()
+    return shape[iterators(op).index("reduction")] == 1
+
+
 def is_identity(m: AffineMap) -> bool:
     return (m.num_symbols == 0 and len(m.results) == m.num_dims
             and all(isinstance(e, AffineDimExpr) and e.position == i

@@ -24,19 +24,13 @@ from xdsl.dialects.linalg.ops import GenericOp
 from xdsl.passes import ModulePass
 from xdsl.rewriter import InsertPoint, Rewriter
 
-from m100.passes.graph.common import iterators
+from m100.passes.graph.common import value_index_reduction
 
 
 def _value_and_index(op) -> bool:
     """A two-result max/min-with-index reduction generic (both results used)."""
-    if not isinstance(op, GenericOp) or len(op.results) != 2 or \
-            not all(r.uses for r in op.results):
-        return False
-    if iterators(op).count("reduction") != 1:
-        return False
-    names = [o.name for o in op.regions[0].blocks[0].ops]
-    return "linalg.index" in names and "arith.select" in names and \
-        names.count("arith.cmpf") + names.count("arith.cmpi") == 1
+    return isinstance(op, GenericOp) and value_index_reduction(op) and \
+        all(r.uses for r in op.results)
 
 
 @dataclass(frozen=True)

@@ -117,6 +117,11 @@ def flip_map(op: Operation) -> tuple[SSAValue, list] | None:
             d = o.operands[1].owner.properties["dim"].value.data  # type: ignore[union-attr]
             c = o.operands[0].owner.value.value.data  # type: ignore[union-attr]
             lin.append((tuple(-1 if q == d else 0 for q in range(r)), int(c)))
+        elif isinstance(o, Operation) and o.name == "arith.constant" and \
+                len(lin) < len(_shape(src)) and _shape(src)[len(lin)] == 1 and \
+                o.value.value.data == 0:  # type: ignore[union-attr]
+            # the reversed axis has size 1: canonicalize folded ``c - d_k`` to 0
+            lin.append((tuple(0 for _ in range(r)), 0))
         else:
             return None
     if len(lin) != len(_shape(src)):

@@ -142,3 +142,24 @@ def test_value_and_index_of_one_input(dtype):
     for name, gv, want in zip(("vmax", "imax", "vmin", "imin"), got, wants):
         assert gv.shape == want.shape, name
         np.testing.assert_array_equal(gv, want, err_msg=name)
+
+
+@pytest.mark.onnx_op("ArgMax", "ArgMin", kind="oracle")
+@pytest.mark.parametrize("dtype", ["float32", "int8"])
+def test_argmax_over_an_axis_of_size_one(dtype):
+    """canonicalize folds the index of a reduced dimension of size 1 into a constant; the generic
+    was then taken for a plain reduction and refused (found by the integer fuzzer, seed 804)."""
+    dt = np.dtype(dtype)
+    tt = h.np_dtype_to_tensor_dtype(dt)
+    x = np.arange(-6, 6).astype(dt).reshape(3, 1, 4)
+    nodes = [h.make_node("ArgMax", ["x"], ["a"], axis=1, keepdims=1),
+             h.make_node("ArgMin", ["x"], ["b"], axis=-2, keepdims=0, select_last_index=1),
+             h.make_node("ReduceMax", ["x"], ["v"], axes=[1], keepdims=1)]
+    wants = [_oracle(x, "ArgMax", 1, 1, 0), _oracle(x, "ArgMin", -2, 0, 1), x.max(1, keepdims=True)]
+    outs = [h.make_tensor_value_info(n, onnx.TensorProto.INT64 if n != "v" else tt, w.shape)
+            for n, w in zip("abv", wants)]
+    g = h.make_graph(nodes, "size1", [h.make_tensor_value_info("x", tt, x.shape)], outs)
+    m = h.make_model(g, opset_imports=[h.make_opsetid("", 13)])
+    got = M100Backend.prepare(m, machine="tiny").run([x])
+    for name, gv, want in zip("abv", got, wants):
+        np.testing.assert_array_equal(gv, want, err_msg=name)
