@@ -198,7 +198,7 @@ def _gemm_alpha(node, elem_type, names, helper, numpy_helper):
     return [gemm, mul], [numpy_helper.from_array(np.array(alpha, dtype=np_dtype), cname)]
 
 
-def _logsumexp(node, names, helper):
+def _logsumexp(node, opset, names, helper, numpy_helper):
     """ReduceLogSumExp (torch-mlir computes it in f64, which the scheduler has no tensors of) ->
     the stable f32 form ``log(sum(exp(x - max_keep(x)))) + max(x)`` with the node's axes (attribute
     or input) and keepdims; None when it would be the identity (empty axes + noop_with_empty_axes,
@@ -210,6 +210,11 @@ def _logsumexp(node, names, helper):
     if attrs.get("noop_with_empty_axes", 0) and not axes_in and "axes" not in attrs:
         return None
     ax_attr = {"axes": attrs["axes"]} if "axes" in attrs else {}
+    # ReduceSum takes its axes as an input from opset 13 on (the other reductions from 18)
+    sum_axes, sum_attr, inits = axes_in, ax_attr, []
+    if ax_attr and opset >= 13:
+        a = numpy_helper.from_array(np.array(attrs["axes"], np.int64), names("lse_axes"))
+        sum_axes, sum_attr, inits = [a.name], {}, [a]
     base = node.name or node.output[0]
     t = {k: names(f"lse_{k}") for k in ("m1", "d", "e", "s", "l", "m2")}
     mk = lambda op, ins, out, **kw: helper.make_node(op, ins, [out], name=f"{base}/m100_{op}_{out}", **kw)  # noqa: E731
@@ -217,12 +222,12 @@ def _logsumexp(node, names, helper):
         mk("ReduceMax", [x, *axes_in], t["m1"], keepdims=1, **ax_attr),
         mk("Sub", [x, t["m1"]], t["d"]),
         mk("Exp", [t["d"]], t["e"]),
-        mk("ReduceSum", [t["e"], *axes_in], t["s"], keepdims=keep, **ax_attr),
+        mk("ReduceSum", [t["e"], *sum_axes], t["s"], keepdims=keep, **sum_attr),
         mk("Log", [t["s"]], t["l"]),
         mk("ReduceMax", [x, *axes_in], t["m2"], keepdims=keep, **ax_attr),
         mk("Add", [t["l"], t["m2"]], node.output[0]),
     ]
-    return nodes, []
+    return nodes, inits
 
 
 def _center_crop_pad(node, graph, shapes, names, helper, numpy_helper):
@@ -366,6 +371,12 @@ def rewrite_for_torch_mlir(model):
 
     nodes, count = rewrite_functions(graph.node, graph, model.opset_import, names)
     count += string_count
+    # ops over the only axis of a 1-D tensor, on their [1, n] form first (the rewrites below
+    # then see the 2-D op)
+    from m100.frontend.onnx_rewrite_reduce import rank1_prepass
+
+    nodes, n_rank1 = rank1_prepass(nodes, graph, ranks, types, opset, names, helper, numpy_helper)
+    count += n_rank1
     for node in nodes:
         repl = None
         if node.domain in ("", "ai.onnx"):
@@ -379,7 +390,7 @@ def rewrite_for_torch_mlir(model):
                 repl = _matmul_vec(node, ranks, opset, names, helper, numpy_helper)
             elif node.op_type == "ReduceLogSumExp" and opset >= 13 and \
                     types.get(node.input[0]) == 1:  # float32
-                repl = _logsumexp(node, names, helper)
+                repl = _logsumexp(node, opset, names, helper, numpy_helper)
             elif node.op_type == "LpNormalization" and types.get(node.input[0]) == 1:
                 repl = lp_normalization(node, opset, names, helper, numpy_helper)
             elif node.op_type == "InstanceNormalization" and types.get(node.input[0]) == 1 \
