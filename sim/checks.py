@@ -256,11 +256,14 @@ class RaceDetector:
     """Earlier accesses per space and unit (:class:`_Log`). An access of unit ``u`` races with
     the records of another unit ``v`` whose epoch is above ``u``'s clock entry for ``v`` -- a
     suffix of ``v``'s log, found by bisection (usually empty in a synchronized program) -- whose
-    bytes meet its own (and one of the two writes: a read looks only at the writes)."""
+    bytes meet its own (and one of the two writes: a read looks only at the writes). A space
+    keeps only non-empty logs, and the logs with writes apart, so a read does not visit the
+    units that only read there."""
     max_reports: int = 20
     reported: set = field(default_factory=set)
     count: int = 0
     _logs: dict[tuple, dict[int, _Log]] = field(default_factory=dict)
+    _wlogs: dict[tuple, dict[int, _Log]] = field(default_factory=dict)  # the logs with writes
 
     def access(self, space: tuple, rec: Record, vc: np.ndarray) -> list[tuple[Record, int]]:
         """Record an access; return the earlier records it races with (and an address), in
@@ -274,40 +277,64 @@ class RaceDetector:
         logs = self._logs.get(space)
         if logs is None:
             logs = self._logs[space] = {}
+            self._wlogs[space] = {}
+        wlogs = self._wlogs[space]
         unit, write = rec.unit, rec.write
         clock = vc.item  # (a Python int per unit: no numpy scalar per comparison)
+        bisect_right = bisect.bisect_right
         out = []
-        for v, log in logs.items():
-            ep = log.epochs if write else log.wepochs
-            if not ep or v == unit:
-                continue
-            e = clock(v)
-            if ep[-1] <= e:
-                continue  # every record of v happens-before this access
-            for r in (log.recs if write else log.wrecs)[bisect.bisect_right(ep, e):]:
-                b = r.bytes
-                if b.lo >= hi or lo >= b.hi:
-                    continue  # bounding intervals apart
-                addr = b.first_overlap(bs)
-                if addr is not None:
-                    out.append((r, addr))
+        if write:  # every other unit's records
+            for v, log in logs.items():
+                ep = log.epochs
+                e = clock(v)
+                if ep[-1] <= e or v == unit:
+                    continue  # every record of v happens-before this access (or v is this unit)
+                for r in log.recs[bisect_right(ep, e):]:
+                    b = r.bytes
+                    if b.lo >= hi or lo >= b.hi:
+                        continue  # bounding intervals apart
+                    addr = b.first_overlap(bs)
+                    if addr is not None:
+                        out.append((r, addr))
+        else:  # only the writes
+            for v, log in wlogs.items():
+                ep = log.wepochs
+                e = clock(v)
+                if ep[-1] <= e or v == unit:
+                    continue
+                for r in log.wrecs[bisect_right(ep, e):]:
+                    b = r.bytes
+                    if b.lo >= hi or lo >= b.hi:
+                        continue
+                    addr = b.first_overlap(bs)
+                    if addr is not None:
+                        out.append((r, addr))
         log = logs.get(unit)
         if log is None:
             log = logs[unit] = _Log()
         log.add(rec)
+        if write and unit not in wlogs:
+            wlogs[unit] = log
         if len(out) > 1:
             out.sort(key=lambda x: x[0].seq)
         return out
 
     def prune(self, min_vc: np.ndarray) -> None:
         """Drop the records that happen-before every unit still running (``min_vc``): no later
-        access can race with them (clocks only grow)."""
-        for logs in self._logs.values():
-            for v, log in logs.items():
+        access can race with them (clocks only grow); a log left empty goes."""
+        for space, logs in self._logs.items():
+            wlogs = self._wlogs[space]
+            for v in list(logs):
+                log = logs[v]
                 log.prune(int(min_vc[v]))
+                if not log.wepochs:
+                    wlogs.pop(v, None)
+                if not log.epochs:
+                    del logs[v]
 
     def clear(self) -> None:
         self._logs.clear()
+        self._wlogs.clear()
 
 
 def space_name(space: tuple) -> str:
