@@ -33,7 +33,7 @@ from m100.targets.m100.machine import Machine
 
 from .checks import RaceDetector, Report
 from .engine_checks import PRUNE_EVERY, Checks
-from .fluid import Fluid, Job
+from .fluid import Fluid, Job, columns_of
 from .memory import Memory
 from .semantics import Exec, SimError
 from .timing import Cost, CostModel, capacity
@@ -85,7 +85,6 @@ def unit_name(key: tuple[Unit, int]) -> str:
 
 
 PIPELINED = frozenset({Unit.TCU, Unit.CVU, Unit.DTDU})
-_ENGINES = itertools.count(1)
 
 
 class Aborted(Exception):
@@ -102,7 +101,6 @@ class Engine(Fluid, Checks, TraceEvents):
                  random_seed: int | None, check_races: bool, trace: bool,
                  progress: Callable[[int, int], None] | None = None):
         self.m = machine
-        self.token = next(_ENGINES)  # tags the column data this engine leaves on costs
         self.recs = recs
         self.mem = mem
         self.mode = mode
@@ -145,11 +143,12 @@ class Engine(Fluid, Checks, TraceEvents):
         self.j_alone = np.zeros(len(self.units))
         self.fluid_t = 0.0
         self.fluid_version = 0
-        # per resource column (HBSM banks of every TPB, then links as they appear): the number of
-        # streaming jobs with demand on it and the running sum of their demands at their alone
-        # rates -- lets _reshare see when max-min sharing has nothing to do (see _unlimited)
-        self.col_id: dict[tuple, int] = {}
-        self.col_cap = np.ones(machine.num_tpbs * machine.hbsm_banks)
+        # per resource column (HBSM banks of every TPB, then links: the machine's registry,
+        # fluid.Columns): the number of streaming jobs with demand on it and the running sum of
+        # their demands at their alone rates -- lets _reshare see when max-min sharing has
+        # nothing to do (see _unlimited)
+        self.columns = columns_of(machine)
+        self.col_cap = np.array(self.columns.caps, dtype=np.float64)
         self.col_use = np.zeros(self.col_cap.size)
         self.col_cnt = np.zeros(self.col_cap.size, dtype=np.int64)
         self.col_updates = 0
@@ -280,8 +279,8 @@ class Engine(Fluid, Checks, TraceEvents):
         costs = rec.costs
         if costs is None:
             # kept on the (immutable) instruction for the machine object too: a cost is a
-            # function of the two (the engine's own column data on it is tagged by engine,
-            # Cost.cols_of), so a program run again does not compute them again
+            # function of the two (its resource columns too: they are the machine's,
+            # fluid.Columns), so a program run again does not compute them again
             got = rec.inst.__dict__.get("_sim_costs")
             if got is not None and got[0] is self.m:
                 costs = got[1]

@@ -5,12 +5,13 @@ the per-column demand sums let the engine skip ``share`` when nobody is limited.
 
 from __future__ import annotations
 
+import itertools
 import math
 from dataclasses import dataclass
 
 import numpy as np
 
-from .timing import Cost, share
+from .timing import Cost, alone_rate, capacity, share
 
 
 @dataclass
@@ -23,40 +24,88 @@ class Job:
     crit: bool = False  # on some column alone its demand rounds above the capacity
 
 
+class Columns:
+    """The resource columns of one machine: the HBSM banks of every TPB (``tpb * hbsm_banks +
+    bank``), then the links in the order they first appear, with their capacities. One registry
+    per machine object (:func:`columns_of`), so the columns a cost's demands map to
+    (``Cost.cols``) are computed once and serve every later run on that machine; an engine's
+    per-column sums are arrays over it (grown when a link appears). The column numbers never
+    change a result: only per-column sums and a test over all columns use them."""
+
+    def __init__(self, machine):
+        self.machine = machine
+        self.ids: dict[tuple, int] = {}
+        self.caps: list[float] = [1.0] * (machine.num_tpbs * machine.hbsm_banks)
+        self.link_caps: dict[tuple, float] = {}  # capacity per link key (what share reads)
+        self.token = next(_TOKENS)
+
+    def col(self, key: tuple) -> int:
+        i = self.ids.get(key)
+        if i is None:
+            i = self.ids[key] = len(self.caps)
+            c = self.link_caps[key] = capacity(self.machine, key)
+            self.caps.append(c)
+        return i
+
+
+_TOKENS = itertools.count(1)
+_COLUMNS: dict[int, Columns] = {}  # by id(machine); the registry keeps its machine alive
+
+
+def columns_of(machine) -> Columns:
+    c = _COLUMNS.get(id(machine))
+    if c is None or c.machine is not machine:
+        c = _COLUMNS[id(machine)] = Columns(machine)
+    return c
+
+
 #: Skip :func:`~m100.sim.timing.share` when it would give every job its alone rate
 #: (``Engine._unlimited``). False: always call it (tests compare the two bit for bit).
 SHARE_SHORTCUT = True
 
 
+_NO_UNITS = np.zeros(0, dtype=np.int64)
+
+
 class Fluid:
+    # The streaming jobs' units as of the last _reshare (every change of ``jobs`` is followed
+    # by one), and those with a finite rate with their rates (what _advance moves).
+    fl_idx: np.ndarray = _NO_UNITS
+    fl_adv: tuple[np.ndarray, np.ndarray] = (_NO_UNITS, np.zeros(0))
+
     # --- fluid streaming ----------------------------------------------------------------------
     def _job_units(self) -> np.ndarray:
         return np.fromiter(self.jobs, dtype=np.int64, count=len(self.jobs))
 
     def _advance(self) -> None:
         dt = self.now - self.fluid_t
-        if dt > 0 and self.jobs:
-            idx = self._job_units()
-            r = self.j_rate[idx]
-            fin = np.isfinite(r)
-            if not fin.all():
-                idx, r = idx[fin], r[fin]
-            self.j_rem[idx] -= r * dt
+        if dt > 0:
+            idx, r = self.fl_adv  # the rates _reshare set (j_rate[idx])
+            if idx.size:
+                self.j_rem[idx] -= r * dt
         self.fluid_t = self.now
 
+    def _grow(self) -> None:
+        """Extend the per-column arrays to every column of the machine's registry."""
+        caps = self.columns.caps
+        n = len(caps) - self.col_cap.size
+        if n > 0:
+            self.col_cap = np.append(self.col_cap, caps[self.col_cap.size:])
+            self.col_use = np.append(self.col_use, np.zeros(n))
+            self.col_cnt = np.append(self.col_cnt, np.zeros(n, dtype=np.int64))
+
     def _col(self, key: tuple) -> int:
-        i = self.col_id.get(key)
-        if i is None:
-            i = self.col_id[key] = self.col_cap.size
-            self.col_cap = np.append(self.col_cap, self.cap(key))
-            self.col_use = np.append(self.col_use, 0.0)
-            self.col_cnt = np.append(self.col_cnt, 0)
+        i = self.columns.col(key)
+        if i >= self.col_cap.size:
+            self._grow()
         return i
 
     def _add_use(self, job: Job, sign: int) -> None:
         """Add (sign 1) or remove (-1) a streaming job's demands to the column sums."""
-        if job.cols is None and job.cost.cols_of == self.token:  # for an earlier block
+        if job.cols is None and job.cost.cols_of == self.columns.token:  # computed before
             job.cols, job.use, job.crit = job.cost.cols, job.cost.use, job.cost.crit
+            if len(self.columns.caps) > self.col_cap.size:  # a link another run registered
+                self._grow()
         if job.cols is None:
             cost, banks = job.cost, self.m.hbsm_banks
             w = cost.alone
@@ -76,7 +125,7 @@ class Fluid:
             inc = np.divide(cap, job.use, out=np.full(cap.shape, np.inf), where=job.use > 1e-12)
             job.crit = bool((inc < 1.0).any())
             cost.cols, cost.use, cost.crit, cost.cols_of = job.cols, job.use, job.crit, \
-                self.token
+                self.columns.token
         if job.cols.size:
             self.col_use[job.cols] += sign * job.use  # distinct columns per job
             self.col_cnt[job.cols] += sign
@@ -112,31 +161,39 @@ class Fluid:
         self.fluid_version += 1
         if not jobs:
             self._unlimited(jobs)
+            self.fl_idx, self.fl_adv = _NO_UNITS, Fluid.fl_adv
             return
-        idx = self._job_units()
+        idx = self.fl_idx = self._job_units()
         if SHARE_SHORTCUT and self._unlimited(jobs):
             rates = self.j_alone[idx]
         else:
             causes: list[str] = []
-            # every streaming job's links are in caps_cache (ev_stream) and its alone rate is set
-            rates = np.asarray(share([j.cost for j in jobs], self.caps_cache, self.m.hbsm_banks,
-                                     causes), dtype=np.float64)
+            # every streaming job's nonzero links are in the registry (_add_use) and its alone
+            # rate is set (ev_stream)
+            rates = np.asarray(share([j.cost for j in jobs], self.columns.link_caps,
+                                     self.m.hbsm_banks, causes), dtype=np.float64)
             for j, cause in zip(jobs, causes):
                 if cause:
                     self.units[j.unit].bottleneck = cause
         self.j_rate[idx] = rates
         fin = np.isfinite(rates)
-        t = np.zeros(idx.size)
-        t[fin] = np.maximum(self.j_rem[idx[fin]], 0.0) / np.maximum(rates[fin], 1e-300)
+        if fin.all():
+            self.fl_adv = (idx, rates)
+            t = np.maximum(self.j_rem[idx], 0.0) / np.maximum(rates, 1e-300)
+        else:  # jobs with no streaming work: 0 (they finish now)
+            fi, fr = idx[fin], rates[fin]
+            self.fl_adv = (fi, fr)
+            t = np.zeros(idx.size)
+            t[fin] = np.maximum(self.j_rem[fi], 0.0) / np.maximum(fr, 1e-300)
         self.push(self.now + float(t.min()), "fluid", self.fluid_version)
 
     def ev_stream(self, u: int) -> None:
         us = self.units[u]
         us.state = "run"
         cost = us.cost
-        from .timing import alone_rate
-        caps = {k: self.cap(k) for k in cost.links}
-        r = alone_rate(cost, caps)
+        r = cost.alone
+        if r is None:
+            r = alone_rate(cost, {k: self.cap(k) for k in cost.links})
         us.alone += 0.0 if not math.isfinite(r) else 1.0 / r
         self._advance()
         self.jobs[u] = Job(u, cost)
@@ -148,7 +205,7 @@ class Fluid:
         if version != self.fluid_version:
             return
         self._advance()
-        idx = self._job_units()
+        idx = self.fl_idx  # the jobs did not change since the last _reshare
         r = self.j_rate[idx]
         done = idx[~np.isfinite(r) | (self.j_rem[idx] <= 1e-9)].tolist()
         if not done:  # float drift: finish the closest

@@ -67,7 +67,7 @@ class Cost:
     cols: np.ndarray | None = None
     use: np.ndarray | None = None
     crit: bool = False
-    cols_of: int = 0  # the token of the engine whose columns these are (Engine.token)
+    cols_of: int = 0  # the token of the column registry these are of (fluid.Columns)
 
     def add_banks(self, tpb: int, acc: np.ndarray) -> None:
         if tpb in self.banks:
