@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import itertools
 import math
+import weakref
 from dataclasses import dataclass
 
 import numpy as np
@@ -33,7 +34,7 @@ class Columns:
     change a result: only per-column sums and a test over all columns use them."""
 
     def __init__(self, machine):
-        self.machine = machine
+        self.machine = weakref.ref(machine)
         self.ids: dict[tuple, int] = {}
         self.caps: list[float] = [1.0] * (machine.num_tpbs * machine.hbsm_banks)
         self.link_caps: dict[tuple, float] = {}  # capacity per link key (what share reads)
@@ -43,19 +44,20 @@ class Columns:
         i = self.ids.get(key)
         if i is None:
             i = self.ids[key] = len(self.caps)
-            c = self.link_caps[key] = capacity(self.machine, key)
+            c = self.link_caps[key] = capacity(self.machine(), key)
             self.caps.append(c)
         return i
 
 
 _TOKENS = itertools.count(1)
-_COLUMNS: dict[int, Columns] = {}  # by id(machine); the registry keeps its machine alive
+_COLUMNS: dict[int, Columns] = {}  # by id(machine), dropped when the machine object goes
 
 
 def columns_of(machine) -> Columns:
     c = _COLUMNS.get(id(machine))
-    if c is None or c.machine is not machine:
+    if c is None or c.machine() is not machine:
         c = _COLUMNS[id(machine)] = Columns(machine)
+        weakref.finalize(machine, _COLUMNS.pop, id(machine), None)
     return c
 
 
