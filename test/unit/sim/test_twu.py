@@ -79,3 +79,23 @@ def test_enumerated_runs_equal_the_fft_convolution(levels, dt, base, sram):
     finally:
         twu.DIRECT_RUNS = old
     assert direct.dtype == fft.dtype and direct.tobytes() == fft.tobytes()
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(level, min_size=1, max_size=3), st.sampled_from([DType.I4, DType.I8, DType.F16]),
+       st.integers(0, 4096), st.integers(1, 5), st.integers(0, 55), st.booleans())
+def test_bank_histogram_is_shared_by_tpb_and_base_residue(levels, dt, base, k, tpb, sram):
+    """The bank histograms are cached by (base modulo width * banks, element bits, levels)
+    (``twu._accesses``): a walk on another TPB, or ``k`` sweeps further, gets the entry of the
+    first -- which must be its own histogram (brute force for HBSM; for the CCB SRAM granules,
+    the histogram computed afresh without the cache)."""
+    from m100.sim import twu
+
+    lv = tuple(Level(i, s, i + s * (n - 1)) if s else Level(i, 0, n) for i, s, n in levels)
+    width, banks = (M.ccb_sram_interleave, M.ccb_sram_banks) if sram else (W, BANKS)
+    first = Walk(Space.HBSM, 0, base, dt, lv)
+    other = Walk(Space.HBSM, tpb, base + k * width * banks, dt, lv)
+    got = [twu._accesses(w, width, banks) for w in (first, other)]
+    for w, g in zip((first, other), got):
+        want = brute(w) if not sram and dt.bits >= 8 else twu._walk_bank_accesses(w, width, banks)
+        assert g.tobytes() == np.asarray(want, dtype=np.float64).tobytes()
