@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 import numpy as np
 
@@ -30,13 +31,13 @@ class SyncError(M100Error):
     """Sync insertion can not produce a correct program (message names the instructions)."""
 
 
-@dataclass(frozen=True)
-class DataEdge:
+class DataEdge(NamedTuple):
     """``consumer`` must wait for ``producer`` (indices into the instruction list).
 
     ``granularity="whole"``: the consumer starts after the producer's end. ``"block"``: consumer
     block ``b`` waits for producer block ``mapping[b]`` (default: the identity when both have the
-    same number of blocks, else ``(b + 1) * P // C - 1``, i.e. proportional)."""
+    same number of blocks, else ``(b + 1) * P // C - 1``, i.e. proportional). A named tuple: the
+    pass builds one per token a consumer waits for through joins (~170 000 on ResNet-18)."""
     producer: int
     consumer: int
     granularity: str = "whole"
@@ -160,11 +161,31 @@ def analyze(insts: list[isa.Instruction], machine, *, edges=(), rings=(),
                   f"{bc} consumer blocks, a producer block in [-1, {bp - 1}]")
         return np.asarray(mapping, dtype=np.int64)
 
+    # a whole edge's need (every block of c waits for p's last block) is the largest need p -> c
+    # can have, so it is also what any merge with it gives: one read-only array per block shape
+    whole: dict[tuple[int, int], np.ndarray] = {}
+    needs = out.needs
+    edge_why = ("EDGE", None, 0, 0)
     for e in edges:
-        check_pair(e.producer, e.consumer, f"edge {e.producer}->{e.consumer}")
-        if e.granularity == "whole":
-            need = np.full(blocks[e.consumer], blocks[e.producer] - 1, dtype=np.int64)
-        elif e.granularity == "block":
+        p, c = e.producer, e.consumer
+        if not (0 <= p < c < n):
+            check_pair(p, c, f"edge {p}->{c}")
+        if e.granularity == "whole":  # the common case (every token a consumer waits for)
+            if execs[p] == execs[c]:
+                continue  # program order is free
+            key = (blocks[c], blocks[p])
+            need = whole.get(key)
+            if need is None:
+                need = whole[key] = np.full(key[0], key[1] - 1, dtype=np.int64)
+                need.setflags(write=False)
+            h = needs.get((p, c))
+            if h is None:
+                needs[(p, c)] = Hazard(p, c, need, [edge_why])
+            else:
+                h.need = need
+                h.why.append(edge_why)
+            continue
+        if e.granularity == "block":
             need = block_need(e.producer, e.consumer, e.mapping)
         else:
             _fail(f"edge {e.producer}->{e.consumer}: granularity must be 'whole' or 'block', "

@@ -42,16 +42,10 @@ def build_certificate(machine, mode: str, nd: Needs, red: Reduced, al: Allocatio
         edges.append({"from": i, "to": j, "need": h.need.tolist(), "counter": [t, c],
                       "trigger": al.trigger[(i, t)].name,
                       "value": [mon.expected + b * mon.per_block for b in range(len(h.need))]})
-    hazards: list[list] = []
-    add = hazards.append
     needs = nd.needs
-    for ij in sorted(needs):  # the keys alone: sorting (key, Hazard) items compares tuples of tuples
-        i, j = ij
-        for kind, mem, lo, hi in needs[ij].why:
-            if mem:
-                add([i, j, kind, int(mem[0]), int(mem[1]), lo, hi])
-            else:
-                add([i, j, kind, -1, -1, lo, hi])
+    hazards = [[i, j, kind, mem[0], mem[1], lo, hi] if mem else [i, j, kind, -1, -1, lo, hi]
+               for ij in sorted_pairs(needs, len(out)) for i, j in (ij,)
+               for kind, mem, lo, hi in needs[ij].why]
     return {
         "format": FORMAT, "version": VERSION, "machine": machine.name,
         "fingerprint": f"{machine.fingerprint():016x}", "sync_mode": mode,
@@ -59,9 +53,15 @@ def build_certificate(machine, mode: str, nd: Needs, red: Reduced, al: Allocatio
         "executors": [executor(i) for i in range(len(out))],
         "edges": edges, "hazards": hazards,
         "serialized": [list(x) for x in al.chain_needs],
-        "redundant": [[i, j] for (i, j) in sorted(red.removed)],
+        "redundant": [[i, j] for (i, j) in sorted_pairs(red.removed, len(out))],
         "counters_used": {str(t): n for t, n in sorted(al.counters_used.items())},
     }
+
+
+def sorted_pairs(pairs, n: int) -> list[tuple[int, int]]:
+    """``sorted(pairs)`` for pairs ``(i, j)`` with ``0 <= j < n``, sorting the integers
+    ``i * n + j`` (same order; ~5x faster than comparing ~200 000 tuples)."""
+    return [divmod(k, n) for k in sorted([i * n + j for i, j in pairs])] if n else []
 
 
 def dumps(cert: dict) -> str:

@@ -356,8 +356,20 @@ def _kind(wi: bool, wj: bool) -> str:
     return "WAW" if wi and wj else ("RAW" if wi else "WAR")
 
 
+# False: every pair goes through ``access_need`` (the tests compare both ways)
+DENSE_SHORTCUT = True
+_NEED0 = np.zeros(1, dtype=np.int64)  # a 1-block instruction waiting for a 1-block one
+_NEED0.setflags(write=False)  # shared by hazards: never changed in place (merges build anew)
+
+
 def derive_hazards(insts: list[isa.Instruction], blocks: list[int]) -> dict[tuple[int, int], Hazard]:
-    """RAW/WAR/WAW conflicts between instructions on different executors, as need vectors."""
+    """RAW/WAR/WAW conflicts between instructions on different executors, as need vectors.
+
+    Per memory, the accesses in global order sweep a *live* set (earlier accesses that may still
+    conflict with a later one; a dense write drops what it covers); each access meets the live
+    entries whose bounding intervals overlap it (write: any, read: writes). A pair of 1-block
+    instructions whose walks are both dense conflicts exactly when the intervals overlap, so its
+    need is ``[0]`` without building chunks (``access_need`` gives the same)."""
     execs = [inst.executor for inst in insts]
     accs = [block_accesses(inst) for inst in insts]
     # per memory, arrays of bounding intervals of every access, in instruction order
@@ -366,51 +378,77 @@ def derive_hazards(insts: list[isa.Instruction], blocks: list[int]) -> dict[tupl
         for n, a in enumerate(al):
             lo, hi = a.walk.byte_range()
             per_mem.setdefault(a.mem, []).append((lo, hi, idx, a.write, n))
+    dense_of: dict[int, bool] = {}  # id(walk) -> is_dense (the walks live in insts)
     out: dict[tuple[int, int], Hazard] = {}
+    get = out.get
     chunks: dict[tuple[int, int], Chunks] = {}  # (id(access), chunks) -> Chunks of this call
     for mem, rows in per_mem.items():
         arr = np.array([(lo, hi, idx, int(w), n) for lo, hi, idx, w, n in rows], dtype=np.int64)
-        lo, hi, ins, wr = arr[:, 0], arr[:, 1], arr[:, 2], arr[:, 3].astype(bool)
+        lo, hi, wr = arr[:, 0], arr[:, 1], arr[:, 3].astype(bool)
         # the same columns as Python lists: scalar reads of numpy arrays are slow
-        lol, hil, insl, wrl = lo.tolist(), hi.tolist(), ins.tolist(), wr.tolist()
+        lol, hil, insl, wrl = lo.tolist(), hi.tolist(), arr[:, 2].tolist(), wr.tolist()
         accl = [accs[idx][n] for _, _, idx, _, n in rows]
-        live = np.zeros(0, dtype=np.int64)  # rows of earlier instructions still generating needs
+        dense = []
+        for a in accl:
+            d = dense_of.get(id(a.walk))
+            if d is None:
+                d = dense_of[id(a.walk)] = is_dense(a.walk)
+            dense.append(d)
+        # rows of earlier instructions still generating needs, with their columns
+        live = np.zeros(0, dtype=np.int64)
+        llo, lhi, lwr = live, live, np.zeros(0, dtype=bool)
         kills: list[int] = []
         start = 0  # first row of the current instruction
         for r in range(len(rows)):
             j = insl[r]
             aj = accl[r]
             if live.size:
-                sel = (lo[live] < hil[r]) & (hi[live] > lol[r])
+                sel = (llo < hil[r]) & (lhi > lol[r])
                 if not wrl[r]:
-                    sel &= wr[live]
+                    sel &= lwr
                 cand = live[sel].tolist()
             else:
                 cand = []
             ej = execs[j]
+            bj = blocks[j]
+            fast = DENSE_SHORTCUT and bj == 1 and dense[r]
             for q in cand:
                 i = insl[q]
                 if execs[i] == ej:
                     continue
                 ai = accl[q]
-                need = access_need(ai, blocks[i], aj, blocks[j], chunks)
+                why = (_kind(ai.write, aj.write), mem, max(lol[q], lol[r]), min(hil[q], hil[r]))
+                if fast and dense[q] and blocks[i] == 1:
+                    # one chunk each, every byte of both intervals touched: they meet
+                    h = get((i, j))
+                    if h is None:
+                        out[(i, j)] = Hazard(i, j, _NEED0, [why])
+                    else:
+                        h.need = _NEED0  # the largest need of a 1-block producer
+                        h.why.append(why)
+                    continue
+                need = access_need(ai, blocks[i], aj, bj, chunks)
                 if need.max() < 0:
                     continue
-                h = out.get((i, j))
+                h = get((i, j))
                 if h is None:
                     h = out[(i, j)] = Hazard(i, j, need)
                 else:
                     h.need = np.maximum(h.need, need)
-                h.why.append((_kind(ai.write, aj.write), mem, max(lol[q], lol[r]),
-                              min(hil[q], hil[r])))
-            if wrl[r] and is_dense(aj.walk):
+                h.why.append(why)
+            if wrl[r] and dense[r]:
                 kills.append(r)
             if r + 1 == len(rows) or insl[r + 1] != j:
                 # a dense write covering an earlier access implies every later conflict with it
                 # (block-exact: see docs/sync.md), so the earlier access stops generating needs
                 for k in kills:
-                    live = live[~((lo[live] >= lol[k]) & (hi[live] <= hil[k]))]
-                live = np.concatenate([live, np.arange(start, r + 1)])
+                    keep = ~((llo >= lol[k]) & (lhi <= hil[k]))
+                    live, llo, lhi, lwr = live[keep], llo[keep], lhi[keep], lwr[keep]
+                new = np.arange(start, r + 1)
+                live = np.concatenate([live, new])
+                llo = np.concatenate([llo, lo[start:r + 1]])
+                lhi = np.concatenate([lhi, hi[start:r + 1]])
+                lwr = np.concatenate([lwr, wr[start:r + 1]])
                 kills = []
                 start = r + 1
     return out
@@ -479,9 +517,21 @@ class HbGraph:
             self._dirty = min(self._dirty, v)
 
     def add_need(self, i: int, j: int, need: np.ndarray) -> None:
+        """The block edges ``E(i, need[b]) -> S(j, b)`` of one need (``add_sync`` for each)."""
+        u0, v0 = self._base[i] + 1, self._base[j]
+        if u0 >= v0:
+            raise ValueError(f"need {i} -> {j} points backward in the global order")
+        preds = self.sync_preds
         for b, k in enumerate(need.tolist()):
             if k >= 0:
-                self.add_sync(i, k, j, b)
+                v = v0 + 2 * b
+                got = preds.get(v)
+                if got is None:
+                    preds[v] = {u0 + 2 * k}
+                else:
+                    got.add(u0 + 2 * k)
+                if self._clock is not None:
+                    self._dirty = min(self._dirty, v)
 
     def hw_preds(self, v: int) -> list[int]:
         """Free (hardware) predecessors of node ``v``."""
@@ -541,16 +591,50 @@ class HbGraph:
         assert is_e, "happens-before queries start at an E-node"
         return bool(self.clock()[v, self.xid[self.execs[i]]] >= self.rank0[i] + b)
 
+    def _e_columns(self) -> tuple[np.ndarray, np.ndarray]:
+        """Per node: its executor's clock column, and its rank in that executor's chain when it
+        is an E-node (S-nodes: 0, never asked)."""
+        reps = [2 * b for b in self.blocks]
+        col = np.repeat(np.array([self.xid[e] for e in self.execs], dtype=np.int64), reps)
+        node = np.arange(self.num_nodes, dtype=np.int64)
+        rank = np.repeat(np.asarray(self.rank0, dtype=np.int64), reps) + \
+            (node - np.repeat(self.base[:-1], reps)) // 2
+        rank[node % 2 == 0] = 0
+        return col, rank
+
+    def sync_edge_flags(self):
+        """For every S-node ``v`` with sync edges (in node order): ``(v, us, flags)`` with ``us``
+        its sync predecessors (sorted) and ``flags[n]`` true when the edge ``us[n] -> v`` is
+        implied by a longer path (so the transitive reduction drops it).
+
+        ``u -> v`` is implied iff another predecessor ``p`` of ``v`` has ``u`` at or before it:
+        ``clock[p, x(u)] >= rank(u)`` (``p = u`` itself has exactly ``rank(u)``, so it is masked
+        out). One gather per node, ``O(preds(v) * sync_preds(v))``, over the clocks computed
+        once; ``test_redundant_edges_match_networkx_transitive_reduction`` is the oracle."""
+        c = self.clock()
+        col, rank = self._e_columns()
+        coll, rankl = col.tolist(), rank.tolist()
+        out = []
+        for v in sorted(self.sync_preds):
+            us = sorted(self.sync_preds[v])
+            hw = self.hw_preds(v)
+            if len(us) == 1:
+                u = us[0]
+                out.append((v, us, [bool(hw) and hw[0] != u and
+                                    int(c[hw[0], coll[u]]) >= rankl[u]]))
+                continue
+            ua = np.array(us, dtype=np.int64)
+            h, m = len(hw), len(us)
+            a = c[np.ix_(np.concatenate([np.array(hw, dtype=np.int64), ua]), col[ua])]
+            a[np.arange(h, h + m), np.arange(m)] = 0  # not u itself (ranks start at 1)
+            for r, p in enumerate(hw):  # a hardware edge that is also a sync edge: the same edge
+                if p in self.sync_preds[v]:
+                    a[r, us.index(p)] = 0
+            out.append((v, us, (a.max(axis=0) >= rank[ua]).tolist()))
+        return out
+
     def redundant_sync_edges(self) -> set[tuple[int, int]]:
         """Sync edges (E-node, S-node) implied by a longer path (the complement of the transitive
         reduction restricted to sync edges; hardware edges are always kept)."""
-        c = self.clock()
-        red: set[tuple[int, int]] = set()
-        for v, sp in self.sync_preds.items():
-            preds = self.preds(v)
-            for u in sp:
-                i, b, _ = self.locate(u)
-                x, r = self.xid[self.execs[i]], self.rank0[i] + b
-                if any(p != u and c[p, x] >= r for p in preds):
-                    red.add((u, v))
-        return red
+        return {(u, v) for v, us, flags in self.sync_edge_flags()
+                for u, f in zip(us, flags) if f}

@@ -31,13 +31,15 @@ def reduce_needs(nd: Needs, enabled: bool = True) -> Reduced:
         g.add_need(i, j, h.need)
     if not enabled:
         return Reduced(dict(nd.needs), {}, g)
-    red = g.redundant_sync_edges()
+    # a block edge E(i, k) -> S(j, b) comes from the need (i, j) alone: the needs with a block
+    # edge the reduction keeps are alive
+    inst = g._node_inst
+    alive = {(inst[u], inst[v]) for v, us, flags in g.sync_edge_flags()
+             for u, f in zip(us, flags) if not f}
     kept: dict[tuple[int, int], Hazard] = {}
     removed: dict[tuple[int, int], Hazard] = {}
-    for (i, j), h in nd.needs.items():
-        alive = any(k >= 0 and (g.E(i, k), g.S(j, b)) not in red
-                    for b, k in enumerate(h.need.tolist()))
-        (kept if alive else removed)[(i, j)] = h
+    for ij, h in nd.needs.items():
+        (kept if ij in alive else removed)[ij] = h
     g2 = HbGraph(nd.insts, nd.blocks)
     for (i, j), h in kept.items():
         g2.add_need(i, j, h.need)

@@ -318,13 +318,16 @@ def test_linear_fit(v):
 
 
 @settings(max_examples=25, deadline=None)
-@given(st.integers(0, 10_000))
-def test_redundant_edges_match_networkx_transitive_reduction(seed):
+@given(st.integers(0, 10_000), st.sampled_from([(10, 15, 2), (14, 60, 3)]))
+def test_redundant_edges_match_networkx_transitive_reduction(seed, size):
+    # (instructions, sync edges, max blocks): the larger size gives S-nodes with many sync
+    # predecessors (several per executor, some also the hardware edge), as joins do
+    n, edges, maxb = size
     rng = np.random.default_rng(seed)
-    prog = progs.random_program(seed, n=10)
-    blocks = [int(rng.choice([1, 2])) for _ in prog]
+    prog = progs.random_program(seed, n=n)
+    blocks = [int(rng.integers(1, maxb + 1)) for _ in prog]
     g = HbGraph(prog, blocks)
-    for _ in range(15):
+    for _ in range(edges):
         i, j = sorted(rng.choice(len(prog), 2, replace=False))
         g.add_sync(int(i), int(rng.integers(blocks[i])), int(j), int(rng.integers(blocks[j])))
     G = nx.DiGraph()
@@ -364,6 +367,28 @@ def test_long_programs_with_heavy_buffer_reuse(seed):
         out = toysim.run(res.instructions, TINY, mem, seed=s)
         assert _ok(out, ref), (out.races[:2], out.deadlock)
     assert verify_certificate(res.instructions, res.certificate) == []
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_dense_shortcut_gives_the_same_hazards(seed, monkeypatch):
+    """derive_hazards' shortcut for two dense 1-block accesses (need [0], no chunks) against
+    access_need on every pair: same hazards, need vectors and reasons, in the same order."""
+    from m100.passes.backend.sync_insert import graph
+    prog = progs.random_program(700 + seed, n=60, slots=5, ddr_slots=3)
+    if seed % 2:  # what the scheduler emits: one block each, so nearly every pair is a shortcut
+        prog = [dataclasses.replace(p, sync=isa.Sync()) for p in prog]
+    blocks = [p.sync.blocks for p in prog]
+    calls = []
+    need = graph.access_need
+    monkeypatch.setattr(graph, "access_need", lambda *a: calls.append(1) or need(*a))
+    fast = graph.derive_hazards(prog, blocks)
+    n_fast = len(calls)
+    monkeypatch.setattr(graph, "DENSE_SHORTCUT", False)
+    slow = graph.derive_hazards(prog, blocks)
+    assert n_fast < len(calls) - 10  # the shortcut was taken
+    assert list(fast) == list(slow) and len(fast) > 10
+    for k, h in fast.items():
+        assert h.need.tolist() == slow[k].need.tolist() and h.why == slow[k].why
 
 
 @pytest.mark.parametrize("seed", range(4))
