@@ -336,6 +336,110 @@ class _Writer(_Coder):
     def fail(self, what: str) -> Any:
         raise EncodeError(f"cannot encode: {_name(what)}")
 
+    def walk(self, w: Walk | None, what: str) -> Walk:
+        """The same bits as :meth:`_Coder.walk`, from :func:`_walk_bits` (remembered on the
+        immutable walk per layout: a program's walks are often shared); a walk with a field that
+        does not fit goes through the generic coder, which names it."""
+        if type(w) is not Walk:
+            return _Coder.walk(self, w, what)
+        got = w.__dict__.get("_m100_bits")
+        if got is None or got[0] is not self.L:
+            got = (self.L, _walk_bits(self.L, w))
+            if got[1] is None:
+                return _Coder.walk(self, w, what)
+            w.__dict__["_m100_bits"] = got  # frozen dataclass: its __dict__ holds caches
+        v, n = got[1]
+        self.v = (self.v << n) | v
+        self.n += n
+        return w
+
+    def sync(self, y: Sync | None, what: str = "sync") -> Sync:
+        """The same bits as :meth:`_Coder.sync` (see :func:`_sync_bits`); a field that does not
+        fit goes through the generic coder, which names it."""
+        got = _sync_bits(self.L, y) if type(y) is Sync else None
+        if got is None:
+            return _Coder.sync(self, y, what)
+        self.v = (self.v << got[1]) | got[0]
+        self.n += got[1]
+        return y
+
+
+def _uv_bits(x: int) -> tuple[int, int] | None:
+    """A varint's (value, bit count): ``VARLEN_BITS`` of length, then the minimal bits."""
+    if x < 0 or x.bit_length() >= 1 << VARLEN_BITS:
+        return None
+    n = x.bit_length()
+    return (n << n) | x, VARLEN_BITS + n
+
+
+def _sync_bits(L: Layout, y: Sync) -> tuple[int, int] | None:
+    """(value, bit count) of a Sync in :meth:`_Coder.sync`'s order and widths, or None when a
+    field does not fit (``test_sync_bits_equal_the_generic_coder``)."""
+    v = n = 0
+    for x in (y.blocks, len(y.monitors)):
+        got = _uv_bits(x) if type(x) is int else None
+        if got is None:
+            return None
+        v, n = (v << got[1]) | got[0], n + got[1]
+    tw, cw, vw = L.tpb, L.counter, L.value
+    for m in y.monitors:
+        t, c, e, p = m.tpb, m.counter, m.expected, m.per_block
+        if not (type(t) is type(c) is type(e) is type(p) is int and 0 <= t < 1 << tw and 0 <= c < 1 << cw and 0 <= e < 1 << vw and 0 <= p < 1 << vw):
+            return None
+        v = (((((((v << tw) | t) << cw) | c) << vw) | e) << vw) | p
+        n += tw + cw + 2 * vw
+    got = _uv_bits(len(y.updates))
+    if got is None:
+        return None
+    v, n = (v << got[1]) | got[0], n + got[1]
+    mw = L.mask
+    for u in y.updates:
+        c, k, a, g = u.counter, u.tpb_mask, u.amount, u.trigger
+        if type(g) is not Trigger:
+            return None
+        g = int(g)
+        if not (type(c) is type(k) is type(a) is int and 0 <= c < 1 << cw and 0 <= k < 1 << mw and 0 <= a < 1 << vw
+                and 0 <= g < 1 << TRIGGER_BITS):
+            return None
+        v = (((((((v << cw) | c) << mw) | k) << vw) | a) << TRIGGER_BITS) | g
+        n += cw + mw + vw + TRIGGER_BITS
+    return v, n
+
+
+def _walk_bits(L: Layout, w: Walk) -> tuple[int, int] | None:
+    """(value, bit count) of a walk's fields in :meth:`_Coder.walk`'s order and widths, or None
+    when one does not fit (``test_walk_bits_equal_the_generic_coder``)."""
+    space = w.space
+    v = int(space)
+    if not 0 <= v < 1 << SPACE_BITS:
+        return None
+    n = SPACE_BITS
+    if space is Space.HBSM:
+        if not 0 <= w.tpb < 1 << L.tpb:
+            return None
+        v = (v << L.tpb) | w.tpb
+        n += L.tpb
+    elif w.tpb != 0:
+        return None
+    if not (type(space) is Space and type(w.dtype) is DType and type(w.tpb) is type(w.base) is int):
+        return None  # (hand-built walks with other number types: the generic coder)
+    aw = L.addr[space]
+    dt = int(w.dtype)
+    lv = w.levels
+    if not (0 <= w.base < 1 << aw and 0 <= dt < 1 << DTYPE_BITS and 0 <= len(lv) < 1 << L.nlevels):
+        return None
+    v = (((((v << aw) | w.base) << DTYPE_BITS) | dt) << L.nlevels) | len(lv)
+    n += aw + DTYPE_BITS + L.nlevels
+    f = L.field
+    lim, mask = 1 << (f - 1), (1 << f) - 1
+    for x in lv:
+        a, b, c = x.initial, x.step, x.final
+        if not (type(a) is type(b) is type(c) is int and -lim <= a < lim and -lim <= b < lim and -lim <= c < lim):
+            return None
+        v = (((((v << f) | (a & mask)) << f) | (b & mask)) << f) | (c & mask)
+        n += 3 * f
+    return v, n
+
 
 class _Reader(_Coder):
     reading = True

@@ -1,9 +1,13 @@
 """Encoded sizes against the width formulas of docs/isa.md, re-derived here from the Machine."""
 
+import m100_isa_strategies as S
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from m100.targets.m100 import encoding as E
-from m100.targets.m100.isa import DType, Dma, Fill, Monitor, Space, Sync, Trigger, Update, Walk
+from m100.targets.m100.isa import (DType, Dma, Fill, Level, Monitor, Space, Sync, Trigger, Update,
+                                   Walk)
 from m100.targets.m100.machine import get_machine
 
 
@@ -61,3 +65,64 @@ def test_widths_follow_the_machine():
     # a machine override changes the encoding: more TWU levels need a wider level count
     wide = big.with_overrides(name="wide", twu_max_levels=8, twu_field_bits=24)
     assert E.field_widths(wide)["nlevels"] == 4 and E.field_widths(wide)["field"] == 24
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.data())
+def test_walk_bits_equal_the_generic_coder(data):
+    """The encoder's direct walk writer (``_walk_bits``, remembered per walk) against the field
+    description the decoder shares (``_Coder.walk`` on a fresh writer), and against the width
+    formula of docs/isa.md; encoding the same walk twice (from the memo) gives the same bits."""
+    m = get_machine(data.draw(st.sampled_from(["tiny", "m100", "m100-12c"])))
+    L = E.layout(m)
+    w = data.draw(S.walks(m, data.draw(st.integers(1, 300))))
+    g = E._Writer(L)
+    E._Coder.walk(g, w, "w")
+    assert E._walk_bits(L, w) == (g.v, g.n)
+    assert g.n == _walk_bits(m, w)
+    for _ in range(2):
+        f = E._Writer(L)
+        f.u(3, 5, "x")
+        f.walk(w, "w")
+        assert (f.v, f.n) == ((5 << g.n) | g.v, 3 + g.n)
+
+
+@pytest.mark.parametrize("field", ["base", "tpb", "initial", "step", "final"])
+def test_walk_field_that_does_not_fit_is_named(field):
+    m = get_machine("tiny")
+    big = 1 << (m.twu_field_bits - 1)
+    lv = {"initial": Level(big, 1, big + 3), "step": Level(0, big, big),
+          "final": Level(-big - 2, 1, -big + 1)}.get(field, Level(0, 1, 3))
+    w = Walk(Space.HBSM, m.num_tpbs + 7 if field == "tpb" else 0,
+             m.hbsm_bytes + 64 if field == "base" else 0, DType.I8, (lv,))
+    assert E._walk_bits(E.layout(m), w) is None
+    with pytest.raises(E.EncodeError) as fast:
+        E._Writer(E.layout(m)).walk(w, "dst")
+    g = E._Writer(E.layout(m))
+    with pytest.raises(E.EncodeError) as generic:
+        E._Coder.walk(g, w, "dst")
+    assert str(fast.value) == str(generic.value) and "dst" in str(fast.value)
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.data())
+def test_sync_bits_equal_the_generic_coder(data):
+    """The encoder's direct Sync writer against ``_Coder.sync`` on a fresh writer and the width
+    formula of docs/isa.md; a field that does not fit is named as the generic coder names it."""
+    m = get_machine(data.draw(st.sampled_from(["tiny", "m100", "m100-12c"])))
+    L = E.layout(m)
+    y = data.draw(S.syncs(m, data.draw(st.sampled_from([None, 0])), data.draw(st.integers(1, 64))))
+    g = E._Writer(L)
+    E._Coder.sync(g, y)
+    assert E._sync_bits(L, y) == (g.v, g.n)
+    assert g.n == _sync_bits(m, y)
+    f = E._Writer(L)
+    f.sync(y)
+    assert (f.v, f.n) == (g.v, g.n)
+    bad = Sync(y.blocks, y.monitors, y.updates + (Update(m.su_counters, 1),))
+    assert E._sync_bits(L, bad) is None
+    with pytest.raises(E.EncodeError) as fast:
+        E._Writer(L).sync(bad)
+    with pytest.raises(E.EncodeError) as generic:
+        E._Coder.sync(E._Writer(L), bad)
+    assert str(fast.value) == str(generic.value)
