@@ -127,7 +127,7 @@ def _allocate_once(needs, g, machine, budget, on_budget):
     # --- triggers and channel events ---------------------------------------------------------
     for (i, j), h in needs.items():
         t = al.home[(i, j)]
-        streamed = bool(((h.need >= 0) & (h.need < blocks[i] - 1)).any())
+        streamed = blocks[i] > 1 and bool(((h.need >= 0) & (h.need < blocks[i] - 1)).any())
         if streamed or (i, t) not in al.trigger:
             al.trigger[(i, t)] = Trigger.BLOCK if streamed else al.trigger.get((i, t), Trigger.END)
     chan_events: dict[tuple[Executor, int], list[tuple[int, int]]] = {}

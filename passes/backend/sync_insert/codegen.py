@@ -79,36 +79,37 @@ def codegen(red: Reduced, al: Allocation, insts: list[isa.Instruction]) -> tuple
         upd.setdefault(i, {})
         upd[i][key] = upd[i].get(key, 0) | (1 << t)
 
-    # monitor requirements per consumer and counter
-    reqs: dict[int, dict[tuple[int, int], np.ndarray]] = {}
+    # monitor requirements per consumer and counter: per block, the count to wait for (lists of
+    # Python ints: most instructions have one block, numpy per need cost more than the work)
+    reqs: dict[int, dict[tuple[int, int], list[int]]] = {}
 
-    def need_value(j: int, t: int, c: int, vals: np.ndarray) -> None:
-        cur = reqs.setdefault(j, {}).get((t, c))
-        reqs[j][(t, c)] = vals if cur is None else np.maximum(cur, vals)
+    def need_value(j: int, t: int, c: int, vals: list[int]) -> None:
+        r = reqs.get(j)
+        if r is None:
+            r = reqs[j] = {}
+        cur = r.get((t, c))
+        r[(t, c)] = vals if cur is None else list(map(max, cur, vals))
 
     for (i, j), h in al.needs.items():
         t = al.home[(i, j)]
         c = al.counter[(g.execs[i], t)]
         trig = al.trigger[(i, t)]
-        vals = np.zeros(blocks[j], dtype=np.int64)
-        for b, k in enumerate(h.need):
-            if k >= 0:
-                kk = int(k) if trig is Trigger.BLOCK else blocks[i] - 1
-                vals[b] = cum[(t, c, i, kk)]
+        last = blocks[i] - 1
+        vals = [cum[(t, c, i, k if trig is Trigger.BLOCK else last)] if k >= 0 else 0
+                for k in h.need.tolist()]
         need_value(j, t, c, vals)
     for (i1, k1, i2, t, c) in al.chain_needs:
-        vals = np.zeros(blocks[i2], dtype=np.int64)
-        vals[0] = cum[(t, c, i1, k1)]
-        need_value(i2, t, c, np.maximum.accumulate(vals))
+        # block 0 waits for the event; the later blocks follow it (a running maximum)
+        need_value(i2, t, c, [cum[(t, c, i1, k1)]] * blocks[i2])
 
     out: list[isa.Instruction] = []
     stats = {"monitors": 0, "updates": 0, "block_updates": 0, "remote_updates": 0}
     for j, inst in enumerate(insts):
         mons = []
         for (t, c), vals in sorted(reqs.get(j, {}).items()):
-            if vals.max() <= 0:
+            if max(vals) <= 0:
                 continue
-            e, k = linear_fit(vals)
+            e, k = (vals[0], 0) if len(vals) == 1 else linear_fit(vals)
             mons.append(Monitor(tpb=t, counter=c, expected=e, per_block=k))
         ups = []
         for (c, trig), mask in sorted(upd.get(j, {}).items()):
