@@ -96,7 +96,7 @@ def _in_rows(g: OpGraph, op: Op, tr: int) -> int:
 
 def tile_piece(cm: CostModel, g: OpGraph, op: Op, rows: int, cols: int,
                budget: int | None = None, chunked: bool = False, kparts: int = 1,
-               act_resident: int = 0) -> TilePlan:
+               act_resident: int = 0, whole_parts: bool = False) -> TilePlan:
     """The cheapest tiling of ``rows x cols`` of ``op`` whose working set fits ``budget`` bytes.
 
     ``chunked``: a TCU contraction whose K can be split is cut into K chunks even where the whole
@@ -109,8 +109,15 @@ def tile_piece(cm: CostModel, g: OpGraph, op: Op, rows: int, cols: int,
     ``act_resident`` > 0 (a matmul whose K is not split over TPBs): one row tile of all ``rows``
     and all of K, loaded once into one slot and kept while the second operand streams past it in
     column tiles of ``act_resident`` columns (each column of B read once per piece instead of
-    once per row tile; ``StageCfg.act_resident``), in the fewest K chunks that fit."""
+    once per row tile; ``StageCfg.act_resident``), in the fewest K chunks that fit.
+    ``whole_parts`` (with ``kparts`` > 1, ``StageCfg.whole``): exactly one K chunk per part, so
+    each part's weight is one DMA (each costs a DMA setup and DDR latency on an engine); a piece
+    that is one instruction tile (``tr >= rows``, ``tc >= cols``) then holds its weight in one
+    slot, not two (nothing of it streams). ``ScheduleError`` when no chunk size gives one chunk
+    per part."""
     mc = cm.machine
+    if whole_parts and kparts < 2:
+        raise ScheduleError(f"internal: op '{op.name}': whole K parts without a K split")
     if act_resident and (op.unit != "tcu.matmul" or kparts > 1 or op.attrs.get("w4")
                          or "requant" in op.epilogue or "store" in op.epilogue):
         raise ScheduleError(f"internal: op '{op.name}' ({op.unit}) has no resident-activation "
@@ -171,12 +178,17 @@ def tile_piece(cm: CostModel, g: OpGraph, op: Op, rows: int, cols: int,
             # at least two chunks per part where K allows: each part's weight then streams
             # under its compute instead of arriving whole before its first instruction
             # (``chunked``: at least four, a shorter tail after the last chunk arrives)
-            k_cands = [x for x in k_cands if ceil_div(geo.k, x) >= 2 * kparts] or k_cands
-            if chunked:
-                k_cands = [x for x in k_cands if ceil_div(geo.k, x) >= 4 * kparts] or k_cands
+            if whole_parts:  # one chunk per part (k_part_range deals kparts chunks one each)
+                k_cands = [x for x in k_cands if ceil_div(geo.k, x) == kparts]
+            else:
+                k_cands = [x for x in k_cands if ceil_div(geo.k, x) >= 2 * kparts] or k_cands
+                if chunked:
+                    k_cands = [x for x in k_cands if ceil_div(geo.k, x) >= 4 * kparts] \
+                        or k_cands
             if not k_cands:
-                raise ScheduleError(f"op '{op.name}': its reduction ({geo.k}) has fewer chunks "
-                                    f"than {kparts} parts")
+                raise ScheduleError(f"op '{op.name}': its reduction ({geo.k}) has "
+                                    + (f"no chunk size giving one chunk to each of {kparts} parts"
+                                       if whole_parts else f"fewer chunks than {kparts} parts"))
         if "w4" in op.attrs:  # a K chunk holds whole dequantization blocks
             blk = op.attrs["w4"][1]
             k_cands = [x for x in k_cands if x % blk == 0]
@@ -197,6 +209,9 @@ def tile_piece(cm: CostModel, g: OpGraph, op: Op, rows: int, cols: int,
             for tc in tc_cands:
                 for tk in k_cands:
                     streamed = tk < geo.k or tc < cols
+                    # one K chunk per part and one instruction tile: the weight never streams
+                    wslots = 1 if not streamed or (whole_parts and tr >= rows and tc >= cols) \
+                        else 2
                     wslot = cm.align(tk * tc * wb if groups == 1 else geo.weight_bytes * tc / geo.cols)
                     if conv:
                         aslot = cm.align(in_rows * op.attrs["w"] * (tk // kwin) * groups * ab)
@@ -206,7 +221,7 @@ def tile_piece(cm: CostModel, g: OpGraph, op: Op, rows: int, cols: int,
                     if tk < geo.k and "store" in op.epilogue:  # + the rounded result
                         oslot += cm.align(m * tc * ob)
                     bufs = (Buffer("act", aslot, 1 if act_resident else 2, unit),
-                            Buffer("weight", wslot, 2 if streamed else 1, unit),
+                            Buffer("weight", wslot, wslots, unit),
                             Buffer("out", oslot, 2, unit))
                     if len(ws) > 1:  # a bias vector per column tile, resident
                         bufs += (Buffer("bias", cm.align(tc * 4), ceil_div(cols, tc), unit),)

@@ -37,6 +37,11 @@ class StageCfg:
     # once, B once per TPB row (instead of A once per column tile and B once per row tile);
     # bands are cut at TCU row-tile boundaries, the larger ones first (:func:`tile_band_rows`)
     act_resident: int = 0
+    # a K split (``ks`` > 1) of one round (``bands == gr``) whose parts each receive their weight
+    # in one K chunk: one DMA per (column part, K part) instead of two or more, each costing a
+    # DMA setup and DDR latency on an engine; a one-tile piece holds it in one HBSM slot
+    # (``partition.tile_piece``'s ``whole_parts``; chosen by ``whole_parts.whole_parts``)
+    whole: bool = False
 
     @property
     def gr(self) -> int:

@@ -71,12 +71,12 @@ class Scheduler:
 
     # ------------------------------------------------------------------ tiles
     def tile(self, op: Op, rows: int, cols: int, budget: int, chunked: bool = False,
-             kparts: int = 1, act_resident: int = 0) -> TilePlan:
-        key = (op.name, rows, cols, budget, chunked, kparts, act_resident)
+             kparts: int = 1, act_resident: int = 0, whole: bool = False) -> TilePlan:
+        key = (op.name, rows, cols, budget, chunked, kparts, act_resident, whole)
         p = self._tile_cache.get(key)
         if p is None:
             p = tile_piece(self.cm, self.g, op, rows, cols, budget, chunked, kparts,
-                           act_resident)
+                           act_resident, whole)
             self._tile_cache[key] = p
         return p
 
@@ -100,7 +100,7 @@ class Scheduler:
                                             for b in range(st.bands)))
         cols_b = ceil_div(geo.cols, st.gc)
         return self.tile(op, rows_b, cols_b, self.stage_budget(seg, st), st.chunked, st.ks,
-                         st.act_resident)
+                         st.act_resident, st.whole)
 
     def band_boxes(self, st: StageCfg, op: Op, tplan: TilePlan, b: int):
         """The pieces of band ``b`` of a stage built piece by piece, in build order: (column part,
