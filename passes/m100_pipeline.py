@@ -14,6 +14,8 @@ from m100.errors import M100Error
 from m100.sim.certificate import SYNC_MODES
 
 VERIFY_MODES = ("each", "end")
+#: ``m100-schedule``'s prefetch-share (percent) tried in order until hbsm-allocate packs
+PREFETCH_SHARES = (90, 75)
 
 
 class PipelineError(M100Error):
@@ -27,6 +29,17 @@ def _already_graph(op: ModuleOp) -> bool:
     linalg = [o for o in op.walk() if o.name.startswith("linalg.")
               and not (o.parent_op() is not None and o.parent_op().name.startswith("linalg."))]
     return bool(linalg) and all("m100.unit" in o.attributes for o in linalg)
+
+
+def _restore(op: ModuleOp, copy: ModuleOp) -> None:
+    """Replace the contents of ``op`` by those of ``copy`` (a clone of ``op`` taken earlier)."""
+    block = op.body.blocks[0]
+    for o in list(block.ops):
+        o.detach()
+        o.erase(safe_erase=False)
+    for o in list(copy.body.blocks[0].ops):
+        o.detach()
+        block.add_op(o)
 
 
 def _has_program(op: ModuleOp) -> bool:
@@ -53,6 +66,13 @@ class M100Pipeline(ModulePass):
     reports to stderr), ``verify`` = each (after every stage, the default: a failure names the
     stage) | end (once, after the last stage: the drivers' choice, each verification of a
     ResNet-18 program costs ~1.3 CPU-s; a failure is still an error, naming no stage).
+    HBSM share: ``m100-schedule`` runs with ``prefetch-share`` = each of :data:`PREFETCH_SHARES`
+    in turn until ``hbsm-allocate{strict}`` packs its program keeping apart the buffers the plan
+    runs at the same time (weights prefetched during earlier segments fill more of the HBSM with
+    a larger share, so the CCB DMA engines start on the late layers' weights sooner -- ResNet-18
+    224 -- but the free space can end up too fragmented to pack as planned -- ResNet-50 224 at
+    90 %: the loads then wait for the pieces whose bytes they take). The last share is allocated
+    as before (not strict). The module after ``m100-graph`` is kept (a clone) for the retries.
     """
 
     name = "m100-pipeline"
@@ -100,11 +120,32 @@ class M100Pipeline(ModulePass):
         if _has_program(op):
             raise PipelineError("m100-pipeline: the module already holds a tpb.program; the "
                                 "pipeline starts from linalg on tensors (frontend output)")
+        from dataclasses import replace
+
+        from m100.passes.backend.hbsm_pack import HbsmOverflow
+        shares = list(PREFETCH_SHARES)
+        saved = None
         for stage in self.stages():
             if stage.name == "m100-graph" and _already_graph(op):
                 continue
             t0, c0 = time.perf_counter(), time.process_time()
-            stage.apply(ctx, op)
+            if stage.name == "m100-schedule":
+                saved, sched = op.clone(), stage
+                stage = replace(stage, prefetch_share=shares.pop(0))
+            while True:
+                try:
+                    if stage.name == "hbsm-allocate":  # strict but for the last share
+                        replace(stage, strict=bool(shares)).apply(ctx, op)
+                    else:
+                        stage.apply(ctx, op)
+                    break
+                except HbsmOverflow:
+                    if stage.name != "hbsm-allocate" or saved is None or not shares:
+                        raise
+                # the program of this share does not pack as planned: schedule again with the
+                # next one
+                _restore(op, saved.clone())
+                replace(sched, prefetch_share=shares.pop(0)).apply(ctx, op)
             if self.verify == "each":
                 _verify(op, f"after '{stage.name}'")
             if timings is not None:

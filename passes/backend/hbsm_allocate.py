@@ -59,12 +59,16 @@ class HbsmAllocate(ModulePass):
     double/multi-buffered HBSM use the partitioner sized (``passes/backend/hbsm_pack.py``).
     Pre: a placed ``tpb.program``. Post: every buffer has an offset. On overflow: one error naming
     the TPB, the peak instant (program position), the live buffers with sizes and what would fit.
-    Options: ``report`` (print per-TPB peak bytes to stderr).
+    Options: ``report`` (print per-TPB peak bytes to stderr), ``strict`` (fail with
+    ``HbsmOverflow`` instead of packing a TPB or broadcast by program order alone when keeping
+    the planned concurrency apart does not fit: ``m100-pipeline`` then schedules again with a
+    smaller prefetch share, whose program runs as planned).
     """
 
     name = "hbsm-allocate"
 
     report: bool = False
+    strict: bool = False
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
         progs = [p for p in op.walk() if isinstance(p, ProgramOp)]
@@ -152,7 +156,7 @@ class HbsmAllocate(ModulePass):
                                        (pstart, b.pred[1]))  # type: ignore[index]
         try:
             offs = allocate(bufs, m.hbsm_bytes, m.hbsm_bank_width,
-                            [g for g in groups.values() if len(g) > 1])
+                            [g for g in groups.values() if len(g) > 1], strict=self.strict)
         except HbsmOverflow as e:
             msg = str(e).replace("at cycle", "at instruction")
             raise HbsmOverflow(msg) from None

@@ -127,12 +127,14 @@ def _overflow_message(tpb: int, bufs: list[Buf], capacity: int, align: int, reas
 
 
 def allocate(bufs: list[Buf], capacity: int, align: int,
-             groups: list[list[str]] | None = None) -> dict[str, int]:
+             groups: list[list[str]] | None = None, strict: bool = False) -> dict[str, int]:
     """Offsets (bytes) of every buffer, per TPB; raises :class:`HbsmOverflow` when one does not fit.
 
     ``groups``: lists of buffer names (on different TPBs) that must share one offset -- the
     receivers of one DRB broadcast, which writes the same addresses on every TPB of its mask. A
-    group is placed first, at the lowest offset free on all of its TPBs."""
+    group is placed first, at the lowest offset free on all of its TPBs.
+    ``strict``: where keeping the planned concurrency apart (``Buf.pred``) does not fit, raise
+    :class:`HbsmOverflow` instead of packing by program order alone."""
     by_tpb: dict[int, list[Buf]] = defaultdict(list)
     for b in bufs:
         by_tpb[b.tpb].append(b)
@@ -144,6 +146,12 @@ def allocate(bufs: list[Buf], capacity: int, align: int,
         members = [by_name[n] for n in grp]
         size = _align(max(b.size for b in members), align)
         ok = _group_offset(members, size, placed, capacity, align)
+        if ok is None and strict:
+            b = members[0]
+            raise HbsmOverflow(_overflow_message(
+                b.tpb, by_tpb[b.tpb], capacity, align, f"broadcast buffer {b.name} ({size} B) "
+                f"finds no offset free on TPBs {sorted(m.tpb for m in members)} apart from the "
+                "buffers the plan runs at the same time (strict)"))
         if ok is None and any(b.pred is not None for b in members):
             # keeping the planned concurrency apart leaves no common offset: program order alone
             members = [replace(b, pred=None) for b in members]
@@ -162,7 +170,7 @@ def allocate(bufs: list[Buf], capacity: int, align: int,
         try:
             out.update(_allocate_tpb(tpb, own, capacity, align, list(placed[tpb]), group))
         except HbsmOverflow:
-            if not any(b.pred is not None for b in own):
+            if strict or not any(b.pred is not None for b in own):
                 raise
             # keeping the planned concurrency apart fragments this TPB's HBSM too much: pack by
             # program order alone (correct; loads may then wait for the piece they overwrite)

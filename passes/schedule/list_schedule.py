@@ -163,7 +163,7 @@ class ListScheduler:
         ``PREFETCH_HBSM_SHARE`` of the HBSM with this segment's weight buffers (resident weights,
         the two slots of a streamed one, biases) added -- those are then counted as held during
         it. The chosen barrier goes into the plan (``Plan.prefetch``), which the emitter reads."""
-        cap = int(self.cm.machine.hbsm_bytes * PREFETCH_HBSM_SHARE)
+        cap = int(self.cm.machine.hbsm_bytes * self.s.prefetch_share)
         foot: dict[int, int] = {}
         wfoot: dict[int, int] = {}
         for st in seg.stages:

@@ -40,7 +40,10 @@ class M100Schedule(ModulePass):
     search's RNG; the result is deterministic per seed), ``report`` (print the schedule table and
     critical path to stderr), ``max-stages`` (longest pipeline), ``plan-json`` (write the plan --
     every instruction's unit or DMA engine, TPB, broadcast mask, dependencies and predicted cycles
-    -- as JSON to this file).
+    -- as JSON to this file), ``prefetch-share`` (percent of the HBSM that weights prefetched
+    during earlier segments and activations kept between segments may fill; 0 = the default,
+    ``list_schedule.PREFETCH_HBSM_SHARE``; ``m100-pipeline`` tries larger shares first and falls
+    back when hbsm-allocate can not pack the program).
     """
 
     name = "m100-schedule"
@@ -53,12 +56,16 @@ class M100Schedule(ModulePass):
     report: bool = False
     max_stages: int = 4
     plan_json: str = ""
+    prefetch_share: int = 0
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
         from .graph import ScheduleError, check_limits
         if self.strategy not in STRATEGIES:
             raise ScheduleError(f"m100-schedule: unknown strategy '{self.strategy}' "
                                 f"(known: {', '.join(STRATEGIES)})")
+        if not 0 <= self.prefetch_share <= 100:
+            raise ScheduleError(f"m100-schedule: prefetch-share is a percent of the HBSM (0 = the "
+                                f"default), not {self.prefetch_share}")
         for opt in ("tpbs", "clusters", "max_stages"):
             if getattr(self, opt) < (1 if opt == "max_stages" else 0):
                 raise ScheduleError(f"m100-schedule: {opt.replace('_', '-')} must be "
@@ -69,7 +76,8 @@ class M100Schedule(ModulePass):
         apply_int4_weights(op, irg)  # W4A16: int4 weights in DDR, dequantized by the TCU
         check_limits(irg.graph, m)
         pl = schedule(irg.graph, m, tpbs=self.tpbs, clusters=self.clusters,
-                      strategy=self.strategy, seed=self.seed, max_stages=self.max_stages)
+                      strategy=self.strategy, seed=self.seed, max_stages=self.max_stages,
+                      prefetch_share=self.prefetch_share / 100 if self.prefetch_share else None)
         pl.graph = irg.graph  # type: ignore[attr-defined]
         prog = emit_program(irg, pl, m)
         # a machine that is not a preset travels in the IR as machine_spec (ProgramOp(m, ...)), so

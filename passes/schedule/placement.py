@@ -82,10 +82,10 @@ def available_tpbs(machine: Machine, tpbs: int = 0, clusters: int = 0) -> tuple[
 
 class Search:
     def __init__(self, g: OpGraph, machine: Machine, tpbs: tuple[int, ...], seed: int = 0,
-                 max_stages: int = 4, iters: int = 24):
+                 max_stages: int = 4, iters: int = 24, prefetch_share: float | None = None):
         self.g = g
         self.cm = CostModel(machine)
-        self.sched = Scheduler(self.cm, g)
+        self.sched = Scheduler(self.cm, g, prefetch_share)
         self.tpbs = tpbs
         self.seed = seed
         self.max_stages = max_stages
@@ -473,8 +473,10 @@ class Search:
 
 def schedule(g: OpGraph, machine: Machine, tpbs: int = 0, clusters: int = 0,
              strategy: str = "auto", seed: int = 0, max_stages: int = 4,
-             iters: int = 24) -> Placement:
-    """Place ``g`` on ``machine``; returns the chosen segments and their predicted timeline."""
+             iters: int = 24, prefetch_share: float | None = None) -> Placement:
+    """Place ``g`` on ``machine``; returns the chosen segments and their predicted timeline.
+    ``prefetch_share``: the HBSM share weight prefetch and kept activations may fill (default
+    ``list_schedule.PREFETCH_HBSM_SHARE``)."""
     if strategy not in STRATEGIES:
         raise ScheduleError(f"unknown strategy '{strategy}' (known: {', '.join(STRATEGIES)})")
     if not g.ops:
@@ -489,7 +491,8 @@ def schedule(g: OpGraph, machine: Machine, tpbs: int = 0, clusters: int = 0,
             continue  # its TCUs alone need longer than the best plan: it can not win
         if first is not None and first.spent():
             break  # the search budget is used up
-        s = Search(g, machine, sub, seed=seed, max_stages=max_stages, iters=iters)
+        s = Search(g, machine, sub, seed=seed, max_stages=max_stages, iters=iters,
+                   prefetch_share=prefetch_share)
         if first is None:
             first = s
         else:  # segment costs do not depend on the pool: share them and the tilings

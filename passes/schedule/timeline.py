@@ -46,9 +46,14 @@ __all__ = ["Scheduler", "BoundExceeded", "critical_path"]
 class Scheduler:
     """Builds tasks for segments and list-schedules them on in-order resources."""
 
-    def __init__(self, cm: CostModel, g: OpGraph):
+    def __init__(self, cm: CostModel, g: OpGraph, prefetch_share: float | None = None):
         self.cm = cm
         self.g = g
+        # the HBSM share weight prefetch and kept activations may fill (``list_schedule.
+        # PREFETCH_HBSM_SHARE`` unless given; the pipeline retries a smaller one when
+        # hbsm-allocate can not pack the program: ``m100_pipeline.PREFETCH_SHARES``)
+        self.prefetch_share = list_schedule.PREFETCH_HBSM_SHARE if prefetch_share is None \
+            else prefetch_share
         self.ops = {o.name: o for o in g.ops}
         self.producers = g.producers()
         self._tile_cache: dict[tuple, TilePlan] = {}
@@ -136,7 +141,7 @@ class Scheduler:
         st.bound = bound
         if keep and not isolated:  # activations kept in HBSM between segments (:mod:`.keep`)
             tl.kept, st.kept_use = choose_kept(
-                self, segs, int(self.cm.machine.hbsm_bytes * list_schedule.PREFETCH_HBSM_SHARE),
+                self, segs, int(self.cm.machine.hbsm_bytes * self.prefetch_share),
                 keep == "one-stage")
         try:
             for si, seg in enumerate(segs):

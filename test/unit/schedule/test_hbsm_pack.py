@@ -108,6 +108,17 @@ def test_planned_concurrency_keeps_buffers_apart():
     # no room for both: packed by program order alone (correct, single-buffered), no overflow
     offs = allocate([x, y], 512, 32)
     assert offs == {"x": 0, "y": 0} and not check_allocation([x, y], offs, 512, 32)
+    # strict: that fallback is an overflow (m100-pipeline then tries a smaller prefetch share),
+    # for a TPB's own buffers and for a broadcast group alike
+    with pytest.raises(HbsmOverflow, match="TPB 0"):
+        allocate([x, y], 512, 32, strict=True)
+    x1, y1 = Buf("x1", 1, 512, 1, 0, 3, "DMA", "TCU", (0, 100)), \
+        Buf("y1", 1, 512, 1, 3, 6, "DMA", "TCU", (50, 150))
+    grp = [["x", "x1"], ["y", "y1"]]
+    assert allocate([x, y, x1, y1], 512, 32, grp) == {n: 0 for n in ("x", "y", "x1", "y1")}
+    with pytest.raises(HbsmOverflow, match="strict"):
+        allocate([x, y, x1, y1], 512, 32, grp, strict=True)
+    assert allocate([x, y], 1024, 32, strict=True) == allocate([x, y], 1024, 32)
 
 
 def test_overflow_diagnostic_names_tpb_peak_live_buffers_and_fix():

@@ -32,14 +32,14 @@ def _mlp():
     return models.mlp(batch=256, d_in=512, hidden=512, d_out=256)
 
 
-def _plan(model, depth, tpbs=8):
+def _plan(model, depth, tpbs=8, share=None):
     mod = compile_onnx(model, default_context(), graph=True)
     g = from_module(mod).graph
-    pl = schedule(g, M100, tpbs=tpbs, strategy="data-parallel")
+    pl = schedule(g, M100, tpbs=tpbs, strategy="data-parallel", prefetch_share=share)
     old = LS.PREFETCH_DEPTH
     try:
         LS.PREFETCH_DEPTH = depth
-        tl = T.Scheduler(CostModel(M100), g).build(pl.segments)
+        tl = T.Scheduler(CostModel(M100), g, share).build(pl.segments)
     finally:
         LS.PREFETCH_DEPTH = old
     return g, pl.segments, tl
@@ -85,11 +85,15 @@ def test_prefetched_weights_load_before_the_segment_boundary_and_nothing_else_ch
         assert all(tl.tasks[d].end <= t.start + 1e-6 for d in t.deps)
 
 
-def test_prefetch_respects_the_hbsm_share():
+@pytest.mark.parametrize("share", [None, 0.3, 0.9])
+def test_prefetch_respects_the_hbsm_share(share):
     # per TPB and segment: the plan's buffers + the weight buffers of the later segments whose
     # transfers may run during it (those whose barrier lies before it) stay within the share
-    g, segs, tl = _plan(_mlp(), LS.PREFETCH_DEPTH)
-    cap = M100.hbsm_bytes * LS.PREFETCH_HBSM_SHARE
+    # (the default, or the one given to the scheduler)
+    g, segs, tl = _plan(_mlp(), LS.PREFETCH_DEPTH, share=share)
+    cap = M100.hbsm_bytes * (LS.PREFETCH_HBSM_SHARE if share is None else share)
+    if share == 0.3:
+        assert len(tl.prefetch) < len(_plan(_mlp(), LS.PREFETCH_DEPTH, share=0.9)[2].prefetch)
     used: dict[tuple[int, int], int] = {}
     wts: dict[tuple[int, int], int] = {}
     for si, seg in enumerate(segs):
@@ -188,3 +192,57 @@ def test_unchunk_keeps_only_shorter_whole_plans():
     # fewer weight transfers for the same weight bytes
     w = lambda p: [t.nbytes for t in p.tasks if t.unit == "dma" and t.role == "w"]  # noqa: E731
     assert len(w(tl2)) < len(w(tl)) and sum(w(tl2)) == pytest.approx(sum(w(tl)))
+
+
+def _spy_shares(monkeypatch, fail_shares):
+    """Record m100-schedule's prefetch-share per run; hbsm-allocate raises HbsmOverflow for the
+    programs scheduled with a share in ``fail_shares``."""
+    from m100.passes.backend.hbsm_pack import HbsmOverflow
+    shares, stricts = [], []
+    orig_s, orig_a = M100Schedule.apply, HbsmAllocate.apply
+
+    def sched(self, ctx, op):
+        shares.append(self.prefetch_share)
+        return orig_s(self, ctx, op)
+
+    def alloc(self, ctx, op):
+        stricts.append(self.strict)
+        if shares[-1] in fail_shares:
+            raise HbsmOverflow(f"hbsm-allocate: (test) share {shares[-1]} does not pack")
+        return orig_a(self, ctx, op)
+    monkeypatch.setattr(M100Schedule, "apply", sched)
+    monkeypatch.setattr(HbsmAllocate, "apply", alloc)
+    return shares, stricts
+
+
+def test_pipeline_retries_a_smaller_prefetch_share_when_hbsm_does_not_pack(monkeypatch):
+    """m100-pipeline schedules with each of PREFETCH_SHARES until hbsm-allocate packs: here the
+    first does not; the program of the second runs and matches onnxruntime."""
+    from m100.passes.m100_pipeline import PREFETCH_SHARES
+    from m100.tools import driver
+    shares, stricts = _spy_shares(monkeypatch, {PREFETCH_SHARES[0]})
+    ck = driver.check(_mlp(), machine="m100", tpbs=8)
+    assert shares == list(PREFETCH_SHARES[:2])
+    # strict (the plan's concurrency kept apart) but for the last share
+    assert stricts == [True, len(PREFETCH_SHARES) > 2]
+    assert ck.result.reports == [] and ck.problems == [], ck.problems[:3]
+    assert ck.passed, ck.summary()
+
+
+def test_pipeline_reports_the_last_share_overflow(monkeypatch):
+    from m100.passes.backend.hbsm_pack import HbsmOverflow
+    from m100.passes.m100_pipeline import PREFETCH_SHARES
+    from m100.tools import driver
+    shares, stricts = _spy_shares(monkeypatch, set(PREFETCH_SHARES))
+    with pytest.raises(HbsmOverflow, match=f"share {PREFETCH_SHARES[-1]} does not pack"):
+        driver.compile(_mlp(), machine="m100", tpbs=8)
+    assert shares == list(PREFETCH_SHARES)
+    assert stricts == [True] * (len(PREFETCH_SHARES) - 1) + [False]
+
+
+def test_prefetch_share_option_is_a_percent():
+    from m100.passes.schedule.graph import ScheduleError
+    ctx = default_context()
+    mod = compile_onnx(_mlp(), ctx, graph=True)
+    with pytest.raises(ScheduleError, match="prefetch-share is a percent"):
+        M100Schedule(machine="m100", tpbs=8, prefetch_share=150).apply(ctx, mod)
