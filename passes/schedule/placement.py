@@ -41,7 +41,6 @@ from .plan import Plan
 from .segment import (SegmentCfg, StageCfg, act_resident_ok, ksplit_ok, ksplit_stages,
                       streamable)
 from .timeline import BoundExceeded, Scheduler
-from .ksplit_refine import whole_parts, widen
 
 INF = float("inf")
 
@@ -520,8 +519,6 @@ def schedule(g: OpGraph, machine: Machine, tpbs: int = 0, clusters: int = 0,
     tl, keep = keep_activations(search.sched, segs, tl)
     segs, tl = weights_once(search, segs, tl, keep)
     segs, tl = widen_gemvs(search, segs, tl, keep, pool)
-    segs, tl = widen(search, segs, tl, keep)
-    segs, tl = whole_parts(search, segs, tl, keep)
     return Placement(strategy, segs, tl, machine, pool, evals)
 
 

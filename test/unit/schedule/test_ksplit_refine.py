@@ -72,23 +72,25 @@ def test_whole_parts_keeps_two_slots_for_several_tiles_and_refuses_without_k_spl
 
 
 def test_refinements_return_the_rebuilt_plan_and_never_a_longer_one(monkeypatch):
-    """ResNet-18 64x64 on 56 TPBs: widen and whole_parts each return segments whose rebuilt plan
-    is the returned plan, no longer than the one given; a widened stage uses more TPBs of the
-    pool, one round, its op unchanged."""
+    """ResNet-18 64x64 on 56 TPBs, on the plan after ``weights_once``: widen and whole_parts each
+    return segments whose rebuilt plan is the returned plan, no longer than the one given; a
+    widened stage uses more TPBs of the pool, one round, its op unchanged; a whole-part stage
+    keeps its TPBs and split."""
     from m100.frontend import models
 
     from .test_weights_once import _graph
-    seen = {}
-    for name in ("widen", "whole_parts"):
-        orig = getattr(placement, name)
+    seen = []
+    orig = placement.weights_once
 
-        def spy(s, segs, tl, keep, orig=orig, name=name):
-            out = orig(s, segs, tl, keep)
-            seen[name] = (s, segs, tl, keep, out)
-            return out
-        monkeypatch.setattr(placement, name, spy)
+    def spy(s, segs, tl, keep):
+        out = orig(s, segs, tl, keep)
+        seen.append((s, keep) + out)
+        return out
+    monkeypatch.setattr(placement, "weights_once", spy)
     placement.schedule(_graph(models.resnet18(hw=64)), M100)
-    for name, (s, segs, tl, keep, (segs2, tl2)) in seen.items():
+    s, keep, segs, tl = seen[-1]
+    for name in ("widen", "whole_parts"):
+        segs2, tl2 = getattr(ksplit_refine, name)(s, segs, tl, keep)
         assert len(segs2) == len(segs) and tl2.makespan <= tl.makespan
         assert s.sched.build(segs2, keep=keep).makespan == tl2.makespan
         for a, b in zip(segs, segs2):
@@ -103,7 +105,7 @@ def test_refinements_return_the_rebuilt_plan_and_never_a_longer_one(monkeypatch)
 
 
 def _force(stage_of):
-    """A ``whole_parts`` replacement that forces ``stage_of(s, st)`` on every contraction."""
+    """A ``weights_once`` replacement that forces ``stage_of(s, st)`` on every contraction."""
     used = []
 
     def force(s, segs, tl, keep):
@@ -125,7 +127,7 @@ def test_whole_parts_conv_matches_onnxruntime(mode, monkeypatch):
     from m100.tools import driver
     force, used = _force(lambda s, st: StageCfg(st.op, s.tpbs[:56], gc=8, bands=1, ks=7,
                                                 whole=True))
-    monkeypatch.setattr(placement, "whole_parts", force)
+    monkeypatch.setattr(placement, "weights_once", force)
     ck = driver.check(_conv_model(7, 256, 512), machine="m100", sync_mode=mode)
     assert used and used[0].whole and used[0].ks == 7
     assert ck.result.reports == [] and ck.problems == [], ck.problems[:3]
@@ -138,7 +140,7 @@ def test_whole_parts_gemv_matches_onnxruntime(monkeypatch):
     from m100.tools import driver
     force, used = _force(lambda s, st: StageCfg(st.op, s.tpbs[:56], gc=8, bands=1, ks=7,
                                                 whole=True))
-    monkeypatch.setattr(placement, "whole_parts", force)
+    monkeypatch.setattr(placement, "weights_once", force)
     ck = driver.check(_gemm_model(1, 512, 1000), machine="m100")
     assert used and used[0].ks == 7 and used[0].whole
     assert ck.result.reports == [] and ck.problems == [], ck.problems[:3]
