@@ -8,7 +8,8 @@ runtimes store them: about 5 % faster than separate GEMVs on LLaMA2-7B decode) c
 only: nothing of the model's size is allocated), instantiated ``layers`` times by layer repetition
 (``m100.targets.m100.repeat``: per-layer weights and KV caches at their own DDR bases, the hidden
 state ping-ponging between two buffers), plus the head (final RMSNorm + LM head), all run by the
-interpreter in timing-only mode (the repeated layer is simulated once and multiplied: exact, see
+interpreter in timing-only mode (prefill: the head computes the logits of the last token of each
+sequence only, what generation reads; ``frontend.llm.build(logits='last')``) (the repeated layer is simulated once and multiplied: exact, see
 ``targets/m100/repeat.py``). Compiled programs are cached in ``out/cache/llm/`` by model, phase,
 context, batch, quantization, machine fingerprint and a hash of the compiler's sources.
 
@@ -122,7 +123,8 @@ def roofline_ms(cfg, phase: str, context: int, batch: int, scheme: str, m) -> di
         kv = cfg.layers * batch * kv_row * context  # written once
         attn_macs = cfg.layers * batch * 2 * cfg.heads * cfg.head_dim * context * context
     ddr = cfg.layers * layer_w + head_w + kv
-    proj_macs = tokens * (cfg.layers * cfg.layer_params() + cfg.vocab * cfg.hidden)
+    # the LM head: the logits of each sequence's last token (prefill: what generation reads)
+    proj_macs = tokens * cfg.layers * cfg.layer_params() + batch * cfg.vocab * cfg.hidden
     macs = proj_macs + attn_macs
     peak = m.tcu_macs_per_cycle(TCU_DTYPE[scheme]) * m.num_tpbs * m.clock_hz
     att_peak = m.tcu_macs_per_cycle(ATT_DTYPE[scheme]) * m.num_tpbs * m.clock_hz

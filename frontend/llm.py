@@ -13,7 +13,8 @@
   so the cache is read once and never copied.
 * ``layer`` (``phase='prefill'``): the layer over T = ``context`` tokens with a causal mask; outputs
   ``y`` [B*T,H] and the cache it writes: ``kT`` [B,kvh,hd,T], ``v`` [B,kvh,T,hd].
-* ``head``: final RMSNorm + LM head, ``x`` [B*T,H] -> ``logits`` [B*T,vocab].
+* ``head``: final RMSNorm + LM head, ``x`` [B*T,H] -> ``logits`` [B,vocab] of each sequence's last
+  token (prefill; ``logits='all'``: [B*T,vocab], every row).
 
 The layer is RMSNorm -> Q/K/V projections -> RoPE (rotate-half) -> attention (MHA, or GQA when
 ``kv_heads < heads``: the ``heads / kv_heads`` query heads of one KV head are the rows of one
@@ -424,23 +425,39 @@ def _prefill_layer(g: _G, cfg: LlamaConfig, tokens: int, batch: int) -> None:
     g.out("v", [B, kvh, T, hd])
 
 
-def _head(g: _G, cfg: LlamaConfig, tokens: int, batch: int) -> None:
-    x = g.inp("x", [batch * tokens, cfg.hidden])
-    xn = g.rmsnorm(x, g.weight("final_norm", (cfg.hidden,), "norm"), cfg.eps)
-    g.proj(xn, "lm_head", (cfg.hidden, cfg.vocab), "logits")
-    g.out("logits", [batch * tokens, cfg.vocab])
+def _head(g: _G, cfg: LlamaConfig, tokens: int, batch: int, last: bool = False) -> None:
+    """Final RMSNorm + LM head of the rows ``x`` [B*T, H]; ``last``: of each sequence's last
+    token only (rows T-1, 2T-1, ...: ``logits`` [B, vocab]). Both are row-wise, so the last rows'
+    logits are the same numbers either way; generation after a prefill reads only them."""
+    H = cfg.hidden
+    x = g.inp("x", [batch * tokens, H])
+    rows = batch * tokens
+    if last and tokens > 1:
+        if batch == 1:
+            x = g.op("Slice", [x, g.ints([tokens - 1]), g.ints([tokens]), g.ints([0]),
+                               g.ints([1])])
+        else:  # [B, T, H] -> the row T-1 of each sequence -> [B, H]
+            x3 = g.op("Reshape", [x, g.ints([batch, tokens, H])])
+            x = g.op("Reshape", [g.op("Slice", [x3, g.ints([tokens - 1]), g.ints([tokens]),
+                                                g.ints([1]), g.ints([1])]), g.ints([batch, H])])
+        rows = batch
+    xn = g.rmsnorm(x, g.weight("final_norm", (H,), "norm"), cfg.eps)
+    g.proj(xn, "lm_head", (H, cfg.vocab), "logits")
+    g.out("logits", [rows, cfg.vocab])
 
 
 def build(cfg: LlamaConfig | str, part: str = "layer", phase: str = "decode", context: int = 16,
           batch: int = 1, weights: str = "random", seed: int = 0, fuse: bool = False,
-          dtype: str = "f32", quant: str = "none", block: int = 128):
+          dtype: str = "f32", quant: str = "none", block: int = 128, logits: str = "last"):
     """One part of a LLaMA model as ONNX; returns ``(model, weight values by name)`` (values empty
     for ``weights='shape'``). ``context``: cached tokens L (decode) or prompt tokens T (prefill).
     ``quant='w4a16'``: every projection (and the LM head) is int4 with f16 scales per ``block``
     rows of K (activations, norms and the KV cache f16: implies ``dtype='f16'``).
     ``quant='w8a8'``: every projection (and the LM head) is int8 x int8 -> int32
     (``QuantizeLinear`` of the f16 activation, ``MatMulInteger``, per-channel dequantization to
-    f16: :meth:`_G.w8_matmul`); attention, norms, RoPE and the KV cache f16."""
+    f16: :meth:`_G.w8_matmul`); attention, norms, RoPE and the KV cache f16.
+    ``logits`` (head, prefill): ``'last'`` computes the logits of each sequence's last token
+    only (what generation reads after a prefill), ``'all'`` those of every row."""
     if quant not in ("none", "w4a16", "w8a8"):
         raise LlmBuildError(f"quant must be 'none', 'w4a16' or 'w8a8', not {quant!r}")
     if quant in ("w4a16", "w8a8"):
@@ -460,7 +477,9 @@ def build(cfg: LlamaConfig | str, part: str = "layer", phase: str = "decode", co
     if part == "layer":
         (_decode_layer if phase == "decode" else _prefill_layer)(g, cfg, context, batch)
     elif part == "head":
-        _head(g, cfg, 1 if phase == "decode" else context, batch)
+        if logits not in ("last", "all"):
+            raise LlmBuildError(f"logits must be 'last' or 'all', not {logits!r}")
+        _head(g, cfg, 1 if phase == "decode" else context, batch, last=logits == "last")
     else:
         raise LlmBuildError(f"part must be 'layer' or 'head', not {part!r}")
     return g.model(f"{cfg.name}_{part}_{phase}"), g.values

@@ -126,3 +126,28 @@ def test_tiny_llama_w8a8_prefill_layer_matches_onnxruntime_and_wrong_weights_do_
     wrong_scale = dict(w, **{"wd.dq": w["wd.dq"] * 1.5})
     bad = driver.run(prog, feed | wrong_scale).outputs["y"].reshape(want.shape)
     assert not bench_llm.w8_close(bad, want)[0]
+
+
+@pytest.mark.parametrize("batch", [1, 2])
+def test_prefill_head_computes_the_last_tokens_logits_exactly(batch):
+    """The prefill head computes only each sequence's last-token logits (``logits='last'``, what
+    generation reads): onnxruntime on it equals the last rows of onnxruntime on the every-row head
+    (``logits='all'``) bit for bit (RMSNorm and the W8A8 projection are row-wise), and the W8A8
+    head compiled by shape, fed the same weights, is bit-exact against it."""
+    import llm as bench_llm
+    cfg = llm.config("tiny")
+    T = 8
+    full, _ = llm.build(cfg, "head", "prefill", context=T, batch=batch, seed=7, quant="w8a8",
+                        logits="all")
+    last, w = llm.build(cfg, "head", "prefill", context=T, batch=batch, seed=7, quant="w8a8")
+    x = np.random.default_rng(1).standard_normal((batch * T, cfg.hidden)).astype(np.float16)
+    want_all = bench_llm._ort(full).run(["logits"], {"x": x})[0]
+    want = bench_llm._ort(last).run(["logits"], {"x": x})[0]
+    assert want.shape == (batch, cfg.vocab)
+    assert np.array_equal(want, want_all[T - 1::T])
+    shape_model, _ = llm.build(cfg, "head", "prefill", context=T, batch=batch, weights="shape",
+                               quant="w8a8")
+    got = driver.run(driver.compile(shape_model, machine="m100").program, {"x": x} | w)
+    assert np.array_equal(got.outputs["logits"].reshape(want.shape), want)
+    with pytest.raises(llm.LlmBuildError, match="logits"):
+        llm.build(cfg, "head", "prefill", context=T, logits="first")
