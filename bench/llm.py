@@ -3,8 +3,9 @@
     m100 bench llm --model llama2-7b|llama3-8b|tiny --phase decode|prefill --quant w4a16|w8a8|f16
                    --context N [--batch B] [--machine m100] [--json OUT] [--no-cache]
 
-What runs: one decoder layer (Q/K/V and gate/up projections fused into one GEMM each, as LLM
-runtimes store them: about 5 % faster than separate GEMVs on LLaMA2-7B decode) compiled by shape (``m100.frontend.llm``, weights declared by shape
+What runs: one decoder layer (decode: Q/K/V and gate/up projections fused into one GEMM each, as LLM
+runtimes store them: about 5 % faster than separate GEMVs on LLaMA2-7B decode; prefill: separate,
+see :data:`FUSE`) compiled by shape (``m100.frontend.llm``, weights declared by shape
 only: nothing of the model's size is allocated), instantiated ``layers`` times by layer repetition
 (``m100.targets.m100.repeat``: per-layer weights and KV caches at their own DDR bases, the hidden
 state ping-ponging between two buffers), plus the head (final RMSNorm + LM head), all run by the
@@ -47,6 +48,10 @@ ATT_DTYPE = {"w4a16": "f16", "w8a8": "f16", "f16": "f16", "f32": "f32"}
 #: W8A8 numerics of the tiny model vs onnxruntime (see numerics_tiny)
 W8_RMS, W8_MAX_REL = 0.04, 0.05
 TCU_DTYPE = {"w4a16": "f16", "w8a8": "i8", "f16": "f16", "f32": "f32"}
+#: Q/K/V and gate/up as one GEMM each (decode: ~5 % faster GEMVs) or separate (prefill: a fused
+#: GEMM's f16 result is cut by column-slice copies, [1024, 22016] for gate/up; separate, the up
+#: projection's dequantization joins the SiLU pipeline: -10 % of a 1024-token layer)
+FUSE = {"decode": True, "prefill": False}
 
 
 def _source_hash() -> str:
@@ -98,7 +103,7 @@ def programs(cfg, phase: str, context: int, batch: int, quant: str, machine: str
             f"{m.fingerprint():016x}-{_source_hash()}")
     kw = _build_kw(cfg, run_dtype(quant))
     layer_model, _ = llm.build(cfg, "layer", phase, context=context, batch=batch, weights="shape",
-                               fuse=True, **kw)
+                               fuse=FUSE[phase], **kw)
     head_model, _ = llm.build(cfg, "head", phase, context=context, batch=batch, weights="shape",
                               **kw)
     layer, t1, h1 = _compile_cached(layer_model, base + "-layer", machine, cache)
@@ -224,7 +229,7 @@ def numerics_tiny(phase: str, context: int, batch: int, machine: str = "m100",
     want = {}
     for i in range(cfg.layers):
         model_i, w = llm.build(cfg, "layer", phase, context=context, batch=batch, seed=100 + i,
-                               fuse=True, **kw)
+                               fuse=FUSE[phase], **kw)
         ort_in = {"x": x, "cos": cos, "sin": sin}
         for vi in model_i.graph.input:  # the layer's KV cache
             if vi.name not in ort_in:

@@ -377,8 +377,14 @@ def _decode_attention_per_head(g: _G, cfg: LlamaConfig, L: int, q4: str, s_new: 
 
 
 def _prefill_layer(g: _G, cfg: LlamaConfig, tokens: int, batch: int) -> None:
-    """Attention of one sequence as batched GEMMs over the KV heads ([kvh, g*T, hd] x
-    [kvh, hd, T]: a KV head's query heads are stacked rows); sequences one after the other."""
+    """Attention of one sequence as a chain of 2-D ops per query head: ``q_h [T, hd] @ kT_j
+    [hd, T]`` (``j`` its KV head: GQA shares it; ``q_h`` scaled by 1/sqrt(hd) through its RoPE
+    tables), causal mask, softmax over rows, ``@ v_j [T, hd]``; the heads' results side by side
+    [T, nh*hd]; sequences one after the other.
+    Each head's chain is one pipeline the scheduler can keep on chip: its [T, T] scores never
+    go to memory. (The batched form ``[kvh, g*T, hd] x [kvh, hd, T]`` was unrolled per head
+    anyway, and its [heads, T, T] scores -- 64 MB at T = 1024 -- went through DDR at every op
+    boundary: concat, scale, mask, softmax, per-head slices: 5x slower at T = 1024.)"""
     B, H, hd, nh, kvh, gq, T = (batch, cfg.hidden, cfg.head_dim, cfg.heads, cfg.kv_heads,
                                 cfg.group, tokens)
     rows = B * T
@@ -387,8 +393,13 @@ def _prefill_layer(g: _G, cfg: LlamaConfig, tokens: int, batch: int) -> None:
     xn = g.rmsnorm(x, g.weight("attn_norm", (H,), "norm"), cfg.eps)
     q, k, v = g.projections(xn, rows, [("wq", nh * hd), ("wk", kvh * hd), ("wv", kvh * hd)], H)
     mask = np.triu(np.full((T, T), -1e4 if g.np_dt == np.float16 else -1e9, g.np_dt), k=1)
-    mask = g.const(np.tile(mask, (gq, 1)), "causal_mask")  # [g*T, T]: rows of g query heads
+    mask = g.const(mask, "causal_mask")  # [T, T]
     scale = g.const(g.f(1.0 / math.sqrt(hd)))
+
+    # the query's RoPE tables carry the attention scale 1/sqrt(hd) (x cos s + rot(x) sin s =
+    # s RoPE(x)): each head's chain is then matmul, mask, softmax, matmul -- one pipeline of the
+    # scheduler's at most 4 stages, its [T, T] scores never in memory
+    cos_q, sin_q = (g.op("Mul", [c, scale]) for c in (cos, sin))
 
     def seq(t: str, b: int, n: int) -> str:  # sequence b of a [B*T, n*hd] -> [n, T, hd]
         if B > 1:
@@ -396,22 +407,25 @@ def _prefill_layer(g: _G, cfg: LlamaConfig, tokens: int, batch: int) -> None:
                                g.ints([1])])
         return g.op("Transpose", [g.op("Reshape", [t, g.ints([T, n, hd])])], perm=[1, 0, 2])
 
+    def head(t: str, i: int, r: int, c: int) -> str:  # [n, r, c] -> its i-th [r, c]
+        sl = g.op("Slice", [t, g.ints([i]), g.ints([i + 1]), g.ints([0]), g.ints([1])])
+        return g.op("Reshape", [sl, g.ints([r, c])])
+
     outs, kts, vs = [], [], []
     for b in range(B):
-        qb = g.rope3d(seq(q, b, nh), cos, sin, hd)
+        qb = g.rope3d(seq(q, b, nh), cos_q, sin_q, hd)  # [nh, T, hd], times 1/sqrt(hd)
         ktb = g.op("Transpose", [g.rope3d(seq(k, b, kvh), cos, sin, hd)], perm=[0, 2, 1])
         vb = seq(v, b, kvh)
         kts.append(ktb)
         vs.append(vb)
-        qg = g.op("Reshape", [qb, g.ints([kvh, gq * T, hd])])
-        s = g.op("Add", [g.op("Mul", [g.op("MatMul", [qg, ktb]), scale]), mask])
-        # softmax over rows of a 2-D [kvh*g*T, T]: the CVU tiles rows; a 3-D softmax needed a
-        # whole [g*T, T] block per TPB (16 MB at T = 1024)
-        p2 = g.op("Softmax", [g.op("Reshape", [s, g.ints([kvh * gq * T, T])])], axis=-1)
-        p3 = g.op("Reshape", [p2, g.ints([kvh, gq * T, T])])
-        o = g.op("MatMul", [p3, vb])  # [kvh, g*T, hd]
-        o = g.op("Transpose", [g.op("Reshape", [o, g.ints([nh, T, hd])])], perm=[1, 0, 2])
-        outs.append(g.op("Reshape", [o, g.ints([T, nh * hd])]))
+        kh = [head(ktb, j, hd, T) for j in range(kvh)]
+        vh = [head(vb, j, T, hd) for j in range(kvh)]
+        oh = []
+        for h in range(nh):
+            s = g.op("MatMul", [head(qb, h, T, hd), kh[h // gq]])
+            p = g.op("Softmax", [g.op("Add", [s, mask])], axis=-1)
+            oh.append(g.op("MatMul", [p, vh[h // gq]]))  # [T, hd]
+        outs.append(g.op("Concat", oh, axis=1))  # [T, nh*hd]
     o = g.op("Concat", outs, axis=0) if B > 1 else outs[0]
     attn = g.proj(o, "wo", (nh * hd, H))
     h = g.op("Add", [x, attn])

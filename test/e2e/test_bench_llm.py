@@ -128,3 +128,63 @@ def test_batched_decode_layer_is_each_sequence_at_batch_1():
     res = driver.run(prog, feed).outputs
     for k in outs:
         np.testing.assert_allclose(res[k].reshape(got[k].shape), got[k], rtol=1e-4, atol=1e-4)
+
+
+def _llama_prefill_numpy(cfg, w: dict, x, cos, sin, B: int, T: int):
+    """A LLaMA decoder layer over B sequences of T tokens in numpy (float64), written from the
+    transformers definition: RMSNorm, Q/K/V, rotate-half RoPE, causal softmax attention per
+    query head against its KV head (GQA), output projection + residual, SiLU-gated MLP."""
+    import numpy as np
+    hd, nh, kvh = cfg.head_dim, cfg.heads, cfg.kv_heads
+
+    def rms(a, wn):
+        return wn * (a / np.sqrt(np.mean(a * a, -1, keepdims=True) + cfg.eps))
+
+    def rope(a):  # [T, n, hd]
+        rot = np.concatenate([-a[..., hd // 2:], a[..., :hd // 2]], -1)
+        return a * cos[:, None] + rot * sin[:, None]
+    x = x.astype(np.float64)
+    xn = rms(x, w["attn_norm"])
+    q, k, v = (xn @ w[n] for n in ("wq", "wk", "wv"))
+    o = np.zeros((B * T, nh * hd))
+    for b in range(B):
+        r = slice(b * T, (b + 1) * T)
+        qb, kb = rope(q[r].reshape(T, nh, hd)), rope(k[r].reshape(T, kvh, hd))
+        vb = v[r].reshape(T, kvh, hd)
+        for h in range(nh):
+            j = h // (nh // kvh)
+            s = qb[:, h] @ kb[:, j].T / np.sqrt(hd) + np.triu(np.full((T, T), -np.inf), 1)
+            p = np.exp(s - s.max(-1, keepdims=True))
+            o[r, h * hd:(h + 1) * hd] = (p / p.sum(-1, keepdims=True)) @ vb[:, j]
+    h1 = x + o @ w["wo"]
+    hn = rms(h1, w["mlp_norm"])
+    gate = hn @ w["wg"]
+    return h1 + ((gate / (1 + np.exp(-gate))) * (hn @ w["wu"])) @ w["wd"]
+
+
+@pytest.mark.parametrize("heads,kv_heads,batch", [(4, 2, 2), (2, 2, 1)])
+def test_prefill_layer_per_head_attention_matches_the_definition(heads, kv_heads, batch):
+    """The prefill layer's attention is a chain of 2-D ops per query head (GQA: a KV head's
+    query heads share its K/V): onnxruntime on the builder's ONNX equals numpy written from the
+    LLaMA definition (f32, batch 2, MHA and GQA), and the compiled layer matches onnxruntime
+    (y and the cache it writes)."""
+    import numpy as np
+
+    from m100.frontend import llm
+    from m100.tools import driver
+    cfg = llm.scaled(llm.config("tiny"), heads=heads, kv_heads=kv_heads)
+    T = 8
+    model, w = llm.build(cfg, "layer", "prefill", context=T, batch=batch, seed=2)
+    rng = np.random.default_rng(5)
+    cos, sin = llm.rope_tables(cfg, list(range(T)))
+    feed = {"x": rng.standard_normal((batch * T, cfg.hidden)).astype(np.float32),
+            "cos": cos, "sin": sin}
+    import onnxruntime as ort
+    outs = ["y", "kT", "v"]
+    sess = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    got = dict(zip(outs, sess.run(outs, feed)))
+    want = _llama_prefill_numpy(cfg, w, feed["x"], cos, sin, batch, T)
+    np.testing.assert_allclose(got["y"], want, rtol=1e-4, atol=1e-4)
+    res = driver.run(driver.compile(model, machine="m100").program, feed).outputs
+    for k in outs:
+        np.testing.assert_allclose(res[k].reshape(got[k].shape), got[k], rtol=1e-4, atol=1e-4)
