@@ -339,7 +339,45 @@ def plot_layer(rep, path: str, title: str) -> dict:
     fig.tight_layout()
     fig.savefig(path, dpi=80)
     plt.close(fig)
+    from m100.targets.m100.machine import get_machine
+    print("one layer's CCB DMA engines (engine_time):")
+    for e in engine_time(res, get_machine(rep.machine)):
+        print(f"  DMA{e['engine']}: {e['from_ddr']} from DDR, {e['to_ddr']} to DDR, {e['other']} "
+              f"other; busy {e['busy']:.0f} of {res.stats['total_cycles']:.0f} cycles = DDR "
+              f"{e['ddr_bytes'] / 1e6:.1f} MB at the AXI rate {e['ddr_data']:.0f} + the rest "
+              f"{e['overhead']:.0f} (latency, other moves: {e['other_bytes'] / 1e6:.2f} MB, "
+              f"sharing); idle {e['idle']:.0f}")
     return {n: (s, e, b, sorted(t)) for n, (s, e, b, t) in streams.items()}
+
+
+def engine_time(res, machine) -> list[dict]:
+    """Where the CCB DMA engines' time goes in the timing run ``res`` (with records): per engine
+    its transfers (from DDR, to DDR, other), busy cycles, DDR bytes and the cycles they take at
+    the engine's AXI master rate (``axi_bandwidth``; every DDR byte of an engine crosses its
+    master, so this bounds its busy time from below), the rest of its busy time (per-transfer
+    setup and DDR latency, moves that do not touch DDR, links shared with the other engine) and
+    its idle cycles. docs/llm.md section 4 reads a LLaMA decode layer with it."""
+    from m100.targets.m100.isa import Space, Unit
+    total = float(res.stats["total_cycles"])
+    axi = machine.bytes_per_cycle(machine.axi_bandwidth)
+    out: dict[int, dict] = {}
+    for r in res.records:
+        if r.inst.executor[0] is not Unit.DMA or r.start is None:
+            continue
+        i = r.inst
+        e = out.setdefault(i.engine, {"engine": i.engine, "from_ddr": 0, "to_ddr": 0, "other": 0,
+                                      "busy": 0.0, "ddr_bytes": 0.0, "other_bytes": 0.0})
+        kind = "from_ddr" if i.src.space is Space.DDR else \
+            "to_ddr" if i.dst.space is Space.DDR else "other"
+        e[kind] += 1
+        e["busy"] += r.end - r.start
+        e["other_bytes" if kind == "other" else "ddr_bytes"] += \
+            i.src.num_elements * i.src.dtype.bits / 8
+    for e in out.values():
+        e["ddr_data"] = e["ddr_bytes"] / axi
+        e["overhead"] = e["busy"] - e["ddr_data"]
+        e["idle"] = total - e["busy"]
+    return [out[k] for k in sorted(out)]
 
 
 def print_rows(rows: list[dict], out=sys.stdout) -> None:

@@ -188,3 +188,32 @@ def test_prefill_layer_per_head_attention_matches_the_definition(heads, kv_heads
     res = driver.run(driver.compile(model, machine="m100").program, feed).outputs
     for k in outs:
         np.testing.assert_allclose(res[k].reshape(got[k].shape), got[k], rtol=1e-4, atol=1e-4)
+
+
+def test_engine_time_accounts_for_every_dma():
+    """engine_time (docs/llm.md section 4): on the tiny W4A16 decode head's timing run every DMA
+    instruction of the program is counted on its engine once; an engine's DDR bytes are the sum
+    of its DDR transfers' element bytes; they take no less than their time at the AXI master
+    rate; busy + idle is the run's length."""
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench"))
+    import llm as bench_llm
+
+    from m100.frontend.llm import config
+    from m100.sim.simulator import Simulator
+    from m100.targets.m100.isa import Dma, Space
+    from m100.targets.m100.machine import get_machine
+    m = get_machine("m100")
+    _, head, _, _ = bench_llm.programs(config("tiny"), "decode", 8, 1, "w4a16", "m100", None)
+    res = Simulator(head, mode="timing", check_races=False).run({})
+    rows = bench_llm.engine_time(res, m)
+    dmas = [i for s in head.streams.values() for i in s if isinstance(i, Dma)]
+    assert dmas and sum(e["from_ddr"] + e["to_ddr"] + e["other"] for e in rows) == len(dmas)
+    total = res.stats["total_cycles"]
+    for e in rows:
+        mine = [d for d in dmas if d.engine == e["engine"]]
+        assert e["from_ddr"] == sum(d.src.space is Space.DDR for d in mine)
+        ddr = sum(d.src.num_elements * d.src.dtype.bits / 8 for d in mine
+                  if Space.DDR in (d.src.space, d.dst.space))
+        assert math.isclose(e["ddr_bytes"], ddr)
+        assert e["ddr_data"] <= e["busy"] + 1e-6
+        assert math.isclose(e["busy"] + e["idle"], total)
