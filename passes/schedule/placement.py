@@ -501,13 +501,13 @@ def schedule(g: OpGraph, machine: Machine, tpbs: int = 0, clusters: int = 0,
             s.pipe_iters = 4
             s.budget = SEARCH_TASKS
         segs = s.run(strategy)
-        tl = s.sched.build(segs)
+        tl = s.sched.build(segs, checkpoints=trial_points(segs))
         if strategy == "auto":
             base = segs
             for narrow in (False, True):
                 spread = spread_segments(base, sub, s.ops, narrow)
                 if spread != base:
-                    tl2 = s.sched.build(spread)
+                    tl2 = s.sched.build(spread, checkpoints=trial_points(spread))
                     if tl2.makespan < tl.makespan:
                         segs, tl = spread, tl2
         evals += s.evaluations
@@ -519,7 +519,16 @@ def schedule(g: OpGraph, machine: Machine, tpbs: int = 0, clusters: int = 0,
     tl, keep = keep_activations(search.sched, segs, tl)
     segs, tl = weights_once(search, segs, tl, keep)
     segs, tl = widen_gemvs(search, segs, tl, keep, pool)
+    tl.checkpoints = {}  # only the trials above resume from them
     return Placement(strategy, segs, tl, machine, pool, evals)
+
+
+def trial_points(segs: list[SegmentCfg]) -> set[int]:
+    """The segments :func:`unchunk` and :func:`weights_once` may change (one-stage K splits): a
+    whole-plan build keeps a checkpoint before each, so that a trial that changes one rebuilds
+    only from there (:mod:`.resume`)."""
+    return {si for si, seg in enumerate(segs) if seg.kind != "dma" and len(seg.stages) == 1
+            and seg.stages[0].ks >= 2}
 
 
 def keep_activations(sched: Scheduler, segs: list[SegmentCfg], tl: Plan) -> tuple[Plan, str]:
@@ -531,7 +540,7 @@ def keep_activations(sched: Scheduler, segs: list[SegmentCfg], tl: Plan) -> tupl
     mode_of = ""
     for mode in ("one-stage", "all"):
         try:
-            tl2 = sched.build(segs, bound=tl.makespan, keep=mode)
+            tl2 = sched.build(segs, bound=tl.makespan, keep=mode, checkpoints=trial_points(segs))
         except BoundExceeded:
             continue
         if tl2.makespan < tl.makespan and tl2.kept:
@@ -602,7 +611,8 @@ def weights_once(s: Search, segs: list[SegmentCfg], tl: Plan, keep: str
             trials += 1
             trial = segs[:si] + [by_gr[gr][1]] + segs[si + 1:]
             try:
-                tl2 = s.sched.build(trial, bound=tl.makespan, keep=keep)
+                tl2 = s.sched.build(trial, bound=tl.makespan, keep=keep, base=tl,
+                                    checkpoints=trial_points(trial))
             except (BoundExceeded, ScheduleError):
                 continue
             if tl2.makespan < tl.makespan:
@@ -695,7 +705,7 @@ def unchunk(sched: Scheduler, segs: list[SegmentCfg], tl: Plan) -> tuple[list[Se
         trial = segs[:si] + [replace(seg, stages=(replace(seg.stages[0], chunked=False),))] \
             + segs[si + 1:]
         try:
-            tl2 = sched.build(trial, bound=tl.makespan)
+            tl2 = sched.build(trial, bound=tl.makespan, base=tl, checkpoints=trial_points(trial))
         except BoundExceeded:
             continue
         if tl2.makespan < tl.makespan:

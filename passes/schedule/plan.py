@@ -236,6 +236,9 @@ class Plan:
     # activations kept in HBSM between segments (:mod:`.keep`): the ops whose output tiles stay
     # in their producer pieces' HBSM buffers (not stored); later segments copy from them
     kept: set[str] = field(default_factory=set)
+    # segment index -> the builder's state before it (:mod:`.resume`): a later build that shares
+    # the segments before it starts there (``Scheduler.build(base=...)``); not part of the plan
+    checkpoints: dict = field(default_factory=dict, repr=False, compare=False)
 
     @property
     def makespan(self) -> float:

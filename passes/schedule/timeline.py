@@ -38,6 +38,7 @@ from . import list_schedule
 from .list_schedule import BoundExceeded
 from .partition import TilePlan, tile_piece
 from .plan import Plan, PlanTask, image_parts, image_rows
+from .resume import Checkpoint, best_checkpoint
 from .segment import SegmentCfg, StageCfg, band_rows, row_tile, tile_band_rows
 
 __all__ = ["Scheduler", "BoundExceeded", "critical_path"]
@@ -129,13 +130,17 @@ class Scheduler:
 
     # ------------------------------------------------------------------ task building
     def build(self, segs: list[SegmentCfg], isolated: bool = False,
-              bound: float = float("inf"), keep: str = "") -> Plan:
+              bound: float = float("inf"), keep: str = "", base: Plan | None = None,
+              checkpoints: set[int] | frozenset[int] = frozenset()) -> Plan:
         """The plan of ``segs`` (tasks list-scheduled in order). ``isolated``: inputs are ready at
         cycle 0 (search). ``bound``: stop with :class:`BoundExceeded` as soon as a task ends at or
         after it (the makespan, the latest end, can then only be >= ``bound``: the search asks
         whether a candidate beats its best, and most do not). ``keep``: which activations stay
         in HBSM between segments (:func:`.keep.choose_kept`: ``""`` none, ``"one-stage"``,
-        ``"all"``)."""
+        ``"all"``). ``checkpoints``: segment indices before which the builder's state is kept
+        in the plan (``Plan.checkpoints``); ``base``: an earlier plan whose checkpoints this
+        build may start from, building only the segments after the prefix they share
+        (:mod:`.resume`; the same plan as a full build)."""
         tl = Plan(segments=list(segs))
         st = PlanBuilder(self, tl)
         st.bound = bound
@@ -143,9 +148,18 @@ class Scheduler:
             tl.kept, st.kept_use = choose_kept(
                 self, segs, int(self.cm.machine.hbsm_bytes * self.prefetch_share),
                 keep == "one-stage")
+        first = 0
+        cp = None if isolated else best_checkpoint(base, segs, tl.kept, st.kept_use, bound)
+        if cp is not None:
+            cp.restore(st, segs)
+            tl, first = st.tl, cp.index
+            # the base's checkpoints up to the resumed one are this build's too (same prefix)
+            tl.checkpoints = {i: c for i, c in base.checkpoints.items() if i <= first}
         try:
-            for si, seg in enumerate(segs):
-                st.segment(si, seg, isolated)
+            for si in range(first, len(segs)):
+                if si in checkpoints and si not in tl.checkpoints:
+                    tl.checkpoints[si] = Checkpoint.take(st, si, segs)
+                st.segment(si, segs[si], isolated)
         finally:
             self.tasks_built += len(tl.tasks)
         return tl

@@ -1,0 +1,107 @@
+"""A whole-plan build resumed from a checkpoint of an earlier build (:mod:`passes.schedule.resume`)
+is the plan a full build gives: same JSON (every task, time, piece, buffer, prefetch), same task
+count for the search budget, same early stop at a bound. Oracle: the full build of the same
+segments (the code path every plan took before checkpoints existed)."""
+
+from dataclasses import replace
+
+import pytest
+
+from m100.passes.schedule import placement
+from m100.passes.schedule.graph import ScheduleError
+from m100.passes.schedule.list_schedule import BoundExceeded
+from m100.passes.schedule.resume import copy_state
+from m100.targets.m100.machine import get_machine
+
+from .test_weights_once import _graph
+
+M100 = get_machine("m100")
+
+
+@pytest.fixture(scope="module")
+def placed():
+    """ResNet-18 64x64 on 56 TPBs: the search, its final segments and keep mode."""
+    from m100.frontend import models
+    seen = []
+    orig = placement.weights_once
+
+    def spy(s, segs, tl, keep):
+        out = orig(s, segs, tl, keep)
+        seen.append((s, out[0], keep))
+        return out
+
+    mp = pytest.MonkeyPatch()
+    mp.setattr(placement, "weights_once", spy)
+    try:
+        placement.schedule(_graph(models.resnet18(hw=64)), M100)
+    finally:
+        mp.undo()
+    return seen[-1]
+
+
+def _trials(segs):
+    """Per checkpointed segment, the plan with that segment's K chunking toggled."""
+    pts = sorted(placement.trial_points(segs))
+    assert len(pts) >= 3, "too few K-split segments: the test would check little"
+    for si in pts:
+        st = segs[si].stages[0]
+        yield si, segs[:si] + [replace(segs[si], stages=(replace(st, chunked=not st.chunked),))] \
+            + segs[si + 1:]
+
+
+@pytest.mark.parametrize("keep", ["", "all"])
+def test_resumed_build_is_the_full_build(placed, keep):
+    s, segs, _ = placed
+    sched = s.sched
+    base = sched.build(segs, keep=keep, checkpoints=placement.trial_points(segs))
+    assert sorted(base.checkpoints) == sorted(placement.trial_points(segs))
+    resumed_any = False
+    for si, trial in _trials(segs):
+        n0 = sched.tasks_built
+        full = sched.build(trial, keep=keep)
+        n1 = sched.tasks_built
+        res = sched.build(trial, keep=keep, base=base, checkpoints=placement.trial_points(trial))
+        n2 = sched.tasks_built
+        assert res.to_json() == full.to_json(), f"segment {si}"
+        assert res.buffers == full.buffers and res.prefetch == full.prefetch
+        assert n2 - n1 == n1 - n0 == len(full.tasks)
+        # it did resume: the prefix's tasks are the base's objects
+        shared = res.tasks[0] is base.tasks[0]
+        resumed_any |= shared
+        if keep == "":
+            assert shared and res.tasks[len(base.tasks) // 100] is base.tasks[len(base.tasks) // 100]
+        # a trial resumed from this one's checkpoints builds like a full build too
+        si2 = max(placement.trial_points(segs))
+        if si2 > si:
+            st = trial[si2].stages[0]
+            trial2 = trial[:si2] + [replace(trial[si2], stages=(replace(st, chunked=not st.chunked),))] \
+                + trial[si2 + 1:]
+            assert sched.build(trial2, keep=keep, base=res).to_json() == \
+                sched.build(trial2, keep=keep).to_json()
+    assert resumed_any
+
+
+def test_resumed_build_stops_at_the_bound_like_a_full_build(placed):
+    s, segs, _ = placed
+    sched = s.sched
+    base = sched.build(segs, checkpoints=placement.trial_points(segs))
+    si, trial = list(_trials(segs))[-1]
+    full = sched.build(trial)
+    for bound in (full.makespan, full.makespan * 0.9, base.tasks[0].end):
+        got = []
+        for kw in ({}, {"base": base}):
+            n0 = sched.tasks_built
+            with pytest.raises(BoundExceeded) as e:
+                sched.build(trial, bound=bound, **kw)
+            got.append((e.value.end, sched.tasks_built - n0))
+        assert got[0] == got[1]
+    assert sched.build(trial, bound=full.makespan * 1.01, base=base).to_json() == full.to_json()
+
+
+def test_a_builder_attribute_without_a_copy_rule_is_an_error(placed):
+    s, segs, _ = placed
+    tl = s.sched.build(segs[:1], checkpoints={0})
+    state = dict(tl.checkpoints[0].state)
+    state["new_thing"] = []
+    with pytest.raises(ScheduleError, match="new_thing"):
+        copy_state(state)
