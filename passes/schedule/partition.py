@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
+from functools import cached_property
 
 from .cost import CostModel, ceil_div, round_up
 from .graph import Op, OpGraph, ScheduleError, dtype_bytes, geometry, row_window
@@ -56,8 +57,8 @@ class TilePlan:
     # operand streams past them in column tiles (``StageCfg.act_resident``)
     act_resident: bool = False
 
-    @property
-    def footprint(self) -> int:
+    @cached_property
+    def footprint(self) -> int:  # cached: the scheduler asks per TPB of every segment it builds
         return sum(b.nbytes for b in self.buffers)
 
     @property
@@ -252,10 +253,9 @@ def tile_piece(cm: CostModel, g: OpGraph, op: Op, rows: int, cols: int,
                     n_instr = ceil_div(rows, tr) * ceil_div(cols, tc) * n_k
                     per = cm.piece_cycles(g, op, tr, tc, tk)
                     cyc = n_instr * per
-                    plan = TilePlan(op.name, op.unit, rows, cols, tr, tc, tk, geo.k, cyc, bufs,
-                                    not streamed, act_resident > 0)
                     if best is None or (cyc, -fp) < (best.cycles, -best.footprint):
-                        best = plan
+                        best = TilePlan(op.name, op.unit, rows, cols, tr, tc, tk, geo.k, cyc,
+                                        bufs, not streamed, act_resident > 0)
     else:
         # vector / data-movement ops: tile rows only (reductions along cols keep whole rows)
         frac_c = cols / max(1, geo.cols)
@@ -278,9 +278,8 @@ def tile_piece(cm: CostModel, g: OpGraph, op: Op, rows: int, cols: int,
                 continue
             n_instr = ceil_div(rows, tr)
             cyc = n_instr * cm.piece_cycles(g, op, tr, cols)
-            plan = TilePlan(op.name, op.unit, rows, cols, tr, cols, 1, 1, cyc, tuple(bufs))
             if best is None or (cyc, -fp) < (best.cycles, -best.footprint):
-                best = plan
+                best = TilePlan(op.name, op.unit, rows, cols, tr, cols, 1, 1, cyc, tuple(bufs))
     if best is None:
         fp, tr, tc, tk = smallest  # type: ignore[misc]
         where = f" ({op.loc})" if op.loc else ""
