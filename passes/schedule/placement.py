@@ -40,6 +40,7 @@ from .partition import col_splits
 from .plan import Plan
 from .segment import (SegmentCfg, StageCfg, act_resident_ok, ksplit_ok, ksplit_stages,
                       streamable)
+from .shared_costs import SharedCosts
 from .timeline import BoundExceeded, Scheduler
 
 INF = float("inf")
@@ -99,6 +100,8 @@ class Search:
         self.fuse_tcu = False  # may a TCU stage share the TPBs of the stage before it (auto only)
         self.pipe_iters = 0  # local-search moves per candidate pipeline inside the auto DP
         self.budget = float("inf")  # tasks the search may build (:data:`SEARCH_TASKS`, auto)
+        # costs shared between structurally equal segments (:mod:`.shared_costs`)
+        self.shared = SharedCosts(g, self.sched.producers, self.sched.ops)
 
     # ------------------------------------------------------------------ costing
     def spent(self) -> bool:
@@ -114,11 +117,20 @@ class Search:
             return hit[0]
         if hit is None:
             self.evaluations += 1
+        shared = self.shared.lookup(seg, bound)  # a structurally equal segment's build
+        if shared is not None:
+            c, exact, n = shared
+            self.sched.tasks_built += n  # the tasks the build would have created
+            self.cache[seg] = (c, exact)
+            return c
         exact = True
         try:
-            c = self.sched.build([seg], isolated=True, bound=bound).makespan
+            tl = self.sched.build([seg], isolated=True, bound=bound)
+            c = tl.makespan
+            self.shared.store(seg, [t.end for t in tl.tasks], True)
         except BoundExceeded as b:
             c, exact = b.end, False
+            self.shared.store(seg, [t.end for t in b.plan.tasks] + [b.end], False)
         except ScheduleError as e:
             c = INF
             if len(seg.stages) == 1:
@@ -495,7 +507,8 @@ def schedule(g: OpGraph, machine: Machine, tpbs: int = 0, clusters: int = 0,
         if first is None:
             first = s
         else:  # segment costs do not depend on the pool: share them and the tilings
-            s.sched, s.cache, s.errors = first.sched, first.cache, first.errors
+            s.sched, s.cache, s.errors, s.shared = first.sched, first.cache, first.errors, \
+                first.shared
         s.fuse_tcu = strategy == "auto"
         if strategy == "auto":  # the DP costs candidate pipelines by their greedy start only
             s.pipe_iters = 4

@@ -160,6 +160,9 @@ class Scheduler:
                 if si in checkpoints and si not in tl.checkpoints:
                     tl.checkpoints[si] = Checkpoint.take(st, si, segs)
                 st.segment(si, segs[si], isolated)
+        except BoundExceeded as e:
+            e.plan = tl  # the tasks built before the stop (.shared_costs reads their ends)
+            raise
         finally:
             self.tasks_built += len(tl.tasks)
         return tl

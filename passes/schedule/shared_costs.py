@@ -1,0 +1,132 @@
+"""Segment costs shared between structurally equal candidates (the search's second cache).
+
+The search (:class:`.placement.Search`) costs each candidate segment by building it in isolation
+(``Scheduler.build([seg], isolated=True, bound=...)``). Many candidates are the same configuration
+of a *different* op of the same shape: the repeated blocks of a CNN stage (ResNet-18 224: 1664
+configurations costed, 505 of them build exactly the tasks of another one -- conv5, conv6, conv9
+... on the same TPBs). An isolated build reads the graph only through the segment's ops and the
+tensors they name: each op's unit, attributes, epilogue, inputs and outputs; each tensor's shape,
+dtype and kind; whether its producer is a stage of the segment (which one) or outside; whether it
+has readers outside the segment. :func:`segment_key` is exactly that, with op and tensor names
+replaced by their position in the segment (``Op`` and ``Tensor`` fields are read generically, so a
+field added later enters the key; a name is never part of it -- it only names tasks and errors).
+Equal keys: equal task streams, so equal makespans and equal early stops.
+
+:class:`SharedCosts` keeps, per key, the running maximum of the task ends of the longest build so
+far (all of it, or up to the task that met the build's bound). For a new bound it answers what a
+build would: the first task whose end reaches the bound (``BoundExceeded`` with that end, that
+many tasks built), else the makespan of a complete build -- or nothing (then the caller builds)
+when the stored build stopped below the new bound. The search counts the tasks it would have
+built (``Scheduler.tasks_built``, its budget), so its course is the same as building every
+candidate; only builds that fail (``ScheduleError``: the error names the op) are not shared.
+``test_shared_costs`` checks the key against full builds of every candidate of real searches.
+"""
+
+from __future__ import annotations
+
+from bisect import bisect_left
+from dataclasses import fields
+from itertools import accumulate
+
+from .graph import Op, OpGraph, Tensor
+from .segment import SegmentCfg, StageCfg
+
+_OP_FIELDS = tuple(f.name for f in fields(Op) if f.name not in ("name", "loc"))
+_TENSOR_FIELDS = tuple(f.name for f in fields(Tensor) if f.name != "name")
+_STAGE_FIELDS = tuple(f.name for f in fields(StageCfg) if f.name != "op")
+
+
+def segment_key(g: OpGraph, ops: dict[str, Op], producers: dict[str, Op],
+                consumers: dict[str, list[Op]], seg: SegmentCfg) -> tuple | None:
+    """The structure of ``seg`` an isolated build reads (module doc), or None when an attribute
+    is not hashable (the candidate is then not shared)."""
+    stage_of = {st.op: i for i, st in enumerate(seg.stages)}
+    local: dict[str, int] = {}
+    tensors: list[tuple] = []
+
+    def tid(name: str) -> int:
+        i = local.get(name)
+        if i is None:
+            i = local[name] = len(local)
+            t = g.tensors[name]
+            prod = producers.get(name)
+            if prod is not None and prod.name in stage_of:  # made here: is it read outside?
+                users = consumers.get(name, ())
+                src = (stage_of[prod.name], prod.outputs.index(name), bool(users),
+                       any(u.name not in stage_of for u in users))
+            else:
+                src = None if prod is None else -1
+            tensors.append((tuple(getattr(t, f) for f in _TENSOR_FIELDS), src))
+        return i
+
+    def canon(v):
+        if isinstance(v, str):
+            return ("tensor", tid(v)) if v in g.tensors else v
+        if isinstance(v, (tuple, list)):
+            return (type(v).__name__,) + tuple(canon(x) for x in v)
+        if isinstance(v, dict):
+            return ("dict",) + tuple(sorted((k, canon(x)) for k, x in v.items()))
+        return v
+
+    stages = []
+    for st in seg.stages:
+        op = ops[st.op]
+        stages.append((tuple(getattr(st, f) for f in _STAGE_FIELDS),
+                       tuple(canon(getattr(op, f)) for f in _OP_FIELDS)))
+    key = (seg.kind, tuple(stages), tuple(tensors))
+    try:
+        hash(key)
+    except TypeError:
+        return None
+    return key
+
+
+class SharedCosts:
+    """Per segment key: the prefix maxima of the task ends of its longest build (module doc)."""
+
+    def __init__(self, g: OpGraph, producers: dict[str, Op], ops: dict[str, Op]):
+        self.g = g
+        self.producers = producers
+        self.consumers = g.consumers()
+        self.ops = ops
+        self.keys: dict[SegmentCfg, tuple | None] = {}
+        # key -> (prefix maxima of the ends, complete): complete = every task of the build
+        self.runs: dict[tuple, tuple[list[float], bool]] = {}
+        self.hits = 0
+
+    def key(self, seg: SegmentCfg) -> tuple | None:
+        k = self.keys.get(seg, False)
+        if k is False:
+            k = self.keys[seg] = segment_key(self.g, self.ops, self.producers, self.consumers,
+                                             seg)
+        return k
+
+    def lookup(self, seg: SegmentCfg, bound: float) -> tuple[float, bool, int] | None:
+        """(cost, exact, tasks a build would create) of a build of ``seg`` with ``bound``, or
+        None (unknown: build it)."""
+        k = self.key(seg)
+        run = self.runs.get(k) if k is not None else None
+        if run is None:
+            return None
+        pm, complete = run
+        i = bisect_left(pm, bound)  # the first task whose end reaches the bound
+        if i < len(pm):
+            self.hits += 1
+            return pm[i], False, i
+        if complete:
+            self.hits += 1
+            return (pm[-1] if pm else 0.0), True, len(pm)
+        return None
+
+    def store(self, seg: SegmentCfg, ends: list[float], complete: bool) -> None:
+        """The task ends of a build of ``seg``, in creation order (stopped: + the end of the task
+        that met the bound, not built)."""
+        k = self.key(seg)
+        if k is None:
+            return
+        old = self.runs.get(k)
+        if old is None or (complete and not old[1]) or (not old[1] and len(ends) > len(old[0])):
+            self.runs[k] = (list(accumulate(ends, max)), complete)
+
+
+__all__ = ["segment_key", "SharedCosts"]

@@ -1,0 +1,137 @@
+"""Costs shared between structurally equal segments (:mod:`passes.schedule.shared_costs`).
+
+Oracle: full isolated builds (``Scheduler.build([seg], isolated=True)``, what the search did for
+every candidate before). Every pair of candidates of real searches with equal keys builds the same
+task stream; the answers of :class:`SharedCosts` for bounds below, at and above the task ends are
+what a bounded build gives (its ``BoundExceeded`` end and task count, or its makespan)."""
+
+import random
+
+import pytest
+
+from m100.passes.schedule import placement
+from m100.passes.schedule.graph import ScheduleError
+from m100.passes.schedule.list_schedule import BoundExceeded
+from m100.passes.schedule.shared_costs import SharedCosts, segment_key
+from m100.targets.m100.machine import get_machine
+
+from .test_weights_once import _graph
+
+M100 = get_machine("m100")
+
+
+def _searched(model, tpbs=0):
+    """The graph, a fresh search on it and every configuration the placement costed."""
+    g = _graph(model)
+    seen = []
+    orig = placement.Search.cost
+
+    def spy(self, seg, bound=placement.INF):
+        seen.append(seg)
+        return orig(self, seg, bound)
+
+    mp = pytest.MonkeyPatch()
+    mp.setattr(placement.Search, "cost", spy)
+    try:
+        placement.schedule(g, M100, tpbs=tpbs)
+    finally:
+        mp.undo()
+    s = placement.Search(g, M100, placement.available_tpbs(M100, tpbs))
+    return g, s, list(dict.fromkeys(seen))
+
+
+def _stream(s, seg):
+    try:
+        tl = s.sched.build([seg], isolated=True)
+    except ScheduleError:
+        return None
+    return [(t.kind, t.unit, t.tpb, t.engine, t.nbytes, t.cycles, tuple(t.deps), t.start, t.end)
+            for t in tl.tasks]
+
+
+@pytest.fixture(scope="module")
+def resnet():
+    from m100.frontend import models
+    return _searched(models.resnet18(hw=64))
+
+
+def test_equal_keys_build_equal_task_streams(resnet):
+    g, s, cfgs = resnet
+    groups: dict = {}
+    for seg in cfgs:
+        k = segment_key(g, s.sched.ops, s.sched.producers, g.consumers(), seg)
+        assert k is not None
+        groups.setdefault(k, []).append(seg)
+    shared = [v for v in groups.values() if len(v) > 1]
+    # the test checks something: configurations of different ops share a key
+    assert any(len({seg.ops for seg in v}) > 1 for v in shared)
+    checked = 0
+    for v in shared:
+        ref = _stream(s, v[0])
+        for seg in v[1:]:
+            assert _stream(s, seg) == ref, (v[0], seg)
+            checked += 1
+    assert checked >= 20
+    # and different ops with different shapes do not share one
+    assert len(groups) > len(cfgs) // 4
+
+
+def test_shared_answers_are_the_bounded_builds(resnet):
+    g, s, cfgs = resnet
+    rng = random.Random(7)
+    sc = SharedCosts(g, s.sched.producers, s.sched.ops)
+    done = 0
+    for seg in rng.sample(cfgs, min(40, len(cfgs))):
+        try:
+            tl = s.sched.build([seg], isolated=True)
+        except ScheduleError:
+            continue
+        ends = [t.end for t in tl.tasks]
+        if not ends:
+            continue
+        sc.store(seg, ends, True)
+        picks = [rng.choice(ends) for _ in range(3)] + [tl.makespan, tl.makespan + 1.0,
+                                                        min(ends) * 0.5]
+        for bound in picks:
+            got = sc.lookup(seg, bound)
+            n0 = s.sched.tasks_built
+            try:
+                want = (s.sched.build([seg], isolated=True, bound=bound).makespan, True)
+            except BoundExceeded as e:
+                want = (e.end, False)
+            assert got == want + (s.sched.tasks_built - n0,), (seg, bound)
+        done += 1
+        # a build stopped at a bound answers the bounds it reached, and no others
+        b = sorted(ends)[len(ends) // 2]
+        sc2 = SharedCosts(g, s.sched.producers, s.sched.ops)
+        with pytest.raises(BoundExceeded) as e:
+            s.sched.build([seg], isolated=True, bound=b)
+        sc2.store(seg, [t.end for t in e.value.plan.tasks] + [e.value.end], False)
+        assert sc2.lookup(seg, b) == (e.value.end, False, len(e.value.plan.tasks))
+        assert sc2.lookup(seg, e.value.end + 1.0) is None
+    assert done >= 20
+
+
+def test_the_search_is_the_same_without_sharing(monkeypatch):
+    """ResNet-18 32x32 on 8 TPBs: the placement and the task count (the search budget's measure)
+    with shared costs equal those of a search that builds every candidate."""
+    from m100.frontend import models
+    g = _graph(models.resnet18(hw=32, num_classes=10))
+    built = []
+    orig = placement.Search.run
+
+    def run(self, strategy):
+        built.append(self)
+        return orig(self, strategy)
+
+    monkeypatch.setattr(placement.Search, "run", run)
+    a = placement.schedule(g, M100, tpbs=8)
+    hits = built[0].shared.hits
+    n_a = built[0].sched.tasks_built
+    monkeypatch.setattr(placement.SharedCosts, "lookup", lambda self, seg, bound: None)
+    built.clear()
+    b = placement.schedule(g, M100, tpbs=8)
+    assert hits > 0
+    assert a.timeline.to_json() == b.timeline.to_json() and a.segments == b.segments
+    assert a.evaluations == b.evaluations
+    assert n_a == built[0].sched.tasks_built
