@@ -536,12 +536,26 @@ def schedule(g: OpGraph, machine: Machine, tpbs: int = 0, clusters: int = 0,
     return Placement(strategy, segs, tl, machine, pool, evals)
 
 
-def trial_points(segs: list[SegmentCfg]) -> set[int]:
-    """The segments :func:`unchunk` and :func:`weights_once` may change (one-stage K splits): a
+def _unchunk_at(seg: SegmentCfg) -> bool:
+    """:func:`unchunk` tries this segment: a chunked one-stage K split."""
+    return seg.kind != "dma" and len(seg.stages) == 1 and seg.stages[0].chunked and \
+        seg.stages[0].ks >= 2
+
+
+def _weights_at(seg: SegmentCfg) -> bool:
+    """:func:`weights_once` tries this segment: a one-stage K split on several TPB rows."""
+    if seg.kind == "dma" or len(seg.stages) != 1:
+        return False
+    st = seg.stages[0]
+    return st.ks >= 2 and st.gr >= 2 and not st.act_resident
+
+
+def trial_points(segs: list[SegmentCfg], after: int = -1) -> set[int]:
+    """The segments after ``after`` that :func:`unchunk` and :func:`weights_once` may change: a
     whole-plan build keeps a checkpoint before each, so that a trial that changes one rebuilds
     only from there (:mod:`.resume`)."""
-    return {si for si, seg in enumerate(segs) if seg.kind != "dma" and len(seg.stages) == 1
-            and seg.stages[0].ks >= 2}
+    return {si for si, seg in enumerate(segs) if si > after and (_unchunk_at(seg) or
+                                                                 _weights_at(seg))}
 
 
 def keep_activations(sched: Scheduler, segs: list[SegmentCfg], tl: Plan) -> tuple[Plan, str]:
@@ -587,17 +601,13 @@ def weights_once(s: Search, segs: list[SegmentCfg], tl: Plan, keep: str
     if s.spent():
         return segs, tl
     g = s.g
-    order = []
-    for si, seg in enumerate(segs):
-        if seg.kind == "dma" or len(seg.stages) != 1:
-            continue
-        st = seg.stages[0]
-        if st.ks < 2 or st.gr < 2 or st.act_resident:
-            continue
-        w = sum(t.nbytes for t in g.weights(s.ops[st.op]))
-        order.append((-w, si))
+    order = sorted((-sum(t.nbytes for t in g.weights(s.ops[seg.stages[0].op])), si)
+                   for si, seg in enumerate(segs) if _weights_at(seg))
     trials = 0
-    for _w, si in sorted(order):
+    for pos, (_w, si) in enumerate(order):
+        # checkpoints for the segments tried later (only those after this one: a trial that is
+        # kept has the ones before it from the plan it replaces)
+        later = {sj for _, sj in order[pos + 1:] if sj > si}
         seg = segs[si]
         st = seg.stages[0]
         op = s.ops[st.op]
@@ -625,7 +635,7 @@ def weights_once(s: Search, segs: list[SegmentCfg], tl: Plan, keep: str
             trial = segs[:si] + [by_gr[gr][1]] + segs[si + 1:]
             try:
                 tl2 = s.sched.build(trial, bound=tl.makespan, keep=keep, base=tl,
-                                    checkpoints=trial_points(trial))
+                                    checkpoints=later)
             except (BoundExceeded, ScheduleError):
                 continue
             if tl2.makespan < tl.makespan:
@@ -712,13 +722,13 @@ def unchunk(sched: Scheduler, segs: list[SegmentCfg], tl: Plan) -> tuple[list[Se
     601k predicted cycles, 1.3 CPU-s; trying every chunked segment found nothing more there nor on
     ResNet-50, whose 18 CPU-s it took)."""
     for si, seg in enumerate(segs):
-        if seg.kind == "dma" or len(seg.stages) != 1 or not seg.stages[0].chunked or \
-                seg.stages[0].ks < 2:
+        if not _unchunk_at(seg):
             continue
         trial = segs[:si] + [replace(seg, stages=(replace(seg.stages[0], chunked=False),))] \
             + segs[si + 1:]
         try:
-            tl2 = sched.build(trial, bound=tl.makespan, base=tl, checkpoints=trial_points(trial))
+            tl2 = sched.build(trial, bound=tl.makespan, base=tl,
+                              checkpoints=trial_points(trial, si))
         except BoundExceeded:
             continue
         if tl2.makespan < tl.makespan:
