@@ -41,7 +41,6 @@ from .cost import ceil_div
 from .graph import ScheduleError, geometry
 from .partition import col_splits
 from .segment import SegmentCfg, ksplit_ok, ksplit_stages
-from .timeline import BoundExceeded
 
 #: per-stage trials (whole-plan builds) when setting every eligible stage at once does not gain
 MAX_TRIALS = 6
@@ -74,21 +73,15 @@ def whole_parts(s, segs: list[SegmentCfg], tl, keep: str):
     idx = [si for si, seg in enumerate(segs) if eligible(seg, s.ops)]
     if not idx:
         return segs, tl
-
-    def attempt(trial):
-        try:
-            return s.sched.build(trial, bound=tl.makespan, keep=keep)
-        except (BoundExceeded, ScheduleError):
-            return None
     trial = [_whole(seg) if si in idx else seg for si, seg in enumerate(segs)]
-    tl2 = attempt(trial)
-    if tl2 is not None and tl2.makespan < tl.makespan:
+    tl2 = s.sched.shorter(trial, tl, keep)
+    if tl2 is not None:
         return trial, tl2
     order = sorted(idx, key=lambda si: -sum(t.nbytes for t in g.weights(s.ops[segs[si].stages[0].op])))
     for si in order[:MAX_TRIALS]:
         trial = segs[:si] + [_whole(segs[si])] + segs[si + 1:]
-        tl2 = attempt(trial)
-        if tl2 is not None and tl2.makespan < tl.makespan:
+        tl2 = s.sched.shorter(trial, tl, keep)
+        if tl2 is not None:
             segs, tl = trial, tl2
     return segs, tl
 
@@ -138,11 +131,8 @@ def widen(s, segs: list[SegmentCfg], tl, keep: str):
         if best is None or best[0][0] >= -_t:
             continue
         trial = segs[:si] + [best[1]] + segs[si + 1:]
-        try:
-            tl2 = s.sched.build(trial, bound=tl.makespan, keep=keep)
-        except (BoundExceeded, ScheduleError):
-            continue
-        if tl2.makespan < tl.makespan:
+        tl2 = s.sched.shorter(trial, tl, keep)
+        if tl2 is not None:
             segs, tl = trial, tl2
     return segs, tl
 

@@ -633,12 +633,8 @@ def weights_once(s: Search, segs: list[SegmentCfg], tl: Plan, keep: str
                 continue
             trials += 1
             trial = segs[:si] + [by_gr[gr][1]] + segs[si + 1:]
-            try:
-                tl2 = s.sched.build(trial, bound=tl.makespan, keep=keep, base=tl,
-                                    checkpoints=later)
-            except (BoundExceeded, ScheduleError):
-                continue
-            if tl2.makespan < tl.makespan:
+            tl2 = s.sched.shorter(trial, tl, keep, base=tl, checkpoints=later)
+            if tl2 is not None:
                 segs, tl = trial, tl2
     return segs, tl
 
@@ -702,11 +698,8 @@ def widen_gemvs(s: Search, segs: list[SegmentCfg], tl: Plan, keep: str, pool: tu
                 trials += 1
                 cand = replace(seg, stages=(replace(st, tpbs=window, gc=gc, bands=1),))
                 trial = segs[:si] + [cand] + segs[si + 1:]
-                try:
-                    tl2 = s.sched.build(trial, bound=tl.makespan, keep=keep)
-                except (BoundExceeded, ScheduleError):
-                    continue
-                if tl2.makespan < tl.makespan:
+                tl2 = s.sched.shorter(trial, tl, keep)
+                if tl2 is not None:
                     segs, tl = trial, tl2
     return segs, tl
 

@@ -32,7 +32,7 @@ import bisect
 
 from .build_segments import PlanBuilder
 from .cost import CostModel, ceil_div
-from .graph import Op, OpGraph, geometry
+from .graph import Op, OpGraph, ScheduleError, geometry
 from .keep import choose_kept
 from . import list_schedule
 from .list_schedule import BoundExceeded
@@ -129,6 +129,16 @@ class Scheduler:
                         yield j, tpb, a, e, cc, min(c1, cc + tc)
 
     # ------------------------------------------------------------------ task building
+    def shorter(self, trial: list[SegmentCfg], tl: Plan, keep: str = "", **kw) -> Plan | None:
+        """The plan of ``trial`` if it is shorter than ``tl``, else None (a build bounded by
+        ``tl``'s makespan; an infeasible trial is None too). ``kw``: more :meth:`build` options
+        (``base``, ``checkpoints``). The whole-plan refinements try their changes with it."""
+        try:
+            tl2 = self.build(trial, bound=tl.makespan, keep=keep, **kw)
+        except (BoundExceeded, ScheduleError):
+            return None
+        return tl2 if tl2.makespan < tl.makespan else None
+
     def build(self, segs: list[SegmentCfg], isolated: bool = False,
               bound: float = float("inf"), keep: str = "", base: Plan | None = None,
               checkpoints: set[int] | frozenset[int] = frozenset()) -> Plan:
