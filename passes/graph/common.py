@@ -475,6 +475,18 @@ def all_ops(blocks: Iterable[Block]) -> Iterator[Operation]:
         yield from b.ops
 
 
+def rewrite_each(module: ModuleOp, rewrite) -> int:
+    """Apply ``rewrite(op) -> int`` (how many ops it rewrote) to every op of the module's
+    function bodies (a snapshot of each block), then erase what became dead; returns the count."""
+    n = 0
+    for block in func_bodies(module):
+        for o in list(block.ops):
+            n += rewrite(o)
+    if n:
+        erase_dead(module)
+    return n
+
+
 def erase_dead(module: ModuleOp) -> int:
     """Erase unused value-semantics ops (linalg/tensor ops on tensors, arith/math constants)
     from function bodies, repeatedly; returns how many were erased. (xDSL's dce keeps linalg

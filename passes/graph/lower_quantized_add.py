@@ -36,7 +36,7 @@ from xdsl.rewriter import InsertPoint, Rewriter
 
 from m100.dialects.linalg_ext import GenericOp
 from m100.dialects.quant import DCastOp, QCastOp, SCastOp, UniformQuantizedType
-from m100.passes.graph.common import (body_exprs, erase_dead, func_bodies, is_elementwise_generic,
+from m100.passes.graph.common import (body_exprs, is_elementwise_generic, rewrite_each,
                                       maps_attr, unary_activation, users)
 from m100.targets.m100.numerics import fma_f32
 
@@ -163,12 +163,7 @@ class LowerQuantizedAdd(ModulePass):
     name = "lower-quantized-add"
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
-        n = 0
-        for block in func_bodies(op):
-            for o in list(block.ops):
-                n += lower_one(o)
-        if n:
-            erase_dead(op)
+        rewrite_each(op, lower_one)
 
 
 __all__ = ["LowerQuantizedAdd", "lower_one", "match", "qlinear_add_constants"]

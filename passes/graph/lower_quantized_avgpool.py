@@ -21,14 +21,14 @@ from xdsl.dialects import arith, math, tensor
 from xdsl.dialects.builtin import FloatAttr, IntegerType, ModuleOp, TensorType, f32
 from xdsl.dialects.linalg.attrs import IteratorTypeAttr
 from xdsl.dialects.linalg.ops import FillOp, YieldOp
-from xdsl.ir import Block, Operation, Region, SSAValue
+from xdsl.ir import Block, Operation, Region
 from xdsl.ir.affine import AffineMap
 from xdsl.passes import ModulePass
 from xdsl.rewriter import InsertPoint, Rewriter
 
 from m100.dialects.linalg_ext import GenericOp
 from m100.dialects.quant import DCastOp, QCastOp, SCastOp, UniformQuantizedType
-from m100.passes.graph.common import (body_exprs, erase_dead, func_bodies, is_elementwise_generic,
+from m100.passes.graph.common import (body_exprs, is_elementwise_generic, rewrite_each,
                                       maps_attr, scalar_const, users)
 
 _EXACT = 1 << 24  # f32 holds every integer below this exactly
@@ -155,12 +155,7 @@ class LowerQuantizedAvgpool(ModulePass):
     name = "lower-quantized-avgpool"
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
-        k = 0
-        for block in func_bodies(op):
-            for o in list(block.ops):
-                k += lower_one(o)
-        if k:
-            erase_dead(op)
+        rewrite_each(op, lower_one)
 
 
 __all__ = ["LowerQuantizedAvgpool", "avgpool_multiplier", "lower_one", "match"]

@@ -11,7 +11,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from xdsl.dialects.builtin import TensorType
+from xdsl.dialects.builtin import IntegerType, TensorType
 from xdsl.ir import BlockArgument, Operation, SSAValue
 from xdsl.ir.affine import AffineMap
 
@@ -184,9 +184,8 @@ def argmax_info(op: Operation, where: str, fills: dict) -> ArgInfo:
         # of only that value then keeps index 0 (the first) or takes the last, as the
         # definition does; the CSU routine compares exactly up to 32 bits
         et = x_arg.type
-        bits = getattr(et, "width", None)
-        bits = bits.data if bits is not None and hasattr(bits, "data") else bits
-        if not isinstance(bits, int) or bits > 32:
+        bits = et.width.data if isinstance(et, IntegerType) else None
+        if bits is None or bits > 32:
             raise ScheduleError(f"{where}: an integer arg-max/min of {et} is not supported "
                                 "(up to 32-bit integers; cast the input)")
         start = -(1 << (bits - 1)) if largest else (1 << (bits - 1)) - 1
