@@ -72,7 +72,9 @@ class M100Pipeline(ModulePass):
     a larger share, so the CCB DMA engines start on the late layers' weights sooner -- ResNet-18
     224 -- but the free space can end up too fragmented to pack as planned -- ResNet-50 224 at
     90 %: the loads then wait for the pieces whose bytes they take). The last share is allocated
-    as before (not strict). The module after ``m100-graph`` is kept (a clone) for the retries.
+    as before (not strict). The module after ``m100-graph`` is kept (a clone) for the retries; a
+    retry's search reuses the isolated segment builds of the first (``shared_costs.carried``:
+    they do not depend on the share; same program as a search from scratch).
     """
 
     name = "m100-pipeline"
@@ -120,6 +122,12 @@ class M100Pipeline(ModulePass):
         if _has_program(op):
             raise PipelineError("m100-pipeline: the module already holds a tpb.program; the "
                                 "pipeline starts from linalg on tensors (frontend output)")
+        from m100.passes.schedule.shared_costs import carried
+        with carried():  # a retry's search answers its candidates from the first one's builds
+            self._stages(ctx, op, timings, cpu_timings, certificates)
+
+    def _stages(self, ctx: Context, op: ModuleOp, timings: dict[str, float] | None,
+                cpu_timings: dict[str, float] | None, certificates: list[dict] | None) -> None:
         from dataclasses import replace
 
         from m100.passes.backend.hbsm_pack import HbsmOverflow

@@ -101,7 +101,7 @@ class Search:
         self.pipe_iters = 0  # local-search moves per candidate pipeline inside the auto DP
         self.budget = float("inf")  # tasks the search may build (:data:`SEARCH_TASKS`, auto)
         # costs shared between structurally equal segments (:mod:`.shared_costs`)
-        self.shared = SharedCosts(g, self.sched.producers, self.sched.ops)
+        self.shared = SharedCosts(g, self.sched.producers, self.sched.ops, machine)
 
     # ------------------------------------------------------------------ costing
     def spent(self) -> bool:

@@ -20,11 +20,21 @@ when the stored build stopped below the new bound. The search counts the tasks i
 built (``Scheduler.tasks_built``, its budget), so its course is the same as building every
 candidate; only builds that fail (``ScheduleError``: the error names the op) are not shared.
 ``test_shared_costs`` checks the key against full builds of every candidate of real searches.
+
+Carried across searches (:func:`carried`): the key holds every input of an isolated build but the
+machine, so inside ``with carried():`` every :class:`SharedCosts` made for the same machine shares
+one table. ``m100-pipeline`` schedules a model again with a smaller prefetch share when
+hbsm-allocate can not pack the first program (ResNet-50 224); isolated builds never read the
+share (no prefetch, no kept activations), so the second search answers its candidates from the
+first one's builds -- and still counts the tasks they would have created, so it takes the same
+course as a search from scratch (``test_carried_search_gives_the_same_program``).
 """
 
 from __future__ import annotations
 
 from bisect import bisect_left
+from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import fields
 from itertools import accumulate
 
@@ -81,10 +91,27 @@ def segment_key(g: OpGraph, ops: dict[str, Op], producers: dict[str, Op],
     return key
 
 
-class SharedCosts:
-    """Per segment key: the prefix maxima of the task ends of its longest build (module doc)."""
+# machine -> the runs table of every SharedCosts for it, while :func:`carried` is active
+_CARRIED: ContextVar[dict | None] = ContextVar("m100_carried_costs", default=None)
 
-    def __init__(self, g: OpGraph, producers: dict[str, Op], ops: dict[str, Op]):
+
+@contextmanager
+def carried():
+    """Inside: searches for the same machine share their isolated builds (module doc)."""
+    token = _CARRIED.set({})
+    try:
+        yield
+    finally:
+        _CARRIED.reset(token)
+
+
+class SharedCosts:
+    """Per segment key: the prefix maxima of the task ends of its longest build (module doc).
+    ``machine``: the machine the builds are costed for (the tables of :func:`carried` are per
+    machine; None: never carried)."""
+
+    def __init__(self, g: OpGraph, producers: dict[str, Op], ops: dict[str, Op],
+                 machine=None):
         self.g = g
         self.producers = producers
         self.consumers = g.consumers()
@@ -92,6 +119,9 @@ class SharedCosts:
         self.keys: dict[SegmentCfg, tuple | None] = {}
         # key -> (prefix maxima of the ends, complete): complete = every task of the build
         self.runs: dict[tuple, tuple[list[float], bool]] = {}
+        tables = _CARRIED.get()
+        if tables is not None and machine is not None:
+            self.runs = tables.setdefault(machine, self.runs)
         self.hits = 0
 
     def key(self, seg: SegmentCfg) -> tuple | None:
@@ -129,4 +159,4 @@ class SharedCosts:
             self.runs[k] = (list(accumulate(ends, max)), complete)
 
 
-__all__ = ["segment_key", "SharedCosts"]
+__all__ = ["segment_key", "SharedCosts", "carried"]

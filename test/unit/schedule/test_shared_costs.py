@@ -135,3 +135,51 @@ def test_the_search_is_the_same_without_sharing(monkeypatch):
     assert a.timeline.to_json() == b.timeline.to_json() and a.segments == b.segments
     assert a.evaluations == b.evaluations
     assert n_a == built[0].sched.tasks_built
+
+
+
+def test_carried_search_gives_the_same_program(monkeypatch):
+    """m100-pipeline schedules again with a smaller prefetch share when hbsm-allocate can not pack
+    the first program; inside ``carried`` the second search answers its candidates from the first
+    one's isolated builds. ResNet-18 32x32 on 8 TPBs, shares 0.9 then 0.75 (the second on a graph
+    built again, as the pipeline does from its clone). Oracle: the 0.75 schedule from scratch --
+    same plan, segments, evaluations and search task count; and the carried retry built no
+    candidate the first search had built (only failing ones, which are never shared)."""
+    from m100.frontend import models
+    from m100.passes.schedule import timeline
+    from m100.passes.schedule.shared_costs import carried
+
+    model = models.resnet18(hw=32, num_classes=10)
+    builds, searches = [], []
+    orig_b, orig_r = timeline.Scheduler.build, placement.Search.run
+
+    def build(self, segs, isolated=False, **kw):
+        if isolated:
+            builds[-1][0] += 1
+            try:
+                return orig_b(self, segs, isolated=isolated, **kw)
+            except ScheduleError:
+                builds[-1][1] += 1
+                raise
+        return orig_b(self, segs, isolated=isolated, **kw)
+
+    def run(self, strategy):
+        searches.append(self)
+        return orig_r(self, strategy)
+
+    monkeypatch.setattr(timeline.Scheduler, "build", build)
+    monkeypatch.setattr(placement.Search, "run", run)
+
+    def sched(share):
+        builds.append([0, 0])  # isolated builds of this schedule: [that ran, that failed]
+        searches.clear()
+        pl = placement.schedule(_graph(model), M100, tpbs=8, prefetch_share=share)
+        return pl, searches[0].sched.tasks_built
+    with carried():
+        sched(0.9)
+        a, n_a = sched(0.75)
+    b, n_b = sched(0.75)
+    assert a.timeline.to_json() == b.timeline.to_json() and a.segments == b.segments
+    assert a.evaluations == b.evaluations and n_a == n_b
+    (ran1, failed1), (ran2, failed2), (ran3, _) = builds
+    assert ran1 > 50 and ran2 == failed2 == failed1 and ran3 == ran1
