@@ -31,7 +31,9 @@ class PlanBuilder(Transfers):
         # per TPB the end of the last segment that used it (its HBSM is reused)
         self.barrier.update(self.seg_touch)
         for x, tid in self.seg_touch.items():
-            self.bar_hist.setdefault(x, []).append((self.tl.tasks[tid].segment, tid))
+            s = self.tl.tasks[tid].segment
+            self.bar_hist.setdefault(x, []).append((s, tid))
+            self.bar_at.setdefault((x, s), []).append(tid)
         self.seg_touch = {}
         start = len(self.tl.tasks)
         pieces: list[PlanPiece] = []

@@ -56,6 +56,10 @@ class ListScheduler:
         self.barrier: dict[int, int] = {}  # TPB -> the previous segment's end there
         # TPB -> (segment, its end task there) of every segment that used it, oldest first
         self.bar_hist: dict[int, list[tuple[int, int]]] = {}
+        # (TPB, segment) -> the end tasks bar_hist records for that segment there, oldest first
+        # (what a prefetching weight transfer waits for, :meth:`_wbar`, without a scan of
+        # bar_hist: ResNet-50 has ~100 segments per TPB)
+        self.bar_at: dict[tuple[int, int], list[int]] = {}
         # (TPB, segment) -> HBSM bytes held during that segment: its plan's buffers + the weights
         # of later segments prefetched while it runs
         self.hbsm_use: dict[tuple[int, int], int] = {}
@@ -154,7 +158,7 @@ class ListScheduler:
                 self.g.tensors[tensor].kind == "weight":
             b = self.tl.prefetch.get((self.piece.segment, tpb))
             if b is not None:
-                return [tid for s, tid in self.bar_hist.get(tpb, ()) if s == b]
+                return list(self.bar_at.get((tpb, b), ()))
         return self._bar(tpb)
 
     def _prefetch(self, si: int, seg: SegmentCfg) -> None:

@@ -41,7 +41,7 @@ _SAME = frozenset(("bound", "n_groups", "fill_gap", "prefetch_depth", "isolated"
 _FLAT = frozenset(("free", "last_on_res", "written", "seg_touch", "barrier", "hbsm_use",
                    "kept_use", "gcache", "wcache", "acache", "seg_ops", "outside"))
 # dicts of lists of immutable values
-_LISTS = frozenset(("bar_hist", "by_op", "hist"))
+_LISTS = frozenset(("bar_hist", "bar_at", "by_op", "hist"))
 _END = attrgetter("end")
 _RULED = _NOT_STATE | _SAME | _FLAT | _LISTS | frozenset(
     ("dma_busy", "dtdu_busy", "row_index", "readers", "out_readers", "out_wait"))
@@ -110,12 +110,16 @@ class Checkpoint:
     max_end: float  # the latest end of a task so far
 
     @staticmethod
-    def take(bld, index: int, segs: list) -> "Checkpoint":
+    def take(bld, index: int, segs: list, max_end: float | None = None) -> "Checkpoint":
+        """``max_end``: the latest end of the plan's tasks, when the caller kept it (a build
+        taking many checkpoints scans each task once: :class:`EndScan`)."""
         tl = bld.tl
         prefix = tuple(segs[:index])
+        if max_end is None:
+            max_end = max(map(_END, tl.tasks), default=0.0)
         return Checkpoint(index, prefix, _kept_in(prefix, tl.kept),
                           _use_in(index, bld.kept_use), copy_plan(tl, segs),
-                          copy_state(bld.__dict__), max(map(_END, tl.tasks), default=0.0))
+                          copy_state(bld.__dict__), max_end)
 
     def fits(self, segs: list, kept: set, kept_use: dict, bound: float) -> bool:
         """May a build of ``segs`` (with these kept activations and ``bound``) start here? The
@@ -134,6 +138,24 @@ class Checkpoint:
         bld.__dict__.update(copy_state(self.state))
         bld.bound = bound
         bld.tl = tl
+
+
+class EndScan:
+    """The latest end of a growing task list (``max(t.end for t in tasks)``, 0.0 when there is
+    none), each task read once: the tasks before ``n`` were scanned, their latest end is ``m``."""
+
+    __slots__ = ("n", "m")
+
+    def __init__(self, n: int = 0, m: float = float("-inf")):
+        self.n, self.m = n, m
+
+    def of(self, tasks: list) -> float:
+        if len(tasks) > self.n:
+            m = max(map(_END, tasks[self.n:]))
+            if m > self.m:
+                self.m = m
+            self.n = len(tasks)
+        return self.m if self.n else 0.0
 
 
 def _kept_in(segs: tuple, kept: set) -> frozenset:

@@ -38,7 +38,7 @@ from . import list_schedule
 from .list_schedule import BoundExceeded
 from .partition import TilePlan, tile_piece
 from .plan import Plan, PlanTask, image_parts, image_rows
-from .resume import Checkpoint, best_checkpoint
+from .resume import Checkpoint, EndScan, best_checkpoint
 from .segment import SegmentCfg, StageCfg, band_rows, row_tile, tile_band_rows
 
 __all__ = ["Scheduler", "BoundExceeded", "critical_path"]
@@ -159,16 +159,19 @@ class Scheduler:
                 self, segs, int(self.cm.machine.hbsm_bytes * self.prefetch_share),
                 keep == "one-stage")
         first = 0
+        ends = EndScan()  # the latest task end so far, for the checkpoints
         cp = None if isolated else best_checkpoint(base, segs, tl.kept, st.kept_use, bound)
         if cp is not None:
             cp.restore(st, segs)
             tl, first = st.tl, cp.index
+            if tl.tasks:
+                ends = EndScan(len(tl.tasks), cp.max_end)
             # the base's checkpoints up to the resumed one are this build's too (same prefix)
             tl.checkpoints = {i: c for i, c in base.checkpoints.items() if i <= first}
         try:
             for si in range(first, len(segs)):
                 if si in checkpoints and si not in tl.checkpoints:
-                    tl.checkpoints[si] = Checkpoint.take(st, si, segs)
+                    tl.checkpoints[si] = Checkpoint.take(st, si, segs, ends.of(tl.tasks))
                 st.segment(si, segs[si], isolated)
         except BoundExceeded as e:
             e.plan = tl  # the tasks built before the stop (.shared_costs reads their ends)

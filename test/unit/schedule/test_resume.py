@@ -10,7 +10,7 @@ import pytest
 from m100.passes.schedule import placement
 from m100.passes.schedule.graph import ScheduleError
 from m100.passes.schedule.list_schedule import BoundExceeded
-from m100.passes.schedule.resume import copy_state
+from m100.passes.schedule.resume import EndScan, copy_state
 from m100.targets.m100.machine import get_machine
 
 from .test_weights_once import _graph
@@ -63,6 +63,9 @@ def test_resumed_build_is_the_full_build(placed, keep):
         res = sched.build(trial, keep=keep, base=base, checkpoints=placement.trial_points(trial))
         n2 = sched.tasks_built
         assert res.to_json() == full.to_json(), f"segment {si}"
+        # a checkpoint's latest end (kept by the build as it goes) is its tasks' latest end
+        for cp in list(base.checkpoints.values()) + list(res.checkpoints.values()):
+            assert cp.max_end == max((t.end for t in cp.plan.tasks), default=0.0)
         assert res.buffers == full.buffers and res.prefetch == full.prefetch
         assert n2 - n1 == n1 - n0 == len(full.tasks)
         # it did resume: the prefix's tasks are the base's objects
@@ -105,3 +108,17 @@ def test_a_builder_attribute_without_a_copy_rule_is_an_error(placed):
     state["new_thing"] = []
     with pytest.raises(ScheduleError, match="new_thing"):
         copy_state(state)
+
+
+def test_end_scan_is_the_latest_end():
+    """EndScan.of on a list that grows between calls = max of the ends (0.0 for none)."""
+    import random
+    from types import SimpleNamespace
+    rng = random.Random(3)
+    for _ in range(200):
+        tasks, scan = [], EndScan()
+        for _ in range(rng.randrange(1, 6)):
+            assert scan.of(tasks) == max((t.end for t in tasks), default=0.0)
+            tasks += [SimpleNamespace(end=rng.choice([0.0, 1.5, rng.uniform(0, 1e6)]))
+                      for _ in range(rng.randrange(0, 4))]
+        assert scan.of(tasks) == max((t.end for t in tasks), default=0.0)
