@@ -470,6 +470,13 @@ def rewrite_for_torch_mlir(model):
     new_nodes, i_inits, i_count = rewrite_unsigned(new_nodes, graph, names, types, opset)
     new_inits += i_inits
     count += i_count
+    # Cast to int16/uint16 as a table Gather (torch-mlir has no such Cast;
+    # frontend/onnx_rewrite_cast16.py)
+    from m100.frontend.onnx_rewrite_cast16 import rewrite_cast16
+
+    new_nodes, i_inits, i_count = rewrite_cast16(new_nodes, names, types, opset)
+    new_inits += i_inits
+    count += i_count
     # ScatterElements / ScatterND as one-hot masks, 3-D pooling as two 2-D poolings,
     # CausalConvWithState / LinearAttention per their definitions (frontend/onnx_rewrite_*.py)
     from m100.frontend.onnx_rewrite_pool3d import rewrite_pool3d
