@@ -428,6 +428,9 @@ def rewrite_for_torch_mlir(model):
                 from m100.frontend.onnx_rewrite_reduce import rewrite_rank1_keepdims
                 repl = rewrite_rank1_keepdims(node, graph, ranks, opset, names, helper,
                                               numpy_helper)
+            elif node.op_type == "Mod":  # float fmod=1 through arith.remf (exact)
+                from m100.frontend.onnx_rewrite_fmod import rewrite_float_fmod
+                repl = rewrite_float_fmod(node, types, names, helper, numpy_helper)
             elif node.op_type == "Gemm":
                 repl = _gemm_alpha(node, types.get(node.input[0]), names, helper, numpy_helper)
             elif node.op_type == "SpaceToDepth":

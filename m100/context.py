@@ -6,7 +6,8 @@
   imported when the parser first meets one of its ops/attributes),
 * the m100 dialects listed in ``m100.dialects.M100_DIALECTS`` (``hbsm``, ``twu``, ``sync``, ``tpb``),
 * the project's extended ``linalg`` dialect ``m100.dialects.linalg_ext.LinalgExt`` (xDSL's ``linalg``
-  plus the named ops xDSL lacks) which REPLACES xDSL's own ``linalg`` when it exists.
+  plus the named ops xDSL lacks) which REPLACES xDSL's own ``linalg`` when it exists,
+* likewise ``m100.dialects.arith_ext.ArithExt`` (xDSL's ``arith`` plus ``arith.remf``) for ``arith``.
 
 ``dialect_factories()`` is the same table as a ``{name: () -> Dialect}`` dict; ``m100-opt`` registers
 it through its ``register_all_dialects`` hook (registering after construction is not possible there).
@@ -27,6 +28,7 @@ from xdsl.ir import Dialect
 DialectFactory = Callable[[], Dialect]
 
 _LINALG_EXT_MODULE = "m100.dialects.linalg_ext"
+_ARITH_EXT_MODULE = "m100.dialects.arith_ext"
 
 
 def _m100_dialects() -> list[Dialect]:
@@ -56,6 +58,10 @@ def _linalg_ext_factory() -> Dialect:
     return module.LinalgExt
 
 
+def _arith_ext_factory() -> Dialect:
+    return importlib.import_module(_ARITH_EXT_MODULE).ArithExt
+
+
 def dialect_factories() -> dict[str, DialectFactory]:
     """``{dialect name: factory}`` for xDSL's dialects, the extended linalg and the m100 dialects."""
     from xdsl.universe import Universe
@@ -63,6 +69,8 @@ def dialect_factories() -> dict[str, DialectFactory]:
     factories: dict[str, DialectFactory] = dict(Universe.get_multiverse().all_dialects)
     if _module_exists(_LINALG_EXT_MODULE):
         factories["linalg"] = _linalg_ext_factory
+    if _module_exists(_ARITH_EXT_MODULE):
+        factories["arith"] = _arith_ext_factory
     for dialect in _m100_dialects():
         factories[dialect.name] = lambda d=dialect: d
     return factories

@@ -68,7 +68,9 @@ def cvu_unary(op: CvuOp, x: np.ndarray) -> np.ndarray:
 
 
 _BINARY = {CvuOp.ADD: np.add, CvuOp.SUB: np.subtract, CvuOp.MUL: np.multiply,
-           CvuOp.DIV: np.divide, CvuOp.MAX: np.maximum, CvuOp.MIN: np.minimum, CvuOp.POW: np.power}
+           CvuOp.DIV: np.divide, CvuOp.MAX: np.maximum, CvuOp.MIN: np.minimum, CvuOp.POW: np.power,
+           # IEEE fmod: exact (the remainder is representable); NaN for b == 0 or an infinite a
+           CvuOp.REM: np.fmod}
 _CMP = {CvuOp.CMP_GT: np.greater, CvuOp.CMP_GE: np.greater_equal, CvuOp.CMP_EQ: np.equal}
 _REDUCE = {CvuOp.RSUM: np.sum, CvuOp.RMAX: np.max, CvuOp.RMIN: np.min, CvuOp.RMEAN: np.mean,
            CvuOp.RPROD: np.prod}
@@ -99,7 +101,7 @@ def _pool(x: np.ndarray, ip: tuple[int, ...], is_max: bool) -> np.ndarray:
 # and every immediate is integral; comparisons yield integer 0/1 masks.
 _I32_MIN, _I32_MAX = -(1 << 31), (1 << 31) - 1
 _INT_UNARY = numerics.CVU_INT_UNARY
-_INT_BINARY = frozenset({CvuOp.ADD, CvuOp.SUB, CvuOp.MUL, CvuOp.DIV, CvuOp.MAX, CvuOp.MIN})
+_INT_BINARY = numerics.CVU_INT_BINARY
 
 
 class _Imm(float):
@@ -212,11 +214,6 @@ def _int_only_stage(op: CvuOp, args: list, st) -> np.ndarray:
     a, b = xs
     if op in (CvuOp.SHL, CvuOp.SHR):
         return _shift(op, a, b, st)
-    if op is CvuOp.REM:
-        a, b = np.broadcast_arrays(a, b)
-        if np.any(b == 0):
-            raise SimError("cvu rem: integer remainder by zero")
-        return _fits_i32(np.fmod(a, b), op)
     f = {CvuOp.AND: np.bitwise_and, CvuOp.OR: np.bitwise_or, CvuOp.XOR: np.bitwise_xor}[op]
     return _fits_i32(f(a, b), op)
 
@@ -241,6 +238,11 @@ def _int_stage(op: CvuOp, args: list, st) -> np.ndarray | None:
         a, b = _lane(args, True)
         if op is CvuOp.DIV:
             return _fits_i32(_int_div(a, b), op)
+        if op is CvuOp.REM:  # C %: the sign of the dividend
+            a, b = np.broadcast_arrays(a, b)
+            if np.any(b == 0):
+                raise SimError("cvu rem: integer remainder by zero")
+            return _fits_i32(np.fmod(a, b), op)
         return _fits_i32(_BINARY[op](a, b), op)
     if op is CvuOp.SELECT and _int_lane(args[1:]):
         c = args[0]

@@ -241,7 +241,7 @@ def _expr_stages(exprs, n_in: int, where: str) -> tuple[Stage, ...]:
     memo: dict[int, Ref] = {}
     binop = {"addf": CvuOp.ADD, "subf": CvuOp.SUB, "mulf": CvuOp.MUL, "divf": CvuOp.DIV,
              "maximumf": CvuOp.MAX, "maxnumf": CvuOp.MAX, "minimumf": CvuOp.MIN,
-             "minnumf": CvuOp.MIN, "powf": CvuOp.POW,
+             "minnumf": CvuOp.MIN, "powf": CvuOp.POW, "remf": CvuOp.REM,
              # integer max/min (torch-mlir's ReLU on a quantized i8 tensor: max(q, zp)): exact in
              # the CVU's integer lane
              "maxsi": CvuOp.MAX, "minsi": CvuOp.MIN}
@@ -420,6 +420,9 @@ def _expr_stages(exprs, n_in: int, where: str) -> tuple[Stage, ...]:
                 r = emit(CvuOp.CMP_GE, (go(b), go(a)))
             elif p in ("oeq", "ueq"):
                 r = emit(CvuOp.CMP_EQ, (go(a), go(b)))
+            elif p == "one":  # a < b or a > b: false for NaN
+                r = emit(CvuOp.MAX, (emit(CvuOp.CMP_GT, (go(a), go(b))),
+                                     emit(CvuOp.CMP_GT, (go(b), go(a)))))
             elif p == "une":  # not (a == b): true for NaN
                 eq = emit(CvuOp.CMP_EQ, (go(a), go(b)))
                 r = emit(CvuOp.CMP_EQ, (eq, Ref(RefKind.IMM, 0, 0.0)))

@@ -209,13 +209,14 @@ __all__ = ["value_dtype", "int_range", "byte_size", "f32_to_bf16_bits", "bf16_bi
 #: unary ops that stay in the integer lane on an integer argument (floor/ceil/round/ftoi: identity)
 CVU_INT_UNARY = frozenset({CvuOp.COPY, CvuOp.NEG, CvuOp.ABS, CvuOp.RELU, CvuOp.SQUARE, CvuOp.FLOOR,
                            CvuOp.CEIL, CvuOp.ROUND, CvuOp.SIGN, CvuOp.FTOI})
-CVU_INT_BINARY = frozenset({CvuOp.ADD, CvuOp.SUB, CvuOp.MUL, CvuOp.DIV, CvuOp.MAX, CvuOp.MIN})
+CVU_INT_BINARY = frozenset({CvuOp.ADD, CvuOp.SUB, CvuOp.MUL, CvuOp.DIV, CvuOp.MAX, CvuOp.MIN,
+                            CvuOp.REM})
 CVU_CMP = frozenset({CvuOp.CMP_GT, CvuOp.CMP_GE, CvuOp.CMP_EQ})
 CVU_INT_REDUCE = frozenset({CvuOp.RSUM, CvuOp.RMAX, CvuOp.RMIN, CvuOp.RPROD})
 #: ops of the integer lane only (an argument of the float lane is a run-time fault): width
-#: conversions, bitwise logic, shifts, remainder
+#: conversions, bitwise logic, shifts (``rem`` is in both lanes: C ``%`` / IEEE ``fmod``)
 CVU_INT_ONLY = frozenset({CvuOp.ZEXT, CvuOp.SEXT, CvuOp.AND, CvuOp.OR, CvuOp.XOR, CvuOp.SHL,
-                          CvuOp.SHR, CvuOp.REM})
+                          CvuOp.SHR})
 
 
 def cvu_stage_lanes(stages, input_is_int: list[bool]) -> list[bool]:

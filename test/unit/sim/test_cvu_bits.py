@@ -139,6 +139,18 @@ def test_rem_and_floor_mod(rng):
         cvu_eval([Stage(CvuOp.REM, (IN0, IN1))], [a[:2], np.array([1, 0])])
 
 
+def test_rem_float_lane_is_ieee_fmod(rng):
+    """``rem`` on float arguments is IEEE fmod (exact, the dividend's sign), not a fault; the
+    quotients here reach 2**40, where ``a - b * trunc(a / b)`` in f32 is far off."""
+    a = (rng.standard_normal(256) * np.exp2(rng.uniform(0, 40, 256))).astype(np.float32)
+    b = (rng.choice([-1, 1], 256) * np.exp2(rng.uniform(-4, 4, 256))).astype(np.float32)
+    a[:4], b[:4] = [np.inf, 1.0, -7.5, 2.0], [1.0, 0.0, 2.0, np.inf]
+    r = cvu_eval([Stage(CvuOp.REM, (IN0, IN1))], [a, b])
+    assert r.dtype == np.float32
+    with np.errstate(invalid="ignore"):
+        np.testing.assert_array_equal(r, np.fmod(a.astype(np.float64), b.astype(np.float64)))
+
+
 @pytest.mark.parametrize("w", [8, 16])
 def test_zext_sext_unsigned_compare_max(w):
     # every w-bit pattern: zext gives the unsigned value, sext the signed one; unsigned
