@@ -161,13 +161,23 @@ def _matmul_vec(node, ranks, opset, names, helper, numpy_helper):
     ra, rb = ranks.get(a), ranks.get(b)
     if ra is None or rb is None:
         return None
+    base = node.name or node.output[0]
+    if ra == 1 and rb == 1:  # a dot product (torch-mlir: linalg.dot): [1, K] @ [K, 1], squeezed
+        ua, ub, prod = names("matmul_row"), names("matmul_col"), names("matmul_prod")
+        e0, a0, i0 = _axes(opset, [0], names, helper, numpy_helper)
+        e1, a1, i1 = _axes(opset, [1], names, helper, numpy_helper)
+        e01, a01, i01 = _axes(opset, [0, 1], names, helper, numpy_helper)
+        return [helper.make_node("Unsqueeze", [a, *e0], [ua], name=f"{base}/m100_UnsqueezeA", **a0),
+                helper.make_node("Unsqueeze", [b, *e1], [ub], name=f"{base}/m100_UnsqueezeB", **a1),
+                helper.make_node("MatMul", [ua, ub], [prod], name=f"{base}/m100_MatMul"),
+                helper.make_node("Squeeze", [prod, *e01], [node.output[0]],
+                                 name=f"{base}/m100_Squeeze", **a01)], i0 + i1 + i01
     if ra == 1 and rb >= 3:
         vec, unsq_axis, sq_axis, left = a, 0, -2, True
     elif rb == 1 and ra >= 3:
         vec, unsq_axis, sq_axis, left = b, 1, -1, False
     else:
         return None
-    base = node.name or node.output[0]
     mat_vec = names("matmul_vec2d")
     prod = names("matmul_prod")
     extra_u, attr_u, inits_u = _axes(opset, [unsq_axis], names, helper, numpy_helper)
