@@ -438,6 +438,9 @@ def rewrite_for_torch_mlir(model):
                 from m100.frontend.onnx_rewrite_reduce import rewrite_rank1_keepdims
                 repl = rewrite_rank1_keepdims(node, graph, ranks, opset, names, helper,
                                               numpy_helper)
+            elif node.op_type == "Pow":  # integer ** integer by square-and-multiply (exact)
+                from m100.frontend.onnx_rewrite_ipow import rewrite_int_pow
+                repl = rewrite_int_pow(node, types, names, helper, numpy_helper)
             elif node.op_type == "Mod":  # float fmod=1 through arith.remf (exact)
                 from m100.frontend.onnx_rewrite_fmod import rewrite_float_fmod
                 repl = rewrite_float_fmod(node, types, names, helper, numpy_helper)
