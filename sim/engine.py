@@ -160,8 +160,9 @@ class Engine(Fluid, Checks, TraceEvents):
         self.peak: dict[int, float] = {}
 
     # --- helpers ------------------------------------------------------------------------------
-    def push(self, t: float, kind: str, *args) -> None:
-        heapq.heappush(self.heap, (t, next(self.seq), kind, args))
+    def push(self, t: float, handler: Callable, *args) -> None:
+        """Call ``handler(*args)`` at time ``t`` (an ``ev_*`` method; ties in push order)."""
+        heapq.heappush(self.heap, (t, next(self.seq), handler, args))
 
     def report(self, kind: str, msg: str, rec: InstRec | None = None, **kw) -> None:
         u = self.units[rec.unit] if rec is not None else None
@@ -183,10 +184,12 @@ class Engine(Fluid, Checks, TraceEvents):
         try:
             for i in range(len(self.units)):
                 self.try_start(i)
-            while self.heap:
-                t, _, kind, args = heapq.heappop(self.heap)
-                self.now = max(self.now, t)
-                getattr(self, "ev_" + kind)(*args)
+            heap, pop = self.heap, heapq.heappop
+            while heap:
+                t, _, handler, args = pop(heap)
+                if t > self.now:
+                    self.now = t
+                handler(*args)
         except Aborted:
             return
         left = [u for u in self.units if u.cur is not None or u.queue]
@@ -227,7 +230,7 @@ class Engine(Fluid, Checks, TraceEvents):
             us.state = "dispatch"
             if rec.index >= 0 and us.stall_since is None and rec.start is None:
                 self._stall(us, "dispatch")
-            self.push(rec.dispatch, "wake", u)
+            self.push(rec.dispatch, self.ev_wake, u)
             return
         sync = rec.inst.sync
         for mon in sync.monitors:
@@ -308,8 +311,7 @@ class Engine(Fluid, Checks, TraceEvents):
             ex = rec.ex
             try:
                 if self.races is not None:
-                    for a in ex.reads(b):
-                        self._race(u, rec, b, a, False)
+                    self._race_block(u, rec, b, False)
                 us.pending = ex.run(b)
             except SimError as e:
                 self.report("fault", str(e), rec)
@@ -319,7 +321,7 @@ class Engine(Fluid, Checks, TraceEvents):
             dur = 1.0
             if self.rng is not None:
                 dur += float(self.rng.integers(0, 16))
-            self.push(self.now + dur, "block_done", u)
+            self.push(self.now + dur, self.ev_block_done, u)
             return
         lat = cost.latency
         if self.rng is not None:
@@ -331,7 +333,7 @@ class Engine(Fluid, Checks, TraceEvents):
             us.tail, us.alone = 0.0, lat
             if lat > 0:
                 us.state = "latency"
-                self.push(self.now + lat, "stream", u)
+                self.push(self.now + lat, self.ev_stream, u)
             else:
                 self.ev_stream(u)
 
@@ -358,8 +360,7 @@ class Engine(Fluid, Checks, TraceEvents):
         if self.functional:
             try:
                 if self.races is not None:
-                    for a in rec.ex.writes(b):
-                        self._race(u, rec, b, a, True)
+                    self._race_block(u, rec, b, True)
                 rec.ex.apply(us.pending)
             except SimError as e:
                 self.report("fault", str(e), rec)
@@ -370,7 +371,7 @@ class Engine(Fluid, Checks, TraceEvents):
         flows, us.flows = us.flows, []
         args = (u, rec, b, start, end, snapshot, flows)
         if us.tail > 0:
-            self.push(self.now + us.tail, "visible", *args)
+            self.push(self.now + us.tail, self.ev_visible, *args)
         else:
             self.ev_visible(*args)
         us.block += 1
@@ -400,8 +401,8 @@ class Engine(Fluid, Checks, TraceEvents):
                     dst = self.mask_tpbs[upd.tpb_mask] = tuple(tpbs_of(upd.tpb_mask))
                 for t in dst:
                     lat = self._update_latency(src_tpb, t)
-                    self.push(self.now + lat, "counter", t, upd.counter, upd.amount, snapshot, fid,
-                              rec.index)
+                    self.push(self.now + lat, self.ev_counter, t, upd.counter, upd.amount,
+                              snapshot, fid, rec.index)
         if last:
             rec.end = self.now
             self.done_count += 1
@@ -416,7 +417,7 @@ class Engine(Fluid, Checks, TraceEvents):
                     nxt = fifo.popleft()
                     self.cpu_owner[cl] = nxt
                     self.units[nxt].state = "cpu_ready"
-                    self.push(self.now, "cpu_go", nxt)
+                    self.push(self.now, self.ev_cpu_go, nxt)
             if self.races is not None and self.done_count % PRUNE_EVERY == 0:
                 self._prune()
 

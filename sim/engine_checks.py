@@ -6,10 +6,10 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from m100.targets.m100.isa import Space, tpbs_of
+from m100.targets.m100.isa import CsuCall, Space, tpbs_of
 
+from . import twu
 from .checks import ByteSet, Record, Report, Wait, deadlock_message, space_name, walk_byte_set
-from .twu import contiguous_start
 
 if TYPE_CHECKING:
     from .engine import InstRec, UnitState
@@ -25,7 +25,7 @@ def _race_key(w) -> tuple:
     elements, the whole walk's byte set when that is one interval (False: no elements)), stored
     on the (immutable) walk; an interval byte set is never changed, so records share it."""
     sp = int(w.space)
-    start = contiguous_start(w) if w.dtype.bits >= 8 else None
+    start = twu.contiguous_start(w) if w.dtype.bits >= 8 else None
     sz = w.dtype.bits // 8
     whole = None
     if start is not None:
@@ -36,9 +36,10 @@ def _race_key(w) -> tuple:
     return key
 
 
-class Checks:
-    # --- races --------------------------------------------------------------------------------
-    def _race(self, u: int, rec: InstRec, b: int, a, write: bool) -> None:
+def _items(accesses) -> list[tuple[tuple, ByteSet]]:
+    """(space, byte set) of each access that touches bytes, in order (see ``Checks._race``)."""
+    out = []
+    for a in accesses:
         w = a.walk
         key = w.__dict__.get("_race_key")  # a walk is immutable: computed once per walk object
         if key is None:
@@ -48,21 +49,56 @@ class Checks:
         offs = a.offsets
         if offs is None and whole is not None:  # the whole walk is one byte interval
             if whole is False:
-                return  # no elements
+                continue  # no elements
             bs = whole
         elif start is not None and (offs is None or offs.size == 0 or
                                     offs[-1] - offs[0] == offs.size - 1):
             first = start if offs is None else int(offs[0]) if offs.size else 0
             n = w.num_elements if offs is None else offs.size
             if n == 0:
-                return
+                continue
             bs = ByteSet.interval(w.base + first * sz, w.base + (first + n) * sz)
         else:
             bs = walk_byte_set(w, offs)
             if bs is None:
-                return
+                continue
+        out.append((space, bs))
+    return out
+
+
+class Checks:
+    # --- races --------------------------------------------------------------------------------
+    def _race_block(self, u: int, rec: InstRec, b: int, write: bool) -> None:
+        """Check and record the reads (``write`` False) or writes of block ``b``."""
+        for space, bs in self._race_items(rec, b, write):
+            self._race(u, rec, b, space, bs, write)
+
+    def _race_items(self, rec: InstRec, b: int, write: bool) -> list:
+        """The (space, byte set) of every access of block ``b``'s reads or writes, in their
+        order. They are a function of the (immutable) instruction, ``b`` and
+        :data:`~m100.sim.twu.STRIDED` -- except a CSU routine's, which depend on index data
+        -- so they are kept on the instruction: a program run again builds none of them (the
+        byte sets are never changed, records share them)."""
+        inst = rec.inst
+        if isinstance(inst, CsuCall):
+            return _items(rec.ex.writes(b) if write else rec.ex.reads(b))
+        strided = twu.STRIDED
+        got = inst.__dict__.get("_sim_race")
+        if got is None or got[0] is not strided:
+            got = (strided, {})
+            object.__setattr__(inst, "_sim_race", got)
+        key = (b, write)
+        items = got[1].get(key)
+        if items is None:
+            items = got[1][key] = _items(rec.ex.writes(b) if write else rec.ex.reads(b))
+        return items
+
+    def _race(self, u: int, rec: InstRec, b: int, space: tuple, bs: ByteSet, write: bool) -> None:
         r = Record(u, self.vc.item(u, u), write, bs, rec.index, b, "write" if write else "read")
-        for old, addr in self.races.access(space, r, self.vc[u]):
+        races = self.races.access(space, r, self.vc[u])
+        if not races:
+            return
+        for old, addr in races:
             pair = (old.inst, rec.index, space)
             if pair in self.races.reported or len(self.races.reported) >= self.races.max_reports:
                 continue

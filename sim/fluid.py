@@ -187,7 +187,7 @@ class Fluid:
             self.fl_adv = (fi, fr)
             t = np.zeros(idx.size)
             t[fin] = np.maximum(self.j_rem[fi], 0.0) / np.maximum(fr, 1e-300)
-        self.push(self.now + float(t.min()), "fluid", self.fluid_version)
+        self.push(self.now + float(t.min()), self.ev_fluid, self.fluid_version)
 
     def ev_stream(self, u: int) -> None:
         us = self.units[u]
