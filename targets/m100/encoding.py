@@ -112,15 +112,32 @@ def layout(machine: Machine) -> Layout:
     return Layout(machine)
 
 
-class _Src:
-    """Attribute access that yields None when there is no source object (decode direction)."""
+class _SrcOf:
+    """Attribute access on the source object (encode direction)."""
     __slots__ = ("obj",)
 
     def __init__(self, obj: Any):
         self.obj = obj
 
     def __getattr__(self, name: str) -> Any:
-        return None if self.obj is None else getattr(self.obj, name)
+        return getattr(self.obj, name)
+
+
+class _NoSrc:
+    """The decode direction's source: every attribute is None (kept per name after its first
+    lookup, so later lookups are plain attribute hits)."""
+
+    def __getattr__(self, name: str) -> Any:
+        self.__dict__[name] = None
+        return None
+
+
+_NO_SRC = _NoSrc()
+
+
+def _Src(obj: Any) -> Any:
+    """Attribute access that yields None when there is no source object (decode direction)."""
+    return _NO_SRC if obj is None else _SrcOf(obj)
 
 
 _F64 = struct.Struct(">d")
@@ -199,6 +216,9 @@ class _Coder:
 
     def enum(self, cls: type, w: int, x: Any, what: str) -> Any:
         v = self.u(w, None if x is None else int(x), what)
+        got = cls._value2member_map_.get(v)  # the member, without the Enum call
+        if got is not None:
+            return got
         try:
             return cls(v)
         except ValueError:

@@ -474,6 +474,10 @@ class Stage:
     iparams: tuple[int, ...] = ()
 
 
+#: The field names of each instruction class (``Instruction.walks``).
+_FIELD_NAMES: dict[type, tuple[str, ...]] = {}
+
+
 class Instruction:
     """Base of every instruction kind. ``UNIT`` and ``OPCODE`` identify the kind."""
     UNIT: ClassVar[Unit]
@@ -489,14 +493,17 @@ class Instruction:
     def walks(self) -> list[tuple[str, Walk, bool]]:
         """Every operand walk as (field name, walk, is_written)."""
         out: list[tuple[str, Walk, bool]] = []
-        for f in fields(self):  # type: ignore[arg-type]
-            v = getattr(self, f.name)
+        names = _FIELD_NAMES.get(type(self))
+        if names is None:  # a class's fields never change: listed once
+            names = _FIELD_NAMES[type(self)] = tuple(f.name for f in fields(self))
+        for name in names:
+            v = getattr(self, name)
             if isinstance(v, Walk):
-                out.append((f.name, v, f.name in self.WRITES))
+                out.append((name, v, name in self.WRITES))
             elif isinstance(v, tuple) and v and isinstance(v[0], Walk):
                 for i, w in enumerate(v):
-                    out.append((f"{f.name}[{i}]", w, f.name in self.WRITES and
-                                self._tuple_written(f.name, i)))
+                    out.append((f"{name}[{i}]", w, name in self.WRITES and
+                                self._tuple_written(name, i)))
             elif isinstance(v, Epilogue):
                 if v.bias is not None:
                     out.append(("bias", v.bias, False))
