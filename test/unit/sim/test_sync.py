@@ -86,6 +86,40 @@ def test_removing_a_monitor_is_a_race(rng, drop, kind):
         assert "write-read race" in msgs or "read-write race" in msgs
 
 
+@pytest.mark.parametrize("drop", ["full", "empty"])
+def test_race_byte_sets_kept_on_instructions_give_the_same_reports(rng, drop):
+    """A block's race byte sets are kept on the instruction (``Checks._race_items``, per block,
+    reads/writes and ``twu.STRIDED``): running the same instruction objects again, or with the
+    index paths, reports exactly what a run on fresh (equal) instructions reports."""
+    import copy
+
+    from m100.sim import twu
+
+    _, _, d = data(rng)
+    insts = pipeline(drop=drop)
+    for strided in (True, True, False, True):
+        old, twu.STRIDED = twu.STRIDED, strided
+        try:
+            again, _ = run(insts, d, [], mode="functional")
+            fresh, _ = run(copy.deepcopy(pipeline(drop=drop)), d, [], mode="functional")
+        finally:
+            twu.STRIDED = old
+        assert again.reports_of("race")
+        assert [str(r) for r in again.reports] == [str(r) for r in fresh.reports]
+        assert again.stats == fresh.stats
+    from m100.sim.engine_checks import _items
+    from m100.sim.semantics import make_exec
+
+    def key(items):
+        return [(sp, bs.lo, bs.hi, None if bs.arr is None else bs.arr.tolist()) for sp, bs in items]
+
+    for inst in insts:  # what is kept is each block's own accesses
+        ex, kept = make_exec(inst, None), inst.__dict__["_sim_race"][1]
+        for b in range(inst.sync.blocks):
+            assert key(kept[(b, False)]) == key(_items(ex.reads(b)))
+            assert key(kept[(b, True)]) == key(_items(ex.writes(b)))
+
+
 def test_lowered_expected_value_is_a_race(rng):
     """The consumer waits for i full slots instead of i + 1: it may read slot i before it is
     written; whatever the timing, happens-before does not order them."""
