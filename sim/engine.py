@@ -149,6 +149,7 @@ class Engine(Fluid, Checks, TraceEvents):
         # nothing to do (see _unlimited)
         self.columns = columns_of(machine)
         self.col_cap = np.array(self.columns.caps, dtype=np.float64)
+        self.col_lim = self.col_cap * (1.0 - 1e-7)  # the margin of Fluid._unlimited
         self.col_use = np.zeros(self.col_cap.size)
         self.col_cnt = np.zeros(self.col_cap.size, dtype=np.int64)
         self.col_updates = 0

@@ -93,6 +93,7 @@ class Fluid:
         n = len(caps) - self.col_cap.size
         if n > 0:
             self.col_cap = np.append(self.col_cap, caps[self.col_cap.size:])
+            self.col_lim = self.col_cap * (1.0 - 1e-7)
             self.col_use = np.append(self.col_use, np.zeros(n))
             self.col_cnt = np.append(self.col_cnt, np.zeros(n, dtype=np.int64))
 
@@ -155,8 +156,9 @@ class Fluid:
             self.col_updates = 0
         if self.crit_jobs:
             return False
-        multi = self.col_cnt >= 2
-        return bool((self.col_use[multi] <= self.col_cap[multi] * (1.0 - 1e-7)).all())
+        # every column used by two jobs or more is under its capacity by the margin (a column
+        # used by fewer passes; a NaN sum does not)
+        return bool(((self.col_use <= self.col_lim) | (self.col_cnt < 2)).all())
 
     def _reshare(self) -> None:
         jobs = list(self.jobs.values())
