@@ -36,6 +36,9 @@ from m100.targets.m100.isa import CvuOp, Space
 
 # walks with more elements than this are compared by bounding byte interval only (sound, coarser)
 EXACT_LIMIT = 1 << 16
+# derive_hazards keeps at most this many accesses' chunks (a pure function of the walk: an
+# evicted one is rebuilt; unbounded, the chunks of every access compared held ~10 KB each)
+CHUNK_MEMO = 4096
 
 MemKey = tuple[int, int]  # (Space, TPB or 0)
 
@@ -343,7 +346,7 @@ def access_need(ai: Access, bi: int, aj: Access, bj: int, memo: dict | None = No
     return np.array(out, dtype=np.int64)
 
 
-@dataclass
+@dataclass(slots=True)  # millions of them on a large program (the LLaMA prefill layer)
 class Hazard:
     """Instruction ``j`` must wait, per block, for block ``need[b]`` of instruction ``i``."""
     i: int
@@ -358,8 +361,70 @@ def _kind(wi: bool, wj: bool) -> str:
 
 # False: every pair goes through ``access_need`` (the tests compare both ways)
 DENSE_SHORTCUT = True
+# False: pairs of row-shaped walks go through ``access_need`` too (the tests compare both ways)
+ROWS_SHORTCUT = True
 _NEED0 = np.zeros(1, dtype=np.int64)  # a 1-block instruction waiting for a 1-block one
 _NEED0.setflags(write=False)  # shared by hazards: never changed in place (merges build anew)
+
+
+def walk_rows(w: isa.Walk) -> tuple[int, int, int, int] | None:
+    """``(start, period, rows, run)`` in bytes when the bytes ``w`` touches are exactly ``rows``
+    runs of ``run`` contiguous bytes starting at ``start + k * period`` (``period`` 0 when
+    ``rows`` is 1): an injective walk whose levels, but its outermost non-trivial one, fold into
+    one contiguous run (the fold of :func:`_fold`), or a dense walk (one run). None otherwise."""
+    if w.dtype.bits < 8:
+        return None
+    eb = w.dtype.bits // 8
+    if not w.injective:
+        return None
+    levels = w.levels
+    run, const, k = 1, 0, len(levels)
+    while k > 0:
+        lv = levels[k - 1]
+        if lv.count == 1:
+            const += lv.initial
+        elif abs(lv.step) == run:
+            const += min(lv.initial, lv.last)
+            run *= lv.count
+        else:
+            break
+        k -= 1
+    outer = None
+    for lv in levels[:k]:
+        if lv.count == 1:
+            const += lv.initial
+        elif outer is not None:  # two row levels: not rows of one period
+            if is_dense(w):
+                lo, hi = w.byte_range()
+                return lo, 0, 1, hi - lo
+            return None
+        else:
+            outer = lv
+    if outer is None:
+        return w.base + const * eb, 0, 1, run * eb
+    return (w.base + (const + min(outer.initial, outer.last)) * eb, abs(outer.step) * eb,
+            outer.count, run * eb)
+
+
+def rows_meet(a0: np.ndarray, pa: np.ndarray, na: np.ndarray, la: np.ndarray,
+              b0: int, pb: int, nb: int, lb: int) -> tuple[np.ndarray, np.ndarray]:
+    """For row-shaped footprints (:func:`walk_rows`) ``A[k]`` against ``B``: ``(decided, meet)``,
+    ``meet`` exact where ``decided`` (equal periods, or one of the two a single run).
+
+    A byte of both is ``a0 + k*P + u = b0 + m*P + v`` with ``0 <= u < la``, ``0 <= v < lb``,
+    ``0 <= k < na``, ``0 <= m < nb``: some integer ``t = m - k`` in ``[1 - na, nb - 1]`` has
+    ``t*P`` in ``[d - lb + 1, d + la - 1]`` (``d = a0 - b0``); with one side a single run,
+    ``P`` is the other's period (its ``k`` or ``m`` is 0). Two single runs meet iff their
+    intervals do."""
+    p = np.where(pa == 0, pb, pa)
+    decided = (pa == pb) | (pa == 0) | (pb == 0)
+    d = a0 - b0
+    single = p == 0
+    ps = np.where(single, 1, p)
+    t_lo = np.maximum((d - lb) // ps + 1, 1 - na)
+    t_hi = np.minimum(-((-(d + la)) // ps) - 1, nb - 1)
+    meet = np.where(single, (d < lb) & (-d < la), t_lo <= t_hi)
+    return decided, meet
 
 
 def derive_hazards(insts: list[isa.Instruction], blocks: list[int]) -> dict[tuple[int, int], Hazard]:
@@ -369,7 +434,13 @@ def derive_hazards(insts: list[isa.Instruction], blocks: list[int]) -> dict[tupl
     conflict with a later one; a dense write drops what it covers); each access meets the live
     entries whose bounding intervals overlap it (write: any, read: writes). A pair of 1-block
     instructions whose walks are both dense conflicts exactly when the intervals overlap, so its
-    need is ``[0]`` without building chunks (``access_need`` gives the same)."""
+    need is ``[0]`` without building chunks (``access_need`` gives the same). Likewise two
+    1-block accesses whose footprints are rows of one period (:func:`walk_rows`: column slices
+    of one matrix, e.g. the halves of RoPE's rows, interleave in one bounding interval) meet or
+    not by :func:`rows_meet`, exactly the decision ``access_need``'s run-by-run test makes for
+    them (both are exact: at most ``EXACT_LIMIT`` runs, or dense); pairs that do not meet are
+    dropped before the Python loop. Without it, k interleaved slices of one matrix cost k^2 exact
+    tests (the 1024-token LLaMA prefill layer: millions)."""
     execs = [inst.executor for inst in insts]
     accs = [block_accesses(inst) for inst in insts]
     # per memory, arrays of bounding intervals of every access, in instruction order
@@ -379,6 +450,7 @@ def derive_hazards(insts: list[isa.Instruction], blocks: list[int]) -> dict[tupl
             lo, hi = a.walk.byte_range()
             per_mem.setdefault(a.mem, []).append((lo, hi, idx, a.write, n))
     dense_of: dict[int, bool] = {}  # id(walk) -> is_dense (the walks live in insts)
+    rows_of: dict[int, tuple | None] = {}  # id(walk) -> walk_rows
     out: dict[tuple[int, int], Hazard] = {}
     get = out.get
     chunks: dict[tuple[int, int], Chunks] = {}  # (id(access), chunks) -> Chunks of this call
@@ -394,6 +466,22 @@ def derive_hazards(insts: list[isa.Instruction], blocks: list[int]) -> dict[tupl
             if d is None:
                 d = dense_of[id(a.walk)] = is_dense(a.walk)
             dense.append(d)
+        # row shapes (walk_rows) of the 1-block accesses exact for access_need
+        shape = np.zeros((len(rows), 4), dtype=np.int64)
+        el = np.zeros(len(rows), dtype=bool)
+        if ROWS_SHORTCUT:
+            for r, a in enumerate(accl):
+                if blocks[insl[r]] != 1:
+                    continue
+                key = id(a.walk)
+                got = rows_of.get(key, 0)
+                if got == 0:
+                    got = rows_of[key] = walk_rows(a.walk)
+                if got is not None and (got[2] <= EXACT_LIMIT or dense[r]):
+                    shape[r] = got
+                    el[r] = True
+        sh0, shp, shn, shl = (shape[:, c] for c in range(4))
+        ell = el.tolist()
         # rows of earlier instructions still generating needs, with their columns
         live = np.zeros(0, dtype=np.int64)
         llo, lhi, lwr = live, live, np.zeros(0, dtype=bool)
@@ -402,23 +490,36 @@ def derive_hazards(insts: list[isa.Instruction], blocks: list[int]) -> dict[tupl
         for r in range(len(rows)):
             j = insl[r]
             aj = accl[r]
+            known = None  # per candidate: its footprint meets this one's (rows_meet)
             if live.size:
                 sel = (llo < hil[r]) & (lhi > lol[r])
                 if not wrl[r]:
                     sel &= lwr
+                if ell[r]:
+                    m = sel & el[live]
+                    if m.any():
+                        q = live[m]
+                        dec, meet = rows_meet(sh0[q], shp[q], shn[q], shl[q], int(sh0[r]),
+                                              int(shp[r]), int(shn[r]), int(shl[r]))
+                        drop = np.zeros(len(sel), dtype=bool)
+                        drop[np.flatnonzero(m)[dec & ~meet]] = True
+                        sel &= ~drop
+                        yes = np.zeros(len(sel), dtype=bool)
+                        yes[np.flatnonzero(m)[dec & meet]] = True
+                        known = yes[sel].tolist()
                 cand = live[sel].tolist()
             else:
                 cand = []
             ej = execs[j]
             bj = blocks[j]
             fast = DENSE_SHORTCUT and bj == 1 and dense[r]
-            for q in cand:
+            for n_c, q in enumerate(cand):
                 i = insl[q]
                 if execs[i] == ej:
                     continue
                 ai = accl[q]
                 why = (_kind(ai.write, aj.write), mem, max(lol[q], lol[r]), min(hil[q], hil[r]))
-                if fast and dense[q] and blocks[i] == 1:
+                if (fast and dense[q] and blocks[i] == 1) or (known is not None and known[n_c]):
                     # one chunk each, every byte of both intervals touched: they meet
                     h = get((i, j))
                     if h is None:
@@ -427,6 +528,8 @@ def derive_hazards(insts: list[isa.Instruction], blocks: list[int]) -> dict[tupl
                         h.need = _NEED0  # the largest need of a 1-block producer
                         h.why.append(why)
                     continue
+                if len(chunks) > CHUNK_MEMO:  # bounded: chunks are rebuilt when needed again
+                    chunks.clear()
                 need = access_need(ai, blocks[i], aj, bj, chunks)
                 if need.max() < 0:
                     continue

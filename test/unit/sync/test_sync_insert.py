@@ -631,3 +631,90 @@ def test_certificate_text_of_real_certificates_and_errors():
     for bad in ({"a": [np.int64(1)]}, {1: 0, "x": 0}):
         with pytest.raises(TypeError):
             dumps(bad)
+
+
+def _slice_walk(rng, space: isa.Space, tpb: int, rows: int, cols: int) -> isa.Walk:
+    """A random piece of a [rows, cols] i8/f16/f32 matrix at address 0: a column slice of some
+    rows (RoPE halves, per-head columns), sometimes reversed, a whole (dense) box, a transposed
+    or a 3-level walk (not row-shaped), or a strided one that is not injective-foldable."""
+    dt = [isa.DType.I8, isa.DType.F16, isa.DType.F32][int(rng.integers(3))]
+    r0 = int(rng.integers(rows))
+    nr = int(rng.integers(1, rows - r0 + 1))
+    c0 = int(rng.integers(cols))
+    nc = int(rng.integers(1, cols - c0 + 1))
+    kind = rng.integers(6)
+    if kind == 0:  # dense box: whole rows
+        return isa.Walk.strided(space, tpb, 0, dt, (nr, cols), offset=r0 * cols)
+    if kind == 1:  # transposed column slice (columns outer): not row-shaped
+        return isa.Walk.strided(space, tpb, 0, dt, (nc, nr), (1, cols), offset=r0 * cols + c0)
+    if kind == 2 and nc % 2 == 0:  # every other column: inner level not contiguous
+        return isa.Walk.strided(space, tpb, 0, dt, (nr, nc // 2), (cols, 2),
+                                offset=r0 * cols + c0)
+    if kind == 3 and nr > 1:  # rows in reverse order
+        return isa.Walk(space, tpb, 0, dt, (
+            isa.Level((r0 + nr - 1) * cols + c0, -cols, r0 * cols + c0), isa.Level.span(nc, 1)))
+    return isa.Walk.strided(space, tpb, 0, dt, (nr, nc), (cols, 1), offset=r0 * cols + c0)
+
+
+@pytest.mark.parametrize("seed", range(8))
+def test_rows_shortcut_gives_the_same_hazards(seed, monkeypatch):
+    """derive_hazards' row-shape test (rows_meet) for pairs of 1-block accesses against
+    access_need's run-by-run test on every pair: same hazards, need vectors and reasons, in the
+    same order -- on programs of copies and DMAs between random pieces of one matrix (column
+    slices of rows interleave in one bounding interval, most pairs do not meet)."""
+    from m100.passes.backend.sync_insert import graph
+    rng = np.random.default_rng(900 + seed)
+    rows, cols = int(rng.integers(2, 9)), int(rng.integers(2, 40))
+    if seed == 7:  # force the coarse (interval-only) path on some walks: no shortcut there
+        monkeypatch.setattr(graph, "EXACT_LIMIT", 3)
+    prog = []
+    for _ in range(70):
+        a = _slice_walk(rng, isa.Space.HBSM, 0, rows, cols)
+        for _ in range(40):  # a piece of as many elements (else a contiguous run)
+            b = _slice_walk(rng, isa.Space.HBSM, 0, rows, cols)
+            if b.num_elements == a.num_elements:
+                break
+        else:
+            b = isa.Walk.strided(b.space, 0, 0, b.dtype, (a.num_elements,))
+        b = dataclasses.replace(b, dtype=a.dtype)
+        n = a.num_elements
+        if rng.random() < .5:
+            prog.append(isa.Copy(tpb=0, src=a, dst=b))
+        else:
+            d = isa.Walk.strided(isa.Space.DDR, 0, 0, a.dtype, (n,))
+            prog.append(isa.Dma(engine=int(rng.integers(2)), src=d, dst=b)
+                        if rng.random() < .5 else isa.Dma(engine=int(rng.integers(2)), src=a,
+                                                          dst=d))
+    blocks = [1 if rng.random() < .9 else 2 for _ in prog]
+    calls = []
+    need = graph.access_need
+    monkeypatch.setattr(graph, "access_need", lambda *a: calls.append(1) or need(*a))
+    fast = graph.derive_hazards(prog, blocks)
+    n_fast = len(calls)
+    monkeypatch.setattr(graph, "ROWS_SHORTCUT", False)
+    slow = graph.derive_hazards(prog, blocks)
+    assert n_fast < len(calls)  # the shortcut was taken
+    assert list(fast) == list(slow) and len(fast) > 10
+    for k, h in fast.items():
+        assert h.need.tolist() == slow[k].need.tolist() and h.why == slow[k].why
+
+
+def test_rows_meet_against_enumeration():
+    """rows_meet against the byte sets enumerated, on random row shapes of equal periods and
+    single runs."""
+    from m100.passes.backend.sync_insert.graph import rows_meet
+    rng = np.random.default_rng(5)
+    for _ in range(3000):
+        p = int(rng.integers(1, 12))
+
+        def shape():
+            n = int(rng.integers(1, 5))
+            run = int(rng.integers(1, p + 1)) if n > 1 else int(rng.integers(1, 30))
+            return int(rng.integers(0, 40)), (p if n > 1 else 0), n, run
+
+        a, b = shape(), shape()
+        bytes_of = [{s + k * per + u for k in range(n) for u in range(run)}
+                    for s, per, n, run in (a, b)]
+        dec, meet = rows_meet(*(np.array([x]) for x in a), *b)
+        assert dec[0]
+        assert bool(meet[0]) == bool(bytes_of[0] & bytes_of[1]), (a, b)
