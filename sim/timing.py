@@ -142,9 +142,9 @@ class CostModel:
         m = self.m
         dt = tcu_rate_name(a.dtype, w.dtype)
         peak = m.tcu_macs_per_cycle(dt)
-        tiles = groups * math.ceil(M / m.tcu_tile_m) * math.ceil(K / m.tcu_tile_k) \
-            * math.ceil(N / m.tcu_tile_n)
-        compute = tiles * m.tcu_tile_m * m.tcu_tile_k * m.tcu_tile_n / peak
+        # whole natural tiles along K and N; along M whole tiles, or row granules below one tile
+        compute = groups * m.tcu_padded_rows(M) * math.ceil(K / m.tcu_tile_k) * m.tcu_tile_k \
+            * math.ceil(N / m.tcu_tile_n) * m.tcu_tile_n / peak
         a_acc = self.acc(a) * frac * a_expand * math.ceil(N / m.tcu_tile_n)
         w_acc = self.acc(w) * math.ceil(M / m.tcu_tile_m)
         if scale is not None:  # the dequantization scales stream in with the weights

@@ -8,7 +8,9 @@ Unit model (cycles of one instruction)
 * **TCU** ``m x k @ k x n``: the array works on natural tiles ``tcu_tile_m x tcu_tile_k @
   tcu_tile_k x tcu_tile_n`` (32x32 @ 32x64 on the M100). One natural tile takes
   ``tile_macs / tcu_macs_per_cycle(i8)`` cycles at the int8 rate, divided by the dtype's rate
-  (f32 = 1/16). A partial tile costs a whole one (the *tile-shape efficiency*). The operand ports
+  (f32 = 1/16). A partial tile costs a whole one (the *tile-shape efficiency*), except along M
+  below one tile: fewer than ``tcu_tile_m`` rows cost whole ``tcu_row_granule`` rows (the
+  paper's 8 x 64 array; ``Machine.tcu_padded_rows``). The operand ports
   (``tcu_act_bytes_per_cycle``, ``tcu_weight_bytes_per_cycle``) bound the rate too. Each instruction
   pays ``tcu_pipeline_latency`` once (outer-loop control keeps the pipeline busy inside one).
 * **CVU**: stages stream at ``cvu_bytes_per_cycle``; an idiom that must read its input several
@@ -54,11 +56,6 @@ class CostModel:
 
     # ---------------------------------------------------------------- machine-derived constants
     @cached_property
-    def tile_cycles_i8(self) -> float:
-        m = self.machine
-        return m.tcu_tile_m * m.tcu_tile_k * m.tcu_tile_n / m.tcu_macs_per_cycle_i8
-
-    @cached_property
     def _memo(self) -> dict:
         """Results of the pure cost functions below, by arguments (the search asks the same
         transfers and pieces hundreds of thousands of times)."""
@@ -82,12 +79,13 @@ class CostModel:
                    latency: bool = True) -> float:
         """Cycles of one TCU instruction ``[m,k] @ [k,n]`` (tiles padded to the natural tile)."""
         mc = self.machine
-        tiles = ceil_div(m, mc.tcu_tile_m) * ceil_div(n, mc.tcu_tile_n) * ceil_div(k, mc.tcu_tile_k)
-        compute = tiles * self.tile_cycles_i8 / self.tcu_rate(dtype)
+        rows = mc.tcu_padded_rows(m)  # whole tiles; below one tile whole row granules
+        kn_tiles = ceil_div(n, mc.tcu_tile_n) * ceil_div(k, mc.tcu_tile_k)
+        compute = rows * kn_tiles * mc.tcu_tile_k * mc.tcu_tile_n / self.peak_macs_per_cycle(dtype)
         ab, wb = dtype_bytes(dtype), dtype_bytes(wdtype or dtype)
         # operand ports: A tile streamed once per (m, k) tile and column tile, B once per tile
-        a_bytes = tiles * mc.tcu_tile_m * mc.tcu_tile_k * ab
-        b_bytes = tiles * mc.tcu_tile_k * mc.tcu_tile_n * wb
+        a_bytes = kn_tiles * rows * mc.tcu_tile_k * ab
+        b_bytes = kn_tiles * ceil_div(m, mc.tcu_tile_m) * mc.tcu_tile_k * mc.tcu_tile_n * wb
         ports = max(a_bytes / mc.tcu_act_bytes_per_cycle, b_bytes / mc.tcu_weight_bytes_per_cycle)
         return max(compute, ports) + (mc.tcu_pipeline_latency if latency else 0)
 

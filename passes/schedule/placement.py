@@ -649,9 +649,10 @@ def widen_gemvs(s: Search, segs: list[SegmentCfg], tl: Plan, keep: str, pool: tu
                 ) -> tuple[list[SegmentCfg], Plan]:
     """Int4-weight GEMVs (W4A16 decode) on more TPBs of the whole pool.
 
-    A GEMV pads its one row to the TCU tile (``tcu_tile_m``): a TPB dequantizes and multiplies
-    ~16 int4 weights a cycle, so the compute of a GEMV's last weight chunk is a tail after its
-    stream, and the down projection's is the decode layer's tail. The search costs segments in
+    A GEMV pads its one row to the TCU row granule (``tcu_row_granule``, 8 rows): a TPB
+    dequantizes and multiplies ~64 int4 weights a cycle (~16 when it padded to the 32-row tile),
+    so the compute of a GEMV's last weight chunk is a tail after its stream, and the down
+    projection's is the decode layer's tail. The search costs segments in
     isolation and a smaller TPB pool can win the whole plan: LLaMA2-7B decode ran on 28 of the
     56 TPBs, the down projection (N = 4096) at 147 columns a TPB = 3 TCU column tiles. Here,
     per one-stage int4 GEMV, largest weight first, the column splits of the whole pool with

@@ -75,6 +75,7 @@ class Machine:
     tcu_cols: int = 64
     tcu_dot: int = 4  # ... each MAC a 4-element dot product per cycle
     tcu_tile_m: int = 32  # 32x32 @ 32x64 in 32 cycles: the natural TCU tile
+    tcu_row_granule: int = 8  # paper: 8 x 64 MACs (an operand of < tcu_tile_m rows pads to this)
     tcu_tile_k: int = 32
     tcu_tile_n: int = 64
     tcu_act_bytes_per_cycle: int = 32
@@ -143,6 +144,16 @@ class Machine:
     @property
     def all_tpbs_mask(self) -> int:
         return (1 << self.num_tpbs) - 1
+
+    def tcu_padded_rows(self, m: int) -> int:
+        """Rows the TCU computes for an operand of ``m`` rows: whole natural tiles
+        (``tcu_tile_m``), or, for fewer rows than one tile, whole row granules
+        (``tcu_row_granule``: the paper's array is 8 rows x 64 columns of MACs, so a GEMV's one
+        row costs what 8 rows cost, not what 32 do). The cost model and the interpreter both
+        charge ``tcu_padded_rows(m) * K_padded * N_padded`` MACs at the peak rate."""
+        if m < self.tcu_tile_m:
+            return -(-m // self.tcu_row_granule) * self.tcu_row_granule
+        return -(-m // self.tcu_tile_m) * self.tcu_tile_m
 
     @property
     def tcu_macs_per_cycle_i8(self) -> int:
@@ -215,6 +226,8 @@ class Machine:
         if self.hbsm_bytes % (self.hbsm_banks * self.hbsm_bank_width):
             raise MachineError(f"machine '{self.name}': hbsm_bytes must be a multiple of "
                                "hbsm_banks * hbsm_bank_width")
+        if self.tcu_tile_m % self.tcu_row_granule:
+            raise MachineError(f"machine '{self.name}': tcu_row_granule must divide tcu_tile_m")
         if self.num_tpbs > 64:
             raise MachineError(f"machine '{self.name}': at most 64 TPBs fit a TPB mask")
 
@@ -254,6 +267,7 @@ FIELD_LIMITS: dict[str, tuple[type, float, float]] = {
     "twu_max_levels": (_INT, 1, 16), "twu_field_bits": (_INT, 8, 64),
     "tcu_rows": (_INT, 1, 1 << 12), "tcu_cols": (_INT, 1, 1 << 12), "tcu_dot": (_INT, 1, 1 << 12),
     "tcu_tile_m": (_INT, 1, 1 << 16), "tcu_tile_k": (_INT, 1, 1 << 16),
+    "tcu_row_granule": (_INT, 1, 1 << 16),
     "tcu_tile_n": (_INT, 1, 1 << 16),
     "tcu_act_bytes_per_cycle": (_INT, 1, 1 << 20), "tcu_weight_bytes_per_cycle": (_INT, 1, 1 << 20),
     "tcu_pipeline_latency": (_INT, 1, 1 << 20),

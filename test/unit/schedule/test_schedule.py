@@ -16,7 +16,7 @@ from m100.passes.schedule.examples import GraphBuilder, conv_chain, matmul_graph
 from m100.passes.schedule.graph import ScheduleError
 from m100.passes.schedule.partition import tile_piece
 from m100.passes.schedule.placement import available_tpbs, schedule
-from m100.targets.m100.machine import get_machine
+from m100.targets.m100.machine import MachineError, get_machine
 
 M100 = get_machine("m100")
 TINY = get_machine("tiny")
@@ -33,6 +33,29 @@ def test_natural_tile_takes_32_cycles_int8_as_the_paper_says():
     assert cm.tcu_efficiency(33, 64, 32, "i8") < 0.55
     big = cm.tcu_efficiency(1024, 1024, 1024, "i8")
     assert 0.99 < big <= 1.0
+
+
+@pytest.mark.parametrize("rows", [1, 8, 9, 31, 32, 33])
+def test_tcu_row_granule_matches_the_interpreter(rows):
+    """The scheduler's TCU cycles of a W4A16 GEMV-shaped matmul are the interpreter's
+    (test/unit/sim/test_timing.py: fewer than 32 rows cost whole 8-row granules)."""
+    from m100.sim.testing import hb, run
+    from m100.targets.m100.isa import DType, MatMul
+    cm = CostModel(M100)
+    k, n = 128, 128
+    insts = [MatMul(0, hb(0, 0, DType.F16, (rows, k)), hb(0, 16384, DType.I4, (k, n)),
+                    hb(0, 65536, DType.F16, (rows, n)), rows, n, k,
+                    scale=hb(0, 32768, DType.F16, (k // 32, n)), block=32)]
+    res, _ = run(insts, machine=M100, mode="timing")
+    rec = res.records[0]
+    assert cm.tcu_cycles(rows, n, k, "f16", "i4") == rec.end - rec.start
+    rows_done = 8 * -(-rows // 8) if rows < 32 else 32 * -(-rows // 32)
+    assert cm.tcu_cycles(rows, n, k, "f16", "i4", latency=False) == rows_done * k * n / 512
+
+
+def test_machine_row_granule_divides_the_tile():
+    with pytest.raises(MachineError, match="tcu_row_granule"):
+        M100.replace(tcu_row_granule=12)
 
 
 def test_transfers_prefer_intra_cluster_and_broadcast_is_one_transfer():

@@ -1,7 +1,10 @@
 """Int4-weight GEMVs widened to more TPBs of the pool (issue 13 decode, ``placement.widen_gemvs``).
 
-A W4A16 GEMV pads its one row to the TCU tile, so fewer TCU column tiles per TPB shorten the
-compute that trails its weight stream. Oracles: the invariants of the change from the
+A W4A16 GEMV pads its one row to the TCU row granule, so fewer TCU column tiles per TPB shorten the
+compute that trails its weight stream. The tests run on the M100 with a 32-row granule (every GEMV
+padded to the whole 32-row tile, the model before session 9), where a TPB's compute is 4x slower
+and widening pays on this small chain; with the 8-row granule the quarter pool's plan of these two
+GEMVs is already as short. Oracles: the invariants of the change from the
 configurations alone (one row, every TPB a column part, fewer column tiles per TPB, only int4
 GEMVs touched), the plan rebuilt from the returned segments, and numpy from the
 ``DequantizeLinear`` definition on the program compiled with the widened configuration.
@@ -16,7 +19,7 @@ from m100.targets.m100.machine import get_machine
 
 from ...e2e.test_llm_w4 import _matmuls
 
-M100 = get_machine("m100")
+M100 = get_machine("m100").replace(name="m100-g32", tcu_row_granule=32)
 DIMS, B = (1024, 4096, 4096), 128  # x [1, 1024] @ W0 [1024, 4096] @ W1 [4096, 4096]
 
 
@@ -99,7 +102,7 @@ def test_widen_moves_the_gemv_to_more_tpbs_with_fewer_tiles_each(monkeypatch):
 def test_widened_gemv_program_matches_numpy(monkeypatch):
     from m100.tools import driver
     monkeypatch.setattr(placement, "_pools", _quarter_pool)
-    cr = driver.compile(_w4_chain(), machine="m100")
+    cr = driver.compile(_w4_chain(), machine=M100)
     mm = [i for i in _matmuls(cr.program) if i.scale is not None]
     assert len({i.tpb for i in mm}) > M100.num_tpbs // 4  # widened past the searched pool
     rng = np.random.default_rng(7)

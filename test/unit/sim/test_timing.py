@@ -42,6 +42,39 @@ def test_tcu_tiles_round_up():
     assert dur(res.records[0]) == 2 * 32 + m.tcu_pipeline_latency  # 33 rows = two row tiles
 
 
+def _rows_computed(m, rows: int) -> int:
+    """The rows the TCU array works on, from its shape (paper: 8 x 64 MACs, 32-row tiles)."""
+    if rows < m.tcu_tile_m:
+        return 8 * math.ceil(rows / 8)
+    return 32 * math.ceil(rows / 32)
+
+
+@pytest.mark.parametrize("rows", [1, 2, 7, 8, 9, 16, 17, 31, 32, 33, 40])
+def test_tcu_row_granule_of_a_w4_gemv(rows):
+    """Below one natural tile (32 rows) the TCU computes whole row granules of 8 rows (lead
+    decision, session 9: the paper's 8 x 64 array): a 1..8-row f16 x i4 matmul costs the 8-row
+    count, 9..16 rows 16, ...; from 32 rows on whole 32-row tiles (33 rows = 64). K and N are
+    whole tiles and the operand ports are below the compute here (weights 8 KB + scales 1 KB
+    over a 64 B/cycle port: 144 cycles < 256)."""
+    m = M100
+    assert m.tcu_row_granule == 8 and m.tcu_tile_m == 32
+    k, n, block = 128, 128, 32
+    A = hb(0, 0, DType.F16, (rows, k))
+    B = hb(0, 16384, DType.I4, (k, n))
+    S = hb(0, 32768, DType.F16, (k // block, n))
+    C = hb(0, 65536, DType.F16, (rows, n))
+    res, _ = run([MatMul(0, A, B, C, rows, n, k, scale=S, block=block)], machine=m, mode="timing")
+    compute = _rows_computed(m, rows) * k * n / m.tcu_macs_per_cycle("f16")
+    assert dur(res.records[0]) == compute + m.tcu_pipeline_latency
+    # a machine whose granule is the whole tile pads every row count below 32 to 32
+    g32 = m.replace(tcu_row_granule=32)
+    res, _ = run([MatMul(0, A, B, C, rows, n, k, scale=S, block=block)], machine=g32,
+                 mode="timing")
+    padded = 32 * math.ceil(rows / 32)
+    assert dur(res.records[0]) == padded * k * n / m.tcu_macs_per_cycle("f16") \
+        + m.tcu_pipeline_latency
+
+
 def _dma(engine, n, base):
     return Dma(engine, Walk.strided(Space.DDR, 0, base, DType.I8, (n,)),
                Walk.strided(Space.SRAM, 0, base % (1 << 24), DType.I8, (n,)))
