@@ -183,7 +183,7 @@ class UnitEmitter(EmitterCore):
         k = (tensor, key, tpb)
         if k in self.gcache:
             return self.gcache[k]
-        wbar = key[0] == "w"  # a weight chunk may be prefetched (``Plan.prefetch``)
+        wbar = key[0] in ("w", "wg")  # a weight chunk may be prefetched (``Plan.prefetch``)
         if len(tpbs) <= 1:
             r = self.gcache[k] = self.load(tensor, bshape, lin, tpb, wbar=wbar)
             return r

@@ -97,7 +97,7 @@ def _in_rows(g: OpGraph, op: Op, tr: int) -> int:
 
 def tile_piece(cm: CostModel, g: OpGraph, op: Op, rows: int, cols: int,
                budget: int | None = None, chunked: bool = False, kparts: int = 1,
-               act_resident: int = 0, whole_parts: bool = False) -> TilePlan:
+               act_resident: int = 0, whole_parts: bool = False, wshare: int = 1) -> TilePlan:
     """The cheapest tiling of ``rows x cols`` of ``op`` whose working set fits ``budget`` bytes.
 
     ``chunked``: a TCU contraction whose K can be split is cut into K chunks even where the whole
@@ -115,7 +115,10 @@ def tile_piece(cm: CostModel, g: OpGraph, op: Op, rows: int, cols: int,
     each part's weight is one DMA (each costs a DMA setup and DDR latency on an engine); a piece
     that is one instruction tile (``tr >= rows``, ``tc >= cols``) then holds its weight in one
     slot, not two (nothing of it streams). ``ScheduleError`` when no chunk size gives one chunk
-    per part."""
+    per part.
+    ``wshare`` > 1 (an int4 GEMV, ``StageCfg.wshare``): each weight K chunk holds the columns of
+    ``wshare`` column parts (one DRB broadcast to all of them), K is chunked and a piece is its
+    whole column part (``tc = cols``); ``ScheduleError`` when K has no chunk."""
     mc = cm.machine
     if whole_parts and kparts < 2:
         raise ScheduleError(f"internal: op '{op.name}': whole K parts without a K split")
@@ -164,7 +167,9 @@ def tile_piece(cm: CostModel, g: OpGraph, op: Op, rows: int, cols: int,
                 # (and at most 8: every chunk is a DMA of its own, ~250 cycles of DDR latency on
                 # an in-order engine; the cheapest compute alone would pick the smallest chunk
                 # that divides K, LLaMA2-7B down: 43 chunks of 256 instead of 4 of 2816)
-                k_cands = [x for x in k_cands if 4 <= ceil_div(geo.k, x) <= 8] or \
+                # (a chunk shared by ``wshare`` column parts is one DMA for all of them: up
+                # to 8 per TPB's share of them, each TPB then holds ``wshare`` x the chunk)
+                k_cands = [x for x in k_cands if 4 <= ceil_div(geo.k, x) <= 8 * wshare] or \
                     [x for x in k_cands if 4 * x <= geo.k] or k_cands
         if kparts > 1:
             if groups > 1 or "requant" in op.epilogue or "store" in op.epilogue:
@@ -198,7 +203,14 @@ def tile_piece(cm: CostModel, g: OpGraph, op: Op, rows: int, cols: int,
                     raise ScheduleError(f"op '{op.name}': no K chunk of whole blocks of {blk} "
                                         f"for {kparts} parts")
                 k_cands = [geo.k]
+        if wshare > 1:  # the group's chunk per TPB: K chunked, a piece = its column part
+            k_cands = [x for x in k_cands if x < geo.k]
+            if not k_cands or conv or kparts > 1 or act_resident:
+                raise ScheduleError(f"op '{op.name}': no K chunks for weight chunks shared "
+                                    f"by {wshare} column parts")
         tc_cands = _candidates(cols, mc.tcu_tile_n) if groups == 1 else [cols]
+        if wshare > 1:
+            tc_cands = [cols]
         tr_cands = _candidates(rows, row_align)
         if act_resident:  # one row tile of whole K; B in column tiles (< cols), K chunks
             tr_cands = [rows]
@@ -213,7 +225,8 @@ def tile_piece(cm: CostModel, g: OpGraph, op: Op, rows: int, cols: int,
                     # one K chunk per part and one instruction tile: the weight never streams
                     wslots = 1 if not streamed or (whole_parts and tr >= rows and tc >= cols) \
                         else 2
-                    wslot = cm.align(tk * tc * wb if groups == 1 else geo.weight_bytes * tc / geo.cols)
+                    wslot = cm.align(tk * tc * wshare * wb if groups == 1
+                                     else geo.weight_bytes * tc / geo.cols)
                     if conv:
                         aslot = cm.align(in_rows * op.attrs["w"] * (tk // kwin) * groups * ab)
                     else:

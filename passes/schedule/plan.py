@@ -181,6 +181,10 @@ class PlanPiece:
     group: int = -1
     a_share: tuple[int, ...] = ()
     b_share: tuple[int, ...] = ()
+    # ``StageCfg.wshare``: the TPBs whose column parts receive each weight K chunk by one DRB
+    # broadcast of their columns ``w_cols`` (this piece reads its own columns out of it)
+    w_share: tuple[int, ...] = ()
+    w_cols: tuple[int, int] = (0, 0)
     # a K split (``StageCfg.ks``): this piece computes the partial sum of K part ``kpart`` of
     # ``kparts``; a *reduction* piece (``reduce``: the TPBs of parts 0..kparts-1, its own TPB is
     # part 0's) adds them up after the group: copies, bias load, CVU add chain, store
@@ -197,6 +201,8 @@ class PlanPiece:
             d.update(kpart=self.kpart, kparts=self.kparts)
         if self.reduce:
             d.update(reduce=list(self.reduce))
+        if self.w_share:
+            d.update(w_share=list(self.w_share), w_cols=list(self.w_cols))
         return d
 
 

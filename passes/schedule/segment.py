@@ -15,7 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from .cost import CostModel
-from .graph import Op, OpGraph, geometry, row_window
+from .graph import Op, OpGraph, ScheduleError, geometry, row_window
 from .partition import TilePlan
 from .plan import PlanPiece, image_parts, image_rows
 
@@ -42,6 +42,13 @@ class StageCfg:
     # DMA setup and DDR latency on an engine; a one-tile piece holds it in one HBSM slot
     # (``partition.tile_piece``'s ``whole_parts``; chosen by ``whole_parts.whole_parts``)
     whole: bool = False
+    # > 1: an int4-weight GEMV (one TPB row, K in chunks, one column tile per column part) whose
+    # consecutive column parts, ``wshare`` at a time, receive each K chunk of their columns by
+    # one DRB broadcast, each TPB's matmul reading its own columns out of the group's buffer:
+    # one DDR transfer (one DMA setup and DDR latency on an in-order engine) per group and chunk
+    # instead of one per TPB and chunk; each TPB holds the group's chunk (``wshare`` x the
+    # weight slot). Chosen by :func:`.wshare.share_gemv_chunks`.
+    wshare: int = 1
 
     @property
     def gr(self) -> int:
@@ -215,9 +222,38 @@ def lockstep_groups(g: OpGraph, op: Op, st: StageCfg, tplan: TilePlan, geo,
                     p.a_share = tuple(q.tpb for q in grp if q.band == p.band
                                       and q.kpart == p.kpart)
                     p.b_share = tuple(q.tpb for q in grp if q.col == p.col and q.kpart == p.kpart)
+                if st.wshare > 1:
+                    _weight_groups(op, st, tplan, grp, geo.cols)
                 if grp:
                     groups.append(grp)
     return groups
+
+
+def wshare_ok(op: Op, st: StageCfg, tplan: TilePlan) -> bool:
+    """Can ``st`` share weight chunks between column parts (``StageCfg.wshare``)? An int4-weight
+    matmul of one TPB row and one round (a GEMV), no K split, K in chunks, each column part one
+    column tile (its pieces are then whole column parts), ``wshare`` dividing the column parts."""
+    return (op.unit == "tcu.matmul" and "w4" in op.attrs and st.gr == 1 and st.bands == 1
+            and st.ks == 1 and not st.act_resident and tplan.tk < tplan.k
+            and tplan.tc >= tplan.cols and st.gc % st.wshare == 0)
+
+
+def _weight_groups(op: Op, st: StageCfg, tplan: TilePlan, grp: list[PlanPiece],
+                   cols: int) -> None:
+    """``PlanPiece.w_share`` / ``w_cols`` of the pieces of a lockstep group of a stage with
+    ``wshare`` > 1: the TPBs of ``wshare`` consecutive column parts and their columns."""
+    if not wshare_ok(op, st, tplan):
+        raise ScheduleError(f"internal: op '{op.name}': wshare={st.wshare} on a stage that is "
+                            "not an int4 GEMV in K chunks with one column tile per column part")
+    by_col = {p.col: p for p in grp}
+    for p in grp:
+        g0 = p.col // st.wshare * st.wshare
+        members = [by_col[j] for j in range(g0, g0 + st.wshare) if j in by_col]
+        c0, c1 = band_rows(cols, st.gc, g0)[0], band_rows(cols, st.gc, g0 + st.wshare - 1)[1]
+        if any(not (c0 <= q.c0 and q.c1 <= c1) for q in members):
+            raise ScheduleError(f"internal: op '{op.name}': a piece outside its weight group")
+        p.w_share = tuple(q.tpb for q in members)
+        p.w_cols = (c0, c1)
 
 
 def row_tile(cm: CostModel, g: OpGraph, op: Op) -> int:

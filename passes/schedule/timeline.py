@@ -77,12 +77,13 @@ class Scheduler:
 
     # ------------------------------------------------------------------ tiles
     def tile(self, op: Op, rows: int, cols: int, budget: int, chunked: bool = False,
-             kparts: int = 1, act_resident: int = 0, whole: bool = False) -> TilePlan:
-        key = (op.name, rows, cols, budget, chunked, kparts, act_resident, whole)
+             kparts: int = 1, act_resident: int = 0, whole: bool = False,
+             wshare: int = 1) -> TilePlan:
+        key = (op.name, rows, cols, budget, chunked, kparts, act_resident, whole, wshare)
         p = self._tile_cache.get(key)
         if p is None:
             p = tile_piece(self.cm, self.g, op, rows, cols, budget, chunked, kparts,
-                           act_resident, whole)
+                           act_resident, whole, wshare)
             self._tile_cache[key] = p
         return p
 
@@ -106,7 +107,7 @@ class Scheduler:
                                             for b in range(st.bands)))
         cols_b = ceil_div(geo.cols, st.gc)
         return self.tile(op, rows_b, cols_b, self.stage_budget(seg, st), st.chunked, st.ks,
-                         st.act_resident, st.whole)
+                         st.act_resident, st.whole, st.wshare)
 
     def band_boxes(self, st: StageCfg, op: Op, tplan: TilePlan, b: int):
         """The pieces of band ``b`` of a stage built piece by piece, in build order: (column part,

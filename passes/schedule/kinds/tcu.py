@@ -95,7 +95,11 @@ def plan_piece(bld, si: int, st, op: Op, p: PlanPiece, tplan: TilePlan, compute)
             for w_in, nb, key in ((w_t, wbytes, k0),) + (
                     ((w4[0], kc // w4[1] * cols * dtype_bytes(g.tensors[w4[0]].dtype),
                       k0 // w4[1]),) if w4 else ()):
-                if w_in != w_t and scales_resident(p.b_share, tplan):
+                if w_in == w_t and p.w_share:  # the weight group's chunk: one broadcast
+                    deps.append(bld._shared_chunk(
+                        op, w_in, ("wg", p.w_cols, key), p.w_share, tpb,
+                        kc * (p.w_cols[1] - p.w_cols[0]) * dtype_bytes(wt.dtype), "w"))
+                elif w_in != w_t and scales_resident(p.b_share, tplan):
                     # all of the column part's scales in one load before the first chunk
                     deps.append(bld._weight(st, op, w_in, tpb, p.c0, p.c1, p.col, None,
                                              K // w4[1] * cols * dtype_bytes(
@@ -242,10 +246,18 @@ def emit_piece(em, si, seg, op, b, j, tpb, r0, r1, c0, c1, pieces, seg_ops, plan
                 a_slot, deps = (abuf, None), [at]
             # a constant or a runtime B: resident -> once per TPB (broadcast per column
             # part), streamed -> per K chunk (lockstep: broadcast to the column part's rows)
-            w_buf, wt = _weight_in(em, pp, op, w_t, tpb, c0, c1,
-                                   None if tk == k else (0, k0, kc), resident, j)
+            if pp.w_share:  # this TPB's columns of its weight group's broadcast chunk
+                gc0, gc1 = pp.w_cols
+                bshape, lin = em.weight_box(w_t, gc0, gc1, "w", (0, k0, kc))
+                w_buf, wt = em.shared_chunk(w_t, ("wg", pp.w_cols, k0), pp.w_share, tpb,
+                                            bshape, lin)
+                w_acc = access((kc, cols), [((1, 0), 0), ((0, 1), c0 - gc0)])
+            else:
+                w_buf, wt = _weight_in(em, pp, op, w_t, tpb, c0, c1,
+                                       None if tk == k else (0, k0, kc), resident, j)
+                w_acc = None
             deps.append(wt)
-            slots = {"a": a_slot, "b": (w_buf, None),
+            slots = {"a": a_slot, "b": (w_buf, w_acc),
                      "c": (out if last or acc_buf is None else acc_buf, None)}
             if acc_buf is not None and last:
                 slots["acc"] = (acc_buf, None)

@@ -1,0 +1,74 @@
+"""Int4 GEMVs whose column parts share their weight chunks' DMAs (``StageCfg.wshare``).
+
+A W4A16 decode layer is bound by its two in-order DMA engines, and each DDR transfer costs
+``dma_setup_cycles + ddr_latency`` (+ ``hbsm_latency``) before its data. A GEMV streamed to P
+TPBs in c K chunks is P * c weight transfers (LLaMA2-7B's down projection on 56 TPBs in 4 chunks:
+224 a layer, ~56 k engine-cycles of latency). Its weight rows are contiguous in DDR across
+column parts, so the K chunk of ``w`` consecutive column parts is one box: one DRB broadcast
+delivers it to the ``w`` TPBs, each computing its own columns out of it (the matmul's B walk
+picks them; ``kinds.tcu``). DDR bytes stay the same, the transfers drop ``w``-fold, each TPB
+holds ``w`` times the chunk (``partition.tile_piece``'s ``wshare``).
+
+:func:`share_gemv_chunks` tries, per int4 GEMV (one TPB row, K chunked, a column tile per column
+part; largest weight first), the shares that divide its column parts in the whole plan and keeps
+the shortest (a whole-plan build each, bounded by :data:`MAX_SHARE_TRIALS`); none once the search
+budget is spent. Pre: the plan after ``widen_gemvs``; post: the same plan or a shorter one.
+
+**Not called by ``placement.schedule``** (session 9, measured): on the LLaMA2-7B W4A16 decode
+layer (context 1024, batch 1, 8-row TCU granule) the down projection on 56 TPBs in 4 K chunks
+with shares of 2 / 4 cuts its weight DMAs from 224 to 112 / 56 (the layer's from 1106 to 994 /
+938) but the plan gets 4.6 k / 5.2 k cycles *longer* (823 k): the engines' total busy time drops
+by 28 k cycles, all of it on one engine, which then waits in short gaps for chunk slots freed by
+the TPBs' compute (the list scheduler places each transfer in the earliest gap in build order);
+the other engine still carries the layer's end. Batch 4: at most -2.0 k of 1.266 M (0.16 %).
+The Q/K/V and gate/up projections on 7 TPBs (one group of 7) get 6-7 k longer or do not fit (a
+group's chunk of gate/up is 7 x 3146 columns). So it stays a tested mechanism
+(``test/unit/schedule/test_wshare.py``: numerics, one broadcast per group and chunk, every int4
+byte read once) for when the DMA queues are ordered by more than build order.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from .segment import SegmentCfg, wshare_ok
+
+#: whole-plan builds at most
+MAX_SHARE_TRIALS = 16
+#: the shares tried (column parts per broadcast)
+SHARES = (2, 4, 7, 8)
+
+
+def share_gemv_chunks(s, segs: list[SegmentCfg], tl, keep: str) -> tuple[list[SegmentCfg], object]:
+    """``segs`` with ``wshare`` set on the int4 GEMVs where the whole plan gets shorter, and its
+    plan (``s``: the placement search, ``tl``: the plan of ``segs``)."""
+    if s.spent():
+        return segs, tl
+    order = []
+    for si, seg in enumerate(segs):
+        if len(seg.stages) != 1:
+            continue
+        st = seg.stages[0]
+        op = s.ops[st.op]
+        plan = tl.plans.get(st.op)
+        if plan is None or st.wshare != 1 or not wshare_ok(op, st, plan):
+            continue
+        order.append((-sum(t.nbytes for t in s.g.weights(op)), si))
+    trials = 0
+    for _w, si in sorted(order):
+        seg = segs[si]
+        st = seg.stages[0]
+        for w in SHARES:
+            if st.gc % w or w > st.gc:
+                continue
+            if trials >= MAX_SHARE_TRIALS:
+                return segs, tl
+            trials += 1
+            trial = segs[:si] + [replace(seg, stages=(replace(st, wshare=w),))] + segs[si + 1:]
+            tl2 = s.sched.shorter(trial, tl, keep)
+            if tl2 is not None:
+                segs, tl = trial, tl2
+    return segs, tl
+
+
+__all__ = ["share_gemv_chunks", "MAX_SHARE_TRIALS", "SHARES"]
