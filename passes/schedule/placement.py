@@ -35,6 +35,7 @@ from dataclasses import dataclass, replace
 from m100.targets.m100.machine import Machine
 
 from .cost import CostModel, ceil_div
+from .gemv_runs import unchunk_gemv_runs
 from .graph import Op, OpGraph, ScheduleError, geometry
 from .partition import col_splits
 from .plan import Plan
@@ -532,6 +533,7 @@ def schedule(g: OpGraph, machine: Machine, tpbs: int = 0, clusters: int = 0,
     tl, keep = keep_activations(search.sched, segs, tl)
     segs, tl = weights_once(search, segs, tl, keep)
     segs, tl = widen_gemvs(search, segs, tl, keep, pool)
+    segs, tl = unchunk_gemv_runs(search, segs, tl, keep)
     tl.checkpoints = {}  # only the trials above resume from them
     return Placement(strategy, segs, tl, machine, pool, evals)
 

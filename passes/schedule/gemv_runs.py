@@ -1,0 +1,69 @@
+"""Runs of small K-chunked GEMVs (decode attention heads) with every other one's K whole.
+
+A decode layer's attention is one small GEMV per (sequence, KV head) and cache (``q_h @ kT_j``,
+``p_h @ v_j``), each on one TPB, its cache streamed in K chunks (``StageCfg.chunked``: the
+search costs a segment in isolation, where the first chunk starts the TCU sooner). In the whole
+plan their ~130 cache loads share the two in-order DMA engines with the weight streams of the
+projections; each K chunk is one more transfer (``dma_setup_cycles + ddr_latency``), while a
+whole-K head waits for its whole cache. :func:`unchunk_gemv_runs` tries, in the whole plan,
+every other GEMV of the run with its K whole (both phases) and all of them, and keeps the
+shortest plan (3 builds). LLaMA2-7B W4A16 decode, context 1024, batch 1 (8-row TCU granule):
+823.3 k -> 816.3 k predicted cycles a layer with the odd heads whole (all whole: 833.1 k; every
+K-cache GEMV whole: 823.1 k; every V-cache GEMV whole: 824.6 k).
+
+Pre: the plan after ``widen_gemvs``; post: the same plan or a shorter one. Runs only once the
+search has budget left, like the other whole-plan refinements.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from .graph import geometry
+from .segment import SegmentCfg
+
+#: a run needs at least this many chunked GEMVs (the heads of one attention)
+MIN_RUN = 8
+
+
+def gemv_run(s, segs: list[SegmentCfg]) -> list[int]:
+    """Indices of the one-stage, one-TPB-row, K-chunked f16/f32 GEMV segments (no int4 weight:
+    the attention's products with the KV cache) in plan order."""
+    mc = s.cm.machine
+    out = []
+    for si, seg in enumerate(segs):
+        if seg.kind != "data-parallel" or len(seg.stages) != 1:
+            continue
+        st = seg.stages[0]
+        op = s.ops[st.op]
+        if op.unit != "tcu.matmul" or "w4" in op.attrs or not st.chunked or st.ks != 1 \
+                or st.act_resident or st.gr != 1:
+            continue
+        geo = geometry(s.g, op)
+        if geo.rows * geo.row_elems > mc.tcu_tile_m:
+            continue
+        out.append(si)
+    return out
+
+
+def unchunk_gemv_runs(s, segs: list[SegmentCfg], tl, keep: str
+                      ) -> tuple[list[SegmentCfg], object]:
+    """``segs`` with K whole on every other GEMV of :func:`gemv_run` (or on all of them) where
+    the whole plan gets shorter, and its plan."""
+    if s.spent():
+        return segs, tl
+    run = gemv_run(s, segs)
+    if len(run) < MIN_RUN:
+        return segs, tl
+    best = (segs, tl)
+    for sel in (run[1::2], run[::2], run):
+        trial = list(segs)
+        for si in sel:
+            trial[si] = replace(segs[si], stages=(replace(segs[si].stages[0], chunked=False),))
+        tl2 = s.sched.shorter(trial, best[1], keep)
+        if tl2 is not None:
+            best = (trial, tl2)
+    return best
+
+
+__all__ = ["gemv_run", "unchunk_gemv_runs", "MIN_RUN"]
