@@ -16,6 +16,8 @@ unit then runs it (docs/ops.md, "vision"):
   index map is ``i // r`` becomes ``Reshape -> Expand -> Reshape`` (DMAs only, exact).
   Non-finite inputs: a MatMul row sums products with zeros, so an inf/NaN spreads along its row
   (finite inputs are exact up to f32 rounding).
+- **Pad** ``constant`` with negative pads: a Slice, then a Pad by the non-negative ones; with a
+  run-time pad value: ``Where(mask, Pad(x, pads, 0), value)``.
 - **Pad** ``reflect`` / ``edge`` / ``wrap`` with constant pads: per padded axis, one-row Slices
   (DMA) and a Concat (DMA); negative pads are Slices.
 - **ConvTranspose**: kernel == stride, no pads/dilation/output padding, group 1 (the U-Net
@@ -169,11 +171,54 @@ def _resize(node, c: RewriteCtx):
     return True
 
 
+def _pad_constant(node, c: RewriteCtx) -> bool:
+    """A constant-mode Pad (constant pads and axes, static shape; else left as it is) that
+    torch-mlir or the scheduler would not take:
+
+    - negative pads (cropping; its DMA addressed bytes before the buffer: an internal error):
+      a Slice first, then a Pad by the non-negative pads;
+    - a run-time pad value (torch-mlir reads it with a ``tensor.extract`` no unit runs):
+      ``Where(mask, Pad(x, pads, 0), value)``, the mask true where the result reads ``x``."""
+    ins = list(node.input) + [""] * (4 - len(node.input))
+    x, pads, value, axes = ins[:4]
+    s = c.shapes.get(x)
+    if s is None or c.consts.get(pads) is None or (axes and c.consts.get(axes) is None):
+        return False
+    runtime_value = bool(value) and value not in c.consts
+    p = [int(v) for v in c.consts[pads]]
+    if not runtime_value and min(p, default=0) >= 0:
+        return False
+    r = len(s)
+    ax = [int(v) % r for v in c.consts[axes]] if axes else list(range(r))
+    lo, hi = [0] * r, [0] * r
+    for i, a in enumerate(ax):
+        lo[a], hi[a] = p[i], p[i + len(ax)]
+    cur = x
+    cut = [a for a in range(r) if lo[a] < 0 or hi[a] < 0]
+    if cut:
+        cur = c.node("Slice", [x, c.i64([max(0, -lo[a]) for a in cut], "starts"),
+                               c.i64([s[a] - max(0, -hi[a]) for a in cut], "ends"),
+                               c.i64(cut, "axes")])
+    cropped = [d - max(0, -b) - max(0, -e) for d, b, e in zip(s, lo, hi)]
+    if runtime_value:
+        fill = c.const(np.zeros((), c.np_type(x)), "pad_zero")
+    else:
+        fill = value
+    new_pads = c.i64([max(0, b) for b in lo] + [max(0, e) for e in hi], "pads")
+    out = None if runtime_value else node.output[0]
+    padded = c.node("Pad", [cur, new_pads] + ([fill] if fill else []), out, mode="constant")
+    if runtime_value:
+        # true where the result reads x
+        mask = np.pad(np.ones(cropped, bool), [(max(0, b), max(0, e)) for b, e in zip(lo, hi)])
+        c.node("Where", [c.const(mask, "pad_mask"), padded, value], node.output[0])
+    return True
+
+
 def _pad(node, c: RewriteCtx):
     a = node_attrs(node)
     mode = as_str(a.get("mode", "constant"))
     if mode == "constant":
-        return False
+        return _pad_constant(node, c)
     where = f"Pad '{node.name or node.output[0]}'"
     x = node.input[0]
     s = c.shapes.get(x)
