@@ -140,7 +140,7 @@ class _TcuOp(InstrOp):
     requant = opt_prop_def(DenseArrayBase)  # [multiplier, shift, zero_point, qmin, qmax]
 
     def optional_slots(self) -> list[str]:
-        return ["bias", "per_channel"]
+        return ["bias", "per_channel", "dequant"]
 
     def _epilogue(self, w: dict[str, Walk]) -> tuple[bool, Epilogue]:
         act = Act[self.act.data.upper()] if self.act is not None else Act.NONE
@@ -151,7 +151,7 @@ class _TcuOp(InstrOp):
         elif "per_channel" in w:
             raise ValueError("operand 'per_channel' needs a 'requant' parameter")
         return self.accumulate is not None, Epilogue(w.get("bias"), act, _fval(self.clamp_lo),
-                                                     _fval(self.clamp_hi), rq)
+                                                     _fval(self.clamp_hi), rq, w.get("dequant"))
 
     @staticmethod
     def _epilogue_params(accumulate: bool, ep: Epilogue, slots: dict) -> dict[str, Attribute]:
@@ -171,6 +171,8 @@ class _TcuOp(InstrOp):
             p["requant"] = i64_array([r.multiplier, r.shift, r.zero_point, r.qmin, r.qmax])
             if r.per_channel is not None:
                 slots["per_channel"] = (None, r.per_channel)
+        if ep.dequant is not None:
+            slots["dequant"] = (None, ep.dequant)
         return p
 
     def verify_(self) -> None:
@@ -185,7 +187,8 @@ class _TcuOp(InstrOp):
 
 @irdl_op_definition
 class MatmulOp(_TcuOp):
-    """``tpb.matmul tpb T a(..) b(..) c(..) [bias(..)] [per_channel(..)] [scale(..)] [acc(..)] {m, n, k,
+    """``tpb.matmul tpb T a(..) b(..) c(..) [bias(..)] [per_channel(..)] [dequant(..)] [scale(..)]
+    [acc(..)] {m, n, k,
     [accumulate], [act, clamp_lo, clamp_hi, requant], [block]}``: TCU ``C[m,n] (+)= A[m,k] @
     B[k,n]`` + epilogue; with ``scale`` and ``block`` the i4 B is dequantized on the fly."""
     name = "tpb.matmul"
@@ -200,7 +203,7 @@ class MatmulOp(_TcuOp):
         return ["a", "b", "c"]
 
     def optional_slots(self) -> list[str]:
-        return ["bias", "per_channel", "scale", "acc"]
+        return ["bias", "per_channel", "dequant", "scale", "acc"]
 
     def _build(self, w, sync):
         acc, ep = self._epilogue(w)

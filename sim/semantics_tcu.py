@@ -105,6 +105,10 @@ class TcuExec(Exec):
                 acc = acc + self.read(Access(ep.bias, ep.bias.tpb), False).astype(np.int64)
             acc = acc.astype(np.int32)  # two's complement wrap, like the hardware accumulator
             acc = _act(acc, ep.act, ep.clamp_lo, ep.clamp_hi, True)
+            if ep.dequant is not None:  # f32(acc) (RNE) * scale[f] in f32; rounded on store
+                sc = self.read(Access(ep.dequant, ep.dequant.tpb), False).astype(np.float32)
+                with quiet():
+                    return acc.astype(np.float32) * sc.reshape(1, nchan)
             rq = ep.requant
             if rq is None:
                 return acc
@@ -135,6 +139,8 @@ class TcuExec(Exec):
             out.append(Access(ep.bias, ep.bias.tpb))
         if ep.requant is not None and ep.requant.per_channel is not None:
             out.append(Access(ep.requant.per_channel, ep.requant.per_channel.tpb))
+        if ep.dequant is not None:
+            out.append(Access(ep.dequant, ep.dequant.tpb))
         return out
 
 

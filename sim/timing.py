@@ -153,7 +153,8 @@ class CostModel:
         if accumulate and acc_in is not None:  # the old accumulator read from its own walk
             o_acc = o_acc + self.acc(acc_in) * frac
         total = a_acc + w_acc + o_acc
-        for extra in (ep.bias, ep.requant.per_channel if ep.requant is not None else None):
+        for extra in (ep.bias, ep.requant.per_channel if ep.requant is not None else None,
+                      ep.dequant):
             if extra is not None:
                 total = total + self.acc(extra)
         c.add_banks(tpb, total)

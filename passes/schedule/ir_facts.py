@@ -95,6 +95,9 @@ class Lowering:
     # its per-channel [2, F] i32 table (None: one multiplier for all channels)
     requant: dict[str, Any] | None = None
     requant_table: str | None = None
+    # the dequantize stage of an integer contraction (fuse-dequant's ``dequant`` epilogue): the
+    # tensor of its per-channel f32 scales [F]
+    dequant: str | None = None
 
 
 @dataclass

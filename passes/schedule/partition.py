@@ -123,7 +123,8 @@ def tile_piece(cm: CostModel, g: OpGraph, op: Op, rows: int, cols: int,
     if whole_parts and kparts < 2:
         raise ScheduleError(f"internal: op '{op.name}': whole K parts without a K split")
     if act_resident and (op.unit != "tcu.matmul" or kparts > 1 or op.attrs.get("w4")
-                         or "requant" in op.epilogue or "store" in op.epilogue):
+                         or "requant" in op.epilogue or "store" in op.epilogue
+                         or "dequant" in op.epilogue):
         raise ScheduleError(f"internal: op '{op.name}' ({op.unit}) has no resident-activation "
                             "tiling")
     budget = mc.hbsm_bytes if budget is None else budget
@@ -172,7 +173,8 @@ def tile_piece(cm: CostModel, g: OpGraph, op: Op, rows: int, cols: int,
                 k_cands = [x for x in k_cands if 4 <= ceil_div(geo.k, x) <= 8 * wshare] or \
                     [x for x in k_cands if 4 * x <= geo.k] or k_cands
         if kparts > 1:
-            if groups > 1 or "requant" in op.epilogue or "store" in op.epilogue:
+            if groups > 1 or "requant" in op.epilogue or "store" in op.epilogue or \
+                    "dequant" in op.epilogue:
                 raise ScheduleError(f"op '{op.name}': its reduction can not be split over TPBs")
             per_part = kwin * ceil_div(cin, kparts) if conv else ceil_div(geo.k, kparts)
             extra = [per_part] + ([kwin * ceil_div(cin, 2 * kparts), kwin * ceil_div(cin, 4 * kparts)]
@@ -232,7 +234,8 @@ def tile_piece(cm: CostModel, g: OpGraph, op: Op, rows: int, cols: int,
                     else:
                         aslot = cm.align(tr * geo.row_elems * (geo.k if act_resident else tk) * ab)
                     oslot = cm.align(m * tc * (4 if tk < geo.k else ob))
-                    if tk < geo.k and "store" in op.epilogue:  # + the rounded result
+                    if tk < geo.k and ("store" in op.epilogue or "dequant" in op.epilogue):
+                        # + the rounded (dequantized) result next to the f32 (i32) accumulator
                         oslot += cm.align(m * tc * ob)
                     bufs = (Buffer("act", aslot, 1 if act_resident else 2, unit),
                             Buffer("weight", wslot, wslots, unit),

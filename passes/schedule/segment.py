@@ -266,7 +266,8 @@ def act_resident_ok(g: OpGraph, op: Op) -> bool:
     matmul (no batch, no K split, whole-K epilogue: no requantization or rounding store, no int4
     weight) -- its band rows then stay while B streams in column tiles."""
     return op.unit == "tcu.matmul" and not op.attrs.get("batch") and not op.attrs.get("w4") \
-        and "requant" not in op.epilogue and "store" not in op.epilogue
+        and "requant" not in op.epilogue and "store" not in op.epilogue \
+        and "dequant" not in op.epilogue
 
 
 def ksplit_ok(g: OpGraph, op: Op) -> bool:
@@ -275,7 +276,7 @@ def ksplit_ok(g: OpGraph, op: Op) -> bool:
     whose epilogue is at most a bias and a ReLU (applied after the sum, on the CVU)."""
     if op.unit not in ("tcu.matmul", "tcu.conv2d") or op.attrs.get("groups", 1) != 1:
         return False
-    if op.attrs.get("batch") or "rq_table" in op.attrs:
+    if op.attrs.get("batch") or "rq_table" in op.attrs or "dq_table" in op.attrs:
         return False
     if any(e not in ("bias", "relu") for e in op.epilogue):
         return False

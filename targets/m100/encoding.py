@@ -45,7 +45,7 @@ from .isa import (BY_OPCODE, Act, Broadcast, Conv2D, Copy, CsuCall, CvuOp, CvuPi
                   Routine, Space, Stage, Sync, Trigger, Update, Walk, space_size)
 from .machine import Machine
 
-ENCODING_VERSION = 1
+ENCODING_VERSION = 2  # 2: Epilogue.dequant (a presence bit after requant)
 
 OPCODE_BITS = 8
 LENGTH_BITS = 24
@@ -304,7 +304,8 @@ class _Coder:
                         self.enum(Act, ACT_BITS, s.act, (what, ".act")),
                         self.opt_f64(s.clamp_lo, (what, ".clamp_lo")),
                         self.opt_f64(s.clamp_hi, (what, ".clamp_hi")),
-                        self.opt(s.requant, (what, ".requant"), self.requant))
+                        self.opt(s.requant, (what, ".requant"), self.requant),
+                        self.opt(s.dequant, (what, ".dequant"), self.walk))
 
     def ref(self, r: Ref | None, what: str) -> Ref:
         s = _Src(r)

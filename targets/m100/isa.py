@@ -44,8 +44,14 @@ def _check_tcu_types(mn: str, a: DType, b: DType, acc_out: DType, ep: Epilogue,
         _need(a is DType.I8 and b in (DType.I8, DType.I4),
               f"{mn}: integer TCU operands must be i8 x i8 or i8 x i4, got {a.short} x {b.short}")
         if ep.requant is not None:
+            _need(ep.dequant is None, f"{mn}: requant and dequant exclude each other")
             _need(acc_out is DType.I8, f"{mn}: a requantized result must be i8, not {acc_out.short}")
             _need(not accumulate, f"{mn}: accumulate needs the raw i32 result, not a requantized one")
+        elif ep.dequant is not None:
+            _need(acc_out in (DType.F16, DType.BF16, DType.F32),
+                  f"{mn}: a dequantized result must be f16/bf16/f32, not {acc_out.short}")
+            _need(not accumulate or acc_in, f"{mn}: accumulate onto a dequantized result needs "
+                  "the i32 accumulator as 'acc'")
         else:
             _need(acc_out is DType.I32, f"{mn}: an integer result without requant must be i32")
         _need(ep.act in (Act.NONE, Act.RELU, Act.CLAMP),
@@ -59,6 +65,7 @@ def _check_tcu_types(mn: str, a: DType, b: DType, acc_out: DType, ep: Epilogue,
               f"got {a.short} x {b.short}")
         _need(acc_out.is_float, f"{mn}: a float matmul writes a float result, not {acc_out.short}")
         _need(ep.requant is None, f"{mn}: requantization applies to integer matmuls only")
+        _need(ep.dequant is None, f"{mn}: dequantization applies to integer matmuls only")
         if accumulate and not acc_in:
             _need(acc_out is DType.F32, f"{mn}: accumulate needs an f32 result")
         if ep.bias is not None:
@@ -78,9 +85,10 @@ class MatMul(Instruction):
     rounding to A's type), then the float product as usual. ``scale`` is ``[k / block, n]`` of A's
     type; ``block`` divides ``k``.
 
-    ``acc`` (float only, with ``accumulate``): the old accumulator is read from this f32 walk
-    instead of C, so the last K chunk of a chain can add the f32 partial sum and round once to an
-    f16/bf16 C (a K-split contraction with a narrow result)."""
+    ``acc`` (with ``accumulate``): the old accumulator is read from this f32 walk instead of C,
+    so the last K chunk of a chain can add the f32 partial sum and round once to an f16/bf16 C (a
+    K-split contraction with a narrow result); likewise an i32 walk for an integer chain whose
+    last chunk dequantizes (``epilogue.dequant``) into a float C."""
     UNIT: ClassVar[Unit] = Unit.TCU
     OPCODE: ClassVar[int] = 0x01
     MNEMONIC: ClassVar[str] = "tcu.matmul"
@@ -116,8 +124,11 @@ class MatMul(Instruction):
         else:
             _need(self.block == 0, f"{mn}: block without scale")
         if self.acc is not None:
-            _need(self.accumulate and self.a.dtype.is_float and self.acc.dtype is DType.F32,
-                  f"{mn}: 'acc' is the f32 accumulator of a float accumulate")
+            _need(self.accumulate and ((self.a.dtype.is_float and self.acc.dtype is DType.F32) or
+                                       (self.a.dtype.is_int and self.epilogue.dequant is not None
+                                        and self.acc.dtype is DType.I32)),
+                  f"{mn}: 'acc' is the f32 accumulator of a float accumulate or the i32 "
+                  "accumulator of a dequantized integer one")
             _need_elems("acc", self.acc, (self.m, self.n), mn)
             _need(self.acc.space is Space.HBSM and self.acc.tpb == self.tpb,
                   f"{mn}: operand 'acc' must be in the HBSM of TPB {self.tpb}")
@@ -143,6 +154,9 @@ def _check_epilogue_shapes(mn: str, ep: Epilogue, f: int) -> None:
         if rq.per_channel is not None:
             _need(rq.per_channel.dtype is DType.I32, f"{mn}: per-channel requant params must be i32")
             _need_elems("requant.per_channel", rq.per_channel, (f, 2), mn)
+    if ep.dequant is not None:
+        _need(ep.dequant.dtype is DType.F32, f"{mn}: dequantization scales must be f32")
+        _need_elems("dequant", ep.dequant, (f,), mn)
     if ep.act is Act.CLAMP:
         _need(ep.clamp_lo <= ep.clamp_hi, f"{mn}: clamp_lo > clamp_hi")
 

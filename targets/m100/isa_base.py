@@ -449,12 +449,20 @@ class Requant:
 
 @dataclass(frozen=True)
 class Epilogue:
-    """TCU non-linear pipeline: accumulator (+ bias) -> activation -> (requantize)."""
+    """TCU non-linear pipeline: accumulator (+ bias) -> activation -> (requantize | dequantize).
+
+    ``dequant`` (integer contractions only), if given, is an f32 walk of ``[F]`` per-channel
+    scales: the int32 accumulator (after bias and activation) becomes ``f32(acc)`` (round to
+    nearest even), times ``dequant[f]`` in f32 (one rounding), stored in the result's float type
+    (f16/bf16/f32, rounded to nearest even on store). It is ONNX's ``Cast(Cast(acc, f32) *
+    scale, f16)`` (W8A8 projections) done by the TCU instead of a CVU pass over the i32 result.
+    """
     bias: Walk | None = None  # [F] in the accumulator type (i32 or f32)
     act: Act = Act.NONE
     clamp_lo: float = 0.0
     clamp_hi: float = 0.0
     requant: Requant | None = None
+    dequant: Walk | None = None  # [F] f32 per-channel scales of an i32 -> float result
 
 
 @dataclass(frozen=True)
@@ -509,6 +517,8 @@ class Instruction:
                     out.append(("bias", v.bias, False))
                 if v.requant is not None and v.requant.per_channel is not None:
                     out.append(("requant.per_channel", v.requant.per_channel, False))
+                if v.dequant is not None:
+                    out.append(("dequant", v.dequant, False))
         return out
 
     WRITES: ClassVar[frozenset[str]] = frozenset()

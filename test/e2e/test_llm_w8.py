@@ -14,7 +14,7 @@ from onnx import TensorProto as TP
 from onnx import helper, numpy_helper
 
 from m100.frontend import llm
-from m100.targets.m100.isa import MatMul
+from m100.targets.m100.isa import CvuPipeline, MatMul
 from m100.tools import driver
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench"))
@@ -65,8 +65,13 @@ def test_w8a8_projection_by_shape_runs_int8_on_the_tcu_bit_exact(k):
     assert syms["dq"].role == "weight"
     assert sum(len(s.data) for s in prog.segments) < 64  # no weight bytes in the program
     mms = [i for _, i in prog.instructions() if isinstance(i, MatMul)]
-    assert mms and all((i.a.dtype.name, i.b.dtype.name, i.c.dtype.name) == ("I8", "I8", "I32")
-                       for i in mms)
+    # i8 x i8 -> i32 on the TCU, dequantized by the last K chunk's epilogue into f16 (earlier
+    # chunks of a K-split chain write the i32 accumulator); no CVU pass reads an i32 result
+    assert mms and all((i.a.dtype.name, i.b.dtype.name) == ("I8", "I8") for i in mms)
+    assert all((i.c.dtype.name, i.epilogue.dequant is not None) in (("I32", False), ("F16", True))
+               for i in mms) and any(i.epilogue.dequant is not None for i in mms)
+    assert not [i for _, i in prog.instructions() if isinstance(i, CvuPipeline)
+                and any(w.dtype.name == "I32" for _, w, _ in i.walks())]
     got = driver.run(prog, {"x": x, "w": w, "dq": dq}).outputs["y"].reshape(m, n)
     # numpy from the definitions: QuantizeLinear = saturate(round_half_even(x / s)) (exact: s is
     # a power of two), MatMulInteger in int64, Cast to f32, Mul in f32, Cast to f16

@@ -64,6 +64,20 @@ def post_add_bias(op: Operation, where: str) -> np.ndarray | None:
     return vec
 
 
+def _dequant_scale(ctx: Builder, op: Operation, where: str) -> str:
+    """The tensor of the per-channel f32 scales of matmul ``op``'s ``dequant`` epilogue (the
+    fused generic's scale operand, :func:`m100.passes.graph.fuse_dequant.tcu_dequant`)."""
+    from m100.passes.graph.fuse_dequant import tcu_dequant
+    gid = op.attributes[GROUP]
+    us = [u.operation for u in op.results[0].uses]
+    g = us[0] if len(us) == 1 and us[0].attributes.get(FUSED_INTO) == gid else None
+    si = tcu_dequant(g, marked=True) if g is not None else None  # type: ignore[arg-type]
+    if si is None:
+        raise ScheduleError(f"{where}: the fused dequantize stage is not sitofp * per-channel "
+                            "f32 scale (then a rounding)")
+    return ctx.value(g.inputs[si])  # type: ignore[union-attr]
+
+
 def batch_matmul(ctx: Builder, op: Operation, where: str) -> None:
     """batch_matmul = per batch: slice (DMA), 2-D matmul (+ epilogue), reshape/concat (DMA)."""
     a, b = op.operands[0], op.operands[1]
@@ -152,10 +166,15 @@ def contraction(ctx: Builder, op: Operation, nm: str, unit: str | None, where: s
     epi = [s.data for s in op.attributes[EPILOGUE].data] if EPILOGUE in op.attributes else []
     lw = Lowering("matmul" if nm == "linalg.matmul" else "conv")
     acts = [s for s in epi if s in ACTS]
-    if len(acts) > 1 or any(s not in ACTS and s not in ("bias", "requant", "store")
+    if len(acts) > 1 or any(s not in ACTS and s not in ("bias", "requant", "store", "dequant")
                             for s in epi):
         raise ScheduleError(f"{where}: epilogue {epi} is not supported (bias + one "
                             "activation + requant)")
+    if "dequant" in epi:
+        if epi != ["dequant"] or nm != "linalg.matmul":
+            raise ScheduleError(f"{where}: a dequantize epilogue is supported alone on a "
+                                f"matmul, not {epi} on {nm}")
+        lw.dequant = _dequant_scale(ctx, op, where)
     if "requant" in epi:
         lw.requant = requant_params(op, where)
         if len(lw.requant["mult"]) > 1:
@@ -213,7 +232,8 @@ def contraction(ctx: Builder, op: Operation, nm: str, unit: str | None, where: s
             raise ScheduleError(f"{where}: only 2-D matmuls are supported")
         attrs = dict(m=sa[0], n=sb[1], k=sa[1])
         o = ctx.add("matmul", "tcu.matmul", [ctx.tname(a), tb] + ([lw.bias] if lw.bias else [])
-                + ([lw.requant_table] if lw.requant_table else []),
+                + ([lw.requant_table] if lw.requant_table else [])
+                + ([lw.dequant] if lw.dequant else []),
                 op.results[0], attrs, lw, op)
     else:
         x, w = ins
@@ -247,8 +267,11 @@ def contraction(ctx: Builder, op: Operation, nm: str, unit: str | None, where: s
                 + ([lw.requant_table] if lw.requant_table else []),
                 op.results[0], attrs, lw, op)
     o.epilogue = tuple(epi)
-    if lw.requant is not None or "store" in epi:
-        # the requantized (i8) or rounded-on-store (f16) result: the last fused op's type
+    if lw.dequant:
+        o.attrs["dq_table"] = lw.dequant
+    if lw.requant is not None or "store" in epi or lw.dequant:
+        # the requantized (i8), rounded-on-store (f16) or dequantized (float) result: the last
+        # fused op's type
         t = ctx.g.tensors[o.outputs[0]]
         ctx.g.tensors[o.outputs[0]] = Tensor(t.name, t.shape, "i8" if lw.requant else
                                          _dtype(epilogue_result(op).type), t.kind)

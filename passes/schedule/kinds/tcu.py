@@ -31,9 +31,9 @@ def plan_piece(bld, si: int, st, op: Op, p: PlanPiece, tplan: TilePlan, compute)
     if family in ("matmul", "conv"):
         conv = family == "conv"
         x_t, w_t = op.inputs[0], op.inputs[1]
-        bias = op.inputs[2] if len(op.inputs) > 2 and op.inputs[2] != op.attrs.get("rq_table") \
+        rq_table, dq_table = op.attrs.get("rq_table"), op.attrs.get("dq_table")
+        bias = op.inputs[2] if len(op.inputs) > 2 and op.inputs[2] not in (rq_table, dq_table) \
             else None
-        rq_table = op.attrs.get("rq_table")
         xb = dtype_bytes(g.tensors[x_t].dtype)
         wt = g.tensors[w_t]
         geo = bld.s.geo(op)
@@ -122,6 +122,9 @@ def plan_piece(bld, si: int, st, op: Op, p: PlanPiece, tplan: TilePlan, compute)
             if last and rq_table and p.kparts == 1:  # per-channel (multiplier, shift) pairs, staged like the bias
                 deps.append(bld._weight(st, op, rq_table, tpb, p.c0, p.c1, p.col, None,
                                          cols * 8, resident, role="bias"))
+            if last and dq_table:  # per-channel f32 dequantization scales: resident like a bias
+                deps.append(bld._weight(st, op, dq_table, tpb, p.c0, p.c1, p.col, None,
+                                         cols * 4, True, role="bias"))
             kpg = kc * unit_k if not conv or a.get("groups", 1) == 1 else geo.k  # K per group
             macs = rows * geo.row_elems * cols * kpg
             prev = compute(deps, cm.piece_cycles(g, op, rows, cols, kpg), macs)
@@ -141,8 +144,8 @@ def _plan_act_resident(bld, si: int, st, op: Op, p: PlanPiece, tplan: TilePlan, 
     each step taken by every piece of the lockstep group before the next: the first group's
     column tiles go ahead of the big band loads on the DMA engines, and all band loads ahead
     of the first stores."""
-    if rq_table:
-        raise ScheduleError(f"internal: op '{op.name}': a requantized matmul has no "
+    if rq_table or op.attrs.get("dq_table"):
+        raise ScheduleError(f"internal: op '{op.name}': a re/dequantized matmul has no "
                             "resident-activation tiling")
     g, cm = bld.g, bld.cm
     tpb, rows, cols = p.tpb, p.r1 - p.r0, p.c1 - p.c0
@@ -225,8 +228,9 @@ def emit_piece(em, si, seg, op, b, j, tpb, r0, r1, c0, c1, pieces, seg_ops, plan
         out = em.buffer("hbsm", tpb, (rows, 1, cols), "f32" if pp.kparts > 1 else out_t.dtype)
         # a rounded (f16) result cut along K: the chunks accumulate in f32, the last one adds
         # that partial sum (``acc``) and rounds once into ``out``
-        acc_buf = em.buffer("hbsm", tpb, (rows, 1, cols), "f32") \
-            if "store" in op.epilogue and tk < k and pp.kparts == 1 else None
+        # (a dequantized one: the i32 accumulator, converted and scaled once by the last chunk)
+        acc_buf = em.buffer("hbsm", tpb, (rows, 1, cols), "i32" if lw.dequant else "f32") \
+            if ("store" in op.epilogue or lw.dequant) and tk < k and pp.kparts == 1 else None
         chunks = _part_chunks(list(range(0, k, tk)), pp)
         prev: SSAValue | None = None
         for ci, k0 in enumerate(chunks):
@@ -414,10 +418,13 @@ def _chain_step(em, op, lw, cls, tpb, unit, cols, resident, j, last, prev, slots
         # the tiler keeps K whole for these (partition.tile_piece): a requantized chunk could not
         # be accumulated onto
         raise ScheduleError(f"op '{op.name}': a requantized contraction can not be split along K")
-    if "store" in op.epilogue and (prev is not None or not last) and \
+    if ("store" in op.epilogue or lw.dequant) and (prev is not None or not last) and \
             "acc" not in slots and not (not last and cls is MatmulOp):
-        raise ScheduleError(f"op '{op.name}': a rounded (f16) contraction split along K needs "
-                            "its f32 accumulator")
+        raise ScheduleError(f"op '{op.name}': a rounded (f16) or dequantized contraction split "
+                            "along K needs its f32 (i32) accumulator")
+    if lw.dequant and not epilogue:
+        raise ScheduleError(f"internal: op '{op.name}': a dequantized contraction split over "
+                            "TPBs")
     if last and epilogue:
         if lw.bias:
             # resident (``plan_piece``), except in a resident-activation matmul, whose plan
@@ -436,6 +443,10 @@ def _chain_step(em, op, lw, cls, tpb, unit, cols, resident, j, last, prev, slots
                 n = cols[1] - cols[0]
                 slots["per_channel"] = (tb, access((n, 2), [((0, 1), 0), ((1, 0), 0)]))
                 deps.append(tt)
+        if lw.dequant:  # per-channel f32 scales [F]: this tile's columns, resident like a bias
+            db, dt = em.weight(op, lw.dequant, tpb, cols[0], cols[1], "bias", resident=True, j=j)
+            slots["dequant"] = (db, None)
+            deps.append(dt)
         if lw.act is not Act.NONE:
             params["act"] = StringAttr(lw.act.name.lower())
     ins = cls(tpb, slots, deps + em._take_out_wait(), params=params)

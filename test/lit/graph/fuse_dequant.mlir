@@ -30,10 +30,11 @@ func.func @dequant(%x: tensor<4x8xi8>, %w: tensor<8x6xi8>, %dq: tensor<6xf32>) -
   func.return %h : tensor<4x6xf16>
 }
 // CHECK-LABEL: func.func @dequant
-// CHECK:       %acc = linalg.matmul
+// The fused generic is also the matmul's TCU epilogue (per-channel f32 scale, f16 result):
+// CHECK:       %acc = linalg.matmul {m100.group = [[G:[0-9]+]] : i64, m100.epilogue = ["dequant"]}
 // CHECK-NEXT:  %ef = tensor.empty() : tensor<4x6xf32>
 // CHECK-NEXT:  %eh = tensor.empty() : tensor<4x6xf16>
-// CHECK-NEXT:  %{{.*}} = linalg.generic {indexing_maps = [affine_map<(d0, d1) -> (d1)>, affine_map<(d0, d1) -> (d0, d1)>, affine_map<(d0, d1) -> (d0, d1)>], iterator_types = ["parallel", "parallel"]} ins(%dq, %acc : tensor<6xf32>, tensor<4x6xi32>) outs(%eh : tensor<4x6xf16>) {
+// CHECK-NEXT:  %{{.*}} = linalg.generic {indexing_maps = [affine_map<(d0, d1) -> (d1)>, affine_map<(d0, d1) -> (d0, d1)>, affine_map<(d0, d1) -> (d0, d1)>], iterator_types = ["parallel", "parallel"]} ins(%dq, %acc : tensor<6xf32>, tensor<4x6xi32>) outs(%eh : tensor<4x6xf16>) attrs =  {m100.fused_into = [[G]] : i64, m100.stage = "dequant"} {
 // CHECK-NEXT:  ^bb0(%[[S:.*]]: f32, %[[A:.*]]: i32, %{{.*}}: f16):
 // CHECK-NEXT:    %[[F:.*]] = arith.sitofp %[[A]] : i32 to f32
 // CHECK-NEXT:    %[[M:.*]] = arith.mulf %[[F]], %[[S]] : f32
@@ -87,3 +88,30 @@ func.func @arg(%i: tensor<4x6xi32>, %dq: tensor<6xf32>) -> tensor<4x6xf32> {
 // CHECK-NEXT:  linalg.yield
 // CHECK:       arith.mulf
 // CHECK-NEXT:  linalg.yield
+
+// A scale per row (not per output channel): fused into one generic, but not a TCU epilogue
+#row = affine_map<(d0, d1) -> (d0)>
+func.func @per_row(%x: tensor<4x8xi8>, %w: tensor<8x6xi8>, %dq: tensor<4xf32>) -> tensor<4x6xf32> {
+  %c0 = arith.constant 0 : i32
+  %e = tensor.empty() : tensor<4x6xi32>
+  %z = linalg.fill ins(%c0 : i32) outs(%e : tensor<4x6xi32>) -> tensor<4x6xi32>
+  %acc = linalg.matmul ins(%x, %w : tensor<4x8xi8>, tensor<8x6xi8>) outs(%z : tensor<4x6xi32>) -> tensor<4x6xi32>
+  %ef = tensor.empty() : tensor<4x6xf32>
+  %f = linalg.generic {indexing_maps = [#id, #id], iterator_types = ["parallel", "parallel"]} ins(%acc : tensor<4x6xi32>) outs(%ef : tensor<4x6xf32>) {
+  ^bb0(%a: i32, %o: f32):
+    %v = arith.sitofp %a : i32 to f32
+    linalg.yield %v : f32
+  } -> tensor<4x6xf32>
+  %m = linalg.generic {indexing_maps = [#id, #row, #id], iterator_types = ["parallel", "parallel"]} ins(%f, %dq : tensor<4x6xf32>, tensor<4xf32>) outs(%ef : tensor<4x6xf32>) {
+  ^bb0(%a: f32, %s: f32, %o: f32):
+    %v = arith.mulf %a, %s : f32
+    linalg.yield %v : f32
+  } -> tensor<4x6xf32>
+  func.return %m : tensor<4x6xf32>
+}
+// CHECK-LABEL: func.func @per_row
+// CHECK:       %acc = linalg.matmul ins
+// CHECK:       arith.sitofp
+// CHECK-NEXT:  arith.mulf
+// CHECK-NEXT:  linalg.yield
+// CHECK-NOT:   m100.stage

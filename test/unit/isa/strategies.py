@@ -149,7 +149,7 @@ _SMALL = _ints(1, 12)
 
 @st.composite
 def epilogues(draw, machine: Machine, tpb: int, f: int, integer: bool, requant: bool,
-              executable: bool = False) -> Epilogue:
+              executable: bool = False, dequant: bool = False) -> Epilogue:
     acc = DType.I32 if integer else DType.F32
     bias = draw(st.none() | walks(machine, f, Space.HBSM, tpb, acc))
     acts = [Act.NONE, Act.RELU, Act.CLAMP] if integer else list(Act)
@@ -167,17 +167,23 @@ def epilogues(draw, machine: Machine, tpb: int, f: int, integer: bool, requant: 
         mult = _ints(-2**31, 2**31 - 1) if executable else _ints(-2**40, 2**40)
         rq = Requant(draw(mult), draw(_ints(0, 63)),
                      draw(_ints(-128, 127)), qmin, qmax, pc)
-    return Epilogue(bias, act, lo, hi, rq)
+    dq = draw(walks(machine, f, Space.HBSM, tpb, DType.F32)) if dequant else None
+    return Epilogue(bias, act, lo, hi, rq, dq)
 
 
 @st.composite
 def tcu_types(draw):
-    """(a, b, c dtype, integer, requant, accumulate) satisfying the TCU type rules."""
+    """(a, b, c dtype, integer, requant, accumulate, dequant) satisfying the TCU type rules
+    (a dequantized integer result is float; it accumulates only from an i32 ``acc`` walk)."""
     if draw(_BOOLS):
         b = draw(st.sampled_from([DType.I8, DType.I4]))
-        requant = draw(_BOOLS)
+        mode = draw(st.sampled_from(["i32", "requant", "dequant"]))
+        if mode == "dequant":
+            c = draw(st.sampled_from([DType.F16, DType.BF16, DType.F32]))
+            return DType.I8, b, c, True, False, draw(_BOOLS), True
+        requant = mode == "requant"
         acc = False if requant else draw(_BOOLS)
-        return DType.I8, b, DType.I8 if requant else DType.I32, True, requant, acc
+        return DType.I8, b, DType.I8 if requant else DType.I32, True, requant, acc, False
     a = draw(st.sampled_from([DType.F16, DType.BF16, DType.F32]))
     if a is DType.F32:
         b = draw(st.sampled_from([DType.F32, DType.I4]))
@@ -185,7 +191,7 @@ def tcu_types(draw):
         b = draw(st.sampled_from([DType.F16, DType.BF16, DType.I4]))
     acc = draw(_BOOLS)
     c = DType.F32 if acc else draw(st.sampled_from([DType.F16, DType.BF16, DType.F32]))
-    return a, b, c, False, False, acc
+    return a, b, c, False, False, acc, False
 
 
 def _tpb(machine: Machine):
@@ -196,7 +202,7 @@ def _tpb(machine: Machine):
 def matmuls(draw, machine: Machine, executable: bool = False) -> MatMul:
     tpb = draw(_tpb(machine))
     m, n, k = draw(_SMALL), draw(_ints(1, 16)), draw(_SMALL)
-    a_t, b_t, c_t, integer, requant, acc = draw(tcu_types())
+    a_t, b_t, c_t, integer, requant, acc, dequant = draw(tcu_types())
     H = Space.HBSM
     scale, block = None, 0
     if b_t is DType.I4 and a_t in (DType.F16, DType.BF16) and draw(_BOOLS):
@@ -207,9 +213,11 @@ def matmuls(draw, machine: Machine, executable: bool = False) -> MatMul:
     if acc and not integer and draw(_BOOLS):  # the f32 accumulator read instead of C
         acc_in = draw(walks(machine, m * n, H, tpb, DType.F32))
         c_t = draw(st.sampled_from([DType.F16, DType.BF16, DType.F32]))
+    if acc and dequant:  # the i32 accumulator read instead of the float C (always)
+        acc_in = draw(walks(machine, m * n, H, tpb, DType.I32))
     return MatMul(tpb, draw(walks(machine, m * k, H, tpb, a_t)), draw(walks(machine, k * n, H, tpb, b_t)),
                   draw(walks(machine, m * n, H, tpb, c_t, executable)), m, n, k, acc,
-                  draw(epilogues(machine, tpb, n, integer, requant, executable)),
+                  draw(epilogues(machine, tpb, n, integer, requant, executable, dequant)),
                   draw(syncs(machine, tpb, m)), scale, block, acc_in)
 
 
@@ -225,7 +233,8 @@ def conv2ds(draw, machine: Machine, executable: bool = False) -> Conv2D:
     n = draw(_ints(1, 2))
     h = dil[0] * (kh - 1) + 1 + draw(_ints(0, 4))
     w = dil[1] * (kw - 1) + 1 + draw(_ints(0, 4))
-    a_t, b_t, c_t, integer, requant, acc = draw(tcu_types())
+    a_t, b_t, c_t, integer, requant, acc, dequant = draw(tcu_types())
+    acc = acc and not dequant  # (a conv has no separate accumulator walk)
     probe = Conv2D(tpb, None, None, None, n, h, w, c, f, kh, kw, stride, pad, dil, groups)  # type: ignore[arg-type]
     oh, ow = probe.out_hw
     H = Space.HBSM
@@ -233,7 +242,7 @@ def conv2ds(draw, machine: Machine, executable: bool = False) -> Conv2D:
                   draw(walks(machine, kh * kw * (c // groups) * f, H, tpb, b_t)),
                   draw(walks(machine, n * oh * ow * f, H, tpb, c_t, executable)), n, h, w, c, f, kh,
                   kw, stride, pad, dil, groups, acc,
-                  draw(epilogues(machine, tpb, f, integer, requant, executable)),
+                  draw(epilogues(machine, tpb, f, integer, requant, executable, dequant)),
                   draw(syncs(machine, tpb, n * oh)))
 
 

@@ -322,3 +322,71 @@ def test_convs_with_the_same_padded_shape_but_other_interiors(rng):
                           conv_oracle(xb, wb, (1, 1), (0, 0, 0, 0), (1, 1), 1))
     assert np.array_equal(ya.reshape(1, 8, 8, f),
                           conv_oracle(xa, wa, (1, 1), (1, 1, 1, 1), (1, 1), 1))
+
+
+def _dequant_oracle(acc, scale, out_np):
+    """Epilogue.dequant from the ISA text, element by element: f32(acc) (round to nearest even),
+    times the f32 scale of its column (one f32 rounding), converted to the result type (RNE)."""
+    out = np.empty(acc.shape, dtype=out_np)
+    for (i, j), v in np.ndenumerate(acc):
+        out[i, j] = out_np(np.float32(np.float32(int(v)) * np.float32(scale[j])))
+    return out
+
+
+@pytest.mark.parametrize("ct", [DType.F16, DType.F32])
+def test_matmul_int8_dequant_per_channel(rng, ct):
+    """i8 x i8 -> i32 -> f32 * scale[n] -> f16/f32 in the TCU epilogue (W8A8 projections), with
+    a bias and relu before it; accumulators beyond 2**24 (the f32 conversion rounds) via the bias."""
+    m, k, n = 8, 64, 16
+    a, b = i8(rng, (m, k)), i8(rng, (k, n))
+    bias = rng.integers(-(1 << 26), 1 << 26, n)
+    scale = (rng.standard_normal(n) * 1e-4).astype(np.float32)
+    A, B = hb(0, 0, DType.I8, (m, k)), hb(0, 1024, DType.I8, (k, n))
+    BI, S = hb(0, 2048, DType.I32, (n,)), hb(0, 2176, DType.F32, (n,))
+    C = hb(0, 4096, ct, (m, n))
+    ep = Epilogue(bias=BI, act=Act.RELU, dequant=S)
+    res, (c,) = run([MatMul(0, A, B, C, m, n, k, epilogue=ep)],
+                    [(A, a), (B, b), (BI, bias), (S, scale)], [C])
+    assert res.ok
+    acc = np.maximum(a @ b + bias[None, :], 0)
+    want = _dequant_oracle(acc, scale, np.float16 if ct is DType.F16 else np.float32)
+    assert np.array_equal(c.reshape(m, n).astype(want.dtype), want)
+    assert np.any(np.abs(acc) > 1 << 24) and np.all(np.isfinite(want))
+
+
+def test_matmul_int8_dequant_k_chunks_through_acc(rng):
+    """A K-split integer chain: chunk 1 writes i32 to ``acc``, chunk 2 accumulates it and
+    dequantizes once into the f16 C (the result equals the whole-K dequantization)."""
+    m, k, n = 8, 64, 16
+    a, b = i8(rng, (m, k)), i8(rng, (k, n))
+    scale = (rng.random(n) * 1e-2 + 1e-3).astype(np.float32)
+    h = k // 2
+    A1, A2 = hb(0, 0, DType.I8, (m, h)), hb(0, 256, DType.I8, (m, h))
+    B1, B2 = hb(0, 512, DType.I8, (h, n)), hb(0, 1024, DType.I8, (h, n))
+    ACC, S, C = hb(0, 2048, DType.I32, (m, n)), hb(0, 2560, DType.F32, (n,)), \
+        hb(0, 3072, DType.F16, (m, n))
+    insts = [MatMul(0, A1, B1, ACC, m, n, h),
+             MatMul(0, A2, B2, C, m, n, h, accumulate=True, epilogue=Epilogue(dequant=S),
+                    acc=ACC)]
+    res, (c,) = run(insts, [(A1, a[:, :h]), (A2, a[:, h:]), (B1, b[:h]), (B2, b[h:]), (S, scale)],
+                    [C])
+    assert res.ok
+    assert np.array_equal(c.reshape(m, n).astype(np.float16),
+                          _dequant_oracle(a @ b, scale, np.float16))
+
+
+@pytest.mark.parametrize("what", ["i32-result", "float-operands", "f16-scale", "with-requant",
+                                  "accumulate-onto-c"])
+def test_matmul_dequant_refusals(what):
+    from m100.targets.m100.isa import IsaError
+    m, k, n = 4, 8, 4
+    fl = what == "float-operands"
+    A = hb(0, 0, DType.F16 if fl else DType.I8, (m, k))
+    B = hb(0, 256, DType.F16 if fl else DType.I8, (k, n))
+    C = hb(0, 512, DType.I32 if what == "i32-result" else DType.F16, (m, n))
+    S = hb(0, 1024, DType.F16 if what == "f16-scale" else DType.F32, (n,))
+    rq = Requant(per_channel=None) if what == "with-requant" else None
+    ep = Epilogue(dequant=S, requant=rq)
+    inst = MatMul(0, A, B, C, m, n, k, accumulate=what == "accumulate-onto-c", epilogue=ep)
+    with pytest.raises(IsaError):
+        inst.check(get_machine("tiny"))
