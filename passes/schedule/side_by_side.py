@@ -1,0 +1,218 @@
+"""Repeated chains side by side: a run of structurally equal groups of segments (the per-head
+attention chains of an LLM prefill: ``matmul -> +mask -> softmax -> matmul`` once per query head)
+placed on disjoint windows of the TPB pool, round robin, instead of one group after the other on
+all of it.
+
+Why: the search costs each segment in isolation and gives it the TPBs that make it shortest
+alone, so every head's chain runs on the whole pool with small tiles (LLaMA2-7B prefill at 1024
+tokens: ~50 k cycles a head on 56 TPBs, its MACs ~10 k at the peak): per-tile latencies, DMA setup
+and the pipeline's fill and drain are paid 32 times over. On a quarter of the pool each chain is
+slower alone but several of them overlap. Tensors between segments go through memory (or the kept
+activations of :mod:`.keep`, which the build re-chooses), so where a segment runs changes no data
+path; the plan is kept only if its whole timeline is shorter (``Scheduler.shorter``), so this can
+only shorten the prediction.
+
+How: :func:`repeated_runs` finds runs of at least :data:`MIN_GROUPS` consecutive groups of
+``L`` segments whose ops are equal position by position (units, attributes, shapes; not the names
+nor the stage configurations) and equally cut into segments. A run of chains that read no weights
+in their contractions and use more than half the pool (:func:`_whole_pool_chain`) is tried with
+each window count ``w`` of :data:`WINDOWS`: the compute of the first group is searched again on
+the first ``len(pool) // w`` TPBs (a :class:`~.placement.Search` on that window sharing the main
+search's costs; a pipeline longer than the window becomes its ops one after the other; all of a
+group's compute one pipeline where it is one connected chain and costs less so), and group ``i``
+takes that layout with its own op names on window ``i % w``; data-movement segments stay as they
+are. The shortest whole plan is kept. Measured (predicted cycles of the schedule): the W8A8
+prefill layer at 1024 tokens with 8 heads of 128 (hidden 1024): 1.516 M -> 1.366 M (2 windows
+of 28 TPBs).
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from dataclasses import replace
+
+from .graph import ScheduleError
+from .segment import SegmentCfg
+
+#: print each trial (run, windows, makespan before -> after) to stderr
+_DEBUG = bool(os.environ.get("M100_DEBUG_SIDE_BY_SIDE"))
+#: a run of fewer equal groups is left alone
+MIN_GROUPS = 4
+#: the longest group (segments) looked for
+MAX_GROUP = 8
+#: window counts tried (pool // w TPBs each); () switches this off (A/B measurements)
+WINDOWS = (2, 4, 8)
+
+
+def _sig(s, cfg: SegmentCfg) -> tuple:
+    """The structure of a segment: kind, and per stage the op's unit, attributes, epilogue and
+    input/output shapes and dtypes; no names, and not the stage configuration (the groups are
+    searched again: equal ops cut into equal segments is what matters)."""
+    g = s.g
+    out = [cfg.kind]
+    for st in cfg.stages:
+        op = s.ops[st.op]
+        out.append((op.unit, tuple(sorted((k, repr(v)) for k, v in op.attrs.items()
+                                          if not isinstance(v, str))),
+                    op.epilogue,
+                    tuple((g.tensors[t].shape, g.tensors[t].dtype, g.tensors[t].kind)
+                          for t in op.inputs + op.outputs)))
+    return tuple(out)
+
+
+def repeated_runs(s, segs: list[SegmentCfg]) -> list[tuple[int, int, int]]:
+    """(start, group length, groups) of each maximal run of >= :data:`MIN_GROUPS` equal groups
+    of segments that contain compute (not only data movement), left to right, not overlapping."""
+    sigs = [_sig(s, c) for c in segs]
+    n = len(segs)
+    out = []
+    i = 0
+    while i < n:
+        best = None
+        for L in range(1, MAX_GROUP + 1):
+            if not any(segs[j].kind != "dma" for j in range(i, min(n, i + L))):
+                continue
+            k = 1
+            while i + (k + 1) * L <= n and sigs[i + k * L:i + (k + 1) * L] == sigs[i:i + L]:
+                k += 1
+            if k >= MIN_GROUPS and (best is None or k * L > best[1] * best[2]):
+                best = (i, L, k)
+        if best is None:
+            i += 1
+            continue
+        out.append(best)
+        i = best[0] + best[1] * best[2]
+    return out
+
+
+def _window_layout(s, group: list[SegmentCfg], window: tuple[int, ...]
+                   ) -> list[SegmentCfg | int] | None:
+    """The best layout of ``group`` on ``window``: a list of its data-movement segments (as they
+    are, by index into the group) and configurations of its compute on the window, either each
+    compute segment searched again or, where the group's compute segments are contiguous and
+    their ops form one connected chain of at most ``max_stages`` ops, one pipeline of all of them
+    (the mask add of an attention head then streams between its matmul and softmax instead of
+    going through memory), whichever the search costs lower; None when nothing fits."""
+    from .placement import Search
+    sub = Search(s.g, s.cm.machine, window, seed=s.seed, max_stages=s.max_stages, iters=s.iters,
+                 prefetch_share=s.sched.prefetch_share)
+    sub.sched, sub.cache, sub.errors, sub.shared = s.sched, s.cache, s.errors, s.shared
+    sub.fuse_tcu = s.fuse_tcu
+    out: list[SegmentCfg | int] = []
+    total = 0.0
+    for j, cfg in enumerate(group):
+        if cfg.kind == "dma":
+            out.append(j)
+            continue
+        ops = [s.ops[st.op] for st in cfg.stages]
+        try:
+            best, c = sub.segment_best(ops)
+            out.append(best)
+            total += c
+        except ScheduleError:
+            if len(ops) == 1:
+                return None
+            for op in ops:  # a pipeline longer than the window: its ops one after the other
+                try:
+                    best, c = sub.best_data_parallel(op)
+                except ScheduleError:
+                    return None
+                out.append(best)
+                total += c
+    comp = [j for j, cfg in enumerate(group) if cfg.kind != "dma"]
+    ops = [s.ops[st.op] for j in comp for st in group[j].stages]
+    if len(comp) > 1 and comp == list(range(comp[0], comp[-1] + 1)) and \
+            len(ops) <= s.max_stages and sub.connected(ops):
+        try:
+            merged, c = sub.best_pipeline(ops)
+        except ScheduleError:
+            return out
+        if c < total:
+            return [j for j in range(comp[0])] + [merged] + \
+                [j for j in range(comp[-1] + 1, len(group))]
+    return out
+
+
+def _moved(cfg0: SegmentCfg, ops: list[str], pool: tuple[int, ...], shift: int) -> SegmentCfg:
+    """``cfg0`` (a configuration on the first window) for the ops ``ops`` (one per stage, in
+    order) on the window ``shift`` TPBs further along ``pool``."""
+    at = {t: i for i, t in enumerate(pool)}
+    stages = tuple(replace(st0, op=o, tpbs=tuple(pool[at[t] + shift] for t in st0.tpbs))
+                   for st0, o in zip(cfg0.stages, ops, strict=True))
+    return SegmentCfg(stages, cfg0.kind)
+
+
+def _group_on(layout: list[SegmentCfg | int], group: list[SegmentCfg], pool: tuple[int, ...],
+              shift: int) -> list[SegmentCfg]:
+    """Group ``group`` (structurally equal to the one ``layout`` was made for) laid out the same
+    way on the window ``shift`` TPBs along ``pool``: its own data movement, the layout's compute
+    configurations with its own op names."""
+    ops = iter([st.op for cfg in group if cfg.kind != "dma" for st in cfg.stages])
+    out = []
+    for item in layout:
+        if isinstance(item, int):
+            out.append(group[item])
+        else:
+            out.append(_moved(item, [next(ops) for _ in item.stages], pool, shift))
+    return out
+
+
+def _whole_pool_chain(s, group: list[SegmentCfg], n: int) -> bool:
+    """A group this applies to: no contraction of it has a weight operand (an attention chain of
+    activations, not a layer with its own weights, which every window would stream again; a
+    constant the elementwise ops read, the causal mask, is read per head anyway), and some
+    compute segment of it runs on more than half of the pool now (the chains the search spreads
+    over the whole machine; decode's per-head GEMVs are on a few TPBs each already)."""
+    wide = False
+    for cfg in group:
+        if cfg.kind == "dma":
+            continue
+        for st in cfg.stages:
+            op = s.ops[st.op]
+            if op.unit.startswith("tcu") and any(s.g.tensors[t].kind == "weight"
+                                                 for t in op.inputs):
+                return False
+        wide |= len({t for st in cfg.stages for t in st.tpbs}) > n // 2
+    return wide
+
+
+def side_by_side(s, segs: list[SegmentCfg], tl, keep: str, pool: tuple[int, ...]):
+    """``(segs, tl)`` with each run of :func:`repeated_runs` on windows of the pool where the
+    whole plan gets shorter (module docstring); the input unchanged otherwise."""
+    n = len(pool)
+    # right to left: a changed run (a merged pipeline has fewer segments) moves no run before it
+    for start, L, k in reversed(repeated_runs(s, segs)):
+        group0 = segs[start:start + L]
+        if not _whole_pool_chain(s, group0, n):
+            continue
+        best = None
+        for w in WINDOWS:
+            if n % w or k < w:
+                continue
+            size = n // w
+            layout = _window_layout(s, group0, pool[:size])
+            if layout is None:
+                if _DEBUG:
+                    print(f"side_by_side: run at {start} ({k} x {L}), {w} windows: no layout",
+                          file=sys.stderr)
+                continue
+            trial = segs[:start]
+            for gi in range(k):
+                group = segs[start + gi * L:start + (gi + 1) * L]
+                trial += _group_on(layout, group, pool, (gi % w) * size)
+            trial += segs[start + k * L:]
+            ref = tl if best is None else best[1]
+            tl2 = s.sched.shorter(trial, ref, keep)
+            if _DEBUG:
+                print(f"side_by_side: run at {start} ({k} x {L}), {w} windows: "
+                      f"{ref.makespan:.0f} -> {'-' if tl2 is None else round(tl2.makespan)}",
+                      file=sys.stderr)
+            if tl2 is not None:
+                best = (trial, tl2)
+        if best is not None:
+            segs, tl = best
+    return segs, tl
+
+
+__all__ = ["side_by_side", "repeated_runs", "MIN_GROUPS", "WINDOWS"]

@@ -1,0 +1,63 @@
+"""side_by_side: runs of structurally equal segment groups (per-head attention chains) found
+exactly, and laid out on TPB windows with each group's own ops."""
+
+from types import SimpleNamespace as NS
+
+from m100.passes.schedule.segment import SegmentCfg, StageCfg
+from m100.passes.schedule.side_by_side import MIN_GROUPS, _group_on, repeated_runs
+
+
+def _search(heads: int, odd: int | None = None):
+    """A search-like object over: a projection, then per head [slice (dma), matmul, softmax +
+    matmul (pipeline)], then a concat; head ``odd`` has a matmul of another shape."""
+    tensors, ops, segs = {}, {}, []
+
+    def t(name, shape):
+        tensors[name] = NS(shape=shape, dtype="f16", kind="act")
+        return name
+
+    def op(name, unit, ins, out, shape):
+        ops[name] = NS(unit=unit, attrs={"m": shape[0]}, epilogue=(), inputs=list(ins),
+                       outputs=[t(out, shape)])
+        return name
+
+    op("proj", "tcu.matmul", [t("x", (64, 64))], "q", (64, 64))
+    segs.append(SegmentCfg((StageCfg("proj", tuple(range(8))),)))
+    for h in range(heads):
+        r = 32 if h == odd else 64
+        op(f"sl{h}", "dma", ["q"], f"qh{h}", (r, 16))
+        op(f"mm{h}", "tcu.matmul", [f"qh{h}"], f"s{h}", (r, 64))
+        op(f"sm{h}", "cvu.softmax", [f"s{h}"], f"p{h}", (r, 64))
+        op(f"pv{h}", "tcu.matmul", [f"p{h}"], f"o{h}", (r, 16))
+        segs += [SegmentCfg((StageCfg(f"sl{h}", (0,)),), "dma"),
+                 SegmentCfg((StageCfg(f"mm{h}", tuple(range(8)), gc=2),)),
+                 SegmentCfg((StageCfg(f"sm{h}", (0, 1, 2, 3)),
+                             StageCfg(f"pv{h}", (4, 5, 6, 7))), "pipeline")]
+    op("cat", "dma", [f"o{h}" for h in range(heads)], "o", (64, 16 * heads))
+    segs.append(SegmentCfg((StageCfg("cat", (0,)),), "dma"))
+    return NS(g=NS(tensors=tensors), ops=ops), segs
+
+
+def test_repeated_runs_finds_the_heads_exactly():
+    s, segs = _search(6)
+    assert repeated_runs(s, segs) == [(1, 3, 6)]
+    # a group of another shape ends the run: 2 + 3 equal groups around it are too few
+    s, segs = _search(6, odd=2)
+    assert MIN_GROUPS == 4 and repeated_runs(s, segs) == []
+    s, segs = _search(9, odd=4)  # 4 groups, the odd one, 4 groups
+    assert repeated_runs(s, segs) == [(1, 3, 4), (1 + 5 * 3, 3, 4)]
+    s, segs = _search(3)
+    assert repeated_runs(s, segs) == []
+
+
+def test_group_on_window_keeps_its_own_ops_and_moves_tpbs():
+    s, segs = _search(4)
+    pool = tuple(range(8))
+    merged = SegmentCfg((StageCfg("mm0", (0,)), StageCfg("sm0", (1,)), StageCfg("pv0", (2, 3))),
+                        "pipeline")
+    layout = [0, merged]  # the group's dma segment as it is, its compute as one pipeline
+    group2 = segs[1 + 2 * 3:1 + 3 * 3]
+    out = _group_on(layout, group2, pool, 4)
+    assert out[0] is group2[0]
+    assert [(st.op, st.tpbs) for st in out[1].stages] == \
+        [("mm2", (4,)), ("sm2", (5,)), ("pv2", (6, 7))] and out[1].kind == "pipeline"
