@@ -34,13 +34,13 @@ from xdsl.context import Context
 from xdsl.dialects.builtin import (ArrayAttr, Float32Type, IntegerAttr, IntegerType, ModuleOp,
                                     StringAttr, TensorType, i64)
 from xdsl.dialects.linalg.ops import GenericOp
-from xdsl.ir import Operation
+from xdsl.ir import BlockArgument, Operation
 from xdsl.passes import ModulePass
 from xdsl.rewriter import Rewriter
 
 
 from m100.passes.graph.common import (EPILOGUE, FUSED_INTO, GROUP, STAGE, body_exprs, func_bodies,
-                                      generic_maps, is_identity, iterators, map_dims,
+                                      generic_maps, is_const, is_identity, iterators, map_dims,
                                       next_group_id, shape_of)
 from m100.passes.graph.fuse_predicates import fuse
 
@@ -142,6 +142,11 @@ def tcu_dequant(g: GenericOp, marked: bool = False) -> int | None:
     if len(acc) != 1 or len(sc) != 1 or e.args[0] is e.args[1]:
         return None
     if not isinstance(g.inputs[si].type.get_element_type(), Float32Type):
+        return None
+    # the scales are loaded once per column tile like a bias: a model input/weight or a
+    # constant, never a value some op computes during the program
+    sv = g.inputs[si]
+    if not (isinstance(sv, BlockArgument) or is_const(sv)):
         return None
     maps = generic_maps(g)
     n = (shape_of(g.results[0]) or (0, 0))[1]
