@@ -99,7 +99,7 @@ def block_accesses(inst: isa.Instruction) -> list[Access]:
         if inst.acc is not None:
             add("acc", inst.acc, False, True)
         for name, w, _ in inst.walks():
-            if name in ("bias", "requant.per_channel", "scale"):
+            if name in ("bias", "requant.per_channel", "dequant", "scale"):
                 add(name, w, False, False)
     elif isinstance(inst, isa.Conv2D):
         nb = inst.sync.blocks
