@@ -39,7 +39,6 @@ from .gemv_runs import unchunk_gemv_runs
 from .graph import Op, OpGraph, ScheduleError, geometry
 from .partition import col_splits
 from .plan import Plan
-from .side_by_side import side_by_side
 from .segment import (SegmentCfg, StageCfg, act_resident_ok, ksplit_ok, ksplit_stages,
                       streamable)
 from .shared_costs import SharedCosts
@@ -535,7 +534,6 @@ def schedule(g: OpGraph, machine: Machine, tpbs: int = 0, clusters: int = 0,
     segs, tl = weights_once(search, segs, tl, keep)
     segs, tl = widen_gemvs(search, segs, tl, keep, pool)
     segs, tl = unchunk_gemv_runs(search, segs, tl, keep)
-    segs, tl = side_by_side(search, segs, tl, keep, pool)  # per-head chains on TPB windows
     tl.checkpoints = {}  # only the trials above resume from them
     return Placement(strategy, segs, tl, machine, pool, evals)
 
