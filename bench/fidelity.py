@@ -135,6 +135,17 @@ def _resnet18(hw: int):
     return models.resnet18(hw=hw)
 
 
+def _resnet50():
+    """ResNet-50 224 (the onnx wheel's light model, random weights: ``models.randomize_light_model``)."""
+    import pathlib
+
+    import onnx
+
+    from m100.frontend import models
+    light = pathlib.Path(onnx.__file__).parent / "backend" / "test" / "data" / "light"
+    return models.randomize_light_model(onnx.load(str(light / "light_resnet50.onnx")))
+
+
 def _mlp():
     from m100.frontend import models
     return models.mlp(batch=64, d_in=256, hidden=256, d_out=64)
@@ -183,6 +194,7 @@ CASES: dict[str, Case] = {c.name: c for c in [
     Case("conv-chain-56-pipeline", conv_chain, strategy="pipeline"),
     Case("conv-chain-56-layers", conv_chain, strategy="data-parallel"),
     Case("resnet18-224", lambda: _resnet18(224)),
+    Case("resnet50-224", _resnet50),
     Case("llama-layer", lambda: os.path.join(REPO, "test", "data", "llama_layer_small.onnx")),
     Case("decode4096", lambda: decode_layer(4096, 11008)),
 ]}

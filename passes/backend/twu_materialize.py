@@ -13,7 +13,7 @@ from xdsl.rewriter import InsertPoint, Rewriter
 
 from m100.dialects.hbsm import AllocOp, BufferType, FifoOp, ViewOp
 from m100.dialects.sync import JoinOp, machine_of
-from m100.dialects.tpb import CopyOp, DmaOp, InstrOp, ProgramOp, StreamOp
+from m100.dialects.tpb import BroadcastOp, CopyOp, DmaOp, InstrOp, ProgramOp, StreamOp
 from m100.dialects.twu import AccessAttr, WalkAttr, array_values
 from m100.errors import M100Error
 from m100.targets.m100.isa import Walk
@@ -133,6 +133,8 @@ class TwuMaterialize(ModulePass):
         def tpb_of(name: str, rt: BufferType) -> int:
             if rt.space_enum.name != "HBSM" or (bcast and name == "dst"):
                 return 0  # memory walks, and a DRB broadcast's destination, name TPB 0
+            if isinstance(op, BroadcastOp) and name == "dst":
+                return op.unit_index  # a DTDU broadcast's destination names its own TPB (ISA)
             return rt.tpb_index
 
         if not split:

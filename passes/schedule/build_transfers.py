@@ -138,6 +138,51 @@ class Transfers(ListScheduler):
             raise ScheduleError(f"internal: no producer piece of '{tensor}' covers rows {rows}")
         return out
 
+    def _kept_chunk(self, si: int, op: Op, tensor: str, key: tuple, rows: tuple[int, int],
+                    bshape: tuple[int, int, int], cols: tuple[int, int], tpbs: tuple[int, ...],
+                    tpb: int, nbytes: float) -> list[int]:
+        """One K chunk (rows x channels ``cols``) of a kept activation that the TPBs ``tpbs`` of a
+        lockstep group all read (``PlanPiece.a_share``: the column parts of one K part): per
+        producer piece that holds part of it, one DTDU broadcast from its HBSM into a fresh
+        buffer of every TPB of ``tpbs`` (one ``dtdu.broadcast`` over the DRB instead of one
+        mesh copy per column part, each sender's DTDU serving them one after the other), made
+        by the first piece that needs it; the others read it. Read by ``tpb`` alone: copies."""
+        if len(tpbs) <= 1:
+            return self._act_in(si, op, tensor, rows, bshape, cols, tpb, nbytes)
+        k = (op.name, tensor, key, tpb)
+        if k in self.gcache:
+            return self.gcache[k]
+        prod = self.s.producers[tensor]
+        a0, a1 = rows
+        k0, k1 = cols
+        over = [q for q in self._pieces_over(prod.name, a0, a1)
+                if max(a0, q.r0) < min(a1, q.r1) and max(k0, q.c0) < min(k1, q.c1)]
+        if not over:
+            raise ScheduleError(f"internal: no producer piece of '{tensor}' covers rows {rows}")
+        dt = dtype_bytes(self.g.tensors[tensor].dtype)
+        out = []
+        self.fill_gap = prod.name not in self.seg_ops
+        for q in over:
+            a, e = max(a0, q.r0), min(a1, q.r1)
+            qc0, qc1 = max(k0, q.c0), min(k1, q.c1)
+            nb = float((e - a) * q.out_dims[1] * (qc1 - qc0) * dt)
+            deps = [q.compute]
+            for x in tpbs:
+                h = self.hist.get((x, op.name), [])
+                deps += self._bar(x) + ([h[-2]] if len(h) >= 2 else [])
+            c = self.add(kind="copy", unit="dtdu", tpb=q.tpb, op=prod.name, tensor=tensor,
+                         nbytes=nb, cycles=self.cm.dtdu_broadcast_cycles(nb, q.tpb, tpbs),
+                         deps=deps, segment=si, band=self.piece.band, col=q.col, dst_tpbs=tpbs,
+                         src="hbsm", dst="hbsm", role="act")
+            self.readers[q.compute].append(c.id)
+            for x in set(tpbs) | {q.tpb}:
+                self._touch(x, c.id)
+            out.append(c.id)
+        self.fill_gap = False
+        for x in tpbs:
+            self.gcache[(op.name, tensor, key, x)] = out
+        return out
+
     def _pieces_over(self, op: str, a0: int, a1: int) -> list[PlanPiece]:
         """The pieces of ``op`` built so far (``by_op``) that may overlap rows [a0, a1), in build
         order: a row-bucket index over ``by_op[op]``, extended with the pieces added since the

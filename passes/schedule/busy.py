@@ -203,3 +203,64 @@ class BusyBlocks:
 
 
 __all__ = ["BusyBlocks", "CHUNK"]
+
+
+class RateProfile:
+    """The used bandwidth of one shared link over time (the DRB: every broadcast, of a CCB DMA
+    engine or of a TPB's DTDU, streams its bytes over it, ``drb_bandwidth`` in all), as a step
+    function: breakpoints ``t`` and the rate in use from each to the next (0 after the last).
+
+    A transfer of rate ``r`` (bytes per cycle) may run over ``[a, a + dur)`` when the rate in use
+    there stays <= ``cap - r``; :meth:`earliest` finds the first such ``a`` >= ``ready``, :meth:`add`
+    books it. Two DMA broadcasts at their AXI rate use the whole DRB of the m100 and never wait
+    for each other; a DTDU broadcast beside them waits (the interpreter shares the DRB max-min
+    among the transfers on it, ``sim/engine.py``: there they slow each other down instead)."""
+
+    __slots__ = ("t", "u", "cap", "eps")
+
+    def __init__(self, cap: float) -> None:
+        self.t: list[float] = [0.0]
+        self.u: list[float] = [0.0]
+        self.cap = cap
+        self.eps = 1e-9 * cap
+
+    def earliest(self, ready: float, dur: float, rate: float) -> float:
+        """The first start >= ``ready`` where ``rate`` fits over ``dur`` cycles."""
+        t, u = self.t, self.u
+        lim = self.cap - rate + self.eps
+        a = ready
+        i = bisect_right(t, a) - 1
+        n = len(t)
+        j = i
+        while j < n and t[j] < a + dur:
+            if u[j] > lim:
+                if j + 1 == n:  # unreachable: the rate after the last breakpoint is 0
+                    raise AssertionError("RateProfile: the last step is in use")
+                a = t[j + 1]
+            j += 1
+        return a
+
+    def _split(self, x: float) -> int:
+        """The index of a breakpoint at ``x`` (inserted if missing)."""
+        t = self.t
+        i = bisect_right(t, x) - 1
+        if t[i] == x:
+            return i
+        t.insert(i + 1, x)
+        self.u.insert(i + 1, self.u[i])
+        return i + 1
+
+    def add(self, a: float, dur: float, rate: float) -> None:
+        """Book ``rate`` over ``[a, a + dur)``."""
+        if dur <= 0 or rate <= 0:
+            return
+        i = self._split(a)
+        k = self._split(a + dur)
+        for j in range(i, k):
+            self.u[j] += rate
+
+    def copy(self) -> "RateProfile":
+        c = RateProfile(self.cap)
+        c.t = list(self.t)
+        c.u = list(self.u)
+        return c

@@ -182,6 +182,21 @@ class CostModel:
         lat = mc.remote_update_latency if same else mc.remote_update_latency_inter
         return nbytes / bw + lat + mc.hbsm_latency
 
+    def dtdu_broadcast_cycles(self, nbytes: float, src_tpb: int, dst_tpbs: tuple[int, ...]
+                              ) -> float:
+        """``dtdu.broadcast`` by ``src_tpb``'s DTDU into the HBSM of every TPB of ``dst_tpbs``: the
+        bytes cross the DRB once (``sim/timing.py`` ``_dtdu``: the DTDU port and the DRB bound the
+        stream), then the slowest receiver's sync update (``remote_update_latency`` in the
+        cluster, ``_inter`` across) and the HBSM latency."""
+        mc = self.machine
+        if nbytes <= 0:
+            return 0.0
+        bw = min(self.bpc(mc.drb_bandwidth), mc.dtdu_bytes_per_cycle)
+        lat = max((0 if t == src_tpb else mc.remote_update_latency
+                   if mc.cluster_of(t) == mc.cluster_of(src_tpb) else
+                   mc.remote_update_latency_inter) for t in dst_tpbs)
+        return nbytes / bw + lat + mc.hbsm_latency
+
     # ---------------------------------------------------------------- HBSM
     def align(self, nbytes: float) -> int:
         """A buffer size rounded up to the HBSM bank width (the allocation granule)."""

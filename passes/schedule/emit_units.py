@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from xdsl.ir import SSAValue
 
-from m100.dialects.tpb import CopyOp, DmaOp
+from m100.dialects.tpb import BroadcastOp, CopyOp, DmaOp
 
 from .emit_core import EmitterCore, Lin, Piece, _int, access, ident, row_index
 from .graph import ScheduleError, conv_out_hw
@@ -343,6 +343,62 @@ class UnitEmitter(EmitterCore):
             return self._shared_load(op, tensor, rows, bshape, lin_mem, tpb)
         buf, tok = self.load(tensor, bshape, lin_mem, tpb)
         return buf, [tok]
+
+    def kept_chunk(self, si, seg, op, tensor: str, key: tuple, rows: tuple[int, int],
+                   bshape: tuple[int, ...], lin_mem: Lin, tpb: int, pieces, seg_ops, band: int,
+                   cols: tuple[int, int], tpbs: tuple[int, ...]
+                   ) -> tuple[SSAValue, list[SSAValue]]:
+        """A K chunk (rows x channels ``cols``) of a kept activation read by the TPBs ``tpbs``
+        of a lockstep group (the plan's ``a_share``): per producer piece that holds part of it
+        one ``tpb.broadcast`` from its HBSM into a buffer of each (one ``m100.bcast`` id, hence
+        one HBSM offset: a DTDU broadcast writes the same addresses on every TPB of its mask),
+        made by the first piece that needs it (``build_transfers.Transfers._kept_chunk``); read by
+        only ``tpb``: copies (:meth:`act_in`)."""
+        if len(tpbs) <= 1:
+            return self.act_in(si, seg, op, tensor, rows, bshape, lin_mem, tpb, pieces, seg_ops,
+                               band, cols=cols)
+        k = (tensor, key, tpb)
+        if k in self.gcache:
+            return self.gcache[k]
+        src = self._producer_pieces(tensor, seg_ops, pieces)
+        if src is None:
+            raise ScheduleError(f"internal: '{tensor}' has no kept producer pieces")
+        a0, a1 = rows
+        k0, k1 = cols
+        self.n_bcast = getattr(self, "n_bcast", 0) + 1
+        gid = _int(self.n_bcast)
+        dtype = self.g.tensors[tensor].dtype
+        bufs = {}
+        for x in tpbs:
+            b = self.buffer("hbsm", x, bshape, dtype)
+            b.owner.attributes["m100.bcast"] = gid
+            bufs[x] = b
+        mask = 0
+        for x in tpbs:
+            mask |= 1 << x
+        toks = []
+        for q in src:
+            a, e = max(a0, q.r0), min(a1, q.r1)
+            qc0, qc1 = max(k0, q.c0), min(k1, q.c1)
+            if e <= a or qc1 <= qc0:
+                continue
+            qe = q.out.type.dims  # type: ignore[attr-defined]
+            box = (e - a, qe[1], qc1 - qc0)
+            src_acc = access(box, ident(3, (a - q.r0, 0, qc0 - q.c0)))
+            dst_acc = access(box, ident(3, (a - a0, 0, qc0 - k0)))
+            deps = [q.done] + [d for x in tpbs for d in self._bar(x) + self._slot_deps(x, op.name)]
+            bc = BroadcastOp(q.tpb, {"src": (q.out, src_acc), "dst": (bufs[tpbs[0]], dst_acc)},
+                             deps, params={"tpb_mask": _int(mask)})
+            self._emit(self._take("dtdu", q.tpb, tuple(tpbs)), bc)
+            q.readers.append(bc.done)
+            for x in set(tpbs) | {q.tpb}:
+                self._touch(x, bc.done)
+            toks.append(bc.done)
+        if not toks:
+            raise ScheduleError(f"internal: no producer piece of '{tensor}' covers rows {rows}")
+        for x in tpbs:
+            self.gcache[(tensor, key, x)] = (bufs[x], toks)
+        return self.gcache[k]
 
     def _shared_load(self, op, tensor: str, rows: tuple[int, int], bshape: tuple[int, ...],
                      lin: Lin, tpb: int) -> tuple[SSAValue, list[SSAValue]]:

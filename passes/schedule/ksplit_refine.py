@@ -16,11 +16,12 @@ the DDR latency (~250 cycles, ResNet-18 224: 448 of its 606 weight DMAs were the
 two chunks per part, 1 x 8 x 7 TPBs). With ``StageCfg.whole`` each part's weight is one chunk:
 one DMA, and (one-tile pieces) one HBSM slot instead of two of half the size, the same bytes.
 
-Neither is called by ``placement.schedule`` yet (ResNet-50 224 ran 4.5 % slower with them,
-unexplained: ``docs/schedule.md``); meant to run after :func:`placement.weights_once` (which picks
-the row / column / K-part split of those stages). :func:`whole_parts` it sets ``whole`` on every eligible stage at once and keeps the
-plan if its makespan drops; otherwise it tries the stages one by one, largest weights first,
-each kept only if the whole plan gets shorter (at most :data:`MAX_TRIALS` builds).
+:func:`whole_parts` runs in ``placement.schedule`` after :func:`placement.weights_once` (which
+picks the row / column / K-part split of those stages); :func:`widen` is not called (ResNet-18
+224 gains nothing from it once the kept K chunks are broadcast: ``docs/schedule.md``).
+:func:`whole_parts` sets ``whole`` on every eligible stage at once and keeps the plan if its
+makespan drops; otherwise it tries the stages one by one, largest weights first, each kept only
+if the whole plan gets shorter (at most :data:`MAX_TRIALS` builds).
 Eligible: a one-stage segment of a TCU contraction with ``ks`` > 1, one round (``bands == gr``)
 and no resident activation.
 

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from .busy import BusyBlocks
+from .busy import BusyBlocks, RateProfile
 from .plan import Plan, PlanPiece, PlanTask
 from .segment import SegmentCfg
 
@@ -73,6 +73,8 @@ class ListScheduler:
         self.kept_use: dict[tuple[int, int], int] = {}
         self.fill_gap = False  # the task being added is a copy from a kept activation
         self.dtdu_busy: dict[int, BusyBlocks] = {}  # TPB -> busy blocks of its DTDU
+        # the DRB's bandwidth in use over time: every broadcast (DMA or DTDU) streams over it
+        self.drb_use = RateProfile(self.cm.bpc(self.cm.machine.drb_bandwidth))
         # op -> its pieces built so far, and their row index (:meth:`_pieces_over`), and piece
         # compute task -> its readers: of every segment (kept outputs are read by later ones)
         self.by_op: dict[str, list[PlanPiece]] = {}
@@ -94,14 +96,22 @@ class ListScheduler:
         if t.unit == "dma":
             # CCB DMA engines: the compiler orders each engine's queue by predicted start, so a
             # transfer fills the earliest idle gap of the engine that can start it first
+            # a DRB broadcast also needs its rate free on the DRB (:class:`.busy.RateProfile`)
+            rate = t.nbytes / cycles if len(t.dst_tpbs) > 1 and cycles > 0 else 0.0
             best = None
             for e, blocks in enumerate(self.dma_busy):
                 st, idx = blocks.earliest(ready, cycles)
+                while rate:
+                    a = self.drb_use.earliest(st, cycles, rate)
+                    if a <= st:
+                        break
+                    st, idx = blocks.earliest(a, cycles)
                 if best is None or st < best[0]:
                     best = (st, e, idx)
             assert best is not None
             start, t.engine, idx = best
             self.dma_busy[t.engine].insert(idx, start, start + cycles)
+            self.drb_use.add(start, cycles, rate)
             res = ("dma", t.engine)
             if start > ready:
                 pred = self.last_on_res.get(res, pred)
@@ -109,6 +119,9 @@ class ListScheduler:
             res = (t.unit, t.tpb)
             start = ready
             free = self.free.get(res, 0.0)
+            # a DTDU broadcast: its rate must be free on the DRB
+            rate = t.nbytes / cycles if t.unit == "dtdu" and len(t.dst_tpbs) > 1 and cycles > 0 \
+                else 0.0
             if self.fill_gap:
                 # a copy from a kept activation (:mod:`.keep`): its sources were computed in an
                 # earlier segment, so it takes the earliest idle gap of the sending DTDU (the
@@ -118,6 +131,12 @@ class ListScheduler:
                 if blocks is None:
                     blocks = self.dtdu_busy[t.tpb] = BusyBlocks()
                 start, idx = blocks.earliest(ready, cycles)
+                while rate:  # a gap of its DTDU where the DRB has room too
+                    a = self.drb_use.earliest(start, cycles, rate)
+                    if a <= start:
+                        break
+                    start, idx = blocks.earliest(a, cycles)
+                self.drb_use.add(start, cycles, rate)
                 blocks.insert(idx, start, start + cycles)
                 if start > ready:
                     pred = self.last_on_res.get(res, pred)
@@ -125,6 +144,9 @@ class ListScheduler:
             else:
                 if free > start:  # TPB units execute their queue in program order
                     start, pred = free, self.last_on_res.get(res, -1)
+                if rate:  # a DTDU broadcast waits for room on the DRB
+                    start = self.drb_use.earliest(start, cycles, rate)
+                    self.drb_use.add(start, cycles, rate)
                 self.free[res] = start + cycles
                 if t.unit == "dtdu":
                     blocks = self.dtdu_busy.get(t.tpb)

@@ -37,6 +37,7 @@ from m100.targets.m100.machine import Machine
 from .cost import CostModel, ceil_div
 from .gemv_runs import unchunk_gemv_runs
 from .graph import Op, OpGraph, ScheduleError, geometry
+from .ksplit_refine import whole_parts
 from .partition import col_splits
 from .plan import Plan
 from .segment import (SegmentCfg, StageCfg, act_resident_ok, ksplit_ok, ksplit_stages,
@@ -534,6 +535,8 @@ def schedule(g: OpGraph, machine: Machine, tpbs: int = 0, clusters: int = 0,
     segs, tl = weights_once(search, segs, tl, keep)
     segs, tl = widen_gemvs(search, segs, tl, keep, pool)
     segs, tl = unchunk_gemv_runs(search, segs, tl, keep)
+    segs, tl = whole_parts(search, segs, tl, keep)
+    tl, keep = kept_copies(search.sched, segs, tl, keep)
     tl.checkpoints = {}  # only the trials above resume from them
     return Placement(strategy, segs, tl, machine, pool, evals)
 
@@ -577,10 +580,26 @@ def keep_activations(sched: Scheduler, segs: list[SegmentCfg], tl: Plan) -> tupl
     return tl, mode_of
 
 
+def kept_copies(sched: Scheduler, segs: list[SegmentCfg], tl: Plan, keep: str
+                ) -> tuple[Plan, str]:
+    """The plan with the K chunks of kept activations that several column parts of a lockstep
+    conv read moved by one mesh copy per reader (``keep`` + ``"+copies"``) instead of one DTDU
+    broadcast per producer piece (``Plan.kept_bcast``), if that is shorter: the broadcasts take
+    one DTDU's time instead of one per reader, but they share the DRB with the CCB DMA engines'
+    weight broadcasts (``list_schedule``: ``RateProfile``). Tried once, on the final segments
+    (the refinements before it choose with broadcasts)."""
+    if not keep or not tl.kept:
+        return tl, keep
+    tl2 = sched.shorter(segs, tl, keep + "+copies")
+    return (tl2, keep + "+copies") if tl2 is not None else (tl, keep)
+
+
 #: weights_once: K parts per stage tried (a K split holds 1 / (gc * ks) of the weight per TPB)
 MAX_KPARTS = 8
 #: weights_once: whole-plan builds at most (each ~0.3 CPU-s on ResNet-18 224)
 MAX_WEIGHT_TRIALS = 12
+#: weights_once: candidates tried again after a later change was kept (one build each)
+MAX_WEIGHT_RETRIES = 4
 
 
 def weights_once(s: Search, segs: list[SegmentCfg], tl: Plan, keep: str
@@ -606,7 +625,11 @@ def weights_once(s: Search, segs: list[SegmentCfg], tl: Plan, keep: str
     order = sorted((-sum(t.nbytes for t in g.weights(s.ops[seg.stages[0].op])), si)
                    for si, seg in enumerate(segs) if _weights_at(seg))
     trials = 0
+    failed: list[tuple[int, SegmentCfg, SegmentCfg]] = []  # since the last kept change
+    stale: list[tuple[int, SegmentCfg, SegmentCfg]] = []  # lost before a later kept change
     for pos, (_w, si) in enumerate(order):
+        if trials >= MAX_WEIGHT_TRIALS:
+            break
         # checkpoints for the segments tried later (only those after this one: a trial that is
         # kept has the ones before it from the plan it replaces)
         later = {sj for _, sj in order[pos + 1:] if sj > si}
@@ -630,7 +653,7 @@ def weights_once(s: Search, segs: list[SegmentCfg], tl: Plan, keep: str
                     by_gr[gr] = (c, cand)
         for gr in sorted(by_gr, reverse=True):
             if trials >= MAX_WEIGHT_TRIALS:
-                return segs, tl
+                break
             if by_gr[gr][0] == INF:
                 continue
             trials += 1
@@ -638,6 +661,20 @@ def weights_once(s: Search, segs: list[SegmentCfg], tl: Plan, keep: str
             tl2 = s.sched.shorter(trial, tl, keep, base=tl, checkpoints=later)
             if tl2 is not None:
                 segs, tl = trial, tl2
+                stale += failed  # compared with a plan that has changed since
+                failed = []
+            else:
+                failed.append((si, seg, by_gr[gr][1]))
+    # a candidate that lost against the plan before a later change was kept may win now
+    # (ResNet-18 224: conv36 on 1 x 8 x 7 loses before conv37 and conv31 move there, then wins)
+    for si, seg, cand in stale[:MAX_WEIGHT_RETRIES]:
+        if segs[si] is not seg:
+            continue  # another row count of this segment was kept
+        trial = segs[:si] + [cand] + segs[si + 1:]
+        tl2 = s.sched.shorter(trial, tl, keep, base=tl,
+                              checkpoints={sj for sj, _, _ in stale if sj > si})
+        if tl2 is not None:
+            segs, tl = trial, tl2
     return segs, tl
 
 
@@ -817,5 +854,5 @@ def _pools(pool: tuple[int, ...], strategy: str) -> list[tuple[int, ...]]:
 
 
 __all__ = ["Placement", "STRATEGIES", "available_tpbs", "schedule", "Search", "tcu_bound",
-           "keep_activations", "unchunk", "weights_once", "widen_gemvs"]
+           "keep_activations", "kept_copies", "unchunk", "weights_once", "widen_gemvs"]
 _ = (replace, ceil_div)

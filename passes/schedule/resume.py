@@ -44,7 +44,7 @@ _FLAT = frozenset(("free", "last_on_res", "written", "seg_touch", "barrier", "hb
 _LISTS = frozenset(("bar_hist", "bar_at", "by_op", "hist"))
 _END = attrgetter("end")
 _RULED = _NOT_STATE | _SAME | _FLAT | _LISTS | frozenset(
-    ("dma_busy", "dtdu_busy", "row_index", "readers", "out_readers", "out_wait"))
+    ("dma_busy", "dtdu_busy", "drb_use", "row_index", "readers", "out_readers", "out_wait"))
 
 
 def copy_busy(b: BusyBlocks) -> BusyBlocks:
@@ -74,6 +74,7 @@ def copy_state(d: dict) -> dict:
             out[k] = {a: list(v) for a, v in d[k].items()}
     out["dma_busy"] = [copy_busy(b) for b in d["dma_busy"]]
     out["dtdu_busy"] = {x: copy_busy(b) for x, b in d["dtdu_busy"].items()}
+    out["drb_use"] = d["drb_use"].copy()
     out["row_index"] = {op: [n, w, {bk: list(v) for bk, v in buckets.items()}]
                         for op, (n, w, buckets) in d["row_index"].items()}
     # a piece's readers list is also in ``out_readers`` (the output slots of its op on its TPB):
@@ -95,7 +96,7 @@ def copy_plan(tl: Plan, segs: list) -> Plan:
     """A plan holding ``tl``'s tasks, pieces, buffers ... so far, for the segments ``segs``."""
     return Plan(tasks=list(tl.tasks), pieces=list(tl.pieces), buffers=list(tl.buffers),
                 plans=dict(tl.plans), segments=list(segs), seg_spans=list(tl.seg_spans),
-                prefetch=dict(tl.prefetch), kept=set(tl.kept))
+                prefetch=dict(tl.prefetch), kept=set(tl.kept), kept_bcast=tl.kept_bcast)
 
 
 @dataclass

@@ -148,11 +148,14 @@ class Scheduler:
         after it (the makespan, the latest end, can then only be >= ``bound``: the search asks
         whether a candidate beats its best, and most do not). ``keep``: which activations stay
         in HBSM between segments (:func:`.keep.choose_kept`: ``""`` none, ``"one-stage"``,
-        ``"all"``). ``checkpoints``: segment indices before which the builder's state is kept
+        ``"all"``; a ``+copies`` suffix: kept K chunks go by one mesh copy per reader instead of
+        one DTDU broadcast per producer piece, ``Plan.kept_bcast``). ``checkpoints``: segment indices before which the builder's state is kept
         in the plan (``Plan.checkpoints``); ``base``: an earlier plan whose checkpoints this
         build may start from, building only the segments after the prefix they share
         (:mod:`.resume`; the same plan as a full build)."""
         tl = Plan(segments=list(segs))
+        keep, _, how = keep.partition("+")
+        tl.kept_bcast = how != "copies"
         st = PlanBuilder(self, tl)
         st.bound = bound
         if keep and not isolated:  # activations kept in HBSM between segments (:mod:`.keep`)
@@ -161,7 +164,8 @@ class Scheduler:
                 keep == "one-stage")
         first = 0
         ends = EndScan()  # the latest task end so far, for the checkpoints
-        cp = None if isolated else best_checkpoint(base, segs, tl.kept, st.kept_use, bound)
+        cp = None if isolated or (base is not None and base.kept_bcast != tl.kept_bcast) else \
+            best_checkpoint(base, segs, tl.kept, st.kept_use, bound)
         if cp is not None:
             cp.restore(st, segs)
             tl, first = st.tl, cp.index

@@ -77,9 +77,11 @@ def plan_piece(bld, si: int, st, op: Op, p: PlanPiece, tplan: TilePlan, compute)
             last = ci == len(chunks) - 1
             if kk == K:
                 deps = list(x_deps)
-            elif kept_chunks:
-                deps = list(bld._act_in(si, op, x_t, x_rows, x_full_dims[:2] + (kc,),
-                                        (k0, k0 + kc), tpb, chunk_bytes(kc)))
+            elif kept_chunks:  # one DTDU broadcast per producer piece to the column parts
+                deps = list(bld._kept_chunk(si, op, x_t, ("k", x_rows, k0), x_rows,
+                                            x_full_dims[:2] + (kc,), (k0, k0 + kc),
+                                            p.a_share if bld.tl.kept_bcast else (), tpb,
+                                            chunk_bytes(kc)))
             elif streamed:
                 deps = list(x_deps) if ci == 0 else []
             elif p.group >= 0:  # lockstep: one broadcast to the column parts of the row tile
@@ -336,11 +338,12 @@ def emit_piece(em, si, seg, op, b, j, tpb, r0, r1, c0, c1, pieces, seg_ops, plan
                 deps = list(x_deps)
             elif ck == C:
                 x_slot, deps = (x_full, None), list(x_deps)
-            elif kept_chunks:
+            elif kept_chunks:  # one DTDU broadcast per producer piece to the column parts
                 lin = [((0, 0, 0), n0), ((1, 0, 0), i0), ((0, 1, 0), 0), ((0, 0, 1), k0)]
-                xb, xts = em.act_in(si, seg, op, x_t, (n0 * H + i0, n0 * H + i1),
-                                    (i1 - i0, W, kc), lin, tpb, pieces, seg_ops, b,
-                                    cols=(k0, k0 + kc))
+                x_rows = (n0 * H + i0, n0 * H + i1)
+                xb, xts = em.kept_chunk(si, seg, op, x_t, ("k", x_rows, k0), x_rows,
+                                        (i1 - i0, W, kc), lin, tpb, pieces, seg_ops, b,
+                                        (k0, k0 + kc), pp.a_share if em.plan.kept_bcast else ())
                 x_slot, deps = (xb, None), list(xts)
             elif streamed:
                 x_slot = (x_full, access((i1 - i0, W, kc), ident(3, (0, 0, k0))))

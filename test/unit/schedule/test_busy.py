@@ -107,3 +107,52 @@ def test_skips_chunks_without_a_gap_that_fits():
     b._regap(c)
     t, (pc, pk) = b.earliest(0.0, 5.0)
     assert t == E[c][3] and (pc, pk) == (c, 4)
+
+
+def _used(bookings, x):
+    """The rate in use at time ``x``: the sum over the bookings covering it (the definition)."""
+    return sum(r for a, d, r in bookings if a <= x < a + d)
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_rate_profile_is_the_earliest_fitting_start(seed):
+    """RateProfile.earliest against the definition: with the rate in use computed from the list of
+    bookings, the returned start fits (at every booking edge inside the window and at its start,
+    where the step function can change) and no earlier candidate start does (the candidates: the
+    ready time and every booking end after it -- the step function only drops there)."""
+    from m100.passes.schedule.busy import RateProfile
+    rng = random.Random(seed)
+    cap = 170.0
+    prof = RateProfile(cap)
+    book = []
+    for _ in range(150):
+        ready = rng.choice([0.0, 10.0, 25.0, 40.0]) + rng.randrange(0, 400, 5)
+        dur = float(rng.choice([1, 5, 20, 50, 120]))
+        rate = rng.choice([30.0, 64.0, 85.0, 100.0, 170.0])
+
+        def fits(a):
+            pts = [a] + [x for b, d, _ in book for x in (b, b + d) if a < x < a + dur]
+            return all(_used(book, x) + rate <= cap + 1e-6 for x in pts)
+        a = prof.earliest(ready, dur, rate)
+        assert a >= ready and fits(a)
+        cands = [ready] + [b + d for b, d, _ in book if ready < b + d < a]
+        assert not any(fits(c) for c in cands if c < a)
+        prof.add(a, dur, rate)
+        book.append((a, dur, rate))
+        for x in prof.t:  # the profile is the sum of the bookings
+            assert prof.u[prof.t.index(x)] == pytest.approx(_used(book, x))
+
+
+def test_rate_profile_two_axi_broadcasts_share_the_drb():
+    """Two DMA broadcasts at the AXI rate (half the m100's DRB each) run at the same time; a
+    third transfer of any rate waits until one of them ends."""
+    from m100.passes.schedule.busy import RateProfile
+    from m100.targets.m100.machine import get_machine
+    m = get_machine("m100")
+    drb, axi = m.bytes_per_cycle(m.drb_bandwidth), m.bytes_per_cycle(m.axi_bandwidth)
+    assert 2 * axi <= drb * (1 + 1e-9)
+    prof = RateProfile(drb)
+    prof.add(0.0, 100.0, axi)
+    assert prof.earliest(0.0, 100.0, axi) == 0.0
+    prof.add(0.0, 50.0, axi)
+    assert prof.earliest(0.0, 10.0, 1.0) == 50.0

@@ -198,6 +198,7 @@ def test_kept_ksplit_outputs_match_onnxruntime(mode, monkeypatch):
     # the second conv is a lockstep group reading its chunks from the first conv's tiles
     lock = {p.segment for pcs in tl.pieces for p in pcs if p.group >= 0}
     assert any(c.segment in lock for c in cps), "no lockstep reader: the test checks nothing"
+    assert any(len(c.dst_tpbs) > 1 for c in cps), "no DTDU broadcast: the test checks nothing"
     assert ck.result.reports == [] and ck.problems == [], ck.problems[:3]
     assert ck.passed, ck.summary()
 
@@ -205,7 +206,8 @@ def test_kept_ksplit_outputs_match_onnxruntime(mode, monkeypatch):
 def test_lockstep_conv_copies_each_k_chunk_from_kept_pieces():
     """A K-split conv (lockstep, its K chunks = runs of input channels) reading a kept tensor:
     each chunk instruction gets exactly its rows (halo included) x its channels, each cell once,
-    copied from the producer pieces (nothing from memory)."""
+    copied from the producer pieces (nothing from memory) by one DTDU broadcast per producer
+    piece to the column parts that read the chunk."""
     from m100.passes.schedule.partition import k_part_range
     g, segs = _chain()
     segs[1] = T.SegmentCfg((T.StageCfg(g.ops[1].name, TPBS, gc=2, bands=2, ks=2),))
@@ -219,6 +221,7 @@ def test_lockstep_conv_copies_each_k_chunk_from_kept_pieces():
     chunks = list(range(0, 32, kc))
     assert len(chunks) >= 2
     n = 0
+    bcasts: set[int] = set()
     for p in tl.pieces[1]:
         if p.reduce:
             continue
@@ -235,7 +238,10 @@ def test_lockstep_conv_copies_each_k_chunk_from_kept_pieces():
                     q = prod[t.deps[0]]
                     rows = range(max(lo, q.r0), min(hi, q.r1))
                     ch = range(max(k0, q.c0), min(k1, q.c1))
-                    assert t.nbytes == len(rows) * 16 * len(ch) * 4 and t.dst_tpbs == (p.tpb,)
+                    # one DTDU broadcast to the column parts of the K part (``a_share``)
+                    assert t.nbytes == len(rows) * 16 * len(ch) * 4 and t.dst_tpbs == p.a_share
+                    assert p.tpb in t.dst_tpbs and len(t.dst_tpbs) == 2
+                    bcasts.add(t.id)
                     got += [(r, c) for r in rows for c in ch]
                 elif d in prod and (prod[d].tpb, prod[d].r0, prod[d].r1, prod[d].c0,
                                     prod[d].c1) == (p.tpb, lo, hi, k0, k1):
@@ -243,3 +249,7 @@ def test_lockstep_conv_copies_each_k_chunk_from_kept_pieces():
             assert sorted(got) == [(r, c) for r in range(lo, hi) for c in range(k0, k1)]
             n += 1
     assert n
+    # each broadcast is read by both column parts: half as many transfers as chunk reads need
+    reads = sum(1 for p in tl.pieces[1] if not p.reduce for i in p.tasks
+                for d in tl.tasks[i].deps if d in bcasts and tl.tasks[i].kind == "compute")
+    assert reads == 2 * len(bcasts)
