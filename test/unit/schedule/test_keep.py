@@ -253,3 +253,40 @@ def test_lockstep_conv_copies_each_k_chunk_from_kept_pieces():
     reads = sum(1 for p in tl.pieces[1] if not p.reduce for i in p.tasks
                 for d in tl.tasks[i].deps if d in bcasts and tl.tasks[i].kind == "compute")
     assert reads == 2 * len(bcasts)
+    _drb_within_bandwidth(tl)
+
+
+def _drb_within_bandwidth(tl):
+    """At no time do the broadcasts running (DMA and DTDU) book more than ``drb_bandwidth``
+    (each its bytes / cycles), checked at every start, where the sum can rise."""
+    cap = M100.bytes_per_cycle(M100.drb_bandwidth)
+    bc = [t for t in tl.tasks if len(t.dst_tpbs) > 1 and t.cycles > 0]
+    for t0 in bc:
+        used = sum(t.nbytes / t.cycles for t in bc if t.start <= t0.start < t.end)
+        assert used <= cap * (1 + 1e-6), (t0, used, cap)
+
+
+def test_dtdu_broadcast_waits_for_the_drb():
+    """Two weight broadcasts of the CCB DMA engines fill the DRB (AXI rate each); a DTDU broadcast
+    ready at the same time starts when the first of them ends, not beside them (the interpreter
+    would slow all three down); a mesh copy does not use the DRB and starts at once."""
+    g, segs = _chain()
+    s = T.Scheduler(CostModel(M100), g)
+    b = T.PlanBuilder(s, T.Plan(segments=list(segs)))
+    b.piece = None  # tasks outside a piece
+    cm = s.cm
+    nb = 256 * 1024.0
+    d = [b.add(kind="dma-in", unit="dma", tpb=-1, op="w", tensor="w", nbytes=nb,
+               cycles=cm.dma_cycles(nb, "ddr", broadcast=True), deps=[], dst_tpbs=(0, 1),
+               src="ddr", dst="hbsm", role="w") for _ in range(2)]
+    assert d[0].start == d[1].start == 0.0 and d[0].engine != d[1].engine
+    x = 16 * 1024.0
+    c = b.add(kind="copy", unit="dtdu", tpb=2, op="a", tensor="a", nbytes=x,
+              cycles=cm.dtdu_broadcast_cycles(x, 2, (3, 4)), deps=[], dst_tpbs=(3, 4),
+              src="hbsm", dst="hbsm", role="act")
+    assert c.start == pytest.approx(min(d[0].end, d[1].end))
+    m = b.add(kind="copy", unit="dtdu", tpb=5, op="a", tensor="a", nbytes=x,
+              cycles=cm.mesh_cycles(x, 5, 6), deps=[], dst_tpbs=(6,), src="hbsm", dst="hbsm",
+              role="act")
+    assert m.start == 0.0
+    _drb_within_bandwidth(b.tl)
