@@ -104,10 +104,18 @@ def test_matmul_vector_with_batched_operand(sa, sb):
     assert prepared.graph.node[-1].output[0] == "y"
 
 
-@pytest.mark.parametrize("sa,sb", [((5,), (5, 3)), ((3, 5), (5,)), ((5,), (5,)), ((2, 3, 4), (2, 4, 5))])
+@pytest.mark.parametrize("sa,sb", [((5,), (5, 3)), ((3, 5), (5,)), ((2, 3, 4), (2, 4, 5))])
 def test_other_matmuls_left_alone(sa, sb):
     prepared = prepare_model(_matmul_model(sa, sb))
     assert [n.op_type for n in prepared.graph.node] == ["MatMul"]
+
+
+def test_dot_product_matmul_is_2d():
+    """1-D x 1-D (torch-mlir's linalg.dot, no scheduler kind) becomes [1, K] @ [K, 1], squeezed
+    (the numbers: test/e2e/test_matmul_dot.py)."""
+    prepared = prepare_model(_matmul_model((5,), (5,)))
+    assert [n.op_type for n in prepared.graph.node] == ["Unsqueeze", "Unsqueeze", "MatMul",
+                                                        "Squeeze"]
 
 
 @pytest.mark.parametrize("sa,sb", MATMUL_VEC, ids=lambda s: "x".join(map(str, s)))
