@@ -11,6 +11,14 @@ from .plan import PlanPiece, PlanTask
 from .segment import StageCfg, memory_of
 
 
+def _overlap_bytes(over, a0: int, a1: int, k0: int, k1: int, dt: int):
+    """(piece, bytes) of each producer piece's overlap with rows [a0, a1) x columns [k0, k1)."""
+    for q in over:
+        rows = min(a1, q.r1) - max(a0, q.r0)
+        cols = min(k1, q.c1) - max(k0, q.c0)
+        yield q, float(rows * q.out_dims[1] * cols * dt)
+
+
 class Transfers(ListScheduler):
     """Operand transfers of the piece being built (``self.piece``)."""
 
@@ -120,10 +128,7 @@ class Transfers(ListScheduler):
         dt = dtype_bytes(self.g.tensors[tensor].dtype)
         out = []
         self.fill_gap = prod.name not in self.seg_ops
-        for q in over:
-            a, e = max(a0, q.r0), min(a1, q.r1)
-            qc0, qc1 = max(k0, q.c0), min(k1, q.c1)
-            nb = float((e - a) * q.out_dims[1] * (qc1 - qc0) * dt)
+        for q, nb in _overlap_bytes(over, a0, a1, k0, k1, dt):
             c = self.add(kind="copy", unit="dtdu", tpb=q.tpb, op=prod.name, tensor=tensor,
                          nbytes=nb, cycles=self.cm.mesh_cycles(nb, q.tpb, tpb),
                          deps=[q.compute] + self._slot_deps() + self._bar(tpb), segment=si,
@@ -162,10 +167,7 @@ class Transfers(ListScheduler):
         dt = dtype_bytes(self.g.tensors[tensor].dtype)
         out = []
         self.fill_gap = prod.name not in self.seg_ops
-        for q in over:
-            a, e = max(a0, q.r0), min(a1, q.r1)
-            qc0, qc1 = max(k0, q.c0), min(k1, q.c1)
-            nb = float((e - a) * q.out_dims[1] * (qc1 - qc0) * dt)
+        for q, nb in _overlap_bytes(over, a0, a1, k0, k1, dt):
             deps = [q.compute]
             for x in tpbs:
                 h = self.hist.get((x, op.name), [])

@@ -18,6 +18,21 @@ from .plan import STORE_LATER, Unit, op_family
 from .segment import SegmentCfg, StageCfg
 
 
+def _piece_boxes(src, a0: int, a1: int, k0: int, k1: int, col_base: int):
+    """(piece, source access, destination access) of every producer piece in ``src`` that meets
+    rows [a0, a1) x columns [k0, k1): the overlap box, read at its place in the piece and written
+    at its place in a buffer whose rows start at a0 and columns at ``col_base``."""
+    for q in src:
+        a, e = max(a0, q.r0), min(a1, q.r1)
+        qc0, qc1 = max(k0, q.c0), min(k1, q.c1)
+        if e <= a or qc1 <= qc0:
+            continue
+        qe = q.out.type.dims  # type: ignore[attr-defined]
+        box = (e - a, qe[1], qc1 - qc0)
+        yield (q, access(box, ident(3, (a - q.r0, 0, qc0 - q.c0))),
+               access(box, ident(3, (a - a0, 0, qc0 - col_base))))
+
+
 class UnitEmitter(EmitterCore):
     """Per-op and per-unit-kind emission of the emitter (see :mod:`.emit`)."""
 
@@ -319,15 +334,8 @@ class UnitEmitter(EmitterCore):
                 return over[0].out, [over[0].done]  # same TPB, same box: read it in place
             buf = self.buffer("hbsm", tpb, bshape, self.g.tensors[tensor].dtype)
             toks = []
-            for q in src:
-                a, e = max(a0, q.r0), min(a1, q.r1)
-                qc0, qc1 = max(k0, q.c0), min(k1, q.c1)
-                if e <= a or qc1 <= qc0:
-                    continue
-                qe = q.out.type.dims  # type: ignore[attr-defined]
-                box = (e - a, qe[1], qc1 - qc0)
-                src_acc = access(box, ident(3, (a - q.r0, 0, qc0 - q.c0)))
-                dst_acc = access(box, ident(3, (a - a0, 0, qc0 - (k0 if cols is not None else 0))))
+            for q, src_acc, dst_acc in _piece_boxes(src, a0, a1, k0, k1,
+                                                    k0 if cols is not None else 0):
                 cp = CopyOp(q.tpb, {"src": (q.out, src_acc), "dst": (buf, dst_acc)},
                             [q.done] + (self._slot_deps(*self.cur) if self.cur else [])
                             + self._bar(tpb))
@@ -377,15 +385,7 @@ class UnitEmitter(EmitterCore):
         for x in tpbs:
             mask |= 1 << x
         toks = []
-        for q in src:
-            a, e = max(a0, q.r0), min(a1, q.r1)
-            qc0, qc1 = max(k0, q.c0), min(k1, q.c1)
-            if e <= a or qc1 <= qc0:
-                continue
-            qe = q.out.type.dims  # type: ignore[attr-defined]
-            box = (e - a, qe[1], qc1 - qc0)
-            src_acc = access(box, ident(3, (a - q.r0, 0, qc0 - q.c0)))
-            dst_acc = access(box, ident(3, (a - a0, 0, qc0 - k0)))
+        for q, src_acc, dst_acc in _piece_boxes(src, a0, a1, k0, k1, k0):
             deps = [q.done] + [d for x in tpbs for d in self._bar(x) + self._slot_deps(x, op.name)]
             bc = BroadcastOp(q.tpb, {"src": (q.out, src_acc), "dst": (bufs[tpbs[0]], dst_acc)},
                              deps, params={"tpb_mask": _int(mask)})
