@@ -444,6 +444,10 @@ def rewrite_for_torch_mlir(model):
             elif node.op_type == "Mod":  # float fmod=1 through arith.remf (exact)
                 from m100.frontend.onnx_rewrite_fmod import rewrite_float_fmod
                 repl = rewrite_float_fmod(node, types, names, helper, numpy_helper)
+            elif node.op_type == "Slice":  # negative steps: a positive-step Slice + reversal
+                from m100.frontend.onnx_rewrite_slice import rewrite_negative_step_slice
+                repl = rewrite_negative_step_slice(node, graph, _static_shapes(graph), names,
+                                                   helper, numpy_helper)
             elif node.op_type == "Gemm":
                 repl = _gemm_alpha(node, types.get(node.input[0]), names, helper, numpy_helper)
             elif node.op_type == "SpaceToDepth":

@@ -19,7 +19,10 @@ Families and ops (shapes are small, with M = 1 and size-1 dims drawn often):
 * any rank: Relu / Sigmoid / Tanh / Gelu (erf and tanh), Add / Mul / Sub / Div with broadcasting
   (operand an initializer or a graph input, either side; divisors are kept away from zero), Softmax
   (any axis), a LayerNorm chain (ReduceMean / Sub / Mul / Add eps / Sqrt / Div / scale / shift) or
-  ``LayerNormalization``, Transpose, Reshape, Concat, residual Add of an earlier value.
+  ``LayerNormalization``, Transpose, Reshape, Concat, residual Add of an earlier value, ``Mod``
+  (``fmod=1``, sometimes with wide-range dividends), ``Pow`` (integer-valued exponents of any base,
+  real exponents of ``|x|``), ``Pad`` (constant with an absent / initializer / run-time value and
+  negative pads, reflect, edge).
 
 Integer graphs (exact comparison, 8/16-bit wrap-around, unsigned types) come from
 :mod:`m100.tools.fuzz_int`; :func:`differential` compares integer and bool outputs bit-exactly.
@@ -236,6 +239,74 @@ def _layernorm(b: _Builder, x: str) -> str:
     return y
 
 
+def _mod(b: _Builder, x: str) -> str:
+    """``Mod`` with ``fmod=1`` (C ``fmod``; the only float form ONNX allows): the divisor broadcasts and
+    is kept away from zero; sometimes wide-range dividends (quotients past 2**24, where a rounded
+    ``a - b * trunc(a / b)`` is wrong) when the dividend is a graph input: the value of an earlier
+    op carries its summation-order rounding, which a wide range would turn into a different
+    remainder."""
+    s = b.shapes[x]
+    if x in b.inputs and b.c.pick((False, False, True)):
+        x = b.node("Mul", [x, b.const_f32(b.c.pick((1e3, 1e6, 3e9)))], s)
+    y = b.operand(_bcast_shape(b, s), "away")
+    return b.node("Mod", [x, y], np.broadcast_shapes(s, b.shapes[y]), fmod=1)
+
+
+def _pow(b: _Builder, x: str) -> str:
+    """``Pow``: a negative base to an integer-valued exponent, or ``|x|`` to a real exponent in
+    [0.5, 2]; the exponent a scalar or broadcast tensor, an initializer or a graph input."""
+    s = b.shapes[x]
+    es = _bcast_shape(b, s)
+    if b.c.pick((False, True)):
+        from onnx import numpy_helper
+
+        vals = b.rng.integers(0, 4, size=es).astype(np.float32)
+        if b.c.pick((False, True)):
+            n = b.name("in")
+            b.inputs[n] = vals
+        else:
+            n = b.name("w")
+            b.inits.append(numpy_helper.from_array(vals, n))
+        b.shapes[n] = tuple(es)
+        base = x
+    else:
+        n = b.operand(es, "positive")
+        base = b.node("Abs", [x], s)
+    return b.node("Pow", [base, n], np.broadcast_shapes(s, es))
+
+
+def _pad(b: _Builder, x: str) -> str:
+    """``Pad`` (opset 11+ inputs): constant (value absent, an initializer or a run-time scalar;
+    negative pads crop), reflect (pads < dim) or edge."""
+    from onnx import numpy_helper
+
+    s = b.shapes[x]
+    mode = b.c.pick(("constant", "constant", "reflect", "edge"))
+    pads = []
+    for d in list(s) * 2:
+        lo = -1 if mode == "constant" and d > 2 else 0
+        hi = min(2, d - 1) if mode == "reflect" else 2
+        pads.append(b.c.int(lo, max(lo, hi)))
+    r = len(s)
+    out = tuple(d + pads[i] + pads[i + r] for i, d in enumerate(s))
+    if min(out) < 1:
+        return x
+    ins = [x, b.const_i64(pads)]
+    if mode == "constant":
+        how = b.c.pick(("absent", "init", "runtime"))
+        if how != "absent":
+            v = np.array(b.rng.standard_normal(), dtype=np.float32)
+            if how == "runtime":
+                n = b.name("in")
+                b.inputs[n] = v
+            else:
+                n = b.name("w")
+                b.inits.append(numpy_helper.from_array(v, n))
+            b.shapes[n] = ()
+            ins.append(n)
+    return b.node("Pad", ins, out, mode=mode)
+
+
 def _transpose(b: _Builder, x: str) -> str:
     s = b.shapes[x]
     perm = list(range(len(s)))
@@ -366,7 +437,8 @@ def _pick_dim(b: _Builder) -> int:
 _Builder.pick_dim = _pick_dim  # type: ignore[attr-defined]
 
 ANY_RANK = {"unary": _unary, "binary": _binary, "softmax": _softmax, "layernorm": _layernorm,
-            "transpose": _transpose, "reshape": _reshape, "concat": _concat}
+            "transpose": _transpose, "reshape": _reshape, "concat": _concat, "mod": _mod, "pow": _pow,
+            "pad": _pad}
 BY_RANK = {2: {"matmul": _matmul, "gemm": _gemm}, 3: {"matmul": _matmul},
            4: {"conv": _conv, "pool": _pool, "flatten": _flatten}}
 

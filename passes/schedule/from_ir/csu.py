@@ -32,7 +32,7 @@ def gather(ctx: Builder, op: Operation, nm: str, unit: str | None, where: str) -
     """Gather / GatherElements: integer row indices (CVU) then a CSU row gather."""
     gi = gather_info(op, where)
     tt = ctx.value(gi.table)
-    it = ctx.tname(gi.indices)
+    it = ctx.value(gi.indices)  # a constant index tensor becomes a weight
     V, inner, outer = gi.table_shape[gi.axis], gi.inner, gi.outer
     if gi.elements:  # flat element index: idx * stride(axis) + the other coordinates
         o_sh = gi.out_shape
