@@ -9,8 +9,11 @@ verifier; tests call its ``verify_instructions`` on sync-insert's output):
   the counter's updates, in global order, form a chain, and the ``value``-th update of that chain
   is at or after block ``need[b]`` of ``from`` on ``from``'s executor.
 * ``hazards``: every conflicting pair ``[i, j, kind, space, tpb, lo, hi]`` (a byte interval in
-  which they conflict), including the ones removed as redundant. A checker confirms each hazard is
-  ordered by the closure of ``edges`` plus program order plus block order.
+  which they conflict), including the ones removed as redundant, except the pairs that a later
+  conflicting producer of ``j`` on ``i``'s executor implies through program order
+  (``graph.prune_implied``; version 1 listed those too). A checker confirms each hazard is
+  ordered by the closure of ``edges`` plus program order plus block order; the ones left out are
+  then ordered too.
 * ``serialized``: chain monitors added by a budget merge decision.
 """
 
@@ -25,7 +28,7 @@ from .allocate import Allocation
 from .analyze import Needs
 from .redundancy import Reduced
 
-VERSION = 1
+VERSION = 2  # 2: hazards implied through program order are not listed
 
 
 def build_certificate(machine, mode: str, nd: Needs, red: Reduced, al: Allocation,

@@ -719,3 +719,44 @@ def test_rows_meet_against_enumeration():
         dec, meet = rows_meet(*(np.array([x]) for x in a), *b)
         assert dec[0]
         assert bool(meet[0]) == bool(bytes_of[0] & bytes_of[1]), (a, b)
+
+
+@pytest.mark.parametrize("seed", range(8))
+def test_pruning_implied_needs_keeps_the_program(seed, monkeypatch):
+    """graph.prune_implied drops a need i1 -> j when a later producer i2 of j on the same executor
+    waits no later in j: the program (every sync field) and the kept orderings are the same as
+    without it, the certificate lists a subset of the hazards, and every hazard of the full list
+    -- the dropped ones too -- is ordered by the program (the independent checker's test)."""
+    from m100.passes.backend.sync_insert import graph
+    prog = progs.random_program(900 + seed, n=60, slots=4, ddr_slots=2, extra=seed % 2 == 1)
+    rng = np.random.default_rng(seed)
+    edges = [DataEdge(int(p), int(c)) for p, c in
+             (sorted(rng.choice(len(prog), 2, replace=False)) for _ in range(25))]
+    kw = dict(edges=edges, stream_blocks=2 if seed % 3 == 0 else None)
+    pruned = insert_sync(prog, TINY, **kw)
+    monkeypatch.setattr(graph, "PRUNE_IMPLIED", False)
+    full = insert_sync(prog, TINY, **kw)
+    assert [i.sync for i in pruned.instructions] == [i.sync for i in full.instructions]
+    assert pruned.certificate["edges"] == full.certificate["edges"]
+    hp = {tuple(h) for h in pruned.certificate["hazards"]}
+    hf = {tuple(h) for h in full.certificate["hazards"]}
+    assert hp < hf  # something was pruned (random programs reuse executors a lot)
+    assert verify_certificate(pruned.instructions, dict(pruned.certificate,
+                                                        hazards=full.certificate["hazards"])) == []
+    assert set(map(tuple, pruned.certificate["redundant"])) < set(
+        map(tuple, full.certificate["redundant"]))
+
+
+def test_prune_implied_by_first_waiting_block():
+    """Producers 0 < 2 on one executor, 1 on another: 0 is implied by 2 only when 2's first
+    waiting block of j is no later than 0's."""
+    from m100.passes.backend.sync_insert.graph import Hazard, prune_implied
+    execs = ["A", "B", "A", "C"]
+
+    def needs(n0, n2):
+        return {(0, 3): Hazard(0, 3, np.array(n0)), (1, 3): Hazard(1, 3, np.array([0, 0])),
+                (2, 3): Hazard(2, 3, np.array(n2))}
+    d = needs([-1, 0], [0, -1])  # 2 waits from block 0: implies 0's wait at block 1
+    assert sorted(prune_implied(d, 3, [0, 1, 2], execs)) == [1, 2] and (0, 3) not in d
+    d = needs([0, -1], [-1, 0])  # 2 only from block 1: 0's wait at block 0 stays
+    assert sorted(prune_implied(d, 3, [0, 1, 2], execs)) == [0, 1, 2] and len(d) == 3

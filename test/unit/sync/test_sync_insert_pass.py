@@ -66,6 +66,26 @@ def test_barrier_orders_later_ops_of_its_tpbs_and_becomes_a_join():
     assert m.verify() is None
 
 
+def test_a_join_orders_by_the_latest_token_of_each_executor():
+    # the copy waits for a join of three fills: two on TPB 0's DTDU (program order: the second
+    # implies the first) and one on TPB 1's; the certificate's orderings name the latest of each
+    body = f"""
+  %t0 = tpb.fill tpb 0 dst({W('h0', 0)}) {{value = 1.0}}
+  %t1 = tpb.fill tpb 0 dst({W('h0', 1024)}) {{value = 2.0}}
+  %t2 = tpb.fill tpb 1 dst({W('h1', 0)}) {{value = 3.0}}
+  %j = sync.join %t0, %t1, %t2
+  %t3 = tpb.copy tpb 1 src({W('h1', 4096)}) dst({W('h1', 8192)}) after(%j)
+"""
+    m = parse(body)
+    p = SyncInsert()
+    p.apply(CTX, m)
+    cert = p.certificates[0]
+    assert sorted((h[0], h[1]) for h in cert["hazards"]) == [(1, 3)]  # 2 -> 3: program order
+    assert [(e["from"], e["to"]) for e in cert["edges"]] == [(1, 3)]
+    cp = insts_of(m)[3]
+    assert len(cp.sync.monitors) == 1 and cp.sync.monitors[0].expected == 1  # TPB 0 counts 1
+
+
 def test_pass_output_runs_on_the_interpreter():
     sim = pytest.importorskip("m100.sim.simulator")
     body = f"""
