@@ -216,12 +216,20 @@ def _greedy(g, chans, chan_events, budget, decisions=None, t=None) -> list[dict]
         if slot is None and (budget is None or len(counters) < budget):
             counters.append({"chans": [], "tails": [], "writers": set()})
             slot = len(counters) - 1
+        merged = None
         if slot is None:
             # the merge that adds the fewest serializing waits, preferring counters whose
-            # writers can all monitor TPB t (no waits to place on other TPBs)
+            # writers can all monitor TPB t (no waits to place on other TPBs); each counter's
+            # sorted events and chain cost are kept from here on (the graph does not change
+            # during this call), a merge's cost is the kept one plus what the new events change
+            for cs in counters:
+                if "evs" not in cs:
+                    cs["evs"] = sorted(e for c in cs["chans"] for e in chan_events[c])
+                    cs["cost"] = _chain_cost(g, cs["evs"], t)
+            costs = [_merged_cost(g, cs["evs"], cs["cost"], evs, t) for cs in counters]
             slot = min(range(len(counters)), key=lambda ci: (
-                _chain_cost(g, [e for c in counters[ci]["chans"] for e in chan_events[c]] + evs,
-                            t), len(counters[ci]["writers"]), ci))
+                costs[ci], len(counters[ci]["writers"]), ci))
+            merged = costs[slot]
             decisions.append({
                 "kind": "merge", "tpb": t, "counter": slot, "channel": exec_name(ch[0]),
                 "into": [exec_name(c[0]) for c in counters[slot]["chans"]],
@@ -231,6 +239,10 @@ def _greedy(g, chans, chan_events, budget, decisions=None, t=None) -> list[dict]
                                     for w in sorted(counters[slot]["writers"] | {ch[0]})
                                     if not _can_monitor(w, t))})
         cs = counters[slot]
+        if "evs" in cs:
+            if merged is None:
+                merged = _merged_cost(g, cs["evs"], cs["cost"], evs, t)
+            cs["evs"], cs["cost"] = sorted(cs["evs"] + evs), merged
         cs["chans"].append(ch)
         cs["writers"].add(ch[0])
         cs["tails"] = [e for e in cs["tails"] if g.execs[e[0]] != ch[0]] + [evs[-1]]
@@ -243,6 +255,45 @@ def _chain_cost(g, evs: list[tuple[int, int]], t: int) -> tuple[int, int]:
     gaps = [i2 for (i1, k1), (i2, k2) in zip(evs, evs[1:])
             if i1 != i2 and g.execs[i1] != g.execs[i2] and not g.hb(g.E(i1, k1), g.E(i2, k2))]
     return sum(1 for i2 in gaps if not _can_monitor(g.execs[i2], t)), len(gaps)
+
+
+def _gap(g, a: tuple[int, int], b: tuple[int, int], t: int) -> tuple[int, int]:
+    """:func:`_chain_cost` of the two consecutive events ``a``, ``b``."""
+    (i1, k1), (i2, k2) = a, b
+    if i1 == i2 or g.execs[i1] == g.execs[i2] or g.hb(g.E(i1, k1), g.E(i2, k2)):
+        return 0, 0
+    return (0 if _can_monitor(g.execs[i2], t) else 1), 1
+
+
+def _merged_cost(g, old: list, cost: tuple[int, int], new: list, t: int) -> tuple[int, int]:
+    """``_chain_cost(g, old + new, t)`` from ``cost = _chain_cost(g, old, t)``: the cost is a sum
+    over consecutive pairs of the sorted events, so only the pairs the new events split or
+    form change (``old`` sorted; the events of different executors are distinct). On the
+    1024-token LLaMA prefill layer a TPB's counters carry thousands of events each and every
+    merge asked for the cost of every counter."""
+    from bisect import bisect_left
+    r, n = cost
+    new = sorted(new)
+    pos = [bisect_left(old, e) for e in new]
+    k = 0
+    while k < len(new):
+        p = pos[k]
+        k2 = k
+        while k2 + 1 < len(new) and pos[k2 + 1] == p:
+            k2 += 1
+        seq = new[k:k2 + 1]
+        if p > 0:
+            seq = [old[p - 1]] + seq
+        if p < len(old):
+            seq = seq + [old[p]]
+        if 0 < p < len(old):
+            dr, dn = _gap(g, old[p - 1], old[p], t)
+            r, n = r - dr, n - dn
+        for a, b in zip(seq, seq[1:]):
+            dr, dn = _gap(g, a, b, t)
+            r, n = r + dr, n + dn
+        k = k2 + 1
+    return r, n
 
 
 def _serialize(al: Allocation, g, t: int, ci: int, evs: list[tuple[int, int]],

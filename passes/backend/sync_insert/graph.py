@@ -656,6 +656,7 @@ class HbGraph:
         self.sync_preds: dict[int, set[int]] = {}  # S-node -> set of E-nodes (sync edges)
         self._clock: np.ndarray | None = None
         self._dirty = 0  # first node whose clock is stale
+        self._xidl: list[int] | None = None  # clock column of each instruction's executor
 
     def S(self, i: int, b: int) -> int:
         return self._base[i] + 2 * b
@@ -712,18 +713,25 @@ class HbGraph:
     def preds(self, v: int) -> list[int]:
         return self.hw_preds(v) + sorted(self.sync_preds.get(v, ()))
 
-    def clock(self) -> np.ndarray:
-        """``clock[v, x]``: rank of the latest E-node of executor ``x`` at or before ``v``."""
+    def clock(self, upto: int | None = None) -> np.ndarray:
+        """``clock[v, x]``: rank of the latest E-node of executor ``x`` at or before ``v``.
+
+        With ``upto``, only the rows up to node ``upto`` (its instruction's) are brought up to
+        date: allocation alternates queries and new edges that point ever further forward
+        (``allocate._serialize``), and a sweep to the end after each edge was quadratic."""
         if self._clock is None:
             self._clock = np.zeros((self.num_nodes, len(self.xid)), dtype=self.clock_dtype)
             self._dirty = 0
-        if self._dirty >= self.num_nodes:
+        if self._dirty >= (self.num_nodes if upto is None else upto + 1):
             return self._clock
+        last = self.n - 1 if upto is None else self._node_inst[upto]
         c = self._clock
-        base = self.base.tolist()
-        xid = [self.xid[e] for e in self.execs]
+        base = self._base
+        if self._xidl is None:
+            self._xidl = [self.xid[e] for e in self.execs]
+        xid = self._xidl
         i = int(np.searchsorted(self.base, self._dirty, side="right")) - 1
-        for i in range(i, self.n):
+        for i in range(i, last + 1):
             p = self.po_prev[i]
             po = base[p] + 2 * self.blocks[p] - 1 if p >= 0 else -1
             x, r0 = xid[i], self.rank0[i]
@@ -746,7 +754,7 @@ class HbGraph:
                     else:
                         c[v + 1] = c[v]
                     c[v + 1, x] = r0 + b
-        self._dirty = self.num_nodes
+        self._dirty = base[last + 1]
         return c
 
     def hb(self, u: int, v: int) -> bool:
@@ -755,7 +763,7 @@ class HbGraph:
             return False
         i, b, is_e = self.locate(u)
         assert is_e, "happens-before queries start at an E-node"
-        return bool(self.clock()[v, self.xid[self.execs[i]]] >= self.rank0[i] + b)
+        return bool(self.clock(v)[v, self.xid[self.execs[i]]] >= self.rank0[i] + b)
 
     def _e_columns(self) -> tuple[np.ndarray, np.ndarray]:
         """Per node: its executor's clock column, and its rank in that executor's chain when it

@@ -760,3 +760,29 @@ def test_prune_implied_by_first_waiting_block():
     assert sorted(prune_implied(d, 3, [0, 1, 2], execs)) == [1, 2] and (0, 3) not in d
     d = needs([0, -1], [-1, 0])  # 2 only from block 1: 0's wait at block 0 stays
     assert sorted(prune_implied(d, 3, [0, 1, 2], execs)) == [0, 1, 2] and len(d) == 3
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_merged_chain_cost_equals_the_cost_of_the_union(seed):
+    """allocate._merged_cost (a counter's kept cost plus what a channel's events change) is
+    _chain_cost of the union, on the happens-before graph of a random program's needs."""
+    import importlib
+    from m100.passes.backend.sync_insert.analyze import analyze
+    from m100.passes.backend.sync_insert.redundancy import reduce_needs
+    A = importlib.import_module("m100.passes.backend.sync_insert.allocate")  # (not the function)
+    prog = progs.random_program(950 + seed, n=50, slots=4, ddr_slots=2)
+    g = reduce_needs(analyze(prog, TINY, stream_blocks=2)).graph
+    rng = np.random.default_rng(seed)
+    by_exec: dict = {}
+    for i, inst in enumerate(prog):
+        for k in range(g.blocks[i]):
+            by_exec.setdefault(inst.executor, []).append((i, k))
+    execs = list(by_exec)
+    for _ in range(40):
+        pick = rng.permutation(len(execs))[:int(rng.integers(2, min(5, len(execs)) + 1))]
+        chans = [[e for e in by_exec[execs[x]] if rng.random() < .6] or by_exec[execs[x]][:1]
+                 for x in pick]
+        old = sorted(e for c in chans[:-1] for e in c)
+        for t in (0, 1):
+            assert A._merged_cost(g, old, A._chain_cost(g, old, t), chans[-1], t) == \
+                A._chain_cost(g, old + chans[-1], t)
