@@ -786,3 +786,26 @@ def test_merged_chain_cost_equals_the_cost_of_the_union(seed):
         for t in (0, 1):
             assert A._merged_cost(g, old, A._chain_cost(g, old, t), chans[-1], t) == \
                 A._chain_cost(g, old + chans[-1], t)
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_clock_kept_up_to_date_only_to_the_query_agrees_with_networkx(seed):
+    """HbGraph.hb brings the clocks up to date only up to the queried node: sync edges added
+    between queries (as allocate's serialization does) are seen by every later query, which
+    answers as networkx's ancestors do on the graph at that moment."""
+    rng = np.random.default_rng(seed)
+    prog = progs.random_program(40 + seed, n=30)
+    blocks = [int(rng.integers(1, 4)) for _ in prog]
+    g = HbGraph(prog, blocks)
+    for _ in range(30):
+        i, j = sorted(rng.choice(len(prog), 2, replace=False))
+        g.add_sync(int(i), int(rng.integers(blocks[i])), int(j), int(rng.integers(blocks[j])))
+        G = nx.DiGraph()
+        G.add_nodes_from(range(g.num_nodes))
+        for v in range(g.num_nodes):
+            for p in g.preds(v):
+                G.add_edge(p, v)
+        for v in sorted(rng.choice(g.num_nodes, 4, replace=False)):
+            anc = nx.ancestors(G, int(v))
+            assert {u for u in range(1, g.num_nodes, 2) if g.hb(u, int(v))} == \
+                {u for u in anc if u & 1}
