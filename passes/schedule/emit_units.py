@@ -198,7 +198,8 @@ class UnitEmitter(EmitterCore):
         k = (tensor, key, tpb)
         if k in self.gcache:
             return self.gcache[k]
-        wbar = key[0] in ("w", "wg")  # a weight chunk may be prefetched (``Plan.prefetch``)
+        wbar = key[0] in ("w", "wg", "sg")  # a weight chunk (or a weight group's scales) may
+        # be prefetched (``Plan.prefetch``)
         if len(tpbs) <= 1:
             r = self.gcache[k] = self.load(tensor, bshape, lin, tpb, wbar=wbar)
             return r

@@ -247,8 +247,10 @@ def tile_piece(cm: CostModel, g: OpGraph, op: Op, rows: int, cols: int,
                         blk = op.attrs["w4"][1]
                         if tk < geo.k and tc >= cols:  # all of K's, loaded once
                             # (kinds.tcu.scales_resident)
-                            bufs += (Buffer("scale", cm.align(ceil_div(geo.k, blk) * tc * sb), 1,
-                                            unit),)
+                            # (a weight group's: ``wshare`` column parts' of them, one
+                            # broadcast)
+                            bufs += (Buffer("scale", cm.align(ceil_div(geo.k, blk) * tc * wshare
+                                                              * sb), 1, unit),)
                         else:
                             bufs += (Buffer("scale", cm.align(ceil_div(tk, blk) * tc * sb),
                                             2 if streamed else 1, unit),)

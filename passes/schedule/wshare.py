@@ -12,19 +12,22 @@ holds ``w`` times the chunk (``partition.tile_piece``'s ``wshare``).
 :func:`share_gemv_chunks` tries, per int4 GEMV (one TPB row, K chunked, a column tile per column
 part; largest weight first), the shares that divide its column parts in the whole plan and keeps
 the shortest (a whole-plan build each, bounded by :data:`MAX_SHARE_TRIALS`); none once the search
-budget is spent. Pre: the plan after ``widen_gemvs``; post: the same plan or a shorter one.
+budget is spent. Pre: the plan after ``unchunk_gemv_runs``; post: the same plan or a shorter one.
 
-**Not called by ``placement.schedule``** (session 9, measured): on the LLaMA2-7B W4A16 decode
-layer (context 1024, batch 1, 8-row TCU granule) the down projection on 56 TPBs in 4 K chunks
-with shares of 2 / 4 cuts its weight DMAs from 224 to 112 / 56 (the layer's from 1106 to 994 /
-938) but the plan gets 4.6 k / 5.2 k cycles *longer* (823 k): the engines' total busy time drops
-by 28 k cycles, all of it on one engine, which then waits in short gaps for chunk slots freed by
-the TPBs' compute (the list scheduler places each transfer in the earliest gap in build order);
-the other engine still carries the layer's end. Batch 4: at most -2.0 k of 1.266 M (0.16 %).
-The Q/K/V and gate/up projections on 7 TPBs (one group of 7) get 6-7 k longer or do not fit (a
-group's chunk of gate/up is 7 x 3146 columns). So it stays a tested mechanism
-(``test/unit/schedule/test_wshare.py``: numerics, one broadcast per group and chunk, every int4
-byte read once) for when the DMA queues are ordered by more than build order.
+Its scales go the same way: the group's scale columns (all of K, ``kinds.tcu.scales_resident``)
+are one broadcast to the group before its first chunk, each TPB reading its own columns (one scale
+transfer per group instead of one per TPB; ``partition.tile_piece`` budgets the group's scales).
+
+**Called by ``placement.schedule``** after ``unchunk_gemv_runs`` (session 10). Session 9 measured
+it before ``unchunk_gemv_runs``: there every share made the LLaMA2-7B W4A16 decode layer 4.6 k-8 k
+cycles longer (the engines' busy time dropped, all of it on one engine, which then waited in short
+gaps for chunk slots that the TPBs' compute frees; the list scheduler fills each engine's earliest
+gap in build order). On the plan after it (816.8 k cycles, 1042 transfers) a share of 2 for the
+down projection (56 TPBs, 4 K chunks: 224 -> 112 weight broadcasts, 56 -> 28 scale broadcasts)
+gives 809.8 k (902 transfers); 17.74 -> 17.59 ms/token. Tested in
+``test/unit/schedule/test_wshare.py`` (numerics, one broadcast per group and chunk and one for the
+group's scales, every int4 byte and every scale read once). Models without int4 GEMVs are not
+touched (no candidate: no build).
 """
 
 from __future__ import annotations

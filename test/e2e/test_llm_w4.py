@@ -167,10 +167,12 @@ def test_w4_gemv_streams_every_weight_byte_once_and_scales_arrive_before_use():
     """A streamed W4 GEMV on the M100 (K = 11008 = 86 blocks of 128, LLaMA2-7B's down
     projection: its K chunks hold whole blocks, 4 to 8 of them per TPB): every int4 weight is
     read from DDR by exactly one DMA and every scale by exactly one (the scales of a TPB's
-    column part in one load, not one per K chunk); each matmul starts after the DMA that wrote
-    its scales ended (timing run); numerics vs numpy from the DequantizeLinear definition."""
+    column part -- or of its weight group's column parts, ``wshare`` -- in one load or
+    broadcast, not one per K chunk: each TPB receives its scales by exactly one DMA); each
+    matmul starts after the DMA that wrote its scales ended (timing run); numerics vs numpy
+    from the DequantizeLinear definition."""
     from m100.sim.simulator import Simulator
-    from m100.targets.m100.isa import Dma, Space
+    from m100.targets.m100.isa import Dma, Space, tpbs_of
     k, n, b = 11008, 256, 128
     cr = driver.compile(_w4_gemv(k, n, b), machine="m100")
     prog = cr.program
@@ -185,15 +187,15 @@ def test_w4_gemv_streams_every_weight_byte_once_and_scales_arrive_before_use():
     for name, dt_bits, count in (("q", 4, k * n), ("s", 16, k // b * n)):
         s = sym[name]
         seen = np.zeros(count, np.int64)
-        nd = 0
+        receivers = []
         for d in dmas:
             if d.src.space is Space.DDR and s.address <= d.src.base < s.address + s.nbytes:
                 first = (d.src.base - s.address) * 8 // dt_bits
                 np.add.at(seen, first + d.src.offsets(), 1)
-                nd += 1
+                receivers += tpbs_of(d.tpb_mask) if d.tpb_mask else [d.dst.tpb]
         assert seen.min() == 1 and seen.max() == 1, name
-        if name == "s":
-            assert nd == len(per_tpb)  # one scale load per TPB
+        if name == "s":  # each TPB receives its scales by one DMA
+            assert sorted(receivers) == sorted(per_tpb)
     rng = np.random.default_rng(4)
     q = rng.integers(-8, 8, (k, n)).astype(np.int8)
     sc = (rng.random((k // b, n)) / 64 + 1e-3).astype(np.float16)
@@ -206,8 +208,9 @@ def test_w4_gemv_streams_every_weight_byte_once_and_scales_arrive_before_use():
                 r.inst.src.space is Space.DDR and r.inst.src.base >= sym["s"].address and \
                 r.inst.src.base < sym["s"].address + sym["s"].nbytes:
             w = r.inst.dst
-            for o in (w.base + 2 * w.offsets()).tolist():
-                ends[(w.tpb, o)] = r.end
+            for tp in tpbs_of(r.inst.tpb_mask) if r.inst.tpb_mask else [w.tpb]:
+                for o in (w.base + 2 * w.offsets()).tolist():
+                    ends[(tp, o)] = r.end
     ids = {id(i) for i in mm}
     checked = 0
     for r in res.records:

@@ -101,6 +101,13 @@ def plan_piece(bld, si: int, st, op: Op, p: PlanPiece, tplan: TilePlan, compute)
                     deps.append(bld._shared_chunk(
                         op, w_in, ("wg", p.w_cols, key), p.w_share, tpb,
                         kc * (p.w_cols[1] - p.w_cols[0]) * dtype_bytes(wt.dtype), "w"))
+                elif w_in != w_t and p.w_share and scales_resident(p.b_share, tplan):
+                    # all of the weight group's scales (all of K) in one broadcast before the
+                    # first chunk, each TPB reading its columns of them
+                    deps.append(bld._shared_chunk(
+                        op, w_in, ("sg", p.w_cols), p.w_share, tpb,
+                        K // w4[1] * (p.w_cols[1] - p.w_cols[0]) * dtype_bytes(
+                            g.tensors[w_in].dtype), "w"))
                 elif w_in != w_t and scales_resident(p.b_share, tplan):
                     # all of the column part's scales in one load before the first chunk
                     deps.append(bld._weight(st, op, w_in, tpb, p.c0, p.c1, p.col, None,
@@ -276,7 +283,14 @@ def emit_piece(em, si, seg, op, b, j, tpb, r0, r1, c0, c1, pieces, seg_ops, plan
                 if k0 % blk or kc % blk:
                     raise ScheduleError(f"op '{op.name}': K chunk [{k0}, {k0 + kc}) cuts a "
                                         f"dequantization block of {blk}")
-                if plan is not None and scales_resident(pp.b_share, plan):
+                if plan is not None and pp.w_share and scales_resident(pp.b_share, plan):
+                    # the weight group's scales, one broadcast: this chunk's rows of its columns
+                    gc0, gc1 = pp.w_cols
+                    bshape, lin = em.weight_box(s_t, gc0, gc1, "w", None)
+                    s_buf, s_tok = em.shared_chunk(s_t, ("sg", pp.w_cols), pp.w_share, tpb,
+                                                   bshape, lin)
+                    s_acc = access((kc // blk, cols), [((1, 0), k0 // blk), ((0, 1), c0 - gc0)])
+                elif plan is not None and scales_resident(pp.b_share, plan):
                     # loaded once: this chunk's rows of them
                     s_buf, s_tok = em.weight(op, s_t, tpb, c0, c1, "w", None, True, j)
                     s_acc = access((kc // blk, cols), [((1, 0), k0 // blk), ((0, 1), 0)])

@@ -61,6 +61,13 @@ def test_shared_weight_chunks_are_one_broadcast_per_group_and_match_numpy(monkey
         assert seen_el.min() == 1 and seen_el.max() == 1
         assert all(sorted(tpbs_of(d.tpb_mask)) == sorted(seen[i].tpbs) for d in mine)
         n_weight_dmas += len(mine)
+        # the group's scales: one broadcast to the group, every f16 scale read once
+        ssym = next(s for s in prog.symbols if s.name == f"s{i}")
+        sd = [d for d in dmas if ssym.address <= d.src.base < ssym.address + ssym.nbytes]
+        assert len(sd) == 1 and sorted(tpbs_of(sd[0].tpb_mask)) == sorted(seen[i].tpbs)
+        s_el = np.zeros((k // B) * n, np.int64)
+        np.add.at(s_el, (sd[0].src.base - ssym.address) // 2 + sd[0].src.offsets(), 1)
+        assert s_el.min() == 1 and s_el.max() == 1
     # one group of all 7 column parts: per K chunk one broadcast, where each TPB computes one
     # matmul per K chunk of each GEMV (unshared: 7 loads per chunk)
     per_tpb = {t: sum(1 for m in mm if m.tpb == t) for t in seen[0].tpbs}
