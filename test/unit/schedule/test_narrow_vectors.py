@@ -41,7 +41,8 @@ def _model():
         inits += [q, s]
         out = "y" if i == len(DIMS) - 2 else f"y{i}"
         nodes += [helper.make_node("DequantizeLinear", [f"q{i}", f"s{i}"], [f"w{i}"], axis=0,
-                                   block_size=B), helper.make_node("MatMul", [prev, f"w{i}"], [out])]
+                                   block_size=B),
+                  helper.make_node("MatMul", [prev, f"w{i}"], [out])]
         prev = out
         if i == 0:
             nodes.append(helper.make_node("Mul", [prev, "c"], ["m0"]))
