@@ -537,8 +537,8 @@ def schedule(g: OpGraph, machine: Machine, tpbs: int = 0, clusters: int = 0,
     segs, tl = weights_once(search, segs, tl, keep)
     segs, tl = widen_gemvs(search, segs, tl, keep, pool)
     segs, tl = unchunk_gemv_runs(search, segs, tl, keep)
-    segs, tl = share_gemv_chunks(search, segs, tl, keep)
     segs, tl = narrow_vector_ops(search, segs, tl, keep)
+    segs, tl = share_gemv_chunks(search, segs, tl, keep)
     segs, tl = whole_parts(search, segs, tl, keep)
     tl, keep = kept_copies(search.sched, segs, tl, keep)
     tl.checkpoints = {}  # only the trials above resume from them
