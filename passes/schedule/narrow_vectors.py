@@ -14,10 +14,10 @@ Which segments: one-stage, a ``cvu.*`` op on more than one TPB whose output is a
 :data:`MAX_OUT_BYTES`. Which plans: those whose DMA engines are busy at least :data:`MIN_DMA_BUSY`
 of the makespan on average (elsewhere fewer transfers do not shorten the plan: no trial, no
 build; ResNet-style plans are TCU-bound). LLaMA2-7B W4A16 decode layer, context 1024, batch 1
-(session 10, after ``share_gemv_chunks``): 9 of 24 trials kept (the RoPE ops, the score row's
-scaling, the residual adds), 902 -> 835 transfers, 809.8 k -> 796.7 k predicted cycles.
+(session 10, after ``unchunk_gemv_runs``): 11 segments narrowed (RoPE's 9 ops and two of the
+attention's vector ops), 1042 -> 933 transfers, 816.8 k -> 807.1 k predicted cycles.
 
-Pre: the plan after ``share_gemv_chunks``; post: the same plan or a shorter one. Runs only while
+Pre: the plan after ``unchunk_gemv_runs``; post: the same plan or a shorter one. Runs only while
 the search has budget left, like the other whole-plan refinements.
 """
 

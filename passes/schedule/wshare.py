@@ -12,19 +12,19 @@ holds ``w`` times the chunk (``partition.tile_piece``'s ``wshare``).
 :func:`share_gemv_chunks` tries, per int4 GEMV (one TPB row, K chunked, a column tile per column
 part; largest weight first), the shares that divide its column parts in the whole plan and keeps
 the shortest (a whole-plan build each, bounded by :data:`MAX_SHARE_TRIALS`); none once the search
-budget is spent. Pre: the plan after ``unchunk_gemv_runs``; post: the same plan or a shorter one.
+budget is spent. Pre: the plan after ``narrow_vector_ops``; post: the same plan or a shorter one.
 
 Its scales go the same way: the group's scale columns (all of K, ``kinds.tcu.scales_resident``)
 are one broadcast to the group before its first chunk, each TPB reading its own columns (one scale
 transfer per group instead of one per TPB; ``partition.tile_piece`` budgets the group's scales).
 
-**Called by ``placement.schedule``** after ``unchunk_gemv_runs`` (session 10). Session 9 measured
+**Called by ``placement.schedule``** after ``narrow_vector_ops`` (session 10). Session 9 measured
 it before ``unchunk_gemv_runs``: there every share made the LLaMA2-7B W4A16 decode layer 4.6 k-8 k
 cycles longer (the engines' busy time dropped, all of it on one engine, which then waited in short
 gaps for chunk slots that the TPBs' compute frees; the list scheduler fills each engine's earliest
-gap in build order). On the plan after it (816.8 k cycles, 1042 transfers) a share of 2 for the
-down projection (56 TPBs, 4 K chunks: 224 -> 112 weight broadcasts, 56 -> 28 scale broadcasts)
-gives 809.8 k (902 transfers); 17.74 -> 17.59 ms/token. Tested in
+gap in build order). On the plan after ``unchunk_gemv_runs`` and ``narrow_vector_ops`` (807.1 k
+cycles, 933 transfers) a share of 4 for the down projection (56 TPBs, 4 K chunks: 224 -> 56
+weight broadcasts, 56 -> 14 scale broadcasts) gives 794.5 k (723 transfers). Tested in
 ``test/unit/schedule/test_wshare.py`` (numerics, one broadcast per group and chunk and one for the
 group's scales, every int4 byte and every scale read once). Models without int4 GEMVs are not
 touched (no candidate: no build).
