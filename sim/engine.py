@@ -35,6 +35,7 @@ from .checks import RaceDetector, Report
 from .engine_checks import PRUNE_EVERY, Checks
 from .fluid import Fluid, Job, columns_of
 from .memory import Memory
+from .race_batch import RaceBatch
 from .semantics import Exec, SimError
 from .timing import Cost, CostModel, capacity
 from .trace import TraceEvents
@@ -99,7 +100,7 @@ class Engine(Fluid, Checks, TraceEvents):
 
     def __init__(self, machine: Machine, recs: list[InstRec], mem: Memory | None, mode: str,
                  random_seed: int | None, check_races: bool, trace: bool,
-                 progress: Callable[[int, int], None] | None = None):
+                 progress: Callable[[int, int], None] | None = None, batch_races: bool = False):
         self.m = machine
         self.recs = recs
         self.mem = mem
@@ -126,6 +127,11 @@ class Engine(Fluid, Checks, TraceEvents):
         self.vc = np.zeros((n, n), dtype=np.int64)
         self.vc[np.arange(n), np.arange(n)] = 1
         self.races = RaceDetector() if (check_races and self.functional) else None
+        # races checked in batches (sim/race_batch.py): a race found raises RaceFound out of
+        # run(), and the caller runs the program again with the per-access checker
+        self.rbatch = RaceBatch(n) if (batch_races and self.races is not None) else None
+        # per unit: a copy of its clock when its block started (the block's accesses' clock)
+        self.race_clock: list[np.ndarray | None] = [None] * n
         self.counters = np.zeros((machine.num_tpbs, machine.su_counters), dtype=np.int64)
         self.hist: dict[tuple[int, int], tuple[list[int], list[np.ndarray], list[int]]] = {}
         self.waiters: dict[tuple[int, int], set[int]] = {}
@@ -192,7 +198,11 @@ class Engine(Fluid, Checks, TraceEvents):
                     self.now = t
                 handler(*args)
         except Aborted:
+            if self.rbatch is not None:
+                self.rbatch.check(None)
             return
+        if self.rbatch is not None:
+            self.rbatch.check(None)
         left = [u for u in self.units if u.cur is not None or u.queue]
         if left:
             self.deadlock(left)
@@ -367,7 +377,10 @@ class Engine(Fluid, Checks, TraceEvents):
                 self.report("fault", str(e), rec)
                 raise Aborted from None
             us.pending = []
-        snapshot = self.vc[u].copy() if self.races is not None else None
+        if self.rbatch is not None:  # (the block's clock: unchanged since it started)
+            snapshot = self.race_clock[u]
+        else:
+            snapshot = self.vc[u].copy() if self.races is not None else None
         self.vc[u, u] += 1
         flows, us.flows = us.flows, []
         args = (u, rec, b, start, end, snapshot, flows)

@@ -10,6 +10,7 @@ from m100.targets.m100.isa import CsuCall, Space, tpbs_of
 
 from . import twu
 from .checks import ByteSet, Record, Report, Wait, deadlock_message, space_name, walk_byte_set
+from .race_batch import space_code
 
 if TYPE_CHECKING:
     from .engine import InstRec, UnitState
@@ -36,8 +37,9 @@ def _race_key(w) -> tuple:
     return key
 
 
-def _items(accesses) -> list[tuple[tuple, ByteSet]]:
-    """(space, byte set) of each access that touches bytes, in order (see ``Checks._race``)."""
+def _items(accesses) -> list[tuple[tuple, ByteSet, int]]:
+    """(space, byte set, :func:`~m100.sim.race_batch.space_code`) of each access that touches
+    bytes, in order (see ``Checks._race``)."""
     out = []
     for a in accesses:
         w = a.walk
@@ -62,7 +64,7 @@ def _items(accesses) -> list[tuple[tuple, ByteSet]]:
             bs = walk_byte_set(w, offs)
             if bs is None:
                 continue
-        out.append((space, bs))
+        out.append((space, bs, space_code(space)))
     return out
 
 
@@ -70,7 +72,26 @@ class Checks:
     # --- races --------------------------------------------------------------------------------
     def _race_block(self, u: int, rec: InstRec, b: int, write: bool) -> None:
         """Check and record the reads (``write`` False) or writes of block ``b``."""
-        for space, bs in self._race_items(rec, b, write):
+        rb = self.rbatch
+        if rb is not None:  # recorded with the unit's clock, checked in the batch
+            # the reads take a copy of the clock when the block starts; the writes use it too:
+            # a unit's clock does not change while its block runs (joins happen in try_start,
+            # which leaves a running unit alone; the tick comes after the writes)
+            if write:
+                clock = self.race_clock[u]
+            else:
+                clock = self.race_clock[u] = self.vc[u].copy()
+            snap = -1
+            epoch = self.vc.item(u, u)
+            pend, pend_bs = rb.pending, rb.pending_bs
+            for space, bs, code in self._race_items(rec, b, write):
+                if bs.hi > bs.lo:  # (an access with no bytes races with nothing)
+                    if snap < 0:
+                        snap = rb.keep(clock)
+                    pend.append((code, u, epoch, write, bs.lo, bs.hi, snap))
+                    pend_bs.append(bs)
+            return
+        for space, bs, _ in self._race_items(rec, b, write):
             self._race(u, rec, b, space, bs, write)
 
     def _race_items(self, rec: InstRec, b: int, write: bool) -> list:
@@ -113,6 +134,9 @@ class Checks:
 
     def _prune(self) -> None:
         live = [i for i, us in enumerate(self.units) if us.cur is not None or us.queue]
+        if self.rbatch is not None:
+            self.rbatch.check(self.vc[live].min(axis=0) if live else None)
+            return
         if not live:
             self.races.clear()
             return

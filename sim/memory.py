@@ -219,6 +219,7 @@ class Memory:
     def __init__(self, machine: Machine):
         self.machine = machine
         self._spaces: dict[tuple[int, int], FlatBytes] = {}
+        self.writes = 0  # write_bytes / write_walk calls (Simulator: is it still the program's?)
         # scratch buffers of the run's semantics by (kind, shape..., type) (Conv2DExec._padded)
         self.scratch: dict[tuple, np.ndarray] = {}
 
@@ -231,6 +232,7 @@ class Memory:
 
     # --- raw bytes ------------------------------------------------------------------------------
     def write_bytes(self, space: Space, tpb: int, address: int, data: bytes | np.ndarray) -> None:
+        self.writes += 1
         arr = np.frombuffer(bytes(data), dtype=np.uint8) if isinstance(data, (bytes, bytearray)) \
             else np.asarray(data, dtype=np.uint8).reshape(-1)
         self.space(space, tpb).write_range(address, arr)
@@ -308,6 +310,7 @@ class Memory:
     def write_walk(self, walk: Walk, values: np.ndarray, tpb: int | None = None,
                    offsets: np.ndarray | None = None) -> None:
         """Write ``values`` (converted to walk.dtype) at the walk's beats, in walk order."""
+        self.writes += 1
         t = walk.tpb if tpb is None else tpb
         mem = self.space(walk.space, t)
         dt = walk.dtype

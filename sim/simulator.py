@@ -27,6 +27,7 @@ from m100.targets.m100.numerics import int_range, value_dtype
 
 from .checks import Report
 from .engine import Engine, InstRec
+from . import race_batch
 from .memory import Memory
 from .semantics import make_exec, quiet_run
 
@@ -125,9 +126,18 @@ class Simulator:
         self.blas_threads = blas_threads
         self.streams = _streams_of(program, self.machine)
         self.memory = Memory(self.machine) if mode != "timing" else None
+        self._reset_memory(keep=True)
+
+    def _reset_memory(self, keep: bool = False) -> None:
+        """A fresh memory holding the program's segments (``keep``: the one made in __init__)."""
+        if not keep and self.memory is not None:
+            self.memory = Memory(self.machine)
         if self.program is not None and self.memory is not None:
             for seg in self.program.segments:
                 self.memory.write_bytes(seg.space, 0, seg.address, seg.data)
+        # the memory's write count while it holds only the program (a run from it can be
+        # repeated from the program and the inputs alone: Simulator._run, race batches)
+        self._pristine = self.memory.writes if self.memory is not None else 0
 
     # --- data staging -------------------------------------------------------------------------
     def write(self, walk: Walk, values: np.ndarray, tpb: int | None = None) -> None:
@@ -259,6 +269,19 @@ class Simulator:
         if self.program is not None and getattr(self.program, "repeat", None) is not None:
             from .repeat import run_repeated
             return run_repeated(self, inputs)
+        # races checked in batches (sim/race_batch.py) when the run can be repeated from the
+        # program and the inputs alone: the memory holds the program's segments and nothing
+        # else was written (no data staged by the caller, no earlier run)
+        batch = race_batch.BATCH and self.program is not None and self.check_races \
+            and self.memory is not None and self.memory.writes == self._pristine
+        if batch:
+            try:
+                return self._run_once(inputs, True)
+            except race_batch.RaceFound:  # a racy run: again, reported by the per-access checker
+                self._reset_memory()
+        return self._run_once(inputs, False)
+
+    def _run_once(self, inputs: dict[str, np.ndarray] | None, batch_races: bool) -> Result:
         recs, reports = self._records()
         if reports:  # malformed / out-of-bounds instructions: nothing runs
             stats = {"machine": self.machine.name, "mode": self.mode, "total_cycles": 0.0,
@@ -271,7 +294,7 @@ class Simulator:
         for r in recs:
             r.ex = make_exec(r.inst, self.memory)
         eng = Engine(self.machine, recs, self.memory, self.mode, self.random_latency,
-                     self.check_races, self.trace, self.progress)
+                     self.check_races, self.trace, self.progress, batch_races=batch_races)
         eng.recs_by_index = recs
         eng.run()
         outputs = {}

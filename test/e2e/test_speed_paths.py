@@ -85,6 +85,49 @@ def test_share_shortcut_equals_share(name, monkeypatch):
         assert fast.stats["total_cycles"] > 0
 
 
+@pytest.mark.parametrize("name", ["mlp", "convnet", "llama",
+                                  pytest.param("resnet18-32", marks=pytest.mark.slow)])
+def test_race_batches_equal_the_per_access_checker(name, monkeypatch):
+    """Races checked in batches (``m100.sim.race_batch.BATCH``; a racy run is run again with the
+    per-access checker) give the same outputs (bytes), stats and reports, bit for bit, as the
+    per-access checker alone: every mode, random latencies, and monitor-dropping mutants (some
+    of them racy: the fallback is exercised)."""
+    from m100.sim import race_batch
+
+    build, machine, tpbs = CASES[name]
+    cr = driver.compile(build(), machine=machine, tpbs=tpbs)
+    inputs = driver.random_inputs(cr.program, 3)
+    found = []
+    orig = race_batch.RaceBatch.check
+
+    def check(self, min_vc):
+        try:
+            orig(self, min_vc)
+        except race_batch.RaceFound:
+            found.append(1)
+            raise
+
+    monkeypatch.setattr(race_batch.RaceBatch, "check", check)
+
+    def both(program, **kw):
+        fast = driver.run(program, inputs, **kw)
+        monkeypatch.setattr(race_batch, "BATCH", False)
+        ref = driver.run(program, inputs, **kw)
+        monkeypatch.setattr(race_batch, "BATCH", True)
+        _same(fast, ref)
+        return fast
+
+    for kw in ({"mode": "full"}, {"mode": "functional"}, {"random_latency": 5},
+               {"mode": "functional", "random_latency": 9}):
+        assert not both(cr.program, **kw).reports
+    assert not found
+    sites = monitor_sites(cr.program)
+    races = 0
+    for site in sites[:: max(1, len(sites) // 8)]:
+        races += bool(both(mutate(cr.program, site, "drop")).reports_of("race"))
+    assert races and len(found) == races  # every racy mutant found by its batch, run again
+
+
 def test_in_memory_certificate_equals_the_written_file(tmp_path):
     from m100.frontend import load_onnx
 

@@ -111,7 +111,7 @@ def test_race_byte_sets_kept_on_instructions_give_the_same_reports(rng, drop):
     from m100.sim.semantics import make_exec
 
     def key(items):
-        return [(sp, bs.lo, bs.hi, None if bs.arr is None else bs.arr.tolist()) for sp, bs in items]
+        return [(sp, bs.lo, bs.hi, None if bs.arr is None else bs.arr.tolist()) for sp, bs, _ in items]
 
     for inst in insts:  # what is kept is each block's own accesses
         ex, kept = make_exec(inst, None), inst.__dict__["_sim_race"][1]
