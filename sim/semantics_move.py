@@ -8,6 +8,8 @@ import numpy as np
 from m100.targets.m100 import numerics
 from m100.targets.m100.isa import Broadcast, Copy, CsuCall, Dma, Fill, Routine, Walk, tpbs_of
 
+from . import twu
+from .memory import _SAME, _typed_box
 from .semantics_base import Access, Exec, PendingWrite, SimError, _block, _tpb_of, walk_offsets
 
 
@@ -18,8 +20,21 @@ def _chunk(w: Walk, tpb: int, blocks: int, b: int) -> Access:
     return _block(w, tpb, blocks, b)
 
 
+class _Values:
+    """The pending writes of a same-type copy (:meth:`CopyExec._view_plan`): ``data`` (flat,
+    walk order) into each destination view of ``dsts``."""
+    __slots__ = ("dsts", "data")
+
+    def __init__(self, dsts, data):
+        self.dsts, self.data = dsts, data
+
+
 class CopyExec(Exec):
     inst: Copy
+
+    def __init__(self, inst, mem):
+        super().__init__(inst, mem)
+        self._plans: dict[int, tuple | None] = {}
 
     def reads(self, b):
         return [_chunk(self.inst.src, self.inst.tpb, self.blocks, b)]
@@ -28,9 +43,56 @@ class CopyExec(Exec):
         d = self.inst.dst
         return [_chunk(d, d.tpb, self.blocks, b)]
 
+    def _view_plan(self, b: int) -> tuple | None:
+        """Block ``b`` as views of the memory, when its source and destinations are affine boxes
+        of one element type whose values are their bytes (``memory._SAME``), every destination
+        injective, in spaces mapped whole: (source view, [destination views]); else None (the
+        general path). ``read_walk`` reads such a source as a copy of its box view (or a view
+        of its bytes), ``write_walk`` stores values of the same type into the box view without
+        a conversion: the block writes exactly the values it read. The views are made once per
+        block (a space mapped whole never moves)."""
+        if not twu.STRIDED or self.mem is None:
+            return None
+        r = self.reads(b)[0]
+        ws = self.writes(b)
+        dt = r.walk.dtype
+        vt = _SAME.get(dt)
+        n = r.walk.num_elements
+        if vt is None or r.offsets is not None or not n or any(
+                w.offsets is not None or w.walk.dtype is not dt or not w.walk.injective
+                or w.walk.num_elements != n for w in ws):
+            return None
+        views = []
+        for a in [r] + ws:
+            space = self.mem.space(a.walk.space, a.tpb)
+            if not space.whole:
+                return None
+            try:
+                v = _typed_box(space, a.walk, vt)
+            except IndexError:
+                return None  # (the general path names the error)
+            if v is None:
+                return None
+            views.append(v)
+        return views[0], views[1:]
+
     def run(self, b):
+        plan = self._plans.get(b, False)
+        if plan is False:
+            plan = self._plans[b] = self._view_plan(b)
+        if plan is not None:
+            src, dsts = plan
+            return _Values(dsts, src.flatten())
         v = self.read(self.reads(b)[0])
         return [PendingWrite(a, v) for a in self.writes(b)]
+
+    def apply(self, writes):
+        if writes.__class__ is _Values:
+            data = writes.data
+            for view in writes.dsts:
+                view[...] = data.reshape(view.shape)
+            return
+        super().apply(writes)
 
 
 class FillExec(Exec):

@@ -289,6 +289,8 @@ class Simulator:
                      "units": {}, "stall_cycles": {}, "bytes": {}, "tcu_macs": 0.0,
                      "tcu_mac_util_pct": 0.0, "reports": [r.to_dict() for r in reports]}
             return Result({}, stats, reports, recs, machine=self.machine)
+        if self.memory is not None:
+            self.memory.writes += 1  # a run changes the memory (whether it writes or not)
         self._load_inputs(inputs)
         self._dispatch_times(recs)
         for r in recs:
