@@ -9,7 +9,7 @@ from m100.targets.m100 import numerics
 from m100.targets.m100.isa import Broadcast, Copy, CsuCall, Dma, Fill, Routine, Walk, tpbs_of
 
 from . import twu
-from .memory import _SAME, _typed_box
+from .memory import _SAME
 from .semantics_base import Access, Exec, PendingWrite, SimError, _block, _tpb_of, walk_offsets
 
 
@@ -21,7 +21,7 @@ def _chunk(w: Walk, tpb: int, blocks: int, b: int) -> Access:
 
 
 class _Values:
-    """The pending writes of a same-type copy (:meth:`CopyExec._view_plan`): ``data`` (flat,
+    """The pending writes of a same-type copy (:meth:`CopyExec._views`): ``data`` (flat,
     walk order) into each destination view of ``dsts``."""
     __slots__ = ("dsts", "data")
 
@@ -32,10 +32,6 @@ class _Values:
 class CopyExec(Exec):
     inst: Copy
 
-    def __init__(self, inst, mem):
-        super().__init__(inst, mem)
-        self._plans: dict[int, tuple | None] = {}
-
     def reads(self, b):
         return [_chunk(self.inst.src, self.inst.tpb, self.blocks, b)]
 
@@ -43,16 +39,27 @@ class CopyExec(Exec):
         d = self.inst.dst
         return [_chunk(d, d.tpb, self.blocks, b)]
 
-    def _view_plan(self, b: int) -> tuple | None:
+    def _view_spec(self, b: int) -> tuple | None:
         """Block ``b`` as views of the memory, when its source and destinations are affine boxes
         of one element type whose values are their bytes (``memory._SAME``), every destination
-        injective, in spaces mapped whole: (source view, [destination views]); else None (the
-        general path). ``read_walk`` reads such a source as a copy of its box view (or a view
-        of its bytes), ``write_walk`` stores values of the same type into the box view without
-        a conversion: the block writes exactly the values it read. The views are made once per
-        block (a space mapped whole never moves)."""
-        if not twu.STRIDED or self.mem is None:
-            return None
+        injective: (value type, [(space, TPB, lowest byte, end byte, first byte, counts, byte
+        strides)] source first); else None (the general path). A function of the (immutable)
+        instruction and ``b``, kept on it per :data:`~m100.sim.twu.STRIDED`.
+
+        ``read_walk`` reads such a source as a copy of its box view (or a view of its bytes),
+        ``write_walk`` stores values of the same type into the box view without a conversion:
+        the view copy writes exactly the values the general path writes."""
+        strided = twu.STRIDED
+        got = self.inst.__dict__.get("_sim_views")
+        if got is None or got[0] is not strided:
+            got = (strided, {})
+            object.__setattr__(self.inst, "_sim_views", got)
+        spec = got[1].get(b, False)
+        if spec is False:
+            spec = got[1][b] = self._make_view_spec(b) if strided else None
+        return spec
+
+    def _make_view_spec(self, b: int) -> tuple | None:
         r = self.reads(b)[0]
         ws = self.writes(b)
         dt = r.walk.dtype
@@ -62,27 +69,41 @@ class CopyExec(Exec):
                 w.offsets is not None or w.walk.dtype is not dt or not w.walk.injective
                 or w.walk.num_elements != n for w in ws):
             return None
-        views = []
+        sz = vt.itemsize
+        out = []
         for a in [r] + ws:
-            space = self.mem.space(a.walk.space, a.tpb)
-            if not space.whole:
+            bx = twu.box(a.walk)
+            if bx is None:
                 return None
-            try:
-                v = _typed_box(space, a.walk, vt)
-            except IndexError:
-                return None  # (the general path names the error)
-            if v is None:
+            lo, hi, counts, steps = bx
+            w = a.walk
+            out.append((w.space, a.tpb, w.base + lo * sz, w.base + (hi + 1) * sz,
+                        w.base + sum(lv.initial for lv in w.levels) * sz, counts,
+                        tuple(st * sz for st in steps)))
+        return vt, out
+
+    def _views(self, b: int) -> list[np.ndarray] | None:
+        """The views of :meth:`_view_spec` in this run's memory (source first); None when a
+        space is not mapped whole or an access is outside it (the general path then runs, and
+        names the error)."""
+        spec = self._view_spec(b) if self.mem is not None else None
+        if spec is None:
+            return None
+        vt, parts = spec
+        views = []
+        space_of = self.mem.space
+        for sp, tpb, lo, end, first, counts, strides in parts:
+            space = space_of(sp, tpb)
+            if not space.whole or lo < 0 or end > space.size:
                 return None
-            views.append(v)
-        return views[0], views[1:]
+            views.append(np.ndarray(counts, dtype=vt, buffer=space.buf, offset=first,
+                                    strides=strides))
+        return views
 
     def run(self, b):
-        plan = self._plans.get(b, False)
-        if plan is False:
-            plan = self._plans[b] = self._view_plan(b)
-        if plan is not None:
-            src, dsts = plan
-            return _Values(dsts, src.flatten())
+        views = self._views(b)
+        if views is not None:
+            return _Values(views[1:], views[0].flatten())
         v = self.read(self.reads(b)[0])
         return [PendingWrite(a, v) for a in self.writes(b)]
 

@@ -70,19 +70,19 @@ def test_random_instruction_all_modes_agree(inst, seed):
        st.integers(0, 2**32 - 1))
 def test_copy_views_write_what_the_general_path_writes(inst, seed):
     """A DTDU copy / broadcast or DMA of one element type between affine boxes runs as views of
-    the memory (``CopyExec._view_plan``): the same bytes and reports as the general path
+    the memory (``CopyExec._views``): the same bytes and reports as the general path
     (read_walk / write_walk), in every data mode, with conversions and index walks left to it."""
     from m100.sim import semantics_move
 
     inst = dataclasses.replace(inst, sync=Sync(blocks=inst.sync.blocks))
     for mode in ("full", "functional"):
         r_fast, fast = _run(inst, seed, mode)
-        orig = semantics_move.CopyExec._view_plan
-        semantics_move.CopyExec._view_plan = lambda self, b: None
+        orig = semantics_move.CopyExec._views
+        semantics_move.CopyExec._views = lambda self, b: None
         try:
             r_ref, ref = _run(inst, seed, mode)
         finally:
-            semantics_move.CopyExec._view_plan = orig
+            semantics_move.CopyExec._views = orig
         assert fast == ref
         assert [str(r) for r in r_fast.reports] == [str(r) for r in r_ref.reports]
 
@@ -96,4 +96,4 @@ def test_copy_views_are_taken():
     dst = Walk.strided(Space.HBSM, 0, 4096, DType.F16, (32,))
     inst = Copy(tpb=0, src=src, dst=dst, sync=Sync(blocks=2))
     ex = semantics_move.CopyExec(inst, Simulator([inst], TINY).memory)
-    assert ex._view_plan(0) is not None and ex._view_plan(1) is not None
+    assert ex._views(0) is not None and ex._views(1) is not None
