@@ -271,7 +271,7 @@ class Engine(Fluid, Checks, TraceEvents):
             if self.trace_on:
                 us.flows.append(flows[k])
         if us.state != "cpu_ready":
-            cost = self._cost(rec, b)
+            cost = self._cost(rec, b) if self.timed else None
             us.cost = cost
             if cost is not None and cost.exclusive is not None:
                 cl = cost.exclusive[1]
@@ -413,10 +413,11 @@ class Engine(Fluid, Checks, TraceEvents):
                 dst = self.mask_tpbs.get(upd.tpb_mask)
                 if dst is None:
                     dst = self.mask_tpbs[upd.tpb_mask] = tuple(tpbs_of(upd.tpb_mask))
-                for t in dst:
-                    lat = self._update_latency(src_tpb, t)
-                    self.push(self.now + lat, self.ev_counter, t, upd.counter, upd.amount,
-                              snapshot, fid, rec.index)
+                now, heap, seq, ev = self.now, self.heap, self.seq, self.ev_counter
+                for t in dst:  # (self.push inlined; no latency without timing)
+                    lat = self._update_latency(src_tpb, t) if self.timed else 0.0
+                    heapq.heappush(heap, (now + lat, next(seq), ev,
+                                          (t, upd.counter, upd.amount, snapshot, fid, rec.index)))
         if last:
             rec.end = self.now
             self.done_count += 1
