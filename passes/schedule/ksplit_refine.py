@@ -74,14 +74,20 @@ def whole_parts(s, segs: list[SegmentCfg], tl, keep: str):
     idx = [si for si, seg in enumerate(segs) if eligible(seg, s.ops)]
     if not idx:
         return segs, tl
+    # every trial resumes from the latest checkpoint of ``tl`` before the segments it changes
+    # (:mod:`.resume`: the same plan as a full build); ``tl`` has the refinements' checkpoints
     trial = [_whole(seg) if si in idx else seg for si, seg in enumerate(segs)]
-    tl2 = s.sched.shorter(trial, tl, keep)
+    tl2 = s.sched.shorter(trial, tl, keep, base=tl)
     if tl2 is not None:
         return trial, tl2
     order = sorted(idx, key=lambda si: -sum(t.nbytes for t in g.weights(s.ops[segs[si].stages[0].op])))
-    for si in order[:MAX_TRIALS]:
+    order = order[:MAX_TRIALS]
+    for pos, si in enumerate(order):
         trial = segs[:si] + [_whole(segs[si])] + segs[si + 1:]
-        tl2 = s.sched.shorter(trial, tl, keep)
+        # checkpoints for the later trials after this one (a kept trial's plan has those of
+        # ``tl`` only up to where it resumed)
+        tl2 = s.sched.shorter(trial, tl, keep, base=tl,
+                              checkpoints={sj for sj in order[pos + 1:] if sj > si})
         if tl2 is not None:
             segs, tl = trial, tl2
     return segs, tl

@@ -576,7 +576,9 @@ def keep_activations(sched: Scheduler, segs: list[SegmentCfg], tl: Plan) -> tupl
     mode_of = ""
     for mode in ("one-stage", "all"):
         try:
-            tl2 = sched.build(segs, bound=tl.makespan, keep=mode, checkpoints=trial_points(segs))
+            # resumed from the latest checkpoint before the first segment whose kept bytes differ
+            tl2 = sched.build(segs, bound=tl.makespan, keep=mode, base=tl,
+                              checkpoints=trial_points(segs))
         except BoundExceeded:
             continue
         if tl2.makespan < tl.makespan and tl2.kept:

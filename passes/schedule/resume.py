@@ -17,7 +17,10 @@ container of the builder and of the plan and share only objects no later segment
 and pieces of finished segments, tile plans), so it creates the same tasks with the same times;
 ``Plan.to_json`` of a resumed build equals the full build's (``test_resume``). A build with a
 ``bound`` uses a checkpoint only if every task of its prefix ends before the bound (a full build
-would stop inside the prefix otherwise). The task count (``Scheduler.tasks_built``, the search
+would stop inside the prefix otherwise). The kept activations (``Plan.kept``, the builder's
+``kept_use``) are the resumed build's own, not the checkpoint's: they agree on the prefix
+(:meth:`Checkpoint.fits`) and may differ after it (a keeping plan resumed from the plan without,
+a trial that moves a kept output to other TPBs). The task count (``Scheduler.tasks_built``, the search
 budget) counts the prefix's tasks as a full build does. A builder attribute without a copy rule
 is an internal error (a new attribute must be given one), never a silently shared container.
 """

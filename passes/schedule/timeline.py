@@ -167,8 +167,12 @@ class Scheduler:
         cp = None if isolated or (base is not None and base.kept_bcast != tl.kept_bcast) else \
             best_checkpoint(base, segs, tl.kept, st.kept_use, bound)
         if cp is not None:
+            kept, kept_use = tl.kept, st.kept_use
             cp.restore(st, segs)
             tl, first = st.tl, cp.index
+            # this build's kept activations, not the base's: they agree on the prefix
+            # (``Checkpoint.fits``), the segments after it are built with this build's
+            tl.kept, st.kept_use = kept, kept_use
             if tl.tasks:
                 ends = EndScan(len(tl.tasks), cp.max_end)
             # the base's checkpoints up to the resumed one are this build's too (same prefix)

@@ -9,6 +9,7 @@ import pytest
 
 from m100.passes.schedule import placement
 from m100.passes.schedule.graph import ScheduleError
+from m100.passes.schedule.keep import choose_kept
 from m100.passes.schedule.list_schedule import BoundExceeded
 from m100.passes.schedule.resume import EndScan, copy_state
 from m100.targets.m100.machine import get_machine
@@ -99,6 +100,44 @@ def test_resumed_build_stops_at_the_bound_like_a_full_build(placed):
             got.append((e.value.end, sched.tasks_built - n0))
         assert got[0] == got[1]
     assert sched.build(trial, bound=full.makespan * 1.01, base=base).to_json() == full.to_json()
+
+
+def test_resumed_build_keeps_its_own_activations(placed):
+    """A build with other kept activations than its base builds the segments after the
+    checkpoint with its own ``Plan.kept`` / ``kept_use``, not the base's: the full build's plan.
+    Cases: ``keep_activations`` resumes the keeping plans from the plan without; a
+    weights_once-like trial (a K-split segment on half its TPB rows with twice its K parts:
+    other TPBs hold its kept output) changes the kept bytes per TPB after the checkpoint.
+    (Restoring a checkpoint used to put the base's kept set and bytes into the resumed build.)"""
+    s, segs, _ = placed
+    sched = s.sched
+    cap = int(sched.cm.machine.hbsm_bytes * sched.prefetch_share)
+    # a checkpoint before every segment: a keeping build resumes before its first kept output
+    base = sched.build(segs, checkpoints=set(range(len(segs))))
+    moved = 0
+    for keep in ("one-stage", "all"):
+        full = sched.build(segs, keep=keep)
+        assert full.kept, "nothing kept: the test would check little"
+        res = sched.build(segs, keep=keep, base=base, checkpoints=placement.trial_points(segs))
+        assert res.to_json() == full.to_json(), keep
+        assert res.buffers == full.buffers and res.prefetch == full.prefetch
+        _, use = choose_kept(sched, segs, cap, keep == "one-stage")
+        for si in sorted(placement.trial_points(segs)):
+            st = segs[si].stages[0]
+            if st.gr % 2 or st.ks < 2:
+                continue
+            trial = segs[:si] + [replace(segs[si], stages=(replace(
+                st, ks=st.ks * 2, bands=st.gr // 2, chunked=False),))] + segs[si + 1:]
+            try:
+                want = sched.build(trial, keep=keep)
+            except ScheduleError:
+                continue
+            got = sched.build(trial, keep=keep, base=res)
+            assert got.to_json() == want.to_json(), (keep, si)
+            # resumed, with other kept bytes than the base's
+            moved += got.tasks[0] is res.tasks[0] and \
+                choose_kept(sched, trial, cap, keep == "one-stage")[1] != use
+    assert moved, "no resumed trial changed the kept bytes: the test would check little"
 
 
 def test_a_builder_attribute_without_a_copy_rule_is_an_error(placed):
