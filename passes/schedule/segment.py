@@ -218,10 +218,18 @@ def lockstep_groups(g: OpGraph, op: Op, st: StageCfg, tplan: TilePlan, geo,
                             cc, ce = ctiles[j][ci]
                             grp.append(PlanPiece(op.name, b, j, st.tpb_at(st.row_of(b), j, q),
                                                  a, e, cc, ce, kpart=q, kparts=st.ks))
+                # the TPBs of the pieces with the same band / column part and K part, in group
+                # order (one pass over the group, not one per piece)
+                by_a: dict[tuple[int, int], list[int]] = {}
+                by_b: dict[tuple[int, int], list[int]] = {}
                 for p in grp:
-                    p.a_share = tuple(q.tpb for q in grp if q.band == p.band
-                                      and q.kpart == p.kpart)
-                    p.b_share = tuple(q.tpb for q in grp if q.col == p.col and q.kpart == p.kpart)
+                    by_a.setdefault((p.band, p.kpart), []).append(p.tpb)
+                    by_b.setdefault((p.col, p.kpart), []).append(p.tpb)
+                a_sh = {k: tuple(v) for k, v in by_a.items()}
+                b_sh = {k: tuple(v) for k, v in by_b.items()}
+                for p in grp:
+                    p.a_share = a_sh[(p.band, p.kpart)]
+                    p.b_share = b_sh[(p.col, p.kpart)]
                 if st.wshare > 1:
                     _weight_groups(op, st, tplan, grp, geo.cols)
                 if grp:
@@ -297,11 +305,13 @@ def ksplit_stages(op: Op, parts: int) -> int:
 def reduce_pieces(grp: list[PlanPiece], si: int) -> list[PlanPiece]:
     """The reduction pieces of a K-split lockstep group: one per output tile (the part-0
     piece's box, on its TPB), listing the TPBs of its parts in ``reduce``."""
+    tiles: dict[tuple[int, int, int, int], list[PlanPiece]] = {}  # output tile -> its parts
+    for q in grp:
+        tiles.setdefault((q.band, q.col, q.r0, q.c0), []).append(q)
     out = []
     for p in grp:
         if p.kpart == 0:
-            parts = sorted((q for q in grp if (q.band, q.col, q.r0, q.c0) ==
-                            (p.band, p.col, p.r0, p.c0)), key=lambda q: q.kpart)
+            parts = sorted(tiles[(p.band, p.col, p.r0, p.c0)], key=lambda q: q.kpart)
             out.append(PlanPiece(p.op, p.band, p.col, p.tpb, p.r0, p.r1, p.c0, p.c1,
                                  segment=si, reduce=tuple(q.tpb for q in parts)))
     return out
