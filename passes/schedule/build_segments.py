@@ -339,7 +339,7 @@ class PlanBuilder(Transfers):
 
     def _outside_consumers(self, seg_ops: set[str]) -> set[str]:
         out = set()
-        cons = self.g.consumers()
+        cons = self.s.consumers
         for name in seg_ops:
             op = self.s.ops[name]
             if name in self.tl.kept:  # read from the producer pieces' HBSM (:mod:`.keep`)

@@ -57,6 +57,7 @@ class Scheduler:
             else prefetch_share
         self.ops = {o.name: o for o in g.ops}
         self.producers = g.producers()
+        self.consumers = g.consumers()  # every build reads it per segment (the graph is fixed)
         self._tile_cache: dict[tuple, TilePlan] = {}
         self.tasks_built = 0  # tasks created by every build so far (the search's work)
         self._geo: dict[str, object] = {}
