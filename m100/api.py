@@ -162,7 +162,7 @@ class Compiled:
         module = self.result.source.clone()
         if not _already_graph(module):
             M100Graph().apply(shared_context(), module)
-        irg = from_module(module, self.machine.cvu_max_stages)
+        irg = from_module(module, self.machine.cvu_max_stages, self.machine.mem_align)
         o = self.options
         return schedule(irg.graph, self.machine, tpbs=o["tpbs"], clusters=o["clusters"],
                         strategy=o["strategy"], seed=o["seed"])

@@ -48,6 +48,9 @@ class PlanBuilder(Transfers):
         seg_tasks = self.tl.tasks[start:]
         span = (min((t.start for t in seg_tasks), default=0.0),
                 max((t.end for t in seg_tasks), default=0.0))
+        if not seg_tasks:  # a view: the instant its root is written
+            w = self.written.get(self.s.ops[seg.stages[0].op].outputs[0])
+            span = (self.tl.tasks[w].end,) * 2 if w is not None else span
         self.tl.seg_spans.append(span)
         if isolated or seg.kind == "dma":
             return

@@ -296,6 +296,14 @@ class EmitterCore:
         if tensor in self.mem:
             return self.mem[tensor]
         t = self.g.tensors[tensor]
+        if tensor in self.g.views:  # the root's bytes at an offset, under this tensor's shape
+            root, off = self.g.views[tensor]
+            self.memory(root)
+            space, addr = self.mem_addr[root]
+            buf = self.buffer(space, 0, t.shape or (1,), t.dtype, addr + off)
+            self.mem[tensor] = buf
+            self.mem_addr[tensor] = (space, addr + off)
+            return buf
         space = "ddr" if t.kind in ("input", "output", "weight") else memory_of(
             _CM(self.m), self.g, tensor)
         addr = self._alloc_mem(space, t.nbytes)

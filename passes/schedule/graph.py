@@ -89,6 +89,10 @@ class OpGraph:
     def __init__(self, tensors: list[Tensor] | None = None, ops: list[Op] | None = None):
         self.tensors: dict[str, Tensor] = {}
         self.ops: list[Op] = []
+        # data-movement results that are views of another tensor's bytes: tensor -> (root
+        # tensor, byte offset) (``from_ir.movement.find_views``; planned and emitted as no
+        # transfer, read at the root's memory)
+        self.views: dict[str, tuple[str, int]] = {}
         for t in tensors or []:
             self.add_tensor(t)
         for o in ops or []:

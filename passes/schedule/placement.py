@@ -42,6 +42,7 @@ from .graph import Op, OpGraph, ScheduleError, geometry
 from .ksplit_refine import whole_parts
 from .partition import col_splits
 from .plan import Plan
+from .side_by_side import side_by_side
 from .segment import (SegmentCfg, StageCfg, act_resident_ok, ksplit_ok, ksplit_stages,
                       streamable)
 from .shared_costs import SharedCosts
@@ -539,6 +540,7 @@ def schedule(g: OpGraph, machine: Machine, tpbs: int = 0, clusters: int = 0,
     segs, tl = unchunk_gemv_runs(search, segs, tl, keep)
     segs, tl = narrow_vector_ops(search, segs, tl, keep)
     segs, tl = share_gemv_chunks(search, segs, tl, keep)
+    segs, tl = side_by_side(search, segs, tl, keep, pool)  # per-head chains on TPB windows
     segs, tl = whole_parts(search, segs, tl, keep)
     tl, keep = kept_copies(search.sched, segs, tl, keep)
     tl.checkpoints = {}  # only the trials above resume from them

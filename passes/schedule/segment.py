@@ -89,7 +89,10 @@ class SegmentCfg:
 
 
 def memory_of(cm: CostModel, g: OpGraph, tensor: str) -> str:
-    """Where a tensor lives between segments: CCB SRAM if it fits a quarter of it, else DDR."""
+    """Where a tensor lives between segments: CCB SRAM if it fits a quarter of it, else DDR; a
+    view (``OpGraph.views``) where its root lives."""
+    if tensor in g.views:
+        tensor = g.views[tensor][0]
     t = g.tensors[tensor]
     if t.kind in ("weight", "input", "output"):
         return "ddr"

@@ -87,10 +87,11 @@ def _translate(ctx: Builder, op) -> None:
     raise ScheduleError(f"{where}: {nm} is not supported by m100-schedule")
 
 
-def from_module(module: ModuleOp, max_cvu_stages: int = 8) -> IRGraph:
+def from_module(module: ModuleOp, max_cvu_stages: int = 8, mem_align: int = 0) -> IRGraph:
     """The OpGraph of the single function of ``module`` (after ``m100-graph``); an elementwise
     body longer than ``max_cvu_stages`` (the machine's ``cvu_max_stages``) becomes several CVU
-    ops (:mod:`..split_stages`)."""
+    ops (:mod:`..split_stages`). ``mem_align`` (the machine's buffer alignment; 0: the m100
+    default): reshapes and contiguous slices become views (``movement.find_views``)."""
     funcs = [o for o in module.walk() if isinstance(o, func.FuncOp) and o.body.blocks]
     if len(funcs) != 1:
         raise ScheduleError(f"m100-schedule expects exactly one function with a body, found "
@@ -126,6 +127,10 @@ def from_module(module: ModuleOp, max_cvu_stages: int = 8) -> IRGraph:
         g.tensors[o] = Tensor(t.name, t.shape, t.dtype, "output")
     if not g.ops:
         raise ScheduleError(f"@{fn.sym_name.data}: nothing to schedule")
+    if not mem_align:
+        from m100.targets.m100.machine import PRESETS
+        mem_align = PRESETS["m100"].mem_align
+    g.views = movement.find_views(g, ctx.low, mem_align)
     _, out_syms = symbol_names(fn, len(block.args), len(outputs))
     return IRGraph(g, ctx.low, ctx.data, inputs, outputs, fn.sym_name.data, in_syms, out_syms,
                    weight_syms)

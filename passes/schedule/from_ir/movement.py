@@ -7,6 +7,8 @@ results, and ``quant.scast`` (the same buffer under another type).
 
 from __future__ import annotations
 
+import math
+
 from xdsl.dialects.builtin import TensorType
 from xdsl.ir import Operation
 from xdsl.ir.affine import AffineMap
@@ -152,6 +154,58 @@ def reshape(ctx: Builder, op: Operation, nm: str, unit: str | None, where: str) 
     if src in ctx.consts:
         ctx.const_tensor(src, ctx.consts[src])
     ctx.add("reshape", "dtdu.copy", [ctx.tname(src)], op.results[0], {}, Lowering("reshape"), op)
+
+
+def find_views(g, low: dict, align: int) -> dict[str, tuple[str, int]]:
+    """The data-movement ops whose result is a **view** of their input's bytes: ``result tensor
+    -> (root tensor, byte offset)``, the root being a tensor with memory of its own. A view is
+    emitted and planned as no transfer at all: its consumers read the root's memory at the
+    offset (``emit_core.Emitter.memory``, ``segment.memory_of``, ``kinds/movement.py``).
+
+    * a reshape (collapse/expand/reshape, a shape cast, ``linalg.copy``) whose result has the
+      input's dtype and byte size: row-major order is kept, the bytes are the same;
+    * a slice with unit strides whose box is one contiguous run of the input: every dim after
+      the last cut dim is whole, every dim before it has size 1 (a head of ``[n, T, hd]``, a
+      row band of a matrix); its byte offset a multiple of ``align`` (buffer alignment).
+    Never for a model output (its own DDR symbol), a weight root (constant bytes are emitted per
+    tensor) or a sub-byte dtype; tensors are never freed in DDR / CCB SRAM (bump allocation), so
+    the root outlives every reader of its views."""
+    from ..graph import dtype_bytes
+    views: dict[str, tuple[str, int]] = {}
+    for op in g.ops:
+        lw = low.get(op.name)
+        if lw is None or lw.kind not in ("reshape", "slice") or len(op.inputs) != 1:
+            continue
+        src, dst = g.tensors[op.inputs[0]], g.tensors[op.outputs[0]]
+        if dst.kind != "act" or src.dtype != dst.dtype or src.dtype in ("i4", "u4") or \
+                dtype_bytes(src.dtype) < 1:
+            continue
+        if lw.kind == "reshape":
+            if src.nbytes != dst.nbytes:
+                continue
+            off = 0
+        else:
+            offs, sizes, strides = lw.params["offsets"], lw.params["sizes"], lw.params["strides"]
+            shape = src.shape
+            if any(s != 1 for s in strides) or len(sizes) != len(shape) or \
+                    math.prod(sizes) != dst.numel:
+                continue
+            cut = [d for d in range(len(shape)) if sizes[d] != shape[d]]
+            if cut and any(sizes[d] != 1 for d in range(cut[-1])):
+                continue  # the dims after the last cut one are whole: one run iff unit before
+            lin = 0
+            for d in range(len(shape)):
+                lin = lin * shape[d] + offs[d]
+            off = lin * int(dtype_bytes(src.dtype))
+            if off % align:
+                continue
+        root, base = op.inputs[0], 0
+        if root in views:
+            root, base = views[root]
+        if g.tensors[root].kind == "weight":
+            continue
+        views[op.outputs[0]] = (root, base + off)
+    return views
 
 
 def gcopy(ctx: Builder, op: Operation, nm: str, unit: str | None, where: str) -> None:

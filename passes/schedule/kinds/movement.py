@@ -1,5 +1,7 @@
 """Data movement ops (transpose, pad, broadcast, slice, concat, reshape, copy generics): CCB DMAs
-memory -> memory, one per input (a concat moves each part). Plan and emission side by side."""
+memory -> memory, one per input (a concat moves each part). Plan and emission side by side. A
+view (a reshape, or a slice that is one contiguous run: ``OpGraph.views``) is no transfer in
+either: its readers read the root tensor's memory and wait for the root's writers."""
 from __future__ import annotations
 
 import numpy as np
@@ -19,6 +21,11 @@ def plan_segment(bld, si: int, seg, pieces: list[PlanPiece]) -> None:
     op = bld.s.ops[seg.stages[0].op]
     bld.piece = p = PlanPiece(op.name, 0, 0, -1, 0, 0, 0, 0, segment=si)
     pieces.append(p)
+    if op.outputs[0] in g.views:  # a view: no transfer; its readers wait for the root's writer
+        if op.inputs[0] in bld.written:
+            bld.written[op.outputs[0]] = bld.written[op.inputs[0]]
+        bld.piece = None
+        return
     srcs = op.inputs if len(op.inputs) > 1 else op.inputs[:1]
     dst = memory_of(cm, g, op.outputs[0])
     ids = []
@@ -41,6 +48,10 @@ def emit_op(em, op) -> None:
     """The DMAs of a data-movement op, each taking its plan task."""
     lw = em.irg.lowering[op.name]
     src_t = op.inputs[0]
+    if op.outputs[0] in em.g.views:  # a view (``OpGraph.views``): no DMA, the root's writers
+        em.memory(op.outputs[0])
+        em.writers[op.outputs[0]] = list(em.writers.get(src_t, []))
+        return
     src = em.memory(src_t)
     s_shape = em.g.tensors[src_t].shape
     out_t = op.outputs[0]
