@@ -98,6 +98,12 @@ def config(name: str) -> LlamaConfig:
     return PRESETS[name]
 
 
+#: prefill RoPE: ``"rows"`` on the [T*n, hd] rows of all heads at once (rotate-half as a matmul,
+#: reshapes and head slices as views), ``"heads"`` the older [n, T, hd] form with slice / neg /
+#: concat copies (kept for A/B measurements)
+PREFILL_ROPE = "rows"
+
+
 def rope_tables(cfg: LlamaConfig, positions: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """cos, sin [len(positions), hd] of rotate-half RoPE (``transformers`` convention)."""
     hd = cfg.head_dim
@@ -396,10 +402,9 @@ def _prefill_layer(g: _G, cfg: LlamaConfig, tokens: int, batch: int) -> None:
     mask = g.const(mask, "causal_mask")  # [T, T]
     scale = g.const(g.f(1.0 / math.sqrt(hd)))
 
-    # the query's RoPE tables carry the attention scale 1/sqrt(hd) (x cos s + rot(x) sin s =
-    # s RoPE(x)): each head's chain is then matmul, mask, softmax, matmul -- one pipeline of the
-    # scheduler's at most 4 stages, its [T, T] scores never in memory
-    cos_q, sin_q = (g.op("Mul", [c, scale]) for c in (cos, sin))
+    # the query carries the attention scale 1/sqrt(hd) (s RoPE(x)): each head's chain is then
+    # matmul, mask, softmax, matmul -- one pipeline of the scheduler's at most 4 stages, its
+    # [T, T] scores never in memory
 
     def seq(t: str, b: int, n: int) -> str:  # sequence b of a [B*T, n*hd] -> [n, T, hd]
         if B > 1:
@@ -412,6 +417,69 @@ def _prefill_layer(g: _G, cfg: LlamaConfig, tokens: int, batch: int) -> None:
         return g.op("Reshape", [sl, g.ints([r, c])])
 
     outs, kts, vs = [], [], []
+    if PREFILL_ROPE == "rows":
+        # RoPE on the rows of every head at once: [T, n*hd] viewed as [T*n, hd] (a view: no
+        # copy), rotate-half as a matmul by the signed permutation R (one exact f16 product per
+        # output: x * +-1, f32 accumulation of one term), the tables broadcast over the heads
+        # once; each sequence's rows are a contiguous slice (a view); the KV outputs are the
+        # transposes themselves (B == 1) and the heads views of them
+        R = np.zeros((hd, hd), g.np_dt)
+        half = hd // 2
+        R[np.arange(half) + half, np.arange(half)] = -1  # rot[j] = -x[j + half], j < half
+        R[np.arange(half), np.arange(half) + half] = 1   # rot[j] = x[j - half], j >= half
+        rmat = g.const(R, "rope_rotate_half")
+        tabs = {}
+
+        def table(t: str, n: int, scaled: bool) -> str:  # [T, hd] (* s) -> [T*n, hd]
+            if (t, n, scaled) not in tabs:
+                src = g.op("Mul", [t, scale]) if scaled else t
+                e = g.op("Expand", [g.op("Reshape", [src, g.ints([T, 1, hd])]),
+                                    g.ints([T, n, hd])])
+                tabs[(t, n, scaled)] = g.op("Reshape", [e, g.ints([T * n, hd])])
+            return tabs[(t, n, scaled)]
+
+        def rope_rows(t: str, n: int, scaled: bool) -> str:  # [T, n*hd] -> [T*n, hd] roped
+            x = g.op("Reshape", [t, g.ints([T * n, hd])])
+            rot = g.op("MatMul", [x, rmat])
+            return g.op("Add", [g.op("Mul", [x, table(cos, n, scaled)]),
+                                g.op("Mul", [rot, table(sin, n, scaled)])])
+
+        def rows_b(t: str, b: int) -> str:
+            if B == 1:
+                return t
+            return g.op("Slice", [t, g.ints([b * T]), g.ints([(b + 1) * T]), g.ints([0]),
+                                  g.ints([1])])
+
+        for b in range(B):
+            qr = rope_rows(rows_b(q, b), nh, True)                       # [T*nh, hd] / sqrt(hd)
+            qb = g.op("Transpose", [g.op("Reshape", [qr, g.ints([T, nh, hd])])], perm=[1, 0, 2])
+            kr = rope_rows(rows_b(k, b), kvh, False)
+            ktb = g.op("Transpose", [g.op("Reshape", [kr, g.ints([1, T, kvh, hd])])],
+                       perm=[0, 2, 3, 1], out="kT" if B == 1 else None)   # [1, kvh, hd, T]
+            vb = g.op("Transpose", [g.op("Reshape", [rows_b(v, b), g.ints([1, T, kvh, hd])])],
+                      perm=[0, 2, 1, 3], out="v" if B == 1 else None)    # [1, kvh, T, hd]
+            kts.append(ktb)
+            vs.append(vb)
+            kh = [head(g.op("Reshape", [ktb, g.ints([kvh, hd, T])]), j, hd, T) for j in range(kvh)]
+            vh = [head(g.op("Reshape", [vb, g.ints([kvh, T, hd])]), j, T, hd) for j in range(kvh)]
+            oh = []
+            for h in range(nh):
+                s = g.op("MatMul", [head(qb, h, T, hd), kh[h // gq]])
+                p = g.op("Softmax", [g.op("Add", [s, mask])], axis=-1)
+                oh.append(g.op("MatMul", [p, vh[h // gq]]))  # [T, hd]
+            outs.append(g.op("Concat", oh, axis=1))  # [T, nh*hd]
+        o = g.op("Concat", outs, axis=0) if B > 1 else outs[0]
+        attn = g.proj(o, "wo", (nh * hd, H))
+        h = g.op("Add", [x, attn])
+        g.mlp(h, cfg, "y", rows)
+        if B > 1:
+            g.op("Concat", kts, axis=0, out="kT")
+            g.op("Concat", vs, axis=0, out="v")
+        g.out("y", [B * T, H])
+        g.out("kT", [B, kvh, hd, T])
+        g.out("v", [B, kvh, T, hd])
+        return
+    cos_q, sin_q = (g.op("Mul", [c, scale]) for c in (cos, sin))
     for b in range(B):
         qb = g.rope3d(seq(q, b, nh), cos_q, sin_q, hd)  # [nh, T, hd], times 1/sqrt(hd)
         ktb = g.op("Transpose", [g.rope3d(seq(k, b, kvh), cos, sin, hd)], perm=[0, 2, 1])

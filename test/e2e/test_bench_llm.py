@@ -130,6 +130,9 @@ def test_batched_decode_layer_is_each_sequence_at_batch_1():
         np.testing.assert_allclose(res[k].reshape(got[k].shape), got[k], rtol=1e-4, atol=1e-4)
 
 
+PREFILL_ROPE_DEFAULT = "rows"
+
+
 def _llama_prefill_numpy(cfg, w: dict, x, cos, sin, B: int, T: int):
     """A LLaMA decoder layer over B sequences of T tokens in numpy (float64), written from the
     transformers definition: RMSNorm, Q/K/V, rotate-half RoPE, causal softmax attention per
@@ -147,10 +150,12 @@ def _llama_prefill_numpy(cfg, w: dict, x, cos, sin, B: int, T: int):
     xn = rms(x, w["attn_norm"])
     q, k, v = (xn @ w[n] for n in ("wq", "wk", "wv"))
     o = np.zeros((B * T, nh * hd))
+    kT, vc = np.zeros((B, kvh, hd, T)), np.zeros((B, kvh, T, hd))
     for b in range(B):
         r = slice(b * T, (b + 1) * T)
         qb, kb = rope(q[r].reshape(T, nh, hd)), rope(k[r].reshape(T, kvh, hd))
         vb = v[r].reshape(T, kvh, hd)
+        kT[b], vc[b] = kb.transpose(1, 2, 0), vb.transpose(1, 0, 2)
         for h in range(nh):
             j = h // (nh // kvh)
             s = qb[:, h] @ kb[:, j].T / np.sqrt(hd) + np.triu(np.full((T, T), -np.inf), 1)
@@ -159,19 +164,22 @@ def _llama_prefill_numpy(cfg, w: dict, x, cos, sin, B: int, T: int):
     h1 = x + o @ w["wo"]
     hn = rms(h1, w["mlp_norm"])
     gate = hn @ w["wg"]
-    return h1 + ((gate / (1 + np.exp(-gate))) * (hn @ w["wu"])) @ w["wd"]
+    return h1 + ((gate / (1 + np.exp(-gate))) * (hn @ w["wu"])) @ w["wd"], kT, vc
 
 
-@pytest.mark.parametrize("heads,kv_heads,batch", [(4, 2, 2), (2, 2, 1)])
-def test_prefill_layer_per_head_attention_matches_the_definition(heads, kv_heads, batch):
+@pytest.mark.parametrize("heads,kv_heads,batch,rope", [(4, 2, 2, "rows"), (2, 2, 1, "rows"),
+                                                       (4, 2, 2, "heads")])
+def test_prefill_layer_per_head_attention_matches_the_definition(heads, kv_heads, batch, rope,
+                                                                 monkeypatch):
     """The prefill layer's attention is a chain of 2-D ops per query head (GQA: a KV head's
     query heads share its K/V): onnxruntime on the builder's ONNX equals numpy written from the
     LLaMA definition (f32, batch 2, MHA and GQA), and the compiled layer matches onnxruntime
-    (y and the cache it writes)."""
+    (y and the cache it writes). Both RoPE forms of the builder (``llm.PREFILL_ROPE``)."""
     import numpy as np
 
     from m100.frontend import llm
     from m100.tools import driver
+    monkeypatch.setattr(llm, "PREFILL_ROPE", rope)
     cfg = llm.scaled(llm.config("tiny"), heads=heads, kv_heads=kv_heads)
     T = 8
     model, w = llm.build(cfg, "layer", "prefill", context=T, batch=batch, seed=2)
@@ -183,8 +191,11 @@ def test_prefill_layer_per_head_attention_matches_the_definition(heads, kv_heads
     outs = ["y", "kT", "v"]
     sess = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
     got = dict(zip(outs, sess.run(outs, feed)))
-    want = _llama_prefill_numpy(cfg, w, feed["x"], cos, sin, batch, T)
-    np.testing.assert_allclose(got["y"], want, rtol=1e-4, atol=1e-4)
+    want = dict(zip(outs, _llama_prefill_numpy(cfg, w, feed["x"], cos, sin, batch, T)))
+    for k in outs:  # the layer's output and the KV cache it writes (K after RoPE)
+        np.testing.assert_allclose(got[k], want[k], rtol=1e-4, atol=1e-4)
+    if rope != PREFILL_ROPE_DEFAULT:
+        return  # the older form: its graph's semantics only (the compiler runs the default)
     res = driver.run(driver.compile(model, machine="m100").program, feed).outputs
     for k in outs:
         np.testing.assert_allclose(res[k].reshape(got[k].shape), got[k], rtol=1e-4, atol=1e-4)

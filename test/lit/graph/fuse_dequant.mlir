@@ -115,3 +115,47 @@ func.func @per_row(%x: tensor<4x8xi8>, %w: tensor<8x6xi8>, %dq: tensor<4xf32>) -
 // CHECK-NEXT:  arith.mulf
 // CHECK-NEXT:  linalg.yield
 // CHECK-NOT:   m100.stage
+
+// The dequantization followed by a residual add (LLaMA's wo / wd): the dequantization alone is
+// the matmul's TCU epilogue; the add stays a generic of its own reading the f16 result (fused
+// into one generic, it would read the i32 accumulator from memory and no epilogue is possible).
+func.func @residual(%x: tensor<4x8xi8>, %w: tensor<8x6xi8>, %dq: tensor<6xf32>, %r: tensor<4x6xf16>) -> tensor<4x6xf16> {
+  %c0 = arith.constant 0 : i32
+  %e = tensor.empty() : tensor<4x6xi32>
+  %z = linalg.fill ins(%c0 : i32) outs(%e : tensor<4x6xi32>) -> tensor<4x6xi32>
+  %acc = linalg.matmul ins(%x, %w : tensor<4x8xi8>, tensor<8x6xi8>) outs(%z : tensor<4x6xi32>) -> tensor<4x6xi32>
+  %ef = tensor.empty() : tensor<4x6xf32>
+  %f = linalg.generic {indexing_maps = [#id, #id], iterator_types = ["parallel", "parallel"]} ins(%acc : tensor<4x6xi32>) outs(%ef : tensor<4x6xf32>) {
+  ^bb0(%a: i32, %o: f32):
+    %v = arith.sitofp %a : i32 to f32
+    linalg.yield %v : f32
+  } -> tensor<4x6xf32>
+  %m = linalg.generic {indexing_maps = [#id, #col, #id], iterator_types = ["parallel", "parallel"]} ins(%f, %dq : tensor<4x6xf32>, tensor<6xf32>) outs(%ef : tensor<4x6xf32>) {
+  ^bb0(%a: f32, %s: f32, %o: f32):
+    %v = arith.mulf %a, %s : f32
+    linalg.yield %v : f32
+  } -> tensor<4x6xf32>
+  %eh = tensor.empty() : tensor<4x6xf16>
+  %h = linalg.generic {indexing_maps = [#id, #id], iterator_types = ["parallel", "parallel"]} ins(%m : tensor<4x6xf32>) outs(%eh : tensor<4x6xf16>) {
+  ^bb0(%a: f32, %o: f16):
+    %v = arith.truncf %a : f32 to f16
+    linalg.yield %v : f16
+  } -> tensor<4x6xf16>
+  %y = linalg.generic {indexing_maps = [#id, #id, #id], iterator_types = ["parallel", "parallel"]} ins(%r, %h : tensor<4x6xf16>, tensor<4x6xf16>) outs(%eh : tensor<4x6xf16>) {
+  ^bb0(%a: f16, %b: f16, %o: f16):
+    %v = arith.addf %a, %b : f16
+    linalg.yield %v : f16
+  } -> tensor<4x6xf16>
+  func.return %y : tensor<4x6xf16>
+}
+// CHECK-LABEL: func.func @residual
+// CHECK:       %acc = linalg.matmul {m100.group = [[G:[0-9]+]] : i64, m100.epilogue = ["dequant"]}
+// CHECK:       attrs =  {m100.fused_into = [[G]] : i64, m100.stage = "dequant"} {
+// CHECK:         arith.sitofp
+// CHECK-NEXT:    arith.mulf
+// CHECK-NEXT:    arith.truncf
+// CHECK-NEXT:    linalg.yield
+// CHECK:       ins(%r, %{{.*}} : tensor<4x6xf16>, tensor<4x6xf16>)
+// CHECK-NEXT:  ^bb0
+// CHECK-NEXT:    arith.addf
+// CHECK-NEXT:    linalg.yield
