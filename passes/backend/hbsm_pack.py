@@ -134,7 +134,65 @@ def allocate(bufs: list[Buf], capacity: int, align: int,
     receivers of one DRB broadcast, which writes the same addresses on every TPB of its mask. A
     group is placed first, at the lowest offset free on all of its TPBs.
     ``strict``: where keeping the planned concurrency apart (``Buf.pred``) does not fit, raise
-    :class:`HbsmOverflow` instead of packing by program order alone."""
+    :class:`HbsmOverflow` instead of packing by program order alone.
+
+    When keeping the planned concurrency apart does not fit that way (groups largest first,
+    then each TPB's own buffers), the groups and the own buffers are packed again in one order
+    (:func:`_allocate_joint`: the groups of the most TPBs first, then the largest): ResNet-18 224
+    with weights prefetched into 90 % of the HBSM left TPB 0 no hole for a 170 KB weight chunk
+    of its own among the groups placed before it (1.5 of the 2 MB live); jointly it packs. Only
+    when that fails too does a non-strict allocation pack by program order alone."""
+    try:
+        return _allocate_split(bufs, capacity, align, groups, True)
+    except HbsmOverflow as first:
+        try:
+            return _allocate_joint(bufs, capacity, align, groups or [])
+        except HbsmOverflow:
+            if strict:
+                raise first from None
+    return _allocate_split(bufs, capacity, align, groups, False)
+
+
+def _allocate_joint(bufs: list[Buf], capacity: int, align: int,
+                    groups: list[list[str]]) -> dict[str, int]:
+    """The groups and the buffers of each TPB in one order: the groups spanning the most TPBs
+    first (a common offset is the hardest to find), then the largest, then the earliest; a single
+    buffer as in :func:`_allocate_tpb`, a group at the lowest offset free on all its TPBs. Planned
+    concurrency (``Buf.pred``) kept apart."""
+    by_name = {b.name: b for b in bufs}
+    grouped = {n for grp in groups for n in grp}
+    items = [[by_name[n] for n in grp] for grp in groups] + \
+        [[b] for b in bufs if b.name not in grouped]
+    items.sort(key=lambda it: (-len(it), -_align(max(b.size for b in it), align),
+                               min(b.start for b in it), it[0].name))
+    by_tpb: dict[int, list[Buf]] = defaultdict(list)
+    for b in bufs:
+        by_tpb[b.tpb].append(b)
+    placed: dict[int, list[tuple[int, int, Buf]]] = defaultdict(list)
+    out: dict[str, int] = {}
+    for it in items:
+        if len(it) == 1:
+            b = it[0]  # _allocate_tpb appends it to placed[b.tpb]
+            out.update(_allocate_tpb(b.tpb, [b], capacity, align, placed[b.tpb], by_tpb[b.tpb]))
+            continue
+        size = _align(max(b.size for b in it), align)
+        ok = _group_offset(it, size, placed, capacity, align)
+        if ok is None:
+            b = it[0]
+            raise _Overflow(b.tpb, by_tpb[b.tpb], capacity, align,
+                            f"broadcast buffer {b.name} ({size} B) finds no offset free on TPBs "
+                            f"{sorted(m.tpb for m in it)}")
+        for b in it:
+            out[b.name] = ok
+            placed[b.tpb].append((ok, size, b))
+    return out
+
+
+def _allocate_split(bufs: list[Buf], capacity: int, align: int,
+                    groups: list[list[str]] | None, strict: bool) -> dict[str, int]:
+    """:func:`allocate`'s first way: the broadcast groups largest first, then each TPB's own
+    buffers (``strict`` False: a group or TPB that does not fit apart from the planned
+    concurrency is packed by program order alone)."""
     by_tpb: dict[int, list[Buf]] = defaultdict(list)
     for b in bufs:
         by_tpb[b.tpb].append(b)

@@ -66,6 +66,7 @@ class ListScheduler:
         self.prefetch_depth = PREFETCH_DEPTH
         # busy time of each CCB DMA engine and of each TPB's DTDU (:mod:`.busy`)
         self.dma_busy = [BusyBlocks() for _ in range(self.cm.machine.ccb_dma_engines)]
+        self.dma_sync_latency = self.cm.machine.remote_update_latency_inter
         self.bound = float("inf")
         self.n_groups = 0  # lockstep groups so far (PlanPiece.group)
         self.gcache: dict[tuple, int] = {}  # shared chunks of the current lockstep group
@@ -88,18 +89,39 @@ class ListScheduler:
         tasks = self.tl.tasks
         t = PlanTask(id=len(tasks), **kw)
         ready, pred = 0.0, -1
+        is_dma = t.unit == "dma"
+        # the sync update a CCB DMA sends when it ends reaches the counter its consumer waits on
+        # after remote_update_latency_inter (the interpreter's ``_update_latency``: the CCB is
+        # no TPB's cluster); sync-insert puts a DMA's wait on its producer's TPB (a local
+        # update), and a DMA after a DMA of its own engine waits for nothing (queue order).
+        # TPB -> TPB: the copies and broadcasts that carry data between TPBs charge it in
+        # their own cycles (``CostModel.mesh_cycles``)
+        lat = self.dma_sync_latency
+        dma_deps: list[PlanTask] = []
         for d in t.deps:
-            e = tasks[d].end
+            p = tasks[d]
+            e = p.end
+            if p.unit == "dma":
+                if is_dma:
+                    dma_deps.append(p)
+                    continue
+                e += lat
             if e > ready:
                 ready, pred = e, d
         cycles = t.cycles
-        if t.unit == "dma":
+        if is_dma:
             # CCB DMA engines: the compiler orders each engine's queue by predicted start, so a
             # transfer fills the earliest idle gap of the engine that can start it first
             # a DRB broadcast also needs its rate free on the DRB (:class:`.busy.RateProfile`)
             rate = t.nbytes / cycles if len(t.dst_tpbs) > 1 and cycles > 0 else 0.0
             best = None
+            base_ready, base_pred = ready, pred
             for e, blocks in enumerate(self.dma_busy):
+                ready, pred = base_ready, base_pred
+                for p in dma_deps:
+                    x = p.end + (0 if p.engine == e else lat)
+                    if x > ready:
+                        ready, pred = x, p.id
                 st, idx = blocks.earliest(ready, cycles)
                 while rate:
                     a = self.drb_use.earliest(st, cycles, rate)
@@ -107,9 +129,9 @@ class ListScheduler:
                         break
                     st, idx = blocks.earliest(a, cycles)
                 if best is None or st < best[0]:
-                    best = (st, e, idx)
+                    best = (st, e, idx, ready, pred)
             assert best is not None
-            start, t.engine, idx = best
+            start, t.engine, idx, ready, pred = best
             self.dma_busy[t.engine].insert(idx, start, start + cycles)
             self.drb_use.add(start, cycles, rate)
             res = ("dma", t.engine)

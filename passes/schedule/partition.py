@@ -97,7 +97,8 @@ def _in_rows(g: OpGraph, op: Op, tr: int) -> int:
 
 def tile_piece(cm: CostModel, g: OpGraph, op: Op, rows: int, cols: int,
                budget: int | None = None, chunked: bool = False, kparts: int = 1,
-               act_resident: int = 0, whole_parts: bool = False, wshare: int = 1) -> TilePlan:
+               act_resident: int = 0, whole_parts: bool = False, wshare: int = 1,
+               wstreams: int = 0) -> TilePlan:
     """The cheapest tiling of ``rows x cols`` of ``op`` whose working set fits ``budget`` bytes.
 
     ``chunked``: a TCU contraction whose K can be split is cut into K chunks even where the whole
@@ -271,7 +272,14 @@ def tile_piece(cm: CostModel, g: OpGraph, op: Op, rows: int, cols: int,
                     n_instr = ceil_div(rows, tr) * ceil_div(cols, tc) * n_k
                     per = cm.piece_cycles(g, op, tr, tc, tk)
                     cyc = n_instr * per
-                    if best is None or (cyc, -fp) < (best.cycles, -best.footprint):
+                    # the weight DMAs the tiling implies: a streamed weight is loaded again for
+                    # every row tile (and column tile and K chunk), one DMA each, on the CCB
+                    # DMA engines that ``wstreams`` such streams of the stage share
+                    wload = (n_instr if streamed else 1) * cm.dma_cycles(
+                        wslot if streamed else wslot * ceil_div(geo.k, tk))
+                    key = (max(cyc, wstreams * wload / mc.ccb_dma_engines), cyc, -fp)
+                    if best is None or key < best_key:
+                        best_key = key
                         best = TilePlan(op.name, op.unit, rows, cols, tr, tc, tk, geo.k, cyc,
                                         bufs, not streamed, act_resident > 0)
     else:

@@ -605,9 +605,9 @@ def kept_copies(sched: Scheduler, segs: list[SegmentCfg], tl: Plan, keep: str
 #: weights_once: K parts per stage tried (a K split holds 1 / (gc * ks) of the weight per TPB)
 MAX_KPARTS = 8
 #: weights_once: whole-plan builds at most (each ~0.3 CPU-s on ResNet-18 224)
-MAX_WEIGHT_TRIALS = 12
+MAX_WEIGHT_TRIALS = 20
 #: weights_once: candidates tried again after a later change was kept (one build each)
-MAX_WEIGHT_RETRIES = 4
+MAX_WEIGHT_RETRIES = 20
 
 
 def weights_once(s: Search, segs: list[SegmentCfg], tl: Plan, keep: str
@@ -633,8 +633,8 @@ def weights_once(s: Search, segs: list[SegmentCfg], tl: Plan, keep: str
     order = sorted((-sum(t.nbytes for t in g.weights(s.ops[seg.stages[0].op])), si)
                    for si, seg in enumerate(segs) if _weights_at(seg))
     trials = 0
-    failed: list[tuple[int, SegmentCfg, SegmentCfg]] = []  # since the last kept change
-    stale: list[tuple[int, SegmentCfg, SegmentCfg]] = []  # lost before a later kept change
+    version = 0  # plan changes kept so far
+    lost: list[tuple[int, int, SegmentCfg, SegmentCfg]] = []  # (version, si, seg, cand)
     for pos, (_w, si) in enumerate(order):
         if trials >= MAX_WEIGHT_TRIALS:
             break
@@ -669,20 +669,33 @@ def weights_once(s: Search, segs: list[SegmentCfg], tl: Plan, keep: str
             tl2 = s.sched.shorter(trial, tl, keep, base=tl, checkpoints=later)
             if tl2 is not None:
                 segs, tl = trial, tl2
-                stale += failed  # compared with a plan that has changed since
-                failed = []
+                version += 1
             else:
-                failed.append((si, seg, by_gr[gr][1]))
+                lost.append((version, si, seg, by_gr[gr][1]))
     # a candidate that lost against the plan before a later change was kept may win now
-    # (ResNet-18 224: conv36 on 1 x 8 x 7 loses before conv37 and conv31 move there, then wins)
-    for si, seg, cand in stale[:MAX_WEIGHT_RETRIES]:
-        if segs[si] is not seg:
-            continue  # another row count of this segment was kept
-        trial = segs[:si] + [cand] + segs[si + 1:]
-        tl2 = s.sched.shorter(trial, tl, keep, base=tl,
-                              checkpoints={sj for sj, _, _ in stale if sj > si})
-        if tl2 is not None:
-            segs, tl = trial, tl2
+    # (ResNet-18 224: conv36 on 1 x 8 x 7 loses before conv37 and conv31 move there, then wins);
+    # retried, in the order they lost, until none of those compared with an older plan is left
+    # (at most MAX_WEIGHT_RETRIES builds)
+    retries = 0
+    while retries < MAX_WEIGHT_RETRIES:
+        stale = [x for x in lost if x[0] < version and segs[x[1]] is x[2]]
+        if not stale:
+            break
+        lost = [x for x in lost if x[0] == version]
+        for _v, si, seg, cand in stale:
+            if retries >= MAX_WEIGHT_RETRIES:
+                break
+            if segs[si] is not seg:
+                continue  # another row count of this segment was kept
+            retries += 1
+            trial = segs[:si] + [cand] + segs[si + 1:]
+            tl2 = s.sched.shorter(trial, tl, keep, base=tl,
+                                  checkpoints={x[1] for x in stale if x[1] > si})
+            if tl2 is not None:
+                segs, tl = trial, tl2
+                version += 1
+            else:
+                lost.append((version, si, seg, cand))
     return segs, tl
 
 

@@ -38,7 +38,8 @@ from .plan import Plan
 # the op family modules)
 _NOT_STATE = frozenset(("s", "cm", "g", "tl", "families", "movement"))
 # immutable values or containers the builder replaces but never changes in place
-_SAME = frozenset(("bound", "n_groups", "fill_gap", "prefetch_depth", "isolated", "piece",
+_SAME = frozenset(("bound", "n_groups", "fill_gap", "prefetch_depth", "dma_sync_latency",
+                   "isolated", "piece",
                    "cur", "stage"))
 # dicts/sets of immutable values
 _FLAT = frozenset(("free", "last_on_res", "written", "seg_touch", "barrier", "hbsm_use",

@@ -79,12 +79,12 @@ class Scheduler:
     # ------------------------------------------------------------------ tiles
     def tile(self, op: Op, rows: int, cols: int, budget: int, chunked: bool = False,
              kparts: int = 1, act_resident: int = 0, whole: bool = False,
-             wshare: int = 1) -> TilePlan:
-        key = (op.name, rows, cols, budget, chunked, kparts, act_resident, whole, wshare)
+             wshare: int = 1, wstreams: int = 0) -> TilePlan:
+        key = (op.name, rows, cols, budget, chunked, kparts, act_resident, whole, wshare, wstreams)
         p = self._tile_cache.get(key)
         if p is None:
             p = tile_piece(self.cm, self.g, op, rows, cols, budget, chunked, kparts,
-                           act_resident, whole, wshare)
+                           act_resident, whole, wshare, wstreams)
             self._tile_cache[key] = p
         return p
 
@@ -107,8 +107,11 @@ class Scheduler:
                                                            row_tile(self.cm, self.g, op))
                                             for b in range(st.bands)))
         cols_b = ceil_div(geo.cols, st.gc)
+        # distinct weight streams: a one-stage segment broadcasts each column part's (K part's)
+        # chunks to its TPB rows; a pipeline stage's TPBs each load their own
+        streams = st.gc * st.ks if len(seg.stages) == 1 else len(st.tpbs)
         return self.tile(op, rows_b, cols_b, self.stage_budget(seg, st), st.chunked, st.ks,
-                         st.act_resident, st.whole, st.wshare)
+                         st.act_resident, st.whole, st.wshare, streams)
 
     def band_boxes(self, st: StageCfg, op: Op, tplan: TilePlan, b: int):
         """The pieces of band ``b`` of a stage built piece by piece, in build order: (column part,

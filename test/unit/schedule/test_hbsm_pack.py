@@ -158,3 +158,21 @@ def test_broadcast_groups_share_an_offset_and_stay_valid(seed):
     assert len({offs[n] for n in grp}) == 1
     assert check_allocation(bufs, offs, cap, align) == []
     assert brute_force_valid(bufs, offs, cap)
+
+
+def test_groups_and_own_buffers_packed_jointly_when_groups_first_fragments():
+    """Two broadcast groups of equal size: placed largest first (then in the given order) the
+    later-starting group takes offset 0, the other offset 1 on TPB 2 -- and on TPB 0 a 3-byte own
+    buffer finds no hole next to it (capacity 4). Packed in one order (earliest group first) it
+    fits. Oracle: the byte-painting brute force; the group members share one offset."""
+    import m100.passes.backend.hbsm_pack as H
+    bufs = [Buf("g0t1", 1, 1, 1, 6, 11), Buf("g0t2", 2, 1, 1, 6, 11),
+            Buf("g1t0", 0, 1, 1, 1, 8), Buf("g1t2", 2, 1, 1, 1, 8),
+            Buf("o0", 0, 3, 1, 3, 7)]
+    groups = [["g0t1", "g0t2"], ["g1t0", "g1t2"]]
+    with pytest.raises(HbsmOverflow):
+        H._allocate_split(bufs, 4, 1, groups, True)  # the first way alone does not fit
+    offs = allocate(bufs, 4, 1, groups, strict=True)
+    assert brute_force_valid(bufs, offs, 4)
+    assert not check_allocation(bufs, offs, 4, 1)
+    assert offs["g0t1"] == offs["g0t2"] and offs["g1t0"] == offs["g1t2"]
