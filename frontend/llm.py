@@ -416,6 +416,18 @@ def _prefill_layer(g: _G, cfg: LlamaConfig, tokens: int, batch: int) -> None:
         sl = g.op("Slice", [t, g.ints([i]), g.ints([i + 1]), g.ints([0]), g.ints([1])])
         return g.op("Reshape", [sl, g.ints([r, c])])
 
+    def attention(qb: str, kh: list[str], vh: list[str]) -> str:  # one sequence -> [T, nh*hd]
+        oh = []
+        for h in range(nh):  # each head's chain: matmul, mask, softmax, matmul
+            s = g.op("MatMul", [head(qb, h, T, hd), kh[h // gq]])
+            p = g.op("Softmax", [g.op("Add", [s, mask])], axis=-1)
+            oh.append(g.op("MatMul", [p, vh[h // gq]]))  # [T, hd]
+        return g.op("Concat", oh, axis=1)
+
+    def out_proj_mlp(outs: list[str]) -> None:  # the sequences' heads -> wo, residual, MLP
+        o = g.op("Concat", outs, axis=0) if B > 1 else outs[0]
+        g.mlp(g.op("Add", [x, g.proj(o, "wo", (nh * hd, H))]), cfg, "y", rows)
+
     outs, kts, vs = [], [], []
     if PREFILL_ROPE == "rows":
         # RoPE on the rows of every head at once: [T, n*hd] viewed as [T*n, hd] (a view: no
@@ -462,16 +474,8 @@ def _prefill_layer(g: _G, cfg: LlamaConfig, tokens: int, batch: int) -> None:
             vs.append(vb)
             kh = [head(g.op("Reshape", [ktb, g.ints([kvh, hd, T])]), j, hd, T) for j in range(kvh)]
             vh = [head(g.op("Reshape", [vb, g.ints([kvh, T, hd])]), j, T, hd) for j in range(kvh)]
-            oh = []
-            for h in range(nh):
-                s = g.op("MatMul", [head(qb, h, T, hd), kh[h // gq]])
-                p = g.op("Softmax", [g.op("Add", [s, mask])], axis=-1)
-                oh.append(g.op("MatMul", [p, vh[h // gq]]))  # [T, hd]
-            outs.append(g.op("Concat", oh, axis=1))  # [T, nh*hd]
-        o = g.op("Concat", outs, axis=0) if B > 1 else outs[0]
-        attn = g.proj(o, "wo", (nh * hd, H))
-        h = g.op("Add", [x, attn])
-        g.mlp(h, cfg, "y", rows)
+            outs.append(attention(qb, kh, vh))
+        out_proj_mlp(outs)
         if B > 1:
             g.op("Concat", kts, axis=0, out="kT")
             g.op("Concat", vs, axis=0, out="v")
@@ -488,16 +492,8 @@ def _prefill_layer(g: _G, cfg: LlamaConfig, tokens: int, batch: int) -> None:
         vs.append(vb)
         kh = [head(ktb, j, hd, T) for j in range(kvh)]
         vh = [head(vb, j, T, hd) for j in range(kvh)]
-        oh = []
-        for h in range(nh):
-            s = g.op("MatMul", [head(qb, h, T, hd), kh[h // gq]])
-            p = g.op("Softmax", [g.op("Add", [s, mask])], axis=-1)
-            oh.append(g.op("MatMul", [p, vh[h // gq]]))  # [T, hd]
-        outs.append(g.op("Concat", oh, axis=1))  # [T, nh*hd]
-    o = g.op("Concat", outs, axis=0) if B > 1 else outs[0]
-    attn = g.proj(o, "wo", (nh * hd, H))
-    h = g.op("Add", [x, attn])
-    g.mlp(h, cfg, "y", rows)
+        outs.append(attention(qb, kh, vh))
+    out_proj_mlp(outs)
     g.op("Reshape", [g.op("Concat", kts, axis=0) if B > 1 else kts[0],
                      g.ints([B, kvh, hd, T])], "kT")
     g.op("Reshape", [g.op("Concat", vs, axis=0) if B > 1 else vs[0],

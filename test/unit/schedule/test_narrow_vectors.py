@@ -17,7 +17,7 @@ from m100.passes.schedule import narrow_vectors, placement
 from m100.passes.schedule.plan import Plan, PlanTask
 from m100.targets.m100.machine import get_machine
 
-from .test_widen_gemvs import _graph
+from .test_widen_gemvs import _w4_reference, _w4_weight
 
 M100 = get_machine("m100")
 DIMS, B = (1024, 4096, 4096), 128
@@ -29,16 +29,7 @@ def _model():
     128 rows, shape-only)."""
     nodes, inits, prev = [], [], "x"
     for i, (k, n) in enumerate(zip(DIMS, DIMS[1:])):
-        q = helper.make_tensor(f"q{i}", TensorProto.INT4, [1], [0])
-        s = helper.make_tensor(f"s{i}", TensorProto.FLOAT16, [1], [0.0])
-        for t, d in ((q, [k, n]), (s, [k // B, n])):
-            del t.dims[:]
-            t.dims.extend(d)
-            t.ClearField("int32_data")
-            t.ClearField("raw_data")
-            t.data_location = TensorProto.EXTERNAL
-            t.external_data.add(key="location", value="absent.bin")
-        inits += [q, s]
+        inits += _w4_weight(i, k, n, B)
         out = "y" if i == len(DIMS) - 2 else f"y{i}"
         nodes += [helper.make_node("DequantizeLinear", [f"q{i}", f"s{i}"], [f"w{i}"], axis=0,
                                    block_size=B),
@@ -117,15 +108,8 @@ def test_a_spread_vector_op_is_narrowed_only_shorter_plans_are_kept_and_it_match
     rng = np.random.default_rng(11)
     feed = {"x": rng.standard_normal((1, DIMS[0])).astype(np.float16),
             "c": rng.standard_normal((1, DIMS[1])).astype(np.float16)}
-    want = feed["x"]
-    for i, (k, n) in enumerate(zip(DIMS, DIMS[1:])):
-        feed[f"q{i}"] = rng.integers(-8, 8, (k, n)).astype(np.int8)
-        feed[f"s{i}"] = (rng.random((k // B, n)) / 256 + 1e-3).astype(np.float16)
-        wdq = (feed[f"q{i}"].astype(np.float32) *
-               np.repeat(feed[f"s{i}"].astype(np.float32), B, axis=0)).astype(np.float16)
-        want = (want.astype(np.float64) @ wdq.astype(np.float64)).astype(np.float16)
-        if i == 0:
-            want = (want.astype(np.float32) * feed["c"].astype(np.float32)).astype(np.float16)
+    want = _w4_reference(rng, feed, DIMS, B, after=lambda i, y: y if i else (
+        y.astype(np.float32) * feed["c"].astype(np.float32)).astype(np.float16))
     got = driver.run(cr.program, feed, machine=cr.machine).outputs["y"].reshape(want.shape)
     # f32 accumulation, one f16 rounding per GEMV and per product: a few ulps; a wrong band or
     # TPB is off by about the values themselves

@@ -23,21 +23,44 @@ M100 = get_machine("m100").replace(name="m100-g32", tcu_row_granule=32)
 DIMS, B = (1024, 4096, 4096), 128  # x [1, 1024] @ W0 [1024, 4096] @ W1 [4096, 4096]
 
 
+def _w4_weight(i: int, k: int, n: int, b: int = B) -> list:
+    """Shape-only initializers of GEMV ``i``: ``q<i>`` [k, n] int4 and ``s<i>`` [k // b, n] f16
+    scales (external data that is never written: the values are run-time feeds)."""
+    q = helper.make_tensor(f"q{i}", TensorProto.INT4, [1], [0])
+    s = helper.make_tensor(f"s{i}", TensorProto.FLOAT16, [1], [0.0])
+    for t, d in ((q, [k, n]), (s, [k // b, n])):
+        del t.dims[:]
+        t.dims.extend(d)
+        t.ClearField("int32_data")
+        t.ClearField("raw_data")
+        t.data_location = TensorProto.EXTERNAL
+        t.external_data.add(key="location", value="absent.bin")
+    return [q, s]
+
+
+def _w4_reference(rng, feed: dict, dims=DIMS, b=B, after=None):
+    """Draws the chain's int4 weights ``q<i>`` and f16 scales ``s<i>`` into ``feed`` (which holds
+    ``x``) and returns ``y`` by numpy from the ``DequantizeLinear`` definition: the dequantized
+    weight rounded to f16, an f64 product rounded to f16 per GEMV; ``after(i, y)`` (optional)
+    is applied to GEMV ``i``'s result."""
+    want = feed["x"]
+    for i, (k, n) in enumerate(zip(dims, dims[1:])):
+        feed[f"q{i}"] = rng.integers(-8, 8, (k, n)).astype(np.int8)
+        feed[f"s{i}"] = (rng.random((k // b, n)) / 256 + 1e-3).astype(np.float16)
+        wdq = (feed[f"q{i}"].astype(np.float32) *
+               np.repeat(feed[f"s{i}"].astype(np.float32), b, axis=0)).astype(np.float16)
+        want = (want.astype(np.float64) @ wdq.astype(np.float64)).astype(np.float16)
+        if after is not None:
+            want = after(i, want)
+    return want
+
+
 def _w4_chain(dims=DIMS, b=B):
     """Chained W4A16 GEMVs, every weight shape-only (``q<i>`` int4 + ``s<i>`` f16 scales per
     block of ``b`` rows): the second one's weight prefetches while the first computes."""
     nodes, inits, prev = [], [], "x"
     for i, (k, n) in enumerate(zip(dims, dims[1:])):
-        q = helper.make_tensor(f"q{i}", TensorProto.INT4, [1], [0])
-        s = helper.make_tensor(f"s{i}", TensorProto.FLOAT16, [1], [0.0])
-        for t, d in ((q, [k, n]), (s, [k // b, n])):
-            del t.dims[:]
-            t.dims.extend(d)
-            t.ClearField("int32_data")
-            t.ClearField("raw_data")
-            t.data_location = TensorProto.EXTERNAL
-            t.external_data.add(key="location", value="absent.bin")
-        inits += [q, s]
+        inits += _w4_weight(i, k, n, b)
         out = "y" if i == len(dims) - 2 else f"y{i}"
         nodes += [helper.make_node("DequantizeLinear", [f"q{i}", f"s{i}"], [f"w{i}"], axis=0,
                                    block_size=b), helper.make_node("MatMul", [prev, f"w{i}"], [out])]
@@ -107,13 +130,7 @@ def test_widened_gemv_program_matches_numpy(monkeypatch):
     assert len({i.tpb for i in mm}) > M100.num_tpbs // 4  # widened past the searched pool
     rng = np.random.default_rng(7)
     feed = {"x": rng.standard_normal((1, DIMS[0])).astype(np.float16)}
-    want = feed["x"]
-    for i, (k, n) in enumerate(zip(DIMS, DIMS[1:])):
-        feed[f"q{i}"] = rng.integers(-8, 8, (k, n)).astype(np.int8)
-        feed[f"s{i}"] = (rng.random((k // B, n)) / 256 + 1e-3).astype(np.float16)
-        wdq = (feed[f"q{i}"].astype(np.float32) *
-               np.repeat(feed[f"s{i}"].astype(np.float32), B, axis=0)).astype(np.float16)
-        want = (want.astype(np.float64) @ wdq.astype(np.float64)).astype(np.float16)
+    want = _w4_reference(rng, feed)
     got = driver.run(cr.program, feed, machine=cr.machine).outputs["y"].reshape(want.shape)
     # f32 accumulation, one f16 rounding per GEMV (the first's ulps feed the second): a few
     # ulps; a wrong column part or scale is off by about the values themselves

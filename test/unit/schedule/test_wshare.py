@@ -18,7 +18,7 @@ from m100.targets.m100.machine import get_machine
 from m100.tools import driver
 
 from ...e2e.test_llm_w4 import _matmuls
-from .test_widen_gemvs import B, DIMS, _w4_chain
+from .test_widen_gemvs import B, DIMS, _w4_chain, _w4_reference
 
 M100 = get_machine("m100")
 
@@ -74,13 +74,7 @@ def test_shared_weight_chunks_are_one_broadcast_per_group_and_match_numpy(monkey
     assert set(per_tpb.values()) == {n_weight_dmas}
     rng = np.random.default_rng(7)
     feed = {"x": rng.standard_normal((1, DIMS[0])).astype(np.float16)}
-    want = feed["x"]
-    for i, (k, n) in enumerate(zip(DIMS, DIMS[1:])):
-        feed[f"q{i}"] = rng.integers(-8, 8, (k, n)).astype(np.int8)
-        feed[f"s{i}"] = (rng.random((k // B, n)) / 256 + 1e-3).astype(np.float16)
-        wdq = (feed[f"q{i}"].astype(np.float32) *
-               np.repeat(feed[f"s{i}"].astype(np.float32), B, axis=0)).astype(np.float16)
-        want = (want.astype(np.float64) @ wdq.astype(np.float64)).astype(np.float16)
+    want = _w4_reference(rng, feed)
     got = driver.run(prog, feed, machine=cr.machine).outputs["y"].reshape(want.shape)
     d = np.abs(got.astype(np.float64) - want.astype(np.float64))
     assert np.all(d <= 4 * np.abs(np.spacing(want)) + 2e-3 * np.abs(want).max())
