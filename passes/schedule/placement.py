@@ -30,7 +30,7 @@ The search (deterministic for a given seed):
 from __future__ import annotations
 
 import random
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 
 from m100.targets.m100.machine import Machine
 
@@ -68,6 +68,7 @@ class Placement:
     machine: Machine
     tpbs: tuple[int, ...]
     evaluations: int = 0
+    graph: OpGraph | None = field(default=None, repr=False, compare=False)  # what was placed
 
 
 def available_tpbs(machine: Machine, tpbs: int = 0, clusters: int = 0) -> tuple[int, ...]:
@@ -544,7 +545,7 @@ def schedule(g: OpGraph, machine: Machine, tpbs: int = 0, clusters: int = 0,
     segs, tl = whole_parts(search, segs, tl, keep)
     tl, keep = kept_copies(search.sched, segs, tl, keep)
     tl.checkpoints = {}  # only the trials above resume from them
-    return Placement(strategy, segs, tl, machine, pool, evals)
+    return Placement(strategy, segs, tl, machine, pool, evals, graph=g)
 
 
 def _unchunk_at(seg: SegmentCfg) -> bool:

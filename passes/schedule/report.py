@@ -68,9 +68,12 @@ def format_report(pl: Placement, title: str = "") -> str:
     used = {t.tpb for t in tl.tasks if t.tpb >= 0 and t.unit == "tcu"}
     total_macs = sum(r["macs"] for r in rows)
     if used and tl.makespan > 0 and total_macs:
-        dtypes = {pl_dtype(pl)}
-        peak = cm.peak_macs_per_cycle(dtypes.pop())
-        util = total_macs / (tl.makespan * peak * len(used))
+        # each op's MACs at the peak of its own operand type (a W8A8 layer mixes int8
+        # projections with f16 attention matmuls: one type's peak for all gave > 100 %)
+        dt = op_dtypes(pl)
+        ideal = sum(r["macs"] / cm.peak_macs_per_cycle(dt.get(r["op"], "f32"))
+                    for r in rows if r["macs"])
+        util = ideal / (tl.makespan * len(used))
         out.append(f"TCU utilization: {100 * util:.1f}% of the {len(used)} TPBs that compute "
                    f"({total_macs} MACs)")
     dma = [t for t in tl.tasks if t.unit == "dma"]
@@ -94,13 +97,12 @@ def format_report(pl: Placement, title: str = "") -> str:
     return "\n".join(out)
 
 
-def pl_dtype(pl: Placement) -> str:
+def op_dtypes(pl: Placement) -> dict[str, str]:
+    """Op name -> the element type of its first activation input (its TCU rate)."""
     g = getattr(pl, "graph", None)
-    if g is not None:
-        for o in g.ops:
-            if o.unit.startswith("tcu"):
-                return g.act_inputs(o)[0].dtype
-    return "f32"
+    if g is None:
+        return {}
+    return {o.name: ins[0].dtype for o in g.ops if (ins := g.act_inputs(o))}
 
 
 __all__ = ["format_report", "op_rows"]

@@ -66,13 +66,15 @@ def test_views_exact_fewer_dmas_shorter(monkeypatch):
         np.testing.assert_array_equal(got.outputs[k].reshape(v.shape), v)
     monkeypatch.setattr(fm, "find_views", lambda g, low, align: {})
     off = driver.compile(m, machine="tiny")
-    got = driver.run(off.program, {"x": x})
+    got_off = driver.run(off.program, {"x": x})
     for k, v in want.items():
-        np.testing.assert_array_equal(got.outputs[k].reshape(v.shape), v)
+        np.testing.assert_array_equal(got_off.outputs[k].reshape(v.shape), v)
     # the two slices and the two reshapes of the views are four DMAs fewer (at least: a copy
     # may be cut into several); the column slice stays a DMA
     assert _dmas(on.program) <= _dmas(off.program) - 4
-    assert int(on.program.metadata["predicted_cycles"]) < int(off.program.metadata["predicted_cycles"])
+    # shorter as executed (the interpreter's cycles: 2498 vs 2569 on main 5de9191; the plan
+    # predicted the copies' program 4.6 % short, 2456, so the predictions alone do not order them)
+    assert got.stats["total_cycles"] < got_off.stats["total_cycles"]
 
 
 def _graph(ops, tensors):

@@ -208,3 +208,26 @@ def test_conv_chain_pipeline_beats_layer_by_layer():
     for p in (pipe, seq):
         check_timeline(p.timeline, M100)
         check_hbsm(p.timeline, M100)
+
+
+def test_report_utilization_at_the_ops_own_rate():
+    """The report's TCU utilization counts each op's MACs at the peak of its operand type: an
+    int8 chain was measured against the f32 peak (620 % on this graph; 454 % on the W8A8 prefill
+    layer) because the placement did not carry its graph. Oracle: m*n*k per matmul from the
+    definition, the machine's int8 peak."""
+    import re
+
+    from m100.passes.schedule.report import format_report
+
+    b = GraphBuilder("i8")
+    h = b.matmul(b.input((512, 512)), 512)
+    g = b.output(b.matmul(h, 256))
+    p = schedule(g, M100, tpbs=8, strategy="auto")
+    used = len({t.tpb for t in p.timeline.tasks if t.tpb >= 0 and t.unit == "tcu"})
+    macs = 512 * 512 * 512 + 512 * 512 * 256
+    want = macs / (p.timeline.makespan * used * M100.tcu_macs_per_cycle("i8"))
+    got = re.search(r"TCU utilization: ([0-9.]+)% of the (\d+) TPBs .*\((\d+) MACs\)",
+                    format_report(p))
+    assert got and int(got[2]) == used and int(got[3]) == macs
+    assert abs(float(got[1]) - 100 * want) < 0.06, (got[0], want)
+    assert want < 1.0
