@@ -10,6 +10,7 @@ from __future__ import annotations
 from xdsl.ir import SSAValue
 
 from m100.dialects.tpb import BroadcastOp, CopyOp, DmaOp
+from m100.targets.m100.isa_base import mask_of
 
 from .emit_core import EmitterCore, Lin, Piece, _int, access, ident, row_index
 from .graph import ScheduleError, conv_out_hw
@@ -205,14 +206,7 @@ class UnitEmitter(EmitterCore):
             return r
         opname = self.cur[1]
         t = self._take("dma", -1, tuple(tpbs))
-        self.n_bcast = getattr(self, "n_bcast", 0) + 1
-        gid = _int(self.n_bcast)
-        dtype = self.g.tensors[tensor].dtype
-        bufs = {}
-        for x in tpbs:
-            b = self.buffer("hbsm", x, bshape, dtype)
-            b.owner.attributes["m100.bcast"] = gid
-            bufs[x] = b
+        bufs = self._bcast_buffers(tensor, tpbs, bshape)
         deps = self.token_of(tensor) + [d for x in tpbs
                                         for d in (self._wbar(x, tensor) if wbar else self._bar(x))
                                         + self._slot_deps(x, opname)]
@@ -288,25 +282,30 @@ class UnitEmitter(EmitterCore):
             self.weights[key] = r
         return r
 
+    def _bcast_buffers(self, tensor: str, tpbs, bshape) -> dict:
+        """One HBSM buffer of ``bshape`` per TPB of ``tpbs`` for a DRB broadcast of ``tensor``'s
+        box: all carry the same new ``m100.bcast`` id, so that hbsm-allocate gives them one
+        offset (a broadcast writes the same addresses on every TPB)."""
+        self.n_bcast = getattr(self, "n_bcast", 0) + 1
+        gid = _int(self.n_bcast)
+        dtype = self.g.tensors[tensor].dtype
+        bufs = {}
+        for x in tpbs:
+            b = self.buffer("hbsm", x, bshape, dtype)
+            b.owner.attributes["m100.bcast"] = gid
+            bufs[x] = b
+        return bufs
+
     def _broadcast_weight(self, op, tensor: str, tpbs: list[int], c0: int, c1: int, kind: str,
                           k, j: int) -> tuple[SSAValue, SSAValue]:
         """Columns [c0, c1) of a resident weight written into the HBSM of every TPB of ``tpbs`` by
         one DMA over the DRB (``tpb_mask``); the receiving buffers carry ``m100.bcast`` so that
         hbsm-allocate gives them one offset (a broadcast writes the same addresses everywhere)."""
         bshape, lin = self.weight_box(tensor, c0, c1, kind, k)
-        self.n_bcast = getattr(self, "n_bcast", 0) + 1
-        gid = _int(self.n_bcast)
-        dtype = self.g.tensors[tensor].dtype
-        bufs = {}
-        for t in tpbs:
-            b = self.buffer("hbsm", t, bshape, dtype)
-            b.owner.attributes["m100.bcast"] = gid
-            bufs[t] = b
+        bufs = self._bcast_buffers(tensor, tpbs, bshape)
         mem = self.memory(tensor)
         deps = self.token_of(tensor) + [d for t in tpbs for d in self._wbar(t, tensor)]
-        mask = 0
-        for t in tpbs:
-            mask |= 1 << t
+        mask = mask_of(*tpbs)
         t = self._take("dma", -1, tuple(tpbs))
         if t.tpb_mask != mask:
             raise AssertionError(f"emitter: broadcast to mask {mask}, plan task {t.id} {t.tpb_mask}")
@@ -374,17 +373,8 @@ class UnitEmitter(EmitterCore):
             raise ScheduleError(f"internal: '{tensor}' has no kept producer pieces")
         a0, a1 = rows
         k0, k1 = cols
-        self.n_bcast = getattr(self, "n_bcast", 0) + 1
-        gid = _int(self.n_bcast)
-        dtype = self.g.tensors[tensor].dtype
-        bufs = {}
-        for x in tpbs:
-            b = self.buffer("hbsm", x, bshape, dtype)
-            b.owner.attributes["m100.bcast"] = gid
-            bufs[x] = b
-        mask = 0
-        for x in tpbs:
-            mask |= 1 << x
+        bufs = self._bcast_buffers(tensor, tpbs, bshape)
+        mask = mask_of(*tpbs)
         toks = []
         for q, src_acc, dst_acc in _piece_boxes(src, a0, a1, k0, k1, k0):
             deps = [q.done] + [d for x in tpbs for d in self._bar(x) + self._slot_deps(x, op.name)]
@@ -418,14 +408,7 @@ class UnitEmitter(EmitterCore):
             return buf, [tok]
         tpbs = list(t.dst_tpbs)
         self._take("dma", -1, tuple(tpbs))
-        self.n_bcast = getattr(self, "n_bcast", 0) + 1
-        gid = _int(self.n_bcast)
-        dtype = self.g.tensors[tensor].dtype
-        bufs = {}
-        for x in tpbs:
-            b = self.buffer("hbsm", x, bshape, dtype)
-            b.owner.attributes["m100.bcast"] = gid
-            bufs[x] = b
+        bufs = self._bcast_buffers(tensor, tpbs, bshape)
         deps = self.token_of(tensor) + [d for x in tpbs for d in self._bar(x) + self._slot_deps(x, op.name)]
         d = DmaOp(t.engine, {"src": (self.memory(tensor), access(bshape, lin)),
                              "dst": (bufs[tpbs[0]], None)}, deps,

@@ -26,24 +26,28 @@ from .segment import SegmentCfg
 MIN_RUN = 8
 
 
-def gemv_run(s, segs: list[SegmentCfg]) -> list[int]:
-    """Indices of the one-stage, one-TPB-row, K-chunked f16/f32 GEMV segments (no int4 weight:
-    the attention's products with the KV cache) in plan order."""
+def gemv_segments(s, segs: list[SegmentCfg]):
+    """(index, stage, op) of every one-stage data-parallel GEMV segment in plan order: a TCU
+    matmul with K whole on each TPB and its activation streamed, whose rows fit one TCU tile
+    (its tiles are mostly padding). Shared by :func:`gemv_run` and ``placement.widen_gemvs``."""
     mc = s.cm.machine
-    out = []
     for si, seg in enumerate(segs):
         if seg.kind != "data-parallel" or len(seg.stages) != 1:
             continue
         st = seg.stages[0]
         op = s.ops[st.op]
-        if op.unit != "tcu.matmul" or "w4" in op.attrs or not st.chunked or st.ks != 1 \
-                or st.act_resident or st.gr != 1:
+        if op.unit != "tcu.matmul" or st.ks != 1 or st.act_resident:
             continue
         geo = geometry(s.g, op)
-        if geo.rows * geo.row_elems > mc.tcu_tile_m:
-            continue
-        out.append(si)
-    return out
+        if geo.rows * geo.row_elems <= mc.tcu_tile_m:
+            yield si, st, op
+
+
+def gemv_run(s, segs: list[SegmentCfg]) -> list[int]:
+    """Indices of the one-stage, one-TPB-row, K-chunked f16/f32 GEMV segments (no int4 weight:
+    the attention's products with the KV cache) in plan order."""
+    return [si for si, st, op in gemv_segments(s, segs)
+            if "w4" not in op.attrs and st.chunked and st.gr == 1]
 
 
 def unchunk_gemv_runs(s, segs: list[SegmentCfg], tl, keep: str

@@ -35,7 +35,7 @@ from dataclasses import dataclass, field, replace
 from m100.targets.m100.machine import Machine
 
 from .cost import CostModel, ceil_div
-from .gemv_runs import unchunk_gemv_runs
+from .gemv_runs import gemv_segments, unchunk_gemv_runs
 from .narrow_vectors import narrow_vector_ops
 from .wshare import share_gemv_chunks
 from .graph import Op, OpGraph, ScheduleError, geometry
@@ -729,18 +729,8 @@ def widen_gemvs(s: Search, segs: list[SegmentCfg], tl: Plan, keep: str, pool: tu
         return segs, tl
     g = s.g
     mc = s.cm.machine
-    order = []
-    for si, seg in enumerate(segs):
-        if seg.kind != "data-parallel" or len(seg.stages) != 1:
-            continue
-        st = seg.stages[0]
-        op = s.ops[st.op]
-        if op.unit != "tcu.matmul" or "w4" not in op.attrs or st.ks != 1 or st.act_resident:
-            continue
-        geo = geometry(g, op)
-        if geo.rows * geo.row_elems > mc.tcu_tile_m:
-            continue  # not a GEMV (its TCU tiles are not mostly padding)
-        order.append((-sum(t.nbytes for t in g.weights(op)), si))
+    order = [(-sum(t.nbytes for t in g.weights(op)), si)
+             for si, _st, op in gemv_segments(s, segs) if "w4" in op.attrs]
     trials = 0
     for _w, si in sorted(order):
         seg = segs[si]
