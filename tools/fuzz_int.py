@@ -35,8 +35,8 @@ import math
 
 import numpy as np
 
-from m100.tools.fuzz_onnx import (Choices, FuzzGraph, _bcast_shape, _Builder, _concat, _reshape,
-                                  _transpose)
+from m100.tools.fuzz_graph import (Choices, FuzzGraph, _bcast_shape, _Builder, _concat, _reshape,
+                                   _transpose)
 
 #: ONNX integer types drawn, with their numpy dtype
 INT_TYPES = ("int8", "int16", "int32", "uint8", "uint16")

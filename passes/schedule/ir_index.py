@@ -61,11 +61,17 @@ def gather_info(op: Operation, where: str) -> GatherInfo:
         if o is ex or o.name in _IGNORED or o.name in ("linalg.index", "arith.index_cast"):
             continue
         raise bad
+    tshape, oshape = _shape(table), _shape(op.results[0])
     pos: list[tuple[str, int]] = []
-    for v in ex.operands[1:]:
+    for p, v in enumerate(ex.operands[1:]):
         o = v.owner
         if isinstance(o, Operation) and o.name == "linalg.index":
             pos.append(("dim", o.properties["dim"].value.data))  # type: ignore[union-attr]
+        elif isinstance(o, Operation) and o.name == "arith.constant" and \
+                o.value.value.data == 0 and p < min(len(tshape), len(oshape)) and \
+                tshape[p] == oshape[p] == 1:  # type: ignore[union-attr]
+            # canonicalization folds ``linalg.index p`` of a unit axis to the constant 0
+            pos.append(("dim", p))
         elif isinstance(o, Operation) and o.name == "arith.index_cast" and \
                 isinstance(o.operands[0], BlockArgument) and o.operands[0].index == 0 and \
                 o.operands[0].block is block:
@@ -76,7 +82,6 @@ def gather_info(op: Operation, where: str) -> GatherInfo:
     if len(axes) != 1:
         raise bad
     axis = axes[0]
-    tshape, oshape = _shape(table), _shape(op.results[0])
     maps = [m.data for m in op.indexing_maps]  # type: ignore[attr-defined]
     r = len(oshape)
     if linear_map(maps[1]) != linear_map(AffineMap.identity(r)) or len(tshape) != r or \

@@ -31,8 +31,8 @@ from hypothesis import HealthCheck, given, seed, settings
 from hypothesis import strategies as st
 
 from m100.tools.fuzz_int import random_int_graph
-from m100.tools.fuzz_onnx import (ATOL, RTOL, Campaign, HypothesisChoices, differential,
-                                  random_graph, save_failure)
+from m100.tools.fuzz_graph import HypothesisChoices, random_graph
+from m100.tools.fuzz_onnx import ATOL, RTOL, Campaign, differential, save_failure
 
 SEED = int(os.environ.get("M100_FUZZ_SEED", "20261201"))
 OUT = Path(os.environ.get("M100_FUZZ_OUT", "out/fuzz"))
@@ -99,7 +99,7 @@ def test_fuzz_int_300_graphs():
 def test_int_generator_is_deterministic_and_valid():
     import onnx
 
-    from m100.tools.fuzz_onnx import RandomChoices
+    from m100.tools.fuzz_graph import RandomChoices
 
     ops: collections.Counter = collections.Counter()
     types: collections.Counter = collections.Counter()
@@ -122,7 +122,7 @@ def test_generator_is_deterministic_and_valid():
     and cover the op families."""
     import onnx
 
-    from m100.tools.fuzz_onnx import RandomChoices
+    from m100.tools.fuzz_graph import RandomChoices
 
     ops: collections.Counter = collections.Counter()
     for i in range(100):

@@ -63,3 +63,27 @@ def test_gather_constant_indices(axis, idx):
     m = h.make_model(g, opset_imports=[h.make_opsetid("", 13)])
     (got,) = M100Backend.prepare(m, machine="tiny").run([x])
     np.testing.assert_array_equal(got, want)
+
+
+@pytest.mark.onnx_op("Gather", kind="oracle")
+@pytest.mark.parametrize("shape,axis", [((2, 4, 1), 1), ((2, 4, 1), -3), ((1, 3, 1, 2), 1),
+                                        ((1, 3, 1, 2), 3)])
+def test_gather_runtime_indices_beside_unit_axes(shape, axis):
+    """Run-time indices (every value of [-d, d - 1], negative ones normalized by torch-mlir's
+    select) on a table with extent-1 axes: canonicalization folds those axes' ``linalg.index`` to
+    the constant 0, which the gather reader refused (found by the fuzzer's Gather, session 11)."""
+    from m100.tools.onnx_backend import M100Backend
+
+    rng = np.random.default_rng(5)
+    x = rng.standard_normal(shape).astype(np.float32)
+    d = shape[axis]
+    idx = np.arange(-d, d, dtype=np.int64)
+    rng.shuffle(idx)
+    want = np.take(x, idx, axis=axis)
+    g = h.make_graph([h.make_node("Gather", ["x", "i"], ["y"], axis=axis)], "g",
+                     [h.make_tensor_value_info("x", onnx.TensorProto.FLOAT, x.shape),
+                      h.make_tensor_value_info("i", onnx.TensorProto.INT64, idx.shape)],
+                     [h.make_tensor_value_info("y", onnx.TensorProto.FLOAT, want.shape)])
+    m = h.make_model(g, opset_imports=[h.make_opsetid("", 13)])
+    (got,) = M100Backend.prepare(m, machine="tiny").run([x, idx])
+    np.testing.assert_array_equal(got, want)
