@@ -37,3 +37,33 @@ def test_pad_runtime_value(dtype, pads):
     onnx.checker.check_model(m, full_check=True)
     (got,) = M100Backend.prepare(m, machine="tiny").run([x, v])
     np.testing.assert_array_equal(got, out)
+
+
+@pytest.mark.onnx_op("Pad", kind="oracle")
+@pytest.mark.parametrize("shape,pool,pads,value", [
+    ((2, 1, 2, 2), "GlobalAveragePool", [1, 1, 1, 2, 0, 0, 0, 1], 0.25),  # the fuzzer's case
+    ((2, 1, 2, 3), "GlobalAveragePool", [0, 1, 1, 2, 0, 0, 0, 1], 0.0),  # C and spatial
+    ((1, 2, 3, 3), "GlobalMaxPool", [0, 2, 0, 0, 1, 0, 0, 0], 0.0),  # N and C only
+    ((1, 2, 1, 1), "GlobalAveragePool", [0, 1, 0, 0, 0, 1, 0, 0], 0.0),  # C only, 1x1 image
+])
+def test_pad_of_batch_or_channels_before_a_pool(shape, pool, pads, value):
+    """A ``Pad`` of N or C between two pools: a pool pads only H and W, so the pad must stay its
+    own copy instead of folding into the pool (it was refused, "padding of N or C"; found by the
+    fuzzer, session 11). Oracle: numpy's mean, ``np.pad`` and the pool's mean / max over H, W."""
+    from m100.tools.onnx_backend import M100Backend
+
+    x = np.random.default_rng(7).standard_normal(shape).astype(np.float32)
+    padded = _np_pad(x.mean(axis=(2, 3), keepdims=True), pads, np.float32(value))
+    red = np.mean if pool == "GlobalAveragePool" else np.max
+    want = red(padded, axis=(2, 3), keepdims=True).astype(np.float32)
+    g = h.make_graph([h.make_node("GlobalAveragePool", ["x"], ["x1"]),
+                      h.make_node("Pad", ["x1", "pads", "v"], ["t"], mode="constant"),
+                      h.make_node(pool, ["t"], ["y"])], "g",
+                     [h.make_tensor_value_info("x", onnx.TensorProto.FLOAT, x.shape)],
+                     [h.make_tensor_value_info("y", onnx.TensorProto.FLOAT, want.shape)],
+                     [nh.from_array(np.array(pads, np.int64), "pads"),
+                      nh.from_array(np.array(value, np.float32), "v")])
+    m = h.make_model(g, opset_imports=[h.make_opsetid("", 18)])
+    onnx.checker.check_model(m, full_check=True)
+    (got,) = M100Backend.prepare(m, machine="tiny").run([x])
+    np.testing.assert_allclose(got, want, rtol=1e-6, atol=1e-6)

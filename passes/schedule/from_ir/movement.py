@@ -60,8 +60,19 @@ def fill(ctx: Builder, op: Operation, nm: str, unit: str | None, where: str) -> 
     ctx.fills[op.results[0]] = float(val)
 
 
+def _spatial_pad(user: str, low: list[int], high: list[int]) -> bool:
+    """Whether a 4-D pad touches only the H and W axes of its pool/conv user's layout (a pool or
+    conv pads only those: a pad of N or C, e.g. an ONNX ``Pad`` of every axis before a
+    ``GlobalAveragePool``, must be its own copy)."""
+    if len(low) != 4:
+        return True  # not a 2-D pool/conv input: the user's own check decides
+    keep = (0, 1) if "_nchw_" in user else (0, 3) if "_nhwc_" in user else ()
+    return not any(low[i] or high[i] for i in keep)
+
+
 def pad(ctx: Builder, op: Operation, nm: str, unit: str | None, where: str) -> None:
-    """``tensor.pad`` with a constant: folded into its only pool/conv user, else a DMA."""
+    """``tensor.pad`` with a constant: folded into its only pool/conv user when it pads only that
+    user's H and W, else a DMA."""
     low_p = list(op.static_low.get_values())  # type: ignore[attr-defined]
     high_p = list(op.static_high.get_values())  # type: ignore[attr-defined]
     yld = list(op.regions[0].blocks[0].ops)[-1]
@@ -71,7 +82,8 @@ def pad(ctx: Builder, op: Operation, nm: str, unit: str | None, where: str) -> N
     src = op.operands[0]
     users_ = [u.operation for u in op.results[0].uses]
     if len(users_) == 1 and (users_[0].name.startswith("linalg.pooling") or
-                             (users_[0].name in TCU_CONVS and pv == 0.0)):
+                             (users_[0].name in TCU_CONVS and pv == 0.0)) and \
+            _spatial_pad(users_[0].name, low_p, high_p):
         ctx.pad_fold[op.results[0]] = (src, low_p, high_p, float(pv))
         return
     s_in = _shape(src)
