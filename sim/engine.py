@@ -32,6 +32,7 @@ from m100.targets.m100.isa import Instruction, Unit, tpbs_of
 from m100.targets.m100.machine import Machine
 
 from .checks import RaceDetector, Report
+from .dma_ahead import DmaAhead
 from .engine_checks import PRUNE_EVERY, Checks
 from .fluid import Fluid, Job, columns_of
 from .memory import Memory
@@ -78,6 +79,10 @@ class UnitState:
     tail: float = 0.0
     busy_until: float = 0.0
     bottleneck: str = ""
+    # a DMA engine (sim/dma_ahead.py): the queue's next instructions issued ahead (record, issue
+    # time), and when the engine's next setup may start
+    ahead: list = field(default_factory=list)
+    setup_free: float = 0.0
 
 
 def unit_name(key: tuple[Unit, int]) -> str:
@@ -92,11 +97,12 @@ class Aborted(Exception):
     pass
 
 
-class Engine(Fluid, Checks, TraceEvents):
+class Engine(Fluid, Checks, TraceEvents, DmaAhead):
     """The event loop, the units' queues, block starts/ends and the SU counters; the fluid
     timing model (:class:`~m100.sim.fluid.Fluid`), the race / deadlock checks
     (:class:`~m100.sim.engine_checks.Checks`) and the trace events
-    (:class:`~m100.sim.trace.TraceEvents`) are mixed in."""
+    (:class:`~m100.sim.trace.TraceEvents`) and the DMA engines' transfers in flight
+    (:class:`~m100.sim.dma_ahead.DmaAhead`) are mixed in."""
 
     def __init__(self, machine: Machine, recs: list[InstRec], mem: Memory | None, mode: str,
                  random_seed: int | None, check_races: bool, trace: bool,
@@ -135,6 +141,9 @@ class Engine(Fluid, Checks, TraceEvents):
         self.counters = np.zeros((machine.num_tpbs, machine.su_counters), dtype=np.int64)
         self.hist: dict[tuple[int, int], tuple[list[int], list[np.ndarray], list[int]]] = {}
         self.waiters: dict[tuple[int, int], set[int]] = {}
+        # DMA engines that wait on a counter to issue their next transfer ahead (sim/dma_ahead.py)
+        self.ahead_waiters: dict[tuple[int, int], set[int]] = {}
+        self.ahead_on = self.timed and machine.dma_outstanding > 1
         self.cpu_owner: dict[int, int | None] = {}
         self.cpu_fifo: dict[int, deque] = {}
         self.heap: list = []
@@ -341,12 +350,17 @@ class Engine(Fluid, Checks, TraceEvents):
             us.tail, us.alone = lat, 0.0
             self.ev_stream(u)
         else:
+            ahead = self.ahead_on and rec.inst.UNIT is Unit.DMA
+            if ahead and b == 0:  # what is left of the latency of a transfer issued ahead
+                lat = self.ahead_latency(u, lat)
             us.tail, us.alone = 0.0, lat
             if lat > 0:
                 us.state = "latency"
                 self.push(self.now + lat, self.ev_stream, u)
             else:
                 self.ev_stream(u)
+            if ahead:
+                self.try_ahead(u)
 
     # --- finishing blocks ---------------------------------------------------------------------
     def ev_block_done(self, u: int) -> None:
@@ -482,4 +496,7 @@ class Engine(Fluid, Checks, TraceEvents):
             if self.units[u].state == "wait":
                 self.units[u].state = "idle"
                 self.try_start(u)
+        if self.ahead_waiters:
+            for u in sorted(self.ahead_waiters.pop(key, ())):
+                self.try_ahead(u)
 

@@ -164,6 +164,34 @@ class CostModel:
                                                     else mc.mesh_bandwidth))
         return lat + stream
 
+    def dma_latency(self, src: str = "ddr", dst: str = "hbsm") -> float:
+        """The fixed part of :meth:`dma_cycles`: ``dma_setup_cycles`` + ``ddr_latency`` if an end
+        is DDR + ``hbsm_latency`` if an end is an HBSM."""
+        mc = self.machine
+        ends = (src, dst)
+        return mc.dma_setup_cycles + (mc.ddr_latency if "ddr" in ends else 0) \
+            + (mc.hbsm_latency if "hbsm" in ends else 0)
+
+    def dma_engine_cycles(self, nbytes: float, src: str = "ddr", engines_active: int | None = None,
+                          dst: str = "hbsm", broadcast: bool = False) -> float:
+        """The engine time one transfer of a back-to-back stream of equal ones takes
+        (:meth:`dma_occupancy` of its :meth:`dma_cycles`): what the tiler counts to judge how
+        loaded the engines are."""
+        return self.dma_occupancy(self.dma_cycles(nbytes, src, engines_active, dst, broadcast),
+                                  src, dst)
+
+    def dma_occupancy(self, cycles: float, src: str = "ddr", dst: str = "hbsm") -> float:
+        """The engine time of a transfer of ``cycles`` (:meth:`dma_cycles`) in a back-to-back
+        stream: at depth ``dma_outstanding`` = D (:mod:`.dma_queue`) ``max(data,
+        dma_setup_cycles, cycles / D)`` with ``data = cycles - dma_latency`` (the setups are
+        serial, the data phases too, and D transfers share the setup + latency + data); at depth
+        1 all of ``cycles``."""
+        D = self.machine.dma_outstanding
+        if D == 1 or cycles <= 0:
+            return cycles
+        return max(cycles - self.dma_latency(src, dst), float(self.machine.dma_setup_cycles),
+                   cycles / D)
+
     def mesh_cycles(self, nbytes: float, src_tpb: int, dst_tpb: int) -> float:
         """TPB -> TPB copy by the source's DTDU over the mesh (0 when it stays on one TPB)."""
         key = ("mesh", nbytes, src_tpb, dst_tpb)

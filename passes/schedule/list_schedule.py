@@ -17,6 +17,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from .busy import BusyBlocks, RateProfile
+from .dma_queue import DmaQueue
 from .plan import Plan, PlanPiece, PlanTask
 from .segment import SegmentCfg
 
@@ -64,8 +65,12 @@ class ListScheduler:
         # of later segments prefetched while it runs
         self.hbsm_use: dict[tuple[int, int], int] = {}
         self.prefetch_depth = PREFETCH_DEPTH
-        # busy time of each CCB DMA engine and of each TPB's DTDU (:mod:`.busy`)
-        self.dma_busy = [BusyBlocks() for _ in range(self.cm.machine.ccb_dma_engines)]
+        # busy time of each CCB DMA engine (:mod:`.busy`; with several transfers in flight,
+        # ``dma_outstanding`` > 1, its queue: :mod:`.dma_queue`) and of each TPB's DTDU
+        mc = self.cm.machine
+        self.dma_busy = [BusyBlocks() if mc.dma_outstanding == 1 else
+                         DmaQueue(mc.dma_outstanding, mc.dma_setup_cycles)
+                         for _ in range(mc.ccb_dma_engines)]
         self.dma_sync_latency = self.cm.machine.remote_update_latency_inter
         self.bound = float("inf")
         self.n_groups = 0  # lockstep groups so far (PlanPiece.group)
@@ -109,7 +114,10 @@ class ListScheduler:
             if e > ready:
                 ready, pred = e, d
         cycles = t.cycles
-        if is_dma:
+        if is_dma and self.cm.machine.dma_outstanding > 1:
+            start, pred, res = self._add_queued(t, ready, pred, dma_deps, lat)
+            cycles = t.end - start
+        elif is_dma:
             # CCB DMA engines: the compiler orders each engine's queue by predicted start, so a
             # transfer fills the earliest idle gap of the engine that can start it first
             # a DRB broadcast also needs its rate free on the DRB (:class:`.busy.RateProfile`)
@@ -185,6 +193,42 @@ class ListScheduler:
         if self.piece is not None:
             self.piece.tasks.append(t.id)
         return t
+
+    def _add_queued(self, t: PlanTask, ready: float, pred: int, dma_deps: list[PlanTask],
+                    lat: float) -> tuple[float, int, tuple[str, int]]:
+        """Put DMA task ``t`` on the engine of depth ``dma_outstanding`` > 1 (:mod:`.dma_queue`)
+        where its data ends first; sets ``t.engine`` and ``t.end``; returns its start (the
+        setup's), its critical predecessor and its resource. A DRB broadcast also needs its rate
+        free on the DRB over its data phase."""
+        mc = self.cm.machine
+        fixed = self.cm.dma_latency(t.src, t.dst)
+        after = fixed - mc.dma_setup_cycles  # the latency after the setup
+        data = max(0.0, t.cycles - fixed)
+        rate = t.nbytes / data if len(t.dst_tpbs) > 1 and data > 0 else 0.0
+        best = None
+        for e, q in enumerate(self.dma_busy):
+            r, p = ready, pred
+            for d in dma_deps:
+                x = d.end + (0 if d.engine == e else lat)
+                if x > r:
+                    r, p = x, d.id
+            s0, d0, k = q.earliest(r, after, data)
+            while rate:
+                a = self.drb_use.earliest(d0, data, rate)
+                if a <= d0:
+                    break
+                s0, d0, k = q.earliest(max(r, a - fixed), after, data)
+            if best is None or (d0 + data, s0) < (best[0] + data, best[1]):
+                best = (d0, s0, e, k, r, p)
+        assert best is not None
+        d0, start, t.engine, k, ready, pred = best
+        t.end = d0 + data
+        self.dma_busy[t.engine].insert(k, start, d0, t.end)
+        self.drb_use.add(d0, data, rate)
+        res = ("dma", t.engine)
+        if start > ready or d0 > start + fixed:
+            pred = self.last_on_res.get(res, pred)
+        return start, pred, res
 
     def _touch(self, tpb: int, tid: int) -> None:
         prev = self.seg_touch.get(tpb)

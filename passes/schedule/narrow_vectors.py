@@ -35,18 +35,23 @@ MAX_OUT_BYTES = 256 * 1024
 MIN_DMA_BUSY = 0.9
 
 
-def dma_busy(tl, engines: int) -> float:
-    """The average share of the makespan the CCB DMA engines are busy in plan ``tl``."""
+def dma_busy(tl, engines: int, cm=None) -> float:
+    """The average share of the makespan the CCB DMA engines are busy in plan ``tl`` (with a
+    cost model ``cm``: each transfer's engine time in a stream, ``CostModel.dma_occupancy`` --
+    with several transfers in flight their latencies overlap; without: its whole cycles)."""
     if tl.makespan <= 0:
         return 0.0
-    return sum(t.cycles for t in tl.tasks if t.unit == "dma") / (engines * tl.makespan)
+    if cm is None:
+        return sum(t.cycles for t in tl.tasks if t.unit == "dma") / (engines * tl.makespan)
+    return sum(cm.dma_occupancy(t.cycles, t.src, t.dst) for t in tl.tasks if t.unit == "dma") \
+        / (engines * tl.makespan)
 
 
 def narrow_vector_ops(s, segs: list[SegmentCfg], tl, keep: str
                       ) -> tuple[list[SegmentCfg], object]:
     """``segs`` with small CVU segments on fewer TPBs where the whole plan gets shorter, and its
     plan (``s``: the placement search, ``tl``: the plan of ``segs``)."""
-    if s.spent() or dma_busy(tl, s.cm.machine.ccb_dma_engines) < MIN_DMA_BUSY:
+    if s.spent() or dma_busy(tl, s.cm.machine.ccb_dma_engines, s.cm) < MIN_DMA_BUSY:
         return segs, tl
     trials = 0
     for si in range(len(segs)):

@@ -274,8 +274,9 @@ def tile_piece(cm: CostModel, g: OpGraph, op: Op, rows: int, cols: int,
                     cyc = n_instr * per
                     # the weight DMAs the tiling implies: a streamed weight is loaded again for
                     # every row tile (and column tile and K chunk), one DMA each, on the CCB
-                    # DMA engines that ``wstreams`` such streams of the stage share
-                    wload = (n_instr if streamed else 1) * cm.dma_cycles(
+                    # DMA engines that ``wstreams`` such streams of the stage share (each
+                    # transfer's engine time in a stream: ``CostModel.dma_engine_cycles``)
+                    wload = (n_instr if streamed else 1) * cm.dma_engine_cycles(
                         wslot if streamed else wslot * ceil_div(geo.k, tk))
                     key = (max(cyc, wstreams * wload / mc.ccb_dma_engines), cyc, -fp)
                     if best is None or key < best_key:

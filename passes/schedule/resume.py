@@ -51,7 +51,9 @@ _RULED = _NOT_STATE | _SAME | _FLAT | _LISTS | frozenset(
     ("dma_busy", "dtdu_busy", "drb_use", "row_index", "readers", "out_readers", "out_wait"))
 
 
-def copy_busy(b: BusyBlocks) -> BusyBlocks:
+def copy_busy(b):
+    if not isinstance(b, BusyBlocks):  # a DmaQueue
+        return b.copy()
     c = BusyBlocks()
     c.s = [list(x) for x in b.s]
     c.e = [list(x) for x in b.e]

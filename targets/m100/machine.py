@@ -125,6 +125,17 @@ class Machine:
     drb_bandwidth: float = 256e9  # bytes/s aggregate
     icb_bits_per_cycle: int = 64
     dma_setup_cycles: int = 32  # model
+    # transfers a CCB DMA engine may have in flight (model; lead decision, session 11: 2, as an
+    # AXI master with outstanding reads). A transfer is in flight from the start of its setup to
+    # the end of its data. The setups of one engine stay serial (one descriptor at a time,
+    # ``dma_setup_cycles`` each) and its data phases follow each other in program order; the
+    # fixed latency after a setup (``ddr_latency``, ``hbsm_latency``) of one transfer overlaps
+    # the latency and the data phase of the transfers still in flight. A transfer that reads
+    # bytes an in-flight transfer of its engine writes is not issued before that one ends (the
+    # engine compares the byte ranges). 1: every transfer waits for the previous one's end
+    # (sessions 1-10). Per transfer of a back-to-back stream the engine then needs
+    # ``max(data, dma_setup_cycles, (setup + latency + data) / dma_outstanding)`` cycles
+    dma_outstanding: int = 2
     mem_align: int = 64  # DDR / CCB SRAM buffer alignment in bytes (model: one LPDDR5X burst)
 
     # ------------------------------------------------------------------------------------------
@@ -286,6 +297,7 @@ FIELD_LIMITS: dict[str, tuple[type, float, float]] = {
     "ccb_sram_bandwidth": (_FLOAT, 1e6, 1e15), "mesh_bandwidth": (_FLOAT, 1e6, 1e15),
     "mesh_inter_cluster_bandwidth": (_FLOAT, 1e6, 1e15), "drb_bandwidth": (_FLOAT, 1e6, 1e15),
     "icb_bits_per_cycle": (_INT, 1, 1 << 16), "dma_setup_cycles": (_INT, 1, 1 << 20),
+    "dma_outstanding": (_INT, 1, 64),
     "mem_align": (_INT, 1, 1 << 20),
 }
 

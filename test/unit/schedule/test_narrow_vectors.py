@@ -89,7 +89,10 @@ def test_a_spread_vector_op_is_narrowed_only_shorter_plans_are_kept_and_it_match
     monkeypatch.setattr(narrow_vectors, "MIN_DMA_BUSY", 0.0)  # (the gate: checked below)
     seen = []
     _spy(monkeypatch, seen)
-    cr = driver.compile(_model(), machine="m100")
+    # on the serial DMA engine (depth 1: every small transfer pays its whole latency on the
+    # engine) narrowing this model's vector ops shortens the plan; with two transfers in flight
+    # (the m100 default since session 11) the latencies overlap and nothing is gained here
+    cr = driver.compile(_model(), machine=M100.replace(dma_outstanding=1))
     s, wide, tlw, keep, (segs2, tl2) = seen[-1]
     changed = [(a.stages[0], b.stages[0]) for a, b in zip(wide, segs2) if a != b]
     assert changed, "narrow_vector_ops changed nothing: the test checks nothing"

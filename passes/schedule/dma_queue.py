@@ -1,0 +1,134 @@
+"""One CCB DMA engine with several transfers in flight, as the list scheduler plans it.
+
+The engine model (``Machine.dma_outstanding``, depth ``D`` >= 2; the interpreter's
+``sim/dma_ahead.py`` runs the same one): a transfer has a setup of ``S = dma_setup_cycles``, then
+a fixed latency ``L`` (``ddr_latency`` / ``hbsm_latency`` of its ends), then its data phase of
+``T`` cycles. With its transfers in queue order ``0, 1, ...`` (setup starts ``s``, data starts
+``d``, data ends ``e``)::
+
+    s_i >= ready_i,  s_i >= s_(i-1) + S,  s_i >= e_(i-D)          (setups serial; depth)
+    d_i  = max(s_i + S + L_i, e_(i-1)),   e_i = d_i + T_i         (data in queue order)
+
+The interpreter issues each transfer at the earliest such ``s_i``. At depth 1 (``s_i >= e_(i-1)``)
+this is the old busy-interval engine of :class:`.busy.BusyBlocks`, which the list scheduler keeps
+using there (byte-identical programs).
+
+The list scheduler puts a transfer at the earliest place of the queue (ordered by ``s``) where it
+can go *without moving the transfers already there*: at position ``k`` (between transfers ``k-1``
+and ``k``) it starts at ``lo = max(ready, s_(k-1) + S, e_(k-D))`` (the three rules above with the
+transfers before it), its data at ``max(lo + S + L, e_(k-1))``, and it must leave every later
+transfer's times as they are: its setup ends by ``s_k``, its data by ``d_k``, and the transfers
+after it still have their ``D``-th predecessor ended before they start (for ``k + j``, ``j < D -
+1``, that predecessor is an older one: ``e_(k+j+1-D) <= s_(k+j)``; for ``j = D - 1`` it is the new
+transfer). Starting later than ``lo`` only moves its data later, so ``lo`` is the one start to try
+per position. Then the queue order is the order of ``s`` (and of ``d`` and ``e``), which the emitter
+keeps (the program is in predicted-start order), and each transfer's times are the recurrence's.
+
+Positions whose older neighbours already violate the third rule (``e_(k+j+1-D) > s_(k+j)``: the
+engine has ``D`` transfers in flight at ``s_(k+j)``, e.g. inside a back-to-back stream) can hold
+nothing; :attr:`DmaQueue.open` lists the others (by the setup start of the transfer after them), so
+a search walks only past the places where the engine has room.
+"""
+
+from __future__ import annotations
+
+from bisect import bisect_left, insort
+
+#: a margin for comparing float cycle counts (the scheduler's cycles are floats)
+EPS = 1e-9
+
+
+class DmaQueue:
+    """The planned transfers of one CCB DMA engine of depth ``depth`` >= 2 (module doc)."""
+
+    __slots__ = ("depth", "setup", "s", "d", "e", "open")
+
+    def __init__(self, depth: int, setup: float) -> None:
+        assert depth >= 2
+        self.depth = depth
+        self.setup = float(setup)
+        self.s: list[float] = []  # setup starts, ascending (queue order)
+        self.d: list[float] = []  # data starts
+        self.e: list[float] = []  # data ends
+        self.open: list[float] = []  # s_k of every position k < n that may hold a transfer
+
+    def __len__(self) -> int:
+        return len(self.s)
+
+    def copy(self) -> "DmaQueue":
+        c = DmaQueue(self.depth, self.setup)
+        c.s, c.d, c.e, c.open = list(self.s), list(self.d), list(self.e), list(self.open)
+        return c
+
+    def _free(self, k: int) -> bool:
+        """Position ``k`` (< n) leaves the later transfers' depth rule intact for older ones."""
+        s, e, D = self.s, self.e, self.depth
+        n = len(s)
+        for j in range(D - 1):
+            p = k + j + 1 - D
+            if k + j >= n:
+                break
+            if p >= 0 and e[p] > s[k + j] + EPS:
+                return False
+        return True
+
+    def _at(self, k: int, ready: float, lat: float, data: float) -> tuple[float, float] | None:
+        """(setup start, data start) of a transfer put at position ``k``, or None if it would
+        move a later transfer."""
+        s, d, e, S, D = self.s, self.d, self.e, self.setup, self.depth
+        n = len(s)
+        lo = ready
+        if k > 0 and s[k - 1] + S > lo:
+            lo = s[k - 1] + S
+        if k - D >= 0 and e[k - D] > lo:
+            lo = e[k - D]
+        dn = lo + S + lat
+        if k > 0 and e[k - 1] > dn:
+            dn = e[k - 1]
+        if k < n:
+            en = dn + data
+            if lo + S > s[k] + EPS or en > d[k] + EPS:
+                return None
+            if k + D - 1 < n and en > s[k + D - 1] + EPS:
+                return None
+        return lo, dn
+
+    def earliest(self, ready: float, lat: float, data: float) -> tuple[float, float, int]:
+        """The earliest (setup start, data start, position) of a transfer ready at ``ready``
+        whose latency after the setup is ``lat`` and data phase ``data`` cycles."""
+        s, op = self.s, self.open
+        n = len(s)
+        i = bisect_left(op, ready + self.setup - EPS)
+        while i < len(op):
+            k = bisect_left(s, op[i])
+            r = self._at(k, ready, lat, data)
+            if r is not None:
+                return r[0], r[1], k
+            i += 1
+        r = self._at(n, ready, lat, data)
+        assert r is not None
+        return r[0], r[1], n
+
+    def insert(self, k: int, s0: float, d0: float, e0: float) -> None:
+        """Add the transfer at position ``k`` (from :meth:`earliest`)."""
+        s, op, D = self.s, self.open, self.depth
+        # the positions whose rule reads the neighbourhood of k: forget, then recompute them
+        lo_k, hi_k = max(0, k - D), min(len(s), k + D)
+        for j in range(lo_k, hi_k):
+            x = s[j]
+            i = bisect_left(op, x)
+            if i < len(op) and op[i] == x:
+                del op[i]
+        s.insert(k, s0)
+        self.d.insert(k, d0)
+        self.e.insert(k, e0)
+        n = len(s)
+        for j in range(lo_k, min(n, hi_k + 1)):
+            if self._free(j):
+                x = s[j]
+                i = bisect_left(op, x)
+                if i >= len(op) or op[i] != x:
+                    insort(op, x)
+
+
+__all__ = ["DmaQueue"]
