@@ -24,7 +24,11 @@ Why timing-only simulation runs one instance and multiplies (``m100-sim`` does t
 instances differ only in the base addresses of DDR walks (:func:`relocate` replaces nothing else,
 and :func:`check_relocatable` refuses a program where a walk would straddle a region), and the
 cycle model charges a DDR endpoint to the shared ``ddr`` and ``axi`` links by byte count only
-(``sim/timing.py``, ``_endpoint``: no DDR address enters a cost); the instances start from the same
+(``sim/timing.py``, ``_endpoint``: no DDR address enters a cost) -- the one place a DDR address
+enters the timing is whether a DMA reads bytes a transfer in flight on its engine writes
+(``sim/dma_ahead.py``, session 11), and relocation keeps that answer: each walk lies in one region,
+a region moves as a whole (the chain's ping-pong swaps two disjoint ones), and the regions stay
+disjoint in every instance; the instances start from the same
 state (idle units, fresh counters), and a timing-only run has no data that could steer it. So each
 instance takes exactly the cycles of instance 0. ``Simulator(..., unroll_repeat=True)`` simulates
 every instance instead; the tests compare both.
