@@ -264,6 +264,10 @@ def cvu_stage(st, args: list) -> np.ndarray:
         if op is CvuOp.FTOI:
             return _ftoi(args[0])
         args = [args[0]] + _lane(args[1:], False) if op is CvuOp.SELECT else _lane(args, False)
+        if op is CvuOp.SIGMOID and st.iparams:  # the 16-bit body: exp(-x), 1 + e, 1 / . rounded
+            r = lambda v: numerics.convert(v, DType(st.iparams[0])).astype(np.float32)  # noqa: E731
+            one = np.float32(1)
+            return r(one / r(one + r(np.exp(-np.asarray(args[0], np.float32)))))
         if int(op) < 32:
             return cvu_unary(CvuOp.COPY if op is CvuOp.ITOF else op, args[0])
         if op in _BINARY:

@@ -14,7 +14,8 @@ from xdsl.dialects.builtin import TensorType
 from xdsl.ir import Operation, SSAValue
 from xdsl.ir.affine import AffineMap
 
-from m100.passes.graph.common import GROUP, IDIOM_AXIS, IDIOM_EPS, IDIOM_ROOT, body_exprs
+from m100.passes.graph.common import (GROUP, IDIOM, IDIOM_AXIS, IDIOM_EPS, IDIOM_ROOT, body_exprs,
+                                      describe_op, generic_maps, is_identity)
 from m100.targets.m100.isa import CvuOp, DType, Ref, RefKind, Stage
 from m100.targets.m100.numerics import cvu_stage_lanes
 
@@ -39,6 +40,100 @@ def qdcast(ctx: Builder, op: Operation, nm: str, unit: str | None, where: str) -
     ident_map = linear_map(AffineMap.identity(len(_shape(src))))
     lw = Lowering("cvu", stages=stages, in_maps=[ident_map])
     ctx.add("ew", "cvu.elementwise", [ctx.tname(src)], op.results[0], {"maps": lw.in_maps}, lw, op)
+
+
+#: float element type -> the SIGMOID stage's rounding iparams (the 16-bit body, docs/isa.md)
+_SIGMOID_ROUND = {"f32": (), "f16": (DType.F16.value,), "bf16": (DType.BF16.value,)}
+
+
+def _elem(v: SSAValue) -> str | None:
+    t = v.type
+    return str(t.get_element_type()) if isinstance(t, TensorType) else None
+
+
+def _sigmoid_of(op: Operation) -> SSAValue | None:
+    """The input ``x`` of an elementwise generic whose body is ``1 / (1 + exp(-x))`` (ONNX
+    ``Sigmoid`` as torch-mlir lowers it), ``x`` read with the identity map; else None."""
+    ex = body_exprs(op) if len(op.results) == 1 else None
+    if ex is None or len(ex) != 1 or len(op.inputs) != 1:  # type: ignore[attr-defined]
+        return None
+    one = lambda a: a.kind == "c" and float(a.val) == 1.0  # noqa: E731
+    e = ex[0]
+    if e.kind != "divf" or not one(e.args[0]) or e.args[1].kind != "addf":
+        return None
+    a, b = e.args[1].args
+    if one(a):
+        a, b = b, a
+    if not one(b) or a.kind != "exp" or a.args[0].kind != "negf" or \
+            a.args[0].args[0].kind != "in" or not all(is_identity(m) for m in generic_maps(op)):
+        return None
+    return op.inputs[0]  # type: ignore[attr-defined]
+
+
+def silu_pair(op: Operation) -> tuple[Operation, Operation] | None:
+    """(sigmoid, product) when ``op`` is a member of a silu idiom group of exactly the form
+    ``s = sigmoid(x)`` (:func:`_sigmoid_of`), ``y = x * s`` (one ``mulf``, identity maps), ``s``
+    read only by ``y``, ``x``, ``s`` and ``y`` of one float type (f32, f16, bf16); else None
+    (the members then stay CVU ops of their own, as before)."""
+    if IDIOM not in op.attributes or op.attributes[IDIOM].data != "silu":  # type: ignore[attr-defined]
+        return None
+    if IDIOM_ROOT in op.attributes:
+        root = op
+    else:
+        us = [u.operation for u in op.results[0].uses] if len(op.results) == 1 else []
+        if len(us) != 1:
+            return None
+        root = us[0]
+    if IDIOM_ROOT not in root.attributes or len(root.results) != 1 or \
+            root.attributes.get(GROUP) != op.attributes.get(GROUP):
+        return None
+    ins = list(getattr(root, "inputs", ()))
+    ex = body_exprs(root)
+    if len(ins) != 2 or ex is None or len(ex) != 1 or ex[0].kind != "mulf" or \
+            {a.kind for a in ex[0].args} != {"in"} or \
+            not all(is_identity(m) for m in generic_maps(root)):
+        return None
+    for si in (0, 1):
+        sig = ins[si].owner
+        if not isinstance(sig, Operation) or sig.name != "linalg.generic" or \
+                IDIOM not in sig.attributes or sig.attributes.get(GROUP) != op.attributes.get(GROUP):
+            continue
+        x = _sigmoid_of(sig)
+        if x is None or x is not ins[1 - si] or len(list(sig.results[0].uses)) != 1:
+            continue
+        if len({_elem(x), _elem(sig.results[0]), _elem(root.results[0])}) != 1 or \
+                _elem(x) not in _SIGMOID_ROUND:
+            continue
+        if op is not root and op is not sig:
+            return None
+        return sig, root
+    return None
+
+
+def silu(ctx: Builder, op: Operation, nm: str, unit: str | None, where: str) -> None:
+    """A silu idiom group ``x * sigmoid(x)`` (:func:`silu_pair`) as ONE CVU op reading ``x`` once:
+    stages ``SIGMOID(x)`` -- of a 16-bit type with its body's roundings (``exp(-x)``, ``1 + e``
+    and ``1 / .`` each rounded to the type, as the linalg computes them; ``iparams`` = the type) --
+    and ``MUL(x, s)``, rounded by the store: the same values as the two generics, one pass over
+    ``x`` instead of two (LLaMA's MLP: the [T, ffn] gate read once). The sigmoid member is
+    claimed here and lowered at the product."""
+    pair = silu_pair(op)
+    assert pair is not None
+    sig, root = pair
+    if op is not root:
+        return
+    x = sig.inputs[0]  # type: ignore[attr-defined]
+    if x in ctx.consts or x in ctx.fills:
+        # a constant x: each member on its own, as before
+        elementwise(ctx, sig, sig.name, unit, describe_op(sig))
+        elementwise(ctx, root, nm, unit, where)
+        return
+    stages = (Stage(CvuOp.SIGMOID, (Ref(RefKind.INPUT, 0),), iparams=_SIGMOID_ROUND[_elem(x)]),
+              Stage(CvuOp.MUL, (Ref(RefKind.INPUT, 0), Ref(RefKind.STAGE, 0))))
+    ident = linear_map(AffineMap.identity(len(_shape(x))))
+    lw = Lowering("cvu", stages=stages, in_maps=[ident])
+    ctx.add("ew", "cvu.elementwise", [ctx.tname(x)], root.results[0], {"maps": lw.in_maps}, lw,
+            root)
 
 
 def idiom(ctx: Builder, op: Operation, nm: str, unit: str | None, where: str) -> None:
@@ -284,8 +379,19 @@ def reduction(ctx: Builder, op: Operation, nm: str, unit: str | None, where: str
 
 
 def elementwise(ctx: Builder, op: Operation, nm: str, unit: str | None, where: str) -> None:
-    """An elementwise generic: CVU stages, cut into several ops when too long."""
+    """An elementwise generic: CVU stages, cut into several ops when too long. A 16-bit sigmoid
+    (:func:`_sigmoid_of`) is one ``SIGMOID`` stage with its body's roundings (``iparams``): its
+    four f16 ops computed in f32 and rounded once differ from the generic's values."""
     ins = list(op.inputs)  # type: ignore[attr-defined]
+    x = _sigmoid_of(op)
+    if x is not None and x not in ctx.consts and x not in ctx.fills and \
+            _elem(x) == _elem(op.results[0]) and _SIGMOID_ROUND.get(_elem(x) or ""):
+        lw = Lowering("cvu", stages=(Stage(CvuOp.SIGMOID, (Ref(RefKind.INPUT, 0),),
+                                           iparams=_SIGMOID_ROUND[_elem(x)]),),
+                      in_maps=[linear_map(AffineMap.identity(len(_shape(x))))])
+        ctx.add("ew", "cvu.elementwise", [ctx.tname(x)], op.results[0], {"maps": lw.in_maps}, lw,
+                op)
+        return
     exprs = body_exprs(op)
     if exprs is None or len(exprs) != 1:
         raise ScheduleError(f"{where}: the elementwise body can not be mapped to CVU stages")

@@ -65,6 +65,8 @@ def _translate(ctx: Builder, op) -> None:
         return movement.gcopy(*args)
     if nm == "linalg.generic" and unit == "cvu.reduction":
         return cvu.reduction(*args)
+    if nm == "linalg.generic" and unit == "cvu.elementwise" and cvu.silu_pair(op) is not None:
+        return cvu.silu(*args)
     if nm == "linalg.generic" and unit == "cvu.elementwise":
         return cvu.elementwise(*args)
     if nm == "linalg.generic" and unit == "csu.gather" and flip_map(op) is not None:
