@@ -341,6 +341,11 @@ def _terms(c: Cost, banks: int) -> tuple:
     return c.terms
 
 
+#: A column whose demand in the first step is at most ``1 - _NEAR`` of its capacity never binds
+#: and never saturates (see :func:`share`).
+_NEAR = 1e-6
+
+
 def share(costs: list[Cost], caps: dict[tuple, float], banks: int,
           causes: list[str] | None = None) -> np.ndarray:
     """Max-min fair rates (blocks per cycle) of concurrently streaming jobs.
@@ -353,6 +358,15 @@ def share(costs: list[Cost], caps: dict[tuple, float], banks: int,
     per bank and ``caps`` per link. (It is built from every job's terms at once: a job with no
     streaming work -- alone rate inf -- has no nonzero demand. Its float results depend on the
     matrix's exact shape and layout, BLAS's summation blocking follows them: keep them.)
+
+    What is computed equals the definition's loop bit for bit (``test_timing``'s reference):
+    every product is the definition's (same matrix, same rows); the elementwise steps run only
+    on the columns whose first-step demand ``use1 > (1 - 1e-6) * cap``. Any other column has, at
+    every later step, a demand of at most ``use1`` up to rounding (a subset of the same
+    nonnegative terms) and a remainder ``rem >= cap - lam * use1 > 1e-6 * cap``, so its ratio
+    ``rem / use >= cap / use1 - lam > 1 - lam`` is never the minimum step and it never reaches
+    the saturation test ``rem <= 1e-9 * cap``: the margins are ~1e-6 against rounding errors of
+    ~1e-14. Every active job has the same ``lam`` (the same increments from 0): one float.
     """
     n = len(costs)
     w = np.array([c.alone if c.alone is not None else alone_rate(c, caps) for c in costs])
@@ -382,25 +396,43 @@ def share(costs: list[Cost], caps: dict[tuple, float], banks: int,
         D[[j for j, t in enumerate(terms) for _ in t[2]], [lix[k] for k in lkeys]] = \
             [x for t in terms for x in t[3]]
     cols = np.concatenate([np.ones(nb), np.array([caps[k] for k in links], dtype=np.float64)])
-    rem = cols.copy()
-    lam = np.zeros(n)
+    # The first step's product over every finite job: the definition's matrix and call (its
+    # bits are BLAS's). Only the columns whose demand is near or above their capacity can bind
+    # or saturate at any step (the docstring says why); the elementwise steps run on those alone.
+    act = finite
+    use = w @ D if act.all() else w[act] @ D[act]
+    ci = np.flatnonzero(use > cols * (1.0 - _NEAR))
+    if ci.size == 0:  # the first step is d = min(> 1, 1 - 0) = 1: every job alone
+        return np.where(finite, w, np.inf)
+    Dc, cc, use = D[:, ci], cols[ci], use[ci]
+    rem = cc.copy()
+    # the definition's lam is equal on every active job (they all started at 0 and got the same
+    # increments): one float here, stored per job when it freezes
+    lam = 0.0
+    lams = np.zeros(n)
     frozen = ~finite
-    while not frozen.all():
-        act = ~frozen
-        use = w @ D if act.all() else w[act] @ D[act]  # (the same product)
+    while True:
         inc = np.divide(rem, use, out=np.full(use.shape, np.inf), where=use > 1e-12)
-        d = min(float(inc.min()), float((1.0 - lam[act]).min()))
-        lam[act] += d
+        d = min(float(inc.min()), 1.0 - lam)
+        lam += d
         rem -= d * use
-        done = lam >= 1.0 - 1e-12
-        if done[act].all():  # every active job reached its alone rate: nobody is limited
+        if lam >= 1.0 - 1e-12:  # every active job reached its alone rate
+            lams[act] = lam
             break
-        sat = rem <= 1e-9 * cols
-        hit = (D[:, sat] > 0).any(axis=1) if sat.any() else np.zeros(n, bool)
-        if causes is not None:
-            for j in np.nonzero(act & hit & ~done)[0]:
-                col = int(np.flatnonzero(sat)[int(np.argmax(D[j, sat] > 0))])
-                causes[j] = "hbsm_bank" if col < nb else str(links[col - nb][0])
-        frozen |= act & (hit | done)
+        sat = rem <= 1e-9 * cc
+        if sat.any():
+            on = Dc[:, sat] > 0
+            hit = on.any(axis=1) & act
+            if causes is not None and hit.any():  # the first saturated column of each
+                js = np.flatnonzero(hit)
+                for j, col in zip(js.tolist(),
+                                  ci[np.flatnonzero(sat)[np.argmax(on[js], axis=1)]].tolist()):
+                    causes[j] = "hbsm_bank" if col < nb else str(links[col - nb][0])
+            lams[hit] = lam
+            frozen |= hit
+        if frozen.all():
+            break
         rem = np.maximum(rem, 0.0)
-    return np.where(finite, lam * w, np.inf)
+        act = ~frozen
+        use = (w @ D if act.all() else w[act] @ D[act])[ci]  # (the definition's product)
+    return np.where(finite, lams * w, np.inf)

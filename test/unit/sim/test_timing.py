@@ -419,3 +419,47 @@ def test_share_equals_its_definition_bit_for_bit(seed):
             gc_: list[str] = []
             got = share(costs, caps, banks, gc_)
             assert np.asarray(got).tobytes() == want.tobytes() and gc_ == wc
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_share_at_capacity_equals_its_definition_bit_for_bit(seed):
+    """``share`` runs its elementwise steps only on the columns whose first-step demand is within
+    1e-6 of their capacity or above. The job sets the engine hands it are mostly at a capacity
+    *exactly* (each DMA at its own AXI master's capacity, two of them on one DRB of twice that;
+    jobs alone at their busiest bank's rate, a second job on that bank), and some need several
+    freezing steps: the rates (bytes) and causes equal the definition's on such sets."""
+    import numpy as np
+
+    from m100.sim.timing import Cost, alone_rate, share
+
+    rng = np.random.default_rng(1000 + seed)
+    banks = 8
+    axi = float(rng.choice([85.33333333333333, 64.0, 42.666666666666664, 7.3]))
+    caps = {("axi", 0): axi, ("axi", 1): axi, ("drb",): 2 * axi,
+            ("ddr",): float(rng.choice([2 * axi, 3 * axi, 1.5 * axi])), ("mesh", 0, 1): axi}
+    costs = []
+    for _ in range(int(rng.integers(1, 40))):
+        c = Cost(cycles=float(rng.choice([0.0, rng.uniform(1, 500)])))
+        kind = rng.random()
+        if kind < 0.4:  # a DMA: an AXI master, the DRB and maybe DDR, same bytes
+            nbytes = float(rng.integers(64, 1 << 16))
+            for k in [("axi", int(rng.integers(0, 2))), ("drb",)] + \
+                    ([("ddr",)] if rng.random() < 0.5 else []):
+                c.links[k] = nbytes
+            c.cycles = 0.0
+        if kind > 0.3 and c.cycles:  # bank histograms, often one bank at the job's own rate
+            for t in rng.choice(3, size=int(rng.integers(1, 3)), replace=False):
+                acc = rng.integers(0, 40, banks).astype(np.float64)
+                acc[rng.random(banks) < 0.5] = 0
+                if rng.random() < 0.5:
+                    acc[int(rng.integers(0, banks))] = c.cycles
+                c.banks[int(t)] = acc
+            if rng.random() < 0.3:
+                c.links[("mesh", 0, 1)] = float(rng.uniform(1, 5000))
+        alone_rate(c, caps)
+        costs.append(c)
+    with np.errstate(invalid="ignore"):
+        want, wc = _share_reference(costs, caps, banks, [])
+        got_causes: list[str] = []
+        got = share(costs, caps, banks, got_causes)
+    assert np.asarray(got).tobytes() == want.tobytes() and got_causes == wc
