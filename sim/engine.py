@@ -171,6 +171,7 @@ class Engine(Fluid, Checks, TraceEvents, DmaAhead):
         self.crit_jobs = 0  # streaming jobs with crit set
         self.flow_ids = itertools.count(1)
         self.mask_tpbs: dict[int, tuple[int, ...]] = {}  # tpbs_of per update mask
+        self.upd_lat: dict[tuple, float] = {}  # update latency per (source, destination TPB)
         self.bytes: dict[str, float] = {}
         self.macs: dict[int, float] = {}
         self.peak: dict[int, float] = {}
@@ -458,6 +459,15 @@ class Engine(Fluid, Checks, TraceEvents, DmaAhead):
     def _update_latency(self, src_tpb: int | None, dst: int) -> float:
         if not self.timed:
             return 0.0
+        if self.rng is None:  # a function of the two TPBs: computed once per pair
+            lat = self.upd_lat.get((src_tpb, dst))
+            if lat is None:
+                lat = self.upd_lat[(src_tpb, dst)] = self._pair_latency(src_tpb, dst)
+            return lat
+        return self._pair_latency(src_tpb, dst) + \
+            float(self.rng.integers(0, self.m.remote_update_latency_inter + 1))
+
+    def _pair_latency(self, src_tpb: int | None, dst: int) -> float:
         m = self.m
         if src_tpb == dst:
             lat = 0.0
@@ -465,8 +475,6 @@ class Engine(Fluid, Checks, TraceEvents, DmaAhead):
             lat = float(m.remote_update_latency)
         else:
             lat = float(m.remote_update_latency_inter)
-        if self.rng is not None:
-            lat += float(self.rng.integers(0, m.remote_update_latency_inter + 1))
         return lat
 
     def ev_counter(self, tpb: int, c: int, amount: int, vc: np.ndarray, fid: int, src: int) -> None:
