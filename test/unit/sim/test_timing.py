@@ -463,3 +463,57 @@ def test_share_at_capacity_equals_its_definition_bit_for_bit(seed):
         got_causes: list[str] = []
         got = share(costs, caps, banks, got_causes)
     assert np.asarray(got).tobytes() == want.tobytes() and got_causes == wc
+
+
+@pytest.mark.parametrize("seed", range(30))
+def test_alone_pairs_agree_with_share(seed):
+    """``Fluid._alone_pairs`` says "every job runs alone" without calling ``share`` when the only
+    columns over the engine's margin carry two jobs each and every value a BLAS product can give
+    for their demand keeps ``capacity / demand >= 1``. On job sets at capacity (DMAs at their
+    own AXI master's rate, two or three on the DRB of twice it; jobs alone at their busiest
+    bank's rate, a second job on that bank): whenever it says so, ``share`` returns exactly the
+    alone rates (bytes), and it says so on some of these sets."""
+    import numpy as np
+
+    from m100.sim.engine import Engine
+    from m100.sim.fluid import Job
+    from m100.sim.timing import Cost, alone_rate, capacity, share
+
+    rng = np.random.default_rng(2000 + seed)
+    m = M100.with_overrides(name=f"pairs{seed}")
+    banks = m.hbsm_banks
+    keys = [("axi", 0), ("axi", 1), ("drb",), ("ddr",)]
+    caps = {k: capacity(m, k) for k in keys}
+    said = agreed = 0
+    for _ in range(40):
+        eng = Engine(m, [], None, "timing", None, False, False)
+        costs = []
+        for _ in range(int(rng.integers(2, 6))):
+            c = Cost()
+            if rng.random() < 0.6:  # a DMA: its AXI master, the DRB, maybe DDR, same bytes
+                nbytes = float(rng.integers(64, 1 << 16))
+                for k in [("axi", int(rng.integers(0, 2))), ("drb",)] + \
+                        ([("ddr",)] if rng.random() < 0.3 else []):
+                    c.links[k] = nbytes
+            else:  # banks of TPB 0 or 1, one of them at the job's own rate
+                c.cycles = float(rng.integers(1, 400))
+                acc = rng.integers(0, 30, banks).astype(np.float64)
+                acc[int(rng.integers(0, banks))] = c.cycles
+                c.banks[int(rng.integers(0, 2))] = acc
+            alone_rate(c, caps)
+            costs.append(c)
+        jobs = [Job(i, c) for i, c in enumerate(costs)]
+        for j in jobs:
+            eng.jobs[j.unit] = j
+            eng._add_use(j, 1)
+        if eng._unlimited(jobs):
+            continue
+        with np.errstate(invalid="ignore"):
+            rates = share(costs, eng.columns.link_caps, banks, [])
+        alone = np.array([c.alone for c in costs])
+        if eng._alone_pairs(jobs):
+            said += 1
+            assert rates.tobytes() == alone.tobytes()
+            agreed += 1
+    assert said == agreed
+    assert said > 0 or seed % 10  # most seeds have such sets; a few may not
