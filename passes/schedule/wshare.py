@@ -14,6 +14,15 @@ part; largest weight first), the shares that divide its column parts in the whol
 the shortest (a whole-plan build each, bounded by :data:`MAX_SHARE_TRIALS`); none once the search
 budget is spent. Pre: the plan after ``narrow_vector_ops``; post: the same plan or a shorter one.
 
+**A GEMV whose tiling keeps K whole** (session 11) is tried in K chunks (``StageCfg.chunked``)
+first unshared, then with each share. The tiler charges a tiling the weight DMAs it implies
+(session 10), so a GEMV on many TPBs whose part fits one slot keeps K whole: LLaMA2-7B's down
+projection on 56 TPBs became one 407 KB DMA a TPB (56 weight + 56 scale transfers), and the last
+TPB's 22 k cycles of compute (74 columns padded to 2 TCU column tiles x 8 rows x K = 11008 at the
+f16 rate) trailed the layer's last DMA. In 4 K chunks shared by 4 (56 broadcasts + 14 for the
+scales) the tail is one chunk's compute: 807.6 k -> 791.5 k predicted cycles a layer (main
+154c861).
+
 Its scales go the same way: the group's scale columns (all of K, ``kinds.tcu.scales_resident``)
 are one broadcast to the group before its first chunk, each TPB reading its own columns (one scale
 transfer per group instead of one per TPB; ``partition.tile_piece`` budgets the group's scales).
@@ -54,20 +63,26 @@ def share_gemv_chunks(s, segs: list[SegmentCfg], tl, keep: str) -> tuple[list[Se
         st = seg.stages[0]
         op = s.ops[st.op]
         plan = tl.plans.get(st.op)
-        if plan is None or st.wshare != 1 or not wshare_ok(op, st, plan):
+        if plan is None or st.wshare != 1:
             continue
+        if not wshare_ok(op, st, plan):
+            # K whole (the tiler's fewest DMAs): in K chunks, with or without a share
+            if not (plan.tk >= plan.k and wshare_ok(op, st, replace(plan, tk=plan.k - 1))):
+                continue
         order.append((-sum(t.nbytes for t in s.g.weights(op)), si))
     trials = 0
     for _w, si in sorted(order):
         seg = segs[si]
         st = seg.stages[0]
-        for w in SHARES:
+        whole = tl.plans[st.op].tk >= tl.plans[st.op].k
+        for w in ((1,) if whole else ()) + SHARES:
             if st.gc % w or w > st.gc:
                 continue
             if trials >= MAX_SHARE_TRIALS:
                 return segs, tl
             trials += 1
-            trial = segs[:si] + [replace(seg, stages=(replace(st, wshare=w),))] + segs[si + 1:]
+            cand = replace(st, wshare=w, chunked=True) if whole else replace(st, wshare=w)
+            trial = segs[:si] + [replace(seg, stages=(cand,))] + segs[si + 1:]
             tl2 = s.sched.shorter(trial, tl, keep)
             if tl2 is not None:
                 segs, tl = trial, tl2

@@ -106,9 +106,9 @@ def test_refinement_keeps_a_share_only_when_the_plan_is_shorter(monkeypatch):
             assert replace(b.stages[0], wshare=1) == a.stages[0] and tl2.makespan < tl.makespan
 
 
-def _graph():
+def _graph(dims=DIMS):
     from .test_widen_gemvs import _graph as g
-    return g(_w4_chain())
+    return g(_w4_chain(dims))
 
 
 def test_tiling_of_a_shared_weight_chunk():
@@ -130,3 +130,45 @@ def test_tiling_of_a_shared_weight_chunk():
     assert one.tc == 586
     with pytest.raises(ScheduleError):
         tile_piece(cm, g, op, 1, 586, kparts=2, wshare=2)
+
+
+def test_k_whole_gemv_is_tried_in_k_chunks(monkeypatch):
+    """A GEMV whose tiling keeps K whole (the tiler's fewest DMAs: LLaMA2-7B's down projection on
+    56 TPBs, 407 KB of int4 a TPB) is tried in K chunks, alone and shared, in the whole plan: its
+    compute (22 k cycles a TPB at the 8-row granule) then overlaps its stream instead of
+    trailing the last TPB's one DMA. Kept only when the plan gets shorter; the plan is the
+    fresh build of the returned segments; nothing but ``chunked`` / ``wshare`` changes."""
+    seen = []
+    widen = placement.widen_gemvs
+
+    def spy(s, segs, tl, keep, pool):
+        out = widen(s, segs, tl, keep, pool)
+        seen.append((s, out[0], out[1], keep, pool))
+        return out
+
+    monkeypatch.setattr(placement, "widen_gemvs", spy)
+    dims = (4096, 11008, 4096)
+    placement.schedule(_graph(dims), M100)
+    s, segs, tl, keep, pool = seen[-1]
+    s.budget = float("inf")
+    # the down-projection-shaped GEMV on the whole pool, one column part a TPB, K whole
+    si = max(i for i, seg in enumerate(segs) if s.ops[seg.stages[0].op].unit == "tcu.matmul")
+    st = replace(segs[si].stages[0], tpbs=pool, gc=len(pool), bands=1, chunked=False, wshare=1)
+    segs = segs[:si] + [replace(segs[si], stages=(st,))] + segs[si + 1:]
+    tl = s.sched.build(segs, keep=keep)
+    assert tl.plans[st.op].tk == tl.plans[st.op].k  # K whole
+    tried = []
+    shorter = s.sched.shorter
+    monkeypatch.setattr(s.sched, "shorter", lambda trial, *a, **k: tried.append(trial) or
+                        shorter(trial, *a, **k))
+    segs2, tl2 = wshare.share_gemv_chunks(s, segs, tl, keep)
+    mine = [t[si].stages[0] for t in tried if t[si] != segs[si]]
+    assert mine and all(t.chunked for t in mine)  # K chunks, unshared and shared
+    assert {t.wshare for t in mine} >= {1, 2}
+    assert tl2.makespan <= tl.makespan
+    assert s.sched.build(segs2, keep=keep).makespan == tl2.makespan
+    for a, b in zip(segs, segs2):
+        if a != b:
+            assert replace(b.stages[0], wshare=1, chunked=a.stages[0].chunked) == a.stages[0]
+            assert tl2.makespan < tl.makespan and tl2.plans[b.stages[0].op].tk < \
+                tl2.plans[b.stages[0].op].k
