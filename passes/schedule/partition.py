@@ -98,7 +98,7 @@ def _in_rows(g: OpGraph, op: Op, tr: int) -> int:
 def tile_piece(cm: CostModel, g: OpGraph, op: Op, rows: int, cols: int,
                budget: int | None = None, chunked: bool = False, kparts: int = 1,
                act_resident: int = 0, whole_parts: bool = False, wshare: int = 1,
-               wstreams: int = 0) -> TilePlan:
+               wstreams: int = 0, kfine: int = 1) -> TilePlan:
     """The cheapest tiling of ``rows x cols`` of ``op`` whose working set fits ``budget`` bytes.
 
     ``chunked``: a TCU contraction whose K can be split is cut into K chunks even where the whole
@@ -119,7 +119,9 @@ def tile_piece(cm: CostModel, g: OpGraph, op: Op, rows: int, cols: int,
     per part.
     ``wshare`` > 1 (an int4 GEMV, ``StageCfg.wshare``): each weight K chunk holds the columns of
     ``wshare`` column parts (one DRB broadcast to all of them), K is chunked and a piece is its
-    whole column part (``tc = cols``); ``ScheduleError`` when K has no chunk."""
+    whole column part (``tc = cols``); ``ScheduleError`` when K has no chunk.
+    ``kfine`` > 1 (with ``chunked``, an int4 GEMV; ``StageCfg.kfine``): at least ``4 * kfine``
+    K chunks instead of 4."""
     mc = cm.machine
     if whole_parts and kparts < 2:
         raise ScheduleError(f"internal: op '{op.name}': whole K parts without a K split")
@@ -171,8 +173,12 @@ def tile_piece(cm: CostModel, g: OpGraph, op: Op, rows: int, cols: int,
                 # that divides K, LLaMA2-7B down: 43 chunks of 256 instead of 4 of 2816)
                 # (a chunk shared by ``wshare`` column parts is one DMA for all of them: up
                 # to 8 per TPB's share of them, each TPB then holds ``wshare`` x the chunk)
-                k_cands = [x for x in k_cands if 4 <= ceil_div(geo.k, x) <= 8 * wshare] or \
-                    [x for x in k_cands if 4 * x <= geo.k] or k_cands
+                # (``kfine``: at least 4 x kfine chunks, ``StageCfg.kfine``)
+                lo = 4 * kfine
+                k_cands = [x for x in k_cands
+                           if lo <= ceil_div(geo.k, x) <= max(8 * wshare, 2 * lo)] or \
+                    [x for x in k_cands if lo * x <= geo.k] or \
+                    (k_cands if kfine == 1 else [min(k_cands)])
         if kparts > 1:
             if groups > 1 or "requant" in op.epilogue or "store" in op.epilogue or \
                     "dequant" in op.epilogue:

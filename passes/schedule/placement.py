@@ -37,6 +37,7 @@ from m100.targets.m100.machine import Machine
 from .cost import CostModel, ceil_div
 from .gemv_runs import gemv_segments, unchunk_gemv_runs
 from .narrow_vectors import narrow_vector_ops
+from .gemv_chunks import finer_gemv_chunks
 from .wshare import share_gemv_chunks
 from .graph import Op, OpGraph, ScheduleError, geometry
 from .ksplit_refine import whole_parts
@@ -541,6 +542,7 @@ def schedule(g: OpGraph, machine: Machine, tpbs: int = 0, clusters: int = 0,
     segs, tl = unchunk_gemv_runs(search, segs, tl, keep)
     segs, tl = narrow_vector_ops(search, segs, tl, keep)
     segs, tl = share_gemv_chunks(search, segs, tl, keep)
+    segs, tl = finer_gemv_chunks(search, segs, tl, keep)
     segs, tl = side_by_side(search, segs, tl, keep, pool)  # per-head chains on TPB windows
     segs, tl = whole_parts(search, segs, tl, keep)
     tl, keep = kept_copies(search.sched, segs, tl, keep)

@@ -49,6 +49,11 @@ class StageCfg:
     # instead of one per TPB and chunk; each TPB holds the group's chunk (``wshare`` x the
     # weight slot). Chosen by :func:`.wshare.share_gemv_chunks`.
     wshare: int = 1
+    # > 1: an int4-weight GEMV streamed in K chunks (``chunked``) in at least ``4 * kfine`` of
+    # them instead of 4: the compute of the last chunk, which trails the stream, is shorter
+    # (LLaMA2-7B's Q/K/V on 7 TPBs: 28.7 k cycles a chunk at 4 chunks). Chosen by
+    # :func:`.gemv_chunks.finer_gemv_chunks`.
+    kfine: int = 1
 
     @property
     def gr(self) -> int:

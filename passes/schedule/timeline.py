@@ -79,12 +79,13 @@ class Scheduler:
     # ------------------------------------------------------------------ tiles
     def tile(self, op: Op, rows: int, cols: int, budget: int, chunked: bool = False,
              kparts: int = 1, act_resident: int = 0, whole: bool = False,
-             wshare: int = 1, wstreams: int = 0) -> TilePlan:
-        key = (op.name, rows, cols, budget, chunked, kparts, act_resident, whole, wshare, wstreams)
+             wshare: int = 1, wstreams: int = 0, kfine: int = 1) -> TilePlan:
+        key = (op.name, rows, cols, budget, chunked, kparts, act_resident, whole, wshare, wstreams,
+               kfine)
         p = self._tile_cache.get(key)
         if p is None:
             p = tile_piece(self.cm, self.g, op, rows, cols, budget, chunked, kparts,
-                           act_resident, whole, wshare, wstreams)
+                           act_resident, whole, wshare, wstreams, kfine=kfine)
             self._tile_cache[key] = p
         return p
 
@@ -111,7 +112,7 @@ class Scheduler:
         # chunks to its TPB rows; a pipeline stage's TPBs each load their own
         streams = st.gc * st.ks if len(seg.stages) == 1 else len(st.tpbs)
         return self.tile(op, rows_b, cols_b, self.stage_budget(seg, st), st.chunked, st.ks,
-                         st.act_resident, st.whole, st.wshare, streams)
+                         st.act_resident, st.whole, st.wshare, streams, st.kfine)
 
     def band_boxes(self, st: StageCfg, op: Op, tplan: TilePlan, b: int):
         """The pieces of band ``b`` of a stage built piece by piece, in build order: (column part,
