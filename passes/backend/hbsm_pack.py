@@ -26,6 +26,7 @@ sizes, and what would fit (how many bytes must go, which buffer could shrink or 
 
 from __future__ import annotations
 
+from bisect import bisect_left
 from collections import defaultdict
 from dataclasses import dataclass, replace
 
@@ -238,17 +239,50 @@ def _allocate_split(bufs: list[Buf], capacity: int, align: int,
 
 
 def _group_offset(members: list[Buf], size: int, placed, capacity: int, align: int) -> int | None:
-    """The lowest offset free on every TPB of a broadcast group (None: there is none)."""
+    """The lowest offset free on every TPB of a broadcast group (None: there is none).
+
+    The placed buffers live with a member (``_overlap_t``) are found once, as byte intervals
+    ``[o, o + sz)``; a candidate offset is free when it meets none of them (the candidates are
+    0 and their ends). With the intervals sorted by start, the candidates are tested in
+    increasing order: ``c`` is taken unless one of the intervals that start below ``c + size``
+    (a prefix, by bisection) ends above ``c`` (their largest end, kept per prefix) -- the
+    same decision as testing every pair (ResNet-50 224: 3.4 M pair tests
+    of ~4 000 groups were the pass's hot loop)."""
     cands = {0}
+    live: list[tuple[int, int]] = []
     for b in members:
-        cands.update(o + sz for o, sz, p in placed[b.tpb] if _overlap_t(p, b))
+        bs, be, bp = b.start, b.end, b.pred
+        for o, sz, p in placed[b.tpb]:
+            pp = p.pred  # _overlap_t(p, b), inline
+            if (p.start < be and bs < p.end) or (bp is not None and pp is not None and
+                                                 pp[0] < bp[1] and bp[0] < pp[1]):
+                cands.add(o + sz)
+                live.append((o, sz))
+    at, reach = _reach(live)
     for c in sorted(_align(x, align) for x in cands):
-        if c + size > capacity:
-            continue
-        if all(not (_overlap_t(p, b) and c < o + sz and o < c + size)
-               for b in members for o, sz, p in placed[b.tpb]):
+        if c + size <= capacity and not _meets(at, reach, c, c + size):
             return c
     return None
+
+
+def _reach(spans: list[tuple[int, int]]) -> tuple[list[int], list[int]]:
+    """Byte spans ``(offset, size)`` sorted by offset, as (their offsets, the largest end of each
+    prefix): what :func:`_meets` asks."""
+    spans.sort()
+    reach: list[int] = []
+    m = -1
+    for o, s in spans:
+        if o + s > m:
+            m = o + s
+        reach.append(m)
+    return [o for o, _ in spans], reach
+
+
+def _meets(at: list[int], reach: list[int], lo: int, hi: int) -> bool:
+    """Some span of :func:`_reach` meets bytes ``[lo, hi)`` (``lo < o + s and o < hi``): of the
+    spans that start below ``hi`` (a prefix), one ends above ``lo``."""
+    k = bisect_left(at, hi)
+    return k > 0 and reach[k - 1] > lo
 
 
 def _allocate_tpb(tpb: int, group: list[Buf], capacity: int, align: int,
@@ -279,7 +313,8 @@ def _allocate_tpb(tpb: int, group: list[Buf], capacity: int, align: int,
                 cands.add(o)
             else:
                 other.append((o, s))
-        live.sort()
+        live_at, live_reach = _reach(live)
+        other_at, other_reach = _reach(other)
         best = None
         # candidates in increasing offset (aligning keeps the order), so the footprint-growing
         # ones come last: the first feasible offset that does not grow the footprint and reuses
@@ -289,13 +324,13 @@ def _allocate_tpb(tpb: int, group: list[Buf], capacity: int, align: int,
             c = _align(c, align)
             if c + size > capacity:
                 continue
-            if any(c < o + s and o < c + size for o, s in live):
+            if _meets(live_at, live_reach, c, c + size):
                 continue
             grow = c + size > high
             if best is not None and (grow > best[0][0] or not best[0][1]):
                 break  # no later offset has a smaller key
             # bytes last used by another unit (a cross-unit write-after-read) cost extra
-            cross = any(c < o + s and o < c + size for o, s in other)
+            cross = _meets(other_at, other_reach, c, c + size)
             key = (grow, cross, c)  # do not grow the footprint, then same unit
             if best is None or key < best[0]:
                 best = (key, c)
@@ -326,8 +361,16 @@ def check_allocation(bufs: list[Buf], offsets: dict[str, int], capacity: int,
         if b.name in offsets:
             by_tpb[b.tpb].append(b)
     for tpb, group in by_tpb.items():
-        for i, a in enumerate(group):
-            for c in group[i + 1:]:
+        # by start: a buffer after ``a`` that starts at or after ``a``'s end is not live with it,
+        # nor is any later one (each pair is still tested once, in the other order at worst)
+        order = sorted(range(len(group)), key=lambda k: group[k].start)
+        for i, ka in enumerate(order):
+            for kc in order[i + 1:]:
+                a, c = group[ka], group[kc]
+                if c.start >= a.end:
+                    break
+                if kc < ka:  # named in the order of the buffers
+                    a, c = c, a
                 if a.start < c.end and c.start < a.end:
                     oa, oc = offsets[a.name], offsets[c.name]
                     if oa < oc + c.size and oc < oa + a.size:

@@ -11,7 +11,8 @@ import random
 
 import pytest
 
-from m100.passes.backend.hbsm_pack import Buf, HbsmOverflow, _align, _overlap_t, allocate
+from m100.passes.backend.hbsm_pack import (Buf, HbsmOverflow, _align, _group_offset, _overlap_t,
+                                           allocate, check_allocation)
 
 
 def _rule(bufs, capacity, align):
@@ -80,3 +81,61 @@ def test_allocate_takes_the_offset_the_rule_defines(seed):
 def test_most_random_workloads_fit():
     fit = sum(_rule(_case(s), CAP, ALIGN) is not None for s in range(60))
     assert fit >= 30  # the comparison above is not vacuous
+
+
+def _group_rule(members, size, placed, capacity, align):
+    """The lowest aligned candidate offset (0, the end of a placed buffer live with a member)
+    clear of every placed buffer live with a member on its TPB, or None."""
+    cands = {0} | {o + s for b in members for o, s, p in placed[b.tpb] if _overlap_t(p, b)}
+    ok = [c for c in (_align(x, align) for x in cands) if c + size <= capacity and not any(
+        _overlap_t(p, b) and c < o + s and o < c + size for b in members for o, s, p in placed[b.tpb])]
+    return min(ok, default=None)
+
+
+def _group_case(seed):
+    rng = random.Random(5000 + seed)
+    tpbs = rng.choice((2, 3, 4))
+    placed = {t: [] for t in range(tpbs)}
+    for b in _bufs(rng, rng.randrange(5, 80), CAP, ALIGN, tpbs):  # offsets at random: only
+        placed[b.tpb].append((ALIGN * rng.randrange(CAP // ALIGN), _align(b.size, ALIGN), b))
+    members = [Buf(f"m{t}", t, b.slot_bytes, b.slots, b.start, b.end, b.unit, b.last_unit, b.pred)
+               for t, b in enumerate(_bufs(rng, tpbs, CAP, ALIGN, 1))]
+    return members, _align(max(b.size for b in members), ALIGN), placed
+
+
+@pytest.mark.parametrize("seed", range(60))
+def test_group_offset_is_the_lowest_offset_free_on_every_tpb(seed):
+    members, size, placed = _group_case(seed)
+    assert _group_offset(members, size, placed, CAP, ALIGN) == \
+        _group_rule(members, size, placed, CAP, ALIGN)
+
+
+def test_group_cases_are_not_vacuous():
+    found = [_group_rule(*_group_case(s), CAP, ALIGN) for s in range(60)]
+    assert sum(f is not None and f > 0 for f in found) >= 15
+    assert sum(f is None for f in found) >= 1
+
+
+def _live_overlaps(seed):
+    rng = random.Random(7000 + seed)
+    bufs = _bufs(rng, rng.randrange(2, 40), CAP, ALIGN, 2)
+    offs = {b.name: ALIGN * rng.randrange(CAP // ALIGN // 2) for b in bufs}
+    want = [f"TPB {a.tpb}: {a.name} [{offs[a.name]}, {offs[a.name] + a.size}) and {c.name} "
+            f"[{offs[c.name]}, {offs[c.name] + c.size}) overlap while both are live"
+            for i, a in enumerate(bufs) for c in bufs[i + 1:]
+            if a.tpb == c.tpb and a.start < c.end and c.start < a.end
+            and offs[a.name] < offs[c.name] + c.size and offs[c.name] < offs[a.name] + a.size]
+    return bufs, offs, want
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_checker_reports_every_live_overlap(seed):
+    """``check_allocation`` (it skips pairs by start order) names exactly the pairs of one TPB
+    live at once whose bytes meet, each as the definition states it."""
+    bufs, offs, want = _live_overlaps(seed)
+    got = [e for e in check_allocation(bufs, offs, CAP, ALIGN) if " overlap " in e]
+    assert sorted(got) == sorted(want)
+
+
+def test_checker_cases_are_not_vacuous():
+    assert sum(bool(_live_overlaps(s)[2]) for s in range(20)) >= 10
