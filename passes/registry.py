@@ -43,6 +43,7 @@ PASSES: tuple[str, ...] = (
     "graph.fold_constants:FoldConstants",
     "graph.fold_quantized_contractions:FoldQuantizedContractions",
     "graph.fuse_dequant:FuseDequant",
+    "graph.fuse_elementwise:FuseElementwise",
     "graph.fuse_epilogue:FuseEpilogue",
     "graph.fuse_predicates:FusePredicates",
     "graph.layout_nhwc:LayoutNhwc",
