@@ -5,9 +5,9 @@ What: an all-parallel float generic ``P`` (a body of ``addf subf mulf divf negf 
 minimumf`` only, one result, written with the identity map) whose result has exactly one use, an
 input of another such generic ``U`` read with the identity map, is inlined into ``U``; repeated,
 every maximal tree of such producers under a root becomes ONE generic. Its inputs are the tree's
-leaf inputs with their own maps (broadcast reads stay broadcasts); its body computes in **f32**:
-every f16/bf16 leaf (and outer scalar) is widened by ``arith.extf`` (exact), every op of the tree
-computes in f32, and one ``arith.truncf`` rounds the root's value to the result type at the end
+leaf inputs with their own maps (broadcast reads stay broadcasts; a leaf read twice with the
+same map is one input); its body computes in **f32**: every f16/bf16 leaf (and outer scalar) is
+widened by ``arith.extf`` (exact), every op of the tree computes in f32, and one ``arith.truncf`` rounds the root's value to the result type at the end
 (the store). A tree of f32 generics is unchanged in value (every op still rounds to f32) and gets
 no ``extf``/``truncf``. A generic with no fusable producer is left as it is.
 Why: the CVU runs one such generic as one pipeline instruction (stages in f32, the output walk
@@ -109,7 +109,7 @@ class _Tree:
     def __init__(self, root: GenericOp):
         self.ins: list[SSAValue] = []
         self.maps: list = []
-        self.types: list = []
+        self.leaf: dict = {}  # (value, map) -> its f32 value in the body
         self.block = Block()
         self.erased: list[GenericOp] = []
         self.ext: dict[SSAValue, SSAValue] = {}  # outer scalars widened inside the body
@@ -133,11 +133,13 @@ class _Tree:
                 vm[blk.args[i]] = self.emit(p, generic_maps(p))
                 self.erased.append(p)
                 continue
-            arg = self.block.insert_arg(blk.args[i].type, len(self.block.args))
-            self.ins.append(v)
-            self.maps.append(maps[i])
-            self.types.append(blk.args[i].type)
-            vm[blk.args[i]] = self._wide(arg)
+            key = (v, maps[i])
+            if key not in self.leaf:  # a leaf read twice with one map is one input
+                arg = self.block.insert_arg(blk.args[i].type, len(self.block.args))
+                self.ins.append(v)
+                self.maps.append(maps[i])
+                self.leaf[key] = self._wide(arg)
+            vm[blk.args[i]] = self.leaf[key]
         for o in list(blk.ops)[:-1]:
             args = []
             for v in o.operands:

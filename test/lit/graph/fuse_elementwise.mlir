@@ -97,3 +97,26 @@ func.func @kept(%x: tensor<4x2x8xf16>, %t: tensor<4x1x8xf16>) -> (tensor<4x2x8xf
   } -> tensor<4x2x8xf16>
   func.return %y, %z, %a : tensor<4x2x8xf16>, tensor<4x2x8xf16>, tensor<4x2x8xf16>
 }
+
+// A leaf read twice with the same map is one input: x * c + x.
+// CHECK-LABEL: func.func @shared_leaf
+// CHECK:       ins(%x, %c : tensor<4x2x8xf16>, tensor<4x1x8xf16>)
+// CHECK-NEXT:  ^{{[a-z0-9]+}}(%[[X:[a-z0-9_]+]]: f16, %[[C:[a-z0-9_]+]]: f16, %{{[a-z0-9_]+}}: f16):
+// CHECK-NEXT:    %[[XW:[a-z0-9_]+]] = arith.extf %[[X]] : f16 to f32
+// CHECK-NEXT:    %[[CW:[a-z0-9_]+]] = arith.extf %[[C]] : f16 to f32
+// CHECK-NEXT:    %[[A:[a-z0-9_]+]] = arith.mulf %[[XW]], %[[CW]] : f32
+// CHECK-NEXT:    %[[Y:[a-z0-9_]+]] = arith.addf %[[A]], %[[XW]] : f32
+func.func @shared_leaf(%x: tensor<4x2x8xf16>, %c: tensor<4x1x8xf16>) -> tensor<4x2x8xf16> {
+  %e = tensor.empty() : tensor<4x2x8xf16>
+  %a = linalg.generic {indexing_maps = [#id, #bc, #id], iterator_types = ["parallel", "parallel", "parallel"]} ins(%x, %c : tensor<4x2x8xf16>, tensor<4x1x8xf16>) outs(%e : tensor<4x2x8xf16>) {
+  ^bb0(%i: f16, %j: f16, %o: f16):
+    %m = arith.mulf %i, %j : f16
+    linalg.yield %m : f16
+  } -> tensor<4x2x8xf16>
+  %y = linalg.generic {indexing_maps = [#id, #id, #id], iterator_types = ["parallel", "parallel", "parallel"]} ins(%a, %x : tensor<4x2x8xf16>, tensor<4x2x8xf16>) outs(%e : tensor<4x2x8xf16>) {
+  ^bb0(%i: f16, %j: f16, %o: f16):
+    %m = arith.addf %i, %j : f16
+    linalg.yield %m : f16
+  } -> tensor<4x2x8xf16>
+  func.return %y : tensor<4x2x8xf16>
+}
