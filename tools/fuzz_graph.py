@@ -120,18 +120,23 @@ class _Builder:
     def operand(self, shape, kind: str = "normal", scale: float = 1.0, runtime: bool | None = None,
                 hint: str = "w") -> str:
         """A new initializer or graph input of ``shape``."""
+        if runtime is None:
+            runtime = self.c.pick((False, True))
+        return self.array(self._values(shape, kind, scale), runtime, hint)
+
+    def array(self, arr: np.ndarray, runtime: bool | None = None, hint: str = "w") -> str:
+        """``arr`` as a new graph input (``runtime``) or initializer (drawn when None)."""
         from onnx import numpy_helper
 
         if runtime is None:
             runtime = self.c.pick((False, True))
-        arr = self._values(shape, kind, scale)
         if runtime:
             n = self.name("in")
             self.inputs[n] = arr
         else:
             n = self.name(hint)
             self.inits.append(numpy_helper.from_array(arr, n))
-        self.shapes[n] = tuple(shape)
+        self.shapes[n] = tuple(arr.shape)
         return n
 
     def const_i64(self, vals) -> str:
@@ -242,16 +247,7 @@ def _pow(b: _Builder, x: str) -> str:
     s = b.shapes[x]
     es = _bcast_shape(b, s)
     if b.c.pick((False, True)):
-        from onnx import numpy_helper
-
-        vals = b.rng.integers(0, 4, size=es).astype(np.float32)
-        if b.c.pick((False, True)):
-            n = b.name("in")
-            b.inputs[n] = vals
-        else:
-            n = b.name("w")
-            b.inits.append(numpy_helper.from_array(vals, n))
-        b.shapes[n] = tuple(es)
+        n = b.array(b.rng.integers(0, 4, size=es).astype(np.float32))
         base = x
     else:
         n = b.operand(es, "positive")
@@ -341,8 +337,6 @@ def _gather(b: _Builder, x: str) -> str:
     """``Gather`` along a drawn axis (sometimes written negative) with an index tensor of rank 0-2
     whose values lie anywhere in [-d, d - 1] (negative: from the end; repeats allowed), an int64
     initializer or a run-time int64 graph input. The output keeps rank 1-4."""
-    from onnx import numpy_helper
-
     s = b.shapes[x]
     r = len(s)
     ax = b.c.int(0, r - 1)
@@ -350,14 +344,7 @@ def _gather(b: _Builder, x: str) -> str:
     if r - 1 + len(ishape) not in range(1, 5):
         ishape = (b.c.pick((1, 2, 3)),)
     d = s[ax]
-    idx = b.rng.integers(-d, d, size=ishape).astype(np.int64)
-    if b.c.pick((False, True)):
-        n = b.name("in")
-        b.inputs[n] = idx
-    else:
-        n = b.name("idx")
-        b.inits.append(numpy_helper.from_array(idx, n))
-    b.shapes[n] = ishape
+    n = b.array(b.rng.integers(-d, d, size=ishape).astype(np.int64), hint="idx")
     out = s[:ax] + ishape + s[ax + 1:]
     return b.node("Gather", [x, n], out, axis=ax - r if b.c.pick((False, True)) else ax)
 
