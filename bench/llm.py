@@ -181,10 +181,8 @@ def measure(model: str, phase: str, quant: str, context: int, batch: int = 1,
 def _ort(model):
     """onnxruntime on ``model`` as the ONNX definition reads (no QDQ fusion: its MatMulNBits
     rewrite of DequantizeLinear(int4) -> MatMul quantizes the activations)."""
-    import onnxruntime as ort
-    opts = ort.SessionOptions()
-    opts.add_session_config_entry("session.disable_quant_qdq", "1")
-    return ort.InferenceSession(model.SerializeToString(), opts, providers=["CPUExecutionProvider"])
+    from m100.frontend.ort_session import ort_session
+    return ort_session(model, {"session.disable_quant_qdq": "1"}, threads=0)
 
 
 def w8_close(got: np.ndarray, want: np.ndarray) -> tuple[bool, float]:

@@ -76,10 +76,8 @@ def _models(hw):
 
 
 def _ort(model):
-    import onnxruntime as ort
-    o = ort.SessionOptions()
-    o.log_severity_level = 3
-    return ort.InferenceSession(model.SerializeToString(), o, providers=["CPUExecutionProvider"])
+    from m100.frontend.ort_session import ort_session
+    return ort_session(model, threads=0)
 
 
 def _top1(a, b):
@@ -178,16 +176,13 @@ def _ort_session(model, int8: bool):
     import tempfile
 
     import onnx
-    import onnxruntime as ort
 
-    so = ort.SessionOptions()
-    so.intra_op_num_threads, so.log_severity_level = 1, 3
-    if int8:
-        so.add_session_config_entry("session.qdqisint8allowed", "1")
+    from m100.frontend.ort_session import ort_session, session_options
+
+    so = session_options({"session.qdqisint8allowed": "1"} if int8 else None)
     with tempfile.TemporaryDirectory() as d:
         so.optimized_model_filepath = str(Path(d) / "opt.onnx")
-        sess = ort.InferenceSession(model.SerializeToString(), so,
-                                    providers=["CPUExecutionProvider"])
+        sess = ort_session(model, options=so)
         ops: dict[str, int] = {}
         for n in onnx.load(so.optimized_model_filepath).graph.node:
             ops[n.op_type] = ops.get(n.op_type, 0) + 1

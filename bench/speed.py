@@ -109,12 +109,9 @@ def m100_compile_cpu(onnx_path: Path, out: Path) -> float:
 
 # --- interpreter vs onnxruntime --------------------------------------------------------------------
 def ort_session(onnx_path: Path):
-    import onnxruntime as ort
+    from m100.frontend.ort_session import ort_session
 
-    so = ort.SessionOptions()
-    so.intra_op_num_threads = 1
-    so.inter_op_num_threads = 1
-    return ort.InferenceSession(str(onnx_path), so, providers=["CPUExecutionProvider"])
+    return ort_session(onnx_path, threads=1)
 
 
 def cpu_of(fn) -> float:

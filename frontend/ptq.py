@@ -167,8 +167,9 @@ def layer_errors(float_model, quant_model, samples: list[dict[str, np.ndarray]])
     ``t -> QuantizeLinear -> DequantizeLinear``), in graph order: (name, relative L2 error of the
     dequantized value against the float model's, over ``samples``), then the graph outputs."""
     import onnx
-    import onnxruntime as ort
     from onnx import helper
+
+    from m100.frontend.ort_session import ort_session
 
     fnames = {o for n in float_model.graph.node for o in n.output}
     prod = {o: n for n in quant_model.graph.node for o in n.output}
@@ -189,7 +190,7 @@ def layer_errors(float_model, quant_model, samples: list[dict[str, np.ndarray]])
         for o in outs:
             if o not in have:
                 m2.graph.output.append(helper.make_empty_tensor_value_info(o))
-        return ort.InferenceSession(m2.SerializeToString(), providers=["CPUExecutionProvider"])
+        return ort_session(m2, threads=0)
 
     fs = session(float_model, [p[0] for p in pairs])
     qs = session(quant_model, [p[1] for p in pairs])

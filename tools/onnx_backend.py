@@ -326,17 +326,13 @@ def onnxruntime_run(model, inputs: Sequence[np.ndarray],
                     config: dict[str, str] | None = None) -> list[np.ndarray]:
     """The oracle: onnxruntime (CPU, single thread) on the same model and inputs; ``config``:
     extra session config entries (e.g. ``{"session.qdqisint8allowed": "1"}``)."""
-    import onnxruntime as ort
+    from m100.frontend.ort_session import ort_session
 
-    opts = ort.SessionOptions()
-    opts.intra_op_num_threads = 1
-    opts.log_severity_level = 3
-    for k, v in (config or {}).items():
-        opts.add_session_config_entry(k, v)
+    config = dict(config or {})
     if _has_int4_dequantize(model):
         # onnxruntime fuses DequantizeLinear(int4) -> MatMul into MatMulNBits, which quantizes the
         # activations to int8 (~1 % off the ONNX definition): the oracle keeps the definition
-        opts.add_session_config_entry("session.disable_quant_qdq", "1")
-    sess = ort.InferenceSession(model.SerializeToString(), opts, providers=["CPUExecutionProvider"])
+        config["session.disable_quant_qdq"] = "1"
+    sess = ort_session(model, config)
     feeds = {i.name: x for i, x in zip(sess.get_inputs(), inputs)}
     return sess.run(None, feeds)

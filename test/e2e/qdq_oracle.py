@@ -10,12 +10,9 @@ from onnx import numpy_helper
 def ort_int8(model, feeds: dict):
     """``model`` run by onnxruntime (one thread) with its int8 kernels: QDQ groups become
     QLinearConv / QLinearAdd / QLinearGlobalAveragePool (``session.qdqisint8allowed``)."""
-    import onnxruntime as ort
+    from m100.frontend.ort_session import ort_session
 
-    so = ort.SessionOptions()
-    so.log_severity_level, so.intra_op_num_threads = 3, 1
-    so.add_session_config_entry("session.qdqisint8allowed", "1")
-    s = ort.InferenceSession(model.SerializeToString(), so, providers=["CPUExecutionProvider"])
+    s = ort_session(model, {"session.qdqisint8allowed": "1"})
     return s.run(None, feeds)[0]
 
 

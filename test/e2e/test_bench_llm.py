@@ -111,11 +111,11 @@ def test_batched_decode_layer_is_each_sequence_at_batch_1():
         for j in range(cfg.kv_heads):
             feed[f"past_kT.{b}.{j}"] = rng.standard_normal((hd, L)).astype(np.float32)
             feed[f"past_v.{b}.{j}"] = rng.standard_normal((L, hd)).astype(np.float32)
-    import onnxruntime as ort
+    from m100.frontend.ort_session import ort_session
     outs = ["y", "k_new", "v_new"]
-    got = dict(zip(outs, ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"]).run(outs, feed)))
+    got = dict(zip(outs, ort_session(model).run(outs, feed)))
     one, _ = llm.build(cfg, "layer", "decode", context=L, batch=1, seed=4)
-    s1 = ort.InferenceSession(one.SerializeToString(), providers=["CPUExecutionProvider"])
+    s1 = ort_session(one)
     for b in range(B):
         f1 = {"x": feed["x"][b:b + 1], "cos": feed["cos"][b:b + 1], "sin": feed["sin"][b:b + 1]}
         for j in range(cfg.kv_heads):
@@ -187,9 +187,9 @@ def test_prefill_layer_per_head_attention_matches_the_definition(heads, kv_heads
     cos, sin = llm.rope_tables(cfg, list(range(T)))
     feed = {"x": rng.standard_normal((batch * T, cfg.hidden)).astype(np.float32),
             "cos": cos, "sin": sin}
-    import onnxruntime as ort
+    from m100.frontend.ort_session import ort_session
     outs = ["y", "kT", "v"]
-    sess = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    sess = ort_session(model)
     got = dict(zip(outs, sess.run(outs, feed)))
     want = dict(zip(outs, _llama_prefill_numpy(cfg, w, feed["x"], cos, sin, batch, T)))
     for k in outs:  # the layer's output and the KV cache it writes (K after RoPE)

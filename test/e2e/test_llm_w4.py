@@ -44,7 +44,7 @@ def test_tiny_llama_w4a16_decode_passes_check_with_int4_in_ddr(tmp_path):
 def test_shape_only_w4_weights_become_int4_symbols_and_match_onnxruntime(tmp_path):
     """The bench's path: the layer compiled by shape; the int4 values and scales supplied at run
     time by their ONNX names; vs onnxruntime on the materialized layer (f16 tolerance of check)."""
-    import onnxruntime as ort
+    from m100.frontend.ort_session import ort_session
     cfg = llm.config("tiny")
     kw = dict(context=8, batch=1, fuse=True, quant="w4a16", block=16)
     ms, _ = llm.build(cfg, "layer", "decode", weights="shape", **kw)
@@ -58,9 +58,7 @@ def test_shape_only_w4_weights_become_int4_symbols_and_match_onnxruntime(tmp_pat
     rng = np.random.default_rng(1)
     feed = {vi.name: rng.standard_normal([d.dim_value for d in vi.type.tensor_type.shape.dim])
             .astype(np.float16) for vi in mr.graph.input}
-    opts = ort.SessionOptions()
-    opts.add_session_config_entry("session.disable_quant_qdq", "1")
-    sess = ort.InferenceSession(mr.SerializeToString(), opts, providers=["CPUExecutionProvider"])
+    sess = ort_session(mr, {"session.disable_quant_qdq": "1"})
     names = [o.name for o in mr.graph.output]
     want = dict(zip(names, sess.run(names, feed)))
     got = driver.run(cr.program, feed | w, machine=cr.machine)

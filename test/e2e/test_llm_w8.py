@@ -8,11 +8,11 @@ import sys
 from pathlib import Path
 
 import numpy as np
-import onnxruntime as ort
 import pytest
 from onnx import TensorProto as TP
 from onnx import helper, numpy_helper
 
+from m100.frontend.ort_session import ort_session
 from m100.frontend import llm
 from m100.targets.m100.isa import CvuPipeline, MatMul
 from m100.tools import driver
@@ -80,8 +80,7 @@ def test_w8a8_projection_by_shape_runs_int8_on_the_tcu_bit_exact(k):
     xq = np.clip(np.rint(x.astype(np.float64) * 32), -128, 127).astype(np.int64)
     want = ((xq @ w.astype(np.int64)).astype(np.float32) * dq).astype(np.float16)
     assert np.array_equal(got, want)
-    sess = ort.InferenceSession(_projection(m, k, n, False, w, dq).SerializeToString(),
-                                providers=["CPUExecutionProvider"])
+    sess = ort_session(_projection(m, k, n, False, w, dq))
     assert np.array_equal(got, sess.run(["y"], {"x": x})[0])
     # the weights are read: other weights, other result
     got2 = driver.run(prog, {"x": x, "w": np.roll(w, 1, axis=1), "dq": dq}).outputs["y"]

@@ -222,14 +222,12 @@ def test_w4a16_blocked_int4_matmul_matches_the_onnx_definition(tmp_path):
     """DequantizeLinear(int4, f16 scales, axis=0, block_size=16) -> MatMul with f16 activations.
     Oracle: onnxruntime with graph optimizations off (its default rewrites the pair into
     MatMulNBits, which quantizes the activations to int8: ~1 % off the ONNX definition)."""
-    import onnxruntime as ort
+    from m100.frontend.ort_session import ort_session
 
     model = qm.w4_blocked_matmul()
     onnx.save(model, tmp_path / "m.onnx")
     cr = driver.compile(tmp_path / "m.onnx", machine="tiny")
-    opts = ort.SessionOptions()
-    opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
-    sess = ort.InferenceSession(str(tmp_path / "m.onnx"), opts, providers=["CPUExecutionProvider"])
+    sess = ort_session(tmp_path / "m.onnx", optimize=False)
     x = np.random.default_rng(4).standard_normal((4, 64)).astype(np.float16)
     want = sess.run(None, {"x": x})[0]
     got = driver.run(cr.program, {"x": x}, machine=cr.machine).outputs["y"].reshape(want.shape)
@@ -327,13 +325,9 @@ def test_qdq_resnet18_matches_the_integer_kernel_oracle():
     lsb = driver.output_lsb(model, "y")
     rng = np.random.default_rng(123)
     steps, ort_steps, int8_steps, oracle_is_ort = [], [], [], 0
-    import onnxruntime as ort_mod
+    from m100.frontend.ort_session import ort_session
 
-    so = ort_mod.SessionOptions()
-    so.intra_op_num_threads, so.log_severity_level = 1, 3
-    so.add_session_config_entry("session.qdqisint8allowed", "1")
-    sess_int8 = ort_mod.InferenceSession(model.SerializeToString(), so,
-                                         providers=["CPUExecutionProvider"])
+    sess_int8 = ort_session(model, {"session.qdqisint8allowed": "1"})
     for _ in range(4):
         x = rng.standard_normal((1, 3, 64, 64)).astype(np.float32)
         want = qdq_oracle(model, x)[0]

@@ -90,13 +90,12 @@ SLOW_CASES = {
     pytest.param(c, marks=pytest.mark.slow) for c in sorted(SLOW_CASES)])
 @pytest.mark.onnx_op("RNN", "GRU", "LSTM", kind="oracle")
 def test_recurrent_against_onnxruntime(case):
-    import onnxruntime as ort
+    from m100.frontend.ort_session import ort_session
 
     kw = dict(CASES.get(case) or SLOW_CASES[case])
     m = _model(kw.pop("op"), **kw)
     feeds = _feeds(m, kw["seq"])
-    want = ort.InferenceSession(m.SerializeToString(),
-                                providers=["CPUExecutionProvider"]).run(None, feeds)
+    want = ort_session(m).run(None, feeds)
     cr = driver.compile(m, machine="tiny")
     got = driver.run(cr.program, feeds).outputs
     for name, w in zip([o.name for o in m.graph.output], want):

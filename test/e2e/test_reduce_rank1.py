@@ -62,7 +62,7 @@ def test_rank1_row_ops(opset):
     it (refused before), against onnxruntime; opset 12 (axes attributes, Unsqueeze/Squeeze with
     attributes), 17 (ReduceSum's axes an input, the others' an attribute: the LogSumExp
     decomposition made an invalid ReduceSum at any rank) and 18 (axes inputs)."""
-    import onnxruntime as ort
+    from m100.frontend.ort_session import ort_session
 
     f32 = onnx.TensorProto.FLOAT
     lse = ([h.make_node("ReduceLogSumExp", ["x", "ax0"], ["lse"], keepdims=1)] if opset >= 18 else
@@ -85,8 +85,7 @@ def test_rank1_row_ops(opset):
     x = rng.normal(0, 2, 9).astype(np.float32)
     x2 = rng.normal(0, 2, (3, 4)).astype(np.float32)
     got = M100Backend.prepare(model, machine="tiny").run([x, x2])
-    want = ort.InferenceSession(model.SerializeToString(),
-                                providers=["CPUExecutionProvider"]).run(None, {"x": x, "x2": x2})
+    want = ort_session(model).run(None, {"x": x, "x2": x2})
     for (name, shape), g_, w in zip(outs, got, want, strict=True):
         assert list(g_.shape) == shape, name
         np.testing.assert_allclose(g_, w, rtol=1e-5, atol=1e-6, err_msg=name)

@@ -5,9 +5,9 @@ weights, the output of one the input of the next."""
 from __future__ import annotations
 
 import numpy as np
-import onnxruntime as ort
 import pytest
 
+from m100.frontend.ort_session import ort_session
 from m100.frontend import llm
 from m100.targets.m100.program import Program, ProgramError
 from m100.targets.m100.repeat import Repeat, RepeatError, repeat_program
@@ -48,7 +48,7 @@ def test_repeated_layer_matches_n_layers_of_onnxruntime(layer):
         cache = {"past_kT.0": rng.standard_normal((cfg.head_dim, CTX)).astype(np.float32),
                  "past_v.0": rng.standard_normal((CTX, cfg.head_dim)).astype(np.float32)}
         feed |= {f"{k}@{i}": a for k, a in (w | cache).items()}
-        sess = ort.InferenceSession(model_i.SerializeToString(), providers=["CPUExecutionProvider"])
+        sess = ort_session(model_i)
         x, kn, vn = sess.run(["y", "k_new", "v_new"], {"x": x, "cos": ins["cos"],
                                                        "sin": ins["sin"], **cache})
         want_kv.append((kn, vn))

@@ -161,9 +161,10 @@ def test_semantics_preserved(compiled):
 
 
 def test_matches_onnxruntime(compiled):
-    ort = pytest.importorskip("onnxruntime")
+    pytest.importorskip("onnxruntime")
+    from m100.frontend.ort_session import ort_session
     name, model, _, after, inputs = compiled
-    sess = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    sess = ort_session(model)
     feeds = {i.name: x for i, x in zip(sess.get_inputs(), inputs)}
     want = sess.run(None, feeds)
     got = run(after, inputs)
