@@ -35,7 +35,7 @@ def _graph(model) -> OpGraph:
 
 
 def test_weights_once_trades_rows_for_k_parts_on_the_same_tpbs(monkeypatch):
-    """ResNet-18 64x64 on 56 TPBs: a K-split conv moves to fewer rows; every change keeps the
+    """ResNet-18 64x64 on 56 TPBs (DMA depth 1): a K-split conv moves to fewer rows; every change keeps the
     TPBs, has fewer rows and as many TPBs in use; the returned plan is the plan of the returned
     segments (rebuilt) and is shorter."""
     from m100.frontend import models
@@ -48,7 +48,9 @@ def test_weights_once_trades_rows_for_k_parts_on_the_same_tpbs(monkeypatch):
         return out
 
     monkeypatch.setattr(placement, "weights_once", spy)
-    placement.schedule(_graph(models.resnet18(hw=64)), M100)
+    # at one DMA transfer in flight per engine: at M100's default depth 2 (session 11) the
+    # weight transfers' latencies overlap and nothing is traded on this model
+    placement.schedule(_graph(models.resnet18(hw=64)), M100.replace(dma_outstanding=1))
     s, segs, tl, keep, (segs2, tl2) = seen[-1]
     changed = [(a.stages[0], b.stages[0]) for a, b in zip(segs, segs2) if a != b]
     assert changed, "weights_once changed nothing: the test checks nothing"
