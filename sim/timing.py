@@ -353,20 +353,28 @@ def share(costs: list[Cost], caps: dict[tuple, float], banks: int,
     If ``causes`` is a list, it receives per job the kind of resource that limited it below its
     alone rate ("hbsm_bank", "ddr", "axi", "sram", "drb", "mesh"), or "" if it runs at full speed.
 
-    The demand matrix has a row per job and a column per resource some streaming job uses: HBSM
-    banks (TPB, then bank ascending), then links (sorted by name); capacities 1 granule per cycle
-    per bank and ``caps`` per link. (It is built from every job's terms at once: a job with no
-    streaming work -- alone rate inf -- has no nonzero demand. Its float results depend on the
-    matrix's exact shape and layout, BLAS's summation blocking follows them: keep them.)
+    The definition (``test_timing``'s reference is it, written as loops): a column per resource
+    some streaming job uses -- HBSM banks (TPB, then bank ascending), then links (sorted by name)
+    -- with capacity 1 granule per cycle per bank and ``caps`` per link; ``D[j, c]`` job ``j``'s
+    demand on column ``c`` per block, ``w[j]`` its alone rate. Every job starts at ``lam = 0``;
+    each step the active (not frozen, finite ``w``) jobs' demand on a column is the sum, *in job
+    order from 0.0*, of the products ``w[j] * D[j, c]`` (each one IEEE product, then one IEEE
+    addition per job: no BLAS, no reassociation, so the rates are the same bits on every machine
+    and numpy build); ``d = min(min over columns of rem / use, 1 - lam)``; the active jobs' ``lam``
+    grows by ``d`` and ``rem`` shrinks by ``d * use``; when ``lam`` reaches ``1 - 1e-12`` every
+    active job is at its alone rate; otherwise the jobs on a column with ``rem <= 1e-9 * cap``
+    freeze (their cause: that column's resource, the first such column in column order).
+    The rates are ``lam * w`` (inf for a job with no streaming work).
 
-    What is computed equals the definition's loop bit for bit (``test_timing``'s reference):
-    every product is the definition's (same matrix, same rows); the elementwise steps run only
-    on the columns whose first-step demand ``use1 > (1 - 1e-6) * cap``. Any other column has, at
-    every later step, a demand of at most ``use1`` up to rounding (a subset of the same
-    nonnegative terms) and a remainder ``rem >= cap - lam * use1 > 1e-6 * cap``, so its ratio
-    ``rem / use >= cap / use1 - lam > 1 - lam`` is never the minimum step and it never reaches
-    the saturation test ``rem <= 1e-9 * cap``: the margins are ~1e-6 against rounding errors of
-    ~1e-14. Every active job has the same ``lam`` (the same increments from 0): one float.
+    Computed sparsely: a job's zero demands add exact zeros, so each column's sum is
+    ``np.bincount`` over the nonzero products in job order (its loop adds them in input order;
+    the test checks it against the Python loop). The elementwise steps run only on the columns
+    whose first-step demand ``use1 > (1 - 1e-6) * cap``. Any other column has, at every later
+    step, a demand of at most ``use1`` up to rounding (a subset of the same nonnegative terms) and
+    a remainder ``rem >= cap - lam * use1 > 1e-6 * cap``, so its ratio ``rem / use >= cap / use1 -
+    lam > 1 - lam`` is never the minimum step and it never reaches the saturation test ``rem <=
+    1e-9 * cap``: the margins are ~1e-6 against rounding errors of ~1e-14. Every active job has
+    the same ``lam`` (the same increments from 0): one float.
     """
     n = len(costs)
     w = np.array([c.alone if c.alone is not None else alone_rate(c, caps) for c in costs])
@@ -376,43 +384,58 @@ def share(costs: list[Cost], caps: dict[tuple, float], banks: int,
     if n == 0 or not finite.any():
         return np.where(finite, 0.0, np.inf)
     terms = [c.terms if c.terms is not None else _terms(c, banks) for c in costs]
-    sizes = [t[0].size for t in terms]
-    nb = 0
-    if any(sizes):  # the used bank columns, ascending (a bitmap over the column numbers)
-        allg = np.concatenate([t[0] for t in terms])
-        mark = np.zeros(int(allg.max()) + 1, dtype=np.int64)
-        mark[allg] = 1
-        nb = int(np.count_nonzero(mark))
     lkeys = [k for t in terms for k in t[2]]
     links = sorted(set(lkeys), key=str) if lkeys else []
-    if not nb + len(links):
+    # every nonzero demand of a finite job, in job order: (column code, job, demand); bank
+    # columns are coded tpb * banks + bank, links after every bank code, in name order (so the
+    # codes ascend in the definition's column order)
+    fj = [j for j in range(n) if finite[j]] if not finite.all() else range(n)
+    bcol = [terms[j][0] for j in fj]
+    bsz = [b.size for b in bcol]
+    nbk = [len(terms[j][2]) for j in fj]
+    if not sum(bsz) + sum(nbk):
         return np.where(finite, w, np.inf)
-    m = nb + len(links)
-    D = np.zeros(n * m)  # filled through flat indices (distinct entries; 2-D fancy indexing
-    if nb:  # is ~4x slower), then seen as the [n, m] matrix
-        D[np.repeat(np.arange(0, n * m, m), sizes) + (np.cumsum(mark) - 1)[allg]] = \
-            np.concatenate([t[1] for t in terms])
+    base = (max(int(b.max()) for b, s in zip(bcol, bsz) if s) + 1) if sum(bsz) else 0
+    lix = {k: base + i for i, k in enumerate(links)}
+    parts_c, parts_v, per = [], [], []
+    for j, b, s, k in zip(fj, bcol, bsz, nbk):
+        t = terms[j]
+        if s:
+            parts_c.append(b)
+            parts_v.append(t[1])
+        if k:
+            parts_c.append(np.array([lix[x] for x in t[2]], dtype=np.int64))
+            parts_v.append(np.asarray(t[3], dtype=np.float64))
+        per.append(s + k)
+    code = np.concatenate(parts_c)
+    val = np.concatenate(parts_v)
+    job = np.repeat(np.asarray(fj, dtype=np.int64), per)
+    prod = w[job] * val
+    # the used columns in column order: position of each code among the used codes
+    mark = np.zeros(base + len(links), dtype=np.int64)
+    mark[code] = 1
+    pos = np.cumsum(mark) - 1
+    col = pos[code]
+    m = int(pos[-1]) + 1
+    used = np.flatnonzero(mark)
+    cols = np.where(used < base, 1.0, 0.0)
     if links:
-        lix = {k: nb + i for i, k in enumerate(links)}
-        D[[j * m + lix[k] for j, t in enumerate(terms) for k in t[2]]] = \
-            [x for t in terms for x in t[3]]
-    D = D.reshape(n, m)
-    cols = np.concatenate([np.ones(nb), np.array([caps[k] for k in links], dtype=np.float64)])
-    # The first step's product over every finite job: the definition's matrix and call (its
-    # bits are BLAS's). Only the columns whose demand is near or above their capacity can bind
-    # or saturate at any step (the docstring says why); the elementwise steps run on those alone.
-    act = finite
-    use = w @ D if act.all() else w[act] @ D[act]
-    ci = np.flatnonzero(use > cols * (1.0 - _NEAR))
-    if ci.size == 0:  # the first step is d = min(> 1, 1 - 0) = 1: every job alone
+        cols[used >= base] = [caps[k] for k in links]
+    use = np.bincount(col, weights=prod, minlength=m)  # the job-order sums
+    near = use > cols * (1.0 - _NEAR)
+    if not near.any():  # the first step is d = min(> 1, 1 - 0) = 1: every job alone
         return np.where(finite, w, np.inf)
-    Dc, cc, use = D[:, ci], cols[ci], use[ci]
+    ci = np.flatnonzero(near)
+    keep = near[col]
+    # the entries on those columns, their column renumbered 0.. in column order
+    ecol = (np.cumsum(near) - 1)[col[keep]]
+    ejob, eprod, epos = job[keep], prod[keep], val[keep] > 0
+    cc, use = cols[ci], use[ci]
     rem = cc.copy()
-    # the definition's lam is equal on every active job (they all started at 0 and got the same
-    # increments): one float here, stored per job when it freezes
     lam = 0.0
     lams = np.zeros(n)
     frozen = ~finite
+    act = finite
     while True:
         inc = np.divide(rem, use, out=np.full(use.shape, np.inf), where=use > 1e-12)
         d = min(float(inc.min()), 1.0 - lam)
@@ -423,18 +446,23 @@ def share(costs: list[Cost], caps: dict[tuple, float], banks: int,
             break
         sat = rem <= 1e-9 * cc
         if sat.any():
-            on = Dc[:, sat] > 0
-            hit = on.any(axis=1) & act
+            on = sat[ecol] & epos  # entries with a demand on a saturated column
+            hit = np.zeros(n, dtype=bool)
+            hit[ejob[on]] = True
+            hit &= act
             if causes is not None and hit.any():  # the first saturated column of each
-                js = np.flatnonzero(hit)
-                for j, col in zip(js.tolist(),
-                                  ci[np.flatnonzero(sat)[np.argmax(on[js], axis=1)]].tolist()):
-                    causes[j] = "hbsm_bank" if col < nb else str(links[col - nb][0])
+                e = on & hit[ejob]
+                first = np.full(n, len(ci), dtype=np.int64)
+                np.minimum.at(first, ejob[e], ecol[e])
+                for j in np.flatnonzero(hit).tolist():
+                    c = int(used[ci[first[j]]])
+                    causes[j] = "hbsm_bank" if c < base else str(links[c - base][0])
             lams[hit] = lam
             frozen |= hit
         if frozen.all():
             break
         rem = np.maximum(rem, 0.0)
         act = ~frozen
-        use = (w @ D if act.all() else w[act] @ D[act])[ci]  # (the definition's product)
+        a = act[ejob]
+        use = np.bincount(ecol[a], weights=eprod[a], minlength=ci.size)
     return np.where(finite, lams * w, np.inf)

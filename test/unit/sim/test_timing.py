@@ -341,7 +341,7 @@ def test_column_registry_order_does_not_change_a_run():
 def _share_reference(costs, caps, banks, causes):  # -> (rates, causes)
     """max-min progressive filling over the demand matrix exactly as ``share``'s docstring
     defines it (a row per job; the used bank columns ascending, then the links sorted by name),
-    built entry by entry."""
+    built entry by entry; a column's demand is summed in job order, one Python float at a time."""
     import numpy as np
 
     n = len(costs)
@@ -370,7 +370,12 @@ def _share_reference(costs, caps, banks, causes):  # -> (rates, causes)
     rem, lam, frozen = cols.copy(), np.zeros(n), ~finite
     while not frozen.all():
         act = ~frozen
-        use = w[act] @ D[act]
+        use = np.zeros(D.shape[1])
+        for c in range(D.shape[1]):  # per column, in job order from 0.0 (Python floats)
+            s = 0.0
+            for j in np.flatnonzero(act).tolist():
+                s += float(w[j]) * float(D[j, c])
+            use[c] = s
         inc = np.divide(rem, use, out=np.full(use.shape, np.inf), where=use > 1e-12)
         d = min(float(inc.min()), float((1.0 - lam[act]).min()))
         lam[act] += d
@@ -467,9 +472,9 @@ def test_share_at_capacity_equals_its_definition_bit_for_bit(seed):
 
 @pytest.mark.parametrize("seed", range(30))
 def test_alone_pairs_agree_with_share(seed):
-    """``Fluid._alone_pairs`` says "every job runs alone" without calling ``share`` when the only
-    columns over the engine's margin carry two jobs each and every value a BLAS product can give
-    for their demand keeps ``capacity / demand >= 1``. On job sets at capacity (DMAs at their
+    """``Fluid._alone_pairs`` says "every job runs alone" without calling ``share`` when every
+    column over the engine's margin, summed as ``share`` sums it (job order), keeps ``capacity /
+    demand >= 1``. On job sets at capacity (DMAs at their
     own AXI master's rate, two or three on the DRB of twice it; jobs alone at their busiest
     bank's rate, a second job on that bank): whenever it says so, ``share`` returns exactly the
     alone rates (bytes), and it says so on some of these sets."""
