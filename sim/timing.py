@@ -325,19 +325,38 @@ def alone_rate(cost: Cost, caps: dict[tuple, float]) -> float:
     return r
 
 
+# Column codes in :func:`share`: a bank column is ``tpb * banks + bank`` (>= 0), the link
+# registered i-th is ``-1 - i`` (assigned when first seen, in this process).
+_LINK_CODE: dict[tuple, int] = {}  # link key -> its code
+_LINK_KEYS: list[tuple] = []  # link key by registration number
+_CODES = object()  # marks the terms computed with these codes (a copied cost's are not)
+
+
+def _link_code(key: tuple) -> int:
+    c = _LINK_CODE.get(key)
+    if c is None:
+        c = _LINK_CODE[key] = -1 - len(_LINK_KEYS)
+        _LINK_KEYS.append(key)
+    return c
+
+
 def _terms(c: Cost, banks: int) -> tuple:
-    """(bank columns ``tpb * banks + bank`` with a nonzero demand, those demands, link keys with a
-    nonzero demand, those demands) of a cost, computed once per cost."""
-    if c.terms is None:
+    """(column codes, demands) of a cost's nonzero demands, in the definition's column order
+    (bank columns ``tpb * banks + bank`` ascending, then links sorted by name; a link's code is
+    :func:`_link_code`), computed once per cost (again for a cost from another process)."""
+    if c.terms is None or c.terms[2] is not _CODES:
         idx, val = [], []
-        for t, acc in c.banks.items():
-            acc = np.asarray(acc, dtype=np.float64)
+        for t in sorted(c.banks):
+            acc = np.asarray(c.banks[t], dtype=np.float64)
             nz = np.flatnonzero(acc)
             idx.append(t * banks + nz)
             val.append(acc[nz])
-        lk = [k for k, x in c.links.items() if x != 0]
+        lk = sorted((k for k, x in c.links.items() if x != 0), key=str)
+        if lk:
+            idx.append(np.array([_link_code(k) for k in lk], dtype=np.int64))
+            val.append(np.array([c.links[k] for k in lk], dtype=np.float64))
         c.terms = (np.concatenate(idx) if idx else np.zeros(0, dtype=np.int64),
-                   np.concatenate(val) if val else np.zeros(0), lk, [c.links[k] for k in lk])
+                   np.concatenate(val) if val else np.zeros(0), _CODES)
     return c.terms
 
 
@@ -383,53 +402,35 @@ def share(costs: list[Cost], caps: dict[tuple, float], banks: int,
         causes[:] = [""] * n
     if n == 0 or not finite.any():
         return np.where(finite, 0.0, np.inf)
-    terms = [c.terms if c.terms is not None else _terms(c, banks) for c in costs]
-    lkeys = [k for t in terms for k in t[2]]
-    links = sorted(set(lkeys), key=str) if lkeys else []
-    # every nonzero demand of a finite job, in job order: (column code, job, demand); bank
-    # columns are coded tpb * banks + bank, links after every bank code, in name order (so the
-    # codes ascend in the definition's column order)
-    fj = [j for j in range(n) if finite[j]] if not finite.all() else range(n)
-    bcol = [terms[j][0] for j in fj]
-    bsz = [b.size for b in bcol]
-    nbk = [len(terms[j][2]) for j in fj]
-    if not sum(bsz) + sum(nbk):
+    terms = [c.terms if c.terms is not None and c.terms[2] is _CODES else _terms(c, banks)
+             for c in costs]
+    # every nonzero demand, in job order and within a job in column order: (code, job, demand)
+    sizes = [t[0].size for t in terms]
+    if not any(sizes):
         return np.where(finite, w, np.inf)
-    base = (max(int(b.max()) for b, s in zip(bcol, bsz) if s) + 1) if sum(bsz) else 0
-    lix = {k: base + i for i, k in enumerate(links)}
-    parts_c, parts_v, per = [], [], []
-    for j, b, s, k in zip(fj, bcol, bsz, nbk):
-        t = terms[j]
-        if s:
-            parts_c.append(b)
-            parts_v.append(t[1])
-        if k:
-            parts_c.append(np.array([lix[x] for x in t[2]], dtype=np.int64))
-            parts_v.append(np.asarray(t[3], dtype=np.float64))
-        per.append(s + k)
-    code = np.concatenate(parts_c)
-    val = np.concatenate(parts_v)
-    job = np.repeat(np.asarray(fj, dtype=np.int64), per)
+    code = np.concatenate([t[0] for t in terms])
+    val = np.concatenate([t[1] for t in terms])
+    job = np.repeat(np.arange(n), sizes)
+    if not finite.all():  # (a job with no streaming work has no nonzero demand anyway)
+        f = finite[job]
+        code, val, job = code[f], val[f], job[f]
     prod = w[job] * val
-    # the used columns in column order: position of each code among the used codes
-    mark = np.zeros(base + len(links), dtype=np.int64)
-    mark[code] = 1
-    pos = np.cumsum(mark) - 1
-    col = pos[code]
-    m = int(pos[-1]) + 1
-    used = np.flatnonzero(mark)
-    cols = np.where(used < base, 1.0, 0.0)
-    if links:
-        cols[used >= base] = [caps[k] for k in links]
-    use = np.bincount(col, weights=prod, minlength=m)  # the job-order sums
+    # a slot per code: links' slots first (link i at nl - 1 - i), then the banks'
+    nl = len(_LINK_KEYS)
+    col = code + nl
+    use = np.bincount(col, weights=prod)  # the job-order sums (0 on a slot no job uses)
+    cols = np.ones(use.size)
+    ls = use[:nl].nonzero()[0]  # the used links' slots (a used column has a sum > 0)
+    if ls.size:
+        cols[ls] = [caps[_LINK_KEYS[nl - 1 - x]] for x in ls.tolist()]
     near = use > cols * (1.0 - _NEAR)
     if not near.any():  # the first step is d = min(> 1, 1 - 0) = 1: every job alone
         return np.where(finite, w, np.inf)
-    ci = np.flatnonzero(near)
+    ci = near.nonzero()[0]
     keep = near[col]
-    # the entries on those columns, their column renumbered 0.. in column order
+    # the entries on those columns, their column renumbered 0..
     ecol = (np.cumsum(near) - 1)[col[keep]]
-    ejob, eprod, epos = job[keep], prod[keep], val[keep] > 0
+    ejob, eprod, epos, ecode = job[keep], prod[keep], val[keep] > 0, code[keep]
     cc, use = cols[ci], use[ci]
     rem = cc.copy()
     lam = 0.0
@@ -451,12 +452,11 @@ def share(costs: list[Cost], caps: dict[tuple, float], banks: int,
             hit[ejob[on]] = True
             hit &= act
             if causes is not None and hit.any():  # the first saturated column of each
-                e = on & hit[ejob]
-                first = np.full(n, len(ci), dtype=np.int64)
-                np.minimum.at(first, ejob[e], ecol[e])
-                for j in np.flatnonzero(hit).tolist():
-                    c = int(used[ci[first[j]]])
-                    causes[j] = "hbsm_bank" if c < base else str(links[c - base][0])
+                # (a job's entries are in column order: its first saturated entry)
+                e = (on & hit[ejob]).nonzero()[0]
+                js, first = np.unique(ejob[e], return_index=True)
+                for j, x in zip(js.tolist(), ecode[e[first]].tolist()):
+                    causes[j] = "hbsm_bank" if x >= 0 else str(_LINK_KEYS[-1 - x][0])
             lams[hit] = lam
             frozen |= hit
         if frozen.all():
