@@ -25,7 +25,6 @@ from __future__ import annotations
 import bisect
 from dataclasses import dataclass, field
 
-import networkx as nx
 import numpy as np
 
 
@@ -364,6 +363,8 @@ def deadlock_message(now: float, waits: list[Wait], updaters: dict[tuple[int, in
     ``updaters[(tpb, counter)]`` lists (unit, instruction index, mnemonic) of the first remaining
     instruction of each unit that would update that counter.
     """
+    import networkx as nx  # only here (a deadlock): its import is ~0.2 CPU-s of every run
+
     g = nx.DiGraph()
     by_unit = {w.unit: w for w in waits}
     for w in waits:

@@ -77,7 +77,7 @@ class DmaAhead:
                 self.push(us.setup_free, self.ev_ahead, u)
                 return
             for mon in rec.inst.sync.monitors:
-                if self.counters.item(mon.tpb, mon.counter) < mon.expected:
+                if self.counters[mon.tpb][mon.counter] < mon.expected:
                     self.ahead_waiters.setdefault((mon.tpb, mon.counter), set()).add(u)
                     return
             inst = rec.inst

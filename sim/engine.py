@@ -138,7 +138,10 @@ class Engine(Fluid, Checks, TraceEvents, DmaAhead):
         self.rbatch = RaceBatch(n) if (batch_races and self.races is not None) else None
         # per unit: a copy of its clock when its block started (the block's accesses' clock)
         self.race_clock: list[np.ndarray | None] = [None] * n
-        self.counters = np.zeros((machine.num_tpbs, machine.su_counters), dtype=np.int64)
+        # the SU counters, counters[tpb][counter] (Python ints: read on every block start and
+        # counter arrival)
+        self.counters = [[0] * machine.su_counters for _ in range(machine.num_tpbs)]
+        self.counter_max = machine.su_counter_max
         self.hist: dict[tuple[int, int], tuple[list[int], list[np.ndarray], list[int]]] = {}
         self.waiters: dict[tuple[int, int], set[int]] = {}
         # DMA engines that wait on a counter to issue their next transfer ahead (sim/dma_ahead.py)
@@ -258,7 +261,7 @@ class Engine(Fluid, Checks, TraceEvents, DmaAhead):
             if mon.per_block == 0 and b > 0:
                 continue
             need = mon.expected + b * mon.per_block
-            val = self.counters.item(mon.tpb, mon.counter)
+            val = self.counters[mon.tpb][mon.counter]
             if val < need:
                 us.state = "wait"
                 us.wait = (mon, need)
@@ -479,13 +482,14 @@ class Engine(Fluid, Checks, TraceEvents, DmaAhead):
 
     def ev_counter(self, tpb: int, c: int, amount: int, vc: np.ndarray, fid: int, src: int) -> None:
         key = (tpb, c)
-        val = self.counters.item(tpb, c) + amount
-        if val > self.m.su_counter_max:
+        row = self.counters[tpb]
+        val = row[c] + amount
+        if val > self.counter_max:
             self.reports.append(Report("overflow", f"counter c{c} of TPB {tpb} overflows "
-                                       f"({val} > {self.m.su_counter_max}) on the update by "
+                                       f"({val} > {self.counter_max}) on the update by "
                                        f"instruction #{src}", inst=src, tpb=tpb))
-            val = self.m.su_counter_max
-        self.counters[tpb, c] = val
+            val = self.counter_max
+        row[c] = val
         h = self.hist.get(key)
         if h is None:
             h = self.hist[key] = ([], [], [])

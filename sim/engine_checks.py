@@ -150,7 +150,7 @@ class Checks:
             if us.state == "wait" and us.wait is not None:
                 mon, need = us.wait
                 waits.append(Wait(i, us.name, us.cur.index, us.cur.inst.MNEMONIC, us.block,
-                                  mon.tpb, mon.counter, need, int(self.counters[mon.tpb, mon.counter])))
+                                  mon.tpb, mon.counter, need, self.counters[mon.tpb][mon.counter]))
         updaters: dict[tuple[int, int], list] = {}
         for us in left:
             i = self.unit_id[us.key]

@@ -274,14 +274,22 @@ class Conv2DExec(TcuExec):
         if self._last_x is not None and self._last_x[0] == b:
             return self._last_x[1], self._last_x[2]
         if idx is None and twu.STRIDED:
-            sel = self._box_sel(b)
-            sub = None if sel is None else twu.sub_box(i.x, (i.n, i.h, i.width, i.c), sel)
-            if sub is not None:
-                whole = all(f == 0 and c == n for (f, _, c), n in
-                            zip(sel, (i.n, i.h, i.width, i.c)))
-                acc = Access(i.x if whole else sub, i.tpb)
-                self._last_x = (b, acc, sel)
-                return acc, sel
+            # the box access is a function of the (immutable) instruction and b: kept on the
+            # instruction, so a program run again derives none of them
+            boxes = i.__dict__.get("_sim_xbox")
+            if boxes is None:
+                boxes = {}
+                object.__setattr__(i, "_sim_xbox", boxes)
+            got = boxes.get(b)
+            if got is None:
+                sel = self._box_sel(b)
+                sub = None if sel is None else twu.sub_box(i.x, (i.n, i.h, i.width, i.c), sel)
+                got = boxes[b] = (None,) if sub is None else (
+                    Access(i.x if all(f == 0 and c == n for (f, _, c), n in
+                                      zip(sel, (i.n, i.h, i.width, i.c))) else sub, i.tpb), sel)
+            if got[0] is not None:
+                self._last_x = (b, got[0], got[1])
+                return got[0], got[1]
         if idx is not None or not twu.STRIDED:
             if idx is None:
                 idx = self._index(b)
