@@ -160,57 +160,6 @@ class Fluid:
         # used by fewer passes; a NaN sum does not)
         return bool(((self.col_use <= self.col_lim) | (self.col_cnt < 2)).all())
 
-    def _demands(self, job: Job) -> dict[int, float]:
-        """{column: demand per block} of a streaming job (the factors of ``job.use``), kept on
-        its cost per column registry."""
-        cost = job.cost
-        got = cost.__dict__.get("_sim_dem")
-        if got is not None and got[0] == self.columns.token:
-            return got[1]
-        dem: list[float] = []
-        for acc in cost.banks.values():  # the order of _add_use's columns
-            acc = np.asarray(acc, dtype=np.float64)
-            dem.extend(acc[np.flatnonzero(acc)].tolist())
-        dem.extend(float(v) for v in cost.links.values() if v != 0)
-        d = dict(zip(job.cols.tolist(), dem))
-        cost.__dict__["_sim_dem"] = (self.columns.token, d)
-        return d
-
-    def _alone_pairs(self, jobs: list[Job]) -> bool:
-        """True when :func:`share` would give every job exactly its alone rate although
-        :meth:`_unlimited` could not tell: every column over its margin has ``capacity / demand
-        >= 1`` with the demand summed exactly as ``share`` defines it.
-
-        ``share``'s first step is ``d = min(1, min over columns of cap / use)``, ``use`` the sum
-        in job order (``jobs``' order, which is ``share``'s) of the products ``w * D``, and the
-        rates are ``d * alone``: exactly the alone rates iff ``d == 1``. A column under the margin
-        has ``use <= cap`` (``_unlimited``), a column of one job has the exact product ``w * D``
-        (``crit`` says whether its ratio is below 1); a column over the margin is summed here
-        the way ``share`` sums it. Typical case: two DMAs, each at its own AXI master's
-        capacity, on a DRB of twice that capacity (47 % of ResNet-18's ``share`` calls).
-        ``test_alone_pairs_agree_with_share`` checks it against ``share``."""
-        if self.crit_jobs:
-            return False
-        over = np.flatnonzero(~(self.col_use <= self.col_lim) & (self.col_cnt >= 2))
-        if over.size == 0 or over.size > 64:
-            return False
-        cols = over.tolist()
-        sums = dict.fromkeys(cols, 0.0)
-        for j in jobs:
-            if j.cols is None or not j.cols.size:
-                continue
-            dem = self._demands(j)
-            w = j.cost.alone
-            for c in cols:
-                d = dem.get(c)
-                if d is not None:
-                    sums[c] += w * d
-        for c in cols:
-            x = sums[c]
-            if x > 1e-12 and float(self.col_cap[c]) / x < 1.0:
-                return False
-        return True
-
     def _reshare(self) -> None:
         jobs = list(self.jobs.values())
         self.fluid_version += 1
@@ -219,7 +168,7 @@ class Fluid:
             self.fl_idx, self.fl_adv = _NO_UNITS, Fluid.fl_adv
             return
         idx = self.fl_idx = self._job_units()
-        if SHARE_SHORTCUT and (self._unlimited(jobs) or self._alone_pairs(jobs)):
+        if SHARE_SHORTCUT and self._unlimited(jobs):
             rates = self.j_alone[idx]
         else:
             causes: list[str] = []

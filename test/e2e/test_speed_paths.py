@@ -218,3 +218,23 @@ def test_pipeline_rejects_ir_a_stage_broke_in_both_verify_modes(verify, monkeypa
     msg = str(e.value)
     assert "does not verify" in msg
     assert ("after 'twu-materialize'" in msg) == (verify == "each")
+
+
+@pytest.mark.parametrize("name", ["convnet", "llama",
+                                  pytest.param("resnet18-32", marks=pytest.mark.slow)])
+def test_a_program_run_again_equals_a_fresh_decode(name):
+    """What the interpreter keeps on the (immutable) instructions between runs -- block costs,
+    race byte sets, copy views, a convolution block's box access of x -- is a function of the
+    instruction and the block: a program run again (every cache filled by the first run) gives
+    the outputs (bytes), stats and reports of the same program decoded afresh, in every mode."""
+    from m100.targets.m100.program import Program
+
+    build, machine, tpbs = CASES[name]
+    cr = driver.compile(build(), machine=machine, tpbs=tpbs)
+    inputs = driver.random_inputs(cr.program, 4)
+    for kw in ({"mode": "functional"}, {"mode": "full"}, {"mode": "timing"},
+               {"random_latency": 7}):
+        driver.run(cr.program, inputs, **kw)
+        again = driver.run(cr.program, inputs, **kw)
+        fresh = driver.run(Program.from_bytes(cr.program.to_bytes()), inputs, **kw)
+        _same(again, fresh)
