@@ -177,14 +177,14 @@ def _ort_session(model, int8: bool):
 
     import onnx
 
-    from m100.frontend.ort_session import ort_session, session_options
+    from m100.frontend.ort_session import ort_session
 
-    so = session_options({"session.qdqisint8allowed": "1"} if int8 else None)
     with tempfile.TemporaryDirectory() as d:
-        so.optimized_model_filepath = str(Path(d) / "opt.onnx")
-        sess = ort_session(model, options=so)
+        opt = str(Path(d) / "opt.onnx")
+        sess = ort_session(model, {"session.qdqisint8allowed": "1"} if int8 else None,
+                           optimized_model_path=opt)
         ops: dict[str, int] = {}
-        for n in onnx.load(so.optimized_model_filepath).graph.node:
+        for n in onnx.load(opt).graph.node:
             ops[n.op_type] = ops.get(n.op_type, 0) + 1
     return sess, ops
 

@@ -50,14 +50,18 @@ def session_options(config: dict[str, str] | None = None, *, threads: int = 1,
 
 
 def ort_session(model: Any, config: dict[str, str] | None = None, *, threads: int = 1,
-                optimize: bool = True, options=None):
-    """An onnxruntime CPU session on ``model`` (a ``ModelProto``, serialized bytes or a path).
-    ``options``: a ``SessionOptions`` made by :func:`session_options` and changed further (e.g.
-    ``optimized_model_filepath``); otherwise one is made from ``config``/``threads``/``optimize``."""
+                optimize: bool = True, optimized_model_path: str | None = None):
+    """An onnxruntime CPU session on ``model`` (a ``ModelProto``, serialized bytes or a path) with
+    :func:`session_options`; ``optimized_model_path``: where onnxruntime writes the graph it
+    runs (after its fusions)."""
     import onnxruntime as ort
 
-    so = options if options is not None else session_options(config, threads=threads,
-                                                             optimize=optimize)
+    def options(extra: dict[str, str]):
+        so = session_options((config or {}) | extra, threads=threads, optimize=optimize)
+        if optimized_model_path is not None:
+            so.optimized_model_filepath = str(optimized_model_path)
+        return so
+
     if isinstance(model, (str, Path)):
         src: Any = str(model)
     elif isinstance(model, bytes):
@@ -65,8 +69,8 @@ def ort_session(model: Any, config: dict[str, str] | None = None, *, threads: in
     else:
         src = model.SerializeToString()
     try:
-        return ort.InferenceSession(src, so, providers=["CPUExecutionProvider"])
+        return ort.InferenceSession(src, options({}), providers=["CPUExecutionProvider"])
     except ort.capi.onnxruntime_pybind11_state.NotImplemented:
         # an int8-activation kernel that exists only outside precision mode 1 (module doc)
-        so.add_session_config_entry("session.x64quantprecision", "0")
-        return ort.InferenceSession(src, so, providers=["CPUExecutionProvider"])
+        return ort.InferenceSession(src, options({"session.x64quantprecision": "0"}),
+                                    providers=["CPUExecutionProvider"])
