@@ -93,6 +93,11 @@ class OpGraph:
         # tensor, byte offset) (``from_ir.movement.find_views``; planned and emitted as no
         # transfer, read at the root's memory)
         self.views: dict[str, tuple[str, int]] = {}
+        # the data-movement ops whose result is such a view (reshapes, contiguous slices): no
+        # transfer; and per concat op the positions of its inputs written in place by their
+        # producers (``from_ir.movement.find_in_place``: those inputs are views of its result)
+        self.view_ops: set[str] = set()
+        self.in_place: dict[str, frozenset[int]] = {}
         for t in tensors or []:
             self.add_tensor(t)
         for o in ops or []:

@@ -93,7 +93,8 @@ def from_module(module: ModuleOp, max_cvu_stages: int = 8, mem_align: int = 0) -
     """The OpGraph of the single function of ``module`` (after ``m100-graph``); an elementwise
     body longer than ``max_cvu_stages`` (the machine's ``cvu_max_stages``) becomes several CVU
     ops (:mod:`..split_stages`). ``mem_align`` (the machine's buffer alignment; 0: the m100
-    default): reshapes and contiguous slices become views (``movement.find_views``)."""
+    default): reshapes and contiguous slices become views (``movement.find_views``), concat
+    inputs are written in place where a part is one contiguous run (``movement.find_in_place``)."""
     funcs = [o for o in module.walk() if isinstance(o, func.FuncOp) and o.body.blocks]
     if len(funcs) != 1:
         raise ScheduleError(f"m100-schedule expects exactly one function with a body, found "
@@ -133,6 +134,8 @@ def from_module(module: ModuleOp, max_cvu_stages: int = 8, mem_align: int = 0) -
         from m100.targets.m100.machine import PRESETS
         mem_align = PRESETS["m100"].mem_align
     g.views = movement.find_views(g, ctx.low, mem_align)
+    g.view_ops = {op.name for op in g.ops if op.outputs and op.outputs[0] in g.views}
+    g.in_place = movement.find_in_place(g, ctx.low, mem_align, g.views)
     _, out_syms = symbol_names(fn, len(block.args), len(outputs))
     return IRGraph(g, ctx.low, ctx.data, inputs, outputs, fn.sym_name.data, in_syms, out_syms,
                    weight_syms)

@@ -220,6 +220,66 @@ def find_views(g, low: dict, align: int) -> dict[str, tuple[str, int]]:
     return views
 
 
+def find_in_place(g, low: dict, align: int, views: dict[str, tuple[str, int]]
+                  ) -> dict[str, frozenset[int]]:
+    """Concat inputs **written in place** (a view on the writing side): ``concat op -> the
+    positions of its inputs`` whose producer writes them straight into the concat's result.
+    ``views`` (from :func:`find_views`) is extended in place: the relocated tensor (and every view
+    of it) becomes a view of the concat's result at the part's byte offset, so its producer's
+    stores land there (``emit_core.Emitter.memory``) and the concat moves only its other inputs
+    (``kinds/movement.py``; with all of them in place it is no transfer at all, its readers wait
+    for the parts' writers).
+
+    An input is written in place when its part is one contiguous run of the result (every dim
+    before the concat dim has size 1) at a byte offset that is a multiple of ``align``, and its
+    bytes are those of a tensor ``R`` of its own (the input itself, or a reshape view of all of
+    ``R``) that is an ``act`` tensor produced by some op (not a model input, output or weight,
+    not a view itself) and placed in no other concat. The concat's result must be an ``act``
+    tensor (a model output is its own DDR symbol) and not of a sub-byte dtype; the producer of
+    ``R`` stores it whatever else reads it (the concat is a DMA segment of its own, so a
+    consumer outside ``R``'s segment). Concats are taken last first, so a concat's result
+    that is itself written in place into a later concat carries its parts along (chains resolve
+    to the final root). DDR and CCB SRAM are bump-allocated and never reused, so the root
+    outlives every writer and reader of its parts."""
+    from ..graph import dtype_bytes
+    out: dict[str, frozenset[int]] = {}
+    produced = {t for op in g.ops for t in op.outputs}
+    placed: set[str] = set()
+    for op in reversed(g.ops):
+        lw = low.get(op.name)
+        if lw is None or lw.kind != "concat" or len(op.inputs) < 2:
+            continue
+        dst = g.tensors[op.outputs[0]]
+        if dst.kind != "act" or dst.dtype in ("i4", "u4") or dtype_bytes(dst.dtype) < 1:
+            continue
+        dim = lw.params["dim"] % len(dst.shape)
+        if any(dst.shape[d] != 1 for d in range(dim)):
+            continue  # a part is one contiguous run only when every dim before it is 1
+        root, base = views.get(op.outputs[0], (op.outputs[0], 0))
+        inner = math.prod(dst.shape[dim + 1:]) * int(dtype_bytes(dst.dtype))
+        pos, at = [], 0
+        for i, tn in enumerate(op.inputs):
+            t = g.tensors[tn]
+            off = base + at * inner
+            at += t.shape[dim]
+            r = views.get(tn, (tn, 0))
+            rt = g.tensors[r[0]]
+            if r[1] != 0 or rt.nbytes != t.nbytes or rt.kind != "act" or \
+                    r[0] not in produced or r[0] in placed or r[0] in views or \
+                    t.dtype != dst.dtype or op.inputs.count(tn) != 1 or off % align or \
+                    any(x != tn and views.get(x, (x, 0))[0] == r[0] for x in op.inputs):
+                continue
+            placed.add(r[0])
+            for v, (vr, vo) in list(views.items()):
+                if vr == r[0]:
+                    views[v] = (root, off + vo)
+            views[r[0]] = (root, off)
+            pos.append(i)
+        if pos:
+            out[op.name] = frozenset(pos)
+    return out
+
+
 def gcopy(ctx: Builder, op: Operation, nm: str, unit: str | None, where: str) -> None:
     """A single-input copy generic (``dtdu.copy``) with an affine input map: a DMA."""
     maps = [m.data for m in op.indexing_maps]  # type: ignore[attr-defined]

@@ -1,7 +1,9 @@
 """Data movement ops (transpose, pad, broadcast, slice, concat, reshape, copy generics): CCB DMAs
 memory -> memory, one per input (a concat moves each part). Plan and emission side by side. A
 view (a reshape, or a slice that is one contiguous run: ``OpGraph.views``) is no transfer in
-either: its readers read the root tensor's memory and wait for the root's writers."""
+either: its readers read the root tensor's memory and wait for the root's writers. A concat
+moves only the parts not written in place by their producers (``OpGraph.in_place``); its readers
+wait for the writers of those parts too."""
 from __future__ import annotations
 
 import numpy as np
@@ -21,15 +23,20 @@ def plan_segment(bld, si: int, seg, pieces: list[PlanPiece]) -> None:
     op = bld.s.ops[seg.stages[0].op]
     bld.piece = p = PlanPiece(op.name, 0, 0, -1, 0, 0, 0, 0, segment=si)
     pieces.append(p)
-    if op.outputs[0] in g.views:  # a view: no transfer; its readers wait for the root's writer
+    if op.name in g.view_ops:  # a view: no transfer; its readers wait for the root's writer
         if op.inputs[0] in bld.written:
             bld.written[op.outputs[0]] = bld.written[op.inputs[0]]
         bld.piece = None
         return
     srcs = op.inputs if len(op.inputs) > 1 else op.inputs[:1]
     dst = memory_of(cm, g, op.outputs[0])
+    placed = g.in_place.get(op.name, ())
     ids = []
-    for tname in srcs:
+    for i, tname in enumerate(srcs):
+        if i in placed:  # written in place by its producer: its readers wait for that writer
+            if tname in bld.written:
+                bld._wrote(op.outputs[0], bld.written[tname])
+            continue
         nb = float(g.tensors[tname].nbytes if len(srcs) > 1 else g.out(op).nbytes)
         src = memory_of(cm, g, tname)
         t = bld.add(kind="dma-mem", unit="dma", tpb=-1, op=op.name, tensor=op.outputs[0],
@@ -48,7 +55,7 @@ def emit_op(em, op) -> None:
     """The DMAs of a data-movement op, each taking its plan task."""
     lw = em.irg.lowering[op.name]
     src_t = op.inputs[0]
-    if op.outputs[0] in em.g.views:  # a view (``OpGraph.views``): no DMA, the root's writers
+    if op.name in em.g.view_ops:  # a view (``OpGraph.views``): no DMA, the root's writers
         em.memory(op.outputs[0])
         em.writers[op.outputs[0]] = list(em.writers.get(src_t, []))
         return
@@ -57,7 +64,8 @@ def emit_op(em, op) -> None:
     out_t = op.outputs[0]
     o_shape = em.g.tensors[out_t].shape
     dst = em.memory(out_t)
-    deps = em.token_of(src_t)
+    # (a concat's first part written in place: no join of its writers here)
+    deps = [] if 0 in em.g.in_place.get(op.name, ()) else em.token_of(src_t)
     if lw.kind == "transpose":
         perm = lw.params["perm"]
         # iterate the output; source index perm[k] = d_k
@@ -85,8 +93,13 @@ def emit_op(em, op) -> None:
         dim = lw.params["dim"]
         off = 0
         toks = []
-        for tn in op.inputs:
+        placed = em.g.in_place.get(op.name, ())
+        for i, tn in enumerate(op.inputs):
             sh = em.g.tensors[tn].shape
+            if i in placed:  # its producer wrote it in place (``OpGraph.in_place``)
+                toks.extend(em.writers.get(tn, []))
+                off += sh[dim]
+                continue
             offs = tuple(off if d == dim else 0 for d in range(len(sh)))
             toks.append(em.dma(em.memory(tn), None, dst, access(sh, ident(len(sh), offs)),
                                  em.token_of(tn)))
