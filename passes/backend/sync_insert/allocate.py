@@ -12,8 +12,13 @@
   (the arrived events sum to at least ``cum(e)``, which the events strictly before ``e`` can not).
 * Reuse by lifetime: a channel may take over a counter whose last event happens-before the
   channel's first event (the chain continues; expected values start at the counter's running total).
-* Budget: when a TPB would need more counters than ``budget``, the decision is explicit and
-  reported: ``on_budget="merge"`` merges the channel into a live counter and *serializes* the
+* Segments: when a TPB would need more counters than ``budget`` with whole channels (a channel
+  holds its counter from its first event to its last, over the whole program), the TPB's
+  channels are split per producing instruction (:func:`_segments`): each instruction's events
+  take any counter whose events all happen-before them, so the counters needed are only the
+  producers live at one time. The program is unchanged on every TPB within the budget.
+* Budget: when a TPB still needs more counters than ``budget``, the decision is explicit and
+  reported (on whole channels): ``on_budget="merge"`` merges the channel into a live counter and *serializes* the
   writers of that counter in global order, which keeps the invariant: a writer that can monitor
   the home TPB (its units, DMAs) first monitors the counter for the previous writer's last event
   (a chain monitor); a writer on another TPB gets that wait as an ordinary ordering on its own
@@ -46,7 +51,8 @@ def exec_name(e: Executor) -> str:
 @dataclass
 class Allocation:
     home: dict[tuple[int, int], int] = field(default_factory=dict)  # need -> home TPB
-    counter: dict[tuple[Executor, int], int] = field(default_factory=dict)  # channel -> counter id
+    counter: dict[tuple, int] = field(default_factory=dict)  # channel (or segment) -> counter id
+    inst_counter: dict[tuple[int, int], int] = field(default_factory=dict)  # (inst, home) -> id
     trigger: dict[tuple[int, int], Trigger] = field(default_factory=dict)  # (inst, home) -> trigger
     events: dict[tuple[int, int], list[tuple[int, int]]] = field(default_factory=dict)
     # (home, counter) -> chain of events (inst, block), in order
@@ -143,12 +149,22 @@ def _allocate_once(needs, g, machine, budget, on_budget):
         chans = sorted((c for c in chan_events if c[1] == t), key=lambda c: chan_events[c][0])
         counters = _greedy(g, chans, chan_events, None)
         if len(counters) > budget:
-            if on_budget == "error":
+            # over the budget with whole channels: a channel holds its counter from its first
+            # event to its last, over the whole program. Its instructions' events are a chain on
+            # their own, so each may take any counter whose events all happen-before it
+            # (segments): counters are then only as many as the channels live at one time
+            whole = chans
+            chans = _segments(chans, chan_events)
+            counters = _greedy(g, chans, chan_events, None)
+            if len(counters) > budget and on_budget == "error":
                 raise SyncError(
                     f"sync-insert: TPB {t} needs {len(counters)} sync counters but the budget is "
-                    f"{budget} (channels: {', '.join(exec_name(c[0]) for c in chans)}); rerun "
+                    f"{budget} (channels: {', '.join(exec_name(c[0]) for c in whole)}); rerun "
                     "with on_budget='merge' to merge channels, or give the program fewer "
                     "concurrent producers per TPB")
+            if len(counters) > budget:
+                chans = whole  # merges (below) of whole channels, as without segments
+        if len(counters) > budget:
             # channels whose writer can not monitor TPB t can not be serialized: they go first
             order = ([c for c in chans if not _can_monitor(c[0], t)]
                      + [c for c in chans if _can_monitor(c[0], t)])
@@ -157,6 +173,8 @@ def _allocate_once(needs, g, machine, budget, on_budget):
         for ci, cs in enumerate(counters):
             for ch in cs["chans"]:
                 al.counter[ch] = ci
+                for i, _ in chan_events[ch]:
+                    al.inst_counter[(i, t)] = ci
             evs = sorted(e for ch in cs["chans"] for e in chan_events[ch])
             al.events[(t, ci)] = evs
             if len(cs["writers"]) > 1:
@@ -165,19 +183,42 @@ def _allocate_once(needs, g, machine, budget, on_budget):
     return al, pending
 
 
+def _segments(chans: list, chan_events: dict) -> list:
+    """The channels ``(executor, home)`` split into one *segment* ``(executor, home, i)`` per
+    producing instruction ``i`` (all its blocks' events: one update names one counter), added to
+    ``chan_events``; in the order of their first events. A segment's events are a
+    happens-before chain (one executor, program order) like a channel's."""
+    segs = []
+    for ch in chans:
+        by_inst: dict[int, list] = {}
+        for e in chan_events[ch]:
+            by_inst.setdefault(e[0], []).append(e)
+        for i, evs in by_inst.items():
+            key = (ch[0], ch[1], i)
+            chan_events[key] = evs
+            segs.append(key)
+    segs.sort(key=lambda c: chan_events[c][0])
+    return segs
+
+
 def _align_ids(al: Allocation, budget: int) -> None:
     """Counter ids are labels local to a TPB: permute them so that a producer signalling several
     TPBs uses the same id everywhere, and its updates merge into one multi-TPB ``tpb_mask``."""
-    slots: dict[int, dict[int, set]] = {}  # tpb -> counter -> writers
-    for (w, t), c in al.counter.items():
-        slots.setdefault(t, {}).setdefault(c, set()).add(w)
+    # a writer is a channel's executor, or (executor, instruction) for a segment: one counter
+    # per TPB each, and one update per instruction when it has the same id everywhere
+    slots: dict[int, set[int]] = {}  # tpb -> its counters
+    where: dict[tuple, set[tuple[int, int]]] = {}  # writer -> its (tpb, counter)s
+    n_slots: dict[tuple, int] = {}
+    for ch, c in al.counter.items():
+        w = (ch[0], ch[2] if len(ch) > 2 else -1)
+        slots.setdefault(ch[1], set()).add(c)
+        where.setdefault(w, set()).add((ch[1], c))
+        n_slots[w] = n_slots.get(w, 0) + 1
     label: dict[tuple[int, int], int] = {}
     used: dict[int, set[int]] = {t: set() for t in slots}
-    writers = sorted({w for (w, t) in al.counter},
-                     key=lambda w: (-sum(1 for (w2, _) in al.counter if w2 == w), w))
+    writers = sorted(n_slots, key=lambda w: (-n_slots[w], w))
     for w in writers:
-        todo = [(t, c) for t, cs in slots.items() for c, ws in cs.items()
-                if w in ws and (t, c) not in label]
+        todo = [tc for tc in where[w] if tc not in label]
         if len(todo) < 2:
             continue
         common = next((n for n in range(budget) if all(n not in used[t] for t, _ in todo)), None)
@@ -192,6 +233,7 @@ def _align_ids(al: Allocation, budget: int) -> None:
                 label[(t, c)] = n
                 used[t].add(n)
     al.counter = {ch: label[(ch[1], c)] for ch, c in al.counter.items()}
+    al.inst_counter = {(i, t): label[(t, c)] for (i, t), c in al.inst_counter.items()}
     al.events = {(t, label[(t, c)]): evs for (t, c), evs in al.events.items()}
     al.chain_needs = [(i1, k1, i2, t, label[(t, c)]) for (i1, k1, i2, t, c) in al.chain_needs]
     for d in al.decisions:
@@ -245,7 +287,12 @@ def _greedy(g, chans, chan_events, budget, decisions=None, t=None) -> list[dict]
             cs["evs"], cs["cost"] = sorted(cs["evs"] + evs), merged
         cs["chans"].append(ch)
         cs["writers"].add(ch[0])
-        cs["tails"] = [e for e in cs["tails"] if g.execs[e[0]] != ch[0]] + [evs[-1]]
+        if merged is None:
+            # taken over (or new): every tail happens-before the channel's first event, so
+            # its last event alone stands for them in later happens-before tests
+            cs["tails"] = [evs[-1]]
+        else:
+            cs["tails"] = [e for e in cs["tails"] if g.execs[e[0]] != ch[0]] + [evs[-1]]
     return counters
 
 

@@ -40,7 +40,7 @@ def build_certificate(machine, mode: str, nd: Needs, red: Reduced, al: Allocatio
     edges = []
     for (i, j), h in sorted(al.needs.items()):
         t = al.home[(i, j)]
-        c = al.counter[(out[i].executor, t)]
+        c = al.inst_counter[(i, t)]
         mon = next(m for m in out[j].sync.monitors if m.tpb == t and m.counter == c)
         edges.append({"from": i, "to": j, "need": h.need.tolist(), "counter": [t, c],
                       "trigger": al.trigger[(i, t)].name,

@@ -74,7 +74,7 @@ def codegen(red: Reduced, al: Allocation, insts: list[isa.Instruction]) -> tuple
     # updates
     upd: dict[int, dict[tuple[int, Trigger], int]] = {}
     for (i, t), trig in al.trigger.items():
-        c = al.counter[(g.execs[i], t)]
+        c = al.inst_counter[(i, t)]
         key = (c, trig)
         upd.setdefault(i, {})
         upd[i][key] = upd[i].get(key, 0) | (1 << t)
@@ -92,7 +92,7 @@ def codegen(red: Reduced, al: Allocation, insts: list[isa.Instruction]) -> tuple
 
     for (i, j), h in al.needs.items():
         t = al.home[(i, j)]
-        c = al.counter[(g.execs[i], t)]
+        c = al.inst_counter[(i, t)]
         trig = al.trigger[(i, t)]
         last = blocks[i] - 1
         vals = [cum[(t, c, i, k if trig is Trigger.BLOCK else last)] if k >= 0 else 0

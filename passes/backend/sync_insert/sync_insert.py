@@ -73,8 +73,9 @@ class SyncInsert(ModulePass):
     ``after(...)`` tokens (through ``sync.join``) add orderings, and each ``sync.barrier`` orders
     every later op of its TPBs after the barrier's inputs. Orderings implied by others get no
     counter traffic; counters are allocated per TPB within the budget (reused by lifetime;
-    over budget: a reported merge that serializes the writers of a counter, never a silent
-    barrier); the result is checked statically for deadlock. Every instruction op gets
+    over budget with whole channels, per producing instruction; still over: a reported merge
+    that serializes the writers of a counter, never a silent barrier); the result is checked
+    statically for deadlock. Every instruction op gets
     ``sync #sync.actions<...>``; barriers become ``sync.join``. Algorithm: ``docs/sync.md``.
     Why: the M100 units run out of order with respect to each other; counters are the only way
     to order them.

@@ -252,6 +252,33 @@ def test_budget_one_counter_serializes_remote_writers_through_their_own_tpb():
     assert verify_certificate(res.instructions, res.certificate) == []
 
 
+def test_channels_over_budget_take_counters_per_instruction_without_merging():
+    """Two DMA engines take turns loading one HBSM slot that a CVU reads: DMA0 -> CVU -> DMA1
+    (WAR) -> CVU -> DMA0 ... Whole channels (DMA0, DMA1 and the CVU, each from its first event to
+    its last) need three counters on TPB 0; every event is ordered after the one before it, so
+    per instruction (segments) one counter serves them all: no merge, no serializing wait."""
+    prog = []
+    for k in range(6):
+        prog.append(isa.Dma(engine=k % 2, src=progs.ddr(k), dst=progs.hw(0, 0)))
+        prog.append(progs.cvu(0, isa.CvuOp.ADD, [progs.hw(0, 0), progs.hw(0, 0)],
+                              progs.hw(0, 1 + k % 2)))
+    prog.append(isa.Dma(engine=0, src=progs.hw(0, 1), dst=progs.ddr(8)))
+    prog.append(isa.Dma(engine=1, src=progs.hw(0, 2), dst=progs.ddr(9)))
+    mem, ref = _setup(prog)
+    full = insert_sync(prog, TINY)
+    assert full.counters_used[0] == 3 and not full.decisions
+    res = insert_sync(prog, TINY, counter_budget=1)
+    assert res.counters_used[0] == 1
+    assert not res.decisions and res.stats["serialized"] == 0
+    for s in (None, 3, 4):
+        assert _ok(toysim.run(res.instructions, TINY, mem, seed=s), ref)
+    assert verify_certificate(res.instructions, res.certificate) == []
+    # one chain of 12 updates (DMA k the (2k+1)-th, CVU k the (2k+2)-th): CVU k waits for DMA k,
+    # DMA k for CVU k-1, the two stores for the CVUs that wrote their slots
+    assert [i.sync.monitors[0].expected for i in res.instructions if i.sync.monitors] == \
+        list(range(1, 12)) + [10, 12]
+
+
 @pytest.mark.parametrize("seed", range(4))
 def test_random_programs_with_budget_two(seed):
     prog = progs.random_program(200 + seed, n=18)
