@@ -469,3 +469,35 @@ def test_share_at_capacity_equals_its_definition_bit_for_bit(seed):
         got = share(costs, caps, banks, got_causes)
     assert np.asarray(got).tobytes() == want.tobytes() and got_causes == wc
 
+
+
+def test_share_terms_of_a_copied_cost_are_recomputed():
+    """A cost keeps its nonzero demands with column codes of this process's link registry; a
+    cost pickled (another process's registry) or deep-copied computes them again, so ``share``
+    gives the same rates and causes as on the original."""
+    import copy
+    import pickle
+
+    from m100.sim import timing
+    from m100.sim.timing import Cost, alone_rate, share
+
+    caps = {("ddr",): 32.0, ("axi", 0): 16.0, ("axi", 1): 16.0, ("drb",): 32.0}
+    costs = []
+    for j in range(4):
+        c = Cost()
+        c.links[("axi", j % 2)] = 4096.0
+        c.links[("drb",)] = 4096.0
+        if j == 3:
+            c.links[("ddr",)] = 4096.0
+        alone_rate(c, caps)
+        costs.append(c)
+    want_causes: list[str] = []
+    want = share(costs, caps, 8, want_causes)
+    assert any(want_causes)  # the jobs do contend
+    assert all(c.terms is not None for c in costs)
+    for copied in (pickle.loads(pickle.dumps(costs)), copy.deepcopy(costs)):
+        assert all(c.terms[2] is not timing._CODES for c in copied)
+        got_causes: list[str] = []
+        got = share(copied, caps, 8, got_causes)
+        assert got.tobytes() == want.tobytes() and got_causes == want_causes
+        assert all(c.terms[2] is timing._CODES for c in copied)
