@@ -2,7 +2,9 @@
 session 11). A mixin of :class:`~m100.sim.engine.Engine` (its state is in ``UnitState``).
 
 The model, for an engine of depth ``D`` (the cost model's :class:`~m100.passes.schedule.
-dma_queue.DmaQueue` computes the same times for the plan):
+dma_queue.DmaQueue` computes the same times for the plan; the fixed latency is
+``Machine.dma_fixed_latency`` for both, and the per-transfer time of a back-to-back stream that
+the tiler charges, ``Machine.dma_stream_period``, is this model's steady state):
 
 * a transfer is *in flight* from the start of its setup to the end of its data phase; at most
   ``D`` are;

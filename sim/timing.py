@@ -301,8 +301,7 @@ class CostModel:
         self._endpoint(c, i.dst, nb, frac, "ccb", axi, dst_tpbs=dst_tpbs,
                        broadcast=bool(i.tpb_mask), to_node=True)
         spaces = {i.src.space, i.dst.space}
-        c.latency = m.dma_setup_cycles + (m.ddr_latency if Space.DDR in spaces else 0) \
-            + (m.hbsm_latency if Space.HBSM in spaces else 0)
+        c.latency = m.dma_fixed_latency(Space.DDR in spaces, Space.HBSM in spaces)
         c.cycles = 0.0
         return c
 

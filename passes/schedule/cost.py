@@ -137,8 +137,7 @@ class CostModel:
         if nbytes <= 0:
             return 0.0
         ends = (src, dst)
-        lat = mc.dma_setup_cycles + (mc.ddr_latency if "ddr" in ends else 0) \
-            + (mc.hbsm_latency if "hbsm" in ends else 0)
+        lat = mc.dma_fixed_latency("ddr" in ends, "hbsm" in ends)
         stream = 0.0
         n_ddr = ends.count("ddr")
         if n_ddr:
@@ -167,10 +166,8 @@ class CostModel:
     def dma_latency(self, src: str = "ddr", dst: str = "hbsm") -> float:
         """The fixed part of :meth:`dma_cycles`: ``dma_setup_cycles`` + ``ddr_latency`` if an end
         is DDR + ``hbsm_latency`` if an end is an HBSM."""
-        mc = self.machine
         ends = (src, dst)
-        return mc.dma_setup_cycles + (mc.ddr_latency if "ddr" in ends else 0) \
-            + (mc.hbsm_latency if "hbsm" in ends else 0)
+        return self.machine.dma_fixed_latency("ddr" in ends, "hbsm" in ends)
 
     def dma_engine_cycles(self, nbytes: float, src: str = "ddr", engines_active: int | None = None,
                           dst: str = "hbsm", broadcast: bool = False) -> float:
@@ -185,12 +182,8 @@ class CostModel:
         stream: at depth ``dma_outstanding`` = D (:mod:`.dma_queue`) ``max(data,
         dma_setup_cycles, cycles / D)`` with ``data = cycles - dma_latency`` (the setups are
         serial, the data phases too, and D transfers share the setup + latency + data); at depth
-        1 all of ``cycles``."""
-        D = self.machine.dma_outstanding
-        if D == 1 or cycles <= 0:
-            return cycles
-        return max(cycles - self.dma_latency(src, dst), float(self.machine.dma_setup_cycles),
-                   cycles / D)
+        1 all of ``cycles`` (:meth:`Machine.dma_stream_period`, the interpreter's engine)."""
+        return self.machine.dma_stream_period(cycles, self.dma_latency(src, dst))
 
     def mesh_cycles(self, nbytes: float, src_tpb: int, dst_tpb: int) -> float:
         """TPB -> TPB copy by the source's DTDU over the mesh (0 when it stays on one TPB)."""

@@ -2,8 +2,8 @@
 
 The engine model (``Machine.dma_outstanding``, depth ``D`` >= 2; the interpreter's
 ``sim/dma_ahead.py`` runs the same one): a transfer has a setup of ``S = dma_setup_cycles``, then
-a fixed latency ``L`` (``ddr_latency`` / ``hbsm_latency`` of its ends), then its data phase of
-``T`` cycles. With its transfers in queue order ``0, 1, ...`` (setup starts ``s``, data starts
+a fixed latency ``L`` (``ddr_latency`` / ``hbsm_latency`` of its ends; ``S + L`` is
+``Machine.dma_fixed_latency``), then its data phase of ``T`` cycles. With its transfers in queue order ``0, 1, ...`` (setup starts ``s``, data starts
 ``d``, data ends ``e``)::
 
     s_i >= ready_i,  s_i >= s_(i-1) + S,  s_i >= e_(i-D)          (setups serial; depth)

@@ -189,6 +189,27 @@ class Machine:
     def ddr_bytes_per_cycle(self) -> float:
         return self.bytes_per_cycle(self.ddr_bandwidth)
 
+    # --- the CCB DMA engine (one definition: the interpreter's ``sim/timing.py`` and
+    # ``sim/dma_ahead.py``, the plan's ``CostModel`` and ``passes/schedule/dma_queue.py``) ---------
+    def dma_fixed_latency(self, ddr: bool, hbsm: bool) -> int:
+        """The cycles of a CCB DMA before its data streams: ``dma_setup_cycles``, then
+        ``ddr_latency`` if an end is DDR and ``hbsm_latency`` if an end is an HBSM (the latency
+        after the setup runs beside the transfers in flight, ``dma_outstanding``)."""
+        return self.dma_setup_cycles + (self.ddr_latency if ddr else 0) \
+            + (self.hbsm_latency if hbsm else 0)
+
+    def dma_stream_period(self, cycles: float, fixed: float) -> float:
+        """The engine cycles per transfer of a back-to-back stream of equal transfers of
+        ``cycles`` each (``fixed`` of them before the data, :meth:`dma_fixed_latency`): with
+        ``D = dma_outstanding`` transfers in flight, setups serial and data phases in queue order,
+        ``max(data, dma_setup_cycles, cycles / D)`` with ``data = cycles - fixed`` -- the steady
+        state of the engine's recurrence (``test/unit/schedule/test_dma_queue.py`` derives it
+        from the recurrence); ``cycles`` at depth 1."""
+        D = self.dma_outstanding
+        if D == 1 or cycles <= 0:
+            return cycles
+        return max(cycles - fixed, float(self.dma_setup_cycles), cycles / D)
+
     @property
     def hbsm_bytes_per_cycle(self) -> int:
         return self.hbsm_banks * self.hbsm_bank_width

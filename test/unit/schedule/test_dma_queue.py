@@ -147,3 +147,44 @@ def test_queue_placements_are_the_in_order_engine(depth, seed):
     # than gap filling for the first one placed (an empty queue)
     q2 = DmaQueue(depth, S)
     assert q2.earliest(5.0, 220.0, 10.0) == (5.0, 5.0 + S + 220.0, 0)
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_stream_period_is_the_recurrence_steady_state(seed):
+    """``Machine.dma_stream_period`` (what ``CostModel.dma_occupancy`` charges a transfer of a
+    stream, and what the tiler counts) is the per-transfer time of a long back-to-back stream
+    run by the definition: the average over D transfers once the stream is steady, exactly."""
+    from fractions import Fraction
+    rng = random.Random(seed)
+    for _ in range(200):
+        depth = rng.randint(1, 5)
+        m = M100.replace(dma_outstanding=depth, dma_setup_cycles=rng.randint(1, 64),
+                         ddr_latency=rng.randint(1, 400), hbsm_latency=rng.randint(1, 40))
+        S = m.dma_setup_cycles
+        fixed = m.dma_fixed_latency(True, True)
+        data = rng.choice([0, rng.randint(0, 64), rng.randint(0, 3000)])
+        n, k = 60 * depth, 10 * depth
+        e = _recurrence(depth, Fraction(S), [(Fraction(0), Fraction(fixed - S),
+                                               Fraction(data))] * n)[2]
+        assert m.dma_stream_period(Fraction(fixed + data), Fraction(fixed)) == \
+            (e[-1] - e[-1 - k]) / k
+
+
+@pytest.mark.parametrize("src,dst", [("ddr", "hbsm"), ("hbsm", "ddr"), ("sram", "hbsm"),
+                                     ("ddr", "sram"), ("sram", "sram")])
+def test_plan_and_interpreter_charge_the_same_fixed_latency(src, dst):
+    """A single transfer's cycles before its data: the interpreter's cost (``sim/timing.py``)
+    and the plan's ``CostModel.dma_latency`` are both ``Machine.dma_fixed_latency``; the
+    occupancy of a stream is the period of that latency and the data."""
+    from m100.sim.timing import CostModel as SimCost
+    m = _machine(2)
+    sp = {"ddr": Space.DDR, "hbsm": Space.HBSM, "sram": Space.SRAM}
+    walk = {s: Walk.strided(sp[s], 0, k << 20, DType.I8, (4096,))
+            for k, s in enumerate(["ddr", "hbsm", "sram"])}
+    dst_walk = walk[dst] if dst != src else Walk.strided(sp[dst], 0, 8 << 20, DType.I8, (4096,))
+    c = SimCost(m).cost(Dma(0, walk[src], dst_walk), 0)
+    cm = CostModel(m)
+    assert c.latency == cm.dma_latency(src, dst) == m.dma_fixed_latency(
+        "ddr" in (src, dst), "hbsm" in (src, dst))
+    cyc = cm.dma_cycles(4096, src, dst=dst)
+    assert cm.dma_occupancy(cyc, src, dst) == m.dma_stream_period(cyc, c.latency)
