@@ -30,10 +30,17 @@ def plan_piece(bld, si: int, st, op: Op, p: PlanPiece, tplan: TilePlan, compute)
         E = row_view(out_t.shape)[1]
         deps = []
         tile_b = rows * E * cols
-        for tname in op.inputs:
+        maps = op.attrs.get("maps")
+        for i, tname in enumerate(op.inputs):
             t = g.tensors[tname]
             if t.kind == "weight" or not bld._streamed(tname):
-                nb = min(float(t.nbytes), tile_b * dtype_bytes(t.dtype))
+                # the box :func:`emit_piece` loads: the dims of the piece the input's map reads
+                # (a table broadcast over the rows or the heads is loaded once, not per row)
+                if maps is not None and i < len(maps):
+                    _, ishape = input_box(maps[i], out_t.shape, p.r0, p.c0, (rows, E, cols))
+                    nb = float(ishape[0] * ishape[1] * ishape[2] * dtype_bytes(t.dtype))
+                else:
+                    nb = min(float(t.nbytes), tile_b * dtype_bytes(t.dtype))
                 deps.append(bld._load(op, tname, tpb, nb, "act").id)
             else:
                 deps += bld._act_in(si, op, tname, (p.r0, p.r1), (rows, E, cols),
@@ -64,6 +71,30 @@ def plan_piece(bld, si: int, st, op: Op, p: PlanPiece, tplan: TilePlan, compute)
         raise ScheduleError(f"op '{op.name}' ({op.unit}): no lowering family")
 
 
+def input_box(m, oshape: tuple[int, ...], r0: int, c0: int, it: tuple[int, int, int]):
+    """(walk, box shape) of a CVU input with map ``m`` (input index = M @ output index) read by
+    the piece iteration ``it`` = (rows, elems, cols) that starts at row ``r0``, column ``c0`` of
+    an output of shape ``oshape``: the box keeps the piece dims the map reads and is 1 in the
+    others (a table broadcast over rows or heads: one copy). What :func:`emit_piece` loads and
+    :func:`plan_piece` charges (one definition)."""
+    out_lin = row_index(oshape, r0, c0)  # out tensor index of a piece iteration
+    lin = []
+    for coeffs, c in m:
+        cc = [0, 0, 0]
+        k0 = c
+        for od, co in enumerate(coeffs):
+            if co:
+                oc, ok = out_lin[od]
+                k0 += co * ok
+                for d in range(3):
+                    cc[d] += co * oc[d]
+        lin.append((tuple(cc), k0))
+    if not lin:  # a 0-d tensor: its one element (stored as shape [1])
+        lin = [((0, 0, 0), 0)]
+    used = [any(l[0][d] for l in lin) for d in range(3)]
+    return lin, tuple(it[d] if used[d] else 1 for d in range(3))
+
+
 def emit_piece(em, si, seg, op, b, j, tpb, r0, r1, c0, c1, pieces, seg_ops, plan):
     """The instructions of one piece of this family, each taking its plan task; returns the last
     unit instruction (not yet appended) and the piece's output buffer."""
@@ -75,28 +106,11 @@ def emit_piece(em, si, seg, op, b, j, tpb, r0, r1, c0, c1, pieces, seg_ops, plan
         oshape = out_t.shape
         _, E, _ = row_view(oshape)
         it = (rows, E, cols)
-        out_lin = row_index(oshape, r0, c0)  # out tensor index of a piece iteration
         slots = {}
         in_shapes = []
         deps: list[SSAValue] = []
         for i, tname in enumerate(op.inputs):
-            m = lw.in_maps[i]
-            # compose: input index = M @ out_index, out_index = out_lin(d)
-            lin = []
-            for coeffs, c in m:
-                cc = [0, 0, 0]
-                k0 = c
-                for od, co in enumerate(coeffs):
-                    if co:
-                        oc, ok = out_lin[od]
-                        k0 += co * ok
-                        for d in range(3):
-                            cc[d] += co * oc[d]
-                lin.append((tuple(cc), k0))
-            if not lin:  # a 0-d tensor: its one element (stored as shape [1])
-                lin = [((0, 0, 0), 0)]
-            used = [any(l[0][d] for l in lin) for d in range(3)]
-            ishape = tuple(it[d] if used[d] else 1 for d in range(3))
+            lin, ishape = input_box(lw.in_maps[i], oshape, r0, c0, it)
             tt = g.tensors[tname]
             if tt.kind == "weight" or not em._streamed(tname, seg_ops, pieces):
                 buf, tok = em.load(tname, ishape, lin, tpb)
