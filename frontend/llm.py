@@ -442,19 +442,22 @@ def _prefill_layer(g: _G, cfg: LlamaConfig, tokens: int, batch: int) -> None:
         rmat = g.const(R, "rope_rotate_half")
         tabs = {}
 
-        def table(t: str, n: int, scaled: bool) -> str:  # [T, hd] (* s) -> [T*n, hd]
-            if (t, n, scaled) not in tabs:
+        def table(t: str, scaled: bool) -> str:  # [T, hd] (* s) -> [T, 1, hd], read broadcast
+            if (t, scaled) not in tabs:
                 src = g.op("Mul", [t, scale]) if scaled else t
-                e = g.op("Expand", [g.op("Reshape", [src, g.ints([T, 1, hd])]),
-                                    g.ints([T, n, hd])])
-                tabs[(t, n, scaled)] = g.op("Reshape", [e, g.ints([T * n, hd])])
-            return tabs[(t, n, scaled)]
+                tabs[(t, scaled)] = g.op("Reshape", [src, g.ints([T, 1, hd])])
+            return tabs[(t, scaled)]
 
-        def rope_rows(t: str, n: int, scaled: bool) -> str:  # [T, n*hd] -> [T*n, hd] roped
-            x = g.op("Reshape", [t, g.ints([T * n, hd])])
-            rot = g.op("MatMul", [x, rmat])
-            return g.op("Add", [g.op("Mul", [x, table(cos, n, scaled)]),
-                                g.op("Mul", [rot, table(sin, n, scaled)])])
+        def rope_rows(t: str, n: int, scaled: bool) -> str:  # [T, n*hd] -> [T, n, hd] roped
+            # rotate-half of the [T*n, hd] rows (a view of t), then x * C + rot * S on [T, n, hd]
+            # (views) with the tables [T, 1, hd] broadcast over the heads by the multiplies'
+            # reads: fuse-elementwise makes the three ops one CVU pipeline (session 11; the
+            # tables were [T*n, hd] copies of an Expand before, 8 MB each at T = 1024)
+            rot = g.op("MatMul", [g.op("Reshape", [t, g.ints([T * n, hd])]), rmat])
+            x3 = g.op("Reshape", [t, g.ints([T, n, hd])])
+            r3 = g.op("Reshape", [rot, g.ints([T, n, hd])])
+            return g.op("Add", [g.op("Mul", [x3, table(cos, scaled)]),
+                                g.op("Mul", [r3, table(sin, scaled)])])
 
         def rows_b(t: str, b: int) -> str:
             if B == 1:
@@ -463,8 +466,8 @@ def _prefill_layer(g: _G, cfg: LlamaConfig, tokens: int, batch: int) -> None:
                                   g.ints([1])])
 
         for b in range(B):
-            qr = rope_rows(rows_b(q, b), nh, True)                       # [T*nh, hd] / sqrt(hd)
-            qb = g.op("Transpose", [g.op("Reshape", [qr, g.ints([T, nh, hd])])], perm=[1, 0, 2])
+            qr = rope_rows(rows_b(q, b), nh, True)                       # [T, nh, hd] / sqrt(hd)
+            qb = g.op("Transpose", [qr], perm=[1, 0, 2])
             kr = rope_rows(rows_b(k, b), kvh, False)
             ktb = g.op("Transpose", [g.op("Reshape", [kr, g.ints([1, T, kvh, hd])])],
                        perm=[0, 2, 3, 1], out="kT" if B == 1 else None)   # [1, kvh, hd, T]
