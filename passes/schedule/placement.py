@@ -39,6 +39,7 @@ from .gemv_runs import gemv_segments, unchunk_gemv_runs
 from .narrow_vectors import narrow_vector_ops
 from .gemv_chunks import finer_gemv_chunks
 from .wshare import share_gemv_chunks
+from .widen_shared import widen_shared_gemvs
 from .graph import Op, OpGraph, ScheduleError, geometry
 from .ksplit_refine import whole_parts
 from .partition import col_splits
@@ -542,6 +543,7 @@ def schedule(g: OpGraph, machine: Machine, tpbs: int = 0, clusters: int = 0,
     segs, tl = unchunk_gemv_runs(search, segs, tl, keep)
     segs, tl = narrow_vector_ops(search, segs, tl, keep)
     segs, tl = share_gemv_chunks(search, segs, tl, keep)
+    segs, tl = widen_shared_gemvs(search, segs, tl, keep, pool)
     segs, tl = finer_gemv_chunks(search, segs, tl, keep)
     segs, tl = side_by_side(search, segs, tl, keep, pool)  # per-head chains on TPB windows
     segs, tl = whole_parts(search, segs, tl, keep)

@@ -51,14 +51,16 @@ MAX_SHARE_TRIALS = 16
 SHARES = (2, 4, 7, 8)
 
 
-def share_gemv_chunks(s, segs: list[SegmentCfg], tl, keep: str) -> tuple[list[SegmentCfg], object]:
+def share_gemv_chunks(s, segs: list[SegmentCfg], tl, keep: str, only: int | None = None
+                      ) -> tuple[list[SegmentCfg], object]:
     """``segs`` with ``wshare`` set on the int4 GEMVs where the whole plan gets shorter, and its
-    plan (``s``: the placement search, ``tl``: the plan of ``segs``)."""
+    plan (``s``: the placement search, ``tl``: the plan of ``segs``; ``only``: try segment
+    ``only`` alone, :mod:`.widen_shared`)."""
     if s.spent():
         return segs, tl
     order = []
     for si, seg in enumerate(segs):
-        if len(seg.stages) != 1:
+        if len(seg.stages) != 1 or (only is not None and si != only):
             continue
         st = seg.stages[0]
         op = s.ops[st.op]

@@ -56,6 +56,8 @@ def test_finer_chunks_match_numpy_and_read_every_weight_once(monkeypatch):
     seen: list = []
     monkeypatch.setattr(placement, "share_gemv_chunks", _finer(seen))
     monkeypatch.setattr(placement, "finer_gemv_chunks", lambda s, segs, tl, keep: (segs, tl))
+    # (the forced configuration as it is: not widened afterwards)
+    monkeypatch.setattr(placement, "widen_shared_gemvs", lambda s, segs, tl, keep, pool: (segs, tl))
     cr = driver.compile(_w4_chain(), machine="m100")
     assert len(seen) == 2
     prog = cr.program
