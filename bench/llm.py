@@ -22,8 +22,9 @@ tokens 79 ms W8A8, LLaMA2-7B). Every scheme runs as asked (``run_dtype``): W4A16
 scales streamed, dequantized by the TCU), W8A8 (int8 weights, i8 x i8 -> i32 projections dequantized
 to f16), f16; activations, attention and the KV cache are f16.
 
-The embedding lookup (one row per token: 8 KB) is not in the figures. ``--model tiny`` additionally
-runs the numerics (weights materialized, every layer and the head) against onnxruntime.
+The embedding lookup (``llm.build(part='embed')``: one table row per token, a CSU gather that reads
+only those rows) runs first and is in the figures. ``--model tiny`` additionally runs the numerics
+(weights materialized: the embedding, every layer and the head) against onnxruntime.
 """
 
 from __future__ import annotations
@@ -93,7 +94,7 @@ def _compile_cached(model, key: str, machine: str, cache: Path | None):
 
 def programs(cfg, phase: str, context: int, batch: int, quant: str, machine: str,
              cache: Path | None, layers: int | None = None):
-    """(repeated layer program, head program, compile seconds, cache hits)."""
+    """(repeated layer program, head program, compile seconds, cache hits, embedding program)."""
     from m100.frontend import llm
     from m100.targets.m100.machine import get_machine
     from m100.targets.m100.repeat import repeat_program
@@ -108,10 +109,13 @@ def programs(cfg, phase: str, context: int, batch: int, quant: str, machine: str
                               **kw)
     layer, t1, h1 = _compile_cached(layer_model, base + "-layer", machine, cache)
     head, t2, h2 = _compile_cached(head_model, base + "-head", machine, cache)
+    embed_model, _ = llm.build(cfg, "embed", phase, context=context, batch=batch, weights="shape",
+                               **kw)
+    embed, t3, h3 = _compile_cached(embed_model, base + "-embed", machine, cache)
     # per layer: weights, KV cache (in and out); shared: the RoPE tables; chained: x -> y
     per = [s.name for s in layer.symbols if s.name not in ("x", "y", "cos", "sin")]
     rep = repeat_program(layer, n, chain=[("x", "y")], per_instance=per)
-    return rep, head, t1 + t2, h1 and h2
+    return rep, head, t1 + t2 + t3, h1 and h2 and h3, embed
 
 
 def roofline_ms(cfg, phase: str, context: int, batch: int, scheme: str, m) -> dict:
@@ -127,7 +131,7 @@ def roofline_ms(cfg, phase: str, context: int, batch: int, scheme: str, m) -> di
     else:
         kv = cfg.layers * batch * kv_row * context  # written once
         attn_macs = cfg.layers * batch * 2 * cfg.heads * cfg.head_dim * context * context
-    ddr = cfg.layers * layer_w + head_w + kv
+    ddr = cfg.layers * layer_w + head_w + kv + tokens * cfg.hidden * ab  # + the embedding rows
     # the LM head: the logits of each sequence's last token (prefill: what generation reads)
     proj_macs = tokens * cfg.layers * cfg.layer_params() + batch * cfg.vocab * cfg.hidden
     macs = proj_macs + attn_macs
@@ -146,17 +150,19 @@ def measure(model: str, phase: str, quant: str, context: int, batch: int = 1,
     from m100.targets.m100.machine import get_machine
     cfg = llm.config(model)
     m = get_machine(machine)
-    rep, head, t_compile, cached = programs(cfg, phase, context, batch, quant, machine, cache,
-                                            layers)
+    rep, head, t_compile, cached, embed = programs(cfg, phase, context, batch, quant, machine,
+                                                   cache, layers)
     t0 = time.perf_counter()
+    r_embed = Simulator(embed, mode="timing", check_races=False).run({})
     r_layers = Simulator(rep, mode="timing", check_races=False).run({})
     r_head = Simulator(head, mode="timing", check_races=False).run({})
     t_sim = time.perf_counter() - t0
-    cyc = r_layers.stats["total_cycles"] + r_head.stats["total_cycles"]
+    runs = (r_embed, r_layers, r_head)
+    cyc = sum(r.stats["total_cycles"] for r in runs)
     pred = rep.repeat.count * int(rep.metadata["predicted_cycles"]) + \
-        int(head.metadata["predicted_cycles"])
-    ddr = sum(float(r.stats["bytes"].get("ddr", 0.0)) for r in (r_layers, r_head))
-    macs = r_layers.stats["tcu_macs"] + r_head.stats["tcu_macs"]
+        int(head.metadata["predicted_cycles"]) + int(embed.metadata["predicted_cycles"])
+    ddr = sum(float(r.stats["bytes"].get("ddr", 0.0)) for r in runs)
+    macs = sum(r.stats["tcu_macs"] for r in runs)
     dt = run_dtype(quant)
     peak = m.tcu_macs_per_cycle(TCU_DTYPE[dt]) * m.num_tpbs
     ms = 1e3 * cyc / m.clock_hz
@@ -211,7 +217,7 @@ def numerics_tiny(phase: str, context: int, batch: int, machine: str = "m100",
     dt = run_dtype(quant)
     kw = _build_kw(cfg, dt)
     np_dt = np.float32 if dt == "f32" else np.float16
-    rep, head, _, _ = programs(cfg, phase, context, batch, quant, machine, None)
+    rep, head, _, _, embed = programs(cfg, phase, context, batch, quant, machine, None)
     rng = np.random.default_rng(seed)
     hd = cfg.head_dim
     T = 1 if phase == "decode" else context
@@ -221,10 +227,16 @@ def numerics_tiny(phase: str, context: int, batch: int, machine: str = "m100",
         cos = np.broadcast_to(cos.reshape(1, 1, 1, hd), (batch, 1, 1, hd)).copy()
         sin = np.broadcast_to(sin.reshape(1, 1, 1, hd), (batch, 1, 1, hd)).copy()
     cos, sin = cos.astype(np_dt), sin.astype(np_dt)
-    x = rng.standard_normal((batch * T, cfg.hidden)).astype(np_dt)
-    feed = {"x": x, "cos": cos, "sin": sin}
     errs = {}
     want = {}
+    # the embedding lookup of B*T token ids (its table materialized, fed to the shape-only program)
+    ids = rng.integers(0, cfg.vocab, batch * T).astype(np.int64)
+    embed_model, ew = llm.build(cfg, "embed", phase, context=context, batch=batch, seed=6, **kw)
+    x = _ort(embed_model).run(["x"], {"ids": ids})[0]
+    got_x = driver.run(embed, {"ids": ids, **ew}).outputs["x"].reshape(x.shape)
+    errs["x"] = float(np.max(np.abs(got_x.astype(np.float64) - x)))
+    ok_embed = bool(np.array_equal(got_x, x))  # a row copy: exact
+    feed = {"x": got_x, "cos": cos, "sin": sin}
     for i in range(cfg.layers):
         model_i, w = llm.build(cfg, "layer", phase, context=context, batch=batch, seed=100 + i,
                                fuse=FUSE[phase], **kw)
@@ -245,7 +257,7 @@ def numerics_tiny(phase: str, context: int, batch: int, machine: str = "m100",
     # f32: 1e-4 of the largest value; f16: the f16 tolerance of `m100 check` (F16_TOL: onnxruntime
     # rounds f16 at other points than the program's fused f32 pipelines)
     tol = 1e-4 if dt == "f32" else driver.F16_TOL
-    ok = got.ok
+    ok = got.ok and ok_embed
     within: dict[str, float] = {}
     rms: dict[str, float] = {}
 
@@ -435,7 +447,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"numerics vs onnxruntime (all layers + head): {row['numerics']}, max abs error "
               f"{row['max_abs_error']:.2e}")
     if a.timeline:
-        rep, _, _, _ = programs(llm_config(a.model), a.phase, a.context, a.batch, quant,
+        rep, _, _, _, _ = programs(llm_config(a.model), a.phase, a.context, a.batch, quant,
                                 a.machine, cache, a.layers)
         streams = plot_layer(rep, a.timeline, f"{a.model} {a.phase} one layer "
                              f"({row['run_dtype']}, context {a.context}, batch {a.batch})")

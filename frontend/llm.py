@@ -172,6 +172,8 @@ class _G:
             return name
         if init == "norm":
             arr = (1.0 + 0.1 * self.rng.standard_normal(shape)).astype(self.np_dt)
+        elif init == "embed":  # rows of ~unit RMS, what the first norm sees
+            arr = self.rng.standard_normal(shape).astype(self.np_dt)
         else:
             arr = (self.rng.standard_normal(shape) / np.sqrt(shape[0])).astype(self.np_dt)
         self.values[name] = arr
@@ -242,9 +244,10 @@ class _G:
             self.inits.append(numpy_helper.from_array(sc, sname))
         return self.op("DequantizeLinear", [name, sname], f"{name}.dq", axis=0, block_size=b)
 
-    def inp(self, name: str, shape) -> str:
+    def inp(self, name: str, shape, elem: int | None = None) -> str:
         from onnx import helper
-        self.inputs.append(helper.make_tensor_value_info(name, self.elem, list(shape)))
+        self.inputs.append(helper.make_tensor_value_info(name, self.elem if elem is None else elem,
+                                                         list(shape)))
         return name
 
     def out(self, name: str, shape) -> None:
@@ -506,6 +509,17 @@ def _prefill_layer(g: _G, cfg: LlamaConfig, tokens: int, batch: int) -> None:
     g.out("v", [B, kvh, T, hd])
 
 
+def _embed(g: _G, cfg: LlamaConfig, tokens: int, batch: int) -> None:
+    """The embedding lookup: ``x`` [B*T, H] = rows ``ids`` [B*T] (int64 token ids) of the table
+    ``embed`` [vocab, H] (float in every scheme, as LLM runtimes keep it: one row a token is read,
+    nothing to gain from quantizing it). An ONNX ``Gather`` with runtime indices: the CSU computes
+    the row addresses (docs/llm.md section 3)."""
+    from onnx import TensorProto
+    ids = g.inp("ids", [batch * tokens], TensorProto.INT64)
+    g.op("Gather", [g.weight("embed", (cfg.vocab, cfg.hidden), "embed"), ids], "x", axis=0)
+    g.out("x", [batch * tokens, cfg.hidden])
+
+
 def _head(g: _G, cfg: LlamaConfig, tokens: int, batch: int, last: bool = False) -> None:
     """Final RMSNorm + LM head of the rows ``x`` [B*T, H]; ``last``: of each sequence's last
     token only (rows T-1, 2T-1, ...: ``logits`` [B, vocab]). Both are row-wise, so the last rows'
@@ -530,7 +544,8 @@ def _head(g: _G, cfg: LlamaConfig, tokens: int, batch: int, last: bool = False) 
 def build(cfg: LlamaConfig | str, part: str = "layer", phase: str = "decode", context: int = 16,
           batch: int = 1, weights: str = "random", seed: int = 0, fuse: bool = False,
           dtype: str = "f32", quant: str = "none", block: int = 128, logits: str = "last"):
-    """One part of a LLaMA model as ONNX; returns ``(model, weight values by name)`` (values empty
+    """One part of a LLaMA model as ONNX (``part``: ``'embed'`` the token ids' rows, ``'layer'`` one
+    decoder layer, ``'head'`` final norm + LM head); returns ``(model, weight values by name)`` (values empty
     for ``weights='shape'``). ``context``: cached tokens L (decode) or prompt tokens T (prefill).
     ``quant='w4a16'``: every projection (and the LM head) is int4 with f16 scales per ``block``
     rows of K (activations, norms and the KV cache f16: implies ``dtype='f16'``).
@@ -557,12 +572,14 @@ def build(cfg: LlamaConfig | str, part: str = "layer", phase: str = "decode", co
     g = _G(weights, seed, fuse, dtype, quant, block)
     if part == "layer":
         (_decode_layer if phase == "decode" else _prefill_layer)(g, cfg, context, batch)
+    elif part == "embed":
+        _embed(g, cfg, 1 if phase == "decode" else context, batch)
     elif part == "head":
         if logits not in ("last", "all"):
             raise LlmBuildError(f"logits must be 'last' or 'all', not {logits!r}")
         _head(g, cfg, 1 if phase == "decode" else context, batch, last=logits == "last")
     else:
-        raise LlmBuildError(f"part must be 'layer' or 'head', not {part!r}")
+        raise LlmBuildError(f"part must be 'embed', 'layer' or 'head', not {part!r}")
     return g.model(f"{cfg.name}_{part}_{phase}"), g.values
 
 

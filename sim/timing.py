@@ -44,6 +44,7 @@ import numpy as np
 from m100.targets.m100 import numerics
 from m100.targets.m100.isa import (Broadcast, Conv2D, Copy, CsuCall, CvuOp, CvuPipeline, DType, Dma,
                                    Fill, Instruction, MatMul, Space, Walk, tpbs_of)
+from m100.targets.m100.isa_base import csu_operand_bytes
 from m100.targets.m100.machine import Machine
 
 from .twu import bank_accesses, sram_bank_accesses
@@ -280,8 +281,8 @@ class CostModel:
         m = self.m
         c = Cost()
         total = 0.0
-        for k, w in enumerate(i.operands):
-            nb = _nbytes(w)
+        moved = csu_operand_bytes(i.routine, [_nbytes(w) for w in i.operands], i.params)
+        for w, nb in zip(i.operands, moved):
             total += nb
             self._endpoint(c, w, nb, 1.0, i.tpb, 0)
         c.cycles = total / m.csu_bytes_per_cycle

@@ -33,6 +33,7 @@ import math
 from dataclasses import dataclass
 from functools import cached_property
 
+from m100.targets.m100.isa_base import Routine, csu_operand_bytes
 from m100.targets.m100.machine import Machine
 
 from .graph import CVU_PASSES, OpGraph, Op, dtype_bytes, geometry
@@ -111,6 +112,17 @@ class CostModel:
 
     def csu_cycles(self, nbytes: float) -> float:
         return self.machine.csu_overhead_cycles + nbytes / self.machine.csu_bytes_per_cycle
+
+    @staticmethod
+    def csu_op_bytes(g: OpGraph, op: Op) -> float:
+        """The bytes CSU op ``op`` moves (its operands in the routine's order, through
+        :func:`csu_operand_bytes`, the interpreter's rule): a gather reads only its ``N`` rows."""
+        names = list(op.inputs) + list(op.outputs)
+        sizes = [float(g.tensors[t].nbytes) for t in names]
+        if op.unit == "csu.gather":
+            a = op.attrs
+            return float(sum(csu_operand_bytes(Routine.GATHER, sizes, (a["V"], a["D"], a["N"]))))
+        return float(sum(sizes))
 
     # ---------------------------------------------------------------- transfers
     def dma_cycles(self, nbytes: float, src: str = "ddr", engines_active: int | None = None,
@@ -265,7 +277,7 @@ class CostModel:
         if op.unit.startswith("dtdu"):
             return self.dtdu_cycles(max(in_bytes, out_bytes))
         if op.unit.startswith("csu"):
-            return self.csu_cycles(in_bytes + out_bytes)
+            return self.csu_cycles(self.csu_op_bytes(g, op) * frac)
         return self.cvu_cycles(in_max, out_bytes, 1, 1, in_bytes)
 
     def op_macs(self, g: OpGraph, op: Op) -> int:

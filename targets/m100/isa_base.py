@@ -205,6 +205,19 @@ ROUTINE_OPERANDS = {Routine.GATHER: 3, Routine.SCATTER: 3, Routine.TOPK: 3, Rout
                     Routine.MEMCPY: 2}
 
 
+def csu_operand_bytes(routine: Routine, operand_bytes: list[float], params) -> list[float]:
+    """The bytes a CSU routine moves per operand, given each operand's whole size: what the
+    interpreter's timing charges (``sim/timing.py``) and the scheduler plans (``kinds/csu.py``).
+    A GATHER reads only the ``N`` rows it selects of its ``[V, D]`` table (an embedding lookup of
+    one token reads one 8 KB row of a 262 MB table, not the table); every other operand (and
+    every other routine) moves all its bytes."""
+    out = list(operand_bytes)
+    if routine is Routine.GATHER and len(params) >= 3 and params[0] > 0:
+        v, _, n = params[:3]
+        out[0] = operand_bytes[0] * min(n, v) / v
+    return out
+
+
 # ----------------------------------------------------------------------------------------------
 # walks
 # ----------------------------------------------------------------------------------------------

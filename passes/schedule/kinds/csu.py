@@ -35,7 +35,7 @@ def plan_segment(bld, si: int, seg, pieces: list[PlanPiece]) -> None:
     tpb = seg.stages[0].tpbs[0]
     bld.piece = p = PlanPiece(op.name, 0, 0, tpb, 0, 0, 0, 0, segment=si)
     pieces.append(p)
-    nb = float(sum(g.tensors[t].nbytes for t in op.inputs + op.outputs))
+    nb = cm.csu_op_bytes(g, op)
     deps = [d for t in op.inputs for d in bld._mem_deps(t)]
     t = bld.add(kind="csu", unit="csu", tpb=tpb, op=op.name, tensor=op.outputs[0], nbytes=nb,
                 cycles=cm.csu_cycles(nb), deps=deps, segment=si,
