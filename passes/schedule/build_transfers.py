@@ -128,13 +128,16 @@ class Transfers(ListScheduler):
         dt = dtype_bytes(self.g.tensors[tensor].dtype)
         out = []
         self.fill_gap = prod.name not in self.seg_ops
+        # the slot and barrier waits are the same for every copy of this operand (adding a
+        # copy changes neither the piece's slot history nor the TPB's barrier)
+        waits = self._slot_deps() + self._bar(tpb)
+        band, mesh, readers, dst = self.piece.band, self.cm.mesh_cycles, self.readers, (tpb,)
         for q, nb in _overlap_bytes(over, a0, a1, k0, k1, dt):
             c = self.add(kind="copy", unit="dtdu", tpb=q.tpb, op=prod.name, tensor=tensor,
-                         nbytes=nb, cycles=self.cm.mesh_cycles(nb, q.tpb, tpb),
-                         deps=[q.compute] + self._slot_deps() + self._bar(tpb), segment=si,
-                         band=self.piece.band, col=q.col, dst_tpbs=(tpb,), src="hbsm",
+                         nbytes=nb, cycles=mesh(nb, q.tpb, tpb), deps=[q.compute] + waits,
+                         segment=si, band=band, col=q.col, dst_tpbs=dst, src="hbsm",
                          dst="hbsm", role="act")
-            self.readers[q.compute].append(c.id)
+            readers[q.compute].append(c.id)
             self._touch(tpb, c.id)
             self._touch(q.tpb, c.id)
             out.append(c.id)

@@ -114,8 +114,29 @@ class BusyBlocks:
 
     # ------------------------------------------------------------------ update
     def append(self, a: float, e: float) -> None:
-        """Add busy ``[a, e)`` after every interval (``a`` >= the last end, up to merging)."""
-        self.insert(self._end(), a, e)
+        """Add busy ``[a, e)`` after every interval (``a`` >= the last end, up to merging).
+        :meth:`insert` at :meth:`_end` written out for that position (no next interval): the
+        list scheduler appends every DTDU instruction of a TPB this way."""
+        if not self.s:
+            self.insert((0, 0), a, e)
+            return
+        c = len(self.s) - 1
+        E = self.e[c]
+        old = E[-1]
+        if old >= a - TOUCH:  # merged into the last interval
+            if e > old:
+                E[-1] = e
+            self.last[c] = E[-1]
+            self.stale[c] = True
+            return
+        S = self.s[c]
+        S.append(a)
+        E.append(e)
+        if a - old > self.gap[c]:  # the new internal gap before it
+            self.gap[c] = a - old
+        self.last[c] = e
+        if len(S) > 2 * CHUNK:
+            self._split(c)
 
     def insert(self, pos: tuple[int, int], a: float, e: float) -> None:
         """Add busy ``[a, e)`` at ``pos`` (from :meth:`earliest`), merging it with a neighbour

@@ -42,6 +42,9 @@ class DmaQueue:
     """The planned transfers of one CCB DMA engine of depth ``depth`` >= 2 (module doc)."""
 
     __slots__ = ("depth", "setup", "s", "d", "e", "open")
+    #: :meth:`insert`'s and :meth:`earliest`'s shortcuts for distinct setup starts (``setup``
+    #: >= 1); False: the plain definitions (the tests compare both)
+    fast = True
 
     def __init__(self, depth: int, setup: float) -> None:
         assert depth >= 2
@@ -99,12 +102,30 @@ class DmaQueue:
         s, op = self.s, self.open
         n = len(s)
         i = bisect_left(op, ready + self.setup - EPS)
-        while i < len(op):
+        if i < len(op):
+            d, e, S, D = self.d, self.e, self.setup, self.depth
             k = bisect_left(s, op[i])
-            r = self._at(k, ready, lat, data)
-            if r is not None:
-                return r[0], r[1], k
-            i += 1
+            while True:
+                # :meth:`_at` (k < n) written out: the list scheduler asks ~2 positions a query
+                lo = ready
+                if k > 0 and s[k - 1] + S > lo:
+                    lo = s[k - 1] + S
+                if k - D >= 0 and e[k - D] > lo:
+                    lo = e[k - D]
+                dn = lo + S + lat
+                if k > 0 and e[k - 1] > dn:
+                    dn = e[k - 1]
+                en = dn + data
+                if not (lo + S > s[k] + EPS or en > d[k] + EPS or
+                        (k + D - 1 < n and en > s[k + D - 1] + EPS)):
+                    return lo, dn, k
+                i += 1
+                if i >= len(op):
+                    break
+                # ``open`` is sorted and its values are distinct setup starts (S >= 1: each is
+                # S after the one before) of positions after k: the next one's is past k
+                k = bisect_left(s, op[i], k + 1) if S >= 1.0 and self.fast else \
+                    bisect_left(s, op[i])
         r = self._at(n, ready, lat, data)
         assert r is not None
         return r[0], r[1], n
@@ -112,6 +133,9 @@ class DmaQueue:
     def insert(self, k: int, s0: float, d0: float, e0: float) -> None:
         """Add the transfer at position ``k`` (from :meth:`earliest`)."""
         s, op, D = self.s, self.open, self.depth
+        if self.fast and self.setup >= 1.0:
+            self._insert_fast(k, s0, d0, e0)
+            return
         # the positions whose rule reads the neighbourhood of k: forget, then recompute them
         lo_k, hi_k = max(0, k - D), min(len(s), k + D)
         for j in range(lo_k, hi_k):
@@ -129,6 +153,26 @@ class DmaQueue:
                 i = bisect_left(op, x)
                 if i >= len(op) or op[i] != x:
                     insort(op, x)
+
+    def _insert_fast(self, k: int, s0: float, d0: float, e0: float) -> None:
+        """:meth:`insert` when the setup starts are distinct (``setup`` >= 1: each is at least
+        ``setup`` after the one before): the ``open`` entries of positions ``[k - D, k + D)``
+        are one slice of it (``open`` is sorted), replaced by the positions that are free after
+        the insertion -- the same list as removing and re-inserting them one by one."""
+        s, op, D = self.s, self.open, self.depth
+        n0 = len(s)
+        lo_k, hi_k = max(0, k - D), min(n0, k + D)
+        if lo_k < hi_k:
+            i0 = bisect_left(op, s[lo_k])
+            i1 = bisect_left(op, s[hi_k - 1], i0)
+            if i1 < len(op) and op[i1] == s[hi_k - 1]:
+                i1 += 1
+        else:
+            i0 = i1 = bisect_left(op, s0)
+        s.insert(k, s0)
+        self.d.insert(k, d0)
+        self.e.insert(k, e0)
+        op[i0:i1] = [s[j] for j in range(lo_k, min(n0 + 1, hi_k + 1)) if self._free(j)]
 
 
 __all__ = ["DmaQueue"]

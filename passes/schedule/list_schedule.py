@@ -72,6 +72,8 @@ class ListScheduler:
                          DmaQueue(mc.dma_outstanding, mc.dma_setup_cycles)
                          for _ in range(mc.ccb_dma_engines)]
         self.dma_sync_latency = self.cm.machine.remote_update_latency_inter
+        self.dma_queued = mc.dma_outstanding > 1
+        self.dma_fixed: dict[tuple[str, str], float] = {}  # (src, dst) -> CostModel.dma_latency
         self.bound = float("inf")
         self.n_groups = 0  # lockstep groups so far (PlanPiece.group)
         self.gcache: dict[tuple, int] = {}  # shared chunks of the current lockstep group
@@ -114,7 +116,7 @@ class ListScheduler:
             if e > ready:
                 ready, pred = e, d
         cycles = t.cycles
-        if is_dma and self.cm.machine.dma_outstanding > 1:
+        if is_dma and self.dma_queued:
             start, pred, res = self._add_queued(t, ready, pred, dma_deps, lat)
             cycles = t.end - start
         elif is_dma:
@@ -200,10 +202,13 @@ class ListScheduler:
         where its data ends first; sets ``t.engine`` and ``t.end``; returns its start (the
         setup's), its critical predecessor and its resource. A DRB broadcast also needs its rate
         free on the DRB over its data phase."""
-        mc = self.cm.machine
-        fixed = self.cm.dma_latency(t.src, t.dst)
-        after = fixed - mc.dma_setup_cycles  # the latency after the setup
-        data = max(0.0, t.cycles - fixed)
+        fixed = self.dma_fixed.get((t.src, t.dst))
+        if fixed is None:
+            fixed = self.dma_fixed[(t.src, t.dst)] = self.cm.dma_latency(t.src, t.dst)
+        after = fixed - self.cm.machine.dma_setup_cycles  # the latency after the setup
+        data = t.cycles - fixed
+        if not data > 0.0:  # max(0.0, data)
+            data = 0.0
         rate = t.nbytes / data if len(t.dst_tpbs) > 1 and data > 0 else 0.0
         best = None
         for e, q in enumerate(self.dma_busy):

@@ -39,11 +39,11 @@ from .plan import Plan
 _NOT_STATE = frozenset(("s", "cm", "g", "tl", "families", "movement"))
 # immutable values or containers the builder replaces but never changes in place
 _SAME = frozenset(("bound", "n_groups", "fill_gap", "prefetch_depth", "dma_sync_latency",
-                   "isolated", "piece",
+                   "dma_queued", "isolated", "piece",
                    "cur", "stage"))
 # dicts/sets of immutable values
 _FLAT = frozenset(("free", "last_on_res", "written", "seg_touch", "barrier", "hbsm_use",
-                   "kept_use", "gcache", "wcache", "acache", "seg_ops", "outside"))
+                   "kept_use", "gcache", "wcache", "acache", "seg_ops", "outside", "dma_fixed"))
 # dicts of lists of immutable values
 _LISTS = frozenset(("bar_hist", "bar_at", "by_op", "hist"))
 _END = attrgetter("end")

@@ -188,3 +188,45 @@ def test_plan_and_interpreter_charge_the_same_fixed_latency(src, dst):
         "ddr" in (src, dst), "hbsm" in (src, dst))
     cyc = cm.dma_cycles(4096, src, dst=dst)
     assert cm.dma_occupancy(cyc, src, dst) == m.dma_stream_period(cyc, c.latency)
+
+def _earliest_by_positions(q: DmaQueue, ready, lat, data):
+    """:meth:`DmaQueue.earliest` by its definition: every open position from the first whose
+    setup start could follow ``ready``, in order, each tested by ``_at``; else the end."""
+    from bisect import bisect_left
+    i = bisect_left(q.open, ready + q.setup - 1e-9)
+    while i < len(q.open):
+        k = bisect_left(q.s, q.open[i])
+        r = q._at(k, ready, lat, data)
+        if r is not None:
+            return r[0], r[1], k
+        i += 1
+    r = q._at(len(q.s), ready, lat, data)
+    return r[0], r[1], len(q.s)
+
+
+@pytest.mark.parametrize("depth", [2, 3, 4])
+@pytest.mark.parametrize("seed", range(8))
+def test_queue_shortcuts_are_the_plain_queue(depth, seed):
+    """``DmaQueue.fast`` (one slice update of ``open`` per insertion, the next open position
+    searched after the last one): the same placements, positions and queue state, exactly, as
+    the plain definitions -- with transfers ready together, back to back and into gaps."""
+    rng = random.Random(seed)
+    S = rng.choice([32.0, 1.0, 7.5])
+    fast, plain = DmaQueue(depth, S), DmaQueue(depth, S)
+    horizon = 0.0
+    for step in range(400):
+        ready = rng.choice([0.0, horizon, rng.uniform(0, horizon + 1000), 0.25 * rng.randrange(40)])
+        lat = rng.choice([0.0, 20.0, 220.0])
+        data = rng.choice([0.0, 0.75, 10.0, 48.0, 768.0, rng.uniform(0, 3000)])
+        got = fast.earliest(ready, lat, data)
+        assert got == _earliest_by_positions(fast, ready, lat, data), step
+        DmaQueue.fast = False
+        try:
+            want = plain.earliest(ready, lat, data)
+            plain.insert(want[2], want[0], want[1], want[1] + data)
+        finally:
+            DmaQueue.fast = True
+        assert got == want, step
+        fast.insert(got[2], got[0], got[1], got[1] + data)
+        assert (fast.s, fast.d, fast.e, fast.open) == (plain.s, plain.d, plain.e, plain.open), step
+        horizon = max(horizon, fast.e[-1])
