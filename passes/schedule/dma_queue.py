@@ -172,7 +172,20 @@ class DmaQueue:
         s.insert(k, s0)
         self.d.insert(k, d0)
         self.e.insert(k, e0)
-        op[i0:i1] = [s[j] for j in range(lo_k, min(n0 + 1, hi_k + 1)) if self._free(j)]
+        e, n = self.e, n0 + 1
+        free = []
+        for k in range(lo_k, min(n, hi_k + 1)):  # :meth:`_free` written out
+            ok = True
+            for j in range(D - 1):
+                if k + j >= n:
+                    break
+                p = k + j + 1 - D
+                if p >= 0 and e[p] > s[k + j] + EPS:
+                    ok = False
+                    break
+            if ok:
+                free.append(s[k])
+        op[i0:i1] = free
 
 
 __all__ = ["DmaQueue"]

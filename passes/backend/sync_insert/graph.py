@@ -363,6 +363,9 @@ def _kind(wi: bool, wj: bool) -> str:
 DENSE_SHORTCUT = True
 # False: pairs of row-shaped walks go through ``access_need`` too (the tests compare both ways)
 ROWS_SHORTCUT = True
+# up to this many row-shaped candidates of an access are tested by :func:`rows_meet1` in Python
+# (more: :func:`rows_meet` on arrays); 0: always arrays (the tests compare both ways)
+ROWS_SCALAR = 32
 _NEED0 = np.zeros(1, dtype=np.int64)  # a 1-block instruction waiting for a 1-block one
 _NEED0.setflags(write=False)  # shared by hazards: never changed in place (merges build anew)
 
@@ -427,6 +430,19 @@ def rows_meet(a0: np.ndarray, pa: np.ndarray, na: np.ndarray, la: np.ndarray,
     return decided, meet
 
 
+def rows_meet1(a0: int, pa: int, na: int, la: int, b0: int, pb: int, nb: int, lb: int
+               ) -> tuple[bool, bool]:
+    """:func:`rows_meet` of one pair, on Python ints (the same formulas; ``//`` floors in both)."""
+    p = pb if pa == 0 else pa
+    decided = pa == pb or pa == 0 or pb == 0
+    d = a0 - b0
+    if p == 0:
+        return decided, d < lb and -d < la
+    t_lo = max((d - lb) // p + 1, 1 - na)
+    t_hi = min(-((-(d + la)) // p) - 1, nb - 1)
+    return decided, t_lo <= t_hi
+
+
 def derive_hazards(insts: list[isa.Instruction], blocks: list[int]) -> dict[tuple[int, int], Hazard]:
     """RAW/WAR/WAW conflicts between instructions on different executors, as need vectors.
 
@@ -483,6 +499,7 @@ def derive_hazards(insts: list[isa.Instruction], blocks: list[int]) -> dict[tupl
                     el[r] = True
         sh0, shp, shn, shl = (shape[:, c] for c in range(4))
         ell = el.tolist()
+        shapel = shape.tolist() if ROWS_SCALAR else []
         # rows of earlier instructions still generating needs, with their columns
         live = np.zeros(0, dtype=np.int64)
         llo, lhi, lwr = live, live, np.zeros(0, dtype=bool)
@@ -499,17 +516,35 @@ def derive_hazards(insts: list[isa.Instruction], blocks: list[int]) -> dict[tupl
                     sel &= lwr
                 if ell[r]:
                     m = sel & el[live]
-                    if m.any():
-                        q = live[m]
-                        dec, meet = rows_meet(sh0[q], shp[q], shn[q], shl[q], int(sh0[r]),
-                                              int(shp[r]), int(shn[r]), int(shl[r]))
-                        drop = np.zeros(len(sel), dtype=bool)
-                        drop[np.flatnonzero(m)[dec & ~meet]] = True
-                        sel &= ~drop
-                        yes = np.zeros(len(sel), dtype=bool)
-                        yes[np.flatnonzero(m)[dec & meet]] = True
-                        known = yes[sel].tolist()
-                cand = live[sel].tolist()
+                    mi = np.flatnonzero(m)
+                    if 0 < mi.size <= ROWS_SCALAR:
+                        # a few candidates (the usual case): the same test on Python ints
+                        # (numpy's fixed cost per call is ~20 of these)
+                        b0, pb, nb, lb = shapel[r]
+                        met = set()
+                        for x, q in zip(mi.tolist(), live[mi].tolist()):
+                            dec, meet = rows_meet1(*shapel[q], b0, pb, nb, lb)
+                            if dec:
+                                if meet:
+                                    met.add(q)
+                                else:
+                                    sel[x] = False
+                        cand = live[sel].tolist()
+                        known = [q in met for q in cand]
+                    else:
+                        if mi.size:
+                            q = live[m]
+                            dec, meet = rows_meet(sh0[q], shp[q], shn[q], shl[q], int(sh0[r]),
+                                                  int(shp[r]), int(shn[r]), int(shl[r]))
+                            drop = np.zeros(len(sel), dtype=bool)
+                            drop[mi[dec & ~meet]] = True
+                            sel &= ~drop
+                            yes = np.zeros(len(sel), dtype=bool)
+                            yes[mi[dec & meet]] = True
+                            known = yes[sel].tolist()
+                        cand = live[sel].tolist()
+                else:
+                    cand = live[sel].tolist()
             else:
                 cand = []
             ej = execs[j]

@@ -684,13 +684,16 @@ def _slice_walk(rng, space: isa.Space, tpb: int, rows: int, cols: int) -> isa.Wa
     return isa.Walk.strided(space, tpb, 0, dt, (nr, nc), (cols, 1), offset=r0 * cols + c0)
 
 
+@pytest.mark.parametrize("scalar", [0, 4, 32])
 @pytest.mark.parametrize("seed", range(8))
-def test_rows_shortcut_gives_the_same_hazards(seed, monkeypatch):
+def test_rows_shortcut_gives_the_same_hazards(seed, scalar, monkeypatch):
     """derive_hazards' row-shape test (rows_meet) for pairs of 1-block accesses against
     access_need's run-by-run test on every pair: same hazards, need vectors and reasons, in the
     same order -- on programs of copies and DMAs between random pieces of one matrix (column
-    slices of rows interleave in one bounding interval, most pairs do not meet)."""
+    slices of rows interleave in one bounding interval, most pairs do not meet). ``scalar``:
+    ``ROWS_SCALAR``, up to how many candidates the test runs on Python ints (0: arrays only)."""
     from m100.passes.backend.sync_insert import graph
+    monkeypatch.setattr(graph, "ROWS_SCALAR", scalar)
     rng = np.random.default_rng(900 + seed)
     rows, cols = int(rng.integers(2, 9)), int(rng.integers(2, 40))
     if seed == 7:  # force the coarse (interval-only) path on some walks: no shortcut there
@@ -730,7 +733,7 @@ def test_rows_shortcut_gives_the_same_hazards(seed, monkeypatch):
 def test_rows_meet_against_enumeration():
     """rows_meet against the byte sets enumerated, on random row shapes of equal periods and
     single runs."""
-    from m100.passes.backend.sync_insert.graph import rows_meet
+    from m100.passes.backend.sync_insert.graph import rows_meet, rows_meet1
     rng = np.random.default_rng(5)
     for _ in range(3000):
         p = int(rng.integers(1, 12))
@@ -746,6 +749,25 @@ def test_rows_meet_against_enumeration():
         dec, meet = rows_meet(*(np.array([x]) for x in a), *b)
         assert dec[0]
         assert bool(meet[0]) == bool(bytes_of[0] & bytes_of[1]), (a, b)
+        assert rows_meet1(*a, *b) == (True, bool(bytes_of[0] & bytes_of[1])), (a, b)
+
+
+def test_rows_meet1_is_rows_meet():
+    """The one-pair rows_meet1 (Python ints) against the array rows_meet on random shapes of
+    any periods (undecided pairs too), negative offsets and large addresses."""
+    from m100.passes.backend.sync_insert.graph import rows_meet, rows_meet1
+    rng = np.random.default_rng(11)
+    for _ in range(4000):
+        base = int(rng.choice([0, 1 << 33]))
+
+        def shape():
+            n = int(rng.integers(1, 6))
+            per = int(rng.integers(1, 50)) if n > 1 else 0
+            return base + int(rng.integers(0, 300)), per, n, int(rng.integers(1, 60))
+
+        a, b = shape(), shape()
+        dec, meet = rows_meet(*(np.array([x]) for x in a), *b)
+        assert rows_meet1(*a, *b) == (bool(dec[0]), bool(meet[0])), (a, b)
 
 
 @pytest.mark.parametrize("seed", range(8))
