@@ -189,6 +189,7 @@ def test_plan_and_interpreter_charge_the_same_fixed_latency(src, dst):
     cyc = cm.dma_cycles(4096, src, dst=dst)
     assert cm.dma_occupancy(cyc, src, dst) == m.dma_stream_period(cyc, c.latency)
 
+
 def _earliest_by_positions(q: DmaQueue, ready, lat, data):
     """:meth:`DmaQueue.earliest` by its definition: every open position from the first whose
     setup start could follow ``ready``, in order, each tested by ``_at``; else the end."""
