@@ -43,6 +43,34 @@ def gemv_segments(s, segs: list[SegmentCfg]):
             yield si, st, op
 
 
+def int4_gemvs_by_weight(s, segs: list[SegmentCfg]) -> list[int]:
+    """The indices of the one-stage int4-weight GEMV segments of ``segs`` (:func:`gemv_segments`),
+    largest weight first (ties: the earlier segment first): the order the widening refinements
+    (``placement.widen_gemvs``, ``widen_shared.widen_shared_gemvs``) try them in."""
+    g = s.g
+    return [si for _w, si in sorted((-sum(t.nbytes for t in g.weights(op)), si)
+                                    for si, _st, op in gemv_segments(s, segs)
+                                    if "w4" in op.attrs)]
+
+
+def wider_col_splits(s, st, pool: tuple[int, ...], most: int) -> list[int]:
+    """Column splits ``gc`` of the whole ``pool`` (dividing it) for the GEMV stage ``st``: wider than
+    its TPBs and with fewer TCU column tiles per TPB than its split now, fewest tiles first (then
+    the widest), at most ``most``."""
+    from .cost import ceil_div
+    from .partition import col_splits
+    g = s.g
+    op = s.ops[st.op]
+    cols = geometry(g, op).cols
+    tile = s.cm.machine.tcu_tile_n
+
+    def tiles(gc: int) -> int:  # TCU column tiles of a TPB's column part
+        return ceil_div(ceil_div(cols, gc), tile)
+    splits = sorted((tiles(gc), -gc) for gc in col_splits(s.cm, g, op, len(pool))
+                    if len(pool) % gc == 0 and gc > len(st.tpbs) and tiles(gc) < tiles(st.gc))
+    return [-neg for _t, neg in splits[:most]]
+
+
 def gemv_run(s, segs: list[SegmentCfg]) -> list[int]:
     """Indices of the one-stage, one-TPB-row, K-chunked f16/f32 GEMV segments (no int4 weight:
     the attention's products with the KV cache) in plan order."""

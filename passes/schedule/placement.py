@@ -35,7 +35,7 @@ from dataclasses import dataclass, field, replace
 from m100.targets.m100.machine import Machine
 
 from .cost import CostModel, ceil_div
-from .gemv_runs import gemv_segments, unchunk_gemv_runs
+from .gemv_runs import int4_gemvs_by_weight, unchunk_gemv_runs, wider_col_splits
 from .narrow_vectors import narrow_vector_ops
 from .gemv_chunks import finer_gemv_chunks
 from .wshare import share_gemv_chunks
@@ -731,23 +731,11 @@ def widen_gemvs(s: Search, segs: list[SegmentCfg], tl: Plan, keep: str, pool: tu
     down projection's weights after the gate/up ones whatever TPBs receive them.)"""
     if s.spent():
         return segs, tl
-    g = s.g
-    mc = s.cm.machine
-    order = [(-sum(t.nbytes for t in g.weights(op)), si)
-             for si, _st, op in gemv_segments(s, segs) if "w4" in op.attrs]
     trials = 0
-    for _w, si in sorted(order):
+    for si in int4_gemvs_by_weight(s, segs):
         seg = segs[si]
         st = seg.stages[0]
-        op = s.ops[st.op]
-        cols = geometry(g, op).cols
-
-        def tiles(gc: int) -> int:  # TCU column tiles of a TPB's column part
-            return ceil_div(ceil_div(cols, gc), mc.tcu_tile_n)
-        splits = sorted((tiles(gc), -gc) for gc in col_splits(s.cm, g, op, len(pool))
-                        if len(pool) % gc == 0 and gc > len(st.tpbs) and tiles(gc) < tiles(st.gc))
-        for _t, neg in splits[:WIDEN_SPLITS]:
-            gc = -neg
+        for gc in wider_col_splits(s, st, pool, WIDEN_SPLITS):
             for window in dict.fromkeys((pool[:gc], pool[-gc:])):
                 if trials >= MAX_WIDEN_TRIALS:
                     return segs, tl

@@ -26,10 +26,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from .cost import ceil_div
-from .gemv_runs import gemv_segments
-from .graph import geometry
-from .partition import col_splits
+from .gemv_runs import int4_gemvs_by_weight, wider_col_splits
 from .segment import SegmentCfg
 from .timeline import BoundExceeded
 from .graph import ScheduleError
@@ -46,25 +43,14 @@ def widen_shared_gemvs(s, segs: list[SegmentCfg], tl, keep: str, pool: tuple[int
     from .placement import WIDEN_SPLITS
     if s.spent():
         return segs, tl
-    g, mc = s.g, s.cm.machine
-    order = [(-sum(t.nbytes for t in g.weights(op)), si)
-             for si, _st, op in gemv_segments(s, segs) if "w4" in op.attrs]
     trials = 0
-    for _w, si in sorted(order):
+    for si in int4_gemvs_by_weight(s, segs):
         seg = segs[si]
         st = seg.stages[0]
         if len(st.tpbs) >= len(pool) or st.wshare != 1:
             continue
-        op = s.ops[st.op]
-        cols = geometry(g, op).cols
-
-        def tiles(gc: int) -> int:  # TCU column tiles of a TPB's column part
-            return ceil_div(ceil_div(cols, gc), mc.tcu_tile_n)
-        splits = sorted((tiles(gc), -gc) for gc in col_splits(s.cm, g, op, len(pool))
-                        if len(pool) % gc == 0 and gc > len(st.tpbs) and tiles(gc) < tiles(st.gc))
         done = False
-        for _t, neg in splits[:WIDEN_SPLITS]:
-            gc = -neg
+        for gc in wider_col_splits(s, st, pool, WIDEN_SPLITS):
             for window in dict.fromkeys((pool[:gc], pool[-gc:])):
                 if trials >= MAX_WIDEN_SHARE_TRIALS or s.spent():
                     return segs, tl

@@ -9,7 +9,7 @@ from dataclasses import replace
 
 import numpy as np
 
-from m100.passes.schedule import placement, widen_shared
+from m100.passes.schedule import gemv_runs, placement, widen_shared
 from m100.targets.m100.machine import get_machine
 from m100.targets.m100.isa import Dma, Space
 from m100.tools import driver
@@ -50,7 +50,7 @@ def test_widened_share_kept_only_when_shorter_and_plan_is_a_fresh_build(monkeypa
     segs2, tl2 = widen_shared.widen_shared_gemvs(s, segs, tl, keep, pool)
     assert tl2.makespan <= tl.makespan
     assert build(segs2, keep=keep).makespan == tl2.makespan
-    narrow = [si for si, st, op in placement.gemv_segments(s, segs)
+    narrow = [si for si, st, op in gemv_runs.gemv_segments(s, segs)
               if "w4" in op.attrs and len(segs[si].stages[0].tpbs) < len(pool)]
     assert narrow and builds  # (this graph's GEMVs are on fewer TPBs than the pool)
     for a, b in zip(segs, segs2):
@@ -63,8 +63,8 @@ def test_widened_share_kept_only_when_shorter_and_plan_is_a_fresh_build(monkeypa
 
 def test_no_int4_gemv_no_build(monkeypatch):
     (s, segs, tl, keep), pool = _after_share(monkeypatch)
-    monkeypatch.setattr(placement, "gemv_segments", lambda *a: [])
-    monkeypatch.setattr(widen_shared, "gemv_segments", lambda *a: [])
+    # (both widening refinements find their GEMVs through gemv_runs.int4_gemvs_by_weight)
+    monkeypatch.setattr(gemv_runs, "gemv_segments", lambda *a: [])
     monkeypatch.setattr(s.sched, "build", lambda *a, **k: (_ for _ in ()).throw(AssertionError))
     assert widen_shared.widen_shared_gemvs(s, segs, tl, keep, pool) == (segs, tl)
 
