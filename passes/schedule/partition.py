@@ -137,6 +137,7 @@ def tile_piece(cm: CostModel, g: OpGraph, op: Op, rows: int, cols: int,
     acts = g.act_inputs(op)
     unit = op.unit.split(".")[0]
     best: TilePlan | None = None
+    best_key: tuple = ()  # the key of ``best`` (read only once ``best`` is set)
     smallest = None
     if op.unit in ("tcu.matmul", "tcu.conv2d"):
         conv = op.unit == "tcu.conv2d"
