@@ -12,11 +12,17 @@ The generator, its families and ops: :mod:`m100.tools.fuzz_graph`.
 
 Integer graphs (exact comparison, 8/16-bit wrap-around, unsigned types) come from
 :mod:`m100.tools.fuzz_int`; :func:`differential` compares integer and bool outputs bit-exactly.
+Float16 graphs (``--family f16``, :func:`f16_graph`) are the float family's graphs converted as
+``m100 compile --quantize f16`` does (``frontend.ptq.to_f16``: initializers, inputs and outputs
+f16), compared with the f16 tolerance of ``m100 check`` (``compare.F16_TOL``): the program
+computes a fused elementwise tree in f32 and rounds once at the store, onnxruntime runs f16
+subgraphs in f32 with casts of its own.
 
 CLI (a seeded campaign, prints the op mix, refusal reasons and failures; writes failing models)::
 
     python -m m100.tools.fuzz_onnx --count 200 --seed 0 --machines tiny,m100 --out out/fuzz
     python -m m100.tools.fuzz_onnx --family int --count 200
+    python -m m100.tools.fuzz_onnx --family f16 --count 200
 """
 
 from __future__ import annotations
@@ -126,6 +132,15 @@ def differential(fg: FuzzGraph, machines: Sequence[str] = ("tiny", "m100"), *,
     return out
 
 
+def f16_graph(fg: FuzzGraph) -> FuzzGraph:
+    """``fg`` in float16: the model through ``frontend.ptq.to_f16``, its float inputs rounded to
+    f16 (integer inputs, e.g. Gather indices, as they are)."""
+    from m100.frontend.ptq import to_f16
+
+    ins = {k: (v.astype(np.float16) if v.dtype == np.float32 else v) for k, v in fg.inputs.items()}
+    return FuzzGraph(to_f16(fg.model), ins, list(fg.ops))
+
+
 def oracle_run(model, feeds: Sequence[np.ndarray]) -> list[np.ndarray]:
     """onnxruntime (CPU, one thread) on ``model``; where it does not implement an op for a type
     (e.g. Max on int16), ONNX's numpy reference evaluator, written from the operator definitions."""
@@ -190,8 +205,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--machines", default="tiny,m100")
     ap.add_argument("--max-ops", type=int, default=4)
-    ap.add_argument("--family", choices=("float", "int"), default="float",
-                    help="float graphs (tolerance) or integer graphs (exact; m100.tools.fuzz_int)")
+    ap.add_argument("--family", choices=("float", "int", "f16"), default="float",
+                    help="float graphs (tolerance), integer graphs (exact; m100.tools.fuzz_int) "
+                         "or the float graphs in f16 (the f16 tolerance)")
     ap.add_argument("--out", default="out/fuzz", help="failing models are written here")
     a = ap.parse_args(argv)
     camp = Campaign()
@@ -200,7 +216,12 @@ def main(argv: Sequence[str] | None = None) -> int:
 
         gen = random_int_graph if a.family == "int" else random_graph
         fg = gen(RandomChoices(a.seed * 1_000_003 + i), a.max_ops)
-        outs = differential(fg, a.machines.split(","))
+        tol = {}
+        if a.family == "f16":
+            from m100.tools.compare import F16_TOL
+
+            fg, tol = f16_graph(fg), {"rtol": F16_TOL, "atol": F16_TOL}
+        outs = differential(fg, a.machines.split(","), **tol)
         camp.add(i, fg, outs)
         if any(o.status == "fail" for o in outs):
             save_failure(fg, a.out, f"seed{a.seed}_{i}")

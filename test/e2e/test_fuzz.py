@@ -32,16 +32,23 @@ from hypothesis import strategies as st
 
 from m100.tools.fuzz_int import random_int_graph
 from m100.tools.fuzz_graph import HypothesisChoices, random_graph
-from m100.tools.fuzz_onnx import ATOL, RTOL, Campaign, differential, save_failure
+from m100.tools.compare import F16_TOL
+from m100.tools.fuzz_onnx import ATOL, RTOL, Campaign, differential, f16_graph, save_failure
 
 SEED = int(os.environ.get("M100_FUZZ_SEED", "20261201"))
 OUT = Path(os.environ.get("M100_FUZZ_OUT", "out/fuzz"))
 MACHINES = ("tiny", "m100")
 
 
+def _f16_random_graph(c):
+    """The float family's graphs in f16 (``fuzz_onnx.f16_graph``)."""
+    return f16_graph(random_graph(c))
+
+
 def _run(data, camp: Campaign, gen=random_graph) -> None:
     fg = gen(HypothesisChoices(data))
-    outs = differential(fg, MACHINES, rtol=RTOL, atol=ATOL)
+    tol = F16_TOL if gen is _f16_random_graph else None
+    outs = differential(fg, MACHINES, rtol=tol or RTOL, atol=tol or ATOL)
     camp.add(camp.graphs, fg, outs)
     fails = [o for o in outs if o.status == "fail"]
     if fails:
@@ -94,6 +101,40 @@ def test_fuzz_int_300_graphs():
     print(camp.table())
     assert not camp.failures
     assert camp.status["pass"] >= camp.status["refused"], camp.table()
+
+
+def test_fuzz_f16_small():
+    camp = _fuzz(4, _f16_random_graph)
+    print(camp.table())
+    assert camp.graphs >= 4
+    assert camp.status["pass"] > 0
+
+
+@pytest.mark.slow
+def test_fuzz_f16_200_graphs():
+    camp = _fuzz(200, _f16_random_graph)
+    print(camp.table())
+    assert not camp.failures
+    assert camp.status["pass"] >= camp.status["refused"], camp.table()
+
+
+def test_f16_graph_is_the_float_graph_in_f16():
+    """Every float input, output and initializer of the converted graph is float16, the inputs'
+    values are the f32 ones rounded to f16, integer inputs are unchanged."""
+    import numpy as np
+    from onnx import TensorProto
+
+    from m100.tools.fuzz_graph import RandomChoices
+    for i in range(6):
+        fg = random_graph(RandomChoices(77 + i), 4)
+        h = f16_graph(fg)
+        g = h.model.graph
+        for vi in list(g.input) + list(g.output):
+            assert vi.type.tensor_type.elem_type != TensorProto.FLOAT, vi.name
+        assert all(t.data_type != TensorProto.FLOAT for t in g.initializer)
+        for k, v in fg.inputs.items():
+            want = v.astype(np.float16) if v.dtype == np.float32 else v
+            assert h.inputs[k].dtype == want.dtype and np.array_equal(h.inputs[k], want)
 
 
 def test_int_generator_is_deterministic_and_valid():
