@@ -71,6 +71,16 @@ def wider_col_splits(s, st, pool: tuple[int, ...], most: int) -> list[int]:
     return [-neg for _t, neg in splits[:most]]
 
 
+def widened_stages(s, seg: SegmentCfg, pool: tuple[int, ...], most: int):
+    """The candidates of the widening refinements for the one-stage GEMV segment ``seg``: per
+    column split of :func:`wider_col_splits`, the segment on the first and on the last ``gc``
+    TPBs of ``pool`` (one row band)."""
+    st = seg.stages[0]
+    for gc in wider_col_splits(s, st, pool, most):
+        for window in dict.fromkeys((pool[:gc], pool[-gc:])):
+            yield replace(seg, stages=(replace(st, tpbs=window, gc=gc, bands=1),))
+
+
 def gemv_run(s, segs: list[SegmentCfg]) -> list[int]:
     """Indices of the one-stage, one-TPB-row, K-chunked f16/f32 GEMV segments (no int4 weight:
     the attention's products with the KV cache) in plan order."""

@@ -35,7 +35,7 @@ from dataclasses import dataclass, field, replace
 from m100.targets.m100.machine import Machine
 
 from .cost import CostModel, ceil_div
-from .gemv_runs import int4_gemvs_by_weight, unchunk_gemv_runs, wider_col_splits
+from .gemv_runs import int4_gemvs_by_weight, unchunk_gemv_runs, widened_stages
 from .narrow_vectors import narrow_vector_ops
 from .gemv_chunks import finer_gemv_chunks
 from .wshare import share_gemv_chunks
@@ -733,18 +733,14 @@ def widen_gemvs(s: Search, segs: list[SegmentCfg], tl: Plan, keep: str, pool: tu
         return segs, tl
     trials = 0
     for si in int4_gemvs_by_weight(s, segs):
-        seg = segs[si]
-        st = seg.stages[0]
-        for gc in wider_col_splits(s, st, pool, WIDEN_SPLITS):
-            for window in dict.fromkeys((pool[:gc], pool[-gc:])):
-                if trials >= MAX_WIDEN_TRIALS:
-                    return segs, tl
-                trials += 1
-                cand = replace(seg, stages=(replace(st, tpbs=window, gc=gc, bands=1),))
-                trial = segs[:si] + [cand] + segs[si + 1:]
-                tl2 = s.sched.shorter(trial, tl, keep)
-                if tl2 is not None:
-                    segs, tl = trial, tl2
+        for cand in widened_stages(s, segs[si], pool, WIDEN_SPLITS):
+            if trials >= MAX_WIDEN_TRIALS:
+                return segs, tl
+            trials += 1
+            trial = segs[:si] + [cand] + segs[si + 1:]
+            tl2 = s.sched.shorter(trial, tl, keep)
+            if tl2 is not None:
+                segs, tl = trial, tl2
     return segs, tl
 
 

@@ -24,9 +24,7 @@ candidate, no build.
 
 from __future__ import annotations
 
-from dataclasses import replace
-
-from .gemv_runs import int4_gemvs_by_weight, wider_col_splits
+from .gemv_runs import int4_gemvs_by_weight, widened_stages
 from .segment import SegmentCfg
 from .timeline import BoundExceeded
 from .graph import ScheduleError
@@ -49,23 +47,18 @@ def widen_shared_gemvs(s, segs: list[SegmentCfg], tl, keep: str, pool: tuple[int
         st = seg.stages[0]
         if len(st.tpbs) >= len(pool) or st.wshare != 1:
             continue
-        done = False
-        for gc in wider_col_splits(s, st, pool, WIDEN_SPLITS):
-            for window in dict.fromkeys((pool[:gc], pool[-gc:])):
-                if trials >= MAX_WIDEN_SHARE_TRIALS or s.spent():
-                    return segs, tl
-                trials += 1
-                cand = replace(seg, stages=(replace(st, tpbs=window, gc=gc, bands=1),))
-                trial = segs[:si] + [cand] + segs[si + 1:]
-                try:
-                    tlw = s.sched.build(trial, keep=keep)
-                except (BoundExceeded, ScheduleError):
-                    continue
-                trial2, tl2 = share_gemv_chunks(s, trial, tlw, keep, only=si)
-                if tl2.makespan < tl.makespan:
-                    segs, tl, done = trial2, tl2, True
-                    break
-            if done:
+        for cand in widened_stages(s, seg, pool, WIDEN_SPLITS):
+            if trials >= MAX_WIDEN_SHARE_TRIALS or s.spent():
+                return segs, tl
+            trials += 1
+            trial = segs[:si] + [cand] + segs[si + 1:]
+            try:
+                tlw = s.sched.build(trial, keep=keep)
+            except (BoundExceeded, ScheduleError):
+                continue
+            trial2, tl2 = share_gemv_chunks(s, trial, tlw, keep, only=si)
+            if tl2.makespan < tl.makespan:
+                segs, tl = trial2, tl2
                 break
     return segs, tl
 
