@@ -71,50 +71,27 @@ def _fuzz(n: int, gen=random_graph):
     return camp
 
 
-def test_fuzz_small():
-    camp = _fuzz(8)
+#: the generator families: (name, generator, graphs in the default tier, graphs in the slow tier)
+FAMILIES = [("float", random_graph, 8, 500), ("int", random_int_graph, 8, 300),
+            ("f16", _f16_random_graph, 4, 200)]
+
+
+@pytest.mark.parametrize("gen,n", [pytest.param(g, n, id=f) for f, g, n, _ in FAMILIES])
+def test_fuzz_small(gen, n):
+    camp = _fuzz(n, gen)
     print(camp.table())
-    assert camp.graphs >= 8
+    assert camp.graphs >= n
     assert camp.status["pass"] > 0  # some graphs compile and match (not all refused)
 
 
 @pytest.mark.slow
-def test_fuzz_500_graphs():
-    camp = _fuzz(500)
+@pytest.mark.parametrize("gen,n", [pytest.param(g, n, id=f) for f, g, _, n in FAMILIES])
+def test_fuzz_many_graphs(gen, n):
+    camp = _fuzz(n, gen)
     print(camp.table())
-    assert camp.graphs >= 500
+    assert camp.graphs >= n
     assert not camp.failures
     # most graphs must be compiled (a fuzzer whose graphs are all refused tests nothing)
-    assert camp.status["pass"] >= camp.status["refused"], camp.table()
-
-
-def test_fuzz_int_small():
-    camp = _fuzz(8, random_int_graph)
-    print(camp.table())
-    assert camp.graphs >= 8
-    assert camp.status["pass"] > 0
-
-
-@pytest.mark.slow
-def test_fuzz_int_300_graphs():
-    camp = _fuzz(300, random_int_graph)
-    print(camp.table())
-    assert not camp.failures
-    assert camp.status["pass"] >= camp.status["refused"], camp.table()
-
-
-def test_fuzz_f16_small():
-    camp = _fuzz(4, _f16_random_graph)
-    print(camp.table())
-    assert camp.graphs >= 4
-    assert camp.status["pass"] > 0
-
-
-@pytest.mark.slow
-def test_fuzz_f16_200_graphs():
-    camp = _fuzz(200, _f16_random_graph)
-    print(camp.table())
-    assert not camp.failures
     assert camp.status["pass"] >= camp.status["refused"], camp.table()
 
 
