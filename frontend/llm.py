@@ -38,11 +38,8 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-#: the location the shape-only weights point at (never written: the compiler needs only shapes)
-SHAPE_ONLY_LOCATION = "m100-shape-only-weights.bin"
-#: W8A8: the static per-tensor scale of every quantized activation (zero point 0): a power of two,
-#: so ``x / scale`` is exact in every precision and the int8 rounding is the same everywhere
-W8_ACT_SCALE = 1.0 / 32
+from m100.frontend.llm_graph import (  # noqa: F401  (re-exported: the builder's public names)
+    SHAPE_ONLY_LOCATION, W8_ACT_SCALE, LlmBuildError, LlmGraph)
 
 
 @dataclass(frozen=True)
@@ -88,10 +85,6 @@ PRESETS = {
 }
 
 
-class LlmBuildError(ValueError):
-    pass
-
-
 def config(name: str) -> LlamaConfig:
     if name not in PRESETS:
         raise LlmBuildError(f"unknown model '{name}' (models: {', '.join(PRESETS)})")
@@ -113,211 +106,7 @@ def rope_tables(cfg: LlamaConfig, positions: np.ndarray) -> tuple[np.ndarray, np
     return np.cos(emb).astype(np.float32), np.sin(emb).astype(np.float32)
 
 
-class _G:
-    """A small ONNX graph builder (constants become initializers)."""
-
-    def __init__(self, weights: str, seed: int, fuse: bool = False, dtype: str = "f32",
-                 quant: str = "none", block: int = 128):
-        from onnx import TensorProto
-        self.TP = TensorProto
-        self.quant = quant
-        self.block = block
-        self.np_dt = {"f32": np.float32, "f16": np.float16}[dtype]
-        self.elem = {"f32": TensorProto.FLOAT, "f16": TensorProto.FLOAT16}[dtype]
-        self.nodes: list = []
-        self.inits: list = []
-        self.inputs: list = []
-        self.outputs: list = []
-        self.weights = weights
-        self.fuse = fuse
-        self.rng = np.random.default_rng(seed)
-        self.n = 0
-        self.values: dict[str, np.ndarray] = {}
-
-    def f(self, v: float):
-        """A float scalar of the model's element type."""
-        return self.np_dt(v)
-
-    def name(self, p: str) -> str:
-        self.n += 1
-        return f"{p}_{self.n}"
-
-    def op(self, ty: str, ins: list[str], out: str | None = None, **attrs) -> str:
-        from onnx import helper
-        out = out or self.name(ty.lower())
-        self.nodes.append(helper.make_node(ty, ins, [out], **attrs))
-        return out
-
-    def const(self, arr, name: str | None = None) -> str:
-        from onnx import numpy_helper
-        name = name or self.name("c")
-        self.inits.append(numpy_helper.from_array(np.asarray(arr), name))
-        return name
-
-    def ints(self, vals) -> str:
-        return self.const(np.asarray(vals, np.int64))
-
-    def weight(self, name: str, shape: tuple[int, ...], init: str = "proj") -> str:
-        """A model weight: seeded values, or declared by shape only (external, never written).
-        With ``quant='w4a16'`` a projection [K, N] is int4 ``name`` + f16 scales ``name.scale``
-        [K / block, N] and a ``DequantizeLinear(axis=0, block_size=block)`` (the W4A16 form)."""
-        from onnx import TensorProto, numpy_helper
-        if self.quant == "w4a16" and init == "proj":
-            return self.w4_weight(name, shape)
-        if self.weights == "shape":
-            t = TensorProto(name=name, data_type=self.elem, dims=list(shape))
-            t.data_location = TensorProto.EXTERNAL
-            t.external_data.add(key="location", value=SHAPE_ONLY_LOCATION)
-            self.inits.append(t)
-            return name
-        if init == "norm":
-            arr = (1.0 + 0.1 * self.rng.standard_normal(shape)).astype(self.np_dt)
-        elif init == "embed":  # rows of ~unit RMS, what the first norm sees
-            arr = self.rng.standard_normal(shape).astype(self.np_dt)
-        else:
-            arr = (self.rng.standard_normal(shape) / np.sqrt(shape[0])).astype(self.np_dt)
-        self.values[name] = arr
-        self.inits.append(numpy_helper.from_array(arr, name))
-        return name
-
-    def proj(self, x: str, name: str, shape: tuple[int, int], out: str | None = None) -> str:
-        """``x @ W`` of the projection ``name`` [K, N]: a float ``MatMul`` (``W`` float, or the
-        int4 ``DequantizeLinear`` of W4A16), or with ``quant='w8a8'`` the integer form
-        :meth:`w8_matmul`."""
-        if self.quant == "w8a8":
-            return self.w8_matmul(x, name, shape, out)
-        return self.op("MatMul", [x, self.weight(name, shape)], out)
-
-    def w8_matmul(self, x: str, name: str, shape: tuple[int, int], out: str | None) -> str:
-        """W8A8 (SmoothQuant-style, static per-tensor activation scale, per-channel weights):
-        ``xq = QuantizeLinear(x, sx, 0)`` (int8; ``sx`` = :data:`W8_ACT_SCALE`, a power of two:
-        ``x / sx`` is exact), ``acc = MatMulInteger(xq, W)`` (int8 ``W`` [K, N] = ``name``, i32
-        accumulate), ``y = Cast(Cast(acc, f32) * name.dq, f16)`` with ``name.dq`` [N] f32 =
-        ``sx * sw[n]`` (the accumulator's dequantization scale per output channel; a weight of
-        the layer like ``W``: per layer, so declared by shape too)."""
-        from onnx import TensorProto, numpy_helper
-        k, n = shape
-        dq = f"{name}.dq"
-        if self.weights == "shape":
-            for nm, dt, dims in ((name, TensorProto.INT8, [k, n]), (dq, TensorProto.FLOAT, [n])):
-                t = TensorProto(name=nm, data_type=dt, dims=dims)
-                t.data_location = TensorProto.EXTERNAL
-                t.external_data.add(key="location", value=SHAPE_ONLY_LOCATION)
-                self.inits.append(t)
-        else:
-            q = self.rng.integers(-127, 128, (k, n)).astype(np.int8)
-            # dequantized weights ~ N(0, 1/K) like the float model (int8 uniform: std ~73.6)
-            sw = (np.abs(self.rng.standard_normal(n)) * 0.5 + 0.5) / (73.6 * np.sqrt(k))
-            d = (np.float32(W8_ACT_SCALE) * sw.astype(np.float32)).astype(np.float32)
-            self.values[name], self.values[dq] = q, d
-            self.inits += [numpy_helper.from_array(q, name), numpy_helper.from_array(d, dq)]
-        if not any(t.name == "w8_sx" for t in self.inits):  # the shared activation scale, zp
-            self.inits += [numpy_helper.from_array(np.asarray(W8_ACT_SCALE, self.np_dt), "w8_sx"),
-                           numpy_helper.from_array(np.asarray(0, np.int8), "w8_zx")]
-        xq = self.op("QuantizeLinear", [x, "w8_sx", "w8_zx"])
-        acc = self.op("MatMulInteger", [xq, name])
-        y = self.op("Mul", [self.op("Cast", [acc], to=TensorProto.FLOAT), dq])
-        return self.op("Cast", [y], out, to=self.elem)
-
-    def w4_weight(self, name: str, shape: tuple[int, ...]) -> str:
-        from onnx import TensorProto, helper, numpy_helper
-        k, n = shape
-        b = self.block
-        if k % b:
-            raise LlmBuildError(f"w4a16: block {b} does not divide K = {k} of '{name}'")
-        sname = f"{name}.scale"
-        if self.weights == "shape":
-            for nm, dt, dims in ((name, TensorProto.INT4, [k, n]),
-                                 (sname, TensorProto.FLOAT16, [k // b, n])):
-                t = TensorProto(name=nm, data_type=dt, dims=dims)
-                t.data_location = TensorProto.EXTERNAL
-                t.external_data.add(key="location", value=SHAPE_ONLY_LOCATION)
-                self.inits.append(t)
-        else:
-            q = self.rng.integers(-8, 8, (k, n)).astype(np.int8)
-            # dequantized weights ~ N(0, 1/K) like the float model: |q| ~ 4.6 on average
-            sc = (np.abs(self.rng.standard_normal((k // b, n))) * 0.5 + 0.5) / (4.6 * np.sqrt(k))
-            sc = sc.astype(np.float16)
-            self.values[name], self.values[sname] = q, sc
-            self.inits.append(helper.make_tensor(name, TensorProto.INT4, [k, n],
-                                                 q.flatten().tolist()))
-            self.inits.append(numpy_helper.from_array(sc, sname))
-        return self.op("DequantizeLinear", [name, sname], f"{name}.dq", axis=0, block_size=b)
-
-    def inp(self, name: str, shape, elem: int | None = None) -> str:
-        from onnx import helper
-        self.inputs.append(helper.make_tensor_value_info(name, self.elem if elem is None else elem,
-                                                         list(shape)))
-        return name
-
-    def out(self, name: str, shape) -> None:
-        from onnx import helper
-        self.outputs.append(helper.make_tensor_value_info(name, self.elem, list(shape)))
-
-    def model(self, name: str):
-        import onnx
-        from onnx import helper
-        g = helper.make_graph(self.nodes, name, self.inputs, self.outputs, self.inits)
-        w4 = self.quant in ("w4a16", "w8a8")  # int4/blocked DequantizeLinear, f16 QDQ: opset 21
-        m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 21 if w4 else 18)],
-                              producer_name="m100.frontend.llm")
-        m.ir_version = 10 if w4 else 8
-        if self.weights != "shape":
-            onnx.checker.check_model(m)
-        return m
-
-    # --- LLaMA pieces ------------------------------------------------------------------------
-    def rmsnorm(self, x: str, w: str, eps: float) -> str:
-        p = self.op("Pow", [x, self.const(self.f(2.0))])
-        mean = self.op("ReduceMean", [p, self.ints([-1])], keepdims=1)
-        r = self.op("Reciprocal", [self.op("Sqrt", [self.op("Add", [mean,
-                                                                    self.const(self.f(eps))])])])
-        return self.op("Mul", [w, self.op("Mul", [x, r])])
-
-    def rope(self, x: str, cos: str, sin: str, hd: int, out: str | None = None) -> str:
-        half = hd // 2
-        axes = self.ints([3])
-        lo = self.op("Slice", [x, self.ints([0]), self.ints([half]), axes, self.ints([1])])
-        hi = self.op("Slice", [x, self.ints([half]), self.ints([hd]), axes, self.ints([1])])
-        rot = self.op("Concat", [self.op("Neg", [hi]), lo], axis=-1)
-        return self.op("Add", [self.op("Mul", [x, cos]), self.op("Mul", [rot, sin])], out)
-
-    def rope3d(self, x: str, cos: str, sin: str, hd: int) -> str:
-        """RoPE of heads' rows ``x`` [n, T, hd] (``cos``/``sin`` [T, hd], broadcast over heads)."""
-        half = hd // 2
-        axes = self.ints([2])
-        lo = self.op("Slice", [x, self.ints([0]), self.ints([half]), axes, self.ints([1])])
-        hi = self.op("Slice", [x, self.ints([half]), self.ints([hd]), axes, self.ints([1])])
-        rot = self.op("Concat", [self.op("Neg", [hi]), lo], axis=-1)
-        return self.op("Add", [self.op("Mul", [x, cos]), self.op("Mul", [rot, sin])])
-
-    def cols(self, t: str, rows: int, c0: int, c1: int) -> str:
-        """Columns [c0, c1) of the 2-D ``t`` of ``rows`` rows."""
-        return self.op("Slice", [t, self.ints([0, c0]), self.ints([rows, c1]), self.ints([0, 1]),
-                                 self.ints([1, 1])])
-
-    def projections(self, xn: str, rows: int, names: list[tuple[str, int]], k: int) -> list[str]:
-        """``xn @ W`` for each (weight name, columns); with ``fuse`` one GEMM against the weights
-        concatenated along N (stored so: ``wqkv``, ``wgu``) and a column slice per result."""
-        if not self.fuse or len(names) == 1:
-            return [self.proj(xn, n, (k, c)) for n, c in names]
-        fused = "w" + "".join(n[1:] for n, _ in names)
-        y = self.proj(xn, fused, (k, sum(c for _, c in names)))
-        out, c0 = [], 0
-        for _, c in names:
-            out.append(self.cols(y, rows, c0, c0 + c))
-            c0 += c
-        return out
-
-    def mlp(self, h: str, cfg: LlamaConfig, out: str, rows: int) -> str:
-        hn = self.rmsnorm(h, self.weight("mlp_norm", (cfg.hidden,), "norm"), cfg.eps)
-        gate, up = self.projections(hn, rows, [("wg", cfg.ffn), ("wu", cfg.ffn)], cfg.hidden)
-        silu = self.op("Mul", [gate, self.op("Sigmoid", [gate])])
-        down = self.proj(self.op("Mul", [silu, up]), "wd", (cfg.ffn, cfg.hidden))
-        return self.op("Add", [h, down], out)
-
-
-def _decode_layer(g: _G, cfg: LlamaConfig, context: int, batch: int) -> None:
+def _decode_layer(g: LlmGraph, cfg: LlamaConfig, context: int, batch: int) -> None:
     B, H, hd, nh, kvh, gq, L = (batch, cfg.hidden, cfg.head_dim, cfg.heads, cfg.kv_heads,
                                 cfg.group, context)
     rows = B
@@ -349,7 +138,7 @@ def _decode_layer(g: _G, cfg: LlamaConfig, context: int, batch: int) -> None:
     g.out("v_new", [B, kvh, 1, hd])
 
 
-def _decode_attention_per_head(g: _G, cfg: LlamaConfig, L: int, q4: str, s_new: str,
+def _decode_attention_per_head(g: LlmGraph, cfg: LlamaConfig, L: int, q4: str, s_new: str,
                                scale: str, B: int = 1) -> str:
     """Decode attention with the cache of sequence b's KV head j as its own inputs
     ``past_kT.b.j`` [hd, L] and ``past_v.b.j`` [L, hd] (``past_kT.j`` / ``past_v.j`` at batch 1):
@@ -385,7 +174,7 @@ def _decode_attention_per_head(g: _G, cfg: LlamaConfig, L: int, q4: str, s_new: 
     return g.op("Add", [o_past, g.op("Reshape", [o_new, g.ints([B * nh, hd])])])
 
 
-def _prefill_layer(g: _G, cfg: LlamaConfig, tokens: int, batch: int) -> None:
+def _prefill_layer(g: LlmGraph, cfg: LlamaConfig, tokens: int, batch: int) -> None:
     """Attention of one sequence as a chain of 2-D ops per query head: ``q_h [T, hd] @ kT_j
     [hd, T]`` (``j`` its KV head: GQA shares it; ``q_h`` scaled by 1/sqrt(hd) through its RoPE
     tables), causal mask, softmax over rows, ``@ v_j [T, hd]``; the heads' results side by side
@@ -509,7 +298,7 @@ def _prefill_layer(g: _G, cfg: LlamaConfig, tokens: int, batch: int) -> None:
     g.out("v", [B, kvh, T, hd])
 
 
-def _embed(g: _G, cfg: LlamaConfig, tokens: int, batch: int) -> None:
+def _embed(g: LlmGraph, cfg: LlamaConfig, tokens: int, batch: int) -> None:
     """The embedding lookup: ``x`` [B*T, H] = rows ``ids`` [B*T] (int64 token ids) of the table
     ``embed`` [vocab, H] (float in every scheme, as LLM runtimes keep it: one row a token is read,
     nothing to gain from quantizing it). An ONNX ``Gather`` with runtime indices: the CSU computes
@@ -520,7 +309,7 @@ def _embed(g: _G, cfg: LlamaConfig, tokens: int, batch: int) -> None:
     g.out("x", [batch * tokens, cfg.hidden])
 
 
-def _head(g: _G, cfg: LlamaConfig, tokens: int, batch: int, last: bool = False) -> None:
+def _head(g: LlmGraph, cfg: LlamaConfig, tokens: int, batch: int, last: bool = False) -> None:
     """Final RMSNorm + LM head of the rows ``x`` [B*T, H]; ``last``: of each sequence's last
     token only (rows T-1, 2T-1, ...: ``logits`` [B, vocab]). Both are row-wise, so the last rows'
     logits are the same numbers either way; generation after a prefill reads only them."""
@@ -551,7 +340,7 @@ def build(cfg: LlamaConfig | str, part: str = "layer", phase: str = "decode", co
     rows of K (activations, norms and the KV cache f16: implies ``dtype='f16'``).
     ``quant='w8a8'``: every projection (and the LM head) is int8 x int8 -> int32
     (``QuantizeLinear`` of the f16 activation, ``MatMulInteger``, per-channel dequantization to
-    f16: :meth:`_G.w8_matmul`); attention, norms, RoPE and the KV cache f16.
+    f16: :meth:`LlmGraph.w8_matmul`); attention, norms, RoPE and the KV cache f16.
     ``logits`` (head, prefill): ``'last'`` computes the logits of each sequence's last token
     only (what generation reads after a prefill), ``'all'`` those of every row."""
     if quant not in ("none", "w4a16", "w8a8"):
@@ -569,7 +358,7 @@ def build(cfg: LlamaConfig | str, part: str = "layer", phase: str = "decode", co
         raise LlmBuildError(f"{cfg.name}: heads must be a multiple of kv_heads and head_dim even")
     if dtype not in ("f32", "f16"):
         raise LlmBuildError(f"dtype must be 'f32' or 'f16', not {dtype!r}")
-    g = _G(weights, seed, fuse, dtype, quant, block)
+    g = LlmGraph(weights, seed, fuse, dtype, quant, block)
     if part == "layer":
         (_decode_layer if phase == "decode" else _prefill_layer)(g, cfg, context, batch)
     elif part == "embed":
