@@ -29,7 +29,7 @@ MIN_RUN = 8
 def gemv_segments(s, segs: list[SegmentCfg]):
     """(index, stage, op) of every one-stage data-parallel GEMV segment in plan order: a TCU
     matmul with K whole on each TPB and its activation streamed, whose rows fit one TCU tile
-    (its tiles are mostly padding). Shared by :func:`gemv_run` and ``placement.widen_gemvs``."""
+    (its tiles are mostly padding). Shared by :func:`gemv_run` and ``refine.widen_gemvs``."""
     mc = s.cm.machine
     for si, seg in enumerate(segs):
         if seg.kind != "data-parallel" or len(seg.stages) != 1:
@@ -46,7 +46,7 @@ def gemv_segments(s, segs: list[SegmentCfg]):
 def int4_gemvs_by_weight(s, segs: list[SegmentCfg]) -> list[int]:
     """The indices of the one-stage int4-weight GEMV segments of ``segs`` (:func:`gemv_segments`),
     largest weight first (ties: the earlier segment first): the order the widening refinements
-    (``placement.widen_gemvs``, ``widen_shared.widen_shared_gemvs``) try them in."""
+    (``refine.widen_gemvs``, ``widen_shared.widen_shared_gemvs``) try them in."""
     g = s.g
     return [si for _w, si in sorted((-sum(t.nbytes for t in g.weights(op)), si)
                                     for si, _st, op in gemv_segments(s, segs)

@@ -16,7 +16,7 @@ the DDR latency (~250 cycles, ResNet-18 224: 448 of its 606 weight DMAs were the
 two chunks per part, 1 x 8 x 7 TPBs). With ``StageCfg.whole`` each part's weight is one chunk:
 one DMA, and (one-tile pieces) one HBSM slot instead of two of half the size, the same bytes.
 
-:func:`whole_parts` runs in ``placement.schedule`` after :func:`placement.weights_once` (which
+:func:`whole_parts` runs in ``placement.schedule`` after :func:`refine.weights_once` (which
 picks the row / column / K-part split of those stages); :func:`widen` is not called (ResNet-18
 224 gains nothing from it once the kept K chunks are broadcast: ``docs/schedule.md``).
 :func:`whole_parts` sets ``whole`` on every eligible stage at once and keeps the plan if its
@@ -31,7 +31,7 @@ TPBs do not shorten it; with the weight prefetched, its TCU time (18 tiles of M 
 1 x 6 x 3 TPBs, 9.3k cycles) is the end of the program's critical path. Per one-stage K-split
 segment on fewer TPBs than the pool (at most :data:`MAX_WIDEN` of them, the longest TCU time per
 TPB first), the configuration on the whole pool with the least TCU time per TPB (K parts up to
-``placement.MAX_KPARTS``, every column split, one round) replaces it when the plan gets shorter.
+``refine.MAX_KPARTS``, every column split, one round) replaces it when the plan gets shorter.
 """
 
 from __future__ import annotations
@@ -65,7 +65,7 @@ def _whole(seg: SegmentCfg) -> SegmentCfg:
 
 def whole_parts(s, segs: list[SegmentCfg], tl, keep: str):
     """``(segs, plan)`` with ``StageCfg.whole`` set where the whole plan is shorter (see the
-    module docstring); ``s`` is the :class:`placement.Search` whose scheduler builds plans,
+    module docstring); ``s`` is the :class:`search.Search` whose scheduler builds plans,
     ``keep`` the kept-activation mode of ``tl``. Nothing is tried once the search budget is
     spent (those graphs are the ones whose whole-plan builds are expensive)."""
     if s.spent():

@@ -244,7 +244,7 @@ class Plan:
     kept: set[str] = field(default_factory=set)
     # a lockstep conv's K chunk of a kept activation that several column parts read: one DTDU
     # broadcast per producer piece (True) or one mesh copy per reader (False); a whole-plan
-    # choice (``placement.keep_activations``: the keep mode's ``+copies`` suffix)
+    # choice (``refine.keep_activations``: the keep mode's ``+copies`` suffix)
     kept_bcast: bool = True
     # segment index -> the builder's state before it (:mod:`.resume`): a later build that shares
     # the segments before it starts there (``Scheduler.build(base=...)``); not part of the plan

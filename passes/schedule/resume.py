@@ -1,6 +1,6 @@
 """Resuming a whole-plan build after a prefix of segments it shares with an earlier build.
 
-The placement's last steps (:func:`.placement.unchunk`, :func:`.placement.weights_once`) try one
+The placement's last steps (:func:`.refine.unchunk`, :func:`.refine.weights_once`) try one
 change at a time on a whole plan: the trial differs from the plan it would replace in one segment
 ``si`` and is rebuilt from scratch to compare makespans (ResNet-18 224: 18 whole-plan builds, a
 third of the scheduler's search). The builder (:class:`.build_segments.PlanBuilder`) walks the

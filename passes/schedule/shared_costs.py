@@ -1,6 +1,6 @@
 """Segment costs shared between structurally equal candidates (the search's second cache).
 
-The search (:class:`.placement.Search`) costs each candidate segment by building it in isolation
+The search (:class:`.search.Search`) costs each candidate segment by building it in isolation
 (``Scheduler.build([seg], isolated=True, bound=...)``). Many candidates are the same configuration
 of a *different* op of the same shape: the repeated blocks of a CNN stage (ResNet-18 224: 1664
 configurations costed, 505 of them build exactly the tasks of another one -- conv5, conv6, conv9

@@ -1,7 +1,7 @@
 """Int4 GEMVs on wider column splits *with* shared weight chunks, in the whole plan (issue 13,
 session 12).
 
-``placement.widen_gemvs`` tries each int4 GEMV on wider column splits of the TPB pool before any
+``refine.widen_gemvs`` tries each int4 GEMV on wider column splits of the TPB pool before any
 weight chunk is shared: there a wider split is one DMA per TPB and K chunk, many more transfers,
 and on LLaMA3-8B W4A16 decode the down projection (K = 14336, N = 4096) stayed on 7 TPBs (on 56:
 753.9 k vs 746.2 k predicted cycles a layer). Its compute then trails the gate/up projection on
@@ -11,8 +11,8 @@ groups (``wshare``: one DRB broadcast per group and chunk) the transfers are as 
 and TPBs 7-55 receive `wd` during `wgu`.
 
 :func:`widen_shared_gemvs` (after ``share_gemv_chunks``): per one-stage int4 GEMV on fewer TPBs
-than the pool (largest weight first), per wider column split ``placement.widen_gemvs`` would try
-(the fewest TCU tiles per TPB first, :data:`placement.WIDEN_SPLITS` of them, on the first and
+than the pool (largest weight first), per wider column split ``refine.widen_gemvs`` would try
+(the fewest TCU tiles per TPB first, :data:`refine.WIDEN_SPLITS` of them, on the first and
 on the last TPBs of the pool), the widened segment is built once in the whole plan (whatever its
 length), then ``share_gemv_chunks`` on that segment alone picks its best share (K chunked first
 when the tiler keeps K whole); the result is kept when it is shorter than the plan before. At
@@ -38,7 +38,7 @@ def widen_shared_gemvs(s, segs: list[SegmentCfg], tl, keep: str, pool: tuple[int
                        ) -> tuple[list[SegmentCfg], object]:
     """``segs`` with int4 GEMVs widened and shared where the whole plan gets shorter, and its
     plan (``s``: the placement search, ``tl``: the plan of ``segs``)."""
-    from .placement import WIDEN_SPLITS
+    from .refine import WIDEN_SPLITS
     if s.spent():
         return segs, tl
     trials = 0

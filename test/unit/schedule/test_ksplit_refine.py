@@ -8,7 +8,7 @@ check`` against onnxruntime for a whole-part conv (uneven K parts) and a widened
 
 import pytest
 
-from m100.passes.schedule import ksplit_refine, placement
+from m100.passes.schedule import ksplit_refine, placement, refine
 from m100.passes.schedule.cost import CostModel
 from m100.passes.schedule.examples import GraphBuilder
 from m100.passes.schedule.graph import ScheduleError
@@ -150,4 +150,4 @@ def test_whole_parts_gemv_matches_onnxruntime(monkeypatch):
 
 
 def test_widen_limits():
-    assert ksplit_refine.MAX_WIDEN >= 1 and ksplit_refine.MAX_KPARTS <= placement.MAX_KPARTS
+    assert ksplit_refine.MAX_WIDEN >= 1 and ksplit_refine.MAX_KPARTS <= refine.MAX_KPARTS

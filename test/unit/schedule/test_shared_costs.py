@@ -26,7 +26,7 @@ def _searched(model, tpbs=0):
     seen = []
     orig = placement.Search.cost
 
-    def spy(self, seg, bound=placement.INF):
+    def spy(self, seg, bound=float("inf")):
         seen.append(seg)
         return orig(self, seg, bound)
 
@@ -128,7 +128,7 @@ def test_the_search_is_the_same_without_sharing(monkeypatch):
     a = placement.schedule(g, M100, tpbs=8)
     hits = built[0].shared.hits
     n_a = built[0].sched.tasks_built
-    monkeypatch.setattr(placement.SharedCosts, "lookup", lambda self, seg, bound: None)
+    monkeypatch.setattr(SharedCosts, "lookup", lambda self, seg, bound: None)
     built.clear()
     b = placement.schedule(g, M100, tpbs=8)
     assert hits > 0

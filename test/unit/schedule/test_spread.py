@@ -2,7 +2,7 @@
 goes side by side on disjoint TPB windows instead of queueing on the first TPBs of the pool."""
 
 from m100.passes.schedule.graph import Op
-from m100.passes.schedule.placement import RUN, spread_segments
+from m100.passes.schedule.refine import RUN, spread_segments
 from m100.passes.schedule.segment import SegmentCfg, StageCfg
 
 

@@ -11,7 +11,7 @@ uneven size).
 
 import pytest
 
-from m100.passes.schedule import placement
+from m100.passes.schedule import placement, refine
 from m100.passes.schedule.graph import OpGraph
 from m100.passes.schedule.segment import SegmentCfg, StageCfg
 from m100.targets.m100.machine import get_machine
@@ -58,7 +58,7 @@ def test_weights_once_trades_rows_for_k_parts_on_the_same_tpbs(monkeypatch):
     for a, b in changed:
         assert b.op == a.op and b.tpbs == a.tpbs
         assert b.gr < a.gr and b.gr * b.gc * b.ks == len(b.tpbs)
-        assert 2 <= b.ks <= placement.MAX_KPARTS and b.bands == b.gr
+        assert 2 <= b.ks <= refine.MAX_KPARTS and b.bands == b.gr
     assert s.sched.build(segs2, keep=keep).makespan == tl2.makespan
 
 

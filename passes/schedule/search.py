@@ -1,0 +1,437 @@
+"""The search of the placement: segments and their configurations, each candidate costed alone.
+
+:class:`Search` is steps 1-4 of :mod:`.placement`'s module doc: the segmentation of the ops
+(dynamic programming for ``auto``), the configuration of one segment (greedy start + local search:
+TPB counts, column splits, K chunks and K splits, resident activations; pipelines: TPBs per stage,
+co-location, bands) and the costing of every candidate by building it in isolation
+(:meth:`Search.cost`: memoized per configuration, shared between structurally equal segments by
+:mod:`.shared_costs`, stopped at a bound, charged to the search budget). :func:`.placement.schedule`
+runs it per TPB pool; the whole-plan refinements after it are in :mod:`.refine`.
+"""
+
+from __future__ import annotations
+
+import random
+from dataclasses import replace
+
+from m100.targets.m100.machine import Machine
+
+from .cost import CostModel, ceil_div
+from .graph import Op, OpGraph, ScheduleError, geometry
+from .partition import col_splits
+from .segment import SegmentCfg, StageCfg, act_resident_ok, ksplit_ok, streamable
+from .shared_costs import SharedCosts
+from .timeline import BoundExceeded, Scheduler
+
+INF = float("inf")
+
+DMA_UNITS = ("dtdu.copy", "dtdu.fill")  # data movement done memory -> memory by CCB DMA
+# CSU routines (gather, arg-max) also run memory -> memory, as a segment of their own
+MEM_UNITS = DMA_UNITS + ("csu.gather", "csu.argmax", "csu.topk")
+
+STRATEGIES = ("auto", "data-parallel", "pipeline", "single")
+
+
+class Search:
+    def __init__(self, g: OpGraph, machine: Machine, tpbs: tuple[int, ...], seed: int = 0,
+                 max_stages: int = 4, iters: int = 24, prefetch_share: float | None = None):
+        self.g = g
+        self.cm = CostModel(machine)
+        self.sched = Scheduler(self.cm, g, prefetch_share)
+        self.tpbs = tpbs
+        self.seed = seed
+        self.max_stages = max_stages
+        self.iters = iters
+        # cost of each segment costed so far: (cycles, exact); not exact: the build stopped at a
+        # bound, the makespan is >= cycles (a candidate that could not beat the best it was
+        # compared with)
+        self.cache: dict[SegmentCfg, tuple[float, bool]] = {}
+        self.errors: dict[str, ScheduleError] = {}  # first reason an op could not be placed
+        self.evaluations = 0
+        self.ops = {o.name: o for o in g.ops}
+        self.fuse_tcu = False  # may a TCU stage share the TPBs of the stage before it (auto only)
+        self.pipe_iters = 0  # local-search moves per candidate pipeline inside the auto DP
+        self.budget = float("inf")  # tasks the search may build (:data:`SEARCH_TASKS`, auto)
+        # costs shared between structurally equal segments (:mod:`.shared_costs`)
+        self.shared = SharedCosts(g, self.sched.producers, self.sched.ops, machine)
+
+    # ------------------------------------------------------------------ costing
+    def spent(self) -> bool:
+        """The search budget is used up (module doc, item 4)."""
+        return self.sched.tasks_built >= self.budget
+
+    def cost(self, seg: SegmentCfg, bound: float = INF) -> float:
+        """The predicted cycles of ``seg`` alone, or, when that is >= ``bound``, some value
+        >= ``bound`` (the build stops once a task ends at ``bound``): callers that only ask
+        ``cost(cand, best) < best`` get the same answer as from the exact cost, for less."""
+        hit = self.cache.get(seg)
+        if hit is not None and (hit[1] or hit[0] >= bound):
+            return hit[0]
+        if hit is None:
+            self.evaluations += 1
+        shared = self.shared.lookup(seg, bound)  # a structurally equal segment's build
+        if shared is not None:
+            c, exact, n = shared
+            self.sched.tasks_built += n  # the tasks the build would have created
+            self.cache[seg] = (c, exact)
+            return c
+        exact = True
+        try:
+            tl = self.sched.build([seg], isolated=True, bound=bound)
+            c = tl.makespan
+            self.shared.store(seg, [t.end for t in tl.tasks], True)
+        except BoundExceeded as b:
+            c, exact = b.end, False
+            self.shared.store(seg, [t.end for t in b.plan.tasks] + [b.end], False)
+        except ScheduleError as e:
+            c = INF
+            if len(seg.stages) == 1:
+                self.errors.setdefault(seg.stages[0].op, e)
+        self.cache[seg] = (c, exact)
+        return c
+
+    # ------------------------------------------------------------------ data-parallel op
+    def _bands_for(self, op: Op, gr: int, mult: int) -> int:
+        rows = geometry(self.g, op).rows
+        return max(1, min(rows, gr * mult))
+
+    def _dp_cfg(self, op: Op, k: int, gc: int, mult: int, first: int = 0,
+                chunked: bool = False, ks: int = 1) -> SegmentCfg | None:
+        tp = self.tpbs[first:first + k]
+        if len(tp) < k or k % (gc * ks):
+            return None
+        gr = k // (gc * ks)
+        rows = geometry(self.g, op).rows
+        if gr > rows or gr < 1:
+            return None
+        return SegmentCfg((StageCfg(op.name, tp, gc, self._bands_for(op, gr, mult),
+                                    chunked=chunked, ks=ks),), "data-parallel")
+
+    def _ksplit_cfgs(self, op: Op, kmax: int) -> list[SegmentCfg]:
+        """Configurations that split ``op``'s reduction over 2..4 TPBs (``StageCfg.ks``): tried
+        when its output has fewer natural TCU tiles than there are TPBs (small M x N: the late
+        layers of a CNN, GEMVs), where rows x columns alone leave TPBs idle or tiles half empty."""
+        if not ksplit_ok(self.g, op):
+            return []
+        geo = geometry(self.g, op)
+        mc = self.cm.machine
+        tiles = ceil_div(geo.rows * geo.row_elems, mc.tcu_tile_m) * ceil_div(geo.cols,
+                                                                              mc.tcu_tile_n)
+        if tiles >= kmax:
+            return []
+        out = []
+        for ks in (2, 3, 4):
+            kk = kmax // ks
+            if kk < 1:
+                continue
+            for gc in col_splits(self.cm, self.g, op, kk):
+                gr = min(kk // gc, geo.rows)
+                cfg = self._dp_cfg(op, gr * gc * ks, gc, 1, ks=ks)
+                if cfg is not None and cfg not in out:
+                    out.append(cfg)
+        return out
+
+    def _act_resident_cfgs(self, op: Op, kmax: int) -> list[SegmentCfg]:
+        """One-round configurations of a matmul that keep each band's rows whole in the HBSM
+        while B streams past in column tiles (``StageCfg.act_resident``, the tile width: 1, 2
+        or 4 TCU column tiles): A is read once and B once per TPB row, where the usual row x
+        column tiles read A once per column tile and B once per row tile (int8 4096^3: 134 ->
+        101 MB of DMA). Bands are whole TCU row tiles."""
+        if not act_resident_ok(self.g, op):
+            return []
+        geo = geometry(self.g, op)
+        mc = self.cm.machine
+        units = ceil_div(geo.rows, ceil_div(mc.tcu_tile_m, geo.row_elems))
+        out = []
+        for gc in col_splits(self.cm, self.g, op, kmax):
+            gr = kmax // gc
+            if gr > units:
+                continue  # every band at least one row tile
+            for tc in (mc.tcu_tile_n, 2 * mc.tcu_tile_n, 4 * mc.tcu_tile_n):
+                if 2 * tc > geo.cols // gc:
+                    break  # at least two column tiles to stream
+                out.append(SegmentCfg((StageCfg(op.name, self.tpbs[:gr * gc], gc, gr,
+                                                act_resident=tc),), "data-parallel"))
+        return out
+
+    @staticmethod
+    def _k_candidates(kmax: int) -> list[int]:
+        """TPB counts tried for one op: all, halvings, and powers of two (regular splits)."""
+        ks = {kmax}
+        k = kmax
+        while k > 1:
+            k //= 2
+            ks.add(k)
+        p = 1
+        while p <= kmax:
+            ks.add(p)
+            p *= 2
+        return sorted(ks)
+
+    def best_data_parallel(self, op: Op, max_k: int | None = None) -> tuple[SegmentCfg, float]:
+        rng = random.Random(f"{self.seed}:{op.name}")
+        geo = geometry(self.g, op)
+        kmax = min(max_k or len(self.tpbs), len(self.tpbs))
+        # greedy start: as many TPBs as rows x column splits allow
+        starts = []
+        for kk in self._k_candidates(kmax):
+            if 2 * kk < kmax:
+                continue
+            for gc in col_splits(self.cm, self.g, op, kk):
+                gr = kk // gc
+                k = min(gr, geo.rows) * gc
+                cfg = self._dp_cfg(op, k, gc, 1)
+                if cfg is not None and cfg not in starts:
+                    starts.append(cfg)
+        if not starts:
+            cfg = self._dp_cfg(op, min(kmax, geo.rows), 1, 1) or self._dp_cfg(op, 1, 1, 1)
+            starts = [cfg]
+        if "w4" in op.attrs:  # int4 weights stream: every start also with its K in chunks
+            starts += [replace(c, stages=(replace(c.stages[0], chunked=True),)) for c in starts]
+        best, best_c = starts[0], self.cost(starts[0])
+        for cfg in starts[1:]:  # the first cheapest start
+            c = self.cost(cfg, best_c)
+            if c < best_c:
+                best, best_c = cfg, c
+        tcu = op.unit in ("tcu.matmul", "tcu.conv2d")
+        if tcu:  # the best start with its K in chunks (the weight streams under the compute)
+            st = best.stages[0]
+            cand = replace(best, stages=(replace(st, chunked=not st.chunked),))
+            c = self.cost(cand, best_c)
+            if c < best_c:
+                best, best_c = cand, c
+            kbest = None
+            for cand in self._ksplit_cfgs(op, kmax):  # the reduction over several TPBs
+                c = self.cost(cand, best_c)
+                if c < best_c:
+                    best, best_c = cand, c
+                    kbest = cand
+            if kbest is not None:  # the same with finer chunks (a shorter tail)
+                cand = replace(kbest, stages=(replace(kbest.stages[0], chunked=True),))
+                c = self.cost(cand, best_c)
+                if c < best_c:
+                    best, best_c = cand, c
+        for _ in range(0 if self.spent() else self.iters // 2):  # local search (module doc 4)
+            st = best.stages[0]
+            k, gc, ch, kp = len(st.tpbs), st.gc, st.chunked, st.ks
+            mult = max(1, st.bands // st.gr)
+            move = rng.choice(("k-", "k+", "b+", "b-", "gc", "ch") if tcu else
+                              ("k-", "k+", "b+", "b-", "gc"))
+            if move in ("k-", "k+"):
+                ks = sorted({x for x in self._k_candidates(kmax)})
+                i = ks.index(k) if k in ks else 0
+                i = max(0, i - 1) if move == "k-" else min(len(ks) - 1, i + 1)
+                k2 = ks[i]
+                gcs = col_splits(self.cm, self.g, op, k2)
+                pick = [x for x in gcs if x <= gc] or [1]
+                cand = self._dp_cfg(op, k2, max(pick) if rng.random() < 0.5 else rng.choice(gcs),
+                                    mult, chunked=ch)
+            elif move == "b+":
+                cand = self._dp_cfg(op, k, gc, mult * 2, chunked=ch, ks=kp)
+            elif move == "b-":
+                cand = self._dp_cfg(op, k, gc, max(1, mult // 2), chunked=ch, ks=kp)
+            elif move == "ch":
+                if kp > 1:
+                    continue
+                cand = self._dp_cfg(op, k, gc, mult, chunked=not ch)
+            else:
+                gcs = col_splits(self.cm, self.g, op, k // kp)
+                cand = self._dp_cfg(op, k, rng.choice(gcs), mult, chunked=ch, ks=kp)
+            if cand is None:
+                continue
+            c = self.cost(cand, best_c)
+            if c < best_c:
+                best, best_c = cand, c
+        if tcu:  # after the local search (which never moves from one of these): the band rows
+            # kept whole, B streamed past them
+            for cand in self._act_resident_cfgs(op, kmax):
+                c = self.cost(cand, best_c)
+                if c < best_c:
+                    best, best_c = cand, c
+        if best_c == float("inf"):
+            raise self.errors.get(op.name) or ScheduleError(f"op '{op.name}' could not be placed")
+        return best, best_c
+
+    # ------------------------------------------------------------------ pipelines
+    def _work(self, op: Op) -> float:
+        geo = geometry(self.g, op)
+        return self.cm.piece_cycles(self.g, op, geo.rows, geo.cols)
+
+    def _pipe_cfg(self, ops: list[Op], alloc: list[int], coloc: list[bool], gcs: list[int],
+                  bands: int) -> SegmentCfg | None:
+        stages = []
+        pos = 0
+        prev: tuple[int, ...] = ()
+        for i, op in enumerate(ops):
+            if coloc[i] and prev:
+                tp = prev
+            else:
+                if alloc[i] < 1 or pos + alloc[i] > len(self.tpbs):
+                    return None
+                tp = self.tpbs[pos:pos + alloc[i]]
+                pos += alloc[i]
+            gc = gcs[i] if len(tp) % gcs[i] == 0 else 1
+            rows = geometry(self.g, op).rows
+            stages.append(StageCfg(op.name, tuple(tp), gc, max(1, min(rows, bands))))
+            prev = tuple(tp)
+        return SegmentCfg(tuple(stages), "pipeline")
+
+    def best_pipeline(self, ops: list[Op], iters: int | None = None) -> tuple[SegmentCfg, float]:
+        rng = random.Random(f"{self.seed}:" + ",".join(o.name for o in ops))
+        n = len(ops)
+        T = len(self.tpbs)
+        work = [max(1.0, self._work(o)) for o in ops]
+        coloc = [False] * n
+        for i in range(1, n):  # light non-TCU stages ride on the previous stage's TPBs
+            if not ops[i].unit.startswith("tcu") and ops[i - 1].unit.startswith("tcu") and \
+                    work[i] < 0.25 * work[i - 1]:
+                coloc[i] = True
+        own = [i for i in range(n) if not coloc[i]]
+        if len(own) > T:
+            raise ScheduleError(f"a pipeline of {len(own)} stages needs more than {T} TPBs")
+        tot = sum(work[i] for i in own)
+        alloc = [0] * n
+        for i in own:
+            alloc[i] = max(1, int(T * work[i] / tot))
+        while sum(alloc) > T:
+            j = max(own, key=lambda i: alloc[i])
+            alloc[j] -= 1
+        while sum(alloc) < T:
+            j = max(own, key=lambda i: work[i] / alloc[i])
+            alloc[j] += 1
+        gcs = [1] * n
+        min_rows = max(geometry(self.g, o).rows for o in ops)  # per-stage caps in _pipe_cfg
+        bands = max(1, min(min_rows, max(alloc) * 2))
+        best = self._pipe_cfg(ops, alloc, coloc, gcs, bands)
+        if best is None:
+            raise ScheduleError("internal: no initial pipeline")
+        best_state = (alloc, coloc, gcs, bands)
+        best_c = self.cost(best)
+        for _ in range(self.iters if iters is None else iters):
+            alloc, coloc, gcs, bands = (list(best_state[0]), list(best_state[1]),
+                                        list(best_state[2]), best_state[3])
+            move = rng.choice(("shift", "shift", "shift", "coloc", "bands+", "bands-", "gc"))
+            if move == "shift":
+                own = [i for i in range(n) if not coloc[i]]
+                if len(own) < 2:
+                    continue
+                a, b = rng.sample(own, 2)
+                d = max(1, alloc[a] // rng.choice((2, 4, 8)))
+                if alloc[a] - d < 1:
+                    continue
+                alloc[a] -= d
+                alloc[b] += d
+            elif move == "coloc":
+                i = rng.randrange(1, n) if n > 1 else 0
+                if i == 0 or (ops[i].unit.startswith("tcu") and not self.fuse_tcu):
+                    continue
+                coloc[i] = not coloc[i]
+                own = [x for x in range(n) if not coloc[x]]
+                if coloc[i]:
+                    alloc[own[-1] if own[-1] < i else own[0]] += alloc[i]
+                    alloc[i] = 0
+                else:
+                    donor = max(own, key=lambda x: alloc[x] if x != i else -1)
+                    if alloc[donor] < 2:
+                        continue
+                    alloc[i] = 1
+                    alloc[donor] -= 1
+            elif move == "bands+":
+                bands = min(min_rows, bands * 2)
+            elif move == "bands-":
+                bands = max(1, bands // 2)
+            else:
+                i = rng.randrange(n)
+                k = alloc[i] if not coloc[i] else 1
+                opts = col_splits(self.cm, self.g, ops[i], max(1, k))
+                gcs[i] = rng.choice(opts)
+            cand = self._pipe_cfg(ops, alloc, coloc, gcs, bands)
+            if cand is None:
+                continue
+            c = self.cost(cand, best_c)
+            if c < best_c:
+                best, best_c, best_state = cand, c, (alloc, coloc, gcs, bands)
+        return best, best_c
+
+    # ------------------------------------------------------------------ segmentation
+    def connected(self, ops: list[Op]) -> bool:
+        """Every op after the first streams an activation produced inside the run (and no op of the
+        run is a memory-to-memory data movement)."""
+        if any(o.unit in MEM_UNITS for o in ops):
+            return False
+        made = set(ops[0].outputs)
+        for o in ops[1:]:
+            if not any(t in made and streamable(self.g, o, t) for t in o.inputs):
+                return False
+            made.update(o.outputs)
+        return True
+
+    def segment_best(self, ops: list[Op], iters: int | None = None) -> tuple[SegmentCfg, float]:
+        if len(ops) == 1 and ops[0].unit in MEM_UNITS:
+            cfg = SegmentCfg((StageCfg(ops[0].name, (self.tpbs[0],)),), "dma")
+            return cfg, self.cost(cfg)
+        if len(ops) == 1:
+            return self.best_data_parallel(ops[0])
+        return self.best_pipeline(ops, iters)
+
+    def run(self, strategy: str) -> list[SegmentCfg]:
+        ops = self.g.ops
+        if strategy == "single":
+            return [self.segment_best([op])[0] if op.unit in MEM_UNITS else
+                    self.best_data_parallel(op, max_k=1)[0] for op in ops]
+        if strategy == "data-parallel":
+            return [self.segment_best([op])[0] for op in ops]
+        if strategy == "pipeline":
+            segs = []
+            i = 0
+            while i < len(ops):
+                j = i + 1
+                while j < len(ops) and j - i < min(self.max_stages, len(self.tpbs)) and \
+                        self.connected(ops[i:j + 1]):
+                    j += 1
+                segs.append(self.segment_best(list(ops[i:j]))[0])
+                i = j
+            return segs
+        if strategy != "auto":
+            raise ScheduleError(f"unknown strategy '{strategy}' (known: {', '.join(STRATEGIES)})")
+        n = len(ops)
+        best: list[tuple[float, int, SegmentCfg | None]] = [(0.0, -1, None)] + \
+            [(float("inf"), -1, None)] * n
+        for e in range(1, n + 1):
+            for s in range(max(0, e - self.max_stages), e):
+                run = list(ops[s:e])
+                if len(run) > 1 and not self.connected(run):
+                    continue
+                if best[s][0] == float("inf"):
+                    continue
+                try:
+                    # candidate pipelines are costed with a short search; the chosen ones are
+                    # refined below with the full local search
+                    cfg, c = self.segment_best(
+                        run, (0 if self.spent() else self.pipe_iters) if len(run) > 1 else None)
+                except ScheduleError:
+                    if len(run) == 1:
+                        raise
+                    continue
+                if best[s][0] + c < best[e][0]:
+                    best[e] = (best[s][0] + c, s, cfg)
+        segs = []
+        e = n
+        while e > 0:
+            _, s, cfg = best[e]
+            if cfg is None:
+                raise ScheduleError("no schedule found for the graph")
+            segs.append(cfg)
+            e = s
+        segs = segs[::-1]
+        out = []
+        for cfg in segs:
+            if len(cfg.stages) > 1 and not self.spent():
+                run = [self.ops[st.op] for st in cfg.stages]
+                better, c = self.best_pipeline(run)
+                cfg = better if c <= self.cost(cfg) else cfg
+            out.append(cfg)
+        return out
+
+
+__all__ = ["INF", "MEM_UNITS", "STRATEGIES", "Search"]
