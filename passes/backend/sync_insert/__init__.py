@@ -5,7 +5,9 @@ the ``sync`` dialect). Stages, one module each (AscendNPU-IR InjectSync style; `
 
 1. ``analyze``    -- input model and validation; required orderings (hazards from the walks,
                      explicit edges, ring buffers), or the barrier-all chain;
-2. ``graph``      -- accesses per block, hazards as need vectors, the happens-before graph;
+2. ``footprint``  -- the bytes each block of an instruction touches (accesses, chunks, runs);
+   ``hazards``    -- conflicting pairs in global order as need vectors, implied ones pruned;
+   ``graph``      -- the block-level happens-before graph (vector clocks);
 3. ``redundancy`` -- drop orderings implied by others (transitive reduction);
 4. ``allocate``   -- home TPBs, channels, counters within the budget (reuse, explicit merges);
 5. ``codegen``    -- producer updates, consumer monitors with per-block expected values;

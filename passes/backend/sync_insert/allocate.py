@@ -37,7 +37,8 @@ import numpy as np
 from m100.targets.m100.isa import Trigger, Unit
 
 from .analyze import SyncError, inst_name
-from .graph import Hazard, HbGraph
+from .graph import HbGraph
+from .hazards import Hazard
 from .redundancy import Reduced
 
 Executor = tuple  # (Unit, index)

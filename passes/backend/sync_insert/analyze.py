@@ -23,8 +23,9 @@ from m100.sim.certificate import SYNC_MODES
 from m100.targets.m100 import isa
 from m100.targets.m100.isa import Unit
 
-from . import graph
-from .graph import _AXIS0_OPS, Hazard, derive_hazards, prune_implied
+from . import hazards
+from .footprint import _AXIS0_OPS
+from .hazards import Hazard, derive_hazards, prune_implied
 
 
 
@@ -205,9 +206,9 @@ def analyze(insts: list[isa.Instruction], machine, *, edges=(), rings=(),
                 check_pair(c_old, p, f"ring buffer '{rb.name}' slot reuse {k}")
                 add(c_old, p, np.full(blocks[p], blocks[c_old] - 1, dtype=np.int64),
                     ("FIFO-BP", None, k - rb.slots, k % rb.slots))
-    if graph.PRUNE_IMPLIED and (edges or rings):
+    if hazards.PRUNE_IMPLIED and (edges or rings):
         # the explicit orderings, like the hazards, only as far as program order does not
-        # imply them (graph.prune_implied)
+        # imply them (hazards.prune_implied)
         prods: dict[int, list[int]] = {}
         for (i, j) in needs:
             prods.setdefault(j, []).append(i)

@@ -11,7 +11,7 @@ verifier; tests call its ``verify_instructions`` on sync-insert's output):
 * ``hazards``: every conflicting pair ``[i, j, kind, space, tpb, lo, hi]`` (a byte interval in
   which they conflict), including the ones removed as redundant, except the pairs that a later
   conflicting producer of ``j`` on ``i``'s executor implies through program order
-  (``graph.prune_implied``; version 1 listed those too). A checker confirms each hazard is
+  (``hazards.prune_implied``; version 1 listed those too). A checker confirms each hazard is
   ordered by the closure of ``edges`` plus program order plus block order; the ones left out are
   then ordered too.
 * ``serialized``: chain monitors added by a budget merge decision.

@@ -15,7 +15,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from .analyze import Needs
-from .graph import Hazard, HbGraph
+from .graph import HbGraph
+from .hazards import Hazard
 
 
 @dataclass

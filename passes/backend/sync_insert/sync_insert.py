@@ -18,7 +18,7 @@ from m100.dialects.sync import ActionsAttr, BarrierOp, JoinOp, machine_of
 from m100.dialects.tpb import InstrOp, ProgramOp, StreamOp
 from m100.targets.m100.isa import Unit
 
-from . import DataEdge, SyncError, graph, insert_sync
+from . import DataEdge, SyncError, hazards, insert_sync
 from .certificate import dumps
 
 
@@ -48,11 +48,11 @@ def _producers(v: SSAValue, index: dict[int, int], what: str | InstrOp,
 def _latest_per_executor(ps: list[int], execs: list) -> list[int]:
     """Of the producers a consumer waits for (tokens through joins/barriers), the latest of each
     executor, in increasing order: waiting for the whole of it implies waiting for the earlier
-    ones (program order), so the others are orderings ``graph.prune_implied`` would drop anyway
+    ones (program order), so the others are orderings ``hazards.prune_implied`` would drop anyway
     (a join of every copy of a redistribution, waited for by many consumers, is p x c edges
     otherwise: 3.85 M on the 1024-token LLaMA prefill layer). The latest is kept even on the
     consumer's own executor, so that analyze still refuses a backward wait."""
-    if len(ps) < 2 or not graph.PRUNE_IMPLIED:
+    if len(ps) < 2 or not hazards.PRUNE_IMPLIED:
         return ps
     last: dict = {}
     for p in ps:
