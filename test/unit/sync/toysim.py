@@ -268,3 +268,15 @@ def memories_for(insts, machine, rng) -> dict[Key, np.ndarray]:
             for k in keys:
                 top[k] = max(top.get(k, 0), hi)
     return {k: rng.standard_normal((v + 3) // 4).astype(np.float32) for k, v in top.items()}
+
+
+def setup(prog, machine, seed: int = 0):
+    """(memories filled at random for ``prog``, the sequential numpy result on them)."""
+    mem = memories_for(prog, machine, np.random.default_rng(seed))
+    return mem, sequential(prog, mem)
+
+
+def ok(out: Outcome, ref) -> bool:
+    """A run is right: no race, no deadlock, every memory equal to the sequential result."""
+    return (not out.races and out.deadlock is None
+            and all(np.array_equal(out.mem[k], ref[k]) for k in ref))

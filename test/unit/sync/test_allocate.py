@@ -1,0 +1,133 @@
+"""sync-insert's counter allocation (``allocate.py``): the budget (segments per instruction,
+reported merges, an error), broadcasts with one update, the merged chain cost; programs checked
+on toysim.py.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+import numpy as np
+import pytest
+
+sys.path.insert(0, os.path.dirname(__file__))
+
+import progs  # noqa: E402
+import toysim  # noqa: E402
+
+from m100.passes.backend.sync_insert import SyncError, insert_sync  # noqa: E402
+from m100.sim.certificate import verify_instructions as verify_certificate  # noqa: E402
+from m100.targets.m100 import isa  # noqa: E402
+from m100.targets.m100.machine import get_machine  # noqa: E402
+
+TINY = get_machine("tiny")
+
+
+# ------------------------------------------------------------------------------------------------
+# budget: segments, explicit merge / serialize decision, or an error
+# ------------------------------------------------------------------------------------------------
+@pytest.mark.parametrize("budget", [2, 3])
+def test_small_budget_gives_reported_merge(budget):
+    prog = progs.pipeline(tiles=6, slots=2, blocks=4)
+    mem, ref = toysim.setup(prog, TINY)
+    full = insert_sync(prog, TINY)
+    assert max(full.counters_used.values()) > budget
+    small = get_machine("tiny").with_overrides(su_counters=budget)
+    res = insert_sync(prog, small)
+    assert res.decisions and all(d["kind"] == "merge" for d in res.decisions)
+    assert "decision: merge" in res.report()
+    assert all(n <= budget for n in res.counters_used.values())
+    assert all(m.counter < budget for i in res.instructions for m in i.sync.monitors)
+    for s in (None, 7, 8):
+        assert toysim.ok(toysim.run(res.instructions, small, mem, seed=s), ref)
+    with pytest.raises(SyncError, match="budget"):
+        insert_sync(prog, small, on_budget="error")
+
+def test_budget_one_counter_serializes_remote_writers_through_their_own_tpb():
+    prog = progs.pipeline(tiles=4, slots=2, blocks=2)
+    mem, ref = toysim.setup(prog, TINY)
+    res = insert_sync(prog, TINY, counter_budget=1)
+    assert all(n == 1 for n in res.counters_used.values())
+    assert any("waits through its own TPB" in d["effect"] for d in res.decisions)
+    assert res.stats["serialized"] > 0
+    for s in (None, 4, 5):
+        assert toysim.ok(toysim.run(res.instructions, TINY, mem, seed=s), ref)
+    assert verify_certificate(res.instructions, res.certificate) == []
+
+def test_channels_over_budget_take_counters_per_instruction_without_merging():
+    """Two DMA engines take turns loading one HBSM slot that a CVU reads: DMA0 -> CVU -> DMA1
+    (WAR) -> CVU -> DMA0 ... Whole channels (DMA0, DMA1 and the CVU, each from its first event to
+    its last) need three counters on TPB 0; every event is ordered after the one before it, so
+    per instruction (segments) one counter serves them all: no merge, no serializing wait."""
+    prog = []
+    for k in range(6):
+        prog.append(isa.Dma(engine=k % 2, src=progs.ddr(k), dst=progs.hw(0, 0)))
+        prog.append(progs.cvu(0, isa.CvuOp.ADD, [progs.hw(0, 0), progs.hw(0, 0)],
+                              progs.hw(0, 1 + k % 2)))
+    prog.append(isa.Dma(engine=0, src=progs.hw(0, 1), dst=progs.ddr(8)))
+    prog.append(isa.Dma(engine=1, src=progs.hw(0, 2), dst=progs.ddr(9)))
+    mem, ref = toysim.setup(prog, TINY)
+    full = insert_sync(prog, TINY)
+    assert full.counters_used[0] == 3 and not full.decisions
+    res = insert_sync(prog, TINY, counter_budget=1)
+    assert res.counters_used[0] == 1
+    assert not res.decisions and res.stats["serialized"] == 0
+    for s in (None, 3, 4):
+        assert toysim.ok(toysim.run(res.instructions, TINY, mem, seed=s), ref)
+    assert verify_certificate(res.instructions, res.certificate) == []
+    # one chain of 12 updates (DMA k the (2k+1)-th, CVU k the (2k+2)-th): CVU k waits for DMA k,
+    # DMA k for CVU k-1, the two stores for the CVUs that wrote their slots
+    assert [i.sync.monitors[0].expected for i in res.instructions if i.sync.monitors] == \
+        list(range(1, 12)) + [10, 12]
+
+@pytest.mark.parametrize("seed", range(4))
+def test_random_programs_with_budget_two(seed):
+    prog = progs.random_program(200 + seed, n=18)
+    mem, ref = toysim.setup(prog, TINY, seed)
+    res = insert_sync(prog, TINY, counter_budget=2)
+    assert all(n <= 2 for n in res.counters_used.values())
+    for s in (None, seed):
+        assert toysim.ok(toysim.run(res.instructions, TINY, mem, seed=s), ref)
+
+
+# ------------------------------------------------------------------------------------------------
+# counter ids and costs
+# ------------------------------------------------------------------------------------------------
+def test_broadcast_producer_signals_all_consumer_tpbs_with_one_update():
+    h = progs.hw
+    prog = [isa.Fill(tpb=1, dst=h(1, 5), value=2.0),  # occupies a counter id on TPB1 first
+            progs.cvu(1, isa.CvuOp.ADD, [h(1, 5), h(1, 5)], h(1, 4)),
+            isa.Dma(engine=0, src=progs.ddr(0), dst=h(0, 0), tpb_mask=0b11),
+            progs.cvu(0, isa.CvuOp.ADD, [h(0, 0), h(0, 0)], h(0, 1)),
+            progs.cvu(1, isa.CvuOp.ADD, [h(1, 0), h(1, 4)], h(1, 1))]
+    res = insert_sync(prog, TINY)
+    dma = res.instructions[2]
+    assert len(dma.sync.updates) == 1 and dma.sync.updates[0].tpb_mask == 0b11
+    mem, ref = toysim.setup(prog, TINY)
+    assert toysim.ok(toysim.run(res.instructions, TINY, mem, seed=1), ref)
+
+@pytest.mark.parametrize("seed", range(6))
+def test_merged_chain_cost_equals_the_cost_of_the_union(seed):
+    """allocate._merged_cost (a counter's kept cost plus what a channel's events change) is
+    _chain_cost of the union, on the happens-before graph of a random program's needs."""
+    import importlib
+    from m100.passes.backend.sync_insert.analyze import analyze
+    from m100.passes.backend.sync_insert.redundancy import reduce_needs
+    A = importlib.import_module("m100.passes.backend.sync_insert.allocate")  # (not the function)
+    prog = progs.random_program(950 + seed, n=50, slots=4, ddr_slots=2)
+    g = reduce_needs(analyze(prog, TINY, stream_blocks=2)).graph
+    rng = np.random.default_rng(seed)
+    by_exec: dict = {}
+    for i, inst in enumerate(prog):
+        for k in range(g.blocks[i]):
+            by_exec.setdefault(inst.executor, []).append((i, k))
+    execs = list(by_exec)
+    for _ in range(40):
+        pick = rng.permutation(len(execs))[:int(rng.integers(2, min(5, len(execs)) + 1))]
+        chans = [[e for e in by_exec[execs[x]] if rng.random() < .6] or by_exec[execs[x]][:1]
+                 for x in pick]
+        old = sorted(e for c in chans[:-1] for e in c)
+        for t in (0, 1):
+            assert A._merged_cost(g, old, A._chain_cost(g, old, t), chans[-1], t) == \
+                A._chain_cost(g, old + chans[-1], t)

@@ -1,0 +1,178 @@
+"""sync-insert's footprint stage (``footprint.py``: the bytes each block of an instruction touches)
+against brute-force enumeration of the walks' bytes.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+import numpy as np
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+sys.path.insert(0, os.path.dirname(__file__))
+
+import progs  # noqa: E402
+
+from m100.passes.backend.sync_insert import footprint  # noqa: E402
+from m100.passes.backend.sync_insert.footprint import (Access, access_need,  # noqa: E402
+                                                       conv_input_rows, is_dense, rows_meet,
+                                                       rows_meet1)
+from m100.targets.m100 import isa  # noqa: E402
+from m100.targets.m100.isa import Sync  # noqa: E402
+
+
+# ------------------------------------------------------------------------------------------------
+# walk-level analysis against brute-force enumeration
+# ------------------------------------------------------------------------------------------------
+_levels = st.lists(st.tuples(st.integers(1, 4), st.integers(-3, 9), st.integers(0, 12)),
+                   min_size=1, max_size=3)
+
+def _walk(levels, base, dtype):
+    lv = tuple(isa.Level.span(c, s, o) if s else isa.Level(o, 0, c) for c, s, o in levels)
+    lo = sum(min(x.initial, x.last) for x in lv)
+    shift = max(0, -lo)  # keep every offset non-negative
+    lv = (isa.Level(lv[0].initial + shift, lv[0].step,
+                    lv[0].final + (shift if lv[0].step else 0)),) + lv[1:]
+    return isa.Walk(isa.Space.HBSM, 0, base, dtype, lv)
+
+def _bytes(w, sel=slice(None)):
+    off = w.offsets()[sel]
+    nb = w.dtype.bits // 8
+    return set((w.base + off[:, None] * nb + np.arange(nb)[None, :]).reshape(-1).tolist())
+
+@settings(max_examples=200, deadline=None)
+@given(_levels, st.sampled_from([isa.DType.I8, isa.DType.F16, isa.DType.F32]))
+def test_is_dense_matches_enumeration(levels, dtype):
+    w = _walk(levels, 64, dtype)
+    lo, hi = w.byte_range()
+    if is_dense(w):  # sound: only a walk that covers its whole interval may retire others
+        assert _bytes(w) == set(range(lo, hi))
+    shape = tuple(c for c, _, _ in levels)
+    perm = isa.Walk.strided(isa.Space.HBSM, 0, 64, dtype, shape)  # row-major boxes are dense
+    assert is_dense(perm)
+
+@settings(max_examples=150, deadline=None)
+@given(_levels, _levels, st.integers(0, 40), st.sampled_from([1, 2, 3]), st.sampled_from([1, 2]),
+       st.booleans(), st.booleans())
+def test_block_need_matches_enumeration(la, lb, base_b, bi, bj, split_i, split_j):
+    wi, wj = _walk(la, 0, isa.DType.F32), _walk(lb, 4 * base_b, isa.DType.F32)
+    if split_i and wi.num_elements % bi or split_j and wj.num_elements % bj:
+        return
+    ai = Access((2, 0), wi, True, split_i, "i")
+    aj = Access((2, 0), wj, False, split_j, "j")
+    need = access_need(ai, bi, aj, bj)
+
+    def part(w, split, nb, b):
+        if not split:
+            return _bytes(w)
+        per = w.num_elements // nb
+        return _bytes(w, slice(b * per, (b + 1) * per))
+
+    for b in range(bj):
+        touched = part(wj, split_j, bj, b)
+        want = max((k for k in range(bi) if part(wi, split_i, bi, k) & touched), default=-1)
+        assert need[b] == want
+
+@settings(max_examples=80, deadline=None)
+@given(st.integers(1, 2), st.integers(3, 9), st.integers(1, 3), st.integers(1, 3),
+       st.integers(1, 2), st.integers(1, 2), st.integers(0, 2), st.integers(0, 2),
+       st.sampled_from([1, 2, 3, 4]))
+def test_conv_input_rows_match_window_enumeration(n, h, kh, c, sh, dh, pt, pb, nb):
+    width = 2
+    if (h + pt + pb - dh * (kh - 1) - 1) < 0:
+        return
+    mk = lambda cnt: progs.hw(0, 0, shape=(cnt,))  # noqa: E731
+    oh = (h + pt + pb - dh * (kh - 1) - 1) // sh + 1
+    if (n * oh) % nb:
+        return
+    inst = isa.Conv2D(tpb=0, x=mk(n * h * width * c), w=mk(kh * c), y=mk(n * oh * width),
+                      n=n, h=h, width=width, c=c, f=1, kh=kh, kw=1, stride=(sh, 1),
+                      pad=(pt, 0, pb, 0), dilation=(dh, 1), sync=Sync(blocks=nb))
+    rows = n * oh // nb
+    for b, rng in enumerate(conv_input_rows(inst, nb)):
+        got = {e for lo, hi in rng for e in range(lo, hi)}
+        want = set()
+        for r in range(b * rows, (b + 1) * rows):
+            ni, oy = divmod(r, oh)
+            for ky in range(kh):
+                iy = oy * sh - pt + ky * dh
+                if 0 <= iy < h:
+                    want |= set(range((ni * h + iy) * width * c, (ni * h + iy + 1) * width * c))
+        assert want <= got  # sound
+        # and no wider than the envelope of the block's windows (padding rows clipped away)
+        gr = {e // (width * c) for e in got}
+        for ni in {r // oh for r in range(b * rows, (b + 1) * rows)}:
+            oys = [r % oh for r in range(b * rows, (b + 1) * rows) if r // oh == ni]
+            lo, hi = max(0, min(oys) * sh - pt), min(h - 1, max(oys) * sh - pt + dh * (kh - 1))
+            assert {r - ni * h for r in gr if r // h == ni} == set(range(lo, hi + 1))
+
+@settings(max_examples=300, deadline=None)
+@given(_levels, st.sampled_from([isa.DType.I8, isa.DType.F16, isa.DType.F32, isa.DType.I4]),
+       st.sampled_from([1, 2, 3, 4, 6]), st.booleans())
+def test_chunk_runs_match_enumeration(levels, dtype, nchunks, use_ranges):
+    w = _walk(levels, 64, dtype)
+    n = w.num_elements
+    if n % nchunks:
+        return
+    per = n // nchunks
+    ranges = (tuple(((c * per, c * per + per // 2), (c * per + per // 2, (c + 1) * per))
+                    for c in range(nchunks)) if use_ranges else None)
+    footprint._chunk_cache.clear()
+    ch = footprint.walk_chunks(w, nchunks, ranges)
+    off = w.offsets()
+    for c in range(nchunks):
+        o = off[c * per:(c + 1) * per]
+        if dtype.bits >= 8:
+            nb = dtype.bits // 8
+            want = set((w.base + o[:, None] * nb + np.arange(nb)[None, :]).reshape(-1).tolist())
+        else:
+            want = set((w.base + o * dtype.bits // 8).tolist())
+        assert (ch.lol[c], ch.hil[c]) == (min(want), max(want) + 1)
+        if ch.dense[c]:
+            assert want == set(range(min(want), max(want) + 1))
+        st_, ln = ch.runs(c)
+        got = {int(x) + k for x in st_ for k in range(ln)}
+        assert got == want
+        assert all(st_[1:] >= st_[:-1] + ln)  # sorted, disjoint
+
+
+# ------------------------------------------------------------------------------------------------
+# row-shaped footprints (rows_meet) against enumeration
+# ------------------------------------------------------------------------------------------------
+def test_rows_meet_against_enumeration():
+    """rows_meet against the byte sets enumerated, on random row shapes of equal periods and
+    single runs."""
+    rng = np.random.default_rng(5)
+    for _ in range(3000):
+        p = int(rng.integers(1, 12))
+
+        def shape():
+            n = int(rng.integers(1, 5))
+            run = int(rng.integers(1, p + 1)) if n > 1 else int(rng.integers(1, 30))
+            return int(rng.integers(0, 40)), (p if n > 1 else 0), n, run
+
+        a, b = shape(), shape()
+        bytes_of = [{s + k * per + u for k in range(n) for u in range(run)}
+                    for s, per, n, run in (a, b)]
+        dec, meet = rows_meet(*(np.array([x]) for x in a), *b)
+        assert dec[0]
+        assert bool(meet[0]) == bool(bytes_of[0] & bytes_of[1]), (a, b)
+        assert rows_meet1(*a, *b) == (True, bool(bytes_of[0] & bytes_of[1])), (a, b)
+
+def test_rows_meet1_is_rows_meet():
+    """The one-pair rows_meet1 (Python ints) against the array rows_meet on random shapes of
+    any periods (undecided pairs too), negative offsets and large addresses."""
+    rng = np.random.default_rng(11)
+    for _ in range(4000):
+        base = int(rng.choice([0, 1 << 33]))
+
+        def shape():
+            n = int(rng.integers(1, 6))
+            per = int(rng.integers(1, 50)) if n > 1 else 0
+            return base + int(rng.integers(0, 300)), per, n, int(rng.integers(1, 60))
+
+        a, b = shape(), shape()
+        dec, meet = rows_meet(*(np.array([x]) for x in a), *b)
+        assert rows_meet1(*a, *b) == (bool(dec[0]), bool(meet[0])), (a, b)

@@ -1,0 +1,196 @@
+"""sync-insert's hazards stage (``hazards.py``: conflicting pairs as need vectors): exact overlap,
+retirement by covering writes, the shortcuts against the general path, the pruning of implied
+needs, checked on toysim.py and against the unpruned / general computation.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import sys
+
+import numpy as np
+import pytest
+
+sys.path.insert(0, os.path.dirname(__file__))
+
+import progs  # noqa: E402
+import toysim  # noqa: E402
+
+from m100.passes.backend.sync_insert import DataEdge, footprint, hazards, insert_sync  # noqa: E402
+from m100.passes.backend.sync_insert.hazards import Hazard, prune_implied  # noqa: E402
+from m100.sim.certificate import verify_instructions as verify_certificate  # noqa: E402
+from m100.targets.m100 import isa  # noqa: E402
+from m100.targets.m100.machine import get_machine  # noqa: E402
+
+TINY = get_machine("tiny")
+
+
+# ------------------------------------------------------------------------------------------------
+# exact overlap, long programs (hazard retirement by covering writes), coarse overlap path
+# ------------------------------------------------------------------------------------------------
+def test_exact_overlap_interleaved_halves_need_no_sync():
+    h = progs.hw
+    prog = [isa.Copy(tpb=0, src=progs.half(h, 0, 1, parity=0), dst=progs.half(h, 0, 0, parity=0)),
+            progs.cvu(0, isa.CvuOp.ADD, [h(0, 2), h(0, 2)], h(0, 3)),
+            isa.Copy(tpb=1, src=progs.half(h, 1, 1, parity=1), dst=progs.half(h, 0, 0, parity=1))]
+    res = insert_sync(prog, TINY)
+    assert res.stats["needs"] == 0
+    assert all(not i.sync.monitors for i in res.instructions)
+    mem, ref = toysim.setup(prog, TINY)
+    assert toysim.ok(toysim.run(res.instructions, TINY, mem, seed=3), ref)
+
+@pytest.mark.parametrize("seed", range(3))
+def test_long_programs_with_heavy_buffer_reuse(seed):
+    prog = progs.random_program(500 + seed, n=70, slots=4, ddr_slots=2)
+    mem, ref = toysim.setup(prog, TINY, seed)
+    res = insert_sync(prog, TINY, stream_blocks=2)
+    for s in (None, seed):
+        out = toysim.run(res.instructions, TINY, mem, seed=s)
+        assert toysim.ok(out, ref), (out.races[:2], out.deadlock)
+    assert verify_certificate(res.instructions, res.certificate) == []
+
+@pytest.mark.parametrize("seed", range(4))
+def test_interval_only_overlap_is_sound(seed, monkeypatch):
+    monkeypatch.setattr(footprint, "EXACT_LIMIT", 64)
+    footprint._chunk_cache.clear()
+    prog = progs.random_program(300 + seed, n=20)
+    mem, ref = toysim.setup(prog, TINY, seed)
+    coarse = insert_sync(prog, TINY)
+    footprint._chunk_cache.clear()
+    monkeypatch.undo()
+    exact = insert_sync(prog, TINY)
+    assert coarse.stats["needs"] >= exact.stats["needs"]
+    assert toysim.ok(toysim.run(coarse.instructions, TINY, mem, seed=seed), ref)
+
+
+# ------------------------------------------------------------------------------------------------
+# the shortcuts (dense pairs, row-shaped pairs) give what access_need gives
+# ------------------------------------------------------------------------------------------------
+@pytest.mark.parametrize("seed", range(6))
+def test_dense_shortcut_gives_the_same_hazards(seed, monkeypatch):
+    """derive_hazards' shortcut for two dense 1-block accesses (need [0], no chunks) against
+    access_need on every pair: same hazards, need vectors and reasons, in the same order."""
+    monkeypatch.setattr(hazards, "ROWS_SHORTCUT", False)  # (it takes dense pairs too)
+    prog = progs.random_program(700 + seed, n=60, slots=5, ddr_slots=3)
+    if seed % 2:  # what the scheduler emits: one block each, so nearly every pair is a shortcut
+        prog = [dataclasses.replace(p, sync=isa.Sync()) for p in prog]
+    blocks = [p.sync.blocks for p in prog]
+    calls = []
+    need = hazards.access_need
+    monkeypatch.setattr(hazards, "access_need", lambda *a: calls.append(1) or need(*a))
+    fast = hazards.derive_hazards(prog, blocks)
+    n_fast = len(calls)
+    monkeypatch.setattr(hazards, "DENSE_SHORTCUT", False)
+    slow = hazards.derive_hazards(prog, blocks)
+    assert n_fast < len(calls) - 10  # the shortcut was taken
+    assert list(fast) == list(slow) and len(fast) > 10
+    for k, h in fast.items():
+        assert h.need.tolist() == slow[k].need.tolist() and h.why == slow[k].why
+
+def _slice_walk(rng, space: isa.Space, tpb: int, rows: int, cols: int) -> isa.Walk:
+    """A random piece of a [rows, cols] i8/f16/f32 matrix at address 0: a column slice of some
+    rows (RoPE halves, per-head columns), sometimes reversed, a whole (dense) box, a transposed
+    or a 3-level walk (not row-shaped), or a strided one that is not injective-foldable."""
+    dt = [isa.DType.I8, isa.DType.F16, isa.DType.F32][int(rng.integers(3))]
+    r0 = int(rng.integers(rows))
+    nr = int(rng.integers(1, rows - r0 + 1))
+    c0 = int(rng.integers(cols))
+    nc = int(rng.integers(1, cols - c0 + 1))
+    kind = rng.integers(6)
+    if kind == 0:  # dense box: whole rows
+        return isa.Walk.strided(space, tpb, 0, dt, (nr, cols), offset=r0 * cols)
+    if kind == 1:  # transposed column slice (columns outer): not row-shaped
+        return isa.Walk.strided(space, tpb, 0, dt, (nc, nr), (1, cols), offset=r0 * cols + c0)
+    if kind == 2 and nc % 2 == 0:  # every other column: inner level not contiguous
+        return isa.Walk.strided(space, tpb, 0, dt, (nr, nc // 2), (cols, 2),
+                                offset=r0 * cols + c0)
+    if kind == 3 and nr > 1:  # rows in reverse order
+        return isa.Walk(space, tpb, 0, dt, (
+            isa.Level((r0 + nr - 1) * cols + c0, -cols, r0 * cols + c0), isa.Level.span(nc, 1)))
+    return isa.Walk.strided(space, tpb, 0, dt, (nr, nc), (cols, 1), offset=r0 * cols + c0)
+
+@pytest.mark.parametrize("scalar", [0, 4, 32])
+@pytest.mark.parametrize("seed", range(8))
+def test_rows_shortcut_gives_the_same_hazards(seed, scalar, monkeypatch):
+    """derive_hazards' row-shape test (rows_meet) for pairs of 1-block accesses against
+    access_need's run-by-run test on every pair: same hazards, need vectors and reasons, in the
+    same order -- on programs of copies and DMAs between random pieces of one matrix (column
+    slices of rows interleave in one bounding interval, most pairs do not meet). ``scalar``:
+    ``ROWS_SCALAR``, up to how many candidates the test runs on Python ints (0: arrays only)."""
+    monkeypatch.setattr(hazards, "ROWS_SCALAR", scalar)
+    rng = np.random.default_rng(900 + seed)
+    rows, cols = int(rng.integers(2, 9)), int(rng.integers(2, 40))
+    if seed == 7:  # force the coarse (interval-only) path on some walks: no shortcut there
+        monkeypatch.setattr(footprint, "EXACT_LIMIT", 3)
+    prog = []
+    for _ in range(70):
+        a = _slice_walk(rng, isa.Space.HBSM, 0, rows, cols)
+        for _ in range(40):  # a piece of as many elements (else a contiguous run)
+            b = _slice_walk(rng, isa.Space.HBSM, 0, rows, cols)
+            if b.num_elements == a.num_elements:
+                break
+        else:
+            b = isa.Walk.strided(b.space, 0, 0, b.dtype, (a.num_elements,))
+        b = dataclasses.replace(b, dtype=a.dtype)
+        n = a.num_elements
+        if rng.random() < .5:
+            prog.append(isa.Copy(tpb=0, src=a, dst=b))
+        else:
+            d = isa.Walk.strided(isa.Space.DDR, 0, 0, a.dtype, (n,))
+            prog.append(isa.Dma(engine=int(rng.integers(2)), src=d, dst=b)
+                        if rng.random() < .5 else isa.Dma(engine=int(rng.integers(2)), src=a,
+                                                          dst=d))
+    blocks = [1 if rng.random() < .9 else 2 for _ in prog]
+    calls = []
+    need = hazards.access_need
+    monkeypatch.setattr(hazards, "access_need", lambda *a: calls.append(1) or need(*a))
+    fast = hazards.derive_hazards(prog, blocks)
+    n_fast = len(calls)
+    monkeypatch.setattr(hazards, "ROWS_SHORTCUT", False)
+    slow = hazards.derive_hazards(prog, blocks)
+    assert n_fast < len(calls)  # the shortcut was taken
+    assert list(fast) == list(slow) and len(fast) > 10
+    for k, h in fast.items():
+        assert h.need.tolist() == slow[k].need.tolist() and h.why == slow[k].why
+
+
+# ------------------------------------------------------------------------------------------------
+# needs implied through program order
+# ------------------------------------------------------------------------------------------------
+@pytest.mark.parametrize("seed", range(8))
+def test_pruning_implied_needs_keeps_the_program(seed, monkeypatch):
+    """hazards.prune_implied drops a need i1 -> j when a later producer i2 of j on the same executor
+    waits no later in j: the program (every sync field) and the kept orderings are the same as
+    without it, the certificate lists a subset of the hazards, and every hazard of the full list
+    -- the dropped ones too -- is ordered by the program (the independent checker's test)."""
+    prog = progs.random_program(900 + seed, n=60, slots=4, ddr_slots=2, extra=seed % 2 == 1)
+    rng = np.random.default_rng(seed)
+    edges = [DataEdge(int(p), int(c)) for p, c in
+             (sorted(rng.choice(len(prog), 2, replace=False)) for _ in range(25))]
+    kw = dict(edges=edges, stream_blocks=2 if seed % 3 == 0 else None)
+    pruned = insert_sync(prog, TINY, **kw)
+    monkeypatch.setattr(hazards, "PRUNE_IMPLIED", False)
+    full = insert_sync(prog, TINY, **kw)
+    assert [i.sync for i in pruned.instructions] == [i.sync for i in full.instructions]
+    assert pruned.certificate["edges"] == full.certificate["edges"]
+    hp = {tuple(h) for h in pruned.certificate["hazards"]}
+    hf = {tuple(h) for h in full.certificate["hazards"]}
+    assert hp < hf  # something was pruned (random programs reuse executors a lot)
+    assert verify_certificate(pruned.instructions, dict(pruned.certificate,
+                                                        hazards=full.certificate["hazards"])) == []
+    assert set(map(tuple, pruned.certificate["redundant"])) < set(
+        map(tuple, full.certificate["redundant"]))
+
+def test_prune_implied_by_first_waiting_block():
+    """Producers 0 < 2 on one executor, 1 on another: 0 is implied by 2 only when 2's first
+    waiting block of j is no later than 0's."""
+    execs = ["A", "B", "A", "C"]
+
+    def needs(n0, n2):
+        return {(0, 3): Hazard(0, 3, np.array(n0)), (1, 3): Hazard(1, 3, np.array([0, 0])),
+                (2, 3): Hazard(2, 3, np.array(n2))}
+    d = needs([-1, 0], [0, -1])  # 2 waits from block 0: implies 0's wait at block 1
+    assert sorted(prune_implied(d, 3, [0, 1, 2], execs)) == [1, 2] and (0, 3) not in d
+    d = needs([0, -1], [-1, 0])  # 2 only from block 1: 0's wait at block 0 stays
+    assert sorted(prune_implied(d, 3, [0, 1, 2], execs)) == [0, 1, 2] and len(d) == 3

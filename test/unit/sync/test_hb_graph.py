@@ -1,0 +1,97 @@
+"""sync-insert's happens-before graph (``graph.py``) and the transitive reduction
+(``redundancy.py``) against networkx.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+import networkx as nx
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+sys.path.insert(0, os.path.dirname(__file__))
+
+import progs  # noqa: E402
+
+from m100.passes.backend.sync_insert import insert_sync  # noqa: E402
+from m100.passes.backend.sync_insert.graph import HbGraph  # noqa: E402
+from m100.targets.m100 import isa  # noqa: E402
+from m100.targets.m100.machine import get_machine  # noqa: E402
+
+TINY = get_machine("tiny")
+
+
+# ------------------------------------------------------------------------------------------------
+# reachability and the transitive reduction against networkx
+# ------------------------------------------------------------------------------------------------
+@settings(max_examples=25, deadline=None)
+@given(st.integers(0, 10_000), st.sampled_from([(10, 15, 2), (14, 60, 3)]))
+def test_redundant_edges_match_networkx_transitive_reduction(seed, size):
+    # (instructions, sync edges, max blocks): the larger size gives S-nodes with many sync
+    # predecessors (several per executor, some also the hardware edge), as joins do
+    n, edges, maxb = size
+    rng = np.random.default_rng(seed)
+    prog = progs.random_program(seed, n=n)
+    blocks = [int(rng.integers(1, maxb + 1)) for _ in prog]
+    g = HbGraph(prog, blocks)
+    for _ in range(edges):
+        i, j = sorted(rng.choice(len(prog), 2, replace=False))
+        g.add_sync(int(i), int(rng.integers(blocks[i])), int(j), int(rng.integers(blocks[j])))
+    G = nx.DiGraph()
+    G.add_nodes_from(range(g.num_nodes))
+    for v in range(g.num_nodes):
+        for p in g.preds(v):
+            G.add_edge(p, v)
+    tr = nx.transitive_reduction(G)
+    sync = {(u, v) for v, s in g.sync_preds.items() for u in s}
+    assert g.redundant_sync_edges() == {e for e in sync if not tr.has_edge(*e)}
+    for v in range(0, g.num_nodes, 3):
+        anc = nx.ancestors(G, v)
+        assert {u for u in range(1, g.num_nodes, 2) if g.hb(u, v)} == {u for u in anc if u & 1}
+
+@pytest.mark.parametrize("seed", range(4))
+def test_clock_kept_up_to_date_only_to_the_query_agrees_with_networkx(seed):
+    """HbGraph.hb brings the clocks up to date only up to the queried node: sync edges added
+    between queries (as allocate's serialization does) are seen by every later query, which
+    answers as networkx's ancestors do on the graph at that moment."""
+    rng = np.random.default_rng(seed)
+    prog = progs.random_program(40 + seed, n=30)
+    blocks = [int(rng.integers(1, 4)) for _ in prog]
+    g = HbGraph(prog, blocks)
+    for _ in range(30):
+        i, j = sorted(rng.choice(len(prog), 2, replace=False))
+        g.add_sync(int(i), int(rng.integers(blocks[i])), int(j), int(rng.integers(blocks[j])))
+        G = nx.DiGraph()
+        G.add_nodes_from(range(g.num_nodes))
+        for v in range(g.num_nodes):
+            for p in g.preds(v):
+                G.add_edge(p, v)
+        for v in sorted(rng.choice(g.num_nodes, 4, replace=False)):
+            anc = nx.ancestors(G, int(v))
+            assert {u for u in range(1, g.num_nodes, 2) if g.hb(u, int(v))} == \
+                {u for u in anc if u & 1}
+
+def test_redundant_orderings_get_no_traffic():
+    # A (TPB0 DTDU) writes X; B (TPB0 CVU) reads X, writes Y; C (TPB1 DTDU) reads X and Y.
+    # C->A is implied by C->B->A, so C has exactly one monitor.
+    h = progs.hw
+    prog = [isa.Fill(tpb=0, dst=h(0, 0), value=1.0),
+            progs.cvu(0, isa.CvuOp.ADD, [h(0, 0), h(0, 0)], h(0, 1)),
+            progs.cvu(1, isa.CvuOp.ADD, [h(1, 2), h(1, 2)], h(1, 3)),
+            isa.Copy(tpb=0, src=h(0, 1), dst=h(0, 2))]
+    res = insert_sync(prog, TINY)
+    assert res.stats["redundant"] == 0
+    prog.append(isa.Copy(tpb=1, src=h(1, 3), dst=h(1, 4)))  # CVU@1 -> DTDU@1 only
+    res = insert_sync(prog, TINY)
+    assert res.stats["kept"] == 3
+    # a chain A -> B -> C with C also reading A's output: one ordering is implied
+    prog = [isa.Fill(tpb=0, dst=h(0, 0), value=1.0),
+            progs.cvu(0, isa.CvuOp.ADD, [h(0, 0), h(0, 0)], h(0, 1)),
+            isa.MatMul(tpb=0, a=h(0, 0), b=h(0, 1), c=h(0, 2), m=16, n=16, k=16)]
+    res = insert_sync(prog, TINY)
+    assert res.stats["needs"] == 3 and res.stats["redundant"] == 1
+    assert len(res.instructions[2].sync.monitors) == 1
