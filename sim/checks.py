@@ -160,6 +160,16 @@ class ByteSet:
         return int(b[k]) if hit[k] else None
 
 
+def _box_span(levels: tuple, sz: int) -> tuple[int, int, bool]:
+    """(lowest element offset, byte span, whether ByteSet's bitmap rule holds) of a box walk of
+    these levels and ``sz``-byte elements."""
+    from .twu import _beats, _box
+
+    lo, hi = _box(levels)[:2]
+    span = (hi - lo + 1) * sz
+    return lo, span, span <= 8 * _beats(levels) * sz + 4096
+
+
 def walk_byte_set(walk, offsets: np.ndarray | None = None) -> ByteSet | None:
     """The bytes the beats of ``walk`` touch (``offsets``: a subset of its elements), None when
     empty. The bounds are computed at once (from the levels of an affine box, else from the
@@ -167,21 +177,18 @@ def walk_byte_set(walk, offsets: np.ndarray | None = None) -> ByteSet | None:
     a dense enough span is marked through a strided view of a bitmap (no index array); anything
     else goes element by element."""
     from .memory import element_byte_set
-    from .twu import box, strided_bytes
+    from .twu import box, box_mask, per_levels
 
     bx = box(walk) if offsets is None else None
     if bx is not None:
-        lo, hi = bx[0], bx[1]
         sz = walk.dtype.bits // 8
-        span = (hi - lo + 1) * sz
+        lo, span, bitmap = per_levels("byte_set", walk.levels, _box_span, sz)
         a = walk.base + lo * sz
-        if span <= 8 * walk.num_elements * sz + 4096:  # ByteSet's bitmap rule
-
-            def members() -> np.ndarray:
-                mask = np.zeros(span, dtype=np.bool_)
-                strided_bytes(mask.view(np.uint8), walk, lo)[...] = 1
-                return mask
-            return ByteSet.lazy_mask(a, a + span, members)
+        if bitmap:
+            # the bitmap over [a, a + span) is a function of the levels and the element size:
+            # one read-only array per geometry, whatever the base (twu.box_mask)
+            levels = walk.levels
+            return ByteSet.lazy_mask(a, a + span, lambda: box_mask(levels, sz))
         else:  # a sparse box (e.g. a tile of a wide DDR tensor): its sorted addresses
 
             def members() -> np.ndarray | None:

@@ -24,17 +24,24 @@ PRUNE_EVERY = 1024
 def _race_key(w) -> tuple:
     """(space, is HBSM, element bytes, first offset if the beats are contiguous whole-byte
     elements, the whole walk's byte set when that is one interval (False: no elements)), stored
-    on the (immutable) walk; an interval byte set is never changed, so records share it."""
+    on the (immutable) walk; an interval byte set is never changed, so records share it. The
+    first offset and the beat count are functions of the levels (:func:`twu.per_levels`)."""
     sp = int(w.space)
-    start = twu.contiguous_start(w) if w.dtype.bits >= 8 else None
-    sz = w.dtype.bits // 8
-    whole = None
-    if start is not None:
-        n = w.num_elements
-        whole = ByteSet.interval(w.base + start * sz, w.base + (start + n) * sz) if n else False
+    bits = w.dtype.bits
+    sz = bits // 8
+    start = whole = None
+    if bits >= 8:
+        start, n = twu.per_levels("race", w.levels, _start_and_beats)
+        if start is not None:
+            whole = ByteSet.interval(w.base + start * sz, w.base + (start + n) * sz) if n \
+                else False
     key = (sp, w.space is Space.HBSM, sz, start, whole)
     object.__setattr__(w, "_race_key", key)
     return key
+
+
+def _start_and_beats(levels: tuple) -> tuple[int | None, int]:
+    return twu._contiguous_start(levels), twu._beats(levels)
 
 
 def _items(accesses) -> list[tuple[tuple, ByteSet, int]]:

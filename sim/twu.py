@@ -33,6 +33,42 @@ from m100.targets.m100.machine import Machine
 #: the reference path (tests run both and compare results bit for bit).
 STRIDED = True
 
+#: Derivations that are functions of a walk's levels alone -- its box, contiguity, beat count,
+#: block sub-levels, reshaped sub-boxes -- are made once per distinct levels tuple and shared by
+#: every walk with those levels, whatever its base, space, TPB or element type (ResNet-18 224:
+#: 18 174 operand walks, 728 distinct levels tuples). What depends on the base (byte
+#: addresses) is added per walk. False: derived per walk (tests compare the two).
+GEOMETRY = True
+
+_GEO: dict = {}
+_GEO_MAX = 1 << 16  # entries before the table is emptied (a process running many programs)
+
+
+def per_levels(kind: str, levels: tuple, make, *args):
+    """``make(levels, *args)``, computed once per ``(kind, levels, args)`` while
+    :data:`GEOMETRY` is on (the result is shared: it must never be changed)."""
+    if not GEOMETRY:
+        return make(levels, *args)
+    key = (kind, levels, args)
+    got = _GEO.get(key, _GEO)
+    if got is _GEO:
+        if len(_GEO) >= _GEO_MAX:
+            _GEO.clear()
+        got = _GEO[key] = make(levels, *args)
+    return got
+
+
+def beats(walk: Walk) -> int:
+    """``walk.num_elements`` (the product of its levels' counts), shared per levels tuple."""
+    n = walk.__dict__.get("num_elements")
+    if n is None:
+        n = per_levels("beats", walk.levels, _beats)
+    return n
+
+
+def _beats(levels: tuple) -> int:
+    return math.prod(lv.count for lv in levels)
+
 
 def element_offsets(walk: Walk) -> np.ndarray:
     return walk.offsets()
@@ -68,12 +104,15 @@ def walk_block(walk: Walk, blocks: int, b: int) -> Walk | None:
     key = (blocks, b)
     sub = got.get(key, False)
     if sub is False:
-        sub = got[key] = _walk_block(walk, blocks, b)
+        lv = per_levels("block", walk.levels, _block_levels, blocks, b)
+        sub = got[key] = None if lv is None else \
+            Walk(walk.space, walk.tpb, walk.base, walk.dtype, lv)
     return sub
 
 
-def _walk_block(walk: Walk, blocks: int, b: int) -> Walk | None:
-    levels = list(walk.levels)
+def _block_levels(levels: tuple, blocks: int, b: int) -> tuple | None:
+    """The levels of :func:`walk_block`'s sub-walk (None: the chunk is not a box)."""
+    levels = list(levels)
     need = blocks
     for i, lv in enumerate(levels):
         c = lv.count
@@ -91,7 +130,7 @@ def _walk_block(walk: Walk, blocks: int, b: int) -> Walk | None:
         b, need = b % per, per
     if need != 1:
         return None
-    return Walk(walk.space, walk.tpb, walk.base, walk.dtype, tuple(levels))
+    return tuple(levels)
 
 
 def box(walk: Walk) -> tuple[int, int, tuple[int, ...], tuple[int, ...]] | None:
@@ -102,15 +141,19 @@ def box(walk: Walk) -> tuple[int, int, tuple[int, ...], tuple[int, ...]] | None:
         return None
     got = walk.__dict__.get("_box")  # a walk is immutable: computed once per walk object
     if got is None:
-        got = _box(walk)
+        got = per_levels("box", walk.levels, _box)
         object.__setattr__(walk, "_box", got)
     return got
 
 
-def _box(walk: Walk) -> tuple[int, int, tuple[int, ...], tuple[int, ...]]:
-    lo, hi = walk.offset_range()
+def _box(levels: tuple) -> tuple[int, int, tuple[int, ...], tuple[int, ...]]:
+    lo = hi = 0
+    for lv in levels:  # (Walk.offset_range)
+        a, b = lv.initial, lv.last
+        lo += min(a, b)
+        hi += max(a, b)
     counts, steps = [], []
-    for lv in walk.levels:
+    for lv in levels:
         if lv.count > 1:
             counts.append(lv.count)
             steps.append(lv.step)
@@ -128,20 +171,38 @@ def strided_bytes(buf: np.ndarray, walk: Walk, lo_elem: int) -> np.ndarray:
                                            writeable=True)
 
 
+def box_mask(levels: tuple, sz: int) -> np.ndarray:
+    """The bytes a box walk of these levels and ``sz``-byte elements touches, as a read-only
+    bool bitmap over [its lowest byte, its highest + 1) relative to that lowest byte (a walk at
+    base ``B`` touches ``B + lo * sz + k`` for every True ``k``); one array per geometry."""
+    return per_levels("mask", levels, _box_mask, sz)
+
+
+def _box_mask(levels: tuple, sz: int) -> np.ndarray:
+    lo, hi, counts, steps = _box(levels)
+    mask = np.zeros((hi - lo + 1) * sz, dtype=np.bool_)
+    start = sum(lv.initial for lv in levels) - lo
+    np.lib.stride_tricks.as_strided(mask.view(np.uint8)[start * sz:], shape=counts + (sz,),
+                                    strides=tuple(s * sz for s in steps) + (1,),
+                                    writeable=True)[...] = 1
+    mask.flags.writeable = False
+    return mask
+
+
 def contiguous_start(walk: Walk) -> int | None:
     """The first element offset if the walk's beats are ``start, start+1, ...`` (else None)."""
     d = walk.__dict__  # a walk is immutable: computed once per walk object
     if "_cstart" in d:
         return d["_cstart"]
-    got = _contiguous_start(walk)
+    got = per_levels("cstart", walk.levels, _contiguous_start)
     object.__setattr__(walk, "_cstart", got)
     return got
 
 
-def _contiguous_start(walk: Walk) -> int | None:
+def _contiguous_start(levels: tuple) -> int | None:
     expect = 1
     start = 0
-    for lv in reversed(walk.levels):
+    for lv in reversed(levels):
         c = lv.count
         start += lv.initial
         if c == 1:
@@ -266,10 +327,18 @@ def reshape(walk: Walk, shape: tuple[int, ...]) -> Walk | None:
     """The walk with one level per dim of ``shape`` whose beats are the beats of ``walk`` in the
     same order (numpy's reshape without a copy, on the levels' counts and steps); None when its
     levels can not be split/merged that way (or the sizes differ, or :data:`STRIDED` is off)."""
-    if not STRIDED or math.prod(shape) != walk.num_elements:
+    if not STRIDED:
         return None
-    start = sum(lv.initial for lv in walk.levels)
-    old = [(lv.count, lv.step) for lv in walk.levels if lv.count > 1]
+    levels = _reshape_levels(walk.levels, tuple(shape))
+    return None if levels is None else Walk(walk.space, walk.tpb, walk.base, walk.dtype, levels)
+
+
+def _reshape_levels(levels: tuple, shape: tuple[int, ...]) -> tuple | None:
+    """:func:`reshape` on the levels (a function of them and ``shape`` alone)."""
+    if math.prod(shape) != _beats(levels):
+        return None
+    start = sum(lv.initial for lv in levels)
+    old = [(lv.count, lv.step) for lv in levels if lv.count > 1]
     new = [(k, n) for k, n in enumerate(shape) if n > 1]
     steps = [0] * len(shape)
     oi = ni = 0
@@ -296,24 +365,31 @@ def reshape(walk: Walk, shape: tuple[int, ...]) -> Walk | None:
         return None
     lv0 = levels[0]
     levels[0] = Level(lv0.initial + start, lv0.step, lv0.final + (start if lv0.step else 0))
-    return Walk(walk.space, walk.tpb, walk.base, walk.dtype, tuple(levels))
+    return tuple(levels)
 
 
-@functools.lru_cache(maxsize=4096)
 def sub_box(walk: Walk, shape: tuple[int, ...],
             sel: tuple[tuple[int, int, int], ...]) -> Walk | None:
     """The walk over the beats of ``walk`` (seen as ``shape``, :func:`reshape`) at the indices
     ``first + step * j`` (j < count) of every dim, ``sel`` = ((first, step, count), ...), in
     row-major order of those indices; None when ``walk`` does not reshape to ``shape``."""
-    r = reshape(walk, shape)
+    if not STRIDED:
+        return None
+    levels = per_levels("sub_box", walk.levels, _sub_box_levels, tuple(shape), tuple(sel))
+    return None if levels is None else Walk(walk.space, walk.tpb, walk.base, walk.dtype, levels)
+
+
+def _sub_box_levels(levels: tuple, shape: tuple[int, ...],
+                    sel: tuple[tuple[int, int, int], ...]) -> tuple | None:
+    r = _reshape_levels(levels, shape)
     if r is None:
         return None
-    start = sum(lv.initial for lv in r.levels)
+    start = sum(lv.initial for lv in r)
     levels = []
-    for lv, (first, step, count) in zip(r.levels, sel):
+    for lv, (first, step, count) in zip(r, sel):
         st = lv.step if lv.count > 1 else 0
         start += first * st
         levels.append(Level.span(count, st * step))
     lv0 = levels[0]
     levels[0] = Level(lv0.initial + start, lv0.step, lv0.final + (start if lv0.step else 0))
-    return Walk(walk.space, walk.tpb, walk.base, walk.dtype, tuple(levels))
+    return tuple(levels)

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import json
 
-import numpy as np
 import onnx
 import pytest
 
@@ -126,6 +125,36 @@ def test_race_batches_equal_the_per_access_checker(name, monkeypatch):
     for site in sites[:: max(1, len(sites) // 8)]:
         races += bool(both(mutate(cr.program, site, "drop")).reports_of("race"))
     assert races and len(found) == races  # every racy mutant found by its batch, run again
+
+
+@pytest.mark.parametrize("name", ["mlp", "convnet", "llama",
+                                  pytest.param("resnet18-32", marks=pytest.mark.slow)])
+def test_geometry_caches_equal_per_walk_derivations(name, monkeypatch):
+    """Derivations shared per levels tuple (``m100.sim.twu.GEOMETRY``: boxes, contiguity, block
+    sub-walks, conv sub-boxes, race byte-set bitmaps, shifted by each walk's base) give the same
+    outputs (bytes), stats and reports as deriving them per walk. Each side runs a fresh decode
+    of the program file (nothing kept on instructions or walks carries over), in every mode and
+    on monitor-dropping mutants."""
+    from m100.targets.m100.program import Program
+
+    build, machine, tpbs = CASES[name]
+    cr = driver.compile(build(), machine=machine, tpbs=tpbs)
+    inputs = driver.random_inputs(cr.program, 3)
+    sites = monitor_sites(cr.program)
+    programs = [cr.program] + [mutate(cr.program, s, "drop") for s in sites[:: max(1, len(sites) // 4)]]
+    blobs = [p.to_bytes() for p in programs]
+    reported = 0
+    for blob in blobs:
+        for kw in ({"mode": "full"}, {"mode": "functional"}, {"mode": "timing"},
+                   {"random_latency": 7}):
+            twu._GEO.clear()
+            fast = driver.run(Program.from_bytes(blob), inputs, **kw)
+            monkeypatch.setattr(twu, "GEOMETRY", False)
+            ref = driver.run(Program.from_bytes(blob), inputs, **kw)
+            monkeypatch.setattr(twu, "GEOMETRY", True)
+            _same(fast, ref)
+            reported += bool(fast.reports)
+    assert reported  # runs with race / deadlock reports were compared too
 
 
 def test_in_memory_certificate_equals_the_written_file(tmp_path):

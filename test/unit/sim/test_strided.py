@@ -256,3 +256,28 @@ def test_conv_fast_path_equals_the_reference_path(n, h, w, c, kh, kw, sh, sw, pt
             twu.STRIDED = True
         rng = np.random.default_rng(n * 1000 + h * 100 + w)
     assert outs[0] == outs[1]
+
+
+def test_geometry_is_shared_across_bases_and_shifted():
+    """Walks with the same levels at other bases / TPBs share one derivation per levels tuple
+    (``twu.GEOMETRY``) -- box, contiguity, block sub-walk, byte-set bitmap -- and each gets its
+    own addresses: the byte set equals the definition's for every base, and the shared bitmap
+    can not be written."""
+    levels = ((0, 7, 3), (0, 1, 2))  # a box with gaps: a lazy bitmap byte set
+    twu._GEO.clear()
+    for base, dt in ((0, DType.I8), (1000, DType.I8), (37, DType.F32), (1000, DType.F32)):
+        w = make_walk(levels, dt, base)
+        want = np.unique(element_byte_set(w))
+        bs = walk_byte_set(w)
+        assert (bs.lo, bs.hi) == (int(want[0]), int(want[-1]) + 1)
+        members = bs.lo + np.flatnonzero(bs.mask) if bs.mask is not None else \
+            np.arange(bs.lo, bs.hi)
+        assert np.array_equal(members, want), (base, dt)
+        assert twu.box(w) == twu._box(w.levels)
+        sub = twu.walk_block(w, 3, 1)
+        assert sub.base == base and np.array_equal(sub.offsets(), w.offsets()[2:4])
+    masks = [v for k, v in twu._GEO.items() if k[0] == "mask"]
+    assert len(masks) == 2  # one per element size, whatever the base
+    assert not any(m.flags.writeable for m in masks)
+    with pytest.raises(ValueError):
+        masks[0][0] = False
