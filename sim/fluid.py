@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .timing import Cost, alone_rate, capacity, share
+from .timing import Cost, alone_on_columns, alone_rate, capacity, share
 
 
 @dataclass
@@ -64,6 +64,10 @@ def columns_of(machine) -> Columns:
 #: Skip :func:`~m100.sim.timing.share` when it would give every job its alone rate
 #: (``Engine._unlimited``). False: always call it (tests compare the two bit for bit).
 SHARE_SHORTCUT = True
+
+#: At most this many columns over the margin are summed exactly by
+#: ``Fluid._alone_at_capacity`` (more: ``share`` decides).
+ALONE_COLUMNS = 8
 
 
 _NO_UNITS = np.zeros(0, dtype=np.int64)
@@ -129,6 +133,7 @@ class Fluid:
             job.crit = bool((inc < 1.0).any())
             cost.cols, cost.use, cost.crit, cost.cols_of = job.cols, job.use, job.crit, \
                 self.columns.token
+            cost.colmap = None
         if job.cols.size:
             self.col_use[job.cols] += sign * job.use  # distinct columns per job
             self.col_cnt[job.cols] += sign
@@ -160,6 +165,30 @@ class Fluid:
         # used by fewer passes; a NaN sum does not)
         return bool(((self.col_use <= self.col_lim) | (self.col_cnt < 2)).all())
 
+    def _alone_at_capacity(self, jobs: list[Job]) -> bool:
+        """True when :func:`share` would give every job exactly its alone rate although
+        :meth:`_unlimited` could not tell (called right after it returned False): no job is
+        ``crit`` and, on each of the few columns whose running demand sum is within the margin
+        of their capacity or above with two jobs or more, the definition's job-order sum has
+        ``cap / use >= 1`` (:func:`~m100.sim.timing.alone_on_columns`; typically two DMAs, each
+        at its own AXI master's capacity, on a DRB of exactly twice that). Every other column
+        passes as in :meth:`_unlimited`: one job (not ``crit``: its own ratio is >= 1) or a
+        running sum under the capacity by a margin far above its rounding."""
+        if self.crit_jobs:
+            return False
+        cand = ((self.col_use > self.col_lim) & (self.col_cnt >= 2)).nonzero()[0]
+        if cand.size > ALONE_COLUMNS:
+            return False
+        maps = []
+        for j in jobs:
+            cost = j.cost
+            m = cost.colmap
+            if m is None:  # (job.cols / job.use are the cost's, _add_use)
+                m = cost.colmap = dict(zip(j.cols.tolist(), j.use.tolist()))
+            maps.append(m)
+        caps = self.col_cap
+        return alone_on_columns(maps, [(c, float(caps[c])) for c in cand.tolist()])
+
     def _reshare(self) -> None:
         jobs = list(self.jobs.values())
         self.fluid_version += 1
@@ -168,7 +197,7 @@ class Fluid:
             self.fl_idx, self.fl_adv = _NO_UNITS, Fluid.fl_adv
             return
         idx = self.fl_idx = self._job_units()
-        if SHARE_SHORTCUT and self._unlimited(jobs):
+        if SHARE_SHORTCUT and (self._unlimited(jobs) or self._alone_at_capacity(jobs)):
             rates = self.j_alone[idx]
         else:
             causes: list[str] = []

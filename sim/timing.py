@@ -69,6 +69,7 @@ class Cost:
     use: np.ndarray | None = None
     crit: bool = False
     cols_of: int = 0  # the token of the column registry these are of (fluid.Columns)
+    colmap: dict | None = None  # {column: demand at the alone rate} of cols / use (fluid)
 
     def add_banks(self, tpb: int, acc: np.ndarray) -> None:
         if tpb in self.banks:
@@ -363,6 +364,27 @@ def _terms(c: Cost, banks: int) -> tuple:
 #: A column whose demand in the first step is at most ``1 - _NEAR`` of its capacity never binds
 #: and never saturates (see :func:`share`).
 _NEAR = 1e-6
+
+
+def alone_on_columns(demands: list[dict], columns: list[tuple[int, float]]) -> bool:
+    """Whether :func:`share`'s first step leaves every job at its alone rate as far as the
+    ``columns`` (``(column, capacity)``) are concerned: on each, the job-order sum from 0.0 of
+    the jobs' demands at their alone rates (``demands[j].get(column)``, the products ``w[j] *
+    D[j, c]`` of the definition) is not near its capacity (``use <= cap * (1 - 1e-6)``), or
+    ``cap / use >= 1.0`` -- then the column's step is at least ``1 - 0``. ``share`` returns
+    exactly the alone rates (and no causes) iff this holds for every column it uses, since
+    ``d = min(min over near columns of cap / use, 1.0)`` is then exactly 1.0 and ``lam = 1.0``.
+    The sums are Python float additions in job order, the same IEEE operations as ``share``'s
+    ``bincount`` (which adds in input order)."""
+    for c, cap in columns:
+        use = 0.0
+        for d in demands:
+            v = d.get(c)
+            if v is not None:
+                use += v
+        if use > cap * (1.0 - _NEAR) and use > 1e-12 and cap / use < 1.0:
+            return False
+    return True
 
 
 def share(costs: list[Cost], caps: dict[tuple, float], banks: int,

@@ -471,6 +471,53 @@ def test_share_at_capacity_equals_its_definition_bit_for_bit(seed):
 
 
 
+@pytest.mark.parametrize("seed", range(60))
+def test_alone_on_columns_is_share_returning_the_alone_rates(seed):
+    """``timing.alone_on_columns`` (the engine's exact shortcut for job sets at a capacity,
+    ``Fluid._alone_at_capacity``): given every used column, it is True exactly when ``share``
+    returns every job's alone rate (bytes) with no cause, on at-capacity job sets (DMAs at
+    their AXI master's rate on a DRB of twice it, jobs at their busiest bank's rate)."""
+    import numpy as np
+
+    from m100.sim.timing import Cost, alone_on_columns, alone_rate, share
+
+    rng = np.random.default_rng(5000 + seed)
+    banks = 8
+    axi = float(rng.choice([85.33333333333333, 64.0, 42.666666666666664, 7.3]))
+    caps = {("axi", 0): axi, ("axi", 1): axi, ("drb",): 2 * axi,
+            ("ddr",): float(rng.choice([2 * axi, 3 * axi, 1.5 * axi])), ("mesh", 0, 1): axi}
+    costs = []
+    for _ in range(int(rng.integers(1, 12))):
+        c = Cost(cycles=float(rng.uniform(1, 500)))
+        if rng.random() < 0.6:  # a DMA at its AXI master's rate
+            nbytes = float(rng.integers(64, 1 << 16))
+            for k in [("axi", int(rng.integers(0, 2))), ("drb",)] + \
+                    ([("ddr",)] if rng.random() < 0.3 else []):
+                c.links[k] = nbytes
+            c.cycles = 0.0
+        else:
+            acc = np.zeros(banks)
+            acc[int(rng.integers(0, banks))] = c.cycles if rng.random() < 0.7 else c.cycles / 3
+            c.banks[int(rng.integers(0, 2))] = acc
+        alone_rate(c, caps)
+        costs.append(c)
+    demands, columns = [], {}
+    for c in costs:  # each job's demand at its alone rate per column, as the engine keeps them
+        d = {}
+        for t, acc in c.banks.items():
+            for b in np.flatnonzero(acc).tolist():
+                d[("bank", t, b)] = c.alone * float(acc[b])
+                columns[("bank", t, b)] = 1.0
+        for k, v in c.links.items():
+            d[k] = c.alone * v
+            columns[k] = caps[k]
+        demands.append(d)
+    causes: list[str] = []
+    rates = np.asarray(share(costs, caps, banks, causes))
+    alone = rates.tobytes() == np.array([c.alone for c in costs]).tobytes() and not any(causes)
+    assert alone_on_columns(demands, list(columns.items())) == alone
+
+
 def test_share_terms_of_a_copied_cost_are_recomputed():
     """A cost keeps its nonzero demands with column codes of this process's link registry; a
     cost pickled (another process's registry) or deep-copied computes them again, so ``share``
