@@ -179,6 +179,11 @@ class Fluid:
         cand = ((self.col_use > self.col_lim) & (self.col_cnt >= 2)).nonzero()[0]
         if cand.size > ALONE_COLUMNS:
             return False
+        # a running sum over its capacity by the margin: the exact sum is over it too (the
+        # margin is far above the sums' rounding), share's step there is < 1
+        cap = self.col_cap[cand]
+        if (self.col_use[cand] > cap * (1.0 + 1e-7)).any():
+            return False
         maps = []
         for j in jobs:
             cost = j.cost
@@ -186,8 +191,7 @@ class Fluid:
             if m is None:  # (job.cols / job.use are the cost's, _add_use)
                 m = cost.colmap = dict(zip(j.cols.tolist(), j.use.tolist()))
             maps.append(m)
-        caps = self.col_cap
-        return alone_on_columns(maps, [(c, float(caps[c])) for c in cand.tolist()])
+        return alone_on_columns(maps, list(zip(cand.tolist(), cap.tolist())))
 
     def _reshare(self) -> None:
         jobs = list(self.jobs.values())
