@@ -1,10 +1,11 @@
 """sync-insert's counter allocation (``allocate.py``): the budget (segments per instruction,
-reported merges, an error), broadcasts with one update, the merged chain cost; programs checked
-on toysim.py.
+reported merges, an error), broadcasts with one update, the counter ids (a planted labeling),
+the merged chain cost; programs checked on toysim.py.
 """
 
 from __future__ import annotations
 
+import importlib
 import os
 import sys
 
@@ -22,6 +23,7 @@ from m100.targets.m100 import isa  # noqa: E402
 from m100.targets.m100.machine import get_machine  # noqa: E402
 
 TINY = get_machine("tiny")
+A = importlib.import_module("m100.passes.backend.sync_insert.allocate")  # (not the function)
 
 
 # ------------------------------------------------------------------------------------------------
@@ -111,10 +113,8 @@ def test_broadcast_producer_signals_all_consumer_tpbs_with_one_update():
 def test_merged_chain_cost_equals_the_cost_of_the_union(seed):
     """allocate._merged_cost (a counter's kept cost plus what a channel's events change) is
     _chain_cost of the union, on the happens-before graph of a random program's needs."""
-    import importlib
     from m100.passes.backend.sync_insert.analyze import analyze
     from m100.passes.backend.sync_insert.redundancy import reduce_needs
-    A = importlib.import_module("m100.passes.backend.sync_insert.allocate")  # (not the function)
     prog = progs.random_program(950 + seed, n=50, slots=4, ddr_slots=2)
     g = reduce_needs(analyze(prog, TINY, stream_blocks=2)).graph
     rng = np.random.default_rng(seed)
@@ -131,3 +131,76 @@ def test_merged_chain_cost_equals_the_cost_of_the_union(seed):
         for t in (0, 1):
             assert A._merged_cost(g, old, A._chain_cost(g, old, t), chans[-1], t) == \
                 A._chain_cost(g, old + chans[-1], t)
+
+
+# ------------------------------------------------------------------------------------------------
+# counter ids: an instruction signalling several TPBs needs one update per distinct id
+# ------------------------------------------------------------------------------------------------
+def _labeled(inst_counter: dict, budget: int) -> dict:
+    al = A.Allocation(inst_counter=dict(inst_counter),
+                      counter={(("DMA", i), t, i): c for (i, t), c in inst_counter.items()},
+                      events={(t, c): [] for (_, t), c in inst_counter.items()})
+    A._align_ids(al, budget)
+    return al.inst_counter
+
+
+@pytest.mark.parametrize("seed", range(10))
+def test_counter_ids_find_a_planted_labeling(seed):
+    """Counters of ``tpbs`` TPBs, numbered by a random permutation per TPB of hidden ids 0..B-1;
+    every instruction signals counters of one hidden id on a random set of TPBs, and each
+    hidden id's instructions connect all its TPBs. The hidden ids are a labeling with one update
+    per instruction: the labeling must find one (up to renaming), distinct per TPB, < B."""
+    rng = np.random.default_rng(seed)
+    tpbs, budget = int(rng.integers(2, 9)), int(rng.integers(1, 17))
+    perm = [rng.permutation(budget) for _ in range(tpbs)]
+    insts: list[tuple[int, list[int]]] = []  # (hidden id, TPBs)
+    for h in range(budget):
+        order = [int(t) for t in rng.permutation(tpbs)]
+        insts += [(h, order[k:k + 2]) for k in range(tpbs - 1)]  # a chain over all TPBs
+        for _ in range(int(rng.integers(0, 4))):
+            insts.append((h, [int(t) for t in rng.choice(tpbs, int(rng.integers(1, tpbs + 1)),
+                                                         replace=False)]))
+    order = rng.permutation(len(insts))
+    inst_counter = {(int(n), t): int(perm[t][insts[i][0]]) for n, i in enumerate(order)
+                    for t in insts[i][1]}
+    got = _labeled(inst_counter, budget)
+    assert set(got) == set(inst_counter)
+    for n in range(len(insts)):
+        assert len({got[k] for k in got if k[0] == n}) == 1, n  # one update
+    for t in range(tpbs):  # a permutation of the counters of each TPB
+        pairs = {(c, got[k]) for k, c in inst_counter.items() if k[1] == t}
+        assert len(pairs) == len({c for c, _ in pairs}) == len({x for _, x in pairs})
+        assert all(0 <= x < budget for _, x in pairs)
+
+
+@pytest.mark.parametrize("seed", range(10))
+def test_counter_ids_are_a_permutation_per_tpb(seed):
+    """Arbitrary instructions over arbitrary counters (as many per TPB as the budget at most):
+    every counter gets one id, distinct on its TPB, within the budget."""
+    rng = np.random.default_rng(100 + seed)
+    tpbs, budget = int(rng.integers(1, 7)), int(rng.integers(1, 9))
+    counts = [int(rng.integers(1, budget + 1)) for _ in range(tpbs)]
+    inst_counter = {}
+    for i in range(int(rng.integers(1, 40))):
+        for t in rng.choice(tpbs, int(rng.integers(1, tpbs + 1)), replace=False):
+            inst_counter[(i, int(t))] = int(rng.integers(counts[t]))
+    got = _labeled(inst_counter, budget)
+    for t in range(tpbs):
+        pairs = {(c, got[k]) for k, c in inst_counter.items() if k[1] == t}
+        assert len(pairs) == len({c for c, _ in pairs}) == len({x for _, x in pairs})
+        assert all(0 <= x < budget for _, x in pairs)
+
+
+@pytest.mark.parametrize("hints", [True, False])
+@pytest.mark.parametrize("seed", range(4))
+def test_segments_with_and_without_hints_are_race_free(seed, hints, monkeypatch):
+    """Over the budget (segments), with a segment taking the counters its instruction took on
+    the TPBs before (hints) or not: race- and deadlock-free, right values, certified."""
+    monkeypatch.setattr(A, "SEGMENT_HINTS", hints)
+    prog = progs.random_program(3000 + seed, n=40, slots=4, ddr_slots=2)
+    mem, ref = toysim.setup(prog, TINY, seed)
+    res = insert_sync(prog, TINY, counter_budget=2, stream_blocks=2 if seed % 2 else None)
+    assert all(n <= 2 for n in res.counters_used.values())
+    for s in (None, seed):
+        assert toysim.ok(toysim.run(res.instructions, TINY, mem, seed=s), ref)
+    assert verify_certificate(res.instructions, res.certificate) == []
