@@ -24,8 +24,11 @@
   (a chain monitor); a writer on another TPB gets that wait as an ordinary ordering on its own
   TPB, and allocation is redone until no new ordering appears. ``on_budget="error"`` raises
   :class:`SyncError` naming the TPB and the channels.
-* Finally counter ids are permuted per TPB so a producer signalling several TPBs uses one id
-  (one update with a multi-TPB mask).
+* Finally counter ids are permuted per TPB so that an instruction signalling several TPBs finds
+  one id on as many of them as possible (one update with a multi-TPB mask per distinct id):
+  counters signalled together by many instructions share an id first (:func:`_align_ids`).
+  Segments help it: one first tries the counter numbers its instruction took on the TPBs
+  allocated before (``SEGMENT_HINTS``).
 """
 
 from __future__ import annotations
