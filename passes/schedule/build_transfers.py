@@ -33,10 +33,11 @@ class Transfers(ListScheduler):
         src = "ddr" if self.g.tensors[tensor].kind == "weight" else memory_of(self.cm, self.g, tensor)
         deps = self._mem_deps(tensor) + self._wbar(tpb, tensor, role) + \
             (self._slot_deps() if slot else [])
-        return self.add(kind="dma-in", unit="dma", tpb=-1, op=op.name, tensor=tensor,
-                        nbytes=nbytes, cycles=self.cm.dma_cycles(nbytes, src), deps=deps,
-                        segment=self.piece.segment, band=self.piece.band, col=self.piece.col,
-                        dst_tpbs=(tpb,), src=src, dst="hbsm", role=role)
+        p = self.piece
+        return self.put(PlanTask(len(self.tl.tasks), "dma-in", "dma", -1, op.name, tensor, nbytes,
+                                 self.cm.dma_cycles(nbytes, src), deps, segment=p.segment,
+                                 band=p.band, col=p.col, dst_tpbs=(tpb,), src=src, dst="hbsm",
+                                 role=role))
 
     def _shared_chunk(self, op: Op, tensor: str, key: tuple, tpbs: tuple[int, ...], tpb: int,
                       nbytes: float, role: str) -> int:
@@ -62,11 +63,10 @@ class Transfers(ListScheduler):
         for x in tpbs:
             h = self.hist.get((x, op.name), [])
             deps += self._wbar(x, tensor, role) + ([h[-2]] if len(h) >= 2 else [])
-        return self.add(kind="dma-in", unit="dma", tpb=-1, op=op.name, tensor=tensor,
-                        nbytes=nbytes, cycles=self.cm.dma_cycles(nbytes, src, broadcast=True),
-                        deps=deps, segment=self.piece.segment, band=self.piece.band, col=-1,
-                        dst_tpbs=tpbs,
-                        src=src, dst="hbsm", role=role)
+        return self.put(PlanTask(len(self.tl.tasks), "dma-in", "dma", -1, op.name, tensor, nbytes,
+                                 self.cm.dma_cycles(nbytes, src, broadcast=True), deps,
+                                 segment=self.piece.segment, band=self.piece.band, col=-1,
+                                 dst_tpbs=tpbs, src=src, dst="hbsm", role=role))
 
     def _weight(self, st: StageCfg, op: Op, tensor: str, tpb: int, c0: int, c1: int, j: int,
                 k0: int | None, nbytes: float, resident: bool, role: str = "w") -> int:
@@ -84,11 +84,10 @@ class Transfers(ListScheduler):
                                                  for d in self._wbar(t, tensor, role)]
                 src = "ddr" if self.g.tensors[tensor].kind == "weight" else \
                     memory_of(self.cm, self.g, tensor)
-                t = self.add(kind="dma-in", unit="dma", tpb=-1, op=op.name, tensor=tensor,
-                             nbytes=nbytes,
-                             cycles=self.cm.dma_cycles(nbytes, src, broadcast=True), deps=deps,
-                             segment=self.piece.segment, band=self.piece.band, col=j,
-                             dst_tpbs=tpbs, src=src, dst="hbsm", role=role)
+                t = self.put(PlanTask(len(self.tl.tasks), "dma-in", "dma", -1, op.name, tensor,
+                                      nbytes, self.cm.dma_cycles(nbytes, src, broadcast=True),
+                                      deps, segment=self.piece.segment, band=self.piece.band,
+                                      col=j, dst_tpbs=tpbs, src=src, dst="hbsm", role=role))
                 for x in tpbs:
                     self.wcache[(op.name, x, c0, c1, tensor, k0)] = t.id
                 return t.id
@@ -132,11 +131,11 @@ class Transfers(ListScheduler):
         # copy changes neither the piece's slot history nor the TPB's barrier)
         waits = self._slot_deps() + self._bar(tpb)
         band, mesh, readers, dst = self.piece.band, self.cm.mesh_cycles, self.readers, (tpb,)
+        tasks, put = self.tl.tasks, self.put
         for q, nb in _overlap_bytes(over, a0, a1, k0, k1, dt):
-            c = self.add(kind="copy", unit="dtdu", tpb=q.tpb, op=prod.name, tensor=tensor,
-                         nbytes=nb, cycles=mesh(nb, q.tpb, tpb), deps=[q.compute] + waits,
-                         segment=si, band=band, col=q.col, dst_tpbs=dst, src="hbsm",
-                         dst="hbsm", role="act")
+            c = put(PlanTask(len(tasks), "copy", "dtdu", q.tpb, prod.name, tensor, nb,
+                             mesh(nb, q.tpb, tpb), [q.compute] + waits, segment=si, band=band,
+                             col=q.col, dst_tpbs=dst, src="hbsm", dst="hbsm", role="act"))
             readers[q.compute].append(c.id)
             self._touch(tpb, c.id)
             self._touch(q.tpb, c.id)
@@ -175,10 +174,10 @@ class Transfers(ListScheduler):
             for x in tpbs:
                 h = self.hist.get((x, op.name), [])
                 deps += self._bar(x) + ([h[-2]] if len(h) >= 2 else [])
-            c = self.add(kind="copy", unit="dtdu", tpb=q.tpb, op=prod.name, tensor=tensor,
-                         nbytes=nb, cycles=self.cm.dtdu_broadcast_cycles(nb, q.tpb, tpbs),
-                         deps=deps, segment=si, band=self.piece.band, col=q.col, dst_tpbs=tpbs,
-                         src="hbsm", dst="hbsm", role="act")
+            c = self.put(PlanTask(len(self.tl.tasks), "copy", "dtdu", q.tpb, prod.name, tensor, nb,
+                                  self.cm.dtdu_broadcast_cycles(nb, q.tpb, tpbs), deps,
+                                  segment=si, band=self.piece.band, col=q.col, dst_tpbs=tpbs,
+                                  src="hbsm", dst="hbsm", role="act"))
             self.readers[q.compute].append(c.id)
             for x in set(tpbs) | {q.tpb}:
                 self._touch(x, c.id)

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING
 
 from .busy import BusyBlocks, RateProfile
 from .dma_queue import DmaQueue
+from .graph import ScheduleError
 from .plan import Plan, PlanPiece, PlanTask
 from .segment import SegmentCfg
 
@@ -44,6 +45,10 @@ class BoundExceeded(Exception):
 class ListScheduler:
     """The builder's state and its list scheduling (the task-building methods are in the
     subclasses' modules: :class:`.build_segments.PlanBuilder`)."""
+
+    #: a search cost build (:class:`.build_segments.SearchBuilder`): the state only a later
+    #: segment or the emitter reads (pieces' task lists, DTDU busy blocks, TPB touches) is not kept
+    search_only = False
 
     def __init__(self, s: Scheduler, tl: Plan):
         self.s = s
@@ -93,8 +98,16 @@ class ListScheduler:
         self.movement = movement
     # ------------------------------------------------------------------ list scheduling
     def add(self, **kw) -> PlanTask:
+        """Create a task from its fields (``PlanTask`` without ``id``) and schedule it (:meth:`put`)."""
+        return self.put(PlanTask(id=len(self.tl.tasks), **kw))
+
+    def put(self, t: PlanTask) -> PlanTask:
+        """List-schedule ``t``, created with ``id == len(self.tl.tasks)`` (the hot call sites
+        create their ``PlanTask`` directly, with positional leading fields: a keyword dict per
+        task for :meth:`add` cost ~2.5 us of ~800 k tasks on ResNet-18), and append it."""
         tasks = self.tl.tasks
-        t = PlanTask(id=len(tasks), **kw)
+        if t.id != len(tasks):
+            raise ScheduleError(f"internal: task id {t.id} created at position {len(tasks)}")
         ready, pred = 0.0, -1
         is_dma = t.unit == "dma"
         # the sync update a CCB DMA sends when it ends reaches the counter its consumer waits on
@@ -155,6 +168,9 @@ class ListScheduler:
             rate = t.nbytes / cycles if t.unit == "dtdu" and len(t.dst_tpbs) > 1 and cycles > 0 \
                 else 0.0
             if self.fill_gap:
+                if self.search_only:  # it would read the DTDU busy blocks a search build skips
+                    raise ScheduleError("internal: a copy from a kept activation in a search "
+                                        "build")
                 # a copy from a kept activation (:mod:`.keep`): its sources were computed in an
                 # earlier segment, so it takes the earliest idle gap of the sending DTDU (the
                 # program is emitted in predicted-start order: the queue then holds it there),
@@ -180,7 +196,7 @@ class ListScheduler:
                     start = self.drb_use.earliest(start, cycles, rate)
                     self.drb_use.add(start, cycles, rate)
                 self.free[res] = start + cycles
-                if t.unit == "dtdu":
+                if t.unit == "dtdu" and not self.search_only:
                     blocks = self.dtdu_busy.get(t.tpb)
                     if blocks is None:
                         blocks = self.dtdu_busy[t.tpb] = BusyBlocks()
@@ -192,7 +208,7 @@ class ListScheduler:
         t.crit_pred = pred
         self.last_on_res[res] = t.id
         tasks.append(t)
-        if self.piece is not None:
+        if self.piece is not None and not self.search_only:
             self.piece.tasks.append(t.id)
         return t
 

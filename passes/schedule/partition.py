@@ -245,11 +245,13 @@ def tile_piece(cm: CostModel, g: OpGraph, op: Op, rows: int, cols: int,
                     if tk < geo.k and ("store" in op.epilogue or "dequant" in op.epilogue):
                         # + the rounded (dequantized) result next to the f32 (i32) accumulator
                         oslot += cm.align(m * tc * ob)
-                    bufs = (Buffer("act", aslot, 1 if act_resident else 2, unit),
-                            Buffer("weight", wslot, wslots, unit),
-                            Buffer("out", oslot, 2, unit))
+                    # the buffers as (role, slot bytes, slots, unit): the footprint decides
+                    # first, :class:`Buffer` objects only for a tiling that becomes the best
+                    bufs = [("act", aslot, 1 if act_resident else 2, unit),
+                            ("weight", wslot, wslots, unit),
+                            ("out", oslot, 2, unit)]
                     if len(ws) > 1:  # a bias vector per column tile, resident
-                        bufs += (Buffer("bias", cm.align(tc * 4), ceil_div(cols, tc), unit),)
+                        bufs.append(("bias", cm.align(tc * 4), ceil_div(cols, tc), unit))
                     if "w4" in op.attrs:  # int4 weights: their f16 scales per block of K
                         sb = dtype_bytes(g.tensors[op.attrs["w4"][0]].dtype)
                         blk = op.attrs["w4"][1]
@@ -257,17 +259,19 @@ def tile_piece(cm: CostModel, g: OpGraph, op: Op, rows: int, cols: int,
                             # (kinds.tcu.scales_resident)
                             # (a weight group's: ``wshare`` column parts' of them, one
                             # broadcast)
-                            bufs += (Buffer("scale", cm.align(ceil_div(geo.k, blk) * tc * wshare
-                                                              * sb), 1, unit),)
+                            bufs.append(("scale", cm.align(ceil_div(geo.k, blk) * tc * wshare
+                                                           * sb), 1, unit))
                         else:
-                            bufs += (Buffer("scale", cm.align(ceil_div(tk, blk) * tc * sb),
-                                            2 if streamed else 1, unit),)
+                            bufs.append(("scale", cm.align(ceil_div(tk, blk) * tc * sb),
+                                         2 if streamed else 1, unit))
                     if "rq_table" in op.attrs:  # per-channel requant (multiplier, shift) pairs
-                        bufs += (Buffer("requant", cm.align(tc * 8), 2 if streamed else 1, unit),)
+                        bufs.append(("requant", cm.align(tc * 8), 2 if streamed else 1, unit))
                     if kparts > 1:  # part 0: the others' partial sums and the reduced tile
-                        bufs += (Buffer("partial", oslot, 2 * (kparts - 1), "dtdu"),
-                                 Buffer("red_out", cm.align(m * tc * ob), 2, "cvu"))
-                    fp = sum(b.nbytes for b in bufs)
+                        bufs += [("partial", oslot, 2 * (kparts - 1), "dtdu"),
+                                 ("red_out", cm.align(m * tc * ob), 2, "cvu")]
+                    fp = 0
+                    for b in bufs:
+                        fp += b[1] * b[2]
                     if smallest is None or fp < smallest[0]:
                         smallest = (fp, tr, tc, tk)
                     if fp > budget:
@@ -289,7 +293,8 @@ def tile_piece(cm: CostModel, g: OpGraph, op: Op, rows: int, cols: int,
                     if best is None or key < best_key:
                         best_key = key
                         best = TilePlan(op.name, op.unit, rows, cols, tr, tc, tk, geo.k, cyc,
-                                        bufs, not streamed, act_resident > 0)
+                                        tuple(Buffer(*b) for b in bufs), not streamed,
+                                        act_resident > 0)
     else:
         # vector / data-movement ops: tile rows only (reductions along cols keep whole rows)
         frac_c = cols / max(1, geo.cols)

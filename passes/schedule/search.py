@@ -77,7 +77,7 @@ class Search:
             return c
         exact = True
         try:
-            tl = self.sched.build([seg], isolated=True, bound=bound)
+            tl = self.sched.build([seg], isolated=True, bound=bound, search=True)
             c = tl.makespan
             self.shared.store(seg, [t.end for t in tl.tasks], True)
         except BoundExceeded as b:

@@ -30,7 +30,7 @@ from __future__ import annotations
 
 import bisect
 
-from .build_segments import PlanBuilder
+from .build_segments import PlanBuilder, SearchBuilder
 from .cost import CostModel, ceil_div
 from .graph import Op, OpGraph, ScheduleError, geometry
 from .keep import choose_kept
@@ -147,7 +147,7 @@ class Scheduler:
 
     def build(self, segs: list[SegmentCfg], isolated: bool = False,
               bound: float = float("inf"), keep: str = "", base: Plan | None = None,
-              checkpoints: set[int] | frozenset[int] = frozenset()) -> Plan:
+              checkpoints: set[int] | frozenset[int] = frozenset(), search: bool = False) -> Plan:
         """The plan of ``segs`` (tasks list-scheduled in order). ``isolated``: inputs are ready at
         cycle 0 (search). ``bound``: stop with :class:`BoundExceeded` as soon as a task ends at or
         after it (the makespan, the latest end, can then only be >= ``bound``: the search asks
@@ -157,11 +157,15 @@ class Scheduler:
         one DTDU broadcast per producer piece, ``Plan.kept_bcast``). ``checkpoints``: segment indices before which the builder's state is kept
         in the plan (``Plan.checkpoints``); ``base``: an earlier plan whose checkpoints this
         build may start from, building only the segments after the prefix they share
-        (:mod:`.resume`; the same plan as a full build)."""
+        (:mod:`.resume`; the same plan as a full build). ``search``: a search cost build of one
+        isolated segment (:class:`.build_segments.SearchBuilder`): the same tasks, starts and
+        ends, but the plan's pieces hold no task lists; only its tasks are to be read."""
+        if search and not (isolated and len(segs) == 1):
+            raise ScheduleError("internal: a search build is of one isolated segment")
         tl = Plan(segments=list(segs))
         keep, _, how = keep.partition("+")
         tl.kept_bcast = how != "copies"
-        st = PlanBuilder(self, tl)
+        st = SearchBuilder(self, tl) if search else PlanBuilder(self, tl)
         st.bound = bound
         if keep and not isolated:  # activations kept in HBSM between segments (:mod:`.keep`)
             tl.kept, st.kept_use = choose_kept(
