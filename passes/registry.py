@@ -42,6 +42,7 @@ PASSES: tuple[str, ...] = (
     "graph.fold_batchnorm:FoldBatchnorm",
     "graph.fold_constants:FoldConstants",
     "graph.fold_quantized_contractions:FoldQuantizedContractions",
+    "graph.fold_slice_reads:FoldSliceReads",
     "graph.fuse_dequant:FuseDequant",
     "graph.fuse_elementwise:FuseElementwise",
     "graph.fuse_epilogue:FuseEpilogue",

@@ -21,6 +21,7 @@ from m100.passes.graph.fold_batchnorm import FoldBatchnorm
 from m100.passes.graph.fold_quantized_contractions import FoldQuantizedContractions
 from m100.passes.graph.raise_quant_casts import RaiseQuantCasts
 from m100.passes.graph.fold_constants import FoldConstants
+from m100.passes.graph.fold_slice_reads import FoldSliceReads
 from m100.passes.graph.fuse_dequant import FuseDequant
 from m100.passes.graph.fuse_elementwise import FuseElementwise
 from m100.passes.graph.fuse_epilogue import FuseEpilogue
@@ -43,7 +44,7 @@ class M100Graph(ModulePass):
     materialize-index, check-supported, simplify-algebra, [layout-nhwc, simplify-algebra (cancels the transposes between
     convolutions), fold-constants (packs transposed weights)], [fold-batchnorm], cse, dce (+ removal of dead
     linalg/tensor ops, which xDSL's dce keeps), split-value-index, [recognize-idioms], [fuse-epilogue,
-    fuse-dequant, fuse-elementwise], fuse-predicates, classify-ops. Brackets: stages controlled by the options.
+    fuse-dequant, fuse-elementwise, fold-slice-reads], fuse-predicates, classify-ops. Brackets: stages controlled by the options.
     Why: one name for "frontend output -> what the space-time scheduler consumes".
     Pre: func + linalg-on-tensors (what m100-opt reads from .onnx or .mlir).
     Post: the same values (every stage preserves semantics; the graph is still runnable by the
@@ -81,7 +82,7 @@ class M100Graph(ModulePass):
         if self.idioms:
             tail.append(RecognizeIdioms())
         if self.fuse:
-            tail += [FuseEpilogue(), FuseDequant(), FuseElementwise()]
+            tail += [FuseEpilogue(), FuseDequant(), FuseElementwise(), FoldSliceReads()]
         tail += [FusePredicates(), ClassifyOps()]
         return out + [(p.name, p.apply) for p in tail]
 
