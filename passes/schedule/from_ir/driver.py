@@ -94,7 +94,8 @@ def from_module(module: ModuleOp, max_cvu_stages: int = 8, mem_align: int = 0) -
     body longer than ``max_cvu_stages`` (the machine's ``cvu_max_stages``) becomes several CVU
     ops (:mod:`..split_stages`). ``mem_align`` (the machine's buffer alignment; 0: the m100
     default): reshapes and contiguous slices become views (``movement.find_views``), concat
-    inputs are written in place where a part is one contiguous run (``movement.find_in_place``)."""
+    inputs are written in place where a part is one contiguous run (``movement.find_in_place``),
+    and so is a reshape's input into a model output (``movement.find_output_reshapes``)."""
     funcs = [o for o in module.walk() if isinstance(o, func.FuncOp) and o.body.blocks]
     if len(funcs) != 1:
         raise ScheduleError(f"m100-schedule expects exactly one function with a body, found "
@@ -136,6 +137,7 @@ def from_module(module: ModuleOp, max_cvu_stages: int = 8, mem_align: int = 0) -
     g.views = movement.find_views(g, ctx.low, mem_align)
     g.view_ops = {op.name for op in g.ops if op.outputs and op.outputs[0] in g.views}
     g.in_place = movement.find_in_place(g, ctx.low, mem_align, g.views)
+    g.view_ops |= movement.find_output_reshapes(g, ctx.low, g.views)
     _, out_syms = symbol_names(fn, len(block.args), len(outputs))
     return IRGraph(g, ctx.low, ctx.data, inputs, outputs, fn.sym_name.data, in_syms, out_syms,
                    weight_syms)

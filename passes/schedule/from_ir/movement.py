@@ -280,6 +280,40 @@ def find_in_place(g, low: dict, align: int, views: dict[str, tuple[str, int]]
     return out
 
 
+def find_output_reshapes(g, low: dict, views: dict[str, tuple[str, int]]) -> set[str]:
+    """Reshapes **into a model output** written in place (a view on the writing side): the
+    reshape ops that move nothing because their input ``R`` becomes a view of the output at
+    offset 0 (``views`` is extended in place, every view of ``R`` re-rooted), so ``R``'s producer
+    stores straight into the output's DDR symbol; the reshape is then a view op (its readers and
+    the output wait for ``R``'s writers). ``R`` must be an ``act`` tensor produced by some op,
+    read by this reshape only, not a view itself nor placed in a concat, of the output's dtype
+    (not sub-byte) and byte size (a reshape keeps the row-major order: the same bytes). Prefill
+    RoPE's K (``[kvh, 2, hd/2, T]``, the transpose of its halves) is the ``kT`` output
+    ``[1, kvh, hd, T]`` this way (docs/llm.md, session 13)."""
+    from ..graph import dtype_bytes
+    out: set[str] = set()
+    produced = {t for op in g.ops for t in op.outputs}
+    readers: dict[str, int] = {}
+    for op in g.ops:
+        for t in set(op.inputs):
+            readers[t] = readers.get(t, 0) + 1
+    for op in g.ops:
+        lw = low.get(op.name)
+        if lw is None or lw.kind != "reshape" or len(op.inputs) != 1 or not op.outputs:
+            continue
+        src, dst = g.tensors[op.inputs[0]], g.tensors[op.outputs[0]]
+        if dst.kind != "output" or src.kind != "act" or src.name not in produced or \
+                src.name in views or dst.name in views or readers.get(src.name) != 1 or \
+                src.dtype != dst.dtype or src.nbytes != dst.nbytes or \
+                src.dtype in ("i4", "u4") or dtype_bytes(src.dtype) < 1:
+            continue
+        if any(r == src.name for r, _ in views.values()):
+            continue  # R is the root of reader-side views: keep it simple, leave it a copy
+        views[src.name] = (dst.name, 0)
+        out.add(op.name)
+    return out
+
+
 def gcopy(ctx: Builder, op: Operation, nm: str, unit: str | None, where: str) -> None:
     """A single-input copy generic (``dtdu.copy``) with an affine input map: a DMA."""
     maps = [m.data for m in op.indexing_maps]  # type: ignore[attr-defined]
