@@ -91,10 +91,12 @@ def config(name: str) -> LlamaConfig:
     return PRESETS[name]
 
 
-#: prefill RoPE: ``"rows"`` on the [T*n, hd] rows of all heads at once (rotate-half as a matmul,
-#: reshapes and head slices as views), ``"heads"`` the older [n, T, hd] form with slice / neg /
-#: concat copies (kept for A/B measurements)
-PREFILL_ROPE = "rows"
+#: prefill RoPE: ``"halves"`` on the halves of every head's rows (rotate-half's sign a subtraction,
+#: the halves read in place through the CVU op's maps: fold-slice-reads; session 13),
+#: ``"rows"`` on the [T*n, hd] rows of all heads at once (rotate-half as a matmul, reshapes and
+#: head slices as views), ``"heads"`` the older [n, T, hd] form with slice / neg / concat copies
+#: (both kept for A/B measurements)
+PREFILL_ROPE = "halves"
 
 
 def rope_tables(cfg: LlamaConfig, positions: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -221,48 +223,92 @@ def _prefill_layer(g: LlmGraph, cfg: LlamaConfig, tokens: int, batch: int) -> No
         g.mlp(g.op("Add", [x, g.proj(o, "wo", (nh * hd, H))]), cfg, "y", rows)
 
     outs, kts, vs = [], [], []
-    if PREFILL_ROPE == "rows":
-        # RoPE on the rows of every head at once: [T, n*hd] viewed as [T*n, hd] (a view: no
-        # copy), rotate-half as a matmul by the signed permutation R (one exact f16 product per
-        # output: x * +-1, f32 accumulation of one term), the tables broadcast over the heads
-        # once; each sequence's rows are a contiguous slice (a view); the KV outputs are the
-        # transposes themselves (B == 1) and the heads views of them
-        R = np.zeros((hd, hd), g.np_dt)
-        half = hd // 2
-        R[np.arange(half) + half, np.arange(half)] = -1  # rot[j] = -x[j + half], j < half
-        R[np.arange(half), np.arange(half) + half] = 1   # rot[j] = x[j - half], j >= half
-        rmat = g.const(R, "rope_rotate_half")
-        tabs = {}
-
-        def table(t: str, scaled: bool) -> str:  # [T, hd] (* s) -> [T, 1, hd], read broadcast
-            if (t, scaled) not in tabs:
-                src = g.op("Mul", [t, scale]) if scaled else t
-                tabs[(t, scaled)] = g.op("Reshape", [src, g.ints([T, 1, hd])])
-            return tabs[(t, scaled)]
-
-        def rope_rows(t: str, n: int, scaled: bool) -> str:  # [T, n*hd] -> [T, n, hd] roped
-            # rotate-half of the [T*n, hd] rows (a view of t), then x * C + rot * S on [T, n, hd]
-            # (views) with the tables [T, 1, hd] broadcast over the heads by the multiplies'
-            # reads: fuse-elementwise makes the three ops one CVU pipeline (session 11; the
-            # tables were [T*n, hd] copies of an Expand before, 8 MB each at T = 1024)
-            rot = g.op("MatMul", [g.op("Reshape", [t, g.ints([T * n, hd])]), rmat])
-            x3 = g.op("Reshape", [t, g.ints([T, n, hd])])
-            r3 = g.op("Reshape", [rot, g.ints([T, n, hd])])
-            return g.op("Add", [g.op("Mul", [x3, table(cos, scaled)]),
-                                g.op("Mul", [r3, table(sin, scaled)])])
-
+    if PREFILL_ROPE in ("halves", "rows"):
         def rows_b(t: str, b: int) -> str:
             if B == 1:
                 return t
             return g.op("Slice", [t, g.ints([b * T]), g.ints([(b + 1) * T]), g.ints([0]),
                                   g.ints([1])])
 
+        if PREFILL_ROPE == "halves":
+            # RoPE on the halves of every head's rows, no rotate matmul: rotate-half is
+            # ``[-x_hi, x_lo]``, so ``y_lo = x_lo * C_lo - x_hi * S_lo`` and ``y_hi = x_hi * C_hi +
+            # x_lo * S_hi`` (the sign of rotate-half is the subtraction: the same f32 value as
+            # ``x * C + rot * S`` with ``rot = x @ R`` exact, then one rounding). The halves are
+            # slices of ``x`` [T, n, hd] (a view of the projection) and of the tables [T, 1, hd]
+            # (read broadcast over the heads) that fold-slice-reads turns into offsets of the CVU
+            # op's reads (no copies); each half is one fused CVU op written in place into its half
+            # of ``Y`` [2, T, n, hd/2] (halves outermost: a concat of contiguous parts); the heads'
+            # layouts are the transposes of ``Y`` (q: [n, T, hd]; k: the kT output [kvh, hd, T])
+            half = hd // 2
+            tabs = {}
+
+            def halves(t: str, axis: int) -> tuple[str, str]:
+                ax = g.ints([axis])
+                return (g.op("Slice", [t, g.ints([0]), g.ints([half]), ax, g.ints([1])]),
+                        g.op("Slice", [t, g.ints([half]), g.ints([hd]), ax, g.ints([1])]))
+
+            def table(t: str, scaled: bool) -> tuple[str, str]:  # the halves of [T, 1, hd] (* s)
+                if (t, scaled) not in tabs:
+                    src = g.op("Mul", [t, scale]) if scaled else t
+                    tabs[(t, scaled)] = halves(g.op("Reshape", [src, g.ints([T, 1, hd])]), 2)
+                return tabs[(t, scaled)]
+
+            def rope_halves(t: str, n: int, scaled: bool) -> str:  # [T, n*hd] -> [2, T, n, hd/2]
+                lo, hi = halves(g.op("Reshape", [t, g.ints([T, n, hd])]), 2)
+                c_lo, c_hi = table(cos, scaled)
+                s_lo, s_hi = table(sin, scaled)
+                y_lo = g.op("Sub", [g.op("Mul", [lo, c_lo]), g.op("Mul", [hi, s_lo])])
+                y_hi = g.op("Add", [g.op("Mul", [hi, c_hi]), g.op("Mul", [lo, s_hi])])
+                parts = [g.op("Reshape", [y, g.ints([1, T, n, half])]) for y in (y_lo, y_hi)]
+                return g.op("Concat", parts, axis=0)
+
+            def rope_qk(b: int) -> tuple[str, str]:  # q [nh, T, hd] (/ sqrt(hd)), kT
+                yq = rope_halves(rows_b(q, b), nh, True)
+                qb = g.op("Reshape", [g.op("Transpose", [yq], perm=[2, 1, 0, 3]),
+                                      g.ints([nh, T, hd])])
+                yk = rope_halves(rows_b(k, b), kvh, False)  # [kvh, 2, hd/2, T] = kT
+                return qb, g.op("Reshape", [g.op("Transpose", [yk], perm=[2, 0, 3, 1]),
+                                            g.ints([1, kvh, hd, T])],
+                                out="kT" if B == 1 else None)
+        else:
+            # RoPE on the rows of every head at once: [T, n*hd] viewed as [T*n, hd] (a view: no
+            # copy), rotate-half as a matmul by the signed permutation R (one exact f16 product per
+            # output: x * +-1, f32 accumulation of one term), the tables broadcast over the heads
+            # once; each sequence's rows are a contiguous slice (a view); the KV outputs are the
+            # transposes themselves (B == 1) and the heads views of them
+            R = np.zeros((hd, hd), g.np_dt)
+            half = hd // 2
+            R[np.arange(half) + half, np.arange(half)] = -1  # rot[j] = -x[j + half], j < half
+            R[np.arange(half), np.arange(half) + half] = 1   # rot[j] = x[j - half], j >= half
+            rmat = g.const(R, "rope_rotate_half")
+            tabs = {}
+
+            def table(t: str, scaled: bool) -> str:  # [T, hd] (* s) -> [T, 1, hd], read broadcast
+                if (t, scaled) not in tabs:
+                    src = g.op("Mul", [t, scale]) if scaled else t
+                    tabs[(t, scaled)] = g.op("Reshape", [src, g.ints([T, 1, hd])])
+                return tabs[(t, scaled)]
+
+            def rope_rows(t: str, n: int, scaled: bool) -> str:  # [T, n*hd] -> [T, n, hd] roped
+                # rotate-half of the [T*n, hd] rows (a view of t), then x * C + rot * S on
+                # [T, n, hd] (views) with the tables [T, 1, hd] broadcast over the heads by the multiplies'
+                # reads: fuse-elementwise makes the three ops one CVU pipeline (session 11; the
+                # tables were [T*n, hd] copies of an Expand before, 8 MB each at T = 1024)
+                rot = g.op("MatMul", [g.op("Reshape", [t, g.ints([T * n, hd])]), rmat])
+                x3 = g.op("Reshape", [t, g.ints([T, n, hd])])
+                r3 = g.op("Reshape", [rot, g.ints([T, n, hd])])
+                return g.op("Add", [g.op("Mul", [x3, table(cos, scaled)]),
+                                    g.op("Mul", [r3, table(sin, scaled)])])
+
+            def rope_qk(b: int) -> tuple[str, str]:  # q [nh, T, hd] (/ sqrt(hd)), kT
+                qb = g.op("Transpose", [rope_rows(rows_b(q, b), nh, True)], perm=[1, 0, 2])
+                kr = rope_rows(rows_b(k, b), kvh, False)
+                return qb, g.op("Transpose", [g.op("Reshape", [kr, g.ints([1, T, kvh, hd])])],
+                                perm=[0, 2, 3, 1], out="kT" if B == 1 else None)
+
         for b in range(B):
-            qr = rope_rows(rows_b(q, b), nh, True)                       # [T, nh, hd] / sqrt(hd)
-            qb = g.op("Transpose", [qr], perm=[1, 0, 2])
-            kr = rope_rows(rows_b(k, b), kvh, False)
-            ktb = g.op("Transpose", [g.op("Reshape", [kr, g.ints([1, T, kvh, hd])])],
-                       perm=[0, 2, 3, 1], out="kT" if B == 1 else None)   # [1, kvh, hd, T]
+            qb, ktb = rope_qk(b)
             vb = g.op("Transpose", [g.op("Reshape", [rows_b(v, b), g.ints([1, T, kvh, hd])])],
                       perm=[0, 2, 1, 3], out="v" if B == 1 else None)    # [1, kvh, T, hd]
             kts.append(ktb)

@@ -131,7 +131,7 @@ def test_batched_decode_layer_is_each_sequence_at_batch_1():
         np.testing.assert_allclose(res[k].reshape(got[k].shape), got[k], rtol=1e-4, atol=1e-4)
 
 
-PREFILL_ROPE_DEFAULT = "rows"
+PREFILL_ROPE_DEFAULT = "halves"
 
 
 def _llama_prefill_numpy(cfg, w: dict, x, cos, sin, B: int, T: int):
@@ -168,8 +168,8 @@ def _llama_prefill_numpy(cfg, w: dict, x, cos, sin, B: int, T: int):
     return h1 + ((gate / (1 + np.exp(-gate))) * (hn @ w["wu"])) @ w["wd"], kT, vc
 
 
-@pytest.mark.parametrize("heads,kv_heads,batch,rope", [(4, 2, 2, "rows"), (2, 2, 1, "rows"),
-                                                       (4, 2, 2, "heads")])
+@pytest.mark.parametrize("heads,kv_heads,batch,rope", [(4, 2, 2, "halves"), (2, 2, 1, "halves"),
+                                                       (4, 2, 2, "rows"), (4, 2, 2, "heads")])
 def test_prefill_layer_per_head_attention_matches_the_definition(heads, kv_heads, batch, rope,
                                                                  monkeypatch):
     """The prefill layer's attention is a chain of 2-D ops per query head (GQA: a KV head's
@@ -200,6 +200,34 @@ def test_prefill_layer_per_head_attention_matches_the_definition(heads, kv_heads
     res = driver.run(driver.compile(model, machine="m100").program, feed).outputs
     for k in outs:
         np.testing.assert_allclose(res[k].reshape(got[k].shape), got[k], rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("batch", [1, 2])
+def test_prefill_rope_halves_bit_exact_with_rows(batch, monkeypatch):
+    """Session 13: RoPE on the halves of the heads' rows (the sign of rotate-half a subtraction,
+    the halves read in place by the CVU op: no rotate matmul, no copies) gives the compiled W8A8
+    prefill layer (f16 RoPE, MHA and GQA) the same bits as the rotate-matmul form it replaced
+    (``x @ R`` is exact: one nonzero product per output), on y and on the K cache it writes."""
+    import numpy as np
+
+    from m100.frontend import llm
+    from m100.tools import driver
+    cfg = llm.scaled(llm.config("tiny"), heads=4, kv_heads=2)
+    T = 8
+    rng = np.random.default_rng(7)
+    cos, sin = llm.rope_tables(cfg, list(range(T)))
+    feed = {"x": rng.standard_normal((batch * T, cfg.hidden)).astype(np.float16),
+            "cos": cos.astype(np.float16), "sin": sin.astype(np.float16)}
+    got = {}
+    for rope in ("rows", "halves"):
+        monkeypatch.setattr(llm, "PREFILL_ROPE", rope)
+        model, _ = llm.build(cfg, "layer", "prefill", context=T, batch=batch, seed=3,
+                             quant="w8a8")
+        res = driver.run(driver.compile(model, machine="m100").program, feed)
+        assert res.ok and not res.reports
+        got[rope] = res.outputs
+    for k in ("y", "kT", "v"):
+        np.testing.assert_array_equal(got["halves"][k], got["rows"][k])
 
 
 def test_engine_time_accounts_for_every_dma():
