@@ -208,7 +208,9 @@ class HbGraph:
                 continue
             ua = np.array(us, dtype=np.int64)
             h, m = len(hw), len(us)
-            a = c[np.ix_(np.concatenate([np.array(hw, dtype=np.int64), ua]), col[ua])]
+            # the rows of v's predecessors, the columns of the sync ones' executors (broadcast
+            # indices: np.ix_ costs more than the gather on these small blocks)
+            a = c[np.array(hw + us, dtype=np.int64)[:, None], col[ua]]
             a[np.arange(h, h + m), np.arange(m)] = 0  # not u itself (ranks start at 1)
             for r, p in enumerate(hw):  # a hardware edge that is also a sync edge: the same edge
                 if p in self.sync_preds[v]:
