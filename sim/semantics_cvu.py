@@ -283,8 +283,11 @@ def cvu_stage(st, args: list) -> np.ndarray:
         if op in _REDUCE:
             return _REDUCE[op](x, axis=ax, keepdims=True).astype(np.float32)
         if op is CvuOp.SOFTMAX:
-            if st.iparams:  # the 16-bit body: x - max, exp and the sum rounded (docs/isa.md)
+            if st.iparams:  # the 16-bit body: x - max, exp and the sum rounded (docs/isa.md);
+                # the argument rounded to the type first (a no-op for an input of that type; an
+                # ADD stage before it is then the 16-bit add: the attention's mask)
                 r = lambda v: numerics.convert(v, DType(st.iparams[0])).astype(np.float32)  # noqa: E731
+                x = r(x)
                 e = r(np.exp(r(x - x.max(axis=ax, keepdims=True))))
                 return (e / r(e.sum(axis=ax, keepdims=True))).astype(np.float32)
             e = np.exp(x - x.max(axis=ax, keepdims=True))

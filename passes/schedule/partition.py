@@ -301,6 +301,7 @@ def tile_piece(cm: CostModel, g: OpGraph, op: Op, rows: int, cols: int,
         in_row_b = geo.in_row_bytes * frac_c
         out_row_b = geo.out_row_bytes * frac_c
         extra = [t for t in acts[1:]]
+        wboxes = _weight_boxes(g, op, cols)
         for tr in _candidates(rows, 1, limit=16):
             in_rows = _in_rows(g, op, tr) if op.unit == "cvu.pool" else tr
             bufs = [Buffer("act", cm.align(in_rows * in_row_b), 2, unit),
@@ -308,8 +309,12 @@ def tile_piece(cm: CostModel, g: OpGraph, op: Op, rows: int, cols: int,
             for i, t in enumerate(extra):  # broadcast operands (bias rows, scales): whole
                 tb = t.nbytes if t.numel < g.out(op).numel else t.nbytes * tr / max(1, geo.rows)
                 bufs.append(Buffer(f"act{i + 1}", cm.align(tb * frac_c), 2, unit))
-            for w in g.weights(op):
-                bufs.append(Buffer("weight", cm.align(w.nbytes * frac_c), 1, unit))
+            for w, box in wboxes(tr):
+                if box is None:  # resident whole (its columns)
+                    bufs.append(Buffer("weight", cm.align(w.nbytes * frac_c), 1, unit))
+                else:  # a CVU op loads the box its map reads per tile (kinds/cvu.input_box)
+                    bufs.append(Buffer("weight", cm.align(box[1] * dtype_bytes(w.dtype)),
+                                       2 if box[0] else 1, unit))
             fp = sum(b.nbytes for b in bufs)
             if smallest is None or fp < smallest[0]:
                 smallest = (fp, tr, cols, 1)
@@ -359,6 +364,36 @@ def piece_weight_bytes(g: OpGraph, op: Op, cols: int) -> float:
 def piece_out_bytes(g: OpGraph, op: Op, rows: int, cols: int) -> float:
     geo = geometry(g, op)
     return rows * geo.out_row_bytes * cols / max(1, geo.cols)
+
+
+def _weight_boxes(g: OpGraph, op: Op, cols: int):
+    """``tr -> [(weight tensor, None | (box varies with the row tile, box elements))]`` of a
+    vector op's weight inputs: a CVU op with input maps loads, per piece of ``tr`` rows, the box
+    its map reads (``kinds/cvu.input_box``: the rows of a ``[T, T]`` mask, one row of a table
+    broadcast over the rows), which is what its HBSM holds -- not the whole weight (a 2 MB
+    attention mask fused into a softmax's rows would not fit); other ops hold each weight's
+    columns whole (None)."""
+    ws = [(i, g.tensors[t]) for i, t in enumerate(op.inputs) if g.tensors[t].kind == "weight"]
+    maps = op.attrs.get("maps")
+    if not ws or maps is None or not op.unit.startswith("cvu.") or op.unit == "cvu.pool":
+        return lambda tr: [(w, None) for _, w in ws]
+    from .kinds.cvu import input_box  # (kinds import this module)
+    from .plan import row_view
+    oshape = g.out(op).shape
+    E = row_view(oshape)[1]
+
+    # per weight: does its box follow the row tile (the map reads the rows), its box at 1 row
+    per = []
+    for i, w in ws:
+        if i >= len(maps):
+            per.append((w, None))
+            continue
+        b2 = input_box(maps[i], oshape, 0, 0, (2, E, cols))[1]
+        per.append((w, (b2[0] > 1, b2[1] * b2[2])))
+
+    def boxes(tr: int):
+        return [(w, None if p is None else (p[0], (tr if p[0] else 1) * p[1])) for w, p in per]
+    return boxes
 
 
 def col_splits(cm: CostModel, g: OpGraph, op: Op, k: int) -> list[int]:

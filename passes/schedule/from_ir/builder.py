@@ -37,6 +37,9 @@ class Builder:
         self.group_out: dict[int, str] = {}  # contraction group -> output tensor
         self.group_op: dict[int, Op] = {}
         self.idiom_members: dict[int, list[Operation]] = {}
+        # an add read only by a softmax group (the attention's mask add): lowered as the first
+        # stage of the group's CVU op (``cvu.softmax_addend``), so its result has no tensor
+        self.softmax_adds: dict[SSAValue, Operation] = {}
         self.iotas: dict[SSAValue, int] = {}  # index iotas feeding a tm_tensor.sort: the dimension
         self.outputs: list[str] = []
         self.walk = Walk(self.add_t, self.tname, self.const_array, self.consts)

@@ -151,6 +151,10 @@ def idiom(ctx: Builder, op: Operation, nm: str, unit: str | None, where: str) ->
             owner = v.owner
             if isinstance(owner, Operation) and id(owner) in mset:
                 continue
+            if v in ctx.softmax_adds:  # the group's input is a fused add's (softmax_addend)
+                if v not in ext:
+                    ext.append(v)
+                continue
             if v in ctx.fills or v not in ctx.names and v not in ctx.consts:
                 continue
             if v in ctx.consts and not _shape(v):
@@ -179,6 +183,9 @@ def idiom(ctx: Builder, op: Operation, nm: str, unit: str | None, where: str) ->
                          Lowering("cvu", stages=_st, in_maps=im), _op)
         softmax_any_axis(ctx.walk, op, x, axis, _sm)
         return
+    if x in ctx.softmax_adds:
+        _softmax_with_add(ctx, ctx.softmax_adds.pop(x), op, sm_round, params, where)
+        return
     eps = float(op.attributes[IDIOM_EPS].value.data) if IDIOM_EPS in op.attributes else 0.0
     kind = unit.split(".")[1]
     roles = _norm_roles(members, params, mset) if params else []
@@ -203,6 +210,124 @@ def idiom(ctx: Builder, op: Operation, nm: str, unit: str | None, where: str) ->
                   axis=-1, fparam=eps if kind != "softmax" else 0.0, iparams=sm_round)
     lw = Lowering("cvu", stages=(stage,), in_maps=maps)
     ctx.add(kind, unit, names_in, out_v, {"maps": maps}, lw, op)
+
+
+def softmax_addend(op: Operation) -> bool:
+    """``op`` is an add ``y = a + b`` (an elementwise generic, one ``addf`` of its two inputs,
+    identity output map) whose every use is a member of ONE softmax group along the last axis
+    of ``y``'s shape -- the attention's ``scores + mask`` -- and fusing it keeps the values: the
+    group computes in f32 and ``y`` is f32 (the f32 ``ADD`` stage is the generic's add), or the
+    group is the 16-bit body of that type and ``y``, ``a``, ``b`` are of it (the 16-bit
+    ``SOFTMAX`` stage rounds its argument to the type first, docs/isa.md: the ``ADD`` stage's
+    f32 sum of two 16-bit values rounded once is the 16-bit add, f32 having more than twice
+    their precision). Then the add is the first stage of the group's CVU op
+    (:func:`_softmax_with_add`): one pass over the scores instead of a separate op writing ``y``
+    to memory for the softmax to read back; the chain ``matmul -> softmax -> matmul`` of a head
+    is one pipeline of three ops."""
+    if len(op.results) != 1 or len(getattr(op, "inputs", ())) != 2:
+        return False
+    ex = body_exprs(op)
+    if ex is None or len(ex) != 1 or ex[0].kind != "addf" or \
+            sorted(a.val for a in ex[0].args if a.kind == "in") != [0, 1]:
+        return False
+    maps = generic_maps(op)
+    if not is_identity(maps[-1]):
+        return False
+    y = op.results[0]
+    t = _elem(y)
+    if t not in ("f32", "f16", "bf16") or any(_elem(v) != t for v in op.inputs):  # type: ignore[attr-defined]
+        return False
+    users = [u.operation for u in y.uses]
+    if not users or any(IDIOM not in u.attributes or u.attributes[IDIOM].data != "softmax"  # type: ignore[attr-defined]
+                        or u.attributes.get(GROUP) != users[0].attributes.get(GROUP)
+                        for u in users):
+        return False
+    gid = users[0].attributes[GROUP]
+    block = op.parent_block()
+    if block is None:
+        return False
+    members = [o for o in block.ops if o.attributes.get(GROUP) == gid and IDIOM in o.attributes]
+    roots = [o for o in members if IDIOM_ROOT in o.attributes]
+    if len(roots) != 1 or IDIOM_AXIS not in roots[0].attributes or len(roots[0].results) != 1:
+        return False
+    oshape = _shape(roots[0].results[0])
+    axis = roots[0].attributes[IDIOM_AXIS].value.data  # type: ignore[union-attr]
+    if _shape(y) != oshape or axis % len(oshape) != len(oshape) - 1:
+        return False
+    try:
+        rnd = _softmax_rounding(members, describe_op(roots[0]))
+    except ScheduleError:
+        return False
+    want = () if t == "f32" else ((DType.F16 if t == "f16" else DType.BF16).value,)
+    return rnd == want
+
+
+def _softmax_with_add(ctx: Builder, add: Operation, root: Operation, sm_round: tuple,
+                      params: list, where: str) -> None:
+    """The softmax group rooted at ``root`` whose input is the fused add ``add``
+    (:func:`softmax_addend`): ONE CVU op of the add's two inputs, stages ``ADD(in0, in1)``
+    (the add's maps: a broadcast mask stays a broadcast) and ``SOFTMAX(stage 0)``."""
+    if params:
+        raise ScheduleError(f"{where}: a softmax group with parameters")
+    in_names = []
+    for v in add.inputs:  # type: ignore[attr-defined]
+        if v in ctx.consts and not isinstance(ctx.consts[v], tuple):
+            in_names.append(ctx.const_tensor(v, ctx.consts[v]))
+        elif v in ctx.consts or v in ctx.fills:
+            raise ScheduleError(f"{where}: a broadcast constant or fill added before a softmax")
+        else:
+            in_names.append(ctx.tname(v))
+    maps = [linear_map(m) for m in generic_maps(add)[:2]]
+    band = _band_mask(ctx, add, maps)
+    if band is not None:  # the mask from two iotas: no [T, T] load per piece
+        si, (v, k), shape = band
+        rows, cols = shape
+        iotas = ctx.__dict__.setdefault("_band_iotas", {})  # one pair for all the heads
+        if (rows, cols, k) not in iotas:
+            iotas[(rows, cols, k)] = [
+                ctx.const_array(np.arange(cols, dtype=np.float32), "f32"),
+                ctx.const_array(np.arange(rows, dtype=np.float32) + np.float32(k - 1), "f32")]
+        in_names = [in_names[1 - si]] + iotas[(rows, cols, k)]
+        maps = [maps[1 - si], [((0, 1), 0)], [((1, 0), 0)]]
+        stages = (Stage(CvuOp.CMP_GT, (Ref(RefKind.INPUT, 1), Ref(RefKind.INPUT, 2))),
+                  Stage(CvuOp.SELECT, (Ref(RefKind.STAGE, 0), Ref(RefKind.IMM, 0, v),
+                                       Ref(RefKind.IMM, 0, 0.0))),
+                  Stage(CvuOp.ADD, (Ref(RefKind.INPUT, 0), Ref(RefKind.STAGE, 1))))
+    else:
+        stages = _expr_stages(body_exprs(add), 2, describe_op(add))
+    stages += (Stage(CvuOp.SOFTMAX, (Ref(RefKind.STAGE, len(stages) - 1),), axis=-1,
+                     iparams=sm_round),)
+    lw = Lowering("cvu", stages=stages, in_maps=maps)
+    ctx.add("softmax", "cvu.softmax", in_names, root.results[0], {"maps": maps}, lw, root)
+
+
+def _band_mask(ctx: Builder, add: Operation, maps: list) -> tuple | None:
+    """``(operand index, (v, k), (R, C))`` when an operand of the 2-D ``add`` is a constant
+    ``[R, C]`` read with the identity map whose elements are ``v`` where ``col - row >= k`` and
+    ``+0`` elsewhere (``np.triu(full(v), k)``: the causal mask, ``v`` finite and non-zero), the
+    other operand not a constant; else None. Such a mask is computed in the softmax's pipeline
+    from a column iota ``[C]`` and a row iota ``[R]`` (+ ``k - 1``) read broadcast: ``CMP_GT``,
+    ``SELECT(., v, 0)`` -- the same value per element as loading it (exact in f32 below
+    ``2**24``), without reading ``R * C`` elements per head from memory."""
+    ident2 = [((1, 0), 0), ((0, 1), 0)]
+    for si, v in enumerate(add.inputs):  # type: ignore[attr-defined]
+        arr = ctx.consts.get(v)
+        other = add.inputs[1 - si]  # type: ignore[attr-defined]
+        if not isinstance(arr, np.ndarray) or arr.ndim != 2 or maps[si] != ident2 or \
+                other in ctx.consts or max(arr.shape) >= 2 ** 24:
+            continue
+        nz = np.flatnonzero(arr[0])
+        if len(nz) == 0:
+            continue
+        k = int(nz[0])
+        val = arr[0, k]
+        if not np.isfinite(val):
+            continue
+        r, c = np.indices(arr.shape)
+        want = np.where(c - r >= k, val, np.zeros((), arr.dtype)).astype(arr.dtype)
+        if np.array_equal(arr, want) and not np.signbit(arr[arr == 0]).any():
+            return si, (float(val), k), arr.shape
+    return None
 
 
 def _softmax_rounding(members: list[Operation], where: str) -> tuple[int, ...]:

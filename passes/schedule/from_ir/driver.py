@@ -65,6 +65,9 @@ def _translate(ctx: Builder, op) -> None:
         return movement.gcopy(*args)
     if nm == "linalg.generic" and unit == "cvu.reduction":
         return cvu.reduction(*args)
+    if nm == "linalg.generic" and unit == "cvu.elementwise" and cvu.softmax_addend(op):
+        ctx.softmax_adds[op.results[0]] = op  # lowered by the softmax group (cvu.idiom)
+        return None
     if nm == "linalg.generic" and unit == "cvu.elementwise" and cvu.silu_pair(op) is not None:
         return cvu.silu(*args)
     if nm == "linalg.generic" and unit == "cvu.elementwise":
