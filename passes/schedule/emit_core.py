@@ -296,6 +296,10 @@ class EmitterCore:
         if tensor in self.mem:
             return self.mem[tensor]
         t = self.g.tensors[tensor]
+        if tensor in self.g.strided:
+            raise AssertionError(f"emitter: '{tensor}' is columns of "
+                                 f"'{self.g.strided[tensor][0]}' (OpGraph.strided): only its "
+                                 "producer's stores address it")
         if tensor in self.g.views:  # the root's bytes at an offset, under this tensor's shape
             root, off = self.g.views[tensor]
             self.memory(root)

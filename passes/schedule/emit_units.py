@@ -234,9 +234,18 @@ class UnitEmitter(EmitterCore):
 
     def store(self, op, p: Piece) -> None:
         out_t = op.outputs[0]
-        mem = self.memory(out_t)
         shape = self.g.tensors[out_t].shape
         bshape = p.out.type.dims  # type: ignore[attr-defined]
+        if out_t in self.g.strided:  # columns of a 2-D root (``OpGraph.strided``)
+            root, (ro, co) = self.g.strided[out_t]
+            mem = self.memory(root)
+            lin = row_index(self.g.tensors[root].shape, p.r0 + ro, p.c0 + co)
+            tok = self.dma(p.out, None, mem, access(bshape, lin), [p.done])
+            self.writers.setdefault(out_t, []).append(tok)
+            p.readers.append(tok)
+            self._touch(p.tpb, tok)
+            return
+        mem = self.memory(out_t)
         if op.unit == "cvu.pool":
             lin = self.pool_out_index(op, p.r0, p.c0)
         elif op.unit == "cvu.reduction" and not op.attrs.get("keep", True):

@@ -98,6 +98,11 @@ class OpGraph:
         # producers (``from_ir.movement.find_in_place``: those inputs are views of its result)
         self.view_ops: set[str] = set()
         self.in_place: dict[str, frozenset[int]] = {}
+        # concat parts written in place that are NOT one contiguous run of the result (a 2-D
+        # part's columns: the attention heads side by side): part -> (root tensor, (row, col)
+        # offset in it); the part's producer stores its pieces into the root's rows
+        # (``emit_units.store``), nothing else reads the part (``find_in_place``)
+        self.strided: dict[str, tuple[str, tuple[int, int]]] = {}
         for t in tensors or []:
             self.add_tensor(t)
         for o in ops or []:

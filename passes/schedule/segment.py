@@ -98,6 +98,10 @@ def memory_of(cm: CostModel, g: OpGraph, tensor: str) -> str:
     view (``OpGraph.views``) where its root lives."""
     if tensor in g.views:
         tensor = g.views[tensor][0]
+    elif tensor in g.strided:  # columns of another tensor (``OpGraph.strided``)
+        tensor = g.strided[tensor][0]
+        if tensor in g.views:
+            tensor = g.views[tensor][0]
     t = g.tensors[tensor]
     if t.kind in ("weight", "input", "output"):
         return "ddr"

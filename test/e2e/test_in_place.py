@@ -84,7 +84,7 @@ def test_in_place_exact_fewer_dmas(monkeypatch):
         np.testing.assert_allclose(got.outputs[k].reshape(v.shape), v, rtol=1e-5, atol=1e-5)
     np.testing.assert_array_equal(got.outputs["y2"].reshape(1, 64), want["y2"].astype(np.float32))
     np.testing.assert_array_equal(got.outputs["y3"].reshape(4, 64), want["y3"].astype(np.float32))
-    monkeypatch.setattr(fm, "find_in_place", lambda g, low, align, views: {})
+    monkeypatch.setattr(fm, "find_in_place", lambda g, low, align, views, strided=None: {})
     off = driver.compile(m, machine="tiny")
     got_off = driver.run(off.program, {"x": x, "b": b})
     assert got_off.ok and not got_off.reports
@@ -93,6 +93,59 @@ def test_in_place_exact_fewer_dmas(monkeypatch):
     # the four GEMV results and the relu are written in place: at least five DMAs fewer (a
     # copy may be cut into several); b and the two strided parts are still copied
     assert _dmas(on.program) <= _dmas(off.program) - 5
+
+
+def _heads_model():
+    """x [8, 64], w_i [64, 16]: m_i = x @ w_i (TCU), r = relu(x @ v) [8, 16] (a CVU op),
+    c = Concat(m_0, m_1, m_2, m_3, r, axis 1) [8, 80] -- columns of c, not contiguous runs: the
+    attention heads side by side -- y1 = c @ u [80, 24]; y2 = m_3 * 2 (m_3 read twice: copied)."""
+    rng = np.random.default_rng(2)
+    w = (rng.standard_normal((4, 64, 16)) / 8).astype(np.float32)
+    v = (rng.standard_normal((64, 16)) / 8).astype(np.float32)
+    u = (rng.standard_normal((80, 24)) / 8).astype(np.float32)
+    inits = [nh.from_array(w[i], f"w{i}") for i in range(4)] + \
+        [nh.from_array(v, "v"), nh.from_array(u, "u"), nh.from_array(np.array(2.0, np.float32), "c2")]
+    nodes = [h.make_node("MatMul", ["x", f"w{i}"], [f"m{i}"]) for i in range(4)]
+    nodes += [h.make_node("MatMul", ["x", "v"], ["xv"]), h.make_node("Relu", ["xv"], ["r"]),
+              h.make_node("Concat", ["m0", "m1", "m2", "m3", "r"], ["c"], axis=1),
+              h.make_node("MatMul", ["c", "u"], ["y1"]), h.make_node("Mul", ["m3", "c2"], ["y2"])]
+    g = h.make_graph(nodes, "heads", [h.make_tensor_value_info("x", TP.FLOAT, [8, 64])],
+                     [h.make_tensor_value_info("y1", TP.FLOAT, [8, 24]),
+                      h.make_tensor_value_info("y2", TP.FLOAT, [8, 16])], inits)
+    m = h.make_model(g, opset_imports=[h.make_opsetid("", 18)])
+    onnx.checker.check_model(m, full_check=True)
+    return m, w, v, u
+
+
+def test_columns_written_in_place_exact_fewer_dmas(monkeypatch):
+    """The parts of a 2-D concat along columns are stored by their producers into the result's
+    columns (``OpGraph.strided``): the same values as with the concat's copies, fewer DMAs; a
+    part read by another op too is copied."""
+    from m100.frontend.mlir_load import default_context
+    from m100.passes.schedule.from_ir import from_module
+    from m100.tools.onnx_backend import compile_onnx
+    m, w, v, u = _heads_model()
+    g = from_module(compile_onnx(m, default_context(), graph=True)).graph
+    (cat,) = [op for op in g.ops if op.name.startswith("concat")]
+    assert g.in_place[cat.name] == frozenset({0, 1, 2, 4})
+    assert {t: g.strided[t] for t in g.strided} == {
+        cat.inputs[i]: (cat.outputs[0], (0, c)) for i, c in ((0, 0), (1, 16), (2, 32), (4, 64))}
+    x = np.random.default_rng(3).standard_normal((8, 64)).astype(np.float32)
+    xd = x.astype(np.float64)
+    c = np.concatenate([xd @ w[i] for i in range(4)] + [np.maximum(xd @ v, 0)], axis=1)
+    want = {"y1": c @ u, "y2": (xd @ w[3]) * 2}
+    on = driver.compile(m, machine="tiny")
+    got = driver.run(on.program, {"x": x})
+    assert got.ok and not got.reports
+    for k, val in want.items():
+        np.testing.assert_allclose(got.outputs[k].reshape(val.shape), val, rtol=1e-5, atol=1e-5)
+    monkeypatch.setattr(fm, "_strided_parts", lambda *a: frozenset())
+    off = driver.compile(m, machine="tiny")
+    got_off = driver.run(off.program, {"x": x})
+    assert got_off.ok and not got_off.reports
+    for k in want:
+        np.testing.assert_array_equal(got.outputs[k], got_off.outputs[k])
+    assert _dmas(on.program) <= _dmas(off.program) - 4
 
 
 def _graph(ops, tensors):

@@ -139,7 +139,7 @@ def from_module(module: ModuleOp, max_cvu_stages: int = 8, mem_align: int = 0) -
         mem_align = PRESETS["m100"].mem_align
     g.views = movement.find_views(g, ctx.low, mem_align)
     g.view_ops = {op.name for op in g.ops if op.outputs and op.outputs[0] in g.views}
-    g.in_place = movement.find_in_place(g, ctx.low, mem_align, g.views)
+    g.in_place = movement.find_in_place(g, ctx.low, mem_align, g.views, g.strided)
     g.view_ops |= movement.find_output_reshapes(g, ctx.low, g.views)
     _, out_syms = symbol_names(fn, len(block.args), len(outputs))
     return IRGraph(g, ctx.low, ctx.data, inputs, outputs, fn.sym_name.data, in_syms, out_syms,

@@ -220,7 +220,8 @@ def find_views(g, low: dict, align: int) -> dict[str, tuple[str, int]]:
     return views
 
 
-def find_in_place(g, low: dict, align: int, views: dict[str, tuple[str, int]]
+def find_in_place(g, low: dict, align: int, views: dict[str, tuple[str, int]],
+                  strided: dict[str, tuple[str, tuple[int, int]]] | None = None
                   ) -> dict[str, frozenset[int]]:
     """Concat inputs **written in place** (a view on the writing side): ``concat op -> the
     positions of its inputs`` whose producer writes them straight into the concat's result.
@@ -240,7 +241,11 @@ def find_in_place(g, low: dict, align: int, views: dict[str, tuple[str, int]]
     consumer outside ``R``'s segment). Concats are taken last first, so a concat's result
     that is itself written in place into a later concat carries its parts along (chains resolve
     to the final root). DDR and CCB SRAM are bump-allocated and never reused, so the root
-    outlives every writer and reader of its parts."""
+    outlives every writer and reader of its parts.
+
+    ``strided`` (filled in place when given): the columns of a 2-D concat along its last dim
+    (``[T, hd]`` attention heads side by side in ``[T, nh*hd]``) are written in place by their
+    producers too (:func:`_strided_parts`)."""
     from ..graph import dtype_bytes
     out: dict[str, frozenset[int]] = {}
     produced = {t for op in g.ops for t in op.outputs}
@@ -254,7 +259,12 @@ def find_in_place(g, low: dict, align: int, views: dict[str, tuple[str, int]]
             continue
         dim = lw.params["dim"] % len(dst.shape)
         if any(dst.shape[d] != 1 for d in range(dim)):
-            continue  # a part is one contiguous run only when every dim before it is 1
+            # a part is one contiguous run only when every dim before it is 1
+            if strided is not None:
+                pos = _strided_parts(g, op, dim, views, strided, placed)
+                if pos:
+                    out[op.name] = pos
+            continue
         root, base = views.get(op.outputs[0], (op.outputs[0], 0))
         inner = math.prod(dst.shape[dim + 1:]) * int(dtype_bytes(dst.dtype))
         pos, at = [], 0
@@ -312,6 +322,52 @@ def find_output_reshapes(g, low: dict, views: dict[str, tuple[str, int]]) -> set
         views[src.name] = (dst.name, 0)
         out.add(op.name)
     return out
+
+
+#: producers whose pieces store through ``emit_units.store`` with ``row_index`` of a 2-D
+#: output: their stores can land in the columns of another 2-D tensor
+_STRIDED_WRITERS = ("tcu.matmul", "cvu.elementwise", "cvu.softmax", "cvu.layernorm",
+                    "cvu.rmsnorm")
+
+
+def _strided_parts(g, op, dim: int, views: dict, strided: dict, placed: set) -> frozenset[int]:
+    """The inputs of the concat ``op`` along the last dim of a 2-D result written in place as
+    columns of the result (``strided``: part -> (root, (row, col) offset)): a part is a 2-D
+    ``act`` tensor of the result's dtype, produced by one op of :data:`_STRIDED_WRITERS`, read
+    by nothing but this concat (once), neither a view nor viewed, not placed elsewhere. The
+    result may itself be a contiguous view of a 2-D root with as many columns (the sequences
+    of a batched prefill one after the other): the offset is then in the root's rows."""
+    from ..graph import dtype_bytes
+    dst_n = op.outputs[0]
+    dst = g.tensors[dst_n]
+    if len(dst.shape) != 2 or dim != 1 or dst_n in strided:
+        return frozenset()
+    root, base = views.get(dst_n, (dst_n, 0))
+    rt = g.tensors[root]
+    row_b = dst.shape[1] * int(dtype_bytes(dst.dtype))
+    if len(rt.shape) != 2 or rt.shape[1] != dst.shape[1] or base % row_b:
+        return frozenset()
+    r_off = base // row_b
+    producer = {t: o for o in g.ops for t in o.outputs}
+    readers: dict[str, int] = {}
+    for o in g.ops:
+        for t in o.inputs:
+            readers[t] = readers.get(t, 0) + 1
+    viewed = {r for r, _ in views.values()}
+    pos, col = [], 0
+    for i, tn in enumerate(op.inputs):
+        t = g.tensors[tn]
+        c0, col = col, col + (t.shape[1] if len(t.shape) == 2 else 0)
+        p = producer.get(tn)
+        if len(t.shape) != 2 or t.shape[0] != dst.shape[0] or t.kind != "act" or \
+                t.dtype != dst.dtype or p is None or p.unit not in _STRIDED_WRITERS or \
+                len(p.outputs) != 1 or readers.get(tn) != 1 or tn in views or \
+                tn in viewed or tn in placed or tn in strided:
+            continue
+        strided[tn] = (root, (r_off, c0))
+        placed.add(tn)
+        pos.append(i)
+    return frozenset(pos)
 
 
 def gcopy(ctx: Builder, op: Operation, nm: str, unit: str | None, where: str) -> None:

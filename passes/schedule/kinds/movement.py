@@ -59,7 +59,8 @@ def emit_op(em, op) -> None:
         em.memory(op.outputs[0])
         em.writers[op.outputs[0]] = list(em.writers.get(src_t, []))
         return
-    src = em.memory(src_t)
+    # (a concat addresses each part itself: a part written in place has no memory of its own)
+    src = em.memory(src_t) if lw.kind != "concat" else None
     s_shape = em.g.tensors[src_t].shape
     out_t = op.outputs[0]
     o_shape = em.g.tensors[out_t].shape
