@@ -152,3 +152,58 @@ def test_generator_is_deterministic_and_valid():
     for op in ("MatMul", "Gemm", "Conv", "MaxPool", "AveragePool", "Softmax", "Relu", "Add",
                "Div", "Transpose", "Reshape", "Concat"):
         assert ops[op] > 0, (op, ops)
+
+
+def _mod_softmax_f16(k: float = 1000):
+    """fuzz f16 seed 1303 #3: ``Softmax(Mod(fmod=1)(x * 1000, w), axis=1)`` in f16. onnxruntime
+    runs it in f32 (no f16 kernel for a node: ``InsertedPrecisionFreeCast``), so ``x * 1000`` is
+    not rounded to f16 before the (discontinuous) fmod: 0.19 off the ONNX definition."""
+    import numpy as np
+    from onnx import TensorProto, helper, numpy_helper
+
+    from m100.tools.fuzz_graph import FuzzGraph
+
+    nodes = [helper.make_node("Mul", ["in1", "k"], ["t3"]),
+             helper.make_node("Mod", ["t3", "w"], ["t5"], fmod=1),
+             helper.make_node("Softmax", ["t5"], ["t6"], axis=1)]
+    inits = [numpy_helper.from_array(np.array(k, np.float16), "k"),
+             numpy_helper.from_array(np.array([-1.136, -1.995, 1.134], np.float16), "w")]
+    g = helper.make_graph(nodes, "mod_softmax",
+                          [helper.make_tensor_value_info("in1", TensorProto.FLOAT16, [2, 4, 3])],
+                          [helper.make_tensor_value_info("t6", TensorProto.FLOAT16, [2, 4, 3])],
+                          inits)
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 18)])
+    m.ir_version = 8
+    x = np.random.default_rng(1303).uniform(-4, 4, (2, 4, 3)).astype(np.float16)
+    return FuzzGraph(m, {"in1": x}, ["Mul", "Mod", "Softmax"])
+
+
+def test_fuzz_definition_decides_when_onnxruntime_is_off_it():
+    """Where onnxruntime is off the ONNX definition (``onnx.reference``), the definition decides:
+    the program (which rounds ``x * 1000`` to f16 as ONNX says) passes, and a result that agrees
+    with onnxruntime instead would fail. Without a dispute, onnxruntime stays the oracle."""
+    import numpy as np
+
+    from m100.tools.fuzz_onnx import compare_outputs, definition_run, oracle_run
+
+    fg = _mod_softmax_f16()
+    feeds = [fg.inputs["in1"]]
+    ort_out = oracle_run(fg.model, feeds)
+    ref = definition_run(fg.model, feeds, ort_out, F16_TOL, F16_TOL)
+    # the definition from numpy, independently: f16 product, fmod, softmax
+    x = fg.inputs["in1"]
+    t5 = np.fmod((x * np.float16(1000)).astype(np.float16),
+                 np.array([-1.136, -1.995, 1.134], np.float16)).astype(np.float64)
+    e = np.exp(t5 - t5.max(axis=1, keepdims=True))
+    want = e / e.sum(axis=1, keepdims=True)
+    if ref is None:  # onnxruntime agrees with the definition (a later version may)
+        assert not compare_outputs(ort_out, [want], F16_TOL, F16_TOL)[0]
+    else:
+        assert not compare_outputs(ref, [want], F16_TOL, F16_TOL)[0]
+        assert compare_outputs(ort_out, [want], F16_TOL, F16_TOL)[0]  # the dispute is real
+        assert compare_outputs(ort_out, ref, F16_TOL, F16_TOL)[0]
+    outs = differential(fg, ("tiny",), rtol=F16_TOL, atol=F16_TOL)
+    assert [o.status for o in outs] == ["pass"], outs
+    # no dispute (x * 1 is exact in f16): onnxruntime stays the oracle
+    fg1 = _mod_softmax_f16(1)
+    assert definition_run(fg1.model, feeds, oracle_run(fg1.model, feeds), F16_TOL, F16_TOL) is None
