@@ -81,19 +81,25 @@ class LlmGraph:
     def ints(self, vals) -> str:
         return self.const(np.asarray(vals, np.int64))
 
+    def declared(self, name: str, elem: int, shape: tuple[int, ...]) -> str:
+        """A weight declared by shape and ONNX element type only: external data at
+        :data:`SHAPE_ONLY_LOCATION`, never written (``weights='shape'``)."""
+        from onnx import TensorProto
+        t = TensorProto(name=name, data_type=elem, dims=list(shape))
+        t.data_location = TensorProto.EXTERNAL
+        t.external_data.add(key="location", value=SHAPE_ONLY_LOCATION)
+        self.inits.append(t)
+        return name
+
     def weight(self, name: str, shape: tuple[int, ...], init: str = "proj") -> str:
         """A model weight: seeded values, or declared by shape only (external, never written).
         With ``quant='w4a16'`` a projection [K, N] is int4 ``name`` + f16 scales ``name.scale``
         [K / block, N] and a ``DequantizeLinear(axis=0, block_size=block)`` (the W4A16 form)."""
-        from onnx import TensorProto, numpy_helper
+        from onnx import numpy_helper
         if self.quant == "w4a16" and init == "proj":
             return self.w4_weight(name, shape)
         if self.weights == "shape":
-            t = TensorProto(name=name, data_type=self.elem, dims=list(shape))
-            t.data_location = TensorProto.EXTERNAL
-            t.external_data.add(key="location", value=SHAPE_ONLY_LOCATION)
-            self.inits.append(t)
-            return name
+            return self.declared(name, self.elem, shape)
         if init == "norm":
             arr = (1.0 + 0.1 * self.rng.standard_normal(shape)).astype(self.np_dt)
         elif init == "embed":  # rows of ~unit RMS, what the first norm sees
@@ -123,11 +129,8 @@ class LlmGraph:
         k, n = shape
         dq = f"{name}.dq"
         if self.weights == "shape":
-            for nm, dt, dims in ((name, TensorProto.INT8, [k, n]), (dq, TensorProto.FLOAT, [n])):
-                t = TensorProto(name=nm, data_type=dt, dims=dims)
-                t.data_location = TensorProto.EXTERNAL
-                t.external_data.add(key="location", value=SHAPE_ONLY_LOCATION)
-                self.inits.append(t)
+            self.declared(name, TensorProto.INT8, (k, n))
+            self.declared(dq, TensorProto.FLOAT, (n,))
         else:
             q = self.rng.integers(-127, 128, (k, n)).astype(np.int8)
             # dequantized weights ~ N(0, 1/K) like the float model (int8 uniform: std ~73.6)
@@ -151,12 +154,8 @@ class LlmGraph:
             raise LlmBuildError(f"w4a16: block {b} does not divide K = {k} of '{name}'")
         sname = f"{name}.scale"
         if self.weights == "shape":
-            for nm, dt, dims in ((name, TensorProto.INT4, [k, n]),
-                                 (sname, TensorProto.FLOAT16, [k // b, n])):
-                t = TensorProto(name=nm, data_type=dt, dims=dims)
-                t.data_location = TensorProto.EXTERNAL
-                t.external_data.add(key="location", value=SHAPE_ONLY_LOCATION)
-                self.inits.append(t)
+            self.declared(name, TensorProto.INT4, (k, n))
+            self.declared(sname, TensorProto.FLOAT16, (k // b, n))
         else:
             q = self.rng.integers(-8, 8, (k, n)).astype(np.int8)
             # dequantized weights ~ N(0, 1/K) like the float model: |q| ~ 4.6 on average

@@ -67,6 +67,23 @@ def test_interval_only_overlap_is_sound(seed, monkeypatch):
 # ------------------------------------------------------------------------------------------------
 # the shortcuts (dense pairs, row-shaped pairs) give what access_need gives
 # ------------------------------------------------------------------------------------------------
+def _shortcut_same_as_access_need(monkeypatch, prog, blocks, switch: str, fewer: int) -> None:
+    """derive_hazards with the shortcut ``switch`` on and off: the shortcut was taken (more than
+    ``fewer`` access_need calls saved) and the hazards, need vectors and reasons are the same, in
+    the same order."""
+    calls = []
+    need = hazards.access_need
+    monkeypatch.setattr(hazards, "access_need", lambda *a: calls.append(1) or need(*a))
+    fast = hazards.derive_hazards(prog, blocks)
+    n_fast = len(calls)
+    monkeypatch.setattr(hazards, switch, False)
+    slow = hazards.derive_hazards(prog, blocks)
+    assert n_fast < len(calls) - fewer  # the shortcut was taken
+    assert list(fast) == list(slow) and len(fast) > 10
+    for k, h in fast.items():
+        assert h.need.tolist() == slow[k].need.tolist() and h.why == slow[k].why
+
+
 @pytest.mark.parametrize("seed", range(6))
 def test_dense_shortcut_gives_the_same_hazards(seed, monkeypatch):
     """derive_hazards' shortcut for two dense 1-block accesses (need [0], no chunks) against
@@ -75,18 +92,8 @@ def test_dense_shortcut_gives_the_same_hazards(seed, monkeypatch):
     prog = progs.random_program(700 + seed, n=60, slots=5, ddr_slots=3)
     if seed % 2:  # what the scheduler emits: one block each, so nearly every pair is a shortcut
         prog = [dataclasses.replace(p, sync=isa.Sync()) for p in prog]
-    blocks = [p.sync.blocks for p in prog]
-    calls = []
-    need = hazards.access_need
-    monkeypatch.setattr(hazards, "access_need", lambda *a: calls.append(1) or need(*a))
-    fast = hazards.derive_hazards(prog, blocks)
-    n_fast = len(calls)
-    monkeypatch.setattr(hazards, "DENSE_SHORTCUT", False)
-    slow = hazards.derive_hazards(prog, blocks)
-    assert n_fast < len(calls) - 10  # the shortcut was taken
-    assert list(fast) == list(slow) and len(fast) > 10
-    for k, h in fast.items():
-        assert h.need.tolist() == slow[k].need.tolist() and h.why == slow[k].why
+    _shortcut_same_as_access_need(monkeypatch, prog, [p.sync.blocks for p in prog],
+                                  "DENSE_SHORTCUT", fewer=10)
 
 def _slice_walk(rng, space: isa.Space, tpb: int, rows: int, cols: int) -> isa.Walk:
     """A random piece of a [rows, cols] i8/f16/f32 matrix at address 0: a column slice of some
@@ -142,17 +149,7 @@ def test_rows_shortcut_gives_the_same_hazards(seed, scalar, monkeypatch):
                         if rng.random() < .5 else isa.Dma(engine=int(rng.integers(2)), src=a,
                                                           dst=d))
     blocks = [1 if rng.random() < .9 else 2 for _ in prog]
-    calls = []
-    need = hazards.access_need
-    monkeypatch.setattr(hazards, "access_need", lambda *a: calls.append(1) or need(*a))
-    fast = hazards.derive_hazards(prog, blocks)
-    n_fast = len(calls)
-    monkeypatch.setattr(hazards, "ROWS_SHORTCUT", False)
-    slow = hazards.derive_hazards(prog, blocks)
-    assert n_fast < len(calls)  # the shortcut was taken
-    assert list(fast) == list(slow) and len(fast) > 10
-    for k, h in fast.items():
-        assert h.need.tolist() == slow[k].need.tolist() and h.why == slow[k].why
+    _shortcut_same_as_access_need(monkeypatch, prog, blocks, "ROWS_SHORTCUT", fewer=0)
 
 
 # ------------------------------------------------------------------------------------------------

@@ -25,6 +25,16 @@ from m100.targets.m100.machine import get_machine  # noqa: E402
 TINY = get_machine("tiny")
 
 
+def _nx(g: HbGraph) -> nx.DiGraph:
+    """``g``'s happens-before graph (program order and sync edges) as a networkx graph."""
+    G = nx.DiGraph()
+    G.add_nodes_from(range(g.num_nodes))
+    for v in range(g.num_nodes):
+        for p in g.preds(v):
+            G.add_edge(p, v)
+    return G
+
+
 # ------------------------------------------------------------------------------------------------
 # reachability and the transitive reduction against networkx
 # ------------------------------------------------------------------------------------------------
@@ -41,11 +51,7 @@ def test_redundant_edges_match_networkx_transitive_reduction(seed, size):
     for _ in range(edges):
         i, j = sorted(rng.choice(len(prog), 2, replace=False))
         g.add_sync(int(i), int(rng.integers(blocks[i])), int(j), int(rng.integers(blocks[j])))
-    G = nx.DiGraph()
-    G.add_nodes_from(range(g.num_nodes))
-    for v in range(g.num_nodes):
-        for p in g.preds(v):
-            G.add_edge(p, v)
+    G = _nx(g)
     tr = nx.transitive_reduction(G)
     sync = {(u, v) for v, s in g.sync_preds.items() for u in s}
     assert g.redundant_sync_edges() == {e for e in sync if not tr.has_edge(*e)}
@@ -65,11 +71,7 @@ def test_clock_kept_up_to_date_only_to_the_query_agrees_with_networkx(seed):
     for _ in range(30):
         i, j = sorted(rng.choice(len(prog), 2, replace=False))
         g.add_sync(int(i), int(rng.integers(blocks[i])), int(j), int(rng.integers(blocks[j])))
-        G = nx.DiGraph()
-        G.add_nodes_from(range(g.num_nodes))
-        for v in range(g.num_nodes):
-            for p in g.preds(v):
-                G.add_edge(p, v)
+        G = _nx(g)
         for v in sorted(rng.choice(g.num_nodes, 4, replace=False)):
             anc = nx.ancestors(G, int(v))
             assert {u for u in range(1, g.num_nodes, 2) if g.hb(u, int(v))} == \
