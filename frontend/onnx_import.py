@@ -599,9 +599,39 @@ def load_onnx(model, ctx=None, *, opset: int | None = None, isolate: bool = True
     attach_dense_blobs(module, blobs)
     from m100.frontend.mlir_load import verify_module
 
+    zero_d_expands_as_reshapes(module)
     name_io(module, model)
     verify_module(module, name)
     return module
+
+
+def zero_d_expands_as_reshapes(module) -> int:
+    """Every ``tensor.expand_shape`` of a 0-D tensor (reassociation ``[]``, to an all-ones shape)
+    becomes ``tensor.reshape`` by a constant shape (the same value); returns how many.
+
+    torch-mlir writes that form wherever a 0-D value gains unit dims: a ``Gather`` with a rank-0
+    index, an ``Unsqueeze`` of a 0-D input, a reduction of a 1-D tensor with ``keepdims``. MLIR
+    accepts it; xDSL's verifier does not ("expected the total number of reassociation dimensions
+    (0) to equal the expanded type's rank (1)"), so each such model was refused (fuzz float seed
+    1311 #40: ``Gather(x, i)`` with a runtime scalar ``i``). ``tensor.reshape`` is a view like
+    ``expand_shape`` for every later stage."""
+    from xdsl.dialects import arith, tensor
+    from xdsl.dialects.builtin import DenseIntOrFPElementsAttr, TensorType, i64
+    from xdsl.rewriter import Rewriter
+
+    n = 0
+    for op in list(module.walk()):
+        if not isinstance(op, tensor.ExpandShapeOp) or op.dynamic_output_shape:
+            continue
+        src_t = op.src.type
+        if not isinstance(src_t, TensorType) or src_t.get_shape() != ():
+            continue
+        shape = list(op.result.type.get_shape())
+        c = arith.ConstantOp(DenseIntOrFPElementsAttr.from_list(TensorType(i64, [len(shape)]),
+                                                                shape))
+        Rewriter.replace_op(op, [c, tensor.ReshapeOp(op.src, c.result, op.result.type)])
+        n += 1
+    return n
 
 
 #: Attribute of a ``func.func`` argument / result that carries the model's name for that value
