@@ -11,7 +11,8 @@ one-line :class:`~m100.frontend.onnx_import.FrontendError` saying how to install
 
 from __future__ import annotations
 
-from m100.frontend.onnx_import import FrontendError, _one_line, attach_dense_blobs, split_dense_blobs
+from m100.frontend.dense_blobs import attach_dense_blobs, split_dense_blobs
+from m100.frontend.onnx_import import FrontendError, _one_line
 
 
 def torch_available() -> bool:

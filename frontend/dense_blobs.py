@@ -1,0 +1,124 @@
+"""The weights of imported MLIR text as raw bytes, not hex: how the frontend hands big constants
+from torch-mlir to xDSL.
+
+xDSL's lexer and parser spend most of an imported CNN's parse time on hex strings (ResNet-18: ~47 MB
+of weights = ~94 MB of hex). :func:`split_dense_blobs` (on the printed text) or
+:func:`split_via_elision` (inside torch-mlir, from the attributes' numpy buffers) replace each big
+``arith.constant`` by a one-element placeholder tagged ``{m100.dense_blob = k}`` and return the
+bytes in order; :func:`attach_dense_blobs` puts them back into the parsed module, bit-exact
+(``test/unit/frontend/test_onnx_import.py``). Used by :mod:`m100.frontend.onnx_import` and
+:mod:`m100.frontend.torch_import`.
+"""
+
+from __future__ import annotations
+
+_ELEM_BYTES = {"f16": 2, "bf16": 2, "f32": 4, "f64": 8, "i1": 1, "i8": 1, "i16": 2, "i32": 4,
+               "i64": 8, "ui8": 1, "ui16": 2, "ui32": 4, "ui64": 8, "si8": 1, "si16": 2, "si32": 4,
+               "si64": 8, "index": 8}
+_BLOB_HEAD = '"arith.constant"() <{value = dense<"0x'
+BLOB_ATTR = "m100.dense_blob"
+
+
+def split_dense_blobs(text: str, min_elements: int = 256) -> tuple[str, list[bytes]]:
+    """Move the big hex weights of generic-form ``arith.constant``s out of the MLIR text.
+
+    xDSL's lexer and parser spend most of an imported CNN's parse time on the hex strings (ResNet-18:
+    ~47 MB of weights = ~94 MB of hex). Each constant of more than ``min_elements`` gets a one-element hex
+    splat placeholder and a ``{m100.dense_blob = k}`` attribute; the raw bytes are returned in order.
+    :func:`attach_dense_blobs` puts them back into the parsed module (bit-exact).
+    """
+    out: list[str] = []
+    blobs: list[bytes] = []
+    pos = 0
+    while True:
+        i = text.find(_BLOB_HEAD, pos)
+        if i < 0:
+            break
+        a = i + len(_BLOB_HEAD)
+        b = text.find('"', a)
+        close = text.find("}>", b)
+        type_text = text[b:close]  # '"> : tensor<64x3x7x7xf32>'
+        lt, gt = type_text.find("<"), type_text.rfind(">")
+        elem = type_text[lt + 1 : gt].rsplit("x", 1)[-1] if lt >= 0 else ""
+        size = _ELEM_BYTES.get(elem)
+        if size is None or (b - a) // 2 // size <= min_elements or close < 0:
+            out.append(text[pos:a])
+            pos = a
+            continue
+        out.append(text[pos:a])
+        out.append("00" * size)
+        out.append(text[b : close + 2])
+        out.append(f" {{{BLOB_ATTR} = {len(blobs)} : i64}}")
+        blobs.append(bytes.fromhex(text[a:b]))
+        pos = close + 2
+    out.append(text[pos:])
+    return "".join(out), blobs
+
+
+_ELIDED = "dense_resource<__elided__>"
+_ELIDE_LIMIT = 256  # elements; torch-mlir prints bigger non-splat constants elided when asked
+
+
+def split_via_elision(module) -> tuple[str, list[bytes]] | None:
+    """Faster :func:`split_dense_blobs` done inside torch-mlir: take the big constants' data straight
+    from the MLIR attributes (numpy buffer, no hex) and print the module with them elided; the elided
+    markers become the same placeholders. Returns None (caller falls back to the hex path) if anything
+    does not line up: an element type numpy cannot hold, a count mismatch, an elided non-constant."""
+    import numpy as np
+
+    blobs: list[bytes] = []
+
+    def walk(op) -> None:
+        for region in op.regions:
+            for block in region.blocks:
+                for o in block.operations:
+                    if o.name == "arith.constant":
+                        a = o.attributes["value"]
+                        if type(a).__name__ in ("DenseFPElementsAttr", "DenseIntElementsAttr") \
+                                and not a.is_splat and len(a) > _ELIDE_LIMIT:
+                            arr = np.ascontiguousarray(np.array(a))
+                            blobs.append(arr.astype(arr.dtype.newbyteorder("<"), copy=False).tobytes())
+                    walk(o)
+
+    walk(module.operation)
+    text = module.operation.get_asm(print_generic_op_form=True, large_elements_limit=_ELIDE_LIMIT)
+    out: list[str] = []
+    pos = k = 0
+    while True:
+        i = text.find(_ELIDED, pos)
+        if i < 0:
+            break
+        if k >= len(blobs) or not text[max(0, i - 40) : i].endswith('"arith.constant"() <{value = '):
+            return None
+        close = text.find("}>", i)
+        type_text = text[i + len(_ELIDED) : close]
+        lt, gt = type_text.find("<"), type_text.rfind(">")
+        dims = type_text[lt + 1 : gt].split("x")
+        size = _ELEM_BYTES.get(dims[-1])
+        count = 1
+        for d in dims[:-1]:
+            count *= int(d)
+        if size is None or close < 0 or count * size != len(blobs[k]):
+            return None
+        out += [text[pos:i], f'dense<"0x{"00" * size}">', text[i + len(_ELIDED) : close + 2],
+                f" {{{BLOB_ATTR} = {k} : i64}}"]
+        pos, k = close + 2, k + 1
+    if k != len(blobs):
+        return None
+    out.append(text[pos:])
+    return "".join(out), blobs
+
+
+def attach_dense_blobs(module, blobs: list[bytes]) -> None:
+    """Inverse of :func:`split_dense_blobs` on the parsed xDSL module."""
+    from xdsl.dialects.builtin import BytesAttr, DenseIntOrFPElementsAttr
+
+    if not blobs:
+        return
+    for op in module.walk():
+        k = op.attributes.get(BLOB_ATTR)
+        if k is None:
+            continue
+        del op.attributes[BLOB_ATTR]
+        old = op.properties["value"]
+        op.properties["value"] = DenseIntOrFPElementsAttr(old.type, BytesAttr(blobs[k.value.data]))
