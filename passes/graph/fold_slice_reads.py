@@ -4,8 +4,10 @@ input maps (the generic reads the slice's source; no copy).
 What: a ``tensor.extract_slice`` with static offsets and sizes, unit strides and the rank of its
 source (ONNX ``Slice`` as torch-mlir imports it), whose every use is an input of an all-parallel
 ``linalg.generic`` with an identity output map that reads it with a projected permutation (a
-broadcast read included), is removed: each such input reads the slice's source instead, with the
-map ``src[d] = offset[d] + old_map[d]`` (the slice's offsets added to the read). A slice of a
+broadcast read included), is removed: each such input reads the slice's source instead, viewed with every cut dim ``d``
+split into ``[S_d / s_d, s_d]`` (one ``tensor.expand_shape`` per source and shape), with the
+constant block index ``offset[d] / s_d`` put before the old map's result for that dim. Only
+slices that are whole blocks (offset and source size multiples of the slice's size) fold. A slice of a
 constant is left to fold-constants; generics carrying ``m100.`` annotations (idiom members,
 fused epilogues) are left alone.
 Why: the scheduler lowers a slice that is not one contiguous run (``from_ir.movement.find_views``)
@@ -14,8 +16,8 @@ to a DMA copy through memory, while a CVU op loads each input as the box its aff
 rows (``x[..., :hd/2]``, ``x[..., hd/2:]``) this way: rotate-half without the rotate matmul and
 without copies of the halves (docs/llm.md, session 13).
 Pre: linalg on tensors after fuse-elementwise (its trees are built on identity-map leaves, so it
-runs first and the fused generic's leaves are folded here). Post: no such slice is left; the
-generics' input maps may be affine with constants (``d2 + 64``): not projections any more, so no
+runs first and the fused generic's leaves are folded here). Post: no such whole-block slice is left;
+the generics' input maps may have constant results (``(d0, 1, d1)``): not projections any more, so no
 later pass takes them for a plain elementwise op (fuse-predicates and classify-ops only need the
 body; the scheduler's CVU lowering reads the maps with their constants, and the reference
 executor evaluates any affine-linear map). Values are unchanged (the same elements are read).

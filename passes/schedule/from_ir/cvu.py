@@ -282,7 +282,7 @@ def _softmax_with_add(ctx: Builder, add: Operation, root: Operation, sm_round: t
     if band is not None:  # the mask from two iotas: no [T, T] load per piece
         si, (v, k), shape = band
         rows, cols = shape
-        iotas = ctx.__dict__.setdefault("_band_iotas", {})  # one pair for all the heads
+        iotas = ctx.band_iotas
         if (rows, cols, k) not in iotas:
             iotas[(rows, cols, k)] = [
                 ctx.const_array(np.arange(cols, dtype=np.float32), "f32"),

@@ -7,6 +7,7 @@ results, and ``quant.scast`` (the same buffer under another type).
 
 from __future__ import annotations
 
+import collections
 import math
 
 from xdsl.dialects.builtin import TensorType
@@ -250,6 +251,7 @@ def find_in_place(g, low: dict, align: int, views: dict[str, tuple[str, int]],
     out: dict[str, frozenset[int]] = {}
     produced = {t for op in g.ops for t in op.outputs}
     placed: set[str] = set()
+    counts = None
     for op in reversed(g.ops):
         lw = low.get(op.name)
         if lw is None or lw.kind != "concat" or len(op.inputs) < 2:
@@ -261,7 +263,10 @@ def find_in_place(g, low: dict, align: int, views: dict[str, tuple[str, int]],
         if any(dst.shape[d] != 1 for d in range(dim)):
             # a part is one contiguous run only when every dim before it is 1
             if strided is not None:
-                pos = _strided_parts(g, op, dim, views, strided, placed)
+                if counts is None:  # who produces / how often each tensor is read, once
+                    counts = ({t: o for o in g.ops for t in o.outputs},
+                              collections.Counter(t for o in g.ops for t in o.inputs))
+                pos = _strided_parts(g, op, dim, views, strided, placed, *counts)
                 if pos:
                     out[op.name] = pos
             continue
@@ -330,13 +335,15 @@ _STRIDED_WRITERS = ("tcu.matmul", "cvu.elementwise", "cvu.softmax", "cvu.layerno
                     "cvu.rmsnorm")
 
 
-def _strided_parts(g, op, dim: int, views: dict, strided: dict, placed: set) -> frozenset[int]:
+def _strided_parts(g, op, dim: int, views: dict, strided: dict, placed: set, producer: dict,
+                   readers: collections.Counter) -> frozenset[int]:
     """The inputs of the concat ``op`` along the last dim of a 2-D result written in place as
     columns of the result (``strided``: part -> (root, (row, col) offset)): a part is a 2-D
     ``act`` tensor of the result's dtype, produced by one op of :data:`_STRIDED_WRITERS`, read
     by nothing but this concat (once), neither a view nor viewed, not placed elsewhere. The
     result may itself be a contiguous view of a 2-D root with as many columns (the sequences
-    of a batched prefill one after the other): the offset is then in the root's rows."""
+    of a batched prefill one after the other): the offset is then in the root's rows.
+    ``producer`` / ``readers``: each tensor's producing op / how many inputs read it."""
     from ..graph import dtype_bytes
     dst_n = op.outputs[0]
     dst = g.tensors[dst_n]
@@ -348,11 +355,6 @@ def _strided_parts(g, op, dim: int, views: dict, strided: dict, placed: set) -> 
     if len(rt.shape) != 2 or rt.shape[1] != dst.shape[1] or base % row_b:
         return frozenset()
     r_off = base // row_b
-    producer = {t: o for o in g.ops for t in o.outputs}
-    readers: dict[str, int] = {}
-    for o in g.ops:
-        for t in o.inputs:
-            readers[t] = readers.get(t, 0) + 1
     viewed = {r for r, _ in views.values()}
     pos, col = [], 0
     for i, tn in enumerate(op.inputs):
