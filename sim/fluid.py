@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .timing import Cost, alone_on_columns, alone_rate, capacity, share
+from .timing import Cost, alone_on_columns, alone_rate, bank_terms, capacity, share
 
 
 @dataclass
@@ -114,20 +114,21 @@ class Fluid:
             if len(self.columns.caps) > self.col_cap.size:  # a link another run registered
                 self._grow()
         if job.cols is None:
-            cost, banks = job.cost, self.m.hbsm_banks
+            cost = job.cost
             w = cost.alone
-            cols, use = [], []
-            if math.isfinite(w):  # else no streaming work: no demand (share freezes it)
-                for t, acc in cost.banks.items():
-                    acc = np.asarray(acc, dtype=np.float64)
-                    nz = np.flatnonzero(acc)
-                    cols.append(t * banks + nz)
-                    use.append(w * acc[nz])
+            if not math.isfinite(w):  # no streaming work: no demand (share freezes it)
+                job.cols, job.use = np.zeros(0, dtype=np.int64), np.zeros(0)
+            else:
+                nzb = bank_terms(cost, self.m.hbsm_banks)
                 links = [(self._col(k), w * v) for k, v in cost.links.items() if v != 0]
-                cols.append(np.array([c for c, _ in links], dtype=np.int64))
-                use.append(np.array([u for _, u in links], dtype=np.float64))
-            job.cols = np.concatenate(cols) if cols else np.zeros(0, dtype=np.int64)
-            job.use = np.concatenate(use) if use else np.zeros(0)
+                if len(nzb) == 1 and not links:  # one TPB, no links: its bank columns
+                    job.cols, job.use = nzb[0][1], w * nzb[0][2]
+                else:
+                    cols = [code for _, code, _ in nzb]
+                    use = [w * dem for _, _, dem in nzb]
+                    cols.append(np.array([c for c, _ in links], dtype=np.int64))
+                    use.append(np.array([u for _, u in links], dtype=np.float64))
+                    job.cols, job.use = np.concatenate(cols), np.concatenate(use)
             cap = self.col_cap[job.cols]
             inc = np.divide(cap, job.use, out=np.full(cap.shape, np.inf), where=job.use > 1e-12)
             job.crit = bool((inc < 1.0).any())

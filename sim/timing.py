@@ -70,6 +70,7 @@ class Cost:
     crit: bool = False
     cols_of: int = 0  # the token of the column registry these are of (fluid.Columns)
     colmap: dict | None = None  # {column: demand at the alone rate} of cols / use (fluid)
+    nzb: list | None = None  # cached (tpb, bank column codes, demands) per TPB (bank_terms)
 
     def add_banks(self, tpb: int, acc: np.ndarray) -> None:
         if tpb in self.banks:
@@ -113,7 +114,10 @@ def capacity(machine: Machine, key: tuple) -> float:
 
 
 def _nbytes(w: Walk, frac: float = 1.0) -> float:
-    return numerics.byte_size(w.dtype, w.num_elements) * frac
+    nb = w.__dict__.get("_sim_nbytes")  # a function of the (immutable) walk: kept on it
+    if nb is None:
+        nb = w.__dict__["_sim_nbytes"] = numerics.byte_size(w.dtype, w.num_elements)
+    return nb * frac
 
 
 def tcu_rate_name(a: DType, b: DType) -> str:
@@ -316,7 +320,7 @@ def alone_rate(cost: Cost, caps: dict[tuple, float]) -> float:
     if cost.cycles > 0:
         r = 1.0 / cost.cycles
     for acc in cost.banks.values():
-        mx = float(np.max(acc)) if len(acc) else 0.0
+        mx = float(acc.max()) if len(acc) else 0.0
         if mx > 0:
             r = min(r, 1.0 / mx)
     for k, v in cost.links.items():
@@ -341,17 +345,34 @@ def _link_code(key: tuple) -> int:
     return c
 
 
+def bank_terms(c: Cost, banks: int) -> list:
+    """``[(tpb, t * banks + b, demand)]``: a cost's nonzero bank demands per TPB of
+    ``c.banks`` (in its order; ``b`` the nonzero banks ascending), computed once per cost --
+    the bank part of both its share terms (:func:`_terms`) and its engine columns
+    (``Fluid._add_use``). The arrays are never written."""
+    got = c.nzb
+    if got is None:
+        got = c.nzb = []
+        for t, acc in c.banks.items():
+            acc = np.asarray(acc, dtype=np.float64)
+            nz = acc.nonzero()[0]  # (a bank histogram is 1-D: np.flatnonzero)
+            got.append((t, t * banks + nz, acc[nz]))
+    return got
+
+
 def _terms(c: Cost, banks: int) -> tuple:
     """(column codes, demands) of a cost's nonzero demands, in the definition's column order
     (bank columns ``tpb * banks + bank`` ascending, then links sorted by name; a link's code is
     :func:`_link_code`), computed once per cost (again for a cost from another process)."""
     if c.terms is None or c.terms[2] is not _CODES:
+        nzb = bank_terms(c, banks)
+        if len(nzb) == 1 and not c.links:  # one TPB, no links: no concatenation
+            c.terms = (nzb[0][1], nzb[0][2], _CODES)
+            return c.terms
         idx, val = [], []
-        for t in sorted(c.banks):
-            acc = np.asarray(c.banks[t], dtype=np.float64)
-            nz = np.flatnonzero(acc)
-            idx.append(t * banks + nz)
-            val.append(acc[nz])
+        for _, code, dem in sorted(nzb, key=lambda e: e[0]):  # TPBs ascending (distinct)
+            idx.append(code)
+            val.append(dem)
         lk = sorted((k for k, x in c.links.items() if x != 0), key=str)
         if lk:
             idx.append(np.array([_link_code(k) for k in lk], dtype=np.int64))

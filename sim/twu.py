@@ -294,16 +294,26 @@ def _cached(base_mod: int, bits: int, levels: tuple, width: int, banks: int) -> 
 
 
 def _accesses(walk: Walk, width: int, banks: int) -> np.ndarray:
-    """:func:`_cached` as an array, kept on the walk object too (a walk is immutable). The
+    """:func:`_cached` as a read-only array, kept on the walk object too (a walk is immutable). The
     shared cache is keyed by what the histogram depends on (:func:`_bank_hist`): the same
     tile on every TPB, or at another address with the same residue, is counted once (ResNet-18:
     ~12 800 walks, ~800 distinct keys)."""
     key = f"_acc{width}_{banks}"
     got = walk.__dict__.get(key)
     if got is None:
-        got = _cached(walk.base % (width * banks), walk.dtype.bits, walk.levels, width, banks)
+        got = _cached_array(walk.base % (width * banks), walk.dtype.bits, walk.levels, width,
+                            banks)
         walk.__dict__[key] = got
-    return np.array(got)
+    return got
+
+
+@functools.lru_cache(maxsize=16384)
+def _cached_array(base_mod: int, bits: int, levels: tuple, width: int, banks: int) -> np.ndarray:
+    """:func:`_cached` as one read-only float64 array shared by every walk of that key (the
+    cost model only computes new arrays from it; writing into it raises)."""
+    a = np.array(_cached(base_mod, bits, levels, width, banks), dtype=np.float64)
+    a.flags.writeable = False
+    return a
 
 
 def bank_accesses(walk: Walk, machine: Machine) -> np.ndarray:
