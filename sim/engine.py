@@ -31,6 +31,7 @@ import numpy as np
 from m100.targets.m100.isa import Instruction, Unit, tpbs_of
 from m100.targets.m100.machine import Machine
 
+from . import cost_batch
 from .checks import RaceDetector, Report
 from .dma_ahead import DmaAhead
 from .engine_checks import PRUNE_EVERY, Checks
@@ -201,6 +202,8 @@ class Engine(Fluid, Checks, TraceEvents, DmaAhead):
 
     # --- main loop ----------------------------------------------------------------------------
     def run(self) -> None:
+        if self.timed and cost_batch.BATCH:
+            self._derive_costs()
         try:
             for i in range(len(self.units)):
                 self.try_start(i)
@@ -322,6 +325,23 @@ class Engine(Fluid, Checks, TraceEvents, DmaAhead):
             except (ValueError, KeyError) as e:  # pragma: no cover - defensive
                 raise SimError(f"{self.where(rec)}: cannot time: {e}") from None
         return c
+
+    def _derive_costs(self) -> None:
+        """Build every instruction's block costs now (``_cost``: kept on the instructions, as
+        the blocks would build them) and derive the single-TPB ones together
+        (:func:`~m100.sim.cost_batch.derive_batch`). A cost that cannot be built is left to
+        its block (which reports it there)."""
+        costs = []
+        for rec in self.recs:
+            for b in ((0, 1) if rec.inst.sync.blocks > 1 else (0,)):
+                try:
+                    c = self._cost(rec, b)
+                except SimError:  # pragma: no cover - defensive (as _cost)
+                    continue
+                costs.append(c)
+        if len(self.columns.caps) > self.col_cap.size:  # (the registry only grows)
+            self._grow()
+        cost_batch.derive_batch(costs, self.col_cap, self.columns.token, self.m.hbsm_banks)
 
     def _start_block(self, u: int) -> None:
         us = self.units[u]

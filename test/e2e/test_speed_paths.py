@@ -157,6 +157,30 @@ def test_geometry_caches_equal_per_walk_derivations(name, monkeypatch):
     assert reported  # runs with race / deadlock reports were compared too
 
 
+@pytest.mark.parametrize("name", ["mlp", "convnet", "llama",
+                                  pytest.param("resnet18-32", marks=pytest.mark.slow)])
+def test_cost_batch_equals_costs_one_at_a_time(name, monkeypatch):
+    """A timed run derives its single-TPB block costs in one batch (``m100.sim.cost_batch``):
+    the same cycles, stats, outputs and reports, bit for bit, as deriving each cost at its
+    first block. Each side runs a fresh decode (no cost carries over), in the timed modes, with
+    random latencies and on monitor-dropping mutants."""
+    from m100.sim import cost_batch
+    from m100.targets.m100.program import Program
+
+    build, machine, tpbs = CASES[name]
+    cr = driver.compile(build(), machine=machine, tpbs=tpbs)
+    inputs = driver.random_inputs(cr.program, 3)
+    sites = monitor_sites(cr.program)
+    programs = [cr.program] + [mutate(cr.program, s, "drop") for s in sites[:: max(1, len(sites) // 3)]]
+    for blob in [p.to_bytes() for p in programs]:
+        for kw in ({"mode": "timing"}, {"mode": "full"}, {"random_latency": 7}):
+            fast = driver.run(Program.from_bytes(blob), inputs, **kw)
+            monkeypatch.setattr(cost_batch, "BATCH", False)
+            ref = driver.run(Program.from_bytes(blob), inputs, **kw)
+            monkeypatch.setattr(cost_batch, "BATCH", True)
+            _same(fast, ref)
+
+
 def test_in_memory_certificate_equals_the_written_file(tmp_path):
     from m100.frontend import load_onnx
 
