@@ -265,7 +265,11 @@ class CostModel:
             return self.tcu_cycles(m, cols, kk, in_dtype, wd)
         frac = (rows / max(1, geo.rows)) * (cols / max(1, geo.cols))
         in_bytes = sum(t.nbytes for t in acts) * frac
-        in_max = max((t.nbytes for t in acts), default=0) * frac  # the CVU streams them side by side
+        # the CVU streams its operands side by side, one element of each per beat, as wide as the
+        # widest operand (``sim/timing.py``): a small f32 operand read broadcast (a mask's iotas,
+        # per-channel scales) widens every beat of an f16 stream
+        wide = max(dtype_bytes(g.tensors[t].dtype) for t in (*op.inputs, *op.outputs))
+        in_max = max([t.numel for t in acts] + [out.numel]) * wide * frac
         out_bytes = out.nbytes * frac
         stages = 1 + len(op.epilogue)
         if op.unit == "cvu.pool":  # every window element is a beat: kh * kw per output element

@@ -40,9 +40,9 @@ class Builder:
         # an add read only by a softmax group (the attention's mask add): lowered as the first
         # stage of the group's CVU op (``cvu.softmax_addend``), so its result has no tensor
         self.softmax_adds: dict[SSAValue, Operation] = {}
-        # (rows, cols, k) -> the column / row iota tensors of a computed band mask (one pair for
+        # (rows, cols, k, dtype) -> the column / row iota tensors of a computed band mask (one pair for
         # all the heads: cvu._softmax_with_add)
-        self.band_iotas: dict[tuple[int, int, int], list[str]] = {}
+        self.band_iotas: dict[tuple[int, int, int, str], list[str]] = {}
         self.iotas: dict[SSAValue, int] = {}  # index iotas feeding a tm_tensor.sort: the dimension
         self.outputs: list[str] = []
         self.walk = Walk(self.add_t, self.tname, self.const_array, self.consts)

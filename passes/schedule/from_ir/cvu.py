@@ -262,6 +262,11 @@ def softmax_addend(op: Operation) -> bool:
     return rnd == want
 
 
+# the largest |integer| up to which every integer is an f16 (11 significant bits): band-mask
+# iotas within it are f16 (cvu._softmax_with_add)
+F16_IOTA_MAX = 2048
+
+
 def _softmax_with_add(ctx: Builder, add: Operation, root: Operation, sm_round: tuple,
                       params: list, where: str) -> None:
     """The softmax group rooted at ``root`` whose input is the fused add ``add``
@@ -283,11 +288,17 @@ def _softmax_with_add(ctx: Builder, add: Operation, root: Operation, sm_round: t
         si, (v, k), shape = band
         rows, cols = shape
         iotas = ctx.band_iotas
-        if (rows, cols, k) not in iotas:
-            iotas[(rows, cols, k)] = [
-                ctx.const_array(np.arange(cols, dtype=np.float32), "f32"),
-                ctx.const_array(np.arange(rows, dtype=np.float32) + np.float32(k - 1), "f32")]
-        in_names = [in_names[1 - si]] + iotas[(rows, cols, k)]
+        # the iotas in the scores' f16 when every position is an f16 integer (|x| <= 2048): the
+        # CVU's beat is as wide as its widest operand, so f32 iotas would halve an f16 softmax
+        sdt = ctx.g.tensors[in_names[1 - si]].dtype
+        idt = "f16" if sdt == "f16" and max(cols - 1, abs(k - 1), rows + k - 2) <= F16_IOTA_MAX \
+            else "f32"
+        if (rows, cols, k, idt) not in iotas:
+            npt = np.float16 if idt == "f16" else np.float32
+            iotas[(rows, cols, k, idt)] = [
+                ctx.const_array(np.arange(cols, dtype=npt), idt),
+                ctx.const_array(np.arange(rows, dtype=np.float32).astype(npt) + npt(k - 1), idt)]
+        in_names = [in_names[1 - si]] + iotas[(rows, cols, k, idt)]
         maps = [maps[1 - si], [((0, 1), 0)], [((1, 0), 0)]]
         stages = (Stage(CvuOp.CMP_GT, (Ref(RefKind.INPUT, 1), Ref(RefKind.INPUT, 2))),
                   Stage(CvuOp.SELECT, (Ref(RefKind.STAGE, 0), Ref(RefKind.IMM, 0, v),

@@ -78,3 +78,43 @@ def test_measure_counts_the_work():
     # utilization of all 56 TPBs x 56 / TPBs-with-a-TCU-instruction == utilization of those used
     assert math.isclose(row["tcu_all"] * 56 / 8, row["tcu_used"], rel_tol=0.01)
 
+
+
+def _masked_softmax(t: int):
+    """``Softmax(s + triu(-1e4, 1))`` in f16 on a runtime ``[t, t]``: its causal mask is computed
+    in the CVU op from two iotas (``from_ir.cvu._band_mask``)."""
+    import numpy as np
+    from m100.frontend.models import _onnx
+    onnx, TP, helper, nph = _onnx()
+    mask = np.triu(np.full((t, t), -1e4), 1).astype(np.float16)
+    nodes = [helper.make_node("Add", ["s", "mask"], ["a"]),
+             helper.make_node("Softmax", ["a"], ["p"], axis=-1)]
+    g = helper.make_graph(nodes, "sm", [helper.make_tensor_value_info("s", TP.FLOAT16, [t, t])],
+                          [helper.make_tensor_value_info("p", TP.FLOAT16, [t, t])],
+                          [nph.from_array(mask, "mask")])
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
+    m.ir_version = 8
+    return m
+
+
+@pytest.mark.parametrize("iota", ["f16", "f32"])
+def test_a_mixed_width_cvu_op_is_predicted_as_simulated(iota, monkeypatch):
+    """The CVU streams one element of every operand per beat, as wide as its widest operand
+    (``sim/timing.py``): an f16 softmax whose mask is computed from f32 iotas takes twice the
+    cycles of an all-f16 one. The plan charged the largest operand's bytes, so it predicted the
+    f16 figure for both (the 7B prefill's heads: 2.0x per softmax instruction, session 14). Per
+    CVU instruction, predicted busy cycles within 15 % of the interpreter's; the iotas are f16
+    when every position is an f16 integer, else f32 (``F16_IOTA_MAX``, forced to 0 here)."""
+    from m100.passes.schedule.from_ir import cvu
+    from m100.targets.m100.isa import CvuPipeline, DType
+    if iota == "f32":
+        monkeypatch.setattr(cvu, "F16_IOTA_MAX", 0)
+    rows = F.instruction_diff(F.Case("masked-softmax", lambda: _masked_softmax(256), 1,
+                                     machine="tiny"))
+    cvus = [r for r in rows if isinstance(r["inst"], CvuPipeline)]
+    assert cvus
+    want = DType.F16 if iota == "f16" else DType.F32
+    for r in cvus:
+        assert [w.dtype for w in r["inst"].inputs[1:]] == [want, want]
+        pred, sim = r["pred_end"] - r["pred_start"], r["sim_end"] - r["sim_start"]
+        assert abs(sim / pred - 1) <= TOLERANCE, (r["unit"], pred, sim)
