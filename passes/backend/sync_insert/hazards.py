@@ -41,8 +41,11 @@ DENSE_SHORTCUT = True
 # False: pairs of row-shaped walks go through ``access_need`` too (the tests compare both ways)
 ROWS_SHORTCUT = True
 # up to this many row-shaped candidates of an access are tested by :func:`rows_meet1` in Python
-# (more: :func:`rows_meet` on arrays); 0: always arrays (the tests compare both ways)
+# (more: :func:`rows_meet` on arrays); 0: always arrays (the sweep path only; the tests compare)
 ROWS_SCALAR = 32
+# False: the per-access sweep (:func:`_sweep_memory`) instead of :func:`_bulk_memory` (the tests
+# compare both ways)
+BULK = True
 _NEED0 = np.zeros(1, dtype=np.int64)  # a 1-block instruction waiting for a 1-block one
 _NEED0.setflags(write=False)  # shared by hazards: never changed in place (merges build anew)
 
@@ -69,28 +72,54 @@ def derive_hazards(insts: list[isa.Instruction], blocks: list[int]) -> dict[tupl
         for n, a in enumerate(al):
             lo, hi = a.walk.byte_range()
             per_mem.setdefault(a.mem, []).append((lo, hi, idx, a.write, n))
-    dense_of: dict[int, bool] = {}  # id(walk) -> is_dense (the walks live in insts)
-    rows_of: dict[int, tuple | None] = {}  # id(walk) -> walk_rows
-    out: dict[tuple[int, int], Hazard] = {}
-    get = out.get
-    chunks: dict[tuple[int, int], Chunks] = {}  # (id(access), chunks) -> Chunks of this call
-    prods: dict[int, list[int]] = {}  # j -> the producers i of its hazards in ``out``
+    st = _Sweep(execs, blocks)
     for mem, rows in per_mem.items():
+        cols = _Columns(rows, accs, blocks, st)
+        if BULK:
+            _bulk_memory(mem, cols, st)
+        else:
+            _sweep_memory(mem, cols, st)
+    return st.out
+
+
+class _Sweep:
+    """The state of one :func:`derive_hazards` call shared by its memories."""
+
+    def __init__(self, execs: list, blocks: list[int]):
+        self.execs, self.blocks = execs, blocks
+        self.dense_of: dict[int, bool] = {}  # id(walk) -> is_dense (the walks live in insts)
+        self.rows_of: dict[int, tuple | None] = {}  # id(walk) -> walk_rows
+        self.out: dict[tuple[int, int], Hazard] = {}
+        self.chunks: dict[tuple[int, int], Chunks] = {}  # (id(access), chunks) -> Chunks
+        self.prods: dict[int, list[int]] = {}  # j -> the producers i of its hazards in ``out``
+        ids: dict = {}
+        self.exid = np.array([ids.setdefault(e, len(ids)) for e in execs], dtype=np.int64)
+        self.blocks1 = np.asarray(blocks, dtype=np.int64) == 1
+
+
+class _Columns:
+    """The accesses of one memory in global order, as numpy and Python columns."""
+
+    def __init__(self, rows: list, accs: list, blocks: list[int], st: _Sweep):
         arr = np.array([(lo, hi, idx, int(w), n) for lo, hi, idx, w, n in rows], dtype=np.int64)
-        lo, hi, wr = arr[:, 0], arr[:, 1], arr[:, 3].astype(bool)
+        self.lo, self.hi, self.wr = arr[:, 0], arr[:, 1], arr[:, 3].astype(bool)
+        self.ins = arr[:, 2]
         # the same columns as Python lists: scalar reads of numpy arrays are slow
-        lol, hil, insl, wrl = lo.tolist(), hi.tolist(), arr[:, 2].tolist(), wr.tolist()
-        accl = [accs[idx][n] for _, _, idx, _, n in rows]
-        dense = []
+        self.lol, self.hil = self.lo.tolist(), self.hi.tolist()
+        self.insl, self.wrl = self.ins.tolist(), self.wr.tolist()
+        self.accl = accl = [accs[idx][n] for _, _, idx, _, n in rows]
+        dense = self.dense = []
+        dense_of, rows_of = st.dense_of, st.rows_of
         for a in accl:
             d = dense_of.get(id(a.walk))
             if d is None:
                 d = dense_of[id(a.walk)] = is_dense(a.walk)
             dense.append(d)
         # row shapes (walk_rows) of the 1-block accesses exact for access_need
-        shape = np.zeros((len(rows), 4), dtype=np.int64)
-        el = np.zeros(len(rows), dtype=bool)
+        shape = self.shape = np.zeros((len(rows), 4), dtype=np.int64)
+        el = self.el = np.zeros(len(rows), dtype=bool)
         if ROWS_SHORTCUT:
+            insl = self.insl
             for r, a in enumerate(accl):
                 if blocks[insl[r]] != 1:
                     continue
@@ -101,111 +130,293 @@ def derive_hazards(insts: list[isa.Instruction], blocks: list[int]) -> dict[tupl
                 if got is not None and (got[2] <= footprint.EXACT_LIMIT or dense[r]):
                     shape[r] = got
                     el[r] = True
-        sh0, shp, shn, shl = (shape[:, c] for c in range(4))
-        ell = el.tolist()
-        shapel = shape.tolist() if ROWS_SCALAR else []
-        # rows of earlier instructions still generating needs, with their columns
-        live = np.zeros(0, dtype=np.int64)
-        llo, lhi, lwr = live, live, np.zeros(0, dtype=bool)
-        kills: list[int] = []
-        start = 0  # first row of the current instruction
-        grew = False  # the current instruction got a new hazard in this memory
-        for r in range(len(rows)):
-            j = insl[r]
-            aj = accl[r]
-            known = None  # per candidate: its footprint meets this one's (rows_meet)
-            if live.size:
-                sel = (llo < hil[r]) & (lhi > lol[r])
-                if not wrl[r]:
-                    sel &= lwr
-                if ell[r]:
-                    m = sel & el[live]
-                    mi = np.flatnonzero(m)
-                    if 0 < mi.size <= ROWS_SCALAR:
-                        # a few candidates (the usual case): the same test on Python ints
-                        # (numpy's fixed cost per call is ~20 of these)
-                        b0, pb, nb, lb = shapel[r]
-                        met = set()
-                        for x, q in zip(mi.tolist(), live[mi].tolist()):
-                            dec, meet = rows_meet1(*shapel[q], b0, pb, nb, lb)
-                            if dec:
-                                if meet:
-                                    met.add(q)
-                                else:
-                                    sel[x] = False
-                        cand = live[sel].tolist()
-                        known = [q in met for q in cand]
-                    else:
-                        if mi.size:
-                            q = live[m]
-                            dec, meet = rows_meet(sh0[q], shp[q], shn[q], shl[q], int(sh0[r]),
-                                                  int(shp[r]), int(shn[r]), int(shl[r]))
-                            drop = np.zeros(len(sel), dtype=bool)
-                            drop[mi[dec & ~meet]] = True
-                            sel &= ~drop
-                            yes = np.zeros(len(sel), dtype=bool)
-                            yes[mi[dec & meet]] = True
-                            known = yes[sel].tolist()
-                        cand = live[sel].tolist()
-                else:
-                    cand = live[sel].tolist()
+
+
+def _pairs(mem: MemKey, c: _Columns, st: _Sweep, cand: list[int], known: list[bool] | None,
+           r: int, grew: bool) -> bool:
+    """Turn the candidates ``cand`` (earlier rows whose intervals meet row ``r``'s, in row
+    order; ``known[n]``: the row shapes say they meet) into hazards of ``r``'s instruction.
+    Returns whether it got a new hazard (or ``grew`` already was)."""
+    insl, lol, hil, accl, dense = c.insl, c.lol, c.hil, c.accl, c.dense
+    execs, blocks, out = st.execs, st.blocks, st.out
+    get = out.get
+    j = insl[r]
+    aj = accl[r]
+    ej = execs[j]
+    bj = blocks[j]
+    pj = st.prods.get(j)
+    if pj is None:
+        pj = st.prods[j] = []
+    fast = DENSE_SHORTCUT and bj == 1 and dense[r]
+    chunks = st.chunks
+    for n_c, q in enumerate(cand):
+        i = insl[q]
+        if execs[i] == ej:
+            continue
+        ai = accl[q]
+        why = (_kind(ai.write, aj.write), mem, max(lol[q], lol[r]), min(hil[q], hil[r]))
+        if (fast and dense[q] and blocks[i] == 1) or (known is not None and known[n_c]):
+            # one chunk each, every byte of both intervals touched: they meet
+            h = get((i, j))
+            if h is None:
+                out[(i, j)] = Hazard(i, j, _NEED0, [why])
+                grew = True
+                pj.append(i)
             else:
-                cand = []
-            ej = execs[j]
-            bj = blocks[j]
+                h.need = _NEED0  # the largest need of a 1-block producer
+                h.why.append(why)
+            continue
+        if len(chunks) > CHUNK_MEMO:  # bounded: chunks are rebuilt when needed again
+            chunks.clear()
+        need = access_need(ai, blocks[i], aj, bj, chunks)
+        if need.max() < 0:
+            continue
+        h = get((i, j))
+        if h is None:
+            h = out[(i, j)] = Hazard(i, j, need)
+            grew = True
+            pj.append(i)
+        else:
+            h.need = np.maximum(h.need, need)
+        h.why.append(why)
+    return grew
+
+
+def _end_of_instruction(st: _Sweep, j: int, grew: bool) -> None:
+    """After the last access of instruction ``j`` in a memory: drop its implied needs."""
+    pj = st.prods.get(j)
+    if grew and PRUNE_IMPLIED and pj is not None and len(pj) > 1:
+        st.prods[j] = prune_implied(st.out, j, pj, st.execs)
+
+
+# pairs of (earlier, later) accesses tested at once by _bulk_memory (bounds its arrays)
+BULK_PAIRS = 1 << 20
+
+
+def _bulk_memory(mem: MemKey, c: _Columns, st: _Sweep) -> None:
+    """:func:`_sweep_memory`'s hazards, in its order, with the candidate pairs found by a few
+    array operations per memory instead of ~15 per access.
+
+    An access ``q`` is live for the accesses of the instructions after its own up to and
+    including the first one with a dense write covering it (its *kill*: the sweep retires it
+    after that instruction's accesses). So its candidates are a contiguous range of later rows;
+    one sweep over the kills alone finds every range, the ranges are expanded as (q, r) arrays
+    (in slices of ``BULK_PAIRS``), filtered by the sweep's tests (intervals meet, one of the two
+    writes, different executors, the row shapes), sorted by (r, q) -- the sweep's order -- and
+    handed to the same per-pair code (:func:`_pairs`)."""
+    lo, hi, wr, ins = c.lo, c.hi, c.wr, c.ins
+    n = len(lo)
+    if n < 2:
+        return
+    gstart = np.flatnonzero(np.diff(ins)) + 1  # first row of every instruction but the first
+    starts = np.concatenate([[0], gstart])
+    ends = np.concatenate([gstart, [n]])
+    gid = np.repeat(np.arange(len(starts)), ends - starts)
+    gend = ends[gid]  # per row: the first row of the next instruction
+    # per row: the end (exclusive) of the rows it is live for
+    kend = np.full(n, n, dtype=np.int64)
+    kill_rows = np.flatnonzero(wr & np.asarray(c.dense, dtype=bool))
+    if kill_rows.size:
+        live = np.zeros(0, dtype=np.int64)
+        llo = lhi = live
+        added = 0
+        kr = kill_rows.tolist()
+        kg = gid[kill_rows].tolist()
+        x = 0
+        while x < len(kr):
+            g = kg[x]
+            s = int(starts[g])
+            if added < s:
+                live = np.concatenate([live, np.arange(added, s)])
+                llo, lhi = lo[live], hi[live]
+                added = s
+            cov = None
+            while x < len(kr) and kg[x] == g:
+                k = kr[x]
+                cv = (llo >= lo[k]) & (lhi <= hi[k])
+                cov = cv if cov is None else cov | cv
+                x += 1
+            if cov is not None and live.size:
+                hit = live[cov]
+                if hit.size:
+                    kend[hit] = ends[g]
+                    keep = ~cov
+                    live, llo, lhi = live[keep], llo[keep], lhi[keep]
+    length = kend - gend
+    cum = np.cumsum(length)
+    total = int(cum[-1])
+    if total == 0:
+        return
+    ex = st.exid[ins]
+    qs_all, rs_all, kn_all = [], [], []
+    q0 = 0
+    while q0 < n:
+        base = int(cum[q0 - 1]) if q0 else 0
+        q1 = int(np.searchsorted(cum, base + BULK_PAIRS, side="right"))
+        q1 = max(q1, q0 + 1)
+        ln = length[q0:q1]
+        tot = int(ln.sum())
+        if tot:
+            q = np.repeat(np.arange(q0, q1), ln)
+            first = np.cumsum(ln) - ln
+            r = np.arange(tot) - np.repeat(first - gend[q0:q1], ln)
+            m = (lo[q] < hi[r]) & (hi[q] > lo[r]) & (wr[r] | wr[q]) & (ex[q] != ex[r])
+            q, r = q[m], r[m]
+            known = np.zeros(q.size, dtype=bool)
+            if ROWS_SHORTCUT and q.size:
+                both = np.flatnonzero(c.el[q] & c.el[r])
+                if both.size:
+                    a, b = c.shape[q[both]], c.shape[r[both]]
+                    dec, meet = rows_meet(a[:, 0], a[:, 1], a[:, 2], a[:, 3],
+                                          b[:, 0], b[:, 1], b[:, 2], b[:, 3])
+                    known[both[dec & meet]] = True
+                    keep = np.ones(q.size, dtype=bool)
+                    keep[both[dec & ~meet]] = False
+                    q, r, known = q[keep], r[keep], known[keep]
+            qs_all.append(q)
+            rs_all.append(r)
+            kn_all.append(known)
+        q0 = q1
+    q = np.concatenate(qs_all)
+    if not q.size:
+        return
+    r = np.concatenate(rs_all)
+    known = np.concatenate(kn_all)
+    order = np.argsort(r * n + q)  # the sweep's order (keys are distinct)
+    q, r, known = q[order], r[order], known[order]
+    i, j = ins[q], ins[r]
+    # per pair what _pairs computes per candidate: the reason's kind and byte range, and
+    # whether the pair meets for sure with need [0] (both dense and 1-block, or the row shapes)
+    kind = wr[q].astype(np.int64) * 2 + wr[r]
+    wlo, whi = np.maximum(lo[q], lo[r]), np.minimum(hi[q], hi[r])
+    if DENSE_SHORTCUT:
+        b1 = st.blocks1
+        dn = np.asarray(c.dense, dtype=bool)
+        known |= dn[q] & dn[r] & b1[i] & b1[j]
+    il, jl, kl = i.tolist(), j.tolist(), known.tolist()
+    ql, rl, kindl, wlol, whil = q.tolist(), r.tolist(), kind.tolist(), wlo.tolist(), whi.tolist()
+    accl, blocks, out, prods, chunks = c.accl, st.blocks, st.out, st.prods, st.chunks
+    get = out.get
+    cur = jl[0]
+    grew = False
+    pj = prods.get(cur)
+    if pj is None:
+        pj = prods[cur] = []
+    for x in range(len(il)):
+        j = jl[x]
+        if j != cur:
+            _end_of_instruction(st, cur, grew)
+            cur, grew = j, False
             pj = prods.get(j)
             if pj is None:
                 pj = prods[j] = []
-            fast = DENSE_SHORTCUT and bj == 1 and dense[r]
-            for n_c, q in enumerate(cand):
-                i = insl[q]
-                if execs[i] == ej:
-                    continue
-                ai = accl[q]
-                why = (_kind(ai.write, aj.write), mem, max(lol[q], lol[r]), min(hil[q], hil[r]))
-                if (fast and dense[q] and blocks[i] == 1) or (known is not None and known[n_c]):
-                    # one chunk each, every byte of both intervals touched: they meet
-                    h = get((i, j))
-                    if h is None:
-                        out[(i, j)] = Hazard(i, j, _NEED0, [why])
-                        grew = True
-                        pj.append(i)
-                    else:
-                        h.need = _NEED0  # the largest need of a 1-block producer
-                        h.why.append(why)
-                    continue
-                if len(chunks) > CHUNK_MEMO:  # bounded: chunks are rebuilt when needed again
-                    chunks.clear()
-                need = access_need(ai, blocks[i], aj, bj, chunks)
-                if need.max() < 0:
-                    continue
-                h = get((i, j))
-                if h is None:
-                    h = out[(i, j)] = Hazard(i, j, need)
-                    grew = True
-                    pj.append(i)
-                else:
-                    h.need = np.maximum(h.need, need)
+        i = il[x]
+        why = (_KINDS[kindl[x]], mem, wlol[x], whil[x])
+        if kl[x]:  # one chunk each, every byte of both intervals touched: they meet
+            h = get((i, j))
+            if h is None:
+                out[(i, j)] = Hazard(i, j, _NEED0, [why])
+                grew = True
+                pj.append(i)
+            else:
+                h.need = _NEED0  # the largest need of a 1-block producer
                 h.why.append(why)
-            if wrl[r] and dense[r]:
-                kills.append(r)
-            if r + 1 == len(rows) or insl[r + 1] != j:
-                if grew and PRUNE_IMPLIED and len(pj) > 1:
-                    prods[j] = prune_implied(out, j, pj, execs)
-                grew = False
-                # a dense write covering an earlier access implies every later conflict with it
-                # (block-exact: see docs/sync.md), so the earlier access stops generating needs
-                for k in kills:
-                    keep = ~((llo >= lol[k]) & (lhi <= hil[k]))
-                    live, llo, lhi, lwr = live[keep], llo[keep], lhi[keep], lwr[keep]
-                new = np.arange(start, r + 1)
-                live = np.concatenate([live, new])
-                llo = np.concatenate([llo, lo[start:r + 1]])
-                lhi = np.concatenate([lhi, hi[start:r + 1]])
-                lwr = np.concatenate([lwr, wr[start:r + 1]])
-                kills = []
-                start = r + 1
-    return out
+            continue
+        if len(chunks) > CHUNK_MEMO:  # bounded: chunks are rebuilt when needed again
+            chunks.clear()
+        need = access_need(accl[ql[x]], blocks[i], accl[rl[x]], blocks[j], chunks)
+        if need.max() < 0:
+            continue
+        h = get((i, j))
+        if h is None:
+            h = out[(i, j)] = Hazard(i, j, need)
+            grew = True
+            pj.append(i)
+        else:
+            h.need = np.maximum(h.need, need)
+        h.why.append(why)
+    _end_of_instruction(st, cur, grew)
+
+
+_KINDS = (None, "WAR", "RAW", "WAW")  # by 2 * (earlier writes) + (later writes): _kind
+
+
+def _sweep_memory(mem: MemKey, c: _Columns, st: _Sweep) -> None:
+    """The accesses of one memory in global order sweep a live set: per access, a few array
+    operations select the live entries it may conflict with (:func:`_pairs` makes the hazards);
+    after each instruction, its dense writes retire the entries they cover and its accesses
+    join. The reference for :func:`_bulk_memory` (``BULK = False``; the tests compare both)."""
+    lo, hi, wr, el = c.lo, c.hi, c.wr, c.el
+    lol, hil, insl, wrl, dense = c.lol, c.hil, c.insl, c.wrl, c.dense
+    shape = c.shape
+    sh0, shp, shn, shl = (shape[:, k] for k in range(4))
+    ell = el.tolist()
+    shapel = shape.tolist() if ROWS_SCALAR else []
+    # rows of earlier instructions still generating needs, with their columns
+    live = np.zeros(0, dtype=np.int64)
+    llo, lhi, lwr = live, live, np.zeros(0, dtype=bool)
+    kills: list[int] = []
+    start = 0  # first row of the current instruction
+    grew = False  # the current instruction got a new hazard in this memory
+    n = len(lol)
+    for r in range(n):
+        j = insl[r]
+        known = None  # per candidate: its footprint meets this one's (rows_meet)
+        if live.size:
+            sel = (llo < hil[r]) & (lhi > lol[r])
+            if not wrl[r]:
+                sel &= lwr
+            if ell[r]:
+                m = sel & el[live]
+                mi = np.flatnonzero(m)
+                if 0 < mi.size <= ROWS_SCALAR:
+                    # a few candidates (the usual case): the same test on Python ints
+                    # (numpy's fixed cost per call is ~20 of these)
+                    b0, pb, nb, lb = shapel[r]
+                    met = set()
+                    for x, q in zip(mi.tolist(), live[mi].tolist()):
+                        dec, meet = rows_meet1(*shapel[q], b0, pb, nb, lb)
+                        if dec:
+                            if meet:
+                                met.add(q)
+                            else:
+                                sel[x] = False
+                    cand = live[sel].tolist()
+                    known = [q in met for q in cand]
+                else:
+                    if mi.size:
+                        q = live[m]
+                        dec, meet = rows_meet(sh0[q], shp[q], shn[q], shl[q], int(sh0[r]),
+                                              int(shp[r]), int(shn[r]), int(shl[r]))
+                        drop = np.zeros(len(sel), dtype=bool)
+                        drop[mi[dec & ~meet]] = True
+                        sel &= ~drop
+                        yes = np.zeros(len(sel), dtype=bool)
+                        yes[mi[dec & meet]] = True
+                        known = yes[sel].tolist()
+                    cand = live[sel].tolist()
+            else:
+                cand = live[sel].tolist()
+        else:
+            cand = []
+        grew = _pairs(mem, c, st, cand, known, r, grew)
+        if wrl[r] and dense[r]:
+            kills.append(r)
+        if r + 1 == n or insl[r + 1] != j:
+            _end_of_instruction(st, j, grew)
+            grew = False
+            # a dense write covering an earlier access implies every later conflict with it
+            # (block-exact: see docs/sync.md), so the earlier access stops generating needs
+            for k in kills:
+                keep = ~((llo >= lol[k]) & (lhi <= hil[k]))
+                live, llo, lhi, lwr = live[keep], llo[keep], lhi[keep], lwr[keep]
+            new = np.arange(start, r + 1)
+            live = np.concatenate([live, new])
+            llo = np.concatenate([llo, lo[start:r + 1]])
+            lhi = np.concatenate([lhi, hi[start:r + 1]])
+            lwr = np.concatenate([lwr, wr[start:r + 1]])
+            kills = []
+            start = r + 1
 
 
 def first_wait(need: np.ndarray) -> int:

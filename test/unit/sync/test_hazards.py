@@ -153,6 +153,65 @@ def test_rows_shortcut_gives_the_same_hazards(seed, scalar, monkeypatch):
 
 
 # ------------------------------------------------------------------------------------------------
+# the bulk derivation (candidate pairs as arrays per memory) is the per-access sweep
+# ------------------------------------------------------------------------------------------------
+def _same_hazards(a: dict, b: dict) -> None:
+    assert list(a) == list(b)  # the same pairs in the same order
+    for k, h in a.items():
+        assert h.need.tolist() == b[k].need.tolist() and h.why == b[k].why, k
+
+
+def _matrix_program(seed: int) -> tuple[list, list[int]]:
+    """Copies and DMAs between random pieces of one matrix (test_rows_shortcut's programs)."""
+    rng = np.random.default_rng(1900 + seed)
+    rows, cols = int(rng.integers(2, 9)), int(rng.integers(2, 40))
+    prog = []
+    for _ in range(60):
+        a = _slice_walk(rng, isa.Space.HBSM, 0, rows, cols)
+        b = isa.Walk.strided(isa.Space.HBSM, 0, 0, a.dtype, (a.num_elements,),
+                             offset=int(rng.integers(0, rows * cols - a.num_elements + 1)))
+        if rng.random() < .5:
+            prog.append(isa.Copy(tpb=0, src=a, dst=b) if rng.random() < .5 else
+                        isa.Copy(tpb=0, src=b, dst=a))
+        else:
+            d = isa.Walk.strided(isa.Space.DDR, 0, 0, a.dtype, (a.num_elements,))
+            prog.append(isa.Dma(engine=int(rng.integers(2)), src=d, dst=a)
+                        if rng.random() < .5 else isa.Dma(engine=int(rng.integers(2)), src=a,
+                                                          dst=d))
+    return prog, [1 if rng.random() < .8 else 2 for _ in prog]
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_bulk_derivation_is_the_sweep(seed, monkeypatch):
+    """derive_hazards' bulk path (``BULK``: each access's candidates are the later rows up to the
+    dense write that retires it, found and filtered as arrays per memory) against the per-access
+    sweep: the same hazards, need vectors and reasons, in the same order -- with and without the
+    shortcuts and the pruning, with tiny array slices (``BULK_PAIRS``), on random programs with
+    heavy buffer reuse, blocks, CSU/SRAM traffic and on pieces of one matrix."""
+    if seed % 3 == 2:
+        prog, blocks = _matrix_program(seed)
+    else:
+        prog = progs.random_program(1700 + seed, n=90, slots=4 + seed % 3, ddr_slots=2,
+                                    extra=seed % 2 == 1)
+        if seed % 4 == 1:  # one block each (what the scheduler emits)
+            prog = [dataclasses.replace(p, sync=isa.Sync()) for p in prog]
+        blocks = [p.sync.blocks for p in prog]
+    if seed % 4 == 3:
+        monkeypatch.setattr(hazards, "PRUNE_IMPLIED", False)
+    if seed in (4, 5):
+        monkeypatch.setattr(hazards, "DENSE_SHORTCUT", False)
+    if seed in (5, 8):
+        monkeypatch.setattr(hazards, "ROWS_SHORTCUT", False)
+    if seed % 2:
+        monkeypatch.setattr(hazards, "BULK_PAIRS", 1 + seed)  # many slices, some rows alone
+    bulk = hazards.derive_hazards(prog, blocks)
+    monkeypatch.setattr(hazards, "BULK", False)
+    sweep = hazards.derive_hazards(prog, blocks)
+    assert len(sweep) > 20
+    _same_hazards(bulk, sweep)
+
+
+# ------------------------------------------------------------------------------------------------
 # needs implied through program order
 # ------------------------------------------------------------------------------------------------
 @pytest.mark.parametrize("seed", range(8))
