@@ -92,6 +92,9 @@ class _Sweep:
         self.out: dict[tuple[int, int], Hazard] = {}
         self.chunks: dict[tuple[int, int], Chunks] = {}  # (id(access), chunks) -> Chunks
         self.prods: dict[int, list[int]] = {}  # j -> the producers i of its hazards in ``out``
+        # the same per executor id (_bulk_memory), and the executors changed since the last prune
+        self.groups: dict[int, dict[int, list[int]]] = {}
+        self.dirty: dict[int, set[int]] = {}
         ids: dict = {}
         self.exid = np.array([ids.setdefault(e, len(ids)) for e in execs], dtype=np.int64)
         self.blocks1 = np.asarray(blocks, dtype=np.int64) == 1
@@ -295,32 +298,41 @@ def _bulk_memory(mem: MemKey, c: _Columns, st: _Sweep) -> None:
         known |= dn[q] & dn[r] & b1[i] & b1[j]
     il, jl, kl = i.tolist(), j.tolist(), known.tolist()
     ql, rl, kindl, wlol, whil = q.tolist(), r.tolist(), kind.tolist(), wlo.tolist(), whi.tolist()
-    accl, blocks, out, prods, chunks = c.accl, st.blocks, st.out, st.prods, st.chunks
+    el = st.exid[i].tolist()
+    accl, blocks, out, chunks = c.accl, st.blocks, st.out, st.chunks
+    groups, dirty = st.groups, st.dirty
     get = out.get
-    cur = jl[0]
+    cur = -1
     grew = False
-    pj = prods.get(cur)
-    if pj is None:
-        pj = prods[cur] = []
     for x in range(len(il)):
         j = jl[x]
         if j != cur:
-            _end_of_instruction(st, cur, grew)
+            if cur >= 0:
+                _end_bulk(st, cur, grew)
             cur, grew = j, False
-            pj = prods.get(j)
-            if pj is None:
-                pj = prods[j] = []
+            gj = groups.get(j)
+            if gj is None:
+                gj = groups[j] = {}
+                dj = dirty[j] = set()
+            else:
+                dj = dirty[j]
         i = il[x]
+        e = el[x]
         why = (_KINDS[kindl[x]], mem, wlol[x], whil[x])
         if kl[x]:  # one chunk each, every byte of both intervals touched: they meet
             h = get((i, j))
             if h is None:
                 out[(i, j)] = Hazard(i, j, _NEED0, [why])
                 grew = True
-                pj.append(i)
+                g = gj.get(e)
+                if g is None:
+                    gj[e] = [i]
+                else:
+                    g.append(i)
             else:
                 h.need = _NEED0  # the largest need of a 1-block producer
                 h.why.append(why)
+            dj.add(e)
             continue
         if len(chunks) > CHUNK_MEMO:  # bounded: chunks are rebuilt when needed again
             chunks.clear()
@@ -331,11 +343,32 @@ def _bulk_memory(mem: MemKey, c: _Columns, st: _Sweep) -> None:
         if h is None:
             h = out[(i, j)] = Hazard(i, j, need)
             grew = True
-            pj.append(i)
+            g = gj.get(e)
+            if g is None:
+                gj[e] = [i]
+            else:
+                g.append(i)
         else:
             h.need = np.maximum(h.need, need)
         h.why.append(why)
-    _end_of_instruction(st, cur, grew)
+        dj.add(e)
+    _end_bulk(st, cur, grew)
+
+
+def _end_bulk(st: _Sweep, j: int, grew: bool) -> None:
+    """:func:`_end_of_instruction` for :func:`_bulk_memory`: ``j``'s producers are kept per
+    executor (``st.groups``), and only the executors whose producers or needs changed since the
+    last pruning (``st.dirty``) are pruned again -- the others would lose nothing (a pruned
+    group's first waiting blocks strictly decrease towards earlier producers), so the needs
+    dropped are the ones :func:`prune_implied` of all producers drops, at the same points."""
+    if not (grew and PRUNE_IMPLIED):
+        return
+    gj, dj = st.groups[j], st.dirty[j]
+    for e in dj:
+        g = gj[e]
+        if len(g) > 1:
+            gj[e] = _prune_group(st.out, j, g)
+    dj.clear()
 
 
 _KINDS = (None, "WAR", "RAW", "WAW")  # by 2 * (earlier writes) + (later writes): _kind
@@ -452,15 +485,23 @@ def prune_implied(needs: dict, j: int, producers: list[int], execs: list) -> lis
     for group in seen.values():
         if len(group) == 1:
             left.append(group[0])
+        else:
+            left += _prune_group(needs, j, group)
+    return left
+
+
+def _prune_group(needs: dict, j: int, group: list[int]) -> list[int]:
+    """:func:`prune_implied` of the producers ``group`` of ``j`` on one executor: the ones left,
+    latest first."""
+    left = []
+    best = None
+    for i in sorted(group, reverse=True):
+        f = first_wait(needs[(i, j)].need)
+        if best is not None and f >= best:
+            del needs[(i, j)]
             continue
-        best = None
-        for i in sorted(group, reverse=True):
-            f = first_wait(needs[(i, j)].need)
-            if best is not None and f >= best:
-                del needs[(i, j)]
-                continue
-            left.append(i)
-            best = f if best is None else min(best, f)
+        left.append(i)
+        best = f if best is None else min(best, f)
     return left
 
 

@@ -211,6 +211,27 @@ def test_bulk_derivation_is_the_sweep(seed, monkeypatch):
     _same_hazards(bulk, sweep)
 
 
+def test_bulk_prunes_a_group_whose_need_grew(monkeypatch):
+    """A need that grows in a later memory (no new producer on its executor) can make an earlier
+    producer implied: the bulk path prunes that executor's producers again when another
+    executor's new hazard triggers the pruning, as prune_implied of all producers does."""
+    f32 = isa.DType.F32
+    hb = lambda off, n, t=0: isa.Walk.strided(isa.Space.HBSM, t, 0, f32, (n,), offset=off)  # noqa
+    dd = lambda off, n: isa.Walk.strided(isa.Space.DDR, 0, 0, f32, (n,), offset=off)  # noqa
+    prog = [isa.Fill(tpb=0, dst=hb(64, 16), value=1.0),  # HBSM 0 is the first memory swept
+            isa.Dma(engine=0, src=dd(100, 16), dst=hb(0, 16)),  # i1: all of X
+            isa.Dma(engine=0, src=dd(0, 8), dst=hb(8, 8)),  # i2: X's second half, reads E[0:8]
+            isa.Dma(engine=1, src=dd(8, 8), dst=hb(0, 8, 1)),  # i3: reads E[8:16]
+            isa.Dma(engine=2, src=hb(0, 16), dst=dd(0, 16), sync=isa.Sync(blocks=2))]  # j
+    blocks = [p.sync.blocks for p in prog]
+    bulk = hazards.derive_hazards(prog, blocks)
+    # HBSM 0: (1, 4) waits from block 0, (2, 4) from block 1: both kept; DDR: (2, 4) grows to
+    # [0, 0] and (3, 4) is new, so (1, 4) is implied by (2, 4) through engine 0's order
+    assert (1, 4) not in bulk and bulk[(2, 4)].need.tolist() == [0, 0] and (3, 4) in bulk
+    monkeypatch.setattr(hazards, "BULK", False)
+    _same_hazards(bulk, hazards.derive_hazards(prog, blocks))
+
+
 # ------------------------------------------------------------------------------------------------
 # needs implied through program order
 # ------------------------------------------------------------------------------------------------
