@@ -3,17 +3,23 @@ before it starts (``Engine._derive_costs``) and derives, with a few numpy calls 
 them, what each cost's first streaming block and ``share`` would derive one cost at a time
 (~50 us of small numpy calls per cost, ~0.4 CPU-s of a first ResNet-18 224 timing run):
 
-* ``alone`` (:func:`~m100.sim.timing.alone_rate`): ``r = 1.0 / cycles`` (inf without cycles),
-  then ``min(r, 1.0 / max(bank demands))`` when that maximum is > 0;
-* ``nzb`` / ``terms`` (:func:`~m100.sim.timing.bank_terms`, ``_terms``): the nonzero bank
-  demands, column codes ``tpb * banks + bank`` ascending;
-* ``cols`` / ``use`` / ``crit`` (``Fluid._add_use``): those columns, the demands times the
-  alone rate, and whether some column's ``capacity / use < 1.0`` (``use > 1e-12``).
+* ``alone`` (:func:`~m100.sim.timing.alone_rate`): the minimum of ``1.0 / cycles`` (when > 0),
+  ``1.0 / max`` of each bank histogram (when > 0) and ``capacity / bytes`` of each link (bytes
+  > 0); inf when there is none;
+* ``nzb`` (:func:`~m100.sim.timing.bank_terms`): per TPB of ``banks`` (its order) the column
+  codes ``tpb * banks + bank`` and demands of the nonzero banks, banks ascending;
+* ``cols`` / ``use`` / ``crit`` (``Fluid._add_use``): those columns in the cost's TPB order,
+  then the engine columns of its nonzero links in its order; the demands times the alone rate
+  (none without streaming work); whether some column's ``capacity / use < 1.0`` (``use >
+  1e-12``);
+* ``terms`` (``timing._terms``): the bank entries by TPB ascending, then the nonzero links by
+  name with their codes (``timing._link_code``).
 
-Only costs with demands on one TPB's banks and no links (TCU, CVU, local DTDU copies and fills)
-are taken: for them every one of these is an elementwise IEEE operation on the same operands
-here as there (divisions, products, comparisons; maxima and minima pick one of the values), so
-the bits are the same. Any other cost (links, several TPBs) keeps its own path.
+Every value is the same elementwise IEEE operation on the same operands here as there
+(divisions, products, comparisons; a minimum or maximum picks one of the values, in any order),
+so the bits are the same; only the order in which links get their (arbitrary) column numbers
+and codes can differ, which changes no result
+(``test_column_registry_order_does_not_change_a_run``).
 ``BATCH = False`` derives one cost at a time as before (``test_cost_batch`` compares the
 fields, and whole runs bit for bit).
 """
@@ -22,53 +28,109 @@ from __future__ import annotations
 
 import numpy as np
 
-from .timing import _CODES, Cost
+from .timing import _CODES, Cost, _link_code
 
-#: Derive the single-TPB costs of a timed run in one batch (False: one cost at a time).
+#: Derive the costs of a timed run in one batch (False: one cost at a time, at its first block).
 BATCH = True
 
 
-def derive_batch(costs: list[Cost], col_cap: np.ndarray, token: int, banks: int) -> int:
-    """Fill the derived fields of every cost of ``costs`` with demands on one TPB's banks and no
-    links that has none yet; ``col_cap``: the engine's column capacities, ``token``: its column
-    registry's. Returns how many were derived."""
+def derive_batch(costs: list[Cost], cap, col, col_cap, token: int, banks: int) -> int:
+    """Fill the derived fields (module docstring) of every cost of ``costs`` that has none
+    yet. ``cap(key)``: a link's capacity; ``col(key)``: its engine column (registering it);
+    ``col_cap()``: the engine's column capacities after that; ``token``: its column
+    registry's; ``banks``: HBSM banks per TPB. Returns how many were derived."""
     todo = [c for c in costs if c.alone is None and c.nzb is None and c.terms is None
-            and c.cols is None and not c.links and len(c.banks) == 1]
+            and c.cols is None]
     if not todo:
         return 0
     n = len(todo)
-    tpb = np.fromiter((next(iter(c.banks)) for c in todo), dtype=np.int64, count=n)
-    X = np.stack([np.asarray(next(iter(c.banks.values())), dtype=np.float64) for c in todo])
-    if X.shape[1] != banks:
-        raise AssertionError(f"cost batch: a bank histogram of {X.shape[1]} banks, not {banks}")
-    cyc = np.fromiter((c.cycles for c in todo), dtype=np.float64, count=n)
-    with np.errstate(divide="ignore"):
-        r = np.where(cyc > 0, 1.0 / np.where(cyc > 0, cyc, 1.0), np.inf)
-        mx = X.max(axis=1)
-        r = np.where(mx > 0, np.minimum(r, 1.0 / np.where(mx > 0, mx, 1.0)), r)
-    rows, bank = X.nonzero()  # by cost, banks ascending
-    vals = X[rows, bank]
-    codes = tpb[rows] * banks + bank
-    use = r[rows] * vals
-    cap = col_cap[codes]
-    inc = np.divide(cap, use, out=np.full(cap.shape, np.inf), where=use > 1e-12)
-    crit = np.bincount(rows[inc < 1.0], minlength=n) > 0
-    ends = np.cumsum(np.bincount(rows, minlength=n)).tolist()
-    alone = r.tolist()
-    crit_l = crit.tolist()
-    tpb_l = tpb.tolist()
-    s = 0
+    owner, tpbs, hists = [], [], []
+    l_own, l_col, l_code, l_rank, l_val, l_cap = [], [], [], [], [], []
     for i, c in enumerate(todo):
-        e = ends[i]
-        cd, v = codes[s:e], vals[s:e]
+        for t, acc in c.banks.items():  # (the cost's order)
+            owner.append(i)
+            tpbs.append(t)
+            hists.append(np.asarray(acc, dtype=np.float64))
+        if c.links:
+            byname = {k: j for j, k in enumerate(sorted(c.links, key=str))}
+            for k, v in c.links.items():
+                if v != 0:
+                    l_own.append(i)
+                    l_col.append(col(k))
+                    l_code.append(_link_code(k))
+                    l_rank.append(byname[k])
+                    l_val.append(v)
+                    l_cap.append(cap(k))
+    cyc = np.fromiter((c.cycles for c in todo), dtype=np.float64, count=n)
+    r = np.full(n, np.inf)
+    pos = cyc > 0
+    r[pos] = 1.0 / cyc[pos]
+    nb = len(hists)
+    if nb:
+        X = np.stack(hists)
+        if X.shape[1] != banks:
+            raise AssertionError(f"cost batch: a histogram of {X.shape[1]} banks, not {banks}")
+        own = np.array(owner, dtype=np.int64)
+        mx = X.max(axis=1)
+        pos = mx > 0
+        np.minimum.at(r, own[pos], 1.0 / mx[pos])
+        rows, bank = X.nonzero()  # by (cost, its TPB order), banks ascending
+        b_val = X[rows, bank]
+        b_tpb = np.array(tpbs, dtype=np.int64)[rows]
+        b_code = b_tpb * banks + bank
+        b_own = own[rows]
+        b_row = rows
+    else:
+        b_val = np.zeros(0)
+        b_code = b_tpb = b_own = b_row = bank = np.zeros(0, dtype=np.int64)
+    lv = np.array(l_val, dtype=np.float64)
+    lo = np.array(l_own, dtype=np.int64)
+    if lv.size:  # links with bytes > 0 bound the alone rate
+        pos = lv > 0
+        np.minimum.at(r, lo[pos], np.array(l_cap, dtype=np.float64)[pos] / lv[pos])
+    alone = r.tolist()
+    nl = lv.size
+    # engine columns: per cost its bank entries (its TPB order, banks ascending), then links
+    e_own = np.concatenate([b_own, lo])
+    e_col = np.concatenate([b_code, np.array(l_col, dtype=np.int64)])
+    e_val = np.concatenate([b_val, lv])
+    seq = np.concatenate([b_row * banks + bank, np.arange(nl, dtype=np.int64)])
+    kind = np.concatenate([np.zeros(b_own.size, dtype=np.int64), np.ones(nl, dtype=np.int64)])
+    o = np.lexsort((seq, kind, e_own))
+    e_own, e_col, e_val = e_own[o], e_col[o], e_val[o]
+    fin = np.isfinite(r)[e_own]  # a cost with no streaming work has no demand
+    e_own, e_col, e_val = e_own[fin], e_col[fin], e_val[fin]
+    e_use = r[e_own] * e_val
+    cp = col_cap()[e_col]
+    inc = np.divide(cp, e_use, out=np.full(cp.shape, np.inf), where=e_use > 1e-12)
+    crit = (np.bincount(e_own[inc < 1.0], minlength=n) > 0).tolist()
+    e_end = np.cumsum(np.bincount(e_own, minlength=n)).tolist()
+    # share terms: bank entries by TPB ascending (banks ascending), then links by name
+    t_own = np.concatenate([b_own, lo])
+    t_code = np.concatenate([b_code, np.array(l_code, dtype=np.int64)])
+    t_val = np.concatenate([b_val, lv])
+    t_seq = np.concatenate([b_code, np.array(l_rank, dtype=np.int64)])
+    o = np.lexsort((t_seq, kind, t_own))
+    t_code, t_val = t_code[o], t_val[o]
+    t_end = np.cumsum(np.bincount(t_own, minlength=n)).tolist()
+    # the per-TPB bank parts (bank_terms), in each cost's order
+    h_end = np.cumsum(np.bincount(b_row, minlength=nb)).tolist() if nb else []
+    k = s = es = ts = 0
+    for i, c in enumerate(todo):
         c.alone = alone[i]
-        c.nzb = [(tpb_l[i], cd, v)]
-        c.terms = (cd, v, _CODES)
-        if alone[i] == np.inf:  # no streaming work: no demand (as Fluid._add_use)
-            c.cols, c.use, c.crit = np.zeros(0, dtype=np.int64), np.zeros(0), False
-        else:
-            c.cols, c.use, c.crit = cd, use[s:e], crit_l[i]
+        nzb = []
+        while k < nb and owner[k] == i:
+            e = h_end[k]
+            nzb.append((tpbs[k], b_code[s:e], b_val[s:e]))
+            s = e
+            k += 1
+        c.nzb = nzb
+        e = e_end[i]
+        c.cols, c.use, c.crit = e_col[es:e], e_use[es:e], crit[i]
+        es = e
+        e = t_end[i]
+        c.terms = (t_code[ts:e], t_val[ts:e], _CODES)
+        ts = e
         c.cols_of = token
         c.colmap = None
-        s = e
     return n

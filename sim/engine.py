@@ -328,7 +328,7 @@ class Engine(Fluid, Checks, TraceEvents, DmaAhead):
 
     def _derive_costs(self) -> None:
         """Build every instruction's block costs now (``_cost``: kept on the instructions, as
-        the blocks would build them) and derive the single-TPB ones together
+        the blocks would build them) and derive them together
         (:func:`~m100.sim.cost_batch.derive_batch`). A cost that cannot be built is left to
         its block (which reports it there)."""
         costs = []
@@ -341,7 +341,8 @@ class Engine(Fluid, Checks, TraceEvents, DmaAhead):
                 costs.append(c)
         if len(self.columns.caps) > self.col_cap.size:  # (the registry only grows)
             self._grow()
-        cost_batch.derive_batch(costs, self.col_cap, self.columns.token, self.m.hbsm_banks)
+        cost_batch.derive_batch(costs, self.cap, self._col, lambda: self.col_cap,
+                                self.columns.token, self.m.hbsm_banks)
 
     def _start_block(self, u: int) -> None:
         us = self.units[u]
