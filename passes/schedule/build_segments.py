@@ -75,6 +75,7 @@ class PlanBuilder(Transfers):
         self.outside = self._outside_consumers(self.seg_ops)
         self.hist: dict[tuple[int, str], list[int]] = {}  # (tpb, op) -> compute task ids
         self.out_readers: dict[tuple[int, str], list[list[int]]] = {}
+        self.readers = {}  # per segment, as out_readers (``ListScheduler.readers``)
         self.wcache: dict[tuple, int] = {}
         self.acache: dict[tuple, int] = {}  # (op, tensor, tpb, rows) -> broadcast/load task
         for st in seg.stages:

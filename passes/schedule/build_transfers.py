@@ -131,14 +131,19 @@ class Transfers(ListScheduler):
         # copy changes neither the piece's slot history nor the TPB's barrier)
         waits = self._slot_deps() + self._bar(tpb)
         band, mesh, readers, dst = self.piece.band, self.cm.mesh_cycles, self.readers, (tpb,)
-        tasks, put = self.tl.tasks, self.put
-        for q, nb in _overlap_bytes(over, a0, a1, k0, k1, dt):
-            c = put(PlanTask(len(tasks), "copy", "dtdu", q.tpb, prod.name, tensor, nb,
+        tasks, put, pname = self.tl.tasks, self.put, prod.name
+        touch = None if self.search_only else self._touch  # a search build touches nothing
+        for q in over:  # :func:`_overlap_bytes` written out (one copy per producer piece)
+            nb = float((min(a1, q.r1) - max(a0, q.r0)) * q.out_dims[1] *
+                       (min(k1, q.c1) - max(k0, q.c0)) * dt)
+            c = put(PlanTask(len(tasks), "copy", "dtdu", q.tpb, pname, tensor, nb,
                              mesh(nb, q.tpb, tpb), [q.compute] + waits, segment=si, band=band,
                              col=q.col, dst_tpbs=dst, src="hbsm", dst="hbsm", role="act"))
-            readers[q.compute].append(c.id)
-            self._touch(tpb, c.id)
-            self._touch(q.tpb, c.id)
+            if q.segment == si:  # a kept piece of an earlier segment: not recorded (readers)
+                readers[q.compute].append(c.id)
+            if touch is not None:
+                touch(tpb, c.id)
+                touch(q.tpb, c.id)
             out.append(c.id)
         self.fill_gap = False
         if not out:
@@ -178,7 +183,8 @@ class Transfers(ListScheduler):
                                   self.cm.dtdu_broadcast_cycles(nb, q.tpb, tpbs), deps,
                                   segment=si, band=self.piece.band, col=q.col, dst_tpbs=tpbs,
                                   src="hbsm", dst="hbsm", role="act"))
-            self.readers[q.compute].append(c.id)
+            if q.segment == si:  # a kept piece of an earlier segment: not recorded (readers)
+                self.readers[q.compute].append(c.id)
             for x in set(tpbs) | {q.tpb}:
                 self._touch(x, c.id)
             out.append(c.id)

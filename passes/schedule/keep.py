@@ -125,7 +125,19 @@ def choose_kept(s, segs: list[SegmentCfg], cap: int, one_stage: bool = False
 def kept_bytes(s, seg: SegmentCfg, st, op, tplan) -> dict[int, int]:
     """HBSM bytes per TPB of a stage's output tiles (each rounded to the bank width), all of them
     live at once when its output is kept: the pieces of a stage built piece by piece or in
-    lockstep groups, the reduced tiles (on the part-0 TPBs) of a K split."""
+    lockstep groups, the reduced tiles (on the part-0 TPBs) of a K split. The result is read,
+    never changed: it is memoized per scheduler on what it depends on (the stage, whether it is
+    alone in its segment, its tiling -- the scheduler's cached ``TilePlan`` object)."""
+    key = (st, len(seg.stages) == 1, id(tplan))
+    hit = s.kept_memo.get(key)
+    if hit is not None and hit[0] is tplan:
+        return hit[1]
+    out = _kept_bytes(s, seg, st, op, tplan)
+    s.kept_memo[key] = (tplan, out)
+    return out
+
+
+def _kept_bytes(s, seg: SegmentCfg, st, op, tplan) -> dict[int, int]:
     g, cm = s.g, s.cm
     geo = s.geo(op)
     e = piece_elems(g, op, geo)

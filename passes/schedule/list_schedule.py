@@ -49,6 +49,9 @@ class ListScheduler:
     #: a search cost build (:class:`.build_segments.SearchBuilder`): the state only a later
     #: segment or the emitter reads (pieces' task lists, DTDU busy blocks, TPB touches) is not kept
     search_only = False
+    #: :meth:`_add_queued` skips a DMA engine whose lower bound can not beat the best engine so
+    #: far; False: every engine is asked (the tests compare both)
+    engine_bound = True
 
     def __init__(self, s: Scheduler, tl: Plan):
         self.s = s
@@ -89,7 +92,10 @@ class ListScheduler:
         # the DRB's bandwidth in use over time: every broadcast (DMA or DTDU) streams over it
         self.drb_use = RateProfile(self.cm.bpc(self.cm.machine.drb_bandwidth))
         # op -> its pieces built so far, and their row index (:meth:`_pieces_over`), and piece
-        # compute task -> its readers: of every segment (kept outputs are read by later ones)
+        # compute task -> its readers in the segment being built (what a later piece on the
+        # same output slot waits for, ``out_readers``: both are per segment; a copy from a kept
+        # piece of an earlier segment is not recorded -- nothing reads that list any more -- so
+        # a checkpoint copies one segment's lists, not every piece's so far)
         self.by_op: dict[str, list[PlanPiece]] = {}
         self.row_index: dict[str, list] = {}
         self.readers: dict[int, list[int]] = {}
@@ -227,12 +233,22 @@ class ListScheduler:
             data = 0.0
         rate = t.nbytes / data if len(t.dst_tpbs) > 1 and data > 0 else 0.0
         best = None
+        S = self.cm.machine.dma_setup_cycles
+        bounded = self.engine_bound
         for e, q in enumerate(self.dma_busy):
             r, p = ready, pred
             for d in dma_deps:
                 x = d.end + (0 if d.engine == e else lat)
                 if x > r:
                     r, p = x, d.id
+            # no engine starts before ``r`` nor streams before ``r + S + after`` (``DmaQueue.
+            # earliest`` computes its data start as ``lo + S + after`` with ``lo >= r``, in this
+            # order, then only raises it): an engine whose bound can not beat the best so far
+            # is not asked (an engine that can start the transfer at once ends the search)
+            if bounded and best is not None:
+                lo = (r + S + after) + data
+                if not (lo < best[0] + data or (lo == best[0] + data and r < best[1])):
+                    continue
             s0, d0, k = q.earliest(r, after, data)
             while rate:
                 a = self.drb_use.earliest(d0, data, rate)

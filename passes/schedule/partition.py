@@ -226,25 +226,36 @@ def tile_piece(cm: CostModel, g: OpGraph, op: Op, rows: int, cols: int,
             tr_cands = [rows]
             k_cands = _candidates(geo.k, mc.tcu_tile_k)
             tc_cands = [act_resident] if act_resident < cols else []
+        # the slot sizes below depend on fewer loop variables than the loop nest: each is
+        # computed at the level it depends on (the same numbers, ~a third of the align calls)
+        K = geo.k
+        round_out = "store" in op.epilogue or "dequant" in op.epilogue
+        wslot_of = {(tc, tk): cm.align(tk * tc * wshare * wb if groups == 1
+                                       else geo.weight_bytes * tc / geo.cols)
+                    for tc in tc_cands for tk in k_cands}
         for tr in tr_cands:
             in_rows = _in_rows(g, op, tr) if conv else tr
             m = tr * geo.row_elems
+            if conv:
+                aslot_of = {tk: cm.align(in_rows * op.attrs["w"] * (tk // kwin) * groups * ab)
+                            for tk in k_cands}
+            else:
+                aslot_of = {tk: cm.align(tr * geo.row_elems * (K if act_resident else tk) * ab)
+                            for tk in k_cands}
             for tc in tc_cands:
+                o_acc = cm.align(m * tc * 4)  # a K-chunked tile's f32 (i32) accumulator
+                o_out = cm.align(m * tc * ob)  # the tile in its output type
                 for tk in k_cands:
-                    streamed = tk < geo.k or tc < cols
+                    streamed = tk < K or tc < cols
                     # one K chunk per part and one instruction tile: the weight never streams
                     wslots = 1 if not streamed or (whole_parts and tr >= rows and tc >= cols) \
                         else 2
-                    wslot = cm.align(tk * tc * wshare * wb if groups == 1
-                                     else geo.weight_bytes * tc / geo.cols)
-                    if conv:
-                        aslot = cm.align(in_rows * op.attrs["w"] * (tk // kwin) * groups * ab)
-                    else:
-                        aslot = cm.align(tr * geo.row_elems * (geo.k if act_resident else tk) * ab)
-                    oslot = cm.align(m * tc * (4 if tk < geo.k else ob))
-                    if tk < geo.k and ("store" in op.epilogue or "dequant" in op.epilogue):
+                    wslot = wslot_of[(tc, tk)]
+                    aslot = aslot_of[tk]
+                    oslot = o_acc if tk < K else o_out
+                    if tk < K and round_out:
                         # + the rounded (dequantized) result next to the f32 (i32) accumulator
-                        oslot += cm.align(m * tc * ob)
+                        oslot += o_out
                     # the buffers as (role, slot bytes, slots, unit): the footprint decides
                     # first, :class:`Buffer` objects only for a tiling that becomes the best
                     bufs = [("act", aslot, 1 if act_resident else 2, unit),
@@ -268,7 +279,7 @@ def tile_piece(cm: CostModel, g: OpGraph, op: Op, rows: int, cols: int,
                         bufs.append(("requant", cm.align(tc * 8), 2 if streamed else 1, unit))
                     if kparts > 1:  # part 0: the others' partial sums and the reduced tile
                         bufs += [("partial", oslot, 2 * (kparts - 1), "dtdu"),
-                                 ("red_out", cm.align(m * tc * ob), 2, "cvu")]
+                                 ("red_out", o_out, 2, "cvu")]
                     fp = 0
                     for b in bufs:
                         fp += b[1] * b[2]

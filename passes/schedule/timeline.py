@@ -62,6 +62,9 @@ class Scheduler:
         self.tasks_built = 0  # tasks created by every build so far (the search's work)
         self._geo: dict[str, object] = {}
         self._bands: dict[tuple[int, int], list[int]] = {}
+        # (stage, alone in its segment, id of its TilePlan) -> (the TilePlan, :func:`.keep.
+        # kept_bytes`): choose_kept asks per candidate tensor of every whole-plan build with keep
+        self.kept_memo: dict[tuple, tuple] = {}
 
     def geo(self, op: Op):
         r = self._geo.get(op.name)
