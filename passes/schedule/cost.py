@@ -271,12 +271,18 @@ class CostModel:
         wide = max(dtype_bytes(g.tensors[t].dtype) for t in (*op.inputs, *op.outputs))
         in_max = max([t.numel for t in acts] + [out.numel]) * wide * frac
         out_bytes = out.nbytes * frac
-        stages = 1 + len(op.epilogue)
+        # the pipeline's stages (``from_ir`` records a CVU lowering's; else the op and its epilogue)
+        stages = op.attrs.get("cvu_stages", 1 + len(op.epilogue))
         if op.unit == "cvu.pool":  # every window element is a beat: kh * kw per output element
             a = op.attrs
             return self.cvu_cycles(max(in_max, out_bytes * a["kh"] * a["kw"]), out_bytes, 1, stages,
                                    in_bytes)
         if op.unit in CVU_PASSES:
+            if op.unit != "cvu.reduction":
+                # an elementwise / idiom pipeline streams its piece's output elements: each input
+                # is loaded as the box of the piece its map reads (``kinds/cvu.input_box``), never
+                # more -- a strided half of a wider tensor (fold-slice-reads) is half of it
+                in_max = out.numel * wide * frac
             return self.cvu_cycles(in_max, out_bytes, CVU_PASSES[op.unit], stages, in_bytes)
         if op.unit.startswith("dtdu"):
             return self.dtdu_cycles(max(in_bytes, out_bytes))

@@ -134,6 +134,10 @@ def from_module(module: ModuleOp, max_cvu_stages: int = 8, mem_align: int = 0) -
         g.tensors[o] = Tensor(t.name, t.shape, t.dtype, "output")
     if not g.ops:
         raise ScheduleError(f"@{fn.sym_name.data}: nothing to schedule")
+    for op in g.ops:  # the CVU op's pipeline depth, which its latency is charged by (cost.py)
+        lw = ctx.low.get(op.name)
+        if lw is not None and lw.kind == "cvu" and lw.stages:
+            op.attrs["cvu_stages"] = len(lw.stages)
     if not mem_align:
         from m100.targets.m100.machine import PRESETS
         mem_align = PRESETS["m100"].mem_align
