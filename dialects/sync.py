@@ -43,7 +43,7 @@ from xdsl.utils.exceptions import VerifyException
 
 from m100.targets.m100.isa import Monitor, Sync, Trigger, Update
 
-from .twu import checked_params, int_attr, isa_guard
+from .twu import checked_params, int_attr, isa_guard, trusted_attr
 
 
 @irdl_attr_definition
@@ -79,17 +79,10 @@ def _need_keys(parser: AttrParser, d: dict[str, object], keys: Sequence[str], wh
             parser.raise_error(f"{what}: missing '{k}'")
 
 
-def _trusted(cls, *params):
-    """An attribute of ``cls`` from parameters built by this module (``int_attr``, ``ArrayAttr``
-    of our attributes, ``StringAttr``: of the declared kinds by construction): xDSL's generic
-    check of every parameter against its declared constraint is skipped, the attribute's own
-    ``verify`` runs. ``from_isa`` builds one per instruction of a program (sync-insert's output);
-    the generic check was ~20 % of the pass on ResNet-50 224 (docs/sync.md)."""
-    attr = cls.__new__(cls)
-    for (f, _), p in zip(cls.get_irdl_definition().parameters, params, strict=True):
-        object.__setattr__(attr, f, p)
-    attr.verify()
-    return attr
+# parameters of the declared kinds by construction: only the attribute's own verify runs
+# (``from_isa`` builds one per instruction of a program, sync-insert's output; the generic check
+# was ~20 % of the pass on ResNet-50 224, docs/sync.md)
+_trusted = trusted_attr
 
 
 @irdl_attr_definition

@@ -248,3 +248,54 @@ def test_placed_verifier_accepts_every_valid_instruction(data):
     assert type(synth) is type(inst)
     assert [w.num_elements for _, w, _ in synth.walks()] == \
         [w.num_elements for _, w, _ in inst.walks()]
+
+
+# --- attributes built without xDSL's generic parameter check ------------------------------------
+def _generic_ok(attr) -> None:
+    type(attr).get_irdl_definition().verify(attr)  # the check trusted_attr skips
+    attr.verify()
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=list(HealthCheck))
+@given(st.data())
+def test_trusted_attributes_are_the_generic_ones(data):
+    """``WalkAttr.from_isa`` and the ``#sync`` attributes' ``from_isa`` skip xDSL's generic check of
+    each parameter against its declared constraint (``twu.trusted_attr``): on random walks and
+    sync actions they equal the attributes the generic constructor builds, and pass that check."""
+    from m100.dialects.sync import MonitorAttr, UpdateAttr
+    from m100.dialects.twu import dtype_to_type
+    from m100.targets.m100.isa import Trigger
+
+    m = ROOMY
+    space = data.draw(st.sampled_from([Space.HBSM, Space.DDR, Space.SRAM]))
+    w = data.draw(S.walks(m, data.draw(st.integers(1, 64)), space=space))
+    WalkAttr.from_isa.cache_clear()
+    a = WalkAttr.from_isa(w)
+    g = WalkAttr(a.space.data, w.tpb, w.base, dtype_to_type(w.dtype),
+                 [(lv.initial, lv.step, lv.final) for lv in w.levels])
+    assert a == g and a.to_isa() == w
+    _generic_ok(a)
+    s = data.draw(S.syncs(m, data.draw(st.integers(0, m.num_tpbs - 1)), 1))
+    for cache in (ActionsAttr.from_isa, MonitorAttr.from_isa, UpdateAttr.from_isa):
+        cache.cache_clear()
+    a = ActionsAttr.from_isa(s)
+    g = ActionsAttr(s.blocks, [MonitorAttr(x.tpb, x.counter, x.expected, x.per_block)
+                               for x in s.monitors],
+                    [UpdateAttr(u.counter, u.tpb_mask, u.amount, Trigger(u.trigger).name.lower())
+                     for u in s.updates])
+    assert a == g and a.to_isa() == s
+    for x in (a, *a.monitors.data, *a.updates.data):
+        _generic_ok(x)
+
+
+def test_trusted_walk_still_runs_its_own_verify():
+    """What the walk's own verify refuses is still refused on the trusted path."""
+    from xdsl.dialects.builtin import StringAttr
+
+    from m100.dialects.twu import dtype_to_type, i64_array, int_attr, trusted_attr
+    with pytest.raises(VerifyException, match="unknown memory space"):
+        trusted_attr(WalkAttr, StringAttr("nowhere"), int_attr(0), int_attr(0),
+                     dtype_to_type(DType.F32), i64_array([0, 1, 4]))
+    with pytest.raises(VerifyException, match="non-negative multiple of step"):
+        trusted_attr(WalkAttr, StringAttr("hbsm"), int_attr(0), int_attr(0),
+                     dtype_to_type(DType.F32), i64_array([0, 3, 4]))
