@@ -546,6 +546,25 @@ class Instruction:
         self._check_all(machine)
         object.__setattr__(self, "_ok_on", machine)
 
+    def check_as_resynced(self, src: Instruction, machine: Machine) -> None:
+        """:meth:`check` of an instruction that is ``src`` with a new ``sync`` (sync-insert's
+        output): when ``src`` is valid on ``machine`` (checked), every other field is the same
+        object and ``sync.blocks`` is the same, the whole check differs from ``src``'s only in
+        the sync's own check (the kinds' ``_check`` read ``sync.blocks`` alone), so only that
+        runs and the instruction is remembered as valid (the final verification of the IR
+        then does not check it again). Otherwise the full :meth:`check`."""
+        names = _FIELD_NAMES.get(type(self))
+        if names is None:
+            names = _FIELD_NAMES[type(self)] = tuple(f.name for f in fields(self))
+        if (type(src) is type(self) and src.__dict__.get("_ok_on") is machine
+                and self.sync.blocks == src.sync.blocks
+                and all(getattr(self, f) is getattr(src, f) for f in names if f != "sync")):
+            unit, idx = self.executor
+            self.sync.check(machine, None if unit is Unit.DMA else idx)
+            object.__setattr__(self, "_ok_on", machine)
+        else:
+            self.check(machine)
+
     def _check_all(self, machine: Machine) -> None:
         unit, idx = self.executor
         if unit is Unit.DMA:

@@ -72,9 +72,9 @@ def insert_sync(instructions, machine=None, *, edges=(), rings=(), sync_mode: st
     red = reduce_needs(nd, enabled=remove_redundant and sync_mode == "dataflow")
     al = allocate(red, machine, budget=counter_budget, on_budget=on_budget)
     out, st = codegen(red, al, nd.insts)
-    for inst in out:  # the walks were checked by analyze; the new sync fields are checked here
-        unit, idx = inst.executor
-        inst.sync.check(machine, None if unit is isa.Unit.DMA else idx)
+    for inst, src in zip(out, nd.insts):
+        # the walks were checked by analyze; the new sync fields are checked here
+        inst.check_as_resynced(src, machine)
     check_deadlock(out, machine)
     cert = build_certificate(machine, sync_mode, nd, red, al, out)
     stats = {"mode": sync_mode, "instructions": len(out), "needs": len(nd.needs),

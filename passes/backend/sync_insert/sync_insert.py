@@ -16,6 +16,7 @@ from xdsl.utils.exceptions import VerifyException
 
 from m100.dialects.sync import ActionsAttr, BarrierOp, JoinOp, machine_of
 from m100.dialects.tpb import InstrOp, ProgramOp, StreamOp
+from m100.dialects.twu import WalkAttr
 from m100.targets.m100.isa import Unit
 
 from . import DataEdge, SyncError, hazards, insert_sync
@@ -136,7 +137,11 @@ class SyncInsert(ModulePass):
         insts = []
         for o in ops:
             try:
-                o.isa_walks(synthesize=False)
+                accs = o.walks.data
+                if not (all(isinstance(a, WalkAttr) for a in accs.values())
+                        and all(n.data in accs for n in o.buf_slots.data)):
+                    o.isa_walks(synthesize=False)  # raises naming the operand without a walk
+                # every operand has its walk, so nothing is synthesized but the missing sync
                 insts.append(o.to_instruction(synthesize=True))
             except VerifyException as e:
                 raise SyncError(f"sync-insert: {e}") from None

@@ -137,3 +137,28 @@ def test_program_file_errors(tmp_path):
     (tmp_path / "t.m100").write_bytes(good + b"\0")
     with pytest.raises(ProgramError, match="trailing bytes"):
         Program.load(tmp_path / "t.m100")
+
+
+@pytest.mark.parametrize("inst, msg", [
+    (i, m) for i, m in [
+        (_matmul(sync=Sync(1, (Monitor(0, 16, 1),))), r"counter 16 out of range .*16 counters"),
+        (_matmul(sync=Sync(1, (), (Update(0, 0b100),))), r"TPB mask 0x4"),
+        (_matmul(sync=Sync(3)), r"blocks \(3\) must divide m"),
+        (dataclasses.replace(_matmul(), m=5), r"operand 'a' walks 64 elements")]])
+def test_check_as_resynced_refuses_what_check_refuses(inst, msg):
+    """``check_as_resynced`` (sync-insert's output: a checked instruction with a new sync) runs
+    the sync's own check when only the sync changed and the blocks did not, else the full check:
+    each way, what ``check`` refuses is refused, and a valid one is remembered as checked."""
+    src = _matmul(sync=Sync(1))
+    src.check(TINY)
+    if inst.sync.blocks == 1 and inst.m == src.m:  # only the sync differs: the short way
+        inst = dataclasses.replace(src, sync=inst.sync)
+    with pytest.raises(IsaError, match=msg):
+        inst.check_as_resynced(src, TINY)
+    assert inst.__dict__.get("_ok_on") is None
+    ok = dataclasses.replace(src, sync=Sync(1, (Monitor(0, 15, 3),), (Update(1, 0b11),)))
+    ok.check_as_resynced(src, TINY)
+    assert ok.__dict__.get("_ok_on") is TINY
+    unchecked = dataclasses.replace(_matmul(), m=5)  # not checked: the full check runs
+    with pytest.raises(IsaError, match="operand 'a' walks"):
+        dataclasses.replace(unchecked, sync=Sync(1)).check_as_resynced(unchecked, TINY)
