@@ -197,12 +197,18 @@ class SegmentOp(IRDLOperation):
     traits = lazy_traits_def(lambda: (HasParent(ProgramOp),))
 
     def __init__(self, name: str, space: str, address: int, data: bytes):
+        hexed = StringAttr(data.hex())
+        # the bytes ride on the (immutable) attribute they are the hex of: the verifier and
+        # ``bytes`` (the emitter) need not decode tens of MB of weights again (ResNet-50: ~0.6
+        # CPU-s each). A data attribute from anywhere else (parsed text) is decoded as before.
+        object.__setattr__(hexed, "_m100_bytes", bytes(data))
         super().__init__(properties={"seg_name": StringAttr(name), "space": StringAttr(space),
-                                     "address": int_attr(address), "data": StringAttr(data.hex())})
+                                     "address": int_attr(address), "data": hexed})
 
     @property
     def bytes(self) -> bytes:
-        return bytes.fromhex(self.data.data)
+        got = self.data.__dict__.get("_m100_bytes")
+        return got if got is not None else bytes.fromhex(self.data.data)
 
     def print(self, printer: Printer) -> None:
         printer.print_string(" ")
@@ -228,7 +234,8 @@ class SegmentOp(IRDLOperation):
             raise VerifyException(f"'tpb.segment' \"{self.seg_name.data}\": segments live in ddr "
                                   f"or sram, not '{self.space.data}'")
         try:
-            n = len(bytes.fromhex(self.data.data))
+            got = self.data.__dict__.get("_m100_bytes")  # the hex of these bytes (__init__)
+            n = len(got) if got is not None else len(bytes.fromhex(self.data.data))
         except ValueError:
             raise VerifyException(f"'tpb.segment' \"{self.seg_name.data}\": data is not a hex "
                                   "string") from None

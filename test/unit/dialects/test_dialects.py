@@ -299,3 +299,24 @@ def test_trusted_walk_still_runs_its_own_verify():
     with pytest.raises(VerifyException, match="non-negative multiple of step"):
         trusted_attr(WalkAttr, StringAttr("hbsm"), int_attr(0), int_attr(0),
                      dtype_to_type(DType.F32), i64_array([0, 3, 4]))
+
+
+def test_segment_bytes_ride_on_their_hex():
+    """A ``tpb.segment`` built from bytes keeps them on its hex attribute (no decoding in the
+    verifier or the emitter); one whose data comes from elsewhere is decoded and a bad hex or an
+    out-of-memory range is still refused."""
+    from xdsl.dialects.builtin import StringAttr
+
+    from m100.dialects.tpb import SegmentOp
+    data = bytes(range(256)) * 3
+    seg = SegmentOp("w", "ddr", 64, data)
+    ModuleOp([ProgramOp("tiny", "resolved", [seg])]).verify()
+    assert seg.bytes == data and seg.data.data == data.hex()
+    seg.properties["data"] = StringAttr(data.hex())  # as parsed from text: decoded
+    assert seg.bytes == data
+    seg.properties["data"] = StringAttr("zz")
+    with pytest.raises(VerifyException, match="not a hex string"):
+        seg.parent_op().verify()
+    far = SegmentOp("w", "ddr", TINY.ddr_bytes - 4, data)
+    with pytest.raises(VerifyException, match="fall outside DDR"):
+        ModuleOp([ProgramOp("tiny", "resolved", [far])]).verify()
