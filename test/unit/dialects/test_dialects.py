@@ -13,7 +13,7 @@ import pathlib
 
 import numpy as np
 import pytest
-from hypothesis import HealthCheck, assume, given, settings
+from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from xdsl.dialects.builtin import IntegerAttr, ModuleOp, f32, i64
 from xdsl.ir.affine import AffineExpr, AffineMap
