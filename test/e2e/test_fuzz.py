@@ -207,3 +207,19 @@ def test_fuzz_definition_decides_when_onnxruntime_is_off_it():
     # no dispute (x * 1 is exact in f16): onnxruntime stays the oracle
     fg1 = _mod_softmax_f16(1)
     assert definition_run(fg1.model, feeds, oracle_run(fg1.model, feeds), F16_TOL, F16_TOL) is None
+
+
+def test_compare_non_finite_where_the_definition_is():
+    """Where the definition overflows (f16 ``x * 2e4``, then ``fmod(inf, w)`` is NaN: fuzz f16 seed
+    1403 #23, which onnxruntime computed in f32 and so finite), a NaN or infinity equal in class to
+    the definition's passes; any other non-finite result, or a finite one there, fails."""
+    import numpy as np
+
+    from m100.tools.fuzz_onnx import compare_outputs
+    inf, nan = np.inf, np.nan
+    want = [np.array([1.0, nan, inf, -inf])]
+    assert not compare_outputs([np.array([1.0, nan, inf, -inf])], want)[0]
+    for got in ([1.0, 0.0, inf, -inf], [1.0, nan, -inf, -inf], [1.0, nan, inf, nan],
+                [nan, nan, inf, -inf], [1.0 + 1e-1, nan, inf, -inf]):
+        assert compare_outputs([np.array(got)], want)[0], got
+    assert compare_outputs([np.array([inf])], [np.array([1.0])])[0]  # non-finite, want finite
