@@ -296,6 +296,10 @@ class EmitterCore:
         if tensor in self.mem:
             return self.mem[tensor]
         t = self.g.tensors[tensor]
+        if tensor in self.g.wmap:
+            raise AssertionError(f"emitter: '{tensor}' is stored into the layout of "
+                                 f"'{self.g.wmap[tensor][0]}' (OpGraph.wmap): only its "
+                                 "producer's stores address it")
         if tensor in self.g.strided:
             raise AssertionError(f"emitter: '{tensor}' is columns of "
                                  f"'{self.g.strided[tensor][0]}' (OpGraph.strided): only its "

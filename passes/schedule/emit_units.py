@@ -236,6 +236,18 @@ class UnitEmitter(EmitterCore):
         out_t = op.outputs[0]
         shape = self.g.tensors[out_t].shape
         bshape = p.out.type.dims  # type: ignore[attr-defined]
+        if out_t in self.g.wmap:  # into another tensor's layout (``OpGraph.wmap``)
+            root, strides, off = self.g.wmap[out_t]
+            lin = row_index(shape, p.r0, p.c0)
+            nd = len(lin[0][0])
+            flat = [(tuple(sum(s * c[k] for s, (c, _) in zip(strides, lin)) for k in range(nd)),
+                     off + sum(s * k0 for s, (_, k0) in zip(strides, lin)))]
+            mem = self.alias(root, (self.g.tensors[root].numel,))
+            tok = self.dma(p.out, None, mem, access(bshape, flat), [p.done])
+            self.writers.setdefault(out_t, []).append(tok)
+            p.readers.append(tok)
+            self._touch(p.tpb, tok)
+            return
         if out_t in self.g.strided:  # columns of a 2-D root (``OpGraph.strided``)
             root, (ro, co) = self.g.strided[out_t]
             mem = self.memory(root)

@@ -103,6 +103,10 @@ class OpGraph:
         # offset in it); the part's producer stores its pieces into the root's rows
         # (``emit_units.store``), nothing else reads the part (``find_in_place``)
         self.strided: dict[str, tuple[str, tuple[int, int]]] = {}
+        # tensors whose producers store into another layout (a transpose written by them,
+        # ``from_ir.writer_maps``): tensor -> (root tensor, element stride per dim, element
+        # offset): the linear element index in the root of each element; no memory of its own
+        self.wmap: dict[str, tuple[str, tuple[int, ...], int]] = {}
         for t in tensors or []:
             self.add_tensor(t)
         for o in ops or []:

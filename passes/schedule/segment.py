@@ -96,7 +96,11 @@ class SegmentCfg:
 def memory_of(cm: CostModel, g: OpGraph, tensor: str) -> str:
     """Where a tensor lives between segments: CCB SRAM if it fits a quarter of it, else DDR; a
     view (``OpGraph.views``) where its root lives."""
-    if tensor in g.views:
+    if tensor in g.wmap:  # stored into another tensor's layout (``OpGraph.wmap``)
+        tensor = g.wmap[tensor][0]
+        if tensor in g.views:
+            tensor = g.views[tensor][0]
+    elif tensor in g.views:
         tensor = g.views[tensor][0]
     elif tensor in g.strided:  # columns of another tensor (``OpGraph.strided``)
         tensor = g.strided[tensor][0]

@@ -14,7 +14,7 @@ from m100.passes.graph.common import UNIT, describe_op
 from ..graph import ScheduleError, Tensor
 from ..ir_facts import IRGraph, _dtype, _shape
 from ..ir_index import flip_map, iota_dim
-from . import contraction, csu, cvu, movement
+from . import contraction, csu, cvu, movement, writer_maps
 from .builder import Builder
 
 
@@ -145,6 +145,9 @@ def from_module(module: ModuleOp, max_cvu_stages: int = 8, mem_align: int = 0) -
     g.view_ops = {op.name for op in g.ops if op.outputs and op.outputs[0] in g.views}
     g.in_place = movement.find_in_place(g, ctx.low, mem_align, g.views, g.strided)
     g.view_ops |= movement.find_output_reshapes(g, ctx.low, g.views)
+    tops, g.wmap = writer_maps.find_transpose_writes(g, ctx.low, g.views, g.strided, g.in_place,
+                                                     g.view_ops)
+    g.view_ops |= tops
     _, out_syms = symbol_names(fn, len(block.args), len(outputs))
     return IRGraph(g, ctx.low, ctx.data, inputs, outputs, fn.sym_name.data, in_syms, out_syms,
                    weight_syms)

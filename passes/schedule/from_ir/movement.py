@@ -304,7 +304,11 @@ def find_output_reshapes(g, low: dict, views: dict[str, tuple[str, int]]) -> set
     read by this reshape only, not a view itself nor placed in a concat, of the output's dtype
     (not sub-byte) and byte size (a reshape keeps the row-major order: the same bytes). Prefill
     RoPE's K (``[kvh, 2, hd/2, T]``, the transpose of its halves) is the ``kT`` output
-    ``[1, kvh, hd, T]`` this way (docs/llm.md, session 13)."""
+    ``[1, kvh, hd, T]`` this way (docs/llm.md, session 13).
+    ``R`` may also be a whole-size view (offset 0) of a root read by nothing but reader-side
+    view ops and this reshape (the kT chain ``transpose -> collapse -> expand``, the heads'
+    slices views of the collapse): the root and every view of it move into the output
+    (session 14: one 8 MB copy less a 7B layer)."""
     from ..graph import dtype_bytes
     out: set[str] = set()
     produced = {t for op in g.ops for t in op.outputs}
@@ -317,16 +321,40 @@ def find_output_reshapes(g, low: dict, views: dict[str, tuple[str, int]]) -> set
         if lw is None or lw.kind != "reshape" or len(op.inputs) != 1 or not op.outputs:
             continue
         src, dst = g.tensors[op.inputs[0]], g.tensors[op.outputs[0]]
-        if dst.kind != "output" or src.kind != "act" or src.name not in produced or \
-                src.name in views or dst.name in views or readers.get(src.name) != 1 or \
-                src.dtype != dst.dtype or src.nbytes != dst.nbytes or \
-                src.dtype in ("i4", "u4") or dtype_bytes(src.dtype) < 1:
+        if dst.kind != "output" or src.dtype != dst.dtype or src.nbytes != dst.nbytes or \
+                src.dtype in ("i4", "u4") or dtype_bytes(src.dtype) < 1 or dst.name in views:
+            continue
+        if src.name in views:
+            # a whole-size view (offset 0) of its root R: R and its views move to the output
+            # when R is read through views only (the kT chain transpose -> collapse -> expand)
+            r, off = views[src.name]
+            rt = g.tensors[r]
+            if off or rt.nbytes != dst.nbytes or rt.dtype != dst.dtype or rt.kind != "act" or \
+                    r not in produced or r in views or \
+                    not _only_view_readers(g, r, views, op.name):
+                continue
+            for v, (vr, vo) in list(views.items()):
+                if vr == r:
+                    views[v] = (dst.name, vo)
+            views[r] = (dst.name, 0)
+            out.add(op.name)
+            continue
+        if src.kind != "act" or src.name not in produced or readers.get(src.name) != 1:
             continue
         if any(r == src.name for r, _ in views.values()):
             continue  # R is the root of reader-side views: keep it simple, leave it a copy
         views[src.name] = (dst.name, 0)
         out.add(op.name)
     return out
+
+
+def _only_view_readers(g, root: str, views: dict, last: str) -> bool:
+    """Whether ``root`` is read by reader-side view ops only (reshapes / contiguous slices whose
+    result is a view of it) or by the reshape ``last`` into the output."""
+    for op in g.ops:
+        if root in op.inputs and op.name != last and op.outputs[0] not in views:
+            return False
+    return True
 
 
 #: producers whose pieces store through ``emit_units.store`` with ``row_index`` of a 2-D

@@ -56,7 +56,8 @@ def emit_op(em, op) -> None:
     lw = em.irg.lowering[op.name]
     src_t = op.inputs[0]
     if op.name in em.g.view_ops:  # a view (``OpGraph.views``): no DMA, the root's writers
-        em.memory(op.outputs[0])
+        if op.outputs[0] not in em.g.wmap:  # (a mapped tensor has no memory: OpGraph.wmap)
+            em.memory(op.outputs[0])
         em.writers[op.outputs[0]] = list(em.writers.get(src_t, []))
         return
     # (a concat addresses each part itself: a part written in place has no memory of its own)
@@ -64,7 +65,8 @@ def emit_op(em, op) -> None:
     s_shape = em.g.tensors[src_t].shape
     out_t = op.outputs[0]
     o_shape = em.g.tensors[out_t].shape
-    dst = em.memory(out_t)
+    # (a concat whose parts are all stored into another layout has no memory: OpGraph.wmap)
+    dst = em.memory(out_t) if out_t not in em.g.wmap else None
     # (a concat's first part written in place: no join of its writers here)
     deps = [] if 0 in em.g.in_place.get(op.name, ()) else em.token_of(src_t)
     if lw.kind == "transpose":

@@ -1,0 +1,130 @@
+"""Transposes written by their producers (writer-side affine maps; issue 13, session 14).
+
+A ``linalg.transpose`` is a DMA memory -> memory (``kinds/movement.py``): prefill attention's
+RoPE results ``[2, T, n, hd/2]`` -> ``[n, T, 2, hd/2]`` (q) and ``[kvh, 2, hd/2, T]`` (kT), each
+a serial 8 MB copy a LLaMA2-7B layer between RoPE and the heads. :func:`find_transpose_writes`
+makes such a transpose **no transfer**: the ops that write its input store each piece straight
+into the transposed layout, through an affine map from the tensor they produce to the linear
+element index of the transpose's result (``OpGraph.wmap``, used by ``emit_units.store``); the
+transpose becomes a view op (its readers wait for the input's writers, ``kinds/movement.py``).
+
+The input ``Y`` may be written directly by one op or be a concat whose parts are all written in
+place (``find_in_place``: the RoPE halves); every tensor whose bytes are ``Y``'s (``Y``, its
+views, the parts) must be read by nothing but view ops, that concat and the transpose, and each
+one an op writes must be written through ``emit_units.store`` (:data:`WRITERS`), its map affine
+(checked element by element: a map that is not -- a reshape splitting a dim across the
+permutation -- leaves the transpose a copy). The result may be a view at offset 0 of a model
+output (``find_output_reshapes``: kT). Nothing is ever silently copied elsewhere:
+``Emitter.memory`` of a mapped tensor is an internal error.
+"""
+
+from __future__ import annotations
+
+import collections
+
+import numpy as np
+
+#: producers whose pieces store through ``emit_units.store`` (``row_index`` of their output's
+#: shape): their stores can go through any affine map of their output's indices
+WRITERS = ("tcu.matmul", "cvu.elementwise", "cvu.softmax", "cvu.layernorm", "cvu.rmsnorm")
+
+
+def _affine(m: np.ndarray) -> tuple[tuple[int, ...], int] | None:
+    """``(strides, offset)`` with ``m[i] == offset + sum(strides[d] * i[d])`` for every index
+    of ``m`` (an integer array), else None."""
+    off = int(m.reshape(-1)[0]) if m.size else 0
+    strides = []
+    for d, n in enumerate(m.shape):
+        if n == 1:
+            strides.append(0)
+            continue
+        idx = [0] * m.ndim
+        idx[d] = 1
+        strides.append(int(m[tuple(idx)]) - off)
+    pred = np.full((1,) * m.ndim, off, np.int64)
+    for d, s in enumerate(strides):
+        shp = [1] * m.ndim
+        shp[d] = m.shape[d]
+        pred = pred + (np.arange(m.shape[d], dtype=np.int64) * s).reshape(shp)
+    if not np.array_equal(np.broadcast_to(pred, m.shape), m):
+        return None
+    return tuple(strides), off
+
+
+def find_transpose_writes(g, low: dict, views: dict[str, tuple[str, int]],
+                          strided: dict, in_place: dict[str, frozenset[int]], view_ops: set[str]
+                          ) -> tuple[set[str], dict[str, tuple[str, tuple[int, ...], int]]]:
+    """The transposes written by their input's producers: ``(transpose ops, wmap)`` with
+    ``wmap``: tensor -> (root tensor, element stride per dim, element offset) -- the linear
+    element index in the root of each of the tensor's elements -- for every tensor whose bytes
+    were the transpose input's (module doc). The transpose ops are view ops (no transfer)."""
+    from ..graph import dtype_bytes
+    producer = {t: o for o in g.ops for t in o.outputs}
+    readers: dict[str, list] = collections.defaultdict(list)
+    for o in g.ops:
+        for t in set(o.inputs):
+            readers[t].append(o)
+    members: dict[str, list[str]] = collections.defaultdict(list)  # root -> views of it
+    for v, (r, _) in views.items():
+        members[r].append(v)
+    ops, wmap = set(), {}
+    for op in g.ops:
+        lw = low.get(op.name)
+        if lw is None or lw.kind != "transpose" or len(op.inputs) != 1 or len(op.outputs) != 1:
+            continue
+        yv, r = op.inputs[0], op.outputs[0]
+        y, yoff = views.get(yv, (yv, 0))  # the bytes' root (the input may be a reshape of it)
+        yt, rt = g.tensors[y], g.tensors[r]
+        if yt.kind != "act" or rt.kind not in ("act", "output") or yt.dtype != rt.dtype or \
+                yt.dtype in ("i4", "u4") or dtype_bytes(yt.dtype) < 1 or yoff or \
+                yt.nbytes != rt.nbytes or y in strided or y in wmap or r in strided or r in wmap:
+            continue
+        root, roff = views.get(r, (r, 0))
+        if root != r and (roff or g.tensors[root].nbytes != rt.nbytes):
+            continue
+        group = [y] + members.get(y, [])
+        ok = True
+        for t in group:
+            p = producer.get(t)
+            if t in strided or p is None:
+                ok = False
+                break
+            if p.name not in view_ops and not (lw_kind(low, p) == "concat" and t == y and
+                                               len(in_place.get(p.name, ())) == len(p.inputs)):
+                if p.unit not in WRITERS or len(p.outputs) != 1:
+                    ok = False
+                    break
+            for u in readers.get(t, []):
+                if u is op or u.name in view_ops or (
+                        lw_kind(low, u) == "concat" and
+                        u.inputs.index(t) in in_place.get(u.name, ())):
+                    continue
+                ok = False
+                break
+            if not ok:
+                break
+        if not ok:
+            continue
+        elem = int(dtype_bytes(yt.dtype))
+        perm = lw.params["perm"]
+        m_r = np.arange(rt.numel, dtype=np.int64).reshape(rt.shape) + roff // elem
+        # the input's index -> the root's element (the input's bytes are y's, row-major)
+        m_y = np.transpose(m_r, np.argsort(perm))
+        flat = m_y.reshape(-1)
+        maps = {}
+        for t in group:
+            tt = g.tensors[t]
+            o = views[t][1] // elem if t != y else 0
+            a = _affine(flat[o:o + tt.numel].reshape(tt.shape or (1,)))
+            if a is None:
+                break
+            maps[t] = (root, a[0], a[1])
+        else:
+            ops.add(op.name)
+            wmap.update(maps)
+    return ops, wmap
+
+
+def lw_kind(low: dict, op) -> str | None:
+    lw = low.get(op.name)
+    return lw.kind if lw is not None else None
