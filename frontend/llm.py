@@ -314,7 +314,10 @@ def _prefill_layer(g: LlmGraph, cfg: LlamaConfig, tokens: int, batch: int) -> No
             kts.append(ktb)
             vs.append(vb)
             kh = [head(g.op("Reshape", [ktb, g.ints([kvh, hd, T])]), j, hd, T) for j in range(kvh)]
-            vh = [head(g.op("Reshape", [vb, g.ints([kvh, T, hd])]), j, T, hd) for j in range(kvh)]
+            # each head reads its columns of the V projection (a column view: no copy, and no
+            # wait for the transpose into the ``v`` output, which nothing in the layer reads)
+            vh = [g.op("Slice", [rows_b(v, b), g.ints([j * hd]), g.ints([(j + 1) * hd]),
+                                 g.ints([1]), g.ints([1])]) for j in range(kvh)]
             outs.append(attention(qb, kh, vh))
         out_proj_mlp(outs)
         if B > 1:

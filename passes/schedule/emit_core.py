@@ -300,6 +300,13 @@ class EmitterCore:
             raise AssertionError(f"emitter: '{tensor}' is stored into the layout of "
                                  f"'{self.g.wmap[tensor][0]}' (OpGraph.wmap): only its "
                                  "producer's stores address it")
+        if tensor in self.g.cviews:  # columns of a 2-D root at its row pitch (no mem_addr:
+            root, off, w = self.g.cviews[tensor]  # it is no run of bytes to alias)
+            self.memory(root)
+            space, addr = self.mem_addr[root]
+            buf = self.buffer(space, 0, (t.shape[0], w), t.dtype, addr + off)
+            self.mem[tensor] = buf
+            return buf
         if tensor in self.g.strided:
             raise AssertionError(f"emitter: '{tensor}' is columns of "
                                  f"'{self.g.strided[tensor][0]}' (OpGraph.strided): only its "

@@ -107,6 +107,10 @@ class OpGraph:
         # ``from_ir.writer_maps``): tensor -> (root tensor, element stride per dim, element
         # offset): the linear element index in the root of each element; no memory of its own
         self.wmap: dict[str, tuple[str, tuple[int, ...], int]] = {}
+        # column slices of a 2-D tensor read by TCU matmuls only (``from_ir.writer_maps.
+        # find_column_views``): tensor -> (root, byte offset, root columns): read in place at
+        # the root's row pitch, no copy
+        self.cviews: dict[str, tuple[str, int, int]] = {}
         for t in tensors or []:
             self.add_tensor(t)
         for o in ops or []:

@@ -31,7 +31,8 @@ def _model():
     (``llm.PREFILL_ROPE = "halves"``), q transposed to ``[N, T, HD]`` (not an output), k to the
     output ``kT [1, N, HD, T]`` (transpose -> reshape), v = x @ wv transposed to the output
     ``v [1, N, T, HD]`` (a reshape splitting the columns: no affine map, stays a copy); per head
-    ``s_h = q_h @ kT_h`` read through views of both, side by side in ``s [T, N*T]``."""
+    ``s_h = q_h @ kT_h`` read through views of both, side by side in ``S [T, N*T]``, and
+    ``o_h = s_h @ v_h`` with ``v_h`` the columns of the projection (column views) in ``O``."""
     nodes = []
     inits = [_ints("ax2", [2]), _ints("one", [1]), _ints("z", [0]), _ints("h", [HALF]),
              _ints("e", [HD]), _ints("s3", [T, N, HD]), _ints("sp", [1, T, N, HALF]),
@@ -39,6 +40,7 @@ def _model():
              _ints("sv", [1, T, N, HD]), _ints("ax0", [0]), _ints("qh", [T, HD]),
              _ints("kh", [HD, T])]
     inits += [_ints(f"i{i}", [i]) for i in range(N + 1)]
+    inits += [_ints(f"c{i}", [i * HD]) for i in range(N + 1)]
 
     def halves(t):
         nodes.append(h.make_node("Slice", [t, "z", "h", "ax2", "one"], [t + "_lo"]))
@@ -74,7 +76,11 @@ def _model():
                       h.make_node("Reshape", [f"{t}s{i}", shp], [f"{t}h{i}"])]
         nodes.append(h.make_node("MatMul", [f"q3h{i}", f"k3h{i}"], [f"sc{i}"]))
         heads.append(f"sc{i}")
+        # P V with v_i the columns of the projection (a column view)
+        nodes += [h.make_node("Slice", ["vp", f"c{i}", f"c{i + 1}", "one", "one"], [f"vh{i}"]),
+                  h.make_node("MatMul", [f"sc{i}", f"vh{i}"], [f"o{i}"])]
     nodes.append(h.make_node("Concat", heads, ["S"], axis=1))
+    nodes.append(h.make_node("Concat", [f"o{i}" for i in range(N)], ["O"], axis=1))
     f = TP.FLOAT
     g = h.make_graph(nodes, "rope_heads",
                      [h.make_tensor_value_info("xq", f, [T, N * HD]),
@@ -83,6 +89,7 @@ def _model():
                       h.make_tensor_value_info("c", f, [T, 1, HD]),
                       h.make_tensor_value_info("s", f, [T, 1, HD])],
                      [h.make_tensor_value_info("S", f, [T, N * T]),
+                      h.make_tensor_value_info("O", f, [T, N * HD]),
                       h.make_tensor_value_info("kT", f, [1, N, HD, T]),
                       h.make_tensor_value_info("v", f, [1, N, T, HD])],
                      inits + [nh.from_array(np.random.default_rng(5).standard_normal(
@@ -113,7 +120,8 @@ def test_rope_transposes_written_by_their_producers_exact(monkeypatch):
     q = _rope(feed["xq"], feed["c"], feed["s"]).transpose(1, 0, 2)    # [N, T, HD]
     kT = _rope(feed["xk"], feed["c"], feed["s"]).transpose(1, 2, 0)   # [N, HD, T]
     s_want = np.concatenate([q[i].astype(np.float64) @ kT[i] for i in range(N)], axis=1)
-    v_want = (feed["x"].astype(np.float64) @ wv).reshape(T, N, HD).transpose(1, 0, 2)[None]
+    vp = feed["x"].astype(np.float64) @ wv
+    v_want = vp.reshape(T, N, HD).transpose(1, 0, 2)[None]
 
     found = {}
     real = wm.find_transpose_writes
@@ -121,23 +129,35 @@ def test_rope_transposes_written_by_their_producers_exact(monkeypatch):
     def spy(*a):
         found["r"] = real(*a)
         return found["r"]
+    realc = wm.find_column_views
+
+    def spyc(*a):
+        found["c"] = realc(*a)
+        return found["c"]
     monkeypatch.setattr(wm, "find_transpose_writes", spy)
+    monkeypatch.setattr(wm, "find_column_views", spyc)
     on = driver.compile(m, machine="m100")
     ops, wmap = found["r"]
     assert len(ops) == 2 and len(wmap) >= 4  # q's and k's transposes; v's stays a copy
+    assert len(found["c"]) == N                # the heads' v columns
     got = driver.run(on.program, feed)
     assert got.ok and not got.reports
     np.testing.assert_array_equal(got.outputs["kT"].reshape(kT[None].shape), kT[None])
     np.testing.assert_allclose(got.outputs["S"], s_want, rtol=1e-4, atol=1e-4)
     np.testing.assert_allclose(got.outputs["v"], v_want, rtol=1e-4, atol=1e-4)
-    # without the writer maps: both transposes are copies again, the same values
+    o_want = np.concatenate([got.outputs["S"][:, i * T:(i + 1) * T].astype(np.float64)
+                             @ vp[:, i * HD:(i + 1) * HD] for i in range(N)], axis=1)
+    np.testing.assert_allclose(got.outputs["O"], o_want, rtol=1e-4, atol=1e-3)
+    # without the writer maps and column views: transposes and slices are copies again, the
+    # same values
     monkeypatch.setattr(wm, "find_transpose_writes", lambda *a: (set(), {}))
+    monkeypatch.setattr(wm, "find_column_views", lambda *a: {})
     off = driver.compile(m, machine="m100")
     got_off = driver.run(off.program, feed)
     assert got_off.ok and not got_off.reports
-    for k in ("S", "kT", "v"):
+    for k in ("S", "O", "kT", "v"):
         np.testing.assert_array_equal(got.outputs[k], got_off.outputs[k])
-    assert _dmas(on.program) <= _dmas(off.program) - 2
+    assert _dmas(on.program) <= _dmas(off.program) - 2 - N
 
 
 def _graph(tensors, ops):
@@ -193,3 +213,25 @@ def test_output_reshape_of_a_view_chain_moves_the_root():
     assert views == {"tc": ("t", 0), "ts": ("t", 32), "uc": ("u", 0)}
     assert fm.find_output_reshapes(g, low, views) == {"ry"}
     assert views == {"tc": ("y", 0), "ts": ("y", 32), "t": ("y", 0), "uc": ("u", 0)}
+
+
+def test_find_column_views_rules():
+    """A column slice of a 2-D tensor read only by TCU matmuls reads the root in place (byte
+    offset, root columns); not one a CVU op reads (its walk may be a whole run), nor a slice
+    whose offset is not a multiple of the alignment."""
+    g, low = _graph([("x", (8, 32), "f32", "input"), ("y", (8, 32)), ("a", (8, 16)),
+                     ("b", (8, 16)), ("c", (8, 4)), ("ma", (8, 8)), ("eb", (8, 16)),
+                     ("mc", (8, 8))],
+                    [("p", "tcu.matmul", None, ["x"], ["y"], {}),
+                     ("sa", "dtdu.copy", "slice", ["y"], ["a"],
+                      {"offsets": [0, 16], "sizes": [8, 16], "strides": [1, 1]}),
+                     ("sb", "dtdu.copy", "slice", ["y"], ["b"],
+                      {"offsets": [0, 0], "sizes": [8, 16], "strides": [1, 1]}),
+                     ("sc", "dtdu.copy", "slice", ["y"], ["c"],
+                      {"offsets": [0, 2], "sizes": [8, 4], "strides": [1, 1]}),
+                     ("ua", "tcu.matmul", None, ["a"], ["ma"], {}),
+                     ("ub", "cvu.elementwise", None, ["b"], ["eb"], {}),
+                     ("uc", "tcu.matmul", None, ["c"], ["mc"], {})])
+    views = fm.find_views(g, low, 64)
+    assert views == {}
+    assert wm.find_column_views(g, low, views, 64, set()) == {"a": ("y", 64, 32)}

@@ -148,6 +148,9 @@ def from_module(module: ModuleOp, max_cvu_stages: int = 8, mem_align: int = 0) -
     tops, g.wmap = writer_maps.find_transpose_writes(g, ctx.low, g.views, g.strided, g.in_place,
                                                      g.view_ops)
     g.view_ops |= tops
+    g.cviews = writer_maps.find_column_views(g, ctx.low, g.views, mem_align,
+                                             set(g.wmap) | set(g.strided))
+    g.view_ops |= {op.name for op in g.ops if op.outputs and op.outputs[0] in g.cviews}
     _, out_syms = symbol_names(fn, len(block.args), len(outputs))
     return IRGraph(g, ctx.low, ctx.data, inputs, outputs, fn.sym_name.data, in_syms, out_syms,
                    weight_syms)

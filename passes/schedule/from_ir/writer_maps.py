@@ -128,3 +128,51 @@ def find_transpose_writes(g, low: dict, views: dict[str, tuple[str, int]],
 def lw_kind(low: dict, op) -> str | None:
     lw = low.get(op.name)
     return lw.kind if lw is not None else None
+
+
+def find_column_views(g, low: dict, views: dict[str, tuple[str, int]], align: int,
+                      taken: set[str]) -> dict[str, tuple[str, int, int]]:
+    """**Column views** (reader side): a static slice with unit strides of a 2-D tensor ``S``
+    ``[R, W]`` (or of a view of a 2-D root with ``W`` columns at a whole row) whose result is read
+    by TCU matmuls only: ``result -> (root, byte offset, W)``. Such a matmul loads its operand
+    boxes through explicit walks over the result's indices (``emit_units.load`` /
+    ``weight_box``), so the result's memory is the root's bytes from the offset with the root's
+    row pitch (``Emitter.memory``: a ``[rows, W]`` buffer) and the slice moves nothing (a view
+    op). Prefill attention's heads read ``v_j`` as the columns ``[j hd, (j+1) hd)`` of the V
+    projection ``[T, kvh hd]`` this way (session 14: before, they read the ``v`` output after
+    its 8 MB transpose). Not for a model output, a weight, a mapped / strided / viewed tensor,
+    a sub-byte dtype or an offset that is not a multiple of ``align``; ``taken``: tensors that
+    must not be a root (``OpGraph.wmap``, ``OpGraph.strided``)."""
+    from ..graph import dtype_bytes
+    readers: dict[str, list] = collections.defaultdict(list)
+    for o in g.ops:
+        for t in set(o.inputs):
+            readers[t].append(o)
+    out: dict[str, tuple[str, int, int]] = {}
+    viewed = {r for r, _ in views.values()}
+    for op in g.ops:
+        lw = low.get(op.name)
+        if lw is None or lw.kind != "slice" or len(op.inputs) != 1 or len(op.outputs) != 1:
+            continue
+        s, x = op.inputs[0], op.outputs[0]
+        st, xt = g.tensors[s], g.tensors[x]
+        if xt.kind != "act" or x in views or x in viewed or x in taken or \
+                len(st.shape) != 2 or len(xt.shape) != 2 or st.dtype != xt.dtype or \
+                st.dtype in ("i4", "u4") or dtype_bytes(st.dtype) < 1:
+            continue
+        offs, sizes, strides = lw.params["offsets"], lw.params["sizes"], lw.params["strides"]
+        if any(k != 1 for k in strides) or list(sizes) != list(xt.shape):
+            continue
+        root, base = views.get(s, (s, 0))
+        rt = g.tensors[root]
+        elem = int(dtype_bytes(st.dtype))
+        w = st.shape[1]
+        if rt.kind in ("weight",) or root in taken or len(rt.shape) != 2 or rt.shape[1] != w or \
+                base % (w * elem):
+            continue
+        off = base + (offs[0] * w + offs[1]) * elem
+        if off % align or not readers.get(x) or any(
+                u.unit != "tcu.matmul" for u in readers[x]):
+            continue
+        out[x] = (root, off, w)
+    return out
