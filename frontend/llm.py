@@ -264,13 +264,14 @@ def _prefill_layer(g: LlmGraph, cfg: LlamaConfig, tokens: int, batch: int) -> No
                 return g.op("Concat", parts, axis=0)
 
             def rope_qk(b: int) -> tuple[str, str]:  # q [nh, T, hd] (/ sqrt(hd)), kT
-                yq = rope_halves(rows_b(q, b), nh, True)
-                qb = g.op("Reshape", [g.op("Transpose", [yq], perm=[2, 1, 0, 3]),
-                                      g.ints([nh, T, hd])])
+                # k first: its RoPE needs no scaled tables, so it can start as soon as the K
+                # projection ends (the scheduler places segments in graph order)
                 yk = rope_halves(rows_b(k, b), kvh, False)  # [kvh, 2, hd/2, T] = kT
-                return qb, g.op("Reshape", [g.op("Transpose", [yk], perm=[2, 0, 3, 1]),
-                                            g.ints([1, kvh, hd, T])],
-                                out="kT" if B == 1 else None)
+                kt = g.op("Reshape", [g.op("Transpose", [yk], perm=[2, 0, 3, 1]),
+                                      g.ints([1, kvh, hd, T])], out="kT" if B == 1 else None)
+                yq = rope_halves(rows_b(q, b), nh, True)
+                return g.op("Reshape", [g.op("Transpose", [yq], perm=[2, 1, 0, 3]),
+                                        g.ints([nh, T, hd])]), kt
         else:
             # RoPE on the rows of every head at once: [T, n*hd] viewed as [T*n, hd] (a view: no
             # copy), rotate-half as a matmul by the signed permutation R (one exact f16 product per

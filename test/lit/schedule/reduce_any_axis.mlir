@@ -11,10 +11,13 @@
 // CHECK:     tpb.dma engine {{[01]}} src(%0, #twu.access<affine_map<(d0, d1, d2) -> (d1, d0, d2)>, [4, 6, 8]>)
 // CHECK:     tpb.cvu tpb 0 {{.*}} {in_shapes = [array<i64: 2, 1, 48>], out_shape = array<i64: 2, 1, 1>, stages = [#tpb.stage<mul(in0, in0)>, #tpb.stage<rsum(s0)>]
 
-// softmax along axis 0 of 6x8: transpose, softmax along the last axis, transpose back.
+// softmax along axis 0 of 6x8: transpose, softmax along the last axis, transpose back -- the
+// softmax's pieces store straight into the transposed result (from_ir/writer_maps: a flat walk
+// of the 6x8 result, element (r, c) of the 8x6 softmax at c * 8 + r; no DMA transpose back).
 // SM:        tpb.dma engine {{[01]}} src(%0, #twu.access<affine_map<(d0, d1) -> (d1, d0)>, [8, 6]>)
 // SM:        tpb.cvu tpb 0 {{.*}}stages = [#tpb.stage<softmax(in0)>]
-// SM:        tpb.dma engine {{[01]}} src(%{{[0-9]+}}, #twu.access<affine_map<(d0, d1) -> (d1, d0)>, [6, 8]>) dst(%1)
+// SM:        tpb.dma engine {{[01]}} src(%{{[0-9]+}}) dst(%{{[0-9]+}}, #twu.access<affine_map<(d0, d1, d2) -> ((d0 + (d2 * 8)))>, [4, 1, 6]>)
+// SM-NOT:    #twu.access<affine_map<(d0, d1) -> (d1, d0)>, [6, 8]>
 
 // asinh is 20 CVU stages: several pipelines of at most 8 (cvu_max_stages of 'tiny'), the last one
 // selecting the series near 0 or the log form.
