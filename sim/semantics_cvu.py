@@ -71,6 +71,10 @@ _BINARY = {CvuOp.ADD: np.add, CvuOp.SUB: np.subtract, CvuOp.MUL: np.multiply,
            CvuOp.DIV: np.divide, CvuOp.MAX: np.maximum, CvuOp.MIN: np.minimum, CvuOp.POW: np.power,
            # IEEE fmod: exact (the remainder is representable); NaN for b == 0 or an infinite a
            CvuOp.REM: np.fmod}
+#: float-lane binary ops whose ``iparams`` ``(dtype,)`` (F16 2 / BF16 3) round the f32 result to
+#: that type (docs/isa.md: an intermediate of a 16-bit graph rounded where the graph rounds it)
+_ROUNDED_BINARY = frozenset({CvuOp.ADD, CvuOp.SUB, CvuOp.MUL, CvuOp.DIV})
+_ROUND_TYPES = frozenset({DType.F16.value, DType.BF16.value})
 _CMP = {CvuOp.CMP_GT: np.greater, CvuOp.CMP_GE: np.greater_equal, CvuOp.CMP_EQ: np.equal}
 _REDUCE = {CvuOp.RSUM: np.sum, CvuOp.RMAX: np.max, CvuOp.RMIN: np.min, CvuOp.RMEAN: np.mean,
            CvuOp.RPROD: np.prod}
@@ -235,6 +239,9 @@ def _int_stage(op: CvuOp, args: list, st) -> np.ndarray | None:
         a, b = _lane(args, integer)
         return _CMP[op](a, b).astype(np.int64)
     if op in _INT_BINARY and _int_lane(args):
+        if st.iparams:
+            raise SimError(f"cvu {op.name.lower()}: a rounding type (iparams {list(st.iparams)}) "
+                           "on an integer-lane stage")
         a, b = _lane(args, True)
         if op is CvuOp.DIV:
             return _fits_i32(_int_div(a, b), op)
@@ -271,7 +278,14 @@ def cvu_stage(st, args: list) -> np.ndarray:
         if int(op) < 32:
             return cvu_unary(CvuOp.COPY if op is CvuOp.ITOF else op, args[0])
         if op in _BINARY:
-            return _BINARY[op](args[0], args[1]).astype(np.float32)
+            r2 = _BINARY[op](args[0], args[1]).astype(np.float32)
+            if not st.iparams:
+                return r2
+            if op not in _ROUNDED_BINARY or len(st.iparams) != 1 or \
+                    st.iparams[0] not in _ROUND_TYPES:
+                raise SimError(f"cvu {op.name.lower()}: iparams {list(st.iparams)} (only add, sub, "
+                               "mul, div take one, the rounding type F16 2 / BF16 3)")
+            return numerics.convert(r2, DType(st.iparams[0])).astype(np.float32)
         if op is CvuOp.SELECT:
             c = args[0]
             c = np.float64(c) if isinstance(c, _Imm) else np.asarray(c)

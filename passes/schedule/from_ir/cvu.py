@@ -14,8 +14,8 @@ from xdsl.dialects.builtin import TensorType
 from xdsl.ir import Operation, SSAValue
 from xdsl.ir.affine import AffineMap
 
-from m100.passes.graph.common import (GROUP, IDIOM, IDIOM_AXIS, IDIOM_EPS, IDIOM_ROOT, body_exprs,
-                                      describe_op, generic_maps, is_identity)
+from m100.passes.graph.common import (GROUP, IDIOM, IDIOM_AXIS, IDIOM_EPS, IDIOM_ROOT, UNIT,
+                                      body_exprs, describe_op, generic_maps, is_identity)
 from m100.targets.m100.isa import CvuOp, DType, Ref, RefKind, Stage
 from m100.targets.m100.numerics import cvu_stage_lanes
 
@@ -110,13 +110,93 @@ def silu_pair(op: Operation) -> tuple[Operation, Operation] | None:
     return None
 
 
+def _plain_ew(op: Operation, n_in: int) -> bool:
+    """``op`` is an elementwise generic of ``n_in`` inputs and one result, every map the identity,
+    with no ``m100.*`` annotation but its unit ``cvu.elementwise`` (no idiom or epilogue group)."""
+    if op.name != "linalg.generic" or len(op.results) != 1 or \
+            len(getattr(op, "inputs", ())) != n_in:
+        return False
+    unit = op.attributes.get(UNIT)
+    if unit is None or unit.data != "cvu.elementwise" or \
+            any(k.startswith("m100.") and k != UNIT for k in op.attributes):  # type: ignore[attr-defined]
+        return False
+    return all(is_identity(m) for m in generic_maps(op))
+
+
+def _sole_user(v: SSAValue) -> Operation | None:
+    us = list(v.uses)
+    return us[0].operation if len(us) == 1 else None
+
+
+def silu_tail(ctx: Builder, root: Operation, where: str) -> tuple[list[Operation], SSAValue | None,
+                                                                      tuple[Stage, ...]]:
+    """What a silu group's CVU op (:func:`silu`) computes after ``x * sigmoid(x)``: LLaMA's MLP
+    ``silu(gate) * up`` and, in W8A8, the int8 quantize of that product -- ``([mul, q], up, the
+    quantize's stages)``, or fewer members when the form is not there (``([], None, ())``).
+
+    The product ``m = silu * u`` is taken when it is the silu's only use, a plain elementwise
+    generic (:func:`_plain_ew`) whose body is one ``mulf`` of its two inputs, ``u`` another
+    tensor of the same type and shape already produced (not a constant). The op after it is
+    taken when it is ``m``'s only use, a plain one-input elementwise generic whose body maps to
+    CVU stages (:func:`~..ir_facts._expr_stages`; the quantize: ``DIV, ROUND, MAX, MIN, FTOI``)
+    and all the stages fit one CVU op (``max_cvu_stages``). Its stages are the ones the op has
+    alone, reading the product where it read its input: it read the product rounded to the
+    type from memory, and the ``MUL`` before it rounds to that type (``iparams``, docs/isa.md),
+    so the values are the same bit for bit (f32: no rounding, the f32 product is the value)."""
+    m_op = _sole_user(root.results[0])
+    if m_op is None or not _plain_ew(m_op, 2):
+        return [], None, ()
+    ex = body_exprs(m_op)
+    ins = list(m_op.inputs)  # type: ignore[attr-defined]
+    if ex is None or len(ex) != 1 or ex[0].kind != "mulf" or \
+            sorted(a.val for a in ex[0].args if a.kind == "in") != [0, 1]:
+        return [], None, ()
+    u = ins[1] if ins[0] is root.results[0] else ins[0]
+    if u is root.results[0] or u in ctx.consts or u in ctx.fills or u not in ctx.names or \
+            _shape(u) != _shape(root.results[0]) or \
+            len({_elem(u), _elem(root.results[0]), _elem(m_op.results[0])}) != 1:
+        return [], None, ()
+    q_op = _sole_user(m_op.results[0])
+    if q_op is None or not _plain_ew(q_op, 1):
+        return [m_op], u, ()
+    ex = body_exprs(q_op)
+    if ex is None or len(ex) != 1:
+        return [m_op], u, ()
+    try:
+        int_body_check(q_op, where)
+        q_st = _expr_stages(ex, 1, where)
+    except ScheduleError:
+        return [m_op], u, ()
+    if 3 + len(q_st) > ctx.max_cvu_stages:
+        return [m_op], u, ()
+    return [m_op, q_op], u, q_st
+
+
+def _after(st: Stage, n: int, src: int) -> Stage:
+    """``st`` of a one-input op, placed ``n`` stages later and reading stage ``src`` for its input."""
+    def ref(r: Ref) -> Ref:
+        if r.kind is RefKind.INPUT:
+            return Ref(RefKind.STAGE, src)
+        if r.kind is RefKind.STAGE:
+            return Ref(RefKind.STAGE, r.index + n)
+        return r
+    return Stage(st.op, tuple(ref(r) for r in st.args), axis=st.axis, fparam=st.fparam,
+                 iparams=st.iparams)
+
+
 def silu(ctx: Builder, op: Operation, nm: str, unit: str | None, where: str) -> None:
     """A silu idiom group ``x * sigmoid(x)`` (:func:`silu_pair`) as ONE CVU op reading ``x`` once:
     stages ``SIGMOID(x)`` -- of a 16-bit type with its body's roundings (``exp(-x)``, ``1 + e``
     and ``1 / .`` each rounded to the type, as the linalg computes them; ``iparams`` = the type) --
     and ``MUL(x, s)``, rounded by the store: the same values as the two generics, one pass over
     ``x`` instead of two (LLaMA's MLP: the [T, ffn] gate read once). The sigmoid member is
-    claimed here and lowered at the product."""
+    claimed here and lowered at the product.
+    With its tail (:func:`silu_tail`) the op also multiplies by ``up`` and quantizes: LLaMA's
+    W8A8 ``QuantizeLinear(silu(gate) * up)`` is one op of 8 stages (``SIGMOID``, ``MUL``, ``MUL``
+    -- each 16-bit product rounded to its type where the graph rounds it -- then the quantize's
+    ``DIV, ROUND, MAX, MIN, FTOI``) reading gate and up and writing int8: the two f16 [T, ffn]
+    intermediates never go to memory, and gate, up and it are three ops the scheduler can
+    pipeline (five before, over its four stages)."""
     pair = silu_pair(op)
     assert pair is not None
     sig, root = pair
@@ -128,12 +208,22 @@ def silu(ctx: Builder, op: Operation, nm: str, unit: str | None, where: str) -> 
         elementwise(ctx, sig, sig.name, unit, describe_op(sig))
         elementwise(ctx, root, nm, unit, where)
         return
-    stages = (Stage(CvuOp.SIGMOID, (Ref(RefKind.INPUT, 0),), iparams=_SIGMOID_ROUND[_elem(x)]),
-              Stage(CvuOp.MUL, (Ref(RefKind.INPUT, 0), Ref(RefKind.STAGE, 0))))
+    rnd = _SIGMOID_ROUND[_elem(x)]
+    tail, u, q_st = silu_tail(ctx, root, where)
+    inp, stg = (lambda i: Ref(RefKind.INPUT, i)), (lambda i: Ref(RefKind.STAGE, i))  # noqa: E731
+    stages = [Stage(CvuOp.SIGMOID, (inp(0),), iparams=rnd),
+              Stage(CvuOp.MUL, (inp(0), stg(0)), iparams=rnd if tail else ())]
+    names = [ctx.tname(x)]
+    if tail:
+        stages.append(Stage(CvuOp.MUL, (stg(1), inp(1)), iparams=rnd if q_st else ()))
+        names.append(ctx.tname(u))  # type: ignore[arg-type]
+        stages += [_after(s, 3, 2) for s in q_st]
+    last = tail[-1] if tail else root
     ident = linear_map(AffineMap.identity(len(_shape(x))))
-    lw = Lowering("cvu", stages=stages, in_maps=[ident])
-    ctx.add("ew", "cvu.elementwise", [ctx.tname(x)], root.results[0], {"maps": lw.in_maps}, lw,
-            root)
+    lw = Lowering("cvu", stages=tuple(stages), in_maps=[ident] * len(names))
+    for t_op in tail:
+        ctx.absorbed.add(id(t_op))
+    ctx.add("ew", "cvu.elementwise", names, last.results[0], {"maps": lw.in_maps}, lw, last)
 
 
 def idiom(ctx: Builder, op: Operation, nm: str, unit: str | None, where: str) -> None:

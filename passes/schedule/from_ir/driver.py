@@ -21,6 +21,8 @@ from .builder import Builder
 def _translate(ctx: Builder, op) -> None:
     """Hand ``op`` to its translator (the order matters: e.g. an idiom member is claimed by its
     group before the generic translators look at it)."""
+    if id(op) in ctx.absorbed:
+        return None  # computed by an earlier op's CVU op (cvu.silu_tail)
     nm = op.name
     where = describe_op(op)
     unit = op.attributes.get(UNIT)

@@ -136,6 +136,48 @@ def test_softmax_f16_rounds_like_its_onnx_body(rng):
     np.testing.assert_array_equal(y, once)
 
 
+@pytest.mark.parametrize("op", [CvuOp.ADD, CvuOp.SUB, CvuOp.MUL, CvuOp.DIV])
+@pytest.mark.parametrize("dt, npdt", [(DType.F16, np.float16), (DType.BF16, None)])
+def test_binary_rounded_to_16_bits(rng, op, dt, npdt):
+    """iparams (dtype,) on add/sub/mul/div: the f32 result rounded to that type (RNE) before
+    the next stage -- here ``(a op b) * 3`` -- so a chain of 16-bit ops keeps the graph's
+    roundings; without iparams the chain stays f32 until the store."""
+    a = (rng.standard_normal((4, 32)) * 3).astype(np.float32)
+    b = (rng.standard_normal((4, 32)) * 3 + 0.1).astype(np.float32)
+
+    def r(v):  # round to dt, nearest even (bf16: the high 16 bits of f32 after RNE)
+        v = np.asarray(v, np.float32)
+        if npdt is not None:
+            return v.astype(npdt).astype(np.float32)
+        u = v.view(np.uint32).astype(np.uint64)
+        u = (u + 0x7FFF + ((u >> 16) & 1)) & 0xFFFF0000
+        return u.astype(np.uint32).view(np.float32)
+
+    f = BINARY[op]
+    want = (r(f(a, b)) * np.float32(3)).astype(np.float32)
+    once = (f(a, b).astype(np.float32) * np.float32(3)).astype(np.float32)
+    assert (want != once).any()
+    st = [Stage(op, (IN0, IN1), iparams=(dt,)), Stage(CvuOp.MUL, (S(0), IMM(3.0)))]
+    np.testing.assert_array_equal(cvu([a, b], [(4, 32)] * 2, (4, 32), st), want)
+    st = [Stage(op, (IN0, IN1)), Stage(CvuOp.MUL, (S(0), IMM(3.0)))]
+    np.testing.assert_array_equal(cvu([a, b], [(4, 32)] * 2, (4, 32), st), once)
+
+
+@pytest.mark.parametrize("op, ip, ins", [(CvuOp.MAX, (DType.F16,), "f"), (CvuOp.MUL, (7,), "f"),
+                                         (CvuOp.MUL, (DType.F16, 1), "f"),
+                                         (CvuOp.MUL, (DType.F16,), "i")])
+def test_binary_rounding_refused(rng, op, ip, ins):
+    """A rounding type only on float add/sub/mul/div, one of F16 / BF16: else one fault."""
+    idt = DType.I32 if ins == "i" else DType.F32
+    x = np.arange(8, dtype=np.int32 if ins == "i" else np.float32).reshape(2, 4)
+    w = hb(0, 0, idt, (2, 4))
+    out = hb(0, 4096, idt, (2, 4))
+    inst = CvuPipeline(0, (w,), ((2, 4),), out, (2, 4), (Stage(op, (IN0, IN0), iparams=ip),))
+    res, _ = run([inst], [(w, x)], [])
+    assert [r.kind for r in res.reports] == ["fault"]
+    assert "iparams" in res.reports[0].message
+
+
 def test_layernorm_rmsnorm(rng):
     x = rng.standard_normal((4, 16)).astype(np.float32)
     g = rng.standard_normal(16).astype(np.float32)

@@ -1,0 +1,136 @@
+"""LLaMA's W8A8 MLP tail ``QuantizeLinear(silu(gate) * up)`` runs as ONE CVU op
+(``from_ir/cvu.silu_tail``): stages ``SIGMOID`` (the 16-bit body), ``MUL`` (x * s), ``MUL`` (* up)
+-- each product rounded to the 16-bit type where the graph rounds it (``iparams``, docs/isa.md)
+-- then the quantize's own stages, reading gate and up and writing int8. Before: three CVU ops
+(silu, the product, the quantize) and two f16 [T, ffn] tensors through memory.
+
+Oracle: numpy from the ONNX definition, op by op in the model's type (``exp(-x)``, ``1 + e``,
+``1 / d``, ``g * s`` and ``. * up`` each rounded to f16 for an f16 model), then ``QuantizeLinear``
+(``round_half_even(x / scale)`` saturated to int8): the interpreter's result must be identical.
+The inputs are chosen so that computing the products in f32 and rounding once gives other int8
+values (the test fails without the roundings).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from onnx import TensorProto as TP
+from onnx import helper as h
+from onnx import numpy_helper
+
+from m100.targets.m100.isa import CvuOp, DType
+from m100.tools.onnx_backend import M100Backend
+
+SHAPE = (16, 64)
+SCALE = 1.0 / 32
+
+
+def _model(dt, extra_out: bool = False):
+    et = TP.FLOAT16 if dt == np.float16 else TP.FLOAT
+    nodes = [h.make_node("Sigmoid", ["g"], ["s"]), h.make_node("Mul", ["g", "s"], ["a"]),
+             h.make_node("Mul", ["a", "u"], ["m"]),
+             h.make_node("QuantizeLinear", ["m", "sc", "zp"], ["y"])]
+    outs = [h.make_tensor_value_info("y", TP.INT8, list(SHAPE))]
+    if extra_out:  # the product is read twice: it stays its own op
+        outs.append(h.make_tensor_value_info("m", et, list(SHAPE)))
+    g = h.make_graph(nodes, "smq", [h.make_tensor_value_info("g", et, list(SHAPE)),
+                                    h.make_tensor_value_info("u", et, list(SHAPE))], outs,
+                     [numpy_helper.from_array(np.asarray(SCALE, dt), "sc"),
+                      numpy_helper.from_array(np.asarray(0, np.int8), "zp")])
+    m = h.make_model(g, opset_imports=[h.make_opsetid("", 21)])
+    m.ir_version = 10
+    return m
+
+
+def _inputs(dt):
+    rng = np.random.default_rng(7)
+    g = (rng.standard_normal(SHAPE) * 3).astype(dt)
+    u = (rng.standard_normal(SHAPE) * 3).astype(dt)
+    g.flat[:8] = [0.0, -0.0, 30.0, -30.0, 11.0, -11.0, 8.0, -8.0]
+    u.flat[:8] = [1.0, 1.0, 60.0, 2.0, -60.0, 3.0, 0.5, 0.25]  # saturations both ways
+    return g, u
+
+
+def _definition(g, u):
+    """silu(g) * u op by op in g's type, then QuantizeLinear (ties to even, saturated)."""
+    one = g.dtype.type(1)
+    with np.errstate(all="ignore"):
+        m = g * (one / (np.exp(-g) + one)) * u
+        q = np.rint(m.astype(np.float32) / np.float32(SCALE))
+    return np.clip(q, -128, 127).astype(np.int8)
+
+
+@pytest.mark.parametrize("dtype", ["float16", "float32"])
+def test_silu_mul_quant_bit_exact(dtype):
+    dt = np.dtype(dtype)
+    g, u = _inputs(dt)
+    got = M100Backend.prepare(_model(dt), machine="tiny").run([g, u])[0]
+    want = _definition(g, u)
+    assert got.dtype == np.int8
+    np.testing.assert_array_equal(got, want)
+    if dt == np.float16:  # the roundings matter on these inputs: f32 products rounded once differ
+        with np.errstate(all="ignore"):
+            g32, u32 = g.astype(np.float32), u.astype(np.float32)
+            s = np.float32(1) / (np.exp(-g) + np.float16(1))  # the 16-bit sigmoid
+            once = np.rint((g32 * s.astype(np.float32) * u32).astype(np.float16)
+                           .astype(np.float32) * 32)
+        assert (np.clip(once, -128, 127).astype(np.int8) != want).any()
+
+
+def test_product_read_twice_stays_separate():
+    g, u = _inputs(np.float16)
+    y, m = M100Backend.prepare(_model(np.float16, extra_out=True), machine="tiny").run([g, u])
+    np.testing.assert_array_equal(y, _definition(g, u))
+    one = np.float16(1)
+    with np.errstate(all="ignore"):
+        np.testing.assert_array_equal(m, g * (one / (np.exp(-g) + one)) * u)
+
+
+def _ops(model):
+    from m100.context import make_context
+    from m100.frontend import load_onnx
+    from m100.passes.graph.m100_graph import M100Graph
+    from m100.passes.schedule.from_ir import from_module
+
+    ctx = make_context()
+    mod = load_onnx(model, ctx)
+    M100Graph().apply(ctx, mod)
+    irg = from_module(mod, 8, 64)
+    return irg, irg.graph.ops
+
+
+def test_silu_mul_quant_is_one_cvu_op():
+    irg, ops = _ops(_model(np.float16))
+    assert [o.unit for o in ops] == ["cvu.elementwise"]
+    assert ops[0].inputs == tuple(irg.inputs)
+    st = irg.lowering[ops[0].name].stages
+    assert [s.op for s in st] == [CvuOp.SIGMOID, CvuOp.MUL, CvuOp.MUL, CvuOp.DIV, CvuOp.ROUND,
+                                  CvuOp.MAX, CvuOp.MIN, CvuOp.FTOI]
+    assert [s.iparams for s in st[:3]] == [(DType.F16.value,)] * 3
+    assert irg.graph.tensors[ops[0].outputs[0]].dtype == "i8"
+
+
+def test_f32_silu_mul_is_one_cvu_op():
+    """f32: the quantize is a ``quant.qcast`` (its own op); the product joins, no roundings."""
+    irg, ops = _ops(_model(np.float32))
+    st = [[(s.op, s.iparams) for s in irg.lowering[o.name].stages] for o in ops]
+    assert st[0] == [(CvuOp.SIGMOID, ()), (CvuOp.MUL, ()), (CvuOp.MUL, ())]
+    assert ops[0].inputs == tuple(irg.inputs) and len(ops) == 2
+
+
+def test_silu_mul_quant_over_the_stage_limit_is_two_ops():
+    """A CVU op of at most 7 stages: the quantize stays its own op (the product still joins)."""
+    from m100.context import make_context
+    from m100.frontend import load_onnx
+    from m100.passes.graph.m100_graph import M100Graph
+    from m100.passes.schedule.from_ir import from_module
+
+    ctx = make_context()
+    mod = load_onnx(_model(np.float16), ctx)
+    M100Graph().apply(ctx, mod)
+    irg = from_module(mod, 7, 64)
+    st = [[s.op for s in irg.lowering[o.name].stages] for o in irg.graph.ops]
+    assert st == [[CvuOp.SIGMOID, CvuOp.MUL, CvuOp.MUL],
+                  [CvuOp.DIV, CvuOp.ROUND, CvuOp.MAX, CvuOp.MIN, CvuOp.FTOI]]
+    assert irg.lowering[irg.graph.ops[0].name].stages[2].iparams == ()  # the store rounds
