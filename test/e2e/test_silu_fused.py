@@ -1,5 +1,5 @@
 """A silu idiom group ``x * sigmoid(x)`` (ONNX ``Sigmoid`` then ``Mul``) runs as ONE CVU op that
-reads ``x`` once (``from_ir/cvu.silu``): stages ``SIGMOID`` -- with the 16-bit body's roundings
+reads ``x`` once (``from_ir/silu.silu``): stages ``SIGMOID`` -- with the 16-bit body's roundings
 for f16/bf16 (``iparams``, docs/isa.md) -- and ``MUL``, rounded by the store.
 
 Oracles: numpy from the definition, op by op in the tensor's own type (``exp(-x)``, ``1 + e``,

@@ -1,5 +1,5 @@
 """LLaMA's W8A8 MLP tail ``QuantizeLinear(silu(gate) * up)`` runs as ONE CVU op
-(``from_ir/cvu.silu_tail``): stages ``SIGMOID`` (the 16-bit body), ``MUL`` (x * s), ``MUL`` (* up)
+(``from_ir/silu.silu_tail``): stages ``SIGMOID`` (the 16-bit body), ``MUL`` (x * s), ``MUL`` (* up)
 -- each product rounded to the 16-bit type where the graph rounds it (``iparams``, docs/isa.md)
 -- then the quantize's own stages, reading gate and up and writing int8. Before: three CVU ops
 (silu, the product, the quantize) and two f16 [T, ffn] tensors through memory.
@@ -134,3 +134,37 @@ def test_silu_mul_quant_over_the_stage_limit_is_two_ops():
     assert st == [[CvuOp.SIGMOID, CvuOp.MUL, CvuOp.MUL],
                   [CvuOp.DIV, CvuOp.ROUND, CvuOp.MAX, CvuOp.MIN, CvuOp.FTOI]]
     assert irg.lowering[irg.graph.ops[0].name].stages[2].iparams == ()  # the store rounds
+
+
+@pytest.mark.parametrize("batch", [1, 2])
+def test_tiny_w8a8_prefill_layer_same_bits_as_three_ops(batch, monkeypatch):
+    """The compiled tiny W8A8 prefill layer (weights as constants) gives the same bits on y, kT
+    and v with the MLP's ``quantize(silu(gate) * up)`` as one CVU op as with the three ops it
+    replaced (``silu_tail`` off), and the one op is there: 8 stages reading gate and up, int8
+    out."""
+    from m100.frontend import llm
+    from m100.passes.schedule.from_ir import silu
+    from m100.targets.m100.isa import CvuPipeline
+    from m100.tools import driver
+    cfg = llm.config("tiny")
+    T = 8
+    rng = np.random.default_rng(11)
+    cos, sin = llm.rope_tables(cfg, list(range(T)))
+    feed = {"x": (rng.standard_normal((batch * T, cfg.hidden)) * 2).astype(np.float16),
+            "cos": cos.astype(np.float16), "sin": sin.astype(np.float16)}
+    model, _ = llm.build(cfg, "layer", "prefill", context=T, batch=batch, seed=4, quant="w8a8")
+    got, smq = {}, {}
+    for fused in (True, False):
+        if not fused:
+            monkeypatch.setattr(silu, "silu_tail", lambda ctx, root, where: ([], None, ()))
+        prog = driver.compile(model, machine="m100").program
+        smq[fused] = [i for _, i in prog.instructions() if isinstance(i, CvuPipeline)
+                      and [s.op for s in i.stages][:3] == [CvuOp.SIGMOID, CvuOp.MUL, CvuOp.MUL]]
+        res = driver.run(prog, feed)
+        assert res.ok and not res.reports
+        got[fused] = res.outputs
+    assert smq[True] and not smq[False]
+    assert all(len(i.stages) == 8 and len(i.inputs) == 2 and i.output.dtype is DType.I8
+               for i in smq[True])
+    for k in ("y", "kT", "v"):
+        np.testing.assert_array_equal(got[True][k], got[False][k])

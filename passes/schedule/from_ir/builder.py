@@ -43,7 +43,7 @@ class Builder:
         # (rows, cols, k, dtype) -> the column / row iota tensors of a computed band mask (one pair for
         # all the heads: cvu._softmax_with_add)
         self.band_iotas: dict[tuple[int, int, int, str], list[str]] = {}
-        # ids of ops an earlier op's CVU op computes (a silu group's tail: ``cvu.silu_tail``);
+        # ids of ops an earlier op's CVU op computes (a silu group's tail: ``silu.silu_tail``);
         # the walk skips them
         self.absorbed: set[int] = set()
         self.iotas: dict[SSAValue, int] = {}  # index iotas feeding a tm_tensor.sort: the dimension

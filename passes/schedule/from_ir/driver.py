@@ -14,7 +14,7 @@ from m100.passes.graph.common import UNIT, describe_op
 from ..graph import ScheduleError, Tensor
 from ..ir_facts import IRGraph, _dtype, _shape
 from ..ir_index import flip_map, iota_dim
-from . import contraction, csu, cvu, movement, writer_maps
+from . import contraction, csu, cvu, movement, silu, writer_maps
 from .builder import Builder
 
 
@@ -22,7 +22,7 @@ def _translate(ctx: Builder, op) -> None:
     """Hand ``op`` to its translator (the order matters: e.g. an idiom member is claimed by its
     group before the generic translators look at it)."""
     if id(op) in ctx.absorbed:
-        return None  # computed by an earlier op's CVU op (cvu.silu_tail)
+        return None  # computed by an earlier op's CVU op (silu.silu_tail)
     nm = op.name
     where = describe_op(op)
     unit = op.attributes.get(UNIT)
@@ -70,8 +70,8 @@ def _translate(ctx: Builder, op) -> None:
     if nm == "linalg.generic" and unit == "cvu.elementwise" and cvu.softmax_addend(op):
         ctx.softmax_adds[op.results[0]] = op  # lowered by the softmax group (cvu.idiom)
         return None
-    if nm == "linalg.generic" and unit == "cvu.elementwise" and cvu.silu_pair(op) is not None:
-        return cvu.silu(*args)
+    if nm == "linalg.generic" and unit == "cvu.elementwise" and silu.silu_pair(op) is not None:
+        return silu.silu(*args)
     if nm == "linalg.generic" and unit == "cvu.elementwise":
         return cvu.elementwise(*args)
     if nm == "linalg.generic" and unit == "csu.gather" and flip_map(op) is not None:
