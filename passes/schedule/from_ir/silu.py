@@ -172,9 +172,9 @@ def silu(ctx: Builder, op: Operation, nm: str, unit: str | None, where: str) -> 
     With its tail (:func:`silu_tail`) the op also multiplies by ``up`` and quantizes: LLaMA's
     W8A8 ``QuantizeLinear(silu(gate) * up)`` is one op of 8 stages (``SIGMOID``, ``MUL``, ``MUL``
     -- each 16-bit product rounded to its type where the graph rounds it -- then the quantize's
-    ``DIV, ROUND, MAX, MIN, FTOI``) reading gate and up and writing int8: the two f16 [T, ffn]
-    intermediates never go to memory, and gate, up and it are three ops the scheduler can
-    pipeline (five before, over its four stages)."""
+    ``DIV, ROUND, MAX, MIN, FTOI``) reading gate and up and writing int8: one CVU pass over a
+    band instead of three (and gate, up and it are three ops, five before: over the search's
+    four pipeline stages, the three CVU ops were a pipeline of their own)."""
     pair = silu_pair(op)
     assert pair is not None
     sig, root = pair
