@@ -1,8 +1,8 @@
-"""LLaMA's W8A8 MLP tail ``QuantizeLinear(silu(gate) * up)`` runs as ONE CVU op
-(``from_ir/silu.silu_tail``): stages ``SIGMOID`` (the 16-bit body), ``MUL`` (x * s), ``MUL`` (* up)
--- each product rounded to the 16-bit type where the graph rounds it (``iparams``, docs/isa.md)
--- then the quantize's own stages, reading gate and up and writing int8. Before: three CVU ops
-(silu, the product, the quantize) and two f16 [T, ffn] tensors through memory.
+"""LLaMA's MLP ``silu(gate) * up`` runs as ONE CVU op (``from_ir/silu.silu_tail``): stages
+``SIGMOID`` (the 16-bit body), ``MUL`` (x * s, rounded to the 16-bit type where the graph rounds
+it: ``iparams``, docs/isa.md), ``MUL`` (* up), reading gate and up; the W8A8 quantize after it is
+its own op, or with ``silu.TAIL_QUANTIZE`` (A/B, off by default) the same op's next stages
+(8 stages, int8 out). Before: the product was an op of its own.
 
 Oracle: numpy from the ONNX definition, op by op in the model's type (``exp(-x)``, ``1 + e``,
 ``1 / d``, ``g * s`` and ``. * up`` each rounded to f16 for an f16 model), then ``QuantizeLinear``
@@ -61,8 +61,15 @@ def _definition(g, u):
     return np.clip(q, -128, 127).astype(np.int8)
 
 
+@pytest.fixture(params=[False, True], ids=["product", "quantize-too"])
+def tail_q(request, monkeypatch):
+    from m100.passes.schedule.from_ir import silu
+    monkeypatch.setattr(silu, "TAIL_QUANTIZE", request.param)
+    return request.param
+
+
 @pytest.mark.parametrize("dtype", ["float16", "float32"])
-def test_silu_mul_quant_bit_exact(dtype):
+def test_silu_mul_quant_bit_exact(dtype, tail_q):
     dt = np.dtype(dtype)
     g, u = _inputs(dt)
     got = M100Backend.prepare(_model(dt), machine="tiny").run([g, u])[0]
@@ -78,7 +85,7 @@ def test_silu_mul_quant_bit_exact(dtype):
         assert (np.clip(once, -128, 127).astype(np.int8) != want).any()
 
 
-def test_product_read_twice_stays_separate():
+def test_product_read_twice_stays_separate(tail_q):
     g, u = _inputs(np.float16)
     y, m = M100Backend.prepare(_model(np.float16, extra_out=True), machine="tiny").run([g, u])
     np.testing.assert_array_equal(y, _definition(g, u))
@@ -100,7 +107,21 @@ def _ops(model):
     return irg, irg.graph.ops
 
 
-def test_silu_mul_quant_is_one_cvu_op():
+def test_silu_mul_is_one_cvu_op_the_quantize_its_own():
+    """The default: the product joins the silu op (its last MUL rounded by the f16 store), the
+    quantize stays its own op."""
+    irg, ops = _ops(_model(np.float16))
+    st = [[(s.op, s.iparams) for s in irg.lowering[o.name].stages] for o in ops]
+    r16 = (DType.F16.value,)
+    assert st == [[(CvuOp.SIGMOID, r16), (CvuOp.MUL, r16), (CvuOp.MUL, ())],
+                  [(CvuOp.DIV, ()), (CvuOp.ROUND, ()), (CvuOp.MAX, ()), (CvuOp.MIN, ()),
+                   (CvuOp.FTOI, ())]]
+    assert ops[0].inputs == tuple(irg.inputs)
+
+
+def test_silu_mul_quant_is_one_cvu_op(monkeypatch):
+    from m100.passes.schedule.from_ir import silu
+    monkeypatch.setattr(silu, "TAIL_QUANTIZE", True)
     irg, ops = _ops(_model(np.float16))
     assert [o.unit for o in ops] == ["cvu.elementwise"]
     assert ops[0].inputs == tuple(irg.inputs)
@@ -119,12 +140,13 @@ def test_f32_silu_mul_is_one_cvu_op():
     assert ops[0].inputs == tuple(irg.inputs) and len(ops) == 2
 
 
-def test_silu_mul_quant_over_the_stage_limit_is_two_ops():
+def test_silu_mul_quant_over_the_stage_limit_is_two_ops(monkeypatch):
     """A CVU op of at most 7 stages: the quantize stays its own op (the product still joins)."""
     from m100.context import make_context
     from m100.frontend import load_onnx
     from m100.passes.graph.m100_graph import M100Graph
-    from m100.passes.schedule.from_ir import from_module
+    from m100.passes.schedule.from_ir import from_module, silu
+    monkeypatch.setattr(silu, "TAIL_QUANTIZE", True)
 
     ctx = make_context()
     mod = load_onnx(_model(np.float16), ctx)
@@ -139,9 +161,9 @@ def test_silu_mul_quant_over_the_stage_limit_is_two_ops():
 @pytest.mark.parametrize("batch", [1, 2])
 def test_tiny_w8a8_prefill_layer_same_bits_as_three_ops(batch, monkeypatch):
     """The compiled tiny W8A8 prefill layer (weights as constants) gives the same bits on y, kT
-    and v with the MLP's ``quantize(silu(gate) * up)`` as one CVU op as with the three ops it
-    replaced (``silu_tail`` off), and the one op is there: 8 stages reading gate and up, int8
-    out."""
+    and v with the MLP's ``quantize(silu(gate) * up)`` as one CVU op (8 stages, int8 out), with
+    ``silu(gate) * up`` as one op (3 stages, f16 out; the default) and with the three ops before
+    (``silu_tail`` off)."""
     from m100.frontend import llm
     from m100.passes.schedule.from_ir import silu
     from m100.targets.m100.isa import CvuPipeline
@@ -154,17 +176,22 @@ def test_tiny_w8a8_prefill_layer_same_bits_as_three_ops(batch, monkeypatch):
             "cos": cos.astype(np.float16), "sin": sin.astype(np.float16)}
     model, _ = llm.build(cfg, "layer", "prefill", context=T, batch=batch, seed=4, quant="w8a8")
     got, smq = {}, {}
-    for fused in (True, False):
-        if not fused:
+    tail = silu.silu_tail
+    for mode in ("quantize-too", "product", "off"):
+        monkeypatch.setattr(silu, "TAIL_QUANTIZE", mode == "quantize-too")
+        if mode == "off":
             monkeypatch.setattr(silu, "silu_tail", lambda ctx, root, where: ([], None, ()))
         prog = driver.compile(model, machine="m100").program
-        smq[fused] = [i for _, i in prog.instructions() if isinstance(i, CvuPipeline)
-                      and [s.op for s in i.stages][:3] == [CvuOp.SIGMOID, CvuOp.MUL, CvuOp.MUL]]
+        smq[mode] = [i for _, i in prog.instructions() if isinstance(i, CvuPipeline)
+                     and [s.op for s in i.stages][:3] == [CvuOp.SIGMOID, CvuOp.MUL, CvuOp.MUL]]
         res = driver.run(prog, feed)
         assert res.ok and not res.reports
-        got[fused] = res.outputs
-    assert smq[True] and not smq[False]
+        got[mode] = res.outputs
+    assert silu.silu_tail is not tail and smq["product"] and not smq["off"]
     assert all(len(i.stages) == 8 and len(i.inputs) == 2 and i.output.dtype is DType.I8
-               for i in smq[True])
-    for k in ("y", "kT", "v"):
-        np.testing.assert_array_equal(got[True][k], got[False][k])
+               for i in smq["quantize-too"])
+    assert all(len(i.stages) == 3 and len(i.inputs) == 2 and i.output.dtype is DType.F16
+               for i in smq["product"])
+    for mode in ("product", "off"):
+        for k in ("y", "kT", "v"):
+            np.testing.assert_array_equal(got[mode][k], got["quantize-too"][k])

@@ -88,6 +88,14 @@ def silu_pair(op: Operation) -> tuple[Operation, Operation] | None:
     return None
 
 
+#: :func:`silu_tail` takes the op after the product too (W8A8: the int8 quantize; one op of 8
+#: stages). Off by default, kept for A/B (docs/llm.md, session 14): the 8-stage op is
+#: data-parallel in the LLaMA2-7B layer, its rows all finish at its end and the down projection
+#: waits (+41 k predicted, +43 k simulated a layer); the product op and the quantize stay a
+#: 2-op pipeline whose bands stream in row order (-13 k predicted vs main)
+TAIL_QUANTIZE = False
+
+
 def _plain_ew(op: Operation, n_in: int) -> bool:
     """``op`` is an elementwise generic of ``n_in`` inputs and one result, every map the identity,
     with no ``m100.*`` annotation but its unit ``cvu.elementwise`` (no idiom or epilogue group)."""
@@ -109,8 +117,9 @@ def _sole_user(v: SSAValue) -> Operation | None:
 def silu_tail(ctx: Builder, root: Operation, where: str) -> tuple[list[Operation], SSAValue | None,
                                                                       tuple[Stage, ...]]:
     """What a silu group's CVU op (:func:`silu`) computes after ``x * sigmoid(x)``: LLaMA's MLP
-    ``silu(gate) * up`` and, in W8A8, the int8 quantize of that product -- ``([mul, q], up, the
-    quantize's stages)``, or fewer members when the form is not there (``([], None, ())``).
+    ``silu(gate) * up`` and, in W8A8 with :data:`TAIL_QUANTIZE`, the int8 quantize of that
+    product -- ``([mul, q], up, the quantize's stages)``, or fewer members when the form is not
+    there or the flag is off (``([], None, ())``, ``([mul], up, ())``).
 
     The product ``m = silu * u`` is taken when it is the silu's only use, a plain elementwise
     generic (:func:`_plain_ew`) whose body is one ``mulf`` of its two inputs, ``u`` another
@@ -135,7 +144,7 @@ def silu_tail(ctx: Builder, root: Operation, where: str) -> tuple[list[Operation
             len({_elem(u), _elem(root.results[0]), _elem(m_op.results[0])}) != 1:
         return [], None, ()
     q_op = _sole_user(m_op.results[0])
-    if q_op is None or not _plain_ew(q_op, 1):
+    if not TAIL_QUANTIZE or q_op is None or not _plain_ew(q_op, 1):
         return [m_op], u, ()
     ex = body_exprs(q_op)
     if ex is None or len(ex) != 1:
@@ -169,12 +178,11 @@ def silu(ctx: Builder, op: Operation, nm: str, unit: str | None, where: str) -> 
     and ``MUL(x, s)``, rounded by the store: the same values as the two generics, one pass over
     ``x`` instead of two (LLaMA's MLP: the [T, ffn] gate read once). The sigmoid member is
     claimed here and lowered at the product.
-    With its tail (:func:`silu_tail`) the op also multiplies by ``up`` and quantizes: LLaMA's
-    W8A8 ``QuantizeLinear(silu(gate) * up)`` is one op of 8 stages (``SIGMOID``, ``MUL``, ``MUL``
-    -- each 16-bit product rounded to its type where the graph rounds it -- then the quantize's
-    ``DIV, ROUND, MAX, MIN, FTOI``) reading gate and up and writing int8: one CVU pass over a
-    band instead of three (and gate, up and it are three ops, five before: over the search's
-    four pipeline stages, the three CVU ops were a pipeline of their own)."""
+    With its tail (:func:`silu_tail`) the op also multiplies by ``up`` (stages ``SIGMOID``,
+    ``MUL`` -- the 16-bit product rounded to its type where the graph rounds it -- ``MUL``,
+    rounded by the store): LLaMA's ``silu(gate) * up`` is one op reading gate and up, and with
+    :data:`TAIL_QUANTIZE` W8A8's ``QuantizeLinear`` of it too (8 stages: then the quantize's
+    ``DIV, ROUND, MAX, MIN, FTOI``, int8 out)."""
     pair = silu_pair(op)
     assert pair is not None
     sig, root = pair
