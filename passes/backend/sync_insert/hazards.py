@@ -324,11 +324,7 @@ def _bulk_memory(mem: MemKey, c: _Columns, st: _Sweep) -> None:
             if h is None:
                 out[(i, j)] = Hazard(i, j, _NEED0, [why])
                 grew = True
-                g = gj.get(e)
-                if g is None:
-                    gj[e] = [i]
-                else:
-                    g.append(i)
+                gj.setdefault(e, []).append(i)
             else:
                 h.need = _NEED0  # the largest need of a 1-block producer
                 h.why.append(why)
@@ -343,11 +339,7 @@ def _bulk_memory(mem: MemKey, c: _Columns, st: _Sweep) -> None:
         if h is None:
             h = out[(i, j)] = Hazard(i, j, need)
             grew = True
-            g = gj.get(e)
-            if g is None:
-                gj[e] = [i]
-            else:
-                g.append(i)
+            gj.setdefault(e, []).append(i)
         else:
             h.need = np.maximum(h.need, need)
         h.why.append(why)
