@@ -31,7 +31,7 @@ from collections.abc import Sequence
 
 from xdsl.dialects.builtin import I64, DenseArrayBase, IntegerAttr, StringAttr
 from xdsl.ir import Attribute, Dialect, ParametrizedAttribute, SSAValue, TypeAttribute
-from xdsl.irdl import (IRDLOperation, irdl_attr_definition, irdl_op_definition, operand_def,
+from xdsl.irdl import (IRDLOperation, irdl_attr_definition, operand_def,
                        opt_prop_def, prop_def, result_def, traits_def)
 from xdsl.parser import AttrParser, Parser
 from xdsl.printer import Printer
@@ -40,6 +40,7 @@ from xdsl.utils.exceptions import VerifyException
 
 from m100.targets.m100.isa import DType, Space, space_size
 
+from .fast_verify import fast_op_definition
 from .sync import machine_of
 from .twu import (SPACE_BY_NAME, SPACE_NAMES, array_values, checked_params, format_space_tpb,
                   i64_array, int_attr, isa_guard, parse_buffer_operand, parse_space_tpb,
@@ -158,7 +159,7 @@ def _parse_offset(parser: Parser) -> IntegerAttr | None:
     return None
 
 
-@irdl_op_definition
+@fast_op_definition
 class AllocOp(IRDLOperation):
     """``%b = hbsm.alloc [offset N] : !hbsm.buffer<...>`` (no offset: unallocated)."""
     name = "hbsm.alloc"
@@ -175,7 +176,7 @@ class AllocOp(IRDLOperation):
         _check_placement(self, self.result.type, self.offset)  # type: ignore[arg-type]
 
 
-@irdl_op_definition
+@fast_op_definition
 class FifoOp(IRDLOperation):
     """``%f = hbsm.fifo producer P consumers [C...] [offset N] : !hbsm.buffer<..., slots = D>``."""
     name = "hbsm.fifo"
@@ -237,7 +238,7 @@ class FifoOp(IRDLOperation):
         _check_placement(self, t, self.offset)
 
 
-@irdl_op_definition
+@fast_op_definition
 class ViewOp(IRDLOperation):
     """``%v = hbsm.view %b[offsets] [slot S] : !hbsm.buffer<A> -> !hbsm.buffer<B>``."""
     name = "hbsm.view"

@@ -34,7 +34,7 @@ from collections.abc import Sequence
 
 from xdsl.dialects.builtin import I64, ArrayAttr, IntegerAttr, StringAttr
 from xdsl.ir import Attribute, Dialect, Operation, ParametrizedAttribute, TypeAttribute
-from xdsl.irdl import (IRDLOperation, base, irdl_attr_definition, irdl_op_definition, prop_def,
+from xdsl.irdl import (IRDLOperation, base, irdl_attr_definition, prop_def,
                        result_def, traits_def, var_operand_def)
 from xdsl.parser import AttrParser, Parser
 from xdsl.printer import Printer
@@ -43,6 +43,7 @@ from xdsl.utils.exceptions import VerifyException
 
 from m100.targets.m100.isa import Monitor, Sync, Trigger, Update
 
+from .fast_verify import fast_op_definition
 from .twu import checked_params, int_attr, isa_guard, trusted_attr
 
 
@@ -294,7 +295,7 @@ def _parse_token_list(parser: Parser) -> list:
     return ops
 
 
-@irdl_op_definition
+@fast_op_definition
 class JoinOp(IRDLOperation):
     """``%t = sync.join %a, %b``: done when every operand token is done (no hardware cost)."""
     name = "sync.join"
@@ -323,7 +324,7 @@ class JoinOp(IRDLOperation):
             raise VerifyException("'sync.join' needs at least one token to join")
 
 
-@irdl_op_definition
+@fast_op_definition
 class BarrierOp(IRDLOperation):
     """``%t = sync.barrier %a, ... {tpb_mask = M}``: a global point among the TPBs of mask M."""
     name = "sync.barrier"

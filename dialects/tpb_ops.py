@@ -10,7 +10,7 @@ from typing import ClassVar
 from xdsl.dialects.builtin import (I64, ArrayAttr, DenseArrayBase, FloatAttr, IntegerAttr,
                                    StringAttr, UnitAttr, f64, i64)
 from xdsl.ir import Attribute, ParametrizedAttribute
-from xdsl.irdl import irdl_attr_definition, irdl_op_definition, opt_prop_def, prop_def
+from xdsl.irdl import irdl_attr_definition, opt_prop_def, prop_def
 from xdsl.parser import AttrParser
 from xdsl.printer import Printer
 from xdsl.utils.exceptions import VerifyException
@@ -19,6 +19,7 @@ from m100.targets.m100 import isa
 from m100.targets.m100.isa import (ROUTINE_OPERANDS, Act, CvuOp, Epilogue, Instruction, Ref,
                                    RefKind, Requant, Routine, Stage, Walk)
 
+from .fast_verify import fast_op_definition
 from .twu import array_values, checked_params, format_float, i64_array, int_attr, parse_float_lit
 from .tpb_base import InstrOp, _f, _fval, _ival
 
@@ -185,7 +186,7 @@ class _TcuOp(InstrOp):
         super().verify_()
 
 
-@irdl_op_definition
+@fast_op_definition
 class MatmulOp(_TcuOp):
     """``tpb.matmul tpb T a(..) b(..) c(..) [bias(..)] [per_channel(..)] [dequant(..)] [scale(..)]
     [acc(..)] {m, n, k,
@@ -224,7 +225,7 @@ class MatmulOp(_TcuOp):
         return cls(inst.tpb, slots, (), inst.sync, p)
 
 
-@irdl_op_definition
+@fast_op_definition
 class Conv2dOp(_TcuOp):
     """``tpb.conv2d tpb T x(..) w(..) y(..) [bias(..)] {n, h, width, c, f, kh, kw, [stride,
     pad, dilation, groups], epilogue...}``: TCU NHWC convolution (see ``isa.Conv2D``)."""
@@ -283,7 +284,7 @@ class Conv2dOp(_TcuOp):
 # ----------------------------------------------------------------------------------------------
 # CVU
 # ----------------------------------------------------------------------------------------------
-@irdl_op_definition
+@fast_op_definition
 class CvuPipelineOp(InstrOp):
     """``tpb.cvu tpb T in0(..) ... out(..) {in_shapes = [array<i64: ..>, ..], out_shape =
     array<i64: ..>, stages = [#tpb.stage<..>, ..]}``: a CVU pipeline (see ``isa.CvuPipeline``)."""
@@ -318,7 +319,7 @@ class CvuPipelineOp(InstrOp):
 # ----------------------------------------------------------------------------------------------
 # DTDU, CSU, DMA
 # ----------------------------------------------------------------------------------------------
-@irdl_op_definition
+@fast_op_definition
 class CopyOp(InstrOp):
     """``tpb.copy tpb T src(..) dst(..)``: DTDU copy (dst may be another TPB's HBSM)."""
     name = "tpb.copy"
@@ -336,7 +337,7 @@ class CopyOp(InstrOp):
         return cls(inst.tpb, {"src": (None, inst.src), "dst": (None, inst.dst)}, (), inst.sync)
 
 
-@irdl_op_definition
+@fast_op_definition
 class FillOp(InstrOp):
     """``tpb.fill tpb T dst(..) {value = 0.0 : f64}``: DTDU fill."""
     name = "tpb.fill"
@@ -356,7 +357,7 @@ class FillOp(InstrOp):
         return cls(inst.tpb, {"dst": (None, inst.dst)}, (), inst.sync, {"value": _f(inst.value)})
 
 
-@irdl_op_definition
+@fast_op_definition
 class BroadcastOp(InstrOp):
     """``tpb.broadcast tpb T src(..) dst(..) {tpb_mask = M}``: DTDU broadcast to a TPB mask."""
     name = "tpb.broadcast"
@@ -380,7 +381,7 @@ class BroadcastOp(InstrOp):
                    {"tpb_mask": int_attr(inst.tpb_mask)})
 
 
-@irdl_op_definition
+@fast_op_definition
 class CsuOp(InstrOp):
     """``tpb.csu tpb T op0(..) op1(..) ... {routine = "gather", params = array<i64: ..>}``:
     CSU call of a cluster-CPU routine (table in docs/isa.md)."""
@@ -415,7 +416,7 @@ class CsuOp(InstrOp):
         return cls(inst.tpb, slots, (), inst.sync, p)
 
 
-@irdl_op_definition
+@fast_op_definition
 class DmaOp(InstrOp):
     """``tpb.dma engine E src(..) dst(..) [{tpb_mask = M}]``: CCB DMA (DRB broadcast if M != 0)."""
     name = "tpb.dma"

@@ -9,7 +9,7 @@ from typing import ClassVar
 
 from xdsl.dialects.builtin import I64, ArrayAttr, DenseArrayBase, IntegerAttr, StringAttr
 from xdsl.ir import Attribute, Block, Operation, Region
-from xdsl.irdl import (IRDLOperation, irdl_op_definition, lazy_traits_def, opt_prop_def, prop_def,
+from xdsl.irdl import (IRDLOperation, lazy_traits_def, opt_prop_def, prop_def,
                        region_def, traits_def)
 from xdsl.parser import Parser
 from xdsl.printer import Printer
@@ -20,6 +20,7 @@ from m100.errors import M100Error
 from m100.targets.m100 import isa
 from m100.targets.m100.machine import Machine
 
+from .fast_verify import fast_op_definition
 from .twu import (SPACE_BY_NAME, SPACE_NAMES, array_values, dtype_to_type, i64_array, int_attr,
                   parse_text, type_to_dtype)
 from .sync import machine_of
@@ -41,7 +42,7 @@ def _split(d: dict[str, Attribute], props: Sequence[str]):
             {k: v for k, v in d.items() if k not in props})
 
 
-@irdl_op_definition
+@fast_op_definition
 class ProgramOp(IRDLOperation):
     """``tpb.program "MACHINE" LEVEL [attributes {fingerprint = "0x..", machine_spec = "{..}",
     metadata = ["k", "v", ..]}] {...}``.
@@ -131,7 +132,7 @@ class ProgramOp(IRDLOperation):
                                       "counters (run sync-insert)")
 
 
-@irdl_op_definition
+@fast_op_definition
 class StreamOp(IRDLOperation):
     """``tpb.stream cluster K {...}`` / ``tpb.stream ccb {...}``: one cluster's (or the CCB's DMA)
     instruction stream, in issue order."""
@@ -185,7 +186,7 @@ class StreamOp(IRDLOperation):
                                           f"cluster {m.cluster_of(op.unit_index)}")
 
 
-@irdl_op_definition
+@fast_op_definition
 class SegmentOp(IRDLOperation):
     """``tpb.segment "NAME" SPACE ADDRESS data "HEX"``: initial memory contents (weights,
     constants) at a DDR or CCB SRAM address = ``program.Segment``."""
@@ -249,7 +250,7 @@ class SegmentOp(IRDLOperation):
                                       f"fall outside {self.space.data.upper()} (size {size})")
 
 
-@irdl_op_definition
+@fast_op_definition
 class SymbolOp(IRDLOperation):
     """``tpb.symbol "NAME" input|output SHAPExELEM at SPACE[TPB] ADDRESS``: a program input or
     output tensor, row-major = ``program.Symbol``."""

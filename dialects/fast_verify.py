@@ -1,0 +1,265 @@
+"""xDSL's generic op verification (``OpDef.verify``), compiled per op class into plain predicates.
+
+Why: the final verification of a compiled program runs ``OpDef.verify`` on every op (ResNet-18
+224: ~16 000 ops, most of them ``tpb`` instructions and ``hbsm.alloc``s). It walks the op's
+definition each time: the operand segment sizes are unpacked from their dense array (once for the
+check and once per named-operand access), every constraint object is asked through a
+``VerificationContext``... about half of the verification's CPU.
+
+What: :func:`compile_def` turns an ``OpDef`` whose shape it knows (no regions or successors;
+operands all single, one variadic alone, or all variadic sized by an ``operandSegmentSizes``
+property; single results; constraints built from ``BaseAttr``, ``EqAttrConstraint``,
+``ParamAttrConstraint``, ``AnyAttr``, ``ArrayOfConstraint`` / ``RangeOf``) into one predicate
+over an op that is true exactly when ``OpDef.verify`` accepts the op's structure (operand and
+result counts and types, segment sizes, properties present / known / of their constraints,
+attributes). :func:`fast_op_definition` is ``irdl_op_definition`` whose ``verify_`` asks that
+predicate first: when it holds, the generic check is skipped (it would pass); when it does not,
+the generic ``OpDef.verify`` runs and raises its own message. Traits are verified as before
+(``trait.verify``), then the class's own ``verify_``. A definition of any other shape keeps the
+generic check. ``test/unit/dialects/test_fast_verify.py`` compares the predicate with
+``OpDef.verify`` on mutated ops of every class installed here.
+
+Also :func:`segment_sizes`: the ``operandSegmentSizes`` values of an op, memoized on the op
+against the identity of the (immutable) property, and accessors for variadic operands that use
+it (``fast_op_definition`` installs them in place of xDSL's, which unpack the array at every
+access; the slices returned are the same ``op.operands[a:b]``).
+"""
+
+from __future__ import annotations
+
+import struct
+from collections.abc import Callable
+
+from xdsl.dialects.builtin import ArrayAttr, ArrayOfConstraint, DenseArrayBase, i32
+from xdsl.ir import Attribute, Operation
+from xdsl.irdl import (AttrSizedOperandSegments, OpDef, OptAttributeDef, OptPropertyDef,
+                       irdl_op_definition)
+from xdsl.irdl.constraints import (AnyAttr, AttrConstraint, BaseAttr, EqAttrConstraint,
+                                   EqIntConstraint, ParamAttrConstraint, RangeLengthConstraint,
+                                   RangeOf)
+from xdsl.irdl.operations import OperandDef, OptionalDef, VariadicDef
+
+#: switch off to verify every op with xDSL's generic ``OpDef.verify`` (tests compare both)
+ENABLED = True
+
+_SEG = "operandSegmentSizes"
+_STRUCTS: dict[int, struct.Struct] = {}
+
+
+class _Unknown(Exception):
+    """A definition or constraint outside what :func:`compile_def` handles."""
+
+
+def _attr_pred(c: AttrConstraint) -> Callable[[Attribute], bool]:
+    """A predicate true exactly when ``c.verify(attr, ctx)`` would not raise."""
+    if isinstance(c, AnyAttr):
+        return lambda a: True
+    if isinstance(c, BaseAttr):
+        base = c.attr
+        return lambda a: isinstance(a, base)
+    if isinstance(c, EqAttrConstraint):
+        want = c.attr
+        return lambda a: a is want or a == want
+    if isinstance(c, ParamAttrConstraint):
+        base, preds = c.base_attr, tuple(_attr_pred(p) for p in c.param_constrs)
+        n = len(preds)
+
+        def param(a: Attribute) -> bool:
+            if not isinstance(a, base):
+                return False
+            ps = a.parameters
+            return len(ps) == n and all(p(x) for p, x in zip(preds, ps))
+        return param
+    if isinstance(c, ArrayOfConstraint):
+        each = _range_pred(c.elem_range_constraint)
+        return lambda a: isinstance(a, ArrayAttr) and each(a.data)
+    raise _Unknown(repr(c))
+
+
+def _range_pred(r) -> Callable[[tuple], bool]:
+    """A predicate over a sequence of attributes: ``RangeOf`` (any length)."""
+    if type(r) is RangeOf:
+        p = _attr_pred(r.constr)
+        return lambda xs: all(p(x) for x in xs)
+    raise _Unknown(repr(r))
+
+
+def _single_pred(r) -> Callable[[Attribute], bool]:
+    """The element predicate of a single (non-variadic) operand/result definition."""
+    if type(r) is RangeLengthConstraint and isinstance(r.length, EqIntConstraint) and \
+            r.length.value == 1 and type(r.constraint) is RangeOf:
+        return _attr_pred(r.constraint.constr)
+    raise _Unknown(repr(r))
+
+
+def segment_sizes(op: Operation) -> tuple[int, ...]:
+    """``op.properties['operandSegmentSizes'].get_values()``, memoized on the op against the
+    identity of the property (attributes are immutable; a pass that changes the operands sets a
+    new one)."""
+    a = op.properties[_SEG]
+    m = op.__dict__.get("_m100_seg")
+    if m is not None and m[0] is a:
+        return m[1]
+    raw = a.data.data  # type: ignore[attr-defined]
+    if a.elt_type == i32 and len(raw) % 4 == 0:  # type: ignore[attr-defined]
+        n = len(raw) // 4
+        s = _STRUCTS.get(n)
+        if s is None:
+            s = _STRUCTS[n] = struct.Struct(i32.format[0] + str(n) + i32.format[1:])
+        v = s.unpack(raw)
+    else:
+        v = a.get_values()  # type: ignore[attr-defined]
+    op.__dict__["_m100_seg"] = (a, v)
+    return v
+
+
+class _VariadicOperands:
+    """Accessor of the ``idx``-th variadic operand group of an op sized by
+    ``operandSegmentSizes`` (xDSL's ``VariadicAttrAccessor`` with the sizes memoized)."""
+
+    def __init__(self, idx: int):
+        self.idx = idx
+
+    def __get__(self, obj, objtype=None):
+        if obj is None:
+            return self
+        v = segment_sizes(obj)
+        start = sum(v[:self.idx])
+        return obj.operands[start:start + v[self.idx]]
+
+    def __set__(self, obj, value):
+        raise NotImplementedError("Cannot write to named operands, regions, results, or "
+                                  "successors.")
+
+
+def compile_def(op_def: OpDef) -> Callable[[Operation], bool] | None:
+    """The structural part of ``op_def.verify`` as one predicate, or None when the definition has
+    a shape this module does not handle (then the generic check is kept)."""
+    try:
+        return _compile(op_def)
+    except _Unknown:
+        return None
+
+
+def _compile(op_def: OpDef) -> Callable[[Operation], bool]:
+    if op_def.regions or op_def.successors:
+        raise _Unknown("regions/successors")
+    seg_opt = [o for o in op_def.options if isinstance(o, AttrSizedOperandSegments)]
+    if len(seg_opt) != len(op_def.options) or (seg_opt and not seg_opt[0].as_property):
+        raise _Unknown("options")
+    # results: single ones only
+    rdefs = op_def.results
+    if any(isinstance(d, VariadicDef) for _, d in rdefs):
+        raise _Unknown("variadic result")
+    rpreds = tuple(_single_pred(d.constr) for _, d in rdefs)
+    nres = len(rpreds)
+    # operands
+    odefs = op_def.operands
+    if any(isinstance(d, OptionalDef) or not isinstance(d, OperandDef) for _, d in odefs):
+        raise _Unknown("optional operand")
+    variadic = [isinstance(d, VariadicDef) for _, d in odefs]
+    if seg_opt:
+        if not all(variadic):
+            raise _Unknown("segments with single operands")
+        groups = tuple(_range_pred(d.constr) for _, d in odefs)
+        ngroups = len(groups)
+        single = None
+    elif not any(variadic):
+        single = tuple(_single_pred(d.constr) for _, d in odefs)
+        groups = None
+    elif len(odefs) == 1:
+        single, groups, ngroups = None, (_range_pred(odefs[0][1].constr),), 1
+    else:
+        raise _Unknown("several variadic operands without sizes")
+    # properties and attributes
+    props = tuple((k, _attr_pred(d.constr), isinstance(d, OptPropertyDef))
+                  for k, d in op_def.properties.items())
+    known = frozenset(op_def.properties)
+    attrs = tuple((k, _attr_pred(d.constr), isinstance(d, OptAttributeDef))
+                  for k, d in op_def.attributes.items())
+
+    def ok(op: Operation) -> bool:
+        p = op.properties
+        for k in p:
+            if k not in known:
+                return False
+        for k, pred, opt in props:
+            v = p.get(k)
+            if v is None:
+                if not opt:
+                    return False
+            elif not pred(v):
+                return False
+        if attrs:
+            a = op.attributes
+            for k, pred, opt in attrs:
+                v = a.get(k)
+                if v is None:
+                    if not opt:
+                        return False
+                elif not pred(v):
+                    return False
+        if op.regions or op.successors:
+            return False
+        res = op.results
+        if len(res) != nres or not all(f(r.type) for f, r in zip(rpreds, res)):
+            return False
+        ops = op._operands  # noqa: SLF001 - the tuple xDSL keeps; read only
+        if single is not None:
+            return len(ops) == len(single) and all(f(o.type) for f, o in zip(single, ops))
+        if seg_opt:
+            seg = p[_SEG]
+            if not isinstance(seg, DenseArrayBase) or seg.elt_type != i32:
+                return False
+            sizes = segment_sizes(op)
+            if len(sizes) != ngroups or sum(sizes) != len(ops) or min(sizes, default=0) < 0:
+                return False
+        else:
+            sizes = (len(ops),)
+        at = 0
+        for g, n in zip(groups, sizes):
+            if not g([o.type for o in ops[at:at + n]]):
+                return False
+            at += n
+        return True
+
+    return ok
+
+
+def install(cls: type, custom: Callable[[Operation], None] | None) -> type:
+    """Give the decorated op class ``cls`` a ``verify_`` that checks its structure with the
+    compiled predicate (the generic ``OpDef.verify`` when it fails, for its message), its traits,
+    then ``custom`` (the class's own ``verify_`` before decoration); and fast accessors for its
+    variadic operand groups when they are sized by ``operandSegmentSizes``."""
+    op_def = cls.get_irdl_definition()  # type: ignore[attr-defined]
+    ok = compile_def(op_def)
+    if ok is None:
+        return cls
+    traits = op_def.traits  # iterated at each call: may be lazy (``lazy_traits_def``)
+    generic = op_def.verify
+
+    def verify_(self) -> None:
+        if not (ENABLED and ok(self)):
+            generic(self)
+        else:
+            for t in traits:
+                t.verify(self)
+        if custom is not None:
+            custom(self)
+
+    cls.verify_ = verify_  # type: ignore[attr-defined]
+    if any(isinstance(o, AttrSizedOperandSegments) for o in op_def.options):
+        for i, (name, _) in enumerate(op_def.operands):
+            setattr(cls, name, _VariadicOperands(i))
+    return cls
+
+
+def fast_op_definition(cls: type) -> type:
+    """``irdl_op_definition`` with :func:`install`'s verifier and accessors."""
+    custom = getattr(cls, "verify_", None)  # the class's own checks (inherited ones included)
+    if custom is Operation.verify_:
+        custom = None
+    return install(irdl_op_definition(cls), custom)
+
+
+__all__ = ["ENABLED", "compile_def", "fast_op_definition", "install", "segment_sizes"]

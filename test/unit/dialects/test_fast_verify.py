@@ -1,0 +1,145 @@
+"""The compiled structural verifier (``dialects/fast_verify.py``) against xDSL's ``OpDef.verify``.
+
+Oracle: xDSL's generic verification of the op's definition. Every op of the hand-written
+``placed_all_ops`` / ``resolved_all_ops`` programs (every ``tpb`` instruction kind, ``hbsm``,
+``sync`` and program ops) is mutated (a property dropped, unknown or of another kind; the
+operand segment sizes changed; operands of the wrong type, missing or extra; results; regions;
+extra attributes) and the compiled predicate must accept exactly the mutants the generic check
+accepts. A program with a bad op is still refused by ``verify`` with the generic message.
+"""
+
+from __future__ import annotations
+
+import pathlib
+
+import pytest
+from xdsl.dialects.builtin import (ArrayAttr, DenseArrayBase, FloatAttr, IntegerAttr, StringAttr,
+                                   UnitAttr, f64, i32, i64)
+from xdsl.ir import Block, Region
+from xdsl.parser import Parser
+from xdsl.utils.exceptions import VerifyException
+
+from m100.context import make_context
+from m100.dialects import fast_verify
+from m100.dialects.fast_verify import compile_def, segment_sizes
+from m100.dialects.sync import TokenType
+from m100.dialects.tpb_base import InstrOp
+
+LIT = pathlib.Path(__file__).parents[2] / "lit" / "dialects" / "tpb"
+CTX = make_context()
+
+
+def _module(name: str):
+    text = "\n".join(line for line in (LIT / name).read_text().splitlines()
+                     if not line.lstrip().startswith("//"))
+    return Parser(CTX, text).parse_module()
+
+
+MODULES = {n: _module(n) for n in ("placed_all_ops.mlir", "resolved_all_ops.mlir")}
+OPS = [o for m in MODULES.values() for o in m.walk()
+       if compile_def(type(o).get_irdl_definition()) is not None]
+
+
+def _generic_accepts(op) -> bool:
+    try:
+        type(op).get_irdl_definition().verify(op)
+    except VerifyException:
+        return False
+    return True
+
+
+def _parts(op) -> dict:
+    return {"operands": list(op.operands), "result_types": [r.type for r in op.results],
+            "properties": dict(op.properties), "attributes": dict(op.attributes)}
+
+
+WRONG = [StringAttr("x"), IntegerAttr(1, i32), IntegerAttr(1, i64), UnitAttr(),
+         FloatAttr(1.0, f64), ArrayAttr([IntegerAttr(1, i64)]), ArrayAttr([StringAttr("a")]),
+         DenseArrayBase.from_list(i32, [1, 2]), DenseArrayBase.from_list(i64, [1, 2])]
+
+
+def _mutants(op):
+    p = _parts(op)
+    yield "as is", p
+    for k in p["properties"]:
+        yield f"without {k}", {**p, "properties": {q: v for q, v in p["properties"].items()
+                                                     if q != k}}
+        for w in WRONG:
+            yield f"{k} = {w}", {**p, "properties": {**p["properties"], k: w}}
+    yield "unknown property", {**p, "properties": {**p["properties"], "zzz": UnitAttr()}}
+    yield "extra attribute", {**p, "attributes": {**p["attributes"], "zzz": UnitAttr()}}
+    ops, tok = p["operands"], TokenType()
+    others = [o for m in MODULES.values() for o in m.walk() if o is not op and o.results]
+    any_buf = next((r for o in others for r in o.results if r.type != tok), None)
+    any_tok = next((r for o in others for r in o.results if r.type == tok), None)
+    for extra in (any_buf, any_tok):
+        if extra is not None:
+            yield f"extra operand {extra.type}", {**p, "operands": ops + [extra]}
+            yield f"first operand {extra.type}", {**p, "operands": [extra] + ops[1:]}
+    if ops:
+        yield "one operand fewer", {**p, "operands": ops[:-1]}
+        yield "reversed operands", {**p, "operands": ops[::-1]}
+    seg = p["properties"].get("operandSegmentSizes")
+    if seg is not None:
+        n = list(seg.get_values())
+        for v in ([n[1], n[0]], [n[0] + 1, n[1]], [n[0]], [*n, 0], [-1, n[0] + n[1] + 1],
+                  [n[0] + n[1], 0], [0, n[0] + n[1]]):
+            yield f"segments {v}", {**p, "properties": {**p["properties"], "operandSegmentSizes":
+                                                         DenseArrayBase.from_list(i32, v)}}
+        yield "segments i64", {**p, "properties": {**p["properties"], "operandSegmentSizes":
+                                                    DenseArrayBase.from_list(i64, n)}}
+    yield "no result", {**p, "result_types": []}
+    yield "two results", {**p, "result_types": p["result_types"] + [tok]}
+    if p["result_types"]:
+        yield "result i64", {**p, "result_types": [i64] + p["result_types"][1:]}
+    yield "a region", {**p, "regions": [Region(Block())]}
+
+
+@pytest.mark.parametrize("op", OPS, ids=lambda o: o.name)
+def test_compiled_predicate_is_the_generic_check(op):
+    ok = compile_def(type(op).get_irdl_definition())
+    seen = 0
+    for what, parts in _mutants(op):
+        mut = type(op).create(**parts)
+        assert ok(mut) == _generic_accepts(mut), f"{op.name}: {what}"
+        seen += 1
+    assert seen > 10
+
+
+def test_every_instruction_kind_and_backend_op_is_covered():
+    names = {o.name for o in OPS}
+    kinds = {c.name for c in _subclasses(InstrOp) if c.get_irdl_definition() is not None}
+    assert kinds <= names, kinds - names
+    assert {"hbsm.alloc", "hbsm.view", "sync.join", "tpb.segment", "tpb.symbol"} <= names
+
+
+def _subclasses(c):
+    for s in c.__subclasses__():
+        yield s
+        yield from _subclasses(s)
+
+
+def test_segment_sizes_memo_follows_the_property():
+    op = next(o for o in OPS if isinstance(o, InstrOp) and o.bufs)
+    n = list(segment_sizes(op))
+    assert n == list(op.properties["operandSegmentSizes"].get_values())
+    assert list(op.bufs) == list(op.operands[:n[0]]) and list(op.deps) == list(op.operands[n[0]:])
+    op.properties["operandSegmentSizes"] = DenseArrayBase.from_list(i32, [0, sum(n)])
+    assert segment_sizes(op) == (0, sum(n)) and not op.bufs
+    op.properties["operandSegmentSizes"] = DenseArrayBase.from_list(i32, n)
+
+
+@pytest.mark.parametrize("enabled", [True, False])
+def test_a_bad_op_is_refused_with_the_generic_message(enabled, monkeypatch):
+    monkeypatch.setattr(fast_verify, "ENABLED", enabled)
+    m = _module("resolved_all_ops.mlir")
+    m.verify()
+    op = next(o for o in m.walk() if o.name == "tpb.fill")
+    op.properties["value"] = StringAttr("one")
+    with pytest.raises(VerifyException, match="should be of base attribute"):
+        m.verify()
+    op.properties["value"] = FloatAttr(1.0, f64)
+    m.verify()
+    op.properties["bogus"] = UnitAttr()
+    with pytest.raises(VerifyException, match="property 'bogus' is not defined"):
+        m.verify()
