@@ -40,7 +40,8 @@ def _dtype(t) -> str:
         return storage_dtype(e)
     s = str(e)
     if s not in _DT:
-        raise ScheduleError(f"element type {s} is not supported by the scheduler")
+        raise ScheduleError(f"element type {s} is not supported by the scheduler (the M100 computes "
+                            "f32, f16, bf16, i32, i16, i8, i4; cast the tensor in the model)")
     return _DT[s]
 
 

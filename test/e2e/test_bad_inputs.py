@@ -56,6 +56,10 @@ def files(tmp_path_factory):
 
     model("relu", [h.make_node("Relu", ["x"], ["y"])], [_vi("x", T.FLOAT, [4, 8])],
           [_vi("y", T.FLOAT, [4, 8])])
+    # int ** float: torch-mlir computes it in f64, which no M100 unit has (was a message
+    # without the op's location)
+    model("int_pow_float", [h.make_node("Pow", ["x", "e"], ["y"])],
+          [_vi("x", T.INT32, [4]), _vi("e", T.FLOAT, [4])], [_vi("y", T.INT32, [4])])
     model("zero_dim", [h.make_node("Relu", ["x"], ["y"])], [_vi("x", T.FLOAT, [0, 4])],
           [_vi("y", T.FLOAT, [0, 4])])
     model("k0", [h.make_node("MatMul", ["a", "b"], ["y"])],
@@ -119,6 +123,8 @@ CASES = [
     # --- were Python tracebacks ---------------------------------------------------------------
     ("zero-size-dim", "m100 compile {zero_dim} -o {tmp}/p.m100 --machine tiny", 1,
      r"tensor 'arg0' f32\[0, 4\] has a zero-size dimension"),
+    ("int-pow-float", "m100 compile {int_pow_float} -o {tmp}/p.m100 --machine tiny", 1,
+     r"'linalg.generic'.* in @\S+, op #\d+: element type f64 is not supported by the scheduler"),
     ("matmul-k-0", "m100 compile {k0} -o {tmp}/p.m100 --machine tiny", 1,
      r"f32\[4, 0\] has a zero-size dimension"),
     ("tpbs-negative", "m100 compile {relu} -o {tmp}/p.m100 --machine tiny --tpbs -3", 1,

@@ -129,7 +129,12 @@ def from_module(module: ModuleOp, max_cvu_stages: int = 8, mem_align: int = 0) -
             raise ScheduleError(f"{describe_op(op)}: {contraction.REFUSED_CONVS[op.name]}")
 
     for op in list(block.ops):
-        _translate(ctx, op)
+        try:
+            _translate(ctx, op)
+        except ScheduleError as e:  # a helper's message without a location: name the op
+            if " in @" in str(e):
+                raise
+            raise ScheduleError(f"{describe_op(op)}: {e}") from None
     outputs = ctx.outputs
     for o in outputs:
         t = g.tensors[o]
