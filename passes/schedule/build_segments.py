@@ -78,6 +78,7 @@ class PlanBuilder(Transfers):
         self.readers = {}  # per segment, as out_readers (``ListScheduler.readers``)
         self.wcache: dict[tuple, int] = {}
         self.acache: dict[tuple, int] = {}  # (op, tensor, tpb, rows) -> broadcast/load task
+        self.ocache = {}  # producer pieces over a box (:meth:`_over`)
         for st in seg.stages:
             op = s.ops[st.op]
             if st.act_resident and (len(seg.stages) > 1 or st.ks > 1 or st.bands != st.gr or
@@ -106,7 +107,7 @@ class PlanBuilder(Transfers):
                 tplan = self.tl.plans[st.op]
                 for j, tpb, a, e, cc, ce in s.band_boxes(st, op, tplan, b):
                     p = PlanPiece(op.name, b, j, tpb, a, e, cc, ce, segment=si)
-                    self._run([p], st, op, tplan)
+                    self._run_one(p, st, op, tplan)
                     pieces.append(p)
                     self.by_op.setdefault(op.name, []).append(p)
         self._check_kept(seg)
@@ -176,8 +177,8 @@ class PlanBuilder(Transfers):
             c = self.put(PlanTask(len(self.tl.tasks), "copy", "dtdu", p.tpb, op.name,
                                   op.outputs[0], nb, cm.mesh_cycles(nb, p.tpb, root),
                                   [p.compute] + self._slot_deps() + self._bar(root),
-                                  segment=red.segment, band=red.band, col=red.col,
-                                  dst_tpbs=(root,), src="hbsm", dst="hbsm", role="partial"))
+                                  red.segment, red.band, red.col, (root,), "hbsm", "hbsm", -1, 0,
+                                  "partial"))  # positional: :data:`.plan.TASK_FIELDS`
             self.readers[p.compute].append(c.id)
             self._touch(root, c.id)
             self._touch(p.tpb, c.id)
@@ -193,7 +194,7 @@ class PlanBuilder(Transfers):
                             nb * len(parts) + (cols * 4 if bias is not None else 0))
         t = self.put(PlanTask(len(self.tl.tasks), "compute", Unit.CVU.value, root, op.name,
                               op.outputs[0], 0.0, cyc, deps + self._take_out_wait(),
-                              segment=red.segment, band=red.band, col=red.col))
+                              red.segment, red.band, red.col))
         self.readers[parts[0].compute].append(t.id)
         self.hist.setdefault(self.cur, []).append(t.id)
         self._touch(root, t.id)
@@ -208,8 +209,8 @@ class PlanBuilder(Transfers):
             loc = memory_of(cm, g, op.outputs[0])
             o = self.put(PlanTask(len(self.tl.tasks), "dma-out", "dma", -1, op.name,
                                   op.outputs[0], nbo, cm.dma_cycles(nbo, "hbsm", dst=loc),
-                                  [t.id], segment=red.segment, band=red.band, col=red.col,
-                                  dst_tpbs=(root,), src="hbsm", dst=loc, role="out"))
+                                  [t.id], red.segment, red.band, red.col, (root,), "hbsm", loc,
+                                  -1, 0, "out"))
             self._wrote(op.outputs[0], o.id)
             readers.append(o.id)
             self._touch(root, o.id)
@@ -239,6 +240,18 @@ class PlanBuilder(Transfers):
         if carry:
             self._resume(carry)
         return parked
+
+    def _run_one(self, p: PlanPiece, st: StageCfg, op: Op, tplan: TilePlan) -> None:
+        """:meth:`_run` of a group of one piece and no carry (the wave order's pieces), without
+        its per-step bookkeeping: nothing runs between the steps of a lone piece, so its context
+        needs no saving and restoring. Like :meth:`_run`, a piece that pauses at
+        :data:`STORE_LATER` is left there (``_run``'s caller here drops the paused pieces)."""
+        gen = self._piece(p.segment, st, op, p, tplan)
+        self.piece = p
+        for r in gen:
+            if r is STORE_LATER:
+                break
+        self.piece = None
 
     def _step(self, item: list):
         """Advance one piece's generator to its next pause (``item[1]`` = None once done)."""
@@ -278,9 +291,10 @@ class PlanBuilder(Transfers):
         unit = Unit.of_op(op.unit).value
 
         def compute(deps: list[int], cyc: float, macs: int) -> int:
+            # positional fields (:data:`.plan.TASK_FIELDS`): keywords cost ~2 us more per task
             t = self.put(PlanTask(len(tasks), "compute", unit, tpb, op.name, out0, 0.0, cyc,
-                                  deps + self._take_out_wait(), segment=si, band=band, col=col,
-                                  macs=macs))
+                                  deps + self._take_out_wait(), si, band, col, (), "", "", -1,
+                                  macs))
             self.hist.setdefault((tpb, op.name), []).append(t.id)
             self._touch(tpb, t.id)
             computes.append(t.id)
@@ -304,8 +318,8 @@ class PlanBuilder(Transfers):
             loc = memory_of(cm, g, op.outputs[0])
             o = self.put(PlanTask(len(self.tl.tasks), "dma-out", "dma", -1, op.name,
                                   op.outputs[0], nb, cm.dma_cycles(nb, "hbsm", dst=loc),
-                                  [p.compute], segment=si, band=p.band, col=p.col,
-                                  dst_tpbs=(tpb,), src="hbsm", dst=loc, role="out"))
+                                  [p.compute], si, p.band, p.col, (tpb,), "hbsm", loc, -1, 0,
+                                  "out"))
             self._wrote(op.outputs[0], o.id)
             readers.append(o.id)
             self._touch(tpb, o.id)

@@ -173,6 +173,10 @@ class DmaQueue:
         self.d.insert(k, d0)
         self.e.insert(k, e0)
         e, n = self.e, n0 + 1
+        if D == 2:  # :meth:`_free` at depth 2: the transfer before ``k`` ends by ``s_k``
+            op[i0:i1] = [s[k] for k in range(lo_k, min(n, hi_k + 1))
+                         if k == 0 or not e[k - 1] > s[k] + EPS]
+            return
         free = []
         for k in range(lo_k, min(n, hi_k + 1)):  # :meth:`_free` written out
             ok = True

@@ -99,6 +99,9 @@ class ListScheduler:
         self.by_op: dict[str, list[PlanPiece]] = {}
         self.row_index: dict[str, list] = {}
         self.readers: dict[int, list[int]] = {}
+        # (producer, tensor, rows, columns) -> (its piece count, the pieces over that box, their
+        # overlap bytes): :meth:`.build_transfers.Transfers._over`, per segment
+        self.ocache: dict[tuple, tuple] = {}
         from .kinds import FAMILIES, movement  # the op families (they import the emitter too)
         self.families = FAMILIES
         self.movement = movement

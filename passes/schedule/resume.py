@@ -43,7 +43,8 @@ _SAME = frozenset(("bound", "n_groups", "fill_gap", "prefetch_depth", "dma_sync_
                    "cur", "stage"))
 # dicts/sets of immutable values
 _FLAT = frozenset(("free", "last_on_res", "written", "seg_touch", "barrier", "hbsm_use",
-                   "kept_use", "gcache", "wcache", "acache", "seg_ops", "outside", "dma_fixed"))
+                   "kept_use", "gcache", "wcache", "acache", "seg_ops", "outside", "dma_fixed",
+                   "ocache"))
 # dicts of lists of immutable values
 _LISTS = frozenset(("bar_hist", "bar_at", "by_op", "hist"))
 _END = attrgetter("end")

@@ -64,3 +64,12 @@ def test_search_build_leaves_out_the_emitters_state(resnet):
     fast = s.sched.build([seg], isolated=True, search=True)
     assert any(p.tasks for ps in full.pieces for p in ps)
     assert not any(p.tasks for ps in fast.pieces for p in ps)
+
+
+def test_task_fields_are_in_the_order_the_builder_passes_them():
+    """The builder's hot call sites create ``PlanTask`` with positional fields (cheaper than
+    keywords): they rely on :data:`TASK_FIELDS` being the dataclass's order."""
+    from dataclasses import fields
+
+    from m100.passes.schedule.plan import TASK_FIELDS, PlanTask
+    assert tuple(f.name for f in fields(PlanTask)) == TASK_FIELDS
