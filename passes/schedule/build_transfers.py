@@ -186,14 +186,12 @@ class Transfers(ListScheduler):
         prod = self.s.producers[tensor]
         a0, a1 = rows
         k0, k1 = cols
-        over = [q for q in self._pieces_over(prod.name, a0, a1)
-                if max(a0, q.r0) < min(a1, q.r1) and max(k0, q.c0) < min(k1, q.c1)]
+        over, nbs = self._over(prod.name, tensor, a0, a1, k0, k1)
         if not over:
             raise ScheduleError(f"internal: no producer piece of '{tensor}' covers rows {rows}")
-        dt = dtype_bytes(self.g.tensors[tensor].dtype)
         out = []
         self.fill_gap = prod.name not in self.seg_ops
-        for q, nb in _overlap_bytes(over, a0, a1, k0, k1, dt):
+        for q, nb in zip(over, nbs):
             deps = [q.compute]
             for x in tpbs:
                 h = self.hist.get((x, op.name), [])

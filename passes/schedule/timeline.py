@@ -62,6 +62,11 @@ class Scheduler:
         self.tasks_built = 0  # tasks created by every build so far (the search's work)
         self._geo: dict[str, object] = {}
         self._bands: dict[tuple[int, int], list[int]] = {}
+        # (op, input, r0, c0, rows, cols) -> bytes of a CVU piece's input box (``kinds.cvu``)
+        self.box_bytes: dict[tuple, float] = {}
+        self._boxes: dict[tuple, tuple] = {}  # :meth:`band_boxes`
+        # (op, r0, rows, dilation) -> :func:`.plan.conv_window` (``kinds.tcu``)
+        self.windows: dict[tuple, tuple] = {}
         # (stage, alone in its segment, id of its TilePlan) -> (the TilePlan, :func:`.keep.
         # kept_bytes`): choose_kept asks per candidate tensor of every whole-plan build with keep
         self.kept_memo: dict[tuple, tuple] = {}
@@ -117,11 +122,19 @@ class Scheduler:
         return self.tile(op, rows_b, cols_b, self.stage_budget(seg, st), st.chunked, st.ks,
                          st.act_resident, st.whole, st.wshare, streams, st.kfine)
 
-    def band_boxes(self, st: StageCfg, op: Op, tplan: TilePlan, b: int):
+    def band_boxes(self, st: StageCfg, op: Op, tplan: TilePlan, b: int) -> tuple:
         """The pieces of band ``b`` of a stage built piece by piece, in build order: (column part,
         TPB, rows [a, e), columns [cc, ce)) -- row tiles outer, column parts inner: a row tile's
         input is broadcast to the TPBs of all column parts at once and each holds it only while
-        it is used."""
+        it is used. Memoized per scheduler (a function of the stage, its tile sizes and ``b``:
+        the search builds the same stages in many candidates)."""
+        key = (st, tplan.tr, tplan.tc, b)
+        r = self._boxes.get(key)
+        if r is None:
+            r = self._boxes[key] = tuple(self._band_boxes(st, op, tplan, b))
+        return r
+
+    def _band_boxes(self, st: StageCfg, op: Op, tplan: TilePlan, b: int):
         geo = self.geo(op)
         lo, hi = band_rows(geo.rows, st.bands, b)
         if hi <= lo:

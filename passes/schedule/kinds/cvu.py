@@ -37,8 +37,13 @@ def plan_piece(bld, si: int, st, op: Op, p: PlanPiece, tplan: TilePlan, compute)
                 # the box :func:`emit_piece` loads: the dims of the piece the input's map reads
                 # (a table broadcast over the rows or the heads is loaded once, not per row)
                 if maps is not None and i < len(maps):
-                    _, ishape = input_box(maps[i], out_t.shape, p.r0, p.c0, (rows, E, cols))
-                    nb = float(ishape[0] * ishape[1] * ishape[2] * dtype_bytes(t.dtype))
+                    # per scheduler: the search builds the same pieces in many candidates
+                    key = (op.name, i, p.r0, p.c0, rows, cols)
+                    nb = bld.s.box_bytes.get(key)
+                    if nb is None:
+                        _, ishape = input_box(maps[i], out_t.shape, p.r0, p.c0, (rows, E, cols))
+                        nb = bld.s.box_bytes[key] = float(ishape[0] * ishape[1] * ishape[2] *
+                                                          dtype_bytes(t.dtype))
                 else:
                     nb = min(float(t.nbytes), tile_b * dtype_bytes(t.dtype))
                 deps.append(bld._load(op, tname, tpb, nb, "act").id)

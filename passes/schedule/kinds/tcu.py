@@ -40,7 +40,12 @@ def plan_piece(bld, si: int, st, op: Op, p: PlanPiece, tplan: TilePlan, compute)
         if conv:
             a = op.attrs
             H, W, C = a["h"], a["w"], a["c"]
-            n0, i0, i1, _, _ = conv_window(a, p.r0, rows, a.get("dilation", (1, 1))[0])
+            wkey = (op.name, p.r0, rows)
+            win = bld.s.windows.get(wkey)  # per scheduler: the same pieces in many candidates
+            if win is None:
+                win = bld.s.windows[wkey] = conv_window(a, p.r0, rows,
+                                                        a.get("dilation", (1, 1))[0])
+            n0, i0, i1, _, _ = win
             kwin = a["kh"] * a["kw"]
             kk = C
             if tplan.tk < tplan.k:
