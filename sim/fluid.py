@@ -12,7 +12,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .timing import Cost, alone_on_columns, alone_rate, bank_terms, capacity, share
+from .share_pack import SharePack
+from .timing import Cost, alone_on_columns, alone_rate, bank_terms, capacity
 
 
 @dataclass
@@ -78,6 +79,8 @@ class Fluid:
     # by one), and those with a finite rate with their rates (what _advance moves).
     fl_idx: np.ndarray = _NO_UNITS
     fl_adv: tuple[np.ndarray, np.ndarray] = (_NO_UNITS, np.zeros(0))
+    # share's packed demand entries of the jobs of its last call (sim/share_pack.py)
+    share_pack: SharePack | None = None
 
     # --- fluid streaming ----------------------------------------------------------------------
     def _job_units(self) -> np.ndarray:
@@ -208,8 +211,11 @@ class Fluid:
             causes: list[str] = []
             # every streaming job's nonzero links are in the registry (_add_use) and its alone
             # rate is set (ev_stream)
-            rates = np.asarray(share([j.cost for j in jobs], self.columns.link_caps,
-                                     self.m.hbsm_banks, causes), dtype=np.float64)
+            pack = self.share_pack
+            if pack is None:
+                pack = self.share_pack = SharePack()
+            rates = np.asarray(pack.share(jobs, [j.cost for j in jobs], self.columns.link_caps,
+                                          self.m.hbsm_banks, causes), dtype=np.float64)
             for j, cause in zip(jobs, causes):
                 if cause:
                     self.units[j.unit].bottleneck = cause

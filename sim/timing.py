@@ -440,20 +440,40 @@ def share(costs: list[Cost], caps: dict[tuple, float], banks: int,
     """
     n = len(costs)
     w = np.array([c.alone if c.alone is not None else alone_rate(c, caps) for c in costs])
+    if n == 0 or not np.isfinite(w).any():
+        if causes is not None:
+            causes[:] = [""] * n
+        return np.where(np.isfinite(w), 0.0, np.inf)
+    terms = [c.terms if c.terms is not None and c.terms[2] is _CODES else _terms(c, banks)
+             for c in costs]
+    # every nonzero demand, in job order and within a job in column order: (code, job, demand)
+    sizes = [t[0].size for t in terms]
+    code = np.concatenate([t[0] for t in terms])
+    val = np.concatenate([t[1] for t in terms])
+    job = np.repeat(np.arange(n), sizes)
+    return share_entries(w, code, val, job, caps, causes)
+
+
+def share_terms(c: Cost, banks: int) -> tuple:
+    """A cost's (column codes, demands) as :func:`share` reads them (:func:`_terms`, kept on
+    the cost)."""
+    return c.terms if c.terms is not None and c.terms[2] is _CODES else _terms(c, banks)
+
+
+def share_entries(w: np.ndarray, code: np.ndarray, val: np.ndarray, job: np.ndarray,
+                  caps: dict[tuple, float], causes: list[str] | None = None) -> np.ndarray:
+    """:func:`share` given its jobs' alone rates ``w`` and every nonzero demand in job order
+    and within a job in column order (``code``, ``val``: :func:`share_terms` of each job
+    concatenated; ``job``: its job's position). ``sim/share_pack.py`` keeps these arrays from
+    one call to the next."""
+    n = w.size
     finite = np.isfinite(w)
     if causes is not None:
         causes[:] = [""] * n
     if n == 0 or not finite.any():
         return np.where(finite, 0.0, np.inf)
-    terms = [c.terms if c.terms is not None and c.terms[2] is _CODES else _terms(c, banks)
-             for c in costs]
-    # every nonzero demand, in job order and within a job in column order: (code, job, demand)
-    sizes = [t[0].size for t in terms]
-    if not any(sizes):
+    if not code.size:
         return np.where(finite, w, np.inf)
-    code = np.concatenate([t[0] for t in terms])
-    val = np.concatenate([t[1] for t in terms])
-    job = np.repeat(np.arange(n), sizes)
     if not finite.all():  # (a job with no streaming work has no nonzero demand anyway)
         f = finite[job]
         code, val, job = code[f], val[f], job[f]
@@ -497,7 +517,11 @@ def share(costs: list[Cost], caps: dict[tuple, float], banks: int,
             if causes is not None and hit.any():  # the first saturated column of each
                 # (a job's entries are in column order: its first saturated entry)
                 e = (on & hit[ejob]).nonzero()[0]
-                js, first = np.unique(ejob[e], return_index=True)
+                # ejob is in job order (ascending): each job's first entry is where it changes
+                # (np.unique(ejob[e], return_index=True) without its sort)
+                je = ejob[e]
+                first = np.flatnonzero(np.diff(je, prepend=-1))
+                js = je[first]
                 for j, x in zip(js.tolist(), ecode[e[first]].tolist()):
                     causes[j] = "hbsm_bank" if x >= 0 else str(_LINK_KEYS[-1 - x][0])
             lams[hit] = lam

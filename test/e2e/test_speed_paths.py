@@ -84,6 +84,28 @@ def test_share_shortcut_equals_share(name, monkeypatch):
         assert fast.stats["total_cycles"] > 0
 
 
+@pytest.mark.parametrize("name", ["llama", pytest.param("resnet18-32", marks=pytest.mark.slow)])
+def test_share_pack_equals_share_built_afresh(name, monkeypatch):
+    """``share``'s demand entries kept from call to call (``m100.sim.share_pack.PACK``) give
+    the same cycles, stats (stall causes) and reports, bit for bit, as entries built afresh
+    at every call: timed modes, random latencies (other job sets), a monitor-dropping mutant."""
+    from m100.sim import share_pack
+
+    build, machine, tpbs = CASES[name]
+    cr = driver.compile(build(), machine=machine, tpbs=tpbs)
+    inputs = driver.random_inputs(cr.program, 3)
+    sites = monitor_sites(cr.program)
+    progs = [cr.program, mutate(cr.program, sites[len(sites) // 2], "drop")]
+    for prog, kw in [(progs[0], {"mode": "timing"}), (progs[0], {"mode": "full"}),
+                     (progs[0], {"random_latency": 7}), (progs[1], {"mode": "full"})]:
+        fast = driver.run(prog, inputs, **kw)
+        monkeypatch.setattr(share_pack, "PACK", False)
+        ref = driver.run(prog, inputs, **kw)
+        monkeypatch.setattr(share_pack, "PACK", True)
+        _same(fast, ref)
+        assert fast.stats["total_cycles"] > 0
+
+
 @pytest.mark.parametrize("name", ["mlp", "convnet", "llama",
                                   pytest.param("resnet18-32", marks=pytest.mark.slow)])
 def test_race_batches_equal_the_per_access_checker(name, monkeypatch):

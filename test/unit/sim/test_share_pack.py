@@ -1,0 +1,100 @@
+"""``SharePack`` (sim/share_pack.py): share's demand entries kept from call to call give the same
+rates and causes, bit for bit, as ``share`` on the same jobs built afresh and as the definition
+(``test_timing._share_reference``), over random sequences of job sets that change the way the
+engine's do (finished jobs removed, started ones appended) and ways it does not (reordered)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import importlib.util
+from pathlib import Path
+
+from m100.sim import share_pack
+from m100.sim.share_pack import SharePack
+from m100.sim.timing import Cost, alone_rate, share
+
+_spec = importlib.util.spec_from_file_location("_sim_test_timing",
+                                               Path(__file__).with_name("test_timing.py"))
+_tt = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(_tt)
+_share_reference = _tt._share_reference  # the definition, written as loops
+
+
+def _cost(rng, caps, banks) -> Cost:
+    """A job at a capacity now and then (a DMA on its AXI master and the DRB, a bank at the
+    job's own rate), as the engine's are; or idle (no streaming work)."""
+    c = Cost(cycles=float(rng.choice([0.0, rng.uniform(1, 500), rng.uniform(1, 500)])))
+    kind = rng.random()
+    if kind < 0.35:
+        nbytes = float(rng.integers(64, 1 << 16))
+        for k in [("axi", int(rng.integers(0, 2))), ("drb",)] + \
+                ([("ddr",)] if rng.random() < 0.5 else []):
+            c.links[k] = nbytes
+        c.cycles = 0.0
+    if kind > 0.3 and c.cycles:
+        for t in rng.choice(4, size=int(rng.integers(1, 3)), replace=False):
+            acc = rng.integers(0, 40, banks).astype(np.float64)
+            acc[rng.random(banks) < 0.5] = 0
+            if rng.random() < 0.5:
+                acc[int(rng.integers(0, banks))] = c.cycles
+            c.banks[int(t)] = acc
+        if rng.random() < 0.3:
+            c.links[("mesh", 0, 1)] = float(rng.uniform(1, 5000))
+    alone_rate(c, caps)
+    return c
+
+
+class _Job:  # the engine's jobs are distinct objects (fluid.Job), possibly with one cost
+    def __init__(self, cost):
+        self.cost = cost
+
+
+@pytest.mark.parametrize("seed", range(30))
+def test_share_pack_equals_share_afresh_and_the_definition(seed):
+    rng = np.random.default_rng(2000 + seed)
+    banks = 8
+    axi = float(rng.choice([85.33333333333333, 64.0, 7.3]))
+    caps = {("axi", 0): axi, ("axi", 1): axi, ("drb",): 2 * axi,
+            ("ddr",): float(rng.choice([2 * axi, 1.5 * axi])), ("mesh", 0, 1): axi}
+    pool = [_cost(rng, caps, banks) for _ in range(12)]
+    pack = SharePack()
+    jobs: list = []
+    limited = 0
+    for step in range(60):
+        r = rng.random()
+        if r < 0.05:  # not the engine's way: reordered (the pack starts afresh)
+            jobs = [jobs[i] for i in rng.permutation(len(jobs))]
+        elif r < 0.1:
+            jobs = []
+        else:
+            keep = rng.random(len(jobs)) < 0.75
+            jobs = [j for j, k in zip(jobs, keep) if k]
+            jobs += [_Job(pool[int(rng.integers(0, len(pool)))])
+                     for _ in range(int(rng.integers(0, 4)))]
+        costs = [j.cost for j in jobs]
+        with np.errstate(invalid="ignore"):
+            got_c: list[str] = []
+            got = pack.share(jobs, costs, caps, banks, got_c)
+            want_c: list[str] = []
+            want = share(costs, caps, banks, want_c)
+            ref, ref_c = _share_reference(costs, caps, banks, [])
+        assert np.asarray(got).tobytes() == np.asarray(want).tobytes() == ref.tobytes(), step
+        assert got_c == want_c == ref_c, step
+        limited += any(got_c)
+    assert limited  # some job sets were limited (causes compared)
+
+
+def test_share_pack_off_builds_afresh(monkeypatch):
+    """``PACK = False``: nothing is kept (every call builds all the entries)."""
+    monkeypatch.setattr(share_pack, "PACK", False)
+    rng = np.random.default_rng(5)
+    caps = {("axi", 0): 64.0, ("axi", 1): 64.0, ("drb",): 128.0, ("ddr",): 128.0,
+            ("mesh", 0, 1): 64.0}
+    jobs = [_Job(_cost(rng, caps, 8)) for _ in range(5)]
+    pack = SharePack()
+    with np.errstate(invalid="ignore"):
+        pack.share(jobs, [j.cost for j in jobs], caps, 8)
+    w, *_ = pack.arrays(jobs[:3], [j.cost for j in jobs[:3]], caps, 8)
+    assert w.size == 3
