@@ -24,6 +24,7 @@ class Job:
     cols: np.ndarray | None = None  # the resource columns it puts demand on (Engine._col)
     use: np.ndarray | None = None  # that demand per cycle at its alone rate
     crit: bool = False  # on some column alone its demand rounds above the capacity
+    serial: int = 0  # jobs are numbered in start order (the order of ``Engine.jobs``)
 
 
 class Columns:
@@ -81,6 +82,7 @@ class Fluid:
     fl_adv: tuple[np.ndarray, np.ndarray] = (_NO_UNITS, np.zeros(0))
     # share's packed demand entries of the jobs of its last call (sim/share_pack.py)
     share_pack: SharePack | None = None
+    job_serial = 0  # the last job's number (Job.serial)
 
     # --- fluid streaming ----------------------------------------------------------------------
     def _job_units(self) -> np.ndarray:
@@ -214,8 +216,10 @@ class Fluid:
             pack = self.share_pack
             if pack is None:
                 pack = self.share_pack = SharePack()
-            rates = np.asarray(pack.share(jobs, [j.cost for j in jobs], self.columns.link_caps,
-                                          self.m.hbsm_banks, causes), dtype=np.float64)
+            serials = np.fromiter([j.serial for j in jobs], dtype=np.int64, count=len(jobs))
+            rates = np.asarray(pack.share(serials, [j.cost for j in jobs],
+                                          self.columns.link_caps, self.m.hbsm_banks, causes),
+                               dtype=np.float64)
             for j, cause in zip(jobs, causes):
                 if cause:
                     self.units[j.unit].bottleneck = cause
@@ -240,7 +244,8 @@ class Fluid:
             r = alone_rate(cost, {k: self.cap(k) for k in cost.links})
         us.alone += 0.0 if not math.isfinite(r) else 1.0 / r
         self._advance()
-        self.jobs[u] = Job(u, cost)
+        self.job_serial += 1
+        self.jobs[u] = Job(u, cost, serial=self.job_serial)
         self.j_rem[u], self.j_rate[u], self.j_alone[u] = 1.0, 0.0, cost.alone
         self._add_use(self.jobs[u], 1)
         self._reshare()

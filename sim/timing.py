@@ -520,7 +520,10 @@ def share_entries(w: np.ndarray, code: np.ndarray, val: np.ndarray, job: np.ndar
                 # ejob is in job order (ascending): each job's first entry is where it changes
                 # (np.unique(ejob[e], return_index=True) without its sort)
                 je = ejob[e]
-                first = np.flatnonzero(np.diff(je, prepend=-1))
+                chg = np.empty(je.size, dtype=bool)
+                chg[0] = True
+                np.not_equal(je[1:], je[:-1], out=chg[1:])
+                first = chg.nonzero()[0]
                 js = je[first]
                 for j, x in zip(js.tolist(), ecode[e[first]].tolist()):
                     causes[j] = "hbsm_bank" if x >= 0 else str(_LINK_KEYS[-1 - x][0])

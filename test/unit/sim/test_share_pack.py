@@ -1,7 +1,8 @@
 """``SharePack`` (sim/share_pack.py): share's demand entries kept from call to call give the same
 rates and causes, bit for bit, as ``share`` on the same jobs built afresh and as the definition
 (``test_timing._share_reference``), over random sequences of job sets that change the way the
-engine's do (finished jobs removed, started ones appended) and ways it does not (reordered)."""
+engine's do (finished jobs removed, started ones appended with higher numbers) and ways it does
+not (numbers out of order: built afresh)."""
 
 from __future__ import annotations
 
@@ -46,11 +47,6 @@ def _cost(rng, caps, banks) -> Cost:
     return c
 
 
-class _Job:  # the engine's jobs are distinct objects (fluid.Job), possibly with one cost
-    def __init__(self, cost):
-        self.cost = cost
-
-
 @pytest.mark.parametrize("seed", range(30))
 def test_share_pack_equals_share_afresh_and_the_definition(seed):
     rng = np.random.default_rng(2000 + seed)
@@ -60,23 +56,26 @@ def test_share_pack_equals_share_afresh_and_the_definition(seed):
             ("ddr",): float(rng.choice([2 * axi, 1.5 * axi])), ("mesh", 0, 1): axi}
     pool = [_cost(rng, caps, banks) for _ in range(12)]
     pack = SharePack()
-    jobs: list = []
+    jobs: list = []  # (serial, cost): the engine's jobs, numbered in start order
+    serial = 0
     limited = 0
     for step in range(60):
         r = rng.random()
-        if r < 0.05:  # not the engine's way: reordered (the pack starts afresh)
+        if r < 0.05:  # not the engine's way: numbers out of order (built afresh)
             jobs = [jobs[i] for i in rng.permutation(len(jobs))]
         elif r < 0.1:
             jobs = []
         else:
             keep = rng.random(len(jobs)) < 0.75
             jobs = [j for j, k in zip(jobs, keep) if k]
-            jobs += [_Job(pool[int(rng.integers(0, len(pool)))])
-                     for _ in range(int(rng.integers(0, 4)))]
-        costs = [j.cost for j in jobs]
+            for _ in range(int(rng.integers(0, 4))):  # one cost may be several jobs'
+                serial += int(rng.integers(1, 3))
+                jobs.append((serial, pool[int(rng.integers(0, len(pool)))]))
+        costs = [c for _, c in jobs]
+        serials = np.array([s for s, _ in jobs], dtype=np.int64)
         with np.errstate(invalid="ignore"):
             got_c: list[str] = []
-            got = pack.share(jobs, costs, caps, banks, got_c)
+            got = pack.share(serials, costs, caps, banks, got_c)
             want_c: list[str] = []
             want = share(costs, caps, banks, want_c)
             ref, ref_c = _share_reference(costs, caps, banks, [])
@@ -92,9 +91,12 @@ def test_share_pack_off_builds_afresh(monkeypatch):
     rng = np.random.default_rng(5)
     caps = {("axi", 0): 64.0, ("axi", 1): 64.0, ("drb",): 128.0, ("ddr",): 128.0,
             ("mesh", 0, 1): 64.0}
-    jobs = [_Job(_cost(rng, caps, 8)) for _ in range(5)]
+    costs = [_cost(rng, caps, 8) for _ in range(5)]
     pack = SharePack()
     with np.errstate(invalid="ignore"):
-        pack.share(jobs, [j.cost for j in jobs], caps, 8)
-    w, *_ = pack.arrays(jobs[:3], [j.cost for j in jobs[:3]], caps, 8)
-    assert w.size == 3
+        pack.share(np.arange(5), costs, caps, 8)
+        got = pack.arrays(np.arange(3), costs[:3], caps, 8)
+        monkeypatch.setattr(share_pack, "PACK", True)
+        want = SharePack().arrays(np.arange(3), costs[:3], caps, 8)
+    assert got[0].size == 3 and pack.serials.tolist() == [0, 1, 2]
+    assert all(a.tobytes() == b.tobytes() for a, b in zip(got, want))
