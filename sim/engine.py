@@ -208,7 +208,11 @@ class Engine(Fluid, Checks, TraceEvents, DmaAhead):
             for i in range(len(self.units)):
                 self.try_start(i)
             heap, pop = self.heap, heapq.heappop
-            while heap:
+            while heap or self.fluid_dirty:
+                if self.fluid_dirty and (not heap or heap[0][0] > self.now
+                                         or heap[0][1] > self.fluid_seq):
+                    self._rates()  # the jobs' last change at this time (Fluid._reshare)
+                    continue
                 t, _, handler, args = pop(heap)
                 if t > self.now:
                     self.now = t

@@ -5,6 +5,7 @@ the per-column demand sums let the engine skip ``share`` when nobody is limited.
 
 from __future__ import annotations
 
+import heapq
 import itertools
 import math
 import weakref
@@ -67,6 +68,15 @@ def columns_of(machine) -> Columns:
 #: (``Engine._unlimited``). False: always call it (tests compare the two bit for bit).
 SHARE_SHORTCUT = True
 
+#: Compute the rates once per time at which the streaming jobs change, for the jobs as they are
+#: after the last change at that time (``Fluid._reshare``), not after every change: rates that
+#: hold for no time are never used (ResNet-18 224: 11 734 -> 6 373 computations, 3 662 -> 1 855
+#: ``share`` calls). Cycles are the same by construction (the same rates for every interval of
+#: time, every event keeps its number and order); what can differ is only a block's stall
+#: cause (``bottleneck``) when a resource limited it in a state of no duration alone. False:
+#: after every change (tests compare whole runs).
+DEFER_RESHARE = True
+
 #: At most this many columns over the margin are summed exactly by
 #: ``Fluid._alone_at_capacity`` (more: ``share`` decides).
 ALONE_COLUMNS = 8
@@ -82,6 +92,10 @@ class Fluid:
     fl_adv: tuple[np.ndarray, np.ndarray] = (_NO_UNITS, np.zeros(0))
     # share's packed demand entries of the jobs of its last call (sim/share_pack.py)
     share_pack: SharePack | None = None
+    # a change of the jobs whose rates are not computed yet (_reshare), and the event number
+    # their ev_fluid takes
+    fluid_dirty = False
+    fluid_seq = 0
     job_serial = 0  # the last job's number (Job.serial)
 
     # --- fluid streaming ----------------------------------------------------------------------
@@ -200,8 +214,22 @@ class Fluid:
         return alone_on_columns(maps, list(zip(cand.tolist(), cap.tolist())))
 
     def _reshare(self) -> None:
+        """The jobs changed: the rates are recomputed for the jobs as they are after the last
+        change at this time (:data:`DEFER_RESHARE`; the engine's loop calls :meth:`_rates`
+        before it handles an event pushed after this call or of a later time)."""
+        self.fluid_version += 1  # (an ev_fluid pushed before is stale from now on)
+        # the number the rates' ev_fluid is pushed with: the one an immediate push would take,
+        # so every event has the number and the order it has without deferring
+        self.fluid_seq = next(self.seq)
+        if DEFER_RESHARE:
+            self.fluid_dirty = True
+        else:
+            self._rates()
+
+    def _rates(self) -> None:
+        """Share the resources among the streaming jobs and push the next ev_fluid."""
+        self.fluid_dirty = False
         jobs = list(self.jobs.values())
-        self.fluid_version += 1
         if not jobs:
             self._unlimited(jobs)
             self.fl_idx, self.fl_adv = _NO_UNITS, Fluid.fl_adv
@@ -233,7 +261,8 @@ class Fluid:
             self.fl_adv = (fi, fr)
             t = np.zeros(idx.size)
             t[fin] = np.maximum(self.j_rem[fi], 0.0) / np.maximum(fr, 1e-300)
-        self.push(self.now + float(t.min()), self.ev_fluid, self.fluid_version)
+        heapq.heappush(self.heap, (self.now + float(t.min()), self.fluid_seq, self.ev_fluid,
+                                   (self.fluid_version,)))
 
     def ev_stream(self, u: int) -> None:
         us = self.units[u]

@@ -84,6 +84,31 @@ def test_share_shortcut_equals_share(name, monkeypatch):
         assert fast.stats["total_cycles"] > 0
 
 
+@pytest.mark.parametrize("name", ["mlp", "convnet", "llama",
+                                  pytest.param("resnet18-32", marks=pytest.mark.slow)])
+def test_rates_once_per_time_equal_rates_per_change(name, monkeypatch):
+    """Rates computed once per time for the last job set of that time
+    (``m100.sim.fluid.DEFER_RESHARE``) give the same cycles, stats (stall causes included) and
+    reports, bit for bit, as rates recomputed after every change of the jobs: timed modes,
+    random latencies, monitor-dropping mutants (races, deadlocks)."""
+    from m100.sim import fluid
+
+    build, machine, tpbs = CASES[name]
+    cr = driver.compile(build(), machine=machine, tpbs=tpbs)
+    inputs = driver.random_inputs(cr.program, 3)
+    sites = monitor_sites(cr.program)
+    runs = [(cr.program, {"mode": "timing"}), (cr.program, {"mode": "full"}),
+            (cr.program, {"random_latency": 7}), (cr.program, {"random_latency": 8})]
+    runs += [(mutate(cr.program, site, "drop"), {}) for site in sites[:: max(1, len(sites) // 3)]]
+    for prog, kw in runs:
+        fast = driver.run(prog, inputs, **kw)
+        monkeypatch.setattr(fluid, "DEFER_RESHARE", False)
+        ref = driver.run(prog, inputs, **kw)
+        monkeypatch.setattr(fluid, "DEFER_RESHARE", True)
+        _same(fast, ref)
+        assert fast.stats["total_cycles"] > 0
+
+
 @pytest.mark.parametrize("name", ["llama", pytest.param("resnet18-32", marks=pytest.mark.slow)])
 def test_share_pack_equals_share_built_afresh(name, monkeypatch):
     """``share``'s demand entries kept from call to call (``m100.sim.share_pack.PACK``) give
