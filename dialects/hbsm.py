@@ -82,7 +82,11 @@ class BufferType(ParametrizedAttribute, TypeAttribute):
 
     @property
     def dtype(self) -> DType:
-        return type_to_dtype(self.element_type)
+        got = self.__dict__.get("_m100_dtype")  # immutable attribute: decoded once
+        if got is None:
+            got = type_to_dtype(self.element_type)
+            object.__setattr__(self, "_m100_dtype", got)
+        return got
 
     @property
     def num_elements(self) -> int:
@@ -90,7 +94,11 @@ class BufferType(ParametrizedAttribute, TypeAttribute):
 
     @property
     def slot_bytes(self) -> int:
-        return (self.num_elements * self.dtype.bits + 7) // 8
+        got = self.__dict__.get("_m100_slot_bytes")
+        if got is None:
+            got = (self.num_elements * self.dtype.bits + 7) // 8
+            object.__setattr__(self, "_m100_slot_bytes", got)
+        return got
 
     @property
     def total_bytes(self) -> int:

@@ -6,14 +6,15 @@ import sys
 from dataclasses import dataclass
 
 from xdsl.context import Context
-from xdsl.dialects.builtin import IntegerAttr, ModuleOp, i64
-from xdsl.ir import Operation, SSAValue
+from xdsl.dialects.builtin import ModuleOp
+from xdsl.ir import Attribute, Operation, SSAValue
 from xdsl.passes import ModulePass
 
 from m100.dialects.hbsm import AllocOp, BufferType, FifoOp, ViewOp
 from m100.dialects.tpb import InstrOp, ProgramOp, StreamOp
 from m100.targets.m100.isa import Space
 from m100.dialects.sync import machine_of
+from m100.dialects.twu import int_attr
 
 from .hbsm_pack import Buf, HbsmOverflow, allocate, check_allocation
 
@@ -35,11 +36,22 @@ def _root(v: SSAValue) -> Operation:
     return o  # type: ignore[return-value]
 
 
-def _describe(op: Operation, pos: int, user: InstrOp | None) -> str:
+def _describe(op: Operation, pos: int, user: InstrOp | None,
+              texts: dict[Attribute, str] | None = None) -> str:
+    """The buffer's name in the packer (and in its messages; also its last sort key).
+    ``texts``: element type -> its printed form, kept by the caller (xDSL prints an attribute
+    through a ``Printer``: ~30 us, once per buffer otherwise)."""
     t: BufferType = op.results[0].type  # type: ignore[assignment]
     dims = "x".join(str(d) for d in t.dims)
     who = f" ({user.name} {user.UNIT_KEY} {user.unit_index})" if user is not None else ""
-    return f"%{op.results[0].name_hint or pos}<{dims}x{t.element_type}>{who}"
+    et = t.element_type
+    if texts is None:
+        ets = str(et)
+    else:
+        ets = texts.get(et)
+        if ets is None:
+            ets = texts[et] = str(et)
+    return f"%{op.results[0].name_hint or pos}<{dims}x{ets}>{who}"
 
 
 @dataclass(frozen=True)
@@ -113,6 +125,7 @@ class HbsmAllocate(ModulePass):
         by_name: dict[str, Operation] = {}
         top = {Space.DDR: 0, Space.SRAM: 0}
         pending_mem: list[Operation] = []
+        texts: dict[Attribute, str] = {}
         for o in ops:
             if not isinstance(o, (AllocOp, FifoOp)):
                 continue
@@ -128,7 +141,7 @@ class HbsmAllocate(ModulePass):
                 continue
             k = id(o)
             u = user.get(k)
-            name = _describe(o, len(bufs), u)
+            name = _describe(o, len(bufs), u, texts)
             by_name[name] = o
             unit = u.KIND.UNIT.name if u is not None else ""
             lu = last_user.get(k)
@@ -165,12 +178,12 @@ class HbsmAllocate(ModulePass):
             raise HbsmOverflow("hbsm-allocate: internal error, the checker rejects the allocation: "
                                + "; ".join(errs[:3]))
         for name, off in offs.items():
-            by_name[name].properties["offset"] = IntegerAttr(off, i64)
+            by_name[name].properties["offset"] = int_attr(off)  # = IntegerAttr(off, i64), shared
         for o in pending_mem:
             t = o.results[0].type  # type: ignore[assignment]
             sp = t.space_enum
             a = -(-top[sp] // m.mem_align) * m.mem_align
-            o.properties["offset"] = IntegerAttr(a, i64)
+            o.properties["offset"] = int_attr(a)
             top[sp] = a + t.total_bytes
         if self.report:
             peak: dict[int, int] = {}

@@ -105,29 +105,40 @@ class TwuMaterialize(ModulePass):
                     ops.extend(x for x in o.body.ops if isinstance(x, InstrOp))
                 elif isinstance(o, InstrOp):
                     ops.append(o)
+            # (buffer value, access) -> (operand_access, its one-operand synthesis): a function
+            # of the value's views / alloc (which this pass does not change) and of the access
+            # (immutable); operands share both (a buffer read by several instructions, one access
+            # attribute for many operands)
+            memo: dict[tuple, tuple] = {}
             for o in ops:
-                self._materialize(o, m.twu_max_levels)
+                self._materialize(o, m.twu_max_levels, memo)
 
-    def _materialize(self, op: InstrOp, max_levels: int) -> None:
+    def _materialize(self, op: InstrOp, max_levels: int, memo: dict[tuple, tuple]) -> None:
         bufs, accs = op.slot_buffers(), op.slot_accesses()
         todo = {}
         for name, buf in bufs.items():
             acc = accs.get(name)
             if isinstance(acc, WalkAttr):
                 continue
-            try:
-                bounds, flat, rt, base = operand_access(buf, acc)  # type: ignore[arg-type]
-            except TwuError as e:
-                raise TwuError(f"twu-materialize: {op.describe()}: operand '{name}': {e}") from None
-            todo[name] = (bounds, flat, rt, base)
+            got = memo.get((buf, acc))
+            if got is None:
+                try:
+                    got = memo[(buf, acc)] = [operand_access(buf, acc), None]  # type: ignore
+                except TwuError as e:
+                    raise TwuError(f"twu-materialize: {op.describe()}: operand '{name}': "
+                                   f"{e}") from None
+            todo[name] = got
         if not todo:
             return
         walks: dict[str, list] = {}
         split = False
-        for name, (bounds, flat, rt, base) in todo.items():
-            pieces = synthesize(bounds, [flat], max_levels)
+        for name, got in todo.items():
+            (bounds, flat, rt, base), pieces = got
+            if pieces is None:
+                pieces = got[1] = synthesize(bounds, [flat], max_levels)
             walks[name] = [(p, rt, base) for p in pieces]
             split |= len(pieces) > 1
+        todo = {name: got[0] for name, got in todo.items()}
         bcast = isinstance(op, DmaOp) and op.tpb_mask is not None and op.tpb_mask.value.data != 0
 
         def tpb_of(name: str, rt: BufferType) -> int:
