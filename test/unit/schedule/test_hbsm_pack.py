@@ -176,3 +176,40 @@ def test_groups_and_own_buffers_packed_jointly_when_groups_first_fragments():
     assert brute_force_valid(bufs, offs, 4)
     assert not check_allocation(bufs, offs, 4, 1)
     assert offs["g0t1"] == offs["g0t2"] and offs["g1t0"] == offs["g1t2"]
+
+
+@pytest.mark.parametrize("seed", range(30))
+def test_vector_packing_is_the_loop(seed, monkeypatch):
+    """The numpy columns (``hbsm_pack.VECTOR``) choose the offsets of the Python loop: random
+    TPB workloads with predicted spans (some None), several units with distinct last users,
+    broadcast groups placed first, overflow or not; the same offsets or the same error."""
+    from m100.passes.backend import hbsm_pack as H
+
+    rng = random.Random(seed)
+    cap, align = 1 << 14, 32
+    bufs = []
+    for i in range(rng.randrange(20, 90)):
+        s = rng.randrange(0, 200)
+        pred = None if rng.random() < 0.3 else (float(rng.randrange(0, 900)),
+                                                 float(rng.randrange(900, 2000)))
+        bufs.append(Buf(f"b{i}", rng.randrange(3), align * rng.randrange(1, cap // align // 10),
+                        rng.choice((1, 1, 2)), float(s), float(s + rng.randrange(1, 60)),
+                        rng.choice(("TCU", "CVU", "DTDU")), rng.choice(("", "", "CVU", "DMA")),
+                        pred))
+    groups = None
+    if seed % 2:  # broadcast receivers: one buffer per TPB, three groups
+        by_tpb = [[b.name for b in bufs if b.tpb == t] for t in range(3)]
+        groups = [[names[k] for names in by_tpb if len(names) > k] for k in range(3)]
+
+    def run(vector):
+        monkeypatch.setattr(H, "VECTOR", vector)
+        monkeypatch.setattr(H, "VECTOR_MIN", 0 if vector else 10**9)
+        try:
+            return allocate(bufs, cap, align, groups)
+        except HbsmOverflow as e:
+            return str(e)
+
+    loop, vec = run(False), run(True)
+    assert vec == loop
+    if isinstance(loop, dict):
+        assert check_allocation(bufs, loop, cap, align) == []
