@@ -276,8 +276,10 @@ class Search:
             prev = tuple(tp)
         return SegmentCfg(tuple(stages), "pipeline")
 
-    def best_pipeline(self, ops: list[Op], iters: int | None = None) -> tuple[SegmentCfg, float]:
-        rng = random.Random(f"{self.seed}:" + ",".join(o.name for o in ops))
+    def _pipe_start(self, ops: list[Op]) -> tuple[tuple, int]:
+        """The greedy start of a pipeline of ``ops``: its state ``(alloc, coloc, gcs, bands)``
+        (TPBs in proportion to each stage's work, light vector stages on the TPBs of the TCU
+        stage before them) and the bands' cap (the most rows of a stage)."""
         n = len(ops)
         T = len(self.tpbs)
         work = [max(1.0, self._work(o)) for o in ops]
@@ -302,56 +304,108 @@ class Search:
         gcs = [1] * n
         min_rows = max(geometry(self.g, o).rows for o in ops)  # per-stage caps in _pipe_cfg
         bands = max(1, min(min_rows, max(alloc) * 2))
-        best = self._pipe_cfg(ops, alloc, coloc, gcs, bands)
+        return (alloc, coloc, gcs, bands), min_rows
+
+    def _pipe_move(self, ops: list[Op], rng: random.Random, state: tuple,
+                   min_rows: int) -> tuple[SegmentCfg, tuple] | None:
+        """One local-search move of a pipeline from ``state`` (a random one of: shift TPBs
+        between two stages, toggle a stage's co-location, double / halve the bands, change a
+        stage's column split): the candidate and its state, or None when the move does not
+        apply. The draws from ``rng`` depend on ``state`` only."""
+        n = len(ops)
+        alloc, coloc, gcs, bands = list(state[0]), list(state[1]), list(state[2]), state[3]
+        move = rng.choice(("shift", "shift", "shift", "coloc", "bands+", "bands-", "gc"))
+        if move == "shift":
+            own = [i for i in range(n) if not coloc[i]]
+            if len(own) < 2:
+                return None
+            a, b = rng.sample(own, 2)
+            d = max(1, alloc[a] // rng.choice((2, 4, 8)))
+            if alloc[a] - d < 1:
+                return None
+            alloc[a] -= d
+            alloc[b] += d
+        elif move == "coloc":
+            i = rng.randrange(1, n) if n > 1 else 0
+            if i == 0 or (ops[i].unit.startswith("tcu") and not self.fuse_tcu):
+                return None
+            coloc[i] = not coloc[i]
+            own = [x for x in range(n) if not coloc[x]]
+            if coloc[i]:
+                alloc[own[-1] if own[-1] < i else own[0]] += alloc[i]
+                alloc[i] = 0
+            else:
+                donor = max(own, key=lambda x: alloc[x] if x != i else -1)
+                if alloc[donor] < 2:
+                    return None
+                alloc[i] = 1
+                alloc[donor] -= 1
+        elif move == "bands+":
+            bands = min(min_rows, bands * 2)
+        elif move == "bands-":
+            bands = max(1, bands // 2)
+        else:
+            i = rng.randrange(n)
+            k = alloc[i] if not coloc[i] else 1
+            opts = col_splits(self.cm, self.g, ops[i], max(1, k))
+            gcs[i] = rng.choice(opts)
+        cand = self._pipe_cfg(ops, alloc, coloc, gcs, bands)
+        if cand is None:
+            return None
+        return cand, (alloc, coloc, gcs, bands)
+
+    def best_pipeline(self, ops: list[Op], iters: int | None = None,
+                      bound: float = INF) -> tuple[SegmentCfg, float]:
+        """The best pipeline of ``ops`` the local search finds from the greedy start (``iters``
+        moves, default ``self.iters``) and its cost. ``bound``: the caller only asks whether that
+        cost is < ``bound`` (the DP of :meth:`run`); when the search can not find a pipeline
+        below it, some configuration and a cost >= ``bound`` may be returned instead, found
+        with bounded builds (:meth:`_pipe_above`); otherwise the result is the unbounded one."""
+        rng = random.Random(f"{self.seed}:" + ",".join(o.name for o in ops))
+        state, min_rows = self._pipe_start(ops)
+        best = self._pipe_cfg(ops, *state)
         if best is None:
             raise ScheduleError("internal: no initial pipeline")
-        best_state = (alloc, coloc, gcs, bands)
+        n_iters = self.iters if iters is None else iters
+        if bound < INF:
+            c0 = self.cost(best, bound)
+            if c0 >= bound and self._pipe_above(ops, rng.getstate(), state, min_rows, n_iters,
+                                                bound):
+                return best, c0
+        best_state = state
         best_c = self.cost(best)
-        for _ in range(self.iters if iters is None else iters):
-            alloc, coloc, gcs, bands = (list(best_state[0]), list(best_state[1]),
-                                        list(best_state[2]), best_state[3])
-            move = rng.choice(("shift", "shift", "shift", "coloc", "bands+", "bands-", "gc"))
-            if move == "shift":
-                own = [i for i in range(n) if not coloc[i]]
-                if len(own) < 2:
-                    continue
-                a, b = rng.sample(own, 2)
-                d = max(1, alloc[a] // rng.choice((2, 4, 8)))
-                if alloc[a] - d < 1:
-                    continue
-                alloc[a] -= d
-                alloc[b] += d
-            elif move == "coloc":
-                i = rng.randrange(1, n) if n > 1 else 0
-                if i == 0 or (ops[i].unit.startswith("tcu") and not self.fuse_tcu):
-                    continue
-                coloc[i] = not coloc[i]
-                own = [x for x in range(n) if not coloc[x]]
-                if coloc[i]:
-                    alloc[own[-1] if own[-1] < i else own[0]] += alloc[i]
-                    alloc[i] = 0
-                else:
-                    donor = max(own, key=lambda x: alloc[x] if x != i else -1)
-                    if alloc[donor] < 2:
-                        continue
-                    alloc[i] = 1
-                    alloc[donor] -= 1
-            elif move == "bands+":
-                bands = min(min_rows, bands * 2)
-            elif move == "bands-":
-                bands = max(1, bands // 2)
-            else:
-                i = rng.randrange(n)
-                k = alloc[i] if not coloc[i] else 1
-                opts = col_splits(self.cm, self.g, ops[i], max(1, k))
-                gcs[i] = rng.choice(opts)
-            cand = self._pipe_cfg(ops, alloc, coloc, gcs, bands)
-            if cand is None:
+        for _ in range(n_iters):
+            mv = self._pipe_move(ops, rng, best_state, min_rows)
+            if mv is None:
                 continue
+            cand, st = mv
             c = self.cost(cand, best_c)
             if c < best_c:
-                best, best_c, best_state = cand, c, (alloc, coloc, gcs, bands)
+                best, best_c, best_state = cand, c, st
         return best, best_c
+
+    def _pipe_above(self, ops: list[Op], rstate: tuple, state: tuple, min_rows: int, left: int,
+                    bound: float) -> bool:
+        """True when every course the local search of :meth:`best_pipeline` can take from
+        ``state`` (the RNG at ``rstate``, ``left`` moves to go, the best so far costing >=
+        ``bound``) only meets candidates costing >= ``bound``: then its result costs >= ``bound``
+        too. A move to a candidate is kept iff it is cheaper than the best so far, which, both
+        being >= ``bound``, the bounded costs do not tell: both courses are followed (at most
+        2^left candidates, each a build that stops at ``bound``; most pipelines the DP tries
+        cost several times what it has already, so these builds stop early)."""
+        rng = random.Random()
+        rng.setstate(rstate)
+        for i in range(left):
+            mv = self._pipe_move(ops, rng, state, min_rows)
+            if mv is None:
+                continue
+            cand, st = mv
+            if self.cost(cand, bound) < bound:
+                return False
+            # kept: the course from the candidate; not kept: this loop goes on from ``state``
+            if not self._pipe_above(ops, rng.getstate(), st, min_rows, left - i - 1, bound):
+                return False
+        return True
 
     # ------------------------------------------------------------------ segmentation
     def connected(self, ops: list[Op]) -> bool:
@@ -366,13 +420,16 @@ class Search:
             made.update(o.outputs)
         return True
 
-    def segment_best(self, ops: list[Op], iters: int | None = None) -> tuple[SegmentCfg, float]:
+    def segment_best(self, ops: list[Op], iters: int | None = None,
+                     bound: float = INF) -> tuple[SegmentCfg, float]:
+        """The best configuration of the segment of ``ops`` and its cost. ``bound`` (pipelines
+        only): the caller asks only whether the cost is < ``bound`` (:meth:`best_pipeline`)."""
         if len(ops) == 1 and ops[0].unit in MEM_UNITS:
             cfg = SegmentCfg((StageCfg(ops[0].name, (self.tpbs[0],)),), "dma")
             return cfg, self.cost(cfg)
         if len(ops) == 1:
             return self.best_data_parallel(ops[0])
-        return self.best_pipeline(ops, iters)
+        return self.best_pipeline(ops, iters, bound)
 
     def run(self, strategy: str) -> list[SegmentCfg]:
         ops = self.g.ops
@@ -398,23 +455,32 @@ class Search:
         best: list[tuple[float, int, SegmentCfg | None]] = [(0.0, -1, None)] + \
             [(float("inf"), -1, None)] * n
         for e in range(1, n + 1):
-            for s in range(max(0, e - self.max_stages), e):
+            # the last op alone first: its cost bounds the pipelines ending with it, which are
+            # then costed only as far as needed to tell that they can not beat it
+            # (:meth:`best_pipeline`'s ``bound``); of equal totals the segment starting first
+            # wins, as when the runs were tried from the longest
+            for s in range(e - 1, max(0, e - self.max_stages) - 1, -1):
                 run = list(ops[s:e])
                 if len(run) > 1 and not self.connected(run):
                     continue
-                if best[s][0] == float("inf"):
+                if best[s][0] == INF:
                     continue
+                # a cost >= bound can not give a total <= best[e] (the margin covers rounding)
+                bound = INF if best[e][0] == INF else \
+                    best[e][0] - best[s][0] + 1e-6 * max(1.0, best[e][0])
                 try:
                     # candidate pipelines are costed with a short search; the chosen ones are
                     # refined below with the full local search
                     cfg, c = self.segment_best(
-                        run, (0 if self.spent() else self.pipe_iters) if len(run) > 1 else None)
+                        run, (0 if self.spent() else self.pipe_iters) if len(run) > 1 else None,
+                        bound)
                 except ScheduleError:
                     if len(run) == 1:
                         raise
                     continue
-                if best[s][0] + c < best[e][0]:
-                    best[e] = (best[s][0] + c, s, cfg)
+                tot = best[s][0] + c
+                if tot < best[e][0] or (tot == best[e][0] < INF):
+                    best[e] = (tot, s, cfg)
         segs = []
         e = n
         while e > 0:
