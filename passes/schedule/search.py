@@ -19,6 +19,7 @@ from m100.targets.m100.machine import Machine
 from .cost import CostModel, ceil_div
 from .graph import Op, OpGraph, ScheduleError, geometry
 from .partition import col_splits
+from .search_floor import tcu_floor
 from .segment import SegmentCfg, StageCfg, act_resident_ok, ksplit_ok, streamable
 from .shared_costs import SharedCosts
 from .timeline import BoundExceeded, Scheduler
@@ -48,6 +49,7 @@ class Search:
         self.cache: dict[SegmentCfg, tuple[float, bool]] = {}
         self.errors: dict[str, ScheduleError] = {}  # first reason an op could not be placed
         self.evaluations = 0
+        self.floored = 0  # bounded costs answered by :func:`.search_floor.tcu_floor`
         self.ops = {o.name: o for o in g.ops}
         self.fuse_tcu = False  # may a TCU stage share the TPBs of the stage before it (auto only)
         self.pipe_iters = 0  # local-search moves per candidate pipeline inside the auto DP
@@ -69,6 +71,12 @@ class Search:
             return hit[0]
         if hit is None:
             self.evaluations += 1
+        if bound < INF:  # a lower bound that reaches the bound answers without a build
+            floor = tcu_floor(self.cm, self.g, self.ops, seg)
+            if floor >= bound:
+                self.floored += 1
+                self.cache[seg] = (floor, False)
+                return floor
         shared = self.shared.lookup(seg, bound)  # a structurally equal segment's build
         if shared is not None:
             c, exact, n = shared

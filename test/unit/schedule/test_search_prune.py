@@ -1,9 +1,12 @@
-"""The auto DP costs a candidate pipeline only as far as it must (issue 15, :mod:`.search`).
+"""The search costs candidates only as far as it must (issue 15, :mod:`.search`,
+:mod:`.search_floor`).
 
 Oracles: the unbounded pipeline search (``best_pipeline`` without a bound, on a fresh search, so
-no cached answer is shared) for every bound below, at and above its result; and the DP as it was
+no cached answer is shared) for every bound below, at and above its result; the DP as it was
 before the pruning (written out here: runs tried from the longest, every candidate pipeline
-searched without a bound, strict improvement) for the whole placement.
+searched without a bound, strict improvement) and without lower bounds, for the whole placement;
+the TCU floor of every candidate of real searches against its full isolated build (makespan, and
+each TPB's TCU busy time).
 """
 
 import math
@@ -11,6 +14,7 @@ import math
 import pytest
 
 from m100.passes.schedule import placement
+from m100.passes.schedule import search as search_mod
 from m100.passes.schedule.examples import conv_chain, resnet18
 from m100.passes.schedule.graph import ScheduleError
 from m100.passes.schedule.search import Search
@@ -105,14 +109,25 @@ def test_pruned_dp_places_as_the_unpruned_one(monkeypatch, make, tpbs):
         pruned.append(r)
         return r
 
+    floored = []
+    orig_floor = search_mod.tcu_floor
+
+    def floor_spy(*a):
+        f = orig_floor(*a)
+        floored.append(f)
+        return f
+
     monkeypatch.setattr(Search, "_pipe_above", spy)
+    monkeypatch.setattr(search_mod, "tcu_floor", floor_spy)
     got = placement.schedule(g, M100, tpbs=tpbs)
     monkeypatch.setattr(placement, "Search", _Unpruned)
+    monkeypatch.setattr(search_mod, "tcu_floor", lambda *a: 0.0)
     want = placement.schedule(g, M100, tpbs=tpbs)
     assert got.segments == want.segments
     assert got.timeline.to_json() == want.timeline.to_json()
     if tpbs != 12:  # the ResNets have pipelines the DP did not need to cost in full
         assert any(pruned)
+    assert any(f > 0 for f in floored)
 
 
 class _Table:
@@ -155,3 +170,39 @@ def test_dp_ties_go_to_the_segment_starting_first(monkeypatch, seed):
         got.append([cfg.ops for cfg in s.run("auto")])
         monkeypatch.undo()
     assert got[0] == got[1]
+
+
+@pytest.mark.parametrize("tpbs", [8, 28])
+def test_tcu_floor_is_below_every_build(monkeypatch, tpbs):
+    """Every configuration a placement costs: the floor is <= the makespan of its full isolated
+    build, and each stage's floor <= the TCU busy time of that stage's busiest TPB."""
+    from m100.passes.schedule.search_floor import stage_floor, tcu_floor
+    g = resnet18(hw=32, classes=10)
+    seen = []
+    orig = Search.cost
+
+    def spy(self, seg, bound=math.inf):
+        seen.append(seg)
+        return orig(self, seg, bound)
+
+    monkeypatch.setattr(Search, "cost", spy)
+    placement.schedule(g, M100, tpbs=tpbs)
+    monkeypatch.undo()
+    s = Search(g, M100, tuple(range(tpbs)))
+    bounded = 0
+    for seg in dict.fromkeys(seen):
+        f = tcu_floor(s.cm, g, s.ops, seg)
+        try:
+            tl = s.sched.build([seg], isolated=True)
+        except ScheduleError:
+            continue
+        assert f <= tl.makespan, seg
+        for st in seg.stages:
+            busy = {}
+            for t in tl.tasks:
+                if t.kind == "compute" and t.unit == "tcu" and t.op == st.op:
+                    busy[t.tpb] = busy.get(t.tpb, 0.0) + t.cycles
+            sf = stage_floor(s.cm, g, s.ops[st.op], st)
+            assert sf <= max(busy.values(), default=0.0) * (1 + 1e-12), (seg, st)
+            bounded += sf > 0
+    assert bounded > 50
