@@ -189,28 +189,32 @@ class _TcuOp(InstrOp):
 @fast_op_definition
 class MatmulOp(_TcuOp):
     """``tpb.matmul tpb T a(..) b(..) c(..) [bias(..)] [per_channel(..)] [dequant(..)] [scale(..)]
-    [acc(..)] {m, n, k,
-    [accumulate], [act, clamp_lo, clamp_hi, requant], [block]}``: TCU ``C[m,n] (+)= A[m,k] @
-    B[k,n]`` + epilogue; with ``scale`` and ``block`` the i4 B is dequantized on the fly."""
+    [acc(..)] [post_in(..)] {m, n, k,
+    [accumulate], [act, clamp_lo, clamp_hi, requant], [block], [post]}``: TCU ``C[m,n] (+)=
+    A[m,k] @ B[k,n]`` + epilogue; with ``scale`` and ``block`` the i4 B is dequantized on the
+    fly; ``post`` (``[#tpb.stage<..>, ..]``) continues a dequantized epilogue with CVU stages,
+    ``post_in`` their second input (``isa.MatMul``)."""
     name = "tpb.matmul"
     m = prop_def(IntegerAttr[I64])
     n = prop_def(IntegerAttr[I64])
     k = prop_def(IntegerAttr[I64])
     block = opt_prop_def(IntegerAttr[I64])
+    post = opt_prop_def(ArrayAttr[StageAttr])  # CVU stages after the dequantization
     KIND: ClassVar = isa.MatMul
-    PARAMS: ClassVar = ("m", "n", "k") + _EPI + ("block",)
+    PARAMS: ClassVar = ("m", "n", "k") + _EPI + ("block", "post")
 
     def required_slots(self) -> list[str]:
         return ["a", "b", "c"]
 
     def optional_slots(self) -> list[str]:
-        return ["bias", "per_channel", "dequant", "scale", "acc"]
+        return ["bias", "per_channel", "dequant", "scale", "acc", "post_in"]
 
     def _build(self, w, sync):
         acc, ep = self._epilogue(w)
+        post = tuple(s.to_isa() for s in self.post.data) if self.post is not None else ()
         return isa.MatMul(self.unit_index, w["a"], w["b"], w["c"], self.m.value.data,
                           self.n.value.data, self.k.value.data, acc, ep, sync, w.get("scale"),
-                          _ival(self.block, 0), w.get("acc"))
+                          _ival(self.block, 0), w.get("acc"), post, w.get("post_in"))
 
     @classmethod
     def from_instruction(cls, inst):
@@ -222,6 +226,10 @@ class MatmulOp(_TcuOp):
             p["block"] = int_attr(inst.block)
         if inst.acc is not None:
             slots["acc"] = (None, inst.acc)
+        if inst.post:
+            p["post"] = ArrayAttr([StageAttr.from_isa(s) for s in inst.post])
+        if inst.post_in is not None:
+            slots["post_in"] = (None, inst.post_in)
         return cls(inst.tpb, slots, (), inst.sync, p)
 
 

@@ -13,7 +13,7 @@ from m100.targets.m100.isa import Act, Conv2D, CvuOp, MatMul, Walk
 
 from . import twu
 from .semantics_base import Access, Exec, PendingWrite, SimError, _block, quiet, walk_offsets
-from .semantics_cvu import cvu_unary
+from .semantics_cvu import cvu_eval, cvu_unary
 
 
 # ----------------------------------------------------------------------------------------------
@@ -174,6 +174,8 @@ class MatMulExec(TcuExec):
             r.append(_block(i.acc, i.tpb, self.blocks, b))
         elif i.accumulate:
             r.append(self._c(b))
+        if i.post_in is not None:
+            r.append(_block(i.post_in, i.tpb, self.blocks, b))
         return r
 
     def writes(self, b):
@@ -199,7 +201,27 @@ class MatMulExec(TcuExec):
             old = self.read(_block(i.acc, i.tpb, self.blocks, b) if i.acc is not None
                             else self._c(b), False).reshape(rows, i.n)
         out = self._epilogue(prod, old, i.c, i.n, integer)
+        if i.post:
+            out = self._post(out, rows, b)
         return [PendingWrite(self._c(b), out)]
+
+    def _post(self, val: np.ndarray, rows: int, b: int) -> np.ndarray:
+        """The ``post`` stages after the dequantization (docs/isa.md): the CVU's stage semantics
+        on input 0 = the f32 value, input 1 = ``post_in``'s block (f32); an integer C takes the
+        integer result of the last ``FTOI``, which must fit C's type."""
+        i = self.inst
+        ins = [np.asarray(val, dtype=np.float32).reshape(rows, i.n)]
+        if i.post_in is not None:
+            ins.append(self.read(_block(i.post_in, i.tpb, self.blocks, b), False)
+                       .astype(np.float32).reshape(rows, i.n))
+        res = np.broadcast_to(cvu_eval(i.post, ins), (rows, i.n))
+        odt = i.c.dtype
+        if odt.is_int:
+            lo, hi = numerics.int_range(odt)
+            if res.size and (int(res.min()) < lo or int(res.max()) > hi):
+                raise SimError(f"{i.MNEMONIC} on TPB {i.tpb}: post-stage result outside the "
+                               f"{odt.short} output range [{lo}, {hi}]")
+        return np.array(res)
 
 
 class Conv2DExec(TcuExec):

@@ -144,7 +144,8 @@ class CostModel:
     # --- TCU ----------------------------------------------------------------------------------
     def _tcu(self, c: Cost, tpb: int, a: Walk, w: Walk, out: Walk, ep, accumulate: bool,
              groups: int, M: int, K: int, N: int, frac: float, a_expand: float,
-             scale: Walk | None = None, acc_in: Walk | None = None) -> None:
+             scale: Walk | None = None, acc_in: Walk | None = None,
+             post_in: Walk | None = None) -> None:
         m = self.m
         dt = tcu_rate_name(a.dtype, w.dtype)
         peak = m.tcu_macs_per_cycle(dt)
@@ -158,6 +159,8 @@ class CostModel:
         o_acc = self.acc(out) * frac * (2 if accumulate and acc_in is None else 1)
         if accumulate and acc_in is not None:  # the old accumulator read from its own walk
             o_acc = o_acc + self.acc(acc_in) * frac
+        if post_in is not None:  # the post stages' operand, read beside the output
+            o_acc = o_acc + self.acc(post_in) * frac
         total = a_acc + w_acc + o_acc
         for extra in (ep.bias, ep.requant.per_channel if ep.requant is not None else None,
                       ep.dequant):
@@ -171,13 +174,14 @@ class CostModel:
         c.peak_macs = peak
         c.bytes[f"hbsm{tpb}"] = (_nbytes(a, frac) * a_expand + _nbytes(w) + _nbytes(out, frac)
                            * (2 if accumulate and acc_in is None else 1)) + \
-            (_nbytes(scale) if scale else 0.0) + (_nbytes(acc_in, frac) if acc_in else 0.0)
+            (_nbytes(scale) if scale else 0.0) + (_nbytes(acc_in, frac) if acc_in else 0.0) + \
+            (_nbytes(post_in, frac) if post_in else 0.0)
 
     def _matmul(self, i: MatMul, b: int) -> Cost:
         c = Cost()
         frac = 1 / i.sync.blocks
         self._tcu(c, i.tpb, i.a, i.b, i.c, i.epilogue, i.accumulate, 1, i.m // i.sync.blocks,
-                  i.k, i.n, frac, 1.0, i.scale, i.acc)
+                  i.k, i.n, frac, 1.0, i.scale, i.acc, i.post_in)
         return c
 
     def _conv2d(self, i: Conv2D, b: int) -> Cost:

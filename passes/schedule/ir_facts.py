@@ -99,6 +99,10 @@ class Lowering:
     # the dequantize stage of an integer contraction (fuse-dequant's ``dequant`` epilogue): the
     # tensor of its per-channel f32 scales [F]
     dequant: str | None = None
+    # what follows the dequantization in the TCU epilogue (``from_ir.tcu_post``): CVU stages
+    # (``isa.MatMul.post``) and the tensor of their second input (``post_in``), if any
+    post: tuple[Stage, ...] = ()
+    post_in: str | None = None
 
 
 @dataclass

@@ -261,6 +261,9 @@ def tile_piece(cm: CostModel, g: OpGraph, op: Op, rows: int, cols: int,
                     bufs = [("act", aslot, 1 if act_resident else 2, unit),
                             ("weight", wslot, wslots, unit),
                             ("out", oslot, 2, unit)]
+                    if op.attrs.get("post_in"):  # the epilogue's [rows, cols] operand
+                        pb_ = dtype_bytes(g.tensors[op.attrs["post_in"]].dtype)
+                        bufs.append(("post_in", cm.align(m * tc * pb_), 2, unit))
                     if len(ws) > 1:  # a bias vector per column tile, resident
                         bufs.append(("bias", cm.align(tc * 4), ceil_div(cols, tc), unit))
                     if "w4" in op.attrs:  # int4 weights: their f16 scales per block of K
@@ -360,9 +363,12 @@ def piece_in_bytes(g: OpGraph, op: Op, rows: int, cols: int) -> float:
         in_rows = (w[1] - w[0]) if w else geo.in_rows
         b = in_rows * geo.in_row_bytes
         if op.unit == "tcu.matmul":
-            acts = g.act_inputs(op)
+            post_in = op.attrs.get("post_in")
+            acts = [t for t in g.act_inputs(op) if t.name != post_in]
             if len(acts) > 1:  # a second activation operand (B) is needed whole per column part
                 b += acts[1].nbytes * cols / max(1, geo.cols)
+            if post_in:  # the epilogue's operand: the piece's [rows, cols] box
+                b += rows * geo.row_elems * cols * dtype_bytes(g.tensors[post_in].dtype)
         return b
     return rows * geo.in_row_bytes * cols / max(1, geo.cols)
 

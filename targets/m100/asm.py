@@ -135,7 +135,7 @@ def _format_value(name: str, v: Any) -> str:
     if isinstance(v, float):
         return _float(v)
     if isinstance(v, tuple):
-        if name == "stages":
+        if name == "stages" or (v and isinstance(v[0], Stage)):  # (a matmul's ``post`` too)
             return "[" + ", ".join(_format_stage(s) for s in v) + "]"
         sep = ", " if v and isinstance(v[0], Walk) else ","
         return "[" + sep.join(_format_value(name, x) for x in v) + "]"

@@ -45,7 +45,7 @@ from .isa import (BY_OPCODE, Act, Broadcast, Conv2D, Copy, CsuCall, CvuOp, CvuPi
                   Routine, Space, Stage, Sync, Trigger, Update, Walk, space_size)
 from .machine import Machine
 
-ENCODING_VERSION = 2  # 2: Epilogue.dequant (a presence bit after requant)
+ENCODING_VERSION = 3  # 2: Epilogue.dequant (a presence bit after requant); 3: MatMul.post
 
 OPCODE_BITS = 8
 LENGTH_BITS = 24
@@ -495,7 +495,8 @@ def _matmul(c: _Coder, x: MatMul | None) -> MatMul:
     s = _Src(x)
     return MatMul(c.tpb(s.tpb, "tpb"), c.walk(s.a, "a"), c.walk(s.b, "b"), c.walk(s.c, "c"),
                   c.uv(s.m, "m"), c.uv(s.n, "n"), c.uv(s.k, "k"), c.flag(s.accumulate, "accumulate"),
-                  c.epilogue(s.epilogue), c.sync(s.sync), *_dequant(c, x), _acc_in(c, x))
+                  c.epilogue(s.epilogue), c.sync(s.sync), *_dequant(c, x), _acc_in(c, x),
+                  *_post(c, x))
 
 
 def _dequant(c: _Coder, x: MatMul | None) -> tuple[Walk | None, int]:
@@ -513,6 +514,18 @@ def _dequant(c: _Coder, x: MatMul | None) -> tuple[Walk | None, int]:
 def _acc_in(c: _Coder, x: MatMul | None) -> Walk | None:
     """The optional f32 accumulator read instead of C (presence bit, walk)."""
     return c.opt(_Src(x).acc, "acc", c.walk)
+
+
+def _post(c: _Coder, x: MatMul | None) -> tuple[tuple[Stage, ...], Walk | None]:
+    """The optional post stages of a matmul's epilogue: presence bit, the stages (count, each
+    stage), then ``post_in`` (presence bit, walk)."""
+    s = _Src(x)
+    if not c.flag(None if x is None else bool(x.post), "post present"):
+        return (), None
+    stages = c.stages(s.post, "post")
+    if c.reading and not stages:
+        c.fail("post: present but no stages")
+    return stages, c.opt(s.post_in, "post_in", c.walk)
 
 
 def _conv2d(c: _Coder, x: Conv2D | None) -> Conv2D:

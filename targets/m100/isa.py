@@ -33,7 +33,7 @@ from typing import ClassVar
 
 from .isa_base import *  # noqa: F403  (the foundations; re-exported as part of the ISA)
 from .isa_base import _need, _need_elems  # the checking helpers the kinds share
-from .isa_base import Act, DType, Epilogue, Instruction, RefKind, Routine, Space, Unit
+from .isa_base import Act, CvuOp, DType, Epilogue, Instruction, RefKind, Routine, Space, Unit
 from .isa_base import ROUTINE_ARITY, ROUTINE_OPERANDS, Stage, Sync, Walk, tpbs_of
 from .machine import Machine
 
@@ -88,7 +88,16 @@ class MatMul(Instruction):
     ``acc`` (with ``accumulate``): the old accumulator is read from this f32 walk instead of C,
     so the last K chunk of a chain can add the f32 partial sum and round once to an f16/bf16 C (a
     K-split contraction with a narrow result); likewise an i32 walk for an integer chain whose
-    last chunk dequantizes (``epilogue.dequant``) into a float C."""
+    last chunk dequantizes (``epilogue.dequant``) into a float C.
+
+    ``post`` (integer matmuls with ``epilogue.dequant``): the TCU's non-linear pipeline goes on
+    after the dequantization with CVU stages (:class:`Stage`, the CVU's semantics and roundings,
+    at most ``machine.cvu_max_stages``): input 0 is the dequantized f32 value ``f32(acc) *
+    dequant[f]`` (not yet rounded), input 1 (when given) is ``post_in``, an ``[m, n]`` walk read
+    block by block like C (converted to f32); the last stage's value is stored in C's type
+    (rounded to nearest even; an integer C takes the result of a last ``FTOI`` stage, which must
+    fit C's type). LLaMA's W8A8 MLP: gate's ``silu`` of its f16 result and up's ``silu(gate) *
+    up`` with the int8 quantize, in the epilogues (docs/isa.md, TCU epilogue)."""
     UNIT: ClassVar[Unit] = Unit.TCU
     OPCODE: ClassVar[int] = 0x01
     MNEMONIC: ClassVar[str] = "tcu.matmul"
@@ -106,10 +115,14 @@ class MatMul(Instruction):
     scale: Walk | None = None  # i4 weights dequantized on the fly: [k / block, n] of A's type
     block: int = 0
     acc: Walk | None = None  # the old accumulator (f32 [m, n]) when it is not C
+    post: tuple[Stage, ...] = ()  # CVU stages after the dequantization (input 0: its value)
+    post_in: Walk | None = None  # input 1 of ``post``: [m, n], read block by block
 
     def _check(self, machine: Machine) -> None:
         mn = self.MNEMONIC
         _need(min(self.m, self.n, self.k) >= 1, f"{mn}: m, n, k must be >= 1")
+        if self.post or self.post_in is not None:
+            _check_post(mn, self, machine)
         if self.scale is not None:
             _need(self.b.dtype is DType.I4 and self.a.dtype in (DType.F16, DType.BF16),
                   f"{mn}: on-the-fly dequantization needs f16/bf16 activations and i4 weights, "
@@ -135,13 +148,49 @@ class MatMul(Instruction):
         _need_elems("a", self.a, (self.m, self.k), mn)
         _need_elems("b", self.b, (self.k, self.n), mn)
         _need_elems("c", self.c, (self.m, self.n), mn)
-        _check_tcu_types(mn, self.a.dtype, self.b.dtype, self.c.dtype, self.epilogue,
-                         self.accumulate, self.acc is not None)
+        _check_tcu_types(mn, self.a.dtype, self.b.dtype, DType.F32 if self.post else self.c.dtype,
+                         self.epilogue, self.accumulate, self.acc is not None)
         _check_epilogue_shapes(mn, self.epilogue, self.n)
         _need(self.m % self.sync.blocks == 0, f"{mn}: blocks ({self.sync.blocks}) must divide m")
         for nm, w in (("a", self.a), ("b", self.b), ("c", self.c)):
             _need(w.space is Space.HBSM and w.tpb == self.tpb,
                   f"{mn}: operand '{nm}' must be in the HBSM of TPB {self.tpb}")
+
+
+def _check_post(mn: str, i: "MatMul", machine: Machine) -> None:
+    """The ``post`` stages of a matmul (:class:`MatMul`): after a dequantization, 1..
+    ``cvu_max_stages`` stages reading input 0 (the value), input 1 (``post_in``) or earlier
+    stages; an integer C needs a last ``FTOI``, a float C none."""
+    _need(bool(i.post), f"{mn}: 'post_in' without post stages")
+    _need(i.a.dtype.is_int and i.epilogue.dequant is not None,
+          f"{mn}: post stages follow the dequantization of an integer matmul")
+    _need(len(i.post) <= machine.cvu_max_stages,
+          f"{mn}: 1..{machine.cvu_max_stages} post stages, got {len(i.post)}")
+    n_in = 1 if i.post_in is None else 2
+    for si, st in enumerate(i.post):
+        lo, hi = st.op.arity
+        _need(lo <= len(st.args) <= hi,
+              f"{mn}: post stage {si} ({st.op.name.lower()}) takes {lo}..{hi} args, "
+              f"got {len(st.args)}")
+        _need(int(st.op) < 64,  # reductions (64..) and fused idioms (96..) are not
+              f"{mn}: post stage {si} ({st.op.name.lower()}) is not elementwise")
+        for r in st.args:
+            if r.kind is RefKind.INPUT:
+                _need(0 <= r.index < n_in, f"{mn}: post stage {si} reads input {r.index}, "
+                                           "which does not exist")
+            elif r.kind is RefKind.STAGE:
+                _need(0 <= r.index < si, f"{mn}: post stage {si} reads stage {r.index}, "
+                                         "which is not an earlier stage")
+    last_ftoi = i.post[-1].op is CvuOp.FTOI
+    _need(last_ftoi == i.c.dtype.is_int,
+          f"{mn}: an integer C needs a last ftoi post stage, a float C none "
+          f"(C is {i.c.dtype.short})")
+    if i.post_in is not None:
+        _need(i.post_in.dtype in (DType.F16, DType.BF16, DType.F32),
+              f"{mn}: 'post_in' must be f16/bf16/f32, not {i.post_in.dtype.short}")
+        _need_elems("post_in", i.post_in, (i.m, i.n), mn)
+        _need(i.post_in.space is Space.HBSM and i.post_in.tpb == i.tpb,
+              f"{mn}: operand 'post_in' must be in the HBSM of TPB {i.tpb}")
 
 
 def _check_epilogue_shapes(mn: str, ep: Epilogue, f: int) -> None:

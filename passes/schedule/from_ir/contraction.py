@@ -281,3 +281,6 @@ def contraction(ctx: Builder, op: Operation, nm: str, unit: str | None, where: s
         gid = op.attributes[GROUP].value.data  # type: ignore[union-attr]
         ctx.group_out[gid] = o.outputs[0]
         ctx.group_op[gid] = o
+    if lw.dequant:
+        from .tcu_post import tcu_post
+        tcu_post(ctx, o, op, lw, where)

@@ -8,10 +8,10 @@ instruction per K chunk (an ``accumulate`` chain, bias and activation on the las
 """
 from __future__ import annotations
 
-from xdsl.dialects.builtin import StringAttr, UnitAttr
+from xdsl.dialects.builtin import ArrayAttr, StringAttr, UnitAttr
 from xdsl.ir import Attribute, SSAValue
 
-from m100.dialects.tpb import Conv2dOp, MatmulOp
+from m100.dialects.tpb import Conv2dOp, MatmulOp, StageAttr
 from m100.dialects.twu import i64_array
 from m100.targets.m100.isa import Act
 
@@ -32,8 +32,8 @@ def plan_piece(bld, si: int, st, op: Op, p: PlanPiece, tplan: TilePlan, compute)
         conv = family == "conv"
         x_t, w_t = op.inputs[0], op.inputs[1]
         rq_table, dq_table = op.attrs.get("rq_table"), op.attrs.get("dq_table")
-        bias = op.inputs[2] if len(op.inputs) > 2 and op.inputs[2] not in (rq_table, dq_table) \
-            else None
+        bias = op.inputs[2] if len(op.inputs) > 2 and op.inputs[2] not in (
+            rq_table, dq_table, op.attrs.get("post_in")) else None
         xb = dtype_bytes(g.tensors[x_t].dtype)
         wt = g.tensors[w_t]
         geo = bld.s.geo(op)
@@ -139,6 +139,10 @@ def plan_piece(bld, si: int, st, op: Op, p: PlanPiece, tplan: TilePlan, compute)
             if last and dq_table:  # per-channel f32 dequantization scales: resident like a bias
                 deps.append(bld._weight(st, op, dq_table, tpb, p.c0, p.c1, p.col, None,
                                          cols * 4, True, role="bias"))
+            post_in = op.attrs.get("post_in")
+            if last and post_in:  # the post stages' operand: this piece's [rows, cols] box
+                deps.append(bld._load(op, post_in, tpb, float(
+                    rows * cols * dtype_bytes(g.tensors[post_in].dtype)), "act").id)
             kpg = kc * unit_k if not conv or a.get("groups", 1) == 1 else geo.k  # K per group
             macs = rows * geo.row_elems * cols * kpg
             prev = compute(deps, cm.piece_cycles(g, op, rows, cols, kpg), macs)
@@ -309,7 +313,7 @@ def emit_piece(em, si, seg, op, b, j, tpb, r0, r1, c0, c1, pieces, seg_ops, plan
                 params["block"] = _int(blk)
             ins, prev = _chain_step(em, op, lw, MatmulOp, tpb, unit, (c0, c1), resident, j, last,
                                     prev if ci > 0 else None, slots, deps, params,
-                                    epilogue=pp.kparts == 1)
+                                    epilogue=pp.kparts == 1, rows=(r0, r1))
             if not last:
                 yield
     elif lw.kind == "conv":
@@ -428,7 +432,8 @@ def _weight_in(em, pp, op, w_t, tpb, c0, c1, k, resident, j):
 
 
 def _chain_step(em, op, lw, cls, tpb, unit, cols, resident, j, last, prev, slots, deps, params,
-                epilogue: bool = True, bias_resident: bool = True):
+                epilogue: bool = True, bias_resident: bool = True,
+                rows: tuple[int, int] | None = None):
     """One TCU instruction of a K chain (matmul or conv): it accumulates onto ``prev`` (the chunk
     before, None for the first); the last chunk carries the bias and the activation (unless
     ``epilogue`` is False: a K part's partial sum, the reduction applies them) and is returned
@@ -469,6 +474,16 @@ def _chain_step(em, op, lw, cls, tpb, unit, cols, resident, j, last, prev, slots
             db, dt = em.weight(op, lw.dequant, tpb, cols[0], cols[1], "bias", resident=True, j=j)
             slots["dequant"] = (db, None)
             deps.append(dt)
+        if lw.post:  # CVU stages after the dequantization (``from_ir.tcu_post``)
+            params["post"] = ArrayAttr([StageAttr.from_isa(st) for st in lw.post])
+            if lw.post_in:  # their operand: this piece's [rows, cols] box, loaded (the plan's)
+                if rows is None:
+                    raise ScheduleError(f"internal: op '{op.name}': post_in without rows")
+                r0, r1 = rows
+                pb, pt = em.load(lw.post_in, (r1 - r0, cols[1] - cols[0]),
+                                 [((1, 0), r0), ((0, 1), cols[0])], tpb)
+                slots["post_in"] = (pb, None)
+                deps.append(pt)
         if lw.act is not Act.NONE:
             params["act"] = StringAttr(lw.act.name.lower())
     ins = cls(tpb, slots, deps + em._take_out_wait(), params=params)

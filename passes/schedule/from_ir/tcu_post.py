@@ -1,0 +1,145 @@
+"""What follows a dequantized matmul, computed in its TCU epilogue (``isa.MatMul.post``,
+docs/isa.md): LLaMA's W8A8 MLP without its f16 gate / up results through memory.
+
+* **gate** (:func:`_silu_post`): the dequantized result ``g`` read only by a silu idiom group
+  ``g * sigmoid(g)`` (:func:`.silu.silu_pair`): the matmul writes ``silu(g)``. Post stages
+  ``MUL(v, 1.0)`` rounded to g's type (the dequantization's store rounding, so ``g`` is the
+  value the graph has), ``SIGMOID`` with its 16-bit body's roundings, ``MUL`` rounded by the
+  store: the silu op's stages (:func:`.silu.silu`) on the same ``g``.
+* **up** (:func:`_product_post`): the dequantized result ``u`` read only by a product ``m = s *
+  u`` (a plain elementwise ``mulf``, ``s`` another tensor of u's type and shape already
+  produced: gate's silu) and, when ``m``'s only use is a one-input elementwise generic that maps
+  to CVU stages (W8A8: the int8 ``QuantizeLinear``, ``DIV, ROUND, MAX, MIN, FTOI``), that too:
+  post stages ``MUL(v, 1.0)`` rounded (``u``), ``MUL(s, u)`` rounded to the type where the graph
+  rounds ``m`` (or by the store when nothing follows), then the quantize's own stages reading
+  it. ``s`` is the matmul's ``post_in`` (an input of the scheduler op, ``attrs["post_in"]``,
+  read from memory per piece as a [rows, cols] box).
+
+Each value is the graph's bit for bit: every f16 intermediate is rounded where the linalg
+rounds it (a float ``MUL`` stage with a rounding type, the 16-bit ``SIGMOID``), the quantize's
+stages are the ones its generic has alone (:func:`.silu.silu_tail`'s argument).
+:data:`ENABLED` = False keeps the CVU ops (A/B).
+"""
+
+from __future__ import annotations
+
+from xdsl.ir import Operation, SSAValue
+
+from m100.passes.graph.common import FUSED_INTO, body_exprs
+from m100.targets.m100.isa import CvuOp, Ref, RefKind, Stage
+
+from ..graph import Op, ScheduleError
+from ..ir_facts import Lowering, _expr_stages, _shape, int_body_check
+from .builder import Builder
+from .silu import _SIGMOID_ROUND, _after, _elem, _plain_ew, _sole_user, silu_pair
+
+#: compute gate's silu and up's product (+ quantize) in the TCU epilogues (docs/llm.md)
+ENABLED = True
+
+_IN = lambda i: Ref(RefKind.INPUT, i)  # noqa: E731
+_ST = lambda i: Ref(RefKind.STAGE, i)  # noqa: E731
+_ONE = Ref(RefKind.IMM, imm=1.0)
+
+
+def _dequant_value(mm: Operation) -> SSAValue | None:
+    """The result of matmul ``mm``'s fused dequantization generic (its only use)."""
+    gid = mm.attributes.get("m100.group")
+    us = [u.operation for u in mm.results[0].uses]
+    if gid is None or len(us) != 1 or us[0].attributes.get(FUSED_INTO) != gid or \
+            len(us[0].results) != 1:
+        return None
+    return us[0].results[0]
+
+
+def _silu_post(ctx: Builder, g: SSAValue, rnd) -> tuple[list[Operation], SSAValue,
+                                                         tuple[Stage, ...]] | None:
+    users = {id(u.operation): u.operation for u in g.uses}
+    if len(users) != 2:
+        return None
+    for op in users.values():
+        pair = silu_pair(op)
+        if pair is None:
+            continue
+        sig, root = pair
+        if set(users) != {id(sig), id(root)} or sig.inputs[0] is not g:  # type: ignore[attr-defined]
+            return None
+        stages = (Stage(CvuOp.MUL, (_IN(0), _ONE), iparams=rnd),
+                  Stage(CvuOp.SIGMOID, (_ST(0),), iparams=rnd),
+                  Stage(CvuOp.MUL, (_ST(0), _ST(1))))
+        return [sig, root], root.results[0], stages
+    return None
+
+
+def _product_post(ctx: Builder, u: SSAValue, rnd, where: str
+                  ) -> tuple[list[Operation], SSAValue, SSAValue, tuple[Stage, ...]] | None:
+    m_op = _sole_user(u)
+    if m_op is None or not _plain_ew(m_op, 2):
+        return None
+    ex = body_exprs(m_op)
+    ins = list(m_op.inputs)  # type: ignore[attr-defined]
+    if ex is None or len(ex) != 1 or ex[0].kind != "mulf" or \
+            sorted(a.val for a in ex[0].args if a.kind == "in") != [0, 1]:
+        return None
+    s = ins[1] if ins[0] is u else ins[0]
+    if s is u or s in ctx.consts or s in ctx.fills or s not in ctx.names or \
+            _shape(s) != _shape(u) or len({_elem(s), _elem(u), _elem(m_op.results[0])}) != 1:
+        return None
+    q_op = _sole_user(m_op.results[0])
+    q_st: tuple[Stage, ...] = ()
+    if q_op is not None and _plain_ew(q_op, 1):
+        qex = body_exprs(q_op)
+        try:
+            if qex is not None and len(qex) == 1:
+                int_body_check(q_op, where)
+                q_st = _expr_stages(qex, 1, where)
+        except ScheduleError:
+            q_st = ()
+        if q_st and (2 + len(q_st) > ctx.max_cvu_stages or q_st[-1].op is not CvuOp.FTOI):
+            q_st = ()
+    stages = [Stage(CvuOp.MUL, (_IN(0), _ONE), iparams=rnd),
+              Stage(CvuOp.MUL, (_IN(1), _ST(0)), iparams=rnd if q_st else ())]
+    stages += [_after(st, 2, 1) for st in q_st]
+    members = [m_op] + ([q_op] if q_st else [])
+    return members, s, members[-1].results[0], tuple(stages)  # type: ignore[union-attr]
+
+
+def tcu_post(ctx: Builder, o: Op, mm: Operation, lw: Lowering, where: str) -> None:
+    """Take what follows the dequantized matmul ``mm`` (scheduler op ``o``) into its epilogue
+    when it is gate's silu or up's product (+ quantize) (module docstring): sets ``lw.post``
+    (and ``o.attrs["post_in"]``, appended to ``o.inputs``), absorbs the generics, and makes
+    ``o``'s output the last one's value."""
+    if not ENABLED or not lw.dequant:
+        return
+    v = _dequant_value(mm)
+    if v is None or _elem(v) not in _SIGMOID_ROUND or len(_shape(v)) != 2:
+        return
+    rnd = _SIGMOID_ROUND[_elem(v)]
+    got = _silu_post(ctx, v, rnd)
+    post_in = None
+    if got is not None:
+        members, last, stages = got
+    else:
+        got2 = _product_post(ctx, v, rnd, where)
+        if got2 is None:
+            return
+        members, s, last, stages = got2
+        post_in = ctx.tname(s)
+    lw.post = stages
+    for m in members:
+        ctx.absorbed.add(id(m))
+    out = o.outputs[0]
+    ctx.names[last] = out
+    t = ctx.g.tensors[out]
+    ctx.g.tensors[out] = type(t)(t.name, t.shape, _dtype_of(last), t.kind)
+    if post_in is not None:
+        lw.post_in = post_in
+        o.attrs["post_in"] = post_in
+        o.inputs = o.inputs + (post_in,)
+
+
+def _dtype_of(v: SSAValue) -> str:
+    from ..ir_facts import _dtype
+    return _dtype(v.type)
+
+
+__all__ = ["ENABLED", "tcu_post"]
