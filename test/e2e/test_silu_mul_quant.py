@@ -163,11 +163,13 @@ def test_tiny_w8a8_prefill_layer_same_bits_as_three_ops(batch, monkeypatch):
     """The compiled tiny W8A8 prefill layer (weights as constants) gives the same bits on y, kT
     and v with the MLP's ``quantize(silu(gate) * up)`` as one CVU op (8 stages, int8 out), with
     ``silu(gate) * up`` as one op (3 stages, f16 out; the default) and with the three ops before
-    (``silu_tail`` off)."""
+    (``silu_tail`` off) -- the CVU forms, with ``tcu_post`` off (which computes them in the
+    TCU epilogues: ``test_tcu_post.py``)."""
     from m100.frontend import llm
-    from m100.passes.schedule.from_ir import silu
+    from m100.passes.schedule.from_ir import silu, tcu_post
     from m100.targets.m100.isa import CvuPipeline
     from m100.tools import driver
+    monkeypatch.setattr(tcu_post, "ENABLED", False)
     cfg = llm.config("tiny")
     T = 8
     rng = np.random.default_rng(11)

@@ -215,10 +215,19 @@ def matmuls(draw, machine: Machine, executable: bool = False) -> MatMul:
         c_t = draw(st.sampled_from([DType.F16, DType.BF16, DType.F32]))
     if acc and dequant:  # the i32 accumulator read instead of the float C (always)
         acc_in = draw(walks(machine, m * n, H, tpb, DType.I32))
+    post, post_in = (), None
+    if dequant and not executable and draw(_BOOLS):  # CVU stages after the dequantization
+        n_in = draw(_ints(1, 2))
+        post = draw(stages_for(n_in, draw(_ints(1, machine.cvu_max_stages)), elementwise=True))
+        if n_in == 2:
+            post_in = draw(walks(machine, m * n, H, tpb, draw(st.sampled_from(
+                [DType.F16, DType.BF16, DType.F32]))))
+        if post[-1].op is CvuOp.FTOI:
+            c_t = DType.I8
     return MatMul(tpb, draw(walks(machine, m * k, H, tpb, a_t)), draw(walks(machine, k * n, H, tpb, b_t)),
                   draw(walks(machine, m * n, H, tpb, c_t, executable)), m, n, k, acc,
                   draw(epilogues(machine, tpb, n, integer, requant, executable, dequant)),
-                  draw(syncs(machine, tpb, m)), scale, block, acc_in)
+                  draw(syncs(machine, tpb, m)), scale, block, acc_in, post, post_in)
 
 
 @st.composite
@@ -250,10 +259,11 @@ _SHAPES = st.lists(_ints(1, 4), min_size=1, max_size=4).map(tuple)
 
 
 @st.composite
-def stages_for(draw, n_inputs: int, n_stages: int) -> tuple[Stage, ...]:
+def stages_for(draw, n_inputs: int, n_stages: int, elementwise: bool = False
+               ) -> tuple[Stage, ...]:
     out = []
     for si in range(n_stages):
-        op = draw(st.sampled_from(list(CvuOp)))
+        op = draw(st.sampled_from([o for o in CvuOp if not elementwise or int(o) < 64]))
         lo, hi = op.arity
         nargs = draw(_ints(lo, hi))
         kinds = [RefKind.IMM] + ([RefKind.INPUT] if n_inputs else []) + ([RefKind.STAGE] if si else [])

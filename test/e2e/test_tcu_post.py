@@ -1,0 +1,93 @@
+"""LLaMA's W8A8 MLP in the TCU epilogues (``from_ir/tcu_post``, ``isa.MatMul.post``): gate's
+matmul writes ``silu(gate)``, up's reads it (``post_in``) and writes the int8 quantize of
+``silu(gate) * up``; no CVU op and no f16 gate / up result in memory.
+
+Oracle: the same compiled layer with the CVU forms (``tcu_post.ENABLED = False``), which
+``test_silu_mul_quant.py`` checks bit for bit against numpy written from the ONNX definition;
+the epilogue's semantics alone against numpy from the definition: ``test/unit/sim/test_tcu_post.py``.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from m100.targets.m100.isa import CvuOp, CvuPipeline, DType, Dma, MatMul
+
+
+def _layer(batch: int):
+    from m100.frontend import llm
+    cfg = llm.config("tiny")
+    T = 8
+    rng = np.random.default_rng(11)
+    cos, sin = llm.rope_tables(cfg, list(range(T)))
+    feed = {"x": (rng.standard_normal((batch * T, cfg.hidden)) * 2).astype(np.float16),
+            "cos": cos.astype(np.float16), "sin": sin.astype(np.float16)}
+    model, _ = llm.build(cfg, "layer", "prefill", context=T, batch=batch, seed=4, quant="w8a8")
+    return cfg, model, feed
+
+
+@pytest.mark.parametrize("batch", [1, 2])
+def test_tiny_w8a8_prefill_layer_mlp_in_the_tcu_epilogues(batch, monkeypatch):
+    from m100.passes.schedule.from_ir import tcu_post
+    from m100.tools import driver
+    cfg, model, feed = _layer(batch)
+    got, progs = {}, {}
+    for on in (True, False):
+        monkeypatch.setattr(tcu_post, "ENABLED", on)
+        prog = progs[on] = driver.compile(model, machine="m100").program
+        res = driver.run(prog, feed)
+        assert res.ok and not res.reports
+        got[on] = res.outputs
+    for k in ("y", "kT", "v"):  # the same bits
+        np.testing.assert_array_equal(got[True][k], got[False][k])
+    ins = [i for _, i in progs[True].instructions()]
+    posts = [i for i in ins if isinstance(i, MatMul) and i.post]
+    gate = [i for i in posts if i.post_in is None]
+    up = [i for i in posts if i.post_in is not None]
+    assert gate and up and len(gate) + len(up) == len(posts)
+    assert all([s.op for s in i.post] == [CvuOp.MUL, CvuOp.SIGMOID, CvuOp.MUL] and
+               i.c.dtype is DType.F16 and i.post[0].iparams == (DType.F16.value,)
+               for i in gate)
+    assert all([s.op for s in i.post] == [CvuOp.MUL, CvuOp.MUL, CvuOp.DIV, CvuOp.ROUND,
+                                          CvuOp.MAX, CvuOp.MIN, CvuOp.FTOI] and
+               i.c.dtype is DType.I8 and i.post_in.dtype is DType.F16 for i in up)
+    # every up piece's columns: its rows x cols of silu(gate)
+    assert sum(i.m * i.n for i in up) == batch * 8 * cfg.ffn
+    assert not [i for i in ins if isinstance(i, CvuPipeline) and
+                any(s.op is CvuOp.SIGMOID for s in i.stages)]
+    # fewer bytes through the DMA engines: the f16 up result is neither stored nor read back
+    moved = {on: sum(i.src.num_elements * i.src.dtype.bits // 8 for _, i in
+                     progs[on].instructions() if isinstance(i, Dma)) for on in progs}
+    assert moved[True] < moved[False]
+
+
+def test_gate_read_twice_keeps_the_cvu_op(monkeypatch):
+    """A silu whose gate result is read by something else too is not taken (the matmul's
+    result would not be the gate any more): ``_silu_post`` wants exactly the silu's two ops."""
+    from m100.context import make_context
+    from m100.frontend import llm
+    from m100.frontend import load_onnx
+    from m100.passes.graph.m100_graph import M100Graph
+    from m100.passes.schedule.from_ir import from_module, tcu_post
+    import onnx
+    from onnx import helper as h
+    cfg = llm.config("tiny")
+    model, _ = llm.build(cfg, "layer", "prefill", context=8, seed=4, quant="w8a8")
+    # the gate projection's f16 result: the Cast feeding the Sigmoid; make it an output too
+    sig = next(n for n in model.graph.node if n.op_type == "Sigmoid")
+    t = onnx.helper.make_tensor_value_info(sig.input[0], onnx.TensorProto.FLOAT16, None)
+    model.graph.output.append(t)
+
+    def stages(on):
+        monkeypatch.setattr(tcu_post, "ENABLED", on)
+        ctx = make_context()
+        mod = load_onnx(model, ctx)
+        M100Graph().apply(ctx, mod)
+        irg = from_module(mod, 8, 64)
+        return [[s.op for s in irg.lowering[o.name].post] for o in irg.graph.ops
+                if o.unit == "tcu.matmul" and irg.lowering[o.name].post]
+    got = stages(True)
+    assert len(got) == 1 and got[0][-1] is CvuOp.FTOI  # up's product + quantize only
+    assert stages(False) == []
+    del h
