@@ -13,6 +13,7 @@ from __future__ import annotations
 from .build_transfers import Transfers
 from .graph import Op, ScheduleError, dtype_bytes
 from .keep import kept_bytes
+from .list_schedule import boxed_store
 from .partition import TilePlan
 from .plan import STORE_LATER, BufferUse, PlanPiece, PlanTask, Unit, op_family
 from .segment import (SegmentCfg, StageCfg, act_resident_ok, band_rows, input_window,
@@ -321,6 +322,9 @@ class PlanBuilder(Transfers):
                                   [p.compute], si, p.band, p.col, (tpb,), "hbsm", loc, -1, 0,
                                   "out"))
             self._wrote(op.outputs[0], o.id)
+            if boxed_store(g, op):
+                self.wboxes.setdefault(op.outputs[0], []).append(((p.r0, p.r1, p.c0, p.c1),
+                                                                  o.id))
             readers.append(o.id)
             self._touch(tpb, o.id)
         self.cur = None

@@ -28,11 +28,13 @@ class Transfers(ListScheduler):
             prod.name in self.seg_ops or prod.name in self.tl.kept)
 
     def _load(self, op: Op, tensor: str, tpb: int, nbytes: float, role: str,
-              slot: bool = True) -> PlanTask:
-        """A DMA from memory into a fresh HBSM buffer of ``tpb``."""
+              slot: bool = True, box: tuple[int, int, int, int] | None = None) -> PlanTask:
+        """A DMA from memory into a fresh HBSM buffer of ``tpb`` (``box``: rows x cols of a 2-D
+        tensor, which waits only for the stores that wrote it when it can: ``_box_deps``)."""
         src = "ddr" if self.g.tensors[tensor].kind == "weight" else memory_of(self.cm, self.g, tensor)
-        deps = self._mem_deps(tensor) + self._wbar(tpb, tensor, role) + \
-            (self._slot_deps() if slot else [])
+        mem = self._box_deps(tensor, box) if box is not None else None
+        deps = (self._mem_deps(tensor) if mem is None else mem) + \
+            self._wbar(tpb, tensor, role) + (self._slot_deps() if slot else [])
         p = self.piece
         # positional fields (``PlanTask``'s order, :data:`.plan.TASK_FIELDS`): keyword arguments
         # cost ~2 us more per task

@@ -145,6 +145,8 @@ class EmitterCore:
         self.mem: dict[str, SSAValue] = {}  # tensor -> memory buffer
         self.mem_addr: dict[str, tuple[str, int]] = {}
         self.writers: dict[str, list[SSAValue]] = {}  # memory tensor -> tokens of its writers
+        # memory tensor -> ((r0, r1, c0, c1), token) of its boxed stores (the plan's ``wboxes``)
+        self.wboxes: dict[str, list] = {}
         self.join: dict[str, SSAValue] = {}
         self.bump = {"ddr": 0, "sram": 0}
         self.plan = pl.timeline

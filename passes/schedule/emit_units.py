@@ -14,6 +14,7 @@ from m100.targets.m100.isa_base import mask_of
 
 from .emit_core import EmitterCore, Lin, Piece, _int, access, ident, row_index
 from .graph import ScheduleError, conv_out_hw
+from .list_schedule import _overlapping, boxed_store
 from .kinds import FAMILIES
 from .plan import STORE_LATER, Unit, op_family
 from .segment import SegmentCfg, StageCfg
@@ -266,16 +267,25 @@ class UnitEmitter(EmitterCore):
             lin = row_index(shape, p.r0, p.c0)
         tok = self.dma(p.out, None, mem, access(bshape, lin), [p.done])
         self.writers.setdefault(out_t, []).append(tok)
+        if boxed_store(self.g, op):  # (the plan's ``wboxes``)
+            self.wboxes.setdefault(out_t, []).append(
+                ((p.r0, p.r0 + bshape[0], p.c0, p.c0 + bshape[-1]), tok))
         p.readers.append(tok)
         self._touch(p.tpb, tok)
 
     def load(self, tensor: str, bshape: tuple[int, ...], lin: Lin, tpb: int,
-             slot: bool = True, wbar: bool = False) -> tuple[SSAValue, SSAValue]:
+             slot: bool = True, wbar: bool = False,
+             box: tuple[int, int, int, int] | None = None) -> tuple[SSAValue, SSAValue]:
         """A fresh HBSM buffer of ``bshape`` on ``tpb`` filled from memory through ``lin``
-        (``wbar``: a weight, which may be prefetched across segments)."""
+        (``wbar``: a weight, which may be prefetched across segments; ``box``: rows x cols of a
+        2-D tensor, which waits only for the stores that wrote it when the plan's does)."""
         mem = self.memory(tensor)
         buf = self.buffer("hbsm", tpb, bshape, self.g.tensors[tensor].dtype)
-        deps = self.token_of(tensor) + (self._wbar(tpb, tensor) if wbar else self._bar(tpb))
+        bs = self.wboxes.get(tensor) if box is not None else None
+        over = _overlapping(bs, box) if bs and len(bs) == len(self.writers.get(tensor, ())) \
+            else None
+        deps = (self.token_of(tensor) if over is None else list(over)) + \
+            (self._wbar(tpb, tensor) if wbar else self._bar(tpb))
         if slot and self.cur is not None:
             deps = deps + self._slot_deps(*self.cur)
         tok = self.dma(mem, access(bshape, lin), buf, None, deps, tpb)

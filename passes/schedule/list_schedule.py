@@ -61,6 +61,10 @@ class ListScheduler:
         self.free: dict[tuple[str, int], float] = {}
         self.last_on_res: dict[tuple[str, int], int] = {}
         self.written: dict[str, int] = {}  # tensor in memory -> its last-ending writer task
+        self.n_written: dict[str, int] = {}  # tensor in memory -> how many stores wrote it
+        # tensor -> ((r0, r1, c0, c1), store task) of the stores of a plain 2-D matmul result
+        # (``boxed_store``): what a box read waits for (:meth:`_box_deps`)
+        self.wboxes: dict[str, list[tuple[tuple[int, int, int, int], int]]] = {}
         self.seg_touch: dict[int, int] = {}  # TPB -> last-ending task touching it (this segment)
         self.barrier: dict[int, int] = {}  # TPB -> the previous segment's end there
         # TPB -> (segment, its end task there) of every segment that used it, oldest first
@@ -323,7 +327,18 @@ class ListScheduler:
     def _mem_deps(self, tensor: str) -> list[int]:
         return [self.written[tensor]] if tensor in self.written and not self.isolated else []
 
+    def _box_deps(self, tensor: str, box: tuple[int, int, int, int]) -> list[int] | None:
+        """The stores of ``tensor`` whose boxes overlap ``box`` when every store of it has a box
+        (:func:`boxed_store`) and they cover ``box``; else None (wait for the whole tensor)."""
+        if self.isolated:
+            return []
+        bs = self.wboxes.get(tensor)
+        if not bs or len(bs) != self.n_written.get(tensor):
+            return None
+        return _overlapping(bs, box)
+
     def _wrote(self, tensor: str, tid: int) -> None:
+        self.n_written[tensor] = self.n_written.get(tensor, 0) + 1
         prev = self.written.get(tensor)
         if prev is None or self.tl.tasks[prev].end <= self.tl.tasks[tid].end:
             self.written[tensor] = tid
@@ -334,3 +349,26 @@ class ListScheduler:
     def _slot_deps(self) -> list[int]:
         h = self.hist.get(self.cur, []) if self.cur else []
         return [h[-2]] if len(h) >= 2 else []
+
+
+def boxed_store(g, op) -> bool:
+    """Are ``op``'s stores boxes ``[r0, r1) x [c0, c1)`` of its plain 2-D result (a matmul's,
+    not written into another layout, a view or columns of another tensor)? Then a reader of a
+    box waits only for the stores that overlap it (``post_in`` of a matmul epilogue)."""
+    t = op.outputs[0]
+    return op.unit == "tcu.matmul" and len(g.tensors[t].shape) == 2 and t not in g.wmap and \
+        t not in g.strided and t not in g.views
+
+
+def _overlapping(bs: list, box: tuple[int, int, int, int]) -> list | None:
+    """The writers (second items of ``bs``) whose boxes overlap ``box``, if those boxes cover
+    it (their overlapping areas add up to its area: the stores of one tensor do not overlap);
+    else None."""
+    r0, r1, c0, c1 = box
+    out, area = [], 0
+    for (a0, a1, b0, b1), w in bs:
+        h, wd = min(r1, a1) - max(r0, a0), min(c1, b1) - max(c0, b0)
+        if h > 0 and wd > 0:
+            out.append(w)
+            area += h * wd
+    return out if area == (r1 - r0) * (c1 - c0) else None

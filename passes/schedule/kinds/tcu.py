@@ -142,7 +142,8 @@ def plan_piece(bld, si: int, st, op: Op, p: PlanPiece, tplan: TilePlan, compute)
             post_in = op.attrs.get("post_in")
             if last and post_in:  # the post stages' operand: this piece's [rows, cols] box
                 deps.append(bld._load(op, post_in, tpb, float(
-                    rows * cols * dtype_bytes(g.tensors[post_in].dtype)), "act").id)
+                    rows * cols * dtype_bytes(g.tensors[post_in].dtype)), "act",
+                    box=(p.r0, p.r1, p.c0, p.c1)).id)
             kpg = kc * unit_k if not conv or a.get("groups", 1) == 1 else geo.k  # K per group
             macs = rows * geo.row_elems * cols * kpg
             prev = compute(deps, cm.piece_cycles(g, op, rows, cols, kpg), macs)
@@ -481,7 +482,8 @@ def _chain_step(em, op, lw, cls, tpb, unit, cols, resident, j, last, prev, slots
                     raise ScheduleError(f"internal: op '{op.name}': post_in without rows")
                 r0, r1 = rows
                 pb, pt = em.load(lw.post_in, (r1 - r0, cols[1] - cols[0]),
-                                 [((1, 0), r0), ((0, 1), cols[0])], tpb)
+                                 [((1, 0), r0), ((0, 1), cols[0])], tpb,
+                                 box=(r0, r1, cols[0], cols[1]))
                 slots["post_in"] = (pb, None)
                 deps.append(pt)
         if lw.act is not Act.NONE:
