@@ -42,11 +42,11 @@ _SAME = frozenset(("bound", "n_groups", "fill_gap", "prefetch_depth", "dma_sync_
                    "dma_queued", "isolated", "piece",
                    "cur", "stage"))
 # dicts/sets of immutable values
-_FLAT = frozenset(("free", "last_on_res", "written", "seg_touch", "barrier", "hbsm_use",
-                   "kept_use", "gcache", "wcache", "acache", "seg_ops", "outside", "dma_fixed",
-                   "ocache"))
+_FLAT = frozenset(("free", "last_on_res", "written", "n_written", "seg_touch", "barrier",
+                   "hbsm_use", "kept_use", "gcache", "wcache", "acache", "seg_ops", "outside",
+                   "dma_fixed", "ocache"))
 # dicts of lists of immutable values
-_LISTS = frozenset(("bar_hist", "bar_at", "by_op", "hist"))
+_LISTS = frozenset(("bar_hist", "bar_at", "by_op", "hist", "wboxes"))
 _END = attrgetter("end")
 _RULED = _NOT_STATE | _SAME | _FLAT | _LISTS | frozenset(
     ("dma_busy", "dtdu_busy", "drb_use", "row_index", "readers", "out_readers", "out_wait"))

@@ -66,12 +66,10 @@ def test_gate_read_twice_keeps_the_cvu_op(monkeypatch):
     """A silu whose gate result is read by something else too is not taken (the matmul's
     result would not be the gate any more): ``_silu_post`` wants exactly the silu's two ops."""
     from m100.context import make_context
-    from m100.frontend import llm
-    from m100.frontend import load_onnx
+    from m100.frontend import llm, load_onnx
     from m100.passes.graph.m100_graph import M100Graph
     from m100.passes.schedule.from_ir import from_module, tcu_post
     import onnx
-    from onnx import helper as h
     cfg = llm.config("tiny")
     model, _ = llm.build(cfg, "layer", "prefill", context=8, seed=4, quant="w8a8")
     # the gate projection's f16 result: the Cast feeding the Sigmoid; make it an output too
@@ -90,4 +88,3 @@ def test_gate_read_twice_keeps_the_cvu_op(monkeypatch):
     got = stages(True)
     assert len(got) == 1 and got[0][-1] is CvuOp.FTOI  # up's product + quantize only
     assert stages(False) == []
-    del h

@@ -29,7 +29,7 @@ from m100.passes.graph.common import FUSED_INTO, body_exprs
 from m100.targets.m100.isa import CvuOp, Ref, RefKind, Stage
 
 from ..graph import Op, ScheduleError
-from ..ir_facts import Lowering, _expr_stages, _shape, int_body_check
+from ..ir_facts import Lowering, _dtype, _expr_stages, _shape, int_body_check
 from .builder import Builder
 from .silu import _SIGMOID_ROUND, _after, _elem, _plain_ew, _sole_user, silu_pair
 
@@ -130,16 +130,11 @@ def tcu_post(ctx: Builder, o: Op, mm: Operation, lw: Lowering, where: str) -> No
     out = o.outputs[0]
     ctx.names[last] = out
     t = ctx.g.tensors[out]
-    ctx.g.tensors[out] = type(t)(t.name, t.shape, _dtype_of(last), t.kind)
+    ctx.g.tensors[out] = type(t)(t.name, t.shape, _dtype(last.type), t.kind)
     if post_in is not None:
         lw.post_in = post_in
         o.attrs["post_in"] = post_in
         o.inputs = o.inputs + (post_in,)
-
-
-def _dtype_of(v: SSAValue) -> str:
-    from ..ir_facts import _dtype
-    return _dtype(v.type)
 
 
 __all__ = ["ENABLED", "tcu_post"]
