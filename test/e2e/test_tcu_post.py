@@ -12,7 +12,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from m100.targets.m100.isa import CvuOp, CvuPipeline, DType, Dma, MatMul
+from m100.targets.m100.isa import CvuOp, CvuPipeline, DType, MatMul
 
 
 def _layer(batch: int):
@@ -56,15 +56,12 @@ def test_tiny_w8a8_prefill_layer_mlp_in_the_tcu_epilogues(batch, monkeypatch):
     assert sum(i.m * i.n for i in up) == batch * 8 * cfg.ffn
     assert not [i for i in ins if isinstance(i, CvuPipeline) and
                 any(s.op is CvuOp.SIGMOID for s in i.stages)]
-    # fewer bytes through the DMA engines: the f16 up result is neither stored nor read back
-    moved = {on: sum(i.src.num_elements * i.src.dtype.bits // 8 for _, i in
-                     progs[on].instructions() if isinstance(i, Dma)) for on in progs}
-    assert moved[True] < moved[False]
 
 
 def test_gate_read_twice_keeps_the_cvu_op(monkeypatch):
     """A silu whose gate result is read by something else too is not taken (the matmul's
-    result would not be the gate any more): ``_silu_post`` wants exactly the silu's two ops."""
+    result would not be the gate any more): ``_silu_post`` wants exactly the silu's two ops;
+    the layer then runs its CVU ops as before."""
     from m100.context import make_context
     from m100.frontend import llm, load_onnx
     from m100.passes.graph.m100_graph import M100Graph
@@ -74,7 +71,7 @@ def test_gate_read_twice_keeps_the_cvu_op(monkeypatch):
     model, _ = llm.build(cfg, "layer", "prefill", context=8, seed=4, quant="w8a8")
     # the gate projection's f16 result: the Cast feeding the Sigmoid; make it an output too
     sig = next(n for n in model.graph.node if n.op_type == "Sigmoid")
-    t = onnx.helper.make_tensor_value_info(sig.input[0], onnx.TensorProto.FLOAT16, None)
+    t = onnx.helper.make_tensor_value_info(sig.input[0], onnx.TensorProto.FLOAT16, [8, cfg.ffn])
     model.graph.output.append(t)
 
     def stages(on):
@@ -85,6 +82,6 @@ def test_gate_read_twice_keeps_the_cvu_op(monkeypatch):
         irg = from_module(mod, 8, 64)
         return [[s.op for s in irg.lowering[o.name].post] for o in irg.graph.ops
                 if o.unit == "tcu.matmul" and irg.lowering[o.name].post]
-    got = stages(True)
-    assert len(got) == 1 and got[0][-1] is CvuOp.FTOI  # up's product + quantize only
-    assert stages(False) == []
+    # nothing is taken: not the silu, and not up's product either (its silu operand is then a
+    # CVU op after up in the graph, not a tensor produced before it)
+    assert stages(True) == [] and stages(False) == []

@@ -120,3 +120,14 @@ def test_post_stage_refusals(what):
     inst = MatMul(0, A, B, C, m, n, k, epilogue=ep, post=post, post_in=post_in)
     with pytest.raises(IsaError):
         inst.check(get_machine("tiny"))
+
+
+def test_box_deps_cover_or_fall_back():
+    """A post_in box waits for the stores whose boxes overlap it, only when they cover it
+    (``list_schedule._overlapping``; else the caller waits for the whole tensor)."""
+    from m100.passes.schedule.list_schedule import _overlapping
+    bs = [((0, 4, 0, 8), "a"), ((4, 8, 0, 8), "b"), ((0, 8, 8, 16), "c")]
+    assert _overlapping(bs, (2, 6, 0, 8)) == ["a", "b"]
+    assert _overlapping(bs, (0, 4, 4, 12)) == ["a", "c"]
+    assert _overlapping(bs, (0, 8, 12, 20)) is None  # columns 16.. were not stored
+    assert _overlapping(bs[:1], (2, 6, 0, 8)) is None
