@@ -45,7 +45,7 @@ from .isa import (BY_OPCODE, Act, Broadcast, Conv2D, Copy, CsuCall, CvuOp, CvuPi
                   Routine, Space, Stage, Sync, Trigger, Update, Walk, space_size)
 from .machine import Machine
 
-ENCODING_VERSION = 3  # 2: Epilogue.dequant (a presence bit after requant); 3: MatMul.post
+ENCODING_VERSION = 2  # 2: Epilogue.dequant (a presence bit after requant)
 
 OPCODE_BITS = 8
 LENGTH_BITS = 24
@@ -517,10 +517,12 @@ def _acc_in(c: _Coder, x: MatMul | None) -> Walk | None:
 
 
 def _post(c: _Coder, x: MatMul | None) -> tuple[tuple[Stage, ...], Walk | None]:
-    """The optional post stages of a matmul's epilogue: presence bit, the stages (count, each
-    stage), then ``post_in`` (presence bit, walk)."""
+    """The optional post stages of a matmul's epilogue, the last field: present when the
+    instruction's length leaves bits after ``acc`` (no presence bit, so a matmul without them
+    encodes as in version 2, bit for bit): the stages (count, each stage), then ``post_in``
+    (presence bit, walk)."""
     s = _Src(x)
-    if not c.flag(None if x is None else bool(x.post), "post present"):
+    if (c.remaining() <= 0) if c.reading else not x.post:  # type: ignore[union-attr]
         return (), None
     stages = c.stages(s.post, "post")
     if c.reading and not stages:
