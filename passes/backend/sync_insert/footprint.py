@@ -90,6 +90,8 @@ def block_accesses(inst: isa.Instruction) -> list[Access]:
         add("c", inst.c, True, True)
         if inst.acc is not None:
             add("acc", inst.acc, False, True)
+        if inst.post_in is not None:  # the post stages' operand: read block by block like C
+            add("post_in", inst.post_in, False, True)
         for name, w, _ in inst.walks():
             if name in ("bias", "requant.per_channel", "dequant", "scale"):
                 add(name, w, False, False)
