@@ -131,3 +131,23 @@ def test_box_deps_cover_or_fall_back():
     assert _overlapping(bs, (0, 4, 4, 12)) == ["a", "c"]
     assert _overlapping(bs, (0, 8, 12, 20)) is None  # columns 16.. were not stored
     assert _overlapping(bs[:1], (2, 6, 0, 8)) is None
+
+
+def test_post_stages_round_trip_the_tpb_dialect(rng):
+    """``tpb.matmul`` carries ``post`` (``#tpb.stage`` list) and the ``post_in`` slot: ISA ->
+    op -> generic text -> op -> ISA is the identity."""
+    from xdsl.parser import Parser
+    from xdsl.printer import Printer
+    import io
+    from m100.context import make_context
+    from m100.dialects.tpb import MatmulOp
+    m, k, n = 8, 32, 16
+    _, _, _, A, B, S = _operands(rng, m, k, n)
+    G, Q = hb(0, 24576, DType.F16, (m, n)), hb(0, 32768, DType.I8, (m, n))
+    up = MatMul(0, A, B, Q, m, n, k, epilogue=Epilogue(dequant=S), post=QUANT_POST, post_in=G)
+    op = MatmulOp.from_instruction(up)
+    assert op.to_instruction() == up
+    buf = io.StringIO()
+    Printer(stream=buf).print_op(op)
+    back = Parser(make_context(), buf.getvalue()).parse_op()
+    assert back.to_instruction() == up

@@ -13,7 +13,7 @@ tpb.program "tiny" placed {
 
 %a = hbsm.alloc : !hbsm.buffer<hbsm[0], 4x4xf32>
 %e = tpb.matmul tpb 0 a(%a) b(%a) c(%a) d(%a) {m = 4, n = 4, k = 4}
-// CHECK: 'tpb.matmul' (tpb 0): unknown operand slot 'd' (expected: a, b, c, bias, per_channel, dequant, scale, acc)
+// CHECK: 'tpb.matmul' (tpb 0): unknown operand slot 'd' (expected: a, b, c, bias, per_channel, dequant, scale, acc, post_in)
 
 // -----
 
