@@ -8,7 +8,7 @@ from collections.abc import Sequence
 from typing import ClassVar
 
 from xdsl.dialects.builtin import (I64, ArrayAttr, DenseArrayBase, FloatAttr, IntegerAttr,
-                                   StringAttr, UnitAttr, f64, i64)
+                                   StringAttr, UnitAttr)
 from xdsl.ir import Attribute, ParametrizedAttribute
 from xdsl.irdl import irdl_attr_definition, opt_prop_def, prop_def
 from xdsl.parser import AttrParser

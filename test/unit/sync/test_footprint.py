@@ -8,6 +8,7 @@ import os
 import sys
 
 import numpy as np
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -176,3 +177,41 @@ def test_rows_meet1_is_rows_meet():
         a, b = shape(), shape()
         dec, meet = rows_meet(*(np.array([x]) for x in a), *b)
         assert rows_meet1(*a, *b) == (bool(dec[0]), bool(meet[0])), (a, b)
+
+
+# ------------------------------------------------------------------------------------------------
+# completeness: every operand an instruction reads or writes is in its footprint
+# ------------------------------------------------------------------------------------------------
+def _isa_strategies():
+    import importlib.util
+    import pathlib
+    p = pathlib.Path(__file__).parents[1] / "isa" / "strategies.py"
+    spec = importlib.util.spec_from_file_location("m100_isa_strategies_footprint", p)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+_S = _isa_strategies()
+from m100.targets.m100.machine import get_machine  # noqa: E402
+
+_TINY = get_machine("tiny")
+
+
+@pytest.mark.parametrize("kind", list(_S.KIND_STRATEGIES), ids=lambda k: k.__name__)
+def test_block_accesses_cover_every_operand(kind):
+    """Per instruction kind (a matmul's optional operands are drawn rarely among all kinds)."""
+    settings(max_examples=200, deadline=None)(given(_S.instructions(_TINY, [kind]))(
+        _covers_every_operand))()
+
+
+def _covers_every_operand(inst):
+    """An operand walk missing from ``block_accesses`` is a buffer sync-insert does not protect:
+    a DMA may refill it while the instruction still reads it (a race no check of the compiler
+    reports). Each walk of ``inst.walks()`` must be an access with its write flag -- e.g. a
+    matmul's ``post_in`` (session 15), read block by block like C."""
+    acc = footprint.block_accesses(inst)
+    for name, w, written in inst.walks():
+        hits = [a for a in acc if a.walk == w and a.write == written]
+        assert hits, f"{type(inst).__name__}: operand '{name}' ({'written' if written else 'read'}) " \
+                     f"is not in its footprint {[(a.name, a.write) for a in acc]}"
