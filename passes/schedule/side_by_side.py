@@ -45,33 +45,70 @@ MAX_GROUP = 8
 WINDOWS = (2, 4, 8)
 
 
+def _op_sig(s, name: str) -> tuple:
+    """The structure of an op: unit, attributes, epilogue, input/output shapes and dtypes."""
+    g, op = s.g, s.ops[name]
+    return (op.unit, tuple(sorted((k, repr(v)) for k, v in op.attrs.items()
+                                  if not isinstance(v, str))),
+            op.epilogue,
+            tuple((g.tensors[t].shape, g.tensors[t].dtype, g.tensors[t].kind)
+                  for t in op.inputs + op.outputs))
+
+
 def _sig(s, cfg: SegmentCfg) -> tuple:
-    """The structure of a segment: kind, and per stage the op's unit, attributes, epilogue and
-    input/output shapes and dtypes; no names, and not the stage configuration (the groups are
-    searched again: equal ops cut into equal segments is what matters)."""
-    g = s.g
-    out = [cfg.kind]
-    for st in cfg.stages:
-        op = s.ops[st.op]
-        out.append((op.unit, tuple(sorted((k, repr(v)) for k, v in op.attrs.items()
-                                          if not isinstance(v, str))),
-                    op.epilogue,
-                    tuple((g.tensors[t].shape, g.tensors[t].dtype, g.tensors[t].kind)
-                          for t in op.inputs + op.outputs)))
-    return tuple(out)
+    """The structure of a segment: kind, and per stage the op's structure (:func:`_op_sig`); no
+    names, and not the stage configuration (the groups are searched again: equal ops cut into
+    equal segments is what matters)."""
+    return (cfg.kind,) + tuple(_op_sig(s, st.op) for st in cfg.stages)
 
 
-def repeated_runs(s, segs: list[SegmentCfg]) -> list[tuple[int, int, int]]:
-    """(start, group length, groups) of each maximal run of >= :data:`MIN_GROUPS` equal groups
-    of segments that contain compute (not only data movement), left to right, not overlapping."""
-    sigs = [_sig(s, c) for c in segs]
-    n = len(segs)
+def _chained(s, prev: SegmentCfg, cfg: SegmentCfg) -> bool:
+    """Both segments compute and ``cfg``'s first op reads an output of ``prev``'s last op."""
+    if prev.kind == "dma" or cfg.kind == "dma":
+        return False
+    return bool(set(s.ops[cfg.stages[0].op].inputs) & set(s.ops[prev.stages[-1].op].outputs))
+
+
+def _blocks(s, segs: list[SegmentCfg]) -> list[tuple[int, int, tuple]]:
+    """``(start, end, signature)`` of each block of ``segs``: a data-movement segment alone, or a
+    maximal run of compute segments each of which reads the result of the one before it -- ONE
+    chain however the search cut it into segments (session 15: a head's ``matmul -> softmax ->
+    matmul -> quantize`` came out as one pipeline for some heads and a pipeline of three plus
+    the quantize alone for others, and the equal heads were not recognized). A chain's
+    signature is its ops' structures in order (:func:`_op_sig`), not their segments' kinds
+    (a chain of one segment too)."""
+    spans: list[list[int]] = []
+    for i, cfg in enumerate(segs):
+        if spans and _chained(s, segs[i - 1], cfg):
+            spans[-1][1] = i + 1
+        else:
+            spans.append([i, i + 1])
+    out = []
+    for a, b in spans:
+        if segs[a].kind == "dma":
+            out.append((a, b, _sig(s, segs[a])))
+        else:
+            out.append((a, b, ("chain",) + tuple(_op_sig(s, st.op) for c in segs[a:b]
+                                                 for st in c.stages)))
+    return out
+
+
+def repeated_runs(s, segs: list[SegmentCfg]) -> list[list[tuple[int, int]]]:
+    """The groups ``[(start, end), ...]`` (segment ranges, consecutive) of each maximal run of
+    >= :data:`MIN_GROUPS` equal groups of :func:`_blocks` that contain compute (not only data
+    movement), left to right, not overlapping. Equal groups have equal ops in the same order
+    and their data movement at the same places; their compute may be cut into segments
+    differently."""
+    blocks = _blocks(s, segs)
+    sigs = [b[2] for b in blocks]
+    n = len(blocks)
     out = []
     i = 0
     while i < n:
         best = None
         for L in range(1, MAX_GROUP + 1):
-            if not any(segs[j].kind != "dma" for j in range(i, min(n, i + L))):
+            if not any(segs[j].kind != "dma" for blk in blocks[i:min(n, i + L)]
+                       for j in range(blk[0], blk[1])):
                 continue
             k = 1
             while i + (k + 1) * L <= n and sigs[i + k * L:i + (k + 1) * L] == sigs[i:i + L]:
@@ -81,8 +118,10 @@ def repeated_runs(s, segs: list[SegmentCfg]) -> list[tuple[int, int, int]]:
         if best is None:
             i += 1
             continue
-        out.append(best)
-        i = best[0] + best[1] * best[2]
+        b0, L, k = best
+        out.append([(blocks[b0 + gi * L][0], blocks[b0 + (gi + 1) * L - 1][1])
+                    for gi in range(k)])
+        i = b0 + L * k
     return out
 
 
@@ -146,13 +185,15 @@ def _moved(cfg0: SegmentCfg, ops: list[str], pool: tuple[int, ...], shift: int) 
 def _group_on(layout: list[SegmentCfg | int], group: list[SegmentCfg], pool: tuple[int, ...],
               shift: int) -> list[SegmentCfg]:
     """Group ``group`` (structurally equal to the one ``layout`` was made for) laid out the same
-    way on the window ``shift`` TPBs along ``pool``: its own data movement, the layout's compute
-    configurations with its own op names."""
+    way on the window ``shift`` TPBs along ``pool``: its own data movement (in order: the
+    layout's data-movement items are those of the first group, whose compute may have been cut
+    into other segments), the layout's compute configurations with its own op names."""
     ops = iter([st.op for cfg in group if cfg.kind != "dma" for st in cfg.stages])
+    dmas = iter([cfg for cfg in group if cfg.kind == "dma"])
     out = []
     for item in layout:
         if isinstance(item, int):
-            out.append(group[item])
+            out.append(next(dmas))
         else:
             out.append(_moved(item, [next(ops) for _ in item.stages], pool, shift))
     return out
@@ -182,8 +223,9 @@ def side_by_side(s, segs: list[SegmentCfg], tl, keep: str, pool: tuple[int, ...]
     whole plan gets shorter (module docstring); the input unchanged otherwise."""
     n = len(pool)
     # right to left: a changed run (a merged pipeline has fewer segments) moves no run before it
-    for start, L, k in reversed(repeated_runs(s, segs)):
-        group0 = segs[start:start + L]
+    for run in reversed(repeated_runs(s, segs)):
+        start, end, k = run[0][0], run[-1][1], len(run)
+        group0 = segs[run[0][0]:run[0][1]]
         if not _whole_pool_chain(s, group0, n):
             continue
         best = None
@@ -194,18 +236,17 @@ def side_by_side(s, segs: list[SegmentCfg], tl, keep: str, pool: tuple[int, ...]
             layout = _window_layout(s, group0, pool[:size])
             if layout is None:
                 if _DEBUG:
-                    print(f"side_by_side: run at {start} ({k} x {L}), {w} windows: no layout",
+                    print(f"side_by_side: run at {start} ({k} groups), {w} windows: no layout",
                           file=sys.stderr)
                 continue
             trial = segs[:start]
-            for gi in range(k):
-                group = segs[start + gi * L:start + (gi + 1) * L]
-                trial += _group_on(layout, group, pool, (gi % w) * size)
-            trial += segs[start + k * L:]
+            for gi, (a, b) in enumerate(run):
+                trial += _group_on(layout, segs[a:b], pool, (gi % w) * size)
+            trial += segs[end:]
             ref = tl if best is None else best[1]
             tl2 = s.sched.shorter(trial, ref, keep)
             if _DEBUG:
-                print(f"side_by_side: run at {start} ({k} x {L}), {w} windows: "
+                print(f"side_by_side: run at {start} ({k} groups), {w} windows: "
                       f"{ref.makespan:.0f} -> {'-' if tl2 is None else round(tl2.makespan)}",
                       file=sys.stderr)
             if tl2 is not None:

@@ -7,9 +7,10 @@ from m100.passes.schedule.segment import SegmentCfg, StageCfg
 from m100.passes.schedule.side_by_side import MIN_GROUPS, _group_on, repeated_runs
 
 
-def _search(heads: int, odd: int | None = None):
+def _search(heads: int, odd: int | None = None, cut: set[int] = frozenset()):
     """A search-like object over: a projection, then per head [slice (dma), matmul, softmax +
-    matmul (pipeline)], then a concat; head ``odd`` has a matmul of another shape."""
+    matmul (pipeline)], then a concat; head ``odd`` has a matmul of another shape; the heads in
+    ``cut`` have their three ops as one pipeline (the search cut them otherwise)."""
     tensors, ops, segs = {}, {}, []
 
     def t(name, shape):
@@ -29,8 +30,12 @@ def _search(heads: int, odd: int | None = None):
         op(f"mm{h}", "tcu.matmul", [f"qh{h}"], f"s{h}", (r, 64))
         op(f"sm{h}", "cvu.softmax", [f"s{h}"], f"p{h}", (r, 64))
         op(f"pv{h}", "tcu.matmul", [f"p{h}"], f"o{h}", (r, 16))
-        segs += [SegmentCfg((StageCfg(f"sl{h}", (0,)),), "dma"),
-                 SegmentCfg((StageCfg(f"mm{h}", tuple(range(8)), gc=2),)),
+        segs.append(SegmentCfg((StageCfg(f"sl{h}", (0,)),), "dma"))
+        if h in cut:
+            segs.append(SegmentCfg((StageCfg(f"mm{h}", (0, 1)), StageCfg(f"sm{h}", (2, 3)),
+                                    StageCfg(f"pv{h}", (4, 5, 6, 7))), "pipeline"))
+            continue
+        segs += [SegmentCfg((StageCfg(f"mm{h}", tuple(range(8)), gc=2),)),
                  SegmentCfg((StageCfg(f"sm{h}", (0, 1, 2, 3)),
                              StageCfg(f"pv{h}", (4, 5, 6, 7))), "pipeline")]
     op("cat", "dma", [f"o{h}" for h in range(heads)], "o", (64, 16 * heads))
@@ -38,16 +43,39 @@ def _search(heads: int, odd: int | None = None):
     return NS(g=NS(tensors=tensors), ops=ops), segs
 
 
+def _groups(start: int, length: int, k: int) -> list[tuple[int, int]]:
+    return [(start + i * length, start + (i + 1) * length) for i in range(k)]
+
+
 def test_repeated_runs_finds_the_heads_exactly():
     s, segs = _search(6)
-    assert repeated_runs(s, segs) == [(1, 3, 6)]
+    assert repeated_runs(s, segs) == [_groups(1, 3, 6)]
     # a group of another shape ends the run: 2 + 3 equal groups around it are too few
     s, segs = _search(6, odd=2)
     assert MIN_GROUPS == 4 and repeated_runs(s, segs) == []
     s, segs = _search(9, odd=4)  # 4 groups, the odd one, 4 groups
-    assert repeated_runs(s, segs) == [(1, 3, 4), (1 + 5 * 3, 3, 4)]
+    assert repeated_runs(s, segs) == [_groups(1, 3, 4), _groups(1 + 5 * 3, 3, 4)]
     s, segs = _search(3)
     assert repeated_runs(s, segs) == []
+
+
+def test_repeated_runs_finds_heads_whose_chain_the_search_cut_otherwise():
+    """Session 15: equal heads are one run whatever segments the search cut each head's chain
+    into (heads 1 and 3 one pipeline of three ops, the others a matmul and a pipeline of two);
+    a head whose ops differ still ends the run."""
+    s, segs = _search(6, cut={1, 3})
+    assert len(segs) == 1 + 6 * 3 - 2 + 1
+    assert repeated_runs(s, segs) == [[(1, 4), (4, 6), (6, 9), (9, 11), (11, 14), (14, 17)]]
+    s, segs = _search(6, odd=2, cut={1, 3})
+    assert repeated_runs(s, segs) == []
+    # a group cut otherwise laid out as the first one: its own dma segment and ops
+    s, segs = _search(4, cut={1})
+    pool = tuple(range(8))
+    layout = [0, SegmentCfg((StageCfg("mm0", (0,)),)),
+              SegmentCfg((StageCfg("sm0", (1,)), StageCfg("pv0", (2, 3))), "pipeline")]
+    out = _group_on(layout, segs[4:6], pool, 4)
+    assert out[0] is segs[4] and [[(st.op, st.tpbs) for st in c.stages] for c in out[1:]] == \
+        [[("mm1", (4,))], [("sm1", (5,)), ("pv1", (6, 7))]]
 
 
 def test_group_on_window_keeps_its_own_ops_and_moves_tpbs():
