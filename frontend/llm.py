@@ -98,6 +98,12 @@ def config(name: str) -> LlamaConfig:
 #: (both kept for A/B measurements)
 PREFILL_ROPE = "halves"
 
+#: W8A8 prefill: where the attention output ``o`` is quantized for ``wo``: ``"heads"`` each
+#: head's [T, hd] result (the last op of its pipeline; the int8 columns written in place;
+#: session 15), ``"concat"`` the whole [T, nh*hd] after the last head (one separate CVU pass;
+#: kept for A/B). The same bits: the quantize is per tensor and elementwise.
+PREFILL_O_QUANT = "heads"
+
 
 def rope_tables(cfg: LlamaConfig, positions: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """cos, sin [len(positions), hd] of rotate-half RoPE (``transformers`` convention)."""
@@ -210,17 +216,28 @@ def _prefill_layer(g: LlmGraph, cfg: LlamaConfig, tokens: int, batch: int) -> No
         sl = g.op("Slice", [t, g.ints([i]), g.ints([i + 1]), g.ints([0]), g.ints([1])])
         return g.op("Reshape", [sl, g.ints([r, c])])
 
+    # W8A8: each head's output is quantized for ``wo`` on its own (QuantizeLinear is per tensor
+    # and elementwise, so the concat of the heads' quantizes is the quantize of their concat,
+    # bit for bit): the quantize is the fourth op of the head's pipeline, its [T, hd] f16 result
+    # never goes to memory, and the int8 columns of ``o`` are written in place -- instead of a
+    # separate pass over the whole f16 ``o`` [T, nh*hd] after the last head (8 MB read, 4 MB
+    # written at LLaMA2-7B, on the critical path between the heads and ``wo``)
+    q_heads = g.quant == "w8a8" and PREFILL_O_QUANT == "heads"
+
     def attention(qb: str, kh: list[str], vh: list[str]) -> str:  # one sequence -> [T, nh*hd]
         oh = []
-        for h in range(nh):  # each head's chain: matmul, mask, softmax, matmul
+        for h in range(nh):  # each head's chain: matmul, mask, softmax, matmul (, quantize)
             s = g.op("MatMul", [head(qb, h, T, hd), kh[h // gq]])
             p = g.op("Softmax", [g.op("Add", [s, mask])], axis=-1)
-            oh.append(g.op("MatMul", [p, vh[h // gq]]))  # [T, hd]
+            o_h = g.op("MatMul", [p, vh[h // gq]])  # [T, hd]
+            oh.append(g.w8_quantize(o_h) if q_heads else o_h)
         return g.op("Concat", oh, axis=1)
 
     def out_proj_mlp(outs: list[str]) -> None:  # the sequences' heads -> wo, residual, MLP
         o = g.op("Concat", outs, axis=0) if B > 1 else outs[0]
-        g.mlp(g.op("Add", [x, g.proj(o, "wo", (nh * hd, H))]), cfg, "y", rows)
+        wo = g.w8_matmul(o, "wo", (nh * hd, H), None, quantized=True) if q_heads else \
+            g.proj(o, "wo", (nh * hd, H))
+        g.mlp(g.op("Add", [x, wo]), cfg, "y", rows)
 
     outs, kts, vs = [], [], []
     if PREFILL_ROPE in ("halves", "rows"):

@@ -118,13 +118,24 @@ class LlmGraph:
             return self.w8_matmul(x, name, shape, out)
         return self.op("MatMul", [x, self.weight(name, shape)], out)
 
-    def w8_matmul(self, x: str, name: str, shape: tuple[int, int], out: str | None) -> str:
+    def w8_quantize(self, x: str) -> str:
+        """``QuantizeLinear(x, sx, 0)``: the int8 activation of :meth:`w8_matmul` (per tensor,
+        elementwise: the quantize of a concat is the concat of its parts' quantizes, exactly)."""
+        from onnx import numpy_helper
+        if not any(t.name == "w8_sx" for t in self.inits):  # the shared activation scale, zp
+            self.inits += [numpy_helper.from_array(np.asarray(W8_ACT_SCALE, self.np_dt), "w8_sx"),
+                           numpy_helper.from_array(np.asarray(0, np.int8), "w8_zx")]
+        return self.op("QuantizeLinear", [x, "w8_sx", "w8_zx"])
+
+    def w8_matmul(self, x: str, name: str, shape: tuple[int, int], out: str | None,
+                  quantized: bool = False) -> str:
         """W8A8 (SmoothQuant-style, static per-tensor activation scale, per-channel weights):
         ``xq = QuantizeLinear(x, sx, 0)`` (int8; ``sx`` = :data:`W8_ACT_SCALE`, a power of two:
         ``x / sx`` is exact), ``acc = MatMulInteger(xq, W)`` (int8 ``W`` [K, N] = ``name``, i32
         accumulate), ``y = Cast(Cast(acc, f32) * name.dq, f16)`` with ``name.dq`` [N] f32 =
         ``sx * sw[n]`` (the accumulator's dequantization scale per output channel; a weight of
-        the layer like ``W``: per layer, so declared by shape too)."""
+        the layer like ``W``: per layer, so declared by shape too). ``quantized``: ``x`` is
+        ``xq`` already (:meth:`w8_quantize` of its parts: prefill attention's heads)."""
         from onnx import TensorProto, numpy_helper
         k, n = shape
         dq = f"{name}.dq"
@@ -138,10 +149,7 @@ class LlmGraph:
             d = (np.float32(W8_ACT_SCALE) * sw.astype(np.float32)).astype(np.float32)
             self.values[name], self.values[dq] = q, d
             self.inits += [numpy_helper.from_array(q, name), numpy_helper.from_array(d, dq)]
-        if not any(t.name == "w8_sx" for t in self.inits):  # the shared activation scale, zp
-            self.inits += [numpy_helper.from_array(np.asarray(W8_ACT_SCALE, self.np_dt), "w8_sx"),
-                           numpy_helper.from_array(np.asarray(0, np.int8), "w8_zx")]
-        xq = self.op("QuantizeLinear", [x, "w8_sx", "w8_zx"])
+        xq = x if quantized else self.w8_quantize(x)
         acc = self.op("MatMulInteger", [xq, name])
         y = self.op("Mul", [self.op("Cast", [acc], to=TensorProto.FLOAT), dq])
         return self.op("Cast", [y], out, to=self.elem)

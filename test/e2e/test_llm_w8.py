@@ -157,3 +157,35 @@ def test_prefill_head_computes_the_last_tokens_logits_exactly(batch):
     assert np.array_equal(got.outputs["logits"].reshape(want.shape), want)
     with pytest.raises(llm.LlmBuildError, match="logits"):
         llm.build(cfg, "head", "prefill", context=T, logits="first")
+
+
+@pytest.mark.parametrize("batch,heads,kv_heads", [(1, 4, 2), (2, 2, 2)])
+def test_prefill_heads_quantized_each_give_the_bits_of_the_concat_quantized(batch, heads,
+                                                                             kv_heads,
+                                                                             monkeypatch):
+    """Session 15: W8A8 prefill quantizes each head's [T, hd] output for ``wo`` (the last op of
+    the head's pipeline, ``llm.PREFILL_O_QUANT = "heads"``) instead of the concat of all heads
+    after the last one (``"concat"``). QuantizeLinear is per tensor and elementwise, so the two
+    graphs are the same function: onnxruntime gives both the same bits, and so do the two
+    compiled layers (y and the KV cache), MHA and GQA, batch 1 and 2."""
+    cfg = llm.scaled(llm.config("tiny"), heads=heads, kv_heads=kv_heads)
+    T = 8
+    rng = np.random.default_rng(11)
+    cos, sin = (t.astype(np.float16) for t in llm.rope_tables(cfg, list(range(T))))
+    feed = {"x": rng.standard_normal((batch * T, cfg.hidden)).astype(np.float16),
+            "cos": cos, "sin": sin}
+    ort, got = {}, {}
+    for form in ("concat", "heads"):
+        monkeypatch.setattr(llm, "PREFILL_O_QUANT", form)
+        model, _ = llm.build(cfg, "layer", "prefill", context=T, batch=batch, seed=3,
+                             quant="w8a8")
+        qs = [nd for nd in model.graph.node if nd.op_type == "QuantizeLinear"]
+        # one per head and sequence (or one of o), and those of the six other projections
+        assert len(qs) == (batch * heads if form == "heads" else 1) + 6
+        ort[form] = ort_session(model).run(["y"], feed)[0]
+        res = driver.run(driver.compile(model, machine="m100").program, feed)
+        assert res.ok and not res.reports
+        got[form] = res.outputs
+    np.testing.assert_array_equal(ort["heads"], ort["concat"])
+    for k in ("y", "kT", "v"):
+        np.testing.assert_array_equal(got["heads"][k], got["concat"][k])
