@@ -12,9 +12,12 @@ activations of :mod:`.keep`, which the build re-chooses), so where a segment run
 path; the plan is kept only if its whole timeline is shorter (``Scheduler.shorter``), so this can
 only shorten the prediction.
 
-How: :func:`repeated_runs` finds runs of at least :data:`MIN_GROUPS` consecutive groups of
-``L`` segments whose ops are equal position by position (units, attributes, shapes; not the names
-nor the stage configurations) and equally cut into segments. A run of chains that read no weights
+How: :func:`repeated_runs` finds runs of at least :data:`MIN_GROUPS` consecutive groups whose
+ops are equal position by position (units, attributes, shapes; not the names nor the stage
+configurations), their data movement at the same places; a chain of compute segments each
+reading the one before counts as its ops, however the search cut it (session 15: W8A8 heads of
+four ops, ``matmul -> softmax -> matmul -> quantize``, came out as one pipeline for some heads
+and three ops + one for others). A run of chains that read no weights
 in their contractions and use more than half the pool (:func:`_whole_pool_chain`) is tried with
 each window count ``w`` of :data:`WINDOWS`: the compute of the first group is searched again on
 the first ``len(pool) // w`` TPBs (a :class:`~.placement.Search` on that window sharing the main
