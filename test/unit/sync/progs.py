@@ -109,3 +109,15 @@ def pipeline(tiles: int = 6, slots: int = 2, blocks: int = 4) -> list:
         out.append(cvu(1, CvuOp.MUL, [hw(1, r), hw(1, r)], hw(1, slots + r), blocks))
         out.append(isa.Dma(engine=1, src=hw(1, slots + r), dst=ddr(tiles + k), sync=sy))
     return out
+
+
+def isa_strategies(name: str):
+    """The ISA's hypothesis strategies (``test/unit/isa/strategies.py``), loaded as module
+    ``name`` (it is not a package)."""
+    import importlib.util
+    import pathlib
+    p = pathlib.Path(__file__).parents[1] / "isa" / "strategies.py"
+    spec = importlib.util.spec_from_file_location(name, p)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod

@@ -182,17 +182,7 @@ def test_rows_meet1_is_rows_meet():
 # ------------------------------------------------------------------------------------------------
 # completeness: every operand an instruction reads or writes is in its footprint
 # ------------------------------------------------------------------------------------------------
-def _isa_strategies():
-    import importlib.util
-    import pathlib
-    p = pathlib.Path(__file__).parents[1] / "isa" / "strategies.py"
-    spec = importlib.util.spec_from_file_location("m100_isa_strategies_footprint", p)
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
-
-
-_S = _isa_strategies()
+_S = progs.isa_strategies("m100_isa_strategies_footprint")
 from m100.targets.m100.machine import get_machine  # noqa: E402
 
 _TINY = get_machine("tiny")

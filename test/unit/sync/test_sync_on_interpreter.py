@@ -176,20 +176,10 @@ def test_csu_and_sram_programs_on_interpreter(seed):
 # arbitrary valid instructions (the ISA's hypothesis strategies): every kind but CSU routines
 # whose results depend on memory contents; random walks (strides, reversed levels, far bases)
 # ------------------------------------------------------------------------------------------------
-def _isa_strategies():
-    import importlib.util
-    import pathlib
-    p = pathlib.Path(__file__).parents[1] / "isa" / "strategies.py"
-    spec = importlib.util.spec_from_file_location("m100_isa_strategies_sync", p)
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
-
-
 try:
     from hypothesis import HealthCheck, assume, given, settings
     from hypothesis import strategies as hst
-    _S = _isa_strategies()
+    _S = progs.isa_strategies("m100_isa_strategies_sync")
 except Exception:  # pragma: no cover - the strategies module is another helper's
     _S = None
 
