@@ -139,11 +139,15 @@ class Engine(Fluid, Checks, TraceEvents, DmaAhead):
         self.rbatch = RaceBatch(n) if (batch_races and self.races is not None) else None
         # per unit: a copy of its clock when its block started (the block's accesses' clock)
         self.race_clock: list[np.ndarray | None] = [None] * n
+        self.race_snap: list[tuple[int, int]] = [(-1, -1)] * n  # its (batch, row) in rbatch.buf
         # the SU counters, counters[tpb][counter] (Python ints: read on every block start and
         # counter arrival)
         self.counters = [[0] * machine.su_counters for _ in range(machine.num_tpbs)]
         self.counter_max = machine.su_counter_max
-        self.hist: dict[tuple[int, int], tuple[list[int], list[np.ndarray], list[int]]] = {}
+        # per counter, per arrival: the running value, the join of the arrivals' clocks, the
+        # trace flow, and (race checks) (s, k) when that join is the clock of unit s's block of
+        # epoch k itself, else None (ev_counter)
+        self.hist: dict[tuple[int, int], tuple[list[int], list[np.ndarray], list, list]] = {}
         self.waiters: dict[tuple[int, int], set[int]] = {}
         # DMA engines that wait on a counter to issue their next transfer ahead (sim/dma_ahead.py)
         self.ahead_waiters: dict[tuple[int, int], set[int]] = {}
@@ -283,11 +287,13 @@ class Engine(Fluid, Checks, TraceEvents, DmaAhead):
             need = mon.expected + b * mon.per_block
             if need <= 0:
                 continue
-            cums, joins, flows = self.hist[(mon.tpb, mon.counter)]
+            cums, joins, flows, known = self.hist[(mon.tpb, mon.counter)]
             k = bisect.bisect_left(cums, need)  # first arrival with cum >= need
             if self.races is not None:
-                row = self.vc[u]
-                np.maximum(row, joins[k], out=row)
+                src = known[k]  # the join is a block's clock the unit already knows: no-op
+                if src is None or self.vc.item(u, src[0]) < src[1]:
+                    row = self.vc[u]
+                    np.maximum(row, joins[k], out=row)
             if self.trace_on:
                 us.flows.append(flows[k])
         if us.state != "cpu_ready":
@@ -460,7 +466,8 @@ class Engine(Fluid, Checks, TraceEvents, DmaAhead):
                 for t in dst:  # (self.push inlined; no latency without timing)
                     lat = self._update_latency(src_tpb, t) if self.timed else 0.0
                     heapq.heappush(heap, (now + lat, next(seq), ev,
-                                          (t, upd.counter, upd.amount, snapshot, fid, rec.index)))
+                                          (t, upd.counter, upd.amount, snapshot, fid, rec.index,
+                                           u)))
         if last:
             rec.end = self.now
             self.done_count += 1
@@ -505,7 +512,19 @@ class Engine(Fluid, Checks, TraceEvents, DmaAhead):
             lat = float(m.remote_update_latency_inter)
         return lat
 
-    def ev_counter(self, tpb: int, c: int, amount: int, vc: np.ndarray, fid: int, src: int) -> None:
+    def ev_counter(self, tpb: int, c: int, amount: int, vc: np.ndarray, fid: int, src: int,
+                   su: int) -> None:
+        """An update of ``amount`` from instruction ``src`` (unit ``su``, the clock ``vc`` of
+        its block) arrives at counter ``c`` of TPB ``tpb``.
+
+        The join of the arrivals' clocks is computed only when neither clock is below the other
+        by what is known without comparing them: a block's clock ``B`` (unit ``s``, epoch ``k
+        = B[s]``) is below every clock ``C`` with ``C[s] >= k``, since a clock learns ``s``'s
+        epoch ``k' >= k`` only by joins that carry ``s``'s clock of a block of epoch ``k'``,
+        and ``s``'s clocks grow with its epochs (its row only grows). So ``max(prev, vc)`` is
+        ``vc`` itself when ``prev`` is such a clock and ``vc`` knows its epoch, ``prev`` when
+        ``prev`` knows the epoch of ``vc`` (always a block's clock) -- the same values, no new
+        array; ``try_start`` skips a join of such a clock into a row that knows its epoch."""
         key = (tpb, c)
         row = self.counters[tpb]
         val = row[c] + amount
@@ -517,11 +536,24 @@ class Engine(Fluid, Checks, TraceEvents, DmaAhead):
         row[c] = val
         h = self.hist.get(key)
         if h is None:
-            h = self.hist[key] = ([], [], [])
+            h = self.hist[key] = ([], [], [], [])
         h[0].append(val)
         if self.races is not None:  # clocks matter only to the race checker
-            prev = h[1][-1] if h[1] else None
-            h[1].append(vc if prev is None else np.maximum(prev, vc))
+            joins, known = h[1], h[3]
+            if not joins:
+                joins.append(vc)
+                known.append((su, vc.item(su)))
+            else:
+                prev, psrc = joins[-1], known[-1]
+                if psrc is not None and vc.item(psrc[0]) >= psrc[1]:  # prev <= vc
+                    joins.append(vc)
+                    known.append((su, vc.item(su)))
+                elif prev.item(su) >= vc.item(su):  # vc <= prev
+                    joins.append(prev)
+                    known.append(psrc)
+                else:
+                    joins.append(np.maximum(prev, vc))
+                    known.append(None)
         if self.trace_on:
             h[2].append((fid, self.now))
         else:

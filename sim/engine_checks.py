@@ -84,17 +84,21 @@ class Checks:
             # the reads take a copy of the clock when the block starts; the writes use it too:
             # a unit's clock does not change while its block runs (joins happen in try_start,
             # which leaves a running unit alone; the tick comes after the writes)
+            # (the clock is a row of the batch's clock array, rb.buf: written once, never
+            # changed, so it is also the clock the block's updates carry; a block whose writes
+            # fall in the next batch copies it there)
             if write:
-                clock = self.race_clock[u]
+                gen, snap = self.race_snap[u]
+                if gen != rb.gen:
+                    snap = rb.keep(self.race_clock[u])
             else:
-                clock = self.race_clock[u] = self.vc[u].copy()
-            snap = -1
+                snap = rb.keep(self.vc[u])
+                self.race_clock[u] = rb.buf[snap]
+                self.race_snap[u] = (rb.gen, snap)
             epoch = self.vc.item(u, u)
             pend, pend_bs = rb.pending, rb.pending_bs
             for space, bs, code in self._race_items(rec, b, write):
                 if bs.hi > bs.lo:  # (an access with no bytes races with nothing)
-                    if snap < 0:
-                        snap = rb.keep(clock)
                     pend.append((code, u, epoch, write, bs.lo, bs.hi, snap))
                     pend_bs.append(bs)
             return

@@ -28,6 +28,8 @@ whole runs (outputs, stats, reports) with batching on and off, mutants included.
 
 from __future__ import annotations
 
+import itertools
+
 import numpy as np
 
 #: Check races in batches (False: the per-access checker for every run; tests compare).
@@ -47,7 +49,9 @@ class RaceFound(Exception):
 
 class RaceBatch:
     """Accesses of the current batch (``pending``: one tuple per access, its byte set in
-    ``pending_bs``; their clocks are rows of ``snaps``) and the records of earlier batches not
+    ``pending_bs``; their clocks are rows of ``buf``, one 2-D array per batch: a row is written
+    once and never changed, so the engine hands ``buf[i]`` on as the block's clock, and the
+    check indexes ``buf`` without stacking rows) and the records of earlier batches not
     pruned yet (numpy arrays sorted by (group, arrival)). The engine appends to ``pending`` and
     ``pending_bs`` itself (:meth:`~m100.sim.engine_checks.Checks._race_block`): per access
     ``(space code, unit, epoch, write, lo, hi, snapshot number)`` with the space code of
@@ -58,7 +62,11 @@ class RaceBatch:
         self.count = 0  # accesses checked so far (arrival numbers)
         self.pending: list[tuple] = []
         self.pending_bs: list = []
-        self.snaps: list[np.ndarray] = []  # clock rows of this batch
+        # clock rows of this batch: rows [0, used) of buf (a new array per batch: the engine
+        # keeps views of rows as clocks of counter arrivals); gen numbers the batches
+        self.buf = np.empty((64, units), dtype=np.int64)
+        self.used = 0
+        self.gen = 0
         z = np.zeros(0, dtype=np.int64)
         # history: group (space code * units + unit), epoch, write, lo, hi, arrival; byte sets
         self.h = (z, z, np.zeros(0, dtype=bool), z, z, z)
@@ -66,13 +74,20 @@ class RaceBatch:
 
     def snapshot(self, row: np.ndarray) -> int:
         """Keep a copy of a clock row; its number for an access."""
-        return self.keep(row.copy())
+        return self.keep(row)
 
     def keep(self, clock: np.ndarray) -> int:
-        """Keep a clock row that is never changed (no copy); its number for an access of this
-        batch."""
-        self.snaps.append(clock)
-        return len(self.snaps) - 1
+        """Keep a copy of a clock row as the next row of ``buf``; its number for an access of
+        this batch (``buf[number]`` is the copy: never changed)."""
+        i = self.used
+        buf = self.buf
+        if i == buf.shape[0]:  # full: a larger array (views of the old rows stay valid)
+            new = np.empty((2 * i, self.n), dtype=np.int64)
+            new[:i] = buf
+            buf = self.buf = new
+        buf[i] = clock
+        self.used = i + 1
+        return i
 
     def add(self, space: tuple, unit: int, epoch: int, write: bool, bs, snap: int) -> None:
         """Record an access of ``unit`` in its ``epoch`` to the byte set ``bs`` of ``space``;
@@ -88,7 +103,8 @@ class RaceBatch:
         k = len(self.pending)
         if k:
             n = self.n
-            p = np.array(self.pending, dtype=np.int64).reshape(k, 7)
+            p = np.fromiter(itertools.chain.from_iterable(self.pending), dtype=np.int64,
+                            count=7 * k).reshape(k, 7)
             arr = np.arange(self.count, self.count + k, dtype=np.int64)
             self.count += k
             pg = p[:, 0] * n + p[:, 1]
@@ -109,7 +125,7 @@ class RaceBatch:
             order = np.argsort(g, kind="stable")  # by group, then arrival (concatenated in order)
             g, e, w, lo, hi, ar, bs = g[order], e[order], w[order], lo[order], hi[order], \
                 ar[order], bs[order]
-            snaps = np.stack(self.snaps)
+            snaps = self.buf[:self.used]
             # this batch's accesses as X: writes against every record, reads against the writes
             for x_write in (True, False):
                 sel = pw == x_write
@@ -124,7 +140,10 @@ class RaceBatch:
                             snaps[psnap[sel]])
             self.h, self.h_bs = (g, e, w, lo, hi, ar), bs
             self.pending, self.pending_bs = [], []
-        self.snaps = []
+        # the next batch's rows in a new array: this one's rows may be referenced as clocks
+        self.buf = np.empty((max(64, self.used + self.used // 4), self.n), dtype=np.int64)
+        self.used = 0
+        self.gen += 1
         if min_vc is None:
             z = np.zeros(0, dtype=np.int64)
             self.h, self.h_bs = (z, z, np.zeros(0, dtype=bool), z, z, z), np.zeros(0, dtype=object)

@@ -71,15 +71,19 @@ class CopyExec(Exec):
             return None
         sz = vt.itemsize
         out = []
+        geo: dict = {}  # per walk object (a broadcast's destinations share one)
         for a in [r] + ws:
-            bx = twu.box(a.walk)
-            if bx is None:
-                return None
-            lo, hi, counts, steps = bx
             w = a.walk
-            out.append((w.space, a.tpb, w.base + lo * sz, w.base + (hi + 1) * sz,
-                        w.base + sum(lv.initial for lv in w.levels) * sz, counts,
-                        tuple(st * sz for st in steps)))
+            g = geo.get(id(w))
+            if g is None:
+                bx = twu.box(w)
+                if bx is None:
+                    return None
+                lo, hi, counts, steps = bx
+                g = geo[id(w)] = (w.base + lo * sz, w.base + (hi + 1) * sz,
+                                  w.base + sum(lv.initial for lv in w.levels) * sz, counts,
+                                  tuple(st * sz for st in steps))
+            out.append((w.space, a.tpb) + g)
         return vt, out
 
     def _views(self, b: int) -> list[np.ndarray] | None:
@@ -136,7 +140,8 @@ class BroadcastExec(CopyExec):
 
     def writes(self, b):
         d = self.inst.dst
-        return [_chunk(d, t, self.blocks, b) for t in tpbs_of(self.inst.tpb_mask)]
+        a = _chunk(d, d.tpb, self.blocks, b)  # the same chunk of the walk in every TPB
+        return [Access(a.walk, t, a.offsets) for t in tpbs_of(self.inst.tpb_mask)]
 
 
 class DmaExec(CopyExec):
@@ -149,8 +154,9 @@ class DmaExec(CopyExec):
     def writes(self, b):
         i = self.inst
         d = i.dst
-        if i.tpb_mask:
-            return [_chunk(d, t, self.blocks, b) for t in tpbs_of(i.tpb_mask)]
+        if i.tpb_mask:  # the same chunk of the walk in every TPB
+            a = _chunk(d, _tpb_of(d), self.blocks, b)
+            return [Access(a.walk, t, a.offsets) for t in tpbs_of(i.tpb_mask)]
         return [_chunk(d, _tpb_of(d), self.blocks, b)]
 # ----------------------------------------------------------------------------------------------
 # CSU routines

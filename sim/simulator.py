@@ -305,6 +305,8 @@ class Simulator:
             for s in self.program.symbols:
                 if s.role == "output":
                     outputs[s.name] = self.memory.read_walk(self._symbol_walk(s)).reshape(s.shape)
+        for r in recs:  # the executors are the run's: fewer objects for the collector to scan
+            r.ex = None  # when it is back on, and the result does not keep the memory alive
         stats = self._stats(eng, recs)
         return Result(outputs, stats, eng.reports, recs, eng.events, self.machine)
 
