@@ -176,6 +176,56 @@ def test_race_batches_equal_the_per_access_checker(name, monkeypatch):
 
 @pytest.mark.parametrize("name", ["mlp", "convnet", "llama",
                                   pytest.param("resnet18-32", marks=pytest.mark.slow)])
+def test_known_clocks_equal_every_join(name, monkeypatch):
+    """A clock join the engine skips because one clock is known to be below the other
+    (``m100.sim.engine.KNOWN_CLOCKS``: a block's clock is below every clock that knows its
+    epoch) changes nothing: every counter's joined clocks and every unit's final clock equal
+    the joins computed every time (``np.maximum``), and so do outputs (bytes), stats and
+    reports -- race batches and the per-access checker, random latencies (arrivals out of
+    order), monitor-dropping mutants (racy runs)."""
+    import numpy as np
+
+    from m100.sim import engine, race_batch
+
+    build, machine, tpbs = CASES[name]
+    cr = driver.compile(build(), machine=machine, tpbs=tpbs)
+    inputs = driver.random_inputs(cr.program, 5)
+    sites = monitor_sites(cr.program)
+    programs = [cr.program] + [mutate(cr.program, s, "drop") for s in sites[:: max(1, len(sites) // 4)]]
+    engines = []
+    orig_run = engine.Engine.run
+
+    def run(self):
+        engines.append(self)
+        return orig_run(self)
+
+    monkeypatch.setattr(engine.Engine, "run", run)
+    reported = skipped = 0
+    for program in programs:
+        for kw, batch in (({"mode": "functional"}, True), ({"mode": "full"}, True),
+                          ({"random_latency": 7}, True), ({"mode": "functional"}, False),
+                          ({"random_latency": 3}, False)):
+            monkeypatch.setattr(race_batch, "BATCH", batch)
+            fast = driver.run(program, inputs, **kw)
+            a = engines[-1]  # (a racy batch run is run again: the last engine ran it)
+            monkeypatch.setattr(engine, "KNOWN_CLOCKS", False)
+            ref = driver.run(program, inputs, **kw)
+            b = engines[-1]
+            monkeypatch.setattr(engine, "KNOWN_CLOCKS", True)
+            _same(fast, ref)
+            assert np.array_equal(a.vc, b.vc)
+            assert a.hist.keys() == b.hist.keys()
+            for key, h in a.hist.items():
+                assert len(h[1]) == len(b.hist[key][1])
+                for x, y in zip(h[1], b.hist[key][1]):
+                    assert np.array_equal(x, y), key
+                skipped += sum(x is not None for x in h[3][1:])
+            reported += bool(fast.reports)
+    assert reported and skipped  # racy runs compared; joins were skipped
+
+
+@pytest.mark.parametrize("name", ["mlp", "convnet", "llama",
+                                  pytest.param("resnet18-32", marks=pytest.mark.slow)])
 def test_geometry_caches_equal_per_walk_derivations(name, monkeypatch):
     """Derivations shared per levels tuple (``m100.sim.twu.GEOMETRY``: boxes, contiguity, block
     sub-walks, conv sub-boxes, race byte-set bitmaps, shifted by each walk's base) give the same
