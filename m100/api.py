@@ -162,7 +162,8 @@ class Compiled:
         module = self.result.source.clone()
         if not _already_graph(module):
             M100Graph().apply(shared_context(), module)
-        irg = from_module(module, self.machine.cvu_max_stages, self.machine.mem_align)
+        irg = from_module(module, self.machine.cvu_max_stages, self.machine.mem_align,
+                          self.machine.tcu_post_stages)
         o = self.options
         return schedule(irg.graph, self.machine, tpbs=o["tpbs"], clusters=o["clusters"],
                         strategy=o["strategy"], seed=o["seed"])

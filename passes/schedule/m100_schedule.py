@@ -72,7 +72,7 @@ class M100Schedule(ModulePass):
                                     f"{'>= 1' if opt == 'max_stages' else '>= 0 (0 = all)'}, "
                                     f"not {getattr(self, opt)}")
         m = get_machine(self.machine)
-        irg = from_module(op, m.cvu_max_stages, m.mem_align)
+        irg = from_module(op, m.cvu_max_stages, m.mem_align, m.tcu_post_stages)
         apply_int4_weights(op, irg)  # W4A16: int4 weights in DDR, dequantized by the TCU
         check_limits(irg.graph, m)
         pl = schedule(irg.graph, m, tpbs=self.tpbs, clusters=self.clusters,

@@ -92,7 +92,7 @@ class MatMul(Instruction):
 
     ``post`` (integer matmuls with ``epilogue.dequant``): the TCU's non-linear pipeline goes on
     after the dequantization with CVU stages (:class:`Stage`, the CVU's semantics and roundings,
-    at most ``machine.cvu_max_stages``): input 0 is the dequantized f32 value ``f32(acc) *
+    at most ``machine.tcu_post_stages``, none on a machine where it is 0): input 0 is the dequantized f32 value ``f32(acc) *
     dequant[f]`` (not yet rounded), input 1 (when given) is ``post_in``, an ``[m, n]`` walk read
     block by block like C (converted to f32); the last stage's value is stored in C's type
     (rounded to nearest even; an integer C takes the result of a last ``FTOI`` stage, which must
@@ -159,13 +159,15 @@ class MatMul(Instruction):
 
 def _check_post(mn: str, i: "MatMul", machine: Machine) -> None:
     """The ``post`` stages of a matmul (:class:`MatMul`): after a dequantization, 1..
-    ``cvu_max_stages`` stages reading input 0 (the value), input 1 (``post_in``) or earlier
+    ``tcu_post_stages`` stages (the machine's; 0: a TCU without them) reading input 0 (the value), input 1 (``post_in``) or earlier
     stages; an integer C needs a last ``FTOI``, a float C none."""
     _need(bool(i.post), f"{mn}: 'post_in' without post stages")
     _need(i.a.dtype.is_int and i.epilogue.dequant is not None,
           f"{mn}: post stages follow the dequantization of an integer matmul")
-    _need(len(i.post) <= machine.cvu_max_stages,
-          f"{mn}: 1..{machine.cvu_max_stages} post stages, got {len(i.post)}")
+    _need(machine.tcu_post_stages > 0,
+          f"{mn}: machine '{machine.name}' has no TCU post stages (tcu_post_stages = 0)")
+    _need(len(i.post) <= machine.tcu_post_stages,
+          f"{mn}: 1..{machine.tcu_post_stages} post stages (tcu_post_stages), got {len(i.post)}")
     n_in = 1 if i.post_in is None else 2
     for si, st in enumerate(i.post):
         lo, hi = st.op.arity

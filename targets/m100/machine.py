@@ -96,6 +96,11 @@ class Machine:
     #   "fixed-half-up" the exact product ``acc * multiplier`` shifted right by ``shift``, rounding
     #                   half up (a gemmlowp-style fixed-point multiplier)
     tcu_requant: str = "f32-rne"
+    # CVU stages the TCU's non-linear output pipeline may run after a dequantization
+    # (``isa.MatMul.post``, docs/isa.md; model, session 15: the paper gives the TCU an activation
+    # pipeline before the HBSM write, not its depth). 0: none -- what follows a dequantized matmul
+    # is a CVU op (``from_ir/tcu_post``). At most ``cvu_max_stages`` (encoded like a CVU op's)
+    tcu_post_stages: int = 8
 
     # --- CVU / DTDU (model) -----------------------------------------------------------------
     cvu_bytes_per_cycle: int = 64  # per pipeline stage
@@ -226,8 +231,13 @@ class Machine:
         return dataclasses.asdict(self)
 
     def fingerprint(self) -> int:
-        """A stable 64-bit hash of every field (name included), recorded in program files."""
-        blob = json.dumps(self.to_dict(), sort_keys=True, separators=(",", ":")).encode()
+        """A stable 64-bit hash of every field (name included), recorded in program files. A
+        field added later (:data:`FINGERPRINT_SINCE`) is hashed only when it differs from the
+        value every machine had before it existed, so a machine that keeps that value keeps its
+        fingerprint (program files and compile caches stay valid)."""
+        d = {k: v for k, v in self.to_dict().items()
+             if k not in FINGERPRINT_SINCE or v != FINGERPRINT_SINCE[k]}
+        blob = json.dumps(d, sort_keys=True, separators=(",", ":")).encode()
         return int.from_bytes(hashlib.sha256(blob).digest()[:8], "little")
 
     def with_overrides(self, **overrides: Any) -> Machine:
@@ -260,6 +270,9 @@ class Machine:
                                "hbsm_banks * hbsm_bank_width")
         if self.tcu_tile_m % self.tcu_row_granule:
             raise MachineError(f"machine '{self.name}': tcu_row_granule must divide tcu_tile_m")
+        if self.tcu_post_stages > self.cvu_max_stages:
+            raise MachineError(f"machine '{self.name}': tcu_post_stages must be at most "
+                               "cvu_max_stages (its stages are encoded like a CVU op's)")
         if self.num_tpbs > 64:
             raise MachineError(f"machine '{self.name}': at most 64 TPBs fit a TPB mask")
 
@@ -302,7 +315,7 @@ FIELD_LIMITS: dict[str, tuple[type, float, float]] = {
     "tcu_row_granule": (_INT, 1, 1 << 16),
     "tcu_tile_n": (_INT, 1, 1 << 16),
     "tcu_act_bytes_per_cycle": (_INT, 1, 1 << 20), "tcu_weight_bytes_per_cycle": (_INT, 1, 1 << 20),
-    "tcu_pipeline_latency": (_INT, 1, 1 << 20),
+    "tcu_pipeline_latency": (_INT, 1, 1 << 20), "tcu_post_stages": (_INT, 0, 64),
     "tcu_rate_i8": (_FLOAT, 1e-6, 1e3), "tcu_rate_i4": (_FLOAT, 1e-6, 1e3),
     "tcu_rate_f16": (_FLOAT, 1e-6, 1e3), "tcu_rate_bf16": (_FLOAT, 1e-6, 1e3),
     "tcu_rate_f32": (_FLOAT, 1e-6, 1e3),
@@ -322,6 +335,10 @@ FIELD_LIMITS: dict[str, tuple[type, float, float]] = {
     "mem_align": (_INT, 1, 1 << 20),
 }
 
+
+#: fields added after program files recorded fingerprints -> the value machines had implicitly
+#: before (:meth:`Machine.fingerprint` leaves such a field out while it has that value)
+FINGERPRINT_SINCE: dict[str, Any] = {"tcu_post_stages": 8}
 
 #: the TCU requant modes (``Machine.tcu_requant``)
 TCU_REQUANT_MODES = ("f32-rne", "fixed-half-up")
@@ -468,5 +485,6 @@ for _m in PRESETS.values():
     _m.validate()
 
 __all__ = ["Machine", "MachineError", "PRESETS", "DEFAULT_MACHINE", "FIELD_LIMITS", "FIELD_CHOICES",
+           "FINGERPRINT_SINCE",
            "TCU_REQUANT_MODES", "check_field", "get_machine", "load_machine_file", "machine_by_fingerprint", "machine_from_dict",
            "machine_from_spec", "machine_ref"]

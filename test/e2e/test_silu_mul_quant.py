@@ -163,13 +163,14 @@ def test_tiny_w8a8_prefill_layer_same_bits_as_three_ops(batch, monkeypatch):
     """The compiled tiny W8A8 prefill layer (weights as constants) gives the same bits on y, kT
     and v with the MLP's ``quantize(silu(gate) * up)`` as one CVU op (8 stages, int8 out), with
     ``silu(gate) * up`` as one op (3 stages, f16 out; the default) and with the three ops before
-    (``silu_tail`` off) -- the CVU forms, with ``tcu_post`` off (which computes them in the
-    TCU epilogues: ``test_tcu_post.py``)."""
+    (``silu_tail`` off) -- the CVU forms, on a machine without TCU post stages (which compute
+    them in the TCU epilogues: ``test_tcu_post.py``)."""
     from m100.frontend import llm
-    from m100.passes.schedule.from_ir import silu, tcu_post
+    from m100.passes.schedule.from_ir import silu
     from m100.targets.m100.isa import CvuPipeline
+    from m100.targets.m100.machine import get_machine
     from m100.tools import driver
-    monkeypatch.setattr(tcu_post, "ENABLED", False)
+    machine = get_machine("m100").replace(tcu_post_stages=0)
     cfg = llm.config("tiny")
     T = 8
     rng = np.random.default_rng(11)
@@ -183,7 +184,7 @@ def test_tiny_w8a8_prefill_layer_same_bits_as_three_ops(batch, monkeypatch):
         monkeypatch.setattr(silu, "TAIL_QUANTIZE", mode == "quantize-too")
         if mode == "off":
             monkeypatch.setattr(silu, "silu_tail", lambda ctx, root, where: ([], None, ()))
-        prog = driver.compile(model, machine="m100").program
+        prog = driver.compile(model, machine=machine).program
         smq[mode] = [i for _, i in prog.instructions() if isinstance(i, CvuPipeline)
                      and [s.op for s in i.stages][:3] == [CvuOp.SIGMOID, CvuOp.MUL, CvuOp.MUL]]
         res = driver.run(prog, feed)

@@ -2,7 +2,8 @@
 matmul writes ``silu(gate)``, up's reads it (``post_in``) and writes the int8 quantize of
 ``silu(gate) * up``; no CVU op and no f16 gate / up result in memory.
 
-Oracle: the same compiled layer with the CVU forms (``tcu_post.ENABLED = False``), which
+How many stages the TCU runs is the machine's ``tcu_post_stages`` (0: none). Oracle: the same
+compiled layer on a machine without post stages (the CVU forms), which
 ``test_silu_mul_quant.py`` checks bit for bit against numpy written from the ONNX definition;
 the epilogue's semantics alone against numpy from the definition: ``test/unit/sim/test_tcu_post.py``.
 """
@@ -13,6 +14,7 @@ import numpy as np
 import pytest
 
 from m100.targets.m100.isa import CvuOp, CvuPipeline, DType, MatMul
+from m100.targets.m100.machine import get_machine
 
 
 def _layer(batch: int):
@@ -27,20 +29,23 @@ def _layer(batch: int):
     return cfg, model, feed
 
 
+M100 = get_machine("m100")
+
+
 @pytest.mark.parametrize("batch", [1, 2])
-def test_tiny_w8a8_prefill_layer_mlp_in_the_tcu_epilogues(batch, monkeypatch):
-    from m100.passes.schedule.from_ir import tcu_post
+def test_tiny_w8a8_prefill_layer_mlp_in_the_tcu_epilogues(batch):
     from m100.tools import driver
     cfg, model, feed = _layer(batch)
     got, progs = {}, {}
     for on in (True, False):
-        monkeypatch.setattr(tcu_post, "ENABLED", on)
-        prog = progs[on] = driver.compile(model, machine="m100").program
+        m = M100 if on else M100.replace(tcu_post_stages=0)
+        prog = progs[on] = driver.compile(model, machine=m).program
         res = driver.run(prog, feed)
         assert res.ok and not res.reports
         got[on] = res.outputs
     for k in ("y", "kT", "v"):  # the same bits
         np.testing.assert_array_equal(got[True][k], got[False][k])
+    assert not [i for _, i in progs[False].instructions() if isinstance(i, MatMul) and i.post]
     ins = [i for _, i in progs[True].instructions()]
     posts = [i for i in ins if isinstance(i, MatMul) and i.post]
     gate = [i for i in posts if i.post_in is None]
@@ -58,14 +63,35 @@ def test_tiny_w8a8_prefill_layer_mlp_in_the_tcu_epilogues(batch, monkeypatch):
                 any(s.op is CvuOp.SIGMOID for s in i.stages)]
 
 
-def test_gate_read_twice_keeps_the_cvu_op(monkeypatch):
+@pytest.mark.parametrize("stages", [2, 3])
+def test_fewer_post_stages_keep_what_does_not_fit_a_cvu_op(stages):
+    """A TCU with fewer post stages (``Machine.tcu_post_stages``): 3 take gate's silu and up's
+    product, the quantize (5 more) stays a CVU op; 2 take no silu (3 stages). The same bits as
+    the CVU forms (a machine without post stages), and no matmul over the machine's count."""
+    from m100.tools import driver
+    cfg, model, feed = _layer(1)
+    got, progs = {}, {}
+    for n in (stages, 0):
+        prog = progs[n] = driver.compile(model, machine=M100.replace(tcu_post_stages=n)).program
+        res = driver.run(prog, feed)
+        assert res.ok and not res.reports
+        got[n] = res.outputs
+    for k in ("y", "kT", "v"):
+        np.testing.assert_array_equal(got[stages][k], got[0][k])
+    posts = [i for _, i in progs[stages].instructions() if isinstance(i, MatMul) and i.post]
+    assert all(len(i.post) <= stages and i.c.dtype is DType.F16 for i in posts)
+    if stages == 3:
+        assert {len(i.post) for i in posts} == {2, 3}  # gate's silu, up's product
+
+
+def test_gate_read_twice_keeps_the_cvu_op():
     """A silu whose gate result is read by something else too is not taken (the matmul's
     result would not be the gate any more): ``_silu_post`` wants exactly the silu's two ops;
     the layer then runs its CVU ops as before."""
     from m100.context import make_context
     from m100.frontend import llm, load_onnx
     from m100.passes.graph.m100_graph import M100Graph
-    from m100.passes.schedule.from_ir import from_module, tcu_post
+    from m100.passes.schedule.from_ir import from_module
     import onnx
     cfg = llm.config("tiny")
     model, _ = llm.build(cfg, "layer", "prefill", context=8, seed=4, quant="w8a8")
@@ -75,11 +101,10 @@ def test_gate_read_twice_keeps_the_cvu_op(monkeypatch):
     model.graph.output.append(t)
 
     def stages(on):
-        monkeypatch.setattr(tcu_post, "ENABLED", on)
         ctx = make_context()
         mod = load_onnx(model, ctx)
         M100Graph().apply(ctx, mod)
-        irg = from_module(mod, 8, 64)
+        irg = from_module(mod, 8, 64, 8 if on else 0)
         return [[s.op for s in irg.lowering[o.name].post] for o in irg.graph.ops
                 if o.unit == "tcu.matmul" and irg.lowering[o.name].post]
     # nothing is taken: not the silu, and not up's product either (its silu operand is then a

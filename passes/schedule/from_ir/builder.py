@@ -22,8 +22,9 @@ from ..reduce_walk import Walk
 class Builder:
     """Mutable state of one function's translation into an :class:`OpGraph`."""
 
-    def __init__(self, max_cvu_stages: int):
+    def __init__(self, max_cvu_stages: int, tcu_post_stages: int = 8):
         self.max_cvu_stages = max_cvu_stages
+        self.tcu_post_stages = tcu_post_stages  # the machine's (``from_ir.tcu_post``)
         self.g = OpGraph()
         self.low: dict[str, Lowering] = {}
         self.data: dict[str, np.ndarray] = {}

@@ -94,10 +94,12 @@ def _translate(ctx: Builder, op) -> None:
     raise ScheduleError(f"{where}: {nm} is not supported by m100-schedule")
 
 
-def from_module(module: ModuleOp, max_cvu_stages: int = 8, mem_align: int = 0) -> IRGraph:
+def from_module(module: ModuleOp, max_cvu_stages: int = 8, mem_align: int = 0,
+                tcu_post_stages: int = 8) -> IRGraph:
     """The OpGraph of the single function of ``module`` (after ``m100-graph``); an elementwise
     body longer than ``max_cvu_stages`` (the machine's ``cvu_max_stages``) becomes several CVU
-    ops (:mod:`..split_stages`). ``mem_align`` (the machine's buffer alignment; 0: the m100
+    ops (:mod:`..split_stages`); what follows a dequantized matmul goes into its TCU epilogue
+    where it fits ``tcu_post_stages`` (the machine's; 0: never, :mod:`.tcu_post`). ``mem_align`` (the machine's buffer alignment; 0: the m100
     default): reshapes and contiguous slices become views (``movement.find_views``), concat
     inputs are written in place where a part is one contiguous run (``movement.find_in_place``),
     and so is a reshape's input into a model output (``movement.find_output_reshapes``)."""
@@ -107,7 +109,7 @@ def from_module(module: ModuleOp, max_cvu_stages: int = 8, mem_align: int = 0) -
                             f"{len(funcs)}")
     fn = funcs[0]
     block = fn.body.blocks[0]
-    ctx = Builder(max_cvu_stages)
+    ctx = Builder(max_cvu_stages, tcu_post_stages)
     g = ctx.g
     inputs = []
     arg_syms, _ = symbol_names(fn, len(block.args), len(fn.function_type.outputs.data))

@@ -18,7 +18,11 @@ docs/isa.md): LLaMA's W8A8 MLP without its f16 gate / up results through memory.
 Each value is the graph's bit for bit: every f16 intermediate is rounded where the linalg
 rounds it (a float ``MUL`` stage with a rounding type, the 16-bit ``SIGMOID``), the quantize's
 stages are the ones its generic has alone (:func:`.silu.silu_tail`'s argument).
-:data:`ENABLED` = False keeps the CVU ops (A/B).
+
+How many stages the TCU may run is the machine's ``tcu_post_stages`` (``Builder.tcu_post_stages``;
+model, docs/isa.md): gate's silu needs 3, up's product 2 and the quantize 5 more; what does not
+fit stays a CVU op (the quantize alone, or all of it), and a machine with 0 runs the CVU ops of
+session 14 (``Machine.replace(tcu_post_stages=0)``: the A/B of docs/llm.md).
 """
 
 from __future__ import annotations
@@ -32,9 +36,6 @@ from ..graph import Op, ScheduleError
 from ..ir_facts import Lowering, _dtype, _expr_stages, _shape, int_body_check
 from .builder import Builder
 from .silu import _SIGMOID_ROUND, _after, _elem, _plain_ew, _sole_user, silu_pair
-
-#: compute gate's silu and up's product (+ quantize) in the TCU epilogues (docs/llm.md)
-ENABLED = True
 
 _IN = lambda i: Ref(RefKind.INPUT, i)  # noqa: E731
 _ST = lambda i: Ref(RefKind.STAGE, i)  # noqa: E731
@@ -94,7 +95,7 @@ def _product_post(ctx: Builder, u: SSAValue, rnd, where: str
                 q_st = _expr_stages(qex, 1, where)
         except ScheduleError:
             q_st = ()
-        if q_st and (2 + len(q_st) > ctx.max_cvu_stages or q_st[-1].op is not CvuOp.FTOI):
+        if q_st and (2 + len(q_st) > ctx.tcu_post_stages or q_st[-1].op is not CvuOp.FTOI):
             q_st = ()
     stages = [Stage(CvuOp.MUL, (_IN(0), _ONE), iparams=rnd),
               Stage(CvuOp.MUL, (_IN(1), _ST(0)), iparams=rnd if q_st else ())]
@@ -108,13 +109,13 @@ def tcu_post(ctx: Builder, o: Op, mm: Operation, lw: Lowering, where: str) -> No
     when it is gate's silu or up's product (+ quantize) (module docstring): sets ``lw.post``
     (and ``o.attrs["post_in"]``, appended to ``o.inputs``), absorbs the generics, and makes
     ``o``'s output the last one's value."""
-    if not ENABLED or not lw.dequant:
+    if not lw.dequant or ctx.tcu_post_stages < 2:
         return
     v = _dequant_value(mm)
     if v is None or _elem(v) not in _SIGMOID_ROUND or len(_shape(v)) != 2:
         return
     rnd = _SIGMOID_ROUND[_elem(v)]
-    got = _silu_post(ctx, v, rnd)
+    got = _silu_post(ctx, v, rnd) if ctx.tcu_post_stages >= 3 else None
     post_in = None
     if got is not None:
         members, last, stages = got
@@ -137,4 +138,4 @@ def tcu_post(ctx: Builder, o: Op, mm: Operation, lw: Lowering, where: str) -> No
         o.inputs = o.inputs + (post_in,)
 
 
-__all__ = ["ENABLED", "tcu_post"]
+__all__ = ["tcu_post"]

@@ -151,3 +151,43 @@ def test_post_stages_round_trip_the_tpb_dialect(rng):
     Printer(stream=buf).print_op(op)
     back = Parser(make_context(), buf.getvalue()).parse_op()
     assert back.to_instruction() == up
+
+
+@pytest.mark.parametrize("stages", [0, 2, 6])
+def test_post_stages_are_the_machines(stages):
+    """How many post stages a TCU runs is ``Machine.tcu_post_stages`` (0: none): a matmul with
+    more is refused by name; one that fits is taken."""
+    m, k, n = 4, 8, 4
+    A, B = hb(0, 0, DType.I8, (m, k)), hb(0, 256, DType.I8, (k, n))
+    S, G = hb(0, 1024, DType.F32, (n,)), hb(0, 2048, DType.F16, (m, n))
+    mach = get_machine("tiny").replace(tcu_post_stages=stages)
+    gate = MatMul(0, A, B, hb(0, 4096, DType.F16, (m, n)), m, n, k,
+                  epilogue=Epilogue(dequant=S), post=SILU_POST)  # 3 stages
+    up = MatMul(0, A, B, hb(0, 4096, DType.I8, (m, n)), m, n, k,
+                epilogue=Epilogue(dequant=S), post=QUANT_POST, post_in=G)  # 7 stages
+    for inst in (gate, up):
+        if len(inst.post) <= stages:
+            inst.check(mach)
+        else:
+            with pytest.raises(IsaError, match="no TCU post stages" if stages == 0 else
+                               "tcu_post_stages"):
+                inst.check(mach)
+
+
+def test_tcu_post_stages_field_and_fingerprint():
+    """The field's range and relation (at most ``cvu_max_stages``, encoded like a CVU op's
+    stages) are checked; machines that keep the value machines had before the field existed
+    keep their fingerprint (:data:`FINGERPRINT_SINCE`), others get another one."""
+    import dataclasses
+    import hashlib
+    import json
+    from m100.targets.m100.machine import PRESETS, MachineError
+    for m in PRESETS.values():
+        old = {k: v for k, v in dataclasses.asdict(m).items() if k != "tcu_post_stages"}
+        blob = json.dumps(old, sort_keys=True, separators=(",", ":")).encode()
+        assert m.fingerprint() == int.from_bytes(hashlib.sha256(blob).digest()[:8], "little")
+        assert m.replace(tcu_post_stages=0).fingerprint() != m.fingerprint()
+    with pytest.raises(MachineError, match="cvu_max_stages"):
+        get_machine("tiny").replace(tcu_post_stages=9)
+    with pytest.raises(MachineError, match="out of range"):
+        get_machine("tiny").replace(tcu_post_stages=-1)
