@@ -50,6 +50,7 @@ from .refine import (keep_activations, kept_copies, spread_segments, trial_point
 from .search import STRATEGIES, Search
 from .segment import SegmentCfg
 from .side_by_side import side_by_side
+from .sibling_tiling import sibling_tilings
 from .timeline import Scheduler
 from .widen_shared import widen_shared_gemvs
 from .wshare import share_gemv_chunks
@@ -141,6 +142,7 @@ def schedule(g: OpGraph, machine: Machine, tpbs: int = 0, clusters: int = 0,
     segs, tl = widen_shared_gemvs(search, segs, tl, keep, pool)
     segs, tl = finer_gemv_chunks(search, segs, tl, keep)
     segs, tl = side_by_side(search, segs, tl, keep, pool)  # per-head chains on TPB windows
+    segs, tl = sibling_tilings(search, segs, tl, keep)  # gate / up: each other's tiling
     segs, tl = whole_parts(search, segs, tl, keep)
     tl, keep = kept_copies(search.sched, segs, tl, keep)
     tl.checkpoints = {}  # only the trials above resume from them
