@@ -40,6 +40,7 @@ from xdsl.utils.exceptions import VerifyException
 
 from m100.targets.m100.isa import DType, Space, space_size
 
+from .fast_init import irdl_init
 from .fast_verify import fast_op_definition
 from .sync import machine_of
 from .twu import (SPACE_BY_NAME, SPACE_NAMES, array_values, checked_params, format_space_tpb,
@@ -178,7 +179,7 @@ class AllocOp(IRDLOperation):
 
     def __init__(self, buffer_type: BufferType, offset: int | None = None):
         props = {} if offset is None else {"offset": int_attr(offset)}
-        super().__init__(result_types=[buffer_type], properties=props)
+        irdl_init(self, operands=[], result_types=[buffer_type], properties=props)
 
     def verify_(self) -> None:
         _check_placement(self, self.result.type, self.offset)  # type: ignore[arg-type]

@@ -43,6 +43,7 @@ from xdsl.utils.exceptions import VerifyException
 
 from m100.targets.m100.isa import Monitor, Sync, Trigger, Update
 
+from .fast_init import irdl_init
 from .fast_verify import fast_op_definition
 from .twu import checked_params, int_attr, isa_guard, trusted_attr
 
@@ -51,6 +52,9 @@ from .twu import checked_params, int_attr, isa_guard, trusted_attr
 class TokenType(ParametrizedAttribute, TypeAttribute):
     """``!sync.token``: an unallocated dataflow edge (done-ness of an op)."""
     name = "sync.token"
+
+
+TOKEN = TokenType()  # the one instance the op builders share (attributes are immutable)
 
 
 def _parse_kv(parser: AttrParser, allowed: Sequence[str]) -> dict[str, object]:
@@ -304,7 +308,7 @@ class JoinOp(IRDLOperation):
     traits = traits_def(Pure())
 
     def __init__(self, inputs: Sequence):
-        super().__init__(operands=[list(inputs)], result_types=[TokenType()])
+        irdl_init(self, operands=[list(inputs)], result_types=[TOKEN])
 
     def print(self, printer: Printer) -> None:
         if self.inputs:

@@ -21,8 +21,9 @@ from m100.targets.m100 import isa
 from m100.targets.m100.isa import Instruction, Sync, Walk
 from m100.targets.m100.machine import get_machine
 
+from .fast_init import irdl_init
 from .hbsm import BufferType, buffer_range
-from .sync import ActionsAttr, TokenType, machine_of
+from .sync import TOKEN, ActionsAttr, TokenType, machine_of
 from .twu import (SPACE_NAMES, AccessAttr, WalkAttr, format_float, i64_array, int_attr,
                   parse_buffer_operand)
 
@@ -112,6 +113,18 @@ def _ival(a: Attribute | None, default: int = 0) -> int:
 # ----------------------------------------------------------------------------------------------
 
 
+_SLOT_NAMES: dict[tuple[str, ...], ArrayAttr] = {}
+
+
+def _slot_names(names: tuple[str, ...]) -> ArrayAttr:
+    """``ArrayAttr`` of the slot names' ``StringAttr``s, one shared instance per tuple of names
+    (attributes are immutable)."""
+    a = _SLOT_NAMES.get(names)
+    if a is None:
+        a = _SLOT_NAMES[names] = ArrayAttr([StringAttr(n) for n in names])
+    return a
+
+
 class InstrOp(IRDLOperation):
     """Base of every tpb instruction op (see the module docstring for the syntax)."""
     bufs = var_operand_def(BufferType)
@@ -142,18 +155,19 @@ class InstrOp(IRDLOperation):
                 buf, acc = None, spec
             if buf is not None:
                 bufs.append(buf)
-                names.append(StringAttr(name))
+                names.append(name)
             if acc is not None:
                 walks[name] = WalkAttr.from_isa(acc) if isinstance(acc, Walk) else acc
-        props: dict[str, Attribute] = {"buf_slots": ArrayAttr(names), "walks": DictionaryAttr(walks),
+        props: dict[str, Attribute] = {"buf_slots": _slot_names(tuple(names)),
+                                       "walks": DictionaryAttr(walks),
                                        self.UNIT_KEY: int_attr(unit)}
         if isinstance(sync, Sync):
             sync = ActionsAttr.from_isa(sync)
         if sync is not None:
             props["sync"] = sync
         props.update({k: to_param(v) for k, v in (params or {}).items() if v is not None})
-        super().__init__(operands=[bufs, list(deps)], result_types=[TokenType()],
-                         properties=props, attributes=attributes or {})
+        irdl_init(self, operands=[bufs, list(deps)], result_types=[TOKEN], properties=props,
+                  attributes=attributes or {})
 
     # --- slots -----------------------------------------------------------------------------------
     @property
