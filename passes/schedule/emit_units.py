@@ -365,7 +365,8 @@ class UnitEmitter(EmitterCore):
                 return over[0].out, [over[0].done]  # same TPB, same box: read it in place
             buf = self.buffer("hbsm", tpb, bshape, self.g.tensors[tensor].dtype)
             toks = []
-            for q, src_acc, dst_acc in _piece_boxes(src, a0, a1, k0, k1,
+            # (the pieces of ``over`` are those of ``src`` that ``_piece_boxes`` keeps, in order)
+            for q, src_acc, dst_acc in _piece_boxes(over, a0, a1, k0, k1,
                                                     k0 if cols is not None else 0):
                 cp = CopyOp(q.tpb, {"src": (q.out, src_acc), "dst": (buf, dst_acc)},
                             [q.done] + (self._slot_deps(*self.cur) if self.cur else [])
