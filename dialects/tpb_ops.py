@@ -4,6 +4,7 @@ See :mod:`m100.dialects.tpb` for the syntax and the two IR levels."""
 
 from __future__ import annotations
 
+import struct
 from collections.abc import Sequence
 from typing import ClassVar
 
@@ -26,6 +27,9 @@ from .tpb_base import InstrOp, _f, _fval, _ival
 
 # ----------------------------------------------------------------------------------------------
 # #tpb.stage (a CVU pipeline stage)
+_BITS = struct.Struct("<d")
+_STAGES: dict[tuple, "StageAttr"] = {}  # StageAttr.from_isa's shared attributes
+
 # ----------------------------------------------------------------------------------------------
 @irdl_attr_definition
 class StageAttr(ParametrizedAttribute):
@@ -48,6 +52,17 @@ class StageAttr(ParametrizedAttribute):
 
     @staticmethod
     def from_isa(s: Stage) -> StageAttr:
+        """The attribute of ``s``, one shared instance per stage (attributes are immutable; the
+        key holds every float's bits, so ``-0.0`` / ``0.0`` and NaN payloads stay apart)."""
+        key = (s.op, tuple((r.kind, r.index, _BITS.pack(float(r.imm))) for r in s.args), s.axis,
+               type(s.axis), _BITS.pack(float(s.fparam)), tuple(s.iparams))
+        a = _STAGES.get(key)
+        if a is None:
+            a = _STAGES[key] = StageAttr._from_isa(s)
+        return a
+
+    @staticmethod
+    def _from_isa(s: Stage) -> StageAttr:
         args: list[Attribute] = []
         for r in s.args:
             if r.kind is RefKind.IMM:

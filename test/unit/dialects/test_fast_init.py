@@ -154,3 +154,32 @@ def test_compiles_are_the_same_with_the_generic_builder(case, monkeypatch):
     fast = _compile_hashes(model(), machine, tpbs)
     monkeypatch.setattr(fast_init, "ENABLED", False)
     assert _compile_hashes(model(), machine, tpbs) == fast
+
+
+def test_shared_stage_attributes_are_fresh_builds():
+    """``StageAttr.from_isa`` shares one attribute per stage: equal to a fresh build, and stages
+    that differ only in a float's sign or NaN payload keep their own."""
+    import math
+    import struct
+
+    from m100.dialects.tpb_ops import StageAttr
+    from m100.targets.m100.isa import CvuOp, Ref, RefKind, Stage
+    nan2 = struct.unpack("<d", struct.pack("<Q", 0x7FF8000000000001))[0]
+    stages = [Stage(CvuOp.ADD, (Ref(RefKind.INPUT, 0), Ref(RefKind.STAGE, 1))),
+              Stage(CvuOp.ADD, (Ref(RefKind.INPUT, 0), Ref(RefKind.IMM, 0, 0.0))),
+              Stage(CvuOp.ADD, (Ref(RefKind.INPUT, 0), Ref(RefKind.IMM, 0, -0.0))),
+              Stage(CvuOp.MUL, (Ref(RefKind.INPUT, 0), Ref(RefKind.IMM, 0, math.nan))),
+              Stage(CvuOp.MUL, (Ref(RefKind.INPUT, 0), Ref(RefKind.IMM, 0, nan2))),
+              Stage(CvuOp.LAYERNORM, (Ref(RefKind.INPUT, 0), Ref(RefKind.INPUT, 1),
+                                      Ref(RefKind.INPUT, 2)), 1, 1e-5),
+              Stage(CvuOp.LAYERNORM, (Ref(RefKind.INPUT, 0), Ref(RefKind.INPUT, 1),
+                                      Ref(RefKind.INPUT, 2)), 1, -0.0)]
+    for _ in range(2):
+        for s in stages:
+            a, fresh = StageAttr.from_isa(s), StageAttr._from_isa(s)
+            assert str(a) == str(fresh) and a.to_isa().op == s.op
+            for x, y in zip([*a.args.data, a.fparam], [*fresh.args.data, fresh.fparam]):
+                if hasattr(x, "value"):
+                    assert struct.pack("<d", x.value.data) == struct.pack("<d", y.value.data)
+    assert StageAttr.from_isa(stages[1]) is not StageAttr.from_isa(stages[2])
+    assert StageAttr.from_isa(stages[3]) is not StageAttr.from_isa(stages[4])
