@@ -19,7 +19,7 @@ from m100.targets.m100.machine import Machine
 from .cost import CostModel, ceil_div
 from .graph import Op, OpGraph, ScheduleError, geometry
 from .partition import col_splits
-from .search_floor import tcu_floor
+from .search_floor import busy_floor, tcu_floor
 from .segment import SegmentCfg, StageCfg, act_resident_ok, ksplit_ok, streamable
 from .shared_costs import SharedCosts
 from .timeline import BoundExceeded, Scheduler
@@ -50,6 +50,7 @@ class Search:
         self.errors: dict[str, ScheduleError] = {}  # first reason an op could not be placed
         self.evaluations = 0
         self.floored = 0  # bounded costs answered by :func:`.search_floor.tcu_floor`
+        self.busy_floored = 0  # ... and by :func:`.search_floor.busy_floor`
         self.ops = {o.name: o for o in g.ops}
         self.fuse_tcu = False  # may a TCU stage share the TPBs of the stage before it (auto only)
         self.pipe_iters = 0  # local-search moves per candidate pipeline inside the auto DP
@@ -83,6 +84,12 @@ class Search:
             self.sched.tasks_built += n  # the tasks the build would have created
             self.cache[seg] = (c, exact)
             return c
+        if bound < INF:  # the exact TCU cycles of the busiest TPB, before building
+            floor = busy_floor(self.sched, seg)
+            if floor >= bound:
+                self.busy_floored += 1
+                self.cache[seg] = (floor, False)
+                return floor
         exact = True
         try:
             tl = self.sched.build([seg], isolated=True, bound=bound, search=True)

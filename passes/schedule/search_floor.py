@@ -15,13 +15,24 @@ one TPB's TCU runs its instructions one after the other from cycle 0 at the earl
 used), and the makespan is at least that. A pipeline's stages each give such a bound (the
 largest counts). Not bounded (0): grouped convolutions (a column part may hold partial groups),
 K splits and resident activations (other piece shapes), non-TCU stages.
+
+:func:`busy_floor` is the exact form of the same argument where it is cheap to have: the TCU
+cycles the isolated build puts on each TPB, from the pieces the builder makes (its own functions:
+``Scheduler.band_boxes`` in wave order, :func:`.segment.lockstep_groups` for a one-stage lockstep
+contraction) and each piece's instructions as :func:`.kinds.tcu.plan_piece` costs them (one per K
+chunk of the stage's tile plan, ``CostModel.piece_cycles``), summed per TPB; the busiest TPB's sum
+is a floor of the makespan (its TCU runs them one after the other). It sees the padding of the
+tiles, the pipeline latency of every instruction and an uneven split of the bands, which
+:func:`tcu_floor` can not. The search asks it only where :func:`tcu_floor` does not decide
+(``Search.cost``); it covers the stages :func:`stage_floor` covers (and not an op of a causal
+chain, whose pieces are clipped: ``OpGraph.causal``), the others count 0.
 """
 
 from __future__ import annotations
 
 from .cost import CostModel
-from .graph import OpGraph, Op, geometry
-from .segment import SegmentCfg, StageCfg
+from .graph import OpGraph, Op, ScheduleError, geometry
+from .segment import SegmentCfg, StageCfg, lockstep, lockstep_groups, row_tile
 
 TCU_UNITS = ("tcu.matmul", "tcu.conv2d")
 
@@ -48,4 +59,66 @@ def tcu_floor(cm: CostModel, g: OpGraph, ops: dict[str, Op], seg: SegmentCfg) ->
     return max((stage_floor(cm, g, ops[st.op], st) for st in seg.stages), default=0.0)
 
 
-__all__ = ["stage_floor", "tcu_floor"]
+def busy_floor(sched, seg: SegmentCfg) -> float:
+    """The TCU cycles of the busiest TPB in the isolated build of ``seg`` (module doc): a lower
+    bound of its makespan, 0 when no stage is covered. ``sched``: the search's
+    :class:`.timeline.Scheduler` (its tile plans and band boxes, so the build that may follow
+    reuses them)."""
+    if seg.kind not in ("data-parallel", "pipeline"):
+        return 0.0
+    busy: dict[int, float] = {}
+    causal = getattr(sched.g, "causal", None) or {}
+    memo = sched.__dict__.setdefault("_busy_floor", {})
+    for st in seg.stages:
+        op = sched.ops[st.op]
+        if op.unit not in TCU_UNITS or op.attrs.get("groups", 1) != 1 or st.ks != 1 or \
+                st.act_resident or op.name in causal:
+            continue
+        try:
+            tplan = sched.stage_plan(seg, st)
+        except ScheduleError:
+            return 0.0  # the build says why
+        if tplan.act_resident:
+            continue
+        lock = len(seg.stages) == 1 and lockstep(tplan, op)
+        key = (st, lock, tplan.tr, tplan.tc, tplan.tk, tplan.k)
+        per = memo.get(key)
+        if per is None:
+            per = memo[key] = _stage_busy(sched, st, op, tplan, lock)
+        for x, c in per.items():
+            busy[x] = busy.get(x, 0.0) + c
+    return max(busy.values(), default=0.0)
+
+
+def _stage_busy(sched, st: StageCfg, op: Op, tplan, lock: bool) -> dict[int, float]:
+    """TPB -> the TCU cycles of ``st``'s pieces on it (``kinds.tcu.plan_piece``'s chunks)."""
+    g, cm = sched.g, sched.cm
+    if op.unit == "tcu.conv2d":
+        kwin = op.attrs["kh"] * op.attrs["kw"]
+        K = op.attrs["c"]
+        kk = max(1, tplan.tk // kwin) if tplan.tk < tplan.k else K
+        unit_k = kwin
+    else:
+        K = op.attrs["k"]
+        kk = tplan.tk if tplan.tk < K else K
+        unit_k = 1
+    chunks = [min(kk, K - k0) * unit_k for k0 in range(0, K, kk)]
+    if lock:
+        boxes = [(p.tpb, p.r1 - p.r0, p.c1 - p.c0)
+                 for grp in lockstep_groups(g, op, st, tplan, sched.geo(op),
+                                            row_tile(cm, g, op)) for p in grp]
+    else:
+        boxes = [(tpb, e - a, ce - cc) for b in range(st.bands)
+                 for _j, tpb, a, e, cc, ce in sched.band_boxes(st, op, tplan, b)]
+    out: dict[int, float] = {}
+    per_box: dict[tuple[int, int], float] = {}
+    for tpb, rows, cols in boxes:
+        c = per_box.get((rows, cols))
+        if c is None:
+            c = per_box[(rows, cols)] = sum(cm.piece_cycles(g, op, rows, cols, kpg)
+                                            for kpg in chunks)
+        out[tpb] = out.get(tpb, 0.0) + c
+    return out
+
+
+__all__ = ["busy_floor", "stage_floor", "tcu_floor"]
