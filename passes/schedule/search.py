@@ -78,18 +78,19 @@ class Search:
                 self.floored += 1
                 self.cache[seg] = (floor, False)
                 return floor
+            # the exact TCU cycles of the busiest TPB (before the shared costs, so that a search
+            # answers the same candidates from floors with or without them: the same task count)
+            floor = busy_floor(self.sched, seg)
+            if floor >= bound:
+                self.busy_floored += 1
+                self.cache[seg] = (floor, False)
+                return floor
         shared = self.shared.lookup(seg, bound)  # a structurally equal segment's build
         if shared is not None:
             c, exact, n = shared
             self.sched.tasks_built += n  # the tasks the build would have created
             self.cache[seg] = (c, exact)
             return c
-        if bound < INF:  # the exact TCU cycles of the busiest TPB, before building
-            floor = busy_floor(self.sched, seg)
-            if floor >= bound:
-                self.busy_floored += 1
-                self.cache[seg] = (floor, False)
-                return floor
         exact = True
         try:
             tl = self.sched.build([seg], isolated=True, bound=bound, search=True)
