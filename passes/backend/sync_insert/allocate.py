@@ -308,14 +308,14 @@ def _greedy(g, chans, chan_events, budget, decisions=None, t=None, hint=None) ->
     counters: list[dict] = []
     for ch in chans:
         evs = chan_events[ch]
-        first = g.E(*evs[0])
+        before = g.before(g.E(*evs[0]))  # g.hb(g.E(*e), first), first = the channel's first
         slot = None
         if hint is not None and len(ch) > 2:
             slot = next((ci for ci in hint.get(ch[2], ()) if ci < len(counters) and
-                         all(g.hb(g.E(*e), first) for e in counters[ci]["tails"])), None)
+                         all(map(before, counters[ci]["tails"]))), None)
         if slot is None:
             slot = next((ci for ci, cs in enumerate(counters)
-                         if all(g.hb(g.E(*e), first) for e in cs["tails"])), None)
+                         if all(map(before, cs["tails"]))), None)
         if slot is None and (budget is None or len(counters) < budget):
             counters.append({"chans": [], "tails": [], "writers": set()})
             slot = len(counters) - 1

@@ -174,6 +174,23 @@ class HbGraph:
             c = self.clock(v)
         return c.item(v, self._xidl[i]) >= self.rank0[i] + (d >> 1)
 
+    def before(self, v: int):
+        """A predicate on events ``(i, k)``: ``E(i, k)`` happens-before node ``v`` -- :meth:`hb`
+        for many E-nodes and one ``v`` (counter allocation asks, per channel, whether each
+        counter's tails happen-before its first event: ~300 000 queries on ResNet-50 224, each
+        a call, a node id and a numpy scalar in :meth:`hb`). The graph must not change while
+        the predicate is used (it reads ``v``'s clock row once)."""
+        c = self._clock
+        if c is None or self._dirty <= v:
+            c = self.clock(v)
+        row = c[v].tolist()
+        xid, rank0, base = self._xidl, self.rank0, self._base
+
+        def f(e: tuple[int, int]) -> bool:
+            i, k = e
+            return row[xid[i]] >= rank0[i] + k and base[i] + 2 * k + 1 != v
+        return f
+
     def _e_columns(self) -> tuple[np.ndarray, np.ndarray]:
         """Per node: its executor's clock column, and its rank in that executor's chain when it
         is an E-node (S-nodes: 0, never asked)."""
