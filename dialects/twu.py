@@ -297,7 +297,7 @@ class WalkAttr(ParametrizedAttribute):
             raise VerifyException(f"#twu.walk: unknown memory space '{self.space.data}' "
                                   "(ddr, sram, hbsm)")
         type_to_dtype(self.dtype)
-        if len(self.levels.get_values()) % 3:
+        if len(array_values(self.levels)) % 3:  # unpacked once per attribute (cached)
             raise VerifyException("#twu.walk: levels must be (initial, step, final) triples")
         if self.tpb.value.data < 0 or self.base.value.data < 0:
             raise VerifyException("#twu.walk: tpb and base must be >= 0")

@@ -125,7 +125,8 @@ class SyncInsert(ModulePass):
     def _sync(self, prog: ProgramOp, n: int | None) -> dict | None:
         machine = machine_of(prog)
         body = list(prog.body.block.ops)
-        for o in prog.body.walk():
+        # a tpb.stream is in the body or nested in an op with regions (only those are walked)
+        for o in (x for b in body if b.regions for x in b.walk()):
             if isinstance(o, StreamOp):
                 if any(isinstance(x, InstrOp) and x.sync is None for x in o.walk()):
                     raise SyncError("sync-insert: instructions inside tpb.stream regions have no "

@@ -77,6 +77,27 @@ def test_clock_kept_up_to_date_only_to_the_query_agrees_with_networkx(seed):
             assert {u for u in range(1, g.num_nodes, 2) if g.hb(u, int(v))} == \
                 {u for u in anc if u & 1}
 
+
+@pytest.mark.parametrize("seed", range(4))
+def test_before_predicate_agrees_with_networkx(seed):
+    """HbGraph.before(v) (counter allocation's reuse test: one clock row per query node) answers
+    for every event (i, k) what networkx's ancestors of v say about E(i, k), with sync edges
+    added between queries (the predicate is taken after each change, as _greedy does)."""
+    rng = np.random.default_rng(seed)
+    prog = progs.random_program(80 + seed, n=30)
+    blocks = [int(rng.integers(1, 4)) for _ in prog]
+    g = HbGraph(prog, blocks)
+    events = [(i, k) for i in range(len(prog)) for k in range(blocks[i])]
+    for _ in range(20):
+        i, j = sorted(rng.choice(len(prog), 2, replace=False))
+        g.add_sync(int(i), int(rng.integers(blocks[i])), int(j), int(rng.integers(blocks[j])))
+        G = _nx(g)
+        for v in sorted(rng.choice(g.num_nodes, 4, replace=False)):
+            anc = nx.ancestors(G, int(v))
+            f = g.before(int(v))
+            assert {e for e in events if f(e)} == {e for e in events if g.E(*e) in anc}
+
+
 def test_redundant_orderings_get_no_traffic():
     # A (TPB0 DTDU) writes X; B (TPB0 CVU) reads X, writes Y; C (TPB1 DTDU) reads X and Y.
     # C->A is implied by C->B->A, so C has exactly one monitor.
