@@ -111,6 +111,11 @@ class OpGraph:
         # find_column_views``): tensor -> (root, byte offset, root columns): read in place at
         # the root's row pitch, no copy
         self.cviews: dict[str, tuple[str, int, int]] = {}
+        # causal attention chains ``scores = q @ kT -> softmax(scores + causal mask) -> @ v``
+        # (``from_ir.causal.find_causal``): op -> (role, k, (qk, softmax, pv)); a piece of rows
+        # [r0, r1) needs only the score columns [0, r1 - 1 + k): role ``cols`` (QK, softmax)
+        # clips its columns, role ``k`` (PV) its reduction (``passes/schedule/causal.py``)
+        self.causal: dict[str, tuple[str, int, tuple[str, str, str]]] = {}
         for t in tensors or []:
             self.add_tensor(t)
         for o in ops or []:

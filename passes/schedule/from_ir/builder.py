@@ -44,6 +44,9 @@ class Builder:
         # (rows, cols, k, dtype) -> the column / row iota tensors of a computed band mask (one pair for
         # all the heads: cvu._softmax_with_add)
         self.band_iotas: dict[tuple[int, int, int, str], list[str]] = {}
+        # softmax op -> (v, k) of its computed band mask (``np.triu(full(v), k)``, the causal
+        # mask): the candidates of ``causal.find_causal``
+        self.band_softmax: dict[str, tuple[float, int]] = {}
         # ids of ops an earlier op's CVU op computes (a silu group's tail: ``silu.silu_tail``);
         # the walk skips them
         self.absorbed: set[int] = set()

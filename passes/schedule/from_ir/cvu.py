@@ -216,7 +216,9 @@ def _softmax_with_add(ctx: Builder, add: Operation, root: Operation, sm_round: t
     stages += (Stage(CvuOp.SOFTMAX, (Ref(RefKind.STAGE, len(stages) - 1),), axis=-1,
                      iparams=sm_round),)
     lw = Lowering("cvu", stages=stages, in_maps=maps)
-    ctx.add("softmax", "cvu.softmax", in_names, root.results[0], {"maps": maps}, lw, root)
+    sm = ctx.add("softmax", "cvu.softmax", in_names, root.results[0], {"maps": maps}, lw, root)
+    if band is not None:
+        ctx.band_softmax[sm.name] = band[1]
 
 
 def _band_mask(ctx: Builder, add: Operation, maps: list) -> tuple | None:
