@@ -10,6 +10,7 @@ lifetimes of the segment. Tasks are list-scheduled as they are created (:mod:`.l
 
 from __future__ import annotations
 
+from . import causal
 from .build_transfers import Transfers
 from .graph import Op, ScheduleError, dtype_bytes
 from .keep import kept_bytes
@@ -91,6 +92,7 @@ class PlanBuilder(Transfers):
                               ksplit_stages(op, st.ks) > self.cm.machine.cvu_max_stages):
                 raise ScheduleError(f"internal: op '{op.name}' can not be split along K "
                                     f"into {st.ks} parts")
+        clip = causal.clips(s, seg, self.tl.plans)  # a causal chain's masked half (causal.py)
         self._prefetch(si, seg)
         lag = self._lags(seg)
         if len(seg.stages) == 1 and lockstep(self.tl.plans[seg.stages[0].op],
@@ -98,6 +100,7 @@ class PlanBuilder(Transfers):
             self._lockstep_segment(si, seg.stages[0], pieces)
             self._check_kept(seg)
             return
+        order = causal.band_order(seg, clip)
         n_waves = max(st.bands + lag[st.op] for st in seg.stages)
         for w in range(n_waves):  # the wave order: band b of a stage after the producer bands
             for st in seg.stages:
@@ -106,8 +109,17 @@ class PlanBuilder(Transfers):
                     continue
                 op = s.ops[st.op]
                 tplan = self.tl.plans[st.op]
-                for j, tpb, a, e, cc, ce in s.band_boxes(st, op, tplan, b):
-                    p = PlanPiece(op.name, b, j, tpb, a, e, cc, ce, segment=si)
+                cz = clip.get(op.name)
+                for j, tpb, a, e, cc, ce in s.band_boxes(st, op, tplan,
+                                                         b if order is None else order[b]):
+                    if order is not None:  # band b's TPB, computing band order[b]'s rows
+                        tpb = st.tpbs[st.row_of(b) * st.gc + j]
+                    if cz is None:
+                        p = PlanPiece(op.name, b, j, tpb, a, e, cc, ce, segment=si)
+                    else:
+                        p = causal.piece(s, op, cz, b, j, tpb, a, e, cc, ce, si)
+                        if p is None:  # every column of the box is masked
+                            continue
                     self._run_one(p, st, op, tplan)
                     pieces.append(p)
                     self.by_op.setdefault(op.name, []).append(p)

@@ -199,6 +199,11 @@ class PlanPiece:
     kpart: int = 0
     kparts: int = 1
     reduce: tuple[int, ...] = ()
+    # a clipped piece of a causal attention chain (:mod:`.causal`): ``cfull`` the end of its
+    # column tile before the clip (0: not clipped; a resident second operand is loaded for the
+    # whole tile), ``kx`` the end of its reduction (0: all of K)
+    cfull: int = 0
+    kx: int = 0
 
     def to_dict(self) -> dict:
         d = dict(op=self.op, band=self.band, col=self.col, tpb=self.tpb, rows=[self.r0, self.r1],
@@ -211,6 +216,10 @@ class PlanPiece:
             d.update(reduce=list(self.reduce))
         if self.w_share:
             d.update(w_share=list(self.w_share), w_cols=list(self.w_cols))
+        if self.cfull:
+            d.update(cfull=self.cfull)
+        if self.kx:
+            d.update(kx=self.kx)
         return d
 
 

@@ -8,7 +8,8 @@ bound, the answer (>= bound) is known and the build is skipped.
 Why it is a lower bound: every TCU instruction of a contraction ``[m, k] @ [k, n]`` costs
 ``CostModel.tcu_cycles`` >= ``m * n * k / peak`` (tiles are padded, the operand ports can only
 make it longer) + ``tcu_pipeline_latency``; the instructions of a stage cover its output once per
-reduction element (``op_macs`` in all) and there is at least one per band and column part; they
+reduction element (``op_macs`` in all; a causal chain's clipped pieces at least the unmasked share
+of it, :func:`causal_share`) and there is at least one per band and column part; they
 run on the TPBs of at most ``min(gr, bands) * gc`` (TPB rows that get a band x column parts), and
 one TPB's TCU runs its instructions one after the other from cycle 0 at the earliest
 (``ListScheduler.put``). So some TPB is busy at least (sum of the instruction cycles) / (TPBs
@@ -49,7 +50,20 @@ def stage_floor(cm: CostModel, g: OpGraph, op: Op, st: StageCfg) -> float:
     if used < 1:
         return 0.0
     instrs = min(st.bands, geo.rows) * min(st.gc, geo.cols)  # >= one per band and column part
-    return (cm.op_macs(g, op) / peak + instrs * cm.machine.tcu_pipeline_latency) / used
+    macs = cm.op_macs(g, op)
+    cz = g.causal.get(op.name)
+    if cz is not None:  # a causal chain's pieces may be clipped (``causal.py``): row r keeps
+        # at least min(C, r + k) of the C score columns; a column part may be wholly masked
+        macs *= causal_share(geo.rows, geo.cols if cz[0] == "cols" else geo.k, cz[1])
+        instrs = min(st.bands, geo.rows)
+    return (macs / peak + instrs * cm.machine.tcu_pipeline_latency) / used
+
+
+def causal_share(R: int, C: int, k: int) -> float:
+    """``sum(min(C, r + k) for r in range(R)) / (R * C)``: the share of a causal chain's
+    ``[R, C]`` score columns that its clipped pieces keep at least."""
+    n1 = max(0, min(R, C - k + 1))  # the rows with r + k <= C
+    return (n1 * k + n1 * (n1 - 1) / 2 + (R - n1) * C) / (R * C)
 
 
 def tcu_floor(cm: CostModel, g: OpGraph, ops: dict[str, Op], seg: SegmentCfg) -> float:

@@ -53,10 +53,12 @@ def plan_piece(bld, si: int, st, op: Op, p: PlanPiece, tplan: TilePlan, compute)
             x_rows, x_full_dims = (n0 * H + i0, n0 * H + i1), (i1 - i0, W, C)
             chunk_bytes = lambda kc: (i1 - i0) * W * kc * xb  # noqa: E731
             K, unit_k = C, kwin
+            kx = K
         else:
             k = op.attrs["k"]
             kk = tplan.tk if tplan.tk < k else k
-            x_rows, x_full_dims = (p.r0, p.r1), (rows, 1, k)
+            kx = p.kx or k  # a clipped causal PV piece reduces over [0, kx) (``..causal``)
+            x_rows, x_full_dims = (p.r0, p.r1), (rows, 1, kx)
             chunk_bytes = lambda kc: rows * kc * xb  # noqa: E731
             K, unit_k = k, 1
         resident = tplan.weight_resident
@@ -75,10 +77,10 @@ def plan_piece(bld, si: int, st, op: Op, p: PlanPiece, tplan: TilePlan, compute)
             x_deps = bld._act_in(si, op, x_t, x_rows, x_full_dims, None, tpb,
                                   float(x_full_dims[0] * x_full_dims[1] * x_full_dims[2] * xb),
                                   row_tpbs)
-        chunks = _part_chunks(list(range(0, K, kk)), p)
+        chunks = _part_chunks(list(range(0, kx, kk)), p)
         prev = -1
         for ci, k0 in enumerate(chunks):
-            kc = min(kk, K - k0)
+            kc = min(kk, kx - k0)
             last = ci == len(chunks) - 1
             if kk == K:
                 deps = list(x_deps)
@@ -122,7 +124,13 @@ def plan_piece(bld, si: int, st, op: Op, p: PlanPiece, tplan: TilePlan, compute)
                     deps.append(bld._shared_chunk(op, w_in, ("w", p.c0, p.c1, key), p.b_share,
                                                   tpb, nb, "w"))
                 else:
-                    deps.append(bld._weight(st, op, w_in, tpb, p.c0, p.c1, p.col,
+                    wc1 = p.c1
+                    if resident and (p.cfull or p.kx):  # a clipped causal piece (``..causal``):
+                        # the resident operand is loaded for the whole tile (once per TPB)
+                        wc1 = p.cfull or p.c1
+                        nb = (K if kk == K else kc) * unit_k * (wc1 - p.c0) * dtype_bytes(
+                            wt.dtype)
+                    deps.append(bld._weight(st, op, w_in, tpb, p.c0, wc1, p.col,
                                              None if kk == K else key, nb, resident))
             if ci > 0:
                 deps.append(prev)
@@ -238,10 +246,11 @@ def emit_piece(em, si, seg, op, b, j, tpb, r0, r1, c0, c1, pieces, seg_ops, plan
         a_t, w_t = op.inputs[0], op.inputs[1]
         k = op.attrs["k"]
         tk = plan.tk if plan is not None and plan.tk < k else k
+        kx = pp.kx or k  # a clipped causal PV piece reduces over [0, kx) (``..causal``)
         resident = plan is None or plan.weight_resident
         streamed = em._streamed(a_t, seg_ops, pieces)
         if streamed or tk == k:
-            a_full, a_deps = em.act_in(si, seg, op, a_t, (r0, r1), (rows, 1, k),
+            a_full, a_deps = em.act_in(si, seg, op, a_t, (r0, r1), (rows, 1, kx),
                                          [((1, 0, 0), r0), ((0, 0, 1), 0)], tpb, pieces,
                                          seg_ops, b, shared=True)
         out = em.buffer("hbsm", tpb, (rows, 1, cols), "f32" if pp.kparts > 1 else out_t.dtype)
@@ -250,10 +259,10 @@ def emit_piece(em, si, seg, op, b, j, tpb, r0, r1, c0, c1, pieces, seg_ops, plan
         # (a dequantized one: the i32 accumulator, converted and scaled once by the last chunk)
         acc_buf = em.buffer("hbsm", tpb, (rows, 1, cols), "i32" if lw.dequant else "f32") \
             if ("store" in op.epilogue or lw.dequant) and tk < k and pp.kparts == 1 else None
-        chunks = _part_chunks(list(range(0, k, tk)), pp)
+        chunks = _part_chunks(list(range(0, kx, tk)), pp)
         prev: SSAValue | None = None
         for ci, k0 in enumerate(chunks):
-            kc = min(tk, k - k0)
+            kc = min(tk, kx - k0)
             last = ci == len(chunks) - 1
             if tk == k:
                 a_slot, deps = (a_full, None), list(a_deps)
@@ -275,6 +284,15 @@ def emit_piece(em, si, seg, op, b, j, tpb, r0, r1, c0, c1, pieces, seg_ops, plan
                 w_buf, wt = em.shared_chunk(w_t, ("wg", pp.w_cols, k0), pp.w_share, tpb,
                                             bshape, lin)
                 w_acc = access((kc, cols), [((1, 0), 0), ((0, 1), c0 - gc0)])
+            elif pp.cfull or pp.kx:  # a clipped causal piece (``..causal``): a resident
+                # operand whole (the tile's columns, all of K) read in its [kc, cols] corner,
+                # a streamed one as the box the piece reads
+                kbox = None if tk == k else (0, k0, kc)
+                if not resident and kbox is None:
+                    kbox = (0, 0, kc)
+                w_buf, wt = _weight_in(em, pp, op, w_t, tpb, c0, (pp.cfull or c1) if resident
+                                       else c1, kbox, resident, j)
+                w_acc = access((kc, cols), [((1, 0), 0), ((0, 1), 0)]) if resident else None
             else:
                 w_buf, wt = _weight_in(em, pp, op, w_t, tpb, c0, c1,
                                        None if tk == k else (0, k0, kc), resident, j)

@@ -1,0 +1,108 @@
+"""Which pieces of a causal attention chain are clipped in a segment, and how.
+
+``OpGraph.causal`` (``from_ir/causal.find_causal``) names the chains ``qk -> softmax -> pv`` whose
+masked score columns contribute exactly nothing (the exactness argument is there): a piece of rows
+``[a, e)`` needs only the score columns ``[0, e - 1 + k)``. The plan builder clips, per segment:
+
+* the softmax and PV when both run in the segment (the softmax's pieces then hold only their
+  columns ``[0, lim)``, which PV reads as its reduction ``[0, lim)``: the two must go together,
+  since nothing else writes the dropped columns), and the QK matmul too when it runs there (its
+  pieces compute only the columns the softmax reads);
+* only when the chain's stages in the segment cut their rows into the same pieces (a consumer
+  piece reads the columns ``[0, lim)`` of ITS rows: a producer piece of other rows would not
+  hold them all), none splits its reduction over TPBs or keeps its activation resident, and PV's
+  second operand is not a resident weight cut into K chunks (a chunk loaded once for all bands).
+
+A clipped QK / softmax piece has columns ``[c0, min(c1, lim))`` (a column tile wholly past
+``lim`` is dropped) and remembers its unclipped end (``PlanPiece.cfull``: a resident second
+operand is still loaded for the whole column tile, once per TPB); a clipped PV piece has
+``PlanPiece.kx = lim`` (its reduction; its resident second operand keeps all of K). The cost of
+each piece follows from its box (``kinds/tcu``, ``kinds/cvu``), so the search sees the saving.
+"""
+
+from __future__ import annotations
+
+from .graph import geometry
+from .plan import PlanPiece
+
+
+def clips(s, seg, plans) -> dict[str, tuple[str, int]]:
+    """op -> (role, k) of the chain ops clipped in segment ``seg`` (``plans``: the stages' tile
+    plans); empty when the graph has no causal chain."""
+    g = s.g
+    if not g.causal:
+        return {}
+    stages = {st.op: st for st in seg.stages}
+    out: dict[str, tuple[str, int]] = {}
+    for name, (role, k, chain) in g.causal.items():
+        qk, sm, pv = chain
+        if name != sm or sm not in stages or pv not in stages:
+            continue
+        members = [x for x in chain if x in stages]
+        rows = None
+        ok = True
+        for x in members:
+            st, tp = stages[x], plans[x]
+            if st.ks > 1 or st.act_resident or tp.act_resident or \
+                    (x == pv and tp.weight_resident and tp.tk < tp.k):
+                ok = False
+                break
+            op = s.ops[x]
+            r = tuple(sorted({(a, e) for b in range(st.bands)
+                              for _j, _t, a, e, _c, _d in s.band_boxes(st, op, tp, b)}))
+            if rows is None:
+                rows = r
+            elif r != rows:
+                ok = False
+                break
+        if ok:
+            for x in members:
+                out[x] = (g.causal[x][0], k)
+    return out
+
+
+def band_order(seg, clip: dict[str, tuple[str, int]]) -> list[int] | None:
+    """Which band's rows each band of the segment computes, when every stage of ``seg`` is a
+    clipped chain op with the same number of bands, dealt round robin to its TPB rows (a
+    pipeline): band ``b`` computes the rows of band ``order[b]``, every odd round reversed
+    (for the chain's PV stage's TPB rows). A band's work grows with its last row (it keeps the
+    columns ``[0, r1)``), so round robin alone gives TPB row ``gr - 1`` the largest band of
+    every round; reversed odd rounds pair each TPB's light band with a heavy one (48 bands on
+    28 TPB rows, band b's work ~ b + 1: the busiest TPB row computes 49 units instead of 68,
+    against 42 perfectly balanced -- the largest band alone is 48). All stages take the same order, so
+    band ``b`` of each stage covers the same rows (the wave lags stay those of equal bands).
+    None: the bands keep their rows."""
+    if not clip or any(st.op not in clip or st.block for st in seg.stages) or \
+            len({st.bands for st in seg.stages}) != 1:
+        return None
+    pv = [st for st in seg.stages if clip[st.op][0] == "k"]
+    if not pv:
+        return None
+    g, n = pv[0].gr, pv[0].bands
+    if g < 2 or n <= g:
+        return None
+    order = []
+    for r0 in range(0, n, g):
+        rnd = list(range(r0, min(n, r0 + g)))
+        order += rnd[::-1] if (r0 // g) % 2 else rnd
+    return order
+
+
+def piece(s, op, clip: tuple[str, int], b: int, j: int, tpb: int, a: int, e: int, cc: int,
+          ce: int, si: int) -> PlanPiece | None:
+    """The clipped piece of the box rows [a, e) x columns [cc, ce) (None: wholly masked)."""
+    role, k = clip
+    geo = geometry(s.g, op)
+    if role == "cols":
+        lim = min(geo.cols, e - 1 + k)
+        if cc >= lim:
+            return None
+        p = PlanPiece(op.name, b, j, tpb, a, e, cc, min(ce, lim), segment=si)
+        if ce > lim:
+            p.cfull = ce
+        return p
+    p = PlanPiece(op.name, b, j, tpb, a, e, cc, ce, segment=si)
+    lim = min(geo.k, e - 1 + k)
+    if lim < geo.k:
+        p.kx = lim
+    return p
