@@ -18,7 +18,11 @@ f16), compared with the f16 tolerance of ``m100 check`` (``compare.F16_TOL``): t
 computes a fused elementwise tree in f32 and rounds once at the store, onnxruntime runs f16
 subgraphs in f32 with casts of its own.
 
-Two oracles: onnxruntime first; where its float outputs are off ONNX's own numpy reference
+W8A8 chains (``--family quant``, :mod:`m100.tools.fuzz_quant`): the LLM's quantized projections,
+SiLU gate and ``silu(g) * u`` quantize at ``M = 1`` and up, with run-time weights.
+
+Two oracles: onnxruntime first; where its outputs (float, or integer outputs of a graph with
+float inputs: a quantize after float arithmetic) are off ONNX's own numpy reference
 evaluator (``onnx.reference``, every node rounded in its output type as the definitions say) by
 more than the tolerance, the reference evaluator decides (:func:`definition_run`): onnxruntime
 runs an f16 subgraph in f32 when one of its ops lacks an f16 kernel, which before a discontinuous
@@ -29,6 +33,7 @@ CLI (a seeded campaign, prints the op mix, refusal reasons and failures; writes 
     python -m m100.tools.fuzz_onnx --count 200 --seed 0 --machines tiny,m100 --out out/fuzz
     python -m m100.tools.fuzz_onnx --family int --count 200
     python -m m100.tools.fuzz_onnx --family f16 --count 200
+    python -m m100.tools.fuzz_onnx --family quant --count 200
 """
 
 from __future__ import annotations
@@ -112,7 +117,8 @@ def differential(fg: FuzzGraph, machines: Sequence[str] = ("tiny", "m100"), *,
         got = list(res.outputs.values())
         bad, worst = compare_outputs(got, want, rtol, atol)
         note = ""
-        if bad and any(np.asarray(w).dtype.kind == "f" for w in want):
+        if bad and (any(np.asarray(w).dtype.kind == "f" for w in want) or
+                    any(np.asarray(v).dtype.kind == "f" for v in feeds)):
             # two oracles: where onnxruntime is off the ONNX definition itself, the definition
             # (ONNX's numpy reference evaluator) decides (see :func:`definition_run`)
             ref = definition_run(fg.model, feeds, want, rtol, atol)
@@ -182,6 +188,18 @@ def definition_run(model, feeds: Sequence[np.ndarray], ort_out: Sequence, rtol: 
         return None
     dispute, _ = compare_outputs(ref, ort_out, rtol, atol)
     return ref if dispute else None
+
+
+def tolerance(fg: FuzzGraph) -> dict[str, float]:
+    """The float tolerance of ``fg``'s outputs: ``m100 check``'s f16 tolerance when an output is
+    float16 (f16 graphs, f16 W8A8 chains), else the f32 one."""
+    from onnx import TensorProto
+
+    from m100.tools.compare import F16_TOL
+
+    if any(o.type.tensor_type.elem_type == TensorProto.FLOAT16 for o in fg.model.graph.output):
+        return {"rtol": F16_TOL, "atol": F16_TOL}
+    return {"rtol": RTOL, "atol": ATOL}
 
 
 def f16_graph(fg: FuzzGraph) -> FuzzGraph:
@@ -264,23 +282,22 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--machines", default="tiny,m100")
     ap.add_argument("--max-ops", type=int, default=4)
-    ap.add_argument("--family", choices=("float", "int", "f16"), default="float",
-                    help="float graphs (tolerance), integer graphs (exact; m100.tools.fuzz_int) "
-                         "or the float graphs in f16 (the f16 tolerance)")
+    ap.add_argument("--family", choices=("float", "int", "f16", "quant"), default="float",
+                    help="float graphs (tolerance), integer graphs (exact; m100.tools.fuzz_int), "
+                         "the float graphs in f16 (the f16 tolerance) or W8A8 chains "
+                         "(m100.tools.fuzz_quant)")
     ap.add_argument("--out", default="out/fuzz", help="failing models are written here")
     a = ap.parse_args(argv)
     camp = Campaign()
     for i in range(a.count):
         from m100.tools.fuzz_int import random_int_graph
+        from m100.tools.fuzz_quant import random_quant_graph
 
-        gen = random_int_graph if a.family == "int" else random_graph
+        gen = {"int": random_int_graph, "quant": random_quant_graph}.get(a.family, random_graph)
         fg = gen(RandomChoices(a.seed * 1_000_003 + i), a.max_ops)
-        tol = {}
         if a.family == "f16":
-            from m100.tools.compare import F16_TOL
-
-            fg, tol = f16_graph(fg), {"rtol": F16_TOL, "atol": F16_TOL}
-        outs = differential(fg, a.machines.split(","), **tol)
+            fg = f16_graph(fg)
+        outs = differential(fg, a.machines.split(","), **tolerance(fg))
         camp.add(i, fg, outs)
         if any(o.status == "fail" for o in outs):
             save_failure(fg, a.out, f"seed{a.seed}_{i}")

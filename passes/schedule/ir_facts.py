@@ -17,7 +17,7 @@ from xdsl.ir.affine import AffineMap
 
 from m100.dialects.quant import QuantizedType
 from m100.passes.graph.common import body_exprs
-from m100.targets.m100.isa import Act, CvuOp, Ref, RefKind, Stage
+from m100.targets.m100.isa import Act, CvuOp, DType, Ref, RefKind, Stage
 
 from .graph import OpGraph, ScheduleError
 
@@ -243,8 +243,23 @@ _CMPI = {0: "eq", 1: "ne", 2: "slt", 3: "sle", 4: "sgt", 5: "sge", 6: "ult", 7: 
          9: "uge"}
 
 
+#: 16-bit float types of body values and the DType their rounding stage names
+_HALF = {"f16": DType.F16, "bf16": DType.BF16}
+#: body ops whose 16-bit result is exact without a rounding when their operands are 16-bit values
+#: (the CVU computes in f32: a 16-bit add / mul / exp / truncf ... must be rounded where the body
+#: rounds it, or a chain of them differs from the linalg in the last bit -- and a quantize after
+#: it in an int8 step: fuzz quant seed 1 #11)
+_EXACT_IN_HALF = frozenset({"in", "out", "c", "idx", "extf", "negf", "absf", "maximumf",
+                            "minimumf", "maxnumf", "minnumf", "floor", "ceil", "roundeven",
+                            "select"})
+#: binary stages that round their own result to ``iparams[0]`` (docs/isa.md, CVU stages)
+_ROUNDING_BINOPS = (CvuOp.ADD, CvuOp.SUB, CvuOp.MUL, CvuOp.DIV)
+
+
 def _expr_stages(exprs, n_in: int, where: str) -> tuple[Stage, ...]:
-    """CVU stages computing a generic's single yielded expression."""
+    """CVU stages computing a generic's single yielded expression. A 16-bit float value inside
+    the body (not its root: the store rounds that) is rounded where the body rounds it
+    (``_EXACT_IN_HALF`` says where no rounding is needed)."""
     stages: list[Stage] = []
     memo: dict[int, Ref] = {}
     binop = {"addf": CvuOp.ADD, "subf": CvuOp.SUB, "mulf": CvuOp.MUL, "divf": CvuOp.DIV,
@@ -441,8 +456,21 @@ def _expr_stages(exprs, n_in: int, where: str) -> tuple[Stage, ...]:
                                 f"{', '.join(sorted(binop) + sorted(unop) + sorted(composed))}, "
                                 "cmpf, cmpi, select, xori, shli, shrsi, shrui, remsi, remui, "
                                 "divui, maxui, minui)")
+        if e.ty in _HALF and e is not exprs[0] and k not in _EXACT_IN_HALF:
+            r = rounded(r, _HALF[e.ty])
         memo[key] = r
         return r
+
+    def rounded(r: Ref, dt: DType) -> Ref:
+        """``r`` rounded to the 16-bit ``dt`` (nearest even), as the body's 16-bit value is: an
+        ``add``/``sub``/``mul``/``div`` stage just emitted rounds its own result (``iparams``),
+        anything else is followed by ``mul(r, #1.0){dt}`` (exact but for the rounding)."""
+        last = stages[-1] if stages and r == Ref(RefKind.STAGE, len(stages) - 1) else None
+        if last is not None and last.op in _ROUNDING_BINOPS and not last.iparams:
+            stages[-1] = Stage(last.op, last.args, axis=last.axis, fparam=last.fparam,
+                               iparams=(dt.value,))
+            return r
+        return emit(CvuOp.MUL, (r, Ref(RefKind.IMM, 0, 1.0)), (dt.value,))
 
     # the result wraps to its type like arith.addi/subi/muli (ONNX Add/Sub/Mul of int8/int16
     # wrap too): without it 100 + 100 in i8 faulted at the store instead of giving -56

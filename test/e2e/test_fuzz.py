@@ -15,6 +15,10 @@ Integer graphs (``m100.tools.fuzz_int.random_int_graph``: int8/int16/int32/uint8
 arithmetic, Div, bit ops, compares + Where, Casts, reductions, MatMulInteger) are compared
 bit-exactly with onnxruntime, or with ONNX's reference evaluator where onnxruntime lacks the op.
 
+W8A8 chains (``m100.tools.fuzz_quant.random_quant_graph``: quantized projections, the SiLU gate,
+``silu(g) * u`` and its int8 quantize, the down projection; M = 1, run-time weights; f16 and
+f32) are compared with the output type's tolerance, int8 outputs bit-exactly.
+
 Budgets: the default run draws a few graphs of each family (about 40-60 s CPU); the slow tier draws
 500 float and 300 integer graphs.
 ``M100_FUZZ_SEED`` changes the (otherwise fixed) seed.
@@ -26,6 +30,7 @@ import collections
 import os
 from pathlib import Path
 
+import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, seed, settings
 from hypothesis import strategies as st
@@ -33,7 +38,8 @@ from hypothesis import strategies as st
 from m100.tools.fuzz_int import random_int_graph
 from m100.tools.fuzz_graph import HypothesisChoices, random_graph
 from m100.tools.compare import F16_TOL
-from m100.tools.fuzz_onnx import ATOL, RTOL, Campaign, differential, f16_graph, save_failure
+from m100.tools.fuzz_onnx import Campaign, differential, f16_graph, save_failure, tolerance
+from m100.tools.fuzz_quant import random_quant_graph
 
 SEED = int(os.environ.get("M100_FUZZ_SEED", "20261201"))
 OUT = Path(os.environ.get("M100_FUZZ_OUT", "out/fuzz"))
@@ -47,8 +53,7 @@ def _f16_random_graph(c):
 
 def _run(data, camp: Campaign, gen=random_graph) -> None:
     fg = gen(HypothesisChoices(data))
-    tol = F16_TOL if gen is _f16_random_graph else None
-    outs = differential(fg, MACHINES, rtol=tol or RTOL, atol=tol or ATOL)
+    outs = differential(fg, MACHINES, **tolerance(fg))
     camp.add(camp.graphs, fg, outs)
     fails = [o for o in outs if o.status == "fail"]
     if fails:
@@ -73,7 +78,7 @@ def _fuzz(n: int, gen=random_graph):
 
 #: the generator families: (name, generator, graphs in the default tier, graphs in the slow tier)
 FAMILIES = [("float", random_graph, 8, 500), ("int", random_int_graph, 8, 300),
-            ("f16", _f16_random_graph, 4, 200)]
+            ("f16", _f16_random_graph, 4, 200), ("quant", random_quant_graph, 3, 150)]
 
 
 @pytest.mark.parametrize("gen,n", [pytest.param(g, n, id=f) for f, g, n, _ in FAMILIES])
@@ -133,6 +138,35 @@ def test_int_generator_is_deterministic_and_valid():
                "ArgMin"):
         assert ops[op] > 0, (op, ops)
     assert set(types) == {"int8", "int16", "int32", "uint8", "uint16"}, types
+
+
+def test_quant_generator_is_deterministic_and_valid():
+    """The W8A8 chains: reproducible, valid ONNX, every form drawn (projection, silu, the MLP's
+    int8 quantize, the down projection + residual), M = 1 and run-time weights among them."""
+    import onnx
+
+    from m100.tools.fuzz_graph import RandomChoices
+
+    forms: collections.Counter = collections.Counter()
+    for i in range(80):
+        a = random_quant_graph(RandomChoices(i))
+        b = random_quant_graph(RandomChoices(i))
+        assert a.model.SerializeToString() == b.model.SerializeToString()
+        onnx.checker.check_model(a.model, full_check=True)
+        g = a.model.graph
+        ops = [n.op_type for n in g.node]
+        out_int8 = g.output[0].type.tensor_type.elem_type == onnx.TensorProto.INT8
+        form = ("mlp_down" if "Add" in ops else
+                ("mlp_q" if "Sigmoid" in ops else "proj_q") if out_int8 else
+                "silu" if "Sigmoid" in ops else "proj")
+        forms[form] += 1
+        m = next(iter(a.inputs.values())).shape[0]
+        forms["M=1"] += m == 1
+        # an int8 weight [K, N] given at run time
+        forms["runtime W"] += any(v.dtype == np.int8 and v.ndim == 2 for v in a.inputs.values())
+        forms["f16"] += g.output[0].type.tensor_type.elem_type == onnx.TensorProto.FLOAT16
+    assert all(forms[k] > 0 for k in ("proj", "proj_q", "silu", "mlp_q", "mlp_down", "M=1",
+                                      "runtime W", "f16")), forms
 
 
 def test_generator_is_deterministic_and_valid():

@@ -114,7 +114,7 @@ def test_silu_mul_is_one_cvu_op_the_quantize_its_own():
     st = [[(s.op, s.iparams) for s in irg.lowering[o.name].stages] for o in ops]
     r16 = (DType.F16.value,)
     assert st == [[(CvuOp.SIGMOID, r16), (CvuOp.MUL, r16), (CvuOp.MUL, ())],
-                  [(CvuOp.DIV, ()), (CvuOp.ROUND, ()), (CvuOp.MAX, ()), (CvuOp.MIN, ()),
+                  [(CvuOp.DIV, r16), (CvuOp.ROUND, ()), (CvuOp.MAX, ()), (CvuOp.MIN, ()),
                    (CvuOp.FTOI, ())]]
     assert ops[0].inputs == tuple(irg.inputs)
 

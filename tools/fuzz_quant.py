@@ -1,0 +1,141 @@
+"""Random W8A8 graphs for the differential fuzzer (the ``quant`` family).
+
+The integer family (:mod:`m100.tools.fuzz_int`) draws ``MatMulInteger`` alone; the LLM path
+compiles whole quantized chains into one TCU instruction (the dequantization, and with
+``from_ir/tcu_post`` the SiLU gate and the ``silu(gate) * up`` product with its int8 quantize,
+run in the TCU's epilogue stages). :func:`random_quant_graph` draws those chains as exporters and
+:mod:`m100.frontend.llm_graph` write them, so that a wrong epilogue, a lost f16 rounding, a
+per-channel scale read with the wrong stride or a runtime-weight walk at ``M = 1`` shows up as a
+wrong number:
+
+* the model type ``T`` (f16 or f32), ``M`` rows (1 often: decode), ``K`` and ``N`` among small
+  multiples of 8 and odd sizes;
+* ``xq = QuantizeLinear(x, sx, 0)`` with ``sx`` a power of two (the LLM's exact scale) or not;
+* each projection ``Cast(Cast(MatMulInteger(xq, W), f32) * dq, T)`` with an int8 ``W`` [K, N] and
+  ``dq`` per output channel [N] or per tensor, each an initializer or a graph input (run-time
+  weights);
+* one of: the projection alone; the projection times another ``T`` value, quantized to int8
+  (int8 output: compared bit for bit, so a lost 16-bit rounding fails: ``test_half_roundings``);
+  ``silu`` of it (gate's epilogue); the SiLU-gated MLP ``silu(g) * u`` (either operand order of
+  each ``Mul``) ending in its int8 ``QuantizeLinear`` (f32 only, bit for bit), or going on through
+  the down projection and a residual ``Add`` (a ``T`` output).
+
+f16 ``Sigmoid`` is not one value: onnxruntime computes it in f32 and rounds once, ONNX's reference
+evaluator computes ``exp(x) / (1 + exp(x))`` in f16 for ``x < 0``, the compiled program what
+torch-mlir's linalg says (``1 / (1 + exp(-x))``, each op rounded to f16; docs/isa.md ``sigmoid``):
+up to an ulp apart, so an int8 quantize right after an f16 SiLU may differ by one from either
+oracle (seed 2 #21). The f16 MLP therefore goes on through the down projection (tolerance).
+
+Outputs are compared with onnxruntime (float outputs with the model type's tolerance, int8
+exactly); where onnxruntime is off the ONNX definition, ONNX's reference evaluator decides
+(:func:`m100.tools.fuzz_onnx.differential`).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from m100.tools.fuzz_graph import Choices, FuzzGraph, _Builder
+
+#: sizes drawn for K and N (multiples of the 8-row granule and odd ones)
+DIMS = (8, 16, 24, 32, 5, 13, 64)
+#: rows drawn (1: one decode token)
+ROWS = (1, 1, 2, 3, 8, 16)
+
+
+class _Quant(_Builder):
+    def __init__(self, c: Choices, seed: int, dt: np.dtype):
+        super().__init__(c, seed)
+        self.dt = dt
+        self.opset = 21  # QuantizeLinear with a float16 scale
+        self.types: dict[str, int] = {}
+
+    def value(self, arr: np.ndarray, runtime: bool | None = None, hint: str = "w") -> str:
+        n = self.array(arr, runtime, hint)
+        from onnx import helper
+        self.types[n] = helper.np_dtype_to_tensor_dtype(arr.dtype)
+        return n
+
+    def op(self, op: str, ins: list[str], shape, elem: int, **attrs) -> str:
+        out = self.node(op, ins, shape, **attrs)
+        self.types[out] = elem
+        return out
+
+
+def _elem(dt: np.dtype) -> int:
+    from onnx import helper
+    return helper.np_dtype_to_tensor_dtype(dt)
+
+
+def _quantize(b: _Quant, x: str, scale: float) -> str:
+    from onnx import TensorProto
+    sc = b.value(np.asarray(scale, b.dt), runtime=False, hint="scale")
+    zp = b.value(np.asarray(0, np.int8), runtime=False, hint="zp")
+    return b.op("QuantizeLinear", [x, sc, zp], b.shapes[x], TensorProto.INT8)
+
+
+def _projection(b: _Quant, xq: str, n: int, sx: float) -> str:
+    """``Cast(Cast(MatMulInteger(xq, W), f32) * dq, T)``, ``W`` int8 [K, N], ``dq`` [N] or []."""
+    from onnx import TensorProto
+    m, k = b.shapes[xq]
+    w = b.value(b.rng.integers(-127, 128, (k, n)).astype(np.int8))
+    per_channel = b.c.pick((True, True, False))
+    sw = (np.abs(b.rng.standard_normal(n if per_channel else ())) * 0.5 + 0.5) / (73.6 * np.sqrt(k))
+    dq = b.value(np.asarray(sx * sw, np.float32), hint="dq")
+    acc = b.op("MatMulInteger", [xq, w], (m, n), TensorProto.INT32)
+    f = b.op("Cast", [acc], (m, n), TensorProto.FLOAT, to=TensorProto.FLOAT)
+    y = b.op("Mul", [f, dq] if b.c.pick((True, False)) else [dq, f], (m, n), TensorProto.FLOAT)
+    if b.dt == np.float32:
+        return y
+    return b.op("Cast", [y], (m, n), _elem(b.dt), to=_elem(b.dt))
+
+
+def _mul(b: _Quant, p: str, q: str) -> str:
+    ins = [p, q] if b.c.pick((True, False)) else [q, p]
+    return b.op("Mul", ins, b.shapes[p], _elem(b.dt))
+
+
+def _silu(b: _Quant, g: str) -> str:
+    s = b.op("Sigmoid", [g], b.shapes[g], _elem(b.dt))
+    return _mul(b, g, s)
+
+
+def random_quant_graph(c: Choices, max_ops: int = 4) -> FuzzGraph:
+    """A random W8A8 ONNX model (opset 21) and its inputs (see the module doc). ``max_ops`` is
+    accepted for the fuzzer's interface; the chains have their own lengths."""
+    from onnx import helper
+
+    dt = np.dtype(c.pick(("float16", "float32")))
+    b = _Quant(c, seed=c.int(0, 2**16), dt=dt)
+    m, k = c.pick(ROWS), c.pick(DIMS)
+    x = b.value((b.rng.standard_normal((m, k)) * 2).astype(dt), runtime=True, hint="x")
+    sx = c.pick((1 / 32, 1 / 16, 0.037))
+    xq = _quantize(b, x, sx)
+    form = c.pick(("proj", "proj_q", "silu", "mlp_q", "mlp_down"))
+    if form == "mlp_q" and dt == np.float16:
+        form = "mlp_down"  # f16 Sigmoid is not one value: see the module doc
+    n = c.pick(DIMS)
+    if form == "proj":
+        y = _projection(b, xq, n, sx)
+    elif form == "proj_q":
+        p = _projection(b, xq, n, sx)
+        other = b.value((b.rng.standard_normal((m, n)) * 1.5).astype(dt), hint="s")
+        y = _quantize(b, _mul(b, p, other), c.pick((1 / 64, 1 / 32, 0.021)))
+    elif form == "silu":
+        y = _silu(b, _projection(b, xq, n, sx))
+    else:
+        g, u = _projection(b, xq, n, sx), _projection(b, xq, n, sx)
+        prod = _mul(b, _silu(b, g), u) if c.pick((True, False)) else _mul(b, u, _silu(b, g))
+        sm = c.pick((1 / 64, 1 / 32, 0.021))
+        y = _quantize(b, prod, sm)
+        if form == "mlp_down":
+            d = _projection(b, y, k, sm)
+            y = b.op("Add", [x, d] if c.pick((True, False)) else [d, x], (m, k), _elem(dt))
+    tp = b.types
+    graph = helper.make_graph(
+        b.nodes, "fuzz_quant",
+        [helper.make_tensor_value_info(n_, tp[n_], list(v.shape)) for n_, v in b.inputs.items()],
+        [helper.make_tensor_value_info(y, tp[y], list(b.shapes[y]))], b.inits)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", b.opset)])
+    model.ir_version = 10
+    return FuzzGraph(model, dict(b.inputs), b.ops)
