@@ -14,7 +14,7 @@ from pathlib import Path
 
 from m100.sim import share_pack
 from m100.sim.share_pack import SharePack
-from m100.sim.timing import Cost, alone_rate, share
+from m100.sim.timing import Cost, share
 
 _spec = importlib.util.spec_from_file_location("_sim_test_timing",
                                                Path(__file__).with_name("test_timing.py"))
@@ -24,27 +24,8 @@ _share_reference = _tt._share_reference  # the definition, written as loops
 
 
 def _cost(rng, caps, banks) -> Cost:
-    """A job at a capacity now and then (a DMA on its AXI master and the DRB, a bank at the
-    job's own rate), as the engine's are; or idle (no streaming work)."""
-    c = Cost(cycles=float(rng.choice([0.0, rng.uniform(1, 500), rng.uniform(1, 500)])))
-    kind = rng.random()
-    if kind < 0.35:
-        nbytes = float(rng.integers(64, 1 << 16))
-        for k in [("axi", int(rng.integers(0, 2))), ("drb",)] + \
-                ([("ddr",)] if rng.random() < 0.5 else []):
-            c.links[k] = nbytes
-        c.cycles = 0.0
-    if kind > 0.3 and c.cycles:
-        for t in rng.choice(4, size=int(rng.integers(1, 3)), replace=False):
-            acc = rng.integers(0, 40, banks).astype(np.float64)
-            acc[rng.random(banks) < 0.5] = 0
-            if rng.random() < 0.5:
-                acc[int(rng.integers(0, banks))] = c.cycles
-            c.banks[int(t)] = acc
-        if rng.random() < 0.3:
-            c.links[("mesh", 0, 1)] = float(rng.uniform(1, 5000))
-    alone_rate(c, caps)
-    return c
+    """A job at a capacity now and then, as the engine's are, or idle (test_timing's generator)."""
+    return _tt.random_cost(rng, caps, banks, busy_draws=2, dma=0.35, tpbs=4)
 
 
 @pytest.mark.parametrize("seed", range(30))

@@ -426,6 +426,36 @@ def test_share_equals_its_definition_bit_for_bit(seed):
             assert np.asarray(got).tobytes() == want.tobytes() and gc_ == wc
 
 
+def random_cost(rng, caps, banks, *, busy_draws: int = 1, dma: float = 0.4, tpbs: int = 3):
+    """A random job as the engine hands them to ``share``, often at a capacity: a DMA (with
+    probability ``dma``) on its AXI master and the DRB (and maybe DDR), same bytes; or bank
+    histograms on up to 2 of ``tpbs`` TPBs, often one bank at the job's own rate, maybe a mesh
+    link; or idle (no streaming work: ``cycles`` 0 with odds 1 : ``busy_draws``)."""
+    import numpy as np
+
+    from m100.sim.timing import Cost, alone_rate
+
+    c = Cost(cycles=float(rng.choice([0.0] + [rng.uniform(1, 500) for _ in range(busy_draws)])))
+    kind = rng.random()
+    if kind < dma:  # a DMA: an AXI master, the DRB and maybe DDR, same bytes
+        nbytes = float(rng.integers(64, 1 << 16))
+        for k in [("axi", int(rng.integers(0, 2))), ("drb",)] + \
+                ([("ddr",)] if rng.random() < 0.5 else []):
+            c.links[k] = nbytes
+        c.cycles = 0.0
+    if kind > 0.3 and c.cycles:  # bank histograms, often one bank at the job's own rate
+        for t in rng.choice(tpbs, size=int(rng.integers(1, 3)), replace=False):
+            acc = rng.integers(0, 40, banks).astype(np.float64)
+            acc[rng.random(banks) < 0.5] = 0
+            if rng.random() < 0.5:
+                acc[int(rng.integers(0, banks))] = c.cycles
+            c.banks[int(t)] = acc
+        if rng.random() < 0.3:
+            c.links[("mesh", 0, 1)] = float(rng.uniform(1, 5000))
+    alone_rate(c, caps)
+    return c
+
+
 @pytest.mark.parametrize("seed", range(40))
 def test_share_at_capacity_equals_its_definition_bit_for_bit(seed):
     """``share`` runs its elementwise steps only on the columns whose first-step demand is within
@@ -435,34 +465,14 @@ def test_share_at_capacity_equals_its_definition_bit_for_bit(seed):
     freezing steps: the rates (bytes) and causes equal the definition's on such sets."""
     import numpy as np
 
-    from m100.sim.timing import Cost, alone_rate, share
+    from m100.sim.timing import share
 
     rng = np.random.default_rng(1000 + seed)
     banks = 8
     axi = float(rng.choice([85.33333333333333, 64.0, 42.666666666666664, 7.3]))
     caps = {("axi", 0): axi, ("axi", 1): axi, ("drb",): 2 * axi,
             ("ddr",): float(rng.choice([2 * axi, 3 * axi, 1.5 * axi])), ("mesh", 0, 1): axi}
-    costs = []
-    for _ in range(int(rng.integers(1, 40))):
-        c = Cost(cycles=float(rng.choice([0.0, rng.uniform(1, 500)])))
-        kind = rng.random()
-        if kind < 0.4:  # a DMA: an AXI master, the DRB and maybe DDR, same bytes
-            nbytes = float(rng.integers(64, 1 << 16))
-            for k in [("axi", int(rng.integers(0, 2))), ("drb",)] + \
-                    ([("ddr",)] if rng.random() < 0.5 else []):
-                c.links[k] = nbytes
-            c.cycles = 0.0
-        if kind > 0.3 and c.cycles:  # bank histograms, often one bank at the job's own rate
-            for t in rng.choice(3, size=int(rng.integers(1, 3)), replace=False):
-                acc = rng.integers(0, 40, banks).astype(np.float64)
-                acc[rng.random(banks) < 0.5] = 0
-                if rng.random() < 0.5:
-                    acc[int(rng.integers(0, banks))] = c.cycles
-                c.banks[int(t)] = acc
-            if rng.random() < 0.3:
-                c.links[("mesh", 0, 1)] = float(rng.uniform(1, 5000))
-        alone_rate(c, caps)
-        costs.append(c)
+    costs = [random_cost(rng, caps, banks) for _ in range(int(rng.integers(1, 40)))]
     with np.errstate(invalid="ignore"):
         want, wc = _share_reference(costs, caps, banks, [])
         got_causes: list[str] = []
