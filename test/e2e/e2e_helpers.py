@@ -22,6 +22,21 @@ def light_model(name: str):
     return randomize_light_model(onnx.load(path))
 
 
+def tiny_w8a8_prefill_layer(batch: int, tokens: int = 8):
+    """The tiny LLaMA's W8A8 prefill layer (weights as constants, seed 4) and a feed of its
+    inputs (``x`` ~ N(0, 4) in f16, the RoPE tables of positions ``0 .. tokens - 1``):
+    ``(config, model, feed)``."""
+    from m100.frontend import llm
+    cfg = llm.config("tiny")
+    rng = np.random.default_rng(11)
+    cos, sin = llm.rope_tables(cfg, list(range(tokens)))
+    feed = {"x": (rng.standard_normal((batch * tokens, cfg.hidden)) * 2).astype(np.float16),
+            "cos": cos.astype(np.float16), "sin": sin.astype(np.float16)}
+    model, _ = llm.build(cfg, "layer", "prefill", context=tokens, batch=batch, seed=4,
+                         quant="w8a8")
+    return cfg, model, feed
+
+
 def monitor_sites(program: Program) -> list[tuple[int, int, int]]:
     """(stream key, position, monitor index) of every monitor in the program."""
     return [(key, pos, k) for key in sorted(program.streams)

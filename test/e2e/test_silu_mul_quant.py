@@ -165,19 +165,14 @@ def test_tiny_w8a8_prefill_layer_same_bits_as_three_ops(batch, monkeypatch):
     ``silu(gate) * up`` as one op (3 stages, f16 out; the default) and with the three ops before
     (``silu_tail`` off) -- the CVU forms, on a machine without TCU post stages (which compute
     them in the TCU epilogues: ``test_tcu_post.py``)."""
-    from m100.frontend import llm
+    from e2e_helpers import tiny_w8a8_prefill_layer
+
     from m100.passes.schedule.from_ir import silu
     from m100.targets.m100.isa import CvuPipeline
     from m100.targets.m100.machine import get_machine
     from m100.tools import driver
     machine = get_machine("m100").replace(tcu_post_stages=0)
-    cfg = llm.config("tiny")
-    T = 8
-    rng = np.random.default_rng(11)
-    cos, sin = llm.rope_tables(cfg, list(range(T)))
-    feed = {"x": (rng.standard_normal((batch * T, cfg.hidden)) * 2).astype(np.float16),
-            "cos": cos.astype(np.float16), "sin": sin.astype(np.float16)}
-    model, _ = llm.build(cfg, "layer", "prefill", context=T, batch=batch, seed=4, quant="w8a8")
+    _, model, feed = tiny_w8a8_prefill_layer(batch)
     got, smq = {}, {}
     tail = silu.silu_tail
     for mode in ("quantize-too", "product", "off"):

@@ -18,15 +18,8 @@ from m100.targets.m100.machine import get_machine
 
 
 def _layer(batch: int):
-    from m100.frontend import llm
-    cfg = llm.config("tiny")
-    T = 8
-    rng = np.random.default_rng(11)
-    cos, sin = llm.rope_tables(cfg, list(range(T)))
-    feed = {"x": (rng.standard_normal((batch * T, cfg.hidden)) * 2).astype(np.float16),
-            "cos": cos.astype(np.float16), "sin": sin.astype(np.float16)}
-    model, _ = llm.build(cfg, "layer", "prefill", context=T, batch=batch, seed=4, quant="w8a8")
-    return cfg, model, feed
+    from e2e_helpers import tiny_w8a8_prefill_layer
+    return tiny_w8a8_prefill_layer(batch)
 
 
 M100 = get_machine("m100")
