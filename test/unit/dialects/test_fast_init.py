@@ -13,30 +13,23 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import pathlib
+import sys
 
 import pytest
 from xdsl.irdl import IRDLOperation
-from xdsl.parser import Parser
 
-from m100.context import make_context
 from m100.dialects import fast_init
 from m100.dialects.fast_init import _plan, irdl_init
 from m100.dialects.hbsm import AllocOp
 from m100.dialects.sync import TOKEN, JoinOp, TokenType
 from m100.dialects.tpb_base import InstrOp
 
-LIT = pathlib.Path(__file__).parents[2] / "lit" / "dialects" / "tpb"
-CTX = make_context()
+sys.path.insert(0, os.path.dirname(__file__))
 
+from tpb_all_ops import MODULES  # noqa: E402
 
-def _module(name: str):
-    text = "\n".join(line for line in (LIT / name).read_text().splitlines()
-                     if not line.lstrip().startswith("//"))
-    return Parser(CTX, text).parse_module()
-
-
-MODULES = {n: _module(n) for n in ("placed_all_ops.mlir", "resolved_all_ops.mlir")}
 OPS = [o for m in MODULES.values() for o in m.walk()
        if isinstance(o, IRDLOperation) and _plan(type(o)) is not None]
 SEG = "operandSegmentSizes"

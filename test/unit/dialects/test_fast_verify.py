@@ -10,32 +10,25 @@ accepts. A program with a bad op is still refused by ``verify`` with the generic
 
 from __future__ import annotations
 
-import pathlib
+import os
+import sys
 
 import pytest
 from xdsl.dialects.builtin import (ArrayAttr, DenseArrayBase, FloatAttr, IntegerAttr, StringAttr,
                                    UnitAttr, f64, i32, i64)
 from xdsl.ir import Block, Region
-from xdsl.parser import Parser
 from xdsl.utils.exceptions import VerifyException
 
-from m100.context import make_context
 from m100.dialects import fast_verify
 from m100.dialects.fast_verify import compile_def, segment_sizes
 from m100.dialects.sync import TokenType
 from m100.dialects.tpb_base import InstrOp
 
-LIT = pathlib.Path(__file__).parents[2] / "lit" / "dialects" / "tpb"
-CTX = make_context()
+sys.path.insert(0, os.path.dirname(__file__))
 
+from tpb_all_ops import MODULES  # noqa: E402
+from tpb_all_ops import module as _module  # noqa: E402
 
-def _module(name: str):
-    text = "\n".join(line for line in (LIT / name).read_text().splitlines()
-                     if not line.lstrip().startswith("//"))
-    return Parser(CTX, text).parse_module()
-
-
-MODULES = {n: _module(n) for n in ("placed_all_ops.mlir", "resolved_all_ops.mlir")}
 OPS = [o for m in MODULES.values() for o in m.walk()
        if compile_def(type(o).get_irdl_definition()) is not None]
 
