@@ -6,7 +6,8 @@ from the builder's pieces and chunk costs, so anything else is a mistake in it),
 <= the build's makespan; the whole placement with the floor equals the one without it.
 """
 
-import math
+import os
+import sys
 
 import pytest
 
@@ -18,6 +19,10 @@ from m100.passes.schedule.search import Search
 from m100.passes.schedule.search_floor import TCU_UNITS, busy_floor
 from m100.passes.schedule.segment import SegmentCfg, StageCfg, lockstep
 from m100.targets.m100.machine import get_machine
+
+sys.path.insert(0, os.path.dirname(__file__))
+
+from search_spy import costed_segments  # noqa: E402
 
 M100 = get_machine("m100")
 
@@ -34,20 +39,6 @@ def _covered(s: Search, st: StageCfg) -> bool:
     op = s.ops[st.op]
     return op.unit in TCU_UNITS and op.attrs.get("groups", 1) == 1 and st.ks == 1 and \
         not st.act_resident
-
-
-def _seen(monkeypatch, g, tpbs):
-    seen = []
-    orig = Search.cost
-
-    def spy(self, seg, bound=math.inf):
-        seen.append(seg)
-        return orig(self, seg, bound)
-
-    monkeypatch.setattr(Search, "cost", spy)
-    placement.schedule(g, M100, tpbs=tpbs)
-    monkeypatch.undo()
-    return list(dict.fromkeys(seen))
 
 
 def _check(g, segs, tpbs):
@@ -75,7 +66,7 @@ def _check(g, segs, tpbs):
 
 def test_busy_floor_is_the_builds_tcu_busy_time_resnet(monkeypatch):
     g, tpbs = resnet18(hw=32, classes=10), 8
-    covered, lock = _check(g, _seen(monkeypatch, g, tpbs), tpbs)
+    covered, lock = _check(g, costed_segments(monkeypatch, g, M100, tpbs), tpbs)
     assert covered > 100 and lock > 10  # the wave order's pieces and lockstep groups
 
 
@@ -83,7 +74,7 @@ def test_busy_floor_is_the_builds_tcu_busy_time_gemms(monkeypatch):
     """Chunked K, streamed weights, a runtime B: the lockstep groups' pieces (row tiles aligned
     to the TCU row tile) and the wave order's."""
     for g in (_gemm(512, 2048, 768), _gemm(200, 4096, 1000, runtime_b=True), conv_chain(hw=28)):
-        segs = _seen(monkeypatch, g, 16)
+        segs = costed_segments(monkeypatch, g, M100, 16)
         covered, _ = _check(g, segs, 16)
         assert covered > 5
     g = _gemm(1024, 2048, 512, runtime_b=True)

@@ -10,6 +10,8 @@ each TPB's TCU busy time).
 """
 
 import math
+import os
+import sys
 
 import pytest
 
@@ -19,6 +21,10 @@ from m100.passes.schedule.examples import conv_chain, resnet18
 from m100.passes.schedule.graph import ScheduleError
 from m100.passes.schedule.search import Search
 from m100.targets.m100.machine import get_machine
+
+sys.path.insert(0, os.path.dirname(__file__))
+
+from search_spy import costed_segments  # noqa: E402
 
 M100 = get_machine("m100")
 
@@ -178,19 +184,9 @@ def test_tcu_floor_is_below_every_build(monkeypatch, tpbs):
     build, and each stage's floor <= the TCU busy time of that stage's busiest TPB."""
     from m100.passes.schedule.search_floor import stage_floor, tcu_floor
     g = resnet18(hw=32, classes=10)
-    seen = []
-    orig = Search.cost
-
-    def spy(self, seg, bound=math.inf):
-        seen.append(seg)
-        return orig(self, seg, bound)
-
-    monkeypatch.setattr(Search, "cost", spy)
-    placement.schedule(g, M100, tpbs=tpbs)
-    monkeypatch.undo()
     s = Search(g, M100, tuple(range(tpbs)))
     bounded = 0
-    for seg in dict.fromkeys(seen):
+    for seg in costed_segments(monkeypatch, g, M100, tpbs):
         f = tcu_floor(s.cm, g, s.ops, seg)
         try:
             tl = s.sched.build([seg], isolated=True)
