@@ -103,6 +103,20 @@ class _Builder:
         self.opset = 17
         self.ops: list[str] = []
 
+    def finish(self, name: str, out: str, out_type: int, ir_version: int) -> FuzzGraph:
+        """The model of the graph built so far: graph inputs typed by their values' dtypes, one
+        output ``out`` of ONNX element type ``out_type``, this builder's opset."""
+        from onnx import helper
+
+        graph = helper.make_graph(
+            self.nodes, name,
+            [helper.make_tensor_value_info(n, helper.np_dtype_to_tensor_dtype(v.dtype), list(v.shape))
+             for n, v in self.inputs.items()],
+            [helper.make_tensor_value_info(out, out_type, list(self.shapes[out]))], self.inits)
+        model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", self.opset)])
+        model.ir_version = ir_version
+        return FuzzGraph(model, dict(self.inputs), self.ops)
+
     def name(self, hint: str) -> str:
         self.k += 1
         return f"{hint}{self.k}"
@@ -487,7 +501,7 @@ BY_RANK = {2: {"matmul": _matmul, "gemm": _gemm}, 3: {"matmul": _matmul},
 
 def random_graph(c: Choices, max_ops: int = 4) -> FuzzGraph:
     """A random valid ONNX model (opset 17 or 20; Gelu only at 20) and its inputs."""
-    from onnx import TensorProto, helper
+    from onnx import TensorProto
 
     b = _Builder(c, seed=c.int(0, 2**16))
     b.opset = c.pick((17, 20))
@@ -520,13 +534,4 @@ def random_graph(c: Choices, max_ops: int = 4) -> FuzzGraph:
         values.append(x)
     if not b.nodes:  # every step was a residual without a partner: one unary op
         x = _unary(b, x)
-    outs = [x]
-    graph = helper.make_graph(
-        b.nodes, "fuzz",
-        [helper.make_tensor_value_info(n, helper.np_dtype_to_tensor_dtype(v.dtype), list(v.shape))
-         for n, v in b.inputs.items()],
-        [helper.make_tensor_value_info(o, TensorProto.FLOAT, list(b.shapes[o])) for o in outs],
-        b.inits)
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", b.opset)])
-    model.ir_version = 8 if b.opset <= 17 else 9
-    return FuzzGraph(model, dict(b.inputs), b.ops)
+    return b.finish("fuzz", x, TensorProto.FLOAT, 8 if b.opset <= 17 else 9)

@@ -331,11 +331,4 @@ def random_int_graph(c: Choices, max_ops: int = 4) -> FuzzGraph:
         x = STEPS[c.pick(sorted(STEPS))](b, x)
         if math.prod(b.shapes[x]) > 1024 or len(b.shapes[x]) > 4:
             break  # keep graphs small (the op is kept: its output is the result)
-    tp = {n: helper.np_dtype_to_tensor_dtype(b.types[n]) for n in b.shapes}
-    graph = helper.make_graph(
-        b.nodes, "fuzz_int",
-        [helper.make_tensor_value_info(n, tp[n], list(v.shape)) for n, v in b.inputs.items()],
-        [helper.make_tensor_value_info(x, tp[x], list(b.shapes[x]))], b.inits)
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", b.opset)])
-    model.ir_version = 8
-    return FuzzGraph(model, dict(b.inputs), b.ops)
+    return b.finish("fuzz_int", x, helper.np_dtype_to_tensor_dtype(b.types[x]), 8)

@@ -103,8 +103,6 @@ def _silu(b: _Quant, g: str) -> str:
 def random_quant_graph(c: Choices, max_ops: int = 4) -> FuzzGraph:
     """A random W8A8 ONNX model (opset 21) and its inputs (see the module doc). ``max_ops`` is
     accepted for the fuzzer's interface; the chains have their own lengths."""
-    from onnx import helper
-
     dt = np.dtype(c.pick(("float16", "float32")))
     b = _Quant(c, seed=c.int(0, 2**16), dt=dt)
     m, k = c.pick(ROWS), c.pick(DIMS)
@@ -131,11 +129,4 @@ def random_quant_graph(c: Choices, max_ops: int = 4) -> FuzzGraph:
         if form == "mlp_down":
             d = _projection(b, y, k, sm)
             y = b.op("Add", [x, d] if c.pick((True, False)) else [d, x], (m, k), _elem(dt))
-    tp = b.types
-    graph = helper.make_graph(
-        b.nodes, "fuzz_quant",
-        [helper.make_tensor_value_info(n_, tp[n_], list(v.shape)) for n_, v in b.inputs.items()],
-        [helper.make_tensor_value_info(y, tp[y], list(b.shapes[y]))], b.inits)
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", b.opset)])
-    model.ir_version = 10
-    return FuzzGraph(model, dict(b.inputs), b.ops)
+    return b.finish("fuzz_quant", y, b.types[y], 10)
