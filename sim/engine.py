@@ -57,6 +57,7 @@ class InstRec:
     blocks: list[tuple[float, float]] = field(default_factory=list)
     ex: Exec | None = None
     costs: list | None = None  # the cost of its block 0 and of its later blocks (Engine._cost)
+    mons: tuple | None = None  # its monitors as tuples (_monitors)
 
 
 @dataclass
@@ -89,6 +90,11 @@ class UnitState:
 def unit_name(key: tuple[Unit, int]) -> str:
     u, i = key
     return f"DMA{i}" if u is Unit.DMA else f"TPB{i}.{u.name}"
+
+
+def _monitors(inst: Instruction) -> tuple:
+    """The monitors of ``inst`` as (tpb, counter, expected, per_block, Monitor) tuples."""
+    return tuple((m.tpb, m.counter, m.expected, m.per_block, m) for m in inst.sync.monitors)
 
 
 PIPELINED = frozenset({Unit.TCU, Unit.CVU, Unit.DTDU})
@@ -159,6 +165,7 @@ class Engine(Fluid, Checks, TraceEvents, DmaAhead):
         self.cpu_owner: dict[int, int | None] = {}
         self.cpu_fifo: dict[int, deque] = {}
         self.heap: list = []
+        self.now_q: deque = deque()  # events at the current time without timing (run)
         self.seq = itertools.count()
         self.now = 0.0
         self.jobs: dict[int, Job] = {}  # streaming blocks by unit, in the order they started
@@ -191,7 +198,10 @@ class Engine(Fluid, Checks, TraceEvents, DmaAhead):
     # --- helpers ------------------------------------------------------------------------------
     def push(self, t: float, handler: Callable, *args) -> None:
         """Call ``handler(*args)`` at time ``t`` (an ``ev_*`` method; ties in push order)."""
-        heapq.heappush(self.heap, (t, next(self.seq), handler, args))
+        if t == self.now and not self.timed:  # (run's untimed loop: the same order)
+            self.now_q.append((handler, args))
+        else:
+            heapq.heappush(self.heap, (t, next(self.seq), handler, args))
 
     def report(self, kind: str, msg: str, rec: InstRec | None = None, **kw) -> None:
         u = self.units[rec.unit] if rec is not None else None
@@ -215,16 +225,10 @@ class Engine(Fluid, Checks, TraceEvents, DmaAhead):
         try:
             for i in range(len(self.units)):
                 self.try_start(i)
-            heap, pop = self.heap, heapq.heappop
-            while heap or self.fluid_dirty:
-                if self.fluid_dirty and (not heap or heap[0][0] > self.now
-                                         or heap[0][1] > self.fluid_seq):
-                    self._rates()  # the jobs' last change at this time (Fluid._reshare)
-                    continue
-                t, _, handler, args = pop(heap)
-                if t > self.now:
-                    self.now = t
-                handler(*args)
+            if self.timed:
+                self._loop_timed()
+            else:
+                self._loop_untimed()
         except Aborted:
             if self.rbatch is not None:
                 self.rbatch.check(None)
@@ -234,6 +238,37 @@ class Engine(Fluid, Checks, TraceEvents, DmaAhead):
         left = [u for u in self.units if u.cur is not None or u.queue]
         if left:
             self.deadlock(left)
+
+    def _loop_timed(self) -> None:
+        heap, pop = self.heap, heapq.heappop
+        while heap or self.fluid_dirty:
+            if self.fluid_dirty and (not heap or heap[0][0] > self.now
+                                     or heap[0][1] > self.fluid_seq):
+                self._rates()  # the jobs' last change at this time (Fluid._reshare)
+                continue
+            t, _, handler, args = pop(heap)
+            if t > self.now:
+                self.now = t
+            handler(*args)
+
+    def _loop_untimed(self) -> None:
+        """The loop without timing (functional mode): the events pushed for the current time
+        (counter arrivals: no update latency without timing) wait in a FIFO, ``self.now_q``,
+        instead of the heap. Same order as the heap's (time, push number): an event in the
+        heap at the current time was pushed before the time was reached (a push at the current
+        time goes to the FIFO), so it precedes every FIFO event; the FIFO is in push order."""
+        heap, pop, nq = self.heap, heapq.heappop, self.now_q
+        popleft = nq.popleft
+        while True:
+            if nq and (not heap or heap[0][0] > self.now):
+                handler, args = popleft()
+            elif heap:
+                t, _, handler, args = pop(heap)
+                if t > self.now:
+                    self.now = t
+            else:
+                return
+            handler(*args)
 
     def ev_wake(self, u: int) -> None:
         if self.units[u].state == "dispatch":
@@ -256,50 +291,54 @@ class Engine(Fluid, Checks, TraceEvents, DmaAhead):
 
     def try_start(self, u: int) -> None:
         us = self.units[u]
-        if us.state not in ("idle", "wait", "cpu_ready"):
+        state = us.state
+        if state != "idle" and state != "wait" and state != "cpu_ready":
             return
-        if us.cur is None:
+        rec = us.cur
+        if rec is None:
             if not us.queue:
                 us.state = "done"
                 return
-            us.cur = us.queue.popleft()
+            rec = us.cur = us.queue.popleft()
             us.block = 0
-        rec, b = us.cur, us.block
+        b = us.block
         if rec.dispatch > self.now:
             us.state = "dispatch"
             if rec.index >= 0 and us.stall_since is None and rec.start is None:
                 self._stall(us, "dispatch")
             self.push(rec.dispatch, self.ev_wake, u)
             return
-        sync = rec.inst.sync
-        for mon in sync.monitors:
-            if mon.per_block == 0 and b > 0:
-                continue
-            need = mon.expected + b * mon.per_block
-            val = self.counters[mon.tpb][mon.counter]
-            if val < need:
-                us.state = "wait"
-                us.wait = (mon, need)
-                self.waiters.setdefault((mon.tpb, mon.counter), set()).add(u)
-                self._stall(us, "sync")
-                return
-        # every monitor holds: join the clocks of the updates that released them
-        us.wait = None
-        for mon in sync.monitors:
-            if mon.per_block == 0 and b > 0:
-                continue
-            need = mon.expected + b * mon.per_block
-            if need <= 0:
-                continue
-            cums, joins, flows, known = self.hist[(mon.tpb, mon.counter)]
-            k = bisect.bisect_left(cums, need)  # first arrival with cum >= need
-            if self.races is not None:
-                src = known[k]  # the join is a block's clock the unit already knows: no-op
-                if src is None or self.vc.item(u, src[0]) < src[1] or not KNOWN_CLOCKS:
-                    row = self.vc[u]
-                    np.maximum(row, joins[k], out=row)
-            if self.trace_on:
-                us.flows.append(flows[k])
+        mons = rec.mons
+        if mons is None:
+            mons = rec.mons = _monitors(rec.inst)
+        if mons:
+            # the monitors that apply to block b, with the counter value each needs
+            need_of = [(m, m[2] + b * m[3]) for m in mons if b == 0 or m[3]]
+            counters = self.counters
+            for m, need in need_of:
+                if counters[m[0]][m[1]] < need:
+                    us.state = "wait"
+                    us.wait = (m[4], need)
+                    self.waiters.setdefault((m[0], m[1]), set()).add(u)
+                    self._stall(us, "sync")
+                    return
+            # every monitor holds: join the clocks of the updates that released them
+            us.wait = None
+            hist, races, vc = self.hist, self.races is not None, self.vc
+            for m, need in need_of:
+                if need <= 0:
+                    continue
+                cums, joins, flows, known = hist[(m[0], m[1])]
+                k = bisect.bisect_left(cums, need)  # first arrival with cum >= need
+                if races:
+                    src = known[k]  # the join is a block's clock the unit already knows: no-op
+                    if src is None or vc.item(u, src[0]) < src[1] or not KNOWN_CLOCKS:
+                        row = vc[u]
+                        np.maximum(row, joins[k], out=row)
+                if self.trace_on:
+                    us.flows.append(flows[k])
+        else:
+            us.wait = None
         if us.state != "cpu_ready":
             cost = self._cost(rec, b) if self.timed else None
             us.cost = cost
@@ -467,8 +506,14 @@ class Engine(Fluid, Checks, TraceEvents, DmaAhead):
                 if dst is None:
                     dst = self.mask_tpbs[upd.tpb_mask] = tuple(tpbs_of(upd.tpb_mask))
                 now, heap, seq, ev = self.now, self.heap, self.seq, self.ev_counter
-                for t in dst:  # (self.push inlined; no latency without timing)
-                    lat = self._update_latency(src_tpb, t) if self.timed else 0.0
+                if not self.timed:  # no latency: now, in the FIFO of run's untimed loop
+                    nq = self.now_q
+                    for t in dst:
+                        nq.append((ev, (t, upd.counter, upd.amount, snapshot, fid, rec.index,
+                                        u)))
+                    continue
+                for t in dst:  # (self.push inlined)
+                    lat = self._update_latency(src_tpb, t)
                     heapq.heappush(heap, (now + lat, next(seq), ev,
                                           (t, upd.counter, upd.amount, snapshot, fid, rec.index,
                                            u)))
@@ -563,15 +608,17 @@ class Engine(Fluid, Checks, TraceEvents, DmaAhead):
                     known.append(None)
         if self.trace_on:
             h[2].append((fid, self.now))
-        else:
-            h[2].append(None)
-        if self.trace_on:
             self.events.append({"ph": "C", "name": f"c{c}", "pid": tpb + 1,
                                 "ts": self._us(self.now), "args": {"value": val}})
-        for u in sorted(self.waiters.pop(key, ())):
-            if self.units[u].state == "wait":
-                self.units[u].state = "idle"
-                self.try_start(u)
+        else:
+            h[2].append(None)
+        ws = self.waiters.pop(key, None)
+        if ws:
+            units = self.units
+            for u in (sorted(ws) if len(ws) > 1 else ws):
+                if units[u].state == "wait":
+                    units[u].state = "idle"
+                    self.try_start(u)
         if self.ahead_waiters:
             for u in sorted(self.ahead_waiters.pop(key, ())):
                 self.try_ahead(u)
