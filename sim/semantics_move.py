@@ -6,7 +6,8 @@ from __future__ import annotations
 import numpy as np
 
 from m100.targets.m100 import numerics
-from m100.targets.m100.isa import Broadcast, Copy, CsuCall, Dma, Fill, Routine, Walk, tpbs_of
+from m100.targets.m100.isa import (Broadcast, Copy, CsuCall, Dma, DType, Fill, Routine, Space,
+                                   Walk, tpbs_of)
 
 from . import twu
 from .memory import _SAME
@@ -18,6 +19,16 @@ from .semantics_base import Access, Exec, PendingWrite, SimError, _block, _tpb_o
 # ----------------------------------------------------------------------------------------------
 def _chunk(w: Walk, tpb: int, blocks: int, b: int) -> Access:
     return _block(w, tpb, blocks, b)
+
+
+def _view_geo(levels: tuple, sz: int) -> tuple:
+    """(elements, injective, lowest byte, end byte, first byte, counts, byte strides) of a box
+    walk of these levels and ``sz``-byte elements, relative to its base (``twu.box``,
+    ``Walk.injective``, ``Walk.num_elements``: functions of the levels alone)."""
+    lo, hi, counts, steps = twu._box(levels)
+    probe = Walk(Space.DDR, 0, 0, DType.I8, levels)  # (its properties read the levels only)
+    return (probe.num_elements, probe.injective, lo * sz, (hi + 1) * sz,
+            sum(lv.initial for lv in levels) * sz, counts, tuple(st * sz for st in steps))
 
 
 class _Values:
@@ -64,25 +75,33 @@ class CopyExec(Exec):
         ws = self.writes(b)
         dt = r.walk.dtype
         vt = _SAME.get(dt)
-        n = r.walk.num_elements
-        if vt is None or r.offsets is not None or not n or any(
-                w.offsets is not None or w.walk.dtype is not dt or not w.walk.injective
-                or w.walk.num_elements != n for w in ws):
+        if vt is None or r.offsets is not None:
             return None
         sz = vt.itemsize
-        out = []
         geo: dict = {}  # per walk object (a broadcast's destinations share one)
-        for a in [r] + ws:
-            w = a.walk
+
+        def geo_of(w: Walk):
             g = geo.get(id(w))
             if g is None:
-                bx = twu.box(w)
-                if bx is None:
-                    return None
-                lo, hi, counts, steps = bx
-                g = geo[id(w)] = (w.base + lo * sz, w.base + (hi + 1) * sz,
-                                  w.base + sum(lv.initial for lv in w.levels) * sz, counts,
-                                  tuple(st * sz for st in steps))
+                # (elements, injective, lowest byte, end byte, first byte, counts, byte
+                # strides) relative to the base: a function of the levels and sz alone
+                n, inj, lo, end, first, counts, strides = twu.per_levels("view", w.levels,
+                                                                         _view_geo, sz)
+                base = w.base
+                g = geo[id(w)] = (n, inj, (base + lo, base + end, base + first, counts, strides))
+            return g
+
+        n = geo_of(r.walk)[0]
+        if not n:
+            return None
+        out = [(r.walk.space, r.tpb) + geo_of(r.walk)[2]]
+        for a in ws:
+            w = a.walk
+            if a.offsets is not None or w.dtype is not dt:
+                return None
+            wn, inj, g = geo_of(w)
+            if not inj or wn != n:
+                return None
             out.append((w.space, a.tpb) + g)
         return vt, out
 
