@@ -103,6 +103,11 @@ PIPELINED = frozenset({Unit.TCU, Unit.CVU, Unit.DTDU})
 #: False joins every time (the tests compare the two).
 KNOWN_CLOCKS = True
 
+#: Without timing, events pushed for the current time wait in a FIFO instead of the heap
+#: (``Engine._loop_untimed``: the same order); False: every event goes through the heap (the
+#: tests compare the two).
+UNTIMED_FIFO = True
+
 
 class Aborted(Exception):
     pass
@@ -166,6 +171,7 @@ class Engine(Fluid, Checks, TraceEvents, DmaAhead):
         self.cpu_fifo: dict[int, deque] = {}
         self.heap: list = []
         self.now_q: deque = deque()  # events at the current time without timing (run)
+        self.fifo = UNTIMED_FIFO and not self.timed
         self.seq = itertools.count()
         self.now = 0.0
         self.jobs: dict[int, Job] = {}  # streaming blocks by unit, in the order they started
@@ -198,7 +204,7 @@ class Engine(Fluid, Checks, TraceEvents, DmaAhead):
     # --- helpers ------------------------------------------------------------------------------
     def push(self, t: float, handler: Callable, *args) -> None:
         """Call ``handler(*args)`` at time ``t`` (an ``ev_*`` method; ties in push order)."""
-        if t == self.now and not self.timed:  # (run's untimed loop: the same order)
+        if t == self.now and self.fifo:  # (run's untimed loop: the same order)
             self.now_q.append((handler, args))
         else:
             heapq.heappush(self.heap, (t, next(self.seq), handler, args))
@@ -225,7 +231,7 @@ class Engine(Fluid, Checks, TraceEvents, DmaAhead):
         try:
             for i in range(len(self.units)):
                 self.try_start(i)
-            if self.timed:
+            if self.timed or not self.fifo:
                 self._loop_timed()
             else:
                 self._loop_untimed()
@@ -240,6 +246,8 @@ class Engine(Fluid, Checks, TraceEvents, DmaAhead):
             self.deadlock(left)
 
     def _loop_timed(self) -> None:
+        """The loop with timing (or without :data:`UNTIMED_FIFO`): every event in the heap,
+        by (time, push number); the fluid rates computed before any later event."""
         heap, pop = self.heap, heapq.heappop
         while heap or self.fluid_dirty:
             if self.fluid_dirty and (not heap or heap[0][0] > self.now
@@ -506,14 +514,14 @@ class Engine(Fluid, Checks, TraceEvents, DmaAhead):
                 if dst is None:
                     dst = self.mask_tpbs[upd.tpb_mask] = tuple(tpbs_of(upd.tpb_mask))
                 now, heap, seq, ev = self.now, self.heap, self.seq, self.ev_counter
-                if not self.timed:  # no latency: now, in the FIFO of run's untimed loop
+                if self.fifo:  # no latency (untimed): now, in the FIFO of run's untimed loop
                     nq = self.now_q
                     for t in dst:
                         nq.append((ev, (t, upd.counter, upd.amount, snapshot, fid, rec.index,
                                         u)))
                     continue
-                for t in dst:  # (self.push inlined)
-                    lat = self._update_latency(src_tpb, t)
+                for t in dst:  # (self.push inlined; no latency without timing)
+                    lat = self._update_latency(src_tpb, t) if self.timed else 0.0
                     heapq.heappush(heap, (now + lat, next(seq), ev,
                                           (t, upd.counter, upd.amount, snapshot, fid, rec.index,
                                            u)))

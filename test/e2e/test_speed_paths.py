@@ -226,6 +226,45 @@ def test_known_clocks_equal_every_join(name, monkeypatch):
 
 @pytest.mark.parametrize("name", ["mlp", "convnet", "llama",
                                   pytest.param("resnet18-32", marks=pytest.mark.slow)])
+def test_untimed_fifo_equals_the_heap(name, monkeypatch):
+    """Without timing the events of the current time wait in a FIFO instead of the heap
+    (``m100.sim.engine.UNTIMED_FIFO``): the same events in the same order, so the same
+    outputs (bytes), stats, reports, block start/end times and trace events (counter values
+    and flows in arrival order) as the heap alone -- functional mode, random latencies (blocks
+    of other lengths), race batches and the per-access checker, monitor-dropping mutants."""
+    from m100.sim import engine, race_batch
+
+    build, machine, tpbs = CASES[name]
+    cr = driver.compile(build(), machine=machine, tpbs=tpbs)
+    inputs = driver.random_inputs(cr.program, 4)
+    sites = monitor_sites(cr.program)
+    programs = [cr.program] + [mutate(cr.program, s, "drop") for s in sites[:: max(1, len(sites) // 4)]]
+    used = []
+    orig = engine.Engine._loop_untimed
+
+    def loop(self):
+        used.append(len(self.now_q))
+        return orig(self)
+
+    monkeypatch.setattr(engine.Engine, "_loop_untimed", loop)
+    reported = 0
+    for program in programs:
+        for kw, batch in (({}, True), ({"random_latency": 6}, True), ({"trace": True}, True),
+                          ({}, False), ({"random_latency": 2, "trace": True}, False)):
+            monkeypatch.setattr(race_batch, "BATCH", batch)
+            fast = driver.run(program, inputs, mode="functional", **kw)
+            monkeypatch.setattr(engine, "UNTIMED_FIFO", False)
+            ref = driver.run(program, inputs, mode="functional", **kw)
+            monkeypatch.setattr(engine, "UNTIMED_FIFO", True)
+            _same(fast, ref)
+            assert [r.blocks for r in fast.records] == [r.blocks for r in ref.records]
+            assert fast.trace_events == ref.trace_events
+            reported += bool(fast.reports)
+    assert reported and used  # racy / deadlocked runs compared; the FIFO loop ran
+
+
+@pytest.mark.parametrize("name", ["mlp", "convnet", "llama",
+                                  pytest.param("resnet18-32", marks=pytest.mark.slow)])
 def test_geometry_caches_equal_per_walk_derivations(name, monkeypatch):
     """Derivations shared per levels tuple (``m100.sim.twu.GEOMETRY``: boxes, contiguity, block
     sub-walks, conv sub-boxes, race byte-set bitmaps, shifted by each walk's base) give the same
