@@ -57,7 +57,6 @@ class InstRec:
     blocks: list[tuple[float, float]] = field(default_factory=list)
     ex: Exec | None = None
     costs: list | None = None  # the cost of its block 0 and of its later blocks (Engine._cost)
-    mons: tuple | None = None  # its monitors as tuples (_monitors)
 
 
 @dataclass
@@ -90,11 +89,6 @@ class UnitState:
 def unit_name(key: tuple[Unit, int]) -> str:
     u, i = key
     return f"DMA{i}" if u is Unit.DMA else f"TPB{i}.{u.name}"
-
-
-def _monitors(inst: Instruction) -> tuple:
-    """The monitors of ``inst`` as (tpb, counter, expected, per_block, Monitor) tuples."""
-    return tuple((m.tpb, m.counter, m.expected, m.per_block, m) for m in inst.sync.monitors)
 
 
 PIPELINED = frozenset({Unit.TCU, Unit.CVU, Unit.DTDU})
@@ -299,54 +293,50 @@ class Engine(Fluid, Checks, TraceEvents, DmaAhead):
 
     def try_start(self, u: int) -> None:
         us = self.units[u]
-        state = us.state
-        if state != "idle" and state != "wait" and state != "cpu_ready":
+        if us.state not in ("idle", "wait", "cpu_ready"):
             return
-        rec = us.cur
-        if rec is None:
+        if us.cur is None:
             if not us.queue:
                 us.state = "done"
                 return
-            rec = us.cur = us.queue.popleft()
+            us.cur = us.queue.popleft()
             us.block = 0
-        b = us.block
+        rec, b = us.cur, us.block
         if rec.dispatch > self.now:
             us.state = "dispatch"
             if rec.index >= 0 and us.stall_since is None and rec.start is None:
                 self._stall(us, "dispatch")
             self.push(rec.dispatch, self.ev_wake, u)
             return
-        mons = rec.mons
-        if mons is None:
-            mons = rec.mons = _monitors(rec.inst)
-        if mons:
-            # the monitors that apply to block b, with the counter value each needs
-            need_of = [(m, m[2] + b * m[3]) for m in mons if b == 0 or m[3]]
-            counters = self.counters
-            for m, need in need_of:
-                if counters[m[0]][m[1]] < need:
-                    us.state = "wait"
-                    us.wait = (m[4], need)
-                    self.waiters.setdefault((m[0], m[1]), set()).add(u)
-                    self._stall(us, "sync")
-                    return
-            # every monitor holds: join the clocks of the updates that released them
-            us.wait = None
-            hist, races, vc = self.hist, self.races is not None, self.vc
-            for m, need in need_of:
-                if need <= 0:
-                    continue
-                cums, joins, flows, known = hist[(m[0], m[1])]
-                k = bisect.bisect_left(cums, need)  # first arrival with cum >= need
-                if races:
-                    src = known[k]  # the join is a block's clock the unit already knows: no-op
-                    if src is None or vc.item(u, src[0]) < src[1] or not KNOWN_CLOCKS:
-                        row = vc[u]
-                        np.maximum(row, joins[k], out=row)
-                if self.trace_on:
-                    us.flows.append(flows[k])
-        else:
-            us.wait = None
+        sync = rec.inst.sync
+        for mon in sync.monitors:
+            if mon.per_block == 0 and b > 0:
+                continue
+            need = mon.expected + b * mon.per_block
+            val = self.counters[mon.tpb][mon.counter]
+            if val < need:
+                us.state = "wait"
+                us.wait = (mon, need)
+                self.waiters.setdefault((mon.tpb, mon.counter), set()).add(u)
+                self._stall(us, "sync")
+                return
+        # every monitor holds: join the clocks of the updates that released them
+        us.wait = None
+        for mon in sync.monitors:
+            if mon.per_block == 0 and b > 0:
+                continue
+            need = mon.expected + b * mon.per_block
+            if need <= 0:
+                continue
+            cums, joins, flows, known = self.hist[(mon.tpb, mon.counter)]
+            k = bisect.bisect_left(cums, need)  # first arrival with cum >= need
+            if self.races is not None:
+                src = known[k]  # the join is a block's clock the unit already knows: no-op
+                if src is None or self.vc.item(u, src[0]) < src[1] or not KNOWN_CLOCKS:
+                    row = self.vc[u]
+                    np.maximum(row, joins[k], out=row)
+            if self.trace_on:
+                us.flows.append(flows[k])
         if us.state != "cpu_ready":
             cost = self._cost(rec, b) if self.timed else None
             us.cost = cost
