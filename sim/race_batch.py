@@ -171,13 +171,21 @@ class RaceBatch:
             return
         xi = np.repeat(np.arange(xg.size), cnt)
         within = np.arange(tot) - np.repeat(np.cumsum(cnt) - cnt, cnt)
-        qg = groups[np.repeat(first, cnt) + within]
+        gi = np.repeat(first, cnt) + within  # the group's index in groups
+        qg = groups[gi]
         qv = qg % n
         other = qv != (xg[xi] % n)  # another unit
-        xi, qg, qv = xi[other], qg[other], qv[other]
+        xi, qg, qv, gi = xi[other], qg[other], qv[other], gi[other]
         if not xi.size:
             return
         thr = xclock[xi, qv]  # X's clock entry for the record's unit
+        # a group whose latest epoch (its last record: epochs do not decrease by arrival) is
+        # <= X's clock entry has no record X does not know (the search below would find an
+        # empty range): dropped before the searches
+        live = thr < e[np.searchsorted(g, groups, "right") - 1][gi]
+        xi, qg, thr = xi[live], qg[live], thr[live]
+        if not xi.size:
+            return
         key_e = g * np.int64(_SHIFT) + e
         key_a = g * np.int64(_SHIFT) + ar
         k1 = np.searchsorted(key_e, qg * np.int64(_SHIFT) + thr, "right")  # first epoch > clock
