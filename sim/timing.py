@@ -41,7 +41,6 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from m100.targets.m100 import numerics
 from m100.targets.m100.isa import (Broadcast, Conv2D, Copy, CsuCall, CvuOp, CvuPipeline, DType, Dma,
                                    Fill, Instruction, MatMul, Space, Walk, tpbs_of)
 from m100.targets.m100.isa_base import csu_operand_bytes
@@ -116,7 +115,8 @@ def capacity(machine: Machine, key: tuple) -> float:
 def _nbytes(w: Walk, frac: float = 1.0) -> float:
     nb = w.__dict__.get("_sim_nbytes")  # a function of the (immutable) walk: kept on it
     if nb is None:
-        nb = w.__dict__["_sim_nbytes"] = numerics.byte_size(w.dtype, w.num_elements)
+        # (numerics.byte_size without its DType(...) conversion: w.dtype is one)
+        nb = w.__dict__["_sim_nbytes"] = (w.num_elements * w.dtype.bits + 7) // 8
     return nb * frac
 
 
