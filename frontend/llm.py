@@ -106,6 +106,24 @@ PREFILL_ROPE = "halves"
 #: +0.7 % on the LLaMA2-7B layer (docs/llm.md section 5)
 PREFILL_O_QUANT = "concat"
 
+#: prefill RoPE of q (``PREFILL_ROPE = "halves"``) in this many groups of heads (each of whole
+#: KV-head groups; 1: one RoPE over all heads), each group its own RoPE ops and its own
+#: head-major layout, so a group's heads wait only for that group's RoPE and can start while
+#: the next group is roped (issue 13, session 17: the LLaMA2-7B W8A8 layer at 1024 tokens
+#: 3 804 253 -> 3 756 587 predicted with 2 groups, 4 groups 3 841 722; docs/llm.md section 5)
+PREFILL_Q_GROUPS = 2
+
+
+def _q_group(nh: int, kvh: int) -> int:
+    """Heads per RoPE group of q (:data:`PREFILL_Q_GROUPS` groups where the heads allow): a
+    divisor of ``nh`` made of whole KV-head groups."""
+    gq = nh // kvh
+    ng = max(gq, -(-nh // max(1, PREFILL_Q_GROUPS)))
+    ng = -(-ng // gq) * gq
+    while nh % ng:
+        ng += gq
+    return ng
+
 
 def rope_tables(cfg: LlamaConfig, positions: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """cos, sin [len(positions), hd] of rotate-half RoPE (``transformers`` convention)."""
@@ -226,10 +244,12 @@ def _prefill_layer(g: LlmGraph, cfg: LlamaConfig, tokens: int, batch: int) -> No
     # written at LLaMA2-7B, on the critical path between the heads and ``wo``)
     q_heads = g.quant == "w8a8" and PREFILL_O_QUANT == "heads"
 
-    def attention(qb: str, kh: list[str], vh: list[str]) -> str:  # one sequence -> [T, nh*hd]
+    def attention(qb, kh: list[str], vh: list[str]) -> str:  # one sequence -> [T, nh*hd]
         oh = []
+        qg = qb if isinstance(qb, list) else [qb]  # q in groups of heads: [ng, T, hd] each
+        ng = nh // len(qg)
         for h in range(nh):  # each head's chain: matmul, mask, softmax, matmul (, quantize)
-            s = g.op("MatMul", [head(qb, h, T, hd), kh[h // gq]])
+            s = g.op("MatMul", [head(qg[h // ng], h % ng, T, hd), kh[h // gq]])
             p = g.op("Softmax", [g.op("Add", [s, mask])], axis=-1)
             o_h = g.op("MatMul", [p, vh[h // gq]])  # [T, hd]
             oh.append(g.w8_quantize(o_h) if q_heads else o_h)
@@ -273,8 +293,17 @@ def _prefill_layer(g: LlmGraph, cfg: LlamaConfig, tokens: int, batch: int) -> No
                     tabs[(t, scaled)] = halves(g.op("Reshape", [src, g.ints([T, 1, hd])]), 2)
                 return tabs[(t, scaled)]
 
-            def rope_halves(t: str, n: int, scaled: bool) -> str:  # [T, n*hd] -> [2, T, n, hd/2]
-                lo, hi = halves(g.op("Reshape", [t, g.ints([T, n, hd])]), 2)
+            def rope_halves(t: str, n: int, scaled: bool, heads: tuple[int, int] | None = None
+                            ) -> str:  # [T, n*hd] -> [2, T, n, hd/2] (heads [h0, h1) of n)
+                x3 = g.op("Reshape", [t, g.ints([T, n, hd])])
+                if heads is None:
+                    lo, hi = halves(x3, 2)
+                else:  # one slice per half of the group's heads (fold-slice-reads: offsets)
+                    h0, h1 = heads
+                    n = h1 - h0
+                    ax = g.ints([1, 2])
+                    lo = g.op("Slice", [x3, g.ints([h0, 0]), g.ints([h1, half]), ax, g.ints([1, 1])])
+                    hi = g.op("Slice", [x3, g.ints([h0, half]), g.ints([h1, hd]), ax, g.ints([1, 1])])
                 c_lo, c_hi = table(cos, scaled)
                 s_lo, s_hi = table(sin, scaled)
                 y_lo = g.op("Sub", [g.op("Mul", [lo, c_lo]), g.op("Mul", [hi, s_lo])])
@@ -288,9 +317,15 @@ def _prefill_layer(g: LlmGraph, cfg: LlamaConfig, tokens: int, batch: int) -> No
                 yk = rope_halves(rows_b(k, b), kvh, False)  # [kvh, 2, hd/2, T] = kT
                 kt = g.op("Reshape", [g.op("Transpose", [yk], perm=[2, 0, 3, 1]),
                                       g.ints([1, kvh, hd, T])], out="kT" if B == 1 else None)
-                yq = rope_halves(rows_b(q, b), nh, True)
-                return g.op("Reshape", [g.op("Transpose", [yq], perm=[2, 1, 0, 3]),
-                                        g.ints([nh, T, hd])]), kt
+                # q in PREFILL_Q_GROUPS groups of heads (whole KV-head groups), each its own
+                # RoPE ops and layout: a group's heads wait only for their group's RoPE
+                ng = _q_group(nh, kvh)
+                qs = []
+                for h0 in range(0, nh, ng):
+                    yq = rope_halves(rows_b(q, b), nh, True, None if ng == nh else (h0, h0 + ng))
+                    qs.append(g.op("Reshape", [g.op("Transpose", [yq], perm=[2, 1, 0, 3]),
+                                               g.ints([ng, T, hd])]))
+                return qs, kt
         else:
             # RoPE on the rows of every head at once: [T, n*hd] viewed as [T*n, hd] (a view: no
             # copy), rotate-half as a matmul by the signed permutation R (one exact f16 product per

@@ -9,7 +9,10 @@ split into ``[S_d / s_d, s_d]`` (one ``tensor.expand_shape`` per source and shap
 constant block index ``offset[d] / s_d`` put before the old map's result for that dim. Only
 slices that are whole blocks (offset and source size multiples of the slice's size) fold. A slice of a
 constant is left to fold-constants; generics carrying ``m100.`` annotations (idiom members,
-fused epilogues) are left alone.
+fused epilogues) are left alone. A slice of such a slice (ONNX ``Slice`` over several axes imports
+as one slice per axis: prefill RoPE of a group of heads, ``llm.PREFILL_Q_GROUP``) folds as one
+slice of the inner one's source at the summed offsets; the inner slice goes when nothing else
+reads it.
 Why: the scheduler lowers a slice that is not one contiguous run (``from_ir.movement.find_views``)
 to a DMA copy through memory, while a CVU op loads each input as the box its affine map reads
 (``kinds/cvu.input_box``: any map, strided walks). Prefill RoPE reads the halves of every head's
@@ -87,9 +90,11 @@ def _split(src_shape: list[int], offs: list[int], sizes: list[int]):
     return shape, groups, block
 
 
-def fold(op: Operation, views: dict | None = None) -> bool:
+def fold(op: Operation, views: dict | None = None, dead: list | None = None) -> bool:
     """Fold one slice into its readers' maps; True when it did (the slice is then dead).
-    ``views`` caches the split views of a source (one ``tensor.expand_shape`` per shape)."""
+    ``views`` caches the split views of a source (one ``tensor.expand_shape`` per shape);
+    ``dead`` collects the inner slice of a folded slice of a slice (dead once nothing else reads
+    it)."""
     if not isinstance(op, tensor.ExtractSliceOp):
         return False
     st = _static(op)
@@ -100,11 +105,21 @@ def fold(op: Operation, views: dict | None = None) -> bool:
     if not uses or not all(_reader(u.operation, u.index) for u in uses):
         return False
     src = op.operands[0]
+    # a slice of a slice (ONNX ``Slice`` over several axes imports as one per axis): the same
+    # elements as one slice of the inner slice's source at the summed offsets
+    inner = src.owner
+    ist = _static(inner) if isinstance(inner, tensor.ExtractSliceOp) else None
+    if ist is not None and const_array(inner.operands[0]) is None:
+        offs = [a + b for a, b in zip(ist[0], offs)]
+        src = inner.operands[0]
+    else:
+        inner = None
     src_t = src.type
     assert isinstance(src_t, TensorType)
     sp = _split(list(src_t.get_shape()), offs, sizes)
     if sp is None:
         return False
+    ins_at = op if inner is None else inner  # (the view dominates every reader)
     shape, groups, block = sp
     views = {} if views is None else views
     key = (src, tuple(shape))
@@ -112,9 +127,9 @@ def fold(op: Operation, views: dict | None = None) -> bool:
         view = tensor.ExpandShapeOp(
             src, [], ArrayAttr([ArrayAttr([IntegerAttr(i, i64) for i in g]) for g in groups]),
             shape, TensorType(src_t.get_element_type(), shape))
-        blk = op.parent_block()
+        blk = ins_at.parent_block()
         assert blk is not None
-        blk.insert_op_before(view, op)
+        blk.insert_op_before(view, ins_at)
         views[key] = view.results[0]
     new_src = views[key]
     for u in uses:
@@ -129,6 +144,8 @@ def fold(op: Operation, views: dict | None = None) -> bool:
         maps[u.index] = AffineMap(m.num_dims, m.num_symbols, tuple(res))
         g.operands[u.index] = new_src
         g.indexing_maps = ArrayAttr(maps_attr(maps))  # type: ignore[attr-defined]
+    if inner is not None and dead is not None:
+        dead.append(inner)  # erased by the caller once ``op`` is (when nothing else reads it)
     return True
 
 
@@ -142,8 +159,12 @@ class FoldSliceReads(ModulePass):
     def apply(self, ctx: Context, op: ModuleOp) -> None:
         for block in func_bodies(op):
             views: dict = {}
+            dead: list = []
             for o in list(block.ops):
-                if fold(o, views):
+                if fold(o, views, dead):
+                    block.erase_op(o)
+            for o in reversed(dead):
+                if o.parent_block() is block and not o.results[0].uses:
                     block.erase_op(o)
 
 

@@ -27,6 +27,16 @@ takes that layout with its own op names on window ``i % w``; data-movement segme
 are. The shortest whole plan is kept. Measured (predicted cycles of the schedule): the W8A8
 prefill layer at 1024 tokens with 8 heads of 128 (hidden 1024): 1.516 M -> 1.366 M (2 windows
 of 28 TPBs).
+
+**Feeders set aside** (session 17, :func:`feeders`, :func:`_aside`): when the segments right
+before a run are single CVU ops that write, in groups, what the run's groups read (q's RoPE in
+groups of heads, ``llm.PREFILL_Q_GROUP``: each group of heads reads only its group's layout),
+they are tried on the last :data:`ASIDE` TPBs of the pool and the run's groups on windows of the
+rest, each group right after the feeders it reads (a segment waits for the one before it on its
+TPBs, and the DMA engines take transfers in the order they are built: on the whole pool, or
+all built first, the feeders hold back every group until the last of them ends). The order of
+the trial is checked to be topological (:func:`_topological`); kept only if the whole plan is
+shorter.
 """
 
 from __future__ import annotations
@@ -46,6 +56,8 @@ MIN_GROUPS = 4
 MAX_GROUP = 8
 #: window counts tried (pool // w TPBs each); () switches this off (A/B measurements)
 WINDOWS = (2, 4, 8)
+#: TPBs set aside for a run's feeders (:func:`feeders`), tried in turn; () switches this off
+ASIDE = (4, 8)
 
 
 def _op_sig(s, name: str) -> tuple:
@@ -254,9 +266,146 @@ def side_by_side(s, segs: list[SegmentCfg], tl, keep: str, pool: tuple[int, ...]
                       file=sys.stderr)
             if tl2 is not None:
                 best = (trial, tl2)
+        for a in ASIDE:
+            trial = _aside(s, segs, run, pool, a, tl if best is None else best[1], keep)
+            if trial is not None:
+                best = trial
         if best is not None:
             segs, tl = best
     return segs, tl
+
+
+def _topological(s, segs: list[SegmentCfg]) -> bool:
+    """Does every op of ``segs`` come after the producers of its inputs (the plan builder
+    waits for a tensor's writers built so far: a reader built before them would not wait)?"""
+    at = {st.op: i for i, cfg in enumerate(segs) for st in cfg.stages}
+    prod = s.sched.producers
+    return all(at.get(prod[t].name, -1) <= i for i, cfg in enumerate(segs) for st in cfg.stages
+               for t in s.ops[st.op].inputs if t in prod)
+
+
+def _root(g, t: str) -> str:
+    """The tensor whose memory ``t``'s bytes are (through writer maps, views, column views)."""
+    if t in g.wmap:
+        t = g.wmap[t][0]
+    if t in g.views:
+        t = g.views[t][0]
+    if t in g.cviews:
+        t = g.cviews[t][0]
+    return t
+
+
+def feeders(s, segs: list[SegmentCfg], start: int, end: int) -> list[int]:
+    """The segments that feed the run ``segs[start:end]`` in groups: the single-op data-parallel
+    CVU segments right before it (data movement between them aside) whose results' memory the
+    run reads, when they write at least two such tensors (q's RoPE in groups of heads,
+    ``llm.PREFILL_Q_GROUP``: each group of heads reads only its group's); else []."""
+    g = s.g
+    reads = {_root(g, t) for cfg in segs[start:end] if cfg.kind != "dma"
+             for st in cfg.stages for t in s.ops[st.op].inputs}
+    out = []
+    for i in range(start - 1, -1, -1):
+        cfg = segs[i]
+        if cfg.kind == "dma":
+            continue
+        op = s.ops[cfg.stages[0].op]
+        if cfg.kind != "data-parallel" or len(cfg.stages) != 1 or \
+                not op.unit.startswith("cvu") or _root(g, op.outputs[0]) not in reads:
+            break
+        out.append(i)
+    roots = {_root(g, s.ops[segs[i].stages[0].op].outputs[0]) for i in out}
+    return out[::-1] if len(roots) >= 2 else []
+
+
+def _aside(s, segs: list[SegmentCfg], run: list[tuple[int, int]], pool: tuple[int, ...],
+           a: int, ref, keep: str):
+    """``(trial, plan)`` of the run's feeders (:func:`feeders`) on the last ``a`` TPBs of the
+    pool and its groups side by side on windows of the rest, when the whole plan is shorter
+    than ``ref``; else None. Why: the feeders write in groups (q's RoPE of each group of heads)
+    and each group of the run waits only for its own; on all TPBs the feeders hold every TPB
+    until the last of them ends (a segment waits for the one before it on its TPBs), so no
+    group can start before all are written. Set aside, they run beside the first groups."""
+    from .placement import Search
+    start, end, k = run[0][0], run[-1][1], len(run)
+    feed = feeders(s, segs, start, end)
+    n = len(pool)
+    if not feed or a >= n // 2:
+        return None
+    side, rest = pool[n - a:], pool[:n - a]
+    sub = Search(s.g, s.cm.machine, side, seed=s.seed, max_stages=s.max_stages, iters=s.iters,
+                 prefetch_share=s.sched.prefetch_share)
+    sub.sched, sub.cache, sub.errors, sub.shared = s.sched, s.cache, s.errors, s.shared
+    head = list(segs[:start])
+    try:
+        for i in feed:
+            head[i], _ = sub.best_data_parallel(s.ops[segs[i].stages[0].op])
+    except ScheduleError:
+        return None
+    # the feeders' part of the plan in chunks, one per tensor they write (a chunk: its feeders
+    # and the data movement that reads what they wrote; data movement reading none of it goes
+    # to the first chunk), and the chunk each group of the run reads last: the groups go right
+    # after it, so their transfers are created (and list-scheduled on the DMA engines) before
+    # the next chunk's, which fill the gaps
+    g = s.g
+    first = feed[0]
+    chunks: list[list[SegmentCfg]] = []
+    croot: dict[str, int] = {}
+    made: dict[str, int] = {}  # tensor -> the chunk that writes it
+    for i in range(first, start):
+        ops = [s.ops[st.op] for st in segs[i].stages]
+        if i in feed:
+            r = _root(g, ops[0].outputs[0])
+            if r not in croot:
+                croot[r] = len(chunks)
+                chunks.append([])
+            c = croot[r]
+        else:
+            c = max((made[t] for o in ops for t in o.inputs if t in made), default=0)
+        for o in ops:
+            for t in o.outputs:
+                made[t] = c
+        if not chunks:
+            return None
+        chunks[c].append(head[i])
+    need = []
+    for ga, gb in run:
+        reads = {_root(g, t) for cfg in segs[ga:gb] if cfg.kind != "dma"
+                 for st in cfg.stages for t in s.ops[st.op].inputs}
+        need.append(max((croot[r] for r in reads if r in croot), default=0))
+    if need != sorted(need):
+        return None
+    group0 = segs[run[0][0]:run[0][1]]
+    best = None
+    for w in (1,) + WINDOWS:
+        if len(rest) % w or k < w:
+            continue
+        size = len(rest) // w
+        layout = _window_layout(s, group0, rest[:size])
+        if layout is None:
+            continue
+        trial = head[:first]
+        gi = 0
+        for c, chunk in enumerate(chunks):
+            trial += chunk
+            while gi < k and need[gi] == c:
+                ga, gb = run[gi]
+                trial += _group_on(layout, segs[ga:gb], rest, (gi % w) * size)
+                gi += 1
+        trial += segs[end:]
+        if not _topological(s, trial):
+            if _DEBUG:
+                print(f"side_by_side: run at {start}: {a} TPBs aside, not in graph order",
+                      file=sys.stderr)
+            continue
+        r = ref if best is None else best[1]
+        tl2 = s.sched.shorter(trial, r, keep)
+        if _DEBUG:
+            print(f"side_by_side: run at {start} ({k} groups), {a} TPBs aside for "
+                  f"{len(feed)} feeders, {w} windows: {r.makespan:.0f} -> "
+                  f"{'-' if tl2 is None else round(tl2.makespan)}", file=sys.stderr)
+        if tl2 is not None:
+            best = (trial, tl2)
+    return best
 
 
 __all__ = ["side_by_side", "repeated_runs", "MIN_GROUPS", "WINDOWS"]

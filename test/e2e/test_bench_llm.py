@@ -168,19 +168,23 @@ def _llama_prefill_numpy(cfg, w: dict, x, cos, sin, B: int, T: int):
     return h1 + ((gate / (1 + np.exp(-gate))) * (hn @ w["wu"])) @ w["wd"], kT, vc
 
 
-@pytest.mark.parametrize("heads,kv_heads,batch,rope", [(4, 2, 2, "halves"), (2, 2, 1, "halves"),
-                                                       (4, 2, 2, "rows"), (4, 2, 2, "heads")])
+@pytest.mark.parametrize("heads,kv_heads,batch,rope,qgroup", [
+    (4, 2, 2, "halves", 1), (2, 2, 1, "halves", 1), (4, 2, 2, "rows", 1), (4, 2, 2, "heads", 1),
+    (4, 2, 2, "halves", 2), (4, 4, 1, "halves", 4)])
 def test_prefill_layer_per_head_attention_matches_the_definition(heads, kv_heads, batch, rope,
-                                                                 monkeypatch):
+                                                                 qgroup, monkeypatch):
     """The prefill layer's attention is a chain of 2-D ops per query head (GQA: a KV head's
     query heads share its K/V): onnxruntime on the builder's ONNX equals numpy written from the
     LLaMA definition (f32, batch 2, MHA and GQA), and the compiled layer matches onnxruntime
-    (y and the cache it writes). Both RoPE forms of the builder (``llm.PREFILL_ROPE``)."""
+    (y and the cache it writes). Both RoPE forms of the builder (``llm.PREFILL_ROPE``); q's
+    RoPE in one group or in groups of heads (``llm.PREFILL_Q_GROUPS``: GQA in 2 groups of whole
+    KV-head groups, MHA one group per head)."""
     import numpy as np
 
     from m100.frontend import llm
     from m100.tools import driver
     monkeypatch.setattr(llm, "PREFILL_ROPE", rope)
+    monkeypatch.setattr(llm, "PREFILL_Q_GROUPS", qgroup)
     cfg = llm.scaled(llm.config("tiny"), heads=heads, kv_heads=kv_heads)
     T = 8
     model, w = llm.build(cfg, "layer", "prefill", context=T, batch=batch, seed=2)
@@ -228,6 +232,57 @@ def test_prefill_rope_halves_bit_exact_with_rows(batch, monkeypatch):
         got[rope] = res.outputs
     for k in ("y", "kT", "v"):
         np.testing.assert_array_equal(got["halves"][k], got["rows"][k])
+
+
+@pytest.mark.parametrize("heads,kv_heads,batch,groups", [(4, 2, 1, 2), (4, 4, 2, 4)])
+def test_prefill_q_rope_in_groups_gives_the_same_bits(heads, kv_heads, batch, groups,
+                                                      monkeypatch):
+    """Session 17: q's RoPE in groups of heads (``llm.PREFILL_Q_GROUPS``: each group its own
+    RoPE ops, its slices of the projection folded into their reads, its own head-major layout)
+    gives the compiled W8A8 prefill layer the same bits as one RoPE over all heads (the same
+    elementwise values), on y and the KV cache (GQA groups of whole KV-head groups, MHA per
+    head); and no RoPE input is copied (the group's slices are offsets of the CVU op's reads)."""
+    import numpy as np
+
+    from m100.frontend import llm
+    from m100.tools import driver
+    cfg = llm.scaled(llm.config("tiny"), heads=heads, kv_heads=kv_heads)
+    T = 8
+    rng = np.random.default_rng(11)
+    cos, sin = llm.rope_tables(cfg, list(range(T)))
+    feed = {"x": rng.standard_normal((batch * T, cfg.hidden)).astype(np.float16),
+            "cos": cos.astype(np.float16), "sin": sin.astype(np.float16)}
+    got, ops = {}, {}
+    for g in (1, groups):
+        monkeypatch.setattr(llm, "PREFILL_Q_GROUPS", g)
+        model, _ = llm.build(cfg, "layer", "prefill", context=T, batch=batch, seed=3,
+                             quant="w8a8")
+        assert sum(n.op_type == "Slice" for n in model.graph.node) > 0
+        comp = driver.compile(model, machine="m100")
+        res = driver.run(comp.program, feed)
+        assert res.ok and not res.reports
+        got[g] = res.outputs
+        ops[g] = _copies(model)
+    for k in ("y", "kT", "v"):
+        np.testing.assert_array_equal(got[groups][k], got[1][k])
+    assert ops[groups] == ops[1]  # the same copies (the v output's transpose), no slice copied
+
+
+def _copies(model) -> list:
+    """Shapes of the data-movement ops of ``model`` that move data (not views, not concats
+    whose parts are all written in place), in the scheduler's graph after ``m100-graph``."""
+    from m100.frontend.mlir_load import shared_context
+    from m100.passes.graph.m100_graph import M100Graph
+    from m100.passes.schedule.from_ir import from_module
+    from m100.targets.m100.machine import get_machine
+    from m100.tools.driver import load_model
+    ctx = shared_context()
+    module, _ = load_model(model, ctx)
+    M100Graph().apply(ctx, module)
+    mc = get_machine("m100")
+    g = from_module(module, mc.cvu_max_stages, mc.mem_align, mc.tcu_post_stages).graph
+    return sorted(g.tensors[o.outputs[0]].shape for o in g.ops if o.unit == "dtdu.copy" and
+                  o.name not in g.view_ops and len(g.in_place.get(o.name, ())) < len(o.inputs))
 
 
 def test_engine_time_accounts_for_every_dma():

@@ -93,7 +93,7 @@ def test_rope_halves_read_in_place_exact_fewer_dmas(monkeypatch):
         np.testing.assert_array_equal(got.outputs[k].reshape(v.shape), v)
     # without the folds: the four halves of x and the tables are slice copies, the two
     # reshapes into the outputs are copies
-    monkeypatch.setattr(fsr, "fold", lambda op, views=None: False)
+    monkeypatch.setattr(fsr, "fold", lambda op, views=None, dead=None: False)
     monkeypatch.setattr(fm, "find_output_reshapes", lambda g, low, views: set())
     off = driver.compile(m, machine="tiny")
     got_off = driver.run(off.program, feed)
