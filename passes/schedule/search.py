@@ -19,6 +19,7 @@ from m100.targets.m100.machine import Machine
 from .cost import CostModel, ceil_div
 from .graph import Op, OpGraph, ScheduleError, geometry
 from .partition import col_splits
+from .search_dma_floor import dma_floor
 from .search_floor import busy_floor, tcu_floor
 from .segment import SegmentCfg, StageCfg, act_resident_ok, ksplit_ok, streamable
 from .shared_costs import SharedCosts
@@ -51,6 +52,7 @@ class Search:
         self.evaluations = 0
         self.floored = 0  # bounded costs answered by :func:`.search_floor.tcu_floor`
         self.busy_floored = 0  # ... and by :func:`.search_floor.busy_floor`
+        self.dma_floored = 0  # ... and by :func:`.search_dma_floor.dma_floor`
         self.ops = {o.name: o for o in g.ops}
         self.fuse_tcu = False  # may a TCU stage share the TPBs of the stage before it (auto only)
         self.pipe_iters = 0  # local-search moves per candidate pipeline inside the auto DP
@@ -83,6 +85,12 @@ class Search:
             floor = busy_floor(self.sched, seg)
             if floor >= bound:
                 self.busy_floored += 1
+                self.cache[seg] = (floor, False)
+                return floor
+            # the data phases of its activation loads and stores on the CCB DMA engines
+            floor = dma_floor(self.sched, seg)
+            if floor >= bound:
+                self.dma_floored += 1
                 self.cache[seg] = (floor, False)
                 return floor
         shared = self.shared.lookup(seg, bound)  # a structurally equal segment's build
