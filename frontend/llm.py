@@ -22,7 +22,8 @@ batched GEMM) -> output projection + residual -> RMSNorm -> SiLU-gated MLP + res
 order of ``transformers``' ``LlamaDecoderLayer`` (the models in ``test/data/llama_*_small.onnx``).
 
 ``fuse=True`` stores Q/K/V as one weight ``wqkv`` [H, (heads + 2 kv_heads) hd] and gate/up as
-``wgu`` [H, 2 ffn] (as LLM runtimes do): one GEMM each and column slices of the result.
+``wgu`` [H, 2 ffn] (as LLM runtimes do): one GEMM each and column slices of the result;
+``fuse=("qkv",)`` / ``("gu",)`` fuses only that group.
 
 ``dtype='f16'`` makes every tensor (weights, activations, KV cache) f16.
 
@@ -435,7 +436,7 @@ def _head(g: LlmGraph, cfg: LlamaConfig, tokens: int, batch: int, last: bool = F
 
 
 def build(cfg: LlamaConfig | str, part: str = "layer", phase: str = "decode", context: int = 16,
-          batch: int = 1, weights: str = "random", seed: int = 0, fuse: bool = False,
+          batch: int = 1, weights: str = "random", seed: int = 0, fuse: bool | tuple = False,
           dtype: str = "f32", quant: str = "none", block: int = 128, logits: str = "last"):
     """One part of a LLaMA model as ONNX (``part``: ``'embed'`` the token ids' rows, ``'layer'`` one
     decoder layer, ``'head'`` final norm + LM head); returns ``(model, weight values by name)`` (values empty

@@ -230,7 +230,9 @@ class LlmGraph:
     def projections(self, xn: str, rows: int, names: list[tuple[str, int]], k: int) -> list[str]:
         """``xn @ W`` for each (weight name, columns); with ``fuse`` one GEMM against the weights
         concatenated along N (stored so: ``wqkv``, ``wgu``) and a column slice per result."""
-        if not self.fuse or len(names) == 1:
+        group = "qkv" if names[0][0] == "wq" else "gu" if names[0][0] == "wg" else None
+        fuse = self.fuse if isinstance(self.fuse, bool) else group in self.fuse
+        if not fuse or len(names) == 1:
             return [self.proj(xn, n, (k, c)) for n, c in names]
         fused = "w" + "".join(n[1:] for n, _ in names)
         y = self.proj(xn, fused, (k, sum(c for _, c in names)))

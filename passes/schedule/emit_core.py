@@ -302,6 +302,10 @@ class EmitterCore:
             raise AssertionError(f"emitter: '{tensor}' is stored into the layout of "
                                  f"'{self.g.wmap[tensor][0]}' (OpGraph.wmap): only its "
                                  "producer's stores address it")
+        if tensor in self.g.rmap:
+            raise AssertionError(f"emitter: '{tensor}' is a strided view of "
+                                 f"'{self.g.rmap[tensor][0]}' (OpGraph.rmap): its readers load "
+                                 "through Emitter.source")
         if tensor in self.g.cviews:  # columns of a 2-D root at its row pitch (no mem_addr:
             root, off, w = self.g.cviews[tensor]  # it is no run of bytes to alias)
             self.memory(root)
@@ -340,6 +344,22 @@ class EmitterCore:
             self.head.append(SegmentOp(tensor, space, addr,
                                        const_bytes(self.irg.data[tensor], t.dtype)))
         return buf
+
+    def source(self, tensor: str, bounds: tuple[int, ...], lin: Lin | None
+               ) -> tuple[SSAValue, AccessAttr | None]:
+        """The memory buffer and access that read ``tensor`` through ``lin`` (None: the whole
+        tensor in order); a strided view (``OpGraph.rmap``) reads its root as a flat buffer
+        through the composed walk."""
+        m = self.g.rmap.get(tensor)
+        if m is None:
+            return self.memory(tensor), (access(bounds, lin) if lin is not None else None)
+        root, strides, off = m
+        if lin is None:
+            lin = ident(len(bounds))
+        nd = len(bounds)
+        flat = [(tuple(sum(s * c[k] for s, (c, _) in zip(strides, lin)) for k in range(nd)),
+                 off + sum(s * k0 for s, (_, k0) in zip(strides, lin)))]
+        return self.alias(root, (self.g.tensors[root].numel,)), access(bounds, flat)
 
     def alias(self, tensor: str, shape: tuple[int, ...]) -> SSAValue:
         """Another view (shape) of a memory tensor's bytes."""

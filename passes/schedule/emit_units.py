@@ -211,7 +211,7 @@ class UnitEmitter(EmitterCore):
         deps = self.token_of(tensor) + [d for x in tpbs
                                         for d in (self._wbar(x, tensor) if wbar else self._bar(x))
                                         + self._slot_deps(x, opname)]
-        d = DmaOp(t.engine, {"src": (self.memory(tensor), access(bshape, lin)),
+        d = DmaOp(t.engine, {"src": self.source(tensor, bshape, lin),
                              "dst": (bufs[tpbs[0]], None)}, deps,
                   params={"tpb_mask": _int(t.tpb_mask)})
         self._emit(t, d)
@@ -279,7 +279,7 @@ class UnitEmitter(EmitterCore):
         """A fresh HBSM buffer of ``bshape`` on ``tpb`` filled from memory through ``lin``
         (``wbar``: a weight, which may be prefetched across segments; ``box``: rows x cols of a
         2-D tensor, which waits only for the stores that wrote it when the plan's does)."""
-        mem = self.memory(tensor)
+        mem, acc = self.source(tensor, bshape, lin)
         buf = self.buffer("hbsm", tpb, bshape, self.g.tensors[tensor].dtype)
         bs = self.wboxes.get(tensor) if box is not None else None
         over = _overlapping(bs, box) if bs and len(bs) == len(self.writers.get(tensor, ())) \
@@ -288,7 +288,7 @@ class UnitEmitter(EmitterCore):
             (self._wbar(tpb, tensor) if wbar else self._bar(tpb))
         if slot and self.cur is not None:
             deps = deps + self._slot_deps(*self.cur)
-        tok = self.dma(mem, access(bshape, lin), buf, None, deps, tpb)
+        tok = self.dma(mem, acc, buf, None, deps, tpb)
         return buf, tok
 
     def weight(self, op, tensor: str, tpb: int, c0: int, c1: int, kind: str,
@@ -334,13 +334,13 @@ class UnitEmitter(EmitterCore):
         hbsm-allocate gives them one offset (a broadcast writes the same addresses everywhere)."""
         bshape, lin = self.weight_box(tensor, c0, c1, kind, k)
         bufs = self._bcast_buffers(tensor, tpbs, bshape)
-        mem = self.memory(tensor)
+        src = self.source(tensor, bshape, lin)  # (a runtime B may be a strided view)
         deps = self.token_of(tensor) + [d for t in tpbs for d in self._wbar(t, tensor)]
         mask = mask_of(*tpbs)
         t = self._take("dma", -1, tuple(tpbs))
         if t.tpb_mask != mask:
             raise AssertionError(f"emitter: broadcast to mask {mask}, plan task {t.id} {t.tpb_mask}")
-        d = DmaOp(t.engine, {"src": (mem, access(bshape, lin)), "dst": (bufs[tpbs[0]], None)}, deps,
+        d = DmaOp(t.engine, {"src": src, "dst": (bufs[tpbs[0]], None)}, deps,
                   params={"tpb_mask": _int(mask)})
         self._emit(t, d)
         for t in tpbs:
@@ -442,7 +442,7 @@ class UnitEmitter(EmitterCore):
         self._take("dma", -1, tuple(tpbs))
         bufs = self._bcast_buffers(tensor, tpbs, bshape)
         deps = self.token_of(tensor) + [d for x in tpbs for d in self._bar(x) + self._slot_deps(x, op.name)]
-        d = DmaOp(t.engine, {"src": (self.memory(tensor), access(bshape, lin)),
+        d = DmaOp(t.engine, {"src": self.source(tensor, bshape, lin),
                              "dst": (bufs[tpbs[0]], None)}, deps,
                   params={"tpb_mask": _int(t.tpb_mask)})
         self._emit(t, d)

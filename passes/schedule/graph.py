@@ -111,6 +111,10 @@ class OpGraph:
         # find_column_views``): tensor -> (root, byte offset, root columns): read in place at
         # the root's row pitch, no copy
         self.cviews: dict[str, tuple[str, int, int]] = {}
+        # strided views (``from_ir.strided_views``): a non-contiguous slice and every slice /
+        # reshape of it: tensor -> (root, element stride per dim, element offset); no memory of
+        # its own, its readers load through the composed walk (``Emitter.source``)
+        self.rmap: dict[str, tuple[str, tuple[int, ...], int]] = {}
         # causal attention chains ``scores = q @ kT -> softmax(scores + causal mask) -> @ v``
         # (``from_ir.causal.find_causal``): op -> (role, k, (qk, softmax, pv)); a piece of rows
         # [r0, r1) needs only the score columns [0, r1 - 1 + k): role ``cols`` (QK, softmax)

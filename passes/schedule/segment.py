@@ -102,6 +102,8 @@ def memory_of(cm: CostModel, g: OpGraph, tensor: str) -> str:
             tensor = g.views[tensor][0]
     elif tensor in g.views:
         tensor = g.views[tensor][0]
+    elif tensor in g.rmap:  # a strided view (``OpGraph.rmap``): where its root lives
+        tensor = g.rmap[tensor][0]
     elif tensor in g.cviews:  # columns read in place (``OpGraph.cviews``)
         tensor = g.cviews[tensor][0]
     elif tensor in g.strided:  # columns of another tensor (``OpGraph.strided``)

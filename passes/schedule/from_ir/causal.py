@@ -51,8 +51,9 @@ def find_causal(g: OpGraph, band_softmax: dict[str, tuple[float, int]]
     out: dict[str, tuple[str, int, tuple[str, str, str]]] = {}
     prods = g.producers()
     cons = g.consumers()
-    special = set(g.views) | set(g.strided) | set(g.wmap) | set(g.cviews) | \
-        {r[0] for r in g.views.values()} | {r[0] for r in g.cviews.values()}
+    special = set(g.views) | set(g.strided) | set(g.wmap) | set(g.cviews) | set(g.rmap) | \
+        {r[0] for r in g.views.values()} | {r[0] for r in g.cviews.values()} | \
+        {r[0] for r in g.rmap.values()}
     ops = {o.name: o for o in g.ops}
 
     def plain_matmul(o) -> bool:

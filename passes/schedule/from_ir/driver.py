@@ -14,7 +14,7 @@ from m100.passes.graph.common import UNIT, describe_op
 from ..graph import ScheduleError, Tensor
 from ..ir_facts import IRGraph, _dtype, _shape
 from ..ir_index import flip_map, iota_dim
-from . import causal, contraction, csu, cvu, movement, silu, writer_maps
+from . import causal, contraction, csu, cvu, movement, silu, strided_views, writer_maps
 from .builder import Builder
 
 
@@ -160,6 +160,10 @@ def from_module(module: ModuleOp, max_cvu_stages: int = 8, mem_align: int = 0,
     g.cviews = writer_maps.find_column_views(g, ctx.low, g.views, mem_align,
                                              set(g.wmap) | set(g.strided))
     g.view_ops |= {op.name for op in g.ops if op.outputs and op.outputs[0] in g.cviews}
+    if strided_views.ENABLED:
+        g.rmap = strided_views.find_strided_views(g, ctx.low, g.views, g.cviews, g.wmap,
+                                                  g.strided, g.in_place, g.view_ops)
+        g.view_ops |= {op.name for op in g.ops if op.outputs and op.outputs[0] in g.rmap}
     g.causal = causal.find_causal(g, ctx.band_softmax)
     _, out_syms = symbol_names(fn, len(block.args), len(outputs))
     return IRGraph(g, ctx.low, ctx.data, inputs, outputs, fn.sym_name.data, in_syms, out_syms,

@@ -56,12 +56,19 @@ def emit_op(em, op) -> None:
     lw = em.irg.lowering[op.name]
     src_t = op.inputs[0]
     if op.name in em.g.view_ops:  # a view (``OpGraph.views``): no DMA, the root's writers
-        if op.outputs[0] not in em.g.wmap:  # (a mapped tensor has no memory: OpGraph.wmap)
+        if op.outputs[0] not in em.g.wmap and op.outputs[0] not in em.g.rmap:
+            # (a mapped tensor or a strided view has no memory: OpGraph.wmap / rmap)
             em.memory(op.outputs[0])
         em.writers[op.outputs[0]] = list(em.writers.get(src_t, []))
         return
     # (a concat addresses each part itself: a part written in place has no memory of its own)
-    src = em.memory(src_t) if lw.kind != "concat" else None
+    src = em.memory(src_t) if lw.kind != "concat" and src_t not in em.g.rmap else None
+
+    def source(bounds, lin):  # (a strided view: its root through the composed walk)
+        if src_t in em.g.rmap:
+            return em.source(src_t, bounds, lin)
+        return src, (access(bounds, lin) if lin is not None else None)
+
     s_shape = em.g.tensors[src_t].shape
     out_t = op.outputs[0]
     o_shape = em.g.tensors[out_t].shape
@@ -75,13 +82,13 @@ def emit_op(em, op) -> None:
         lin = [None] * len(s_shape)
         for k, p in enumerate(perm):
             lin[p] = (tuple(1 if d == k else 0 for d in range(len(o_shape))), 0)
-        tok = em.dma(src, access(o_shape, lin), dst, None, deps)
+        tok = em.dma(*source(o_shape, lin), dst, None, deps)
     elif lw.kind == "broadcast":
         dims = set(lw.params["dims"])
         kept = [d for d in range(len(o_shape)) if d not in dims]
         lin = [(tuple(1 if d == kept[j] else 0 for d in range(len(o_shape))), 0)
                for j in range(len(s_shape))]
-        tok = em.dma(src, access(o_shape, lin), dst, None, deps)
+        tok = em.dma(*source(o_shape, lin), dst, None, deps)
     elif lw.kind == "pad":
         lo = lw.params["low"]
         val = lw.params["value"]
@@ -91,7 +98,7 @@ def emit_op(em, op) -> None:
         em.head.append(SegmentOp(f"{out_t}.pad", sp, addr, const_bytes(arr, t.dtype)))
         tok = em.dma(src, None, dst, access(s_shape, ident(len(s_shape), tuple(lo))), deps)
     elif lw.kind == "gcopy":  # a copy generic: the input's indexing map over the output
-        tok = em.dma(src, access(o_shape, lw.params["map"]), dst, None, deps)
+        tok = em.dma(*source(o_shape, lw.params["map"]), dst, None, deps)
     elif lw.kind == "concat":
         dim = lw.params["dim"]
         off = 0
@@ -134,9 +141,9 @@ def emit_op(em, op) -> None:
                             offs[d]))
             else:
                 lin.append((tuple(0 for _ in o_shape), offs[d]))
-        tok = em.dma(src, access(o_shape, lin), dst, None, deps)
+        tok = em.dma(*source(o_shape, lin), dst, None, deps)
     elif lw.kind == "reshape":
-        tok = em.dma(src, None, em.alias(out_t, s_shape), None, deps)
+        tok = em.dma(*source(s_shape, None), em.alias(out_t, s_shape), None, deps)
     else:
         raise ScheduleError(f"op '{op.name}': no DMA lowering for '{lw.kind}'")
     em.writers[out_t] = [tok]
