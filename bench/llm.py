@@ -49,9 +49,10 @@ ATT_DTYPE = {"w4a16": "f16", "w8a8": "f16", "f16": "f16", "f32": "f32"}
 #: W8A8 numerics of the tiny model vs onnxruntime (see numerics_tiny)
 W8_RMS, W8_MAX_REL = 0.04, 0.05
 TCU_DTYPE = {"w4a16": "f16", "w8a8": "i8", "f16": "f16", "f32": "f32"}
-#: Q/K/V and gate/up as one GEMM each (decode: ~5 % faster GEMVs) or separate (prefill: a fused
-#: GEMM's f16 result is cut by column-slice copies, [1024, 22016] for gate/up; separate, the up
-#: projection's dequantization joins the SiLU pipeline: -10 % of a 1024-token layer)
+#: Q/K/V and gate/up as one GEMM each (decode: ~5 % faster GEMVs) or separate (prefill: the up
+#: projection's dequantization joins the SiLU pipeline, -10 % of a 1024-token layer; fused Q/K/V
+#: reads its column slices in place since session 17 but is +3.9 % predicted on the LLaMA2-7B
+#: layer, its 24 MB result in DDR: docs/llm.md section 5)
 FUSE = {"decode": True, "prefill": False}
 
 
