@@ -292,7 +292,7 @@ def plot_layer(rep, path: str, title: str) -> dict:
     import matplotlib.pyplot as plt
 
     from m100.sim.simulator import Simulator
-    from m100.targets.m100.isa import Dma, Space, Unit, tpbs_of
+    from m100.targets.m100.isa import Space, Unit, tpbs_of
     from m100.targets.m100.program import Program
     one = Program(rep.machine, rep.fingerprint, rep.streams, rep.segments, rep.symbols,
                   rep.metadata)
@@ -436,7 +436,7 @@ def main(argv: list[str] | None = None) -> int:
                     help="also draw one layer's timeline (and print its DDR streams)")
     a = ap.parse_args(argv)
     if a.context < 1 or a.batch < 1:
-        print(f"m100 bench llm: --context and --batch must be >= 1", file=sys.stderr)
+        print("m100 bench llm: --context and --batch must be >= 1", file=sys.stderr)
         return 2
     quant = a.quant or ("w4a16" if a.phase == "decode" else "w8a8")
     cache = None if a.no_cache else Path("out") / "cache" / "llm"
