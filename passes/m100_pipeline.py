@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from xdsl.context import Context
@@ -109,10 +110,13 @@ class M100Pipeline(ModulePass):
 
     def run(self, ctx: Context, op: ModuleOp, timings: dict[str, float] | None = None,
             cpu_timings: dict[str, float] | None = None,
-            certificates: list[dict] | None = None) -> None:
+            certificates: list[dict] | None = None,
+            stage_end: Callable[[], None] | None = None) -> None:
         """:meth:`apply`, recording the wall seconds of each stage in ``timings``, its CPU
         seconds (this process) in ``cpu_timings`` and appending the sync certificate of each
-        program to ``certificates`` (in memory, no file) when given."""
+        program to ``certificates`` (in memory, no file) when given; ``stage_end`` is called at
+        the end of each stage but the last, inside its timings (the driver's per-stage garbage
+        collection, ``driver.compile_gc``)."""
         if self.sync_mode not in SYNC_MODES:
             raise PipelineError(f"m100-pipeline: unknown sync-mode '{self.sync_mode}' "
                                 f"(known: {', '.join(SYNC_MODES)})")
@@ -124,16 +128,19 @@ class M100Pipeline(ModulePass):
                                 "pipeline starts from linalg on tensors (frontend output)")
         from m100.passes.schedule.shared_costs import carried
         with carried():  # a retry's search answers its candidates from the first one's builds
-            self._stages(ctx, op, timings, cpu_timings, certificates)
+            self._stages(ctx, op, timings, cpu_timings, certificates, stage_end)
 
     def _stages(self, ctx: Context, op: ModuleOp, timings: dict[str, float] | None,
-                cpu_timings: dict[str, float] | None, certificates: list[dict] | None) -> None:
+                cpu_timings: dict[str, float] | None, certificates: list[dict] | None,
+                stage_end: Callable[[], None] | None) -> None:
         from dataclasses import replace
 
         from m100.passes.backend.hbsm_pack import HbsmOverflow
         shares = list(PREFETCH_SHARES)
         saved = None
-        for stage in self.stages():
+        stages = self.stages()
+        last = stages[-1].name
+        for stage in stages:
             if stage.name == "m100-graph" and _already_graph(op):
                 continue
             t0, c0 = time.perf_counter(), time.process_time()
@@ -156,6 +163,8 @@ class M100Pipeline(ModulePass):
                 replace(sched, prefetch_share=shares.pop(0)).apply(ctx, op)
             if self.verify == "each":
                 _verify(op, f"after '{stage.name}'")
+            if stage_end is not None and stage.name != last:
+                stage_end()
             if timings is not None:
                 timings[stage.name] = time.perf_counter() - t0
             if cpu_timings is not None:

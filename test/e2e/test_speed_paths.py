@@ -351,8 +351,9 @@ def test_compile_profile_prints_every_stage_and_top_functions(tmp_path, capsys):
 
 
 def test_compile_gc_independent(monkeypatch, tmp_path):
-    """The compile's collector thresholds (driver.COMPILE_GC_THRESHOLDS: few full collections)
-    change nothing: aggressive collection gives the same program bytes and certificate."""
+    """The compile's collector set-up (driver.compile_gc: collection by stage, the survivors
+    frozen) changes nothing: aggressive automatic collection gives the same program bytes and
+    certificate; the caller's collector state (thresholds, enabled, frozen objects) is restored."""
     import gc
 
     def compile_bytes(name):
@@ -361,10 +362,40 @@ def test_compile_gc_independent(monkeypatch, tmp_path):
         return (tmp_path / name).read_bytes(), cr.certificate
 
     before = gc.get_threshold()
+    assert driver.COMPILE_GC_STAGED and gc.isenabled() and gc.get_freeze_count() == 0
+    staged = []
+    monkeypatch.setattr(driver, "_stage_end", lambda: (staged.append(1), gc.collect(0), gc.freeze()))
     tuned = compile_bytes("a.m100")
-    assert gc.get_threshold() == before  # restored
+    assert len(staged) >= 5  # the frontend and every pipeline stage but the last
+    assert gc.get_threshold() == before and gc.isenabled() and gc.get_freeze_count() == 0
+    monkeypatch.setattr(driver, "COMPILE_GC_STAGED", False)
     monkeypatch.setattr(driver, "COMPILE_GC_THRESHOLDS", (50, 2, 2))
     assert compile_bytes("b.m100") == tuned
+    assert len(staged) >= 5 and gc.get_threshold() == before and gc.isenabled()
+
+
+def test_compile_gc_keeps_the_callers_freeze():
+    """A caller that froze objects itself keeps them frozen (compile_gc does not stage then) and
+    a disabled collector stays disabled."""
+    import gc
+
+    gc.freeze()
+    try:
+        n = gc.get_freeze_count()
+        with driver.compile_gc() as stage_end:
+            assert stage_end is None and gc.get_threshold() == driver.COMPILE_GC_THRESHOLDS
+        assert gc.get_freeze_count() == n
+    finally:
+        gc.unfreeze()
+    gc.disable()
+    try:
+        with driver.compile_gc() as stage_end:
+            assert stage_end is not None and not gc.isenabled()
+            stage_end()
+            assert gc.get_freeze_count() > 0
+        assert not gc.isenabled() and gc.get_freeze_count() == 0
+    finally:
+        gc.enable()
 
 
 @pytest.mark.parametrize("name", ["convnet", "llama"])
