@@ -233,9 +233,22 @@ def tile_piece(cm: CostModel, g: OpGraph, op: Op, rows: int, cols: int,
         wslot_of = {(tc, tk): cm.align(tk * tc * wshare * wb if groups == 1
                                        else geo.weight_bytes * tc / geo.cols)
                     for tc in tc_cands for tk in k_cands}
+        # per K chunk: the chunks of the longest part; per (column tile, K chunk): the engine
+        # time of one weight DMA (filled on first use: the same calls as in the loop)
+        nk_of = {}
+        for tk in k_cands:
+            n_k = ceil_div(K, tk)
+            if kparts > 1:  # the longest part's chunks
+                n_k = max(b - a for a, b in (k_part_range(n_k, kparts, q)
+                                             for q in range(kparts)))
+            nk_of[tk] = n_k
+        wdma_of: dict[tuple[int, int], float] = {}
+        pb_ = dtype_bytes(g.tensors[op.attrs["post_in"]].dtype) if op.attrs.get("post_in") \
+            else 0
         for tr in tr_cands:
             in_rows = _in_rows(g, op, tr) if conv else tr
             m = tr * geo.row_elems
+            n_rows = ceil_div(rows, tr)
             if conv:
                 aslot_of = {tk: cm.align(in_rows * op.attrs["w"] * (tk // kwin) * groups * ab)
                             for tk in k_cands}
@@ -243,6 +256,12 @@ def tile_piece(cm: CostModel, g: OpGraph, op: Op, rows: int, cols: int,
                 aslot_of = {tk: cm.align(tr * geo.row_elems * (K if act_resident else tk) * ab)
                             for tk in k_cands}
             for tc in tc_cands:
+                n_tiles = n_rows * ceil_div(cols, tc)
+                # the buffers that depend on the tile's rows and columns only
+                post_buf = ("post_in", cm.align(m * tc * pb_), 2, unit) if pb_ else None
+                bias_buf = ("bias", cm.align(tc * 4), ceil_div(cols, tc), unit) \
+                    if len(ws) > 1 else None
+                rq_slot = cm.align(tc * 8) if "rq_table" in op.attrs else 0
                 o_acc = cm.align(m * tc * 4)  # a K-chunked tile's f32 (i32) accumulator
                 o_out = cm.align(m * tc * ob)  # the tile in its output type
                 for tk in k_cands:
@@ -261,11 +280,10 @@ def tile_piece(cm: CostModel, g: OpGraph, op: Op, rows: int, cols: int,
                     bufs = [("act", aslot, 1 if act_resident else 2, unit),
                             ("weight", wslot, wslots, unit),
                             ("out", oslot, 2, unit)]
-                    if op.attrs.get("post_in"):  # the epilogue's [rows, cols] operand
-                        pb_ = dtype_bytes(g.tensors[op.attrs["post_in"]].dtype)
-                        bufs.append(("post_in", cm.align(m * tc * pb_), 2, unit))
-                    if len(ws) > 1:  # a bias vector per column tile, resident
-                        bufs.append(("bias", cm.align(tc * 4), ceil_div(cols, tc), unit))
+                    if post_buf is not None:  # the epilogue's [rows, cols] operand
+                        bufs.append(post_buf)
+                    if bias_buf is not None:  # a bias vector per column tile, resident
+                        bufs.append(bias_buf)
                     if "w4" in op.attrs:  # int4 weights: their f16 scales per block of K
                         sb = dtype_bytes(g.tensors[op.attrs["w4"][0]].dtype)
                         blk = op.attrs["w4"][1]
@@ -278,8 +296,8 @@ def tile_piece(cm: CostModel, g: OpGraph, op: Op, rows: int, cols: int,
                         else:
                             bufs.append(("scale", cm.align(ceil_div(tk, blk) * tc * sb),
                                          2 if streamed else 1, unit))
-                    if "rq_table" in op.attrs:  # per-channel requant (multiplier, shift) pairs
-                        bufs.append(("requant", cm.align(tc * 8), 2 if streamed else 1, unit))
+                    if rq_slot:  # per-channel requant (multiplier, shift) pairs
+                        bufs.append(("requant", rq_slot, 2 if streamed else 1, unit))
                     if kparts > 1:  # part 0: the others' partial sums and the reduced tile
                         bufs += [("partial", oslot, 2 * (kparts - 1), "dtdu"),
                                  ("red_out", o_out, 2, "cvu")]
@@ -290,19 +308,18 @@ def tile_piece(cm: CostModel, g: OpGraph, op: Op, rows: int, cols: int,
                         smallest = (fp, tr, tc, tk)
                     if fp > budget:
                         continue
-                    n_k = ceil_div(geo.k, tk)
-                    if kparts > 1:  # the longest part's chunks
-                        n_k = max(b - a for a, b in (k_part_range(n_k, kparts, q)
-                                                     for q in range(kparts)))
-                    n_instr = ceil_div(rows, tr) * ceil_div(cols, tc) * n_k
+                    n_instr = n_tiles * nk_of[tk]
                     per = cm.piece_cycles(g, op, tr, tc, tk)
                     cyc = n_instr * per
                     # the weight DMAs the tiling implies: a streamed weight is loaded again for
                     # every row tile (and column tile and K chunk), one DMA each, on the CCB
                     # DMA engines that ``wstreams`` such streams of the stage share (each
                     # transfer's engine time in a stream: ``CostModel.dma_engine_cycles``)
-                    wload = (n_instr if streamed else 1) * cm.dma_engine_cycles(
-                        wslot if streamed else wslot * ceil_div(geo.k, tk))
+                    wdma = wdma_of.get((tc, tk))
+                    if wdma is None:
+                        wdma = wdma_of[(tc, tk)] = cm.dma_engine_cycles(
+                            wslot if streamed else wslot * ceil_div(geo.k, tk))
+                    wload = (n_instr if streamed else 1) * wdma
                     key = (max(cyc, wstreams * wload / mc.ccb_dma_engines), cyc, -fp)
                     if best is None or key < best_key:
                         best_key = key
