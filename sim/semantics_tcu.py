@@ -388,7 +388,13 @@ class Conv2DExec(TcuExec):
         kk, bb = i.kh * i.kw * cg, i.w.dtype.bits
         dtype = _operand(np.zeros(0), integer, kk, bb).dtype
         M = self.rows * self.ow
-        if idx is None:  # x's touched elements into a zero-padded x, windows as a strided view
+        if idx is None and i.kh == i.kw == 1 and isinstance(uniq, tuple) \
+                and uniq[0][2] * uniq[1][2] * uniq[2][2] == M:
+            # a 1x1 conv block whose every window is inside x: the box (images, rows oy*sh-pt,
+            # columns ox*sw-pl, every channel) read in its order IS the [M, c] im2col matrix
+            # (one element per window, in window order); no padded scratch, no im2col copy
+            cols = np.array(self.read(xa, False), dtype=dtype, order="C").reshape(M, 1, 1, i.c)
+        elif idx is None:  # x's touched elements into a zero-padded x, windows as a strided view
             xp, x4 = self._padded(dtype)
             if isinstance(uniq, tuple):  # a box of x's logical [n,h,w,c]
                 sl = tuple(slice(f, f + s * (c - 1) + 1, s) for f, s, c in uniq)

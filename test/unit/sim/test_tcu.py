@@ -391,3 +391,60 @@ def test_matmul_dequant_refusals(what):
     inst = MatMul(0, A, B, C, m, n, k, accumulate=what == "accumulate-onto-c", epilogue=ep)
     with pytest.raises(IsaError):
         inst.check(get_machine("tiny"))
+
+
+def _conv_1x1_case(seed):
+    """A random 1x1 conv: shape, stride, pads (bottom/right pads make windows outside x), groups,
+    block split, x a channel slice of a wider tensor or contiguous."""
+    r = np.random.default_rng(seed)
+    n, h, wd = int(r.integers(1, 3)), int(r.integers(1, 8)), int(r.integers(1, 8))
+    g = int(r.choice([1, 1, 2]))
+    c, f = g * int(r.integers(1, 5)), g * int(r.integers(1, 4))
+    stride = (int(r.integers(1, 4)), int(r.integers(1, 4)))
+    pad = tuple(int(v) for v in (r.integers(0, 2, 4) if r.random() < 0.5 else (0, 0, 0, 0)))
+    wide = c + int(r.integers(0, 3))
+    return n, h, wd, c, f, g, stride, pad, wide, r
+
+
+@pytest.mark.parametrize("dt", [DType.I8, DType.F16, DType.F32])
+@pytest.mark.parametrize("seed", range(25))
+def test_conv2d_1x1_box_as_im2col_matrix(seed, dt):
+    """1x1 convs (a block whose windows are all inside x reads its box straight as the im2col
+    matrix; blocks touching padding take the padded path): int8 equals the integer oracle;
+    every type gives the same output bytes as the index path (``twu.STRIDED = False``, which
+    gathers x by a flat index array), across strides, pads, groups, block splits and a channel
+    slice x; two runs (the second uses what the first kept on the instruction)."""
+    from m100.sim import twu
+    from m100.targets.m100.isa import Space, Walk
+
+    n, h, wd, c, f, g, stride, pad, wide, r = _conv_1x1_case(seed)
+    proto = Conv2D(0, hb(0, 0, dt, (1,)), hb(0, 0, dt, (1,)), hb(0, 0, dt, (1,)), n, h, wd, c, f,
+                   1, 1, stride, pad, (1, 1), g)
+    oh, ow = proto.out_hw
+    rows = n * oh
+    blocks = int(r.choice([d for d in range(1, rows + 1) if rows % d == 0]))
+    X = Walk.strided(Space.HBSM, 0, 0, dt, (n, h, wd, c), (h * wd * wide, wd * wide, wide, 1))
+    XALL = hb(0, 0, dt, (n * h * wd * wide,))
+    W = hb(0, 8192, dt, (1, 1, c // g, f))
+    ydt = DType.I32 if dt is DType.I8 else dt
+    Y = hb(0, 16384, ydt, (n, oh, ow, f))
+    conv = Conv2D(0, X, W, Y, n, h, wd, c, f, 1, 1, stride, pad, (1, 1), g,
+                  sync=Sync(blocks=blocks))
+    if dt is DType.I8:
+        xall, w = i8(r, (n, h, wd, wide)), i8(r, (1, 1, c // g, f))
+    else:
+        xall = r.standard_normal((n, h, wd, wide)).astype(np.float32)
+        w = r.standard_normal((1, 1, c // g, f)).astype(np.float32)
+    outs = []
+    for strided in (True, True, False):
+        twu.STRIDED = strided
+        try:
+            res, (y,) = run([conv], [(XALL, xall), (W, w)], [Y])
+        finally:
+            twu.STRIDED = True
+        assert res.ok, res.reports
+        outs.append(np.asarray(y).tobytes())
+    assert outs[0] == outs[1] == outs[2]
+    if dt is DType.I8:
+        assert np.array_equal(y.reshape(n, oh, ow, f),
+                              conv_oracle(xall[..., :c], w, stride, pad, (1, 1), g))
