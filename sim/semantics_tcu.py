@@ -379,27 +379,78 @@ class Conv2DExec(TcuExec):
     def writes(self, b):
         return [self._y(b)]
 
+    def _consts(self) -> tuple:
+        """(integer, operand type, M, groups, c/groups, f/groups, kh*kw*c/groups): run's
+        per-instruction constants, kept on the (immutable) instruction."""
+        i = self.inst
+        k = i.__dict__.get("_sim_conv")
+        if k is None:
+            integer = i.x.dtype.is_int
+            g, cg, fg = i.groups, i.c // i.groups, i.f // i.groups
+            kk = i.kh * i.kw * cg
+            dtype = _operand(np.zeros(0), integer, kk, i.w.dtype.bits).dtype
+            k = (integer, dtype, self.rows * self.ow, g, cg, fg, kk, {})
+            object.__setattr__(i, "_sim_conv", k)
+        return k
+
+    def _box_plan(self, b: int, box: tuple, dtype) -> tuple:
+        """Block ``b``'s box path as constants (a function of the instruction, ``b`` and its
+        box ``box`` of x's logical [n,h,w,c], :meth:`_x`): ``(True, shape)`` for a 1x1 conv
+        whose every window is inside x -- the box read in its order IS the [M, c] im2col matrix
+        (one element per window, in window order: no padded scratch, no im2col copy); else
+        ``(False, counts, slices of the box in the padded buffer, scratch key, padded shape,
+        window view shape, (sh, sw, dh, dw), window selection, [M, kh, kw, c])`` -- the same
+        values :meth:`_padded` and :meth:`_windows` derive per block."""
+        i = self.inst
+        (sh, sw), (dh, dw) = i.stride, i.dilation
+        pt, pl = i.pad[0], i.pad[1]
+        M = self.rows * self.ow
+        counts = tuple(c for _, _, c in box)
+        shape = (M, i.kh, i.kw, i.c)
+        if i.kh == i.kw == 1 and counts[0] * counts[1] * counts[2] == M:
+            return (True, shape)
+        hp = max(pt + i.h, (self.oh - 1) * sh + (i.kh - 1) * dh + 1)
+        wp = max(pl + i.width, (self.ow - 1) * sw + (i.kw - 1) * dw + 1)
+        key = ("conv-pad", i.n, hp, wp, i.c, pt, pl, i.h, i.width, np.dtype(dtype).char)
+        sl = tuple(slice(o + f, o + f + s * (c - 1) + 1, s)
+                   for (f, s, c), o in zip(box, (0, pt, pl, 0)))
+        r0, r1 = b * self.rows, (b + 1) * self.rows
+        if r0 % self.oh == 0 and r1 % self.oh == 0:  # whole images
+            sel = (slice(r0 // self.oh, r1 // self.oh),)
+        elif r0 // self.oh == (r1 - 1) // self.oh:  # rows of one image
+            n0 = r0 // self.oh
+            sel = (n0, slice(r0 - n0 * self.oh, r1 - n0 * self.oh))
+        else:  # _box_sel gives no box for rows of several images that are not whole images
+            raise SimError(f"{i.MNEMONIC} on TPB {i.tpb}: block {b}'s box spans parts of images")
+        return (False, counts, sl, key, (i.n, hp, wp, i.c),
+                (i.n, self.oh, self.ow, i.kh, i.kw, i.c), (sh, sw, dh, dw), sel, shape)
+
     def run(self, b):
         i = self.inst
-        integer = i.x.dtype.is_int
+        integer, dtype, M, g, cg, fg, kk, plans = self._consts()
+        bb = i.w.dtype.bits
         idx = self._index(b) if not twu.STRIDED or min(i.pad) < 0 else None
         xa, uniq = self._x(b, idx)
-        g, cg, fg = i.groups, i.c // i.groups, i.f // i.groups
-        kk, bb = i.kh * i.kw * cg, i.w.dtype.bits
-        dtype = _operand(np.zeros(0), integer, kk, bb).dtype
-        M = self.rows * self.ow
-        if idx is None and i.kh == i.kw == 1 and isinstance(uniq, tuple) \
-                and uniq[0][2] * uniq[1][2] * uniq[2][2] == M:
-            # a 1x1 conv block whose every window is inside x: the box (images, rows oy*sh-pt,
-            # columns ox*sw-pl, every channel) read in its order IS the [M, c] im2col matrix
-            # (one element per window, in window order); no padded scratch, no im2col copy
-            cols = np.array(self.read(xa, False), dtype=dtype, order="C").reshape(M, 1, 1, i.c)
+        if idx is None and isinstance(uniq, tuple):  # a box of x's logical [n,h,w,c]
+            p = plans.get(b)
+            if p is None:
+                p = plans[b] = self._box_plan(b, uniq, dtype)
+            if p[0]:  # 1x1, every window inside x: the box is the im2col matrix
+                cols = np.array(self.read(xa, False), dtype=dtype, order="C").reshape(p[1])
+            else:  # the box into the zero-padded scratch x (see _padded), windows copied once
+                _, counts, sl, key, pshape, wshape, (sh, sw, dh, dw), sel, shape = p
+                scratch = self.mem.scratch
+                xp = scratch.get(key)
+                if xp is None:
+                    xp = scratch[key] = np.zeros(pshape, dtype=dtype)
+                xp[sl] = self.read(xa, False).reshape(counts)
+                s = xp.strides
+                win = np.ndarray(wshape, dtype=dtype, buffer=xp, strides=(
+                    s[0], sh * s[1], sw * s[2], dh * s[1], dw * s[2], s[3]))
+                cols = win[sel].reshape(shape)
         elif idx is None:  # x's touched elements into a zero-padded x, windows as a strided view
             xp, x4 = self._padded(dtype)
-            if isinstance(uniq, tuple):  # a box of x's logical [n,h,w,c]
-                sl = tuple(slice(f, f + s * (c - 1) + 1, s) for f, s, c in uniq)
-                x4[sl] = self.read(xa, False).reshape(tuple(c for _, _, c in uniq))
-            elif xa.offsets is None:  # every element (uniq is 0 .. n-1)
+            if xa.offsets is None:  # every element (uniq is 0 .. n-1)
                 x4[...] = self.read(xa, False).reshape(x4.shape)
             else:
                 x4[np.unravel_index(uniq, x4.shape)] = self.read(xa, False)
