@@ -170,6 +170,7 @@ def _allocate_joint(bufs: list[Buf], capacity: int, align: int,
     for b in bufs:
         by_tpb[b.tpb].append(b)
     placed: dict[int, list[tuple[int, int, Buf]]] = defaultdict(list)
+    cols: dict[int, _Columns] = {}
     out: dict[str, int] = {}
     for it in items:
         if len(it) == 1:
@@ -177,7 +178,7 @@ def _allocate_joint(bufs: list[Buf], capacity: int, align: int,
             out.update(_allocate_tpb(b.tpb, [b], capacity, align, placed[b.tpb], by_tpb[b.tpb]))
             continue
         size = _align(max(b.size for b in it), align)
-        ok = _group_offset(it, size, placed, capacity, align)
+        ok = _group_offset(it, size, placed, capacity, align, cols)
         if ok is None:
             b = it[0]
             raise _Overflow(b.tpb, by_tpb[b.tpb], capacity, align,
@@ -199,12 +200,13 @@ def _allocate_split(bufs: list[Buf], capacity: int, align: int,
         by_tpb[b.tpb].append(b)
     by_name = {b.name: b for b in bufs}
     placed: dict[int, list[tuple[int, int, Buf]]] = defaultdict(list)
+    cols: dict[int, _Columns] = {}
     out: dict[str, int] = {}
     grouped = set()
     for grp in sorted(groups or [], key=lambda g: -max(by_name[n].size for n in g)):
         members = [by_name[n] for n in grp]
         size = _align(max(b.size for b in members), align)
-        ok = _group_offset(members, size, placed, capacity, align)
+        ok = _group_offset(members, size, placed, capacity, align, cols)
         if ok is None and strict:
             b = members[0]
             raise HbsmOverflow(_overflow_message(
@@ -214,7 +216,7 @@ def _allocate_split(bufs: list[Buf], capacity: int, align: int,
         if ok is None and any(b.pred is not None for b in members):
             # keeping the planned concurrency apart leaves no common offset: program order alone
             members = [replace(b, pred=None) for b in members]
-            ok = _group_offset(members, size, placed, capacity, align)
+            ok = _group_offset(members, size, placed, capacity, align, cols)
         if ok is None:
             b = members[0]
             raise HbsmOverflow(_overflow_message(b.tpb, by_tpb[b.tpb], capacity, align,
@@ -238,7 +240,8 @@ def _allocate_split(bufs: list[Buf], capacity: int, align: int,
     return out
 
 
-def _group_offset(members: list[Buf], size: int, placed, capacity: int, align: int) -> int | None:
+def _group_offset(members: list[Buf], size: int, placed, capacity: int, align: int,
+                  cols: dict[int, _Columns] | None = None) -> int | None:
     """The lowest offset free on every TPB of a broadcast group (None: there is none).
 
     The placed buffers live with a member (``_overlap_t``) are found once, as byte intervals
@@ -247,12 +250,26 @@ def _group_offset(members: list[Buf], size: int, placed, capacity: int, align: i
     increasing order: ``c`` is taken unless one of the intervals that start below ``c + size``
     (a prefix, by bisection) ends above ``c`` (their largest end, kept per prefix) -- the
     same decision as testing every pair (ResNet-50 224: 3.4 M pair tests
-    of ~4 000 groups were the pass's hot loop)."""
+    of ~4 000 groups were the pass's hot loop). ``cols``: the caller's
+    :class:`_Columns` of each TPB's placed list (kept while the lists only grow), so a TPB with
+    :data:`VECTOR_MIN` placed buffers or more is scanned by a few vector operations (the same
+    spans and candidates)."""
     cands = {0}
     live: list[tuple[int, int]] = []
     for b in members:
         bs, be, bp = b.start, b.end, b.pred
-        for o, sz, p in placed[b.tpb]:
+        lst = placed[b.tpb]
+        if cols is not None and VECTOR and len(lst) >= VECTOR_MIN:
+            c = _Columns.synced(cols, b.tpb, lst)
+            n = c.n
+            hit = (c.start[:n] < be) & (bs < c.end[:n])
+            if bp is not None:
+                hit |= c.has_pred[:n] & (c.p0[:n] < bp[1]) & (bp[0] < c.p1[:n])
+            offs, sizes = c.off[:n][hit].tolist(), c.size[:n][hit].tolist()
+            cands.update(o + sz for o, sz in zip(offs, sizes))
+            live.extend(zip(offs, sizes))
+            continue
+        for o, sz, p in lst:
             pp = p.pred  # _overlap_t(p, b), inline
             if (p.start < be and bs < p.end) or (bp is not None and pp is not None and
                                                  pp[0] < bp[1] and bp[0] < pp[1]):
@@ -391,11 +408,35 @@ class _Columns:
         self.p1 = np.zeros(cap, np.float64)
         self.rel = np.zeros(cap, np.int64)
         self.units: dict[str, int] = {}
+        self.last = None  # the placed entry added last (:meth:`synced`)
         for o, s, p in placed:
             self.add(o, s, p)
+        self.last = placed[-1] if placed else None
+
+    @classmethod
+    def synced(cls, cols: dict[int, _Columns], key: int,
+               placed: list[tuple[int, int, Buf]]) -> _Columns:
+        """``cols[key]`` brought up to ``placed`` (a list that only grows while ``cols`` is
+        kept: its new tail is added; a list that changed otherwise is taken anew)."""
+        c = cols.get(key)
+        if c is None or c.n > len(placed) or (c.n and placed[c.n - 1] is not c.last):
+            c = cols[key] = cls(placed, 16)
+        else:
+            for o, s, p in placed[c.n:]:
+                c.add(o, s, p)
+        c.last = placed[-1] if placed else None
+        return c
+
+    def _grow(self) -> None:
+        np = self.np
+        for k in ("off", "size", "start", "end", "has_pred", "p0", "p1", "rel"):
+            a = getattr(self, k)
+            setattr(self, k, np.concatenate([a, np.zeros(max(16, len(a)), a.dtype)]))
 
     def add(self, o: int, s: int, p: Buf) -> None:
         i = self.n
+        if i == len(self.off):
+            self._grow()
         self.off[i], self.size[i], self.start[i], self.end[i] = o, s, p.start, p.end
         if p.pred is not None:
             self.has_pred[i] = True

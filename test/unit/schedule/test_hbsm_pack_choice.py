@@ -110,6 +110,32 @@ def test_group_offset_is_the_lowest_offset_free_on_every_tpb(seed):
         _group_rule(members, size, placed, CAP, ALIGN)
 
 
+@pytest.mark.parametrize("seed", range(30))
+def test_group_offset_on_columns_is_the_rule(seed, monkeypatch):
+    """With the caller's numpy columns (``cols``, every TPB vectorized: VECTOR_MIN 0) the offset
+    is still the rule's, also when the columns are kept while groups are placed one after the
+    other (the placed lists grow; the columns take the new tails) and when a list is replaced."""
+    from m100.passes.backend import hbsm_pack as H
+
+    monkeypatch.setattr(H, "VECTOR_MIN", 0)
+    members, size, placed = _group_case(seed)
+    cols = {}
+    for k in range(4):
+        got = _group_offset(members, size, placed, CAP, ALIGN, cols)
+        assert got == _group_rule(members, size, placed, CAP, ALIGN)
+        assert set(cols) == {b.tpb for b in members}
+        if got is None:
+            break
+        for b in members:  # placed as allocate places a group, then the next group
+            placed[b.tpb].append((got, size, b))
+        members = [Buf(f"{b.name}.{k}", b.tpb, b.slot_bytes, b.slots, b.start + 3, b.end + 5,
+                       b.unit, b.last_unit, b.pred) for b in members]
+    t = members[0].tpb
+    placed[t] = placed[t][:len(placed[t]) // 2]  # not a grown list: taken anew
+    assert _group_offset(members, size, placed, CAP, ALIGN, cols) == \
+        _group_rule(members, size, placed, CAP, ALIGN)
+
+
 def test_group_cases_are_not_vacuous():
     found = [_group_rule(*_group_case(s), CAP, ALIGN) for s in range(60)]
     assert sum(f is not None and f > 0 for f in found) >= 15
