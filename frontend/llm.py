@@ -110,9 +110,16 @@ PREFILL_O_QUANT = "concat"
 #: prefill RoPE of q (``PREFILL_ROPE = "halves"``) in this many groups of heads (each of whole
 #: KV-head groups; 1: one RoPE over all heads), each group its own RoPE ops and its own
 #: head-major layout, so a group's heads wait only for that group's RoPE and can start while
-#: the next group is roped (issue 13, session 17: the LLaMA2-7B W8A8 layer at 1024 tokens
-#: 3 804 253 -> 3 756 587 predicted with 2 groups, 4 groups 3 841 722; docs/llm.md section 5)
-PREFILL_Q_GROUPS = 2
+#: the next group is roped (issue 13, session 17). Default 1 (off): measured simulated, 2 groups
+#: give the LLaMA2-7B W8A8 layer at 1024 tokens 3 838 645 cycles (-0.3 %) but LLaMA3-8B
+#: +2.1 % and the 8-head variant +2.6 %; with k in groups too (:data:`PREFILL_K_GROUPS`) 7B
+#: +0.9 %, LLaMA3-8B +4.7 % (docs/llm.md section 5): the heads' loads wait for the DMA engines
+#: the RoPE holds
+PREFILL_Q_GROUPS = 1
+#: k's RoPE in the same groups (its KV heads), each group's ``[kg, 2, hd/2, T]`` a part of the
+#: ``kT`` output written in place (``writer_maps``: a transpose written by its producers into a
+#: part of a concat), each head reading its group's part; False: one RoPE over all KV heads
+PREFILL_K_GROUPS = True
 
 
 def _q_group(nh: int, kvh: int) -> int:
@@ -315,12 +322,21 @@ def _prefill_layer(g: LlmGraph, cfg: LlamaConfig, tokens: int, batch: int) -> No
             def rope_qk(b: int) -> tuple[str, str]:  # q [nh, T, hd] (/ sqrt(hd)), kT
                 # k first: its RoPE needs no scaled tables, so it can start as soon as the K
                 # projection ends (the scheduler places segments in graph order)
-                yk = rope_halves(rows_b(k, b), kvh, False)  # [kvh, 2, hd/2, T] = kT
-                kt = g.op("Reshape", [g.op("Transpose", [yk], perm=[2, 0, 3, 1]),
-                                      g.ints([1, kvh, hd, T])], out="kT" if B == 1 else None)
+                ng = _q_group(nh, kvh)
+                kg = ng // (nh // kvh)  # KV heads of a group
+                if PREFILL_K_GROUPS and kg < kvh:  # each group's [kg, 2, hd/2, T] a part of kT
+                    kparts = [g.op("Transpose", [rope_halves(rows_b(k, b), kvh, False,
+                                                             (j0, j0 + kg))], perm=[2, 0, 3, 1])
+                              for j0 in range(0, kvh, kg)]
+                    kt = g.op("Reshape", [g.op("Concat", kparts, axis=0),
+                                          g.ints([1, kvh, hd, T])], out="kT" if B == 1 else None)
+                    kt = (kt, kparts)
+                else:
+                    yk = rope_halves(rows_b(k, b), kvh, False)  # [kvh, 2, hd/2, T] = kT
+                    kt = g.op("Reshape", [g.op("Transpose", [yk], perm=[2, 0, 3, 1]),
+                                          g.ints([1, kvh, hd, T])], out="kT" if B == 1 else None)
                 # q in PREFILL_Q_GROUPS groups of heads (whole KV-head groups), each its own
                 # RoPE ops and layout: a group's heads wait only for their group's RoPE
-                ng = _q_group(nh, kvh)
                 qs = []
                 for h0 in range(0, nh, ng):
                     yq = rope_halves(rows_b(q, b), nh, True, None if ng == nh else (h0, h0 + ng))
@@ -365,11 +381,20 @@ def _prefill_layer(g: LlmGraph, cfg: LlamaConfig, tokens: int, batch: int) -> No
 
         for b in range(B):
             qb, ktb = rope_qk(b)
+            kparts = None
+            if isinstance(ktb, tuple):
+                ktb, kparts = ktb
             vb = g.op("Transpose", [g.op("Reshape", [rows_b(v, b), g.ints([1, T, kvh, hd])])],
                       perm=[0, 2, 1, 3], out="v" if B == 1 else None)    # [1, kvh, T, hd]
             kts.append(ktb)
             vs.append(vb)
-            kh = [head(g.op("Reshape", [ktb, g.ints([kvh, hd, T])]), j, hd, T) for j in range(kvh)]
+            if kparts is None:
+                kh = [head(g.op("Reshape", [ktb, g.ints([kvh, hd, T])]), j, hd, T)
+                      for j in range(kvh)]
+            else:  # each head reads its group's part of kT
+                kg = kvh // len(kparts)
+                kh = [head(g.op("Reshape", [kparts[j // kg], g.ints([kg, hd, T])]), j % kg, hd, T)
+                      for j in range(kvh)]
             # each head reads its columns of the V projection (a column view: no copy, and no
             # wait for the transpose into the ``v`` output, which nothing in the layer reads)
             vh = [g.op("Slice", [rows_b(v, b), g.ints([j * hd]), g.ints([(j + 1) * hd]),

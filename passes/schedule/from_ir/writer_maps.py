@@ -14,7 +14,8 @@ views, the parts) must be read by nothing but view ops, that concat and the tran
 one an op writes must be written through ``emit_units.store`` (:data:`WRITERS`), its map affine
 (checked element by element: a map that is not -- a reshape splitting a dim across the
 permutation -- leaves the transpose a copy). The result may be a view at offset 0 of a model
-output (``find_output_reshapes``: kT). Nothing is ever silently copied elsewhere:
+output (``find_output_reshapes``: kT), or at any offset of a root (a part of a concat written in
+place: each group of heads' k in the kT output, ``llm.PREFILL_Q_GROUPS``, session 17). Nothing is ever silently copied elsewhere:
 ``Emitter.memory`` of a mapped tensor is an internal error.
 """
 
@@ -80,7 +81,10 @@ def find_transpose_writes(g, low: dict, views: dict[str, tuple[str, int]],
                 yt.nbytes != rt.nbytes or y in strided or y in wmap or r in strided or r in wmap:
             continue
         root, roff = views.get(r, (r, 0))
-        if root != r and (roff or g.tensors[root].nbytes != rt.nbytes):
+        # (a view of a root at an offset: a part written in place into a concat, e.g. a group
+        # of heads' k in the kT output; its elements are the root's from roff on)
+        if root != r and (roff % int(dtype_bytes(yt.dtype)) or
+                          roff + rt.nbytes > g.tensors[root].nbytes):
             continue
         group = [y] + members.get(y, [])
         ok = True
