@@ -17,9 +17,9 @@ from .keep import kept_bytes
 from .list_schedule import boxed_store
 from .partition import TilePlan
 from .plan import STORE_LATER, BufferUse, PlanPiece, PlanTask, Unit, op_family
-from .segment import (SegmentCfg, StageCfg, act_resident_ok, band_rows, input_window,
+from .segment import (SegmentCfg, StageCfg, act_resident_ok, input_window,
                       ksplit_bias, ksplit_ok, ksplit_stages, lockstep, lockstep_groups, memory_of,
-                      reads_whole, reduce_pieces, row_tile)
+                      reads_whole, reduce_pieces, row_tile, stage_rows)
 
 
 class PlanBuilder(Transfers):
@@ -110,14 +110,15 @@ class PlanBuilder(Transfers):
                 op = s.ops[st.op]
                 tplan = self.tl.plans[st.op]
                 cz = clip.get(op.name)
-                for j, tpb, a, e, cc, ce in s.band_boxes(st, op, tplan,
-                                                         b if order is None else order[b]):
+                rb = b if order is None else order[b]  # the band whose rows band b computes
+                last = stage_rows(st, s.geo(op).rows, rb)[1] if cz is not None else 0
+                for j, tpb, a, e, cc, ce in s.band_boxes(st, op, tplan, rb):
                     if order is not None:  # band b's TPB, computing band order[b]'s rows
                         tpb = st.tpbs[st.row_of(b) * st.gc + j]
                     if cz is None:
                         p = PlanPiece(op.name, b, j, tpb, a, e, cc, ce, segment=si)
                     else:
-                        p = causal.piece(s, op, cz, b, j, tpb, a, e, cc, ce, si)
+                        p = causal.piece(s, op, cz, b, j, tpb, a, e, cc, ce, si, last)
                         if p is None:  # every column of the box is masked
                             continue
                     self._run_one(p, st, op, tplan)
@@ -358,14 +359,14 @@ class PlanBuilder(Transfers):
                 pst = by_op[prod.name]
                 pgeo = s.geo(prod)
                 for b in range(st.bands):
-                    lo, hi = band_rows(geo.rows, st.bands, b)
+                    lo, hi = stage_rows(st, geo.rows, b)
                     if hi <= lo:
                         continue
                     win = None if reads_whole(op, tname) else input_window(g, op, tname, lo, hi)
                     if win is None:
                         qmax = pst.bands - 1
                     else:
-                        qmax = s.band_of(pgeo.rows, pst.bands, max(win[1], win[0] + 1) - 1)
+                        qmax = s.band_of(pst, pgeo.rows, max(win[1], win[0] + 1) - 1)
                     need = max(need, lag[prod.name] + qmax - b)
             lag[st.op] = need
         return lag

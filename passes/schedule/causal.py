@@ -8,10 +8,15 @@ masked score columns contribute exactly nothing (the exactness argument is there
   columns ``[0, lim)``, which PV reads as its reduction ``[0, lim)``: the two must go together,
   since nothing else writes the dropped columns), and the QK matmul too when it runs there (its
   pieces compute only the columns the softmax reads);
-* only when the chain's stages in the segment cut their rows into the same pieces (a consumer
-  piece reads the columns ``[0, lim)`` of ITS rows: a producer piece of other rows would not
-  hold them all), none splits its reduction over TPBs or keeps its activation resident, and PV's
+* only when the chain's stages in the segment cut their rows into the same bands (a consumer
+  piece reads the columns ``[0, lim)`` of its rows, which the producer pieces of those rows must
+  hold), none splits its reduction over TPBs or keeps its activation resident, and PV's
   second operand is not a resident weight cut into K chunks (a chunk loaded once for all bands).
+  When the stages also cut their bands into the same row pieces, a piece of rows ``[a, e)``
+  keeps ``lim = e - 1 + k``; otherwise (their tile plans cut a band into pieces of different
+  rows, e.g. a large first band of work-cut bands, ``StageCfg.wcut``) every piece of a band of
+  rows ``[A, E)`` keeps ``lim = E - 1 + k``, the columns its band needs (its own masked columns
+  among them, computed as the unclipped program computes them: exact all the same).
 
 A clipped QK / softmax piece has columns ``[c0, min(c1, lim))`` (a column tile wholly past
 ``lim`` is dropped) and remembers its unclipped end (``PlanPiece.cfull``: a resident second
@@ -24,23 +29,30 @@ from __future__ import annotations
 
 from .graph import geometry
 from .plan import PlanPiece
+from .segment import stage_rows
 
 
-def clips(s, seg, plans) -> dict[str, tuple[str, int]]:
-    """op -> (role, k) of the chain ops clipped in segment ``seg`` (``plans``: the stages' tile
-    plans); empty when the graph has no causal chain."""
+# clip the pieces of a band to the columns of the band's last row where the stages cut it into
+# different pieces (False: no clip then, as in session 16; A/B)
+PER_BAND = True
+
+
+def clips(s, seg, plans) -> dict[str, tuple[str, int, bool]]:
+    """op -> (role, k, per band) of the chain ops clipped in segment ``seg`` (``plans``: the
+    stages' tile plans); ``per band``: each piece keeps the columns of its band's last row, not
+    its own (module doc). Empty when the graph has no causal chain."""
     g = s.g
     if not g.causal:
         return {}
     stages = {st.op: st for st in seg.stages}
-    out: dict[str, tuple[str, int]] = {}
+    out: dict[str, tuple[str, int, bool]] = {}
     for name, (role, k, chain) in g.causal.items():
         qk, sm, pv = chain
         if name != sm or sm not in stages or pv not in stages:
             continue
         members = [x for x in chain if x in stages]
-        rows = None
-        ok = True
+        rows = bands = None
+        ok, same = True, True
         for x in members:
             st, tp = stages[x], plans[x]
             if st.ks > 1 or st.act_resident or tp.act_resident or \
@@ -48,16 +60,20 @@ def clips(s, seg, plans) -> dict[str, tuple[str, int]]:
                 ok = False
                 break
             op = s.ops[x]
+            nr = s.geo(op).rows
+            c = tuple(stage_rows(st, nr, b) for b in range(st.bands))
             r = tuple(sorted({(a, e) for b in range(st.bands)
                               for _j, _t, a, e, _c, _d in s.band_boxes(st, op, tp, b)}))
-            if rows is None:
-                rows = r
-            elif r != rows:
+            if bands is None:
+                bands, rows = c, r
+            elif c != bands:
                 ok = False
                 break
-        if ok:
+            elif r != rows:
+                same = False
+        if ok and (same or PER_BAND):
             for x in members:
-                out[x] = (g.causal[x][0], k)
+                out[x] = (g.causal[x][0], k, not same)
     return out
 
 
@@ -88,13 +104,18 @@ def band_order(seg, clip: dict[str, tuple[str, int]]) -> list[int] | None:
     return order
 
 
-def piece(s, op, clip: tuple[str, int], b: int, j: int, tpb: int, a: int, e: int, cc: int,
-          ce: int, si: int) -> PlanPiece | None:
-    """The clipped piece of the box rows [a, e) x columns [cc, ce) (None: wholly masked)."""
-    role, k = clip
+def piece(s, op, clip: tuple[str, int, bool], b: int, j: int, tpb: int, a: int, e: int, cc: int,
+          ce: int, si: int, last: int = 0) -> PlanPiece | None:
+    """The clipped piece of the box rows [a, e) x columns [cc, ce) (None: wholly masked);
+    ``last``: the end row of its band (the columns it keeps when ``clip`` is per band)."""
+    role, k, per_band = clip
+    if per_band:
+        e_lim = max(e, last)
+    else:
+        e_lim = e
     geo = geometry(s.g, op)
     if role == "cols":
-        lim = min(geo.cols, e - 1 + k)
+        lim = min(geo.cols, e_lim - 1 + k)
         if cc >= lim:
             return None
         p = PlanPiece(op.name, b, j, tpb, a, e, cc, min(ce, lim), segment=si)
@@ -102,7 +123,7 @@ def piece(s, op, clip: tuple[str, int], b: int, j: int, tpb: int, a: int, e: int
             p.cfull = ce
         return p
     p = PlanPiece(op.name, b, j, tpb, a, e, cc, ce, segment=si)
-    lim = min(geo.k, e - 1 + k)
+    lim = min(geo.k, e_lim - 1 + k)
     if lim < geo.k:
         p.kx = lim
     return p

@@ -292,10 +292,11 @@ class UnitEmitter(EmitterCore):
         return buf, tok
 
     def weight(self, op, tensor: str, tpb: int, c0: int, c1: int, kind: str,
-               k: tuple[int, int, int] | None = None, resident: bool = True, j: int = 0
-               ) -> tuple[SSAValue, SSAValue]:
+               k: tuple[int, int, int] | None = None, resident: bool = True, j: int = 0,
+               box: tuple | None = None) -> tuple[SSAValue, SSAValue]:
         """Columns [c0, c1) of a weight (``k``: (axis, start, size) of a reduction chunk) in the
-        HBSM of ``tpb``; resident weights are loaded once per TPB and reused."""
+        HBSM of ``tpb``; resident weights are loaded once per TPB and reused. ``box``: the
+        buffer shape and memory walk instead (a resident CVU input, ``kinds/cvu``)."""
         key = (op.name, tpb, c0, c1, tensor, k)
         if key in self.weights:
             return self.weights[key]
@@ -306,8 +307,9 @@ class UnitEmitter(EmitterCore):
             tpbs = [st.tpbs[r * st.gc + j] for r in rows]
             if tpb in tpbs and len(tpbs) > 1:
                 self._want_tpb = tpb
-                return self._broadcast_weight(op, tensor, tpbs, c0, c1, kind, k, j)
-        bshape, lin = self.weight_box(tensor, c0, c1, kind, k)  # the last dim: output columns
+                return self._broadcast_weight(op, tensor, tpbs, c0, c1, kind, k, j, box)
+        # the last dim: output columns
+        bshape, lin = box or self.weight_box(tensor, c0, c1, kind, k)
         r = self.load(tensor, bshape, lin, tpb, slot=not resident, wbar=True)
         if resident:
             self.weights[key] = r
@@ -328,11 +330,11 @@ class UnitEmitter(EmitterCore):
         return bufs
 
     def _broadcast_weight(self, op, tensor: str, tpbs: list[int], c0: int, c1: int, kind: str,
-                          k, j: int) -> tuple[SSAValue, SSAValue]:
+                          k, j: int, box: tuple | None = None) -> tuple[SSAValue, SSAValue]:
         """Columns [c0, c1) of a resident weight written into the HBSM of every TPB of ``tpbs`` by
         one DMA over the DRB (``tpb_mask``); the receiving buffers carry ``m100.bcast`` so that
         hbsm-allocate gives them one offset (a broadcast writes the same addresses everywhere)."""
-        bshape, lin = self.weight_box(tensor, c0, c1, kind, k)
+        bshape, lin = box or self.weight_box(tensor, c0, c1, kind, k)
         bufs = self._bcast_buffers(tensor, tpbs, bshape)
         src = self.source(tensor, bshape, lin)  # (a runtime B may be a strided view)
         deps = self.token_of(tensor) + [d for t in tpbs for d in self._wbar(t, tensor)]

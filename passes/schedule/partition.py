@@ -418,8 +418,9 @@ def _weight_boxes(g: OpGraph, op: Op, cols: int):
 
     # per weight: does its box follow the row tile (the map reads the rows), its box at 1 row
     per = []
+    resident = op.attrs.get("resident", ())
     for i, w in ws:
-        if i >= len(maps):
+        if i >= len(maps) or i in resident:  # resident whole (``kinds/cvu``)
             per.append((w, None))
             continue
         b2 = input_box(maps[i], oshape, 0, 0, (2, E, cols))[1]

@@ -32,6 +32,27 @@ DMA_UNITS = ("dtdu.copy", "dtdu.fill")  # data movement done memory -> memory by
 MEM_UNITS = DMA_UNITS + ("csu.gather", "csu.argmax", "csu.topk")
 
 STRATEGIES = ("auto", "data-parallel", "pipeline", "single")
+# a causal attention chain's pipeline bands cut by work (``StageCfg.wcut``); False: equal rows
+WORK_BANDS = True
+
+
+def work_cut(g: OpGraph, machine: Machine, names: set[str], op: str,
+             bands: int) -> tuple[int, int, int]:
+    """``StageCfg.wcut`` of ``op`` in a pipeline of the ops ``names``: its bands cut by work
+    (:data:`WORK_BANDS`) when it belongs to a causal chain whose softmax and PV are both among
+    ``names`` (the pieces can then be clipped: ``causal.py``) and the bands are no more than
+    its row tiles; else ()."""
+    cz = g.causal.get(op)
+    if not WORK_BANDS or cz is None:
+        return ()
+    _qk, sm, pv = cz[2]
+    if sm not in names or pv not in names:
+        return ()
+    geo = geometry(g, next(o for o in g.ops if o.name == sm))
+    align = machine.tcu_tile_m
+    if bands > -(-geo.rows // align):
+        return ()
+    return (geo.cols, cz[1], align)
 
 
 class Search:
@@ -296,9 +317,13 @@ class Search:
                 pos += alloc[i]
             gc = gcs[i] if len(tp) % gcs[i] == 0 else 1
             rows = geometry(self.g, op).rows
-            stages.append(StageCfg(op.name, tuple(tp), gc, max(1, min(rows, bands))))
+            nb = max(1, min(rows, bands))
+            stages.append(StageCfg(op.name, tuple(tp), gc, nb, wcut=self._wcut(ops, op, nb)))
             prev = tuple(tp)
         return SegmentCfg(tuple(stages), "pipeline")
+
+    def _wcut(self, ops: list[Op], op: Op, bands: int) -> tuple[int, int, int]:
+        return work_cut(self.g, self.cm.machine, {o.name for o in ops}, op.name, bands)
 
     def _pipe_start(self, ops: list[Op]) -> tuple[tuple, int]:
         """The greedy start of a pipeline of ``ops``: its state ``(alloc, coloc, gcs, bands)``

@@ -231,11 +231,12 @@ def _cvu_inputs(sched, op: Op, streamed: tuple[bool, ...]) -> list[tuple]:
     it is read from)."""
     g = sched.g
     maps = op.attrs.get("maps")
+    resident = op.attrs.get("resident", ())
     out = []
     for i, tname in enumerate(op.inputs):
         t = g.tensors[tname]
-        if t.kind != "weight" and streamed[i]:
-            continue
+        if (t.kind != "weight" and streamed[i]) or i in resident:
+            continue  # made in the segment, or a resident table (loaded once per TPB)
         used = None
         if maps is not None and i < len(maps):
             # the box :func:`.kinds.cvu.input_box` gives: the piece's dims the map reads, 1 in

@@ -12,6 +12,7 @@ placement search and the emitter read the same definitions.
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 
 from .cost import CostModel
@@ -54,6 +55,13 @@ class StageCfg:
     # (LLaMA2-7B's Q/K/V on 7 TPBs: 28.7 k cycles a chunk at 4 chunks). Chosen by
     # :func:`.gemv_chunks.finer_gemv_chunks`.
     kfine: int = 1
+    # non-empty: the stage is an op of a causal attention chain (``OpGraph.causal``) whose bands
+    # are cut by work instead of into equal rows: ``(C, k, align)`` -- a band of rows ``[a, e)``
+    # keeps the score columns ``[0, min(C, e - 1 + k))`` (``causal.py``), so equal rows would
+    # give the last band ~``2 * rows / bands`` times the work of the first; the cuts lie at
+    # whole row tiles of ``align`` rows (:func:`work_cuts`). The chain's stages of a segment
+    # carry the same value, so their bands cover the same rows.
+    wcut: tuple[int, int, int] = ()
 
     @property
     def gr(self) -> int:
@@ -132,8 +140,55 @@ def tile_band_rows(rows: int, bands: int, b: int, align: int) -> tuple[int, int]
     return min(rows, lo), min(rows, hi)
 
 
+@functools.lru_cache(maxsize=256)
+def work_cuts(rows: int, bands: int, cols: int, k: int, align: int) -> tuple[int, ...]:
+    """The ``bands + 1`` row cuts of a causal chain's ``[rows, cols]`` scores (``StageCfg.wcut``)
+    into ``bands`` bands of whole ``align``-row tiles (the last one ends at ``rows``) whose work
+    -- padded rows x kept columns ``min(cols, e - 1 + k)`` of a band ``[a, e)`` -- is as even as
+    possible: the largest band's work the least, then the sum of squares (an exact DP over
+    the tile boundaries, O(bands x tiles^2)). Early bands get more rows than late ones: 12 bands
+    of 1024 rows (k = 1) are cut at 0, 224, 352, 448, ..., 960, 992, 1024, the largest holding
+    10.5 % of the work, where 12 equal bands of ~86 rows give the last one 15 %, padded to 96
+    rows. ``bands`` must not exceed the row tiles."""
+    n = -(-rows // align)
+    if not 1 <= bands <= n:
+        raise ScheduleError(f"internal: {bands} work bands of {n} row tiles")
+
+    def work(t0: int, t1: int) -> int:
+        return (t1 - t0) * align * min(cols, min(rows, t1 * align) - 1 + k)
+    inf = (float("inf"), float("inf"))
+    best = [[inf] * (n + 1) for _ in range(bands + 1)]
+    arg = [[0] * (n + 1) for _ in range(bands + 1)]
+    best[0][0] = (0, 0)
+    for b in range(1, bands + 1):
+        for t in range(b, n - (bands - b) + 1):
+            for s0 in range(b - 1, t):
+                m0, q0 = best[b - 1][s0]
+                if m0 == float("inf"):
+                    continue
+                w = work(s0, t)
+                c = (max(m0, w), q0 + w * w)
+                if c < best[b][t]:
+                    best[b][t], arg[b][t] = c, s0
+    cuts = [n]
+    for b in range(bands, 0, -1):
+        cuts.append(arg[b][cuts[-1]])
+    return tuple(min(rows, t * align) for t in reversed(cuts))
+
+
+def stage_rows(st: StageCfg, rows: int, b: int) -> tuple[int, int]:
+    """Rows ``[lo, hi)`` of band ``b`` of a (not resident-activation) stage of ``rows`` output
+    rows: cut by work (:func:`work_cuts`) or into equal rows (:func:`band_rows`)."""
+    if st.wcut:
+        cuts = work_cuts(rows, st.bands, *st.wcut)
+        return cuts[b], cuts[b + 1]
+    return band_rows(rows, st.bands, b)
+
+
 def stage_band_rows(st: StageCfg, rows: int, b: int, align: int) -> tuple[int, int]:
     """Rows of band ``b`` of a stage (:func:`tile_band_rows` for a resident-activation stage)."""
+    if st.wcut:
+        return stage_rows(st, rows, b)
     if st.act_resident:
         return tile_band_rows(rows, st.bands, b, align)
     return band_rows(rows, st.bands, b)

@@ -58,6 +58,12 @@ MAX_GROUP = 8
 WINDOWS = (2, 4, 8)
 #: TPBs set aside for a run's feeders (:func:`feeders`), tried in turn; () switches this off
 ASIDE = (4, 8)
+#: each window layout is also tried with its pipelines' bands divided by these (at least one
+#: band per TPB row): the window's search costs a chain alone, with both DMA engines to itself,
+#: and so prefers many small bands -- each a q load and an output store -- which ``w`` chains
+#: running at once then queue on the engines (LLaMA2-7B at 1024 tokens, the mask's iotas
+#: resident: 96 bands of 11 rows a head, 3.97 M cycles on 2 windows; the whole plan decides)
+FEWER_BANDS = (1, 2, 4, 8)
 
 
 def _op_sig(s, name: str) -> tuple:
@@ -188,6 +194,33 @@ def _window_layout(s, group: list[SegmentCfg], window: tuple[int, ...]
     return out
 
 
+def _fewer_bands(s, layout: list[SegmentCfg | int]):
+    """``(d, layout)`` for each divisor ``d`` of :data:`FEWER_BANDS`: the layout with the bands
+    of each pipeline divided by ``d`` (``d = 1``: as it is), while every stage keeps at least
+    one band per TPB row; a causal chain's stages cut by work anew (``search.work_cut``)."""
+    from .search import work_cut
+    seen = set()
+    for d in FEWER_BANDS:
+        out: list[SegmentCfg | int] = []
+        for item in layout:
+            if isinstance(item, int) or len(item.stages) < 2:
+                out.append(item)
+                continue
+            nb = item.stages[0].bands // d
+            if d > 1 and (any(st.bands != item.stages[0].bands for st in item.stages) or
+                          nb < max(st.gr for st in item.stages)):
+                out.append(item)
+                continue
+            names = {st.op for st in item.stages}
+            out.append(replace(item, stages=tuple(
+                replace(st, bands=nb, wcut=work_cut(s.g, s.cm.machine, names, st.op, nb))
+                if d > 1 else st for st in item.stages)))
+        key = tuple(out)
+        if key not in seen:
+            seen.add(key)
+            yield d, out
+
+
 def _moved(cfg0: SegmentCfg, ops: list[str], pool: tuple[int, ...], shift: int) -> SegmentCfg:
     """``cfg0`` (a configuration on the first window) for the ops ``ops`` (one per stage, in
     order) on the window ``shift`` TPBs further along ``pool``."""
@@ -254,18 +287,19 @@ def side_by_side(s, segs: list[SegmentCfg], tl, keep: str, pool: tuple[int, ...]
                     print(f"side_by_side: run at {start} ({k} groups), {w} windows: no layout",
                           file=sys.stderr)
                 continue
-            trial = segs[:start]
-            for gi, (a, b) in enumerate(run):
-                trial += _group_on(layout, segs[a:b], pool, (gi % w) * size)
-            trial += segs[end:]
-            ref = tl if best is None else best[1]
-            tl2 = s.sched.shorter(trial, ref, keep)
-            if _DEBUG:
-                print(f"side_by_side: run at {start} ({k} groups), {w} windows: "
-                      f"{ref.makespan:.0f} -> {'-' if tl2 is None else round(tl2.makespan)}",
-                      file=sys.stderr)
-            if tl2 is not None:
-                best = (trial, tl2)
+            for d, lay in _fewer_bands(s, layout):
+                trial = segs[:start]
+                for gi, (a, b) in enumerate(run):
+                    trial += _group_on(lay, segs[a:b], pool, (gi % w) * size)
+                trial += segs[end:]
+                ref = tl if best is None else best[1]
+                tl2 = s.sched.shorter(trial, ref, keep)
+                if _DEBUG:
+                    print(f"side_by_side: run at {start} ({k} groups), {w} windows, bands / {d}: "
+                          f"{ref.makespan:.0f} -> {'-' if tl2 is None else round(tl2.makespan)}",
+                          file=sys.stderr)
+                if tl2 is not None:
+                    best = (trial, tl2)
         for a in ASIDE:
             trial = _aside(s, segs, run, pool, a, tl if best is None else best[1], keep)
             if trial is not None:
@@ -383,28 +417,29 @@ def _aside(s, segs: list[SegmentCfg], run: list[tuple[int, int]], pool: tuple[in
         layout = _window_layout(s, group0, rest[:size])
         if layout is None:
             continue
-        trial = head[:first]
-        gi = 0
-        for c, chunk in enumerate(chunks):
-            trial += chunk
-            while gi < k and need[gi] == c:
-                ga, gb = run[gi]
-                trial += _group_on(layout, segs[ga:gb], rest, (gi % w) * size)
-                gi += 1
-        trial += segs[end:]
-        if not _topological(s, trial):
+        for d, lay in _fewer_bands(s, layout):
+            trial = head[:first]
+            gi = 0
+            for c, chunk in enumerate(chunks):
+                trial += chunk
+                while gi < k and need[gi] == c:
+                    ga, gb = run[gi]
+                    trial += _group_on(lay, segs[ga:gb], rest, (gi % w) * size)
+                    gi += 1
+            trial += segs[end:]
+            if not _topological(s, trial):
+                if _DEBUG:
+                    print(f"side_by_side: run at {start}: {a} TPBs aside, not in graph order",
+                          file=sys.stderr)
+                break
+            r = ref if best is None else best[1]
+            tl2 = s.sched.shorter(trial, r, keep)
             if _DEBUG:
-                print(f"side_by_side: run at {start}: {a} TPBs aside, not in graph order",
-                      file=sys.stderr)
-            continue
-        r = ref if best is None else best[1]
-        tl2 = s.sched.shorter(trial, r, keep)
-        if _DEBUG:
-            print(f"side_by_side: run at {start} ({k} groups), {a} TPBs aside for "
-                  f"{len(feed)} feeders, {w} windows: {r.makespan:.0f} -> "
-                  f"{'-' if tl2 is None else round(tl2.makespan)}", file=sys.stderr)
-        if tl2 is not None:
-            best = (trial, tl2)
+                print(f"side_by_side: run at {start} ({k} groups), {a} TPBs aside for "
+                      f"{len(feed)} feeders, {w} windows, bands / {d}: {r.makespan:.0f} -> "
+                      f"{'-' if tl2 is None else round(tl2.makespan)}", file=sys.stderr)
+            if tl2 is not None:
+                best = (trial, tl2)
     return best
 
 

@@ -39,7 +39,7 @@ from .list_schedule import BoundExceeded
 from .partition import TilePlan, tile_piece
 from .plan import Plan, PlanTask, image_parts, image_rows
 from .resume import Checkpoint, EndScan, best_checkpoint
-from .segment import SegmentCfg, StageCfg, band_rows, row_tile, tile_band_rows
+from .segment import SegmentCfg, StageCfg, band_rows, row_tile, stage_rows, tile_band_rows
 
 __all__ = ["Scheduler", "BoundExceeded", "critical_path"]
 
@@ -61,7 +61,7 @@ class Scheduler:
         self._tile_cache: dict[tuple, TilePlan] = {}
         self.tasks_built = 0  # tasks created by every build so far (the search's work)
         self._geo: dict[str, object] = {}
-        self._bands: dict[tuple[int, int], list[int]] = {}
+        self._bands: dict[tuple, list[int]] = {}
         # (op, input, r0, c0, rows, cols) -> bytes of a CVU piece's input box (``kinds.cvu``)
         self.box_bytes: dict[tuple, float] = {}
         self._boxes: dict[tuple, tuple] = {}  # :meth:`band_boxes`
@@ -77,11 +77,13 @@ class Scheduler:
             r = self._geo[op.name] = geometry(self.g, op)
         return r
 
-    def band_of(self, rows: int, bands: int, r: int) -> int:
-        """The band (of ``bands`` over ``rows``) that holds row ``r``."""
-        starts = self._bands.get((rows, bands))
+    def band_of(self, st: StageCfg, rows: int, r: int) -> int:
+        """The band of stage ``st`` (its bands over ``rows``: :func:`.segment.stage_rows`) that
+        holds row ``r``."""
+        key = (rows, st.bands, st.wcut)
+        starts = self._bands.get(key)
         if starts is None:
-            starts = self._bands[(rows, bands)] = [band_rows(rows, bands, q)[0] for q in range(bands)]
+            starts = self._bands[key] = [stage_rows(st, rows, q)[0] for q in range(st.bands)]
         return max(0, bisect.bisect_right(starts, r) - 1)
 
     # ------------------------------------------------------------------ tiles
@@ -111,7 +113,9 @@ class Scheduler:
         op = self.ops[st.op]
         geo = self.geo(op)
         rows_b = ceil_div(geo.rows, max(1, st.bands))
-        if st.act_resident:
+        if st.wcut:  # bands cut by work: the largest band's rows
+            rows_b = max(e - a for a, e in (stage_rows(st, geo.rows, b) for b in range(st.bands)))
+        elif st.act_resident:
             rows_b = max(e - a for a, e in (tile_band_rows(geo.rows, st.bands, b,
                                                            row_tile(self.cm, self.g, op))
                                             for b in range(st.bands)))
@@ -136,7 +140,7 @@ class Scheduler:
 
     def _band_boxes(self, st: StageCfg, op: Op, tplan: TilePlan, b: int):
         geo = self.geo(op)
-        lo, hi = band_rows(geo.rows, st.bands, b)
+        lo, hi = stage_rows(st, geo.rows, b)
         if hi <= lo:
             return
         per = image_rows(self.g, op)

@@ -29,6 +29,10 @@ from .builder import Builder
 from .silu import _SIGMOID_ROUND, _elem, _sigmoid_of
 
 
+# a band mask's two iotas resident in each TPB (``Op.attrs["resident"]``); False: loaded per piece
+# as in session 16 (A/B)
+RESIDENT_IOTAS = True
+
 def qdcast(ctx: Builder, op: Operation, nm: str, unit: str | None, where: str) -> None:
     """``quant.qcast`` / ``quant.dcast``: folded on constants, else CVU cast stages."""
     src = op.operands[0]
@@ -216,7 +220,13 @@ def _softmax_with_add(ctx: Builder, add: Operation, root: Operation, sm_round: t
     stages += (Stage(CvuOp.SOFTMAX, (Ref(RefKind.STAGE, len(stages) - 1),), axis=-1,
                      iparams=sm_round),)
     lw = Lowering("cvu", stages=stages, in_maps=maps)
-    sm = ctx.add("softmax", "cvu.softmax", in_names, root.results[0], {"maps": maps}, lw, root)
+    attrs = {"maps": maps}
+    if band is not None and RESIDENT_IOTAS:
+        # the iotas (a few KB) resident: loaded once per TPB, each piece reading its rows /
+        # columns of them (``kinds/cvu``), not two DMAs per piece -- each a DMA setup and a DDR
+        # latency on an engine for ~100 B to ~2 KB
+        attrs["resident"] = (1, 2)
+    sm = ctx.add("softmax", "cvu.softmax", in_names, root.results[0], attrs, lw, root)
     if band is not None:
         ctx.band_softmax[sm.name] = band[1]
 

@@ -13,7 +13,7 @@ from m100.dialects.tpb import CvuPipelineOp, StageAttr
 from m100.dialects.twu import i64_array
 from m100.targets.m100.isa import CvuOp, Ref, RefKind, Stage
 
-from ..emit_core import row_index
+from ..emit_core import access, ident, row_index
 from ..graph import Op, ScheduleError, conv_out_hw, dtype_bytes
 from ..partition import TilePlan
 from ..plan import PlanPiece, conv_window, op_family, row_view
@@ -31,9 +31,19 @@ def plan_piece(bld, si: int, st, op: Op, p: PlanPiece, tplan: TilePlan, compute)
         deps = []
         tile_b = rows * E * cols
         maps = op.attrs.get("maps")
+        resident = op.attrs.get("resident", ())
         for i, tname in enumerate(op.inputs):
             t = g.tensors[tname]
-            if t.kind == "weight" or not bld._streamed(tname):
+            if i in resident:  # whole, once per TPB (one broadcast to the column part's TPBs)
+                key = (op.name, i, "whole")
+                nb = bld.s.box_bytes.get(key)
+                if nb is None:
+                    bshape, _ = resident_box(maps[i], out_t.shape)
+                    nb = bld.s.box_bytes[key] = float(bshape[0] * bshape[1] * bshape[2] *
+                                                      dtype_bytes(t.dtype))
+                deps.append(bld._weight(st, op, tname, tpb, 0, 0, p.col, None, nb, True,
+                                        role="bias"))
+            elif t.kind == "weight" or not bld._streamed(tname):
                 # the box :func:`emit_piece` loads: the dims of the piece the input's map reads
                 # (a table broadcast over the rows or the heads is loaded once, not per row)
                 if maps is not None and i < len(maps):
@@ -100,6 +110,22 @@ def input_box(m, oshape: tuple[int, ...], r0: int, c0: int, it: tuple[int, int, 
     return lin, tuple(it[d] if used[d] else 1 for d in range(3))
 
 
+def resident_box(m, oshape: tuple[int, ...]):
+    """(box shape, walk) of a resident CVU input (``Op.attrs["resident"]``, a constant a few KB
+    large): the box the map reads for the whole output, loaded once per TPB; a piece reads its
+    part of it at :func:`resident_offsets`."""
+    lin, shape = input_box(m, oshape, 0, 0, row_view(oshape))
+    return shape, lin
+
+
+def resident_offsets(m, oshape: tuple[int, ...], r0: int, c0: int) -> tuple[int, int, int]:
+    """Where the box of the piece at row ``r0``, column ``c0`` starts in the resident box (the
+    piece's rows / columns where the map reads them, 0 in a broadcast dim)."""
+    lin, _ = input_box(m, oshape, 0, 0, (1, 1, 1))
+    used = [any(c[d] for c, _ in lin) for d in range(3)]
+    return (r0 if used[0] else 0, 0, c0 if used[2] else 0)
+
+
 def emit_piece(em, si, seg, op, b, j, tpb, r0, r1, c0, c1, pieces, seg_ops, plan):
     """The instructions of one piece of this family, each taking its plan task; returns the last
     unit instruction (not yet appended) and the piece's output buffer."""
@@ -114,17 +140,24 @@ def emit_piece(em, si, seg, op, b, j, tpb, r0, r1, c0, c1, pieces, seg_ops, plan
         slots = {}
         in_shapes = []
         deps: list[SSAValue] = []
+        resident = op.attrs.get("resident", ())
         for i, tname in enumerate(op.inputs):
             lin, ishape = input_box(lw.in_maps[i], oshape, r0, c0, it)
             tt = g.tensors[tname]
-            if tt.kind == "weight" or not em._streamed(tname, seg_ops, pieces):
+            acc = None
+            if i in resident:  # loaded whole once per TPB: this piece's box of it
+                buf, tok = em.weight(op, tname, tpb, 0, 0, "box", None, True, j,
+                                     box=resident_box(lw.in_maps[i], oshape))
+                acc = access(ishape, ident(3, resident_offsets(lw.in_maps[i], oshape, r0, c0)))
+                tks = [tok]
+            elif tt.kind == "weight" or not em._streamed(tname, seg_ops, pieces):
                 buf, tok = em.load(tname, ishape, lin, tpb)
                 tks = [tok]
             else:
                 buf, tks = em.act_in(si, seg, op, tname, (r0, r1), it, lin, tpb, pieces,
                                        seg_ops, b, (c0, c1))
                 ishape = it
-            slots[f"in{i}"] = (buf, None)
+            slots[f"in{i}"] = (buf, acc)
             in_shapes.append(ishape)
             deps += tks
         out = em.buffer("hbsm", tpb, it, out_t.dtype)

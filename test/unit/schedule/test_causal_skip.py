@@ -102,7 +102,7 @@ def test_dropping_a_needed_column_is_seen(monkeypatch):
     real = sched_causal.piece
 
     def short(s, op, clip, *a):
-        return real(s, op, (clip[0], clip[1] - 1), *a)
+        return real(s, op, (clip[0], clip[1] - 1) + tuple(clip[2:]), *a)
     monkeypatch.setattr(sched_causal, "piece", short)
     _, bad = _run(model, feed, "tiny", True, monkeypatch)
     assert not np.array_equal(bad.view(np.uint16), good.view(np.uint16))
