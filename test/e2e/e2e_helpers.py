@@ -62,3 +62,18 @@ def mutate(program: Program, site: tuple[int, int, int], how: str) -> Program:
 
 def same_outputs(a: dict, b: dict) -> bool:
     return a.keys() == b.keys() and all(np.array_equal(a[k], b[k]) for k in a)
+
+
+def op_graph(tensors, ops):
+    """A scheduler ``OpGraph`` of ``tensors`` (``Tensor`` argument tuples) and ``ops`` (``(name,
+    unit, kind, inputs, outputs, params)``), with the ``Lowering`` of each op that has a kind."""
+    from m100.passes.schedule.graph import Op, OpGraph, Tensor
+    from m100.passes.schedule.ir_facts import Lowering
+
+    g = OpGraph([Tensor(*t) for t in tensors])
+    low = {}
+    for name, unit, kind, ins, outs, params in ops:
+        g.add_op(Op(name, unit, tuple(ins), tuple(outs)))
+        if kind:
+            low[name] = Lowering(kind, params=params)
+    return g, low

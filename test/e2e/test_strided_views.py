@@ -15,9 +15,9 @@ import pytest
 from onnx import TensorProto as TP, helper as h, numpy_helper as nh
 
 from m100.passes.schedule.from_ir import strided_views as sv
-from m100.passes.schedule.graph import Op, OpGraph, Tensor
-from m100.passes.schedule.ir_facts import Lowering
 from m100.tools import driver
+
+from e2e_helpers import op_graph as _graph  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench"))
 
@@ -144,16 +144,6 @@ def test_reshape_strides_match_numpy():
             np.testing.assert_array_equal(base[idx], b)
         else:
             assert got is None, (shape, strides, new)
-
-
-def _graph(tensors, ops):
-    g = OpGraph([Tensor(*t) for t in tensors])
-    low = {}
-    for name, unit, kind, ins, outs, params in ops:
-        g.add_op(Op(name, unit, tuple(ins), tuple(outs)))
-        if kind:
-            low[name] = Lowering(kind, params=params)
-    return g, low
 
 
 def _slice(offs, sizes):

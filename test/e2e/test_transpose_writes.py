@@ -15,9 +15,9 @@ from onnx import TensorProto as TP, helper as h, numpy_helper as nh
 from m100.passes.schedule.from_ir import movement as fm
 from m100.passes.schedule.from_ir import strided_views as sv
 from m100.passes.schedule.from_ir import writer_maps as wm
-from m100.passes.schedule.graph import Op, OpGraph, Tensor
-from m100.passes.schedule.ir_facts import Lowering
 from m100.tools import driver
+
+from e2e_helpers import op_graph as _graph  # noqa: E402
 
 T, N, HD = 64, 4, 16
 HALF = HD // 2
@@ -160,16 +160,6 @@ def test_rope_transposes_written_by_their_producers_exact(monkeypatch):
     for k in ("S", "O", "kT", "v"):
         np.testing.assert_array_equal(got.outputs[k], got_off.outputs[k])
     assert _dmas(on.program) <= _dmas(off.program) - 2 - N
-
-
-def _graph(tensors, ops):
-    g = OpGraph([Tensor(*t) for t in tensors])
-    low = {}
-    for name, unit, kind, ins, outs, params in ops:
-        g.add_op(Op(name, unit, tuple(ins), tuple(outs)))
-        if kind:
-            low[name] = Lowering(kind, params=params)
-    return g, low
 
 
 def test_find_transpose_writes_rules():

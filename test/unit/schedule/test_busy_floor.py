@@ -13,7 +13,7 @@ import pytest
 
 from m100.passes.schedule import placement
 from m100.passes.schedule import search as search_mod
-from m100.passes.schedule.examples import GraphBuilder, conv_chain, resnet18
+from m100.passes.schedule.examples import conv_chain, resnet18
 from m100.passes.schedule.graph import ScheduleError
 from m100.passes.schedule.search import Search
 from m100.passes.schedule.search_floor import TCU_UNITS, busy_floor
@@ -22,17 +22,9 @@ from m100.targets.m100.machine import get_machine
 
 sys.path.insert(0, os.path.dirname(__file__))
 
-from search_spy import costed_segments  # noqa: E402
+from search_spy import costed_segments, gemm as _gemm  # noqa: E402
 
 M100 = get_machine("m100")
-
-
-def _gemm(m, k, n, runtime_b=False):
-    b = GraphBuilder()
-    a = b.input((m, k), "a")
-    if runtime_b:
-        return b.output(b.matmul(a, n, b.input((k, n), "b")))
-    return b.output(b.matmul(a, n))
 
 
 def _covered(s: Search, st: StageCfg) -> bool:

@@ -25,17 +25,9 @@ from m100.targets.m100.machine import get_machine
 
 sys.path.insert(0, os.path.dirname(__file__))
 
-from search_spy import costed_segments  # noqa: E402
+from search_spy import costed_segments, gemm as _gemm  # noqa: E402
 
 M100 = get_machine("m100")
-
-
-def _gemm(m, k, n, runtime_b=False):
-    b = GraphBuilder()
-    a = b.input((m, k), "a")
-    if runtime_b:
-        return b.output(b.matmul(a, n, b.input((k, n), "b")))
-    return b.output(b.matmul(a, n))
 
 
 def _mlp():
