@@ -82,10 +82,20 @@ class GraphBuilder:
         return self.g
 
 
-def matmul_graph(m: int = 1024, n: int = 1024, k: int = 1024, dtype: str = "f32") -> OpGraph:
+def matmul_graph(m: int = 1024, n: int = 1024, k: int = 1024, dtype: str = "f32",
+                 runtime_b: bool = False) -> OpGraph:
+    """``[m, k] @ [k, n]``; ``b`` a weight, or a graph input when ``runtime_b``."""
     b = GraphBuilder(dtype)
     x = b.input((m, k))
-    return b.output(b.matmul(x, n))
+    return b.output(b.matmul(x, n, b.input((k, n), "b") if runtime_b else None))
+
+
+def mlp_graph(m: int, k: int, hidden: int, n: int, dtype: str = "f32") -> OpGraph:
+    """``relu(x @ w1) @ w2`` with ``x`` of ``[m, k]``, ``w1`` of ``[k, hidden]``, ``w2`` of
+    ``[hidden, n]``."""
+    b = GraphBuilder(dtype)
+    h = b.eltwise(b.matmul(b.input((m, k)), hidden), kind="relu")
+    return b.output(b.matmul(h, n))
 
 
 def conv_chain(n: int = 1, hw: int = 56, c: int = 64, f: int = 64, dtype: str = "f32") -> OpGraph:

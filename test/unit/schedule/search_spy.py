@@ -6,7 +6,6 @@ from __future__ import annotations
 import math
 
 from m100.passes.schedule import placement
-from m100.passes.schedule.examples import GraphBuilder
 from m100.passes.schedule.search import Search
 
 
@@ -25,11 +24,3 @@ def costed_segments(monkeypatch, g, machine, tpbs: int) -> list:
     monkeypatch.undo()
     return list(dict.fromkeys(seen))
 
-
-def gemm(m: int, k: int, n: int, runtime_b: bool = False):
-    """The op graph of one ``[m, k] @ [k, n]`` (``b`` an initializer, or a graph input)."""
-    b = GraphBuilder()
-    a = b.input((m, k), "a")
-    if runtime_b:
-        return b.output(b.matmul(a, n, b.input((k, n), "b")))
-    return b.output(b.matmul(a, n))

@@ -13,7 +13,7 @@ import pytest
 
 from m100.passes.schedule import placement
 from m100.passes.schedule import search as search_mod
-from m100.passes.schedule.examples import conv_chain, resnet18
+from m100.passes.schedule.examples import conv_chain, matmul_graph, resnet18
 from m100.passes.schedule.graph import ScheduleError
 from m100.passes.schedule.search import Search
 from m100.passes.schedule.search_floor import TCU_UNITS, busy_floor
@@ -22,7 +22,7 @@ from m100.targets.m100.machine import get_machine
 
 sys.path.insert(0, os.path.dirname(__file__))
 
-from search_spy import costed_segments, gemm as _gemm  # noqa: E402
+from search_spy import costed_segments  # noqa: E402
 
 M100 = get_machine("m100")
 
@@ -65,11 +65,12 @@ def test_busy_floor_is_the_builds_tcu_busy_time_resnet(monkeypatch):
 def test_busy_floor_is_the_builds_tcu_busy_time_gemms(monkeypatch):
     """Chunked K, streamed weights, a runtime B: the lockstep groups' pieces (row tiles aligned
     to the TCU row tile) and the wave order's."""
-    for g in (_gemm(512, 2048, 768), _gemm(200, 4096, 1000, runtime_b=True), conv_chain(hw=28)):
+    for g in (matmul_graph(m=512, k=2048, n=768),
+              matmul_graph(m=200, k=4096, n=1000, runtime_b=True), conv_chain(hw=28)):
         segs = costed_segments(monkeypatch, g, M100, 16)
         covered, _ = _check(g, segs, 16)
         assert covered > 5
-    g = _gemm(1024, 2048, 512, runtime_b=True)
+    g = matmul_graph(m=1024, k=2048, n=512, runtime_b=True)
     st = StageCfg(g.ops[0].name, tuple(range(8)), 2, 8)  # 2 rounds of 4 bands, 2 column parts
     covered, lock = _check(g, [SegmentCfg((st,), "data-parallel")], 8)
     assert covered == lock == 1

@@ -15,7 +15,7 @@ import pytest
 
 from m100.passes.schedule import placement
 from m100.passes.schedule import search as search_mod
-from m100.passes.schedule.examples import GraphBuilder, conv_chain, resnet18
+from m100.passes.schedule.examples import conv_chain, matmul_graph, mlp_graph, resnet18
 from m100.passes.schedule.graph import ScheduleError
 from m100.passes.schedule.plan import op_family
 from m100.passes.schedule.search import Search
@@ -25,16 +25,9 @@ from m100.targets.m100.machine import get_machine
 
 sys.path.insert(0, os.path.dirname(__file__))
 
-from search_spy import costed_segments, gemm as _gemm  # noqa: E402
+from search_spy import costed_segments  # noqa: E402
 
 M100 = get_machine("m100")
-
-
-def _mlp():
-    b = GraphBuilder()
-    x = b.input((256, 512))
-    h = b.eltwise(b.matmul(x, 512), kind="relu")
-    return b.output(b.matmul(h, 256))
 
 
 def _check(g, segs, tpbs) -> Counter:
@@ -86,9 +79,10 @@ def test_dma_floor_is_the_builds_activation_dma_resnet(monkeypatch):
 def test_dma_floor_is_the_builds_activation_dma_gemms(monkeypatch):
     """Whole-K rows broadcast to the column parts, matmul pipelines with a CVU stage, a conv
     chain; GEMMs alone whose pieces go in lockstep groups (not covered: the floor <= the build)."""
-    for g, tpbs, least in ((conv_chain(hw=28), 16, 50), (_mlp(), 8, 50),
-                           (_gemm(300, 512, 640), 8, 5), (_gemm(512, 2048, 768), 16, 0),
-                           (_gemm(200, 4096, 1000, runtime_b=True), 16, 0)):
+    for g, tpbs, least in ((conv_chain(hw=28), 16, 50), (mlp_graph(256, 512, 512, 256), 8, 50),
+                           (matmul_graph(m=300, k=512, n=640), 8, 5),
+                           (matmul_graph(m=512, k=2048, n=768), 16, 0),
+                           (matmul_graph(m=200, k=4096, n=1000, runtime_b=True), 16, 0)):
         covered = _check(g, costed_segments(monkeypatch, g, M100, tpbs), tpbs)
         assert sum(covered.values()) >= least, covered
 

@@ -11,7 +11,7 @@ import math
 import pytest
 
 from m100.passes.schedule.cost import CostModel
-from m100.passes.schedule.examples import GraphBuilder, conv_chain
+from m100.passes.schedule.examples import GraphBuilder, conv_chain, mlp_graph
 from m100.passes.schedule.placement import Search, schedule, tcu_bound
 from m100.passes.schedule.timeline import Scheduler
 from m100.targets.m100.machine import get_machine
@@ -20,10 +20,7 @@ M100 = get_machine("m100")
 
 
 def _mlp():
-    b = GraphBuilder()
-    x = b.input((64, 256))
-    h = b.eltwise(b.matmul(x, 256), kind="relu")
-    return b.output(b.matmul(h, 64))
+    return mlp_graph(64, 256, 256, 64)
 
 
 def _convs():
