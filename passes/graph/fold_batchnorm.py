@@ -22,7 +22,6 @@ from m100.passes.graph.common import (
     generic_maps,
     is_elementwise_generic,
     is_identity,
-    map_dims,
     numpy_to_dense,
     scalar_const,
     shape_of,

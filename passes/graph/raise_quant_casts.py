@@ -5,10 +5,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from xdsl.context import Context
-from xdsl.dialects.builtin import Float32Type, IntegerType, ModuleOp, TensorType
+from xdsl.dialects.builtin import Float32Type, ModuleOp, TensorType
 from xdsl.ir import Attribute, Operation
 from xdsl.passes import ModulePass
-from xdsl.rewriter import InsertPoint, Rewriter
+from xdsl.rewriter import Rewriter
 
 from m100.dialects.quant import (DCastOp, QCastOp, SCastOp, UniformQuantizedPerAxisType,
                                  UniformQuantizedType)

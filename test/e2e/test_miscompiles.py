@@ -15,7 +15,6 @@ a wrong result:
 from __future__ import annotations
 
 import numpy as np
-import onnx
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 

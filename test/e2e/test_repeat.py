@@ -25,7 +25,7 @@ def layer():
 
 def _inputs(cfg, seed):
     rng = np.random.default_rng(seed)
-    hd, kvh = cfg.head_dim, cfg.kv_heads
+    hd = cfg.head_dim
     cos, sin = llm.rope_tables(cfg, [CTX])
     return {"x": rng.standard_normal((1, cfg.hidden)).astype(np.float32),
             "cos": cos.reshape(1, 1, 1, hd), "sin": sin.reshape(1, 1, 1, hd)}, rng

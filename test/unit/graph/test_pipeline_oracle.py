@@ -4,7 +4,6 @@ written from the ops' definitions, independent of the passes) runs each model be
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import numpy as np

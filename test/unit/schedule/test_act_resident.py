@@ -70,7 +70,7 @@ def test_plan_reads_a_and_b_once_stores_every_row_once_and_overlaps_stores():
     tl = Scheduler(CostModel(mach), g).build([SegmentCfg((st,), "data-parallel")], isolated=True)
     tp = tl.plans[op.name]
     assert tp.act_resident and tp.tc == tc and tp.tr == m_ // gr
-    x_t, w_t, y_t = op.inputs[0], op.inputs[1], op.outputs[0]
+    x_t, w_t = op.inputs[0], op.inputs[1]
     read = {x_t: 0.0, w_t: 0.0}
     for t in tl.tasks:
         if t.kind == "dma-in":
