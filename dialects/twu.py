@@ -154,19 +154,32 @@ def _int_attr(v: int) -> IntegerAttr:
     return IntegerAttr(v, i64)
 
 
-def trusted_attr(cls, *params):
+def trusted_attr(cls, *params, isa=None):
     """An attribute of ``cls`` from parameters built by this package's own code (``int_attr``,
     ``i64_array``, ``StringAttr``, ``ArrayAttr`` of our attributes: of the declared kinds by
     construction, no converters): xDSL's generic check of every parameter against its declared
     constraint is skipped, the attribute's own ``verify`` runs. For the attributes built once per
     operand or instruction of a program (``WalkAttr.from_isa`` in twu-materialize, the
     ``#sync.actions`` of sync-insert); ``test_trusted_attributes_are_the_generic_ones`` builds
-    both ways and requires equal attributes that pass the generic check."""
+    both ways and requires equal attributes that pass the generic check. ``isa``: the ISA
+    object the attribute stands for, kept as its decoded form (``to_isa`` returns it); only for
+    an object equal, field by field and type by type, to what ``to_isa`` would decode."""
     attr = cls.__new__(cls)
     for (f, _), p in zip(cls.get_irdl_definition().parameters, params, strict=True):
         object.__setattr__(attr, f, p)
+    if isa is not None:
+        object.__setattr__(attr, "_isa", isa)
     attr.verify()
     return attr
+
+
+def canonical_walk(w: Walk) -> bool:
+    """``w`` is exactly what ``WalkAttr.to_isa`` decodes for it: a ``Space`` and a ``DType``
+    member, plain ``int`` fields, a tuple of ``Level``s of plain ``int``s."""
+    return (type(w.space) is Space and type(w.dtype) is DType and type(w.tpb) is int
+            and type(w.base) is int and type(w.levels) is tuple
+            and all(type(lv) is Level and type(lv.initial) is int and type(lv.step) is int
+                    and type(lv.final) is int for lv in w.levels))
 
 
 def int_attr(v: int) -> IntegerAttr:
@@ -239,11 +252,16 @@ class WalkAttr(ParametrizedAttribute):
     @functools.lru_cache(maxsize=8192)
     def from_isa(w: Walk) -> WalkAttr:
         # parameters of the declared kinds by construction: only the walk's own verify runs
-        # (twu-materialize builds one per operand: the generic check was ~half of the cost)
+        # (twu-materialize builds one per operand: the generic check was ~half of the cost).
+        # A canonical ``w`` is what :meth:`to_isa` would decode (the space, element type and
+        # integer round trips are exact), so the attribute keeps it instead of decoding its
+        # own copy later (ResNet-50: ~25 000 walks, each asked for by sync-insert and the
+        # final verification); any other ``w`` (int-valued enums, numpy integers) is decoded.
         return trusted_attr(WalkAttr, StringAttr(SPACE_NAMES[Space(w.space)]), int_attr(w.tpb),
                             int_attr(w.base), dtype_to_type(w.dtype),
                             i64_array([v for lv in w.levels
-                                       for v in (lv.initial, lv.step, lv.final)]))
+                                       for v in (lv.initial, lv.step, lv.final)]),
+                            isa=w if canonical_walk(w) else None)
 
     def to_isa(self) -> Walk:
         # attributes are immutable and Walk is frozen: decode once per attribute object (verify,
@@ -301,9 +319,9 @@ class WalkAttr(ParametrizedAttribute):
             raise VerifyException("#twu.walk: levels must be (initial, step, final) triples")
         if self.tpb.value.data < 0 or self.base.value.data < 0:
             raise VerifyException("#twu.walk: tpb and base must be >= 0")
-        for t in self.level_triples():
+        for lv in self.to_isa().levels:  # the space and element type are known by now
             try:
-                Level(*t).check()
+                lv.check()
             except IsaError as e:
                 raise VerifyException(f"#twu.walk: {e}") from None
 

@@ -288,6 +288,40 @@ def test_trusted_attributes_are_the_generic_ones(data):
         _generic_ok(x)
 
 
+def _typed(x):
+    """Every field of a walk / sync with its type, recursively (``==`` ignores int vs enum)."""
+    if isinstance(x, (tuple, list)):
+        return tuple(_typed(v) for v in x)
+    if hasattr(x, "__dataclass_fields__"):
+        return (type(x), tuple(_typed(getattr(x, f)) for f in x.__dataclass_fields__))
+    return (type(x), x)
+
+
+def test_from_isa_keeps_only_what_it_would_decode():
+    """``WalkAttr.from_isa`` keeps its canonical ``Walk`` as the decoded form (no second decode);
+    a walk equal to it with an int space, an int element type or numpy integers builds an
+    attribute whose ``to_isa`` is the canonical decode, field types included (the encoder and
+    the certificate read them), never the odd object it was given."""
+    from m100.dialects.twu import canonical_walk
+    from m100.targets.m100.isa import Level, Walk
+
+    w = Walk(Space.HBSM, 1, 64, DType.F16, (Level(0, 8, 24), Level(0, 1, 7)))
+    odd = [Walk(int(Space.HBSM), 1, 64, DType.F16, w.levels),
+           Walk(Space.HBSM, 1, 64, int(DType.F16), w.levels),
+           Walk(Space.HBSM, np.int64(1), 64, DType.F16, w.levels),
+           Walk(Space.HBSM, 1, 64, DType.F16, (Level(np.int64(0), 8, 24), Level(0, 1, 7)))]
+    assert canonical_walk(w) and not any(canonical_walk(x) for x in odd)
+    for x in odd:
+        WalkAttr.from_isa.cache_clear()
+        got = WalkAttr.from_isa(x).to_isa()
+        assert got is not x and _typed(got) == _typed(w)
+    WalkAttr.from_isa.cache_clear()
+    a = WalkAttr.from_isa(w)
+    assert a.to_isa() is w
+    fresh = WalkAttr(a.space.data, 1, 64, a.dtype, [(0, 8, 24), (0, 1, 7)])
+    assert fresh == a and _typed(fresh.to_isa()) == _typed(w)
+
+
 def test_trusted_walk_still_runs_its_own_verify():
     """What the walk's own verify refuses is still refused on the trusted path."""
     from xdsl.dialects.builtin import StringAttr
