@@ -103,7 +103,7 @@ def prepare_model(model, name: str = "<model>", opset: int | None = None):
     if target is not None and target != _default_opset(model):
         old_resize = _old_resize_nodes(model) if _default_opset(model) < 11 else {}
         try:
-            model = onnx.version_converter.convert_version(model, target)
+            model = convert_version(model, target)
         except Exception as e:
             raise FrontendError(
                 f"{name}: cannot convert opset {_default_opset(model)} -> {target}: {_one_line(e, 160)}"
@@ -135,6 +135,50 @@ def prepare_model(model, name: str = "<model>", opset: int | None = None):
         except Exception as e:  # a defect of the rewrite, not of the user's model
             raise FrontendError(f"{name}: internal ONNX rewrite failed: {_one_line(e, 200)}") from None
     return model
+
+
+#: initializers with at least this many bytes of ``raw_data`` go around onnx's version converter
+#: (:func:`convert_version`); shape / axes / scale inputs (tens of bytes) still go through it
+CONVERT_STRIP_BYTES = 4096
+
+
+def convert_version(model, target: int):
+    """``onnx.version_converter.convert_version(model, target)`` with the big initializers' bytes
+    kept out of the converter: it works on a copy whose initializers of ``CONVERT_STRIP_BYTES``
+    or more carry no ``raw_data`` and puts the bytes back into the converted model by name.
+
+    Why: the converter serializes the model, parses it in C++, converts, serializes and parses
+    it back; on an opset-9 ResNet-50 (100 MB of weights) that was ~0.8 CPU-s of a ~4.5 CPU-s
+    frontend, all of it copying weights that no upgrade adapter reads (they rewrite nodes and
+    attributes, and add small constant inputs). Exactness: every stripped initializer must come
+    back exactly once, with the same name, type and dims and still without data; otherwise
+    (or when the weightless conversion fails) the whole model is converted as before.
+    ``test_weightless_version_conversion`` compares the bytes with onnx's own conversion on
+    the onnx wheel's old-opset models."""
+    import onnx
+    from onnx import version_converter
+
+    big = {t.name: t for t in model.graph.initializer  # ByteSize: no copy of the bytes
+           if t.ByteSize() >= CONVERT_STRIP_BYTES and t.HasField("raw_data")}
+    if not big or len(big) != sum(t.name in big for t in model.graph.initializer):
+        return version_converter.convert_version(model, target)
+    light = onnx.ModelProto()
+    light.CopyFrom(model)
+    for t in light.graph.initializer:
+        if t.name in big:
+            t.ClearField("raw_data")
+    try:
+        out = version_converter.convert_version(light, target)
+    except Exception:
+        return version_converter.convert_version(model, target)  # its own error, as before
+    back = [t for t in out.graph.initializer if t.name in big]
+    if len(back) != len(big) or any(
+            t.raw_data or t.data_type != big[t.name].data_type
+            or list(t.dims) != list(big[t.name].dims) for t in back):
+        return version_converter.convert_version(model, target)
+    for t in back:
+        t.raw_data = big[t.name].raw_data
+    return out
 
 
 def _old_resize_nodes(model) -> dict:
