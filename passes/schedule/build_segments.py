@@ -22,6 +22,30 @@ from .segment import (SegmentCfg, StageCfg, act_resident_ok, input_window,
                       reads_whole, reduce_pieces, row_tile, stage_rows)
 
 
+#: late stores (:meth:`PlanBuilder._late_ok`): the output stores of a lockstep contraction's last
+#: group built after the next lockstep contraction's first steps (False: at its own end, A/B)
+LATE_STORES = True
+
+
+def derived(g, tensors) -> set[str]:
+    """``tensors`` and every tensor whose bytes are theirs (views, strided parts and roots,
+    tensors written into another's layout, column and strided views), transitively."""
+    out = set(tensors)
+    maps = (g.views, g.strided, g.wmap, g.cviews, g.rmap)
+    while True:
+        n = len(out)
+        for m in maps:
+            for t, v in m.items():
+                if t in out or v[0] in out:
+                    out.add(t)
+                    out.add(v[0])
+        for o in g.ops:
+            if o.name in g.view_ops and out.intersection(o.inputs):
+                out.update(o.outputs)
+        if len(out) == n:
+            return out
+
+
 class PlanBuilder(Transfers):
     """Builds the plan's tasks in program order, one per instruction, and list-schedules each task
     as it is created (creation order == program order per in-order resource)."""
@@ -33,10 +57,14 @@ class PlanBuilder(Transfers):
         # per TPB the end of the last segment that used it (its HBSM is reused)
         self.barrier.update(self.seg_touch)
         for x, tid in self.seg_touch.items():
-            s = self.tl.tasks[tid].segment
+            # (a late store of the segment before that one counts as that one's: the emitter's)
+            s = max(self.tl.tasks[tid].segment, self.seg_at)
             self.bar_hist.setdefault(x, []).append((s, tid))
             self.bar_at.setdefault((x, s), []).append(tid)
         self.seg_touch = {}
+        self.seg_at = si
+        if self.late[0] and not (seg.kind != "dma" and len(seg.stages) == 1):
+            raise ScheduleError(f"internal: late stores into segment {si}, not one stage")
         start = len(self.tl.tasks)
         pieces: list[PlanPiece] = []
         self.tl.pieces.append(pieces)
@@ -152,14 +180,19 @@ class PlanBuilder(Transfers):
         tplan = self.tl.plans[st.op]
         self.stage = st
         carry: list = []  # pieces whose store waits for the next group's first step
-        for grp in lockstep_groups(self.g, op, st, tplan, self.s.geo(op),
-                                   row_tile(self.cm, self.g, op)):
+        groups = lockstep_groups(self.g, op, st, tplan, self.s.geo(op),
+                                 row_tile(self.cm, self.g, op))
+        late_in, self.late = self.late, ([], 0)
+        held = self._late_ok(si, st, op, groups[-1]) if groups else None
+        for gi, grp in enumerate(groups):
             for p in grp:
                 p.segment = si
                 p.group = self.n_groups
             self.n_groups += 1
             self.gcache = {}
-            carry = self._run(grp, st, op, tplan, carry)
+            self.late_pause = held is not None and gi == len(groups) - 1
+            carry = self._run(grp, st, op, tplan, carry, late_in if gi == 0 else None)
+            self.late_pause = False
             pieces.extend(grp)
             if st.ks > 1:  # the partial sums of each output tile meet on its part-0 TPB
                 for red in reduce_pieces(grp, si):
@@ -170,7 +203,58 @@ class PlanBuilder(Transfers):
                     self.by_op.setdefault(op.name, []).append(red)
             else:
                 self.by_op.setdefault(op.name, []).extend(grp)
-        self._resume(carry)
+        self.late_bytes = {}
+        if held is not None:  # the last group's stores: during the next segment's first steps
+            per = self._late_per(si, len(carry))
+            self.tl.late[si] = per
+            self.late, self.late_bytes = (carry, per), held
+        else:
+            self._resume(carry)
+
+    def _late_ok(self, si: int, st: StageCfg, op: Op, last: list[PlanPiece]
+                 ) -> dict[int, int] | None:
+        """May the output stores of segment ``si``'s last lockstep group ``last`` be built after
+        the next segment's first steps (late stores)? Then the next segment's transfers and
+        compute on a TPB wait for this segment's last compute there (its barrier), not for the
+        stores, and the stores fill the DMA engines' gaps while it computes (the engines stream
+        its weight chunks no faster than its TCUs take them). Yes when :data:`LATE_STORES` is on,
+        the build is a whole plan, every piece of ``last`` stores its output (not kept, no K
+        split), the next segment is one lockstep contraction (its K-chunk steps) that reads
+        nothing this one writes (directly or through a view), and on every TPB of it its
+        footprint plus the stored tiles held there fit the HBSM share the prefetch may fill.
+        Returns the bytes held per TPB, or None."""
+        segs = self.tl.segments
+        if not LATE_STORES or self.isolated or st.ks > 1 or st.op in self.tl.kept or \
+                op.outputs[0] not in self.outside or si + 1 >= len(segs):
+            return None
+        nxt = segs[si + 1]
+        if nxt.kind == "dma" or len(nxt.stages) != 1 or nxt.stages[0].ks > 1:
+            return None
+        nst = nxt.stages[0]
+        nop = self.s.ops[nst.op]
+        nplan = self.s.stage_plan(nxt, nst)
+        if not lockstep(nplan, nop) or nst.op in self.tl.kept or \
+                derived(self.g, op.outputs) & set(nop.inputs):
+            return None
+        ob = dtype_bytes(self.g.out(op).dtype)
+        per_row = self.s.geo(op).row_elems
+        held: dict[int, int] = {}
+        for p in last:
+            held[p.tpb] = held.get(p.tpb, 0) + \
+                self.cm.align((p.r1 - p.r0) * per_row * (p.c1 - p.c0) * ob)
+        cap = int(self.cm.machine.hbsm_bytes * self.s.prefetch_share)
+        for x in nst.tpbs:
+            if nplan.footprint + self.kept_use.get((x, si + 1), 0) + held.get(x, 0) > cap:
+                return None
+        return held
+
+    def _late_per(self, si: int, n: int) -> int:
+        """How many of ``n`` late stores of segment ``si`` follow each K-chunk step of the next
+        segment's first group: spread evenly over its steps."""
+        nxt = self.tl.segments[si + 1]
+        nplan = self.s.stage_plan(nxt, nxt.stages[0])
+        steps = max(1, -(-nplan.k // max(1, nplan.tk)))
+        return max(1, -(-n // steps))
 
     def _reduce(self, op: Op, red: PlanPiece, grp: list[PlanPiece]) -> None:
         """The K-split reduction of one output tile on its part-0 TPB: DTDU copies of the other
@@ -231,15 +315,18 @@ class PlanBuilder(Transfers):
         self.cur = None
 
     def _run(self, group: list[PlanPiece], st: StageCfg, op: Op, tplan: TilePlan,
-             carry: list | None = None) -> list:
+             carry: list | None = None, late: tuple[list, int] | None = None) -> list:
         """Build the tasks of ``group`` (pieces on distinct TPBs): K chunk by K chunk, round
         robin, each piece with its own context (TPB/op, the output slot it waits for). The
         pieces of ``carry`` (the group before, paused at :data:`STORE_LATER`) create their
-        stores after this group's first step; returns this group's paused pieces."""
+        stores after this group's first step; those of ``late`` (the segment before's last
+        group, :meth:`_late_ok`) ``late[1]`` after each step; returns this group's paused
+        pieces."""
         live = []
         for p in group:
             live.append([p, self._piece(p.segment, st, op, p, tplan), None])
         parked: list = []
+        items, per = late if late is not None else ([], 0)
         while live:
             nxt = []
             for item in live:
@@ -250,9 +337,14 @@ class PlanBuilder(Transfers):
             if carry:
                 self._resume(carry)
                 carry = None
+            if items:
+                self._resume(items[:per])
+                items = items[per:]
             live = nxt
         if carry:
             self._resume(carry)
+        if items:
+            self._resume(items)
         return parked
 
     def _run_one(self, p: PlanPiece, st: StageCfg, op: Op, tplan: TilePlan) -> None:
@@ -324,7 +416,7 @@ class PlanBuilder(Transfers):
         if op.outputs[0] in self.outside and p.kparts == 1:
             # outputs needed outside the segment go to memory (SRAM or DDR); a K part's partial
             # sum goes to its reduction (:meth:`_reduce`) instead
-            if tplan.act_resident:
+            if tplan.act_resident or self.late_pause:
                 self.cur = None
                 yield STORE_LATER
             p.store = True

@@ -168,6 +168,10 @@ class EmitterCore:
         # op -> its pieces, of the ops whose output the plan keeps in HBSM (:mod:`.keep`)
         self.kept_pieces: dict[str, list[Piece]] = {}
         self.reduced: dict[str, list[Piece]] = {}  # a kept K split's reduced tiles so far
+        # late stores (the plan's ``late``): the paused pieces of the segment before, their
+        # stage map and how many follow each step; whether pieces pause before their store now
+        self.late_items: tuple | None = None
+        self.late_pause = False
 
     # ---------------------------------------------------------------- the plan's tasks
     def _begin(self, piece: PlanPiece) -> None:

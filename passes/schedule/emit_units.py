@@ -47,14 +47,29 @@ class UnitEmitter(EmitterCore):
         plist = self.plan.pieces[si]
         i = 0
         carry: list = []
+        bounds = []
         while i < len(plist):  # a lockstep group: consecutive pieces with one group id
             e = i + 1
             while e < len(plist) and plist[i].group >= 0 and plist[e].group == plist[i].group:
                 e += 1
-            self.gcache = {}
-            carry = self._run_group(plist[i:e], si, seg, stage_of, pieces, seg_ops, carry)
+            bounds.append((i, e))
             i = e
-        self._resume(carry, stage_of)
+        # late stores (the plan's ``late``, ``build_segments.PlanBuilder._late_ok``): the segment
+        # before's last group stores after this one's steps; this one's, after the next one's
+        late_in, self.late_items = self.late_items, None
+        held = si in self.plan.late
+        for gi, (i, e) in enumerate(bounds):
+            self.gcache = {}
+            self.late_pause = held and gi == len(bounds) - 1
+            carry = self._run_group(plist[i:e], si, seg, stage_of, pieces, seg_ops, carry,
+                                    late_in if gi == 0 else None)
+            self.late_pause = False
+        if late_in is not None and not bounds:
+            raise AssertionError(f"emitter: late stores into segment {si} without pieces")
+        if held:
+            self.late_items = (carry, stage_of, self.plan.late[si])
+        else:
+            self._resume(carry, stage_of)
         for name in seg_ops & self.plan.kept:  # read by later segments from the HBSM
             # a K split's reduced tiles (:meth:`_reduce_piece`), else the op's pieces
             self.kept_pieces[name] = self.reduced.pop(name, None) or pieces.get(name, [])
@@ -69,16 +84,20 @@ class UnitEmitter(EmitterCore):
             return pieces.get(prod.name)
         return self.kept_pieces.get(prod.name)
 
-    def _run_group(self, group, si, seg, stage_of, pieces, seg_ops, carry=None) -> list:
+    def _run_group(self, group, si, seg, stage_of, pieces, seg_ops, carry=None,
+                   late=None) -> list:
         """Emit the pieces of a lockstep group K chunk by K chunk, round robin, exactly as the
         timeline built them (each piece with its own plan-task queue and token context); the
         stores of ``carry`` (the group before, paused at ``STORE_LATER``) after this group's
-        first step, as the timeline does. Returns this group's paused pieces."""
+        first step, those of ``late`` (the segment before's last group: items, their stage
+        map, how many per step) after each step, as the timeline does. Returns this group's
+        paused pieces."""
         live = []
         for pp in group:
             live.append([pp, self._piece_steps(pp, si, seg, stage_of[pp.op], pieces, seg_ops),
                          None])
         parked: list = []
+        items, late_of, per = late if late is not None else ([], None, 0)
         while live:
             nxt = []
             for item in live:
@@ -89,9 +108,14 @@ class UnitEmitter(EmitterCore):
             if carry:
                 self._resume(carry, stage_of)
                 carry = None
+            if items:
+                self._resume(items[:per], late_of)
+                items = items[per:]
             live = nxt
         if carry:
             self._resume(carry, stage_of)
+        if items:
+            self._resume(items, late_of)
         return parked
 
     def _step(self, item: list, stage_of):
@@ -124,7 +148,7 @@ class UnitEmitter(EmitterCore):
         pieces.setdefault(op.name, []).append(p)
         if pp.store:
             plan = self.plan.plans.get(op.name)
-            if plan is not None and plan.act_resident:
+            if (plan is not None and plan.act_resident) or self.late_pause:
                 yield STORE_LATER
             self.store(op, p)
         self._end()

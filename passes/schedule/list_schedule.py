@@ -109,6 +109,14 @@ class ListScheduler:
         from .kinds import FAMILIES, movement  # the op families (they import the emitter too)
         self.families = FAMILIES
         self.movement = movement
+        # late stores (:meth:`.build_segments.PlanBuilder._late_ok`): the segment being built
+        # (whose tasks ``seg_touch`` records), the paused pieces of the segment before whose
+        # stores this one builds ``(items, per step)``, their output bytes held per TPB (counted
+        # in this segment's HBSM use), and whether pieces pause before their store now
+        self.seg_at = -1
+        self.late: tuple[list, int] = ([], 0)
+        self.late_bytes: dict[int, int] = {}
+        self.late_pause = False
     # ------------------------------------------------------------------ list scheduling
     def add(self, **kw) -> PlanTask:
         """Create a task from its fields (``PlanTask`` without ``id``) and schedule it (:meth:`put`)."""
@@ -309,7 +317,8 @@ class ListScheduler:
                 foot[x] = foot.get(x, 0) + plan.footprint
                 wfoot[x] = wfoot.get(x, 0) + w
         for x, f in foot.items():
-            self.hbsm_use[(x, si)] = f + self.kept_use.get((x, si), 0)
+            self.hbsm_use[(x, si)] = f + self.kept_use.get((x, si), 0) + \
+                self.late_bytes.get(x, 0)
             w = wfoot[x]
             if self.isolated or not w:
                 continue

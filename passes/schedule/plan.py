@@ -263,6 +263,11 @@ class Plan:
     # broadcast per producer piece (True) or one mesh copy per reader (False); a whole-plan
     # choice (``refine.keep_activations``: the keep mode's ``+copies`` suffix)
     kept_bcast: bool = True
+    # late stores (:data:`.build_segments.LATE_STORES`): segment -> how many of its last lockstep
+    # group's output stores are built (and emitted) after each K-chunk step of the next
+    # segment's first group, instead of at its own end: the next segment's loads and compute on
+    # a TPB wait for this segment's last compute there, not for its stores
+    late: dict[int, int] = field(default_factory=dict)
     # segment index -> the builder's state before it (:mod:`.resume`): a later build that shares
     # the segments before it starts there (``Scheduler.build(base=...)``); not part of the plan
     checkpoints: dict = field(default_factory=dict, repr=False, compare=False)
@@ -296,7 +301,7 @@ class Plan:
             if pf:
                 seg["prefetch"] = pf
         return json.dumps(dict(makespan=round(self.makespan, 3), segments=segs,
-                               kept=sorted(self.kept),
+                               kept=sorted(self.kept), late=sorted(self.late.items()),
                                tasks=[t.to_dict() for t in self.tasks]), indent=indent)
 
 

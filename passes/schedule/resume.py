@@ -40,16 +40,17 @@ _NOT_STATE = frozenset(("s", "cm", "g", "tl", "families", "movement"))
 # immutable values or containers the builder replaces but never changes in place
 _SAME = frozenset(("bound", "n_groups", "fill_gap", "prefetch_depth", "dma_sync_latency",
                    "dma_queued", "isolated", "piece",
-                   "cur", "stage"))
+                   "cur", "stage", "seg_at", "late_pause"))
 # dicts/sets of immutable values
 _FLAT = frozenset(("free", "last_on_res", "written", "n_written", "seg_touch", "barrier",
                    "hbsm_use", "kept_use", "gcache", "wcache", "acache", "seg_ops", "outside",
-                   "dma_fixed", "ocache"))
+                   "dma_fixed", "ocache", "late_bytes"))
 # dicts of lists of immutable values
 _LISTS = frozenset(("bar_hist", "bar_at", "by_op", "hist", "wboxes"))
 _END = attrgetter("end")
 _RULED = _NOT_STATE | _SAME | _FLAT | _LISTS | frozenset(
-    ("dma_busy", "dtdu_busy", "drb_use", "row_index", "readers", "out_readers", "out_wait"))
+    ("dma_busy", "dtdu_busy", "drb_use", "row_index", "readers", "out_readers", "out_wait",
+     "late"))
 
 
 def copy_busy(b):
@@ -72,6 +73,8 @@ def copy_state(d: dict) -> dict:
                             f"attribute(s) {', '.join(sorted(unknown))}")
     if d.get("piece") is not None:
         raise ScheduleError("internal: a builder checkpoint inside a piece")
+    if d.get("late", ((),))[0]:  # paused pieces (generators) can not be copied: no checkpoint there
+        raise ScheduleError("internal: a builder checkpoint with late stores pending")
     out = {k: d[k] for k in _SAME if k in d}
     for k in _FLAT:
         if k in d:
@@ -82,6 +85,8 @@ def copy_state(d: dict) -> dict:
     out["dma_busy"] = [copy_busy(b) for b in d["dma_busy"]]
     out["dtdu_busy"] = {x: copy_busy(b) for x, b in d["dtdu_busy"].items()}
     out["drb_use"] = d["drb_use"].copy()
+    if "late" in d:
+        out["late"] = ([], 0)
     out["row_index"] = {op: [n, w, {bk: list(v) for bk, v in buckets.items()}]
                         for op, (n, w, buckets) in d["row_index"].items()}
     # a piece's readers list is also in ``out_readers`` (the output slots of its op on its TPB):
@@ -103,7 +108,8 @@ def copy_plan(tl: Plan, segs: list) -> Plan:
     """A plan holding ``tl``'s tasks, pieces, buffers ... so far, for the segments ``segs``."""
     return Plan(tasks=list(tl.tasks), pieces=list(tl.pieces), buffers=list(tl.buffers),
                 plans=dict(tl.plans), segments=list(segs), seg_spans=list(tl.seg_spans),
-                prefetch=dict(tl.prefetch), kept=set(tl.kept), kept_bcast=tl.kept_bcast)
+                prefetch=dict(tl.prefetch), kept=set(tl.kept), kept_bcast=tl.kept_bcast,
+                late=dict(tl.late))
 
 
 @dataclass

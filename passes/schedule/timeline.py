@@ -208,7 +208,7 @@ class Scheduler:
             tl.checkpoints = {i: c for i, c in base.checkpoints.items() if i <= first}
         try:
             for si in range(first, len(segs)):
-                if si in checkpoints and si not in tl.checkpoints:
+                if si in checkpoints and si not in tl.checkpoints and not st.late[0]:
                     tl.checkpoints[si] = Checkpoint.take(st, si, segs, ends.of(tl.tasks))
                 st.segment(si, segs[si], isolated)
         except BoundExceeded as e:
