@@ -120,6 +120,10 @@ class OpGraph:
         # [r0, r1) needs only the score columns [0, r1 - 1 + k): role ``cols`` (QK, softmax)
         # clips its columns, role ``k`` (PV) its reduction (``passes/schedule/causal.py``)
         self.causal: dict[str, tuple[str, int, tuple[str, str, str]]] = {}
+        # transposes whose result nothing in the graph reads, moved to the end of the plan in
+        # this many DMAs, each a range of the result's first dim longer than 1 (``background.py``:
+        # they fill the DMA engines' gaps instead of holding one engine for the whole copy)
+        self.chunks: dict[str, int] = {}
         for t in tensors or []:
             self.add_tensor(t)
         for o in ops or []:

@@ -38,6 +38,7 @@ from dataclasses import dataclass, field
 
 from m100.targets.m100.machine import Machine
 
+from .background import background
 from .cost import CostModel
 from .gemv_chunks import finer_gemv_chunks
 from .gemv_runs import unchunk_gemv_runs
@@ -144,6 +145,7 @@ def schedule(g: OpGraph, machine: Machine, tpbs: int = 0, clusters: int = 0,
     segs, tl = side_by_side(search, segs, tl, keep, pool)  # per-head chains on TPB windows
     segs, tl = sibling_tilings(search, segs, tl, keep)  # gate / up: each other's tiling
     segs, tl = whole_parts(search, segs, tl, keep)
+    segs, tl = background(search, segs, tl, keep)  # unread output transposes last, in chunks
     tl, keep = kept_copies(search.sched, segs, tl, keep)
     tl.checkpoints = {}  # only the trials above resume from them
     return Placement(strategy, segs, tl, machine, pool, evals, graph=g)

@@ -132,7 +132,7 @@ def transpose(ctx: Builder, op: Operation, nm: str, unit: str | None, where: str
     src = op.operands[0]
     if src in ctx.consts:
         ctx.const_tensor(src, ctx.consts[src])
-    ctx.add("transpose", "dtdu.copy", [ctx.tname(src)], op.results[0], {},
+    ctx.add("transpose", "dtdu.copy", [ctx.tname(src)], op.results[0], {"perm": tuple(perm)},
         Lowering("transpose", params=dict(perm=perm)), op)
 
 

@@ -39,16 +39,39 @@ def plan_segment(bld, si: int, seg, pieces: list[PlanPiece]) -> None:
             continue
         nb = float(g.tensors[tname].nbytes if len(srcs) > 1 else g.out(op).nbytes)
         src = memory_of(cm, g, tname)
-        t = bld.add(kind="dma-mem", unit="dma", tpb=-1, op=op.name, tensor=op.outputs[0],
-                     # a data-movement segment runs alone: no other engine shares its links
-                     nbytes=nb, cycles=cm.dma_cycles(nb, src, 1, dst=dst),
-                     deps=bld._mem_deps(tname),
-                     segment=si, src=src, dst=dst, role="mem")
-        ids.append(t.id)
+        shape = g.out(op).shape
+        lead = shape[chunk_dim(shape)] if shape else 1
+        for a, e in chunk_rows(lead, g.chunks.get(op.name, 1)):
+            part = nb * (e - a) / lead
+            t = bld.add(kind="dma-mem", unit="dma", tpb=-1, op=op.name, tensor=op.outputs[0],
+                        # a data-movement segment runs alone: no other engine shares its links
+                        nbytes=part, cycles=cm.dma_cycles(part, src, 1, dst=dst),
+                        deps=bld._mem_deps(tname),
+                        segment=si, src=src, dst=dst, role="mem")
+            ids.append(t.id)
     for i in ids:
         bld._wrote(op.outputs[0], i)
     bld.piece = None
 
+
+
+def chunk_dim(shape: tuple[int, ...]) -> int:
+    """The dimension a chunked transpose (``OpGraph.chunks``) is cut along: the result's first
+    one longer than 1."""
+    return next((d for d, n in enumerate(shape) if n > 1), 0)
+
+
+def chunk_rows(n: int, chunks: int) -> list[tuple[int, int]]:
+    """``[a, e)`` ranges of ``n`` rows in ``min(chunks, n)`` near-equal parts (the first ones
+    one row longer): the DMAs of a chunked transpose (``OpGraph.chunks``), plan and emission."""
+    c = max(1, min(chunks, n))
+    q, r = divmod(n, c)
+    out, a = [], 0
+    for i in range(c):
+        e = a + q + (i < r)
+        out.append((a, e))
+        a = e
+    return out
 
 
 def emit_op(em, op) -> None:
@@ -82,7 +105,21 @@ def emit_op(em, op) -> None:
         lin = [None] * len(s_shape)
         for k, p in enumerate(perm):
             lin[p] = (tuple(1 if d == k else 0 for d in range(len(o_shape))), 0)
-        tok = em.dma(*source(o_shape, lin), dst, None, deps)
+        n = em.g.chunks.get(op.name, 1)
+        if n == 1:
+            tok = em.dma(*source(o_shape, lin), dst, None, deps)
+        else:  # in ranges of the result's first dim (OpGraph.chunks), as planned
+            toks = []
+            d = chunk_dim(o_shape)
+            for a, e in chunk_rows(o_shape[d], n):
+                sub = tuple(e - a if q == d else x for q, x in enumerate(o_shape))
+                # result index d_d = a + d_d': the source index of dim perm[d] moves by a
+                lin_a = [(c, k0 + a * c[d]) for c, k0 in lin]
+                at = tuple(a if q == d else 0 for q in range(len(o_shape)))
+                toks.append(em.dma(*source(sub, lin_a), dst, access(sub, ident(len(o_shape), at)),
+                                   deps))
+            em.writers[out_t] = toks
+            return
     elif lw.kind == "broadcast":
         dims = set(lw.params["dims"])
         kept = [d for d in range(len(o_shape)) if d not in dims]
