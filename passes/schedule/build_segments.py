@@ -85,19 +85,42 @@ class PlanBuilder(Transfers):
         if isolated or seg.kind == "dma":
             return
         # HBSM buffers: every TPB of a stage holds the plan's buffers for the segment's span there
-        life: dict[int, list[float]] = {}
+        # (per TPB the earliest start and the latest end of the tasks on it or into it: the
+        # first task's times, then a start only when smaller, an end only when larger -- what
+        # ``min`` / ``max`` keep)
+        first: dict[int, float] = {}
+        last: dict[int, float] = {}
         for t in seg_tasks:
-            for tp in ((t.tpb,) if t.tpb >= 0 else ()) + t.dst_tpbs:
-                lf = life.setdefault(tp, [t.start, t.end])
-                lf[0] = min(lf[0], t.start)
-                lf[1] = max(lf[1], t.end)
+            a, e = t.start, t.end
+            tp = t.tpb
+            if tp >= 0:
+                x = first.get(tp)
+                if x is None:
+                    first[tp], last[tp] = a, e
+                else:
+                    if a < x:
+                        first[tp] = a
+                    if e > last[tp]:
+                        last[tp] = e
+            for tp in t.dst_tpbs:
+                x = first.get(tp)
+                if x is None:
+                    first[tp], last[tp] = a, e
+                else:
+                    if a < x:
+                        first[tp] = a
+                    if e > last[tp]:
+                        last[tp] = e
+        out = self.tl.buffers
         for st in seg.stages:
             plan = self.tl.plans[st.op]
+            bufs = [(f"{st.op}.{buf.role}", buf) for buf in plan.buffers]
             for tp in st.tpbs:
-                a, e = life.get(tp, span)
-                for buf in plan.buffers:
-                    self.tl.buffers.append(BufferUse(tp, f"{st.op}.{buf.role}", st.op, buf.role,
-                                                     buf.slot_bytes, buf.slots, buf.unit, a, e))
+                a = first.get(tp)
+                a, e = span if a is None else (a, last[tp])
+                for name, buf in bufs:
+                    out.append(BufferUse(tp, name, st.op, buf.role, buf.slot_bytes, buf.slots,
+                                         buf.unit, a, e))
 
     def _compute_segment(self, si: int, seg: SegmentCfg, pieces: list[PlanPiece]) -> None:
         g, s = self.g, self.s

@@ -91,6 +91,40 @@ def segment_key(g: OpGraph, ops: dict[str, Op], producers: dict[str, Op],
     return key
 
 
+def op_key(g: OpGraph, op: Op) -> tuple | None:
+    """The structure of ``op`` alone: its fields but the name and location, every tensor it
+    names replaced by its position among them and its shape, dtype and kind (as in
+    :func:`segment_key`), or None when an attribute is not hashable. What the tiler
+    (:func:`.partition.tile_piece`) and the cost model read of an op and its graph is a function
+    of it: two ops with equal keys get equal tilings but for the op name
+    (``Scheduler.tile``)."""
+    local: dict[str, int] = {}
+    tensors: list[tuple] = []
+
+    def canon(v):
+        if isinstance(v, str):
+            if v not in g.tensors:
+                return v
+            i = local.get(v)
+            if i is None:
+                i = local[v] = len(local)
+                t = g.tensors[v]
+                tensors.append(tuple(getattr(t, f) for f in _TENSOR_FIELDS))
+            return ("tensor", i)
+        if isinstance(v, (tuple, list)):
+            return (type(v).__name__,) + tuple(canon(x) for x in v)
+        if isinstance(v, dict):
+            return ("dict",) + tuple(sorted((k, canon(x)) for k, x in v.items()))
+        return v
+
+    key = (tuple(canon(getattr(op, f)) for f in _OP_FIELDS), tuple(tensors))
+    try:
+        hash(key)
+    except TypeError:
+        return None
+    return key
+
+
 # machine -> the runs table of every SharedCosts for it, while :func:`carried` is active
 _CARRIED: ContextVar[dict | None] = ContextVar("m100_carried_costs", default=None)
 
@@ -159,4 +193,4 @@ class SharedCosts:
             self.runs[k] = (list(accumulate(ends, max)), complete)
 
 
-__all__ = ["segment_key", "SharedCosts", "carried"]
+__all__ = ["op_key", "segment_key", "SharedCosts", "carried"]
