@@ -23,7 +23,7 @@ from m100.targets.m100 import numerics
 from m100.targets.m100.isa import DType, Space, Walk, space_size
 from m100.targets.m100.machine import Machine
 
-from . import twu
+from . import mempool, twu
 from .twu import box, contiguous_start, element_offsets
 
 #: Element types whose value type is their little-endian storage (on a little-endian host): their
@@ -93,12 +93,16 @@ class FlatBytes:
         self._buf: list[np.ndarray] = []
         if whole:
             try:
-                self.buf = _anonymous(size)
+                self.buf = mempool.take(size, _anonymous)
                 self.whole = True
                 return
             except (OSError, ValueError, OverflowError):  # e.g. ENOMEM under ulimit -v
                 pass
         self.buf = None
+
+    def __del__(self) -> None:
+        if self.whole:  # the mapping goes back to the pool (sim/mempool.py), zeroed
+            mempool.give(self.buf)
 
     @property
     def mapped(self) -> int:

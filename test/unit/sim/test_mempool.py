@@ -1,0 +1,105 @@
+"""The pool of the data spaces' mappings (``sim/mempool.py``): a mapping taken from the pool
+reads as zero everywhere, as a fresh anonymous mapping does, whatever the space that held it
+before wrote, read or viewed; a mapping still viewed after its space went is never reused; the
+resident runs ``mincore`` reports cover every page written; whole runs of a program with the pool
+equal runs with a fresh mapping per space, run after run."""
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from m100.sim import mempool
+from m100.sim.memory import FlatBytes
+
+pytestmark = pytest.mark.skipif(mempool._MINCORE is None, reason="no mincore(2) here")
+
+PAGE = mempool.PAGE
+SIZE = 37 * PAGE + 123  # (not a whole number of pages)
+op = st.tuples(st.sampled_from(["write", "read", "view_write"]), st.integers(0, SIZE - 1),
+               st.integers(1, 3 * PAGE), st.integers(1, 255))
+
+
+@pytest.fixture(autouse=True)
+def _empty_pool(monkeypatch):
+    monkeypatch.setattr(mempool, "_free", {})
+    monkeypatch.setattr(mempool, "_held", [0])
+    monkeypatch.setattr(mempool, "POOL", True)
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(op, min_size=1, max_size=20))
+def test_a_pooled_mapping_reads_as_zero(ops):
+    mempool._free.clear()
+    mempool._held[0] = 0
+    fb = FlatBytes(SIZE)
+    addr = fb.buf.ctypes.data
+    written = set()
+    for kind, lo, n, val in ops:
+        hi = min(SIZE, lo + n)
+        if kind == "write":
+            fb.write_range(lo, np.full(hi - lo, val, dtype=np.uint8))
+        elif kind == "read":  # (maps the zero page: resident, never written)
+            fb.read_range(lo, hi)
+            continue
+        else:
+            fb.view_range(lo, hi).view(np.uint8)[...] = val  # (a view written, then dropped)
+        written.update(range(lo // PAGE, (hi - 1) // PAGE + 1))
+    runs = mempool.resident_runs(fb.buf)
+    resident = {p for a, b in runs.tolist() for p in range(a, b)}
+    assert written <= resident
+    del fb
+    again = FlatBytes(SIZE)
+    assert again.buf.ctypes.data == addr  # the same mapping, from the pool
+    assert again.buf.size == SIZE and not again.buf.any()  # zero, as a fresh mapping
+
+
+def test_a_mapping_viewed_after_its_space_went_is_not_reused():
+    fb = FlatBytes(SIZE)
+    fb.write_range(100, np.arange(50, dtype=np.uint8))
+    view = fb.view_range(100, 150)
+    del fb
+    assert not mempool._free.get(SIZE)
+    other = FlatBytes(SIZE)
+    other.write_range(0, np.full(SIZE, 7, dtype=np.uint8))
+    assert view.tobytes() == np.arange(50, dtype=np.uint8).tobytes()
+    # without the view, the mapping goes back
+    del view
+    del other
+    assert len(mempool._free[SIZE]) == 1
+
+
+def test_the_pool_keeps_at_most_its_bytes(monkeypatch):
+    monkeypatch.setattr(mempool, "MAX_BYTES", 3 * PAGE)
+    fb = FlatBytes(SIZE)
+    fb.write_range(0, np.ones(4 * PAGE, dtype=np.uint8))  # 4 resident pages > 3
+    del fb
+    assert not mempool._free.get(SIZE) and mempool._held[0] == 0
+    fb = FlatBytes(SIZE)
+    fb.write_range(0, np.ones(2 * PAGE, dtype=np.uint8))
+    del fb
+    assert len(mempool._free[SIZE]) == 1 and mempool._held[0] == 2 * PAGE
+    FlatBytes(SIZE)  # taken, and back again (its zeroed pages stay resident)
+    assert len(mempool._free[SIZE]) == 1 and mempool._held[0] == 2 * PAGE
+
+
+def test_whole_runs_with_the_pool_equal_fresh_mappings(monkeypatch):
+    """A compiled model run again and again (each run's spaces taken from the pool the last
+    run's filled) gives the outputs, stats and reports of runs on fresh mappings."""
+    from m100.frontend import models
+    from m100.tools import driver
+
+    cr = driver.compile(models.conv_relu_maxpool(), machine="tiny")
+    results = {}
+    for pool in (False, True):
+        monkeypatch.setattr(mempool, "POOL", pool)
+        got = []
+        for seed in (1, 2, 1):
+            inputs = driver.random_inputs(cr.program, seed)
+            for mode in ("functional", "full"):
+                r = driver.run(cr.program, inputs, mode=mode)
+                got.append(({k: v.tobytes() for k, v in r.outputs.items()}, r.stats,
+                            [str(x) for x in r.reports]))
+        results[pool] = got
+    assert mempool._free  # the pooled runs did take and give mappings
+    assert results[True] == results[False]
