@@ -184,10 +184,8 @@ class Engine(Fluid, Checks, TraceEvents, DmaAhead):
         self.columns = columns_of(machine)
         self.col_cap = np.array(self.columns.caps, dtype=np.float64)
         self.col_lim = self.col_cap * (1.0 - 1e-7)  # the margin of Fluid._unlimited
-        # the sums and the counts as the two rows of one array (one update per job change:
-        # Fluid._add_use); the counts are small integers, exact in float64
-        self.col_uc = np.zeros((2, self.col_cap.size))
-        self.col_use, self.col_cnt = self.col_uc
+        self.col_use = np.zeros(self.col_cap.size)
+        self.col_cnt = np.zeros(self.col_cap.size, dtype=np.int64)
         self.col_updates = 0
         self.crit_jobs = 0  # streaming jobs with crit set
         self.flow_ids = itertools.count(1)

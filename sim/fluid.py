@@ -117,8 +117,8 @@ class Fluid:
         if n > 0:
             self.col_cap = np.append(self.col_cap, caps[self.col_cap.size:])
             self.col_lim = self.col_cap * (1.0 - 1e-7)
-            self.col_uc = np.concatenate([self.col_uc, np.zeros((2, n))], axis=1)
-            self.col_use, self.col_cnt = self.col_uc
+            self.col_use = np.append(self.col_use, np.zeros(n))
+            self.col_cnt = np.append(self.col_cnt, np.zeros(n, dtype=np.int64))
 
     def _col(self, key: tuple) -> int:
         i = self.columns.col(key)
@@ -153,15 +153,10 @@ class Fluid:
             job.crit = bool((inc < 1.0).any())
             cost.cols, cost.use, cost.crit, cost.cols_of = job.cols, job.use, job.crit, \
                 self.columns.token
-            cost.colmap = cost.uc = None
-        if job.cols.size:  # (distinct columns per job)
-            uc = job.cost.uc
-            if uc is None:  # (reset wherever the cost's cols / use are set)
-                uc = job.cost.uc = np.stack([job.use, np.ones(job.use.size)])
-            if sign > 0:  # the sums and the counts at once (Engine.col_uc)
-                self.col_uc[:, job.cols] += uc
-            else:  # (x - u is x + (-u) in IEEE arithmetic: the same sums as adding -1 * use)
-                self.col_uc[:, job.cols] -= uc
+            cost.colmap = None
+        if job.cols.size:
+            self.col_use[job.cols] += sign * job.use  # distinct columns per job
+            self.col_cnt[job.cols] += sign
         self.crit_jobs += sign * job.crit
         self.col_updates += 1
 
@@ -178,7 +173,8 @@ class Fluid:
             self.col_use[:] = 0.0  # no drift carried over
             return True
         if self.col_updates >= 4096:  # recompute the running sums now and then (drift)
-            self.col_uc[:] = 0.0
+            self.col_use[:] = 0.0
+            self.col_cnt[:] = 0
             self.crit_jobs = 0
             for j in jobs:
                 self._add_use(j, 1)

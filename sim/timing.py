@@ -69,7 +69,6 @@ class Cost:
     crit: bool = False
     cols_of: int = 0  # the token of the column registry these are of (fluid.Columns)
     colmap: dict | None = None  # {column: demand at the alone rate} of cols / use (fluid)
-    uc: np.ndarray | None = None  # [use, 1 per column]: what the job adds to Engine.col_uc
     nzb: list | None = None  # cached (tpb, bank column codes, demands) per TPB (bank_terms)
 
     def add_banks(self, tpb: int, acc: np.ndarray) -> None:
