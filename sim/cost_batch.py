@@ -132,5 +132,5 @@ def derive_batch(costs: list[Cost], cap, col, col_cap, token: int, banks: int) -
         c.terms = (t_code[ts:e], t_val[ts:e], _CODES)
         ts = e
         c.cols_of = token
-        c.colmap = None
+        c.colmap = c.neg_use = None
     return n

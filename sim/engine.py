@@ -186,6 +186,9 @@ class Engine(Fluid, Checks, TraceEvents, DmaAhead):
         self.col_lim = self.col_cap * (1.0 - 1e-7)  # the margin of Fluid._unlimited
         self.col_use = np.zeros(self.col_cap.size)
         self.col_cnt = np.zeros(self.col_cap.size, dtype=np.int64)
+        # boolean scratch per column (Fluid._unlimited, _alone_at_capacity)
+        self.col_b1 = np.empty(self.col_cap.size, dtype=bool)
+        self.col_b2 = np.empty(self.col_cap.size, dtype=bool)
         self.col_updates = 0
         self.crit_jobs = 0  # streaming jobs with crit set
         self.flow_ids = itertools.count(1)

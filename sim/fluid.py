@@ -83,6 +83,7 @@ ALONE_COLUMNS = 8
 
 
 _NO_UNITS = np.zeros(0, dtype=np.int64)
+_ALL = np.logical_and.reduce  # (ndarray.all without its Python layer)
 
 
 class Fluid:
@@ -119,6 +120,8 @@ class Fluid:
             self.col_lim = self.col_cap * (1.0 - 1e-7)
             self.col_use = np.append(self.col_use, np.zeros(n))
             self.col_cnt = np.append(self.col_cnt, np.zeros(n, dtype=np.int64))
+            self.col_b1, self.col_b2 = np.empty(self.col_cap.size, dtype=bool), \
+                np.empty(self.col_cap.size, dtype=bool)
 
     def _col(self, key: tuple) -> int:
         i = self.columns.col(key)
@@ -153,9 +156,15 @@ class Fluid:
             job.crit = bool((inc < 1.0).any())
             cost.cols, cost.use, cost.crit, cost.cols_of = job.cols, job.use, job.crit, \
                 self.columns.token
-            cost.colmap = None
-        if job.cols.size:
-            self.col_use[job.cols] += sign * job.use  # distinct columns per job
+            cost.colmap = cost.neg_use = None
+        if job.cols.size:  # (distinct columns per job)
+            if sign > 0:
+                self.col_use[job.cols] += job.use
+            else:  # -use kept on the cost: the same values as -1 * use
+                neg = job.cost.neg_use
+                if neg is None:  # (reset wherever the cost's cols / use are set)
+                    neg = job.cost.neg_use = -job.use
+                self.col_use[job.cols] += neg
             self.col_cnt[job.cols] += sign
         self.crit_jobs += sign * job.crit
         self.col_updates += 1
@@ -183,7 +192,11 @@ class Fluid:
             return False
         # every column used by two jobs or more is under its capacity by the margin (a column
         # used by fewer passes; a NaN sum does not)
-        return bool(((self.col_use <= self.col_lim) | (self.col_cnt < 2)).all())
+        # ((use <= lim) | (cnt < 2)).all() in the engine's two boolean buffers: the same
+        # elementwise comparisons, no temporary arrays
+        ok = np.less_equal(self.col_use, self.col_lim, out=self.col_b1)
+        np.logical_or(ok, np.less(self.col_cnt, 2, out=self.col_b2), out=ok)
+        return bool(_ALL(ok))
 
     def _alone_at_capacity(self, jobs: list[Job]) -> bool:
         """True when :func:`share` would give every job exactly its alone rate although
@@ -196,7 +209,9 @@ class Fluid:
         running sum under the capacity by a margin far above its rounding."""
         if self.crit_jobs:
             return False
-        cand = ((self.col_use > self.col_lim) & (self.col_cnt >= 2)).nonzero()[0]
+        over = np.greater(self.col_use, self.col_lim, out=self.col_b1)  # (as _unlimited)
+        np.logical_and(over, np.greater_equal(self.col_cnt, 2, out=self.col_b2), out=over)
+        cand = over.nonzero()[0]
         if cand.size > ALONE_COLUMNS:
             return False
         # a running sum over its capacity by the margin: the exact sum is over it too (the

@@ -69,6 +69,7 @@ class Cost:
     crit: bool = False
     cols_of: int = 0  # the token of the column registry these are of (fluid.Columns)
     colmap: dict | None = None  # {column: demand at the alone rate} of cols / use (fluid)
+    neg_use: np.ndarray | None = None  # -use (what a finished job takes off the column sums)
     nzb: list | None = None  # cached (tpb, bank column codes, demands) per TPB (bank_terms)
 
     def add_banks(self, tpb: int, acc: np.ndarray) -> None:
