@@ -83,7 +83,8 @@ ALONE_COLUMNS = 8
 
 
 _NO_UNITS = np.zeros(0, dtype=np.int64)
-_ALL = np.logical_and.reduce  # (ndarray.all without its Python layer)
+_ALL, _MIN = np.logical_and.reduce, np.minimum.reduce  # (ndarray.all / min without their
+# Python layer: the same reductions)
 
 
 class Fluid:
@@ -268,7 +269,7 @@ class Fluid:
                     self.units[j.unit].bottleneck = cause
         self.j_rate[idx] = rates
         fin = np.isfinite(rates)
-        if fin.all():
+        if _ALL(fin):
             self.fl_adv = (idx, rates)
             t = np.maximum(self.j_rem[idx], 0.0) / np.maximum(rates, 1e-300)
         else:  # jobs with no streaming work: 0 (they finish now)
@@ -276,7 +277,7 @@ class Fluid:
             self.fl_adv = (fi, fr)
             t = np.zeros(idx.size)
             t[fin] = np.maximum(self.j_rem[fi], 0.0) / np.maximum(fr, 1e-300)
-        heapq.heappush(self.heap, (self.now + float(t.min()), self.fluid_seq, self.ev_fluid,
+        heapq.heappush(self.heap, (self.now + float(_MIN(t)), self.fluid_seq, self.ev_fluid,
                                    (self.fluid_version,)))
 
     def ev_stream(self, u: int) -> None:
