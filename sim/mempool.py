@@ -11,11 +11,12 @@ is collected, and the next space of the same size takes it. It is handed out zer
 mapping is: before it is kept, every page the kernel reports resident (``mincore(2)``: a page
 is resident once it was written or read) is set to zero, one slice per run of resident pages --
 a ``memset`` of pages that stay mapped instead of a fault per page. Pages never touched stay
-unbacked. The bytes a run sees are therefore the same as with a fresh mapping (zero until
+unbacked, and every page the kernel does not report resident -- one swapped out keeps its
+bytes -- is dropped (``madvise(MADV_DONTNEED)``: it reads as zero afterwards). The bytes a run sees are therefore the same as with a fresh mapping (zero until
 written), by construction: nothing else of a pooled mapping survives.
 
 A mapping is not kept when an array still views it after its space is gone (its reference count
-says so; the view keeps its bytes), when ``mincore`` is not available (not Linux), or when the
+says so; the view keeps its bytes), when ``mincore`` or ``madvise`` is not available (not Linux), or when the
 pool would hold more than :data:`MAX_BYTES` resident bytes; it is then unmapped as before.
 :data:`POOL` False maps every space afresh (the tests compare the two).
 """
@@ -39,20 +40,26 @@ _held = [0]  # resident bytes in the pool
 _vecs: dict[int, np.ndarray] = {}  # mincore's result vector per page count (kept: no faults)
 
 
-def _load_mincore():
+def _load_libc():
+    """(mincore, madvise) from the C library, or (None, None) when either is missing (the pool
+    is then off: every space maps afresh)."""
     if not sys.platform.startswith("linux"):
-        return None
+        return None, None
     try:
         libc = ctypes.CDLL(None, use_errno=True)
-        f = libc.mincore
+        f, g = libc.mincore, libc.madvise
     except (OSError, AttributeError):  # pragma: no cover - not glibc / musl
-        return None
+        return None, None
     f.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_void_p]
     f.restype = ctypes.c_int
-    return f
+    g.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int]
+    g.restype = ctypes.c_int
+    return f, g
 
 
-_MINCORE = _load_mincore()
+_MINCORE, _MADVISE = _load_libc()
+#: madvise(2)'s MADV_DONTNEED on Linux (a private anonymous range reads as zero afterwards)
+_MADV_DONTNEED = 4
 
 
 def resident_runs(buf: np.ndarray) -> np.ndarray | None:
@@ -113,6 +120,15 @@ def give(buf: np.ndarray) -> None:
     res = int((runs[:, 1] - runs[:, 0]).sum()) * PAGE
     if _held[0] + res > MAX_BYTES:
         return
+    # A page that is not resident may still hold bytes: one swapped out (mincore reports it
+    # absent) comes back with them. Every range between the resident runs is therefore given
+    # back to the kernel (MADV_DONTNEED: a private anonymous page reads as zero afterwards;
+    # nearly free where nothing was ever mapped), and the resident runs are set to zero.
+    base, n = buf.ctypes.data, -(-buf.size // PAGE)
+    edges = [0, *runs.reshape(-1).tolist(), n]
+    for a, b in zip(edges[0::2], edges[1::2]):
+        if b > a and _MADVISE(base + a * PAGE, (b - a) * PAGE, _MADV_DONTNEED) != 0:
+            return  # pragma: no cover - the range could not be dropped: unmapped as before
     for a, b in runs.tolist():
         buf[a * PAGE:b * PAGE] = 0
     _free.setdefault(buf.size, []).append((buf, res))

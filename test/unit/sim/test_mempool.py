@@ -69,6 +69,22 @@ def test_a_mapping_viewed_after_its_space_went_is_not_reused():
     assert len(mempool._free[SIZE]) == 1
 
 
+def test_a_page_not_reported_resident_reads_as_zero(monkeypatch):
+    """A page the kernel swapped out is not resident for ``mincore`` but keeps its bytes: the
+    pool must not hand it out with them. Simulated by reporting every written page but one."""
+    fb = FlatBytes(SIZE)
+    fb.write_range(0, np.full(6 * PAGE, 9, dtype=np.uint8))  # pages 0-5 written
+    real = mempool.resident_runs
+    monkeypatch.setattr(mempool, "resident_runs",  # page 3 "swapped out"
+                        lambda buf: np.array([[0, 3], [4, 6]], dtype=np.int64)
+                        if real(buf).size else real(buf))
+    addr = fb.buf.ctypes.data
+    del fb
+    again = FlatBytes(SIZE)
+    assert again.buf.ctypes.data == addr  # the same mapping, from the pool
+    assert not again.buf.any()
+
+
 def test_the_pool_keeps_at_most_its_bytes(monkeypatch):
     monkeypatch.setattr(mempool, "MAX_BYTES", 3 * PAGE)
     fb = FlatBytes(SIZE)
