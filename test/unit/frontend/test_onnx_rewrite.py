@@ -127,3 +127,29 @@ def test_matmul_rewrite_old_opset_axes_attribute(sa, sb):
     a, b = _rand(sa, 1), _rand(sb, 2)
     (got,) = onnxruntime_run(model, [a, b])
     np.testing.assert_allclose(got, np.matmul(a, b), rtol=1e-5, atol=1e-6)
+
+
+def test_rewrite_constants_convert_on_demand():
+    """``RewriteCtx.consts`` holds every initializer and ``Constant`` value but converts one to
+    numpy only when asked for; what it gives is ``numpy_helper.to_array`` of the tensor (same
+    dtype, shape and bytes), the same array when asked again, and only what the rewrites use
+    (``in``, ``[]``, ``get``) exists."""
+    from onnx import numpy_helper
+
+    from m100.frontend.onnx_rewrite_ctx import RewriteCtx
+
+    w = np.arange(24, dtype=np.float16).reshape(2, 3, 4)
+    pads = np.array([0, 1, 0, 1], dtype=np.int64)
+    g = helper.make_graph(
+        [helper.make_node("Constant", [], ["p"], value=numpy_helper.from_array(pads, "p"))],
+        "g", [], [], [numpy_helper.from_array(w, "w")])
+    c = RewriteCtx(g, lambda h: h)
+    assert "w" in c.consts and "p" in c.consts and "x" not in c.consts
+    assert not c.consts._arrays  # nothing converted yet
+    got = c.consts["w"]
+    assert got.dtype == w.dtype and got.shape == w.shape and got.tobytes() == w.tobytes()
+    assert c.consts["w"] is got and list(c.consts._arrays) == ["w"]
+    assert c.consts.get("p").tolist() == [0, 1, 0, 1] and c.consts.get("x") is None
+    with pytest.raises(KeyError):
+        c.consts["x"]
+    assert not hasattr(c.consts, "items")
