@@ -134,6 +134,7 @@ class MonitorAttr(ParametrizedAttribute):
 
 
 _TRIGGERS = {"end": Trigger.END, "block": Trigger.BLOCK}
+_TRIGGER_NAMES = {v: k for k, v in _TRIGGERS.items()}
 
 
 @irdl_attr_definition
@@ -186,6 +187,18 @@ class UpdateAttr(ParametrizedAttribute):
             raise VerifyException(f"#sync.update: amount {self.amount.value.data} must be >= 1")
 
 
+def canonical_sync(s: Sync) -> bool:
+    """``s`` is exactly what ``ActionsAttr.to_isa`` decodes for it: plain ``int`` fields, a
+    ``Trigger`` member per update, tuples of ``Monitor`` / ``Update``."""
+    return (type(s.blocks) is int and type(s.monitors) is tuple and type(s.updates) is tuple
+            and all(type(m) is Monitor and type(m.tpb) is int and type(m.counter) is int
+                    and type(m.expected) is int and type(m.per_block) is int
+                    for m in s.monitors)
+            and all(type(u) is Update and type(u.counter) is int and type(u.tpb_mask) is int
+                    and type(u.amount) is int and type(u.trigger) is Trigger
+                    and u.trigger in _TRIGGER_NAMES for u in s.updates))
+
+
 @irdl_attr_definition
 class ActionsAttr(ParametrizedAttribute):
     """``#sync.actions<blocks = B, monitors = [#sync.monitor...], updates = [#sync.update...]>``."""
@@ -199,11 +212,15 @@ class ActionsAttr(ParametrizedAttribute):
         super().__init__(int_attr(blocks), ArrayAttr(monitors), ArrayAttr(updates))
 
     @staticmethod
-    @functools.lru_cache(maxsize=4096)
     def from_isa(s: Sync) -> ActionsAttr:
+        """The attribute of ``s``. Not memoized as a whole (sync-insert's syncs are nearly all
+        distinct: an lru_cache hashed each one, its monitors and updates, for ~5 % hits); the
+        monitor and update attributes are. A canonical ``s`` (plain ints, a ``Trigger``
+        member, tuples) is what :meth:`to_isa` would decode, so the attribute keeps it."""
         return _trusted(ActionsAttr, int_attr(s.blocks),
                         ArrayAttr([MonitorAttr.from_isa(m) for m in s.monitors]),
-                        ArrayAttr([UpdateAttr.from_isa(u) for u in s.updates]))
+                        ArrayAttr([UpdateAttr.from_isa(u) for u in s.updates]),
+                        isa=s if canonical_sync(s) else None)
 
     def to_isa(self) -> Sync:
         got = self.__dict__.get("_isa")  # immutable attribute, frozen Sync: decode once
