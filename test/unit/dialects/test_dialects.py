@@ -322,6 +322,25 @@ def test_from_isa_keeps_only_what_it_would_decode():
     assert fresh == a and _typed(fresh.to_isa()) == _typed(w)
 
 
+def test_actions_from_isa_keeps_only_what_it_would_decode():
+    """``ActionsAttr.from_isa`` keeps a canonical ``Sync`` as the decoded form; a sync equal to
+    it with an int trigger, numpy integers or a list of monitors builds an attribute whose
+    ``to_isa`` is the canonical decode, field types included, never the odd object."""
+    from m100.dialects.sync import canonical_sync
+    from m100.targets.m100.isa import Monitor, Sync, Trigger, Update
+
+    s = Sync(2, (Monitor(1, 3, 4, 1),), (Update(5, 0b110, 1, Trigger.BLOCK),))
+    odd = [Sync(2, s.monitors, (Update(5, 0b110, 1, 1),)),
+           Sync(np.int64(2), s.monitors, s.updates),
+           Sync(2, (Monitor(1, np.int64(3), 4, 1),), s.updates),
+           Sync(2, list(s.monitors), s.updates)]
+    assert canonical_sync(s) and not any(canonical_sync(x) for x in odd)
+    for x in odd:
+        got = ActionsAttr.from_isa(x).to_isa()
+        assert got is not x and _typed(got) == _typed(s)
+    assert ActionsAttr.from_isa(s).to_isa() is s
+
+
 def test_trusted_walk_still_runs_its_own_verify():
     """What the walk's own verify refuses is still refused on the trusted path."""
     from xdsl.dialects.builtin import StringAttr
