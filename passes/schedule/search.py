@@ -21,7 +21,8 @@ from .graph import Op, OpGraph, ScheduleError, geometry
 from .partition import col_splits
 from .search_dma_floor import dma_floor
 from .search_floor import busy_floor, tcu_floor
-from .segment import SegmentCfg, StageCfg, act_resident_ok, ksplit_ok, streamable
+from .segment import (SegmentCfg, StageCfg, act_resident_ok, ksplit_ok, memory_of,
+                      streamable)
 from .shared_costs import SharedCosts
 from .timeline import BoundExceeded, Scheduler
 
@@ -32,6 +33,9 @@ DMA_UNITS = ("dtdu.copy", "dtdu.fill")  # data movement done memory -> memory by
 MEM_UNITS = DMA_UNITS + ("csu.gather", "csu.argmax", "csu.topk")
 
 STRATEGIES = ("auto", "data-parallel", "pipeline", "single")
+# :meth:`Search._floors`: the floors of a segment shared with the segments of the same
+# structure; False: each segment's floors computed for it (the tests compare both)
+SHARE_FLOORS = True
 # a causal attention chain's pipeline bands cut by work (``StageCfg.wcut``); False: equal rows
 WORK_BANDS = True
 
@@ -103,13 +107,18 @@ class Search:
                 return floor
             # the exact TCU cycles of the busiest TPB (before the shared costs, so that a search
             # answers the same candidates from floors with or without them: the same task count)
-            floor = busy_floor(self.sched, seg)
+            fl = self._floors(seg)
+            floor = fl[0]
+            if floor is None:
+                floor = fl[0] = busy_floor(self.sched, seg)
             if floor >= bound:
                 self.busy_floored += 1
                 self.cache[seg] = (floor, False)
                 return floor
             # the data phases of its activation loads and stores on the CCB DMA engines
-            floor = dma_floor(self.sched, seg)
+            floor = fl[1]
+            if floor is None:
+                floor = fl[1] = dma_floor(self.sched, seg)
             if floor >= bound:
                 self.dma_floored += 1
                 self.cache[seg] = (floor, False)
@@ -134,6 +143,35 @@ class Search:
                 self.errors.setdefault(seg.stages[0].op, e)
         self.cache[seg] = (c, exact)
         return c
+
+    def _floors(self, seg: SegmentCfg) -> list:
+        """``[busy_floor, dma_floor]`` of ``seg`` (None: not computed yet), shared between the
+        segments of the same structure (:data:`SHARE_FLOORS`): both floors read the segment
+        only as its isolated build does -- the kind, each stage's configuration, op and tensors
+        (``shared_costs.segment_key``) -- and where its tensors live (``memory_of``, added to the
+        key); a segment with an op of a causal chain (which ``OpGraph.causal`` names, not the
+        key) is not shared. The memo lives on the scheduler, shared by the searches of the TPB
+        pools as their tilings are."""
+        memo = self.sched.__dict__.setdefault("_seg_floors", {})
+        key = None
+        if SHARE_FLOORS and not any(st.op in self.g.causal for st in seg.stages):
+            k = self.shared.key(seg)
+            if k is not None:
+                g, cm = self.g, self.cm
+                key = (k, tuple(memory_of(cm, g, t) for st in seg.stages
+                                for t in self._op_tensors(self.ops[st.op])))
+        if key is None:
+            return [None, None]
+        fl = memo.get(key)
+        if fl is None:
+            fl = memo[key] = [None, None]
+        return fl
+
+    @staticmethod
+    def _op_tensors(op: Op) -> tuple[str, ...]:
+        """The tensors an op names: inputs, outputs, and its epilogue operand (``post_in``)."""
+        post = op.attrs.get("post_in")
+        return op.inputs + op.outputs + ((post,) if post else ())
 
     # ------------------------------------------------------------------ data-parallel op
     def _bands_for(self, op: Op, gr: int, mult: int) -> int:
