@@ -15,6 +15,14 @@ docs/isa.md): LLaMA's W8A8 MLP without its f16 gate / up results through memory.
   it. ``s`` is the matmul's ``post_in`` (an input of the scheduler op, ``attrs["post_in"]``,
   read from memory per piece as a [rows, cols] box).
 
+* **the residual add after down** (:func:`_product_post` with ``addf``, :data:`RESIDUAL`): the
+  dequantized result ``d`` read only by ``y = h + d`` whose sum is a result of the function (the
+  layer's last residual): post stages ``MUL(v, 1.0)`` rounded (``d``), ``ADD(h, d)`` rounded by
+  the store; ``h`` is the ``post_in``. The layer's tail (a CVU op loading ``h``, copying ``d``
+  from the matmul's TPBs and storing ``y`` after the last down piece) becomes each piece's own
+  store of ``y``. The add after ``wo`` stays a CVU op: in its epilogue the search tiles ``wo``
+  and the norm after it otherwise and the LLaMA2-7B layer is longer (docs/llm.md, session 18).
+
 Each value is the graph's bit for bit: every f16 intermediate is rounded where the linalg
 rounds it (a float ``MUL`` stage with a rounding type, the 16-bit ``SIGMOID``), the quantize's
 stages are the ones its generic has alone (:func:`.silu.silu_tail`'s argument).
@@ -40,6 +48,13 @@ from .silu import _SIGMOID_ROUND, _after, _elem, _plain_ew, _sole_user, silu_pai
 _IN = lambda i: Ref(RefKind.INPUT, i)  # noqa: E731
 _ST = lambda i: Ref(RefKind.STAGE, i)  # noqa: E731
 _ONE = Ref(RefKind.IMM, imm=1.0)
+#: the second operation of an epilogue with an operand: up's product ``s * u``, a residual add
+#: ``s + d`` (both commutative: the graph's operand order does not change the value)
+_BINARY = {"mulf": CvuOp.MUL, "addf": CvuOp.ADD}
+#: the residual adds after ``wo`` / ``down`` (``y = h + d``) in those matmuls' epilogues: True
+#: every one, ``"output"`` one whose sum is a result of the function only (the layer's last),
+#: False none (CVU ops reading ``d`` from the matmul; docs/llm.md session 18)
+RESIDUAL = "output"
 
 
 def _dequant_value(mm: Operation) -> SSAValue | None:
@@ -71,6 +86,14 @@ def _silu_post(ctx: Builder, g: SSAValue, rnd) -> tuple[list[Operation], SSAValu
     return None
 
 
+def _residual(add: Operation) -> bool:
+    """Is the residual add ``add`` taken into the epilogue (:data:`RESIDUAL`)?"""
+    if RESIDUAL == "output":
+        us = list(add.results[0].uses)
+        return bool(us) and all(u.operation.name == "func.return" for u in us)
+    return bool(RESIDUAL)
+
+
 def _product_post(ctx: Builder, u: SSAValue, rnd, where: str
                   ) -> tuple[list[Operation], SSAValue, SSAValue, tuple[Stage, ...]] | None:
     m_op = _sole_user(u)
@@ -78,8 +101,9 @@ def _product_post(ctx: Builder, u: SSAValue, rnd, where: str
         return None
     ex = body_exprs(m_op)
     ins = list(m_op.inputs)  # type: ignore[attr-defined]
-    if ex is None or len(ex) != 1 or ex[0].kind != "mulf" or \
-            sorted(a.val for a in ex[0].args if a.kind == "in") != [0, 1]:
+    if ex is None or len(ex) != 1 or ex[0].kind not in _BINARY or \
+            sorted(a.val for a in ex[0].args if a.kind == "in") != [0, 1] or \
+            (ex[0].kind == "addf" and not _residual(m_op)):
         return None
     s = ins[1] if ins[0] is u else ins[0]
     if s is u or s in ctx.consts or s in ctx.fills or s not in ctx.names or \
@@ -98,7 +122,7 @@ def _product_post(ctx: Builder, u: SSAValue, rnd, where: str
         if q_st and (2 + len(q_st) > ctx.tcu_post_stages or q_st[-1].op is not CvuOp.FTOI):
             q_st = ()
     stages = [Stage(CvuOp.MUL, (_IN(0), _ONE), iparams=rnd),
-              Stage(CvuOp.MUL, (_IN(1), _ST(0)), iparams=rnd if q_st else ())]
+              Stage(_BINARY[ex[0].kind], (_IN(1), _ST(0)), iparams=rnd if q_st else ())]
     stages += [_after(st, 2, 1) for st in q_st]
     members = [m_op] + ([q_op] if q_st else [])
     return members, s, members[-1].results[0], tuple(stages)  # type: ignore[union-attr]
