@@ -189,6 +189,7 @@ class Engine(Fluid, Checks, TraceEvents, DmaAhead):
         # boolean scratch per column (Fluid._unlimited, _alone_at_capacity)
         self.col_b1 = np.empty(self.col_cap.size, dtype=bool)
         self.col_b2 = np.empty(self.col_cap.size, dtype=bool)
+        self.col_one = np.ones(self.col_cap.size, dtype=np.int64)  # (a job's count update)
         self.col_updates = 0
         self.crit_jobs = 0  # streaming jobs with crit set
         self.flow_ids = itertools.count(1)

@@ -123,6 +123,7 @@ class Fluid:
             self.col_cnt = np.append(self.col_cnt, np.zeros(n, dtype=np.int64))
             self.col_b1, self.col_b2 = np.empty(self.col_cap.size, dtype=bool), \
                 np.empty(self.col_cap.size, dtype=bool)
+            self.col_one = np.ones(self.col_cap.size, dtype=np.int64)
 
     def _col(self, key: tuple) -> int:
         i = self.columns.col(key)
@@ -158,15 +159,19 @@ class Fluid:
             cost.cols, cost.use, cost.crit, cost.cols_of = job.cols, job.use, job.crit, \
                 self.columns.token
             cost.colmap = cost.neg_use = None
-        if job.cols.size:  # (distinct columns per job)
+        cols = job.cols
+        if cols.size:  # (distinct columns per job: a gather, a sum and a scatter are the
+            # in-place fancy update, which costs more)
+            cu, cc = self.col_use, self.col_cnt
             if sign > 0:
-                self.col_use[job.cols] += job.use
+                cu[cols] = cu[cols] + job.use
+                cc[cols] = cc[cols] + self.col_one[:cols.size]
             else:  # -use kept on the cost: the same values as -1 * use
                 neg = job.cost.neg_use
                 if neg is None:  # (reset wherever the cost's cols / use are set)
                     neg = job.cost.neg_use = -job.use
-                self.col_use[job.cols] += neg
-            self.col_cnt[job.cols] += sign
+                cu[cols] = cu[cols] + neg
+                cc[cols] = cc[cols] - self.col_one[:cols.size]
         self.crit_jobs += sign * job.crit
         self.col_updates += 1
 

@@ -54,9 +54,10 @@ class SharePack:
             w, code, val, job = self.w, self.code, self.val, self.job
         else:  # the kept jobs' entries, renumbered 0.. in the same order
             e = alive[self.job]
-            # (a kept job's rank among the kept ones: (cumsum(alive) - 1)[...])
-            renum = alive.nonzero()[0].searchsorted(self.job[e])
-            w, code, val, job = self.w[alive], self.code[e], self.val[e], renum
+            # (a kept job's rank among the kept ones, as (cumsum(alive) - 1)[...])
+            renum = np.empty(alive.size, dtype=np.int64)
+            renum[alive] = np.arange(nk)
+            w, code, val, job = self.w[alive], self.code[e], self.val[e], renum[self.job[e]]
         if nk < serials.size:  # the jobs that started since: appended
             new = costs[nk:]
             terms = [share_terms(c, banks) for c in new]
