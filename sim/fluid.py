@@ -97,6 +97,7 @@ class Fluid:
     # a change of the jobs whose rates are not computed yet (_reshare), and the event number
     # their ev_fluid takes
     fluid_dirty = False
+    fl_fin = True  # every rate of the last _rates is finite
     fluid_seq = 0
     job_serial = 0  # the last job's number (Job.serial)
 
@@ -108,8 +109,9 @@ class Fluid:
         dt = self.now - self.fluid_t
         if dt > 0:
             idx, r = self.fl_adv  # the rates _reshare set (j_rate[idx])
-            if idx.size:
-                self.j_rem[idx] -= r * dt
+            if idx.size:  # (distinct units: gather, subtract, scatter = the in-place update)
+                jr = self.j_rem
+                jr[idx] = jr[idx] - r * dt
         self.fluid_t = self.now
 
     def _grow(self) -> None:
@@ -250,7 +252,7 @@ class Fluid:
     def _rates(self) -> None:
         """Share the resources among the streaming jobs and push the next ev_fluid."""
         self.fluid_dirty = False
-        jobs = list(self.jobs.values())
+        jobs = self.jobs.values()  # (a view: the jobs do not change in here)
         if not jobs:
             self._unlimited(jobs)
             self.fl_idx, self.fl_adv = _NO_UNITS, Fluid.fl_adv
@@ -274,7 +276,8 @@ class Fluid:
                     self.units[j.unit].bottleneck = cause
         self.j_rate[idx] = rates
         fin = np.isfinite(rates)
-        if _ALL(fin):
+        self.fl_fin = fin_all = bool(_ALL(fin))
+        if fin_all:
             self.fl_adv = (idx, rates)
             t = np.maximum(self.j_rem[idx], 0.0) / np.maximum(rates, 1e-300)
         else:  # jobs with no streaming work: 0 (they finish now)
@@ -305,8 +308,11 @@ class Fluid:
             return
         self._advance()
         idx = self.fl_idx  # the jobs did not change since the last _reshare
-        r = self.j_rate[idx]
-        done = idx[~np.isfinite(r) | (self.j_rem[idx] <= 1e-9)].tolist()
+        if self.fl_fin:  # every rate finite (_rates): ~isfinite(rate) is False everywhere
+            done = idx[self.j_rem[idx] <= 1e-9].tolist()
+        else:
+            r = self.j_rate[idx]
+            done = idx[~np.isfinite(r) | (self.j_rem[idx] <= 1e-9)].tolist()
         if not done:  # float drift: finish the closest
             self._reshare()
             return
