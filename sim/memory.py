@@ -213,8 +213,9 @@ def _typed_box(mem: FlatBytes, walk: Walk, t: np.dtype) -> np.ndarray | None:
         raise IndexError(f"walk bytes outside a space of {mem.size} bytes")
     buf, at = mem.locate(start, end)
     first = walk.base + sum(lv.initial for lv in walk.levels) * sz
-    return np.ndarray(counts, dtype=t, buffer=buf, offset=first - at,
-                      strides=tuple(s * sz for s in steps))
+    # (shape, dtype, buffer, offset, strides positionally: ndarray's keyword parsing costs
+    # more than the view itself)
+    return np.ndarray(counts, t, buf, first - at, tuple(s * sz for s in steps))
 
 
 class Memory:

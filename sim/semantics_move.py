@@ -119,8 +119,9 @@ class CopyExec(Exec):
             space = space_of(sp, tpb)
             if not space.whole or lo < 0 or end > space.size:
                 return None
-            views.append(np.ndarray(counts, dtype=vt, buffer=space.buf, offset=first,
-                                    strides=strides))
+            # (shape, dtype, buffer, offset, strides positionally: ndarray's keyword
+            # parsing cost more than the view itself)
+            views.append(np.ndarray(counts, vt, space.buf, first, strides))
         return views
 
     def run(self, b):

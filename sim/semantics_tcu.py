@@ -353,8 +353,8 @@ class Conv2DExec(TcuExec):
         i = self.inst
         (sh, sw), (dh, dw) = i.stride, i.dilation
         s = xp.strides
-        win = np.ndarray((i.n, self.oh, self.ow, i.kh, i.kw, i.c), dtype=xp.dtype, buffer=xp,
-                         strides=(s[0], sh * s[1], sw * s[2], dh * s[1], dw * s[2], s[3]))
+        win = np.ndarray((i.n, self.oh, self.ow, i.kh, i.kw, i.c), xp.dtype, xp, 0,
+                         (s[0], sh * s[1], sw * s[2], dh * s[1], dw * s[2], s[3]))
         r0, r1 = b * self.rows, (b + 1) * self.rows
         shape = (self.rows * self.ow, i.kh, i.kw, i.c)
         if r0 % self.oh == 0 and r1 % self.oh == 0:  # whole images
@@ -445,7 +445,8 @@ class Conv2DExec(TcuExec):
                     xp = scratch[key] = np.zeros(pshape, dtype=dtype)
                 xp[sl] = self.read(xa, False).reshape(counts)
                 s = xp.strides
-                win = np.ndarray(wshape, dtype=dtype, buffer=xp, strides=(
+                # (shape, dtype, buffer, offset, strides positionally: cheaper)
+                win = np.ndarray(wshape, dtype, xp, 0, (
                     s[0], sh * s[1], sw * s[2], dh * s[1], dw * s[2], s[3]))
                 cols = win[sel].reshape(shape)
         elif idx is None:  # x's touched elements into a zero-padded x, windows as a strided view
