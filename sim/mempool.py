@@ -8,17 +8,21 @@ pages, and as much again to give the pages back when the mapping went (``munmap`
 
 A whole space's mapping (``FlatBytes.whole``) now goes back to this pool when its space object
 is collected, and the next space of the same size takes it. It is handed out zero, as a fresh
-mapping is: before it is kept, every page the kernel reports resident (``mincore(2)``: a page
-is resident once it was written or read) is set to zero, one slice per run of resident pages --
-a ``memset`` of pages that stay mapped instead of a fault per page. Pages never touched stay
-unbacked, and every page the kernel does not report resident -- one swapped out keeps its
-bytes -- is dropped (``madvise(MADV_DONTNEED)``: it reads as zero afterwards). The bytes a run sees are therefore the same as with a fresh mapping (zero until
-written), by construction: nothing else of a pooled mapping survives.
+mapping is: when it is taken, every page the kernel reports resident (``mincore(2)``: a page is
+resident once it was written or read) is set to zero, one slice per run of resident pages -- a
+``memset`` of pages that stay mapped instead of a fault per page -- and every page the kernel
+does not report resident -- one swapped out keeps its bytes -- is dropped
+(``madvise(MADV_DONTNEED)``: it reads as zero afterwards; nearly free where nothing was ever
+mapped). The bytes a run sees are therefore the same as with a fresh mapping (zero until
+written), by construction: nothing else of a pooled mapping survives. The zeroing is done when a
+mapping is taken, not when it is given back, so a process that runs a program once (``m100 run``)
+pays nothing for the pool.
 
 A mapping is not kept when an array still views it after its space is gone (its reference count
-says so; the view keeps its bytes), when ``mincore`` or ``madvise`` is not available (not Linux), or when the
-pool would hold more than :data:`MAX_BYTES` resident bytes; it is then unmapped as before.
-:data:`POOL` False maps every space afresh (the tests compare the two).
+says so; the view keeps its bytes), when ``mincore`` or ``madvise`` is not available (not
+Linux), or when the pool already holds :data:`MAX_PER_SIZE` mappings of its size; it is then
+unmapped as before. The pool holds at most what the spaces that went held, never more pages than
+they had backed. :data:`POOL` False maps every space afresh (the tests compare the two).
 """
 
 from __future__ import annotations
@@ -31,12 +35,11 @@ import numpy as np
 
 #: Keep whole spaces' mappings for the next space of the same size (False: a fresh mapping each).
 POOL = True
-#: The resident bytes the pool keeps at most (a mapping that would exceed it is unmapped).
-MAX_BYTES = 1 << 30
+#: The mappings of one size the pool keeps at most (a machine's HBSMs are one size each).
+MAX_PER_SIZE = 128
 PAGE = mmap.PAGESIZE  # (the host's pages, what mincore reports on)
 
-_free: dict[int, list[tuple[np.ndarray, int]]] = {}  # size -> [(array, resident bytes)]
-_held = [0]  # resident bytes in the pool
+_free: dict[int, list[np.ndarray]] = {}  # size -> mappings given back, not zeroed yet
 _vecs: dict[int, np.ndarray] = {}  # mincore's result vector per page count (kept: no faults)
 
 
@@ -94,32 +97,12 @@ def resident_runs(buf: np.ndarray) -> np.ndarray | None:
     return np.stack([starts, ends], axis=1)
 
 
-def take(size: int, make) -> np.ndarray:
-    """A zero mapping of ``size`` bytes: one from the pool, else ``make(size)``."""
-    if POOL:
-        got = _free.get(size)
-        if got:
-            buf, res = got.pop()
-            _held[0] -= res
-            return buf
-    return make(size)
-
-
-def give(buf: np.ndarray) -> None:
-    """Keep ``buf`` (zeroed) for the next :func:`take` of its size. Called by the space holding
-    it as the space goes (``FlatBytes.__del__``, whose attribute is then the array's only other
-    reference: a view of it held anywhere else keeps it out of the pool)."""
-    # references to the array here when nothing else holds it: the space's attribute, this
-    # parameter and getrefcount's own argument
-    if not POOL or _MINCORE is None or sys.getrefcount(buf) != 3 \
-            or buf.ctypes.data % PAGE != 0:
-        return
+def _zeroed(buf: np.ndarray) -> bool:
+    """Set the mapping ``buf`` to zero: its resident runs by ``memset``, every page between
+    them dropped (False when the kernel refused: not to be used)."""
     runs = resident_runs(buf)
-    if runs is None:  # pragma: no cover - mincore failed: unmapped as before
-        return
-    res = int((runs[:, 1] - runs[:, 0]).sum()) * PAGE
-    if _held[0] + res > MAX_BYTES:
-        return
+    if runs is None:  # pragma: no cover - mincore failed
+        return False
     # A page that is not resident may still hold bytes: one swapped out (mincore reports it
     # absent) comes back with them. Every range between the resident runs is therefore given
     # back to the kernel (MADV_DONTNEED: a private anonymous page reads as zero afterwards;
@@ -128,8 +111,33 @@ def give(buf: np.ndarray) -> None:
     edges = [0, *runs.reshape(-1).tolist(), n]
     for a, b in zip(edges[0::2], edges[1::2]):
         if b > a and _MADVISE(base + a * PAGE, (b - a) * PAGE, _MADV_DONTNEED) != 0:
-            return  # pragma: no cover - the range could not be dropped: unmapped as before
+            return False  # pragma: no cover - the range could not be dropped
     for a, b in runs.tolist():
         buf[a * PAGE:b * PAGE] = 0
-    _free.setdefault(buf.size, []).append((buf, res))
-    _held[0] += res
+    return True
+
+
+def take(size: int, make) -> np.ndarray:
+    """A zero mapping of ``size`` bytes: one from the pool (set to zero now), else
+    ``make(size)``."""
+    if POOL:
+        got = _free.get(size)
+        while got:
+            buf = got.pop()
+            if _zeroed(buf):
+                return buf
+    return make(size)
+
+
+def give(buf: np.ndarray) -> None:
+    """Keep ``buf`` for the next :func:`take` of its size. Called by the space holding it as the
+    space goes (``FlatBytes.__del__``, whose attribute is then the array's only other
+    reference: a view of it held anywhere else keeps it out of the pool)."""
+    # references to the array here when nothing else holds it: the space's attribute, this
+    # parameter and getrefcount's own argument
+    if not POOL or _MINCORE is None or _MADVISE is None or sys.getrefcount(buf) != 3 \
+            or buf.ctypes.data % PAGE != 0:
+        return
+    got = _free.setdefault(buf.size, [])
+    if len(got) < MAX_PER_SIZE:
+        got.append(buf)

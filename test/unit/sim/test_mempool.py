@@ -1,8 +1,9 @@
 """The pool of the data spaces' mappings (``sim/mempool.py``): a mapping taken from the pool
 reads as zero everywhere, as a fresh anonymous mapping does, whatever the space that held it
 before wrote, read or viewed; a mapping still viewed after its space went is never reused; the
-resident runs ``mincore`` reports cover every page written; whole runs of a program with the pool
-equal runs with a fresh mapping per space, run after run."""
+resident runs ``mincore`` reports cover every page written; the pool keeps at most its count of
+one size; whole runs of a program with the pool equal runs with a fresh mapping per space, run
+after run."""
 
 import numpy as np
 import pytest
@@ -23,7 +24,6 @@ op = st.tuples(st.sampled_from(["write", "read", "view_write"]), st.integers(0, 
 @pytest.fixture(autouse=True)
 def _empty_pool(monkeypatch):
     monkeypatch.setattr(mempool, "_free", {})
-    monkeypatch.setattr(mempool, "_held", [0])
     monkeypatch.setattr(mempool, "POOL", True)
 
 
@@ -31,7 +31,6 @@ def _empty_pool(monkeypatch):
 @given(st.lists(op, min_size=1, max_size=20))
 def test_a_pooled_mapping_reads_as_zero(ops):
     mempool._free.clear()
-    mempool._held[0] = 0
     fb = FlatBytes(SIZE)
     addr = fb.buf.ctypes.data
     written = set()
@@ -49,6 +48,7 @@ def test_a_pooled_mapping_reads_as_zero(ops):
     resident = {p for a, b in runs.tolist() for p in range(a, b)}
     assert written <= resident
     del fb
+    assert len(mempool._free[SIZE]) == 1  # given back as it is (zeroed when taken)
     again = FlatBytes(SIZE)
     assert again.buf.ctypes.data == addr  # the same mapping, from the pool
     assert again.buf.size == SIZE and not again.buf.any()  # zero, as a fresh mapping
@@ -85,18 +85,16 @@ def test_a_page_not_reported_resident_reads_as_zero(monkeypatch):
     assert not again.buf.any()
 
 
-def test_the_pool_keeps_at_most_its_bytes(monkeypatch):
-    monkeypatch.setattr(mempool, "MAX_BYTES", 3 * PAGE)
-    fb = FlatBytes(SIZE)
-    fb.write_range(0, np.ones(4 * PAGE, dtype=np.uint8))  # 4 resident pages > 3
+def test_the_pool_keeps_at_most_its_count_per_size(monkeypatch):
+    monkeypatch.setattr(mempool, "MAX_PER_SIZE", 2)
+    spaces = [FlatBytes(SIZE) for _ in range(3)]
+    for fb in spaces:
+        fb.write_range(0, np.ones(2 * PAGE, dtype=np.uint8))
     del fb
-    assert not mempool._free.get(SIZE) and mempool._held[0] == 0
-    fb = FlatBytes(SIZE)
-    fb.write_range(0, np.ones(2 * PAGE, dtype=np.uint8))
-    del fb
-    assert len(mempool._free[SIZE]) == 1 and mempool._held[0] == 2 * PAGE
-    FlatBytes(SIZE)  # taken, and back again (its zeroed pages stay resident)
-    assert len(mempool._free[SIZE]) == 1 and mempool._held[0] == 2 * PAGE
+    spaces.clear()
+    assert len(mempool._free[SIZE]) == 2
+    again = [FlatBytes(SIZE) for _ in range(3)]  # two from the pool (zeroed), one fresh
+    assert not mempool._free[SIZE] and not any(fb.buf.any() for fb in again)
 
 
 def test_whole_runs_with_the_pool_equal_fresh_mappings(monkeypatch):
