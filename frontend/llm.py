@@ -96,7 +96,10 @@ def config(name: str) -> LlamaConfig:
 #: the halves read in place through the CVU op's maps: fold-slice-reads; session 13),
 #: ``"rows"`` on the [T*n, hd] rows of all heads at once (rotate-half as a matmul, reshapes and
 #: head slices as views), ``"heads"`` the older [n, T, hd] form with slice / neg / concat copies
-#: (both kept for A/B measurements)
+#: (both kept for A/B measurements); ``"rot"`` one op per tensor over whole heads,
+#: ``x * C + rot(x) * S'`` with the sign of rotate-half in the table and ``rot(x)`` read from the
+#: HBSM box of ``x`` itself (``x`` loaded once instead of twice; the same bits as ``"halves"``;
+#: session 18, docs/llm.md section 5)
 PREFILL_ROPE = "halves"
 
 #: W8A8 prefill: where the attention output ``o`` is quantized for ``wo``: ``"heads"`` each
@@ -270,14 +273,52 @@ def _prefill_layer(g: LlmGraph, cfg: LlamaConfig, tokens: int, batch: int) -> No
         g.mlp(g.op("Add", [x, wo]), cfg, "y", rows)
 
     outs, kts, vs = [], [], []
-    if PREFILL_ROPE in ("halves", "rows"):
+    if PREFILL_ROPE in ("halves", "rows", "rot"):
         def rows_b(t: str, b: int) -> str:
             if B == 1:
                 return t
             return g.op("Slice", [t, g.ints([b * T]), g.ints([(b + 1) * T]), g.ints([0]),
                                   g.ints([1])])
 
-        if PREFILL_ROPE == "halves":
+        if PREFILL_ROPE == "rot":
+            # RoPE as ONE op per tensor over whole heads: ``y = x * C + rot(x) * S'`` with
+            # ``rot(x) = [x_hi, x_lo]`` (a concat of the halves: the scheduler reads it from the
+            # HBSM box of ``x`` itself: ``from_ir/rotated.py``) and the signed table ``S' =
+            # [-S_lo, S_hi]`` (rotate-half's sign in the table: ``x_lo * C_lo + x_hi * (-S_lo)``
+            # is the f32 value of ``x_lo * C_lo - x_hi * S_lo``, the halves' form, bit for bit).
+            # The result [T, n, hd] is written straight into the heads' layouts (transposes
+            # written by their producer: q [n, T, hd], k the kT output [kvh, hd, T])
+            half = hd // 2
+            sgn = np.concatenate([-np.ones(half), np.ones(half)]).astype(g.np_dt)
+            tabs = {}
+
+            def table(t: str, scaled: bool, signed: bool) -> str:  # [T, hd] -> [T, 1, hd]
+                if (t, scaled, signed) not in tabs:
+                    if signed:  # the scale (an f16 number) times +-1: exact
+                        f = g.const((sgn * g.f(1.0 / math.sqrt(hd)) if scaled else sgn)
+                                    .astype(g.np_dt))
+                    else:
+                        f = scale if scaled else None
+                    src = g.op("Mul", [t, f]) if f is not None else t
+                    tabs[(t, scaled, signed)] = g.op("Reshape", [src, g.ints([T, 1, hd])])
+                return tabs[(t, scaled, signed)]
+
+            def rope_rot(t: str, n: int, scaled: bool) -> str:  # [T, n*hd] -> [T, n, hd] roped
+                x3 = g.op("Reshape", [t, g.ints([T, n, hd])])
+                ax = g.ints([2])
+                lo = g.op("Slice", [x3, g.ints([0]), g.ints([half]), ax, g.ints([1])])
+                hi = g.op("Slice", [x3, g.ints([half]), g.ints([hd]), ax, g.ints([1])])
+                rot = g.op("Concat", [hi, lo], axis=2)
+                return g.op("Add", [g.op("Mul", [x3, table(cos, scaled, False)]),
+                                    g.op("Mul", [rot, table(sin, scaled, True)])])
+
+            def rope_qk(b: int) -> tuple[str, str]:  # q [nh, T, hd] (/ sqrt(hd)), kT
+                kr = rope_rot(rows_b(k, b), kvh, False)  # k first (no scaled tables)
+                kt = g.op("Transpose", [g.op("Reshape", [kr, g.ints([1, T, kvh, hd])])],
+                          perm=[0, 2, 3, 1], out="kT" if B == 1 else None)
+                qb = g.op("Transpose", [rope_rot(rows_b(q, b), nh, True)], perm=[1, 0, 2])
+                return qb, kt
+        elif PREFILL_ROPE == "halves":
             # RoPE on the halves of every head's rows, no rotate matmul: rotate-half is
             # ``[-x_hi, x_lo]``, so ``y_lo = x_lo * C_lo - x_hi * S_lo`` and ``y_hi = x_hi * C_hi +
             # x_lo * S_hi`` (the sign of rotate-half is the subtraction: the same f32 value as

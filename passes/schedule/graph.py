@@ -243,7 +243,9 @@ def _geometry(g: OpGraph, op: Op) -> Geometry:
         shape = (1,)
     cols = shape[-1]
     rows, re = tensor_rows(shape)
-    in_bytes = sum(t.nbytes for t in acts)
+    rot = op.attrs.get("rot") or {}  # rotate-half reads: another input's box, no bytes
+    in_bytes = sum(g.tensors[t].nbytes for i, t in enumerate(op.inputs)
+                   if g.tensors[t].kind != "weight" and i not in rot)
     return Geometry(rows, cols, 1, re, in_bytes / rows, out.nbytes / rows, wbytes, rows)
 
 

@@ -331,7 +331,9 @@ def tile_piece(cm: CostModel, g: OpGraph, op: Op, rows: int, cols: int,
         frac_c = cols / max(1, geo.cols)
         in_row_b = geo.in_row_bytes * frac_c
         out_row_b = geo.out_row_bytes * frac_c
-        extra = [t for t in acts[1:]]
+        rot = op.attrs.get("rot") or {}  # rotate-half reads: in another input's buffer
+        extra = [g.tensors[t] for i, t in enumerate(op.inputs)
+                 if g.tensors[t].kind != "weight" and i not in rot][1:]
         wboxes = _weight_boxes(g, op, cols)
         for tr in _candidates(rows, 1, limit=16):
             in_rows = _in_rows(g, op, tr) if op.unit == "cvu.pool" else tr
@@ -442,6 +444,8 @@ def col_splits(cm: CostModel, g: OpGraph, op: Op, k: int) -> list[int]:
             out.append(1)
             continue
         if op.unit in ("cvu.softmax", "cvu.layernorm", "cvu.rmsnorm", "cvu.reduction"):
+            continue
+        if op.attrs.get("rot"):  # rotate-half reads: a piece holds whole rows (kinds/cvu)
             continue
         if op.unit == "tcu.conv2d" and op.attrs.get("groups", 1) > 1:
             if op.attrs["groups"] % gc:

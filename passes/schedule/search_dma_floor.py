@@ -235,8 +235,9 @@ def _cvu_inputs(sched, op: Op, streamed: tuple[bool, ...]) -> list[tuple]:
     out = []
     for i, tname in enumerate(op.inputs):
         t = g.tensors[tname]
-        if (t.kind != "weight" and streamed[i]) or i in resident:
-            continue  # made in the segment, or a resident table (loaded once per TPB)
+        if (t.kind != "weight" and streamed[i]) or i in resident or i in op.attrs.get("rot", ()):
+            continue  # made in the segment, a resident table (loaded once per TPB), or read
+            # from another input's box (a rotate-half read)
         used = None
         if maps is not None and i < len(maps):
             # the box :func:`.kinds.cvu.input_box` gives: the piece's dims the map reads, 1 in

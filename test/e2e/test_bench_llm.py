@@ -170,7 +170,7 @@ def _llama_prefill_numpy(cfg, w: dict, x, cos, sin, B: int, T: int):
 
 @pytest.mark.parametrize("heads,kv_heads,batch,rope,qgroup", [
     (4, 2, 2, "halves", 1), (2, 2, 1, "halves", 1), (4, 2, 2, "rows", 1), (4, 2, 2, "heads", 1),
-    (4, 2, 2, "halves", 2), (4, 4, 1, "halves", 4)])
+    (4, 2, 2, "halves", 2), (4, 4, 1, "halves", 4), (4, 2, 2, "rot", 1), (2, 2, 1, "rot", 1)])
 def test_prefill_layer_per_head_attention_matches_the_definition(heads, kv_heads, batch, rope,
                                                                  qgroup, monkeypatch):
     """The prefill layer's attention is a chain of 2-D ops per query head (GQA: a KV head's
@@ -232,6 +232,47 @@ def test_prefill_rope_halves_bit_exact_with_rows(batch, monkeypatch):
         got[rope] = res.outputs
     for k in ("y", "kT", "v"):
         np.testing.assert_array_equal(got["halves"][k], got["rows"][k])
+
+
+@pytest.mark.parametrize("heads,kv_heads,batch", [(4, 2, 1), (4, 4, 2)])
+def test_prefill_rope_rot_bit_exact_with_halves(heads, kv_heads, batch, monkeypatch):
+    """Session 18: RoPE as one op per tensor, ``x * C + rot(x) * S'`` (the sign of rotate-half
+    in the table ``S'``, ``rot(x)`` the concat of the swapped halves), gives the compiled W8A8
+    prefill layer (f16 RoPE, GQA and MHA, batch 1 and 2) the bits of the halves form, on y and
+    the KV cache; ``rot(x)`` is no copy (the same copies as the halves form: the v output's
+    transpose), and each RoPE instruction reads ``x`` and ``rot(x)`` from ONE HBSM buffer, the
+    second through a walk with a negative step (``from_ir/rotated``: without it the concat and
+    its slices are DMA copies and ``rot(x)`` a buffer of its own)."""
+    import numpy as np
+
+    from m100.frontend import llm
+    from m100.targets.m100.isa import CvuPipeline
+    from m100.tools import driver
+    cfg = llm.scaled(llm.config("tiny"), heads=heads, kv_heads=kv_heads)
+    T = 8
+    rng = np.random.default_rng(13)
+    cos, sin = llm.rope_tables(cfg, list(range(T)))
+    feed = {"x": rng.standard_normal((batch * T, cfg.hidden)).astype(np.float16),
+            "cos": cos.astype(np.float16), "sin": sin.astype(np.float16)}
+    got, ops, shared = {}, {}, {}
+    for rope in ("halves", "rot"):
+        monkeypatch.setattr(llm, "PREFILL_ROPE", rope)
+        model, _ = llm.build(cfg, "layer", "prefill", context=T, batch=batch, seed=3,
+                             quant="w8a8")
+        prog = driver.compile(model, machine="m100").program
+        res = driver.run(prog, feed)
+        assert res.ok and not res.reports
+        got[rope] = res.outputs
+        ops[rope] = _copies(model)
+        # CVU instructions reading two inputs at one base, one of them through a negative step
+        shared[rope] = sum(
+            1 for _, i in prog.instructions() if isinstance(i, CvuPipeline) and any(
+                a.base == b.base and a.tpb == b.tpb and a is not b and
+                any(lv.step < 0 for lv in b.levels) for a in i.inputs for b in i.inputs))
+    for k in ("y", "kT", "v"):
+        np.testing.assert_array_equal(got["rot"][k], got["halves"][k])
+    assert ops["rot"] == ops["halves"]
+    assert shared["halves"] == 0 and shared["rot"] >= 2 * batch  # q's and k's RoPE pieces
 
 
 @pytest.mark.parametrize("heads,kv_heads,batch,groups", [(4, 2, 1, 2), (4, 4, 2, 4)])

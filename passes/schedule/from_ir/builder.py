@@ -50,6 +50,9 @@ class Builder:
         # ids of ops an earlier op's CVU op computes (a silu group's tail: ``silu.silu_tail``);
         # the walk skips them
         self.absorbed: set[int] = set()
+        # id(generic) -> {input i: (input k, half)}: input i is input k with the halves of its
+        # last dim swapped, read from k's HBSM box (``rotated.find_rotated_reads``)
+        self.rotated: dict[int, dict[int, tuple[int, int]]] = {}
         self.iotas: dict[SSAValue, int] = {}  # index iotas feeding a tm_tensor.sort: the dimension
         self.outputs: list[str] = []
         self.walk = Walk(self.add_t, self.tname, self.const_array, self.consts)

@@ -452,8 +452,11 @@ def elementwise(ctx: Builder, op: Operation, nm: str, unit: str | None, where: s
         raise ScheduleError(f"{where}: the elementwise body can not be mapped to CVU stages")
     maps = [m.data for m in op.indexing_maps]  # type: ignore[attr-defined]
     in_names = []
-    for v in ins:
-        if v in ctx.consts:
+    rot = ctx.rotated.get(id(op))
+    for i, v in enumerate(ins):
+        if rot and i in rot:  # input k's tensor (below): the rotate-half concat is not made
+            in_names.append("")
+        elif v in ctx.consts:
             if isinstance(ctx.consts[v], tuple):
                 raise ScheduleError(f"{where}: broadcast constant input not supported")
             in_names.append(ctx.const_tensor(v, ctx.consts[v]))
@@ -469,9 +472,17 @@ def elementwise(ctx: Builder, op: Operation, nm: str, unit: str | None, where: s
     out_map = maps[len(ins)]
     if linear_map(out_map) != linear_map(AffineMap.identity(out_map.num_dims)):
         raise ScheduleError(f"{where}: the output indexing map must be the identity")
+    attrs = {"maps": lw.in_maps}
+    if rot:  # rotate-half inputs: input k's tensor, read with the halves swapped (kinds/cvu)
+        for i, (k, _) in rot.items():
+            in_names[i] = in_names[k]
+        attrs["rot"] = dict(rot)
     if len(lw.stages) <= ctx.max_cvu_stages:
-        ctx.add("ew", "cvu.elementwise", in_names, op.results[0], {"maps": lw.in_maps}, lw, op)
+        ctx.add("ew", "cvu.elementwise", in_names, op.results[0], attrs, lw, op)
         return
+    if rot:
+        raise ScheduleError(f"{where}: a rotate-half read in an elementwise body longer than one "
+                            "CVU pipeline is not supported")
     # longer than one pipeline: several CVU ops through intermediate tensors
     oshape, odt = _shape(op.results[0]), _dtype(op.results[0].type)
     ident = linear_map(AffineMap.identity(len(oshape)))

@@ -14,7 +14,7 @@ from m100.passes.graph.common import UNIT, describe_op
 from ..graph import ScheduleError, Tensor
 from ..ir_facts import IRGraph, _dtype, _shape
 from ..ir_index import flip_map, iota_dim
-from . import causal, contraction, csu, cvu, movement, silu, strided_views, writer_maps
+from . import causal, contraction, csu, cvu, movement, rotated, silu, strided_views, writer_maps
 from .builder import Builder
 
 
@@ -130,6 +130,8 @@ def from_module(module: ModuleOp, max_cvu_stages: int = 8, mem_align: int = 0,
         if op.name in contraction.REFUSED_CONVS:
             raise ScheduleError(f"{describe_op(op)}: {contraction.REFUSED_CONVS[op.name]}")
 
+    ctx.rotated, skip = rotated.find_rotated_reads(block)  # RoPE's rotate-half: no copies
+    ctx.absorbed |= skip
     for op in list(block.ops):
         try:
             _translate(ctx, op)

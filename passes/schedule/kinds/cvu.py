@@ -32,8 +32,11 @@ def plan_piece(bld, si: int, st, op: Op, p: PlanPiece, tplan: TilePlan, compute)
         tile_b = rows * E * cols
         maps = op.attrs.get("maps")
         resident = op.attrs.get("resident", ())
+        rot = rotated_inputs(op, p.c0, p.c1, out_t.shape)
         for i, tname in enumerate(op.inputs):
             t = g.tensors[tname]
+            if i in rot:  # read from input k's box (its deps are in ``deps`` already)
+                continue
             if i in resident:  # whole, once per TPB (one broadcast to the column part's TPBs)
                 key = (op.name, i, "whole")
                 nb = bld.s.box_bytes.get(key)
@@ -84,6 +87,29 @@ def plan_piece(bld, si: int, st, op: Op, p: PlanPiece, tplan: TilePlan, compute)
         p.out_dims = (rows, conv_out_hw(a)[1], cols)
     else:
         raise ScheduleError(f"op '{op.name}' ({op.unit}): no lowering family")
+
+
+def rotated_inputs(op: Op, c0: int, c1: int, oshape: tuple[int, ...]) -> dict:
+    """``{input i: (input k, half)}`` of an op with rotate-half reads (``Op.attrs["rot"]``,
+    from_ir ``rotated``): input ``i`` is read from input ``k``'s box, which holds the piece's
+    whole rows (``partition.col_splits`` keeps the columns whole; anything else would read the
+    wrong half: an internal error, never a silent result)."""
+    rot = op.attrs.get("rot")
+    if not rot:
+        return {}
+    C = row_view(oshape)[2]
+    if (c0, c1) != (0, C) or any(2 * h != C for _, h in rot.values()):
+        raise ScheduleError(f"op '{op.name}': a rotate-half read needs pieces of whole rows "
+                            f"(columns [{c0}, {c1}) of {C})")
+    return rot
+
+
+def rotated_access(ishape: tuple[int, int, int], half: int):
+    """The walk over a ``(rows, E, 2 half)`` HBSM box that reads it with the halves of each row
+    swapped: iteration ``(r, e, b, j)`` -> box ``(r, e, (1 - b) half + j)`` (a TWU level of step
+    ``-half``); the CVU reads the beats as ``ishape``."""
+    return access((ishape[0], ishape[1], 2, half),
+                  [((1, 0, 0, 0), 0), ((0, 1, 0, 0), 0), ((0, 0, -half, 1), half)])
 
 
 def input_box(m, oshape: tuple[int, ...], r0: int, c0: int, it: tuple[int, int, int]):
@@ -141,7 +167,17 @@ def emit_piece(em, si, seg, op, b, j, tpb, r0, r1, c0, c1, pieces, seg_ops, plan
         in_shapes = []
         deps: list[SSAValue] = []
         resident = op.attrs.get("resident", ())
+        rot = rotated_inputs(op, c0, c1, oshape)
         for i, tname in enumerate(op.inputs):
+            if i in rot:  # input k's buffer, its rows' halves swapped: no load
+                k, half = rot[i]
+                kbuf, kacc = slots[f"in{k}"]
+                if kacc is not None or in_shapes[k] != it:
+                    raise ScheduleError(f"op '{op.name}': a rotate-half read of a box that is "
+                                        "not the piece's")
+                slots[f"in{i}"] = (kbuf, rotated_access(it, half))
+                in_shapes.append(it)
+                continue
             lin, ishape = input_box(lw.in_maps[i], oshape, r0, c0, it)
             tt = g.tensors[tname]
             acc = None
