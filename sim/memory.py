@@ -101,7 +101,9 @@ class FlatBytes:
         self.buf = None
 
     def __del__(self) -> None:
-        if self.whole:  # the mapping goes back to the pool (sim/mempool.py), zeroed
+        # the mapping goes back to the pool (sim/mempool.py; zeroed when taken again). (At the
+        # interpreter's exit the module may be gone: the mapping is then simply unmapped.)
+        if getattr(self, "whole", False) and mempool is not None:
             mempool.give(self.buf)
 
     @property
