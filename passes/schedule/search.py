@@ -21,8 +21,7 @@ from .graph import Op, OpGraph, ScheduleError, geometry
 from .partition import col_splits
 from .search_dma_floor import dma_floor
 from .search_floor import busy_floor, tcu_floor
-from .segment import (SegmentCfg, StageCfg, act_resident_ok, ksplit_ok, memory_of,
-                      streamable)
+from .segment import SegmentCfg, StageCfg, act_resident_ok, ksplit_ok, streamable
 from .shared_costs import SharedCosts
 from .timeline import BoundExceeded, Scheduler
 
@@ -146,32 +145,30 @@ class Search:
 
     def _floors(self, seg: SegmentCfg) -> list:
         """``[busy_floor, dma_floor]`` of ``seg`` (None: not computed yet), shared between the
-        segments of the same structure (:data:`SHARE_FLOORS`): both floors read the segment
-        only as its isolated build does -- the kind, each stage's configuration, op and tensors
-        (``shared_costs.segment_key``) -- and where its tensors live (``memory_of``, added to the
-        key); a segment with an op of a causal chain (which ``OpGraph.causal`` names, not the
-        key) is not shared. The memo lives on the scheduler, shared by the searches of the TPB
-        pools as their tilings are."""
-        memo = self.sched.__dict__.setdefault("_seg_floors", {})
+        one-stage segments of the same structure (:data:`SHARE_FLOORS`): both floors read such
+        a segment only through its kind, its stage's configuration, the op's own structure
+        (``shared_costs.op_key``) and where its tensors live (``memory_of``) -- none of its
+        inputs is made in the segment and its output is stored, which is what
+        ``segment_key``'s tensor sources would add -- all kept per op (``Scheduler.op_shape``).
+        Not shared: an op of a causal chain (which ``OpGraph.causal`` names, not the key) and
+        pipelines (their ``segment_key``, ~0.1 ms each, cost more than their floors saved on
+        ResNet-18). The memo lives on the scheduler, shared by the searches of the TPB pools
+        as their tilings are."""
+        sched = self.sched
+        memo = sched.__dict__.setdefault("_seg_floors", {})
         key = None
         if SHARE_FLOORS and not any(st.op in self.g.causal for st in seg.stages):
-            k = self.shared.key(seg)
-            if k is not None:
-                g, cm = self.g, self.cm
-                key = (k, tuple(memory_of(cm, g, t) for st in seg.stages
-                                for t in self._op_tensors(self.ops[st.op])))
+            if len(seg.stages) == 1:
+                st = seg.stages[0]
+                k = sched.op_shape(self.ops[st.op])
+                if k is not None:
+                    key = (seg.kind, replace(st, op=""), k)
         if key is None:
             return [None, None]
         fl = memo.get(key)
         if fl is None:
             fl = memo[key] = [None, None]
         return fl
-
-    @staticmethod
-    def _op_tensors(op: Op) -> tuple[str, ...]:
-        """The tensors an op names: inputs, outputs, and its epilogue operand (``post_in``)."""
-        post = op.attrs.get("post_in")
-        return op.inputs + op.outputs + ((post,) if post else ())
 
     # ------------------------------------------------------------------ data-parallel op
     def _bands_for(self, op: Op, gr: int, mult: int) -> int:

@@ -40,7 +40,8 @@ from .list_schedule import BoundExceeded
 from .partition import TilePlan, tile_piece
 from .plan import Plan, PlanTask, image_parts, image_rows
 from .resume import Checkpoint, EndScan, best_checkpoint
-from .segment import SegmentCfg, StageCfg, band_rows, row_tile, stage_rows, tile_band_rows
+from .segment import (SegmentCfg, StageCfg, band_rows, memory_of, row_tile, stage_rows,
+                      tile_band_rows)
 from .shared_costs import op_key
 
 __all__ = ["Scheduler", "BoundExceeded", "critical_path"]
@@ -70,6 +71,7 @@ class Scheduler:
         # repeated blocks of a CNN tile alike (ResNet-50 224: 4401 tilings, 2522 structures)
         self._tile_shared: dict[tuple, TilePlan] = {}
         self._op_keys: dict[str, tuple | None] = {}
+        self._shapes: dict[str, tuple | None] = {}  # :meth:`op_shape`
         self.tasks_built = 0  # tasks created by every build so far (the search's work)
         self._geo: dict[str, object] = {}
         self._bands: dict[tuple, list[int]] = {}
@@ -81,6 +83,21 @@ class Scheduler:
         # (stage, alone in its segment, id of its TilePlan) -> (the TilePlan, :func:`.keep.
         # kept_bytes`): choose_kept asks per candidate tensor of every whole-plan build with keep
         self.kept_memo: dict[tuple, tuple] = {}
+
+    def op_shape(self, op: Op) -> tuple | None:
+        """(:func:`.shared_costs.op_key` of ``op``, where the tensors it names live --
+        ``memory_of`` of its inputs, outputs and epilogue operand), or None when the key is
+        not hashable; kept per op (the search's floor memo asks it per candidate)."""
+        r = self._shapes.get(op.name, False)
+        if r is False:
+            ok = self._op_keys.get(op.name, False)
+            if ok is False:
+                ok = self._op_keys[op.name] = op_key(self.g, op)
+            post = op.attrs.get("post_in")
+            r = self._shapes[op.name] = None if ok is None else (ok, tuple(
+                memory_of(self.cm, self.g, t)
+                for t in op.inputs + op.outputs + ((post,) if post else ())))
+        return r
 
     def geo(self, op: Op):
         r = self._geo.get(op.name)

@@ -2,7 +2,7 @@
 
 ``Search.cost`` asks :func:`.search_floor.busy_floor` and :func:`.search_dma_floor.dma_floor` of
 a bounded candidate before building it; :meth:`.search.Search._floors` keeps their values per
-segment structure (``shared_costs.segment_key`` + where the tensors live), so a repeated block's
+one-stage segment structure (the op's ``op_key`` + where its tensors live), so a repeated block's
 candidates reuse them. Oracles: a fresh floor of every candidate that was answered from the memo
 (``SHARE_FLOORS``), and the whole placement with the sharing off.
 """
