@@ -45,6 +45,7 @@ from .gemv_runs import unchunk_gemv_runs
 from .graph import OpGraph, ScheduleError
 from .ksplit_refine import whole_parts
 from .narrow_vectors import narrow_vector_ops
+from .pipe_starts import pipe_starts
 from .plan import Plan
 from .refine import (keep_activations, kept_copies, spread_segments, trial_points, unchunk,
                      weights_once, widen_gemvs)
@@ -145,6 +146,7 @@ def schedule(g: OpGraph, machine: Machine, tpbs: int = 0, clusters: int = 0,
     segs, tl = side_by_side(search, segs, tl, keep, pool)  # per-head chains on TPB windows
     segs, tl = sibling_tilings(search, segs, tl, keep)  # gate / up: each other's tiling
     segs, tl = whole_parts(search, segs, tl, keep)
+    segs, tl, keep = pipe_starts(search, segs, tl, keep)  # vector pipelines at their greedy start
     segs, tl = background(search, segs, tl, keep)  # unread output transposes last, in chunks
     tl, keep = kept_copies(search.sched, segs, tl, keep)
     tl.checkpoints = {}  # only the trials above resume from them

@@ -1,0 +1,84 @@
+"""Vector pipelines tried at their greedy start in the whole plan (``pipe_starts``, session 18:
+the LLaMA2-7B layer's residual + norm + quantize pipeline, co-located on 56 TPBs by the local
+search, costs the layer ~0.1 M cycles; docs/llm.md).
+
+A residual add + LayerNormalization (a pipeline of vector stages); the test spoils the search's
+pipeline (every stage on one TPB, one band, as a local search costing it alone could keep) and
+checks: the refinement gives it the greedy start (TPBs in proportion to the stages' work), the
+plan is shorter and is what a fresh build of the returned segments gives; the greedy start
+itself is no trial; the compiled program matches numpy's layer norm.
+"""
+
+from dataclasses import replace
+
+import numpy as np
+from onnx import TensorProto, helper, numpy_helper
+
+from m100.passes.schedule import placement
+
+M, H = 256, 1024
+
+
+def _model(rng):
+    g_ = rng.standard_normal(H).astype(np.float16)
+    b_ = rng.standard_normal(H).astype(np.float16)
+    nodes = [helper.make_node("Add", ["x", "r"], ["h"]),
+             helper.make_node("LayerNormalization", ["h", "g", "b"], ["y"], axis=-1,
+                              epsilon=1e-5)]
+    vi = helper.make_tensor_value_info
+    g = helper.make_graph(nodes, "pipe", [vi("x", TensorProto.FLOAT16, [M, H]),
+                                          vi("r", TensorProto.FLOAT16, [M, H])],
+                          [vi("y", TensorProto.FLOAT16, [M, H])],
+                          [numpy_helper.from_array(g_, "g"), numpy_helper.from_array(b_, "b")])
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 21)])
+    m.ir_version = 10
+    return m, g_, b_
+
+
+def _start(s, seg):
+    ops = [s.ops[st.op] for st in seg.stages]
+    state, _ = s._pipe_start(ops)
+    return s._pipe_cfg(ops, *state)
+
+
+def test_a_spoiled_vector_pipeline_gets_its_greedy_start(monkeypatch):
+    from m100.tools import driver
+    rng = np.random.default_rng(5)
+    model, g_, b_ = _model(rng)
+    seen = []
+    orig = placement.pipe_starts
+
+    def spy(s, segs, tl, keep):
+        pi = [i for i, seg in enumerate(segs) if seg.kind == "pipeline"]
+        assert len(pi) == 1 and len(segs[pi[0]].stages) > 1
+        start = _start(s, segs[pi[0]])
+        # the greedy start itself: no trial, nothing changes
+        same = list(segs)
+        same[pi[0]] = start
+        tls = s.sched.build(same, keep=keep)
+        calls = []
+        monkeypatch.setattr(s.sched, "shorter", lambda *a, **k: calls.append(1))
+        assert orig(s, same, tls, keep) == (same, tls, keep) and not calls
+        monkeypatch.undo()
+        bad = list(segs)
+        seg = bad[pi[0]]
+        one = seg.stages[0].tpbs[:1]
+        bad[pi[0]] = replace(seg, stages=tuple(replace(st, tpbs=one, gc=1, bands=1)
+                                               for st in seg.stages))
+        tlb = s.sched.build(bad, keep=keep)
+        out = orig(s, bad, tlb, keep)
+        seen.append((s, tlb, keep, start, pi[0], out))
+        return out
+    monkeypatch.setattr(placement, "pipe_starts", spy)
+    prog = driver.compile(model, machine="m100").program
+    (s, tlb, keep, start, si, (segs, tl, mode)), = seen
+    assert segs[si] == start
+    assert tl.makespan < tlb.makespan
+    assert s.sched.build(segs, keep=mode).makespan == tl.makespan
+    x = rng.standard_normal((M, H)).astype(np.float16)
+    r = rng.standard_normal((M, H)).astype(np.float16)
+    res = driver.run(prog, {"x": x, "r": r})
+    assert res.ok and not res.reports
+    h = x.astype(np.float64) + r.astype(np.float64)
+    want = (h - h.mean(-1, keepdims=True)) / np.sqrt(h.var(-1, keepdims=True) + 1e-5) * g_ + b_
+    np.testing.assert_allclose(res.outputs["y"].astype(np.float64), want, rtol=2e-2, atol=2e-2)
