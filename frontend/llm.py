@@ -100,7 +100,7 @@ def config(name: str) -> LlamaConfig:
 #: ``x * C + rot(x) * S'`` with the sign of rotate-half in the table and ``rot(x)`` read from the
 #: HBSM box of ``x`` itself (``x`` loaded once instead of twice; the same bits as ``"halves"``;
 #: session 18, docs/llm.md section 5)
-PREFILL_ROPE = "halves"
+PREFILL_ROPE = "rot"
 
 #: W8A8 prefill: where the attention output ``o`` is quantized for ``wo``: ``"heads"`` each
 #: head's [T, hd] result (the last op of its pipeline; the int8 columns written in place;

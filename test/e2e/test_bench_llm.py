@@ -131,7 +131,7 @@ def test_batched_decode_layer_is_each_sequence_at_batch_1():
         np.testing.assert_allclose(res[k].reshape(got[k].shape), got[k], rtol=1e-4, atol=1e-4)
 
 
-PREFILL_ROPE_DEFAULT = "halves"
+PREFILL_ROPE_DEFAULT = "rot"
 
 
 def _llama_prefill_numpy(cfg, w: dict, x, cos, sin, B: int, T: int):
