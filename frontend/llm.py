@@ -105,9 +105,12 @@ PREFILL_ROPE = "rot"
 #: W8A8 prefill: where the attention output ``o`` is quantized for ``wo``: ``"heads"`` each
 #: head's [T, hd] result (the last op of its pipeline; the int8 columns written in place;
 #: session 15), ``"concat"`` the whole [T, nh*hd] after the last head (one separate CVU pass).
-#: The same bits: the quantize is per tensor and elementwise. Default ``"concat"``: session 15
-#: measured ``"heads"`` -4.6 % predicted / -1.0 % simulated on the 8-head variant but +0.1 % /
-#: +0.7 % on the LLaMA2-7B layer (docs/llm.md section 5)
+#: The same bits: the quantize is per tensor and elementwise. Session 15 measured ``"heads"``
+#: -4.6 % predicted / -1.0 % simulated on the 8-head variant but +0.1 % / +0.7 % on the
+#: LLaMA2-7B layer. Session 18 (the heads' causal band order and work cuts take the quantize
+#: stage too; it crashed at 7B before): LLaMA3-8B layer -3.8 % predicted / -4.1 % simulated,
+#: LLaMA2-7B layer -0.3 % / +0.1 %, whole 7B step 78.707 ms against 78.607 simulated
+#: (docs/llm.md section 5): still ``"concat"``, a lead decision
 PREFILL_O_QUANT = "concat"
 
 #: prefill RoPE of q (``PREFILL_ROPE = "halves"``) in this many groups of heads (each of whole

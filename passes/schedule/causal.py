@@ -78,9 +78,10 @@ def clips(s, seg, plans) -> dict[str, tuple[str, int, bool]]:
 
 
 def band_order(seg, clip: dict[str, tuple[str, int]]) -> list[int] | None:
-    """Which band's rows each band of the segment computes, when every stage of ``seg`` is a
-    clipped chain op with the same number of bands, dealt round robin to its TPB rows (a
-    pipeline): band ``b`` computes the rows of band ``order[b]``, every odd round reversed
+    """Which band's rows each band of the segment computes, when the stages of ``seg`` hold a
+    clipped chain's PV and all have the same number of bands (a stage after the chain too: the
+    W8A8 heads' quantize of their output, ``llm.PREFILL_O_QUANT``, session 18), dealt round robin
+    to its TPB rows (a pipeline): band ``b`` computes the rows of band ``order[b]``, every odd round reversed
     (for the chain's PV stage's TPB rows). A band's work grows with its last row (it keeps the
     columns ``[0, r1)``), so round robin alone gives TPB row ``gr - 1`` the largest band of
     every round; reversed odd rounds pair each TPB's light band with a heavy one (48 bands on
@@ -88,10 +89,10 @@ def band_order(seg, clip: dict[str, tuple[str, int]]) -> list[int] | None:
     against 42 perfectly balanced -- the largest band alone is 48). All stages take the same order, so
     band ``b`` of each stage covers the same rows (the wave lags stay those of equal bands).
     None: the bands keep their rows."""
-    if not clip or any(st.op not in clip or st.block for st in seg.stages) or \
+    if not clip or any(st.block for st in seg.stages) or \
             len({st.bands for st in seg.stages}) != 1:
         return None
-    pv = [st for st in seg.stages if clip[st.op][0] == "k"]
+    pv = [st for st in seg.stages if st.op in clip and clip[st.op][0] == "k"]
     if not pv:
         return None
     g, n = pv[0].gr, pv[0].bands

@@ -128,7 +128,7 @@ def kept_bytes(s, seg: SegmentCfg, st, op, tplan) -> dict[int, int]:
     lockstep groups, the reduced tiles (on the part-0 TPBs) of a K split. The result is read,
     never changed: it is memoized per scheduler on what it depends on (the stage, whether it is
     alone in its segment, its tiling -- the scheduler's cached ``TilePlan`` object)."""
-    key = (st, len(seg.stages) == 1, id(tplan))
+    key = (st, seg if s.g.causal else len(seg.stages) == 1, id(tplan))
     hit = s.kept_memo.get(key)
     if hit is not None and hit[0] is tplan:
         return hit[1]
@@ -148,10 +148,25 @@ def _kept_bytes(s, seg: SegmentCfg, st, op, tplan) -> dict[int, int]:
             for p in (reduce_pieces(grp, 0) if st.ks > 1 else grp):
                 out[p.tpb] = out.get(p.tpb, 0) + cm.align((p.r1 - p.r0) * e * (p.c1 - p.c0) * ob)
         return out
+    order = _band_order(s, seg, st, tplan)
     for b in range(st.bands):
-        for _j, tpb, a, e_, cc, ce in s.band_boxes(st, op, tplan, b):
+        rb = b if order is None else order[b]  # the band whose rows band b computes
+        for j, tpb, a, e_, cc, ce in s.band_boxes(st, op, tplan, rb):
+            if order is not None:  # on band b's TPB (as the plan builder deals them)
+                tpb = st.tpbs[st.row_of(b) * st.gc + j]
             out[tpb] = out.get(tpb, 0) + cm.align((e_ - a) * e * (ce - cc) * ob)
     return out
+
+
+def _band_order(s, seg: SegmentCfg, st, tplan) -> list[int] | None:
+    """The causal band order of ``seg`` (:func:`.causal.band_order`: band ``b`` computes the
+    rows of band ``order[b]`` on the TPB row of ``b``), as the plan builder takes it; None when
+    the bands keep their rows."""
+    if not s.g.causal or len(seg.stages) < 2:
+        return None
+    from . import causal
+    plans = {x.op: tplan if x is st else s.stage_plan(seg, x) for x in seg.stages}
+    return causal.band_order(seg, causal.clips(s, seg, plans))
 
 
 __all__ = ["choose_kept", "kept_bytes", "piece_elems", "KEEP_UNITS"]

@@ -43,11 +43,20 @@ def work_cut(g: OpGraph, machine: Machine, names: set[str], op: str,
              bands: int) -> tuple[int, int, int]:
     """``StageCfg.wcut`` of ``op`` in a pipeline of the ops ``names``: its bands cut by work
     (:data:`WORK_BANDS`) when it belongs to a causal chain whose softmax and PV are both among
-    ``names`` (the pieces can then be clipped: ``causal.py``) and the bands are no more than
-    its row tiles; else ()."""
-    cz = g.causal.get(op)
-    if not WORK_BANDS or cz is None:
+    ``names`` (the pieces can then be clipped: ``causal.py``), or is another op of such a
+    pipeline with the chain's rows (the same cuts), and the bands are no more than its row
+    tiles; else ()."""
+    if not WORK_BANDS:
         return ()
+    cz = g.causal.get(op)
+    if cz is None:  # an op after a causal chain in the pipeline (the W8A8 heads' quantize of
+        # their output): the chain's cuts where it has the chain's rows, so that band b of every
+        # stage covers the same rows (``causal.band_order`` deals them all alike)
+        cz = next((c for x in names if (c := g.causal.get(x)) is not None and c[2][2] in names
+                   and c[2][1] in names), None)
+        if cz is None or geometry(g, next(o for o in g.ops if o.name == op)).rows != \
+                geometry(g, next(o for o in g.ops if o.name == cz[2][1])).rows:
+            return ()
     _qk, sm, pv = cz[2]
     if sm not in names or pv not in names:
         return ()

@@ -166,3 +166,58 @@ def test_iotas_are_loaded_once_per_tpb(monkeypatch):
     off = driver.run(_compile(model, False, monkeypatch), feed)
     np.testing.assert_array_equal(on.view(np.uint16), off.outputs["o"].reshape(T, HD).view(
         np.uint16))
+
+
+def _attention_quantized(mask: np.ndarray, T: int, scale: float):
+    """The causal attention of :func:`_attention` with its output quantized to int8 as the next
+    op (the W8A8 prefill heads' ``QuantizeLinear``, ``llm.PREFILL_O_QUANT = "heads"``); ``o``
+    is an output too."""
+    from onnx import TensorProto as TP
+    from onnx import helper, numpy_helper as nph
+    m = _attention(mask, T)
+    g = m.graph
+    g.initializer.extend([nph.from_array(np.asarray(scale, np.float16), "qs"),
+                          nph.from_array(np.asarray(0, np.int8), "qz")])
+    g.node.append(helper.make_node("QuantizeLinear", ["o", "qs", "qz"], ["oq"]))
+    g.output.append(helper.make_tensor_value_info("oq", TP.INT8, [T, HD]))
+    return m
+
+
+def test_band_order_takes_a_stage_after_the_chain(monkeypatch):
+    """A pipeline of the causal chain and the quantize of its output (4 stages of 2 TPBs, 4
+    work-cut bands): the causal band order (``causal.band_order``: band b computes the rows of
+    band ``order[b]``, odd rounds reversed) is taken with the quantize stage in the segment
+    (session 18; before, any stage outside the chain turned it off). The quantize's bits are
+    numpy's ``QuantizeLinear`` of the program's own ``o`` (round half to even, saturated), ``o``
+    is numpy's attention, and both are the bits of the same pipeline without the order. The
+    quantize's bands are cut like the chain's (``search.work_cut``): with equal rows its band 2
+    (rows 192-255) was built before PV's band 3 (rows 192-223 by work) and read them unwritten."""
+    from m100.passes.schedule import causal as sched_causal
+    _force_pipeline(monkeypatch, 4, alloc=(2, 2, 2, 2))
+    T, scale = 256, 0.02
+    rng = np.random.default_rng(11)
+    mask = np.triu(np.full((T, T), -1e4), 1).astype(np.float16)
+    model, feed = _attention_quantized(mask, T, scale), _feed(T, rng)
+    real = sched_causal.band_order
+    orders = []
+
+    def spy(seg, clip):
+        out = real(seg, clip)
+        if len(seg.stages) == 4:
+            orders.append(out)
+        return out
+    outs = {}
+    for on in (True, False):
+        monkeypatch.setattr(sched_causal, "band_order", spy if on else lambda *a: None)
+        res = driver.run(_compile(model, True, monkeypatch), feed)
+        assert res.ok and not res.reports  # (races checked)
+        outs[on] = res.outputs
+    assert orders and all(o == [0, 1, 3, 2] for o in orders)
+    o = outs[True]["o"].reshape(T, HD)
+    np.testing.assert_allclose(o.astype(np.float64), _oracle(feed, mask), rtol=2e-3, atol=2e-3)
+    # (a quotient within an ulp of .5 may round either way: o / scale in f16 or f32)
+    want = np.clip(np.rint(o.astype(np.float64) / np.float16(scale)), -128, 127)
+    got = outs[True]["oq"].reshape(T, HD).astype(np.int64)
+    assert np.abs(got - want).max() <= 1 and np.mean(got != want) < 0.01
+    for k in ("o", "oq"):
+        np.testing.assert_array_equal(outs[True][k], outs[False][k])
