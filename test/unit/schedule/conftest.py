@@ -1,0 +1,12 @@
+"""Fixtures shared by the scheduler's unit tests."""
+
+import pytest
+
+
+@pytest.fixture(scope="module")
+def resnet_graph():
+    """The op graph of ResNet-18 at 32x32 (10 classes), as the scheduler sees it."""
+    from m100.frontend import models
+
+    from .test_shared_costs import _graph
+    return _graph(models.resnet18(hw=32, num_classes=10))
