@@ -218,10 +218,7 @@ def test_prefill_rope_halves_bit_exact_with_rows(batch, monkeypatch):
     from m100.tools import driver
     cfg = llm.scaled(llm.config("tiny"), heads=4, kv_heads=2)
     T = 8
-    rng = np.random.default_rng(7)
-    cos, sin = llm.rope_tables(cfg, list(range(T)))
-    feed = {"x": rng.standard_normal((batch * T, cfg.hidden)).astype(np.float16),
-            "cos": cos.astype(np.float16), "sin": sin.astype(np.float16)}
+    feed = _prefill_feed(cfg, T, batch, 7)
     got = {}
     for rope in ("rows", "halves"):
         monkeypatch.setattr(llm, "PREFILL_ROPE", rope)
@@ -250,10 +247,7 @@ def test_prefill_rope_rot_bit_exact_with_halves(heads, kv_heads, batch, monkeypa
     from m100.tools import driver
     cfg = llm.scaled(llm.config("tiny"), heads=heads, kv_heads=kv_heads)
     T = 8
-    rng = np.random.default_rng(13)
-    cos, sin = llm.rope_tables(cfg, list(range(T)))
-    feed = {"x": rng.standard_normal((batch * T, cfg.hidden)).astype(np.float16),
-            "cos": cos.astype(np.float16), "sin": sin.astype(np.float16)}
+    feed = _prefill_feed(cfg, T, batch, 13)
     got, ops, shared = {}, {}, {}
     for rope in ("halves", "rot"):
         monkeypatch.setattr(llm, "PREFILL_ROPE", rope)
@@ -289,10 +283,7 @@ def test_prefill_q_rope_in_groups_gives_the_same_bits(heads, kv_heads, batch, gr
     from m100.tools import driver
     cfg = llm.scaled(llm.config("tiny"), heads=heads, kv_heads=kv_heads)
     T = 8
-    rng = np.random.default_rng(11)
-    cos, sin = llm.rope_tables(cfg, list(range(T)))
-    feed = {"x": rng.standard_normal((batch * T, cfg.hidden)).astype(np.float16),
-            "cos": cos.astype(np.float16), "sin": sin.astype(np.float16)}
+    feed = _prefill_feed(cfg, T, batch, 11)
     got, ops = {}, {}
     for g in (1, groups):
         monkeypatch.setattr(llm, "PREFILL_Q_GROUPS", g)
@@ -307,6 +298,18 @@ def test_prefill_q_rope_in_groups_gives_the_same_bits(heads, kv_heads, batch, gr
     for k in ("y", "kT", "v"):
         np.testing.assert_array_equal(got[groups][k], got[1][k])
     assert ops[groups] == ops[1]  # the same copies (the v output's transpose), no slice copied
+
+
+def _prefill_feed(cfg, T: int, batch: int, seed: int) -> dict:
+    """The f16 inputs of a W8A8 prefill layer of ``batch`` x ``T`` tokens: random rows ``x``
+    and the RoPE tables of positions 0 .. T-1."""
+    import numpy as np
+
+    from m100.frontend import llm
+    rng = np.random.default_rng(seed)
+    cos, sin = llm.rope_tables(cfg, list(range(T)))
+    return {"x": rng.standard_normal((batch * T, cfg.hidden)).astype(np.float16),
+            "cos": cos.astype(np.float16), "sin": sin.astype(np.float16)}
 
 
 def _copies(model) -> list:

@@ -7,22 +7,12 @@ candidates reuse them. Oracles: a fresh floor of every candidate that was answer
 (``SHARE_FLOORS``), and the whole placement with the sharing off.
 """
 
-import pytest
-
 from m100.passes.schedule import placement, search
 from m100.passes.schedule.search_dma_floor import dma_floor
 from m100.passes.schedule.search_floor import busy_floor
 from m100.targets.m100.machine import get_machine
 
-from .test_shared_costs import _graph
-
 M100 = get_machine("m100")
-
-
-@pytest.fixture(scope="module")
-def resnet_graph():
-    from m100.frontend import models
-    return _graph(models.resnet18(hw=32, num_classes=10))
 
 
 def test_shared_floors_are_fresh_floors(resnet_graph, monkeypatch):

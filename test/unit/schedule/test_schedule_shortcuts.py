@@ -8,22 +8,12 @@
 * ``keep.kept_bytes`` is memoized per scheduler: the memo's answer equals a fresh computation.
 """
 
-import pytest
-
 from m100.passes.schedule import placement
 from m100.passes.schedule.keep import _kept_bytes, kept_bytes
 from m100.passes.schedule.list_schedule import ListScheduler
 from m100.targets.m100.machine import get_machine
 
-from .test_shared_costs import _graph
-
 M100 = get_machine("m100")
-
-
-@pytest.fixture(scope="module")
-def resnet_graph():
-    from m100.frontend import models
-    return _graph(models.resnet18(hw=32, num_classes=10))
 
 
 def test_engine_bound_gives_the_same_plan(resnet_graph, monkeypatch):

@@ -10,23 +10,13 @@ keys that tell apart ops differing in one thing the tiler reads.
 
 from dataclasses import astuple, replace
 
-import pytest
-
 from m100.passes.schedule import placement, timeline
 from m100.passes.schedule.graph import Tensor
 from m100.passes.schedule.partition import tile_piece
 from m100.passes.schedule.shared_costs import op_key
 from m100.targets.m100.machine import get_machine
 
-from .test_shared_costs import _graph
-
 M100 = get_machine("m100")
-
-
-@pytest.fixture(scope="module")
-def resnet_graph():
-    from m100.frontend import models
-    return _graph(models.resnet18(hw=32, num_classes=10))
 
 
 def test_shared_tilings_are_fresh_tilings(resnet_graph, monkeypatch):
