@@ -27,7 +27,7 @@ from m100.targets.m100.numerics import int_range, value_dtype
 
 from .checks import Report
 from .engine import Engine, InstRec
-from . import race_batch
+from . import race_batch, replay
 from .memory import Memory
 from .semantics import make_exec, quiet_run
 
@@ -274,6 +274,14 @@ class Simulator:
         # else was written (no data staged by the caller, no earlier run)
         batch = race_batch.BATCH and self.program is not None and self.check_races \
             and self.memory is not None and self.memory.writes == self._pristine
+        # a functional run by the program's schedule (sim/replay.py; None: none kept, or an
+        # executor faulted -- the engine runs from the start on a fresh memory, and reports it)
+        if replay.key_of(self) is not None:
+            res = replay.replay(self, inputs)
+            if res is not None:
+                return res
+            if self.memory.writes != self._pristine:
+                self._reset_memory()
         if batch:
             try:
                 return self._run_once(inputs, True)
@@ -289,16 +297,20 @@ class Simulator:
                      "units": {}, "stall_cycles": {}, "bytes": {}, "tcu_macs": 0.0,
                      "tcu_mac_util_pct": 0.0, "reports": [r.to_dict() for r in reports]}
             return Result({}, stats, reports, recs, machine=self.machine)
+        key = replay.key_of(self)  # (before the run writes the memory)
         if self.memory is not None:
             self.memory.writes += 1  # a run changes the memory (whether it writes or not)
         self._load_inputs(inputs)
         self._dispatch_times(recs)
         for r in recs:
             r.ex = make_exec(r.inst, self.memory)
+        rec = replay.recording(self, key, recs)  # (a functional run whose schedule is kept)
         eng = Engine(self.machine, recs, self.memory, self.mode, self.random_latency,
                      self.check_races, self.trace, self.progress, batch_races=batch_races)
         eng.recs_by_index = recs
         eng.run()
+        if rec is not None:
+            replay.keep(self, eng, recs, rec)
         outputs = {}
         if self.program is not None and self.memory is not None and not any(
                 r.kind in ("fault", "deadlock") for r in eng.reports):

@@ -1,0 +1,176 @@
+"""Functional runs replayed from the program's schedule (issue 15): the event loop and the race
+checks of a functional run are done once per program, the instruction semantics every run.
+
+Why it is exact. Without timing (``mode="functional"``) and without random latencies, every block
+takes one cycle and nothing waits for a dispatch, a link or a CPU: which block starts or ends
+when, and in which order the executors' ``run`` (gather the inputs, compute) and ``apply`` (write
+the outputs) calls come, follow from the instructions' sync fields alone -- the counters' values
+are sums of the updates' amounts, never of data. So are the records' times, the units' busy and
+stall cycles and every counter overflow. The race checker's verdict follows from the same order
+and from the accesses' byte sets, which are functions of the instructions too, except a CSU
+routine's (a gather's or scatter's rows are index data): a program with a CSU call is never
+replayed. The data decides one thing only: whether an executor faults (a CSU index out of range,
+an integer CVU stage outside i32, ...), which stops the engine's run there.
+
+So the first functional run of a program (``Simulator._run``, a memory holding the program's
+segments and nothing else) runs the engine as always and keeps, when it ended without any report
+(no race, fault, overflow or deadlock), its schedule on the program: the ``run`` / ``apply``
+calls in order, every record's unit, start, end and blocks, every unit's busy and stall cycles.
+A later run of the same program object, the same instructions in the same streams (by identity:
+instructions are immutable), the same machine object, the same options and the same module
+switches (the paths the tests compare) makes exactly those calls on its own inputs and takes the
+records and stats from the schedule -- what the engine would compute again. A fault in a replay
+(the data decides) drops the replay's memory and runs the engine from the start, which reports it.
+:data:`REPLAY` False always runs the engine (``test/e2e/test_replay.py`` compares the two).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from types import SimpleNamespace
+from typing import TYPE_CHECKING
+
+from m100.targets.m100.isa import CsuCall
+
+from . import cost_batch, engine, fluid, memory, mempool, race_batch, share_pack, twu
+from .semantics import make_exec
+from .semantics_base import SimError
+
+if TYPE_CHECKING:
+    from .simulator import Result, Simulator
+
+#: Replay a program's functional schedule (False: every run runs the engine; tests compare).
+REPLAY = True
+
+
+def _switches() -> tuple:
+    """The module switches that choose between paths the tests compare: a schedule recorded
+    under one setting is replayed only under the same one."""
+    return (twu.STRIDED, twu.GEOMETRY, race_batch.BATCH, engine.KNOWN_CLOCKS,
+            engine.UNTIMED_FIFO, memory.WHOLE, mempool.POOL, cost_batch.BATCH,
+            fluid.SHARE_SHORTCUT, fluid.DEFER_RESHARE, share_pack.PACK)
+
+
+def key_of(sim: Simulator) -> tuple | None:
+    """The key of ``sim``'s next run's schedule, or None when that run may not be replayed (or
+    recorded): functional mode without random latencies, trace or progress callback, a program
+    whose memory holds its segments only (a faulting replay can then start again)."""
+    if not REPLAY or sim.mode != "functional" or sim.random_latency is not None or sim.trace \
+            or sim.progress is not None or sim.program is None or sim.memory is None \
+            or sim.memory.writes != sim._pristine:
+        return None
+    return (sim.machine, sim.check_races, _switches())
+
+
+@dataclass
+class Schedule:
+    """A functional run's schedule (see the module doc)."""
+    streams: list  # [(stream key, (instruction, ...))] in key order: checked by identity
+    calls: list  # (record index, block) for a run call, (record index, -1) for an apply
+    recs: list  # per record: (unit, start, end, blocks)
+    units: list  # per unit: (name, busy cycles, stall cycles by cause)
+
+
+def _streams(sim: Simulator) -> list:
+    return [(k, tuple(sim.streams[k])) for k in sorted(sim.streams)]
+
+
+def _same_streams(a: list, b: list) -> bool:
+    if len(a) != len(b):
+        return False
+    for (ka, ia), (kb, ib) in zip(a, b):
+        if ka != kb or len(ia) != len(ib) or any(x is not y for x, y in zip(ia, ib)):
+            return False
+    return True
+
+
+class Recorder:
+    """An executor whose ``run`` / ``apply`` calls are logged (the engine's run to record)."""
+    __slots__ = ("ex", "i", "log")
+
+    def __init__(self, ex, i: int, log: list):
+        self.ex, self.i, self.log = ex, i, log
+
+    def run(self, b):
+        self.log.append((self.i, b))
+        return self.ex.run(b)
+
+    def apply(self, writes):
+        self.log.append((self.i, -1))
+        self.ex.apply(writes)
+
+    def __getattr__(self, name):  # reads / writes (race items), ...
+        return getattr(self.ex, name)
+
+
+def recording(sim: Simulator, key: tuple | None, recs: list) -> tuple | None:
+    """Before the engine's run of ``recs`` (their executors made; ``key``: :func:`key_of` the
+    simulator before the run wrote anything): when this run's schedule may be kept, wrap the
+    executors to log their calls and return (key, log); else None."""
+    if key is None or any(isinstance(r.inst, CsuCall) for r in recs):
+        return None
+    got = sim.program.__dict__.get("_sim_schedule")
+    if got is not None and key in got:  # (a replay that faulted: nothing to record)
+        return None
+    log: list = []
+    for r in recs:
+        r.ex = Recorder(r.ex, r.index, log)
+    return key, log
+
+
+def keep(sim: Simulator, eng, recs: list, rec: tuple) -> None:
+    """After the engine's run: keep it as the program's schedule (``rec``: what
+    :func:`recording` returned) when it finished and reported nothing."""
+    if eng.reports or any(r.end is None for r in recs):
+        return
+    key, log = rec
+    sched = Schedule(_streams(sim), log,
+                     [(r.unit, r.start, r.end, tuple(r.blocks)) for r in recs],
+                     [(u.name, u.busy, dict(u.stalls)) for u in eng.units])
+    got = sim.program.__dict__.get("_sim_schedule")
+    if got is None:
+        got = {}
+        sim.program.__dict__["_sim_schedule"] = got  # (not a dataclass field: never compared)
+    got[key] = sched
+
+
+def replay(sim: Simulator, inputs) -> Result | None:
+    """The run of ``inputs`` by the program's schedule; None when there is none for this run
+    (the caller runs the engine) or when an executor faulted (the caller starts again on a fresh
+    memory: the engine reports the fault)."""
+    key = key_of(sim)
+    if key is None:
+        return None
+    got = sim.program.__dict__.get("_sim_schedule")
+    sched = got.get(key) if got is not None else None
+    if sched is None or not _same_streams(sched.streams, _streams(sim)):
+        return None
+    from .simulator import Result
+
+    recs, reports = sim._records()
+    if reports:  # (a schedule is kept only for checked instructions)
+        return None
+    mem = sim.memory
+    mem.writes += 1  # a run changes the memory (as _run_once)
+    sim._load_inputs(inputs)
+    exs = [make_exec(r.inst, mem) for r in recs]
+    pending: list = [None] * len(recs)
+    try:
+        for i, b in sched.calls:
+            if b >= 0:
+                pending[i] = exs[i].run(b)
+            else:
+                exs[i].apply(pending[i])
+                pending[i] = None
+    except SimError:
+        return None
+    for r, (unit, start, end, blocks) in zip(recs, sched.recs):
+        r.unit, r.start, r.end, r.blocks = unit, start, end, list(blocks)
+    outputs = {}
+    for s in sim.program.symbols:
+        if s.role == "output":
+            outputs[s.name] = mem.read_walk(sim._symbol_walk(s)).reshape(s.shape)
+    eng = SimpleNamespace(units=[SimpleNamespace(name=n, busy=b, stalls=st)
+                                 for n, b, st in sched.units],
+                          macs={}, peak={}, bytes={}, reports=[], now=0.0)
+    return Result(outputs, sim._stats(eng, recs), [], recs, [], sim.machine)
