@@ -35,7 +35,7 @@ from . import cost_batch
 from .checks import RaceDetector, Report
 from .dma_ahead import DmaAhead
 from .engine_checks import PRUNE_EVERY, Checks
-from .fluid import Fluid, Job, columns_of
+from .fluid import NEAR_MARGIN, Fluid, Job, columns_of
 from .memory import Memory
 from .race_batch import RaceBatch
 from .semantics import Exec, SimError
@@ -184,6 +184,7 @@ class Engine(Fluid, Checks, TraceEvents, DmaAhead):
         self.columns = columns_of(machine)
         self.col_cap = np.array(self.columns.caps, dtype=np.float64)
         self.col_lim = self.col_cap * (1.0 - 1e-7)  # the margin of Fluid._unlimited
+        self.col_near = self.col_cap * (1.0 - NEAR_MARGIN)  # near_rates' candidates
         self.col_use = np.zeros(self.col_cap.size)
         self.col_cnt = np.zeros(self.col_cap.size, dtype=np.int64)
         # boolean scratch per column (Fluid._unlimited, _alone_at_capacity)

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from .share_near import near_rates
 from .share_pack import SharePack
 from .timing import Cost, alone_on_columns, alone_rate, bank_terms, capacity
 
@@ -40,6 +41,8 @@ class Columns:
         self.machine = weakref.ref(machine)
         self.ids: dict[tuple, int] = {}
         self.caps: list[float] = [1.0] * (machine.num_tpbs * machine.hbsm_banks)
+        self.nbank = len(self.caps)  # (the bank columns: 0 .. nbank - 1)
+        self.keys: list = [None] * self.nbank  # a link column's key (None: a bank's)
         self.link_caps: dict[tuple, float] = {}  # capacity per link key (what share reads)
         self.token = next(_TOKENS)
 
@@ -49,6 +52,7 @@ class Columns:
             i = self.ids[key] = len(self.caps)
             c = self.link_caps[key] = capacity(self.machine(), key)
             self.caps.append(c)
+            self.keys.append(key)
         return i
 
 
@@ -76,6 +80,15 @@ SHARE_SHORTCUT = True
 #: cause (``bottleneck``) when a resource limited it in a state of no duration alone. False:
 #: after every change (tests compare whole runs).
 DEFER_RESHARE = True
+
+#: Share the resources from the columns whose running demand sum is near their capacity
+#: (:func:`~m100.sim.share_near.near_rates`: the same rates and causes). False: ``share`` on
+#: every demand entry (``sim/share_pack.py``; the tests compare the two).
+NEAR = True
+
+#: The candidates of ``near_rates``: a running sum over ``(1 - NEAR_MARGIN)`` of the capacity
+#: (``share``'s near test is ``1 - 1e-6`` of the job-order sum; the running sums drift by ~1e-11).
+NEAR_MARGIN = 2e-6
 
 #: At most this many columns over the margin are summed exactly by
 #: ``Fluid._alone_at_capacity`` (more: ``share`` decides).
@@ -121,6 +134,7 @@ class Fluid:
         if n > 0:
             self.col_cap = np.append(self.col_cap, caps[self.col_cap.size:])
             self.col_lim = self.col_cap * (1.0 - 1e-7)
+            self.col_near = self.col_cap * (1.0 - NEAR_MARGIN)
             self.col_use = np.append(self.col_use, np.zeros(n))
             self.col_cnt = np.append(self.col_cnt, np.zeros(n, dtype=np.int64))
             self.col_b1, self.col_b2 = np.empty(self.col_cap.size, dtype=bool), \
@@ -189,13 +203,7 @@ class Fluid:
         if not self.jobs:
             self.col_use[:] = 0.0  # no drift carried over
             return True
-        if self.col_updates >= 4096:  # recompute the running sums now and then (drift)
-            self.col_use[:] = 0.0
-            self.col_cnt[:] = 0
-            self.crit_jobs = 0
-            for j in jobs:
-                self._add_use(j, 1)
-            self.col_updates = 0
+        self._resum(jobs)
         if self.crit_jobs:
             return False
         # every column used by two jobs or more is under its capacity by the margin (a column
@@ -205,6 +213,17 @@ class Fluid:
         ok = np.less_equal(self.col_use, self.col_lim, out=self.col_b1)
         np.logical_or(ok, np.less(self.col_cnt, 2, out=self.col_b2), out=ok)
         return bool(_ALL(ok))
+
+    def _resum(self, jobs) -> None:
+        """Recompute the running column sums now and then (drift: at most 4096 updates of
+        each sum between two recomputations)."""
+        if self.col_updates >= 4096:
+            self.col_use[:] = 0.0
+            self.col_cnt[:] = 0
+            self.crit_jobs = 0
+            for j in jobs:
+                self._add_use(j, 1)
+            self.col_updates = 0
 
     def _alone_at_capacity(self, jobs: list[Job]) -> bool:
         """True when :func:`share` would give every job exactly its alone rate although
@@ -260,6 +279,23 @@ class Fluid:
         idx = self.fl_idx = self._job_units()
         if SHARE_SHORTCUT and (self._unlimited(jobs) or self._alone_at_capacity(jobs)):
             rates = self.j_alone[idx]
+        elif NEAR:
+            causes = []
+            self._resum(jobs)  # (SHARE_SHORTCUT off: not done by _unlimited)
+            cands = np.greater(self.col_use, self.col_near, out=self.col_b1).nonzero()[0]
+            maps = []
+            for j in jobs:
+                cost = j.cost
+                m = cost.colmap
+                if m is None:  # (job.cols / job.use are the cost's, _add_use)
+                    m = cost.colmap = dict(zip(j.cols.tolist(), j.use.tolist()))
+                maps.append(m)
+            cols = self.columns
+            rates = near_rates(maps, self.j_alone[idx], cands.tolist(), cols.caps, cols.nbank,
+                               cols.keys, causes)
+            for j, cause in zip(jobs, causes):
+                if cause:
+                    self.units[j.unit].bottleneck = cause
         else:
             causes: list[str] = []
             # every streaming job's nonzero links are in the registry (_add_use) and its alone

@@ -131,6 +131,37 @@ def test_share_pack_equals_share_built_afresh(name, monkeypatch):
         assert fast.stats["total_cycles"] > 0
 
 
+@pytest.mark.parametrize("name", ["llama", pytest.param("resnet18-32", marks=pytest.mark.slow)])
+def test_near_rates_equal_share_on_every_entry(name, monkeypatch):
+    """Max-min rates from the columns whose running demand sum is near their capacity
+    (``m100.sim.fluid.NEAR``, sim/share_near.py) give the same cycles, stats (stall causes) and
+    reports, bit for bit, as ``share`` on every demand entry: timed modes, random latencies
+    (other job sets), the shortcut off (every job set shared), a monitor-dropping mutant."""
+    from m100.sim import fluid
+
+    build, machine, tpbs = CASES[name]
+    cr = driver.compile(build(), machine=machine, tpbs=tpbs)
+    inputs = driver.random_inputs(cr.program, 3)
+    sites = monitor_sites(cr.program)
+    progs = [cr.program, mutate(cr.program, sites[len(sites) // 2], "drop")]
+    kinds = set()
+    for prog, kw, shortcut in [(progs[0], {"mode": "timing"}, True),
+                               (progs[0], {"mode": "full"}, True),
+                               (progs[0], {"random_latency": 7}, True),
+                               (progs[0], {"mode": "timing"}, False),
+                               (progs[1], {"mode": "full"}, True)]:
+        monkeypatch.setattr(fluid, "SHARE_SHORTCUT", shortcut)
+        fast = driver.run(prog, inputs, **kw)
+        monkeypatch.setattr(fluid, "NEAR", False)
+        ref = driver.run(prog, inputs, **kw)
+        monkeypatch.setattr(fluid, "NEAR", True)
+        _same(fast, ref)
+        assert fast.stats["total_cycles"] > 0
+        kinds |= set(fast.stats["stall_cycles"])
+    # (a resource limited some block: rates below the alone rates, causes compared)
+    assert kinds - {"sync", "dispatch", "csu_cpu", "contention"}
+
+
 @pytest.mark.parametrize("name", ["mlp", "convnet", "llama",
                                   pytest.param("resnet18-32", marks=pytest.mark.slow)])
 def test_race_batches_equal_the_per_access_checker(name, monkeypatch):
