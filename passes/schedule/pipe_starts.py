@@ -15,7 +15,9 @@ change gained were lost there.
 whose configuration differs from the local search's greedy start (TPBs in proportion to each
 stage's work, :meth:`.search.Search._pipe_start`), and tries that start in the whole plan: one
 bounded whole-plan build each (``Scheduler.shorter``), kept only when the plan gets shorter, at
-most :data:`MAX_TRIALS`.
+most :data:`MAX_TRIALS`. Each trial resumes from the latest checkpoint of the plan before the
+changed segment that fits it (:mod:`.resume`; ResNet-50 224: the trials in the plan's own keep
+mode build from segment 22-38 of 63 instead of 0).
 
 Pre: the plan after the search's refinements; post: the same plan or a shorter one.
 """
@@ -60,8 +62,11 @@ def pipe_starts(s, segs: list[SegmentCfg], tl, keep: str):
         trial = list(segs)
         trial[si] = start
         for mode in dict.fromkeys((keep, "", "one-stage", "all")):  # the keep modes of
-            tl2 = s.sched.shorter(trial, tl, mode)  # keep_activations: which tensors stay
-            if _DEBUG:  # in HBSM depends on where the pipeline's stages run
+            # keep_activations: which tensors stay in HBSM depends on where the pipeline's
+            # stages run; resumed from ``tl``'s latest checkpoint before ``si`` that fits the
+            # trial (:mod:`.resume`: the same plan as a full build)
+            tl2 = s.sched.shorter(trial, tl, mode, base=tl)
+            if _DEBUG:
                 print(f"pipe_starts: {[st.op for st in seg.stages]} "
                       f"{[len(st.tpbs) for st in seg.stages]} -> "
                       f"{[len(st.tpbs) for st in start.stages]} keep '{mode}': "
