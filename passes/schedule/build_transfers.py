@@ -6,6 +6,7 @@ place when one piece on the TPB has exactly the box). One task per instruction t
 from __future__ import annotations
 
 from .graph import Op, ScheduleError, dtype_bytes
+from .keep import row_root
 from .list_schedule import ListScheduler
 from .plan import PlanPiece, PlanTask
 from .segment import StageCfg, memory_of
@@ -24,8 +25,20 @@ class Transfers(ListScheduler):
 
     def _streamed(self, tensor: str) -> bool:
         prod = self.s.producers.get(tensor)
+        if prod is not None and prod.name in self.g.view_ops and self.tl.kept:
+            return self._kept_root(tensor) is not None
         return prod is not None and prod.name in self.by_op and (
             prod.name in self.seg_ops or prod.name in self.tl.kept)
+
+    def _kept_root(self, tensor: str) -> str | None:
+        """The kept tensor whose bytes ``tensor`` is as whole rows (``keep.row_root``: RoPE's
+        ``[T, n, hd]`` view of a kept projection), else None."""
+        root = row_root(self.g, tensor)
+        prod = self.s.producers.get(root) if root is not None else None
+        if prod is None or prod.name not in self.tl.kept or prod.name not in self.by_op or \
+                prod.name in self.seg_ops:
+            return None
+        return root
 
     def _load(self, op: Op, tensor: str, tpb: int, nbytes: float, role: str,
               slot: bool = True, box: tuple[int, int, int, int] | None = None) -> PlanTask:
@@ -107,6 +120,16 @@ class Transfers(ListScheduler):
         ``row_tpbs`` (a whole-K row tile, the same for every column part and column tile) the load
         is shared: one DRB broadcast to ``row_tpbs`` (or one load) that all those pieces read."""
         prod = self.s.producers.get(tensor)
+        if prod is not None and prod.name in self.g.view_ops and self.tl.kept:
+            root = self._kept_root(tensor)
+            if root is not None:  # whole rows of the kept root: its rows x all its columns
+                C = self.g.tensors[root].shape[-1]
+                if (cols is not None and cols != (0, bshape[-1])) or \
+                        bshape[1] * bshape[2] != C:
+                    raise ScheduleError(f"internal: '{tensor}' read from the kept '{root}' "
+                                        f"in part of its rows ({bshape}, columns {cols})")
+                tensor, prod, bshape, cols = root, self.s.producers[root], (bshape[0], 1, C), \
+                    (0, C)
         if not (prod is not None and prod.name in self.by_op and (
                 prod.name in self.seg_ops or prod.name in self.tl.kept)):
             if not row_tpbs:

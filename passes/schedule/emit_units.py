@@ -509,3 +509,17 @@ class UnitEmitter(EmitterCore):
 
     def _streamed(self, tensor: str, seg_ops: set[str], pieces) -> bool:
         return self._producer_pieces(tensor, seg_ops, pieces) is not None
+
+    def kept_root(self, tensor: str, seg_ops: set[str]) -> str | None:
+        """The kept tensor (of an earlier segment) whose bytes ``tensor`` is as whole rows
+        (``keep.row_root``: RoPE's ``[T, n, hd]`` view of a kept projection), else None: the
+        plan builder's ``Transfers._kept_root``."""
+        from .keep import row_root
+        prod = self.producers.get(tensor)
+        if prod is None or prod.name not in self.g.view_ops or not self.kept_pieces:
+            return None
+        root = row_root(self.g, tensor)
+        rp = self.producers.get(root) if root is not None else None
+        if rp is None or rp.name in seg_ops or rp.name not in self.kept_pieces:
+            return None
+        return root

@@ -38,6 +38,54 @@ from .segment import (SegmentCfg, lockstep, lockstep_groups, reads_whole, reduce
                       row_tile, streamable)
 
 KEEP_UNITS = ("tcu.conv2d", "tcu.matmul", "cvu.pool", "cvu.elementwise")
+#: False: a tensor read through a reshape view (RoPE's ``[T, n, hd]`` of a projection's
+#: ``[T, n*hd]``) is never kept (A/B; issue 13, session 19)
+ROW_VIEWS = True
+
+
+def row_root(g: OpGraph, tensor: str) -> str | None:
+    """The 2-D tensor ``R [rows, C]`` whose bytes ``tensor`` is when ``tensor`` is a whole reshape
+    view of it at offset 0 with the same rows (``row_view``: ``(rows, E, c)``, ``E * c == C``):
+    RoPE's ``x [T, n, hd]`` of a projection's ``[T, n * hd]``. A piece of whole rows of
+    ``tensor`` (every ``E``, every ``c``) is then rows x all ``C`` columns of ``R``, byte for
+    byte; None otherwise. (Cached per graph.)"""
+    cache = g.__dict__.setdefault("_row_root", {})
+    if tensor in cache:
+        return cache[tensor]
+    r = None
+    v = g.views.get(tensor) if ROW_VIEWS else None
+    if v is not None and v[1] == 0 and v[0] in g.tensors:
+        root, t = g.tensors[v[0]], g.tensors[tensor]
+        if len(root.shape) == 2 and len(t.shape) == 3 and root.numel == t.numel and \
+                root.dtype == t.dtype and row_view(t.shape)[0] == root.shape[0]:
+            r = v[0]
+    cache[tensor] = r
+    return r
+
+
+def row_roots(g: OpGraph) -> set[str]:
+    """The tensors that have a row view (:func:`row_root`). (Cached per graph.)"""
+    r = g.__dict__.get("_row_roots")
+    if r is None:
+        r = g.__dict__["_row_roots"] = {x for x in (row_root(g, v) for v in g.views) if x}
+    return r
+
+
+def _view_readers(g: OpGraph, cons: dict, t: str, ops: set[str]):
+    """The readers of ``t``'s row views (:func:`row_root`) as (reader, view tensor), or None when
+    ``t`` is read through another view op or a view is read by an op of its own segment."""
+    out = []
+    for u in cons.get(t, []):
+        if u.name not in g.view_ops:
+            continue
+        v = u.outputs[0] if len(u.outputs) == 1 else None
+        if v is None or row_root(g, v) != t:
+            return None
+        for w in cons.get(v, []):
+            if w.name in ops:
+                return None
+            out.append((w, v))
+    return out
 
 
 def piece_elems(g: OpGraph, op, geo) -> int:
@@ -95,17 +143,24 @@ def choose_kept(s, segs: list[SegmentCfg], cap: int, one_stage: bool = False
                     st.act_resident:
                 continue
             users = cons.get(t, [])
-            later = [u for u in users if u.name not in ops]
-            if not later or any(reads_whole(u, t) for u in users):
+            # readers through a row view (read as whole rows of ``t``: one column part)
+            vread = _view_readers(g, cons, t, ops) if t in row_roots(g) else []
+            if vread is None:
+                continue
+            users = [u for u in users if u.name not in g.view_ops] if vread else users
+            later = [(u, t) for u in users if u.name not in ops] + vread
+            if not later or any(reads_whole(u, t) for u in users) or \
+                    any(reads_whole(u, v) for u, v in vread):
                 continue
             ok = True
             last = si
-            for u in later:
-                if u.name not in stage or seg_of[u.name] <= si or not streamable(g, u, t):
+            for u, v in later:
+                if u.name not in stage or seg_of[u.name] <= si or not streamable(g, u, v):
                     ok = False
                     break
                 usi, useg, ust = stage[u.name]
-                if not _reads_kept(s, useg, ust, plans) or (one_stage and len(useg.stages) > 1):
+                if not _reads_kept(s, useg, ust, plans) or (one_stage and len(useg.stages) > 1) \
+                        or (v != t and ust.gc != 1):
                     ok = False
                     break
                 last = max(last, usi)

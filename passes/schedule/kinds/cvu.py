@@ -104,12 +104,23 @@ def rotated_inputs(op: Op, c0: int, c1: int, oshape: tuple[int, ...]) -> dict:
     return rot
 
 
-def rotated_access(ishape: tuple[int, int, int], half: int):
+def rotated_access(ishape: tuple[int, int, int], half: int, flat: bool = False):
     """The walk over a ``(rows, E, 2 half)`` HBSM box that reads it with the halves of each row
     swapped: iteration ``(r, e, b, j)`` -> box ``(r, e, (1 - b) half + j)`` (a TWU level of step
-    ``-half``); the CVU reads the beats as ``ishape``."""
+    ``-half``); the CVU reads the beats as ``ishape``. ``flat``: the box is ``(rows, 1, E * 2
+    half)`` (:func:`flat_access`), the same bytes: ``(r, 0, 2 half e + (1 - b) half + j)``."""
+    if flat:
+        return access((ishape[0], ishape[1], 2, half),
+                      [((1, 0, 0, 0), 0), ((0, 0, 0, 0), 0), ((0, 2 * half, -half, 1), half)])
     return access((ishape[0], ishape[1], 2, half),
                   [((1, 0, 0, 0), 0), ((0, 1, 0, 0), 0), ((0, 0, -half, 1), half)])
+
+
+def flat_access(ishape: tuple[int, int, int]):
+    """The walk reading a ``(rows, 1, E * cols)`` HBSM box (rows of a kept 2-D tensor,
+    ``keep.row_root``) as the piece iteration ``(rows, E, cols)``: ``(r, e, c)`` -> ``(r, 0, cols
+    e + c)``, the same bytes in the same order."""
+    return access(ishape, [((1, 0, 0), 0), ((0, 0, 0), 0), ((0, ishape[2], 1), 0)])
 
 
 def input_box(m, oshape: tuple[int, ...], r0: int, c0: int, it: tuple[int, int, int]):
@@ -168,19 +179,35 @@ def emit_piece(em, si, seg, op, b, j, tpb, r0, r1, c0, c1, pieces, seg_ops, plan
         deps: list[SSAValue] = []
         resident = op.attrs.get("resident", ())
         rot = rotated_inputs(op, c0, c1, oshape)
+        flat = set()  # inputs read from a kept root's rows (rows, 1, E * cols): ``flat_access``
         for i, tname in enumerate(op.inputs):
             if i in rot:  # input k's buffer, its rows' halves swapped: no load
                 k, half = rot[i]
                 kbuf, kacc = slots[f"in{k}"]
-                if kacc is not None or in_shapes[k] != it:
+                if (kacc is not None and k not in flat) or in_shapes[k] != it:
                     raise ScheduleError(f"op '{op.name}': a rotate-half read of a box that is "
                                         "not the piece's")
-                slots[f"in{i}"] = (kbuf, rotated_access(it, half))
+                slots[f"in{i}"] = (kbuf, rotated_access(it, half, k in flat))
                 in_shapes.append(it)
                 continue
             lin, ishape = input_box(lw.in_maps[i], oshape, r0, c0, it)
             tt = g.tensors[tname]
             acc = None
+            root = em.kept_root(tname, seg_ops) if tt.kind != "weight" else None
+            if root is not None:  # whole rows of a kept tensor (keep.row_root): copied as
+                # its rows x all its columns, read as the piece's (rows, E, cols)
+                C = g.tensors[root].shape[-1]
+                buf, tks = em.act_in(si, seg, op, root, (r0, r1), (rows, 1, C), lin, tpb,
+                                     pieces, seg_ops, b, (0, C))
+                if (c0, c1) != (0, it[2]) or it[1] * it[2] != C or \
+                        [(tuple(c), k) for c, k in lw.in_maps[i]] != ident(3):
+                    raise ScheduleError(f"op '{op.name}': input '{tname}' read from the kept "
+                                        f"'{root}' in part of its rows")
+                slots[f"in{i}"] = (buf, flat_access(it))
+                flat.add(i)
+                in_shapes.append(it)
+                deps += tks
+                continue
             if i in resident:  # loaded whole once per TPB: this piece's box of it
                 buf, tok = em.weight(op, tname, tpb, 0, 0, "box", None, True, j,
                                      box=resident_box(lw.in_maps[i], oshape))
