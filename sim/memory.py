@@ -226,15 +226,20 @@ class Memory:
     def __init__(self, machine: Machine):
         self.machine = machine
         self._spaces: dict[tuple[int, int], FlatBytes] = {}
+        self._by_arg: dict[tuple, FlatBytes] = {}  # space() by its arguments as given
         self.writes = 0  # write_bytes / write_walk calls (Simulator: is it still the program's?)
         # scratch buffers of the run's semantics by (kind, shape..., type) (Conv2DExec._padded)
         self.scratch: dict[tuple, np.ndarray] = {}
 
     def space(self, space: Space, tpb: int = 0) -> FlatBytes:
-        key = (int(space), tpb if space is Space.HBSM else 0)
+        s = self._by_arg.get((space, tpb))  # (a Space hashes and compares as its int)
+        if s is not None:
+            return s
+        key = (int(space), tpb if Space(space) is Space.HBSM else 0)
         s = self._spaces.get(key)
         if s is None:
             s = self._spaces[key] = FlatBytes(space_size(self.machine, Space(space)), WHOLE)
+        self._by_arg[(space, tpb)] = s
         return s
 
     # --- raw bytes ------------------------------------------------------------------------------
@@ -258,6 +263,23 @@ class Memory:
         """
         t = walk.tpb if tpb is None else tpb
         mem = self.space(walk.space, t)
+        if offsets is None and not copy:  # a view of the whole walk: its plan (_view_plan)
+            got = walk.__dict__.get("_mem_view")  # (a walk is immutable: kept on it)
+            if got is None or got[0] is not twu.STRIDED:
+                got = (twu.STRIDED, _view_plan(walk))
+                object.__setattr__(walk, "_mem_view", got)
+            p = got[1]
+            if p is not None and mem.whole and p[1] <= mem.size:
+                lo, hi, counts, strides, vt = p
+                if counts is None:  # contiguous: a view of its bytes
+                    v = mem.buf[lo:hi].view(vt)
+                    v.flags.writeable = False
+                    return v
+                view = np.ndarray(counts, vt, mem.buf, lo, strides)  # lo: the first beat
+                v = view.reshape(-1)  # a copy unless the beats have one stride
+                if np.may_share_memory(v, view):  # still a view
+                    v.flags.writeable = False
+                return v
         dt = walk.dtype
         vt = _SAME.get(dt)
         if offsets is None:
@@ -355,6 +377,33 @@ class Memory:
         if sz > 1:
             addrs = (addrs[:, None] + np.arange(sz, dtype=np.int64)).reshape(-1)
         mem.scatter(addrs, raw)
+
+
+def _view_plan(walk: Walk) -> tuple | None:
+    """How :meth:`Memory.read_walk` reads the whole of ``walk`` with ``copy=False`` from a space
+    mapped whole, when that is a view: ``(lo, hi, None, None, value type)`` for contiguous beats
+    (bytes [lo, hi) as the value type), ``(first, end, counts, byte strides, value type)`` for
+    an affine box (the strided view at its first beat's byte ``first``; ``end``: the box's end
+    byte); None for the other walks and for a walk starting below byte 0 (the general path, which
+    raises). The same views :meth:`Memory.read_walk`'s general path makes, the same checks: the
+    caller checks the end against the space's size."""
+    dt = walk.dtype
+    vt = _SAME.get(dt)
+    if vt is None:
+        return None
+    sz = dt.bits // 8
+    start = contiguous_start(walk)
+    if start is not None:
+        lo = walk.base + start * sz
+        return None if lo < 0 else (lo, lo + walk.num_elements * sz, None, None, vt)
+    bx = box(walk)
+    if bx is None:
+        return None
+    lo, hi, counts, steps = bx
+    if walk.base + lo * sz < 0:
+        return None
+    first = walk.base + sum(lv.initial for lv in walk.levels) * sz
+    return (first, walk.base + (hi + 1) * sz, counts, tuple(s * sz for s in steps), vt)
 
 
 def _consecutive(offsets: np.ndarray) -> bool:
