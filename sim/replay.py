@@ -1,26 +1,34 @@
-"""Functional runs replayed from the program's schedule (issue 15): the event loop and the race
-checks of a functional run are done once per program, the instruction semantics every run.
+"""Functional and full runs replayed from the program's schedule (issue 15): the event loop, the
+timing model and the race checks of a run are done once per program, the instruction semantics
+every run.
 
-Why it is exact. Without timing (``mode="functional"``) and without random latencies, every block
-takes one cycle and nothing waits for a dispatch, a link or a CPU: which block starts or ends
-when, and in which order the executors' ``run`` (gather the inputs, compute) and ``apply`` (write
-the outputs) calls come, follow from the instructions' sync fields alone -- the counters' values
-are sums of the updates' amounts, never of data. So are the records' times, the units' busy and
-stall cycles and every counter overflow. The race checker's verdict follows from the same order
+Why it is exact. Without random latencies, which block starts or ends when, and in which order the
+executors' ``run`` (gather the inputs, compute) and ``apply`` (write the outputs) calls come,
+follow from the instructions alone. In functional mode (``mode="functional"``) every block takes
+one cycle and nothing waits for a dispatch, a link or a CPU: the order follows from the
+instructions' sync fields -- the counters' values are sums of the updates' amounts, never of data.
+In full mode (``mode="full"``) the blocks' durations come from the timing model, whose costs are
+functions of the instructions and the machine (``CostModel.cost(inst, b)``: walks, sizes, element
+types -- never the data), the dispatch times from the instructions' encoded sizes, the fluid
+model's rates from those costs: the same event order and the same times whatever the data. So are
+the records' times, the units' busy and stall cycles (stall causes included), the bytes and MACs
+of the stats and every counter overflow. The race checker's verdict follows from the same order
 and from the accesses' byte sets, which are functions of the instructions too, except a CSU
 routine's (a gather's or scatter's rows are index data): a program with a CSU call is never
 replayed. The data decides one thing only: whether an executor faults (a CSU index out of range,
 an integer CVU stage outside i32, ...), which stops the engine's run there.
 
-So the first functional run of a program (``Simulator._run``, a memory holding the program's
-segments and nothing else) runs the engine as always and keeps, when it ended without any report
-(no race, fault, overflow or deadlock), its schedule on the program: the ``run`` / ``apply``
-calls in order, every record's unit, start, end and blocks, every unit's busy and stall cycles.
-A later run of the same program object, the same instructions in the same streams (by identity:
-instructions are immutable), the same machine object, the same options and the same module
-switches (the paths the tests compare) makes exactly those calls on its own inputs and takes the
-records and stats from the schedule -- what the engine would compute again. A fault in a replay
-(the data decides) drops the replay's memory and runs the engine from the start, which reports it.
+So the first functional or full run of a program (``Simulator._run``, a memory holding the
+program's segments and nothing else) runs the engine as always and keeps, when it ended without
+any report (no race, fault, overflow or deadlock), its schedule on the program: the ``run`` /
+``apply`` calls in order, every record's unit, dispatch, start, end and blocks, every unit's busy
+and stall cycles, and the stats' bytes and MACs. A later run of the same program object in the
+same mode, the same instructions in the same streams (by identity: instructions are immutable),
+the same machine object, the same options and the same module switches (the paths the tests
+compare) makes exactly those calls on its own inputs and takes the records and stats from the
+schedule -- what the engine would compute again. A fault in a replay (the data decides) drops the
+replay's memory and runs the engine from the start, which reports it. Timing mode (no data: the
+whole run would be the kept result) and traced runs are never replayed.
 :data:`REPLAY` False always runs the engine (``test/e2e/test_replay.py`` compares the two).
 """
 
@@ -39,8 +47,12 @@ from .semantics_base import SimError
 if TYPE_CHECKING:
     from .simulator import Result, Simulator
 
-#: Replay a program's functional schedule (False: every run runs the engine; tests compare).
+#: Replay a program's functional or full schedule (False: every run runs the engine; tests
+#: compare).
 REPLAY = True
+
+#: The modes whose runs are replayed.
+MODES = ("functional", "full")
 
 
 def _switches() -> tuple:
@@ -48,27 +60,30 @@ def _switches() -> tuple:
     under one setting is replayed only under the same one."""
     return (twu.STRIDED, twu.GEOMETRY, race_batch.BATCH, engine.KNOWN_CLOCKS,
             engine.UNTIMED_FIFO, memory.WHOLE, mempool.POOL, cost_batch.BATCH,
-            fluid.SHARE_SHORTCUT, fluid.DEFER_RESHARE, share_pack.PACK)
+            fluid.SHARE_SHORTCUT, fluid.DEFER_RESHARE, fluid.NEAR, share_pack.PACK)
 
 
 def key_of(sim: Simulator) -> tuple | None:
     """The key of ``sim``'s next run's schedule, or None when that run may not be replayed (or
-    recorded): functional mode without random latencies, trace or progress callback, a program
-    whose memory holds its segments only (a faulting replay can then start again)."""
-    if not REPLAY or sim.mode != "functional" or sim.random_latency is not None or sim.trace \
+    recorded): functional or full mode without random latencies, trace or progress callback, a
+    program whose memory holds its segments only (a faulting replay can then start again)."""
+    if not REPLAY or sim.mode not in MODES or sim.random_latency is not None or sim.trace \
             or sim.progress is not None or sim.program is None or sim.memory is None \
             or sim.memory.writes != sim._pristine:
         return None
-    return (sim.machine, sim.check_races, _switches())
+    return (sim.mode, sim.machine, sim.check_races, _switches())
 
 
 @dataclass
 class Schedule:
-    """A functional run's schedule (see the module doc)."""
+    """A functional or full run's schedule (see the module doc)."""
     streams: list  # [(stream key, (instruction, ...))] in key order: checked by identity
     calls: list  # (record index, block) for a run call, (record index, -1) for an apply
-    recs: list  # per record: (unit, start, end, blocks)
+    recs: list  # per record: (unit, dispatch, start, end, blocks)
     units: list  # per unit: (name, busy cycles, stall cycles by cause)
+    macs: dict  # the engine's MACs and peak MACs per cycle per unit, bytes per memory / link
+    peak: dict
+    nbytes: dict
 
 
 def _streams(sim: Simulator) -> list:
@@ -125,8 +140,9 @@ def keep(sim: Simulator, eng, recs: list, rec: tuple) -> None:
         return
     key, log = rec
     sched = Schedule(_streams(sim), log,
-                     [(r.unit, r.start, r.end, tuple(r.blocks)) for r in recs],
-                     [(u.name, u.busy, dict(u.stalls)) for u in eng.units])
+                     [(r.unit, r.dispatch, r.start, r.end, tuple(r.blocks)) for r in recs],
+                     [(u.name, u.busy, dict(u.stalls)) for u in eng.units],
+                     dict(eng.macs), dict(eng.peak), dict(eng.bytes))
     got = sim.program.__dict__.get("_sim_schedule")
     if got is None:
         got = {}
@@ -164,13 +180,14 @@ def replay(sim: Simulator, inputs) -> Result | None:
                 pending[i] = None
     except SimError:
         return None
-    for r, (unit, start, end, blocks) in zip(recs, sched.recs):
-        r.unit, r.start, r.end, r.blocks = unit, start, end, list(blocks)
+    for r, (unit, dispatch, start, end, blocks) in zip(recs, sched.recs):
+        r.unit, r.dispatch, r.start, r.end, r.blocks = unit, dispatch, start, end, list(blocks)
     outputs = {}
     for s in sim.program.symbols:
         if s.role == "output":
             outputs[s.name] = mem.read_walk(sim._symbol_walk(s)).reshape(s.shape)
     eng = SimpleNamespace(units=[SimpleNamespace(name=n, busy=b, stalls=st)
                                  for n, b, st in sched.units],
-                          macs={}, peak={}, bytes={}, reports=[], now=0.0)
+                          macs=sched.macs, peak=sched.peak, bytes=sched.nbytes, reports=[],
+                          now=0.0)
     return Result(outputs, sim._stats(eng, recs), [], recs, [], sim.machine)

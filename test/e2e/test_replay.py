@@ -1,5 +1,6 @@
-"""A functional run replayed from the program's kept schedule (``m100.sim.replay``) gives what the
-engine gives, bit for bit: outputs, stats, reports and every record's unit / times / blocks --
+"""A functional or full run replayed from the program's kept schedule (``m100.sim.replay``) gives
+what the engine gives, bit for bit: outputs, stats (cycles, stall causes, bytes, MACs), reports and
+every record's unit / dispatch / times / blocks --
 on compiled models with other inputs than the recorded run's, without race checks, and when the
 data makes an executor fault (the replay then hands over to the engine, which reports it)."""
 
@@ -49,43 +50,48 @@ def engine_runs(monkeypatch):
     return count
 
 
-def _engine_run(monkeypatch, program, inputs, **kw):
+def _engine_run(monkeypatch, program, inputs, mode="functional", **kw):
     monkeypatch.setattr(replay, "REPLAY", False)
     try:
-        return driver.run(program, inputs, mode="functional", **kw)
+        return driver.run(program, inputs, mode=mode, **kw)
     finally:
         monkeypatch.setattr(replay, "REPLAY", True)
 
 
+@pytest.mark.parametrize("mode", ["functional", "full"])
 @pytest.mark.parametrize("name", ["mlp", "convnet", "llama",
                                   pytest.param("resnet18-32", marks=pytest.mark.slow)])
-def test_replay_equals_the_engine(name, monkeypatch, engine_runs):
+def test_replay_equals_the_engine(name, mode, monkeypatch, engine_runs):
     build, machine, tpbs = CASES[name]
     cr = driver.compile(build(), machine=machine, tpbs=tpbs)
     prog = cr.program
     feeds = [driver.random_inputs(prog, s) for s in (3, 4)]
-    ref = [_engine_run(monkeypatch, prog, x) for x in feeds]
-    ref_nr = _engine_run(monkeypatch, prog, feeds[1], check_races=False)
+    ref = [_engine_run(monkeypatch, prog, x, mode) for x in feeds]
+    ref_nr = _engine_run(monkeypatch, prog, feeds[1], mode, check_races=False)
     assert all(r.ok for r in ref) and "_sim_schedule" not in prog.__dict__
+    assert ref[0].outputs.keys() == ref[1].outputs.keys() and any(
+        ref[0].outputs[k].tobytes() != ref[1].outputs[k].tobytes() for k in ref[0].outputs)
     n = engine_runs[0]
-    _same(driver.run(prog, feeds[0], mode="functional"), ref[0])  # the engine, recorded
+    _same(driver.run(prog, feeds[0], mode=mode), ref[0])  # the engine, recorded
     assert engine_runs[0] == n + 1 and "_sim_schedule" in prog.__dict__
     for x, want in ((feeds[1], ref[1]), (feeds[0], ref[0]), (feeds[1], ref[1])):
-        _same(driver.run(prog, x, mode="functional"), want)  # replayed
+        _same(driver.run(prog, x, mode=mode), want)  # replayed
     assert engine_runs[0] == n + 1
-    _same(driver.run(prog, feeds[1], mode="functional", check_races=False), ref_nr)
-    _same(driver.run(prog, feeds[1], mode="functional", check_races=False), ref_nr)
+    _same(driver.run(prog, feeds[1], mode=mode, check_races=False), ref_nr)
+    _same(driver.run(prog, feeds[1], mode=mode, check_races=False), ref_nr)
     assert engine_runs[0] == n + 2  # (a schedule per option set)
-    # the other modes and random latencies never replay
-    for kw in ({"mode": "full"}, {"mode": "timing"}, {"mode": "functional", "random_latency": 3}):
+    # the other replayed mode has its own schedule; timing mode and random latencies never replay
+    other = "full" if mode == "functional" else "functional"
+    for kw in ({"mode": other}, {"mode": other}, {"mode": "timing"}, {"mode": "timing"},
+               {"mode": mode, "random_latency": 3}, {"mode": mode, "random_latency": 3}):
         driver.run(prog, feeds[1], **kw)
-    assert engine_runs[0] == n + 5
+    assert engine_runs[0] == n + 7
     # a racy mutant keeps no schedule: its reports every run
     site = monitor_sites(prog)[len(monitor_sites(prog)) // 2]
     mut = mutate(prog, site, "drop")
-    want = _engine_run(monkeypatch, mut, feeds[0])
+    want = _engine_run(monkeypatch, mut, feeds[0], mode)
     for _ in range(2):
-        _same(driver.run(mut, feeds[0], mode="functional"), want)
+        _same(driver.run(mut, feeds[0], mode=mode), want)
     if want.reports:
         assert "_sim_schedule" not in mut.__dict__
 
@@ -122,20 +128,21 @@ def _div_program() -> Program:
     return Program(m.name, m.fingerprint(), {m.cluster_of(0): [inst]}, symbols=syms)
 
 
-def test_a_fault_in_a_replay_is_the_engines(monkeypatch, engine_runs):
+@pytest.mark.parametrize("mode", ["functional", "full"])
+def test_a_fault_in_a_replay_is_the_engines(mode, monkeypatch, engine_runs):
     prog = _div_program()
     rng = np.random.default_rng(0)
     a = rng.integers(-1000, 1000, (4, 8)).astype(np.int32)
     good = {"a": a, "b": rng.integers(1, 50, (4, 8)).astype(np.int32)}
     bad = {"a": a, "b": good["b"].copy()}
     bad["b"][2, 5] = 0
-    want_good = _engine_run(monkeypatch, prog, good)
-    want_bad = _engine_run(monkeypatch, prog, bad)
+    want_good = _engine_run(monkeypatch, prog, good, mode)
+    want_bad = _engine_run(monkeypatch, prog, bad, mode)
     assert want_good.ok and [r.kind for r in want_bad.reports] == ["fault"]
     assert np.array_equal(want_good.outputs["y"], np.trunc(a / good["b"]).astype(np.int32))
-    _same(driver.run(prog, good, mode="functional"), want_good)  # recorded
+    _same(driver.run(prog, good, mode=mode), want_good)  # recorded
     n = engine_runs[0]
-    _same(driver.run(prog, bad, mode="functional"), want_bad)  # replay faults: the engine
+    _same(driver.run(prog, bad, mode=mode), want_bad)  # replay faults: the engine
     assert engine_runs[0] == n + 1
-    _same(driver.run(prog, good, mode="functional"), want_good)  # replayed
+    _same(driver.run(prog, good, mode=mode), want_good)  # replayed
     assert engine_runs[0] == n + 1
