@@ -59,6 +59,32 @@ _ELIDED = "dense_resource<__elided__>"
 _ELIDE_LIMIT = 256  # elements; torch-mlir prints bigger non-splat constants elided when asked
 
 
+def _preorder(top, visit) -> None:
+    """``visit(op)`` for every op nested in ``top`` (``top`` too), in pre-order: the order the
+    printer writes them in.
+
+    MLIR's own walk hands the callback plain ``Operation``s; iterating ``block.operations`` makes
+    an ``OpView`` of each op, and the first ``linalg`` op there imports torch-mlir's Python
+    ``linalg`` dialect module (its OpDSL named ops: ~0.2 CPU-s of every import worker, for
+    nothing). Bindings without ``Operation.walk`` iterate the blocks."""
+    try:
+        from torch_mlir.ir import WalkOrder, WalkResult
+        walk = top.walk
+    except (ImportError, AttributeError):
+        walk = None
+    if walk is not None:
+        def cb(o):
+            visit(o)
+            return WalkResult.ADVANCE
+        walk(cb, WalkOrder.PRE_ORDER)
+        return
+    visit(top)
+    for region in top.regions:
+        for block in region.blocks:
+            for o in block.operations:
+                _preorder(o.operation, visit)
+
+
 def split_via_elision(module) -> tuple[str, list[bytes]] | None:
     """Faster :func:`split_dense_blobs` done inside torch-mlir: take the big constants' data straight
     from the MLIR attributes (numpy buffer, no hex) and print the module with them elided; the elided
@@ -68,19 +94,15 @@ def split_via_elision(module) -> tuple[str, list[bytes]] | None:
 
     blobs: list[bytes] = []
 
-    def walk(op) -> None:
-        for region in op.regions:
-            for block in region.blocks:
-                for o in block.operations:
-                    if o.name == "arith.constant":
-                        a = o.attributes["value"]
-                        if type(a).__name__ in ("DenseFPElementsAttr", "DenseIntElementsAttr") \
-                                and not a.is_splat and len(a) > _ELIDE_LIMIT:
-                            arr = np.ascontiguousarray(np.array(a))
-                            blobs.append(arr.astype(arr.dtype.newbyteorder("<"), copy=False).tobytes())
-                    walk(o)
+    def visit(o) -> None:
+        if o.name == "arith.constant":
+            a = o.attributes["value"]
+            if type(a).__name__ in ("DenseFPElementsAttr", "DenseIntElementsAttr") \
+                    and not a.is_splat and len(a) > _ELIDE_LIMIT:
+                arr = np.ascontiguousarray(np.array(a))
+                blobs.append(arr.astype(arr.dtype.newbyteorder("<"), copy=False).tobytes())
 
-    walk(module.operation)
+    _preorder(module.operation, visit)
     text = module.operation.get_asm(print_generic_op_form=True, large_elements_limit=_ELIDE_LIMIT)
     out: list[str] = []
     pos = k = 0

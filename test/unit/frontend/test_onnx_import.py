@@ -296,16 +296,68 @@ def test_upstream_pretty_form_parses_and_runs_like_generic(which):
 def test_elided_weight_extraction_equals_the_hex_path():
     """The fast path (constants read from torch-mlir's attributes, printed elided) gives exactly the
     text and bytes of the reference path (printed as hex, then split)."""
-    from m100.frontend import onnx_import
+    from m100.frontend import dense_blobs, onnx_import
+
+    ran = []
+
+    def fast_path(module):
+        ran.append(dense_blobs.split_via_elision(module))
+        return ran[-1]
 
     for model in (models.conv_relu_maxpool(f=16), onnx.load(str(DATA / "llama_layer_small.onnx"))):
         prepared = onnx_import.prepare_model(model, "m")
-        fast_text, fast_blobs = onnx_import.lower_in_process(prepared, "m", True, split=True)
+        ran.clear()
+        with pytest.MonkeyPatch.context() as mp:
+            mp.setattr(onnx_import, "split_via_elision", fast_path)
+            fast_text, fast_blobs = onnx_import.lower_in_process(prepared, "m", True, split=True)
+        assert len(ran) == 1 and ran[0] is not None  # the fast path gave the answer
         hex_text, hex_blobs = onnx_import.split_dense_blobs(
             onnx_import.lower_in_process(prepared, "m", True, split=False))
         assert fast_blobs and fast_blobs == hex_blobs
         assert fast_text == hex_text
         assert "dense_resource" not in fast_text
+
+
+def test_elision_walk_is_the_printers_preorder():
+    """``dense_blobs._preorder`` (MLIR's own walk, no ``OpView`` per op) visits the ops of a
+    torch-mlir module with nested regions in the order of a recursive iteration of its blocks."""
+    import torch_mlir.ir as tir
+    from torch_mlir.dialects import torch as torch_d
+    from torch_mlir.extras import onnx_importer
+
+    from m100.frontend import dense_blobs, onnx_import
+
+    prepared = onnx_import.prepare_model(onnx.load(str(DATA / "llama_layer_small.onnx")), "m")
+    ctx = tir.Context()
+    torch_d.register_dialect(ctx)
+    info = onnx_importer.ModelInfo(prepared, config=onnx_importer.Config())
+    module = info.create_module(context=ctx)
+    onnx_importer.NodeImporter.define_function(info.main_graph, module.operation).import_all()
+    from torch_mlir.passmanager import PassManager
+    with ctx:
+        PassManager.parse(onnx_import._PIPELINE).run(module.operation)
+
+    def blocks(op, out):
+        out.append(op.name)
+        for region in op.regions:
+            for block in region.blocks:
+                for o in block.operations:
+                    blocks(o.operation, out)
+        return out
+
+    got = []
+    dense_blobs._preorder(module.operation, lambda o: got.append(o.name))
+    want = blocks(module.operation, [])
+    assert any(n == "linalg.generic" for n in want) and len(want) > 20
+    assert got == want
+
+    class NoWalk:  # bindings without Operation.walk: the blocks are iterated
+        def __init__(self, op):
+            self.name, self.regions = op.name, op.regions
+
+    got = []
+    dense_blobs._preorder(NoWalk(module.operation), lambda o: got.append(o.name))
+    assert got == want
 
 
 @pytest.mark.parametrize("name", ["light_squeezenet", "light_inception_v1", "light_densenet121",
