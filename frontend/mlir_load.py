@@ -72,14 +72,15 @@ def verify_module(module, name: str = "<mlir>") -> None:
 def load_mlir_text(text: str, ctx=None, *, name: str = "<mlir>", verify: bool = True):
     """Parse MLIR text into a (by default verified) ``ModuleOp``."""
     from xdsl.dialects.builtin import ModuleOp
-    from xdsl.parser import Parser
     from xdsl.utils.exceptions import DiagnosticException, ParseError
+
+    from m100.frontend.parse_memo import MemoParser
 
     if ctx is None:
         ctx = shared_context()
     _ensure_linalg_ext(ctx)
     try:
-        module = Parser(ctx, text, name).parse_module(allow_implicit_module=True)
+        module = MemoParser(ctx, text, name).parse_module(allow_implicit_module=True)
     except ParseError as e:
         loc = e.span.get_location()
         raise FrontendError(f"{loc}: {_one_line(e.msg, 240)}") from None

@@ -1,0 +1,116 @@
+"""``frontend.parse_memo.MemoParser`` parses exactly what xDSL's parser parses (the oracle: xDSL's
+own parse of the same text with the memo off), and answers repeated type texts from its memo."""
+
+from __future__ import annotations
+
+import io
+from pathlib import Path
+
+import onnx
+import pytest
+from xdsl.printer import Printer
+
+from m100.frontend import FrontendError, models, onnx_to_linalg_text, parse_memo
+from m100.frontend.mlir_load import load_mlir_text, shared_context
+
+DATA = Path(__file__).resolve().parents[2] / "data"
+
+
+def _generic(module) -> str:
+    s = io.StringIO()
+    Printer(stream=s, print_generic_format=True).print_op(module)
+    return s.getvalue()
+
+
+def _both(text: str):
+    out = []
+    for enabled in (False, True):
+        parse_memo.ENABLED = enabled
+        try:
+            out.append(load_mlir_text(text, shared_context(), verify=False))
+        finally:
+            parse_memo.ENABLED = True
+    return out
+
+
+@pytest.mark.parametrize("which", ["convnet", "llama_layer"])
+def test_imported_text_parses_the_same(which):
+    model = models.conv_relu_maxpool() if which == "convnet" else \
+        onnx.load(str(DATA / "llama_layer_small.onnx"))
+    text = onnx_to_linalg_text(model)
+    plain, memo = _both(text)
+    assert _generic(plain) == _generic(memo)
+    assert plain.is_structurally_equivalent(memo)
+
+
+HAND = """
+func.func @f(%a: tensor<?x4xf32>, %b: tensor<f32>, %c: tensor<4xi16>, %d: i1, %e: tensor<4xsi8>,
+             %m: memref<4xf32>, %x: tensor<4xf32, "enc">) -> (tensor<?x4xf32>, tensor<f32>) {
+  %0:2 = "test.op"(%a, %b) : (tensor<?x4xf32>, tensor<f32>) -> (tensor<?x4xf32>, tensor<f32>)
+  %1:2 = "test.op"(%a, %b) : (tensor<?x4xf32>, tensor<f32>) -> (tensor<?x4xf32>, tensor<f32>)
+  %2 = "test.op"(%c, %d) : (tensor<4xi16>, i1) -> tensor<4xi16>
+  %3 = "test.op"(%c, %d) : (tensor<4xi16>,   i1) -> tensor<4xi16>
+  %4 = "test.op"(%c, %d) : (tensor<4xi16>, i1) -> // a comment inside the type
+      tensor<4xi16>
+  %5 = "test.op"(%e, %m, %x) : (tensor<4xsi8>, memref<4xf32>, tensor<4xf32, "enc">) -> i1
+  "test.op"() : () -> ()
+  %7 = "test.op"() : () -> index
+  %8 = "test.op"() : () -> index
+  %9 = "test.op"(%d) : (i1) -> i16
+  %10 = "test.op"(%d) : (i1) -> i1
+  %11 = "test.op"(%d) : (i1) -> bf16
+  func.return %0#0, %0#1 : tensor<?x4xf32>, tensor<f32>
+}
+"""
+
+
+def test_hand_written_forms_parse_the_same():
+    """Scalars whose names prefix each other (i1 / i16), dynamic and 0-d tensors, encodings,
+    memrefs, odd spacing and a comment inside a function type, empty lists, multiple results."""
+    plain, memo = _both(HAND)
+    assert _generic(plain) == _generic(memo)
+    f = [o for o in memo.walk() if o.name == "test.op"]
+    # the same text twice: one type object from the memo
+    assert f[0].results[0].type is f[1].results[0].type
+    assert [str(o.results[0].type) for o in f if o.results] == \
+        [str(o.results[0].type) for o in plain.walk() if o.name == "test.op" and o.results]
+
+
+@pytest.mark.parametrize("bad", [
+    '%0 = "test.op"() : () -> tensor<4xf33>',
+    '%0 = "test.op"() : () -> tensor<4xf32',
+    '%0 = "test.op"() : () -> tensor<4xf32>\n%1 = "test.op"() : () -> tensor<4xf32>>',
+    '%0 = "test.op"() : (tensor<4xf32>) ->',
+])
+def test_errors_are_xdsls(bad):
+    msgs = []
+    for enabled in (False, True):
+        parse_memo.ENABLED = enabled
+        try:
+            with pytest.raises(FrontendError) as e:
+                load_mlir_text(bad, shared_context(), verify=False)
+            msgs.append(str(e.value))
+        finally:
+            parse_memo.ENABLED = True
+    assert msgs[0] == msgs[1]
+
+
+def test_repeated_types_are_parsed_once(monkeypatch):
+    """xDSL's function-type parse runs once per distinct text of the form."""
+    from xdsl.parser import Parser
+
+    calls = []
+    orig = Parser.parse_optional_function_type
+
+    def counted(self):
+        if self._current_token.text == "(":
+            calls.append(self._current_token.span.start)
+        return orig(self)
+
+    monkeypatch.setattr(Parser, "parse_optional_function_type", counted)
+    text = onnx_to_linalg_text(models.conv_relu_maxpool())
+    m = load_mlir_text(text, shared_context(), verify=False)
+    ops = [o for o in m.walk() if o.name.startswith(("linalg.", "arith.", "tensor."))]
+    texts = [parse_memo.FUNCTION_RE.match(text, p) for p in calls]
+    assert all(t is not None for t in texts)
+    assert len(calls) == len({t.group() for t in texts}) < len(ops)
