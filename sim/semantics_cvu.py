@@ -390,6 +390,8 @@ class CvuExec(Exec):
                 raise SimError(f"{i.MNEMONIC} on TPB {i.tpb}: integer result outside the "
                                f"{odt.short} output range [{lo}, {hi}] (integer overflow)")
         oshape = (rows,) + tuple(i.out_shape[1:])
+        if res.shape == oshape:  # (broadcast_to would return a view of the same values)
+            return [PendingWrite(self._out(b), res)]
         try:
             res = np.broadcast_to(res, oshape)
         except ValueError:
