@@ -150,6 +150,7 @@ def schedule(g: OpGraph, machine: Machine, tpbs: int = 0, clusters: int = 0,
     segs, tl = background(search, segs, tl, keep)  # unread output transposes last, in chunks
     tl, keep = kept_copies(search.sched, segs, tl, keep)
     tl.checkpoints = {}  # only the trials above resume from them
+    search.sched.recent.clear()
     return Placement(strategy, segs, tl, machine, pool, evals, graph=g)
 
 

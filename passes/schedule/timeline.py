@@ -83,6 +83,10 @@ class Scheduler:
         # (stage, alone in its segment, id of its TilePlan) -> (the TilePlan, :func:`.keep.
         # kept_bytes`): choose_kept asks per candidate tensor of every whole-plan build with keep
         self.kept_memo: dict[tuple, tuple] = {}
+        # keep mode (``build``'s ``keep``) -> the latest whole-plan build in that mode that
+        # completed with checkpoints: a build resumed from a ``base`` may start from its
+        # checkpoints too (:meth:`build`); :func:`.placement.schedule` clears it at its end
+        self.recent: dict[str, Plan] = {}
 
     def op_shape(self, op: Op) -> tuple | None:
         """(:func:`.shared_costs.op_key` of ``op``, where the tensors it names live --
@@ -221,6 +225,7 @@ class Scheduler:
         if search and not (isolated and len(segs) == 1):
             raise ScheduleError("internal: a search build is of one isolated segment")
         tl = Plan(segments=list(segs))
+        mode = keep
         keep, _, how = keep.partition("+")
         tl.kept_bcast = how != "copies"
         st = SearchBuilder(self, tl) if search else PlanBuilder(self, tl)
@@ -231,8 +236,18 @@ class Scheduler:
                 keep == "one-stage")
         first = 0
         ends = EndScan()  # the latest task end so far, for the checkpoints
-        cp = None if isolated or (base is not None and base.kept_bcast != tl.kept_bcast) else \
-            best_checkpoint(base, segs, tl.kept, st.kept_use, bound)
+        # a build resumed from ``base`` may also start from the latest plan built in its own
+        # keep mode (:attr:`recent`): any checkpoint that fits the build is its state there
+        # (:mod:`.resume`), whichever plan it was taken in (a trial in another keep mode than
+        # ``base``'s: ``pipe_starts``)
+        cp = src = None
+        if not isolated and base is not None:
+            for b in (base, self.recent.get(mode)):
+                if b is None or b.kept_bcast != tl.kept_bcast:
+                    continue
+                c = best_checkpoint(b, segs, tl.kept, st.kept_use, bound)
+                if c is not None and (cp is None or c.index > cp.index):
+                    cp, src = c, b
         if cp is not None:
             kept, kept_use = tl.kept, st.kept_use
             cp.restore(st, segs)
@@ -243,7 +258,7 @@ class Scheduler:
             if tl.tasks:
                 ends = EndScan(len(tl.tasks), cp.max_end)
             # the base's checkpoints up to the resumed one are this build's too (same prefix)
-            tl.checkpoints = {i: c for i, c in base.checkpoints.items() if i <= first}
+            tl.checkpoints = {i: c for i, c in src.checkpoints.items() if i <= first}
         try:
             for si in range(first, len(segs)):
                 if si in checkpoints and si not in tl.checkpoints and not st.late[0]:
@@ -254,6 +269,8 @@ class Scheduler:
             raise
         finally:
             self.tasks_built += len(tl.tasks)
+        if tl.checkpoints and not isolated:
+            self.recent[mode] = tl
         return tl
 
 

@@ -140,6 +140,30 @@ def test_resumed_build_keeps_its_own_activations(placed):
     assert moved, "no resumed trial changed the kept bytes: the test would check little"
 
 
+def test_resumed_from_the_latest_plan_of_its_keep_mode(placed):
+    """A build resumed from a ``base`` in another keep mode (whose checkpoints do not fit: other
+    activations kept in the prefix) starts from a checkpoint of the latest plan built in its own
+    mode (``Scheduler.recent``; ``pipe_starts`` tries each trial in every keep mode) and is the
+    full build's plan (oracle: a build without ``base``, which never resumes)."""
+    s, segs, _ = placed
+    sched = s.sched
+    own = sched.build(segs, checkpoints=set(range(len(segs))))  # keep "": the mode's latest plan
+    assert sched.recent[""] is own
+    other = sched.build(segs, keep="all", checkpoints=placement.trial_points(segs))
+    assert other.kept and sched.recent["all"] is other
+    checked = 0
+    for si, trial in _trials(segs):
+        full = sched.build(trial)
+        res = sched.build(trial, base=other)
+        assert res.to_json() == full.to_json(), f"segment {si}"
+        assert res.buffers == full.buffers and res.prefetch == full.prefetch
+        # resumed from ``own``'s checkpoint before the changed segment, not from scratch
+        assert res.tasks[0] is own.tasks[0] and len(res.checkpoints) == si + 1
+        checked += 1
+        sched.recent[""] = own  # each trial from ``own`` (``res`` is the mode's latest now)
+    assert checked >= 3
+
+
 def test_a_builder_attribute_without_a_copy_rule_is_an_error(placed):
     s, segs, _ = placed
     tl = s.sched.build(segs[:1], checkpoints={0})
