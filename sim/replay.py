@@ -34,13 +34,15 @@ whole run would be the kept result) and traced runs are never replayed.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import threading
+from dataclasses import dataclass, field
 from types import SimpleNamespace
 from typing import TYPE_CHECKING
 
 from m100.targets.m100.isa import CsuCall
 
 from . import cost_batch, engine, fluid, memory, mempool, race_batch, share_pack, twu
+from .engine import InstRec
 from .semantics import make_exec
 from .semantics_base import SimError
 
@@ -79,11 +81,18 @@ class Schedule:
     """A functional or full run's schedule (see the module doc)."""
     streams: list  # [(stream key, (instruction, ...))] in key order: checked by identity
     calls: list  # (record index, block) for a run call, (record index, -1) for an apply
-    recs: list  # per record: (unit, dispatch, start, end, blocks)
+    recs: list  # per record: (index, stream, position, instruction, unit, dispatch, start,
+    # end, blocks)
     units: list  # per unit: (name, busy cycles, stall cycles by cause)
     macs: dict  # the engine's MACs and peak MACs per cycle per unit, bytes per memory / link
     peak: dict
     nbytes: dict
+    # the recorded run's executors, without a memory between runs: an executor keeps only
+    # functions of its instruction besides ``mem`` (block chunks, conv windows), so a replay
+    # binds them to its memory instead of making new ones; one replay at a time (``lock``: a
+    # replay in another thread meanwhile makes its own)
+    exs: list = field(default_factory=list)
+    lock: threading.Lock = field(default_factory=threading.Lock)
 
 
 def _streams(sim: Simulator) -> list:
@@ -139,10 +148,14 @@ def keep(sim: Simulator, eng, recs: list, rec: tuple) -> None:
     if eng.reports or any(r.end is None for r in recs):
         return
     key, log = rec
+    exs = [r.ex.ex for r in recs]
+    for ex in exs:
+        ex.mem = None  # (the run's memory goes with the run)
     sched = Schedule(_streams(sim), log,
-                     [(r.unit, r.dispatch, r.start, r.end, tuple(r.blocks)) for r in recs],
+                     [(r.index, r.stream, r.pos, r.inst, r.unit, r.dispatch, r.start, r.end,
+                       tuple(r.blocks)) for r in recs],
                      [(u.name, u.busy, dict(u.stalls)) for u in eng.units],
-                     dict(eng.macs), dict(eng.peak), dict(eng.bytes))
+                     dict(eng.macs), dict(eng.peak), dict(eng.bytes), exs)
     got = sim.program.__dict__.get("_sim_schedule")
     if got is None:
         got = {}
@@ -163,25 +176,33 @@ def replay(sim: Simulator, inputs) -> Result | None:
         return None
     from .simulator import Result
 
-    recs, reports = sim._records()
-    if reports:  # (a schedule is kept only for checked instructions)
-        return None
     mem = sim.memory
     mem.writes += 1  # a run changes the memory (as _run_once)
     sim._load_inputs(inputs)
-    exs = [make_exec(r.inst, mem) for r in recs]
-    pending: list = [None] * len(recs)
+    own = sched.lock.acquire(blocking=False)
+    exs = sched.exs if own else [make_exec(r[3], None) for r in sched.recs]
     try:
-        for i, b in sched.calls:
-            if b >= 0:
-                pending[i] = exs[i].run(b)
-            else:
-                exs[i].apply(pending[i])
-                pending[i] = None
-    except SimError:
-        return None
-    for r, (unit, dispatch, start, end, blocks) in zip(recs, sched.recs):
-        r.unit, r.dispatch, r.start, r.end, r.blocks = unit, dispatch, start, end, list(blocks)
+        for ex in exs:
+            ex.mem = mem
+        pending: list = [None] * len(exs)
+        try:
+            for i, b in sched.calls:
+                if b >= 0:
+                    pending[i] = exs[i].run(b)
+                else:
+                    exs[i].apply(pending[i])
+                    pending[i] = None
+        except SimError:
+            return None
+    finally:
+        for ex in exs:
+            ex.mem = None
+        if own:
+            sched.lock.release()
+    # the records: the recorded run's instructions (checked by identity above), which passed
+    # Instruction.check on this machine (a run with a report keeps no schedule)
+    recs = [InstRec(i, st, pos, inst, unit, dispatch, start, end, list(blocks))
+            for i, st, pos, inst, unit, dispatch, start, end, blocks in sched.recs]
     outputs = {}
     for s in sim.program.symbols:
         if s.role == "output":

@@ -146,3 +146,32 @@ def test_a_fault_in_a_replay_is_the_engines(mode, monkeypatch, engine_runs):
     assert engine_runs[0] == n + 1
     _same(driver.run(prog, good, mode=mode), want_good)  # replayed
     assert engine_runs[0] == n + 1
+
+
+def test_replays_in_threads(monkeypatch):
+    """Replays of one program in several threads at once: each its own memory (a replay binds
+    the kept executors to its memory; one meanwhile in another thread makes its own)."""
+    import sys
+    import threading
+
+    cr = driver.compile(models.conv_relu_maxpool(), machine="tiny")
+    prog = cr.program
+    feeds = [driver.random_inputs(prog, s) for s in range(4)]
+    want = [_engine_run(monkeypatch, prog, x) for x in feeds]
+    driver.run(prog, feeds[0], mode="functional")  # recorded
+    got: dict = {}
+    old = sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)  # threads switch often: the replays interleave
+    try:
+        def work(k):
+            got[k] = [driver.run(prog, feeds[k], mode="functional") for _ in range(3)]
+        threads = [threading.Thread(target=work, args=(k,)) for k in range(4)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+    finally:
+        sys.setswitchinterval(old)
+    for k in range(4):
+        for res in got[k]:
+            _same(res, want[k])
