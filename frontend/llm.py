@@ -110,7 +110,10 @@ PREFILL_ROPE = "rot"
 #: LLaMA2-7B layer. Session 18 (the heads' causal band order and work cuts take the quantize
 #: stage too; it crashed at 7B before): LLaMA3-8B layer -3.8 % predicted / -4.1 % simulated,
 #: LLaMA2-7B layer -0.3 % / +0.1 %, whole 7B step 78.707 ms against 78.607 simulated
-#: (docs/llm.md section 5): still ``"concat"``, a lead decision
+#: (docs/llm.md section 5): still ``"concat"``, a lead decision. Session 19 (after the RoPE
+#: change of session 18): ``"heads"`` -4.0 % predicted / -3.7 % simulated on the LLaMA2-7B layer,
+#: -3.5 % / -4.0 % on LLaMA3-8B; ``bench/llm.py`` now compiles both forms (``build``'s
+#: ``o_quant``) and runs the shorter plan, so this default only serves other callers
 PREFILL_O_QUANT = "concat"
 
 #: prefill RoPE of q (``PREFILL_ROPE = "halves"``) in this many groups of heads (each of whole
@@ -256,7 +259,7 @@ def _prefill_layer(g: LlmGraph, cfg: LlamaConfig, tokens: int, batch: int) -> No
     # never goes to memory, and the int8 columns of ``o`` are written in place -- instead of a
     # separate pass over the whole f16 ``o`` [T, nh*hd] after the last head (8 MB read, 4 MB
     # written at LLaMA2-7B, on the critical path between the heads and ``wo``)
-    q_heads = g.quant == "w8a8" and PREFILL_O_QUANT == "heads"
+    q_heads = g.quant == "w8a8" and g.o_quant == "heads"
 
     def attention(qb, kh: list[str], vh: list[str]) -> str:  # one sequence -> [T, nh*hd]
         oh = []
@@ -506,7 +509,8 @@ def _head(g: LlmGraph, cfg: LlamaConfig, tokens: int, batch: int, last: bool = F
 
 def build(cfg: LlamaConfig | str, part: str = "layer", phase: str = "decode", context: int = 16,
           batch: int = 1, weights: str = "random", seed: int = 0, fuse: bool | tuple = False,
-          dtype: str = "f32", quant: str = "none", block: int = 128, logits: str = "last"):
+          dtype: str = "f32", quant: str = "none", block: int = 128, logits: str = "last",
+          o_quant: str | None = None):
     """One part of a LLaMA model as ONNX (``part``: ``'embed'`` the token ids' rows, ``'layer'`` one
     decoder layer, ``'head'`` final norm + LM head); returns ``(model, weight values by name)`` (values empty
     for ``weights='shape'``). ``context``: cached tokens L (decode) or prompt tokens T (prefill).
@@ -516,7 +520,10 @@ def build(cfg: LlamaConfig | str, part: str = "layer", phase: str = "decode", co
     (``QuantizeLinear`` of the f16 activation, ``MatMulInteger``, per-channel dequantization to
     f16: :meth:`LlmGraph.w8_matmul`); attention, norms, RoPE and the KV cache f16.
     ``logits`` (head, prefill): ``'last'`` computes the logits of each sequence's last token
-    only (what generation reads after a prefill), ``'all'`` those of every row."""
+    only (what generation reads after a prefill), ``'all'`` those of every row.
+    ``o_quant`` (W8A8 prefill layer): where the attention output is quantized for ``wo``,
+    ``'concat'`` or ``'heads'`` (:data:`PREFILL_O_QUANT`, the default when None; the same bits
+    either way: ``bench/llm.py`` compiles both and keeps the shorter plan)."""
     if quant not in ("none", "w4a16", "w8a8"):
         raise LlmBuildError(f"quant must be 'none', 'w4a16' or 'w8a8', not {quant!r}")
     if quant in ("w4a16", "w8a8"):
@@ -532,7 +539,10 @@ def build(cfg: LlamaConfig | str, part: str = "layer", phase: str = "decode", co
         raise LlmBuildError(f"{cfg.name}: heads must be a multiple of kv_heads and head_dim even")
     if dtype not in ("f32", "f16"):
         raise LlmBuildError(f"dtype must be 'f32' or 'f16', not {dtype!r}")
+    if o_quant not in (None, "concat", "heads"):
+        raise LlmBuildError(f"o_quant must be 'concat' or 'heads', not {o_quant!r}")
     g = LlmGraph(weights, seed, fuse, dtype, quant, block)
+    g.o_quant = o_quant or PREFILL_O_QUANT
     if part == "layer":
         (_decode_layer if phase == "decode" else _prefill_layer)(g, cfg, context, batch)
     elif part == "embed":

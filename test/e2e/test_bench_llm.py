@@ -72,6 +72,40 @@ def test_roofline_of_the_paper_configurations():
 
 
 
+@pytest.mark.parametrize("forms", [("concat", "heads"), ("heads", "concat")])
+def test_prefill_layer_runs_the_o_quant_form_with_the_shorter_plan(forms, monkeypatch):
+    """Session 19: ``bench/llm.py`` compiles a W8A8 prefill layer with the attention output
+    quantized per head and after the concat of the heads (``llm.build``'s ``o_quant``; the
+    same bits: test_llm_w8) and runs the one whose plan -- the scheduler's prediction -- is
+    shorter, whatever the order it tries them in. The oracle: each form compiled here on its
+    own by ``driver.compile``; ``o_quant`` reaches the graph (a QuantizeLinear per head and
+    sequence, or one of ``o``)."""
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench"))
+    import llm as bench_llm
+
+    from m100.frontend import llm
+    from m100.tools import driver
+    cfg = llm.scaled(llm.config("tiny"), heads=4, kv_heads=2)
+    pred = {}
+    for oq in ("concat", "heads"):
+        model, _ = llm.build(cfg, "layer", "prefill", context=8, weights="shape", quant="w8a8",
+                             o_quant=oq)
+        qs = sum(nd.op_type == "QuantizeLinear" for nd in model.graph.node)
+        assert qs == (cfg.heads if oq == "heads" else 1) + 6  # + the six other projections
+        pred[oq] = int(driver.compile(model, machine="m100").program.metadata[
+            "predicted_cycles"])
+    assert pred["concat"] != pred["heads"]  # (else the choice is not tested)
+    monkeypatch.setattr(bench_llm, "O_QUANT_FORMS", forms)
+    monkeypatch.setattr(bench_llm, "_PROGRAMS", {})
+    rep = bench_llm.programs(cfg, "prefill", 8, 1, "w8a8", "m100", None)[0]
+    want = min(pred, key=pred.get)
+    assert rep.metadata["llm_o_quant"] == want
+    assert int(rep.metadata["predicted_cycles"]) == pred[want]
+    with pytest.raises(llm.LlmBuildError, match="o_quant"):
+        llm.build(cfg, "layer", "prefill", context=8, weights="shape", quant="w8a8",
+                  o_quant="rows")
+
+
 def test_f16_batched_matmul_rounds_on_store():
     """The attention GEMMs of an f16 decoder: a batched f16 MatMul (accumulated in f32, rounded
     on store) was refused ('batch_matmul supports a zero init and one activation'); vs onnxruntime."""
