@@ -146,6 +146,9 @@ class Engine(Fluid, Checks, TraceEvents, DmaAhead):
         # races checked in batches (sim/race_batch.py): a race found raises RaceFound out of
         # run(), and the caller runs the program again with the per-access checker
         self.rbatch = RaceBatch(n) if (batch_races and self.races is not None) else None
+        # the counters' arrival histories (hist: the clocks a block joins, its trace flows) are
+        # kept only for the race checker and the trace (a timing run keeps none)
+        self.joins_on = self.races is not None or trace
         # per unit: a copy of its clock when its block started (the block's accesses' clock)
         self.race_clock: list[np.ndarray | None] = [None] * n
         self.race_snap: list[tuple[int, int]] = [(-1, -1)] * n  # its (batch, row) in rbatch.buf
@@ -325,9 +328,10 @@ class Engine(Fluid, Checks, TraceEvents, DmaAhead):
                 self.waiters.setdefault((mon.tpb, mon.counter), set()).add(u)
                 self._stall(us, "sync")
                 return
-        # every monitor holds: join the clocks of the updates that released them
+        # every monitor holds: join the clocks of the updates that released them (and take
+        # their trace flows)
         us.wait = None
-        for mon in sync.monitors:
+        for mon in (sync.monitors if self.joins_on else ()):
             if mon.per_block == 0 and b > 0:
                 continue
             need = mon.expected + b * mon.per_block
@@ -586,10 +590,11 @@ class Engine(Fluid, Checks, TraceEvents, DmaAhead):
                                        f"instruction #{src}", inst=src, tpb=tpb))
             val = self.counter_max
         row[c] = val
-        h = self.hist.get(key)
-        if h is None:
+        h = self.hist.get(key) if self.joins_on else None
+        if h is None and self.joins_on:
             h = self.hist[key] = ([], [], [], [])
-        h[0].append(val)
+        if h is not None:
+            h[0].append(val)
         if self.races is not None:  # clocks matter only to the race checker
             joins, known = h[1], h[3]
             if not joins:
@@ -613,7 +618,7 @@ class Engine(Fluid, Checks, TraceEvents, DmaAhead):
             h[2].append((fid, self.now))
             self.events.append({"ph": "C", "name": f"c{c}", "pid": tpb + 1,
                                 "ts": self._us(self.now), "args": {"value": val}})
-        else:
+        elif h is not None:
             h[2].append(None)
         ws = self.waiters.pop(key, None)
         if ws:

@@ -27,6 +27,7 @@ import numpy as np
 from .timing import _NEAR
 
 _INF = math.inf
+_MIN, _MAX = np.minimum.reduce, np.maximum.reduce
 
 
 def near_rates(maps: list[dict], w: np.ndarray, cands: list[int], caps: list[float],
@@ -40,11 +41,14 @@ def near_rates(maps: list[dict], w: np.ndarray, cands: list[int], caps: list[flo
     before links, links by name)."""
     n = len(maps)
     causes[:] = [""] * n
-    finite = np.isfinite(w)
-    fin_all = bool(finite.all())
-    if n and float(np.minimum.reduce(w if fin_all else w[finite], initial=_INF)) <= 0.0:
-        # (share tests a demand's sign, this function its product with w: equal for w > 0)
-        raise ValueError("near_rates: an alone rate <= 0")
+    # (share tests a demand's sign, this function its product with w: equal for w > 0)
+    if n and float(_MIN(w)) > 0.0 and float(_MAX(w)) < _INF:  # (a NaN fails both)
+        finite, fin_all = None, True
+    else:
+        finite = np.isfinite(w)
+        fin_all = bool(finite.all())
+        if n and not float(np.minimum.reduce(w[finite], initial=_INF)) > 0.0:
+            raise ValueError("near_rates: an alone rate <= 0")
     cset = set(cands)
     # the candidates' entries in job order: (job, column, demand); a job with no streaming
     # work (w = inf) has none in share
@@ -106,7 +110,8 @@ def near_rates(maps: list[dict], w: np.ndarray, cands: list[int], caps: list[flo
                     hit.setdefault(j, []).append(k)
             for j, ks in hit.items():
                 frozen[j] = lam
-                causes[j] = _cause([cols[k] for k in ks], nbank, keys)
+                causes[j] = _cause(cols[ks[0]] if len(ks) == 1 else [cols[k] for k in ks],
+                                   nbank, keys)
         if len(frozen) >= n_fin:  # (every finite job frozen)
             break
         rem = [max(r, 0.0) for r in rem]
@@ -122,9 +127,21 @@ def near_rates(maps: list[dict], w: np.ndarray, cands: list[int], caps: list[flo
     return rates
 
 
-def _cause(cols: list[int], nbank: int, keys: list) -> str:
-    """The kind of a job's first saturated column in ``share``'s order: a bank's before any
-    link's, links by their name (``str`` of the key)."""
+def _cause(cols, nbank: int, keys: list) -> str:
+    """The kind of a job's first saturated column (``cols``: one column or a list) in
+    ``share``'s order: a bank's before any link's, links by their name (``str`` of the key)."""
+    if not isinstance(cols, list):
+        return "hbsm_bank" if cols < nbank else _name(keys[cols])[1]
     if min(cols) < nbank:
         return "hbsm_bank"
-    return str(min((keys[c] for c in cols), key=str)[0])
+    return min(_name(keys[c]) for c in cols)[1]
+
+
+_NAMES: dict[tuple, tuple[str, str]] = {}  # a link key -> (its name, its kind)
+
+
+def _name(key: tuple) -> tuple[str, str]:
+    got = _NAMES.get(key)
+    if got is None:
+        got = _NAMES[key] = (str(key), str(key[0]))
+    return got
