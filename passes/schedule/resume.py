@@ -20,7 +20,10 @@ and pieces of finished segments, tile plans), so it creates the same tasks with 
 would stop inside the prefix otherwise). The kept activations (``Plan.kept``, the builder's
 ``kept_use``) are the resumed build's own, not the checkpoint's: they agree on the prefix
 (:meth:`Checkpoint.fits`) and may differ after it (a keeping plan resumed from the plan without,
-a trial that moves a kept output to other TPBs). The task count (``Scheduler.tasks_built``, the search
+a trial that moves a kept output to other TPBs). A build given a ``base`` also considers the
+checkpoints of the latest whole-plan build in its own keep mode (``Scheduler.recent``): a
+checkpoint that fits is the build's state there whichever plan it was taken in (``pipe_starts``
+tries each trial in every keep mode; the base holds checkpoints of its own mode only). The task count (``Scheduler.tasks_built``, the search
 budget) counts the prefix's tasks as a full build does. A builder attribute without a copy rule
 is an internal error (a new attribute must be given one), never a silently shared container.
 """
