@@ -377,21 +377,22 @@ class InstrOp(IRDLOperation):
             raise VerifyException(f"{me}: {e}") from None
 
     def _check_walk_in_buffer(self, name: str, walk: WalkAttr, buf: SSAValue) -> None:
-        me = self.describe()
         t: BufferType = buf.type  # type: ignore[assignment]
         w = walk.to_isa()
         if w.space is not t.space_enum or w.dtype is not t.dtype:
-            raise VerifyException(f"{me}: operand '{name}': the walk ({SPACE_NAMES[w.space]}, "
-                                  f"{w.dtype.short}) does not match its buffer {t}")
+            raise VerifyException(f"{self.describe()}: operand '{name}': the walk "
+                                  f"({SPACE_NAMES[w.space]}, {w.dtype.short}) does not match its "
+                                  f"buffer {t}")
         if w.space is isa.Space.HBSM and w.tpb != t.tpb_index and not self._multicast(name):
-            raise VerifyException(f"{me}: operand '{name}': the walk is in TPB {w.tpb}'s HBSM but "
-                                  f"its buffer is in TPB {t.tpb_index}'s")
+            raise VerifyException(f"{self.describe()}: operand '{name}': the walk is in TPB "
+                                  f"{w.tpb}'s HBSM but its buffer is in TPB {t.tpb_index}'s")
         rng = buffer_range(buf)
         if rng is not None:
             lo, hi = w.byte_range()
             if lo < rng[0] or hi > rng[1]:
-                raise VerifyException(f"{me}: operand '{name}': the walk touches bytes [{lo}, {hi}) "
-                                      f"outside its buffer's [{rng[0]}, {rng[1]})")
+                raise VerifyException(f"{self.describe()}: operand '{name}': the walk touches "
+                                      f"bytes [{lo}, {hi}) outside its buffer's [{rng[0]}, "
+                                      f"{rng[1]})")
 
     def _multicast(self, name: str) -> bool:
         return False

@@ -328,10 +328,14 @@ class Walk:
         return lo, hi
 
     def byte_range(self) -> tuple[int, int]:
-        """[start, end) byte range touched (a bounding interval)."""
-        lo, hi = self.offset_range()
-        bits = self.dtype.bits
-        return self.base + (lo * bits) // 8, self.base + ((hi + 1) * bits + 7) // 8
+        """[start, end) byte range touched (a bounding interval); kept on the (frozen) walk."""
+        got = self.__dict__.get("_byte_range")
+        if got is None:
+            lo, hi = self.offset_range()
+            bits = self.dtype.bits
+            got = self.base + (lo * bits) // 8, self.base + ((hi + 1) * bits + 7) // 8
+            object.__setattr__(self, "_byte_range", got)
+        return got
 
     def check(self, machine: Machine, what: str = "walk") -> None:
         if self.__dict__.get("_ok_on") is machine:  # frozen: a walk valid once stays valid

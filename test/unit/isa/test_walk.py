@@ -76,6 +76,10 @@ def test_offsets_match_twu_simulation(w):
     start, end = w.byte_range()
     assert start == min(addrs)
     assert end == max(a + max(1, bits // 8) for a in addrs)
+    # kept on the walk: asked again it is the same, and the walk still equals a fresh copy
+    assert w.byte_range() == (start, end)
+    assert w == Walk(w.space, w.tpb, w.base, w.dtype, w.levels) and \
+        hash(w) == hash(Walk(w.space, w.tpb, w.base, w.dtype, w.levels))
 
 
 @given(st.integers(-5, 5), st.integers(-3, 3).filter(bool), st.integers(1, 5),
