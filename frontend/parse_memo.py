@@ -6,12 +6,13 @@ repeat: ResNet-50's text has ~1 800 ops and a few hundred distinct function type
 and builds every ``tensor<...>`` anew (about a third of the parse's CPU, which is itself ~1 CPU-s
 of ResNet-50's frontend).
 
-What: :class:`MemoParser` is ``xdsl.parser.Parser`` whose ``parse_optional_type`` and
-``parse_optional_function_type`` first match the text at the current token against a narrow
-regular form -- a ranked ``tensor<DxDx...xE>`` (static or ``?`` dims) or a scalar ``E`` (``E`` one
-of the builtin integer / float / index names, not followed by an identifier character), and a
-function type ``(T, T, ...) -> T`` / ``-> (T, ...)`` of those, written with the printer's single
-spaces. A matched text is parsed by xDSL itself the first time; its result is kept under that
+What: :class:`MemoParser` is ``xdsl.parser.Parser`` whose ``parse_optional_type``,
+``parse_optional_function_type`` and ``parse_optional_attribute`` first match the text at the
+current token against a narrow regular form -- a ranked ``tensor<DxDx...xE>`` (static or ``?``
+dims) or a scalar ``E`` (``E`` one of the builtin integer / float / index names, not followed by
+an identifier character), a function type ``(T, T, ...) -> T`` / ``-> (T, ...)`` of those, and
+the repeated property values (``[#linalg.iterator_type<parallel>, ...]``, ``[#map3, #map4]``,
+``array<i32: 2, 1>``), written with the printer's single spaces. A matched text is parsed by xDSL itself the first time; its result is kept under that
 exact text only when xDSL stopped exactly at the match's end (else nothing is kept and every
 occurrence is parsed by xDSL). A later occurrence of the same text returns the kept type (types
 are immutable values: equal texts parse to equal types) and resumes the lexer after it, as
@@ -37,6 +38,13 @@ _TYPE = f"(?:{_TENSOR}|{_ELT})"
 _LIST = rf"\((?:{_TYPE}(?:, {_TYPE})*)?\)"
 TYPE_RE = re.compile(_TYPE)
 FUNCTION_RE = re.compile(rf"{_LIST} -> (?:{_LIST}|{_TYPE})")
+_ITER = r"#linalg\.iterator_type<(?:parallel|reduction)>"
+_INT = r"-?[0-9]+"
+#: property values that repeat: iterator-type lists, lists of affine-map aliases (the aliases are
+#: defined once, before any op), integer dense arrays (operandSegmentSizes, strides, pads)
+ATTR_RE = re.compile(rf"\[{_ITER}(?:, {_ITER})*\]|\[#map[0-9]*(?:, #map[0-9]*)*\]"
+                     rf"|array<i(?:1|8|16|32|64)(?:: {_INT}(?:, {_INT})*)?>")
+_ATTR_START = (MLIRTokenKind.L_SQUARE, MLIRTokenKind.BARE_IDENT)
 _WS = MLIRLexer._whitespace_regex  # noqa: SLF001 - what the lexer skips before a token
 
 
@@ -72,10 +80,15 @@ class MemoParser(Parser):
             return self._m100_memo(TYPE_RE, super().parse_optional_type)
         return super().parse_optional_type()
 
+    def parse_optional_attribute(self):
+        if self._current_token.kind in _ATTR_START:
+            return self._m100_memo(ATTR_RE, super().parse_optional_attribute)
+        return super().parse_optional_attribute()
+
     def parse_optional_function_type(self):
         if self._current_token.kind is MLIRTokenKind.L_PAREN:
             return self._m100_memo(FUNCTION_RE, super().parse_optional_function_type)
         return super().parse_optional_function_type()
 
 
-__all__ = ["ENABLED", "FUNCTION_RE", "MemoParser", "TYPE_RE"]
+__all__ = ["ATTR_RE", "ENABLED", "FUNCTION_RE", "MemoParser", "TYPE_RE"]

@@ -44,6 +44,8 @@ def test_imported_text_parses_the_same(which):
 
 
 HAND = """
+#map = affine_map<(d0) -> (d0)>
+#map1 = affine_map<(d0) -> (0)>
 func.func @f(%a: tensor<?x4xf32>, %b: tensor<f32>, %c: tensor<4xi16>, %d: i1, %e: tensor<4xsi8>,
              %m: memref<4xf32>, %x: tensor<4xf32, "enc">) -> (tensor<?x4xf32>, tensor<f32>) {
   %0:2 = "test.op"(%a, %b) : (tensor<?x4xf32>, tensor<f32>) -> (tensor<?x4xf32>, tensor<f32>)
@@ -59,6 +61,10 @@ func.func @f(%a: tensor<?x4xf32>, %b: tensor<f32>, %c: tensor<4xi16>, %d: i1, %e
   %9 = "test.op"(%d) : (i1) -> i16
   %10 = "test.op"(%d) : (i1) -> i1
   %11 = "test.op"(%d) : (i1) -> bf16
+  "test.op"() <{a = [#map, #map1], b = array<i32: 2, -1>, c = [#linalg.iterator_type<parallel>,
+      #linalg.iterator_type<reduction>], d = array<i64>}> : () -> ()
+  "test.op"() <{a = [#map, #map1], b = array<i32: 2, -1>, c = [#linalg.iterator_type<parallel>, #linalg.iterator_type<reduction>], d = array<i64>}> : () -> ()
+  "test.op"() <{a = [#map,#map1], b = array<i32: 2, -1, 3>, e = array<i8: 1>}> : () -> ()
   func.return %0#0, %0#1 : tensor<?x4xf32>, tensor<f32>
 }
 """
@@ -74,6 +80,9 @@ def test_hand_written_forms_parse_the_same():
     assert f[0].results[0].type is f[1].results[0].type
     assert [str(o.results[0].type) for o in f if o.results] == \
         [str(o.results[0].type) for o in plain.walk() if o.name == "test.op" and o.results]
+    props = [o.properties for o in f if "a" in o.properties]
+    assert props[0]["a"] is props[1]["a"] and props[0]["b"] is props[1]["b"]
+    assert props[0]["a"] == props[2]["a"] and props[0]["b"] != props[2]["b"]
 
 
 @pytest.mark.parametrize("bad", [
@@ -81,6 +90,8 @@ def test_hand_written_forms_parse_the_same():
     '%0 = "test.op"() : () -> tensor<4xf32',
     '%0 = "test.op"() : () -> tensor<4xf32>\n%1 = "test.op"() : () -> tensor<4xf32>>',
     '%0 = "test.op"() : (tensor<4xf32>) ->',
+    '"test.op"() <{a = [#map7, #map7]}> : () -> ()\n"test.op"() <{a = [#map7, #map7]}> : () -> ()',
+    '#map = affine_map<(d0) -> (d0)>\n"test.op"() <{a = array<i32: 99999999999>}> : () -> ()',
 ])
 def test_errors_are_xdsls(bad):
     msgs = []
