@@ -302,8 +302,9 @@ class Simulator:
             self.memory.writes += 1  # a run changes the memory (whether it writes or not)
         self._load_inputs(inputs)
         self._dispatch_times(recs)
-        for r in recs:
-            r.ex = make_exec(r.inst, self.memory)
+        if self.mode != "timing":  # (a timing run executes nothing: no executors)
+            for r in recs:
+                r.ex = make_exec(r.inst, self.memory)
         rec = replay.recording(self, key, recs)  # (a functional run whose schedule is kept)
         eng = Engine(self.machine, recs, self.memory, self.mode, self.random_latency,
                      self.check_races, self.trace, self.progress, batch_races=batch_races)
