@@ -116,6 +116,14 @@ PREFILL_ROPE = "rot"
 #: ``o_quant``) and runs the shorter plan, so this default only serves other callers
 PREFILL_O_QUANT = "concat"
 
+#: prefill with ``PREFILL_ROPE = "rot"`` at batch 1: the projections in the order ``wk``, k's
+#: RoPE, ``wq``, q's RoPE, ``wv`` (``"rope"``) instead of ``wq, wk, wv`` and the RoPEs after them
+#: (``"proj"``). The same ops (the same values): a projection's result then stays in its TPBs'
+#: HBSM only until its RoPE, not over the other projections (``keep.row_root``: RoPE copies the
+#: rows from there instead of the projection storing ``x`` and RoPE loading it; issue 13,
+#: session 19)
+PREFILL_PROJ_ORDER = "rope"
+
 #: prefill RoPE of q (``PREFILL_ROPE = "halves"``) in this many groups of heads (each of whole
 #: KV-head groups; 1: one RoPE over all heads), each group its own RoPE ops and its own
 #: head-major layout, so a group's heads wait only for that group's RoPE and can start while
@@ -234,7 +242,27 @@ def _prefill_layer(g: LlmGraph, cfg: LlamaConfig, tokens: int, batch: int) -> No
     x = g.inp("x", [B * T, H])  # 2-D rows: every projection is a plain GEMM
     cos, sin = g.inp("cos", [T, hd]), g.inp("sin", [T, hd])
     xn = g.rmsnorm(x, g.weight("attn_norm", (H,), "norm"), cfg.eps)
-    q, k, v = g.projections(xn, rows, [("wq", nh * hd), ("wk", kvh * hd), ("wv", kvh * hd)], H)
+    lazy = PREFILL_ROPE == "rot" and B == 1 and PREFILL_PROJ_ORDER == "rope" and not (
+        g.fuse if isinstance(g.fuse, bool) else "qkv" in g.fuse)
+    held: dict[str, list] = {}  # the nodes of a projection moved to where it is first read
+    if lazy:  # made in the usual order (the weights drawn as always), then wq's and wv's
+        # nodes (their quantize of xn included) held back until RoPE / the heads read them
+        made = {}
+        for n, c in (("wq", nh * hd), ("wk", kvh * hd), ("wv", kvh * hd)):
+            n0 = len(g.nodes)
+            made[n] = g.proj(xn, n, (H, c))
+            if n != "wk":
+                held[n] = g.nodes[n0:]
+        q, k, v = made["wq"], made["wk"], made["wv"]
+        for nodes in held.values():
+            for nd in nodes:
+                g.nodes.remove(nd)
+    else:
+        q, k, v = g.projections(xn, rows, [("wq", nh * hd), ("wk", kvh * hd), ("wv", kvh * hd)],
+                                H)
+
+    def release(name: str) -> None:  # a held projection's nodes, here
+        g.nodes.extend(held.pop(name, []))
     mask = np.triu(np.full((T, T), -1e4 if g.np_dt == np.float16 else -1e9, g.np_dt), k=1)
     mask = g.const(mask, "causal_mask")  # [T, T]
     scale = g.const(g.f(1.0 / math.sqrt(hd)))
@@ -322,6 +350,7 @@ def _prefill_layer(g: LlmGraph, cfg: LlamaConfig, tokens: int, batch: int) -> No
                 kr = rope_rot(rows_b(k, b), kvh, False)  # k first (no scaled tables)
                 kt = g.op("Transpose", [g.op("Reshape", [kr, g.ints([1, T, kvh, hd])])],
                           perm=[0, 2, 3, 1], out="kT" if B == 1 else None)
+                release("wq")
                 qb = g.op("Transpose", [rope_rot(rows_b(q, b), nh, True)], perm=[1, 0, 2])
                 return qb, kt
         elif PREFILL_ROPE == "halves":
@@ -428,6 +457,7 @@ def _prefill_layer(g: LlmGraph, cfg: LlamaConfig, tokens: int, batch: int) -> No
 
         for b in range(B):
             qb, ktb = rope_qk(b)
+            release("wv")
             kparts = None
             if isinstance(ktb, tuple):
                 ktb, kparts = ktb

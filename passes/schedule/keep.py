@@ -167,7 +167,11 @@ def choose_kept(s, segs: list[SegmentCfg], cap: int, one_stage: bool = False
             if not ok:
                 continue
             held = kept_bytes(s, seg, st, op, plans[st.op])
-            if any(foot.get((x, q), 0) + use.get((x, q), 0) + nb > cap
+            # in its own segment a tile held there is in an output slot of the producer (its
+            # footprint): only what the slots do not hold is more
+            own = sum(b.nbytes for b in plans[st.op].buffers if b.role == "out")
+            if any(foot.get((x, q), 0) + use.get((x, q), 0) + (max(0, nb - own) if q == si
+                                                              else nb) > cap
                    for x, nb in held.items() for q in range(si, last + 1)):
                 continue
             kept.add(op.name)
