@@ -72,6 +72,13 @@ class TilePlan:
         return f"{self.tr}x{self.tc}"
 
 
+#: ``tile_piece(once=True)``: does the tiler itself count the one slot of a buffer filled once
+#: per piece (larger tiles in the room), or choose as with two and leave the room to the plan?
+#: (session 19, LLaMA2-7B W8A8 prefill layer: the room taken by larger K chunks of Q / K / V
+#: left none for the next projection's weights, 3 546 454 predicted against 3 372 682)
+ONCE_TILES = False
+
+
 def _candidates(total: int, align: int, limit: int = 8) -> list[int]:
     """Tile sizes for an axis of ``total``: total itself, then halvings rounded to ``align``."""
     out = [total]
@@ -98,7 +105,8 @@ def _in_rows(g: OpGraph, op: Op, tr: int) -> int:
 def tile_piece(cm: CostModel, g: OpGraph, op: Op, rows: int, cols: int,
                budget: int | None = None, chunked: bool = False, kparts: int = 1,
                act_resident: int = 0, whole_parts: bool = False, wshare: int = 1,
-               wstreams: int = 0, kfine: int = 1) -> TilePlan:
+               wstreams: int = 0, kfine: int = 1, astreams: int = 0,
+               once: bool = False) -> TilePlan:
     """The cheapest tiling of ``rows x cols`` of ``op`` whose working set fits ``budget`` bytes.
 
     ``chunked``: a TCU contraction whose K can be split is cut into K chunks even where the whole
@@ -121,7 +129,19 @@ def tile_piece(cm: CostModel, g: OpGraph, op: Op, rows: int, cols: int,
     ``wshare`` column parts (one DRB broadcast to all of them), K is chunked and a piece is its
     whole column part (``tc = cols``); ``ScheduleError`` when K has no chunk.
     ``kfine`` > 1 (with ``chunked``, an int4 GEMV; ``StageCfg.kfine``): at least ``4 * kfine``
-    K chunks instead of 4."""
+    K chunks instead of 4.
+    ``astreams`` > 0 (a one-stage TCU contraction): the activation DMAs the tiling implies are
+    counted with the weight DMAs when tilings are compared -- a K-chunked activation is loaded
+    again for every column tile of the piece (one broadcast to the column parts per row tile
+    and chunk), on the CCB DMA engines that ``astreams`` such streams (the stage's TPB rows
+    and K parts) share.
+    ``once`` (a one-stage segment of one round: each TPB computes one piece of the stage): a
+    buffer filled once per piece holds one slot, not two, in the plan's footprint (what weight
+    prefetch, kept tensors and late stores fit next to it) -- the activation when the piece is
+    one row tile of whole K (loaded once, read by every column tile), the output tile and the
+    epilogue's ``post_in`` box when the piece is one instruction tile (nothing follows it on
+    the TPB that would be produced into the other slot). The tiling itself is chosen as with
+    two slots (:data:`ONCE_TILES`)."""
     mc = cm.machine
     if whole_parts and kparts < 2:
         raise ScheduleError(f"internal: op '{op.name}': whole K parts without a K split")
@@ -245,6 +265,7 @@ def tile_piece(cm: CostModel, g: OpGraph, op: Op, rows: int, cols: int,
         wdma_of: dict[tuple[int, int], float] = {}
         pb_ = dtype_bytes(g.tensors[op.attrs["post_in"]].dtype) if op.attrs.get("post_in") \
             else 0
+        adma_of: dict[int, float] = {}  # per K chunk: the engine time of one activation DMA
         for tr in tr_cands:
             in_rows = _in_rows(g, op, tr) if conv else tr
             m = tr * geo.row_elems
@@ -257,8 +278,10 @@ def tile_piece(cm: CostModel, g: OpGraph, op: Op, rows: int, cols: int,
                             for tk in k_cands}
             for tc in tc_cands:
                 n_tiles = n_rows * ceil_div(cols, tc)
+                one_tile = once and tr >= rows and tc >= cols  # ``once``: one slot of each
                 # the buffers that depend on the tile's rows and columns only
-                post_buf = ("post_in", cm.align(m * tc * pb_), 2, unit) if pb_ else None
+                post_buf = ("post_in", cm.align(m * tc * pb_), 1 if one_tile else 2, unit) \
+                    if pb_ else None
                 bias_buf = ("bias", cm.align(tc * 4), ceil_div(cols, tc), unit) \
                     if len(ws) > 1 else None
                 rq_slot = cm.align(tc * 8) if "rq_table" in op.attrs else 0
@@ -277,9 +300,10 @@ def tile_piece(cm: CostModel, g: OpGraph, op: Op, rows: int, cols: int,
                         oslot += o_out
                     # the buffers as (role, slot bytes, slots, unit): the footprint decides
                     # first, :class:`Buffer` objects only for a tiling that becomes the best
-                    bufs = [("act", aslot, 1 if act_resident else 2, unit),
+                    aslots = 1 if act_resident or (once and tr >= rows and tk >= K) else 2
+                    bufs = [("act", aslot, aslots, unit),
                             ("weight", wslot, wslots, unit),
-                            ("out", oslot, 2, unit)]
+                            ("out", oslot, 1 if one_tile else 2, unit)]
                     if post_buf is not None:  # the epilogue's [rows, cols] operand
                         bufs.append(post_buf)
                     if bias_buf is not None:  # a bias vector per column tile, resident
@@ -304,6 +328,12 @@ def tile_piece(cm: CostModel, g: OpGraph, op: Op, rows: int, cols: int,
                     fp = 0
                     for b in bufs:
                         fp += b[1] * b[2]
+                    if once and not ONCE_TILES:
+                        # the tiling is chosen with two slots of each (the HBSM one slot
+                        # frees is left to prefetches, kept tensors and late stores, which
+                        # read ``TilePlan.footprint``: larger tiles filling it measured longer)
+                        fp += (aslot if aslots == 1 and not act_resident else 0) + \
+                            ((oslot + (post_buf[1] if post_buf else 0)) if one_tile else 0)
                     if smallest is None or fp < smallest[0]:
                         smallest = (fp, tr, tc, tk)
                     if fp > budget:
@@ -320,6 +350,14 @@ def tile_piece(cm: CostModel, g: OpGraph, op: Op, rows: int, cols: int,
                         wdma = wdma_of[(tc, tk)] = cm.dma_engine_cycles(
                             wslot if streamed else wslot * ceil_div(geo.k, tk))
                     wload = (n_instr if streamed else 1) * wdma
+                    if astreams and not act_resident:
+                        # the activation DMAs: per row tile, every K chunk again for every
+                        # column tile (whole K: once per row tile)
+                        adma = adma_of.get(aslot)
+                        if adma is None:
+                            adma = adma_of[aslot] = cm.dma_engine_cycles(aslot)
+                        wload += astreams / max(1, wstreams) * adma * n_rows * (
+                            ceil_div(cols, tc) * nk_of[tk] if tk < K else 1)
                     key = (max(cyc, wstreams * wload / mc.ccb_dma_engines), cyc, -fp)
                     if best is None or key < best_key:
                         best_key = key

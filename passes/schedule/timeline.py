@@ -50,6 +50,13 @@ __all__ = ["Scheduler", "BoundExceeded", "critical_path"]
 #: (:func:`.shared_costs.op_key`) instead of tiling it again; False: every op is tiled itself
 #: (the tests compare both)
 SHARE_TILES = True
+#: the tiler counts a one-stage contraction's activation reloads (a K-chunked activation loaded
+#: again per column tile) with its weight DMAs (``partition.tile_piece``'s ``astreams``)
+ACT_RELOADS = True
+#: a one-round one-stage segment's pieces hold their once-filled buffers (the activation of a
+#: one-row-tile whole-K piece, the output and ``post_in`` of a one-tile piece) in one HBSM slot
+#: (``partition.tile_piece``'s ``once``)
+ONE_SLOT = True
 
 
 class Scheduler:
@@ -121,9 +128,10 @@ class Scheduler:
     # ------------------------------------------------------------------ tiles
     def tile(self, op: Op, rows: int, cols: int, budget: int, chunked: bool = False,
              kparts: int = 1, act_resident: int = 0, whole: bool = False,
-             wshare: int = 1, wstreams: int = 0, kfine: int = 1) -> TilePlan:
+             wshare: int = 1, wstreams: int = 0, kfine: int = 1, astreams: int = 0,
+             once: bool = False) -> TilePlan:
         key = (op.name, rows, cols, budget, chunked, kparts, act_resident, whole, wshare, wstreams,
-               kfine)
+               kfine, astreams, once)
         p = self._tile_cache.get(key)
         if p is None:
             ok = self._op_keys.get(op.name, False)
@@ -135,7 +143,8 @@ class Scheduler:
                 p = replace(q, op=op.name)
             else:
                 p = tile_piece(self.cm, self.g, op, rows, cols, budget, chunked, kparts,
-                               act_resident, whole, wshare, wstreams, kfine=kfine)
+                               act_resident, whole, wshare, wstreams, kfine=kfine,
+                               astreams=astreams, once=once)
                 if skey is not None:
                     self._tile_shared[skey] = p
             self._tile_cache[key] = p
@@ -164,9 +173,16 @@ class Scheduler:
         cols_b = ceil_div(geo.cols, st.gc)
         # distinct weight streams: a one-stage segment broadcasts each column part's (K part's)
         # chunks to its TPB rows; a pipeline stage's TPBs each load their own
-        streams = st.gc * st.ks if len(seg.stages) == 1 else len(st.tpbs)
+        one = len(seg.stages) == 1
+        streams = st.gc * st.ks if one else len(st.tpbs)
+        # a one-stage segment's activation: one broadcast per TPB row (and K part) to its column
+        # parts; a one-round one (a piece per TPB) fills its once-per-piece buffers once
+        # (``partition.tile_piece``'s ``astreams`` / ``once``; :data:`ACT_RELOADS`)
+        # (matmuls: counting a conv's input-channel chunks made ResNet-18 32 +3.1 % longer)
+        astreams = st.gr * st.ks if one and ACT_RELOADS and op.unit == "tcu.matmul" else 0
+        once = one and ONE_SLOT and st.bands <= st.gr
         return self.tile(op, rows_b, cols_b, self.stage_budget(seg, st), st.chunked, st.ks,
-                         st.act_resident, st.whole, st.wshare, streams, st.kfine)
+                         st.act_resident, st.whole, st.wshare, streams, st.kfine, astreams, once)
 
     def band_boxes(self, st: StageCfg, op: Op, tplan: TilePlan, b: int) -> tuple:
         """The pieces of band ``b`` of a stage built piece by piece, in build order: (column part,

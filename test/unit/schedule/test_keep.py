@@ -89,7 +89,9 @@ def test_kept_bytes_stay_within_the_hbsm_share():
 
 def test_keep_is_refused_when_the_hbsm_is_full():
     g, segs = _chain()
-    small = M100.replace(hbsm_bytes=64 * 1024)
+    # (40 KB: the pieces' footprints fill the share; since the once-filled buffers count one
+    # slot -- ``tile_piece(once=True)``, session 19 -- 64 KB left room to keep two of them)
+    small = M100.replace(hbsm_bytes=40 * 1024)
     tl = T.Scheduler(CostModel(small), g).build(segs, keep="all")
     assert tl.kept == set()
 
