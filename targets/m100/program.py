@@ -111,6 +111,13 @@ class Program:
     def empty(machine: Machine) -> Program:
         return Program(machine.name, machine.fingerprint())
 
+    def __getstate__(self) -> dict:
+        """A copy or pickle of a program is the program without the interpreter's caches kept
+        on it (``_sim_*``: the schedule ``m100.sim.replay`` keeps, which holds a lock and
+        executors bound to the recorded run): a copy is there to be changed, and a changed
+        program must run the engine."""
+        return {k: v for k, v in self.__dict__.items() if not k.startswith("_sim_")}
+
     # --- queries ---------------------------------------------------------------------------------
     def instructions(self) -> Iterator[tuple[int, Instruction]]:
         """Every instruction as (stream key, instruction), streams in key order."""

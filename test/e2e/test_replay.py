@@ -175,3 +175,22 @@ def test_replays_in_threads(monkeypatch):
     for k in range(4):
         for res in got[k]:
             _same(res, want[k])
+
+
+def test_a_copy_keeps_no_schedule(monkeypatch, engine_runs):
+    """``copy.deepcopy`` of a program with a kept schedule works (the schedule holds a lock) and
+    gives a program without it: a changed copy runs the engine and reports what
+    the change did (notebooks/04_sync.ipynb mutates a deep copy of a compiled program)."""
+    import copy
+
+    cr = driver.compile(models.conv_relu_maxpool(), machine="tiny")
+    prog = cr.program
+    feed = driver.random_inputs(prog, 3)
+    want = driver.run(prog, feed, mode="full")  # recorded
+    assert "_sim_schedule" in prog.__dict__
+    for dup in (copy.deepcopy(prog), copy.copy(prog)):
+        assert "_sim_schedule" not in dup.__dict__
+        assert dup == prog
+        n = engine_runs[0]
+        _same(driver.run(dup, feed, mode="full"), want)
+        assert engine_runs[0] == n + 1  # the copy's own first run: the engine
