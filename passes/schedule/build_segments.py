@@ -25,6 +25,22 @@ from .segment import (SegmentCfg, StageCfg, act_resident_ok, input_window,
 #: late stores (:meth:`PlanBuilder._late_ok`): the output stores of a lockstep contraction's last
 #: group built after the next lockstep contraction's first steps (False: at its own end, A/B)
 LATE_STORES = True
+#: late stores of a one-stage vector segment built piece by piece (RoPE between the prefill
+#: projections: :meth:`PlanBuilder._late_wave`); False: its stores at its own end (A/B)
+LATE_WAVE_STORES = True
+
+
+def empty_segment(g, ops: dict, seg: SegmentCfg) -> bool:
+    """A data-movement segment that moves nothing (a view; every part written in place by its
+    producer): no task, no instruction."""
+    if seg.kind != "dma" or len(seg.stages) != 1:
+        return False
+    op = ops[seg.stages[0].op]
+    if op.name in g.view_ops:
+        return True
+    srcs = op.inputs if len(op.inputs) > 1 else op.inputs[:1]
+    placed = g.in_place.get(op.name, ())
+    return all(i in placed for i in range(len(srcs)))
 
 
 def derived(g, tensors) -> set[str]:
@@ -63,7 +79,8 @@ class PlanBuilder(Transfers):
             self.bar_at.setdefault((x, s), []).append(tid)
         self.seg_touch = {}
         self.seg_at = si
-        if self.late[0] and not (seg.kind != "dma" and len(seg.stages) == 1):
+        if self.late[0] and not (seg.kind != "dma" and len(seg.stages) == 1) and \
+                not empty_segment(self.g, self.s.ops, seg):
             raise ScheduleError(f"internal: late stores into segment {si}, not one stage")
         start = len(self.tl.tasks)
         pieces: list[PlanPiece] = []
@@ -152,6 +169,8 @@ class PlanBuilder(Transfers):
             self._check_kept(seg)
             return
         order = causal.band_order(seg, clip)
+        wave_late = self._late_wave_next(si, seg)
+        parked: list = []
         n_waves = max(st.bands + lag[st.op] for st in seg.stages)
         for w in range(n_waves):  # the wave order: band b of a stage after the producer bands
             for st in seg.stages:
@@ -172,10 +191,16 @@ class PlanBuilder(Transfers):
                         p = causal.piece(s, op, cz, b, j, tpb, a, e, cc, ce, si, last)
                         if p is None:  # every column of the box is masked
                             continue
-                    self._run_one(p, st, op, tplan)
+                    self.late_pause = wave_late is not None
+                    item = self._run_one(p, st, op, tplan)
+                    self.late_pause = False
+                    if item is not None:
+                        parked.append(item)
                     pieces.append(p)
                     self.by_op.setdefault(op.name, []).append(p)
         self._check_kept(seg)
+        if parked:
+            self._late_wave(si, seg, wave_late, parked)
 
     def _check_kept(self, seg: SegmentCfg) -> None:
         """The kept outputs of this segment hold exactly the bytes :mod:`.keep` budgeted."""
@@ -270,6 +295,57 @@ class PlanBuilder(Transfers):
             if nplan.footprint + self.kept_use.get((x, si + 1), 0) + held.get(x, 0) > cap:
                 return None
         return held
+
+    def _late_wave_next(self, si: int, seg: SegmentCfg) -> int | None:
+        """The index of the segment whose first steps may take the stores of ``seg``, a
+        one-stage segment built piece by piece (:data:`LATE_WAVE_STORES`): a whole-plan build,
+        its output stored (not kept), the next segment that moves anything one lockstep
+        contraction (no K split) that reads nothing ``seg`` writes; else None."""
+        segs = self.tl.segments
+        if not (LATE_STORES and LATE_WAVE_STORES) or self.isolated or len(seg.stages) != 1:
+            return None
+        st = seg.stages[0]
+        op = self.s.ops[st.op]
+        if st.ks > 1 or st.op in self.tl.kept or len(op.outputs) != 1 or \
+                op.outputs[0] not in self.outside or op_family(op.unit) != "cvu":
+            return None
+        ni = si + 1
+        while ni < len(segs) and empty_segment(self.g, self.s.ops, segs[ni]):
+            ni += 1
+        if ni >= len(segs):
+            return None
+        nxt = segs[ni]
+        if nxt.kind == "dma" or len(nxt.stages) != 1 or nxt.stages[0].ks > 1:
+            return None
+        nop = self.s.ops[nxt.stages[0].op]
+        if not lockstep(self.s.stage_plan(nxt, nxt.stages[0]), nop) or \
+                derived(self.g, op.outputs) & set(nop.inputs):
+            return None
+        return ni
+
+    def _late_wave(self, si: int, seg: SegmentCfg, ni: int, parked: list) -> None:
+        """The stores of ``parked`` (the pieces of ``seg``, paused before their store) during
+        segment ``ni``'s first steps where its footprint, its kept tiles and the stored tiles
+        held there fit the HBSM share; else now."""
+        st = seg.stages[0]
+        op = self.s.ops[st.op]
+        ob = dtype_bytes(self.g.out(op).dtype)
+        held: dict[int, int] = {}
+        for p, _, _ in parked:
+            d = p.out_dims
+            held[p.tpb] = held.get(p.tpb, 0) + self.cm.align(d[0] * d[1] * d[2] * ob)
+        nxt = self.tl.segments[ni]
+        nst = nxt.stages[0]
+        nplan = self.s.stage_plan(nxt, nst)
+        cap = int(self.cm.machine.hbsm_bytes * self.s.prefetch_share)
+        if any(nplan.footprint + self.kept_use.get((x, ni), 0) + held.get(x, 0) > cap
+               for x in nst.tpbs):
+            self._resume(parked)
+            return
+        steps = max(1, -(-nplan.k // max(1, nplan.tk)))
+        per = max(1, -(-len(parked) // steps))
+        self.tl.late[si] = per
+        self.late, self.late_bytes = (parked, per), held
 
     def _late_per(self, si: int, n: int) -> int:
         """How many of ``n`` late stores of segment ``si`` follow each K-chunk step of the next
@@ -379,8 +455,10 @@ class PlanBuilder(Transfers):
         self.piece = p
         for r in gen:
             if r is STORE_LATER:
-                break
+                self.piece = None
+                return [p, gen, (self.cur, self.out_wait)]
         self.piece = None
+        return None
 
     def _step(self, item: list):
         """Advance one piece's generator to its next pause (``item[1]`` = None once done)."""

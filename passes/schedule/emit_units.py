@@ -58,16 +58,24 @@ class UnitEmitter(EmitterCore):
         # before's last group stores after this one's steps; this one's, after the next one's
         late_in, self.late_items = self.late_items, None
         held = si in self.plan.late
+        # a segment built piece by piece (no lockstep group: ``PlanBuilder._late_wave``) holds
+        # every piece's store; a lockstep one its last group's
+        wave = held and bool(plist) and all(pp.group < 0 for pp in plist)
+        parked: list = []
         for gi, (i, e) in enumerate(bounds):
             self.gcache = {}
-            self.late_pause = held and gi == len(bounds) - 1
-            carry = self._run_group(plist[i:e], si, seg, stage_of, pieces, seg_ops, carry,
-                                    late_in if gi == 0 else None)
+            self.late_pause = held and (wave or gi == len(bounds) - 1)
+            got = self._run_group(plist[i:e], si, seg, stage_of, pieces, seg_ops,
+                                  [] if wave else carry, late_in if gi == 0 else None)
+            if wave:
+                parked += got
+            else:
+                carry = got
             self.late_pause = False
         if late_in is not None and not bounds:
             raise AssertionError(f"emitter: late stores into segment {si} without pieces")
         if held:
-            self.late_items = (carry, stage_of, self.plan.late[si])
+            self.late_items = (parked if wave else carry, stage_of, self.plan.late[si])
         else:
             self._resume(carry, stage_of)
         for name in seg_ops & self.plan.kept:  # read by later segments from the HBSM
