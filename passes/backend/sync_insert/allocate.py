@@ -33,7 +33,9 @@
 
 from __future__ import annotations
 
+from collections import Counter
 from dataclasses import dataclass, field
+from itertools import combinations
 
 import numpy as np
 
@@ -84,9 +86,12 @@ def allocate(red: Reduced, machine, *, budget: int | None = None,
             needs[key] = (h if key not in needs else
                           Hazard(key[0], key[1], np.maximum(needs[key].need, h.need),
                                  needs[key].why + h.why))
-        g = HbGraph(red.graph.insts, blocks)
-        for (i, j), h in needs.items():
-            g.add_need(i, j, h.need)
+        if extra:
+            g = HbGraph(red.graph.insts, blocks)
+            for (i, j), h in needs.items():
+                g.add_need(i, j, h.need)
+        else:  # the reduction's graph of the kept needs (with its clocks), unchanged here
+            g = red.graph
         al, pending = _allocate_once(needs, g, machine, budget, on_budget)
         grew = False
         for (i1, k1, i2) in pending:
@@ -150,8 +155,11 @@ def _allocate_once(needs, g, machine, budget, on_budget):
 
     # --- counters per TPB --------------------------------------------------------------------
     hint: dict[int, list[int]] = {}  # instruction -> its counters on the TPBs allocated so far
+    chans_of: dict[int, list] = {}  # home TPB -> its channels, in chan_events' order
+    for c in chan_events:
+        chans_of.setdefault(c[1], []).append(c)
     for t in range(machine.num_tpbs):
-        chans = sorted((c for c in chan_events if c[1] == t), key=lambda c: chan_events[c][0])
+        chans = sorted(chans_of.get(t, ()), key=lambda c: chan_events[c][0])
         counters = _greedy(g, chans, chan_events, None)
         if len(counters) > budget:
             # over the budget with whole channels: a channel holds its counter from its first
@@ -227,14 +235,13 @@ def _align_ids(al: Allocation, budget: int) -> None:
     per_inst: dict[int, list[tuple[int, int]]] = {}
     for (i, t), c in al.inst_counter.items():
         per_inst.setdefault(i, []).append((t, c))
-    weight: dict[tuple, int] = {}
+    # pairs (a, b), a < b, of the slots one instruction signals, counted in C (Counter over
+    # combinations of the sorted slots: every pair once, in the order of the nested loops)
+    weight: Counter = Counter()
     for ss in per_inst.values():
-        if len(ss) < 2:
-            continue
-        ss.sort()
-        for x, a in enumerate(ss):
-            for b in ss[x + 1:]:
-                weight[(a, b)] = weight.get((a, b), 0) + 1
+        if len(ss) > 1:
+            ss.sort()
+            weight.update(combinations(ss, 2))
     parent = {tc: tc for tc in al.events}
     members = {tc: [tc] for tc in al.events}
     tpbs = {tc: {tc[0]} for tc in al.events}
@@ -245,9 +252,13 @@ def _align_ids(al: Allocation, budget: int) -> None:
             x = parent[x]
         return x
 
-    for (a, b), _ in sorted(weight.items(), key=lambda kv: (-kv[1], kv[0])):
+    # most often signalled together first, ties by the pair: sorted by the pair, then a stable
+    # sort by the weight, descending (reverse keeps the order of equal weights)
+    pairs = sorted(weight)
+    pairs.sort(key=weight.__getitem__, reverse=True)
+    for a, b in pairs:
         ra, rb = find(a), find(b)
-        if ra == rb or tpbs[ra] & tpbs[rb]:
+        if ra == rb or not tpbs[ra].isdisjoint(tpbs[rb]):
             continue
         if len(members[ra]) < len(members[rb]):
             ra, rb = rb, ra

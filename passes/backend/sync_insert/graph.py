@@ -160,6 +160,22 @@ class HbGraph:
         self._dirty = base[last + 1]
         return c
 
+    def adopt_clock(self, other: HbGraph) -> None:
+        """Take ``other``'s clocks (computed to the end) as this graph's: for a graph of the same
+        instructions and blocks whose edges imply the same happens-before (reachability) --
+        the kept needs of a transitive reduction of ``other``, which hold every edge the
+        reduction keeps and no edge ``other`` lacks. The clocks are a function of reachability
+        alone (the latest E-node of each executor at or before a node), so they are equal; the
+        sweep that would compute them again is skipped. ``other`` must not change afterwards
+        (the array is shared)."""
+        if (self.n, self.blocks) != (other.n, other.blocks):
+            raise ValueError("adopt_clock: the graphs have different instructions or blocks")
+        c = other.clock()
+        if self._clock is None or self._dirty < self.num_nodes:
+            self._clock, self._dirty = c, self.num_nodes
+            if self._xidl is None:
+                self._xidl = [self.xid[e] for e in self.execs]
+
     def hb(self, u: int, v: int) -> bool:
         """E-node ``u`` happens-before node ``v`` (strictly)."""
         if u == v:

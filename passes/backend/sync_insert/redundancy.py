@@ -44,4 +44,7 @@ def reduce_needs(nd: Needs, enabled: bool = True) -> Reduced:
     g2 = HbGraph(nd.insts, nd.blocks)
     for (i, j), h in kept.items():
         g2.add_need(i, j, h.need)
+    # the kept needs hold every edge of the reduction and only edges of g: the same
+    # happens-before, so the same clocks (counter allocation asks them of this graph)
+    g2.adopt_clock(g)
     return Reduced(kept, removed, g2)

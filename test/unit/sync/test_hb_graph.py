@@ -98,6 +98,31 @@ def test_before_predicate_agrees_with_networkx(seed):
             assert {e for e in events if f(e)} == {e for e in events if g.E(*e) in anc}
 
 
+@pytest.mark.parametrize("seed", range(6))
+def test_reduced_graph_clocks_are_the_full_graphs(seed):
+    """reduce_needs hands counter allocation the graph of the kept needs with the clocks of the
+    graph of all needs (adopt_clock: the reduction keeps the happens-before). They must be the
+    clocks a sweep of the kept needs alone computes, and say what networkx's ancestors of the
+    kept-needs graph say."""
+    from m100.passes.backend.sync_insert.analyze import analyze
+    from m100.passes.backend.sync_insert.redundancy import reduce_needs
+
+    prog = progs.random_program(300 + seed, n=24)
+    nd = analyze(prog, TINY, stream_blocks=1 + seed % 3)
+    red = reduce_needs(nd)
+    assert red.removed  # the case that matters: edges were dropped
+    fresh = HbGraph(nd.insts, nd.blocks)
+    for (i, j), h in red.kept.items():
+        fresh.add_need(i, j, h.need)
+    assert red.graph._clock is not None  # adopted, not swept again
+    assert np.array_equal(red.graph.clock(), fresh.clock())
+    G = _nx(fresh)
+    for v in range(0, fresh.num_nodes, 2):
+        anc = nx.ancestors(G, v)
+        assert {u for u in range(1, fresh.num_nodes, 2) if red.graph.hb(u, v)} == \
+            {u for u in anc if u & 1}
+
+
 def test_redundant_orderings_get_no_traffic():
     # A (TPB0 DTDU) writes X; B (TPB0 CVU) reads X, writes Y; C (TPB1 DTDU) reads X and Y.
     # C->A is implied by C->B->A, so C has exactly one monitor.
