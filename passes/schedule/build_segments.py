@@ -76,7 +76,8 @@ class PlanBuilder(Transfers):
             # (a late store of the segment before that one counts as that one's: the emitter's)
             s = max(self.tl.tasks[tid].segment, self.seg_at)
             self.bar_hist.setdefault(x, []).append((s, tid))
-            self.bar_at.setdefault((x, s), []).append(tid)
+            # a tuple (a new one per end): a checkpoint shares the dict's values
+            self.bar_at[(x, s)] = self.bar_at.get((x, s), ()) + (tid,)
         self.seg_touch = {}
         self.seg_at = si
         if self.late[0] and not (seg.kind != "dma" and len(seg.stages) == 1) and \

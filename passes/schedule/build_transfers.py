@@ -243,11 +243,15 @@ class Transfers(ListScheduler):
         if ix is None:
             ix = self.row_index[op] = [0, max(1, qs[0].r1 - qs[0].r0), {}]
         n, w, buckets = ix
-        for i in range(n, len(qs)):
-            q = qs[i]
-            for bk in range(q.r0 // w, max(q.r0, q.r1 - 1) // w + 1):
-                buckets.setdefault(bk, []).append(i)
-        ix[0] = len(qs)
+        if n < len(qs):
+            if type(ix) is tuple:  # shared with a checkpoint (``resume.copy_state``): copied
+                buckets = {bk: list(v) for bk, v in buckets.items()}  # before it grows
+                ix = self.row_index[op] = [n, w, buckets]
+            for i in range(n, len(qs)):
+                q = qs[i]
+                for bk in range(q.r0 // w, max(q.r0, q.r1 - 1) // w + 1):
+                    buckets.setdefault(bk, []).append(i)
+            ix[0] = len(qs)
         found: set[int] = set()
         for bk in range(a0 // w, max(a0, a1 - 1) // w + 1):
             found.update(buckets.get(bk, ()))

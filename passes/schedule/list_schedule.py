@@ -71,8 +71,9 @@ class ListScheduler:
         self.bar_hist: dict[int, list[tuple[int, int]]] = {}
         # (TPB, segment) -> the end tasks bar_hist records for that segment there, oldest first
         # (what a prefetching weight transfer waits for, :meth:`_wbar`, without a scan of
-        # bar_hist: ResNet-50 has ~100 segments per TPB)
-        self.bar_at: dict[tuple[int, int], list[int]] = {}
+        # bar_hist: ResNet-50 has ~100 segments per TPB); tuples, never changed in place, so a
+        # checkpoint (:mod:`.resume`) copies the dict, not ~2 k lists
+        self.bar_at: dict[tuple[int, int], tuple[int, ...]] = {}
         # (TPB, segment) -> HBSM bytes held during that segment: its plan's buffers + the weights
         # of later segments prefetched while it runs
         self.hbsm_use: dict[tuple[int, int], int] = {}

@@ -46,11 +46,12 @@ _SAME = frozenset(("bound", "n_groups", "fill_gap", "prefetch_depth", "dma_sync_
                    "cur", "stage", "seg_at", "late_pause"))
 # dicts/sets of immutable values
 _FLAT = frozenset(("free", "last_on_res", "written", "n_written", "seg_touch", "barrier",
-                   "hbsm_use", "kept_use", "gcache", "wcache", "acache", "seg_ops", "outside",
+                   "bar_at", "hbsm_use", "kept_use", "gcache", "wcache", "acache", "seg_ops", "outside",
                    "dma_fixed", "ocache", "late_bytes"))
 # dicts of lists of immutable values
-_LISTS = frozenset(("bar_hist", "bar_at", "by_op", "hist", "wboxes"))
+_LISTS = frozenset(("bar_hist", "by_op", "hist", "wboxes"))
 _END = attrgetter("end")
+_INDEX = attrgetter("index")
 _RULED = _NOT_STATE | _SAME | _FLAT | _LISTS | frozenset(
     ("dma_busy", "dtdu_busy", "drb_use", "row_index", "readers", "out_readers", "out_wait",
      "late"))
@@ -90,8 +91,7 @@ def copy_state(d: dict) -> dict:
     out["drb_use"] = d["drb_use"].copy()
     if "late" in d:
         out["late"] = ([], 0)
-    out["row_index"] = {op: [n, w, {bk: list(v) for bk, v in buckets.items()}]
-                        for op, (n, w, buckets) in d["row_index"].items()}
+    out["row_index"] = _copy_index(d["row_index"], d["by_op"])
     # a piece's readers list is also in ``out_readers`` (the output slots of its op on its TPB):
     # the copies keep that sharing
     memo: dict[int, list] = {}
@@ -104,6 +104,25 @@ def copy_state(d: dict) -> dict:
                               for k, back in d["out_readers"].items()}
     if "out_wait" in d:
         out["out_wait"] = list(d["out_wait"])
+    return out
+
+
+def _copy_index(ri: dict, by_op: dict) -> dict:
+    """A copy of the builder's ``row_index`` (op -> ``[pieces indexed, bucket rows, buckets]``,
+    ``Transfers._pieces_over``). The index of an op whose pieces are all indexed is final until
+    the op gets more pieces, which only a build of its own segment adds: it becomes a tuple in
+    ``ri`` too and both share it (``_pieces_over`` copies a tuple before it extends it); the
+    others are copied (ResNet-50: ~1.7 k bucket lists per checkpoint were copied)."""
+    out = {}
+    for op, ix in ri.items():
+        if type(ix) is list:
+            n, w, buckets = ix
+            qs = by_op.get(op)
+            if qs is not None and n == len(qs):
+                ix = ri[op] = (n, w, buckets)
+            else:
+                ix = [n, w, {bk: list(v) for bk, v in buckets.items()}]
+        out[op] = ix
     return out
 
 
@@ -188,11 +207,11 @@ def best_checkpoint(base: Plan | None, segs: list, kept: set, kept_use: dict,
     """The checkpoint of ``base`` with the longest prefix a build of ``segs`` may start from."""
     if base is None:
         return None
-    best = None
-    for cp in base.checkpoints.values():
-        if (best is None or cp.index > best.index) and cp.fits(segs, kept, kept_use, bound):
-            best = cp
-    return best
+    # the latest first: the first that fits is the answer (``fits`` costs a prefix comparison)
+    for cp in sorted(base.checkpoints.values(), key=_INDEX, reverse=True):
+        if cp.fits(segs, kept, kept_use, bound):
+            return cp
+    return None
 
 
 __all__ = ["Checkpoint", "best_checkpoint", "copy_state", "copy_plan", "copy_busy"]

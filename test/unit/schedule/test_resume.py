@@ -185,3 +185,48 @@ def test_end_scan_is_the_latest_end():
             tasks += [SimpleNamespace(end=rng.choice([0.0, 1.5, rng.uniform(0, 1e6)]))
                       for _ in range(rng.randrange(0, 4))]
         assert scan.of(tasks) == max((t.end for t in tasks), default=0.0)
+
+
+def test_row_index_shared_by_a_copy_answers_like_a_scan():
+    """``Transfers._pieces_over`` on a builder and on its copies (``resume._copy_index``, which
+    shares the index of an op whose pieces are all indexed) after each side adds pieces of its
+    own: every answer holds exactly the pieces over the rows (oracle: a scan of all pieces) and
+    no side sees the other's pieces (a shared index extended in place would show them)."""
+    import random
+    from types import SimpleNamespace
+
+    from m100.passes.schedule.build_transfers import Transfers
+    from m100.passes.schedule.resume import _copy_index
+
+    def over(b, op, a0, a1):
+        return [q for q in Transfers._pieces_over(b, op, a0, a1) if q.r0 < a1 and a0 < q.r1]
+
+    def scan(b, op, a0, a1):
+        return [q for q in b.by_op[op] if q.r0 < a1 and a0 < q.r1]
+
+    def grow(b, rng):
+        for op in b.by_op:
+            for _ in range(rng.randrange(0, 3)):
+                r0 = rng.randrange(0, 60)
+                b.by_op[op].append(SimpleNamespace(r0=r0, r1=r0 + rng.randrange(1, 12)))
+
+    rng = random.Random(5)
+    for _ in range(60):
+        b = SimpleNamespace(by_op={op: [SimpleNamespace(r0=r, r1=r + 8)] for op, r in
+                                   (("a", 0), ("b", 16))}, row_index={})
+        sides = [b]
+        for _ in range(4):
+            for side in sides:
+                grow(side, rng)
+                for op in side.by_op:
+                    if rng.random() < 0.7:  # some indexes complete, some behind
+                        a0 = rng.randrange(0, 70)
+                        a1 = a0 + rng.randrange(1, 20)
+                        assert over(side, op, a0, a1) == scan(side, op, a0, a1)
+            src = rng.choice(sides)
+            sides.append(SimpleNamespace(by_op={op: list(v) for op, v in src.by_op.items()},
+                                         row_index=_copy_index(src.row_index, src.by_op)))
+        for side in sides:
+            for a0 in range(0, 70, 7):
+                for op in side.by_op:
+                    assert over(side, op, a0, a0 + 9) == scan(side, op, a0, a0 + 9)
