@@ -217,34 +217,9 @@ def _bulk_memory(mem: MemKey, c: _Columns, st: _Sweep) -> None:
     gid = np.repeat(np.arange(len(starts)), ends - starts)
     gend = ends[gid]  # per row: the first row of the next instruction
     # per row: the end (exclusive) of the rows it is live for
-    kend = np.full(n, n, dtype=np.int64)
     kill_rows = np.flatnonzero(wr & np.asarray(c.dense, dtype=bool))
-    if kill_rows.size:
-        live = np.zeros(0, dtype=np.int64)
-        llo = lhi = live
-        added = 0
-        kr = kill_rows.tolist()
-        kg = gid[kill_rows].tolist()
-        x = 0
-        while x < len(kr):
-            g = kg[x]
-            s = int(starts[g])
-            if added < s:
-                live = np.concatenate([live, np.arange(added, s)])
-                llo, lhi = lo[live], hi[live]
-                added = s
-            cov = None
-            while x < len(kr) and kg[x] == g:
-                k = kr[x]
-                cv = (llo >= lo[k]) & (lhi <= hi[k])
-                cov = cv if cov is None else cov | cv
-                x += 1
-            if cov is not None and live.size:
-                hit = live[cov]
-                if hit.size:
-                    kend[hit] = ends[g]
-                    keep = ~cov
-                    live, llo, lhi = live[keep], llo[keep], lhi[keep]
+    kend = (_kill_ends(lo, hi, gid, starts, ends, kill_rows) if KILL_CHUNK else
+            _kill_ends_loop(lo, hi, gid, starts, ends, kill_rows))
     length = kend - gend
     cum = np.cumsum(length)
     total = int(cum[-1])
@@ -345,6 +320,79 @@ def _bulk_memory(mem: MemKey, c: _Columns, st: _Sweep) -> None:
         h.why.append(why)
         dj.add(e)
     _end_bulk(st, cur, grew)
+
+
+# kill rows whose cover tests :func:`_kill_ends` makes at once (at most ~BULK_PAIRS elements per
+# test); 0: one test per kill row (:func:`_kill_ends_loop`; the tests compare both ways)
+KILL_CHUNK = 256
+
+
+def _kill_ends(lo, hi, gid, starts, ends, kill_rows) -> np.ndarray:
+    """Per row ``q`` of one memory, the end (exclusive) of the rows it is live for: the end of the
+    first later instruction (group) with a dense write covering it (``lo[k] <= lo[q]``,
+    ``hi[q] <= hi[k]``), else ``n``. Kill rows are taken in order, a chunk at a time: one
+    (pending rows x chunk) cover test, where a row's first covering column is its first covering
+    group (columns are in group order), then the rows killed leave the pending set -- the same
+    answers as :func:`_kill_ends_loop`, which tests one kill row at a time."""
+    n = len(lo)
+    kend = np.full(n, n, dtype=np.int64)
+    nk = kill_rows.size
+    if not nk:
+        return kend
+    kg = gid[kill_rows]
+    klo, khi = lo[kill_rows], hi[kill_rows]
+    pend = np.arange(n, dtype=np.int64)  # rows not killed yet, ascending
+    x = 0
+    while x < nk and pend.size:
+        y = min(nk, x + max(1, min(KILL_CHUNK, BULK_PAIRS // max(1, pend.size))))
+        # rows of the instructions before the chunk's last one (only those can be killed in it)
+        cnt = int(np.searchsorted(pend, starts[kg[y - 1]]))
+        if cnt:
+            cand = pend[:cnt]
+            m = ((lo[cand][:, None] >= klo[None, x:y]) & (hi[cand][:, None] <= khi[None, x:y])
+                 & (gid[cand][:, None] < kg[None, x:y]))
+            hit = np.flatnonzero(m.any(axis=1))
+            if hit.size:
+                first = m[hit].argmax(axis=1)
+                kend[cand[hit]] = ends[kg[x + first]]
+                keep = np.ones(pend.size, dtype=bool)
+                keep[hit] = False
+                pend = pend[keep]
+        x = y
+    return kend
+
+
+def _kill_ends_loop(lo, hi, gid, starts, ends, kill_rows) -> np.ndarray:
+    """:func:`_kill_ends` one kill row at a time over the live rows (``KILL_CHUNK = 0``)."""
+    n = len(lo)
+    kend = np.full(n, n, dtype=np.int64)
+    if kill_rows.size:
+        live = np.zeros(0, dtype=np.int64)
+        llo = lhi = live
+        added = 0
+        kr = kill_rows.tolist()
+        kg = gid[kill_rows].tolist()
+        x = 0
+        while x < len(kr):
+            g = kg[x]
+            s = int(starts[g])
+            if added < s:
+                live = np.concatenate([live, np.arange(added, s)])
+                llo, lhi = lo[live], hi[live]
+                added = s
+            cov = None
+            while x < len(kr) and kg[x] == g:
+                k = kr[x]
+                cv = (llo >= lo[k]) & (lhi <= hi[k])
+                cov = cv if cov is None else cov | cv
+                x += 1
+            if cov is not None and live.size:
+                hit = live[cov]
+                if hit.size:
+                    kend[hit] = ends[g]
+                    keep = ~cov
+                    live, llo, lhi = live[keep], llo[keep], lhi[keep]
+    return kend
 
 
 def _end_bulk(st: _Sweep, j: int, grew: bool) -> None:

@@ -271,3 +271,26 @@ def test_prune_implied_by_first_waiting_block():
     assert sorted(prune_implied(d, 3, [0, 1, 2], execs)) == [1, 2] and (0, 3) not in d
     d = needs([0, -1], [-1, 0])  # 2 only from block 1: 0's wait at block 0 stays
     assert sorted(prune_implied(d, 3, [0, 1, 2], execs)) == [0, 1, 2] and len(d) == 3
+
+
+@pytest.mark.parametrize("seed", range(8))
+def test_chunked_kill_ends_are_the_loops(seed, monkeypatch):
+    """_bulk_memory's kill ends (per row: the end of the first later instruction with a dense
+    write covering it) tested a chunk of kill rows at a time (``KILL_CHUNK``) against one kill row
+    at a time, on random intervals in random instruction groups with heavy reuse, with chunks of
+    1, a few and many rows and pair budgets that shrink them."""
+    rng = np.random.default_rng(seed)
+    n = int(rng.integers(1, 400))
+    lo = rng.integers(0, 64, n).astype(np.int64)
+    hi = lo + rng.integers(1, 24, n)
+    sizes = rng.integers(1, 5, n)
+    gid = np.repeat(np.arange(n), sizes)[:n]
+    starts = np.flatnonzero(np.r_[True, np.diff(gid) != 0])
+    ends = np.r_[starts[1:], n]
+    kill_rows = np.flatnonzero(rng.random(n) < 0.3)
+    want = hazards._kill_ends_loop(lo, hi, gid, starts, ends, kill_rows)
+    assert (want < n).any() or not kill_rows.size
+    for chunk, pairs in ((1, 1 << 20), (3, 1 << 20), (256, 1 << 20), (256, 7)):
+        monkeypatch.setattr(hazards, "KILL_CHUNK", chunk)
+        monkeypatch.setattr(hazards, "BULK_PAIRS", pairs)
+        assert np.array_equal(hazards._kill_ends(lo, hi, gid, starts, ends, kill_rows), want)
