@@ -317,22 +317,30 @@ class ListScheduler:
             for x in st.tpbs:
                 foot[x] = foot.get(x, 0) + plan.footprint
                 wfoot[x] = wfoot.get(x, 0) + w
+        use, kept_use, late_bytes = self.hbsm_use, self.kept_use, self.late_bytes
+        depth, isolated = self.prefetch_depth, self.isolated
         for x, f in foot.items():
-            self.hbsm_use[(x, si)] = f + self.kept_use.get((x, si), 0) + \
-                self.late_bytes.get(x, 0)
+            use[(x, si)] = f + kept_use.get((x, si), 0) + late_bytes.get(x, 0)
             w = wfoot[x]
-            if self.isolated or not w:
+            if isolated or not w:
                 continue
-            hist = self.bar_hist.get(x, [])
+            hist = self.bar_hist.get(x)
+            if not hist:
+                continue
+            n = len(hist)
+            held = []  # the segments (newest first) that hold this segment's weights too
             d = 1  # wait for the end of the d-th last segment on x
-            while d < self.prefetch_depth and d <= len(hist) and \
-                    self.hbsm_use.get((x, hist[-d][0]), 0) + w <= cap:
+            while d < depth and d <= n:
+                k = (x, hist[-d][0])
+                if use.get(k, 0) + w > cap:
+                    break
+                held.append(k)
                 d += 1
             if d == 1:
                 continue
-            for s, _ in hist[-(d - 1):]:
-                self.hbsm_use[(x, s)] = self.hbsm_use.get((x, s), 0) + w
-            self.tl.prefetch[(si, x)] = hist[-d][0] if d <= len(hist) else -1
+            for k in held:
+                use[k] = use.get(k, 0) + w
+            self.tl.prefetch[(si, x)] = hist[-d][0] if d <= n else -1
 
     def _mem_deps(self, tensor: str) -> list[int]:
         return [self.written[tensor]] if tensor in self.written and not self.isolated else []
