@@ -23,6 +23,11 @@ whose inputs are ready at cycle 0), in program order. A tensor is kept when
   channels -- is copied from the kept pieces (``kinds/tcu.py`` ``kept_chunks``) instead of one DRB
   broadcast from memory to the column parts (a lockstep matmul's chunks are not image rows, a
   resident activation reads whole bands: not kept);
+* or a consumer reads it only as its TCU epilogue's operand (``post_in``: LLaMA's up reading
+  gate's ``silu(g)``, down reading the residual ``h``; :data:`POST_IN`): each of its pieces
+  takes its ``[rows, cols]`` box in place when a kept piece on its TPB has exactly that box
+  (then its own ``post_in`` buffer is not allocated, and not counted below), else by DTDU
+  copies from the kept pieces;
 * on every TPB holding producer pieces, in every segment from the producer's to the last
   consumer's, the plan's buffers (``TilePlan.footprint`` of the stages on that TPB) + the kept
   tensors already held there + this tensor's tiles stay within ``PREFETCH_HBSM_SHARE`` of the
@@ -38,6 +43,13 @@ from .segment import (SegmentCfg, lockstep, lockstep_groups, reads_whole, reduce
                       row_tile, streamable)
 
 KEEP_UNITS = ("tcu.conv2d", "tcu.matmul", "cvu.pool", "cvu.elementwise")
+#: False: a matmul epilogue's operand (``post_in``: gate's ``silu(g)`` for up) is never kept
+#: (A/B; issue 13, session 20)
+POST_IN = True
+#: True: a lockstep 2-D matmul may read its activation's K chunks from kept pieces (as a lockstep
+#: conv does); off: on the LLaMA2-7B W8A8 prefill layer down's tiles (1.71 MB) leave no room for
+#: up's kept result, and the layer was not shorter (issue 13, session 20; docs/llm.md)
+LOCKSTEP_MATMULS = False
 #: False: a tensor read through a reshape view (RoPE's ``[T, n, hd]`` of a projection's
 #: ``[T, n*hd]``) is never kept (A/B; issue 13, session 19)
 ROW_VIEWS = True
@@ -95,15 +107,59 @@ def piece_elems(g: OpGraph, op, geo) -> int:
     return geo.row_elems
 
 
-def _reads_kept(s, seg: SegmentCfg, st, plans: dict) -> bool:
+def post_reader(u, t: str) -> bool:
+    """Does ``u`` read ``t`` only as its TCU epilogue's operand (``post_in``: a ``[rows, cols]``
+    box per piece, the box of its own output tile)?"""
+    return POST_IN and u.unit == "tcu.matmul" and u.attrs.get("post_in") == t and \
+        t not in u.inputs[:2]
+
+
+def piece_boxes(s, seg: SegmentCfg, st, op, tplan) -> set[tuple[int, int, int, int, int]]:
+    """(TPB, r0, r1, c0, c1) of every piece of a stage, as the plan builder deals them (the
+    pieces :func:`kept_bytes` counts)."""
+    g, cm = s.g, s.cm
+    if len(seg.stages) == 1 and lockstep(tplan, op):
+        return {(p.tpb, p.r0, p.r1, p.c0, p.c1)
+                for grp in lockstep_groups(g, op, st, tplan, s.geo(op), row_tile(cm, g, op))
+                for p in (reduce_pieces(grp, 0) if st.ks > 1 else grp)}
+    order = _band_order(s, seg, st, tplan)
+    out = set()
+    for b in range(st.bands):
+        rb = b if order is None else order[b]
+        for j, tpb, a, e_, cc, ce in s.band_boxes(st, op, tplan, rb):
+            if order is not None:
+                tpb = st.tpbs[st.row_of(b) * st.gc + j]
+            out.add((tpb, a, e_, cc, ce))
+    return out
+
+
+def _post_in_place(s, seg, st, op, useg, ust, plans) -> int:
+    """The ``post_in`` buffer bytes per TPB a post reader (``ust``) does not allocate when every
+    one of its pieces reads the kept tile of a producer piece (``st``) on its own TPB with its
+    box in place (``build_transfers.Transfers._act_in``); 0 when some piece would copy."""
+    uop = s.ops[ust.op]
+    if op.unit != "tcu.matmul" or s.geo(op).row_elems != 1 or s.geo(uop).row_elems != 1:
+        return 0
+    if not piece_boxes(s, useg, ust, uop, plans[ust.op]) <= \
+            piece_boxes(s, seg, st, op, plans[st.op]):
+        return 0
+    return sum(b.nbytes for b in plans[ust.op].buffers if b.role == "post_in")
+
+
+def _reads_kept(s, seg: SegmentCfg, st, plans: dict, flat: bool = False) -> bool:
     """Can stage ``st`` read its input from kept pieces? Built piece by piece (no K split, no
     resident activation), or a lockstep conv (its K chunks -- input channels -- copied from the
-    kept pieces; a lockstep matmul's activation chunks are rows of another shape)."""
+    kept pieces), or with :data:`LOCKSTEP_MATMULS` a lockstep 2-D matmul whose producer's tiles
+    are 2-D (``flat``: one element per row and column; a K chunk is then rows x a range of the
+    producer's columns, LLaMA's down projection reading up's int8 result) -- a matmul over
+    rows of several elements reads chunks of another shape."""
     op = s.ops[st.op]
     if st.act_resident:
         return False
     if len(seg.stages) == 1 and lockstep(plans[st.op], op):
-        return op.unit == "tcu.conv2d"
+        return op.unit == "tcu.conv2d" or (
+            LOCKSTEP_MATMULS and flat and op.unit == "tcu.matmul" and not op.attrs.get("batch")
+            and s.geo(op).row_elems == 1 and len(s.g.tensors[op.inputs[0]].shape) == 2)
     return st.ks == 1
 
 
@@ -149,20 +205,28 @@ def choose_kept(s, segs: list[SegmentCfg], cap: int, one_stage: bool = False
                 continue
             users = [u for u in users if u.name not in g.view_ops] if vread else users
             later = [(u, t) for u in users if u.name not in ops] + vread
-            if not later or any(reads_whole(u, t) for u in users) or \
+            if not later or any(reads_whole(u, t) and not post_reader(u, t) for u in users) or \
                     any(reads_whole(u, v) for u, v in vread):
                 continue
             ok = True
             last = si
+            flat = piece_elems(g, op, s.geo(op)) == 1 and len(g.tensors[t].shape) == 2
+            free: dict[tuple[int, int], int] = {}  # (TPB, segment) -> post_in bytes not allocated
             for u, v in later:
-                if u.name not in stage or seg_of[u.name] <= si or not streamable(g, u, v):
+                post = post_reader(u, v)
+                if u.name not in stage or seg_of[u.name] <= si or \
+                        not (post or streamable(g, u, v)):
                     ok = False
                     break
                 usi, useg, ust = stage[u.name]
-                if not _reads_kept(s, useg, ust, plans) or (one_stage and len(useg.stages) > 1) \
-                        or (v != t and ust.gc != 1):
+                if (not post and not _reads_kept(s, useg, ust, plans, flat)) or \
+                        (one_stage and len(useg.stages) > 1) or (v != t and ust.gc != 1):
                     ok = False
                     break
+                if post:  # read in place: the reader's own ``post_in`` buffer is not allocated
+                    pin = _post_in_place(s, seg, st, op, useg, ust, plans)
+                    for x in (ust.tpbs if pin else ()):
+                        free[(x, usi)] = free.get((x, usi), 0) + pin
                 last = max(last, usi)
             if not ok:
                 continue
@@ -170,14 +234,16 @@ def choose_kept(s, segs: list[SegmentCfg], cap: int, one_stage: bool = False
             # in its own segment a tile held there is in an output slot of the producer (its
             # footprint): only what the slots do not hold is more
             own = sum(b.nbytes for b in plans[st.op].buffers if b.role == "out")
-            if any(foot.get((x, q), 0) + use.get((x, q), 0) + (max(0, nb - own) if q == si
-                                                              else nb) > cap
+
+            def more(x: int, nb: int, q: int) -> int:  # what the kept tiles add on x in q
+                return max(0, nb - own) if q == si else max(0, nb - free.get((x, q), 0))
+            if any(foot.get((x, q), 0) + use.get((x, q), 0) + more(x, nb, q) > cap
                    for x, nb in held.items() for q in range(si, last + 1)):
                 continue
             kept.add(op.name)
             for x, nb in held.items():
                 for q in range(si, last + 1):
-                    use[(x, q)] = use.get((x, q), 0) + nb
+                    use[(x, q)] = use.get((x, q), 0) + (nb if q == si else more(x, nb, q))
     return kept, use
 
 

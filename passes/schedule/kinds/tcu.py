@@ -65,7 +65,8 @@ def plan_piece(bld, si: int, st, op: Op, p: PlanPiece, tplan: TilePlan, compute)
         streamed = bld._streamed(x_t)
         # a lockstep conv reading an activation kept in HBSM (:mod:`..keep`): each K chunk
         # (its input channels) is copied from the producer pieces instead of broadcast from memory
-        kept_chunks = conv and streamed and kk < K and p.group >= 0
+        # (a lockstep 2-D matmul too: ``keep._reads_kept``, its chunks rows x columns [k0, k1))
+        kept_chunks = streamed and kk < K and p.group >= 0
         x_deps: list[int] = []
         if tplan.act_resident:
             yield from _plan_act_resident(bld, si, st, op, p, tplan, x_t, w_t, bias, rq_table,
@@ -149,9 +150,13 @@ def plan_piece(bld, si: int, st, op: Op, p: PlanPiece, tplan: TilePlan, compute)
                                          cols * 4, True, role="bias"))
             post_in = op.attrs.get("post_in")
             if last and post_in:  # the post stages' operand: this piece's [rows, cols] box
-                deps.append(bld._load(op, post_in, tpb, float(
-                    rows * cols * dtype_bytes(g.tensors[post_in].dtype)), "act",
-                    box=(p.r0, p.r1, p.c0, p.c1)).id)
+                pnb = float(rows * cols * dtype_bytes(g.tensors[post_in].dtype))
+                if bld._streamed(post_in):  # kept in HBSM (:mod:`..keep`): in place or copied
+                    deps += bld._act_in(si, op, post_in, (p.r0, p.r1), (rows, 1, cols),
+                                        (p.c0, p.c1), tpb, pnb)
+                else:
+                    deps.append(bld._load(op, post_in, tpb, pnb, "act",
+                                          box=(p.r0, p.r1, p.c0, p.c1)).id)
             kpg = kc * unit_k if not conv or a.get("groups", 1) == 1 else geo.k  # K per group
             macs = rows * geo.row_elems * cols * kpg
             prev = compute(deps, cm.piece_cycles(g, op, rows, cols, kpg), macs)
@@ -249,7 +254,9 @@ def emit_piece(em, si, seg, op, b, j, tpb, r0, r1, c0, c1, pieces, seg_ops, plan
         kx = pp.kx or k  # a clipped causal PV piece reduces over [0, kx) (``..causal``)
         resident = plan is None or plan.weight_resident
         streamed = em._streamed(a_t, seg_ops, pieces)
-        if streamed or tk == k:
+        # per K chunk from kept pieces (a lockstep 2-D matmul: the plan's ``kept_chunks``)
+        kept_chunks = streamed and tk < k and pp.group >= 0
+        if (streamed or tk == k) and not kept_chunks:
             a_full, a_deps = em.act_in(si, seg, op, a_t, (r0, r1), (rows, 1, kx),
                                          [((1, 0, 0), r0), ((0, 0, 1), 0)], tpb, pieces,
                                          seg_ops, b, shared=True)
@@ -266,6 +273,12 @@ def emit_piece(em, si, seg, op, b, j, tpb, r0, r1, c0, c1, pieces, seg_ops, plan
             last = ci == len(chunks) - 1
             if tk == k:
                 a_slot, deps = (a_full, None), list(a_deps)
+            elif kept_chunks:  # one DTDU broadcast per producer piece to the column parts
+                abuf, ats = em.kept_chunk(si, seg, op, a_t, ("k", (r0, r1), k0), (r0, r1),
+                                          (rows, 1, kc), [((1, 0, 0), r0), ((0, 0, 1), k0)],
+                                          tpb, pieces, seg_ops, b, (k0, k0 + kc),
+                                          pp.a_share if em.plan.kept_bcast else ())
+                a_slot, deps = (abuf, None), list(ats)
             elif streamed:
                 a_slot = (a_full, access((rows, kc), [((1, 0), 0), ((0, 0), 0), ((0, 1), k0)]))
                 deps = list(a_deps) if ci == 0 else []
@@ -332,7 +345,8 @@ def emit_piece(em, si, seg, op, b, j, tpb, r0, r1, c0, c1, pieces, seg_ops, plan
                 params["block"] = _int(blk)
             ins, prev = _chain_step(em, op, lw, MatmulOp, tpb, unit, (c0, c1), resident, j, last,
                                     prev if ci > 0 else None, slots, deps, params,
-                                    epilogue=pp.kparts == 1, rows=(r0, r1))
+                                    epilogue=pp.kparts == 1, rows=(r0, r1),
+                                    kept=(si, seg, pieces, seg_ops, b))
             if not last:
                 yield
     elif lw.kind == "conv":
@@ -452,7 +466,7 @@ def _weight_in(em, pp, op, w_t, tpb, c0, c1, k, resident, j):
 
 def _chain_step(em, op, lw, cls, tpb, unit, cols, resident, j, last, prev, slots, deps, params,
                 epilogue: bool = True, bias_resident: bool = True,
-                rows: tuple[int, int] | None = None):
+                rows: tuple[int, int] | None = None, kept: tuple | None = None):
     """One TCU instruction of a K chain (matmul or conv): it accumulates onto ``prev`` (the chunk
     before, None for the first); the last chunk carries the bias and the activation (unless
     ``epilogue`` is False: a K part's partial sum, the reduction applies them) and is returned
@@ -495,15 +509,24 @@ def _chain_step(em, op, lw, cls, tpb, unit, cols, resident, j, last, prev, slots
             deps.append(dt)
         if lw.post:  # CVU stages after the dequantization (``from_ir.tcu_post``)
             params["post"] = ArrayAttr([StageAttr.from_isa(st) for st in lw.post])
-            if lw.post_in:  # their operand: this piece's [rows, cols] box, loaded (the plan's)
+            if lw.post_in:  # their operand: this piece's [rows, cols] box (the plan's)
                 if rows is None:
                     raise ScheduleError(f"internal: op '{op.name}': post_in without rows")
                 r0, r1 = rows
-                pb, pt = em.load(lw.post_in, (r1 - r0, cols[1] - cols[0]),
-                                 [((1, 0), r0), ((0, 1), cols[0])], tpb,
-                                 box=(r0, r1, cols[0], cols[1]))
+                if kept is not None and em._streamed(lw.post_in, kept[3], kept[2]):
+                    # kept in HBSM (:mod:`..keep`): the producer's tile in place, or copied
+                    si, seg, pieces, seg_ops, band = kept
+                    pb, pts = em.act_in(si, seg, op, lw.post_in, (r0, r1),
+                                        (r1 - r0, 1, cols[1] - cols[0]),
+                                        [((1, 0, 0), r0), ((0, 0, 1), cols[0])], tpb, pieces,
+                                        seg_ops, band, cols=cols)
+                    deps += pts
+                else:
+                    pb, pt = em.load(lw.post_in, (r1 - r0, cols[1] - cols[0]),
+                                     [((1, 0), r0), ((0, 1), cols[0])], tpb,
+                                     box=(r0, r1, cols[0], cols[1]))
+                    deps.append(pt)
                 slots["post_in"] = (pb, None)
-                deps.append(pt)
         if lw.act is not Act.NONE:
             params["act"] = StringAttr(lw.act.name.lower())
     ins = cls(tpb, slots, deps + em._take_out_wait(), params=params)
