@@ -11,7 +11,7 @@ from m100.passes.schedule import placement
 from m100.passes.schedule.graph import ScheduleError
 from m100.passes.schedule.keep import choose_kept
 from m100.passes.schedule.list_schedule import BoundExceeded
-from m100.passes.schedule.resume import EndScan, copy_state
+from m100.passes.schedule.resume import EndScan, best_checkpoint, copy_state
 from m100.targets.m100.machine import get_machine
 
 from .test_weights_once import _graph
@@ -230,3 +230,23 @@ def test_row_index_shared_by_a_copy_answers_like_a_scan():
             for a0 in range(0, 70, 7):
                 for op in side.by_op:
                     assert over(side, op, a0, a0 + 9) == scan(side, op, a0, a0 + 9)
+
+
+def test_best_checkpoint_is_the_longest_prefix_that_fits(placed):
+    """``best_checkpoint`` (from the longest prefix down, the first that fits) against the
+    exhaustive answer: of every checkpoint that fits, the one with the largest index -- for each
+    trial, with no bound and with bounds between the checkpoints' latest ends."""
+    s, segs, _ = placed
+    base = s.sched.build(segs, checkpoints=placement.trial_points(segs))
+    cps = list(base.checkpoints.values())
+    ends = sorted(cp.max_end for cp in cps)
+    bounds = [float("inf"), ends[len(ends) // 2], ends[0] + 1.0, ends[0]]
+    checked = set()
+    for si, trial in [(len(segs), segs)] + list(_trials(segs)):
+        for bound in bounds:
+            fit = [cp for cp in cps if cp.fits(trial, set(), {}, bound)]
+            want = max(fit, key=lambda cp: cp.index) if fit else None
+            got = best_checkpoint(base, trial, set(), {}, bound)
+            assert got is want, f"segment {si}, bound {bound}"
+            checked.add(None if want is None else want.index)
+    assert None in checked and len(checked) >= 3, "too few distinct answers: would check little"
