@@ -123,6 +123,43 @@ def test_reduced_graph_clocks_are_the_full_graphs(seed):
             {u for u in anc if u & 1}
 
 
+@pytest.mark.parametrize("seed", range(6))
+def test_implied_sync_edges_are_the_flags(seed, monkeypatch):
+    """The transitive reduction's test for all sync edges at once (implied_sync_edges, with tiny
+    pair slices on odd seeds) gives sync_edge_flags' answers, edge by edge and in its order, on
+    graphs whose S-nodes have many sync predecessors (several per executor, some the hardware
+    edge); the needs added at once (add_needs) give add_need's predecessor sets; reduce_needs
+    keeps the same needs both ways."""
+    from m100.passes.backend.sync_insert import redundancy
+    from m100.passes.backend.sync_insert.analyze import analyze
+    from m100.passes.backend.sync_insert.redundancy import reduce_needs
+
+    rng = np.random.default_rng(500 + seed)
+    prog = progs.random_program(500 + seed, n=40)
+    blocks = [int(rng.integers(1, 4)) for _ in prog]
+    g = HbGraph(prog, blocks)
+    for _ in range(200):
+        i, j = sorted(rng.choice(len(prog), 2, replace=False))
+        g.add_sync(int(i), int(rng.integers(blocks[i])), int(j), int(rng.integers(blocks[j])))
+    if seed % 2:
+        monkeypatch.setattr(HbGraph, "PAIRS", 1 + seed)
+    u, v, implied = g.implied_sync_edges()
+    want = [(x, w, f) for w, us, flags in g.sync_edge_flags() for x, f in zip(us, flags)]
+    assert list(zip(u.tolist(), v.tolist(), implied.tolist())) == want
+    assert implied.any() and not implied.all()
+
+    nd = analyze(prog, TINY, stream_blocks=2)
+    one, bulk = HbGraph(nd.insts, nd.blocks), HbGraph(nd.insts, nd.blocks)
+    for (i, j), h in nd.needs.items():
+        one.add_need(i, j, h.need)
+    bulk.add_needs(nd.needs)
+    assert bulk.sync_preds == one.sync_preds
+    fast = reduce_needs(nd)
+    monkeypatch.setattr(redundancy, "VECTOR", False)
+    slow = reduce_needs(nd)
+    assert list(fast.kept) == list(slow.kept) and list(fast.removed) == list(slow.removed)
+
+
 def test_redundant_orderings_get_no_traffic():
     # A (TPB0 DTDU) writes X; B (TPB0 CVU) reads X, writes Y; C (TPB1 DTDU) reads X and Y.
     # C->A is implied by C->B->A, so C has exactly one monitor.
