@@ -213,7 +213,8 @@ def choose_kept(s, segs: list[SegmentCfg], cap: int, one_stage: bool = False
             flat = piece_elems(g, op, s.geo(op)) == 1 and len(g.tensors[t].shape) == 2
             free: dict[tuple[int, int], int] = {}  # (TPB, segment) -> post_in bytes not allocated
             for u, v in later:
-                post = post_reader(u, v)
+                # (a box of rows x columns of 2-D producer tiles: the reader's [rows, cols])
+                post = post_reader(u, v) and flat
                 if u.name not in stage or seg_of[u.name] <= si or \
                         not (post or streamable(g, u, v)):
                     ok = False
