@@ -32,10 +32,7 @@ from m100.frontend.dense_blobs import (  # noqa: F401  (re-exported for callers)
 #: Models with an older default-domain opset are converted to this one before import.
 MIN_OPSET = 17
 
-_PIPELINE = (
-    "builtin.module(torch-onnx-to-torch-backend-pipeline,"
-    "torch-backend-to-linalg-on-tensors-backend-pipeline)"
-)
+from m100.frontend.torch_pipeline import PIPELINE as _PIPELINE  # the lowering (re-exported)
 
 
 class FrontendError(M100Error):
@@ -271,7 +268,6 @@ def lower_in_process(model, name: str, generic: bool = True, split: bool = False
         from torch_mlir.dialects import torch as torch_d
         from torch_mlir.extras import onnx_importer
         from torch_mlir.ir import Context
-        from torch_mlir.passmanager import PassManager
     except ImportError as e:  # pragma: no cover - the wheel is a dependency of the frontend extra
         raise FrontendError(f"{name}: torch-mlir is not installed ({e}); pip install m100[frontend]") from None
 
@@ -285,9 +281,9 @@ def lower_in_process(model, name: str, generic: bool = True, split: bool = False
         imp.import_all()
     except Exception as e:
         raise FrontendError(f"{name}: torch-mlir ONNX import failed: {_one_line(e, 200)}") from None
+    from m100.frontend import torch_pipeline
     try:
-        with ctx:
-            PassManager.parse(_PIPELINE).run(module.operation)
+        torch_pipeline.run(module, ctx)
     except Exception as e:
         raise _diagnose(name, e, model) from None
     fast = None
