@@ -85,14 +85,17 @@ def _preorder(top, visit) -> None:
                 _preorder(o.operation, visit)
 
 
-def split_via_elision(module) -> tuple[str, list[bytes]] | None:
+def split_via_elision(module, put=None) -> tuple[str, list] | None:
     """Faster :func:`split_dense_blobs` done inside torch-mlir: take the big constants' data straight
     from the MLIR attributes (numpy buffer, no hex) and print the module with them elided; the elided
     markers become the same placeholders. Returns None (caller falls back to the hex path) if anything
-    does not line up: an element type numpy cannot hold, a count mismatch, an elided non-constant."""
+    does not line up: an element type numpy cannot hold, a count mismatch, an elided non-constant.
+    ``put``: called with each constant's little-endian array; what it returns other than None
+    stands for the bytes in the list (:meth:`SharedBlobs.put`)."""
     import numpy as np
 
-    blobs: list[bytes] = []
+    blobs: list = []
+    sizes: list[int] = []
 
     def visit(o) -> None:
         if o.name == "arith.constant":
@@ -100,7 +103,10 @@ def split_via_elision(module) -> tuple[str, list[bytes]] | None:
             if type(a).__name__ in ("DenseFPElementsAttr", "DenseIntElementsAttr") \
                     and not a.is_splat and len(a) > _ELIDE_LIMIT:
                 arr = np.ascontiguousarray(np.array(a))
-                blobs.append(arr.astype(arr.dtype.newbyteorder("<"), copy=False).tobytes())
+                arr = arr.astype(arr.dtype.newbyteorder("<"), copy=False)
+                tok = put(arr) if put is not None else None
+                blobs.append(arr.tobytes() if tok is None else tok)
+                sizes.append(arr.nbytes)
 
     _preorder(module.operation, visit)
     text = module.operation.get_asm(print_generic_op_form=True, large_elements_limit=_ELIDE_LIMIT)
@@ -120,7 +126,7 @@ def split_via_elision(module) -> tuple[str, list[bytes]] | None:
         count = 1
         for d in dims[:-1]:
             count *= int(d)
-        if size is None or close < 0 or count * size != len(blobs[k]):
+        if size is None or close < 0 or count * size != sizes[k]:
             return None
         out += [text[pos:i], f'dense<"0x{"00" * size}">', text[i + len(_ELIDED) : close + 2],
                 f" {{{BLOB_ATTR} = {k} : i64}}"]
@@ -144,3 +150,43 @@ def attach_dense_blobs(module, blobs: list[bytes]) -> None:
         del op.attributes[BLOB_ATTR]
         old = op.properties["value"]
         op.properties["value"] = DenseIntOrFPElementsAttr(old.type, BytesAttr(blobs[k.value.data]))
+
+
+class SharedBlobs:
+    """The weights' bytes from a forked import child to its parent through one shared anonymous
+    mapping instead of the pickled reply (ResNet-50: 100 MB copied into the pickle, written to
+    the pipe, read and copied out of the pickle again: ~0.45 CPU-s of ~1.5 for the whole worker).
+
+    The parent makes it before the fork (``capacity`` bytes of address space; pages are backed
+    only where the child writes: ``MAP_NORESERVE``); the child's :meth:`put` copies an array in
+    and returns its ``(offset, size)`` -- or None when it does not fit, and the bytes travel in
+    the reply as before; the parent's :meth:`take` turns the tokens back into ``bytes`` (exactly
+    the bytes put) and :meth:`close` unmaps."""
+
+    def __init__(self, capacity: int):
+        import mmap
+
+        self.capacity = int(capacity)
+        self.used = 0
+        flags = mmap.MAP_SHARED | getattr(mmap, "MAP_ANONYMOUS", 0x20) | \
+            getattr(mmap, "MAP_NORESERVE", 0)
+        self.mm = mmap.mmap(-1, self.capacity, flags=flags)
+
+    def put(self, arr) -> tuple[int, int] | None:
+        """Copy the (C-contiguous) array's bytes in; (offset, size) or None when full."""
+        import numpy as np
+
+        n = arr.nbytes
+        if n == 0 or self.used + n > self.capacity:
+            return None
+        off = self.used
+        np.ndarray(n, np.uint8, buffer=self.mm, offset=off)[:] = arr.reshape(-1).view(np.uint8)
+        self.used += n
+        return off, n
+
+    def take(self, blobs: list) -> list[bytes]:
+        """The reply's list with each (offset, size) token replaced by those bytes."""
+        return [b if isinstance(b, bytes) else self.mm[b[0]:b[0] + b[1]] for b in blobs]
+
+    def close(self) -> None:
+        self.mm.close()

@@ -27,12 +27,11 @@ from pathlib import Path
 
 from m100.errors import M100Error
 from m100.frontend.dense_blobs import (  # noqa: F401  (re-exported for callers)
-    attach_dense_blobs, split_dense_blobs, split_via_elision)
+    SharedBlobs, attach_dense_blobs, split_dense_blobs, split_via_elision)
 
 #: Models with an older default-domain opset are converted to this one before import.
 MIN_OPSET = 17
 
-from m100.frontend.torch_pipeline import PIPELINE as _PIPELINE  # the lowering (re-exported)
 
 
 class FrontendError(M100Error):
@@ -257,8 +256,9 @@ def _diagnose(name: str, err: Exception, model) -> FrontendError:
     return FrontendError(f"{name}: torch-mlir import failed: {_one_line(first, 200)}")
 
 
-def lower_in_process(model, name: str, generic: bool = True, split: bool = False):
-    """torch-mlir import + the two lowering pipelines on a prepared ``ModelProto``, in this process.
+def lower_in_process(model, name: str, generic: bool = True, split: bool = False, put=None):
+    """torch-mlir import + the two lowering pipelines on a prepared ``ModelProto``, in this process
+    (``put``: where the weights' bytes go, :func:`split_via_elision`).
 
     torch-mlir is C++: on some inputs it crashes the whole process (a segfault in the pass pipeline
     was seen on the ONNX node test ``test_linear_attention_linear_expanded``), so by default
@@ -289,7 +289,7 @@ def lower_in_process(model, name: str, generic: bool = True, split: bool = False
     fast = None
     if split and generic:
         try:
-            fast = split_via_elision(module)
+            fast = split_via_elision(module, put)
         except Exception:  # noqa: BLE001 - any surprise: the hex path below is always correct
             fast = None
     if fast is not None:
@@ -397,6 +397,9 @@ class _Worker:
         import pickle
 
         _import_torch_mlir()  # once, here: every child has it
+        # the weights come back through shared memory (twice the model's size is room enough for
+        # any constant torch-mlir makes of them; what does not fit travels in the reply)
+        shared = SharedBlobs(2 * model.ByteSize() + (16 << 20)) if split and generic else None
         r, w = os.pipe()
         pid = os.fork()
         if pid == 0:  # the child: lower, write the reply, leave without any cleanup of the parent's
@@ -409,7 +412,8 @@ class _Worker:
                 for fd in (0, 1, 2):  # torch-mlir's diagnostics stay out of the caller's terminal
                     os.dup2(null, fd)
                 try:
-                    reply = ("ok", lower_in_process(model, name, generic, split))
+                    reply = ("ok", lower_in_process(model, name, generic, split,
+                                                    shared.put if shared else None))
                 except FrontendError as e:
                     reply = ("err", str(e))
                 except Exception as e:  # noqa: BLE001 - any failure becomes a message
@@ -421,13 +425,19 @@ class _Worker:
             finally:
                 os._exit(1)
         os.close(w)
-        with os.fdopen(r, "rb") as f:
-            data = f.read()
-        _, status = os.waitpid(pid, 0)
-        code = os.waitstatus_to_exitcode(status)
-        if code != 0 or not data:
-            raise cls._crashed(code, model, name) from None
-        kind, value, cls.last_cpu_s = pickle.loads(data)
+        try:
+            with os.fdopen(r, "rb") as f:
+                data = f.read()
+            _, status = os.waitpid(pid, 0)
+            code = os.waitstatus_to_exitcode(status)
+            if code != 0 or not data:
+                raise cls._crashed(code, model, name) from None
+            kind, value, cls.last_cpu_s = pickle.loads(data)
+            if kind == "ok" and shared is not None:
+                value = (value[0], shared.take(value[1]))
+        finally:
+            if shared is not None:
+                shared.close()
         cls.total_cpu_s += cls.last_cpu_s
         if kind == "ok":
             return value

@@ -212,6 +212,8 @@ def test_forked_and_process_workers_lower_alike(build, monkeypatch):
     the same one-line error for a model torch-mlir refuses."""
     from m100.frontend import onnx_import
 
+    from m100.frontend import dense_blobs
+
     model = onnx_import.prepare_model(build(), "m", None)
     out = {}
     for mode in ("fork", "process"):
@@ -219,6 +221,29 @@ def test_forked_and_process_workers_lower_alike(build, monkeypatch):
         out[mode] = onnx_import._Worker.lower(model, "m", True, split=True)
         assert onnx_import._Worker.last_cpu_s > 0
     assert out["fork"] == out["process"]
+    # the fork's weights came through shared memory; when they do not fit, through the reply
+    made, tokens = [], []
+
+    class Shared(dense_blobs.SharedBlobs):
+        def take(self, got):
+            tokens.append(sum(not isinstance(b, bytes) for b in got))
+            return super().take(got)
+
+    def shared(capacity):
+        # small: room for no constant (all travel in the reply)
+        made.append(Shared(min(map(len, blobs)) - 1 if small else capacity))
+        return made[-1]
+
+    blobs = out["process"][1]
+    assert blobs
+    monkeypatch.setattr(onnx_import, "SharedBlobs", shared)
+    monkeypatch.setattr(onnx_import._Worker, "mode", "fork")
+    for small in (False, True):
+        made.clear()
+        tokens.clear()
+        assert onnx_import._Worker.lower(model, "m", True, split=True) == out["process"]
+        assert len(made) == 1 and made[0].mm.closed
+        assert tokens == [0 if small else len(blobs)]
     bad = _tiny(helper.make_node("Bar", ["x"], ["y"], domain="com.example", name="my_bar"),
                 extra_domains=["com.example"])
     errs = {}
@@ -300,8 +325,8 @@ def test_elided_weight_extraction_equals_the_hex_path():
 
     ran = []
 
-    def fast_path(module):
-        ran.append(dense_blobs.split_via_elision(module))
+    def fast_path(module, put=None):
+        ran.append(dense_blobs.split_via_elision(module, put))
         return ran[-1]
 
     for model in (models.conv_relu_maxpool(f=16), onnx.load(str(DATA / "llama_layer_small.onnx"))):
@@ -325,7 +350,7 @@ def test_elision_walk_is_the_printers_preorder():
     from torch_mlir.dialects import torch as torch_d
     from torch_mlir.extras import onnx_importer
 
-    from m100.frontend import dense_blobs, onnx_import
+    from m100.frontend import dense_blobs, onnx_import, torch_pipeline
 
     prepared = onnx_import.prepare_model(onnx.load(str(DATA / "llama_layer_small.onnx")), "m")
     ctx = tir.Context()
@@ -335,7 +360,7 @@ def test_elision_walk_is_the_printers_preorder():
     onnx_importer.NodeImporter.define_function(info.main_graph, module.operation).import_all()
     from torch_mlir.passmanager import PassManager
     with ctx:
-        PassManager.parse(onnx_import._PIPELINE).run(module.operation)
+        PassManager.parse(torch_pipeline.PIPELINE).run(module.operation)
 
     def blocks(op, out):
         out.append(op.name)
