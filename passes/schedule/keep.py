@@ -146,30 +146,45 @@ def _post_in_place(s, seg, st, op, useg, ust, plans) -> int:
     return sum(b.nbytes for b in plans[ust.op].buffers if b.role == "post_in")
 
 
-def _reads_kept(s, seg: SegmentCfg, st, plans: dict, flat: bool = False) -> bool:
+def _reads_kept(s, seg: SegmentCfg, st, plans: dict, flat: bool = False,
+                matmul: bool = False) -> bool:
     """Can stage ``st`` read its input from kept pieces? Built piece by piece (no K split, no
     resident activation), or a lockstep conv (its K chunks -- input channels -- copied from the
     kept pieces), or with :data:`LOCKSTEP_MATMULS` a lockstep 2-D matmul whose producer's tiles
     are 2-D (``flat``: one element per row and column; a K chunk is then rows x a range of the
     producer's columns, LLaMA's down projection reading up's int8 result) -- a matmul over
-    rows of several elements reads chunks of another shape."""
+    rows of several elements reads chunks of another shape. ``matmul`` (the keep mode
+    ``"all-mm"``): such a matmul with its K in chunks whatever :data:`LOCKSTEP_MATMULS` says
+    (LLaMA prefill's Q / K / V reading the norm's ``xq``)."""
     op = s.ops[st.op]
     if st.act_resident:
         return False
     if len(seg.stages) == 1 and lockstep(plans[st.op], op):
         return op.unit == "tcu.conv2d" or (
-            LOCKSTEP_MATMULS and flat and op.unit == "tcu.matmul" and not op.attrs.get("batch")
-            and s.geo(op).row_elems == 1 and len(s.g.tensors[op.inputs[0]].shape) == 2)
+            (LOCKSTEP_MATMULS or (matmul and plans[st.op].tk < plans[st.op].k)) and flat and
+            op.unit == "tcu.matmul" and not op.attrs.get("batch") and
+            s.geo(op).row_elems == 1 and len(s.g.tensors[op.inputs[0]].shape) == 2)
     return st.ks == 1
 
 
-def choose_kept(s, segs: list[SegmentCfg], cap: int, one_stage: bool = False
-                ) -> tuple[set[str], dict]:
+def choose_kept(s, segs: list[SegmentCfg], cap: int, one_stage: bool = False,
+                matmul: bool = False) -> tuple[set[str], dict]:
     """(op names whose output is kept in HBSM, {(TPB, segment): kept bytes held there}) for the
     plan of ``segs`` (see the module docstring). ``one_stage``: only tensors whose later
     consumers are all one-stage segments (their copies from the kept pieces are then the only
     DTDU copies of the segment: in a pipeline they queue on the source TPB's DTDU behind the
-    stream copies of other stages, which wait for compute)."""
+    stream copies of other stages, which wait for compute). ``matmul``: then, in a second pass
+    over what the first left, tensors read by lockstep matmuls with K chunks too
+    (:func:`_reads_kept`; the keep mode ``"all-mm"``: the prefill projections' activation, read
+    three times) -- after the others, so that they keep the room they had."""
+    kept, use = _choose(s, segs, cap, one_stage, False, set(), {})
+    if matmul:
+        kept, use = _choose(s, segs, cap, one_stage, True, kept, use)
+    return kept, use
+
+
+def _choose(s, segs: list[SegmentCfg], cap: int, one_stage: bool, matmul: bool,
+            kept: set[str], use: dict) -> tuple[set[str], dict]:
     g = s.g
     seg_of: dict[str, int] = {}
     plans: dict = {}
@@ -185,8 +200,7 @@ def choose_kept(s, segs: list[SegmentCfg], cap: int, one_stage: bool = False
     stage = {st.op: (si, seg, st) for si, seg in enumerate(segs) if seg.kind != "dma"
              for st in seg.stages}
     cons = g.consumers()
-    kept: set[str] = set()
-    use: dict[tuple[int, int], int] = {}
+    kept, use = set(kept), dict(use)
     for si, seg in enumerate(segs):
         if seg.kind == "dma":
             continue
@@ -194,7 +208,7 @@ def choose_kept(s, segs: list[SegmentCfg], cap: int, one_stage: bool = False
         for st in seg.stages:
             op = s.ops[st.op]
             t = op.outputs[0]
-            if len(op.outputs) != 1 or op.unit not in KEEP_UNITS or \
+            if op.name in kept or len(op.outputs) != 1 or op.unit not in KEEP_UNITS or \
                     op.attrs.get("layout") == "nchw" or g.tensors[t].kind != "act" or \
                     st.act_resident:
                 continue
@@ -220,7 +234,7 @@ def choose_kept(s, segs: list[SegmentCfg], cap: int, one_stage: bool = False
                     ok = False
                     break
                 usi, useg, ust = stage[u.name]
-                if (not post and not _reads_kept(s, useg, ust, plans, flat)) or \
+                if (not post and not _reads_kept(s, useg, ust, plans, flat, matmul)) or \
                         (one_stage and len(useg.stages) > 1) or (v != t and ust.gc != 1):
                     ok = False
                     break

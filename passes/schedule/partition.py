@@ -19,7 +19,7 @@ the budget (what to change: fewer rows per mini-tensor, more TPBs, a smaller mac
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import cached_property
 
 from .cost import CostModel, ceil_div, round_up
@@ -72,6 +72,10 @@ class TilePlan:
         return f"{self.tr}x{self.tc}"
 
 
+#: ``tile_piece(once=True)`` of a vector op whose piece is one tile: its buffers (input rows,
+#: output, broadcast operands, table boxes) are filled once, one slot each in the footprint
+#: (issue 13, session 20: LLaMA prefill's RoPE on 56 TPBs, 1.69 -> 0.85 MB)
+VECTOR_ONCE = True
 #: ``tile_piece(once=True)``: does the tiler itself count the one slot of a buffer filled once
 #: per piece (larger tiles in the room), or choose as with two and leave the room to the plan?
 #: (session 19, LLaMA2-7B W8A8 prefill layer: the room taken by larger K chunks of Q / K / V
@@ -395,6 +399,10 @@ def tile_piece(cm: CostModel, g: OpGraph, op: Op, rows: int, cols: int,
             cyc = n_instr * cm.piece_cycles(g, op, tr, cols)
             if best is None or (cyc, -fp) < (best.cycles, -best.footprint):
                 best = TilePlan(op.name, op.unit, rows, cols, tr, cols, 1, 1, cyc, tuple(bufs))
+        if best is not None and once and VECTOR_ONCE and best.tr >= rows:
+            # one tile per piece and one piece per TPB: each buffer is filled once (the
+            # tiling chosen with two slots, as a contraction's: ``ONCE_TILES``)
+            best = replace(best, buffers=tuple(replace(b, slots=1) for b in best.buffers))
     if best is None:
         fp, tr, tc, tk = smallest  # type: ignore[misc]
         where = f" ({op.loc})" if op.loc else ""

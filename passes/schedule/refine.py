@@ -52,14 +52,19 @@ def trial_points(segs: list[SegmentCfg], after: int = -1) -> set[int]:
                                                                  _weights_at(seg))}
 
 
+#: the keep modes :func:`keep_activations` tries, in order (:func:`.keep.choose_kept`)
+KEEP_MODES = ("one-stage", "all", "all-mm")
+
+
 def keep_activations(sched: Scheduler, segs: list[SegmentCfg], tl: Plan) -> tuple[Plan, str]:
     """The plan of ``segs`` with activations kept in the producer TPBs' HBSM between segments
     (:mod:`.keep`) where the whole plan is shorter: tried for the tensors whose later readers
-    are one-stage segments, then for all eligible ones; else ``tl`` (nothing kept). The search
+    are one-stage segments, then for all eligible ones, then with those lockstep matmuls read
+    too; else ``tl`` (nothing kept). The search
     itself costs segments in isolation and compares plans without keeping. Returns the plan and
     its keep mode (``Scheduler.build``'s ``keep``)."""
     mode_of = ""
-    for mode in ("one-stage", "all"):
+    for mode in KEEP_MODES:
         try:
             # resumed from the latest checkpoint before the first segment whose kept bytes differ
             tl2 = sched.build(segs, bound=tl.makespan, keep=mode, base=tl,

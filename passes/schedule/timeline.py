@@ -231,7 +231,7 @@ class Scheduler:
         after it (the makespan, the latest end, can then only be >= ``bound``: the search asks
         whether a candidate beats its best, and most do not). ``keep``: which activations stay
         in HBSM between segments (:func:`.keep.choose_kept`: ``""`` none, ``"one-stage"``,
-        ``"all"``; a ``+copies`` suffix: kept K chunks go by one mesh copy per reader instead of
+        ``"all"``, ``"all-mm"`` (also read by lockstep matmuls); a ``+copies`` suffix: kept K chunks go by one mesh copy per reader instead of
         one DTDU broadcast per producer piece, ``Plan.kept_bcast``). ``checkpoints``: segment indices before which the builder's state is kept
         in the plan (``Plan.checkpoints``); ``base``: an earlier plan whose checkpoints this
         build may start from, building only the segments after the prefix they share
@@ -249,7 +249,7 @@ class Scheduler:
         if keep and not isolated:  # activations kept in HBSM between segments (:mod:`.keep`)
             tl.kept, st.kept_use = choose_kept(
                 self, segs, int(self.cm.machine.hbsm_bytes * self.prefetch_share),
-                keep == "one-stage")
+                keep == "one-stage", keep == "all-mm")
         first = 0
         ends = EndScan()  # the latest task end so far, for the checkpoints
         # a build resumed from ``base`` may also start from the latest plan built in its own
