@@ -201,6 +201,22 @@ def _fold(w: isa.Walk, gran: int) -> tuple[int, np.ndarray]:
     return L, starts
 
 
+def _coalesce(st: np.ndarray, rl: int) -> tuple[np.ndarray, int] | None:
+    """Sorted disjoint runs ``st`` of ``rl`` bytes each, the adjacent ones merged: (starts,
+    length) when every merged run has the same length, else None. A walk that writes a
+    transposed layout (LLaMA prefill's RoPE into ``kT``: 18 rows x 4096 columns, one element per
+    run in walk order) touches 4096 runs of 18 elements: the exact test stays cheap (issue 13,
+    session 20: the interval test ordered RoPE's 56 stores into one chain)."""
+    if st.size == 0:
+        return st, rl
+    brk = np.flatnonzero(np.diff(st) != rl) + 1
+    first = np.concatenate(([0], brk))
+    lens = np.diff(np.concatenate((first, [st.size])))
+    if np.any(lens != lens[0]):
+        return None
+    return st[first], int(lens[0]) * rl
+
+
 def walk_chunks(w: isa.Walk, nchunks: int, ranges=None) -> Chunks:
     """Per-chunk bytes: ``nchunks`` equal chunks of the element sequence, or, with ``ranges``
     (per chunk, (start, stop) element ranges), exactly those elements."""
@@ -236,6 +252,10 @@ def walk_chunks(w: isa.Walk, nchunks: int, ranges=None) -> Chunks:
             dense.append(hi - lo == st.size * L * nb)
             runs.append((st, L * nb))
         exact_ok = n // L <= EXACT_LIMIT
+        if not exact_ok:  # runs short in walk order may be long in address order
+            merged = [_coalesce(st, rl) for st, rl in runs]
+            if all(m is not None and m[0].size <= EXACT_LIMIT for m in merged):
+                runs, exact_ok = merged, True
         res = Chunks(w, [None] * len(spans), los, his, dense, exact_ok, runs)
     else:  # repeats or sub-byte elements: bounds now, exact sets lazily (element by element)
         offs = _offsets(w)

@@ -205,3 +205,43 @@ def _covers_every_operand(inst):
         hits = [a for a in acc if a.walk == w and a.write == written]
         assert hits, f"{type(inst).__name__}: operand '{name}' ({'written' if written else 'read'}) " \
                      f"is not in its footprint {[(a.name, a.write) for a in acc]}"
+
+
+# ------------------------------------------------------------------------------------------------
+# transposed writes: short runs in walk order, long runs in address order (issue 13, session 20)
+# ------------------------------------------------------------------------------------------------
+def _tcols(c0: int, c1: int, rows: int, stride: int, dtype=isa.DType.F16):
+    """Columns [c0, c1) of a [rows, stride] matrix written column by column (the walk's inner
+    level steps by a row: one element per run in walk order, as RoPE's store into ``kT``)."""
+    lv = (isa.Level(c0, 1, c1 - 1), isa.Level(0, stride, stride * (rows - 1)))
+    return isa.Walk(isa.Space.DDR, 0, 4096, dtype, lv)
+
+
+@pytest.mark.parametrize("a,b,rows", [((0, 18), (18, 36), 40), ((0, 18), (17, 35), 40),
+                                      ((0, 5), (9, 14), 40), ((3, 9), (0, 12), 40),
+                                      ((0, 18), (18, 37), 33)])
+def test_transposed_writes_meet_exactly_past_the_run_limit(a, b, rows, monkeypatch):
+    """With more runs in walk order than ``EXACT_LIMIT`` the runs are merged in address order
+    (``footprint._coalesce``) and the exact test decides: two stores of disjoint columns of one
+    matrix do not meet (the interval test ordered them), overlapping ones do -- against the
+    bytes enumerated."""
+    monkeypatch.setattr(footprint, "EXACT_LIMIT", 64)  # fewer runs than rows * columns
+    monkeypatch.setattr(footprint, "_chunk_cache", {})
+    wa, wb = _tcols(*a, rows, 64), _tcols(*b, rows, 64)
+    assert wa.num_elements > 64 and wb.num_elements > 64
+    need = access_need(Access((0, 0), wa, True, True, "a"), 1,
+                       Access((0, 0), wb, True, True, "b"), 1)
+    meet = bool(_bytes(wa) & _bytes(wb))
+    assert (int(need[0]) >= 0) == meet
+    assert footprint.walk_chunks(wa, 1).exact_ok  # coalesced: the exact test ran
+
+
+def test_coalesce_merges_adjacent_runs_of_one_length():
+    """``_coalesce``: adjacent runs merged; runs of different merged lengths are refused (the
+    chunk then keeps the interval test, which is sound)."""
+    from m100.passes.backend.sync_insert.footprint import _coalesce
+    st, n = _coalesce(np.array([0, 2, 10, 12, 20, 22]), 2)
+    assert st.tolist() == [0, 10, 20] and n == 4
+    assert _coalesce(np.array([0, 2, 4, 10, 12]), 2) is None
+    st, n = _coalesce(np.array([0, 5, 9]), 2)  # nothing adjacent: the runs as they were
+    assert st.tolist() == [0, 5, 9] and n == 2
