@@ -100,6 +100,19 @@ _ALL, _MIN = np.logical_and.reduce, np.minimum.reduce  # (ndarray.all / min with
 # Python layer: the same reductions)
 
 
+def _colmaps(jobs) -> list[dict]:
+    """Each job's ``{column: use}`` map, kept on its cost (``job.cols`` / ``job.use`` are the
+    cost's, :meth:`Fluid._add_use`), in the jobs' order."""
+    maps = []
+    for j in jobs:
+        cost = j.cost
+        m = cost.colmap
+        if m is None:
+            m = cost.colmap = dict(zip(j.cols.tolist(), j.use.tolist()))
+        maps.append(m)
+    return maps
+
+
 class Fluid:
     # The streaming jobs' units as of the last _reshare (every change of ``jobs`` is followed
     # by one), and those with a finite rate with their rates (what _advance moves).
@@ -246,13 +259,7 @@ class Fluid:
         cap = self.col_cap[cand]
         if (self.col_use[cand] > cap * (1.0 + 1e-7)).any():
             return False
-        maps = []
-        for j in jobs:
-            cost = j.cost
-            m = cost.colmap
-            if m is None:  # (job.cols / job.use are the cost's, _add_use)
-                m = cost.colmap = dict(zip(j.cols.tolist(), j.use.tolist()))
-            maps.append(m)
+        maps = _colmaps(jobs)
         return alone_on_columns(maps, list(zip(cand.tolist(), cap.tolist())))
 
     def _reshare(self) -> None:
@@ -283,13 +290,7 @@ class Fluid:
             causes = []
             self._resum(jobs)  # (SHARE_SHORTCUT off: not done by _unlimited)
             cands = np.greater(self.col_use, self.col_near, out=self.col_b1).nonzero()[0]
-            maps = []
-            for j in jobs:
-                cost = j.cost
-                m = cost.colmap
-                if m is None:  # (job.cols / job.use are the cost's, _add_use)
-                    m = cost.colmap = dict(zip(j.cols.tolist(), j.use.tolist()))
-                maps.append(m)
+            maps = _colmaps(jobs)
             cols = self.columns
             rates = near_rates(maps, self.j_alone[idx], cands.tolist(), cols.caps, cols.nbank,
                                cols.keys, causes)
