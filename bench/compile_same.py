@@ -92,8 +92,12 @@ def main(argv=None) -> int:
         line = f"{n:<12} {r['instructions']:>6} instr  CPU {r['cpu_total']:7.2f} s"
         if n in old:
             o = old[n]
-            same = o["program"] == r["program"] and o["certificate"] == r["certificate"]
-            line += f"  (saved {o['cpu_total']:7.2f} s)  {'same bytes' if same else 'DIFFERENT'}"
+            same_p, same_c = o["program"] == r["program"], o["certificate"] == r["certificate"]
+            same = same_p and same_c
+            line += f"  (saved {o['cpu_total']:7.2f} s)  " + (
+                "same bytes" if same else "DIFFERENT" if not same_p and not same_c else
+                "DIFFERENT program, same certificate" if not same_p else
+                "same program, DIFFERENT certificate")
             if not same:
                 bad.append(n)
             stages = sorted(set(o["cpu"]) | set(r["cpu"]), key=list(r["cpu"]).index

@@ -25,9 +25,11 @@ Checks (each problem is one line naming instructions, blocks, counters):
 2. the derived graph is acyclic (else a deadlock) and every counter's chain is totally ordered;
 3. every certified edge ``from -> to`` (block ``b`` of ``to`` after block ``need[b]`` of ``from``)
    and every serialized chain monitor is implied by the derived graph;
-4. every certified hazard between different executors is ordered at least from the producer's
-   first block to the consumer's last (the certificate gives no per-block hazard detail; the
-   per-block claims are the edges of 3).
+4. every pair of blocks of different executors whose accesses conflict (one writes bytes the
+   other touches) is ordered, ``E(i,k) -> S(j,b)``: the pairs are derived here from the
+   program's own accesses (:mod:`.cert_conflicts`), not read from the certificate; a version 1/2
+   certificate's listed ``hazards`` are checked as well (producer's first block before the
+   consumer's last). A version this module does not read is refused with one line.
 
 Reachability uses vector clocks: the E-nodes of one executor form a chain, so the set of E-nodes
 before a node is, per executor, a prefix (one integer per executor and node).
@@ -48,6 +50,10 @@ from m100.targets.m100.isa import Trigger, Unit, tpbs_of
 from m100.targets.m100.machine import get_machine
 
 FORMAT = "m100-sync-certificate"
+#: the certificate versions this checker reads: 1 and 2 list the conflicting pairs
+#: (``hazards``), 3 lists only the kept orderings (``edges``); the checker derives the
+#: conflicting pairs itself for every version (:mod:`.cert_conflicts`)
+VERSIONS = (1, 2, 3)
 # The sync modes of sync-insert (its ``sync-mode`` option, ``m100 compile --sync-mode``); a
 # certificate records the one it was made with. Defined here, with the format, so that the
 # compiler and the drivers share it without importing each other.
@@ -103,9 +109,11 @@ def global_order(program, cert: dict, machine=None) -> tuple[list, list[str]]:
 
 
 class HappensBefore:
-    """Happens-before derived from the instructions' own monitors/updates (see the module doc)."""
+    """Happens-before derived from the instructions' own monitors/updates (see the module doc);
+    with ``claimed`` (``(i, k, j, b)``: ``E(i,k) -> S(j,b)``), the happens-before of those edges
+    and the hardware's order alone (the certificate's claims; the monitors are not read)."""
 
-    def __init__(self, insts: list):
+    def __init__(self, insts: list, claimed: list | None = None):
         self.insts = insts
         n = len(insts)
         self.blocks = [max(1, inst.sync.blocks) for inst in insts]
@@ -132,8 +140,13 @@ class HappensBefore:
                 self.rank[e] = counts[x]
                 counts[x] += 1
             last[x] = i
-        # counter chains and the derived monitor edges
         self.chains: dict[tuple[int, int], list[tuple[int, int]]] = {}
+        if claimed is not None:
+            for i, k, j, b in claimed:
+                preds[self.S(j, b)].append(self.E(i, k))
+            self._closure(preds)
+            return
+        # counter chains and the derived monitor edges
         for i, inst in enumerate(insts):
             for u in inst.sync.updates:
                 evs = range(self.blocks[i]) if u.trigger is Trigger.BLOCK else [self.blocks[i] - 1]
@@ -214,6 +227,8 @@ def verify(program, cert: dict, machine=None) -> list[str]:
     """Problems found checking ``cert`` against ``program`` (empty: every claim holds)."""
     if cert.get("format") != FORMAT:
         return ["not a sync certificate"]
+    if cert.get("version") not in VERSIONS:
+        return verify_instructions([], cert)  # (its one line)
     machine = get_machine(machine) if machine is not None else program.machine_obj()
     problems = []
     fp = cert.get("fingerprint")
@@ -237,6 +252,10 @@ def verify_instructions(insts: list, cert: dict) -> list[str]:
     compiler's ``sync-insert`` checks its own output with it)."""
     if cert.get("format") != FORMAT:
         return ["not a sync certificate"]
+    v = cert.get("version")
+    if v not in VERSIONS:
+        return [f"certificate version {v} is not one this checker reads "
+                f"({', '.join(map(str, VERSIONS))})"]
     problems = []
     if "sync_mode" in cert and cert["sync_mode"] not in SYNC_MODES:
         problems.append(f"unknown sync mode '{cert['sync_mode']}' "
@@ -261,6 +280,9 @@ def verify_instructions(insts: list, cert: dict) -> list[str]:
                 problems.append(f"counter {c}@TPB{t}: the updates of #{i1} block {k1} and #{i2} "
                                 f"block {k2} are not ordered, so a monitor of it proves nothing")
                 break
+    claimed, bad = _claimed(cert, g.blocks)
+    if bad:
+        return problems + bad
     for e in cert.get("edges", []):
         i, j = e["from"], e["to"]
         for b, k in enumerate(e["need"]):
@@ -272,6 +294,17 @@ def verify_instructions(insts: list, cert: dict) -> list[str]:
         i1, k1, i2 = x[0], x[1], x[2]
         if not g.hb(g.E(i1, k1), g.S(i2, 0)):
             problems.append(f"serialized #{i1} block {k1} -> #{i2} is not enforced")
+    # every conflicting pair, derived here from the program's own accesses (version 3 lists
+    # none; the hazards a version 1/2 certificate lists are checked below as well), is ordered
+    # by the certified edges (each enforced by the counters, above) and the hardware's order
+    from .cert_conflicts import unordered_conflicts
+    for kind, i, k, j, b, space, byte in unordered_conflicts(insts, HappensBefore(insts, claimed)):
+        by = ("the program's counters order it, the certificate's edges do not"
+              if g.hb(g.E(i, k), g.S(j, b)) else "neither the program's counters nor the "
+              "certificate's edges order it")
+        problems.append(f"conflict {kind} #{i} {insts[i].MNEMONIC} block {k} -> #{j} "
+                        f"{insts[j].MNEMONIC} block {b} (space {space[0]}, TPB {space[1]}, byte "
+                        f"{byte}): {by}")
     for h in cert.get("hazards", []):
         i, j, kind = h[0], h[1], h[2]
         if insts[i].executor == insts[j].executor:
@@ -282,5 +315,36 @@ def verify_instructions(insts: list, cert: dict) -> list[str]:
     return problems
 
 
-__all__ = ["CertificateError", "FORMAT", "HappensBefore", "SYNC_MODES", "global_order", "load",
+def _claimed(cert: dict, blocks: list[int]) -> tuple[list[tuple[int, int, int, int]], list[str]]:
+    """The certificate's edges and serialized chain monitors as ``(i, k, j, b)``
+    (``E(i,k) -> S(j,b)``), and a line per malformed one (indices out of range, a need vector of
+    the wrong length, an edge that does not point forward in the global order)."""
+    out, bad = [], []
+    n = len(blocks)
+    for e in cert.get("edges", []):
+        try:
+            i, j, need = int(e["from"]), int(e["to"]), [int(k) for k in e["need"]]
+        except (KeyError, TypeError, ValueError):
+            bad.append(f"edge {e!r} is malformed")
+            continue
+        if not (0 <= i < j < n) or len(need) != blocks[j] or \
+                any(not -1 <= k < blocks[i] for k in need):
+            bad.append(f"edge #{i} -> #{j} (need {need}) does not fit the program's "
+                       f"{n} instructions and their blocks")
+            continue
+        out += [(i, k, j, b) for b, k in enumerate(need) if k >= 0]
+    for x in cert.get("serialized", []):
+        try:
+            i1, k1, i2 = int(x[0]), int(x[1]), int(x[2])
+        except (IndexError, TypeError, ValueError):
+            bad.append(f"serialized {x!r} is malformed")
+            continue
+        if not (0 <= i1 < i2 < n and 0 <= k1 < blocks[i1]):
+            bad.append(f"serialized #{i1} block {k1} -> #{i2} does not fit the program")
+            continue
+        out.append((i1, k1, i2, 0))
+    return out, bad
+
+
+__all__ = ["CertificateError", "FORMAT", "VERSIONS", "HappensBefore", "SYNC_MODES", "global_order", "load",
            "verify", "verify_instructions"]

@@ -170,8 +170,7 @@ def _report(cr: CompileResult, machine) -> str:
              f"counters used per TPB: max {max(cpt.values(), default=0)} of "
              f"{machine.su_counters}; TPB:counters "
              + " ".join(f"{t}:{n}" for t, n in sorted(cpt.items()) if n),
-             f"sync edges {len(cr.certificate.get('edges', []))}, redundant "
-             f"{len(cr.certificate.get('redundant', []))}, serialized "
+             f"sync edges {len(cr.certificate.get('edges', []))}, serialized "
              f"{len(cr.certificate.get('serialized', []))}",
              "compile time " + ", ".join(f"{k} {v:.2f}s" for k, v in cr.timings.items())]
     return "\n".join(lines)

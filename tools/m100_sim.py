@@ -95,7 +95,7 @@ def main(argv: list[str] | None = None) -> int:
             print(f"{TOOL}: certificate: {msg}", file=sys.stderr)
         if not args.quiet:
             print(f"{TOOL}: certificate {args.check_certificate}: {len(cert.get('edges', []))} "
-                  f"edges, {len(cert.get('hazards', []))} hazards: "
+                  f"edges, conflicts derived from the program: "
                   + ("verified" if not cert_problems else f"{len(cert_problems)} problems"))
         if args.inputs is None:
             return EXIT_CHECK_FAILED if cert_problems else 0

@@ -14,7 +14,7 @@
 // CHECK-SAME: sync #sync.actions<{{.*}}monitors = [#sync.monitor<tpb = {{[01]}}, counter = {{[0-9]+}}, expected = {{[0-9]+}}
 // CHECK-NOT: #twu.access
 
-// CERT: certificate {{.*}}.cert.json: {{[0-9]+}} edges, {{[0-9]+}} hazards: verified
+// CERT: certificate {{.*}}.cert.json: {{[0-9]+}} edges, conflicts derived from the program: verified
 
 // MODE: m100-opt: error: m100-pipeline: unknown sync-mode 'magic' (known: dataflow, barrier-all)
 

@@ -17,7 +17,8 @@ sys.path.insert(0, os.path.dirname(__file__))
 import progs  # noqa: E402
 import toysim  # noqa: E402
 
-from m100.passes.backend.sync_insert import DataEdge, footprint, hazards, insert_sync  # noqa: E402
+from m100.passes.backend.sync_insert import (DataEdge, certificate, footprint, hazards,  # noqa: E402
+                                             insert_sync)
 from m100.passes.backend.sync_insert.hazards import Hazard, prune_implied  # noqa: E402
 from m100.sim.certificate import verify_instructions as verify_certificate  # noqa: E402
 from m100.targets.m100 import isa  # noqa: E402
@@ -246,6 +247,7 @@ def test_pruning_implied_needs_keeps_the_program(seed, monkeypatch):
     edges = [DataEdge(int(p), int(c)) for p, c in
              (sorted(rng.choice(len(prog), 2, replace=False)) for _ in range(25))]
     kw = dict(edges=edges, stream_blocks=2 if seed % 3 == 0 else None)
+    monkeypatch.setattr(certificate, "LIST_HAZARDS", True)  # (version 2: the hazards listed)
     pruned = insert_sync(prog, TINY, **kw)
     monkeypatch.setattr(hazards, "PRUNE_IMPLIED", False)
     full = insert_sync(prog, TINY, **kw)

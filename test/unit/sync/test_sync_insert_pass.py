@@ -9,6 +9,7 @@ from xdsl.parser import Parser
 from m100.context import make_context
 from m100.dialects.tpb import InstrOp, ProgramOp
 from m100.passes.backend.sync_insert import SyncError
+from m100.passes.backend.sync_insert import certificate as sync_certificate
 from m100.passes.backend.sync_insert.sync_insert import SyncInsert
 from m100.targets.m100.isa import DType, Space, Walk
 from m100.targets.m100.machine import get_machine
@@ -78,7 +79,9 @@ def test_a_join_orders_by_the_latest_token_of_each_executor():
 """
     m = parse(body)
     p = SyncInsert()
-    p.apply(CTX, m)
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(sync_certificate, "LIST_HAZARDS", True)  # (version 2: the hazards listed)
+        p.apply(CTX, m)
     cert = p.certificates[0]
     assert sorted((h[0], h[1]) for h in cert["hazards"]) == [(1, 3)]  # 2 -> 3: program order
     assert [(e["from"], e["to"]) for e in cert["edges"]] == [(1, 3)]
