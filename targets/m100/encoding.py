@@ -462,16 +462,53 @@ def _walk_bits(L: Layout, w: Walk) -> tuple[int, int] | None:
     return v, n
 
 
+_SPACES = {int(sp): sp for sp in Space}
+_SPACE_MASK = (1 << SPACE_BITS) - 1
+
+
 class _Reader(_Coder):
     reading = True
 
-    def __init__(self, L: Layout, chunk: bytes, base: int, nbits: int):
+    def __init__(self, L: Layout, chunk: bytes, base: int, nbits: int,
+                 walks: dict | None = None):
         self.L = L
         self.v = int.from_bytes(chunk, "big")
         self.total = len(chunk) * 8
         self.base = base  # bit offset of chunk in the whole data (for messages)
         self.pos = 0
         self.end = nbits
+        self.walks = walks  # {(width, bits): Walk} decoded before (see walk)
+
+    def walk(self, w: Walk | None, what: str) -> Walk:
+        """A walk field; with a memo (:func:`decode_instructions`), the walk object decoded before
+        from the same bits when there is one. A walk's width follows from its space and its level
+        count (the fields between are fixed-width), so (width, bits) is the field's whole
+        content; a walk is immutable and its checks and caches are functions of its fields, so
+        every instruction can share it. Only a walk that decoded without error is remembered,
+        and anything out of the ordinary (an unknown space, a field past the end) takes the
+        ordinary path, which reports it."""
+        memo = self.walks
+        if memo is None:
+            return super().walk(w, what)
+        L, pos = self.L, self.pos
+        head = SPACE_BITS
+        if pos + head <= self.end:
+            space = _SPACES.get((self.v >> (self.total - pos - head)) & _SPACE_MASK)
+            if space is not None:
+                head += (L.tpb if space is Space.HBSM else 0) + L.addr[space] + DTYPE_BITS
+                if pos + head + L.nlevels <= self.end:
+                    n = (self.v >> (self.total - pos - head - L.nlevels)) & ((1 << L.nlevels) - 1)
+                    width = head + L.nlevels + 3 * n * L.field
+                    if pos + width <= self.end:
+                        key = (width, (self.v >> (self.total - pos - width)) & ((1 << width) - 1))
+                        got = memo.get(key)
+                        if got is not None:
+                            self.pos = pos + width
+                            return got
+                        got = super().walk(w, what)
+                        memo[key] = got
+                        return got
+        return super().walk(w, what)
 
     def u(self, w: int, x: int | None, what: str) -> int:
         if self.pos + w > self.end:
@@ -635,8 +672,10 @@ def encode_instructions(insts: Iterable[Instruction], machine: Machine, check: b
     return b"".join(encode_instruction(i, machine, check) for i in insts)
 
 
-def decode_instruction_at(data: bytes, byte_pos: int, machine: Machine) -> tuple[Instruction, int]:
-    """Decode the instruction starting at ``byte_pos``; return it and the next byte position."""
+def decode_instruction_at(data: bytes, byte_pos: int, machine: Machine,
+                          walks: dict | None = None) -> tuple[Instruction, int]:
+    """Decode the instruction starting at ``byte_pos``; return it and the next byte position.
+    ``walks``: a memo shared by the instructions of one decode (:meth:`_Reader.walk`)."""
     L = layout(machine)
     bit = byte_pos * 8
     left = len(data) - byte_pos
@@ -655,7 +694,7 @@ def decode_instruction_at(data: bytes, byte_pos: int, machine: Machine) -> tuple
     if nbytes > left:
         raise DecodeError(bit + OPCODE_BITS, f"{kind.MNEMONIC}: truncated: length says {nbits} bits "
                                              f"but only {left * 8} are left")
-    r = _Reader(L, data[byte_pos:byte_pos + nbytes], bit, nbits)
+    r = _Reader(L, data[byte_pos:byte_pos + nbytes], bit, nbits, walks)
     r.pos = HEADER_BITS
     try:
         inst = _BODY[kind](r, None)
@@ -679,14 +718,21 @@ def decode_instruction_at(data: bytes, byte_pos: int, machine: Machine) -> tuple
     return inst, byte_pos + nbytes
 
 
-def decode_instructions(data: bytes, machine: Machine) -> list[Instruction]:
+def decode_instructions(data: bytes, machine: Machine, walks: dict | None = None) -> list[Instruction]:
     """Decode a stream written by :func:`encode_instructions`. Raises :class:`DecodeError`
-    (bit offset into ``data``) on any malformed, truncated or invalid instruction."""
+    (bit offset into ``data``) on any malformed, truncated or invalid instruction.
+
+    Equal walk fields decode to one shared (immutable) :class:`Walk` object: ``walks`` is the
+    memo (pass one dict to share walks across the streams of a program; None: one per call).
+    ResNet-18 224: 18 310 walk fields, 10 504 distinct; the shared objects also keep the
+    interpreter's per-walk derivations (views, race keys, bank histograms) once."""
     data = bytes(data)
     out: list[Instruction] = []
     pos = 0
+    if walks is None:
+        walks = {}
     while pos < len(data):
-        inst, pos = decode_instruction_at(data, pos, machine)
+        inst, pos = decode_instruction_at(data, pos, machine, walks)
         out.append(inst)
     return out
 

@@ -361,9 +361,10 @@ class Program:
                                "the last section")
         if machine is None:
             machine = prog.machine_obj()  # may come from the metadata (m100.machine)
+        walks: dict = {}  # equal walk fields share one object across the streams
         for ident, where, off, payload in streams:
             try:
-                prog.streams[ident] = decode_instructions(payload, machine)
+                prog.streams[ident] = decode_instructions(payload, machine, walks)
             except DecodeError as e:
                 raise ProgramError(f"byte offset {off + e.offset // 8}: {where}: {e.what}") from None
         return prog
