@@ -78,9 +78,17 @@ def busy_floor(sched, seg: SegmentCfg) -> float:
     bound of its makespan, 0 when no stage is covered. ``sched``: the search's
     :class:`.timeline.Scheduler` (its tile plans and band boxes, so the build that may follow
     reuses them)."""
-    if seg.kind not in ("data-parallel", "pipeline"):
-        return 0.0
+    busy = tpb_busy(sched, seg)
+    return max(busy.values(), default=0.0) if busy is not None else 0.0
+
+
+def tpb_busy(sched, seg: SegmentCfg) -> dict[int, float] | None:
+    """TPB -> the TCU cycles :func:`busy_floor` counts for ``seg`` on it (the covered stages'
+    pieces; a TPB's TCU runs at least these for the segment in any build of it); None when a
+    stage does not tile (the build says why)."""
     busy: dict[int, float] = {}
+    if seg.kind not in ("data-parallel", "pipeline"):
+        return busy
     causal = getattr(sched.g, "causal", None) or {}
     memo = sched.__dict__.setdefault("_busy_floor", {})
     for st in seg.stages:
@@ -91,7 +99,7 @@ def busy_floor(sched, seg: SegmentCfg) -> float:
         try:
             tplan = sched.stage_plan(seg, st)
         except ScheduleError:
-            return 0.0  # the build says why
+            return None  # the build says why
         if tplan.act_resident:
             continue
         lock = len(seg.stages) == 1 and lockstep(tplan, op)
@@ -101,7 +109,7 @@ def busy_floor(sched, seg: SegmentCfg) -> float:
             per = memo[key] = _stage_busy(sched, st, op, tplan, lock)
         for x, c in per.items():
             busy[x] = busy.get(x, 0.0) + c
-    return max(busy.values(), default=0.0)
+    return busy
 
 
 def _stage_busy(sched, st: StageCfg, op: Op, tplan, lock: bool) -> dict[int, float]:
@@ -135,4 +143,4 @@ def _stage_busy(sched, st: StageCfg, op: Op, tplan, lock: bool) -> dict[int, flo
     return out
 
 
-__all__ = ["busy_floor", "stage_floor", "tcu_floor"]
+__all__ = ["busy_floor", "stage_floor", "tcu_floor", "tpb_busy"]

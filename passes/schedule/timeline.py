@@ -42,6 +42,7 @@ from .plan import Plan, PlanTask, image_parts, image_rows
 from .resume import Checkpoint, EndScan, best_checkpoint
 from .segment import (SegmentCfg, StageCfg, band_rows, memory_of, row_tile, stage_rows,
                       tile_band_rows)
+from .search_floor import tpb_busy
 from .shared_costs import op_key
 
 __all__ = ["Scheduler", "BoundExceeded", "critical_path"]
@@ -213,6 +214,27 @@ class Scheduler:
                         yield j, tpb, a, e, cc, min(c1, cc + tc)
 
     # ------------------------------------------------------------------ task building
+    def _tail(self, segs: list[SegmentCfg], first: int) -> list[dict[int, float]] | None:
+        """Per segment ``si >= first``: TPB -> the TCU cycles of ``segs[si:]`` on it that
+        :func:`.search_floor.tpb_busy` counts. A TPB's TCU runs its tasks one after the other in
+        program order (``ListScheduler.put``: never in an earlier gap) and the segments' tasks
+        are created in segment order, so once the first ``si`` segments are built, the last
+        TCU task on TPB ``x`` ends at or after ``free[("tcu", x)] + left[si][x]``: the makespan
+        is at least that. None when a segment does not tile (the build raises then)."""
+        out: list[dict[int, float]] = []
+        acc: dict[int, float] = {}
+        for si in range(len(segs) - 1, first - 1, -1):
+            busy = tpb_busy(self, segs[si])
+            if busy is None:
+                return None
+            if busy:
+                acc = dict(acc)
+                for x, c in busy.items():
+                    acc[x] = acc.get(x, 0.0) + c
+            out.append(acc)
+        out.reverse()
+        return out
+
     def shorter(self, trial: list[SegmentCfg], tl: Plan, keep: str = "", **kw) -> Plan | None:
         """The plan of ``trial`` if it is shorter than ``tl``, else None (a build bounded by
         ``tl``'s makespan; an infeasible trial is None too). ``kw``: more :meth:`build` options
@@ -225,7 +247,8 @@ class Scheduler:
 
     def build(self, segs: list[SegmentCfg], isolated: bool = False,
               bound: float = float("inf"), keep: str = "", base: Plan | None = None,
-              checkpoints: set[int] | frozenset[int] = frozenset(), search: bool = False) -> Plan:
+              checkpoints: set[int] | frozenset[int] = frozenset(), search: bool = False,
+              tail: bool = False) -> Plan:
         """The plan of ``segs`` (tasks list-scheduled in order). ``isolated``: inputs are ready at
         cycle 0 (search). ``bound``: stop with :class:`BoundExceeded` as soon as a task ends at or
         after it (the makespan, the latest end, can then only be >= ``bound``: the search asks
@@ -237,7 +260,12 @@ class Scheduler:
         build may start from, building only the segments after the prefix they share
         (:mod:`.resume`; the same plan as a full build). ``search``: a search cost build of one
         isolated segment (:class:`.build_segments.SearchBuilder`): the same tasks, starts and
-        ends, but the plan's pieces hold no task lists; only its tasks are to be read."""
+        ends, but the plan's pieces hold no task lists; only its tasks are to be read.
+        ``tail``: with a ``bound``, stop (:class:`BoundExceeded`) before a segment as soon as
+        some TPB's TCU, free at ``f``, has work of the segments left that ends at or after the
+        bound (:func:`_tail`): the same answer as building on, but fewer tasks are built and
+        counted in :attr:`tasks_built` -- for the callers after which the search budget is not
+        read (``pipe_starts``)."""
         if search and not (isolated and len(segs) == 1):
             raise ScheduleError("internal: a search build is of one isolated segment")
         tl = Plan(segments=list(segs))
@@ -275,10 +303,18 @@ class Scheduler:
                 ends = EndScan(len(tl.tasks), cp.max_end)
             # the base's checkpoints up to the resumed one are this build's too (same prefix)
             tl.checkpoints = {i: c for i, c in src.checkpoints.items() if i <= first}
+        left = self._tail(segs, first) if tail and bound < float("inf") and not isolated \
+            else None
         try:
             for si in range(first, len(segs)):
                 if si in checkpoints and si not in tl.checkpoints and not st.late[0]:
                     tl.checkpoints[si] = Checkpoint.take(st, si, segs, ends.of(tl.tasks))
+                if left is not None:
+                    free = st.free
+                    lb = max((free.get(("tcu", x), 0.0) + c for x, c in left[si - first].items()),
+                             default=0.0)
+                    if lb >= bound:
+                        raise BoundExceeded(lb)
                 st.segment(si, segs[si], isolated)
         except BoundExceeded as e:
             e.plan = tl  # the tasks built before the stop (.shared_costs reads their ends)
