@@ -46,6 +46,10 @@ ROWS_SCALAR = 32
 # False: the per-access sweep (:func:`_sweep_memory`) instead of :func:`_bulk_memory` (the tests
 # compare both ways)
 BULK = True
+#: Keep each need's reasons (``Hazard.why``: kind, memory, byte range) in the bulk sweep even when
+#: no version 2 certificate is written (``certificate.LIST_HAZARDS`` turns them on by itself); the
+#: per-access sweep (``BULK = False``) and the explicit edges always keep them
+REASONS = False
 _NEED0 = np.zeros(1, dtype=np.int64)  # a 1-block instruction waiting for a 1-block one
 _NEED0.setflags(write=False)  # shared by hazards: never changed in place (merges build anew)
 
@@ -272,7 +276,10 @@ def _bulk_memory(mem: MemKey, c: _Columns, st: _Sweep) -> None:
         dn = np.asarray(c.dense, dtype=bool)
         known |= dn[q] & dn[r] & b1[i] & b1[j]
     il, jl, kl = i.tolist(), j.tolist(), known.tolist()
-    ql, rl, kindl, wlol, whil = q.tolist(), r.tolist(), kind.tolist(), wlo.tolist(), whi.tolist()
+    ql, rl = q.tolist(), r.tolist()
+    reasons = _reasons()
+    if reasons:
+        kindl, wlol, whil = kind.tolist(), wlo.tolist(), whi.tolist()
     el = st.exid[i].tolist()
     accl, blocks, out, chunks = c.accl, st.blocks, st.out, st.chunks
     groups, dirty = st.groups, st.dirty
@@ -293,16 +300,16 @@ def _bulk_memory(mem: MemKey, c: _Columns, st: _Sweep) -> None:
                 dj = dirty[j]
         i = il[x]
         e = el[x]
-        why = (_KINDS[kindl[x]], mem, wlol[x], whil[x])
         if kl[x]:  # one chunk each, every byte of both intervals touched: they meet
             h = get((i, j))
             if h is None:
-                out[(i, j)] = Hazard(i, j, _NEED0, [why])
+                h = out[(i, j)] = Hazard(i, j, _NEED0)
                 grew = True
                 gj.setdefault(e, []).append(i)
             else:
                 h.need = _NEED0  # the largest need of a 1-block producer
-                h.why.append(why)
+            if reasons:
+                h.why.append((_KINDS[kindl[x]], mem, wlol[x], whil[x]))
             dj.add(e)
             continue
         if len(chunks) > CHUNK_MEMO:  # bounded: chunks are rebuilt when needed again
@@ -317,9 +324,17 @@ def _bulk_memory(mem: MemKey, c: _Columns, st: _Sweep) -> None:
             gj.setdefault(e, []).append(i)
         else:
             h.need = np.maximum(h.need, need)
-        h.why.append(why)
+        if reasons:
+            h.why.append((_KINDS[kindl[x]], mem, wlol[x], whil[x]))
         dj.add(e)
     _end_bulk(st, cur, grew)
+
+
+def _reasons() -> bool:
+    """Whether the needs keep their reasons (``Hazard.why``): only a version 2 certificate
+    lists them (``certificate.LIST_HAZARDS``), or :data:`REASONS`."""
+    from . import certificate
+    return REASONS or certificate.LIST_HAZARDS
 
 
 # kill rows whose cover tests :func:`_kill_ends` makes at once (at most ~BULK_PAIRS elements per

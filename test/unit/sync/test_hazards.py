@@ -156,6 +156,24 @@ def test_rows_shortcut_gives_the_same_hazards(seed, scalar, monkeypatch):
 # ------------------------------------------------------------------------------------------------
 # the bulk derivation (candidate pairs as arrays per memory) is the per-access sweep
 # ------------------------------------------------------------------------------------------------
+@pytest.fixture(autouse=True)
+def _reasons(monkeypatch):
+    """These tests compare the needs' reasons too: keep them in the bulk sweep (which drops them
+    when no version 2 certificate is written; test_bulk_without_reasons_gives_the_same_needs)."""
+    monkeypatch.setattr(hazards, "REASONS", True)
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_bulk_without_reasons_gives_the_same_needs(seed, monkeypatch):
+    prog, blocks = _matrix_program(seed)
+    with_r = hazards.derive_hazards(prog, blocks)
+    monkeypatch.setattr(hazards, "REASONS", False)
+    without = hazards.derive_hazards(prog, blocks)
+    assert list(with_r) == list(without) and len(without) > 5
+    assert all(h.need.tolist() == with_r[k].need.tolist() and h.why == [] and with_r[k].why
+               for k, h in without.items())
+
+
 def _same_hazards(a: dict, b: dict) -> None:
     assert list(a) == list(b)  # the same pairs in the same order
     for k, h in a.items():
