@@ -106,16 +106,7 @@ def prepare_model(model, name: str = "<model>", opset: int | None = None):
             ) from None
         if old_resize:
             _fix_converted_resize(model, old_resize, name)
-    data = model.SerializeToString()  # once for the checker and shape inference (both C++)
-    try:
-        onnx.checker.check_model(data)
-    except Exception as e:
-        raise FrontendError(f"{name}: invalid ONNX model: {_one_line(e, 200)}") from None
-    try:
-        model = onnx.shape_inference.infer_shapes(data, strict_mode=False)
-    except Exception as e:
-        raise FrontendError(f"{name}: ONNX shape inference failed: {_one_line(e, 200)}") from None
-    del data
+    model = check_and_infer(model, name)
     from m100.frontend.onnx_rewrite import rewrite_for_torch_mlir
     from m100.frontend.onnx_rewrite_quant import QuantRewriteError
 
@@ -131,6 +122,146 @@ def prepare_model(model, name: str = "<model>", opset: int | None = None):
         except Exception as e:  # a defect of the rewrite, not of the user's model
             raise FrontendError(f"{name}: internal ONNX rewrite failed: {_one_line(e, 200)}") from None
     return model
+
+
+def _check_and_infer_whole(model, name: str):
+    """onnx's checker and shape inference on the whole model (both C++, one serialization)."""
+    import onnx
+
+    data = model.SerializeToString()
+    try:
+        onnx.checker.check_model(data)
+    except Exception as e:
+        raise FrontendError(f"{name}: invalid ONNX model: {_one_line(e, 200)}") from None
+    try:
+        return onnx.shape_inference.infer_shapes(data, strict_mode=False)
+    except Exception as e:
+        raise FrontendError(f"{name}: ONNX shape inference failed: {_one_line(e, 200)}") from None
+
+
+#: default-domain ops whose shape inference reads only its inputs' types and shapes, never an
+#: input's value (onnx/defs: Conv's convPoolShapeInference, Gemm's and MatMul's shape rules,
+#: BatchNormalization's propagation from input 0 and rank checks): an initializer read by these
+#: alone can go to the checker and shape inference as a graph input of the same type
+VALUE_FREE_READERS = frozenset({"Conv", "Gemm", "MatMul", "BatchNormalization"})
+#: False: the checker and shape inference always get the whole model
+WEIGHTLESS_CHECK = True
+
+
+#: element types a plain tensor may have (numeric, fixed byte width: raw_data length is exact)
+_PLAIN_ITEMSIZE = {1: 4, 2: 1, 3: 1, 4: 2, 5: 2, 6: 4, 7: 8, 9: 1, 10: 2, 11: 8, 12: 4, 13: 8,
+                   16: 2}  # FLOAT UINT8 INT8 UINT16 INT16 INT32 INT64 BOOL FLOAT16 DOUBLE
+                           # UINT32 UINT64 BFLOAT16
+
+
+def _varint_len(n: int) -> int:
+    return max(1, (n.bit_length() + 6) // 7)
+
+
+def _plain_tensor(t, byte_size: int) -> bool:
+    """True when ``t`` (of ``t.ByteSize() == byte_size``) is a tensor
+    ``onnx.checker.check_tensor`` accepts without reading its bytes: a name, a numeric type of
+    fixed width, positive dims, only ``raw_data`` holding values (no typed value field, segment
+    or external data), and exactly ``prod(dims) * itemsize`` bytes of them (from ``ByteSize``,
+    no copy of the bytes: field 9's tag, the length's varint and the bytes). Anything else:
+    False (the checker sees the tensor). ``test_plain_tensor_is_what_the_checker_accepts``."""
+    size = _PLAIN_ITEMSIZE.get(t.data_type)
+    if (size is None or not t.name or not t.HasField("raw_data") or t.HasField("segment")
+            or t.float_data or t.int32_data or t.string_data or t.int64_data or t.double_data
+            or t.uint64_data or t.external_data or t.data_location != t.DEFAULT
+            or any(d <= 0 for d in t.dims)):
+        return False
+    n = size
+    for d in t.dims:
+        n *= d
+    probe = type(t)()
+    probe.name, probe.data_type = t.name, t.data_type
+    probe.dims.extend(t.dims)
+    if t.HasField("doc_string"):
+        probe.doc_string = t.doc_string
+    probe.metadata_props.extend(t.metadata_props)
+    return byte_size - probe.ByteSize() == 1 + _varint_len(n) + n
+
+
+def _copy_without(msg, field: str):
+    """A copy of a protobuf message without one of its fields (not copied at all)."""
+    out = type(msg)()
+    for fd, v in msg.ListFields():
+        if fd.name == field:
+            continue
+        if fd.is_repeated:
+            getattr(out, fd.name).extend(v)
+        elif fd.type == fd.TYPE_MESSAGE:
+            getattr(out, fd.name).CopyFrom(v)
+        else:
+            setattr(out, fd.name, v)
+    return out
+
+
+def check_and_infer(model, name: str = "<model>"):
+    """``onnx.checker.check_model`` then ``onnx.shape_inference.infer_shapes(strict_mode=False)``,
+    with the big weights' bytes kept out of the C++ round trip when that provably changes nothing.
+
+    Why: both serialize and parse the model (inference also serializes its result, parsed back
+    in Python): five copies of ResNet-50's 100 MB of weights (~0.45 CPU-s) that neither reads.
+    How: an initializer of ``CONVERT_STRIP_BYTES`` or more with ``raw_data``, not a graph
+    output, read only by :data:`VALUE_FREE_READERS` (no subgraphs, no functions in the model)
+    becomes a graph input of exactly its type in a light copy (a graph input of another type
+    makes the whole model go as before); the light copy is checked and inferred, each removed
+    initializer is plain (:func:`_plain_tensor`: one the checker accepts) and the original
+    inputs and initializers are put back (one copy of the weights, as the parse of the whole
+    model's inference was). The types the inference
+    sees are the same (an initializer's type is the type of its name), and no op that reads a
+    value loses one. ``test_weightless_check_and_infer``: the same model bytes as the whole
+    model's check and inference."""
+    import onnx
+    from onnx import helper
+
+    g = model.graph
+    if not WEIGHTLESS_CHECK or model.functions or any(
+            a.type in (onnx.AttributeProto.GRAPH, onnx.AttributeProto.GRAPHS)
+            for n in g.node for a in n.attribute):
+        return _check_and_infer_whole(model, name)
+    value_read = {o.name for o in g.output}
+    for n in g.node:
+        if n.domain not in ("", "ai.onnx") or n.op_type not in VALUE_FREE_READERS:
+            value_read.update(n.input)
+    inputs = {i.name: i for i in g.input}
+    strip = {}
+    for t in g.initializer:
+        if t.name in value_read or t.name in strip:
+            continue
+        byte_size = t.ByteSize()
+        if byte_size < CONVERT_STRIP_BYTES or not _plain_tensor(t, byte_size):
+            continue
+        vi = helper.make_tensor_value_info(t.name, t.data_type, list(t.dims))
+        if t.name in inputs and inputs[t.name].type != vi.type:
+            return _check_and_infer_whole(model, name)
+        strip[t.name] = vi
+    if not strip or len(strip) != sum(t.name in strip for t in g.initializer):
+        return _check_and_infer_whole(model, name)
+    light = _copy_without(model, "graph")
+    light.graph.CopyFrom(_copy_without(g, "initializer"))
+    lg = light.graph
+    kept = [t for t in g.initializer if t.name not in strip]
+    lg.initializer.extend(kept)
+    lg.input.extend(vi for n, vi in strip.items() if n not in inputs)
+    try:
+        onnx.checker.check_model(light)
+    except Exception:
+        return _check_and_infer_whole(model, name)  # its own error, as before
+    try:
+        out = onnx.shape_inference.infer_shapes(light, strict_mode=False)
+    except Exception:
+        return _check_and_infer_whole(model, name)
+    og = out.graph
+    if list(og.input) != list(lg.input) or list(og.initializer) != kept:
+        return _check_and_infer_whole(model, name)
+    og.ClearField("input")
+    og.input.extend(g.input)
+    og.ClearField("initializer")
+    og.initializer.extend(g.initializer)
+    return out
 
 
 #: initializers with at least this many bytes of ``raw_data`` go around onnx's version converter
