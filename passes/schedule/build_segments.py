@@ -490,21 +490,28 @@ class PlanBuilder(Transfers):
         self.cur = (tpb, op.name)
         back = self.out_readers.setdefault((tpb, op.name), [])
         self.out_wait = list(back[-2]) if len(back) >= 2 else []
-        family = op_family(op.unit)
-        out_t = g.out(op)
-        ob = dtype_bytes(out_t.dtype)
+        facts = self.s.piece_facts.get(op.name)
+        if facts is None or facts[0] is not op:
+            facts = self.s.piece_facts[op.name] = _piece_facts(cm, g, op)
+        _, family, ob, unit, loc, boxed = facts
         computes: list[int] = []
         band, col, out0, tasks = p.band, p.col, op.outputs[0], self.tl.tasks
 
-        unit = Unit.of_op(op.unit).value
+        search_only = self.search_only
 
         def compute(deps: list[int], cyc: float, macs: int) -> int:
+            # :meth:`_take_out_wait` written out (deps + out_wait + the barrier of cur's TPB)
+            deps = deps + self.out_wait
+            self.out_wait = []
+            cur, barrier = self.cur, self.barrier
+            if cur and cur[0] in barrier:
+                deps.append(barrier[cur[0]])
             # positional fields (:data:`.plan.TASK_FIELDS`): keywords cost ~2 us more per task
             t = self.put(PlanTask(len(tasks), "compute", unit, tpb, op.name, out0, 0.0, cyc,
-                                  deps + self._take_out_wait(), si, band, col, (), "", "", -1,
-                                  macs))
+                                  deps, si, band, col, (), "", "", -1, macs))
             self.hist.setdefault((tpb, op.name), []).append(t.id)
-            self._touch(tpb, t.id)
+            if not search_only:  # a search build touches nothing (:class:`SearchBuilder`)
+                self._touch(tpb, t.id)
             computes.append(t.id)
             return t.id
 
@@ -523,13 +530,12 @@ class PlanBuilder(Transfers):
                 yield STORE_LATER
             p.store = True
             nb = float(p.out_dims[0] * p.out_dims[1] * p.out_dims[2] * ob)
-            loc = memory_of(cm, g, op.outputs[0])
             o = self.put(PlanTask(len(self.tl.tasks), "dma-out", "dma", -1, op.name,
                                   op.outputs[0], nb, cm.dma_cycles(nb, "hbsm", dst=loc),
                                   [p.compute], si, p.band, p.col, (tpb,), "hbsm", loc, -1, 0,
                                   "out"))
             self._wrote(op.outputs[0], o.id)
-            if boxed_store(g, op):
+            if boxed:
                 self.wboxes.setdefault(op.outputs[0], []).append(((p.r0, p.r1, p.c0, p.c1),
                                                                   o.id))
             readers.append(o.id)
@@ -578,6 +584,13 @@ class PlanBuilder(Transfers):
                         any(u.name not in seg_ops or reads_whole(u, t) for u in users):
                     out.add(t)
         return out
+
+
+def _piece_facts(cm, g, op: Op) -> tuple:
+    """What :meth:`PlanBuilder._piece` reads of ``op`` alone (``Scheduler.piece_facts``):
+    ``(op, family, output bytes per element, unit, where its output lives, boxed_store)``."""
+    return (op, op_family(op.unit), dtype_bytes(g.out(op).dtype), Unit.of_op(op.unit).value,
+            memory_of(cm, g, op.outputs[0]), boxed_store(g, op))
 
 
 class SearchBuilder(PlanBuilder):

@@ -88,6 +88,10 @@ class Scheduler:
         self._boxes: dict[tuple, tuple] = {}  # :meth:`band_boxes`
         # (op, r0, rows, dilation) -> :func:`.plan.conv_window` (``kinds.tcu``)
         self.windows: dict[tuple, tuple] = {}
+        # op name -> what ``kinds.tcu.plan_piece`` reads of the op alone (``tcu._op_facts``)
+        self.tcu_facts: dict[str, tuple] = {}
+        # op name -> what ``PlanBuilder._piece`` reads of the op alone (``_piece_facts``)
+        self.piece_facts: dict[str, tuple] = {}
         # (stage, alone in its segment, id of its TilePlan) -> (the TilePlan, :func:`.keep.
         # kept_bytes`): choose_kept asks per candidate tensor of every whole-plan build with keep
         self.kept_memo: dict[tuple, tuple] = {}

@@ -21,21 +21,50 @@ from ..partition import TilePlan, k_part_range
 from ..plan import PlanPiece, Unit, conv_window, op_family
 
 
+#: :func:`plan_piece` reads an op's facts (operands, their element sizes, its piece cycles) from
+#: ``Scheduler.tcu_facts`` instead of recomputing them per piece (ResNet-50: ~220 k pieces of
+#: ~80 matmul/conv ops); False: computed per piece (the tests compare both)
+OP_FACTS = True
+
+
+def _op_facts(bld, op: Op) -> tuple:
+    """What :func:`plan_piece` reads of ``op`` alone: ``(op, family, x, w, rq_table, dq_table,
+    bias, x's bytes per element, w's Tensor, w's bytes per element, w4, w4 scales' bytes per
+    element, post_in, post_in's bytes per element, bias's bytes per element, grouped conv,
+    {(rows, cols, k): piece cycles})``; the element sizes of tensors it does not have are 0."""
+    g = bld.g
+    family = op_family(op.unit)
+    if family not in ("matmul", "conv"):
+        return (op, family) + (None,) * 14 + ({},)
+    x_t, w_t = op.inputs[0], op.inputs[1]
+    rq_table, dq_table = op.attrs.get("rq_table"), op.attrs.get("dq_table")
+    post_in = op.attrs.get("post_in")
+    bias = op.inputs[2] if len(op.inputs) > 2 and op.inputs[2] not in (
+        rq_table, dq_table, post_in) else None
+    wt = g.tensors[w_t]
+    w4 = op.attrs.get("w4")
+    return (op, family, x_t, w_t, rq_table, dq_table, bias, dtype_bytes(g.tensors[x_t].dtype),
+            wt, dtype_bytes(wt.dtype), w4, dtype_bytes(g.tensors[w4[0]].dtype) if w4 else 0,
+            post_in, dtype_bytes(g.tensors[post_in].dtype) if post_in else 0,
+            dtype_bytes(g.tensors[bias].dtype) if bias else 0,
+            family == "conv" and op.attrs.get("groups", 1) != 1, {})
+
+
 def plan_piece(bld, si: int, st, op: Op, p: PlanPiece, tplan: TilePlan, compute):
     """The plan tasks of one piece of this family, in the order :func:`emit_piece` creates its
     instructions (``compute(deps, cycles, macs)`` adds a unit instruction). A generator: it
     pauses after each K chunk but the last (a lockstep group interleaves its pieces there)."""
     g, cm = bld.g, bld.cm
     tpb, rows, cols = p.tpb, p.r1 - p.r0, p.c1 - p.c0
-    family = op_family(op.unit)
+    facts = bld.s.tcu_facts.get(op.name) if OP_FACTS else None
+    if facts is None or facts[0] is not op:
+        facts = _op_facts(bld, op)
+        if OP_FACTS:
+            bld.s.tcu_facts[op.name] = facts
+    _, family, x_t, w_t, rq_table, dq_table, bias, xb, wt, wdb, w4, sdb, post_in, pdb, bdb, \
+        grouped, pcyc = facts
     if family in ("matmul", "conv"):
         conv = family == "conv"
-        x_t, w_t = op.inputs[0], op.inputs[1]
-        rq_table, dq_table = op.attrs.get("rq_table"), op.attrs.get("dq_table")
-        bias = op.inputs[2] if len(op.inputs) > 2 and op.inputs[2] not in (
-            rq_table, dq_table, op.attrs.get("post_in")) else None
-        xb = dtype_bytes(g.tensors[x_t].dtype)
-        wt = g.tensors[w_t]
         geo = bld.s.geo(op)
         if conv:
             a = op.attrs
@@ -100,27 +129,24 @@ def plan_piece(bld, si: int, st, op: Op, p: PlanPiece, tplan: TilePlan, compute)
             # the second operand (a constant, or a runtime B) takes the weight path: resident
             # -> once per TPB (one DRB broadcast per column part), streamed -> per K chunk
             # (in a lockstep group one broadcast to the rows of the column part)
-            wbytes = kc * unit_k * cols * dtype_bytes(wt.dtype)
-            w4 = op.attrs.get("w4")  # (scale tensor, block): i4 weights dequantized on the fly
+            wbytes = kc * unit_k * cols * wdb
+            # w4: (scale tensor, block): i4 weights dequantized on the fly
             for w_in, nb, key in ((w_t, wbytes, k0),) + (
-                    ((w4[0], kc // w4[1] * cols * dtype_bytes(g.tensors[w4[0]].dtype),
-                      k0 // w4[1]),) if w4 else ()):
+                    ((w4[0], kc // w4[1] * cols * sdb, k0 // w4[1]),) if w4 else ()):
                 if w_in == w_t and p.w_share:  # the weight group's chunk: one broadcast
                     deps.append(bld._shared_chunk(
                         op, w_in, ("wg", p.w_cols, key), p.w_share, tpb,
-                        kc * (p.w_cols[1] - p.w_cols[0]) * dtype_bytes(wt.dtype), "w"))
+                        kc * (p.w_cols[1] - p.w_cols[0]) * wdb, "w"))
                 elif w_in != w_t and p.w_share and scales_resident(p.b_share, tplan):
                     # all of the weight group's scales (all of K) in one broadcast before the
                     # first chunk, each TPB reading its columns of them
                     deps.append(bld._shared_chunk(
                         op, w_in, ("sg", p.w_cols), p.w_share, tpb,
-                        K // w4[1] * (p.w_cols[1] - p.w_cols[0]) * dtype_bytes(
-                            g.tensors[w_in].dtype), "w"))
+                        K // w4[1] * (p.w_cols[1] - p.w_cols[0]) * sdb, "w"))
                 elif w_in != w_t and scales_resident(p.b_share, tplan):
                     # all of the column part's scales in one load before the first chunk
                     deps.append(bld._weight(st, op, w_in, tpb, p.c0, p.c1, p.col, None,
-                                             K // w4[1] * cols * dtype_bytes(
-                                                 g.tensors[w_in].dtype), True))
+                                             K // w4[1] * cols * sdb, True))
                 elif not resident and p.group >= 0:
                     deps.append(bld._shared_chunk(op, w_in, ("w", p.c0, p.c1, key), p.b_share,
                                                   tpb, nb, "w"))
@@ -129,8 +155,7 @@ def plan_piece(bld, si: int, st, op: Op, p: PlanPiece, tplan: TilePlan, compute)
                     if resident and (p.cfull or p.kx):  # a clipped causal piece (``..causal``):
                         # the resident operand is loaded for the whole tile (once per TPB)
                         wc1 = p.cfull or p.c1
-                        nb = (K if kk == K else kc) * unit_k * (wc1 - p.c0) * dtype_bytes(
-                            wt.dtype)
+                        nb = (K if kk == K else kc) * unit_k * (wc1 - p.c0) * wdb
                     deps.append(bld._weight(st, op, w_in, tpb, p.c0, wc1, p.col,
                                              None if kk == K else key, nb, resident))
             if ci > 0:
@@ -140,7 +165,7 @@ def plan_piece(bld, si: int, st, op: Op, p: PlanPiece, tplan: TilePlan, compute)
                 # column tile, loaded once per TPB (one broadcast per column part) instead of
                 # one DMA -- a whole DDR latency -- per piece
                 deps.append(bld._weight(st, op, bias, tpb, p.c0, p.c1, p.col, None,
-                                         cols * dtype_bytes(g.tensors[bias].dtype), True,
+                                         cols * bdb, True,
                                          role="bias"))
             if last and rq_table and p.kparts == 1:  # per-channel (multiplier, shift) pairs, staged like the bias
                 deps.append(bld._weight(st, op, rq_table, tpb, p.c0, p.c1, p.col, None,
@@ -148,18 +173,20 @@ def plan_piece(bld, si: int, st, op: Op, p: PlanPiece, tplan: TilePlan, compute)
             if last and dq_table:  # per-channel f32 dequantization scales: resident like a bias
                 deps.append(bld._weight(st, op, dq_table, tpb, p.c0, p.c1, p.col, None,
                                          cols * 4, True, role="bias"))
-            post_in = op.attrs.get("post_in")
             if last and post_in:  # the post stages' operand: this piece's [rows, cols] box
-                pnb = float(rows * cols * dtype_bytes(g.tensors[post_in].dtype))
+                pnb = float(rows * cols * pdb)
                 if bld._streamed(post_in):  # kept in HBSM (:mod:`..keep`): in place or copied
                     deps += bld._act_in(si, op, post_in, (p.r0, p.r1), (rows, 1, cols),
                                         (p.c0, p.c1), tpb, pnb)
                 else:
                     deps.append(bld._load(op, post_in, tpb, pnb, "act",
                                           box=(p.r0, p.r1, p.c0, p.c1)).id)
-            kpg = kc * unit_k if not conv or a.get("groups", 1) == 1 else geo.k  # K per group
+            kpg = kc * unit_k if not grouped else geo.k  # K per group
             macs = rows * geo.row_elems * cols * kpg
-            prev = compute(deps, cm.piece_cycles(g, op, rows, cols, kpg), macs)
+            cyc = pcyc.get((rows, cols, kpg))
+            if cyc is None:
+                cyc = pcyc[(rows, cols, kpg)] = cm.piece_cycles(g, op, rows, cols, kpg)
+            prev = compute(deps, cyc, macs)
             if not last:
                 yield  # a lockstep group goes on with the next piece's chunk
         p.out_dims = (rows, geo.row_elems, cols)
