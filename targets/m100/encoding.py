@@ -524,6 +524,46 @@ class _Reader(_Coder):
     def fail(self, what: str) -> Any:
         raise DecodeError(self.base + self.pos, what)
 
+    def sync(self, y: Sync | None, what: str = "sync") -> Sync:
+        """:meth:`_Coder.sync`, with the monitors and updates (fixed-width records) read by
+        shifts when all of them lie within the instruction and every trigger is valid; otherwise
+        the field is read again from its start by the general path, which reports the error."""
+        start = self.pos
+        blocks = self.uv(None, (what, ".blocks"))
+        L, v, total, end = self.L, self.v, self.total, self.end
+        n = self.count(None, (what, ".monitors"))
+        fields = (L.tpb, L.counter, L.value, L.value)
+        if self.pos + n * sum(fields) <= end:
+            mons = []
+            pos = self.pos
+            for _ in range(n):
+                got = []
+                for w in fields:
+                    got.append((v >> (total - pos - w)) & ((1 << w) - 1))
+                    pos += w
+                mons.append(Monitor(*got))
+            self.pos = pos
+            k = self.count(None, (what, ".updates"))
+            fields = (L.counter, L.mask, L.value, TRIGGER_BITS)
+            if self.pos + k * sum(fields) <= end:
+                upds = []
+                pos = self.pos
+                triggers = Trigger._value2member_map_
+                for _ in range(k):
+                    got = []
+                    for w in fields:
+                        got.append((v >> (total - pos - w)) & ((1 << w) - 1))
+                        pos += w
+                    trig = triggers.get(got[3])
+                    if trig is None:
+                        break
+                    upds.append(Update(got[0], got[1], got[2], trig))
+                else:
+                    self.pos = pos
+                    return Sync(blocks, tuple(mons), tuple(upds))
+        self.pos = start
+        return super().sync(y, what)
+
 
 # ----------------------------------------------------------------------------------------------
 # per-kind bodies (field order = the documented bit order)

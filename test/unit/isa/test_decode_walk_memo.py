@@ -1,5 +1,6 @@
 """The decoder's walk memo (``encoding._Reader.walk``): equal walk fields decode to one shared Walk
-object, and a decode with the memo is the decode without it -- the same instructions, the same
+object, and a decode with the memo and the sync fast path (``_Reader.sync``) is the decode
+without them -- the same instructions, the same
 sizes, the same bytes when re-encoded, the same error (offset and message) on corrupted bytes.
 The oracle is the decoder without a memo (``decode_instruction_at(..., walks=None)``), field by
 field as ``docs/isa.md`` defines the encoding."""
@@ -20,11 +21,17 @@ SETTINGS = dict(deadline=None, suppress_health_check=list(HealthCheck))
 
 
 def _plain(data: bytes, machine):
-    """The decode without a memo: each walk field decoded on its own."""
-    out, pos = [], 0
-    while pos < len(data):
-        inst, pos = E.decode_instruction_at(data, pos, machine, None)
-        out.append(inst)
+    """The decode without a memo and with the general sync path (``_Coder.sync``, field by
+    field): each walk field decoded on its own."""
+    fast = E._Reader.sync
+    E._Reader.sync = E._Coder.sync
+    try:
+        out, pos = [], 0
+        while pos < len(data):
+            inst, pos = E.decode_instruction_at(data, pos, machine, None)
+            out.append(inst)
+    finally:
+        E._Reader.sync = fast
     return out
 
 
