@@ -76,6 +76,9 @@ class M100Pipeline(ModulePass):
     as before (not strict). The module after ``m100-graph`` is kept (a clone) for the retries; a
     retry's search reuses the isolated segment builds of the first (``shared_costs.carried``:
     they do not depend on the share; same program as a search from scratch).
+    ``prefetch-shares`` (comma-separated percents, e.g. ``100,90,75``; empty = the default
+    :data:`PREFETCH_SHARES`) replaces that list: ``m100 bench llm`` schedules a W8A8 prefill
+    layer from 100 % (docs/llm.md, session 21), which ResNet-50 does not pack (a third schedule).
     """
 
     name = "m100-pipeline"
@@ -89,6 +92,20 @@ class M100Pipeline(ModulePass):
     certificate: str = ""
     report: bool = False
     verify: str = "each"
+    prefetch_shares: str = ""
+
+    def shares(self) -> list[int]:
+        """The prefetch shares (percent) tried in order: ``prefetch-shares`` or the default."""
+        if not self.prefetch_shares:
+            return list(PREFETCH_SHARES)
+        try:
+            out = [int(v) for v in self.prefetch_shares.split(",")]
+        except ValueError:
+            out = []
+        if not out or not all(1 <= v <= 100 for v in out):
+            raise PipelineError(f"m100-pipeline: prefetch-shares is a comma-separated list of "
+                                f"percents 1-100, not '{self.prefetch_shares}'")
+        return out
 
     def stages(self) -> list[ModulePass]:
         from m100.passes.backend.hbsm_allocate import HbsmAllocate
@@ -123,6 +140,7 @@ class M100Pipeline(ModulePass):
         if self.verify not in VERIFY_MODES:
             raise PipelineError(f"m100-pipeline: unknown verify '{self.verify}' "
                                 f"(known: {', '.join(VERIFY_MODES)})")
+        self.shares()  # a bad prefetch-shares is one error before any stage runs
         if _has_program(op):
             raise PipelineError("m100-pipeline: the module already holds a tpb.program; the "
                                 "pipeline starts from linalg on tensors (frontend output)")
@@ -136,7 +154,7 @@ class M100Pipeline(ModulePass):
         from dataclasses import replace
 
         from m100.passes.backend.hbsm_pack import HbsmOverflow
-        shares = list(PREFETCH_SHARES)
+        shares = self.shares()
         saved = None
         stages = self.stages()
         last = stages[-1].name

@@ -246,3 +246,30 @@ def test_prefetch_share_option_is_a_percent():
     mod = compile_onnx(_mlp(), ctx, graph=True)
     with pytest.raises(ScheduleError, match="prefetch-share is a percent"):
         M100Schedule(machine="m100", tpbs=8, prefetch_share=150).apply(ctx, mod)
+
+
+def test_pipeline_prefetch_shares_option_replaces_the_default_list(monkeypatch):
+    """``driver.compile(prefetch_shares=...)`` (``m100-pipeline{prefetch-shares}``, what ``m100
+    bench llm`` passes for a W8A8 prefill layer) schedules with its percents in order until one
+    packs (strict but for the last); that program runs and matches onnxruntime. Without the
+    option the default list is used."""
+    from m100.passes.m100_pipeline import PREFETCH_SHARES
+    from m100.tools import driver
+    shares, stricts = _spy_shares(monkeypatch, {100})
+    cr = driver.compile(_mlp(), machine="m100", tpbs=8, prefetch_shares=(100, 85, 60))
+    assert shares == [100, 85] and stricts == [True, True]
+    ck = driver.check_compiled(cr)
+    assert ck.result.reports == [] and ck.problems == [], ck.problems[:3]
+    assert ck.passed, ck.summary()
+    shares.clear()
+    driver.compile(_mlp(), machine="m100", tpbs=8)
+    assert shares == [PREFETCH_SHARES[0]]
+
+
+@pytest.mark.parametrize("bad", ["0,90", "90,abc", "101", ","])
+def test_pipeline_prefetch_shares_option_is_a_list_of_percents(bad):
+    from m100.passes.m100_pipeline import M100Pipeline, PipelineError
+    ctx = default_context()
+    mod = compile_onnx(_mlp(), ctx, graph=True)
+    with pytest.raises(PipelineError, match="prefetch-shares is a comma-separated list"):
+        M100Pipeline(machine="m100", tpbs=8, prefetch_shares=bad).apply(ctx, mod)
