@@ -534,35 +534,37 @@ class _Reader(_Coder):
         n = self.count(None, (what, ".monitors"))
         fields = (L.tpb, L.counter, L.value, L.value)
         if self.pos + n * sum(fields) <= end:
-            mons = []
-            pos = self.pos
-            for _ in range(n):
-                got = []
-                for w in fields:
-                    got.append((v >> (total - pos - w)) & ((1 << w) - 1))
-                    pos += w
-                mons.append(Monitor(*got))
-            self.pos = pos
+            recs, self.pos = _records(v, total, self.pos, n, fields)
+            mons = [Monitor(*r) for r in recs]
             k = self.count(None, (what, ".updates"))
             fields = (L.counter, L.mask, L.value, TRIGGER_BITS)
             if self.pos + k * sum(fields) <= end:
-                upds = []
-                pos = self.pos
+                recs, pos = _records(v, total, self.pos, k, fields)
                 triggers = Trigger._value2member_map_
-                for _ in range(k):
-                    got = []
-                    for w in fields:
-                        got.append((v >> (total - pos - w)) & ((1 << w) - 1))
-                        pos += w
-                    trig = triggers.get(got[3])
+                upds = []
+                for c, mask, value, t in recs:
+                    trig = triggers.get(t)
                     if trig is None:
                         break
-                    upds.append(Update(got[0], got[1], got[2], trig))
+                    upds.append(Update(c, mask, value, trig))
                 else:
                     self.pos = pos
                     return Sync(blocks, tuple(mons), tuple(upds))
         self.pos = start
         return super().sync(y, what)
+
+
+def _records(v: int, total: int, pos: int, n: int, widths: tuple[int, ...]):
+    """``n`` fixed-width records of the bit string ``v`` (``total`` bits, MSB first) from bit
+    ``pos``, each a list of its fields (``widths``); and the position after them."""
+    recs = []
+    for _ in range(n):
+        got = []
+        for w in widths:
+            got.append((v >> (total - pos - w)) & ((1 << w) - 1))
+            pos += w
+        recs.append(got)
+    return recs, pos
 
 
 # ----------------------------------------------------------------------------------------------
