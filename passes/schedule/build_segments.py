@@ -14,9 +14,9 @@ from . import causal
 from .build_transfers import Transfers
 from .graph import Op, ScheduleError, dtype_bytes
 from .keep import kept_bytes
-from .list_schedule import boxed_store
+from .list_schedule import BoundExceeded, boxed_store
 from .partition import TilePlan
-from .plan import STORE_LATER, BufferUse, PlanPiece, PlanTask, Unit, op_family
+from .plan import STORE_LATER, BufferUse, PlanPiece, Unit, op_family
 from .segment import (SegmentCfg, StageCfg, act_resident_ok, input_window,
                       ksplit_bias, ksplit_ok, ksplit_stages, lockstep, lockstep_groups, memory_of,
                       reads_whole, reduce_pieces, row_tile, stage_rows)
@@ -93,6 +93,8 @@ class PlanBuilder(Transfers):
             self.movement.plan_segment(self, si, seg, pieces)
         else:
             self._compute_segment(si, seg, pieces)
+        if self.search_only:  # its plan is the tasks' ends (:class:`SearchBuilder`)
+            return
         seg_tasks = self.tl.tasks[start:]
         span = (min((t.start for t in seg_tasks), default=0.0),
                 max((t.end for t in seg_tasks), default=0.0))
@@ -372,15 +374,15 @@ class PlanBuilder(Transfers):
         nb = float(rows * E * cols * 4)
         deps = [parts[0].compute]
         for p in parts[1:]:
-            c = self.put(PlanTask(len(self.tl.tasks), "copy", "dtdu", p.tpb, op.name,
-                                  op.outputs[0], nb, cm.mesh_cycles(nb, p.tpb, root),
-                                  [p.compute] + self._slot_deps() + self._bar(root),
-                                  red.segment, red.band, red.col, (root,), "hbsm", "hbsm", -1, 0,
-                                  "partial"))  # positional: :data:`.plan.TASK_FIELDS`
-            self.readers[p.compute].append(c.id)
-            self._touch(root, c.id)
-            self._touch(p.tpb, c.id)
-            deps.append(c.id)
+            c = self.task("copy", "dtdu", p.tpb, op.name, op.outputs[0], nb,
+                          cm.mesh_cycles(nb, p.tpb, root),
+                          [p.compute] + self._slot_deps() + self._bar(root), red.segment,
+                          red.band, red.col, (root,), "hbsm", "hbsm", -1, 0,
+                          "partial")  # positional: :data:`.plan.TASK_FIELDS`
+            self.readers[p.compute].append(c)
+            self._touch(root, c)
+            self._touch(p.tpb, c)
+            deps.append(c)
         bias = ksplit_bias(op)
         if bias is not None:
             bb = cols * dtype_bytes(g.tensors[bias].dtype)
@@ -390,28 +392,26 @@ class PlanBuilder(Transfers):
         stages = ksplit_stages(op, len(parts))
         cyc = cm.cvu_cycles(nb, rows * E * cols * ob, 1, stages,
                             nb * len(parts) + (cols * 4 if bias is not None else 0))
-        t = self.put(PlanTask(len(self.tl.tasks), "compute", Unit.CVU.value, root, op.name,
-                              op.outputs[0], 0.0, cyc, deps + self._take_out_wait(),
-                              red.segment, red.band, red.col))
-        self.readers[parts[0].compute].append(t.id)
-        self.hist.setdefault(self.cur, []).append(t.id)
-        self._touch(root, t.id)
-        red.compute = t.id
+        t = self.task("compute", Unit.CVU.value, root, op.name, op.outputs[0], 0.0, cyc,
+                      deps + self._take_out_wait(), red.segment, red.band, red.col)
+        self.readers[parts[0].compute].append(t)
+        self.hist.setdefault(self.cur, []).append(t)
+        self._touch(root, t)
+        red.compute = t
         red.out_dims = (rows, E, cols)
         readers: list[int] = []
-        self.readers[t.id] = readers
+        self.readers[t] = readers
         back.append(readers)
         if op.outputs[0] in self.outside:
             red.store = True
             nbo = float(rows * E * cols * ob)
             loc = memory_of(cm, g, op.outputs[0])
-            o = self.put(PlanTask(len(self.tl.tasks), "dma-out", "dma", -1, op.name,
-                                  op.outputs[0], nbo, cm.dma_cycles(nbo, "hbsm", dst=loc),
-                                  [t.id], red.segment, red.band, red.col, (root,), "hbsm", loc,
-                                  -1, 0, "out"))
-            self._wrote(op.outputs[0], o.id)
-            readers.append(o.id)
-            self._touch(root, o.id)
+            o = self.task("dma-out", "dma", -1, op.name, op.outputs[0], nbo,
+                          cm.dma_cycles(nbo, "hbsm", dst=loc), [t], red.segment, red.band,
+                          red.col, (root,), "hbsm", loc, -1, 0, "out")
+            self._wrote(op.outputs[0], o)
+            readers.append(o)
+            self._touch(root, o)
         self.cur = None
 
     def _run(self, group: list[PlanPiece], st: StageCfg, op: Op, tplan: TilePlan,
@@ -495,7 +495,7 @@ class PlanBuilder(Transfers):
             facts = self.s.piece_facts[op.name] = _piece_facts(cm, g, op)
         _, family, ob, unit, loc, boxed = facts
         computes: list[int] = []
-        band, col, out0, tasks = p.band, p.col, op.outputs[0], self.tl.tasks
+        band, col, out0, task = p.band, p.col, op.outputs[0], self.task
 
         search_only = self.search_only
 
@@ -507,13 +507,13 @@ class PlanBuilder(Transfers):
             if cur and cur[0] in barrier:
                 deps.append(barrier[cur[0]])
             # positional fields (:data:`.plan.TASK_FIELDS`): keywords cost ~2 us more per task
-            t = self.put(PlanTask(len(tasks), "compute", unit, tpb, op.name, out0, 0.0, cyc,
-                                  deps, si, band, col, (), "", "", -1, macs))
-            self.hist.setdefault((tpb, op.name), []).append(t.id)
+            t = task("compute", unit, tpb, op.name, out0, 0.0, cyc, deps, si, band, col, (), "",
+                     "", -1, macs)
+            self.hist.setdefault((tpb, op.name), []).append(t)
             if not search_only:  # a search build touches nothing (:class:`SearchBuilder`)
-                self._touch(tpb, t.id)
-            computes.append(t.id)
-            return t.id
+                self._touch(tpb, t)
+            computes.append(t)
+            return t
 
         steps = self.families[family].plan_piece(self, si, st, op, p, tplan, compute)
         if steps is not None:
@@ -530,16 +530,13 @@ class PlanBuilder(Transfers):
                 yield STORE_LATER
             p.store = True
             nb = float(p.out_dims[0] * p.out_dims[1] * p.out_dims[2] * ob)
-            o = self.put(PlanTask(len(self.tl.tasks), "dma-out", "dma", -1, op.name,
-                                  op.outputs[0], nb, cm.dma_cycles(nb, "hbsm", dst=loc),
-                                  [p.compute], si, p.band, p.col, (tpb,), "hbsm", loc, -1, 0,
-                                  "out"))
-            self._wrote(op.outputs[0], o.id)
+            o = task("dma-out", "dma", -1, op.name, out0, nb, cm.dma_cycles(nb, "hbsm", dst=loc),
+                     [p.compute], si, p.band, p.col, (tpb,), "hbsm", loc, -1, 0, "out")
+            self._wrote(out0, o)
             if boxed:
-                self.wboxes.setdefault(op.outputs[0], []).append(((p.r0, p.r1, p.c0, p.c1),
-                                                                  o.id))
-            readers.append(o.id)
-            self._touch(tpb, o.id)
+                self.wboxes.setdefault(out0, []).append(((p.r0, p.r1, p.c0, p.c1), o))
+            readers.append(o)
+            self._touch(tpb, o)
         self.cur = None
 
     def _lags(self, seg: SegmentCfg) -> dict[str, int]:
@@ -594,15 +591,77 @@ def _piece_facts(cm, g, op: Op) -> tuple:
 
 
 class SearchBuilder(PlanBuilder):
-    """The builder of the search's cost builds (``Scheduler.build(..., search=True)``: one segment,
-    isolated, only its task ends read -- :meth:`.search.Search.cost`, :mod:`.shared_costs`). The
-    same tasks, list-scheduled the same way, without the state nothing of such a build reads:
-    each piece's task list (the emitter's), the DTDU busy blocks (read only by copies from kept
-    activations, which an isolated build has none of) and the last task touching each TPB (the
-    barrier of the next segment, which a one-segment build has not). ResNet-18 224: ~0.6 M of the
-    search's tasks skip ~1.2 M touches and ~0.3 M busy-block appends."""
+    """The flat builder of the search's cost builds (:meth:`.timeline.Scheduler.cost_build`: one
+    segment, isolated, only its task ends read -- :meth:`.search.Search.cost`,
+    :mod:`.shared_costs`). The same tasks, list-scheduled the same way, but no ``PlanTask`` is
+    created: :meth:`task` keeps each task's end and CCB DMA engine in two flat lists (what a
+    later task's dependencies read) and the per-resource state the scheduling needs. Nor does it
+    keep the state nothing of such a build reads: each piece's task list (the emitter's), the
+    DTDU busy blocks (read only by copies from kept activations, which an isolated build has
+    none of), the last task touching each TPB (the barrier of the next segment, which a
+    one-segment build has not), the critical predecessors and the segment's span."""
 
     search_only = True
+
+    def __init__(self, s, tl) -> None:
+        super().__init__(s, tl)
+        self.ends: list[float] = []  # per task (its id), its end
+        self.engs: list[int] = []  # per task, its CCB DMA engine (-1: not a DMA)
+
+    def task(self, kind: str, unit: str, tpb: int, op: str, tensor: str, nbytes: float,
+             cycles: float, deps: list[int], segment: int = 0, band: int = 0, col: int = 0,
+             dst_tpbs: tuple[int, ...] = (), src: str = "", dst: str = "", engine: int = -1,
+             macs: int = 0, role: str = "") -> int:
+        """:meth:`.list_schedule.ListScheduler.put` of the task these fields describe (the same
+        start and end), on the flat lists; returns its id."""
+        ends, engs = self.ends, self.engs
+        lat = self.dma_sync_latency
+        ready = 0.0
+        if unit == "dma":
+            dma_deps = []  # (end, engine, id): a DMA after a DMA waits by its engine
+            for d in deps:
+                e = engs[d]
+                if e >= 0:
+                    dma_deps.append((ends[d], e, d))
+                elif ends[d] > ready:
+                    ready = ends[d]
+            start, cycles, eng, _, _ = self._dma_place(src, dst, nbytes, cycles, len(dst_tpbs),
+                                                       ready, -1, dma_deps, lat)
+        else:
+            for d in deps:
+                e = ends[d]
+                if engs[d] >= 0:  # a CCB DMA's sync update (``put``)
+                    e += lat
+                if e > ready:
+                    ready = e
+            if self.fill_gap:  # it would read the DTDU busy blocks a search build skips
+                raise ScheduleError("internal: a copy from a kept activation in a search build")
+            res = (unit, tpb)
+            free = self.free.get(res, 0.0)
+            start = free if free > ready else ready  # in program order on its unit
+            # a DTDU broadcast waits for room on the DRB
+            rate = nbytes / cycles if unit == "dtdu" and len(dst_tpbs) > 1 and cycles > 0 \
+                else 0.0
+            if rate:
+                start = self.drb_use.earliest(start, cycles, rate)
+                self.drb_use.add(start, cycles, rate)
+            self.free[res] = start + cycles
+            eng = -1
+        end = start + cycles
+        if end >= self.bound:
+            raise BoundExceeded(end)
+        ends.append(end)
+        engs.append(eng)
+        return len(ends) - 1
+
+    def put(self, t):
+        raise ScheduleError("internal: a search build creates no PlanTask (SearchBuilder.task)")
+
+    def _wrote(self, tensor: str, tid: int) -> None:
+        self.n_written[tensor] = self.n_written.get(tensor, 0) + 1
+        prev = self.written.get(tensor)
+        if prev is None or self.ends[prev] <= self.ends[tid]:
+            self.written[tensor] = tid
 
     def _touch(self, tpb: int, tid: int) -> None:
         pass

@@ -8,7 +8,7 @@ from __future__ import annotations
 from .graph import Op, ScheduleError, dtype_bytes
 from .keep import row_root
 from .list_schedule import ListScheduler
-from .plan import PlanPiece, PlanTask
+from .plan import PlanPiece
 from .segment import StageCfg, memory_of
 
 
@@ -41,7 +41,7 @@ class Transfers(ListScheduler):
         return root
 
     def _load(self, op: Op, tensor: str, tpb: int, nbytes: float, role: str,
-              slot: bool = True, box: tuple[int, int, int, int] | None = None) -> PlanTask:
+              slot: bool = True, box: tuple[int, int, int, int] | None = None) -> int:
         """A DMA from memory into a fresh HBSM buffer of ``tpb`` (``box``: rows x cols of a 2-D
         tensor, which waits only for the stores that wrote it when it can: ``_box_deps``)."""
         src = "ddr" if self.g.tensors[tensor].kind == "weight" else memory_of(self.cm, self.g, tensor)
@@ -51,9 +51,9 @@ class Transfers(ListScheduler):
         p = self.piece
         # positional fields (``PlanTask``'s order, :data:`.plan.TASK_FIELDS`): keyword arguments
         # cost ~2 us more per task
-        return self.put(PlanTask(len(self.tl.tasks), "dma-in", "dma", -1, op.name, tensor, nbytes,
-                                 self.cm.dma_cycles(nbytes, src), deps, p.segment, p.band, p.col,
-                                 (tpb,), src, "hbsm", -1, 0, role))
+        return self.task("dma-in", "dma", -1, op.name, tensor, nbytes,
+                         self.cm.dma_cycles(nbytes, src), deps, p.segment, p.band, p.col,
+                         (tpb,), src, "hbsm", -1, 0, role)
 
     def _shared_chunk(self, op: Op, tensor: str, key: tuple, tpbs: tuple[int, ...], tpb: int,
                       nbytes: float, role: str) -> int:
@@ -67,11 +67,11 @@ class Transfers(ListScheduler):
             else:
                 t = self._load(op, tensor, tpb, nbytes, role)
             for x in tpbs or (tpb,):
-                self.gcache[(op.name, tensor, key, x)] = t.id
+                self.gcache[(op.name, tensor, key, x)] = t
         return self.gcache[k]
 
     def _broadcast(self, op: Op, tensor: str, tpbs: tuple[int, ...], nbytes: float,
-                   role: str = "act") -> PlanTask:
+                   role: str = "act") -> int:
         """One DRB broadcast of an input tile into a fresh buffer of every TPB of ``tpbs``; it
         waits for the slot it refills on each of them (double buffering)."""
         src = memory_of(self.cm, self.g, tensor)
@@ -79,10 +79,9 @@ class Transfers(ListScheduler):
         for x in tpbs:
             h = self.hist.get((x, op.name), [])
             deps += self._wbar(x, tensor, role) + ([h[-2]] if len(h) >= 2 else [])
-        return self.put(PlanTask(len(self.tl.tasks), "dma-in", "dma", -1, op.name, tensor, nbytes,
-                                 self.cm.dma_cycles(nbytes, src, broadcast=True), deps,
-                                 self.piece.segment, self.piece.band, -1, tpbs, src, "hbsm", -1,
-                                 0, role))
+        return self.task("dma-in", "dma", -1, op.name, tensor, nbytes,
+                         self.cm.dma_cycles(nbytes, src, broadcast=True), deps,
+                         self.piece.segment, self.piece.band, -1, tpbs, src, "hbsm", -1, 0, role)
 
     def _weight(self, st: StageCfg, op: Op, tensor: str, tpb: int, c0: int, c1: int, j: int,
                 k0: int | None, nbytes: float, resident: bool, role: str = "w") -> int:
@@ -100,17 +99,17 @@ class Transfers(ListScheduler):
                                                  for d in self._wbar(t, tensor, role)]
                 src = "ddr" if self.g.tensors[tensor].kind == "weight" else \
                     memory_of(self.cm, self.g, tensor)
-                t = self.put(PlanTask(len(self.tl.tasks), "dma-in", "dma", -1, op.name, tensor,
-                                      nbytes, self.cm.dma_cycles(nbytes, src, broadcast=True),
-                                      deps, self.piece.segment, self.piece.band, j, tpbs, src,
-                                      "hbsm", -1, 0, role))
+                t = self.task("dma-in", "dma", -1, op.name, tensor, nbytes,
+                              self.cm.dma_cycles(nbytes, src, broadcast=True), deps,
+                              self.piece.segment, self.piece.band, j, tpbs, src, "hbsm", -1, 0,
+                              role)
                 for x in tpbs:
-                    self.wcache[(op.name, x, c0, c1, tensor, k0)] = t.id
-                return t.id
+                    self.wcache[(op.name, x, c0, c1, tensor, k0)] = t
+                return t
         t = self._load(op, tensor, tpb, nbytes, role, slot=not resident)
         if resident:
-            self.wcache[key] = t.id
-        return t.id
+            self.wcache[key] = t
+        return t
 
     def _act_in(self, si: int, op: Op, tensor: str, rows: tuple[int, int],
                 bshape: tuple[int, int, int], cols: tuple[int, int] | None, tpb: int,
@@ -133,7 +132,7 @@ class Transfers(ListScheduler):
         if not (prod is not None and prod.name in self.by_op and (
                 prod.name in self.seg_ops or prod.name in self.tl.kept)):
             if not row_tpbs:
-                return [self._load(op, tensor, tpb, nbytes, "act").id]
+                return [self._load(op, tensor, tpb, nbytes, "act")]
             key = (op.name, tensor, tpb, rows)
             if key not in self.acache:
                 if len(row_tpbs) > 1:
@@ -141,7 +140,7 @@ class Transfers(ListScheduler):
                 else:
                     t = self._load(op, tensor, tpb, nbytes, "act")
                 for x in row_tpbs:
-                    self.acache[(op.name, tensor, x, rows)] = t.id
+                    self.acache[(op.name, tensor, x, rows)] = t
             return [self.acache[key]]
         a0, a1 = rows
         k0, k1 = cols if cols is not None else (0, bshape[-1])
@@ -155,18 +154,17 @@ class Transfers(ListScheduler):
         # copy changes neither the piece's slot history nor the TPB's barrier)
         waits = self._slot_deps() + self._bar(tpb)
         band, mesh, readers, dst = self.piece.band, self.cm.mesh_cycles, self.readers, (tpb,)
-        tasks, put, pname = self.tl.tasks, self.put, prod.name
+        task, pname = self.task, prod.name
         touch = None if self.search_only else self._touch  # a search build touches nothing
         for q, nb in zip(over, nbs):  # one copy per producer piece
-            c = put(PlanTask(len(tasks), "copy", "dtdu", q.tpb, pname, tensor, nb,
-                             mesh(nb, q.tpb, tpb), [q.compute] + waits, si, band, q.col, dst,
-                             "hbsm", "hbsm", -1, 0, "act"))
+            c = task("copy", "dtdu", q.tpb, pname, tensor, nb, mesh(nb, q.tpb, tpb),
+                     [q.compute] + waits, si, band, q.col, dst, "hbsm", "hbsm", -1, 0, "act")
             if q.segment == si:  # a kept piece of an earlier segment: not recorded (readers)
-                readers[q.compute].append(c.id)
+                readers[q.compute].append(c)
             if touch is not None:
-                touch(tpb, c.id)
-                touch(q.tpb, c.id)
-            out.append(c.id)
+                touch(tpb, c)
+                touch(q.tpb, c)
+            out.append(c)
         self.fill_gap = False
         if not out:
             raise ScheduleError(f"internal: no producer piece of '{tensor}' covers rows {rows}")
@@ -221,14 +219,14 @@ class Transfers(ListScheduler):
             for x in tpbs:
                 h = self.hist.get((x, op.name), [])
                 deps += self._bar(x) + ([h[-2]] if len(h) >= 2 else [])
-            c = self.put(PlanTask(len(self.tl.tasks), "copy", "dtdu", q.tpb, prod.name, tensor, nb,
-                                  self.cm.dtdu_broadcast_cycles(nb, q.tpb, tpbs), deps, si,
-                                  self.piece.band, q.col, tpbs, "hbsm", "hbsm", -1, 0, "act"))
+            c = self.task("copy", "dtdu", q.tpb, prod.name, tensor, nb,
+                          self.cm.dtdu_broadcast_cycles(nb, q.tpb, tpbs), deps, si,
+                          self.piece.band, q.col, tpbs, "hbsm", "hbsm", -1, 0, "act")
             if q.segment == si:  # a kept piece of an earlier segment: not recorded (readers)
-                self.readers[q.compute].append(c.id)
+                self.readers[q.compute].append(c)
             for x in set(tpbs) | {q.tpb}:
-                self._touch(x, c.id)
-            out.append(c.id)
+                self._touch(x, c)
+            out.append(c)
         self.fill_gap = False
         for x in tpbs:
             self.gcache[(op.name, tensor, key, x)] = out

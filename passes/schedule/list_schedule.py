@@ -123,6 +123,13 @@ class ListScheduler:
         """Create a task from its fields (``PlanTask`` without ``id``) and schedule it (:meth:`put`)."""
         return self.put(PlanTask(id=len(self.tl.tasks), **kw))
 
+    def task(self, *fields, **kw) -> int:
+        """Create a task from its fields after ``id`` (positional in :data:`.plan.TASK_FIELDS`'
+        order: keywords cost ~2 us more per task), schedule it (:meth:`put`) and return its id:
+        what the builder's call sites use, so that the search's flat builder
+        (:class:`.build_segments.SearchBuilder`) can schedule the same task without creating it."""
+        return self.put(PlanTask(len(self.tl.tasks), *fields, **kw)).id
+
     def put(self, t: PlanTask) -> PlanTask:
         """List-schedule ``t``, created with ``id == len(self.tl.tasks)`` (the hot call sites
         create their ``PlanTask`` directly, with positional leading fields: a keyword dict per
@@ -139,49 +146,21 @@ class ListScheduler:
         # TPB -> TPB: the copies and broadcasts that carry data between TPBs charge it in
         # their own cycles (``CostModel.mesh_cycles``)
         lat = self.dma_sync_latency
-        dma_deps: list[PlanTask] = []
+        dma_deps: list[tuple[float, int, int]] = []  # (end, engine, id)
         for d in t.deps:
             p = tasks[d]
             e = p.end
             if p.unit == "dma":
                 if is_dma:
-                    dma_deps.append(p)
+                    dma_deps.append((e, p.engine, d))
                     continue
                 e += lat
             if e > ready:
                 ready, pred = e, d
         cycles = t.cycles
-        if is_dma and self.dma_queued:
-            start, pred, res = self._add_queued(t, ready, pred, dma_deps, lat)
-            cycles = t.end - start
-        elif is_dma:
-            # CCB DMA engines: the compiler orders each engine's queue by predicted start, so a
-            # transfer fills the earliest idle gap of the engine that can start it first
-            # a DRB broadcast also needs its rate free on the DRB (:class:`.busy.RateProfile`)
-            rate = t.nbytes / cycles if len(t.dst_tpbs) > 1 and cycles > 0 else 0.0
-            best = None
-            base_ready, base_pred = ready, pred
-            for e, blocks in enumerate(self.dma_busy):
-                ready, pred = base_ready, base_pred
-                for p in dma_deps:
-                    x = p.end + (0 if p.engine == e else lat)
-                    if x > ready:
-                        ready, pred = x, p.id
-                st, idx = blocks.earliest(ready, cycles)
-                while rate:
-                    a = self.drb_use.earliest(st, cycles, rate)
-                    if a <= st:
-                        break
-                    st, idx = blocks.earliest(a, cycles)
-                if best is None or st < best[0]:
-                    best = (st, e, idx, ready, pred)
-            assert best is not None
-            start, t.engine, idx, ready, pred = best
-            self.dma_busy[t.engine].insert(idx, start, start + cycles)
-            self.drb_use.add(start, cycles, rate)
-            res = ("dma", t.engine)
-            if start > ready:
-                pred = self.last_on_res.get(res, pred)
+        if is_dma:
+            start, cycles, t.engine, pred, res = self._dma_place(
+                t.src, t.dst, t.nbytes, cycles, len(t.dst_tpbs), ready, pred, dma_deps, lat)
         else:
             res = (t.unit, t.tpb)
             start = ready
@@ -234,29 +213,68 @@ class ListScheduler:
             self.piece.tasks.append(t.id)
         return t
 
-    def _add_queued(self, t: PlanTask, ready: float, pred: int, dma_deps: list[PlanTask],
-                    lat: float) -> tuple[float, int, tuple[str, int]]:
-        """Put DMA task ``t`` on the engine of depth ``dma_outstanding`` > 1 (:mod:`.dma_queue`)
-        where its data ends first; sets ``t.engine`` and ``t.end``; returns its start (the
-        setup's), its critical predecessor and its resource. A DRB broadcast also needs its rate
-        free on the DRB over its data phase."""
-        fixed = self.dma_fixed.get((t.src, t.dst))
+    def _dma_place(self, src: str, dst: str, nbytes: float, cycles: float, ndst: int,
+                   ready: float, pred: int, dma_deps: list[tuple[float, int, int]], lat: float
+                   ) -> tuple[float, float, int, int, tuple[str, int]]:
+        """Put a CCB DMA transfer (``src`` -> ``dst``, ``nbytes`` over ``cycles``, into ``ndst``
+        TPBs: > 1 is a DRB broadcast) ready at ``ready`` (its non-DMA dependencies; ``pred`` the
+        task that set it) whose DMA dependencies are ``dma_deps`` ``(end, engine, id)`` on the
+        engine that can start it first (depth 1, :class:`.busy.BusyBlocks`: the compiler orders
+        each engine's queue by predicted start, so a transfer fills the earliest idle gap) or,
+        at depth ``dma_outstanding`` > 1 (:mod:`.dma_queue`), where its data ends first. A DRB
+        broadcast also needs its rate free on the DRB. Returns (start, cycles from the start to
+        its end, engine, critical predecessor, resource). Shared by :meth:`put` and the search's
+        flat builder (:meth:`.build_segments.SearchBuilder.task`)."""
+        if self.dma_queued:
+            return self._dma_queued(src, dst, nbytes, cycles, ndst, ready, pred, dma_deps, lat)
+        rate = nbytes / cycles if ndst > 1 and cycles > 0 else 0.0
+        best = None
+        base_ready, base_pred = ready, pred
+        for e, blocks in enumerate(self.dma_busy):
+            ready, pred = base_ready, base_pred
+            for x_end, x_eng, x_id in dma_deps:
+                x = x_end + (0 if x_eng == e else lat)
+                if x > ready:
+                    ready, pred = x, x_id
+            st, idx = blocks.earliest(ready, cycles)
+            while rate:
+                a = self.drb_use.earliest(st, cycles, rate)
+                if a <= st:
+                    break
+                st, idx = blocks.earliest(a, cycles)
+            if best is None or st < best[0]:
+                best = (st, e, idx, ready, pred)
+        assert best is not None
+        start, engine, idx, ready, pred = best
+        self.dma_busy[engine].insert(idx, start, start + cycles)
+        self.drb_use.add(start, cycles, rate)
+        res = ("dma", engine)
+        if start > ready:
+            pred = self.last_on_res.get(res, pred)
+        return start, cycles, engine, pred, res
+
+    def _dma_queued(self, src: str, dst: str, nbytes: float, cycles: float, ndst: int,
+                    ready: float, pred: int, dma_deps: list[tuple[float, int, int]], lat: float
+                    ) -> tuple[float, float, int, int, tuple[str, int]]:
+        """:meth:`_dma_place` on engines of depth ``dma_outstanding`` > 1 (:mod:`.dma_queue`):
+        the engine where the transfer's data ends first."""
+        fixed = self.dma_fixed.get((src, dst))
         if fixed is None:
-            fixed = self.dma_fixed[(t.src, t.dst)] = self.cm.dma_latency(t.src, t.dst)
+            fixed = self.dma_fixed[(src, dst)] = self.cm.dma_latency(src, dst)
         after = fixed - self.cm.machine.dma_setup_cycles  # the latency after the setup
-        data = t.cycles - fixed
+        data = cycles - fixed
         if not data > 0.0:  # max(0.0, data)
             data = 0.0
-        rate = t.nbytes / data if len(t.dst_tpbs) > 1 and data > 0 else 0.0
+        rate = nbytes / data if ndst > 1 and data > 0 else 0.0
         best = None
         S = self.cm.machine.dma_setup_cycles
         bounded = self.engine_bound
         for e, q in enumerate(self.dma_busy):
             r, p = ready, pred
-            for d in dma_deps:
-                x = d.end + (0 if d.engine == e else lat)
+            for x_end, x_eng, x_id in dma_deps:
+                x = x_end + (0 if x_eng == e else lat)
                 if x > r:
-                    r, p = x, d.id
+                    r, p = x, x_id
             # no engine starts before ``r`` nor streams before ``r + S + after`` (``DmaQueue.
             # earliest`` computes its data start as ``lo + S + after`` with ``lo >= r``, in this
             # order, then only raises it): an engine whose bound can not beat the best so far
@@ -274,14 +292,14 @@ class ListScheduler:
             if best is None or (d0 + data, s0) < (best[0] + data, best[1]):
                 best = (d0, s0, e, k, r, p)
         assert best is not None
-        d0, start, t.engine, k, ready, pred = best
-        t.end = d0 + data
-        self.dma_busy[t.engine].insert(k, start, d0, t.end)
+        d0, start, engine, k, ready, pred = best
+        end = d0 + data
+        self.dma_busy[engine].insert(k, start, d0, end)
         self.drb_use.add(d0, data, rate)
-        res = ("dma", t.engine)
+        res = ("dma", engine)
         if start > ready or d0 > start + fixed:
             pred = self.last_on_res.get(res, pred)
-        return start, pred, res
+        return start, end - start, engine, pred, res
 
     def _touch(self, tpb: int, tid: int) -> None:
         prev = self.seg_touch.get(tpb)

@@ -139,12 +139,12 @@ class Search:
             return c
         exact = True
         try:
-            tl = self.sched.build([seg], isolated=True, bound=bound, search=True)
-            c = tl.makespan
-            self.shared.store(seg, [t.end for t in tl.tasks], True)
+            ends = self.sched.cost_build(seg, bound)
+            c = max(ends, default=0.0)  # the makespan
+            self.shared.store(seg, ends, True)
         except BoundExceeded as b:
             c, exact = b.end, False
-            self.shared.store(seg, [t.end for t in b.plan.tasks] + [b.end], False)
+            self.shared.store(seg, b.ends + [b.end], False)
         except ScheduleError as e:
             c = INF
             if len(seg.stages) == 1:

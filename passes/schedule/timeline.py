@@ -249,10 +249,25 @@ class Scheduler:
             return None
         return tl2 if tl2.makespan < tl.makespan else None
 
+    def cost_build(self, seg: SegmentCfg, bound: float = float("inf")) -> list[float]:
+        """The task ends, in creation order, of ``seg`` built alone (inputs ready at cycle 0) by
+        the search's flat builder (:class:`.build_segments.SearchBuilder`): the ends of
+        ``build([seg], isolated=True, bound=bound)``'s tasks, without the plan. ``bound``: as
+        :meth:`build`'s; the :class:`BoundExceeded` carries the ends before the stop (``ends``)."""
+        st = SearchBuilder(self, Plan(segments=[seg]))
+        st.bound = bound
+        try:
+            st.segment(0, seg, True)
+        except BoundExceeded as e:
+            e.ends = st.ends
+            raise
+        finally:
+            self.tasks_built += len(st.ends)
+        return st.ends
+
     def build(self, segs: list[SegmentCfg], isolated: bool = False,
               bound: float = float("inf"), keep: str = "", base: Plan | None = None,
-              checkpoints: set[int] | frozenset[int] = frozenset(), search: bool = False,
-              tail: bool = False) -> Plan:
+              checkpoints: set[int] | frozenset[int] = frozenset(), tail: bool = False) -> Plan:
         """The plan of ``segs`` (tasks list-scheduled in order). ``isolated``: inputs are ready at
         cycle 0 (search). ``bound``: stop with :class:`BoundExceeded` as soon as a task ends at or
         after it (the makespan, the latest end, can then only be >= ``bound``: the search asks
@@ -262,21 +277,16 @@ class Scheduler:
         one DTDU broadcast per producer piece, ``Plan.kept_bcast``). ``checkpoints``: segment indices before which the builder's state is kept
         in the plan (``Plan.checkpoints``); ``base``: an earlier plan whose checkpoints this
         build may start from, building only the segments after the prefix they share
-        (:mod:`.resume`; the same plan as a full build). ``search``: a search cost build of one
-        isolated segment (:class:`.build_segments.SearchBuilder`): the same tasks, starts and
-        ends, but the plan's pieces hold no task lists; only its tasks are to be read.
-        ``tail``: with a ``bound``, stop (:class:`BoundExceeded`) before a segment as soon as
+        (:mod:`.resume`; the same plan as a full build). ``tail``: with a ``bound``, stop (:class:`BoundExceeded`) before a segment as soon as
         some TPB's TCU, free at ``f``, has work of the segments left that ends at or after the
         bound (:func:`_tail`): the same answer as building on, but fewer tasks are built and
         counted in :attr:`tasks_built` -- for the callers after which the search budget is not
         read (``pipe_starts``)."""
-        if search and not (isolated and len(segs) == 1):
-            raise ScheduleError("internal: a search build is of one isolated segment")
         tl = Plan(segments=list(segs))
         mode = keep
         keep, _, how = keep.partition("+")
         tl.kept_bcast = how != "copies"
-        st = SearchBuilder(self, tl) if search else PlanBuilder(self, tl)
+        st = PlanBuilder(self, tl)
         st.bound = bound
         if keep and not isolated:  # activations kept in HBSM between segments (:mod:`.keep`)
             tl.kept, st.kept_use = choose_kept(

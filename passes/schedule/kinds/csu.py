@@ -37,12 +37,12 @@ def plan_segment(bld, si: int, seg, pieces: list[PlanPiece]) -> None:
     pieces.append(p)
     nb = cm.csu_op_bytes(g, op)
     deps = [d for t in op.inputs for d in bld._mem_deps(t)]
-    t = bld.add(kind="csu", unit="csu", tpb=tpb, op=op.name, tensor=op.outputs[0], nbytes=nb,
-                cycles=cm.csu_cycles(nb), deps=deps, segment=si,
-                src=memory_of(cm, g, op.inputs[0]), dst=memory_of(cm, g, op.outputs[0]))
-    p.compute = t.id
+    t = bld.task(kind="csu", unit="csu", tpb=tpb, op=op.name, tensor=op.outputs[0], nbytes=nb,
+                 cycles=cm.csu_cycles(nb), deps=deps, segment=si,
+                 src=memory_of(cm, g, op.inputs[0]), dst=memory_of(cm, g, op.outputs[0]))
+    p.compute = t
     for o in op.outputs:
-        bld._wrote(o, t.id)
+        bld._wrote(o, t)
     bld.piece = None
 
 

@@ -59,7 +59,7 @@ def plan_piece(bld, si: int, st, op: Op, p: PlanPiece, tplan: TilePlan, compute)
                                                           dtype_bytes(t.dtype))
                 else:
                     nb = min(float(t.nbytes), tile_b * dtype_bytes(t.dtype))
-                deps.append(bld._load(op, tname, tpb, nb, "act").id)
+                deps.append(bld._load(op, tname, tpb, nb, "act"))
             else:
                 deps += bld._act_in(si, op, tname, (p.r0, p.r1), (rows, E, cols),
                                      (p.c0, p.c1), tpb, tile_b * dtype_bytes(t.dtype))
@@ -82,7 +82,7 @@ def plan_piece(bld, si: int, st, op: Op, p: PlanPiece, tplan: TilePlan, compute)
             deps = bld._act_in(si, op, x_t, (n0 * H + i0, n0 * H + i1), (i1 - i0, W, cols),
                                 (p.c0, p.c1), tpb, nb)
         else:
-            deps = [bld._load(op, x_t, tpb, nb, "act").id]
+            deps = [bld._load(op, x_t, tpb, nb, "act")]
         compute(deps, cm.piece_cycles(g, op, rows, cols), 0)
         p.out_dims = (rows, conv_out_hw(a)[1], cols)
     else:

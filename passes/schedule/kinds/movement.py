@@ -43,12 +43,12 @@ def plan_segment(bld, si: int, seg, pieces: list[PlanPiece]) -> None:
         lead = shape[chunk_dim(shape)] if shape else 1
         for a, e in chunk_rows(lead, g.chunks.get(op.name, 1)):
             part = nb * (e - a) / lead
-            t = bld.add(kind="dma-mem", unit="dma", tpb=-1, op=op.name, tensor=op.outputs[0],
-                        # a data-movement segment runs alone: no other engine shares its links
-                        nbytes=part, cycles=cm.dma_cycles(part, src, 1, dst=dst),
-                        deps=bld._mem_deps(tname),
-                        segment=si, src=src, dst=dst, role="mem")
-            ids.append(t.id)
+            t = bld.task(kind="dma-mem", unit="dma", tpb=-1, op=op.name, tensor=op.outputs[0],
+                         # a data-movement segment runs alone: no other engine shares its links
+                         nbytes=part, cycles=cm.dma_cycles(part, src, 1, dst=dst),
+                         deps=bld._mem_deps(tname),
+                         segment=si, src=src, dst=dst, role="mem")
+            ids.append(t)
     for i in ids:
         bld._wrote(op.outputs[0], i)
     bld.piece = None

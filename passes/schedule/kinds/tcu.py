@@ -125,7 +125,7 @@ def plan_piece(bld, si: int, st, op: Op, p: PlanPiece, tplan: TilePlan, compute)
                 deps = [bld._shared_chunk(op, x_t, ("a", x_rows, k0), p.a_share, tpb,
                                           chunk_bytes(kc), "act")]
             else:
-                deps = [bld._load(op, x_t, tpb, chunk_bytes(kc), "act").id]
+                deps = [bld._load(op, x_t, tpb, chunk_bytes(kc), "act")]
             # the second operand (a constant, or a runtime B) takes the weight path: resident
             # -> once per TPB (one DRB broadcast per column part), streamed -> per K chunk
             # (in a lockstep group one broadcast to the rows of the column part)
@@ -180,7 +180,7 @@ def plan_piece(bld, si: int, st, op: Op, p: PlanPiece, tplan: TilePlan, compute)
                                         (p.c0, p.c1), tpb, pnb)
                 else:
                     deps.append(bld._load(op, post_in, tpb, pnb, "act",
-                                          box=(p.r0, p.r1, p.c0, p.c1)).id)
+                                          box=(p.r0, p.r1, p.c0, p.c1)))
             kpg = kc * unit_k if not grouped else geo.k  # K per group
             macs = rows * geo.row_elems * cols * kpg
             cyc = pcyc.get((rows, cols, kpg))
