@@ -155,20 +155,20 @@ def test_tail_bound_is_a_floor_and_stops_trials_with_the_full_answer(monkeypatch
     complete, compared = [], []
 
     def build(self, segs, isolated=False, bound=float("inf"), keep="", base=None,
-              checkpoints=frozenset(), search=False, tail=False):
+              checkpoints=frozenset(), tail=False):
         if isolated:
-            return orig(self, segs, isolated, bound, keep, base, checkpoints, search)
+            return orig(self, segs, isolated, bound, keep, base, checkpoints)
         if not tail:
-            tl = orig(self, segs, isolated, bound, keep, base, checkpoints, search)
+            tl = orig(self, segs, isolated, bound, keep, base, checkpoints)
             complete.append((self, list(segs), tl))
             return tl
         got = want = None
         try:
-            got = orig(self, segs, isolated, bound, keep, base, checkpoints, search, True)
+            got = orig(self, segs, isolated, bound, keep, base, checkpoints, True)
         except timeline.BoundExceeded as e:
             n_tail = len(e.plan.tasks)
         try:
-            want = orig(self, segs, isolated, bound, keep, base, checkpoints, search)
+            want = orig(self, segs, isolated, bound, keep, base, checkpoints)
         except timeline.BoundExceeded as e:
             n_full = len(e.plan.tasks)
         assert (got is None) == (want is None)

@@ -169,6 +169,17 @@ def test_carried_search_gives_the_same_program(monkeypatch):
 
     monkeypatch.setattr(timeline.Scheduler, "build", build)
     monkeypatch.setattr(placement.Search, "run", run)
+    orig_c = timeline.Scheduler.cost_build
+
+    def cost_build(self, seg, bound=float("inf")):  # the search's isolated builds (flat)
+        builds[-1][0] += 1
+        try:
+            return orig_c(self, seg, bound)
+        except ScheduleError:
+            builds[-1][1] += 1
+            raise
+
+    monkeypatch.setattr(timeline.Scheduler, "cost_build", cost_build)
 
     def sched(share):
         builds.append([0, 0])  # isolated builds of this schedule: [that ran, that failed]
