@@ -141,30 +141,36 @@ def allocate(bufs: list[Buf], capacity: int, align: int,
     then each TPB's own buffers), the groups and the own buffers are packed again in one order
     (:func:`_allocate_joint`: the groups of the most TPBs first, then the largest): ResNet-18 224
     with weights prefetched into 90 % of the HBSM left TPB 0 no hole for a 170 KB weight chunk
-    of its own among the groups placed before it (1.5 of the 2 MB live); jointly it packs. Only
-    when that fails too does a non-strict allocation pack by program order alone."""
+    of its own among the groups placed before it (1.5 of the 2 MB live); jointly it packs. When
+    that fails, the joint packing is tried largest first whatever a group spans: the LLaMA2-7B
+    W8A8 prefill layer with ``wo``'s residual add in its epilogue, planned at a 100 % share,
+    left a 9 KB chunk no hole either way on some TPB and packs so. Only when that fails too
+    does a non-strict allocation pack by program order alone."""
     try:
         return _allocate_split(bufs, capacity, align, groups, True)
     except HbsmOverflow as first:
-        try:
-            return _allocate_joint(bufs, capacity, align, groups or [])
-        except HbsmOverflow:
-            if strict:
-                raise first from None
+        for by_size in (False, True):
+            try:
+                return _allocate_joint(bufs, capacity, align, groups or [], by_size)
+            except HbsmOverflow:
+                pass
+        if strict:
+            raise first from None
     return _allocate_split(bufs, capacity, align, groups, False)
 
 
 def _allocate_joint(bufs: list[Buf], capacity: int, align: int,
-                    groups: list[list[str]]) -> dict[str, int]:
+                    groups: list[list[str]], by_size: bool = False) -> dict[str, int]:
     """The groups and the buffers of each TPB in one order: the groups spanning the most TPBs
-    first (a common offset is the hardest to find), then the largest, then the earliest; a single
+    first (a common offset is the hardest to find), then the largest, then the earliest (with
+    ``by_size``: the largest first, a group by its buffers' size like a single buffer); a single
     buffer as in :func:`_allocate_tpb`, a group at the lowest offset free on all its TPBs. Planned
     concurrency (``Buf.pred``) kept apart."""
     by_name = {b.name: b for b in bufs}
     grouped = {n for grp in groups for n in grp}
     items = [[by_name[n] for n in grp] for grp in groups] + \
         [[b] for b in bufs if b.name not in grouped]
-    items.sort(key=lambda it: (-len(it), -_align(max(b.size for b in it), align),
+    items.sort(key=lambda it: (0 if by_size else -len(it), -_align(max(b.size for b in it), align),
                                min(b.start for b in it), it[0].name))
     by_tpb: dict[int, list[Buf]] = defaultdict(list)
     for b in bufs:

@@ -178,6 +178,27 @@ def test_groups_and_own_buffers_packed_jointly_when_groups_first_fragments():
     assert offs["g0t1"] == offs["g0t2"] and offs["g1t0"] == offs["g1t2"]
 
 
+def test_joint_packing_largest_first_when_groups_first_fragments():
+    """TPB 0 (capacity 8): b2 (6 B, cycles 1-2), b3 (2 B, 0-4), b4 (5 B, 2-6) and a broadcast
+    group (3 B, 4-8, with TPB 1). Groups first (both the split and the joint order) put the
+    group at 0 and b4 above it, b2 at 0, and b3 -- live with both -- finds no 2 bytes; largest
+    first (b2 at 0, b4 at 0, b3 at 6, the group at 5) it packs. Found by a random search over
+    small workloads; oracle: the byte-painting brute force, the group at one offset."""
+    import m100.passes.backend.hbsm_pack as H
+    bufs = [Buf("b0", 1, 2, 1, 0, 1), Buf("b1", 1, 3, 1, 0, 1), Buf("b2", 0, 6, 1, 1, 2),
+            Buf("b3", 0, 2, 1, 0, 4), Buf("b4", 0, 5, 1, 2, 6),
+            Buf("g0t0", 0, 3, 1, 4, 8), Buf("g0t1", 1, 3, 1, 4, 8)]
+    groups = [["g0t0", "g0t1"]]
+    with pytest.raises(HbsmOverflow):
+        H._allocate_split(bufs, 8, 1, groups, True)
+    with pytest.raises(HbsmOverflow):
+        H._allocate_joint(bufs, 8, 1, groups)
+    offs = allocate(bufs, 8, 1, groups, strict=True)
+    assert brute_force_valid(bufs, offs, 8)
+    assert not check_allocation(bufs, offs, 8, 1)
+    assert offs["g0t0"] == offs["g0t1"]
+
+
 @pytest.mark.parametrize("seed", range(30))
 def test_vector_packing_is_the_loop(seed, monkeypatch):
     """The numpy columns (``hbsm_pack.VECTOR``) choose the offsets of the Python loop: random
