@@ -42,15 +42,16 @@ def test_tiny_w8a8_prefill_layer_mlp_in_the_tcu_epilogues(batch):
     ins = [i for _, i in progs[True].instructions()]
     posts = [i for i in ins if isinstance(i, MatMul) and i.post]
     gate = [i for i in posts if i.post_in is None]
-    # the layer's last residual add ``y = h + down`` (``tcu_post.RESIDUAL``): h is the operand
+    # the residual adds ``h = x + wo`` and ``y = h + down`` (``tcu_post.RESIDUAL``): x / h is
+    # the operand
     res = [i for i in posts if [s.op for s in i.post] == [CvuOp.MUL, CvuOp.ADD]]
     up = [i for i in posts if i.post_in is not None and i not in res]
     assert gate and up and res and len(gate) + len(up) + len(res) == len(posts)
     assert all(i.c.dtype is DType.F16 and i.post_in.dtype is DType.F16 and
                i.post[0].iparams == (DType.F16.value,) for i in res)
-    # every down piece's columns: its rows x cols of h, all of y
-    assert sum(i.m * i.n for i in res) == batch * 8 * cfg.hidden
-    # no CVU op adds the residual after down any more (the one after wo stays)
+    # every wo and down piece's columns: its rows x cols of x / h, all of h and y
+    assert sum(i.m * i.n for i in res) == 2 * batch * 8 * cfg.hidden
+    # no CVU op adds a residual any more
     adds = [i for i in ins if isinstance(i, CvuPipeline) and
             [s.op for s in i.stages] == [CvuOp.ADD]]
     adds_cvu = [i for _, i in progs[False].instructions() if isinstance(i, CvuPipeline) and
@@ -114,5 +115,5 @@ def test_gate_read_twice_keeps_the_cvu_op():
                 if o.unit == "tcu.matmul" and irg.lowering[o.name].post]
     # nothing is taken: not the silu, and not up's product either (its silu operand is then a
     # CVU op after up in the graph, not a tensor produced before it)
-    # (the layer's last residual add is taken: tcu_post.RESIDUAL)
+    # (the residual adds are taken: tcu_post.RESIDUAL)
     assert [s for s in stages(True) if s != [CvuOp.MUL, CvuOp.ADD]] == [] and stages(False) == []

@@ -15,13 +15,14 @@ docs/isa.md): LLaMA's W8A8 MLP without its f16 gate / up results through memory.
   it. ``s`` is the matmul's ``post_in`` (an input of the scheduler op, ``attrs["post_in"]``,
   read from memory per piece as a [rows, cols] box).
 
-* **the residual add after down** (:func:`_product_post` with ``addf``, :data:`RESIDUAL`): the
-  dequantized result ``d`` read only by ``y = h + d`` whose sum is a result of the function (the
-  layer's last residual): post stages ``MUL(v, 1.0)`` rounded (``d``), ``ADD(h, d)`` rounded by
+* **the residual adds after wo and down** (:func:`_product_post` with ``addf``, :data:`RESIDUAL`):
+  the dequantized result ``d`` read only by ``y = h + d``: post stages ``MUL(v, 1.0)`` rounded (``d``), ``ADD(h, d)`` rounded by
   the store; ``h`` is the ``post_in``. The layer's tail (a CVU op loading ``h``, copying ``d``
   from the matmul's TPBs and storing ``y`` after the last down piece) becomes each piece's own
-  store of ``y``. The add after ``wo`` stays a CVU op: in its epilogue the search tiles ``wo``
-  and the norm after it otherwise and the LLaMA2-7B layer is longer (docs/llm.md, session 18).
+  store of ``y``. The add after ``wo`` (``h = x + o``) too: the MLP's norm then loads no ``x``
+  (8.4 MB at 7B, which kept the TCUs idle while the norm ran), ``wo`` loads it as its epilogue's
+  operand while it computes (docs/llm.md, session 22; in session 18, at a 75 % share, it was
+  longer).
 
 Each value is the graph's bit for bit: every f16 intermediate is rounded where the linalg
 rounds it (a float ``MUL`` stage with a rounding type, the 16-bit ``SIGMOID``), the quantize's
@@ -53,8 +54,9 @@ _ONE = Ref(RefKind.IMM, imm=1.0)
 _BINARY = {"mulf": CvuOp.MUL, "addf": CvuOp.ADD}
 #: the residual adds after ``wo`` / ``down`` (``y = h + d``) in those matmuls' epilogues: True
 #: every one, ``"output"`` one whose sum is a result of the function only (the layer's last),
-#: False none (CVU ops reading ``d`` from the matmul; docs/llm.md session 18)
-RESIDUAL = "output"
+#: False none (CVU ops reading ``d`` from the matmul; docs/llm.md sessions 18 and 22: True since
+#: session 22, when the 7B W8A8 prefill layer's plan at a 100 % share packs with it)
+RESIDUAL = True
 
 
 def _dequant_value(mm: Operation) -> SSAValue | None:
