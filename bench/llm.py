@@ -63,6 +63,8 @@ O_QUANT_FORMS = ("concat", "heads")
 #: simulated against 2 899 632 / 2 983 076 at the default 90 % (docs/llm.md, session 21). Not the
 #: pipeline's default: ResNet-50 does not pack at 95 % (a second schedule, +36 % compile CPU).
 PREFILL_SHARES = (100, 90, 75)
+# ... with ``pack-largest-first`` (hbsm-allocate's third strict packing order): with ``wo``'s
+# residual add in its epilogue the 7B layer's 100 % plan packs only so (docs/llm.md, session 22)
 
 
 def _source_hash() -> str:
@@ -91,13 +93,14 @@ def _compile_cached(model, key: str, machine: str, cache: Path | None,
                     shares: tuple[int, ...] = ()):
     from m100.targets.m100.program import Program
     from m100.tools import driver
-    if shares:
-        key += "-s" + "-".join(map(str, shares))
+    if shares:  # the W8A8 prefill layer: its shares, and the third packing order
+        key += "-s" + "-".join(map(str, shares)) + "-lf"
     path = cache / f"{key}.m100" if cache else None
     if path is not None and path.exists():
         return Program.load(path), 0.0, True
     t0 = time.perf_counter()
-    prog = driver.compile(model, machine=machine, prefetch_shares=shares).program
+    prog = driver.compile(model, machine=machine, prefetch_shares=shares,
+                          pack_largest_first=bool(shares)).program
     dt = time.perf_counter() - t0
     if path is not None:
         path.parent.mkdir(parents=True, exist_ok=True)

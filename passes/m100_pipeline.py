@@ -79,6 +79,8 @@ class M100Pipeline(ModulePass):
     ``prefetch-shares`` (comma-separated percents, e.g. ``100,90,75``; empty = the default
     :data:`PREFETCH_SHARES`) replaces that list: ``m100 bench llm`` schedules a W8A8 prefill
     layer from 100 % (docs/llm.md, session 21), which ResNet-50 does not pack (a third schedule).
+    ``pack-largest-first``: ``hbsm-allocate{largest-first}`` (a third strict packing order; the
+    W8A8 prefill layer of ``m100 bench llm``, docs/llm.md session 22).
     """
 
     name = "m100-pipeline"
@@ -93,6 +95,7 @@ class M100Pipeline(ModulePass):
     report: bool = False
     verify: str = "each"
     prefetch_shares: str = ""
+    pack_largest_first: bool = False
 
     def shares(self) -> list[int]:
         """The prefetch shares (percent) tried in order: ``prefetch-shares`` or the default."""
@@ -117,7 +120,7 @@ class M100Pipeline(ModulePass):
         return [M100Graph(),
                 M100Schedule(machine=self.machine, tpbs=self.tpbs, clusters=self.clusters,
                              strategy=self.strategy, seed=self.seed, report=self.report),
-                HbsmAllocate(report=self.report),
+                HbsmAllocate(report=self.report, largest_first=self.pack_largest_first),
                 TwuMaterialize(),
                 SyncInsert(sync_mode=self.sync_mode, certificate=self.certificate,
                            report=self.report)]

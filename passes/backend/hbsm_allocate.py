@@ -74,13 +74,16 @@ class HbsmAllocate(ModulePass):
     Options: ``report`` (print per-TPB peak bytes to stderr), ``strict`` (fail with
     ``HbsmOverflow`` instead of packing a TPB or broadcast by program order alone when keeping
     the planned concurrency apart does not fit: ``m100-pipeline`` then schedules again with a
-    smaller prefetch share, whose program runs as planned).
+    smaller prefetch share, whose program runs as planned), ``largest-first`` (a strict
+    allocation also tries the joint packing largest first before it fails: ``m100 bench llm``'s
+    W8A8 prefill layer, whose 100 % plan packs only so; ``hbsm_pack.allocate``).
     """
 
     name = "hbsm-allocate"
 
     report: bool = False
     strict: bool = False
+    largest_first: bool = False
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
         progs = [p for p in op.walk() if isinstance(p, ProgramOp)]
@@ -169,7 +172,8 @@ class HbsmAllocate(ModulePass):
                                        (pstart, b.pred[1]))  # type: ignore[index]
         try:
             offs = allocate(bufs, m.hbsm_bytes, m.hbsm_bank_width,
-                            [g for g in groups.values() if len(g) > 1], strict=self.strict)
+                            [g for g in groups.values() if len(g) > 1], strict=self.strict,
+                            largest_first=self.largest_first)
         except HbsmOverflow as e:
             msg = str(e).replace("at cycle", "at instruction")
             raise HbsmOverflow(msg) from None

@@ -78,7 +78,8 @@ def test_prefill_layer_runs_the_o_quant_form_with_the_shorter_plan(forms, monkey
     quantized per head and after the concat of the heads (``llm.build``'s ``o_quant``; the
     same bits: test_llm_w8) and runs the one whose plan -- the scheduler's prediction -- is
     shorter, whatever the order it tries them in. The oracle: each form compiled here on its
-    own by ``driver.compile`` (with the bench's prefetch shares, ``PREFILL_SHARES``);
+    own by ``driver.compile`` (with the bench's prefetch shares, ``PREFILL_SHARES``, and its
+    ``pack_largest_first``);
     ``o_quant`` reaches the graph (a QuantizeLinear per head and sequence, or one of ``o``)."""
     sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench"))
     import llm as bench_llm
@@ -92,7 +93,8 @@ def test_prefill_layer_runs_the_o_quant_form_with_the_shorter_plan(forms, monkey
                              o_quant=oq)
         qs = sum(nd.op_type == "QuantizeLinear" for nd in model.graph.node)
         assert qs == (cfg.heads if oq == "heads" else 1) + 6  # + the six other projections
-        cr = driver.compile(model, machine="m100", prefetch_shares=bench_llm.PREFILL_SHARES)
+        cr = driver.compile(model, machine="m100", prefetch_shares=bench_llm.PREFILL_SHARES,
+                            pack_largest_first=True)
         pred[oq] = int(cr.program.metadata["predicted_cycles"])
     assert pred["concat"] != pred["heads"]  # (else the choice is not tested)
     monkeypatch.setattr(bench_llm, "O_QUANT_FORMS", forms)

@@ -193,7 +193,9 @@ def test_joint_packing_largest_first_when_groups_first_fragments():
         H._allocate_split(bufs, 8, 1, groups, True)
     with pytest.raises(HbsmOverflow):
         H._allocate_joint(bufs, 8, 1, groups)
-    offs = allocate(bufs, 8, 1, groups, strict=True)
+    with pytest.raises(HbsmOverflow):  # the third order only when asked for (largest_first)
+        allocate(bufs, 8, 1, groups, strict=True)
+    offs = allocate(bufs, 8, 1, groups, strict=True, largest_first=True)
     assert brute_force_valid(bufs, offs, 8)
     assert not check_allocation(bufs, offs, 8, 1)
     assert offs["g0t0"] == offs["g0t1"]

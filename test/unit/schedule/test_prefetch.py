@@ -194,11 +194,14 @@ def test_unchunk_keeps_only_shorter_whole_plans():
     assert len(w(tl2)) < len(w(tl)) and sum(w(tl2)) == pytest.approx(sum(w(tl)))
 
 
+spies: list[list[bool]] = []  # each _spy_shares' hbsm-allocate largest_first per run
+
+
 def _spy_shares(monkeypatch, fail_shares):
     """Record m100-schedule's prefetch-share per run; hbsm-allocate raises HbsmOverflow for the
     programs scheduled with a share in ``fail_shares``."""
     from m100.passes.backend.hbsm_pack import HbsmOverflow
-    shares, stricts = [], []
+    shares, stricts, firsts = [], [], []
     orig_s, orig_a = M100Schedule.apply, HbsmAllocate.apply
 
     def sched(self, ctx, op):
@@ -207,11 +210,13 @@ def _spy_shares(monkeypatch, fail_shares):
 
     def alloc(self, ctx, op):
         stricts.append(self.strict)
+        firsts.append(self.largest_first)
         if shares[-1] in fail_shares:
             raise HbsmOverflow(f"hbsm-allocate: (test) share {shares[-1]} does not pack")
         return orig_a(self, ctx, op)
     monkeypatch.setattr(M100Schedule, "apply", sched)
     monkeypatch.setattr(HbsmAllocate, "apply", alloc)
+    spies.append(firsts)
     return shares, stricts
 
 
@@ -273,3 +278,17 @@ def test_pipeline_prefetch_shares_option_is_a_list_of_percents(bad):
     mod = compile_onnx(_mlp(), ctx, graph=True)
     with pytest.raises(PipelineError, match="prefetch-shares is a comma-separated list"):
         M100Pipeline(machine="m100", tpbs=8, prefetch_shares=bad).apply(ctx, mod)
+
+
+def test_pipeline_pack_largest_first_option_reaches_every_allocation(monkeypatch):
+    """``driver.compile(pack_largest_first=True)`` (``m100-pipeline{pack-largest-first}``, what
+    ``m100 bench llm`` passes with its W8A8 prefill shares) runs every hbsm-allocate -- each
+    share's, strict or not -- with ``largest-first``; by default none."""
+    from m100.tools import driver
+    shares, stricts = _spy_shares(monkeypatch, {100})
+    driver.compile(_mlp(), machine="m100", tpbs=8, prefetch_shares=(100, 85),
+                   pack_largest_first=True)
+    assert shares == [100, 85] and stricts == [True, False] and spies[-1] == [True, True]
+    shares, stricts = _spy_shares(monkeypatch, set())
+    driver.compile(_mlp(), machine="m100", tpbs=8)
+    assert spies[-1] == [False]
