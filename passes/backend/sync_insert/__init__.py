@@ -27,6 +27,7 @@ from .analyze import SYNC_MODES, DataEdge, RingBuffer, SyncError, analyze
 from .certificate import build_certificate
 from .codegen import codegen
 from .deadlock import SyncDeadlockError, check_deadlock
+from . import sweep
 from .redundancy import reduce_needs
 
 
@@ -67,9 +68,13 @@ def insert_sync(instructions, machine=None, *, edges=(), rings=(), sync_mode: st
     consumers stream (dataflow mode only).
     """
     machine = get_machine(machine)
-    nd = analyze(instructions, machine, edges=edges, rings=rings, sync_mode=sync_mode,
-                 stream_blocks=stream_blocks)
-    red = reduce_needs(nd, enabled=remove_redundant and sync_mode == "dataflow")
+    if sweep.usable(sync_mode, remove_redundant):
+        nd, red = sweep.analyze_reduce(instructions, machine, edges=edges, rings=rings,
+                                       stream_blocks=stream_blocks)
+    else:
+        nd = analyze(instructions, machine, edges=edges, rings=rings, sync_mode=sync_mode,
+                     stream_blocks=stream_blocks)
+        red = reduce_needs(nd, enabled=remove_redundant and sync_mode == "dataflow")
     al = allocate(red, machine, budget=counter_budget, on_budget=on_budget)
     out, st = codegen(red, al, nd.insts)
     for inst, src in zip(out, nd.insts):
@@ -77,8 +82,9 @@ def insert_sync(instructions, machine=None, *, edges=(), rings=(), sync_mode: st
         inst.check_as_resynced(src, machine)
     check_deadlock(out, machine)
     cert = build_certificate(machine, sync_mode, nd, red, al, out)
-    stats = {"mode": sync_mode, "instructions": len(out), "needs": len(nd.needs),
-             "redundant": len(red.removed), "kept": len(red.kept), **st,
+    stats = {"mode": sync_mode, "instructions": len(out),
+             "needs": len(red.kept) + red.num_removed,
+             "redundant": red.num_removed, "kept": len(red.kept), "skipped": red.skipped, **st,
              "serialized": len(al.chain_needs) + len(al.extra)}
     return SyncResult(out, al.counters_used, al.decisions, cert, stats)
 

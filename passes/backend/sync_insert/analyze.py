@@ -102,8 +102,9 @@ def _auto_blocks(inst: isa.Instruction, want: int) -> int:
     return 1
 
 
-def analyze(insts: list[isa.Instruction], machine, *, edges=(), rings=(),
-            sync_mode: str = "dataflow", stream_blocks: int | None = None) -> Needs:
+def prepare(insts: list[isa.Instruction], machine, sync_mode: str = "dataflow",
+            stream_blocks: int | None = None) -> Needs:
+    """The input checked, with its block counts fixed; no orderings yet."""
     if sync_mode not in SYNC_MODES:
         _fail(f"unknown sync mode '{sync_mode}' (known: {', '.join(SYNC_MODES)})")
     insts = list(insts)
@@ -124,7 +125,13 @@ def analyze(insts: list[isa.Instruction], machine, *, edges=(), rings=(),
              dataclasses.replace(inst, sync=isa.Sync(blocks=b)) for inst, b in zip(insts, blocks)]
     for inst in insts:
         inst.check(machine)
-    out = Needs(insts, blocks)
+    return Needs(insts, blocks)
+
+
+def analyze(insts: list[isa.Instruction], machine, *, edges=(), rings=(),
+            sync_mode: str = "dataflow", stream_blocks: int | None = None) -> Needs:
+    out = prepare(insts, machine, sync_mode, stream_blocks)
+    insts, blocks = out.insts, out.blocks
     n = len(insts)
     execs = [inst.executor for inst in insts]
 

@@ -68,7 +68,18 @@ def derive_hazards(insts: list[isa.Instruction], blocks: list[int]) -> dict[tupl
     them (both are exact: at most ``EXACT_LIMIT`` runs, or dense); pairs that do not meet are
     dropped before the Python loop. Without it, k interleaved slices of one matrix cost k^2 exact
     tests (the 1024-token LLaMA prefill layer: millions)."""
-    execs = [inst.executor for inst in insts]
+    st = _Sweep([inst.executor for inst in insts], blocks)
+    for mem, cols in memory_columns(insts, blocks, st):
+        if BULK:
+            _bulk_memory(mem, cols, st)
+        else:
+            _sweep_memory(mem, cols, st)
+    return st.out
+
+
+def memory_columns(insts: list[isa.Instruction], blocks: list[int], st: _Sweep):
+    """Per memory (in the order of first access), its accesses in global order as
+    :class:`_Columns` -- what :func:`derive_hazards` sweeps."""
     accs = [block_accesses(inst) for inst in insts]
     # per memory, arrays of bounding intervals of every access, in instruction order
     per_mem: dict[MemKey, list[tuple[int, int, int, bool, int]]] = {}
@@ -76,14 +87,8 @@ def derive_hazards(insts: list[isa.Instruction], blocks: list[int]) -> dict[tupl
         for n, a in enumerate(al):
             lo, hi = a.walk.byte_range()
             per_mem.setdefault(a.mem, []).append((lo, hi, idx, a.write, n))
-    st = _Sweep(execs, blocks)
     for mem, rows in per_mem.items():
-        cols = _Columns(rows, accs, blocks, st)
-        if BULK:
-            _bulk_memory(mem, cols, st)
-        else:
-            _sweep_memory(mem, cols, st)
-    return st.out
+        yield mem, _Columns(rows, accs, blocks, st)
 
 
 class _Sweep:
@@ -200,21 +205,16 @@ def _end_of_instruction(st: _Sweep, j: int, grew: bool) -> None:
 BULK_PAIRS = 1 << 20
 
 
-def _bulk_memory(mem: MemKey, c: _Columns, st: _Sweep) -> None:
-    """:func:`_sweep_memory`'s hazards, in its order, with the candidate pairs found by a few
-    array operations per memory instead of ~15 per access.
-
-    An access ``q`` is live for the accesses of the instructions after its own up to and
-    including the first one with a dense write covering it (its *kill*: the sweep retires it
-    after that instruction's accesses). So its candidates are a contiguous range of later rows;
-    one sweep over the kills alone finds every range, the ranges are expanded as (q, r) arrays
-    (in slices of ``BULK_PAIRS``), filtered by the sweep's tests (intervals meet, one of the two
-    writes, different executors, the row shapes), sorted by (r, q) -- the sweep's order -- and
-    handed to the same per-pair code (:func:`_pairs`)."""
+def bulk_pairs(c: _Columns, st: _Sweep):
+    """The candidate pairs of one memory for :func:`_bulk_memory`: rows ``(q, r)`` (earlier,
+    later access) whose intervals meet, one of them writing, of different executors, not told
+    apart by the row shapes, ``q`` live at ``r`` (not retired by a covering dense write), sorted
+    by ``(r, q)`` -- the sweep's order; ``known``: the pair meets for sure with need ``[0]``
+    (both dense and 1-block, or the row shapes meet). None when there is no pair."""
     lo, hi, wr, ins = c.lo, c.hi, c.wr, c.ins
     n = len(lo)
     if n < 2:
-        return
+        return None
     gstart = np.flatnonzero(np.diff(ins)) + 1  # first row of every instruction but the first
     starts = np.concatenate([[0], gstart])
     ends = np.concatenate([gstart, [n]])
@@ -228,7 +228,7 @@ def _bulk_memory(mem: MemKey, c: _Columns, st: _Sweep) -> None:
     cum = np.cumsum(length)
     total = int(cum[-1])
     if total == 0:
-        return
+        return None
     ex = st.exid[ins]
     qs_all, rs_all, kn_all = [], [], []
     q0 = 0
@@ -261,20 +261,38 @@ def _bulk_memory(mem: MemKey, c: _Columns, st: _Sweep) -> None:
         q0 = q1
     q = np.concatenate(qs_all)
     if not q.size:
-        return
+        return None
     r = np.concatenate(rs_all)
     known = np.concatenate(kn_all)
     order = np.argsort(r * n + q)  # the sweep's order (keys are distinct)
     q, r, known = q[order], r[order], known[order]
-    i, j = ins[q], ins[r]
-    # per pair what _pairs computes per candidate: the reason's kind and byte range, and
-    # whether the pair meets for sure with need [0] (both dense and 1-block, or the row shapes)
-    kind = wr[q].astype(np.int64) * 2 + wr[r]
-    wlo, whi = np.maximum(lo[q], lo[r]), np.minimum(hi[q], hi[r])
-    if DENSE_SHORTCUT:
+    if DENSE_SHORTCUT:  # both dense and 1-block: they meet with need [0]
         b1 = st.blocks1
         dn = np.asarray(c.dense, dtype=bool)
-        known |= dn[q] & dn[r] & b1[i] & b1[j]
+        known |= dn[q] & dn[r] & b1[ins[q]] & b1[ins[r]]
+    return q, r, known
+
+
+def _bulk_memory(mem: MemKey, c: _Columns, st: _Sweep) -> None:
+    """:func:`_sweep_memory`'s hazards, in its order, with the candidate pairs found by a few
+    array operations per memory instead of ~15 per access.
+
+    An access ``q`` is live for the accesses of the instructions after its own up to and
+    including the first one with a dense write covering it (its *kill*: the sweep retires it
+    after that instruction's accesses). So its candidates are a contiguous range of later rows;
+    one sweep over the kills alone finds every range, the ranges are expanded as (q, r) arrays
+    (in slices of ``BULK_PAIRS``), filtered by the sweep's tests (intervals meet, one of the two
+    writes, different executors, the row shapes), sorted by (r, q) -- the sweep's order -- and
+    handed to the same per-pair code (:func:`_pairs`)."""
+    got = bulk_pairs(c, st)
+    if got is None:
+        return
+    q, r, known = got
+    lo, hi, wr, ins = c.lo, c.hi, c.wr, c.ins
+    i, j = ins[q], ins[r]
+    # per pair what _pairs computes per candidate: the reason's kind and byte range
+    kind = wr[q].astype(np.int64) * 2 + wr[r]
+    wlo, whi = np.maximum(lo[q], lo[r]), np.minimum(hi[q], hi[r])
     il, jl, kl = i.tolist(), j.tolist(), known.tolist()
     ql, rl = q.tolist(), r.tolist()
     reasons = _reasons()

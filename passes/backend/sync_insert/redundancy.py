@@ -30,6 +30,12 @@ class Reduced:
     kept: dict[tuple[int, int], Hazard]
     removed: dict[tuple[int, int], Hazard]
     graph: HbGraph  # happens-before over hardware edges + the kept needs
+    implied: int | None = None  # the needs found implied when ``removed`` does not list them
+    skipped: int = 0  # producers found implied before their needs were derived (sweep.py)
+
+    @property
+    def num_removed(self) -> int:
+        return len(self.removed) if self.implied is None else self.implied
 
 
 def reduce_needs(nd: Needs, enabled: bool = True) -> Reduced:
