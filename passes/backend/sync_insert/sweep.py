@@ -117,38 +117,59 @@ def analyze_reduce(insts, machine, *, edges=(), rings=(),
         bj = blocks[j]
         prods: list[int] = []
         vals: list = []
-        if s < e and bj == 1:
-            # skip the producers the program-order predecessor already waits for
-            if epo >= 0:
-                ii = I[s:e]
-                live = np.flatnonzero(row[xcol[ii]] < rlast[ii])
-                if live.size < e - s:
-                    dead = np.ones(e - s, dtype=bool)
-                    dead[live] = False
-                    skipped += len(set(ii[dead].tolist()))
-                xs = (live + s).tolist()
-            else:
-                xs = range(s, e)
+        if bj == 1:
             best: dict[int, int] = {}
-            for x in xs:
-                i = Il[x]
-                k = Kl[x]
-                if k == _KNOWN:
-                    v = 0
-                elif k == _ACCESS:
-                    if len(chunks) > CHUNK_MEMO:
-                        chunks.clear()
-                    acc = accls[Ml[x]]
-                    v = int(access_need(acc[Ql[x]], blocks[i], acc[Rl[x]], 1, chunks)[0])
-                    if v < 0:
-                        continue
-                elif k == _WHOLE:
-                    v = blocks[i] - 1
+            if s < e:
+                # skip the producers the program-order predecessor already waits for
+                if epo >= 0:
+                    ii = I[s:e]
+                    live = np.flatnonzero(row[xcol[ii]] < rlast[ii])
+                    if live.size < e - s:
+                        dead = np.ones(e - s, dtype=bool)
+                        dead[live] = False
+                        skipped += len(set(ii[dead].tolist()))
+                    xs = (live + s).tolist()
                 else:
-                    v = int(vecs[Ql[x]][0])
-                got = best.get(i)
-                if got is None or v > got:
-                    best[i] = v
+                    xs = range(s, e)
+                for x in xs:
+                    i = Il[x]
+                    k = Kl[x]
+                    if k == _KNOWN:
+                        v = 0
+                    elif k == _ACCESS:
+                        if len(chunks) > CHUNK_MEMO:
+                            chunks.clear()
+                        acc = accls[Ml[x]]
+                        v = int(access_need(acc[Ql[x]], blocks[i], acc[Rl[x]], 1, chunks)[0])
+                        if v < 0:
+                            continue
+                    elif k == _WHOLE:
+                        v = blocks[i] - 1
+                    else:
+                        v = int(vecs[Ql[x]][0])
+                    got = best.get(i)
+                    if got is None or v > got:
+                        best[i] = v
+            if len(best) < 2:  # the usual cases, without _reduce_one's arrays
+                v0 = base[j]
+                if best:
+                    (i, k), = best.items()
+                    if k >= 0:
+                        if row.item(xid[i]) < rank0[i] + k:  # not implied by po(j)
+                            kept[(i, j)] = Hazard(i, j, _NEED0 if k == 0 else
+                                                  np.array([k], dtype=np.int64))
+                        else:
+                            implied += 1
+                        r = c[v0]
+                        np.maximum(row, c[base[i] + 2 * k + 1], out=r)
+                        c[v0 + 1] = r
+                        c[v0 + 1, xid[j]] = rank0[j]
+                        continue
+                    implied += 1  # an explicit need without a wait: no block edge
+                if epo >= 0:
+                    c[v0:v0 + 2] = row  # S(j, 0) and E(j, 0)
+                c[v0 + 1, xid[j]] = rank0[j]
+                continue
             for i, v in best.items():
                 prods.append(i)
                 vals.append([v])
