@@ -77,7 +77,8 @@ def dense_to_numpy(attr: DenseIntOrFPElementsAttr) -> np.ndarray:
         return np.full(shape, arr[0], dtype=arr.dtype)
     if arr.size != n:
         raise DenseError(f"dense constant of type {attr.type} holds {arr.size} elements, not {n}")
-    return arr.reshape(shape).copy()
+    # every branch above made a new array of its own (``astype`` copies): no second copy
+    return arr.reshape(shape)
 
 
 def numpy_to_dense(arr: np.ndarray, ty: TensorType) -> DenseIntOrFPElementsAttr:
@@ -90,8 +91,10 @@ def numpy_to_dense(arr: np.ndarray, ty: TensorType) -> DenseIntOrFPElementsAttr:
     elif isinstance(et, IntegerType) and et.width.data == 1:
         data = np.broadcast_to(a.astype(bool), shape).astype(np.uint8) * np.uint8(0xFF)  # as xDSL
     else:
-        data = np.broadcast_to(a, shape).astype(storage_dtype(et))
-    return DenseIntOrFPElementsAttr(ty, BytesAttr(np.ascontiguousarray(data).tobytes()))
+        data = np.broadcast_to(a, shape).astype(storage_dtype(et), copy=False)
+    # ``tobytes`` writes C order whatever the layout (a transposed weight, a broadcast): the
+    # same bytes as a contiguous copy first, without that copy
+    return DenseIntOrFPElementsAttr(ty, BytesAttr(data.tobytes()))
 
 
 __all__ = ["DenseError", "bf16_bits_to_f32", "dense_to_numpy", "f32_to_bf16_bits",

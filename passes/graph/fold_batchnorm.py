@@ -143,7 +143,9 @@ def fold_one(op: Operation) -> bool:
             shape[0], shape[1] = g, fg
         else:
             shape[w_axis] = f
-        w_new = (w.astype(np.float64) * scale.reshape(shape)).astype(w.dtype)
+        w_new = w.astype(np.float64)  # the product in float64, rounded once (in place: no
+        w_new *= scale.reshape(shape)  # second float64 temporary of the weights' size)
+        w_new = w_new.astype(w.dtype)
         wc = arith.ConstantOp(numpy_to_dense(w_new, op.operands[w_idx].type))  # type: ignore
         new_ops.append(wc)
         w_val = wc.result

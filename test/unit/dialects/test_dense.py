@@ -72,3 +72,45 @@ def test_unknown_element_type_is_one_clear_error():
     with pytest.raises(DenseError, match="not supported"):
         from m100.dialects.dense import storage_dtype
         storage_dtype(ComplexType(f32))
+
+
+@pytest.mark.parametrize("elem", [f32, f16, i8, i32, bf16, i1])
+def test_encoded_bytes_of_any_layout_are_the_c_order_bytes(elem):
+    """numpy_to_dense writes C-order bytes whatever the input's layout (a transposed weight as
+    layout-nhwc packs it, a broadcast scalar or row, another dtype or byte order): oracle, the
+    element-by-element C-order bytes of a contiguous array of the storage type."""
+    rng = np.random.default_rng(7)
+    base = rng.standard_normal((3, 4, 2, 5)) * 20
+    sd = {f32: "<f4", f16: "<f2", i8: "<i1", i32: "<i4"}
+    inputs = [base.transpose(2, 3, 1, 0), base.astype(np.float32).transpose(2, 3, 1, 0),
+              base[::-1, ::2].transpose(1, 0, 2, 3)[:, :, :, :1].repeat(5, axis=3)[:2],
+              np.float32(1.25), base[0, 0, 0][None, None, None, :2].astype(">f4")]
+    for a in inputs:
+        a = np.asarray(a)
+        shape = (2, 5, 4, 3) if a.ndim == 4 and a.shape[0] == 2 and a.shape[1] == 5 else \
+            np.broadcast_shapes(a.shape, (2, 1, 1, 1))
+        shape = tuple(shape)
+        ty = TensorType(elem, list(shape))
+        got = numpy_to_dense(a, ty).data.data
+        full = np.array(np.broadcast_to(a, shape), order="C")
+        if elem is bf16:
+            want = f32_to_bf16_bits(full.astype(np.float32)).astype("<u2")
+        elif elem is i1:
+            want = full.astype(bool).astype(np.uint8) * np.uint8(0xFF)
+        else:
+            want = full.astype(sd[elem])
+        assert got == b"".join(want.reshape(-1)[k].tobytes() for k in range(want.size))
+
+
+@pytest.mark.parametrize("text", ["dense<[[1.5, -2.0], [3.0, 4.0]]> : tensor<2x2xf32>",
+                                  "dense<[1.5, -2.0]> : tensor<2xbf16>",
+                                  "dense<[true, false]> : tensor<2xi1>",
+                                  "dense<[1, 2]> : tensor<2xi8>"])
+def test_decoded_array_is_a_writable_copy_of_its_own(text):
+    attr = _const(text)
+    before = bytes(attr.data.data)
+    got = dense_to_numpy(attr)
+    assert got.flags.writeable and got.flags.owndata or got.base is not None
+    got[...] = got.dtype.type(0)
+    assert bytes(attr.data.data) == before
+    assert not np.shares_memory(got, dense_to_numpy(attr))
