@@ -41,6 +41,9 @@ from xdsl.irdl.operations import OperandDef, OptionalDef, VariadicDef
 
 #: switch off to verify every op with xDSL's generic ``OpDef.verify`` (tests compare both)
 ENABLED = True
+#: a two-parameter attribute constraint (``IntegerAttr[I64]``) reads an attribute of exactly its
+#: class by field name; False: through xDSL's ``parameters`` (read when a predicate is compiled)
+PARAM_FIELDS = True
 
 _SEG = "operandSegmentSizes"
 _STRUCTS: dict[int, struct.Struct] = {}
@@ -63,6 +66,24 @@ def _attr_pred(c: AttrConstraint) -> Callable[[Attribute], bool]:
     if isinstance(c, ParamAttrConstraint):
         base, preds = c.base_attr, tuple(_attr_pred(p) for p in c.param_constrs)
         n = len(preds)
+        fields = _param_fields(base) if PARAM_FIELDS else None
+        if fields is not None and len(fields) == n == 2:
+            # the common case (``IntegerAttr[I64]``: value and type): an attribute of exactly
+            # ``base`` has ``base``'s parameters, read by name (xDSL's ``parameters`` builds the
+            # tuple through the class's definition at every call); a subclass may define others
+            f0, f1 = fields
+            p0, p1 = preds
+
+            def param2(a: Attribute) -> bool:
+                if type(a) is base:
+                    d = a.__dict__
+                    if f0 in d and f1 in d:
+                        return p0(d[f0]) and p1(d[f1])
+                if not isinstance(a, base):
+                    return False
+                ps = a.parameters
+                return len(ps) == n and all(p(x) for p, x in zip(preds, ps))
+            return param2
 
         def param(a: Attribute) -> bool:
             if not isinstance(a, base):
@@ -74,6 +95,19 @@ def _attr_pred(c: AttrConstraint) -> Callable[[Attribute], bool]:
         each = _range_pred(c.elem_range_constraint)
         return lambda a: isinstance(a, ArrayAttr) and each(a.data)
     raise _Unknown(repr(c))
+
+
+def _param_fields(base: type) -> tuple[str, ...] | None:
+    """The parameter field names of a parametrized attribute class, in ``parameters`` order
+    (None: not such a class, or its instances keep the fields elsewhere than ``__dict__``)."""
+    try:
+        fields = tuple(f for f, _ in base.get_irdl_definition().parameters)  # type: ignore[attr-defined]
+    except (AttributeError, TypeError, ValueError):
+        return None
+    if getattr(base, "__slots__", None) or any(
+            hasattr(getattr(base, f, None), "__get__") for f in fields):
+        return None  # a descriptor (property) of that name would answer ``parameters`` instead
+    return fields
 
 
 def _range_pred(r) -> Callable[[tuple], bool]:

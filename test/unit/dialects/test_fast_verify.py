@@ -136,3 +136,31 @@ def test_a_bad_op_is_refused_with_the_generic_message(enabled, monkeypatch):
     op.properties["bogus"] = UnitAttr()
     with pytest.raises(VerifyException, match="property 'bogus' is not defined"):
         m.verify()
+
+
+def test_two_parameter_constraint_read_by_field_is_the_generic_check(monkeypatch):
+    """``IntegerAttr[I64]`` (a property of most instructions) read by field name on an attribute
+    of exactly its class: the same answers as the constraint's own ``verify`` and as the
+    predicate through xDSL's ``parameters``, on right and wrong attributes and on a subclass."""
+    from dataclasses import dataclass
+
+    from xdsl.dialects.builtin import IndexType
+    from xdsl.irdl.constraints import ConstraintContext
+    from xdsl.utils.exceptions import VerifyException
+
+    from m100.dialects import fast_verify as fv
+    from m100.dialects.tpb import Conv2dOp
+
+    constr = Conv2dOp.get_irdl_definition().properties["n"].constr
+    attrs = WRONG + [IntegerAttr(-3, i64), IntegerAttr(7, IndexType()), FloatAttr(1.0, f64)]
+    fast = fv._attr_pred(constr)
+    monkeypatch.setattr(fv, "PARAM_FIELDS", False)
+    slow = fv._attr_pred(constr)
+    assert fast.__name__ == "param2" and slow.__name__ == "param"
+    for a in attrs:
+        try:
+            constr.verify(a, ConstraintContext())
+            want = True
+        except VerifyException:
+            want = False
+        assert fast(a) is want and slow(a) is want, a
