@@ -42,38 +42,53 @@ def _resolve(v: SSAValue) -> tuple[Operation, list[int], int]:
     return o, offs, slot
 
 
-def operand_access(buf: SSAValue, acc: AccessAttr | None) -> tuple[list[int], Access, BufferType, int]:
-    """(iteration bounds, flat element Access, root buffer type, root base byte offset)."""
+def _buffer_part(buf: SSAValue) -> tuple[BufferType, tuple[int, ...], list[int], int, int]:
+    """(root buffer type, its row-major element strides, the view's element offset per root dim,
+    the view's first element (row-major index of those offsets), root base byte offset) of a
+    buffer value: the part of :func:`operand_access` that does not depend on the access."""
     root, offs, slot = _resolve(buf)
     rt: BufferType = root.results[0].type  # type: ignore[assignment]
-    vt: BufferType = buf.type  # type: ignore[assignment]
     if not isinstance(root, (AllocOp, FifoOp)) or root.offset is None:
         raise TwuError(f"buffer {rt} has no offset (run hbsm-allocate first)")
     dims = list(rt.dims)
-    strides = [math.prod(dims[i + 1:]) for i in range(len(dims))]
-    if acc is None:
-        bounds = list(vt.dims)
-        per_dim = [(tuple(1 if d == k else 0 for d in range(len(bounds))), 0)
-                   for k in range(len(bounds))]
-    else:
-        if not acc.is_pure_affine():
-            raise TwuError(f"access {acc} uses mod/floordiv; only pure affine accesses map to "
-                           "TWU levels")
-        bounds = list(acc.shape)
-        c0, coeffs = acc.coefficients()
-        per_dim = [(tuple(coeffs[d][r] for d in range(len(bounds))), c0[r])
-                   for r in range(len(c0))]
-    flat = [0] * len(bounds)
-    base = 0
-    for r, (co, c) in enumerate(per_dim):
-        s = strides[r] if len(per_dim) == len(dims) else None
-        if s is None:
-            raise TwuError(f"access of rank {len(per_dim)} on a buffer of rank {len(dims)}")
-        base += (c + offs[r]) * s
-        for d, x in enumerate(co):
-            flat[d] += x * s
+    strides = tuple(math.prod(dims[i + 1:]) for i in range(len(dims)))
+    first = sum(o * st for o, st in zip(offs, strides))
     byte_base = root.offset.value.data + (max(slot, 0) * rt.slot_bytes)
-    return bounds, Access(tuple(flat), base), rt, byte_base
+    return rt, strides, offs, first, byte_base
+
+
+def operand_access(buf: SSAValue, acc: AccessAttr | None,
+                   views: dict | None = None) -> tuple[list[int], Access, BufferType, int]:
+    """(iteration bounds, flat element Access, root buffer type, root base byte offset).
+
+    ``views``: the caller's memo of :func:`_buffer_part` per buffer value (a function of the
+    value's views and alloc; twu-materialize changes neither, and operands share values)."""
+    part = views.get(buf) if views is not None else None
+    if part is None:
+        part = _buffer_part(buf)
+        if views is not None:
+            views[buf] = part
+    rt, strides, offs, first, byte_base = part
+    rank = len(strides)
+    if acc is None:
+        bounds = list(buf.type.dims)  # type: ignore[attr-defined]
+        if bounds and len(bounds) != rank:
+            raise TwuError(f"access of rank {len(bounds)} on a buffer of rank {rank}")
+        # the identity access: one loop per dim, at the dim's stride
+        return bounds, Access(strides if bounds else (), first if bounds else 0), rt, byte_base
+    if not acc.is_pure_affine():
+        raise TwuError(f"access {acc} uses mod/floordiv; only pure affine accesses map to "
+                       "TWU levels")
+    bounds = list(acc.shape)
+    c0, coeffs = acc.coefficients()
+    if not c0:  # no map results: nothing addressed through the buffer's dims
+        return bounds, Access(tuple(0 for _ in bounds), 0), rt, byte_base
+    if len(c0) != rank:
+        raise TwuError(f"access of rank {len(c0)} on a buffer of rank {rank}")
+    # the map composed with the row-major layout: loop d's stride is sum_r coeff[d][r] * stride[r]
+    flat = tuple(sum(x * st for x, st in zip(coeffs[d], strides)) for d in range(len(bounds)))
+    base = first + sum(c * st for c, st in zip(c0, strides))
+    return bounds, Access(flat, base), rt, byte_base
 
 
 @dataclass(frozen=True)
@@ -110,10 +125,12 @@ class TwuMaterialize(ModulePass):
             # (immutable); operands share both (a buffer read by several instructions, one access
             # attribute for many operands)
             memo: dict[tuple, tuple] = {}
+            views: dict = {}  # buffer value -> operand_access's part of it (its views, alloc)
             for o in ops:
-                self._materialize(o, m.twu_max_levels, memo)
+                self._materialize(o, m.twu_max_levels, memo, views)
 
-    def _materialize(self, op: InstrOp, max_levels: int, memo: dict[tuple, tuple]) -> None:
+    def _materialize(self, op: InstrOp, max_levels: int, memo: dict[tuple, tuple],
+                     views: dict) -> None:
         bufs, accs = op.slot_buffers(), op.slot_accesses()
         todo = {}
         for name, buf in bufs.items():
@@ -123,7 +140,7 @@ class TwuMaterialize(ModulePass):
             got = memo.get((buf, acc))
             if got is None:
                 try:
-                    got = memo[(buf, acc)] = [operand_access(buf, acc), None]  # type: ignore
+                    got = memo[(buf, acc)] = [operand_access(buf, acc, views), None]  # type: ignore
                 except TwuError as e:
                     raise TwuError(f"twu-materialize: {op.describe()}: operand '{name}': "
                                    f"{e}") from None
