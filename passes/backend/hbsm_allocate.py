@@ -109,6 +109,9 @@ class HbsmAllocate(ModulePass):
         for o in ops:
             if isinstance(o, InstrOp):
                 pos = pos_of[id(o)]
+                a = o.attributes  # the op's prediction, read once for all its buffers
+                span = (a["pred_start"].value.data, a["pred_end"].value.data) \
+                    if "pred_start" in a and "pred_end" in a else None
                 for b in o.bufs:
                     r = _root(b)
                     k = id(r)
@@ -116,10 +119,9 @@ class HbsmAllocate(ModulePass):
                     last[k] = pos
                     user.setdefault(k, o)
                     last_user[k] = o
-                    a = o.attributes
-                    if "pred_start" in a and "pred_end" in a:
-                        ps, pe = a["pred_start"].value.data, a["pred_end"].value.data
-                        cur = pred.get(k, (ps, pe))
+                    if span is not None:
+                        ps, pe = span
+                        cur = pred.get(k, span)
                         if cur is not None:
                             pred[k] = (min(cur[0], ps), max(cur[1], pe))
                     else:

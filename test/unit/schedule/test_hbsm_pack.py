@@ -236,3 +236,48 @@ def test_vector_packing_is_the_loop(seed, monkeypatch):
     assert vec == loop
     if isinstance(loop, dict):
         assert check_allocation(bufs, loop, cap, align) == []
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_vector_check_is_the_loop(seed, monkeypatch):
+    """``check_allocation`` with the numpy pre-check (``CHECK_VECTOR``, tiny blocks too) reports
+    exactly what the pair loop alone reports, on random allocations of random workloads: valid
+    packings, and offsets shuffled or nudged so that some live buffers share bytes (the oracle is
+    the loop over every pair, written out here too)."""
+    from m100.passes.backend import hbsm_pack as H
+
+    rng = random.Random(seed)
+    cap, align = 1 << 13, 32
+    bufs = []
+    for i in range(rng.randrange(2, 70)):
+        s = rng.randrange(0, 100)
+        bufs.append(Buf(f"b{i}", rng.randrange(3), align * rng.randrange(1, 12), rng.choice((1, 2)),
+                        float(s), float(s + rng.choice((0, 1, 3, 30))), "TCU"))
+    offs = {b.name: align * rng.randrange(0, cap // align // 2) for b in bufs}
+    if seed % 3 == 0:
+        try:
+            offs = allocate(bufs, cap, align)
+        except HbsmOverflow:
+            pass
+        if seed % 2 and len(bufs) > 1:  # one buffer moved onto another
+            a, c = rng.sample(bufs, 2)
+            offs[a.name] = offs[c.name]
+    if seed % 5 == 0:
+        offs.pop(bufs[0].name)  # a buffer without an offset is reported and paired with none
+    want = []
+    for k, a in enumerate(bufs):
+        for c in bufs[k + 1:]:
+            if a.name in offs and c.name in offs and a.tpb == c.tpb and a.start < c.end and \
+                    c.start < a.end and offs[a.name] < offs[c.name] + c.size and \
+                    offs[c.name] < offs[a.name] + a.size:
+                want.append({a.name, c.name})
+    results = []
+    for vector, block in ((False, 256), (True, 256), (True, 1), (True, 3)):
+        monkeypatch.setattr(H, "CHECK_VECTOR", vector)
+        monkeypatch.setattr(H, "CHECK_BLOCK", block)
+        results.append(check_allocation(bufs, offs, cap, align))
+    assert all(r == results[0] for r in results)
+    pairs = [m for m in results[0] if "overlap while both are live" in m]
+    assert len(pairs) == len(want)
+    assert sorted(sorted(p) for p in want) == sorted(
+        sorted(w.split()[0] for w in m.split(": ", 1)[1].split(" and ")) for m in pairs)
