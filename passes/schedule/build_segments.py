@@ -246,9 +246,12 @@ class PlanBuilder(Transfers):
             self.late_pause = False
             pieces.extend(grp)
             if st.ks > 1:  # the partial sums of each output tile meet on its part-0 TPB
+                tiles: dict[tuple, list[PlanPiece]] = {}  # output tile -> its K parts' pieces
+                for p in grp:
+                    tiles.setdefault((p.band, p.col, p.r0, p.c0), []).append(p)
                 for red in reduce_pieces(grp, si):
                     self.piece = red
-                    self._reduce(op, red, grp)
+                    self._reduce(op, red, tiles.get((red.band, red.col, red.r0, red.c0), []))
                     self.piece = None
                     pieces.append(red)
                     self.by_op.setdefault(op.name, []).append(red)
@@ -358,18 +361,17 @@ class PlanBuilder(Transfers):
         steps = max(1, -(-nplan.k // max(1, nplan.tk)))
         return max(1, -(-n // steps))
 
-    def _reduce(self, op: Op, red: PlanPiece, grp: list[PlanPiece]) -> None:
+    def _reduce(self, op: Op, red: PlanPiece, parts: list[PlanPiece]) -> None:
         """The K-split reduction of one output tile on its part-0 TPB: DTDU copies of the other
-        parts' partial sums, the bias, one CVU add chain (+ bias, activation), the store."""
+        parts' partial sums, the bias, one CVU add chain (+ bias, activation), the store.
+        ``parts``: the group's pieces of that tile (its K parts), in group order."""
         g, cm = self.g, self.cm
         root = red.tpb
         key = f"{op.name}/reduce"
         self.cur = (root, key)
         back = self.out_readers.setdefault((root, key), [])
         self.out_wait = list(back[-2]) if len(back) >= 2 else []
-        parts = [p for p in grp if (p.band, p.col, p.r0, p.c0) == (red.band, red.col, red.r0,
-                                                                   red.c0)]
-        parts.sort(key=lambda p: p.kpart)
+        parts = sorted(parts, key=lambda p: p.kpart)
         rows, E, cols = parts[0].out_dims
         nb = float(rows * E * cols * 4)
         deps = [parts[0].compute]

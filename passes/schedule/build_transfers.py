@@ -214,18 +214,27 @@ class Transfers(ListScheduler):
             raise ScheduleError(f"internal: no producer piece of '{tensor}' covers rows {rows}")
         out = []
         self.fill_gap = prod.name not in self.seg_ops
+        # per receiving TPB its barrier and the slot it refills: the same for every producer
+        # piece's broadcast (adding a copy changes neither the pieces' slot histories nor the
+        # TPBs' barriers)
+        waits: list[int] = []
+        hist, barrier = self.hist, self.barrier
+        for x in tpbs:
+            if x in barrier:
+                waits.append(barrier[x])
+            h = hist.get((x, op.name))
+            if h is not None and len(h) >= 2:
+                waits.append(h[-2])
         for q, nb in zip(over, nbs):
-            deps = [q.compute]
-            for x in tpbs:
-                h = self.hist.get((x, op.name), [])
-                deps += self._bar(x) + ([h[-2]] if len(h) >= 2 else [])
             c = self.task("copy", "dtdu", q.tpb, prod.name, tensor, nb,
-                          self.cm.dtdu_broadcast_cycles(nb, q.tpb, tpbs), deps, si,
-                          self.piece.band, q.col, tpbs, "hbsm", "hbsm", -1, 0, "act")
+                          self.cm.dtdu_broadcast_cycles(nb, q.tpb, tpbs), [q.compute] + waits,
+                          si, self.piece.band, q.col, tpbs, "hbsm", "hbsm", -1, 0, "act")
             if q.segment == si:  # a kept piece of an earlier segment: not recorded (readers)
                 self.readers[q.compute].append(c)
-            for x in set(tpbs) | {q.tpb}:
+            for x in tpbs:  # (``_touch`` of one task on one TPB twice: the same state)
                 self._touch(x, c)
+            if q.tpb not in tpbs:
+                self._touch(q.tpb, c)
             out.append(c)
         self.fill_gap = False
         for x in tpbs:

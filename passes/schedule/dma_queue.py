@@ -126,9 +126,20 @@ class DmaQueue:
                 # S after the one before) of positions after k: the next one's is past k
                 k = bisect_left(s, op[i], k + 1) if S >= 1.0 and self.fast else \
                     bisect_left(s, op[i])
-        r = self._at(n, ready, lat, data)
-        assert r is not None
-        return r[0], r[1], n
+        # at the end (:meth:`_at` with ``k == n``, written out: most queries end here)
+        S, D = self.setup, self.depth
+        lo = ready
+        if n:
+            e = self.e
+            if s[n - 1] + S > lo:
+                lo = s[n - 1] + S
+            if n >= D and e[n - D] > lo:
+                lo = e[n - D]
+            dn = lo + S + lat
+            if e[n - 1] > dn:
+                dn = e[n - 1]
+            return lo, dn, n
+        return lo, lo + S + lat, n
 
     def insert(self, k: int, s0: float, d0: float, e0: float) -> None:
         """Add the transfer at position ``k`` (from :meth:`earliest`)."""

@@ -289,8 +289,12 @@ class ListScheduler:
                 if a <= d0:
                     break
                 s0, d0, k = q.earliest(max(r, a - fixed), after, data)
-            if best is None or (d0 + data, s0) < (best[0] + data, best[1]):
+            if best is None:
                 best = (d0, s0, e, k, r, p)
+            else:  # ``(d0 + data, s0) < (best[0] + data, best[1])`` without the tuples
+                de, be = d0 + data, best[0] + data
+                if de < be or (de == be and s0 < best[1]):
+                    best = (d0, s0, e, k, r, p)
         assert best is not None
         d0, start, engine, k, ready, pred = best
         end = d0 + data
