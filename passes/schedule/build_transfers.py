@@ -44,11 +44,25 @@ class Transfers(ListScheduler):
               slot: bool = True, box: tuple[int, int, int, int] | None = None) -> int:
         """A DMA from memory into a fresh HBSM buffer of ``tpb`` (``box``: rows x cols of a 2-D
         tensor, which waits only for the stores that wrote it when it can: ``_box_deps``)."""
-        src = "ddr" if self.g.tensors[tensor].kind == "weight" else memory_of(self.cm, self.g, tensor)
+        weight = self.g.tensors[tensor].kind == "weight"
+        src = "ddr" if weight else memory_of(self.cm, self.g, tensor)
         mem = self._box_deps(tensor, box) if box is not None else None
-        deps = (self._mem_deps(tensor) if mem is None else mem) + \
-            self._wbar(tpb, tensor, role) + (self._slot_deps() if slot else [])
+        if mem is None:  # :meth:`_mem_deps`
+            deps = [self.written[tensor]] if tensor in self.written and not self.isolated else []
+        else:
+            deps = list(mem)
         p = self.piece
+        # :meth:`_wbar` and :meth:`_slot_deps`, written out
+        b = self.tl.prefetch.get((p.segment, tpb)) if weight and p is not None and \
+            role in ("w", "bias") else None
+        if b is not None:
+            deps.extend(self.bar_at.get((tpb, b), ()))
+        elif tpb in self.barrier:
+            deps.append(self.barrier[tpb])
+        if slot and self.cur:
+            h = self.hist.get(self.cur)
+            if h is not None and len(h) >= 2:
+                deps.append(h[-2])
         # positional fields (``PlanTask``'s order, :data:`.plan.TASK_FIELDS`): keyword arguments
         # cost ~2 us more per task
         return self.task("dma-in", "dma", -1, op.name, tensor, nbytes,
@@ -76,9 +90,19 @@ class Transfers(ListScheduler):
         waits for the slot it refills on each of them (double buffering)."""
         src = memory_of(self.cm, self.g, tensor)
         deps = self._mem_deps(tensor)
+        # per TPB :meth:`_wbar` and the slot it refills, written out (the weight test once)
+        hist, barrier, name = self.hist, self.barrier, op.name
+        pf = self.tl.prefetch if role in ("w", "bias") and self.piece is not None and \
+            self.g.tensors[tensor].kind == "weight" else None
         for x in tpbs:
-            h = self.hist.get((x, op.name), [])
-            deps += self._wbar(x, tensor, role) + ([h[-2]] if len(h) >= 2 else [])
+            b = pf.get((self.piece.segment, x)) if pf is not None else None
+            if b is not None:
+                deps.extend(self.bar_at.get((x, b), ()))
+            elif x in barrier:
+                deps.append(barrier[x])
+            h = hist.get((x, name))
+            if h is not None and len(h) >= 2:
+                deps.append(h[-2])
         return self.task("dma-in", "dma", -1, op.name, tensor, nbytes,
                          self.cm.dma_cycles(nbytes, src, broadcast=True), deps,
                          self.piece.segment, self.piece.band, -1, tpbs, src, "hbsm", -1, 0, role)
