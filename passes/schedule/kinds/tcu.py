@@ -103,7 +103,8 @@ def plan_piece(bld, si: int, st, op: Op, p: PlanPiece, tplan: TilePlan, compute)
             p.out_dims = (rows, geo.row_elems, cols)
             return
         if (streamed or kk == K) and not kept_chunks:
-            row_tpbs = tuple(st.tpbs[st.row_of(p.band) * st.gc + jj] for jj in range(st.gc))
+            rb = st.row_of(p.band) * st.gc  # the TPBs of the band's row: one slice
+            row_tpbs = tuple(st.tpbs[rb:rb + st.gc])
             x_deps = bld._act_in(si, op, x_t, x_rows, x_full_dims, None, tpb,
                                   float(x_full_dims[0] * x_full_dims[1] * x_full_dims[2] * xb),
                                   row_tpbs)
