@@ -4,18 +4,18 @@ Written out or hoisted: the waits of ``_load``, ``_broadcast`` and ``_kept_chunk
 activation's K chunks), ``CostModel.dtdu_broadcast_cycles`` memoized, the end-of-queue case of
 ``DmaQueue.earliest``, ``Plan.makespan`` scanning only the tasks appended since its last answer,
 and a K-split reduction's parts found by tile instead of a scan of the group. Oracle: the code
-before them (kept here verbatim as the reference methods) on whole plans of ResNet-18 64x64 on 56
-TPBs in every keep mode (kept chunks by broadcast and by copies, K splits, weight prefetch): the
-same ``Plan.to_json`` -- every task's dependencies in order, its times, engine and TPBs."""
+before them (``_load``, ``_broadcast``, ``_kept_chunk`` kept here verbatim as reference methods;
+the end of a DMA queue by ``DmaQueue._at``; the scanning ``makespan``) on whole plans of ResNet-18
+64x64 on 56 TPBs in every keep mode (kept chunks by broadcast and by copies, K splits, weight
+prefetch): the same ``Plan.to_json`` -- every task's dependencies in order, its times, engine
+and TPBs."""
 
 import random
-from bisect import bisect_left
 
 import pytest
 
 from m100.passes.schedule import build_transfers, cost, dma_queue, plan, placement
 from m100.passes.schedule.build_segments import PlanBuilder
-from m100.passes.schedule.dma_queue import EPS
 from m100.passes.schedule.list_schedule import BoundExceeded
 from m100.passes.schedule.segment import memory_of
 from m100.targets.m100.machine import get_machine
@@ -79,35 +79,15 @@ def _kept_chunk_ref(self, si, op, tensor, key, rows, bshape, cols, tpbs, tpb, nb
     return out
 
 
+_EARLIEST = dma_queue.DmaQueue.earliest
+
+
 def _earliest_ref(self, ready, lat, data):
-    """``DmaQueue.earliest`` before (verbatim): the open positions, then ``_at`` at the end."""
-    s, op = self.s, self.open
-    n = len(s)
-    i = bisect_left(op, ready + self.setup - EPS)
-    if i < len(op):
-        d, e, S, D = self.d, self.e, self.setup, self.depth
-        k = bisect_left(s, op[i])
-        while True:
-            lo = ready
-            if k > 0 and s[k - 1] + S > lo:
-                lo = s[k - 1] + S
-            if k - D >= 0 and e[k - D] > lo:
-                lo = e[k - D]
-            dn = lo + S + lat
-            if k > 0 and e[k - 1] > dn:
-                dn = e[k - 1]
-            en = dn + data
-            if not (lo + S > s[k] + EPS or en > d[k] + EPS or
-                    (k + D - 1 < n and en > s[k + D - 1] + EPS)):
-                return lo, dn, k
-            i += 1
-            if i >= len(op):
-                break
-            k = bisect_left(s, op[i], k + 1) if S >= 1.0 and self.fast else \
-                bisect_left(s, op[i])
-    r = self._at(n, ready, lat, data)
-    assert r is not None
-    return r[0], r[1], n
+    """``DmaQueue.earliest`` with its end-of-queue case by ``_at``'s definition, as before."""
+    lo, dn, k = _EARLIEST(self, ready, lat, data)
+    if k == len(self.s):
+        lo, dn = self._at(k, ready, lat, data)
+    return lo, dn, k
 
 
 _CALLS = {"broadcast": 0, "kept": 0}
