@@ -40,6 +40,10 @@ from .redundancy import Reduced
 
 #: False: :func:`analyze` + :func:`reduce_needs` (the tests compare both ways)
 ENABLED = True
+#: Up to this many candidates of a 1-block consumer are skip-tested, and up to this many
+#: producers reduced (:func:`_reduce_one1`), on Python ints (numpy's fixed cost per call is
+#: ~20 scalar reads); more: arrays. 0: always arrays (the tests compare both ways)
+SMALL = 16
 
 # contribution kinds: a memory pair that meets with need [0]; a memory pair whose need vector
 # access_need gives; a whole explicit edge; an explicit need vector (block edges, rings)
@@ -106,6 +110,8 @@ def analyze_reduce(insts, machine, *, edges=(), rings=(),
     rlast = np.asarray(rank0, dtype=np.int64) + np.asarray(blocks, dtype=np.int64) - 1
     zero = np.zeros(len(g.xid), dtype=g.clock_dtype)
     Il, Kl, Ml, Ql, Rl = I.tolist(), K.tolist(), M.tolist(), Q.tolist(), R.tolist()
+    # per contribution: its producer's clock column and last E-node rank (the skip test)
+    XCl, RLl = xcol[I].tolist(), rlast[I].tolist()
     chunks: dict = {}
     kept: dict[tuple[int, int], Hazard] = {}
     implied = skipped = 0
@@ -121,7 +127,19 @@ def analyze_reduce(insts, machine, *, edges=(), rings=(),
             best: dict[int, int] = {}
             if s < e:
                 # skip the producers the program-order predecessor already waits for
-                if epo >= 0:
+                if epo >= 0 and e - s <= SMALL:
+                    # a few candidates (the usual case): the same test on Python ints
+                    xs, dead = [], None
+                    for x in range(s, e):
+                        if row.item(XCl[x]) < RLl[x]:
+                            xs.append(x)
+                        elif dead is None:
+                            dead = {Il[x]}
+                        else:
+                            dead.add(Il[x])
+                    if dead is not None:
+                        skipped += len(dead)
+                elif epo >= 0:
                     ii = I[s:e]
                     live = np.flatnonzero(row[xcol[ii]] < rlast[ii])
                     if live.size < e - s:
@@ -179,7 +197,10 @@ def analyze_reduce(insts, machine, *, edges=(), rings=(),
             for (i, _), h in needs.items():
                 prods.append(i)
                 vals.append(h)
-        alive = _reduce_one(j, prods, vals, row, c, base, rank0, xid, bj)
+        if bj == 1 and len(prods) <= SMALL:
+            alive = _reduce_one1(j, prods, vals, row, c, base, rank0, xid)
+        else:
+            alive = _reduce_one(j, prods, vals, row, c, base, rank0, xid, bj)
         for n_, i in enumerate(prods):
             if alive[n_]:
                 v = vals[n_]
@@ -197,6 +218,42 @@ def analyze_reduce(insts, machine, *, edges=(), rings=(),
     red = Reduced(kept, {}, g2)
     red.implied, red.skipped = implied, skipped
     return nd, red
+
+
+def _reduce_one1(j, prods, vals, row, c, base, rank0, xid) -> list[bool]:
+    """:func:`_reduce_one` of a 1-block consumer with a few producers (``vals[n] == [k]``), on
+    Python ints: the edge from ``u_b`` is implied iff ``row`` (the program-order predecessor's
+    clock) or another producer's E-node ``u_a`` has ``u_b`` at or before it -- the same test
+    as the general path's matrix with its diagonal zeroed, one scalar read per pair."""
+    us, cols, ranks, who = [], [], [], []
+    for n_, i in enumerate(prods):
+        k = vals[n_][0]
+        if k >= 0:
+            us.append(base[i] + 2 * k + 1)
+            cols.append(xid[i])
+            ranks.append(rank0[i] + k)
+            who.append(n_)
+    alive = [False] * len(prods)
+    v = base[j]
+    if not us:
+        c[v] = row
+    else:
+        for b, u in enumerate(us):
+            col, rk = cols[b], ranks[b]
+            if row.item(col) >= rk:
+                continue
+            for a, ua in enumerate(us):
+                if a != b and c.item(ua, col) >= rk:
+                    break
+            else:
+                alive[who[b]] = True
+        r = c[v]
+        np.maximum(row, c[us[0]], out=r)
+        for u in us[1:]:
+            np.maximum(r, c[u], out=r)
+    c[v + 1] = c[v]
+    c[v + 1, xid[j]] = rank0[j]
+    return alive
 
 
 def _reduce_one(j, prods, vals, row, c, base, rank0, xid, bj) -> list[bool]:

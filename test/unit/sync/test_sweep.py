@@ -60,8 +60,12 @@ def _case(seed: int):
     return prog, edges, rings, stream
 
 
+@pytest.mark.parametrize("small", [0, 2, 16])
 @pytest.mark.parametrize("seed", range(30))
-def test_sweep_is_analyze_then_reduce(seed, monkeypatch):
+def test_sweep_is_analyze_then_reduce(seed, small, monkeypatch):
+    # small: the 1-block consumers' skip test and reduction on Python ints up to this many
+    # candidates / producers (0: arrays only; 2: both kinds in one program)
+    monkeypatch.setattr(sweep, "SMALL", small)
     prog, edges, rings, stream = _case(seed)
     nd_s, red_s = sweep.analyze_reduce(prog, TINY, edges=edges, rings=rings,
                                        stream_blocks=stream)
