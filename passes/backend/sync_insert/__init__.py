@@ -23,7 +23,7 @@ from m100.targets.m100 import isa
 from m100.targets.m100.machine import get_machine
 
 from .allocate import allocate
-from .analyze import SYNC_MODES, DataEdge, RingBuffer, SyncError, analyze
+from .analyze import SYNC_MODES, DataEdge, RingBuffer, SyncError, WholeEdges, analyze
 from .certificate import build_certificate
 from .codegen import codegen
 from .deadlock import SyncDeadlockError, check_deadlock
@@ -60,9 +60,9 @@ def insert_sync(instructions, machine=None, *, edges=(), rings=(), sync_mode: st
     """Fill the ``Sync`` of every instruction so the program is race- and deadlock-free.
 
     ``instructions``: ISA instructions with empty ``Sync()`` (``blocks`` may be set) in a valid
-    sequential order. ``edges`` / ``rings``: extra orderings (:class:`DataEdge`,
-    :class:`RingBuffer`); hazards from the walks are always derived. ``sync_mode``: ``dataflow``
-    or ``barrier-all``. ``counter_budget``: counters usable per TPB (default
+    sequential order. ``edges`` / ``rings``: extra orderings (:class:`DataEdge`\\ s or one
+    :class:`WholeEdges`, :class:`RingBuffer`); hazards from the walks are always derived.
+    ``sync_mode``: ``dataflow`` or ``barrier-all``. ``counter_budget``: counters usable per TPB (default
     ``machine.su_counters``). ``on_budget``: ``merge`` (reported decision) or ``error``.
     ``stream_blocks``: split instructions with ``blocks == 1`` into up to this many blocks so
     consumers stream (dataflow mode only).
@@ -89,5 +89,5 @@ def insert_sync(instructions, machine=None, *, edges=(), rings=(), sync_mode: st
     return SyncResult(out, al.counters_used, al.decisions, cert, stats)
 
 
-__all__ = ["insert_sync", "SyncResult", "DataEdge", "RingBuffer", "SyncError",
+__all__ = ["insert_sync", "SyncResult", "DataEdge", "WholeEdges", "RingBuffer", "SyncError",
            "SyncDeadlockError", "check_deadlock", "SYNC_MODES"]

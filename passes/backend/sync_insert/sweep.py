@@ -32,7 +32,7 @@ from __future__ import annotations
 import numpy as np
 
 from . import hazards
-from .analyze import Needs, SyncError, analyze, prepare
+from .analyze import Needs, SyncError, WholeEdges, analyze, prepare
 from .footprint import access_need
 from .graph import HbGraph
 from .hazards import _NEED0, CHUNK_MEMO, Hazard, _prune_group, _Sweep, bulk_pairs, memory_columns, prune_implied
@@ -369,7 +369,14 @@ def _explicit(nd: Needs, edges, rings, execs, exid, Is, Js, Ks, Ms, Qs, Rs,
     n = len(nd.insts)
     blocks = nd.blocks
     vecs: list[np.ndarray] = []
-    if edges:
+    if isinstance(edges, WholeEdges) and edges:  # the pass's tokens: whole, as lists
+        P = np.asarray(edges.producers, dtype=np.int64)
+        C = np.asarray(edges.consumers, dtype=np.int64)
+        if ((P < 0) | (C >= n) | (P >= C)).any():
+            return None
+        w = exid[P] != exid[C]
+        _append(Is, Js, Ks, Ms, Qs, Rs, P[w], C[w], _WHOLE, nmem)
+    elif edges:
         ne = len(edges)
         P = np.fromiter((e[0] for e in edges), dtype=np.int64, count=ne)
         C = np.fromiter((e[1] for e in edges), dtype=np.int64, count=ne)

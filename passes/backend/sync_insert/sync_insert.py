@@ -19,8 +19,13 @@ from m100.dialects.tpb import InstrOp, ProgramOp, StreamOp
 from m100.dialects.twu import WalkAttr
 from m100.targets.m100.isa import Unit
 
-from . import DataEdge, SyncError, hazards, insert_sync
+from . import SyncError, WholeEdges, hazards, insert_sync
 from .certificate import dumps
+
+
+#: False: the tokens go to :func:`insert_sync` as one :class:`DataEdge` each, not as
+#: :class:`WholeEdges` (the tests compare both ways)
+EDGE_LISTS = True
 
 
 def _producers(v: SSAValue, index: dict[int, int], what: str | InstrOp,
@@ -146,7 +151,9 @@ class SyncInsert(ModulePass):
                 insts.append(o.to_instruction(synthesize=True))
             except VerifyException as e:
                 raise SyncError(f"sync-insert: {e}") from None
-        edges = []
+        # every token a consumer waits for is a whole ordering: two lists, no DataEdge each
+        eps: list[int] = []
+        ecs: list[int] = []
         memo: dict[int, list[int]] = {}
         execs = [inst.executor for inst in insts]
         for i, o in enumerate(ops):
@@ -154,12 +161,15 @@ class SyncInsert(ModulePass):
             if not deps:
                 continue
             if len(deps) == 1 and isinstance(deps[0].owner, InstrOp):
-                edges.append(DataEdge(index[id(deps[0].owner)], i))
+                eps.append(index[id(deps[0].owner)])
+                ecs.append(i)
                 continue
             ps: list[int] = []
             for d in deps:
                 ps.extend(_producers(d, index, o, memo))
-            edges.extend(DataEdge(p, i) for p in _latest_per_executor(ps, execs))
+            ps = _latest_per_executor(ps, execs)
+            eps.extend(ps)
+            ecs.extend([i] * len(ps))
         pos = {id(o): k for k, o in enumerate(body)}
         barriers = [b for b in body if isinstance(b, BarrierOp)]
         for b in barriers:
@@ -169,7 +179,9 @@ class SyncInsert(ModulePass):
             for i, o in enumerate(ops):
                 unit, t = insts[i].executor
                 if pos[id(o)] > pos[id(b)] and unit is not Unit.DMA and mask >> t & 1:
-                    edges.extend(DataEdge(p, i) for p in srcs)
+                    eps.extend(srcs)
+                    ecs.extend([i] * len(srcs))
+        edges = WholeEdges(eps, ecs) if EDGE_LISTS else list(WholeEdges(eps, ecs))
         res = insert_sync(insts, machine, edges=edges, sync_mode=self.sync_mode,
                           counter_budget=self.counter_budget or None, on_budget=self.on_budget,
                           stream_blocks=self.stream_blocks or None)

@@ -18,8 +18,8 @@ sys.path.insert(0, os.path.dirname(__file__))
 import progs  # noqa: E402
 from test_hazards import _matrix_program  # noqa: E402
 
-from m100.passes.backend.sync_insert import (DataEdge, RingBuffer, SyncError, hazards,  # noqa: E402
-                                             insert_sync, sweep)
+from m100.passes.backend.sync_insert import (DataEdge, RingBuffer, SyncError,  # noqa: E402
+                                             WholeEdges, hazards, insert_sync, sweep)
 from m100.passes.backend.sync_insert.analyze import analyze  # noqa: E402
 from m100.passes.backend.sync_insert.certificate import dumps  # noqa: E402
 from m100.passes.backend.sync_insert.redundancy import reduce_needs  # noqa: E402
@@ -122,6 +122,33 @@ def test_input_errors_are_the_old_ones(bad, monkeypatch):
     with pytest.raises(SyncError) as old:
         insert_sync(prog, TINY, **bad)
     assert str(new.value) == str(old.value)
+
+
+@pytest.mark.parametrize("seed", range(0, 30, 3))
+def test_whole_edges_as_lists_are_the_data_edges(seed, monkeypatch):
+    """The pass's tokens as :class:`WholeEdges` (two lists, read as arrays by the sweep) give
+    what the same orderings as :class:`DataEdge`\\ s give, on the sweep and the old path (which
+    iterates them), duplicates and same-executor pairs included; a bad pair is the same error."""
+    prog, edges, _, stream = _case(seed)
+    whole = [e for e in edges if e.granularity == "whole"]
+    whole += whole[:3]  # duplicates, as _latest_per_executor leaves them for a lone producer
+    lists = WholeEdges([e.producer for e in whole], [e.consumer for e in whole])
+    assert list(lists) == whole and len(lists) == len(whole)
+    for enabled in (True, False):
+        monkeypatch.setattr(sweep, "ENABLED", enabled)
+        a = insert_sync(prog, TINY, edges=lists, stream_blocks=stream)
+        b = insert_sync(prog, TINY, edges=whole, stream_blocks=stream)
+        assert [i.sync for i in a.instructions] == [i.sync for i in b.instructions]
+        assert dumps(a.certificate) == dumps(b.certificate)
+        assert a.stats == b.stats
+    monkeypatch.setattr(sweep, "ENABLED", True)
+    for p, c in ((4, 0), (0, len(prog)), (-1, 3), (2, 2)):
+        errs = []
+        for es in (WholeEdges([0, p], [1, c]), [DataEdge(0, 1), DataEdge(p, c)]):
+            with pytest.raises(SyncError) as e:
+                insert_sync(prog, TINY, edges=es)
+            errs.append(str(e.value))
+        assert errs[0] == errs[1]
 
 
 F32 = isa.DType.F32

@@ -140,3 +140,33 @@ def test_scheduled_resnet18_over_a_small_budget_needs_no_merge(tmp_path):
     res = Simulator(cr.program, mode="timing", check_races=False).run({})
     pred = int(cr.program.metadata["predicted_cycles"])
     assert abs(res.stats["total_cycles"] / pred - 1) <= 0.15
+
+
+def test_token_lists_are_the_data_edges(monkeypatch):
+    """The pass hands its tokens to ``insert_sync`` as two lists (``EDGE_LISTS``): the same
+    program text and certificate as one ``DataEdge`` per token, with single tokens, joins of
+    joins (same and other executors), several tokens per op and a barrier."""
+    from m100.passes.backend.sync_insert import sync_insert as si
+    body = f"""
+  %t0 = tpb.fill tpb 0 dst({W('h0', 0)}) {{value = 1.0}}
+  %t1 = tpb.fill tpb 0 dst({W('h0', 1024)}) {{value = 2.0}}
+  %t2 = tpb.fill tpb 1 dst({W('h1', 0)}) {{value = 3.0}}
+  %t3 = tpb.dma engine 0 src({W('ddr', 0)}) dst({W('h1', 2048)})
+  %j = sync.join %t0, %t1, %t2
+  %j2 = sync.join %j, %t3
+  %t4 = tpb.copy tpb 1 src({W('h1', 4096)}) dst({W('h1', 8192)}) after(%j2)
+  %t5 = tpb.copy tpb 0 src({W('h0', 4096)}) dst({W('h0', 8192)}) after(%t2)
+  %t6 = tpb.fill tpb 1 dst({W('h1', 12288)}) after(%t4, %t5, %j) {{value = 4.0}}
+  %b = sync.barrier %t5, %t6 mask 3
+  %t7 = tpb.fill tpb 0 dst({W('h0', 12288)}) after(%t1) {{value = 5.0}}
+  %t8 = tpb.copy tpb 1 src({W('h1', 16384)}) dst({W('h1', 20480)})
+"""
+    out = []
+    for lists in (True, False):
+        monkeypatch.setattr(si, "EDGE_LISTS", lists)
+        m = parse(body)
+        p = SyncInsert()
+        p.apply(CTX, m)
+        out.append((str(m), sync_certificate.dumps(p.certificates[0])))
+    assert out[0] == out[1]
+    assert out[0][1].count('"from"') >= 5  # the tokens gave orderings
