@@ -212,10 +212,11 @@ def analyze_reduce(insts, machine, *, edges=(), rings=(),
             else:
                 implied += 1
     nd.needs = kept
-    g2 = HbGraph(insts, blocks)
-    g2.add_needs(kept)
-    g2._clock, g2._dirty, g2._xidl = c, g2.num_nodes, xid
-    red = Reduced(kept, {}, g2)
+    # the graph of the kept needs: ``g`` has no edge yet (only its per-instruction tables were
+    # read above), so it is the fresh graph of these instructions and blocks
+    g.add_needs(kept)
+    g._clock, g._dirty, g._xidl = c, g.num_nodes, xid
+    red = Reduced(kept, {}, g)
     red.implied, red.skipped = implied, skipped
     return nd, red
 
