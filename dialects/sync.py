@@ -283,13 +283,22 @@ def machine_of(op: Operation):
     p: Operation | None = op
     while p is not None:
         if p.name == "tpb.program":
-            name = p.properties.get("machine")
-            spec = p.properties.get("machine_spec")
+            props = p.properties
+            name = props.get("machine")
+            spec = props.get("machine_spec")
+            # the answer is a function of the two (immutable) properties: kept on the program
+            # against their identities (the final verification asks once per op: ~35 000 times
+            # on ResNet-50)
+            memo = p.__dict__.get("_m100_machine")
+            if memo is not None and memo[0] is name and memo[1] is spec:
+                return memo[2]
+            m = None
             if isinstance(name, StringAttr):
-                return isa_guard(resolve_machine, name.data,
-                                 spec.data if isinstance(spec, StringAttr) else None,
-                                 prefix=f"'{p.name}': ")
-            return None
+                m = isa_guard(resolve_machine, name.data,
+                              spec.data if isinstance(spec, StringAttr) else None,
+                              prefix=f"'{p.name}': ")
+            p.__dict__["_m100_machine"] = (name, spec, m)
+            return m
         p = p.parent_op()
     return None
 

@@ -321,27 +321,27 @@ class InstrOp(IRDLOperation):
 
     # --- verification ----------------------------------------------------------------------------
     def verify_(self) -> None:
-        me = self.describe()
+        me = self.describe  # formatted for a message only (~16 000 instructions a program)
         if len(set(n.data for n in self.buf_slots.data)) != len(self.buf_slots.data) or \
                 len(self.buf_slots.data) != len(self.bufs):
-            raise VerifyException(f"{me}: each buffer operand needs exactly one distinct slot name")
+            raise VerifyException(f"{me()}: each buffer operand needs exactly one distinct slot name")
         allowed = set(self.required_slots()) | set(self.optional_slots())
         bufs, accs = self.slot_buffers(), self.slot_accesses()
         for name in set(bufs) | set(accs):
             if name not in allowed:
-                raise VerifyException(f"{me}: unknown operand slot '{name}' (expected: "
+                raise VerifyException(f"{me()}: unknown operand slot '{name}' (expected: "
                                       f"{', '.join(self.required_slots() + self.optional_slots())})")
         for name in self.required_slots():
             if name not in bufs and name not in accs:
-                raise VerifyException(f"{me}: operand '{name}' has neither a buffer nor a walk")
+                raise VerifyException(f"{me()}: operand '{name}' has neither a buffer nor a walk")
         for name, acc in accs.items():
             if not isinstance(acc, (WalkAttr, AccessAttr)):
-                raise VerifyException(f"{me}: operand '{name}' must be a #twu.walk or #twu.access")
+                raise VerifyException(f"{me()}: operand '{name}' must be a #twu.walk or #twu.access")
             if isinstance(acc, AccessAttr):
                 if name not in bufs:
-                    raise VerifyException(f"{me}: operand '{name}' has an access but no buffer")
+                    raise VerifyException(f"{me()}: operand '{name}' has an access but no buffer")
                 acc.check_buffer(access_shape(acc, bufs[name].type),  # type: ignore[arg-type]
-                                 f"{me}: operand '{name}'")
+                                 f"{me()}: operand '{name}'")
             elif name in bufs:
                 self._check_walk_in_buffer(name, acc, bufs[name])
         machine = machine_of(self)
@@ -352,18 +352,18 @@ class InstrOp(IRDLOperation):
             try:
                 inst.check(m)
             except M100Error as e:
-                raise VerifyException(f"{me}: {e}") from None
+                raise VerifyException(f"{me()}: {e}") from None
             return
         if machine is not None:
             if self.UNIT_KEY == "engine":
                 if not 0 <= self.unit_index < machine.ccb_dma_engines:
-                    raise VerifyException(f"{me}: DMA engine {self.unit_index} does not exist "
+                    raise VerifyException(f"{me()}: DMA engine {self.unit_index} does not exist "
                                           f"(the CCB has {machine.ccb_dma_engines})")
             else:
                 try:
                     machine.check_tpb(self.unit_index)
                 except M100Error as e:
-                    raise VerifyException(f"{me}: {e}") from None
+                    raise VerifyException(f"{me()}: {e}") from None
         inst = self.to_instruction(synthesize=True)
         try:
             for name, acc in accs.items():
@@ -374,7 +374,7 @@ class InstrOp(IRDLOperation):
                 self.sync.to_isa().check(m, own)
             inst._check(m)
         except M100Error as e:
-            raise VerifyException(f"{me}: {e}") from None
+            raise VerifyException(f"{me()}: {e}") from None
 
     def _check_walk_in_buffer(self, name: str, walk: WalkAttr, buf: SSAValue) -> None:
         t: BufferType = buf.type  # type: ignore[assignment]

@@ -164,3 +164,138 @@ def test_two_parameter_constraint_read_by_field_is_the_generic_check(monkeypatch
         except VerifyException:
             want = False
         assert fast(a) is want and slow(a) is want, a
+
+
+# --- IsolatedFromAbove (the module's check of every operand) ------------------------------------
+def _isolated_answer(op) -> str:
+    """What ``IsolatedFromAbove`` says of ``op``: "ok" or its message."""
+    from xdsl.traits import IsolatedFromAbove
+    try:
+        IsolatedFromAbove().verify(op)
+    except VerifyException as e:
+        return str(e)
+    return "ok"
+
+
+def _isolated_cases():
+    """Modules (and the op to check) whose operands come from inside, from a later region, from
+    a nested isolated op, from outside, or from the op itself; built with xDSL's test dialect."""
+    from xdsl.dialects.builtin import ModuleOp
+    from xdsl.dialects.test import TestOp
+    from xdsl.ir import Block
+
+    def mk(n_operands=(), regions=(), results=1):
+        return TestOp(operands=list(n_operands), result_types=[i64] * results,
+                      regions=list(regions))
+
+    cases = []
+    # inside: a value defined earlier in the same block, a block argument, an enclosing block's
+    a = mk()
+    blk = Block(arg_types=[i64])
+    inner = mk([a.results[0], blk.args[0]])
+    blk.add_op(inner)
+    outer = mk([a.results[0]], regions=[Region(blk)])
+    cases.append(("inside", ModuleOp([a, outer]), None))
+    # a use before its definition in a later sibling region (graph-like), still inside
+    later = mk()
+    user = mk([later.results[0]])
+    cases.append(("later region", ModuleOp([mk(regions=[Region(Block([user]))]),
+                                             mk(regions=[Region(Block([later]))])]), None))
+    # a value of a nested isolated op used outside it (xDSL accepts it: it is under the module)
+    deep = mk()
+    nested = ModuleOp([deep])
+    cases.append(("nested isolated", ModuleOp([nested, mk([deep.results[0]])]), None))
+    # outside: a value of another module, an argument of another block, the checked op's own
+    stranger = mk()
+    ModuleOp([stranger])
+    cases.append(("outside op", ModuleOp([mk([stranger.results[0]])]), None))
+    other = Block(arg_types=[i64])
+    cases.append(("outside arg", ModuleOp([mk([other.args[0]])]), None))
+    bad = mk()
+    holder = mk(regions=[Region(Block([bad]))])
+    bad.operands = [holder.results[0]]  # the checked op's own result, used inside it
+    cases.append(("own result", ModuleOp([holder]), holder))
+    # detached value owner (an op in no block)
+    cases.append(("detached", ModuleOp([mk([mk().results[0]])]), None))
+    return cases
+
+
+@pytest.mark.parametrize("case", _isolated_cases(), ids=lambda c: c[0])
+def test_isolated_from_above_is_xdsls(case, monkeypatch):
+    """The walk that answers from the blocks entered: the same answer (and message) as xDSL's
+    own ``IsolatedFromAbove.verify`` on inside, later-region, nested-isolated, outside,
+    own-result and detached operands."""
+    name, mod, op = case
+    op = op or mod
+    fast = _isolated_answer(op)
+    monkeypatch.setattr(fast_verify, "ISOLATED", False)
+    slow = _isolated_answer(op)
+    assert fast == slow, name
+    want_ok = name in ("inside", "later region", "nested isolated")
+    assert (fast == "ok") is want_ok, (name, fast)
+
+
+def test_isolated_from_above_on_a_compiled_program(monkeypatch):
+    """Every isolated op of the placed program (every instruction kind) checked both ways; an instruction fed a value from
+    outside the module is refused by both with the same message."""
+    from xdsl.dialects.builtin import ModuleOp
+    from xdsl.traits import IsolatedFromAbove
+
+    m = _module("placed_all_ops.mlir")
+    isolated = [o for o in m.walk() if o.has_trait(IsolatedFromAbove)]
+    assert m in isolated
+    for o in isolated:
+        assert _isolated_answer(o) == "ok"
+    op = next(o for o in m.walk() if isinstance(o, InstrOp) and o.bufs)
+    i = list(m.walk()).index(op)
+    foreign = list(_module("placed_all_ops.mlir").walk())[i].operands[0]  # its twin's buffer
+    assert foreign.type == op.operands[0].type and foreign is not op.operands[0]
+    op.operands = [foreign, *op.operands[1:]]
+    fast = _isolated_answer(m)
+    monkeypatch.setattr(fast_verify, "ISOLATED", False)
+    assert fast == _isolated_answer(m) != "ok"
+    assert isinstance(m, ModuleOp)
+
+
+# --- machine_of kept on the program; isa_guard ------------------------------------------------------
+def test_machine_of_follows_the_programs_properties():
+    """The machine kept on a ``tpb.program`` is answered only while its ``machine`` /
+    ``machine_spec`` properties are the same objects: a replaced name gives the new machine
+    (oracle: ``get_machine``), a name of no machine is refused at every ask, a program without
+    a name has none, and a verify after the replacement checks against the new machine."""
+    from m100.dialects.sync import machine_of
+    from m100.targets.m100.machine import get_machine
+
+    m = _module("placed_all_ops.mlir")
+    prog = next(o for o in m.walk() if o.name == "tpb.program")
+    op = next(o for o in m.walk() if isinstance(o, InstrOp))
+    assert machine_of(op) is get_machine("tiny") and machine_of(prog) is get_machine("tiny")
+    prog.properties["machine"] = StringAttr("m100")
+    assert machine_of(op) is get_machine("m100")
+    prog.properties["machine"] = StringAttr("no-such-machine")
+    for _ in range(2):
+        with pytest.raises(VerifyException, match="unknown machine 'no-such-machine'"):
+            machine_of(op)
+    del prog.properties["machine"]
+    assert machine_of(op) is None
+    prog.properties["machine"] = StringAttr("tiny")
+    m.verify()
+    prog.properties["machine"] = StringAttr("no-such-machine")
+    with pytest.raises(VerifyException, match="unknown machine"):
+        m.verify()
+
+
+def test_isa_guard_rewords_only_m100_errors():
+    from m100.dialects.twu import isa_guard
+    from m100.errors import M100Error
+
+    def boom(exc):
+        raise exc
+
+    assert isa_guard(lambda a, b: a + b, 1, 2) == 3
+    with pytest.raises(VerifyException, match="^pre: bad$"):
+        isa_guard(boom, M100Error("bad"), prefix="pre: ")
+    err = KeyError("k")
+    with pytest.raises(KeyError) as got:
+        isa_guard(boom, err, prefix="pre: ")
+    assert got.value is err
