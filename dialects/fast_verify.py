@@ -164,7 +164,8 @@ class _VariadicOperands:
             return self
         v = segment_sizes(obj)
         start = sum(v[:self.idx])
-        return obj.operands[start:start + v[self.idx]]
+        # ``obj.operands[a:b]`` is this slice of the tuple xDSL keeps (without the view object)
+        return obj._operands[start:start + v[self.idx]]  # noqa: SLF001
 
     def __set__(self, obj, value):
         raise NotImplementedError("Cannot write to named operands, regions, results, or "
@@ -192,6 +193,7 @@ def _compile(op_def: OpDef) -> Callable[[Operation], bool]:
         raise _Unknown("variadic result")
     rpreds = tuple(_single_pred(d.constr) for _, d in rdefs)
     nres = len(rpreds)
+    r0 = rpreds[0] if nres == 1 else None
     # operands
     odefs = op_def.operands
     if any(isinstance(d, OptionalDef) or not isinstance(d, OperandDef) for _, d in odefs):
@@ -237,17 +239,23 @@ def _compile(op_def: OpDef) -> Callable[[Operation], bool]:
                         return False
                 elif not pred(v):
                     return False
-        if op.regions or op.successors:
+        if op.regions or op._successors:  # noqa: SLF001 - the tuple ``successors`` wraps
             return False
         res = op.results
-        if len(res) != nres or not all(f(r.type) for f, r in zip(rpreds, res)):
+        if len(res) != nres:
+            return False
+        if r0 is not None:  # one result (most ops): no generator
+            if not r0(res[0].type):
+                return False
+        elif not all(f(r.type) for f, r in zip(rpreds, res)):
             return False
         ops = op._operands  # noqa: SLF001 - the tuple xDSL keeps; read only
         if single is not None:
             return len(ops) == len(single) and all(f(o.type) for f, o in zip(single, ops))
         if seg_opt:
             seg = p[_SEG]
-            if not isinstance(seg, DenseArrayBase) or seg.elt_type != i32:
+            if not isinstance(seg, DenseArrayBase) or (seg.elt_type is not i32
+                                                        and seg.elt_type != i32):
                 return False
             sizes = segment_sizes(op)
             if len(sizes) != ngroups or sum(sizes) != len(ops) or min(sizes, default=0) < 0:
