@@ -230,6 +230,8 @@ class Engine(Fluid, Checks, TraceEvents, DmaAhead):
     def run(self) -> None:
         if self.timed and cost_batch.BATCH:
             self._derive_costs()
+        if self.functional:
+            self._derive_blocks()
         try:
             for i in range(len(self.units)):
                 self.try_start(i)

@@ -20,6 +20,11 @@ if TYPE_CHECKING:
 #: checker bisects each unit's records by epoch, so old records cost no time).
 PRUNE_EVERY = 1024
 
+#: Make every block's race items and copy view specs before the event loop
+#: (:meth:`Checks._derive_blocks`); False: each at its block's start, as they are used (the
+#: tests compare the two).
+DERIVE_FIRST = True
+
 
 def _race_key(w) -> tuple:
     """(space, is HBSM, element bytes, first offset if the beats are contiguous whole-byte
@@ -76,6 +81,35 @@ def _items(accesses) -> list[tuple[tuple, ByteSet, int]]:
 
 
 class Checks:
+    def _derive_blocks(self) -> None:
+        """Make, before the loop of a run with data, what its blocks derive at their start and
+        keep on the (immutable) instructions: every block's race items (:meth:`_race_items`,
+        reads and writes; with race checks) and a copy's, broadcast's or DMA's view spec
+        (``CopyExec._view_spec``). Each is a function of the instruction, the block and
+        :data:`~m100.sim.twu.STRIDED` alone, so making it earlier changes no value -- the
+        blocks find it kept. Made in one pass they cost less than interleaved with the blocks'
+        data work (a first functional ResNet-18 224 run, docs/speed.md). A CSU routine's
+        accesses depend on index data (never kept): left to its blocks, as is whatever raises
+        here (its block derives it again and the run reports it there)."""
+        if not DERIVE_FIRST:
+            return
+        races = self.races is not None
+        for rec in self.recs:
+            if isinstance(rec.inst, CsuCall):
+                continue
+            spec = getattr(rec.ex, "_view_spec", None)  # (copies; a recorder forwards it)
+            if not races and spec is None:
+                continue
+            for b in range(rec.inst.sync.blocks):
+                try:
+                    if races:
+                        self._race_items(rec, b, False)
+                        self._race_items(rec, b, True)
+                    if spec is not None:
+                        spec(b)
+                except Exception:  # noqa: BLE001 - left to the block, which raises it again
+                    break
+
     # --- races --------------------------------------------------------------------------------
     def _race_block(self, u: int, rec: InstRec, b: int, write: bool) -> None:
         """Check and record the reads (``write`` False) or writes of block ``b``."""

@@ -348,6 +348,63 @@ def test_cost_batch_equals_costs_one_at_a_time(name, monkeypatch):
             _same(fast, ref)
 
 
+def _records(res) -> list:
+    return [(r.index, r.unit, r.dispatch, r.start, r.end, tuple(r.blocks)) for r in res.records]
+
+
+@pytest.mark.parametrize("name", ["mlp", "convnet", "llama",
+                                  pytest.param("resnet18-32", marks=pytest.mark.slow)])
+def test_blocks_derived_first_equal_blocks_derived_at_their_start(name, monkeypatch):
+    """A run with data makes every block's race items and copy view specs before its loop
+    (``engine_checks.DERIVE_FIRST``, ``Checks._derive_blocks``): the same outputs (bytes),
+    stats, reports and records as deriving each at its block's start. Each side runs a fresh
+    decode (nothing kept carries over), in both data modes, with and without race checks, with
+    random latencies, and on monitor-dropping mutants (races, deadlocks); a pre-pass that
+    derives wrong items (none) is caught by the mutants' race reports."""
+    from m100.sim import engine_checks
+    from m100.targets.m100.program import Program
+
+    build, machine, tpbs = CASES[name]
+    cr = driver.compile(build(), machine=machine, tpbs=tpbs)
+    inputs = driver.random_inputs(cr.program, 3)
+    sites = monitor_sites(cr.program)
+    mutants = [mutate(cr.program, s, "drop") for s in sites[:: max(1, len(sites) // 4)]]
+    runs = ({"mode": "functional"}, {"mode": "full"}, {"mode": "functional", "check_races": False},
+            {"random_latency": 7})
+
+    def both(blob: bytes, kw: dict):
+        first = driver.run(Program.from_bytes(blob), inputs, **kw)
+        monkeypatch.setattr(engine_checks, "DERIVE_FIRST", False)
+        ref = driver.run(Program.from_bytes(blob), inputs, **kw)
+        monkeypatch.setattr(engine_checks, "DERIVE_FIRST", True)
+        return first, ref
+
+    reported = 0
+    for i, blob in enumerate(p.to_bytes() for p in [cr.program] + mutants):
+        for kw in runs if i == 0 else runs[:2]:
+            first, ref = both(blob, kw)
+            _same(first, ref)
+            assert _records(first) == _records(ref)
+            reported += any(r.kind == "race" for r in first.reports)
+    assert reported  # runs with race reports were compared too
+
+    # a mutant pre-pass (every block's race items empty, kept as if derived) changes the
+    # mutants' race reports: the comparison above would catch it
+    def empty(self):
+        for rec in self.recs:
+            kept = {(b, w): [] for b in range(rec.inst.sync.blocks) for w in (False, True)}
+            object.__setattr__(rec.inst, "_sim_race", (twu.STRIDED, kept))
+
+    differ = 0
+    for blob in [m.to_bytes() for m in mutants]:
+        ref = driver.run(Program.from_bytes(blob), inputs, mode="functional")
+        with monkeypatch.context() as mp:
+            mp.setattr(engine_checks.Checks, "_derive_blocks", empty)
+            bad = driver.run(Program.from_bytes(blob), inputs, mode="functional")
+        differ += [str(r) for r in bad.reports] != [str(r) for r in ref.reports]
+    assert differ
+
+
 def test_in_memory_certificate_equals_the_written_file(tmp_path):
     from m100.frontend import load_onnx
 
