@@ -171,6 +171,9 @@ class EmitterCore:
         # late stores (the plan's ``late``): the paused pieces of the segment before, their
         # stage map and how many follow each step; whether pieces pause before their store now
         self.late_items: tuple | None = None
+        # late stores read by later pipelines (the plan's ``late_reads``): producer segment ->
+        # (its paused pieces by index, the plan's schedule, their stage map, the tensor)
+        self.pend: dict[int, tuple] = {}
         self.late_pause = False
 
     # ---------------------------------------------------------------- the plan's tasks
@@ -396,6 +399,11 @@ class EmitterCore:
                 self._end()
             else:
                 self.segment(si, seg)
+            if self.pend:
+                self.late_reads_end(si)
+        if self.pend:
+            raise AssertionError(f"emitter: late stores of segments {sorted(self.pend)} never "
+                                 "emitted")
         for i, name in enumerate(self.irg.outputs):
             t = self.g.tensors[name]
             sp, addr = self.mem_addr[name]

@@ -58,13 +58,14 @@ class UnitEmitter(EmitterCore):
         # before's last group stores after this one's steps; this one's, after the next one's
         late_in, self.late_items = self.late_items, None
         held = si in self.plan.late
+        reads = self.plan.late_reads.get(si)  # (``PlanBuilder._late_reads``)
         # a segment built piece by piece (no lockstep group: ``PlanBuilder._late_wave``) holds
         # every piece's store; a lockstep one its last group's
         wave = held and bool(plist) and all(pp.group < 0 for pp in plist)
         parked: list = []
         for gi, (i, e) in enumerate(bounds):
             self.gcache = {}
-            self.late_pause = held and (wave or gi == len(bounds) - 1)
+            self.late_pause = (held or reads is not None) and (wave or gi == len(bounds) - 1)
             got = self._run_group(plist[i:e], si, seg, stage_of, pieces, seg_ops,
                                   [] if wave else carry, late_in if gi == 0 else None)
             if wave:
@@ -76,11 +77,31 @@ class UnitEmitter(EmitterCore):
             raise AssertionError(f"emitter: late stores into segment {si} without pieces")
         if held:
             self.late_items = (parked if wave else carry, stage_of, self.plan.late[si])
+        elif reads is not None:  # built at the ends of later segments (:meth:`late_reads_end`)
+            at = {id(pp): k for k, pp in enumerate(plist)}
+            self.pend[si] = ({at[id(it[0])]: it for it in carry}, reads, stage_of,
+                             self.by_op[seg.stages[0].op].outputs[0])
         else:
             self._resume(carry, stage_of)
         for name in seg_ops & self.plan.kept:  # read by later segments from the HBSM
             # a K split's reduced tiles (:meth:`_reduce_piece`), else the op's pieces
             self.kept_pieces[name] = self.reduced.pop(name, None) or pieces.get(name, [])
+
+    def late_reads_end(self, j: int) -> None:
+        """The late stores due at the end of segment ``j`` (the plan's ``late_reads``, in its
+        order), and the views of their tensor then wait for its writers so far
+        (as ``PlanBuilder._late_reads_end``)."""
+        from .build_segments import view_names
+        for si in list(self.pend):
+            items, reads, stage_of, root = self.pend[si]
+            ix = reads.get(j)
+            if not ix:
+                continue
+            self._resume([items.pop(i) for i in ix], stage_of)
+            if not items:
+                del self.pend[si]
+            for t in view_names(self.g, root):
+                self.writers[t] = list(self.writers[root])
 
     def _producer_pieces(self, tensor: str, seg_ops: set[str], pieces):
         """The pieces of ``tensor``'s producer that a consumer copies from: of this segment, or

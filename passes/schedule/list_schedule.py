@@ -118,6 +118,11 @@ class ListScheduler:
         self.late: tuple[list, int] = ([], 0)
         self.late_bytes: dict[int, int] = {}
         self.late_pause = False
+        # late stores read by later pipelines (``PlanBuilder._late_reads``): producer segment ->
+        # (its paused pieces by index, {segment: the indices built at its end}, the tensor);
+        # and the bytes they hold per (TPB, segment) until then (counted in its HBSM use)
+        self.pend: dict[int, tuple[dict, dict, str]] = {}
+        self.held_use: dict[tuple[int, int], int] = {}
     # ------------------------------------------------------------------ list scheduling
     def add(self, **kw) -> PlanTask:
         """Create a task from its fields (``PlanTask`` without ``id``) and schedule it (:meth:`put`)."""
@@ -340,9 +345,11 @@ class ListScheduler:
                 foot[x] = foot.get(x, 0) + plan.footprint
                 wfoot[x] = wfoot.get(x, 0) + w
         use, kept_use, late_bytes = self.hbsm_use, self.kept_use, self.late_bytes
+        held_use = self.held_use
         depth, isolated = self.prefetch_depth, self.isolated
         for x, f in foot.items():
-            use[(x, si)] = f + kept_use.get((x, si), 0) + late_bytes.get(x, 0)
+            use[(x, si)] = f + kept_use.get((x, si), 0) + late_bytes.get(x, 0) + \
+                held_use.get((x, si), 0)
             w = wfoot[x]
             if isolated or not w:
                 continue

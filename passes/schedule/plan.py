@@ -272,6 +272,9 @@ class Plan:
     # segment's first group, instead of at its own end: the next segment's loads and compute on
     # a TPB wait for this segment's last compute there, not for its stores
     late: dict[int, int] = field(default_factory=dict)
+    # late stores read by later pipelines (:data:`.build_segments.LATE_READ_STORES`): segment ->
+    # {segment j: the indices in its pieces of the stores built (and emitted) at the end of j}
+    late_reads: dict[int, dict[int, list[int]]] = field(default_factory=dict)
     # segment index -> the builder's state before it (:mod:`.resume`): a later build that shares
     # the segments before it starts there (``Scheduler.build(base=...)``); not part of the plan
     checkpoints: dict = field(default_factory=dict, repr=False, compare=False)

@@ -47,14 +47,14 @@ _SAME = frozenset(("bound", "n_groups", "fill_gap", "prefetch_depth", "dma_sync_
 # dicts/sets of immutable values
 _FLAT = frozenset(("free", "last_on_res", "written", "n_written", "seg_touch", "barrier",
                    "bar_at", "hbsm_use", "kept_use", "gcache", "wcache", "acache", "seg_ops", "outside",
-                   "dma_fixed", "ocache", "late_bytes"))
+                   "dma_fixed", "ocache", "late_bytes", "held_use"))
 # dicts of lists of immutable values
 _LISTS = frozenset(("bar_hist", "by_op", "hist", "wboxes"))
 _END = attrgetter("end")
 _INDEX = attrgetter("index")
 _RULED = _NOT_STATE | _SAME | _FLAT | _LISTS | frozenset(
     ("dma_busy", "dtdu_busy", "drb_use", "row_index", "readers", "out_readers", "out_wait",
-     "late"))
+     "late", "pend"))
 
 
 def copy_busy(b):
@@ -79,6 +79,8 @@ def copy_state(d: dict) -> dict:
         raise ScheduleError("internal: a builder checkpoint inside a piece")
     if d.get("late", ((),))[0]:  # paused pieces (generators) can not be copied: no checkpoint there
         raise ScheduleError("internal: a builder checkpoint with late stores pending")
+    if d.get("pend"):
+        raise ScheduleError("internal: a builder checkpoint with late read stores pending")
     out = {k: d[k] for k in _SAME if k in d}
     for k in _FLAT:
         if k in d:
@@ -91,6 +93,8 @@ def copy_state(d: dict) -> dict:
     out["drb_use"] = d["drb_use"].copy()
     if "late" in d:
         out["late"] = ([], 0)
+    if "pend" in d:
+        out["pend"] = {}
     out["row_index"] = _copy_index(d["row_index"], d["by_op"])
     # a piece's readers list is also in ``out_readers`` (the output slots of its op on its TPB):
     # the copies keep that sharing
@@ -131,7 +135,7 @@ def copy_plan(tl: Plan, segs: list) -> Plan:
     return Plan(tasks=list(tl.tasks), pieces=list(tl.pieces), buffers=list(tl.buffers),
                 plans=dict(tl.plans), segments=list(segs), seg_spans=list(tl.seg_spans),
                 prefetch=dict(tl.prefetch), kept=set(tl.kept), kept_bcast=tl.kept_bcast,
-                late=dict(tl.late))
+                late=dict(tl.late), late_reads=dict(tl.late_reads))
 
 
 @dataclass

@@ -321,7 +321,8 @@ class Scheduler:
             else None
         try:
             for si in range(first, len(segs)):
-                if si in checkpoints and si not in tl.checkpoints and not st.late[0]:
+                if si in checkpoints and si not in tl.checkpoints and not st.late[0] and \
+                        not st.pend:
                     tl.checkpoints[si] = Checkpoint.take(st, si, segs, ends.of(tl.tasks))
                 if left is not None:
                     free = st.free
