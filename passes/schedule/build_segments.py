@@ -341,9 +341,10 @@ class PlanBuilder(Transfers):
         through column views (a segment reading it otherwise, a data-movement segment or one
         on a TPB of an earlier segment since ends the round: the rest are built before it),
         and on every TPB of every segment of the round its footprint, its kept tiles and the
-        tiles still held there fit the HBSM share. Returns {segment j: the indices in the
-        group's pieces of the stores built at the end of j} (``si`` itself: at its own end), or
-        None when nothing would move."""
+        tiles still held there fit the HBSM share; and some segment of the round reads a
+        store through a column view (else nothing changes). Returns {segment j: the indices
+        in the group's pieces of the stores built at the end of j} (``si`` itself: at its own
+        end), or None when nothing would move."""
         g, segs = self.g, self.tl.segments
         if not (LATE_STORES and LATE_READ_STORES) or self.isolated or st.ks > 1 or \
                 st.op in self.tl.kept or op.outputs[0] not in self.outside or \
@@ -360,6 +361,7 @@ class PlanBuilder(Transfers):
         for i, p in enumerate(last):
             held[p.tpb] = held.get(p.tpb, 0) + self.cm.align((p.r1 - p.r0) * (p.c1 - p.c0) * eb)
         seen: set[int] = set()
+        read = False  # a segment of the round reads some of the stores through a column view
         prev = si  # the segment at whose end the stores a segment reads are built
         use: dict[tuple[int, int], int] = {}
         for j in range(si + 1, len(segs)):
@@ -388,6 +390,7 @@ class PlanBuilder(Transfers):
                 min(b[1], last[i].r1) > max(b[0], last[i].r0) and
                 min(b[3], last[i].c1) > max(b[2], last[i].c0) for b in boxes))
             if need:
+                read = True
                 out.setdefault(prev, []).extend(need)
                 left.difference_update(need)
                 for i in need:
@@ -409,7 +412,7 @@ class PlanBuilder(Transfers):
         if left:  # the rest at the end of the round (after each round's segment on its TPB:
             # 2 646 309 / 2 701 623 cycles on the 7B layer instead of 2 632 168 / 2 678 049)
             out.setdefault(prev, []).extend(sorted(left))
-        if list(out) == [si]:
+        if list(out) == [si] or not read:  # (nothing read through column views: as before)
             return None
         self.held_use.update(use)
         return out
