@@ -1,6 +1,6 @@
 """Late stores read by later pipelines (``build_segments.LATE_READ_STORES``, docs/llm.md section 5,
 session 23): the V projection's output stores built just before the first head that reads each
-store's columns, the rest after the first round's head on their TPB, instead of all at the
+store's columns, the rest at the end of the first round of heads, instead of all at the
 projection's end (where the first heads' q / kT loads queued behind them with every TCU idle).
 
 Oracles: numpy from the LLaMA definition (f32 layer), the program built with the stores at the
@@ -16,7 +16,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from m100.passes.schedule import build_segments, m100_schedule
+from m100.passes.schedule import build_segments
 from m100.passes.schedule.graph import dtype_bytes
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "e2e"))
@@ -33,20 +33,11 @@ def _layer(quant: str):
     return cfg, model, w
 
 
-def _compile(model, on: bool, monkeypatch):
+def _compile(model, on: bool, monkeypatch, placements):
     from m100.tools import driver
-    seen = []
-    orig = m100_schedule.schedule
-
-    def spy(*a, **kw):
-        pl = orig(*a, **kw)
-        seen.append(pl)
-        return pl
-
-    monkeypatch.setattr(m100_schedule, "schedule", spy)
     monkeypatch.setattr(build_segments, "LATE_READ_STORES", on)
     prog = driver.compile(model, machine="m100").program
-    return seen[-1], prog
+    return placements[-1], prog
 
 
 def _plan_checks(pl) -> None:
@@ -83,7 +74,7 @@ def _plan_checks(pl) -> None:
 
 
 @pytest.mark.parametrize("quant", ["f32", "w8a8"])
-def test_v_stores_before_their_heads_same_bits(quant, monkeypatch):
+def test_v_stores_before_their_heads_same_bits(quant, monkeypatch, placements):
     from m100.tools import driver
     cfg, model, w = _layer(quant)
     feed = _prefill_feed(cfg, T, 1, 7)
@@ -91,7 +82,7 @@ def test_v_stores_before_their_heads_same_bits(quant, monkeypatch):
         feed = {k: v.astype(np.float32) for k, v in feed.items()}
     got = {}
     for on in (True, False):
-        pl, prog = _compile(model, on, monkeypatch)
+        pl, prog = _compile(model, on, monkeypatch, placements)
         if on:
             _plan_checks(pl)
         else:
