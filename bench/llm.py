@@ -65,6 +65,8 @@ O_QUANT_FORMS = ("concat", "heads")
 PREFILL_SHARES = (100, 90, 75)
 # ... with ``pack-largest-first`` (hbsm-allocate's third strict packing order): with ``wo``'s
 # residual add in its epilogue the 7B layer's 100 % plan packs only so (docs/llm.md, session 22)
+# ... and ``tail-prefetch`` (up's / down's first weight chunk in the last K step of the GEMM
+# before: the 7B layer 2 652 160 -> 2 644 839 predicted, docs/llm.md, session 23)
 
 
 def _source_hash() -> str:
@@ -93,14 +95,14 @@ def _compile_cached(model, key: str, machine: str, cache: Path | None,
                     shares: tuple[int, ...] = ()):
     from m100.targets.m100.program import Program
     from m100.tools import driver
-    if shares:  # the W8A8 prefill layer: its shares, and the third packing order
-        key += "-s" + "-".join(map(str, shares)) + "-lf"
+    if shares:  # the W8A8 prefill layer: its shares, the third packing order, the tail prefetch
+        key += "-s" + "-".join(map(str, shares)) + "-lf-tp"
     path = cache / f"{key}.m100" if cache else None
     if path is not None and path.exists():
         return Program.load(path), 0.0, True
     t0 = time.perf_counter()
     prog = driver.compile(model, machine=machine, prefetch_shares=shares,
-                          pack_largest_first=bool(shares)).program
+                          pack_largest_first=bool(shares), tail_prefetch=bool(shares)).program
     dt = time.perf_counter() - t0
     if path is not None:
         path.parent.mkdir(parents=True, exist_ok=True)

@@ -80,7 +80,9 @@ class M100Pipeline(ModulePass):
     :data:`PREFETCH_SHARES`) replaces that list: ``m100 bench llm`` schedules a W8A8 prefill
     layer from 100 % (docs/llm.md, session 21), which ResNet-50 does not pack (a third schedule).
     ``pack-largest-first``: ``hbsm-allocate{largest-first}`` (a third strict packing order; the
-    W8A8 prefill layer of ``m100 bench llm``, docs/llm.md session 22).
+    W8A8 prefill layer of ``m100 bench llm``, docs/llm.md session 22). ``tail-prefetch``:
+    ``m100-schedule{tail-prefetch}`` (that layer's first weight chunks in the last K step of the
+    GEMM before, docs/llm.md session 23).
     """
 
     name = "m100-pipeline"
@@ -96,6 +98,7 @@ class M100Pipeline(ModulePass):
     verify: str = "each"
     prefetch_shares: str = ""
     pack_largest_first: bool = False
+    tail_prefetch: bool = False
 
     def shares(self) -> list[int]:
         """The prefetch shares (percent) tried in order: ``prefetch-shares`` or the default."""
@@ -119,7 +122,8 @@ class M100Pipeline(ModulePass):
 
         return [M100Graph(),
                 M100Schedule(machine=self.machine, tpbs=self.tpbs, clusters=self.clusters,
-                             strategy=self.strategy, seed=self.seed, report=self.report),
+                             strategy=self.strategy, seed=self.seed, report=self.report,
+                             tail_prefetch=self.tail_prefetch),
                 HbsmAllocate(report=self.report, largest_first=self.pack_largest_first),
                 TwuMaterialize(),
                 SyncInsert(sync_mode=self.sync_mode, certificate=self.certificate,

@@ -233,22 +233,23 @@ def compile_gc():
 def compile(src, machine="m100", tpbs: int = 0, sync_mode: str = "dataflow", *,
             clusters: int = 0, strategy: str = "auto", seed: int = 0,
             verbose: bool = False, prefetch_shares: tuple[int, ...] = (),
-            pack_largest_first: bool = False) -> CompileResult:
+            pack_largest_first: bool = False, tail_prefetch: bool = False) -> CompileResult:
     """Compile a model (path, ModelProto or ModuleOp) to a program + sync certificate.
 
     ``machine``: a preset name, a machine file, or a :class:`Machine` (``machine_ref``);
     ``prefetch_shares``: ``m100-pipeline``'s ``prefetch-shares`` (percents tried in order; empty =
-    its default); ``pack_largest_first``: its ``pack-largest-first``."""
+    its default); ``pack_largest_first``: its ``pack-largest-first``; ``tail_prefetch``: its
+    ``tail-prefetch``."""
     with compile_gc() as stage_end:
         return _compile(src, machine, tpbs, sync_mode, clusters=clusters, strategy=strategy,
                         seed=seed, verbose=verbose, stage_end=stage_end,
                         prefetch_shares=prefetch_shares,
-                        pack_largest_first=pack_largest_first)
+                        pack_largest_first=pack_largest_first, tail_prefetch=tail_prefetch)
 
 
 def _compile(src, machine, tpbs, sync_mode, *, clusters, strategy, seed,
              verbose, stage_end=None, prefetch_shares=(),
-             pack_largest_first=False) -> CompileResult:
+             pack_largest_first=False, tail_prefetch=False) -> CompileResult:
     from m100.frontend.mlir_load import shared_context
     from m100.passes.m100_pipeline import M100Pipeline
     from m100.dialects.translate import module_to_program
@@ -276,7 +277,7 @@ def _compile(src, machine, tpbs, sync_mode, *, clusters, strategy, seed,
     M100Pipeline(machine=machine, tpbs=tpbs, clusters=clusters, strategy=strategy,
                  sync_mode=sync_mode, seed=seed, report=verbose,
                  prefetch_shares=",".join(str(v) for v in prefetch_shares),
-                 pack_largest_first=pack_largest_first,
+                 pack_largest_first=pack_largest_first, tail_prefetch=tail_prefetch,
                  verify="end").run(ctx, module, timings, cpu, certs, stage_end=stage_end)
     cert = certs[0]
     t0, c0 = time.perf_counter(), time.process_time()

@@ -278,6 +278,15 @@ class PlanBuilder(Transfers):
             else:
                 self.by_op.setdefault(op.name, []).extend(grp)
         self.late_bytes = {}
+        if self.s.tail_prefetch and not tplan.weight_resident and st.ks == 1 and \
+                not self.isolated:
+            # per TPB its second-to-last compute: after it the other slot of each streamed
+            # operand is free, what the next segment's first weight chunk may take
+            # (``ListScheduler._prefetch``)
+            for x in st.tpbs:
+                h = self.hist.get((x, op.name), ())
+                if len(h) >= 2:
+                    self.tail_at[(x, si)] = h[-2]
         if held is not None:  # the last group's stores: during the next segment's first steps
             per = self._late_per(si, len(carry))
             self.tl.late[si] = per

@@ -228,9 +228,17 @@ class EmitterCore:
         of a segment on a TPB may run before that TPB finished the segment before."""
         return [self.barrier[tpb]] if tpb in self.barrier else []
 
-    def _wbar(self, tpb: int, tensor: str) -> list[SSAValue]:
-        """The barrier of a constant weight (or bias) transfer into ``tpb``: the end of the
-        earlier segment the plan's prefetch names (``Plan.prefetch``), else :meth:`_bar`."""
+    def _wbar(self, tpb: int, tensor: str, tid: int | None = None) -> list[SSAValue]:
+        """The barrier of a constant weight (or bias) transfer into ``tpb`` (plan task ``tid``;
+        None: the next of the piece's): the compute of the last segment the plan's
+        ``tail_dma`` names, else the end of the earlier segment its prefetch names
+        (``Plan.prefetch``), else :meth:`_bar`."""
+        if self.plan.tail_dma:
+            if tid is None:
+                tid = self._queue[-1] if self._queue else -1
+            t = self.plan.tail_dma.get((tid, tpb))
+            if t is not None:
+                return [self.task_ops[t].done]  # type: ignore[attr-defined]
         b = self.plan.prefetch.get((self.cur_si, tpb))
         if b is None or self.g.tensors[tensor].kind != "weight":
             return self._bar(tpb)

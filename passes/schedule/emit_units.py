@@ -262,7 +262,8 @@ class UnitEmitter(EmitterCore):
         t = self._take("dma", -1, tuple(tpbs))
         bufs = self._bcast_buffers(tensor, tpbs, bshape)
         deps = self.token_of(tensor) + [d for x in tpbs
-                                        for d in (self._wbar(x, tensor) if wbar else self._bar(x))
+                                        for d in (self._wbar(x, tensor, t.id) if wbar
+                                                  else self._bar(x))
                                         + self._slot_deps(x, opname)]
         d = DmaOp(t.engine, {"src": self.source(tensor, bshape, lin),
                              "dst": (bufs[tpbs[0]], None)}, deps,

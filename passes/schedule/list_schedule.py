@@ -78,6 +78,12 @@ class ListScheduler:
         # of later segments prefetched while it runs
         self.hbsm_use: dict[tuple[int, int], int] = {}
         self.prefetch_depth = PREFETCH_DEPTH
+        # (TPB, segment) -> its second-to-last compute there, of a one-stage lockstep segment
+        # with a streamed weight (``build_segments._lockstep_segment``), and (segment, TPB) ->
+        # that task: the first weight chunk of the segment into the TPB waits for it instead of
+        # the last segment's end (``Scheduler.tail_prefetch``)
+        self.tail_at: dict[tuple[int, int], int] = {}
+        self.tail_pending: dict[tuple[int, int], int] = {}
         # busy time of each CCB DMA engine (:mod:`.busy`; with several transfers in flight,
         # ``dma_outstanding`` > 1, its queue: :mod:`.dma_queue`) and of each TPB's DTDU
         mc = self.cm.machine
@@ -324,6 +330,11 @@ class ListScheduler:
         other transfer for the end of the last segment that used the TPB."""
         if role in ("w", "bias") and self.piece is not None and \
                 self.g.tensors[tensor].kind == "weight":
+            if role == "w" and self.tail_pending:  # the first chunk, in the last one's tail
+                t = self.tail_pending.pop((self.piece.segment, tpb), None)
+                if t is not None:  # (the transfer being built is the next task)
+                    self.tl.tail_dma[(len(self.tl.tasks), tpb)] = t
+                    return [t]
             b = self.tl.prefetch.get((self.piece.segment, tpb))
             if b is not None:
                 return list(self.bar_at.get((tpb, b), ()))
@@ -334,13 +345,22 @@ class ListScheduler:
         segments that used the TPB, newest first, as long as each of them holds at most
         ``PREFETCH_HBSM_SHARE`` of the HBSM with this segment's weight buffers (resident weights,
         the two slots of a streamed one, biases) added -- those are then counted as held during
-        it. The chosen barrier goes into the plan (``Plan.prefetch``), which the emitter reads."""
+        it. The chosen barrier goes into the plan (``Plan.prefetch``), which the emitter reads.
+        ``Scheduler.tail_prefetch``: where nothing is prefetched, a one-stage segment's first
+        chunk of its streamed weight waits for the second-to-last compute of the last segment on
+        the TPB when that is a lockstep contraction with a streamed weight (its last K step: the
+        other slot of its streamed operands is free), not for its end (``Plan.tail_dma``). Its
+        bytes are not checked against the share (the plan's count of kept tiles already puts
+        the LLaMA2-7B prefill MLP over it); ``hbsm-allocate{strict}`` judges the packing."""
         cap = int(self.cm.machine.hbsm_bytes * self.s.prefetch_share)
         foot: dict[int, int] = {}
         wfoot: dict[int, int] = {}
+        first = 0  # one chunk of a streamed weight (one-stage segments: ``tail_prefetch``)
         for st in seg.stages:
             plan = self.tl.plans[st.op]
             w = sum(b.nbytes for b in plan.buffers if b.role in WEIGHT_BUFFERS)
+            if len(seg.stages) == 1 and not plan.weight_resident:
+                first = sum(b.slot_bytes for b in plan.buffers if b.role == "weight")
             for x in st.tpbs:
                 foot[x] = foot.get(x, 0) + plan.footprint
                 wfoot[x] = wfoot.get(x, 0) + w
@@ -366,6 +386,12 @@ class ListScheduler:
                 held.append(k)
                 d += 1
             if d == 1:
+                if first and self.s.tail_prefetch:  # its first chunk in the last one's tail
+                    k = (x, hist[-1][0])
+                    tail = self.tail_at.get(k)
+                    if tail is not None:
+                        self.tail_pending[(si, x)] = tail
+                        use[k] = use.get(k, 0) + first
                 continue
             for k in held:
                 use[k] = use.get(k, 0) + w

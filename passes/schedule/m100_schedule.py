@@ -43,7 +43,11 @@ class M100Schedule(ModulePass):
     -- as JSON to this file), ``prefetch-share`` (percent of the HBSM that weights prefetched
     during earlier segments and activations kept between segments may fill; 0 = the default,
     ``list_schedule.PREFETCH_HBSM_SHARE``; ``m100-pipeline`` tries larger shares first and falls
-    back when hbsm-allocate can not pack the program).
+    back when hbsm-allocate can not pack the program), ``tail-prefetch`` (where a segment's
+    weights are not prefetched, its first streamed weight chunk loads during the last K step of
+    the lockstep contraction before it on the TPB, without the share's count: hbsm-allocate's
+    strict packing judges it; off by default, ``m100 bench llm`` asks for it with the W8A8
+    prefill layer's shares -- docs/llm.md section 5, session 23).
     """
 
     name = "m100-schedule"
@@ -57,6 +61,7 @@ class M100Schedule(ModulePass):
     max_stages: int = 4
     plan_json: str = ""
     prefetch_share: int = 0
+    tail_prefetch: bool = False
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
         from .graph import ScheduleError, check_limits
@@ -77,7 +82,8 @@ class M100Schedule(ModulePass):
         check_limits(irg.graph, m)
         pl = schedule(irg.graph, m, tpbs=self.tpbs, clusters=self.clusters,
                       strategy=self.strategy, seed=self.seed, max_stages=self.max_stages,
-                      prefetch_share=self.prefetch_share / 100 if self.prefetch_share else None)
+                      prefetch_share=self.prefetch_share / 100 if self.prefetch_share else None,
+                      tail_prefetch=self.tail_prefetch)
         pl.graph = irg.graph  # type: ignore[attr-defined]
         prog = emit_program(irg, pl, m)
         # a machine that is not a preset travels in the IR as machine_spec (ProgramOp(m, ...)), so

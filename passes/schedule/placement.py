@@ -90,10 +90,11 @@ def available_tpbs(machine: Machine, tpbs: int = 0, clusters: int = 0) -> tuple[
 
 def schedule(g: OpGraph, machine: Machine, tpbs: int = 0, clusters: int = 0,
              strategy: str = "auto", seed: int = 0, max_stages: int = 4,
-             iters: int = 24, prefetch_share: float | None = None) -> Placement:
+             iters: int = 24, prefetch_share: float | None = None,
+             tail_prefetch: bool = False) -> Placement:
     """Place ``g`` on ``machine``; returns the chosen segments and their predicted timeline.
     ``prefetch_share``: the HBSM share weight prefetch and kept activations may fill (default
-    ``list_schedule.PREFETCH_HBSM_SHARE``)."""
+    ``list_schedule.PREFETCH_HBSM_SHARE``); ``tail_prefetch``: ``Scheduler.tail_prefetch``."""
     if strategy not in STRATEGIES:
         raise ScheduleError(f"unknown strategy '{strategy}' (known: {', '.join(STRATEGIES)})")
     if not g.ops:
@@ -112,6 +113,7 @@ def schedule(g: OpGraph, machine: Machine, tpbs: int = 0, clusters: int = 0,
                    prefetch_share=prefetch_share)
         if first is None:
             first = s
+            s.sched.tail_prefetch = tail_prefetch
         else:  # segment costs do not depend on the pool: share them and the tilings
             s.sched, s.cache, s.errors, s.shared = first.sched, first.cache, first.errors, \
                 first.shared

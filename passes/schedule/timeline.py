@@ -71,6 +71,9 @@ class Scheduler:
         # hbsm-allocate can not pack the program: ``m100_pipeline.PREFETCH_SHARES``)
         self.prefetch_share = list_schedule.PREFETCH_HBSM_SHARE if prefetch_share is None \
             else prefetch_share
+        # a segment's first streamed weight chunk loaded in the last segment's last K step
+        # (``ListScheduler._prefetch``; ``m100-schedule{tail-prefetch}``, off by default)
+        self.tail_prefetch = False
         self.ops = {o.name: o for o in g.ops}
         self.producers = g.producers()
         self.consumers = g.consumers()  # every build reads it per segment (the graph is fixed)
