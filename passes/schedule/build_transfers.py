@@ -55,7 +55,12 @@ class Transfers(ListScheduler):
         # :meth:`_wbar` and :meth:`_slot_deps`, written out
         b = self.tl.prefetch.get((p.segment, tpb)) if weight and p is not None and \
             role in ("w", "bias") else None
-        if b is not None:
+        tail = self.tail_pending.pop((p.segment, tpb), None) \
+            if self.tail_pending and weight and role == "w" and p is not None else None
+        if tail is not None:  # the first chunk, in the last segment's tail (``_wbar``)
+            self.tl.tail_dma[(len(self.tl.tasks), tpb)] = tail
+            deps.append(tail)
+        elif b is not None:
             deps.extend(self.bar_at.get((tpb, b), ()))
         elif tpb in self.barrier:
             deps.append(self.barrier[tpb])
@@ -94,9 +99,14 @@ class Transfers(ListScheduler):
         hist, barrier, name = self.hist, self.barrier, op.name
         pf = self.tl.prefetch if role in ("w", "bias") and self.piece is not None and \
             self.g.tensors[tensor].kind == "weight" else None
+        tails = self.tail_pending if pf is not None and role == "w" else None
         for x in tpbs:
             b = pf.get((self.piece.segment, x)) if pf is not None else None
-            if b is not None:
+            tail = tails.pop((self.piece.segment, x), None) if tails else None
+            if tail is not None:  # the first chunk, in the last segment's tail (``_wbar``)
+                self.tl.tail_dma[(len(self.tl.tasks), x)] = tail
+                deps.append(tail)
+            elif b is not None:
                 deps.extend(self.bar_at.get((x, b), ()))
             elif x in barrier:
                 deps.append(barrier[x])
