@@ -15,7 +15,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from m100.passes.schedule import m100_schedule, placement
+from m100.passes.schedule import placement
 
 M, K, N = 256, 2048, 512  # 8 TPBs: 4 rows x 2 column parts (broadcasts to 2)
 
@@ -41,23 +41,14 @@ def _model():
     return model
 
 
-def _check(mode: str | None, monkeypatch):
+def _check(mode: str | None, monkeypatch, placements):
     """``m100 check`` with the keep mode forced (``None``: nothing kept)."""
     from m100.tools import driver
-    seen = []
-    orig = m100_schedule.schedule
-
-    def spy(*a, **kw):
-        pl = orig(*a, **kw)
-        seen.append(pl)
-        return pl
-
     def keep(sched, segs, tl):
         if mode is None:
             return tl, ""
         return sched.build(segs, keep=mode), mode
 
-    monkeypatch.setattr(m100_schedule, "schedule", spy)
     monkeypatch.setattr(placement, "keep_activations", keep)
     monkeypatch.setattr(placement, "kept_copies", lambda sched, segs, tl, k: (tl, k))
     x = np.random.default_rng(8).standard_normal((M, K)).astype(np.float32)
@@ -65,12 +56,12 @@ def _check(mode: str | None, monkeypatch):
                       strategy="data-parallel")
     assert ck.result.reports == [] and ck.problems == [], ck.problems[:3]
     assert ck.passed, ck.summary()
-    return seen[-1], ck.result.outputs
+    return placements[-1], ck.result.outputs
 
 
 @pytest.mark.parametrize("mode", ["all-mm", "all-mm+copies"])
-def test_lockstep_matmuls_copy_their_chunks_from_the_kept_pieces(mode, monkeypatch):
-    pl, got = _check(mode, monkeypatch)
+def test_lockstep_matmuls_copy_their_chunks_from_the_kept_pieces(mode, monkeypatch, placements):
+    pl, got = _check(mode, monkeypatch, placements)
     tl = pl.timeline
     relu = next(o for o in pl.graph.ops if o.unit == "cvu.elementwise")
     h = relu.outputs[0]
@@ -97,7 +88,7 @@ def test_lockstep_matmuls_copy_their_chunks_from_the_kept_pieces(mode, monkeypat
             if p.op == o.name:
                 want[p.tpb] = want.get(p.tpb, 0.0) + (p.r1 - p.r0) * K * 4
         assert recv == want
-    _, base = _check(None, monkeypatch)
+    _, base = _check(None, monkeypatch, placements)
     for name in base:
         np.testing.assert_array_equal(got[name], base[name])
 

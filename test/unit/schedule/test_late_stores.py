@@ -13,7 +13,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from m100.passes.schedule import build_segments, m100_schedule
+from m100.passes.schedule import build_segments
 
 
 def _two_gemms(chain: bool):
@@ -38,28 +38,19 @@ def _two_gemms(chain: bool):
     return model
 
 
-def _check(model, late: bool, monkeypatch):
+def _check(model, late: bool, monkeypatch, placements):
     from m100.tools import driver
-    seen = []
-    orig = m100_schedule.schedule
-
-    def spy(*a, **kw):
-        pl = orig(*a, **kw)
-        seen.append(pl)
-        return pl
-
-    monkeypatch.setattr(m100_schedule, "schedule", spy)
     monkeypatch.setattr(build_segments, "LATE_STORES", late)
     x = np.random.default_rng(4).standard_normal((128, 2048)).astype(np.float32)
     ck = driver.check(model, inputs={"x": x}, machine="m100", tpbs=4, strategy="data-parallel")
     assert ck.result.reports == [] and ck.problems == [], ck.problems[:3]
     assert ck.passed, ck.summary()
-    return seen[-1], ck.result.outputs
+    return placements[-1], ck.result.outputs
 
 
-def test_late_stores_overlap_the_next_gemm_and_give_the_same_bits(monkeypatch):
+def test_late_stores_overlap_the_next_gemm_and_give_the_same_bits(monkeypatch, placements):
     model = _two_gemms(chain=False)
-    pl, got = _check(model, True, monkeypatch)
+    pl, got = _check(model, True, monkeypatch, placements)
     tl = pl.timeline
     assert tl.late, "no late stores: the test checks nothing"
     s0 = min(tl.late)
@@ -75,15 +66,15 @@ def test_late_stores_overlap_the_next_gemm_and_give_the_same_bits(monkeypatch):
     for t in tl.tasks:
         if t.segment == s0 + 1 and t.kind == "dma-in":
             assert all(t.start >= last.get(x, 0.0) - 1e-6 for x in t.dst_tpbs), t
-    pl2, want = _check(model, False, monkeypatch)
+    pl2, want = _check(model, False, monkeypatch, placements)
     assert not pl2.timeline.late
     for name in want:
         np.testing.assert_array_equal(got[name], want[name])
 
 
-def test_no_late_stores_into_a_reader_of_the_result(monkeypatch):
+def test_no_late_stores_into_a_reader_of_the_result(monkeypatch, placements):
     """The second GEMM reads the first's result: its loads wait for every store of it."""
-    pl, _ = _check(_two_gemms(chain=True), True, monkeypatch)
+    pl, _ = _check(_two_gemms(chain=True), True, monkeypatch, placements)
     tl = pl.timeline
     assert not tl.late
     q = pl.graph.ops[0].outputs[0] if pl.graph is not None else None

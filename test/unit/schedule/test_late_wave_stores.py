@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from m100.passes.schedule import build_segments, m100_schedule
+from m100.passes.schedule import build_segments
 
 
 def _model():
@@ -36,23 +36,14 @@ def _model():
     return model
 
 
-def _check(model, late: bool, monkeypatch):
+def _check(model, late: bool, monkeypatch, placements):
     from m100.tools import driver
-    seen = []
-    orig = m100_schedule.schedule
-
-    def spy(*a, **kw):
-        pl = orig(*a, **kw)
-        seen.append(pl)
-        return pl
-
-    monkeypatch.setattr(m100_schedule, "schedule", spy)
     monkeypatch.setattr(build_segments, "LATE_WAVE_STORES", late)
     x = np.random.default_rng(6).standard_normal((128, 2048)).astype(np.float32)
     ck = driver.check(model, inputs={"x": x}, machine="m100", tpbs=4, strategy="data-parallel")
     assert ck.result.reports == [] and ck.problems == [], ck.problems[:3]
     assert ck.passed, ck.summary()
-    return seen[-1], ck.result.outputs, ck.compile.program
+    return placements[-1], ck.result.outputs, ck.compile.program
 
 
 def _sim_overlap(prog) -> tuple[float, float]:
@@ -69,8 +60,8 @@ def _sim_overlap(prog) -> tuple[float, float]:
     return tcu, max(stores)
 
 
-def test_vector_stores_overlap_the_next_gemm_and_give_the_same_bits(monkeypatch):
-    pl, got, prog = _check(_model(), True, monkeypatch)
+def test_vector_stores_overlap_the_next_gemm_and_give_the_same_bits(monkeypatch, placements):
+    pl, got, prog = _check(_model(), True, monkeypatch, placements)
     tl = pl.timeline
     ops = {o.name: o for o in pl.graph.ops}
     vec = [si for si in tl.late if ops[tl.segments[si].stages[0].op].unit.startswith("cvu.")]
@@ -94,7 +85,7 @@ def test_vector_stores_overlap_the_next_gemm_and_give_the_same_bits(monkeypatch)
     # the program too: the GEMM computes before the last store (the emitter pauses the stores)
     tcu, end = _sim_overlap(prog)
     assert tcu < end
-    pl2, want, prog2 = _check(_model(), False, monkeypatch)
+    pl2, want, prog2 = _check(_model(), False, monkeypatch, placements)
     tcu2, end2 = _sim_overlap(prog2)
     assert tcu2 >= end2
     assert not [si for si in pl2.timeline.late
