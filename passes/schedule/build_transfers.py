@@ -52,16 +52,10 @@ class Transfers(ListScheduler):
         else:
             deps = list(mem)
         p = self.piece
-        # :meth:`_wbar` and :meth:`_slot_deps`, written out
-        b = self.tl.prefetch.get((p.segment, tpb)) if weight and p is not None and \
-            role in ("w", "bias") else None
-        tail = self.tail_pending.pop((p.segment, tpb), None) \
-            if self.tail_pending and weight and role == "w" and p is not None else None
-        if tail is not None:  # the first chunk, in the last segment's tail (``_wbar``)
-            self.tl.tail_dma[(len(self.tl.tasks), tpb)] = tail
-            deps.append(tail)
-        elif b is not None:
-            deps.extend(self.bar_at.get((tpb, b), ()))
+        # :meth:`_wbar` (a constant weight's prefetch or tail barrier) only for weights, the
+        # others' barrier and :meth:`_slot_deps` written out (the same deps in the same order)
+        if weight and p is not None and role in ("w", "bias"):
+            deps.extend(self._wbar(tpb, tensor, role))
         elif tpb in self.barrier:
             deps.append(self.barrier[tpb])
         if slot and self.cur:
@@ -95,19 +89,14 @@ class Transfers(ListScheduler):
         waits for the slot it refills on each of them (double buffering)."""
         src = memory_of(self.cm, self.g, tensor)
         deps = self._mem_deps(tensor)
-        # per TPB :meth:`_wbar` and the slot it refills, written out (the weight test once)
+        # per TPB :meth:`_wbar` (weights only: the weight test once) or the TPB's barrier, and
+        # the slot it refills, written out
         hist, barrier, name = self.hist, self.barrier, op.name
-        pf = self.tl.prefetch if role in ("w", "bias") and self.piece is not None and \
-            self.g.tensors[tensor].kind == "weight" else None
-        tails = self.tail_pending if pf is not None and role == "w" else None
+        weight = role in ("w", "bias") and self.piece is not None and \
+            self.g.tensors[tensor].kind == "weight"
         for x in tpbs:
-            b = pf.get((self.piece.segment, x)) if pf is not None else None
-            tail = tails.pop((self.piece.segment, x), None) if tails else None
-            if tail is not None:  # the first chunk, in the last segment's tail (``_wbar``)
-                self.tl.tail_dma[(len(self.tl.tasks), x)] = tail
-                deps.append(tail)
-            elif b is not None:
-                deps.extend(self.bar_at.get((x, b), ()))
+            if weight:
+                deps.extend(self._wbar(x, tensor, role))
             elif x in barrier:
                 deps.append(barrier[x])
             h = hist.get((x, name))

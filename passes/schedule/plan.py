@@ -262,7 +262,7 @@ class Plan:
     prefetch: dict[tuple[int, int], int] = field(default_factory=dict)
     # (weight transfer, TPB) -> the compute of the last segment there it waits for instead of
     # that segment's end: a first weight chunk loaded in that segment's last K step
-    # (``list_schedule.TAIL_PREFETCH``)
+    # (``Scheduler.tail_prefetch``: ``list_schedule.ListScheduler._prefetch``)
     tail_dma: dict[tuple[int, int], int] = field(default_factory=dict)
     # activations kept in HBSM between segments (:mod:`.keep`): the ops whose output tiles stay
     # in their producer pieces' HBSM buffers (not stored); later segments copy from them
