@@ -477,7 +477,9 @@ class _Reader(_Coder):
         self.base = base  # bit offset of chunk in the whole data (for messages)
         self.pos = 0
         self.end = nbits
-        self.walks = walks  # {(width, bits): Walk} decoded before (see walk)
+        # {(width, bits): Walk} decoded before, and {("levels", level count, their bits): levels
+        # tuple} (see walk)
+        self.walks = walks
 
     def walk(self, w: Walk | None, what: str) -> Walk:
         """A walk field; with a memo (:func:`decode_instructions`), the walk object decoded before
@@ -506,6 +508,15 @@ class _Reader(_Coder):
                             self.pos = pos + width
                             return got
                         got = super().walk(w, what)
+                        # equal levels (the last 3 * n fields) share one tuple too: the
+                        # interpreter's derivations per levels tuple find it by identity
+                        # (m100.sim.twu.per_levels) instead of hashing its Levels
+                        lkey = ("levels", n, key[1] & ((1 << 3 * n * L.field) - 1))
+                        lv = memo.get(lkey)
+                        if lv is None:
+                            memo[lkey] = got.levels
+                        else:
+                            object.__setattr__(got, "levels", lv)  # (an equal tuple)
                         memo[key] = got
                         return got
         return super().walk(w, what)

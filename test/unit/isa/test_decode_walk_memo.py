@@ -1,5 +1,5 @@
 """The decoder's walk memo (``encoding._Reader.walk``): equal walk fields decode to one shared Walk
-object, and a decode with the memo and the sync fast path (``_Reader.sync``) is the decode
+object (equal levels to one shared tuple), and a decode with the memo and the sync fast path (``_Reader.sync``) is the decode
 without them -- the same instructions, the same
 sizes, the same bytes when re-encoded, the same error (offset and message) on corrupted bytes.
 The oracle is the decoder without a memo (``decode_instruction_at(..., walks=None)``), field by
@@ -67,6 +67,9 @@ def test_equal_walks_share_one_object_and_decode_as_without_memo():
     plain = _walks(_plain(data, TINY))
     assert len({id(w) for w in plain}) == len(plain)  # without the memo: one object per field
     assert E.encode_instructions(got, TINY) == data
+    # equal levels are one tuple too (a and c: other bases), other levels another
+    assert ws[0].levels is ws[1].levels and ws[4].levels is not ws[5].levels
+    assert ws[0].levels is not ws[4].levels and ws[4].levels == b.levels
 
 
 def test_memo_shared_across_calls():
@@ -87,6 +90,8 @@ def test_random_streams_decode_as_without_memo(insts):
     assert got == ref and got[1] == repr(insts) and got[3] == data
     walks = _walks(E.decode_instructions(data, TINY))
     assert len({id(w) for w in walks}) == len(set(walks))  # equal walks are one object
+    # equal levels are one tuple (m100.sim.twu.per_levels finds it by identity)
+    assert len({id(w.levels) for w in walks}) == len({w.levels for w in walks})
 
 
 @settings(max_examples=60, **SETTINGS)
