@@ -33,6 +33,10 @@ LATE_WAVE_STORES = True
 #: of the V projection) built just before the segment that first reads each store's box, the
 #: rest at the end of the first round of segments on distinct TPBs (False: at its own end, A/B)
 LATE_READ_STORES = True
+#: late read stores past the first round (:meth:`PlanBuilder._late_reads`): each store just before
+#: its first reader however many segments on the same TPBs come before it (False: the rest at the
+#: end of the first round of segments on distinct TPBs, A/B)
+LATE_READ_ROUNDS = True
 
 
 def empty_segment(g, ops: dict, seg: SegmentCfg) -> bool:
@@ -393,7 +397,7 @@ class PlanBuilder(Transfers):
                     c0 = cv[1] // eb
                     boxes.append((0, rows, c0, c0 + g.tensors[t].shape[-1]))
             tpbs = {x for s2 in seg.stages for x in s2.tpbs}
-            if whole or tpbs & seen:
+            if whole or (tpbs & seen and not LATE_READ_ROUNDS):
                 break
             need = sorted(i for i in left if any(
                 min(b[1], last[i].r1) > max(b[0], last[i].r0) and
