@@ -345,17 +345,19 @@ class PlanBuilder(Transfers):
                     ) -> dict[int, list[int]] | None:
         """Late stores read by later pipelines (:data:`LATE_READ_STORES`): may the output stores
         of segment ``si``'s last lockstep group ``last`` be built later, each just before the
-        first segment that reads its box, and the rest at the end of the first round of
-        segments on distinct TPBs? The prefill heads read the V projection through column views
-        (one head's columns each), one head a segment on its own window of TPBs: with every
-        store at the projection's end the first heads' q / kT loads queue behind 8 MB of stores
-        with every TCU idle. Yes when the build is a whole plan, every piece of ``last`` stores
-        a box of its plain 2-D output (``boxed_store``), the segments after read it only
-        through column views (a segment reading it otherwise, a data-movement segment or one
-        on a TPB of an earlier segment since ends the round: the rest are built before it),
-        and on every TPB of every segment of the round its footprint, its kept tiles and the
-        tiles still held there fit the HBSM share; and some segment of the round reads a
-        store through a column view (else nothing changes). Returns {segment j: the indices
+        first segment that reads its box, and the rest at the end of the run of segments
+        looked at? The prefill heads read the V projection through column views (one head's
+        columns each), one head a segment on its own window of TPBs: with every store at the
+        projection's end the first heads' q / kT loads queue behind 8 MB of stores with every
+        TCU idle; with the stores no first-round head reads at the end of that round (session
+        23, :data:`LATE_READ_ROUNDS` off), round 2's loads queued behind those. Yes when the
+        build is a whole plan, every piece of ``last`` stores a box of its plain 2-D output
+        (``boxed_store``), the segments after read it only through column views (a segment
+        reading it otherwise, a data-movement segment -- or, with :data:`LATE_READ_ROUNDS`
+        off, one on a TPB of an earlier segment since -- ends the run: the rest are built
+        before it), and on every TPB of every segment of the run its footprint, its kept tiles
+        and the tiles still held there fit the HBSM share (counted in its HBSM use); and some
+        segment of the run reads a store through a column view (else nothing changes). Returns {segment j: the indices
         in the group's pieces of the stores built at the end of j} (``si`` itself: at its own
         end), or None when nothing would move."""
         g, segs = self.g, self.tl.segments
