@@ -85,28 +85,41 @@ def enumerate_access(buf_type: BufferType, base: int, acc) -> list[int]:
     return out
 
 
-def test_walks_enumerate_the_placed_accesses():
+def test_walks_enumerate_the_placed_accesses(monkeypatch):
+    """Both ways of ``twu_materialize.SYNTH_MEMO`` (a loop nest synthesized once per program, or
+    once per buffer value and access): the walks enumerate the placed accesses; the memo is used."""
+    from m100.passes.backend import twu_materialize
+
     ctx, mod = scheduled(models.conv_relu_maxpool(hw=16, f=8), machine="m100", tpbs=4)
     HbsmAllocate().apply(ctx, mod)
     prog = next(o for o in mod.walk() if isinstance(o, ProgramOp))
-    before = {}
+    before = []
     for o in prog.body.ops:
         if isinstance(o, InstrOp):
             accs = o.slot_accesses()
             for name, b in o.slot_buffers().items():
                 a = accs.get(name)
-                before[(id(o), name)] = enumerate_access(b.type, b.owner.offset.value.data,
-                                                         a if isinstance(a, AccessAttr) else None)
-    TwuMaterialize().apply(ctx, mod)
-    n = 0
-    for o in prog.body.ops:
-        if isinstance(o, InstrOp):
-            for name, w in o.slot_accesses().items():
-                assert isinstance(w, WalkAttr)
-                got = w.to_isa().byte_addresses().tolist()
-                assert got == before[(id(o), name)]
-                n += 1
-    assert n > 20
+                before.append(enumerate_access(b.type, b.owner.offset.value.data,
+                                               a if isinstance(a, AccessAttr) else None))
+    calls = {}
+    for memo in (False, True):
+        n = [0]
+
+        def counted(*args, _n=n, _f=twu_materialize.synthesize):
+            _n[0] += 1
+            return _f(*args)
+
+        monkeypatch.setattr(twu_materialize, "SYNTH_MEMO", memo)
+        monkeypatch.setattr(twu_materialize, "synthesize", counted)
+        done = mod.clone()
+        TwuMaterialize().apply(ctx, done)
+        monkeypatch.undo()
+        calls[memo] = n[0]
+        got = [o.slot_accesses()[name].to_isa().byte_addresses().tolist()
+               for o in next(p for p in done.walk() if isinstance(p, ProgramOp)).body.ops
+               if isinstance(o, InstrOp) for name in o.slot_buffers()]
+        assert got == before and len(got) > 20
+    assert calls[True] < calls[False]
     _ = (math, np)
 
 
