@@ -262,3 +262,31 @@ def test_self_compare_with_nan(op):
             "Greater": x > x, "Less": x < x}[op]
     got = np.asarray(next(iter(res.outputs.values()))).astype(bool)
     np.testing.assert_array_equal(got, want)
+
+
+# --- (f) a transpose of a concat of matmuls side by side (fuzz heads family, session 24) --------
+def concat_columns_transposed(m: int, tail: str):
+    """``[x0 @ w0 | x1 @ w1]`` (the matmuls store straight into the concat's columns:
+    ``OpGraph.strided``), then transposed -- by a Transpose, or by ``Gemm(transA=1)``. The
+    transpose was made a write map of the concat's result (``writer_maps.find_transpose_writes``)
+    while its parts still stored into that result's rows: the emitter's internal error on both
+    machines (the heads family's seed 20: ``Concat`` of three heads, then ``Gemm`` transA)."""
+    nodes = [helper.make_node("MatMul", ["x0", "w0"], ["o0"]),
+             helper.make_node("MatMul", ["x1", "w1"], ["o1"]),
+             helper.make_node("Concat", ["o0", "o1"], ["c"], axis=-1)]
+    inits = [_init("w0", [16, 4], 1), _init("w1", [16, 16], 2)]
+    if tail == "transpose":
+        nodes.append(helper.make_node("Transpose", ["c"], ["y"], perm=[1, 0]))
+        out = [20, m]
+    else:
+        nodes.append(helper.make_node("Gemm", ["c", "g"], ["y"], transA=1))
+        inits.append(_init("g", [m, 3], 3))
+        out = [20, 3]
+    return _model(nodes, [("x0", [m, 16]), ("x1", [m, 16])], [("y", out)], inits)
+
+
+@pytest.mark.parametrize("machine", MACHINES)
+@pytest.mark.parametrize("tail", ["transpose", "gemm_t"])
+@pytest.mark.parametrize("m", [2, 16])
+def test_transpose_of_concat_columns(m, tail, machine):
+    _check(concat_columns_transposed(m, tail), machine)

@@ -15,8 +15,11 @@ one an op writes must be written through ``emit_units.store`` (:data:`WRITERS`),
 (checked element by element: a map that is not -- a reshape splitting a dim across the
 permutation -- leaves the transpose a copy). The result may be a view at offset 0 of a model
 output (``find_output_reshapes``: kT), or at any offset of a root (a part of a concat written in
-place: each group of heads' k in the kT output, ``llm.PREFILL_Q_GROUPS``, session 17). Nothing is ever silently copied elsewhere:
-``Emitter.memory`` of a mapped tensor is an internal error.
+place: each group of heads' k in the kT output, ``llm.PREFILL_Q_GROUPS``, session 17). ``Y``
+may not be the root of column parts (``OpGraph.strided``: a concat of matmuls side by side; their
+producers store into ``Y``'s rows, not through a map of ``Y``; session 24, the fuzzer's heads
+family). Nothing is ever silently copied elsewhere: ``Emitter.memory`` of a mapped tensor is an
+internal error.
 """
 
 from __future__ import annotations
@@ -68,6 +71,7 @@ def find_transpose_writes(g, low: dict, views: dict[str, tuple[str, int]],
     members: dict[str, list[str]] = collections.defaultdict(list)  # root -> views of it
     for v, (r, _) in views.items():
         members[r].append(v)
+    s_roots = {v[0] for v in strided.values()}
     ops, wmap = set(), {}
     for op in g.ops:
         lw = low.get(op.name)
@@ -80,6 +84,8 @@ def find_transpose_writes(g, low: dict, views: dict[str, tuple[str, int]],
                 yt.dtype in ("i4", "u4") or dtype_bytes(yt.dtype) < 1 or yoff or \
                 yt.nbytes != rt.nbytes or y in strided or y in wmap or r in strided or r in wmap:
             continue
+        if y in s_roots:  # parts of a concat written into y's columns (``OpGraph.strided``):
+            continue  # their stores address y's rows, which a map of y would move (fuzz heads)
         root, roff = views.get(r, (r, 0))
         # (a view of a root at an offset: a part written in place into a concat, e.g. a group
         # of heads' k in the kT output; its elements are the root's from roff on)
