@@ -42,7 +42,13 @@ def _compile(model, on: bool, monkeypatch, placements):
 
 def _plan_checks(pl) -> None:
     """The late stores are used, and every load of a column view of their tensor starts after
-    the stores that wrote those columns ended."""
+    the stores that wrote those columns ended -- and waits for them itself: its memory
+    dependency (the first of its deps, ``Transfers._load`` / ``_broadcast`` / ``_weight``: the
+    view's last-ending writer so far) ends no earlier than they do. The start alone is not
+    enough: on this small layer each head's load also waits for its TPB's HBSM barrier, which
+    orders it after the stores anyway, so a plan whose views kept the writers they had when
+    they were built (head 0's stores: ``PlanBuilder._late_reads_end`` without its update of
+    the views) passed the start check."""
     tl, g = pl.timeline, pl.graph
     assert tl.late_reads, "no late read stores: the test checks nothing"
     si = next(iter(tl.late_reads))
@@ -65,10 +71,13 @@ def _plan_checks(pl) -> None:
             continue
         c0 = cv[1] // eb
         c1 = c0 + g.tensors[t.tensor].shape[-1]
-        for s in stores:
-            a, b = box[s.id]
-            if min(b, c1) > max(a, c0):
-                assert s.end <= t.start + 1e-6, (t, s)
+        over = [s for s in stores if min(box[s.id][1], c1) > max(box[s.id][0], c0)]
+        assert over, t
+        for s in over:
+            assert s.end <= t.start + 1e-6, (t, s)
+        mem = tl.tasks[t.deps[0]] if t.deps else None
+        assert mem is not None and mem.kind == "dma-out" and mem.op == op, (t, mem)
+        assert mem.end >= max(s.end for s in over) - 1e-6, (t, mem, max(over, key=lambda s: s.end))
         loads += 1
     assert loads
 
