@@ -23,6 +23,10 @@ Families and ops (shapes are small, with M = 1 and size-1 dims drawn often):
   negative pads, reflect, edge), ``Slice`` (positive and negative steps, bounds past either end,
   negative axes, ``axes``/``steps`` absent), ``Gather`` (index tensors of rank 0-2 with negative
   and repeated indices, constant or run-time int64).
+
+:func:`random_heads_graph` (a family of its own: ``random_graph``'s seeds draw the same graphs as
+before it) wraps the prefill heads' pattern (:func:`_heads`): a projection's output cut into
+column parts, each read by its own MatMul, the results side by side or added.
 """
 
 from __future__ import annotations
@@ -499,6 +503,127 @@ BY_RANK = {2: {"matmul": _matmul, "gemm": _gemm}, 3: {"matmul": _matmul},
            4: {"conv": _conv, "pool": _pool, "flatten": _flatten}}
 
 
+def _heads(b: _Builder, x: str, big: bool = False) -> str:
+    """The prefill heads' pattern (``build_segments.LATE_READ_STORES``): a projection
+    ``v = x @ Wv`` (``Wv`` a graph input, run-time weights, when ``big``; else mostly) whose output is cut into ``h``
+    column parts on the last axis (``Slice`` with ``axes`` 1 or -1, or one ``Split``), each part
+    read by its own MatMul -- as the left operand (``part @ W_j``) or, as attention's PV reads
+    ``v``'s heads, the right one (``P_j @ part``, ``P_j`` sometimes a softmax of an input) -- and
+    the heads' results side by side (``Concat`` on the last axis) or added; sometimes ``v``
+    itself is read again (a residual of the concat, or a second reader of a part). Part widths
+    are mostly a multiple of 16 columns (f32: 64-byte offsets, read in place as column views,
+    ``OpGraph.cviews``), sometimes not (the slices are copies). ``x`` must be 2-D; ``big``: wider
+    parts, and ``P_j`` mostly square (attention's)."""
+    m, k = b.shapes[x]
+    d = b.c.pick((32, 32, 64, 64, 8) if big else (16, 16, 32, 8, 3))
+    h = b.c.int(2, 4)
+    wv = b.operand((k, h * d), scale=1 / math.sqrt(k),
+                   runtime=True if big else b.c.pick((True, True, False)))
+    v = b.node("MatMul", [x, wv], (m, h * d))
+    parts = []
+    if b.c.pick((False, True)) and b.opset >= 13:  # one Split (sizes as an input, opset 13+)
+        from onnx import helper
+
+        outs = [b.name("t") for _ in range(h)]
+        axis = b.c.pick((1, -1))
+        b.nodes.append(helper.make_node("Split", [v, b.const_i64([d] * h)], outs, axis=axis))
+        b.ops.append("Split")
+        for o in outs:
+            b.shapes[o] = (m, d)
+        parts = outs
+    else:
+        for j in range(h):
+            ax = b.c.pick((1, -1))
+            parts.append(b.node("Slice", [v, b.const_i64([j * d]), b.const_i64([(j + 1) * d]),
+                                          b.const_i64([ax])], (m, d)))
+    right = b.c.pick((False, True))  # the part as the right operand (attention's P @ v_j)
+    p = (b.c.pick((m, m, 16)) if big else b.c.pick((1, 2, 4, 16))) if right else m
+    outs = []
+    for part in parts:
+        if right:
+            if b.c.pick((False, True)):  # P_j a softmax of an input, like attention's
+                s = b.operand((p, m), runtime=True)
+                pj = b.node("Softmax", [s], (p, m), axis=-1)
+            else:
+                pj = b.operand((p, m), scale=1 / math.sqrt(m), runtime=b.c.pick((True, False)))
+            outs.append(b.node("MatMul", [pj, part], (p, d)))
+        else:
+            n = b.c.pick((d, d, 4, 16))
+            wj = b.operand((d, n), scale=1 / math.sqrt(d), runtime=b.c.pick((True, True, False)))
+            outs.append(b.node("MatMul", [part, wj], (m, n)))
+    if b.c.pick((False, False, True)) and not right:  # a part read again, by an elementwise op
+        j = b.c.int(0, h - 1)
+        outs.append(b.node("Relu", [parts[j]], (m, d)))
+    same = all(b.shapes[o] == b.shapes[outs[0]] for o in outs)
+    if same and b.c.pick((False, True)):
+        y = outs[0]
+        for o in outs[1:]:
+            y = b.node("Add", [y, o], b.shapes[y])
+    else:
+        rows = b.shapes[outs[0]][0]
+        y = b.node("Concat", outs, (rows, sum(b.shapes[o][1] for o in outs)), axis=-1)
+    if b.shapes[y] == b.shapes[v] and b.c.pick((False, True)):  # v itself read again
+        y = b.node("Add", [y, v], b.shapes[y])
+    return y
+
+
+def _chain(b: _Builder, c: Choices, x: str, values: list[str], steps: int) -> str:
+    """``steps`` random steps from ``x`` (half from the rank's own ops); the last value. Stops at
+    a value past 4096 elements or rank 4 (its op stays in the graph, unread; the value before it
+    is the result)."""
+    for _ in range(steps):
+        r = len(b.shapes[x])
+        # half of the steps from the rank's own ops (MatMul/Gemm, Conv/pooling), so that they are
+        # not drowned by the generic ones
+        own = BY_RANK.get(r, {})
+        table = dict(own) if own and c.pick((True, False)) else dict(ANY_RANK, residual=None)
+        kind = c.pick(sorted(table))
+        if kind == "residual":
+            y = _residual(b, x, values)
+            if y is None:
+                continue
+        else:
+            y = table[kind](b, x)
+        if math.prod(b.shapes[y]) > 4096 or len(b.shapes[y]) > 4:
+            return x  # keep graphs small
+        x = y
+        values.append(x)
+    return x
+
+
+#: the heads family's large inputs ``[M, K]``: on ``m100`` a 128-row projection (or 16 rows of a
+#: 1024-deep one, K chunked) is a lockstep contraction whose heads are segments of their own, so
+#: its stores are built late (``PlanBuilder._late_reads``); the small ones never are
+HEADS_BIG = ((128, 128), (128, 256), (16, 1024), (64, 512))
+
+
+def random_heads_graph(c: Choices, max_ops: int = 2) -> FuzzGraph:
+    """A random model around the heads' pattern (:func:`_heads`): a dense ``[M, K]`` input (small,
+    M = 1 often; or one of :data:`HEADS_BIG`), up to ``max_ops`` random steps that keep it, the
+    heads block, up to ``max_ops`` random steps after (when its result has at most 4096
+    elements). A family of its own, so :func:`random_graph`'s seeds draw the same graphs as
+    before it."""
+    from onnx import TensorProto
+
+    b = _Builder(c, seed=c.int(0, 2**16))
+    b.opset = c.pick((17, 20))
+    big = c.pick((False, True))
+    shape = c.pick(HEADS_BIG) if big else (c.pick((1, 1, 2, 4, 16)), c.pick((4, 16, 32, 64)))
+    x = b.operand(shape, runtime=True)
+    values = [x]
+    for _ in range(c.int(0, max_ops)):  # ops that keep [M, K]
+        kind = c.pick(("unary", "binary", "layernorm", "softmax", "residual"))
+        y = _residual(b, x, values) if kind == "residual" else ANY_RANK[kind](b, x)
+        if y is not None and b.shapes[y] == b.shapes[x]:
+            x = y
+            values.append(x)
+    x = _heads(b, x, big)
+    values.append(x)
+    if math.prod(b.shapes[x]) <= 4096:
+        x = _chain(b, c, x, values, c.int(0, max_ops))
+    return b.finish("fuzz_heads", x, TensorProto.FLOAT, 8 if b.opset <= 17 else 9)
+
+
 def random_graph(c: Choices, max_ops: int = 4) -> FuzzGraph:
     """A random valid ONNX model (opset 17 or 20; Gelu only at 20) and its inputs."""
     from onnx import TensorProto
@@ -514,24 +639,7 @@ def random_graph(c: Choices, max_ops: int = 4) -> FuzzGraph:
         shape = (c.pick((1, 1, 2)), c.pick((1, 2, 3, 8)), c.pick((1, 2, 4, 5, 8)),
                  c.pick((1, 2, 4, 5, 8)))
     x = b.operand(shape, runtime=True)
-    values = [x]
-    for _ in range(c.int(1, max_ops)):
-        r = len(b.shapes[x])
-        # half of the steps from the rank's own ops (MatMul/Gemm, Conv/pooling), so that they are
-        # not drowned by the generic ones
-        own = BY_RANK.get(r, {})
-        table = dict(own) if own and c.pick((True, False)) else dict(ANY_RANK, residual=None)
-        kind = c.pick(sorted(table))
-        if kind == "residual":
-            y = _residual(b, x, values)
-            if y is None:
-                continue
-        else:
-            y = table[kind](b, x)
-        if math.prod(b.shapes[y]) > 4096 or len(b.shapes[y]) > 4:
-            break  # keep graphs small (the op is kept: its output is the result)
-        x = y
-        values.append(x)
+    x = _chain(b, c, x, [x], c.int(1, max_ops))
     if not b.nodes:  # every step was a residual without a partner: one unary op
         x = _unary(b, x)
     return b.finish("fuzz", x, TensorProto.FLOAT, 8 if b.opset <= 17 else 9)

@@ -20,6 +20,8 @@ subgraphs in f32 with casts of its own.
 
 W8A8 chains (``--family quant``, :mod:`m100.tools.fuzz_quant`): the LLM's quantized projections,
 SiLU gate and ``silu(g) * u`` quantize at ``M = 1`` and up, with run-time weights.
+The heads' column parts (``--family heads``, :func:`~m100.tools.fuzz_graph.random_heads_graph`):
+a projection's output sliced on the last axis, each part read by its own MatMul.
 
 Two oracles: onnxruntime first; where its outputs (float, or integer outputs of a graph with
 float inputs: a quantize after float arithmetic) are off ONNX's own numpy reference
@@ -34,6 +36,7 @@ CLI (a seeded campaign, prints the op mix, refusal reasons and failures; writes 
     python -m m100.tools.fuzz_onnx --family int --count 200
     python -m m100.tools.fuzz_onnx --family f16 --count 200
     python -m m100.tools.fuzz_onnx --family quant --count 200
+    python -m m100.tools.fuzz_onnx --family heads --count 200
 """
 
 from __future__ import annotations
@@ -48,7 +51,7 @@ from typing import Sequence
 
 import numpy as np
 
-from m100.tools.fuzz_graph import FuzzGraph, RandomChoices, random_graph
+from m100.tools.fuzz_graph import FuzzGraph, RandomChoices, random_graph, random_heads_graph
 
 #: comparison: |got - want| <= ATOL * max(1, max|want|) + RTOL * |want| (f32, summation order)
 RTOL = 1e-3
@@ -282,10 +285,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--machines", default="tiny,m100")
     ap.add_argument("--max-ops", type=int, default=4)
-    ap.add_argument("--family", choices=("float", "int", "f16", "quant"), default="float",
+    ap.add_argument("--family", choices=("float", "int", "f16", "quant", "heads"),
+                    default="float",
                     help="float graphs (tolerance), integer graphs (exact; m100.tools.fuzz_int), "
-                         "the float graphs in f16 (the f16 tolerance) or W8A8 chains "
-                         "(m100.tools.fuzz_quant)")
+                         "the float graphs in f16 (the f16 tolerance), W8A8 chains "
+                         "(m100.tools.fuzz_quant) or the heads' column parts "
+                         "(fuzz_graph.random_heads_graph; float tolerance)")
     ap.add_argument("--out", default="out/fuzz", help="failing models are written here")
     a = ap.parse_args(argv)
     camp = Campaign()
@@ -293,7 +298,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         from m100.tools.fuzz_int import random_int_graph
         from m100.tools.fuzz_quant import random_quant_graph
 
-        gen = {"int": random_int_graph, "quant": random_quant_graph}.get(a.family, random_graph)
+        gen = {"int": random_int_graph, "quant": random_quant_graph,
+               "heads": random_heads_graph}.get(a.family, random_graph)
         fg = gen(RandomChoices(a.seed * 1_000_003 + i), a.max_ops)
         if a.family == "f16":
             fg = f16_graph(fg)

@@ -19,6 +19,12 @@ W8A8 chains (``m100.tools.fuzz_quant.random_quant_graph``: quantized projections
 ``silu(g) * u`` and its int8 quantize, the down projection; M = 1, run-time weights; f16 and
 f32) are compared with the output type's tolerance, int8 outputs bit-exactly.
 
+The heads family (``m100.tools.fuzz_graph.random_heads_graph``): a projection's output cut into
+column parts (Slice / Split on the last axis), each read by its own MatMul (left or right
+operand, run-time weights), the results side by side or added -- the prefill heads' reads of the
+V projection (column views; on ``m100`` the large inputs build its stores late:
+``build_segments.LATE_READ_STORES``), with the float tolerance.
+
 Budgets: the default run draws a few graphs of each family (about 40-60 s CPU); the slow tier draws
 500 float and 300 integer graphs.
 ``M100_FUZZ_SEED`` changes the (otherwise fixed) seed.
@@ -36,7 +42,7 @@ from hypothesis import HealthCheck, given, seed, settings
 from hypothesis import strategies as st
 
 from m100.tools.fuzz_int import random_int_graph
-from m100.tools.fuzz_graph import HypothesisChoices, random_graph
+from m100.tools.fuzz_graph import HypothesisChoices, random_graph, random_heads_graph
 from m100.tools.compare import F16_TOL
 from m100.tools.fuzz_onnx import Campaign, differential, f16_graph, save_failure, tolerance
 from m100.tools.fuzz_quant import random_quant_graph
@@ -78,7 +84,8 @@ def _fuzz(n: int, gen=random_graph):
 
 #: the generator families: (name, generator, graphs in the default tier, graphs in the slow tier)
 FAMILIES = [("float", random_graph, 8, 500), ("int", random_int_graph, 8, 300),
-            ("f16", _f16_random_graph, 4, 200), ("quant", random_quant_graph, 3, 150)]
+            ("f16", _f16_random_graph, 4, 200), ("quant", random_quant_graph, 3, 150),
+            ("heads", random_heads_graph, 3, 200)]
 
 
 @pytest.mark.parametrize("gen,n", [pytest.param(g, n, id=f) for f, g, n, _ in FAMILIES])
@@ -186,6 +193,70 @@ def test_generator_is_deterministic_and_valid():
     for op in ("MatMul", "Gemm", "Conv", "MaxPool", "AveragePool", "Softmax", "Relu", "Add",
                "Div", "Transpose", "Reshape", "Concat"):
         assert ops[op] > 0, (op, ops)
+
+
+def test_heads_generator_is_deterministic_and_valid():
+    """The heads family alone (no compile): seeded graphs are reproducible, pass the ONNX
+    checker, and draw every form: Slice and Split parts, widths that are column views (a
+    multiple of 16 f32 columns, more than one row) and not, the part as the left and as the
+    right MatMul operand, run-time weights, results concatenated and added, M = 1, the large
+    inputs."""
+    import onnx
+
+    from m100.tools.fuzz_graph import HEADS_BIG, RandomChoices
+
+    forms: collections.Counter = collections.Counter()
+    for i in range(120):
+        a = random_heads_graph(RandomChoices(i))
+        b = random_heads_graph(RandomChoices(i))
+        assert a.model.SerializeToString() == b.model.SerializeToString()
+        onnx.checker.check_model(a.model, full_check=True)
+        g = a.model.graph
+        shapes = {n: list(v.shape) for n, v in a.inputs.items()}
+        x = shapes[g.input[0].name]
+        forms["M=1"] += x[0] == 1
+        forms["big"] += tuple(x) in HEADS_BIG
+        mm = [n for n in g.node if n.op_type == "MatMul"]
+        v = mm[0].output[0]  # the projection (the first MatMul: no MatMul before the heads)
+        parts = [o for n in g.node if v in n.input and n.op_type in ("Slice", "Split")
+                 for o in n.output]
+        assert len(parts) >= 2, a.describe()
+        forms["split"] += any(n.op_type == "Split" for n in g.node)
+        forms["slice"] += any(n.op_type == "Slice" for n in g.node)
+        forms["runtime Wv"] += mm[0].input[1] in a.inputs
+        part_reads = [n for n in mm if set(n.input) & set(parts)]
+        forms["left"] += any(n.input[0] in parts for n in part_reads)
+        forms["right"] += any(n.input[1] in parts for n in part_reads)
+        w = shapes.get(mm[0].input[1])
+        forms["cview"] += x[0] > 1 and w is not None and (w[1] // len(parts)) % 16 == 0
+        forms["concat"] += any(n.op_type == "Concat" for n in g.node)
+    assert all(forms[k] > 0 for k in ("M=1", "big", "split", "slice", "runtime Wv", "left",
+                                      "right", "cview", "concat")), forms
+
+
+@pytest.mark.parametrize("machine,i", [("m100", 1), ("tiny", 37)])
+def test_heads_family_reaches_the_late_read_stores(machine, i, monkeypatch):
+    """Seeded heads graphs whose V projection's stores the plan builds late, each just before
+    the heads that read its columns (``build_segments.LATE_READ_STORES``: seed 1 on ``m100``,
+    ``[64, 512] @ [512, 128]``, four heads; seed 37 on ``tiny``, 16 rows K 1024), agree with
+    onnxruntime (race and deadlock checks on). If the generator changes and a seed no longer
+    builds late stores, pick another (``random_heads_graph(RandomChoices(i))``, the plan's
+    ``timeline.late_reads``)."""
+    from m100.passes.schedule import m100_schedule
+    from m100.tools.fuzz_graph import RandomChoices
+
+    seen = []
+    orig = m100_schedule.schedule
+
+    def spy(*a, **kw):
+        seen.append(orig(*a, **kw))
+        return seen[-1]
+
+    monkeypatch.setattr(m100_schedule, "schedule", spy)
+    fg = random_heads_graph(RandomChoices(i))
+    outs = differential(fg, (machine,), **tolerance(fg))
+    assert [o.status for o in outs] == ["pass"], [o.detail for o in outs]
+    assert any(pl.timeline.late_reads for pl in seen), fg.describe()
 
 
 def _mod_softmax_f16(k: float = 1000):
