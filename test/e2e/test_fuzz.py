@@ -126,18 +126,24 @@ def test_f16_graph_is_the_float_graph_in_f16():
             assert h.inputs[k].dtype == want.dtype and np.array_equal(h.inputs[k], want)
 
 
-def test_int_generator_is_deterministic_and_valid():
+def _seeded_graphs(gen, n: int):
+    """The graphs of ``gen`` for ``RandomChoices`` seeds 0..n-1, each drawn twice (the same
+    bytes) and valid ONNX (shapes as declared)."""
     import onnx
 
     from m100.tools.fuzz_graph import RandomChoices
-
-    ops: collections.Counter = collections.Counter()
-    types: collections.Counter = collections.Counter()
-    for i in range(150):
-        a = random_int_graph(RandomChoices(i))
-        b = random_int_graph(RandomChoices(i))
+    for i in range(n):
+        a = gen(RandomChoices(i))
+        b = gen(RandomChoices(i))
         assert a.model.SerializeToString() == b.model.SerializeToString()
         onnx.checker.check_model(a.model, full_check=True)
+        yield a
+
+
+def test_int_generator_is_deterministic_and_valid():
+    ops: collections.Counter = collections.Counter()
+    types: collections.Counter = collections.Counter()
+    for a in _seeded_graphs(random_int_graph, 150):
         ops.update(a.ops)
         types.update(v.dtype.name for v in a.inputs.values())
     for op in ("Add", "Mul", "Div", "Where", "Cast", "BitShift", "MatMulInteger", "ReduceSum",
@@ -152,14 +158,8 @@ def test_quant_generator_is_deterministic_and_valid():
     int8 quantize, the down projection + residual), M = 1 and run-time weights among them."""
     import onnx
 
-    from m100.tools.fuzz_graph import RandomChoices
-
     forms: collections.Counter = collections.Counter()
-    for i in range(80):
-        a = random_quant_graph(RandomChoices(i))
-        b = random_quant_graph(RandomChoices(i))
-        assert a.model.SerializeToString() == b.model.SerializeToString()
-        onnx.checker.check_model(a.model, full_check=True)
+    for a in _seeded_graphs(random_quant_graph, 80):
         g = a.model.graph
         ops = [n.op_type for n in g.node]
         out_int8 = g.output[0].type.tensor_type.elem_type == onnx.TensorProto.INT8
@@ -179,16 +179,8 @@ def test_quant_generator_is_deterministic_and_valid():
 def test_generator_is_deterministic_and_valid():
     """The generator alone (no compile): seeded graphs are reproducible, pass the ONNX checker,
     and cover the op families."""
-    import onnx
-
-    from m100.tools.fuzz_graph import RandomChoices
-
     ops: collections.Counter = collections.Counter()
-    for i in range(100):
-        a = random_graph(RandomChoices(i))
-        b = random_graph(RandomChoices(i))
-        assert a.model.SerializeToString() == b.model.SerializeToString()
-        onnx.checker.check_model(a.model, full_check=True)  # shapes as declared
+    for a in _seeded_graphs(random_graph, 100):
         ops.update(a.ops)
     for op in ("MatMul", "Gemm", "Conv", "MaxPool", "AveragePool", "Softmax", "Relu", "Add",
                "Div", "Transpose", "Reshape", "Concat"):
@@ -201,16 +193,10 @@ def test_heads_generator_is_deterministic_and_valid():
     multiple of 16 f32 columns, more than one row) and not, the part as the left and as the
     right MatMul operand, run-time weights, results concatenated and added, M = 1, the large
     inputs."""
-    import onnx
-
-    from m100.tools.fuzz_graph import HEADS_BIG, RandomChoices
+    from m100.tools.fuzz_graph import HEADS_BIG
 
     forms: collections.Counter = collections.Counter()
-    for i in range(120):
-        a = random_heads_graph(RandomChoices(i))
-        b = random_heads_graph(RandomChoices(i))
-        assert a.model.SerializeToString() == b.model.SerializeToString()
-        onnx.checker.check_model(a.model, full_check=True)
+    for a in _seeded_graphs(random_heads_graph, 120):
         g = a.model.graph
         shapes = {n: list(v.shape) for n, v in a.inputs.items()}
         x = shapes[g.input[0].name]
