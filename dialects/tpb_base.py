@@ -125,6 +125,12 @@ def _slot_names(names: tuple[str, ...]) -> ArrayAttr:
     return a
 
 
+#: ``isa_walks``: when every slot has a ``#twu.walk``, take the walks as they are, by name, without
+#: the canonical slot order (which only printing needs); False: the slot-by-slot loop (the tests
+#: compare both)
+WALKS_AT_ONCE = True
+
+
 class InstrOp(IRDLOperation):
     """Base of every tpb instruction op (see the module docstring for the syntax)."""
     bufs = var_operand_def(BufferType)
@@ -253,7 +259,13 @@ class InstrOp(IRDLOperation):
     def isa_walks(self, synthesize: bool = False) -> dict[str, Walk]:
         """slot -> Walk. With ``synthesize``, slots without a walk get a stand-in walk of the right
         space/TPB/type/element count (from the access bounds or the buffer shape) at address 0."""
-        bufs, accs = self.slot_buffers(), self.slot_accesses()
+        accs = self.walks.data
+        if WALKS_AT_ONCE and all(type(a) is WalkAttr for a in accs.values()) and all(
+                n.data in accs for n in self.buf_slots.data):
+            # every slot has its walk (the resolved level; sync-insert's input): the same walks
+            # by name (the kinds' ``_build`` read them by name, never by position)
+            return {name: acc.to_isa() for name, acc in accs.items()}
+        bufs, accs = self.slot_buffers(), dict(accs)
         out: dict[str, Walk] = {}
         for name in self.slot_names():
             acc = accs.get(name)
@@ -271,6 +283,13 @@ class InstrOp(IRDLOperation):
                     tpb = 0 if self.UNIT_KEY == "engine" else self.unit_index
                 out[name] = Walk.strided(t.space_enum, tpb, 0, t.dtype, tuple(shape))
         return out
+
+    def build_instruction(self, synthesize: bool = False) -> Instruction:
+        """:meth:`to_instruction` built anew, neither read from nor written to the memo (a pass
+        that sets a field of the op from the result right after, as sync-insert does, records
+        the final instruction with :meth:`remember_instruction`: building the memo's key here
+        too would be thrown away)."""
+        return self._to_instruction(synthesize)
 
     def _memo_key(self, synthesize: bool) -> tuple:
         return (synthesize, *self.properties.items(), *self.attributes.items(),

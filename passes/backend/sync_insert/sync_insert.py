@@ -26,6 +26,12 @@ from .certificate import dumps
 #: False: the tokens go to :func:`insert_sync` as one :class:`DataEdge` each, not as
 #: :class:`WholeEdges` (the tests compare both ways)
 EDGE_LISTS = True
+#: False: the instructions come from the op's memoized ``to_instruction`` (its key built twice,
+#: once here and once when the final instruction is remembered)
+BUILD_ONCE = True
+#: False: a consumer waiting for one join gets its latest producers per executor computed anew
+#: (the same list each time)
+LATEST_PER_JOIN = True
 
 
 def _producers(v: SSAValue, index: dict[int, int], what: str | InstrOp,
@@ -147,8 +153,10 @@ class SyncInsert(ModulePass):
                 if not (all(isinstance(a, WalkAttr) for a in accs.values())
                         and all(n.data in accs for n in o.buf_slots.data)):
                     o.isa_walks(synthesize=False)  # raises naming the operand without a walk
-                # every operand has its walk, so nothing is synthesized but the missing sync
-                insts.append(o.to_instruction(synthesize=True))
+                # every operand has its walk, so nothing is synthesized but the missing sync;
+                # not memoized: the op's sync is set below and the final instruction remembered
+                insts.append(o.build_instruction(synthesize=True) if BUILD_ONCE
+                             else o.to_instruction(synthesize=True))
             except VerifyException as e:
                 raise SyncError(f"sync-insert: {e}") from None
         # every token a consumer waits for is a whole ordering: two lists, no DataEdge each
@@ -164,7 +172,18 @@ class SyncInsert(ModulePass):
                 eps.append(index[id(deps[0].owner)])
                 ecs.append(i)
                 continue
-            ps: list[int] = []
+            if len(deps) == 1 and LATEST_PER_JOIN:
+                # one join (or barrier): its latest producers per executor are the same list for
+                # every consumer of it (kept with the join's producers, under a negative key)
+                key = -1 - id(deps[0].owner)
+                ps = memo.get(key)
+                if ps is None:
+                    ps = memo[key] = _latest_per_executor(_producers(deps[0], index, o, memo),
+                                                          execs)
+                eps.extend(ps)
+                ecs.extend([i] * len(ps))
+                continue
+            ps = []
             for d in deps:
                 ps.extend(_producers(d, index, o, memo))
             ps = _latest_per_executor(ps, execs)

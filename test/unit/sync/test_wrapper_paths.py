@@ -1,0 +1,114 @@
+"""The pass wrapper's short paths against the old ones (session 24, psync): ``isa_walks`` taking
+every walk at once (``tpb_base.WALKS_AT_ONCE``), the instructions built without the memo
+(``sync_insert.BUILD_ONCE``) and a join's latest producers kept per join
+(``sync_insert.LATEST_PER_JOIN``). The oracle is the old path: the same walks and instructions
+op by op, the same instructions and token lists handed to ``insert_sync``, the same program
+text and certificate, and the op's remembered instruction equal to a fresh decode."""
+
+from __future__ import annotations
+
+import pytest
+
+from m100.dialects import tpb_base
+from m100.dialects.tpb import InstrOp, ProgramOp
+from m100.frontend import load_onnx, models
+from m100.frontend.mlir_load import shared_context
+from m100.passes.backend.sync_insert import certificate as sync_certificate
+from m100.passes.backend.sync_insert import sync_insert as si
+from m100.passes.backend.sync_insert.sync_insert import SyncInsert
+from m100.passes.m100_pipeline import M100Pipeline
+
+from .test_sync_insert_pass import CTX, W, parse
+
+FLAGS = ((tpb_base, "WALKS_AT_ONCE"), (si, "BUILD_ONCE"), (si, "LATEST_PER_JOIN"))
+
+#: tokens through joins of joins (several producers of one executor behind one join, waited for
+#: alone and with other tokens), single tokens, a barrier
+BODY = f"""
+  %t0 = tpb.fill tpb 0 dst({W('h0', 0)}) {{value = 1.0}}
+  %t1 = tpb.fill tpb 0 dst({W('h0', 1024)}) {{value = 2.0}}
+  %t2 = tpb.fill tpb 1 dst({W('h1', 0)}) {{value = 3.0}}
+  %t3 = tpb.dma engine 0 src({W('ddr', 0)}) dst({W('h1', 2048)})
+  %j = sync.join %t0, %t1, %t2
+  %j2 = sync.join %j, %t3
+  %t4 = tpb.copy tpb 1 src({W('h1', 4096)}) dst({W('h1', 8192)}) after(%j2)
+  %t5 = tpb.copy tpb 0 src({W('h0', 4096)}) dst({W('h0', 8192)}) after(%t2)
+  %t6 = tpb.fill tpb 1 dst({W('h1', 12288)}) after(%t4, %t5, %j) {{value = 4.0}}
+  %t9 = tpb.fill tpb 1 dst({W('h1', 14336)}) after(%j) {{value = 6.0}}
+  %b = sync.barrier %t5, %t6 mask 3
+  %t7 = tpb.fill tpb 0 dst({W('h0', 12288)}) after(%t1) {{value = 5.0}}
+  %t10 = tpb.fill tpb 0 dst({W('h0', 14336)}) after(%j2) {{value = 7.0}}
+  %t8 = tpb.copy tpb 1 src({W('h1', 16384)}) dst({W('h1', 20480)})
+"""
+
+
+def _set(monkeypatch, on: bool) -> None:
+    for mod, name in FLAGS:
+        monkeypatch.setattr(mod, name, on)
+
+
+def _before(model, stop: str):
+    """A model's module after the stages of ``m100-pipeline`` before ``stop``."""
+    ctx = shared_context()
+    m = load_onnx(model, ctx)
+    for st in M100Pipeline(machine="tiny").stages():
+        if st.name == stop:
+            return m
+        st.apply(ctx, m)
+    raise AssertionError(stop)
+
+
+def _ops(module):
+    return [o for o in module.walk() if isinstance(o, InstrOp)]
+
+
+@pytest.mark.parametrize("stop", ["twu-materialize", "sync-insert"])
+def test_walks_at_once_are_the_slot_loop(stop, monkeypatch):
+    """Before twu-materialize (slots with affine accesses or only a buffer: the loop) and after
+    it (every slot a walk: at once): the same walks by slot, the same synthesized instruction,
+    the same error without synthesis."""
+    ops = _ops(_before(models.conv_relu_maxpool(), stop)) + _ops(_before(models.mlp(), stop))
+    assert ops
+    fast = 0
+    for o in ops:
+        got = {}
+        for on in (False, True):
+            monkeypatch.setattr(tpb_base, "WALKS_AT_ONCE", on)
+            try:
+                plain = ("ok", o.isa_walks(False))
+            except Exception as e:  # noqa: BLE001 -- the error is part of what must agree
+                plain = ("error", type(e), str(e))
+            got[on] = (plain, o.isa_walks(True), o._to_instruction(True))
+        assert got[False] == got[True], o.describe()
+        fast += got[True][0][0] == "ok"
+    # the short path is taken exactly where every slot has a walk
+    assert (fast == len(ops)) == (stop == "sync-insert") and (stop == "sync-insert" or fast == 0)
+
+
+def test_pass_paths_hand_insert_sync_the_same_input(monkeypatch):
+    """Old and new wrapper paths: the same instructions and token lists reach ``insert_sync``,
+    the same text and certificate come out, and each op remembers the instruction a fresh
+    decode gives."""
+    seen = []
+    real = si.insert_sync
+
+    def spy(insts, machine, *, edges, **kw):
+        seen.append((list(insts), list(edges.producers), list(edges.consumers)))
+        return real(insts, machine, edges=edges, **kw)
+
+    monkeypatch.setattr(si, "insert_sync", spy)
+    out = []
+    for on in (False, True):
+        _set(monkeypatch, on)
+        for m in (parse(BODY), _before(models.conv_relu_maxpool(), "sync-insert")):
+            p = SyncInsert()
+            p.apply(CTX, m)
+            out.append((str(m), sync_certificate.dumps(p.certificates[0])))
+            for o in _ops(m):
+                assert o.to_instruction() == o._to_instruction(False)
+    assert out[:2] == out[2:]
+    assert seen[:2] == seen[2:]
+    # the joins did give orderings, and a join's earlier producer of one executor was dropped
+    insts, ps, cs = seen[0]
+    assert len(ps) >= 10 and 0 not in ps
+    assert out[0][1].count('"from"') >= 5
