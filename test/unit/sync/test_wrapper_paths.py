@@ -1,13 +1,19 @@
 """The pass wrapper's short paths against the old ones (session 24, psync): ``isa_walks`` taking
 every walk at once (``tpb_base.WALKS_AT_ONCE``), the instructions built without the memo
 (``sync_insert.BUILD_ONCE``) and a join's latest producers kept per join
-(``sync_insert.LATEST_PER_JOIN``). The oracle is the old path: the same walks and instructions
+(``sync_insert.LATEST_PER_JOIN``), and codegen's instructions with their syncs
+(``codegen.FAST_RESYNC``). The oracle is the old path: the same walks and instructions
 op by op, the same instructions and token lists handed to ``insert_sync``, the same program
 text and certificate, and the op's remembered instruction equal to a fresh decode."""
 
 from __future__ import annotations
 
+import dataclasses
+import importlib
+
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from m100.dialects import tpb_base
 from m100.dialects.tpb import InstrOp, ProgramOp
@@ -17,10 +23,15 @@ from m100.passes.backend.sync_insert import certificate as sync_certificate
 from m100.passes.backend.sync_insert import sync_insert as si
 from m100.passes.backend.sync_insert.sync_insert import SyncInsert
 from m100.passes.m100_pipeline import M100Pipeline
+from m100.targets.m100.isa import Unit
+from m100.targets.m100.machine import get_machine
 
+from . import progs
 from .test_sync_insert_pass import CTX, W, parse
 
-FLAGS = ((tpb_base, "WALKS_AT_ONCE"), (si, "BUILD_ONCE"), (si, "LATEST_PER_JOIN"))
+codegen = importlib.import_module("m100.passes.backend.sync_insert.codegen")
+FLAGS = ((tpb_base, "WALKS_AT_ONCE"), (si, "BUILD_ONCE"), (si, "LATEST_PER_JOIN"),
+         (codegen, "FAST_RESYNC"))
 
 #: tokens through joins of joins (several producers of one executor behind one join, waited for
 #: alone and with other tokens), single tokens, a barrier
@@ -112,3 +123,25 @@ def test_pass_paths_hand_insert_sync_the_same_input(monkeypatch):
     insts, ps, cs = seen[0]
     assert len(ps) >= 10 and 0 not in ps
     assert out[0][1].count('"from"') >= 5
+
+
+_S = progs.isa_strategies("m100_isa_strategies_resync")
+
+
+@settings(max_examples=60, deadline=None, derandomize=True,
+          suppress_health_check=list(HealthCheck))
+@given(data=st.data())
+def test_resynced_is_dataclasses_replace(data):
+    """codegen's ``resynced`` (``FAST_RESYNC``) against ``dataclasses.replace`` on any instruction
+    of the ISA's strategies: equal, same type, same fields in the same order, same repr, the
+    other fields the very same objects, and nothing the source's checks remembered carried."""
+    tiny = get_machine("tiny")
+    inst = data.draw(_S.instructions(tiny))
+    inst.check(tiny)  # remembers "_ok_on" on inst
+    sync = data.draw(_S.syncs(tiny, None if inst.executor[0] is Unit.DMA else inst.executor[1],
+                              inst.sync.blocks))
+    a, b = codegen.resynced(inst, sync), dataclasses.replace(inst, sync=sync)
+    assert type(a) is type(b) and a == b and repr(a) == repr(b) and hash(a) == hash(b)
+    assert list(vars(a)) == list(vars(b)) == [f.name for f in dataclasses.fields(inst)]
+    assert a.sync is sync and all(getattr(a, f) is getattr(inst, f) for f in vars(a) if f != "sync")
+    assert "_ok_on" in vars(inst) and "_ok_on" not in vars(a)
