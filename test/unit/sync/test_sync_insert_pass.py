@@ -142,12 +142,8 @@ def test_scheduled_resnet18_over_a_small_budget_needs_no_merge(tmp_path):
     assert abs(res.stats["total_cycles"] / pred - 1) <= 0.15
 
 
-def test_token_lists_are_the_data_edges(monkeypatch):
-    """The pass hands its tokens to ``insert_sync`` as two lists (``EDGE_LISTS``): the same
-    program text and certificate as one ``DataEdge`` per token, with single tokens, joins of
-    joins (same and other executors), several tokens per op and a barrier."""
-    from m100.passes.backend.sync_insert import sync_insert as si
-    body = f"""
+#: tokens through joins of joins (same and other executors), several tokens per op, a barrier
+JOINS_BODY = f"""
   %t0 = tpb.fill tpb 0 dst({W('h0', 0)}) {{value = 1.0}}
   %t1 = tpb.fill tpb 0 dst({W('h0', 1024)}) {{value = 2.0}}
   %t2 = tpb.fill tpb 1 dst({W('h1', 0)}) {{value = 3.0}}
@@ -161,10 +157,17 @@ def test_token_lists_are_the_data_edges(monkeypatch):
   %t7 = tpb.fill tpb 0 dst({W('h0', 12288)}) after(%t1) {{value = 5.0}}
   %t8 = tpb.copy tpb 1 src({W('h1', 16384)}) dst({W('h1', 20480)})
 """
+
+
+def test_token_lists_are_the_data_edges(monkeypatch):
+    """The pass hands its tokens to ``insert_sync`` as two lists (``EDGE_LISTS``): the same
+    program text and certificate as one ``DataEdge`` per token, with single tokens, joins of
+    joins (same and other executors), several tokens per op and a barrier."""
+    from m100.passes.backend.sync_insert import sync_insert as si
     out = []
     for lists in (True, False):
         monkeypatch.setattr(si, "EDGE_LISTS", lists)
-        m = parse(body)
+        m = parse(JOINS_BODY)
         p = SyncInsert()
         p.apply(CTX, m)
         out.append((str(m), sync_certificate.dumps(p.certificates[0])))

@@ -27,29 +27,16 @@ from m100.targets.m100.isa import Unit
 from m100.targets.m100.machine import get_machine
 
 from . import progs
-from .test_sync_insert_pass import CTX, W, parse
+from .test_sync_insert_pass import CTX, JOINS_BODY, W, parse
 
 codegen = importlib.import_module("m100.passes.backend.sync_insert.codegen")
 FLAGS = ((tpb_base, "WALKS_AT_ONCE"), (si, "BUILD_ONCE"), (si, "LATEST_PER_JOIN"),
          (codegen, "FAST_RESYNC"))
 
-#: tokens through joins of joins (several producers of one executor behind one join, waited for
-#: alone and with other tokens), single tokens, a barrier
-BODY = f"""
-  %t0 = tpb.fill tpb 0 dst({W('h0', 0)}) {{value = 1.0}}
-  %t1 = tpb.fill tpb 0 dst({W('h0', 1024)}) {{value = 2.0}}
-  %t2 = tpb.fill tpb 1 dst({W('h1', 0)}) {{value = 3.0}}
-  %t3 = tpb.dma engine 0 src({W('ddr', 0)}) dst({W('h1', 2048)})
-  %j = sync.join %t0, %t1, %t2
-  %j2 = sync.join %j, %t3
-  %t4 = tpb.copy tpb 1 src({W('h1', 4096)}) dst({W('h1', 8192)}) after(%j2)
-  %t5 = tpb.copy tpb 0 src({W('h0', 4096)}) dst({W('h0', 8192)}) after(%t2)
-  %t6 = tpb.fill tpb 1 dst({W('h1', 12288)}) after(%t4, %t5, %j) {{value = 4.0}}
-  %t9 = tpb.fill tpb 1 dst({W('h1', 14336)}) after(%j) {{value = 6.0}}
-  %b = sync.barrier %t5, %t6 mask 3
-  %t7 = tpb.fill tpb 0 dst({W('h0', 12288)}) after(%t1) {{value = 5.0}}
+#: the pass test's joins (several producers of one executor behind one join, waited for alone
+#: and with other tokens, a barrier) and two more consumers of a join alone
+BODY = JOINS_BODY + f"""  %t9 = tpb.fill tpb 1 dst({W('h1', 14336)}) after(%j) {{value = 6.0}}
   %t10 = tpb.fill tpb 0 dst({W('h0', 14336)}) after(%j2) {{value = 7.0}}
-  %t8 = tpb.copy tpb 1 src({W('h1', 16384)}) dst({W('h1', 20480)})
 """
 
 
