@@ -27,6 +27,10 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from . import twu
+from .memory import element_byte_set
+from .twu import box, box_mask, per_levels
+
 
 @dataclass
 class Report:
@@ -163,11 +167,9 @@ class ByteSet:
 def _box_span(levels: tuple, sz: int) -> tuple[int, int, bool]:
     """(lowest element offset, byte span, whether ByteSet's bitmap rule holds) of a box walk of
     these levels and ``sz``-byte elements."""
-    from .twu import _beats, _box
-
-    lo, hi = _box(levels)[:2]
+    lo, hi = twu._box(levels)[:2]
     span = (hi - lo + 1) * sz
-    return lo, span, span <= 8 * _beats(levels) * sz + 4096
+    return lo, span, span <= 8 * twu._beats(levels) * sz + 4096
 
 
 def walk_byte_set(walk, offsets: np.ndarray | None = None) -> ByteSet | None:
@@ -176,9 +178,6 @@ def walk_byte_set(walk, offsets: np.ndarray | None = None) -> ByteSet | None:
     offsets), the members lazily (:meth:`ByteSet.lazy`): an affine box of whole-byte elements with
     a dense enough span is marked through a strided view of a bitmap (no index array); anything
     else goes element by element."""
-    from .memory import element_byte_set
-    from .twu import box, box_mask, per_levels
-
     bx = box(walk) if offsets is None else None
     if bx is not None:
         sz = walk.dtype.bits // 8
@@ -212,7 +211,6 @@ def walk_byte_set(walk, offsets: np.ndarray | None = None) -> ByteSet | None:
 
 
 def twu_strided() -> bool:
-    from . import twu
     return twu.STRIDED
 
 

@@ -144,6 +144,23 @@ class TcuExec(Exec):
         return out
 
 
+#: Conv box plans shared by geometry and operand types found without an array (``Conv2DExec``:
+#: ``_shared_box_plan``, ``_consts``). False: per instruction, as before (tests compare).
+SHARED_PLANS = True
+_PLANS: dict = {}
+
+
+def _operand_dtype(integer: bool, k: int, b_bits: int) -> np.dtype:
+    """The type :func:`_operand` gives ``k``-long products of ``b_bits``-bit integers (or
+    floats)."""
+    if not integer or k * 128 * (1 << (b_bits - 1)) <= 1 << 24:
+        return _F32
+    return _F64
+
+
+_F32, _F64 = np.dtype(np.float32), np.dtype(np.float64)
+
+
 def _operand(vals: np.ndarray, integer: bool, k: int = 1 << 30, b_bits: int = 8) -> np.ndarray:
     """Operands for a BLAS product. Integer products are exact in floating point while every
     partial sum fits the mantissa: float32 when ``k * 128 * 2**(b_bits-1) <= 2**24`` (i8 x i8 with
@@ -388,10 +405,28 @@ class Conv2DExec(TcuExec):
             integer = i.x.dtype.is_int
             g, cg, fg = i.groups, i.c // i.groups, i.f // i.groups
             kk = i.kh * i.kw * cg
-            dtype = _operand(np.zeros(0), integer, kk, i.w.dtype.bits).dtype
+            bits = i.w.dtype.bits
+            dtype = _operand_dtype(integer, kk, bits) if SHARED_PLANS else \
+                _operand(np.zeros(0), integer, kk, bits).dtype
             k = (integer, dtype, self.rows * self.ow, g, cg, fg, kk, {})
             object.__setattr__(i, "_sim_conv", k)
         return k
+
+    def _shared_box_plan(self, b: int, box: tuple, dtype) -> tuple:
+        """:meth:`_box_plan`, shared by every conv instruction with the same geometry (a
+        function of the fields it reads, ``b``, the box and the type: not of the operands'
+        walks), while :data:`SHARED_PLANS` is on."""
+        if not SHARED_PLANS:
+            return self._box_plan(b, box, dtype)
+        i = self.inst
+        key = (i.n, i.h, i.width, i.c, i.kh, i.kw, i.stride, i.pad, i.dilation, self.oh,
+               self.ow, self.rows, b, box, dtype)
+        p = _PLANS.get(key)
+        if p is None:
+            if len(_PLANS) >= 1 << 14:  # (a process running many programs)
+                _PLANS.clear()
+            p = _PLANS[key] = self._box_plan(b, box, dtype)
+        return p
 
     def _box_plan(self, b: int, box: tuple, dtype) -> tuple:
         """Block ``b``'s box path as constants (a function of the instruction, ``b`` and its
@@ -434,7 +469,7 @@ class Conv2DExec(TcuExec):
         if idx is None and isinstance(uniq, tuple):  # a box of x's logical [n,h,w,c]
             p = plans.get(b)
             if p is None:
-                p = plans[b] = self._box_plan(b, uniq, dtype)
+                p = plans[b] = self._shared_box_plan(b, uniq, dtype)
             if p[0]:  # 1x1, every window inside x: the box is the im2col matrix
                 cols = np.array(self.read(xa, False), dtype=dtype, order="C").reshape(p[1])
             else:  # the box into the zero-padded scratch x (see _padded), windows copied once
