@@ -25,6 +25,11 @@ PRUNE_EVERY = 1024
 #: tests compare the two).
 DERIVE_FIRST = True
 
+#: The pre-pass makes a block's reads and writes once for its race items and its view spec,
+#: filling :meth:`Checks._race_items`' table itself; False: through ``_race_items`` and the
+#: spec's own accesses (tests compare).
+DERIVE_ONCE = True
+
 
 def _race_key(w) -> tuple:
     """(space, is HBSM, element bytes, first offset if the beats are contiguous whole-byte
@@ -40,7 +45,7 @@ def _race_key(w) -> tuple:
         if start is not None:
             whole = ByteSet.interval(w.base + start * sz, w.base + (start + n) * sz) if n \
                 else False
-    key = (sp, w.space is Space.HBSM, sz, start, whole)
+    key = (sp, w.space is Space.HBSM, sz, start, whole, (sp, 0), space_code((sp, 0)))
     object.__setattr__(w, "_race_key", key)
     return key
 
@@ -58,8 +63,10 @@ def _items(accesses) -> list[tuple[tuple, ByteSet, int]]:
         key = w.__dict__.get("_race_key")  # a walk is immutable: computed once per walk object
         if key is None:
             key = _race_key(w)
-        sp, hbsm, sz, start, whole = key
-        space = (sp, a.tpb) if hbsm else (sp, 0)
+        sp, hbsm, sz, start, whole, space, code = key
+        if hbsm:  # (else the walk's space (sp, 0) and its code, kept in the key)
+            space = (sp, a.tpb)
+            code += a.tpb  # (space_code)
         offs = a.offsets
         if offs is None and whole is not None:  # the whole walk is one byte interval
             if whole is False:
@@ -76,7 +83,7 @@ def _items(accesses) -> list[tuple[tuple, ByteSet, int]]:
             bs = walk_byte_set(w, offs)
             if bs is None:
                 continue
-        out.append((space, bs, space_code(space)))
+        out.append((space, bs, code))
     return out
 
 
@@ -94,19 +101,50 @@ class Checks:
         if not DERIVE_FIRST:
             return
         races = self.races is not None
+        if not DERIVE_ONCE:  # each through _race_items and the view spec's own accesses
+            for rec in self.recs:
+                if isinstance(rec.inst, CsuCall):
+                    continue
+                spec = getattr(rec.ex, "_view_spec", None)
+                if not races and spec is None:
+                    continue
+                for b in range(rec.inst.sync.blocks):
+                    try:
+                        if races:
+                            self._race_items(rec, b, False)
+                            self._race_items(rec, b, True)
+                        if spec is not None:
+                            spec(b)
+                    except Exception:  # noqa: BLE001 - left to the block, which raises it again
+                        break
+            return
+        strided = twu.STRIDED
         for rec in self.recs:
-            if isinstance(rec.inst, CsuCall):
+            inst = rec.inst
+            if isinstance(inst, CsuCall):
                 continue
-            spec = getattr(rec.ex, "_view_spec", None)  # (copies; a recorder forwards it)
+            ex = rec.ex
+            spec = getattr(ex, "_view_spec", None)  # (copies; a recorder forwards it)
             if not races and spec is None:
                 continue
-            for b in range(rec.inst.sync.blocks):
+            if races:  # (the table of _race_items)
+                got = inst.__dict__.get("_sim_race")
+                if got is None or got[0] is not strided:
+                    got = (strided, {})
+                    object.__setattr__(inst, "_sim_race", got)
+                kept = got[1]
+            for b in range(inst.sync.blocks):
                 try:
+                    rd = wr = None  # (a block's accesses, made once for both)
                     if races:
-                        self._race_items(rec, b, False)
-                        self._race_items(rec, b, True)
+                        if (b, False) not in kept:
+                            rd = ex.reads(b)
+                            kept[(b, False)] = _items(rd)
+                        if (b, True) not in kept:
+                            wr = ex.writes(b)
+                            kept[(b, True)] = _items(wr)
                     if spec is not None:
-                        spec(b)
+                        spec(b, rd, wr)
                 except Exception:  # noqa: BLE001 - left to the block, which raises it again
                     break
 

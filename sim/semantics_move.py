@@ -50,12 +50,13 @@ class CopyExec(Exec):
         d = self.inst.dst
         return [_chunk(d, d.tpb, self.blocks, b)]
 
-    def _view_spec(self, b: int) -> tuple | None:
+    def _view_spec(self, b: int, reads=None, writes=None) -> tuple | None:
         """Block ``b`` as views of the memory, when its source and destinations are affine boxes
         of one element type whose values are their bytes (``memory._SAME``), every destination
         injective: (value type, [(space, TPB, lowest byte, end byte, first byte, counts, byte
         strides)] source first); else None (the general path). A function of the (immutable)
-        instruction and ``b``, kept on it per :data:`~m100.sim.twu.STRIDED`.
+        instruction and ``b``, kept on it per :data:`~m100.sim.twu.STRIDED`. ``reads`` /
+        ``writes``: ``self.reads(b)`` / ``self.writes(b)`` when the caller has them.
 
         ``read_walk`` reads such a source as a copy of its box view (or a view of its bytes),
         ``write_walk`` stores values of the same type into the box view without a conversion:
@@ -67,12 +68,12 @@ class CopyExec(Exec):
             object.__setattr__(self.inst, "_sim_views", got)
         spec = got[1].get(b, False)
         if spec is False:
-            spec = got[1][b] = self._make_view_spec(b) if strided else None
+            spec = got[1][b] = self._make_view_spec(b, reads, writes) if strided else None
         return spec
 
-    def _make_view_spec(self, b: int) -> tuple | None:
-        r = self.reads(b)[0]
-        ws = self.writes(b)
+    def _make_view_spec(self, b: int, reads=None, writes=None) -> tuple | None:
+        r = (self.reads(b) if reads is None else reads)[0]
+        ws = self.writes(b) if writes is None else writes
         dt = r.walk.dtype
         vt = _SAME.get(dt)
         if vt is None or r.offsets is not None:
