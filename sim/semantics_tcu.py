@@ -418,15 +418,19 @@ class Conv2DExec(TcuExec):
         walks), while :data:`SHARED_PLANS` is on."""
         if not SHARED_PLANS:
             return self._box_plan(b, box, dtype)
-        i = self.inst
-        key = (i.n, i.h, i.width, i.c, i.kh, i.kw, i.stride, i.pad, i.dilation, self.oh,
-               self.ow, self.rows, b, box, dtype)
+        key = self._plan_key(b, box, dtype)
         p = _PLANS.get(key)
         if p is None:
             if len(_PLANS) >= 1 << 14:  # (a process running many programs)
                 _PLANS.clear()
             p = _PLANS[key] = self._box_plan(b, box, dtype)
         return p
+
+    def _plan_key(self, b: int, box: tuple, dtype) -> tuple:
+        """Every value :meth:`_box_plan` reads (its error message aside)."""
+        i = self.inst
+        return (i.n, i.h, i.width, i.c, i.kh, i.kw, i.stride, i.pad, i.dilation, self.oh,
+                self.ow, self.rows, b, box, dtype)
 
     def _box_plan(self, b: int, box: tuple, dtype) -> tuple:
         """Block ``b``'s box path as constants (a function of the instruction, ``b`` and its
