@@ -250,8 +250,9 @@ def test_heads_family_reaches_the_late_read_stores(machine, i, rounds, monkeypat
     ``build_segments.LATE_READ_ROUNDS`` changes their plans (and programs): each side against
     onnxruntime (session 25, the campaign's 120 graphs x tiny/m100: 34 of the 35 compiles that
     build late stores have such rounds; the switch changes 31 plans, 26 programs). If the
-    generator changes and a seed no longer builds late stores in rounds, pick another (``random_heads_graph(RandomChoices(i))``, the plan's
-    ``timeline.late_reads``, :func:`_reader_rounds`)."""
+    generator changes and a seed no longer builds late stores in rounds, pick another
+    (``random_heads_graph(RandomChoices(i))``, the plan's ``timeline.late_reads``,
+    :func:`_reader_rounds`)."""
     from m100.passes.schedule import build_segments, m100_schedule
     from m100.tools.fuzz_graph import RandomChoices
 
