@@ -17,7 +17,12 @@ immutable ``DenseArrayBase`` per sizes tuple) and attributes that ``irdl_op_init
 calls ``Operation.__init__`` with them as ``irdl_op_init`` does. Anything else (an ``Operation``
 given as an operand, a ``None`` group, a wrong count, another shape of definition) goes to
 ``IRDLOperation.__init__``, which converts it or raises its own error. ``ENABLED = False`` always
-takes the generic path; ``test/unit/dialects/test_fast_init.py`` builds every op of compiled
+takes the generic path. With ``OPERATION`` the fields ``Operation.__init__`` sets are set
+directly (:func:`_operation_init`: the same operand tuple, uses linked in the same order, results,
+property / attribute dicts, location, empty successors and regions, and the definition's defaults
+``IRDLOperation.__post_init__`` fills, found once per class); ``OPERATION = False`` calls
+``Operation.__init__`` (ResNet-50's emitter builds ~38 000 ops: its setters, generators and the
+per-op walk of the definition's defaults were ~18 % of ``emit_program``); ``test/unit/dialects/test_fast_init.py`` builds every op of compiled
 programs both ways and requires the same operands, result types, properties (in order),
 attributes and printed text, and the generic errors for bad arguments.
 """
@@ -26,12 +31,15 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
-from xdsl.dialects.builtin import DenseArrayBase, i32
-from xdsl.ir import Attribute, BlockArgument, Operation, OpResult
+from xdsl.dialects.builtin import UNKNOWN_LOC, DenseArrayBase, i32
+from xdsl.ir import Attribute, BlockArgument, Operation, OpResult, SSAValues, Use
 from xdsl.irdl import AttrSizedOperandSegments, IRDLOperation
 from xdsl.irdl.operations import OptionalDef, VariadicDef
 
 ENABLED = True
+#: set ``Operation.__init__``'s fields directly (:func:`_operation_init`); False: call it
+#: (``test_fast_init`` compares the whole state of both)
+OPERATION = True
 
 _SEG = AttrSizedOperandSegments.attribute_name
 _VALUES = (OpResult, BlockArgument)
@@ -113,8 +121,67 @@ def irdl_init(op: IRDLOperation, *, operands: Sequence = (), result_types: Seque
         props[_SEG] = segment_sizes_attr(tuple(sizes))
     if attr:
         attrs[_SEG] = segment_sizes_attr(tuple(sizes))
-    Operation.__init__(op, operands=flat, result_types=list(result_types), properties=props,
-                       attributes=attrs, successors=[], regions=[])
+    if OPERATION:
+        _operation_init(op, cls, flat, result_types, props, attrs)
+    else:
+        Operation.__init__(op, operands=flat, result_types=list(result_types), properties=props,
+                           attributes=attrs, successors=[], regions=[])
+
+
+# class -> (property defaults, attribute defaults) that IRDLOperation.__post_init__ fills in,
+# or None: the class has its own __post_init__ (called as Operation.__init__ calls it)
+_DEFAULTS: dict[type, tuple | None] = {}
+
+
+def _defaults(cls: type) -> tuple | None:
+    if cls.__post_init__ is not IRDLOperation.__post_init__ or not isinstance(cls.name, str) \
+            or cls.name == "":
+        return None  # a class of its own (or Operation.__post_init__'s asserts): the call
+    op_def = cls.get_irdl_definition()  # type: ignore[attr-defined]
+    return (tuple((k, d.default_value) for k, d in op_def.properties.items()
+                  if not isinstance(d, OptionalDef) and d.default_value is not None),
+            tuple((k, d.default_value) for k, d in op_def.attributes.items()
+                  if not isinstance(d, OptionalDef) and d.default_value is not None))
+
+
+def _operation_init(op: Operation, cls: type, flat: list, result_types, props: dict,
+                    attrs: dict) -> None:
+    """``Operation.__init__(op, operands=flat, result_types=..., properties=props,
+    attributes=attrs, successors=[], regions=[])`` on a fresh op: the same fields in the same
+    order (``props`` / ``attrs`` are the caller's own new dicts)."""
+    try:
+        dfl = _DEFAULTS[cls]
+    except KeyError:
+        dfl = _DEFAULTS[cls] = _defaults(cls)
+    operands = SSAValues(flat)
+    uses = []
+    for i, v in enumerate(operands):  # IRWithUses.add_use, in operand order
+        u = Use(op, i)
+        first = v.first_use
+        u._next_use = first
+        if first is not None:
+            first._prev_use = u
+        v.first_use = u
+        uses.append(u)
+    op._operands = operands
+    op._operand_uses = tuple(uses)
+    op.results = SSAValues([OpResult(t, op, i) for i, t in enumerate(result_types)])
+    op.properties = props
+    op.attributes = attrs
+    op.location = UNKNOWN_LOC
+    op._successors = ()
+    op._successor_uses = ()
+    op.regions = ()
+    if dfl is None:
+        op.__post_init__()
+        return
+    pd, ad = dfl
+    for k, d in pd:
+        if k not in props:
+            props[k] = d
+    for k, d in ad:
+        if k not in attrs:
+            attrs[k] = d
 
 
 def _generic(op, operands, result_types, properties, attributes) -> None:
@@ -122,4 +189,4 @@ def _generic(op, operands, result_types, properties, attributes) -> None:
                            properties=properties, attributes=attributes)
 
 
-__all__ = ["ENABLED", "irdl_init", "segment_sizes_attr"]
+__all__ = ["ENABLED", "OPERATION", "irdl_init", "segment_sizes_attr"]

@@ -132,6 +132,46 @@ class ProgramOp(IRDLOperation):
                                       "counters (run sync-insert)")
 
 
+#: :func:`programs` by its own walk; False: ``op.walk()`` (``test_programs_is_the_walk``)
+FAST_PROGRAMS = True
+_IS_PROGRAM: dict[type, bool] = {}
+
+
+def programs(op: Operation) -> list[ProgramOp]:
+    """``[p for p in op.walk() if isinstance(p, ProgramOp)]``: the same ops in the same
+    (pre-)order, found by following each block's op list and descending only into ops that
+    have regions, with the class tested once per class. xDSL's ``walk`` nests a generator per
+    op, region and block (~0.15 CPU-s for ResNet-50's ~38 000 ops, in each backend stage)."""
+    if not FAST_PROGRAMS:
+        return [p for p in op.walk() if isinstance(p, ProgramOp)]
+    out: list[ProgramOp] = []
+    _programs(op, out)
+    return out
+
+
+def _programs(op: Operation, out: list) -> None:
+    t = type(op)
+    p = _IS_PROGRAM.get(t)
+    if p is None:
+        p = _IS_PROGRAM[t] = isinstance(op, ProgramOp)
+    if p:
+        out.append(op)
+    for region in op.regions:
+        for block in region.blocks:
+            o = block.first_op
+            while o is not None:
+                if o.regions:
+                    _programs(o, out)
+                else:
+                    t = type(o)
+                    p = _IS_PROGRAM.get(t)
+                    if p is None:
+                        p = _IS_PROGRAM[t] = isinstance(o, ProgramOp)
+                    if p:
+                        out.append(o)
+                o = o.next_op
+
+
 @fast_op_definition
 class StreamOp(IRDLOperation):
     """``tpb.stream cluster K {...}`` / ``tpb.stream ccb {...}``: one cluster's (or the CCB's DMA)

@@ -13,7 +13,8 @@ from xdsl.rewriter import InsertPoint, Rewriter
 
 from m100.dialects.hbsm import AllocOp, BufferType, FifoOp, ViewOp
 from m100.dialects.sync import JoinOp, machine_of
-from m100.dialects.tpb import BroadcastOp, CopyOp, DmaOp, InstrOp, ProgramOp, StreamOp
+from m100.dialects.tpb import BroadcastOp, CopyOp, DmaOp, InstrOp, StreamOp
+from m100.dialects.tpb_program import programs
 from m100.dialects.twu import AccessAttr, WalkAttr, array_values
 from m100.errors import M100Error
 from m100.targets.m100.isa import Walk
@@ -117,7 +118,7 @@ class TwuMaterialize(ModulePass):
     name = "twu-materialize"
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
-        for prog in [p for p in op.walk() if isinstance(p, ProgramOp)]:
+        for prog in programs(op):
             m = machine_of(prog)
             ops: list[InstrOp] = []
             for o in prog.body.ops:

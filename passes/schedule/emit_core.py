@@ -12,15 +12,14 @@ import heapq
 from dataclasses import dataclass
 
 import numpy as np
-from xdsl.dialects.builtin import (BFloat16Type, Float16Type, Float32Type, IntegerAttr, IntegerType,
-                                   i64)
+from xdsl.dialects.builtin import BFloat16Type, Float16Type, Float32Type, IntegerAttr, IntegerType
 from xdsl.ir import Operation, SSAValue
 from xdsl.ir.affine import AffineExpr, AffineMap
 
 from m100.dialects.hbsm import AllocOp, BufferType
 from m100.dialects.sync import JoinOp
 from m100.dialects.tpb import CopyOp, DmaOp, ProgramOp, SegmentOp, SymbolOp
-from m100.dialects.twu import AccessAttr
+from m100.dialects.twu import AccessAttr, i64_attr
 from m100.targets.m100 import numerics
 from m100.targets.m100.isa import DType
 from m100.targets.m100.machine import Machine
@@ -58,7 +57,7 @@ def _int(v: int) -> IntegerAttr:
     """An i64 attribute (attributes are immutable: shared instances save construction time)."""
     a = _INT_CACHE.get(v)
     if a is None:
-        a = _INT_CACHE[v] = IntegerAttr(int(v), i64)
+        a = _INT_CACHE[v] = i64_attr(int(v))
     return a
 
 
@@ -428,6 +427,8 @@ class EmitterCore:
         """The body in predicted-start order (a topological order of the token edges): buffers
         first, then instructions by ``pred_start`` (inherited from dependencies when absent), so
         each DMA engine's queue and each unit's queue follow the timeline."""
+        if FAST_ORDER:
+            return _fast_order(self.ops)
         allocs = [o for o in self.ops if isinstance(o, AllocOp)]
         rest = [o for o in self.ops if not isinstance(o, AllocOp)]
         index = {id(o): i for i, o in enumerate(rest)}
@@ -459,6 +460,83 @@ class EmitterCore:
                     heapq.heappush(heap, (prio[id(u)], rank[id(u)], index[id(u)], u))
         assert len(out) == len(rest), "token edges form a cycle"
         return allocs + out
+
+
+#: :meth:`EmitterCore._predicted_order` by :func:`_fast_order`; False: the loop over xDSL's
+#: operand views (``test_emit_order`` compares both)
+FAST_ORDER = True
+_IS_ALLOC: dict[type, bool] = {}
+_IS_MOVE: dict[type, bool] = {}
+
+
+def _fast_order(ops: list[Operation]) -> list[Operation]:
+    """``_predicted_order`` of the body ``ops``, the same list: the producers found through a
+    table of the results of the non-buffer ops (an operand that is none of them -- a buffer, a
+    memory buffer, a value from outside -- is no edge, as ``id(v.owner) in index`` decides), the
+    op classes tested once per class, the same heap keys (predicted start, transfers first,
+    position). ResNet-50: ~38 000 ops, ~14 % of ``emit_program`` through xDSL's views."""
+    allocs, rest = [], []
+    for o in ops:
+        t = type(o)
+        a = _IS_ALLOC.get(t)
+        if a is None:
+            a = _IS_ALLOC[t] = isinstance(o, AllocOp)
+        (allocs if a else rest).append(o)
+    n = len(rest)
+    made: dict[int, int] = {}  # id of a result of rest[i] -> i
+    for i, o in enumerate(rest):
+        for r in o.results:
+            made[id(r)] = i
+    prio: list[float] = [0.0] * n
+    missing = [0] * n
+    users: list[list[int] | None] = [None] * n
+    heap = []
+    get = made.get
+    for i, o in enumerate(rest):
+        deps = []
+        for v in o._operands:  # noqa: SLF001 -- xDSL's operand tuple (``o.operands`` reads it)
+            d = get(id(v))
+            if d is not None:
+                deps.append(d)
+        ps = o.attributes.get("pred_start")
+        if ps is not None:
+            t = float(ps.value.data)
+        else:
+            if any(d >= i for d in deps):  # the old path's error: a producer after its user
+                raise KeyError(id(rest[max(deps)]))
+            t = max((prio[d] for d in deps), default=0.0)
+        prio[i] = t
+        missing[i] = len(deps)
+        for d in deps:
+            u = users[d]
+            if u is None:
+                users[d] = [i]
+            else:
+                u.append(i)
+        if not deps:
+            heap.append((t, _move_rank(o), i))
+    heapq.heapify(heap)
+    out: list[Operation] = []
+    while heap:
+        _, _, i = heapq.heappop(heap)
+        out.append(rest[i])
+        us = users[i]
+        if us is not None:
+            for u in us:
+                missing[u] -= 1
+                if missing[u] == 0:
+                    heapq.heappush(heap, (prio[u], _move_rank(rest[u]), u))
+    assert len(out) == len(rest), "token edges form a cycle"
+    return allocs + out
+
+
+def _move_rank(o: Operation) -> int:
+    """0 for a transfer (``DmaOp`` / ``CopyOp``), 1 for anything else (the heap's tie break)."""
+    t = type(o)
+    r = _IS_MOVE.get(t)
+    if r is None:
+        r = _IS_MOVE[t] = 0 if isinstance(o, (DmaOp, CopyOp)) else 1
+    return r
 
 
 class _CM:

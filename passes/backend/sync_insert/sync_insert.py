@@ -16,6 +16,7 @@ from xdsl.utils.exceptions import VerifyException
 
 from m100.dialects.sync import ActionsAttr, BarrierOp, JoinOp, machine_of
 from m100.dialects.tpb import InstrOp, ProgramOp, StreamOp
+from m100.dialects.tpb_program import programs
 from m100.dialects.twu import WalkAttr
 from m100.targets.m100.isa import Unit
 
@@ -114,7 +115,7 @@ class SyncInsert(ModulePass):
     report: bool = False
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
-        progs = [p for p in op.walk() if isinstance(p, ProgramOp)]
+        progs = programs(op)
         if not progs:
             raise SyncError("sync-insert: the module has no tpb.program")
         certs: list[dict] = []

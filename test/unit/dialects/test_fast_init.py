@@ -176,3 +176,153 @@ def test_shared_stage_attributes_are_fresh_builds():
                     assert struct.pack("<d", x.value.data) == struct.pack("<d", y.value.data)
     assert StageAttr.from_isa(stages[1]) is not StageAttr.from_isa(stages[2])
     assert StageAttr.from_isa(stages[3]) is not StageAttr.from_isa(stages[4])
+
+
+def _state(op) -> dict:
+    """Everything ``Operation.__init__`` sets on ``op``, identities kept (the operand values, the
+    uses with their links, the results, the dicts in order, the shared location)."""
+    uses = []
+    num: dict[int, int] = {}  # operand values numbered by first occurrence
+    for v in op._operands:
+        num.setdefault(id(v), len(num))
+    for i, (v, u) in enumerate(zip(op._operands, op._operand_uses)):
+        assert u.operation is op and u.index == i
+        nxt = u._next_use  # a use by this op (its index), by another op, or none
+        uses.append((num[id(v)], u._prev_use is None or u._prev_use.operation is op,
+                     None if nxt is None else nxt.index if nxt.operation is op else "other"))
+    return {
+        "fields": list(vars(op)),
+        "operands": [num[id(v)] for v in op._operands], "operands_type": type(op._operands),
+        "uses": uses, "uses_type": type(op._operand_uses),
+        "results": [(type(r), r.type, r.index, r.op is op, r.first_use, r.name_hint)
+                    for r in op.results], "results_type": type(op.results),
+        "properties": list(op.properties.items()), "attributes": list(op.attributes.items()),
+        "location": id(op.location), "successors": (op._successors, op._successor_uses),
+        "regions": op.regions, "parent": op.parent,
+    }
+
+
+def _first_uses(values, op) -> list:
+    """Per value, its uses by ``op`` (the newest op's head each list) as operand indices."""
+    out = []
+    for v in values:
+        n = sum(w is v for w in op._operands)
+        u, got = v.first_use, []
+        while u is not None and len(got) < n:
+            got.append(u.index)
+            u = u._next_use
+        out.append(got)
+    return out
+
+
+@pytest.mark.parametrize("op", OPS, ids=lambda o: o.name)
+def test_operation_fields_are_operation_init(op, monkeypatch):
+    """``fast_init.OPERATION`` sets what ``Operation.__init__`` sets (the oracle, ``OPERATION =
+    False``): every op of the hand-written programs, and each again with its operand list
+    doubled (a value used twice: its uses must be linked in operand order)."""
+    kw = _args(op)
+
+    def build(fast):
+        monkeypatch.setattr(fast_init, "OPERATION", fast)
+        b = _build(type(op), True, **kw)
+        return _state(b), _first_uses(list(dict.fromkeys(b._operands)), b)
+    assert build(True) == build(False)
+
+
+def test_operation_fields_with_repeated_operands_and_defaults(monkeypatch):
+    """Uses of a value given several times, and a class whose definition has default
+    properties and attributes (``IRDLOperation.__post_init__`` fills them in), both ways."""
+    from xdsl.dialects.builtin import IntegerAttr, StringAttr, i64
+    from xdsl.irdl import irdl_op_definition, opt_prop_def, prop_def, attr_def, result_def, \
+        var_operand_def
+
+    @irdl_op_definition
+    class _Dflt(IRDLOperation):
+        name = "test.dflt"
+        ins = var_operand_def(TokenType)
+        p = prop_def(IntegerAttr, default_value=IntegerAttr(3, i64))
+        q = opt_prop_def(IntegerAttr, default_value=IntegerAttr(4, i64))
+        a = attr_def(StringAttr, default_value=StringAttr("x"))
+        out = result_def(TokenType)
+
+    cases = [(JoinOp, lambda t0, t1: {"operands": [[t0, t1, t0, t0]], "result_types": [TOKEN]}),
+             (_Dflt, lambda t0, t1: {"operands": [[t1, t0, t1]], "result_types": [TOKEN]}),
+             (_Dflt, lambda t0, t1: {"operands": [[t0]], "result_types": [TOKEN],
+                                     "properties": {"p": IntegerAttr(9, i64)},
+                                     "attributes": {"a": StringAttr("y")}})]
+    for cls, kwf in cases:
+        got = {}
+        for fast in (False, True):
+            monkeypatch.setattr(fast_init, "OPERATION", fast)
+            t0, t1 = JoinOp([]).results[0], JoinOp([]).results[0]  # fresh values per side
+            b = _build(cls, True, **kwf(t0, t1))
+            got[fast] = (_state(b), _first_uses([t0, t1], b), str(b))
+            for v in (t0, t1):  # the list stays doubly linked
+                u = v.first_use
+                assert u is None or u._prev_use is None
+                while u is not None and u._next_use is not None:
+                    assert u._next_use._prev_use is u
+                    u = u._next_use
+        assert got[True] == got[False]
+    assert _DFLT_SEEN(_Dflt)
+
+
+def _DFLT_SEEN(cls) -> bool:  # noqa: N802 -- the defaults plan found for the test class
+    return fast_init._DEFAULTS.get(cls) is not None and fast_init._DEFAULTS[cls][0]
+
+
+def test_i64_attr_is_the_generic_build():
+    """``twu.i64_attr`` (``FAST_I64``) against ``IntegerAttr(v, i64)``: equal, same hash, same
+    text and fields, at the ends of the range too; outside it (normalized or refused), and for
+    a bool, the generic build's result or error."""
+    import random as _random
+
+    from xdsl.dialects.builtin import IntAttr, IntegerAttr, i64
+
+    from m100.dialects import twu
+    rng = _random.Random(0)
+    vals = [0, 1, -1, 2**63 - 1, -2**63] + [rng.randrange(-2**63, 2**63) for _ in range(300)] + \
+        [rng.randrange(-10**6, 10**6) for _ in range(300)]
+    for v in vals:
+        a, g = twu.i64_attr(v), IntegerAttr(v, i64)
+        assert a == g and hash(a) == hash(g) and str(a) == str(g)
+        assert type(a) is IntegerAttr and type(a.value) is IntAttr and a.value.data == v
+        assert a.type is g.type and vars(a) == vars(g)
+        g.verify()
+        type(g).get_irdl_definition().verify(a)
+    for v in (2**63, 2**64 - 1, 2**64, -2**63 - 1, True):
+        def run(f):
+            try:
+                r = f(v, i64)
+                return ("ok", r, type(r.value.data))
+            except Exception as e:  # noqa: BLE001 -- the same error, whatever it is
+                return (type(e), str(e))
+        assert run(lambda x, t: twu.i64_attr(x)) == run(IntegerAttr)
+
+
+def test_programs_is_the_walk(monkeypatch):
+    """``tpb_program.programs`` finds what ``[p for p in op.walk() if isinstance(p,
+    ProgramOp)]`` finds, in the same order: programs at the top, nested in other ops' regions
+    (several blocks), inside a program's stream, none."""
+    from xdsl.dialects.builtin import ModuleOp
+    from xdsl.ir import Block, Region
+
+    from m100.dialects import tpb_program
+    from m100.dialects.tpb_program import ProgramOp, StreamOp, programs
+
+    def prog(*ops):
+        return ProgramOp("tiny", "placed", list(ops))
+
+    inner = ModuleOp([prog(), prog()])
+    two_blocks = ModuleOp(Region([Block([prog(JoinOp([]))]), Block([prog(), JoinOp([])])]))
+    nested = prog(StreamOp(0, [JoinOp([])]))
+    cases = [ModuleOp([]), ModuleOp([JoinOp([])]), ModuleOp([prog(), inner, prog()]),
+             two_blocks, ModuleOp([ModuleOp([two_blocks.clone(), nested])]), inner]
+    for m in cases:
+        monkeypatch.setattr(tpb_program, "FAST_PROGRAMS", False)
+        want = programs(m)
+        assert want == [p for p in m.walk() if isinstance(p, ProgramOp)]
+        monkeypatch.setattr(tpb_program, "FAST_PROGRAMS", True)
+        got = programs(m)
+        assert [id(p) for p in got] == [id(p) for p in want]
+    assert len(programs(cases[4])) == 3 and len(programs(cases[2])) == 4
