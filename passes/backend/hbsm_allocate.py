@@ -12,6 +12,7 @@ from xdsl.passes import ModulePass
 
 from m100.dialects.hbsm import AllocOp, BufferType, FifoOp, ViewOp
 from m100.dialects.tpb import InstrOp, ProgramOp, StreamOp
+from m100.dialects.tpb_program import programs
 from m100.targets.m100.isa import Space
 from m100.dialects.sync import machine_of
 from m100.dialects.twu import int_attr
@@ -22,11 +23,28 @@ from .hbsm_pack import Buf, HbsmOverflow, allocate, check_allocation
 def _program_ops(prog: ProgramOp) -> list[Operation]:
     out: list[Operation] = []
     for op in prog.body.ops:
-        if isinstance(op, StreamOp):
+        if _kind(op) == _STREAM:
             out.extend(op.body.ops)
         else:
             out.append(op)
     return out
+
+
+#: the pass's scan of the ops with each class tested once per class (``_kind``), each buffer
+#: value's root found once, each buffer type's printed shape made once; False: the loop as it
+#: was (``test_hbsm_scan_is_the_loop`` compares the buffers both give the packer)
+FAST_SCAN = True
+_OTHER, _INSTR, _BUF, _STREAM = 0, 1, 2, 3
+_KINDS: dict[type, int] = {}
+
+
+def _kind(op: Operation) -> int:
+    t = type(op)
+    k = _KINDS.get(t)
+    if k is None:
+        k = _KINDS[t] = _INSTR if isinstance(op, InstrOp) else _BUF if isinstance(
+            op, (AllocOp, FifoOp)) else _STREAM if isinstance(op, StreamOp) else _OTHER
+    return k
 
 
 def _root(v: SSAValue) -> Operation:
@@ -37,12 +55,19 @@ def _root(v: SSAValue) -> Operation:
 
 
 def _describe(op: Operation, pos: int, user: InstrOp | None,
-              texts: dict[Attribute, str] | None = None) -> str:
+              texts: dict[Attribute, str] | None = None,
+              shapes: dict[int, str] | None = None) -> str:
     """The buffer's name in the packer (and in its messages; also its last sort key).
     ``texts``: element type -> its printed form, kept by the caller (xDSL prints an attribute
-    through a ``Printer``: ~30 us, once per buffer otherwise)."""
+    through a ``Printer``: ~30 us, once per buffer otherwise); ``shapes``: id of a buffer type
+    -> its dims joined, kept by the caller while the types live."""
     t: BufferType = op.results[0].type  # type: ignore[assignment]
-    dims = "x".join(str(d) for d in t.dims)
+    if shapes is None:
+        dims = "x".join(str(d) for d in t.dims)
+    else:
+        dims = shapes.get(id(t))
+        if dims is None:
+            dims = shapes[id(t)] = "x".join(str(d) for d in t.dims)
     who = f" ({user.name} {user.UNIT_KEY} {user.unit_index})" if user is not None else ""
     et = t.element_type
     if texts is None:
@@ -86,7 +111,7 @@ class HbsmAllocate(ModulePass):
     largest_first: bool = False
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
-        progs = [p for p in op.walk() if isinstance(p, ProgramOp)]
+        progs = programs(op)
         if not progs:
             raise HbsmOverflow("hbsm-allocate: the module has no tpb.program")
         for p in progs:
@@ -101,6 +126,8 @@ class HbsmAllocate(ModulePass):
         last_user: dict[int, InstrOp] = {}
         pred: dict[int, tuple[int, int] | None] = {}
         pos_of: dict[int, int] = {}  # op -> index among the instruction ops (program position)
+        if FAST_SCAN:
+            return self._run_fast(prog, m, ops)
         n = 0
         for o in ops:
             pos_of[id(o)] = n
@@ -126,13 +153,60 @@ class HbsmAllocate(ModulePass):
                             pred[k] = (min(cur[0], ps), max(cur[1], pe))
                     else:
                         pred[k] = None  # a use without a prediction: program order only
+        self._pack(prog, m, ops, pos_of, first, last, user, last_user, pred, None)
+
+    def _run_fast(self, prog: ProgramOp, m, ops: list[Operation]) -> None:
+        """:meth:`_run`'s scan (the same dicts, keyed the same way), then :meth:`_pack`."""
+        first: dict[int, int] = {}
+        last: dict[int, int] = {}
+        user: dict[int, InstrOp] = {}
+        last_user: dict[int, InstrOp] = {}
+        pred: dict[int, tuple[int, int] | None] = {}
+        pos_of: dict[int, int] = {}
+        kinds = [_kind(o) for o in ops]
+        n = 0
+        for o, k in zip(ops, kinds):
+            pos_of[id(o)] = n
+            if k == _INSTR:
+                n += 1
+        roots: dict[int, int] = {}  # id of a buffer value -> id of its root op
+        for o, kd in zip(ops, kinds):
+            if kd != _INSTR:
+                continue
+            pos = pos_of[id(o)]
+            a = o.attributes
+            ps, pe = a.get("pred_start"), a.get("pred_end")
+            span = (ps.value.data, pe.value.data) if ps is not None and pe is not None else None
+            for b in o.bufs:
+                k = roots.get(id(b))
+                if k is None:
+                    k = roots[id(b)] = id(_root(b))
+                if k not in first:
+                    first[k] = pos
+                    user[k] = o
+                last[k] = pos
+                last_user[k] = o
+                if span is not None:
+                    cur = pred.get(k, span)
+                    if cur is not None:
+                        pred[k] = (min(cur[0], span[0]), max(cur[1], span[1]))
+                else:
+                    pred[k] = None  # a use without a prediction: program order only
+        self._pack(prog, m, ops, pos_of, first, last, user, last_user, pred, kinds)
+
+    def _pack(self, prog, m, ops, pos_of, first, last, user, last_user, pred, kinds) -> None:
+        """The buffers from the scan's spans, packed; the offsets written back."""
         bufs: list[Buf] = []
         by_name: dict[str, Operation] = {}
         top = {Space.DDR: 0, Space.SRAM: 0}
         pending_mem: list[Operation] = []
         texts: dict[Attribute, str] = {}
-        for o in ops:
-            if not isinstance(o, (AllocOp, FifoOp)):
+        shapes: dict[int, str] | None = {} if kinds is not None else None
+        for i, o in enumerate(ops):
+            if kinds is not None:
+                if kinds[i] != _BUF:
+                    continue
+            elif not isinstance(o, (AllocOp, FifoOp)):
                 continue
             pos = pos_of[id(o)]
             t: BufferType = o.results[0].type  # type: ignore[assignment]
@@ -146,7 +220,7 @@ class HbsmAllocate(ModulePass):
                 continue
             k = id(o)
             u = user.get(k)
-            name = _describe(o, len(bufs), u, texts)
+            name = _describe(o, len(bufs), u, texts, shapes)
             by_name[name] = o
             unit = u.KIND.UNIT.name if u is not None else ""
             lu = last_user.get(k)

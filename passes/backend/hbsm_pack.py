@@ -285,6 +285,15 @@ def _group_offset(members: list[Buf], size: int, placed, capacity: int, align: i
                 cands.add(o + sz)
                 live.append((o, sz))
     at, reach = _reach(live)
+    if INLINE:  # the same test, in increasing order: past the capacity no later one fits
+        top = capacity - size
+        for c in sorted(-(-x // align) * align for x in cands):
+            if c > top:
+                return None
+            k = bisect_left(at, c + size)
+            if not k or reach[k - 1] <= c:
+                return c
+        return None
     for c in sorted(_align(x, align) for x in cands):
         if c + size <= capacity and not _meets(at, reach, c, c + size):
             return c
@@ -319,11 +328,19 @@ VECTOR = True
 VECTOR_MIN = 24
 
 
+#: :func:`_choose` and :func:`_group_offset` with :func:`_align` / :func:`_meets` written out
+#: and the candidates past the capacity ending the loop (they come last: the candidates are
+#: sorted); False: the calls (``test_inline_choice_is_the_calls`` compares both)
+INLINE = True
+
+
 def _choose(cands, live: tuple[list[int], list[int]], other: tuple[list[int], list[int]],
             high: int, size: int, capacity: int, align: int) -> int | None:
     """The offset for a buffer of ``size`` bytes: of the aligned candidates where it meets no
     live span, the one that does not grow the footprint (``high``), then reuses no other unit's
     bytes (``other`` spans), then the lowest."""
+    if INLINE:
+        return _choose_inline(cands, live, other, high, size, capacity, align)
     live_at, live_reach = live
     other_at, other_reach = other
     best = None
@@ -346,6 +363,36 @@ def _choose(cands, live: tuple[list[int], list[int]], other: tuple[list[int], li
         if best is None or key < best[0]:
             best = (key, c)
     return None if best is None else best[1]
+
+
+def _choose_inline(cands, live, other, high: int, size: int, capacity: int,
+                   align: int) -> int | None:
+    """:func:`_choose`, the same answer: the candidates in increasing order; the first feasible
+    one is kept unless it grows the footprint or reuses another unit's bytes, and then only a
+    later feasible one that grows it no more (growth only rises with the offset) and reuses no
+    other unit's bytes replaces it."""
+    live_at, live_reach = live
+    other_at, other_reach = other
+    top = capacity - size
+    best = None
+    best_grow = False
+    for c in sorted(cands):
+        c = -(-c // align) * align
+        if c > top:
+            break  # and so is every later candidate
+        hi = c + size
+        k = bisect_left(live_at, hi)
+        if k and live_reach[k - 1] > c:
+            continue  # meets a live span
+        grow = hi > high
+        if best is not None and grow > best_grow:
+            break
+        k = bisect_left(other_at, hi)
+        if not k or other_reach[k - 1] <= c:
+            return c  # no other unit's bytes, growth no more than the best so far: the answer
+        if best is None:
+            best, best_grow = c, grow
+    return best
 
 
 def _allocate_tpb(tpb: int, group: list[Buf], capacity: int, align: int,

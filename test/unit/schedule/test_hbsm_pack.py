@@ -281,3 +281,76 @@ def test_vector_check_is_the_loop(seed, monkeypatch):
     assert len(pairs) == len(want)
     assert sorted(sorted(p) for p in want) == sorted(
         sorted(w.split()[0] for w in m.split(": ", 1)[1].split(" and ")) for m in pairs)
+
+
+def _random_spans(rng, n, cap):
+    from m100.passes.backend.hbsm_pack import _reach
+    return _reach([(rng.randrange(0, cap), rng.randrange(1, cap // 4)) for _ in range(n)])
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_inline_choice_is_the_calls(seed):
+    """``_choose_inline`` (``hbsm_pack.INLINE``) answers what ``_choose``'s loop of ``_align`` /
+    ``_meets`` calls answers: random candidates (aligned or not, past the capacity too), live
+    and other units' spans, footprints and alignments (1 to 48 bytes, not only powers of 2)."""
+    from m100.passes.backend import hbsm_pack as H
+
+    rng = random.Random(seed)
+    cap = rng.choice((256, 1000, 4096))
+    found = set()
+    for _ in range(1500):
+        align = rng.choice((1, 8, 32, 48))
+        cands = {0} | {rng.randrange(0, cap + 64) for _ in range(rng.randrange(0, 40))}
+        live = _random_spans(rng, rng.randrange(0, 12), cap)
+        other = _random_spans(rng, rng.randrange(0, 12), cap)
+        high, size = rng.randrange(0, cap + 1), rng.randrange(1, cap // 3)
+        args = (cands, live, other, high, size, cap, align)
+        H.INLINE = False
+        try:
+            want = H._choose(*args)
+        finally:
+            H.INLINE = True
+        got = H._choose_inline(*args)
+        assert got == want, args
+        if want is not None:  # which of the keys decided: both kinds must occur
+            found.add((want + size > high, H._meets(*other, want, want + size)))
+        else:
+            found.add(None)
+    assert len(found) >= 3
+
+
+@pytest.mark.parametrize("seed", range(30))
+def test_inline_packing_is_the_calls(seed, monkeypatch):
+    """Whole allocations (groups first or jointly, the loop or the columns) with ``INLINE`` on
+    and off: the same offsets or the same error, on random workloads whose sizes are not all
+    multiples of the alignment."""
+    from m100.passes.backend import hbsm_pack as H
+
+    rng = random.Random(seed)
+    cap, align = 1 << 13, 32
+    bufs = []
+    for i in range(rng.randrange(20, 90)):
+        s = rng.randrange(0, 200)
+        pred = None if rng.random() < 0.3 else (float(rng.randrange(0, 900)),
+                                                 float(rng.randrange(900, 2000)))
+        bufs.append(Buf(f"b{i}", rng.randrange(3), rng.randrange(1, cap // 8),
+                        rng.choice((1, 1, 2)), float(s), float(s + rng.randrange(1, 60)),
+                        rng.choice(("TCU", "CVU", "DTDU")), rng.choice(("", "", "CVU", "DMA")),
+                        pred))
+    groups = None
+    if seed % 2:
+        by_tpb = [[b.name for b in bufs if b.tpb == t] for t in range(3)]
+        groups = [[names[k] for names in by_tpb if len(names) > k] for k in range(3)]
+    monkeypatch.setattr(H, "VECTOR_MIN", rng.choice((0, 24, 10**9)))
+
+    def run(inline):
+        monkeypatch.setattr(H, "INLINE", inline)
+        try:
+            return allocate(bufs, cap, align, groups, largest_first=bool(seed % 3))
+        except HbsmOverflow as e:
+            return str(e)
+
+    calls, inline = run(False), run(True)
+    assert inline == calls
+    if isinstance(calls, dict):
+        assert check_allocation(bufs, calls, cap, align) == []
