@@ -110,7 +110,7 @@ def tile_piece(cm: CostModel, g: OpGraph, op: Op, rows: int, cols: int,
                budget: int | None = None, chunked: bool = False, kparts: int = 1,
                act_resident: int = 0, whole_parts: bool = False, wshare: int = 1,
                wstreams: int = 0, kfine: int = 1, astreams: int = 0,
-               once: bool = False) -> TilePlan:
+               once: bool = False, act_whole: bool = False) -> TilePlan:
     """The cheapest tiling of ``rows x cols`` of ``op`` whose working set fits ``budget`` bytes.
 
     ``chunked``: a TCU contraction whose K can be split is cut into K chunks even where the whole
@@ -145,7 +145,10 @@ def tile_piece(cm: CostModel, g: OpGraph, op: Op, rows: int, cols: int,
     one row tile of whole K (loaded once, read by every column tile), the output tile and the
     epilogue's ``post_in`` box when the piece is one instruction tile (nothing follows it on
     the TPB that would be produced into the other slot). The tiling itself is chosen as with
-    two slots (:data:`ONCE_TILES`)."""
+    two slots (:data:`ONCE_TILES`).
+    ``act_whole`` (a matmul of a pipeline fed by a stage of its segment): its activation slots
+    hold a row tile of all of K whatever the K chunk (the producer pieces' rows arrive whole:
+    ``kinds.tcu``, a streamed input)."""
     mc = cm.machine
     if whole_parts and kparts < 2:
         raise ScheduleError(f"internal: op '{op.name}': whole K parts without a K split")
@@ -278,7 +281,8 @@ def tile_piece(cm: CostModel, g: OpGraph, op: Op, rows: int, cols: int,
                 aslot_of = {tk: cm.align(in_rows * op.attrs["w"] * (tk // kwin) * groups * ab)
                             for tk in k_cands}
             else:
-                aslot_of = {tk: cm.align(tr * geo.row_elems * (K if act_resident else tk) * ab)
+                aslot_of = {tk: cm.align(tr * geo.row_elems *
+                                         (K if act_resident or act_whole else tk) * ab)
                             for tk in k_cands}
             for tc in tc_cands:
                 n_tiles = n_rows * ceil_div(cols, tc)

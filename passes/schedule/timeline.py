@@ -58,6 +58,10 @@ ACT_RELOADS = True
 #: one-row-tile whole-K piece, the output and ``post_in`` of a one-tile piece) in one HBSM slot
 #: (``partition.tile_piece``'s ``once``)
 ONE_SLOT = True
+#: a pipeline's matmul fed by a stage of its segment counts its activation slots as row tiles of
+#: all of K, as the emitter copies them (``partition.tile_piece``'s ``act_whole``; False: one K
+#: chunk each, which made programs the plan said fit overflow the HBSM, session 25)
+STREAMED_ACT_WHOLE = True
 
 
 class Scheduler:
@@ -137,9 +141,9 @@ class Scheduler:
     def tile(self, op: Op, rows: int, cols: int, budget: int, chunked: bool = False,
              kparts: int = 1, act_resident: int = 0, whole: bool = False,
              wshare: int = 1, wstreams: int = 0, kfine: int = 1, astreams: int = 0,
-             once: bool = False) -> TilePlan:
+             once: bool = False, act_whole: bool = False) -> TilePlan:
         key = (op.name, rows, cols, budget, chunked, kparts, act_resident, whole, wshare, wstreams,
-               kfine, astreams, once)
+               kfine, astreams, once, act_whole)
         p = self._tile_cache.get(key)
         if p is None:
             ok = self._op_keys.get(op.name, False)
@@ -152,7 +156,7 @@ class Scheduler:
             else:
                 p = tile_piece(self.cm, self.g, op, rows, cols, budget, chunked, kparts,
                                act_resident, whole, wshare, wstreams, kfine=kfine,
-                               astreams=astreams, once=once)
+                               astreams=astreams, once=once, act_whole=act_whole)
                 if skey is not None:
                     self._tile_shared[skey] = p
             self._tile_cache[key] = p
@@ -189,8 +193,14 @@ class Scheduler:
         # (matmuls: counting a conv's input-channel chunks made ResNet-18 32 +3.1 % longer)
         astreams = st.gr * st.ks if one and ACT_RELOADS and op.unit == "tcu.matmul" else 0
         once = one and ONE_SLOT and st.bands <= st.gr
+        # a pipeline's matmul fed by a stage of its segment copies the producer rows whole
+        # (``kinds.tcu``: a streamed input), whatever its K chunk
+        prod = self.producers.get(op.inputs[0]) if op.inputs else None
+        whole_act = STREAMED_ACT_WHOLE and not one and op.unit == "tcu.matmul" and \
+            prod is not None and prod.name in seg.ops
         return self.tile(op, rows_b, cols_b, self.stage_budget(seg, st), st.chunked, st.ks,
-                         st.act_resident, st.whole, st.wshare, streams, st.kfine, astreams, once)
+                         st.act_resident, st.whole, st.wshare, streams, st.kfine, astreams, once,
+                         whole_act)
 
     def band_boxes(self, st: StageCfg, op: Op, tplan: TilePlan, b: int) -> tuple:
         """The pieces of band ``b`` of a stage built piece by piece, in build order: (column part,
