@@ -40,6 +40,29 @@ def _compile(model, on: bool, monkeypatch, placements):
     return placements[-1], prog
 
 
+def view_loads(pl, si: int):
+    """(the late-stored op, its stores, {store task: its box's columns}, [(each load of a column
+    view of its result, the stores whose box overlaps the view's columns)]) of segment ``si``."""
+    tl, g = pl.timeline, pl.graph
+    op = tl.segments[si].stages[0].op
+    root = g.ops[[o.name for o in g.ops].index(op)].outputs[0]
+    stores = [t for t in tl.tasks if t.kind == "dma-out" and t.op == op]
+    box = {tid: (p.c0, p.c1) for p in tl.pieces[si] for tid in p.tasks}
+    assert stores and all(t.id in box for t in stores)
+    eb = dtype_bytes(g.tensors[root].dtype)
+    out = []
+    for t in tl.tasks:
+        cv = g.cviews.get(t.tensor)
+        if t.kind != "dma-in" or cv is None or cv[0] != root:
+            continue
+        c0 = cv[1] // eb
+        c1 = c0 + g.tensors[t.tensor].shape[-1]
+        over = [s for s in stores if min(box[s.id][1], c1) > max(box[s.id][0], c0)]
+        assert over, t
+        out.append((t, over))
+    return op, stores, box, out
+
+
 def _plan_checks(pl) -> None:
     """The late stores are used, and every load of a column view of their tensor starts after
     the stores that wrote those columns ended -- and waits for them itself: its memory
@@ -49,36 +72,18 @@ def _plan_checks(pl) -> None:
     orders it after the stores anyway, so a plan whose views kept the writers they had when
     they were built (head 0's stores: ``PlanBuilder._late_reads_end`` without its update of
     the views) passed the start check."""
-    tl, g = pl.timeline, pl.graph
+    tl = pl.timeline
     assert tl.late_reads, "no late read stores: the test checks nothing"
     si = next(iter(tl.late_reads))
-    op = tl.segments[si].stages[0].op
-    root = g.ops[[o.name for o in g.ops].index(op)].outputs[0]
-    stores = [t for t in tl.tasks if t.kind == "dma-out" and t.op == op]
-    pieces = tl.pieces[si]
-    box = {}
-    for p in pieces:
-        for tid in p.tasks:
-            box[tid] = (p.c0, p.c1)
-    assert stores and all(t.id in box for t in stores)
-    eb = dtype_bytes(g.tensors[root].dtype)
-    loads = 0
+    op, stores, _, loads = view_loads(pl, si)
     first_head = min(t.start for t in tl.tasks if t.segment > si and t.kind == "compute")
     assert first_head < max(t.end for t in stores)  # the point of it
-    for t in tl.tasks:
-        cv = g.cviews.get(t.tensor)
-        if t.kind != "dma-in" or cv is None or cv[0] != root:
-            continue
-        c0 = cv[1] // eb
-        c1 = c0 + g.tensors[t.tensor].shape[-1]
-        over = [s for s in stores if min(box[s.id][1], c1) > max(box[s.id][0], c0)]
-        assert over, t
+    for t, over in loads:
         for s in over:
             assert s.end <= t.start + 1e-6, (t, s)
         mem = tl.tasks[t.deps[0]] if t.deps else None
         assert mem is not None and mem.kind == "dma-out" and mem.op == op, (t, mem)
         assert mem.end >= max(s.end for s in over) - 1e-6, (t, mem, max(over, key=lambda s: s.end))
-        loads += 1
     assert loads
 
 

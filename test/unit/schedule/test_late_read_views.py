@@ -21,10 +21,15 @@ overlapping store among its ancestors) and body order (each such store before th
 
 from __future__ import annotations
 
+import sys
+from pathlib import Path
+
 import pytest
 
 from m100.passes.schedule import m100_schedule
-from m100.passes.schedule.graph import dtype_bytes
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from test_late_read_stores import view_loads  # noqa: E402
 
 SEED = 1  # random_heads_graph(RandomChoices(SEED)): view ops before the stores they need
 
@@ -49,30 +54,17 @@ def _check(em, pl, prog) -> tuple[int, int]:
     box overlaps its columns among its token ancestors and before it in the body."""
     tl, g = pl.timeline, pl.graph
     body = {id(o): k for k, o in enumerate(prog.body.block.ops)}
-    loads = early = 0
+    n = early = 0
     seg_of = {st.op: j for j, seg in enumerate(tl.segments) for st in seg.stages}
     for si, reads in tl.late_reads.items():
-        op = tl.segments[si].stages[0].op
-        root = next(o for o in g.ops if o.name == op).outputs[0]
-        eb = dtype_bytes(g.tensors[root].dtype)
-        box = {tid: (p.c0, p.c1) for p in tl.pieces[si] for tid in p.tasks}
         built = {}  # store task -> the segment at whose end it is built
         for j, ix in reads.items():
             for i in ix:
                 for tid in tl.pieces[si][i].tasks:
                     built[tid] = j
-        stores = [t for t in tl.tasks if t.kind == "dma-out" and t.op == op]
-        assert stores and all(t.id in box for t in stores)
-        view_seg = {o.outputs[0]: seg_of[o.name] for o in g.ops
-                    if o.outputs and g.cviews.get(o.outputs[0], ("",))[0] == root}
-        for t in tl.tasks:
-            cv = g.cviews.get(t.tensor)
-            if t.kind != "dma-in" or cv is None or cv[0] != root:
-                continue
-            c0 = cv[1] // eb
-            c1 = c0 + g.tensors[t.tensor].shape[-1]
-            over = [s for s in stores if min(box[s.id][1], c1) > max(box[s.id][0], c0)]
-            assert over, t
+        _, _, box, loads = view_loads(pl, si)
+        view_seg = {o.outputs[0]: seg_of[o.name] for o in g.ops if o.outputs}
+        for t, over in loads:
             load = em.task_ops[t.id]
             anc = _ancestors(load)
             for s in over:
@@ -80,9 +72,9 @@ def _check(em, pl, prog) -> tuple[int, int]:
                 assert id(st) in anc, (f"load of {t.tensor} (plan task {t.id}) does not wait for "
                                        f"the store (plan task {s.id}) of columns {box[s.id]}")
                 assert body[id(st)] < body[id(load)], (t, s)
-            loads += 1
+            n += 1
             early += any(built.get(s.id, si) >= view_seg[t.tensor] for s in over)
-    return loads, early
+    return n, early
 
 
 @pytest.mark.parametrize("machine", ["m100", "tiny"])
