@@ -35,6 +35,9 @@ STRATEGIES = ("auto", "data-parallel", "pipeline", "single")
 # :meth:`Search._floors`: the floors of a segment shared with the segments of the same
 # structure; False: each segment's floors computed for it (the tests compare both)
 SHARE_FLOORS = True
+# :meth:`Search.best_data_parallel`'s local search: "draw" (random moves from the op-name-seeded
+# RNG), "enum" (every neighbouring configuration in a fixed order, first improvement)
+DP_MOVES = "enum"
 # a causal attention chain's pipeline bands cut by work (``StageCfg.wcut``); False: equal rows
 WORK_BANDS = True
 
@@ -300,7 +303,10 @@ class Search:
                 c = self.cost(cand, best_c)
                 if c < best_c:
                     best, best_c = cand, c
-        for _ in range(0 if self.spent() else self.iters // 2):  # local search (module doc 4)
+        if DP_MOVES == "enum":
+            best, best_c = self._dp_climb(op, best, best_c, kmax, tcu)
+        for _ in range(0 if self.spent() or DP_MOVES == "enum" else self.iters // 2):
+            # local search (module doc 4)
             st = best.stages[0]
             k, gc, ch, kp = len(st.tpbs), st.gc, st.chunked, st.ks
             mult = max(1, st.bands // st.gr)
@@ -339,6 +345,55 @@ class Search:
                     best, best_c = cand, c
         if best_c == float("inf"):
             raise self.errors.get(op.name) or ScheduleError(f"op '{op.name}' could not be placed")
+        return best, best_c
+
+    def _dp_neighbours(self, op: Op, best: SegmentCfg, kmax: int, tcu: bool) -> list:
+        """The configurations one move of the data-parallel local search reaches from ``best``,
+        in a fixed order: the next smaller / larger TPB count (each column split, the one
+        closest below the current first), double / halve the bands, K in chunks or not, each
+        other column split."""
+        st = best.stages[0]
+        k, gc, ch, kp = len(st.tpbs), st.gc, st.chunked, st.ks
+        mult = max(1, st.bands // st.gr)
+        out = []
+        ks = sorted(self._k_candidates(kmax))
+        i = ks.index(k) if k in ks else 0
+        for j in (i - 1, i + 1):
+            if 0 <= j < len(ks) and j != i:
+                gcs = col_splits(self.cm, self.g, op, ks[j])
+                first = max([x for x in gcs if x <= gc] or [1])
+                for g2 in [first] + [x for x in gcs if x != first]:
+                    out.append(self._dp_cfg(op, ks[j], g2, mult, chunked=ch))
+        out.append(self._dp_cfg(op, k, gc, mult * 2, chunked=ch, ks=kp))
+        out.append(self._dp_cfg(op, k, gc, max(1, mult // 2), chunked=ch, ks=kp))
+        if tcu and kp == 1:
+            out.append(self._dp_cfg(op, k, gc, mult, chunked=not ch))
+        for g2 in col_splits(self.cm, self.g, op, k // kp):
+            if g2 != gc:
+                out.append(self._dp_cfg(op, k, g2, mult, chunked=ch, ks=kp))
+        return out
+
+    def _dp_climb(self, op: Op, best: SegmentCfg, best_c: float, kmax: int,
+                  tcu: bool) -> tuple[SegmentCfg, float]:
+        """:data:`DP_MOVES` "enum": hill climbing over :meth:`_dp_neighbours` (first
+        improvement), at most ``iters // 2`` candidates costed; a candidate that did not beat
+        the best once never does (the best only gets cheaper), so none is costed twice."""
+        left = 0 if self.spent() else self.iters // 2
+        seen = {best}
+        while left > 0:
+            for cand in self._dp_neighbours(op, best, kmax, tcu):
+                if cand is None or cand in seen:
+                    continue
+                seen.add(cand)
+                left -= 1
+                c = self.cost(cand, best_c)
+                if c < best_c:
+                    best, best_c = cand, c
+                    break
+                if left <= 0:
+                    break
+            else:
+                break  # a local optimum
         return best, best_c
 
     # ------------------------------------------------------------------ pipelines
