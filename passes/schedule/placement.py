@@ -8,8 +8,10 @@ The search (deterministic for a given seed):
    tensors streaming through them). ``single``: one op per segment on one TPB. ``auto``: dynamic
    programming over all segmentations (segments of up to ``max_stages`` ops), each candidate segment
    costed by its best configuration, so data-parallel and pipelined segments mix per subgraph.
-2. **Configuration of a segment** by greedy construction + local search (hill climbing with a seeded
-   RNG over a fixed number of moves): a data-parallel op starts on all TPBs with the column split
+2. **Configuration of a segment** by greedy construction + local search (hill climbing over a fixed
+   number of moves: a data-parallel op's neighbours enumerated in a fixed order, first improvement,
+   :data:`.search.DP_MOVES`; a pipeline's moves drawn from a seeded RNG): a data-parallel op starts
+   on all TPBs with the column split
    that keeps TCU-friendly widths; a pipeline gets TPBs in proportion to each stage's work, in
    contiguous TPB ranges (so neighbouring stages share a cluster and their DTDU traffic stays
    intra-cluster), light vector stages may share the TPBs of the stage before them (different units
