@@ -349,13 +349,19 @@ class Search:
 
     def _dp_neighbours(self, op: Op, best: SegmentCfg, kmax: int, tcu: bool) -> list:
         """The configurations one move of the data-parallel local search reaches from ``best``,
-        in a fixed order: the next smaller / larger TPB count (each column split, the one
-        closest below the current first), double / halve the bands, K in chunks or not, each
-        other column split."""
+        in a fixed order, the moves on the same TPBs first: double / halve the bands, K in
+        chunks or not, each other column split; then the next smaller / larger TPB count (each
+        column split, the one closest below the current first)."""
         st = best.stages[0]
         k, gc, ch, kp = len(st.tpbs), st.gc, st.chunked, st.ks
         mult = max(1, st.bands // st.gr)
-        out = []
+        out = [self._dp_cfg(op, k, gc, mult * 2, chunked=ch, ks=kp),
+               self._dp_cfg(op, k, gc, max(1, mult // 2), chunked=ch, ks=kp)]
+        if tcu and kp == 1:
+            out.append(self._dp_cfg(op, k, gc, mult, chunked=not ch))
+        for g2 in col_splits(self.cm, self.g, op, k // kp):
+            if g2 != gc:
+                out.append(self._dp_cfg(op, k, g2, mult, chunked=ch, ks=kp))
         ks = sorted(self._k_candidates(kmax))
         i = ks.index(k) if k in ks else 0
         for j in (i - 1, i + 1):
@@ -364,13 +370,6 @@ class Search:
                 first = max([x for x in gcs if x <= gc] or [1])
                 for g2 in [first] + [x for x in gcs if x != first]:
                     out.append(self._dp_cfg(op, ks[j], g2, mult, chunked=ch))
-        out.append(self._dp_cfg(op, k, gc, mult * 2, chunked=ch, ks=kp))
-        out.append(self._dp_cfg(op, k, gc, max(1, mult // 2), chunked=ch, ks=kp))
-        if tcu and kp == 1:
-            out.append(self._dp_cfg(op, k, gc, mult, chunked=not ch))
-        for g2 in col_splits(self.cm, self.g, op, k // kp):
-            if g2 != gc:
-                out.append(self._dp_cfg(op, k, g2, mult, chunked=ch, ks=kp))
         return out
 
     def _dp_climb(self, op: Op, best: SegmentCfg, best_c: float, kmax: int,

@@ -1,8 +1,8 @@
 """The data-parallel local search enumerates its moves (issue 15, :data:`.search.DP_MOVES`).
 
 Oracles: a plain hill climb written out here from the definition (the neighbours of a
-configuration: the next smaller / larger TPB count with each column split, the one closest below
-the current first; double / halve the bands; K in chunks or not; each other column split), every
+configuration: double / halve the bands; K in chunks or not; each other column split; the next
+smaller / larger TPB count with each column split, the one closest below the current first), every
 candidate costed by an unbounded build on a fresh search -- no bound, no floor, no shared cost, no
 memo -- against :meth:`.search.Search._dp_climb` (bounded costs, floors, shared costs, candidates
 skipped once rejected); the neighbours' unbounded costs for local optimality; the seeds.
@@ -27,20 +27,19 @@ def _neighbours(s: Search, op, cfg, kmax: int) -> list:
     st = cfg.stages[0]
     k, gc, ch, kp, mult = len(st.tpbs), st.gc, st.chunked, st.ks, max(1, st.bands // st.gr)
     tcu = op.unit in ("tcu.matmul", "tcu.conv2d")
+    out = [s._dp_cfg(op, k, gc, mult * 2, chunked=ch, ks=kp),
+           s._dp_cfg(op, k, gc, max(1, mult // 2), chunked=ch, ks=kp)]
+    if tcu and kp == 1:
+        out.append(s._dp_cfg(op, k, gc, mult, chunked=not ch))
+    out += [s._dp_cfg(op, k, x, mult, chunked=ch, ks=kp)
+            for x in col_splits(s.cm, s.g, op, k // kp) if x != gc]
     counts = sorted(s._k_candidates(kmax))
     i = counts.index(k) if k in counts else 0
-    out = []
     for k2 in [counts[j] for j in (i - 1, i + 1) if 0 <= j < len(counts) and j != i]:
         splits = col_splits(s.cm, s.g, op, k2)
         below = max([x for x in splits if x <= gc], default=1)
         out += [s._dp_cfg(op, k2, x, mult, chunked=ch) for x in [below] +
                 [x for x in splits if x != below]]
-    out += [s._dp_cfg(op, k, gc, mult * 2, chunked=ch, ks=kp),
-            s._dp_cfg(op, k, gc, max(1, mult // 2), chunked=ch, ks=kp)]
-    if tcu and kp == 1:
-        out.append(s._dp_cfg(op, k, gc, mult, chunked=not ch))
-    out += [s._dp_cfg(op, k, x, mult, chunked=ch, ks=kp)
-            for x in col_splits(s.cm, s.g, op, k // kp) if x != gc]
     return [c for c in out if c is not None]
 
 
