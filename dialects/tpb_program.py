@@ -150,11 +150,7 @@ def programs(op: Operation) -> list[ProgramOp]:
 
 
 def _programs(op: Operation, out: list) -> None:
-    t = type(op)
-    p = _IS_PROGRAM.get(t)
-    if p is None:
-        p = _IS_PROGRAM[t] = isinstance(op, ProgramOp)
-    if p:
+    if _is_program(op):
         out.append(op)
     for region in op.regions:
         for block in region.blocks:
@@ -162,14 +158,17 @@ def _programs(op: Operation, out: list) -> None:
             while o is not None:
                 if o.regions:
                     _programs(o, out)
-                else:
-                    t = type(o)
-                    p = _IS_PROGRAM.get(t)
-                    if p is None:
-                        p = _IS_PROGRAM[t] = isinstance(o, ProgramOp)
-                    if p:
-                        out.append(o)
+                elif _is_program(o):
+                    out.append(o)
                 o = o.next_op
+
+
+def _is_program(op: Operation) -> bool:
+    t = type(op)
+    p = _IS_PROGRAM.get(t)
+    if p is None:
+        p = _IS_PROGRAM[t] = isinstance(op, ProgramOp)
+    return p
 
 
 @fast_op_definition

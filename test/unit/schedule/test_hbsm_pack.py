@@ -201,6 +201,25 @@ def test_joint_packing_largest_first_when_groups_first_fragments():
     assert offs["g0t0"] == offs["g0t1"]
 
 
+def _unit_workload(rng, seed, slot_bytes):
+    """Random TPB workloads with predicted spans (some None), several units with distinct last
+    users; for an odd seed, three broadcast groups (one buffer per TPB each)."""
+    bufs = []
+    for i in range(rng.randrange(20, 90)):
+        s = rng.randrange(0, 200)
+        pred = None if rng.random() < 0.3 else (float(rng.randrange(0, 900)),
+                                                 float(rng.randrange(900, 2000)))
+        bufs.append(Buf(f"b{i}", rng.randrange(3), slot_bytes(),
+                        rng.choice((1, 1, 2)), float(s), float(s + rng.randrange(1, 60)),
+                        rng.choice(("TCU", "CVU", "DTDU")), rng.choice(("", "", "CVU", "DMA")),
+                        pred))
+    groups = None
+    if seed % 2:  # broadcast receivers: one buffer per TPB, three groups
+        by_tpb = [[b.name for b in bufs if b.tpb == t] for t in range(3)]
+        groups = [[names[k] for names in by_tpb if len(names) > k] for k in range(3)]
+    return bufs, groups
+
+
 @pytest.mark.parametrize("seed", range(30))
 def test_vector_packing_is_the_loop(seed, monkeypatch):
     """The numpy columns (``hbsm_pack.VECTOR``) choose the offsets of the Python loop: random
@@ -210,32 +229,28 @@ def test_vector_packing_is_the_loop(seed, monkeypatch):
 
     rng = random.Random(seed)
     cap, align = 1 << 14, 32
-    bufs = []
-    for i in range(rng.randrange(20, 90)):
-        s = rng.randrange(0, 200)
-        pred = None if rng.random() < 0.3 else (float(rng.randrange(0, 900)),
-                                                 float(rng.randrange(900, 2000)))
-        bufs.append(Buf(f"b{i}", rng.randrange(3), align * rng.randrange(1, cap // align // 10),
-                        rng.choice((1, 1, 2)), float(s), float(s + rng.randrange(1, 60)),
-                        rng.choice(("TCU", "CVU", "DTDU")), rng.choice(("", "", "CVU", "DMA")),
-                        pred))
-    groups = None
-    if seed % 2:  # broadcast receivers: one buffer per TPB, three groups
-        by_tpb = [[b.name for b in bufs if b.tpb == t] for t in range(3)]
-        groups = [[names[k] for names in by_tpb if len(names) > k] for k in range(3)]
+    bufs, groups = _unit_workload(rng, seed, lambda: align * rng.randrange(1, cap // align // 10))
 
-    def run(vector):
+    def switch(vector):
         monkeypatch.setattr(H, "VECTOR", vector)
         monkeypatch.setattr(H, "VECTOR_MIN", 0 if vector else 10**9)
+    _same_both_ways(switch, bufs, cap, align, groups)
+
+
+def _same_both_ways(switch, bufs, cap, align, groups, **kw) -> None:
+    """``allocate`` with ``switch(False)`` then ``switch(True)``: the same offsets (valid ones)
+    or the same error."""
+    def run(on):
+        switch(on)
         try:
-            return allocate(bufs, cap, align, groups)
+            return allocate(bufs, cap, align, groups, **kw)
         except HbsmOverflow as e:
             return str(e)
 
-    loop, vec = run(False), run(True)
-    assert vec == loop
-    if isinstance(loop, dict):
-        assert check_allocation(bufs, loop, cap, align) == []
+    off, on = run(False), run(True)
+    assert on == off
+    if isinstance(off, dict):
+        assert check_allocation(bufs, off, cap, align) == []
 
 
 @pytest.mark.parametrize("seed", range(40))
@@ -328,29 +343,8 @@ def test_inline_packing_is_the_calls(seed, monkeypatch):
 
     rng = random.Random(seed)
     cap, align = 1 << 13, 32
-    bufs = []
-    for i in range(rng.randrange(20, 90)):
-        s = rng.randrange(0, 200)
-        pred = None if rng.random() < 0.3 else (float(rng.randrange(0, 900)),
-                                                 float(rng.randrange(900, 2000)))
-        bufs.append(Buf(f"b{i}", rng.randrange(3), rng.randrange(1, cap // 8),
-                        rng.choice((1, 1, 2)), float(s), float(s + rng.randrange(1, 60)),
-                        rng.choice(("TCU", "CVU", "DTDU")), rng.choice(("", "", "CVU", "DMA")),
-                        pred))
-    groups = None
-    if seed % 2:
-        by_tpb = [[b.name for b in bufs if b.tpb == t] for t in range(3)]
-        groups = [[names[k] for names in by_tpb if len(names) > k] for k in range(3)]
+    bufs, groups = _unit_workload(rng, seed, lambda: rng.randrange(1, cap // 8))
     monkeypatch.setattr(H, "VECTOR_MIN", rng.choice((0, 24, 10**9)))
 
-    def run(inline):
-        monkeypatch.setattr(H, "INLINE", inline)
-        try:
-            return allocate(bufs, cap, align, groups, largest_first=bool(seed % 3))
-        except HbsmOverflow as e:
-            return str(e)
-
-    calls, inline = run(False), run(True)
-    assert inline == calls
-    if isinstance(calls, dict):
-        assert check_allocation(bufs, calls, cap, align) == []
+    _same_both_ways(lambda on: monkeypatch.setattr(H, "INLINE", on), bufs, cap, align, groups,
+                    largest_first=bool(seed % 3))
