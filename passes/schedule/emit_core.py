@@ -81,9 +81,27 @@ def _access(bounds: tuple[int, ...], lin: Lin) -> AccessAttr:
     return AccessAttr(AffineMap(nd, 0, tuple(exprs)), [int(b) for b in bounds])
 
 
+#: :func:`ident` answers plain-int arguments from a memo (a fresh list of the same tuples each
+#: time); False: built every time (``test_ident_memo_is_the_build`` compares both)
+IDENT_MEMO = True
+_IDENT: dict[tuple, Lin] = {}
+
+
 def ident(nd: int, offs: tuple[int, ...] | None = None, rank: int | None = None,
           dims: tuple[int, ...] | None = None) -> Lin:
     """Buffer index k = iteration dim dims[k] + offs[k] (dims default 0..rank-1)."""
+    if IDENT_MEMO and type(nd) is int and (offs is None or (type(offs) is tuple and all(
+            type(x) is int for x in offs))) and (rank is None or type(rank) is int) and (
+            dims is None or (type(dims) is tuple and all(type(x) is int for x in dims))):
+        key = (nd, offs, rank, dims)
+        got = _IDENT.get(key)
+        if got is None:
+            got = _IDENT[key] = _ident(nd, offs, rank, dims)
+        return list(got)
+    return _ident(nd, offs, rank, dims)
+
+
+def _ident(nd: int, offs, rank, dims) -> Lin:
     rank = nd if rank is None else rank
     dims = tuple(range(rank)) if dims is None else dims
     offs = offs or (0,) * rank

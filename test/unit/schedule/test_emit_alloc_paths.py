@@ -106,3 +106,31 @@ def test_hbsm_scan_is_the_loop(case, monkeypatch):
     assert out[True] == out[False]
     assert seen[True] == seen[False]
     assert seen[True] and all(call[0] for call in seen[True])
+
+
+def test_ident_memo_is_the_build(monkeypatch):
+    """``emit_core.ident`` from its memo (``IDENT_MEMO``) equals a fresh build, element types
+    included, for plain and numpy offsets, ranks and dims; each answer is a list of its own."""
+    import numpy as np
+
+    from m100.passes.schedule import emit_core
+    rng = random.Random(1)
+    args = []
+    for _ in range(400):
+        nd = rng.randrange(1, 5)
+        rank = rng.choice((None, rng.randrange(1, nd + 1)))
+        r = nd if rank is None else rank
+        dims = rng.choice((None, tuple(rng.sample(range(nd), r))))
+        offs = rng.choice((None, tuple(rng.randrange(-3, 9) for _ in range(r)),
+                           tuple(np.int64(rng.randrange(0, 9)) for _ in range(r)),
+                           (0,) * r))
+        args.append((nd, offs, rank, dims))
+    for a in args * 2:  # the second time from the memo
+        monkeypatch.setattr(emit_core, "IDENT_MEMO", False)
+        want = emit_core.ident(*a)
+        monkeypatch.setattr(emit_core, "IDENT_MEMO", True)
+        got = emit_core.ident(*a)
+        assert got == want and [(type(k), [type(c) for c in cs]) for cs, k in got] == \
+            [(type(k), [type(c) for c in cs]) for cs, k in want]
+        got.append(None)  # a caller's change does not reach the memo
+        assert emit_core.ident(*a) == want
