@@ -54,7 +54,7 @@ class Transfers(ListScheduler):
         p = self.piece
         # :meth:`_wbar` (a constant weight's prefetch or tail barrier) only for weights, the
         # others' barrier and :meth:`_slot_deps` written out (the same deps in the same order)
-        if weight and p is not None and role in ("w", "bias"):
+        if self._pf_ok(tensor, role):
             deps.extend(self._wbar(tpb, tensor, role))
         elif tpb in self.barrier:
             deps.append(self.barrier[tpb])
@@ -92,8 +92,7 @@ class Transfers(ListScheduler):
         # per TPB :meth:`_wbar` (weights only: the weight test once) or the TPB's barrier, and
         # the slot it refills, written out
         hist, barrier, name = self.hist, self.barrier, op.name
-        weight = role in ("w", "bias") and self.piece is not None and \
-            self.g.tensors[tensor].kind == "weight"
+        weight = self._pf_ok(tensor, role)
         for x in tpbs:
             if weight:
                 deps.extend(self._wbar(x, tensor, role))

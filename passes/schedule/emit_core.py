@@ -25,6 +25,7 @@ from m100.targets.m100.isa import DType
 from m100.targets.m100.machine import Machine
 
 from .from_ir import IRGraph
+from . import list_schedule
 from .graph import ScheduleError
 from .placement import Placement
 from .plan import PlanPiece, PlanTask
@@ -245,11 +246,13 @@ class EmitterCore:
         of a segment on a TPB may run before that TPB finished the segment before."""
         return [self.barrier[tpb]] if tpb in self.barrier else []
 
-    def _wbar(self, tpb: int, tensor: str, tid: int | None = None) -> list[SSAValue]:
+    def _wbar(self, tpb: int, tensor: str, tid: int | None = None,
+              act: bool = False) -> list[SSAValue]:
         """The barrier of a constant weight (or bias) transfer into ``tpb`` (plan task ``tid``;
         None: the next of the piece's): the compute of the last segment the plan's
         ``tail_dma`` names, else the end of the earlier segment its prefetch names
-        (``Plan.prefetch``), else :meth:`_bar`."""
+        (``Plan.prefetch``; ``act``: a matmul's run-time B operand, the plan's role ``w``, too
+        where ``list_schedule.ACT_PREFETCH`` is on), else :meth:`_bar`."""
         if self.plan.tail_dma:
             if tid is None:
                 tid = self._queue[-1] if self._queue else -1
@@ -257,7 +260,8 @@ class EmitterCore:
             if t is not None:
                 return [self.task_ops[t].done]  # type: ignore[attr-defined]
         b = self.plan.prefetch.get((self.cur_si, tpb))
-        if b is None or self.g.tensors[tensor].kind != "weight":
+        if b is None or (self.g.tensors[tensor].kind != "weight" and
+                         not (act and list_schedule.ACT_PREFETCH)):
             return self._bar(tpb)
         toks = [tok for s, tok in self.bar_hist.get(tpb, ()) if s == b]
         if b >= 0 and not toks:

@@ -254,15 +254,16 @@ class UnitEmitter(EmitterCore):
         if k in self.gcache:
             return self.gcache[k]
         wbar = key[0] in ("w", "wg", "sg")  # a weight chunk (or a weight group's scales) may
-        # be prefetched (``Plan.prefetch``)
+        # be prefetched (``Plan.prefetch``); a run-time B chunk too (``act``: the plan's role w)
+        act = key[0] == "w"
         if len(tpbs) <= 1:
-            r = self.gcache[k] = self.load(tensor, bshape, lin, tpb, wbar=wbar)
+            r = self.gcache[k] = self.load(tensor, bshape, lin, tpb, wbar=wbar, act=act)
             return r
         opname = self.cur[1]
         t = self._take("dma", -1, tuple(tpbs))
         bufs = self._bcast_buffers(tensor, tpbs, bshape)
         deps = self.token_of(tensor) + [d for x in tpbs
-                                        for d in (self._wbar(x, tensor, t.id) if wbar
+                                        for d in (self._wbar(x, tensor, t.id, act) if wbar
                                                   else self._bar(x))
                                         + self._slot_deps(x, opname)]
         d = DmaOp(t.engine, {"src": self.source(tensor, bshape, lin),
@@ -329,17 +330,19 @@ class UnitEmitter(EmitterCore):
 
     def load(self, tensor: str, bshape: tuple[int, ...], lin: Lin, tpb: int,
              slot: bool = True, wbar: bool = False,
-             box: tuple[int, int, int, int] | None = None) -> tuple[SSAValue, SSAValue]:
+             box: tuple[int, int, int, int] | None = None,
+             act: bool = False) -> tuple[SSAValue, SSAValue]:
         """A fresh HBSM buffer of ``bshape`` on ``tpb`` filled from memory through ``lin``
-        (``wbar``: a weight, which may be prefetched across segments; ``box``: rows x cols of a
-        2-D tensor, which waits only for the stores that wrote it when the plan's does)."""
+        (``wbar``: a weight, which may be prefetched across segments -- ``act``: a run-time B
+        operand too, ``_wbar``; ``box``: rows x cols of a 2-D tensor, which waits only for the
+        stores that wrote it when the plan's does)."""
         mem, acc = self.source(tensor, bshape, lin)
         buf = self.buffer("hbsm", tpb, bshape, self.g.tensors[tensor].dtype)
         bs = self.wboxes.get(tensor) if box is not None else None
         over = _overlapping(bs, box) if bs and len(bs) == len(self.writers.get(tensor, ())) \
             else None
         deps = (self.token_of(tensor) if over is None else list(over)) + \
-            (self._wbar(tpb, tensor) if wbar else self._bar(tpb))
+            (self._wbar(tpb, tensor, act=act) if wbar else self._bar(tpb))
         if slot and self.cur is not None:
             deps = deps + self._slot_deps(*self.cur)
         tok = self.dma(mem, acc, buf, None, deps, tpb)
@@ -361,10 +364,11 @@ class UnitEmitter(EmitterCore):
             tpbs = [st.tpbs[r * st.gc + j] for r in rows]
             if tpb in tpbs and len(tpbs) > 1:
                 self._want_tpb = tpb
-                return self._broadcast_weight(op, tensor, tpbs, c0, c1, kind, k, j, box)
+                return self._broadcast_weight(op, tensor, tpbs, c0, c1, kind, k, j, box,
+                                              act=kind == "w")
         # the last dim: output columns
         bshape, lin = box or self.weight_box(tensor, c0, c1, kind, k)
-        r = self.load(tensor, bshape, lin, tpb, slot=not resident, wbar=True)
+        r = self.load(tensor, bshape, lin, tpb, slot=not resident, wbar=True, act=kind == "w")
         if resident:
             self.weights[key] = r
         return r
@@ -384,14 +388,15 @@ class UnitEmitter(EmitterCore):
         return bufs
 
     def _broadcast_weight(self, op, tensor: str, tpbs: list[int], c0: int, c1: int, kind: str,
-                          k, j: int, box: tuple | None = None) -> tuple[SSAValue, SSAValue]:
+                          k, j: int, box: tuple | None = None, act: bool = False
+                          ) -> tuple[SSAValue, SSAValue]:
         """Columns [c0, c1) of a resident weight written into the HBSM of every TPB of ``tpbs`` by
         one DMA over the DRB (``tpb_mask``); the receiving buffers carry ``m100.bcast`` so that
         hbsm-allocate gives them one offset (a broadcast writes the same addresses everywhere)."""
         bshape, lin = box or self.weight_box(tensor, c0, c1, kind, k)
         bufs = self._bcast_buffers(tensor, tpbs, bshape)
         src = self.source(tensor, bshape, lin)  # (a runtime B may be a strided view)
-        deps = self.token_of(tensor) + [d for t in tpbs for d in self._wbar(t, tensor)]
+        deps = self.token_of(tensor) + [d for t in tpbs for d in self._wbar(t, tensor, act=act)]
         mask = mask_of(*tpbs)
         t = self._take("dma", -1, tuple(tpbs))
         if t.tpb_mask != mask:

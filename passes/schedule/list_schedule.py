@@ -32,6 +32,12 @@ if TYPE_CHECKING:
 PREFETCH_DEPTH = 16
 PREFETCH_HBSM_SHARE = 0.75
 WEIGHT_BUFFERS = ("weight", "bias", "scale", "requant")  # TilePlan buffer roles of constants
+#: run-time B operands (an activation read from memory as a matmul's second operand: the
+#: prefill heads' kT and v) prefetch across segments like constant weights
+#: (:meth:`ListScheduler._pf_ok`): each head's loads then fill the DMA engines' gaps while the
+#: head before it on the same TPBs computes, instead of waiting for its end (False: only
+#: constant weights prefetch, A/B). The emitter asks the same (``emit_core._wbar``'s ``act``)
+ACT_PREFETCH = True
 
 
 class BoundExceeded(Exception):
@@ -328,8 +334,7 @@ class ListScheduler:
         """The barrier of a transfer into ``tpb``: a constant weight (or bias) of a segment that
         prefetches there waits for the end of the earlier segment :meth:`_prefetch` chose, any
         other transfer for the end of the last segment that used the TPB."""
-        if role in ("w", "bias") and self.piece is not None and \
-                self.g.tensors[tensor].kind == "weight":
+        if self._pf_ok(tensor, role):
             if role == "w" and self.tail_pending:  # the first chunk, in the last one's tail
                 t = self.tail_pending.pop((self.piece.segment, tpb), None)
                 if t is not None:  # (the transfer being built is the next task)
@@ -339,6 +344,15 @@ class ListScheduler:
             if b is not None:
                 return list(self.bar_at.get((tpb, b), ()))
         return self._bar(tpb)
+
+    def _pf_ok(self, tensor: str, role: str) -> bool:
+        """May a transfer of ``tensor`` into role ``role`` of the piece being built wait for a
+        prefetch barrier (:meth:`_wbar`)? A constant weight or bias, or (:data:`ACT_PREFETCH`)
+        a run-time B operand (role ``w``: ``_prefetch`` counts its buffer, the matmul's
+        ``weight`` one, with the weights it holds)."""
+        if self.piece is None or role not in ("w", "bias"):
+            return False
+        return self.g.tensors[tensor].kind == "weight" or (role == "w" and ACT_PREFETCH)
 
     def _prefetch(self, si: int, seg: SegmentCfg) -> None:
         """Per TPB of the segment, how far back its weight transfers may start: over the last

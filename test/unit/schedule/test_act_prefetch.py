@@ -1,0 +1,86 @@
+"""The heads' run-time B operands prefetched across segments (``list_schedule.ACT_PREFETCH``,
+docs/llm.md section 5, session 25): in a causal attention chain (a stage cut by work) the loads of
+``kT`` and ``v`` into a head's TPBs wait for the prefetch barrier ``Plan.prefetch`` names, as a
+constant weight's do, instead of the end of the head before on the same TPBs.
+
+Oracles: numpy from the LLaMA definition (f32 layer), the program built with the switch off (the
+same bits, W8A8 too), the interpreter's race / deadlock checks (full mode: a prefetched buffer
+written while the head before still reads its bytes is a race), and in the plan, some run-time B
+load starting before the head before it ends on a TPB it fills (on) / none (off), each after the
+stores of the columns it reads where the plan stores v late (``test_late_read_stores.
+_plan_checks``).
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from m100.passes.schedule import list_schedule
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "e2e"))
+from test_bench_llm import _llama_prefill_numpy, _prefill_feed  # noqa: E402
+from test_late_read_stores import T, _layer, _plan_checks  # noqa: E402
+
+
+def _early_loads(pl) -> tuple[int, int]:
+    """(run-time B loads -- role ``w``, an activation --, those that start before the last
+    instruction a TPB they fill executes for an earlier segment: its compute or copies, which
+    the TPB's barrier -- what such a load waited for before -- comes after)."""
+    tl, g = pl.timeline, pl.graph
+    ends: dict[tuple[int, int], float] = {}  # (segment, TPB) -> its last instruction's end there
+    for t in tl.tasks:
+        if t.tpb >= 0:
+            k = (t.segment, t.tpb)
+            ends[k] = max(ends.get(k, 0.0), t.end)
+    n = early = 0
+    for t in tl.tasks:
+        if t.kind != "dma-in" or t.role != "w" or g.tensors[t.tensor].kind == "weight":
+            continue
+        n += 1
+        for x in t.dst_tpbs:
+            prev = [e for (s, y), e in ends.items() if y == x and s < t.segment]
+            if prev and t.start < max(prev) - 1e-6:
+                early += 1
+                break
+    return n, early
+
+
+@pytest.mark.parametrize("quant", ["f32", "w8a8"])
+def test_heads_b_operands_prefetched_same_bits(quant, monkeypatch, placements):
+    from m100.tools import driver
+    cfg, model, w = _layer(quant)
+    feed = _prefill_feed(cfg, T, 1, 7)
+    if quant == "f32":
+        feed = {k: v.astype(np.float32) for k, v in feed.items()}
+    got, late = {}, {}
+    for on in (True, False):
+        monkeypatch.setattr(list_schedule, "ACT_PREFETCH", on)
+        prog = driver.compile(model, machine="m100").program
+        pl = placements[-1]
+        if pl.timeline.late_reads:  # each load of v's columns after the stores that wrote them
+            _plan_checks(pl)
+        late[on] = bool(pl.timeline.late_reads)
+        n, early = _early_loads(pl)
+        assert n, "no matmul reads a run-time B operand: the test checks nothing"
+        if on:
+            assert early, "no head's kT / v load overlaps the head before: the test checks nothing"
+        else:
+            assert early == 0, early
+        res = driver.run(prog, feed)  # full mode: races and deadlocks checked
+        assert res.ok and not res.reports, res.reports[:3]
+        got[on] = res.outputs
+    if quant == "w8a8":  # the prefetched v loads with v's stores built late (the 7B layer's)
+        assert late[True], "no late read stores with the switch on: _plan_checks checks nothing"
+    for k in ("y", "kT", "v"):
+        np.testing.assert_array_equal(got[True][k], got[False][k])
+    if quant == "f32":
+        want = dict(zip(("y", "kT", "v"), _llama_prefill_numpy(cfg, w, feed["x"], feed["cos"],
+                                                               feed["sin"], 1, T)))
+        for k in ("y", "kT", "v"):
+            np.testing.assert_allclose(got[True][k].reshape(want[k].shape), want[k], rtol=1e-4,
+                                       atol=1e-4)
