@@ -252,7 +252,7 @@ class EmitterCore:
         None: the next of the piece's): the compute of the last segment the plan's
         ``tail_dma`` names, else the end of the earlier segment its prefetch names
         (``Plan.prefetch``; ``act``: a matmul's run-time B operand, the plan's role ``w``, too
-        where ``list_schedule.ACT_PREFETCH`` is on), else :meth:`_bar`."""
+        where ``list_schedule.ACT_PREFETCH`` is on and the program wrote it), else :meth:`_bar`."""
         if self.plan.tail_dma:
             if tid is None:
                 tid = self._queue[-1] if self._queue else -1
@@ -260,8 +260,9 @@ class EmitterCore:
             if t is not None:
                 return [self.task_ops[t].done]  # type: ignore[attr-defined]
         b = self.plan.prefetch.get((self.cur_si, tpb))
-        if b is None or (self.g.tensors[tensor].kind != "weight" and
-                         not (act and list_schedule.ACT_PREFETCH)):
+        kind = self.g.tensors[tensor].kind
+        if b is None or not (kind == "weight" or (act and list_schedule.ACT_PREFETCH and
+                                                  kind == "act")):
             return self._bar(tpb)
         toks = [tok for s, tok in self.bar_hist.get(tpb, ()) if s == b]
         if b >= 0 and not toks:
