@@ -16,7 +16,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from m100.passes.schedule import build_segments
+from m100.passes.schedule import build_segments, list_schedule
 from m100.passes.schedule.graph import dtype_bytes
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "e2e"))
@@ -35,6 +35,9 @@ def _layer(quant: str):
 
 def _compile(model, on: bool, monkeypatch, placements):
     from m100.tools import driver
+    # (without the heads' kT / v prefetch: with it this layer's f32 plan builds no late store;
+    # test_act_prefetch checks both together on the W8A8 layer)
+    monkeypatch.setattr(list_schedule, "ACT_PREFETCH", False)
     monkeypatch.setattr(build_segments, "LATE_READ_STORES", on)
     prog = driver.compile(model, machine="m100").program
     return placements[-1], prog
