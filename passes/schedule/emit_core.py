@@ -223,11 +223,26 @@ class EmitterCore:
 
     def _emit(self, t: PlanTask, op: Operation) -> Operation:
         """Append ``op``, the instruction of plan task ``t`` (with its predicted cycles)."""
+        w = self.plan.drb_wait.get(t.id) if self.plan.drb_wait else None
+        if w and not all(any(d is self.task_ops[x].done for d in op.deps)  # type: ignore
+                         for x in w):
+            raise AssertionError(f"emitter: plan task {t.id} ({t.kind} {t.unit}) waits for "
+                                 f"{w} on the DRB (Plan.drb_wait), its instruction does not")
         op.attributes["pred_start"] = _int(int(t.start))
         op.attributes["pred_end"] = _int(int(t.end))
         self.task_ops[t.id] = op
         self.ops.append(op)
         return op
+
+    def _drb_deps(self, tid: int | None = None) -> list[SSAValue]:
+        """What the broadcast of plan task ``tid`` (None: the next of the piece's) waits for on
+        the DRB (``Plan.drb_wait``): the broadcasts whose end gives it room there."""
+        if not self.plan.drb_wait:
+            return []
+        if tid is None:
+            tid = self._queue[-1] if self._queue else -1
+        w = self.plan.drb_wait.get(tid)
+        return [self.task_ops[x].done for x in w] if w else []  # type: ignore[attr-defined]
 
     def _slot_deps(self, tpb: int, opname: str) -> list[SSAValue]:
         """The instruction two back on (tpb, op): a new input may only be loaded once the

@@ -31,6 +31,11 @@ if TYPE_CHECKING:
 # hbsm-allocate's packing of buffers with different lifetimes)
 PREFETCH_DEPTH = 16
 PREFETCH_HBSM_SHARE = 0.75
+#: a broadcast whose start the DRB pushes (``RateProfile``: its rate does not fit beside the
+#: broadcasts booked there) waits in the program for the broadcasts whose end gives it room
+#: (``Plan.drb_wait``), plus the sync update's latency; off: the plan still waits, the program
+#: does not, and the interpreter runs it beside them (docs/llm.md section 5, session 25 pfid)
+DRB_WAITS = True
 WEIGHT_BUFFERS = ("weight", "bias", "scale", "requant")  # TilePlan buffer roles of constants
 #: run-time B operands the program wrote (an activation read from memory as a matmul's second
 #: operand: the prefill heads' kT and v) prefetch across segments like constant weights
@@ -108,6 +113,10 @@ class ListScheduler:
         self.dtdu_busy: dict[int, BusyBlocks] = {}  # TPB -> busy blocks of its DTDU
         # the DRB's bandwidth in use over time: every broadcast (DMA or DTDU) streams over it
         self.drb_use = RateProfile(self.cm.bpc(self.cm.machine.drb_bandwidth))
+        # the end of each broadcast booked on the DRB -> its tasks (what :meth:`_drb_who` finds),
+        # and what the last CCB DMA placed waits for there (``_dma_place``)
+        self.drb_ends: dict[float, tuple[int, ...]] = {}
+        self.drb_who: tuple[int, ...] = ()
         # op -> its pieces built so far, and their row index (:meth:`_pieces_over`), and piece
         # compute task -> its readers in the segment being built (what a later piece on the
         # same output slot waits for, ``out_readers``: both are per segment; a copy from a kept
@@ -178,6 +187,8 @@ class ListScheduler:
         if is_dma:
             start, cycles, t.engine, pred, res = self._dma_place(
                 t.src, t.dst, t.nbytes, cycles, len(t.dst_tpbs), ready, pred, dma_deps, lat)
+            if self.drb_who:
+                self.tl.drb_wait[t.id] = self.drb_who
         else:
             res = (t.unit, t.tpb)
             start = ready
@@ -201,6 +212,8 @@ class ListScheduler:
                     a = self.drb_use.earliest(start, cycles, rate)
                     if a <= start:
                         break
+                    if DRB_WAITS:
+                        a = self._drb_wait(t, a, cycles, rate)
                     start, idx = blocks.earliest(a, cycles)
                 self.drb_use.add(start, cycles, rate)
                 blocks.insert(idx, start, start + cycles)
@@ -211,7 +224,10 @@ class ListScheduler:
                 if free > start:  # TPB units execute their queue in program order
                     start, pred = free, self.last_on_res.get(res, -1)
                 if rate:  # a DTDU broadcast waits for room on the DRB
-                    start = self.drb_use.earliest(start, cycles, rate)
+                    a = self.drb_use.earliest(start, cycles, rate)
+                    if a > start and DRB_WAITS:
+                        a = self._drb_wait(t, a, cycles, rate)
+                    start = a
                     self.drb_use.add(start, cycles, rate)
                 self.free[res] = start + cycles
                 if t.unit == "dtdu" and not self.search_only:
@@ -225,10 +241,60 @@ class ListScheduler:
             raise BoundExceeded(end)
         t.crit_pred = pred
         self.last_on_res[res] = t.id
+        if len(t.dst_tpbs) > 1 and cycles > 0 and (is_dma or t.unit == "dtdu") and \
+                not self.search_only:
+            # its booking on the DRB ends with it (``_dma_place`` / ``_dma_queued`` / above)
+            self.drb_ends[end] = self.drb_ends.get(end, ()) + (t.id,)
         tasks.append(t)
         if self.piece is not None and not self.search_only:
             self.piece.tasks.append(t.id)
         return t
+
+    def _drb_who(self, a: float, unit: str, tpb: int, engine: int = -1
+                 ) -> tuple[tuple[int, ...], float]:
+        """The broadcasts booked on the DRB up to ``a`` (:attr:`drb_ends`) that a broadcast of
+        ``unit`` on ``tpb`` (a DTDU) or ``engine`` (a CCB DMA) must wait for in the program to
+        start there, and their sync updates' latency to it (the interpreter's
+        ``_update_latency``: a CCB DMA's reaches a TPB after ``remote_update_latency_inter``
+        and another engine after that too (``put``); a TPB's reaches a TPB of its cluster after
+        ``remote_update_latency``, of another after ``_inter``, and a CCB DMA at once: it
+        waits on the producer's counter). Its own unit's are left out: its queue orders them."""
+        mc = self.cm.machine
+        tasks = self.tl.tasks
+        who: list[int] = []
+        lat = 0.0
+        for w in self.drb_ends.get(a, ()):
+            x = tasks[w]
+            if x.unit == "dma":
+                if unit == "dma" and x.engine == engine:
+                    continue
+                lw = self.dma_sync_latency
+            else:
+                if unit == "dtdu" and x.tpb == tpb:
+                    continue
+                lw = 0.0 if unit == "dma" else mc.remote_update_latency \
+                    if mc.cluster_of(x.tpb) == mc.cluster_of(tpb) \
+                    else mc.remote_update_latency_inter
+            who.append(w)
+            if lw > lat:
+                lat = lw
+        return tuple(who), lat
+
+    def _drb_wait(self, t: PlanTask, a: float, cycles: float, rate: float) -> float:
+        """The start of DTDU broadcast ``t`` (``cycles`` at ``rate`` on the DRB) that the DRB
+        pushed to ``a``, the end of broadcasts booked before it: ``t`` waits for them in the
+        program (``Plan.drb_wait``, :meth:`_drb_who`), so it starts their sync update's
+        latency after ``a``, at the first time from there where the DRB has room (waiting then
+        for the broadcasts that end there)."""
+        while True:
+            who, lat = self._drb_who(a, t.unit, t.tpb)
+            if not who:
+                return a
+            self.tl.drb_wait[t.id] = who
+            b = self.drb_use.earliest(a + lat, cycles, rate)
+            if b <= a + lat:
+                return b
+            a = b
 
     def _dma_place(self, src: str, dst: str, nbytes: float, cycles: float, ndst: int,
                    ready: float, pred: int, dma_deps: list[tuple[float, int, int]], lat: float
@@ -254,15 +320,19 @@ class ListScheduler:
                 if x > ready:
                     ready, pred = x, x_id
             st, idx = blocks.earliest(ready, cycles)
+            who: tuple[int, ...] = ()
             while rate:
                 a = self.drb_use.earliest(st, cycles, rate)
                 if a <= st:
                     break
+                w, wl = self._drb_who(a, "dma", -1, e) if DRB_WAITS else ((), 0.0)
+                if w:  # it waits for them in the program (``Plan.drb_wait``)
+                    who, a = w, a + wl
                 st, idx = blocks.earliest(a, cycles)
             if best is None or st < best[0]:
-                best = (st, e, idx, ready, pred)
+                best = (st, e, idx, ready, pred, who)
         assert best is not None
-        start, engine, idx, ready, pred = best
+        start, engine, idx, ready, pred, self.drb_who = best
         self.dma_busy[engine].insert(idx, start, start + cycles)
         self.drb_use.add(start, cycles, rate)
         res = ("dma", engine)
@@ -301,19 +371,25 @@ class ListScheduler:
                 if not (lo < best[0] + data or (lo == best[0] + data and r < best[1])):
                     continue
             s0, d0, k = q.earliest(r, after, data)
+            who: tuple[int, ...] = ()
             while rate:
                 a = self.drb_use.earliest(d0, data, rate)
                 if a <= d0:
                     break
-                s0, d0, k = q.earliest(max(r, a - fixed), after, data)
+                w, wl = self._drb_who(a, "dma", -1, e) if DRB_WAITS else ((), 0.0)
+                if w:  # its setup waits for them in the program (``Plan.drb_wait``)
+                    who = w
+                    s0, d0, k = q.earliest(max(r, a + wl), after, data)
+                else:
+                    s0, d0, k = q.earliest(max(r, a - fixed), after, data)
             if best is None:
-                best = (d0, s0, e, k, r, p)
+                best = (d0, s0, e, k, r, p, who)
             else:  # ``(d0 + data, s0) < (best[0] + data, best[1])`` without the tuples
                 de, be = d0 + data, best[0] + data
                 if de < be or (de == be and s0 < best[1]):
-                    best = (d0, s0, e, k, r, p)
+                    best = (d0, s0, e, k, r, p, who)
         assert best is not None
-        d0, start, engine, k, ready, pred = best
+        d0, start, engine, k, ready, pred, self.drb_who = best
         end = d0 + data
         self.dma_busy[engine].insert(k, start, d0, end)
         self.drb_use.add(d0, data, rate)

@@ -264,6 +264,12 @@ class Plan:
     # that segment's end: a first weight chunk loaded in that segment's last K step
     # (``Scheduler.tail_prefetch``: ``list_schedule.ListScheduler._prefetch``)
     tail_dma: dict[tuple[int, int], int] = field(default_factory=dict)
+    # broadcast task -> the broadcasts (DMA or DTDU) whose end gave it room on the DRB: the plan
+    # books the DRB (``list_schedule``: ``RateProfile``) and starts a broadcast only where its
+    # rate fits; the emitted instruction waits for these, or the interpreter would run it beside
+    # them and share the DRB max-min, slowing the weight streams the plan kept at full rate
+    # (``ListScheduler._drb_wait``, :data:`.list_schedule.DRB_WAITS`)
+    drb_wait: dict[int, tuple[int, ...]] = field(default_factory=dict)
     # activations kept in HBSM between segments (:mod:`.keep`): the ops whose output tiles stay
     # in their producer pieces' HBSM buffers (not stored); later segments copy from them
     kept: set[str] = field(default_factory=set)

@@ -41,11 +41,11 @@ from .plan import Plan
 # the op family modules)
 _NOT_STATE = frozenset(("s", "cm", "g", "tl", "families", "movement"))
 # immutable values or containers the builder replaces but never changes in place
-_SAME = frozenset(("bound", "n_groups", "fill_gap", "prefetch_depth", "dma_sync_latency",
+_SAME = frozenset(("bound", "n_groups", "fill_gap", "drb_who", "prefetch_depth", "dma_sync_latency",
                    "dma_queued", "isolated", "piece",
                    "cur", "stage", "seg_at", "late_pause"))
 # dicts/sets of immutable values
-_FLAT = frozenset(("tail_at", "tail_pending", "free", "last_on_res", "written", "n_written",
+_FLAT = frozenset(("tail_at", "tail_pending", "drb_ends", "free", "last_on_res", "written", "n_written",
                    "seg_touch", "barrier", "bar_at", "hbsm_use", "kept_use", "gcache", "wcache",
                    "acache", "seg_ops", "outside", "dma_fixed", "ocache", "late_bytes",
                    "held_use"))
@@ -133,7 +133,8 @@ def _copy_index(ri: dict, by_op: dict) -> dict:
 
 def copy_plan(tl: Plan, segs: list) -> Plan:
     """A plan holding ``tl``'s tasks, pieces, buffers ... so far, for the segments ``segs``."""
-    return Plan(tasks=list(tl.tasks), tail_dma=dict(tl.tail_dma), pieces=list(tl.pieces),
+    return Plan(tasks=list(tl.tasks), tail_dma=dict(tl.tail_dma), drb_wait=dict(tl.drb_wait),
+                pieces=list(tl.pieces),
                 buffers=list(tl.buffers),
                 plans=dict(tl.plans), segments=list(segs), seg_spans=list(tl.seg_spans),
                 prefetch=dict(tl.prefetch), kept=set(tl.kept), kept_bcast=tl.kept_bcast,

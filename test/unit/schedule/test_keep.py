@@ -271,7 +271,9 @@ def _drb_within_bandwidth(tl):
 def test_dtdu_broadcast_waits_for_the_drb():
     """Two weight broadcasts of the CCB DMA engines fill the DRB (AXI rate each); a DTDU broadcast
     ready at the same time starts when the first of them ends, not beside them (the interpreter
-    would slow all three down); a mesh copy does not use the DRB and starts at once."""
+    would slow all three down), and waits for it in the program (``Plan.drb_wait``): after its
+    sync update's latency (``remote_update_latency_inter`` from a CCB DMA); a mesh copy does not
+    use the DRB and starts at once."""
     g, segs = _chain()
     s = T.Scheduler(CostModel(M100), g)
     b = T.PlanBuilder(s, T.Plan(segments=list(segs)))
@@ -286,7 +288,10 @@ def test_dtdu_broadcast_waits_for_the_drb():
     c = b.add(kind="copy", unit="dtdu", tpb=2, op="a", tensor="a", nbytes=x,
               cycles=cm.dtdu_broadcast_cycles(x, 2, (3, 4)), deps=[], dst_tpbs=(3, 4),
               src="hbsm", dst="hbsm", role="act")
-    assert c.start == pytest.approx(min(d[0].end, d[1].end))
+    first = min(d, key=lambda t: t.end)
+    assert LS.DRB_WAITS
+    assert c.start == pytest.approx(first.end + M100.remote_update_latency_inter)
+    assert b.tl.drb_wait == {c.id: tuple(t.id for t in d if t.end == first.end)}
     m = b.add(kind="copy", unit="dtdu", tpb=5, op="a", tensor="a", nbytes=x,
               cycles=cm.mesh_cycles(x, 5, 6), deps=[], dst_tpbs=(6,), src="hbsm", dst="hbsm",
               role="act")
