@@ -265,7 +265,7 @@ class UnitEmitter(EmitterCore):
         deps = self.token_of(tensor) + [d for x in tpbs
                                         for d in (self._wbar(x, tensor, t.id, act) if wbar
                                                   else self._bar(x))
-                                        + self._slot_deps(x, opname)] + self._drb_deps(t.id)
+                                        + self._slot_deps(x, opname)]
         d = DmaOp(t.engine, {"src": self.source(tensor, bshape, lin),
                              "dst": (bufs[tpbs[0]], None)}, deps,
                   params={"tpb_mask": _int(t.tpb_mask)})
@@ -401,7 +401,6 @@ class UnitEmitter(EmitterCore):
         t = self._take("dma", -1, tuple(tpbs))
         if t.tpb_mask != mask:
             raise AssertionError(f"emitter: broadcast to mask {mask}, plan task {t.id} {t.tpb_mask}")
-        deps += self._drb_deps(t.id)
         d = DmaOp(t.engine, {"src": src, "dst": (bufs[tpbs[0]], None)}, deps,
                   params={"tpb_mask": _int(mask)})
         self._emit(t, d)
@@ -504,8 +503,7 @@ class UnitEmitter(EmitterCore):
         tpbs = list(t.dst_tpbs)
         self._take("dma", -1, tuple(tpbs))
         bufs = self._bcast_buffers(tensor, tpbs, bshape)
-        deps = self.token_of(tensor) + [d for x in tpbs for d in self._bar(x) + self._slot_deps(x, op.name)] \
-            + self._drb_deps(t.id)
+        deps = self.token_of(tensor) + [d for x in tpbs for d in self._bar(x) + self._slot_deps(x, op.name)]
         d = DmaOp(t.engine, {"src": self.source(tensor, bshape, lin),
                              "dst": (bufs[tpbs[0]], None)}, deps,
                   params={"tpb_mask": _int(t.tpb_mask)})

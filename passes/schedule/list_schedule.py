@@ -31,8 +31,8 @@ if TYPE_CHECKING:
 # hbsm-allocate's packing of buffers with different lifetimes)
 PREFETCH_DEPTH = 16
 PREFETCH_HBSM_SHARE = 0.75
-#: a broadcast whose start the DRB pushes (``RateProfile``: its rate does not fit beside the
-#: broadcasts booked there) waits in the program for the broadcasts whose end gives it room
+#: a DTDU broadcast whose start the DRB pushes (``RateProfile``: its rate does not fit beside
+#: the broadcasts booked there) waits in the program for the broadcasts whose end gives it room
 #: (``Plan.drb_wait``), plus the sync update's latency; off: the plan still waits, the program
 #: does not, and the interpreter runs it beside them (docs/llm.md section 5, session 25 pfid)
 DRB_WAITS = True
@@ -113,10 +113,8 @@ class ListScheduler:
         self.dtdu_busy: dict[int, BusyBlocks] = {}  # TPB -> busy blocks of its DTDU
         # the DRB's bandwidth in use over time: every broadcast (DMA or DTDU) streams over it
         self.drb_use = RateProfile(self.cm.bpc(self.cm.machine.drb_bandwidth))
-        # the end of each broadcast booked on the DRB -> its tasks (what :meth:`_drb_who` finds),
-        # and what the last CCB DMA placed waits for there (``_dma_place``)
+        # the end of each broadcast booked on the DRB -> its tasks (what :meth:`_drb_who` finds)
         self.drb_ends: dict[float, tuple[int, ...]] = {}
-        self.drb_who: tuple[int, ...] = ()
         # op -> its pieces built so far, and their row index (:meth:`_pieces_over`), and piece
         # compute task -> its readers in the segment being built (what a later piece on the
         # same output slot waits for, ``out_readers``: both are per segment; a copy from a kept
@@ -187,8 +185,6 @@ class ListScheduler:
         if is_dma:
             start, cycles, t.engine, pred, res = self._dma_place(
                 t.src, t.dst, t.nbytes, cycles, len(t.dst_tpbs), ready, pred, dma_deps, lat)
-            if self.drb_who:
-                self.tl.drb_wait[t.id] = self.drb_who
         else:
             res = (t.unit, t.tpb)
             start = ready
@@ -212,8 +208,7 @@ class ListScheduler:
                     a = self.drb_use.earliest(start, cycles, rate)
                     if a <= start:
                         break
-                    if DRB_WAITS:
-                        a = self._drb_wait(t, a, cycles, rate)
+                    a = self._drb_wait(t, a, cycles, rate)
                     start, idx = blocks.earliest(a, cycles)
                 self.drb_use.add(start, cycles, rate)
                 blocks.insert(idx, start, start + cycles)
@@ -225,7 +220,7 @@ class ListScheduler:
                     start, pred = free, self.last_on_res.get(res, -1)
                 if rate:  # a DTDU broadcast waits for room on the DRB
                     a = self.drb_use.earliest(start, cycles, rate)
-                    if a > start and DRB_WAITS:
+                    if a > start:
                         a = self._drb_wait(t, a, cycles, rate)
                     start = a
                     self.drb_use.add(start, cycles, rate)
@@ -250,15 +245,15 @@ class ListScheduler:
             self.piece.tasks.append(t.id)
         return t
 
-    def _drb_who(self, a: float, unit: str, tpb: int, engine: int = -1
-                 ) -> tuple[tuple[int, ...], float]:
-        """The broadcasts booked on the DRB up to ``a`` (:attr:`drb_ends`) that a broadcast of
-        ``unit`` on ``tpb`` (a DTDU) or ``engine`` (a CCB DMA) must wait for in the program to
-        start there, and their sync updates' latency to it (the interpreter's
-        ``_update_latency``: a CCB DMA's reaches a TPB after ``remote_update_latency_inter``
-        and another engine after that too (``put``); a TPB's reaches a TPB of its cluster after
-        ``remote_update_latency``, of another after ``_inter``, and a CCB DMA at once: it
-        waits on the producer's counter). Its own unit's are left out: its queue orders them."""
+    def _drb_who(self, a: float, tpb: int) -> tuple[tuple[int, ...], float]:
+        """The broadcasts booked on the DRB up to ``a`` (:attr:`drb_ends`) that a DTDU broadcast
+        of ``tpb`` must wait for in the program to start there, and their sync updates' latency
+        to it (the interpreter's ``_update_latency``: a CCB DMA's reaches a TPB after
+        ``remote_update_latency_inter``, a TPB's one of its cluster after
+        ``remote_update_latency`` and of another after ``_inter``). Its own DTDU's are left
+        out: its queue orders them. (A CCB DMA broadcast the DRB delays does not wait in the
+        program: its setup would no longer overlap the blocker -- decode W4A16 15.991 -> 16.006
+        ms/token with those waits -- and it shares the DRB with a short DTDU broadcast.)"""
         mc = self.cm.machine
         tasks = self.tl.tasks
         who: list[int] = []
@@ -266,14 +261,11 @@ class ListScheduler:
         for w in self.drb_ends.get(a, ()):
             x = tasks[w]
             if x.unit == "dma":
-                if unit == "dma" and x.engine == engine:
-                    continue
                 lw = self.dma_sync_latency
+            elif x.tpb == tpb:
+                continue
             else:
-                if unit == "dtdu" and x.tpb == tpb:
-                    continue
-                lw = 0.0 if unit == "dma" else mc.remote_update_latency \
-                    if mc.cluster_of(x.tpb) == mc.cluster_of(tpb) \
+                lw = mc.remote_update_latency if mc.cluster_of(x.tpb) == mc.cluster_of(tpb) \
                     else mc.remote_update_latency_inter
             who.append(w)
             if lw > lat:
@@ -287,10 +279,12 @@ class ListScheduler:
         latency after ``a``, at the first time from there where the DRB has room (waiting then
         for the broadcasts that end there)."""
         while True:
-            who, lat = self._drb_who(a, t.unit, t.tpb)
+            who, lat = self._drb_who(a, t.tpb)
             if not who:
                 return a
-            self.tl.drb_wait[t.id] = who
+            self.tl.drb_wait[t.id] = who  # (recorded with :data:`DRB_WAITS` off too: tests)
+            if not DRB_WAITS:
+                return a
             b = self.drb_use.earliest(a + lat, cycles, rate)
             if b <= a + lat:
                 return b
@@ -320,19 +314,15 @@ class ListScheduler:
                 if x > ready:
                     ready, pred = x, x_id
             st, idx = blocks.earliest(ready, cycles)
-            who: tuple[int, ...] = ()
             while rate:
                 a = self.drb_use.earliest(st, cycles, rate)
                 if a <= st:
                     break
-                w, wl = self._drb_who(a, "dma", -1, e) if DRB_WAITS else ((), 0.0)
-                if w:  # it waits for them in the program (``Plan.drb_wait``)
-                    who, a = w, a + wl
                 st, idx = blocks.earliest(a, cycles)
             if best is None or st < best[0]:
-                best = (st, e, idx, ready, pred, who)
+                best = (st, e, idx, ready, pred)
         assert best is not None
-        start, engine, idx, ready, pred, self.drb_who = best
+        start, engine, idx, ready, pred = best
         self.dma_busy[engine].insert(idx, start, start + cycles)
         self.drb_use.add(start, cycles, rate)
         res = ("dma", engine)
@@ -371,25 +361,19 @@ class ListScheduler:
                 if not (lo < best[0] + data or (lo == best[0] + data and r < best[1])):
                     continue
             s0, d0, k = q.earliest(r, after, data)
-            who: tuple[int, ...] = ()
             while rate:
                 a = self.drb_use.earliest(d0, data, rate)
                 if a <= d0:
                     break
-                w, wl = self._drb_who(a, "dma", -1, e) if DRB_WAITS else ((), 0.0)
-                if w:  # its setup waits for them in the program (``Plan.drb_wait``)
-                    who = w
-                    s0, d0, k = q.earliest(max(r, a + wl), after, data)
-                else:
-                    s0, d0, k = q.earliest(max(r, a - fixed), after, data)
+                s0, d0, k = q.earliest(max(r, a - fixed), after, data)
             if best is None:
-                best = (d0, s0, e, k, r, p, who)
+                best = (d0, s0, e, k, r, p)
             else:  # ``(d0 + data, s0) < (best[0] + data, best[1])`` without the tuples
                 de, be = d0 + data, best[0] + data
                 if de < be or (de == be and s0 < best[1]):
-                    best = (d0, s0, e, k, r, p, who)
+                    best = (d0, s0, e, k, r, p)
         assert best is not None
-        d0, start, engine, k, ready, pred, self.drb_who = best
+        d0, start, engine, k, ready, pred = best
         end = d0 + data
         self.dma_busy[engine].insert(k, start, d0, end)
         self.drb_use.add(d0, data, rate)

@@ -41,7 +41,7 @@ from .plan import Plan
 # the op family modules)
 _NOT_STATE = frozenset(("s", "cm", "g", "tl", "families", "movement"))
 # immutable values or containers the builder replaces but never changes in place
-_SAME = frozenset(("bound", "n_groups", "fill_gap", "drb_who", "prefetch_depth", "dma_sync_latency",
+_SAME = frozenset(("bound", "n_groups", "fill_gap", "prefetch_depth", "dma_sync_latency",
                    "dma_queued", "isolated", "piece",
                    "cur", "stage", "seg_at", "late_pause"))
 # dicts/sets of immutable values

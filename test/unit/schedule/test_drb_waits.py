@@ -1,26 +1,26 @@
-"""Broadcasts wait in the program where the plan made them wait for room on the DRB
+"""DTDU broadcasts wait in the program where the plan made them wait for room on the DRB
 (``list_schedule.DRB_WAITS``, ``Plan.drb_wait``; docs/llm.md section 5, session 25 pfid).
 
-The plan books every broadcast's rate on the DRB (``RateProfile``) and starts one only where it
-fits beside those booked: a DTDU broadcast of a kept K chunk (``Plan.kept_bcast``) waits for the
-CCB DMA engines' weight broadcasts, a weight broadcast for the DTDU broadcasts. The interpreter
-runs an instruction as soon as its tokens allow and shares the DRB max-min among what runs on it,
-so without these waits in the program the DTDU broadcasts ran beside the weight streams and
-slowed them (the 7B prefill layer with broadcasts: 2 595 416 predicted, 2 698 379 simulated).
+The plan books every broadcast's rate on the DRB (``RateProfile``) and starts a DTDU broadcast of
+a kept K chunk (``Plan.kept_bcast``) only where it fits beside the broadcasts booked there (the
+CCB DMA engines' weight streams fill the DRB). The interpreter runs an instruction as soon as its
+tokens allow and shares the DRB max-min among what runs on it, so without a wait in the program
+the DTDU broadcasts ran beside the weight streams and slowed them (the 7B prefill layer with
+broadcasts: 2 595 416 predicted, 2 698 379 simulated).
 
 Oracles, from the cycle model's definitions (``sim/timing.py``), not from the plan's figures:
-each DRB transfer's alone rate (its bytes over the cycles it takes alone); the DRB's capacity
-(``drb_bandwidth``). Where the plan keeps the DRB within its capacity, the simulated program must
-too, up to a sync update's latency where one transfer waits for another's end; a DTDU broadcast
-the plan gives its full rate runs at its alone rate. The old program (waits off) breaks both,
-by thousands of cycles: the checks see the bug. The numbers are checked against onnxruntime in
-``test_keep_lockstep_matmul.py`` (the same model, the same keep mode; race and deadlock checks on).
+the simulated streaming intervals of each waiting broadcast and of the broadcasts it waits for
+(the interpreter's records; a DTDU's drain tail taken off) must not overlap; each DRB transfer's
+alone rate (its bytes over the cycles it takes alone) gives how much longer the DTDU broadcasts
+took than alone. The old program (waits off, the same waits recorded by the plan) breaks the
+first by thousands of cycles: the check sees the bug. The numbers are checked against
+onnxruntime in ``test_keep_lockstep_matmul.py`` (the same model and keep mode; race and deadlock
+checks on).
 """
 
 from __future__ import annotations
 
 import numpy as np
-import pytest
 
 from m100.passes.schedule import list_schedule, placement
 from m100.targets.m100.machine import get_machine
@@ -62,7 +62,46 @@ def _run(waits: bool, monkeypatch, placements):
     tl = placements[-1].timeline
     assert tl.kept and tl.kept_bcast, "nothing broadcast from kept pieces: the test checks nothing"
     res = Simulator(cr.program, mode="timing", check_races=False).run({})
-    return tl, res
+    return cr, tl, res
+
+
+def _records(cr, res):
+    """The simulation's record of each plan task: by (unit, TPB or DMA engine, predicted start,
+    predicted end), from the ``pred_start`` / ``pred_end`` the emitter writes on each
+    instruction (matched by stream and position, as ``bench/fidelity.instruction_diff``)."""
+    from m100.dialects.tpb import InstrOp, ProgramOp, StreamOp
+    from m100.dialects.translate import op_to_instruction
+    from m100.targets.m100.isa import Dma
+    from m100.targets.m100.program import CCB_STREAM
+    prog = next(o for o in cr.module.walk() if isinstance(o, ProgramOp))
+    preds: dict[int, list] = {}
+    for op in prog.body.ops:
+        ops = [(op.cluster.value.data, o) for o in op.body.ops if isinstance(o, InstrOp)] \
+            if isinstance(op, StreamOp) else [(None, op)] if isinstance(op, InstrOp) else []
+        for key, o in ops:
+            if key is None:
+                i = op_to_instruction(o)
+                key = CCB_STREAM if isinstance(i, Dma) else M100.cluster_of(i.tpb)
+            a = o.attributes
+            preds.setdefault(key, []).append(
+                (a["pred_start"].value.data, a["pred_end"].value.data) if "pred_start" in a
+                else None)
+    out = {}
+    for r in res.records:
+        p = preds[r.stream][r.pos]
+        if p is not None:
+            i = r.inst
+            who = ("dma", i.engine) if isinstance(i, Dma) else ("tpb", i.tpb)
+            out[(who, int(p[0]), int(p[1]))] = r
+    return out
+
+
+def _stream(r):
+    """(start, end) of a record's streaming: its blocks, a DTDU's drain tail taken off."""
+    from m100.sim.timing import CostModel
+    from m100.targets.m100.isa import Broadcast
+    tail = CostModel(M100).cost(r.inst, 0).latency if isinstance(r.inst, Broadcast) else 0.0
+    return r.blocks[0][0], r.blocks[-1][1] - tail
 
 
 def _drb_streams(res):
@@ -85,52 +124,46 @@ def _drb_streams(res):
     return out
 
 
-def _over_capacity(streams) -> list[float]:
-    """The lengths of the intervals where the transfers streaming at once ask the DRB for more
-    than its capacity at their alone rates."""
-    cap = M100.bytes_per_cycle(M100.drb_bandwidth)
-    iv = [(a, b, rate) for blocks, rate, _, _ in streams for a, b in blocks if b > a]
-    pts = sorted({x for a, b, _ in iv for x in (a, b)})
-    out = []
-    for a, b in zip(pts, pts[1:]):
-        if sum(r for s, e, r in iv if s <= a and e >= b) > cap * (1 + 1e-9):
-            out.append(b - a)
-    return out
+def test_dtdu_broadcasts_wait_on_the_drb_as_the_plan_books_it(monkeypatch, placements):
+    """With the waits each DTDU broadcast the DRB delayed streams after the broadcasts it waits
+    for in the simulation too; without them (the old program) some stream beside them."""
+    got = {}
+    for waits in (False, True):
+        cr, tl, res = _run(waits, monkeypatch, placements)
+        # the plan: within the DRB's capacity at every start (a CCB DMA books its data phase,
+        # at its end: its cycles after the setup and latency); each wait is for broadcasts
+        # that ended before the waiting one starts
+        from m100.passes.schedule.cost import CostModel
+        cm = CostModel(M100)
+        cap = M100.bytes_per_cycle(M100.drb_bandwidth)
+        bc = []
+        for t in tl.tasks:
+            if len(t.dst_tpbs) > 1 and t.cycles > 0:
+                d = t.cycles - (cm.dma_latency(t.src, t.dst) if t.unit == "dma" else 0.0)
+                bc.append((t.end - d, t.end, t.nbytes / d))
+        for s0, _, _ in bc:
+            assert sum(r for s, e, r in bc if s <= s0 < e) <= cap * (1 + 1e-6)
+        assert tl.drb_wait, "no broadcast waited on the DRB: the test checks nothing"
+        kinds = set()
+        for tid, who in tl.drb_wait.items():
+            assert tl.tasks[tid].unit == "dtdu"
+            for w in who:
+                assert len(tl.tasks[w].dst_tpbs) > 1 and tl.tasks[w].end <= tl.tasks[tid].start
+                kinds.add(tl.tasks[w].unit)
+        assert kinds == {"dma", "dtdu"}, kinds
+        recs = _records(cr, res)
 
-
-@pytest.mark.parametrize("waits", [True, False])
-def test_broadcasts_keep_the_drb_as_the_plan_books_it(waits, monkeypatch, placements):
-    tl, res = _run(waits, monkeypatch, placements)
-    streams = _drb_streams(res)
-    kinds = {k for *_, k in streams}
-    assert kinds == {"dma", "dtdu"}, kinds
-    # the plan: within the DRB's capacity at every start; each wait is for broadcasts that
-    # ended before the waiting one starts
-    # (a CCB DMA books its data phase, at its end: its cycles after the setup and latency)
-    from m100.passes.schedule.cost import CostModel
-    cm = CostModel(M100)
-    cap = M100.bytes_per_cycle(M100.drb_bandwidth)
-    bc = []
-    for t in tl.tasks:
-        if len(t.dst_tpbs) > 1 and t.cycles > 0:
-            d = t.cycles - (cm.dma_latency(t.src, t.dst) if t.unit == "dma" else 0.0)
-            bc.append((t.end - d, t.end, t.nbytes / d))
-    for s0, _, _ in bc:
-        assert sum(r for s, e, r in bc if s <= s0 < e) <= cap * (1 + 1e-6)
-    assert bool(tl.drb_wait) == waits
-    for tid, who in tl.drb_wait.items():
-        for w in who:
-            assert len(tl.tasks[w].dst_tpbs) > 1 and tl.tasks[w].end <= tl.tasks[tid].start
-    # the simulation: the DRB over its capacity only for a sync update's latency at a time
-    over = _over_capacity(streams)
-    lat = M100.remote_update_latency_inter
-    # a DTDU broadcast the plan booked at its full rate runs at its alone rate
-    stretch = sum(sum(b - a for a, b in blocks) - nb / rate
-                  for blocks, rate, nb, k in streams if k == "dtdu")
-    if waits:
-        assert max(over, default=0.0) <= lat, sorted(over)[-5:]
-        assert stretch <= 1e-6 * res.total_cycles, stretch
-        pred = float(placements[-1].timeline.makespan)
-        assert abs(res.total_cycles / pred - 1) < 0.005, (res.total_cycles, pred)
-    else:  # the old program: the checks above see it (thousands of cycles, not a latency)
-        assert max(over) > 20 * lat and stretch > 1000, (max(over), stretch)
+        def rec(t):
+            who = ("dma", t.engine) if t.unit == "dma" else ("tpb", t.tpb)
+            return recs[(who, int(t.start), int(t.end))]
+        # how far each waiting broadcast streams into the ones it waits for (<= 0: after them)
+        into = [_stream(rec(tl.tasks[w]))[1] - _stream(rec(tl.tasks[tid]))[0]
+                for tid, who in tl.drb_wait.items() for w in who]
+        stretch = sum(sum(b - a for a, b in blocks) - nb / rate
+                      for blocks, rate, nb, k in _drb_streams(res) if k == "dtdu")
+        got[waits] = (max(into), stretch)
+    (old_into, old_stretch), (new_into, new_stretch) = got[False], got[True]
+    assert new_into <= 0.0, got  # exact: the program waits for them (sync tokens)
+    assert old_into > 20 * M100.remote_update_latency_inter, got  # the old program: it did not
+    # the DTDU broadcasts lose a tenth of the time they lost beside the weight streams or less
+    assert new_stretch < old_stretch / 10, got
