@@ -20,33 +20,14 @@ checks on).
 
 from __future__ import annotations
 
-import numpy as np
-
 from m100.passes.schedule import list_schedule, placement
 from m100.targets.m100.machine import get_machine
 
-M, K, N = 256, 2048, 512  # 8 TPBs: 4 rows x 2 column parts (each DTDU broadcast to 2 TPBs)
+# ``h = relu(x)``, then ``q = h @ wq`` and ``k = h @ wk`` (both read ``h``, kept in HBSM), 256 x
+# 2048 @ 2048 x 512 on 8 TPBs: 4 rows x 2 column parts (each DTDU broadcast to 2 TPBs)
+from .test_keep_lockstep_matmul import _model
+
 M100 = get_machine("m100")
-
-
-def _model():
-    """``h = relu(x)``, then ``q = h @ wq`` and ``k = h @ wk`` (both read ``h``, kept in HBSM)."""
-    import onnx
-    from onnx import TensorProto, helper, numpy_helper
-    rng = np.random.default_rng(7)
-    w = {n: (rng.standard_normal((K, N)) / 64).astype(np.float32) for n in ("wq", "wk")}
-    nodes = [helper.make_node("Relu", ["x"], ["h"]),
-             helper.make_node("MatMul", ["h", "wq"], ["q"]),
-             helper.make_node("MatMul", ["h", "wk"], ["kk"])]
-    graph = helper.make_graph(
-        nodes, "drb_waits", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [M, K])],
-        [helper.make_tensor_value_info("q", TensorProto.FLOAT, [M, N]),
-         helper.make_tensor_value_info("kk", TensorProto.FLOAT, [M, N])],
-        [numpy_helper.from_array(a, n) for n, a in w.items()])
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
-    model.ir_version = 8
-    onnx.checker.check_model(model)
-    return model
 
 
 def _run(waits: bool, monkeypatch, placements):
