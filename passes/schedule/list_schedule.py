@@ -42,7 +42,11 @@ WEIGHT_BUFFERS = ("weight", "bias", "scale", "requant")  # TilePlan buffer roles
 #: (:meth:`ListScheduler._pf_ok`): each head's loads then fill the DMA engines' gaps while the
 #: head before it on the same TPBs computes, instead of waiting for its end (False: only
 #: constant weights prefetch, A/B). The emitter asks the same (``emit_core._wbar``'s ``act``)
-ACT_PREFETCH = True
+#: OFF (session 25's CI): with the enumerated data-parallel moves (search.DP_MOVES = "enum") the
+#: 4-head W8A8 layer of test_act_prefetch computes wrong outputs with it on (y off by up to 0.75
+#: against the switch-off program, which matches the drawn-moves programs), race checks clean --
+#: never silently wrong: off until that is found (the test keeps the case as a strict xfail)
+ACT_PREFETCH = False
 
 
 class BoundExceeded(Exception):

@@ -50,7 +50,13 @@ def _early_loads(pl) -> tuple[int, int]:
     return n, early
 
 
-@pytest.mark.parametrize("quant", ["f32", "w8a8"])
+@pytest.mark.parametrize("quant", [
+    "f32",
+    # session 25's CI: with search.DP_MOVES = "enum" this layer's W8A8 program with the switch
+    # on computes y off by up to 0.75 from the switch-off program (which matches the programs of
+    # the drawn moves), race checks clean: the switch is off by default until that is found
+    pytest.param("w8a8", marks=pytest.mark.xfail(strict=True, raises=AssertionError,
+                                                 reason="ACT_PREFETCH: wrong W8A8 y (session 25)"))])
 def test_heads_b_operands_prefetched_same_bits(quant, monkeypatch, placements):
     from m100.tools import driver
     cfg, model, w = _layer(quant)
