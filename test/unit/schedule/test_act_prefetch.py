@@ -23,8 +23,8 @@ from m100.passes.schedule import list_schedule
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "e2e"))
-from test_bench_llm import _llama_prefill_numpy, _prefill_feed  # noqa: E402
-from test_late_read_stores import T, _layer, _plan_checks  # noqa: E402
+from test_bench_llm import _prefill_feed  # noqa: E402
+from test_late_read_stores import T, _layer, _plan_checks, same_bits_and_numpy  # noqa: E402
 
 
 def _early_loads(pl) -> tuple[int, int]:
@@ -82,14 +82,7 @@ def test_heads_b_operands_prefetched_same_bits(quant, monkeypatch, placements):
         got[on] = res.outputs
     if quant == "w8a8":  # the prefetched v loads with v's stores built late (the 7B layer's)
         assert late[True], "no late read stores with the switch on: _plan_checks checks nothing"
-    for k in ("y", "kT", "v"):
-        np.testing.assert_array_equal(got[True][k], got[False][k])
-    if quant == "f32":
-        want = dict(zip(("y", "kT", "v"), _llama_prefill_numpy(cfg, w, feed["x"], feed["cos"],
-                                                               feed["sin"], 1, T)))
-        for k in ("y", "kT", "v"):
-            np.testing.assert_allclose(got[True][k].reshape(want[k].shape), want[k], rtol=1e-4,
-                                       atol=1e-4)
+    same_bits_and_numpy(got, quant, cfg, w, feed)
 
 
 def test_model_input_b_operands_not_prefetched(monkeypatch, placements):

@@ -43,6 +43,19 @@ def _compile(model, on: bool, monkeypatch, placements):
     return placements[-1], prog
 
 
+def same_bits_and_numpy(got: dict, quant: str, cfg, w, feed) -> None:
+    """The outputs of the switch-on and switch-off programs (``got[True]`` / ``got[False]``) are
+    the same bits; in f32 the switch-on ones are numpy's (the LLaMA definition)."""
+    for k in ("y", "kT", "v"):
+        np.testing.assert_array_equal(got[True][k], got[False][k])
+    if quant == "f32":
+        want = dict(zip(("y", "kT", "v"), _llama_prefill_numpy(cfg, w, feed["x"], feed["cos"],
+                                                               feed["sin"], 1, T)))
+        for k in ("y", "kT", "v"):
+            np.testing.assert_allclose(got[True][k].reshape(want[k].shape), want[k], rtol=1e-4,
+                                       atol=1e-4)
+
+
 def view_loads(pl, si: int):
     """(the late-stored op, its stores, {store task: its box's columns}, [(each load of a column
     view of its result, the stores whose box overlaps the view's columns)]) of segment ``si``."""
@@ -107,11 +120,4 @@ def test_v_stores_before_their_heads_same_bits(quant, monkeypatch, placements):
         res = driver.run(prog, feed)  # full mode: races and deadlocks checked
         assert res.ok and not res.reports, res.reports[:3]
         got[on] = res.outputs
-    for k in ("y", "kT", "v"):
-        np.testing.assert_array_equal(got[True][k], got[False][k])
-    if quant == "f32":
-        want = dict(zip(("y", "kT", "v"), _llama_prefill_numpy(cfg, w, feed["x"], feed["cos"],
-                                                               feed["sin"], 1, T)))
-        for k in ("y", "kT", "v"):
-            np.testing.assert_allclose(got[True][k].reshape(want[k].shape), want[k], rtol=1e-4,
-                                       atol=1e-4)
+    same_bits_and_numpy(got, quant, cfg, w, feed)
