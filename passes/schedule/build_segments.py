@@ -71,18 +71,6 @@ def derived(g, tensors) -> set[str]:
             return out
 
 
-def view_names(g, root: str) -> list[str]:
-    """The results of view ops (no transfer: ``OpGraph.view_ops``) over ``root``, transitively:
-    the tensors whose writers are ``root``'s."""
-    out, names = [], {root}
-    for o in g.ops:  # (topological order: a view of a view comes after it)
-        if o.name in g.view_ops and o.inputs and o.inputs[0] in names:
-            for t in o.outputs:
-                names.add(t)
-                out.append(t)
-    return out
-
-
 class PlanBuilder(Transfers):
     """Builds the plan's tasks in program order, one per instruction, and list-schedules each task
     as it is created (creation order == program order per in-order resource)."""
@@ -433,20 +421,16 @@ class PlanBuilder(Transfers):
         return out
 
     def _late_reads_end(self, j: int) -> None:
-        """Build the late stores (:meth:`_late_reads`) due at the end of segment ``j``; the
-        views of their tensor then wait for the tensor's writers so far (a view takes its
-        root's writers when it is built: :func:`.kinds.movement.plan_segment`)."""
+        """Build the late stores (:meth:`_late_reads`) due at the end of segment ``j`` (the
+        views of their tensor wait for them: :meth:`.list_schedule.ListScheduler._wrote`)."""
         for si in list(self.pend):
-            items, reads, root = self.pend[si]
+            items, reads, _ = self.pend[si]
             ix = reads.get(j)
             if not ix:
                 continue
             self._resume([items.pop(i) for i in ix])
             if not items:
                 del self.pend[si]
-            w = self.written[root]
-            for t in view_names(self.g, root):
-                self.written[t] = w
 
     def _late_wave_next(self, si: int, seg: SegmentCfg) -> int | None:
         """The index of the segment whose first steps may take the stores of ``seg``, a

@@ -89,19 +89,15 @@ class UnitEmitter(EmitterCore):
 
     def late_reads_end(self, j: int) -> None:
         """The late stores due at the end of segment ``j`` (the plan's ``late_reads``, in its
-        order), and the views of their tensor then wait for its writers so far
-        (as ``PlanBuilder._late_reads_end``)."""
-        from .build_segments import view_names
+        order; the views of their tensor share its writer list: ``kinds.movement.emit_op``)."""
         for si in list(self.pend):
-            items, reads, stage_of, root = self.pend[si]
+            items, reads, stage_of, _ = self.pend[si]
             ix = reads.get(j)
             if not ix:
                 continue
             self._resume([items.pop(i) for i in ix], stage_of)
             if not items:
                 del self.pend[si]
-            for t in view_names(self.g, root):
-                self.writers[t] = list(self.writers[root])
 
     def _producer_pieces(self, tensor: str, seg_ops: set[str], pieces):
         """The pieces of ``tensor``'s producer that a consumer copies from: of this segment, or

@@ -207,6 +207,22 @@ def tensor_rows(shape: tuple[int, ...]) -> tuple[int, int]:
     return 1, 1
 
 
+def view_names(g: OpGraph, root: str) -> tuple[str, ...]:
+    """The results of view ops (no transfer: ``OpGraph.view_ops``) over ``root``, transitively:
+    the tensors whose writers are ``root``'s (cached per graph and root)."""
+    cache = g.__dict__.setdefault("_view_names", {})
+    r = cache.get(root)
+    if r is None:
+        out, names = [], {root}
+        for o in g.ops:  # (topological order: a view of a view comes after it)
+            if o.name in g.view_ops and o.inputs and o.inputs[0] in names:
+                for t in o.outputs:
+                    names.add(t)
+                    out.append(t)
+        r = cache[root] = tuple(out)
+    return r
+
+
 def geometry(g: OpGraph, op: Op) -> Geometry:
     """The op's :class:`Geometry` (cached per graph and op name)."""
     cache = g.__dict__.setdefault("_geo_cache", {})

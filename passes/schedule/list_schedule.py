@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING
 
 from .busy import BusyBlocks, RateProfile
 from .dma_queue import DmaQueue
-from .graph import ScheduleError
+from .graph import ScheduleError, view_names
 from .plan import Plan, PlanPiece, PlanTask
 from .segment import SegmentCfg
 
@@ -491,10 +491,18 @@ class ListScheduler:
         return _overlapping(bs, box)
 
     def _wrote(self, tensor: str, tid: int) -> None:
+        """Task ``tid`` stored (some of) ``tensor``: its last-ending writer, and its views'
+        (their readers read its bytes), whether a view's own empty segment came before the
+        store or after it -- a late store is built after the views in between: RoPE's, whose
+        ``_late_wave`` passes over the views of q / k to the next projection, so the heads'
+        q / kT loads waited for none of them (session 26, docs/llm.md section 5)."""
         self.n_written[tensor] = self.n_written.get(tensor, 0) + 1
         prev = self.written.get(tensor)
         if prev is None or self.tl.tasks[prev].end <= self.tl.tasks[tid].end:
             self.written[tensor] = tid
+            for t in view_names(self.g, tensor):
+                self.written[t] = tid
+
     def _take_out_wait(self) -> list[int]:
         w, self.out_wait = self.out_wait, []
         return w + (self._bar(self.cur[0]) if self.cur else [])

@@ -1,7 +1,8 @@
 """Data movement ops (transpose, pad, broadcast, slice, concat, reshape, copy generics): CCB DMAs
 memory -> memory, one per input (a concat moves each part). Plan and emission side by side. A
 view (a reshape, or a slice that is one contiguous run: ``OpGraph.views``) is no transfer in
-either: its readers read the root tensor's memory and wait for the root's writers. A concat
+either: its readers read the root tensor's memory and wait for the root's writers (all of them,
+also those built after the view: ``ListScheduler._wrote``, the emitter's shared writer list). A concat
 moves only the parts not written in place by their producers (``OpGraph.in_place``); its readers
 wait for the writers of those parts too."""
 from __future__ import annotations
@@ -82,7 +83,10 @@ def emit_op(em, op) -> None:
         if op.outputs[0] not in em.g.wmap and op.outputs[0] not in em.g.rmap:
             # (a mapped tensor or a strided view has no memory: OpGraph.wmap / rmap)
             em.memory(op.outputs[0])
-        em.writers[op.outputs[0]] = list(em.writers.get(src_t, []))
+        # the root's writer list itself, not a copy: a store of the root emitted after the view
+        # (a late store: ``PlanBuilder._late_wave`` / ``_late_reads``) is the view's writer too,
+        # as the plan's ``ListScheduler._wrote`` makes it
+        em.writers[op.outputs[0]] = em.writers.setdefault(src_t, [])
         return
     # (a concat addresses each part itself: a part written in place has no memory of its own)
     src = em.memory(src_t) if lw.kind != "concat" and src_t not in em.g.rmap else None
