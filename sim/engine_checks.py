@@ -25,11 +25,6 @@ PRUNE_EVERY = 1024
 #: tests compare the two).
 DERIVE_FIRST = True
 
-#: The pre-pass makes a block's reads and writes once for its race items and its view spec,
-#: filling :meth:`Checks._race_items`' table itself; False: through ``_race_items`` and the
-#: spec's own accesses (tests compare).
-DERIVE_ONCE = True
-
 
 def _race_key(w) -> tuple:
     """(space, is HBSM, element bytes, first offset if the beats are contiguous whole-byte
@@ -97,27 +92,13 @@ class Checks:
         blocks find it kept. Made in one pass they cost less than interleaved with the blocks'
         data work (a first functional ResNet-18 224 run, docs/speed.md). A CSU routine's
         accesses depend on index data (never kept): left to its blocks, as is whatever raises
-        here (its block derives it again and the run reports it there)."""
+        here (its block derives it again and the run reports it there). A block's reads and writes
+        are made once for both its race items (filling :meth:`_race_items`' table) and its view
+        spec (``test/e2e/test_first_run_paths.py`` compares the table and the specs with each
+        block's own derivations)."""
         if not DERIVE_FIRST:
             return
         races = self.races is not None
-        if not DERIVE_ONCE:  # each through _race_items and the view spec's own accesses
-            for rec in self.recs:
-                if isinstance(rec.inst, CsuCall):
-                    continue
-                spec = getattr(rec.ex, "_view_spec", None)
-                if not races and spec is None:
-                    continue
-                for b in range(rec.inst.sync.blocks):
-                    try:
-                        if races:
-                            self._race_items(rec, b, False)
-                            self._race_items(rec, b, True)
-                        if spec is not None:
-                            spec(b)
-                    except Exception:  # noqa: BLE001 - left to the block, which raises it again
-                        break
-            return
         strided = twu.STRIDED
         for rec in self.recs:
             inst = rec.inst

@@ -392,34 +392,17 @@ def _view_plan(walk: Walk) -> tuple | None:
     if vt is None:
         return None
     sz = dt.bits // 8
-    if SHARED_VIEW_PLANS:  # the levels' part once per levels tuple, the base added here
-        rel = twu.per_levels("view-plan", walk.levels, _view_plan_rel, sz, twu.STRIDED)
-        if rel is None:
-            return None
-        base = walk.base
-        if rel[0]:
-            lo = base + rel[1]
-            return None if lo < 0 else (lo, lo + rel[2], None, None, vt)
-        if base + rel[1] < 0:
-            return None
-        return (base + rel[2], base + rel[3], rel[4], rel[5], vt)
-    start = contiguous_start(walk)
-    if start is not None:
-        lo = walk.base + start * sz
-        return None if lo < 0 else (lo, lo + walk.num_elements * sz, None, None, vt)
-    bx = box(walk)
-    if bx is None:
+    # the levels' part once per levels tuple, the base added here
+    rel = twu.per_levels("view-plan", walk.levels, _view_plan_rel, sz, twu.STRIDED)
+    if rel is None:
         return None
-    lo, hi, counts, steps = bx
-    if walk.base + lo * sz < 0:
+    base = walk.base
+    if rel[0]:
+        lo = base + rel[1]
+        return None if lo < 0 else (lo, lo + rel[2], None, None, vt)
+    if base + rel[1] < 0:
         return None
-    first = walk.base + sum(lv.initial for lv in walk.levels) * sz
-    return (first, walk.base + (hi + 1) * sz, counts, tuple(s * sz for s in steps), vt)
-
-
-#: :func:`_view_plan`'s part that is a function of the levels made once per levels tuple
-#: (:func:`twu.per_levels`); False: per walk (tests compare).
-SHARED_VIEW_PLANS = True
+    return (base + rel[2], base + rel[3], rel[4], rel[5], vt)
 
 
 def _view_plan_rel(levels: tuple, sz: int, strided: bool) -> tuple | None:

@@ -41,8 +41,7 @@ from typing import TYPE_CHECKING
 
 from m100.targets.m100.isa import CsuCall
 
-from . import (cost_batch, engine, engine_checks, fluid, memory, mempool, race_batch, semantics_tcu,
-               share_pack, twu)
+from . import cost_batch, engine, fluid, memory, mempool, race_batch, share_pack, twu
 from .engine import InstRec
 from .semantics import make_exec
 from .semantics_base import SimError
@@ -63,8 +62,7 @@ def _switches() -> tuple:
     under one setting is replayed only under the same one."""
     return (twu.STRIDED, twu.GEOMETRY, race_batch.BATCH, engine.KNOWN_CLOCKS,
             engine.UNTIMED_FIFO, memory.WHOLE, mempool.POOL, cost_batch.BATCH,
-            fluid.SHARE_SHORTCUT, fluid.DEFER_RESHARE, fluid.NEAR, share_pack.PACK,
-            semantics_tcu.SHARED_PLANS, memory.SHARED_VIEW_PLANS, engine_checks.DERIVE_ONCE)
+            fluid.SHARE_SHORTCUT, fluid.DEFER_RESHARE, fluid.NEAR, share_pack.PACK)
 
 
 def key_of(sim: Simulator) -> tuple | None:

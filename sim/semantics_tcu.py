@@ -144,9 +144,7 @@ class TcuExec(Exec):
         return out
 
 
-#: Conv box plans shared by geometry and operand types found without an array (``Conv2DExec``:
-#: ``_shared_box_plan``, ``_consts``). False: per instruction, as before (tests compare).
-SHARED_PLANS = True
+#: Conv box plans shared by geometry (``Conv2DExec._shared_box_plan``): plan key -> plan.
 _PLANS: dict = {}
 
 
@@ -406,8 +404,7 @@ class Conv2DExec(TcuExec):
             g, cg, fg = i.groups, i.c // i.groups, i.f // i.groups
             kk = i.kh * i.kw * cg
             bits = i.w.dtype.bits
-            dtype = _operand_dtype(integer, kk, bits) if SHARED_PLANS else \
-                _operand(np.zeros(0), integer, kk, bits).dtype
+            dtype = _operand_dtype(integer, kk, bits)
             k = (integer, dtype, self.rows * self.ow, g, cg, fg, kk, {})
             object.__setattr__(i, "_sim_conv", k)
         return k
@@ -415,9 +412,7 @@ class Conv2DExec(TcuExec):
     def _shared_box_plan(self, b: int, box: tuple, dtype) -> tuple:
         """:meth:`_box_plan`, shared by every conv instruction with the same geometry (a
         function of the fields it reads, ``b``, the box and the type: not of the operands'
-        walks), while :data:`SHARED_PLANS` is on."""
-        if not SHARED_PLANS:
-            return self._box_plan(b, box, dtype)
+        walks; ``test/unit/sim/test_first_run_plans.py`` compares it with ``_box_plan``)."""
         key = self._plan_key(b, box, dtype)
         p = _PLANS.get(key)
         if p is None:

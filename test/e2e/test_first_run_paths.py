@@ -1,49 +1,66 @@
-"""A first run's shared derivations give the same results bit for bit as the per-instruction /
-per-walk ones (issue 15): conv box plans by geometry (``semantics_tcu.SHARED_PLANS``), whole
-walk view plans per levels tuple (``memory.SHARED_VIEW_PLANS``), a block's accesses made once
-for its race items and view spec (``engine_checks.DERIVE_ONCE``). Each side runs a fresh decode
-with empty tables, in every mode, with and without race checks, with random latencies and on
-monitor-dropping mutants (races, deadlocks): outputs (bytes), stats, reports and records equal."""
+"""A first run's pre-pass (``engine_checks.Checks._derive_blocks``) makes each block's reads and
+writes once and derives from them both its race items (the table ``_race_items`` reads) and a
+copy's view spec (issue 15). The oracle is each block's own derivation on a fresh decode of the
+same program (nothing kept): ``_items`` of the executor's ``reads(b)`` / ``writes(b)`` and the
+spec the executor makes from its own accesses -- every (instruction, block) of compiled programs,
+every byte set's members compared. The shared conv box plans and per-levels view plans are
+compared with their per-instruction / per-walk derivations in
+``test/unit/sim/test_first_run_plans.py``; whole runs through every fast path against the element
+index arrays in ``test_speed_paths.py``."""
 
 from __future__ import annotations
 
 import pytest
 
-from e2e_helpers import monitor_sites, mutate
-from m100.sim import engine_checks, memory, semantics_tcu, twu
+from m100.targets.m100.isa import CsuCall
+from m100.sim import semantics_tcu, twu
+from m100.sim.engine_checks import _items
+from m100.sim.memory import Memory
+from m100.sim.semantics import make_exec
 from m100.targets.m100.program import Program
 from m100.tools import driver
-from test_speed_paths import CASES, _records, _same
+from test_speed_paths import CASES
 
-SWITCHES = ((semantics_tcu, "SHARED_PLANS"), (memory, "SHARED_VIEW_PLANS"),
-            (engine_checks, "DERIVE_ONCE"))
+
+def _bytes(items) -> list:
+    """(space, code, lo, hi, members or None) of race items: their byte sets compared whole."""
+    out = []
+    for space, bs, code in items:
+        arr = bs.arr
+        out.append((space, code, bs.lo, bs.hi, None if arr is None else arr.tolist()))
+    return out
 
 
 @pytest.mark.parametrize("name", ["mlp", "convnet", "llama",
                                   pytest.param("resnet18-32", marks=pytest.mark.slow)])
-def test_shared_first_run_derivations_equal_per_instruction_ones(name, monkeypatch):
+def test_prepass_items_and_view_specs_equal_each_blocks_own(name):
     build, machine, tpbs = CASES[name]
     cr = driver.compile(build(), machine=machine, tpbs=tpbs)
+    blob = cr.program.to_bytes()
     inputs = driver.random_inputs(cr.program, 6)
-    sites = monitor_sites(cr.program)
-    mutants = [mutate(cr.program, s, "drop") for s in sites[:: max(1, len(sites) // 4)]]
-    runs = ({"mode": "functional"}, {"mode": "full"}, {"mode": "timing"},
-            {"mode": "functional", "check_races": False}, {"random_latency": 7})
-    reported = 0
-    for i, blob in enumerate(p.to_bytes() for p in [cr.program] + mutants):
-        for kw in runs if i == 0 else runs[:2]:
-            got = []
-            for on in (True, False):
-                for mod, flag in SWITCHES:
-                    monkeypatch.setattr(mod, flag, on)
-                twu._GEO.clear()
-                twu._IDS.clear()
-                semantics_tcu._PLANS.clear()
-                prog = Program.from_bytes(blob)
-                got.append(driver.run(prog, inputs, **kw))
-                if kw == {"mode": "functional"}:  # and a replay of it, if one was kept
-                    _same(driver.run(prog, inputs, **kw), got[-1])
-            _same(got[0], got[1])
-            assert _records(got[0]) == _records(got[1])
-            reported += any(r.kind == "race" for r in got[0].reports)
-    assert reported  # runs with race reports were compared too
+    twu._GEO.clear()
+    twu._IDS.clear()
+    semantics_tcu._PLANS.clear()
+    prog = Program.from_bytes(blob)
+    driver.run(prog, inputs, mode="functional")  # (the pre-pass keeps its values on prog)
+    fresh = Program.from_bytes(blob)
+    mem = Memory(fresh.machine_obj())
+    kept_specs = checked = 0
+    for key in sorted(prog.streams):
+        for inst, ref in zip(prog.streams[key], fresh.streams[key], strict=True):
+            if isinstance(inst, CsuCall):
+                assert "_sim_race" not in inst.__dict__  # (index data: never kept)
+                continue
+            race = inst.__dict__.get("_sim_race")
+            assert race is not None and race[0] is twu.STRIDED, inst
+            views = inst.__dict__.get("_sim_views")
+            ex = make_exec(ref, mem)
+            for b in range(inst.sync.blocks):
+                assert _bytes(race[1][(b, False)]) == _bytes(_items(ex.reads(b)))
+                assert _bytes(race[1][(b, True)]) == _bytes(_items(ex.writes(b)))
+                checked += 1
+                if hasattr(ex, "_make_view_spec"):
+                    assert views is not None and views[0] is twu.STRIDED
+                    assert views[1][b] == ex._make_view_spec(b)
+                    kept_specs += views[1][b] is not None
+    assert checked and kept_specs  # blocks with view specs were compared

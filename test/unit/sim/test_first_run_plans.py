@@ -1,8 +1,9 @@
 """Derivations a first run shares instead of making per instruction or walk (issue 15): conv box
-plans by geometry (``semantics_tcu.SHARED_PLANS``), conv operand types without an array, whole
-walk view plans per levels tuple (``memory.SHARED_VIEW_PLANS``), race batch groups without
-``np.unique``. Each against the per-instruction / per-walk derivation it replaces, on random
-cases; mutants of the shared keys are caught."""
+plans by geometry (``Conv2DExec._shared_box_plan``), conv operand types without an array
+(``_operand_dtype``), whole walk view plans per levels tuple (``memory._view_plan``), race batch
+groups without ``np.unique``. Each against an oracle derived per instruction / per walk
+(``Conv2DExec._box_plan``, ``_operand`` of an empty array, the walk's own contiguity and box),
+on random cases; mutants of the shared keys are caught."""
 
 from __future__ import annotations
 
@@ -96,9 +97,8 @@ def _plans(convs, shared: bool) -> list:
 
 
 @pytest.mark.parametrize("seed", range(6))
-def test_shared_conv_plans_equal_per_instruction_plans(seed, monkeypatch):
+def test_shared_conv_plans_equal_per_instruction_plans(seed):
     convs = _random_convs(seed, 60)
-    monkeypatch.setattr(semantics_tcu, "SHARED_PLANS", True)
     shared = _plans(convs, True)
     assert len(semantics_tcu._PLANS) < sum(c.sync.blocks for c in convs)  # shared, not per block
     assert shared == _plans(convs, False)
@@ -149,17 +149,35 @@ def _random_walk(r) -> Walk:
     return Walk(Space.HBSM, 0, int(r.integers(-8, 64)), dt, tuple(levels))
 
 
+def _view_plan_of_walk(walk: Walk) -> tuple | None:
+    """The oracle: ``memory._view_plan`` from the walk itself (its contiguous start or its box,
+    ``twu.contiguous_start`` / ``twu.box``, the base included), as ``read_walk`` derived it per
+    walk before the levels' part was shared."""
+    vt = memory._SAME.get(walk.dtype)
+    if vt is None:
+        return None
+    sz = walk.dtype.bits // 8
+    start = twu.contiguous_start(walk)
+    if start is not None:
+        lo = walk.base + start * sz
+        return None if lo < 0 else (lo, lo + walk.num_elements * sz, None, None, vt)
+    bx = twu.box(walk)
+    if bx is None:
+        return None
+    lo, hi, counts, steps = bx
+    if walk.base + lo * sz < 0:
+        return None
+    first = walk.base + sum(lv.initial for lv in walk.levels) * sz
+    return (first, walk.base + (hi + 1) * sz, counts, tuple(s * sz for s in steps), vt)
+
+
 @pytest.mark.parametrize("strided", [True, False])
 def test_view_plans_per_levels_equal_view_plans_per_walk(strided, monkeypatch):
     r = np.random.default_rng(7)
     walks = [_random_walk(r) for _ in range(3000)]
     monkeypatch.setattr(twu, "STRIDED", strided)
-    for shared in (True, False):
-        monkeypatch.setattr(memory, "SHARED_VIEW_PLANS", shared)
-        got = [memory._view_plan(w) for w in walks]
-        if shared:
-            fast = got
-    assert fast == got
+    fast = [memory._view_plan(w) for w in walks]
+    assert fast == [_view_plan_of_walk(w) for w in walks]
     assert any(p is not None and p[2] is not None for p in fast) == strided
     assert any(p is not None and p[2] is None for p in fast)
 
