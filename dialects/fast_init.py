@@ -14,17 +14,18 @@ definition has no regions or successors, single results and no option other than
 single operand, any for a variadic one), it builds the same operand list, result types,
 properties (``None`` dropped, the user's first, then ``operandSegmentSizes``: one shared
 immutable ``DenseArrayBase`` per sizes tuple) and attributes that ``irdl_op_init`` builds, and
-calls ``Operation.__init__`` with them as ``irdl_op_init`` does. Anything else (an ``Operation``
+sets what ``Operation.__init__`` would set with them (below). Anything else (an ``Operation``
 given as an operand, a ``None`` group, a wrong count, another shape of definition) goes to
 ``IRDLOperation.__init__``, which converts it or raises its own error. ``ENABLED = False`` always
-takes the generic path. With ``OPERATION`` the fields ``Operation.__init__`` sets are set
-directly (:func:`_operation_init`: the same operand tuple, uses linked in the same order, results,
+takes the generic path. Those fields are set directly
+(:func:`_operation_init`: the same operand tuple, uses linked in the same order, results,
 property / attribute dicts, location, empty successors and regions, and the definition's defaults
-``IRDLOperation.__post_init__`` fills, found once per class); ``OPERATION = False`` calls
-``Operation.__init__`` (ResNet-50's emitter builds ~38 000 ops: its setters, generators and the
-per-op walk of the definition's defaults were ~18 % of ``emit_program``); ``test/unit/dialects/test_fast_init.py`` builds every op of compiled
-programs both ways and requires the same operands, result types, properties (in order),
-attributes and printed text, and the generic errors for bad arguments.
+``IRDLOperation.__post_init__`` fills, found once per class): ResNet-50's emitter builds ~38 000
+ops, and ``Operation.__init__``'s setters, generators and per-op walk of the definition's
+defaults were ~18 % of ``emit_program``. ``test/unit/dialects/test_fast_init.py`` builds every
+op of compiled programs both ways (this builder and xDSL's ``IRDLOperation.__init__``) and
+requires the same whole op state (fields in order, uses and their links, results, dicts,
+location), printed text, and the generic errors for bad arguments.
 """
 
 from __future__ import annotations
@@ -37,9 +38,6 @@ from xdsl.irdl import AttrSizedOperandSegments, IRDLOperation
 from xdsl.irdl.operations import OptionalDef, VariadicDef
 
 ENABLED = True
-#: set ``Operation.__init__``'s fields directly (:func:`_operation_init`); False: call it
-#: (``test_fast_init`` compares the whole state of both)
-OPERATION = True
 
 _SEG = AttrSizedOperandSegments.attribute_name
 _VALUES = (OpResult, BlockArgument)
@@ -121,11 +119,7 @@ def irdl_init(op: IRDLOperation, *, operands: Sequence = (), result_types: Seque
         props[_SEG] = segment_sizes_attr(tuple(sizes))
     if attr:
         attrs[_SEG] = segment_sizes_attr(tuple(sizes))
-    if OPERATION:
-        _operation_init(op, cls, flat, result_types, props, attrs)
-    else:
-        Operation.__init__(op, operands=flat, result_types=list(result_types), properties=props,
-                           attributes=attrs, successors=[], regions=[])
+    _operation_init(op, cls, flat, result_types, props, attrs)
 
 
 # class -> (property defaults, attribute defaults) that IRDLOperation.__post_init__ fills in,
@@ -189,4 +183,4 @@ def _generic(op, operands, result_types, properties, attributes) -> None:
                            properties=properties, attributes=attributes)
 
 
-__all__ = ["ENABLED", "OPERATION", "irdl_init", "segment_sizes_attr"]
+__all__ = ["ENABLED", "irdl_init", "segment_sizes_attr"]

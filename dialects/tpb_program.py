@@ -132,8 +132,6 @@ class ProgramOp(IRDLOperation):
                                       "counters (run sync-insert)")
 
 
-#: :func:`programs` by its own walk; False: ``op.walk()`` (``test_programs_is_the_walk``)
-FAST_PROGRAMS = True
 _IS_PROGRAM: dict[type, bool] = {}
 
 
@@ -141,9 +139,8 @@ def programs(op: Operation) -> list[ProgramOp]:
     """``[p for p in op.walk() if isinstance(p, ProgramOp)]``: the same ops in the same
     (pre-)order, found by following each block's op list and descending only into ops that
     have regions, with the class tested once per class. xDSL's ``walk`` nests a generator per
-    op, region and block (~0.15 CPU-s for ResNet-50's ~38 000 ops, in each backend stage)."""
-    if not FAST_PROGRAMS:
-        return [p for p in op.walk() if isinstance(p, ProgramOp)]
+    op, region and block (~0.15 CPU-s for ResNet-50's ~38 000 ops, in each backend stage).
+    ``test_programs_is_the_walk`` compares it with that walk."""
     out: list[ProgramOp] = []
     _programs(op, out)
     return out

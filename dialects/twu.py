@@ -155,9 +155,6 @@ def _int_attr(v: int) -> IntegerAttr:
     return i64_attr(v)
 
 
-#: :func:`i64_attr` builds an in-range value's attribute from its two fields; False: always
-#: ``IntegerAttr(v, i64)`` (``test_i64_attr_is_the_generic_build`` compares both)
-FAST_I64 = True
 _I64_MIN, _I64_MAX = -(1 << 63), 1 << 63
 
 
@@ -166,8 +163,9 @@ def i64_attr(v: int) -> IntegerAttr:
     signless normalization leaves as it is and its ``verify`` accepts) the attribute with fields
     ``value = IntAttr(v)``, ``type = i64`` set directly, without xDSL's generic check of each
     parameter (~20 us an attribute: the emitter builds one per distinct predicted cycle, ~10 000
-    on ResNet-50); anything else through ``IntegerAttr`` (normalized, or its error)."""
-    if FAST_I64 and type(v) is int and _I64_MIN <= v < _I64_MAX:
+    on ResNet-50); anything else through ``IntegerAttr`` (normalized, or its error).
+    ``test_i64_attr_is_the_generic_build`` compares it with ``IntegerAttr(v, i64)``."""
+    if type(v) is int and _I64_MIN <= v < _I64_MAX:
         a = IntegerAttr.__new__(IntegerAttr)
         object.__setattr__(a, "value", IntAttr(v))
         object.__setattr__(a, "type", i64)

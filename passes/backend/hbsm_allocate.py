@@ -30,10 +30,6 @@ def _program_ops(prog: ProgramOp) -> list[Operation]:
     return out
 
 
-#: the pass's scan of the ops with each class tested once per class (``_kind``), each buffer
-#: value's root found once, each buffer type's printed shape made once; False: the loop as it
-#: was (``test_hbsm_scan_is_the_loop`` compares the buffers both give the packer)
-FAST_SCAN = True
 _OTHER, _INSTR, _BUF, _STREAM = 0, 1, 2, 3
 _KINDS: dict[type, int] = {}
 
@@ -54,28 +50,21 @@ def _root(v: SSAValue) -> Operation:
     return o  # type: ignore[return-value]
 
 
-def _describe(op: Operation, pos: int, user: InstrOp | None,
-              texts: dict[Attribute, str] | None = None,
-              shapes: dict[int, str] | None = None) -> str:
+def _describe(op: Operation, pos: int, user: InstrOp | None, texts: dict[Attribute, str],
+              shapes: dict[int, str]) -> str:
     """The buffer's name in the packer (and in its messages; also its last sort key).
     ``texts``: element type -> its printed form, kept by the caller (xDSL prints an attribute
     through a ``Printer``: ~30 us, once per buffer otherwise); ``shapes``: id of a buffer type
     -> its dims joined, kept by the caller while the types live."""
     t: BufferType = op.results[0].type  # type: ignore[assignment]
-    if shapes is None:
-        dims = "x".join(str(d) for d in t.dims)
-    else:
-        dims = shapes.get(id(t))
-        if dims is None:
-            dims = shapes[id(t)] = "x".join(str(d) for d in t.dims)
+    dims = shapes.get(id(t))
+    if dims is None:
+        dims = shapes[id(t)] = "x".join(str(d) for d in t.dims)
     who = f" ({user.name} {user.UNIT_KEY} {user.unit_index})" if user is not None else ""
     et = t.element_type
-    if texts is None:
-        ets = str(et)
-    else:
-        ets = texts.get(et)
-        if ets is None:
-            ets = texts[et] = str(et)
+    ets = texts.get(et)
+    if ets is None:
+        ets = texts[et] = str(et)
     return f"%{op.results[0].name_hint or pos}<{dims}x{ets}>{who}"
 
 
@@ -118,6 +107,11 @@ class HbsmAllocate(ModulePass):
             self._run(p)
 
     def _run(self, prog: ProgramOp) -> None:
+        """The scan: per buffer root (by id), its first / last instruction position and user,
+        its predicted span (``None`` once a use has no prediction: program order only); then
+        :meth:`_pack`. Each op's class is tested once per class (``_kind``), each buffer
+        value's root found once (``test_hbsm_scan_is_the_definition`` compares the scan with a
+        plain walk of the program)."""
         m = machine_of(prog)
         ops = _program_ops(prog)
         first: dict[int, int] = {}
@@ -126,43 +120,6 @@ class HbsmAllocate(ModulePass):
         last_user: dict[int, InstrOp] = {}
         pred: dict[int, tuple[int, int] | None] = {}
         pos_of: dict[int, int] = {}  # op -> index among the instruction ops (program position)
-        if FAST_SCAN:
-            return self._run_fast(prog, m, ops)
-        n = 0
-        for o in ops:
-            pos_of[id(o)] = n
-            if isinstance(o, InstrOp):
-                n += 1
-        for o in ops:
-            if isinstance(o, InstrOp):
-                pos = pos_of[id(o)]
-                a = o.attributes  # the op's prediction, read once for all its buffers
-                span = (a["pred_start"].value.data, a["pred_end"].value.data) \
-                    if "pred_start" in a and "pred_end" in a else None
-                for b in o.bufs:
-                    r = _root(b)
-                    k = id(r)
-                    first.setdefault(k, pos)
-                    last[k] = pos
-                    user.setdefault(k, o)
-                    last_user[k] = o
-                    if span is not None:
-                        ps, pe = span
-                        cur = pred.get(k, span)
-                        if cur is not None:
-                            pred[k] = (min(cur[0], ps), max(cur[1], pe))
-                    else:
-                        pred[k] = None  # a use without a prediction: program order only
-        self._pack(prog, m, ops, pos_of, first, last, user, last_user, pred, None)
-
-    def _run_fast(self, prog: ProgramOp, m, ops: list[Operation]) -> None:
-        """:meth:`_run`'s scan (the same dicts, keyed the same way), then :meth:`_pack`."""
-        first: dict[int, int] = {}
-        last: dict[int, int] = {}
-        user: dict[int, InstrOp] = {}
-        last_user: dict[int, InstrOp] = {}
-        pred: dict[int, tuple[int, int] | None] = {}
-        pos_of: dict[int, int] = {}
         kinds = [_kind(o) for o in ops]
         n = 0
         for o, k in zip(ops, kinds):
@@ -201,12 +158,9 @@ class HbsmAllocate(ModulePass):
         top = {Space.DDR: 0, Space.SRAM: 0}
         pending_mem: list[Operation] = []
         texts: dict[Attribute, str] = {}
-        shapes: dict[int, str] | None = {} if kinds is not None else None
+        shapes: dict[int, str] = {}
         for i, o in enumerate(ops):
-            if kinds is not None:
-                if kinds[i] != _BUF:
-                    continue
-            elif not isinstance(o, (AllocOp, FifoOp)):
+            if kinds[i] != _BUF:
                 continue
             pos = pos_of[id(o)]
             t: BufferType = o.results[0].type  # type: ignore[assignment]

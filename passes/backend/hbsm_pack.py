@@ -285,24 +285,28 @@ def _group_offset(members: list[Buf], size: int, placed, capacity: int, align: i
                 cands.add(o + sz)
                 live.append((o, sz))
     at, reach = _reach(live)
-    if INLINE:  # the same test, in increasing order: past the capacity no later one fits
-        top = capacity - size
-        for c in sorted(-(-x // align) * align for x in cands):
-            if c > top:
-                return None
-            k = bisect_left(at, c + size)
-            if not k or reach[k - 1] <= c:
-                return c
-        return None
-    for c in sorted(_align(x, align) for x in cands):
-        if c + size <= capacity and not _meets(at, reach, c, c + size):
+    return _first_free(cands, at, reach, size, capacity, align)
+
+
+def _first_free(cands, at: list[int], reach: list[int], size: int, capacity: int,
+                align: int) -> int | None:
+    """The lowest aligned candidate where ``size`` bytes fit below ``capacity`` and meet no span
+    of :func:`_reach`'s ``(at, reach)``: in increasing order, ending at the first one past the
+    capacity (every later one is too)."""
+    top = capacity - size
+    for c in sorted(-(-x // align) * align for x in cands):
+        if c > top:
+            return None
+        k = bisect_left(at, c + size)
+        if not k or reach[k - 1] <= c:
             return c
     return None
 
 
 def _reach(spans: list[tuple[int, int]]) -> tuple[list[int], list[int]]:
     """Byte spans ``(offset, size)`` sorted by offset, as (their offsets, the largest end of each
-    prefix): what :func:`_meets` asks."""
+    prefix): some span meets bytes ``[lo, hi)`` (``lo < o + s and o < hi``) when, of the spans
+    that start below ``hi`` (a prefix, by bisection), one ends above ``lo``."""
     spans.sort()
     reach: list[int] = []
     m = -1
@@ -313,13 +317,6 @@ def _reach(spans: list[tuple[int, int]]) -> tuple[list[int], list[int]]:
     return [o for o, _ in spans], reach
 
 
-def _meets(at: list[int], reach: list[int], lo: int, hi: int) -> bool:
-    """Some span of :func:`_reach` meets bytes ``[lo, hi)`` (``lo < o + s and o < hi``): of the
-    spans that start below ``hi`` (a prefix), one ends above ``lo``."""
-    k = bisect_left(at, hi)
-    return k > 0 and reach[k - 1] > lo
-
-
 #: pack a TPB's own buffers with the placed buffers as numpy columns (one vector test per buffer
 #: instead of a Python loop over every placed buffer: ResNet-50 224 packs ~340 buffers a TPB, the
 #: pass's hot loop); False: the loop everywhere. Same offsets either way (test_vector_packing_is_
@@ -328,49 +325,17 @@ VECTOR = True
 VECTOR_MIN = 24
 
 
-#: :func:`_choose` and :func:`_group_offset` with :func:`_align` / :func:`_meets` written out
-#: and the candidates past the capacity ending the loop (they come last: the candidates are
-#: sorted); False: the calls (``test_inline_choice_is_the_calls`` compares both)
-INLINE = True
-
-
 def _choose(cands, live: tuple[list[int], list[int]], other: tuple[list[int], list[int]],
             high: int, size: int, capacity: int, align: int) -> int | None:
     """The offset for a buffer of ``size`` bytes: of the aligned candidates where it meets no
     live span, the one that does not grow the footprint (``high``), then reuses no other unit's
-    bytes (``other`` spans), then the lowest."""
-    if INLINE:
-        return _choose_inline(cands, live, other, high, size, capacity, align)
-    live_at, live_reach = live
-    other_at, other_reach = other
-    best = None
-    # candidates in increasing offset (aligning keeps the order), so the footprint-growing
-    # ones come last: the first feasible offset that does not grow the footprint and reuses
-    # no other unit's bytes is the answer, and the cross-unit test is made only where it can
-    # still change the choice
-    for c in sorted(cands):
-        c = _align(c, align)
-        if c + size > capacity:
-            continue
-        if _meets(live_at, live_reach, c, c + size):
-            continue
-        grow = c + size > high
-        if best is not None and (grow > best[0][0] or not best[0][1]):
-            break  # no later offset has a smaller key
-        # bytes last used by another unit (a cross-unit write-after-read) cost extra
-        cross = _meets(other_at, other_reach, c, c + size)
-        key = (grow, cross, c)  # do not grow the footprint, then same unit
-        if best is None or key < best[0]:
-            best = (key, c)
-    return None if best is None else best[1]
+    bytes (``other`` spans: a cross-unit write-after-read costs extra), then the lowest.
 
-
-def _choose_inline(cands, live, other, high: int, size: int, capacity: int,
-                   align: int) -> int | None:
-    """:func:`_choose`, the same answer: the candidates in increasing order; the first feasible
-    one is kept unless it grows the footprint or reuses another unit's bytes, and then only a
-    later feasible one that grows it no more (growth only rises with the offset) and reuses no
-    other unit's bytes replaces it."""
+    The candidates in increasing order (aligning keeps it):
+    past the capacity every later one is too; the first feasible one is kept unless it grows
+    the footprint or reuses another unit's bytes, and then only a later feasible one that grows
+    it no more (growth only rises with the offset) and reuses no other unit's bytes replaces it
+    (``test_choice_is_the_definition`` compares it with the least key of all candidates)."""
     live_at, live_reach = live
     other_at, other_reach = other
     top = capacity - size

@@ -82,16 +82,15 @@ def _access(bounds: tuple[int, ...], lin: Lin) -> AccessAttr:
     return AccessAttr(AffineMap(nd, 0, tuple(exprs)), [int(b) for b in bounds])
 
 
-#: :func:`ident` answers plain-int arguments from a memo (a fresh list of the same tuples each
-#: time); False: built every time (``test_ident_memo_is_the_build`` compares both)
-IDENT_MEMO = True
 _IDENT: dict[tuple, Lin] = {}
 
 
 def ident(nd: int, offs: tuple[int, ...] | None = None, rank: int | None = None,
           dims: tuple[int, ...] | None = None) -> Lin:
-    """Buffer index k = iteration dim dims[k] + offs[k] (dims default 0..rank-1)."""
-    if IDENT_MEMO and type(nd) is int and (offs is None or (type(offs) is tuple and all(
+    """Buffer index k = iteration dim dims[k] + offs[k] (dims default 0..rank-1). Plain-int
+    arguments are answered from a memo, a fresh list each time (``test_ident_memo_is_the_build``
+    compares it with the formula)."""
+    if type(nd) is int and (offs is None or (type(offs) is tuple and all(
             type(x) is int for x in offs))) and (rank is None or type(rank) is int) and (
             dims is None or (type(dims) is tuple and all(type(x) is int for x in dims))):
         key = (nd, offs, rank, dims)
@@ -466,45 +465,13 @@ class EmitterCore:
     def _predicted_order(self) -> list[Operation]:
         """The body in predicted-start order (a topological order of the token edges): buffers
         first, then instructions by ``pred_start`` (inherited from dependencies when absent), so
-        each DMA engine's queue and each unit's queue follow the timeline."""
-        if FAST_ORDER:
-            return _fast_order(self.ops)
-        allocs = [o for o in self.ops if isinstance(o, AllocOp)]
-        rest = [o for o in self.ops if not isinstance(o, AllocOp)]
-        index = {id(o): i for i, o in enumerate(rest)}
-        prio: dict[int, float] = {}
-        users: dict[int, list[Operation]] = {}
-        missing: dict[int, int] = {}
-        for o in rest:
-            deps = [v.owner for v in o.operands if id(v.owner) in index]
-            ps = o.attributes.get("pred_start")
-            t = float(ps.value.data) if ps is not None else max(
-                (prio[id(d)] for d in deps), default=0.0)
-            prio[id(o)] = t
-            missing[id(o)] = len(deps)
-            for d in deps:
-                users.setdefault(id(d), []).append(o)
-        # ties: transfers before unit instructions, so a load planned to start with the compute
-        # of the slot before it is placed while that slot is still live (hbsm-allocate then gives
-        # it other bytes: double buffering without a WAR wait)
-        rank = {id(o): 0 if isinstance(o, (DmaOp, CopyOp)) else 1 for o in rest}
-        heap = [(prio[id(o)], rank[id(o)], index[id(o)], o) for o in rest if missing[id(o)] == 0]
-        heapq.heapify(heap)
-        out: list[Operation] = []
-        while heap:
-            _, _, _, o = heapq.heappop(heap)
-            out.append(o)
-            for u in users.get(id(o), []):
-                missing[id(u)] -= 1
-                if missing[id(u)] == 0:
-                    heapq.heappush(heap, (prio[id(u)], rank[id(u)], index[id(u)], u))
-        assert len(out) == len(rest), "token edges form a cycle"
-        return allocs + out
+        each DMA engine's queue and each unit's queue follow the timeline. Ties: transfers
+        before unit instructions, so a load planned to start with the compute of the slot before
+        it is placed while that slot is still live (hbsm-allocate then gives it other bytes:
+        double buffering without a WAR wait); then the emitted position."""
+        return _fast_order(self.ops)
 
 
-#: :meth:`EmitterCore._predicted_order` by :func:`_fast_order`; False: the loop over xDSL's
-#: operand views (``test_emit_order`` compares both)
-FAST_ORDER = True
 _IS_ALLOC: dict[type, bool] = {}
 _IS_MOVE: dict[type, bool] = {}
 

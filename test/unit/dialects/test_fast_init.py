@@ -216,22 +216,23 @@ def _first_uses(values, op) -> list:
 
 
 @pytest.mark.parametrize("op", OPS, ids=lambda o: o.name)
-def test_operation_fields_are_operation_init(op, monkeypatch):
-    """``fast_init.OPERATION`` sets what ``Operation.__init__`` sets (the oracle, ``OPERATION =
-    False``): every op of the hand-written programs, and each again with its operand list
-    doubled (a value used twice: its uses must be linked in operand order)."""
+def test_operation_fields_are_operation_init(op):
+    """The builder sets what ``Operation.__init__`` sets (the oracle: xDSL's generic
+    ``IRDLOperation.__init__``, which calls it): every op of the hand-written programs, the whole
+    op state with identities (fields in order, uses and their links, results, dicts, the shared
+    location)."""
     kw = _args(op)
 
     def build(fast):
-        monkeypatch.setattr(fast_init, "OPERATION", fast)
-        b = _build(type(op), True, **kw)
+        b = _build(type(op), fast, **kw)
         return _state(b), _first_uses(list(dict.fromkeys(b._operands)), b)
     assert build(True) == build(False)
 
 
-def test_operation_fields_with_repeated_operands_and_defaults(monkeypatch):
+def test_operation_fields_with_repeated_operands_and_defaults():
     """Uses of a value given several times, and a class whose definition has default
-    properties and attributes (``IRDLOperation.__post_init__`` fills them in), both ways."""
+    properties and attributes (``IRDLOperation.__post_init__`` fills them in): the builder and
+    xDSL's generic build."""
     from xdsl.dialects.builtin import IntegerAttr, StringAttr, i64
     from xdsl.irdl import irdl_op_definition, opt_prop_def, prop_def, attr_def, result_def, \
         var_operand_def
@@ -253,9 +254,8 @@ def test_operation_fields_with_repeated_operands_and_defaults(monkeypatch):
     for cls, kwf in cases:
         got = {}
         for fast in (False, True):
-            monkeypatch.setattr(fast_init, "OPERATION", fast)
             t0, t1 = JoinOp([]).results[0], JoinOp([]).results[0]  # fresh values per side
-            b = _build(cls, True, **kwf(t0, t1))
+            b = _build(cls, fast, **kwf(t0, t1))
             got[fast] = (_state(b), _first_uses([t0, t1], b), str(b))
             for v in (t0, t1):  # the list stays doubly linked
                 u = v.first_use
@@ -272,7 +272,7 @@ def _DFLT_SEEN(cls) -> bool:  # noqa: N802 -- the defaults plan found for the te
 
 
 def test_i64_attr_is_the_generic_build():
-    """``twu.i64_attr`` (``FAST_I64``) against ``IntegerAttr(v, i64)``: equal, same hash, same
+    """``twu.i64_attr`` against ``IntegerAttr(v, i64)``: equal, same hash, same
     text and fields, at the ends of the range too; outside it (normalized or refused), and for
     a bool, the generic build's result or error."""
     import random as _random
@@ -300,14 +300,13 @@ def test_i64_attr_is_the_generic_build():
         assert run(lambda x, t: twu.i64_attr(x)) == run(IntegerAttr)
 
 
-def test_programs_is_the_walk(monkeypatch):
+def test_programs_is_the_walk():
     """``tpb_program.programs`` finds what ``[p for p in op.walk() if isinstance(p,
     ProgramOp)]`` finds, in the same order: programs at the top, nested in other ops' regions
     (several blocks), inside a program's stream, none."""
     from xdsl.dialects.builtin import ModuleOp
     from xdsl.ir import Block, Region
 
-    from m100.dialects import tpb_program
     from m100.dialects.tpb_program import ProgramOp, StreamOp, programs
 
     def prog(*ops):
@@ -319,10 +318,7 @@ def test_programs_is_the_walk(monkeypatch):
     cases = [ModuleOp([]), ModuleOp([JoinOp([])]), ModuleOp([prog(), inner, prog()]),
              two_blocks, ModuleOp([ModuleOp([two_blocks.clone(), nested])]), inner]
     for m in cases:
-        monkeypatch.setattr(tpb_program, "FAST_PROGRAMS", False)
-        want = programs(m)
-        assert want == [p for p in m.walk() if isinstance(p, ProgramOp)]
-        monkeypatch.setattr(tpb_program, "FAST_PROGRAMS", True)
+        want = [p for p in m.walk() if isinstance(p, ProgramOp)]  # the oracle: xDSL's walk
         got = programs(m)
         assert [id(p) for p in got] == [id(p) for p in want]
     assert len(programs(cases[4])) == 3 and len(programs(cases[2])) == 4

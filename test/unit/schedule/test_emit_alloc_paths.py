@@ -1,11 +1,13 @@
-"""The emitter's body order (``emit_core.FAST_ORDER``) and hbsm-allocate's scan
-(``hbsm_allocate.FAST_SCAN``) against the paths they replace.
+"""The emitter's body order (``emit_core._fast_order``), hbsm-allocate's scan and
+``emit_core.ident``'s memo against their definitions.
 
-Oracles: the old loops, kept behind the switches. The body order is compared on the op lists the
-emitter builds for real models, as emitted and with their predicted starts redrawn at random
-(ties, starts removed: the order falls back on the dependencies, or both raise); the scan by the
-buffers (names, TPBs, sizes, spans, units, predicted spans) and broadcast groups it hands the
-packer, and the final program bytes.
+Oracles, written here from the definitions with xDSL's plain accessors: the body order is a
+Kahn topological sort over the token edges keyed by (predicted start, inherited from the
+producers when absent; transfers first; position), compared on the op lists the emitter builds
+for real models, as emitted and with their predicted starts redrawn at random (ties, starts
+removed: the order falls back on the dependencies, or both raise); the scan by the per-buffer
+first / last instruction positions, users and predicted spans it hands the packer, found by a
+plain walk of each program; ``ident`` by its formula.
 """
 
 from __future__ import annotations
@@ -14,7 +16,6 @@ import hashlib
 import json
 import pathlib
 import random
-import types
 
 import pytest
 
@@ -40,13 +41,41 @@ def _compile(case):
 
 
 def _old_order(ops):
-    from m100.passes.schedule import emit_core
-    old = emit_core.FAST_ORDER
-    emit_core.FAST_ORDER = False
-    try:
-        return emit_core.EmitterCore._predicted_order(types.SimpleNamespace(ops=ops))
-    finally:
-        emit_core.FAST_ORDER = old
+    """The definition: buffers first, then the rest in a topological order of the token edges
+    (an operand made by another op of the list) by (predicted start -- the producers' latest
+    when the op has none --, transfers before unit instructions, position)."""
+    import heapq
+
+    from m100.dialects.hbsm import AllocOp
+    from m100.dialects.tpb import CopyOp, DmaOp
+    allocs = [o for o in ops if isinstance(o, AllocOp)]
+    rest = [o for o in ops if not isinstance(o, AllocOp)]
+    index = {id(o): i for i, o in enumerate(rest)}
+    prio: dict[int, float] = {}
+    users: dict[int, list] = {}
+    missing: dict[int, int] = {}
+    for o in rest:
+        deps = [v.owner for v in o.operands if id(v.owner) in index]
+        ps = o.attributes.get("pred_start")
+        t = float(ps.value.data) if ps is not None else max(
+            (prio[id(d)] for d in deps), default=0.0)
+        prio[id(o)] = t
+        missing[id(o)] = len(deps)
+        for d in deps:
+            users.setdefault(id(d), []).append(o)
+    rank = {id(o): 0 if isinstance(o, (DmaOp, CopyOp)) else 1 for o in rest}
+    heap = [(prio[id(o)], rank[id(o)], index[id(o)], o) for o in rest if missing[id(o)] == 0]
+    heapq.heapify(heap)
+    out: list = []
+    while heap:
+        _, _, _, o = heapq.heappop(heap)
+        out.append(o)
+        for u in users.get(id(o), []):
+            missing[id(u)] -= 1
+            if missing[id(u)] == 0:
+                heapq.heappush(heap, (prio[id(u)], rank[id(u)], index[id(u)], u))
+    assert len(out) == len(rest), "token edges form a cycle"
+    return allocs + out
 
 
 def _either(f, ops):
@@ -87,30 +116,76 @@ def test_emit_order_is_the_loop(case, monkeypatch):
     assert "ok" in kinds
 
 
+def _scan_by_definition(prog):
+    """Per buffer root (id of the ``hbsm.alloc`` / ``hbsm.fifo`` under any views): the first and
+    last position among the program's instructions (streams flattened) of an instruction using
+    it, those instructions, and its predicted span (``None`` if a use has no prediction)."""
+    from m100.dialects.hbsm import ViewOp
+    from m100.dialects.tpb import InstrOp, StreamOp
+    ops = []
+    for o in prog.body.ops:
+        ops.extend(o.body.ops if isinstance(o, StreamOp) else [o])
+    pos_of, n = {}, 0
+    for o in ops:
+        pos_of[id(o)] = n
+        n += isinstance(o, InstrOp)
+    uses: dict[int, list] = {}
+    for o in ops:
+        if not isinstance(o, InstrOp):
+            continue
+        for b in o.bufs:
+            r = b.owner
+            while isinstance(r, ViewOp):
+                r = r.source.owner
+            uses.setdefault(id(r), []).append(o)
+    first = {k: pos_of[id(u[0])] for k, u in uses.items()}
+    last = {k: pos_of[id(u[-1])] for k, u in uses.items()}
+    user = {k: u[0] for k, u in uses.items()}
+    last_user = {k: u[-1] for k, u in uses.items()}
+    pred = {}
+    for k, u in uses.items():
+        a = [(o.attributes.get("pred_start"), o.attributes.get("pred_end")) for o in u]
+        pred[k] = None if any(s is None or e is None for s, e in a) else (
+            min(s.value.data for s, _ in a), max(e.value.data for _, e in a))
+    return ops, pos_of, first, last, user, last_user, pred
+
+
 @pytest.mark.parametrize("case", ["convnet", "mlp", "llama_layer"])
-def test_hbsm_scan_is_the_loop(case, monkeypatch):
+def test_hbsm_scan_is_the_definition(case, monkeypatch):
+    """What hbsm-allocate's scan hands its packer (the op list, program positions, first / last
+    positions and users, predicted spans per buffer root) is what a plain walk finds."""
     from m100.passes.backend import hbsm_allocate
 
-    seen: dict[bool, list] = {}
-    orig = hbsm_allocate.allocate
+    seen = []
+    orig = hbsm_allocate.HbsmAllocate._pack
 
-    def spy(bufs, capacity, align, groups, **kw):
-        seen.setdefault(hbsm_allocate.FAST_SCAN, []).append((list(bufs), capacity, align,
-                                                             groups, kw))
-        return orig(bufs, capacity, align, groups, **kw)
-    monkeypatch.setattr(hbsm_allocate, "allocate", spy)
-    out = {}
-    for fast in (False, True):
-        monkeypatch.setattr(hbsm_allocate, "FAST_SCAN", fast)
-        out[fast] = _compile(case)
-    assert out[True] == out[False]
-    assert seen[True] == seen[False]
-    assert seen[True] and all(call[0] for call in seen[True])
+    def spy(self, prog, m, ops, pos_of, first, last, user, last_user, pred, kinds):
+        want = _scan_by_definition(prog)  # before _pack writes the offsets
+        got = (ops, pos_of, first, last, user, last_user, pred)
+        assert [id(o) for o in got[0]] == [id(o) for o in want[0]]
+        assert got[1:4] == want[1:4] and got[6] == want[6]
+        for g, w in zip(got[4:6], want[4:6]):
+            assert {k: id(v) for k, v in g.items()} == {k: id(v) for k, v in w.items()}
+        seen.append(len(first))
+        return orig(self, prog, m, ops, pos_of, first, last, user, last_user, pred, kinds)
+    monkeypatch.setattr(hbsm_allocate.HbsmAllocate, "_pack", spy)
+    _compile(case)
+    assert seen and all(seen)
 
 
-def test_ident_memo_is_the_build(monkeypatch):
-    """``emit_core.ident`` from its memo (``IDENT_MEMO``) equals a fresh build, element types
-    included, for plain and numpy offsets, ranks and dims; each answer is a list of its own."""
+def _ident_by_definition(nd, offs, rank, dims):
+    """Buffer index k = iteration dim ``dims[k]`` (default k) + ``offs[k]`` (default 0), as
+    (coefficients over the ``nd`` dims, constant) per buffer index."""
+    rank = nd if rank is None else rank
+    dims = tuple(range(rank)) if dims is None else dims
+    offs = offs or (0,) * rank
+    return [(tuple(1 if d == dims[k] else 0 for d in range(nd)), offs[k]) for k in range(rank)]
+
+
+def test_ident_memo_is_the_build():
+    """``emit_core.ident`` (a memo for plain-int arguments) equals its definition, element
+    types included, for plain and numpy offsets, ranks and dims; each answer is a list of its
+    own."""
     import numpy as np
 
     from m100.passes.schedule import emit_core
@@ -126,9 +201,7 @@ def test_ident_memo_is_the_build(monkeypatch):
                            (0,) * r))
         args.append((nd, offs, rank, dims))
     for a in args * 2:  # the second time from the memo
-        monkeypatch.setattr(emit_core, "IDENT_MEMO", False)
-        want = emit_core.ident(*a)
-        monkeypatch.setattr(emit_core, "IDENT_MEMO", True)
+        want = _ident_by_definition(*a)
         got = emit_core.ident(*a)
         assert got == want and [(type(k), [type(c) for c in cs]) for cs, k in got] == \
             [(type(k), [type(c) for c in cs]) for cs, k in want]

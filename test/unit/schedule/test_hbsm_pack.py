@@ -303,11 +303,35 @@ def _random_spans(rng, n, cap):
     return _reach([(rng.randrange(0, cap), rng.randrange(1, cap // 4)) for _ in range(n)])
 
 
+def _meets_def(at, reach, lo, hi) -> bool:
+    """Some span of ``_reach``'s ``(at, reach)`` meets bytes ``[lo, hi)``: one of them starts
+    below ``hi`` and (the largest end up to it) ends above ``lo`` -- a linear scan."""
+    return any(a < hi and r > lo for a, r in zip(at, reach))
+
+
+def _choose_by_definition(cands, live, other, high, size, capacity, align):
+    """The least key (grows the footprint, reuses another unit's bytes, offset) over every
+    aligned candidate that fits below the capacity and meets no live span."""
+    keys = []
+    for c in cands:
+        c = -(-c // align) * align
+        if c + size <= capacity and not _meets_def(*live, c, c + size):
+            keys.append((c + size > high, _meets_def(*other, c, c + size), c))
+    return min(keys)[2] if keys else None
+
+
+def _first_free_by_definition(cands, at, reach, size, capacity, align):
+    ok = [c for c in (-(-x // align) * align for x in cands)
+          if c + size <= capacity and not _meets_def(at, reach, c, c + size)]
+    return min(ok) if ok else None
+
+
 @pytest.mark.parametrize("seed", range(20))
-def test_inline_choice_is_the_calls(seed):
-    """``_choose_inline`` (``hbsm_pack.INLINE``) answers what ``_choose``'s loop of ``_align`` /
-    ``_meets`` calls answers: random candidates (aligned or not, past the capacity too), live
-    and other units' spans, footprints and alignments (1 to 48 bytes, not only powers of 2)."""
+def test_choice_is_the_definition(seed):
+    """``_choose`` (candidates in order, stopping early) and ``_first_free`` answer what their
+    definitions (the least key over all candidates; the lowest free one) answer: random
+    candidates (aligned or not, past the capacity too), live and other units' spans, footprints
+    and alignments (1 to 48 bytes, not only powers of 2)."""
     from m100.passes.backend import hbsm_pack as H
 
     rng = random.Random(seed)
@@ -320,31 +344,31 @@ def test_inline_choice_is_the_calls(seed):
         other = _random_spans(rng, rng.randrange(0, 12), cap)
         high, size = rng.randrange(0, cap + 1), rng.randrange(1, cap // 3)
         args = (cands, live, other, high, size, cap, align)
-        H.INLINE = False
-        try:
-            want = H._choose(*args)
-        finally:
-            H.INLINE = True
-        got = H._choose_inline(*args)
-        assert got == want, args
+        want = _choose_by_definition(*args)
+        assert H._choose(*args) == want, args
+        assert H._first_free(cands, *live, size, cap, align) == \
+            _first_free_by_definition(cands, *live, size, cap, align)
         if want is not None:  # which of the keys decided: both kinds must occur
-            found.add((want + size > high, H._meets(*other, want, want + size)))
+            found.add((want + size > high, _meets_def(*other, want, want + size)))
         else:
             found.add(None)
     assert len(found) >= 3
 
 
 @pytest.mark.parametrize("seed", range(30))
-def test_inline_packing_is_the_calls(seed, monkeypatch):
-    """Whole allocations (groups first or jointly, the loop or the columns) with ``INLINE`` on
-    and off: the same offsets or the same error, on random workloads whose sizes are not all
-    multiples of the alignment."""
+def test_packing_is_the_definitions(seed, monkeypatch):
+    """Whole allocations (groups first or jointly, the loop or the columns) with ``_choose`` /
+    ``_first_free`` and with their definitions: the same offsets or the same error, on random
+    workloads whose sizes are not all multiples of the alignment."""
     from m100.passes.backend import hbsm_pack as H
 
     rng = random.Random(seed)
     cap, align = 1 << 13, 32
     bufs, groups = _unit_workload(rng, seed, lambda: rng.randrange(1, cap // 8))
     monkeypatch.setattr(H, "VECTOR_MIN", rng.choice((0, 24, 10**9)))
+    kept = H._choose, H._first_free
 
-    _same_both_ways(lambda on: monkeypatch.setattr(H, "INLINE", on), bufs, cap, align, groups,
-                    largest_first=bool(seed % 3))
+    def switch(on):
+        monkeypatch.setattr(H, "_choose", kept[0] if on else _choose_by_definition)
+        monkeypatch.setattr(H, "_first_free", kept[1] if on else _first_free_by_definition)
+    _same_both_ways(switch, bufs, cap, align, groups, largest_first=bool(seed % 3))
