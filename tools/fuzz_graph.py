@@ -107,16 +107,19 @@ class _Builder:
         self.opset = 17
         self.ops: list[str] = []
 
-    def finish(self, name: str, out: str, out_type: int, ir_version: int) -> FuzzGraph:
-        """The model of the graph built so far: graph inputs typed by their values' dtypes, one
-        output ``out`` of ONNX element type ``out_type``, this builder's opset."""
+    def finish(self, name: str, out: str, out_type: int, ir_version: int,
+               extra: Sequence[tuple[str, int]] = ()) -> FuzzGraph:
+        """The model of the graph built so far: graph inputs typed by their values' dtypes, the
+        output ``out`` of ONNX element type ``out_type`` (then ``extra``'s (value, type): more
+        outputs), this builder's opset."""
         from onnx import helper
 
         graph = helper.make_graph(
             self.nodes, name,
             [helper.make_tensor_value_info(n, helper.np_dtype_to_tensor_dtype(v.dtype), list(v.shape))
              for n, v in self.inputs.items()],
-            [helper.make_tensor_value_info(out, out_type, list(self.shapes[out]))], self.inits)
+            [helper.make_tensor_value_info(o, t, list(self.shapes[o]))
+             for o, t in [(out, out_type), *extra]], self.inits)
         model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", self.opset)])
         model.ir_version = ir_version
         return FuzzGraph(model, dict(self.inputs), self.ops)
@@ -597,12 +600,37 @@ def _chain(b: _Builder, c: Choices, x: str, values: list[str], steps: int) -> st
 HEADS_BIG = ((128, 128), (128, 256), (16, 1024), (64, 512))
 
 
+def _prelude(b: _Builder, x: str, max_ops: int) -> list[str]:
+    """Up to ``max_ops`` random ops on ``x`` that keep its shape (an activation, a broadcast
+    binary op, a norm, a softmax, a residual); the values, ``x`` first, the last the result."""
+    c = b.c
+    values = [x]
+    for _ in range(c.int(0, max_ops)):
+        kind = c.pick(("unary", "binary", "layernorm", "softmax", "residual"))
+        y = _residual(b, x, values) if kind == "residual" else ANY_RANK[kind](b, x)
+        if y is not None and b.shapes[y] == b.shapes[x]:
+            x = y
+            values.append(x)
+    return values
+
+
 def random_heads_graph(c: Choices, max_ops: int = 2) -> FuzzGraph:
+    """The heads family: half its graphs the column parts (:func:`random_parts_graph`), half the
+    causal attention chain (:func:`m100.tools.fuzz_attention.random_attention_graph`: ``q_j @
+    kT_j`` with ``kT`` / ``v`` written by the program, the mask, softmax, ``@ v_j``, ``wo``).
+    The parts graph of a seed is ``random_parts_graph`` of the choices after the first."""
+    if c.pick(("parts", "attention")) == "attention":
+        from m100.tools.fuzz_attention import random_attention_graph
+        return random_attention_graph(c, max_ops)
+    return random_parts_graph(c, max_ops)
+
+
+def random_parts_graph(c: Choices, max_ops: int = 2) -> FuzzGraph:
     """A random model around the heads' pattern (:func:`_heads`): a dense ``[M, K]`` input (small,
     M = 1 often; or one of :data:`HEADS_BIG`), up to ``max_ops`` random steps that keep it, the
     heads block, up to ``max_ops`` random steps after (when its result has at most 4096
-    elements). A family of its own, so :func:`random_graph`'s seeds draw the same graphs as
-    before it."""
+    elements). (Session 24-25's ``random_heads_graph``: ``RandomChoices(i)`` draws the same
+    graphs as it did.)"""
     from onnx import TensorProto
 
     b = _Builder(c, seed=c.int(0, 2**16))
@@ -610,14 +638,8 @@ def random_heads_graph(c: Choices, max_ops: int = 2) -> FuzzGraph:
     big = c.pick((False, True))
     shape = c.pick(HEADS_BIG) if big else (c.pick((1, 1, 2, 4, 16)), c.pick((4, 16, 32, 64)))
     x = b.operand(shape, runtime=True)
-    values = [x]
-    for _ in range(c.int(0, max_ops)):  # ops that keep [M, K]
-        kind = c.pick(("unary", "binary", "layernorm", "softmax", "residual"))
-        y = _residual(b, x, values) if kind == "residual" else ANY_RANK[kind](b, x)
-        if y is not None and b.shapes[y] == b.shapes[x]:
-            x = y
-            values.append(x)
-    x = _heads(b, x, big)
+    values = _prelude(b, x, max_ops)
+    x = _heads(b, values[-1], big)
     values.append(x)
     if math.prod(b.shapes[x]) <= 4096:
         x = _chain(b, c, x, values, c.int(0, max_ops))

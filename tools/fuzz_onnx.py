@@ -117,7 +117,9 @@ def differential(fg: FuzzGraph, machines: Sequence[str] = ("tiny", "m100"), *,
         if res.reports:
             out.append(Outcome("fail", mach, "interpreter: " + "; ".join(map(str, res.reports[:3]))))
             continue
-        got = list(res.outputs.values())
+        got = [res.outputs[o.name] for o in fg.model.graph.output] \
+            if all(o.name in res.outputs for o in fg.model.graph.output) else \
+            list(res.outputs.values())  # (an output the program renamed: in program order)
         bad, worst = compare_outputs(got, want, rtol, atol)
         note = ""
         if bad and (any(np.asarray(w).dtype.kind == "f" for w in want) or

@@ -18,7 +18,10 @@ wrong number:
   (int8 output: compared bit for bit, so a lost 16-bit rounding fails: ``test_half_roundings``);
   ``silu`` of it (gate's epilogue); the SiLU-gated MLP ``silu(g) * u`` (either operand order of
   each ``Mul``) ending in its int8 ``QuantizeLinear`` (f32 only, bit for bit), or going on through
-  the down projection and a residual ``Add`` (a ``T`` output).
+  the down projection and a residual ``Add`` (a ``T`` output);
+* a third of the graphs: the prefill heads' causal attention chain in W8A8
+  (:mod:`m100.tools.fuzz_attention`: the q / k / v projections, ``q_j @ kT_j`` with ``kT`` / ``v``
+  written by the program, mask, softmax, ``@ v_j``, the heads quantized, ``wo``).
 
 f16 ``Sigmoid`` is not one value: onnxruntime computes it in f32 and rounds once, ONNX's reference
 evaluator computes ``exp(x) / (1 + exp(x))`` in f16 for ``x < 0``, the compiled program what
@@ -105,6 +108,8 @@ def random_quant_graph(c: Choices, max_ops: int = 4) -> FuzzGraph:
     accepted for the fuzzer's interface; the chains have their own lengths."""
     dt = np.dtype(c.pick(("float16", "float32")))
     b = _Quant(c, seed=c.int(0, 2**16), dt=dt)
+    if c.pick((False, False, True)):  # the prefill heads' causal attention chain
+        return _attention(b)
     m, k = c.pick(ROWS), c.pick(DIMS)
     x = b.value((b.rng.standard_normal((m, k)) * 2).astype(dt), runtime=True, hint="x")
     sx = c.pick((1 / 32, 1 / 16, 0.037))
@@ -130,3 +135,18 @@ def random_quant_graph(c: Choices, max_ops: int = 4) -> FuzzGraph:
             d = _projection(b, y, k, sm)
             y = b.op("Add", [x, d] if c.pick((True, False)) else [d, x], (m, k), _elem(dt))
     return b.finish("fuzz_quant", y, b.types[y], 10)
+
+
+def _attention(b: _Quant) -> FuzzGraph:
+    """The W8A8 causal attention chain (:func:`m100.tools.fuzz_attention.quant_attention`): ``x``
+    ``[M, K]`` of the model type, ``K`` the chain's width mostly; outputs its result and, when
+    drawn, ``kT`` / ``v``."""
+    from m100.tools.fuzz_attention import draw_shape, quant_attention
+
+    c = b.c
+    s = draw_shape(c)
+    k = c.pick((s.width, s.width, 32, 128))
+    x = b.value((b.rng.standard_normal((s.rows, k)) * 2).astype(b.dt), runtime=True, hint="x")
+    y, extra = quant_attention(b, x, s, c.pick((1 / 32, 1 / 16, 0.037)))
+    return b.finish("fuzz_quant_attention", y, b.types[y], 10,
+                    extra=[(e, b.types[e]) for e in extra])

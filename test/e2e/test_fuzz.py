@@ -19,11 +19,14 @@ W8A8 chains (``m100.tools.fuzz_quant.random_quant_graph``: quantized projections
 ``silu(g) * u`` and its int8 quantize, the down projection; M = 1, run-time weights; f16 and
 f32) are compared with the output type's tolerance, int8 outputs bit-exactly.
 
-The heads family (``m100.tools.fuzz_graph.random_heads_graph``): a projection's output cut into
-column parts (Slice / Split on the last axis), each read by its own MatMul (left or right
-operand, run-time weights), the results side by side or added -- the prefill heads' reads of the
-V projection (column views; on ``m100`` the large inputs build its stores late:
-``build_segments.LATE_READ_STORES``), with the float tolerance.
+The heads family (``m100.tools.fuzz_graph.random_heads_graph``), half its graphs each: a
+projection's output cut into column parts (``random_parts_graph``: Slice / Split on the last
+axis), each read by its own MatMul (left or right operand, run-time weights), the results side by
+side or added -- the prefill heads' reads of the V projection (column views; on ``m100`` the
+large inputs build its stores late: ``build_segments.LATE_READ_STORES``); and the causal
+attention chain (``m100.tools.fuzz_attention``: 4-8 heads sharing TPBs, ``q_j @ kT_j`` with
+``kT`` / ``v`` written by the program, mask, softmax, ``@ v_j``, ``wo``), with the float
+tolerance. The quant family draws that chain in W8A8 in a third of its graphs.
 
 Budgets: the default run draws a few graphs of each family (about 40-60 s CPU); the slow tier draws
 500 float and 300 integer graphs.
@@ -42,7 +45,7 @@ from hypothesis import HealthCheck, given, seed, settings
 from hypothesis import strategies as st
 
 from m100.tools.fuzz_int import random_int_graph
-from m100.tools.fuzz_graph import HypothesisChoices, random_graph, random_heads_graph
+from m100.tools.fuzz_graph import HypothesisChoices, random_graph, random_heads_graph, random_parts_graph
 from m100.tools.compare import F16_TOL
 from m100.tools.fuzz_onnx import Campaign, differential, f16_graph, save_failure, tolerance
 from m100.tools.fuzz_quant import random_quant_graph
@@ -187,16 +190,16 @@ def test_generator_is_deterministic_and_valid():
         assert ops[op] > 0, (op, ops)
 
 
-def test_heads_generator_is_deterministic_and_valid():
-    """The heads family alone (no compile): seeded graphs are reproducible, pass the ONNX
-    checker, and draw every form: Slice and Split parts, widths that are column views (a
+def test_parts_generator_is_deterministic_and_valid():
+    """The heads family's column parts alone (no compile): seeded graphs are reproducible, pass
+    the ONNX checker, and draw every form: Slice and Split parts, widths that are column views (a
     multiple of 16 f32 columns, more than one row) and not, the part as the left and as the
     right MatMul operand, run-time weights, results concatenated and added, M = 1, the large
     inputs."""
     from m100.tools.fuzz_graph import HEADS_BIG
 
     forms: collections.Counter = collections.Counter()
-    for a in _seeded_graphs(random_heads_graph, 120):
+    for a in _seeded_graphs(random_parts_graph, 120):
         g = a.model.graph
         shapes = {n: list(v.shape) for n, v in a.inputs.items()}
         x = shapes[g.input[0].name]
@@ -218,6 +221,64 @@ def test_heads_generator_is_deterministic_and_valid():
         forms["concat"] += any(n.op_type == "Concat" for n in g.node)
     assert all(forms[k] > 0 for k in ("M=1", "big", "split", "slice", "runtime Wv", "left",
                                       "right", "cview", "concat")), forms
+
+
+def _attention_forms(a, forms: collections.Counter) -> None:
+    """Count the attention chain's forms in the graph ``a`` (float or W8A8) into ``forms``."""
+    g = a.model.graph
+    ops = collections.Counter(n.op_type for n in g.node)
+    x = next(iter(a.inputs.values())).shape
+    producer = {o: n for n in g.node for o in n.output}
+    heads = 0
+    for n in g.node:  # a head: Softmax(...(q_j @ kT_j)) (not a softmax before the projections)
+        src = producer.get(n.input[0]) if n.op_type == "Softmax" else None
+        while src is not None and src.op_type in ("Add", "Mul", "Div"):  # the mask, the scale
+            src = next((producer[i] for i in src.input if i in producer), None)
+        if src is None or src.op_type not in ("MatMul", "Gemm") or src.input[0] not in producer:
+            continue
+        heads += 1
+        kt = producer.get(src.input[1])
+        assert kt is not None, "the head's B operand is not written by the program"
+        forms["B written by the program"] += 1
+        forms[f"B {kt.op_type}"] += 1
+    assert 4 <= heads <= 8, a.describe()
+    forms["M=1"] += x[0] == 1
+    forms["M>=16"] += x[0] >= 16
+    forms["gemm transB"] += ops["Gemm"] > 0
+    forms["mask"] += any(t.name.startswith("mask") for t in g.initializer)
+    forms["kT/v outputs"] += len(g.output) > 1
+    forms["runtime W"] += any(v.ndim == 2 and v.shape[0] > 1 and k != g.input[0].name
+                              for k, v in a.inputs.items())
+    forms["split"] += ops["Split"] > 0
+    forms["quantized heads"] += ops["QuantizeLinear"] > 2
+    forms["GQA"] += len({n.input[1] for n in g.node if n.op_type == "MatMul" and
+                         producer.get(n.input[0]) is not None and
+                         producer[n.input[0]].op_type == "Softmax"}) < heads
+
+
+def test_attention_generator_is_deterministic_and_valid():
+    """The causal attention chain (no compile), float (the heads family's attention half) and
+    W8A8 (the quant family's third): reproducible, valid ONNX, 4-8 heads each a ``Softmax`` of
+    ``q_j @ kT_j`` (``MatMul`` or ``Gemm(transB=1)``) whose B operand a node of the graph writes
+    (a ``Transpose`` / ``Slice`` / ``Reshape`` of the projection: never an input or an
+    initializer), and every form drawn: ``M = 1`` and 16+ rows, the mask, GQA, ``kT`` / ``v``
+    outputs, run-time weights, Split parts, W8A8 heads quantized one by one."""
+    from m100.tools.fuzz_attention import random_attention_graph
+    from m100.tools.fuzz_graph import RandomChoices
+
+    for gen, n in ((random_attention_graph, 60), (random_quant_graph, 150)):
+        forms: collections.Counter = collections.Counter()
+        for a in _seeded_graphs(gen, n):
+            if "Softmax" in a.ops:  # (the quant family's other forms have none)
+                _attention_forms(a, forms)
+        want = ["M=1", "M>=16", "gemm transB", "mask", "kT/v outputs", "runtime W", "split",
+                "GQA", "B Transpose", "B Reshape", "B Slice"]
+        if gen is random_quant_graph:
+            want.append("quantized heads")
+        assert all(forms[k] > 0 for k in want), forms
+    heads = collections.Counter(random_heads_graph(RandomChoices(i)).model.graph.name
+                                for i in range(40))
+    assert heads["fuzz_attention"] and heads["fuzz_heads"], heads
 
 
 def _reader_rounds(pl) -> tuple[int, int]:
@@ -251,7 +312,7 @@ def test_heads_family_reaches_the_late_read_stores(machine, i, rounds, monkeypat
     onnxruntime (session 25, the campaign's 120 graphs x tiny/m100: 34 of the 35 compiles that
     build late stores have such rounds; the switch changes 31 plans, 26 programs). If the
     generator changes and a seed no longer builds late stores in rounds, pick another
-    (``random_heads_graph(RandomChoices(i))``, the plan's ``timeline.late_reads``,
+    (``random_parts_graph(RandomChoices(i))``, the plan's ``timeline.late_reads``,
     :func:`_reader_rounds`)."""
     from m100.passes.schedule import build_segments, m100_schedule
     from m100.tools.fuzz_graph import RandomChoices
@@ -266,7 +327,7 @@ def test_heads_family_reaches_the_late_read_stores(machine, i, rounds, monkeypat
         return seen[-1]
 
     monkeypatch.setattr(m100_schedule, "schedule", spy)
-    fg = random_heads_graph(RandomChoices(i))
+    fg = random_parts_graph(RandomChoices(i))
     outs = differential(fg, (machine,), **tolerance(fg))
     assert [o.status for o in outs] == ["pass"], [o.detail for o in outs]
     late = [pl for pl in seen if pl.timeline.late_reads]

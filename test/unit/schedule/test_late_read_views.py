@@ -31,7 +31,7 @@ from m100.passes.schedule import m100_schedule
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from test_late_read_stores import view_loads  # noqa: E402
 
-SEED = 1  # random_heads_graph(RandomChoices(SEED)): view ops before the stores they need
+SEED = 1  # random_parts_graph(RandomChoices(SEED)): view ops before the stores they need
 
 
 def _ancestors(op) -> set[int]:
@@ -80,7 +80,7 @@ def _check(em, pl, prog) -> tuple[int, int]:
 @pytest.mark.parametrize("machine", ["m100", "tiny"])
 def test_views_before_their_late_stores(machine, monkeypatch, placements):
     from m100.passes.schedule.emit import Emitter
-    from m100.tools.fuzz_graph import random_heads_graph, RandomChoices
+    from m100.tools.fuzz_graph import random_parts_graph, RandomChoices
     from m100.tools.fuzz_onnx import differential, tolerance
 
     ems = []
@@ -92,7 +92,7 @@ def test_views_before_their_late_stores(machine, monkeypatch, placements):
         return prog
 
     monkeypatch.setattr(m100_schedule, "emit_program", spy)
-    fg = random_heads_graph(RandomChoices(SEED))
+    fg = random_parts_graph(RandomChoices(SEED))
     outs = differential(fg, (machine,), **tolerance(fg))
     assert [o.status for o in outs] == ["pass"], [o.detail for o in outs]
     late = [(em, pl, prog) for em, pl, prog in ems if pl.timeline.late_reads]
