@@ -20,8 +20,11 @@ subgraphs in f32 with casts of its own.
 
 W8A8 chains (``--family quant``, :mod:`m100.tools.fuzz_quant`): the LLM's quantized projections,
 SiLU gate and ``silu(g) * u`` quantize at ``M = 1`` and up, with run-time weights.
-The heads' column parts (``--family heads``, :func:`~m100.tools.fuzz_graph.random_heads_graph`):
-a projection's output sliced on the last axis, each part read by its own MatMul.
+The heads (``--family heads``, :func:`~m100.tools.fuzz_graph.random_heads_graph`): a projection's
+output sliced on the last axis, each part read by its own MatMul; or the causal attention chain
+(:mod:`m100.tools.fuzz_attention`: ``q_j @ kT_j`` with ``kT`` / ``v`` written by the program,
+4-8 heads sharing TPBs, mask, softmax, ``@ v_j``, ``wo``), which ``--family attention`` and
+``--family quant-attention`` (its W8A8 form, a third of the quant family's graphs) draw alone.
 
 Two oracles: onnxruntime first; where its outputs (float, or integer outputs of a graph with
 float inputs: a quantize after float arithmetic) are off ONNX's own numpy reference
@@ -37,6 +40,7 @@ CLI (a seeded campaign, prints the op mix, refusal reasons and failures; writes 
     python -m m100.tools.fuzz_onnx --family f16 --count 200
     python -m m100.tools.fuzz_onnx --family quant --count 200
     python -m m100.tools.fuzz_onnx --family heads --count 200
+    python -m m100.tools.fuzz_onnx --family quant-attention --count 60   # (or attention: float)
 """
 
 from __future__ import annotations
@@ -120,25 +124,25 @@ def differential(fg: FuzzGraph, machines: Sequence[str] = ("tiny", "m100"), *,
         got = [res.outputs[o.name] for o in fg.model.graph.output] \
             if all(o.name in res.outputs for o in fg.model.graph.output) else \
             list(res.outputs.values())  # (an output the program renamed: in program order)
-        bad, worst = compare_outputs(got, want, rtol, atol)
+        bad, worst = compare_outputs(got, want, rtol, atol, fg.slack)
         note = ""
         if bad and (any(np.asarray(w).dtype.kind == "f" for w in want) or
                     any(np.asarray(v).dtype.kind == "f" for v in feeds)):
             # two oracles: where onnxruntime is off the ONNX definition itself, the definition
             # (ONNX's numpy reference evaluator) decides (see :func:`definition_run`)
-            ref = definition_run(fg.model, feeds, want, rtol, atol)
+            ref = definition_run(fg.model, feeds, want, rtol, atol, fg.slack)
             if ref is not None:
-                bad, worst = compare_outputs(got, ref, rtol, atol)
+                bad, worst = compare_outputs(got, ref, rtol, atol, fg.slack)
                 note = "onnxruntime off the ONNX definition; compared with onnx.reference"
         out.append(Outcome("fail" if bad else "pass", mach, "; ".join(bad) or note, worst))
     return out
 
 
-def compare_outputs(got: Sequence, want: Sequence, rtol: float = RTOL, atol: float = ATOL
-                    ) -> tuple[list[str], float]:
+def compare_outputs(got: Sequence, want: Sequence, rtol: float = RTOL, atol: float = ATOL,
+                    slack: float = 0.0) -> tuple[list[str], float]:
     """The differences of ``got`` from ``want`` (one line per output that differs: integers and
     bools bit-exact in the ONNX output type, floats within ``atol * max(1, max|want|) + rtol *
-    |want|`` where ``want`` is finite; a non-finite ``want`` element (the definition overflows:
+    |want| + slack`` (``FuzzGraph.slack``) where ``want`` is finite; a non-finite ``want`` element (the definition overflows:
     ``x * 2e4`` in f16, then ``fmod(inf, w)``) must be the same class in ``got`` -- NaN, or the
     same infinity -- and any other non-finite ``got`` fails) and the largest float difference."""
     from m100.tools.onnx_backend import _as_onnx_dtype
@@ -164,7 +168,7 @@ def compare_outputs(got: Sequence, want: Sequence, rtol: float = RTOL, atol: flo
         # non-finite where the definition is: the same class (NaN == NaN, inf == inf of its sign)
         odd = int((~fin & ~((np.isnan(w) & np.isnan(g)) | (g == w))).sum())
         wf, gf = w[fin], g[fin]
-        tol = atol * max(1.0, float(np.abs(wf).max(initial=0.0))) + rtol * np.abs(wf)
+        tol = atol * max(1.0, float(np.abs(wf).max(initial=0.0))) + rtol * np.abs(wf) + slack
         d = np.abs(gf - wf)
         worst = max(worst, float(d.max(initial=0.0)))
         if odd or not np.isfinite(gf).all() or (d > tol).any():
@@ -175,7 +179,7 @@ def compare_outputs(got: Sequence, want: Sequence, rtol: float = RTOL, atol: flo
 
 
 def definition_run(model, feeds: Sequence[np.ndarray], ort_out: Sequence, rtol: float = RTOL,
-                   atol: float = ATOL) -> list[np.ndarray] | None:
+                   atol: float = ATOL, slack: float = 0.0) -> list[np.ndarray] | None:
     """The outputs of ONNX's numpy reference evaluator (every node computed and rounded in its
     own output type, as the operator definitions say) when onnxruntime's ``ort_out`` is off them
     by more than the tolerance, else None (no dispute: onnxruntime stays the oracle).
@@ -191,7 +195,7 @@ def definition_run(model, feeds: Sequence[np.ndarray], ort_out: Sequence, rtol: 
         ref = list(ReferenceEvaluator(model).run(None, dict(zip(names, feeds, strict=True))))
     except Exception:  # noqa: BLE001 - an op the evaluator lacks: no second opinion
         return None
-    dispute, _ = compare_outputs(ref, ort_out, rtol, atol)
+    dispute, _ = compare_outputs(ref, ort_out, rtol, atol, slack)
     return ref if dispute else None
 
 
@@ -287,21 +291,25 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--machines", default="tiny,m100")
     ap.add_argument("--max-ops", type=int, default=4)
-    ap.add_argument("--family", choices=("float", "int", "f16", "quant", "heads"),
+    ap.add_argument("--family", choices=("float", "int", "f16", "quant", "heads", "attention",
+                                         "quant-attention"),
                     default="float",
                     help="float graphs (tolerance), integer graphs (exact; m100.tools.fuzz_int), "
                          "the float graphs in f16 (the f16 tolerance), W8A8 chains "
-                         "(m100.tools.fuzz_quant) or the heads' column parts "
-                         "(fuzz_graph.random_heads_graph; float tolerance)")
+                         "(m100.tools.fuzz_quant), the heads' column parts and causal attention "
+                         "chains (fuzz_graph.random_heads_graph; float tolerance), or the "
+                         "attention chains alone: float, W8A8 (m100.tools.fuzz_attention)")
     ap.add_argument("--out", default="out/fuzz", help="failing models are written here")
     a = ap.parse_args(argv)
     camp = Campaign()
     for i in range(a.count):
+        from m100.tools.fuzz_attention import random_attention_graph
         from m100.tools.fuzz_int import random_int_graph
-        from m100.tools.fuzz_quant import random_quant_graph
+        from m100.tools.fuzz_quant import random_quant_attention_graph, random_quant_graph
 
         gen = {"int": random_int_graph, "quant": random_quant_graph,
-               "heads": random_heads_graph}.get(a.family, random_graph)
+               "heads": random_heads_graph, "attention": random_attention_graph,
+               "quant-attention": random_quant_attention_graph}.get(a.family, random_graph)
         fg = gen(RandomChoices(a.seed * 1_000_003 + i), a.max_ops)
         if a.family == "f16":
             fg = f16_graph(fg)

@@ -52,6 +52,7 @@ class _Quant(_Builder):
         self.dt = dt
         self.opset = 21  # QuantizeLinear with a float16 scale
         self.types: dict[str, int] = {}
+        self.dq: dict[str, np.ndarray] = {}  # a projection's result -> its dequantization scale
 
     def value(self, arr: np.ndarray, runtime: bool | None = None, hint: str = "w") -> str:
         n = self.array(arr, runtime, hint)
@@ -84,13 +85,15 @@ def _projection(b: _Quant, xq: str, n: int, sx: float) -> str:
     w = b.value(b.rng.integers(-127, 128, (k, n)).astype(np.int8))
     per_channel = b.c.pick((True, True, False))
     sw = (np.abs(b.rng.standard_normal(n if per_channel else ())) * 0.5 + 0.5) / (73.6 * np.sqrt(k))
-    dq = b.value(np.asarray(sx * sw, np.float32), hint="dq")
+    dqv = np.asarray(sx * sw, np.float32)
+    dq = b.value(dqv, hint="dq")
     acc = b.op("MatMulInteger", [xq, w], (m, n), TensorProto.INT32)
     f = b.op("Cast", [acc], (m, n), TensorProto.FLOAT, to=TensorProto.FLOAT)
     y = b.op("Mul", [f, dq] if b.c.pick((True, False)) else [dq, f], (m, n), TensorProto.FLOAT)
-    if b.dt == np.float32:
-        return y
-    return b.op("Cast", [y], (m, n), _elem(b.dt), to=_elem(b.dt))
+    if b.dt != np.float32:
+        y = b.op("Cast", [y], (m, n), _elem(b.dt), to=_elem(b.dt))
+    b.dq[y] = dqv
+    return y
 
 
 def _mul(b: _Quant, p: str, q: str) -> str:
@@ -135,6 +138,14 @@ def random_quant_graph(c: Choices, max_ops: int = 4) -> FuzzGraph:
             d = _projection(b, y, k, sm)
             y = b.op("Add", [x, d] if c.pick((True, False)) else [d, x], (m, k), _elem(dt))
     return b.finish("fuzz_quant", y, b.types[y], 10)
+
+
+def random_quant_attention_graph(c: Choices, max_ops: int = 4) -> FuzzGraph:
+    """The quant family's attention form alone (``--family quant-attention``): the model type
+    (f16 or f32) and the W8A8 causal attention chain (:func:`_attention`). ``max_ops``: the
+    fuzzer's interface (unused)."""
+    dt = np.dtype(c.pick(("float16", "float32")))
+    return _attention(_Quant(c, seed=c.int(0, 2**16), dt=dt))
 
 
 def _attention(b: _Quant) -> FuzzGraph:
