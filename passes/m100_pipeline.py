@@ -135,12 +135,14 @@ class M100Pipeline(ModulePass):
     def run(self, ctx: Context, op: ModuleOp, timings: dict[str, float] | None = None,
             cpu_timings: dict[str, float] | None = None,
             certificates: list[dict] | None = None,
-            stage_end: Callable[[], None] | None = None) -> None:
+            stage_end: Callable[[], None] | None = None,
+            dataflows: list[dict] | None = None) -> None:
         """:meth:`apply`, recording the wall seconds of each stage in ``timings``, its CPU
         seconds (this process) in ``cpu_timings`` and appending the sync certificate of each
         program to ``certificates`` (in memory, no file) when given; ``stage_end`` is called at
         the end of each stage but the last, inside its timings (the driver's per-stage garbage
-        collection, ``driver.compile_gc``)."""
+        collection, ``driver.compile_gc``); ``dataflows``: the dataflow certificate of each
+        program is appended (``sync_insert/dataflow.py``)."""
         if self.sync_mode not in SYNC_MODES:
             raise PipelineError(f"m100-pipeline: unknown sync-mode '{self.sync_mode}' "
                                 f"(known: {', '.join(SYNC_MODES)})")
@@ -153,11 +155,12 @@ class M100Pipeline(ModulePass):
                                 "pipeline starts from linalg on tensors (frontend output)")
         from m100.passes.schedule.shared_costs import carried
         with carried():  # a retry's search answers its candidates from the first one's builds
-            self._stages(ctx, op, timings, cpu_timings, certificates, stage_end)
+            self._stages(ctx, op, timings, cpu_timings, certificates, stage_end, dataflows)
 
     def _stages(self, ctx: Context, op: ModuleOp, timings: dict[str, float] | None,
                 cpu_timings: dict[str, float] | None, certificates: list[dict] | None,
-                stage_end: Callable[[], None] | None) -> None:
+                stage_end: Callable[[], None] | None, dataflows: list[dict] | None = None
+                ) -> None:
         from dataclasses import replace
 
         from m100.passes.backend.hbsm_pack import HbsmOverflow
@@ -196,6 +199,8 @@ class M100Pipeline(ModulePass):
                 cpu_timings[stage.name] = time.process_time() - c0
             if certificates is not None and stage.name == "sync-insert":
                 certificates.extend(getattr(stage, "certificates", []))
+            if dataflows is not None and stage.name == "sync-insert":
+                dataflows.extend(getattr(stage, "dataflows", []))
         progs = [o for o in op.walk() if o.name == "tpb.program"]
         if len(progs) != 1:
             raise PipelineError(f"m100-pipeline: expected one tpb.program after the lowering, "

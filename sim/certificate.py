@@ -195,6 +195,7 @@ class HappensBefore:
                 if indeg[w] == 0:
                     q.append(w)
         self.acyclic = len(order) == nn
+        self.order = order  # a topological order of the nodes (the dataflow check's replay)
         if not self.acyclic:
             stuck = sorted({v // 2 for v in np.flatnonzero(indeg > 0)})
             idx = np.searchsorted(self.off, stuck, side="right") - 1

@@ -54,6 +54,8 @@ class CompileResult:
     # CPU seconds per stage (same keys as ``timings``); "frontend" includes the torch-mlir worker
     cpu_timings: dict[str, float] = field(default_factory=dict)
     machine: Any = None  # the Machine compiled for
+    # the dataflow certificate (``sync_insert/dataflow.py``; checked by ``m100.sim.dataflow``)
+    dataflow: dict | None = None
 
     @property
     def num_instructions(self) -> int:
@@ -272,13 +274,15 @@ def _compile(src, machine, tpbs, sync_mode, *, clusters, strategy, seed,
     cpu["frontend"] = time.process_time() - c0 + _Worker.total_cpu_s - w0
     source = module.clone()
     certs: list[dict] = []
+    dfs: list[dict] = []
     # verify once at the end (each verification of a ResNet-18 program is ~1.3 CPU-s);
     # ``m100-opt -p m100-pipeline`` verifies after every stage and names the one that broke it
     M100Pipeline(machine=machine, tpbs=tpbs, clusters=clusters, strategy=strategy,
                  sync_mode=sync_mode, seed=seed, report=verbose,
                  prefetch_shares=",".join(str(v) for v in prefetch_shares),
                  pack_largest_first=pack_largest_first, tail_prefetch=tail_prefetch,
-                 verify="end").run(ctx, module, timings, cpu, certs, stage_end=stage_end)
+                 verify="end").run(ctx, module, timings, cpu, certs, stage_end=stage_end,
+                                   dataflows=dfs)
     cert = certs[0]
     t0, c0 = time.perf_counter(), time.process_time()
     program = module_to_program(module)
@@ -305,7 +309,7 @@ def _compile(src, machine, tpbs, sync_mode, *, clusters, strategy, seed,
         lift_shape_only_weights(lifted)
         program.metadata[WEIGHTS_KEY] = weights_metadata(lifted)
     cr = CompileResult(program, cert, "", timings, module, in_names, out_names, source, model,
-                       cpu, m)
+                       cpu, m, dfs[0] if dfs else None)
     cr.report = _report(cr, m)
     return cr
 
@@ -338,6 +342,19 @@ def write_certificate(cert: dict, path) -> None:
 
 def certificate_path(program_path) -> Path:
     return Path(f"{os.fspath(program_path)}.cert.json")
+
+
+def dataflow_path(program_path) -> Path:
+    return Path(f"{os.fspath(program_path)}.dataflow.json")
+
+
+def check_dataflow(cr: CompileResult) -> list[str]:
+    """The problems of ``cr``'s dataflow certificate (``m100.sim.dataflow``: every read reads
+    the tensor the compiler meant), each ``dataflow: ...``; none without a certificate."""
+    if cr.dataflow is None:
+        return []
+    from m100.sim.dataflow import verify
+    return [f"dataflow: {p}" for p in verify(cr.program, cr.dataflow, machine=cr.machine)]
 
 
 # --- check -----------------------------------------------------------------------------------------
@@ -439,6 +456,7 @@ def check_compiled(cr: CompileResult, *, seed: int = 0, rtol: float = 1e-3, atol
         from m100.sim.certificate import verify
         problems += [f"certificate: {p}"
                      for p in verify(cr.program, cr.certificate, machine=cr.machine)]
+        problems += check_dataflow(cr)
     errors = []
     if not any(r.kind in ("deadlock", "fault") for r in res.reports):
         if len(want) != len(cr.output_names):
@@ -459,4 +477,5 @@ __all__ = ["CheckResult", "CompileResult", "DriverError", "F16_TOL", "LSB_PASS_P
            "META_OUTPUTS", "META_STRINGS", "OutputError", "SYNC_MODES", "as_program_input", "check",
            "check_compiled", "compare", "compile", "compile_gc", "input_specs", "intern_strings",
            "load_model", "oracle_outputs", "output_lsb", "profile_report", "random_inputs", "run",
-           "symbol_inputs", "validate_inputs", "write_certificate", "certificate_path"]
+           "symbol_inputs", "validate_inputs", "write_certificate", "certificate_path",
+           "check_dataflow", "dataflow_path"]

@@ -121,6 +121,10 @@ def differential(fg: FuzzGraph, machines: Sequence[str] = ("tiny", "m100"), *,
         if res.reports:
             out.append(Outcome("fail", mach, "interpreter: " + "; ".join(map(str, res.reports[:3]))))
             continue
+        flow = driver.check_dataflow(cr)  # every read reads the tensor the compiler meant
+        if flow:
+            out.append(Outcome("fail", mach, "; ".join(flow[:3])))
+            continue
         got = [res.outputs[o.name] for o in fg.model.graph.output] \
             if all(o.name in res.outputs for o in fg.model.graph.output) else \
             list(res.outputs.values())  # (an output the program renamed: in program order)

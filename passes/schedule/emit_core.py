@@ -16,7 +16,8 @@ from xdsl.dialects.builtin import BFloat16Type, Float16Type, Float32Type, Intege
 from xdsl.ir import Operation, SSAValue
 from xdsl.ir.affine import AffineExpr, AffineMap
 
-from m100.dialects.hbsm import AllocOp, BufferType
+from m100.dialects.hbsm import AllocOp, BufferType, ViewOp
+from m100.passes.backend.sync_insert.dataflow import NAMES as BUFFER_NAMES
 from m100.dialects.sync import JoinOp
 from m100.dialects.tpb import CopyOp, DmaOp, ProgramOp, SegmentOp, SymbolOp
 from m100.dialects.twu import AccessAttr, i64_attr
@@ -45,6 +46,18 @@ def const_bytes(arr: np.ndarray, dtype: str) -> bytes:
         from m100.targets.m100.numerics import to_bytes
         return to_bytes(np.asarray(arr, np.float32), DType.BF16).tobytes()
     return np.ascontiguousarray(np.asarray(arr).astype(_NP[dtype])).tobytes()
+
+#: the slots an instruction writes: their buffers are named after the plan task's tensor in
+#: the dataflow certificate's messages (``BUFFER_NAMES``)
+_WRITTEN_SLOTS = frozenset(("dst", "c", "out", "y"))
+
+
+def _buffer_root(v: SSAValue) -> Operation:
+    o = v.owner
+    while isinstance(o, ViewOp):
+        o = o.source.owner
+    return o
+
 
 Lin = list[tuple[tuple[int, ...], int]]  # per buffer dim: (coefficient per iteration dim, constant)
 
@@ -232,6 +245,11 @@ class EmitterCore:
                                  f"{w} on the DRB (Plan.drb_wait), its instruction does not")
         op.attributes["pred_start"] = _int(int(t.start))
         op.attributes["pred_end"] = _int(int(t.end))
+        for slot, buf in zip(op.buf_slots.data, op.bufs):  # (the dataflow certificate's names)
+            if slot.data in _WRITTEN_SLOTS:
+                r = _buffer_root(buf)
+                if r not in BUFFER_NAMES:
+                    BUFFER_NAMES[r] = t.tensor
         self.task_ops[t.id] = op
         self.ops.append(op)
         return op
@@ -384,6 +402,7 @@ class EmitterCore:
         if addr < 0:
             space, addr = "ddr", self._alloc_mem("ddr", t.nbytes)
         buf = self.buffer(space, 0, t.shape or (1,), t.dtype, addr)
+        BUFFER_NAMES[buf.owner] = tensor
         self.mem[tensor] = buf
         self.mem_addr[tensor] = (space, addr)
         if t.kind == "weight" and tensor in self.irg.weight_symbols:

@@ -22,6 +22,7 @@ from m100.targets.m100.isa import Unit
 
 from . import SyncError, WholeEdges, hazards, insert_sync
 from .certificate import dumps
+from .dataflow import build_dataflow
 
 
 #: False: the tokens go to :func:`insert_sync` as one :class:`DataEdge` each, not as
@@ -33,6 +34,8 @@ BUILD_ONCE = True
 #: False: a consumer waiting for one join gets its latest producers per executor computed anew
 #: (the same list each time)
 LATEST_PER_JOIN = True
+#: False: no dataflow certificate is made (``SyncInsert.dataflows`` stays empty)
+DATAFLOW = True
 
 
 def _producers(v: SSAValue, index: dict[int, int], what: str | InstrOp,
@@ -120,6 +123,8 @@ class SyncInsert(ModulePass):
             raise SyncError("sync-insert: the module has no tpb.program")
         certs: list[dict] = []
         object.__setattr__(self, "certificates", certs)  # an output, not an option
+        # the dataflow certificate of each program (``dataflow.py``), beside its sync one
+        object.__setattr__(self, "dataflows", [])
         for n, p in enumerate(progs):
             cert = self._run(p, n if len(progs) > 1 else None)
             if cert is not None:
@@ -205,6 +210,9 @@ class SyncInsert(ModulePass):
         res = insert_sync(insts, machine, edges=edges, sync_mode=self.sync_mode,
                           counter_budget=self.counter_budget or None, on_budget=self.on_budget,
                           stream_blocks=self.stream_blocks or None)
+        if DATAFLOW:
+            self.dataflows.append(build_dataflow(machine, body, ops, insts,
+                                                 res.certificate["executors"]))
         for o, inst in zip(ops, res.instructions):
             attr = o.properties["sync"] = ActionsAttr.from_isa(inst.sync)
             if attr.to_isa() == inst.sync:  # the op now decodes to ``inst``: no rebuild later

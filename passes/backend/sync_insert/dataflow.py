@@ -1,0 +1,173 @@
+"""The dataflow certificate: which tensor each operand of each instruction reads or writes.
+
+Written by ``sync-insert`` beside the sync certificate (:mod:`.certificate`) and checked by
+:mod:`m100.sim.dataflow`, which never imports the compiler. The sync certificate proves the
+program orders every conflicting pair of accesses the way the compiler's body order says; it can
+not see a body order that is itself wrong (a buffer placed over one still to be read, a load
+emitted before the store of what it reads): such a program is race-free and computes a wrong
+result. This certificate states what each read is *meant* to read; the checker replays the
+program's happens-before order with a tag per byte (the tensor its last writer wrote) and
+reports every read of a byte another tensor (or nobody) wrote.
+
+Tensor ids (the tensor-level tag; ids from 1, ``-1`` an operand without a buffer, unchecked):
+
+* an HBSM buffer: its root ``hbsm.alloc`` / ``hbsm.fifo`` (through ``hbsm.view`` s) -- a plan
+  piece on one TPB; the scheduler's name for it (:data:`NAMES`, the plan tensor) names it in
+  messages. The receivers of one broadcast (one ``m100.bcast`` id: one offset on every TPB,
+  written by one DMA / ``tpb.broadcast`` through the first of them) are one tensor;
+* DDR / CCB SRAM: the emitter bump-allocates these spaces (no address is ever reused), so
+  buffers whose byte ranges overlap are views of one memory tensor (a KV-cache part, the
+  columns of a late-stored result, a reshape): one id per connected set of overlapping ranges --
+  these are the aliases the certificate states;
+* the bytes the program loads (input and weight symbols, segments) are ``loaded`` by the id of
+  the buffers over them.
+
+JSON (``format`` :data:`FORMAT`, ``version`` :data:`VERSION`): ``machine``, ``fingerprint``
+(the machine's), ``program`` (a CRC-32 of every operand walk's space, TPB, base and levels in
+the global order: the certificate is for these addresses), ``instructions``, ``executors``
+(the sync certificate's global order), ``tensors`` (the name of id ``k`` at ``k - 1``),
+``operands`` (per instruction ``[[field, id], ...]`` in ``Instruction.walks`` order),
+``loaded`` (``[space, tpb, lo, hi, id]``).
+"""
+
+from __future__ import annotations
+
+import weakref
+
+from xdsl.ir import Operation, SSAValue
+
+from m100.dialects.hbsm import AllocOp, FifoOp, ViewOp
+from m100.dialects.tpb import SegmentOp, SymbolOp
+from m100.dialects.twu import SPACE_BY_NAME, array_values, type_to_dtype
+from m100.sim.dataflow import FORMAT, VERSION, program_crc
+from m100.targets.m100.isa import Space
+
+#: root buffer op -> the plan tensor it holds (set by the scheduler's emitter, read here for
+#: the messages only; a buffer without an entry is named by its type)
+NAMES: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
+def _root(v: SSAValue) -> Operation:  # (as hbsm-allocate's)
+    o = v.owner
+    while isinstance(o, ViewOp):
+        o = o.source.owner
+    return o
+
+
+def _type_name(op: Operation) -> str:
+    t = op.results[0].type
+    dims = "x".join(str(d) for d in t.dims)
+    where = f"hbsm[{t.tpb_index}]" if t.space_enum is Space.HBSM else t.space.data
+    return f"<{dims}x{t.element_type}> in {where}"
+
+
+def build_dataflow(machine, body: list[Operation], ops: list, insts: list,
+                   executors: list) -> dict:
+    """The certificate of ``ops`` (the instruction ops in the global order) whose instructions
+    are ``insts``; ``body``: the program's ops (symbols, segments, buffers)."""
+    tensors: list[str] = []
+    by_root: dict[int, int] = {}
+
+    def new(name: str) -> int:
+        tensors.append(name)
+        return len(tensors)
+
+    # DDR / SRAM: one id per set of overlapping buffers
+    spans: dict[Space, list[tuple[int, int, Operation]]] = {}
+    for o in body:
+        if isinstance(o, (AllocOp, FifoOp)):
+            t = o.results[0].type
+            off = o.properties.get("offset")
+            if t.space_enum is not Space.HBSM and off is not None:
+                lo = off.value.data
+                spans.setdefault(t.space_enum, []).append((lo, lo + t.total_bytes, o))
+    comps: dict[Space, list[tuple[int, int, int]]] = {}  # space -> [(lo, hi, id)] sorted
+    for space, lst in spans.items():
+        lst.sort(key=lambda x: (x[0], -x[1]))
+        out = comps[space] = []
+        cur_hi, cur = -1, None
+        for lo, hi, o in lst:
+            if cur is None or lo >= cur_hi:
+                name = NAMES.get(o)
+                cur = new(name if name else _type_name(o))
+                out.append([lo, hi, cur])
+                cur_hi = hi
+            else:
+                cur_hi = max(cur_hi, hi)
+                out[-1][1] = cur_hi
+            by_root[id(o)] = cur
+
+    def comp_of(space: Space, lo: int, hi: int) -> int | None:
+        for a, b, k in comps.get(space, ()):
+            if a <= lo and hi <= b:
+                return k
+        return None
+
+    groups: dict[int, int] = {}  # m100.bcast id -> tensor id
+
+    def tid(buf: SSAValue) -> int:
+        r = _root(buf)
+        k = by_root.get(id(r))
+        if k is None:
+            g = r.attributes.get("m100.bcast")
+            if g is not None:  # the receivers of one broadcast: one tensor on several TPBs
+                k = groups.get(g.value.data)
+            if k is None:
+                name = NAMES.get(r)
+                tpb = r.results[0].type.tpb_index
+                k = new((name + (f" @TPB{tpb}" if g is None else " (broadcast)")) if name
+                        else _type_name(r) + (" (broadcast)" if g is not None else ""))
+                if g is not None:
+                    groups[g.value.data] = k
+            by_root[id(r)] = k
+        return k
+
+    operands = []
+    for o, inst in zip(ops, insts):
+        bufs = o.slot_buffers()
+        accs = o.walks.data
+        slot_of: dict[int, str] = {}
+        for name, acc in accs.items():
+            if name in bufs and hasattr(acc, "to_isa"):
+                slot_of[id(acc.to_isa())] = name
+        row = []
+        for field, w, _ in inst.walks():
+            s = slot_of.get(id(w))
+            if s is None:  # (an equal walk of another attribute object)
+                s = next((n for n, a in accs.items() if n in bufs and hasattr(a, "to_isa")
+                          and a.to_isa() == w), None)
+            row.append([field, tid(bufs[s]) if s is not None else -1])
+        operands.append(row)
+
+    loaded = []
+    for o in body:
+        if isinstance(o, SymbolOp) and o.role.data in ("input", "weight"):
+            space = SPACE_BY_NAME[o.space.data]
+            n = 1
+            for d in array_values(o.shape):
+                n *= d
+            lo = o.address.value.data
+            hi = lo + (n * type_to_dtype(o.element_type).bits + 7) // 8
+            tpb = o.tpb.value.data if space is Space.HBSM else 0
+            what = f"{o.role.data} '{o.sym.data}'"
+        elif isinstance(o, SegmentOp):
+            space = SPACE_BY_NAME[o.space.data]
+            lo = o.address.value.data
+            hi = lo + len(o.data.data) // 2
+            tpb = 0
+            what = f"segment '{o.seg_name.data}'"
+        else:
+            continue
+        if hi <= lo:
+            continue
+        k = comp_of(space, lo, hi)
+        if k is None:
+            k = new(what)
+        loaded.append([int(space), tpb, lo, hi, k])
+    return {"format": FORMAT, "version": VERSION, "machine": machine.name,
+            "fingerprint": f"{machine.fingerprint():016x}", "program": program_crc(insts),
+            "instructions": len(insts), "executors": executors, "tensors": tensors,
+            "operands": operands, "loaded": loaded}
+
+
+__all__ = ["NAMES", "build_dataflow"]
