@@ -149,9 +149,15 @@ def cmd_compile(args: argparse.Namespace) -> int:
     cr.program.save(args.output)
     cert = driver.certificate_path(args.output)
     driver.write_certificate(cr.certificate, cert)
+    flow = ""
+    if cr.dataflow is not None:
+        from m100.sim.dataflow import dumps
+        path = driver.dataflow_path(args.output)
+        path.write_text(dumps(cr.dataflow) + "\n")
+        flow = f" and {path}"
     if args.report:
         print(cr.report)
-    print(f"{TOOL}: wrote {args.output} ({cr.num_instructions} instructions) and {cert}")
+    print(f"{TOOL}: wrote {args.output} ({cr.num_instructions} instructions), {cert}{flow}")
     if ends:
         _exit_now(0)
     return 0
@@ -245,7 +251,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_machines)
 
     p = sub.add_parser("compile", help="compile an ONNX/MLIR model to a program file "
-                       "(+ PROG.cert.json, the sync certificate)")
+                       "(+ PROG.cert.json, the sync certificate, and PROG.dataflow.json, the "
+                       "dataflow certificate)")
     _compile_options(p)
     p.add_argument("-o", "--output", required=True, help="program file to write (.m100)")
     p.add_argument("--profile", type=int, nargs="?", const=25, default=0, metavar="N",

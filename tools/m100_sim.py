@@ -56,6 +56,10 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--check-certificate", metavar="CERT",
                    help="verify the compiler's sync certificate (JSON) against the program's own "
                         "counter protocol (m100.sim.certificate); without --inputs only that")
+    p.add_argument("--check-dataflow", metavar="CERT",
+                   help="check the compiler's dataflow certificate (JSON, PROG.dataflow.json): "
+                        "every read reads the tensor it names (m100.sim.dataflow); without "
+                        "--inputs only that")
     p.add_argument("-q", "--quiet", action="store_true", help="no summary on stdout")
     return p
 
@@ -97,6 +101,17 @@ def main(argv: list[str] | None = None) -> int:
             print(f"{TOOL}: certificate {args.check_certificate}: {len(cert.get('edges', []))} "
                   f"edges, conflicts derived from the program: "
                   + ("verified" if not cert_problems else f"{len(cert_problems)} problems"))
+        if args.inputs is None and not args.check_dataflow:
+            return EXIT_CHECK_FAILED if cert_problems else 0
+    if args.check_dataflow:
+        from m100.sim import dataflow
+        flow = dataflow.verify(prog, dataflow.load(args.check_dataflow), machine)
+        for msg in flow:
+            print(f"{TOOL}: dataflow: {msg}", file=sys.stderr)
+        if not args.quiet:
+            print(f"{TOOL}: dataflow certificate {args.check_dataflow}: "
+                  + ("every read reads its tensor" if not flow else f"{len(flow)} problems"))
+        cert_problems = (cert_problems or []) + flow
         if args.inputs is None:
             return EXIT_CHECK_FAILED if cert_problems else 0
     inputs = _load_inputs(args.inputs)

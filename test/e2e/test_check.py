@@ -86,6 +86,11 @@ def test_cli_compile_run_matches_onnxruntime(model_files, tmp_path, capsys):
     # the interpreter's side verifies the certificate on its own
     assert m100_sim([str(prog_path), "--check-certificate", str(cert_path)]) == 0
     assert "verified" in capsys.readouterr().out
+    # and the dataflow certificate (every read reads the tensor the compiler meant)
+    flow = tmp_path / "p.m100.dataflow.json"
+    assert json.loads(flow.read_text())["format"] == "m100-dataflow-certificate"
+    assert m100_sim([str(prog_path), "--check-dataflow", str(flow)]) == 0
+    assert "every read reads its tensor" in capsys.readouterr().out
 
 
 def test_cli_compile_as_a_process_writes_what_the_library_compiles(model_files, tmp_path):
@@ -102,10 +107,11 @@ def test_cli_compile_as_a_process_writes_what_the_library_compiles(model_files, 
     assert p.returncode == 0, p.stderr
     wrote, ran = p.stdout.splitlines()
     assert wrote.startswith(f"m100: wrote {prog_path} (") and ran == "atexit ran"
-    assert wrote.endswith(f" instructions) and {prog_path}.cert.json")
+    assert wrote.endswith(f" instructions), {prog_path}.cert.json and {prog_path}.dataflow.json")
     cr = driver.compile(model_files["convnet"], machine="tiny", tpbs=2)
     assert prog_path.read_bytes() == cr.program.to_bytes()
     assert json.loads((tmp_path / "p.m100.cert.json").read_text()) == cr.certificate
+    assert json.loads((tmp_path / "p.m100.dataflow.json").read_text()) == cr.dataflow
 
 
 def test_mlir_input_is_checked_against_the_reference_executor(tmp_path):
