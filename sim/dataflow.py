@@ -88,6 +88,11 @@ def program_crc(insts: list) -> str:
         v.append(-1)
         for _, w, written in inst.walks():
             v += (int(w.space), w.tpb, w.base, int(w.dtype), written)
+    return crc_of(v)
+
+
+def crc_of(v: list[int]) -> str:
+    """:func:`program_crc` of its integers (the compiler makes them as it goes)."""
     return f"{zlib.crc32(np.asarray(v, dtype=np.int64).tobytes()):08x}"
 
 
@@ -237,9 +242,9 @@ def verify_instructions(insts: list, cert: dict, loads: list | None = None) -> l
                 f"(CRC {cert.get('program')}, the program's {program_crc(insts)})"]
     names = cert.get("tensors", [])
     operands = cert.get("operands", [])
-    if len(operands) != len(insts):
-        return [f"the dataflow certificate lists operands of {len(operands)} instructions, "
-                f"the program has {len(insts)}"]
+    if len(operands) != len(insts) or any(len(r) != len(x.walks())
+                                          for r, x in zip(operands, insts)):
+        return ["the dataflow certificate's operands do not fit the program's instructions"]
 
     def tname(k: int) -> str:
         return f"'{names[k - 1]}'" if 1 <= k <= len(names) else f"#{k}"
@@ -265,11 +270,11 @@ def verify_instructions(insts: list, cert: dict, loads: list | None = None) -> l
     def operands_of(i: int) -> list:
         got = ops.get(i)
         if got is None:
-            ids = dict((f, k) for f, k in operands[i])
+            ids = operands[i]
             got = ops[i] = []
-            for f, w, written in insts[i].walks():
+            for (f, w, written), k in zip(insts[i].walks(), ids):
                 lo, hi = w.byte_range()
-                got.append((f, w, written, int(ids.get(f, -1)), int(w.space), lo, hi))
+                got.append((f, w, written, int(k), int(w.space), lo, hi))
         return got
 
     def match(i: int, a, bs, write: bool):

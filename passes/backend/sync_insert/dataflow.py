@@ -26,7 +26,7 @@ JSON (``format`` :data:`FORMAT`, ``version`` :data:`VERSION`): ``machine``, ``fi
 (the machine's), ``program`` (a CRC-32 of every operand walk's space, TPB, base and levels in
 the global order: the certificate is for these addresses), ``instructions``, ``executors``
 (the sync certificate's global order), ``tensors`` (the name of id ``k`` at ``k - 1``),
-``operands`` (per instruction ``[[field, id], ...]`` in ``Instruction.walks`` order),
+``operands`` (per instruction the ids of its operands in ``Instruction.walks`` order),
 ``loaded`` (``[space, tpb, lo, hi, id]``).
 """
 
@@ -39,7 +39,7 @@ from xdsl.ir import Operation, SSAValue
 from m100.dialects.hbsm import AllocOp, FifoOp, ViewOp
 from m100.dialects.tpb import SegmentOp, SymbolOp
 from m100.dialects.twu import SPACE_BY_NAME, array_values, type_to_dtype
-from m100.sim.dataflow import FORMAT, VERSION, program_crc
+from m100.sim.dataflow import FORMAT, VERSION, crc_of
 from m100.targets.m100.isa import Space
 
 #: root buffer op -> the plan tensor it holds (set by the scheduler's emitter, read here for
@@ -123,20 +123,27 @@ def build_dataflow(machine, body: list[Operation], ops: list, insts: list,
         return k
 
     operands = []
+    crc: list[int] = []
+    memo: dict[int, int] = {}  # id(buffer value) -> tensor id
     for o, inst in zip(ops, insts):
-        bufs = o.slot_buffers()
         accs = o.walks.data
-        slot_of: dict[int, str] = {}
-        for name, acc in accs.items():
-            if name in bufs and hasattr(acc, "to_isa"):
-                slot_of[id(acc.to_isa())] = name
+        slot_buf: dict[int, SSAValue] = {}  # id(the slot's ISA walk) -> its buffer
+        for n, buf in zip(o.buf_slots.data, o.bufs):
+            acc = accs.get(n.data)
+            if acc is not None and hasattr(acc, "to_isa"):
+                slot_buf[id(acc.to_isa())] = buf
         row = []
-        for field, w, _ in inst.walks():
-            s = slot_of.get(id(w))
-            if s is None:  # (an equal walk of another attribute object)
-                s = next((n for n, a in accs.items() if n in bufs and hasattr(a, "to_isa")
-                          and a.to_isa() == w), None)
-            row.append([field, tid(bufs[s]) if s is not None else -1])
+        crc.append(-1)
+        for _, w, written in inst.walks():
+            buf = slot_buf.get(id(w))
+            if buf is None:
+                row.append(-1)
+            else:
+                k = memo.get(id(buf))
+                if k is None:
+                    k = memo[id(buf)] = tid(buf)
+                row.append(k)
+            crc += (int(w.space), w.tpb, w.base, int(w.dtype), written)
         operands.append(row)
 
     loaded = []
@@ -165,7 +172,7 @@ def build_dataflow(machine, body: list[Operation], ops: list, insts: list,
             k = new(what)
         loaded.append([int(space), tpb, lo, hi, k])
     return {"format": FORMAT, "version": VERSION, "machine": machine.name,
-            "fingerprint": f"{machine.fingerprint():016x}", "program": program_crc(insts),
+            "fingerprint": f"{machine.fingerprint():016x}", "program": crc_of(crc),
             "instructions": len(insts), "executors": executors, "tensors": tensors,
             "operands": operands, "loaded": loaded}
 

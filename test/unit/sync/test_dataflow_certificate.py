@@ -28,10 +28,11 @@ F32 = DType.F32
 
 
 def _cert(insts, ops, names, loaded=()):
-    """A certificate of ``insts`` written by hand: ``ops[i]`` = [[field, id], ...]."""
+    """A certificate of ``insts`` written by hand: ``ops[i]`` = [[field, id], ...] (the fields
+    in ``Instruction.walks`` order, as the certificate lists the ids)."""
     return {"format": dataflow.FORMAT, "version": dataflow.VERSION,
             "program": dataflow.program_crc(insts), "instructions": len(insts),
-            "tensors": list(names), "operands": [list(map(list, o)) for o in ops],
+            "tensors": list(names), "operands": [[k for _, k in o] for o in ops],
             "loaded": [list(x) for x in loaded]}
 
 
@@ -93,7 +94,7 @@ def test_the_certificate_belongs_to_the_program():
     cr = driver.compile(models.mlp(), machine="tiny")
     assert cr.dataflow["format"] == dataflow.FORMAT and driver.check_dataflow(cr) == []
     # every operand of the compiled program has a tensor (a buffer)
-    assert all(k > 0 for row in cr.dataflow["operands"] for _, k in row)
+    assert all(k > 0 for row in cr.dataflow["operands"] for k in row)
     text = dataflow.dumps(cr.dataflow)
     assert json.loads(text) == json.loads(json.dumps(cr.dataflow))
     assert dataflow.verify(cr.program, {**cr.dataflow, "version": 99}) == [
@@ -143,7 +144,7 @@ def test_a_buffer_placed_over_a_live_one_is_caught_where_the_race_check_is_not(m
     insts, _ = global_order(cr.program, cr.dataflow)
     mm = next(i for i, x in enumerate(insts) if x.MNEMONIC == "tcu.matmul"
               and x.tpb == moved["tpb"])
-    ids = dict((f, k) for f, k in cr.dataflow["operands"][mm])
+    ids = {f: k for (f, _, _), k in zip(insts[mm].walks(), cr.dataflow["operands"][mm])}
     a, b = names[ids["a"] - 1], names[ids["b"] - 1]
     pat = (rf"dataflow: #{mm} tcu\.matmul block 0 operand 'a' reads HBSM\[{moved['tpb']}\] byte "
            rf"\d+: expected '{re.escape(a)}', found '{re.escape(b)}', written by #\d+ ccb\.dma "
