@@ -38,7 +38,11 @@ def gather(ctx: Builder, op: Operation, nm: str, unit: str | None, where: str) -
         o_sh = gi.out_shape
         strides = [math.prod(gi.table_shape[q + 1:]) for q in range(len(o_sh))]
         grids = np.meshgrid(*[np.arange(n) for n in o_sh], indexing="ij")
-        base = sum(g_ * strides[q] for q, g_ in enumerate(grids) if q != gi.axis)
+        # (started from zeros of the output's shape: with the axis the only dim, ``sum`` of
+        # nothing was the int 0, a 4-byte constant read as N elements -- the rest of them
+        # whatever DDR held there; the dataflow check found it, docs/sim.md)
+        base = sum((g_ * strides[q] for q, g_ in enumerate(grids) if q != gi.axis),
+                   np.zeros(o_sh, dtype=np.int64))
         cb = ctx.next_name("c")
         ctx.g.add_tensor(Tensor(cb, o_sh, "i32", "weight"))
         ctx.data[cb] = np.ascontiguousarray(base, dtype=np.int32)

@@ -163,5 +163,44 @@ def test_small_llama_models_pass(name):
     assert len(cr.dataflow["tensors"]) > 10 and cr.dataflow["loaded"]
 
 
+def test_a_constant_is_as_long_as_its_tensor():
+    """Found by the dataflow check (session 26, the int fuzz family): a table Cast's gather
+    offsets of a 1-D tensor were ``sum()`` of nothing -- the int 0, a 4-byte segment for an
+    8-element constant, whose other 28 bytes the program read from wherever they were. Oracle:
+    onnxruntime, on a run whose DDR outside the loaded bytes is garbage (0xff) -- the old program
+    gathered at index -1 there (a fault)."""
+    import numpy as np
+    import onnxruntime as ort
+    from onnx import TensorProto as T
+    from onnx import helper
+
+    from m100.sim import Simulator
+    from m100.targets.m100.isa import Space, Walk
+    from m100.tools import driver
+    g = helper.make_graph([helper.make_node("Cast", ["x"], ["y"], to=T.INT16)], "cast",
+                          [helper.make_tensor_value_info("x", T.INT32, [8])],
+                          [helper.make_tensor_value_info("y", T.INT16, [8])])
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 18)])
+    m.ir_version = 8
+    cr = driver.compile(m, machine="tiny")
+    assert driver.check_dataflow(cr) == []
+    prog = cr.program
+    x = np.arange(-3, 5, dtype=np.int32) * 9000
+    want = ort.InferenceSession(m.SerializeToString(), providers=["CPUExecutionProvider"]) \
+        .run(None, {"x": x})[0]
+    sim = Simulator(prog, mode="functional")
+    used = sorted([(s.address, s.address + len(s.data)) for s in prog.segments
+                   if s.space is Space.DDR] +
+                  [(s.address, s.address + s.nbytes) for s in prog.symbols if s.space is Space.DDR])
+    pos = 0
+    for a, b in used + [(used[-1][1] + 4096,) * 2]:
+        if a > pos:
+            sim.write(Walk.strided(Space.DDR, 0, pos, DType.I8, (a - pos,)), np.full(a - pos, -1))
+        pos = max(pos, b)
+    res = sim.run({"x": x})
+    assert res.reports == []
+    np.testing.assert_array_equal(res.outputs["y"], want)
+
+
 if __name__ == "__main__":
     sys.exit(pytest.main([__file__, "-q"]))
