@@ -190,11 +190,21 @@ class HbsmAllocate(ModulePass):
         if groups:
             idx = {b.name: i for i, b in enumerate(bufs)}
             for names in groups.values():
-                start = min(bufs[idx[n]].start for n in names)
-                preds = [bufs[idx[n]].pred for n in names]
+                # a receiver no instruction names (its TPB's compute reads the operand from a
+                # buffer of its own: the heads' causal clip) is still written by the broadcast:
+                # its span is the broadcast's instant, not its alloc's place (the head of the
+                # program), which had let it -- and so the broadcast -- share bytes with buffers
+                # live on its TPB then (the fuzzer's W8A8 attention chain with ACT_PREFETCH)
+                used = [n for n in names if id(by_name[n]) in user] or names
+                start = min(bufs[idx[n]].start for n in used)
+                preds = [bufs[idx[n]].pred for n in used]
                 pstart = min(p[0] for p in preds) if all(p is not None for p in preds) else None
+                pend = max(p[1] for p in preds) if pstart is not None else None  # type: ignore
                 for n in names:
                     b = bufs[idx[n]]
+                    if id(by_name[n]) not in user:
+                        b = Buf(b.name, b.tpb, b.slot_bytes, b.slots, start, start + 1, b.unit,
+                                b.last_unit, None if pstart is None else (pstart, pend))
                     # its span starts at the broadcast, in positions and in predicted cycles (a
                     # receiver's own first use is its compute; the broadcast writes it before)
                     bufs[idx[n]] = Buf(b.name, b.tpb, b.slot_bytes, b.slots, start, b.end, b.unit,

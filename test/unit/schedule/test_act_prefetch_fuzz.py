@@ -9,9 +9,10 @@ slice of ``k``, ``v``'s projection after them -- its stores built late, read by 
 column views -- and ``v`` a model output too) is computed wrong with the switch on: ``y`` off by
 up to 15 in every row and the ``v`` output itself off (non-finite), race checks clean; with it
 off it matches onnxruntime (``v`` bit for bit). Oracle: onnxruntime
-(``fuzz_onnx.differential``, the quant family's tolerance). Strict xfail with the switch on
-until the wrong path is found (pwrong's 866f5f2, a view's readers waiting for every store of its
-root, does not fix this graph).
+(``fuzz_onnx.differential``, the quant family's tolerance, and the dataflow check). The cause
+(session 26, pwrong): a head's kT broadcast to 12 TPBs, 6 of which read causal-clipped copies of
+their own; hbsm-allocate gave those 6 receivers no lifetime at the broadcast, so the prefetched
+broadcast overwrote the projection's A tiles still read there (``test_bcast_unread_receiver``).
 """
 
 from __future__ import annotations
@@ -30,11 +31,7 @@ from test_act_prefetch import _early_loads  # noqa: E402
 SEED = 29 * 1_000_003 + 813
 
 
-@pytest.mark.parametrize("on", [
-    pytest.param(True, marks=pytest.mark.xfail(
-        strict=True, raises=AssertionError,
-        reason="ACT_PREFETCH: y and the v output wrong on the fuzzer's W8A8 attention chain")),
-    False], ids=["prefetch", "no-prefetch"])
+@pytest.mark.parametrize("on", [True, False], ids=["prefetch", "no-prefetch"])
 def test_quant_attention_chain_with_act_prefetch(on, monkeypatch, placements):
     """The graph against onnxruntime on ``m100`` with the switch on and off; the plan must
     build the late stores of ``v`` that the heads read and (on) prefetch some head's run-time

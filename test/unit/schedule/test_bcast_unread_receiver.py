@@ -1,0 +1,46 @@
+"""A DRB broadcast's receiver that no instruction reads still holds the broadcast's bytes from the
+broadcast on (``hbsm-allocate``: the receivers of one ``m100.bcast`` group share one offset; a
+member nobody names had its alloc's place -- the head of the program -- as its whole lifetime,
+so the group's offset could sit on a buffer live on that TPB when the broadcast writes it). The
+fuzzer's W8A8 attention chain with ``list_schedule.ACT_PREFETCH`` (``--family quant-attention
+--seed 29`` #813, ``test_act_prefetch_fuzz``): a head's kT broadcast to 12 TPBs of which 6 read
+their own causal-clipped copies, prefetched while the projection before still read its A tiles
+there; the dataflow check named the matmuls reading ``kT`` bytes for their ``x`` tiles.
+
+Oracle: the bytes the program writes and reads, here by hand: the broadcast writes the group's
+offset on every TPB of its mask, so on TPB 1 it must not meet ``%x`` (live from the load before
+it to the copy after it)."""
+
+from __future__ import annotations
+
+
+def test_unread_broadcast_receiver_keeps_the_bytes_from_the_broadcast_on():
+    from xdsl.parser import Parser
+
+    from m100.context import make_context
+    from m100.passes.backend.hbsm_allocate import HbsmAllocate
+
+    text = """
+    tpb.program "tiny" placed {
+      %in = hbsm.alloc offset 0 : !hbsm.buffer<ddr, 1000xf32>
+      %r0 = hbsm.alloc {m100.bcast = 1 : i64} : !hbsm.buffer<hbsm[0], 1000xf32>
+      %r1 = hbsm.alloc {m100.bcast = 1 : i64} : !hbsm.buffer<hbsm[1], 1000xf32>
+      %x = hbsm.alloc : !hbsm.buffer<hbsm[1], 1000xf32>
+      %y = hbsm.alloc : !hbsm.buffer<hbsm[1], 1000xf32>
+      %z = hbsm.alloc : !hbsm.buffer<hbsm[0], 1000xf32>
+      %w = hbsm.alloc : !hbsm.buffer<hbsm[0], 1000xf32>
+      %t0 = tpb.copy tpb 0 src(%z) dst(%w)
+      %t1 = tpb.dma engine 0 src(%in) dst(%x) after(%t0)
+      %t2 = tpb.dma engine 1 src(%in) dst(%r0) after(%t1) {tpb_mask = 3}
+      %t3 = tpb.copy tpb 0 src(%r0) dst(%z) after(%t2)
+      %t4 = tpb.copy tpb 1 src(%x) dst(%y) after(%t3)
+    }
+    """
+    mod = Parser(make_context(), text).parse_module()
+    HbsmAllocate().apply(make_context(), mod)
+    allocs = {o.results[0].name_hint: o for o in mod.walk() if o.name == "hbsm.alloc"}
+    off = {n: o.offset.value.data for n, o in allocs.items()}
+    size = 4000
+    assert off["r0"] == off["r1"]  # one offset: the broadcast writes it on TPBs 0 and 1
+    # %x is live on TPB 1 from t1 to t4, across the broadcast t2: apart from the group's bytes
+    assert off["x"] + size <= off["r1"] or off["r1"] + size <= off["x"], off
