@@ -152,6 +152,71 @@ def test_a_buffer_placed_over_a_live_one_is_caught_where_the_race_check_is_not(m
     assert any(re.fullmatch(pat, p) for p in flow), flow
 
 
+def test_a_load_emitted_before_the_store_it_reads_is_caught(monkeypatch):
+    """The mutant of session 25's ACT_PREFETCH program: the scheduler's first load of a tensor
+    kept in the CCB SRAM (a Reshape between two CVU ops on ``tiny``) hoisted before the stores
+    that write it, its waits for them dropped. sync-insert then orders the stores after the
+    load (a WAR), so the run is race-free and the load reads SRAM nobody wrote; onnxruntime
+    disagrees, and the dataflow check names the load, the tensor and the store that writes it
+    later in the program's order."""
+    import numpy as np
+    from onnx import TensorProto as T
+    from onnx import helper, numpy_helper
+
+    from m100.dialects.hbsm import AllocOp
+    from m100.dialects.tpb import DmaOp, ProgramOp
+    from m100.passes.backend.sync_insert.dataflow import _root
+    from m100.passes.schedule.m100_schedule import M100Schedule
+    from m100.tools import driver
+    g = helper.make_graph([helper.make_node("Abs", ["x"], ["a"]),
+                           helper.make_node("Reshape", ["a", "s"], ["b"]),
+                           helper.make_node("Neg", ["b"], ["y"])], "rs",
+                          [helper.make_tensor_value_info("x", T.FLOAT, [4, 8])],
+                          [helper.make_tensor_value_info("y", T.FLOAT, [8, 4])],
+                          [numpy_helper.from_array(np.array([8, 4], np.int64), "s")])
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 18)])
+    m.ir_version = 8
+    orig = M100Schedule.apply
+    hoisted = []
+
+    def mutant(self, ctx, op):
+        orig(self, ctx, op)
+        prog = next(o for o in op.walk() if isinstance(o, ProgramOp))
+        body = list(prog.body.block.ops)
+        sram = [o for o in body if isinstance(o, DmaOp) and
+                _root(o.slot_buffers()["src"]).results[0].type.space.data == "sram"]
+        load = sram[0]
+        root = _root(load.slot_buffers()["src"])
+        at = root.properties["offset"].value.data  # (the Reshape is a view: another alloc)
+        stores = [o for o in body if isinstance(o, DmaOp) and o is not load and
+                  _root(o.slot_buffers()["dst"]).results[0].type.space.data == "sram" and
+                  _root(o.slot_buffers()["dst"]).properties["offset"].value.data == at]
+        first = min(body.index(o) for o in stores)
+        early = set(map(id, body[:first]))
+        deps = [d for d in load.deps if id(d.owner) in early]
+        slots = {n: (b, load.walks.data.get(n)) for n, b in load.slot_buffers().items()}
+        new = DmaOp(load.unit_index, slots, deps, attributes=dict(load.attributes))
+        prog.body.block.insert_op_before(new, body[first])
+        load.done.replace_all_uses_with(new.done)
+        load.detach()
+        load.erase()
+        hoisted.append(isinstance(root, AllocOp))
+
+    monkeypatch.setattr(M100Schedule, "apply", mutant)
+    cr = driver.compile(m, machine="tiny")
+    assert hoisted == [True]
+    ck = driver.check_compiled(cr)
+    assert ck.result.reports == []  # race-free
+    assert not all(e.ok for e in ck.errors)  # and wrong
+    flow = [p for p in ck.problems if p.startswith("dataflow: ")]
+    assert flow and len(flow) == len(ck.problems), ck.problems
+    pat = (r"dataflow: #\d+ ccb\.dma block 0 operand 'src' reads SRAM byte \d+: expected '(\w+)', "
+           r"found nothing: never written; the program writes it later in its order, by #\d+ "
+           r"ccb\.dma block 0 \('(\w+)'\)")
+    hits = [re.fullmatch(pat, p) for p in flow]
+    assert any(h and h.group(1) == h.group(2) for h in hits), flow
+
+
 @pytest.mark.parametrize("name", ["llama_layer_small", "llama_lm_small"])
 def test_small_llama_models_pass(name):
     import onnx
