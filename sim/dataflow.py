@@ -19,7 +19,8 @@ it reads) passes both and computes a wrong result. This check replays the progra
 * the accesses of a block are the interpreter's (``Exec.reads(b)`` / ``writes(b)``, the race
   checker's byte sets; a CSU gather / scatter's table as a whole, :mod:`.cert_conflicts`), each
   matched to the operand whose walk it is (or lies in);
-* a read of a byte whose last write was of another tensor, or that nobody wrote, is one line
+* a read of a byte whose last write was of another tensor, or that nobody wrote (and, at the
+  end, an output symbol's byte left so: the host reads it), is one line
   naming the instruction, operand, the expected tensor, the tensor found and the instruction
   that wrote it (at most :data:`MAX_PROBLEMS`; operands with id ``-1``, and bytes written
   through one, are not checked).
@@ -341,6 +342,21 @@ def verify_instructions(insts: list, cert: dict, loads: list | None = None) -> l
                 found = f"{tname(int(tags.tensor[ev]))}, written by {by}"
             problems.append(f"#{i} {inst.MNEMONIC} block {b} operand '{c[0]}' reads "
                             f"{where} byte {addr}: expected {tname(k)}, found {found}")
+            full = len(problems) >= MAX_PROBLEMS
+    for space, tpb, lo, hi, k in cert.get("outputs", []):  # what the host reads at the end
+        if full:
+            break
+        key = (space, tpb) if space == int(Space.HBSM) else (space, 0)
+        bad = tags.check(key, _Dense(lo, hi), k)
+        if bad is not None:
+            addr, ev = bad
+            w = int(tags.inst[ev])
+            found = "nothing: never written" if ev == 0 else (
+                f"{tname(int(tags.tensor[ev]))}, written by " +
+                ("the program's loaded data" if w < 0 else
+                 f"#{w} {insts[w].MNEMONIC} block {int(tags.block[ev])}"))
+            problems.append(f"the output {tname(k)} at {_SPACE.get(space)} [{lo}, {hi}) ends "
+                            f"with byte {addr} holding {found}")
             full = len(problems) >= MAX_PROBLEMS
     return problems
 

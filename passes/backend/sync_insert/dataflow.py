@@ -27,7 +27,8 @@ JSON (``format`` :data:`FORMAT`, ``version`` :data:`VERSION`): ``machine``, ``fi
 the global order: the certificate is for these addresses), ``instructions``, ``executors``
 (the sync certificate's global order), ``tensors`` (the name of id ``k`` at ``k - 1``),
 ``operands`` (per instruction the ids of its operands in ``Instruction.walks`` order),
-``loaded`` (``[space, tpb, lo, hi, id]``).
+``loaded`` (``[space, tpb, lo, hi, id]``), ``outputs`` (the output symbols' bytes, the same
+way: what the last writes of those bytes must have written).
 """
 
 from __future__ import annotations
@@ -146,9 +147,9 @@ def build_dataflow(machine, body: list[Operation], ops: list, insts: list,
             crc += (int(w.space), w.tpb, w.base, int(w.dtype), written)
         operands.append(row)
 
-    loaded = []
+    loaded, outputs = [], []
     for o in body:
-        if isinstance(o, SymbolOp) and o.role.data in ("input", "weight"):
+        if isinstance(o, SymbolOp) and o.role.data in ("input", "weight", "output"):
             space = SPACE_BY_NAME[o.space.data]
             n = 1
             for d in array_values(o.shape):
@@ -170,11 +171,12 @@ def build_dataflow(machine, body: list[Operation], ops: list, insts: list,
         k = comp_of(space, lo, hi)
         if k is None:
             k = new(what)
-        loaded.append([int(space), tpb, lo, hi, k])
+        out = isinstance(o, SymbolOp) and o.role.data == "output"
+        (outputs if out else loaded).append([int(space), tpb, lo, hi, k])
     return {"format": FORMAT, "version": VERSION, "machine": machine.name,
             "fingerprint": f"{machine.fingerprint():016x}", "program": crc_of(crc),
             "instructions": len(insts), "executors": executors, "tensors": tensors,
-            "operands": operands, "loaded": loaded}
+            "operands": operands, "loaded": loaded, "outputs": outputs}
 
 
 __all__ = ["NAMES", "build_dataflow"]

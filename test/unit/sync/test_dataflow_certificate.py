@@ -86,6 +86,12 @@ def test_never_written_loaded_and_unknown():
         insts, _cert(insts, [[["src", 1], ["dst", 2]], [["dst", 1]]], names, loaded)) == []
     assert dataflow.verify_instructions(
         insts, _cert(insts, [[["src", -1], ["dst", 2]], [["dst", 1]]], names)) == []
+    # the output z: the copy writes its bytes [256, 320) -- clean; said to be 16 bytes longer,
+    # the host would read 16 bytes nobody wrote
+    cert = _cert(insts, [[["src", 1], ["dst", 2]], [["dst", 1]]], names, loaded)
+    assert dataflow.verify_instructions(insts, {**cert, "outputs": [[2, 0, 256, 320, 2]]}) == []
+    assert dataflow.verify_instructions(insts, {**cert, "outputs": [[2, 0, 256, 336, 2]]}) == [
+        "the output 'z' at HBSM [256, 336) ends with byte 320 holding nothing: never written"]
 
 
 def test_the_certificate_belongs_to_the_program():
