@@ -89,30 +89,36 @@ def derive_batch(costs: list[Cost], cap, col, col_cap, token: int, banks: int) -
         pos = lv > 0
         np.minimum.at(r, lo[pos], np.array(l_cap, dtype=np.float64)[pos] / lv[pos])
     alone = r.tolist()
-    nl = lv.size
-    # engine columns: per cost its bank entries (its TPB order, banks ascending), then links
+    # engine columns: per cost its bank entries (its TPB order, banks ascending), then links.
+    # The bank entries are in that order by cost already (X.nonzero() is row-major, rows in
+    # cost order) and so are the links (in cost order, each cost's in its order): a stable sort
+    # by cost of [banks, links] is that order -- the order of a lexsort by (cost, bank before
+    # link, rank) -- and merges two sorted runs (timsort: linear), without the keys' arrays
     e_own = np.concatenate([b_own, lo])
-    e_col = np.concatenate([b_code, np.array(l_col, dtype=np.int64)])
-    e_val = np.concatenate([b_val, lv])
-    seq = np.concatenate([b_row * banks + bank, np.arange(nl, dtype=np.int64)])
-    kind = np.concatenate([np.zeros(b_own.size, dtype=np.int64), np.ones(nl, dtype=np.int64)])
-    o = np.lexsort((seq, kind, e_own))
-    e_own, e_col, e_val = e_own[o], e_col[o], e_val[o]
+    t_end = np.cumsum(np.bincount(e_own, minlength=n)).tolist()  # (every entry: share terms)
+    o = np.argsort(e_own, kind="stable")
+    e_own = e_own[o]
+    e_col = np.concatenate([b_code, np.array(l_col, dtype=np.int64)])[o]
+    e_val = np.concatenate([b_val, lv])[o]
     fin = np.isfinite(r)[e_own]  # a cost with no streaming work has no demand
-    e_own, e_col, e_val = e_own[fin], e_col[fin], e_val[fin]
+    if not fin.all():  # (else the same arrays: no copies)
+        e_own, e_col, e_val = e_own[fin], e_col[fin], e_val[fin]
     e_use = r[e_own] * e_val
     cp = col_cap()[e_col]
     inc = np.divide(cp, e_use, out=np.full(cp.shape, np.inf), where=e_use > 1e-12)
     crit = (np.bincount(e_own[inc < 1.0], minlength=n) > 0).tolist()
     e_end = np.cumsum(np.bincount(e_own, minlength=n)).tolist()
-    # share terms: bank entries by TPB ascending (banks ascending), then links by name
-    t_own = np.concatenate([b_own, lo])
-    t_code = np.concatenate([b_code, np.array(l_code, dtype=np.int64)])
-    t_val = np.concatenate([b_val, lv])
-    t_seq = np.concatenate([b_code, np.array(l_rank, dtype=np.int64)])
-    o = np.lexsort((t_seq, kind, t_own))
-    t_code, t_val = t_code[o], t_val[o]
-    t_end = np.cumsum(np.bincount(t_own, minlength=n)).tolist()
+    # share terms: bank entries by TPB ascending (banks ascending), then links by name: sorted
+    # by one key (cost, bank 0 / link 1, TPB * banks + bank or the link's name rank), the
+    # lexicographic order of the three (the rank < its bound ``span``; unique within a cost)
+    l_rank_a = np.array(l_rank, dtype=np.int64)
+    span = int(max(int(b_code.max(initial=0)), int(l_rank_a.max(initial=0)))) + 1
+    if (2 * n + 2) * span >= 1 << 62:
+        raise AssertionError("cost batch: share terms' sort key too large")
+    t_key = np.concatenate([b_own * (2 * span) + b_code, lo * (2 * span) + span + l_rank_a])
+    o = np.argsort(t_key, kind="stable")
+    t_code = np.concatenate([b_code, np.array(l_code, dtype=np.int64)])[o]
+    t_val = np.concatenate([b_val, lv])[o]
     # the per-TPB bank parts (bank_terms), in each cost's order
     h_end = np.cumsum(np.bincount(b_row, minlength=nb)).tolist() if nb else []
     k = s = es = ts = 0
