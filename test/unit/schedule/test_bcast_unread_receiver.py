@@ -3,7 +3,7 @@ broadcast on (``hbsm-allocate``: the receivers of one ``m100.bcast`` group share
 member nobody names had its alloc's place -- the head of the program -- as its whole lifetime,
 so the group's offset could sit on a buffer live on that TPB when the broadcast writes it). The
 fuzzer's W8A8 attention chain with ``list_schedule.ACT_PREFETCH`` (``--family quant-attention
---seed 29`` #813, ``test_act_prefetch_fuzz``): a head's kT broadcast to 12 TPBs of which 6 read
+--seed 29`` #813, ``test_fuzz_attention_cases``): a head's kT broadcast to 12 TPBs of which 6 read
 their own causal-clipped copies, prefetched while the projection before still read its A tiles
 there; the dataflow check named the matmuls reading ``kT`` bytes for their ``x`` tiles.
 
