@@ -22,11 +22,6 @@ from m100.targets.m100.isa import Walk
 from .twu_synth import Access, synthesize
 
 
-#: Synthesize each distinct (loop bounds, flat access) once per program (False: once per
-#: (buffer value, access) pair, as before).
-SYNTH_MEMO = True
-
-
 class TwuError(M100Error, ValueError):
     """An access that can not become TWU walks (message names the op and operand)."""
 
@@ -134,12 +129,12 @@ class TwuMaterialize(ModulePass):
             views: dict = {}  # buffer value -> operand_access's part of it (its views, alloc)
             # (bounds, flat access) -> its one-operand synthesis: a function of those alone
             # (ResNet-50: 32 459 (value, access) pairs, 1 350 distinct loop nests)
-            synth: dict[tuple, list] | None = {} if SYNTH_MEMO else None
+            synth: dict[tuple, list] = {}
             for o in ops:
                 self._materialize(o, m.twu_max_levels, memo, views, synth)
 
     def _materialize(self, op: InstrOp, max_levels: int, memo: dict[tuple, tuple],
-                     views: dict, synth: dict[tuple, list] | None = None) -> None:
+                     views: dict, synth: dict[tuple, list]) -> None:
         bufs, accs = op.slot_buffers(), op.slot_accesses()
         todo = {}
         for name, buf in bufs.items():
@@ -162,11 +157,9 @@ class TwuMaterialize(ModulePass):
             (bounds, flat, rt, base), pieces = got
             if pieces is None:
                 key = (tuple(bounds), flat)
-                pieces = synth.get(key) if synth is not None else None
+                pieces = synth.get(key)
                 if pieces is None:
-                    pieces = synthesize(bounds, [flat], max_levels)
-                    if synth is not None:
-                        synth[key] = pieces
+                    pieces = synth[key] = synthesize(bounds, [flat], max_levels)
                 got[1] = pieces
             walks[name] = [(p, rt, base) for p in pieces]
             split |= len(pieces) > 1

@@ -86,14 +86,17 @@ def enumerate_access(buf_type: BufferType, base: int, acc) -> list[int]:
 
 
 def test_walks_enumerate_the_placed_accesses(monkeypatch):
-    """Both ways of ``twu_materialize.SYNTH_MEMO`` (a loop nest synthesized once per program, or
-    once per buffer value and access): the walks enumerate the placed accesses; the memo is used."""
+    """The walks twu-materialize writes enumerate the placed accesses (the oracle: each access
+    enumerated point by point), and a loop nest (bounds, flat access) is synthesized once per
+    program, however many operands share it."""
     from m100.passes.backend import twu_materialize
+    from m100.passes.backend.twu_materialize import operand_access
 
     ctx, mod = scheduled(models.conv_relu_maxpool(hw=16, f=8), machine="m100", tpbs=4)
     HbsmAllocate().apply(ctx, mod)
     prog = next(o for o in mod.walk() if isinstance(o, ProgramOp))
     before = []
+    nests = set()
     for o in prog.body.ops:
         if isinstance(o, InstrOp):
             accs = o.slot_accesses()
@@ -101,25 +104,23 @@ def test_walks_enumerate_the_placed_accesses(monkeypatch):
                 a = accs.get(name)
                 before.append(enumerate_access(b.type, b.owner.offset.value.data,
                                                a if isinstance(a, AccessAttr) else None))
-    calls = {}
-    for memo in (False, True):
-        n = [0]
+                bounds, flat, _, _ = operand_access(b, a)
+                nests.add((tuple(bounds), flat))
+    n = [0]
 
-        def counted(*args, _n=n, _f=twu_materialize.synthesize):
-            _n[0] += 1
-            return _f(*args)
+    def counted(*args, _f=twu_materialize.synthesize):
+        n[0] += 1
+        return _f(*args)
 
-        monkeypatch.setattr(twu_materialize, "SYNTH_MEMO", memo)
-        monkeypatch.setattr(twu_materialize, "synthesize", counted)
-        done = mod.clone()
-        TwuMaterialize().apply(ctx, done)
-        monkeypatch.undo()
-        calls[memo] = n[0]
-        got = [o.slot_accesses()[name].to_isa().byte_addresses().tolist()
-               for o in next(p for p in done.walk() if isinstance(p, ProgramOp)).body.ops
-               if isinstance(o, InstrOp) for name in o.slot_buffers()]
-        assert got == before and len(got) > 20
-    assert calls[True] < calls[False]
+    monkeypatch.setattr(twu_materialize, "synthesize", counted)
+    done = mod.clone()
+    TwuMaterialize().apply(ctx, done)
+    monkeypatch.undo()
+    got = [o.slot_accesses()[name].to_isa().byte_addresses().tolist()
+           for o in next(p for p in done.walk() if isinstance(p, ProgramOp)).body.ops
+           if isinstance(o, InstrOp) for name in o.slot_buffers()]
+    assert got == before and len(got) > 20
+    assert n[0] == len(nests) < len(got)
     _ = (math, np)
 
 
