@@ -385,11 +385,14 @@ def body_exprs(op: Operation) -> list[E] | None:
         return e
 
     out = []
-    for y in yield_values(op):
-        e = conv(y)
-        if e is None:
-            return None
-        out.append(e)
+    try:
+        for y in yield_values(op):
+            e = conv(y)
+            if e is None:
+                return None
+            out.append(e)
+    finally:
+        conv = None  # noqa: F841 -- its own cell: the cycle freed by reference counts
     return out
 
 

@@ -79,10 +79,13 @@ def segment_key(g: OpGraph, ops: dict[str, Op], producers: dict[str, Op],
         return v
 
     stages = []
-    for st in seg.stages:
-        op = ops[st.op]
-        stages.append((tuple(getattr(st, f) for f in _STAGE_FIELDS),
-                       tuple(canon(getattr(op, f)) for f in _OP_FIELDS)))
+    try:
+        for st in seg.stages:
+            op = ops[st.op]
+            stages.append((tuple(getattr(st, f) for f in _STAGE_FIELDS),
+                           tuple(canon(getattr(op, f)) for f in _OP_FIELDS)))
+    finally:
+        canon = None  # noqa: F841 -- its own cell: the cycle freed by reference counts (_NO_CYCLE)
     key = (seg.kind, tuple(stages), tuple(tensors))
     try:
         hash(key)
@@ -117,7 +120,10 @@ def op_key(g: OpGraph, op: Op) -> tuple | None:
             return ("dict",) + tuple(sorted((k, canon(x)) for k, x in v.items()))
         return v
 
-    key = (tuple(canon(getattr(op, f)) for f in _OP_FIELDS), tuple(tensors))
+    try:
+        key = (tuple(canon(getattr(op, f)) for f in _OP_FIELDS), tuple(tensors))
+    finally:
+        canon = None  # noqa: F841 -- its own cell: the cycle freed by reference counts (_NO_CYCLE)
     try:
         hash(key)
     except TypeError:

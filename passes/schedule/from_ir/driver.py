@@ -167,6 +167,9 @@ def from_module(module: ModuleOp, max_cvu_stages: int = 8, mem_align: int = 0,
                                                   g.strided, g.in_place, g.view_ops)
         g.view_ops |= {op.name for op in g.ops if op.outputs and op.outputs[0] in g.rmap}
     g.causal = causal.find_causal(g, ctx.band_softmax)
+    # the builder's walk holds the builder's bound methods: without it the builder (and what it
+    # alone holds) goes by reference counts, not at the next cyclic collection
+    ctx.walk = None
     _, out_syms = symbol_names(fn, len(block.args), len(outputs))
     return IRGraph(g, ctx.low, ctx.data, inputs, outputs, fn.sym_name.data, in_syms, out_syms,
                    weight_syms)
