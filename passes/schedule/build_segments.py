@@ -37,6 +37,21 @@ LATE_READ_STORES = True
 #: its first reader however many segments on the same TPBs come before it (False: the rest at the
 #: end of the first round of segments on distinct TPBs, A/B)
 LATE_READ_ROUNDS = True
+#: the output stores of a lockstep group of an integer (``i8`` activation) contraction are built
+#: after the next group's steps, an equal share after each of its first this-many steps (the
+#: group's pieces pause at ``STORE_LATER``, ``_run``'s ``carry``), instead of at each piece's
+#: end: the next group's streamed weight chunks go first on the DMA engines (LLaMA2-7B W8A8
+#: prefill's down: its first column tile's 56 stores, 4.2 MB, ~40 k cycles of both engines, held
+#: the second column tile's K chunks and left every TCU idle 11 - 30 k; issue 13, session 26).
+#: Whole plans only (``Plan.carry``); 1: off
+CARRY_STEPS = 4
+
+
+def carry_share(n: int, spread: bool) -> int:
+    """How many of ``n`` carried pieces resume their stores after each step of the next group:
+    all after the first, or in a segment of ``Plan.carry`` an equal share of
+    :data:`CARRY_STEPS` steps."""
+    return -(-n // CARRY_STEPS) if spread else n
 
 
 def empty_segment(g, ops: dict, seg: SegmentCfg) -> bool:
@@ -247,13 +262,19 @@ class PlanBuilder(Transfers):
         late_in, self.late = self.late, ([], 0)
         held = self._late_ok(si, st, op, groups[-1]) if groups else None
         reads = self._late_reads(si, st, op, groups[-1]) if groups and held is None else None
+        # whole plans only (the search's isolated builds cost the segment as before)
+        spread = CARRY_STEPS > 1 and st.ks == 1 and not self.isolated and len(groups) > 1 \
+            and self.g.tensors[op.inputs[0]].dtype == "i8"
+        if spread:
+            self.tl.carry.add(si)
         for gi, grp in enumerate(groups):
             for p in grp:
                 p.segment = si
                 p.group = self.n_groups
             self.n_groups += 1
             self.gcache = {}
-            self.late_pause = (held is not None or reads is not None) and gi == len(groups) - 1
+            self.late_pause = ((held is not None or reads is not None) and
+                               gi == len(groups) - 1) or (spread and gi < len(groups) - 1)
             carry = self._run(grp, st, op, tplan, carry, late_in if gi == 0 else None)
             self.late_pause = False
             pieces.extend(grp)
@@ -559,6 +580,7 @@ class PlanBuilder(Transfers):
             live.append([p, self._piece(p.segment, st, op, p, tplan), None])
         parked: list = []
         items, per = late if late is not None else ([], 0)
+        cper = carry_share(len(carry), group[0].segment in self.tl.carry) if carry else 0
         while live:
             nxt = []
             for item in live:
@@ -567,8 +589,8 @@ class PlanBuilder(Transfers):
                 elif item[1] is not None:
                     nxt.append(item)
             if carry:
-                self._resume(carry)
-                carry = None
+                self._resume(carry[:cper])
+                carry = carry[cper:]
             if items:
                 self._resume(items[:per])
                 items = items[per:]

@@ -163,7 +163,8 @@ class Transfers(ListScheduler):
                     t = self._load(op, tensor, tpb, nbytes, "act")
                 for x in row_tpbs:
                     self.acache[(op.name, tensor, x, rows)] = t
-            return [self.acache[key]]
+            t = self.acache[key]
+            return list(t) if type(t) is tuple else [t]  # (the chunks of :meth:`_band_chunk`)
         a0, a1 = rows
         k0, k1 = cols if cols is not None else (0, bshape[-1])
         over, nbs = self._over(prod.name, tensor, a0, a1, k0, k1)
@@ -191,6 +192,21 @@ class Transfers(ListScheduler):
         if not out:
             raise ScheduleError(f"internal: no producer piece of '{tensor}' covers rows {rows}")
         return out
+
+    def _band_chunk(self, op: Op, tensor: str, rows: tuple[int, int], k0: int, tpb: int,
+                    row_tpbs: tuple[int, ...], nbytes: float) -> int:
+        """Columns [k0, k0 + chunk) of the whole-K rows [rows) of ``tensor``: one DRB broadcast
+        to ``row_tpbs`` (the row's column parts) into the band buffer, made by the first piece
+        that needs it (``kinds.tcu.first_k_chunk``); the band (what :meth:`_act_in` gives the
+        later pieces of those TPBs) is all its chunks."""
+        key = (op.name, tensor, tpb, rows, k0)
+        if key not in self.acache:
+            t = self._broadcast(op, tensor, row_tpbs, nbytes)
+            for x in row_tpbs:
+                self.acache[(op.name, tensor, x, rows, k0)] = t
+                self.acache[(op.name, tensor, x, rows)] = \
+                    self.acache.get((op.name, tensor, x, rows), ()) + (t,)
+        return self.acache[key]
 
     def _over(self, pname: str, tensor: str, a0: int, a1: int, k0: int, k1: int
               ) -> tuple[list[PlanPiece], list[float]]:

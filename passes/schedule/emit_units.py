@@ -14,6 +14,7 @@ from m100.targets.m100.isa_base import mask_of
 
 from .emit_core import EmitterCore, Lin, Piece, _int, access, ident, row_index
 from .graph import ScheduleError, conv_out_hw
+from .build_segments import carry_share
 from .list_schedule import _overlapping, boxed_store
 from .kinds import FAMILIES
 from .plan import STORE_LATER, Unit, op_family
@@ -65,7 +66,8 @@ class UnitEmitter(EmitterCore):
         parked: list = []
         for gi, (i, e) in enumerate(bounds):
             self.gcache = {}
-            self.late_pause = (held or reads is not None) and (wave or gi == len(bounds) - 1)
+            self.late_pause = ((held or reads is not None) and (wave or gi == len(bounds) - 1)) \
+                or (si in self.plan.carry and gi < len(bounds) - 1)
             got = self._run_group(plist[i:e], si, seg, stage_of, pieces, seg_ops,
                                   [] if wave else carry, late_in if gi == 0 else None)
             if wave:
@@ -123,6 +125,7 @@ class UnitEmitter(EmitterCore):
                          None])
         parked: list = []
         items, late_of, per = late if late is not None else ([], None, 0)
+        cper = carry_share(len(carry), si in self.plan.carry) if carry else 0
         while live:
             nxt = []
             for item in live:
@@ -131,8 +134,8 @@ class UnitEmitter(EmitterCore):
                 elif item[1] is not None:
                     nxt.append(item)
             if carry:
-                self._resume(carry, stage_of)
-                carry = None
+                self._resume(carry[:cper], stage_of)
+                carry = carry[cper:]
             if items:
                 self._resume(items[:per], late_of)
                 items = items[per:]
@@ -242,10 +245,14 @@ class UnitEmitter(EmitterCore):
         self._end()
 
     def shared_chunk(self, tensor: str, key: tuple, tpbs: tuple[int, ...], tpb: int,
-                     bshape: tuple[int, ...], lin: Lin) -> tuple[SSAValue, SSAValue]:
+                     bshape: tuple[int, ...], lin: Lin,
+                     into: tuple | None = None) -> tuple[SSAValue, SSAValue]:
         """A K chunk of a lockstep group read by ``tpbs`` (the plan's ``a_share`` / ``b_share``):
         one DRB broadcast into a buffer of each (one ``m100.bcast`` id, hence one HBSM offset),
-        made by the first piece that needs it; read by only ``tpb``: one load."""
+        made by the first piece that needs it; read by only ``tpb``: one load. ``into``:
+        ``(tile key, tile shape, access)``: the chunk is written at ``access`` into one buffer
+        of ``tile shape`` per TPB that all the tile's chunks fill (made by its first chunk: a
+        K-chunked first tile, ``kinds.tcu.first_k_chunk``; its buffer is the tile's)."""
         k = (tensor, key, tpb)
         if k in self.gcache:
             return self.gcache[k]
@@ -257,13 +264,21 @@ class UnitEmitter(EmitterCore):
             return r
         opname = self.cur[1]
         t = self._take("dma", -1, tuple(tpbs))
-        bufs = self._bcast_buffers(tensor, tpbs, bshape)
+        dst_acc = None
+        if into is None:
+            bufs = self._bcast_buffers(tensor, tpbs, bshape)
+        else:
+            tiles = self.__dict__.setdefault("_tile_bufs", {})
+            tk = (tensor, into[0], tuple(tpbs))
+            if tk not in tiles:
+                tiles[tk] = self._bcast_buffers(tensor, tpbs, into[1])
+            bufs, dst_acc = tiles[tk], into[2]
         deps = self.token_of(tensor) + [d for x in tpbs
                                         for d in (self._wbar(x, tensor, t.id, act) if wbar
                                                   else self._bar(x))
                                         + self._slot_deps(x, opname)]
         d = DmaOp(t.engine, {"src": self.source(tensor, bshape, lin),
-                             "dst": (bufs[tpbs[0]], None)}, deps,
+                             "dst": (bufs[tpbs[0]], dst_acc)}, deps,
                   params={"tpb_mask": _int(t.tpb_mask)})
         self._emit(t, d)
         for x in tpbs:
@@ -490,7 +505,7 @@ class UnitEmitter(EmitterCore):
         key = (op.name, tensor, tpb, rows)
         if key in cache:
             buf, tok = cache[key]
-            return buf, [tok]
+            return buf, list(tok) if type(tok) is tuple else [tok]  # (:meth:`band_chunk`)
         t = self.plan.tasks[self._queue[-1]] if self._queue else None
         if t is None or not t.tpb_mask:
             buf, tok = self.load(tensor, bshape, lin, tpb)
@@ -506,6 +521,43 @@ class UnitEmitter(EmitterCore):
         self._emit(t, d)
         for x in tpbs:
             cache[(op.name, tensor, x, rows)] = (bufs[x], d.done)
+        return bufs[tpb], [d.done]
+
+    def band_chunk(self, op, tensor: str, rows: tuple[int, int], k: int, k0: int, kc: int,
+                   tpb: int) -> tuple[SSAValue, list[SSAValue]]:
+        """Columns [k0, k0 + kc) of the whole-K rows [rows) of 2-D ``tensor`` sent over the DRB
+        to the TPBs the plan task names (``Transfers._band_chunk``) into one band buffer of
+        ``(rows, 1, k)`` each (one ``m100.bcast`` id, made by the first chunk), at its columns
+        [k0, k0 + kc); the later pieces of those TPBs read the band whole (:meth:`_shared_load`:
+        all its chunks)."""
+        cache = self.__dict__.setdefault("_act_cache", {})
+        ck = (op.name, tensor, tpb, rows, k0)
+        if ck in cache:
+            buf, tok = cache[ck]
+            return buf, [tok]
+        t = self.plan.tasks[self._queue[-1]] if self._queue else None
+        if t is None or not t.tpb_mask:
+            raise AssertionError(f"emitter: {self._piece_desc}: a band chunk of '{tensor}' "
+                                 "is a DRB broadcast in the plan")
+        tpbs = list(t.dst_tpbs)
+        self._take("dma", -1, tuple(tpbs))
+        bands = self.__dict__.setdefault("_band_bufs", {})
+        bk = (op.name, tensor, rows, tuple(tpbs))
+        if k0 == 0:
+            bands[bk] = self._bcast_buffers(tensor, tpbs, (rows[1] - rows[0], 1, k))
+        bufs = bands[bk]
+        n = rows[1] - rows[0]
+        deps = self.token_of(tensor) + [d for x in tpbs
+                                        for d in self._bar(x) + self._slot_deps(x, op.name)]
+        src = self.source(tensor, (n, 1, kc), [((1, 0, 0), rows[0]), ((0, 0, 1), k0)])
+        d = DmaOp(t.engine, {"src": src, "dst": (bufs[tpbs[0]],
+                                                 access((n, 1, kc), ident(3, (0, 0, k0))))},
+                  deps, params={"tpb_mask": _int(t.tpb_mask)})
+        self._emit(t, d)
+        for x in tpbs:
+            cache[(op.name, tensor, x, rows, k0)] = (bufs[x], d.done)
+            whole = cache.get((op.name, tensor, x, rows))
+            cache[(op.name, tensor, x, rows)] = (bufs[x], (whole[1] if whole else ()) + (d.done,))
         return bufs[tpb], [d.done]
 
     def pool_out_index(self, op, r0: int, c0: int = 0) -> Lin:

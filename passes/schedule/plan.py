@@ -208,6 +208,10 @@ class PlanPiece:
     # whole tile), ``kx`` the end of its reduction (0: all of K)
     cfull: int = 0
     kx: int = 0
+    # > 0: the first piece of a lockstep integer matmul on its TPB computed in K chunks of this
+    # many columns while its whole-K activation band arrives chunk by chunk
+    # (``kinds.tcu.first_k_chunk``; the band's later readers read it whole)
+    kfirst: int = 0
 
     def to_dict(self) -> dict:
         d = dict(op=self.op, band=self.band, col=self.col, tpb=self.tpb, rows=[self.r0, self.r1],
@@ -224,6 +228,8 @@ class PlanPiece:
             d.update(cfull=self.cfull)
         if self.kx:
             d.update(kx=self.kx)
+        if self.kfirst:
+            d.update(kfirst=self.kfirst)
         return d
 
 
@@ -285,6 +291,9 @@ class Plan:
     # late stores read by later pipelines (:data:`.build_segments.LATE_READ_STORES`): segment ->
     # {segment j: the indices in its pieces of the stores built (and emitted) at the end of j}
     late_reads: dict[int, dict[int, list[int]]] = field(default_factory=dict)
+    # lockstep segments whose groups' stores are built (and emitted) spread over the next
+    # group's first steps (:data:`.build_segments.CARRY_STEPS`; whole plans only)
+    carry: set[int] = field(default_factory=set)
     # segment index -> the builder's state before it (:mod:`.resume`): a later build that shares
     # the segments before it starts there (``Scheduler.build(base=...)``); not part of the plan
     checkpoints: dict = field(default_factory=dict, repr=False, compare=False)

@@ -138,7 +138,7 @@ def copy_plan(tl: Plan, segs: list) -> Plan:
                 buffers=list(tl.buffers),
                 plans=dict(tl.plans), segments=list(segs), seg_spans=list(tl.seg_spans),
                 prefetch=dict(tl.prefetch), kept=set(tl.kept), kept_bcast=tl.kept_bcast,
-                late=dict(tl.late), late_reads=dict(tl.late_reads))
+                late=dict(tl.late), late_reads=dict(tl.late_reads), carry=set(tl.carry))
 
 
 @dataclass

@@ -26,6 +26,37 @@ from ..plan import PlanPiece, Unit, conv_window, op_family
 #: ~80 matmul/conv ops); False: computed per piece (the tests compare both)
 OP_FACTS = True
 
+#: issue 13, session 26 (LLaMA prefill's MLP): the first piece on each TPB of a lockstep integer
+#: matmul whose activation rows come whole-K by one DRB broadcast to the row's column parts
+#: (W8A8 ``up``: 147 rows x 4096 of ``xq``, 602 KB a TPB) computes in K chunks of this many
+#: columns while the band arrives chunk by chunk (one broadcast per chunk into the same band
+#: buffer, which the later column tiles read whole): every TPB row starts on its first chunk
+#: instead of its whole band (up's rows started 22 k apart behind the 4.2 MB of bands; with
+#: :data:`..build_segments.CARRY_STEPS` the 7B layer -0.51 % planned, -0.66 % simulated). An
+#: i8 x i8 -> i32 chain is exact in any K order (the i32 accumulator), so the result is the
+#: same bits. Whole plans only (:func:`first_k_chunk`); 0: off (every piece reads its band whole).
+FIRST_K_CHUNK = 512
+
+
+def first_k_chunk(op: Op, k: int, tk: int, weight_resident: bool, act_resident: bool,
+                  p: PlanPiece, x_dtype: str, started: bool, gc: int, streamed: bool,
+                  isolated: bool) -> int:
+    """:data:`FIRST_K_CHUNK` for a piece it applies to (``PlanPiece.kfirst``, which the emitter
+    reads), else 0: a plain 2-D ``tcu.matmul`` of one K part with its K whole, a streamed
+    second operand broadcast to several TPB rows (a lockstep group), an ``i8`` activation
+    loaded (not streamed from producer pieces) by one broadcast to several column parts
+    (``gc > 1``), no int4 weight or requantized result, not a clipped causal piece, no compute
+    of ``op`` on the piece's TPB yet (``started``), in a whole plan: the search's isolated
+    builds (``isolated``) cost the segment as before (measured: with the chunks in the
+    search's segment costs the 7B layer's gate took up's 7 x 8 tiling, +1.9 % predicted)."""
+    c = FIRST_K_CHUNK
+    if not c or isolated or started or streamed or weight_resident or act_resident or tk < k or \
+            k <= c or k % c or op.unit != "tcu.matmul" or p.group < 0 or p.kparts != 1 or \
+            p.kx or p.cfull or gc <= 1 or len(p.b_share) <= 1 or x_dtype != "i8" or \
+            op.attrs.get("w4") or op.attrs.get("rq_table"):
+        return 0
+    return c
+
 
 def _op_facts(bld, op: Op) -> tuple:
     """What :func:`plan_piece` reads of ``op`` alone: ``(op, family, x, w, rq_table, dq_table,
@@ -97,6 +128,12 @@ def plan_piece(bld, si: int, st, op: Op, p: PlanPiece, tplan: TilePlan, compute)
         # (a lockstep 2-D matmul too: ``keep._reads_kept``, its chunks rows x columns [k0, k1))
         kept_chunks = streamed and kk < K and p.group >= 0
         x_deps: list[int] = []
+        kfirst = 0 if conv else first_k_chunk(
+            op, K, kk, tplan.weight_resident, tplan.act_resident, p, g.tensors[x_t].dtype,
+            (tpb, op.name) in bld.hist, st.gc, streamed, bld.isolated)
+        p.kfirst = kfirst
+        if kfirst:
+            kk = kfirst
         if tplan.act_resident:
             yield from _plan_act_resident(bld, si, st, op, p, tplan, x_t, w_t, bias, rq_table,
                                           xb, wt, compute)
@@ -115,6 +152,10 @@ def plan_piece(bld, si: int, st, op: Op, p: PlanPiece, tplan: TilePlan, compute)
             last = ci == len(chunks) - 1
             if kk == K:
                 deps = list(x_deps)
+            elif kfirst:  # the band's chunk: one broadcast to the row's column parts
+                rb = st.row_of(p.band) * st.gc
+                deps = [bld._band_chunk(op, x_t, x_rows, k0, tpb, tuple(st.tpbs[rb:rb + st.gc]),
+                                        chunk_bytes(kc))]
             elif kept_chunks:  # one DTDU broadcast per producer piece to the column parts
                 deps = list(bld._kept_chunk(si, op, x_t, ("k", x_rows, k0), x_rows,
                                             x_full_dims[:2] + (kc,), (k0, k0 + kc),
@@ -284,6 +325,9 @@ def emit_piece(em, si, seg, op, b, j, tpb, r0, r1, c0, c1, pieces, seg_ops, plan
         streamed = em._streamed(a_t, seg_ops, pieces)
         # per K chunk from kept pieces (a lockstep 2-D matmul: the plan's ``kept_chunks``)
         kept_chunks = streamed and tk < k and pp.group >= 0
+        kfirst = pp.kfirst  # the plan's (``first_k_chunk``)
+        if kfirst:
+            tk = kfirst
         if (streamed or tk == k) and not kept_chunks:
             a_full, a_deps = em.act_in(si, seg, op, a_t, (r0, r1), (rows, 1, kx),
                                          [((1, 0, 0), r0), ((0, 0, 1), 0)], tpb, pieces,
@@ -301,6 +345,10 @@ def emit_piece(em, si, seg, op, b, j, tpb, r0, r1, c0, c1, pieces, seg_ops, plan
             last = ci == len(chunks) - 1
             if tk == k:
                 a_slot, deps = (a_full, None), list(a_deps)
+            elif kfirst:  # the plan's broadcast of the band's chunk into the band buffer
+                a_full, ats = em.band_chunk(op, a_t, (r0, r1), k, k0, kc, tpb)
+                a_slot = (a_full, access((rows, kc), [((1, 0), 0), ((0, 0), 0), ((0, 1), k0)]))
+                deps = list(ats)
             elif kept_chunks:  # one DTDU broadcast per producer piece to the column parts
                 abuf, ats = em.kept_chunk(si, seg, op, a_t, ("k", (r0, r1), k0), (r0, r1),
                                           (rows, 1, kc), [((1, 0, 0), r0), ((0, 0, 1), k0)],
@@ -334,6 +382,12 @@ def emit_piece(em, si, seg, op, b, j, tpb, r0, r1, c0, c1, pieces, seg_ops, plan
                 w_buf, wt = _weight_in(em, pp, op, w_t, tpb, c0, (pp.cfull or c1) if resident
                                        else c1, kbox, resident, j)
                 w_acc = access((kc, cols), [((1, 0), 0), ((0, 1), 0)]) if resident else None
+            elif kfirst:  # the chunk into the first tile's whole-K weight buffer
+                bshape, lin = em.weight_box(w_t, c0, c1, "w", (0, k0, kc))
+                w_buf, wt = em.shared_chunk(w_t, ("w", c0, c1, (0, k0, kc)), pp.b_share, tpb,
+                                            bshape, lin, into=(("w", c0, c1), (k, cols), access(
+                                                (kc, cols), [((1, 0), k0), ((0, 1), 0)])))
+                w_acc = access((kc, cols), [((1, 0), k0), ((0, 1), 0)])
             else:
                 w_buf, wt = _weight_in(em, pp, op, w_t, tpb, c0, c1,
                                        None if tk == k else (0, k0, kc), resident, j)
