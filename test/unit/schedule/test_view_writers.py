@@ -53,32 +53,39 @@ def alias_root(g):
 def unordered_loads(pl) -> tuple[int, list]:
     """(loads of bytes the program writes, those not ordered after every store of those bytes:
     the store that ends last is not among the load's dependencies, transitively, or some store
-    ends after the load starts)."""
+    ends after the load starts). Not the stores of a matmul's plain 2-D result (``boxed_store``):
+    a load of a box of it waits for the stores of that box only."""
+    from m100.passes.schedule.list_schedule import boxed_store
     g, tl = pl.graph, pl.timeline
     root = alias_root(g)
+    ops = {o.name: o for o in g.ops}
     stores: dict[str, list] = {}
+    boxed: set[str] = set()  # (a box read waits for the stores of its box only: ``_box_deps``)
     for t in tl.tasks:
         if t.kind in ("dma-out", "dma-mem") and t.tensor not in g.cviews:
             stores.setdefault(root(t.tensor), []).append(t)
+            if boxed_store(g, ops[t.op]):
+                boxed.add(root(t.tensor))
     n, bad = 0, []
     for t in tl.tasks:
         if t.kind != "dma-in" or t.tensor in g.cviews or \
                 g.tensors[t.tensor].kind in ("input", "weight"):
             continue
         ss = stores.get(root(t.tensor))
-        if not ss:
+        if not ss or root(t.tensor) in boxed:
             continue
         n += 1
-        last = max(ss, key=lambda s: s.end)
+        end = max(s.end for s in ss)
+        last = {s.id for s in ss if s.end >= end - 1e-6}  # (ties: any of them)
         seen, todo = set(), list(t.deps)
-        while todo and last.id not in seen:
+        while todo and not last & seen:
             d = todo.pop()
             if d not in seen:
                 seen.add(d)
                 todo.extend(tl.tasks[d].deps)
         early = [s.id for s in ss if s.end > t.start + 1e-6]
-        if last.id not in seen or early:
-            bad.append((t.id, t.op, t.tensor, t.start, last.id, early))
+        if not last & seen or early:
+            bad.append((t.id, t.op, t.tensor, t.start, sorted(last), early))
     return n, bad
 
 
