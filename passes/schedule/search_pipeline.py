@@ -3,8 +3,8 @@
 A pipeline of the ops ``ops`` (a connected run the DP of ``Search.run`` tries, or one it chose)
 starts greedy (:meth:`PipelineSearch._pipe_start`: TPBs in proportion to each stage's work,
 light vector stages on the TPBs of the TCU stage before them) and climbs: its neighbours --
-co-location toggled, TPBs shifted between two stages, another column split, bands doubled /
-halved -- are enumerated in a fixed order (:meth:`PipelineSearch._pipe_neighbours`), the first
+co-location toggled, bands doubled / halved, TPBs shifted between two stages, another column
+split -- are enumerated in a fixed order (:meth:`PipelineSearch._pipe_neighbours`), the first
 cheaper one is taken, at most ``iters`` candidates are costed and none twice (session 26; they
 were drawn from an RNG seeded by the ops' names before, and ResNet-18's plan moved by up to
 +8.8 % with the seed). The answer is then a function of the run's structure, so it is memoized
@@ -73,12 +73,11 @@ class PipelineSearch:
     def _pipe_neighbours(self, ops: list[Op], state: tuple, min_rows: int):
         """The pipelines one move of the local search reaches from ``state``, as ``(candidate,
         its state)``, generated lazily in a fixed order: each stage's co-location toggled
-        (a light stage onto the TPBs of the stage before it, or off them), TPBs shifted between
-        two stages of their own TPBs -- the ordered pairs from the one with the most work per
-        TPB to receive and the least to give first, a half, a quarter, an eighth of the donor's
-        TPBs each --, each other column split of each stage, double / halve the bands. A move
-        that does not apply is left out; so is a candidate met before in the list. (The order
-        is measured: bands first cost ResNet-18 224 +7 % predicted; co-location last, +13 %.)"""
+        (a light stage onto the TPBs of the stage before it, or off them), double / halve the
+        bands, TPBs shifted between two stages of their own TPBs -- the ordered pairs from the
+        one with the most work per TPB to receive and the least to give first, a half, a
+        quarter, an eighth of the donor's TPBs each --, each other column split of each stage.
+        A move that does not apply is left out; so is a candidate met before in the list."""
         n = len(ops)
         alloc, coloc, gcs, bands = state
         seen: set = set()
@@ -107,6 +106,9 @@ class PipelineSearch:
                 al[donor] -= 1
             if (mv := made(al, co, gcs, bands)) is not None:
                 yield mv
+        for b in (min(min_rows, bands * 2), max(1, bands // 2)):
+            if b != bands and (mv := made(alloc, coloc, gcs, b)) is not None:
+                yield mv
         own = [i for i in range(n) if not coloc[i]]
         load = {}
         for i in own:  # the work on stage i's TPBs (its own and its co-located stages') per TPB
@@ -133,9 +135,6 @@ class PipelineSearch:
                     gc[i] = x
                     if (mv := made(alloc, coloc, gc, bands)) is not None:
                         yield mv
-        for b in (min(min_rows, bands * 2), max(1, bands // 2)):
-            if b != bands and (mv := made(alloc, coloc, gcs, b)) is not None:
-                yield mv
 
     def _pipe_climb(self, ops: list[Op], state: tuple, best: SegmentCfg, best_c: float,
                     min_rows: int, left: int) -> tuple[SegmentCfg, float, tuple]:
