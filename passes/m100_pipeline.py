@@ -62,7 +62,7 @@ class M100Pipeline(ModulePass):
     ``sync`` attribute): ``m100-translate`` / ``module_to_program`` turn it into a program file.
     Options: ``machine`` (preset or machine file, default m100), ``tpbs`` / ``clusters`` (limit
     the TPBs used, 0 = all), ``strategy`` = auto | data-parallel | pipeline | single,
-    ``sync-mode`` = dataflow | barrier-all, ``seed`` (no effect: the scheduler's search draws nothing),
+    ``sync-mode`` = dataflow | barrier-all, ``seed`` (the scheduler's search seed),
     ``certificate`` (write the sync certificate JSON here), ``report`` (schedule and sync
     reports to stderr), ``verify`` = each (after every stage, the default: a failure names the
     stage) | end (once, after the last stage: the drivers' choice, each verification of a

@@ -36,9 +36,8 @@ class M100Schedule(ModulePass):
     ``twu-materialize`` and ``sync-insert`` next. Unsupported ops and shapes that can not fit are
     one error naming the op.
     Options: ``machine`` (preset or file, default m100), ``tpbs`` / ``clusters`` (limit the TPBs
-    used, 0 = all), ``strategy`` = auto | data-parallel | pipeline | single, ``seed`` (no effect
-    since session 26: the local search enumerates its moves and draws nothing; accepted so that
-    existing pipelines stay valid), ``report`` (print the schedule table and
+    used, 0 = all), ``strategy`` = auto | data-parallel | pipeline | single, ``seed`` (the local
+    search's RNG; the result is deterministic per seed), ``report`` (print the schedule table and
     critical path to stderr), ``max-stages`` (longest pipeline), ``plan-json`` (write the plan --
     every instruction's unit or DMA engine, TPB, broadcast mask, dependencies and predicted cycles
     -- as JSON to this file), ``prefetch-share`` (percent of the HBSM that weights prefetched
@@ -82,7 +81,7 @@ class M100Schedule(ModulePass):
         apply_int4_weights(op, irg)  # W4A16: int4 weights in DDR, dequantized by the TCU
         check_limits(irg.graph, m)
         pl = schedule(irg.graph, m, tpbs=self.tpbs, clusters=self.clusters,
-                      strategy=self.strategy, max_stages=self.max_stages,
+                      strategy=self.strategy, seed=self.seed, max_stages=self.max_stages,
                       prefetch_share=self.prefetch_share / 100 if self.prefetch_share else None,
                       tail_prefetch=self.tail_prefetch)
         pl.graph = irg.graph  # type: ignore[attr-defined]

@@ -1,6 +1,6 @@
 """Placement in space and time: choose segments, TPB groups, splits and mini-tensor counts.
 
-The search (deterministic; it draws nothing):
+The search (deterministic for a given seed):
 
 1. **Segmentation** of the ops (topological order) into segments that run one after another.
    ``data-parallel``: one op per segment on all TPBs. ``pipeline``: maximal chains of up to
@@ -8,10 +8,9 @@ The search (deterministic; it draws nothing):
    tensors streaming through them). ``single``: one op per segment on one TPB. ``auto``: dynamic
    programming over all segmentations (segments of up to ``max_stages`` ops), each candidate segment
    costed by its best configuration, so data-parallel and pipelined segments mix per subgraph.
-2. **Configuration of a segment** by greedy construction + local search (hill climbing over at
-   most a fixed number of candidates: the neighbours of a data-parallel op or of a pipeline
-   enumerated in a fixed order, first improvement, none costed twice; ``Search._dp_neighbours``,
-   ``Search._pipe_neighbours``; a pipeline's answer memoized per structure): a data-parallel op starts
+2. **Configuration of a segment** by greedy construction + local search (hill climbing over a fixed
+   number of moves: a data-parallel op's neighbours enumerated in a fixed order, first improvement,
+   :data:`.search.DP_MOVES`; a pipeline's moves drawn from a seeded RNG): a data-parallel op starts
    on all TPBs with the column split
    that keeps TCU-friendly widths; a pipeline gets TPBs in proportion to each stage's work, in
    contiguous TPB ranges (so neighbouring stages share a cluster and their DTDU traffic stays
@@ -24,7 +23,7 @@ The search (deterministic; it draws nothing):
    create (a build's cost is linear in it). Once the search of ``auto`` has built that many, it
    stops exploring: the candidate pipelines of the DP are costed by their greedy start only, the
    chosen ones are not refined, a data-parallel op gets its systematic candidates (starts, K
-   chunks, K splits, resident activations) but no local-search moves, the smaller TPB pools are not
+   chunks, K splits, resident activations) but no random moves, the smaller TPB pools are not
    tried. ResNet-18 224 builds 0.49 M tasks (so the models of the test suite keep their
    plans); a LLaMA2-7B W8A8 prefill layer built 2 M at 32 tokens for a 3.4 k-instruction program
    (a task costs ~30 us of CPU: the 128-token layer took 1225 s wall), ~30x that at 1024 tokens.
@@ -92,7 +91,7 @@ def available_tpbs(machine: Machine, tpbs: int = 0, clusters: int = 0) -> tuple[
 
 
 def schedule(g: OpGraph, machine: Machine, tpbs: int = 0, clusters: int = 0,
-             strategy: str = "auto", max_stages: int = 4,
+             strategy: str = "auto", seed: int = 0, max_stages: int = 4,
              iters: int = 24, prefetch_share: float | None = None,
              tail_prefetch: bool = False) -> Placement:
     """Place ``g`` on ``machine``; returns the chosen segments and their predicted timeline.
@@ -112,7 +111,7 @@ def schedule(g: OpGraph, machine: Machine, tpbs: int = 0, clusters: int = 0,
             continue  # its TCUs alone need longer than the best plan: it can not win
         if first is not None and first.spent():
             break  # the search budget is used up
-        s = Search(g, machine, sub, max_stages=max_stages, iters=iters,
+        s = Search(g, machine, sub, seed=seed, max_stages=max_stages, iters=iters,
                    prefetch_share=prefetch_share)
         if first is None:
             first = s

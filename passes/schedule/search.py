@@ -3,9 +3,7 @@
 :class:`Search` is steps 1-4 of :mod:`.placement`'s module doc: the segmentation of the ops
 (dynamic programming for ``auto``), the configuration of one segment (greedy start + local search:
 TPB counts, column splits, K chunks and K splits, resident activations; pipelines: TPBs per stage,
-co-location, bands -- each a hill climb over neighbours enumerated in a fixed order, first
-improvement, so the answer is a function of the segment's structure: no seed; a pipeline's
-answer is memoized per structure: :mod:`.search_pipeline`) and the costing of every candidate by building it in isolation
+co-location, bands) and the costing of every candidate by building it in isolation
 (:meth:`Search.cost`: memoized per configuration, shared between structurally equal segments by
 :mod:`.shared_costs`, stopped at a bound, charged to the search budget). :func:`.placement.schedule`
 runs it per TPB pool; the whole-plan refinements after it are in :mod:`.refine`.
@@ -13,6 +11,7 @@ runs it per TPB pool; the whole-plan refinements after it are in :mod:`.refine`.
 
 from __future__ import annotations
 
+import random
 from dataclasses import replace
 
 from m100.targets.m100.machine import Machine
@@ -22,7 +21,6 @@ from .graph import Op, OpGraph, ScheduleError, geometry
 from .partition import col_splits
 from .search_dma_floor import dma_floor
 from .search_floor import busy_floor, tcu_floor
-from .search_pipeline import PipelineSearch
 from .segment import SegmentCfg, StageCfg, act_resident_ok, ksplit_ok, streamable
 from .shared_costs import SharedCosts
 from .timeline import BoundExceeded, Scheduler
@@ -37,6 +35,9 @@ STRATEGIES = ("auto", "data-parallel", "pipeline", "single")
 # :meth:`Search._floors`: the floors of a segment shared with the segments of the same
 # structure; False: each segment's floors computed for it (the tests compare both)
 SHARE_FLOORS = True
+# :meth:`Search.best_data_parallel`'s local search: "draw" (random moves from the op-name-seeded
+# RNG), "enum" (every neighbouring configuration in a fixed order, first improvement)
+DP_MOVES = "enum"
 # a causal attention chain's pipeline bands cut by work (``StageCfg.wcut``); False: equal rows
 WORK_BANDS = True
 
@@ -69,13 +70,14 @@ def work_cut(g: OpGraph, machine: Machine, names: set[str], op: str,
     return (geo.cols, cz[1], align)
 
 
-class Search(PipelineSearch):
-    def __init__(self, g: OpGraph, machine: Machine, tpbs: tuple[int, ...],
+class Search:
+    def __init__(self, g: OpGraph, machine: Machine, tpbs: tuple[int, ...], seed: int = 0,
                  max_stages: int = 4, iters: int = 24, prefetch_share: float | None = None):
         self.g = g
         self.cm = CostModel(machine)
         self.sched = Scheduler(self.cm, g, prefetch_share)
         self.tpbs = tpbs
+        self.seed = seed
         self.max_stages = max_stages
         self.iters = iters
         # cost of each segment costed so far: (cycles, exact); not exact: the build stopped at a
@@ -93,7 +95,6 @@ class Search(PipelineSearch):
         self.budget = float("inf")  # tasks the search may build (:data:`SEARCH_TASKS`, auto)
         # costs shared between structurally equal segments (:mod:`.shared_costs`)
         self.shared = SharedCosts(g, self.sched.producers, self.sched.ops, machine)
-        self._works: dict[str, float] = {}  # :meth:`_work` per op name
 
     # ------------------------------------------------------------------ costing
     def spent(self) -> bool:
@@ -260,6 +261,7 @@ class Search(PipelineSearch):
         return sorted(ks)
 
     def best_data_parallel(self, op: Op, max_k: int | None = None) -> tuple[SegmentCfg, float]:
+        rng = random.Random(f"{self.seed}:{op.name}")
         geo = geometry(self.g, op)
         kmax = min(max_k or len(self.tpbs), len(self.tpbs))
         # greedy start: as many TPBs as rows x column splits allow
@@ -301,7 +303,40 @@ class Search(PipelineSearch):
                 c = self.cost(cand, best_c)
                 if c < best_c:
                     best, best_c = cand, c
-        best, best_c = self._dp_climb(op, best, best_c, kmax, tcu)  # local search (module doc 4)
+        if DP_MOVES == "enum":
+            best, best_c = self._dp_climb(op, best, best_c, kmax, tcu)
+        for _ in range(0 if self.spent() or DP_MOVES == "enum" else self.iters // 2):
+            # local search (module doc 4)
+            st = best.stages[0]
+            k, gc, ch, kp = len(st.tpbs), st.gc, st.chunked, st.ks
+            mult = max(1, st.bands // st.gr)
+            move = rng.choice(("k-", "k+", "b+", "b-", "gc", "ch") if tcu else
+                              ("k-", "k+", "b+", "b-", "gc"))
+            if move in ("k-", "k+"):
+                ks = sorted({x for x in self._k_candidates(kmax)})
+                i = ks.index(k) if k in ks else 0
+                i = max(0, i - 1) if move == "k-" else min(len(ks) - 1, i + 1)
+                k2 = ks[i]
+                gcs = col_splits(self.cm, self.g, op, k2)
+                pick = [x for x in gcs if x <= gc] or [1]
+                cand = self._dp_cfg(op, k2, max(pick) if rng.random() < 0.5 else rng.choice(gcs),
+                                    mult, chunked=ch)
+            elif move == "b+":
+                cand = self._dp_cfg(op, k, gc, mult * 2, chunked=ch, ks=kp)
+            elif move == "b-":
+                cand = self._dp_cfg(op, k, gc, max(1, mult // 2), chunked=ch, ks=kp)
+            elif move == "ch":
+                if kp > 1:
+                    continue
+                cand = self._dp_cfg(op, k, gc, mult, chunked=not ch)
+            else:
+                gcs = col_splits(self.cm, self.g, op, k // kp)
+                cand = self._dp_cfg(op, k, rng.choice(gcs), mult, chunked=ch, ks=kp)
+            if cand is None:
+                continue
+            c = self.cost(cand, best_c)
+            if c < best_c:
+                best, best_c = cand, c
         if tcu:  # after the local search (which never moves from one of these): the band rows
             # kept whole, B streamed past them
             for cand in self._act_resident_cfgs(op, kmax):
@@ -339,7 +374,7 @@ class Search(PipelineSearch):
 
     def _dp_climb(self, op: Op, best: SegmentCfg, best_c: float, kmax: int,
                   tcu: bool) -> tuple[SegmentCfg, float]:
-        """Hill climbing over :meth:`_dp_neighbours` (first
+        """:data:`DP_MOVES` "enum": hill climbing over :meth:`_dp_neighbours` (first
         improvement), at most ``iters // 2`` candidates costed; a candidate that did not beat
         the best once never does (the best only gets cheaper), so none is costed twice."""
         left = 0 if self.spent() else self.iters // 2
@@ -361,6 +396,10 @@ class Search(PipelineSearch):
         return best, best_c
 
     # ------------------------------------------------------------------ pipelines
+    def _work(self, op: Op) -> float:
+        geo = geometry(self.g, op)
+        return self.cm.piece_cycles(self.g, op, geo.rows, geo.cols)
+
     def _pipe_cfg(self, ops: list[Op], alloc: list[int], coloc: list[bool], gcs: list[int],
                   bands: int) -> SegmentCfg | None:
         stages = []
@@ -383,6 +422,137 @@ class Search(PipelineSearch):
 
     def _wcut(self, ops: list[Op], op: Op, bands: int) -> tuple[int, int, int]:
         return work_cut(self.g, self.cm.machine, {o.name for o in ops}, op.name, bands)
+
+    def _pipe_start(self, ops: list[Op]) -> tuple[tuple, int]:
+        """The greedy start of a pipeline of ``ops``: its state ``(alloc, coloc, gcs, bands)``
+        (TPBs in proportion to each stage's work, light vector stages on the TPBs of the TCU
+        stage before them) and the bands' cap (the most rows of a stage)."""
+        n = len(ops)
+        T = len(self.tpbs)
+        work = [max(1.0, self._work(o)) for o in ops]
+        coloc = [False] * n
+        for i in range(1, n):  # light non-TCU stages ride on the previous stage's TPBs
+            if not ops[i].unit.startswith("tcu") and ops[i - 1].unit.startswith("tcu") and \
+                    work[i] < 0.25 * work[i - 1]:
+                coloc[i] = True
+        own = [i for i in range(n) if not coloc[i]]
+        if len(own) > T:
+            raise ScheduleError(f"a pipeline of {len(own)} stages needs more than {T} TPBs")
+        tot = sum(work[i] for i in own)
+        alloc = [0] * n
+        for i in own:
+            alloc[i] = max(1, int(T * work[i] / tot))
+        while sum(alloc) > T:
+            j = max(own, key=lambda i: alloc[i])
+            alloc[j] -= 1
+        while sum(alloc) < T:
+            j = max(own, key=lambda i: work[i] / alloc[i])
+            alloc[j] += 1
+        gcs = [1] * n
+        min_rows = max(geometry(self.g, o).rows for o in ops)  # per-stage caps in _pipe_cfg
+        bands = max(1, min(min_rows, max(alloc) * 2))
+        return (alloc, coloc, gcs, bands), min_rows
+
+    def _pipe_move(self, ops: list[Op], rng: random.Random, state: tuple,
+                   min_rows: int) -> tuple[SegmentCfg, tuple] | None:
+        """One local-search move of a pipeline from ``state`` (a random one of: shift TPBs
+        between two stages, toggle a stage's co-location, double / halve the bands, change a
+        stage's column split): the candidate and its state, or None when the move does not
+        apply. The draws from ``rng`` depend on ``state`` only."""
+        n = len(ops)
+        alloc, coloc, gcs, bands = list(state[0]), list(state[1]), list(state[2]), state[3]
+        move = rng.choice(("shift", "shift", "shift", "coloc", "bands+", "bands-", "gc"))
+        if move == "shift":
+            own = [i for i in range(n) if not coloc[i]]
+            if len(own) < 2:
+                return None
+            a, b = rng.sample(own, 2)
+            d = max(1, alloc[a] // rng.choice((2, 4, 8)))
+            if alloc[a] - d < 1:
+                return None
+            alloc[a] -= d
+            alloc[b] += d
+        elif move == "coloc":
+            i = rng.randrange(1, n) if n > 1 else 0
+            if i == 0 or (ops[i].unit.startswith("tcu") and not self.fuse_tcu):
+                return None
+            coloc[i] = not coloc[i]
+            own = [x for x in range(n) if not coloc[x]]
+            if coloc[i]:
+                alloc[own[-1] if own[-1] < i else own[0]] += alloc[i]
+                alloc[i] = 0
+            else:
+                donor = max(own, key=lambda x: alloc[x] if x != i else -1)
+                if alloc[donor] < 2:
+                    return None
+                alloc[i] = 1
+                alloc[donor] -= 1
+        elif move == "bands+":
+            bands = min(min_rows, bands * 2)
+        elif move == "bands-":
+            bands = max(1, bands // 2)
+        else:
+            i = rng.randrange(n)
+            k = alloc[i] if not coloc[i] else 1
+            opts = col_splits(self.cm, self.g, ops[i], max(1, k))
+            gcs[i] = rng.choice(opts)
+        cand = self._pipe_cfg(ops, alloc, coloc, gcs, bands)
+        if cand is None:
+            return None
+        return cand, (alloc, coloc, gcs, bands)
+
+    def best_pipeline(self, ops: list[Op], iters: int | None = None,
+                      bound: float = INF) -> tuple[SegmentCfg, float]:
+        """The best pipeline of ``ops`` the local search finds from the greedy start (``iters``
+        moves, default ``self.iters``) and its cost. ``bound``: the caller only asks whether that
+        cost is < ``bound`` (the DP of :meth:`run`); when the search can not find a pipeline
+        below it, some configuration and a cost >= ``bound`` may be returned instead, found
+        with bounded builds (:meth:`_pipe_above`); otherwise the result is the unbounded one."""
+        rng = random.Random(f"{self.seed}:" + ",".join(o.name for o in ops))
+        state, min_rows = self._pipe_start(ops)
+        best = self._pipe_cfg(ops, *state)
+        if best is None:
+            raise ScheduleError("internal: no initial pipeline")
+        n_iters = self.iters if iters is None else iters
+        if bound < INF:
+            c0 = self.cost(best, bound)
+            if c0 >= bound and self._pipe_above(ops, rng.getstate(), state, min_rows, n_iters,
+                                                bound):
+                return best, c0
+        best_state = state
+        best_c = self.cost(best)
+        for _ in range(n_iters):
+            mv = self._pipe_move(ops, rng, best_state, min_rows)
+            if mv is None:
+                continue
+            cand, st = mv
+            c = self.cost(cand, best_c)
+            if c < best_c:
+                best, best_c, best_state = cand, c, st
+        return best, best_c
+
+    def _pipe_above(self, ops: list[Op], rstate: tuple, state: tuple, min_rows: int, left: int,
+                    bound: float) -> bool:
+        """True when every course the local search of :meth:`best_pipeline` can take from
+        ``state`` (the RNG at ``rstate``, ``left`` moves to go, the best so far costing >=
+        ``bound``) only meets candidates costing >= ``bound``: then its result costs >= ``bound``
+        too. A move to a candidate is kept iff it is cheaper than the best so far, which, both
+        being >= ``bound``, the bounded costs do not tell: both courses are followed (at most
+        2^left candidates, each a build that stops at ``bound``; most pipelines the DP tries
+        cost several times what it has already, so these builds stop early)."""
+        rng = random.Random()
+        rng.setstate(rstate)
+        for i in range(left):
+            mv = self._pipe_move(ops, rng, state, min_rows)
+            if mv is None:
+                continue
+            cand, st = mv
+            if self.cost(cand, bound) < bound:
+                return False
+            # kept: the course from the candidate; not kept: this loop goes on from ``state``
+            if not self._pipe_above(ops, rng.getstate(), st, min_rows, left - i - 1, bound):
+                return False
+        return True
 
     # ------------------------------------------------------------------ segmentation
     def connected(self, ops: list[Op]) -> bool:

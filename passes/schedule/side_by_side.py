@@ -155,7 +155,7 @@ def _window_layout(s, group: list[SegmentCfg], window: tuple[int, ...]
     (the mask add of an attention head then streams between its matmul and softmax instead of
     going through memory), whichever the search costs lower; None when nothing fits."""
     from .placement import Search
-    sub = Search(s.g, s.cm.machine, window, max_stages=s.max_stages, iters=s.iters,
+    sub = Search(s.g, s.cm.machine, window, seed=s.seed, max_stages=s.max_stages, iters=s.iters,
                  prefetch_share=s.sched.prefetch_share)
     sub.sched, sub.cache, sub.errors, sub.shared = s.sched, s.cache, s.errors, s.shared
     sub.fuse_tcu = s.fuse_tcu
@@ -366,7 +366,7 @@ def _aside(s, segs: list[SegmentCfg], run: list[tuple[int, int]], pool: tuple[in
     if not feed or a >= n // 2:
         return None
     side, rest = pool[n - a:], pool[:n - a]
-    sub = Search(s.g, s.cm.machine, side, max_stages=s.max_stages, iters=s.iters,
+    sub = Search(s.g, s.cm.machine, side, seed=s.seed, max_stages=s.max_stages, iters=s.iters,
                  prefetch_share=s.sched.prefetch_share)
     sub.sched, sub.cache, sub.errors, sub.shared = s.sched, s.cache, s.errors, s.shared
     head = list(segs[:start])

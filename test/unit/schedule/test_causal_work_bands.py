@@ -70,7 +70,7 @@ def _force_pipeline(monkeypatch, bands: int, alloc=(2, 2, 2)) -> None:
         return (list(alloc[:n]), [False] * n, [1] * n, bands), bands
 
     monkeypatch.setattr(Search, "_pipe_start", start)
-    monkeypatch.setattr(Search, "_pipe_neighbours", lambda self, *a: iter(()))
+    monkeypatch.setattr(Search, "_pipe_move", lambda self, *a: None)
 
 
 def _compile(model, on: bool, monkeypatch, work: bool = True):

@@ -86,13 +86,11 @@ def test_a_spoiled_vector_pipeline_gets_its_greedy_start(monkeypatch):
 
 
 def test_trials_resumed_from_checkpoints_are_full_builds(monkeypatch):
-    """ResNet-18 48x48 on 56 TPBs (its plan has vector pipelines at a start other than the
-    greedy one; two of eight trials are kept; with the enumerated search moves of session 26
-    the 64x64 plan's trials all start at segments no checkpoint precedes): every trial of
-    ``pipe_starts`` is resumed from a checkpoint of the plan it would replace where one fits
-    (:mod:`..resume`), and gives what the full build of the trial gives (oracle: the same
-    ``shorter`` without ``base``, the path every trial took before): the same answer, the same
-    plan JSON. Some trials resume."""
+    """ResNet-18 64x64 on 56 TPBs (its plan has four vector pipelines at a start other than
+    the greedy one; one trial is kept): every trial of ``pipe_starts`` is resumed from a
+    checkpoint of the plan it would replace where one fits (:mod:`..resume`), and gives what the
+    full build of the trial gives (oracle: the same ``shorter`` without ``base``, the path
+    every trial took before): the same answer, the same plan JSON. Some trials resume."""
     from m100.frontend import models
     from m100.passes.schedule import timeline
     from m100.targets.m100.machine import get_machine
@@ -131,7 +129,7 @@ def test_trials_resumed_from_checkpoints_are_full_builds(monkeypatch):
     monkeypatch.setattr(timeline, "best_checkpoint", best_checkpoint)
     monkeypatch.setattr(timeline.Scheduler, "shorter", shorter)
     monkeypatch.setattr(placement, "pipe_starts", ps)
-    placement.schedule(_graph(models.resnet18(hw=48)), get_machine("m100"))
+    placement.schedule(_graph(models.resnet18(hw=64)), get_machine("m100"))
     assert len(trials) >= 4 and any(trials)
     assert resumed, "no trial resumed: the test would check little"
 
