@@ -41,12 +41,11 @@ WEIGHT_BUFFERS = ("weight", "bias", "scale", "requant")  # TilePlan buffer roles
 #: operand: the prefill heads' kT and v) prefetch across segments like constant weights
 #: (:meth:`ListScheduler._pf_ok`): each head's loads then fill the DMA engines' gaps while the
 #: head before it on the same TPBs computes, instead of waiting for its end (False: only
-#: constant weights prefetch, A/B). The emitter asks the same (``emit_core._wbar``'s ``act``)
-#: OFF (session 25's CI): with the enumerated data-parallel moves (search.DP_MOVES = "enum") the
-#: 4-head W8A8 layer of test_act_prefetch computes wrong outputs with it on (y off by up to 0.75
-#: against the switch-off program, which matches the drawn-moves programs), race checks clean --
-#: never silently wrong: off until that is found (the test keeps the case as a strict xfail)
-ACT_PREFETCH = False
+#: constant weights prefetch, A/B). The emitter asks the same (``emit_core._wbar``'s ``act``).
+#: Off in session 25's CI (the 4-head W8A8 layer of test_act_prefetch computed y off by up to
+#: 0.75, race checks clean); the cause was not the prefetch: the q / kT loads of views of RoPE's
+#: late-stored results waited for no store (fixed in :meth:`_wrote`, session 26); on again
+ACT_PREFETCH = True
 
 
 class BoundExceeded(Exception):
