@@ -74,13 +74,6 @@ def load(path) -> dict:
     return cert
 
 
-def dumps(cert: dict) -> str:
-    """The certificate's text: sorted keys, one top-level key per line, compact values."""
-    return "{\n" + ",\n".join(json.dumps(k) + ": " + json.dumps(cert[k], sort_keys=True,
-                                                                separators=(",", ":"))
-                              for k in sorted(cert)) + "\n}"
-
-
 def program_crc(insts: list) -> str:
     """A CRC-32 of every operand walk's (space, TPB, base, element type), instruction by
     instruction in the global order: the certificate is for the addresses it was made with."""
@@ -375,5 +368,5 @@ def _covers(bs, addr: int) -> bool:
     return k < arr.size and int(arr[k]) == addr
 
 
-__all__ = ["DataflowError", "FORMAT", "MAX_PROBLEMS", "VERSION", "dumps", "load",
+__all__ = ["DataflowError", "FORMAT", "MAX_PROBLEMS", "VERSION", "load",
            "program_crc", "verify", "verify_instructions"]

@@ -151,9 +151,8 @@ def cmd_compile(args: argparse.Namespace) -> int:
     driver.write_certificate(cr.certificate, cert)
     flow = ""
     if cr.dataflow is not None:
-        from m100.sim.dataflow import dumps
         path = driver.dataflow_path(args.output)
-        path.write_text(dumps(cr.dataflow) + "\n")
+        driver.write_certificate(cr.dataflow, path)  # (the sync certificate's text form)
         flow = f" and {path}"
     if args.report:
         print(cr.report)

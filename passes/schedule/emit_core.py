@@ -16,7 +16,7 @@ from xdsl.dialects.builtin import BFloat16Type, Float16Type, Float32Type, Intege
 from xdsl.ir import Operation, SSAValue
 from xdsl.ir.affine import AffineExpr, AffineMap
 
-from m100.dialects.hbsm import AllocOp, BufferType, ViewOp
+from m100.dialects.hbsm import AllocOp, BufferType, buffer_root
 from m100.passes.backend.sync_insert.dataflow import NAMES as BUFFER_NAMES
 from m100.dialects.sync import JoinOp
 from m100.dialects.tpb import CopyOp, DmaOp, ProgramOp, SegmentOp, SymbolOp
@@ -50,13 +50,6 @@ def const_bytes(arr: np.ndarray, dtype: str) -> bytes:
 #: the slots an instruction writes: their buffers are named after the plan task's tensor in
 #: the dataflow certificate's messages (``BUFFER_NAMES``)
 _WRITTEN_SLOTS = frozenset(("dst", "c", "out", "y"))
-
-
-def _buffer_root(v: SSAValue) -> Operation:
-    o = v.owner
-    while isinstance(o, ViewOp):
-        o = o.source.owner
-    return o
 
 
 Lin = list[tuple[tuple[int, ...], int]]  # per buffer dim: (coefficient per iteration dim, constant)
@@ -247,8 +240,8 @@ class EmitterCore:
         op.attributes["pred_end"] = _int(int(t.end))
         for slot, buf in zip(op.buf_slots.data, op.bufs):  # (the dataflow certificate's names)
             if slot.data in _WRITTEN_SLOTS:
-                r = _buffer_root(buf)
-                if r not in BUFFER_NAMES:
+                r = buffer_root(buf)
+                if r is not None and r not in BUFFER_NAMES:
                     BUFFER_NAMES[r] = t.tensor
         self.task_ops[t.id] = op
         self.ops.append(op)

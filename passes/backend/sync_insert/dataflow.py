@@ -37,7 +37,7 @@ import weakref
 
 from xdsl.ir import Operation, SSAValue
 
-from m100.dialects.hbsm import AllocOp, FifoOp, ViewOp
+from m100.dialects.hbsm import AllocOp, FifoOp, buffer_root
 from m100.dialects.tpb import SegmentOp, SymbolOp
 from m100.dialects.twu import SPACE_BY_NAME, array_values, type_to_dtype
 from m100.sim.dataflow import FORMAT, VERSION, crc_of
@@ -46,13 +46,6 @@ from m100.targets.m100.isa import Space
 #: root buffer op -> the plan tensor it holds (set by the scheduler's emitter, read here for
 #: the messages only; a buffer without an entry is named by its type)
 NAMES: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
-
-
-def _root(v: SSAValue) -> Operation:  # (as hbsm-allocate's)
-    o = v.owner
-    while isinstance(o, ViewOp):
-        o = o.source.owner
-    return o
 
 
 def _type_name(op: Operation) -> str:
@@ -107,7 +100,8 @@ def build_dataflow(machine, body: list[Operation], ops: list, insts: list,
     groups: dict[int, int] = {}  # m100.bcast id -> tensor id
 
     def tid(buf: SSAValue) -> int:
-        r = _root(buf)
+        r = buffer_root(buf)
+        assert r is not None, f"a buffer operand not from an hbsm.alloc / hbsm.fifo: {buf}"
         k = by_root.get(id(r))
         if k is None:
             g = r.attributes.get("m100.bcast")

@@ -34,8 +34,6 @@ BUILD_ONCE = True
 #: False: a consumer waiting for one join gets its latest producers per executor computed anew
 #: (the same list each time)
 LATEST_PER_JOIN = True
-#: False: no dataflow certificate is made (``SyncInsert.dataflows`` stays empty)
-DATAFLOW = True
 
 
 def _producers(v: SSAValue, index: dict[int, int], what: str | InstrOp,
@@ -210,9 +208,8 @@ class SyncInsert(ModulePass):
         res = insert_sync(insts, machine, edges=edges, sync_mode=self.sync_mode,
                           counter_budget=self.counter_budget or None, on_budget=self.on_budget,
                           stream_blocks=self.stream_blocks or None)
-        if DATAFLOW:
-            self.dataflows.append(build_dataflow(machine, body, ops, insts,
-                                                 res.certificate["executors"]))
+        self.dataflows.append(build_dataflow(machine, body, ops, insts,
+                                             res.certificate["executors"]))
         for o, inst in zip(ops, res.instructions):
             attr = o.properties["sync"] = ActionsAttr.from_isa(inst.sync)
             if attr.to_isa() == inst.sync:  # the op now decodes to ``inst``: no rebuild later

@@ -99,7 +99,7 @@ def test_emit_order_is_the_loop(case, monkeypatch):
     monkeypatch.setattr(emit_core.EmitterCore, "_predicted_order", spy)
     _compile(case)
     (ops,) = got
-    assert len(ops) > 30  # convnet: 36 ops after its session-26 reschedule (was > 50)
+    assert len(ops) > 30  # (convnet: 54 ops on main; a floor against a trivial case)
     assert _either(emit_core._fast_order, ops) == _either(_old_order, ops)
     rng = random.Random(0)
     timed = [o for o in ops if "pred_start" in o.attributes]

@@ -111,10 +111,12 @@ def _carry_checks(pl) -> int:
     return len(tl.carry)
 
 
-def test_first_tile_k_chunked_and_spread_stores_same_bits(monkeypatch, placements):
+@pytest.mark.parametrize("M,K,N", [(M, K, N), (120, 2048, 4096)], ids=["256x1024", "120x2048"])
+def test_first_tile_k_chunked_and_spread_stores_same_bits(monkeypatch, placements, M, K, N):
     """The projection compiled with both has chunked pieces and spread stores (the plan checks
-    above), runs race-free in full mode and gives the bits of the program built with both off,
-    which are numpy's from the ONNX definitions and onnxruntime's."""
+    above), runs race-free in full mode, passes the dataflow check and gives the bits of the
+    program built with both off, which are numpy's from the ONNX definitions and onnxruntime's
+    (the second size: 120 rows, K in eight chunks)."""
     from m100.frontend.ort_session import ort_session
     from m100.tools import driver
     _whole_k(monkeypatch)
@@ -127,7 +129,9 @@ def test_first_tile_k_chunked_and_spread_stores_same_bits(monkeypatch, placement
     for on in (True, False):
         monkeypatch.setattr(tcu, "FIRST_K_CHUNK", CHUNK if on else 0)
         monkeypatch.setattr(build_segments, "CARRY_STEPS", 4 if on else 1)
-        prog = driver.compile(model, machine="m100", tpbs=8).program
+        cr = driver.compile(model, machine="m100", tpbs=8)
+        prog = cr.program
+        assert driver.check_dataflow(cr) == []  # every read reads the tensor the plan meant
         pl = placements[-1]
         n, c = _plan_checks(pl), _carry_checks(pl)
         assert (n > 0, c > 0) == (on, on), (n, c)
