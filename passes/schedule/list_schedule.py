@@ -44,7 +44,9 @@ WEIGHT_BUFFERS = ("weight", "bias", "scale", "requant")  # TilePlan buffer roles
 #: constant weights prefetch, A/B). The emitter asks the same (``emit_core._wbar``'s ``act``).
 #: Off in session 25's CI (the 4-head W8A8 layer of test_act_prefetch computed y off by up to
 #: 0.75, race checks clean); the cause was not the prefetch: the q / kT loads of views of RoPE's
-#: late-stored results waited for no store (fixed in :meth:`_wrote`, session 26); on again
+#: late-stored results waited for no store (fixed in :meth:`_wrote`, session 26), and a DRB
+#: broadcast's receiver that nothing on its TPB read was packed over a live buffer
+#: (hbsm-allocate: an unread receiver now lives at its broadcast, session 26); on again
 ACT_PREFETCH = True
 
 
