@@ -6,14 +6,15 @@ them, what each cost's first streaming block and ``share`` would derive one cost
 * ``alone`` (:func:`~m100.sim.timing.alone_rate`): the minimum of ``1.0 / cycles`` (when > 0),
   ``1.0 / max`` of each bank histogram (when > 0) and ``capacity / bytes`` of each link (bytes
   > 0); inf when there is none;
-* ``nzb`` (:func:`~m100.sim.timing.bank_terms`): per TPB of ``banks`` (its order) the column
-  codes ``tpb * banks + bank`` and demands of the nonzero banks, banks ascending;
 * ``cols`` / ``use`` / ``crit`` (``Fluid._add_use``): those columns in the cost's TPB order,
   then the engine columns of its nonzero links in its order; the demands times the alone rate
   (none without streaming work); whether some column's ``capacity / use < 1.0`` (``use >
-  1e-12``);
-* ``terms`` (``timing._terms``): the bank entries by TPB ascending, then the nonzero links by
-  name with their codes (``timing._link_code``).
+  1e-12``).
+
+``nzb`` and ``terms`` are left for their own functions to compute on demand (``bank_terms`` /
+``timing._terms``, the one-cost-at-a-time definitions): only ``share`` on every entry reads them
+(``fluid.NEAR`` False, a cost of another registry), never the engine's default path, and
+building them here was ~1/5 of the batch (an argsort of every entry: 1.2 M on ResNet-50).
 
 Every value is the same elementwise IEEE operation on the same operands here as there
 (divisions, products, comparisons; a minimum or maximum picks one of the values, in any order),
@@ -28,7 +29,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .timing import _CODES, Cost, _link_code
+from .timing import Cost
 
 #: Derive the costs of a timed run in one batch (False: one cost at a time, at its first block).
 BATCH = True
@@ -45,20 +46,17 @@ def derive_batch(costs: list[Cost], cap, col, col_cap, token: int, banks: int) -
         return 0
     n = len(todo)
     owner, tpbs, hists = [], [], []
-    l_own, l_col, l_code, l_rank, l_val, l_cap = [], [], [], [], [], []
+    l_own, l_col, l_val, l_cap = [], [], [], []
     for i, c in enumerate(todo):
         for t, acc in c.banks.items():  # (the cost's order)
             owner.append(i)
             tpbs.append(t)
-            hists.append(np.asarray(acc, dtype=np.float64))
+            hists.append(acc)
         if c.links:
-            byname = {k: j for j, k in enumerate(sorted(c.links, key=str))}
             for k, v in c.links.items():
                 if v != 0:
                     l_own.append(i)
                     l_col.append(col(k))
-                    l_code.append(_link_code(k))
-                    l_rank.append(byname[k])
                     l_val.append(v)
                     l_cap.append(cap(k))
     cyc = np.fromiter((c.cycles for c in todo), dtype=np.float64, count=n)
@@ -67,22 +65,24 @@ def derive_batch(costs: list[Cost], cap, col, col_cap, token: int, banks: int) -
     r[pos] = 1.0 / cyc[pos]
     nb = len(hists)
     if nb:
-        X = np.stack(hists)
-        if X.shape[1] != banks:
-            raise AssertionError(f"cost batch: a histogram of {X.shape[1]} banks, not {banks}")
+        X = np.stack(hists).astype(np.float64, copy=False)  # (np.asarray of each, stacked)
+        if X.ndim != 2 or X.shape[1] != banks:
+            raise AssertionError(f"cost batch: a histogram of {X.shape[1:]} banks, not {banks}")
         own = np.array(owner, dtype=np.int64)
         mx = X.max(axis=1)
         pos = mx > 0
         np.minimum.at(r, own[pos], 1.0 / mx[pos])
-        rows, bank = X.nonzero()  # by (cost, its TPB order), banks ascending
-        b_val = X[rows, bank]
-        b_tpb = np.array(tpbs, dtype=np.int64)[rows]
-        b_code = b_tpb * banks + bank
+        # the nonzero entries by (cost, its TPB order), banks ascending: X.nonzero()'s row-major
+        # order, found on the flat array (a 1-D gather instead of a 2-D one)
+        flat = X.ravel()
+        nz = flat.nonzero()[0]
+        b_val = flat[nz]
+        rows = nz // banks
+        b_code = (np.array(tpbs, dtype=np.int64) * banks)[rows] + (nz - rows * banks)
         b_own = own[rows]
-        b_row = rows
     else:
         b_val = np.zeros(0)
-        b_code = b_tpb = b_own = b_row = bank = np.zeros(0, dtype=np.int64)
+        b_code = b_own = np.zeros(0, dtype=np.int64)
     lv = np.array(l_val, dtype=np.float64)
     lo = np.array(l_own, dtype=np.int64)
     if lv.size:  # links with bytes > 0 bound the alone rate
@@ -90,12 +90,11 @@ def derive_batch(costs: list[Cost], cap, col, col_cap, token: int, banks: int) -
         np.minimum.at(r, lo[pos], np.array(l_cap, dtype=np.float64)[pos] / lv[pos])
     alone = r.tolist()
     # engine columns: per cost its bank entries (its TPB order, banks ascending), then links.
-    # The bank entries are in that order by cost already (X.nonzero() is row-major, rows in
-    # cost order) and so are the links (in cost order, each cost's in its order): a stable sort
-    # by cost of [banks, links] is that order -- the order of a lexsort by (cost, bank before
-    # link, rank) -- and merges two sorted runs (timsort: linear), without the keys' arrays
+    # The bank entries are in that order by cost already (row-major, rows in cost order) and so
+    # are the links (in cost order, each cost's in its order): a stable sort by cost of [banks,
+    # links] is that order -- the order of a lexsort by (cost, bank before link, rank) -- and
+    # merges two sorted runs (timsort: linear), without the keys' arrays
     e_own = np.concatenate([b_own, lo])
-    t_end = np.cumsum(np.bincount(e_own, minlength=n)).tolist()  # (every entry: share terms)
     o = np.argsort(e_own, kind="stable")
     e_own = e_own[o]
     e_col = np.concatenate([b_code, np.array(l_col, dtype=np.int64)])[o]
@@ -108,35 +107,12 @@ def derive_batch(costs: list[Cost], cap, col, col_cap, token: int, banks: int) -
     inc = np.divide(cp, e_use, out=np.full(cp.shape, np.inf), where=e_use > 1e-12)
     crit = (np.bincount(e_own[inc < 1.0], minlength=n) > 0).tolist()
     e_end = np.cumsum(np.bincount(e_own, minlength=n)).tolist()
-    # share terms: bank entries by TPB ascending (banks ascending), then links by name: sorted
-    # by one key (cost, bank 0 / link 1, TPB * banks + bank or the link's name rank), the
-    # lexicographic order of the three (the rank < its bound ``span``; unique within a cost)
-    l_rank_a = np.array(l_rank, dtype=np.int64)
-    span = int(max(int(b_code.max(initial=0)), int(l_rank_a.max(initial=0)))) + 1
-    if (2 * n + 2) * span >= 1 << 62:
-        raise AssertionError("cost batch: share terms' sort key too large")
-    t_key = np.concatenate([b_own * (2 * span) + b_code, lo * (2 * span) + span + l_rank_a])
-    o = np.argsort(t_key, kind="stable")
-    t_code = np.concatenate([b_code, np.array(l_code, dtype=np.int64)])[o]
-    t_val = np.concatenate([b_val, lv])[o]
-    # the per-TPB bank parts (bank_terms), in each cost's order
-    h_end = np.cumsum(np.bincount(b_row, minlength=nb)).tolist() if nb else []
-    k = s = es = ts = 0
+    es = 0
     for i, c in enumerate(todo):
         c.alone = alone[i]
-        nzb = []
-        while k < nb and owner[k] == i:
-            e = h_end[k]
-            nzb.append((tpbs[k], b_code[s:e], b_val[s:e]))
-            s = e
-            k += 1
-        c.nzb = nzb
         e = e_end[i]
         c.cols, c.use, c.crit = e_col[es:e], e_use[es:e], crit[i]
         es = e
-        e = t_end[i]
-        c.terms = (t_code[ts:e], t_val[ts:e], _CODES)
-        ts = e
         c.cols_of = token
         c.colmap = c.neg_use = None
     return n

@@ -401,10 +401,9 @@ class Engine(Fluid, Checks, TraceEvents, DmaAhead):
                 except SimError:  # pragma: no cover - defensive (as _cost)
                     continue
                 costs.append(c)
-        if len(self.columns.caps) > self.col_cap.size:  # (the registry only grows)
-            self._grow()
-        cost_batch.derive_batch(costs, self.cap, self._col, lambda: self.col_cap,
+        cost_batch.derive_batch(costs, self.cap, self.columns.col, self._grown_caps,
                                 self.columns.token, self.m.hbsm_banks)
+        self._grown_caps()  # (the registry only grows: links another run registered)
 
     def _start_block(self, u: int) -> None:
         us = self.units[u]
