@@ -403,6 +403,94 @@ def test_weightless_version_conversion(name):
     assert onnx_import.convert_version(model, onnx_import.MIN_OPSET).SerializeToString() == want
 
 
+def _copy_then_clear(model, big):
+    """The light copy by its definition: the whole model copied, then the big ones' bytes cleared."""
+    light = onnx.ModelProto()
+    light.CopyFrom(model)
+    for t in light.graph.initializer:
+        if t.name in big:
+            t.ClearField("raw_data")
+    return light
+
+
+@pytest.mark.parametrize("unknown", [None, "model", "graph", "tensor"])
+def test_light_copy_is_copy_then_clear(unknown):
+    """``onnx_import._light_copy`` (field by field, the big initializers without their bytes)
+    is the same message as a whole copy with those bytes cleared: on a light model with random
+    weights, and with an unknown field in the model, its graph or a big initializer (the field
+    by field copy would drop it: the whole copy is taken then)."""
+    from m100.frontend import onnx_import
+
+    model = models.randomize_light_model(onnx.load(str(LIGHT / "light_squeezenet.onnx")))
+    big = {t.name: t for t in model.graph.initializer
+           if t.ByteSize() >= onnx_import.CONVERT_STRIP_BYTES and t.HasField("raw_data")}
+    assert 0 < len(big) < len(model.graph.initializer)
+    if unknown is not None:
+        where = {"model": model, "graph": model.graph,
+                 "tensor": next(iter(big.values()))}[unknown]
+        where.MergeFromString(b"\xf8\x3f\x07")  # field 1023, varint 7: unknown to onnx
+        assert where.SerializeToString().endswith(b"\xf8\x3f\x07")
+    got = onnx_import._light_copy(model, big).SerializeToString()
+    assert got == _copy_then_clear(model, big).SerializeToString()
+    if unknown is not None:
+        assert b"\xf8\x3f\x07" in got
+
+
+def _old_resize_by_definition(model) -> dict:
+    """``_old_resize_nodes`` as it was: every constant decoded, then the Upsample / Resize read."""
+    from onnx import numpy_helper
+
+    consts = {t.name: numpy_helper.to_array(t) for t in model.graph.initializer}
+    for n in model.graph.node:
+        if n.op_type == "Constant" and n.attribute and n.attribute[0].name == "value":
+            consts[n.output[0]] = numpy_helper.to_array(n.attribute[0].t)
+    out = {}
+    for n in model.graph.node:
+        if n.op_type not in ("Upsample", "Resize") or n.domain not in ("", "ai.onnx"):
+            continue
+        a = {x.name: helper.get_attribute_value(x) for x in n.attribute}
+        mode = a.get("mode", b"nearest")
+        mode = mode.decode() if isinstance(mode, bytes) else str(mode)
+        scales = a.get("scales")
+        if scales is None and len(n.input) > 1 and n.input[1] in consts:
+            scales = consts[n.input[1]].tolist()
+        out[n.output[0]] = (n.op_type, n.name or n.output[0], mode, scales)
+    return out
+
+
+def test_old_resize_nodes_decode_only_scales():
+    """``_old_resize_nodes`` decodes only the constants an Upsample / Resize reads as its scales
+    and gives what decoding every constant gave: scales from an initializer, from a Constant node
+    (which wins over an initializer of its name, as before), from an attribute, unknown (a graph
+    input), several nodes; a model without such nodes: nothing, no decode."""
+    from onnx import numpy_helper
+
+    from m100.frontend import onnx_import
+
+    f = np.float32
+    inits = [numpy_helper.from_array(np.array([1, 1, 2, 2], f), "s0"),
+             numpy_helper.from_array(np.array([1, 1, 3, 3], f), "s1"),
+             numpy_helper.from_array(np.ones((64, 64), f), "w")]
+    const = helper.make_node("Constant", [], ["s1"],
+                             value=numpy_helper.from_array(np.array([1, 1, 4, 2], f)))
+    nodes = [const,
+             helper.make_node("Upsample", ["x", "s0"], ["a"], mode="nearest", name="u0"),
+             helper.make_node("Upsample", ["a", "s1"], ["b"], mode="linear"),
+             helper.make_node("Resize", ["b", "sx"], ["c"], mode="nearest", name="r"),
+             helper.make_node("Upsample", ["c"], ["d"], scales=[1.0, 1.0, 2.0, 2.0]),
+             helper.make_node("MatMul", ["d", "w"], ["y"])]
+    g = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, None),
+                                       helper.make_tensor_value_info("sx", TensorProto.FLOAT, [4])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)], inits)
+    model = helper.make_model(g, opset_imports=[helper.make_opsetid("", 9)])
+    got = onnx_import._old_resize_nodes(model)
+    assert got == _old_resize_by_definition(model)
+    assert got["b"][3] == [1, 1, 4, 2] and got["a"][3] == [1, 1, 2, 2] and got["c"][3] is None
+    assert len(got) == 4
+    plain = models.randomize_light_model(onnx.load(str(LIGHT / "light_squeezenet.onnx")))
+    assert onnx_import._old_resize_nodes(plain) == _old_resize_by_definition(plain) == {}
+
+
 def test_weightless_version_conversion_falls_back(monkeypatch):
     """When the weightless conversion does not give every stripped initializer back unchanged
     (here: a converter that changes one weight's dims), the whole model is converted: the
