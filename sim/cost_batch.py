@@ -40,8 +40,34 @@ def derive_batch(costs: list[Cost], cap, col, col_cap, token: int, banks: int) -
     yet. ``cap(key)``: a link's capacity; ``col(key)``: its engine column (registering it);
     ``col_cap()``: the engine's column capacities after that; ``token``: its column
     registry's; ``banks``: HBSM banks per TPB. Returns how many were derived."""
-    todo = [c for c in costs if c.alone is None and c.nzb is None and c.terms is None
-            and c.cols is None]
+    todo, moved, seen = [], [], set()
+    for c in costs:
+        if c.alone is None and c.nzb is None and c.terms is None and c.cols is None \
+                and id(c) not in seen:  # (a cost shared by geometry is listed again)
+            seen.add(id(c))
+            (todo if c.moved is None else moved).append(c)
+    for c in moved:  # the base's fields moved (timing.moved): the same values (below)
+        b = c.moved[0]
+        if id(b) not in seen and (b.cols_of != token or b.cols is None or b.alone is None):
+            todo.append(c)  # (its base is not derived and will not be: derived as any cost)
+    n = _derive(todo, cap, col, col_cap, token, banks)
+    k = 0
+    for c in moved:
+        if c.alone is not None:  # (derived above)
+            continue
+        b, shift = c.moved
+        # a one-TPB cost: its engine columns are its bank columns ``tpb * banks + bank``,
+        # each of capacity 1.0 like its base's, so its alone rate, demands and crit are its
+        # base's and its columns its base's moved by the TPBs' difference
+        c.alone, c.use, c.crit = b.alone, b.use, b.crit
+        c.cols = b.cols + shift
+        c.cols_of = token
+        c.colmap = c.neg_use = None
+        k += 1
+    return n + k
+
+
+def _derive(todo: list[Cost], cap, col, col_cap, token: int, banks: int) -> int:
     if not todo:
         return 0
     n = len(todo)

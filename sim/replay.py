@@ -41,7 +41,7 @@ from typing import TYPE_CHECKING
 
 from m100.targets.m100.isa import CsuCall
 
-from . import cost_batch, engine, fluid, memory, mempool, race_batch, share_pack, twu
+from . import cost_batch, engine, fluid, memory, mempool, race_batch, share_pack, timing, twu
 from .engine import InstRec
 from .semantics import make_exec
 from .semantics_base import SimError
@@ -62,7 +62,8 @@ def _switches() -> tuple:
     under one setting is replayed only under the same one."""
     return (twu.STRIDED, twu.GEOMETRY, race_batch.BATCH, engine.KNOWN_CLOCKS,
             engine.UNTIMED_FIFO, memory.WHOLE, mempool.POOL, cost_batch.BATCH,
-            fluid.SHARE_SHORTCUT, fluid.DEFER_RESHARE, fluid.NEAR, share_pack.PACK)
+            fluid.SHARE_SHORTCUT, fluid.DEFER_RESHARE, fluid.NEAR, share_pack.PACK,
+            timing.SHARED)
 
 
 def key_of(sim: Simulator) -> tuple | None:

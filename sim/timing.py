@@ -37,12 +37,12 @@ long, etc. Rates are recomputed whenever a job starts or ends (a fluid discrete-
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 
 import numpy as np
 
 from m100.targets.m100.isa import (Broadcast, Conv2D, Copy, CsuCall, CvuOp, CvuPipeline, DType, Dma,
-                                   Fill, Instruction, MatMul, Space, Walk, tpbs_of)
+                                   Epilogue, Fill, Instruction, MatMul, Space, Walk, tpbs_of)
 from m100.targets.m100.isa_base import csu_operand_bytes
 from m100.targets.m100.machine import Machine
 
@@ -71,6 +71,9 @@ class Cost:
     colmap: dict | None = None  # {column: demand at the alone rate} of cols / use (fluid)
     neg_use: np.ndarray | None = None  # -use (what a finished job takes off the column sums)
     nzb: list | None = None  # cached (tpb, bank column codes, demands) per TPB (bank_terms)
+    # (a cost shared by geometry, CostModel.cost) the cost of the same geometry it was moved
+    # from and the bank columns between the two TPBs (tpb - its tpb) * banks
+    moved: tuple | None = None
 
     def add_banks(self, tpb: int, acc: np.ndarray) -> None:
         if tpb in self.banks:
@@ -127,20 +130,100 @@ def tcu_rate_name(a: DType, b: DType) -> str:
     return a.short
 
 
+#: Share the block costs of one-TPB instructions by geometry (:meth:`CostModel.cost`); False:
+#: every cost built (the tests compare the two).
+SHARED = True
+
+#: The kinds whose cost can be one-TPB (every walk in the instruction's own TPB's HBSM): no
+#: links, no CPU, one bank histogram.
+_LOCAL_KINDS = (Conv2D, MatMul, CvuPipeline, Copy, Fill)
+
+_FIELDS: dict[type, tuple[str, ...]] = {}  # per kind: its fields but ``tpb`` and ``sync``
+
+
+class _Elsewhere(Exception):
+    """A walk outside the instruction's own TPB's HBSM (its cost is not shared)."""
+
+
 class CostModel:
     def __init__(self, machine: Machine):
         self.m = machine
         self.acc_per_cycle = lambda bpc: max(bpc / machine.hbsm_bank_width, 1e-9)
+        self.sweep = machine.hbsm_bank_width * machine.hbsm_banks
+        # one-TPB costs by geometry (:meth:`_geometry`): (the cost, its TPB, the levels the
+        # key names by identity -- held, so no other object takes their ids) or None
+        self.shared: dict[tuple, tuple | None] = {}
 
     def acc(self, w: Walk) -> np.ndarray:
         return bank_accesses(w, self.m)
 
     def cost(self, inst: Instruction, b: int) -> Cost:
+        """Block ``b``'s cost. A one-TPB instruction's cost is a function of its geometry
+        (:meth:`_geometry`) and its TPB, which enters only as the key of its one bank histogram
+        and of its HBSM bytes: a cost of the same geometry on another TPB is moved there
+        (:func:`moved`), the same values, not built again (ResNet-50: 5 880 convolutions, ~430
+        geometries)."""
+        key = self._geometry(inst, b) if SHARED and isinstance(inst, _LOCAL_KINDS) else None
+        if key is not None:
+            got = self.shared.get(key)
+            if got is not None:
+                return moved(got[0], got[1], inst.tpb, self.m.hbsm_banks)
         fn = getattr(self, "_" + type(inst).__name__.lower())
         c = fn(inst, b)
         if b > 0 and isinstance(inst, Dma):
             c.latency = 0.0  # the setup and first-byte latency happen once per transfer
+        if key is not None and key not in self.shared:
+            t = inst.tpb
+            local = not c.links and c.exclusive is None and list(c.banks) == [t] \
+                and set(c.bytes) <= {f"hbsm{t}"}
+            if local:  # (its arrays are shared from now on: never written)
+                for a in c.banks.values():
+                    a.flags.writeable = False
+            self.shared[key] = (c, t, [w.levels for _, w, _ in inst.walks()]) if local else None
         return c
+
+    def _geometry(self, inst: Instruction, b: int) -> tuple | None:
+        """What a one-TPB instruction's cost depends on besides its TPB: its kind, whether
+        ``b`` is its first block, its block count and every field but ``tpb`` and ``sync``, a
+        walk as (base modulo the bank sweep, element type, levels by identity) -- its bank
+        histogram is a function of those (``twu._bank_hist``), its bytes of the last two --
+        the epilogue's walks too; None when some walk is not in the instruction's own TPB's
+        HBSM."""
+        t = inst.tpb
+        names = _FIELDS.get(type(inst))
+        if names is None:
+            names = _FIELDS[type(inst)] = tuple(f.name for f in fields(inst)
+                                                if f.name not in ("tpb", "sync"))
+        key = [type(inst), b > 0, inst.sync.blocks]
+        try:
+            self._field_keys(inst, t, names, key)
+        except _Elsewhere:
+            return None
+        return tuple(key)
+
+    def _field_keys(self, inst: Instruction, t: int, names: tuple, key: list) -> None:
+        for name in names:
+            v = getattr(inst, name)
+            if isinstance(v, Walk):
+                v = self._walk_key(v, t)
+            elif isinstance(v, tuple) and v and isinstance(v[0], Walk):
+                v = tuple(self._walk_key(w, t) for w in v)
+            elif isinstance(v, Epilogue):
+                rq = v.requant
+                if rq is not None:
+                    rq = (rq.multiplier, rq.shift, rq.zero_point, rq.qmin, rq.qmax,
+                          self._walk_key(rq.per_channel, t))
+                v = (self._walk_key(v.bias, t), v.act, v.clamp_lo, v.clamp_hi, rq,
+                     self._walk_key(v.dequant, t))
+            key.append(v)
+
+    def _walk_key(self, w: Walk | None, t: int):
+        if w is None:
+            return None
+        if w.space is not Space.HBSM or w.tpb != t:
+            raise _Elsewhere
+        return (w.base % self.sweep, w.dtype, id(w.levels))
+
 
     # --- TCU ----------------------------------------------------------------------------------
     def _tcu(self, c: Cost, tpb: int, a: Walk, w: Walk, out: Walk, ep, accumulate: bool,
@@ -315,6 +398,21 @@ class CostModel:
         c.latency = m.dma_fixed_latency(Space.DDR in spaces, Space.HBSM in spaces)
         c.cycles = 0.0
         return c
+
+
+def moved(c: Cost, t0: int, t: int, banks: int) -> Cost:
+    """The one-TPB cost ``c`` of TPB ``t0`` on TPB ``t``: the same values, its bank histogram
+    (the same read-only array) and HBSM bytes keyed by ``t``. Its derived fields come from
+    ``c``'s (``cost_batch.derive_batch``: the bank columns moved by ``(t - t0) * banks``)."""
+    if t == t0:
+        return c
+    m = Cost(latency=c.latency, cycles=c.cycles, macs=c.macs, peak_macs=c.peak_macs)
+    for a in c.banks.values():
+        m.banks[t] = a
+    for v in c.bytes.values():
+        m.bytes[f"hbsm{t}"] = v
+    m.moved = (c, (t - t0) * banks)
+    return m
 
 
 def alone_rate(cost: Cost, caps: dict[tuple, float]) -> float:
