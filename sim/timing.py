@@ -38,6 +38,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field, fields
+from operator import attrgetter
 
 import numpy as np
 
@@ -138,7 +139,29 @@ SHARED = True
 #: links, no CPU, one bank histogram.
 _LOCAL_KINDS = (Conv2D, MatMul, CvuPipeline, Copy, Fill)
 
-_FIELDS: dict[type, tuple[str, ...]] = {}  # per kind: its fields but ``tpb`` and ``sync``
+_HBSM = Space.HBSM
+_SPECS: dict[type, tuple] = {}  # per kind: its fields but ``tpb`` and ``sync`` by type (_spec)
+
+
+def _spec(cls: type) -> tuple:
+    """A kind's fields but ``tpb`` and ``sync``, by declared type: (a getter of the others'
+    values as one tuple or None, the walks', the walk tuples', the epilogues' names)."""
+    plain, walks, tuples, epilogues = [], [], [], []
+    for f in fields(cls):
+        if f.name in ("tpb", "sync"):
+            continue
+        ty = str(f.type)
+        if "Epilogue" in ty:
+            epilogues.append(f.name)
+        elif "Walk" in ty:
+            (tuples if "tuple" in ty else walks).append(f.name)
+        else:
+            plain.append(f.name)
+    getter = None
+    if plain:  # (attrgetter of one name returns the value, not a 1-tuple)
+        get = attrgetter(*plain)
+        getter = get if len(plain) > 1 else (lambda inst: (get(inst),))
+    return getter, tuple(walks), tuple(tuples), tuple(epilogues)
 
 
 class _Elsewhere(Exception):
@@ -188,42 +211,45 @@ class CostModel:
         walk as (base modulo the bank sweep, element type, levels by identity) -- its bank
         histogram is a function of those (``twu._bank_hist``), its bytes of the last two --
         the epilogue's walks too; None when some walk is not in the instruction's own TPB's
-        HBSM."""
+        HBSM. (A field declared as anything else enters as its value: a walk there would only
+        make the key stricter.)"""
+        cls = type(inst)
+        spec = _SPECS.get(cls)
+        if spec is None:
+            spec = _SPECS[cls] = _spec(cls)
+        plain, walks, tuples, epilogues = spec
         t = inst.tpb
-        names = _FIELDS.get(type(inst))
-        if names is None:
-            names = _FIELDS[type(inst)] = tuple(f.name for f in fields(inst)
-                                                if f.name not in ("tpb", "sync"))
-        key = [type(inst), b > 0, inst.sync.blocks]
+        sweep = self.sweep
+        key = [cls, b > 0, inst.sync.blocks, plain(inst) if plain is not None else ()]
+        for name in walks:
+            w = getattr(inst, name)
+            if w is None:
+                key.append(None)
+            elif w.space is not _HBSM or w.tpb != t:
+                return None
+            else:
+                key.append((w.base % sweep, w.dtype, id(w.levels)))
         try:
-            self._field_keys(inst, t, names, key)
-        except _Elsewhere:
-            return None
-        return tuple(key)
-
-    def _field_keys(self, inst: Instruction, t: int, names: tuple, key: list) -> None:
-        for name in names:
-            v = getattr(inst, name)
-            if isinstance(v, Walk):
-                v = self._walk_key(v, t)
-            elif isinstance(v, tuple) and v and isinstance(v[0], Walk):
-                v = tuple(self._walk_key(w, t) for w in v)
-            elif isinstance(v, Epilogue):
+            for name in tuples:
+                key.append(tuple(self._walk_key(w, t) for w in getattr(inst, name)))
+            for name in epilogues:
+                v = getattr(inst, name)
                 rq = v.requant
                 if rq is not None:
                     rq = (rq.multiplier, rq.shift, rq.zero_point, rq.qmin, rq.qmax,
                           self._walk_key(rq.per_channel, t))
-                v = (self._walk_key(v.bias, t), v.act, v.clamp_lo, v.clamp_hi, rq,
-                     self._walk_key(v.dequant, t))
-            key.append(v)
+                key.append((self._walk_key(v.bias, t), v.act, v.clamp_lo, v.clamp_hi, rq,
+                            self._walk_key(v.dequant, t)))
+        except _Elsewhere:
+            return None
+        return tuple(key)
 
     def _walk_key(self, w: Walk | None, t: int):
         if w is None:
             return None
-        if w.space is not Space.HBSM or w.tpb != t:
+        if w.space is not _HBSM or w.tpb != t:
             raise _Elsewhere
         return (w.base % self.sweep, w.dtype, id(w.levels))
-
 
     # --- TCU ----------------------------------------------------------------------------------
     def _tcu(self, c: Cost, tpb: int, a: Walk, w: Walk, out: Walk, ep, accumulate: bool,
