@@ -241,11 +241,18 @@ class Program:
 
     # --- binary form -----------------------------------------------------------------------------
     def to_bytes(self, machine: Machine | None = None) -> bytes:
+        head, payloads = self._binary(machine)
+        return head + b"".join(payloads)
+
+    def _binary(self, machine: Machine | None) -> tuple[bytes, list[bytes]]:
+        """The file's header (with its section table) and its sections' payloads, in file order:
+        :meth:`to_bytes` joins them, :meth:`save` writes them one after the other (ResNet-50's
+        100 MB of segments are not copied twice into one ``bytes`` first)."""
         m = machine if machine is not None else self.machine_obj()
-        sections: list[tuple[int, int, bytes]] = []
+        sections: list[tuple[int, int, tuple[bytes, ...]]] = []  # a payload's parts
         try:
             for key in sorted(self.streams):
-                sections.append((SEC_STREAM, key, encode_instructions(self.streams[key], m)))
+                sections.append((SEC_STREAM, key, (encode_instructions(self.streams[key], m),)))
         except IsaError as e:
             raise ProgramError(f"cannot encode stream {key}: {e}") from None
         for i, s in enumerate(self.segments):
@@ -254,14 +261,15 @@ class Program:
                 head = struct.pack("<BQH", int(s.space), s.address, len(name))
             except struct.error as e:
                 raise ProgramError(f"cannot pack segment {i} '{s.name}': {e}") from None
-            sections.append((SEC_SEGMENT, i, head + name + bytes(s.data)))
+            data = s.data if type(s.data) is bytes else bytes(s.data)
+            sections.append((SEC_SEGMENT, i, (head + name, data)))  # the data not copied
         try:
-            sections.append((SEC_SYMBOLS, 0, _pack_symbols(self.symbols)))
+            sections.append((SEC_SYMBOLS, 0, (_pack_symbols(self.symbols),)))
         except struct.error as e:
             raise ProgramError(f"cannot pack the symbol table: {e}") from None
-        sections.append((SEC_METADATA, 0, json.dumps(self.metadata, sort_keys=True).encode()))
+        sections.append((SEC_METADATA, 0, (json.dumps(self.metadata, sort_keys=True).encode(),)))
         if self.repeat is not None:
-            sections.append((SEC_REPEAT, 0, self.repeat.to_bytes()))
+            sections.append((SEC_REPEAT, 0, (self.repeat.to_bytes(),)))
         name = self.machine.encode()
         if len(name) >= 1 << 16 or not 0 <= self.fingerprint < 1 << 64:
             raise ProgramError("cannot pack the header: machine name too long or fingerprint not "
@@ -270,16 +278,20 @@ class Program:
         head += name + struct.pack("<I", len(sections))
         offset = len(head) + _ENTRY.size * len(sections) + 4
         table = b""
-        for kind, ident, payload in sections:
+        for kind, ident, parts in sections:
+            size = crc = 0
+            for part in parts:  # the CRC of the concatenation, part by part
+                size += len(part)
+                crc = zlib.crc32(part, crc)
             try:
-                table += _ENTRY.pack(kind, 0, ident, offset, len(payload), zlib.crc32(payload), 0)
+                table += _ENTRY.pack(kind, 0, ident, offset, size, crc, 0)
             except struct.error:
                 raise ProgramError(f"cannot pack {_SEC_NAMES[kind]} section {ident!r}: the id must "
                                    "be a 32-bit integer") from None
-            offset += len(payload)
+            offset += size
         head += table
         head += struct.pack("<I", zlib.crc32(head))
-        return head + b"".join(p for _, _, p in sections)
+        return head, [part for _, _, parts in sections for part in parts]
 
     @staticmethod
     def from_bytes(data: bytes, machine: Machine | None = None) -> Program:
@@ -370,9 +382,13 @@ class Program:
         return prog
 
     def save(self, path: str | Path, machine: Machine | None = None) -> None:
-        data = self.to_bytes(machine)
+        """Write :meth:`to_bytes` to ``path``: the header, then each section's payload."""
+        head, payloads = self._binary(machine)
         try:
-            Path(path).write_bytes(data)
+            with open(path, "wb") as f:
+                f.write(head)
+                for p in payloads:
+                    f.write(p)
         except OSError as e:
             raise ProgramError(f"{path}: cannot write program: {e.strerror}") from None
 

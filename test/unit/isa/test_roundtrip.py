@@ -83,6 +83,7 @@ def test_program_roundtrip(prog, tmp_path_factory):
     assert parse_program(format_program(Program.from_bytes(data))).to_bytes() == data
     path = tmp_path_factory.mktemp("prog") / "p.m100"
     prog.save(path)
+    assert path.read_bytes() == data  # written section by section: the same bytes
     assert Program.load(path) == prog
 
 
