@@ -272,7 +272,8 @@ CONVERT_STRIP_BYTES = 4096
 def convert_version(model, target: int):
     """``onnx.version_converter.convert_version(model, target)`` with the big initializers' bytes
     kept out of the converter: it works on a copy whose initializers of ``CONVERT_STRIP_BYTES``
-    or more carry no ``raw_data`` and puts the bytes back into the converted model by name.
+    or more (by dims) carry no ``raw_data`` and puts the bytes back into the converted model by
+    name.
 
     Why: the converter serializes the model, parses it in C++, converts, serializes and parses
     it back; on an opset-9 ResNet-50 (100 MB of weights) that was ~0.8 CPU-s of a ~4.5 CPU-s
@@ -285,8 +286,10 @@ def convert_version(model, target: int):
     import onnx
     from onnx import version_converter
 
-    big = {t.name: t for t in model.graph.initializer  # ByteSize: no copy of the bytes
-           if t.ByteSize() >= CONVERT_STRIP_BYTES and t.HasField("raw_data")}
+    # big by dims, not ``ByteSize`` (which serializes each tensor); the stripped ones must come
+    # back unchanged whichever they are (below)
+    big = {t.name: t for t in model.graph.initializer
+           if _tensor_bytes(t) >= CONVERT_STRIP_BYTES and t.HasField("raw_data")}
     if not big or len(big) != sum(t.name in big for t in model.graph.initializer):
         return version_converter.convert_version(model, target)
     light = _light_copy(model, big)
@@ -479,6 +482,35 @@ def _import_torch_mlir() -> None:
         pass
 
 
+#: bytes per element of an ONNX tensor type (TensorProto.DataType); any other type: 8
+_ITEM_BYTES = {1: 4, 2: 1, 3: 1, 4: 2, 5: 2, 6: 4, 7: 8, 9: 1, 10: 2, 11: 8, 12: 4, 13: 8, 16: 2,
+               17: 1, 18: 1, 19: 1, 20: 1, 21: 1, 22: 1, 23: 1, 24: 1, 25: 1, 26: 1}
+
+
+def _weights_bound(model) -> int:
+    """At least the bytes of the values of the main graph's initializers and ``Constant`` nodes
+    (elements x their type's byte size -- 8 for any other type; a 4-bit element is counted as
+    a byte), from their dims: the room :class:`SharedBlobs` makes for the constants torch-mlir
+    returns (what does not fit travels in the reply: the same bytes either way). Not
+    ``model.ByteSize()``: protobuf's upb serializes the whole model to count it (ResNet-50:
+    100 MB, ~0.1-0.15 CPU-s)."""
+    g = model.graph
+    total = sum(_tensor_bytes(t) for t in g.initializer)
+    for n in g.node:
+        if n.op_type == "Constant":
+            total += sum(_tensor_bytes(a.t) for a in n.attribute if a.type == a.TENSOR)
+    return total
+
+
+def _tensor_bytes(t) -> int:
+    """Elements x bytes per element of a tensor from its dims and type (:data:`_ITEM_BYTES`), its
+    data unread (protobuf's ``ByteSize`` serializes the tensor to count it)."""
+    n = _ITEM_BYTES.get(t.data_type, 8)
+    for d in t.dims:
+        n *= max(int(d), 0)
+    return n
+
+
 class _Worker:
     """Runs :func:`lower_in_process` in another process, so that a torch-mlir crash is a one-line
     :class:`FrontendError` (naming the signal and the model's ops), never the end of this one.
@@ -558,7 +590,7 @@ class _Worker:
         _import_torch_mlir()  # once, here: every child has it
         # the weights come back through shared memory (twice the model's size is room enough for
         # any constant torch-mlir makes of them; what does not fit travels in the reply)
-        shared = SharedBlobs(2 * model.ByteSize() + (16 << 20)) if split and generic else None
+        shared = SharedBlobs(2 * _weights_bound(model) + (16 << 20)) if split and generic else None
         r, w = os.pipe()
         pid = os.fork()
         if pid == 0:  # the child: lower, write the reply, leave without any cleanup of the parent's
