@@ -65,6 +65,16 @@ func.func @f(%a: tensor<?x4xf32>, %b: tensor<f32>, %c: tensor<4xi16>, %d: i1, %e
       #linalg.iterator_type<reduction>], d = array<i64>}> : () -> ()
   "test.op"() <{a = [#map, #map1], b = array<i32: 2, -1>, c = [#linalg.iterator_type<parallel>, #linalg.iterator_type<reduction>], d = array<i64>}> : () -> ()
   "test.op"() <{a = [#map,#map1], b = array<i32: 2, -1, 3>, e = array<i8: 1>}> : () -> ()
+  %12 = "test.op"() <{v = dense<"0x00000000"> : tensor<2x2xf32>, w = 3 : i64}> : () -> f32
+  %13 = "test.op"() <{v = dense<"0x00000000"> : tensor<2x2xf32>, w = 3 : i64}> : () -> f32
+  %14 = "test.op"() <{v = dense<"0x00000000"> : tensor<2x2xf32>, w = 3 : i64}> {x = 1} : () -> f32
+  %15 = "test.op"() <{v = dense<"0x00000000"> : tensor<2x2xf32>, w = 4 : i64}> : () -> f32
+  %16 = "test.op"() <{}> : () -> f32
+  %17 = "test.op"() <{}> : () -> f32
+  %18 = "test.op"() <{v = {k = 1}}> : () -> f32
+  %19 = "test.op"() <{v = {k = 1}}> : () -> f32
+  %20 = "arith.cmpf"(%12, %13) <{fastmath = #arith.fastmath<none>}> {predicate = 1 : i64} : (f32, f32) -> i1
+  %21 = "arith.cmpf"(%12, %13) <{fastmath = #arith.fastmath<none>}> {predicate = 2 : i64} : (f32, f32) -> i1
   func.return %0#0, %0#1 : tensor<?x4xf32>, tensor<f32>
 }
 """
@@ -83,6 +93,19 @@ def test_hand_written_forms_parse_the_same():
     props = [o.properties for o in f if "a" in o.properties]
     assert props[0]["a"] is props[1]["a"] and props[0]["b"] is props[1]["b"]
     assert props[0]["a"] == props[2]["a"] and props[0]["b"] != props[2]["b"]
+    # a whole property dictionary parsed once per text: shared attributes, a dict per op
+    v = [o.properties for o in f if "v" in o.properties]
+    assert len(v) == 6 and v[0] is not v[1] and v[0]["v"] is v[1]["v"] is v[2]["v"]
+    assert v[2]["w"] is v[0]["w"] and v[3]["w"] != v[0]["w"] and v[3]["v"] == v[0]["v"]
+    v[0]["v"] = v[0]["w"]  # an op's property replaced: the other ops keep theirs
+    assert v[1]["v"] is v[2]["v"] and v[1]["v"] != v[0]["v"]
+    e = [o.properties for o in f if o.results and str(o.results[0].type) == "f32"
+         and not o.properties]
+    assert len(e) == 2 and e[0] is not e[1]
+    # a property given in the attribute dictionary goes into the op's own properties (xDSL
+    # moves it into the dict the parse returned: the memo's dict must not be that one)
+    cmp = [o.properties["predicate"].value.data for o in memo.walk() if o.name == "arith.cmpf"]
+    assert cmp == [1, 2]
 
 
 @pytest.mark.parametrize("bad", [
@@ -92,6 +115,9 @@ def test_hand_written_forms_parse_the_same():
     '%0 = "test.op"() : (tensor<4xf32>) ->',
     '"test.op"() <{a = [#map7, #map7]}> : () -> ()\n"test.op"() <{a = [#map7, #map7]}> : () -> ()',
     '#map = affine_map<(d0) -> (d0)>\n"test.op"() <{a = array<i32: 99999999999>}> : () -> ()',
+    '"test.op"() <{a = 1, a = 2}> : () -> ()\n"test.op"() <{a = 1, a = 2}> : () -> ()',
+    '"test.op"() <{a = 1}> : () -> ()\n"test.op"() <{a = 1}> : () -> (',
+    '"test.op"() <{a = 1}> : () -> ()\n"test.op"() <{a = 1}>> : () -> ()',
 ])
 def test_errors_are_xdsls(bad):
     msgs = []
