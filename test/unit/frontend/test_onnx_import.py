@@ -318,9 +318,28 @@ def test_upstream_pretty_form_parses_and_runs_like_generic(which):
     np.testing.assert_allclose(pretty, onnxruntime_run(model, [x])[0], rtol=1e-4, atol=1e-6)
 
 
+def _attached(text: str, blobs) -> str:
+    """The generic text of the module parsed from ``text`` with ``blobs`` attached."""
+    import io
+
+    from xdsl.printer import Printer
+
+    from m100.frontend import dense_blobs
+    from m100.frontend.mlir_load import load_mlir_text, shared_context
+
+    module = load_mlir_text(text, shared_context(), verify=False)
+    dense_blobs.attach_dense_blobs(module, blobs)
+    out = io.StringIO()
+    Printer(stream=out, print_generic_format=True).print_op(module)
+    return out.getvalue()
+
+
 def test_elided_weight_extraction_equals_the_hex_path():
     """The fast path (constants read from torch-mlir's attributes, printed elided) gives exactly the
-    text and bytes of the reference path (printed as hex, then split)."""
+    module of the reference path (printed as hex, then split; parsed, the bytes attached); with
+    the reference's size limit (256 elements) exactly its text and bytes too. Since session 27
+    the fast path elides every non-splat constant of more than 16 elements (the reference
+    leaves those of up to 256 in the text, as hex or as a decimal list)."""
     from m100.frontend import dense_blobs, onnx_import
 
     ran = []
@@ -329,18 +348,30 @@ def test_elided_weight_extraction_equals_the_hex_path():
         ran.append(dense_blobs.split_via_elision(module, put))
         return ran[-1]
 
-    for model in (models.conv_relu_maxpool(f=16), onnx.load(str(DATA / "llama_layer_small.onnx"))):
+    models_ = (models.conv_relu_maxpool(f=16), onnx.load(str(DATA / "llama_layer_small.onnx")),
+               models.randomize_light_model(onnx.load(str(LIGHT / "light_squeezenet.onnx"))))
+    more = 0
+    for model in models_:
         prepared = onnx_import.prepare_model(model, "m")
-        ran.clear()
-        with pytest.MonkeyPatch.context() as mp:
-            mp.setattr(onnx_import, "split_via_elision", fast_path)
-            fast_text, fast_blobs = onnx_import.lower_in_process(prepared, "m", True, split=True)
-        assert len(ran) == 1 and ran[0] is not None  # the fast path gave the answer
         hex_text, hex_blobs = onnx_import.split_dense_blobs(
             onnx_import.lower_in_process(prepared, "m", True, split=False))
-        assert fast_blobs and fast_blobs == hex_blobs
-        assert fast_text == hex_text
-        assert "dense_resource" not in fast_text
+        for limit in (256, dense_blobs._ELIDE_LIMIT):
+            ran.clear()
+            with pytest.MonkeyPatch.context() as mp:
+                mp.setattr(onnx_import, "split_via_elision", fast_path)
+                mp.setattr(dense_blobs, "_ELIDE_LIMIT", limit)
+                fast_text, fast_blobs = onnx_import.lower_in_process(prepared, "m", True,
+                                                                     split=True)
+            assert len(ran) == 1 and ran[0] is not None  # the fast path gave the answer
+            assert "dense_resource" not in fast_text
+            if limit == 256:
+                assert fast_blobs and fast_blobs == hex_blobs
+                assert fast_text == hex_text
+            else:
+                assert len(fast_blobs) >= len(hex_blobs)
+                more += len(fast_blobs) > len(hex_blobs)
+                assert _attached(fast_text, fast_blobs) == _attached(hex_text, hex_blobs)
+    assert more  # some constant of 17-256 elements went as a blob
 
 
 def test_elision_walk_is_the_printers_preorder():
