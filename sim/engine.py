@@ -34,6 +34,7 @@ from m100.targets.m100.machine import Machine
 from . import cost_batch
 from .checks import RaceDetector, Report
 from .dma_ahead import DmaAhead
+from .engine_untimed import UntimedLoop
 from .engine_checks import PRUNE_EVERY, Checks
 from .fluid import NEAR_MARGIN, Fluid, Job, columns_of
 from .memory import Memory
@@ -107,7 +108,7 @@ class Aborted(Exception):
     pass
 
 
-class Engine(Fluid, Checks, TraceEvents, DmaAhead):
+class Engine(Fluid, Checks, TraceEvents, DmaAhead, UntimedLoop):
     """The event loop, the units' queues, block starts/ends and the SU counters; the fluid
     timing model (:class:`~m100.sim.fluid.Fluid`), the race / deadlock checks
     (:class:`~m100.sim.engine_checks.Checks`) and the trace events
@@ -233,12 +234,15 @@ class Engine(Fluid, Checks, TraceEvents, DmaAhead):
         if self.functional:
             self._derive_blocks()
         try:
-            for i in range(len(self.units)):
-                self.try_start(i)
-            if self.timed or not self.fifo:
-                self._loop_timed()
+            if self._functional_loop_applies():  # (sim/engine_untimed.py: the same events)
+                self._loop_functional()
             else:
-                self._loop_untimed()
+                for i in range(len(self.units)):
+                    self.try_start(i)
+                if self.timed or not self.fifo:
+                    self._loop_timed()
+                else:
+                    self._loop_untimed()
         except Aborted:
             if self.rbatch is not None:
                 self.rbatch.check(None)

@@ -1,0 +1,240 @@
+"""The engine's event loop for a functional run (no timing), in one function: a mixin of
+:class:`~m100.sim.engine.Engine` (:meth:`UntimedLoop._loop_functional`).
+
+Without timing every block takes one cycle and an update arrives when its block ends, so the
+engine's events are of two kinds only: a block's end one cycle after its start (the heap, all at
+the next time, in push order) and a counter arrival at the current time (the FIFO of
+``Engine._loop_untimed``, in push order; every one waits for the current time's block ends).
+This loop keeps the two as a list of the units whose blocks end at the next time and a deque of
+arrivals, and makes the handlers' calls -- ``try_start`` / ``_start_block`` / ``ev_block_done``
+/ ``ev_visible`` / ``ev_counter`` -- inline, with their functional branches only: the same
+events in the same order, the same state changes (records, units' busy and stall cycles,
+counters, arrival histories and clock joins, race items recorded in the same order, executors'
+``run`` / ``apply`` calls in the same order), so the same outputs, stats, reports and records
+as the general loop (``test/e2e/test_speed_paths.py`` compares the two on compiled models,
+race batches and the per-access checker, monitor-dropping mutants).
+
+It runs only where those are all the events: a functional-mode engine (no dispatch times, no
+costs: no CSU CPU waits, no DMA issue ahead), no random latencies (every block one cycle), no
+trace (no flows or counter events) and :data:`FAST` on; anything else runs the general loop.
+What a first functional run of ResNet-50 spends in the handlers (~0.3 of ~2.1 CPU-s) is mostly
+Python's cost of generic event dispatch (a heap entry and a bound-method call per event), which
+this removes.
+"""
+
+from __future__ import annotations
+
+from bisect import bisect_left
+from collections import deque
+from typing import TYPE_CHECKING
+
+from numpy import maximum
+
+from m100.targets.m100.isa import tpbs_of
+
+from .checks import Report
+from .semantics_base import SimError
+
+if TYPE_CHECKING:  # pragma: no cover
+    from .engine import Engine
+
+#: Run functional engines by :meth:`UntimedLoop._loop_functional` where it applies (False: the
+#: general loop, ``Engine._loop_untimed``; the tests compare the two).
+FAST = True
+
+
+class UntimedLoop:
+    """The functional loop (see the module doc)."""
+
+    def _functional_loop_applies(self: Engine) -> bool:
+        return FAST and self.mode == "functional" and not self.timed and self.fifo \
+            and not self.trace_on and self.rng is None and not self.ahead_on \
+            and all(r.dispatch <= 0.0 for r in self.recs)
+
+    def _loop_functional(self: Engine) -> None:  # noqa: C901 - one loop on purpose (module doc)
+        """Start every unit, then run every event; the state after it is the general loop's."""
+        from .engine import PRUNE_EVERY, Aborted, KNOWN_CLOCKS
+
+        units, counters, hist, waiters = self.units, self.counters, self.hist, self.waiters
+        races, rb, vc = self.races, self.rbatch, self.vc
+        race_block, race_clock = self._race_block, self.race_clock
+        counter_max, mask_tpbs, flow_ids = self.counter_max, self.mask_tpbs, self.flow_ids
+        joins_on, progress, n_recs = self.joins_on, self.progress, len(self.recs)
+        vitem = vc.item
+
+        nxt: list[int] = []  # units whose blocks end at the next time, in push order
+        fifo: deque = deque()  # counter arrivals at the current time, in push order
+        push_arrival, pop_arrival = fifo.append, fifo.popleft
+        now = self.now
+
+        def start(u: int) -> None:  # Engine.try_start + _start_block, functional branches
+            us = units[u]
+            state = us.state
+            if state != "idle" and state != "wait":
+                return
+            rec = us.cur
+            if rec is None:
+                if not us.queue:
+                    us.state = "done"
+                    return
+                rec = us.cur = us.queue.popleft()
+                us.block = 0
+            b = us.block
+            monitors = rec.inst.sync.monitors
+            for mon in monitors:
+                pb = mon.per_block
+                if pb == 0 and b > 0:
+                    continue
+                need = mon.expected + b * pb
+                if counters[mon.tpb][mon.counter] < need:
+                    us.state = "wait"
+                    us.wait = (mon, need)
+                    key = (mon.tpb, mon.counter)
+                    ws = waiters.get(key)
+                    if ws is None:
+                        waiters[key] = {u}
+                    else:
+                        ws.add(u)
+                    if us.stall_since is None:  # (Engine._stall)
+                        us.stall_since = now
+                        us.stall_cause = "sync"
+                    elif us.stall_cause != "sync":
+                        us.stalls[us.stall_cause] = us.stalls.get(us.stall_cause, 0.0) + \
+                            now - us.stall_since
+                        us.stall_since, us.stall_cause = now, "sync"
+                    return
+            us.wait = None
+            if joins_on:
+                for mon in monitors:
+                    pb = mon.per_block
+                    if pb == 0 and b > 0:
+                        continue
+                    need = mon.expected + b * pb
+                    if need <= 0:
+                        continue
+                    cums, joins, _, known = hist[(mon.tpb, mon.counter)]
+                    k = bisect_left(cums, need)
+                    if races is not None:
+                        src = known[k]
+                        if src is None or vitem(u, src[0]) < src[1] or not KNOWN_CLOCKS:
+                            row = vc[u]
+                            maximum(row, joins[k], out=row)
+            us.cost = None
+            if us.stall_since is not None:  # (Engine._unstall)
+                us.stalls[us.stall_cause] = us.stalls.get(us.stall_cause, 0.0) + now - \
+                    us.stall_since
+                us.stall_since = None
+            us.state = "run"
+            us.block_start = now
+            if rec.start is None:
+                rec.start = now
+            try:
+                if races is not None:
+                    race_block(u, rec, b, False)
+                us.pending = rec.ex.run(b)
+            except SimError as e:
+                self.report("fault", str(e), rec)
+                raise Aborted from None
+            nxt.append(u)
+
+        for u in range(len(units)):
+            start(u)
+        while True:
+            # the current time's counter arrivals (Engine.ev_counter, untraced)
+            while fifo:
+                tpb, c, amount, bvc, fid, src, su = pop_arrival()
+                key = (tpb, c)
+                row = counters[tpb]
+                val = row[c] + amount
+                if val > counter_max:
+                    self.reports.append(Report(
+                        "overflow", f"counter c{c} of TPB {tpb} overflows ({val} > "
+                        f"{counter_max}) on the update by instruction #{src}", inst=src, tpb=tpb))
+                    val = counter_max
+                row[c] = val
+                if joins_on:
+                    h = hist.get(key)
+                    if h is None:
+                        h = hist[key] = ([], [], [], [])
+                    h[0].append(val)
+                    if races is not None:
+                        joins, known = h[1], h[3]
+                        if not joins:
+                            joins.append(bvc)
+                            known.append((su, bvc.item(su)))
+                        elif not KNOWN_CLOCKS:
+                            joins.append(maximum(joins[-1], bvc))
+                            known.append(None)
+                        else:
+                            prev, psrc = joins[-1], known[-1]
+                            if psrc is not None and bvc.item(psrc[0]) >= psrc[1]:
+                                joins.append(bvc)
+                                known.append((su, bvc.item(su)))
+                            elif prev.item(su) >= bvc.item(su):
+                                joins.append(prev)
+                                known.append(psrc)
+                            else:
+                                joins.append(maximum(prev, bvc))
+                                known.append(None)
+                    h[2].append(None)
+                ws = waiters.pop(key, None)
+                if ws:
+                    for u in (sorted(ws) if len(ws) > 1 else ws):
+                        us = units[u]
+                        if us.state == "wait":
+                            us.state = "idle"
+                            start(u)
+            if not nxt:
+                self.now = now
+                return
+            # the next time's block ends, in push order (Engine.ev_block_done + ev_visible)
+            now += 1.0
+            self.now = now
+            cur, nxt = nxt, []
+            for u in cur:
+                us = units[u]
+                rec, b = us.cur, us.block
+                inst = rec.inst
+                sync = inst.sync
+                begin = us.block_start
+                try:
+                    if races is not None:
+                        race_block(u, rec, b, True)
+                    rec.ex.apply(us.pending)
+                except SimError as e:
+                    self.report("fault", str(e), rec)
+                    raise Aborted from None
+                us.pending = []
+                if rb is not None:
+                    snapshot = race_clock[u]
+                else:
+                    snapshot = vc[u].copy() if races is not None else None
+                vc[u, u] += 1
+                if us.flows:
+                    us.flows = []
+                rec.blocks.append((begin, now))
+                us.busy += max(0.0, now - max(begin, us.busy_until))
+                us.busy_until = max(us.busy_until, now)
+                last = b == sync.blocks - 1
+                index = rec.index
+                for upd in sync.updates:
+                    if upd.trigger == 1 or last:
+                        fid = next(flow_ids)
+                        dst = mask_tpbs.get(upd.tpb_mask)
+                        if dst is None:
+                            dst = mask_tpbs[upd.tpb_mask] = tuple(tpbs_of(upd.tpb_mask))
+                        c, amount = upd.counter, upd.amount
+                        for t in dst:
+                            push_arrival((t, c, amount, snapshot, fid, index, u))
+                if last:
+                    rec.end = now
+                    self.done_count += 1
+                    if progress is not None:
+                        progress(self.done_count, n_recs)
+                    if races is not None and self.done_count % PRUNE_EVERY == 0:
+                        self._prune()
+                us.block = b + 1
+                us.state = "idle"
+                if b + 1 == sync.blocks:
+                    us.cur = None
+                start(u)

@@ -1,0 +1,183 @@
+"""The functional engine's own loop (``m100.sim.engine_untimed``) makes the same events in the
+same order as the general loop: the same outputs (bytes), stats, reports, records (block start /
+end times), counter histories and clock joins, executor calls in the same order -- race batches
+and the per-access checker, monitor-dropping mutants (races, deadlocks), a faulting run."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+import onnx
+import pytest
+
+from e2e_helpers import monitor_sites, mutate
+from m100.frontend import models
+from m100.sim import engine, engine_untimed, race_batch, replay
+from m100.tools import driver
+
+CASES = {"mlp": (models.mlp, "tiny", 0), "convnet": (models.conv_relu_maxpool, "tiny", 0),
+         "llama": (lambda: onnx.load("test/data/llama_layer_small.onnx"), "m100", 8),
+         "resnet18-32": (lambda: models.resnet18(hw=32, num_classes=10), "m100", 8)}
+
+
+def _same(a, b) -> None:
+    assert a.outputs.keys() == b.outputs.keys()
+    for k in a.outputs:
+        assert a.outputs[k].dtype == b.outputs[k].dtype
+        assert a.outputs[k].tobytes() == b.outputs[k].tobytes(), k
+    assert [str(r) for r in a.reports] == [str(r) for r in b.reports]
+    assert a.stats == b.stats
+    assert [(r.index, r.unit, r.start, r.end, r.blocks) for r in a.records] == \
+        [(r.index, r.unit, r.start, r.end, r.blocks) for r in b.records]
+
+
+def _same_engines(a, b) -> None:
+    assert np.array_equal(a.vc, b.vc)
+    assert a.counters == b.counters
+    assert a.hist.keys() == b.hist.keys()
+    for key, h in a.hist.items():
+        g = b.hist[key]
+        assert h[0] == g[0] and h[3] == g[3], key
+        assert len(h[1]) == len(g[1])
+        for x, y in zip(h[1], g[1]):
+            assert np.array_equal(x, y), key
+    assert [u.state for u in a.units] == [u.state for u in b.units]
+    assert [(u.busy, u.stalls, u.block) for u in a.units] == \
+        [(u.busy, u.stalls, u.block) for u in b.units]
+    assert a.done_count == b.done_count and a.now == b.now
+
+
+@pytest.mark.parametrize("name", ["mlp", "convnet", "llama",
+                                  pytest.param("resnet18-32", marks=pytest.mark.slow)])
+def test_functional_loop_equals_the_general_loop(name, monkeypatch):
+    build, machine, tpbs = CASES[name]
+    cr = driver.compile(build(), machine=machine, tpbs=tpbs)
+    inputs = driver.random_inputs(cr.program, 6)
+    sites = monitor_sites(cr.program)
+    programs = [cr.program] + [mutate(cr.program, s, "drop")
+                               for s in sites[:: max(1, len(sites) // 5)]]
+    programs += [_never(cr.program, sites[len(sites) // 2]), mutate(cr.program, sites[-1], "lower")]
+    engines, loops, calls = [], [], []
+    orig_run, orig_loop = engine.Engine.run, engine_untimed.UntimedLoop._loop_functional
+
+    def run(self):
+        engines.append(self)
+        for r in self.recs:  # every executor call, in order
+            if r.ex is not None:
+                ex = r.ex
+                r.ex = _Logged(ex, r.index, calls)
+        return orig_run(self)
+
+    def loop(self):
+        loops.append(self)
+        return orig_loop(self)
+
+    monkeypatch.setattr(engine.Engine, "run", run)
+    monkeypatch.setattr(engine_untimed.UntimedLoop, "_loop_functional", loop)
+    monkeypatch.setattr(replay, "REPLAY", False)  # (every run by the engine)
+    reported = deadlocks = 0
+    for program in programs:
+        for batch, races in ((True, True), (False, True), (True, False)):
+            monkeypatch.setattr(race_batch, "BATCH", batch)
+            n = len(loops)
+            del calls[:]
+            fast = driver.run(program, inputs, mode="functional", check_races=races)
+            a, fast_calls = engines[-1], list(calls)
+            assert len(loops) > n  # (the functional loop ran)
+            monkeypatch.setattr(engine_untimed, "FAST", False)
+            n = len(loops)
+            del calls[:]
+            ref = driver.run(program, inputs, mode="functional", check_races=races)
+            b = engines[-1]
+            assert len(loops) == n  # (the general loop ran)
+            monkeypatch.setattr(engine_untimed, "FAST", True)
+            _same(fast, ref)
+            _same_engines(a, b)
+            assert fast_calls == calls
+            reported += bool(fast.reports_of("race"))
+            deadlocks += bool(fast.reports_of("deadlock"))
+    assert reported and deadlocks  # racy and deadlocked runs compared
+
+
+def _never(program, site):
+    """``program`` with the monitor at ``site`` waiting for more than any update brings."""
+    key, pos, k = site
+    inst = program.streams[key][pos]
+    mons = list(inst.sync.monitors)
+    mons[k] = dataclasses.replace(mons[k], expected=mons[k].expected + 1000)
+    new = dataclasses.replace(inst, sync=dataclasses.replace(inst.sync, monitors=tuple(mons)))
+    streams = {kk: list(v) for kk, v in program.streams.items()}
+    streams[key][pos] = new
+    return dataclasses.replace(program, streams=streams)
+
+
+class _Logged:
+    """An executor whose run / apply calls are logged (record index, block or -1)."""
+
+    def __init__(self, ex, i, log):
+        self.ex, self.i, self.log = ex, i, log
+        self.reads, self.writes = ex.reads, ex.writes
+
+    def run(self, b):
+        self.log.append((self.i, b))
+        return self.ex.run(b)
+
+    def apply(self, w):
+        self.log.append((self.i, -1))
+        return self.ex.apply(w)
+
+    def __getattr__(self, k):
+        return getattr(self.ex, k)
+
+
+def test_functional_loop_reports_a_fault_as_the_general_loop(monkeypatch):
+    """An executor that faults stops both loops at the same block with the same report."""
+    from m100.sim import semantics_base
+
+    cr = driver.compile(models.mlp(), machine="tiny")
+    inputs = driver.random_inputs(cr.program, 1)
+    monkeypatch.setattr(replay, "REPLAY", False)
+    orig = engine.Engine.run
+
+    class Faulty(_Logged):
+        def apply(self, w):
+            self.log.append(1)
+            if len(self.log) == 7:
+                raise semantics_base.SimError("a fault on purpose")
+            return self.ex.apply(w)
+
+    def run(self):
+        log = []
+        for r in self.recs:
+            if r.ex is not None:
+                r.ex = Faulty(r.ex, r.index, log)
+        return orig(self)
+
+    monkeypatch.setattr(engine.Engine, "run", run)
+    fast = driver.run(cr.program, inputs, mode="functional")
+    monkeypatch.setattr(engine_untimed, "FAST", False)
+    ref = driver.run(cr.program, inputs, mode="functional")
+    assert fast.reports_of("fault")
+    assert [str(r) for r in fast.reports] == [str(r) for r in ref.reports]
+    assert [(r.start, r.end, r.blocks) for r in fast.records] == \
+        [(r.start, r.end, r.blocks) for r in ref.records]
+
+
+def test_functional_loop_only_where_it_applies():
+    """Random latencies, traces and timed modes run the general loops."""
+    cr = driver.compile(models.mlp(), machine="tiny")
+    inputs = driver.random_inputs(cr.program, 2)
+    used = []
+    orig = engine_untimed.UntimedLoop._loop_functional
+    engine_untimed.UntimedLoop._loop_functional = lambda self: (used.append(1), orig(self))[1]
+    try:
+        for kw in ({"random_latency": 3}, {"trace": True}, {"mode": "full"},
+                   {"mode": "timing"}):
+            kw.setdefault("mode", "functional")
+            driver.run(cr.program, inputs, **kw)
+        assert not used
+        driver.run(cr.program, inputs, mode="functional")
+        assert used
+    finally:
+        engine_untimed.UntimedLoop._loop_functional = orig
