@@ -13,7 +13,7 @@ from m100.dialects.tpb import BroadcastOp, CopyOp, DmaOp
 from m100.targets.m100.isa_base import mask_of
 
 from .emit_core import EmitterCore, Lin, Piece, _int, access, ident, row_index
-from .graph import ScheduleError, conv_out_hw
+from .graph import ScheduleError, concat_names, conv_out_hw
 from .build_segments import carry_share
 from .list_schedule import _overlapping, boxed_store
 from .kinds import FAMILIES
@@ -299,6 +299,18 @@ class UnitEmitter(EmitterCore):
             offs[k[0]] = k[1]
         return tuple(bl), ident(nd, tuple(offs))
 
+    def wrote(self, tensor: str, tok: SSAValue) -> None:
+        """A store of ``tensor`` (``tok``): its writer, and of the in-place concats it is a part
+        of emitted before it -- a late store (``PlanBuilder._late_wave``) passes over a concat
+        whose parts are all written in place, as the plan's ``ListScheduler._wrote``; a concat
+        emitted after it copies its parts' writers (``kinds.movement.emit_op``), its views share
+        its list."""
+        self.writers.setdefault(tensor, []).append(tok)
+        for c in concat_names(self.g, tensor):
+            ws = self.writers.get(c)
+            if ws is not None:
+                ws.append(tok)
+
     def store(self, op, p: Piece) -> None:
         out_t = op.outputs[0]
         shape = self.g.tensors[out_t].shape
@@ -311,7 +323,7 @@ class UnitEmitter(EmitterCore):
                      off + sum(s * k0 for s, (_, k0) in zip(strides, lin)))]
             mem = self.alias(root, (self.g.tensors[root].numel,))
             tok = self.dma(p.out, None, mem, access(bshape, flat), [p.done])
-            self.writers.setdefault(out_t, []).append(tok)
+            self.wrote(out_t, tok)
             p.readers.append(tok)
             self._touch(p.tpb, tok)
             return
@@ -320,7 +332,7 @@ class UnitEmitter(EmitterCore):
             mem = self.memory(root)
             lin = row_index(self.g.tensors[root].shape, p.r0 + ro, p.c0 + co)
             tok = self.dma(p.out, None, mem, access(bshape, lin), [p.done])
-            self.writers.setdefault(out_t, []).append(tok)
+            self.wrote(out_t, tok)
             p.readers.append(tok)
             self._touch(p.tpb, tok)
             return
@@ -332,7 +344,7 @@ class UnitEmitter(EmitterCore):
         else:
             lin = row_index(shape, p.r0, p.c0)
         tok = self.dma(p.out, None, mem, access(bshape, lin), [p.done])
-        self.writers.setdefault(out_t, []).append(tok)
+        self.wrote(out_t, tok)
         if boxed_store(self.g, op):  # (the plan's ``wboxes``)
             self.wboxes.setdefault(out_t, []).append(
                 ((p.r0, p.r0 + bshape[0], p.c0, p.c0 + bshape[-1]), tok))

@@ -208,18 +208,34 @@ def tensor_rows(shape: tuple[int, ...]) -> tuple[int, int]:
 
 
 def view_names(g: OpGraph, root: str) -> tuple[str, ...]:
-    """The results of view ops (no transfer: ``OpGraph.view_ops``) over ``root``, transitively:
-    the tensors whose writers are ``root``'s (cached per graph and root)."""
+    """The tensors whose readers wait for ``root``'s writers, transitively: the results of view
+    ops over it (no transfer: ``OpGraph.view_ops``) and of the concats it is a part of written in
+    place (``OpGraph.in_place``: its producer's stores are the concat's, whatever else moves the
+    concat's other parts). Cached per graph and root."""
+    return _aliases(g, root)[0]
+
+
+def concat_names(g: OpGraph, root: str) -> tuple[str, ...]:
+    """Of :func:`view_names`, the results of in-place concats: each has a writer list of its
+    own (its views share it: ``kinds.movement.emit_op``)."""
+    return _aliases(g, root)[1]
+
+
+def _aliases(g: OpGraph, root: str) -> tuple[tuple[str, ...], tuple[str, ...]]:
     cache = g.__dict__.setdefault("_view_names", {})
     r = cache.get(root)
     if r is None:
-        out, names = [], {root}
+        out, cats, names = [], [], {root}
         for o in g.ops:  # (topological order: a view of a view comes after it)
-            if o.name in g.view_ops and o.inputs and o.inputs[0] in names:
+            view = o.name in g.view_ops and o.inputs and o.inputs[0] in names
+            cat = not view and any(o.inputs[i] in names for i in g.in_place.get(o.name, ()))
+            if view or cat:
                 for t in o.outputs:
                     names.add(t)
                     out.append(t)
-        r = cache[root] = tuple(out)
+                    if cat:
+                        cats.append(t)
+        r = cache[root] = (tuple(out), tuple(cats))
     return r
 
 

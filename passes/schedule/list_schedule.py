@@ -496,13 +496,17 @@ class ListScheduler:
         (their readers read its bytes), whether a view's own empty segment came before the
         store or after it -- a late store is built after the views in between: RoPE's, whose
         ``_late_wave`` passes over the views of q / k to the next projection, so the heads'
-        q / kT loads waited for none of them (session 26, docs/llm.md section 5)."""
+        q / kT loads waited for none of them (session 26, docs/llm.md section 5). The same for
+        the concats ``tensor`` is a part of written in place (``graph.view_names``): a concat
+        whose every part is written in place is an empty segment the late stores pass over too
+        (session 27)."""
         self.n_written[tensor] = self.n_written.get(tensor, 0) + 1
-        prev = self.written.get(tensor)
-        if prev is None or self.tl.tasks[prev].end <= self.tl.tasks[tid].end:
-            self.written[tensor] = tid
-            for t in view_names(self.g, tensor):
-                self.written[t] = tid
+        tasks, written = self.tl.tasks, self.written
+        end = tasks[tid].end
+        for t in (tensor,) + view_names(self.g, tensor):
+            prev = written.get(t)
+            if prev is None or tasks[prev].end <= end:
+                written[t] = tid
 
     def _take_out_wait(self) -> list[int]:
         w, self.out_wait = self.out_wait, []
