@@ -17,7 +17,7 @@ from m100.targets.m100.isa import Space
 from m100.dialects.sync import machine_of
 from m100.dialects.twu import int_attr
 
-from .hbsm_pack import Buf, HbsmOverflow, allocate, check_allocation
+from .hbsm_pack import Buf, HbsmCheckError, HbsmOverflow, allocate, check_allocation
 
 
 def _program_ops(prog: ProgramOp) -> list[Operation]:
@@ -68,6 +68,84 @@ def _describe(op: Operation, pos: int, user: InstrOp | None, texts: dict[Attribu
     return f"%{op.results[0].name_hint or pos}<{dims}x{ets}>{who}"
 
 
+def receiver_spans(bufs: list[Buf], groups: dict[int, list[str]], by_name: dict, user: dict
+                   ) -> None:
+    """The spans of the receivers of each DRB broadcast group (``bufs`` replaced in place): from
+    the group's first named use on, in positions and predicted cycles."""
+    idx = {b.name: i for i, b in enumerate(bufs)}
+    for names in groups.values():
+        # a receiver no instruction names (its TPB's compute reads the operand from a
+        # buffer of its own: the heads' causal clip) is still written by the broadcast:
+        # its span is the broadcast's instant, not its alloc's place (the head of the
+        # program), which had let it -- and so the broadcast -- share bytes with buffers
+        # live on its TPB then (the fuzzer's W8A8 attention chain with ACT_PREFETCH)
+        used = [n for n in names if id(by_name[n]) in user] or names
+        start = min(bufs[idx[n]].start for n in used)
+        preds = [bufs[idx[n]].pred for n in used]
+        pstart = min(p[0] for p in preds) if all(p is not None for p in preds) else None
+        pend = max(p[1] for p in preds) if pstart is not None else None  # type: ignore
+        for n in names:
+            b = bufs[idx[n]]
+            if id(by_name[n]) not in user:
+                b = Buf(b.name, b.tpb, b.slot_bytes, b.slots, start, start + 1, b.unit,
+                        b.last_unit, None if pstart is None else (pstart, pend))
+            # its span starts at the broadcast, in positions and in predicted cycles (a
+            # receiver's own first use is its compute; the broadcast writes it before)
+            bufs[idx[n]] = Buf(b.name, b.tpb, b.slot_bytes, b.slots, start, b.end, b.unit,
+                               b.last_unit, None if pstart is None else
+                               (pstart, b.pred[1]))  # type: ignore[index]
+
+
+def check_receivers(casts, live: dict[str, tuple[int, int, int, int]], bufs: list[Buf],
+                    offsets: dict[str, int]) -> list[str]:
+    """Independent check of the DRB broadcasts: each ``(position, TPB mask, name of its dst
+    buffer)`` of ``casts`` writes the dst buffer's bytes at its offset on EVERY TPB of its mask
+    (the instruction names one receiver's buffer only), so on no TPB of the mask may a buffer
+    that is not one of the broadcast's receivers (``live``'s group id differs from the dst's)
+    hold those bytes across the broadcast -- first used before it, last after it, by the
+    program's own instruction positions (``live``: name -> (first, last, ``m100.bcast`` group
+    id, or a negative one of its own, TPB); a buffer no instruction names is in no span). The receivers come from the mask and the
+    spans from the program, not from the allocator's group spans (``Buf.start`` / ``end``): a
+    receiver whose span the allocator got wrong (session 26: one nothing reads had its alloc's
+    place as its whole life, so its offset sat on a live buffer) fails it, where
+    :func:`.hbsm_pack.check_allocation`, given those spans, passes."""
+    import numpy as np
+
+    from m100.targets.m100.isa_base import tpbs_of
+    size = {b.name: b.size for b in bufs}
+    per: dict[int, list[str]] = {}
+    for n, (_, _, _, x) in live.items():
+        if n in offsets:
+            per.setdefault(x, []).append(n)
+    asks: dict[int, list[tuple[int, int, int, int, int]]] = {}  # TPB -> (pos, lo, hi, group, #)
+    for i, (pos, mask, dn) in enumerate(casts):
+        if dn in offsets and dn in live:
+            o, g = offsets[dn], live[dn][2]
+            for x in tpbs_of(mask):
+                asks.setdefault(x, []).append((pos, o, o + size[dn], g, i))
+    errs = []
+    for x, q in sorted(asks.items()):
+        names = per.get(x)
+        if not names:
+            continue
+        f = np.array([live[n][0] for n in names], np.int64)
+        la = np.array([live[n][1] for n in names], np.int64)
+        gi = np.array([live[n][2] for n in names], np.int64)
+        lo = np.array([offsets[n] for n in names], np.int64)
+        hi = lo + np.array([size[n] for n in names], np.int64)
+        qa = np.array(q, np.int64)
+        for j in range(0, len(qa), 256):  # (blocks of asks x every buffer of the TPB)
+            b = qa[j:j + 256]
+            p, o, e, g = (b[:, c, None] for c in range(4))
+            hit = (f < p) & (la > p) & (lo < e) & (hi > o) & (gi != g)
+            for r, i in zip(*np.nonzero(hit)):
+                pos, o1, e1, _, ci = b[r]
+                errs.append(f"TPB {x}: the broadcast at instruction {pos} (mask "
+                            f"{casts[ci][1]:#x}) writes [{o1}, {e1}) there, over {names[i]} "
+                            f"[{lo[i]}, {hi[i]}) live across it (used at {f[i]} and {la[i]})")
+    return errs
+
+
 @dataclass(frozen=True)
 class HbsmAllocate(ModulePass):
     """Assign every unallocated HBSM buffer an offset, per TPB, by liveness in program order.
@@ -80,7 +158,9 @@ class HbsmAllocate(ModulePass):
     (buffers with the same ``m100.bcast`` id) get one offset, free on all their TPBs from the
     broadcast on. DDR/CCB SRAM buffers without an offset are
     placed after the highest allocated byte of their space. An independent checker re-verifies the
-    result (no two buffers live at once share a byte; everything inside the HBSM).
+    result (no two buffers live at once share a byte; everything inside the HBSM; no buffer live
+    across a broadcast on a TPB of its mask shares the bytes it writes there:
+    :func:`check_receivers`); a rejection is :class:`.hbsm_pack.HbsmCheckError`.
     Why: the scheduler emits one SSA buffer per mini-tensor; static offsets turn that into the
     double/multi-buffered HBSM use the partitioner sized (``passes/backend/hbsm_pack.py``).
     Pre: a placed ``tpb.program``. Post: every buffer has an offset. On overflow: one error naming
@@ -127,10 +207,16 @@ class HbsmAllocate(ModulePass):
             if k == _INSTR:
                 n += 1
         roots: dict[int, int] = {}  # id of a buffer value -> id of its root op
+        casts: list[tuple[int, int, int]] = []  # DRB broadcasts: (position, TPB mask, dst root)
         for o, kd in zip(ops, kinds):
             if kd != _INSTR:
                 continue
             pos = pos_of[id(o)]
+            mk = getattr(o, "tpb_mask", None)
+            if mk is not None and mk.value.data:
+                dst = o.slot_buffers().get("dst")
+                if dst is not None:
+                    casts.append((pos, mk.value.data, id(_root(dst))))
             a = o.attributes
             ps, pe = a.get("pred_start"), a.get("pred_end")
             span = (ps.value.data, pe.value.data) if ps is not None and pe is not None else None
@@ -149,9 +235,10 @@ class HbsmAllocate(ModulePass):
                         pred[k] = (min(cur[0], span[0]), max(cur[1], span[1]))
                 else:
                     pred[k] = None  # a use without a prediction: program order only
-        self._pack(prog, m, ops, pos_of, first, last, user, last_user, pred, kinds)
+        self._pack(prog, m, ops, pos_of, first, last, user, last_user, pred, kinds, casts)
 
-    def _pack(self, prog, m, ops, pos_of, first, last, user, last_user, pred, kinds) -> None:
+    def _pack(self, prog, m, ops, pos_of, first, last, user, last_user, pred, kinds,
+              casts=()) -> None:
         """The buffers from the scan's spans, packed; the offsets written back."""
         bufs: list[Buf] = []
         by_name: dict[str, Operation] = {}
@@ -188,28 +275,7 @@ class HbsmAllocate(ModulePass):
             if g is not None:
                 groups.setdefault(g.value.data, []).append(name)  # type: ignore[union-attr]
         if groups:
-            idx = {b.name: i for i, b in enumerate(bufs)}
-            for names in groups.values():
-                # a receiver no instruction names (its TPB's compute reads the operand from a
-                # buffer of its own: the heads' causal clip) is still written by the broadcast:
-                # its span is the broadcast's instant, not its alloc's place (the head of the
-                # program), which had let it -- and so the broadcast -- share bytes with buffers
-                # live on its TPB then (the fuzzer's W8A8 attention chain with ACT_PREFETCH)
-                used = [n for n in names if id(by_name[n]) in user] or names
-                start = min(bufs[idx[n]].start for n in used)
-                preds = [bufs[idx[n]].pred for n in used]
-                pstart = min(p[0] for p in preds) if all(p is not None for p in preds) else None
-                pend = max(p[1] for p in preds) if pstart is not None else None  # type: ignore
-                for n in names:
-                    b = bufs[idx[n]]
-                    if id(by_name[n]) not in user:
-                        b = Buf(b.name, b.tpb, b.slot_bytes, b.slots, start, start + 1, b.unit,
-                                b.last_unit, None if pstart is None else (pstart, pend))
-                    # its span starts at the broadcast, in positions and in predicted cycles (a
-                    # receiver's own first use is its compute; the broadcast writes it before)
-                    bufs[idx[n]] = Buf(b.name, b.tpb, b.slot_bytes, b.slots, start, b.end, b.unit,
-                                       b.last_unit, None if pstart is None else
-                                       (pstart, b.pred[1]))  # type: ignore[index]
+            receiver_spans(bufs, groups, by_name, user)
         try:
             offs = allocate(bufs, m.hbsm_bytes, m.hbsm_bank_width,
                             [g for g in groups.values() if len(g) > 1], strict=self.strict,
@@ -218,9 +284,22 @@ class HbsmAllocate(ModulePass):
             msg = str(e).replace("at cycle", "at instruction")
             raise HbsmOverflow(msg) from None
         errs = check_allocation(bufs, offs, m.hbsm_bytes, m.hbsm_bank_width)
+        if casts:
+            live, name_of = {}, {}
+            for b in bufs:
+                o = by_name[b.name]
+                k = id(o)
+                name_of[k] = b.name
+                if k in first:
+                    g = o.attributes.get("m100.bcast")
+                    # (a buffer of no group: a group of its own, a negative id)
+                    live[b.name] = (first[k], last[k], -2 - len(live) if g is None else
+                                    g.value.data, b.tpb)
+            errs = errs + check_receivers(
+                [(p, mk, name_of[d]) for p, mk, d in casts if d in name_of], live, bufs, offs)
         if errs:
-            raise HbsmOverflow("hbsm-allocate: internal error, the checker rejects the allocation: "
-                               + "; ".join(errs[:3]))
+            raise HbsmCheckError("hbsm-allocate: internal error, the checker rejects the "
+                                 "allocation: " + "; ".join(errs[:3]))
         for name, off in offs.items():
             by_name[name].properties["offset"] = int_attr(off)  # = IntegerAttr(off, i64), shared
         for o in pending_mem:

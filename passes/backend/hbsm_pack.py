@@ -37,6 +37,13 @@ class HbsmOverflow(M100Error, ValueError):
     """The live buffers of a TPB do not fit its HBSM (message lists them)."""
 
 
+class HbsmCheckError(M100Error, AssertionError):
+    """The independent checks reject an allocation (``check_allocation``,
+    ``hbsm_allocate.check_receivers``): an internal error of the allocator -- one clear error,
+    not an :class:`HbsmOverflow`, which ``m100-pipeline`` answers by scheduling again with a
+    smaller prefetch share (that would hide the wrong allocation behind another plan)."""
+
+
 class _Overflow(HbsmOverflow):
     """An :class:`HbsmOverflow` whose message (:func:`_overflow_message`, a scan of every
     instant) is made only when read: ``allocate`` catches the first overflow of a TPB and packs
@@ -559,4 +566,4 @@ def _any_live_overlap(group: list[Buf], offsets: dict[str, int]) -> bool:
     return False
 
 
-__all__ = ["Buf", "HbsmOverflow", "allocate", "check_allocation", "peak"]
+__all__ = ["Buf", "HbsmCheckError", "HbsmOverflow", "allocate", "check_allocation", "peak"]

@@ -13,14 +13,7 @@ it to the copy after it)."""
 
 from __future__ import annotations
 
-
-def test_unread_broadcast_receiver_keeps_the_bytes_from_the_broadcast_on():
-    from xdsl.parser import Parser
-
-    from m100.context import make_context
-    from m100.passes.backend.hbsm_allocate import HbsmAllocate
-
-    text = """
+TEXT = """
     tpb.program "tiny" placed {
       %in = hbsm.alloc offset 0 : !hbsm.buffer<ddr, 1000xf32>
       %r0 = hbsm.alloc {m100.bcast = 1 : i64} : !hbsm.buffer<hbsm[0], 1000xf32>
@@ -36,7 +29,15 @@ def test_unread_broadcast_receiver_keeps_the_bytes_from_the_broadcast_on():
       %t4 = tpb.copy tpb 1 src(%x) dst(%y) after(%t3)
     }
     """
-    mod = Parser(make_context(), text).parse_module()
+
+
+def test_unread_broadcast_receiver_keeps_the_bytes_from_the_broadcast_on():
+    from xdsl.parser import Parser
+
+    from m100.context import make_context
+    from m100.passes.backend.hbsm_allocate import HbsmAllocate
+
+    mod = Parser(make_context(), TEXT).parse_module()
     HbsmAllocate().apply(make_context(), mod)
     allocs = {o.results[0].name_hint: o for o in mod.walk() if o.name == "hbsm.alloc"}
     off = {n: o.offset.value.data for n, o in allocs.items()}
@@ -44,3 +45,37 @@ def test_unread_broadcast_receiver_keeps_the_bytes_from_the_broadcast_on():
     assert off["r0"] == off["r1"]  # one offset: the broadcast writes it on TPBs 0 and 1
     # %x is live on TPB 1 from t1 to t4, across the broadcast t2: apart from the group's bytes
     assert off["x"] + size <= off["r1"] or off["r1"] + size <= off["x"], off
+
+
+def test_the_checker_derives_the_receivers_from_the_mask(monkeypatch):
+    """The mutant: the receivers' spans as before the fix (``receiver_spans`` a no-op: the unread
+    receiver lives at its alloc's place only). The allocator then packs ``%r1`` on ``%x``'s bytes
+    and ``hbsm_pack.check_allocation``, which sees the allocator's spans, accepts it; the
+    broadcast check (``check_receivers``: the mask's TPBs, the program's own positions) names the
+    broadcast and ``%x``, and the pass fails (one clear error) instead of emitting a wrong program."""
+    import pytest
+    from xdsl.parser import Parser
+
+    from m100.context import make_context
+    from m100.passes.backend import hbsm_allocate, hbsm_pack
+
+    seen = []
+    check = hbsm_pack.check_allocation
+
+    def spy(bufs, offs, *a):
+        errs = check(bufs, offs, *a)
+        seen.append((offs, list(errs)))
+        return errs
+
+    monkeypatch.setattr(hbsm_allocate, "receiver_spans", lambda *a: None)
+    monkeypatch.setattr(hbsm_allocate, "check_allocation", spy)
+    mod = Parser(make_context(), TEXT).parse_module()
+    with pytest.raises(hbsm_pack.HbsmCheckError, match=r"TPB 1: the broadcast at instruction 2 .*%x") \
+            as e:
+        hbsm_allocate.HbsmAllocate().apply(make_context(), mod)
+    # (not an overflow: m100-pipeline would schedule again with a smaller share and hide it)
+    assert not isinstance(e.value, hbsm_pack.HbsmOverflow)
+    (offs, errs), = seen
+    r1 = next(v for n, v in offs.items() if n.startswith("%r1"))
+    x = next(v for n, v in offs.items() if n.startswith("%x"))
+    assert abs(r1 - x) < 4000 and errs == [], (offs, errs)  # (the mutant's case: missed there)

@@ -147,30 +147,43 @@ def _scan_by_definition(prog):
         a = [(o.attributes.get("pred_start"), o.attributes.get("pred_end")) for o in u]
         pred[k] = None if any(s is None or e is None for s, e in a) else (
             min(s.value.data for s, _ in a), max(e.value.data for _, e in a))
-    return ops, pos_of, first, last, user, last_user, pred
+    # the DRB broadcasts: a DMA or DTDU broadcast with a TPB mask, its dst buffer's root
+    casts = []
+    for o in ops:
+        mk = o.properties.get("tpb_mask") if isinstance(o, InstrOp) else None
+        if mk is not None and mk.value.data:
+            r = dict(zip((n.data for n in o.buf_slots.data), o.bufs))["dst"].owner
+            while isinstance(r, ViewOp):
+                r = r.source.owner
+            casts.append((pos_of[id(o)], mk.value.data, id(r)))
+    return ops, pos_of, first, last, user, last_user, pred, casts
 
 
 @pytest.mark.parametrize("case", ["convnet", "mlp", "llama_layer"])
 def test_hbsm_scan_is_the_definition(case, monkeypatch):
     """What hbsm-allocate's scan hands its packer (the op list, program positions, first / last
-    positions and users, predicted spans per buffer root) is what a plain walk finds."""
+    positions and users, predicted spans per buffer root, the broadcasts' positions, masks and
+    dst roots) is what a plain walk finds."""
     from m100.passes.backend import hbsm_allocate
 
     seen = []
     orig = hbsm_allocate.HbsmAllocate._pack
 
-    def spy(self, prog, m, ops, pos_of, first, last, user, last_user, pred, kinds):
+    def spy(self, prog, m, ops, pos_of, first, last, user, last_user, pred, kinds, casts):
         want = _scan_by_definition(prog)  # before _pack writes the offsets
-        got = (ops, pos_of, first, last, user, last_user, pred)
+        got = (ops, pos_of, first, last, user, last_user, pred, casts)
         assert [id(o) for o in got[0]] == [id(o) for o in want[0]]
-        assert got[1:4] == want[1:4] and got[6] == want[6]
+        assert got[1:4] == want[1:4] and got[6:] == want[6:]
         for g, w in zip(got[4:6], want[4:6]):
             assert {k: id(v) for k, v in g.items()} == {k: id(v) for k, v in w.items()}
-        seen.append(len(first))
-        return orig(self, prog, m, ops, pos_of, first, last, user, last_user, pred, kinds)
+        seen.append((len(first), len(casts)))
+        return orig(self, prog, m, ops, pos_of, first, last, user, last_user, pred, kinds,
+                    casts)
     monkeypatch.setattr(hbsm_allocate.HbsmAllocate, "_pack", spy)
     _compile(case)
-    assert seen and all(seen)
+    assert seen and all(n for n, _ in seen)
+    if case == "llama_layer":  # (its heads' operands go by DRB broadcasts)
+        assert any(c for _, c in seen), seen
 
 
 def _ident_by_definition(nd, offs, rank, dims):
