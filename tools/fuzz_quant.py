@@ -9,7 +9,8 @@ per-channel scale read with the wrong stride or a runtime-weight walk at ``M = 1
 wrong number:
 
 * the model type ``T`` (f16 or f32), ``M`` rows (1 often: decode), ``K`` and ``N`` among small
-  multiples of 8 and odd sizes;
+  multiples of 8 and odd sizes; a sixth of them wide (:data:`WIDE_K`: ``K`` 640-2048 on 16-64
+  rows, one projection);
 * ``xq = QuantizeLinear(x, sx, 0)`` with ``sx`` a power of two (the LLM's exact scale) or not;
 * each projection ``Cast(Cast(MatMulInteger(xq, W), f32) * dq, T)`` with an int8 ``W`` [K, N] and
   ``dq`` per output channel [N] or per tensor, each an initializer or a graph input (run-time
@@ -44,6 +45,14 @@ from m100.tools.fuzz_graph import Choices, FuzzGraph, _Builder
 DIMS = (8, 16, 24, 32, 5, 13, 64)
 #: rows drawn (1: one decode token)
 ROWS = (1, 1, 2, 3, 8, 16)
+#: the wide draw (a sixth of the chains that are not attention; one projection, with its int8
+#: quantize or SiLU or not): ``K`` beyond 512 (LLaMA's projections stream K in chunks:
+#: ``partition``'s K candidates, the K split over TPBs, the K-chunked first tile
+#: ``kinds.tcu.FIRST_K_CHUNK``; an i32 accumulator past 2**24, whose f32 ``Cast`` rounds) on
+#: rows that several TPB rows share, ``N`` of a few column tiles
+WIDE_K = (640, 1024, 1536, 2048)
+WIDE_ROWS = (16, 24, 40, 64)
+WIDE_N = (64, 136, 256)
 
 
 class _Quant(_Builder):
@@ -113,14 +122,17 @@ def random_quant_graph(c: Choices, max_ops: int = 4) -> FuzzGraph:
     b = _Quant(c, seed=c.int(0, 2**16), dt=dt)
     if c.pick((False, False, True)):  # the prefill heads' causal attention chain
         return _attention(b)
-    m, k = c.pick(ROWS), c.pick(DIMS)
+    wide = c.pick((False,) * 5 + (True,))
+    m, k = (c.pick(WIDE_ROWS), c.pick(WIDE_K)) if wide else (c.pick(ROWS), c.pick(DIMS))
     x = b.value((b.rng.standard_normal((m, k)) * 2).astype(dt), runtime=True, hint="x")
     sx = c.pick((1 / 32, 1 / 16, 0.037))
     xq = _quantize(b, x, sx)
-    form = c.pick(("proj", "proj_q", "silu", "mlp_q", "mlp_down"))
+    # (a wide one: one projection -- the MLP's three cost the default tests' time)
+    form = c.pick(("proj", "proj_q", "silu") if wide else
+                  ("proj", "proj_q", "silu", "mlp_q", "mlp_down"))
     if form == "mlp_q" and dt == np.float16:
         form = "mlp_down"  # f16 Sigmoid is not one value: see the module doc
-    n = c.pick(DIMS)
+    n = c.pick(WIDE_N if wide else DIMS)
     if form == "proj":
         y = _projection(b, xq, n, sx)
     elif form == "proj_q":

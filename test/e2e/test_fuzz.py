@@ -158,7 +158,8 @@ def test_int_generator_is_deterministic_and_valid():
 
 def test_quant_generator_is_deterministic_and_valid():
     """The W8A8 chains: reproducible, valid ONNX, every form drawn (projection, silu, the MLP's
-    int8 quantize, the down projection + residual), M = 1 and run-time weights among them."""
+    int8 quantize, the down projection + residual), M = 1, run-time weights and K > 512 among
+    them."""
     import onnx
 
     forms: collections.Counter = collections.Counter()
@@ -175,8 +176,11 @@ def test_quant_generator_is_deterministic_and_valid():
         # an int8 weight [K, N] given at run time
         forms["runtime W"] += any(v.dtype == np.int8 and v.ndim == 2 for v in a.inputs.values())
         forms["f16"] += g.output[0].type.tensor_type.elem_type == onnx.TensorProto.FLOAT16
+        # (the wide draw: K beyond 512 on rows that several TPB rows share, fuzz_quant.WIDE_K)
+        forms["K>512"] += "Softmax" not in ops and m >= 16 and \
+            next(iter(a.inputs.values())).shape[1] > 512
     assert all(forms[k] > 0 for k in ("proj", "proj_q", "silu", "mlp_q", "mlp_down", "M=1",
-                                      "runtime W", "f16")), forms
+                                      "runtime W", "f16", "K>512")), forms
 
 
 def test_generator_is_deterministic_and_valid():
