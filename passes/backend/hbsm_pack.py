@@ -37,11 +37,12 @@ class HbsmOverflow(M100Error, ValueError):
     """The live buffers of a TPB do not fit its HBSM (message lists them)."""
 
 
-class HbsmCheckError(M100Error, AssertionError):
+class HbsmCheckError(AssertionError):
     """The independent checks reject an allocation (``check_allocation``,
-    ``hbsm_allocate.check_receivers``): an internal error of the allocator -- one clear error,
-    not an :class:`HbsmOverflow`, which ``m100-pipeline`` answers by scheduling again with a
-    smaller prefetch share (that would hide the wrong allocation behind another plan)."""
+    ``hbsm_allocate.check_receivers``): an internal error of the allocator -- not an
+    :class:`HbsmOverflow`, which ``m100-pipeline`` answers by scheduling again with a smaller
+    prefetch share (that would hide the wrong allocation behind another plan), nor an
+    ``M100Error``, which the fuzzer counts as a clean refusal (``fuzz_onnx.differential``)."""
 
 
 class _Overflow(HbsmOverflow):
