@@ -58,7 +58,12 @@ def test_broadcast_receiver_nothing_reads(monkeypatch):
     del fg.model.graph.output[1]  # v: then its tiles are stored late into SRAM, not DDR
     outs = differential(fg, ("m100",), **tolerance(fg))
     assert [o.status for o in outs] == ["pass"], [o.detail for o in outs]
-    if not idle:  # (session 26's later plans of this graph: pmlp's W8A8 / psched's moves)
+    # (session 26's later plans of this graph had none: pmlp's W8A8 / psched's moves. Only the
+    # search's own plan has them -- data-parallel, 16 or 28 TPBs: none; quant-attention seed 27
+    # #0-5: none (session 27) -- so the case can not be pinned by options or a seed; every
+    # compile checks the receivers from the masks, whatever the plan:
+    # hbsm_allocate.check_receivers, test_bcast_unread_receiver)
+    if not idle:
         pytest.skip("the plan has no broadcast receiver without a reader any more: the graph "
                     "matches onnxruntime, but the case is not exercised -- find another seed "
                     "(hbsm_allocate's idle receivers; test_bcast_unread_receiver covers the fix)")
