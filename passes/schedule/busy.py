@@ -31,7 +31,7 @@ chunk or of the idle tail may become internal).
 
 from __future__ import annotations
 
-from bisect import bisect_right
+from bisect import bisect_left, bisect_right
 
 #: intervals per chunk (a chunk is split in two past 2 * CHUNK)
 CHUNK = 48
@@ -247,19 +247,28 @@ class RateProfile:
 
     def earliest(self, ready: float, dur: float, rate: float) -> float:
         """The first start >= ``ready`` where ``rate`` fits over ``dur`` cycles."""
+        # The definition walks the steps j from the one holding ``ready`` while ``t[j] < a +
+        # dur``, moving ``a`` to ``t[j + 1]`` past each step whose rate in use is above ``lim``.
+        # ``a`` only grows, so the walk looks at every step of the window ``[j, k)`` (k the
+        # first step at or after ``a + dur``) and ends at its last busy one: one ``max`` over the
+        # window (in C; most queries fit at once: ResNet-50, 84 % of 217 k) and, past a busy
+        # step, the window after it (the same ``a``, session 27: the walk was ~14 steps a query)
         t, u = self.t, self.u
         lim = self.cap - rate + self.eps
         a = ready
-        i = bisect_right(t, a) - 1
+        j = bisect_right(t, a) - 1
         n = len(t)
-        j = i
-        while j < n and t[j] < a + dur:
-            if u[j] > lim:
-                if j + 1 == n:  # unreachable: the rate after the last breakpoint is 0
-                    raise AssertionError("RateProfile: the last step is in use")
-                a = t[j + 1]
-            j += 1
-        return a
+        while True:
+            k = bisect_left(t, a + dur, j)
+            if k <= j or not max(u[j:k]) > lim:
+                return a
+            v = k - 1
+            while not u[v] > lim:
+                v -= 1
+            if v + 1 == n:  # unreachable: the rate after the last breakpoint is 0
+                raise AssertionError("RateProfile: the last step is in use")
+            a = t[v + 1]
+            j = v + 1
 
     def _split(self, x: float) -> int:
         """The index of a breakpoint at ``x`` (inserted if missing)."""

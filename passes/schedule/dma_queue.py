@@ -185,8 +185,19 @@ class DmaQueue:
         self.e.insert(k, e0)
         e, n = self.e, n0 + 1
         if D == 2:  # :meth:`_free` at depth 2: the transfer before ``k`` ends by ``s_k``
-            op[i0:i1] = [s[k] for k in range(lo_k, min(n, hi_k + 1))
-                         if k == 0 or not e[k - 1] > s[k] + EPS]
+            # (a loop, not a list comprehension: its frame cost ~1 % of ResNet-50's schedule)
+            free = []
+            k = lo_k
+            hi = n if hi_k + 1 > n else hi_k + 1
+            if k == 0 and k < hi:
+                free.append(s[0])
+                k = 1
+            while k < hi:
+                x = s[k]
+                if not e[k - 1] > x + EPS:
+                    free.append(x)
+                k += 1
+            op[i0:i1] = free
             return
         free = []
         for k in range(lo_k, min(n, hi_k + 1)):  # :meth:`_free` written out

@@ -152,12 +152,19 @@ class ListScheduler:
         """Create a task from its fields (``PlanTask`` without ``id``) and schedule it (:meth:`put`)."""
         return self.put(PlanTask(id=len(self.tl.tasks), **kw))
 
-    def task(self, *fields, **kw) -> int:
-        """Create a task from its fields after ``id`` (positional in :data:`.plan.TASK_FIELDS`'
-        order: keywords cost ~2 us more per task), schedule it (:meth:`put`) and return its id:
-        what the builder's call sites use, so that the search's flat builder
-        (:class:`.build_segments.SearchBuilder`) can schedule the same task without creating it."""
-        return self.put(PlanTask(len(self.tl.tasks), *fields, **kw)).id
+    def task(self, kind: str, unit: str, tpb: int, op: str, tensor: str, nbytes: float,
+             cycles: float, deps: list[int], segment: int = 0, band: int = 0, col: int = 0,
+             dst_tpbs: tuple[int, ...] = (), src: str = "", dst: str = "", engine: int = -1,
+             macs: int = 0, role: str = "") -> int:
+        """Create a task from its fields after ``id`` (:data:`.plan.TASK_FIELDS`' order; the
+        call sites pass them positionally: keywords cost ~2 us more per task), schedule it
+        (:meth:`put`) and return its id: what the builder's call sites use, so that the search's
+        flat builder (:class:`.build_segments.SearchBuilder`) can schedule the same task without
+        creating it. (Named parameters, as ``SearchBuilder.task``'s, not ``*fields, **kw``: no
+        tuple and dict packed per task.)"""
+        return self.put(PlanTask(len(self.tl.tasks), kind, unit, tpb, op, tensor, nbytes, cycles,
+                                 deps, segment, band, col, dst_tpbs, src, dst, engine, macs,
+                                 role)).id
 
     def put(self, t: PlanTask) -> PlanTask:
         """List-schedule ``t``, created with ``id == len(self.tl.tasks)`` (the hot call sites
@@ -188,7 +195,8 @@ class ListScheduler:
                 ready, pred = e, d
         cycles = t.cycles
         if is_dma:
-            start, cycles, t.engine, pred, res = self._dma_place(
+            start, cycles, t.engine, pred, res = (
+                self._dma_queued if self.dma_queued else self._dma_place)(
                 t.src, t.dst, t.nbytes, cycles, len(t.dst_tpbs), ready, pred, dma_deps, lat)
         else:
             res = (t.unit, t.tpb)

@@ -156,3 +156,33 @@ def test_rate_profile_two_axi_broadcasts_share_the_drb():
     assert prof.earliest(0.0, 100.0, axi) == 0.0
     prof.add(0.0, 50.0, axi)
     assert prof.earliest(0.0, 10.0, 1.0) == 50.0
+
+
+def _rate_walk(prof, ready, dur, rate):
+    """RateProfile.earliest's definition, the step-by-step walk (the code before session 27)."""
+    t, u = prof.t, prof.u
+    lim = prof.cap - rate + prof.eps
+    a = ready
+    j = bisect.bisect_right(t, a) - 1
+    while j < len(t) and t[j] < a + dur:
+        if u[j] > lim:
+            a = t[j + 1]
+        j += 1
+    return a
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_rate_profile_windows_are_the_walk(seed):
+    """The windowed search (a ``max`` per window, session 27) returns exactly the walk's start,
+    on profiles of many small bookings on a coarse grid (ties of step edges and window ends)."""
+    from m100.passes.schedule.busy import RateProfile
+    rng = random.Random(100 + seed)
+    prof = RateProfile(100.0)
+    for _ in range(400):
+        ready = float(rng.randrange(0, 300, rng.choice([1, 5])))
+        dur = float(rng.choice([0, 1, 3, 5, 10, 40]))
+        rate = rng.choice([10.0, 25.0, 50.0, 75.0, 100.0])
+        a = prof.earliest(ready, dur, rate)
+        assert a == _rate_walk(prof, ready, dur, rate)
+        if rng.random() < 0.7:
+            prof.add(a, dur, rate)
