@@ -15,7 +15,7 @@ from xdsl.passes import ModulePass
 from xdsl.rewriter import InsertPoint, Rewriter
 
 from m100.passes.graph.common import (
-    const_array,
+    const_view,
     func_bodies,
     generic_maps,
     is_elementwise_generic,
@@ -37,7 +37,7 @@ def _permuted(t: TensorType, perm: list[int]) -> TensorType:
 
 def _pack_weight(w: SSAValue) -> tuple[list[Operation], SSAValue]:
     """FCHW weights -> HWCF: computed now if constant (pre-packed), else a transpose."""
-    arr = const_array(w)
+    arr = const_view(w)  # read only: transposed into the new constant's bytes (one copy)
     if arr is not None:
         t = _permuted(w.type, FCHW_TO_HWCF)  # type: ignore[arg-type]
         cst = arith.ConstantOp(numpy_to_dense(np.transpose(arr, FCHW_TO_HWCF), t))
@@ -75,7 +75,7 @@ def convert_depthwise(op: Operation) -> bool:
         return False
     x, w, init = op.operands
     tx_ops, x2 = make_transpose(x, TO_NHWC)
-    arr = const_array(w)
+    arr = const_view(w)  # read only: transposed into the new constant's bytes (one copy)
     if arr is not None:
         t = _permuted(w.type, [1, 2, 0])  # type: ignore[arg-type]
         cst = arith.ConstantOp(numpy_to_dense(np.transpose(arr, [1, 2, 0]), t))
