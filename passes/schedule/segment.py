@@ -101,9 +101,34 @@ class SegmentCfg:
         return tuple(s.op for s in self.stages)
 
 
+#: a transposed layout its producer writes (a root of ``OpGraph.wmap``: the prefill heads' q,
+#: ``[heads, T, 2, hd / 2]``) lives in DDR, not in the CCB SRAM, when its producers' stores are
+#: bound to a few SRAM banks (:func:`bank_bound`): each piece the producer computes (a band of
+#: rows, all heads) is stored as one short run per head at the head stride, LLaMA2-7B's 256 KiB,
+#: a multiple of ``ccb_sram_banks x ccb_sram_interleave``, so every run of a store fell on the
+#: same one or two of the four banks and the interpreter moved it at ~46 B/cycle where the plan,
+#: which spreads a store's granules over the banks, counted 79; DDR takes it at the AXI rate.
+#: LLaMA2-7B W8A8 prefill layer: 2 571 159 / 2 644 580 -> 2 566 753 / 2 600 511 cycles
+#: predicted / simulated (issue 13, session 27). False: by size, as any tensor (A/B)
+WRITER_ROOTS_IN_DDR = True
+
+
+def bank_bound(machine, dims: tuple[tuple[int, int], ...]) -> bool:
+    """Do stores scattered along ``dims`` (``(byte stride, extent)``: ``OpGraph.wroots``) fall
+    on at most half of the CCB SRAM banks? A dim whose stride is at least an interleave granule
+    and whose steps visit at most ``ccb_sram_banks // 2`` banks (a stride of a multiple of the
+    banks' period visits one)."""
+    il, nb = machine.ccb_sram_interleave, machine.ccb_sram_banks
+    for stride, n in dims:
+        if stride >= il and len({(k * stride // il) % nb for k in range(min(n, nb))}) <= nb // 2:
+            return True
+    return False
+
+
 def memory_of(cm: CostModel, g: OpGraph, tensor: str) -> str:
     """Where a tensor lives between segments: CCB SRAM if it fits a quarter of it, else DDR; a
-    view (``OpGraph.views``) where its root lives."""
+    view (``OpGraph.views``) where its root lives; a transposed layout written by its producer
+    in DDR (:data:`WRITER_ROOTS_IN_DDR`)."""
     if tensor in g.wmap:  # stored into another tensor's layout (``OpGraph.wmap``)
         tensor = g.wmap[tensor][0]
         if tensor in g.views:
@@ -120,6 +145,8 @@ def memory_of(cm: CostModel, g: OpGraph, tensor: str) -> str:
             tensor = g.views[tensor][0]
     t = g.tensors[tensor]
     if t.kind in ("weight", "input", "output"):
+        return "ddr"
+    if WRITER_ROOTS_IN_DDR and tensor in g.wroots and bank_bound(cm.machine, g.wroots[tensor]):
         return "ddr"
     return "sram" if t.nbytes <= cm.machine.ccb_sram_bytes // 4 else "ddr"
 

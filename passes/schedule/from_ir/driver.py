@@ -159,6 +159,7 @@ def from_module(module: ModuleOp, max_cvu_stages: int = 8, mem_align: int = 0,
     tops, g.wmap = writer_maps.find_transpose_writes(g, ctx.low, g.views, g.strided, g.in_place,
                                                      g.view_ops)
     g.view_ops |= tops
+    g.wroots = writer_maps.root_strides(g, g.wmap, g.views)
     g.cviews = writer_maps.find_column_views(g, ctx.low, g.views, mem_align,
                                              set(g.wmap) | set(g.strided))
     g.view_ops |= {op.name for op in g.ops if op.outputs and op.outputs[0] in g.cviews}

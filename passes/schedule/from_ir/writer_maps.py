@@ -135,6 +135,22 @@ def find_transpose_writes(g, low: dict, views: dict[str, tuple[str, int]],
     return ops, wmap
 
 
+def root_strides(g, wmap: dict, views: dict) -> dict[str, tuple[tuple[int, int], ...]]:
+    """Per root of ``wmap`` (a view's root where the root is a view): the ``(byte stride,
+    extent)`` in it of every dim (extent > 1, stride not 0) of the tensors mapped into it -- the
+    pitches at which its producers' stores scatter (``OpGraph.wroots``)."""
+    from ..graph import dtype_bytes
+    out: dict[str, set] = {}
+    for t, (r, strides, _) in wmap.items():
+        root = views.get(r, (r, 0))[0]
+        elem = int(dtype_bytes(g.tensors[t].dtype))
+        dims = out.setdefault(root, set())
+        for s, n in zip(strides, g.tensors[t].shape):
+            if n > 1 and s:
+                dims.add((abs(s) * elem, int(n)))
+    return {r: tuple(sorted(d)) for r, d in out.items()}
+
+
 def lw_kind(low: dict, op) -> str | None:
     lw = low.get(op.name)
     return lw.kind if lw is not None else None
