@@ -107,9 +107,10 @@ class OpGraph:
         # ``from_ir.writer_maps``): tensor -> (root tensor, element stride per dim, element
         # offset): the linear element index in the root of each element; no memory of its own
         self.wmap: dict[str, tuple[str, tuple[int, ...], int]] = {}
-        # the roots of ``wmap`` (the transposed layouts written by their producers): root ->
-        # the (byte stride, extent) in it of each dim of the tensors mapped into it (extent > 1):
-        # where a producer's stores scatter (``segment.memory_of``'s SRAM bank rule)
+        # roots accessed scattered (``from_ir.writer_maps.root_strides``): a root of ``wmap``
+        # (a transposed layout its producers store into) or of ``cviews`` (read in column boxes)
+        # -> the (byte stride, extent) pairs its runs are placed at (``segment.memory_of``'s
+        # SRAM bank rule)
         self.wroots: dict[str, tuple[tuple[int, int], ...]] = {}
         # column slices of a 2-D tensor read by TCU matmuls only (``from_ir.writer_maps.
         # find_column_views``): tensor -> (root, byte offset, root columns): read in place at

@@ -101,16 +101,19 @@ class SegmentCfg:
         return tuple(s.op for s in self.stages)
 
 
-#: a transposed layout its producer writes (a root of ``OpGraph.wmap``: the prefill heads' q,
-#: ``[heads, T, 2, hd / 2]``) lives in DDR, not in the CCB SRAM, when its producers' stores are
-#: bound to a few SRAM banks (:func:`bank_bound`): each piece the producer computes (a band of
-#: rows, all heads) is stored as one short run per head at the head stride, LLaMA2-7B's 256 KiB,
-#: a multiple of ``ccb_sram_banks x ccb_sram_interleave``, so every run of a store fell on the
-#: same one or two of the four banks and the interpreter moved it at ~46 B/cycle where the plan,
-#: which spreads a store's granules over the banks, counted 79; DDR takes it at the AXI rate.
-#: LLaMA2-7B W8A8 prefill layer: 2 571 159 / 2 644 580 -> 2 566 753 / 2 600 511 cycles
-#: predicted / simulated (issue 13, session 27). False: by size, as any tensor (A/B)
-WRITER_ROOTS_IN_DDR = True
+#: a tensor whose bytes are accessed scattered (``OpGraph.wroots``) lives in DDR, not in the CCB
+#: SRAM, when those accesses are bound to a few SRAM banks (:func:`bank_bound`): a transposed
+#: layout its producer writes (a root of ``OpGraph.wmap``: the prefill heads' q, ``[heads, T,
+#: 2, hd / 2]``, a band of rows stored as one run per head at the head stride, LLaMA2-7B's 256 KiB
+#: -- a multiple of ``ccb_sram_banks x ccb_sram_interleave``: every run on the same bank) and a
+#: tensor read in column boxes (a root of ``OpGraph.cviews``: the V projection, whose column
+#: parts the heads read and the V cache copy takes, and its column-split producer stores, runs of
+#: a head's columns at the 8 KiB row pitch: two banks). The interpreter moved RoPE's q stores at
+#: ~46 B/cycle where the plan, which spreads a transfer's granules over the banks, counted 79;
+#: DDR takes them at the AXI rate. LLaMA2-7B W8A8 prefill layer 2 571 159 / 2 644 580 -> 2 566 753
+#: / 2 600 511 cycles predicted / simulated with q's layout in DDR, -> 2 561 597 / 2 564 529 with
+#: V's too (issue 13, session 27). False: by size, as any tensor (A/B)
+SCATTERED_IN_DDR = True
 
 
 def bank_bound(machine, dims: tuple[tuple[int, int], ...]) -> bool:
@@ -127,8 +130,8 @@ def bank_bound(machine, dims: tuple[tuple[int, int], ...]) -> bool:
 
 def memory_of(cm: CostModel, g: OpGraph, tensor: str) -> str:
     """Where a tensor lives between segments: CCB SRAM if it fits a quarter of it, else DDR; a
-    view (``OpGraph.views``) where its root lives; a transposed layout written by its producer
-    in DDR (:data:`WRITER_ROOTS_IN_DDR`)."""
+    view (``OpGraph.views``) where its root lives; a tensor accessed scattered over a few SRAM
+    banks in DDR (:data:`SCATTERED_IN_DDR`)."""
     if tensor in g.wmap:  # stored into another tensor's layout (``OpGraph.wmap``)
         tensor = g.wmap[tensor][0]
         if tensor in g.views:
@@ -146,7 +149,7 @@ def memory_of(cm: CostModel, g: OpGraph, tensor: str) -> str:
     t = g.tensors[tensor]
     if t.kind in ("weight", "input", "output"):
         return "ddr"
-    if WRITER_ROOTS_IN_DDR and tensor in g.wroots and bank_bound(cm.machine, g.wroots[tensor]):
+    if SCATTERED_IN_DDR and tensor in g.wroots and bank_bound(cm.machine, g.wroots[tensor]):
         return "ddr"
     return "sram" if t.nbytes <= cm.machine.ccb_sram_bytes // 4 else "ddr"
 

@@ -1,6 +1,6 @@
 """A transposed layout written by its producer (a root of ``OpGraph.wmap``: the prefill heads'
 q) lives in DDR when its producer's stores are bound to a few CCB SRAM banks
-(``segment.WRITER_ROOTS_IN_DDR``, ``segment.bank_bound``; issue 13, session 27): a band of rows
+(``segment.SCATTERED_IN_DDR``, ``segment.bank_bound``; issue 13, session 27): a band of rows
 is stored as one short run per head at the head stride, and a stride of a multiple of the banks'
 period (``ccb_sram_banks x ccb_sram_interleave``, 16 KiB) puts every run on the same bank
 (LLaMA2-7B: the interpreter moved RoPE's q stores at ~46 B/cycle, the plan counted 79;
@@ -68,7 +68,7 @@ def test_a_bank_bound_transposed_layout_lives_in_ddr(t, moved, monkeypatch):
     got = driver.run(on.program, feed, check_races=True)
     assert got.ok and not got.reports
     np.testing.assert_allclose(got.outputs["out"], want, rtol=1e-4, atol=1e-4)
-    monkeypatch.setattr(segment, "WRITER_ROOTS_IN_DDR", False)
+    monkeypatch.setattr(segment, "SCATTERED_IN_DDR", False)
     old = driver.compile(m, machine="m100")
     got_old = driver.run(old.program, feed, check_races=True)
     assert got_old.ok and not got_old.reports
@@ -79,6 +79,61 @@ def test_a_bank_bound_transposed_layout_lives_in_ddr(t, moved, monkeypatch):
     assert w_old.get(Space.SRAM, 0) - w_on.get(Space.SRAM, 0) == (q_bytes if moved else 0), \
         (w_on, w_old)
     assert w_on.get(Space.DDR, 0) - w_old.get(Space.DDR, 0) == (q_bytes if moved else 0), \
+        (w_on, w_old)
+
+
+def _columns_model(cols: int):
+    """v = x @ wv [T2, cols] (f32), read in column boxes: o_j = a @ v[:, 128 j : 128 (j + 1)]
+    (column views, ``OpGraph.cviews``), j = 0, 1."""
+    rng = np.random.default_rng(9)
+    wv = (rng.standard_normal((32, cols)) / 8).astype(np.float32)
+    ints = lambda n, v: nh.from_array(np.array(v, np.int64), n)  # noqa: E731
+    nodes = [h.make_node("MatMul", ["x", "wv"], ["v"])]
+    for j in range(2):
+        nodes += [h.make_node("Slice", ["v", f"b{j}", f"e{j}", "ax1"], [f"v{j}"]),
+                  h.make_node("MatMul", ["a", f"v{j}"], [f"o{j}"])]
+    inits = [nh.from_array(wv, "wv"), ints("ax1", [1])]
+    inits += [ints(f"b{j}", [128 * j]) for j in range(2)] + \
+        [ints(f"e{j}", [128 * (j + 1)]) for j in range(2)]
+    g = h.make_graph(nodes, "cview", [h.make_tensor_value_info("x", TP.FLOAT, [T2, 32]),
+                                      h.make_tensor_value_info("a", TP.FLOAT, [T2, T2])],
+                     [h.make_tensor_value_info(f"o{j}", TP.FLOAT, [T2, 128]) for j in range(2)],
+                     inits)
+    m = h.make_model(g, opset_imports=[h.make_opsetid("", 17)])
+    m.ir_version = 8
+    onnx.checker.check_model(m)
+    return m, wv
+
+
+T2 = 64
+
+
+@pytest.mark.parametrize("cols,moved", [(2048, True), (1024, False)])
+def test_a_column_read_root_at_a_bank_bound_pitch_lives_in_ddr(cols, moved, monkeypatch):
+    """cols = 2048: the row pitch is 8 KiB, two banks; 1024: 4 KiB, all four."""
+    m, wv = _columns_model(cols)
+    rng = np.random.default_rng(4)
+    feed = {"x": rng.standard_normal((T2, 32)).astype(np.float32),
+            "a": rng.standard_normal((T2, T2)).astype(np.float32)}
+    v = feed["x"].astype(np.float64) @ wv
+    on = driver.compile(m, machine="m100")
+    got = driver.run(on.program, feed, check_races=True)
+    assert got.ok and not got.reports
+    for j in range(2):
+        np.testing.assert_allclose(got.outputs[f"o{j}"], feed["a"] @ v[:, 128 * j:128 * (j + 1)],
+                                   rtol=1e-4, atol=1e-3)
+    monkeypatch.setattr(segment, "SCATTERED_IN_DDR", False)
+    old = driver.compile(m, machine="m100")
+    got_old = driver.run(old.program, feed, check_races=True)
+    assert got_old.ok and not got_old.reports
+    for j in range(2):  # (not the same bits: the plan moves with v's place, f32 sums too)
+        np.testing.assert_allclose(got_old.outputs[f"o{j}"],
+                                   feed["a"] @ v[:, 128 * j:128 * (j + 1)], rtol=1e-4, atol=1e-3)
+    w_on, w_old = _written(on.program), _written(old.program)
+    v_bytes = T2 * cols * 4
+    assert w_old.get(Space.SRAM, 0) - w_on.get(Space.SRAM, 0) == (v_bytes if moved else 0), \
+        (w_on, w_old)
+    assert w_on.get(Space.DDR, 0) - w_old.get(Space.DDR, 0) == (v_bytes if moved else 0), \
         (w_on, w_old)
 
 

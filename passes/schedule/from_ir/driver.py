@@ -159,10 +159,10 @@ def from_module(module: ModuleOp, max_cvu_stages: int = 8, mem_align: int = 0,
     tops, g.wmap = writer_maps.find_transpose_writes(g, ctx.low, g.views, g.strided, g.in_place,
                                                      g.view_ops)
     g.view_ops |= tops
-    g.wroots = writer_maps.root_strides(g, g.wmap, g.views)
     g.cviews = writer_maps.find_column_views(g, ctx.low, g.views, mem_align,
                                              set(g.wmap) | set(g.strided))
     g.view_ops |= {op.name for op in g.ops if op.outputs and op.outputs[0] in g.cviews}
+    g.wroots = writer_maps.root_strides(g, g.wmap, g.cviews, g.views)
     if strided_views.ENABLED:
         g.rmap = strided_views.find_strided_views(g, ctx.low, g.views, g.cviews, g.wmap,
                                                   g.strided, g.in_place, g.view_ops)

@@ -135,19 +135,27 @@ def find_transpose_writes(g, low: dict, views: dict[str, tuple[str, int]],
     return ops, wmap
 
 
-def root_strides(g, wmap: dict, views: dict) -> dict[str, tuple[tuple[int, int], ...]]:
-    """Per root of ``wmap`` (a view's root where the root is a view): the ``(byte stride,
-    extent)`` in it of every dim (extent > 1, stride not 0) of the tensors mapped into it -- the
-    pitches at which its producers' stores scatter (``OpGraph.wroots``)."""
+def root_strides(g, wmap: dict, cviews: dict, views: dict
+                 ) -> dict[str, tuple[tuple[int, int], ...]]:
+    """Per root whose bytes are accessed scattered (``OpGraph.wroots``): a root of ``wmap`` (a
+    transposed layout its producers store into) -> the ``(byte stride, extent)`` in it of every
+    dim (extent > 1, stride not 0) of the tensors mapped into it; a root of ``cviews`` (read in
+    column boxes) -> ``(row pitch, rows)``. Keyed by the root and, where the root is a view, by
+    the root of its bytes too."""
     from ..graph import dtype_bytes
     out: dict[str, set] = {}
+
+    def add(r: str, dims) -> None:
+        for key in {r, views.get(r, (r, 0))[0]}:
+            out.setdefault(key, set()).update(dims)
     for t, (r, strides, _) in wmap.items():
-        root = views.get(r, (r, 0))[0]
         elem = int(dtype_bytes(g.tensors[t].dtype))
-        dims = out.setdefault(root, set())
-        for s, n in zip(strides, g.tensors[t].shape):
-            if n > 1 and s:
-                dims.add((abs(s) * elem, int(n)))
+        add(r, {(abs(s) * elem, int(n)) for s, n in zip(strides, g.tensors[t].shape)
+                if n > 1 and s})
+    for t, (r, _, w) in cviews.items():
+        tt = g.tensors[t]
+        if len(tt.shape) == 2 and tt.shape[0] > 1:
+            add(r, {(int(w * dtype_bytes(tt.dtype)), int(tt.shape[0]))})
     return {r: tuple(sorted(d)) for r, d in out.items()}
 
 
