@@ -62,7 +62,7 @@ def derive_batch(costs: list[Cost], cap, col, col_cap, token: int, banks: int) -
         c.alone, c.use, c.crit = b.alone, b.use, b.crit
         c.cols = b.cols + shift
         c.cols_of = token
-        c.colmap = c.neg_use = None
+        c.neg_use = None
         k += 1
     return n + k
 
@@ -140,5 +140,5 @@ def _derive(todo: list[Cost], cap, col, col_cap, token: int, banks: int) -> int:
         c.cols, c.use, c.crit = e_col[es:e], e_use[es:e], crit[i]
         es = e
         c.cols_of = token
-        c.colmap = c.neg_use = None
+        c.neg_use = None
     return n

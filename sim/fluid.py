@@ -10,12 +10,13 @@ import itertools
 import math
 import weakref
 from dataclasses import dataclass
+from operator import attrgetter
 
 import numpy as np
 
-from .share_near import near_rates
+from .share_near import near_rates_entries
 from .share_pack import SharePack
-from .timing import Cost, alone_on_columns, alone_rate, bank_terms, capacity
+from .timing import Cost, alone_on_entries, alone_rate, bank_terms, capacity
 
 
 @dataclass
@@ -96,21 +97,9 @@ ALONE_COLUMNS = 8
 
 
 _NO_UNITS = np.zeros(0, dtype=np.int64)
+_SERIAL = attrgetter("serial")
 _ALL, _MIN = np.logical_and.reduce, np.minimum.reduce  # (ndarray.all / min without their
 # Python layer: the same reductions)
-
-
-def _colmaps(jobs) -> list[dict]:
-    """Each job's ``{column: use}`` map, kept on its cost (``job.cols`` / ``job.use`` are the
-    cost's, :meth:`Fluid._add_use`), in the jobs' order."""
-    maps = []
-    for j in jobs:
-        cost = j.cost
-        m = cost.colmap
-        if m is None:
-            m = cost.colmap = dict(zip(j.cols.tolist(), j.use.tolist()))
-        maps.append(m)
-    return maps
 
 
 class Fluid:
@@ -126,6 +115,11 @@ class Fluid:
     fl_fin = True  # every rate of the last _rates is finite
     fluid_seq = 0
     job_serial = 0  # the last job's number (Job.serial)
+    # the streaming jobs with a finite alone rate by unit, per TPB of their bank histograms and
+    # per link of their costs (in start order: the order of ``jobs``): where a column's jobs are
+    # found (_cand_entries)
+    on_tpb: dict | None = None
+    on_link: dict | None = None
 
     # --- fluid streaming ----------------------------------------------------------------------
     def _job_units(self) -> np.ndarray:
@@ -195,7 +189,7 @@ class Fluid:
             job.crit = bool((inc < 1.0).any())
             cost.cols, cost.use, cost.crit, cost.cols_of = job.cols, job.use, job.crit, \
                 self.columns.token
-            cost.colmap = cost.neg_use = None
+            cost.neg_use = None
         cols = job.cols
         if cols.size:  # (distinct columns per job: a gather, a sum and a scatter are the
             # in-place fancy update, which costs more)
@@ -251,7 +245,7 @@ class Fluid:
         :meth:`_unlimited` could not tell (called right after it returned False): no job is
         ``crit`` and, on each of the few columns whose running demand sum is within the margin
         of their capacity or above with two jobs or more, the definition's job-order sum has
-        ``cap / use >= 1`` (:func:`~m100.sim.timing.alone_on_columns`; typically two DMAs, each
+        ``cap / use >= 1`` (:func:`~m100.sim.timing.alone_on_entries`; typically two DMAs, each
         at its own AXI master's capacity, on a DRB of exactly twice that). Every other column
         passes as in :meth:`_unlimited`: one job (not ``crit``: its own ratio is >= 1) or a
         running sum under the capacity by a margin far above its rounding."""
@@ -267,8 +261,51 @@ class Fluid:
         cap = self.col_cap[cand]
         if (self.col_use[cand] > cap * (1.0 + 1e-7)).any():
             return False
-        maps = _colmaps(jobs)
-        return alone_on_columns(maps, list(zip(cand.tolist(), cap.tolist())))
+        cl = cand.tolist()
+        _, ec, ep = self._cand_entries(cl)
+        return alone_on_entries(ec, ep, list(zip(cl, cap.tolist())))
+
+    def _cand_entries(self, cands: list[int]) -> tuple[list, list, list]:
+        """The streaming jobs' demands at their alone rates on the columns ``cands``
+        (ascending): (job, column, demand) lists in job order, within a job in column order --
+        the entries of each job's ``{column: use}`` on those columns, without the other jobs.
+        The jobs with a demand on a bank column are among those with a histogram on its TPB, on
+        a link among those with the link (``on_tpb`` / ``on_link``); a demand is the product
+        of the job's alone rate and its cost's bank accesses or link bytes when nonzero: the
+        same IEEE product as its ``use`` entry (``Fluid._add_use``, ``cost_batch``)."""
+        cols = self.columns
+        nbank, keys, banks = cols.nbank, cols.keys, self.m.hbsm_banks
+        found: dict = {}
+        where = []
+        for c in cands:
+            if c < nbank:
+                t, b = divmod(c, banks)
+                where.append((c, t, b))
+                d = self.on_tpb.get(t) if self.on_tpb is not None else None
+            else:
+                where.append((c, None, keys[c]))
+                d = self.on_link.get(keys[c]) if self.on_link is not None else None
+            if d:
+                found.update(d)
+        ej, ec, ep = [], [], []
+        for job in sorted(found.values(), key=_SERIAL):
+            cost = job.cost
+            w = cost.alone
+            for c, t, b in where:
+                if t is not None:
+                    h = cost.banks.get(t)
+                    if h is None:
+                        continue
+                    v = float(h[b])
+                else:
+                    v = cost.links.get(b)
+                    if v is None:
+                        continue
+                if v != 0:
+                    ej.append(job)
+                    ec.append(c)
+                    ep.append(w * v)
+        return ej, ec, ep
 
     def _reshare(self) -> None:
         """The jobs changed: the rates are recomputed for the jobs as they are after the last
@@ -298,10 +335,14 @@ class Fluid:
             causes = []
             self._resum(jobs)  # (SHARE_SHORTCUT off: not done by _unlimited)
             cands = np.greater(self.col_use, self.col_near, out=self.col_b1).nonzero()[0]
-            maps = _colmaps(jobs)
+            cl = cands.tolist()
+            ej, ec, ep = self._cand_entries(cl)
+            if ej:
+                pos = {u: i for i, u in enumerate(idx.tolist())}
+                ej = [pos[j.unit] for j in ej]
             cols = self.columns
-            rates = near_rates(maps, self.j_alone[idx], cands.tolist(), cols.caps, cols.nbank,
-                               cols.keys, causes)
+            rates = near_rates_entries(ej, ec, ep, self.j_alone[idx], cl, cols.caps, cols.nbank,
+                                       cols.keys, causes)
             for j, cause in zip(jobs, causes):
                 if cause:
                     self.units[j.unit].bottleneck = cause
@@ -343,9 +384,23 @@ class Fluid:
         us.alone += 0.0 if not math.isfinite(r) else 1.0 / r
         self._advance()
         self.job_serial += 1
-        self.jobs[u] = Job(u, cost, serial=self.job_serial)
+        job = self.jobs[u] = Job(u, cost, serial=self.job_serial)
         self.j_rem[u], self.j_rate[u], self.j_alone[u] = 1.0, 0.0, cost.alone
-        self._add_use(self.jobs[u], 1)
+        self._add_use(job, 1)
+        if math.isfinite(cost.alone):  # (no streaming work: no demand anywhere)
+            on_tpb, on_link = self.on_tpb, self.on_link
+            if on_tpb is None:
+                on_tpb, on_link = self.on_tpb, self.on_link = {}, {}
+            for t in cost.banks:
+                d = on_tpb.get(t)
+                if d is None:
+                    d = on_tpb[t] = {}
+                d[u] = job
+            for k in cost.links:
+                d = on_link.get(k)
+                if d is None:
+                    d = on_link[k] = {}
+                d[u] = job
         self._reshare()
 
     def ev_fluid(self, version: int) -> None:
@@ -362,7 +417,14 @@ class Fluid:
             self._reshare()
             return
         for u in done:
-            self._add_use(self.jobs.pop(u), -1)
+            job = self.jobs.pop(u)
+            self._add_use(job, -1)
+            cost = job.cost
+            if math.isfinite(cost.alone):
+                for t in cost.banks:
+                    del self.on_tpb[t][u]
+                for k in cost.links:
+                    del self.on_link[k][u]
         self._reshare()
         for u in done:
             self.ev_block_done(u)

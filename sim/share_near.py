@@ -62,6 +62,33 @@ def near_rates(maps: list[dict], w: np.ndarray, cands: list[int], caps: list[flo
                 ej.append(j)
                 ec.append(c)
                 ep.append(v)
+    return _near(ej, ec, ep, w, n, finite, fin_all, cands, caps, nbank, keys, causes)
+
+
+def near_rates_entries(ej: list[int], ec: list[int], ep: list[float], w: np.ndarray,
+                       cands: list[int], caps: list[float], nbank: int, keys: list,
+                       causes: list[str]) -> np.ndarray:
+    """:func:`near_rates` given the candidates' entries instead of the maps: job ``ej[i]``'s
+    demand ``ep[i]`` on column ``ec[i]``, in job order (within a job in any order: only each
+    column's job-order sums and the jobs' sets of saturated columns are read) -- what
+    :func:`near_rates` reads of the maps (the engine finds them without a map per job,
+    ``Fluid._cand_entries``)."""
+    n = w.size
+    causes[:] = [""] * n
+    if n and float(_MIN(w)) > 0.0 and float(_MAX(w)) < _INF:  # (a NaN fails both)
+        finite, fin_all = None, True
+    else:
+        finite = np.isfinite(w)
+        fin_all = bool(finite.all())
+        if n and not float(np.minimum.reduce(w[finite], initial=_INF)) > 0.0:
+            raise ValueError("near_rates: an alone rate <= 0")
+        keep = [i for i, j in enumerate(ej) if finite[j]]
+        if len(keep) < len(ej):  # (a job with no streaming work has no entry in share)
+            ej, ec, ep = [ej[i] for i in keep], [ec[i] for i in keep], [ep[i] for i in keep]
+    return _near(ej, ec, ep, w, n, finite, fin_all, cands, caps, nbank, keys, causes)
+
+
+def _near(ej, ec, ep, w, n, finite, fin_all, cands, caps, nbank, keys, causes) -> np.ndarray:
     # the job-order sums from 0.0 (share's bincount) of the candidates; the near ones
     tot: dict[int, float] = {}
     for c, p in zip(ec, ep):

@@ -69,7 +69,6 @@ class Cost:
     use: np.ndarray | None = None
     crit: bool = False
     cols_of: int = 0  # the token of the column registry these are of (fluid.Columns)
-    colmap: dict | None = None  # {column: demand at the alone rate} of cols / use (fluid)
     neg_use: np.ndarray | None = None  # -use (what a finished job takes off the column sums)
     nzb: list | None = None  # cached (tpb, bank column codes, demands) per TPB (bank_terms)
     # (a cost shared by geometry, CostModel.cost) the cost of the same geometry it was moved
@@ -514,6 +513,20 @@ def _terms(c: Cost, banks: int) -> tuple:
 #: A column whose demand in the first step is at most ``1 - _NEAR`` of its capacity never binds
 #: and never saturates (see :func:`share`).
 _NEAR = 1e-6
+
+
+def alone_on_entries(cols: list[int], vals: list[float], columns: list[tuple[int, float]]) -> bool:
+    """:func:`alone_on_columns` given the demands on ``columns`` as entries in job order
+    (``vals[i]`` on column ``cols[i]``): each column's sum from 0.0 in that order, the same
+    IEEE additions."""
+    use: dict[int, float] = {}
+    for c, v in zip(cols, vals):
+        use[c] = use.get(c, 0.0) + v
+    for c, cap in columns:
+        u = use.get(c, 0.0)
+        if u > cap * (1.0 - _NEAR) and u > 1e-12 and cap / u < 1.0:
+            return False
+    return True
 
 
 def alone_on_columns(demands: list[dict], columns: list[tuple[int, float]]) -> bool:

@@ -12,7 +12,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from m100.sim.share_near import near_rates
+from m100.sim.share_near import near_rates, near_rates_entries
 from m100.sim.timing import share
 
 _spec = importlib.util.spec_from_file_location("_sim_test_timing",
@@ -72,6 +72,14 @@ def test_near_rates_equal_share_and_the_definition(seed):
         with np.errstate(invalid="ignore"):
             got_c: list[str] = []
             got = near_rates(maps, w, sorted(cands), caps_l, nbank, keys, got_c)
+            # the same from the candidates' entries (job order; within a job reversed)
+            ents = [(j, c, m[c]) for j, m in enumerate(maps) for c in sorted(cands, reverse=True)
+                    if c in m]
+            ent_c: list[str] = []
+            ent = near_rates_entries([e[0] for e in ents], [e[1] for e in ents],
+                                     [e[2] for e in ents], w, sorted(cands), caps_l, nbank,
+                                     keys, ent_c)
+            assert ent.tobytes() == got.tobytes() and ent_c == got_c
             want_c: list[str] = []
             want = share(costs, caps, banks, want_c)
             ref, ref_c = _share_reference(costs, caps, banks, [])

@@ -489,7 +489,7 @@ def test_alone_on_columns_is_share_returning_the_alone_rates(seed):
     their AXI master's rate on a DRB of twice it, jobs at their busiest bank's rate)."""
     import numpy as np
 
-    from m100.sim.timing import Cost, alone_on_columns, alone_rate, share
+    from m100.sim.timing import Cost, alone_on_columns, alone_on_entries, alone_rate, share
 
     rng = np.random.default_rng(5000 + seed)
     banks = 8
@@ -526,6 +526,9 @@ def test_alone_on_columns_is_share_returning_the_alone_rates(seed):
     rates = np.asarray(share(costs, caps, banks, causes))
     alone = rates.tobytes() == np.array([c.alone for c in costs]).tobytes() and not any(causes)
     assert alone_on_columns(demands, list(columns.items())) == alone
+    ents = [(c, d[c]) for d in demands for c in columns if c in d]  # (job order)
+    assert alone_on_entries([e[0] for e in ents], [e[1] for e in ents],
+                            list(columns.items())) == alone
 
 
 def test_share_terms_of_a_copied_cost_are_recomputed():
