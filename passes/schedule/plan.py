@@ -166,7 +166,7 @@ TASK_FIELDS = ("id", "kind", "unit", "tpb", "op", "tensor", "nbytes", "cycles", 
                "crit_pred")
 
 
-@dataclass
+@dataclass(slots=True)
 class PlanPiece:
     """One instruction tile of one mini-tensor: output rows ``[r0, r1)`` x cols ``[c0, c1)`` of
     ``op`` on ``tpb`` (band ``band``, column part ``col``). ``tasks`` are the ids of the
