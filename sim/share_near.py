@@ -39,22 +39,12 @@ def near_rates(maps: list[dict], w: np.ndarray, cands: list[int], caps: list[flo
     ``(1 - 1e-6)`` of their capacity ``caps[c]``. ``causes`` gets ``share``'s causes (one per
     job: "" or the kind of the first saturated column in ``share``'s column order -- banks
     before links, links by name)."""
-    n = len(maps)
-    causes[:] = [""] * n
-    # (share tests a demand's sign, this function its product with w: equal for w > 0)
-    if n and float(_MIN(w)) > 0.0 and float(_MAX(w)) < _INF:  # (a NaN fails both)
-        finite, fin_all = None, True
-    else:
-        finite = np.isfinite(w)
-        fin_all = bool(finite.all())
-        if n and not float(np.minimum.reduce(w[finite], initial=_INF)) > 0.0:
-            raise ValueError("near_rates: an alone rate <= 0")
     cset = set(cands)
-    # the candidates' entries in job order: (job, column, demand); a job with no streaming
-    # work (w = inf) has none in share
+    # the candidates' entries in job order: (job, column, demand) (a job with no streaming
+    # work, w = inf, has none in share: near_rates_entries drops them)
     ej, ec, ep = [], [], []
     for j, m in enumerate(maps):
-        if m.keys().isdisjoint(cset) or not (fin_all or finite[j]):
+        if m.keys().isdisjoint(cset):
             continue
         for c in cands:
             v = m.get(c)
@@ -62,7 +52,7 @@ def near_rates(maps: list[dict], w: np.ndarray, cands: list[int], caps: list[flo
                 ej.append(j)
                 ec.append(c)
                 ep.append(v)
-    return _near(ej, ec, ep, w, n, finite, fin_all, cands, caps, nbank, keys, causes)
+    return near_rates_entries(ej, ec, ep, w, cands, caps, nbank, keys, causes)
 
 
 def near_rates_entries(ej: list[int], ec: list[int], ep: list[float], w: np.ndarray,
@@ -75,6 +65,7 @@ def near_rates_entries(ej: list[int], ec: list[int], ep: list[float], w: np.ndar
     ``Fluid._cand_entries``)."""
     n = w.size
     causes[:] = [""] * n
+    # (share tests a demand's sign, this function its product with w: equal for w > 0)
     if n and float(_MIN(w)) > 0.0 and float(_MAX(w)) < _INF:  # (a NaN fails both)
         finite, fin_all = None, True
     else:
