@@ -8,28 +8,13 @@ from __future__ import annotations
 import dataclasses
 
 import numpy as np
-import onnx
 import pytest
 
 from e2e_helpers import monitor_sites, mutate
 from m100.frontend import models
 from m100.sim import engine, engine_untimed, race_batch, replay
 from m100.tools import driver
-
-CASES = {"mlp": (models.mlp, "tiny", 0), "convnet": (models.conv_relu_maxpool, "tiny", 0),
-         "llama": (lambda: onnx.load("test/data/llama_layer_small.onnx"), "m100", 8),
-         "resnet18-32": (lambda: models.resnet18(hw=32, num_classes=10), "m100", 8)}
-
-
-def _same(a, b) -> None:
-    assert a.outputs.keys() == b.outputs.keys()
-    for k in a.outputs:
-        assert a.outputs[k].dtype == b.outputs[k].dtype
-        assert a.outputs[k].tobytes() == b.outputs[k].tobytes(), k
-    assert [str(r) for r in a.reports] == [str(r) for r in b.reports]
-    assert a.stats == b.stats
-    assert [(r.index, r.unit, r.start, r.end, r.blocks) for r in a.records] == \
-        [(r.index, r.unit, r.start, r.end, r.blocks) for r in b.records]
+from test_replay import CASES, _same  # (outputs' bytes, stats, reports, every record's times)
 
 
 def _same_engines(a, b) -> None:
