@@ -45,7 +45,10 @@ def const_bytes(arr: np.ndarray, dtype: str) -> bytes:
         from m100.targets.m100.isa import DType
         from m100.targets.m100.numerics import to_bytes
         return to_bytes(np.asarray(arr, np.float32), DType.BF16).tobytes()
-    return np.ascontiguousarray(np.asarray(arr).astype(_NP[dtype])).tobytes()
+    a = np.asarray(arr)
+    if a.dtype == _NP[dtype]:  # already the scheduler dtype: no astype copy (ResNet-50: 100 MB)
+        return a.tobytes()  # (C order, as ascontiguousarray)
+    return np.ascontiguousarray(a.astype(_NP[dtype])).tobytes()
 
 #: the slots an instruction writes: their buffers are named after the plan task's tensor in
 #: the dataflow certificate's messages (``BUFFER_NAMES``)
