@@ -12,7 +12,9 @@ events in the same order, the same state changes (records, units' busy and stall
 counters, arrival histories and clock joins, race items recorded in the same order, executors'
 ``run`` / ``apply`` calls in the same order), so the same outputs, stats, reports and records
 as the general loop (``test/e2e/test_speed_paths.py`` compares the two on compiled models,
-race batches and the per-access checker, monitor-dropping mutants).
+race batches and the per-access checker, monitor-dropping mutants). It is a second copy of those
+branches, kept for speed: a change to one of those handlers' functional branches must be made
+here too (``test/e2e/test_untimed_loop.py`` names the first difference on its models).
 
 It runs only where those are all the events: a functional-mode engine (no dispatch times, no
 costs: no CSU CPU waits, no DMA issue ahead), no random latencies (every block one cycle), no
