@@ -127,7 +127,17 @@ def _model_arg(args: argparse.Namespace):
     return q
 
 
+#: ``m100 compile`` as a process's own command line defers ``COMPILE_DEFERRED``'s modules
+#: (:mod:`m100.deferred_imports`); False imports them as usual (the A/B switch)
+DEFER_IMPORTS = True
+
+
 def cmd_compile(args: argparse.Namespace) -> int:
+    if getattr(args, "process_ends", False) and DEFER_IMPORTS:
+        # this process is the command's own: onnx's element-type table (and ml_dtypes, ~0.5 CPU-s
+        # of numpy ufunc registrations) run when first read, which a float compile never does
+        from m100.deferred_imports import defer
+        defer()
     from m100.tools import driver
     ends = getattr(args, "process_ends", False) and not args.profile
     if ends:
