@@ -18,6 +18,7 @@ from m100.passes.graph.common import (
     body_exprs,
     channel_vector,
     const_array,
+    const_view,
     func_bodies,
     generic_maps,
     is_elementwise_generic,
@@ -110,7 +111,7 @@ def fold_one(op: Operation) -> bool:
         bias = _init_bias(op.operands[-1], ch, f)
     if bias is None or start is None:
         return False
-    w = const_array(op.operands[w_idx])
+    w = const_view(op.operands[w_idx])  # read only: the scaled weights are a new array
     scale = np.ones(f)
     chain: list[Operation] = []
     cur: SSAValue = start
@@ -143,9 +144,9 @@ def fold_one(op: Operation) -> bool:
             shape[0], shape[1] = g, fg
         else:
             shape[w_axis] = f
-        w_new = w.astype(np.float64)  # the product in float64, rounded once (in place: no
-        w_new *= scale.reshape(shape)  # second float64 temporary of the weights' size)
-        w_new = w_new.astype(w.dtype)
+        # the product in float64 (each weight converted exactly, one pass writing one float64
+        # array), rounded once to the weights' type
+        w_new = np.multiply(w, scale.reshape(shape), dtype=np.float64).astype(w.dtype)
         wc = arith.ConstantOp(numpy_to_dense(w_new, op.operands[w_idx].type))  # type: ignore
         new_ops.append(wc)
         w_val = wc.result
