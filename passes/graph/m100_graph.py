@@ -11,12 +11,12 @@ from xdsl.context import Context
 from xdsl.dialects.builtin import ModuleOp
 from xdsl.passes import ModulePass
 from xdsl.transforms.canonicalize import CanonicalizePass
-from xdsl.transforms.common_subexpression_elimination import CommonSubexpressionElimination
 from xdsl.transforms.dead_code_elimination import DeadCodeElimination
 
 from m100.passes.graph.check_supported import CheckSupported
 from m100.passes.graph.classify_ops import ClassifyOps
 from m100.passes.graph.common import erase_dead
+from m100.passes.graph.cse_weights import cse
 from m100.passes.graph.fold_batchnorm import FoldBatchnorm
 from m100.passes.graph.fold_quantized_contractions import FoldQuantizedContractions
 from m100.passes.graph.raise_quant_casts import RaiseQuantCasts
@@ -39,7 +39,7 @@ from m100.passes.graph.split_value_index import SplitValueIndex
 class M100Graph(ModulePass):
     """The graph pipeline: canonicalize, CSE/DCE, checks, folding, layout, idioms, fusion, units.
 
-    What: runs, in order: canonicalize, cse (xDSL's), fold-constants, [raise-quant-casts,
+    What: runs, in order: canonicalize, cse (xDSL's; a constant hashed by its ends), fold-constants, [raise-quant-casts,
     fold-quantized-contractions, lower-quantized-add, lower-quantized-avgpool],
     materialize-index, check-supported, simplify-algebra, [layout-nhwc, simplify-algebra (cancels the transposes between
     convolutions), fold-constants (packs transposed weights)], [fold-batchnorm], cse, dce (+ removal of dead
@@ -65,8 +65,9 @@ class M100Graph(ModulePass):
 
     def stages(self) -> list[tuple[str, Callable[[Context, ModuleOp], object]]]:
         """The stages in order, as (name, apply)."""
-        s: list[ModulePass] = [CanonicalizePass(), CommonSubexpressionElimination(),
-                               FoldConstants()]
+        # cse: xDSL's, a constant hashed by its type, length and ends (cse_weights.py; the same
+        # decisions)
+        s: list[ModulePass | tuple] = [CanonicalizePass(), ("cse", cse), FoldConstants()]
         if self.quant:
             s += [RaiseQuantCasts(), FoldQuantizedContractions(), LowerQuantizedAdd(),
                   LowerQuantizedAvgpool()]
@@ -75,8 +76,8 @@ class M100Graph(ModulePass):
             s += [LayoutNhwc(), SimplifyAlgebra(), FoldConstants()]
         if self.fold_bn:
             s.append(FoldBatchnorm())
-        s += [CommonSubexpressionElimination(), DeadCodeElimination()]
-        out = [(p.name, p.apply) for p in s]
+        s += [("cse", cse), DeadCodeElimination()]
+        out = [p if isinstance(p, tuple) else (p.name, p.apply) for p in s]
         out.append(("erase-dead", lambda ctx, m: erase_dead(m)))
         tail: list[ModulePass] = [SplitValueIndex()]
         if self.idioms:
