@@ -41,11 +41,21 @@ def derive_batch(costs: list[Cost], cap, col, col_cap, token: int, banks: int) -
     ``col_cap()``: the engine's column capacities after that; ``token``: its column
     registry's; ``banks``: HBSM banks per TPB. Returns how many were derived."""
     todo, moved, seen = [], [], set()
+    remote = False
     for c in costs:
         if c.alone is None and c.nzb is None and c.terms is None and c.cols is None \
                 and id(c) not in seen:  # (a cost shared by geometry is listed again)
             seen.add(id(c))
-            (todo if c.moved is None else moved).append(c)
+            if c.moved is None:
+                todo.append(c)
+            else:
+                moved.append(c)
+                remote = remote or c.links
+    if remote:  # links get their columns in cost order, as when every cost is built
+        for c in costs:
+            for k, v in c.links.items():
+                if v != 0:
+                    col(k)
     for c in moved:  # the base's fields moved (timing.moved): the same values (below)
         b = c.moved[0]
         if id(b) not in seen and (b.cols_of != token or b.cols is None or b.alone is None):
@@ -60,7 +70,18 @@ def derive_batch(costs: list[Cost], cap, col, col_cap, token: int, banks: int) -
         # each of capacity 1.0 like its base's, so its alone rate, demands and crit are its
         # base's and its columns its base's moved by the TPBs' difference
         c.alone, c.use, c.crit = b.alone, b.use, b.crit
-        c.cols = b.cols + shift
+        if shift.__class__ is int:
+            c.cols = b.cols + shift
+        else:  # a remote copy (timing.moved_remote): its first TPB's bank columns, then its
+            # second's, then its mesh link's, each moved (the link of the same capacity)
+            t0, t1, t, u = shift
+            bc = b.cols
+            tb = bc // banks
+            c.cols = np.where(tb == t0, bc + (t - t0) * banks, np.where(
+                tb == t1, bc + (u - t1) * banks,
+                np.where(bc == col(("mesh", t0, t1)), col(("mesh", t, u)), -1)))
+            if c.cols.size and c.cols.min() < 0:  # pragma: no cover - defensive
+                raise AssertionError("cost batch: a moved remote copy's column not found")
         c.cols_of = token
         c.neg_use = None
         k += 1

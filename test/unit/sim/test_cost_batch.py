@@ -3,6 +3,7 @@
 for bit -- and each derivation equals its definition written out."""
 
 import copy
+from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -146,3 +147,90 @@ def test_cost_derivations_equal_their_definitions():
                 assert got.tolist() == twu._walk_bank_accesses(wk, m.hbsm_bank_width, banks).tolist()
                 with pytest.raises(ValueError):
                     got[0] = 1.0
+
+
+def _remote_copies():
+    """Remote copies: one geometry on TPB pairs in one cluster and across clusters (two mesh
+    capacities), at two source residues, with two blocks (first and later block costs), and a
+    one-block neighbour of each."""
+    c = M100.tpbs_per_cluster
+    pairs = [(0, 1), (2, 5), (1, 0), (c, c + 3), (0, c), (c + 1, 2), (3, 2 * c % M100.num_tpbs)]
+    sweep = M100.hbsm_bank_width * M100.hbsm_banks
+    # (one levels tuple per shape, as a decoded program has: the key names levels by identity)
+    src, dst = hb(0, 0, DType.I8, (64, 30), (64, 1)), hb(0, 0, DType.I8, (64, 30))
+    out = []
+    for k, (t, u) in enumerate(pairs):
+        for base, blocks in ((200, 2), (200 + sweep * (k + 1), 2), (232, 1)):
+            out.append(Copy(t, replace(src, tpb=t, base=base),
+                            replace(dst, tpb=u, base=4096 + 64 * (blocks - 1)),
+                            sync=Sync(blocks=blocks)))
+    return out
+
+
+def test_remote_copies_shared_by_geometry_equal_their_builds(monkeypatch):
+    """A remote copy's cost moved from another TPB pair (``timing.moved_remote``, derived by
+    ``cost_batch``) equals the cost built and derived for its own instruction: every field, the
+    dicts' orders, the engine columns; whole timing runs the same."""
+    from m100.sim import timing
+    from m100.sim.timing import CostModel
+
+    shared = _remote_copies()
+    built = copy.deepcopy(shared)
+    a, _ = run(shared, machine=M100, mode="timing")
+    monkeypatch.setattr(timing, "SHARED", False)
+    b, _ = run(built, machine=M100, mode="timing")
+    assert a.ok and b.ok and a.stats == b.stats
+    assert [(r.start, r.end, r.blocks) for r in a.records] == \
+        [(r.start, r.end, r.blocks) for r in b.records]
+    model = CostModel(M100)
+    ca, cb = _costs(shared), _costs(built)
+    assert len(ca) == len(cb)
+    n_moved = 0
+    for inst, x, y in zip([i for i in shared for c in i.__dict__["_sim_costs"][1] if c],
+                          ca, cb):
+        n_moved += x.moved is not None
+        z = model.cost(inst, 1 if x is inst.__dict__["_sim_costs"][1][1] else 0)
+        for want in (y, z):  # the run's build and the definition
+            for f in ("latency", "cycles", "macs", "peak_macs", "exclusive"):
+                assert getattr(x, f) == getattr(want, f), f
+            assert list(x.banks) == list(want.banks)
+            assert all(x.banks[t].tobytes() == want.banks[t].tobytes() for t in x.banks)
+            assert list(x.links.items()) == list(want.links.items())
+            assert list(x.bytes.items()) == list(want.bytes.items())
+        for f in FIELDS:
+            assert getattr(x, f) == getattr(y, f), f
+        for f in ARRAYS:
+            assert getattr(x, f).tobytes() == getattr(y, f).tobytes(), f
+    assert n_moved >= 8
+
+
+def test_remote_copy_key_names_what_its_cost_depends_on():
+    """Remote copies share a cost only with the same residues, types, levels and mesh capacity;
+    a local copy or one from another TPB's HBSM never takes a remote key."""
+    from m100.sim.timing import CostModel
+
+    model = CostModel(M100)
+    c = M100.tpbs_per_cluster
+    sweep = M100.hbsm_bank_width * M100.hbsm_banks
+    src, dst = hb(0, 96, DType.I8, (64, 30), (64, 1)), hb(1, 4096, DType.I8, (64, 30))
+    c0 = model.cost(Copy(0, src, dst), 0)
+    same = Copy(c + 1, replace(src, tpb=c + 1, base=96 + sweep),
+                replace(dst, tpb=c + 2, base=4096 + 2 * sweep))
+    got = model.cost(same, 0)
+    assert got.moved is not None and got.moved[0] is c0 and list(got.banks) == [c + 1, c + 2]
+    assert list(got.links) == [("mesh", c + 1, c + 2)]
+    assert list(got.bytes) == [f"hbsm{c + 1}", f"hbsm{c + 2}", f"mesh.{c + 1}.{c + 2}"]
+    t, u = c + 1, c + 2
+    # another source residue, destination residue, element type, levels; another cluster
+    for other in (Copy(t, replace(src, tpb=t, base=97), replace(dst, tpb=u)),
+                  Copy(t, replace(src, tpb=t), replace(dst, tpb=u, base=4097)),
+                  Copy(t, replace(src, tpb=t), replace(dst, tpb=u, dtype=DType.I16)),
+                  Copy(t, replace(src, tpb=t), hb(u, 4096, DType.I8, (30, 64))),
+                  Copy(1, replace(src, tpb=1), replace(dst, tpb=u))):
+        assert model.cost(other, 0).moved is None
+    assert model.cost(Copy(c + 1, replace(src, tpb=c + 1), replace(dst, tpb=c + 2)),
+                      1).moved is None  # (a later block: its own key)
+    assert model.cost(Copy(c + 3, replace(src, tpb=c + 3), replace(dst, tpb=c)),
+                      0).moved is not None
+    assert model._remote_geometry(Copy(3, replace(src, tpb=3), replace(dst, tpb=3)), 0) is None
+    assert model._remote_geometry(Copy(3, src, replace(dst, tpb=5)), 0) is None  # src not in 3
