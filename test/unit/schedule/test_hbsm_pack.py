@@ -253,6 +253,70 @@ def _same_both_ways(switch, bufs, cap, align, groups, **kw) -> None:
         assert check_allocation(bufs, off, cap, align) == []
 
 
+def _joint_one_call_a_buffer(bufs, capacity, align, groups, by_size):
+    """The joint packing as written until session 28 (the oracle of the kept columns): each single
+    buffer through ``_allocate_tpb`` with its TPB's placed list (the high-water mark and the
+    candidate sets taken anew from every placed buffer per call)."""
+    from collections import defaultdict
+
+    import m100.passes.backend.hbsm_pack as H
+    by_name = {b.name: b for b in bufs}
+    grouped = {n for grp in groups for n in grp}
+    items = [[by_name[n] for n in grp] for grp in groups] + \
+        [[b] for b in bufs if b.name not in grouped]
+    items.sort(key=lambda it: (0 if by_size else -len(it), -H._align(max(b.size for b in it), align),
+                               min(b.start for b in it), it[0].name))
+    by_tpb = defaultdict(list)
+    for b in bufs:
+        by_tpb[b.tpb].append(b)
+    placed, cols, out = defaultdict(list), {}, {}
+    for it in items:
+        if len(it) == 1:
+            b = it[0]
+            out.update(H._allocate_tpb(b.tpb, [b], capacity, align, placed[b.tpb], by_tpb[b.tpb]))
+            continue
+        size = H._align(max(b.size for b in it), align)
+        ok = H._group_offset(it, size, placed, capacity, align, cols)
+        if ok is None:
+            b = it[0]
+            raise H._Overflow(b.tpb, by_tpb[b.tpb], capacity, align,
+                              f"broadcast buffer {b.name} ({size} B) finds no offset free on "
+                              f"TPBs {sorted(m.tpb for m in it)}")
+        for b in it:
+            out[b.name] = ok
+            placed[b.tpb].append((ok, size, b))
+    return out
+
+
+@pytest.mark.parametrize("seed", range(30))
+def test_joint_packing_keeps_the_choice_of_one_call_a_buffer(seed, monkeypatch):
+    """``_allocate_joint`` keeps each TPB's columns and high-water mark across its one buffer at
+    a time (session 28): the same offsets, or the same error, as one ``_allocate_tpb`` call per
+    buffer (the definition, written out above), in both orders, with the columns from the first
+    placed buffer on (``VECTOR_MIN`` 0), from the default size, and never (the loop); random
+    workloads with predicted spans, units, broadcast groups, at capacities that fit and that
+    overflow."""
+    import m100.passes.backend.hbsm_pack as H
+
+    rng = random.Random(seed)
+    align = 32
+    bufs, groups = _unit_workload(rng, seed, lambda: align * rng.randrange(1, 40))
+    cap = align * rng.choice((64, 160, 400, 2000))
+    for by_size in (False, True):
+        def run(fn):
+            try:
+                return fn(bufs, cap, align, groups or [], by_size)
+            except HbsmOverflow as e:
+                return str(e)
+        want = run(_joint_one_call_a_buffer)
+        for vector, least in ((True, 0), (True, 24), (False, 10**9)):
+            monkeypatch.setattr(H, "VECTOR", vector)
+            monkeypatch.setattr(H, "VECTOR_MIN", least)
+            assert run(H._allocate_joint) == want, (by_size, vector, least)
+        if isinstance(want, dict):
+            assert check_allocation(bufs, want, cap, align) == []
+
+
 @pytest.mark.parametrize("seed", range(40))
 def test_vector_check_is_the_loop(seed, monkeypatch):
     """``check_allocation`` with the numpy pre-check (``CHECK_VECTOR``, tiny blocks too) reports
