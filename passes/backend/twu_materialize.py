@@ -92,6 +92,33 @@ def operand_access(buf: SSAValue, acc: AccessAttr | None,
     return bounds, Access(flat, base), rt, byte_base
 
 
+_OTHER, _INSTR, _DMA, _COPY, _BCAST, _STREAM = range(6)
+_KINDS: dict[type, int] = {}
+_WALKS: dict[type, bool] = {}
+
+
+def _kind(op: Operation) -> int:
+    """The class of an op as the pass asks it (``isinstance`` against xDSL's ABC-based classes,
+    once per class): a stream, an instruction (a DMA, a DTDU copy, a DTDU broadcast, another),
+    or anything else."""
+    t = type(op)
+    k = _KINDS.get(t)
+    if k is None:
+        k = _KINDS[t] = (_STREAM if isinstance(op, StreamOp) else _DMA if isinstance(op, DmaOp)
+                         else _BCAST if isinstance(op, BroadcastOp) else _COPY if isinstance(
+                             op, CopyOp) else _INSTR if isinstance(op, InstrOp) else _OTHER)
+    return k
+
+
+def _is_walk(acc) -> bool:
+    """``isinstance(acc, WalkAttr)``, once per class."""
+    t = type(acc)
+    w = _WALKS.get(t)
+    if w is None:
+        w = _WALKS[t] = isinstance(acc, WalkAttr)
+    return w
+
+
 @dataclass(frozen=True)
 class TwuMaterialize(ModulePass):
     """Turn every operand's affine access into Tensor Walker levels within the machine's budget.
@@ -117,15 +144,20 @@ class TwuMaterialize(ModulePass):
             m = machine_of(prog)
             ops: list[InstrOp] = []
             for o in prog.body.ops:
-                if isinstance(o, StreamOp):
-                    ops.extend(x for x in o.body.ops if isinstance(x, InstrOp))
-                elif isinstance(o, InstrOp):
+                k = _kind(o)
+                if k == _STREAM:
+                    ops.extend(x for x in o.body.ops if _kind(x) not in (_OTHER, _STREAM))
+                elif k != _OTHER:
                     ops.append(o)
-            # (buffer value, access) -> (operand_access, its one-operand synthesis): a function
-            # of the value's views / alloc (which this pass does not change) and of the access
-            # (immutable); operands share both (a buffer read by several instructions, one access
-            # attribute for many operands)
-            memo: dict[tuple, tuple] = {}
+            # (ids of a buffer value and an access) -> [operand_access, its one-operand synthesis,
+            # {TPB: its walk attribute}, the access, the value]: a function of the value's views /
+            # alloc (which this pass does not change) and of the access (immutable); operands
+            # share both (a buffer read by several instructions, one access attribute for many
+            # operands). Keyed by identity (an access's hash walks its affine map: ~1/7 of the
+            # stage on the 7B prefill layer; a value's is a Python call) and both are kept in
+            # the entry, so neither id is reused while the memo lives; an equal access of
+            # another identity has an entry of its own (the same values).
+            memo: dict[tuple, list] = {}
             views: dict = {}  # buffer value -> operand_access's part of it (its views, alloc)
             # (bounds, flat access) -> its one-operand synthesis: a function of those alone
             # (ResNet-50: 32 459 (value, access) pairs, 1 350 distinct loop nests)
@@ -133,57 +165,63 @@ class TwuMaterialize(ModulePass):
             for o in ops:
                 self._materialize(o, m.twu_max_levels, memo, views, synth)
 
-    def _materialize(self, op: InstrOp, max_levels: int, memo: dict[tuple, tuple],
+    def _materialize(self, op: InstrOp, max_levels: int, memo: dict[tuple, list],
                      views: dict, synth: dict[tuple, list]) -> None:
         bufs, accs = op.slot_buffers(), op.slot_accesses()
         todo = {}
         for name, buf in bufs.items():
             acc = accs.get(name)
-            if isinstance(acc, WalkAttr):
+            if acc is not None and _is_walk(acc):
                 continue
-            got = memo.get((buf, acc))
+            got = memo.get((id(buf), id(acc)))
             if got is None:
                 try:
-                    got = memo[(buf, acc)] = [operand_access(buf, acc, views), None]  # type: ignore
+                    got = memo[(id(buf), id(acc))] = [operand_access(buf, acc, views), None, {},
+                                                      acc, buf]
                 except TwuError as e:
                     raise TwuError(f"twu-materialize: {op.describe()}: operand '{name}': "
                                    f"{e}") from None
             todo[name] = got
         if not todo:
             return
-        walks: dict[str, list] = {}
         split = False
-        for name, got in todo.items():
-            (bounds, flat, rt, base), pieces = got
+        for got in todo.values():
+            pieces = got[1]
             if pieces is None:
+                bounds, flat = got[0][0], got[0][1]
                 key = (tuple(bounds), flat)
                 pieces = synth.get(key)
                 if pieces is None:
                     pieces = synth[key] = synthesize(bounds, [flat], max_levels)
                 got[1] = pieces
-            walks[name] = [(p, rt, base) for p in pieces]
             split |= len(pieces) > 1
-        todo = {name: got[0] for name, got in todo.items()}
-        bcast = isinstance(op, DmaOp) and op.tpb_mask is not None and op.tpb_mask.value.data != 0
+        k = _kind(op)
+        bcast = k == _DMA and op.tpb_mask is not None and op.tpb_mask.value.data != 0
 
         def tpb_of(name: str, rt: BufferType) -> int:
             if rt.space_enum.name != "HBSM" or (bcast and name == "dst"):
                 return 0  # memory walks, and a DRB broadcast's destination, name TPB 0
-            if isinstance(op, BroadcastOp) and name == "dst":
+            if k == _BCAST and name == "dst":
                 return op.unit_index  # a DTDU broadcast's destination names its own TPB (ISA)
             return rt.tpb_index
 
         if not split:
             new = dict(accs)
-            for name, lst in walks.items():
-                p, rt, base = lst[0]
-                new[name] = WalkAttr.from_isa(Walk(rt.space_enum, tpb_of(name, rt), base, rt.dtype,
-                                                   p.levels[0]))
+            for name, got in todo.items():
+                (_, _, rt, base), pieces, made, _, _ = got
+                t = tpb_of(name, rt)
+                w = made.get(t)  # the walk of this (buffer value, access) on TPB t, once
+                if w is None:
+                    w = made[t] = WalkAttr.from_isa(Walk(rt.space_enum, t, base, rt.dtype,
+                                                         pieces[0].levels[0]))
+                new[name] = w
             op.properties["walks"] = DictionaryAttr(new)
             return
-        if not isinstance(op, (DmaOp, CopyOp)) or len(todo) != 2 or \
+        pieces_of = {name: got[1] for name, got in todo.items()}
+        todo = {name: got[0] for name, got in todo.items()}
+        if k not in (_DMA, _COPY) or len(todo) != 2 or \
                 len({tuple(v[0]) for v in todo.values()}) != 1:
-            worst = max(todo, key=lambda n: len(walks[n]))
+            worst = max(todo, key=lambda n: len(pieces_of[n]))
             raise TwuError(f"twu-materialize: {op.describe()}: operand '{worst}' needs more than "
                            f"{max_levels} TWU levels and this instruction can not be split "
                            "(give the operand a simpler layout)")
@@ -194,10 +232,10 @@ class TwuMaterialize(ModulePass):
         toks = []
         for p in pieces:
             new = dict(accs)
-            for k, n in enumerate(names):
+            for j, n in enumerate(names):
                 _, _, rt, base = todo[n]
                 new[n] = WalkAttr.from_isa(Walk(rt.space_enum, tpb_of(n, rt), base, rt.dtype,
-                                                p.levels[k]))
+                                                p.levels[j]))
             clone = op.clone()
             clone.properties["walks"] = DictionaryAttr(new)
             Rewriter.insert_op(clone, InsertPoint.before(op))

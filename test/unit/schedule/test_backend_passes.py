@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 from m100.dialects.hbsm import AllocOp, BufferType
-from m100.dialects.tpb import InstrOp, ProgramOp
+from m100.dialects.tpb import BroadcastOp, DmaOp, InstrOp, ProgramOp
 from m100.dialects.twu import AccessAttr, WalkAttr
 from m100.frontend import models
 from m100.frontend.mlir_load import default_context
@@ -87,8 +87,12 @@ def enumerate_access(buf_type: BufferType, base: int, acc) -> list[int]:
 
 def test_walks_enumerate_the_placed_accesses(monkeypatch):
     """The walks twu-materialize writes enumerate the placed accesses (the oracle: each access
-    enumerated point by point), and a loop nest (bounds, flat access) is synthesized once per
-    program, however many operands share it."""
+    enumerated point by point) and name the space and TPB the ISA asks for (the buffer's; TPB 0
+    for a memory walk and a DRB broadcast's destination; a DTDU broadcast's destination its own
+    TPB), and a loop nest (bounds, flat access) is synthesized once per program, however many
+    operands share it. The program has a (buffer, access) pair walked on two TPBs (a DRB
+    broadcast's destination read by its TPB's compute): the pass keeps one walk per pair and
+    TPB (session 28), and one kept per pair alone would fail here."""
     from m100.passes.backend import twu_materialize
     from m100.passes.backend.twu_materialize import operand_access
 
@@ -97,6 +101,8 @@ def test_walks_enumerate_the_placed_accesses(monkeypatch):
     prog = next(o for o in mod.walk() if isinstance(o, ProgramOp))
     before = []
     nests = set()
+    where = []  # the (space, TPB) of each operand's walk, from the ISA's conventions
+    tpbs_of_pair: dict = {}
     for o in prog.body.ops:
         if isinstance(o, InstrOp):
             accs = o.slot_accesses()
@@ -106,6 +112,18 @@ def test_walks_enumerate_the_placed_accesses(monkeypatch):
                                                a if isinstance(a, AccessAttr) else None))
                 bounds, flat, _, _ = operand_access(b, a)
                 nests.add((tuple(bounds), flat))
+                t = b.type
+                if t.space_enum is not Space.HBSM or (
+                        isinstance(o, DmaOp) and o.tpb_mask is not None and
+                        o.tpb_mask.value.data and name == "dst"):
+                    tpb = 0
+                elif isinstance(o, BroadcastOp) and name == "dst":
+                    tpb = o.unit_index
+                else:
+                    tpb = t.tpb_index
+                where.append((t.space_enum, tpb))
+                tpbs_of_pair.setdefault((b, a), set()).add(tpb)
+    assert any(len(v) > 1 for v in tpbs_of_pair.values())
     n = [0]
 
     def counted(*args, _f=twu_materialize.synthesize):
@@ -116,10 +134,12 @@ def test_walks_enumerate_the_placed_accesses(monkeypatch):
     done = mod.clone()
     TwuMaterialize().apply(ctx, done)
     monkeypatch.undo()
-    got = [o.slot_accesses()[name].to_isa().byte_addresses().tolist()
-           for o in next(p for p in done.walk() if isinstance(p, ProgramOp)).body.ops
-           if isinstance(o, InstrOp) for name in o.slot_buffers()]
+    walks = [o.slot_accesses()[name].to_isa()
+             for o in next(p for p in done.walk() if isinstance(p, ProgramOp)).body.ops
+             if isinstance(o, InstrOp) for name in o.slot_buffers()]
+    got = [w.byte_addresses().tolist() for w in walks]
     assert got == before and len(got) > 20
+    assert [(w.space, w.tpb) for w in walks] == where
     assert n[0] == len(nests) < len(got)
     _ = (math, np)
 
