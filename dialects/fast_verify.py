@@ -329,7 +329,7 @@ def _isolated_from_above(self: IsolatedFromAbove, op: Operation) -> None:
             seen.add(id(block))
         for block in region.blocks:
             for child_op in block.ops:
-                for operand in child_op.operands:
+                for operand in child_op._operands:  # noqa: SLF001 - the tuple ``operands`` views
                     t = type(operand)
                     if t is OpResult:
                         b = operand.op.parent
@@ -343,8 +343,8 @@ def _isolated_from_above(self: IsolatedFromAbove, op: Operation) -> None:
                             "Operation using value defined out of its "
                             f"IsolatedFromAbove parent: {child_op}"
                         )
-                if not child_op.has_trait(IsolatedFromAbove):
-                    regions += child_op.regions
+                if child_op.regions and not child_op.has_trait(IsolatedFromAbove):
+                    regions += child_op.regions  # (an op without regions adds none)
 
 
 #: False: xDSL's own ``IsolatedFromAbove.verify`` (tests compare both)
