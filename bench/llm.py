@@ -91,18 +91,14 @@ def _build_kw(cfg, dt: str) -> dict:
     return {"dtype": dt}
 
 
-def _compile_cached(model, key: str, machine: str, cache: Path | None,
-                    shares: tuple[int, ...] = ()):
+def _compile_cached(model, key: str, machine: str, cache: Path | None):
     from m100.targets.m100.program import Program
     from m100.tools import driver
-    if shares:  # the W8A8 prefill layer: its shares, the third packing order, the tail prefetch
-        key += "-s" + "-".join(map(str, shares)) + "-lf-tp"
     path = cache / f"{key}.m100" if cache else None
     if path is not None and path.exists():
         return Program.load(path), 0.0, True
     t0 = time.perf_counter()
-    prog = driver.compile(model, machine=machine, prefetch_shares=shares,
-                          pack_largest_first=bool(shares), tail_prefetch=bool(shares)).program
+    prog = driver.compile(model, machine=machine).program
     dt = time.perf_counter() - t0
     if path is not None:
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -145,23 +141,48 @@ _PROGRAMS: dict = {}  # programs() of this process
 def _layer(cfg, phase: str, context: int, batch: int, kw: dict, base: str, machine: str,
            cache: Path | None):
     """(layer program, compile seconds, cache hit, the ``o_quant`` form or None). A W8A8 prefill
-    layer is compiled in each of :data:`O_QUANT_FORMS` (where the attention output is quantized
+    layer is built in each of :data:`O_QUANT_FORMS` (where the attention output is quantized
     for ``wo``: the same bits, ``llm.build``'s ``o_quant``) and the one with the fewer predicted
     cycles -- the scheduler's own plan -- is kept (the first form on a tie); LLaMA2-7B and
-    LLaMA3-8B both plan shorter with ``"heads"`` since session 19 (docs/llm.md section 5)."""
+    LLaMA3-8B both plan shorter with ``"heads"`` since session 19 (docs/llm.md section 5).
+    Since session 28 only the kept form is lowered past hbsm-allocate
+    (``driver.compile_least``: the same program as compiling both, for ~25 s less on the 7B
+    layer); the cache holds its program and each form's predicted cycles (``<key>.pred``)."""
     from m100.frontend import llm
-    forms = O_QUANT_FORMS if phase == "prefill" and kw.get("quant") == "w8a8" else (None,)
-    best, secs, hits = None, 0.0, True
-    for oq in forms:
+    from m100.tools import driver
+    if not (phase == "prefill" and kw.get("quant") == "w8a8"):
         model, _ = llm.build(cfg, "layer", phase, context=context, batch=batch, weights="shape",
-                             fuse=FUSE[phase], **kw, **({"o_quant": oq} if oq else {}))
-        prog, t, h = _compile_cached(model, base + "-layer" + (f"-o{oq}" if oq else ""),
-                                     machine, cache, PREFILL_SHARES if oq else ())
-        secs, hits = secs + t, hits and h
-        if best is None or int(prog.metadata["predicted_cycles"]) < \
-                int(best[0].metadata["predicted_cycles"]):
-            best = (prog, oq)
-    return best[0], secs, hits, best[1]
+                             fuse=FUSE[phase], **kw)
+        prog, t, h = _compile_cached(model, base + "-layer", machine, cache)
+        return prog, t, h, None
+    # its shares, the third packing order, the tail prefetch
+    key = base + "-layer-o{}-s" + "-".join(map(str, PREFILL_SHARES)) + "-lf-tp"
+    paths = [cache / f"{key.format(oq)}.m100" if cache else None for oq in O_QUANT_FORMS]
+    preds = [_cached_pred(p) for p in paths]
+    if None not in preds:
+        i = preds.index(min(preds))
+        if paths[i].exists():
+            from m100.targets.m100.program import Program
+            return Program.load(paths[i]), 0.0, True, O_QUANT_FORMS[i]
+    models = [llm.build(cfg, "layer", phase, context=context, batch=batch, weights="shape",
+                        fuse=FUSE[phase], **kw, o_quant=oq)[0] for oq in O_QUANT_FORMS]
+    t0 = time.perf_counter()
+    cr, i, preds = driver.compile_least(models, machine=machine, prefetch_shares=PREFILL_SHARES,
+                                        pack_largest_first=True, tail_prefetch=True)
+    dt = time.perf_counter() - t0
+    if cache is not None:
+        cache.mkdir(parents=True, exist_ok=True)
+        cr.program.save(paths[i])
+        for p, pred in zip(paths, preds):
+            p.with_suffix(".pred").write_text(f"{pred}\n")
+    return cr.program, dt, False, O_QUANT_FORMS[i]
+
+
+def _cached_pred(path: Path | None) -> int | None:
+    """The predicted cycles of a W8A8 prefill layer form cached at ``path`` (its ``.pred``)."""
+    if path is None or not path.with_suffix(".pred").exists():
+        return None
+    return int(path.with_suffix(".pred").read_text())
 
 
 def roofline_ms(cfg, phase: str, context: int, batch: int, scheme: str, m) -> dict:

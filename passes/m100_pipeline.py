@@ -15,6 +15,9 @@ from m100.errors import M100Error
 from m100.sim.certificate import SYNC_MODES
 
 VERIFY_MODES = ("each", "end")
+#: where :meth:`M100Pipeline.run` may stop (``until``) and go on (``after``): not inside the
+#: m100-schedule / hbsm-allocate pair, whose share retries schedule again
+SPLIT_STAGES = ("hbsm-allocate", "twu-materialize")
 #: ``m100-schedule``'s prefetch-share (percent) tried in order until hbsm-allocate packs
 PREFETCH_SHARES = (90, 75)
 
@@ -136,13 +139,25 @@ class M100Pipeline(ModulePass):
             cpu_timings: dict[str, float] | None = None,
             certificates: list[dict] | None = None,
             stage_end: Callable[[], None] | None = None,
-            dataflows: list[dict] | None = None) -> None:
+            dataflows: list[dict] | None = None, until: str = "", after: str = "") -> None:
         """:meth:`apply`, recording the wall seconds of each stage in ``timings``, its CPU
         seconds (this process) in ``cpu_timings`` and appending the sync certificate of each
         program to ``certificates`` (in memory, no file) when given; ``stage_end`` is called at
         the end of each stage but the last, inside its timings (the driver's per-stage garbage
         collection, ``driver.compile_gc``); ``dataflows``: the dataflow certificate of each
-        program is appended (``sync_insert/dataflow.py``)."""
+        program is appended (``sync_insert/dataflow.py``).
+
+        ``until`` (a stage name): stop after that stage (no final verification, the program
+        stays at its level); ``after``: ``op`` is the module a run with ``until=after`` left,
+        run the stages after it. The two halves are the same lowering as one run (the share
+        retries happen inside hbsm-allocate's stage): ``m100 bench llm`` schedules and packs
+        each form of the W8A8 prefill layer, then lowers only the one with the shorter plan
+        (``driver.compile_least``)."""
+        for opt, v in (("until", until), ("after", after)):
+            if v and v not in SPLIT_STAGES:
+                raise PipelineError(f"m100-pipeline: {opt} is one of {', '.join(SPLIT_STAGES)} "
+                                    f"(m100-schedule's share retries end in hbsm-allocate), "
+                                    f"not '{v}'")
         if self.sync_mode not in SYNC_MODES:
             raise PipelineError(f"m100-pipeline: unknown sync-mode '{self.sync_mode}' "
                                 f"(known: {', '.join(SYNC_MODES)})")
@@ -150,17 +165,21 @@ class M100Pipeline(ModulePass):
             raise PipelineError(f"m100-pipeline: unknown verify '{self.verify}' "
                                 f"(known: {', '.join(VERIFY_MODES)})")
         self.shares()  # a bad prefetch-shares is one error before any stage runs
-        if _has_program(op):
+        if _has_program(op) != bool(after):
             raise PipelineError("m100-pipeline: the module already holds a tpb.program; the "
-                                "pipeline starts from linalg on tensors (frontend output)")
+                                "pipeline starts from linalg on tensors (frontend output)"
+                                if not after else
+                                f"m100-pipeline: after='{after}' continues a module that holds "
+                                f"a tpb.program (a run with until='{after}'); this one has none")
         from m100.passes.schedule.shared_costs import carried
         with carried():  # a retry's search answers its candidates from the first one's builds
-            self._stages(ctx, op, timings, cpu_timings, certificates, stage_end, dataflows)
+            self._stages(ctx, op, timings, cpu_timings, certificates, stage_end, dataflows,
+                         until, after)
 
     def _stages(self, ctx: Context, op: ModuleOp, timings: dict[str, float] | None,
                 cpu_timings: dict[str, float] | None, certificates: list[dict] | None,
-                stage_end: Callable[[], None] | None, dataflows: list[dict] | None = None
-                ) -> None:
+                stage_end: Callable[[], None] | None, dataflows: list[dict] | None = None,
+                until: str = "", after: str = "") -> None:
         from dataclasses import replace
 
         from m100.passes.backend.hbsm_pack import HbsmOverflow
@@ -168,6 +187,11 @@ class M100Pipeline(ModulePass):
         saved = None
         stages = self.stages()
         last = stages[-1].name
+        names = [s.name for s in stages]
+        if after:
+            stages = stages[names.index(after) + 1:]
+        if until:
+            stages = stages[:[s.name for s in stages].index(until) + 1]
         for stage in stages:
             if stage.name == "m100-graph" and _already_graph(op):
                 continue
@@ -201,6 +225,8 @@ class M100Pipeline(ModulePass):
                 certificates.extend(getattr(stage, "certificates", []))
             if dataflows is not None and stage.name == "sync-insert":
                 dataflows.extend(getattr(stage, "dataflows", []))
+        if until:
+            return
         progs = [o for o in op.walk() if o.name == "tpb.program"]
         if len(progs) != 1:
             raise PipelineError(f"m100-pipeline: expected one tpb.program after the lowering, "

@@ -251,12 +251,71 @@ def compile(src, machine="m100", tpbs: int = 0, sync_mode: str = "dataflow", *,
                         pack_largest_first=pack_largest_first, tail_prefetch=tail_prefetch)
 
 
+def compile_least(srcs, machine="m100", tpbs: int = 0, sync_mode: str = "dataflow", *,
+                  clusters: int = 0, strategy: str = "auto", seed: int = 0,
+                  verbose: bool = False, prefetch_shares: tuple[int, ...] = (),
+                  pack_largest_first: bool = False, tail_prefetch: bool = False
+                  ) -> tuple[CompileResult, int, list[int]]:
+    """Of models that compute the same thing (``srcs``), compile the one whose plan predicts the
+    fewest cycles (the first on a tie): (its :class:`CompileResult`, its index, each one's
+    predicted cycles). Options as :func:`compile`'s.
+
+    Each model is lowered through hbsm-allocate only (``m100-pipeline``'s ``until``: the
+    program's ``predicted_cycles`` is the plan of the share that packed, which no later stage
+    changes); the stages after it run on the chosen one alone. The result is the program
+    :func:`compile` gives that model (``m100 bench llm``'s W8A8 prefill layer: its two
+    ``o_quant`` forms, issue 13's compile time; ``test_compile_least``)."""
+    with compile_gc() as stage_end:
+        opts = dict(clusters=clusters, strategy=strategy, seed=seed, verbose=verbose,
+                    stage_end=stage_end, prefetch_shares=prefetch_shares,
+                    pack_largest_first=pack_largest_first, tail_prefetch=tail_prefetch)
+        best, preds = None, []
+        for i, src in enumerate(srcs):
+            lw = _lower(src, machine, tpbs, sync_mode, until=LEAST_UNTIL, **opts)
+            prog = next(o for o in lw.module.walk() if o.name == "tpb.program")
+            preds.append(int(prog.metadata_dict()["predicted_cycles"]))
+            if best is None or preds[-1] < preds[best[0]]:
+                best = (i, lw)
+            del lw, prog  # a losing module is not kept past the next one's lowering
+        assert best is not None, "compile_least: no model"
+        return _finish(best[1], LEAST_UNTIL), best[0], preds
+
+
+#: where :func:`compile_least` compares its models' plans (``m100-pipeline``'s ``until``)
+LEAST_UNTIL = "hbsm-allocate"
+
+
+@dataclass
+class _Lowering:
+    """A compile between :func:`_lower` and :func:`_finish` (``module``: the IR so far)."""
+    module: Any
+    model: Any
+    source: Any
+    pipeline: Any
+    ctx: Any
+    machine: Any
+    timings: dict[str, float]
+    cpu: dict[str, float]
+    stage_end: Any
+    certs: list[dict] = field(default_factory=list)
+    dfs: list[dict] = field(default_factory=list)
+
+
 def _compile(src, machine, tpbs, sync_mode, *, clusters, strategy, seed,
              verbose, stage_end=None, prefetch_shares=(),
              pack_largest_first=False, tail_prefetch=False) -> CompileResult:
+    return _finish(_lower(src, machine, tpbs, sync_mode, clusters=clusters, strategy=strategy,
+                          seed=seed, verbose=verbose, stage_end=stage_end,
+                          prefetch_shares=prefetch_shares,
+                          pack_largest_first=pack_largest_first, tail_prefetch=tail_prefetch))
+
+
+def _lower(src, machine, tpbs, sync_mode, *, clusters, strategy, seed,
+           verbose, stage_end=None, prefetch_shares=(),
+           pack_largest_first=False, tail_prefetch=False, until: str = "") -> _Lowering:
+    """The frontend and ``m100-pipeline`` (up to and including the stage ``until``; "": all)."""
     from m100.frontend.mlir_load import shared_context
     from m100.passes.m100_pipeline import M100Pipeline
-    from m100.dialects.translate import module_to_program
     from m100.targets.m100.machine import get_machine, machine_ref
 
     if sync_mode not in SYNC_MODES:
@@ -275,17 +334,28 @@ def _compile(src, machine, tpbs, sync_mode, *, clusters, strategy, seed,
     timings["frontend"] = time.perf_counter() - t0
     cpu["frontend"] = time.process_time() - c0 + _Worker.total_cpu_s - w0
     source = module.clone()
-    certs: list[dict] = []
-    dfs: list[dict] = []
     # verify once at the end (each verification of a ResNet-18 program is ~1.3 CPU-s);
     # ``m100-opt -p m100-pipeline`` verifies after every stage and names the one that broke it
-    M100Pipeline(machine=machine, tpbs=tpbs, clusters=clusters, strategy=strategy,
-                 sync_mode=sync_mode, seed=seed, report=verbose,
-                 prefetch_shares=",".join(str(v) for v in prefetch_shares),
-                 pack_largest_first=pack_largest_first, tail_prefetch=tail_prefetch,
-                 verify="end").run(ctx, module, timings, cpu, certs, stage_end=stage_end,
-                                   dataflows=dfs)
-    cert = certs[0]
+    pipe = M100Pipeline(machine=machine, tpbs=tpbs, clusters=clusters, strategy=strategy,
+                        sync_mode=sync_mode, seed=seed, report=verbose,
+                        prefetch_shares=",".join(str(v) for v in prefetch_shares),
+                        pack_largest_first=pack_largest_first, tail_prefetch=tail_prefetch,
+                        verify="end")
+    lw = _Lowering(module, model, source, pipe, ctx, m, timings, cpu, stage_end)
+    pipe.run(ctx, module, timings, cpu, lw.certs, stage_end=stage_end, dataflows=lw.dfs,
+             until=until)
+    return lw
+
+
+def _finish(lw: _Lowering, after: str = "") -> CompileResult:
+    """The stages of ``m100-pipeline`` after ``after`` ("": none left), then the program."""
+    from m100.dialects.translate import module_to_program
+
+    timings, cpu, module, model, m = lw.timings, lw.cpu, lw.module, lw.model, lw.machine
+    if after:
+        lw.pipeline.run(lw.ctx, module, timings, cpu, lw.certs, stage_end=lw.stage_end,
+                        dataflows=lw.dfs, after=after)
+    cert, dfs = lw.certs[0], lw.dfs
     t0, c0 = time.perf_counter(), time.process_time()
     program = module_to_program(module)
     timings["emit"] = time.perf_counter() - t0
@@ -310,7 +380,7 @@ def _compile(src, machine, tpbs, sync_mode, *, clusters, strategy, seed,
         lifted.CopyFrom(model)  # shape-only: no weight bytes to copy
         lift_shape_only_weights(lifted)
         program.metadata[WEIGHTS_KEY] = weights_metadata(lifted)
-    cr = CompileResult(program, cert, "", timings, module, in_names, out_names, source, model,
+    cr = CompileResult(program, cert, "", timings, module, in_names, out_names, lw.source, model,
                        cpu, m, dfs[0] if dfs else None)
     cr.report = _report(cr, m)
     return cr
@@ -477,7 +547,8 @@ def check_compiled(cr: CompileResult, *, seed: int = 0, rtol: float = 1e-3, atol
 
 __all__ = ["CheckResult", "CompileResult", "DriverError", "F16_TOL", "LSB_PASS_PCT", "META_INPUTS",
            "META_OUTPUTS", "META_STRINGS", "OutputError", "SYNC_MODES", "as_program_input", "check",
-           "check_compiled", "compare", "compile", "compile_gc", "input_specs", "intern_strings",
+           "check_compiled", "compare", "compile", "compile_gc", "compile_least", "input_specs",
+           "intern_strings",
            "load_model", "oracle_outputs", "output_lsb", "profile_report", "random_inputs", "run",
            "symbol_inputs", "validate_inputs", "write_certificate", "certificate_path",
            "check_dataflow", "dataflow_path"]
