@@ -193,6 +193,7 @@ class EmitterCore:
         self.cur_si = -1  # the segment being emitted
         # op -> its pieces, of the ops whose output the plan keeps in HBSM (:mod:`.keep`)
         self.kept_pieces: dict[str, list[Piece]] = {}
+        self._row_ix: dict[int, list] = {}  # id(piece list) -> its rows (``row_buckets``)
         self.reduced: dict[str, list[Piece]] = {}  # a kept K split's reduced tiles so far
         # late stores (the plan's ``late``): the paused pieces of the segment before, their
         # stage map and how many follow each step; whether pieces pause before their store now

@@ -18,6 +18,7 @@ from .build_segments import carry_share
 from .list_schedule import _overlapping, boxed_store
 from .kinds import FAMILIES
 from .plan import STORE_LATER, Unit, op_family
+from .row_buckets import rows_over
 from .segment import SegmentCfg, StageCfg
 
 
@@ -441,8 +442,8 @@ class UnitEmitter(EmitterCore):
         if src is not None:
             a0, a1 = rows
             k0, k1 = cols if cols is not None else (0, bshape[-1])
-            over = [q for q in src if max(a0, q.r0) < min(a1, q.r1)
-                    and max(k0, q.c0) < min(k1, q.c1)]
+            over = [q for q in rows_over(self._row_ix, src, a0, a1)
+                    if max(a0, q.r0) < min(a1, q.r1) and max(k0, q.c0) < min(k1, q.c1)]
             if len(over) == 1 and over[0].tpb == tpb and (over[0].r0, over[0].r1) == (a0, a1) \
                     and (over[0].c0, over[0].c1) == (k0, k1) and \
                     tuple(over[0].out.type.dims) == tuple(bshape):  # type: ignore[attr-defined]
@@ -492,7 +493,8 @@ class UnitEmitter(EmitterCore):
         bufs = self._bcast_buffers(tensor, tpbs, bshape)
         mask = mask_of(*tpbs)
         toks = []
-        for q, src_acc, dst_acc in _piece_boxes(src, a0, a1, k0, k1, k0):
+        near = rows_over(self._row_ix, src, a0, a1)
+        for q, src_acc, dst_acc in _piece_boxes(near, a0, a1, k0, k1, k0):
             deps = [q.done] + [d for x in tpbs for d in self._bar(x) + self._slot_deps(x, op.name)] \
                 + self._drb_deps()
             bc = BroadcastOp(q.tpb, {"src": (q.out, src_acc), "dst": (bufs[tpbs[0]], dst_acc)},
