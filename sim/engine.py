@@ -146,7 +146,8 @@ class Engine(Fluid, Checks, TraceEvents, DmaAhead, UntimedLoop):
         self.races = RaceDetector() if (check_races and self.functional) else None
         # races checked in batches (sim/race_batch.py): a race found raises RaceFound out of
         # run(), and the caller runs the program again with the per-access checker
-        self.rbatch = RaceBatch(n) if (batch_races and self.races is not None) else None
+        self.rbatch = RaceBatch(n, rows=sum(r.inst.sync.blocks for r in recs)) \
+            if (batch_races and self.races is not None) else None
         # the counters' arrival histories (hist: the clocks a block joins, its trace flows) are
         # kept only for the race checker and the trace (a timing run keeps none)
         self.joins_on = self.races is not None or trace

@@ -82,6 +82,16 @@ def _items(accesses) -> list[tuple[tuple, ByteSet, int]]:
     return out
 
 
+def _pack(items: list) -> tuple:
+    """(flat (space code, lo, hi) of each item with bytes, their byte sets) (``_race_packed``)."""
+    nums, bss = [], []
+    for _, bs, code in items:
+        if bs.hi > bs.lo:  # (an access with no bytes races with nothing)
+            nums += (code, bs.lo, bs.hi)
+            bss.append(bs)
+    return tuple(nums), tuple(bss)
+
+
 class Checks:
     def _derive_blocks(self) -> None:
         """Make, before the loop of a run with data, what its blocks derive at their start and
@@ -99,6 +109,7 @@ class Checks:
         if not DERIVE_FIRST:
             return
         races = self.races is not None
+        bulk = self.rbatch is not None and self.rbatch.bulk  # (their packed form too)
         strided = twu.STRIDED
         for rec in self.recs:
             inst = rec.inst
@@ -120,10 +131,14 @@ class Checks:
                     if races:
                         if (b, False) not in kept:
                             rd = ex.reads(b)
-                            kept[(b, False)] = _items(rd)
+                            kept[(b, False)] = items = _items(rd)
+                            if bulk:
+                                kept[(b, False, 0)] = _pack(items)
                         if (b, True) not in kept:
                             wr = ex.writes(b)
-                            kept[(b, True)] = _items(wr)
+                            kept[(b, True)] = items = _items(wr)
+                            if bulk:
+                                kept[(b, True, 0)] = _pack(items)
                     if spec is not None:
                         spec(b, rd, wr)
                 except Exception:  # noqa: BLE001 - left to the block, which raises it again
@@ -133,6 +148,24 @@ class Checks:
     def _race_block(self, u: int, rec: InstRec, b: int, write: bool) -> None:
         """Check and record the reads (``write`` False) or writes of block ``b``."""
         rb = self.rbatch
+        if rb is not None and rb.bulk:  # one entry per block half, checked after the run
+            # (the clock as below: a row of rb.buf, which in bulk mode is one batch)
+            if write:
+                snap = self.race_snap[u][1]
+            else:
+                snap = rb.keep(self.vc[u])
+                self.race_clock[u] = rb.buf[snap]
+                self.race_snap[u] = (rb.gen, snap)
+            got = rec.inst.__dict__.get("_sim_race")  # (_race_packed, its kept case inline)
+            pk = got[1].get((b, write, 0)) if got is not None and got[0] is twu.STRIDED \
+                else None
+            if pk is None:
+                pk = self._race_packed(rec, b, write)
+            if pk[1]:
+                rb.log_nums.append(pk[0])
+                rb.log_bss.append(pk[1])
+                rb.log_meta.append((u, self.vc.item(u, u), write, snap))
+            return
         if rb is not None:  # recorded with the unit's clock, checked in the batch
             # the reads take a copy of the clock when the block starts; the writes use it too:
             # a unit's clock does not change while its block runs (joins happen in try_start,
@@ -178,6 +211,24 @@ class Checks:
             items = got[1][key] = _items(rec.ex.writes(b) if write else rec.ex.reads(b))
         return items
 
+    def _race_packed(self, rec: InstRec, b: int, write: bool) -> tuple:
+        """:meth:`_race_items` of block ``b``'s reads or writes packed for the bulk check
+        (:class:`~m100.sim.race_batch.RaceBatch`'s ``log_nums`` / ``log_bss``): the accesses
+        that touch bytes, as one flat tuple of (space code, lo, hi) and one of their byte
+        sets. Kept next to the items (key ``(b, write, 0)``; the pre-pass makes it with them
+        in a bulk run), made from them."""
+        inst = rec.inst
+        if isinstance(inst, CsuCall):
+            return _pack(self._race_items(rec, b, write))
+        got = inst.__dict__.get("_sim_race")
+        if got is not None and got[0] is twu.STRIDED:
+            pk = got[1].get((b, write, 0))
+            if pk is not None:
+                return pk
+        items = self._race_items(rec, b, write)  # (fills _sim_race)
+        pk = inst.__dict__["_sim_race"][1][(b, write, 0)] = _pack(items)
+        return pk
+
     def _race(self, u: int, rec: InstRec, b: int, space: tuple, bs: ByteSet, write: bool) -> None:
         r = Record(u, self.vc.item(u, u), write, bs, rec.index, b, "write" if write else "read")
         races = self.races.access(space, r, self.vc[u])
@@ -197,6 +248,8 @@ class Checks:
                         rec, address=addr)
 
     def _prune(self) -> None:
+        if self.rbatch is not None and self.rbatch.bulk:
+            return  # (the bulk check keeps every access until the run's end)
         live = [i for i, us in enumerate(self.units) if us.cur is not None or us.queue]
         if self.rbatch is not None:
             self.rbatch.check(self.vc[live].min(axis=0) if live else None)

@@ -24,6 +24,15 @@ a race iff the per-access checker would report one. An access with no bytes is n
 recorded, as there. ``test/unit/sim/test_race_batch.py`` compares it with a brute-force scan and
 with :class:`~m100.sim.checks.RaceDetector` on random access sequences; the e2e tests compare
 whole runs (outputs, stats, reports) with batching on and off, mutants included.
+
+Bulk mode (:data:`BULK`, session 28). The engine records one entry per block's reads or writes
+(the block's items packed once per instruction: space codes, byte bounds, byte sets; its unit,
+epoch and clock row) and nothing is checked until the run's end, where :meth:`RaceBatch.sweep`
+checks every access at once by address (sort by (space, first byte), two ``searchsorted``
+per access: the pairs of a write and an access whose bounding intervals meet, then the same
+epoch test and byte test as above). No pruning, no per-batch sorts of the history, no Python
+per access in the loop. Same verdict (its doc); the tests compare it with the brute force, the
+batches and the per-access checker.
 """
 
 from __future__ import annotations
@@ -34,6 +43,18 @@ import numpy as np
 
 #: Check races in batches (False: the per-access checker for every run; tests compare).
 BATCH = True
+
+#: Check a run's accesses once, after its loop, by address (:meth:`RaceBatch.sweep`; the engine
+#: records one entry per block's reads or writes); False: in batches during the run
+#: (:meth:`RaceBatch.check` with pruning). The tests compare the two.
+BULK = True
+
+#: The bulk check enumerates at most this many (write, access) pairs per access on average;
+#: beyond it (many writes over one region) it checks by unit and epoch instead
+#: (:meth:`RaceBatch._pairs` on the whole run, bounded by the number of units).
+BULK_PAIRS_PER_ACCESS = 64
+
+_ADDR = 1 << 40  # sweep keys: space code * 2**40 + byte address
 
 _SHIFT = 1 << 31  # keys: group (space code * units + unit) * 2**31 + epoch / arrival
 
@@ -67,14 +88,23 @@ class RaceBatch:
     ``(space code, unit, epoch, write, lo, hi, snapshot number)`` with the space code of
     :func:`space_code`, and only accesses with bytes (``hi > lo``)."""
 
-    def __init__(self, units: int):
+    def __init__(self, units: int, rows: int = 64, bulk: bool | None = None):
         self.n = units
+        self.bulk = BULK if bulk is None else bulk
         self.count = 0  # accesses checked so far (arrival numbers)
         self.pending: list[tuple] = []
         self.pending_bs: list = []
+        # bulk: one entry per block's reads or writes that touch bytes, in arrival order, in
+        # three lists: its packed items ((code, lo, hi) flat; their byte sets:
+        # Checks._race_packed) and (unit, epoch, write, clock row)
+        self.log_nums: list[tuple] = []
+        self.log_bss: list[tuple] = []
+        self.log_meta: list[tuple] = []
         # clock rows of this batch: rows [0, used) of buf (a new array per batch: the engine
-        # keeps views of rows as clocks of counter arrivals); gen numbers the batches
-        self.buf = np.empty((64, units), dtype=np.int64)
+        # keeps views of rows as clocks of counter arrivals); gen numbers the batches. In bulk
+        # mode there is one batch: buf holds every block's clock (``rows``: a capacity, grown
+        # when full)
+        self.buf = np.empty((max(64, rows), units), dtype=np.int64)
         self.used = 0
         self.gen = 0
         z = np.zeros(0, dtype=np.int64)
@@ -103,13 +133,28 @@ class RaceBatch:
         """Record an access of ``unit`` in its ``epoch`` to the byte set ``bs`` of ``space``;
         ``snap``: the access's clock (:meth:`snapshot`). (The engine appends directly.)"""
         if bs.hi > bs.lo:  # no bytes: races with nothing, nothing races with it
+            if self.bulk:
+                self.log_nums.append((space_code(space), bs.lo, bs.hi))
+                self.log_bss.append((bs,))
+                self.log_meta.append((unit, epoch, write, snap))
+                return
             self.pending.append((space_code(space), unit, epoch, write, bs.lo, bs.hi, snap))
             self.pending_bs.append(bs)
 
     def check(self, min_vc: np.ndarray | None) -> None:
         """Check this batch's accesses against every earlier record (raise :class:`RaceFound`),
         then keep them as records and prune with ``min_vc`` (the lowest clock of the units still
-        running; None: nothing runs any more, drop every record)."""
+        running; None: nothing runs any more, drop every record). In bulk mode only the last
+        check (``min_vc`` None: the run's end) checks, every access of the run at once
+        (:meth:`sweep`); the others do nothing."""
+        if self.bulk:
+            if min_vc is None:
+                self.sweep()
+            return
+        self._check_batch(min_vc)
+
+    def _check_batch(self, min_vc: np.ndarray | None) -> None:
+        """:meth:`check` in batches."""
         k = len(self.pending)
         if k:
             n = self.n
@@ -212,3 +257,95 @@ class RaceBatch:
         for y, x in zip(yi[meet].tolist(), xr[meet].tolist()):
             if bs[y].first_overlap(xbs[x]) is not None:
                 raise RaceFound
+
+    def sweep(self) -> None:
+        """Check every access the run recorded (bulk mode), once, by address: raise
+        :class:`RaceFound` iff :meth:`check` in batches -- so the per-access checker -- finds a
+        race, then forget them.
+
+        Exactness. The per-access checker reports a race at ``X`` iff some access ``Y`` that
+        arrived before it (another unit ``v``, the same space, one of the two a write) has
+        ``e_Y > C_X[v]`` and a byte in common with ``X`` (pruning decides nothing: see the
+        module doc). Two accesses with a common byte have meeting bounding intervals, and of
+        two meeting intervals one starts inside the other: sorted by (space, first byte), the
+        accesses that start inside a write ``W`` are one index range, and so are the writes that
+        start strictly inside an access ``A`` -- two ``searchsorted`` each. So every pair (a
+        write, an access) with meeting intervals in one space is enumerated (a pair of writes
+        may be twice, an access with itself once); of each pair the one that arrived first
+        (arrival = the order of recording) is ``Y`` and the condition is tested with ``X``'s
+        clock row. A pair of one unit never passes it: ``X``'s clock holds its unit's epoch
+        ``C_X[u] = e_X`` (the row is the unit's clock when its block started, its epoch is
+        that clock's own entry) and a unit's epochs do not decrease by arrival, so ``e_Y <=
+        C_X[u]`` -- the per-access checker's "another unit" is implied. The pairs that pass (a
+        handful: ``sorted_unique``) get the per-access checker's byte test
+        (:meth:`~m100.sim.checks.ByteSet.first_overlap`). Where the pairs would be too many
+        (:data:`BULK_PAIRS_PER_ACCESS`) or the keys do not fit, the run is checked as one
+        batch of :meth:`check` instead (the same verdict)."""
+        nums_l, bss_l, meta = self.log_nums, self.log_bss, self.log_meta
+        self.log_nums, self.log_bss, self.log_meta = [], [], []
+        m = len(meta)
+        if not m:
+            return
+        cnt = np.fromiter(map(len, bss_l), dtype=np.int64, count=m)
+        tot = int(cnt.sum())
+        nums = np.fromiter(itertools.chain.from_iterable(nums_l), dtype=np.int64,
+                           count=3 * tot).reshape(tot, 3)
+        md = np.fromiter(itertools.chain.from_iterable(meta), dtype=np.int64,
+                         count=4 * m).reshape(m, 4)
+        code, lo, hi = nums[:, 0], nums[:, 1], nums[:, 2]
+        unit, epoch, write, snap = (np.repeat(md[:, i], cnt) for i in range(4))
+        bss = list(itertools.chain.from_iterable(bss_l))
+        clocks = self.buf[:self.used]
+        n = self.n
+        if int(hi.max()) >= _ADDR or int(code.max()) >= (1 << 62) // _ADDR \
+                or int(lo.min()) < 0 or tot >= 1 << 31 or self.used * n >= 1 << 31 \
+                or int(epoch.max()) >= 1 << 31:
+            return self._as_one_batch(code, unit, epoch, write, lo, hi, snap, bss)
+        i32 = np.int32
+        key = code * _ADDR + lo
+        hkey = code * _ADDR + hi
+        order = np.argsort(key, kind="stable").astype(i32)
+        ks = key[order]
+        w = write.astype(bool)
+        wi = np.flatnonzero(w).astype(i32)
+        # (i) the accesses that start inside each write
+        f1 = np.searchsorted(ks, key[wi], "left")
+        n1 = np.searchsorted(ks, hkey[wi], "left") - f1
+        # (ii) the writes that start strictly inside each access
+        ow = order[w[order]]
+        kw = key[ow]
+        f2 = np.searchsorted(kw, key, "right")
+        n2 = np.maximum(np.searchsorted(kw, hkey, "left") - f2, 0)
+        if int(n1.sum()) + int(n2.sum()) > BULK_PAIRS_PER_ACCESS * tot:
+            return self._as_one_batch(code, unit, epoch, write, lo, hi, snap, bss)
+        a = np.concatenate([np.repeat(wi, n1), np.repeat(np.arange(tot, dtype=i32), n2)])
+        b = np.concatenate([order[_ranges(f1, n1)], ow[_ranges(f2, n2)]])
+        y = np.minimum(a, b)  # arrived first
+        x = np.maximum(a, b)
+        del a, b
+        at = (snap.astype(i32) * i32(n))[x]  # X's clock entry for Y's unit, in clocks.ravel()
+        at += unit.astype(i32)[y]
+        unknown = epoch.astype(i32)[y] > clocks.astype(i32).ravel()[at]  # Y not before X
+        if not unknown.any():
+            return
+        cand = sorted_unique(np.sort(y[unknown].astype(np.int64) * tot + x[unknown]))
+        for yx in cand.tolist():
+            yy, xx = divmod(yx, tot)
+            if bss[yy].first_overlap(bss[xx]) is not None:
+                raise RaceFound
+
+    def _as_one_batch(self, code, unit, epoch, write, lo, hi, snap, bss) -> None:
+        """The bulk check's fallback: the run's accesses as one batch of :meth:`check` (each
+        against the earlier ones by unit and epoch)."""
+        self.pending = list(zip(code.tolist(), unit.tolist(), epoch.tolist(), write.tolist(),
+                                lo.tolist(), hi.tolist(), snap.tolist()))
+        self.pending_bs = bss
+        self._check_batch(None)
+
+
+def _ranges(first: np.ndarray, cnt: np.ndarray) -> np.ndarray:
+    """The concatenated index ranges ``[first[i], first[i] + cnt[i])`` (int32: the bulk
+    check's indices are below 2**31)."""
+    tot = int(cnt.sum())
+    return np.repeat((first - (np.cumsum(cnt) - cnt)).astype(np.int32), cnt) + \
+        np.arange(tot, dtype=np.int32)

@@ -162,15 +162,21 @@ def test_near_rates_equal_share_on_every_entry(name, monkeypatch):
     assert kinds - {"sync", "dispatch", "csu_cpu", "contention"}
 
 
+@pytest.mark.parametrize("bulk", ["bulk", "batches", "one batch"])
 @pytest.mark.parametrize("name", ["mlp", "convnet", "llama",
                                   pytest.param("resnet18-32", marks=pytest.mark.slow)])
-def test_race_batches_equal_the_per_access_checker(name, monkeypatch):
+def test_race_batches_equal_the_per_access_checker(name, bulk, monkeypatch):
     """Races checked in batches (``m100.sim.race_batch.BATCH``; a racy run is run again with the
     per-access checker) give the same outputs (bytes), stats and reports, bit for bit, as the
     per-access checker alone: every mode, random latencies, and monitor-dropping mutants (some
-    of them racy: the fallback is exercised)."""
+    of them racy: the fallback is exercised). ``bulk``: every access checked once after the
+    loop by address (``race_batch.BULK``), its fallback (the run as one batch), or in batches
+    during the run."""
     from m100.sim import race_batch
 
+    monkeypatch.setattr(race_batch, "BULK", bulk != "batches")
+    if bulk == "one batch":
+        monkeypatch.setattr(race_batch, "BULK_PAIRS_PER_ACCESS", -1)
     build, machine, tpbs = CASES[name]
     cr = driver.compile(build(), machine=machine, tpbs=tpbs)
     inputs = driver.random_inputs(cr.program, 3)

@@ -6,8 +6,10 @@ with pruning, accesses sharing an epoch (a block's reads and writes) and lazy by
 
 The batch checker (``sim/race_batch.py``) finds a race exactly when the per-access checker reports
 one and the brute-force scan finds one: the same random sequences over several spaces, batches
-checked at random points with and without pruning. Whole runs with batching on and off are
-compared in ``test/e2e/test_speed_paths.py``."""
+checked at random points with and without pruning; in bulk mode (``race_batch.BULK``: every
+access checked once at the end, by address) it raises at the end iff the brute force found a
+race anywhere, by the sweep and by its fallback (one batch). Whole runs with batching on and off
+are compared in ``test/e2e/test_speed_paths.py``."""
 
 import numpy as np
 import pytest
@@ -81,7 +83,7 @@ batch_access = st.tuples(st.integers(0, UNITS - 1), st.booleans(), st.integers(0
 @given(st.lists(batch_access, min_size=1, max_size=60))
 def test_batch_finds_a_race_iff_the_per_access_checker_does(accesses):
     det = RaceDetector(max_reports=10 ** 6)
-    batch = RaceBatch(UNITS)
+    batch = RaceBatch(UNITS, bulk=False)
     vc = np.zeros((UNITS, UNITS), dtype=np.int64)
     vc[np.arange(UNITS), np.arange(UNITS)] = 1
     seen = []  # (space, unit, epoch, write, members)
@@ -115,11 +117,75 @@ def test_batch_finds_a_race_iff_the_per_access_checker_does(accesses):
                 det.prune(vc.min(axis=0))
 
 
+@settings(max_examples=300, deadline=None)
+@given(st.lists(batch_access, min_size=1, max_size=60), st.booleans())
+def test_bulk_check_finds_a_race_iff_the_brute_force_does(accesses, fallback):
+    """Every access recorded (``RaceBatch.add``; the intermediate checks -- the engine's prunings
+    -- do nothing), checked once at the end: :class:`RaceFound` iff some access has an earlier
+    one of another unit in its space, one of the two a write, with a common byte, that does not
+    happen-before it. ``fallback``: the sweep's pair bound at 0 (the run as one batch of
+    ``check``). The byte sets' bounding intervals meet in many ways here (inside, across,
+    equal starts, touching ends), one unit's accesses share epochs (no tick), spaces differ."""
+    from m100.sim import race_batch
+
+    batch = RaceBatch(UNITS, bulk=True)
+    vc = np.zeros((UNITS, UNITS), dtype=np.int64)
+    vc[np.arange(UNITS), np.arange(UNITS)] = 1
+    seen = []
+    raced = False
+    for i, (u, write, kind, lo, n, stride, sync_from, prune, tick, flush, sp) in \
+            enumerate(accesses):
+        if sync_from != u and i % 3 == 0:
+            np.maximum(vc[u], vc[sync_from], out=vc[u])
+        bs, members = byte_set(kind, lo, n, stride)
+        space = (2, sp)
+        e = int(vc[u, u])
+        raced |= any(osp == space and ou != u and (ow or write) and oe > vc[u, ou] and
+                     om & members for (osp, ou, oe, ow, om) in seen)
+        seen.append((space, u, e, write, members))
+        batch.add(space, u, e, write, bs, batch.snapshot(vc[u]))
+        vc[u, u] += tick
+        if flush or prune:
+            batch.check(vc.min(axis=0))  # (bulk: nothing yet)
+    bound = race_batch.BULK_PAIRS_PER_ACCESS
+    race_batch.BULK_PAIRS_PER_ACCESS = -1 if fallback else bound
+    try:
+        if raced:
+            with pytest.raises(RaceFound):
+                batch.check(None)
+        else:
+            batch.check(None)
+    finally:
+        race_batch.BULK_PAIRS_PER_ACCESS = bound
+    batch.check(None)  # (checked once: nothing is left)
+
+
+@pytest.mark.parametrize("first_write", [True, False])
+@pytest.mark.parametrize("lo, hi, race", [
+    (90, 100, False), (110, 120, False),  # touching the write's ends
+    (90, 101, True), (109, 120, True),  # one byte in common at each end
+    (100, 110, True), (100, 101, True), (109, 110, True),  # equal bounds; first / last byte
+    (95, 130, True), (99, 105, True), (102, 104, True)])  # the write inside; the read inside
+def test_bulk_check_at_interval_edges(lo, hi, race, first_write):
+    """Two unordered accesses of two units, a write of [100, 110) and a read of [lo, hi), in
+    either arrival order: the bulk check raises iff they have a common byte."""
+    vc = np.eye(2, dtype=np.int64)
+    batch = RaceBatch(2, bulk=True)
+    acc = [(0, True, ByteSet.interval(100, 110)), (1, False, ByteSet.interval(lo, hi))]
+    for u, write, bs in (acc if first_write else acc[::-1]):
+        batch.add((2, 0), u, 1, write, bs, batch.snapshot(vc[u]))
+    if race:
+        with pytest.raises(RaceFound):
+            batch.check(None)
+    else:
+        batch.check(None)
+
+
 def test_per_access_checker_agrees_with_the_brute_force_flag():
     """(The per-access checker's own brute-force test is test_race_index; here: a race found by
     the batch is one the per-access checker reports, on a fixed racy sequence.)"""
     vc = np.eye(2, dtype=np.int64)
-    batch = RaceBatch(2)
+    batch = RaceBatch(2, bulk=False)
     det = RaceDetector()
     bs_w, _ = byte_set(0, 100, 10, 1)
     bs_r, _ = byte_set(1, 105, 3, 2)
