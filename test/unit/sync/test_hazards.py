@@ -317,3 +317,66 @@ def test_chunked_kill_ends_are_the_loops(seed, monkeypatch):
         monkeypatch.setattr(hazards, "KILL_CHUNK", chunk)
         monkeypatch.setattr(hazards, "BULK_PAIRS", pairs)
         assert np.array_equal(hazards._kill_ends(lo, hi, gid, starts, ends, kill_rows), want)
+
+
+def _pairs_by_definition(lo, hi, wr, ex, gend, kend) -> set:
+    """Every pair of rows q < r: intervals meet, one writes, executors differ, r live for q."""
+    n = len(lo)
+    return {(q, r) for q in range(n) for r in range(q + 1, n)
+            if lo[q] < hi[r] and hi[q] > lo[r] and (wr[q] or wr[r]) and ex[q] != ex[r]
+            and gend[q] <= r < kend[q]}
+
+
+@pytest.mark.parametrize("seed", range(10))
+def test_overlap_pairs_are_the_live_pairs(seed, monkeypatch):
+    """bulk_pairs' candidates from the intervals sorted by their first byte (``OVERLAP_PAIRS``)
+    against an enumeration of every pair of rows by the definition, and against the expansion of
+    every live pair (``_window_pairs``): random intervals with many equal starts and touching
+    ends (a pair that only touches does not meet), reads and writes, instruction groups, live
+    ends from real kill rows, and slices from one element to all."""
+    rng = np.random.default_rng(seed)
+    n = int(rng.integers(2, 160))
+    lo = rng.integers(0, 40, n).astype(np.int64)
+    hi = lo + rng.integers(1, 12, n)
+    wr = rng.random(n) < (0.2 + 0.6 * (seed % 3) / 2)
+    ex = rng.integers(0, 3, n).astype(np.int64)
+    gid = np.repeat(np.arange(n), rng.integers(1, 4, n))[:n]
+    starts = np.flatnonzero(np.r_[True, np.diff(gid) != 0])
+    ends = np.r_[starts[1:], n]
+    gend = ends[gid]
+    kill_rows = np.flatnonzero(wr & (rng.random(n) < 0.3))
+    kend = hazards._kill_ends_loop(lo, hi, gid, starts, ends, kill_rows)
+    want = _pairs_by_definition(lo, hi, wr, ex, gend, kend)
+    assert want or n < 10
+    for slices in (1 << 20, 1, 7):
+        monkeypatch.setattr(hazards, "BULK_PAIRS", slices)
+        for fn in (hazards._overlap_pairs, hazards._window_pairs):
+            got = [(q, r) for qa, ra in fn(lo, hi, wr, ex, gend, kend)
+                   for q, r in zip(qa.tolist(), ra.tolist())]
+            assert len(got) == len(set(got)) and set(got) == want, fn.__name__
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_bulk_pairs_overlap_is_the_window(seed, monkeypatch):
+    """bulk_pairs with both enumerations gives the same arrays (pairs, order, ``known``) on each
+    memory of random programs with heavy buffer reuse and on pieces of one matrix."""
+    if seed % 3 == 2:
+        prog, blocks = _matrix_program(seed)
+    else:
+        prog = progs.random_program(2700 + seed, n=90, slots=4 + seed % 3, ddr_slots=2,
+                                    extra=seed % 2 == 1)
+        blocks = [p.sync.blocks for p in prog]
+    if seed % 2:
+        monkeypatch.setattr(hazards, "BULK_PAIRS", 5 + seed)
+    st = hazards._Sweep([p.executor for p in prog], blocks)
+    seen = 0
+    for _, cols in hazards.memory_columns(prog, blocks, st):
+        monkeypatch.setattr(hazards, "OVERLAP_PAIRS", True)
+        a = hazards.bulk_pairs(cols, st)
+        monkeypatch.setattr(hazards, "OVERLAP_PAIRS", False)
+        b = hazards.bulk_pairs(cols, st)
+        assert (a is None) == (b is None)
+        if a is not None:
+            seen += a[0].size
+            assert all(np.array_equal(x, y) for x, y in zip(a, b))
+    assert seen > 20
