@@ -160,7 +160,10 @@ def _allocate_once(needs, g, machine, budget, on_budget):
         chans_of.setdefault(c[1], []).append(c)
     for t in range(machine.num_tpbs):
         chans = sorted(chans_of.get(t, ()), key=lambda c: chan_events[c][0])
-        counters = _greedy(g, chans, chan_events, None)
+        # an allocation over the budget is only counted (and replaced below), so it stops
+        # as soon as it is over (``EARLY_STOP``); but for the count an error names
+        stop = budget if EARLY_STOP else None
+        counters = _greedy(g, chans, chan_events, None, stop=stop)
         if len(counters) > budget:
             # over the budget with whole channels: a channel holds its counter from its first
             # event to its last, over the whole program. Its instructions' events are a chain on
@@ -168,9 +171,11 @@ def _allocate_once(needs, g, machine, budget, on_budget):
             # (segments): counters are then only as many as the channels live at one time
             whole = chans
             chans = _segments(chans, chan_events)
-            counters = _greedy(g, chans, chan_events, None, hint=hint if SEGMENT_HINTS else None)
+            last = stop if on_budget != "error" else None
+            counters = _greedy(g, chans, chan_events, None, hint=hint if SEGMENT_HINTS else None,
+                               stop=stop if SEGMENT_HINTS else last)
             if len(counters) > budget and SEGMENT_HINTS:
-                counters = _greedy(g, chans, chan_events, None)
+                counters = _greedy(g, chans, chan_events, None, stop=last)
             if len(counters) > budget and on_budget == "error":
                 raise SyncError(
                     f"sync-insert: TPB {t} needs {len(counters)} sync counters but the budget is "
@@ -300,6 +305,9 @@ def _align_ids(al: Allocation, budget: int) -> None:
 # False: a segment takes the first counter it may reuse, ignoring where its instruction's other
 # segments went (the tests compare both ways)
 SEGMENT_HINTS = True
+# False: an allocation over the budget (whole channels, or segments to be retried) is made to its
+# end though only its count is read (the tests compare both ways)
+EARLY_STOP = True
 
 
 def _can_monitor(e: Executor, t: int) -> bool:
@@ -307,7 +315,8 @@ def _can_monitor(e: Executor, t: int) -> bool:
     return unit is Unit.DMA or idx == t
 
 
-def _greedy(g, chans, chan_events, budget, decisions=None, t=None, hint=None) -> list[dict]:
+def _greedy(g, chans, chan_events, budget, decisions=None, t=None, hint=None,
+            stop: int | None = None) -> list[dict]:
     """Assign channels (in the given order) to counters: reuse a counter whose last event
     happens-before the channel's first one, else open a new one, else (budget reached) merge into
     the live counter whose serialization costs the fewest waits (a reported decision).
@@ -315,9 +324,15 @@ def _greedy(g, chans, chan_events, budget, decisions=None, t=None, hint=None) ->
     ``hint`` (segments only): instruction -> the counters its segments took on the TPBs
     allocated before; a segment takes the first of those that it may reuse here before any other
     (the same instructions then share the same counter numbers on every TPB they signal, so
-    :func:`_align_ids` can give a broadcast one id everywhere: one update)."""
+    :func:`_align_ids` can give a broadcast one id everywhere: one update).
+
+    ``stop`` (without ``budget``): return as soon as more than ``stop`` counters are open --
+    counters are only ever added, so the caller that only asks whether the allocation fits
+    ``stop`` gets the same answer (the list is then a prefix of the allocation)."""
     counters: list[dict] = []
     for ch in chans:
+        if stop is not None and len(counters) > stop:
+            break
         evs = chan_events[ch]
         before = g.before(g.E(*evs[0]))  # g.hb(g.E(*e), first), first = the channel's first
         slot = None

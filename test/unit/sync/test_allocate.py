@@ -204,3 +204,37 @@ def test_segments_with_and_without_hints_are_race_free(seed, hints, monkeypatch)
     for s in (None, seed):
         assert toysim.ok(toysim.run(res.instructions, TINY, mem, seed=s), ref)
     assert verify_certificate(res.instructions, res.certificate) == []
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_early_stop_gives_the_same_allocation(seed, monkeypatch):
+    """An allocation over the budget is only counted, so it stops once over (``EARLY_STOP``):
+    the same program, certificate, counters and decisions as allocating to the end, with and
+    without segment hints, budgets 1-3, and the same error (naming the count) with
+    ``on_budget='error'``; some allocation did stop early (fewer counters built)."""
+    monkeypatch.setattr(A, "SEGMENT_HINTS", seed % 2 == 0)
+    prog = progs.random_program(3100 + seed, n=60, slots=4, ddr_slots=2)
+    budget = 1 + seed % 3
+    sizes: list[int] = []
+    greedy = A._greedy
+
+    def counted(*a, **k):
+        out = greedy(*a, **k)
+        sizes.append(len(out))
+        return out
+    monkeypatch.setattr(A, "_greedy", counted)
+    got = {}
+    for early in (True, False):
+        monkeypatch.setattr(A, "EARLY_STOP", early)
+        sizes.clear()
+        res = insert_sync(prog, TINY, counter_budget=budget,
+                          stream_blocks=2 if seed % 3 == 0 else None)
+        try:
+            insert_sync(prog, TINY, counter_budget=budget, on_budget="error")
+            err = None
+        except SyncError as e:
+            err = str(e)
+        got[early] = ([i.sync for i in res.instructions], res.certificate, res.counters_used,
+                      res.decisions, err, sum(sizes))
+    assert got[True][:5] == got[False][:5]
+    assert got[True][5] < got[False][5]
