@@ -34,6 +34,9 @@ BUILD_ONCE = True
 #: False: a consumer waiting for one join gets its latest producers per executor computed anew
 #: (the same list each time)
 LATEST_PER_JOIN = True
+#: False: a consumer waiting for several tokens reduces the union of all their producers (not
+#: the union of each join's reduced list, kept as for one join)
+LATEST_PER_DEPS = True
 
 
 def _producers(v: SSAValue, index: dict[int, int], what: str | InstrOp,
@@ -189,7 +192,17 @@ class SyncInsert(ModulePass):
                 continue
             ps = []
             for d in deps:
-                ps.extend(_producers(d, index, o, memo))
+                if LATEST_PER_DEPS and not isinstance(d.owner, InstrOp):
+                    # the latest per executor of a union is that of the parts' latest: each
+                    # join's list is reduced once, as in the one-join case above
+                    key = -1 - id(d.owner)
+                    got = memo.get(key)
+                    if got is None:
+                        got = memo[key] = _latest_per_executor(_producers(d, index, o, memo),
+                                                               execs)
+                    ps.extend(got)
+                else:
+                    ps.extend(_producers(d, index, o, memo))
             ps = _latest_per_executor(ps, execs)
             eps.extend(ps)
             ecs.extend([i] * len(ps))

@@ -1,7 +1,8 @@
 """The pass wrapper's short paths against the old ones (session 24, psync): ``isa_walks`` taking
 every walk at once (``tpb_base.WALKS_AT_ONCE``), the instructions built without the memo
 (``sync_insert.BUILD_ONCE``) and a join's latest producers kept per join
-(``sync_insert.LATEST_PER_JOIN``), and codegen's instructions with their syncs
+(``sync_insert.LATEST_PER_JOIN``; several joins' lists reduced once each, session 28:
+``LATEST_PER_DEPS``), and codegen's instructions with their syncs
 (``codegen.FAST_RESYNC``). The oracle is the old path: the same walks and instructions
 op by op, the same instructions and token lists handed to ``insert_sync``, the same program
 text and certificate, and the op's remembered instruction equal to a fresh decode."""
@@ -31,12 +32,16 @@ from .test_sync_insert_pass import CTX, JOINS_BODY, W, parse
 
 codegen = importlib.import_module("m100.passes.backend.sync_insert.codegen")
 FLAGS = ((tpb_base, "WALKS_AT_ONCE"), (si, "BUILD_ONCE"), (si, "LATEST_PER_JOIN"),
-         (codegen, "FAST_RESYNC"))
+         (si, "LATEST_PER_DEPS"), (codegen, "FAST_RESYNC"))
 
 #: the pass test's joins (several producers of one executor behind one join, waited for alone
-#: and with other tokens, a barrier) and two more consumers of a join alone
+#: and with other tokens, a barrier), two more consumers of a join alone and two of several
+#: joins sharing producers (each join's list reduced once, then their union)
 BODY = JOINS_BODY + f"""  %t9 = tpb.fill tpb 1 dst({W('h1', 14336)}) after(%j) {{value = 6.0}}
   %t10 = tpb.fill tpb 0 dst({W('h0', 14336)}) after(%j2) {{value = 7.0}}
+  %j3 = sync.join %t0, %t2, %t7
+  %t11 = tpb.fill tpb 1 dst({W('h1', 24576)}) after(%j, %j3, %t8) {{value = 8.0}}
+  %t12 = tpb.dma engine 1 src({W('ddr', 4096)}) dst({W('h1', 28672)}) after(%j3, %j2)
 """
 
 
