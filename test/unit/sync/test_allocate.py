@@ -238,3 +238,38 @@ def test_early_stop_gives_the_same_allocation(seed, monkeypatch):
                       res.decisions, err, sum(sizes))
     assert got[True][:5] == got[False][:5]
     assert got[True][5] < got[False][5]
+
+
+@pytest.mark.parametrize("seed", range(8))
+def test_first_fit_arrays_are_the_tail_loop(seed, monkeypatch):
+    """Without a budget every counter has one tail, so the first-fit test of all counters is one
+    gather of the channel's clock row (``FIRST_FIT_ARRAYS``): the same counters (channels,
+    tails, writers, in order) as testing each counter's tails one by one, call by call, with and
+    without hints and early stops -- and the same program, certificate and decisions -- on
+    random programs over budgets 1-4 and unlimited; counters were reused and hints taken."""
+    monkeypatch.setattr(A, "SEGMENT_HINTS", seed % 2 == 0)
+    monkeypatch.setattr(A, "EARLY_STOP", seed % 4 < 2)
+    prog = progs.random_program(3300 + seed, n=70, slots=4, ddr_slots=2)
+    budget = None if seed == 7 else 1 + seed % 4
+    calls: list = []
+    greedy = A._greedy
+
+    def both(g, chans, chan_events, budget, *a, **k):
+        out = greedy(g, chans, chan_events, budget, *a, **k)
+        if budget is None:
+            monkeypatch.setattr(A, "FIRST_FIT_ARRAYS", False)
+            ref = greedy(g, chans, chan_events, budget, *a, **k)
+            monkeypatch.setattr(A, "FIRST_FIT_ARRAYS", True)
+            assert out == ref
+            calls.append((len(chans), len(out), k.get("hint") is not None))
+        return out
+    monkeypatch.setattr(A, "_greedy", both)
+    res = insert_sync(prog, TINY, counter_budget=budget, stream_blocks=2 if seed % 3 else None)
+    assert any(n > c for n, c, _ in calls)  # some counter was reused
+    assert budget is None or budget > 3 or any(h for _, _, h in calls) or seed % 2
+    monkeypatch.setattr(A, "_greedy", greedy)
+    monkeypatch.setattr(A, "FIRST_FIT_ARRAYS", False)
+    ref = insert_sync(prog, TINY, counter_budget=budget, stream_blocks=2 if seed % 3 else None)
+    assert [i.sync for i in res.instructions] == [i.sync for i in ref.instructions]
+    assert (res.certificate, res.counters_used, res.decisions) == \
+        (ref.certificate, ref.counters_used, ref.decisions)
