@@ -95,6 +95,31 @@ def test_nested_instruction_is_not_dropped():
         module_to_program(m)
 
 
+def test_instruction_count_is_the_walks():
+    """``translate._count_instrs`` (module_to_program's check that no instruction is dropped)
+    counts the instruction ops ``op.walk()`` finds: in the program body, in streams, nested in
+    other ops' regions (several blocks, an instruction inside a stream inside a function), and
+    none in an empty program."""
+    from m100.dialects.tpb import InstrOp
+    from m100.dialects.translate import _count_instrs
+
+    fill = ('%t{k} = tpb.fill tpb 0 dst(#twu.walk<hbsm[0], 0, f32, [(0, 1, 3)]>) '
+            'sync #sync.actions<blocks = 1> {{value = 1.0}}')
+    texts = ['tpb.program "tiny" resolved {\n}',
+             'tpb.program "tiny" resolved {\n  ' + fill.format(k=0) + '\n  tpb.stream cluster 0 {\n    '
+             + fill.format(k=1) + '\n    ' + fill.format(k=2) + '\n  }\n}',
+             'tpb.program "tiny" resolved {\n  func.func @f() {\n    ' + fill.format(k=0)
+             + '\n    cf.br ^bb1\n  ^bb1:\n    ' + fill.format(k=1) + '\n    func.return\n  }\n  '
+             + fill.format(k=2) + '\n}']
+    for text in texts:
+        m = _reparse(text)
+        prog = next(o for o in m.walk() if o.name == "tpb.program")
+        want = len([o for o in prog.walk() if isinstance(o, InstrOp)])
+        assert _count_instrs(prog) == want
+        assert _count_instrs(m) == want
+    assert want == 3
+
+
 def test_ops_in_program_body_go_to_their_streams():
     m = _reparse('''tpb.program "tiny" resolved {
   %d = tpb.dma engine 1 src(#twu.walk<ddr, 0, f32, [(0, 1, 3)]>) dst(#twu.walk<hbsm[1], 0, f32, [(0, 1, 3)]>) sync #sync.actions<blocks = 1>
