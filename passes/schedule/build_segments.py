@@ -10,7 +10,7 @@ lifetimes of the segment. Tasks are list-scheduled as they are created (:mod:`.l
 
 from __future__ import annotations
 
-from . import causal
+from . import causal, recipe
 from .build_transfers import Transfers
 from .graph import Op, ScheduleError, dtype_bytes
 from .keep import kept_bytes
@@ -119,7 +119,24 @@ class PlanBuilder(Transfers):
         elif seg.kind == "dma":
             self.movement.plan_segment(self, si, seg, pieces)
         else:
-            self._compute_segment(si, seg, pieces)
+            self._compute_set_up(si, seg)
+            book = self.book
+            if book is None or self.late[0] or self.pend:
+                self._compute_segment(si, seg, pieces)
+            else:  # replayed from a recipe, or recorded (:mod:`.recipe`)
+                hit = book.find(self, si, seg)
+                if hit is not None:
+                    if recipe.CHECK:
+                        recipe.check_replay(self, si, seg, pieces, *hit)
+                    else:
+                        book.replay(self, si, pieces, *hit)
+                else:
+                    rec = book.start(self)
+                    try:
+                        self._compute_segment(si, seg, pieces)
+                    finally:
+                        book.stop(self)
+                    book.finish(self, si, seg, pieces, rec)
         if self.pend:
             self._late_reads_end(si)
         if self.search_only:  # its plan is the tasks' ends (:class:`SearchBuilder`)
@@ -171,7 +188,9 @@ class PlanBuilder(Transfers):
                     out.append(BufferUse(tp, name, st.op, buf.role, buf.slot_bytes, buf.slots,
                                          buf.unit, a, e))
 
-    def _compute_segment(self, si: int, seg: SegmentCfg, pieces: list[PlanPiece]) -> None:
+    def _compute_set_up(self, si: int, seg: SegmentCfg) -> None:
+        """A compute segment's state before its pieces: its ops, the per-segment scratch, its
+        stages' tile plans and the weight prefetch (what a replay, :mod:`.recipe`, does too)."""
         g, s = self.g, self.s
         self.seg_ops = set(seg.ops)
         self.outside = self._outside_consumers(self.seg_ops)
@@ -192,8 +211,12 @@ class PlanBuilder(Transfers):
                               ksplit_stages(op, st.ks) > self.cm.machine.cvu_max_stages):
                 raise ScheduleError(f"internal: op '{op.name}' can not be split along K "
                                     f"into {st.ks} parts")
-        clip = causal.clips(s, seg, self.tl.plans)  # a causal chain's masked half (causal.py)
         self._prefetch(si, seg)
+
+    def _compute_segment(self, si: int, seg: SegmentCfg, pieces: list[PlanPiece]) -> None:
+        """A compute segment's pieces (after :meth:`_compute_set_up`)."""
+        g, s = self.g, self.s
+        clip = causal.clips(s, seg, self.tl.plans)  # a causal chain's masked half (causal.py)
         lag = self._lags(seg)
         if len(seg.stages) == 1 and lockstep(self.tl.plans[seg.stages[0].op],
                                              s.ops[seg.stages[0].op]):

@@ -65,6 +65,9 @@ class ListScheduler:
     #: a search cost build (:class:`.build_segments.SearchBuilder`): the state only a later
     #: segment or the emitter reads (pieces' task lists, DTDU busy blocks, TPB touches) is not kept
     search_only = False
+    #: the scheduler's :class:`.recipe.RecipeBook` in a whole-plan build that records and replays
+    #: segments (:meth:`.timeline.Scheduler.build`); None: every segment built in full
+    book = None
     #: :meth:`_add_queued` skips a DMA engine whose lower bound can not beat the best engine so
     #: far; False: every engine is asked (the tests compare both)
     engine_bound = True
@@ -413,10 +416,18 @@ class ListScheduler:
                 if t is not None:  # (the transfer being built is the next task)
                     self.tl.tail_dma[(len(self.tl.tasks), tpb)] = t
                     return [t]
-            b = self.tl.prefetch.get((self.piece.segment, tpb))
-            if b is not None:
-                return list(self.bar_at.get((tpb, b), ()))
+            w = self._pf_wait(self.piece.segment, tpb)
+            if w is not None:
+                return list(w)
         return self._bar(tpb)
+
+    def _pf_wait(self, si: int, tpb: int) -> tuple[int, ...] | None:
+        """The end tasks of the earlier segment that the prefetching weight transfers of segment
+        ``si`` into ``tpb`` wait for (``Plan.prefetch``, :meth:`_prefetch`), None when they do
+        not prefetch (one read for :mod:`.recipe`: which segment it is does not matter to the
+        build, only its tasks)."""
+        b = self.tl.prefetch.get((si, tpb))
+        return None if b is None else self.bar_at.get((tpb, b), ())
 
     def _pf_ok(self, tensor: str, role: str) -> bool:
         """May a transfer of ``tensor`` into role ``role`` of the piece being built wait for a

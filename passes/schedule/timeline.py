@@ -35,7 +35,7 @@ from .build_segments import PlanBuilder, SearchBuilder
 from .cost import CostModel, ceil_div
 from .graph import Op, OpGraph, ScheduleError, geometry
 from .keep import choose_kept
-from . import list_schedule
+from . import list_schedule, recipe
 from .list_schedule import BoundExceeded
 from .partition import TilePlan, tile_piece
 from .plan import Plan, PlanTask, image_parts, image_rows
@@ -106,6 +106,8 @@ class Scheduler:
         # completed with checkpoints: a build resumed from a ``base`` may start from its
         # checkpoints too (:meth:`build`); :func:`.placement.schedule` clears it at its end
         self.recent: dict[str, Plan] = {}
+        # the recipes of the whole-plan builds' segments (:mod:`.recipe`), made at the first
+        self.recipes: recipe.RecipeBook | None = None
 
     def op_shape(self, op: Op) -> tuple | None:
         """(:func:`.shared_costs.op_key` of ``op``, where the tensors it names live --
@@ -330,6 +332,10 @@ class Scheduler:
                 ends = EndScan(len(tl.tasks), cp.max_end)
             # the base's checkpoints up to the resumed one are this build's too (same prefix)
             tl.checkpoints = {i: c for i, c in src.checkpoints.items() if i <= first}
+        if recipe.RECIPES and not isolated:  # segments recorded and replayed (:mod:`.recipe`)
+            if self.recipes is None:
+                self.recipes = recipe.RecipeBook()
+            st.book = self.recipes
         left = self._tail(segs, first) if tail and bound < float("inf") and not isolated \
             else None
         try:
