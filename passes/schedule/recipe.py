@@ -95,6 +95,12 @@ class RecDict:
             self.log[k] = _W
         self.d[k] = v
 
+    def __iter__(self):
+        raise TypeError("internal: iteration over a logged builder dict (recipe.RecDict)")
+
+    def __len__(self):
+        raise TypeError("internal: len() of a logged builder dict (recipe.RecDict)")
+
     def setdefault(self, k, v=None):
         d = self.d
         if k not in self.log:
