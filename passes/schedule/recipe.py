@@ -403,6 +403,19 @@ class _Unseen(Exception):
 _why: list = []
 
 
+def _bind(amap: dict, used: dict, a: int, b: int) -> bool:
+    """Map the recipe's task ``a`` to this build's ``b``, keeping the map injective; False when
+    ``a`` is mapped elsewhere or ``b`` is another's image."""
+    x = amap.get(a)
+    if x is None:
+        if used.get(b, a) != a:
+            return False
+        amap[a] = b
+        used[b] = a
+        return True
+    return x == b
+
+
 def _match(bld, r: Recipe) -> list[int] | None:
     """The recipe's external ids mapped to ``bld``'s (``r.ext`` order), if every logged read
     gives the same value now up to an injective renumbering of task ids; else None."""
@@ -415,28 +428,14 @@ def _match(bld, r: Recipe) -> list[int] | None:
         if f2 != form or len(ids2) != len(ids):
             return None
         for a, b in zip(ids, ids2):
-            x = amap.get(a)
-            if x is None:
-                if used.get(b, a) != a:
-                    return None
-                amap[a] = b
-                used[b] = a
-            elif x != b:
+            if not _bind(amap, used, a, b):
                 return None
     tp = bld.tail_pending
     if len(tp) != len(r.tail):
         return None
     for k, a in r.tail.items():
         b = tp.get(k)
-        if b is None:
-            return None
-        x = amap.get(a)
-        if x is None:
-            if used.get(b, a) != a:
-                return None
-            amap[a] = b
-            used[b] = a
-        elif x != b:
+        if b is None or not _bind(amap, used, a, b):
             return None
     try:
         return [amap[a] for a in r.ext]
