@@ -265,10 +265,7 @@ def compile_least(srcs, machine="m100", tpbs: int = 0, sync_mode: str = "dataflo
     changes); the stages after it run on the chosen one alone. The result is the program
     :func:`compile` gives that model (``m100 bench llm``'s W8A8 prefill layer: its two
     ``o_quant`` forms, issue 13's compile time; ``test_compile_least``)."""
-    from m100.passes.schedule.shared_costs import carried
-    # the later models' searches answer the segments they share with earlier ones from those
-    # builds (``shared_costs.carried``: keyed by structure, the same course and plans)
-    with compile_gc() as stage_end, carried():
+    with compile_gc() as stage_end:
         opts = dict(clusters=clusters, strategy=strategy, seed=seed, verbose=verbose,
                     stage_end=stage_end, prefetch_shares=prefetch_shares,
                     pack_largest_first=pack_largest_first, tail_prefetch=tail_prefetch)

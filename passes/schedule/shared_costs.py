@@ -28,24 +28,14 @@ hbsm-allocate can not pack the first program (ResNet-50 224); isolated builds ne
 share (no prefetch, no kept activations), so the second search answers its candidates from the
 first one's builds -- and still counts the tasks they would have created, so it takes the same
 course as a search from scratch (``test_carried_search_gives_the_same_program``).
-
-Across graphs (session 28): ``driver.compile_least`` schedules the two ``o_quant`` forms of
-``m100 bench llm``'s W8A8 prefill layer in one ``carried()``; the second answers the segments it
-shares with the first (the projections, the MLP) from the first's builds. The graph's layout
-tables (``OpGraph.views``, ``strided``, ``causal``, ...: :data:`_OP_LAYOUT`,
-:data:`_TENSOR_LAYOUT`) are not in the key -- equal within one graph for the segments it shares
--- so a segment that meets one of them is keyed with a digest of all of them too
-(:meth:`SharedCosts.key`): shared between graphs only when those tables are the same.
 """
 
 from __future__ import annotations
 
-import hashlib
 from bisect import bisect_left
 from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import fields
-from functools import cached_property
 from itertools import accumulate
 
 from .graph import Op, OpGraph, Tensor
@@ -104,40 +94,6 @@ def segment_key(g: OpGraph, ops: dict[str, Op], producers: dict[str, Op],
     return key
 
 
-#: ``OpGraph`` tables read by builds but not by :func:`segment_key` (per op; per tensor): where
-#: a tensor lives in another (views, strided concat parts, writer / reader maps, column views),
-#: ops written in place or moved, causal chains. A segment that meets one is shared only between
-#: graphs with the same tables (:meth:`SharedCosts.key`): within one graph as before, across the
-#: two forms of a W8A8 prefill layer (``driver.compile_least``) only the segments that meet none
-_OP_LAYOUT = ("view_ops", "in_place", "causal", "chunks")
-_TENSOR_LAYOUT = ("views", "strided", "wmap", "wroots", "cviews", "rmap")
-
-
-def _names(v, g: OpGraph):
-    """The tensor names in an op field's value (as :func:`segment_key`'s ``canon`` finds them)."""
-    if isinstance(v, str):
-        if v in g.tensors:
-            yield v
-    elif isinstance(v, (tuple, list)):
-        for x in v:
-            yield from _names(x, g)
-    elif isinstance(v, dict):
-        for x in v.values():
-            yield from _names(x, g)
-
-
-def graph_layout(g: OpGraph) -> str:
-    """SHA-256 of ``g``'s layout tables (:data:`_OP_LAYOUT`, :data:`_TENSOR_LAYOUT`), sorted."""
-    def canon(v):
-        if isinstance(v, (set, frozenset)):
-            return tuple(sorted(v))
-        if isinstance(v, dict):
-            return tuple(sorted((k, canon(x)) for k, x in v.items()))
-        return v
-    text = repr(tuple((t, canon(getattr(g, t))) for t in _OP_LAYOUT + _TENSOR_LAYOUT))
-    return hashlib.sha256(text.encode()).hexdigest()
-
-
 def op_key(g: OpGraph, op: Op) -> tuple | None:
     """The structure of ``op`` alone: its fields but the name and location, every tensor it
     names replaced by its position among them and its shape, dtype and kind (as in
@@ -181,12 +137,7 @@ _CARRIED: ContextVar[dict | None] = ContextVar("m100_carried_costs", default=Non
 
 @contextmanager
 def carried():
-    """Inside: searches for the same machine share their isolated builds (module doc). Nested
-    inside another ``carried()`` (``driver.compile_least`` around ``m100-pipeline``'s): the
-    outer one's tables."""
-    if _CARRIED.get() is not None:
-        yield
-        return
+    """Inside: searches for the same machine share their isolated builds (module doc)."""
     token = _CARRIED.set({})
     try:
         yield
@@ -216,28 +167,9 @@ class SharedCosts:
     def key(self, seg: SegmentCfg) -> tuple | None:
         k = self.keys.get(seg, False)
         if k is False:
-            k = segment_key(self.g, self.ops, self.producers, self.consumers, seg)
-            if k is not None and self._laid_out(seg):
-                k = (k, self.layout)
-            self.keys[seg] = k
+            k = self.keys[seg] = segment_key(self.g, self.ops, self.producers, self.consumers,
+                                             seg)
         return k
-
-    @cached_property
-    def layout(self) -> str:
-        """A digest of the graph's layout tables (:data:`_LAYOUT`, names and all)."""
-        return graph_layout(self.g)
-
-    def _laid_out(self, seg: SegmentCfg) -> bool:
-        """Does an op of ``seg`` or a tensor it names have an entry in a layout table?"""
-        g = self.g
-        for st in seg.stages:
-            if any(st.op in getattr(g, t) for t in _OP_LAYOUT):
-                return True
-            op = self.ops[st.op]
-            if any(n in getattr(g, t) for f in _OP_FIELDS for n in _names(getattr(op, f), g)
-                   for t in _TENSOR_LAYOUT):
-                return True
-        return False
 
     def lookup(self, seg: SegmentCfg, bound: float) -> tuple[float, bool, int] | None:
         """(cost, exact, tasks a build would create) of a build of ``seg`` with ``bound``, or

@@ -194,34 +194,3 @@ def test_carried_search_gives_the_same_program(monkeypatch):
     assert a.evaluations == b.evaluations and n_a == n_b
     (ran1, failed1), (ran2, failed2), (ran3, _) = builds
     assert ran1 > 50 and ran2 == failed2 == failed1 and ran3 == ran1
-
-
-def test_layout_tables_keep_the_graphs_of_two_forms_apart():
-    """Session 28: ``driver.compile_least`` carries the isolated builds of the first form of a W8A8
-    prefill layer into the second's search. A segment that meets a layout table of its graph
-    (``OpGraph.views``, ``strided``, ``causal``, ...: not in ``segment_key``) is keyed with a
-    digest of those tables, so the two forms (the attention output quantized per head or after
-    the concat: different tables) never share it; the segments that meet none (the projections)
-    are shared. The program-level oracle is ``test_compile_least`` (each form compiled alone)."""
-    from m100.frontend import llm
-    from m100.passes.schedule.segment import SegmentCfg, StageCfg
-    from m100.passes.schedule.shared_costs import graph_layout
-
-    from .test_weights_once import _graph
-    cfg = llm.scaled(llm.config("tiny"), heads=4, kv_heads=2)
-    gs = [_graph(llm.build(cfg, "layer", "prefill", context=8, weights="shape", quant="w8a8",
-                           o_quant=oq)[0]) for oq in ("concat", "heads")]
-    assert graph_layout(gs[0]) != graph_layout(gs[1])
-    shares = [SharedCosts(g, g.producers(), {o.name: o for o in g.ops})
-              for g in gs]
-    names = [o.name for o in gs[0].ops if o.name in shares[1].ops]
-    same = laid = 0
-    for name in names:
-        seg = SegmentCfg((StageCfg(name, (0, 1)),), "data-parallel")
-        ks = [sh.key(seg) for sh in shares]
-        if any(sh._laid_out(seg) for sh in shares):  # noqa: SLF001
-            laid += 1
-            assert ks[0] != ks[1], name
-        else:
-            same += ks[0] == ks[1]
-    assert laid and same  # (both cases are met)
