@@ -5,6 +5,7 @@ place when one piece on the TPB has exactly the box). One task per instruction t
 
 from __future__ import annotations
 
+from . import row_buckets
 from .graph import Op, ScheduleError, dtype_bytes
 from .keep import row_root
 from .list_schedule import ListScheduler
@@ -286,18 +287,10 @@ class Transfers(ListScheduler):
         qs = self.by_op[op]
         ix = self.row_index.get(op)
         if ix is None:
-            ix = self.row_index[op] = [0, max(1, qs[0].r1 - qs[0].r0), {}]
-        n, w, buckets = ix
-        if n < len(qs):
+            ix = self.row_index[op] = row_buckets.new_index(qs)
+        if ix[0] < len(qs):
             if type(ix) is tuple:  # shared with a checkpoint (``resume.copy_state``): copied
-                buckets = {bk: list(v) for bk, v in buckets.items()}  # before it grows
-                ix = self.row_index[op] = [n, w, buckets]
-            for i in range(n, len(qs)):
-                q = qs[i]
-                for bk in range(q.r0 // w, max(q.r0, q.r1 - 1) // w + 1):
-                    buckets.setdefault(bk, []).append(i)
-            ix[0] = len(qs)
-        found: set[int] = set()
-        for bk in range(a0 // w, max(a0, a1 - 1) // w + 1):
-            found.update(buckets.get(bk, ()))
-        return [qs[i] for i in sorted(found)]
+                ix = self.row_index[op] = [ix[0], ix[1],  # before it grows
+                                           {bk: list(v) for bk, v in ix[2].items()}]
+            row_buckets.grow(ix, qs)
+        return row_buckets.over(ix, qs, a0, a1)
