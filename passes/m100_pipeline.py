@@ -81,11 +81,11 @@ class M100Pipeline(ModulePass):
     they do not depend on the share; same program as a search from scratch).
     ``prefetch-shares`` (comma-separated percents, e.g. ``100,90,75``; empty = the default
     :data:`PREFETCH_SHARES`) replaces that list: ``m100 bench llm`` schedules a W8A8 prefill
-    layer from 100 % (docs/llm.md, session 21), which ResNet-50 does not pack (a third schedule).
+    layer from 100 % (docs/llm-log.md, session 21), which ResNet-50 does not pack (a third schedule).
     ``pack-largest-first``: ``hbsm-allocate{largest-first}`` (a third strict packing order; the
-    W8A8 prefill layer of ``m100 bench llm``, docs/llm.md session 22). ``tail-prefetch``:
+    W8A8 prefill layer of ``m100 bench llm``, docs/llm-log.md session 22). ``tail-prefetch``:
     ``m100-schedule{tail-prefetch}`` (that layer's first weight chunks in the last K step of the
-    GEMM before, docs/llm.md session 23).
+    GEMM before, docs/llm-log.md session 23).
     """
 
     name = "m100-pipeline"

@@ -39,6 +39,7 @@ PASSES: tuple[str, ...] = (
     "backend.twu_materialize:TwuMaterialize",
     "graph.check_supported:CheckSupported",
     "graph.classify_ops:ClassifyOps",
+    "graph.cse_weights:CseWeights",
     "graph.fold_batchnorm:FoldBatchnorm",
     "graph.fold_constants:FoldConstants",
     "graph.fold_quantized_contractions:FoldQuantizedContractions",

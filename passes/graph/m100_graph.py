@@ -16,7 +16,7 @@ from xdsl.transforms.dead_code_elimination import DeadCodeElimination
 from m100.passes.graph.check_supported import CheckSupported
 from m100.passes.graph.classify_ops import ClassifyOps
 from m100.passes.graph.common import erase_dead
-from m100.passes.graph.cse_weights import cse
+from m100.passes.graph.cse_weights import CseWeights
 from m100.passes.graph.fold_batchnorm import FoldBatchnorm
 from m100.passes.graph.fold_quantized_contractions import FoldQuantizedContractions
 from m100.passes.graph.raise_quant_casts import RaiseQuantCasts
@@ -39,10 +39,10 @@ from m100.passes.graph.split_value_index import SplitValueIndex
 class M100Graph(ModulePass):
     """The graph pipeline: canonicalize, CSE/DCE, checks, folding, layout, idioms, fusion, units.
 
-    What: runs, in order: canonicalize, cse (xDSL's; a constant hashed by its ends), fold-constants, [raise-quant-casts,
-    fold-quantized-contractions, lower-quantized-add, lower-quantized-avgpool],
+    What: runs, in order: canonicalize, cse-weights (xDSL's cse, a constant hashed by its ends),
+    fold-constants, [raise-quant-casts, fold-quantized-contractions, lower-quantized-add, lower-quantized-avgpool],
     materialize-index, check-supported, simplify-algebra, [layout-nhwc, simplify-algebra (cancels the transposes between
-    convolutions), fold-constants (packs transposed weights)], [fold-batchnorm], cse, dce (+ removal of dead
+    convolutions), fold-constants (packs transposed weights)], [fold-batchnorm], cse-weights, dce (+ removal of dead
     linalg/tensor ops, which xDSL's dce keeps), split-value-index, [recognize-idioms], [fuse-epilogue,
     fuse-dequant, fuse-elementwise, fold-slice-reads], fuse-predicates, classify-ops. Brackets: stages controlled by the options.
     Why: one name for "frontend output -> what the space-time scheduler consumes".
@@ -65,9 +65,9 @@ class M100Graph(ModulePass):
 
     def stages(self) -> list[tuple[str, Callable[[Context, ModuleOp], object]]]:
         """The stages in order, as (name, apply)."""
-        # cse: xDSL's, a constant hashed by its type, length and ends (cse_weights.py; the same
+        # cse-weights: xDSL's cse, a constant hashed by its type, length and ends (the same
         # decisions)
-        s: list[ModulePass | tuple] = [CanonicalizePass(), ("cse", cse), FoldConstants()]
+        s: list[ModulePass] = [CanonicalizePass(), CseWeights(), FoldConstants()]
         if self.quant:
             s += [RaiseQuantCasts(), FoldQuantizedContractions(), LowerQuantizedAdd(),
                   LowerQuantizedAvgpool()]
@@ -76,8 +76,8 @@ class M100Graph(ModulePass):
             s += [LayoutNhwc(), SimplifyAlgebra(), FoldConstants()]
         if self.fold_bn:
             s.append(FoldBatchnorm())
-        s += [("cse", cse), DeadCodeElimination()]
-        out = [p if isinstance(p, tuple) else (p.name, p.apply) for p in s]
+        s += [CseWeights(), DeadCodeElimination()]
+        out = [(p.name, p.apply) for p in s]
         out.append(("erase-dead", lambda ctx, m: erase_dead(m)))
         tail: list[ModulePass] = [SplitValueIndex()]
         if self.idioms:

@@ -47,7 +47,7 @@ class M100Schedule(ModulePass):
     weights are not prefetched, its first streamed weight chunk loads during the last K step of
     the lockstep contraction before it on the TPB, without the share's count: hbsm-allocate's
     strict packing judges it; off by default, ``m100 bench llm`` asks for it with the W8A8
-    prefill layer's shares -- docs/llm.md section 5, session 23).
+    prefill layer's shares -- docs/llm-log.md, session 23).
     """
 
     name = "m100-schedule"
