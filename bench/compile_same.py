@@ -5,9 +5,11 @@
     .venv/bin/python bench/compile_same.py --compare before.json [--models a,b]
 
 Compiles each model in this process (``m100.tools.driver.compile``) and records the SHA-256 of
-the program's bytes (``Program.to_bytes``) and of its sync certificate (JSON, sorted keys), plus
-the per-stage CPU seconds. ``--compare`` exits non-zero naming each model whose program or
-certificate differs from the saved run and prints the per-stage CPU seconds side by side.
+the program's bytes (``Program.to_bytes``), of its sync certificate and of its dataflow
+certificate (JSON, sorted keys), plus the per-stage CPU seconds. ``--compare`` exits non-zero
+naming each model whose program, certificate or dataflow certificate differs from the saved run
+(a saved run without a dataflow hash compares the other two) and prints the per-stage CPU seconds
+side by side.
 ``--profile DIR`` writes one cProfile file per model (``DIR/<model>.prof``, read with pstats).
 
 Models: ResNet-18 224 (full machine), ResNet-18 32 (8 TPBs), the MLP and conv net (tiny
@@ -65,7 +67,9 @@ def measure(name: str, profile_dir: Path | None = None) -> dict:
     total = time.process_time() - c0
     prog = cr.program.to_bytes()
     cert = json.dumps(cr.certificate, sort_keys=True).encode()
+    dataflow = json.dumps(cr.dataflow, sort_keys=True).encode()
     return {"program": hashlib.sha256(prog).hexdigest(), "certificate": hashlib.sha256(cert).hexdigest(),
+            "dataflow": hashlib.sha256(dataflow).hexdigest(),
             "instructions": cr.num_instructions, "cpu": {k: round(v, 3) for k, v in cr.cpu_timings.items()},
             "cpu_total": round(total, 3)}
 
@@ -93,11 +97,13 @@ def main(argv=None) -> int:
         if n in old:
             o = old[n]
             same_p, same_c = o["program"] == r["program"], o["certificate"] == r["certificate"]
-            same = same_p and same_c
+            same_d = o.get("dataflow", r["dataflow"]) == r["dataflow"]
+            same = same_p and same_c and same_d
             line += f"  (saved {o['cpu_total']:7.2f} s)  " + (
                 "same bytes" if same else "DIFFERENT" if not same_p and not same_c else
                 "DIFFERENT program, same certificate" if not same_p else
-                "same program, DIFFERENT certificate")
+                "same program, DIFFERENT certificate" if not same_c else
+                "same program and certificate, DIFFERENT dataflow certificate")
             if not same:
                 bad.append(n)
             stages = sorted(set(o["cpu"]) | set(r["cpu"]), key=list(r["cpu"]).index
@@ -110,7 +116,7 @@ def main(argv=None) -> int:
     if a.save:
         a.save.write_text(json.dumps(res, indent=1) + "\n")
     if bad:
-        print(f"compile_same: program or certificate changed for {', '.join(bad)}", file=sys.stderr)
+        print(f"compile_same: program, certificate or dataflow certificate changed for {', '.join(bad)}", file=sys.stderr)
         return 1
     return 0
 
