@@ -278,9 +278,9 @@ class RaceBatch:
         that clock's own entry) and a unit's epochs do not decrease by arrival, so ``e_Y <=
         C_X[u]`` -- the per-access checker's "another unit" is implied. The pairs that pass (a
         handful: ``sorted_unique``) get the per-access checker's byte test
-        (:meth:`~m100.sim.checks.ByteSet.first_overlap`). Where the pairs would be too many
-        (:data:`BULK_PAIRS_PER_ACCESS`) or the keys do not fit, the run is checked as one
-        batch of :meth:`check` instead (the same verdict)."""
+        (:meth:`~m100.sim.checks.ByteSet.first_overlap`; for two bitmaps memoized by :func:`meet`).
+        Where the pairs would be too many (:data:`BULK_PAIRS_PER_ACCESS`) or the keys do not fit,
+        the run is checked as one batch of :meth:`check` instead (the same verdict)."""
         nums_l, bss_l, meta = self.log_nums, self.log_bss, self.log_meta
         self.log_nums, self.log_bss, self.log_meta = [], [], []
         m = len(meta)
@@ -329,9 +329,10 @@ class RaceBatch:
         if not unknown.any():
             return
         cand = sorted_unique(np.sort(y[unknown].astype(np.int64) * tot + x[unknown]))
+        memo: dict = {}
         for yx in cand.tolist():
             yy, xx = divmod(yx, tot)
-            if bss[yy].first_overlap(bss[xx]) is not None:
+            if meet(bss[yy], bss[xx], memo):
                 raise RaceFound
 
     def _as_one_batch(self, code, unit, epoch, write, lo, hi, snap, bss) -> None:
@@ -341,6 +342,26 @@ class RaceBatch:
                                 lo.tolist(), hi.tolist(), snap.tolist()))
         self.pending_bs = bss
         self._check_batch(None)
+
+
+def meet(a, b, memo: dict) -> bool:
+    """``a.first_overlap(b) is not None`` (:meth:`~m100.sim.checks.ByteSet.first_overlap`), the
+    answer for two bitmap-form sets kept in ``memo`` by (their bitmaps' identity, the offset
+    ``b.lo - a.lo`` and both spans). Two such sets meet iff their bitmaps do on their common
+    window, which is a function of those alone: the base of either only moves the window. A box
+    walk's bitmap is one read-only array per geometry (:func:`~m100.sim.twu.box_mask`), so the
+    pairs of one sweep repeat a few geometries at a few offsets (ResNet-50: 4 420 byte tests,
+    242 distinct keys). ``memo`` lives for one sweep, in which nothing changes a bitmap, and
+    holds the bitmaps it names (an id names no other array while the entry lives)."""
+    if a._bitmap() and b._bitmap():
+        ma, mb = a.mask, b.mask
+        if ma is not None and mb is not None:
+            key = (id(ma), id(mb), b.lo - a.lo, a.hi - a.lo, b.hi - b.lo)
+            got = memo.get(key)
+            if got is None:
+                got = memo[key] = (a.first_overlap(b) is not None, ma, mb)
+            return got[0]
+    return a.first_overlap(b) is not None
 
 
 def _ranges(first: np.ndarray, cnt: np.ndarray) -> np.ndarray:

@@ -195,3 +195,35 @@ def test_per_access_checker_agrees_with_the_brute_force_flag():
     batch.add((1, 0), 1, 1, False, bs_r, batch.snapshot(vc[1]))
     with pytest.raises(RaceFound):
         batch.check(None)
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_memoized_bitmap_test_equals_the_byte_sets(seed):
+    """``race_batch.meet`` (the sweep's byte test, memoized for two read-only bitmaps by their
+    identity, offset and spans) answers as the members do, for every offset at which two bitmaps'
+    windows meet (exhaustive), each pair in both orders, bases far and near: three bitmaps of one
+    span (so only the identity tells them apart; as ``twu.box_mask`` shares one per geometry)
+    and one of another span, one memo across all of it so keys repeat; a dense mask and a
+    writeable one go to ``first_overlap``."""
+    from m100.sim.race_batch import meet
+
+    rng = np.random.default_rng(seed)
+    span = int(rng.integers(3, 30))
+    masks = []
+    for k, sp in enumerate((span, span, span, span + 7, span)):
+        m = rng.random(sp) < (1.0 if k == 4 else 0.3)  # the last: dense (mask None)
+        m[0] = m[-1] = True  # (a bitmap spans its lowest to its highest member)
+        m.flags.writeable = k == 2
+        masks.append(m)
+    memo = {}
+    for base in (0, 1000, 37):
+        for i, ma in enumerate(masks):
+            for j, mb in enumerate(masks):
+                for d in range(-mb.size - 1, ma.size + 2):
+                    a = ByteSet.lazy_mask(base, base + ma.size, lambda m=ma: m)
+                    b = ByteSet.lazy_mask(base + d, base + d + mb.size, lambda m=mb: m)
+                    want = bool(set((base + np.flatnonzero(ma)).tolist()) &
+                                set((base + d + np.flatnonzero(mb)).tolist()))
+                    assert meet(a, b, memo) == want, (i, j, d)
+                    assert meet(b, a, memo) == want, (j, i, -d)
+    assert memo  # (the read-only pairs were memoized)
