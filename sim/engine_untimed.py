@@ -34,6 +34,7 @@ from numpy import maximum
 
 from m100.targets.m100.isa import tpbs_of
 
+from . import twu
 from .checks import Report
 from .semantics_base import SimError
 
@@ -43,6 +44,10 @@ if TYPE_CHECKING:  # pragma: no cover
 #: Run functional engines by :meth:`UntimedLoop._loop_functional` where it applies (False: the
 #: general loop, ``Engine._loop_untimed``; the tests compare the two).
 FAST = True
+
+#: Record the bulk race log inline (False: through ``Checks._race_block``, the same entries;
+#: for A/B measurements).
+RACE_INLINE = True
 
 
 class UntimedLoop:
@@ -63,6 +68,13 @@ class UntimedLoop:
         counter_max, mask_tpbs, flow_ids = self.counter_max, self.mask_tpbs, self.flow_ids
         joins_on, progress, n_recs = self.joins_on, self.progress, len(self.recs)
         vitem = vc.item
+        # the bulk race log (Checks._race_block's bulk branch, inline: the same entries)
+        bulk = RACE_INLINE and races is not None and rb is not None and rb.bulk
+        if bulk:
+            race_snap, race_packed, keep, gen = self.race_snap, self._race_packed, rb.keep, rb.gen
+            log_nums, log_bss, log_meta = rb.log_nums.append, rb.log_bss.append, \
+                rb.log_meta.append
+            strided = twu.STRIDED
 
         nxt: list[int] = []  # units whose blocks end at the next time, in push order
         fifo: deque = deque()  # counter arrivals at the current time, in push order
@@ -131,7 +143,20 @@ class UntimedLoop:
             if rec.start is None:
                 rec.start = now
             try:
-                if races is not None:
+                if bulk:  # (_race_block's bulk branch: the reads of block b)
+                    snap = keep(vc[u])
+                    race_clock[u] = rb.buf[snap]
+                    race_snap[u] = (gen, snap)
+                    got = rec.inst.__dict__.get("_sim_race")
+                    pk = got[1].get((b, False, 0)) if got is not None and got[0] is strided \
+                        else None
+                    if pk is None:
+                        pk = race_packed(rec, b, False)
+                    if pk[1]:
+                        log_nums(pk[0])
+                        log_bss(pk[1])
+                        log_meta((u, vitem(u, u), False, snap))
+                elif races is not None:
                     race_block(u, rec, b, False)
                 us.pending = rec.ex.run(b)
             except SimError as e:
@@ -200,7 +225,17 @@ class UntimedLoop:
                 sync = inst.sync
                 begin = us.block_start
                 try:
-                    if races is not None:
+                    if bulk:  # (_race_block's bulk branch: the writes of block b)
+                        got = inst.__dict__.get("_sim_race")
+                        pk = got[1].get((b, True, 0)) if got is not None and got[0] is strided \
+                            else None
+                        if pk is None:
+                            pk = race_packed(rec, b, True)
+                        if pk[1]:
+                            log_nums(pk[0])
+                            log_bss(pk[1])
+                            log_meta((u, vitem(u, u), True, race_snap[u][1]))
+                    elif races is not None:
                         race_block(u, rec, b, True)
                     rec.ex.apply(us.pending)
                 except SimError as e:

@@ -1,6 +1,7 @@
 """The functional engine's own loop (``m100.sim.engine_untimed``) makes the same events in the
 same order as the general loop: the same outputs (bytes), stats, reports, records (block start /
-end times), counter histories and clock joins, executor calls in the same order -- race batches
+end times), counter histories and clock joins, executor calls in the same order, the same bulk
+race log and clock rows (recorded inline by the functional loop) -- race batches
 and the per-access checker, monitor-dropping mutants (races, deadlocks), a faulting run."""
 
 from __future__ import annotations
@@ -58,6 +59,16 @@ def test_functional_loop_equals_the_general_loop(name, monkeypatch):
         loops.append(self)
         return orig_loop(self)
 
+    swept = []  # the bulk race log and clock rows each sweep is handed
+    orig_sweep = race_batch.RaceBatch.sweep
+
+    def sweep(self):
+        swept.append((list(self.log_nums), [[(bs.lo, bs.hi) for bs in bss] for bss in
+                                            self.log_bss], list(self.log_meta),
+                       self.buf[:self.used].copy()))
+        return orig_sweep(self)
+
+    monkeypatch.setattr(race_batch.RaceBatch, "sweep", sweep)
     monkeypatch.setattr(engine.Engine, "run", run)
     monkeypatch.setattr(engine_untimed.UntimedLoop, "_loop_functional", loop)
     monkeypatch.setattr(replay, "REPLAY", False)  # (every run by the engine)
@@ -66,13 +77,13 @@ def test_functional_loop_equals_the_general_loop(name, monkeypatch):
         for batch, races in ((True, True), (False, True), (True, False)):
             monkeypatch.setattr(race_batch, "BATCH", batch)
             n = len(loops)
-            del calls[:]
+            del calls[:], swept[:]
             fast = driver.run(program, inputs, mode="functional", check_races=races)
-            a, fast_calls = engines[-1], list(calls)
+            a, fast_calls, fast_swept = engines[-1], list(calls), list(swept)
             assert len(loops) > n  # (the functional loop ran)
             monkeypatch.setattr(engine_untimed, "FAST", False)
             n = len(loops)
-            del calls[:]
+            del calls[:], swept[:]
             ref = driver.run(program, inputs, mode="functional", check_races=races)
             b = engines[-1]
             assert len(loops) == n  # (the general loop ran)
@@ -80,6 +91,10 @@ def test_functional_loop_equals_the_general_loop(name, monkeypatch):
             _same(fast, ref)
             _same_engines(a, b)
             assert fast_calls == calls
+            # (the functional loop records the bulk race log inline: the same entries, rows)
+            assert len(fast_swept) == len(swept) == (batch and races and race_batch.BULK)
+            for (*fl, fb), (*rl, rbuf) in zip(fast_swept, swept):
+                assert fl == rl and np.array_equal(fb, rbuf)
             reported += bool(fast.reports_of("race"))
             deadlocks += bool(fast.reports_of("deadlock"))
     assert reported and deadlocks  # racy and deadlocked runs compared
