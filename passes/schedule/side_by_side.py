@@ -46,6 +46,7 @@ import sys
 from dataclasses import replace
 
 from .graph import ScheduleError
+from .list_schedule import BoundExceeded
 from .segment import SegmentCfg
 
 #: print each trial (run, windows, makespan before -> after) to stderr
@@ -58,6 +59,9 @@ MAX_GROUP = 8
 WINDOWS = (2, 4, 8)
 #: TPBs set aside for a run's feeders (:func:`feeders`), tried in turn; () switches this off
 ASIDE = (4, 8)
+#: side_by_side's trials resume from a checkpoint before the run (:func:`_shorter_at`); False:
+#: each trial built from the first segment (A/B, the tests compare both)
+RESUME = True
 #: each window layout is also tried with its pipelines' bands divided by these (at least one
 #: band per TPB row): the window's search costs a chain alone, with both DMA engines to itself,
 #: and so prefers many small bands -- each a q load and an output store -- which ``w`` chains
@@ -277,6 +281,7 @@ def side_by_side(s, segs: list[SegmentCfg], tl, keep: str, pool: tuple[int, ...]
         if not _whole_pool_chain(s, group0, n):
             continue
         best = None
+        held: dict = {}  # a plan holding a checkpoint before the run (:func:`_shorter_at`)
         for w in WINDOWS:
             if n % w or k < w:
                 continue
@@ -293,7 +298,7 @@ def side_by_side(s, segs: list[SegmentCfg], tl, keep: str, pool: tuple[int, ...]
                     trial += _group_on(lay, segs[a:b], pool, (gi % w) * size)
                 trial += segs[end:]
                 ref = tl if best is None else best[1]
-                tl2 = s.sched.shorter(trial, ref, keep)
+                tl2 = _shorter_at(s, trial, ref, keep, start, held)
                 if _DEBUG:
                     print(f"side_by_side: run at {start} ({k} groups), {w} windows, bands / {d}: "
                           f"{ref.makespan:.0f} -> {'-' if tl2 is None else round(tl2.makespan)}",
@@ -301,12 +306,34 @@ def side_by_side(s, segs: list[SegmentCfg], tl, keep: str, pool: tuple[int, ...]
                 if tl2 is not None:
                     best = (trial, tl2)
         for a in ASIDE:
-            trial = _aside(s, segs, run, pool, a, tl if best is None else best[1], keep)
+            trial = _aside(s, segs, run, pool, a, tl if best is None else best[1], keep, held)
             if trial is not None:
                 best = trial
         if best is not None:
             segs, tl = best
     return segs, tl
+
+
+def _shorter_at(s, trial: list[SegmentCfg], ref, keep: str, at: int, held: dict):
+    """``s.sched.shorter(trial, ref, keep)`` for a trial whose first ``at`` segments are those
+    of the plan before the run (module doc, "Resumed at the run"): the build asks for a
+    checkpoint before segment ``at`` and starts from the one ``held[at]`` holds, the plan
+    the latest trial built (to its end or to its bound: a stopped build's plan keeps the
+    checkpoints it took). :data:`RESUME` False: ``shorter`` as it is."""
+    if not RESUME:
+        return s.sched.shorter(trial, ref, keep)
+    try:
+        tl2 = s.sched.build(trial, bound=ref.makespan, keep=keep, base=held.get(at),
+                            checkpoints={at})
+    except BoundExceeded as e:
+        if at in e.plan.checkpoints:
+            held[at] = e.plan
+        return None
+    except ScheduleError:
+        return None
+    if at in tl2.checkpoints:
+        held[at] = tl2
+    return tl2 if tl2.makespan < ref.makespan else None
 
 
 def _topological(s, segs: list[SegmentCfg]) -> bool:
@@ -352,7 +379,7 @@ def feeders(s, segs: list[SegmentCfg], start: int, end: int) -> list[int]:
 
 
 def _aside(s, segs: list[SegmentCfg], run: list[tuple[int, int]], pool: tuple[int, ...],
-           a: int, ref, keep: str):
+           a: int, ref, keep: str, held: dict):
     """``(trial, plan)`` of the run's feeders (:func:`feeders`) on the last ``a`` TPBs of the
     pool and its groups side by side on windows of the rest, when the whole plan is shorter
     than ``ref``; else None. Why: the feeders write in groups (q's RoPE of each group of heads)
@@ -433,7 +460,7 @@ def _aside(s, segs: list[SegmentCfg], run: list[tuple[int, int]], pool: tuple[in
                           file=sys.stderr)
                 break
             r = ref if best is None else best[1]
-            tl2 = s.sched.shorter(trial, r, keep)
+            tl2 = _shorter_at(s, trial, r, keep, first, held)
             if _DEBUG:
                 print(f"side_by_side: run at {start} ({k} groups), {a} TPBs aside for "
                       f"{len(feed)} feeders, {w} windows, bands / {d}: {r.makespan:.0f} -> "

@@ -89,3 +89,60 @@ def test_group_on_window_keeps_its_own_ops_and_moves_tpbs():
     assert out[0] is group2[0]
     assert [(st.op, st.tpbs) for st in out[1].stages] == \
         [("mm2", (4,)), ("sm2", (5,)), ("pv2", (6, 7))] and out[1].kind == "pipeline"
+
+
+def _prefill_graph():
+    """A W8A8 prefill layer of 4 heads of 64 at 256 tokens (weights by shape): on 8 TPBs the
+    heads' chains are a run that side_by_side tries on windows (6 trials)."""
+    from m100.frontend import llm
+    from m100.frontend.mlir_load import shared_context
+    from m100.passes.graph.m100_graph import M100Graph
+    from m100.passes.schedule.from_ir import from_module
+    from m100.targets.m100.machine import get_machine
+    from m100.tools import driver
+    cfg = llm.LlamaConfig("t", 256, 4, 4, 512, 128, 1)
+    model, _ = llm.build(cfg, "layer", "prefill", context=256, seed=1, quant="w8a8",
+                         weights="shape")
+    ctx = shared_context()
+    module, _ = driver.load_model(model, ctx)
+    M100Graph().apply(ctx, module)
+    return from_module(module, get_machine("m100").cvu_max_stages).graph
+
+
+def test_trials_resumed_at_the_run_are_the_full_builds(monkeypatch):
+    """Session 29: side_by_side's trials start from a checkpoint before the run
+    (``_shorter_at``, ``RESUME``). Oracle: the same placement with every trial built from the
+    first segment (``RESUME = False``): each trial's answer (its plan, or None) and the task
+    count after it (the search budget's measure, also for trials stopped at their bound), the
+    final plan and segments. And the test checks something: trials were resumed at the run."""
+    from m100.passes.schedule import placement, resume
+    from m100.passes.schedule import side_by_side as sbs
+    from m100.targets.m100.machine import get_machine
+    m = get_machine("m100")
+    orig, restore = sbs._shorter_at, resume.Checkpoint.restore
+    got, restored = {}, []
+
+    def spy(s, trial, ref, keep, at, held):
+        r = orig(s, trial, ref, keep, at, held)
+        got[sbs.RESUME].append((at, None if r is None else r.to_json(), s.sched.tasks_built))
+        return r
+
+    def restore_spy(self, bld, segs):
+        restored.append(self.index)
+        return restore(self, bld, segs)
+
+    monkeypatch.setattr(sbs, "_shorter_at", spy)
+    monkeypatch.setattr(resume.Checkpoint, "restore", restore_spy)
+    out = {}
+    for on in (False, True):
+        monkeypatch.setattr(sbs, "RESUME", on)
+        got[on] = []
+        restored.clear()
+        pl = placement.schedule(_prefill_graph(), m, tpbs=8)
+        out[on] = (pl.timeline.to_json(), pl.segments)
+        if on:
+            runs = {at for at, _, _ in got[on]}
+            assert len(got[on]) >= 4 and len(runs) == 1
+            assert sum(i in runs for i in restored) >= len(got[on]) - 1
+    assert got[True] == got[False]
+    assert out[True] == out[False]
