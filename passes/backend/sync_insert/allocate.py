@@ -80,19 +80,29 @@ def allocate(red: Reduced, machine, *, budget: int | None = None,
         raise SyncError(f"sync-insert: counter budget {budget} outside 1..{machine.su_counters}")
     blocks = red.graph.blocks
     extra: dict[tuple[int, int], Hazard] = {}
+    kept: list[HbGraph] = []  # the graph of the kept needs with its clocks, before a change
     for _ in range(64):
         needs = dict(red.kept)
         for key, h in extra.items():
             needs[key] = (h if key not in needs else
                           Hazard(key[0], key[1], np.maximum(needs[key].need, h.need),
                                  needs[key].why + h.why))
-        if extra:
+        if extra and kept:
+            # the kept needs' graph and clocks as the first round found them, plus the
+            # serializing orderings: the same happens-before as the graph of ``needs`` (a key
+            # in both gives both need vectors' edges, the larger block implies the smaller),
+            # so the same clocks, without sweeping them again from the first node
+            g = kept[0].fork()
+            for (i, j), h in extra.items():
+                g.add_need(i, j, h.need)
+        elif extra:
             g = HbGraph(red.graph.insts, blocks)
             for (i, j), h in needs.items():
                 g.add_need(i, j, h.need)
         else:  # the reduction's graph of the kept needs (with its clocks), unchanged here
             g = red.graph
-        al, pending = _allocate_once(needs, g, machine, budget, on_budget)
+        al, pending = _allocate_once(needs, g, machine, budget, on_budget,
+                                     kept if (KEEP_CLOCKS and not extra) else None)
         grew = False
         for (i1, k1, i2) in pending:
             old = extra.get((i1, i2))
@@ -111,7 +121,9 @@ def allocate(red: Reduced, machine, *, budget: int | None = None,
                     f"{budget} per TPB did not converge; raise the budget")
 
 
-def _allocate_once(needs, g, machine, budget, on_budget):
+def _allocate_once(needs, g, machine, budget, on_budget, keep=None):
+    """One allocation of every TPB's counters over the graph ``g`` of ``needs``; ``keep``
+    (a list) receives a fork of ``g`` before the first serializing edge changes it."""
     insts = g.execs  # executors per instruction
     al = Allocation()
     blocks = g.blocks
@@ -200,7 +212,11 @@ def _allocate_once(needs, g, machine, budget, on_budget):
                         h.append(ci)
             evs = sorted(e for ch in cs["chans"] for e in chan_events[ch])
             al.events[(t, ci)] = evs
-            if len(cs["writers"]) > 1:
+            # a counter no channel was merged into is a happens-before chain already: each
+            # channel took it over after its tail, or opened it (_serialize would find nothing)
+            if len(cs["writers"]) > 1 and (cs.get("merged") or not MERGED_ONLY):
+                if keep is not None and not keep:
+                    keep.append(g.fork())
                 _serialize(al, g, t, ci, evs, pending)
     _align_ids(al, budget)
     return al, pending
@@ -308,6 +324,12 @@ SEGMENT_HINTS = True
 # False: an allocation over the budget (whole channels, or segments to be retried) is made to its
 # end though only its count is read (the tests compare both ways)
 EARLY_STOP = True
+# False: every counter with several writers is serialized (tested pair by pair), not only those
+# a channel was merged into (the tests compare both ways)
+MERGED_ONLY = True
+# False: a round after the first builds the graph of its needs and sweeps its clocks anew,
+# instead of forking the first round's graph of the kept needs (the tests compare both ways)
+KEEP_CLOCKS = True
 
 
 def _can_monitor(e: Executor, t: int) -> bool:
@@ -370,6 +392,8 @@ def _greedy(g, chans, chan_events, budget, decisions=None, t=None, hint=None,
                                     for w in sorted(counters[slot]["writers"] | {ch[0]})
                                     if not _can_monitor(w, t))})
         cs = counters[slot]
+        if merged is not None:
+            cs["merged"] = True
         if "evs" in cs:
             if merged is None:
                 merged = _merged_cost(g, cs["evs"], cs["cost"], evs, t)
