@@ -310,3 +310,28 @@ def test_rounds_from_kept_clocks_and_serializing_only_merges(seed, monkeypatch):
     # rounds: seeds 0 and 3 took 3 and 4 (the kept graph forked again), 2, 4 and 5 one
     assert got[0][4] == {0: 3, 2: 1, 3: 4, 4: 1, 5: 1}.get(seed, got[0][4]) and \
         (got[0][4] > 1 or seed in (2, 4, 5))
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_pairs_by_weight_arrays_are_the_counter(seed, monkeypatch):
+    """The pairs of slots signalled together, most often first and ties by the pair
+    (``_align_ids``), on arrays (``PAIR_ARRAYS``): the list the Counter over each instruction's
+    combinations gives, on random signals (1 to 20 TPBs an instruction, counter ids up to 63,
+    many equal counts; none, and single slots) -- and the same program, certificate and
+    decisions of ``insert_sync`` both ways at budgets 1-3 and unlimited."""
+    rng = np.random.default_rng(3700 + seed)
+    for n in (0, 1, 5, 300):
+        ic = {}
+        for i in range(n):
+            for t in rng.choice(56, size=int(rng.integers(1, 21)) if i % 3 else 1, replace=False):
+                ic[(int(rng.integers(10_000)) if seed % 2 else i, int(t))] = int(rng.integers(64))
+        assert A._pairs_by_weight(ic) == A._pairs_by_weight_loop(ic)
+    prog = progs.random_program(3700 + seed, n=60, slots=4, ddr_slots=2)
+    budget = None if seed == 5 else 1 + seed % 3
+    got = []
+    for arrays in (True, False):
+        monkeypatch.setattr(A, "PAIR_ARRAYS", arrays)
+        res = insert_sync(prog, TINY, counter_budget=budget, stream_blocks=2 if seed % 2 else None)
+        got.append(([i.sync for i in res.instructions], res.certificate, res.counters_used,
+                     res.decisions))
+    assert got[0] == got[1]
