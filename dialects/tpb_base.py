@@ -4,6 +4,7 @@ slots, ISA conversion, the two-level verifier) and helpers. See :mod:`m100.diale
 from __future__ import annotations
 
 import math
+from operator import is_
 from collections.abc import Sequence
 from typing import ClassVar
 
@@ -106,6 +107,13 @@ def _fval(a: Attribute | None, default: float = 0.0) -> float:
 def _ival(a: Attribute | None, default: int = 0) -> int:
     return default if a is None else int(a.value.data)  # type: ignore[union-attr]
 
+
+
+def _same_key(old: tuple, new: tuple) -> bool:
+    """Two memo keys of :meth:`InstrOp._memo_key` hold the same objects, position by position
+    (identity: an equal attribute of another identity is a miss, never a wrong hit; the memo
+    holds the old key's objects, so no identity of it is reused)."""
+    return len(old) == len(new) and all(map(is_, old, new))
 
 
 # ----------------------------------------------------------------------------------------------
@@ -292,8 +300,21 @@ class InstrOp(IRDLOperation):
         return self._to_instruction(synthesize)
 
     def _memo_key(self, synthesize: bool) -> tuple:
-        return (synthesize, *self.properties.items(), *self.attributes.items(),
-                *(b.type for b in self.bufs))
+        """What :meth:`to_instruction` is a function of, flat, compared by identity
+        (:func:`_same_key`): the properties and attributes (names and values; their counts keep the
+        two apart), the operand count, and with ``synthesize`` the buffer operands' types (stand-in
+        walks are made from them). Without ``synthesize`` the instruction does not read the types:
+        every walk is a ``#twu.walk`` property (:meth:`isa_walks`), the kinds' ``_build`` read
+        properties only -- ``test_instruction_memo`` changes a buffer's type under a kept memo and
+        compares with a fresh build. Until session 29 the key was the properties' and attributes'
+        ``(name, value)`` pairs and every buffer's type, compared by a Python loop: ~10 us an
+        instruction, paid by the final verification and again by the emission (the 7B prefill layer:
+        62 892 instructions)."""
+        p, a = self.properties, self.attributes
+        if synthesize:
+            return (True, len(p), *p, *p.values(), len(a), *a, *a.values(),
+                    *(b.type for b in self.bufs))
+        return (False, len(p), *p, *p.values(), len(a), *a, *a.values(), len(self._operands))
 
     def remember_instruction(self, inst: Instruction) -> None:
         """Record ``inst`` as :meth:`to_instruction` of the op as it is now (a pass that has just
@@ -305,13 +326,12 @@ class InstrOp(IRDLOperation):
         """The ISA instruction (resolved ops). Raises VerifyException naming a missing field.
 
         Memoized on the op: the instruction is a function of the op's properties, attributes and
-        buffer operand types, all immutable attributes, so it is rebuilt only when one of them
-        is replaced (compared by identity; the memo holds them, so identities stay valid)."""
+        operand count (and, for the stand-in walks of ``synthesize``, its buffer operands' types),
+        all immutable attributes, so it is rebuilt only when one of them is replaced (compared by
+        identity; the memo holds them, so identities stay valid)."""
         key = self._memo_key(synthesize)
         memo = self.__dict__.get("_m100_inst")
-        if memo is not None and len(memo[0]) == len(key) and all(
-                a is b or (type(a) is tuple and a[0] == b[0] and a[1] is b[1])
-                for a, b in zip(memo[0], key)):
+        if memo is not None and _same_key(memo[0], key):
             return memo[1]
         inst = self._to_instruction(synthesize)
         self.__dict__["_m100_inst"] = (key, inst)
