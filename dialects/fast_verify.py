@@ -26,6 +26,9 @@ access; the slices returned are the same ``op.operands[a:b]``).
 
 And xDSL's ``IsolatedFromAbove.verify`` is replaced (at import) by :func:`_isolated_from_above`,
 the same walk with the ancestor test answered by the blocks walked (``ISOLATED = False``: xDSL's).
+The classes installed here also get :func:`_leaf_verify` as ``Operation.verify`` (xDSL's checks
+of an op without regions, in the same order, without its per-operand ABC ``isinstance``;
+``LEAF = False``: xDSL's).
 """
 
 from __future__ import annotations
@@ -34,7 +37,7 @@ import struct
 from collections.abc import Callable
 
 from xdsl.dialects.builtin import ArrayAttr, ArrayOfConstraint, DenseArrayBase, i32
-from xdsl.ir import Attribute, BlockArgument, Operation, OpResult, Region
+from xdsl.ir import Attribute, BlockArgument, ErasedSSAValue, Operation, OpResult, Region
 from xdsl.irdl import (AttrSizedOperandSegments, OpDef, OptAttributeDef, OptPropertyDef,
                        irdl_op_definition)
 from xdsl.irdl.constraints import (AnyAttr, AttrConstraint, BaseAttr, EqAttrConstraint,
@@ -245,7 +248,8 @@ def _compile(op_def: OpDef) -> Callable[[Operation], bool]:
         if len(res) != nres:
             return False
         if r0 is not None:  # one result (most ops): no generator
-            if not r0(res[0].type):
+            (r,) = res  # (unpacked: ``SSAValues.__getitem__`` is a Python method)
+            if not r0(r.type):
                 return False
         elif not all(f(r.type) for f, r in zip(rpreds, res)):
             return False
@@ -262,9 +266,12 @@ def _compile(op_def: OpDef) -> Callable[[Operation], bool]:
                 return False
         else:
             sizes = (len(ops),)
+        # the operand types once, sliced per group (a slice of ``SSAValues`` is a Python
+        # ``__getitem__`` making a new ``SSAValues``)
+        types = [o.type for o in ops]
         at = 0
         for g, n in zip(groups, sizes):
-            if not g([o.type for o in ops[at:at + n]]):
+            if not g(types[at:at + n]):
                 return False
             at += n
         return True
@@ -294,10 +301,48 @@ def install(cls: type, custom: Callable[[Operation], None] | None) -> type:
             custom(self)
 
     cls.verify_ = verify_  # type: ignore[attr-defined]
+    if cls.verify is Operation.verify:  # (no regions / successors defined; no own ``verify``)
+        cls.verify = _leaf_verify  # type: ignore[method-assign]
     if any(isinstance(o, AttrSizedOperandSegments) for o in op_def.options):
         for i, (name, _) in enumerate(op_def.operands):
             setattr(cls, name, _VariadicOperands(i))
     return cls
+
+
+_ERASED: dict[type, bool] = {}
+
+
+def _leaf_verify(self: Operation, verify_nested_ops: bool = True) -> None:
+    """xDSL's ``Operation.verify`` for an op of a class :func:`install` handles (one that
+    defines no regions and no successors: every ``tpb`` instruction, ``hbsm`` and ``sync`` op).
+
+    An op that has no regions and no successors and is not the last op of its block (where
+    xDSL checks the terminator rules) gets the same checks in the same order: no operand is an
+    ``ErasedSSAValue`` (the class asked once per class: ``isinstance`` against xDSL's ABC-based
+    classes is a Python call per operand), then its ``verify_`` with xDSL's error. Any other op
+    -- regions or successors after all, the last op of a block -- gets xDSL's method itself.
+    ``LEAF = False``: xDSL's method always (``test_leaf_verify_is_xdsls``)."""
+    if not LEAF or self.regions or self._successors:  # noqa: SLF001
+        return _XDSL_OP_VERIFY(self, verify_nested_ops)
+    block = self.parent
+    if block is not None and block._last_op is self:  # noqa: SLF001 - ``last_op``
+        return _XDSL_OP_VERIFY(self, verify_nested_ops)
+    for operand in self._operands:  # noqa: SLF001 - the tuple ``operands`` views
+        t = type(operand)
+        e = _ERASED.get(t)
+        if e is None:
+            e = _ERASED[t] = issubclass(t, ErasedSSAValue)
+        if e:
+            raise ValueError("Erased SSA value is used by the operation")
+    try:
+        self.verify_()
+    except VerifyException as err:
+        self.emit_error(f"Operation does not verify: {err}", err)
+
+
+#: False: xDSL's ``Operation.verify`` for every op (tests compare both)
+LEAF = True
+_XDSL_OP_VERIFY = Operation.verify
 
 
 def fast_op_definition(cls: type) -> type:

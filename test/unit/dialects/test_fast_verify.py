@@ -299,3 +299,62 @@ def test_isa_guard_rewords_only_m100_errors():
     with pytest.raises(KeyError) as got:
         isa_guard(boom, err, prefix="pre: ")
     assert got.value is err
+
+
+# --- Operation.verify of the installed classes (_leaf_verify) -----------------------------------
+def _answer(fn, op) -> str:
+    """"ok", or the class and message of what ``fn(op)`` raised."""
+    try:
+        fn(op)
+    except Exception as e:  # noqa: BLE001 - any error: compared as it is
+        return f"{type(e).__name__}: {e}"
+    return "ok"
+
+
+def _placements(op):
+    """``op`` alone; between two ops of a block; the last op of a block in a region of an op that
+    wants a terminator (xDSL's terminator rules); the only op of such a block."""
+    from xdsl.dialects.test import TestOp
+
+    yield "alone", op
+    for where in ("middle", "last", "only"):
+        mut = op.clone()
+        ops = {"middle": [TestOp(), mut, TestOp()], "last": [TestOp(), mut],
+               "only": [mut]}[where]
+        TestOp(regions=[Region(Block(ops))])
+        yield where, mut
+
+
+@pytest.mark.parametrize("op", OPS, ids=lambda o: o.name)
+def test_leaf_verify_is_xdsls(op):
+    """The installed ``Operation.verify`` of every class: the same answer (error class and
+    message, or none) as xDSL's ``Operation.verify`` on the structural mutants, on a bad
+    ``verify_``, with an erased operand, placed alone / mid-block / last in a block / alone in a
+    block of an op that needs a terminator."""
+    from xdsl.ir import ErasedSSAValue
+
+    assert type(op).verify is fast_verify._leaf_verify
+    seen = set()
+    muts = [(what, type(op).create(**parts)) for what, parts in _mutants(op)]
+    if op.operands:
+        p = _parts(op)
+        erased = ErasedSSAValue(op.operands[0].type, op.operands[0])
+        muts.append(("erased operand", type(op).create(**{**p, "operands": [erased]
+                                                          + p["operands"][1:]})))
+    bad = _parts(op)
+    bad["properties"] = {**bad["properties"], "bogus": UnitAttr()}
+    muts.append(("bogus property", type(op).create(**bad)))
+    for what, mut in muts:
+        for where, placed in _placements(mut):
+            got = _answer(lambda o: o.verify(), placed)
+            want = _answer(fast_verify._XDSL_OP_VERIFY, placed)
+            assert got == want, f"{op.name}: {what}, {where}"
+            seen.add(want == "ok")
+    assert seen == {True, False}
+
+
+def test_leaf_verify_off_is_xdsls(monkeypatch):
+    """``LEAF = False``: the installed method is xDSL's (the modules verify as before)."""
+    monkeypatch.setattr(fast_verify, "LEAF", False)
+    for m in MODULES.values():
+        m.verify()
