@@ -328,18 +328,25 @@ class ViewOp(IRDLOperation):
                                   f"{a.num_slots} slots")
 
 
+_OWNER_KIND: dict[type, int] = {}
+
+
 def buffer_range(value: SSAValue) -> tuple[int, int] | None:
     """[start, end) bytes of a buffer value if it is allocated (alloc/fifo with offset or a view of
     one), else None. A view's range covers its box in the selected slot (or in every slot)."""
     owner = value.owner
-    if isinstance(owner, (AllocOp, FifoOp)):
+    k = _OWNER_KIND.get(type(owner))
+    if k is None:  # the classes asked once per class (xDSL's ops: an ABC ``isinstance`` each)
+        k = _OWNER_KIND[type(owner)] = (1 if isinstance(owner, (AllocOp, FifoOp)) else
+                                        2 if isinstance(owner, ViewOp) else 0)
+    if k == 1:
         off = owner.offset  # (read once: the final verification asks ~41 000 times a program)
         if off is None:
             return None
         t: BufferType = owner.results[0].type  # type: ignore[assignment]  # = owner.result's
         start = off.value.data
         return start, start + t.total_bytes
-    if isinstance(owner, ViewOp):
+    if k == 2:
         parent = buffer_range(owner.source)
         if parent is None:
             return None

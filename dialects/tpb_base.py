@@ -361,19 +361,26 @@ class InstrOp(IRDLOperation):
     # --- verification ----------------------------------------------------------------------------
     def verify_(self) -> None:
         me = self.describe  # formatted for a message only (~16 000 instructions a program)
-        if len(set(n.data for n in self.buf_slots.data)) != len(self.buf_slots.data) or \
-                len(self.buf_slots.data) != len(self.bufs):
+        names = [n.data for n in self.buf_slots.data]
+        bufs_ = self.bufs
+        if len(set(names)) != len(names) or len(names) != len(bufs_):
             raise VerifyException(f"{me()}: each buffer operand needs exactly one distinct slot name")
-        allowed = set(self.required_slots()) | set(self.optional_slots())
-        bufs, accs = self.slot_buffers(), self.slot_accesses()
+        required = self.required_slots()
+        allowed = set(required).union(self.optional_slots())
+        # (the slots' buffers and walks read in place: ``slot_buffers`` / ``slot_accesses`` copy)
+        bufs, accs = dict(zip(names, bufs_)), self.walks.data
         for name in set(bufs) | set(accs):
             if name not in allowed:
                 raise VerifyException(f"{me()}: unknown operand slot '{name}' (expected: "
                                       f"{', '.join(self.required_slots() + self.optional_slots())})")
-        for name in self.required_slots():
+        for name in required:
             if name not in bufs and name not in accs:
                 raise VerifyException(f"{me()}: operand '{name}' has neither a buffer nor a walk")
         for name, acc in accs.items():
+            if type(acc) is WalkAttr:  # (the resolved level's every operand: no ABC isinstance)
+                if name in bufs:
+                    self._check_walk_in_buffer(name, acc, bufs[name])
+                continue
             if not isinstance(acc, (WalkAttr, AccessAttr)):
                 raise VerifyException(f"{me()}: operand '{name}' must be a #twu.walk or #twu.access")
             if isinstance(acc, AccessAttr):
