@@ -23,6 +23,7 @@ from xdsl.ir import Operation
 from xdsl.utils.exceptions import VerifyException
 
 from m100.dialects.tpb import OP_BY_KIND, InstrOp, ProgramOp, SegmentOp, StreamOp, SymbolOp
+from m100.dialects.tpb_program import programs
 from m100.dialects.sync import machine_of
 from m100.dialects.twu import SPACE_BY_NAME, SPACE_NAMES
 from m100.errors import M100Error
@@ -40,10 +41,7 @@ def op_to_instruction(op: Operation) -> Instruction:
     """The ISA instruction of one resolved ``tpb`` instruction op."""
     if not isinstance(op, InstrOp):
         raise TranslateError(f"'{op.name}' is not a tpb instruction op")
-    try:
-        return op.to_instruction()
-    except VerifyException as e:
-        raise TranslateError(str(e)) from None
+    return _instruction(op)
 
 
 def instruction_to_op(inst: Instruction) -> InstrOp:
@@ -56,13 +54,30 @@ def instruction_to_op(inst: Instruction) -> InstrOp:
 
 
 def _find_program(module: Operation) -> ProgramOp:
-    progs = [op for op in module.walk() if isinstance(op, ProgramOp)]
+    progs = programs(module)  # the walk's ProgramOps, without xDSL's generator per op (~85 000)
     if len(progs) != 1:
         raise TranslateError(f"expected exactly one 'tpb.program' in the module, found {len(progs)}")
     return progs[0]
 
 
 _IS_INSTR: dict[type, bool] = {}
+
+
+def _is_instr(o: Operation) -> bool:
+    """``isinstance(o, InstrOp)``, once per class (an ABC ``isinstance`` is a Python call)."""
+    t = type(o)
+    k = _IS_INSTR.get(t)
+    if k is None:
+        k = _IS_INSTR[t] = isinstance(o, InstrOp)
+    return k
+
+
+def _instruction(op: InstrOp) -> Instruction:
+    """:func:`op_to_instruction` of an op known to be an instruction op."""
+    try:
+        return op.to_instruction()
+    except VerifyException as e:
+        raise TranslateError(str(e)) from None
 
 
 def _count_instrs(op: Operation) -> int:
@@ -75,11 +90,7 @@ def _count_instrs(op: Operation) -> int:
         for block in region.blocks:
             o = block.first_op
             while o is not None:
-                t = type(o)
-                k = _IS_INSTR.get(t)
-                if k is None:
-                    k = _IS_INSTR[t] = isinstance(o, InstrOp)
-                if k:
+                if _is_instr(o):
                     n += 1
                 if o.regions:
                     n += _count_instrs(o)
@@ -113,16 +124,13 @@ def module_to_program(module: Operation, machine: Machine | None = None) -> Prog
         meta[MACHINE_SPEC_KEY] = spec
     out = Program(name, fp, metadata=meta)
 
-    def add(key: int, op: InstrOp) -> None:
-        out.streams.setdefault(key, []).append(op_to_instruction(op))
-
     for op in prog.body.ops:
         if isinstance(op, StreamOp):
             key = op.cluster.value.data
-            out.streams.setdefault(key, [])
+            stream = out.streams.setdefault(key, [])
             for inner in op.body.ops:
-                if isinstance(inner, InstrOp):
-                    add(key, inner)
+                if _is_instr(inner):  # (the class asked once per class, as ``_count_instrs``)
+                    stream.append(_instruction(inner))
         elif isinstance(op, InstrOp):
             inst = op_to_instruction(op)
             key = CCB_STREAM if isinstance(inst, Dma) else machine.cluster_of(inst.tpb)  # type: ignore
