@@ -130,6 +130,8 @@ class PlanBuilder(Transfers):
                         recipe.check_replay(self, si, seg, pieces, *hit)
                     else:
                         book.replay(self, si, pieces, *hit)
+                elif si < self.rec_from:  # no later build is expected to replay it
+                    self._compute_segment(si, seg, pieces)
                 else:
                     rec = book.start(self)
                     try:

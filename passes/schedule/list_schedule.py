@@ -68,6 +68,8 @@ class ListScheduler:
     #: the scheduler's :class:`.recipe.RecipeBook` in a whole-plan build that records and replays
     #: segments (:meth:`.timeline.Scheduler.build`); None: every segment built in full
     book = None
+    #: the first segment whose build :attr:`book` records (:func:`.recipe.record_from`)
+    rec_from = 0
     #: :meth:`_add_queued` skips a DMA engine whose lower bound can not beat the best engine so
     #: far; False: every engine is asked (the tests compare both)
     engine_bound = True

@@ -16,8 +16,11 @@ read is the same up to the numbering of the earlier tasks:
   each key: a read with its value (the key), or a write (later reads of that key read the
   segment's own work: deterministic, except ``written``, whose value is a choice by the times:
   such a segment is not recorded); ``tail_pending`` (a handful of entries) is keyed whole;
-* the rest of what the generation reads is the segment configuration, the later segments'
-  (late stores decide by them: the key holds ``segs[si:]`` by identity), the kept activations
+* the rest of what the generation reads is the segment configuration, the later segments
+  (late stores decide by the next ones: the plan's segment list is a :class:`RecList` while a
+  segment is recorded, which logs the segments read by index and the length if read; the key
+  holds them by identity -- until session 29 it held the whole suffix ``segs[si:]``, so a trial
+  that changed a later segment replayed none of the segments before it), the kept activations
   and their mode, the scheduler's caches (functions of the configuration) -- all in the key;
 * a replay maps the recorded external task ids to the ids the reads give now (an injective map:
   equal values read equal, distinct distinct) and creates the recorded tasks in order through
@@ -28,9 +31,11 @@ read is the same up to the numbering of the earlier tasks:
 A recording is refused (the segment is always built in full) when a task depends on an earlier
 task no logged read gave (a read the proxies do not see), when it reads ``written`` after writing
 it, or when it leaves late stores pending (paused generators: ``late``, ``pend``).
-``test_recipe.py``: every whole-plan build of the schedule of the seven compile_same models
-(and fuzz graphs) with recipes is the same plan (``Plan.to_json``) as without, and with
-:data:`CHECK` every replayed segment is also built in full and compared, task by task.
+Which builds record is a choice of speed alone (:func:`record_from`: most recordings of a trial
+that is not kept are never replayed). ``test_recipe.py``: every whole-plan build of the schedule
+of the seven compile_same models (and fuzz graphs) with recipes is the same plan
+(``Plan.to_json``) as without, and with :data:`CHECK` every replayed segment is also built in
+full and compared, task by task.
 """
 
 from __future__ import annotations
@@ -52,6 +57,7 @@ MAX_VARIANTS = 4
 _W = object()  # a key's first access was a write
 _MISSING = object()
 _TAINT = object()  # log key: a time-dependent value of the segment's own was read
+_LEN = object()  # log key of :class:`RecList`: the length of the segment list was read
 
 #: the builder's dicts whose reads are logged (``plan.prefetch`` too: "prefetch")
 PROXIED = ("barrier", "written", "n_written", "wboxes", "by_op", "kept_use")
@@ -108,6 +114,38 @@ class RecDict:
         return d.setdefault(k, v)
 
 
+class RecList:
+    """The plan's segment list seen through a log while a segment is recorded: the segments its
+    generation looks at (the late stores decide by the next ones, :meth:`.build_segments.
+    PlanBuilder._late_ok` ...) by index, and the length if it is read (an index out of range
+    reads it too). Only indexing by an int and ``len`` are defined (iteration, slices: a
+    TypeError, never an unlogged read)."""
+
+    __slots__ = ("l", "log")
+
+    def __init__(self, lst: list, log: dict):
+        self.l, self.log = lst, log
+
+    def __getitem__(self, j):
+        if type(j) is not int:
+            raise TypeError("internal: a segment list read by a slice (recipe.RecList)")
+        lst = self.l
+        if not 0 <= j < len(lst):
+            self.log.setdefault(_LEN, len(lst))
+            return lst[j]  # (an index from the end, or the IndexError)
+        s = lst[j]
+        self.log.setdefault(j, s)
+        return s
+
+    def __len__(self):
+        n = len(self.l)
+        self.log.setdefault(_LEN, n)
+        return n
+
+    def __iter__(self):
+        raise TypeError("internal: iteration over the logged segment list (recipe.RecList)")
+
+
 def _swap(bld, logs: list | None) -> None:
     """Put the builder's logged dicts behind :class:`RecDict`\\ s with the logs ``logs`` (in
     :data:`PROXIED` order, then the plan's ``prefetch``), or back (None)."""
@@ -141,6 +179,38 @@ def _ids(name: str, v) -> tuple[object, list[int]]:
     if name == "by_op":
         return tuple(_piece_key(p) for p in v), [p.compute for p in v]
     return v, []  # n_written, kept_use, prefetch: plain values
+
+
+#: :func:`record_from` (False: every compute segment a whole-plan build makes is recorded, A/B)
+SELECT = True
+
+
+def record_from(segs: list, tl, base, checkpoints) -> int:
+    """The first index of ``segs`` whose segments a whole-plan build records (:meth:`.timeline.
+    Scheduler.build`; ``tl``: its plan, with its kept activations chosen). A recording is
+    replayed only by a later build of the same configuration at the same index with the same
+    kept activations (and the same state read): so a trial (a build with a ``base`` or a
+    reference plan, the plan it would replace) whose kept activations differ from the base's
+    records nothing -- if it is not kept, no later build has them; else it records the segments
+    after the last one that differs from the base's (counted from the end; the changed ones are
+    new configurations that only a kept trial leaves in the plan; the ones before were built by
+    the builds before it). A build without a base records from its first checkpoint: the later
+    trials resume there, the segments before it are built again only by builds from scratch.
+    Only the speed depends on it: a segment not recorded is built in full (ResNet-50: 134 of
+    the 605 recordings of session 28, 90 of its 102 ever replayed, are still made)."""
+    if not SELECT:
+        return 0
+    if base is None:
+        return min(checkpoints, default=0)
+    if base.kept != tl.kept or base.kept_bcast != tl.kept_bcast:
+        return len(segs)
+    old = base.segments
+    k = 0
+    for a, b in zip(reversed(segs), reversed(old)):
+        if a is not b:
+            break
+        k += 1
+    return len(segs) - k
 
 
 class Recipe:
@@ -199,6 +269,8 @@ class RecipeBook:
             return v
 
         _swap(bld, logs)
+        rec["segs"] = {}
+        bld.tl.segments = RecList(bld.tl.segments, rec["segs"])
         bld.put, bld._touch, bld._wrote, bld._pf_wait = rec_put, rec_touch, rec_wrote, \
             rec_pf_wait
         return rec
@@ -206,6 +278,8 @@ class RecipeBook:
     def stop(self, bld) -> None:
         """Stop logging (also after a build stopped inside the segment)."""
         _swap(bld, None)
+        if type(bld.tl.segments) is RecList:
+            bld.tl.segments = bld.tl.segments.l
         for a in ("put", "_touch", "_wrote", "_pf_wait"):
             bld.__dict__.pop(a, None)
 
@@ -226,7 +300,7 @@ class RecipeBook:
                    tail_at=_added(bld.tail_at, rec["tail_at"]),
                    tail_dma=_added(tl.tail_dma, rec["tail_dma"]),
                    carry=(si in tl.carry) and not rec["carry"], groups=bld.n_groups - rec["groups_at"],
-                   late_bytes=dict(bld.late_bytes), suffix=tuple(tl.segments[si:]),
+                   late_bytes=dict(bld.late_bytes), suffix=tuple(rec["segs"].items()),
                    kept=(frozenset(tl.kept), tl.kept_bcast))
         self.recorded += 1
         lst = self.book.setdefault((si, id(seg)), [])
@@ -248,8 +322,7 @@ class RecipeBook:
         for i in range(len(lst) - 1, -1, -1):
             r = lst[i]
             raw = type(r) is dict
-            suf = r["suffix"] if raw else r.suffix
-            if len(suf) != len(segs) - si or any(a is not b for a, b in zip(suf, segs[si:])):
+            if not _same_segments(r["suffix"] if raw else r.suffix, segs):
                 continue
             if kept is None:
                 kept = (frozenset(tl.kept), tl.kept_bcast)
@@ -389,6 +462,19 @@ def _compile(raw: dict) -> Recipe | None:
     r.tail_at, r.tail_dma = tail_at, tail_dma
     r.carry, r.groups, r.late_bytes = raw["carry"], raw["groups"], raw["late_bytes"]
     return r
+
+
+def _same_segments(seen: tuple, segs: list) -> bool:
+    """Does ``segs`` have the segments (by identity) and the length a recording read
+    (:class:`RecList`)?"""
+    n = len(segs)
+    for j, s in seen:
+        if j is _LEN:
+            if s != n:
+                return False
+        elif j >= n or segs[j] is not s:
+            return False
+    return True
 
 
 def _added(d: dict, n: int) -> list:

@@ -39,7 +39,7 @@ from .plan import Plan
 
 # builder attributes that are not per-build state (the scheduler and its caches, the plan itself,
 # the op family modules)
-_NOT_STATE = frozenset(("s", "cm", "g", "tl", "families", "movement", "book"))
+_NOT_STATE = frozenset(("s", "cm", "g", "tl", "families", "movement", "book", "rec_from"))
 # immutable values or containers the builder replaces but never changes in place
 _SAME = frozenset(("bound", "n_groups", "fill_gap", "prefetch_depth", "dma_sync_latency",
                    "dma_queued", "isolated", "piece",

@@ -259,7 +259,7 @@ class Scheduler:
         ``tl``'s makespan; an infeasible trial is None too). ``kw``: more :meth:`build` options
         (``base``, ``checkpoints``). The whole-plan refinements try their changes with it."""
         try:
-            tl2 = self.build(trial, bound=tl.makespan, keep=keep, **kw)
+            tl2 = self.build(trial, bound=tl.makespan, keep=keep, ref=tl, **kw)
         except (BoundExceeded, ScheduleError):
             return None
         return tl2 if tl2.makespan < tl.makespan else None
@@ -282,7 +282,8 @@ class Scheduler:
 
     def build(self, segs: list[SegmentCfg], isolated: bool = False,
               bound: float = float("inf"), keep: str = "", base: Plan | None = None,
-              checkpoints: set[int] | frozenset[int] = frozenset(), tail: bool = False) -> Plan:
+              checkpoints: set[int] | frozenset[int] = frozenset(), tail: bool = False,
+              ref: Plan | None = None) -> Plan:
         """The plan of ``segs`` (tasks list-scheduled in order). ``isolated``: inputs are ready at
         cycle 0 (search). ``bound``: stop with :class:`BoundExceeded` as soon as a task ends at or
         after it (the makespan, the latest end, can then only be >= ``bound``: the search asks
@@ -296,7 +297,9 @@ class Scheduler:
         some TPB's TCU, free at ``f``, has work of the segments left that ends at or after the
         bound (:func:`_tail`): the same answer as building on, but fewer tasks are built and
         counted in :attr:`tasks_built` -- for the callers after which the search budget is not
-        read (``pipe_starts``)."""
+        read (``pipe_starts``). ``ref``: the plan a trial would replace (:meth:`shorter`'s; default
+        ``base``): which segments the build records for later builds (:func:`.recipe.record_from`;
+        the plan does not depend on it)."""
         tl = Plan(segments=list(segs))
         mode = keep
         keep, _, how = keep.partition("+")
@@ -336,6 +339,8 @@ class Scheduler:
             if self.recipes is None:
                 self.recipes = recipe.RecipeBook()
             st.book = self.recipes
+            st.rec_from = recipe.record_from(segs, tl, base if ref is None else ref,
+                                             checkpoints)
         left = self._tail(segs, first) if tail and bound < float("inf") and not isolated \
             else None
         try:

@@ -11,6 +11,7 @@ from m100.passes.schedule import placement, recipe, timeline
 from m100.passes.schedule.list_schedule import BoundExceeded
 from m100.targets.m100.machine import get_machine
 
+from .test_resume import placed  # noqa: F401 (the fixture: ResNet-18 64x64's final segments)
 from .test_weights_once import _graph
 
 M100 = get_machine("m100")
@@ -112,3 +113,83 @@ def test_recdict_logs_first_accesses():
             f(r)
     with pytest.raises(AttributeError):
         r.items()
+
+
+def test_reclist_logs_the_segments_read():
+    """The segment list's logging view: the segments read by index and the length (read, or
+    an index out of range); iteration and slices are errors, never unlogged reads."""
+    segs = ["a", "b", "c"]
+    log: dict = {}
+    r = recipe.RecList(segs, log)
+    assert r[1] == "b" and r[1] == "b"
+    assert log == {1: "b"}
+    assert len(r) == 3 and log[recipe._LEN] == 3
+    log.clear()
+    with pytest.raises(IndexError):
+        r[3]
+    assert log == {recipe._LEN: 3}
+    for f in (list, lambda x: x[0:2]):
+        with pytest.raises(TypeError):
+            f(r)
+    assert recipe._same_segments(((1, "b"), (recipe._LEN, 3)), segs)
+    assert not recipe._same_segments(((1, "b"), (recipe._LEN, 3)), segs + ["d"])
+    x, y = ["b"], ["b"]
+    assert recipe._same_segments(((0, x),), [x]) and not recipe._same_segments(((0, x),), [y])
+    assert not recipe._same_segments(((4, "b"),), segs)
+
+
+class _P:
+    def __init__(self, segments, kept=(), bcast=True):
+        self.segments, self.kept, self.kept_bcast = segments, set(kept), bcast
+
+
+def test_record_from(monkeypatch):
+    """Which segments a build records: a build without a base from its first checkpoint (or
+    all); a trial whose kept activations differ from the plan it would replace none; else the
+    segments after the last one that differs (by identity, counted from the end: a trial may
+    have another segment count)."""
+    a = [object() for _ in range(7)]
+    tl = _P(a)
+    assert recipe.record_from(a, tl, None, {5, 3}) == 3
+    assert recipe.record_from(a, tl, None, frozenset()) == 0
+    b = list(a)
+    b[2], b[4] = object(), object()
+    assert recipe.record_from(b, _P(b), _P(a), set()) == 5
+    assert recipe.record_from(a, _P(a), _P(a), {1}) == 0
+    assert recipe.record_from(b, _P(b, {"x"}), _P(a), set()) == 7
+    assert recipe.record_from(b, _P(b, bcast=False), _P(a), set()) == 7
+    c = a[:2] + [object(), object()] + a[3:]  # segment 2 split in two
+    assert recipe.record_from(c, _P(c), _P(a), set()) == 4
+    monkeypatch.setattr(recipe, "SELECT", False)
+    assert recipe.record_from(b, _P(b, {"x"}), _P(a), set()) == 0
+
+
+def _later_change(placed, monkeypatch, same_segments=None):
+    """The final segments built, then built again with the last compute segment a new object
+    of the same configuration (a trial of a later change): (the second build with recipes,
+    with each replay checked against its full build; the same without recipes; the replays)."""
+    from dataclasses import replace
+    s, segs, keep = placed
+    sched = s.sched
+    last = max(i for i, x in enumerate(segs) if x.kind != "dma")
+    trial = segs[:last] + [replace(segs[last])] + segs[last + 1:]
+    monkeypatch.setattr(recipe, "RECIPES", False)
+    want = sched.build(trial, keep=keep).to_json()
+    monkeypatch.setattr(recipe, "RECIPES", True)
+    monkeypatch.setattr(recipe, "CHECK", True)
+    if same_segments is not None:
+        monkeypatch.setattr(recipe, "_same_segments", same_segments)
+    sched.recipes = None
+    base = sched.build(segs, keep=keep)
+    got = sched.build(trial, keep=keep, ref=base)
+    return got.to_json(), want, sched.recipes.replayed
+
+
+def test_a_later_change_replays_the_segments_before_it(placed, monkeypatch):
+    """A recording's key holds the later segments its generation read, not all of them (until
+    session 29): a trial that changes only the last compute segment replays the segments
+    before it (each checked against its full build; the plan is the one without recipes)."""
+    got, want, replayed = _later_change(placed, monkeypatch)
+    assert got == want
+    n = sum(x.kind != "dma" for x in placed[1])
+    assert replayed >= n - 3, (replayed, n)
