@@ -185,9 +185,14 @@ class CostModel:
                           dst: str = "hbsm", broadcast: bool = False) -> float:
         """The engine time one transfer of a back-to-back stream of equal ones takes
         (:meth:`dma_occupancy` of its :meth:`dma_cycles`): what the tiler counts to judge how
-        loaded the engines are."""
-        return self.dma_occupancy(self.dma_cycles(nbytes, src, engines_active, dst, broadcast),
-                                  src, dst)
+        loaded the engines are. Memoized by arguments, as :meth:`dma_cycles` (the tiler asks
+        it for every candidate tiling)."""
+        key = ("engine", nbytes, src, engines_active, dst, broadcast)
+        r = self._memo.get(key)
+        if r is None:
+            r = self._memo[key] = self.dma_occupancy(
+                self.dma_cycles(nbytes, src, engines_active, dst, broadcast), src, dst)
+        return r
 
     def dma_occupancy(self, cycles: float, src: str = "ddr", dst: str = "hbsm") -> float:
         """The engine time of a transfer of ``cycles`` (:meth:`dma_cycles`) in a back-to-back
@@ -242,7 +247,8 @@ class CostModel:
     # ---------------------------------------------------------------- HBSM
     def align(self, nbytes: float) -> int:
         """A buffer size rounded up to the HBSM bank width (the allocation granule)."""
-        return round_up(max(1, math.ceil(nbytes)), self.machine.hbsm_bank_width)
+        bw = self.machine.hbsm_bank_width  # round_up(max(1, ceil(nbytes)), bw), written out
+        return -(-max(1, math.ceil(nbytes)) // bw) * bw
 
     # ---------------------------------------------------------------- ops
     def piece_cycles(self, g: OpGraph, op: Op, rows: int, cols: int, k: int | None = None) -> float:

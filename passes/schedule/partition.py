@@ -81,6 +81,21 @@ VECTOR_ONCE = True
 #: (session 19, LLaMA2-7B W8A8 prefill layer: the room taken by larger K chunks of Q / K / V
 #: left none for the next projection's weights, 3 546 454 predicted against 3 372 682)
 ONCE_TILES = False
+#: :func:`tile_piece` sums a contraction tiling's footprint without making its buffers (they are
+#: made only for a tiling that becomes the best); True: every best's buffers are summed again
+#: and compared (an internal error if they differ; a few bests per call); "all" (tests): every
+#: candidate's buffers are made and compared.
+CHECK_FOOTPRINT: bool | str = True
+
+
+def _check_fp(op: Op, bufs: list[tuple], fp: int, two_slots: bool, extra_a: int,
+              extra_o: int) -> None:
+    """``fp`` (the tiler's sum) against the buffers ``bufs`` (role, slot bytes, slots, unit) of
+    its tiling (plus the slots ``ONCE_TILES`` counts when the tiling is chosen with two)."""
+    want = sum(b[1] * b[2] for b in bufs) + ((extra_a + extra_o) if two_slots else 0)
+    if fp != want:
+        raise ScheduleError(f"internal: op '{op.name}': the tiler's footprint {fp} is not its "
+                            f"buffers' {want}")
 
 
 def _candidates(total: int, align: int, limit: int = 8) -> list[int]:
@@ -273,28 +288,67 @@ def tile_piece(cm: CostModel, g: OpGraph, op: Op, rows: int, cols: int,
         pb_ = dtype_bytes(g.tensors[op.attrs["post_in"]].dtype) if op.attrs.get("post_in") \
             else 0
         adma_of: dict[int, float] = {}  # per K chunk: the engine time of one activation DMA
+        w4 = "w4" in op.attrs
+        if w4:  # int4 weights: their f16 scales per block of K
+            sb, blk = dtype_bytes(g.tensors[op.attrs["w4"][0]].dtype), op.attrs["w4"][1]
+            scale_all = {tc: cm.align(ceil_div(geo.k, blk) * tc * wshare * sb) for tc in tc_cands}
+            scale_of = {(tc, tk): cm.align(ceil_div(tk, blk) * tc * sb)
+                        for tc in tc_cands for tk in k_cands}
+        n_partial = 2 * (kparts - 1)
+        align = cm.align
+        piece_cycles = cm.piece_cycles
+        engine_cycles = cm.dma_engine_cycles
+
+        def buffers(tr, tc, tk, aslot, aslots, wslot, wslots, oslot, one_tile, post_buf,
+                    bias_buf, rq_slot, o_out, streamed):
+            """The buffers of a tiling as (role, slot bytes, slots, unit), in :class:`Buffer`
+            order (made only for a tiling that becomes the best; its footprint is computed
+            below without them: :data:`CHECK_FOOTPRINT`)."""
+            bufs = [("act", aslot, aslots, unit),
+                    ("weight", wslot, wslots, unit),
+                    ("out", oslot, 1 if one_tile else 2, unit)]
+            if post_buf is not None:  # the epilogue's [rows, cols] operand
+                bufs.append(post_buf)
+            if bias_buf is not None:  # a bias vector per column tile, resident
+                bufs.append(bias_buf)
+            if w4:
+                if tk < geo.k and tc >= cols:  # all of K's, loaded once
+                    # (kinds.tcu.scales_resident)
+                    # (a weight group's: ``wshare`` column parts' of them, one broadcast)
+                    bufs.append(("scale", scale_all[tc], 1, unit))
+                else:
+                    bufs.append(("scale", scale_of[(tc, tk)], 2 if streamed else 1, unit))
+            if rq_slot:  # per-channel requant (multiplier, shift) pairs
+                bufs.append(("requant", rq_slot, 2 if streamed else 1, unit))
+            if kparts > 1:  # part 0: the others' partial sums and the reduced tile
+                bufs += [("partial", oslot, n_partial, "dtdu"), ("red_out", o_out, 2, "cvu")]
+            return bufs
+
         for tr in tr_cands:
             in_rows = _in_rows(g, op, tr) if conv else tr
             m = tr * geo.row_elems
             n_rows = ceil_div(rows, tr)
             if conv:
-                aslot_of = {tk: cm.align(in_rows * op.attrs["w"] * (tk // kwin) * groups * ab)
+                aslot_of = {tk: align(in_rows * op.attrs["w"] * (tk // kwin) * groups * ab)
                             for tk in k_cands}
             else:
-                aslot_of = {tk: cm.align(tr * geo.row_elems *
-                                         (K if act_resident or act_whole else tk) * ab)
+                aslot_of = {tk: align(tr * geo.row_elems *
+                                      (K if act_resident or act_whole else tk) * ab)
                             for tk in k_cands}
             for tc in tc_cands:
                 n_tiles = n_rows * ceil_div(cols, tc)
                 one_tile = once and tr >= rows and tc >= cols  # ``once``: one slot of each
                 # the buffers that depend on the tile's rows and columns only
-                post_buf = ("post_in", cm.align(m * tc * pb_), 1 if one_tile else 2, unit) \
+                post_buf = ("post_in", align(m * tc * pb_), 1 if one_tile else 2, unit) \
                     if pb_ else None
-                bias_buf = ("bias", cm.align(tc * 4), ceil_div(cols, tc), unit) \
+                bias_buf = ("bias", align(tc * 4), ceil_div(cols, tc), unit) \
                     if len(ws) > 1 else None
-                rq_slot = cm.align(tc * 8) if "rq_table" in op.attrs else 0
-                o_acc = cm.align(m * tc * 4)  # a K-chunked tile's f32 (i32) accumulator
-                o_out = cm.align(m * tc * ob)  # the tile in its output type
+                rq_slot = align(tc * 8) if "rq_table" in op.attrs else 0
+                o_acc = align(m * tc * 4)  # a K-chunked tile's f32 (i32) accumulator
+                o_out = align(m * tc * ob)  # the tile in its output type
+                oslots = 1 if one_tile else 2
+                fp_tc = (post_buf[1] * post_buf[2] if post_buf is not None else 0) + \
+                    (bias_buf[1] * bias_buf[2] if bias_buf is not None else 0)
                 for tk in k_cands:
                     streamed = tk < K or tc < cols
                     # one K chunk per part and one instruction tile: the weight never streams
@@ -306,56 +360,43 @@ def tile_piece(cm: CostModel, g: OpGraph, op: Op, rows: int, cols: int,
                     if tk < K and round_out:
                         # + the rounded (dequantized) result next to the f32 (i32) accumulator
                         oslot += o_out
-                    # the buffers as (role, slot bytes, slots, unit): the footprint decides
-                    # first, :class:`Buffer` objects only for a tiling that becomes the best
                     aslots = 1 if act_resident or (once and tr >= rows and tk >= K) else 2
-                    bufs = [("act", aslot, aslots, unit),
-                            ("weight", wslot, wslots, unit),
-                            ("out", oslot, 1 if one_tile else 2, unit)]
-                    if post_buf is not None:  # the epilogue's [rows, cols] operand
-                        bufs.append(post_buf)
-                    if bias_buf is not None:  # a bias vector per column tile, resident
-                        bufs.append(bias_buf)
-                    if "w4" in op.attrs:  # int4 weights: their f16 scales per block of K
-                        sb = dtype_bytes(g.tensors[op.attrs["w4"][0]].dtype)
-                        blk = op.attrs["w4"][1]
-                        if tk < geo.k and tc >= cols:  # all of K's, loaded once
-                            # (kinds.tcu.scales_resident)
-                            # (a weight group's: ``wshare`` column parts' of them, one
-                            # broadcast)
-                            bufs.append(("scale", cm.align(ceil_div(geo.k, blk) * tc * wshare
-                                                           * sb), 1, unit))
-                        else:
-                            bufs.append(("scale", cm.align(ceil_div(tk, blk) * tc * sb),
-                                         2 if streamed else 1, unit))
-                    if rq_slot:  # per-channel requant (multiplier, shift) pairs
-                        bufs.append(("requant", rq_slot, 2 if streamed else 1, unit))
-                    if kparts > 1:  # part 0: the others' partial sums and the reduced tile
-                        bufs += [("partial", oslot, 2 * (kparts - 1), "dtdu"),
-                                 ("red_out", o_out, 2, "cvu")]
-                    fp = 0
-                    for b in bufs:
-                        fp += b[1] * b[2]
+                    # the footprint of :func:`buffers`' list, summed without making it (the
+                    # footprint decides first, the buffers only for a tiling that becomes the
+                    # best; every term is an int: the same sum in any order)
+                    fp = aslot * aslots + wslot * wslots + oslot * oslots + fp_tc
+                    if w4:
+                        fp += scale_all[tc] if tk < geo.k and tc >= cols else \
+                            scale_of[(tc, tk)] * (2 if streamed else 1)
+                    if rq_slot:
+                        fp += rq_slot * (2 if streamed else 1)
+                    if kparts > 1:
+                        fp += oslot * n_partial + o_out * 2
                     if once and not ONCE_TILES:
                         # the tiling is chosen with two slots of each (the HBSM one slot
                         # frees is left to prefetches, kept tensors and late stores, which
                         # read ``TilePlan.footprint``: larger tiles filling it measured longer)
                         fp += (aslot if aslots == 1 and not act_resident else 0) + \
                             ((oslot + (post_buf[1] if post_buf else 0)) if one_tile else 0)
+                    if CHECK_FOOTPRINT == "all":  # tests: every candidate's buffers
+                        _check_fp(op, buffers(tr, tc, tk, aslot, aslots, wslot, wslots, oslot,
+                                              one_tile, post_buf, bias_buf, rq_slot, o_out,
+                                              streamed), fp, once and not ONCE_TILES,
+                                  aslot if aslots == 1 and not act_resident else 0,
+                                  (oslot + (post_buf[1] if post_buf else 0)) if one_tile else 0)
                     if smallest is None or fp < smallest[0]:
                         smallest = (fp, tr, tc, tk)
                     if fp > budget:
                         continue
                     n_instr = n_tiles * nk_of[tk]
-                    per = cm.piece_cycles(g, op, tr, tc, tk)
-                    cyc = n_instr * per
+                    cyc = n_instr * piece_cycles(g, op, tr, tc, tk)
                     # the weight DMAs the tiling implies: a streamed weight is loaded again for
                     # every row tile (and column tile and K chunk), one DMA each, on the CCB
                     # DMA engines that ``wstreams`` such streams of the stage share (each
                     # transfer's engine time in a stream: ``CostModel.dma_engine_cycles``)
                     wdma = wdma_of.get((tc, tk))
                     if wdma is None:
-                        wdma = wdma_of[(tc, tk)] = cm.dma_engine_cycles(
+                        wdma = wdma_of[(tc, tk)] = engine_cycles(
                             wslot if streamed else wslot * ceil_div(geo.k, tk))
                     wload = (n_instr if streamed else 1) * wdma
                     if astreams and not act_resident:
@@ -363,15 +404,22 @@ def tile_piece(cm: CostModel, g: OpGraph, op: Op, rows: int, cols: int,
                         # column tile (whole K: once per row tile)
                         adma = adma_of.get(aslot)
                         if adma is None:
-                            adma = adma_of[aslot] = cm.dma_engine_cycles(aslot)
+                            adma = adma_of[aslot] = engine_cycles(aslot)
                         wload += astreams / max(1, wstreams) * adma * n_rows * (
                             ceil_div(cols, tc) * nk_of[tk] if tk < K else 1)
                     key = (max(cyc, wstreams * wload / mc.ccb_dma_engines), cyc, -fp)
                     if best is None or key < best_key:
                         best_key = key
+                        bufs = buffers(tr, tc, tk, aslot, aslots, wslot, wslots, oslot,
+                                       one_tile, post_buf, bias_buf, rq_slot, o_out, streamed)
                         best = TilePlan(op.name, op.unit, rows, cols, tr, tc, tk, geo.k, cyc,
                                         tuple(Buffer(*b) for b in bufs), not streamed,
                                         act_resident > 0)
+                        if CHECK_FOOTPRINT:
+                            _check_fp(op, bufs, fp, once and not ONCE_TILES,
+                                      aslot if aslots == 1 and not act_resident else 0,
+                                      (oslot + (post_buf[1] if post_buf else 0))
+                                      if one_tile else 0)
     else:
         # vector / data-movement ops: tile rows only (reductions along cols keep whole rows)
         frac_c = cols / max(1, geo.cols)

@@ -33,8 +33,10 @@ and ``out`` DMA tasks in the full isolated build of every candidate real searche
 
 from __future__ import annotations
 
+from . import search_floor
 from .graph import Op, ScheduleError, conv_out_hw, dtype_bytes
 from .plan import conv_window, op_family, row_view
+from .search_floor import stage_shape
 from .segment import SegmentCfg, StageCfg, lockstep, memory_of, reads_whole
 
 FAMILIES = ("matmul", "conv", "cvu", "reduce", "pool")
@@ -68,7 +70,16 @@ def dma_floor(sched, seg: SegmentCfg) -> float:
         key = (st, tplan.tr, tplan.tc, tplan.tk, streamed, out)
         hit = memo.get(key)
         if hit is None:
-            hit = memo[key] = stage_dma(sched, st, op, tplan, streamed, out)
+            shape = stage_shape(sched, op, st) if search_floor.SHARE_STAGES else None
+            if shape is None:
+                hit = stage_dma(sched, st, op, tplan, streamed, out)
+            else:  # a stage of the same structure (another op, other TPBs): its count
+                smemo = sched.__dict__.setdefault("_dma_shapes", {})
+                skey = (shape, key[1:])
+                hit = smemo.get(skey)
+                if hit is None:
+                    hit = smemo[skey] = stage_dma(sched, st, op, tplan, streamed, out)
+            memo[key] = hit
         total += hit[0]
         lat = min(lat, hit[1])
     if not total > 0.0:

@@ -31,6 +31,8 @@ chain, whose pieces are clipped: ``OpGraph.causal``), the others count 0.
 
 from __future__ import annotations
 
+from dataclasses import fields
+
 from .cost import CostModel
 from .graph import OpGraph, Op, ScheduleError, geometry
 from .segment import SegmentCfg, StageCfg, lockstep, lockstep_groups, row_tile
@@ -106,10 +108,56 @@ def tpb_busy(sched, seg: SegmentCfg) -> dict[int, float] | None:
         key = (st, lock, tplan.tr, tplan.tc, tplan.tk, tplan.k)
         per = memo.get(key)
         if per is None:
-            per = memo[key] = _stage_busy(sched, st, op, tplan, lock)
+            shape = stage_shape(sched, op, st) if SHARE_STAGES else None
+            if shape is None:
+                per = _stage_busy(sched, st, op, tplan, lock)
+            else:  # a stage of the same structure (another op, other TPBs): its counts
+                smemo = sched.__dict__.setdefault("_busy_shapes", {})
+                skey = (shape, key[1:])
+                hit = smemo.get(skey)
+                if hit is not None:
+                    per = {st.tpbs[i]: c for i, c in hit}
+                else:
+                    per = _stage_busy(sched, st, op, tplan, lock)
+                    smemo[skey] = by_position(st, per)
+            memo[key] = per
         for x, c in per.items():
             busy[x] = busy.get(x, 0.0) + c
     return busy
+
+
+#: share :func:`_stage_busy` (and :func:`.search_dma_floor.stage_dma`) between stages of the
+#: same structure (:func:`stage_shape`) -- ResNet-50: 1 498 of 2 509 distinct stages (2 035 of
+#: 3 147); off: per stage as before (the same numbers, ``test_stage_shapes``)
+SHARE_STAGES = True
+_STAGE_SHAPE = tuple(f.name for f in fields(StageCfg) if f.name not in ("op", "tpbs"))
+
+
+def stage_shape(sched, op: Op, st: StageCfg) -> tuple | None:
+    """What :func:`_stage_busy` and :func:`.search_dma_floor.stage_dma` read of stage ``st`` of
+    ``op`` besides its tile plan: the op's structure and where its tensors live
+    (``Scheduler.op_shape``, as the one-stage floors' memo, ``Search._floors``), the stage's
+    fields but its op and TPBs, and its TPBs as first-seen positions (both name pieces by
+    their TPB and nothing else of a TPB: ``Scheduler.band_boxes``, :func:`.segment.
+    lockstep_groups`; a DMA's cost does not depend on the TPB it loads). None: not shared
+    (an op whose key is not hashable)."""
+    shape = sched.op_shape(op)
+    if shape is None:
+        return None
+    first: dict[int, int] = {}
+    return (shape, tuple(getattr(st, f) for f in _STAGE_SHAPE),
+            tuple(first.setdefault(x, len(first)) for x in st.tpbs))
+
+
+def by_position(st: StageCfg, per: dict[int, float]) -> tuple | None:
+    """``per`` (TPB -> cycles, in its order) with each TPB as its first position in
+    ``st.tpbs``; None when a TPB is not one of them (then not shared)."""
+    pos: dict[int, int] = {}
+    for i, x in enumerate(st.tpbs):
+        pos.setdefault(x, i)
+    if any(x not in pos for x in per):
+        return None
+    return tuple((pos[x], c) for x, c in per.items())
 
 
 def _stage_busy(sched, st: StageCfg, op: Op, tplan, lock: bool) -> dict[int, float]:
@@ -143,4 +191,4 @@ def _stage_busy(sched, st: StageCfg, op: Op, tplan, lock: bool) -> dict[int, flo
     return out
 
 
-__all__ = ["busy_floor", "stage_floor", "tcu_floor", "tpb_busy"]
+__all__ = ["busy_floor", "stage_floor", "stage_shape", "tcu_floor", "tpb_busy"]

@@ -63,8 +63,10 @@ class StageCfg:
     # carry the same value, so their bands cover the same rows.
     wcut: tuple[int, int, int] = ()
 
-    @property
+    @functools.cached_property
     def gr(self) -> int:
+        """TPB rows (kept on the instance: the builders and floors ask it ~0.5 M times a
+        ResNet-50 schedule; not a field -- equality, hash and ``replace`` do not see it)."""
         return len(self.tpbs) // (self.gc * self.ks)
 
     def tpb_at(self, r: int, j: int, q: int = 0) -> int:
