@@ -188,8 +188,9 @@ class EmitterCore:
         self.seg_toks: dict[int, list[SSAValue]] = {}  # tokens of the current segment per TPB
         self.barrier: dict[int, SSAValue] = {}  # previous segment's completion per TPB
         self.barrier_used: set[int] = set()
-        # TPB -> (segment, its completion there) of every segment that used it, oldest first
-        self.bar_hist: dict[int, list[tuple[int, SSAValue]]] = {}
+        # (TPB, segment) -> its completion there, of every segment that used the TPB (one join
+        # each: :meth:`_new_segment`)
+        self.bar_at: dict[tuple[int, int], SSAValue] = {}
         self.cur_si = -1  # the segment being emitted
         # op -> its pieces, of the ops whose output the plan keeps in HBSM (:mod:`.keep`)
         self.kept_pieces: dict[str, list[Piece]] = {}
@@ -254,8 +255,7 @@ class EmitterCore:
     def _drb_deps(self) -> list[SSAValue]:
         """What the DTDU broadcast of the next plan task of the piece waits for on the DRB
         (``Plan.drb_wait``): the broadcasts whose end gives it room there."""
-        from .list_schedule import DRB_WAITS  # (read at the call: tests switch it)
-        if not self.plan.drb_wait or not DRB_WAITS:
+        if not self.plan.drb_wait or not list_schedule.DRB_WAITS:  # (tests switch it)
             return []
         w = self.plan.drb_wait.get(self._queue[-1] if self._queue else -1)
         return [self.task_ops[x].done for x in w] if w else []  # type: ignore[attr-defined]
@@ -295,7 +295,8 @@ class EmitterCore:
         if b is None or not (kind == "weight" or (act and list_schedule.ACT_PREFETCH and
                                                   kind == "act")):
             return self._bar(tpb)
-        toks = [tok for s, tok in self.bar_hist.get(tpb, ()) if s == b]
+        tok = self.bar_at.get((tpb, b))
+        toks = [tok] if tok is not None else []
         if b >= 0 and not toks:
             raise AssertionError(f"emitter: segment {self.cur_si} prefetches into TPB {tpb} after "
                                  f"segment {b}, which did not use it")
@@ -311,7 +312,7 @@ class EmitterCore:
             j = JoinOp(toks)
             self.ops.append(j)
             self.barrier[t] = j.results[0]
-            self.bar_hist.setdefault(t, []).append((self.cur_si, j.results[0]))
+            self.bar_at[(t, self.cur_si)] = j.results[0]
         self.seg_toks = {}
         self.barrier_used = set()
 
