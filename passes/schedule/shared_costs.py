@@ -7,10 +7,20 @@ configurations costed, 505 of them build exactly the tasks of another one -- con
 ... on the same TPBs). An isolated build reads the graph only through the segment's ops and the
 tensors they name: each op's unit, attributes, epilogue, inputs and outputs; each tensor's shape,
 dtype and kind; whether its producer is a stage of the segment (which one) or outside; whether it
-has readers outside the segment. :func:`segment_key` is exactly that, with op and tensor names
-replaced by their position in the segment (``Op`` and ``Tensor`` fields are read generically, so a
-field added later enters the key; a name is never part of it -- it only names tasks and errors).
-Equal keys: equal task streams, so equal makespans and equal early stops.
+has readers outside the segment; and the graph's layout tables where they name these ops and
+tensors (session 29): a tensor's entries in ``views`` / ``strided`` / ``wmap`` / ``cviews`` /
+``rmap`` (the root they name, a tensor of the key with its own entries) and ``wroots`` (its
+scattered strides) -- where the bytes live (``segment.memory_of``) and whether a store is a box of
+a plain result (``list_schedule.boxed_store``); an op's ``view_ops`` / ``in_place`` / ``chunks`` /
+``causal`` entries (the chain's ops as stages of the segment). The views' offsets and element
+strides are not in it: only the emitter and whole-plan builds read them. :func:`segment_key` is
+exactly that, with op and tensor names replaced by their position in the segment (``Op`` and
+``Tensor`` fields are read generically, so a field added later enters the key; a name is never
+part of it -- it only names tasks and errors). Equal keys: equal task streams, so equal makespans
+and equal early stops. (Before session 29 the tables were left out: on the 7B W8A8 prefill layer
+the V projection, whose output root is scattered into DDR, was costed from the K projection's
+builds, output in SRAM -- 24 candidates per form 0.03-7 % off; the final plans happened to be the
+same. ``test_a_root_scattered_into_ddr_is_keyed_apart``.)
 
 :class:`SharedCosts` keeps, per key, the running maximum of the task ends of the longest build so
 far (all of it, or up to the task that met the build's bound). For a new bound it answers what a
@@ -52,12 +62,13 @@ def segment_key(g: OpGraph, ops: dict[str, Op], producers: dict[str, Op],
     is not hashable (the candidate is then not shared)."""
     stage_of = {st.op: i for i, st in enumerate(seg.stages)}
     local: dict[str, int] = {}
-    tensors: list[tuple] = []
+    tensors: list = []
 
     def tid(name: str) -> int:
         i = local.get(name)
         if i is None:
             i = local[name] = len(local)
+            tensors.append(None)  # (its layout may name other tensors: they follow it)
             t = g.tensors[name]
             prod = producers.get(name)
             if prod is not None and prod.name in stage_of:  # made here: is it read outside?
@@ -66,8 +77,26 @@ def segment_key(g: OpGraph, ops: dict[str, Op], producers: dict[str, Op],
                        any(u.name not in stage_of for u in users))
             else:
                 src = None if prod is None else -1
-            tensors.append((tuple(getattr(t, f) for f in _TENSOR_FIELDS), src))
+            tensors[i] = (tuple(getattr(t, f) for f in _TENSOR_FIELDS), src, layout(name))
         return i
+
+    def layout(name: str) -> tuple:
+        """A tensor's entries in the graph's layout tables as an isolated build reads them
+        (session 29): the root each names (a tensor of the key, with its own entries: where
+        the bytes live, ``segment.memory_of``, follows them to a root whose kind, size and
+        scattered strides decide SRAM or DDR; a view's readers wait for its root's writers)
+        and the scattered strides (``wroots``, ``segment.bank_bound``) -- not the offsets and
+        element strides of the views, which only the emitter and whole-plan builds read
+        (``PlanBuilder._late_reads``): the heads' views of one root share their costs."""
+        out = []
+        for tab in _LAYOUT_TABLES:
+            v = getattr(g, tab).get(name)
+            if v is not None:
+                out.append((tab, tid(v[0])))
+        w = g.wroots.get(name)
+        if w is not None:
+            out.append(("wroots", w))
+        return tuple(out)
 
     def canon(v):
         if isinstance(v, str):
@@ -83,15 +112,28 @@ def segment_key(g: OpGraph, ops: dict[str, Op], producers: dict[str, Op],
         for st in seg.stages:
             op = ops[st.op]
             stages.append((tuple(getattr(st, f) for f in _STAGE_FIELDS),
-                           tuple(canon(getattr(op, f)) for f in _OP_FIELDS)))
+                           tuple(canon(getattr(op, f)) for f in _OP_FIELDS),
+                           _op_layout(g, op.name, stage_of)))
     finally:
-        canon = None  # noqa: F841 -- its own cell: the cycle freed by reference counts (_NO_CYCLE)
+        canon = tid = layout = None  # noqa: F841 -- their cells: the cycle freed by reference counts (_NO_CYCLE)
     key = (seg.kind, tuple(stages), tuple(tensors))
     try:
         hash(key)
     except TypeError:
         return None
     return key
+
+
+#: the graph's tables keyed by a tensor whose entry is (root tensor, ...) (``OpGraph``)
+_LAYOUT_TABLES = ("views", "strided", "wmap", "cviews", "rmap")
+
+
+def _op_layout(g: OpGraph, name: str, stage_of: dict[str, int]) -> tuple:
+    """The graph's entries of an op: a view op, its inputs written in place, its chunks, its
+    causal chain (role, k, the chain's ops as stages of the segment, -1 outside)."""
+    cz = g.causal.get(name)
+    return (name in g.view_ops, tuple(sorted(g.in_place.get(name, ()))), g.chunks.get(name),
+            None if cz is None else (cz[0], cz[1], tuple(stage_of.get(x, -1) for x in cz[2])))
 
 
 def op_key(g: OpGraph, op: Op) -> tuple | None:

@@ -194,3 +194,84 @@ def test_carried_search_gives_the_same_program(monkeypatch):
     assert a.evaluations == b.evaluations and n_a == n_b
     (ran1, failed1), (ran2, failed2), (ran3, _) = builds
     assert ran1 > 50 and ran2 == failed2 == failed1 and ran3 == ran1
+
+
+def test_a_root_scattered_into_ddr_is_keyed_apart():
+    """Session 29: ``segment_key`` left out the graph's layout tables, so two segments of ONE
+    graph with the same structure shared a cost where their tensors live in different memories
+    (the 7B W8A8 prefill layer: the V projection, whose output root is read in column boxes
+    and lives in DDR -- ``OpGraph.wroots``, ``segment.SCATTERED_IN_DDR`` -- was costed from
+    the K projection's builds, output in SRAM: 24 candidates 0.03-7 % off per form). Two equal
+    matmuls, one output scattered: the isolated builds differ (oracle: both built), so the
+    keys must, and the search's cost of the second is its own build's."""
+    from m100.passes.schedule.examples import GraphBuilder
+    from m100.passes.schedule.search import Search
+    from m100.passes.schedule.segment import SegmentCfg, StageCfg, memory_of
+    b = GraphBuilder("f16")
+    x = b.input((1024, 512))
+    h1, h2 = b.matmul(x, 512), b.matmul(x, 512)
+    g = b.output(b.eltwise(h1, h2, kind="add"))
+    g.wroots[h2] = ((8192, 1024),)  # a row pitch on two of the four CCB SRAM banks
+    pool = placement.available_tpbs(M100)
+    s = Search(g, M100, pool)
+    assert (memory_of(s.cm, g, h1), memory_of(s.cm, g, h2)) == ("sram", "ddr")
+    m1, m2 = (o.name for o in g.ops if o.unit == "tcu.matmul")
+    seg1, seg2 = (SegmentCfg((StageCfg(m, pool[:16], 2, 8),), "data-parallel") for m in (m1, m2))
+    assert _stream(s, seg1) != _stream(s, seg2)
+    key = s.shared.key
+    assert key(seg1) != key(seg2)
+    want = s.sched.build([seg2], isolated=True).makespan
+    s.cost(seg1)
+    assert s.cost(seg2) == want and s.shared.hits == 0
+    # and without the scattered root the two share one key and one build
+    del g.wroots[h2]
+    s = Search(g, M100, pool)
+    assert s.shared.key(seg1) == s.shared.key(seg2)
+    assert _stream(s, seg1) == _stream(s, seg2)
+
+
+def test_equal_keys_build_equal_task_streams_with_layout_tables():
+    """The oracle of ``test_equal_keys_build_equal_task_streams`` on a graph whose tensors meet
+    every kind of layout entry the W8A8 prefill layer has (q stored into the heads' layout:
+    ``wmap``; the heads reading kT / V in column views: ``cviews``; their outputs written into
+    the concat's columns: ``strided``; the causal chains): every pair of configurations of its
+    search with equal keys builds the same task stream -- also pairs whose tensors' entries
+    differ in their offsets (the heads' views of one root), which the key leaves out."""
+    from m100.passes.schedule.graph import OpGraph
+    from m100.passes.schedule.search import Search
+    from .test_side_by_side import _prefill_graph
+    g: OpGraph = _prefill_graph()
+    seen = []
+    orig = placement.Search.cost
+
+    def spy(self, seg, bound=float("inf")):
+        seen.append(seg)
+        return orig(self, seg, bound)
+
+    mp = pytest.MonkeyPatch()
+    mp.setattr(placement.Search, "cost", spy)
+    try:
+        placement.schedule(g, M100, tpbs=8)
+    finally:
+        mp.undo()
+    s = Search(g, M100, placement.available_tpbs(M100, 8))
+    groups: dict = {}
+    for seg in dict.fromkeys(seen):
+        groups.setdefault(s.shared.key(seg), []).append(seg)
+
+    def entries(seg):
+        return [(tab, getattr(g, tab)[t]) for st in seg.stages for t in s.ops[st.op].inputs +
+                s.ops[st.op].outputs for tab in ("views", "strided", "wmap", "cviews", "rmap")
+                if t in getattr(g, tab)]
+
+    checked = offsets = 0
+    for k, v in groups.items():
+        if k is None or len(v) < 2:
+            continue
+        ref = _stream(s, v[0])
+        for seg in v[1:]:
+            assert _stream(s, seg) == ref, (v[0], seg)
+            checked += 1
+            offsets += entries(seg) != entries(v[0]) and bool(entries(seg))
+    assert checked >= 20 and offsets >= 5, (checked, offsets)
+    assert all(getattr(g, tab) for tab in ("wmap", "cviews", "strided", "causal"))
