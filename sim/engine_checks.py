@@ -49,10 +49,13 @@ def _start_and_beats(levels: tuple) -> tuple[int | None, int]:
     return twu._contiguous_start(levels), twu._beats(levels)
 
 
-def _items(accesses) -> list[tuple[tuple, ByteSet, int]]:
+def _items(accesses, nums: list | None = None, bss: list | None = None) \
+        -> list[tuple[tuple, ByteSet, int]]:
     """(space, byte set, :func:`~m100.sim.race_batch.space_code`) of each access that touches
-    bytes, in order (see ``Checks._race``)."""
+    bytes, in order (see ``Checks._race``). ``nums`` / ``bss`` (lists, the pre-pass's): filled
+    with their packed form in the same pass -- :func:`_pack`'s lists, without a second loop."""
     out = []
+    packing = nums is not None
     for a in accesses:
         w = a.walk
         key = w.__dict__.get("_race_key")  # a walk is immutable: computed once per walk object
@@ -79,6 +82,9 @@ def _items(accesses) -> list[tuple[tuple, ByteSet, int]]:
             if bs is None:
                 continue
         out.append((space, bs, code))
+        if packing and bs.hi > bs.lo:  # (as _pack)
+            nums += (code, bs.lo, bs.hi)
+            bss.append(bs)
     return out
 
 
@@ -131,14 +137,20 @@ class Checks:
                     if races:
                         if (b, False) not in kept:
                             rd = ex.reads(b)
-                            kept[(b, False)] = items = _items(rd)
-                            if bulk:
-                                kept[(b, False, 0)] = _pack(items)
+                            if bulk:  # (the items and their packed form in one pass)
+                                nums, bss = [], []
+                                kept[(b, False)] = _items(rd, nums, bss)
+                                kept[(b, False, 0)] = (tuple(nums), tuple(bss))
+                            else:
+                                kept[(b, False)] = _items(rd)
                         if (b, True) not in kept:
                             wr = ex.writes(b)
-                            kept[(b, True)] = items = _items(wr)
                             if bulk:
-                                kept[(b, True, 0)] = _pack(items)
+                                nums, bss = [], []
+                                kept[(b, True)] = _items(wr, nums, bss)
+                                kept[(b, True, 0)] = (tuple(nums), tuple(bss))
+                            else:
+                                kept[(b, True)] = _items(wr)
                     if spec is not None:
                         spec(b, rd, wr)
                 except Exception:  # noqa: BLE001 - left to the block, which raises it again

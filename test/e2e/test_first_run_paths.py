@@ -14,7 +14,7 @@ import pytest
 
 from m100.targets.m100.isa import CsuCall
 from m100.sim import semantics_tcu, twu
-from m100.sim.engine_checks import _items
+from m100.sim.engine_checks import _items, _pack
 from m100.sim.memory import Memory
 from m100.sim.semantics import make_exec
 from m100.targets.m100.program import Program
@@ -56,8 +56,15 @@ def test_prepass_items_and_view_specs_equal_each_blocks_own(name):
             views = inst.__dict__.get("_sim_views")
             ex = make_exec(ref, mem)
             for b in range(inst.sync.blocks):
-                assert _bytes(race[1][(b, False)]) == _bytes(_items(ex.reads(b)))
-                assert _bytes(race[1][(b, True)]) == _bytes(_items(ex.writes(b)))
+                for write in (False, True):
+                    own = _items(ex.writes(b) if write else ex.reads(b))
+                    assert _bytes(race[1][(b, write)]) == _bytes(own)
+                    # (the bulk check's packed form, made in the same pass: _pack's)
+                    nums, bss = race[1][(b, write, 0)]
+                    want_nums, want_bss = _pack(own)
+                    assert nums == want_nums
+                    assert _bytes([(None, x, None) for x in bss]) == \
+                        _bytes([(None, x, None) for x in want_bss])
                 checked += 1
                 if hasattr(ex, "_make_view_spec"):
                     assert views is not None and views[0] is twu.STRIDED
