@@ -174,12 +174,11 @@ class Engine(Fluid, Checks, TraceEvents, DmaAhead, UntimedLoop):
         self.seq = itertools.count()
         self.now = 0.0
         self.jobs: dict[int, Job] = {}  # streaming blocks by unit, in the order they started
-        # per unit: the remaining work (1.0 = the whole block) and rate of its streaming block,
-        # updated for every job at once (numpy, elementwise: the same float64 operations as one
-        # job at a time)
-        self.j_rem = np.zeros(len(self.units))
-        self.j_rate = np.zeros(len(self.units))
-        self.j_alone = np.zeros(len(self.units))
+        # per unit: the remaining work (1.0 = the whole block) and alone rate of its streaming
+        # block (Python floats: ~40 jobs stream at once, fewer than pays for numpy's per-call
+        # cost; the same IEEE operations, sim/fluid.py)
+        self.j_rem = [0.0] * len(self.units)
+        self.j_alone = [0.0] * len(self.units)
         self.fluid_t = 0.0
         self.fluid_version = 0
         # per resource column (HBSM banks of every TPB, then links: the machine's registry,
@@ -208,7 +207,7 @@ class Engine(Fluid, Checks, TraceEvents, DmaAhead, UntimedLoop):
     # --- helpers ------------------------------------------------------------------------------
     def push(self, t: float, handler: Callable, *args) -> None:
         """Call ``handler(*args)`` at time ``t`` (an ``ev_*`` method; ties in push order)."""
-        if t == self.now and self.fifo:  # (run's untimed loop: the same order)
+        if self.fifo and t == self.now:  # (run's untimed loop: the same order)
             self.now_q.append((handler, args))
         else:
             heapq.heappush(self.heap, (t, next(self.seq), handler, args))
@@ -257,12 +256,14 @@ class Engine(Fluid, Checks, TraceEvents, DmaAhead, UntimedLoop):
     def _loop_timed(self) -> None:
         """The loop with timing (or without :data:`UNTIMED_FIFO`): every event in the heap,
         by (time, push number); the fluid rates computed before any later event."""
-        heap, pop = self.heap, heapq.heappop
-        while heap or self.fluid_dirty:
-            if self.fluid_dirty and (not heap or heap[0][0] > self.now
-                                     or heap[0][1] > self.fluid_seq):
-                self._rates()  # the jobs' last change at this time (Fluid._reshare)
-                continue
+        heap, pop, rates = self.heap, heapq.heappop, self._rates
+        while True:
+            if self.fluid_dirty:
+                if not heap or heap[0][0] > self.now or heap[0][1] > self.fluid_seq:
+                    rates()  # the jobs' last change at this time (Fluid._reshare)
+                    continue
+            elif not heap:
+                return
             t, _, handler, args = pop(heap)
             if t > self.now:
                 self.now = t
@@ -354,7 +355,13 @@ class Engine(Fluid, Checks, TraceEvents, DmaAhead, UntimedLoop):
             if self.trace_on:
                 us.flows.append(flows[k])
         if us.state != "cpu_ready":
-            cost = self._cost(rec, b) if self.timed else None
+            if self.timed:  # (_cost's kept cost, without the call when it is there)
+                costs = rec.costs
+                cost = costs[0 if b == 0 else 1] if costs is not None else None
+                if cost is None:
+                    cost = self._cost(rec, b)
+            else:
+                cost = None
             us.cost = cost
             if cost is not None and cost.exclusive is not None:
                 cl = cost.exclusive[1]
@@ -468,8 +475,9 @@ class Engine(Fluid, Checks, TraceEvents, DmaAhead, UntimedLoop):
                 us.stalls[cause] = us.stalls.get(cause, 0.0) + extra
             us.bottleneck = ""
             c = us.cost
+            tot = self.bytes
             for k, v in c.bytes.items():
-                self.bytes[k] = self.bytes.get(k, 0.0) + v
+                tot[k] = tot.get(k, 0.0) + v
             if c.macs:
                 self.macs[u] = self.macs.get(u, 0.0) + c.macs
                 self.peak[u] = c.peak_macs
@@ -510,6 +518,7 @@ class Engine(Fluid, Checks, TraceEvents, DmaAhead, UntimedLoop):
             self._trace_block(u, rec, b, start, end, flows)
         last = b == inst.sync.blocks - 1
         src_tpb = None if inst.UNIT is Unit.DMA else inst.tpb
+        lats = self.upd_lat if self.timed and self.rng is None else None
         for upd in inst.sync.updates:
             if upd.trigger == 1 or last:
                 fid = next(self.flow_ids)
@@ -519,6 +528,15 @@ class Engine(Fluid, Checks, TraceEvents, DmaAhead, UntimedLoop):
                 if dst is None:
                     dst = self.mask_tpbs[upd.tpb_mask] = tuple(tpbs_of(upd.tpb_mask))
                 now, heap, seq, ev = self.now, self.heap, self.seq, self.ev_counter
+                if lats is not None:  # (timed, no random latency: _update_latency's table)
+                    for t in dst:
+                        lat = lats.get((src_tpb, t))
+                        if lat is None:
+                            lat = self._update_latency(src_tpb, t)
+                        heapq.heappush(heap, (now + lat, next(seq), ev,
+                                              (t, upd.counter, upd.amount, snapshot, fid,
+                                               rec.index, u)))
+                    continue
                 if self.fifo:  # no latency (untimed): now, in the FIFO of run's untimed loop
                     nq = self.now_q
                     for t in dst:

@@ -19,9 +19,10 @@ from .share_pack import SharePack
 from .timing import Cost, alone_on_entries, alone_rate, bank_terms, capacity
 
 
-@dataclass
+@dataclass(slots=True)
 class Job:
-    """A streaming block; its remaining work and rate are ``Engine.j_rem`` / ``j_rate``."""
+    """A streaming block; its remaining work is ``Engine.j_rem[unit]``, its rate in
+    ``Fluid.fl_rates`` (the last ``_rates``, in the order of ``fl_idx``)."""
     unit: int
     cost: Cost
     cols: np.ndarray | None = None  # the resource columns it puts demand on (Engine._col)
@@ -96,17 +97,49 @@ NEAR_MARGIN = 2e-6
 ALONE_COLUMNS = 8
 
 
-_NO_UNITS = np.zeros(0, dtype=np.int64)
+_INF = math.inf
+_FINITE = math.isfinite
 _SERIAL = attrgetter("serial")
-_ALL, _MIN = np.logical_and.reduce, np.minimum.reduce  # (ndarray.all / min without their
-# Python layer: the same reductions)
+_ALL = np.logical_and.reduce  # (ndarray.all without its Python layer: the same reduction)
+
+
+def finish_min(rem: list[float], idx: list[int], rates: list[float],
+               fin: list[bool] | None) -> float:
+    """The time until the first of the jobs ``idx`` (units, with ``rates``) finishes: the
+    minimum over them of ``max(rem[u], 0) / max(rate, 1e-300)``, 0.0 for a job whose ``fin``
+    entry is False (no streaming work; ``fin`` None: every rate is finite). Python floats, the
+    same IEEE operations as numpy's elementwise ``maximum`` / ``divide`` and ``minimum.reduce``
+    (which this replaced: ~40 jobs stream at once, fewer than pays for numpy's per-call cost);
+    a NaN wins as there (none can occur: rates > 0, remaining work <= 1). ``test_fluid_floats``
+    compares it with numpy on random and edge values."""
+    m = _INF
+    for i, u in enumerate(idx):
+        if fin is None or fin[i]:
+            x = rem[u]
+            r = rates[i]
+            t = (0.0 if x < 0.0 else x) / (1e-300 if r < 1e-300 else r)
+        else:
+            t = 0.0
+        if t < m:
+            m = t
+        elif t != t:
+            return t
+    return m
+
+
+def advance(rem: list[float], idx: list[int], rates: list[float], dt: float) -> None:
+    """``rem[u] -= rate * dt`` for each job: the product, then the difference (no fused
+    multiply-add), as numpy's ``rem[idx] - rates * dt`` did."""
+    for u, x in zip(idx, rates):
+        rem[u] = rem[u] - x * dt
 
 
 class Fluid:
     # The streaming jobs' units as of the last _reshare (every change of ``jobs`` is followed
     # by one), and those with a finite rate with their rates (what _advance moves).
-    fl_idx: np.ndarray = _NO_UNITS
-    fl_adv: tuple[np.ndarray, np.ndarray] = (_NO_UNITS, np.zeros(0))
+    fl_idx: list = []  # (never mutated: a new list per _rates)
+    fl_adv: tuple[list, list] = ([], [])
+    fl_rates: list = []  # the rates of the jobs fl_idx (the last _rates)
     # share's packed demand entries of the jobs of its last call (sim/share_pack.py)
     share_pack: SharePack | None = None
     # a change of the jobs whose rates are not computed yet (_reshare), and the event number
@@ -122,16 +155,11 @@ class Fluid:
     on_link: dict | None = None
 
     # --- fluid streaming ----------------------------------------------------------------------
-    def _job_units(self) -> np.ndarray:
-        return np.fromiter(self.jobs, dtype=np.int64, count=len(self.jobs))
-
     def _advance(self) -> None:
         dt = self.now - self.fluid_t
         if dt > 0:
-            idx, r = self.fl_adv  # the rates _reshare set (j_rate[idx])
-            if idx.size:  # (distinct units: gather, subtract, scatter = the in-place update)
-                jr = self.j_rem
-                jr[idx] = jr[idx] - r * dt
+            idx, r = self.fl_adv  # the finite rates _rates set and their units
+            advance(self.j_rem, idx, r, dt)
         self.fluid_t = self.now
 
     def _grow(self) -> None:
@@ -326,11 +354,12 @@ class Fluid:
         jobs = self.jobs.values()  # (a view: the jobs do not change in here)
         if not jobs:
             self._unlimited(jobs)
-            self.fl_idx, self.fl_adv = _NO_UNITS, Fluid.fl_adv
+            self.fl_idx, self.fl_adv, self.fl_rates = [], ([], []), []
             return
-        idx = self.fl_idx = self._job_units()
+        idx = self.fl_idx = list(self.jobs)  # (their units, in job order)
+        ja = self.j_alone
         if SHARE_SHORTCUT and (self._unlimited(jobs) or self._alone_at_capacity(jobs)):
-            rates = self.j_alone[idx]
+            rates = [ja[u] for u in idx]
         elif NEAR:
             causes = []
             self._resum(jobs)  # (SHARE_SHORTCUT off: not done by _unlimited)
@@ -338,11 +367,12 @@ class Fluid:
             cl = cands.tolist()
             ej, ec, ep = self._cand_entries(cl)
             if ej:
-                pos = {u: i for i, u in enumerate(idx.tolist())}
+                pos = {u: i for i, u in enumerate(idx)}
                 ej = [pos[j.unit] for j in ej]
             cols = self.columns
-            rates = near_rates_entries(ej, ec, ep, self.j_alone[idx], cl, cols.caps, cols.nbank,
-                                       cols.keys, causes)
+            w = np.array([ja[u] for u in idx], dtype=np.float64)
+            rates = near_rates_entries(ej, ec, ep, w, cl, cols.caps, cols.nbank, cols.keys,
+                                       causes).tolist()
             for j, cause in zip(jobs, causes):
                 if cause:
                     self.units[j.unit].bottleneck = cause
@@ -356,22 +386,21 @@ class Fluid:
             serials = np.fromiter([j.serial for j in jobs], dtype=np.int64, count=len(jobs))
             rates = np.asarray(pack.share(serials, [j.cost for j in jobs],
                                           self.columns.link_caps, self.m.hbsm_banks, causes),
-                               dtype=np.float64)
+                               dtype=np.float64).tolist()
             for j, cause in zip(jobs, causes):
                 if cause:
                     self.units[j.unit].bottleneck = cause
-        self.j_rate[idx] = rates
-        fin = np.isfinite(rates)
-        self.fl_fin = fin_all = bool(_ALL(fin))
+        self.fl_rates = rates  # (the rates of the jobs fl_idx, in its order)
+        self.fl_fin = fin_all = all(map(_FINITE, rates))
         if fin_all:
             self.fl_adv = (idx, rates)
-            t = np.maximum(self.j_rem[idx], 0.0) / np.maximum(rates, 1e-300)
+            m = finish_min(self.j_rem, idx, rates, None)
         else:  # jobs with no streaming work: 0 (they finish now)
-            fi, fr = idx[fin], rates[fin]
-            self.fl_adv = (fi, fr)
-            t = np.zeros(idx.size)
-            t[fin] = np.maximum(self.j_rem[fi], 0.0) / np.maximum(fr, 1e-300)
-        heapq.heappush(self.heap, (self.now + float(_MIN(t)), self.fluid_seq, self.ev_fluid,
+            fin = [_FINITE(r) for r in rates]
+            self.fl_adv = ([u for u, f in zip(idx, fin) if f], [r for r, f in zip(rates, fin)
+                                                                if f])
+            m = finish_min(self.j_rem, idx, rates, fin)
+        heapq.heappush(self.heap, (self.now + m, self.fluid_seq, self.ev_fluid,
                                    (self.fluid_version,)))
 
     def ev_stream(self, u: int) -> None:
@@ -382,10 +411,11 @@ class Fluid:
         if r is None:
             r = alone_rate(cost, {k: self.cap(k) for k in cost.links})
         us.alone += 0.0 if not math.isfinite(r) else 1.0 / r
-        self._advance()
+        if self.now != self.fluid_t:  # (else _advance has nothing to do)
+            self._advance()
         self.job_serial += 1
         job = self.jobs[u] = Job(u, cost, serial=self.job_serial)
-        self.j_rem[u], self.j_rate[u], self.j_alone[u] = 1.0, 0.0, cost.alone
+        self.j_rem[u], self.j_alone[u] = 1.0, float(cost.alone)
         self._add_use(job, 1)
         if math.isfinite(cost.alone):  # (no streaming work: no demand anywhere)
             on_tpb, on_link = self.on_tpb, self.on_link
@@ -408,11 +438,11 @@ class Fluid:
             return
         self._advance()
         idx = self.fl_idx  # the jobs did not change since the last _reshare
-        if self.fl_fin:  # every rate finite (_rates): ~isfinite(rate) is False everywhere
-            done = idx[self.j_rem[idx] <= 1e-9].tolist()
-        else:
-            r = self.j_rate[idx]
-            done = idx[~np.isfinite(r) | (self.j_rem[idx] <= 1e-9)].tolist()
+        jr = self.j_rem
+        if self.fl_fin:  # every rate finite (_rates)
+            done = [u for u in idx if jr[u] <= 1e-9]
+        else:  # (the last _rates' rates, in the order of idx)
+            done = [u for u, r in zip(idx, self.fl_rates) if not _FINITE(r) or jr[u] <= 1e-9]
         if not done:  # float drift: finish the closest
             self._reshare()
             return
