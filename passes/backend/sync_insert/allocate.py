@@ -476,43 +476,54 @@ def _greedy_open(g, chans, chan_events, hint, stop) -> list[dict]:
     tcol = np.zeros(cap, dtype=np.int64)  # per counter: its tail's clock column, rank, node
     trank = np.zeros(cap, dtype=np.int64)
     tnode = np.zeros(cap, dtype=np.int64)
-    xid, rank0, base = None, g.rank0, g._base
+    rank0, base = g.rank0, g._base
+    if g._xidl is None:
+        g._xidl = [g.xid[x] for x in g.execs]
+    xid = g._xidl
+    # the graph does not change during the call: its clocks are brought up to date as the
+    # channels' first events go further, the open counters' columns are views kept per count
+    c, dirty = g._clock, (g._dirty if g._clock is not None else -1)
+    m = 0
+    tc = trk = tn = None
     for ch in chans:
-        if stop is not None and len(counters) > stop:
+        if stop is not None and m > stop:
             break
         evs = chan_events[ch]
-        v = g.E(*evs[0])
-        m = len(counters)
+        i, k = evs[0]
+        v = base[i] + 2 * k + 1  # E(i, k)
         slot = None
         if m:
-            c = g._clock
-            if c is None or g._dirty <= v:
+            if dirty <= v:
                 c = g.clock(v)
-            if xid is None:
-                xid = g._xidl
-            ok = (c[v][tcol[:m]] >= trank[:m]) & (tnode[:m] != v)
+                dirty = g._dirty
+            ok = (c[v][tc] >= trk) & (tn != v)
             if hint is not None and len(ch) > 2:
-                slot = next((ci for ci in hint.get(ch[2], ()) if ci < m and ok[ci]), None)
+                h = hint.get(ch[2])
+                if h:
+                    okl = ok.tolist()
+                    slot = next((ci for ci in h if ci < m and okl[ci]), None)
             if slot is None:
                 first = int(ok.argmax())
                 if ok[first]:
                     slot = first
         if slot is None:
-            counters.append({"chans": [], "tails": [], "writers": set()})
+            cs = {"chans": [ch], "tails": None, "writers": {ch[0]}}
+            counters.append(cs)
             slot = m
-        cs = counters[slot]
-        cs["chans"].append(ch)
-        cs["writers"].add(ch[0])
+            m += 1
+            tc, trk, tn = tcol[:m], trank[:m], tnode[:m]
+        else:
+            cs = counters[slot]
+            cs["chans"].append(ch)
+            cs["writers"].add(ch[0])
         # taken over (or new): every tail happens-before the channel's first event, so its
         # last event alone stands for them in later happens-before tests
         e = evs[-1]
         cs["tails"] = [e]
-        if xid is None:
-            if g._xidl is None:
-                g._xidl = [g.xid[x] for x in g.execs]
-            xid = g._xidl
         i, k = e
-        tcol[slot], trank[slot], tnode[slot] = xid[i], rank0[i] + k, base[i] + 2 * k + 1
+        tcol[slot] = xid[i]
+        trank[slot] = rank0[i] + k
+        tnode[slot] = base[i] + 2 * k + 1
     return counters
 
 
