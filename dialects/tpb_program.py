@@ -4,7 +4,7 @@ See :mod:`m100.dialects.tpb` and docs/dialects.md."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import ClassVar
 
 from xdsl.dialects.builtin import I64, ArrayAttr, DenseArrayBase, IntegerAttr, StringAttr
@@ -132,9 +132,6 @@ class ProgramOp(IRDLOperation):
                                       "counters (run sync-insert)")
 
 
-_IS_PROGRAM: dict[type, bool] = {}
-
-
 def programs(op: Operation) -> list[ProgramOp]:
     """``[p for p in op.walk() if isinstance(p, ProgramOp)]``: the same ops in the same
     (pre-)order, found by following each block's op list and descending only into ops that
@@ -160,12 +157,22 @@ def _programs(op: Operation, out: list) -> None:
                 o = o.next_op
 
 
-def _is_program(op: Operation) -> bool:
-    t = type(op)
-    p = _IS_PROGRAM.get(t)
-    if p is None:
-        p = _IS_PROGRAM[t] = isinstance(op, ProgramOp)
-    return p
+def class_test(cls: type) -> Callable[[object], bool]:
+    """``lambda o: isinstance(o, cls)`` with the answer kept per class of ``o`` (an ``isinstance``
+    against xDSL's ABC-based op classes is a Python call for a subclass; the walks that find
+    programs or count instructions ask it of every op)."""
+    seen: dict[type, bool] = {}
+
+    def test(o: object) -> bool:
+        t = type(o)
+        k = seen.get(t)
+        if k is None:
+            k = seen[t] = isinstance(o, cls)
+        return k
+    return test
+
+
+_is_program = class_test(ProgramOp)
 
 
 @fast_op_definition

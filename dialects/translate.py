@@ -23,7 +23,7 @@ from xdsl.ir import Operation
 from xdsl.utils.exceptions import VerifyException
 
 from m100.dialects.tpb import OP_BY_KIND, InstrOp, ProgramOp, SegmentOp, StreamOp, SymbolOp
-from m100.dialects.tpb_program import programs
+from m100.dialects.tpb_program import class_test, programs
 from m100.dialects.sync import machine_of
 from m100.dialects.twu import SPACE_BY_NAME, SPACE_NAMES
 from m100.errors import M100Error
@@ -60,16 +60,7 @@ def _find_program(module: Operation) -> ProgramOp:
     return progs[0]
 
 
-_IS_INSTR: dict[type, bool] = {}
-
-
-def _is_instr(o: Operation) -> bool:
-    """``isinstance(o, InstrOp)``, once per class (an ABC ``isinstance`` is a Python call)."""
-    t = type(o)
-    k = _IS_INSTR.get(t)
-    if k is None:
-        k = _IS_INSTR[t] = isinstance(o, InstrOp)
-    return k
+_is_instr = class_test(InstrOp)  # ``isinstance(o, InstrOp)``, asked once per class
 
 
 def _instruction(op: InstrOp) -> Instruction:
