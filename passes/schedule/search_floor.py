@@ -32,6 +32,7 @@ chain, whose pieces are clipped: ``OpGraph.causal``), the others count 0.
 from __future__ import annotations
 
 from dataclasses import fields
+from operator import attrgetter
 
 from .cost import CostModel
 from .graph import OpGraph, Op, ScheduleError, geometry
@@ -130,7 +131,7 @@ def tpb_busy(sched, seg: SegmentCfg) -> dict[int, float] | None:
 #: same structure (:func:`stage_shape`) -- ResNet-50: 1 498 of 2 509 distinct stages (2 035 of
 #: 3 147); off: per stage as before (the same numbers, ``test_stage_shapes``)
 SHARE_STAGES = True
-_STAGE_SHAPE = tuple(f.name for f in fields(StageCfg) if f.name not in ("op", "tpbs"))
+_stage_fields = attrgetter(*(f.name for f in fields(StageCfg) if f.name not in ("op", "tpbs")))
 
 
 def stage_shape(sched, op: Op, st: StageCfg) -> tuple | None:
@@ -144,9 +145,11 @@ def stage_shape(sched, op: Op, st: StageCfg) -> tuple | None:
     shape = sched.op_shape(op)
     if shape is None:
         return None
+    tp = st.tpbs
+    if len(set(tp)) == len(tp):  # distinct TPBs (nearly always): positions 0..n-1, as n
+        return (shape, _stage_fields(st), len(tp))
     first: dict[int, int] = {}
-    return (shape, tuple(getattr(st, f) for f in _STAGE_SHAPE),
-            tuple(first.setdefault(x, len(first)) for x in st.tpbs))
+    return (shape, _stage_fields(st), tuple(first.setdefault(x, len(first)) for x in tp))
 
 
 def by_position(st: StageCfg, per: dict[int, float]) -> tuple | None:
