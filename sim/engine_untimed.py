@@ -34,7 +34,6 @@ from numpy import maximum
 
 from m100.targets.m100.isa import tpbs_of
 
-from . import twu
 from .checks import Report
 from .semantics_base import SimError
 
@@ -72,9 +71,9 @@ class UntimedLoop:
         bulk = RACE_INLINE and races is not None and rb is not None and rb.bulk
         if bulk:
             race_snap, race_packed, keep, gen = self.race_snap, self._race_packed, rb.keep, rb.gen
+            # (race_packed: a block's packed items, found kept by the pre-pass)
             log_nums, log_bss, log_meta = rb.log_nums.append, rb.log_bss.append, \
                 rb.log_meta.append
-            strided = twu.STRIDED
 
         nxt: list[int] = []  # units whose blocks end at the next time, in push order
         fifo: deque = deque()  # counter arrivals at the current time, in push order
@@ -147,11 +146,7 @@ class UntimedLoop:
                     snap = keep(vc[u])
                     race_clock[u] = rb.buf[snap]
                     race_snap[u] = (gen, snap)
-                    got = rec.inst.__dict__.get("_sim_race")
-                    pk = got[1].get((b, False, 0)) if got is not None and got[0] is strided \
-                        else None
-                    if pk is None:
-                        pk = race_packed(rec, b, False)
+                    pk = race_packed(rec, b, False)
                     if pk[1]:
                         log_nums(pk[0])
                         log_bss(pk[1])
@@ -226,11 +221,7 @@ class UntimedLoop:
                 begin = us.block_start
                 try:
                     if bulk:  # (_race_block's bulk branch: the writes of block b)
-                        got = inst.__dict__.get("_sim_race")
-                        pk = got[1].get((b, True, 0)) if got is not None and got[0] is strided \
-                            else None
-                        if pk is None:
-                            pk = race_packed(rec, b, True)
+                        pk = race_packed(rec, b, True)
                         if pk[1]:
                             log_nums(pk[0])
                             log_bss(pk[1])
