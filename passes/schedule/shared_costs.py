@@ -37,7 +37,11 @@ one table. ``m100-pipeline`` schedules a model again with a smaller prefetch sha
 hbsm-allocate can not pack the first program (ResNet-50 224); isolated builds never read the
 share (no prefetch, no kept activations), so the second search answers its candidates from the
 first one's builds -- and still counts the tasks they would have created, so it takes the same
-course as a search from scratch (``test_carried_search_gives_the_same_program``).
+course as a search from scratch (``test_carried_search_gives_the_same_program``). Across the models
+of ``driver.compile_least`` too (session 29: the two ``o_quant`` forms of ``m100 bench llm``'s
+W8A8 prefill layer, one graph but for the attention output's quantize): the key holds every input
+of an isolated build, the graph's layout tables included, so the second form answers the
+segments it shares with the first from the first's builds (``test_compile_least``).
 """
 
 from __future__ import annotations
@@ -179,7 +183,12 @@ _CARRIED: ContextVar[dict | None] = ContextVar("m100_carried_costs", default=Non
 
 @contextmanager
 def carried():
-    """Inside: searches for the same machine share their isolated builds (module doc)."""
+    """Inside: searches for the same machine share their isolated builds (module doc). Nested
+    inside another ``carried()`` (``driver.compile_least`` around ``m100-pipeline``'s): the
+    outer one's tables."""
+    if _CARRIED.get() is not None:
+        yield
+        return
     token = _CARRIED.set({})
     try:
         yield

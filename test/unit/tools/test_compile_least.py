@@ -86,3 +86,36 @@ def test_pipeline_split_points_are_checked(bad):
     # ``after`` continues a module a run with ``until`` left: one without a program is refused
     with pytest.raises(PipelineError, match="has none"):
         M100Pipeline(machine="m100").run(ctx, module, after="hbsm-allocate")
+
+
+def test_the_later_form_answers_shared_segments_from_the_earlier(whole, monkeypatch):
+    """Session 29: ``compile_least``'s models share one table of isolated builds
+    (``shared_costs.carried``, ``LEAST_CARRIED``). The second form's searches answer more
+    candidates from stored builds than alone (the first form's builds), and the program is each
+    form's whole compile alone (the oracle of the tests above, which run with the table shared:
+    both orders, a tie)."""
+    from m100.passes.schedule import shared_costs
+    made, starts = [], []
+    init, lower = shared_costs.SharedCosts.__init__, driver._lower
+
+    def spy_init(self, *a, **k):
+        init(self, *a, **k)
+        made.append(self)
+
+    def spy_lower(*a, **k):
+        starts.append(len(made))
+        return lower(*a, **k)
+
+    monkeypatch.setattr(shared_costs.SharedCosts, "__init__", spy_init)
+    monkeypatch.setattr(driver, "_lower", spy_lower)
+    models, full = whole
+    hits = {}
+    for on in (False, True):
+        monkeypatch.setattr(driver, "LEAST_CARRIED", on)
+        made.clear()
+        starts.clear()
+        cr, i, _ = driver.compile_least(models, **OPTS)
+        _same(cr, full[i])
+        assert len(starts) == 2
+        hits[on] = sum(sc.hits for sc in made[starts[1]:])
+    assert hits[True] > hits[False], hits
