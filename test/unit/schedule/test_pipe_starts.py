@@ -155,20 +155,20 @@ def test_tail_bound_is_a_floor_and_stops_trials_with_the_full_answer(monkeypatch
     complete, compared = [], []
 
     def build(self, segs, isolated=False, bound=float("inf"), keep="", base=None,
-              checkpoints=frozenset(), tail=False):
+              checkpoints=frozenset(), tail=False, ref=None):
         if isolated:
-            return orig(self, segs, isolated, bound, keep, base, checkpoints)
+            return orig(self, segs, isolated, bound, keep, base, checkpoints, ref=ref)
         if not tail:
-            tl = orig(self, segs, isolated, bound, keep, base, checkpoints)
+            tl = orig(self, segs, isolated, bound, keep, base, checkpoints, ref=ref)
             complete.append((self, list(segs), tl))
             return tl
         got = want = None
         try:
-            got = orig(self, segs, isolated, bound, keep, base, checkpoints, True)
+            got = orig(self, segs, isolated, bound, keep, base, checkpoints, True, ref=ref)
         except timeline.BoundExceeded as e:
             n_tail = len(e.plan.tasks)
         try:
-            want = orig(self, segs, isolated, bound, keep, base, checkpoints)
+            want = orig(self, segs, isolated, bound, keep, base, checkpoints, ref=ref)
         except timeline.BoundExceeded as e:
             n_full = len(e.plan.tasks)
         assert (got is None) == (want is None)
