@@ -22,7 +22,11 @@ M100 = get_machine("m100")
 
 def _searched(model, tpbs=0):
     """The graph, a fresh search on it and every configuration the placement costed."""
-    g = _graph(model)
+    return _costed(_graph(model), tpbs)
+
+
+def _costed(g, tpbs=0):
+    """``g``, a fresh search on it and every configuration the placement of ``g`` costed."""
     seen = []
     orig = placement.Search.cost
 
@@ -241,22 +245,10 @@ def test_equal_keys_build_equal_task_streams_with_layout_tables():
     from m100.passes.schedule.search import Search
     from .test_side_by_side import _prefill_graph
     g: OpGraph = _prefill_graph()
-    seen = []
-    orig = placement.Search.cost
-
-    def spy(self, seg, bound=float("inf")):
-        seen.append(seg)
-        return orig(self, seg, bound)
-
-    mp = pytest.MonkeyPatch()
-    mp.setattr(placement.Search, "cost", spy)
-    try:
-        placement.schedule(g, M100, tpbs=8)
-    finally:
-        mp.undo()
-    s = Search(g, M100, placement.available_tpbs(M100, 8))
+    g, s, seen = _costed(g, 8)
+    assert isinstance(s, Search)
     groups: dict = {}
-    for seg in dict.fromkeys(seen):
+    for seg in seen:
         groups.setdefault(s.shared.key(seg), []).append(seg)
 
     def entries(seg):
