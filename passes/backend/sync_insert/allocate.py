@@ -33,9 +33,7 @@
 
 from __future__ import annotations
 
-from collections import Counter
 from dataclasses import dataclass, field
-from itertools import combinations
 
 import numpy as np
 
@@ -102,7 +100,7 @@ def allocate(red: Reduced, machine, *, budget: int | None = None,
         else:  # the reduction's graph of the kept needs (with its clocks), unchanged here
             g = red.graph
         al, pending = _allocate_once(needs, g, machine, budget, on_budget,
-                                     kept if (KEEP_CLOCKS and not extra) else None)
+                                     None if extra else kept)
         grew = False
         for (i1, k1, i2) in pending:
             old = extra.get((i1, i2))
@@ -214,7 +212,7 @@ def _allocate_once(needs, g, machine, budget, on_budget, keep=None):
             al.events[(t, ci)] = evs
             # a counter no channel was merged into is a happens-before chain already: each
             # channel took it over after its tail, or opened it (_serialize would find nothing)
-            if len(cs["writers"]) > 1 and (cs.get("merged") or not MERGED_ONLY):
+            if len(cs["writers"]) > 1 and cs.get("merged"):
                 if keep is not None and not keep:
                     keep.append(g.fork())
                 _serialize(al, g, t, ci, evs, pending)
@@ -263,9 +261,7 @@ def _align_ids(al: Allocation, budget: int) -> None:
             x = parent[x]
         return x
 
-    pairs = _pairs_by_weight(al.inst_counter) if PAIR_ARRAYS else _pairs_by_weight_loop(
-        al.inst_counter)
-    for a, b in pairs:
+    for a, b in _pairs_by_weight(al.inst_counter):
         ra, rb = find(a), find(b)
         if ra == rb or not tpbs[ra].isdisjoint(tpbs[rb]):
             continue
@@ -306,28 +302,10 @@ def _align_ids(al: Allocation, budget: int) -> None:
         d["counter"] = label[(d["tpb"], d["counter"])]
 
 
-def _pairs_by_weight_loop(inst_counter: dict) -> list:
-    """The pairs ``(a, b)``, ``a < b``, of slots ``(tpb, counter)`` that one instruction signals
-    both of, most often signalled together first, ties by the pair (:func:`_align_ids`)."""
-    per_inst: dict[int, list[tuple[int, int]]] = {}
-    for (i, t), c in inst_counter.items():
-        per_inst.setdefault(i, []).append((t, c))
-    # pairs (a, b), a < b, of the slots one instruction signals, counted in C (Counter over
-    # combinations of the sorted slots: every pair once, in the order of the nested loops)
-    weight: Counter = Counter()
-    for ss in per_inst.values():
-        if len(ss) > 1:
-            ss.sort()
-            weight.update(combinations(ss, 2))
-    # sorted by the pair, then a stable sort by the weight, descending (reverse keeps the
-    # order of equal weights)
-    pairs = sorted(weight)
-    pairs.sort(key=weight.__getitem__, reverse=True)
-    return pairs
-
-
 def _pairs_by_weight(inst_counter: dict) -> list:
-    """:func:`_pairs_by_weight_loop` on arrays: a slot ``(t, c)`` as the number ``t * w + c``
+    """The pairs ``(a, b)``, ``a < b``, of slots ``(tpb, counter)`` that one instruction signals
+    both of, most often signalled together first, ties by the pair (:func:`_align_ids`), on
+    arrays: a slot ``(t, c)`` as the number ``t * w + c``
     (``w`` above every counter id, so the numbers sort as the tuples); each instruction's
     slots sorted, its pairs listed by position (every element with each later one of its
     group: the combinations), counted by ``np.unique`` (which sorts them: ties by the pair),
@@ -362,23 +340,12 @@ def _pairs_by_weight(inst_counter: dict) -> list:
     return list(zip(zip(ta.tolist(), ca.tolist()), zip(tb.tolist(), cb.tolist())))
 
 
-# False: the pairs of :func:`_align_ids` by a Counter over each instruction's combinations (the
-# tests compare both ways)
-PAIR_ARRAYS = True
-
-
 # False: a segment takes the first counter it may reuse, ignoring where its instruction's other
 # segments went (the tests compare both ways)
 SEGMENT_HINTS = True
 # False: an allocation over the budget (whole channels, or segments to be retried) is made to its
 # end though only its count is read (the tests compare both ways)
 EARLY_STOP = True
-# False: every counter with several writers is serialized (tested pair by pair), not only those
-# a channel was merged into (the tests compare both ways)
-MERGED_ONLY = True
-# False: a round after the first builds the graph of its needs and sweeps its clocks anew,
-# instead of forking the first round's graph of the kept needs (the tests compare both ways)
-KEEP_CLOCKS = True
 
 
 def _can_monitor(e: Executor, t: int) -> bool:

@@ -22,11 +22,6 @@ import numpy as np
 from m100.targets.m100 import isa
 
 
-# False: a sync edge added under computed clocks marks them stale from its head on and the next
-# query sweeps again from there (the tests compare both ways)
-PROPAGATE = True
-
-
 class HbGraph:
     """Block-level happens-before graph over instructions in global order (see module doc).
 
@@ -34,8 +29,8 @@ class HbGraph:
     and program order), so the E-nodes that happen-before a node are, per executor, a prefix of
     that chain, summarised by one integer (the rank of the latest). ``clock[v, x]`` is that rank
     for executor ``x`` (including ``v`` itself when ``v`` is an E-node); a sweep in node order
-    computes it, and adding an edge only recomputes from its head onward (every edge points
-    forward). Queries ask whether an E-node happens-before a node, which is all the stages need.
+    computes it, and an edge added under computed clocks raises only the rows it changes
+    (:meth:`_raise`; every edge points forward). Queries ask whether an E-node happens-before a node, which is all the stages need.
     """
 
     def __init__(self, insts: list[isa.Instruction], blocks: list[int]):
@@ -99,17 +94,14 @@ class HbGraph:
         if self._succ is not None:
             self._succ.setdefault(u, []).append(v)
         if self._clock is not None and v < self._dirty:
-            if PROPAGATE:
-                self._raise(u, v)
-            else:
-                self._dirty = v
+            self._raise(u, v)
 
     def add_need(self, i: int, j: int, need: np.ndarray) -> None:
         """The block edges ``E(i, need[b]) -> S(j, b)`` of one need (``add_sync`` for each)."""
         u0, v0 = self._base[i] + 1, self._base[j]
         if u0 >= v0:
             raise ValueError(f"need {i} -> {j} points backward in the global order")
-        if self._clock is not None and PROPAGATE:  # clocks to keep: edge by edge
+        if self._clock is not None:  # clocks to keep: edge by edge
             for b, k in enumerate(need.tolist()):
                 if k >= 0:
                     self.add_sync(i, k, j, b)
@@ -127,8 +119,6 @@ class HbGraph:
                     got.add(u0 + 2 * k)
                 if self._succ is not None:
                     self._succ.setdefault(u0 + 2 * k, []).append(v)
-                if self._clock is not None:
-                    self._dirty = min(self._dirty, v)
 
     def add_needs(self, needs: dict) -> None:
         """:meth:`add_need` for every need of ``needs`` (``{(i, j): hazard}``) at once: the block
@@ -151,7 +141,7 @@ class HbGraph:
                              "in the global order")
         on = k >= 0
         u, v = (u0 + 2 * k)[on], (v0 + 2 * b)[on]
-        if self._clock is not None and PROPAGATE:  # clocks to keep: edge by edge
+        if self._clock is not None:  # clocks to keep: edge by edge
             for uu, vv in zip(u.tolist(), v.tolist()):
                 ii = self._node_inst[uu]
                 jj = self._node_inst[vv]
@@ -169,8 +159,6 @@ class HbGraph:
                 got.add(uu)
             if succ is not None:
                 succ.setdefault(uu, []).append(vv)
-        if self._clock is not None and v.size:
-            self._dirty = min(self._dirty, int(v.min()))
 
     def _raise(self, u: int, v: int) -> None:
         """The clocks after the sync edge ``u -> v`` was added, below ``_dirty`` (the rows at and

@@ -8,6 +8,8 @@ from __future__ import annotations
 import importlib
 import os
 import sys
+from collections import Counter
+from itertools import combinations
 
 import numpy as np
 import pytest
@@ -18,6 +20,7 @@ import progs  # noqa: E402
 import toysim  # noqa: E402
 
 from m100.passes.backend.sync_insert import SyncError, insert_sync  # noqa: E402
+from m100.passes.backend.sync_insert.graph import HbGraph  # noqa: E402
 from m100.sim.certificate import verify_instructions as verify_certificate  # noqa: E402
 from m100.targets.m100 import isa  # noqa: E402
 from m100.targets.m100.machine import get_machine  # noqa: E402
@@ -277,61 +280,87 @@ def test_first_fit_arrays_are_the_tail_loop(seed, monkeypatch):
 
 @pytest.mark.parametrize("seed", range(8))
 def test_rounds_from_kept_clocks_and_serializing_only_merges(seed, monkeypatch):
-    """Three exact cuts of the budget path, each against its old way: a counter no channel was
-    merged into is not serialized (``MERGED_ONLY``: it is a chain already), a later round
-    forks the first round's graph of the kept needs instead of sweeping a new one
-    (``KEEP_CLOCKS``), and sync edges added under computed clocks raise only the rows they
-    change (``graph.PROPAGATE``). The same program, certificate, counters and decisions with
-    every combination, on random programs at budgets 1-3 with segments and merges; some runs
-    took more rounds (serializing orderings through other TPBs)."""
-    G = importlib.import_module("m100.passes.backend.sync_insert.graph")
+    """Two exact cuts of the budget path, each checked against what it skips: a later round
+    forks the first round's graph of the kept needs (its clocks computed, the serializing
+    orderings added) instead of sweeping a graph of the round's needs -- so every round's
+    graph has the clocks a fresh graph of that round's needs sweeps; and only counters a
+    channel was merged into are serialized -- so every other counter with several writers
+    already has its events, sorted, in a happens-before chain on the round's graph as it came
+    in (before any serializing edge: the old way tested each pair on a graph with more edges
+    and found nothing to add), and every counter's are once serialized. On random programs,
+    unlimited and at budgets 1-3 with segments and merges; some took more rounds (serializing
+    orderings through other TPBs)."""
     prog = progs.random_program(3500 + seed, n=60, slots=4, ddr_slots=2)
     budget = 1 + seed % 3
-    rounds: list[int] = []
-    once = A._allocate_once
+    entry: list = []  # per round: a fork of the graph it came in with
+    chained = []  # per round: the unmerged counters with several writers
+    once, align = A._allocate_once, A._align_ids
 
-    def counted(*a, **k):
-        rounds.append(1)
-        return once(*a, **k)
-    monkeypatch.setattr(A, "_allocate_once", counted)
-    got = []
-    for flags in ((True, True, True), (False, False, False), (True, False, True),
-                  (False, True, False)):
-        monkeypatch.setattr(A, "MERGED_ONLY", flags[0])
-        monkeypatch.setattr(A, "KEEP_CLOCKS", flags[1])
-        monkeypatch.setattr(G, "PROPAGATE", flags[2])
-        rounds.clear()
-        res = insert_sync(prog, TINY, counter_budget=budget,
-                          stream_blocks=2 if seed % 2 else None)
-        got.append(([i.sync for i in res.instructions], res.certificate, res.counters_used,
-                     res.decisions, len(rounds)))
-    assert all(x == got[0] for x in got[1:])
-    assert got[0][3]  # merges were made
+    def spied_once(needs, g, *a, **k):
+        fresh = HbGraph(g.insts, g.blocks)
+        for (i, j), h in needs.items():
+            fresh.add_need(i, j, h.need)
+        entry.append((g.fork(), g))
+        assert np.array_equal(entry[-1][0].clock(), fresh.clock()), len(entry)
+        return once(needs, g, *a, **k)
+
+    def spied_align(al, budget):  # before the labels: (tpb, counter) as the allocation made
+        g0, g = entry[-1]  # the round's graph as it came in, and after the serializing edges
+        merged = {(d["tpb"], d["counter"]) for d in al.decisions}
+        n = 0
+        for tc, evs in al.events.items():
+            pairs = [(a, b) for a, b in zip(evs, evs[1:]) if g.execs[a[0]] != g.execs[b[0]]]
+            # every counter's events are a chain once serialized (merged or not) ...
+            assert all(g.hb(g.E(*a), g.E(*b)) for a, b in pairs), tc
+            if tc in merged or not pairs:
+                continue
+            # ... and an unmerged one's were before
+            n += 1
+            assert all(g0.hb(g0.E(*a), g0.E(*b)) for a, b in pairs), tc
+        chained.append(n)
+        return align(al, budget)
+    monkeypatch.setattr(A, "_allocate_once", spied_once)
+    monkeypatch.setattr(A, "_align_ids", spied_align)
+    insert_sync(prog, TINY, stream_blocks=2 if seed % 2 else None)  # no merge: one round
+    assert len(entry) == 1
+    entry.clear()
+    res = insert_sync(prog, TINY, counter_budget=budget, stream_blocks=2 if seed % 2 else None)
+    assert res.decisions  # merges were made
+    assert sum(chained) > 0  # counters taken over by other writers, not serialized
     # rounds: seeds 0 and 3 took 3 and 4 (the kept graph forked again), 2, 4 and 5 one
-    assert got[0][4] == {0: 3, 2: 1, 3: 4, 4: 1, 5: 1}.get(seed, got[0][4]) and \
-        (got[0][4] > 1 or seed in (2, 4, 5))
+    rounds = len(entry)
+    assert rounds == {0: 3, 2: 1, 3: 4, 4: 1, 5: 1}.get(seed, rounds) and \
+        (rounds > 1 or seed in (2, 4, 5))
+
+
+def _pairs_by_weight_loop(inst_counter: dict) -> list:
+    """The reference of ``allocate._pairs_by_weight`` (its code before session 29, written
+    out): the pairs ``(a, b)``, ``a < b``, of slots ``(tpb, counter)`` one instruction signals
+    both of, counted by a Counter over each instruction's sorted combinations, sorted by the
+    pair, then stably by the count, descending."""
+    per_inst: dict[int, list[tuple[int, int]]] = {}
+    for (i, t), c in inst_counter.items():
+        per_inst.setdefault(i, []).append((t, c))
+    weight: Counter = Counter()
+    for ss in per_inst.values():
+        if len(ss) > 1:
+            ss.sort()
+            weight.update(combinations(ss, 2))
+    pairs = sorted(weight)
+    pairs.sort(key=weight.__getitem__, reverse=True)
+    return pairs
 
 
 @pytest.mark.parametrize("seed", range(6))
-def test_pairs_by_weight_arrays_are_the_counter(seed, monkeypatch):
+def test_pairs_by_weight_arrays_are_the_counter(seed):
     """The pairs of slots signalled together, most often first and ties by the pair
-    (``_align_ids``), on arrays (``PAIR_ARRAYS``): the list the Counter over each instruction's
-    combinations gives, on random signals (1 to 20 TPBs an instruction, counter ids up to 63,
-    many equal counts; none, and single slots) -- and the same program, certificate and
-    decisions of ``insert_sync`` both ways at budgets 1-3 and unlimited."""
+    (``_align_ids``), on arrays: the list the Counter over each instruction's combinations
+    gives (the written-out reference above), on random signals (1 to 20 TPBs an instruction,
+    counter ids up to 63, many equal counts; none, and single slots)."""
     rng = np.random.default_rng(3700 + seed)
     for n in (0, 1, 5, 300):
         ic = {}
         for i in range(n):
             for t in rng.choice(56, size=int(rng.integers(1, 21)) if i % 3 else 1, replace=False):
                 ic[(int(rng.integers(10_000)) if seed % 2 else i, int(t))] = int(rng.integers(64))
-        assert A._pairs_by_weight(ic) == A._pairs_by_weight_loop(ic)
-    prog = progs.random_program(3700 + seed, n=60, slots=4, ddr_slots=2)
-    budget = None if seed == 5 else 1 + seed % 3
-    got = []
-    for arrays in (True, False):
-        monkeypatch.setattr(A, "PAIR_ARRAYS", arrays)
-        res = insert_sync(prog, TINY, counter_budget=budget, stream_blocks=2 if seed % 2 else None)
-        got.append(([i.sync for i in res.instructions], res.certificate, res.counters_used,
-                     res.decisions))
-    assert got[0] == got[1]
+        assert A._pairs_by_weight(ic) == _pairs_by_weight_loop(ic)

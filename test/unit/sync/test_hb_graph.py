@@ -4,7 +4,6 @@
 
 from __future__ import annotations
 
-import importlib
 import os
 import sys
 
@@ -162,15 +161,14 @@ def test_implied_sync_edges_are_the_flags(seed, monkeypatch):
 
 
 @pytest.mark.parametrize("seed", range(8))
-def test_propagated_clocks_are_the_sweeps(seed, monkeypatch):
+def test_propagated_clocks_are_the_sweeps(seed):
     """A sync edge (or a need) added under computed clocks raises only the rows it changes
-    (``graph.PROPAGATE``): after every change, the rows kept up to date are those a fresh
+    (``HbGraph._raise``): after every change, the rows kept up to date are those a fresh
     graph of the same edges sweeps from scratch, and so are all rows once swept to the end --
     with queries that leave the clocks computed only part of the way (rows past ``_dirty``
     stay to the lazy sweep), edges already present, edges implied by others, and a fork
-    changed on its own (the original keeps its rows). Both switch values; networkx is the
-    other oracle of the same clocks (``test_clock_kept_up_to_date_only_...``)."""
-    G = importlib.import_module("m100.passes.backend.sync_insert.graph")
+    changed on its own (the original keeps its rows). networkx is the other oracle of the
+    same clocks (``test_clock_kept_up_to_date_only_...``)."""
     rng = np.random.default_rng(700 + seed)
     prog = progs.random_program(700 + seed, n=36)
     blocks = [int(rng.integers(1, 4)) for _ in prog]
@@ -184,41 +182,39 @@ def test_propagated_clocks_are_the_sweeps(seed, monkeypatch):
                 f.add_sync(i, k, j, b)
         return f.clock()
 
-    for prop in (True, False):
-        monkeypatch.setattr(G, "PROPAGATE", prop)
-        g = HbGraph(prog, blocks)
-        for _ in range(25):  # a first set of edges, swept at once
-            i, j = sorted(rng.choice(len(prog), 2, replace=False))
-            g.add_sync(int(i), int(rng.integers(blocks[i])), int(j), int(rng.integers(blocks[j])))
-        g.clock()
-        raised = 0
-        for step in range(60):
-            i, j = sorted(rng.choice(len(prog), 2, replace=False))
-            if step % 5 == 4:
-                need = rng.integers(-1, blocks[i], size=blocks[j])
-                g.add_need(int(i), int(j), need)
-            else:
-                k, b = int(rng.integers(blocks[i])), int(rng.integers(blocks[j]))
-                g.add_sync(int(i), k, int(j), b)
-                if step % 7 == 0:
-                    g.add_sync(int(i), k, int(j), b)  # already there
-            want = fresh(g)
+    g = HbGraph(prog, blocks)
+    for _ in range(25):  # a first set of edges, swept at once
+        i, j = sorted(rng.choice(len(prog), 2, replace=False))
+        g.add_sync(int(i), int(rng.integers(blocks[i])), int(j), int(rng.integers(blocks[j])))
+    g.clock()
+    raised = 0
+    for step in range(60):
+        i, j = sorted(rng.choice(len(prog), 2, replace=False))
+        if step % 5 == 4:
+            need = rng.integers(-1, blocks[i], size=blocks[j])
+            g.add_need(int(i), int(j), need)
+        else:
+            k, b = int(rng.integers(blocks[i])), int(rng.integers(blocks[j]))
+            g.add_sync(int(i), k, int(j), b)
+            if step % 7 == 0:
+                g.add_sync(int(i), k, int(j), b)  # already there
+        want = fresh(g)
+        d = g._dirty
+        assert np.array_equal(g._clock[:d], want[:d]), step
+        raised += d == g.num_nodes
+        if step % 3 == 0:  # a query part of the way, or to the end
+            g.clock(int(rng.integers(g.num_nodes)) if step % 2 else None)
             d = g._dirty
-            assert np.array_equal(g._clock[:d], want[:d]), (prop, step)
-            raised += d == g.num_nodes
-            if step % 3 == 0:  # a query part of the way, or to the end
-                g.clock(int(rng.integers(g.num_nodes)) if step % 2 else None)
-                d = g._dirty
-                assert np.array_equal(g._clock[:d], want[:d]), (prop, step)
-        assert np.array_equal(g.clock(), fresh(g))
-        assert raised > 10 or not prop  # most changes were made under complete clocks
-        f = g.fork()
-        before = g.clock().copy()
-        for _ in range(10):
-            i, j = sorted(rng.choice(len(prog), 2, replace=False))
-            f.add_sync(int(i), int(rng.integers(blocks[i])), int(j), int(rng.integers(blocks[j])))
-        assert np.array_equal(f.clock(), fresh(f))
-        assert np.array_equal(g.clock(), before) and np.array_equal(before, fresh(g))
+            assert np.array_equal(g._clock[:d], want[:d]), step
+    assert np.array_equal(g.clock(), fresh(g))
+    assert raised > 10  # most changes were made under complete clocks
+    f = g.fork()
+    before = g.clock().copy()
+    for _ in range(10):
+        i, j = sorted(rng.choice(len(prog), 2, replace=False))
+        f.add_sync(int(i), int(rng.integers(blocks[i])), int(j), int(rng.integers(blocks[j])))
+    assert np.array_equal(f.clock(), fresh(f))
+    assert np.array_equal(g.clock(), before) and np.array_equal(before, fresh(g))
 
 
 def test_redundant_orderings_get_no_traffic():
