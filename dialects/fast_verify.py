@@ -28,7 +28,7 @@ And xDSL's ``IsolatedFromAbove.verify`` is replaced (at import) by :func:`_isola
 the same walk with the ancestor test answered by the blocks walked (``ISOLATED = False``: xDSL's).
 The classes installed here also get :func:`_leaf_verify` as ``Operation.verify`` (xDSL's checks
 of an op without regions, in the same order, without its per-operand ABC ``isinstance``;
-``LEAF = False``: xDSL's).
+``test_leaf_verify_is_xdsls`` compares it with xDSL's method).
 """
 
 from __future__ import annotations
@@ -320,9 +320,9 @@ def _leaf_verify(self: Operation, verify_nested_ops: bool = True) -> None:
     xDSL checks the terminator rules) gets the same checks in the same order: no operand is an
     ``ErasedSSAValue`` (the class asked once per class: ``isinstance`` against xDSL's ABC-based
     classes is a Python call per operand), then its ``verify_`` with xDSL's error. Any other op
-    -- regions or successors after all, the last op of a block -- gets xDSL's method itself.
-    ``LEAF = False``: xDSL's method always (``test_leaf_verify_is_xdsls``)."""
-    if not LEAF or self.regions or self._successors:  # noqa: SLF001
+    -- regions or successors after all, the last op of a block -- gets xDSL's method itself
+    (``test_leaf_verify_is_xdsls`` compares the two on every installed class)."""
+    if self.regions or self._successors:  # noqa: SLF001
         return _XDSL_OP_VERIFY(self, verify_nested_ops)
     block = self.parent
     if block is not None and block._last_op is self:  # noqa: SLF001 - ``last_op``
@@ -340,8 +340,6 @@ def _leaf_verify(self: Operation, verify_nested_ops: bool = True) -> None:
         self.emit_error(f"Operation does not verify: {err}", err)
 
 
-#: False: xDSL's ``Operation.verify`` for every op (tests compare both)
-LEAF = True
 _XDSL_OP_VERIFY = Operation.verify
 
 
