@@ -9,7 +9,8 @@ check and once per named-operand access), every constraint object is asked throu
 What: :func:`compile_def` turns an ``OpDef`` whose shape it knows (no regions or successors;
 operands all single, one variadic alone, or all variadic sized by an ``operandSegmentSizes``
 property; single results; constraints built from ``BaseAttr``, ``EqAttrConstraint``,
-``ParamAttrConstraint``, ``AnyAttr``, ``ArrayOfConstraint`` / ``RangeOf``) into one predicate
+``ParamAttrConstraint``, ``AnyAttr``, ``AnyOf`` of classes, ``ArrayOfConstraint`` /
+``RangeOf``) into one predicate
 over an op that is true exactly when ``OpDef.verify`` accepts the op's structure (operand and
 result counts and types, segment sizes, properties present / known / of their constraints,
 attributes). :func:`fast_op_definition` is ``irdl_op_definition`` whose ``verify_`` asks that
@@ -40,7 +41,7 @@ from xdsl.dialects.builtin import ArrayAttr, ArrayOfConstraint, DenseArrayBase, 
 from xdsl.ir import Attribute, BlockArgument, ErasedSSAValue, Operation, OpResult, Region
 from xdsl.irdl import (AttrSizedOperandSegments, OpDef, OptAttributeDef, OptPropertyDef,
                        irdl_op_definition)
-from xdsl.irdl.constraints import (AnyAttr, AttrConstraint, BaseAttr, EqAttrConstraint,
+from xdsl.irdl.constraints import (AnyAttr, AnyOf, AttrConstraint, BaseAttr, EqAttrConstraint,
                                    EqIntConstraint, ParamAttrConstraint, RangeLengthConstraint,
                                    RangeOf)
 from xdsl.irdl.operations import OperandDef, OptionalDef, VariadicDef
@@ -99,6 +100,14 @@ def _attr_pred(c: AttrConstraint) -> Callable[[Attribute], bool]:
             ps = a.parameters
             return len(ps) == n and all(p(x) for p, x in zip(preds, ps))
         return param
+    if isinstance(c, AnyOf) and c._abstr_constr is None:  # noqa: SLF001
+        # xDSL's ``AnyOf.verify``: the constraint of the attribute's exact class, if any
+        by_class = {b: _attr_pred(k) for b, k in c._based_constrs.items()}  # noqa: SLF001
+
+        def any_of(a: Attribute) -> bool:
+            p = by_class.get(a.__class__)
+            return p is not None and p(a)
+        return any_of
     if isinstance(c, ArrayOfConstraint):
         each = _range_pred(c.elem_range_constraint)
         return lambda a: isinstance(a, ArrayAttr) and each(a.data)

@@ -41,11 +41,11 @@ from .tpb_base import (LEVELS, InstrOp, access_shape, level_of, print_params, pr
                        to_param)
 from .tpb_ops import (INSTR_OPS, OP_BY_KIND, BroadcastOp, Conv2dOp, CopyOp, CsuOp, CvuPipelineOp,
                       DmaOp, FillOp, MatmulOp, StageAttr)
-from .tpb_program import ProgramOp, SegmentOp, StreamOp, SymbolOp
+from .tpb_program import BytesAttr, ProgramOp, SegmentOp, StreamOp, SymbolOp
 
-TPB = Dialect("tpb", [*INSTR_OPS, ProgramOp, StreamOp, SegmentOp, SymbolOp], [StageAttr])
+TPB = Dialect("tpb", [*INSTR_OPS, ProgramOp, StreamOp, SegmentOp, SymbolOp], [StageAttr, BytesAttr])
 
 __all__ = ["TPB", "InstrOp", "MatmulOp", "Conv2dOp", "CvuPipelineOp", "CopyOp", "FillOp",
            "BroadcastOp", "CsuOp", "DmaOp", "ProgramOp", "StreamOp", "SegmentOp", "SymbolOp",
-           "StageAttr", "INSTR_OPS", "OP_BY_KIND", "level_of", "program_of", "LEVELS",
+           "StageAttr", "BytesAttr", "INSTR_OPS", "OP_BY_KIND", "level_of", "program_of", "LEVELS",
            "access_shape", "print_params", "to_param"]

@@ -8,10 +8,11 @@ from collections.abc import Callable, Sequence
 from typing import ClassVar
 
 from xdsl.dialects.builtin import I64, ArrayAttr, DenseArrayBase, IntegerAttr, StringAttr
-from xdsl.ir import Attribute, Block, Operation, Region
-from xdsl.irdl import (IRDLOperation, lazy_traits_def, opt_prop_def, prop_def,
-                       region_def, traits_def)
-from xdsl.parser import Parser
+from xdsl.ir import Attribute, Block, Data, Operation, Region
+from xdsl.irdl import (IRDLOperation, irdl_attr_definition, lazy_traits_def, opt_prop_def,
+                       prop_def, region_def, traits_def)
+from xdsl.irdl.constraints import AnyOf, BaseAttr
+from xdsl.parser import AttrParser, Parser
 from xdsl.printer import Printer
 from xdsl.traits import HasParent, NoTerminator
 from xdsl.utils.exceptions import VerifyException
@@ -229,6 +230,26 @@ class StreamOp(IRDLOperation):
                                           f"cluster {m.cluster_of(op.unit_index)}")
 
 
+@irdl_attr_definition
+class BytesAttr(Data[bytes]):
+    """``#tpb.bytes<"HEX">``: a segment's bytes as bytes (``SegmentOp``'s custom form prints
+    them as the hex string a parsed segment holds as a ``StringAttr``)."""
+    name = "tpb.bytes"
+
+    @classmethod
+    def parse_parameter(cls, parser: AttrParser) -> bytes:
+        with parser.in_angle_brackets():
+            text = parser.parse_str_literal()
+        try:
+            return bytes.fromhex(text)
+        except ValueError:
+            parser.raise_error("#tpb.bytes: not a hex string")
+
+    def print_parameter(self, printer: Printer) -> None:
+        with printer.in_angle_brackets():
+            printer.print_string_literal(self.data.hex())
+
+
 @fast_op_definition
 class SegmentOp(IRDLOperation):
     """``tpb.segment "NAME" SPACE ADDRESS data "HEX"``: initial memory contents (weights,
@@ -237,28 +258,38 @@ class SegmentOp(IRDLOperation):
     seg_name = prop_def(StringAttr)
     space = prop_def(StringAttr)
     address = prop_def(IntegerAttr[I64])
-    data = prop_def(StringAttr)  # hex
+    #: the bytes (``#tpb.bytes``, built from bytes) or their hex text (``StringAttr``, parsed)
+    data = prop_def(AnyOf((BaseAttr(StringAttr), BaseAttr(BytesAttr))))
     traits = lazy_traits_def(lambda: (HasParent(ProgramOp),))
 
     def __init__(self, name: str, space: str, address: int, data: bytes):
-        hexed = StringAttr(data.hex())
-        # the bytes ride on the (immutable) attribute they are the hex of: the verifier and
-        # ``bytes`` (the emitter) need not decode tens of MB of weights again (ResNet-50: ~0.6
-        # CPU-s each). A data attribute from anywhere else (parsed text) is decoded as before.
-        object.__setattr__(hexed, "_m100_bytes", bytes(data))
+        # the bytes themselves: the verifier and ``bytes`` (the emitter) read them, and no hex
+        # text of tens of MB of weights is made unless the op is printed (ResNet-50: 103 MB,
+        # ~0.17 CPU-s to hex and ~0.6 to decode)
         super().__init__(properties={"seg_name": StringAttr(name), "space": StringAttr(space),
-                                     "address": int_attr(address), "data": hexed})
+                                     "address": int_attr(address), "data": BytesAttr(bytes(data))})
 
     @property
     def bytes(self) -> bytes:
-        got = self.data.__dict__.get("_m100_bytes")
-        return got if got is not None else bytes.fromhex(self.data.data)
+        d = self.data
+        return d.data if type(d) is BytesAttr else bytes.fromhex(d.data)
+
+    @property
+    def nbytes(self) -> int:
+        """``len(self.bytes)`` for valid data, without decoding a hex text."""
+        d = self.data
+        return len(d.data) if type(d) is BytesAttr else len(d.data) // 2
+
+    @property
+    def hex(self) -> str:
+        d = self.data
+        return d.data.hex() if type(d) is BytesAttr else d.data
 
     def print(self, printer: Printer) -> None:
         printer.print_string(" ")
         printer.print_string_literal(self.seg_name.data)
         printer.print_string(f" {self.space.data} {self.address.value.data} data ")
-        printer.print_string_literal(self.data.data)
+        printer.print_string_literal(self.hex)
         printer.print_op_attributes(self.attributes)
 
     @classmethod
@@ -278,8 +309,7 @@ class SegmentOp(IRDLOperation):
             raise VerifyException(f"'tpb.segment' \"{self.seg_name.data}\": segments live in ddr "
                                   f"or sram, not '{self.space.data}'")
         try:
-            got = self.data.__dict__.get("_m100_bytes")  # the hex of these bytes (__init__)
-            n = len(got) if got is not None else len(bytes.fromhex(self.data.data))
+            n = len(self.bytes)
         except ValueError:
             raise VerifyException(f"'tpb.segment' \"{self.seg_name.data}\": data is not a hex "
                                   "string") from None

@@ -155,7 +155,7 @@ def build_dataflow(machine, body: list[Operation], ops: list, insts: list,
         elif isinstance(o, SegmentOp):
             space = SPACE_BY_NAME[o.space.data]
             lo = o.address.value.data
-            hi = lo + len(o.data.data) // 2
+            hi = lo + o.nbytes
             tpb = 0
             what = f"segment '{o.seg_name.data}'"
         else:

@@ -355,18 +355,40 @@ def test_trusted_walk_still_runs_its_own_verify():
 
 
 def test_segment_bytes_ride_on_their_hex():
-    """A ``tpb.segment`` built from bytes keeps them on its hex attribute (no decoding in the
-    verifier or the emitter); one whose data comes from elsewhere is decoded and a bad hex or an
+    """A ``tpb.segment`` built from bytes keeps them as bytes (``#tpb.bytes``: no hex text made,
+    no decoding in the verifier or the emitter) and prints the same text as one holding their
+    hex; one whose data is a hex ``StringAttr`` (parsed) is decoded and a bad hex or an
     out-of-memory range is still refused."""
-    from xdsl.dialects.builtin import StringAttr
+    import io
 
-    from m100.dialects.tpb import SegmentOp
+    from xdsl.dialects.builtin import StringAttr
+    from xdsl.parser import Parser
+    from xdsl.printer import Printer
+
+    from m100.context import make_context
+    from m100.dialects.tpb import BytesAttr, SegmentOp
     data = bytes(range(256)) * 3
     seg = SegmentOp("w", "ddr", 64, data)
-    ModuleOp([ProgramOp("tiny", "resolved", [seg])]).verify()
-    assert seg.bytes == data and seg.data.data == data.hex()
+    mod = ModuleOp([ProgramOp("tiny", "resolved", [seg])])
+    mod.verify()
+    assert type(seg.data) is BytesAttr and seg.data.data == data
+    assert seg.bytes == data and seg.nbytes == len(data) and seg.hex == data.hex()
+    as_text = SegmentOp.create(properties={**seg.properties, "data": StringAttr(data.hex())})
+    assert str(seg) == str(as_text) and f'data "{data.hex()}"' in str(seg)
+    ctx = make_context()
+    for generic in (False, True):  # custom form -> StringAttr; generic form -> #tpb.bytes
+        out = io.StringIO()
+        Printer(stream=out, print_generic_format=generic).print_op(mod)
+        back = Parser(ctx, out.getvalue()).parse_module()
+        back.verify()
+        got = next(o for o in back.walk() if isinstance(o, SegmentOp))
+        assert type(got.data) is (BytesAttr if generic else StringAttr)
+        assert got.bytes == data and got.nbytes == len(data) and str(got) == str(seg)
+    with pytest.raises(Exception, match="not a hex string"):
+        Parser(ctx, '"tpb.segment"() <{seg_name = "w", space = "ddr", address = 0 : i64, '
+               'data = #tpb.bytes<"0g">}> : () -> ()').parse_operation()
     seg.properties["data"] = StringAttr(data.hex())  # as parsed from text: decoded
-    assert seg.bytes == data
+    assert seg.bytes == data and seg.nbytes == len(data)
     seg.properties["data"] = StringAttr("zz")
     with pytest.raises(VerifyException, match="not a hex string"):
         seg.parent_op().verify()
