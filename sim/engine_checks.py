@@ -168,15 +168,7 @@ class Checks:
                 snap = rb.keep(self.vc[u])
                 self.race_clock[u] = rb.buf[snap]
                 self.race_snap[u] = (rb.gen, snap)
-            got = rec.inst.__dict__.get("_sim_race")  # (_race_packed, its kept case inline)
-            pk = got[1].get((b, write, 0)) if got is not None and got[0] is twu.STRIDED \
-                else None
-            if pk is None:
-                pk = self._race_packed(rec, b, write)
-            if pk[1]:
-                rb.log_nums.append(pk[0])
-                rb.log_bss.append(pk[1])
-                rb.log_meta.append((u, self.vc.item(u, u), write, snap))
+            self._race_log(rec, b, write, (u, self.vc.item(u, u), write, snap))
             return
         if rb is not None:  # recorded with the unit's clock, checked in the batch
             # the reads take a copy of the clock when the block starts; the writes use it too:
@@ -202,6 +194,22 @@ class Checks:
             return
         for space, bs, _ in self._race_items(rec, b, write):
             self._race(u, rec, b, space, bs, write)
+
+    def _race_log(self, rec: InstRec, b: int, write: bool, meta: tuple) -> None:
+        """Append block ``b``'s reads or writes that touch bytes to the bulk race log
+        (:class:`~m100.sim.race_batch.RaceBatch`'s ``log_nums`` / ``log_bss`` / ``log_meta``) as
+        one entry: its packed items (:meth:`_race_packed`) and ``meta`` = (unit, epoch, write,
+        clock row number). The bulk branch of :meth:`_race_block` and the functional loop
+        (``sim/engine_untimed.py``) both log through it."""
+        got = rec.inst.__dict__.get("_sim_race")  # (_race_packed, its kept case inline)
+        pk = got[1].get((b, write, 0)) if got is not None and got[0] is twu.STRIDED else None
+        if pk is None:
+            pk = self._race_packed(rec, b, write)
+        if pk[1]:
+            rb = self.rbatch
+            rb.log_nums.append(pk[0])
+            rb.log_bss.append(pk[1])
+            rb.log_meta.append(meta)
 
     def _race_items(self, rec: InstRec, b: int, write: bool) -> list:
         """The (space, byte set) of every access of block ``b``'s reads or writes, in their

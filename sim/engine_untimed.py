@@ -44,10 +44,6 @@ if TYPE_CHECKING:  # pragma: no cover
 #: general loop, ``Engine._loop_untimed``; the tests compare the two).
 FAST = True
 
-#: Record the bulk race log inline (False: through ``Checks._race_block``, the same entries;
-#: for A/B measurements).
-RACE_INLINE = True
-
 
 class UntimedLoop:
     """The functional loop (see the module doc)."""
@@ -67,13 +63,11 @@ class UntimedLoop:
         counter_max, mask_tpbs, flow_ids = self.counter_max, self.mask_tpbs, self.flow_ids
         joins_on, progress, n_recs = self.joins_on, self.progress, len(self.recs)
         vitem = vc.item
-        # the bulk race log (Checks._race_block's bulk branch, inline: the same entries)
-        bulk = RACE_INLINE and races is not None and rb is not None and rb.bulk
+        # the bulk race log (Checks._race_block's bulk branch without its call and mode
+        # tests: the same clock rows; the entries through the same Checks._race_log)
+        bulk = races is not None and rb is not None and rb.bulk
         if bulk:
-            race_snap, race_packed, keep, gen = self.race_snap, self._race_packed, rb.keep, rb.gen
-            # (race_packed: a block's packed items, found kept by the pre-pass)
-            log_nums, log_bss, log_meta = rb.log_nums.append, rb.log_bss.append, \
-                rb.log_meta.append
+            race_snap, race_log, keep, gen = self.race_snap, self._race_log, rb.keep, rb.gen
 
         nxt: list[int] = []  # units whose blocks end at the next time, in push order
         fifo: deque = deque()  # counter arrivals at the current time, in push order
@@ -146,11 +140,7 @@ class UntimedLoop:
                     snap = keep(vc[u])
                     race_clock[u] = rb.buf[snap]
                     race_snap[u] = (gen, snap)
-                    pk = race_packed(rec, b, False)
-                    if pk[1]:
-                        log_nums(pk[0])
-                        log_bss(pk[1])
-                        log_meta((u, vitem(u, u), False, snap))
+                    race_log(rec, b, False, (u, vitem(u, u), False, snap))
                 elif races is not None:
                     race_block(u, rec, b, False)
                 us.pending = rec.ex.run(b)
@@ -221,11 +211,7 @@ class UntimedLoop:
                 begin = us.block_start
                 try:
                     if bulk:  # (_race_block's bulk branch: the writes of block b)
-                        pk = race_packed(rec, b, True)
-                        if pk[1]:
-                            log_nums(pk[0])
-                            log_bss(pk[1])
-                            log_meta((u, vitem(u, u), True, race_snap[u][1]))
+                        race_log(rec, b, True, (u, vitem(u, u), True, race_snap[u][1]))
                     elif races is not None:
                         race_block(u, rec, b, True)
                     rec.ex.apply(us.pending)
