@@ -187,6 +187,10 @@ class UpdateAttr(ParametrizedAttribute):
             raise VerifyException(f"#sync.update: amount {self.amount.value.data} must be >= 1")
 
 
+_ACTIONS_PARAMS = ("blocks", "monitors", "updates")
+_I64_END = 1 << 63  # a field below 2**63 is an i64 as it is (``twu.i64_attr``)
+
+
 def canonical_sync(s: Sync) -> bool:
     """``s`` is exactly what ``ActionsAttr.to_isa`` decodes for it: plain ``int`` fields, a
     ``Trigger`` member per update, tuples of ``Monitor`` / ``Update``."""
@@ -221,6 +225,45 @@ class ActionsAttr(ParametrizedAttribute):
                         ArrayAttr([MonitorAttr.from_isa(m) for m in s.monitors]),
                         ArrayAttr([UpdateAttr.from_isa(u) for u in s.updates]),
                         isa=s if canonical_sync(s) else None)
+
+    @staticmethod
+    def lazy(s: Sync) -> ActionsAttr:
+        """:meth:`from_isa`'s attribute, its parameters built on first read: sync-insert gives
+        every instruction op of a program one (62 892 on the 1024-token LLaMA prefill layer,
+        ~17 us each), and what reads them after it -- the op's ``to_isa``, the machine check,
+        the emission -- reads the ``Sync`` (``to_isa``), not the parameters; printing, equality,
+        hashing or ``parameters`` build them (:meth:`__getattr__`), the same as
+        :meth:`from_isa`'s. Only for a canonical ``s`` whose attribute verifies (every field an
+        ``i64``, blocks >= 1, monitors' fields >= 0, updates' counter >= 0, mask >= 1, amount
+        >= 1: the checks :meth:`from_isa` runs); any other goes through :meth:`from_isa`
+        (its error, or its attribute)."""
+        if not (canonical_sync(s) and 1 <= s.blocks < _I64_END
+                and all(0 <= m.tpb < _I64_END and 0 <= m.counter < _I64_END
+                        and 0 <= m.expected < _I64_END and 0 <= m.per_block < _I64_END
+                        for m in s.monitors)
+                and all(0 <= u.counter < _I64_END and 1 <= u.tpb_mask < _I64_END
+                        and 1 <= u.amount < _I64_END for u in s.updates)):
+            return ActionsAttr.from_isa(s)
+        attr = ActionsAttr.__new__(ActionsAttr)
+        object.__setattr__(attr, "_isa", s)
+        return attr
+
+    def __getattr__(self, name: str):
+        # only reached when ``name`` is not set: the parameters of a :meth:`lazy` attribute
+        if name in _ACTIONS_PARAMS:
+            d = self.__dict__
+            s = d.get("_isa")
+            if s is not None and "blocks" not in d:
+                full = ActionsAttr.from_isa(s)
+                for f in _ACTIONS_PARAMS:
+                    object.__setattr__(self, f, full.__dict__[f])
+                return d[name]
+        raise AttributeError(f"'{type(self).__name__}' object has no attribute '{name}'")
+
+    @property
+    def parameters(self) -> tuple[Attribute, ...]:
+        # xDSL's reads each field with ``__getattribute__``, which skips ``__getattr__``
+        return (self.blocks, self.monitors, self.updates)
 
     def to_isa(self) -> Sync:
         got = self.__dict__.get("_isa")  # immutable attribute, frozen Sync: decode once

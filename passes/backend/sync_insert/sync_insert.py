@@ -224,7 +224,9 @@ class SyncInsert(ModulePass):
         self.dataflows.append(build_dataflow(machine, body, ops, insts,
                                              res.certificate["executors"]))
         for o, inst in zip(ops, res.instructions):
-            attr = o.properties["sync"] = ActionsAttr.from_isa(inst.sync)
+            # the parameters are built when something reads them (printing, equality): the
+            # stages after this one read the Sync (``to_isa``)
+            attr = o.properties["sync"] = ActionsAttr.lazy(inst.sync)
             if attr.to_isa() == inst.sync:  # the op now decodes to ``inst``: no rebuild later
                 o.remember_instruction(inst)
         for b in barriers:
