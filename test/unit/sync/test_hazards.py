@@ -380,3 +380,40 @@ def test_bulk_pairs_overlap_is_the_window(seed, monkeypatch):
             seen += a[0].size
             assert all(np.array_equal(x, y) for x, y in zip(a, b))
     assert seen > 20
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_memory_columns_are_each_access_s_own(seed):
+    """``memory_columns`` works out each distinct walk's ``is_dense`` once and its ``walk_rows``
+    once (for a 1-block access), by walk number: every memory's columns equal each access's
+    own, recomputed from the definitions -- its bytes (``byte_range``), instruction, direction,
+    ``is_dense``, and for a 1-block instruction the row shape when ``walk_rows`` gives one exact
+    for ``access_need`` -- on random programs with shared walks (one walk object in several
+    instructions and memories) and on pieces of one matrix, with blocks changed."""
+    if seed % 3 == 2:
+        prog, blocks = _matrix_program(seed)
+    else:
+        prog = progs.random_program(2900 + seed, n=90, slots=4 + seed % 3, ddr_slots=2,
+                                    extra=seed % 2 == 1)
+        blocks = [p.sync.blocks for p in prog]
+    k = len(prog) // 3  # copies of the first third later on: the same walk objects again
+    prog, blocks = prog + [dataclasses.replace(p) for p in prog[:k]], blocks + blocks[:k]
+    if seed % 2:  # some instructions re-blocked (copies too): their accesses take no row shape
+        blocks = [b if n % 4 else b + 1 for n, b in enumerate(blocks)]
+    st = hazards._Sweep([p.executor for p in prog], blocks)
+    seen = shaped = 0
+    for mem, cols in hazards.memory_columns(prog, blocks, st):
+        assert len(cols.accl) == cols.lo.size
+        for r, a in enumerate(cols.accl):
+            i = cols.insl[r]
+            assert a.mem == mem and any(a.walk is w for _, w, _ in prog[i].walks())
+            assert (cols.lol[r], cols.hil[r]) == a.walk.byte_range() and cols.wrl[r] == a.write
+            d = footprint.is_dense(a.walk)
+            assert cols.dense[r] is d
+            got = footprint.walk_rows(a.walk) if blocks[i] == 1 else None
+            want = got is not None and (got[2] <= footprint.EXACT_LIMIT or d)
+            assert bool(cols.el[r]) is want
+            assert cols.shape[r].tolist() == (list(got) if want else [0, 0, 0, 0])
+            seen += 1
+            shaped += want
+    assert seen > 100 and shaped > 10 and len(st.walks) < seen  # walks were shared
