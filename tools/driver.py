@@ -265,11 +265,11 @@ def compile_least(srcs, machine="m100", tpbs: int = 0, sync_mode: str = "dataflo
     changes); the stages after it run on the chosen one alone. The result is the program
     :func:`compile` gives that model (``m100 bench llm``'s W8A8 prefill layer: its two
     ``o_quant`` forms, issue 13's compile time; ``test_compile_least``). The models' searches
-    share one table of isolated builds (``shared_costs.carried``, :data:`LEAST_CARRIED`): a
+    share one table of isolated builds (``shared_costs.carried``): a
     later model answers the segments it shares with an earlier one from those builds, keyed by
     everything an isolated build reads -- the same course and plans as alone."""
     from m100.passes.schedule.shared_costs import carried
-    with compile_gc() as stage_end, (carried() if LEAST_CARRIED else contextlib.nullcontext()):
+    with compile_gc() as stage_end, carried():
         opts = dict(clusters=clusters, strategy=strategy, seed=seed, verbose=verbose,
                     stage_end=stage_end, prefetch_shares=prefetch_shares,
                     pack_largest_first=pack_largest_first, tail_prefetch=tail_prefetch)
@@ -287,9 +287,6 @@ def compile_least(srcs, machine="m100", tpbs: int = 0, sync_mode: str = "dataflo
 
 #: where :func:`compile_least` compares its models' plans (``m100-pipeline``'s ``until``)
 LEAST_UNTIL = "hbsm-allocate"
-#: :func:`compile_least`'s models share one ``shared_costs.carried`` table (False: each its own,
-#: as a compile alone; A/B and the tests)
-LEAST_CARRIED = True
 
 
 @dataclass

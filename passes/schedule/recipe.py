@@ -181,10 +181,6 @@ def _ids(name: str, v) -> tuple[object, list[int]]:
     return v, []  # n_written, kept_use, prefetch: plain values
 
 
-#: :func:`record_from` (False: every compute segment a whole-plan build makes is recorded, A/B)
-SELECT = True
-
-
 def record_from(segs: list, tl, base, checkpoints) -> int:
     """The first index of ``segs`` whose segments a whole-plan build records (:meth:`.timeline.
     Scheduler.build`; ``tl``: its plan, with its kept activations chosen). A recording is
@@ -198,8 +194,6 @@ def record_from(segs: list, tl, base, checkpoints) -> int:
     trials resume there, the segments before it are built again only by builds from scratch.
     Only the speed depends on it: a segment not recorded is built in full (ResNet-50: 125
     recordings instead of session 28's 605, of which 102 were ever replayed; 87 of the 125 are)."""
-    if not SELECT:
-        return 0
     if base is None:
         return min(checkpoints, default=0)
     if base.kept != tl.kept or base.kept_bcast != tl.kept_bcast:

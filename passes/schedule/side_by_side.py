@@ -37,6 +37,12 @@ TPBs, and the DMA engines take transfers in the order they are built: on the who
 all built first, the feeders hold back every group until the last of them ends). The order of
 the trial is checked to be topological (:func:`_topological`); kept only if the whole plan is
 shorter.
+
+**Resumed at the run** (session 29, :func:`_shorter_at`): every trial keeps the segments before
+the run (before its feeders, set aside) as they are, so it asks for a checkpoint there and starts
+from the one the latest trial took (:mod:`.resume`: the same plan and task count as a build from
+the first segment); a checkpoint that does not fit (other kept activations in the prefix, a
+bound the prefix reaches) is not used.
 """
 
 from __future__ import annotations
@@ -59,9 +65,6 @@ MAX_GROUP = 8
 WINDOWS = (2, 4, 8)
 #: TPBs set aside for a run's feeders (:func:`feeders`), tried in turn; () switches this off
 ASIDE = (4, 8)
-#: side_by_side's trials resume from a checkpoint before the run (:func:`_shorter_at`); False:
-#: each trial built from the first segment (A/B, the tests compare both)
-RESUME = True
 #: each window layout is also tried with its pipelines' bands divided by these (at least one
 #: band per TPB row): the window's search costs a chain alone, with both DMA engines to itself,
 #: and so prefers many small bands -- each a q load and an output store -- which ``w`` chains
@@ -319,9 +322,8 @@ def _shorter_at(s, trial: list[SegmentCfg], ref, keep: str, at: int, held: dict)
     of the plan before the run (module doc, "Resumed at the run"): the build asks for a
     checkpoint before segment ``at`` and starts from the one ``held[at]`` holds, the plan
     the latest trial built (to its end or to its bound: a stopped build's plan keeps the
-    checkpoints it took). :data:`RESUME` False: ``shorter`` as it is."""
-    if not RESUME:
-        return s.sched.shorter(trial, ref, keep)
+    checkpoints it took). The same answer and task count as ``s.sched.shorter(trial, ref,
+    keep)`` (a build from the first segment; ``test_side_by_side``)."""
     try:
         tl2 = s.sched.build(trial, bound=ref.makespan, keep=keep, base=held.get(at),
                             checkpoints={at})

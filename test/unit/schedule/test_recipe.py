@@ -143,7 +143,7 @@ class _P:
         self.segments, self.kept, self.kept_bcast = segments, set(kept), bcast
 
 
-def test_record_from(monkeypatch):
+def test_record_from():
     """Which segments a build records: a build without a base from its first checkpoint (or
     all); a trial whose kept activations differ from the plan it would replace none; else the
     segments after the last one that differs (by identity, counted from the end: a trial may
@@ -160,8 +160,6 @@ def test_record_from(monkeypatch):
     assert recipe.record_from(b, _P(b, bcast=False), _P(a), set()) == 7
     c = a[:2] + [object(), object()] + a[3:]  # segment 2 split in two
     assert recipe.record_from(c, _P(c), _P(a), set()) == 4
-    monkeypatch.setattr(recipe, "SELECT", False)
-    assert recipe.record_from(b, _P(b, {"x"}), _P(a), set()) == 0
 
 
 def _later_change(placed, monkeypatch, same_segments=None):

@@ -109,40 +109,46 @@ def _prefill_graph():
     return from_module(module, get_machine("m100").cvu_max_stages).graph
 
 
+def _full_build(s, trial, ref, keep, at, held):
+    """The reference of ``_shorter_at`` (before session 29): the trial built from the first
+    segment."""
+    return s.sched.shorter(trial, ref, keep)
+
+
 def test_trials_resumed_at_the_run_are_the_full_builds(monkeypatch):
     """Session 29: side_by_side's trials start from a checkpoint before the run
-    (``_shorter_at``, ``RESUME``). Oracle: the same placement with every trial built from the
-    first segment (``RESUME = False``): each trial's answer (its plan, or None) and the task
-    count after it (the search budget's measure, also for trials stopped at their bound), the
-    final plan and segments. And the test checks something: trials were resumed at the run."""
+    (``_shorter_at``). Oracle: the same placement with every trial built from the first segment
+    (:func:`_full_build`): each trial's answer (its plan, or None) and the task count after it
+    (the search budget's measure, also for trials stopped at their bound), the final plan and
+    segments. And the test checks something: trials were resumed at the run."""
     from m100.passes.schedule import placement, resume
     from m100.passes.schedule import side_by_side as sbs
     from m100.targets.m100.machine import get_machine
     m = get_machine("m100")
-    orig, restore = sbs._shorter_at, resume.Checkpoint.restore
+    resumed, restore = sbs._shorter_at, resume.Checkpoint.restore
     got, restored = {}, []
 
-    def spy(s, trial, ref, keep, at, held):
-        r = orig(s, trial, ref, keep, at, held)
-        got[sbs.RESUME].append((at, None if r is None else r.to_json(), s.sched.tasks_built))
-        return r
+    def spy(fn, key):
+        def f(s, trial, ref, keep, at, held):
+            r = fn(s, trial, ref, keep, at, held)
+            got[key].append((at, None if r is None else r.to_json(), s.sched.tasks_built))
+            return r
+        return f
 
     def restore_spy(self, bld, segs):
         restored.append(self.index)
         return restore(self, bld, segs)
 
-    monkeypatch.setattr(sbs, "_shorter_at", spy)
     monkeypatch.setattr(resume.Checkpoint, "restore", restore_spy)
     out = {}
-    for on in (False, True):
-        monkeypatch.setattr(sbs, "RESUME", on)
-        got[on] = []
+    for key, fn in (("full", _full_build), ("resumed", resumed)):
+        monkeypatch.setattr(sbs, "_shorter_at", spy(fn, key))
+        got[key] = []
         restored.clear()
         pl = placement.schedule(_prefill_graph(), m, tpbs=8)
-        out[on] = (pl.timeline.to_json(), pl.segments)
-        if on:
-            runs = {at for at, _, _ in got[on]}
-            assert len(got[on]) >= 4 and len(runs) == 1
-            assert sum(i in runs for i in restored) >= len(got[on]) - 1
-    assert got[True] == got[False]
-    assert out[True] == out[False]
+        out[key] = (pl.timeline.to_json(), pl.segments)
+    runs = {at for at, _, _ in got["resumed"]}
+    assert len(got["resumed"]) >= 4 and len(runs) == 1
+    assert sum(i in runs for i in restored) >= len(got["resumed"]) - 1
+    assert got["resumed"] == got["full"]
+    assert out["resumed"] == out["full"]
