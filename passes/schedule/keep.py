@@ -262,6 +262,39 @@ def _choose(s, segs: list[SegmentCfg], cap: int, one_stage: bool, matmul: bool,
     return kept, use
 
 
+def first_bcast_read(s, segs: list[SegmentCfg], kept: set[str]) -> int:
+    """The first index of ``segs`` whose build may read ``Plan.kept_bcast`` (``len(segs)``:
+    none), for a plan keeping ``kept``. The builder reads it in one place, a lockstep group's
+    K chunk of a kept activation (``kinds/tcu.plan_piece``'s ``kept_chunks``: the piece is in a
+    lockstep group, so its segment is one lockstep contraction -- ``PlanPiece.group`` is set by
+    ``_lockstep_segment`` alone --, and its activation ``inputs[0]`` is kept or a row view of a
+    kept tensor, ``Transfers._streamed``; a producer in the same segment is impossible with
+    one stage). This is the first segment meeting those conditions with any input (a superset):
+    two builds that differ only in the broadcast mode build the segments before it alike, so a
+    build of one mode may resume from a checkpoint of the other's at or before it
+    (``refine.kept_copies``; ``test_kept_copies``)."""
+    if not kept:
+        return len(segs)
+    g, prod = s.g, s.producers
+    for si, seg in enumerate(segs):
+        if seg.kind == "dma" or len(seg.stages) != 1:
+            continue
+        st = seg.stages[0]
+        op = s.ops[st.op]
+        if not lockstep(s.stage_plan(seg, st), op):
+            continue
+        for t in op.inputs:
+            p = prod.get(t)
+            if p is None:
+                continue
+            if p.name in g.view_ops:
+                r = row_root(g, t)
+                p = prod.get(r) if r is not None else None
+            if p is not None and p.name in kept:
+                return si
+    return len(segs)
+
+
 def kept_bytes(s, seg: SegmentCfg, st, op, tplan) -> dict[int, int]:
     """HBSM bytes per TPB of a stage's output tiles (each rounded to the bank width), all of them
     live at once when its output is kept: the pieces of a stage built piece by piece or in
@@ -309,4 +342,4 @@ def _band_order(s, seg: SegmentCfg, st, tplan) -> list[int] | None:
     return causal.band_order(seg, causal.clips(s, seg, plans))
 
 
-__all__ = ["choose_kept", "kept_bytes", "piece_elems", "KEEP_UNITS"]
+__all__ = ["choose_kept", "first_bcast_read", "kept_bytes", "piece_elems", "KEEP_UNITS"]

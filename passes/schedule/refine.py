@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING
 
 from .gemv_runs import int4_gemvs_by_weight, widened_stages
 from .graph import Op, geometry
+from .keep import first_bcast_read
 from .partition import col_splits
 from .plan import Plan
 from .segment import SegmentCfg, ksplit_stages
@@ -83,10 +84,15 @@ def kept_copies(sched: Scheduler, segs: list[SegmentCfg], tl: Plan, keep: str
     broadcast per producer piece (``Plan.kept_bcast``), if that is shorter: the broadcasts take
     one DTDU's time instead of one per reader, but they share the DRB with the CCB DMA engines'
     weight broadcasts (``list_schedule``: ``RateProfile``). Tried once, on the final segments
-    (the refinements before it choose with broadcasts)."""
-    if not keep or not tl.kept:
+    (the refinements before it choose with broadcasts).
+
+    Session 30: the builder reads the broadcast mode only from the first segment
+    :func:`.keep.first_bcast_read` names on: with none, the plan with copies is ``tl`` itself
+    (not shorter: nothing is built); else the build resumes from ``tl``'s latest checkpoint at
+    or before it (``Scheduler.build``: a base of the other mode; ``test_kept_copies``)."""
+    if not keep or not tl.kept or first_bcast_read(sched, segs, tl.kept) == len(segs):
         return tl, keep
-    tl2 = sched.shorter(segs, tl, keep + "+copies")
+    tl2 = sched.shorter(segs, tl, keep + "+copies", base=tl)
     return (tl2, keep + "+copies") if tl2 is not None else (tl, keep)
 
 

@@ -210,13 +210,15 @@ def _use_in(index: int, kept_use: dict) -> dict:
 
 
 def best_checkpoint(base: Plan | None, segs: list, kept: set, kept_use: dict,
-                    bound: float) -> Checkpoint | None:
-    """The checkpoint of ``base`` with the longest prefix a build of ``segs`` may start from."""
+                    bound: float, limit: int | None = None) -> Checkpoint | None:
+    """The checkpoint of ``base`` with the longest prefix a build of ``segs`` may start from
+    (``limit``: at most that many segments; a base of the other broadcast mode,
+    ``keep.first_bcast_read``)."""
     if base is None:
         return None
     # the latest first: the first that fits is the answer (``fits`` costs a prefix comparison)
     for cp in sorted(base.checkpoints.values(), key=_INDEX, reverse=True):
-        if cp.fits(segs, kept, kept_use, bound):
+        if (limit is None or cp.index <= limit) and cp.fits(segs, kept, kept_use, bound):
             return cp
     return None
 

@@ -34,7 +34,7 @@ from dataclasses import replace
 from .build_segments import PlanBuilder, SearchBuilder
 from .cost import CostModel, ceil_div
 from .graph import Op, OpGraph, ScheduleError, geometry
-from .keep import choose_kept
+from .keep import choose_kept, first_bcast_read
 from . import list_schedule, recipe
 from .list_schedule import BoundExceeded
 from .partition import TilePlan, tile_piece
@@ -316,21 +316,25 @@ class Scheduler:
         # keep mode (:attr:`recent`): any checkpoint that fits the build is its state there
         # (:mod:`.resume`), whichever plan it was taken in (a trial in another keep mode than
         # ``base``'s: ``pipe_starts``)
+        # (a plan of the other broadcast mode: its checkpoints up to the first segment that may
+        # read the mode, :func:`.keep.first_bcast_read`)
         cp = src = None
         if not isolated and base is not None:
             for b in (base, self.recent.get(mode)):
-                if b is None or b.kept_bcast != tl.kept_bcast:
+                if b is None:
                     continue
-                c = best_checkpoint(b, segs, tl.kept, st.kept_use, bound)
+                limit = len(segs) if b.kept_bcast == tl.kept_bcast else \
+                    first_bcast_read(self, segs, tl.kept)
+                c = best_checkpoint(b, segs, tl.kept, st.kept_use, bound, limit)
                 if c is not None and (cp is None or c.index > cp.index):
                     cp, src = c, b
         if cp is not None:
-            kept, kept_use = tl.kept, st.kept_use
+            kept, kept_use, bcast = tl.kept, st.kept_use, tl.kept_bcast
             cp.restore(st, segs)
             tl, first = st.tl, cp.index
-            # this build's kept activations, not the base's: they agree on the prefix
-            # (``Checkpoint.fits``), the segments after it are built with this build's
-            tl.kept, st.kept_use = kept, kept_use
+            # this build's kept activations and broadcast mode, not the base's: they agree on
+            # the prefix (``Checkpoint.fits``), the segments after it are built with this build's
+            tl.kept, st.kept_use, tl.kept_bcast = kept, kept_use, bcast
             if tl.tasks:
                 ends = EndScan(len(tl.tasks), cp.max_end)
             # the base's checkpoints up to the resumed one are this build's too (same prefix)
