@@ -317,15 +317,30 @@ def side_by_side(s, segs: list[SegmentCfg], tl, keep: str, pool: tuple[int, ...]
     return segs, tl
 
 
+def trial_points(s, segs: list[SegmentCfg]) -> set[int]:
+    """The segments before which :func:`side_by_side`'s trials would resume (each run's first,
+    its feeders' first): a build of the plan before it keeps a checkpoint there, so that the
+    first trial resumes too (``refine.keep_activations``). ``s``: a scheduler or search (its
+    ``g`` and ``ops``). A superset: runs :func:`_whole_pool_chain` would leave alone count."""
+    out = set()
+    for run in repeated_runs(s, segs):
+        out.add(run[0][0])
+        feed = feeders(s, segs, run[0][0], run[-1][1])
+        if feed:
+            out.add(feed[0])
+    return out
+
+
 def _shorter_at(s, trial: list[SegmentCfg], ref, keep: str, at: int, held: dict):
     """``s.sched.shorter(trial, ref, keep)`` for a trial whose first ``at`` segments are those
     of the plan before the run (module doc, "Resumed at the run"): the build asks for a
     checkpoint before segment ``at`` and starts from the one ``held[at]`` holds, the plan
     the latest trial built (to its end or to its bound: a stopped build's plan keeps the
-    checkpoints it took). The same answer and task count as ``s.sched.shorter(trial, ref,
-    keep)`` (a build from the first segment; ``test_side_by_side``)."""
+    checkpoints it took); the first trial from ``ref``'s (:func:`trial_points`). The same
+    answer and task count as ``s.sched.shorter(trial, ref, keep)`` (a build from the first
+    segment; ``test_side_by_side``)."""
     try:
-        tl2 = s.sched.build(trial, bound=ref.makespan, keep=keep, base=held.get(at),
+        tl2 = s.sched.build(trial, bound=ref.makespan, keep=keep, base=held.get(at, ref),
                             checkpoints={at})
     except BoundExceeded as e:
         if at in e.plan.checkpoints:
