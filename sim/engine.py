@@ -117,8 +117,12 @@ class Engine(Fluid, Checks, TraceEvents, DmaAhead, UntimedLoop):
 
     def __init__(self, machine: Machine, recs: list[InstRec], mem: Memory | None, mode: str,
                  random_seed: int | None, check_races: bool, trace: bool,
-                 progress: Callable[[int, int], None] | None = None, batch_races: bool = False):
+                 progress: Callable[[int, int], None] | None = None, batch_races: bool = False,
+                 defer: list | None = None):
         self.m = machine
+        # (sim/replay.py, a first full run's data after its loop) the executors' ``run`` /
+        # ``apply`` calls logged as (record index, block) / (record index, -1), not made
+        self.defer = defer
         self.recs = recs
         self.mem = mem
         self.mode = mode
@@ -430,7 +434,10 @@ class Engine(Fluid, Checks, TraceEvents, DmaAhead, UntimedLoop):
             try:
                 if self.races is not None:
                     self._race_block(u, rec, b, False)
-                us.pending = ex.run(b)
+                if self.defer is None:
+                    us.pending = ex.run(b)
+                else:
+                    self.defer.append((rec.index, b))
             except SimError as e:
                 self.report("fault", str(e), rec)
                 raise Aborted from None
@@ -485,7 +492,10 @@ class Engine(Fluid, Checks, TraceEvents, DmaAhead, UntimedLoop):
             try:
                 if self.races is not None:
                     self._race_block(u, rec, b, True)
-                rec.ex.apply(us.pending)
+                if self.defer is None:
+                    rec.ex.apply(us.pending)
+                else:
+                    self.defer.append((rec.index, -1))
             except SimError as e:
                 self.report("fault", str(e), rec)
                 raise Aborted from None

@@ -29,7 +29,7 @@ from .checks import Report
 from .engine import Engine, InstRec
 from . import race_batch, replay
 from .memory import Memory
-from .semantics import make_exec, quiet_run
+from .semantics import SimError, make_exec, quiet_run
 
 CCB_STREAM = -1
 MODES = ("full", "functional", "timing")
@@ -329,7 +329,8 @@ class Simulator:
                 self._reset_memory()
         return self._run_once(inputs, False)
 
-    def _run_once(self, inputs: dict[str, np.ndarray] | None, batch_races: bool) -> Result:
+    def _run_once(self, inputs: dict[str, np.ndarray] | None, batch_races: bool,
+                  defer: bool = True) -> Result:
         recs, reports = self._records()
         if reports:  # malformed / out-of-bounds instructions: nothing runs
             stats = {"machine": self.machine.name, "mode": self.mode, "total_cycles": 0.0,
@@ -345,11 +346,27 @@ class Simulator:
         if self.mode != "timing":  # (a timing run executes nothing: no executors)
             for r in recs:
                 r.ex = make_exec(r.inst, self.memory)
-        rec = replay.recording(self, key, recs)  # (a functional run whose schedule is kept)
+        # a full run whose schedule is kept (its first): the engine's loop logs the executors'
+        # calls, made after it in that order (sim/replay.py, "The first full run"); with a
+        # report or a fault among them, the engine runs again with the data inline
+        defer = defer and self.mode == "full" and (batch_races or not self.check_races)
+        rec = replay.recording(self, key, recs, wrap=not defer)
+        defer = defer and rec is not None
         eng = Engine(self.machine, recs, self.memory, self.mode, self.random_latency,
-                     self.check_races, self.trace, self.progress, batch_races=batch_races)
+                     self.check_races, self.trace, self.progress, batch_races=batch_races,
+                     defer=rec[1] if defer else None)
         eng.recs_by_index = recs
         eng.run()
+        if defer:
+            try:
+                if eng.reports:  # (what the loop reported is reported by the engine's run)
+                    raise SimError("reported")
+                replay.calls([r.ex for r in recs], rec[1])
+            except SimError:  # (the data decided: a fault stops the engine's run there)
+                for r in recs:
+                    r.ex = None
+                self._reset_memory()
+                return self._run_once(inputs, batch_races, defer=False)
         if rec is not None:
             replay.keep(self, eng, recs, rec)
         outputs = {}
