@@ -15,7 +15,7 @@ import pytest
 from e2e_helpers import monitor_sites, mutate
 from m100.sim import engine, replay, simulator
 from m100.tools import driver
-from test_replay import CASES, _div_program, _same
+from test_replay import CASES, _div_feeds, _div_program, _same
 
 
 def _inline(monkeypatch, program, inputs, **kw):
@@ -99,11 +99,8 @@ def test_a_fault_in_the_deferred_calls_is_the_engines(monkeypatch, spy):
     again with the data inline (the fault stops it there) and reports it; no schedule is kept,
     and a later first run without the fault is deferred and kept."""
     prog = _div_program()
-    rng = np.random.default_rng(1)
-    a = rng.integers(-1000, 1000, (4, 8)).astype(np.int32)
-    good = {"a": a, "b": rng.integers(1, 50, (4, 8)).astype(np.int32)}
-    bad = {"a": a, "b": good["b"].copy()}
-    bad["b"][1, 3] = 0
+    good, bad = _div_feeds(1, (1, 3))
+    a = good["a"]
     want_bad = _inline(monkeypatch, prog, bad)
     want_good = _inline(monkeypatch, prog, good)
     assert [r.kind for r in want_bad.reports] == ["fault"] and want_good.ok

@@ -128,14 +128,22 @@ def _div_program() -> Program:
     return Program(m.name, m.fingerprint(), {m.cluster_of(0): [inst]}, symbols=syms)
 
 
-@pytest.mark.parametrize("mode", ["functional", "full"])
-def test_a_fault_in_a_replay_is_the_engines(mode, monkeypatch, engine_runs):
-    prog = _div_program()
-    rng = np.random.default_rng(0)
+def _div_feeds(seed: int, zero: tuple) -> tuple[dict, dict]:
+    """Inputs of :func:`_div_program`: good ones (b never 0) and the same with b 0 at
+    ``zero``."""
+    rng = np.random.default_rng(seed)
     a = rng.integers(-1000, 1000, (4, 8)).astype(np.int32)
     good = {"a": a, "b": rng.integers(1, 50, (4, 8)).astype(np.int32)}
     bad = {"a": a, "b": good["b"].copy()}
-    bad["b"][2, 5] = 0
+    bad["b"][zero] = 0
+    return good, bad
+
+
+@pytest.mark.parametrize("mode", ["functional", "full"])
+def test_a_fault_in_a_replay_is_the_engines(mode, monkeypatch, engine_runs):
+    prog = _div_program()
+    good, bad = _div_feeds(0, (2, 5))
+    a = good["a"]
     want_good = _engine_run(monkeypatch, prog, good, mode)
     want_bad = _engine_run(monkeypatch, prog, bad, mode)
     assert want_good.ok and [r.kind for r in want_bad.reports] == ["fault"]
