@@ -21,7 +21,10 @@ costs: no CSU CPU waits, no DMA issue ahead), no random latencies (every block o
 trace (no flows or counter events) and :data:`FAST` on; anything else runs the general loop.
 What a first functional run of ResNet-50 spends in the handlers (~0.3 of ~2.1 CPU-s) is mostly
 Python's cost of generic event dispatch (a heap entry and a bound-method call per event), which
-this removes.
+this removes. Where the engine logs the executors' calls (``Engine.defer``: the first run of a
+program, sim/replay.py "The first full run" -- functional runs too since session 30), this loop
+logs them where it would make them: (record index, block) at a block's start, (record index,
+-1) at its end.
 """
 
 from __future__ import annotations
@@ -69,6 +72,7 @@ class UntimedLoop:
         if bulk:
             race_snap, race_log, keep, gen = self.race_snap, self._race_log, rb.keep, rb.gen
 
+        defer = self.defer  # (the executors' calls logged, made after the loop: module doc)
         nxt: list[int] = []  # units whose blocks end at the next time, in push order
         fifo: deque = deque()  # counter arrivals at the current time, in push order
         push_arrival, pop_arrival = fifo.append, fifo.popleft
@@ -143,7 +147,10 @@ class UntimedLoop:
                     race_log(rec, b, False, (u, vitem(u, u), False, snap))
                 elif races is not None:
                     race_block(u, rec, b, False)
-                us.pending = rec.ex.run(b)
+                if defer is None:
+                    us.pending = rec.ex.run(b)
+                else:
+                    defer.append((rec.index, b))
             except SimError as e:
                 self.report("fault", str(e), rec)
                 raise Aborted from None
@@ -214,7 +221,10 @@ class UntimedLoop:
                         race_log(rec, b, True, (u, vitem(u, u), True, race_snap[u][1]))
                     elif races is not None:
                         race_block(u, rec, b, True)
-                    rec.ex.apply(us.pending)
+                    if defer is None:
+                        rec.ex.apply(us.pending)
+                    else:
+                        defer.append((rec.index, -1))
                 except SimError as e:
                     self.report("fault", str(e), rec)
                     raise Aborted from None

@@ -31,7 +31,8 @@ replay's memory and runs the engine from the start, which reports it. Timing mod
 whole run would be the kept result) and traced runs are never replayed.
 :data:`REPLAY` False always runs the engine (``test/e2e/test_replay.py`` compares the two).
 
-The first full run (the one whose schedule is kept) runs the engine's loop without the data: the
+The first full run (the one whose schedule is kept; the first functional run too, session 30,
+through ``sim/engine_untimed.py``'s loop) runs the engine's loop without the data: the
 loop logs each executor's ``run`` / ``apply`` call where it would make it (``Engine.defer``) and
 :func:`calls` makes them after the loop, in that order, on the same memory -- so every call reads
 and writes what it would have inline (nothing else touches the memory meanwhile, and nothing the

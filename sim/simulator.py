@@ -346,10 +346,10 @@ class Simulator:
         if self.mode != "timing":  # (a timing run executes nothing: no executors)
             for r in recs:
                 r.ex = make_exec(r.inst, self.memory)
-        # a full run whose schedule is kept (its first): the engine's loop logs the executors'
-        # calls, made after it in that order (sim/replay.py, "The first full run"); with a
-        # report or a fault among them, the engine runs again with the data inline
-        defer = defer and self.mode == "full" and (batch_races or not self.check_races)
+        # a functional or full run whose schedule is kept (its first): the engine's loop logs
+        # the executors' calls, made after it in that order (sim/replay.py, "The first full
+        # run"); with a report or a fault among them, the engine runs again with the data inline
+        defer = defer and self.mode in replay.MODES and (batch_races or not self.check_races)
         rec = replay.recording(self, key, recs, wrap=not defer)
         defer = defer and rec is not None
         eng = Engine(self.machine, recs, self.memory, self.mode, self.random_latency,
