@@ -58,38 +58,58 @@ def _buffer_part(buf: SSAValue) -> tuple[BufferType, tuple[int, ...], list[int],
     return rt, strides, offs, first, byte_base
 
 
-def operand_access(buf: SSAValue, acc: AccessAttr | None,
-                   views: dict | None = None) -> tuple[list[int], Access, BufferType, int]:
+def operand_access(buf: SSAValue, acc: AccessAttr | None, views: dict | None = None,
+                   flats: dict | None = None) -> tuple[list[int], Access, BufferType, int]:
     """(iteration bounds, flat element Access, root buffer type, root base byte offset).
 
     ``views``: the caller's memo of :func:`_buffer_part` per buffer value (a function of the
-    value's views and alloc; twu-materialize changes neither, and operands share values)."""
+    value's views and alloc; twu-materialize changes neither, and operands share values).
+    ``flats``: the caller's memo of the bounds and flat Access of an access on a buffer part:
+    a function of the access (immutable; kept in the entry, so its id is not reused while the
+    memo lives), the root's row-major strides and the view's first element alone -- buffers of
+    one shape and view share it (the 7B prefill layer: ~85 000 (value, access) pairs)."""
     part = views.get(buf) if views is not None else None
     if part is None:
         part = _buffer_part(buf)
         if views is not None:
             views[buf] = part
     rt, strides, offs, first, byte_base = part
-    rank = len(strides)
     if acc is None:
         bounds = list(buf.type.dims)  # type: ignore[attr-defined]
+        rank = len(strides)
         if bounds and len(bounds) != rank:
             raise TwuError(f"access of rank {len(bounds)} on a buffer of rank {rank}")
         # the identity access: one loop per dim, at the dim's stride
         return bounds, Access(strides if bounds else (), first if bounds else 0), rt, byte_base
+    if flats is None:
+        bounds, flat = _flat_access(acc, strides, first)
+        return bounds, flat, rt, byte_base
+    key = (id(acc), strides, first)
+    got = flats.get(key)
+    if got is None:
+        bounds, flat = _flat_access(acc, strides, first)
+        got = flats[key] = (acc, tuple(bounds), flat)
+    return list(got[1]), got[2], rt, byte_base
+
+
+def _flat_access(acc: AccessAttr, strides: tuple[int, ...],
+                 first: int) -> tuple[list[int], Access]:
+    """(iteration bounds, flat element Access) of ``acc`` on a view whose first element is
+    ``first`` in a root of row-major ``strides``."""
+    rank = len(strides)
     if not acc.is_pure_affine():
         raise TwuError(f"access {acc} uses mod/floordiv; only pure affine accesses map to "
                        "TWU levels")
     bounds = list(acc.shape)
     c0, coeffs = acc.coefficients()
     if not c0:  # no map results: nothing addressed through the buffer's dims
-        return bounds, Access(tuple(0 for _ in bounds), 0), rt, byte_base
+        return bounds, Access(tuple(0 for _ in bounds), 0)
     if len(c0) != rank:
         raise TwuError(f"access of rank {len(c0)} on a buffer of rank {rank}")
     # the map composed with the row-major layout: loop d's stride is sum_r coeff[d][r] * stride[r]
     flat = tuple(sum(x * st for x, st in zip(coeffs[d], strides)) for d in range(len(bounds)))
     base = first + sum(c * st for c, st in zip(c0, strides))
-    return bounds, Access(flat, base), rt, byte_base
+    return bounds, Access(flat, base)
 
 
 _OTHER, _INSTR, _DMA, _COPY, _BCAST, _STREAM = range(6)
@@ -159,6 +179,7 @@ class TwuMaterialize(ModulePass):
             # another identity has an entry of its own (the same values).
             memo: dict[tuple, list] = {}
             views: dict = {}  # buffer value -> operand_access's part of it (its views, alloc)
+            flats: dict = {}  # (access, strides, first element) -> bounds, flat Access
             # (bounds, flat access) -> its one-operand synthesis: a function of those alone
             # (ResNet-50: 32 459 (value, access) pairs, 1 350 distinct loop nests)
             synth: dict[tuple, list] = {}
@@ -168,10 +189,11 @@ class TwuMaterialize(ModulePass):
             # ids' objects are kept by ``synth`` / ``memo`` while this dict lives.
             walks: dict[tuple, WalkAttr] = {}
             for o in ops:
-                self._materialize(o, m.twu_max_levels, memo, views, synth, walks)
+                self._materialize(o, m.twu_max_levels, memo, views, flats, synth, walks)
 
     def _materialize(self, op: InstrOp, max_levels: int, memo: dict[tuple, list],
-                     views: dict, synth: dict[tuple, list], walks: dict[tuple, WalkAttr]) -> None:
+                     views: dict, flats: dict, synth: dict[tuple, list],
+                     walks: dict[tuple, WalkAttr]) -> None:
         bufs, accs = op.slot_buffers(), op.slot_accesses()
         todo = {}
         for name, buf in bufs.items():
@@ -181,8 +203,8 @@ class TwuMaterialize(ModulePass):
             got = memo.get((id(buf), id(acc)))
             if got is None:
                 try:
-                    got = memo[(id(buf), id(acc))] = [operand_access(buf, acc, views), None, {},
-                                                      acc, buf]
+                    got = memo[(id(buf), id(acc))] = [operand_access(buf, acc, views, flats),
+                                                      None, {}, acc, buf]
                 except TwuError as e:
                     raise TwuError(f"twu-materialize: {op.describe()}: operand '{name}': "
                                    f"{e}") from None

@@ -145,10 +145,12 @@ def test_walks_enumerate_the_placed_accesses(monkeypatch):
 
 
 def test_operand_access_is_the_enumerated_element_of_every_point():
-    """twu-materialize's ``operand_access`` (with and without its per-value memo) against an
-    enumeration: at every iteration point the access's element is the row-major index, in the
-    root buffer, of the map's result plus the views' offsets (views of views, slots, identity
-    accesses, transposes, broadcasts, constants)."""
+    """twu-materialize's ``operand_access`` (with and without its per-value memo and its memo
+    of flat accesses shared by every buffer and view: equal-shaped roots at other offsets, a view
+    of another root with the same first element, a root of another shape) against an enumeration: at every iteration
+    point the access's element is the row-major index, in the root buffer, of the map's result
+    plus the views' offsets (views of views, slots, identity accesses, transposes, broadcasts,
+    constants)."""
     from xdsl.parser import Parser
 
     from m100.context import make_context
@@ -159,6 +161,11 @@ def test_operand_access_is_the_enumerated_element_of_every_point():
     %v = hbsm.view %a[1, 2, 0] slot 1 : !hbsm.buffer<hbsm[1], 4x6x8xf32, slots = 2> -> !hbsm.buffer<hbsm[1], 2x3x8xf32>
     %w = hbsm.view %v[1, 1, 4] : !hbsm.buffer<hbsm[1], 2x3x8xf32> -> !hbsm.buffer<hbsm[1], 1x2x4xf32>
     %b = hbsm.alloc offset 512 : !hbsm.buffer<hbsm[0], 5x7xi8>
+    %c = hbsm.alloc offset 8192 : !hbsm.buffer<hbsm[1], 4x6x8xf32, slots = 2>
+    %x = hbsm.view %c[1, 2, 0] slot 0 : !hbsm.buffer<hbsm[1], 4x6x8xf32, slots = 2> -> !hbsm.buffer<hbsm[1], 2x3x8xf32>
+    %y = hbsm.view %c[0, 0, 0] : !hbsm.buffer<hbsm[1], 4x6x8xf32, slots = 2> -> !hbsm.buffer<hbsm[1], 2x3x8xf32>
+    %d = hbsm.alloc offset 1024 : !hbsm.buffer<hbsm[0], 5x7xi8>
+    %e = hbsm.alloc offset 2048 : !hbsm.buffer<hbsm[0], 3x9xi8>
     """
     mod = Parser(make_context(), text).parse_module()
     vals = {o.results[0].name_hint: o.results[0] for o in mod.ops}
@@ -183,19 +190,23 @@ def test_operand_access_is_the_enumerated_element_of_every_point():
 
     rng = np.random.default_rng(3)
     cases = 0
-    for name in ("a", "v", "w", "b"):
+    by_rank = {}  # one set of access attributes per rank: the flat memo meets them again
+    flats = {}
+    for name in ("a", "v", "w", "b", "c", "x", "y", "d", "e"):
         v = vals[name]
         root, rt, offs, slot = root_and_offsets(v)
         rank = len(rt.dims)
-        accs = [None]
-        for m in maps[rank]:
-            nd = m.split("->")[0].count("d")
-            for _ in range(2):
-                accs.append(acc_attr(m, [int(x) for x in rng.integers(1, 3, nd)]))
-        for acc in accs:
+        if rank not in by_rank:
+            by_rank[rank] = [None]
+            for m in maps[rank]:
+                nd = m.split("->")[0].count("d")
+                for _ in range(2):
+                    by_rank[rank].append(acc_attr(m, [int(x) for x in rng.integers(1, 3, nd)]))
+        for acc in by_rank[rank]:
             views = {}
-            for memo in (None, views, views):
-                bounds, flat, got_rt, byte_base = operand_access(v, acc, memo)
+            for memo, fl in ((None, None), (views, None), (views, None), (None, flats),
+                             (views, flats)):
+                bounds, flat, got_rt, byte_base = operand_access(v, acc, memo, fl)
                 assert got_rt is rt
                 assert byte_base == root.offset.value.data + max(slot, 0) * rt.slot_bytes
                 vshape = list(v.type.dims)
