@@ -356,16 +356,21 @@ def test_overlap_pairs_are_the_live_pairs(seed, monkeypatch):
             assert len(got) == len(set(got)) and set(got) == want, fn.__name__
 
 
+def _reuse_program(seed: int, base: int) -> tuple[list, list[int]]:
+    """A random program with heavy buffer reuse (seed ``base + seed``), or every third seed
+    pieces of one matrix; with its blocks."""
+    if seed % 3 == 2:
+        return _matrix_program(seed)
+    prog = progs.random_program(base + seed, n=90, slots=4 + seed % 3, ddr_slots=2,
+                                extra=seed % 2 == 1)
+    return prog, [p.sync.blocks for p in prog]
+
+
 @pytest.mark.parametrize("seed", range(6))
 def test_bulk_pairs_overlap_is_the_window(seed, monkeypatch):
     """bulk_pairs with both enumerations gives the same arrays (pairs, order, ``known``) on each
     memory of random programs with heavy buffer reuse and on pieces of one matrix."""
-    if seed % 3 == 2:
-        prog, blocks = _matrix_program(seed)
-    else:
-        prog = progs.random_program(2700 + seed, n=90, slots=4 + seed % 3, ddr_slots=2,
-                                    extra=seed % 2 == 1)
-        blocks = [p.sync.blocks for p in prog]
+    prog, blocks = _reuse_program(seed, 2700)
     if seed % 2:
         monkeypatch.setattr(hazards, "BULK_PAIRS", 5 + seed)
     st = hazards._Sweep([p.executor for p in prog], blocks)
@@ -390,12 +395,7 @@ def test_memory_columns_are_each_access_s_own(seed):
     ``is_dense``, and for a 1-block instruction the row shape when ``walk_rows`` gives one exact
     for ``access_need`` -- on random programs with shared walks (one walk object in several
     instructions and memories) and on pieces of one matrix, with blocks changed."""
-    if seed % 3 == 2:
-        prog, blocks = _matrix_program(seed)
-    else:
-        prog = progs.random_program(2900 + seed, n=90, slots=4 + seed % 3, ddr_slots=2,
-                                    extra=seed % 2 == 1)
-        blocks = [p.sync.blocks for p in prog]
+    prog, blocks = _reuse_program(seed, 2900)
     k = len(prog) // 3  # copies of the first third later on: the same walk objects again
     prog, blocks = prog + [dataclasses.replace(p) for p in prog[:k]], blocks + blocks[:k]
     if seed % 2:  # some instructions re-blocked (copies too): their accesses take no row shape
