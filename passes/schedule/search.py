@@ -32,9 +32,6 @@ DMA_UNITS = ("dtdu.copy", "dtdu.fill")  # data movement done memory -> memory by
 MEM_UNITS = DMA_UNITS + ("csu.gather", "csu.argmax", "csu.topk")
 
 STRATEGIES = ("auto", "data-parallel", "pipeline", "single")
-# :meth:`Search._floors`: the floors of a segment shared with the segments of the same
-# structure; False: each segment's floors computed for it (the tests compare both)
-SHARE_FLOORS = True
 # :meth:`Search.best_data_parallel`'s local search: "draw" (random moves from the op-name-seeded
 # RNG), "enum" (every neighbouring configuration in a fixed order, first improvement)
 DP_MOVES = "enum"
@@ -157,7 +154,7 @@ class Search:
 
     def _floors(self, seg: SegmentCfg) -> list:
         """``[busy_floor, dma_floor]`` of ``seg`` (None: not computed yet), shared between the
-        one-stage segments of the same structure (:data:`SHARE_FLOORS`): both floors read such
+        one-stage segments of the same structure (``test_floor_share``): both floors read such
         a segment only through its kind, its stage's configuration, the op's own structure
         (``shared_costs.op_key``) and where its tensors live (``memory_of``) -- none of its
         inputs is made in the segment and its output is stored, which is what
@@ -169,7 +166,7 @@ class Search:
         sched = self.sched
         memo = sched.__dict__.setdefault("_seg_floors", {})
         key = None
-        if SHARE_FLOORS and not any(st.op in self.g.causal for st in seg.stages):
+        if not any(st.op in self.g.causal for st in seg.stages):
             if len(seg.stages) == 1:
                 st = seg.stages[0]
                 k = sched.op_shape(self.ops[st.op])
