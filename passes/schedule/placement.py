@@ -10,7 +10,7 @@ The search (deterministic for a given seed):
    costed by its best configuration, so data-parallel and pipelined segments mix per subgraph.
 2. **Configuration of a segment** by greedy construction + local search (hill climbing over a fixed
    number of moves: a data-parallel op's neighbours enumerated in a fixed order, first improvement,
-   :data:`.search.DP_MOVES`; a pipeline's moves drawn from a seeded RNG): a data-parallel op starts
+   :meth:`.search.Search._dp_climb`; a pipeline's moves drawn from a seeded RNG): a data-parallel op starts
    on all TPBs with the column split
    that keeps TCU-friendly widths; a pipeline gets TPBs in proportion to each stage's work, in
    contiguous TPB ranges (so neighbouring stages share a cluster and their DTDU traffic stays

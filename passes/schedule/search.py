@@ -32,9 +32,6 @@ DMA_UNITS = ("dtdu.copy", "dtdu.fill")  # data movement done memory -> memory by
 MEM_UNITS = DMA_UNITS + ("csu.gather", "csu.argmax", "csu.topk")
 
 STRATEGIES = ("auto", "data-parallel", "pipeline", "single")
-# :meth:`Search.best_data_parallel`'s local search: "draw" (random moves from the op-name-seeded
-# RNG), "enum" (every neighbouring configuration in a fixed order, first improvement)
-DP_MOVES = "enum"
 # a causal attention chain's pipeline bands cut by work (``StageCfg.wcut``); False: equal rows
 WORK_BANDS = True
 
@@ -258,7 +255,6 @@ class Search:
         return sorted(ks)
 
     def best_data_parallel(self, op: Op, max_k: int | None = None) -> tuple[SegmentCfg, float]:
-        rng = random.Random(f"{self.seed}:{op.name}")
         geo = geometry(self.g, op)
         kmax = min(max_k or len(self.tpbs), len(self.tpbs))
         # greedy start: as many TPBs as rows x column splits allow
@@ -300,40 +296,7 @@ class Search:
                 c = self.cost(cand, best_c)
                 if c < best_c:
                     best, best_c = cand, c
-        if DP_MOVES == "enum":
-            best, best_c = self._dp_climb(op, best, best_c, kmax, tcu)
-        for _ in range(0 if self.spent() or DP_MOVES == "enum" else self.iters // 2):
-            # local search (module doc 4)
-            st = best.stages[0]
-            k, gc, ch, kp = len(st.tpbs), st.gc, st.chunked, st.ks
-            mult = max(1, st.bands // st.gr)
-            move = rng.choice(("k-", "k+", "b+", "b-", "gc", "ch") if tcu else
-                              ("k-", "k+", "b+", "b-", "gc"))
-            if move in ("k-", "k+"):
-                ks = sorted({x for x in self._k_candidates(kmax)})
-                i = ks.index(k) if k in ks else 0
-                i = max(0, i - 1) if move == "k-" else min(len(ks) - 1, i + 1)
-                k2 = ks[i]
-                gcs = col_splits(self.cm, self.g, op, k2)
-                pick = [x for x in gcs if x <= gc] or [1]
-                cand = self._dp_cfg(op, k2, max(pick) if rng.random() < 0.5 else rng.choice(gcs),
-                                    mult, chunked=ch)
-            elif move == "b+":
-                cand = self._dp_cfg(op, k, gc, mult * 2, chunked=ch, ks=kp)
-            elif move == "b-":
-                cand = self._dp_cfg(op, k, gc, max(1, mult // 2), chunked=ch, ks=kp)
-            elif move == "ch":
-                if kp > 1:
-                    continue
-                cand = self._dp_cfg(op, k, gc, mult, chunked=not ch)
-            else:
-                gcs = col_splits(self.cm, self.g, op, k // kp)
-                cand = self._dp_cfg(op, k, rng.choice(gcs), mult, chunked=ch, ks=kp)
-            if cand is None:
-                continue
-            c = self.cost(cand, best_c)
-            if c < best_c:
-                best, best_c = cand, c
+        best, best_c = self._dp_climb(op, best, best_c, kmax, tcu)  # local search (module doc 4)
         if tcu:  # after the local search (which never moves from one of these): the band rows
             # kept whole, B streamed past them
             for cand in self._act_resident_cfgs(op, kmax):
@@ -371,9 +334,12 @@ class Search:
 
     def _dp_climb(self, op: Op, best: SegmentCfg, best_c: float, kmax: int,
                   tcu: bool) -> tuple[SegmentCfg, float]:
-        """:data:`DP_MOVES` "enum": hill climbing over :meth:`_dp_neighbours` (first
+        """The data-parallel local search: hill climbing over :meth:`_dp_neighbours` (first
         improvement), at most ``iters // 2`` candidates costed; a candidate that did not beat
-        the best once never does (the best only gets cheaper), so none is costed twice."""
+        the best once never does (the best only gets cheaper), so none is costed twice. (Until
+        session 30 the moves drawn from an op-name-seeded RNG were kept behind a switch,
+        ``DP_MOVES = "draw"``; some tests pin them to reach a plan: ``test/unit/schedule/
+        dp_draws.py``.)"""
         left = 0 if self.spent() else self.iters // 2
         seen = {best}
         while left > 0:

@@ -1,4 +1,5 @@
-"""The data-parallel local search enumerates its moves (issue 15, :data:`.search.DP_MOVES`).
+"""The data-parallel local search enumerates its moves (issue 15, :meth:`.search.Search._dp_climb`;
+the drawn moves of before, ``dp_draws.py``, are the seed test's control).
 
 Oracles: a plain hill climb written out here from the definition (the neighbours of a
 configuration: double / halve the bands; K in chunks or not; each other column split; the next
@@ -12,12 +13,13 @@ import math
 
 import pytest
 
-from m100.passes.schedule import search as search_mod
 from m100.passes.schedule.examples import resnet18
 from m100.passes.schedule.graph import ScheduleError
 from m100.passes.schedule.partition import col_splits
 from m100.passes.schedule.search import MEM_UNITS, Search
 from m100.targets.m100.machine import get_machine
+
+from .dp_draws import pin_draws
 
 M100 = get_machine("m100")
 
@@ -149,7 +151,8 @@ def test_data_parallel_answer_does_not_depend_on_the_seed(monkeypatch):
     ops = [o for o in g.ops if o.unit in ("tcu.matmul", "tcu.conv2d")]
     got = {}
     for mode in ("enum", "draw"):
-        monkeypatch.setattr(search_mod, "DP_MOVES", mode)
+        if mode == "draw":
+            pin_draws(monkeypatch)
         got[mode] = [[Search(g, M100, tuple(range(56)), seed=seed).best_data_parallel(op)
                       for op in ops] for seed in range(3)]
     differ = {mode: sum(a != b for other in v[1:] for a, b in zip(v[0], other))

@@ -92,11 +92,11 @@ def test_prefetch_respects_the_hbsm_share(share, monkeypatch):
     # (the default, or the one given to the scheduler)
     if share == 0.3:
         # the drawn data-parallel moves' plan for this MLP prefetches 8 of 16 weight sets at a
-        # 30 % share (16 at 90 %); the enumerated moves (search.DP_MOVES = "enum", session 25)
-        # find tilings whose 16 all fit in 30 %, where "a smaller share prefetches less" is not
-        # observable: pin the drawn moves for this case
-        from m100.passes.schedule import search
-        monkeypatch.setattr(search, "DP_MOVES", "draw")
+        # 30 % share (16 at 90 %); the enumerated moves (session 25) find tilings whose 16 all
+        # fit in 30 %, where "a smaller share prefetches less" is not observable: pin the drawn
+        # moves for this case
+        from .dp_draws import pin_draws
+        pin_draws(monkeypatch)
     g, segs, tl = _plan(_mlp(), LS.PREFETCH_DEPTH, share=share)
     cap = M100.hbsm_bytes * (LS.PREFETCH_HBSM_SHARE if share is None else share)
     if share == 0.3:

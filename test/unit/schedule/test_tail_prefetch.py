@@ -31,10 +31,10 @@ def _mlp():
 def _drawn_dp_moves(monkeypatch):
     # This MLP's tail chunks come from the plan the op-name-seeded draws of the data-parallel
     # search find (8 tail chunks, 171 820 cycles with the option on); the enumerated moves
-    # (search.DP_MOVES = "enum", session 25) find a plan without a tail to prefetch (169 752),
-    # so the option would not apply here. Pin the drawn moves to keep testing the option itself.
-    from m100.passes.schedule import search
-    monkeypatch.setattr(search, "DP_MOVES", "draw")
+    # (session 25) find a plan without a tail to prefetch (169 752), so the option would not
+    # apply here. Pin the drawn moves to keep testing the option itself.
+    from .dp_draws import pin_draws
+    pin_draws(monkeypatch)
 
 
 def _plan(tail: bool):
