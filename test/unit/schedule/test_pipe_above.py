@@ -25,17 +25,14 @@ M100 = get_machine("m100")
 
 
 def _old_above(self, ops, rstate, state, min_rows, left, bound):
-    """``Search._pipe_above`` of session 29 (every kept course followed, one RNG each)."""
+    """``Search._pipe_above`` of session 29 (every kept course followed, one RNG each; its loop
+    body in one condition: a candidate below the bound, or a kept course meeting one)."""
     rng = random.Random()
     rng.setstate(rstate)
     for i in range(left):
         mv = self._pipe_move(ops, rng, state, min_rows)
-        if mv is None:
-            continue
-        cand, st = mv
-        if self.cost(cand, bound) < bound:
-            return False
-        if not _old_above(self, ops, rng.getstate(), st, min_rows, left - i - 1, bound):
+        if mv is not None and (self.cost(mv[0], bound) < bound or not _old_above(
+                self, ops, rng.getstate(), mv[1], min_rows, left - i - 1, bound)):
             return False
     return True
 
