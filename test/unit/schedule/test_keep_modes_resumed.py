@@ -8,9 +8,11 @@ from __future__ import annotations
 
 import pytest
 
-from m100.passes.schedule import placement, refine, resume
+from m100.passes.schedule import placement, refine
 from m100.passes.schedule.list_schedule import BoundExceeded
 from m100.targets.m100.machine import get_machine
+
+from .test_resume import restores
 
 
 def _reference(sched, segs, tl):
@@ -56,14 +58,7 @@ def test_keep_modes_resumed_are_the_full_builds(case, monkeypatch):
     n0 = sched.tasks_built
     want, want_mode = _reference(sched, segs, tl)
     n1 = sched.tasks_built
-    restored = []
-    restore = resume.Checkpoint.restore
-
-    def spy(self, bld, sg):
-        restored.append(self.index)
-        return restore(self, bld, sg)
-
-    monkeypatch.setattr(resume.Checkpoint, "restore", spy)
+    restored = restores(monkeypatch)
     sched.recent.clear()
     got, mode = refine.keep_activations(sched, segs, tl)
     n2 = sched.tasks_built

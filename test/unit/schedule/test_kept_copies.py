@@ -13,10 +13,10 @@ from __future__ import annotations
 import pytest
 
 from m100.passes.schedule import keep as keep_mod
-from m100.passes.schedule import placement, refine, resume
+from m100.passes.schedule import refine
 from m100.passes.schedule.keep import first_bcast_read
 
-from .test_resume import placed  # noqa: F401 (the fixture: ResNet-18 64x64's final segments)
+from .test_resume import placed, restores  # noqa: F401 (placed: ResNet-18 64x64's final segments)
 
 
 def _first_difference(a, b) -> int:
@@ -40,14 +40,7 @@ def test_copies_resumed_from_the_broadcast_plan_are_the_full_build(placed, mode,
     assert full.to_json() != base.to_json(), "the modes build alike: the test checks nothing"
     # the segments before r are built alike in both modes (their tasks come first)
     assert _first_difference(base, full) >= len(base.checkpoints[r].plan.tasks)
-    restored = []
-    restore = resume.Checkpoint.restore
-
-    def restore_spy(self, bld, sg):
-        restored.append(self.index)
-        return restore(self, bld, sg)
-
-    monkeypatch.setattr(resume.Checkpoint, "restore", restore_spy)
+    restored = restores(monkeypatch)
     got = sched.build(segs, keep=mode + "+copies", base=base)
     n2 = sched.tasks_built
     assert restored == [r]

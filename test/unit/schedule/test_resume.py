@@ -40,6 +40,21 @@ def placed():
     return seen[-1]
 
 
+def restores(monkeypatch) -> list[int]:
+    """The indices of the checkpoints builds resume from from now on (a spy on
+    ``Checkpoint.restore``; the list the caller may clear)."""
+    from m100.passes.schedule import resume
+    restored: list[int] = []
+    restore = resume.Checkpoint.restore
+
+    def spy(self, bld, segs):
+        restored.append(self.index)
+        return restore(self, bld, segs)
+
+    monkeypatch.setattr(resume.Checkpoint, "restore", spy)
+    return restored
+
+
 def _trials(segs):
     """Per checkpointed segment, the plan with that segment's K chunking toggled."""
     pts = sorted(placement.trial_points(segs))
