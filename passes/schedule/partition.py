@@ -81,17 +81,13 @@ VECTOR_ONCE = True
 #: (session 19, LLaMA2-7B W8A8 prefill layer: the room taken by larger K chunks of Q / K / V
 #: left none for the next projection's weights, 3 546 454 predicted against 3 372 682)
 ONCE_TILES = False
-#: :func:`tile_piece` sums a contraction tiling's footprint without making its buffers (they are
-#: made only for a tiling that becomes the best); True: every best's buffers are summed again
-#: and compared (an internal error if they differ; a few bests per call); "all" (tests): every
-#: candidate's buffers are made and compared.
-CHECK_FOOTPRINT: bool | str = True
-
-
 def _check_fp(op: Op, bufs: list[tuple], fp: int, two_slots: bool, extra_a: int,
               extra_o: int) -> None:
     """``fp`` (the tiler's sum) against the buffers ``bufs`` (role, slot bytes, slots, unit) of
-    its tiling (plus the slots ``ONCE_TILES`` counts when the tiling is chosen with two)."""
+    its tiling (plus the slots ``ONCE_TILES`` counts when the tiling is chosen with two).
+    :func:`tile_piece` sums a contraction tiling's footprint without making its buffers; they are
+    made, and summed again here, only for a tiling that becomes the best (a few per call;
+    ``test_stage_shapes`` makes every candidate a best)."""
     want = sum(b[1] * b[2] for b in bufs) + ((extra_a + extra_o) if two_slots else 0)
     if fp != want:
         raise ScheduleError(f"internal: op '{op.name}': the tiler's footprint {fp} is not its "
@@ -303,7 +299,7 @@ def tile_piece(cm: CostModel, g: OpGraph, op: Op, rows: int, cols: int,
                     bias_buf, rq_slot, o_out, streamed):
             """The buffers of a tiling as (role, slot bytes, slots, unit), in :class:`Buffer`
             order (made only for a tiling that becomes the best; its footprint is computed
-            below without them: :data:`CHECK_FOOTPRINT`)."""
+            below without them and checked against them: :func:`_check_fp`)."""
             bufs = [("act", aslot, aslots, unit),
                     ("weight", wslot, wslots, unit),
                     ("out", oslot, 1 if one_tile else 2, unit)]
@@ -378,12 +374,6 @@ def tile_piece(cm: CostModel, g: OpGraph, op: Op, rows: int, cols: int,
                         # read ``TilePlan.footprint``: larger tiles filling it measured longer)
                         fp += (aslot if aslots == 1 and not act_resident else 0) + \
                             ((oslot + (post_buf[1] if post_buf else 0)) if one_tile else 0)
-                    if CHECK_FOOTPRINT == "all":  # tests: every candidate's buffers
-                        _check_fp(op, buffers(tr, tc, tk, aslot, aslots, wslot, wslots, oslot,
-                                              one_tile, post_buf, bias_buf, rq_slot, o_out,
-                                              streamed), fp, once and not ONCE_TILES,
-                                  aslot if aslots == 1 and not act_resident else 0,
-                                  (oslot + (post_buf[1] if post_buf else 0)) if one_tile else 0)
                     if smallest is None or fp < smallest[0]:
                         smallest = (fp, tr, tc, tk)
                     if fp > budget:
@@ -415,11 +405,9 @@ def tile_piece(cm: CostModel, g: OpGraph, op: Op, rows: int, cols: int,
                         best = TilePlan(op.name, op.unit, rows, cols, tr, tc, tk, geo.k, cyc,
                                         tuple(Buffer(*b) for b in bufs), not streamed,
                                         act_resident > 0)
-                        if CHECK_FOOTPRINT:
-                            _check_fp(op, bufs, fp, once and not ONCE_TILES,
-                                      aslot if aslots == 1 and not act_resident else 0,
-                                      (oslot + (post_buf[1] if post_buf else 0))
-                                      if one_tile else 0)
+                        _check_fp(op, bufs, fp, once and not ONCE_TILES,
+                                  aslot if aslots == 1 and not act_resident else 0,
+                                  (oslot + (post_buf[1] if post_buf else 0)) if one_tile else 0)
     else:
         # vector / data-movement ops: tile rows only (reductions along cols keep whole rows)
         frac_c = cols / max(1, geo.cols)

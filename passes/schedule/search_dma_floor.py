@@ -33,7 +33,6 @@ and ``out`` DMA tasks in the full isolated build of every candidate real searche
 
 from __future__ import annotations
 
-from . import search_floor
 from .graph import Op, ScheduleError, conv_out_hw, dtype_bytes
 from .plan import conv_window, op_family, row_view
 from .search_floor import stage_shape
@@ -70,7 +69,7 @@ def dma_floor(sched, seg: SegmentCfg) -> float:
         key = (st, tplan.tr, tplan.tc, tplan.tk, streamed, out)
         hit = memo.get(key)
         if hit is None:
-            shape = stage_shape(sched, op, st) if search_floor.SHARE_STAGES else None
+            shape = stage_shape(sched, op, st)
             if shape is None:
                 hit = stage_dma(sched, st, op, tplan, streamed, out)
             else:  # a stage of the same structure (another op, other TPBs): its count

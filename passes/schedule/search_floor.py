@@ -109,7 +109,7 @@ def tpb_busy(sched, seg: SegmentCfg) -> dict[int, float] | None:
         key = (st, lock, tplan.tr, tplan.tc, tplan.tk, tplan.k)
         per = memo.get(key)
         if per is None:
-            shape = stage_shape(sched, op, st) if SHARE_STAGES else None
+            shape = stage_shape(sched, op, st)
             if shape is None:
                 per = _stage_busy(sched, st, op, tplan, lock)
             else:  # a stage of the same structure (another op, other TPBs): its counts
@@ -127,16 +127,14 @@ def tpb_busy(sched, seg: SegmentCfg) -> dict[int, float] | None:
     return busy
 
 
-#: share :func:`_stage_busy` (and :func:`.search_dma_floor.stage_dma`) between stages of the
-#: same structure (:func:`stage_shape`) -- ResNet-50: 1 498 of 2 509 distinct stages (2 035 of
-#: 3 147); off: per stage as before (the same numbers, ``test_stage_shapes``)
-SHARE_STAGES = True
 _stage_fields = attrgetter(*(f.name for f in fields(StageCfg) if f.name not in ("op", "tpbs")))
 
 
 def stage_shape(sched, op: Op, st: StageCfg) -> tuple | None:
     """What :func:`_stage_busy` and :func:`.search_dma_floor.stage_dma` read of stage ``st`` of
-    ``op`` besides its tile plan: the op's structure and where its tensors live
+    ``op`` besides its tile plan, so stages of the same structure share them (ResNet-50: 1 498
+    of 2 509 per-stage TCU counts and 2 035 of 3 147 DMA counts are distinct; session 29): the
+    op's structure and where its tensors live
     (``Scheduler.op_shape``, as the one-stage floors' memo, ``Search._floors``), the stage's
     fields but its op and TPBs, and its TPBs as first-seen positions (both name pieces by
     their TPB and nothing else of a TPB: ``Scheduler.band_boxes``, :func:`.segment.
