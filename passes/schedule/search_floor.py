@@ -85,10 +85,12 @@ def busy_floor(sched, seg: SegmentCfg) -> float:
     return max(busy.values(), default=0.0) if busy is not None else 0.0
 
 
-def tpb_busy(sched, seg: SegmentCfg) -> dict[int, float] | None:
+def tpb_busy(sched, seg: SegmentCfg, names: set[str] | None = None) -> dict[int, float] | None:
     """TPB -> the TCU cycles :func:`busy_floor` counts for ``seg`` on it (the covered stages'
     pieces; a TPB's TCU runs at least these for the segment in any build of it); None when a
-    stage does not tile (the build says why)."""
+    stage does not tile (the build says why). ``names``: filled with the covered stages' ops
+    (the isolated build's TCU tasks of these ops are exactly the counted cycles, TPB by TPB:
+    :meth:`.build_segments.SearchBuilder.task`'s tail stop)."""
     busy: dict[int, float] = {}
     if seg.kind not in ("data-parallel", "pipeline"):
         return busy
@@ -124,6 +126,8 @@ def tpb_busy(sched, seg: SegmentCfg) -> dict[int, float] | None:
             memo[key] = per
         for x, c in per.items():
             busy[x] = busy.get(x, 0.0) + c
+        if names is not None:
+            names.add(op.name)
     return busy
 
 

@@ -268,17 +268,25 @@ class Scheduler:
         """The task ends, in creation order, of ``seg`` built alone (inputs ready at cycle 0) by
         the search's flat builder (:class:`.build_segments.SearchBuilder`): the ends of
         ``build([seg], isolated=True, bound=bound)``'s tasks, without the plan. ``bound``: as
-        :meth:`build`'s; the :class:`BoundExceeded` carries the ends before the stop (``ends``)."""
+        :meth:`build`'s; the :class:`BoundExceeded` carries the ends before the stop (``ends``).
+        An end is raised to the TCU tail's floor of the makespan where that is larger (session
+        30, :class:`.build_segments.SearchBuilder`: what is known of the makespan at the task),
+        and a bounded build stops at the first task whose answer reaches the bound; the largest
+        answer is the makespan."""
         st = SearchBuilder(self, Plan(segments=[seg]))
         st.bound = bound
+        names: set[str] = set()
+        busy = tpb_busy(self, seg, names)
+        if busy and names:
+            st.tail_left, st.tail_ops = busy, names  # (a fresh dict: tpb_busy's sum)
         try:
             st.segment(0, seg, True)
         except BoundExceeded as e:
-            e.ends = st.ends
+            e.ends = st.answers()
             raise
         finally:
             self.tasks_built += len(st.ends)
-        return st.ends
+        return st.answers()
 
     def build(self, segs: list[SegmentCfg], isolated: bool = False,
               bound: float = float("inf"), keep: str = "", base: Plan | None = None,
