@@ -81,6 +81,8 @@ VECTOR_ONCE = True
 #: (session 19, LLaMA2-7B W8A8 prefill layer: the room taken by larger K chunks of Q / K / V
 #: left none for the next projection's weights, 3 546 454 predicted against 3 372 682)
 ONCE_TILES = False
+
+
 def _check_fp(op: Op, bufs: list[tuple], fp: int, two_slots: bool, extra_a: int,
               extra_o: int) -> None:
     """``fp`` (the tiler's sum) against the buffers ``bufs`` (role, slot bytes, slots, unit) of
