@@ -165,18 +165,11 @@ class MemoParser(Parser):
         function type, location, operands resolved, ``create``, results bound). None (before
         anything is read past the head) to leave it all to xDSL: an unregistered op, properties
         xDSL would read otherwise."""
-        result, name, args, props = m.group("res", "name", "args", "props")
-        op_type = self.ctx.get_optional_op(name, dialect_stack=self._parser_state.dialect_stack)
-        if op_type is None:
+        result, args = m.group("res", "args")
+        head = self._m100_op_props(m)
+        if head is None:
             return None
-        if props is not None:
-            props = self._m100_piece(self._m100_types, props, m.start("props"),
-                                     super().parse_optional_properties_dict)
-            if props is None:
-                return None
-            props = dict(props)
-        else:
-            props = {}
+        op_type, props = head
         self._resume_from(m.end())  # at the region list's ``(``
         stack = self._parser_state.dialect_stack
         stack.append(op_type.dialect_name())
@@ -204,6 +197,21 @@ class MemoParser(Parser):
             self._register_ssa_definition(result[1:], op.results,
                                           Span(s, s + len(result), self.lexer.input))
         return op
+
+    def _m100_op_props(self, m: re.Match):
+        """The op class named by the match's ``name`` and its ``props`` group as a fresh dict
+        (``{}`` when absent; parsed by xDSL through the memo), or None to leave the op to xDSL:
+        an unregistered op, properties xDSL would read otherwise."""
+        op_type = self.ctx.get_optional_op(m.group("name"),
+                                           dialect_stack=self._parser_state.dialect_stack)
+        if op_type is None:
+            return None
+        props = m.group("props")
+        if props is None:
+            return op_type, {}
+        props = self._m100_piece(self._m100_types, props, m.start("props"),
+                                 super().parse_optional_properties_dict)
+        return None if props is None else (op_type, dict(props))
 
     def _m100_unresolved(self, args: str | None, at: int) -> list[UnresolvedOperand]:
         """The operands of the text ``args`` (``%a, %b``, starting at ``at``) as xDSL's
@@ -234,19 +242,11 @@ class MemoParser(Parser):
         registration), or None to leave it to xDSL (an unregistered op, operand / result counts
         that differ from the type, a location after it)."""
         text, memo = self._m100_text, self._m100_types
-        result, name, args, props, attrs, ftype = m.group("res", "name", "args", "props",
-                                                          "attrs", "ftype")
-        op_type = self.ctx.get_optional_op(name, dialect_stack=self._parser_state.dialect_stack)
-        if op_type is None:
+        result, args, attrs, ftype = m.group("res", "args", "attrs", "ftype")
+        head = self._m100_op_props(m)
+        if head is None:
             return None
-        if props is not None:
-            props = self._m100_piece(memo, props, m.start("props"),
-                                     super().parse_optional_properties_dict)
-            if props is None:
-                return None
-            props = dict(props)
-        else:
-            props = {}
+        op_type, props = head
         if attrs is not None:
             a = ATTRS_INT_RE.fullmatch(attrs)
             if a is not None:  # ``{m100.dense_blob = 3 : i64}``: one per constant

@@ -16,16 +16,12 @@ import pytest
 from e2e_helpers import monitor_sites, mutate
 from m100.sim import engine, replay, simulator
 from m100.tools import driver
-from test_replay import CASES, _div_feeds, _div_program, _same
+from test_replay import CASES, _div_feeds, _div_program, _engine_run, _same
 
 
 def _inline(monkeypatch, program, inputs, mode="full", **kw):
     """The engine's run with the data inline: nothing replayed or recorded (REPLAY False)."""
-    monkeypatch.setattr(replay, "REPLAY", False)
-    try:
-        return driver.run(program, inputs, mode=mode, **kw)
-    finally:
-        monkeypatch.setattr(replay, "REPLAY", True)
+    return _engine_run(monkeypatch, program, inputs, mode=mode, **kw)
 
 
 @pytest.fixture
