@@ -88,6 +88,19 @@ def _items(accesses, nums: list | None = None, bss: list | None = None) \
     return out
 
 
+def _keep_items(kept: dict, b: int, write: bool, accesses, bulk: bool) -> None:
+    """The pre-pass's entries of block ``b``'s reads or writes in ``kept`` (an instruction's
+    ``_sim_race`` table): ``(b, write)`` its :func:`_items`; with ``bulk`` also ``(b, write, 0)``
+    their packed form (:func:`_pack`'s), made in the same pass."""
+    if bulk:
+        nums: list = []
+        bss: list = []
+        kept[(b, write)] = _items(accesses, nums, bss)
+        kept[(b, write, 0)] = (tuple(nums), tuple(bss))
+    else:
+        kept[(b, write)] = _items(accesses)
+
+
 def _pack(items: list) -> tuple:
     """(flat (space code, lo, hi) of each item with bytes, their byte sets) (``_race_packed``)."""
     nums, bss = [], []
@@ -137,20 +150,10 @@ class Checks:
                     if races:
                         if (b, False) not in kept:
                             rd = ex.reads(b)
-                            if bulk:  # (the items and their packed form in one pass)
-                                nums, bss = [], []
-                                kept[(b, False)] = _items(rd, nums, bss)
-                                kept[(b, False, 0)] = (tuple(nums), tuple(bss))
-                            else:
-                                kept[(b, False)] = _items(rd)
+                            _keep_items(kept, b, False, rd, bulk)
                         if (b, True) not in kept:
                             wr = ex.writes(b)
-                            if bulk:
-                                nums, bss = [], []
-                                kept[(b, True)] = _items(wr, nums, bss)
-                                kept[(b, True, 0)] = (tuple(nums), tuple(bss))
-                            else:
-                                kept[(b, True)] = _items(wr)
+                            _keep_items(kept, b, True, wr, bulk)
                     if spec is not None:
                         spec(b, rd, wr)
                 except Exception:  # noqa: BLE001 - left to the block, which raises it again
