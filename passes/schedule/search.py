@@ -504,8 +504,9 @@ class Search:
         too. A move to a candidate is kept iff it is cheaper than the best so far, which, both
         being >= ``bound``, the bounded costs do not tell: both courses are followed (at most
         2^left candidates, each a build that stops at ``bound``; most pipelines the DP tries
-        cost several times what it has already, so these builds stop early). ``rng`` ends where
-        it was on True (on False: somewhere; the caller restores it).
+        cost several times what it has already, so these builds stop early). ``rng`` is left
+        advanced by the draws either way; a caller that draws from it afterwards restores its
+        state (the kept courses below, :meth:`best_pipeline`'s unbounded course).
 
         Two courses are not followed separately, as they are the same course (session 30): the
         kept one after the last move (no moves left: it meets no candidate), and the kept one
