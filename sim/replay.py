@@ -186,13 +186,17 @@ def keep(sim: Simulator, eng, recs: list, rec: tuple) -> None:
     got[key] = sched
 
 
-def calls(exs: list, log: list) -> None:
+def calls(exs: list, log: list, race_free: bool = False) -> None:
     """Make the executors' ``run`` / ``apply`` calls of ``log`` ((index, block) / (index,
-    -1)) in order: each ``apply`` writes what the same executor's last ``run`` returned."""
+    -1)) in order: each ``apply`` writes what the same executor's last ``run`` returned.
+    ``race_free``: the log is the order of a run whose race checks found nothing (no access of
+    one block meets another's bytes unless the counters order the two, so none meets a block's
+    bytes between its ``run`` and its ``apply``: those are unordered with it) -- the runs are
+    ``Exec.run_free`` calls, which may write their outputs at once (a copy's destinations)."""
     pending: list = [None] * len(exs)
     for i, b in log:
         if b >= 0:
-            pending[i] = exs[i].run(b)
+            pending[i] = exs[i].run_free(b) if race_free else exs[i].run(b)
         else:
             exs[i].apply(pending[i])
             pending[i] = None
@@ -220,7 +224,7 @@ def replay(sim: Simulator, inputs) -> Result | None:
         for ex in exs:
             ex.mem = mem
         try:
-            calls(exs, sched.calls)
+            calls(exs, sched.calls, key[2])  # (check_races: kept from a report-free run)
         except SimError:
             return None
     finally:

@@ -119,6 +119,14 @@ class Exec:
     def run(self, b: int) -> list[PendingWrite]:
         raise NotImplementedError
 
+    def run_free(self, b: int):
+        """``run(b)``, for calls in the order of a schedule whose run found no race
+        (``replay.calls`` with ``race_free``): no access of another block meets this block's
+        bytes between this call and its ``apply`` (they would be unordered by the counters: a
+        race), so an executor may write its outputs here already and return what makes its
+        ``apply`` write nothing (``CopyExec.run_free``). Here: ``run``."""
+        return self.run(b)
+
     def read(self, a: Access, copy: bool = True) -> np.ndarray:
         """The values of ``a``; ``copy=False``: maybe a read-only view of the memory, for values
         that are computed with at once (never for values returned as a pending write)."""

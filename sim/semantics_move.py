@@ -40,6 +40,65 @@ class _Values:
         self.dsts, self.data = dsts, data
 
 
+#: What :meth:`CopyExec.run_free` returns when it wrote the destinations itself: nothing left
+#: for ``apply``.
+_WRITTEN = _Values((), None)
+
+#: :func:`_aligned` by its arguments (a few hundred geometries per program).
+_ALIGN: dict = {}
+
+
+def _aligned(sc: tuple, ss: tuple, dc: tuple, ds: tuple, sz: int) -> tuple | None:
+    """(counts, source strides, destination strides): one shape in which both box views --
+    source counts ``sc`` / byte strides ``ss``, destination ``dc`` / ``ds``, ``sz``-byte
+    elements, the same element count -- are views (numpy's reshape without a copy), so that
+    element ``i`` of either in C order is element ``i`` of its walk; None when neither takes the
+    other's shape without a copy."""
+    key = (sc, ss, dc, ds, sz)
+    got = _ALIGN.get(key, False)
+    if got is False:
+        if len(_ALIGN) >= 1 << 14:  # (a process running many programs)
+            _ALIGN.clear()
+        got = _ALIGN[key] = _align(sc, ss, dc, ds, sz)
+    return got
+
+
+def _align(sc: tuple, ss: tuple, dc: tuple, ds: tuple, sz: int) -> tuple | None:
+    if sc == dc:
+        return sc, ss, ds
+    # stride-only arrays over one element (never read: a reshape only looks at the strides)
+    one = np.zeros(1, dtype=np.dtype((np.void, sz)))
+    src = np.lib.stride_tricks.as_strided(one, sc, ss)
+    dst = np.lib.stride_tricks.as_strided(one, dc, ds)
+    try:
+        return sc, ss, np.reshape(dst, sc, copy=False).strides
+    except ValueError:
+        pass
+    try:
+        return dc, np.reshape(src, dc, copy=False).strides, ds
+    except ValueError:
+        return None
+
+
+def _fusion(parts: list, sz: int) -> tuple | None:
+    """How :meth:`CopyExec.run_free` writes each destination of a view spec's ``parts``
+    (source first) straight from the source: per destination :func:`_aligned`'s (counts,
+    source strides, destination strides); None when a destination's bytes may meet the
+    source's in one space (the copy must read all before it writes) or a pair has no common
+    shape (``run`` / ``apply`` then, as always). Spaces as ``Memory.space`` keys them: an
+    HBSM per TPB, every other space one."""
+    ssp, stpb, slo, send, _, sc, ss = parts[0]
+    plan = []
+    for sp, tpb, lo, end, _, dc, ds in parts[1:]:
+        if sp == ssp and (tpb == stpb or sp is not Space.HBSM) and lo < send and slo < end:
+            return None
+        al = _aligned(sc, ss, dc, ds, sz)
+        if al is None:
+            return None
+        plan.append(al)
+    return tuple(plan)
+
+
 class CopyExec(Exec):
     inst: Copy
 
@@ -104,7 +163,7 @@ class CopyExec(Exec):
             if not inj or wn != n:
                 return None
             out.append((w.space, a.tpb) + g)
-        return vt, out
+        return vt, out, _fusion(out, sz)
 
     def _views(self, b: int) -> list[np.ndarray] | None:
         """The views of :meth:`_view_spec` in this run's memory (source first); None when a
@@ -113,7 +172,7 @@ class CopyExec(Exec):
         spec = self._view_spec(b) if self.mem is not None else None
         if spec is None:
             return None
-        vt, parts = spec
+        vt, parts, _ = spec
         views = []
         space_of = self.mem.space
         for sp, tpb, lo, end, first, counts, strides in parts:
@@ -131,6 +190,31 @@ class CopyExec(Exec):
             return _Values(views[1:], views[0].flatten())
         v = self.read(self.reads(b)[0])
         return [PendingWrite(a, v) for a in self.writes(b)]
+
+    def run_free(self, b):
+        """``run(b)`` and its ``apply`` at once, for a schedule no other block's access meets
+        between the two (``Exec.run_free``): each destination view is assigned from the source
+        view (one copy, not the source's flat copy and then the stores), in one shape both take
+        without a copy (:func:`_fusion`) -- element ``i`` of the walks to element ``i``, the
+        same stores of the same values as ``apply`` of ``run``'s values. Where the spec has no
+        such plan (a destination meets the source, no common shape, no views): ``run``."""
+        spec = self._view_spec(b) if self.mem is not None else None
+        plan = spec[2] if spec is not None else None
+        if plan is None:
+            return self.run(b)
+        vt, parts, _ = spec
+        space_of = self.mem.space
+        bufs = []
+        for sp, tpb, lo, end, _, _, _ in parts:
+            space = space_of(sp, tpb)
+            if not space.whole or lo < 0 or end > space.size:
+                return self.run(b)  # (the general path names the error)
+            bufs.append(space.buf)
+        sbuf, sfirst = bufs[0], parts[0][4]
+        for (counts, ss, ds), buf, part in zip(plan, bufs[1:], parts[1:]):
+            # (shape, dtype, buffer, offset, strides positionally, as _views)
+            np.ndarray(counts, vt, buf, part[4], ds)[...] = np.ndarray(counts, vt, sbuf, sfirst, ss)
+        return _WRITTEN
 
     def apply(self, writes):
         if writes.__class__ is _Values:

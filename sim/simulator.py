@@ -361,7 +361,7 @@ class Simulator:
             try:
                 if eng.reports:  # (what the loop reported is reported by the engine's run)
                     raise SimError("reported")
-                replay.calls([r.ex for r in recs], rec[1])
+                replay.calls([r.ex for r in recs], rec[1], self.check_races)  # (no report)
             except SimError:  # (the data decided: a fault stops the engine's run there)
                 for r in recs:
                     r.ex = None

@@ -36,9 +36,9 @@ def spy(monkeypatch):
         n["deferred"] += self.defer is not None
         return run(self)
 
-    def counted_calls(exs, log):
+    def counted_calls(exs, log, race_free=False):
         n["calls"] += 1
-        return calls(exs, log)
+        return calls(exs, log, race_free)
 
     monkeypatch.setattr(engine.Engine, "run", counted_run)
     monkeypatch.setattr(replay, "calls", counted_calls)
