@@ -15,6 +15,7 @@ import gc
 import json
 import math
 from dataclasses import dataclass, field
+from itertools import zip_longest
 from pathlib import Path
 from typing import Any, Callable
 
@@ -261,17 +262,17 @@ class Simulator:
         for r in recs:
             if r.stream != CCB_STREAM:
                 by_stream.setdefault(r.stream, []).append(r)
-        queues = [list(v) for _, v in sorted(by_stream.items())]
+        queues = [v for _, v in sorted(by_stream.items())]
         t = 0.0
-        i = 0
         m = self.machine
-        while any(i < len(q) for q in queues):
-            for q in queues:
-                if i < len(q):
-                    bits = instruction_bits(q[i].inst, m, check=False) if instruction_bits else 512
-                    t += math.ceil(bits / m.icb_bits_per_cycle)
-                    q[i].dispatch = t
-            i += 1
+        icb = m.icb_bits_per_cycle
+        # round-robin: the i-th instruction of every stream in key order, i = 0, 1, ...
+        for row in zip_longest(*queues):
+            for r in row:
+                if r is not None:
+                    bits = instruction_bits(r.inst, m, check=False) if instruction_bits else 512
+                    t += math.ceil(bits / icb)
+                    r.dispatch = t
 
     def run(self, inputs: dict[str, np.ndarray] | None = None) -> Result:
         # The cyclic garbage collector is off while the engine runs: its full collections walked
