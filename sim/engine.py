@@ -541,14 +541,20 @@ class Engine(Fluid, Checks, TraceEvents, DmaAhead, UntimedLoop):
                    snapshot: np.ndarray, flows: list) -> None:
         us = self.units[u]
         inst = rec.inst
-        rec.blocks.append((start, self.now))
-        us.busy += max(0.0, self.now - max(start, us.busy_until))
-        us.busy_until = max(us.busy_until, self.now)
+        now = self.now
+        rec.blocks.append((start, now))
+        # (max(0.0, now - max(start, busy_until)) and max(busy_until, now) as comparisons:
+        # max returns its first argument unless the second is greater)
+        bu = us.busy_until
+        x = now - (bu if bu > start else start)
+        us.busy += x if x > 0.0 else 0.0
+        us.busy_until = now if now > bu else bu
         if self.trace_on:
             self._trace_block(u, rec, b, start, end, flows)
         last = b == inst.sync.blocks - 1
         src_tpb = None if inst.UNIT is Unit.DMA else inst.tpb
         lats = self.upd_lat if self.timed and self.rng is None else None
+        heap, seq, ev = self.heap, self.seq, self.ev_counter
         for upd in inst.sync.updates:
             if upd.trigger == 1 or last:
                 fid = next(self.flow_ids)
@@ -557,7 +563,6 @@ class Engine(Fluid, Checks, TraceEvents, DmaAhead, UntimedLoop):
                 dst = self.mask_tpbs.get(upd.tpb_mask)
                 if dst is None:
                     dst = self.mask_tpbs[upd.tpb_mask] = tuple(tpbs_of(upd.tpb_mask))
-                now, heap, seq, ev = self.now, self.heap, self.seq, self.ev_counter
                 if lats is not None:  # (timed, no random latency: _update_latency's table)
                     for t in dst:
                         lat = lats.get((src_tpb, t))

@@ -113,8 +113,17 @@ def finish_min(rem: list[float], idx: list[int], rates: list[float],
     a NaN wins as there (none can occur: rates > 0, remaining work <= 1). ``test_fluid_floats``
     compares it with numpy on random and edge values."""
     m = _INF
+    if fin is None:  # (the common case: the same operations without the test per job)
+        for u, r in zip(idx, rates):
+            x = rem[u]
+            t = (0.0 if x < 0.0 else x) / (1e-300 if r < 1e-300 else r)
+            if t < m:
+                m = t
+            elif t != t:
+                return t
+        return m
     for i, u in enumerate(idx):
-        if fin is None or fin[i]:
+        if fin[i]:
             x = rem[u]
             r = rates[i]
             t = (0.0 if x < 0.0 else x) / (1e-300 if r < 1e-300 else r)
