@@ -39,10 +39,18 @@ def build_certificate(machine, mode: str, nd: Needs, red: Reduced, al: Allocatio
         return [unit.name, idx]
 
     edges = []
+    # per consumer, the first of its monitors on each (tpb, counter): found once, not by a scan
+    # of its monitors per edge (a consumer of k edges has ~k monitors)
+    mons: dict[int, dict[tuple[int, int], isa.Monitor]] = {}
     for (i, j), h in sorted(al.needs.items()):
         t = al.home[(i, j)]
         c = al.inst_counter[(i, t)]
-        mon = next(m for m in out[j].sync.monitors if m.tpb == t and m.counter == c)
+        first = mons.get(j)
+        if first is None:
+            first = mons[j] = {}
+            for m in out[j].sync.monitors:
+                first.setdefault((m.tpb, m.counter), m)
+        mon = first[(t, c)]
         edges.append({"from": i, "to": j, "need": h.need.tolist(), "counter": [t, c],
                       "trigger": al.trigger[(i, t)].name,
                       "value": [mon.expected + b * mon.per_block for b in range(len(h.need))]})

@@ -23,6 +23,7 @@ from m100.targets.m100 import isa
 from m100.targets.m100.isa import Monitor, Sync, Trigger, Update
 
 from .allocate import Allocation
+from .hazards import _NEED0
 from .redundancy import Reduced
 
 
@@ -123,8 +124,12 @@ def codegen(red: Reduced, al: Allocation, insts: list[isa.Instruction]) -> tuple
         c = al.inst_counter[(i, t)]
         trig = al.trigger[(i, t)]
         last = blocks[i] - 1
-        vals = [cum[(t, c, i, k if trig is Trigger.BLOCK else last)] if k >= 0 else 0
-                for k in h.need.tolist()]
+        need = h.need
+        if need is _NEED0:  # the shared [0] of two 1-block instructions (most needs)
+            vals = [cum[(t, c, i, 0 if trig is Trigger.BLOCK else last)]]
+        else:
+            vals = [cum[(t, c, i, k if trig is Trigger.BLOCK else last)] if k >= 0 else 0
+                    for k in need.tolist()]
         need_value(j, t, c, vals)
     for (i1, k1, i2, t, c) in al.chain_needs:
         # block 0 waits for the event; the later blocks follow it (a running maximum)

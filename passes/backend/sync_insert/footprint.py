@@ -22,7 +22,7 @@ Nothing here knows the global order or the executors: :mod:`.hazards` sweeps the
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from typing import NamedTuple
 
 import numpy as np
 
@@ -42,9 +42,10 @@ def mem_keys(w: isa.Walk) -> list[MemKey]:
     return [(int(w.space), w.tpb if w.space is Space.HBSM else 0)]
 
 
-@dataclass(frozen=True)
-class Access:
-    """One operand walk of one instruction in one memory."""
+class Access(NamedTuple):
+    """One operand walk of one instruction in one memory (a named tuple: ~43 000 of them on
+    ResNet-50, each built in one call instead of a frozen dataclass's ``object.__setattr__`` per
+    field)."""
     mem: MemKey
     walk: isa.Walk
     write: bool

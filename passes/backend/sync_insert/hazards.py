@@ -143,12 +143,20 @@ class _Columns:
             one = st.blocks1[self.ins] if blocks is st.blocks else \
                 np.asarray(blocks, dtype=np.int64)[self.ins] == 1
             walks, done, ok, sh, dense = st.walks, st.rows_done, st.rows_ok, st.rows_sh, st.dense_w
-            for k in np.unique(wid[one & ~done[wid]]).tolist():
-                done[k] = True
-                got = walk_rows(walks[k])
-                if got is not None and (got[2] <= footprint.EXACT_LIMIT or dense[k]):
-                    ok[k] = True
-                    sh[k] = got
+            ks = np.unique(wid[one & ~done[wid]])
+            if ks.size:
+                # the walks' shapes in Python, written to the columns at once (one numpy write
+                # per walk cost more than its walk_rows)
+                done[ks] = True
+                lim, oks, shs = footprint.EXACT_LIMIT, [], []
+                for k, d in zip(ks.tolist(), dense[ks].tolist()):
+                    got = walk_rows(walks[k])
+                    if got is not None and (got[2] <= lim or d):
+                        oks.append(k)
+                        shs.append(got)
+                if oks:
+                    ok[oks] = True
+                    sh[oks] = shs
             el = self.el = one & ok[wid]
             self.shape[el] = sh[wid[el]]
 

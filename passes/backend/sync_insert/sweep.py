@@ -111,7 +111,8 @@ def analyze_reduce(insts, machine, *, edges=(), rings=(),
     zero = np.zeros(len(g.xid), dtype=g.clock_dtype)
     Il, Kl, Ml, Ql, Rl = I.tolist(), K.tolist(), M.tolist(), Q.tolist(), R.tolist()
     # per contribution: its producer's clock column and last E-node rank (the skip test)
-    XCl, RLl = xcol[I].tolist(), rlast[I].tolist()
+    XC, RL = xcol[I], rlast[I]
+    XCl, RLl = XC.tolist(), RL.tolist()
     chunks: dict = {}
     kept: dict[tuple[int, int], Hazard] = {}
     implied = skipped = 0
@@ -140,12 +141,11 @@ def analyze_reduce(insts, machine, *, edges=(), rings=(),
                     if dead is not None:
                         skipped += len(dead)
                 elif epo >= 0:
-                    ii = I[s:e]
-                    live = np.flatnonzero(row[xcol[ii]] < rlast[ii])
+                    live = np.flatnonzero(row[XC[s:e]] < RL[s:e])
                     if live.size < e - s:
                         dead = np.ones(e - s, dtype=bool)
                         dead[live] = False
-                        skipped += len(set(ii[dead].tolist()))
+                        skipped += len(set(I[s:e][dead].tolist()))
                     xs = (live + s).tolist()
                 else:
                     xs = range(s, e)

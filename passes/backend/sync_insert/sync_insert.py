@@ -132,17 +132,24 @@ class SyncInsert(ModulePass):
                 certs.append(cert)
 
     def _run(self, prog: ProgramOp, n: int | None) -> dict | None:
-        cert = self._sync(prog, n)
+        body = []  # the block's ops (its linked list followed: no iterator object per op)
+        o = prog.body.block.first_op
+        while o is not None:
+            body.append(o)
+            o = o.next_op
+        cert = self._sync(prog, n, body)
         # the last backend pass: with every buffer allocated the program is now resolved (1:1
-        # with the ISA), so a by-hand pipeline ending here translates like m100-pipeline's output
-        if all(o.properties.get("offset") is not None for o in prog.walk()
+        # with the ISA), so a by-hand pipeline ending here translates like m100-pipeline's output.
+        # The buffers anywhere in the program: its one block's ops (listed before _sync, which
+        # only replaces or erases sync.barrier ops) and what those with regions nest
+        if all(o.properties.get("offset") is not None
+               for b in body for o in (b.walk() if b.regions else (b,))
                if o.name in ("hbsm.alloc", "hbsm.fifo")):
             prog.properties["level"] = StringAttr("resolved")
         return cert
 
-    def _sync(self, prog: ProgramOp, n: int | None) -> dict | None:
+    def _sync(self, prog: ProgramOp, n: int | None, body: list) -> dict | None:
         machine = machine_of(prog)
-        body = list(prog.body.block.ops)
         # a tpb.stream is in the body or nested in an op with regions (only those are walked)
         for o in (x for b in body if b.regions for x in b.walk()):
             if isinstance(o, StreamOp):
