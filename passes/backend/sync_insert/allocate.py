@@ -28,7 +28,7 @@
   one id on as many of them as possible (one update with a multi-TPB mask per distinct id):
   counters signalled together by many instructions share an id first (:func:`_align_ids`).
   Segments help it: one first tries the counter numbers its instruction took on the TPBs
-  allocated before (``SEGMENT_HINTS``).
+  allocated before (the hints of :func:`_greedy`).
 """
 
 from __future__ import annotations
@@ -171,8 +171,8 @@ def _allocate_once(needs, g, machine, budget, on_budget, keep=None):
     for t in range(machine.num_tpbs):
         chans = sorted(chans_of.get(t, ()), key=lambda c: chan_events[c][0])
         # an allocation over the budget is only counted (and replaced below), so it stops
-        # as soon as it is over (``EARLY_STOP``); but for the count an error names
-        stop = budget if EARLY_STOP else None
+        # as soon as it is over; but for the count an error names
+        stop = budget
         counters = _greedy(g, chans, chan_events, None, stop=stop)
         if len(counters) > budget:
             # over the budget with whole channels: a channel holds its counter from its first
@@ -182,9 +182,8 @@ def _allocate_once(needs, g, machine, budget, on_budget, keep=None):
             whole = chans
             chans = _segments(chans, chan_events)
             last = stop if on_budget != "error" else None
-            counters = _greedy(g, chans, chan_events, None, hint=hint if SEGMENT_HINTS else None,
-                               stop=stop if SEGMENT_HINTS else last)
-            if len(counters) > budget and SEGMENT_HINTS:
+            counters = _greedy(g, chans, chan_events, None, hint=hint, stop=stop)
+            if len(counters) > budget:  # the hinted counters may not fit where the first fit does
                 counters = _greedy(g, chans, chan_events, None, stop=last)
             if len(counters) > budget and on_budget == "error":
                 raise SyncError(
@@ -340,14 +339,6 @@ def _pairs_by_weight(inst_counter: dict) -> list:
     return list(zip(zip(ta.tolist(), ca.tolist()), zip(tb.tolist(), cb.tolist())))
 
 
-# False: a segment takes the first counter it may reuse, ignoring where its instruction's other
-# segments went (the tests compare both ways)
-SEGMENT_HINTS = True
-# False: an allocation over the budget (whole channels, or segments to be retried) is made to its
-# end though only its count is read (the tests compare both ways)
-EARLY_STOP = True
-
-
 def _can_monitor(e: Executor, t: int) -> bool:
     unit, idx = e
     return unit is Unit.DMA or idx == t
@@ -366,9 +357,18 @@ def _greedy(g, chans, chan_events, budget, decisions=None, t=None, hint=None,
 
     ``stop`` (without ``budget``): return as soon as more than ``stop`` counters are open --
     counters are only ever added, so the caller that only asks whether the allocation fits
-    ``stop`` gets the same answer (the list is then a prefix of the allocation)."""
-    if budget is None and FIRST_FIT_ARRAYS:
+    ``stop`` gets the same answer (the list is then a prefix of the allocation).
+
+    Without a budget: :func:`_greedy_open` (the counters of :func:`_greedy_loop`, whose first
+    fit tests each counter's tails one by one; ``test_allocate.py`` compares the two)."""
+    if budget is None:
         return _greedy_open(g, chans, chan_events, hint, stop)
+    return _greedy_loop(g, chans, chan_events, budget, decisions, t, hint, stop)
+
+
+def _greedy_loop(g, chans, chan_events, budget, decisions=None, t=None, hint=None,
+                 stop: int | None = None) -> list[dict]:
+    """:func:`_greedy` channel by channel (any budget, ``None`` too)."""
     counters: list[dict] = []
     for ch in chans:
         if stop is not None and len(counters) > stop:
@@ -423,11 +423,6 @@ def _greedy(g, chans, chan_events, budget, decisions=None, t=None, hint=None,
         else:
             cs["tails"] = [e for e in cs["tails"] if g.execs[e[0]] != ch[0]] + [evs[-1]]
     return counters
-
-
-# False: :func:`_greedy` without a budget tests each counter's tails one by one (the tests
-# compare both ways)
-FIRST_FIT_ARRAYS = True
 
 
 def _greedy_open(g, chans, chan_events, hint, stop) -> list[dict]:

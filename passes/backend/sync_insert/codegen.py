@@ -63,10 +63,6 @@ def linear_fit(v: np.ndarray) -> tuple[int, int]:
     return best[1], best[2]
 
 
-#: False: ``dataclasses.replace`` gives each instruction its sync (the tests compare both)
-FAST_RESYNC = True
-
-
 def resynced(inst: isa.Instruction, sync: Sync) -> isa.Instruction:
     """``dataclasses.replace(inst, sync=sync)`` for an instruction kind (a frozen dataclass of
     fields only: no ``__post_init__``, no field with ``init=False``): a new object with the same
@@ -153,5 +149,5 @@ def codegen(red: Reduced, al: Allocation, insts: list[isa.Instruction]) -> tuple
             stats["remote_updates"] += (unit is isa.Unit.DMA) or bool(mask & ~(1 << idx))
         stats["monitors"] += len(mons)
         sync = Sync(blocks=blocks[j], monitors=tuple(mons), updates=tuple(ups))
-        out.append(resynced(inst, sync) if FAST_RESYNC else dataclasses.replace(inst, sync=sync))
+        out.append(resynced(inst, sync))
     return out, stats

@@ -25,20 +25,6 @@ from .certificate import dumps
 from .dataflow import build_dataflow
 
 
-#: False: the tokens go to :func:`insert_sync` as one :class:`DataEdge` each, not as
-#: :class:`WholeEdges` (the tests compare both ways)
-EDGE_LISTS = True
-#: False: the instructions come from the op's memoized ``to_instruction`` (its key built twice,
-#: once here and once when the final instruction is remembered)
-BUILD_ONCE = True
-#: False: a consumer waiting for one join gets its latest producers per executor computed anew
-#: (the same list each time)
-LATEST_PER_JOIN = True
-#: False: a consumer waiting for several tokens reduces the union of all their producers (not
-#: the union of each join's reduced list, kept as for one join)
-LATEST_PER_DEPS = True
-
-
 def _producers(v: SSAValue, index: dict[int, int], what: str | InstrOp,
                memo: dict[int, list[int]] | None = None) -> list[int]:
     """Instruction indices whose completion token ``v`` stands for (through joins/barriers).
@@ -169,8 +155,7 @@ class SyncInsert(ModulePass):
                     o.isa_walks(synthesize=False)  # raises naming the operand without a walk
                 # every operand has its walk, so nothing is synthesized but the missing sync;
                 # not memoized: the op's sync is set below and the final instruction remembered
-                insts.append(o.build_instruction(synthesize=True) if BUILD_ONCE
-                             else o.to_instruction(synthesize=True))
+                insts.append(o.build_instruction(synthesize=True))
             except VerifyException as e:
                 raise SyncError(f"sync-insert: {e}") from None
         # every token a consumer waits for is a whole ordering: two lists, no DataEdge each
@@ -186,7 +171,7 @@ class SyncInsert(ModulePass):
                 eps.append(index[id(deps[0].owner)])
                 ecs.append(i)
                 continue
-            if len(deps) == 1 and LATEST_PER_JOIN:
+            if len(deps) == 1:
                 # one join (or barrier): its latest producers per executor are the same list for
                 # every consumer of it (kept with the join's producers, under a negative key)
                 key = -1 - id(deps[0].owner)
@@ -199,7 +184,7 @@ class SyncInsert(ModulePass):
                 continue
             ps = []
             for d in deps:
-                if LATEST_PER_DEPS and not isinstance(d.owner, InstrOp):
+                if not isinstance(d.owner, InstrOp):
                     # the latest per executor of a union is that of the parts' latest: each
                     # join's list is reduced once, as in the one-join case above
                     key = -1 - id(d.owner)
@@ -224,8 +209,7 @@ class SyncInsert(ModulePass):
                 if pos[id(o)] > pos[id(b)] and unit is not Unit.DMA and mask >> t & 1:
                     eps.extend(srcs)
                     ecs.extend([i] * len(srcs))
-        edges = WholeEdges(eps, ecs) if EDGE_LISTS else list(WholeEdges(eps, ecs))
-        res = insert_sync(insts, machine, edges=edges, sync_mode=self.sync_mode,
+        res = insert_sync(insts, machine, edges=WholeEdges(eps, ecs), sync_mode=self.sync_mode,
                           counter_budget=self.counter_budget or None, on_budget=self.on_budget,
                           stream_blocks=self.stream_blocks or None)
         self.dataflows.append(build_dataflow(machine, body, ops, insts,

@@ -194,12 +194,10 @@ def test_counter_ids_are_a_permutation_per_tpb(seed):
         assert all(0 <= x < budget for _, x in pairs)
 
 
-@pytest.mark.parametrize("hints", [True, False])
 @pytest.mark.parametrize("seed", range(4))
-def test_segments_with_and_without_hints_are_race_free(seed, hints, monkeypatch):
-    """Over the budget (segments), with a segment taking the counters its instruction took on
-    the TPBs before (hints) or not: race- and deadlock-free, right values, certified."""
-    monkeypatch.setattr(A, "SEGMENT_HINTS", hints)
+def test_segments_are_race_free(seed):
+    """Over the budget (segments), a segment first taking the counters its instruction took on
+    the TPBs before (hints): race- and deadlock-free, right values, certified."""
     prog = progs.random_program(3000 + seed, n=40, slots=4, ddr_slots=2)
     mem, ref = toysim.setup(prog, TINY, seed)
     res = insert_sync(prog, TINY, counter_budget=2, stream_blocks=2 if seed % 2 else None)
@@ -211,11 +209,10 @@ def test_segments_with_and_without_hints_are_race_free(seed, hints, monkeypatch)
 
 @pytest.mark.parametrize("seed", range(6))
 def test_early_stop_gives_the_same_allocation(seed, monkeypatch):
-    """An allocation over the budget is only counted, so it stops once over (``EARLY_STOP``):
-    the same program, certificate, counters and decisions as allocating to the end, with and
-    without segment hints, budgets 1-3, and the same error (naming the count) with
-    ``on_budget='error'``; some allocation did stop early (fewer counters built)."""
-    monkeypatch.setattr(A, "SEGMENT_HINTS", seed % 2 == 0)
+    """An allocation over the budget is only counted, so it stops once over: the same program,
+    certificate, counters and decisions as allocating to the end (every ``_greedy`` call without
+    its ``stop``, the way before session 28), budgets 1-3, and the same error (naming the count)
+    with ``on_budget='error'``; some allocation did stop early (fewer counters built)."""
     prog = progs.random_program(3100 + seed, n=60, slots=4, ddr_slots=2)
     budget = 1 + seed % 3
     sizes: list[int] = []
@@ -225,10 +222,11 @@ def test_early_stop_gives_the_same_allocation(seed, monkeypatch):
         out = greedy(*a, **k)
         sizes.append(len(out))
         return out
-    monkeypatch.setattr(A, "_greedy", counted)
+    def to_the_end(*a, stop=None, **k):
+        return counted(*a, **k)
     got = {}
     for early in (True, False):
-        monkeypatch.setattr(A, "EARLY_STOP", early)
+        monkeypatch.setattr(A, "_greedy", counted if early else to_the_end)
         sizes.clear()
         res = insert_sync(prog, TINY, counter_budget=budget,
                           stream_blocks=2 if seed % 3 == 0 else None)
@@ -246,12 +244,10 @@ def test_early_stop_gives_the_same_allocation(seed, monkeypatch):
 @pytest.mark.parametrize("seed", range(8))
 def test_first_fit_arrays_are_the_tail_loop(seed, monkeypatch):
     """Without a budget every counter has one tail, so the first-fit test of all counters is one
-    gather of the channel's clock row (``FIRST_FIT_ARRAYS``): the same counters (channels,
-    tails, writers, in order) as testing each counter's tails one by one, call by call, with and
-    without hints and early stops -- and the same program, certificate and decisions -- on
+    gather of the channel's clock row (``_greedy_open``): the same counters (channels, tails,
+    writers, in order) as testing each counter's tails one by one (``_greedy_loop``), call by
+    call, with hints and early stops -- and the same program, certificate and decisions -- on
     random programs over budgets 1-4 and unlimited; counters were reused and hints taken."""
-    monkeypatch.setattr(A, "SEGMENT_HINTS", seed % 2 == 0)
-    monkeypatch.setattr(A, "EARLY_STOP", seed % 4 < 2)
     prog = progs.random_program(3300 + seed, n=70, slots=4, ddr_slots=2)
     budget = None if seed == 7 else 1 + seed % 4
     calls: list = []
@@ -260,9 +256,7 @@ def test_first_fit_arrays_are_the_tail_loop(seed, monkeypatch):
     def both(g, chans, chan_events, budget, *a, **k):
         out = greedy(g, chans, chan_events, budget, *a, **k)
         if budget is None:
-            monkeypatch.setattr(A, "FIRST_FIT_ARRAYS", False)
-            ref = greedy(g, chans, chan_events, budget, *a, **k)
-            monkeypatch.setattr(A, "FIRST_FIT_ARRAYS", True)
+            ref = A._greedy_loop(g, chans, chan_events, budget, *a, **k)
             assert out == ref
             calls.append((len(chans), len(out), k.get("hint") is not None))
         return out
@@ -270,8 +264,7 @@ def test_first_fit_arrays_are_the_tail_loop(seed, monkeypatch):
     res = insert_sync(prog, TINY, counter_budget=budget, stream_blocks=2 if seed % 3 else None)
     assert any(n > c for n, c, _ in calls)  # some counter was reused
     assert budget is None or budget > 3 or any(h for _, _, h in calls) or seed % 2
-    monkeypatch.setattr(A, "_greedy", greedy)
-    monkeypatch.setattr(A, "FIRST_FIT_ARRAYS", False)
+    monkeypatch.setattr(A, "_greedy", A._greedy_loop)
     ref = insert_sync(prog, TINY, counter_budget=budget, stream_blocks=2 if seed % 3 else None)
     assert [i.sync for i in res.instructions] == [i.sync for i in ref.instructions]
     assert (res.certificate, res.counters_used, res.decisions) == \

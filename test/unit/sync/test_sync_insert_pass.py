@@ -157,19 +157,3 @@ JOINS_BODY = f"""
   %t7 = tpb.fill tpb 0 dst({W('h0', 12288)}) after(%t1) {{value = 5.0}}
   %t8 = tpb.copy tpb 1 src({W('h1', 16384)}) dst({W('h1', 20480)})
 """
-
-
-def test_token_lists_are_the_data_edges(monkeypatch):
-    """The pass hands its tokens to ``insert_sync`` as two lists (``EDGE_LISTS``): the same
-    program text and certificate as one ``DataEdge`` per token, with single tokens, joins of
-    joins (same and other executors), several tokens per op and a barrier."""
-    from m100.passes.backend.sync_insert import sync_insert as si
-    out = []
-    for lists in (True, False):
-        monkeypatch.setattr(si, "EDGE_LISTS", lists)
-        m = parse(JOINS_BODY)
-        p = SyncInsert()
-        p.apply(CTX, m)
-        out.append((str(m), sync_certificate.dumps(p.certificates[0])))
-    assert out[0] == out[1]
-    assert out[0][1].count('"from"') >= 5  # the tokens gave orderings

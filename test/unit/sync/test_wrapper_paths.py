@@ -1,11 +1,10 @@
-"""The pass wrapper's short paths against the old ones (session 24, psync): ``isa_walks`` taking
-every walk at once (``tpb_base.WALKS_AT_ONCE``), the instructions built without the memo
-(``sync_insert.BUILD_ONCE``) and a join's latest producers kept per join
-(``sync_insert.LATEST_PER_JOIN``; several joins' lists reduced once each, session 28:
-``LATEST_PER_DEPS``), and codegen's instructions with their syncs
-(``codegen.FAST_RESYNC``). The oracle is the old path: the same walks and instructions
-op by op, the same instructions and token lists handed to ``insert_sync``, the same program
-text and certificate, and the op's remembered instruction equal to a fresh decode."""
+"""The pass wrapper's short paths (session 24, psync): ``isa_walks`` taking every walk at once
+(``tpb_base.WALKS_AT_ONCE``) against the slot loop; the instructions built without the memo, a
+join's latest producers kept per join (several joins' lists reduced once each, session 28) and
+the tokens handed over as two lists -- since session 31 the only paths, checked against the
+instructions and token lists written out here from the definitions (a fresh decode per op; per
+consumer the latest producer per executor of every instruction its tokens stand for) and the
+lists against one ``DataEdge`` each; codegen's ``resynced`` against ``dataclasses.replace``."""
 
 from __future__ import annotations
 
@@ -21,6 +20,7 @@ from m100.dialects.tpb import InstrOp, ProgramOp
 from m100.frontend import load_onnx, models
 from m100.frontend.mlir_load import shared_context
 from m100.passes.backend.sync_insert import certificate as sync_certificate
+from m100.passes.backend.sync_insert import insert_sync
 from m100.passes.backend.sync_insert import sync_insert as si
 from m100.passes.backend.sync_insert.sync_insert import SyncInsert
 from m100.passes.m100_pipeline import M100Pipeline
@@ -31,8 +31,6 @@ from . import progs
 from .test_sync_insert_pass import CTX, JOINS_BODY, W, parse
 
 codegen = importlib.import_module("m100.passes.backend.sync_insert.codegen")
-FLAGS = ((tpb_base, "WALKS_AT_ONCE"), (si, "BUILD_ONCE"), (si, "LATEST_PER_JOIN"),
-         (si, "LATEST_PER_DEPS"), (codegen, "FAST_RESYNC"))
 
 #: the pass test's joins (several producers of one executor behind one join, waited for alone
 #: and with other tokens, a barrier), two more consumers of a join alone and two of several
@@ -43,11 +41,6 @@ BODY = JOINS_BODY + f"""  %t9 = tpb.fill tpb 1 dst({W('h1', 14336)}) after(%j) {
   %t11 = tpb.fill tpb 1 dst({W('h1', 24576)}) after(%j, %j3, %t8) {{value = 8.0}}
   %t12 = tpb.dma engine 1 src({W('ddr', 4096)}) dst({W('h1', 28672)}) after(%j3, %j2)
 """
-
-
-def _set(monkeypatch, on: bool) -> None:
-    for mod, name in FLAGS:
-        monkeypatch.setattr(mod, name, on)
 
 
 def _before(model, stop: str):
@@ -88,33 +81,91 @@ def test_walks_at_once_are_the_slot_loop(stop, monkeypatch):
     assert (fast == len(ops)) == (stop == "sync-insert") and (stop == "sync-insert" or fast == 0)
 
 
-def test_pass_paths_hand_insert_sync_the_same_input(monkeypatch):
-    """Old and new wrapper paths: the same instructions and token lists reach ``insert_sync``,
-    the same text and certificate come out, and each op remembers the instruction a fresh
-    decode gives."""
+def _written_out(module) -> tuple[list, list[int], list[int]]:
+    """What the pass must hand ``insert_sync`` for ``module``'s program, from the definitions:
+    each instruction op's instruction (a fresh decode, in body order); per consumer (in order)
+    the latest producer per executor -- program order implies the earlier ones -- of every
+    instruction its tokens stand for (through ``sync.join`` / ``sync.barrier`` inputs), in
+    increasing order; then per barrier its sources so, for every later op on a TPB unit of its
+    mask."""
+    from m100.dialects.sync import BarrierOp
+    prog = next(o for o in module.walk() if isinstance(o, ProgramOp))
+    body = list(prog.body.block.ops)
+    ops = [o for o in body if isinstance(o, InstrOp)]
+    insts = [o._to_instruction(True) for o in ops]
+    index = {id(o): i for i, o in enumerate(ops)}
+
+    def producers(v) -> set[int]:
+        if isinstance(v.owner, InstrOp):
+            return {index[id(v.owner)]}
+        return set().union(*(producers(x) for x in v.owner.inputs))
+
+    def latest(ps: set[int]) -> list[int]:
+        last: dict = {}
+        for p in ps:
+            last[insts[p].executor] = max(p, last.get(insts[p].executor, p))
+        return sorted(last.values())
+
+    eps: list[int] = []
+    ecs: list[int] = []
+    for i, o in enumerate(ops):
+        ps = latest(set().union(*(producers(d) for d in o.deps)))
+        eps += ps
+        ecs += [i] * len(ps)
+    for k, b in enumerate(body):
+        if isinstance(b, BarrierOp):
+            srcs = latest(set().union(*(producers(x) for x in b.inputs)))
+            for i, o in enumerate(ops):
+                unit, t = insts[i].executor
+                if body.index(o) > k and unit is not Unit.DMA and b.tpb_mask.value.data >> t & 1:
+                    eps += srcs
+                    ecs += [i] * len(srcs)
+    return insts, eps, ecs
+
+
+def _spied(monkeypatch) -> list:
     seen = []
     real = si.insert_sync
 
     def spy(insts, machine, *, edges, **kw):
-        seen.append((list(insts), list(edges.producers), list(edges.consumers)))
+        seen.append((list(insts), list(edges.producers), list(edges.consumers), machine, edges))
         return real(insts, machine, edges=edges, **kw)
 
     monkeypatch.setattr(si, "insert_sync", spy)
-    out = []
-    for on in (False, True):
-        _set(monkeypatch, on)
-        for m in (parse(BODY), _before(models.conv_relu_maxpool(), "sync-insert")):
-            p = SyncInsert()
-            p.apply(CTX, m)
-            out.append((str(m), sync_certificate.dumps(p.certificates[0])))
-            for o in _ops(m):
-                assert o.to_instruction() == o._to_instruction(False)
-    assert out[:2] == out[2:]
-    assert seen[:2] == seen[2:]
+    return seen
+
+
+def test_pass_hands_insert_sync_the_written_out_input(monkeypatch):
+    """The instructions and token lists that reach ``insert_sync`` are those written out from
+    the definitions (joins of joins, several tokens per op, a barrier; a model), and each op
+    remembers the instruction a fresh decode gives."""
+    seen = _spied(monkeypatch)
+    for m in (parse(BODY), _before(models.conv_relu_maxpool(), "sync-insert")):
+        want = _written_out(m)
+        seen.clear()
+        SyncInsert().apply(CTX, m)
+        assert [x[:3] for x in seen] == [want]
+        for o in _ops(m):
+            assert o.to_instruction() == o._to_instruction(False)
     # the joins did give orderings, and a join's earlier producer of one executor was dropped
-    insts, ps, cs = seen[0]
+    _, ps, _ = _written_out(parse(BODY))
     assert len(ps) >= 10 and 0 not in ps
-    assert out[0][1].count('"from"') >= 5
+
+
+def test_token_lists_are_the_data_edges(monkeypatch):
+    """The tokens handed over as two lists (:class:`WholeEdges`) give the same instructions,
+    counters and certificate as one ``DataEdge`` per token (``analyze``'s general path), on the
+    joins' body and a model."""
+    seen = _spied(monkeypatch)
+    for m in (parse(BODY), _before(models.conv_relu_maxpool(), "sync-insert")):
+        seen.clear()
+        SyncInsert().apply(CTX, m)
+        (insts, _, _, machine, edges), = seen
+        got = [insert_sync(insts, machine, edges=e) for e in (edges, list(edges))]
+        assert [i.sync for i in got[0].instructions] == [i.sync for i in got[1].instructions]
+        assert sync_certificate.dumps(got[0].certificate) == \
+            sync_certificate.dumps(got[1].certificate)
+        assert got[0].certificate["edges"]  # the tokens gave orderings
 
 
 _S = progs.isa_strategies("m100_isa_strategies_resync")
