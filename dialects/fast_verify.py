@@ -26,7 +26,8 @@ it (``fast_op_definition`` installs them in place of xDSL's, which unpack the ar
 access; the slices returned are the same ``op.operands[a:b]``).
 
 And xDSL's ``IsolatedFromAbove.verify`` is replaced (at import) by :func:`_isolated_from_above`,
-the same walk with the ancestor test answered by the blocks walked (``ISOLATED = False``: xDSL's).
+the same walk with the ancestor test answered by the blocks walked (xDSL's own method is kept as
+``_XDSL_ISOLATED``: the tests' oracle).
 The classes installed here also get :func:`_leaf_verify` as ``Operation.verify`` (xDSL's checks
 of an op without regions, in the same order, without its per-operand ABC ``isinstance``;
 ``test_leaf_verify_is_xdsls`` compares it with xDSL's method).
@@ -47,12 +48,6 @@ from xdsl.irdl.constraints import (AnyAttr, AnyOf, AttrConstraint, BaseAttr, EqA
 from xdsl.irdl.operations import OperandDef, OptionalDef, VariadicDef
 from xdsl.traits import IsolatedFromAbove
 from xdsl.utils.exceptions import VerifyException
-
-#: switch off to verify every op with xDSL's generic ``OpDef.verify`` (tests compare both)
-ENABLED = True
-#: a two-parameter attribute constraint (``IntegerAttr[I64]``) reads an attribute of exactly its
-#: class by field name; False: through xDSL's ``parameters`` (read when a predicate is compiled)
-PARAM_FIELDS = True
 
 _SEG = "operandSegmentSizes"
 _STRUCTS: dict[int, struct.Struct] = {}
@@ -75,7 +70,7 @@ def _attr_pred(c: AttrConstraint) -> Callable[[Attribute], bool]:
     if isinstance(c, ParamAttrConstraint):
         base, preds = c.base_attr, tuple(_attr_pred(p) for p in c.param_constrs)
         n = len(preds)
-        fields = _param_fields(base) if PARAM_FIELDS else None
+        fields = _param_fields(base)
         if fields is not None and len(fields) == n == 2:
             # the common case (``IntegerAttr[I64]``: value and type): an attribute of exactly
             # ``base`` has ``base``'s parameters, read by name (xDSL's ``parameters`` builds the
@@ -301,7 +296,7 @@ def install(cls: type, custom: Callable[[Operation], None] | None) -> type:
     generic = op_def.verify
 
     def verify_(self) -> None:
-        if not (ENABLED and ok(self)):
+        if not ok(self):
             generic(self)
         else:
             for t in traits:
@@ -369,10 +364,8 @@ def _isolated_from_above(self: IsolatedFromAbove, op: Operation) -> None:
     operation in one of them, or an argument of one of them, is inside ``op`` (and not ``op``
     itself, whose block is outside). Any other operand -- defined in a region not walked yet, in
     a nested isolated op, outside ``op``, or not an ``OpResult`` / ``BlockArgument`` -- gets
-    xDSL's own test. The walk's order, the ops tested and the message are xDSL's.
-    ``ISOLATED = False``: xDSL's method."""
-    if not ISOLATED:
-        return _XDSL_ISOLATED(self, op)
+    xDSL's own test. The walk's order, the ops tested and the message are xDSL's
+    (``test_isolated_from_above_is_xdsls`` compares it with ``_XDSL_ISOLATED``)."""
     regions: list[Region] = list(op.regions)
     seen: set[int] = set()
     while regions:
@@ -399,11 +392,9 @@ def _isolated_from_above(self: IsolatedFromAbove, op: Operation) -> None:
                     regions += child_op.regions  # (an op without regions adds none)
 
 
-#: False: xDSL's own ``IsolatedFromAbove.verify`` (tests compare both)
-ISOLATED = True
-_XDSL_ISOLATED = IsolatedFromAbove.verify
+_XDSL_ISOLATED = IsolatedFromAbove.verify  # xDSL's own method (the tests' oracle)
 IsolatedFromAbove.verify = _isolated_from_above  # type: ignore[method-assign]
 
 
-__all__ = ["ENABLED", "ISOLATED", "compile_def", "fast_op_definition", "install",
+__all__ = ["compile_def", "fast_op_definition", "install",
            "segment_sizes"]
