@@ -223,7 +223,7 @@ def _place_one(b: Buf, capacity: int, align: int, placed: list[tuple[int, int, B
     if size > capacity:
         raise _Overflow(b.tpb, everything, capacity, align,
                         f"buffer {b.name} alone ({size} B) exceeds it")
-    if VECTOR and len(placed) >= VECTOR_MIN:
+    if len(placed) >= VECTOR_MIN:
         cands, live, other = _Columns.synced(cols, b.tpb, placed).split(b)
     else:
         cands, live, other = _split(b, placed)
@@ -306,7 +306,7 @@ def _group_offset(members: list[Buf], size: int, placed, capacity: int, align: i
     for b in members:
         bs, be, bp = b.start, b.end, b.pred
         lst = placed[b.tpb]
-        if cols is not None and VECTOR and len(lst) >= VECTOR_MIN:
+        if cols is not None and len(lst) >= VECTOR_MIN:
             c = _Columns.synced(cols, b.tpb, lst)
             n = c.n
             hit = (c.start[:n] < be) & (bs < c.end[:n])
@@ -355,11 +355,11 @@ def _reach(spans: list[tuple[int, int]]) -> tuple[list[int], list[int]]:
     return [o for o, _ in spans], reach
 
 
-#: pack a TPB's own buffers with the placed buffers as numpy columns (one vector test per buffer
+#: a TPB's own buffers of a group of this many or more (and the joint packing's TPBs with this
+#: many placed) are packed with the placed buffers as numpy columns (one vector test per buffer
 #: instead of a Python loop over every placed buffer: ResNet-50 224 packs ~340 buffers a TPB, the
-#: pass's hot loop); False: the loop everywhere. Same offsets either way (test_vector_packing_is_
-#: the_loop). Groups smaller than VECTOR_MIN (and the joint packing's TPBs with fewer placed) loop.
-VECTOR = True
+#: pass's hot loop); smaller ones loop (``_split``). Same offsets either way
+#: (``test_vector_packing_is_the_loop`` sets it to 0 and to "never").
 VECTOR_MIN = 24
 
 
@@ -405,7 +405,7 @@ def _allocate_tpb(tpb: int, group: list[Buf], capacity: int, align: int,
     everything = group if everything is None else everything
     out: dict[str, int] = {}
     order = sorted(group, key=lambda b: (-_align(b.size, align), b.start, b.name))
-    cols = _Columns(placed, len(order)) if VECTOR and len(order) >= VECTOR_MIN else None
+    cols = _Columns(placed, len(order)) if len(order) >= VECTOR_MIN else None
     high = max((o + s for o, s, _ in placed), default=0)
     for b in order:
         size = _align(b.size, align)
@@ -547,7 +547,7 @@ def check_allocation(bufs: list[Buf], offsets: dict[str, int], capacity: int,
         if b.name in offsets:
             by_tpb[b.tpb].append(b)
     for tpb, group in by_tpb.items():
-        if CHECK_VECTOR and not _any_live_overlap(group, offsets):
+        if not _any_live_overlap(group, offsets):
             continue  # no pair to report (the loop below would find none): skip it
         # by start: a buffer after ``a`` that starts at or after ``a``'s end is not live with it,
         # nor is any later one (each pair is still tested once, in the other order at worst)
@@ -569,8 +569,7 @@ def check_allocation(bufs: list[Buf], offsets: dict[str, int], capacity: int,
 
 #: :func:`check_allocation` first asks :func:`_any_live_overlap` per TPB (numpy, in blocks of
 #: ``CHECK_BLOCK`` rows) and runs its pair loop (which words the messages) only where that finds
-#: a pair; False: the loop everywhere. ``test_vector_check_is_the_loop`` compares both.
-CHECK_VECTOR = True
+#: a pair. ``test_vector_check_is_the_loop`` compares the reports with every pair tested.
 CHECK_BLOCK = 256
 
 

@@ -222,7 +222,8 @@ def _unit_workload(rng, seed, slot_bytes):
 
 @pytest.mark.parametrize("seed", range(30))
 def test_vector_packing_is_the_loop(seed, monkeypatch):
-    """The numpy columns (``hbsm_pack.VECTOR``) choose the offsets of the Python loop: random
+    """The numpy columns (every group: ``VECTOR_MIN`` 0) choose the offsets of the Python loop
+    (never: ``_split``, what groups under ``VECTOR_MIN`` get): random
     TPB workloads with predicted spans (some None), several units with distinct last users,
     broadcast groups placed first, overflow or not; the same offsets or the same error."""
     from m100.passes.backend import hbsm_pack as H
@@ -232,7 +233,6 @@ def test_vector_packing_is_the_loop(seed, monkeypatch):
     bufs, groups = _unit_workload(rng, seed, lambda: align * rng.randrange(1, cap // align // 10))
 
     def switch(vector):
-        monkeypatch.setattr(H, "VECTOR", vector)
         monkeypatch.setattr(H, "VECTOR_MIN", 0 if vector else 10**9)
     _same_both_ways(switch, bufs, cap, align, groups)
 
@@ -309,20 +309,19 @@ def test_joint_packing_keeps_the_choice_of_one_call_a_buffer(seed, monkeypatch):
             except HbsmOverflow as e:
                 return str(e)
         want = run(_joint_one_call_a_buffer)
-        for vector, least in ((True, 0), (True, 24), (False, 10**9)):
-            monkeypatch.setattr(H, "VECTOR", vector)
+        for least in (0, 24, 10**9):
             monkeypatch.setattr(H, "VECTOR_MIN", least)
-            assert run(H._allocate_joint) == want, (by_size, vector, least)
+            assert run(H._allocate_joint) == want, (by_size, least)
         if isinstance(want, dict):
             assert check_allocation(bufs, want, cap, align) == []
 
 
 @pytest.mark.parametrize("seed", range(40))
 def test_vector_check_is_the_loop(seed, monkeypatch):
-    """``check_allocation`` with the numpy pre-check (``CHECK_VECTOR``, tiny blocks too) reports
-    exactly what the pair loop alone reports, on random allocations of random workloads: valid
-    packings, and offsets shuffled or nudged so that some live buffers share bytes (the oracle is
-    the loop over every pair, written out here too)."""
+    """``check_allocation`` with its numpy pre-check (tiny blocks too) reports exactly the pairs
+    a loop over every pair finds (written out here), the same reports whatever the block, on
+    random allocations of random workloads: valid packings, and offsets shuffled or nudged so
+    that some live buffers share bytes."""
     from m100.passes.backend import hbsm_pack as H
 
     rng = random.Random(seed)
@@ -351,8 +350,7 @@ def test_vector_check_is_the_loop(seed, monkeypatch):
                     offs[c.name] < offs[a.name] + a.size:
                 want.append({a.name, c.name})
     results = []
-    for vector, block in ((False, 256), (True, 256), (True, 1), (True, 3)):
-        monkeypatch.setattr(H, "CHECK_VECTOR", vector)
+    for block in (256, 1, 3, 10**6):
         monkeypatch.setattr(H, "CHECK_BLOCK", block)
         results.append(check_allocation(bufs, offs, cap, align))
     assert all(r == results[0] for r in results)
