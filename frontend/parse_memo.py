@@ -20,8 +20,8 @@ occurrence is parsed by xDSL). A later occurrence of the same text returns the k
 are immutable values: equal texts parse to equal types) and resumes the lexer after it, as
 xDSL's own parse would have left it. Anything not matching the form -- encodings, memrefs,
 dialect types, other spacing, comments -- is parsed by xDSL as before, with its own errors.
-The memo lives in one parser (one text). ``ENABLED = False`` parses everything with xDSL;
-``test/unit/frontend/test_parse_memo.py`` compares the printed modules both ways.
+The memo lives in one parser (one text). ``test/unit/frontend/test_parse_memo.py`` compares the
+printed modules (and the error messages) with xDSL's own ``Parser``'s.
 
 And a line reader (session 30): xDSL's lexer was most of what was left (ResNet-50: ~0.4 of a
 ~0.47 CPU-s parse, ~14 000 tokens). A generic op as torch-mlir prints it on one line --
@@ -47,9 +47,6 @@ from xdsl.irdl import IRDLOperation
 from xdsl.parser import Parser, UnresolvedOperand
 from xdsl.utils.lexer import Span
 from xdsl.utils.mlir_lexer import MLIRLexer, MLIRTokenKind
-
-#: switch off to parse every type with xDSL's parser alone (tests compare both)
-ENABLED = True
 
 _ELT = r"(?:[su]?i(?:1|8|16|32|64)|bf16|f16|f32|f64|index)(?![\w$.\-])"
 _TENSOR = r"tensor<(?:(?:[0-9]+|\?)x)*" + _ELT.replace(r"(?![\w$.\-])", "") + ">"
@@ -94,8 +91,6 @@ class MemoParser(Parser):
         self._m100_text = self.lexer.input.content
 
     def _m100_memo(self, regex: re.Pattern, parse):
-        if not ENABLED:
-            return parse()
         start = self._current_token.span.start
         m = regex.match(self._m100_text, start)
         if m is None:
@@ -127,7 +122,7 @@ class MemoParser(Parser):
         are (:meth:`_m100_memo`); each parse returns a fresh dict (xDSL moves a property given
         in the op's attribute dictionary into the dict returned here), the attributes in it are
         shared (immutable)."""
-        if ENABLED and self._current_token.kind is MLIRTokenKind.LESS:
+        if self._current_token.kind is MLIRTokenKind.LESS:
             got = self._m100_memo(PROPS_RE, super().parse_optional_properties_dict)
             return dict(got)
         return super().parse_optional_properties_dict()
@@ -141,21 +136,20 @@ class MemoParser(Parser):
         """A region-less generic op on one line (:data:`OP_RE`) built from its pieces without
         the lexer; any other op -- or one whose pieces xDSL would read otherwise, or that has an
         error -- is parsed by xDSL (:meth:`Parser.parse_operation`, its own errors)."""
-        if ENABLED:
-            first = self._current_token.span
-            m = OP_RE.match(self._m100_text, first.start)
+        first = self._current_token.span
+        m = OP_RE.match(self._m100_text, first.start)
+        if m is not None:
+            op = self._m100_line_op(m)
+            if op is not None:
+                return op
+            self._resume_from(first.start)
+        else:
+            m = HEAD_RE.match(self._m100_text, first.start)
             if m is not None:
-                op = self._m100_line_op(m)
+                op = self._m100_region_op(m, first)
                 if op is not None:
                     return op
                 self._resume_from(first.start)
-            else:
-                m = HEAD_RE.match(self._m100_text, first.start)
-                if m is not None:
-                    op = self._m100_region_op(m, first)
-                    if op is not None:
-                        return op
-                    self._resume_from(first.start)
         return super().parse_operation()
 
     def _m100_region_op(self, m: re.Match, first: Span):
@@ -294,5 +288,5 @@ class MemoParser(Parser):
         return op
 
 
-__all__ = ["ATTR_RE", "ATTRS_INT_RE", "ENABLED", "FUNCTION_RE", "HEAD_RE", "MemoParser", "OP_RE",
+__all__ = ["ATTR_RE", "ATTRS_INT_RE", "FUNCTION_RE", "HEAD_RE", "MemoParser", "OP_RE",
            "PROPS_RE", "TYPE_RE"]

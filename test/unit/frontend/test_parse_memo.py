@@ -1,5 +1,6 @@
 """``frontend.parse_memo.MemoParser`` parses exactly what xDSL's parser parses (the oracle: xDSL's
-own parse of the same text with the memo off), and answers repeated type texts from its memo."""
+own ``Parser`` on the same text, put in its place), and answers repeated type texts from its
+memo."""
 
 from __future__ import annotations
 
@@ -22,15 +23,23 @@ def _generic(module) -> str:
     return s.getvalue()
 
 
+def _with_xdsls_parser(fn):
+    """``fn()`` with xDSL's own ``Parser`` where ``load_mlir_text`` takes ``MemoParser``."""
+    from xdsl.parser import Parser
+
+    kept = parse_memo.MemoParser
+    parse_memo.MemoParser = Parser
+    try:
+        return fn()
+    finally:
+        parse_memo.MemoParser = kept
+
+
 def _both(text: str):
-    out = []
-    for enabled in (False, True):
-        parse_memo.ENABLED = enabled
-        try:
-            out.append(load_mlir_text(text, shared_context(), verify=False))
-        finally:
-            parse_memo.ENABLED = True
-    return out
+    """(xDSL's parse, this parser's) of ``text``."""
+    def parse():
+        return load_mlir_text(text, shared_context(), verify=False)
+    return [_with_xdsls_parser(parse), parse()]
 
 
 @pytest.mark.parametrize("which", ["convnet", "llama_layer"])
@@ -203,16 +212,11 @@ def test_line_reader_builds_what_xdsl_builds():
     '"test.op"() <{a = 1}> : () -> ()\n"test.op"() <{a = 1}>> : () -> ()',
 ])
 def test_errors_are_xdsls(bad):
-    msgs = []
-    for enabled in (False, True):
-        parse_memo.ENABLED = enabled
-        try:
-            with pytest.raises(FrontendError) as e:
-                load_mlir_text(bad, shared_context(), verify=False)
-            msgs.append(str(e.value))
-        finally:
-            parse_memo.ENABLED = True
-    assert msgs[0] == msgs[1]
+    def message():
+        with pytest.raises(FrontendError) as e:
+            load_mlir_text(bad, shared_context(), verify=False)
+        return str(e.value)
+    assert _with_xdsls_parser(message) == message()
 
 
 def test_repeated_types_are_parsed_once(monkeypatch):
