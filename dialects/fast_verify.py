@@ -45,7 +45,8 @@ from xdsl.irdl import (AttrSizedOperandSegments, OpDef, OptAttributeDef, OptProp
 from xdsl.irdl.constraints import (AnyAttr, AnyOf, AttrConstraint, BaseAttr, EqAttrConstraint,
                                    EqIntConstraint, ParamAttrConstraint, RangeLengthConstraint,
                                    RangeOf)
-from xdsl.irdl.operations import OperandDef, OptionalDef, VariadicDef
+from xdsl.irdl.operations import (BeforeVariadicSingleAccessor, OperandDef, OptionalDef,
+                                    VariadicDef)
 from xdsl.traits import IsolatedFromAbove
 from xdsl.utils.exceptions import VerifyException
 
@@ -310,7 +311,34 @@ def install(cls: type, custom: Callable[[Operation], None] | None) -> type:
     if any(isinstance(o, AttrSizedOperandSegments) for o in op_def.options):
         for i, (name, _) in enumerate(op_def.operands):
             setattr(cls, name, _VariadicOperands(i))
+    for i, (name, _) in enumerate(op_def.results):  # (all single: ``_compile`` refuses others)
+        if isinstance(cls.__dict__.get(name), BeforeVariadicSingleAccessor):
+            setattr(cls, name, _SingleResult(i))
     return cls
+
+
+_TUPLE_ITEM = tuple.__getitem__
+
+
+class _SingleResult:
+    """Accessor of the ``idx``-th result of an op whose results are all single: xDSL's
+    ``BeforeVariadicSingleAccessor`` (``op.results[idx]``) with the item read from the results
+    tuple directly (xDSL's goes through ``get_op_constructs`` and ``SSAValues.__getitem__``, two
+    Python calls: ResNet-50's emitter asks ``op.done`` / ``op.result`` ~60 000 times)."""
+
+    __slots__ = ("idx",)
+
+    def __init__(self, idx: int):
+        self.idx = idx
+
+    def __get__(self, obj, objtype=None):
+        if obj is None:
+            return self
+        return _TUPLE_ITEM(obj.results, self.idx)
+
+    def __set__(self, obj, value):
+        raise NotImplementedError("Cannot write to named operands, regions, results, or "
+                                  "successors.")
 
 
 _ERASED: dict[type, bool] = {}

@@ -370,3 +370,38 @@ def test_leaf_verify_in_place_is_xdsls():
                 assert _answer(lambda o: o.verify(), op) == _answer(
                     fast_verify._XDSL_OP_VERIFY, op) == "ok", op.name
         fast_verify._XDSL_OP_VERIFY(m)
+
+
+@pytest.mark.parametrize("op", OPS, ids=lambda o: o.name)
+def test_single_result_accessor_is_the_definitions(op):
+    """A named result of an installed class (``op.done``, ``op.result``) is the op's result at
+    the definition's index, as xDSL's accessor answers (``op.results[i]``), on every op of the
+    hand-written programs and on a fresh op of its class; writing it is refused as xDSL does."""
+    from m100.dialects.fast_verify import _SingleResult
+
+    defs = type(op).get_irdl_definition().results
+    fresh = type(op).create(**_parts(op))
+    for i, (name, _) in enumerate(defs):
+        assert isinstance(type(op).__dict__[name], _SingleResult), name
+        for o in (op, fresh):
+            assert getattr(o, name) is o.results[i] is tuple(o.results)[i]
+        with pytest.raises(NotImplementedError, match="Cannot write to named"):
+            setattr(op, name, op.results[i])
+
+
+def test_single_result_accessors_of_a_two_result_class():
+    """Each named result at its own index (no class of the dialects has two results)."""
+    from xdsl.irdl import IRDLOperation, result_def
+
+    from m100.dialects.fast_verify import _SingleResult, fast_op_definition
+
+    @fast_op_definition
+    class TwoResults(IRDLOperation):
+        name = "test.m100_two_results"
+        first = result_def(i64)
+        second = result_def(TokenType)
+
+    assert isinstance(TwoResults.__dict__["second"], _SingleResult)
+    op = TwoResults.create(result_types=[i64, TokenType()])
+    assert op.first is op.results[0] and op.second is op.results[1]
+    op.verify_()
