@@ -52,10 +52,13 @@ def derive_batch(costs: list[Cost], cap, col, col_cap, token: int, banks: int) -
                 moved.append(c)
                 remote = remote or c.links
     if remote:  # links get their columns in cost order, as when every cost is built
-        for c in costs:
-            for k, v in c.links.items():
-                if v != 0:
-                    col(k)
+        done = set()  # (a link's column is registered at its first occurrence; later calls
+        for c in costs:  # return it: only the first is made)
+            if c.links:
+                for k, v in c.links.items():
+                    if v != 0 and k not in done:
+                        done.add(k)
+                        col(k)
     for c in moved:  # the base's fields moved (timing.moved): the same values (below)
         b = c.moved[0]
         if id(b) not in seen and (b.cols_of != token or b.cols is None or b.alone is None):
@@ -155,10 +158,9 @@ def _derive(todo: list[Cost], cap, col, col_cap, token: int, banks: int) -> int:
     crit = (np.bincount(e_own[inc < 1.0], minlength=n) > 0).tolist()
     e_end = np.cumsum(np.bincount(e_own, minlength=n)).tolist()
     es = 0
-    for i, c in enumerate(todo):
-        c.alone = alone[i]
-        e = e_end[i]
-        c.cols, c.use, c.crit = e_col[es:e], e_use[es:e], crit[i]
+    for c, a, e, k in zip(todo, alone, e_end, crit):
+        c.alone = a
+        c.cols, c.use, c.crit = e_col[es:e], e_use[es:e], k
         es = e
         c.cols_of = token
         c.neg_use = None

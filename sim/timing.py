@@ -180,6 +180,7 @@ class CostModel:
         # one-TPB costs by geometry (:meth:`_geometry`): (the cost, its TPB, the levels the
         # key names by identity -- held, so no other object takes their ids) or None
         self.shared: dict[tuple, tuple | None] = {}
+        self.mesh_caps: dict[tuple, float] = {}  # a TPB pair's mesh link capacity (_remote_geometry)
 
     def acc(self, w: Walk) -> np.ndarray:
         return bank_accesses(w, self.m)
@@ -265,8 +266,11 @@ class CostModel:
         if s.space is not _HBSM or d.space is not _HBSM or s.tpb != t or d.tpb == t:
             return None
         sweep = self.sweep
+        mesh = self.mesh_caps.get((t, d.tpb))
+        if mesh is None:
+            mesh = self.mesh_caps[(t, d.tpb)] = capacity(self.m, ("mesh", t, d.tpb))
         return ("remote", b > 0, inst.sync.blocks, s.base % sweep, s.dtype, id(s.levels),
-                d.base % sweep, d.dtype, id(d.levels), capacity(self.m, ("mesh", t, d.tpb)))
+                d.base % sweep, d.dtype, id(d.levels), mesh)
 
     def _remote_cost(self, inst: Copy, b: int, key: tuple) -> Cost:
         """A remote copy's cost, shared by geometry (:meth:`_remote_geometry`): built once,
