@@ -88,15 +88,6 @@ def _streams_of(program, machine: Machine) -> dict[int, list[Instruction]]:
     return streams
 
 
-#: Keep a program's ICB dispatch times per machine for its next timed run
-#: (:meth:`Simulator._dispatch_times`; False: computed every run; the tests compare).
-KEEP_DISPATCH = True
-
-#: After a run with the collector on, its objects go to the oldest generation unscanned
-#: (:meth:`Simulator.run`; False: the young collection after the run scans them; the tests
-#: compare).
-OLDEST = True
-
 
 class Simulator:
     """Run a program (or instructions) on a machine; see the module doc."""
@@ -235,12 +226,12 @@ class Simulator:
         """ICB dispatch: round-robin over the cluster streams, encoded bits / icb_bits_per_cycle.
 
         The times are a function of the records' streams and (immutable) instructions, in
-        order, and of the machine: kept on the program per machine object (:data:`KEEP_DISPATCH`)
+        order, and of the machine: kept on the program per machine object
         and set again when a later run's records have the same streams and instructions (by
         identity, checked) -- ResNet-50: ~0.025 CPU-s of every timed run."""
         if self.mode == "functional":
             return
-        kept = self.program.__dict__ if KEEP_DISPATCH and self.program is not None else None
+        kept = self.program.__dict__ if self.program is not None else None
         if kept is not None:
             got = kept.get("_sim_dispatch")
             if got is not None and got[0] is self.machine and len(got[1]) == len(recs) and all(
@@ -293,7 +284,7 @@ class Simulator:
                     return self._run(inputs)
         finally:
             if was:
-                if OLDEST and gc.get_freeze_count() == 0:
+                if gc.get_freeze_count() == 0:
                     # the run's objects (and any other young ones) into the oldest generation
                     # without a scan (freeze, then unfreeze: no collection runs): with the
                     # collector off the run's allocations only counted up, so the next allocation
