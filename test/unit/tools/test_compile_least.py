@@ -121,3 +121,23 @@ def test_the_later_form_answers_shared_segments_from_the_earlier(whole, monkeypa
           until=driver.LEAST_UNTIL, **opts)
     alone = sum(sc.hits for sc in made)
     assert shared > alone, (shared, alone)
+
+
+def test_the_lowering_ends_with_one_program():
+    """A module that holds two programs after its stages is refused, naming the count (the
+    pipeline's end finds them with ``tpb_program.programs``, not xDSL's walk)."""
+    from m100.dialects.tpb_program import ProgramOp
+    from m100.frontend import models
+    from m100.frontend.mlir_load import shared_context
+    from m100.frontend.onnx_import import load_onnx
+    from m100.passes.m100_pipeline import M100Pipeline
+
+    ctx = shared_context()
+    mod = load_onnx(models.mlp(), ctx)
+    pipe = M100Pipeline(machine="tiny")
+    pipe.run(ctx, mod, until="hbsm-allocate")
+    prog = next(o for o in mod.walk() if isinstance(o, ProgramOp))
+    prog.parent.add_op(prog.clone())
+    with pytest.raises(PipelineError, match="expected one tpb.program after the lowering, "
+                                            "found 2"):
+        pipe.run(ctx, mod, after="hbsm-allocate")
