@@ -32,9 +32,10 @@ import functools
 import math
 from collections.abc import Sequence
 
+from immutabledict import immutabledict
 from xdsl.dialects.builtin import (I64, AffineMapAttr, BFloat16Type, DenseArrayBase,
-                                   Float16Type, Float32Type, IntAttr, IntegerAttr, IntegerType,
-                                   Signedness, StringAttr, i64)
+                                   DictionaryAttr, Float16Type, Float32Type, IntAttr, IntegerAttr,
+                                   IntegerType, Signedness, StringAttr, i64)
 from xdsl.ir import Attribute, Dialect, ParametrizedAttribute
 from xdsl.ir.affine import AffineBinaryOpExpr, AffineBinaryOpKind, AffineMap
 from xdsl.irdl import irdl_attr_definition
@@ -188,6 +189,18 @@ def trusted_attr(cls, *params, isa=None):
         object.__setattr__(attr, f, p)
     if isa is not None:
         object.__setattr__(attr, "_isa", isa)
+    attr.verify()
+    return attr
+
+
+def dict_attr(value: dict) -> DictionaryAttr:
+    """``DictionaryAttr(value)`` for a dict of this package's own making (``str`` keys, attribute
+    values): the same attribute -- its ``immutabledict`` -- without the dataclass ``__init__`` /
+    ``__post_init__`` (whose ``isinstance`` against xDSL's ABC-based classes is a Python call);
+    the attribute's own ``verify`` runs. twu-materialize builds one per instruction
+    (``test_dict_attr_is_the_generic_one``)."""
+    attr = DictionaryAttr.__new__(DictionaryAttr)
+    object.__setattr__(attr, "data", immutabledict(value))
     attr.verify()
     return attr
 

@@ -6,7 +6,7 @@ import math
 from dataclasses import dataclass
 
 from xdsl.context import Context
-from xdsl.dialects.builtin import DictionaryAttr, ModuleOp
+from xdsl.dialects.builtin import ModuleOp
 from xdsl.ir import Operation, SSAValue
 from xdsl.passes import ModulePass
 from xdsl.rewriter import InsertPoint, Rewriter
@@ -14,8 +14,8 @@ from xdsl.rewriter import InsertPoint, Rewriter
 from m100.dialects.hbsm import AllocOp, BufferType, FifoOp, ViewOp
 from m100.dialects.sync import JoinOp, machine_of
 from m100.dialects.tpb import BroadcastOp, CopyOp, DmaOp, InstrOp, StreamOp
-from m100.dialects.tpb_program import programs
-from m100.dialects.twu import AccessAttr, WalkAttr, array_values
+from m100.dialects.tpb_program import class_test, programs
+from m100.dialects.twu import AccessAttr, WalkAttr, array_values, dict_attr
 from m100.errors import M100Error
 from m100.targets.m100.isa import Walk
 
@@ -26,12 +26,17 @@ class TwuError(M100Error, ValueError):
     """An access that can not become TWU walks (message names the op and operand)."""
 
 
+_IS_VIEW = class_test(ViewOp)
+_IS_ROOT = class_test((AllocOp, FifoOp))
+_STRIDES: dict[tuple[int, ...], tuple[int, ...]] = {}  # dims -> row-major element strides
+
+
 def _resolve(v: SSAValue) -> tuple[Operation, list[int], int]:
     """(root alloc/fifo, element offset per root dim, slot or -1) of a buffer value through views."""
     o = v.owner
     offs: list[int] | None = None
     slot = -1
-    while isinstance(o, ViewOp):
+    while _IS_VIEW(o):
         vo = list(array_values(o.offsets))
         offs = vo if offs is None else [a + b for a, b in zip(vo, offs)]
         if o.slot is not None:
@@ -49,10 +54,12 @@ def _buffer_part(buf: SSAValue) -> tuple[BufferType, tuple[int, ...], list[int],
     buffer value: the part of :func:`operand_access` that does not depend on the access."""
     root, offs, slot = _resolve(buf)
     rt: BufferType = root.results[0].type  # type: ignore[assignment]
-    if not isinstance(root, (AllocOp, FifoOp)) or root.offset is None:
+    if not _IS_ROOT(root) or root.offset is None:
         raise TwuError(f"buffer {rt} has no offset (run hbsm-allocate first)")
-    dims = list(rt.dims)
-    strides = tuple(math.prod(dims[i + 1:]) for i in range(len(dims)))
+    dims = rt.dims
+    strides = _STRIDES.get(dims)
+    if strides is None:
+        strides = _STRIDES[dims] = tuple(math.prod(dims[i + 1:]) for i in range(len(dims)))
     first = sum(o * st for o, st in zip(offs, strides))
     byte_base = root.offset.value.data + (max(slot, 0) * rt.slot_bytes)
     return rt, strides, offs, first, byte_base
@@ -246,7 +253,7 @@ class TwuMaterialize(ModulePass):
                                                                pieces[0].levels[0]))
                     made[t] = w
                 new[name] = w
-            op.properties["walks"] = DictionaryAttr(new)
+            op.properties["walks"] = dict_attr(new)
             return
         pieces_of = {name: got[1] for name, got in todo.items()}
         todo = {name: got[0] for name, got in todo.items()}
@@ -268,7 +275,7 @@ class TwuMaterialize(ModulePass):
                 new[n] = WalkAttr.from_isa(Walk(rt.space_enum, tpb_of(n, rt), base, rt.dtype,
                                                 p.levels[j]))
             clone = op.clone()
-            clone.properties["walks"] = DictionaryAttr(new)
+            clone.properties["walks"] = dict_attr(new)
             Rewriter.insert_op(clone, InsertPoint.before(op))
             toks.append(clone.done)
         join = JoinOp(toks)

@@ -395,3 +395,26 @@ def test_segment_bytes_ride_on_their_hex():
     far = SegmentOp("w", "ddr", TINY.ddr_bytes - 4, data)
     with pytest.raises(VerifyException, match="fall outside DDR"):
         ModuleOp([ProgramOp("tiny", "resolved", [far])]).verify()
+
+
+def test_dict_attr_is_the_generic_one():
+    """``twu.dict_attr`` (twu-materialize's ``walks`` property) is the attribute
+    ``DictionaryAttr`` builds: equal both ways, the same hash, fields, text and class, passes
+    its verification; empty, one entry, walks and other attributes mixed."""
+    from xdsl.dialects.builtin import DictionaryAttr, StringAttr
+
+    from m100.dialects.twu import dict_attr
+    from m100.targets.m100.isa import Walk
+
+    w = WalkAttr.from_isa(Walk.strided(Space.HBSM, 1, 64, DType.F16, (4, 8)))
+    v = WalkAttr.from_isa(Walk.strided(Space.DDR, 0, 0, DType.I8, (2, 3)))
+    for d in ({}, {"a": w}, {"src": v, "dst": w, "x": StringAttr("s")}):
+        a, g = dict_attr(d), DictionaryAttr(d)
+        assert type(a) is type(g) is DictionaryAttr
+        assert a == g and g == a and hash(a) == hash(g) and str(a) == str(g)
+        assert a.__dict__ == g.__dict__ and type(a.data) is type(g.data)
+        assert list(a.data.items()) == list(d.items())
+        a._verify()  # (what the dataclass post-init of the generic build runs)
+        d2 = dict(d)
+        d2["late"] = w
+        assert "late" not in a.data  # (its own immutable copy)
