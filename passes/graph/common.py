@@ -109,6 +109,41 @@ def const_array(v: SSAValue) -> np.ndarray | None:
     return None
 
 
+#: at least this many elements: :func:`transposed` copies by row blocks
+TRANSPOSE_BLOCKED_MIN = 1 << 16
+TRANSPOSE_BLOCK = 64
+
+
+def transposed(arr: np.ndarray, perm) -> np.ndarray:
+    """``np.transpose(arr, perm)`` -- the same values, dtype and shape. A large array whose
+    permutation moves its first axis last and keeps the others in order after a rotation
+    (``[1, 0]``; layout-nhwc's FCHW -> HWCF ``[2, 3, 1, 0]``) is copied C-contiguous through row
+    blocks: numpy's copy of such a view walks the source down its columns (a stride of a whole
+    row per element; ResNet-50's 2048 x 512 weights ~10-20 ms each), the blocks read
+    ``TRANSPOSE_BLOCK`` rows at a time. Anything else is numpy's view (its ``tobytes`` copies).
+    ``test_transposed_is_numpys``."""
+    perm = tuple(int(p) for p in perm)
+    a = np.asarray(arr)
+    nd = a.ndim
+    if a.size < TRANSPOSE_BLOCKED_MIN or nd < 2 or perm not in ((1, 0), (2, 3, 1, 0)) or \
+            len(perm) != nd:
+        return np.transpose(a, perm)
+    f = a.shape[0]
+    rest = a.shape[1:]
+    # (F, C, H, W) -> (H, W, C, F): the 2-D transpose of (F, C*H*W) gives rows (c, h, w); the
+    # rows (each F elements, contiguous) are then put in (h, w, c) order by one more copy
+    flat = a.reshape(f, -1)
+    cols = flat.shape[1]
+    out = np.empty((cols, f), a.dtype)
+    b = TRANSPOSE_BLOCK
+    for i in range(0, f, b):
+        out[:, i:i + b] = flat[i:i + b].T
+    if nd == 2:
+        return out
+    c, h, w = rest
+    return np.ascontiguousarray(out.reshape(c, h * w, f).transpose(1, 0, 2)).reshape(h, w, c, f)
+
+
 def const_view(v: SSAValue) -> np.ndarray | None:
     """:func:`const_array` of ``v`` for reading only: a read-only view of the constant's bytes in
     its shape when they are stored element by element in a numpy type of the machine's byte order

@@ -35,6 +35,7 @@ from m100.passes.graph.common import (
     np_dtype,
     numpy_to_dense,
     scalar_const,
+    transposed,
 )
 
 # body ops the folder evaluates (anything else: the generic is left alone)
@@ -87,7 +88,7 @@ def eval_elementwise(op: GenericOp, args: list[np.ndarray]) -> list[np.ndarray] 
 def eval_op(op: Operation, args: list[np.ndarray]) -> list[np.ndarray] | None:
     """numpy value of ``op``'s results given its (constant) tensor inputs, or None."""
     if isinstance(op, TransposeOp) and op.res:
-        return [np.transpose(args[0], list(op.permutation.get_values()))]
+        return [transposed(args[0], list(op.permutation.get_values()))]
     if isinstance(op, BroadcastOp) and op.result:
         out_shape = tuple(op.result[0].type.get_shape())
         bdims = set(op.dimensions.get_values())

@@ -16,6 +16,7 @@ from xdsl.rewriter import InsertPoint, Rewriter
 
 from m100.passes.graph.common import (
     const_view,
+    transposed,
     func_bodies,
     generic_maps,
     is_elementwise_generic,
@@ -40,7 +41,7 @@ def _pack_weight(w: SSAValue) -> tuple[list[Operation], SSAValue]:
     arr = const_view(w)  # read only: transposed into the new constant's bytes (one copy)
     if arr is not None:
         t = _permuted(w.type, FCHW_TO_HWCF)  # type: ignore[arg-type]
-        cst = arith.ConstantOp(numpy_to_dense(np.transpose(arr, FCHW_TO_HWCF), t))
+        cst = arith.ConstantOp(numpy_to_dense(transposed(arr, FCHW_TO_HWCF), t))
         return [cst], cst.result
     return make_transpose(w, FCHW_TO_HWCF)
 
