@@ -733,32 +733,52 @@ class PlanBuilder(Transfers):
 
     def _lags(self, seg: SegmentCfg) -> dict[str, int]:
         """Wave offset of each stage: band b of a stage is emitted in wave b + lag, after every
-        producer band its row window needs (halo rows of the next band included)."""
-        g, s = self.g, self.s
+        producer band its row window needs (halo rows of the next band included). A pair's
+        ``max(qmax - b)`` over the consumer's bands depends only on the two ops, the input and
+        the two stages' bands and work cuts (:meth:`_lag_pair`): kept per scheduler
+        (``Scheduler.lag_pairs``), as the candidates of a search repeat their stage pairs."""
+        s = self.s
         lag: dict[str, int] = {}
         by_op = {st.op: st for st in seg.stages}
+        pairs = s.lag_pairs
         for st in seg.stages:
             op = s.ops[st.op]
-            geo = s.geo(op)
             need = 0
             for tname in op.inputs:
                 prod = s.producers.get(tname)
                 if prod is None or prod.name not in by_op or prod.name not in lag:
                     continue
                 pst = by_op[prod.name]
-                pgeo = s.geo(prod)
-                for b in range(st.bands):
-                    lo, hi = stage_rows(st, geo.rows, b)
-                    if hi <= lo:
-                        continue
-                    win = None if reads_whole(op, tname) else input_window(g, op, tname, lo, hi)
-                    if win is None:
-                        qmax = pst.bands - 1
-                    else:
-                        qmax = s.band_of(pst, pgeo.rows, max(win[1], win[0] + 1) - 1)
-                    need = max(need, lag[prod.name] + qmax - b)
+                key = (st.op, tname, prod.name, st.bands, st.wcut, pst.bands, pst.wcut)
+                hit = pairs.get(key)
+                if hit is None or hit[0] is not op or hit[1] is not prod:
+                    hit = pairs[key] = (op, prod, self._lag_pair(st, op, tname, prod, pst))
+                if hit[2] is not None:
+                    need = max(need, lag[prod.name] + hit[2])
             lag[st.op] = need
         return lag
+
+    def _lag_pair(self, st: StageCfg, op: Op, tname: str, prod: Op, pst: StageCfg
+                  ) -> int | None:
+        """The largest ``qmax - b`` over the bands ``b`` of ``st`` (``op``) that have rows:
+        ``qmax`` the last band of ``pst`` (``prod``, which makes ``op``'s input ``tname``) that
+        band ``b``'s row window reads; None when no band has rows."""
+        g, s = self.g, self.s
+        rows, prows = s.geo(op).rows, s.geo(prod).rows
+        whole = reads_whole(op, tname)
+        out = None
+        for b in range(st.bands):
+            lo, hi = stage_rows(st, rows, b)
+            if hi <= lo:
+                continue
+            win = None if whole else input_window(g, op, tname, lo, hi)
+            if win is None:
+                qmax = pst.bands - 1
+            else:
+                qmax = s.band_of(pst, prows, max(win[1], win[0] + 1) - 1)
+            if out is None or qmax - b > out:
+                out = qmax - b
+        return out
 
     def _outside_consumers(self, seg_ops: set[str]) -> set[str]:
         out = set()

@@ -99,6 +99,9 @@ class Scheduler:
         self.tcu_facts: dict[str, tuple] = {}
         # op name -> what ``PlanBuilder._piece`` reads of the op alone (``_piece_facts``)
         self.piece_facts: dict[str, tuple] = {}
+        # (consumer, input, producer, their bands and work cuts) -> (consumer op, producer op,
+        # the largest ``qmax - b`` over the consumer's bands or None): ``PlanBuilder._lags``
+        self.lag_pairs: dict[tuple, tuple] = {}
         # (stage, alone in its segment, id of its TilePlan) -> (the TilePlan, :func:`.keep.
         # kept_bytes`): choose_kept asks per candidate tensor of every whole-plan build with keep
         self.kept_memo: dict[tuple, tuple] = {}
