@@ -725,7 +725,7 @@ class PlanBuilder(Transfers):
             o = task("dma-out", "dma", -1, op.name, out0, nb, cm.dma_cycles(nb, "hbsm", dst=loc),
                      [p.compute], si, p.band, p.col, (tpb,), "hbsm", loc, -1, 0, "out")
             self._wrote(out0, o)
-            if boxed:
+            if boxed and not search_only:  # (read only where not isolated: ``_box_deps``)
                 self.wboxes.setdefault(out0, []).append(((p.r0, p.r1, p.c0, p.c1), o))
             readers.append(o)
             self._touch(tpb, o)
@@ -914,10 +914,15 @@ class SearchBuilder(PlanBuilder):
         raise ScheduleError("internal: a search build creates no PlanTask (SearchBuilder.task)")
 
     def _wrote(self, tensor: str, tid: int) -> None:
-        self.n_written[tensor] = self.n_written.get(tensor, 0) + 1
-        prev = self.written.get(tensor)
-        if prev is None or self.ends[prev] <= self.ends[tid]:
-            self.written[tensor] = tid
+        """Nothing: a store's writer is read only by the loads of a later task that is not
+        isolated (``_mem_deps``, ``_load``, ``_box_deps``: an isolated build's inputs are ready
+        at 0) and by a whole plan's segment span."""
 
     def _touch(self, tpb: int, tid: int) -> None:
         pass
+
+    def _prefetch(self, si: int, seg: SegmentCfg) -> None:
+        """Nothing: in an isolated build no weight transfer waits for a prefetch barrier
+        (``ListScheduler._prefetch`` records none there), and the HBSM use it records per
+        (TPB, segment) is read only by the prefetch of a later segment, which a one-segment
+        build has not."""

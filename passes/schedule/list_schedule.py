@@ -394,7 +394,8 @@ class ListScheduler:
         d0, start, engine, k, ready, pred = best
         end = d0 + data
         self.dma_busy[engine].insert(k, start, d0, end)
-        self.drb_use.add(d0, data, rate)
+        if rate:  # (``RateProfile.add`` books nothing at rate 0)
+            self.drb_use.add(d0, data, rate)
         res = ("dma", engine)
         if start > ready or d0 > start + fixed:
             pred = self.last_on_res.get(res, pred)

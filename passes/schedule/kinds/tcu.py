@@ -128,7 +128,7 @@ def plan_piece(bld, si: int, st, op: Op, p: PlanPiece, tplan: TilePlan, compute)
         # (a lockstep 2-D matmul too: ``keep._reads_kept``, its chunks rows x columns [k0, k1))
         kept_chunks = streamed and kk < K and p.group >= 0
         x_deps: list[int] = []
-        kfirst = 0 if conv else first_k_chunk(
+        kfirst = 0 if conv or bld.isolated else first_k_chunk(
             op, K, kk, tplan.weight_resident, tplan.act_resident, p, g.tensors[x_t].dtype,
             (tpb, op.name) in bld.hist, st.gc, streamed, bld.isolated)
         p.kfirst = kfirst
