@@ -82,6 +82,8 @@ class Scheduler:
         self.producers = g.producers()
         self.consumers = g.consumers()  # every build reads it per segment (the graph is fixed)
         self._tile_cache: dict[tuple, TilePlan] = {}
+        # (id of a segment, id of its stage) -> (the segment, the stage, :meth:`stage_plan`)
+        self._splans: dict[tuple[int, int], tuple] = {}
         # the same tilings by the structure of the op (:func:`.shared_costs.op_key`): the
         # repeated blocks of a CNN tile alike (ResNet-50 224: 4401 tilings, 2522 structures)
         self._tile_shared: dict[tuple, TilePlan] = {}
@@ -177,7 +179,21 @@ class Scheduler:
         return (self.cm.machine.hbsm_bytes // n) // bw * bw
 
     def stage_plan(self, seg: SegmentCfg, st: StageCfg) -> TilePlan:
-        """The tiling of a stage's pieces (band rows x column part, the stage's HBSM budget)."""
+        """The tiling of a stage's pieces (band rows x column part, the stage's HBSM budget).
+        Kept per (segment, stage) object (``_splans``: the search asks it of a candidate's
+        stages for its two floors and again for its build; the whole-plan builds per segment
+        of every trial): both are frozen, and :meth:`tile` answers a key with the same plan
+        object every time (its cache is never cleared), so a kept answer is the one a new call
+        gives. The entry holds the two objects, so their ids are not reused while it lives."""
+        key = (id(seg), id(st))
+        hit = self._splans.get(key)
+        if hit is not None and hit[0] is seg and hit[1] is st:
+            return hit[2]
+        p = self._stage_plan(seg, st)
+        self._splans[key] = (seg, st, p)
+        return p
+
+    def _stage_plan(self, seg: SegmentCfg, st: StageCfg) -> TilePlan:
         op = self.ops[st.op]
         geo = self.geo(op)
         rows_b = ceil_div(geo.rows, max(1, st.bands))
