@@ -42,9 +42,8 @@ class DmaQueue:
     """The planned transfers of one CCB DMA engine of depth ``depth`` >= 2 (module doc)."""
 
     __slots__ = ("depth", "setup", "s", "d", "e", "open")
-    #: :meth:`insert`'s and :meth:`earliest`'s shortcuts for distinct setup starts (``setup``
-    #: >= 1); False: the plain definitions (the tests compare both)
-    fast = True
+    # (:meth:`insert`'s and :meth:`earliest`'s shortcuts for distinct setup starts, ``setup`` >=
+    # 1: test_dma_queue compares them with the plain definitions, written out there)
 
     def __init__(self, depth: int, setup: float) -> None:
         assert depth >= 2
@@ -124,8 +123,7 @@ class DmaQueue:
                     break
                 # ``open`` is sorted and its values are distinct setup starts (S >= 1: each is
                 # S after the one before) of positions after k: the next one's is past k
-                k = bisect_left(s, op[i], k + 1) if S >= 1.0 and self.fast else \
-                    bisect_left(s, op[i])
+                k = bisect_left(s, op[i], k + 1) if S >= 1.0 else bisect_left(s, op[i])
         # at the end (:meth:`_at` with ``k == n``, written out: most queries end here)
         S, D = self.setup, self.depth
         lo = ready
@@ -144,7 +142,7 @@ class DmaQueue:
     def insert(self, k: int, s0: float, d0: float, e0: float) -> None:
         """Add the transfer at position ``k`` (from :meth:`earliest`)."""
         s, op, D = self.s, self.open, self.depth
-        if self.fast and self.setup >= 1.0:
+        if self.setup >= 1.0:
             self._insert_fast(k, s0, d0, e0)
             return
         # the positions whose rule reads the neighbourhood of k: forget, then recompute them

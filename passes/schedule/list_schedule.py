@@ -70,9 +70,6 @@ class ListScheduler:
     book = None
     #: the first segment whose build :attr:`book` records (:func:`.recipe.record_from`)
     rec_from = 0
-    #: :meth:`_add_queued` skips a DMA engine whose lower bound can not beat the best engine so
-    #: far; False: every engine is asked (the tests compare both)
-    engine_bound = True
 
     def __init__(self, s: Scheduler, tl: Plan):
         self.s = s
@@ -363,7 +360,6 @@ class ListScheduler:
         rate = nbytes / data if ndst > 1 and data > 0 else 0.0
         best = None
         S = self.cm.machine.dma_setup_cycles
-        bounded = self.engine_bound
         for e, q in enumerate(self.dma_busy):
             r, p = ready, pred
             for x_end, x_eng, x_id in dma_deps:
@@ -373,8 +369,9 @@ class ListScheduler:
             # no engine starts before ``r`` nor streams before ``r + S + after`` (``DmaQueue.
             # earliest`` computes its data start as ``lo + S + after`` with ``lo >= r``, in this
             # order, then only raises it): an engine whose bound can not beat the best so far
-            # is not asked (an engine that can start the transfer at once ends the search)
-            if bounded and best is not None:
+            # is not asked (an engine that can start the transfer at once ends the search;
+            # test_schedule_shortcuts compares with every engine asked)
+            if best is not None:
                 lo = (r + S + after) + data
                 if not (lo < best[0] + data or (lo == best[0] + data and r < best[1])):
                     continue

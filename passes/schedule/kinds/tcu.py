@@ -21,11 +21,6 @@ from ..partition import TilePlan, k_part_range
 from ..plan import PlanPiece, Unit, conv_window, op_family
 
 
-#: :func:`plan_piece` reads an op's facts (operands, their element sizes, its piece cycles) from
-#: ``Scheduler.tcu_facts`` instead of recomputing them per piece (ResNet-50: ~220 k pieces of
-#: ~80 matmul/conv ops); False: computed per piece (the tests compare both)
-OP_FACTS = True
-
 #: issue 13, session 26 (LLaMA prefill's MLP): the first piece on each TPB of a lockstep integer
 #: matmul whose activation rows come whole-K by one DRB broadcast to the row's column parts
 #: (W8A8 ``up``: 147 rows x 4096 of ``xq``, 602 KB a TPB) computes in K chunks of this many
@@ -87,11 +82,11 @@ def plan_piece(bld, si: int, st, op: Op, p: PlanPiece, tplan: TilePlan, compute)
     pauses after each K chunk but the last (a lockstep group interleaves its pieces there)."""
     g, cm = bld.g, bld.cm
     tpb, rows, cols = p.tpb, p.r1 - p.r0, p.c1 - p.c0
-    facts = bld.s.tcu_facts.get(op.name) if OP_FACTS else None
+    # the op's facts (operands, their element sizes, its piece cycles) kept per scheduler, not
+    # recomputed per piece (ResNet-50: ~220 k pieces of ~80 matmul/conv ops; test_op_facts)
+    facts = bld.s.tcu_facts.get(op.name)
     if facts is None or facts[0] is not op:
-        facts = _op_facts(bld, op)
-        if OP_FACTS:
-            bld.s.tcu_facts[op.name] = facts
+        facts = bld.s.tcu_facts[op.name] = _op_facts(bld, op)
     _, family, x_t, w_t, rq_table, dq_table, bias, xb, wt, wdb, w4, sdb, post_in, pdb, bdb, \
         grouped, pcyc = facts
     if family in ("matmul", "conv"):

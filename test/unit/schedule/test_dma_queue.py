@@ -205,12 +205,34 @@ def _earliest_by_positions(q: DmaQueue, ready, lat, data):
     return r[0], r[1], len(q.s)
 
 
+def _insert_plain(q, k, s0, d0, e0):
+    """``DmaQueue.insert`` by its definition: forget the ``open`` entries of the positions whose
+    rule reads the neighbourhood of ``k``, insert, then test each of them again (``_free``)."""
+    from bisect import bisect_left, insort
+    s, op, D = q.s, q.open, q.depth
+    lo_k, hi_k = max(0, k - D), min(len(s), k + D)
+    for j in range(lo_k, hi_k):
+        i = bisect_left(op, s[j])
+        if i < len(op) and op[i] == s[j]:
+            del op[i]
+    s.insert(k, s0)
+    q.d.insert(k, d0)
+    q.e.insert(k, e0)
+    for j in range(lo_k, min(len(s), hi_k + 1)):
+        if q._free(j):
+            i = bisect_left(op, s[j])
+            if i >= len(op) or op[i] != s[j]:
+                insort(op, s[j])
+
+
 @pytest.mark.parametrize("depth", [2, 3, 4])
 @pytest.mark.parametrize("seed", range(8))
 def test_queue_shortcuts_are_the_plain_queue(depth, seed):
-    """``DmaQueue.fast`` (one slice update of ``open`` per insertion, the next open position
-    searched after the last one): the same placements, positions and queue state, exactly, as
-    the plain definitions -- with transfers ready together, back to back and into gaps."""
+    """The queue's shortcuts for distinct setup starts (one slice update of ``open`` per
+    insertion, the next open position searched after the last one; the session-27 switch
+    ``DmaQueue.fast`` was dropped in session 31): the same placements, positions and queue
+    state, exactly, as the plain definitions written out here (:func:`_earliest_by_positions`,
+    :func:`_insert_plain`) -- with transfers ready together, back to back and into gaps."""
     rng = random.Random(seed)
     S = rng.choice([32.0, 1.0, 7.5])
     fast, plain = DmaQueue(depth, S), DmaQueue(depth, S)
@@ -221,12 +243,8 @@ def test_queue_shortcuts_are_the_plain_queue(depth, seed):
         data = rng.choice([0.0, 0.75, 10.0, 48.0, 768.0, rng.uniform(0, 3000)])
         got = fast.earliest(ready, lat, data)
         assert got == _earliest_by_positions(fast, ready, lat, data), step
-        DmaQueue.fast = False
-        try:
-            want = plain.earliest(ready, lat, data)
-            plain.insert(want[2], want[0], want[1], want[1] + data)
-        finally:
-            DmaQueue.fast = True
+        want = _earliest_by_positions(plain, ready, lat, data)
+        _insert_plain(plain, want[2], want[0], want[1], want[1] + data)
         assert got == want, step
         fast.insert(got[2], got[0], got[1], got[1] + data)
         assert (fast.s, fast.d, fast.e, fast.open) == (plain.s, plain.d, plain.e, plain.open), step

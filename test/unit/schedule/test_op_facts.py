@@ -5,8 +5,9 @@
 memory and ``boxed_store`` from ``Scheduler.piece_facts``. Oracles: every kept fact equals the
 fact computed from its definition (``dtype_bytes``, ``memory_of``, ``boxed_store``,
 ``CostModel.piece_cycles``) for the op it was kept for, and the whole placement equals the one with
-the facts computed per piece (``tcu.OP_FACTS`` off), on ResNet-18 32 and on an int4 GEMV chain
-(``w4`` scales) -- same segments, same ``Plan.to_json``.
+the facts computed per piece (a scheduler whose ``tcu_facts`` keeps nothing: the path of the
+session-26 switch ``tcu.OP_FACTS`` off, dropped in session 31), on ResNet-18 32 and on an int4
+GEMV chain (``w4`` scales) -- same segments, same ``Plan.to_json``.
 """
 
 from m100.passes.schedule import build_segments, placement, timeline
@@ -20,12 +21,21 @@ from m100.targets.m100.machine import get_machine
 M100 = get_machine("m100")
 
 
-def _schedule(g, monkeypatch, tpbs):
+class _KeepsNothing(dict):
+    """A memo that never keeps an entry: every piece computes its op's facts again."""
+
+    def __setitem__(self, key, value):
+        pass
+
+
+def _schedule(g, monkeypatch, tpbs, per_piece=False):
     scheds = []
     init = timeline.Scheduler.__init__
 
     def spy(self, *a, **kw):
         init(self, *a, **kw)
+        if per_piece:
+            self.tcu_facts = _KeepsNothing()
         scheds.append(self)
 
     monkeypatch.setattr(timeline.Scheduler, "__init__", spy)
@@ -72,8 +82,7 @@ def _same_without_facts(g, monkeypatch, tpbs):
     pl, scheds = _schedule(g, monkeypatch, tpbs)
     counts = _check_facts(g, scheds)
     assert all(counts), counts  # the facts were kept and read
-    monkeypatch.setattr(tcu, "OP_FACTS", False)
-    plain, scheds = _schedule(g, monkeypatch, tpbs)
+    plain, scheds = _schedule(g, monkeypatch, tpbs, per_piece=True)
     assert all(not s.tcu_facts for s in scheds)
     assert pl.segments == plain.segments
     assert pl.timeline.to_json() == plain.timeline.to_json()
