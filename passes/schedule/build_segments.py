@@ -93,6 +93,18 @@ class PlanBuilder(Transfers):
     """Builds the plan's tasks in program order, one per instruction, and list-schedules each task
     as it is created (creation order == program order per in-order resource)."""
 
+    #: the furthest index of the plan's segment list the build has looked at so far (the late
+    #: stores decide by later segments: :meth:`_late_ok`, :meth:`_late_reads`,
+    #: :meth:`_late_wave_next`; ``len(segments)`` when one looked past the last): the state
+    #: after a prefix depends on the segments up to it, their kept activations and bytes
+    #: (:meth:`.resume.Checkpoint.fits` compares up to it; a replay sets it as its recording
+    #: did, :mod:`.recipe`). A class default: set on the instance at the first read.
+    reach = -1
+
+    def _reach(self, j: int) -> None:
+        if j > self.reach:
+            self.reach = j
+
     # ------------------------------------------------------------------ segments
     def segment(self, si: int, seg: SegmentCfg, isolated: bool) -> None:
         self.isolated = isolated
@@ -355,7 +367,10 @@ class PlanBuilder(Transfers):
         Returns the bytes held per TPB, or None."""
         segs = self.tl.segments
         if not LATE_STORES or self.isolated or st.ks > 1 or st.op in self.tl.kept or \
-                op.outputs[0] not in self.outside or si + 1 >= len(segs):
+                op.outputs[0] not in self.outside:
+            return None
+        self._reach(si + 1)  # (the next segment, or past the end the length)
+        if si + 1 >= len(segs):
             return None
         nxt = segs[si + 1]
         if nxt.kind == "dma" or len(nxt.stages) != 1 or nxt.stages[0].ks > 1:
@@ -417,6 +432,7 @@ class PlanBuilder(Transfers):
         prev = si  # the segment at whose end the stores a segment reads are built
         use: dict[tuple[int, int], int] = {}
         for j in range(si + 1, len(segs)):
+            self._reach(j)
             seg = segs[j]
             if empty_segment(g, self.s.ops, seg):
                 continue
@@ -461,6 +477,8 @@ class PlanBuilder(Transfers):
                     use[(x, j)] = held[x]
             seen |= tpbs
             prev = j
+        else:  # (every later segment looked at: the length too)
+            self._reach(len(segs))
         if left:  # the rest at the end of the round (after each round's segment on its TPB:
             # 2 646 309 / 2 701 623 cycles on the 7B layer instead of 2 632 168 / 2 678 049)
             out.setdefault(prev, []).extend(sorted(left))
@@ -497,6 +515,7 @@ class PlanBuilder(Transfers):
         ni = si + 1
         while ni < len(segs) and empty_segment(self.g, self.s.ops, segs[ni]):
             ni += 1
+        self._reach(ni)
         if ni >= len(segs):
             return None
         nxt = segs[ni]

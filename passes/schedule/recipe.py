@@ -210,7 +210,7 @@ def record_from(segs: list, tl, base, checkpoints) -> int:
 class Recipe:
     __slots__ = ("suffix", "kept", "reads", "tail", "ext", "tasks", "touch", "wrote",
                  "pieces", "by_op", "wboxes", "tail_at", "tail_dma", "carry", "groups",
-                 "late_bytes")
+                 "late_bytes", "reach")
 
 
 class RecipeBook:
@@ -229,7 +229,8 @@ class RecipeBook:
         rec = dict(logs=logs, start=len(bld.tl.tasks), groups_at=bld.n_groups, fill=[],
                    touch=[], wrote=[], tail=dict(bld.tail_pending),
                    tail_dma=len(bld.tl.tail_dma), tail_at=len(bld.tail_at),
-                   held=len(bld.held_use), carry=bld.seg_at in bld.tl.carry)
+                   held=len(bld.held_use), carry=bld.seg_at in bld.tl.carry,
+                   reach=bld.reach)
         put, touch, wrote, pf_wait = bld.put, bld._touch, bld._wrote, bld._pf_wait
         pl = logs[-1]
         written, n_written = bld.written, bld.n_written  # (the plain dicts)
@@ -295,7 +296,10 @@ class RecipeBook:
                    tail_dma=_added(tl.tail_dma, rec["tail_dma"]),
                    carry=(si in tl.carry) and not rec["carry"], groups=bld.n_groups - rec["groups_at"],
                    late_bytes=dict(bld.late_bytes), suffix=tuple(rec["segs"].items()),
-                   kept=(frozenset(tl.kept), tl.kept_bcast))
+                   kept=(frozenset(tl.kept), tl.kept_bcast),
+                   # the furthest segment it looked at, if past the builder's before (the
+                   # suffix holds that segment, or the length: the same in a replay)
+                   reach=bld.reach if bld.reach > rec["reach"] else -1)
         self.recorded += 1
         lst = self.book.setdefault((si, id(seg)), [])
         if len(lst) >= MAX_VARIANTS:
@@ -375,6 +379,8 @@ class RecipeBook:
         if r.carry:
             tl.carry.add(si)
         bld.late_bytes = dict(r.late_bytes)
+        if r.reach > bld.reach:  # (:attr:`.build_segments.PlanBuilder.reach`)
+            bld.reach = r.reach
         self.replayed += 1
 
 
@@ -455,6 +461,7 @@ def _compile(raw: dict) -> Recipe | None:
     r.by_op, r.wboxes = by_op, wboxes
     r.tail_at, r.tail_dma = tail_at, tail_dma
     r.carry, r.groups, r.late_bytes = raw["carry"], raw["groups"], raw["late_bytes"]
+    r.reach = raw["reach"]
     return r
 
 
@@ -565,8 +572,8 @@ def check_replay(bld, si: int, seg, pieces: list, r: Recipe, ext: list[int]) -> 
             f"recipe: segment {si}: piece {p.to_dict()}"
     for name in ("written", "n_written", "seg_touch", "tail_at", "tail_pending", "free",
                  "last_on_res", "drb_ends", "late_bytes", "n_groups", "hbsm_use", "held_use",
-                 "barrier", "bar_at", "kept_use"):
-        x, y = bld.__dict__[name], other.__dict__[name]
+                 "barrier", "bar_at", "kept_use", "reach"):
+        x, y = getattr(bld, name), getattr(other, name)
         assert (dict(x) if isinstance(x, dict) else x) == (dict(y) if isinstance(y, dict) else y), \
             f"recipe: segment {si}: {name}"
     for name in ("wboxes", "by_op"):

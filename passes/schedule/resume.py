@@ -43,7 +43,7 @@ _NOT_STATE = frozenset(("s", "cm", "g", "tl", "families", "movement", "book", "r
 # immutable values or containers the builder replaces but never changes in place
 _SAME = frozenset(("bound", "n_groups", "fill_gap", "prefetch_depth", "dma_sync_latency",
                    "dma_queued", "isolated", "piece",
-                   "cur", "stage", "seg_at", "late_pause"))
+                   "cur", "stage", "seg_at", "late_pause", "reach"))
 # dicts/sets of immutable values
 _FLAT = frozenset(("tail_at", "tail_pending", "drb_ends", "free", "last_on_res", "written", "n_written",
                    "seg_touch", "barrier", "bar_at", "hbsm_use", "kept_use", "gcache", "wcache",
@@ -145,33 +145,42 @@ def copy_plan(tl: Plan, segs: list) -> Plan:
 class Checkpoint:
     """The builder's state after the first ``index`` segments of a build (module doc)."""
     index: int
-    segs: tuple  # the SegmentCfgs built so far
+    segs: tuple  # the SegmentCfgs the prefix's build read: up to ``reach``
     kept: frozenset  # the kept activations (Plan.kept) produced by these segments
     kept_use: dict  # the kept bytes per (TPB, segment) of these segments
     plan: Plan  # the plan's containers so far
     state: dict  # the builder's attributes (copy_state)
     max_end: float  # the latest end of a task so far
+    # the furthest segment the prefix's build looked at (>= index - 1; ``len(segs)`` when it
+    # looked past the last: the length is compared too), ``PlanBuilder.reach``
+    reach: int = -1
 
     @staticmethod
     def take(bld, index: int, segs: list, max_end: float | None = None) -> "Checkpoint":
         """``max_end``: the latest end of the plan's tasks, when the caller kept it (a build
         taking many checkpoints scans each task once: :class:`EndScan`)."""
         tl = bld.tl
-        prefix = tuple(segs[:index])
+        reach = max(bld.reach, index - 1)
+        read = tuple(segs[:reach + 1])
         if max_end is None:
             max_end = max(map(_END, tl.tasks), default=0.0)
-        return Checkpoint(index, prefix, _kept_in(prefix, tl.kept),
-                          _use_in(index, bld.kept_use), copy_plan(tl, segs),
-                          copy_state(bld.__dict__), max_end)
+        return Checkpoint(index, read, _kept_in(read, tl.kept),
+                          _use_in(reach + 1, bld.kept_use), copy_plan(tl, segs),
+                          copy_state(bld.__dict__), max_end, reach)
 
     def fits(self, segs: list, kept: set, kept_use: dict, bound: float) -> bool:
         """May a build of ``segs`` (with these kept activations and ``bound``) start here? The
-        first segments build alike when they are the same and keep the same of their outputs
-        with the same bytes (the builder reads ``Plan.kept`` for the ops of the segment it
-        builds and their producers, ``kept_use`` for the segment it builds)."""
-        return self.index <= len(segs) and tuple(segs[:self.index]) == self.segs and \
+        first segments build alike when the segments they read are the same and keep the same
+        of their outputs with the same bytes (the builder reads ``Plan.kept`` for the ops of
+        the segment it builds, their producers and the later segments its late stores look at,
+        ``kept_use`` for those segments): compared up to :attr:`reach`, not only the prefix (a
+        late-store decision of the prefix's last segment reads the next one: session 30's
+        ``later_points`` resumed a trial that changed it from the prefix before it, 35 637
+        cycles where the full build gives 35 779; ``test_resume_reach``)."""
+        n = self.reach + 1
+        return self.index <= len(segs) and tuple(segs[:n]) == self.segs and \
             self.max_end < bound and _kept_in(self.segs, kept) == self.kept and \
-            _use_in(self.index, kept_use) == self.kept_use
+            _use_in(n, kept_use) == self.kept_use
 
     def restore(self, bld, segs: list) -> None:
         """Put a copy of this state into the fresh builder ``bld`` (its plan becomes a copy of
