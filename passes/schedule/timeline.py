@@ -376,8 +376,11 @@ class Scheduler:
             else None
         try:
             for si in range(first, len(segs)):
-                if si in checkpoints and si not in tl.checkpoints and not st.late[0] and \
-                        not st.pend:
+                # (also before the segment before a requested one: a checkpoint fits a trial
+                # that changes segment i only if its prefix did not look at i, and the late
+                # stores of segment i - 1 look at i -- ``resume.Checkpoint.reach``)
+                if (si in checkpoints or si + 1 in checkpoints) and si not in tl.checkpoints \
+                        and not st.late[0] and not st.pend:
                     tl.checkpoints[si] = Checkpoint.take(st, si, segs, ends.of(tl.tasks))
                 if left is not None:
                     free = st.free

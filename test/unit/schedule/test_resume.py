@@ -70,7 +70,10 @@ def test_resumed_build_is_the_full_build(placed, keep):
     s, segs, _ = placed
     sched = s.sched
     base = sched.build(segs, keep=keep, checkpoints=placement.trial_points(segs))
-    assert sorted(base.checkpoints) == sorted(placement.trial_points(segs))
+    # before each trial point, and before the segment before it where no late stores are
+    # pending there (``Scheduler.build``: a trial changing a segment may resume there)
+    pts = placement.trial_points(segs)
+    assert pts <= set(base.checkpoints) <= pts | {p - 1 for p in pts}
     resumed_any = False
     for si, trial in _trials(segs):
         n0 = sched.tasks_built
