@@ -34,7 +34,7 @@ _DEBUG = bool(os.environ.get("M100_DEBUG_BACKGROUND"))
 CHUNKS = (32, 8)
 
 
-def _candidates(s, segs: list[SegmentCfg]) -> list[int]:
+def candidates(s, segs: list[SegmentCfg]) -> list[int]:
     """Indices of the data-movement segments of a transpose whose result no op reads."""
     read = {t for op in s.g.ops for t in op.inputs}
     out = []
@@ -54,7 +54,7 @@ def background(s, segs: list[SegmentCfg], tl, keep: str):
     whole plan gets shorter (module docstring); the input unchanged otherwise."""
     from .kinds.movement import chunk_dim  # (kinds import the emitter, which imports placement)
     g = s.g
-    for i in reversed(_candidates(s, segs)):
+    for i in reversed(candidates(s, segs)):
         cfg = segs[i]
         name = cfg.stages[0].op
         shape = g.out(s.ops[name]).shape
@@ -65,7 +65,9 @@ def background(s, segs: list[SegmentCfg], tl, keep: str):
             old = g.chunks.get(name)
             g.chunks[name] = n
             ref = tl if best is None else best[1]
-            tl2 = s.sched.shorter(moved, ref, keep)
+            # resumed from ``ref``'s latest checkpoint whose prefix looked at no segment from
+            # ``i`` on (:mod:`.resume`; ``later_points`` asks for one before ``i``)
+            tl2 = s.sched.shorter(moved, ref, keep, base=ref)
             if _DEBUG:
                 print(f"background: {name} last in {n} chunks: {ref.makespan:.0f} -> "
                       f"{'-' if tl2 is None else round(tl2.makespan)}", file=sys.stderr)
@@ -81,4 +83,4 @@ def background(s, segs: list[SegmentCfg], tl, keep: str):
     return segs, tl
 
 
-__all__ = ["background", "CHUNKS"]
+__all__ = ["background", "candidates", "CHUNKS"]

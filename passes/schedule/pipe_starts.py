@@ -30,6 +30,7 @@ from __future__ import annotations
 import os
 import sys
 
+from .later_points import later_points
 from .segment import SegmentCfg
 
 #: print each trial (segment, makespan before -> after) to stderr
@@ -40,7 +41,7 @@ MAX_TRIALS = 4
 ENABLED = True
 
 
-def _eligible(s, seg: SegmentCfg) -> bool:
+def eligible(s, seg: SegmentCfg) -> bool:
     return seg.kind == "pipeline" and len(seg.stages) > 1 and \
         not any(s.ops[st.op].unit.startswith("tcu") for st in seg.stages)
 
@@ -54,7 +55,7 @@ def pipe_starts(s, segs: list[SegmentCfg], tl, keep: str):
     trials = 0
     for si in range(len(segs)):
         seg = segs[si]
-        if trials >= MAX_TRIALS or not _eligible(s, seg):
+        if trials >= MAX_TRIALS or not eligible(s, seg):
             continue
         ops = [s.ops[st.op] for st in seg.stages]
         state, _ = s._pipe_start(ops)
@@ -68,7 +69,8 @@ def pipe_starts(s, segs: list[SegmentCfg], tl, keep: str):
             # keep_activations: which tensors stay in HBSM depends on where the pipeline's
             # stages run; resumed from ``tl``'s latest checkpoint before ``si`` that fits the
             # trial (:mod:`.resume`: the same plan as a full build)
-            tl2 = s.sched.shorter(trial, tl, mode, base=tl, tail=True)
+            tl2 = s.sched.shorter(trial, tl, mode, base=tl, tail=True,
+                                  checkpoints=later_points(s, trial, si))
             if _DEBUG:
                 print(f"pipe_starts: {[st.op for st in seg.stages]} "
                       f"{[len(st.tpbs) for st in seg.stages]} -> "
@@ -82,4 +84,4 @@ def pipe_starts(s, segs: list[SegmentCfg], tl, keep: str):
     return segs, tl, keep
 
 
-__all__ = ["ENABLED", "MAX_TRIALS", "pipe_starts"]
+__all__ = ["ENABLED", "MAX_TRIALS", "eligible", "pipe_starts"]

@@ -20,11 +20,11 @@ from typing import TYPE_CHECKING
 from .gemv_runs import int4_gemvs_by_weight, widened_stages
 from .graph import Op, geometry
 from .keep import choose_kept, first_bcast_read
+from .later_points import later_points
 from .partition import col_splits
 from .plan import Plan
 from .resume import best_checkpoint
 from .segment import SegmentCfg, ksplit_stages
-from .side_by_side import trial_points as sbs_points
 from .timeline import BoundExceeded, Scheduler
 
 if TYPE_CHECKING:
@@ -70,13 +70,14 @@ def keep_activations(sched: Scheduler, segs: list[SegmentCfg], tl: Plan) -> tupl
     Each mode's build resumes from the latest checkpoint that fits it of ``tl`` or of an earlier
     mode's build (finished or stopped at its bound), and takes checkpoints where a later mode's
     kept activations first differ from its own (:func:`_kept_agree`: LLaMA2-7B prefill's
-    ``"one-stage"`` and ``"all"`` agree on 216 of 221 segments), before side_by_side's runs
-    (:func:`.side_by_side.trial_points`: its first trial resumes there) and at
-    :func:`trial_points`. Checkpoints change no plan (:mod:`.resume`), only where builds start."""
+    ``"one-stage"`` and ``"all"`` agree on 216 of 221 segments), and before every segment a
+    later refinement's trial may change (:func:`.later_points.later_points`: side_by_side's
+    first trial resumes at its run). Checkpoints change no plan (:mod:`.resume`), only where
+    builds start."""
     cap = int(sched.cm.machine.hbsm_bytes * sched.prefetch_share)
     chosen = [choose_kept(sched, segs, cap, mode == "one-stage", mode == "all-mm")
               for mode in KEEP_MODES]
-    points = trial_points(segs) | sbs_points(sched, segs)
+    points = later_points(sched, segs)
     bases = [tl]
     mode_of = ""
     for i, mode in enumerate(KEEP_MODES):

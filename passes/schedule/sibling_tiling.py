@@ -26,6 +26,7 @@ import os
 import sys
 from dataclasses import replace
 
+from .later_points import later_points
 from .segment import SegmentCfg
 
 #: print each trial (segment, makespan before -> after) to stderr
@@ -51,22 +52,28 @@ def _eligible(s, seg: SegmentCfg) -> bool:
         s.ops[seg.stages[0].op].unit == "tcu.matmul"
 
 
-def sibling_tilings(s, segs: list[SegmentCfg], tl, keep: str):
-    """``(segs, plan)`` with equal contractions tried in each other's tiling (module docstring);
-    ``s`` the :class:`.search.Search` whose scheduler builds plans, ``keep`` the kept-activation
-    mode of ``tl``."""
+def pairs(s, segs: list[SegmentCfg]) -> list[tuple[int, int]]:
+    """``(first, later)`` segment indices of each contraction equal to an earlier one
+    (:func:`_sig`; the first of its kind, in order)."""
     first: dict[tuple, int] = {}
-    pairs = []
+    out = []
     for si, seg in enumerate(segs):
         if not _eligible(s, seg):
             continue
         sig = _sig(s, seg.stages[0].op)
         if sig in first:
-            pairs.append((first[sig], si))
+            out.append((first[sig], si))
         else:
             first[sig] = si
+    return out
+
+
+def sibling_tilings(s, segs: list[SegmentCfg], tl, keep: str):
+    """``(segs, plan)`` with equal contractions tried in each other's tiling (module docstring);
+    ``s`` the :class:`.search.Search` whose scheduler builds plans, ``keep`` the kept-activation
+    mode of ``tl``."""
     trials = 0
-    for a, b in pairs:
+    for a, b in pairs(s, segs):
         for src, dst in ((a, b), (b, a)):
             sa, sb = segs[src].stages[0], segs[dst].stages[0]
             if replace(sa, op=sb.op) == sb or trials >= MAX_TRIALS:
@@ -74,7 +81,8 @@ def sibling_tilings(s, segs: list[SegmentCfg], tl, keep: str):
             trials += 1
             trial = list(segs)
             trial[dst] = replace(segs[dst], stages=(replace(sa, op=sb.op),))
-            tl2 = s.sched.shorter(trial, tl, keep, base=tl)
+            tl2 = s.sched.shorter(trial, tl, keep, base=tl,
+                                  checkpoints=later_points(s, trial, dst))
             if _DEBUG:
                 print(f"sibling_tilings: {sb.op} as {sa.op} ({len(sa.tpbs)} TPBs, {sa.gc} "
                       f"column parts, {sa.bands} bands): {tl.makespan:.0f} -> "
@@ -85,4 +93,4 @@ def sibling_tilings(s, segs: list[SegmentCfg], tl, keep: str):
     return segs, tl
 
 
-__all__ = ["MAX_TRIALS", "sibling_tilings"]
+__all__ = ["MAX_TRIALS", "pairs", "sibling_tilings"]

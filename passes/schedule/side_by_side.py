@@ -53,6 +53,7 @@ from dataclasses import replace
 
 from .graph import ScheduleError
 from .list_schedule import BoundExceeded
+from .later_points import later_points
 from .segment import SegmentCfg
 
 #: print each trial (run, windows, makespan before -> after) to stderr
@@ -341,7 +342,7 @@ def _shorter_at(s, trial: list[SegmentCfg], ref, keep: str, at: int, held: dict)
     segment; ``test_side_by_side``)."""
     try:
         tl2 = s.sched.build(trial, bound=ref.makespan, keep=keep, base=held.get(at, ref),
-                            checkpoints={at})
+                            checkpoints={at} | later_points(s, trial, at))
     except BoundExceeded as e:
         if at in e.plan.checkpoints:
             held[at] = e.plan

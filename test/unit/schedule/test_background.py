@@ -49,11 +49,11 @@ def test_unread_transpose_built_last_in_chunks(chunks, monkeypatch):
     orig = background.background
 
     def spy(s, segs, tl, keep):
-        cands = background._candidates(s, segs)
+        cands = background.candidates(s, segs)
         assert len(cands) == 1 and "perm" in s.ops[segs[cands[0]].stages[0].op].attrs
         # keep the trial whatever it costs (the whole plan decides on real graphs)
-        monkeypatch.setattr(s.sched, "shorter", lambda trial, ref, keep: s.sched.build(
-            trial, keep=keep))
+        monkeypatch.setattr(s.sched, "shorter", lambda trial, ref, keep, **kw: s.sched.build(
+            trial, keep=keep, **kw))
         out = orig(s, segs, tl, keep)
         seen.append((s, cands[0], segs, out))
         return out

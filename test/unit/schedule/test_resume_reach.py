@@ -36,7 +36,7 @@ def before_background():
 
 def test_background_trial_resumed_is_the_full_build(before_background, monkeypatch):
     s, segs, _, keep = before_background
-    cands = background._candidates(s, segs)
+    cands = background.candidates(s, segs)
     assert len(cands) == 1, "the V transpose: the case the test is about"
     i = cands[0]
     sched = s.sched

@@ -149,6 +149,8 @@ def test_trials_resumed_at_the_run_are_the_full_builds(monkeypatch):
         out[key] = (pl.timeline.to_json(), pl.segments)
     runs = {at for at, _, _ in got["resumed"]}
     assert len(got["resumed"]) >= 4 and len(runs) == 1
-    assert sum(i in runs for i in restored) >= len(got["resumed"]) - 1
+    # (at the run, or later where the trial's first segments are the plan's: session 31's
+    # ``later_points`` keeps checkpoints inside the run too)
+    assert sum(i >= min(runs) for i in restored) >= len(got["resumed"]) - 1
     assert got["resumed"] == got["full"]
     assert out["resumed"] == out["full"]
