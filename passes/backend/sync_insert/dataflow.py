@@ -39,6 +39,7 @@ from xdsl.ir import Operation, SSAValue
 
 from m100.dialects.hbsm import AllocOp, FifoOp, buffer_root
 from m100.dialects.tpb import SegmentOp, SymbolOp
+from m100.dialects.tpb_program import class_test
 from m100.dialects.twu import SPACE_BY_NAME, array_values, type_to_dtype
 from m100.sim.dataflow import FORMAT, VERSION, crc_of
 from m100.targets.m100.isa import Space
@@ -46,6 +47,11 @@ from m100.targets.m100.isa import Space
 #: root buffer op -> the plan tensor it holds (set by the scheduler's emitter, read here for
 #: the messages only; a buffer without an entry is named by its type)
 NAMES: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+# ``isinstance`` against xDSL's op classes (ABCs), asked of every body op: kept per class
+_is_buffer = class_test((AllocOp, FifoOp))
+_is_symbol = class_test(SymbolOp)
+_is_segment = class_test(SegmentOp)
 
 
 def _type_name(op: Operation) -> str:
@@ -69,7 +75,7 @@ def build_dataflow(machine, body: list[Operation], ops: list, insts: list,
     # DDR / SRAM: one id per set of overlapping buffers
     spans: dict[Space, list[tuple[int, int, Operation]]] = {}
     for o in body:
-        if isinstance(o, (AllocOp, FifoOp)):
+        if _is_buffer(o):
             t = o.results[0].type
             off = o.properties.get("offset")
             if t.space_enum is not Space.HBSM and off is not None:
@@ -143,7 +149,7 @@ def build_dataflow(machine, body: list[Operation], ops: list, insts: list,
 
     loaded, outputs = [], []
     for o in body:
-        if isinstance(o, SymbolOp) and o.role.data in ("input", "weight", "output"):
+        if _is_symbol(o) and o.role.data in ("input", "weight", "output"):
             space = SPACE_BY_NAME[o.space.data]
             n = 1
             for d in array_values(o.shape):
@@ -152,7 +158,7 @@ def build_dataflow(machine, body: list[Operation], ops: list, insts: list,
             hi = lo + (n * type_to_dtype(o.element_type).bits + 7) // 8
             tpb = o.tpb.value.data if space is Space.HBSM else 0
             what = f"{o.role.data} '{o.sym.data}'"
-        elif isinstance(o, SegmentOp):
+        elif _is_segment(o):
             space = SPACE_BY_NAME[o.space.data]
             lo = o.address.value.data
             hi = lo + o.nbytes
@@ -165,7 +171,7 @@ def build_dataflow(machine, body: list[Operation], ops: list, insts: list,
         k = comp_of(space, lo, hi)
         if k is None:
             k = new(what)
-        out = isinstance(o, SymbolOp) and o.role.data == "output"
+        out = _is_symbol(o) and o.role.data == "output"
         (outputs if out else loaded).append([int(space), tpb, lo, hi, k])
     return {"format": FORMAT, "version": VERSION, "machine": machine.name,
             "fingerprint": f"{machine.fingerprint():016x}", "program": crc_of(crc),

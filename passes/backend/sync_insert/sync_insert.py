@@ -16,7 +16,7 @@ from xdsl.utils.exceptions import VerifyException
 
 from m100.dialects.sync import ActionsAttr, BarrierOp, JoinOp, machine_of
 from m100.dialects.tpb import InstrOp, ProgramOp, StreamOp
-from m100.dialects.tpb_program import programs
+from m100.dialects.tpb_program import class_test, programs
 from m100.dialects.twu import WalkAttr
 from m100.targets.m100.isa import Unit
 
@@ -25,15 +25,22 @@ from .certificate import dumps
 from .dataflow import build_dataflow
 
 
+# ``isinstance`` against xDSL's op classes (ABCs) is a Python call for every subclass: ~300 000
+# of them on ResNet-50 (every body op, every token's owner); the answers kept per class instead
+_is_instr = class_test(InstrOp)
+_is_join = class_test((JoinOp, BarrierOp))
+_is_barrier = class_test(BarrierOp)
+
+
 def _producers(v: SSAValue, index: dict[int, int], what: str | InstrOp,
                memo: dict[int, list[int]] | None = None) -> list[int]:
     """Instruction indices whose completion token ``v`` stands for (through joins/barriers).
     ``memo``: id(join/barrier op) -> its list, kept by the caller while the ops live (a join
     feeding many consumers, or joins of joins, is expanded once)."""
     owner = v.owner
-    if isinstance(owner, InstrOp):
+    if _is_instr(owner):
         return [index[id(owner)]]
-    if isinstance(owner, (JoinOp, BarrierOp)):
+    if _is_join(owner):
         if memo is not None and id(owner) in memo:
             return memo[id(owner)]
         out: list[int] = []
@@ -142,7 +149,7 @@ class SyncInsert(ModulePass):
                 if any(isinstance(x, InstrOp) and x.sync is None for x in o.walk()):
                     raise SyncError("sync-insert: instructions inside tpb.stream regions have no "
                                     "global order; run sync-insert before streams are formed")
-        ops = [o for o in body if isinstance(o, InstrOp)]
+        ops = [o for o in body if _is_instr(o)]
         if not ops:
             return None
         index = {id(o): i for i, o in enumerate(ops)}
@@ -167,7 +174,7 @@ class SyncInsert(ModulePass):
             deps = o.deps
             if not deps:
                 continue
-            if len(deps) == 1 and isinstance(deps[0].owner, InstrOp):
+            if len(deps) == 1 and _is_instr(deps[0].owner):
                 eps.append(index[id(deps[0].owner)])
                 ecs.append(i)
                 continue
@@ -184,7 +191,7 @@ class SyncInsert(ModulePass):
                 continue
             ps = []
             for d in deps:
-                if not isinstance(d.owner, InstrOp):
+                if not _is_instr(d.owner):
                     # the latest per executor of a union is that of the parts' latest: each
                     # join's list is reduced once, as in the one-join case above
                     key = -1 - id(d.owner)
@@ -199,7 +206,7 @@ class SyncInsert(ModulePass):
             eps.extend(ps)
             ecs.extend([i] * len(ps))
         pos = {id(o): k for k, o in enumerate(body)}
-        barriers = [b for b in body if isinstance(b, BarrierOp)]
+        barriers = [b for b in body if _is_barrier(b)]
         for b in barriers:
             srcs = _latest_per_executor(
                 [p for x in b.inputs for p in _producers(x, index, "'sync.barrier'", memo)], execs)
