@@ -92,7 +92,7 @@ def _fusion(parts: list, sz: int) -> tuple | None:
     for sp, tpb, lo, end, _, dc, ds in parts[1:]:
         if sp == ssp and (tpb == stpb or sp is not Space.HBSM) and lo < send and slo < end:
             return None
-        al = _aligned(sc, ss, dc, ds, sz)
+        al = (sc, ss, ds) if sc == dc else _aligned(sc, ss, dc, ds, sz)
         if al is None:
             return None
         plan.append(al)
