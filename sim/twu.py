@@ -46,10 +46,10 @@ _GEO_MAX = 1 << 16  # entries before the table is emptied (a process running man
 #: result)``. The entry holds the tuple, so its id names no other object while it is there; a
 #: decoded program's walks with equal levels share one tuple (``encoding._Reader.walk``), so most
 #: lookups hash no :class:`Level` (a Python ``__hash__`` and ``__eq__`` per level: ~52 000 of
-#: each in a first functional ResNet-18 224 run).
+#: each in a first functional ResNet-18 224 run). (Session 24's switch between this and the
+#: by-value lookup alone, ``BY_ID``, was dropped in session 31: test/unit/sim/test_strided.py
+#: checks the identity path against each derivation made afresh.)
 _IDS: dict = {}
-#: Look :func:`per_levels` up by identity first (False: by value only; tests compare).
-BY_ID = True
 
 
 def per_levels(kind: str, levels: tuple, make, *args):
@@ -58,21 +58,19 @@ def per_levels(kind: str, levels: tuple, make, *args):
     tuple's identity first (:data:`_IDS`), else by its value: the same result either way."""
     if not GEOMETRY:
         return make(levels, *args)
-    if BY_ID:
-        ikey = (kind, id(levels), args)
-        got = _IDS.get(ikey)
-        if got is not None and got[0] is levels:
-            return got[1]
+    ikey = (kind, id(levels), args)
+    got = _IDS.get(ikey)
+    if got is not None and got[0] is levels:
+        return got[1]
     key = (kind, levels, args)
     got = _GEO.get(key, _GEO)
     if got is _GEO:
         if len(_GEO) >= _GEO_MAX:
             _GEO.clear()
         got = _GEO[key] = make(levels, *args)
-    if BY_ID:
-        if len(_IDS) >= _GEO_MAX:
-            _IDS.clear()
-        _IDS[ikey] = (levels, got)
+    if len(_IDS) >= _GEO_MAX:
+        _IDS.clear()
+    _IDS[ikey] = (levels, got)
     return got
 
 

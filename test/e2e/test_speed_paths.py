@@ -360,39 +360,6 @@ def _records(res) -> list:
 
 @pytest.mark.parametrize("name", ["mlp", "convnet", "llama",
                                   pytest.param("resnet18-32", marks=pytest.mark.slow)])
-def test_levels_found_by_identity_equal_levels_found_by_value(name, monkeypatch):
-    """Derivations per levels tuple found by the tuple's identity (``m100.sim.twu.BY_ID``; a
-    decoded program's equal levels are one tuple) give the same outputs (bytes), stats, records
-    and reports as found by value only. Each side runs a fresh decode with empty tables, in
-    every mode, with random latencies and on monitor-dropping mutants (races, deadlocks)."""
-    from m100.targets.m100.program import Program
-
-    build, machine, tpbs = CASES[name]
-    cr = driver.compile(build(), machine=machine, tpbs=tpbs)
-    inputs = driver.random_inputs(cr.program, 3)
-    sites = monitor_sites(cr.program)
-    programs = [cr.program] + [mutate(cr.program, s, "drop") for s in sites[:: max(1, len(sites) // 3)]]
-    reported = used = 0
-    for blob in [p.to_bytes() for p in programs]:
-        for kw in ({"mode": "full"}, {"mode": "functional"}, {"mode": "timing"},
-                   {"random_latency": 5}):
-            runs = []
-            for by_id in (True, False):
-                monkeypatch.setattr(twu, "BY_ID", by_id)
-                twu._GEO.clear()
-                twu._IDS.clear()
-                runs.append(driver.run(Program.from_bytes(blob), inputs, **kw))
-                used += by_id and len(twu._IDS)
-            fast, ref = runs
-            _same(fast, ref)
-            assert [(r.index, r.start, r.end, r.blocks) for r in fast.records] == \
-                [(r.index, r.start, r.end, r.blocks) for r in ref.records]
-            reported += bool(fast.reports)
-    assert reported and used  # racy / deadlocked runs compared; the identity path was used
-
-
-@pytest.mark.parametrize("name", ["mlp", "convnet", "llama",
-                                  pytest.param("resnet18-32", marks=pytest.mark.slow)])
 def test_blocks_derived_first_equal_blocks_derived_at_their_start(name, monkeypatch):
     """A run with data makes every block's race items and copy view specs before its loop
     (``engine_checks.DERIVE_FIRST``, ``Checks._derive_blocks``): the same outputs (bytes),

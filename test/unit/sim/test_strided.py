@@ -283,26 +283,28 @@ def test_geometry_is_shared_across_bases_and_shifted():
         masks[0][0] = False
 
 
-def test_per_levels_by_identity_equals_by_value(monkeypatch):
-    """:func:`twu.per_levels` found by the levels tuple's identity (``twu.BY_ID``) returns
-    what ``make`` returns for that kind, tuple value and arguments: the same calls by value
-    only, and the definitions, agree -- other kinds and other arguments on one tuple object, an
-    equal tuple object, other levels."""
+def test_per_levels_by_identity_equals_by_value():
+    """:func:`twu.per_levels` (found by the levels tuple's identity first, then by its value)
+    returns what ``make`` returns for that kind, tuple value and arguments, made afresh -- other
+    kinds and other arguments on one tuple object, an equal tuple object, other levels, calls
+    again; and an identity entry whose tuple is not the one asked about (an id reused after the
+    tuple went) is not taken. (Session 24's ``BY_ID`` switch compared it with the by-value
+    lookup alone; a mutant without the entry's tuple check fails the last part.)"""
     from m100.sim.semantics_move import _view_geo
 
     a = make_walk(((0, 7, 3), (0, 1, 2)), DType.I8, 0).levels
     a2 = tuple(Level(lv.initial, lv.step, lv.final) for lv in a)  # equal, another object
     c = make_walk(((0, 4, 6),), DType.I8, 0).levels
-    calls = [(kind, lv, make, args) for lv in (a, a2, c, a) for kind, make, args in (
+    calls = [(kind, lv, make, args) for lv in (a, a2, c, a, c) for kind, make, args in (
         ("view", _view_geo, (1,)), ("view", _view_geo, (4,)), ("box", lambda x: twu._box(x), ()),
         ("block", twu._block_levels, (2, 0)), ("block", twu._block_levels, (2, 1)),
         ("beats", twu._beats, ()))]
-    got = {}
-    for by_id in (True, False):
-        monkeypatch.setattr(twu, "BY_ID", by_id)
-        twu._GEO.clear()
-        twu._IDS.clear()
-        got[by_id] = [twu.per_levels(kind, lv, make, *args) for kind, lv, make, args in calls]
+    twu._GEO.clear()
+    twu._IDS.clear()
+    got = [twu.per_levels(kind, lv, make, *args) for kind, lv, make, args in calls]
     want = [make(lv, *args) for kind, lv, make, args in calls]
-    assert got[True] == got[False] == want
+    assert got == want and twu._IDS
+    # a stale identity entry (another tuple under this one's id) is not taken
+    twu._IDS[("box", id(c), ())] = (a, "stale")
+    assert twu.per_levels("box", c, lambda x: twu._box(x)) == twu._box(c)
 
