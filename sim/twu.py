@@ -289,8 +289,15 @@ def _bank_hist(base: int, bits: int, levels: tuple, width: int, banks: int) -> n
         res = np.array([start % sweep], dtype=np.int64)
         for a in arrays:
             res = ((res[:, None] + (a % sweep)[None, :]) % sweep).ravel()
-        pat = _pattern(int(np.ceil(run_bytes)), width, banks)
-        return pat[res].sum(axis=0).astype(np.float64)
+        # the rows ``_pattern(run_bytes)[res]`` computed for these residues only (the same
+        # integers): building the whole [sweep, banks] table was ~0.3 ms per run length, half
+        # of a first timed ResNet-50 run's histograms (120 lengths for 1 381 walks)
+        rb = int(np.ceil(run_bytes))
+        g0 = res // width
+        n = (res + rb - 1) // width - g0 + 1
+        full, part = n // banks, n % banks
+        rel = (np.arange(banks)[None, :] - g0[:, None]) % banks
+        return (full[:, None] + (rel < part[:, None])).sum(axis=0).astype(np.float64)
     hist = np.zeros(sweep, dtype=np.float64)
     hist[start % sweep] = 1.0
     spec = None
