@@ -21,10 +21,6 @@ from .graph import HbGraph
 from .hazards import Hazard
 
 
-# False: the implied edges by :meth:`HbGraph.sync_edge_flags`, per S-node (the tests compare)
-VECTOR = True
-
-
 @dataclass
 class Reduced:
     kept: dict[tuple[int, int], Hazard]
@@ -40,23 +36,16 @@ class Reduced:
 
 def reduce_needs(nd: Needs, enabled: bool = True) -> Reduced:
     g = HbGraph(nd.insts, nd.blocks)
-    if VECTOR:
-        g.add_needs(nd.needs)
-    else:
-        for (i, j), h in nd.needs.items():
-            g.add_need(i, j, h.need)
+    g.add_needs(nd.needs)
     if not enabled:
         return Reduced(dict(nd.needs), {}, g)
     # a block edge E(i, k) -> S(j, b) comes from the need (i, j) alone: the needs with a block
     # edge the reduction keeps are alive
-    inst = g._node_inst
-    if VECTOR:
-        u, v, implied = g.implied_sync_edges()
-        ni = np.asarray(inst, dtype=np.int64)
-        alive = set(zip(ni[u[~implied]].tolist(), ni[v[~implied]].tolist()))
-    else:
-        alive = {(inst[u], inst[v]) for v, us, flags in g.sync_edge_flags()
-                 for u, f in zip(us, flags) if not f}
+    # (the implied edges of all S-nodes at once; ``test_hb_graph.py`` compares them with
+    # :meth:`HbGraph.sync_edge_flags`, S-node by S-node)
+    u, v, implied = g.implied_sync_edges()
+    ni = np.asarray(g._node_inst, dtype=np.int64)
+    alive = set(zip(ni[u[~implied]].tolist(), ni[v[~implied]].tolist()))
     kept: dict[tuple[int, int], Hazard] = {}
     removed: dict[tuple[int, int], Hazard] = {}
     for ij, h in nd.needs.items():
