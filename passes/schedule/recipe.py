@@ -47,8 +47,6 @@ from itertools import islice
 from .graph import view_names
 from .plan import PlanPiece, PlanTask
 
-#: replay recorded segments in whole-plan builds (False: every segment built in full, A/B)
-RECIPES = True
 #: every replay is checked against a full build of the segment (tests: ``test_recipe.py``)
 CHECK = False
 #: recipes kept per (segment index, configuration)
@@ -530,7 +528,7 @@ def _match(bld, r: Recipe) -> list[int] | None:
         return None
 
 
-__all__ = ["RECIPES", "CHECK", "RecDict", "RecipeBook", "check_replay"]
+__all__ = ["CHECK", "RecDict", "RecipeBook", "check_replay"]
 
 
 def check_replay(bld, si: int, seg, pieces: list, r: Recipe, ext: list[int]) -> None:

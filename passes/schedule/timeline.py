@@ -366,7 +366,7 @@ class Scheduler:
                 ends = EndScan(len(tl.tasks), cp.max_end)
             # the base's checkpoints up to the resumed one are this build's too (same prefix)
             tl.checkpoints = {i: c for i, c in src.checkpoints.items() if i <= first}
-        if recipe.RECIPES and not isolated:  # segments recorded and replayed (:mod:`.recipe`)
+        if not isolated:  # segments recorded and replayed (:mod:`.recipe`)
             if self.recipes is None:
                 self.recipes = recipe.RecipeBook()
             st.book = self.recipes

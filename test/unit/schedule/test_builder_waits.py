@@ -14,12 +14,13 @@ import random
 
 import pytest
 
-from m100.passes.schedule import build_transfers, cost, dma_queue, plan, placement, recipe
+from m100.passes.schedule import build_transfers, cost, dma_queue, plan, placement
 from m100.passes.schedule.build_segments import PlanBuilder
 from m100.passes.schedule.list_schedule import BoundExceeded
 from m100.passes.schedule.segment import memory_of
 from m100.targets.m100.machine import get_machine
 
+from .test_recipe import full_builds
 from .test_resume import placed  # noqa: F401  (the fixture: ResNet-18 64's final segments)
 
 
@@ -94,8 +95,8 @@ _CALLS = {"broadcast": 0, "kept": 0}
 
 
 def _reference(mp):
-    # every segment built in full: a replayed recipe (``recipe.RECIPES``) calls no builder
-    mp.setattr(recipe, "RECIPES", False)
+    # every segment built in full: a replayed recipe calls no builder
+    full_builds(mp)
     mp.setattr(build_transfers.Transfers, "_load", _load_ref)
     mp.setattr(build_transfers.Transfers, "_broadcast", _broadcast_ref)
     mp.setattr(build_transfers.Transfers, "_kept_chunk", _kept_chunk_ref)
@@ -187,7 +188,7 @@ def test_reduce_parts_by_tile_are_the_group_scan(placed):  # noqa: F811
         return orig_run(self, group, *a, **k)
 
     with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(recipe, "RECIPES", False)  # built in full (a replay calls no _reduce)
+        full_builds(mp)  # built in full (a replay calls no _reduce)
         mp.setattr(PlanBuilder, "_reduce", spy)
         mp.setattr(PlanBuilder, "_run", run)
         s.sched.build(segs)

@@ -17,6 +17,20 @@ from .test_weights_once import _graph
 M100 = get_machine("m100")
 
 
+def full_builds(mp) -> None:
+    """From now on every whole-plan segment is built in full: the path before recipes (the
+    builder without a recipe book, as the search's isolated builds are; session 31 dropped the
+    switch ``recipe.RECIPES``)."""
+    from m100.passes.schedule.build_segments import PlanBuilder
+    seg = PlanBuilder.segment
+
+    def segment(self, si, s, isolated):
+        self.book = None
+        return seg(self, si, s, isolated)
+
+    mp.setattr(PlanBuilder, "segment", segment)
+
+
 def _run(g, mach, on: bool, check: bool = False, monkeypatch=None):
     """placement.schedule of ``g``: per whole-plan build its plan JSON or where it stopped,
     the final plan JSON, and the recipe book's counts."""
@@ -38,7 +52,8 @@ def _run(g, mach, on: bool, check: bool = False, monkeypatch=None):
         return tl
 
     mp.setattr(timeline.Scheduler, "build", build)
-    mp.setattr(recipe, "RECIPES", on)
+    if not on:
+        full_builds(mp)
     mp.setattr(recipe, "CHECK", check)
     try:
         pl = placement.schedule(g, mach)
@@ -58,8 +73,9 @@ def test_replayed_builds_are_the_full_builds(r18):
     """ResNet-18 64x64 on 56 TPBs: every whole-plan build and the final plan are the same with
     recipes (each replay also checked against its full build) as without; segments were
     replayed."""
-    off, final_off, _ = _run(r18, M100, False)
+    off, final_off, books_off = _run(r18, M100, False)
     on, final_on, books = _run(r18, M100, True, check=True)
+    assert not any(n for _, n in books_off), "the oracle replayed segments"
     assert len(on) == len(off) > 10
     for i, (a, b) in enumerate(zip(off, on)):
         assert a == b, f"whole-plan build {i}"
@@ -171,9 +187,9 @@ def _later_change(placed, monkeypatch, same_segments=None):
     sched = s.sched
     last = max(i for i, x in enumerate(segs) if x.kind != "dma")
     trial = segs[:last] + [replace(segs[last])] + segs[last + 1:]
-    monkeypatch.setattr(recipe, "RECIPES", False)
-    want = sched.build(trial, keep=keep).to_json()
-    monkeypatch.setattr(recipe, "RECIPES", True)
+    with pytest.MonkeyPatch.context() as mp:
+        full_builds(mp)
+        want = sched.build(trial, keep=keep).to_json()
     monkeypatch.setattr(recipe, "CHECK", True)
     if same_segments is not None:
         monkeypatch.setattr(recipe, "_same_segments", same_segments)

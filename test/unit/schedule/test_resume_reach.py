@@ -8,10 +8,11 @@ the indices the builder actually reads of the plan's segment list (a logging lis
 
 import pytest
 
-from m100.passes.schedule import background, build_segments, recipe, resume
+from m100.passes.schedule import background, build_segments, resume
 from m100.passes.schedule import placement
 from m100.targets.m100.machine import get_machine
 
+from .test_recipe import full_builds
 from .test_side_by_side import _prefill_graph
 
 
@@ -85,19 +86,20 @@ def test_reach_covers_every_segment_read(before_background, monkeypatch):
     sched = s.sched
     log: list = []
     at = [-1]
-    seg_fn = build_segments.PlanBuilder.segment
 
-    def segment(self, si, seg, isolated):
+    def segment(self, si, seg, isolated, inner):
         at[0] = si
         if type(self.tl.segments) is list:
             self.tl.segments = _LogList(self.tl.segments, log, at)
-        return seg_fn(self, si, seg, isolated)
+        return inner(self, si, seg, isolated)
 
     pts = set(range(len(segs)))
-    monkeypatch.setattr(recipe, "RECIPES", False)
-    monkeypatch.setattr(build_segments.PlanBuilder, "segment", segment)
-    tl = sched.build(segs, keep=keep, checkpoints=pts)
-    monkeypatch.setattr(build_segments.PlanBuilder, "segment", seg_fn)
+    with pytest.MonkeyPatch.context() as mp:
+        full_builds(mp)
+        inner = build_segments.PlanBuilder.segment
+        mp.setattr(build_segments.PlanBuilder, "segment",
+                   lambda self, si, seg, iso: segment(self, si, seg, iso, inner))
+        tl = sched.build(segs, keep=keep, checkpoints=pts)
     ahead = 0
     for c, cp in tl.checkpoints.items():
         read = max([j for si, j in log if si < c] + [c - 1])
@@ -105,7 +107,6 @@ def test_reach_covers_every_segment_read(before_background, monkeypatch):
         ahead += read >= c
     assert ahead, "no prefix read a later segment: the test would check little"
     want = {c: cp.reach for c, cp in tl.checkpoints.items()}
-    monkeypatch.setattr(recipe, "RECIPES", True)
     replayed = sched.recipes.replayed if sched.recipes else 0
     for _ in range(2):
         tl2 = sched.build(segs, keep=keep, checkpoints=pts)
