@@ -65,3 +65,60 @@ def test_tcu_bound_never_exceeds_a_plan_on_that_many_tpbs(make, n):
     g = make()
     plan = schedule(g, M100, tpbs=n, strategy="auto").timeline
     assert tcu_bound(CostModel(M100), g, n) <= plan.makespan
+
+
+def _in_order_scan(cands, cost):
+    """The first cheapest of ``cands`` as ``best_data_parallel`` scanned its starts until session
+    31 (the oracle of ``_first_cheapest``)."""
+    best, bc = cands[0], cost(cands[0])
+    for c in cands[1:]:
+        x = cost(c, bc)
+        if x < bc:
+            best, bc = c, x
+    return best, bc
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_first_cheapest_is_the_in_order_scan(monkeypatch, seed):
+    # costs drawn with many ties (and unplaceable ones); the fake cost answers a bounded question
+    # with the bound itself when the cost reaches it (the least a bounded cost may say)
+    import random
+    rng = random.Random(seed)
+    g = conv_chain(n=1, hw=32, c=16, f=16)
+    s = Search(g, M100, tuple(range(56)))
+    op = g.ops[0]
+    cands = [c for k in (1, 2, 4, 8, 16, 28, 32, 56) for m in (1, 2)
+             if (c := s._dp_cfg(op, k, 1, m)) is not None]
+    rng.shuffle(cands)
+    cands = cands[:rng.randint(1, len(cands))]
+    table = {c: rng.choice((10.0, 20.0, 20.0, 30.0, math.inf)) for c in cands}
+    asked = []
+
+    def cost(seg, bound=math.inf):
+        asked.append(seg)
+        return table[seg] if table[seg] < bound else bound
+
+    monkeypatch.setattr(s, "cost", cost)
+    keys = {id(c): rng.random() for c in cands}  # any order of the floors
+    for floor in (None, lambda seg: keys[id(seg)]):  # the real floors, then any order of them
+        if floor is not None:
+            monkeypatch.setattr(s, "_floor", floor)
+        asked.clear()
+        best, bc = s._first_cheapest(cands)
+        want, wc = _in_order_scan(cands, lambda c, b=math.inf: table[c])
+        assert best is want and bc == wc
+        assert sorted(map(id, asked)) == sorted(map(id, cands))  # each costed once
+
+
+@pytest.mark.parametrize("make", [_mlp, _convs, lambda: conv_chain(n=1, hw=14, c=64, f=64)])
+def test_floor_order_same_plan(monkeypatch, make):
+    # the search with its starts scanned in order (the oracle above, real bounded costs) and in
+    # the order of their floors: the same segments and plan
+    out = []
+    for scan in (True, False):
+        s = Search(make(), M100, tuple(range(56)))
+        if scan:
+            monkeypatch.setattr(s, "_first_cheapest", lambda c, s=s: _in_order_scan(c, s.cost))
+        segs = s.run("auto")
+        out.append((segs, s.sched.build(segs).to_json()))
+    assert out[0] == out[1]
