@@ -67,6 +67,10 @@ from .wshare import share_gemv_chunks
 #: tasks the search may build before it stops exploring (see the module doc, item 4)
 SEARCH_TASKS_DEFAULT = 4_000_000
 SEARCH_TASKS = SEARCH_TASKS_DEFAULT
+#: a smaller TPB pool is not searched when its TCU floor (:func:`tcu_bound`) reaches this share
+#: of the best whole plan so far (:func:`_pools`; a search cut, not a bound: docs/speed-log.md,
+#: session 31, ppool); 1.0: only when the floor reaches the plan itself (a sound skip)
+POOL_SKIP = 0.7
 
 
 @dataclass
@@ -112,8 +116,8 @@ def schedule(g: OpGraph, machine: Machine, tpbs: int = 0, clusters: int = 0,
     first: Search | None = None
     cm = CostModel(machine)
     for sub in _pools(pool, strategy):
-        if best is not None and tcu_bound(cm, g, len(sub)) >= best[0]:
-            continue  # its TCUs alone need longer than the best plan: it can not win
+        if best is not None and tcu_bound(cm, g, len(sub)) >= POOL_SKIP * best[0]:
+            continue  # its TCUs alone need (nearly: :data:`POOL_SKIP`) as long as the best plan
         if first is not None and first.spent():
             break  # the search budget is used up
         s = Search(g, machine, sub, seed=seed, max_stages=max_stages, iters=iters,
@@ -185,7 +189,18 @@ def _pools(pool: tuple[int, ...], strategy: str) -> list[tuple[int, ...]]:
     half and quarter of them. The search costs each segment in isolation and sums; on the whole
     plan (segments waiting for each other, inputs written by the segment before) the same search
     on fewer TPBs can win (ResNet-18 64x64: 56 TPBs predicted 823 864 cycles, 14 TPBs 799 548),
-    and a smaller pool is a schedule the search could have chosen: the best whole plan is kept."""
+    and a smaller pool is a schedule the search could have chosen: the best whole plan is kept.
+    :func:`schedule` does not search a smaller pool whose :func:`tcu_bound` is >= :data:`POOL_SKIP`
+    (0.7) of the best plan so far. That is a cut, not a bound (session 31: no sound bound found;
+    the TCU and DMA floors along a dependency path reach 1.04 M of the 1.55 M cycles ResNet-50's
+    28-TPB pool would have to beat). Picked on ResNet-50 (0.74, its pool's plan 1.31x the kept
+    one), ResNet-18 224 (0.89 / 1.42x) and small graphs whose winners were at <= 0.60 (a conv
+    chain 14x14x64 on 14 TPBs); checked on 60 other graph x machine runs (120 smaller pools:
+    fuzz graphs, the LLaMA test graphs, conv chains and MLPs of other shapes and batches,
+    ResNet-18 32-224, at 56 and 28 TPBs): the 25 winners at <= 0.35, every pool at >= 0.65
+    lost by >= 18 % (docs/speed-log.md, session 31, ppool). It spares ResNet-50
+    ~1.45 CPU-s of ``schedule``'s 10.1 and ResNet-18 ~0.76 of 4.1; the 7B layers' smaller pools
+    were skipped by the bound already."""
     out = [pool]
     n = len(pool)
     if strategy != "single" and n >= 16:

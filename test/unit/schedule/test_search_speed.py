@@ -122,3 +122,45 @@ def test_floor_order_same_plan(monkeypatch, make):
         segs = s.run("auto")
         out.append((segs, s.sched.build(segs).to_json()))
     assert out[0] == out[1]
+
+
+
+def _pool_runs(monkeypatch, g, skip):
+    """The whole plan ``schedule`` makes with ``placement.POOL_SKIP = skip`` (None: the product's)
+    and the pool sizes it searched."""
+    from m100.passes.schedule import placement
+    seen = []
+    orig = placement.Search.run
+
+    def run(self, strategy):
+        seen.append(len(self.tpbs))
+        return orig(self, strategy)
+
+    monkeypatch.setattr(placement.Search, "run", run)
+    if skip is not None:
+        monkeypatch.setattr(placement, "POOL_SKIP", skip)
+    plan = schedule(g, M100).timeline
+    monkeypatch.undo()
+    return plan, seen
+
+
+def test_pool_skip_leaves_out_only_a_losing_pool(monkeypatch):
+    # relu(x[256, 512] @ w) @ w': the 28-TPB pool's TCU floor is 0.79 of the 56-TPB plan, its own
+    # plan 1.36x it (session 31): the cut skips it, the plan is the one the full loop chooses
+    g = mlp_graph(256, 512, 512, 512)
+    full, seen_full = _pool_runs(monkeypatch, g, 1.0)
+    cut, seen_cut = _pool_runs(monkeypatch, g, None)
+    assert seen_full == [56, 28] and seen_cut == [56]  # the cut did skip a searched pool
+    assert cut.to_json() == full.to_json()
+
+
+def test_pool_skip_keeps_a_smaller_pool_that_wins(monkeypatch):
+    # a conv chain at 14x14 x 64 channels: the 14-TPB pool wins (TCU floor 0.60 of the 56-TPB
+    # plan) and is still searched with the cut
+    g = conv_chain(n=1, hw=14, c=64, f=64)
+    full, seen_full = _pool_runs(monkeypatch, g, 1.0)
+    cut, seen_cut = _pool_runs(monkeypatch, g, None)
+    assert seen_cut == seen_full == [56, 28, 14]
+    assert cut.to_json() == full.to_json()
+    # the plan is the 14-TPB pool's: no stage uses a TPB outside it
+    assert max(t for seg in full.segments for st in seg.stages for t in st.tpbs) < 14
