@@ -376,11 +376,12 @@ class Scheduler:
             else None
         try:
             for si in range(first, len(segs)):
-                # (also before the segment before a requested one: a checkpoint fits a trial
-                # that changes segment i only if its prefix did not look at i, and the late
-                # stores of segment i - 1 look at i -- ``resume.Checkpoint.reach``)
-                if (si in checkpoints or si + 1 in checkpoints) and si not in tl.checkpoints \
-                        and not st.late[0] and not st.pend:
+                # (also before the segment before a requested one when that one may look at
+                # it: a checkpoint fits a trial that changes segment i only if its prefix did
+                # not look at i -- ``resume.Checkpoint.reach`` -- and only a one-stage segment
+                # without a K split looks ahead, ``build_segments``' late stores)
+                if (si in checkpoints or si + 1 in checkpoints and _looks_ahead(segs[si])) \
+                        and si not in tl.checkpoints and not st.late[0] and not st.pend:
                     tl.checkpoints[si] = Checkpoint.take(st, si, segs, ends.of(tl.tasks))
                 if left is not None:
                     free = st.free
@@ -397,6 +398,13 @@ class Scheduler:
         if tl.checkpoints and not isolated:
             self.recent[mode] = tl
         return tl
+
+
+def _looks_ahead(seg: SegmentCfg) -> bool:
+    """May the build of ``seg`` look at the segments after it (``PlanBuilder._late_ok`` /
+    ``_late_reads`` / ``_late_wave_next``: each only for one stage without a K split)? A
+    superset; speed only (which checkpoints :meth:`Scheduler.build` takes)."""
+    return seg.kind != "dma" and len(seg.stages) == 1 and seg.stages[0].ks <= 1
 
 
 def critical_path(tl: Plan) -> list[PlanTask]:
