@@ -7,9 +7,7 @@ shape. The schedules it is used on are in ``test/e2e/test_deferred_data.py``."""
 from __future__ import annotations
 
 import dataclasses
-import importlib.util
 import sys
-from pathlib import Path
 
 import numpy as np
 from hypothesis import HealthCheck, given, settings
@@ -20,14 +18,7 @@ from m100.sim.semantics import make_exec
 from m100.targets.m100.isa import Broadcast, Copy, Dma, DType, Space, Sync, Walk
 from m100.targets.m100.machine import get_machine
 
-_NAME = "m100_isa_strategies"
-if _NAME not in sys.modules:
-    _spec = importlib.util.spec_from_file_location(
-        _NAME, Path(__file__).parents[1] / "isa" / "strategies.py")
-    _mod = importlib.util.module_from_spec(_spec)
-    sys.modules[_NAME] = _mod
-    _spec.loader.exec_module(_mod)
-S = sys.modules[_NAME]
+import m100_isa_strategies as S  # (put in sys.modules by conftest.py)
 
 TINY = get_machine("tiny")
 
