@@ -393,16 +393,7 @@ class Engine(Fluid, Checks, TraceEvents, DmaAhead, UntimedLoop):
         k = 0 if b == 0 else 1
         costs = rec.costs
         if costs is None:
-            # kept on the (immutable) instruction for the machine object too: a cost is a
-            # function of the two (its resource columns too: they are the machine's,
-            # fluid.Columns), so a program run again does not compute them again
-            got = rec.inst.__dict__.get("_sim_costs")
-            if got is not None and got[0] is self.m:
-                costs = got[1]
-            else:
-                costs = [None, None]
-                object.__setattr__(rec.inst, "_sim_costs", (self.m, costs))
-            rec.costs = costs
+            costs = self._kept_costs(rec)
         c = costs[k]
         if c is None:
             try:
@@ -411,24 +402,32 @@ class Engine(Fluid, Checks, TraceEvents, DmaAhead, UntimedLoop):
                 raise SimError(f"{self.where(rec)}: cannot time: {e}") from None
         return c
 
+    def _kept_costs(self, rec: InstRec) -> list:
+        """``rec.costs``: the block costs ``[first block, later blocks]`` (None: not built yet)
+        kept on the (immutable) instruction for the machine object too -- a cost is a function
+        of the two (its resource columns too: they are the machine's, fluid.Columns), so a
+        program run again does not compute them again."""
+        got = rec.inst.__dict__.get("_sim_costs")
+        if got is not None and got[0] is self.m:
+            costs = got[1]
+        else:
+            costs = [None, None]
+            object.__setattr__(rec.inst, "_sim_costs", (self.m, costs))
+        rec.costs = costs
+        return costs
+
     def _derive_costs(self) -> None:
         """Build every instruction's block costs now (``_cost``: kept on the instructions, as
         the blocks would build them) and derive them together
         (:func:`~m100.sim.cost_batch.derive_batch`). A cost that cannot be built is left to
         its block (which reports it there)."""
         costs = []
-        add, m, cost = costs.append, self.m, self.model.cost
+        add, cost = costs.append, self.model.cost
         for rec in self.recs:  # (_cost inlined: ~1 us a record of calls and lookups)
             inst = rec.inst
             kept = rec.costs
             if kept is None:
-                got = inst.__dict__.get("_sim_costs")
-                if got is not None and got[0] is m:
-                    kept = got[1]
-                else:
-                    kept = [None, None]
-                    object.__setattr__(inst, "_sim_costs", (m, kept))
-                rec.costs = kept
+                kept = self._kept_costs(rec)
             for b in ((0, 1) if inst.sync.blocks > 1 else (0,)):
                 c = kept[b]
                 if c is None:
