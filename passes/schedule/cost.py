@@ -251,11 +251,23 @@ class CostModel:
         return -(-max(1, math.ceil(nbytes)) // bw) * bw
 
     # ---------------------------------------------------------------- ops
+    def piece_memo(self, g: OpGraph) -> dict:
+        """:meth:`piece_cycles`' answers for ``g``: ``(id(machine), op name, rows, cols, k)`` ->
+        ``(machine, cycles)``, kept per graph (ops are immutable once the graph is built;
+        ``geometry`` caches the same way). A caller in a hot loop may read it directly (the
+        contraction tiler: ``partition.tile_piece``) where :meth:`piece_cycles` is not
+        overridden (:meth:`answers_piece_memo`)."""
+        return g.__dict__.setdefault("_piece_cycles", {})
+
+    def answers_piece_memo(self) -> bool:
+        """Does :meth:`piece_memo` hold this model's :meth:`piece_cycles` answers (False for a
+        subclass that answers otherwise, e.g. the tests')?"""
+        return type(self).piece_cycles is CostModel.piece_cycles
+
     def piece_cycles(self, g: OpGraph, op: Op, rows: int, cols: int, k: int | None = None) -> float:
         """Unit cycles of one instruction computing ``rows x cols`` of ``op``'s output (reduction
         chunk ``k``, default the whole reduction)."""
-        # per graph (ops are immutable once the graph is built; ``geometry`` caches the same way)
-        memo = g.__dict__.setdefault("_piece_cycles", {})
+        memo = self.piece_memo(g)
         key = (id(self.machine), op.name, rows, cols, k)
         hit = memo.get(key)
         if hit is None or hit[0] is not self.machine:

@@ -297,8 +297,7 @@ def tile_piece(cm: CostModel, g: OpGraph, op: Op, rows: int, cols: int,
         piece_cycles = cm.piece_cycles
         # ``CostModel.piece_cycles``' own memo read here (a call and its key per candidate:
         # ~1.5 % of a ResNet-50 schedule), unless a subclass answers otherwise (the tests')
-        pc_memo = g.__dict__.setdefault("_piece_cycles", {}) \
-            if type(cm).piece_cycles is CostModel.piece_cycles else None
+        pc_memo = cm.piece_memo(g) if cm.answers_piece_memo() else None
         mach, mid, oname = cm.machine, id(cm.machine), op.name
         engine_cycles = cm.dma_engine_cycles
 
