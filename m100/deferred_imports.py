@@ -4,7 +4,9 @@
 types calls ``np.dtype(ml_dtypes.bfloat16)`` and so imports ``ml_dtypes``: its extension
 registers ~20 element types' ufunc loops with numpy, and numpy's ``PyUFunc_AddLoop`` compares each
 new loop with every loop the ufunc has -- ~0.5-0.6 CPU-s of every process that imports onnx (the
-biggest single item of an ``m100 compile`` process's start-up; session 27's profile). Compiling a
+biggest single item of an ``m100 compile`` process's start-up; session 27's profile, ml_dtypes 0.7;
+pyproject.toml now keeps ml_dtypes < 0.7, whose extension loads in ~0.01 CPU-s, so the deferral saves
+little with it -- it stays for environments that bring a newer ml_dtypes). Compiling a
 float model never reads either module: onnx reads ``_mapping`` only inside the functions that
 convert between ONNX and numpy element types (``helper.tensor_dtype_to_np_dtype``,
 ``numpy_helper.to_array``, ...), and m100 converts bf16 by its bits (``dialects/dense.py``).
