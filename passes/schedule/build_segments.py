@@ -16,7 +16,7 @@ from .graph import Op, ScheduleError, dtype_bytes
 from .keep import kept_bytes
 from .list_schedule import BoundExceeded, boxed_store
 from .partition import TilePlan
-from .plan import STORE_LATER, BufferUse, PlanPiece, Unit, op_family
+from .plan import STORE_LATER, PlanPiece, Unit, op_family
 from .segment import (SegmentCfg, StageCfg, act_resident_ok, input_window,
                       ksplit_bias, ksplit_ok, ksplit_stages, lockstep, lockstep_groups, memory_of,
                       reads_whole, reduce_pieces, row_tile, stage_rows)
@@ -165,42 +165,9 @@ class PlanBuilder(Transfers):
         if isolated or seg.kind == "dma":
             return
         # HBSM buffers: every TPB of a stage holds the plan's buffers for the segment's span there
-        # (per TPB the earliest start and the latest end of the tasks on it or into it: the
-        # first task's times, then a start only when smaller, an end only when larger -- what
-        # ``min`` / ``max`` keep)
-        first: dict[int, float] = {}
-        last: dict[int, float] = {}
-        for t in seg_tasks:
-            a, e = t.start, t.end
-            tp = t.tpb
-            if tp >= 0:
-                x = first.get(tp)
-                if x is None:
-                    first[tp], last[tp] = a, e
-                else:
-                    if a < x:
-                        first[tp] = a
-                    if e > last[tp]:
-                        last[tp] = e
-            for tp in t.dst_tpbs:
-                x = first.get(tp)
-                if x is None:
-                    first[tp], last[tp] = a, e
-                else:
-                    if a < x:
-                        first[tp] = a
-                    if e > last[tp]:
-                        last[tp] = e
-        out = self.tl.buffers
-        for st in seg.stages:
-            plan = self.tl.plans[st.op]
-            bufs = [(f"{st.op}.{buf.role}", buf) for buf in plan.buffers]
-            for tp in st.tpbs:
-                a = first.get(tp)
-                a, e = span if a is None else (a, last[tp])
-                for name, buf in bufs:
-                    out.append(BufferUse(tp, name, st.op, buf.role, buf.slot_bytes, buf.slots,
-                                         buf.unit, a, e))
+        # (``Plan.buffers``, made from this record when asked: only tests read them)
+        self.tl.buf_segs.append((start, len(self.tl.tasks), seg,
+                                 tuple(self.tl.plans[st.op] for st in seg.stages), span))
 
     def _compute_set_up(self, si: int, seg: SegmentCfg) -> None:
         """A compute segment's state before its pieces: its ops, the per-segment scratch, its

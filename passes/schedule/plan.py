@@ -256,7 +256,6 @@ class Plan:
     """The list-scheduled plan of a placement (see the module docstring)."""
     tasks: list[PlanTask] = field(default_factory=list)
     pieces: list[list[PlanPiece]] = field(default_factory=list)  # per segment, in wave order
-    buffers: list[BufferUse] = field(default_factory=list)
     plans: dict[str, TilePlan] = field(default_factory=dict)  # op -> tiling
     segments: list = field(default_factory=list)  # SegmentCfg per segment
     seg_spans: list[tuple[float, float]] = field(default_factory=list)
@@ -294,6 +293,10 @@ class Plan:
     # lockstep segments whose groups' stores are built (and emitted) spread over the next
     # group's first steps (:data:`.build_segments.CARRY_STEPS`; whole plans only)
     carry: set[int] = field(default_factory=set)
+    # per compute segment of a whole-plan build, what :attr:`buffers` is made of: (the first
+    # task of its build, the task after its last, the SegmentCfg, its stages' tile plans, its
+    # span) -- ``PlanBuilder.segment`` appends it, :mod:`.resume`'s copies share the tuples
+    buf_segs: list[tuple] = field(default_factory=list, repr=False)
     # segment index -> the builder's state before it (:mod:`.resume`): a later build that shares
     # the segments before it starts there (``Scheduler.build(base=...)``); not part of the plan
     checkpoints: dict = field(default_factory=dict, repr=False, compare=False)
@@ -315,6 +318,42 @@ class Plan:
                 m = new
             self._ms = (tasks, len(tasks), m)
         return m
+
+    @property
+    def buffers(self) -> list[BufferUse]:
+        """The HBSM buffers every TPB of a compute segment's stage holds, per segment in build
+        order, per stage, per TPB, per buffer of the stage's tile plan: from the first start to
+        the last end of the segment's tasks that run on the TPB or write into it (``tpb`` or
+        ``dst_tpbs``; the tasks its build created, a late store of the segment before included),
+        the segment's span on a TPB without such a task. Computed when asked (session 32): only
+        tests read them, and a whole-plan build made ~5 k of these a build (ResNet-50: 324 k
+        ``BufferUse`` a schedule, ~4 % of the whole-plan builds), each a function of the task
+        times, which never change once a task is scheduled. A fresh list each call."""
+        out: list[BufferUse] = []
+        tasks = self.tasks
+        for start, stop, seg, plans, span in self.buf_segs:
+            first: dict[int, float] = {}
+            last: dict[int, float] = {}
+            for t in tasks[start:stop]:
+                a, e = t.start, t.end
+                for tp in ((t.tpb,) if t.tpb >= 0 else ()) + tuple(t.dst_tpbs):
+                    x = first.get(tp)
+                    if x is None:
+                        first[tp], last[tp] = a, e
+                    else:
+                        if a < x:
+                            first[tp] = a
+                        if e > last[tp]:
+                            last[tp] = e
+            for st, plan in zip(seg.stages, plans):
+                bufs = [(f"{st.op}.{buf.role}", buf) for buf in plan.buffers]
+                for tp in st.tpbs:
+                    a = first.get(tp)
+                    a, e = span if a is None else (a, last[tp])
+                    for name, buf in bufs:
+                        out.append(BufferUse(tp, name, st.op, buf.role, buf.slot_bytes, buf.slots,
+                                             buf.unit, a, e))
+        return out
 
     def dma_engine_bytes(self) -> dict[int, float]:
         """Bytes each CCB DMA engine moves (the plan's balance)."""

@@ -135,7 +135,7 @@ def copy_plan(tl: Plan, segs: list) -> Plan:
     """A plan holding ``tl``'s tasks, pieces, buffers ... so far, for the segments ``segs``."""
     return Plan(tasks=list(tl.tasks), tail_dma=dict(tl.tail_dma), drb_wait=dict(tl.drb_wait),
                 pieces=list(tl.pieces),
-                buffers=list(tl.buffers),
+                buf_segs=list(tl.buf_segs),
                 plans=dict(tl.plans), segments=list(segs), seg_spans=list(tl.seg_spans),
                 prefetch=dict(tl.prefetch), kept=set(tl.kept), kept_bcast=tl.kept_bcast,
                 late=dict(tl.late), late_reads=dict(tl.late_reads), carry=set(tl.carry))
