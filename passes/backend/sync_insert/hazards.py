@@ -150,8 +150,13 @@ class _Columns:
                 done[ks] = True
                 lim, oks, shs = footprint.EXACT_LIMIT, [], []
                 for k, d in zip(ks.tolist(), dense[ks].tolist()):
+                    if d:  # every byte of its interval: one run (no fold of its levels)
+                        lo, hi = walks[k].byte_range()
+                        oks.append(k)
+                        shs.append((lo, 0, 1, hi - lo))
+                        continue
                     got = walk_rows(walks[k])
-                    if got is not None and (got[2] <= lim or d):
+                    if got is not None and got[2] <= lim:
                         oks.append(k)
                         shs.append(got)
                 if oks:

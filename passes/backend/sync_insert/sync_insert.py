@@ -38,7 +38,10 @@ def _producers(v: SSAValue, index: dict[int, int], what: str | InstrOp,
     ``memo``: id(join/barrier op) -> its list, kept by the caller while the ops live (a join
     feeding many consumers, or joins of joins, is expanded once)."""
     owner = v.owner
-    if _is_instr(owner):
+    k = index.get(id(owner))  # the instruction ops of the body (alive, so ids are unique)
+    if k is not None:
+        return [k]
+    if _is_instr(owner):  # an instruction op not in the program's body
         return [index[id(owner)]]
     if _is_join(owner):
         if memo is not None and id(owner) in memo:
@@ -174,11 +177,12 @@ class SyncInsert(ModulePass):
             deps = o.deps
             if not deps:
                 continue
-            if len(deps) == 1 and _is_instr(deps[0].owner):
-                eps.append(index[id(deps[0].owner)])
-                ecs.append(i)
-                continue
             if len(deps) == 1:
+                k = index.get(id(deps[0].owner))
+                if k is not None:  # one instruction (its op is in ``index``)
+                    eps.append(k)
+                    ecs.append(i)
+                    continue
                 # one join (or barrier): its latest producers per executor are the same list for
                 # every consumer of it (kept with the join's producers, under a negative key)
                 key = -1 - id(deps[0].owner)
@@ -191,7 +195,10 @@ class SyncInsert(ModulePass):
                 continue
             ps = []
             for d in deps:
-                if not _is_instr(d.owner):
+                k = index.get(id(d.owner))
+                if k is not None:
+                    ps.append(k)
+                elif not _is_instr(d.owner):
                     # the latest per executor of a union is that of the parts' latest: each
                     # join's list is reduced once, as in the one-join case above
                     key = -1 - id(d.owner)

@@ -395,8 +395,8 @@ def test_memory_columns_are_each_access_s_own(seed):
     """``memory_columns`` works out each distinct walk's ``is_dense`` once and its ``walk_rows``
     once (for a 1-block access), by walk number: every memory's columns equal each access's
     own, recomputed from the definitions -- its bytes (``byte_range``), instruction, direction,
-    ``is_dense``, and for a 1-block instruction the row shape when ``walk_rows`` gives one exact
-    for ``access_need`` -- on random programs with shared walks (one walk object in several
+    ``is_dense``, and for a 1-block instruction the row shape (a dense walk: its interval as
+    one run; else when ``walk_rows`` gives one exact for ``access_need``) -- on random programs with shared walks (one walk object in several
     instructions and memories) and on pieces of one matrix, with blocks changed."""
     prog, blocks = _reuse_program(seed, 2900)
     k = len(prog) // 3  # copies of the first third later on: the same walk objects again
@@ -414,6 +414,9 @@ def test_memory_columns_are_each_access_s_own(seed):
             d = footprint.is_dense(a.walk)
             assert cols.dense[r] is d
             got = footprint.walk_rows(a.walk) if blocks[i] == 1 else None
+            if d and blocks[i] == 1:  # a dense walk's bytes are its interval: one run
+                lo, hi = a.walk.byte_range()
+                got = (lo, 0, 1, hi - lo)
             want = got is not None and (got[2] <= footprint.EXACT_LIMIT or d)
             assert bool(cols.el[r]) is want
             assert cols.shape[r].tolist() == (list(got) if want else [0, 0, 0, 0])
