@@ -419,16 +419,3 @@ def rows_meet(a0: np.ndarray, pa: np.ndarray, na: np.ndarray, la: np.ndarray,
     t_hi = np.minimum(-((-(d + la)) // ps) - 1, nb - 1)
     meet = np.where(single, (d < lb) & (-d < la), t_lo <= t_hi)
     return decided, meet
-
-
-def rows_meet1(a0: int, pa: int, na: int, la: int, b0: int, pb: int, nb: int, lb: int
-               ) -> tuple[bool, bool]:
-    """:func:`rows_meet` of one pair, on Python ints (the same formulas; ``//`` floors in both)."""
-    p = pb if pa == 0 else pa
-    decided = pa == pb or pa == 0 or pb == 0
-    d = a0 - b0
-    if p == 0:
-        return decided, d < lb and -d < la
-    t_lo = max((d - lb) // p + 1, 1 - na)
-    t_hi = min(-((-(d + la)) // p) - 1, nb - 1)
-    return decided, t_lo <= t_hi

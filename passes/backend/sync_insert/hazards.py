@@ -16,7 +16,7 @@ import numpy as np
 from m100.targets.m100 import isa
 
 from . import footprint
-from .footprint import Chunks, MemKey, access_need, block_accesses, is_dense, rows_meet, rows_meet1, walk_rows
+from .footprint import Chunks, MemKey, access_need, block_accesses, is_dense, rows_meet, walk_rows
 
 # derive_hazards keeps at most this many accesses' chunks (a pure function of the walk: an
 # evicted one is rebuilt; unbounded, the chunks of every access compared held ~10 KB each)
@@ -32,23 +32,9 @@ class Hazard:
     why: list[tuple[str, MemKey, int, int]] = field(default_factory=list)  # (RAW/WAR/WAW, mem, lo, hi)
 
 
-def _kind(wi: bool, wj: bool) -> str:
-    return "WAW" if wi and wj else ("RAW" if wi else "WAR")
-
-
-# False: every pair goes through ``access_need`` (the tests compare both ways)
-DENSE_SHORTCUT = True
-# False: pairs of row-shaped walks go through ``access_need`` too (the tests compare both ways)
-ROWS_SHORTCUT = True
-# up to this many row-shaped candidates of an access are tested by :func:`rows_meet1` in Python
-# (more: :func:`rows_meet` on arrays); 0: always arrays (the sweep path only; the tests compare)
-ROWS_SCALAR = 32
-# False: the per-access sweep (:func:`_sweep_memory`) instead of :func:`_bulk_memory` (the tests
-# compare both ways)
-BULK = True
-#: Keep each need's reasons (``Hazard.why``: kind, memory, byte range) in the bulk sweep even when
-#: no version 2 certificate is written (``certificate.LIST_HAZARDS`` turns them on by itself); the
-#: per-access sweep (``BULK = False``) and the explicit edges always keep them
+#: Keep each need's reasons (``Hazard.why``: kind, memory, byte range) even when no version 2
+#: certificate is written (``certificate.LIST_HAZARDS`` turns them on by itself); the explicit
+#: edges always keep them
 REASONS = False
 _NEED0 = np.zeros(1, dtype=np.int64)  # a 1-block instruction waiting for a 1-block one
 _NEED0.setflags(write=False)  # shared by hazards: never changed in place (merges build anew)
@@ -67,13 +53,12 @@ def derive_hazards(insts: list[isa.Instruction], blocks: list[int]) -> dict[tupl
     not by :func:`rows_meet`, exactly the decision ``access_need``'s run-by-run test makes for
     them (both are exact: at most ``EXACT_LIMIT`` runs, or dense); pairs that do not meet are
     dropped before the Python loop. Without it, k interleaved slices of one matrix cost k^2 exact
-    tests (the 1024-token LLaMA prefill layer: millions)."""
+    tests (the 1024-token LLaMA prefill layer: millions). The candidate pairs of a memory are
+    found at once (:func:`_bulk_memory`); ``test_hazards.py`` keeps the per-access sweep without
+    the shortcuts (the product's path until session 32) as the reference."""
     st = _Sweep([inst.executor for inst in insts], blocks)
     for mem, cols in memory_columns(insts, blocks, st):
-        if BULK:
-            _bulk_memory(mem, cols, st)
-        else:
-            _sweep_memory(mem, cols, st)
+        _bulk_memory(mem, cols, st)
     return st.out
 
 
@@ -114,7 +99,6 @@ class _Sweep:
         self.walks: list[isa.Walk] = []
         self.out: dict[tuple[int, int], Hazard] = {}
         self.chunks: dict[tuple[int, int], Chunks] = {}  # (id(access), chunks) -> Chunks
-        self.prods: dict[int, list[int]] = {}  # j -> the producers i of its hazards in ``out``
         # the same per executor id (_bulk_memory), and the executors changed since the last prune
         self.groups: dict[int, dict[int, list[int]]] = {}
         self.dirty: dict[int, set[int]] = {}
@@ -130,97 +114,35 @@ class _Columns:
         arr = np.array(rows, dtype=np.int64)  # lo, hi, instruction, written, access, walk
         self.lo, self.hi, self.wr = arr[:, 0], arr[:, 1], arr[:, 3].astype(bool)
         self.ins = arr[:, 2]
-        # the same columns as Python lists: scalar reads of numpy arrays are slow
-        self.lol, self.hil = self.lo.tolist(), self.hi.tolist()
-        self.insl, self.wrl = self.ins.tolist(), self.wr.tolist()
         self.accl = [accs[row[2]][row[4]] for row in rows]
         wid = arr[:, 5]
         self.dense = st.dense_w[wid].tolist()
         # row shapes (walk_rows) of the 1-block accesses exact for access_need
         self.shape = np.zeros((len(rows), 4), dtype=np.int64)
-        self.el = np.zeros(len(rows), dtype=bool)
-        if ROWS_SHORTCUT:
-            one = st.blocks1[self.ins] if blocks is st.blocks else \
-                np.asarray(blocks, dtype=np.int64)[self.ins] == 1
-            walks, done, ok, sh, dense = st.walks, st.rows_done, st.rows_ok, st.rows_sh, st.dense_w
-            ks = np.unique(wid[one & ~done[wid]])
-            if ks.size:
-                # the walks' shapes in Python, written to the columns at once (one numpy write
-                # per walk cost more than its walk_rows)
-                done[ks] = True
-                lim, oks, shs = footprint.EXACT_LIMIT, [], []
-                for k, d in zip(ks.tolist(), dense[ks].tolist()):
-                    if d:  # every byte of its interval: one run (no fold of its levels)
-                        lo, hi = walks[k].byte_range()
-                        oks.append(k)
-                        shs.append((lo, 0, 1, hi - lo))
-                        continue
-                    got = walk_rows(walks[k])
-                    if got is not None and got[2] <= lim:
-                        oks.append(k)
-                        shs.append(got)
-                if oks:
-                    ok[oks] = True
-                    sh[oks] = shs
-            el = self.el = one & ok[wid]
-            self.shape[el] = sh[wid[el]]
-
-
-def _pairs(mem: MemKey, c: _Columns, st: _Sweep, cand: list[int], known: list[bool] | None,
-           r: int, grew: bool) -> bool:
-    """Turn the candidates ``cand`` (earlier rows whose intervals meet row ``r``'s, in row
-    order; ``known[n]``: the row shapes say they meet) into hazards of ``r``'s instruction.
-    Returns whether it got a new hazard (or ``grew`` already was)."""
-    insl, lol, hil, accl, dense = c.insl, c.lol, c.hil, c.accl, c.dense
-    execs, blocks, out = st.execs, st.blocks, st.out
-    get = out.get
-    j = insl[r]
-    aj = accl[r]
-    ej = execs[j]
-    bj = blocks[j]
-    pj = st.prods.get(j)
-    if pj is None:
-        pj = st.prods[j] = []
-    fast = DENSE_SHORTCUT and bj == 1 and dense[r]
-    chunks = st.chunks
-    for n_c, q in enumerate(cand):
-        i = insl[q]
-        if execs[i] == ej:
-            continue
-        ai = accl[q]
-        why = (_kind(ai.write, aj.write), mem, max(lol[q], lol[r]), min(hil[q], hil[r]))
-        if (fast and dense[q] and blocks[i] == 1) or (known is not None and known[n_c]):
-            # one chunk each, every byte of both intervals touched: they meet
-            h = get((i, j))
-            if h is None:
-                out[(i, j)] = Hazard(i, j, _NEED0, [why])
-                grew = True
-                pj.append(i)
-            else:
-                h.need = _NEED0  # the largest need of a 1-block producer
-                h.why.append(why)
-            continue
-        if len(chunks) > CHUNK_MEMO:  # bounded: chunks are rebuilt when needed again
-            chunks.clear()
-        need = access_need(ai, blocks[i], aj, bj, chunks)
-        if need.max() < 0:
-            continue
-        h = get((i, j))
-        if h is None:
-            h = out[(i, j)] = Hazard(i, j, need)
-            grew = True
-            pj.append(i)
-        else:
-            h.need = np.maximum(h.need, need)
-        h.why.append(why)
-    return grew
-
-
-def _end_of_instruction(st: _Sweep, j: int, grew: bool) -> None:
-    """After the last access of instruction ``j`` in a memory: drop its implied needs."""
-    pj = st.prods.get(j)
-    if grew and PRUNE_IMPLIED and pj is not None and len(pj) > 1:
-        st.prods[j] = prune_implied(st.out, j, pj, st.execs)
+        one = st.blocks1[self.ins] if blocks is st.blocks else \
+            np.asarray(blocks, dtype=np.int64)[self.ins] == 1
+        walks, done, ok, sh, dense = st.walks, st.rows_done, st.rows_ok, st.rows_sh, st.dense_w
+        ks = np.unique(wid[one & ~done[wid]])
+        if ks.size:
+            # the walks' shapes in Python, written to the columns at once (one numpy write per
+            # walk cost more than its walk_rows)
+            done[ks] = True
+            lim, oks, shs = footprint.EXACT_LIMIT, [], []
+            for k, d in zip(ks.tolist(), dense[ks].tolist()):
+                if d:  # every byte of its interval: one run (no fold of its levels)
+                    lo, hi = walks[k].byte_range()
+                    oks.append(k)
+                    shs.append((lo, 0, 1, hi - lo))
+                    continue
+                got = walk_rows(walks[k])
+                if got is not None and got[2] <= lim:
+                    oks.append(k)
+                    shs.append(got)
+            if oks:
+                ok[oks] = True
+                sh[oks] = shs
+        el = self.el = one & ok[wid]
+        self.shape[el] = sh[wid[el]]
 
 
 # pairs of (earlier, later) accesses tested at once by _bulk_memory (bounds its arrays)
@@ -254,7 +176,7 @@ def bulk_pairs(c: _Columns, st: _Sweep):
     qs_all, rs_all, kn_all = [], [], []
     for q, r in chunks:
         known = np.zeros(q.size, dtype=bool)
-        if ROWS_SHORTCUT and q.size:
+        if q.size:
             both = np.flatnonzero(c.el[q] & c.el[r])
             if both.size:
                 a, b = c.shape[q[both]], c.shape[r[both]]
@@ -276,10 +198,10 @@ def bulk_pairs(c: _Columns, st: _Sweep):
     known = np.concatenate(kn_all)
     order = np.argsort(r * n + q)  # the sweep's order (keys are distinct)
     q, r, known = q[order], r[order], known[order]
-    if DENSE_SHORTCUT:  # both dense and 1-block: they meet with need [0]
-        b1 = st.blocks1
-        dn = np.asarray(c.dense, dtype=bool)
-        known |= dn[q] & dn[r] & b1[ins[q]] & b1[ins[r]]
+    # both dense and 1-block: they meet with need [0]
+    b1 = st.blocks1
+    dn = np.asarray(c.dense, dtype=bool)
+    known |= dn[q] & dn[r] & b1[ins[q]] & b1[ins[r]]
     return q, r, known
 
 
@@ -363,8 +285,11 @@ def _overlap_pairs(lo, hi, wr, ex, gend, kend):
 
 
 def _bulk_memory(mem: MemKey, c: _Columns, st: _Sweep) -> None:
-    """:func:`_sweep_memory`'s hazards, in its order, with the candidate pairs found by a few
-    array operations per memory instead of ~15 per access.
+    """The hazards of one memory: those of a per-access sweep (each access in global order
+    against the *live* earlier accesses; after each instruction its dense writes retire the
+    accesses they cover, its own join), in that sweep's order, with the candidate pairs found by
+    a few array operations per memory instead of ~15 per access (``test_hazards.py`` keeps the
+    per-access sweep, without the shortcuts, as the reference).
 
     An access ``q`` is live for the accesses of the instructions after its own up to and
     including the first one with a dense write covering it (its *kill*: the sweep retires it
@@ -372,14 +297,16 @@ def _bulk_memory(mem: MemKey, c: _Columns, st: _Sweep) -> None:
     one sweep over the kills alone finds every range, the ranges are expanded as (q, r) arrays
     (in slices of ``BULK_PAIRS``), filtered by the sweep's tests (intervals meet, one of the two
     writes, different executors, the row shapes), sorted by (r, q) -- the sweep's order -- and
-    handed to the same per-pair code (:func:`_pairs`)."""
+    made into hazards pair by pair: a *known* pair (both dense and 1-block, or the row shapes
+    meet) has need ``[0]``, any other ``access_need``'s; a need where some block waits is
+    merged by maximum; after each instruction, :func:`_end_bulk` prunes."""
     got = bulk_pairs(c, st)
     if got is None:
         return
     q, r, known = got
     lo, hi, wr, ins = c.lo, c.hi, c.wr, c.ins
     i, j = ins[q], ins[r]
-    # per pair what _pairs computes per candidate: the reason's kind and byte range
+    # per pair its reason's kind and byte range
     kind = wr[q].astype(np.int64) * 2 + wr[r]
     wlo, whi = np.maximum(lo[q], lo[r]), np.minimum(hi[q], hi[r])
     il, jl, kl = i.tolist(), j.tolist(), known.tolist()
@@ -518,8 +445,9 @@ def _kill_ends_loop(lo, hi, gid, starts, ends, kill_rows) -> np.ndarray:
 
 
 def _end_bulk(st: _Sweep, j: int, grew: bool) -> None:
-    """:func:`_end_of_instruction` for :func:`_bulk_memory`: ``j``'s producers are kept per
-    executor (``st.groups``), and only the executors whose producers or needs changed since the
+    """After the last access of instruction ``j`` in a memory, when it got a new producer there:
+    drop its implied needs (:func:`prune_implied`). ``j``'s producers are kept per executor
+    (``st.groups``), and only the executors whose producers or needs changed since the
     last pruning (``st.dirty``) are pruned again -- the others would lose nothing (a pruned
     group's first waiting blocks strictly decrease towards earlier producers), so the needs
     dropped are the ones :func:`prune_implied` of all producers drops, at the same points."""
@@ -533,85 +461,7 @@ def _end_bulk(st: _Sweep, j: int, grew: bool) -> None:
     dj.clear()
 
 
-_KINDS = (None, "WAR", "RAW", "WAW")  # by 2 * (earlier writes) + (later writes): _kind
-
-
-def _sweep_memory(mem: MemKey, c: _Columns, st: _Sweep) -> None:
-    """The accesses of one memory in global order sweep a live set: per access, a few array
-    operations select the live entries it may conflict with (:func:`_pairs` makes the hazards);
-    after each instruction, its dense writes retire the entries they cover and its accesses
-    join. The reference for :func:`_bulk_memory` (``BULK = False``; the tests compare both)."""
-    lo, hi, wr, el = c.lo, c.hi, c.wr, c.el
-    lol, hil, insl, wrl, dense = c.lol, c.hil, c.insl, c.wrl, c.dense
-    shape = c.shape
-    sh0, shp, shn, shl = (shape[:, k] for k in range(4))
-    ell = el.tolist()
-    shapel = shape.tolist() if ROWS_SCALAR else []
-    # rows of earlier instructions still generating needs, with their columns
-    live = np.zeros(0, dtype=np.int64)
-    llo, lhi, lwr = live, live, np.zeros(0, dtype=bool)
-    kills: list[int] = []
-    start = 0  # first row of the current instruction
-    grew = False  # the current instruction got a new hazard in this memory
-    n = len(lol)
-    for r in range(n):
-        j = insl[r]
-        known = None  # per candidate: its footprint meets this one's (rows_meet)
-        if live.size:
-            sel = (llo < hil[r]) & (lhi > lol[r])
-            if not wrl[r]:
-                sel &= lwr
-            if ell[r]:
-                m = sel & el[live]
-                mi = np.flatnonzero(m)
-                if 0 < mi.size <= ROWS_SCALAR:
-                    # a few candidates (the usual case): the same test on Python ints
-                    # (numpy's fixed cost per call is ~20 of these)
-                    b0, pb, nb, lb = shapel[r]
-                    met = set()
-                    for x, q in zip(mi.tolist(), live[mi].tolist()):
-                        dec, meet = rows_meet1(*shapel[q], b0, pb, nb, lb)
-                        if dec:
-                            if meet:
-                                met.add(q)
-                            else:
-                                sel[x] = False
-                    cand = live[sel].tolist()
-                    known = [q in met for q in cand]
-                else:
-                    if mi.size:
-                        q = live[m]
-                        dec, meet = rows_meet(sh0[q], shp[q], shn[q], shl[q], int(sh0[r]),
-                                              int(shp[r]), int(shn[r]), int(shl[r]))
-                        drop = np.zeros(len(sel), dtype=bool)
-                        drop[mi[dec & ~meet]] = True
-                        sel &= ~drop
-                        yes = np.zeros(len(sel), dtype=bool)
-                        yes[mi[dec & meet]] = True
-                        known = yes[sel].tolist()
-                    cand = live[sel].tolist()
-            else:
-                cand = live[sel].tolist()
-        else:
-            cand = []
-        grew = _pairs(mem, c, st, cand, known, r, grew)
-        if wrl[r] and dense[r]:
-            kills.append(r)
-        if r + 1 == n or insl[r + 1] != j:
-            _end_of_instruction(st, j, grew)
-            grew = False
-            # a dense write covering an earlier access implies every later conflict with it
-            # (block-exact: see docs/sync.md), so the earlier access stops generating needs
-            for k in kills:
-                keep = ~((llo >= lol[k]) & (lhi <= hil[k]))
-                live, llo, lhi, lwr = live[keep], llo[keep], lhi[keep], lwr[keep]
-            new = np.arange(start, r + 1)
-            live = np.concatenate([live, new])
-            llo = np.concatenate([llo, lo[start:r + 1]])
-            lhi = np.concatenate([lhi, hi[start:r + 1]])
-            lwr = np.concatenate([lwr, wr[start:r + 1]])
-            kills = []
-            start = r + 1
+_KINDS = (None, "WAR", "RAW", "WAW")  # by 2 * (earlier writes) + (later writes)
 
 
 def first_wait(need: np.ndarray) -> int:

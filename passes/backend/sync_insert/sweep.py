@@ -53,7 +53,7 @@ _KNOWN, _ACCESS, _WHOLE, _VEC = 0, 1, 2, 3
 def usable(sync_mode: str, remove_redundant: bool) -> bool:
     """Whether :func:`analyze_reduce` gives what ``analyze`` + ``reduce_needs`` give here."""
     from . import certificate
-    return (ENABLED and sync_mode == "dataflow" and remove_redundant and hazards.BULK
+    return (ENABLED and sync_mode == "dataflow" and remove_redundant
             and hazards.PRUNE_IMPLIED and not hazards.REASONS and not certificate.LIST_HAZARDS)
 
 

@@ -18,8 +18,7 @@ import progs  # noqa: E402
 
 from m100.passes.backend.sync_insert import footprint  # noqa: E402
 from m100.passes.backend.sync_insert.footprint import (Access, access_need,  # noqa: E402
-                                                       conv_input_rows, is_dense, rows_meet,
-                                                       rows_meet1)
+                                                       conv_input_rows, is_dense, rows_meet)
 from m100.targets.m100 import isa  # noqa: E402
 from m100.targets.m100.isa import Sync  # noqa: E402
 
@@ -160,23 +159,6 @@ def test_rows_meet_against_enumeration():
         dec, meet = rows_meet(*(np.array([x]) for x in a), *b)
         assert dec[0]
         assert bool(meet[0]) == bool(bytes_of[0] & bytes_of[1]), (a, b)
-        assert rows_meet1(*a, *b) == (True, bool(bytes_of[0] & bytes_of[1])), (a, b)
-
-def test_rows_meet1_is_rows_meet():
-    """The one-pair rows_meet1 (Python ints) against the array rows_meet on random shapes of
-    any periods (undecided pairs too), negative offsets and large addresses."""
-    rng = np.random.default_rng(11)
-    for _ in range(4000):
-        base = int(rng.choice([0, 1 << 33]))
-
-        def shape():
-            n = int(rng.integers(1, 6))
-            per = int(rng.integers(1, 50)) if n > 1 else 0
-            return base + int(rng.integers(0, 300)), per, n, int(rng.integers(1, 60))
-
-        a, b = shape(), shape()
-        dec, meet = rows_meet(*(np.array([x]) for x in a), *b)
-        assert rows_meet1(*a, *b) == (bool(dec[0]), bool(meet[0])), (a, b)
 
 
 # ------------------------------------------------------------------------------------------------

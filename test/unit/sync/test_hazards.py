@@ -69,20 +69,75 @@ def test_interval_only_overlap_is_sound(seed, monkeypatch):
 
 
 # ------------------------------------------------------------------------------------------------
+# the reference: the per-access sweep without shortcuts, written out from the definitions
+# ------------------------------------------------------------------------------------------------
+def _reference_hazards(prog, blocks, calls: list | None = None) -> dict:
+    """derive_hazards written out from its definition -- the product's per-access sweep until
+    session 32 (``hazards.BULK = False`` with both shortcuts off), no arrays: per memory in the
+    order of its first access, every access in global order meets the *live* earlier accesses
+    (those of earlier instructions, in their order, not yet retired) whose byte intervals
+    overlap its own, one of the two writing, of another executor; each such pair's need is
+    ``access_need``'s (``calls`` counts them), kept when some block waits, merged by maximum,
+    with its reason (kind, memory, overlap); after an instruction's accesses in a memory, if it
+    got a new producer there, ``prune_implied`` of all its producers so far (when
+    ``PRUNE_IMPLIED``); then that instruction's dense writes retire the live accesses whose
+    intervals they cover, and its accesses join the live ones."""
+    execs = [p.executor for p in prog]
+    per_mem: dict = {}
+    for j, inst in enumerate(prog):
+        for a in footprint.block_accesses(inst):
+            per_mem.setdefault(a.mem, []).append((j, a, *a.walk.byte_range()))
+    out: dict = {}
+    prods: dict[int, list[int]] = {}
+    for mem, rows in per_mem.items():
+        live: list = []
+        start, grew = 0, False
+        for r, (j, aj, lo_j, hi_j) in enumerate(rows):
+            for i, ai, lo_i, hi_i in live:
+                if not (lo_i < hi_j and lo_j < hi_i) or not (ai.write or aj.write) \
+                        or execs[i] == execs[j]:
+                    continue
+                if calls is not None:
+                    calls.append((i, j))
+                need = footprint.access_need(ai, blocks[i], aj, blocks[j])
+                if need.max() < 0:
+                    continue
+                h = out.get((i, j))
+                if h is None:
+                    h = out[(i, j)] = Hazard(i, j, need)
+                    prods.setdefault(j, []).append(i)
+                    grew = True
+                else:
+                    h.need = np.maximum(h.need, need)
+                kind = "WAW" if ai.write and aj.write else ("RAW" if ai.write else "WAR")
+                h.why.append((kind, mem, max(lo_i, lo_j), min(hi_i, hi_j)))
+            if r + 1 < len(rows) and rows[r + 1][0] == j:
+                continue
+            if grew and hazards.PRUNE_IMPLIED and len(prods[j]) > 1:
+                prods[j] = prune_implied(out, j, prods[j], execs)
+            grew = False
+            mine = rows[start:r + 1]
+            kills = [(lo, hi) for _, a, lo, hi in mine if a.write and footprint.is_dense(a.walk)]
+            live = [x for x in live if not any(lo <= x[2] and x[3] <= hi for lo, hi in kills)]
+            live += mine
+            start = r + 1
+    return out
+
+
+# ------------------------------------------------------------------------------------------------
 # the shortcuts (dense pairs, row-shaped pairs) give what access_need gives
 # ------------------------------------------------------------------------------------------------
-def _shortcut_same_as_access_need(monkeypatch, prog, blocks, switch: str, fewer: int) -> None:
-    """derive_hazards with the shortcut ``switch`` on and off: the shortcut was taken (more than
-    ``fewer`` access_need calls saved) and the hazards, need vectors and reasons are the same, in
-    the same order."""
+def _shortcuts_same_as_access_need(monkeypatch, prog, blocks, fewer: int) -> None:
+    """derive_hazards against the reference (every pair through access_need): the shortcuts
+    were taken (more than ``fewer`` access_need calls saved) and the hazards, need vectors and
+    reasons are the same, in the same order."""
     calls = []
     need = hazards.access_need
     monkeypatch.setattr(hazards, "access_need", lambda *a: calls.append(1) or need(*a))
     fast = hazards.derive_hazards(prog, blocks)
-    n_fast = len(calls)
-    monkeypatch.setattr(hazards, switch, False)
-    slow = hazards.derive_hazards(prog, blocks)
-    assert n_fast < len(calls) - fewer  # the shortcut was taken
+    ref_calls: list = []
+    slow = _reference_hazards(prog, blocks, ref_calls)
+    assert len(calls) < len(ref_calls) - fewer  # the shortcuts were taken
     assert list(fast) == list(slow) and len(fast) > 10
     for k, h in fast.items():
         assert h.need.tolist() == slow[k].need.tolist() and h.why == slow[k].why
@@ -91,13 +146,13 @@ def _shortcut_same_as_access_need(monkeypatch, prog, blocks, switch: str, fewer:
 @pytest.mark.parametrize("seed", range(6))
 def test_dense_shortcut_gives_the_same_hazards(seed, monkeypatch):
     """derive_hazards' shortcut for two dense 1-block accesses (need [0], no chunks) against
-    access_need on every pair: same hazards, need vectors and reasons, in the same order."""
-    monkeypatch.setattr(hazards, "ROWS_SHORTCUT", False)  # (it takes dense pairs too)
+    access_need on every pair (the reference): same hazards, need vectors and reasons, in the
+    same order."""
     prog = progs.random_program(700 + seed, n=60, slots=5, ddr_slots=3)
     if seed % 2:  # what the scheduler emits: one block each, so nearly every pair is a shortcut
         prog = [dataclasses.replace(p, sync=isa.Sync()) for p in prog]
-    _shortcut_same_as_access_need(monkeypatch, prog, [p.sync.blocks for p in prog],
-                                  "DENSE_SHORTCUT", fewer=10)
+    _shortcuts_same_as_access_need(monkeypatch, prog, [p.sync.blocks for p in prog],
+                                   fewer=100 if seed % 2 else 0)
 
 def _slice_walk(rng, space: isa.Space, tpb: int, rows: int, cols: int) -> isa.Walk:
     """A random piece of a [rows, cols] i8/f16/f32 matrix at address 0: a column slice of some
@@ -121,15 +176,13 @@ def _slice_walk(rng, space: isa.Space, tpb: int, rows: int, cols: int) -> isa.Wa
             isa.Level((r0 + nr - 1) * cols + c0, -cols, r0 * cols + c0), isa.Level.span(nc, 1)))
     return isa.Walk.strided(space, tpb, 0, dt, (nr, nc), (cols, 1), offset=r0 * cols + c0)
 
-@pytest.mark.parametrize("scalar", [0, 4, 32])
 @pytest.mark.parametrize("seed", range(8))
-def test_rows_shortcut_gives_the_same_hazards(seed, scalar, monkeypatch):
+def test_rows_shortcut_gives_the_same_hazards(seed, monkeypatch):
     """derive_hazards' row-shape test (rows_meet) for pairs of 1-block accesses against
-    access_need's run-by-run test on every pair: same hazards, need vectors and reasons, in the
-    same order -- on programs of copies and DMAs between random pieces of one matrix (column
-    slices of rows interleave in one bounding interval, most pairs do not meet). ``scalar``:
-    ``ROWS_SCALAR``, up to how many candidates the test runs on Python ints (0: arrays only)."""
-    monkeypatch.setattr(hazards, "ROWS_SCALAR", scalar)
+    access_need's run-by-run test on every pair (the reference): same hazards, need vectors and
+    reasons, in the same order -- on programs of copies and DMAs between random pieces of one
+    matrix (column slices of rows interleave in one bounding interval, most pairs do not
+    meet)."""
     rng = np.random.default_rng(900 + seed)
     rows, cols = int(rng.integers(2, 9)), int(rng.integers(2, 40))
     if seed == 7:  # force the coarse (interval-only) path on some walks: no shortcut there
@@ -153,7 +206,7 @@ def test_rows_shortcut_gives_the_same_hazards(seed, scalar, monkeypatch):
                         if rng.random() < .5 else isa.Dma(engine=int(rng.integers(2)), src=a,
                                                           dst=d))
     blocks = [1 if rng.random() < .9 else 2 for _ in prog]
-    _shortcut_same_as_access_need(monkeypatch, prog, blocks, "ROWS_SHORTCUT", fewer=0)
+    _shortcuts_same_as_access_need(monkeypatch, prog, blocks, fewer=0)
 
 
 # ------------------------------------------------------------------------------------------------
@@ -205,10 +258,10 @@ def _matrix_program(seed: int) -> tuple[list, list[int]]:
 
 @pytest.mark.parametrize("seed", range(12))
 def test_bulk_derivation_is_the_sweep(seed, monkeypatch):
-    """derive_hazards' bulk path (``BULK``: each access's candidates are the later rows up to the
-    dense write that retires it, found and filtered as arrays per memory) against the per-access
-    sweep: the same hazards, need vectors and reasons, in the same order -- with and without the
-    shortcuts and the pruning, with tiny array slices (``BULK_PAIRS``), on random programs with
+    """derive_hazards' bulk path (each access's candidates are the later rows up to the dense
+    write that retires it, found and filtered as arrays per memory) against the per-access sweep
+    written out (the reference): the same hazards, need vectors and reasons, in the same order --
+    with and without the pruning, with tiny array slices (``BULK_PAIRS``), on random programs with
     heavy buffer reuse, blocks, CSU/SRAM traffic and on pieces of one matrix."""
     if seed % 3 == 2:
         prog, blocks = _matrix_program(seed)
@@ -220,17 +273,12 @@ def test_bulk_derivation_is_the_sweep(seed, monkeypatch):
         blocks = [p.sync.blocks for p in prog]
     if seed % 4 == 3:
         monkeypatch.setattr(hazards, "PRUNE_IMPLIED", False)
-    if seed in (4, 5):
-        monkeypatch.setattr(hazards, "DENSE_SHORTCUT", False)
-    if seed in (5, 8):
-        monkeypatch.setattr(hazards, "ROWS_SHORTCUT", False)
     if seed % 2:
         monkeypatch.setattr(hazards, "BULK_PAIRS", 1 + seed)  # many slices, some rows alone
     bulk = hazards.derive_hazards(prog, blocks)
-    monkeypatch.setattr(hazards, "BULK", False)
-    sweep = hazards.derive_hazards(prog, blocks)
-    assert len(sweep) > 20
-    _same_hazards(bulk, sweep)
+    ref = _reference_hazards(prog, blocks)
+    assert len(ref) > 20
+    _same_hazards(bulk, ref)
 
 
 def test_bulk_prunes_a_group_whose_need_grew(monkeypatch):
@@ -250,8 +298,7 @@ def test_bulk_prunes_a_group_whose_need_grew(monkeypatch):
     # HBSM 0: (1, 4) waits from block 0, (2, 4) from block 1: both kept; DDR: (2, 4) grows to
     # [0, 0] and (3, 4) is new, so (1, 4) is implied by (2, 4) through engine 0's order
     assert (1, 4) not in bulk and bulk[(2, 4)].need.tolist() == [0, 0] and (3, 4) in bulk
-    monkeypatch.setattr(hazards, "BULK", False)
-    _same_hazards(bulk, hazards.derive_hazards(prog, blocks))
+    _same_hazards(bulk, _reference_hazards(prog, blocks))
 
 
 # ------------------------------------------------------------------------------------------------
@@ -408,9 +455,10 @@ def test_memory_columns_are_each_access_s_own(seed):
     for mem, cols in hazards.memory_columns(prog, blocks, st):
         assert len(cols.accl) == cols.lo.size
         for r, a in enumerate(cols.accl):
-            i = cols.insl[r]
+            i = int(cols.ins[r])
             assert a.mem == mem and any(a.walk is w for _, w, _ in prog[i].walks())
-            assert (cols.lol[r], cols.hil[r]) == a.walk.byte_range() and cols.wrl[r] == a.write
+            assert (int(cols.lo[r]), int(cols.hi[r])) == a.walk.byte_range()
+            assert bool(cols.wr[r]) is a.write
             d = footprint.is_dense(a.walk)
             assert cols.dense[r] is d
             got = footprint.walk_rows(a.walk) if blocks[i] == 1 else None
