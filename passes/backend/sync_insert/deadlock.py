@@ -29,39 +29,57 @@ def _ename(e) -> str:
 
 
 def run_abstract(insts: list[isa.Instruction]) -> tuple[dict, dict, dict]:
-    """Run to the maximal state. Returns (counters, position per executor, queues)."""
+    """Run to the maximal state. Returns (counters, position per executor, queues).
+
+    A worklist: an executor runs until a monitor of its next block is not met, then waits on
+    that monitor's counter and is run again only when an update raises the counter (until
+    session 32 every executor was tried again in rounds until a round made no progress: R50's
+    170 executors took 266 rounds, 58 344 tests for 17 090 instructions). Counters only grow, so
+    a waiting executor whose counter did not change is still blocked, and the state reached is
+    the maximal one (module doc); the counters' insertion order may differ from the rounds'."""
     queues: dict = {}
     for idx, inst in enumerate(insts):
         queues.setdefault(inst.executor, []).append(idx)
     pos = {e: [0, 0] for e in queues}  # (instruction position, next block)
     ctr: dict[tuple[int, int], int] = {}
+    waits: dict[tuple[int, int], list] = {}  # counter -> the executors blocked on it
+    ready = list(queues)[::-1]  # popped from the end: the executors in order first
 
-    def can_start(inst, b: int) -> bool:
-        return all(ctr.get((m.tpb, m.counter), 0) >= m.expected + b * m.per_block
-                   for m in inst.sync.monitors)
+    tpbs: dict[int, list[int]] = {}  # mask -> its TPBs (a few masks, ~40 000 updates)
 
     def fire(inst, trig) -> None:
         for u in inst.sync.updates:
             if u.trigger is trig:
-                for t in isa.tpbs_of(u.tpb_mask):
-                    ctr[(t, u.counter)] = ctr.get((t, u.counter), 0) + u.amount
+                ts = tpbs.get(u.tpb_mask)
+                if ts is None:
+                    ts = tpbs[u.tpb_mask] = isa.tpbs_of(u.tpb_mask)
+                for t in ts:
+                    k = (t, u.counter)
+                    ctr[k] = ctr.get(k, 0) + u.amount
+                    w = waits.pop(k, None)
+                    if w is not None:
+                        ready.extend(w)
 
-    progress = True
-    while progress:
-        progress = False
-        for e, q in queues.items():
-            p = pos[e]
-            while p[0] < len(q):
-                inst = insts[q[p[0]]]
-                if not can_start(inst, p[1]):
+    while ready:
+        e = ready.pop()
+        q, p = queues[e], pos[e]
+        while p[0] < len(q):
+            inst = insts[q[p[0]]]
+            b = p[1]
+            for m in inst.sync.monitors:
+                k = (m.tpb, m.counter)
+                if ctr.get(k, 0) < m.expected + b * m.per_block:
+                    waits.setdefault(k, []).append(e)
                     break
+            else:
                 fire(inst, Trigger.BLOCK)
                 p[1] += 1
                 if p[1] == inst.sync.blocks:
                     fire(inst, Trigger.END)
                     p[0] += 1
                     p[1] = 0
-                progress = True
+                continue
+            break
     return ctr, pos, queues
 
 
@@ -118,7 +136,7 @@ def check_deadlock(insts: list[isa.Instruction], machine=None) -> dict[tuple[int
             pass
         raise SyncDeadlockError("sync deadlock: " + "; ".join(lines))
     if machine is not None:
-        for (t, c), v in ctr.items():
+        for (t, c), v in sorted(ctr.items()):  # (the first by TPB and counter is named)
             if v > machine.su_counter_max:
                 raise SyncError(f"sync-insert: counter {c} of TPB {t} reaches {v}, more than its "
                                 f"{machine.su_counter_bits} bits hold")

@@ -237,6 +237,80 @@ def test_deadlock_check_agrees_with_toysim_on_lowered_and_raised_values():
                 check_deadlock(q)
             assert toysim.run(q, TINY, mem).deadlock is not None
 
+def _rounds(insts) -> tuple[dict, dict]:
+    """The maximal state by rounds (deadlock.run_abstract until session 32, written out): every
+    executor in turn runs the blocks whose monitors are met, until a round makes no progress."""
+    queues: dict = {}
+    for idx, inst in enumerate(insts):
+        queues.setdefault(inst.executor, []).append(idx)
+    pos = {e: [0, 0] for e in queues}
+    ctr: dict = {}
+
+    def fire(inst, trig):
+        for u in inst.sync.updates:
+            if u.trigger is trig:
+                for t in isa.tpbs_of(u.tpb_mask):
+                    ctr[(t, u.counter)] = ctr.get((t, u.counter), 0) + u.amount
+    progress = True
+    while progress:
+        progress = False
+        for e, q in queues.items():
+            p = pos[e]
+            while p[0] < len(q):
+                inst = insts[q[p[0]]]
+                if not all(ctr.get((m.tpb, m.counter), 0) >= m.expected + p[1] * m.per_block
+                           for m in inst.sync.monitors):
+                    break
+                fire(inst, Trigger.BLOCK)
+                p[1] += 1
+                if p[1] == inst.sync.blocks:
+                    fire(inst, Trigger.END)
+                    p[0], p[1] = p[0] + 1, 0
+                progress = True
+    return ctr, pos
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_deadlock_worklist_reaches_the_rounds_state(seed):
+    """run_abstract's worklist (an executor tried again only when a counter it waits on grows)
+    reaches the state of the rounds written out (every executor tried until no progress): the
+    same counters and positions -- on synchronized random programs (all done) and on them with
+    monitors raised, dropped updates and updates moved to other counters (executors stuck at
+    various points, chains of waits across many executors)."""
+    from m100.passes.backend.sync_insert.deadlock import run_abstract
+    rng = np.random.default_rng(seed)
+    prog = progs.random_program(1300 + seed, n=70, slots=4, ddr_slots=2, extra=seed % 2 == 1)
+    out = insert_sync(prog, TINY, stream_blocks=2 if seed % 3 == 0 else None).instructions
+    cases = [out]
+    for _ in range(6):
+        q = list(out)
+        for i in rng.choice(len(q), size=int(rng.integers(1, 4)), replace=False).tolist():
+            sy = q[i].sync
+            mons, ups = list(sy.monitors), list(sy.updates)
+            kind = int(rng.integers(3))
+            if kind == 0 and mons:
+                k = int(rng.integers(len(mons)))
+                mons[k] = dataclasses.replace(mons[k], expected=mons[k].expected
+                                              + int(rng.integers(1, 3)))
+            elif kind == 1 and ups:
+                ups.pop(int(rng.integers(len(ups))))
+            elif ups:
+                k = int(rng.integers(len(ups)))
+                ups[k] = dataclasses.replace(ups[k], counter=(ups[k].counter + 1) % 4)
+            q[i] = dataclasses.replace(q[i], sync=dataclasses.replace(
+                sy, monitors=tuple(mons), updates=tuple(ups)))
+        cases.append(q)
+    stuck = 0
+    for q in cases:
+        ctr, pos, _ = run_abstract(q)
+        want_ctr, want_pos = _rounds(q)
+        assert ctr == want_ctr and pos == want_pos and list(pos) == list(want_pos)
+        stuck += any(p[0] < len(v) for p, v in zip(pos.values(), run_abstract(q)[2].values()))
+    assert all(p[0] == len(v) for p, v in zip(*(lambda r: (r[1].values(), r[2].values()))(
+        run_abstract(out))))  # the synchronized program runs to its end
+    assert stuck >= 3  # most changed programs stop somewhere
+
+
 @settings(max_examples=60, deadline=None)
 @given(st.lists(st.integers(0, 40), min_size=1, max_size=8))
 @example([0, 1, 3])  # a zero-need block sets a breakpoint (found by hypothesis in CI)
