@@ -87,6 +87,49 @@ def resynced(inst: isa.Instruction, sync: Sync) -> isa.Instruction:
 _FIELDS: dict[type, tuple[str, ...]] = {}
 
 
+def _fields_only(cls: type, names: tuple[str, ...]) -> None:
+    """``cls`` is a frozen dataclass of exactly the fields ``names`` (in order), no
+    ``__post_init__``, every field in ``__init__``: what the makers below assume (checked when
+    this module is imported, so a change of the ISA classes fails loudly here)."""
+    fs = dataclasses.fields(cls)
+    if not (cls.__dataclass_params__.frozen and not hasattr(cls, "__post_init__")
+            and not hasattr(cls, "__slots__") and all(f.init for f in fs)
+            and tuple(f.name for f in fs) == names):
+        raise AssertionError(f"codegen: {cls.__name__} is not the frozen dataclass of fields "
+                             f"{names} its maker builds")
+
+
+# Monitor / Update / Sync as their generated ``__init__`` makes them (the same fields in the
+# same order), without one ``object.__setattr__`` per field: ~1.6 -> ~0.5 us each (ResNet-50:
+# ~41 000 monitors, ~22 000 updates, 17 090 syncs)
+_fields_only(Monitor, ("tpb", "counter", "expected", "per_block"))
+_fields_only(Update, ("counter", "tpb_mask", "amount", "trigger"))
+_fields_only(Sync, ("blocks", "monitors", "updates"))
+
+
+def _monitor(tpb: int, counter: int, expected: int, per_block: int, _new=object.__new__
+             ) -> Monitor:
+    m = _new(Monitor)
+    d = m.__dict__
+    d["tpb"], d["counter"], d["expected"], d["per_block"] = tpb, counter, expected, per_block
+    return m
+
+
+def _update(counter: int, tpb_mask: int, amount: int, trigger: Trigger, _new=object.__new__
+            ) -> Update:
+    u = _new(Update)
+    d = u.__dict__
+    d["counter"], d["tpb_mask"], d["amount"], d["trigger"] = counter, tpb_mask, amount, trigger
+    return u
+
+
+def _sync(blocks: int, monitors: tuple, updates: tuple, _new=object.__new__) -> Sync:
+    s = _new(Sync)
+    d = s.__dict__
+    d["blocks"], d["monitors"], d["updates"] = blocks, monitors, updates
+    return s
+
+
 def codegen(red: Reduced, al: Allocation, insts: list[isa.Instruction]) -> tuple[
         list[isa.Instruction], dict]:
     g = al.graph
@@ -115,18 +158,24 @@ def codegen(red: Reduced, al: Allocation, insts: list[isa.Instruction]) -> tuple
         cur = r.get((t, c))
         r[(t, c)] = vals if cur is None else list(map(max, cur, vals))
 
+    # need_value inline (one call per kept need: ~41 000 on ResNet-50), the tables as locals
+    home, inst_counter, trigger, block = al.home, al.inst_counter, al.trigger, Trigger.BLOCK
     for (i, j), h in al.needs.items():
-        t = al.home[(i, j)]
-        c = al.inst_counter[(i, t)]
-        trig = al.trigger[(i, t)]
-        last = blocks[i] - 1
+        t = home[(i, j)]
+        c = inst_counter[(i, t)]
+        trig = trigger[(i, t)]
         need = h.need
         if need is _NEED0:  # the shared [0] of two 1-block instructions (most needs)
-            vals = [cum[(t, c, i, 0 if trig is Trigger.BLOCK else last)]]
+            vals = [cum[(t, c, i, 0 if trig is block else blocks[i] - 1)]]
         else:
-            vals = [cum[(t, c, i, k if trig is Trigger.BLOCK else last)] if k >= 0 else 0
+            last = blocks[i] - 1
+            vals = [cum[(t, c, i, k if trig is block else last)] if k >= 0 else 0
                     for k in need.tolist()]
-        need_value(j, t, c, vals)
+        r = reqs.get(j)
+        if r is None:
+            r = reqs[j] = {}
+        cur = r.get((t, c))
+        r[(t, c)] = vals if cur is None else list(map(max, cur, vals))
     for (i1, k1, i2, t, c) in al.chain_needs:
         # block 0 waits for the event; the later blocks follow it (a running maximum)
         need_value(i2, t, c, [cum[(t, c, i1, k1)]] * blocks[i2])
@@ -139,15 +188,15 @@ def codegen(red: Reduced, al: Allocation, insts: list[isa.Instruction]) -> tuple
             if max(vals) <= 0:
                 continue
             e, k = (vals[0], 0) if len(vals) == 1 else linear_fit(vals)
-            mons.append(Monitor(tpb=t, counter=c, expected=e, per_block=k))
+            mons.append(_monitor(t, c, e, k))
         ups = []
         for (c, trig), mask in sorted(upd.get(j, {}).items()):
-            ups.append(Update(counter=c, tpb_mask=mask, amount=1, trigger=trig))
+            ups.append(_update(c, mask, 1, trig))
             stats["updates"] += 1
             stats["block_updates"] += trig is Trigger.BLOCK
             unit, idx = inst.executor
             stats["remote_updates"] += (unit is isa.Unit.DMA) or bool(mask & ~(1 << idx))
         stats["monitors"] += len(mons)
-        sync = Sync(blocks=blocks[j], monitors=tuple(mons), updates=tuple(ups))
+        sync = _sync(blocks[j], tuple(mons), tuple(ups))
         out.append(resynced(inst, sync))
     return out, stats

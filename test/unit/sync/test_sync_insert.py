@@ -311,6 +311,41 @@ def test_deadlock_worklist_reaches_the_rounds_state(seed):
     assert stuck >= 3  # most changed programs stop somewhere
 
 
+def test_codegen_makers_are_the_constructors():
+    """codegen's Monitor / Update / Sync makers (the fields set straight into ``__dict__``) give
+    what the dataclasses' constructors give: equal, the same hash, repr and ``__dict__`` (keys in
+    the same order), a pickle round trip, on random values; and the guard refuses a class that is
+    not the frozen dataclass of those fields."""
+    import pickle
+
+    cg = sys.modules["m100.passes.backend.sync_insert.codegen"]  # (the package exports the
+    # function ``codegen`` under the module's name)
+    rng = np.random.default_rng(3)
+    for _ in range(200):
+        t, c, e, k, mask = (int(x) for x in rng.integers(0, 1 << 20, 5))
+        trig = [Trigger.END, Trigger.BLOCK][int(rng.integers(2))]
+        pairs = [(cg._monitor(t, c, e, k), Monitor(tpb=t, counter=c, expected=e, per_block=k)),
+                 (cg._update(c, mask, 1 + k % 3, trig),
+                  Update(counter=c, tpb_mask=mask, amount=1 + k % 3, trigger=trig))]
+        pairs.append((cg._sync(1 + e % 4, (pairs[0][0],), (pairs[1][0],)),
+                      Sync(blocks=1 + e % 4, monitors=(pairs[0][1],), updates=(pairs[1][1],))))
+        for a, b in pairs:
+            assert type(a) is type(b) and a == b and hash(a) == hash(b) and repr(a) == repr(b)
+            assert list(a.__dict__.items()) == list(b.__dict__.items())
+            assert pickle.loads(pickle.dumps(a)) == b
+    with pytest.raises(AssertionError):
+        cg._fields_only(Monitor, ("tpb", "counter", "per_block", "expected"))
+
+    @dataclasses.dataclass(frozen=True)
+    class Checked:
+        tpb: int
+
+        def __post_init__(self):
+            pass
+    with pytest.raises(AssertionError):
+        cg._fields_only(Checked, ("tpb",))
+
+
 @settings(max_examples=60, deadline=None)
 @given(st.lists(st.integers(0, 40), min_size=1, max_size=8))
 @example([0, 1, 3])  # a zero-need block sets a breakpoint (found by hypothesis in CI)
