@@ -405,3 +405,37 @@ def test_single_result_accessors_of_a_two_result_class():
     op = TwoResults.create(result_types=[i64, TokenType()])
     assert op.first is op.results[0] and op.second is op.results[1]
     op.verify_()
+
+
+def test_equality_constraint_with_a_builtin_instance_is_the_constraints_verify(monkeypatch):
+    """``IntegerAttr[I64]``'s ``EqAttrConstraint(IntegerType(64))`` holds its own instance; the
+    compiled predicate also takes builtin's shared ``i64`` by identity. Same answers as the
+    constraint's own ``verify`` (xDSL's) on the shared instance, fresh equal ones, the
+    constraint's own and unequal types; a predicate given an unequal "same" instance fails."""
+    from xdsl.dialects.builtin import (IndexType, IntegerType, Signedness, f32, i1, i8)
+    from xdsl.irdl.constraints import ConstraintContext, EqAttrConstraint
+
+    from m100.dialects.tpb import Conv2dOp
+
+    constr = Conv2dOp.get_irdl_definition().properties["n"].constr.param_constrs[1]
+    assert isinstance(constr, EqAttrConstraint) and constr.attr is not i64
+    assert fast_verify._canonical_equal(constr.attr) is i64
+    assert fast_verify._canonical_equal(i64) is None  # (itself: nothing to add)
+    signed = IntegerType(64, Signedness.SIGNED)
+    cases = [i64, constr.attr, IntegerType(64), i32, i8, i1, f32, f64, IndexType(), signed,
+             IntegerType(64, Signedness.UNSIGNED), StringAttr("i64")]
+
+    def agrees(pred) -> bool:
+        for a in cases:
+            try:
+                constr.verify(a, ConstraintContext())
+                want = True
+            except VerifyException:
+                want = False
+            if pred(a) is not want:
+                return False
+        return True
+    assert agrees(fast_verify._attr_pred(constr))
+    for other in (i32, signed):  # mutant: an unequal instance taken
+        monkeypatch.setattr(fast_verify, "_canonical_equal", lambda w, o=other: o)
+        assert not agrees(fast_verify._attr_pred(constr))
