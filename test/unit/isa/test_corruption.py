@@ -9,7 +9,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from m100.targets.m100 import encoding as E
-from m100.targets.m100.isa import DType, Fill, Space, Walk
+from m100.targets.m100.isa import DType, Fill, IsaError, Space, Walk
 from m100.targets.m100.machine import get_machine
 from m100.targets.m100.program import Program, ProgramError
 
@@ -120,7 +120,7 @@ def test_specific_decode_errors():
 
 def test_encode_refuses_invalid():
     bad = Fill(0, Walk.strided(Space.HBSM, 0, TINY.hbsm_bytes - 4, DType.F32, (4,)), 1.0)
-    with pytest.raises(E.IsaError, match="outside HBSM"):
+    with pytest.raises(IsaError, match="outside HBSM"):
         E.encode_instruction(bad, TINY)
 
 

@@ -1,4 +1,4 @@
-"""The decoder's walk memo (``encoding._Reader.walk``): equal walk fields decode to one shared Walk
+"""The decoder's walk memo (``encoding_read._Reader.walk``): equal walk fields decode to one shared Walk
 object (equal levels to one shared tuple), and a decode with the memo and the sync fast path (``_Reader.sync``) is the decode
 without them -- the same instructions, the same
 sizes, the same bytes when re-encoded, the same error (offset and message) on corrupted bytes.
@@ -12,6 +12,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from m100.targets.m100 import encoding as E
+from m100.targets.m100 import encoding_fields as F
+from m100.targets.m100 import encoding_read as R
 from m100.targets.m100.isa import Copy, DType, Level, Space, Sync, Walk
 from m100.targets.m100.machine import get_machine
 
@@ -23,15 +25,15 @@ SETTINGS = dict(deadline=None, suppress_health_check=list(HealthCheck))
 def _plain(data: bytes, machine):
     """The decode without a memo and with the general sync path (``_Coder.sync``, field by
     field): each walk field decoded on its own."""
-    fast = E._Reader.sync
-    E._Reader.sync = E._Coder.sync
+    fast = R._Reader.sync
+    R._Reader.sync = F._Coder.sync
     try:
         out, pos = [], 0
         while pos < len(data):
             inst, pos = E.decode_instruction_at(data, pos, machine, None)
             out.append(inst)
     finally:
-        E._Reader.sync = fast
+        R._Reader.sync = fast
     return out
 
 

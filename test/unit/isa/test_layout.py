@@ -6,6 +6,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from m100.targets.m100 import encoding as E
+from m100.targets.m100 import encoding_fields as F
+from m100.targets.m100 import encoding_write as W
 from m100.targets.m100.isa import (DType, Dma, Fill, Level, Monitor, Space, Sync, Trigger, Update,
                                    Walk)
 from m100.targets.m100.machine import get_machine
@@ -76,12 +78,12 @@ def test_walk_bits_equal_the_generic_coder(data):
     m = get_machine(data.draw(st.sampled_from(["tiny", "m100", "m100-12c"])))
     L = E.layout(m)
     w = data.draw(S.walks(m, data.draw(st.integers(1, 300))))
-    g = E._Writer(L)
-    E._Coder.walk(g, w, "w")
-    assert E._walk_bits(L, w) == (g.v, g.n)
+    g = W._Writer(L)
+    F._Coder.walk(g, w, "w")
+    assert W._walk_bits(L, w) == (g.v, g.n)
     assert g.n == _walk_bits(m, w)
     for _ in range(2):
-        f = E._Writer(L)
+        f = W._Writer(L)
         f.u(3, 5, "x")
         f.walk(w, "w")
         assert (f.v, f.n) == ((5 << g.n) | g.v, 3 + g.n)
@@ -95,12 +97,12 @@ def test_walk_field_that_does_not_fit_is_named(field):
           "final": Level(-big - 2, 1, -big + 1)}.get(field, Level(0, 1, 3))
     w = Walk(Space.HBSM, m.num_tpbs + 7 if field == "tpb" else 0,
              m.hbsm_bytes + 64 if field == "base" else 0, DType.I8, (lv,))
-    assert E._walk_bits(E.layout(m), w) is None
+    assert W._walk_bits(E.layout(m), w) is None
     with pytest.raises(E.EncodeError) as fast:
-        E._Writer(E.layout(m)).walk(w, "dst")
-    g = E._Writer(E.layout(m))
+        W._Writer(E.layout(m)).walk(w, "dst")
+    g = W._Writer(E.layout(m))
     with pytest.raises(E.EncodeError) as generic:
-        E._Coder.walk(g, w, "dst")
+        F._Coder.walk(g, w, "dst")
     assert str(fast.value) == str(generic.value) and "dst" in str(fast.value)
 
 
@@ -112,33 +114,33 @@ def test_sync_bits_equal_the_generic_coder(data):
     m = get_machine(data.draw(st.sampled_from(["tiny", "m100", "m100-12c"])))
     L = E.layout(m)
     y = data.draw(S.syncs(m, data.draw(st.sampled_from([None, 0])), data.draw(st.integers(1, 64))))
-    g = E._Writer(L)
-    E._Coder.sync(g, y)
-    assert E._sync_bits(L, y) == (g.v, g.n)
+    g = W._Writer(L)
+    F._Coder.sync(g, y)
+    assert W._sync_bits(L, y) == (g.v, g.n)
     assert g.n == _sync_bits(m, y)
-    f = E._Writer(L)
+    f = W._Writer(L)
     f.sync(y)
     assert (f.v, f.n) == (g.v, g.n)
     bad = Sync(y.blocks, y.monitors, y.updates + (Update(m.su_counters, 1),))
-    assert E._sync_bits(L, bad) is None
+    assert W._sync_bits(L, bad) is None
     with pytest.raises(E.EncodeError) as fast:
-        E._Writer(L).sync(bad)
+        W._Writer(L).sync(bad)
     with pytest.raises(E.EncodeError) as generic:
-        E._Coder.sync(E._Writer(L), bad)
+        F._Coder.sync(W._Writer(L), bad)
     assert str(fast.value) == str(generic.value)
 
 
 # ---- the writer's one-step primitives (``_Writer.uv`` / ``flag`` / ``opt_f64`` / ``pair``, the
 # encode direction's ``_Src``) against the generic coder the decoder shares
-class _GenericWriter(E._Writer):
+class _GenericWriter(W._Writer):
     """The writer as the shared field description writes it: every primitive, walk and sync
     through ``_Coder``'s generic method (the oracle)."""
-    uv = E._Coder.uv
-    flag = E._Coder.flag
-    opt_f64 = E._Coder.opt_f64
-    pair = E._Coder.pair
-    walk = E._Coder.walk
-    sync = E._Coder.sync
+    uv = F._Coder.uv
+    flag = F._Coder.flag
+    opt_f64 = F._Coder.opt_f64
+    pair = F._Coder.pair
+    walk = F._Coder.walk
+    sync = F._Coder.sync
 
 
 class _Wrapped:
@@ -154,11 +156,11 @@ class _Wrapped:
 
 def _generic_bits(inst, m, monkeypatch):
     with monkeypatch.context() as mp:
-        mp.setattr(E, "_Src", lambda o: E._NO_SRC if o is None else _Wrapped(o))
+        mp.setattr(F, "_Src", lambda o: F._NO_SRC if o is None else _Wrapped(o))
         w = _GenericWriter(E.layout(m))
         w.u(E.OPCODE_BITS, type(inst).OPCODE, "opcode")
         w.u(E.LENGTH_BITS, 0, "length")
-        E._BODY[type(inst)](w, inst)
+        F._BODY[type(inst)](w, inst)
     return w.v | (w.n << (w.n - E.HEADER_BITS)), w.n
 
 
@@ -166,7 +168,7 @@ def _both(call):
     """(value, bit count, result) of ``call(writer)`` on a fresh writer of each kind, or the
     error's class and message."""
     out = []
-    for cls in (E._Writer, _GenericWriter):
+    for cls in (W._Writer, _GenericWriter):
         w = cls(E.layout(get_machine("tiny")))
         w.u(5, 17, "x")  # bits already written: the primitives append to them
         try:
@@ -177,7 +179,7 @@ def _both(call):
     return out
 
 
-@pytest.mark.parametrize("kind", sorted(E._BODY, key=lambda k: k.__name__))
+@pytest.mark.parametrize("kind", sorted(F._BODY, key=lambda k: k.__name__))
 def test_writer_primitives_equal_the_generic_coder(kind, monkeypatch):
     """Every instruction kind, drawn at random on three machines: the writer's bits are the
     generic coder's (through the old attribute wrapper)."""
@@ -188,8 +190,8 @@ def test_writer_primitives_equal_the_generic_coder(kind, monkeypatch):
     def run(data):
         m = get_machine(data.draw(st.sampled_from(["tiny", "m100", "m100-12c"])))
         inst = data.draw(S.instructions(m, [kind]))
-        assert E._encode_bits(inst, m, False) == _generic_bits(inst, m, monkeypatch)
-        assert E._encode_bits(inst, m, False, E.layout(m)) == _generic_bits(inst, m, monkeypatch)
+        assert W._encode_bits(inst, m, False) == _generic_bits(inst, m, monkeypatch)
+        assert W._encode_bits(inst, m, False, E.layout(m)) == _generic_bits(inst, m, monkeypatch)
     run()
     # the primitives at their edges, other number types included: the same bits and result,
     # or the same error
