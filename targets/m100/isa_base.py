@@ -516,7 +516,17 @@ class Instruction:
         return (self.UNIT, getattr(self, "tpb"))
 
     def walks(self) -> list[tuple[str, Walk, bool]]:
-        """Every operand walk as (field name, walk, is_written)."""
+        """Every operand walk as (field name, walk, is_written): a new list each call, listed
+        once per (frozen) instruction -- a compile asks 3-4 times an instruction (sync-insert's
+        checks and accesses, the dataflow certificate; ResNet-50: ~46 000 calls)."""
+        got = self.__dict__.get("_walks")
+        if got is None:
+            got = tuple(self._list_walks())
+            object.__setattr__(self, "_walks", got)
+        return list(got)
+
+    def _list_walks(self) -> list[tuple[str, Walk, bool]]:
+        """:meth:`walks` listed from the fields."""
         out: list[tuple[str, Walk, bool]] = []
         names = _FIELD_NAMES.get(type(self))
         if names is None:  # a class's fields never change: listed once
