@@ -170,7 +170,9 @@ class DmaQueue:
         the insertion -- the same list as removing and re-inserting them one by one."""
         s, op, D = self.s, self.open, self.depth
         n0 = len(s)
-        lo_k, hi_k = max(0, k - D), min(n0, k + D)
+        # ``max(0, k - D), min(n0, k + D)`` without the two calls (~0.5 % of a schedule)
+        lo_k = k - D if k > D else 0
+        hi_k = k + D if k + D < n0 else n0
         if lo_k < hi_k:
             i0 = bisect_left(op, s[lo_k])
             i1 = bisect_left(op, s[hi_k - 1], i0)

@@ -376,6 +376,15 @@ class ListScheduler:
                 if not (lo < best[0] + data or (lo == best[0] + data and r < best[1])):
                     continue
             s0, d0, k = q.earliest(r, after, data)
+            # (session 32) the DRB only moves a transfer later: a push asks the queue again from
+            # ``max(r, a - fixed)`` >= ``r``, and ``DmaQueue.earliest``'s setup and data starts
+            # never fall as ``ready`` grows (every position's ``lo`` and data start grow with it,
+            # fewer positions fit, later ones start later). So an engine whose unpushed answer
+            # does not beat the best so far (the comparison below) is not asked about the DRB
+            if rate and best is not None:
+                de, be = d0 + data, best[0] + data
+                if not (de < be or (de == be and s0 < best[1])):
+                    continue
             while rate:
                 a = self.drb_use.earliest(d0, data, rate)
                 if a <= d0:

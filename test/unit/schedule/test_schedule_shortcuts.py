@@ -7,10 +7,19 @@
   (:func:`_dma_queued_every_engine`, the method as it was with the session-27 switch
   ``engine_bound`` off; the switch was dropped in session 31) -- the whole plan (search,
   refinements, kept activations) equal task by task (``Plan.to_json``).
+* ``ListScheduler._dma_queued``'s DRB skip (session 32): an engine after the first whose answer
+  before any DRB push does not beat the best so far is not asked about the DRB (a push only
+  moves an answer later: ``DmaQueue.earliest`` never starts earlier for a later ``ready``).
+  Oracles: the same reference (every DRB query made) on the whole plan and on random transfer
+  streams with broadcasts beside DTDU-like DRB bookings; the monotonicity on random queues.
 * ``keep.kept_bytes`` is memoized per scheduler: the memo's answer equals a fresh computation.
 """
 
+import random
+from types import SimpleNamespace
+
 from m100.passes.schedule import placement
+from m100.passes.schedule.busy import RateProfile
 from m100.passes.schedule.keep import _kept_bytes, kept_bytes
 from m100.passes.schedule.dma_queue import DmaQueue
 from m100.passes.schedule.list_schedule import ListScheduler
@@ -61,12 +70,21 @@ def test_engine_bound_gives_the_same_plan(resnet_graph, monkeypatch):
         asked.append(1)
         return earliest(q, *a)
 
+    drb = []
+    drb_earliest = RateProfile.earliest
+
+    def drb_spy(prof, *a):
+        drb.append(1)
+        return drb_earliest(prof, *a)
+
     monkeypatch.setattr(DmaQueue, "earliest", spy)
+    monkeypatch.setattr(RateProfile, "earliest", drb_spy)
     fast = placement.schedule(g, M100, tpbs=8)
-    n_fast = len(asked)
+    n_fast, d_fast = len(asked), len(drb)
     monkeypatch.setattr(ListScheduler, "_dma_queued", _dma_queued_every_engine)
     plain = placement.schedule(g, M100, tpbs=8)
     assert n_fast < len(asked) - n_fast  # the bound skipped engines
+    assert d_fast < len(drb) - d_fast  # the DRB skip skipped queries
     assert any(t.unit == "dma" for t in fast.timeline.tasks)
     assert fast.segments == plain.segments
     assert fast.timeline.to_json() == plain.timeline.to_json()
@@ -88,3 +106,80 @@ def test_kept_bytes_memo_is_a_fresh_computation(resnet_graph):
             assert kept_bytes(s, seg, st, op, tplan) == want  # memoized
             n += 1
     assert n >= 10 and s.kept_memo
+
+
+def _engines(rng, setup=32.0):
+    """Two depth-2 CCB DMA queues and a DRB profile, filled by random transfers and broadcasts
+    of another kind (DTDU-like rates, which make DMA broadcasts wait)."""
+    qs = [DmaQueue(2, setup), DmaQueue(2, setup)]
+    prof = RateProfile(256.0)
+    for _ in range(rng.randrange(0, 40)):
+        q = rng.choice(qs)
+        s0, d0, k = q.earliest(float(rng.randrange(0, 4000, 7)), 200.0,
+                               float(rng.randrange(10, 400)))
+        q.insert(k, s0, d0, d0 + float(rng.randrange(10, 400)))
+    for _ in range(rng.randrange(0, 30)):
+        prof.add(float(rng.randrange(0, 5000, 3)), float(rng.randrange(5, 600)),
+                 float(rng.choice([40, 100, 128, 160, 200])))
+    return qs, prof
+
+
+class _Counting(RateProfile):
+    """A DRB profile that counts its queries."""
+
+    __slots__ = ("asked",)
+
+    @classmethod
+    def of(cls, prof):
+        c = cls(prof.cap)
+        c.t, c.u, c.asked = list(prof.t), list(prof.u), 0
+        return c
+
+    def earliest(self, ready, dur, rate):
+        self.asked += 1
+        return super().earliest(ready, dur, rate)
+
+
+def _fake_builder(qs, prof):
+    machine = SimpleNamespace(dma_setup_cycles=32.0)
+    cm = SimpleNamespace(machine=machine, dma_latency=lambda src, dst: 232.0)
+    return SimpleNamespace(dma_fixed={}, cm=cm, dma_busy=qs, drb_use=prof, last_on_res={})
+
+
+def test_drb_skip_is_the_reference_on_random_streams():
+    """Random streams of transfers (broadcasts at rates that do and do not fit beside the DRB's
+    other bookings, DMA dependencies on either engine): ``_dma_queued`` places every one as the
+    reference that makes every DRB query, and the queues and the profile end the same."""
+    skipped = 0
+    for seed in range(60):
+        rng = random.Random(seed)
+        qs, prof = _engines(rng)
+        a = _fake_builder([q.copy() for q in qs], _Counting.of(prof))
+        b = _fake_builder([q.copy() for q in qs], _Counting.of(prof))
+        for _ in range(40):
+            ready = float(rng.randrange(0, 6000, 5))
+            nbytes = float(rng.randrange(256, 65536, 256))
+            cycles = 232.0 + nbytes / rng.choice([64.0, 128.0])
+            ndst = rng.choice([1, 2, 4])
+            deps = [(float(rng.randrange(0, 6000)), rng.randrange(2), i)
+                    for i in range(rng.randrange(3))]
+            args = ("ddr", "hbsm", nbytes, cycles, ndst, ready, -1, deps, 48.0)
+            assert ListScheduler._dma_queued(a, *args) == _dma_queued_every_engine(b, *args)
+        assert [(q.s, q.d, q.e, q.open) for q in a.dma_busy] == \
+            [(q.s, q.d, q.e, q.open) for q in b.dma_busy]
+        assert (a.drb_use.t, a.drb_use.u) == (b.drb_use.t, b.drb_use.u)
+        skipped += b.drb_use.asked - a.drb_use.asked
+    assert skipped > 0  # the skip ran
+
+
+def test_dma_queue_earliest_never_falls_as_ready_grows():
+    """The property the DRB skip rests on: for a later ``ready`` the setup start and the data
+    start of ``DmaQueue.earliest`` are no earlier (random queues, every pair of readies)."""
+    for seed in range(40):
+        rng = random.Random(1000 + seed)
+        q = _engines(rng)[0][0]
+        lat, data = 200.0, float(rng.randrange(10, 500))
+        readies = sorted(float(rng.randrange(0, 6000, 3)) for _ in range(30))
+        got = [q.earliest(r, lat, data)[:2] for r in readies]
+        for (s1, d1), (s2, d2) in zip(got, got[1:]):
+            assert s2 >= s1 and d2 >= d1
