@@ -47,10 +47,6 @@ from .shared_costs import op_key
 
 __all__ = ["Scheduler", "BoundExceeded", "critical_path"]
 
-#: :meth:`Scheduler.tile` gives an op the tiling of an op of the same structure already tiled
-#: (:func:`.shared_costs.op_key`) instead of tiling it again; False: every op is tiled itself
-#: (the tests compare both)
-SHARE_TILES = True
 #: the tiler counts a one-stage contraction's activation reloads (a K-chunked activation loaded
 #: again per column tile) with its weight DMAs (``partition.tile_piece``'s ``astreams``)
 ACT_RELOADS = True
@@ -156,7 +152,9 @@ class Scheduler:
             ok = self._op_keys.get(op.name, False)
             if ok is False:
                 ok = self._op_keys[op.name] = op_key(self.g, op)
-            skey = None if ok is None or not SHARE_TILES else (ok,) + key[1:]
+            # an op of the same structure (:func:`.shared_costs.op_key`) already tiled with these
+            # arguments gives its tiling (an op without a key is tiled itself)
+            skey = None if ok is None else (ok,) + key[1:]
             q = self._tile_shared.get(skey) if skey is not None else None
             if q is not None:  # an op of the same structure: its tiling, renamed
                 p = replace(q, op=op.name)

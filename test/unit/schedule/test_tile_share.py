@@ -4,7 +4,7 @@
 (every field but the name and location, the tensors it names by position, shape, dtype and kind)
 already tiled with the same arguments, renamed, instead of running :func:`.partition.tile_piece`
 again. Oracles: a fresh ``tile_piece`` of the asking op for every tiling a real placement asks
-for (all fields and buffers), the whole placement with the sharing off (``SHARE_TILES``), and
+for (all fields and buffers), the whole placement with the sharing off (the shared tilings forgotten at each call), and
 keys that tell apart ops differing in one thing the tiler reads.
 """
 
@@ -44,7 +44,14 @@ def test_shared_tilings_are_fresh_tilings(resnet_graph, monkeypatch):
     distinct = {(op.name, rows, cols, budget, a, tuple(sorted(kw.items())))
                 for _s, op, rows, cols, budget, a, kw, _p in asked}
     assert len(tiled) < len(distinct)
-    monkeypatch.setattr(timeline, "SHARE_TILES", False)
+    # the sharing off (session 32: replaces the ``SHARE_TILES`` switch): no tiling of an op of
+    # the same structure is ever found, so each op is tiled itself
+
+    def unshared(self, *a, **kw):
+        self._tile_shared.clear()
+        return tile(self, *a, **kw)
+
+    monkeypatch.setattr(timeline.Scheduler, "tile", unshared)
     tiled.clear()
     plain = placement.schedule(g, M100, tpbs=8)
     assert len(tiled) == len(distinct)
