@@ -4,13 +4,17 @@ set (:mod:`~m100.sim.checks`), and a run that stops with instructions left is a 
 
 from __future__ import annotations
 
+from itertools import chain, repeat
+from operator import attrgetter, is_not
 from typing import TYPE_CHECKING
 
-from m100.targets.m100.isa import CsuCall, Space, tpbs_of
+import numpy as np
+
+from m100.targets.m100.isa import CsuCall, DType, Space, tpbs_of
 
 from . import twu
 from .checks import ByteSet, Record, Report, Wait, deadlock_message, space_name, walk_byte_set
-from .race_batch import space_code
+from .race_batch import RaceRows, rows_of, space_code
 
 if TYPE_CHECKING:
     from .engine import InstRec, UnitState
@@ -88,27 +92,112 @@ def _items(accesses, nums: list | None = None, bss: list | None = None) \
     return out
 
 
-def _keep_items(kept: dict, b: int, write: bool, accesses, bulk: bool) -> None:
-    """The pre-pass's entries of block ``b``'s reads or writes in ``kept`` (an instruction's
-    ``_sim_race`` table): ``(b, write)`` its :func:`_items`; with ``bulk`` also ``(b, write, 0)``
-    their packed form (:func:`_pack`'s), made in the same pass."""
-    if bulk:
-        nums: list = []
-        bss: list = []
-        kept[(b, write)] = _items(accesses, nums, bss)
-        kept[(b, write, 0)] = (tuple(nums), tuple(bss))
-    else:
-        kept[(b, write)] = _items(accesses)
+def _keep_items(kept: dict, b: int, write: bool, accesses) -> None:
+    """The pre-pass's entry of block ``b``'s reads or writes in ``kept`` (an instruction's
+    ``_sim_race`` table) without the bulk check: ``(b, write)`` its :func:`_items`."""
+    kept[(b, write)] = _items(accesses)
 
 
 def _pack(items: list) -> tuple:
-    """(flat (space code, lo, hi) of each item with bytes, their byte sets) (``_race_packed``)."""
+    """The packed form of race items (``_race_packed``): a
+    :class:`~m100.sim.race_batch.RaceRows` handle of the items with bytes."""
     nums, bss = [], []
     for _, bs, code in items:
         if bs.hi > bs.lo:  # (an access with no bytes races with nothing)
             nums += (code, bs.lo, bs.hi)
             bss.append(bs)
-    return tuple(nums), tuple(bss)
+    return rows_of(nums, bss), 0, len(bss)
+
+
+def access_byte_set(a):
+    """The byte set of access ``a`` (:func:`_items`' for it; None when it has no elements)."""
+    it = _items((a,))
+    return it[0][1] if it else None
+
+
+_WALK, _OFFSETS, _TPB = attrgetter("walk"), attrgetter("offsets"), attrgetter("tpb")
+_FIELDS = attrgetter("base", "space", "dtype", "levels")
+_HBSM = int(Space.HBSM)
+_DTYPES = {int(t): t for t in DType}
+_NTYPES = max(_DTYPES) + 1
+
+
+def _relative(levels: tuple, dtype: DType) -> tuple[int, int]:
+    """(lo, hi) of :func:`_items`' byte set of a whole walk of these levels and element type
+    at base 0 ((0, 0): no bytes); at base ``a`` it is ``(a + lo, a + hi)`` whatever the
+    space or TPB. Each of ``_items``' paths bounds the walk's element offsets ``[o_lo, o_hi]``
+    (``Walk.offset_range``: the lowest and highest beat, when it has one): a contiguous run
+    ``[start, start + n)``, a box's ``[lo, hi]`` and the strided bounds are all that range, in
+    bytes ``[o_lo * sz, (o_hi + 1) * sz)`` -- for packed 4-bit elements ``[o_lo >> 1, (o_hi >> 1)
+    + 1)``. (``test/unit/sim/test_race_rows.py`` compares it with ``_items`` at random bases.)"""
+    lo = hi = 0
+    for lv in levels:
+        if lv.count == 0:  # (no beats: a level no checked instruction has) _items' own answer
+            from m100.targets.m100.isa import Walk
+            from .semantics_base import Access
+            it = _items((Access(Walk(Space.DDR, 0, 0, dtype, levels), 0),))
+            return (it[0][1].lo, it[0][1].hi) if it and it[0][1].hi > it[0][1].lo else (0, 0)
+        a, b = lv.initial, lv.last
+        lo += min(a, b)
+        hi += max(a, b)
+    bits = dtype.bits
+    if bits >= 8:
+        return lo * (bits // 8), (hi + 1) * (bits // 8)
+    return lo >> 1, (hi >> 1) + 1
+
+
+def _pack_halves(halves: list, keys: list) -> None:
+    """Pack the race items of many block halves at once (the bulk pre-pass): ``halves[i]`` a
+    half's accesses (``reads(b)`` / ``writes(b)``), ``keys[i]`` = (its instruction's
+    ``_sim_race`` table, its key ``(b, write, 0)``), which gets the half's
+    :class:`~m100.sim.race_batch.RaceRows` handle: the same rows as :func:`_pack` of its
+    :func:`_items`. An access of a whole walk (no offsets) has the bounds ``base +``
+    :func:`_relative` of its (levels, element type) -- one probe per geometry, the rest numpy
+    --, an access of some elements :func:`_items`' own; the byte sets are made only when the
+    sweep asks (:func:`access_byte_set`)."""
+    m = len(halves)
+    cnt = np.fromiter(map(len, halves), dtype=np.int64, count=m)
+    accs = list(chain.from_iterable(halves))
+    n = len(accs)
+    if not n:  # (no accesses: every half empty)
+        rows = RaceRows(np.zeros((0, 3), dtype=np.int64), [])
+        for kept, key in keys:
+            kept[key] = (rows, 0, 0)
+        return
+    base, sp, dtypes, levels = zip(*map(_FIELDS, map(_WALK, accs)))
+    base = np.array(base, dtype=np.int64)
+    sp = np.array(sp, dtype=np.int64)  # (IntEnums)
+    dtypes = np.array(dtypes, dtype=np.int64)
+    tpb = np.fromiter(map(_TPB, accs), dtype=np.int64, count=n)
+    # one _relative per (levels, element type): the levels tuples by identity (a decoded
+    # program's walks of equal levels share one; the walks hold them while this runs)
+    geo = np.fromiter(map(id, levels), dtype=np.int64, count=n) * _NTYPES + dtypes
+    _, first, inv = np.unique(geo, return_index=True, return_inverse=True)
+    rel = np.array([_relative(levels[i], _DTYPES[t]) for i, t in
+                    zip(first.tolist(), dtypes[first].tolist())],
+                   dtype=np.int64).reshape(-1, 2)[inv]
+    nums = np.empty((n, 3), dtype=np.int64)
+    np.add(base, rel[:, 0], out=nums[:, 1])
+    np.add(base, rel[:, 1], out=nums[:, 2])
+    np.multiply(sp, 65536, out=nums[:, 0])  # (space_code: the TPB for HBSM only)
+    nums[:, 0] += np.where(sp == _HBSM, tpb, 0)
+    with_bytes = rel[:, 1] > rel[:, 0]
+    some = np.fromiter(map(is_not, map(_OFFSETS, accs), repeat(None)), dtype=bool, count=n)
+    for i in np.flatnonzero(some).tolist():  # (an access of some elements: its own items)
+        it = _items((accs[i],))
+        bs = it[0][1] if it else None
+        with_bytes[i] = bs is not None and bs.hi > bs.lo
+        if with_bytes[i]:
+            nums[i] = (it[0][2], bs.lo, bs.hi)
+    if not with_bytes.all():
+        keep = np.flatnonzero(with_bytes)
+        nums = nums[keep]
+        accs = [accs[i] for i in keep.tolist()]
+        cnt = np.bincount(np.repeat(np.arange(m), cnt)[keep], minlength=m)
+    rows = RaceRows(nums, accs, access_byte_set)
+    end = np.cumsum(cnt)
+    for (kept, key), f, e in zip(keys, (end - cnt).tolist(), end.tolist()):
+        kept[key] = (rows, f, e)
 
 
 class Checks:
@@ -128,8 +217,10 @@ class Checks:
         if not DERIVE_FIRST:
             return
         races = self.races is not None
-        bulk = self.rbatch is not None and self.rbatch.bulk  # (their packed form too)
+        bulk = self.rbatch is not None and self.rbatch.bulk  # (their packed form only)
         strided = twu.STRIDED
+        halves: list = []  # bulk: the block halves' accesses, packed at once (_pack_halves)
+        keys: list = []
         for rec in self.recs:
             inst = rec.inst
             if isinstance(inst, CsuCall):
@@ -147,17 +238,35 @@ class Checks:
             for b in range(inst.sync.blocks):
                 try:
                     rd = wr = None  # (a block's accesses, made once for both)
-                    if races:
+                    if bulk:
+                        if (b, False, 0) not in kept:
+                            rd = ex.reads(b)
+                            halves.append(rd)
+                            keys.append((kept, (b, False, 0)))
+                        if (b, True, 0) not in kept:
+                            wr = ex.writes(b)
+                            halves.append(wr)
+                            keys.append((kept, (b, True, 0)))
+                    elif races:
                         if (b, False) not in kept:
                             rd = ex.reads(b)
-                            _keep_items(kept, b, False, rd, bulk)
+                            _keep_items(kept, b, False, rd)
                         if (b, True) not in kept:
                             wr = ex.writes(b)
-                            _keep_items(kept, b, True, wr, bulk)
+                            _keep_items(kept, b, True, wr)
                     if spec is not None:
                         spec(b, rd, wr)
                 except Exception:  # noqa: BLE001 - left to the block, which raises it again
                     break
+        if halves:
+            try:
+                _pack_halves(halves, keys)
+            except Exception:  # noqa: BLE001 - half by half; what raises is left to its block
+                for h, (kept, key) in zip(halves, keys):
+                    try:
+                        kept[key] = _pack(_items(h))
+                    except Exception:  # noqa: BLE001
+                        pass
 
     # --- races --------------------------------------------------------------------------------
     def _race_block(self, u: int, rec: InstRec, b: int, write: bool) -> None:
@@ -200,18 +309,17 @@ class Checks:
 
     def _race_log(self, rec: InstRec, b: int, write: bool, meta: tuple) -> None:
         """Append block ``b``'s reads or writes that touch bytes to the bulk race log
-        (:class:`~m100.sim.race_batch.RaceBatch`'s ``log_nums`` / ``log_bss`` / ``log_meta``) as
-        one entry: its packed items (:meth:`_race_packed`) and ``meta`` = (unit, epoch, write,
+        (:class:`~m100.sim.race_batch.RaceBatch`'s ``log_rows`` / ``log_meta``) as
+        one entry: its packed items' handle (:meth:`_race_packed`) and ``meta`` = (unit, epoch, write,
         clock row number). The bulk branch of :meth:`_race_block` and the functional loop
         (``sim/engine_untimed.py``) both log through it."""
         got = rec.inst.__dict__.get("_sim_race")  # (_race_packed, its kept case inline)
         pk = got[1].get((b, write, 0)) if got is not None and got[0] is twu.STRIDED else None
         if pk is None:
             pk = self._race_packed(rec, b, write)
-        if pk[1]:
+        if pk[2] > pk[1]:
             rb = self.rbatch
-            rb.log_nums.append(pk[0])
-            rb.log_bss.append(pk[1])
+            rb.log_rows.append(pk)
             rb.log_meta.append(meta)
 
     def _race_items(self, rec: InstRec, b: int, write: bool) -> list:
@@ -236,10 +344,10 @@ class Checks:
 
     def _race_packed(self, rec: InstRec, b: int, write: bool) -> tuple:
         """:meth:`_race_items` of block ``b``'s reads or writes packed for the bulk check
-        (:class:`~m100.sim.race_batch.RaceBatch`'s ``log_nums`` / ``log_bss``): the accesses
-        that touch bytes, as one flat tuple of (space code, lo, hi) and one of their byte
-        sets. Kept next to the items (key ``(b, write, 0)``; the pre-pass makes it with them
-        in a bulk run), made from them."""
+        (:class:`~m100.sim.race_batch.RaceBatch`'s ``log_rows``): the accesses that touch
+        bytes, as a :class:`~m100.sim.race_batch.RaceRows` handle (their (space code, lo, hi)
+        rows and byte sets). Kept next to the items (key ``(b, write, 0)``; the bulk pre-pass
+        makes it alone, :func:`_pack_halves`), else made from them."""
         inst = rec.inst
         if isinstance(inst, CsuCall):
             return _pack(self._race_items(rec, b, write))

@@ -38,6 +38,7 @@ batches and the per-access checker.
 from __future__ import annotations
 
 import itertools
+import operator
 
 import numpy as np
 
@@ -74,6 +75,35 @@ def sorted_unique(a: np.ndarray) -> np.ndarray:
     return a[keep]
 
 
+class RaceRows:
+    """Packed race items of many block halves: row ``i`` is one access that touches bytes --
+    ``nums[i]`` its (space code, lo, hi) -- and ``src[i]`` what its byte set is: a
+    :class:`~m100.sim.checks.ByteSet`, or an access whose byte set ``make(src[i])`` returns
+    (made only for the sweep's few candidate pairs; ``engine_checks._pack_halves``). A block
+    half's packed items are a *handle* ``(rows, first, end)``: rows ``[first, end)``."""
+    __slots__ = ("nums", "src", "make")
+
+    def __init__(self, nums: np.ndarray, src: list, make=None):
+        self.nums, self.src, self.make = nums, src, make
+
+    def byte_set(self, i: int):
+        """Row ``i``'s byte set (``make`` None: ``src`` holds the byte sets)."""
+        return self.src[i] if self.make is None else self.make(self.src[i])
+
+
+def unpack(pk: tuple) -> tuple[tuple, list]:
+    """A handle's (flat (space code, lo, hi) of its rows, their byte sets): the form the bulk
+    log had before the rows (tests compare with ``engine_checks._pack``)."""
+    rows, first, end = pk
+    return tuple(rows.nums[first:end].ravel().tolist()), \
+        [rows.byte_set(i) for i in range(first, end)]
+
+
+def rows_of(items_nums: list, bss: list) -> RaceRows:
+    """A :class:`RaceRows` of flat (code, lo, hi) numbers and their byte sets."""
+    return RaceRows(np.array(items_nums, dtype=np.int64).reshape(-1, 3), list(bss))
+
+
 class RaceFound(Exception):
     """The batch found two unordered accesses with a common byte (one a write)."""
 
@@ -95,10 +125,9 @@ class RaceBatch:
         self.pending: list[tuple] = []
         self.pending_bs: list = []
         # bulk: one entry per block's reads or writes that touch bytes, in arrival order, in
-        # three lists: its packed items ((code, lo, hi) flat; their byte sets:
+        # two lists: its packed items (a RaceRows handle (rows, first, end):
         # Checks._race_packed) and (unit, epoch, write, clock row)
-        self.log_nums: list[tuple] = []
-        self.log_bss: list[tuple] = []
+        self.log_rows: list[tuple] = []
         self.log_meta: list[tuple] = []
         # clock rows of this batch: rows [0, used) of buf (a new array per batch: the engine
         # keeps views of rows as clocks of counter arrivals); gen numbers the batches. In bulk
@@ -134,8 +163,7 @@ class RaceBatch:
         ``snap``: the access's clock (:meth:`snapshot`). (The engine appends directly.)"""
         if bs.hi > bs.lo:  # no bytes: races with nothing, nothing races with it
             if self.bulk:
-                self.log_nums.append((space_code(space), bs.lo, bs.hi))
-                self.log_bss.append((bs,))
+                self.log_rows.append((rows_of([space_code(space), bs.lo, bs.hi], [bs]), 0, 1))
                 self.log_meta.append((unit, epoch, write, snap))
                 return
             self.pending.append((space_code(space), unit, epoch, write, bs.lo, bs.hi, snap))
@@ -281,20 +309,17 @@ class RaceBatch:
         (:meth:`~m100.sim.checks.ByteSet.first_overlap`; for two bitmaps memoized by :func:`meet`).
         Where the pairs would be too many (:data:`BULK_PAIRS_PER_ACCESS`) or the keys do not fit,
         the run is checked as one batch of :meth:`check` instead (the same verdict)."""
-        nums_l, bss_l, meta = self.log_nums, self.log_bss, self.log_meta
-        self.log_nums, self.log_bss, self.log_meta = [], [], []
+        ents, meta = self.log_rows, self.log_meta
+        self.log_rows, self.log_meta = [], []
         m = len(meta)
         if not m:
             return
-        cnt = np.fromiter(map(len, bss_l), dtype=np.int64, count=m)
-        tot = int(cnt.sum())
-        nums = np.fromiter(itertools.chain.from_iterable(nums_l), dtype=np.int64,
-                           count=3 * tot).reshape(tot, 3)
+        nums, cnt, bss = _gather(ents)
+        tot = nums.shape[0]
         md = np.fromiter(itertools.chain.from_iterable(meta), dtype=np.int64,
                          count=4 * m).reshape(m, 4)
         code, lo, hi = nums[:, 0], nums[:, 1], nums[:, 2]
         unit, epoch, write, snap = (np.repeat(md[:, i], cnt) for i in range(4))
-        bss = list(itertools.chain.from_iterable(bss_l))
         clocks = self.buf[:self.used]
         n = self.n
         if int(hi.max()) >= _ADDR or int(code.max()) >= (1 << 62) // _ADDR \
@@ -340,8 +365,62 @@ class RaceBatch:
         against the earlier ones by unit and epoch)."""
         self.pending = list(zip(code.tolist(), unit.tolist(), epoch.tolist(), write.tolist(),
                                 lo.tolist(), hi.tolist(), snap.tolist()))
-        self.pending_bs = bss
+        self.pending_bs = [bss[i] for i in range(len(bss))]
         self._check_batch(None)
+
+
+class _ByteSets:
+    """The byte sets of the sweep's rows (arrival order), made when first asked for: ``[i]``
+    (a row's :meth:`RaceRows.byte_set`, kept)."""
+    __slots__ = ("stores", "index", "made")
+
+    def __init__(self, stores: list, index: np.ndarray):
+        # stores: (rows, its first row in the concatenation); index: per sweep row, its row in
+        # the concatenation of the stores' rows
+        self.stores, self.index, self.made = stores, index, {}
+
+    def __len__(self) -> int:
+        return self.index.size
+
+    def __getitem__(self, i: int):
+        bs = self.made.get(i)
+        if bs is None:
+            j = int(self.index[i])
+            k = len(self.stores) - 1
+            while self.stores[k][1] > j:
+                k -= 1
+            rows, off = self.stores[k]
+            bs = self.made[i] = rows.byte_set(j - off)
+        return bs
+
+
+def _gather(ents: list) -> tuple[np.ndarray, np.ndarray, _ByteSets]:
+    """The (space code, lo, hi) rows of the bulk log's handles ``ents`` in their order (an
+    ``(n, 3)`` int64 array), each handle's row count and the rows' byte sets (made when asked
+    for). No Python per entry: C iterators over the handles."""
+    m = len(ents)
+    fe = np.fromiter(itertools.chain.from_iterable(map(_FIRST_END, ents)), dtype=np.int64,
+                     count=2 * m).reshape(m, 2)
+    first, cnt = fe[:, 0], fe[:, 1] - fe[:, 0]
+    stores: list = []  # (rows, its first row in the concatenation), in first-seen order
+    off = 0
+    for rows in dict.fromkeys(map(_ROWS, ents)):  # (a handful of stores: usually one)
+        stores.append((rows, off))
+        off += rows.nums.shape[0]
+    if len(stores) > 1:
+        where = {id(rows): o for rows, o in stores}
+        first = first + np.fromiter(map(where.__getitem__, map(id, map(_ROWS, ents))),
+                                    dtype=np.int64, count=m)
+        allnums = np.concatenate([r.nums for r, _ in stores])
+    else:
+        allnums = stores[0][0].nums
+    tot = int(cnt.sum())
+    index = np.repeat(first - (np.cumsum(cnt) - cnt), cnt) + np.arange(tot, dtype=np.int64)
+    return allnums[index], cnt, _ByteSets(stores, index)
+
+
+_ROWS = operator.itemgetter(0)
+_FIRST_END = operator.itemgetter(1, 2)
 
 
 def meet(a, b, memo: dict) -> bool:

@@ -63,8 +63,7 @@ def test_functional_loop_equals_the_general_loop(name, monkeypatch):
     orig_sweep = race_batch.RaceBatch.sweep
 
     def sweep(self):
-        swept.append((list(self.log_nums), [[(bs.lo, bs.hi) for bs in bss] for bss in
-                                            self.log_bss], list(self.log_meta),
+        swept.append(([race_batch.unpack(pk)[0] for pk in self.log_rows], list(self.log_meta),
                        self.buf[:self.used].copy()))
         return orig_sweep(self)
 
