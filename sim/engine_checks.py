@@ -217,7 +217,7 @@ class Checks:
         if not DERIVE_FIRST:
             return
         races = self.races is not None
-        bulk = self.rbatch is not None and self.rbatch.bulk  # (their packed form only)
+        bulk = self.rbatch is not None  # (their packed form only)
         strided = twu.STRIDED
         halves: list = []  # bulk: the block halves' accesses, packed at once (_pack_halves)
         keys: list = []
@@ -272,8 +272,11 @@ class Checks:
     def _race_block(self, u: int, rec: InstRec, b: int, write: bool) -> None:
         """Check and record the reads (``write`` False) or writes of block ``b``."""
         rb = self.rbatch
-        if rb is not None and rb.bulk:  # one entry per block half, checked after the run
-            # (the clock as below: a row of rb.buf, which in bulk mode is one batch)
+        if rb is not None:  # one entry per block half, checked after the run
+            # the reads take a copy of the clock when the block starts (a row of rb.buf: never
+            # changed, so it is also the clock the block's updates carry); the writes use it
+            # too: a unit's clock does not change while its block runs (joins happen in
+            # try_start, which leaves a running unit alone; the tick comes after the writes)
             if write:
                 snap = self.race_snap[u][1]
             else:
@@ -281,28 +284,6 @@ class Checks:
                 self.race_clock[u] = rb.buf[snap]
                 self.race_snap[u] = (rb.gen, snap)
             self._race_log(rec, b, write, (u, self.vc.item(u, u), write, snap))
-            return
-        if rb is not None:  # recorded with the unit's clock, checked in the batch
-            # the reads take a copy of the clock when the block starts; the writes use it too:
-            # a unit's clock does not change while its block runs (joins happen in try_start,
-            # which leaves a running unit alone; the tick comes after the writes)
-            # (the clock is a row of the batch's clock array, rb.buf: written once, never
-            # changed, so it is also the clock the block's updates carry; a block whose writes
-            # fall in the next batch copies it there)
-            if write:
-                gen, snap = self.race_snap[u]
-                if gen != rb.gen:
-                    snap = rb.keep(self.race_clock[u])
-            else:
-                snap = rb.keep(self.vc[u])
-                self.race_clock[u] = rb.buf[snap]
-                self.race_snap[u] = (rb.gen, snap)
-            epoch = self.vc.item(u, u)
-            pend, pend_bs = rb.pending, rb.pending_bs
-            for space, bs, code in self._race_items(rec, b, write):
-                if bs.hi > bs.lo:  # (an access with no bytes races with nothing)
-                    pend.append((code, u, epoch, write, bs.lo, bs.hi, snap))
-                    pend_bs.append(bs)
             return
         for space, bs, _ in self._race_items(rec, b, write):
             self._race(u, rec, b, space, bs, write)
@@ -379,12 +360,9 @@ class Checks:
                         rec, address=addr)
 
     def _prune(self) -> None:
-        if self.rbatch is not None and self.rbatch.bulk:
+        if self.rbatch is not None:
             return  # (the bulk check keeps every access until the run's end)
         live = [i for i, us in enumerate(self.units) if us.cur is not None or us.queue]
-        if self.rbatch is not None:
-            self.rbatch.check(self.vc[live].min(axis=0) if live else None)
-            return
         if not live:
             self.races.clear()
             return

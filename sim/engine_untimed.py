@@ -68,7 +68,7 @@ class UntimedLoop:
         vitem = vc.item
         # the bulk race log (Checks._race_block's bulk branch without its call and mode
         # tests: the same clock rows; the entries through the same Checks._race_log)
-        bulk = races is not None and rb is not None and rb.bulk
+        bulk = races is not None and rb is not None
         if bulk:
             race_snap, race_log, keep, gen = self.race_snap, self._race_log, rb.keep, rb.gen
 

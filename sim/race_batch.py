@@ -1,6 +1,5 @@
-"""The race checker in batches: accesses are recorded as byte intervals with their unit's clock,
-and checked together with numpy every :data:`~m100.sim.engine_checks.PRUNE_EVERY` completed
-instructions and at the end of a run, instead of one Python scan per access
+"""The race checker in bulk: a run's accesses are recorded as byte intervals with their unit's clock
+and checked together with numpy once, at the end of the run, instead of one Python scan per access
 (:class:`~m100.sim.checks.RaceDetector`, ~10 us per access, ~45 % of a functional ResNet run).
 
 What it decides is only *whether* the run has a race: a race found raises :class:`RaceFound`, and
@@ -8,31 +7,32 @@ the simulator runs the program again from the start with the per-access checker,
 reports (``Simulator._run``). A race-free run -- every run of a synchronized program -- is never
 run twice; a racy one (the tests' mutants) costs two runs.
 
+The engine records one entry per block's reads or writes (the block's items packed once per
+instruction: space codes, byte bounds, the sources of their byte sets; its unit, epoch and clock
+row) and nothing is checked until the run's end, where :meth:`RaceBatch.sweep` checks every access
+at once by address (sort by (space, first byte), two ``searchsorted`` per access: the pairs of a
+write and an access whose bounding intervals meet, then the epoch test and the byte test below).
+No Python per access in the loop.
+
 Exactness. The per-access checker reports a race at access ``X`` (unit ``u``, clock ``C``) iff
 some earlier access ``Y`` (unit ``v != u``, epoch ``e``, same space, one of the two a write) has
 ``e > C[v]`` and a byte in common with ``X``, among the records not pruned yet. Pruning drops only
 records with ``e <= C'[v]`` for the clock ``C'`` of every unit that still runs; clocks only grow,
 so a pruned record never satisfies ``e > C[v]`` for a later access: race or no race does not
-depend on pruning. This checker enumerates exactly the pairs ``(Y, X)`` with ``Y`` earlier (by
-arrival), the same space, ``v != u``, one a write and ``e > C[v]``: a unit's records in a space,
-in arrival order, have non-decreasing epochs, so for each ``X`` and unit ``v`` they are one
-index range of ``v``'s records there (``e > C[v]`` and arrived before ``X``), found by two
-``searchsorted`` over keys ``(space, unit, epoch)`` and ``(space, unit, arrival)``. The pairs
-whose bounding intervals meet (a handful per run) are then tested byte-exactly
-(:meth:`~m100.sim.checks.ByteSet.first_overlap`, the per-access checker's own test). So it finds
-a race iff the per-access checker would report one. An access with no bytes is neither checked nor
-recorded, as there. ``test/unit/sim/test_race_batch.py`` compares it with a brute-force scan and
-with :class:`~m100.sim.checks.RaceDetector` on random access sequences; the e2e tests compare
-whole runs (outputs, stats, reports) with batching on and off, mutants included.
-
-Bulk mode (:data:`BULK`, session 28). The engine records one entry per block's reads or writes
-(the block's items packed once per instruction: space codes, byte bounds, byte sets; its unit,
-epoch and clock row) and nothing is checked until the run's end, where :meth:`RaceBatch.sweep`
-checks every access at once by address (sort by (space, first byte), two ``searchsorted``
-per access: the pairs of a write and an access whose bounding intervals meet, then the same
-epoch test and byte test as above). No pruning, no per-batch sorts of the history, no Python
-per access in the loop. Same verdict (its doc); the tests compare it with the brute force, the
-batches and the per-access checker.
+depend on pruning. The sweep enumerates every pair with meeting bounds (its doc); its fallback
+(:meth:`RaceBatch._one_batch`, when the pairs would be too many) enumerates exactly the pairs
+``(Y, X)`` with ``Y`` earlier (by arrival), the same space, ``v != u``, one a write and ``e >
+C[v]``: a unit's records in a space, in arrival order, have non-decreasing epochs, so for each
+``X`` and unit ``v`` they are one index range of ``v``'s records there (``e > C[v]`` and arrived
+before ``X``), found by two ``searchsorted`` over keys ``(space, unit, epoch)`` and ``(space,
+unit, arrival)``. The pairs whose bounding intervals meet (a handful per run) are then tested
+byte-exactly (:meth:`~m100.sim.checks.ByteSet.first_overlap`, the per-access checker's own test).
+So it finds a race iff the per-access checker would report one. An access with no bytes is
+neither checked nor recorded, as there. ``test/unit/sim/test_race_index.py`` compares the sweep
+and its fallback with a brute-force scan and with :class:`~m100.sim.checks.RaceDetector` on random
+access sequences; the e2e tests compare whole runs (outputs, stats, reports) with the per-access
+checker, mutants included. (Session 32: the in-run batches with pruning, ``BULK = False``, were
+dropped -- the bulk sweep had replaced them since session 28.)
 """
 
 from __future__ import annotations
@@ -44,11 +44,6 @@ import numpy as np
 
 #: Check races in batches (False: the per-access checker for every run; tests compare).
 BATCH = True
-
-#: Check a run's accesses once, after its loop, by address (:meth:`RaceBatch.sweep`; the engine
-#: records one entry per block's reads or writes); False: in batches during the run
-#: (:meth:`RaceBatch.check` with pruning). The tests compare the two.
-BULK = True
 
 #: The bulk check enumerates at most this many (write, access) pairs per access on average;
 #: beyond it (many writes over one region) it checks by unit and epoch instead
@@ -109,45 +104,30 @@ class RaceFound(Exception):
 
 
 class RaceBatch:
-    """Accesses of the current batch (``pending``: one tuple per access, its byte set in
-    ``pending_bs``; their clocks are rows of ``buf``, one 2-D array per batch: a row is written
-    once and never changed, so the engine hands ``buf[i]`` on as the block's clock, and the
-    check indexes ``buf`` without stacking rows) and the records of earlier batches not
-    pruned yet (numpy arrays sorted by (group, arrival)). The engine appends to ``pending`` and
-    ``pending_bs`` itself (:meth:`~m100.sim.engine_checks.Checks._race_block`): per access
-    ``(space code, unit, epoch, write, lo, hi, snapshot number)`` with the space code of
-    :func:`space_code`, and only accesses with bytes (``hi > lo``)."""
+    """A run's accesses, checked once at its end (:meth:`sweep`). The engine logs one entry per
+    block's reads or writes that touch bytes (:meth:`~m100.sim.engine_checks.Checks._race_log`),
+    in arrival order, in two lists: ``log_rows`` its packed items (a :class:`RaceRows` handle
+    ``(rows, first, end)``) and ``log_meta`` (unit, epoch, write, clock row). The clock rows are
+    rows ``[0, used)`` of ``buf`` (:meth:`keep`: a row is written once and never changed, so the
+    engine hands ``buf[i]`` on as the block's clock, and the sweep indexes ``buf`` without
+    stacking rows)."""
 
-    def __init__(self, units: int, rows: int = 64, bulk: bool | None = None):
+    def __init__(self, units: int, rows: int = 64):
         self.n = units
-        self.bulk = BULK if bulk is None else bulk
-        self.count = 0  # accesses checked so far (arrival numbers)
-        self.pending: list[tuple] = []
-        self.pending_bs: list = []
-        # bulk: one entry per block's reads or writes that touch bytes, in arrival order, in
-        # two lists: its packed items (a RaceRows handle (rows, first, end):
-        # Checks._race_packed) and (unit, epoch, write, clock row)
         self.log_rows: list[tuple] = []
         self.log_meta: list[tuple] = []
-        # clock rows of this batch: rows [0, used) of buf (a new array per batch: the engine
-        # keeps views of rows as clocks of counter arrivals); gen numbers the batches. In bulk
-        # mode there is one batch: buf holds every block's clock (``rows``: a capacity, grown
-        # when full)
+        # rows: a capacity, grown when full; gen: the engine's clock handles (gen, row) name it
         self.buf = np.empty((max(64, rows), units), dtype=np.int64)
         self.used = 0
         self.gen = 0
-        z = np.zeros(0, dtype=np.int64)
-        # history: group (space code * units + unit), epoch, write, lo, hi, arrival; byte sets
-        self.h = (z, z, np.zeros(0, dtype=bool), z, z, z)
-        self.h_bs = np.zeros(0, dtype=object)
 
     def snapshot(self, row: np.ndarray) -> int:
         """Keep a copy of a clock row; its number for an access."""
         return self.keep(row)
 
     def keep(self, clock: np.ndarray) -> int:
-        """Keep a copy of a clock row as the next row of ``buf``; its number for an access of
-        this batch (``buf[number]`` is the copy: never changed)."""
+        """Keep a copy of a clock row as the next row of ``buf``; its number for an access
+        (``buf[number]`` is the copy: never changed)."""
         i = self.used
         buf = self.buf
         if i == buf.shape[0]:  # full: a larger array (views of the old rows stay valid)
@@ -160,82 +140,41 @@ class RaceBatch:
 
     def add(self, space: tuple, unit: int, epoch: int, write: bool, bs, snap: int) -> None:
         """Record an access of ``unit`` in its ``epoch`` to the byte set ``bs`` of ``space``;
-        ``snap``: the access's clock (:meth:`snapshot`). (The engine appends directly.)"""
+        ``snap``: the access's clock (:meth:`snapshot`). (The engine logs whole block halves.)"""
         if bs.hi > bs.lo:  # no bytes: races with nothing, nothing races with it
-            if self.bulk:
-                self.log_rows.append((rows_of([space_code(space), bs.lo, bs.hi], [bs]), 0, 1))
-                self.log_meta.append((unit, epoch, write, snap))
-                return
-            self.pending.append((space_code(space), unit, epoch, write, bs.lo, bs.hi, snap))
-            self.pending_bs.append(bs)
+            self.log_rows.append((rows_of([space_code(space), bs.lo, bs.hi], [bs]), 0, 1))
+            self.log_meta.append((unit, epoch, write, snap))
 
     def check(self, min_vc: np.ndarray | None) -> None:
-        """Check this batch's accesses against every earlier record (raise :class:`RaceFound`),
-        then keep them as records and prune with ``min_vc`` (the lowest clock of the units still
-        running; None: nothing runs any more, drop every record). In bulk mode only the last
-        check (``min_vc`` None: the run's end) checks, every access of the run at once
-        (:meth:`sweep`); the others do nothing."""
-        if self.bulk:
-            if min_vc is None:
-                self.sweep()
-            return
-        self._check_batch(min_vc)
-
-    def _check_batch(self, min_vc: np.ndarray | None) -> None:
-        """:meth:`check` in batches."""
-        k = len(self.pending)
-        if k:
-            n = self.n
-            p = np.fromiter(itertools.chain.from_iterable(self.pending), dtype=np.int64,
-                            count=7 * k).reshape(k, 7)
-            arr = np.arange(self.count, self.count + k, dtype=np.int64)
-            self.count += k
-            pg = p[:, 0] * n + p[:, 1]
-            pe, pw, plo, phi, psnap = p[:, 2], p[:, 3].astype(bool), p[:, 4], p[:, 5], p[:, 6]
-            if int(pe.max()) >= _SHIFT or self.count >= _SHIFT or int(pg.max()) >= 1 << 31:
-                raise AssertionError("race batch: an epoch, arrival or group too large for "
-                                     "its keys")
-            pbs = np.empty(k, dtype=object)
-            pbs[:] = self.pending_bs
-            hg, he, hw, hlo, hhi, harr = self.h
-            g = np.concatenate([hg, pg])
-            e = np.concatenate([he, pe])
-            w = np.concatenate([hw, pw])
-            lo = np.concatenate([hlo, plo])
-            hi = np.concatenate([hhi, phi])
-            ar = np.concatenate([harr, arr])
-            bs = np.concatenate([self.h_bs, pbs])
-            order = np.argsort(g, kind="stable")  # by group, then arrival (concatenated in order)
-            g, e, w, lo, hi, ar, bs = g[order], e[order], w[order], lo[order], hi[order], \
-                ar[order], bs[order]
-            snaps = self.buf[:self.used]
-            # this batch's accesses as X: writes against every record, reads against the writes
-            for x_write in (True, False):
-                sel = pw == x_write
-                if not sel.any():
-                    continue
-                if x_write:
-                    ys = slice(None)
-                else:
-                    ys = w
-                self._pairs(g[ys], e[ys], lo[ys], hi[ys], ar[ys], bs[ys],
-                            pg[sel], plo[sel], phi[sel], arr[sel], pbs[sel],
-                            snaps[psnap[sel]])
-            self.h, self.h_bs = (g, e, w, lo, hi, ar), bs
-            self.pending, self.pending_bs = [], []
-        # the next batch's rows in a new array: this one's rows may be referenced as clocks
-        self.buf = np.empty((max(64, self.used + self.used // 4), self.n), dtype=np.int64)
-        self.used = 0
-        self.gen += 1
+        """At the run's end (``min_vc`` None): check every access it logged (:meth:`sweep`,
+        raise :class:`RaceFound`); before it (the engine's prunings) nothing."""
         if min_vc is None:
-            z = np.zeros(0, dtype=np.int64)
-            self.h, self.h_bs = (z, z, np.zeros(0, dtype=bool), z, z, z), np.zeros(0, dtype=object)
-            return
-        g = self.h[0]
-        if g.size:
-            keep = self.h[1] > min_vc[g % self.n]
-            self.h = tuple(a[keep] for a in self.h)
-            self.h_bs = self.h_bs[keep]
+            self.sweep()
+
+    def _one_batch(self, code, unit, epoch, write, lo, hi, snap, bss) -> None:
+        """The sweep's fallback: each access against every earlier one of its space, by unit
+        and epoch (:meth:`_pairs`; raise :class:`RaceFound`)."""
+        tot = code.size
+        n = self.n
+        pg = code * n + unit
+        arr = np.arange(tot, dtype=np.int64)
+        if int(epoch.max()) >= _SHIFT or tot >= _SHIFT or int(pg.max()) >= 1 << 31:
+            raise AssertionError("race batch: an epoch, arrival or group too large for its keys")
+        pbs = np.empty(tot, dtype=object)
+        pbs[:] = [bss[i] for i in range(tot)]
+        pw = write.astype(bool)
+        order = np.argsort(pg, kind="stable")  # by group, then arrival
+        g, e, w, glo, ghi, ar, bs = pg[order], epoch[order], pw[order], lo[order], hi[order], \
+            arr[order], pbs[order]
+        snaps = self.buf[:self.used]
+        # every access as X: writes against every access, reads against the writes
+        for x_write in (True, False):
+            sel = pw == x_write
+            if not sel.any():
+                continue
+            ys = slice(None) if x_write else w
+            self._pairs(g[ys], e[ys], glo[ys], ghi[ys], ar[ys], bs[ys],
+                        pg[sel], lo[sel], hi[sel], arr[sel], pbs[sel], snaps[snap[sel]])
 
     def _pairs(self, g, e, lo, hi, ar, bs, xg, xlo, xhi, xar, xbs, xclock) -> None:
         """Raise :class:`RaceFound` if some record (``g``.. sorted by group then arrival) races
@@ -287,9 +226,8 @@ class RaceBatch:
                 raise RaceFound
 
     def sweep(self) -> None:
-        """Check every access the run recorded (bulk mode), once, by address: raise
-        :class:`RaceFound` iff :meth:`check` in batches -- so the per-access checker -- finds a
-        race, then forget them.
+        """Check every access the run recorded, once, by address: raise :class:`RaceFound` iff
+        the per-access checker finds a race, then forget them.
 
         Exactness. The per-access checker reports a race at ``X`` iff some access ``Y`` that
         arrived before it (another unit ``v``, the same space, one of the two a write) has
@@ -308,7 +246,7 @@ class RaceBatch:
         handful: ``sorted_unique``) get the per-access checker's byte test
         (:meth:`~m100.sim.checks.ByteSet.first_overlap`; for two bitmaps memoized by :func:`meet`).
         Where the pairs would be too many (:data:`BULK_PAIRS_PER_ACCESS`) or the keys do not fit,
-        the run is checked as one batch of :meth:`check` instead (the same verdict)."""
+        the run is checked as one batch instead (:meth:`_one_batch`: the same verdict)."""
         ents, meta = self.log_rows, self.log_meta
         self.log_rows, self.log_meta = [], []
         m = len(meta)
@@ -325,7 +263,7 @@ class RaceBatch:
         if int(hi.max()) >= _ADDR or int(code.max()) >= (1 << 62) // _ADDR \
                 or int(lo.min()) < 0 or tot >= 1 << 31 or self.used * n >= 1 << 31 \
                 or int(epoch.max()) >= 1 << 31:
-            return self._as_one_batch(code, unit, epoch, write, lo, hi, snap, bss)
+            return self._one_batch(code, unit, epoch, write, lo, hi, snap, bss)
         i32 = np.int32
         key = code * _ADDR + lo
         hkey = code * _ADDR + hi
@@ -342,7 +280,7 @@ class RaceBatch:
         f2 = np.searchsorted(kw, key, "right")
         n2 = np.maximum(np.searchsorted(kw, hkey, "left") - f2, 0)
         if int(n1.sum()) + int(n2.sum()) > BULK_PAIRS_PER_ACCESS * tot:
-            return self._as_one_batch(code, unit, epoch, write, lo, hi, snap, bss)
+            return self._one_batch(code, unit, epoch, write, lo, hi, snap, bss)
         a = np.concatenate([np.repeat(wi, n1), np.repeat(np.arange(tot, dtype=i32), n2)])
         b = np.concatenate([order[_ranges(f1, n1)], ow[_ranges(f2, n2)]])
         y = np.minimum(a, b)  # arrived first
@@ -359,15 +297,6 @@ class RaceBatch:
             yy, xx = divmod(yx, tot)
             if meet(bss[yy], bss[xx], memo):
                 raise RaceFound
-
-    def _as_one_batch(self, code, unit, epoch, write, lo, hi, snap, bss) -> None:
-        """The bulk check's fallback: the run's accesses as one batch of :meth:`check` (each
-        against the earlier ones by unit and epoch)."""
-        self.pending = list(zip(code.tolist(), unit.tolist(), epoch.tolist(), write.tolist(),
-                                lo.tolist(), hi.tolist(), snap.tolist()))
-        self.pending_bs = [bss[i] for i in range(len(bss))]
-        self._check_batch(None)
-
 
 class _ByteSets:
     """The byte sets of the sweep's rows (arrival order), made when first asked for: ``[i]``

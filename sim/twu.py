@@ -44,7 +44,7 @@ _GEO: dict = {}
 _GEO_MAX = 1 << 16  # entries before the table is emptied (a process running many programs)
 #: :func:`per_levels` by the levels tuple's identity: ``(kind, id(levels), args) -> (levels,
 #: result)``. The entry holds the tuple, so its id names no other object while it is there; a
-#: decoded program's walks with equal levels share one tuple (``encoding._Reader.walk``), so most
+#: decoded program's walks with equal levels share one tuple (``encoding_read._Reader.walk``), so most
 #: lookups hash no :class:`Level` (a Python ``__hash__`` and ``__eq__`` per level: ~52 000 of
 #: each in a first functional ResNet-18 224 run). (Session 24's switch between this and the
 #: by-value lookup alone, ``BY_ID``, was dropped in session 31: test/unit/sim/test_strided.py

@@ -162,7 +162,7 @@ def test_near_rates_equal_share_on_every_entry(name, monkeypatch):
     assert kinds - {"sync", "dispatch", "csu_cpu", "contention"}
 
 
-@pytest.mark.parametrize("bulk", ["bulk", "batches", "one batch"])
+@pytest.mark.parametrize("bulk", ["bulk", "one batch"])
 @pytest.mark.parametrize("name", ["mlp", "convnet", "llama",
                                   pytest.param("resnet18-32", marks=pytest.mark.slow)])
 def test_race_batches_equal_the_per_access_checker(name, bulk, monkeypatch):
@@ -170,11 +170,9 @@ def test_race_batches_equal_the_per_access_checker(name, bulk, monkeypatch):
     per-access checker) give the same outputs (bytes), stats and reports, bit for bit, as the
     per-access checker alone: every mode, random latencies, and monitor-dropping mutants (some
     of them racy: the fallback is exercised). ``bulk``: every access checked once after the
-    loop by address (``race_batch.BULK``), its fallback (the run as one batch), or in batches
-    during the run."""
+    loop by address (``RaceBatch.sweep``), or its fallback (the run as one batch)."""
     from m100.sim import race_batch
 
-    monkeypatch.setattr(race_batch, "BULK", bulk != "batches")
     if bulk == "one batch":
         monkeypatch.setattr(race_batch, "BULK_PAIRS_PER_ACCESS", -1)
     build, machine, tpbs = CASES[name]

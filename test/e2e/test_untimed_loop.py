@@ -91,7 +91,7 @@ def test_functional_loop_equals_the_general_loop(name, monkeypatch):
             _same_engines(a, b)
             assert fast_calls == calls
             # (the functional loop records the bulk race log inline: the same entries, rows)
-            assert len(fast_swept) == len(swept) == (batch and races and race_batch.BULK)
+            assert len(fast_swept) == len(swept) == (batch and races)
             for (*fl, fb), (*rl, rbuf) in zip(fast_swept, swept):
                 assert fl == rl and np.array_equal(fb, rbuf)
             reported += bool(fast.reports_of("race"))

@@ -6,9 +6,9 @@ with pruning, accesses sharing an epoch (a block's reads and writes) and lazy by
 
 The batch checker (``sim/race_batch.py``) finds a race exactly when the per-access checker reports
 one and the brute-force scan finds one: the same random sequences over several spaces, batches
-checked at random points with and without pruning; in bulk mode (``race_batch.BULK``: every
-access checked once at the end, by address) it raises at the end iff the brute force found a
-race anywhere, by the sweep and by its fallback (one batch). Whole runs with batching on and off
+the engine's prunings at random points; every access checked once at the end, by address: it
+raises at the end iff the per-access checker and the brute force found a race anywhere, by the
+sweep and by its fallback (one batch). Whole runs with batching on and off
 are compared in ``test/e2e/test_speed_paths.py``."""
 
 import numpy as np
@@ -83,7 +83,7 @@ batch_access = st.tuples(st.integers(0, UNITS - 1), st.booleans(), st.integers(0
 @given(st.lists(batch_access, min_size=1, max_size=60))
 def test_batch_finds_a_race_iff_the_per_access_checker_does(accesses):
     det = RaceDetector(max_reports=10 ** 6)
-    batch = RaceBatch(UNITS, bulk=False)
+    batch = RaceBatch(UNITS)
     vc = np.zeros((UNITS, UNITS), dtype=np.int64)
     vc[np.arange(UNITS), np.arange(UNITS)] = 1
     seen = []  # (space, unit, epoch, write, members)
@@ -103,18 +103,15 @@ def test_batch_finds_a_race_iff_the_per_access_checker_does(accesses):
         seen.append((space, u, e, write, members))
         batch.add(space, u, e, write, bs, batch.snapshot(vc[u]))
         vc[u, u] += tick
-        last = i == len(accesses) - 1
-        if flush or prune or last:
-            m = vc.min(axis=0) if prune else None
-            if m is None:  # a check without pruning: keep every record (no unit is done)
-                m = np.full(UNITS, -1, dtype=np.int64)
-            if raced:
-                with pytest.raises(RaceFound):
-                    batch.check(m)
-                return
-            batch.check(m)
+        if flush or prune:
+            batch.check(vc.min(axis=0))  # (the engine's prunings: nothing is checked yet)
             if prune:
                 det.prune(vc.min(axis=0))
+    if raced:
+        with pytest.raises(RaceFound):
+            batch.check(None)
+    else:
+        batch.check(None)
 
 
 @settings(max_examples=300, deadline=None)
@@ -128,7 +125,7 @@ def test_bulk_check_finds_a_race_iff_the_brute_force_does(accesses, fallback):
     equal starts, touching ends), one unit's accesses share epochs (no tick), spaces differ."""
     from m100.sim import race_batch
 
-    batch = RaceBatch(UNITS, bulk=True)
+    batch = RaceBatch(UNITS)
     vc = np.zeros((UNITS, UNITS), dtype=np.int64)
     vc[np.arange(UNITS), np.arange(UNITS)] = 1
     seen = []
@@ -170,7 +167,7 @@ def test_bulk_check_at_interval_edges(lo, hi, race, first_write):
     """Two unordered accesses of two units, a write of [100, 110) and a read of [lo, hi), in
     either arrival order: the bulk check raises iff they have a common byte."""
     vc = np.eye(2, dtype=np.int64)
-    batch = RaceBatch(2, bulk=True)
+    batch = RaceBatch(2)
     acc = [(0, True, ByteSet.interval(100, 110)), (1, False, ByteSet.interval(lo, hi))]
     for u, write, bs in (acc if first_write else acc[::-1]):
         batch.add((2, 0), u, 1, write, bs, batch.snapshot(vc[u]))
@@ -185,7 +182,7 @@ def test_per_access_checker_agrees_with_the_brute_force_flag():
     """(The per-access checker's own brute-force test is test_race_index; here: a race found by
     the batch is one the per-access checker reports, on a fixed racy sequence.)"""
     vc = np.eye(2, dtype=np.int64)
-    batch = RaceBatch(2, bulk=False)
+    batch = RaceBatch(2)
     det = RaceDetector()
     bs_w, _ = byte_set(0, 100, 10, 1)
     bs_r, _ = byte_set(1, 105, 3, 2)
