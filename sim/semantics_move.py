@@ -89,12 +89,15 @@ def _fusion(parts: list, sz: int) -> tuple | None:
     HBSM per TPB, every other space one."""
     ssp, stpb, slo, send, _, sc, ss = parts[0]
     plan = []
+    pdc = pds = al = None  # (a broadcast's destinations share one geometry: its tuples)
     for sp, tpb, lo, end, _, dc, ds in parts[1:]:
         if sp == ssp and (tpb == stpb or sp is not Space.HBSM) and lo < send and slo < end:
             return None
-        al = (sc, ss, ds) if sc == dc else _aligned(sc, ss, dc, ds, sz)
-        if al is None:
-            return None
+        if dc is not pdc or ds is not pds:
+            al = (sc, ss, ds) if sc == dc else _aligned(sc, ss, dc, ds, sz)
+            if al is None:
+                return None
+            pdc, pds = dc, ds
         plan.append(al)
     return tuple(plan)
 
@@ -155,14 +158,19 @@ class CopyExec(Exec):
         if not n:
             return None
         out = [(r.walk.space, r.tpb) + geo_of(r.walk)[2]]
+        pw = None  # (a broadcast's destinations: one walk, several TPBs)
         for a in ws:
             w = a.walk
-            if a.offsets is not None or w.dtype is not dt:
+            if a.offsets is not None:
                 return None
-            wn, inj, g = geo_of(w)
-            if not inj or wn != n:
-                return None
-            out.append((w.space, a.tpb) + g)
+            if w is not pw:
+                if w.dtype is not dt:
+                    return None
+                wn, inj, g = geo_of(w)
+                if not inj or wn != n:
+                    return None
+                pw, wsp = w, w.space
+            out.append((wsp, a.tpb) + g)
         return vt, out, _fusion(out, sz)
 
     def _views(self, b: int) -> list[np.ndarray] | None:
