@@ -237,6 +237,20 @@ def test_deadlock_check_agrees_with_toysim_on_lowered_and_raised_values():
                 check_deadlock(q)
             assert toysim.run(q, TINY, mem).deadlock is not None
 
+def test_counter_overflow_is_named():
+    """check_deadlock with a machine checks every counter's final value against the counter
+    width: one SyncError naming the first overflowing counter by (TPB, counter) -- whatever order
+    the run reached them in (here TPB 1's counter 3 first)."""
+    h = progs.hw
+    top = TINY.su_counter_max
+    fill = lambda t, c: isa.Fill(tpb=t, dst=h(t, 0), value=1.0, sync=Sync(  # noqa: E731
+        updates=(Update(c, 1 << t, amount=top),)))
+    prog = [fill(1, 3), fill(1, 3), fill(0, 0), fill(0, 0)]
+    with pytest.raises(SyncError, match=f"counter 0 of TPB 0 reaches {2 * top}, more than"):
+        check_deadlock(prog, TINY)
+    assert check_deadlock(prog[1:3], TINY) == {(1, 3): top, (0, 0): top}  # at the width: fine
+
+
 def _rounds(insts) -> tuple[dict, dict]:
     """The maximal state by rounds (deadlock.run_abstract until session 32, written out): every
     executor in turn runs the blocks whose monitors are met, until a round makes no progress."""
