@@ -32,7 +32,7 @@ import numpy as np
 from m100.targets.m100.isa import Instruction, Unit, tpbs_of
 from m100.targets.m100.machine import Machine
 
-from . import cost_batch
+from . import clock_cert, cost_batch
 from .checks import RaceDetector, Report
 from .dma_ahead import DmaAhead
 from .engine_untimed import UntimedLoop
@@ -122,7 +122,7 @@ class Engine(Fluid, Checks, TraceEvents, DmaAhead, UntimedLoop):
     def __init__(self, machine: Machine, recs: list[InstRec], mem: Memory | None, mode: str,
                  random_seed: int | None, check_races: bool, trace: bool,
                  progress: Callable[[int, int], None] | None = None, batch_races: bool = False,
-                 defer: list | None = None):
+                 defer: list | None = None, clock_cert: tuple | None = None):
         self.m = machine
         # (sim/replay.py, a first full run's data after its loop) the executors' ``run`` /
         # ``apply`` calls logged as (record index, block) / (record index, -1), not made
@@ -165,6 +165,15 @@ class Engine(Fluid, Checks, TraceEvents, DmaAhead, UntimedLoop):
         # per unit: a copy of its clock when its block started (the block's accesses' clock)
         self.race_clock: list[np.ndarray | None] = [None] * n
         self.race_snap: list[tuple[int, int]] = [(-1, -1)] * n  # its (batch, row) in rbatch.buf
+        # (sim/clock_cert.py) with the functional run's race log ``clock_cert``: no log and no
+        # sweep, each block's clock row kept (rbatch.keep) and its unit listed here, the rows
+        # compared after the loop (clocks_ok); race_log: this run's log (entries, rows) after
+        # its sweep found no race
+        bulk = self.rbatch is not None and self.rbatch.bulk
+        self.cert = clock_cert if bulk else None
+        self.cert_units: list[int] | None = [] if self.cert is not None else None
+        self.clocks_ok: bool | None = None
+        self.race_log: tuple | None = None
         # the SU counters, counters[tpb][counter] (Python ints: read on every block start and
         # counter arrival)
         self.counters = [[0] * machine.su_counters for _ in range(machine.num_tpbs)]
@@ -258,8 +267,15 @@ class Engine(Fluid, Checks, TraceEvents, DmaAhead, UntimedLoop):
             if self.rbatch is not None:
                 self.rbatch.check(None)
             return
-        if self.rbatch is not None:
-            self.rbatch.check(None)
+        if self.cert_units is not None:
+            rb = self.rbatch
+            self.clocks_ok = clock_cert.same(self.cert, rb.buf, rb.used, self.cert_units)
+        elif self.rbatch is not None:
+            rb = self.rbatch
+            log = (rb.log_meta, rb.buf)  # (the sweep forgets them)
+            rb.check(None)
+            if rb.bulk:
+                self.race_log = log
         left = [u for u in self.units if u.cur is not None or u.queue]
         if left:
             self.deadlock(left)
@@ -451,7 +467,11 @@ class Engine(Fluid, Checks, TraceEvents, DmaAhead, UntimedLoop):
         if self.functional:
             ex = rec.ex
             try:
-                if self.races is not None:
+                if self.cert_units is not None:  # (its clock row only: sim/clock_cert.py)
+                    rb = self.rbatch
+                    self.race_clock[u] = rb.buf[rb.keep(self.vc[u])]
+                    self.cert_units.append(u)
+                elif self.races is not None:
                     self._race_block(u, rec, b, False)
                 if self.defer is None:
                     us.pending = ex.run(b)
@@ -509,7 +529,7 @@ class Engine(Fluid, Checks, TraceEvents, DmaAhead, UntimedLoop):
                 self.peak[u] = c.peak_macs
         if self.functional:
             try:
-                if self.races is not None:
+                if self.races is not None and self.cert_units is None:
                     self._race_block(u, rec, b, True)
                 if self.defer is None:
                     rec.ex.apply(us.pending)

@@ -106,6 +106,9 @@ class Schedule:
     # replay in another thread meanwhile makes its own)
     exs: list = field(default_factory=list)
     lock: threading.Lock = field(default_factory=threading.Lock)
+    # a functional run's race log (Engine.race_log: its entries and clock rows, race-free),
+    # the certificate a first full run of the same instructions may take (sim/clock_cert.py)
+    race_log: tuple | None = None
 
 
 def _streams(sim: Simulator) -> list:
@@ -178,12 +181,27 @@ def keep(sim: Simulator, eng, recs: list, rec: tuple) -> None:
                      [(r.index, r.stream, r.pos, r.inst, r.unit, r.dispatch, r.start, r.end,
                        tuple(r.blocks)) for r in recs],
                      [(u.name, u.busy, dict(u.stalls)) for u in eng.units],
-                     dict(eng.macs), dict(eng.peak), dict(eng.bytes), exs)
+                     dict(eng.macs), dict(eng.peak), dict(eng.bytes), exs,
+                     race_log=eng.race_log if sim.mode == "functional" else None)
     got = sim.program.__dict__.get("_sim_schedule")
     if got is None:
         got = {}
         sim.program.__dict__["_sim_schedule"] = got  # (not a dataclass field: never compared)
     got[key] = sched
+
+
+def race_log_of(sim: Simulator, key: tuple) -> tuple | None:
+    """The race log of the kept schedule of a functional run with race checks on ``sim``'s
+    instructions, machine and switches (``key``: :func:`key_of` ``sim``, a full run's), or
+    None (sim/clock_cert.py)."""
+    got = sim.program.__dict__.get("_sim_schedule")
+    if got is None:
+        return None
+    sched = got.get(("functional",) + key[1:])
+    if sched is None or sched.race_log is None or not key[2] \
+            or not _same_streams(sched.streams, _streams(sim)):
+        return None
+    return sched.race_log
 
 
 def calls(exs: list, log: list, race_free: bool = False) -> None:

@@ -322,7 +322,7 @@ class Simulator:
         return self._run_once(inputs, False)
 
     def _run_once(self, inputs: dict[str, np.ndarray] | None, batch_races: bool,
-                  defer: bool = True) -> Result:
+                  defer: bool = True, cert: bool = True) -> Result:
         recs, reports = self._records()
         if reports:  # malformed / out-of-bounds instructions: nothing runs
             stats = {"machine": self.machine.name, "mode": self.mode, "total_cycles": 0.0,
@@ -344,11 +344,20 @@ class Simulator:
         defer = defer and self.mode in replay.MODES and (batch_races or not self.check_races)
         rec = replay.recording(self, key, recs, wrap=not defer)
         defer = defer and rec is not None
+        # the first full run of instructions whose functional run is kept: its race verdict
+        # when every block's clock is the functional run's (sim/clock_cert.py)
+        log = replay.race_log_of(self, key) if defer and cert and batch_races \
+            and self.mode == "full" else None
         eng = Engine(self.machine, recs, self.memory, self.mode, self.random_latency,
                      self.check_races, self.trace, self.progress, batch_races=batch_races,
-                     defer=rec[1] if defer else None)
+                     defer=rec[1] if defer else None, clock_cert=log)
         eng.recs_by_index = recs
         eng.run()
+        if eng.clocks_ok is False and not eng.reports:  # (other clocks: its own log and sweep)
+            for r in recs:
+                r.ex = None
+            self._reset_memory()
+            return self._run_once(inputs, batch_races, defer, cert=False)
         if defer:
             try:
                 if eng.reports:  # (what the loop reported is reported by the engine's run)
