@@ -251,7 +251,9 @@ class Engine(Fluid, Checks, TraceEvents, DmaAhead, UntimedLoop):
     def run(self) -> None:
         if self.timed and cost_batch.BATCH:
             self._derive_costs()
-        if self.functional:
+        if self.functional and self.cert_units is None:  # (with a certificate no race
+            # items are asked for, and the copies' view specs are the functional run's, kept on
+            # the instructions -- a block derives one not kept, the same value)
             self._derive_blocks()
         try:
             if self._functional_loop_applies():  # (sim/engine_untimed.py: the same events)
