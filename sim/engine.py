@@ -99,11 +99,6 @@ PIPELINED = frozenset({Unit.TCU, Unit.CVU, Unit.DTDU})
 #: False joins every time (the tests compare the two).
 KNOWN_CLOCKS = True
 
-#: Without timing, events pushed for the current time wait in a FIFO instead of the heap
-#: (``Engine._loop_untimed``: the same order); False: every event goes through the heap (the
-#: tests compare the two).
-UNTIMED_FIFO = True
-
 
 class Aborted(Exception):
     pass
@@ -190,7 +185,10 @@ class Engine(Fluid, Checks, TraceEvents, DmaAhead, UntimedLoop):
         self.cpu_fifo: dict[int, deque] = {}
         self.heap: list = []
         self.now_q: deque = deque()  # events at the current time without timing (run)
-        self.fifo = UNTIMED_FIFO and not self.timed
+        # without timing, events pushed for the current time wait in a FIFO instead of the
+        # heap (``_loop_untimed``: the same order; test_speed_paths runs the heap alone, fifo
+        # False, as the reference)
+        self.fifo = not self.timed
         self.seq = itertools.count()
         self.now = 0.0
         self.jobs: dict[int, Job] = {}  # streaming blocks by unit, in the order they started
@@ -283,7 +281,7 @@ class Engine(Fluid, Checks, TraceEvents, DmaAhead, UntimedLoop):
             self.deadlock(left)
 
     def _loop_timed(self) -> None:
-        """The loop with timing (or without :data:`UNTIMED_FIFO`): every event in the heap,
+        """The loop with timing (or without ``fifo``): every event in the heap,
         by (time, push number); the fluid rates computed before any later event."""
         heap, pop, rates = self.heap, heapq.heappop, self._rates
         while True:

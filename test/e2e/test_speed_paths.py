@@ -263,11 +263,12 @@ def test_known_clocks_equal_every_join(name, monkeypatch):
                                   pytest.param("resnet18-32", marks=pytest.mark.slow)])
 def test_untimed_fifo_equals_the_heap(name, monkeypatch):
     """Without timing the events of the current time wait in a FIFO instead of the heap
-    (``m100.sim.engine.UNTIMED_FIFO``): the same events in the same order, so the same
+    (``Engine.fifo``; the reference: the engine with ``fifo`` False, every event in the heap --
+    the timed runs' loop): the same events in the same order, so the same
     outputs (bytes), stats, reports, block start/end times and trace events (counter values
     and flows in arrival order) as the heap alone -- functional mode, random latencies (blocks
     of other lengths), race batches and the per-access checker, monitor-dropping mutants."""
-    from m100.sim import engine, race_batch
+    from m100.sim import engine, race_batch, replay
 
     build, machine, tpbs = CASES[name]
     cr = driver.compile(build(), machine=machine, tpbs=tpbs)
@@ -282,20 +283,39 @@ def test_untimed_fifo_equals_the_heap(name, monkeypatch):
         return orig(self)
 
     monkeypatch.setattr(engine.Engine, "_loop_untimed", loop)
+    init = engine.Engine.__init__
+    heap_only = [False]
+
+    def made(self, *a, **k):
+        init(self, *a, **k)
+        if heap_only[0]:
+            self.fifo = False
+
+    monkeypatch.setattr(engine.Engine, "__init__", made)
+    heap = []
+    timed_loop = engine.Engine._loop_timed
+
+    def heap_loop(self):
+        heap.append(self.timed)
+        return timed_loop(self)
+
+    monkeypatch.setattr(engine.Engine, "_loop_timed", heap_loop)
+    monkeypatch.setattr(replay, "REPLAY", False)  # (both runs the engine's: no kept schedule)
     reported = 0
     for program in programs:
         for kw, batch in (({}, True), ({"random_latency": 6}, True), ({"trace": True}, True),
                           ({}, False), ({"random_latency": 2, "trace": True}, False)):
             monkeypatch.setattr(race_batch, "BATCH", batch)
             fast = driver.run(program, inputs, mode="functional", **kw)
-            monkeypatch.setattr(engine, "UNTIMED_FIFO", False)
+            heap_only[0] = True
             ref = driver.run(program, inputs, mode="functional", **kw)
-            monkeypatch.setattr(engine, "UNTIMED_FIFO", True)
+            heap_only[0] = False
             _same(fast, ref)
             assert [r.blocks for r in fast.records] == [r.blocks for r in ref.records]
             assert fast.trace_events == ref.trace_events
             reported += bool(fast.reports)
     assert reported and used  # racy / deadlocked runs compared; the FIFO loop ran
+    assert heap and not any(heap)  # the references ran the heap's loop without timing
 
 
 @pytest.mark.parametrize("name", ["mlp", "convnet", "llama",
