@@ -1,8 +1,8 @@
 """The first full run's race verdict from the first functional run's (issue 15, session 32).
 
-A run with bulk race checks (:mod:`~m100.sim.race_batch`, ``BULK``) logs every block's reads and
-writes with its unit, its epoch and its clock row (the unit's vector clock when the block
-started), and its sweep after the loop decides whether two accesses of one space with a common
+A run with race checks in bulk (:mod:`~m100.sim.race_batch`) logs every block's reads and writes
+with its unit, its epoch and its clock row (the unit's vector clock when the block started),
+and its sweep after the loop decides whether two accesses of one space with a common
 byte, one a write, are unordered. That verdict is a function of the *set* of log entries
 (unit, epoch, write, byte sets, clock row), not of their order: the sweep tests each pair with
 the one logged first as ``Y`` (``e_Y > C_X[v_Y]``: ``Y`` does not happen before ``X``), and a

@@ -164,8 +164,7 @@ class Engine(Fluid, Checks, TraceEvents, DmaAhead, UntimedLoop):
         # sweep, each block's clock row kept (rbatch.keep) and its unit listed here, the rows
         # compared after the loop (clocks_ok); race_log: this run's log (entries, rows) after
         # its sweep found no race
-        bulk = self.rbatch is not None and self.rbatch.bulk
-        self.cert = clock_cert if bulk else None
+        self.cert = clock_cert if self.rbatch is not None else None
         self.cert_units: list[int] | None = [] if self.cert is not None else None
         self.clocks_ok: bool | None = None
         self.race_log: tuple | None = None
@@ -274,8 +273,7 @@ class Engine(Fluid, Checks, TraceEvents, DmaAhead, UntimedLoop):
             rb = self.rbatch
             log = (rb.log_meta, rb.buf)  # (the sweep forgets them)
             rb.check(None)
-            if rb.bulk:
-                self.race_log = log
+            self.race_log = log
         left = [u for u in self.units if u.cur is not None or u.queue]
         if left:
             self.deadlock(left)
