@@ -11,7 +11,8 @@ import math
 import pytest
 
 from m100.passes.schedule.cost import CostModel
-from m100.passes.schedule.examples import GraphBuilder, conv_chain, mlp_graph
+from m100.passes.schedule.examples import GraphBuilder, conv_chain, mlp_graph, resnet18
+from m100.passes.schedule.graph import ScheduleError
 from m100.passes.schedule.placement import Search, schedule, tcu_bound
 from m100.passes.schedule.timeline import Scheduler
 from m100.targets.m100.machine import get_machine
@@ -123,6 +124,98 @@ def test_floor_order_same_plan(monkeypatch, make):
         out.append((segs, s.sched.build(segs).to_json()))
     assert out[0] == out[1]
 
+
+def _longest_first_table(ops, max_stages, segment_best, connected):
+    """``Search.run``'s dynamic programming as it was until session 31, written out: per end the
+    runs from the last op alone to the longest, each bounded by the best so far, a later tried
+    (longer) run winning ties."""
+    n = len(ops)
+    best = [(0.0, -1, None)] + [(math.inf, -1, None)] * n
+    for e in range(1, n + 1):
+        for s in range(e - 1, max(0, e - max_stages) - 1, -1):
+            run = list(ops[s:e])
+            if (len(run) > 1 and not connected(run)) or best[s][0] == math.inf:
+                continue
+            bound = math.inf if best[e][0] == math.inf else \
+                best[e][0] - best[s][0] + 1e-6 * max(1.0, best[e][0])
+            try:
+                cfg, c = segment_best(run, None, bound)
+            except ScheduleError:
+                if len(run) == 1:
+                    raise
+                continue
+            tot = best[s][0] + c
+            if tot < best[e][0] or (tot == best[e][0] < math.inf):
+                best[e] = (tot, s, cfg)
+    return best
+
+
+@pytest.mark.parametrize("seed", range(30))
+def test_dp_order_is_the_longest_first_table(monkeypatch, seed):
+    # ResNet-18's ops (repeated block structures: the DP tries the run that won at the last end
+    # of the same structure second) with drawn run costs, many ties and refused pipelines; a
+    # bounded question is answered with the bound itself when the cost reaches it (the least
+    # a bounded cost may say), a run below its bound with its exact cost
+    import random
+    rng = random.Random(seed)
+    g = resnet18(hw=32)
+    s = Search(g, M100, tuple(range(56)))
+    table = {}
+    for e in range(1, len(g.ops) + 1):
+        for k in range(1, 5):
+            table[(e - k, e)] = rng.choice((10.0, 20.0, 20.0, 30.0, 40.0) if k == 1 else
+                                           (5.0, 10.0, 20.0, 30.0, 60.0, None))
+    idx = {o.name: i for i, o in enumerate(g.ops)}
+
+    def segment_best(run, iters=None, bound=math.inf):
+        c = table[(idx[run[0].name], idx[run[-1].name] + 1)]
+        if c is None:
+            raise ScheduleError("refused")
+        return (run[0].name, len(run)), (c if c < bound else bound)
+
+    def connected(run):
+        return True
+
+    monkeypatch.setattr(s, "segment_best", segment_best)
+    monkeypatch.setattr(s, "connected", connected)
+    orders = []
+    starts = s._dp_starts
+    monkeypatch.setattr(s, "_dp_starts", lambda e, won: orders.append(starts(e, won)) or
+                        orders[-1])
+    got = s._dp_table(list(g.ops))
+    want = _longest_first_table(list(g.ops), s.max_stages, segment_best, connected)
+    assert got == want
+    assert any(o != sorted(o, reverse=True) for o in orders)  # the order did change
+
+
+def _mm_chain(m, k, blocks=4):
+    """``blocks`` x (matmul ``[m, k] @ [k, k]`` -> relu): blocks of one structure."""
+    b = GraphBuilder()
+    x = b.input((m, k))
+    for _ in range(blocks):
+        x = b.eltwise(b.matmul(x, k), kind="relu")
+    return b.output(x)
+
+
+@pytest.mark.parametrize("shape", [(1024, 128), (512, 256)])
+def test_dp_order_same_plan(monkeypatch, shape):
+    # the search with real bounded costs (pipelines win at ends of one structure, so the
+    # product's order differs), its runs tried from the last op alone to the longest (as until
+    # session 31) and in the product's order: the same segments (so the same plan)
+    out, moved = [], []
+    for plain in (True, False):
+        s = Search(_mm_chain(*shape), M100, tuple(range(56)))
+        s.fuse_tcu, s.pipe_iters = True, 4  # as ``placement.schedule`` runs ``auto``
+        starts = s._dp_starts
+        if plain:
+            monkeypatch.setattr(s, "_dp_starts", lambda e, won, s=s: list(
+                range(e - 1, max(0, e - s.max_stages) - 1, -1)))
+        else:
+            monkeypatch.setattr(s, "_dp_starts", lambda e, won: moved.append(
+                (r := starts(e, won)) != sorted(r, reverse=True)) or r)
+        out.append(s.run("auto"))
+    assert out[0] == out[1]
+    assert any(moved)
 
 
 def _pool_runs(monkeypatch, g, skip):
