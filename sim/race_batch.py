@@ -50,6 +50,10 @@ BATCH = True
 #: (:meth:`RaceBatch._pairs` on the whole run, bounded by the number of units).
 BULK_PAIRS_PER_ACCESS = 64
 
+#: The sweep's (write, access) pairs are tested in chunks of about this many (a chunk's
+#: temporaries, a few MB, reuse the pages of the one before instead of faulting in new ones).
+SWEEP_CHUNK = 1 << 18
+
 _ADDR = 1 << 40  # sweep keys: space code * 2**40 + byte address
 
 _SHIFT = 1 << 31  # keys: group (space code * units + unit) * 2**31 + epoch / arrival
@@ -281,17 +285,30 @@ class RaceBatch:
         n2 = np.maximum(np.searchsorted(kw, hkey, "left") - f2, 0)
         if int(n1.sum()) + int(n2.sum()) > BULK_PAIRS_PER_ACCESS * tot:
             return self._one_batch(code, unit, epoch, write, lo, hi, snap, bss)
-        a = np.concatenate([np.repeat(wi, n1), np.repeat(np.arange(tot, dtype=i32), n2)])
-        b = np.concatenate([order[_ranges(f1, n1)], ow[_ranges(f2, n2)]])
-        y = np.minimum(a, b)  # arrived first
-        x = np.maximum(a, b)
-        del a, b
-        at = (snap.astype(i32) * i32(n))[x]  # X's clock entry for Y's unit, in clocks.ravel()
-        at += unit.astype(i32)[y]
-        unknown = epoch.astype(i32)[y] > clocks.astype(i32).ravel()[at]  # Y not before X
-        if not unknown.any():
+        # the pairs in chunks of about SWEEP_CHUNK (their temporaries reuse the same pages)
+        snapn = snap.astype(i32) * i32(n)  # X's clock row, in clocks.ravel()
+        unit32, epoch32 = unit.astype(i32), epoch.astype(i32)
+        flat = clocks.astype(i32).ravel()
+        found = []
+        for av, first, cnt, src in ((wi, f1, n1, order),
+                                    (np.arange(tot, dtype=i32), f2, n2, ow)):
+            cuts = np.searchsorted(np.cumsum(cnt), np.arange(1, int(cnt.sum()) // SWEEP_CHUNK + 1)
+                                   * SWEEP_CHUNK, "right").tolist()
+            for s, e in zip([0] + cuts, cuts + [cnt.size]):
+                if s == e:
+                    continue
+                a = np.repeat(av[s:e], cnt[s:e])
+                b = src[_ranges(first[s:e], cnt[s:e])]
+                y = np.minimum(a, b)  # arrived first
+                x = np.maximum(a, b)
+                at = snapn[x]  # X's clock entry for Y's unit
+                at += unit32[y]
+                unknown = epoch32[y] > flat[at]  # Y not before X
+                if unknown.any():
+                    found.append(y[unknown].astype(np.int64) * tot + x[unknown])
+        if not found:
             return
-        cand = sorted_unique(np.sort(y[unknown].astype(np.int64) * tot + x[unknown]))
+        cand = sorted_unique(np.sort(np.concatenate(found)))
         memo: dict = {}
         for yx in cand.tolist():
             yy, xx = divmod(yx, tot)

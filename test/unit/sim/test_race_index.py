@@ -115,13 +115,14 @@ def test_batch_finds_a_race_iff_the_per_access_checker_does(accesses):
 
 
 @settings(max_examples=300, deadline=None)
-@given(st.lists(batch_access, min_size=1, max_size=60), st.booleans())
+@given(st.lists(batch_access, min_size=1, max_size=60), st.sampled_from([False, True, 1, 3]))
 def test_bulk_check_finds_a_race_iff_the_brute_force_does(accesses, fallback):
     """Every access recorded (``RaceBatch.add``; the intermediate checks -- the engine's prunings
     -- do nothing), checked once at the end: :class:`RaceFound` iff some access has an earlier
     one of another unit in its space, one of the two a write, with a common byte, that does not
     happen-before it. ``fallback``: the sweep's pair bound at 0 (the run as one batch of
-    ``check``). The byte sets' bounding intervals meet in many ways here (inside, across,
+    ``check``); 1 or 3: the sweep's pairs in chunks of that many (``SWEEP_CHUNK``). The byte
+    sets' bounding intervals meet in many ways here (inside, across,
     equal starts, touching ends), one unit's accesses share epochs (no tick), spaces differ."""
     from m100.sim import race_batch
 
@@ -144,8 +145,9 @@ def test_bulk_check_finds_a_race_iff_the_brute_force_does(accesses, fallback):
         vc[u, u] += tick
         if flush or prune:
             batch.check(vc.min(axis=0))  # (bulk: nothing yet)
-    bound = race_batch.BULK_PAIRS_PER_ACCESS
-    race_batch.BULK_PAIRS_PER_ACCESS = -1 if fallback else bound
+    bound, chunk = race_batch.BULK_PAIRS_PER_ACCESS, race_batch.SWEEP_CHUNK
+    race_batch.BULK_PAIRS_PER_ACCESS = -1 if fallback is True else bound
+    race_batch.SWEEP_CHUNK = chunk if isinstance(fallback, bool) else fallback
     try:
         if raced:
             with pytest.raises(RaceFound):
@@ -153,7 +155,7 @@ def test_bulk_check_finds_a_race_iff_the_brute_force_does(accesses, fallback):
         else:
             batch.check(None)
     finally:
-        race_batch.BULK_PAIRS_PER_ACCESS = bound
+        race_batch.BULK_PAIRS_PER_ACCESS, race_batch.SWEEP_CHUNK = bound, chunk
     batch.check(None)  # (checked once: nothing is left)
 
 
