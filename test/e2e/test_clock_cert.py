@@ -90,3 +90,23 @@ def test_certificate_without_the_comparison_would_differ(monkeypatch):
     monkeypatch.setattr(clock_cert, "same", lambda *a: True)
     got = _functional_then_full(_late_writer())
     assert got.ok
+
+
+def test_unconfirmed_certificate_with_other_reports_runs_the_race_checks(monkeypatch, certs):
+    """A certificate run whose clocks differ and which reported something else (here a report
+    added to every certificate run: a fault or a deadlock of the timed run) still ends with the
+    engine's race report: a deferred run with a report is made again inline, and only a
+    deferred run takes the certificate. A mutant that lets the inline run take it too (the
+    simulator's ``defer`` test dropped) returns no race report -- the other tests pass it."""
+    from m100.sim.checks import Report
+    run = engine.Engine.run
+
+    def noisy(self):
+        run(self)
+        if self.cert is not None:
+            self.reports.append(Report("fault", "injected into the certificate run"))
+
+    monkeypatch.setattr(engine.Engine, "run", noisy)
+    got = _functional_then_full(_late_writer())
+    assert "race" in [r.kind for r in got.reports]
+    assert ("full", True, False) in certs and ("full", False, None) in certs  # (made again)
