@@ -53,7 +53,7 @@ from typing import TYPE_CHECKING
 
 from m100.targets.m100.isa import CsuCall
 
-from . import cost_batch, engine, fluid, memory, mempool, race_batch, share_pack, timing, twu
+from . import cost_batch, engine, fluid, memory, mempool, race_batch, timing, twu
 from .engine import InstRec
 from .semantics import make_exec
 from .semantics_base import SimError
@@ -74,7 +74,7 @@ def _switches() -> tuple:
     under one setting is replayed only under the same one."""
     return (twu.STRIDED, twu.GEOMETRY, race_batch.BATCH, engine.KNOWN_CLOCKS,
             memory.WHOLE, mempool.POOL, cost_batch.BATCH,
-            fluid.SHARE_SHORTCUT, fluid.DEFER_RESHARE, fluid.NEAR, share_pack.PACK,
+            fluid.SHARE_SHORTCUT, fluid.DEFER_RESHARE, fluid.NEAR,
             timing.SHARED)
 
 

@@ -8,8 +8,9 @@ change only by jobs that finished (removed, the others keep their order) and job
 (appended: the jobs are a dict in start order; each job has a number, ``Job.serial``, in start
 order), so :meth:`SharePack.arrays` finds the kept jobs by their numbers (two searches), filters
 their entries with one mask and appends the new jobs' terms: the same arrays, element for element,
-as building them afresh (``PACK = False`` does that; the tests compare the two bit for bit), hence
-the same rates and causes.
+as building them afresh (the tests compare the two bit for bit: ``test_share_pack.py`` against a
+written-out reference, ``test_speed_paths.py`` against a pack that forgets every call), hence the
+same rates and causes. (Until session 32 a switch, ``PACK``, chose between the two.)
 """
 
 from __future__ import annotations
@@ -17,9 +18,6 @@ from __future__ import annotations
 import numpy as np
 
 from .timing import alone_rate, share_entries, share_terms
-
-#: Keep the packed entries between ``share`` calls. False: build them afresh every call.
-PACK = True
 
 _NO_INT = np.zeros(0, dtype=np.int64)
 _NO_FLOAT = np.zeros(0, dtype=np.float64)
@@ -38,7 +36,7 @@ class SharePack:
         afresh) with costs ``costs``."""
         old = self.serials
         nk = 0
-        if PACK and old.size and serials.size and (serials.size == 1 or bool(
+        if old.size and serials.size and (serials.size == 1 or bool(
                 (serials[1:] > serials[:-1]).all())):
             # the jobs of the last call still there are the new ones numbered <= its last; they
             # are the first nk of them, in the same order

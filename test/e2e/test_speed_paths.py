@@ -111,10 +111,23 @@ def test_rates_once_per_time_equal_rates_per_change(name, monkeypatch):
 
 @pytest.mark.parametrize("name", ["llama", pytest.param("resnet18-32", marks=pytest.mark.slow)])
 def test_share_pack_equals_share_built_afresh(name, monkeypatch):
-    """``share``'s demand entries kept from call to call (``m100.sim.share_pack.PACK``) give
-    the same cycles, stats (stall causes) and reports, bit for bit, as entries built afresh
-    at every call: timed modes, random latencies (other job sets), a monitor-dropping mutant."""
-    from m100.sim import share_pack
+    """``share``'s demand entries kept from call to call (``m100.sim.share_pack``) give the
+    same cycles, stats (stall causes) and reports, bit for bit, as entries built afresh at
+    every call -- the reference: a pack that forgets the last call's jobs before each call (so
+    every entry is built), run on a program without kept schedules (no replay): timed modes,
+    random latencies (other job sets), a monitor-dropping mutant. The packs serve the rates
+    only with ``fluid.NEAR`` off (with it on, the near columns' rates: the next test), so both
+    sides run with it off (until session 32 this test compared two runs with it on: the same
+    path twice)."""
+    from m100.sim import fluid, share_pack
+    monkeypatch.setattr(fluid, "NEAR", False)
+    pack_arrays = share_pack.SharePack.arrays
+    fresh_calls = []
+
+    def fresh(self, serials, costs, caps, banks):
+        fresh_calls.append(1)
+        self.serials = share_pack._NO_INT  # (nothing kept: every job's entries built again)
+        return pack_arrays(self, serials, costs, caps, banks)
 
     build, machine, tpbs = CASES[name]
     cr = driver.compile(build(), machine=machine, tpbs=tpbs)
@@ -124,9 +137,13 @@ def test_share_pack_equals_share_built_afresh(name, monkeypatch):
     for prog, kw in [(progs[0], {"mode": "timing"}), (progs[0], {"mode": "full"}),
                      (progs[0], {"random_latency": 7}), (progs[1], {"mode": "full"})]:
         fast = driver.run(prog, inputs, **kw)
-        monkeypatch.setattr(share_pack, "PACK", False)
+        prog.__dict__.pop("_sim_schedule", None)  # (the reference runs, not a replay)
+        del fresh_calls[:]
+        monkeypatch.setattr(share_pack.SharePack, "arrays", fresh)
         ref = driver.run(prog, inputs, **kw)
-        monkeypatch.setattr(share_pack, "PACK", True)
+        monkeypatch.setattr(share_pack.SharePack, "arrays", pack_arrays)
+        assert fresh_calls  # (the reference built its entries afresh)
+        prog.__dict__.pop("_sim_schedule", None)
         _same(fast, ref)
         assert fast.stats["total_cycles"] > 0
 

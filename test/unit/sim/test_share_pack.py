@@ -64,20 +64,3 @@ def test_share_pack_equals_share_afresh_and_the_definition(seed):
         assert got_c == want_c == ref_c, step
         limited += any(got_c)
     assert limited  # some job sets were limited (causes compared)
-
-
-def test_share_pack_off_builds_afresh(monkeypatch):
-    """``PACK = False``: nothing is kept (every call builds all the entries)."""
-    monkeypatch.setattr(share_pack, "PACK", False)
-    rng = np.random.default_rng(5)
-    caps = {("axi", 0): 64.0, ("axi", 1): 64.0, ("drb",): 128.0, ("ddr",): 128.0,
-            ("mesh", 0, 1): 64.0}
-    costs = [_cost(rng, caps, 8) for _ in range(5)]
-    pack = SharePack()
-    with np.errstate(invalid="ignore"):
-        pack.share(np.arange(5), costs, caps, 8)
-        got = pack.arrays(np.arange(3), costs[:3], caps, 8)
-        monkeypatch.setattr(share_pack, "PACK", True)
-        want = SharePack().arrays(np.arange(3), costs[:3], caps, 8)
-    assert got[0].size == 3 and pack.serials.tolist() == [0, 1, 2]
-    assert all(a.tobytes() == b.tobytes() for a, b in zip(got, want))
