@@ -12,7 +12,6 @@ import pytest
 import importlib.util
 from pathlib import Path
 
-from m100.sim import share_pack
 from m100.sim.share_pack import SharePack
 from m100.sim.timing import Cost, share
 
