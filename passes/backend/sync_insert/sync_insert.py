@@ -41,8 +41,11 @@ def _producers(v: SSAValue, index: dict[int, int], what: str | InstrOp,
     k = index.get(id(owner))  # the instruction ops of the body (alive, so ids are unique)
     if k is not None:
         return [k]
-    if _is_instr(owner):  # an instruction op not in the program's body
-        return [index[id(owner)]]
+    if _is_instr(owner):  # an instruction op outside the program's body: no executor order
+        if isinstance(what, InstrOp):
+            what = what.describe()
+        raise SyncError(f"sync-insert: {what} waits for the token of a tpb instruction outside "
+                        "the program's body; move that instruction into the body")
     if _is_join(owner):
         if memo is not None and id(owner) in memo:
             return memo[id(owner)]

@@ -373,3 +373,25 @@ def test_linear_fit(v):
     best = min(int(((ee + b * kk - v)[v > 0]).sum()) for kk in range(0, 41) for ee in range(0, 41)
                if (ee + b * kk >= v).all() and ee + (len(v) - 1) * kk <= v.max())
     assert int(((e + b * k - v)[v > 0]).sum()) == best
+
+
+def test_token_of_an_instruction_outside_the_body_is_one_error():
+    """A token whose producer is a tpb instruction op that is not one of the program body's
+    instructions (``index``) -- directly or through a join -- is one SyncError naming the
+    waiting op, not a KeyError; an instruction of the body answers its own index."""
+    import os
+    import sys
+
+    from m100.dialects.sync import JoinOp
+    from m100.dialects.tpb_base import InstrOp
+    from m100.passes.backend.sync_insert.sync_insert import _producers
+    sys.path.insert(0, os.path.normpath(os.path.join(os.path.dirname(__file__), "..", "dialects")))
+    from tpb_all_ops import MODULES
+
+    inst = next(op for op in MODULES["resolved_all_ops.mlir"].walk() if isinstance(op, InstrOp))
+    assert _producers(inst.done, {id(inst): 7}, "'w'") == [7]
+    join = JoinOp([inst.done])
+    for v in (inst.done, join.results[0]):
+        with pytest.raises(SyncError, match="'w' waits for the token of a tpb instruction "
+                                            "outside the program's body"):
+            _producers(v, {}, "'w'")
