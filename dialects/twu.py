@@ -300,6 +300,31 @@ class WalkAttr(ParametrizedAttribute):
                                        for v in (lv.initial, lv.step, lv.final)]),
                             isa=w if canonical_walk(w) else None)
 
+    def at(self, tpb: int, base: int) -> WalkAttr:
+        """This walk at another TPB and base: the attribute :meth:`from_isa` builds for
+        ``Walk(space, tpb, base, dtype, levels)`` of this one (equal to it, parameter by
+        parameter, with the same decoded walk), sharing this one's space, element type and levels
+        attributes. ``verify``'s checks of those passed when this attribute was built (every
+        constructor verifies), so only the one that reads ``tpb`` / ``base`` runs, with its
+        message. twu-materialize builds a program's walks this way from one walk per loop nest,
+        space and element type (ResNet-50: ~26 000 walks; ``from_isa``'s hashed walk, its
+        parameter attributes and the full ``verify`` were ~8 us each). A ``tpb`` / ``base``
+        that is not a plain ``int`` goes through :meth:`from_isa` (``test_walk_at_is_from_isa``)."""
+        w = self.to_isa()  # (canonical: ``from_isa`` keeps only a canonical walk, the decoder
+        # makes one)
+        if type(tpb) is not int or type(base) is not int:
+            return WalkAttr.from_isa(Walk(w.space, tpb, base, w.dtype, w.levels))
+        if tpb < 0 or base < 0:  # (``verify``'s one check of the two; the rest passed before)
+            raise VerifyException("#twu.walk: tpb and base must be >= 0")
+        attr = WalkAttr.__new__(WalkAttr)
+        object.__setattr__(attr, "space", self.space)
+        object.__setattr__(attr, "tpb", _int_attr(tpb))
+        object.__setattr__(attr, "base", _int_attr(base))
+        object.__setattr__(attr, "dtype", self.dtype)
+        object.__setattr__(attr, "levels", self.levels)
+        object.__setattr__(attr, "_isa", Walk(w.space, tpb, base, w.dtype, w.levels))
+        return attr
+
     def to_isa(self) -> Walk:
         # attributes are immutable and Walk is frozen: decode once per attribute object (verify,
         # sync-insert and emission all ask for it; ResNet-18 asks ~170k times for ~6k walks)

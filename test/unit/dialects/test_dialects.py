@@ -288,6 +288,45 @@ def test_trusted_attributes_are_the_generic_ones(data):
         _generic_ok(x)
 
 
+@settings(max_examples=60, deadline=None, suppress_health_check=list(HealthCheck))
+@given(st.data())
+def test_walk_at_is_from_isa(data):
+    """``WalkAttr.at`` (twu-materialize's walks at another TPB and base) builds the attribute
+    ``from_isa`` builds for the moved walk -- written out here: ``from_isa`` of
+    ``Walk(space, tpb, base, dtype, levels)`` -- equal, passing xDSL's generic check and the
+    walk's own ``verify``, with the same decoded walk field by field and type by type; it shares
+    the template's space, type and levels attributes. A negative TPB or base is the same error,
+    and a TPB / base that is not a plain ``int`` goes through ``from_isa``."""
+    from m100.targets.m100.isa import Walk
+
+    m = ROOMY
+    space = data.draw(st.sampled_from([Space.HBSM, Space.DDR, Space.SRAM]))
+    w = data.draw(S.walks(m, data.draw(st.integers(1, 64)), space=space))
+    WalkAttr.from_isa.cache_clear()
+    tpl = WalkAttr.from_isa(w) if data.draw(st.booleans()) else \
+        WalkAttr(WalkAttr.from_isa(w).space.data, w.tpb, w.base, WalkAttr.from_isa(w).dtype,
+                 [(lv.initial, lv.step, lv.final) for lv in w.levels])  # decoded, not kept
+    for _ in range(3):
+        tpb = data.draw(st.integers(0, m.num_tpbs - 1)) if space is Space.HBSM else 0
+        base = data.draw(st.integers(0, 1 << 20))
+        WalkAttr.from_isa.cache_clear()
+        want = WalkAttr.from_isa(Walk(w.space, tpb, base, w.dtype, w.levels))
+        got = tpl.at(tpb, base)
+        assert got == want and hash(got) == hash(want)
+        assert _typed(got.to_isa()) == _typed(want.to_isa())
+        assert got.space is tpl.space and got.dtype is tpl.dtype and got.levels is tpl.levels
+        _generic_ok(got)
+    for tpb, base in ((-1, 0), (0, -5)):
+        with pytest.raises(VerifyException) as a:
+            tpl.at(tpb, base)
+        with pytest.raises(VerifyException) as b:
+            WalkAttr.from_isa(Walk(w.space, tpb, base, w.dtype, w.levels))
+        assert str(a.value) == str(b.value)
+    odd = tpl.at(np.int64(3), 8)
+    assert _typed(odd.to_isa()) == _typed(WalkAttr.from_isa(Walk(w.space, 3, 8, w.dtype,
+                                                                 w.levels)).to_isa())
+
+
 def _typed(x):
     """Every field of a walk / sync with its type, recursively (``==`` ignores int vs enum)."""
     if isinstance(x, (tuple, list)):
