@@ -183,82 +183,155 @@ def choose_kept(s, segs: list[SegmentCfg], cap: int, one_stage: bool = False,
     return kept, use
 
 
+#: the greedy runs of :func:`_choose` kept per scheduler and (cap, one_stage, matmul) for a later
+#: call to resume from (the most recent ones; :func:`_choose`'s doc)
+KEEP_RUNS = 4
+
+
 def _choose(s, segs: list[SegmentCfg], cap: int, one_stage: bool, matmul: bool,
             kept: set[str], use: dict) -> tuple[set[str], dict]:
+    """One greedy pass of :func:`choose_kept` over the stages of ``segs`` in program order,
+    starting from ``kept`` / ``use``.
+
+    Resumed (session 33): the whole-plan trials ask it for lists that differ from an earlier
+    call's in a few segments (ResNet-50: 41 calls a schedule). Each stage's decision reads the
+    segments from its own to the last it looked at (its later readers' segments: their stages
+    and tile plans, the footprints ``foot`` of the segments in between) -- ``R`` in the run's
+    trace -- and the greedy state ``kept`` / ``use`` the decisions before it left. So when the
+    first ``j`` segments of ``segs`` are those of a kept run (by identity) with the same start
+    state, every decision of that run before the first one with ``R >= j`` is this call's too,
+    with the same additions to ``kept`` / ``use`` in the same order: they are applied from the
+    trace and the greedy runs on from there (a reader in no segment, ``R`` = infinity, is read
+    of the whole list). A list naming an op in two stages is run whole and not kept (the
+    segment maps would not be per position). ``test_keep_resume`` compares every call of
+    whole placements with the pass written out as it was."""
     g = s.g
     seg_of: dict[str, int] = {}
+    stage: dict[str, tuple] = {}
     plans: dict = {}
     foot: dict[tuple[int, int], int] = {}
+    pos: list[tuple] = []  # the greedy's stages in order: (si, seg, st)
+    dup = False
     for si, seg in enumerate(segs):
         if seg.kind == "dma":
             continue
         for st in seg.stages:
+            if st.op in seg_of:
+                dup = True
             seg_of[st.op] = si
+            stage[st.op] = (si, seg, st)
+            pos.append((si, seg, st))
             plans[st.op] = p = s.stage_plan(seg, st)
             for x in st.tpbs:
                 foot[(x, si)] = foot.get((x, si), 0) + p.footprint
-    stage = {st.op: (si, seg, st) for si, seg in enumerate(segs) if seg.kind != "dma"
-             for st in seg.stages}
     cons = g.consumers()
+    start = (frozenset(kept), dict(use))
     kept, use = set(kept), dict(use)
-    for si, seg in enumerate(segs):
-        if seg.kind == "dma":
+    trace: list[tuple] = []  # per stage of ``pos``: (R, kept op or None, its use additions)
+    runs = s.__dict__.setdefault("_keep_runs", {}).setdefault((cap, one_stage, matmul), [])
+    if not dup:
+        best_j, best = -1, None
+        for r in runs:
+            rsegs, rstart, rtrace = r
+            if rstart != start:
+                continue
+            n = min(len(rsegs), len(segs))
+            j = 0
+            while j < n and rsegs[j] is segs[j]:
+                j += 1
+            if j > best_j:
+                best_j, best = j, rtrace
+        if best is not None:
+            for e in best:
+                if e[0] >= best_j:
+                    break
+                trace.append(e)
+                if e[1] is not None:
+                    kept.add(e[1])
+                    for k, a in e[2]:
+                        use[k] = use.get(k, 0) + a
+    inf = len(segs) + 1
+    cur, ops = -1, set()
+    for si, seg, st in pos[len(trace):]:
+        if si != cur:
+            cur, ops = si, set(seg.ops)
+        op = s.ops[st.op]
+        t = op.outputs[0]
+        if op.name in kept or len(op.outputs) != 1 or op.unit not in KEEP_UNITS or \
+                op.attrs.get("layout") == "nchw" or g.tensors[t].kind != "act" or \
+                st.act_resident:
+            trace.append((si, None, ()))
             continue
-        ops = set(seg.ops)
-        for st in seg.stages:
-            op = s.ops[st.op]
-            t = op.outputs[0]
-            if op.name in kept or len(op.outputs) != 1 or op.unit not in KEEP_UNITS or \
-                    op.attrs.get("layout") == "nchw" or g.tensors[t].kind != "act" or \
-                    st.act_resident:
-                continue
-            users = cons.get(t, [])
-            # readers through a row view (read as whole rows of ``t``: one column part)
-            vread = _view_readers(g, cons, t, ops) if t in row_roots(g) else []
-            if vread is None:
-                continue
-            users = [u for u in users if u.name not in g.view_ops] if vread else users
-            later = [(u, t) for u in users if u.name not in ops] + vread
-            if not later or any(reads_whole(u, t) and not post_reader(u, t) for u in users) or \
-                    any(reads_whole(u, v) for u, v in vread):
-                continue
-            ok = True
-            last = si
-            flat = piece_elems(g, op, s.geo(op)) == 1 and len(g.tensors[t].shape) == 2
-            free: dict[tuple[int, int], int] = {}  # (TPB, segment) -> post_in bytes not allocated
-            for u, v in later:
-                # (a box of rows x columns of 2-D producer tiles: the reader's [rows, cols])
-                post = post_reader(u, v) and flat
-                if u.name not in stage or seg_of[u.name] <= si or \
-                        not (post or streamable(g, u, v)):
-                    ok = False
+        users = cons.get(t, [])
+        # readers through a row view (read as whole rows of ``t``: one column part)
+        vread = _view_readers(g, cons, t, ops) if t in row_roots(g) else []
+        if vread is None:
+            trace.append((si, None, ()))
+            continue
+        users = [u for u in users if u.name not in g.view_ops] if vread else users
+        later = [(u, t) for u in users if u.name not in ops] + vread
+        if not later or any(reads_whole(u, t) and not post_reader(u, t) for u in users) or \
+                any(reads_whole(u, v) for u, v in vread):
+            trace.append((si, None, ()))
+            continue
+        ok = True
+        last = R = si
+        flat = piece_elems(g, op, s.geo(op)) == 1 and len(g.tensors[t].shape) == 2
+        free: dict[tuple[int, int], int] = {}  # (TPB, segment) -> post_in bytes not allocated
+        for u, v in later:
+            # (a box of rows x columns of 2-D producer tiles: the reader's [rows, cols])
+            post = post_reader(u, v) and flat
+            if u.name not in stage:
+                R, ok = inf, False
+                break
+            usi, useg, ust = stage[u.name]
+            if usi > R:
+                R = usi
+            if usi <= si or not (post or streamable(g, u, v)):
+                ok = False
+                break
+            if (not post and not _reads_kept(s, useg, ust, plans, flat, matmul)) or \
+                    (one_stage and len(useg.stages) > 1) or (v != t and ust.gc != 1):
+                ok = False
+                break
+            if post:  # read in place: the reader's own ``post_in`` buffer is not allocated
+                pin = _post_in_place(s, seg, st, op, useg, ust, plans)
+                for x in (ust.tpbs if pin else ()):
+                    free[(x, usi)] = free.get((x, usi), 0) + pin
+            last = max(last, usi)
+        if not ok:
+            trace.append((R, None, ()))
+            continue
+        held = kept_bytes(s, seg, st, op, plans[st.op])
+        # in its own segment a tile held there is in an output slot of the producer (its
+        # footprint): only what the slots do not hold is more
+        own = sum(b.nbytes for b in plans[st.op].buffers if b.role == "out")
+        # what the kept tiles add on TPB x in segment q: nb - own in si, nb - the post_in bytes
+        # not allocated there after it (never below 0); fits where foot + use + that <= cap
+        adds = []
+        for x, nb in held.items():
+            for q in range(si, last + 1):
+                m = nb - own if q == si else nb - free.get((x, q), 0)
+                if m < 0:
+                    m = 0
+                k = (x, q)
+                if foot.get(k, 0) + use.get(k, 0) + m > cap:
                     break
-                usi, useg, ust = stage[u.name]
-                if (not post and not _reads_kept(s, useg, ust, plans, flat, matmul)) or \
-                        (one_stage and len(useg.stages) > 1) or (v != t and ust.gc != 1):
-                    ok = False
-                    break
-                if post:  # read in place: the reader's own ``post_in`` buffer is not allocated
-                    pin = _post_in_place(s, seg, st, op, useg, ust, plans)
-                    for x in (ust.tpbs if pin else ()):
-                        free[(x, usi)] = free.get((x, usi), 0) + pin
-                last = max(last, usi)
-            if not ok:
+                adds.append((k, nb if q == si else m))
+            else:
                 continue
-            held = kept_bytes(s, seg, st, op, plans[st.op])
-            # in its own segment a tile held there is in an output slot of the producer (its
-            # footprint): only what the slots do not hold is more
-            own = sum(b.nbytes for b in plans[st.op].buffers if b.role == "out")
-
-            def more(x: int, nb: int, q: int) -> int:  # what the kept tiles add on x in q
-                return max(0, nb - own) if q == si else max(0, nb - free.get((x, q), 0))
-            if any(foot.get((x, q), 0) + use.get((x, q), 0) + more(x, nb, q) > cap
-                   for x, nb in held.items() for q in range(si, last + 1)):
-                continue
+            break
+        else:
             kept.add(op.name)
-            for x, nb in held.items():
-                for q in range(si, last + 1):
-                    use[(x, q)] = use.get((x, q), 0) + (nb if q == si else more(x, nb, q))
+            for k, a in adds:
+                use[k] = use.get(k, 0) + a
+            trace.append((R, op.name, tuple(adds)))
+            continue
+        trace.append((R, None, ()))
+    if not dup:
+        runs.append((tuple(segs), start, trace))
+        if len(runs) > KEEP_RUNS:
+            runs.pop(0)
     return kept, use
 
 
