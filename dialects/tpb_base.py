@@ -41,7 +41,11 @@ def program_of(op: Operation) -> Operation | None:
 
 def level_of(op: Operation) -> str:
     """The IR level (``placed``/``resolved``) of the enclosing program; ``placed`` outside one."""
-    p = program_of(op)
+    return program_level(program_of(op))
+
+
+def program_level(p: Operation | None) -> str:
+    """The IR level of the program ``p`` (``placed`` for None): :func:`level_of` of its ops."""
     lv = p.properties.get("level") if p is not None else None
     return lv.data if isinstance(lv, StringAttr) else "placed"
 
@@ -390,8 +394,10 @@ class InstrOp(IRDLOperation):
                                  f"{me()}: operand '{name}'")
             elif name in bufs:
                 self._check_walk_in_buffer(name, acc, bufs[name])
-        machine = machine_of(self)
-        level = level_of(self)
+        # (one walk up to the program for both: ``machine_of(self)`` and ``level_of(self)``)
+        prog = program_of(self)
+        machine = machine_of(prog) if prog is not None else None
+        level = program_level(prog)
         m = machine if machine is not None else get_machine(None)
         if level == "resolved":
             inst = self.to_instruction()
@@ -425,13 +431,18 @@ class InstrOp(IRDLOperation):
     def _check_walk_in_buffer(self, name: str, walk: WalkAttr, buf: SSAValue) -> None:
         t: BufferType = buf.type  # type: ignore[assignment]
         w = walk.to_isa()
-        if w.space is not t.space_enum or w.dtype is not t.dtype:
+        where = t.__dict__.get("_m100_where")
+        if where is None:  # (a buffer type is immutable and verified: these never raise)
+            where = (t.space_enum, t.dtype, t.tpb_index)
+            object.__setattr__(t, "_m100_where", where)
+        space, dtype, tpb = where
+        if w.space is not space or w.dtype is not dtype:
             raise VerifyException(f"{self.describe()}: operand '{name}': the walk "
                                   f"({SPACE_NAMES[w.space]}, {w.dtype.short}) does not match its "
                                   f"buffer {t}")
-        if w.space is isa.Space.HBSM and w.tpb != t.tpb_index and not self._multicast(name):
+        if w.space is isa.Space.HBSM and w.tpb != tpb and not self._multicast(name):
             raise VerifyException(f"{self.describe()}: operand '{name}': the walk is in TPB "
-                                  f"{w.tpb}'s HBSM but its buffer is in TPB {t.tpb_index}'s")
+                                  f"{w.tpb}'s HBSM but its buffer is in TPB {tpb}'s")
         rng = buffer_range(buf)
         if rng is not None:
             lo, hi = w.byte_range()

@@ -435,3 +435,32 @@ def test_equality_constraint_with_a_builtin_instance_is_the_constraints_verify(m
     for other in (i32, signed):  # mutant: an unequal instance taken
         monkeypatch.setattr(fast_verify, "_canonical_equal", lambda w, o=other: o)
         assert not agrees(fast_verify._attr_pred(constr))
+
+
+def test_operand_types_read_as_the_generic_check_reads_them():
+    """The compiled predicate reads the operand types of xDSL's own value classes from their
+    ``_type`` field (``SSAValue.type`` returns it) and asks any other class ``.type``: an operand
+    of a value class whose ``type`` answers other than its field is judged by ``.type``, as the
+    generic check judges it (a predicate reading the field for every class accepts the buffer
+    whose ``type`` is a token, and refuses the other way round)."""
+    from xdsl.ir import BlockArgument
+
+    class _Odd(BlockArgument):
+        @property
+        def type(self):
+            return self.__dict__["_shown"]
+
+    assert fast_verify._PLAIN_VALUES and _Odd not in fast_verify._PLAIN_VALUES
+    ops = [o for o in OPS if isinstance(o, InstrOp) and o.bufs and o.deps]
+    assert ops
+    for op in ops[:6]:
+        ok = compile_def(type(op).get_irdl_definition())
+        p = _parts(op)
+        buf, tok = op.bufs[0], op.deps[0]
+        for field, shown in ((buf.type, tok.type), (tok.type, buf.type), (buf.type, buf.type)):
+            odd = _Odd(field, Block(), 0)
+            odd.__dict__["_shown"] = shown
+            ops_ = list(p["operands"])
+            ops_[ops_.index(buf)] = odd
+            mut = type(op).create(**{**p, "operands": ops_})
+            assert ok(mut) == _generic_accepts(mut) == (shown == buf.type), (op.name, shown)

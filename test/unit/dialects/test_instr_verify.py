@@ -72,3 +72,41 @@ def test_each_slot_check_refuses_its_mutant(message):
     with pytest.raises(VerifyException) as e:
         m.verify()
     assert f"'tpb.copy' (tpb 0): {message.strip()}" in str(e.value)
+
+
+TWO_TPBS = """
+tpb.program "tiny" placed {
+  %a = hbsm.alloc offset 0 : !hbsm.buffer<hbsm[0], 16xf32>
+  %b = hbsm.alloc offset 64 : !hbsm.buffer<hbsm[0], 16xf32>
+  %c = hbsm.alloc offset 0 : !hbsm.buffer<hbsm[1], 16xf16>
+  %d = hbsm.alloc offset 64 : !hbsm.buffer<hbsm[1], 16xf16>
+  %t = tpb.copy tpb 0 src(%a, #twu.walk<hbsm[0], 0, f32, [(0, 1, 15)]>) dst(%b, #twu.walk<hbsm[0], 64, f32, [(0, 1, 15)]>)
+  %u = tpb.copy tpb 1 src(%c, #twu.walk<hbsm[1], 0, f16, [(0, 1, 15)]>) dst(%d, #twu.walk<hbsm[1], 64, f16, [(0, 1, 15)]>)
+}
+"""
+
+
+@pytest.mark.parametrize("second", [False, True])
+def test_walk_checks_read_each_buffer_types_own_facts(second):
+    """``_check_walk_in_buffer`` keeps a buffer type's space, element type and TPB on the
+    (immutable) type: buffers of two TPBs and element types verify in one module, each against
+    its own, in either order and again after both were read; then a walk moved to the other
+    buffer's TPB or element type is refused with the messages above (a cache per class or per
+    module instead of per type accepts the first mutant or refuses the module)."""
+    m = Parser(make_context(), TWO_TPBS).parse_module()
+    ops = [o for o in m.walk() if o.name == "tpb.copy"]
+    for _ in range(2):
+        for op in (ops[::-1] if second else ops):
+            op.verify()
+        m.verify()
+    _walks(ops[0], src=_walk(tpb=1))
+    with pytest.raises(VerifyException, match="the walk is in TPB 1's HBSM but its buffer is in "
+                                               "TPB 0's"):
+        m.verify()
+    m = Parser(make_context(), TWO_TPBS).parse_module()
+    m.verify()
+    ops = [o for o in m.walk() if o.name == "tpb.copy"]
+    _walks(ops[1], dst=_walk(tpb=1, base=64, dtype=DType.F32))
+    with pytest.raises(VerifyException, match=r"operand 'dst': the walk \(hbsm, f32\) does not "
+                                              r"match its buffer"):
+        m.verify()
