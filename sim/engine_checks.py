@@ -146,7 +146,12 @@ def _relative(levels: tuple, dtype: DType) -> tuple[int, int]:
     return lo >> 1, (hi >> 1) + 1
 
 
-def _pack_halves(halves: list, keys: list) -> None:
+def _write_of(key: tuple) -> bool:
+    """A pre-pass key's write flag (``keys`` of :func:`_pack_halves`: (kept, (b, write, 0)))."""
+    return key[1][1]
+
+
+def _pack_halves(halves: list, keys: list) -> tuple[np.ndarray, np.ndarray]:
     """Pack the race items of many block halves at once (the bulk pre-pass): ``halves[i]`` a
     half's accesses (``reads(b)`` / ``writes(b)``), ``keys[i]`` = (its instruction's
     ``_sim_race`` table, its key ``(b, write, 0)``), which gets the half's
@@ -154,7 +159,8 @@ def _pack_halves(halves: list, keys: list) -> None:
     :func:`_items`. An access of a whole walk (no offsets) has the bounds ``base +``
     :func:`_relative` of its (levels, element type) -- one probe per geometry, the rest numpy
     --, an access of some elements :func:`_items`' own; the byte sets are made only when the
-    sweep asks (:func:`access_byte_set`)."""
+    sweep asks (:func:`access_byte_set`). Returns the rows' (space code, lo, hi) numbers and each
+    half's row count (in ``halves``' order)."""
     m = len(halves)
     cnt = np.fromiter(map(len, halves), dtype=np.int64, count=m)
     accs = list(chain.from_iterable(halves))
@@ -163,7 +169,7 @@ def _pack_halves(halves: list, keys: list) -> None:
         rows = RaceRows(np.zeros((0, 3), dtype=np.int64), [])
         for kept, key in keys:
             kept[key] = (rows, 0, 0)
-        return
+        return rows.nums, np.zeros(m, dtype=np.int64)
     base, sp, dtypes, levels = zip(*map(_FIELDS, map(_WALK, accs)))
     base = np.array(base, dtype=np.int64)
     sp = np.array(sp, dtype=np.int64)  # (IntEnums)
@@ -198,6 +204,7 @@ def _pack_halves(halves: list, keys: list) -> None:
     end = np.cumsum(cnt)
     for (kept, key), f, e in zip(keys, (end - cnt).tolist(), end.tolist()):
         kept[key] = (rows, f, e)
+    return nums, cnt
 
 
 class Checks:
@@ -213,7 +220,8 @@ class Checks:
         here (its block derives it again and the run reports it there). A block's reads and writes
         are made once for both its race items (filling :meth:`_race_items`' table) and its view
         spec (``test/e2e/test_first_run_paths.py`` compares the table and the specs with each
-        block's own derivations)."""
+        block's own derivations). With the bulk check, the pages of the bytes the blocks will
+        write are backed at once from the packed rows (``Memory.prefault``: no byte changes)."""
         if not DERIVE_FIRST:
             return
         races = self.races is not None
@@ -260,13 +268,17 @@ class Checks:
                     break
         if halves:
             try:
-                _pack_halves(halves, keys)
+                nums, cnt = _pack_halves(halves, keys)
             except Exception:  # noqa: BLE001 - half by half; what raises is left to its block
                 for h, (kept, key) in zip(halves, keys):
                     try:
                         kept[key] = _pack(_items(h))
                     except Exception:  # noqa: BLE001
                         pass
+            else:
+                if self.mem is not None:  # the pages the blocks write, backed at once
+                    wr = np.fromiter(map(_write_of, keys), dtype=bool, count=len(keys))
+                    self.mem.prefault(nums[np.repeat(wr, cnt)])
 
     # --- races --------------------------------------------------------------------------------
     def _race_block(self, u: int, rec: InstRec, b: int, write: bool) -> None:

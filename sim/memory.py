@@ -242,6 +242,37 @@ class Memory:
         self._by_arg[(space, tpb)] = s
         return s
 
+    def prefault(self, rows: np.ndarray) -> None:
+        """Back now the pages of the byte ranges a run is about to write: ``rows`` (an ``(n,
+        3)`` int64 array) of (race-checker space code ``space * 65536 + tpb``, lo, hi). Per
+        space mapped whole, the ranges merged (gaps below :data:`mempool.PREFAULT_GAP` joined:
+        the pages backed are those written plus a few between them) and each backed in one call
+        (:func:`mempool.populate`: the bytes do not change, only when their pages are backed).
+        The race pre-pass hands it the writes of every block (``Checks._derive_blocks``)."""
+        if not mempool.PREFAULT or not rows.shape[0]:
+            return
+        rows = rows[rows[:, 2] > rows[:, 1]]
+        if not rows.shape[0] or int(rows[:, 2].max()) >= 1 << 39 or int(rows[:, 1].min()) < 0:
+            return  # (nothing, or keys that do not fit: left to the page faults)
+        code = rows[:, 0]
+        key_lo = code * (1 << 40) + rows[:, 1]
+        order = np.argsort(key_lo, kind="stable")
+        lo, hi = key_lo[order], code[order] * (1 << 40) + rows[order, 2]
+        reach = np.maximum.accumulate(hi)  # (codes ascend: a space's reach starts in it)
+        new = np.ones(lo.size, dtype=bool)
+        new[1:] = lo[1:] > reach[:-1] + mempool.PREFAULT_GAP
+        starts = np.flatnonzero(new)
+        ends = np.append(starts[1:], lo.size) - 1
+        for c, a, b in zip((lo[starts] >> 40).tolist(), (lo[starts] & ((1 << 40) - 1)).tolist(),
+                           (reach[ends] - (lo[starts] >> 40 << 40)).tolist()):
+            sp, tpb = divmod(c, 65536)
+            try:
+                space = self.space(Space(sp), tpb)
+            except ValueError:  # (not a space: left to the run, which names it)
+                continue
+            if space.whole:
+                mempool.populate(space.buf, a, min(b, space.size))
+
     # --- raw bytes ------------------------------------------------------------------------------
     def write_bytes(self, space: Space, tpb: int, address: int, data: bytes | np.ndarray) -> None:
         self.writes += 1

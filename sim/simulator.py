@@ -135,7 +135,12 @@ class Simulator:
         if not keep and self.memory is not None:
             self.memory = Memory(self.machine)
         if self.program is not None and self.memory is not None:
-            for seg in self.program.segments:
+            segs = self.program.segments
+            if segs:  # their pages backed at once (Memory.prefault: the bytes do not change)
+                self.memory.prefault(np.array(
+                    [(int(seg.space) * 65536, seg.address, seg.address + len(seg.data))
+                     for seg in segs], dtype=np.int64))
+            for seg in segs:
                 self.memory.write_bytes(seg.space, 0, seg.address, seg.data)
         # the memory's write count while it holds only the program (a run from it can be
         # repeated from the program and the inputs alone: Simulator._run, race batches)
