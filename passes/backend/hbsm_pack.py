@@ -358,7 +358,8 @@ def _reach(spans: list[tuple[int, int]]) -> tuple[list[int], list[int]]:
 #: a TPB's own buffers of a group of this many or more (and the joint packing's TPBs with this
 #: many placed) are packed with the placed buffers as numpy columns (one vector test per buffer
 #: instead of a Python loop over every placed buffer: ResNet-50 224 packs ~340 buffers a TPB, the
-#: pass's hot loop); smaller ones loop (``_split``). Same offsets either way
+#: pass's hot loop; a TPB's own buffers choose through the live spans' free gaps,
+#: ``hbsm_gaps.Gaps``); smaller ones loop (``_split``). Same offsets either way
 #: (``test_vector_packing_is_the_loop`` sets it to 0 and to "never").
 VECTOR_MIN = 24
 
@@ -405,7 +406,10 @@ def _allocate_tpb(tpb: int, group: list[Buf], capacity: int, align: int,
     everything = group if everything is None else everything
     out: dict[str, int] = {}
     order = sorted(group, key=lambda b: (-_align(b.size, align), b.start, b.name))
-    cols = _Columns(placed, len(order)) if len(order) >= VECTOR_MIN else None
+    cols = None
+    if len(order) >= VECTOR_MIN:  # (the columns with the free gaps: ``hbsm_gaps``)
+        from .hbsm_gaps import Gaps
+        cols = Gaps(placed, len(order), align)
     high = max((o + s for o, s, _ in placed), default=0)
     for b in order:
         size = _align(b.size, align)
@@ -413,10 +417,9 @@ def _allocate_tpb(tpb: int, group: list[Buf], capacity: int, align: int,
             raise _Overflow(tpb, everything, capacity, align,
                             f"buffer {b.name} alone ({size} B) exceeds it")
         if cols is not None:
-            cands, live, other = cols.split(b)
+            best = cols.choose(b, high, size, capacity, align)
         else:
-            cands, live, other = _split(b, placed)
-        best = _choose(cands, live, other, high, size, capacity, align)
+            best = _choose(*_split(b, placed), high, size, capacity, align)
         if best is None:
             raise _Overflow(tpb, everything, capacity, align,
                             f"buffer {b.name} ({size} B) does not fit")
