@@ -421,7 +421,9 @@ def test_choice_is_the_definition(seed):
 def test_packing_is_the_definitions(seed, monkeypatch):
     """Whole allocations (groups first or jointly, the loop or the columns) with ``_choose`` /
     ``_first_free`` and with their definitions: the same offsets or the same error, on random
-    workloads whose sizes are not all multiples of the alignment."""
+    workloads whose sizes are not all multiples of the alignment. (With the columns a TPB's
+    own buffers choose through ``hbsm_gaps.Gaps``, which calls neither: ``test_hbsm_gaps``
+    compares it with ``_split`` + ``_choose``; the groups and the loop here.)"""
     from m100.passes.backend import hbsm_pack as H
 
     rng = random.Random(seed)
