@@ -32,7 +32,7 @@ from dataclasses import dataclass
 from typing import ClassVar
 
 from .isa_base import *  # noqa: F403  (the foundations; re-exported as part of the ISA)
-from .isa_base import _need, _need_elems  # the checking helpers the kinds share
+from .isa_base import IsaError, _need_elems  # (each check formats its message only when it fails)
 from .isa_base import Act, CvuOp, DType, Epilogue, Instruction, RefKind, Routine, Space, Unit
 from .isa_base import ROUTINE_ARITY, ROUTINE_OPERANDS, Stage, Sync, Walk, tpbs_of
 from .machine import Machine
@@ -41,35 +41,49 @@ from .machine import Machine
 def _check_tcu_types(mn: str, a: DType, b: DType, acc_out: DType, ep: Epilogue,
                      accumulate: bool, acc_in: bool = False) -> None:
     if a.is_int:
-        _need(a is DType.I8 and b in (DType.I8, DType.I4),
-              f"{mn}: integer TCU operands must be i8 x i8 or i8 x i4, got {a.short} x {b.short}")
+        if not (a is DType.I8 and b in (DType.I8, DType.I4)):
+            raise IsaError(f"{mn}: integer TCU operands must be i8 x i8 or i8 x i4, got "
+                           f"{a.short} x {b.short}")
         if ep.requant is not None:
-            _need(ep.dequant is None, f"{mn}: requant and dequant exclude each other")
-            _need(acc_out is DType.I8, f"{mn}: a requantized result must be i8, not {acc_out.short}")
-            _need(not accumulate, f"{mn}: accumulate needs the raw i32 result, not a requantized one")
+            if ep.dequant is not None:
+                raise IsaError(f"{mn}: requant and dequant exclude each other")
+            if acc_out is not DType.I8:
+                raise IsaError(f"{mn}: a requantized result must be i8, not {acc_out.short}")
+            if accumulate:
+                raise IsaError(f"{mn}: accumulate needs the raw i32 result, not a requantized one")
         elif ep.dequant is not None:
-            _need(acc_out in (DType.F16, DType.BF16, DType.F32),
-                  f"{mn}: a dequantized result must be f16/bf16/f32, not {acc_out.short}")
-            _need(not accumulate or acc_in, f"{mn}: accumulate onto a dequantized result needs "
-                  "the i32 accumulator as 'acc'")
+            if acc_out not in (DType.F16, DType.BF16, DType.F32):
+                raise IsaError(f"{mn}: a dequantized result must be f16/bf16/f32, not "
+                               f"{acc_out.short}")
+            if not (not accumulate or acc_in):
+                raise IsaError(f"{mn}: accumulate onto a dequantized result needs "
+                               "the i32 accumulator as 'acc'")
         else:
-            _need(acc_out is DType.I32, f"{mn}: an integer result without requant must be i32")
-        _need(ep.act in (Act.NONE, Act.RELU, Act.CLAMP),
-              f"{mn}: integer epilogues support none/relu/clamp, not {ep.act.name.lower()}")
+            if acc_out is not DType.I32:
+                raise IsaError(f"{mn}: an integer result without requant must be i32")
+        if ep.act not in (Act.NONE, Act.RELU, Act.CLAMP):
+            raise IsaError(f"{mn}: integer epilogues support none/relu/clamp, not "
+                           f"{ep.act.name.lower()}")
         if ep.bias is not None:
-            _need(ep.bias.dtype is DType.I32, f"{mn}: an integer bias must be i32")
+            if ep.bias.dtype is not DType.I32:
+                raise IsaError(f"{mn}: an integer bias must be i32")
     else:
-        _need((b.is_float or b is DType.I4) and (a == b or b is DType.I4
-                                                  or {a, b} <= {DType.F16, DType.BF16}),
-              f"{mn}: float TCU operands must share a type (or use i4 weights), "
-              f"got {a.short} x {b.short}")
-        _need(acc_out.is_float, f"{mn}: a float matmul writes a float result, not {acc_out.short}")
-        _need(ep.requant is None, f"{mn}: requantization applies to integer matmuls only")
-        _need(ep.dequant is None, f"{mn}: dequantization applies to integer matmuls only")
+        if not ((b.is_float or b is DType.I4) and (a == b or b is DType.I4
+                or {a, b} <= {DType.F16, DType.BF16})):
+            raise IsaError(f"{mn}: float TCU operands must share a type (or use i4 weights), "
+                           f"got {a.short} x {b.short}")
+        if not acc_out.is_float:
+            raise IsaError(f"{mn}: a float matmul writes a float result, not {acc_out.short}")
+        if ep.requant is not None:
+            raise IsaError(f"{mn}: requantization applies to integer matmuls only")
+        if ep.dequant is not None:
+            raise IsaError(f"{mn}: dequantization applies to integer matmuls only")
         if accumulate and not acc_in:
-            _need(acc_out is DType.F32, f"{mn}: accumulate needs an f32 result")
+            if acc_out is not DType.F32:
+                raise IsaError(f"{mn}: accumulate needs an f32 result")
         if ep.bias is not None:
-            _need(ep.bias.dtype is DType.F32, f"{mn}: a float bias must be f32")
+            if ep.bias.dtype is not DType.F32:
+                raise IsaError(f"{mn}: a float bias must be f32")
 
 
 @dataclass(frozen=True)
@@ -120,79 +134,87 @@ class MatMul(Instruction):
 
     def _check(self, machine: Machine) -> None:
         mn = self.MNEMONIC
-        _need(min(self.m, self.n, self.k) >= 1, f"{mn}: m, n, k must be >= 1")
+        if not min(self.m, self.n, self.k) >= 1:
+            raise IsaError(f"{mn}: m, n, k must be >= 1")
         if self.post or self.post_in is not None:
             _check_post(mn, self, machine)
         if self.scale is not None:
-            _need(self.b.dtype is DType.I4 and self.a.dtype in (DType.F16, DType.BF16),
-                  f"{mn}: on-the-fly dequantization needs f16/bf16 activations and i4 weights, "
-                  f"got {self.a.dtype.short} x {self.b.dtype.short}")
-            _need(self.scale.dtype is self.a.dtype,
-                  f"{mn}: the dequantization scales must be {self.a.dtype.short}")
-            _need(self.block >= 1 and self.k % self.block == 0,
-                  f"{mn}: block ({self.block}) must be >= 1 and divide k ({self.k})")
+            if not (self.b.dtype is DType.I4 and self.a.dtype in (DType.F16, DType.BF16)):
+                raise IsaError(f"{mn}: on-the-fly dequantization needs f16/bf16 activations and "
+                               f"i4 weights, got {self.a.dtype.short} x {self.b.dtype.short}")
+            if self.scale.dtype is not self.a.dtype:
+                raise IsaError(f"{mn}: the dequantization scales must be {self.a.dtype.short}")
+            if not (self.block >= 1 and self.k % self.block == 0):
+                raise IsaError(f"{mn}: block ({self.block}) must be >= 1 and divide k ({self.k})")
             _need_elems("scale", self.scale, (self.k // self.block, self.n), mn)
-            _need(self.scale.space is Space.HBSM and self.scale.tpb == self.tpb,
-                  f"{mn}: operand 'scale' must be in the HBSM of TPB {self.tpb}")
+            if not (self.scale.space is Space.HBSM and self.scale.tpb == self.tpb):
+                raise IsaError(f"{mn}: operand 'scale' must be in the HBSM of TPB {self.tpb}")
         else:
-            _need(self.block == 0, f"{mn}: block without scale")
+            if self.block != 0:
+                raise IsaError(f"{mn}: block without scale")
         if self.acc is not None:
-            _need(self.accumulate and ((self.a.dtype.is_float and self.acc.dtype is DType.F32) or
-                                       (self.a.dtype.is_int and self.epilogue.dequant is not None
-                                        and self.acc.dtype is DType.I32)),
-                  f"{mn}: 'acc' is the f32 accumulator of a float accumulate or the i32 "
-                  "accumulator of a dequantized integer one")
+            if not (self.accumulate and ((self.a.dtype.is_float and self.acc.dtype is DType.F32) or
+                    (self.a.dtype.is_int and self.epilogue.dequant is not None
+                    and self.acc.dtype is DType.I32))):
+                raise IsaError(f"{mn}: 'acc' is the f32 accumulator of a float accumulate or the "
+                               "i32 accumulator of a dequantized integer one")
             _need_elems("acc", self.acc, (self.m, self.n), mn)
-            _need(self.acc.space is Space.HBSM and self.acc.tpb == self.tpb,
-                  f"{mn}: operand 'acc' must be in the HBSM of TPB {self.tpb}")
+            if not (self.acc.space is Space.HBSM and self.acc.tpb == self.tpb):
+                raise IsaError(f"{mn}: operand 'acc' must be in the HBSM of TPB {self.tpb}")
         _need_elems("a", self.a, (self.m, self.k), mn)
         _need_elems("b", self.b, (self.k, self.n), mn)
         _need_elems("c", self.c, (self.m, self.n), mn)
         _check_tcu_types(mn, self.a.dtype, self.b.dtype, DType.F32 if self.post else self.c.dtype,
                          self.epilogue, self.accumulate, self.acc is not None)
         _check_epilogue_shapes(mn, self.epilogue, self.n)
-        _need(self.m % self.sync.blocks == 0, f"{mn}: blocks ({self.sync.blocks}) must divide m")
+        if self.m % self.sync.blocks != 0:
+            raise IsaError(f"{mn}: blocks ({self.sync.blocks}) must divide m")
         for nm, w in (("a", self.a), ("b", self.b), ("c", self.c)):
-            _need(w.space is Space.HBSM and w.tpb == self.tpb,
-                  f"{mn}: operand '{nm}' must be in the HBSM of TPB {self.tpb}")
+            if not (w.space is Space.HBSM and w.tpb == self.tpb):
+                raise IsaError(f"{mn}: operand '{nm}' must be in the HBSM of TPB {self.tpb}")
 
 
 def _check_post(mn: str, i: "MatMul", machine: Machine) -> None:
     """The ``post`` stages of a matmul (:class:`MatMul`): after a dequantization, 1..
     ``tcu_post_stages`` stages (the machine's; 0: a TCU without them) reading input 0 (the value), input 1 (``post_in``) or earlier
     stages; an integer C needs a last ``FTOI``, a float C none."""
-    _need(bool(i.post), f"{mn}: 'post_in' without post stages")
-    _need(i.a.dtype.is_int and i.epilogue.dequant is not None,
-          f"{mn}: post stages follow the dequantization of an integer matmul")
-    _need(machine.tcu_post_stages > 0,
-          f"{mn}: machine '{machine.name}' has no TCU post stages (tcu_post_stages = 0)")
-    _need(len(i.post) <= machine.tcu_post_stages,
-          f"{mn}: 1..{machine.tcu_post_stages} post stages (tcu_post_stages), got {len(i.post)}")
+    if not i.post:
+        raise IsaError(f"{mn}: 'post_in' without post stages")
+    if not (i.a.dtype.is_int and i.epilogue.dequant is not None):
+        raise IsaError(f"{mn}: post stages follow the dequantization of an integer matmul")
+    if not machine.tcu_post_stages > 0:
+        raise IsaError(f"{mn}: machine '{machine.name}' has no TCU post stages "
+                       "(tcu_post_stages = 0)")
+    if not len(i.post) <= machine.tcu_post_stages:
+        raise IsaError(f"{mn}: 1..{machine.tcu_post_stages} post stages (tcu_post_stages), got "
+                       f"{len(i.post)}")
     n_in = 1 if i.post_in is None else 2
     for si, st in enumerate(i.post):
         lo, hi = st.op.arity
-        _need(lo <= len(st.args) <= hi,
-              f"{mn}: post stage {si} ({st.op.name.lower()}) takes {lo}..{hi} args, "
-              f"got {len(st.args)}")
-        _need(int(st.op) < 64,  # reductions (64..) and fused idioms (96..) are not
-              f"{mn}: post stage {si} ({st.op.name.lower()}) is not elementwise")
+        if not lo <= len(st.args) <= hi:
+            raise IsaError(f"{mn}: post stage {si} ({st.op.name.lower()}) takes {lo}..{hi} args, "
+                           f"got {len(st.args)}")
+        if not int(st.op) < 64:  # reductions (64..) and fused idioms (96..) are not
+            raise IsaError(f"{mn}: post stage {si} ({st.op.name.lower()}) is not elementwise")
         for r in st.args:
             if r.kind is RefKind.INPUT:
-                _need(0 <= r.index < n_in, f"{mn}: post stage {si} reads input {r.index}, "
-                                           "which does not exist")
+                if not 0 <= r.index < n_in:
+                    raise IsaError(f"{mn}: post stage {si} reads input {r.index}, "
+                                   "which does not exist")
             elif r.kind is RefKind.STAGE:
-                _need(0 <= r.index < si, f"{mn}: post stage {si} reads stage {r.index}, "
-                                         "which is not an earlier stage")
+                if not 0 <= r.index < si:
+                    raise IsaError(f"{mn}: post stage {si} reads stage {r.index}, "
+                                   "which is not an earlier stage")
     last_ftoi = i.post[-1].op is CvuOp.FTOI
-    _need(last_ftoi == i.c.dtype.is_int,
-          f"{mn}: an integer C needs a last ftoi post stage, a float C none "
-          f"(C is {i.c.dtype.short})")
+    if last_ftoi != i.c.dtype.is_int:
+        raise IsaError(f"{mn}: an integer C needs a last ftoi post stage, a float C none "
+                       f"(C is {i.c.dtype.short})")
     if i.post_in is not None:
-        _need(i.post_in.dtype in (DType.F16, DType.BF16, DType.F32),
-              f"{mn}: 'post_in' must be f16/bf16/f32, not {i.post_in.dtype.short}")
+        if i.post_in.dtype not in (DType.F16, DType.BF16, DType.F32):
+            raise IsaError(f"{mn}: 'post_in' must be f16/bf16/f32, not {i.post_in.dtype.short}")
         _need_elems("post_in", i.post_in, (i.m, i.n), mn)
-        _need(i.post_in.space is Space.HBSM and i.post_in.tpb == i.tpb,
-              f"{mn}: operand 'post_in' must be in the HBSM of TPB {i.tpb}")
+        if not (i.post_in.space is Space.HBSM and i.post_in.tpb == i.tpb):
+            raise IsaError(f"{mn}: operand 'post_in' must be in the HBSM of TPB {i.tpb}")
 
 
 def _check_epilogue_shapes(mn: str, ep: Epilogue, f: int) -> None:
@@ -200,16 +222,21 @@ def _check_epilogue_shapes(mn: str, ep: Epilogue, f: int) -> None:
         _need_elems("bias", ep.bias, (f,), mn)
     if ep.requant is not None:
         rq = ep.requant
-        _need(0 <= rq.shift < 64, f"{mn}: requant shift must be in [0, 63]")
-        _need(rq.qmin <= rq.qmax, f"{mn}: requant qmin > qmax")
+        if not 0 <= rq.shift < 64:
+            raise IsaError(f"{mn}: requant shift must be in [0, 63]")
+        if not rq.qmin <= rq.qmax:
+            raise IsaError(f"{mn}: requant qmin > qmax")
         if rq.per_channel is not None:
-            _need(rq.per_channel.dtype is DType.I32, f"{mn}: per-channel requant params must be i32")
+            if rq.per_channel.dtype is not DType.I32:
+                raise IsaError(f"{mn}: per-channel requant params must be i32")
             _need_elems("requant.per_channel", rq.per_channel, (f, 2), mn)
     if ep.dequant is not None:
-        _need(ep.dequant.dtype is DType.F32, f"{mn}: dequantization scales must be f32")
+        if ep.dequant.dtype is not DType.F32:
+            raise IsaError(f"{mn}: dequantization scales must be f32")
         _need_elems("dequant", ep.dequant, (f,), mn)
     if ep.act is Act.CLAMP:
-        _need(ep.clamp_lo <= ep.clamp_hi, f"{mn}: clamp_lo > clamp_hi")
+        if not ep.clamp_lo <= ep.clamp_hi:
+            raise IsaError(f"{mn}: clamp_lo > clamp_hi")
 
 
 @dataclass(frozen=True)
@@ -252,25 +279,27 @@ class Conv2D(Instruction):
 
     def _check(self, machine: Machine) -> None:
         mn = self.MNEMONIC
-        _need(min(self.n, self.h, self.width, self.c, self.f, self.kh, self.kw) >= 1,
-              f"{mn}: every size must be >= 1")
-        _need(min(self.stride + self.dilation) >= 1 and min(self.pad) >= 0,
-              f"{mn}: strides/dilations must be >= 1 and pads >= 0")
-        _need(self.groups >= 1 and self.c % self.groups == 0 and self.f % self.groups == 0,
-              f"{mn}: groups ({self.groups}) must divide c ({self.c}) and f ({self.f})")
+        if not min(self.n, self.h, self.width, self.c, self.f, self.kh, self.kw) >= 1:
+            raise IsaError(f"{mn}: every size must be >= 1")
+        if not (min(self.stride + self.dilation) >= 1 and min(self.pad) >= 0):
+            raise IsaError(f"{mn}: strides/dilations must be >= 1 and pads >= 0")
+        if not (self.groups >= 1 and self.c % self.groups == 0 and self.f % self.groups == 0):
+            raise IsaError(f"{mn}: groups ({self.groups}) must divide c ({self.c}) and f "
+                           f"({self.f})")
         oh, ow = self.out_hw
-        _need(oh >= 1 and ow >= 1, f"{mn}: the window does not fit the padded input")
+        if not (oh >= 1 and ow >= 1):
+            raise IsaError(f"{mn}: the window does not fit the padded input")
         _need_elems("x", self.x, (self.n, self.h, self.width, self.c), mn)
         _need_elems("w", self.w, (self.kh, self.kw, self.c // self.groups, self.f), mn)
         _need_elems("y", self.y, (self.n, oh, ow, self.f), mn)
         _check_tcu_types(mn, self.x.dtype, self.w.dtype, self.y.dtype, self.epilogue,
                          self.accumulate)
         _check_epilogue_shapes(mn, self.epilogue, self.f)
-        _need((self.n * oh) % self.sync.blocks == 0,
-              f"{mn}: blocks ({self.sync.blocks}) must divide n*oh ({self.n * oh})")
+        if (self.n * oh) % self.sync.blocks != 0:
+            raise IsaError(f"{mn}: blocks ({self.sync.blocks}) must divide n*oh ({self.n * oh})")
         for nm, w in (("x", self.x), ("w", self.w), ("y", self.y)):
-            _need(w.space is Space.HBSM and w.tpb == self.tpb,
-                  f"{mn}: operand '{nm}' must be in the HBSM of TPB {self.tpb}")
+            if not (w.space is Space.HBSM and w.tpb == self.tpb):
+                raise IsaError(f"{mn}: operand '{nm}' must be in the HBSM of TPB {self.tpb}")
 
 
 @dataclass(frozen=True)
@@ -302,30 +331,35 @@ class CvuPipeline(Instruction):
 
     def _check(self, machine: Machine) -> None:
         mn = self.MNEMONIC
-        _need(len(self.inputs) == len(self.in_shapes), f"{mn}: one shape per input walk")
-        _need(1 <= len(self.stages) <= machine.cvu_max_stages,
-              f"{mn}: 1..{machine.cvu_max_stages} stages, got {len(self.stages)}")
+        if len(self.inputs) != len(self.in_shapes):
+            raise IsaError(f"{mn}: one shape per input walk")
+        if not 1 <= len(self.stages) <= machine.cvu_max_stages:
+            raise IsaError(f"{mn}: 1..{machine.cvu_max_stages} stages, got {len(self.stages)}")
         for s in self.in_shapes + (self.out_shape,):
-            _need(all(d >= 1 for d in s), f"{mn}: shape {list(s)} has a dimension < 1")
+            if not all(d >= 1 for d in s):
+                raise IsaError(f"{mn}: shape {list(s)} has a dimension < 1")
         for i, (w, s) in enumerate(zip(self.inputs, self.in_shapes)):
             _need_elems(f"inputs[{i}]", w, s, mn)
         _need_elems("output", self.output, self.out_shape, mn)
         for si, st in enumerate(self.stages):
             lo, hi = st.op.arity
-            _need(lo <= len(st.args) <= hi,
-                  f"{mn}: stage {si} ({st.op.name.lower()}) takes {lo}..{hi} args, got {len(st.args)}")
+            if not lo <= len(st.args) <= hi:
+                raise IsaError(f"{mn}: stage {si} ({st.op.name.lower()}) takes {lo}..{hi} args, "
+                               f"got {len(st.args)}")
             for r in st.args:
                 if r.kind is RefKind.INPUT:
-                    _need(0 <= r.index < len(self.inputs), f"{mn}: stage {si} reads input "
-                                                           f"{r.index}, which does not exist")
+                    if not 0 <= r.index < len(self.inputs):
+                        raise IsaError(f"{mn}: stage {si} reads input "
+                                       f"{r.index}, which does not exist")
                 elif r.kind is RefKind.STAGE:
-                    _need(0 <= r.index < si, f"{mn}: stage {si} reads stage {r.index}, "
-                                             "which is not an earlier stage")
-        _need(bool(self.out_shape) and self.out_shape[0] % self.sync.blocks == 0,
-              f"{mn}: blocks ({self.sync.blocks}) must divide out_shape[0]")
+                    if not 0 <= r.index < si:
+                        raise IsaError(f"{mn}: stage {si} reads stage {r.index}, "
+                                       "which is not an earlier stage")
+        if not (bool(self.out_shape) and self.out_shape[0] % self.sync.blocks == 0):
+            raise IsaError(f"{mn}: blocks ({self.sync.blocks}) must divide out_shape[0]")
         for nm, w, _ in self.walks():
-            _need(w.space is Space.HBSM and w.tpb == self.tpb,
-                  f"{mn}: operand '{nm}' must be in the HBSM of TPB {self.tpb}")
+            if not (w.space is Space.HBSM and w.tpb == self.tpb):
+                raise IsaError(f"{mn}: operand '{nm}' must be in the HBSM of TPB {self.tpb}")
 
 
 @dataclass(frozen=True)
@@ -345,13 +379,15 @@ class Copy(Instruction):
 
     def _check(self, machine: Machine) -> None:
         mn = self.MNEMONIC
-        _need(self.src.num_elements == self.dst.num_elements,
-              f"{mn}: src walks {self.src.num_elements} elements, dst {self.dst.num_elements}")
-        _need(self.src.space is Space.HBSM and self.src.tpb == self.tpb,
-              f"{mn}: src must be in the HBSM of TPB {self.tpb}")
-        _need(self.dst.space is Space.HBSM, f"{mn}: dst must be in an HBSM")
-        _need(self.src.num_elements % self.sync.blocks == 0,
-              f"{mn}: blocks ({self.sync.blocks}) must divide the element count")
+        if self.src.num_elements != self.dst.num_elements:
+            raise IsaError(f"{mn}: src walks {self.src.num_elements} elements, dst "
+                           f"{self.dst.num_elements}")
+        if not (self.src.space is Space.HBSM and self.src.tpb == self.tpb):
+            raise IsaError(f"{mn}: src must be in the HBSM of TPB {self.tpb}")
+        if self.dst.space is not Space.HBSM:
+            raise IsaError(f"{mn}: dst must be in an HBSM")
+        if self.src.num_elements % self.sync.blocks != 0:
+            raise IsaError(f"{mn}: blocks ({self.sync.blocks}) must divide the element count")
 
 
 @dataclass(frozen=True)
@@ -367,11 +403,13 @@ class Fill(Instruction):
     sync: Sync = Sync()
 
     def _check(self, machine: Machine) -> None:
-        _need(self.dst.space is Space.HBSM and self.dst.tpb == self.tpb,
-              f"{self.MNEMONIC}: dst must be in the HBSM of TPB {self.tpb}")
-        _need(math.isfinite(self.value), f"{self.MNEMONIC}: fill value must be finite")
-        _need(self.dst.num_elements % self.sync.blocks == 0,
-              f"{self.MNEMONIC}: blocks ({self.sync.blocks}) must divide the element count")
+        if not (self.dst.space is Space.HBSM and self.dst.tpb == self.tpb):
+            raise IsaError(f"{self.MNEMONIC}: dst must be in the HBSM of TPB {self.tpb}")
+        if not math.isfinite(self.value):
+            raise IsaError(f"{self.MNEMONIC}: fill value must be finite")
+        if self.dst.num_elements % self.sync.blocks != 0:
+            raise IsaError(f"{self.MNEMONIC}: blocks ({self.sync.blocks}) must divide the "
+                           "element count")
 
 
 @dataclass(frozen=True)
@@ -390,15 +428,16 @@ class Broadcast(Instruction):
 
     def _check(self, machine: Machine) -> None:
         mn = self.MNEMONIC
-        _need(self.src.num_elements == self.dst.num_elements,
-              f"{mn}: src walks {self.src.num_elements} elements, dst {self.dst.num_elements}")
-        _need(self.src.space is Space.HBSM and self.src.tpb == self.tpb
-              and self.dst.space is Space.HBSM and self.dst.tpb == self.tpb,
-              f"{mn}: src and dst must be HBSM walks of TPB {self.tpb}")
-        _need(0 < self.tpb_mask and not self.tpb_mask & ~machine.all_tpbs_mask,
-              f"{mn}: TPB mask {self.tpb_mask:#x} names no TPB or a missing TPB")
-        _need(self.src.num_elements % self.sync.blocks == 0,
-              f"{mn}: blocks ({self.sync.blocks}) must divide the element count")
+        if self.src.num_elements != self.dst.num_elements:
+            raise IsaError(f"{mn}: src walks {self.src.num_elements} elements, dst "
+                           f"{self.dst.num_elements}")
+        if not (self.src.space is Space.HBSM and self.src.tpb == self.tpb
+                and self.dst.space is Space.HBSM and self.dst.tpb == self.tpb):
+            raise IsaError(f"{mn}: src and dst must be HBSM walks of TPB {self.tpb}")
+        if not (0 < self.tpb_mask and not self.tpb_mask & ~machine.all_tpbs_mask):
+            raise IsaError(f"{mn}: TPB mask {self.tpb_mask:#x} names no TPB or a missing TPB")
+        if self.src.num_elements % self.sync.blocks != 0:
+            raise IsaError(f"{mn}: blocks ({self.sync.blocks}) must divide the element count")
 
 
 @dataclass(frozen=True)
@@ -429,9 +468,11 @@ class CsuCall(Instruction):
     def _check(self, machine: Machine) -> None:
         mn = f"{self.MNEMONIC} {self.routine.name.lower()}"
         want = ROUTINE_OPERANDS[self.routine]
-        _need(len(self.operands) == want, f"{mn}: takes {want} operands, got {len(self.operands)}")
+        if len(self.operands) != want:
+            raise IsaError(f"{mn}: takes {want} operands, got {len(self.operands)}")
         lo, hi = ROUTINE_ARITY[self.routine]
-        _need(lo <= len(self.params) <= hi, f"{mn}: takes {lo}..{hi} params, got {len(self.params)}")
+        if not lo <= len(self.params) <= hi:
+            raise IsaError(f"{mn}: takes {lo}..{hi} params, got {len(self.params)}")
         ops, p = self.operands, self.params
         if self.routine in (Routine.GATHER, Routine.SCATTER):
             v, d, n = p
@@ -440,23 +481,28 @@ class CsuCall(Instruction):
             _need_elems("table", tab, (v, d), mn)
             _need_elems("indices", idx, (n,), mn)
             _need_elems("rows", data, (n, d), mn)
-            _need(idx.dtype is DType.I32, f"{mn}: indices must be i32")
+            if idx.dtype is not DType.I32:
+                raise IsaError(f"{mn}: indices must be i32")
         elif self.routine is Routine.TOPK:
             r, ln, k = p[:3]
-            _need(1 <= k <= ln, f"{mn}: k must be in [1, {ln}]")
+            if not 1 <= k <= ln:
+                raise IsaError(f"{mn}: k must be in [1, {ln}]")
             _need_elems("x", ops[0], (r, ln), mn)
             _need_elems("values", ops[1], (r, k), mn)
             _need_elems("indices", ops[2], (r, k), mn)
-            _need(ops[2].dtype is DType.I32, f"{mn}: indices must be i32")
+            if ops[2].dtype is not DType.I32:
+                raise IsaError(f"{mn}: indices must be i32")
         elif self.routine is Routine.ARGMAX:
             r, ln = p[:2]
             _need_elems("x", ops[0], (r, ln), mn)
             _need_elems("out", ops[1], (r,), mn)
-            _need(ops[1].dtype is DType.I32, f"{mn}: argmax output must be i32")
+            if ops[1].dtype is not DType.I32:
+                raise IsaError(f"{mn}: argmax output must be i32")
         else:
-            _need(ops[0].num_elements == ops[1].num_elements,
-                  f"{mn}: src and dst element counts differ")
-        _need(self.sync.blocks == 1, f"{mn}: CSU routines run as one block")
+            if ops[0].num_elements != ops[1].num_elements:
+                raise IsaError(f"{mn}: src and dst element counts differ")
+        if self.sync.blocks != 1:
+            raise IsaError(f"{mn}: CSU routines run as one block")
 
 
 @dataclass(frozen=True)
@@ -483,17 +529,20 @@ class Dma(Instruction):
 
     def _check(self, machine: Machine) -> None:
         mn = self.MNEMONIC
-        _need(self.src.num_elements == self.dst.num_elements,
-              f"{mn}: src walks {self.src.num_elements} elements, dst {self.dst.num_elements}")
-        _need(self.src.dtype == self.dst.dtype, f"{mn}: DMA does not convert types "
-                                                f"({self.src.dtype.short} -> {self.dst.dtype.short})")
+        if self.src.num_elements != self.dst.num_elements:
+            raise IsaError(f"{mn}: src walks {self.src.num_elements} elements, dst "
+                           f"{self.dst.num_elements}")
+        if self.src.dtype != self.dst.dtype:
+            raise IsaError(f"{mn}: DMA does not convert types "
+                           f"({self.src.dtype.short} -> {self.dst.dtype.short})")
         if self.tpb_mask:
-            _need(self.dst.space is Space.HBSM and self.dst.tpb == 0,
-                  f"{mn}: a broadcast DMA writes HBSM with dst tpb 0")
-            _need(not self.tpb_mask & ~machine.all_tpbs_mask,
-                  f"{mn}: TPB mask {self.tpb_mask:#x} names a TPB the machine does not have")
-        _need(self.src.num_elements % self.sync.blocks == 0,
-              f"{mn}: blocks ({self.sync.blocks}) must divide the element count")
+            if not (self.dst.space is Space.HBSM and self.dst.tpb == 0):
+                raise IsaError(f"{mn}: a broadcast DMA writes HBSM with dst tpb 0")
+            if self.tpb_mask & ~machine.all_tpbs_mask:
+                raise IsaError(f"{mn}: TPB mask {self.tpb_mask:#x} names a TPB the machine does "
+                               "not have")
+        if self.src.num_elements % self.sync.blocks != 0:
+            raise IsaError(f"{mn}: blocks ({self.sync.blocks}) must divide the element count")
 
     def dst_tpbs(self) -> list[int]:
         return tpbs_of(self.tpb_mask) if self.tpb_mask else (

@@ -590,22 +590,19 @@ class Instruction:
             machine.check_tpb(idx)
             self.sync.check(machine, idx)
         for name, w, _ in self.walks():
-            w.check(machine, f"{self.MNEMONIC} operand '{name}'")
+            if w.__dict__.get("_ok_on") is not machine:  # (``Walk.check``'s memo: no label)
+                w.check(machine, f"{self.MNEMONIC} operand '{name}'")
         self._check(machine)
 
     def _check(self, machine: Machine) -> None:
         pass
 
 
-def _need(cond: bool, msg: str) -> None:
-    if not cond:
-        raise IsaError(msg)
-
-
 def _need_elems(name: str, w: Walk, shape: tuple[int, ...], mnem: str) -> None:
     n = math.prod(shape)
-    _need(w.num_elements == n, f"{mnem}: operand '{name}' walks {w.num_elements} elements but the "
-                               f"logical shape {list(shape)} has {n}")
+    if w.num_elements != n:  # (the message formatted only for a failure)
+        raise IsaError(f"{mnem}: operand '{name}' walks {w.num_elements} elements but the "
+                       f"logical shape {list(shape)} has {n}")
 
 
 __all__ = [n for n in dir() if not n.startswith("_") and n not in (
