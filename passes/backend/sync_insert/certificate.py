@@ -24,6 +24,7 @@ from m100.targets.m100 import isa
 
 from .allocate import Allocation
 from .analyze import Needs
+from .hazards import _NEED0
 from .redundancy import Reduced
 
 VERSION = 3  # 2: hazards implied through program order are not listed; 3: no hazards at all
@@ -34,26 +35,39 @@ LIST_HAZARDS = False
 
 def build_certificate(machine, mode: str, nd: Needs, red: Reduced, al: Allocation,
                       out: list[isa.Instruction]) -> dict:
+    n = len(out)
+    # an enum's ``.name`` is a descriptor call: the names of the few members, looked up once
+    unit_name = {u: u.name for u in isa.Unit}
+    trigger_name = {t: t.name for t in isa.Trigger}
+
     def executor(i):
         unit, idx = out[i].executor
-        return [unit.name, idx]
+        return [unit_name[unit], idx]
 
     edges = []
     # per consumer, the first of its monitors on each (tpb, counter): found once, not by a scan
     # of its monitors per edge (a consumer of k edges has ~k monitors)
     mons: dict[int, dict[tuple[int, int], isa.Monitor]] = {}
-    for (i, j), h in sorted(al.needs.items()):
-        t = al.home[(i, j)]
-        c = al.inst_counter[(i, t)]
+    needs, home, inst_counter, trigger = al.needs, al.home, al.inst_counter, al.trigger
+    for ij in sorted_pairs(needs, n):  # (the order of ``sorted(needs)``)
+        i, j = ij
+        t = home[ij]
+        c = inst_counter[(i, t)]
         first = mons.get(j)
         if first is None:
             first = mons[j] = {}
             for m in out[j].sync.monitors:
                 first.setdefault((m.tpb, m.counter), m)
         mon = first[(t, c)]
-        edges.append({"from": i, "to": j, "need": h.need.tolist(), "counter": [t, c],
-                      "trigger": al.trigger[(i, t)].name,
-                      "value": [mon.expected + b * mon.per_block for b in range(len(h.need))]})
+        need = needs[ij].need
+        if need is _NEED0:  # the shared [0] of two 1-block instructions (most needs)
+            need_l, value = [0], [mon.expected]
+        else:
+            need_l = need.tolist()
+            e, k = mon.expected, mon.per_block
+            value = [e + b * k for b in range(len(need_l))]
+        edges.append({"from": i, "to": j, "need": need_l, "counter": [t, c],
+                      "trigger": trigger_name[trigger[(i, t)]], "value": value})
     cert = {
         "format": FORMAT, "version": VERSION, "machine": machine.name,
         "fingerprint": f"{machine.fingerprint():016x}", "sync_mode": mode,

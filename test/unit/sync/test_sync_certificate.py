@@ -223,3 +223,58 @@ def test_derived_conflicts_against_enumeration(seed, monkeypatch):
         assert bool(got) == bool(want) and got <= want, (drop, got - want, len(want))
         if drop == 0.0:
             assert not want
+
+
+def _reference_certificate(machine, mode, nd, red, al, out) -> dict:
+    """``build_certificate`` as it was before session 33 (the edges from ``sorted`` items, every
+    need vector through ``tolist``, the names through the enums' ``.name``)."""
+    from m100.passes.backend.sync_insert.certificate import FORMAT, VERSION
+    edges = []
+    mons: dict = {}
+    for (i, j), h in sorted(al.needs.items()):
+        t = al.home[(i, j)]
+        c = al.inst_counter[(i, t)]
+        first = mons.get(j)
+        if first is None:
+            first = mons[j] = {}
+            for m in out[j].sync.monitors:
+                first.setdefault((m.tpb, m.counter), m)
+        mon = first[(t, c)]
+        edges.append({"from": i, "to": j, "need": h.need.tolist(), "counter": [t, c],
+                      "trigger": al.trigger[(i, t)].name,
+                      "value": [mon.expected + b * mon.per_block for b in range(len(h.need))]})
+    return {
+        "format": FORMAT, "version": VERSION, "machine": machine.name,
+        "fingerprint": f"{machine.fingerprint():016x}", "sync_mode": mode,
+        "instructions": len(out), "blocks": [inst.sync.blocks for inst in out],
+        "executors": [[out[i].executor[0].name, out[i].executor[1]] for i in range(len(out))],
+        "edges": edges,
+        "serialized": [list(x) for x in al.chain_needs],
+        "counters_used": {str(t): n for t, n in sorted(al.counters_used.items())},
+    }
+
+
+@pytest.mark.parametrize("seed", range(8))
+def test_certificate_is_the_reference_one(seed, monkeypatch):
+    """The certificate (edges in ``sorted`` order, the shared ``[0]`` need's lists without
+    ``tolist``, names from tables) is the written-out reference's, value and text, on random
+    programs with streamed blocks (need vectors other than ``[0]``, per-block triggers) and, for
+    half of them, a budget of 2 counters (serializing chain needs)."""
+    from m100.passes.backend import sync_insert as pkg
+    from m100.passes.backend.sync_insert.certificate import dumps
+    real = pkg.build_certificate
+    seen = []
+
+    def both(*a):
+        got = real(*a)
+        seen.append((got, _reference_certificate(*a)))
+        return got
+
+    monkeypatch.setattr(pkg, "build_certificate", both)
+    res = insert_sync(progs.random_program(70 + seed, n=40, extra=seed % 2 == 1), TINY,
+                      counter_budget=2 if seed % 2 else None)
+    (got, want), = seen
+    assert got == want and dumps(got) == dumps(want)
+    edges = got["edges"]
+    assert len(edges) > 10 and res.certificate is got
+    assert any(len(e["need"]) > 1 for e in edges) or seed % 2
