@@ -248,7 +248,8 @@ class RaceBatch:
         that clock's own entry) and a unit's epochs do not decrease by arrival, so ``e_Y <=
         C_X[u]`` -- the per-access checker's "another unit" is implied. The pairs that pass (a
         handful: ``sorted_unique``) get the per-access checker's byte test
-        (:meth:`~m100.sim.checks.ByteSet.first_overlap`; for two bitmaps memoized by :func:`meet`).
+        (:meth:`~m100.sim.checks.ByteSet.first_overlap`; for two whole walks once per geometry and base
+        difference, :func:`first_meeting`, and for two bitmaps once per bitmap pair, :func:`meet`).
         Where the pairs would be too many (:data:`BULK_PAIRS_PER_ACCESS`) or the keys do not fit,
         the run is checked as one batch instead (:meth:`_one_batch`: the same verdict)."""
         ents, meta = self.log_rows, self.log_meta
@@ -309,11 +310,8 @@ class RaceBatch:
         if not found:
             return
         cand = sorted_unique(np.sort(np.concatenate(found)))
-        memo: dict = {}
-        for yx in cand.tolist():
-            yy, xx = divmod(yx, tot)
-            if meet(bss[yy], bss[xx], memo):
-                raise RaceFound
+        if first_meeting(cand.tolist(), tot, bss) >= 0:
+            raise RaceFound
 
 class _ByteSets:
     """The byte sets of the sweep's rows (arrival order), made when first asked for: ``[i]``
@@ -331,13 +329,27 @@ class _ByteSets:
     def __getitem__(self, i: int):
         bs = self.made.get(i)
         if bs is None:
-            j = int(self.index[i])
-            k = len(self.stores) - 1
-            while self.stores[k][1] > j:
-                k -= 1
-            rows, off = self.stores[k]
-            bs = self.made[i] = rows.byte_set(j - off)
+            rows, j = self._row(i)
+            bs = self.made[i] = rows.byte_set(j)
         return bs
+
+    def _row(self, i: int) -> tuple:
+        """(the store, the row's index in it) of sweep row ``i``."""
+        j = int(self.index[i])
+        k = len(self.stores) - 1
+        while self.stores[k][1] > j:
+            k -= 1
+        rows, off = self.stores[k]
+        return rows, j - off
+
+    def whole_walk(self, i: int):
+        """The walk of row ``i`` when its byte set is that of a whole walk's access (a packed
+        access without offsets, :func:`~m100.sim.engine_checks.access_byte_set`), else None."""
+        rows, j = self._row(i)
+        if rows.make is None:
+            return None
+        a = rows.src[j]
+        return a.walk if a.offsets is None else None
 
 
 def _gather(ents: list) -> tuple[np.ndarray, np.ndarray, _ByteSets]:
@@ -367,6 +379,36 @@ def _gather(ents: list) -> tuple[np.ndarray, np.ndarray, _ByteSets]:
 
 _ROWS = operator.itemgetter(0)
 _FIRST_END = operator.itemgetter(1, 2)
+
+
+def first_meeting(pairs: list, tot: int, bss: _ByteSets) -> int:
+    """The index in ``pairs`` (``y * tot + x``: rows ``y``, ``x`` of ``bss``) of the first pair
+    whose byte sets meet (:func:`meet`), -1 when none does.
+
+    Two rows that are whole walks' accesses are tested once per (each walk's levels and element
+    type, the difference of their bases): such an access's byte set is its walk's byte set at
+    base 0 moved by the base (``engine_checks._items``: every path -- one interval, a box's
+    bitmap, the element offsets -- adds the base to a set of the levels and type), so two of
+    them meet iff the two sets at base 0 meet with one moved by the bases' difference. Most of
+    a sweep's candidates repeat a few such keys (ResNet-50: 4 420 pairs): their byte sets are
+    not made again. The key holds the levels tuples (an id names no other tuple while it is
+    kept); the table lives for one call."""
+    memo: dict = {}
+    geo: dict = {}
+    for n, yx in enumerate(pairs):
+        y, x = divmod(yx, tot)
+        wy = bss.whole_walk(y)
+        wx = bss.whole_walk(x) if wy is not None else None
+        if wx is not None:
+            key = (id(wy.levels), wy.dtype, id(wx.levels), wx.dtype, wx.base - wy.base)
+            got = geo.get(key)
+            if got is None:
+                got = geo[key] = (meet(bss[y], bss[x], memo), wy.levels, wx.levels)
+            if got[0]:
+                return n
+        elif meet(bss[y], bss[x], memo):
+            return n
+    return -1
 
 
 def meet(a, b, memo: dict) -> bool:
