@@ -448,3 +448,30 @@ def test_conv2d_1x1_box_as_im2col_matrix(seed, dt):
     if dt is DType.I8:
         assert np.array_equal(y.reshape(n, oh, ow, f),
                               conv_oracle(xall[..., :c], w, stride, pad, (1, 1), g))
+
+
+@pytest.mark.parametrize("accumulate", [False, True])
+def test_float_conv_on_another_tpb_reads_its_own_operands(rng, accumulate):
+    """A float conv (bias, relu, accumulate) on TPB 1 reads its weights, bias and old output from
+    TPB 1's HBSM while TPB 0 holds other values at the same addresses (session 33: the weights and
+    bias are read without an access object; a mutant reading TPB 0's fails), against numpy."""
+    n, h, wd, c, f, t = 1, 5, 6, 4, 3, 1
+    x = rng.standard_normal((n, h, wd, c)).astype(np.float32)
+    w = rng.standard_normal((3, 3, c, f)).astype(np.float32)
+    bias = rng.standard_normal(f).astype(np.float32)
+    old = rng.standard_normal((n, h, wd, f)).astype(np.float32)
+    X, W = hb(t, 0, DType.F32, (n, h, wd, c)), hb(t, 1024, DType.F32, (3, 3, c, f))
+    BI, Y = hb(t, 2048, DType.F32, (f,)), hb(t, 4096, DType.F32, (n, h, wd, f))
+    decoys = [(hb(0, 1024, DType.F32, (3, 3, c, f)), -w), (hb(0, 2048, DType.F32, (f,)), bias + 5),
+              (hb(0, 4096, DType.F32, (n, h, wd, f)), old + 7)]
+    conv = Conv2D(t, X, W, Y, n, h, wd, c, f, 3, 3, pad=(1, 1, 1, 1), accumulate=accumulate,
+                  epilogue=Epilogue(bias=BI, act=Act.RELU))
+    res, (y,) = run([conv], [(X, x), (W, w), (BI, bias), (Y, old)] + decoys, [Y])
+    assert res.ok, res.reports
+    xp = np.pad(x, ((0, 0), (1, 1), (1, 1), (0, 0)))
+    want = np.zeros((n, h, wd, f), dtype=np.float64)
+    for ky in range(3):
+        for kx in range(3):
+            want += xp[:, ky:ky + h, kx:kx + wd, :].astype(np.float64) @ w[ky, kx].astype(np.float64)
+    want += bias + (old if accumulate else 0)
+    np.testing.assert_allclose(y.reshape(n, h, wd, f), np.maximum(want, 0), rtol=1e-5, atol=1e-5)
