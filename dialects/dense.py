@@ -81,6 +81,30 @@ def dense_to_numpy(attr: DenseIntOrFPElementsAttr) -> np.ndarray:
     return arr.reshape(shape)
 
 
+def dense_view(attr: DenseIntOrFPElementsAttr) -> np.ndarray | None:
+    """:func:`dense_to_numpy` of ``attr`` for reading only, without its copy: a read-only view of
+    the attribute's bytes in its shape, or None where the decoded array is not the stored bytes
+    as they are (bf16 widened, i1 as bool, a splat, a byte order other than the machine's, an
+    element type without a decoding) -- the caller decodes those. Where it answers, the same
+    dtype, shape and bits as :func:`dense_to_numpy` (``test_dense_view_is_dense_to_numpy``);
+    writing into it raises numpy's ValueError. Weights are most of a model's bytes (ResNet-50:
+    100 MB): the graph passes that only read them and the scheduler's weight tensors (emitted
+    as the same bytes, :func:`m100.passes.schedule.emit_core.const_bytes`) take this view."""
+    et = attr.get_element_type()
+    if not isinstance(et, (IntegerType, IndexType, Float16Type, Float32Type, Float64Type)) or \
+            (isinstance(et, IntegerType) and et.width.data == 1):
+        return None
+    try:
+        dt = storage_dtype(et)
+    except DenseError:
+        return None
+    shape = tuple(attr.get_shape())
+    data = attr.data.data
+    if not dt.isnative or len(data) != math.prod(shape) * dt.itemsize:
+        return None
+    return np.frombuffer(data, dtype=dt).reshape(shape)
+
+
 def numpy_to_dense(arr: np.ndarray, ty: TensorType) -> DenseIntOrFPElementsAttr:
     """A dense attribute of type ``ty`` holding ``arr`` (cast to the element type)."""
     et = ty.get_element_type()
@@ -97,5 +121,5 @@ def numpy_to_dense(arr: np.ndarray, ty: TensorType) -> DenseIntOrFPElementsAttr:
     return DenseIntOrFPElementsAttr(ty, BytesAttr(data.tobytes()))
 
 
-__all__ = ["DenseError", "bf16_bits_to_f32", "dense_to_numpy", "f32_to_bf16_bits",
+__all__ = ["DenseError", "bf16_bits_to_f32", "dense_to_numpy", "dense_view", "f32_to_bf16_bits",
            "numpy_to_dense", "storage_dtype"]

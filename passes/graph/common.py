@@ -147,28 +147,17 @@ def transposed(arr: np.ndarray, perm) -> np.ndarray:
 def const_view(v: SSAValue) -> np.ndarray | None:
     """:func:`const_array` of ``v`` for reading only: a read-only view of the constant's bytes in
     its shape when they are stored element by element in a numpy type of the machine's byte order
-    (not bf16, not i1, not a splat), else :func:`const_array` (a copy of its own). The same values;
-    a pass that only reads them (layout-nhwc's weight packing: ResNet-50's 100 MB) skips a copy.
+    (not bf16, not i1, not a splat: :func:`m100.dialects.dense.dense_view`), else
+    :func:`const_array` (a copy of its own). The same values; a pass that only reads them
+    (layout-nhwc's weight packing: ResNet-50's 100 MB) skips a copy.
     ``test_const_view_is_const_array``."""
-    from m100.dialects.dense import storage_dtype
+    from m100.dialects.dense import dense_view
 
     op = v.owner if isinstance(v, OpResult) else None
     if not (isinstance(op, arith.ConstantOp) and isinstance(op.value, DenseIntOrFPElementsAttr)):
         return None
-    attr = op.value
-    et = attr.get_element_type()
-    if not isinstance(et, (IntegerType, Float16Type, Float32Type, Float64Type)) or \
-            (isinstance(et, IntegerType) and et.width.data == 1):
-        return const_array(v)
-    try:
-        dt = storage_dtype(et)
-    except DenseError:
-        return None
-    shape = tuple(attr.get_shape())
-    data = attr.data.data
-    if not dt.isnative or len(data) != math.prod(shape) * dt.itemsize:
-        return const_array(v)
-    return np.frombuffer(data, dtype=dt).reshape(shape)
+    view = dense_view(op.value)
+    return view if view is not None else const_array(v)
 
 
 def channel_vector(v: SSAValue, m: AffineMap, ch: int, f: int, *,

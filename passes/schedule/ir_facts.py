@@ -133,10 +133,15 @@ def _vec(op: Operation, name: str) -> list[int]:
 
 
 def _dense(op: Operation) -> np.ndarray | None:
-    from m100.dialects.dense import dense_to_numpy
+    """The value of a dense constant op: a read-only view of its bytes where they are the
+    decoded array as stored (:func:`m100.dialects.dense.dense_view`: a weight's bytes reach the
+    emitted segment without a copy, :func:`m100.passes.schedule.emit_core.const_bytes`), else
+    the decoded copy. Nothing of the scheduler writes into a constant's array."""
+    from m100.dialects.dense import dense_to_numpy, dense_view
     v = op.properties.get("value") or op.attributes.get("value")
     if isinstance(v, DenseIntOrFPElementsAttr):
-        return dense_to_numpy(v)
+        view = dense_view(v)
+        return view if view is not None else dense_to_numpy(v)
     return None
 
 

@@ -5,12 +5,13 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from xdsl.dialects.builtin import DenseIntOrFPElementsAttr, TensorType, bf16, f16, f32, i1, i8, i32
+from xdsl.dialects.builtin import (BytesAttr, DenseIntOrFPElementsAttr, TensorType, bf16, f16, f32, i1,
+                                   i8, i32)
 from xdsl.parser import Parser
 
 from m100.context import make_context
-from m100.dialects.dense import (DenseError, bf16_bits_to_f32, dense_to_numpy, f32_to_bf16_bits,
-                                 numpy_to_dense)
+from m100.dialects.dense import (DenseError, bf16_bits_to_f32, dense_to_numpy, dense_view,
+                                 f32_to_bf16_bits, numpy_to_dense)
 
 
 def _const(text: str) -> DenseIntOrFPElementsAttr:
@@ -114,3 +115,46 @@ def test_decoded_array_is_a_writable_copy_of_its_own(text):
     got[...] = got.dtype.type(0)
     assert bytes(attr.data.data) == before
     assert not np.shares_memory(got, dense_to_numpy(attr))
+
+
+@pytest.mark.parametrize("text,viewed", [
+    ("dense<[[1.5, -2.0, 7.25], [3.0, 4.0, -0.0]]> : tensor<2x3xf32>", True),
+    ("dense<[0.5, 65504.0, -1.0]> : tensor<3xf16>", True),
+    ("dense<[0.5, 1.0e300]> : tensor<2xf64>", True),
+    ("dense<[[1, -2], [3, 127]]> : tensor<2x2xi8>", True),
+    ("dense<[1, 255, 7]> : tensor<3xui8>", True),
+    ("dense<[1, -70000, 2147483647]> : tensor<3xi32>", True),
+    ("dense<[1, -5000000000]> : tensor<2xi64>", True),
+    ("dense<[3, -4, 7]> : tensor<3xi4>", True),
+    ("dense<[0, 9]> : tensor<2xindex>", True),
+    ("dense<[1.5, -2.0]> : tensor<2xbf16>", False),  # widened to float32: a copy
+    ("dense<[true, false, true]> : tensor<3xi1>", False),  # bool: a copy
+    ("dense<2.5> : tensor<2x3xf32>", True),  # (xDSL's parser stores a splat expanded)
+    ("dense<7> : tensor<1xi32>", True),  # one element is not a splat's expansion
+])
+def test_dense_view_is_dense_to_numpy(text, viewed):
+    """Where ``dense_view`` answers: dense_to_numpy's dtype, shape and bits, read-only, over the
+    attribute's own bytes; elsewhere None (the callers decode)."""
+    attr = _const(text)
+    want = dense_to_numpy(attr)
+    got = dense_view(attr)
+    if not viewed:
+        assert got is None
+        return
+    assert got.dtype == want.dtype and got.shape == want.shape
+    assert got.tobytes() == want.tobytes()
+    assert not got.flags.writeable and np.shares_memory(got, np.frombuffer(attr.data.data, np.uint8))
+    with pytest.raises(ValueError):
+        got[(0,) * got.ndim] = 0
+
+
+def test_dense_view_of_a_splat_or_a_short_payload_is_none():
+    """A splat stored as one element is dense_to_numpy's expansion (a copy), a payload of
+    another wrong length its error: neither is a view."""
+    ty = TensorType(f32, [2, 3])
+    splat = DenseIntOrFPElementsAttr(ty, BytesAttr(np.float32(2.5).tobytes()))
+    assert dense_view(splat) is None and (dense_to_numpy(splat) == 2.5).all()
+    short = DenseIntOrFPElementsAttr(ty, BytesAttr(np.zeros(4, np.float32).tobytes()))
+    assert dense_view(short) is None
+    with pytest.raises(DenseError):
+        dense_to_numpy(short)
