@@ -4,8 +4,8 @@ from torch-mlir to xDSL.
 xDSL's lexer and parser spend most of an imported CNN's parse time on hex strings (ResNet-18: ~47 MB
 of weights = ~94 MB of hex). :func:`split_dense_blobs` (on the printed text) or
 :func:`split_via_elision` (inside torch-mlir, from the attributes' numpy buffers) replace each big
-``arith.constant`` by a one-element placeholder tagged ``{m100.dense_blob = k}`` and return the
-bytes in order; :func:`attach_dense_blobs` puts them back into the parsed module, bit-exact
+``arith.constant`` by a one-element placeholder (of type ``tensor<1xET>``) tagged
+``{m100.dense_blob = k}`` and return the bytes in order; :func:`attach_dense_blobs` puts them back into the parsed module, bit-exact
 (``test/unit/frontend/test_onnx_import.py``). Used by :mod:`m100.frontend.onnx_import` and
 :mod:`m100.frontend.torch_import`.
 """
@@ -47,7 +47,7 @@ def split_dense_blobs(text: str, min_elements: int = 256) -> tuple[str, list[byt
             continue
         out.append(text[pos:a])
         out.append("00" * size)
-        out.append(text[b : close + 2])
+        out.append(f'"> : tensor<1x{elem}>}}>')  # one element: :func:`attach_dense_blobs`
         out.append(f" {{{BLOB_ATTR} = {len(blobs)} : i64}}")
         blobs.append(bytes.fromhex(text[a:b]))
         pos = close + 2
@@ -132,7 +132,7 @@ def split_via_elision(module, put=None) -> tuple[str, list] | None:
             count *= int(d)
         if size is None or close < 0 or count * size != sizes[k]:
             return None
-        out += [text[pos:i], f'dense<"0x{"00" * size}">', text[i + len(_ELIDED) : close + 2],
+        out += [text[pos:i], f'dense<"0x{"00" * size}"> : tensor<1x{dims[-1]}>}}>',
                 f" {{{BLOB_ATTR} = {k} : i64}}"]
         pos, k = close + 2, k + 1
     if k != len(blobs):
@@ -142,8 +142,16 @@ def split_via_elision(module, put=None) -> tuple[str, list] | None:
 
 
 def attach_dense_blobs(module, blobs: list[bytes]) -> None:
-    """Inverse of :func:`split_dense_blobs` on the parsed xDSL module."""
-    from xdsl.dialects.builtin import BytesAttr, DenseIntOrFPElementsAttr
+    """Inverse of :func:`split_dense_blobs` on the parsed xDSL module.
+
+    A placeholder is a one-element constant of the weight's element type (``dense<"0x00000000">
+    : tensor<1xf32>``), not of its shape: xDSL's parser expands a one-element hex string to the
+    whole type (``bytes * n``: ResNet-50's placeholders were ~60 MB of zeros written and thrown
+    away, ~15 000 page faults). The attached constant takes the op's result type, which
+    ``arith.constant`` requires its value's type to be (and torch-mlir printed it so); a result
+    of another element type keeps the placeholder's (the verification after it fails as
+    before). ``test_placeholders_attach_as_the_whole_text_parses``."""
+    from xdsl.dialects.builtin import BytesAttr, DenseIntOrFPElementsAttr, TensorType
 
     if not blobs:
         return
@@ -153,7 +161,10 @@ def attach_dense_blobs(module, blobs: list[bytes]) -> None:
             continue
         del op.attributes[BLOB_ATTR]
         old = op.properties["value"]
-        op.properties["value"] = DenseIntOrFPElementsAttr(old.type, BytesAttr(blobs[k.value.data]))
+        ty = op.results[0].type if len(op.results) == 1 else old.type
+        if not isinstance(ty, TensorType) or ty.element_type != old.type.element_type:
+            ty = old.type
+        op.properties["value"] = DenseIntOrFPElementsAttr(ty, BytesAttr(blobs[k.value.data]))
 
 
 class SharedBlobs:

@@ -546,3 +546,30 @@ def test_weightless_version_conversion_falls_back(monkeypatch):
     got = onnx_import.convert_version(model, onnx_import.MIN_OPSET)
     assert len(calls) == 2 and calls[1] > calls[0]
     assert got.SerializeToString() == real(model, onnx_import.MIN_OPSET).SerializeToString()
+
+
+@pytest.mark.parametrize("build", [models.mlp, models.conv_relu_maxpool])
+def test_placeholders_attach_as_the_whole_text_parses(build):
+    """Both ways the weights leave the text (the printed hex, torch-mlir's elision) leave one
+    element of the weight's element type per constant, and the attached module prints as
+    xDSL's parse of the whole text (weights in hex) -- the reference."""
+    import re
+
+    from m100.frontend import dense_blobs, onnx_import
+    from m100.frontend.mlir_load import load_mlir_text, verify_module
+
+    model = onnx_import._without_int4_values(onnx_import.prepare_model(build(), "m", None))
+    full = onnx_import.lower_in_process(model, "m", True)
+    want = str(load_mlir_text(full))
+    ways = {"hex": dense_blobs.split_dense_blobs(full),
+            "elision": onnx_import.lower_in_process(model, "m", True, split=True)}
+    for way, (text, blobs) in ways.items():
+        assert blobs, way
+        holders = re.findall(r'dense<"0x([0-9A-F]*)"> : tensor<([^>]*)>}> \{m100\.dense_blob', text)
+        assert len(holders) == len(blobs), way
+        for hexits, ty in holders:
+            assert ty.startswith("1x") and len(hexits) == 2 * dense_blobs._ELEM_BYTES[ty[2:]], way
+        m = load_mlir_text(text, verify=False)
+        dense_blobs.attach_dense_blobs(m, blobs)
+        verify_module(m)
+        assert str(m) == want, way
