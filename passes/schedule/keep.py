@@ -186,6 +186,7 @@ def choose_kept(s, segs: list[SegmentCfg], cap: int, one_stage: bool = False,
 #: the greedy runs of :func:`_choose` kept per scheduler and (cap, one_stage, matmul) for a later
 #: call to resume from (the most recent ones; :func:`_choose`'s doc)
 KEEP_RUNS = 4
+_NO_FEET: dict = {}
 
 
 def _choose(s, segs: list[SegmentCfg], cap: int, one_stage: bool, matmul: bool,
@@ -196,7 +197,7 @@ def _choose(s, segs: list[SegmentCfg], cap: int, one_stage: bool, matmul: bool,
     Resumed (session 33): the whole-plan trials ask it for lists that differ from an earlier
     call's in a few segments (ResNet-50: 41 calls a schedule). Each stage's decision reads the
     segments from its own to the last it looked at (its later readers' segments: their stages
-    and tile plans, the footprints ``foot`` of the segments in between) -- ``R`` in the run's
+    and tile plans, the footprints ``feet`` of the segments in between) -- ``R`` in the run's
     trace -- and the greedy state ``kept`` / ``use`` the decisions before it left. So when the
     first ``j`` segments of ``segs`` are those of a kept run (by identity) with the same start
     state, every decision of that run before the first one with ``R >= j`` is this call's too,
@@ -209,21 +210,32 @@ def _choose(s, segs: list[SegmentCfg], cap: int, one_stage: bool, matmul: bool,
     seg_of: dict[str, int] = {}
     stage: dict[str, tuple] = {}
     plans: dict = {}
-    foot: dict[tuple[int, int], int] = {}
+    # per segment, TPB -> the footprints of its stages' tile plans there (kept per segment
+    # object: a segment and its stages are frozen, ``stage_plan`` answers them alike)
+    feet: list[dict] = []
+    fmemo = s.__dict__.setdefault("_keep_feet", {})
     pos: list[tuple] = []  # the greedy's stages in order: (si, seg, st)
     dup = False
     for si, seg in enumerate(segs):
         if seg.kind == "dma":
+            feet.append(_NO_FEET)
             continue
+        hit = fmemo.get(id(seg))
+        if hit is None or hit[0] is not seg:
+            f: dict[int, int] = {}
+            for st in seg.stages:
+                fp = s.stage_plan(seg, st).footprint
+                for x in st.tpbs:
+                    f[x] = f.get(x, 0) + fp
+            hit = fmemo[id(seg)] = (seg, f)
+        feet.append(hit[1])
         for st in seg.stages:
             if st.op in seg_of:
                 dup = True
             seg_of[st.op] = si
             stage[st.op] = (si, seg, st)
             pos.append((si, seg, st))
-            plans[st.op] = p = s.stage_plan(seg, st)
-            for x in st.tpbs:
-                foot[(x, si)] = foot.get((x, si), 0) + p.footprint
+            plans[st.op] = s.stage_plan(seg, st)
     cons = g.consumers()
     start = (frozenset(kept), dict(use))
     kept, use = set(kept), dict(use)
@@ -307,7 +319,7 @@ def _choose(s, segs: list[SegmentCfg], cap: int, one_stage: bool, matmul: bool,
         # footprint): only what the slots do not hold is more
         own = sum(b.nbytes for b in plans[st.op].buffers if b.role == "out")
         # what the kept tiles add on TPB x in segment q: nb - own in si, nb - the post_in bytes
-        # not allocated there after it (never below 0); fits where foot + use + that <= cap
+        # not allocated there after it (never below 0); fits where feet + use + that <= cap
         adds = []
         for x, nb in held.items():
             for q in range(si, last + 1):
@@ -315,7 +327,7 @@ def _choose(s, segs: list[SegmentCfg], cap: int, one_stage: bool, matmul: bool,
                 if m < 0:
                     m = 0
                 k = (x, q)
-                if foot.get(k, 0) + use.get(k, 0) + m > cap:
+                if feet[q].get(x, 0) + use.get(k, 0) + m > cap:
                     break
                 adds.append((k, nb if q == si else m))
             else:
