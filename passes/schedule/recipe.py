@@ -60,6 +60,7 @@ _LEN = object()  # log key of :class:`RecList`: the length of the segment list w
 #: the builder's dicts whose reads are logged (``plan.prefetch`` too: "prefetch")
 PROXIED = ("barrier", "written", "n_written", "wboxes", "by_op", "kept_use")
 _PIECE_FIELDS = tuple(f.name for f in fields(PlanPiece))
+_P_COMPUTE, _P_TASKS, _P_GROUP = (_PIECE_FIELDS.index(f) for f in ("compute", "tasks", "group"))
 _BY_OP, _WBOXES = PROXIED.index("by_op"), PROXIED.index("wboxes")
 
 
@@ -342,38 +343,38 @@ class RecipeBook:
         bld.piece = None
         put = bld.put
         tasks = tl.tasks
+        tab = ext + list(range(S, S + len(r.tasks)))  # a dependency's index -> its id
         for (kind, unit, tpb, op, tensor, nb, cyc, deps, seg, band, col, dst, src, dstm, macs,
              role, fill) in r.tasks:
             bld.fill_gap = fill
             put(PlanTask(len(tasks), kind, unit, tpb, op, tensor, nb, cyc,
-                         [S + d if d >= 0 else ext[~d] for d in deps], seg, band, col, dst, src,
-                         dstm, -1, macs, role))
+                         [tab[d] for d in deps], seg, band, col, dst, src, dstm, -1, macs, role))
         bld.fill_gap = False
 
-        def dec(d):
-            return S + d if d >= 0 else ext[~d]
         for x, t in r.touch:
-            bld._touch(x, dec(t))
+            bld._touch(x, tab[t])
         for x, t in r.wrote:
-            bld._wrote(x, dec(t))
+            bld._wrote(x, tab[t])
         g0 = bld.n_groups
         for d in r.pieces:
-            d = dict(d)
-            d["compute"] = -1 if d["compute"] is None else dec(d["compute"])
-            d["tasks"] = [dec(x) for x in d["tasks"]]
-            d["group"] = -1 if d["group"] is None else g0 + d["group"]
-            pieces.append(PlanPiece(**d))
+            d = list(d)
+            c = d[_P_COMPUTE]
+            d[_P_COMPUTE] = -1 if c is None else tab[c]
+            d[_P_TASKS] = [tab[x] for x in d[_P_TASKS]]
+            x = d[_P_GROUP]
+            d[_P_GROUP] = -1 if x is None else g0 + x
+            pieces.append(PlanPiece(*d))
         bld.n_groups = g0 + r.groups
         for k, idx in r.by_op.items():
             bld.by_op[k] = [pieces[i] for i in idx]
         for k, v in r.wboxes.items():
-            bld.wboxes[k] = [(b, dec(w)) for b, w in v]
+            bld.wboxes[k] = [(b, tab[w]) for b, w in v]
         for k, v in r.tail_at:
-            bld.tail_at[k] = dec(v)
+            bld.tail_at[k] = tab[v]
         for k in r.tail:
             bld.tail_pending.pop(k, None)
         for k, x, v in r.tail_dma:
-            tl.tail_dma[(S + k, x)] = dec(v)
+            tl.tail_dma[(S + k, x)] = tab[v]
         if r.carry:
             tl.carry.add(si)
         bld.late_bytes = dict(r.late_bytes)
@@ -383,9 +384,10 @@ class RecipeBook:
 
 
 def _compile(raw: dict) -> Recipe | None:
-    """A recording (:meth:`RecipeBook.finish`) encoded for replays: task ids of the segment's
-    own as offsets, earlier ones as indices into the external ids its reads gave; None when it
-    can not be replayed (module doc)."""
+    """A recording (:meth:`RecipeBook.finish`) encoded for replays: every task id as an index
+    into the replay's id table -- the external ids its reads gave (``ext``), then the segment's
+    own tasks --, so a replay maps each with one list read (``tab``); the pieces as their
+    fields in order; None when it can not be replayed (module doc)."""
     S, si = raw["start"], raw["si"]
     reads = []
     ext: dict[int, int] = {}  # external task id -> its index in the recipe's ``ext``
@@ -407,13 +409,17 @@ def _compile(raw: dict) -> Recipe | None:
     for k, v in tail.items():
         ext.setdefault(v, len(ext))
 
+    ne = len(ext)
+
     def enc(d: int) -> int:
+        """A task id as its index into the replay's id table (:meth:`RecipeBook.replay`: the
+        external ids in ``ext`` order, then the segment's own tasks)."""
         if d >= S:
-            return d - S
+            return ne + d - S
         i = ext.get(d)
         if i is None:
             raise _Unseen(d)
-        return ~i
+        return i
     tasks = raw["tasks"]
     if len(tasks) != len(raw["fill"]):
         return None
@@ -427,17 +433,17 @@ def _compile(raw: dict) -> Recipe | None:
         pieces = raw["pieces"]
         at = {id(p): i for i, p in enumerate(pieces)}
         pt = []
-        for p in pieces:
-            d = {f: getattr(p, f) for f in _PIECE_FIELDS}
-            d["compute"] = enc(d["compute"]) if d["compute"] >= 0 else None
-            d["tasks"] = [enc(x) for x in d["tasks"]]
-            if d["group"] >= 0:
-                if d["group"] < g0:
+        for p in pieces:  # PlanPiece's fields in order (positional at the replay)
+            d = [getattr(p, f) for f in _PIECE_FIELDS]
+            d[_P_COMPUTE] = enc(d[_P_COMPUTE]) if d[_P_COMPUTE] >= 0 else None
+            d[_P_TASKS] = [enc(x) for x in d[_P_TASKS]]
+            if d[_P_GROUP] >= 0:
+                if d[_P_GROUP] < g0:
                     return None
-                d["group"] -= g0
+                d[_P_GROUP] -= g0
             else:
-                d["group"] = None
-            pt.append(d)
+                d[_P_GROUP] = None
+            pt.append(tuple(d))
         by_op = {}
         for k, lst in raw["by_op"].items():
             idx = [at.get(id(p)) for p in lst]
