@@ -322,7 +322,7 @@ class WalkAttr(ParametrizedAttribute):
         object.__setattr__(attr, "base", _int_attr(base))
         object.__setattr__(attr, "dtype", self.dtype)
         object.__setattr__(attr, "levels", self.levels)
-        object.__setattr__(attr, "_isa", Walk(w.space, tpb, base, w.dtype, w.levels))
+        object.__setattr__(attr, "_isa", w.moved(tpb, base))
         return attr
 
     def to_isa(self) -> Walk:

@@ -107,3 +107,58 @@ def test_known_patterns():
     # packed i4: two elements per byte
     w = Walk(Space.HBSM, 0, 10, DType.I4, (Level(0, 1, 4),))
     assert list(w.byte_addresses()) == [10, 10, 11, 11, 12]
+
+
+def _answer(w, machine):
+    """``w.check(machine)``'s message (None: valid)."""
+    from m100.errors import M100Error
+    try:
+        w.check(machine)
+    except M100Error as e:
+        return f"{type(e).__name__}: {e}"
+    return None
+
+
+@settings(max_examples=80, deadline=None, suppress_health_check=list(HealthCheck))
+@given(st.data())
+def test_moved_walk_checks(data):
+    """``Walk.moved`` shares the facts of the levels alone (offset range; the machine whose level
+    checks they passed) among walks moved from one another. Oracle: a fresh ``Walk`` with the same
+    fields (no shared facts). On three machines (tiny, a roomy one, one with narrow TWU registers
+    and two levels, where valid levels elsewhere fail) in a random order, each moved walk -- valid
+    and invalid TPBs and bases -- is equal to the fresh one, has its offset and byte ranges, and
+    ``check`` gives the same answer; a holder that forgets which machine passed (a mutant keeping
+    a bool) accepts the narrow machine's bad levels."""
+    roomy = TINY.with_overrides(name="roomy", hbsm_bytes=2**21, twu_max_levels=8)
+    narrow = TINY.with_overrides(name="narrow", twu_field_bits=8, twu_max_levels=2)
+    space = data.draw(st.sampled_from(list(Space)))
+    w = data.draw(S.walks(roomy, data.draw(st.integers(1, 64)), space=space))
+    machines = data.draw(st.permutations([TINY, roomy, narrow]))
+    src = w
+    for _ in range(4):
+        tpb = data.draw(st.integers(0, TINY.num_tpbs + 1)) if space is Space.HBSM else \
+            data.draw(st.sampled_from([0, 0, 1]))
+        base = data.draw(st.sampled_from([0, 1, 64, TINY.hbsm_bytes - 1, 2**21 + 5,
+                                          data.draw(st.integers(0, 1 << 16))]))
+        moved = src.moved(tpb, base)
+        fresh = Walk(w.space, tpb, base, w.dtype, w.levels)
+        assert moved == fresh and moved.levels is w.levels
+        assert moved.offset_range() == fresh.offset_range()
+        assert moved.byte_range() == fresh.byte_range()
+        for m in machines:
+            assert _answer(moved, m) == _answer(fresh, m), (m.name, tpb, base)
+        src = data.draw(st.sampled_from([w, moved]))
+    for m in machines:
+        assert _answer(w, m) == _answer(Walk(w.space, w.tpb, w.base, w.dtype, w.levels), m)
+
+
+def test_moved_walk_checks_its_levels_on_each_machine():
+    """The case the random test may not draw: levels valid on one machine and not on another,
+    checked on the first through one walk, then on the second through another moved walk."""
+    narrow = TINY.with_overrides(name="narrow", twu_field_bits=8)
+    w = Walk(Space.DDR, 0, 0, DType.I8, (Level(0, 200, 400),))
+    assert _answer(w.moved(0, 8), TINY) is None  # (the shared holder: passed on tiny)
+    assert _answer(w, TINY) is None
+    assert "does not fit the TWU's 8-bit registers" in _answer(w.moved(0, 16), narrow)
+    assert "does not fit the TWU's 8-bit registers" in _answer(w, narrow)
+    assert _answer(w.moved(0, 32), TINY) is None
