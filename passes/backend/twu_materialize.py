@@ -52,8 +52,20 @@ def _buffer_part(buf: SSAValue) -> tuple[BufferType, tuple[int, ...], list[int],
     """(root buffer type, its row-major element strides, the view's element offset per root dim,
     the view's first element (row-major index of those offsets), root base byte offset) of a
     buffer value: the part of :func:`operand_access` that does not depend on the access."""
+    root = buf.owner
+    if _IS_ROOT(root):  # the value is the root itself (no views; most values):
+        # _resolve's answer is (root, zeros, -1), so the first element is 0 and no slot is added
+        rt: BufferType = root.results[0].type  # type: ignore[assignment]
+        off = root.offset
+        if off is None:
+            raise TwuError(f"buffer {rt} has no offset (run hbsm-allocate first)")
+        dims = rt.dims
+        strides = _STRIDES.get(dims)
+        if strides is None:
+            strides = _STRIDES[dims] = tuple(math.prod(dims[i + 1:]) for i in range(len(dims)))
+        return rt, strides, [0] * len(dims), 0, off.value.data
     root, offs, slot = _resolve(buf)
-    rt: BufferType = root.results[0].type  # type: ignore[assignment]
+    rt = root.results[0].type  # type: ignore[assignment]
     if not _IS_ROOT(root) or root.offset is None:
         raise TwuError(f"buffer {rt} has no offset (run hbsm-allocate first)")
     dims = rt.dims
@@ -190,10 +202,11 @@ class TwuMaterialize(ModulePass):
             # (bounds, flat access) -> its one-operand synthesis: a function of those alone
             # (ResNet-50: 32 459 (value, access) pairs, 1 350 distinct loop nests)
             synth: dict[tuple, list] = {}
-            # (ids of a synthesis and of a root buffer type, TPB, base) -> its walk attribute:
-            # the walk is a function of those (levels, space and element type, TPB, base), and
-            # pairs share it (the 7B prefill layer: ~85 000 pairs, ~42 000 distinct walks). Both
-            # ids' objects are kept by ``synth`` / ``memo`` while this dict lives.
+            # ((id of a synthesis, space, element type), TPB, base) -> its walk attribute: the
+            # walk is a function of those (levels, space and element type, TPB, base), and pairs
+            # share it (the 7B prefill layer: ~85 000 pairs, ~42 000 distinct walks; ResNet-50:
+            # 25 638 -- keyed by the root buffer type's identity instead, 28 499 objects). The
+            # synthesis is kept by ``synth`` while this dict lives.
             walks: dict[tuple, WalkAttr] = {}
             # (id of a synthesis, space, element type) -> the first walk made of it: every other
             # walk of that loop nest, space and type is that one at another TPB and base
@@ -250,10 +263,10 @@ class TwuMaterialize(ModulePass):
                 t = tpb_of(name, rt)
                 w = made.get(t)  # the walk of this (buffer value, access) on TPB t, once
                 if w is None:
-                    wk = (id(pieces), id(rt), t, base)
+                    gk = (id(pieces), rt.space_enum, rt.dtype)
+                    wk = (gk, t, base)
                     w = walks.get(wk)
                     if w is None:
-                        gk = (id(pieces), rt.space_enum, rt.dtype)
                         g = shapes.get(gk)
                         if g is None:
                             w = shapes[gk] = WalkAttr.from_isa(Walk(

@@ -173,6 +173,24 @@ def _walk_bits(L: Layout, w: Walk) -> tuple[int, int] | None:
         return None
     v = (((((v << aw) | w.base) << DTYPE_BITS) | dt) << L.nlevels) | len(lv)
     n += aw + DTYPE_BITS + L.nlevels
+    g = w.__dict__.get("_geom")  # (walks moved from one another: their levels' bits once)
+    if g is not None:
+        got = g.bits
+        if got is None or got[0] is not L:
+            got = g.bits = (L, _levels_bits(L, lv))
+        if got[1] is None:
+            return None
+        return (v << got[1][1]) | got[1][0], n + got[1][1]
+    got = _levels_bits(L, lv)
+    if got is None:
+        return None
+    return (v << got[1]) | got[0], n + got[1]
+
+
+def _levels_bits(L: Layout, lv: tuple) -> tuple[int, int] | None:
+    """(value, bit count) of a walk's levels (the end of :func:`_walk_bits`), or None when a
+    field does not fit."""
+    v = n = 0
     f = L.field
     lim, mask = 1 << (f - 1), (1 << f) - 1
     for x in lv:

@@ -395,13 +395,15 @@ class Walk:
 
 class _LevelFacts:
     """What a walk's levels alone decide, shared by walks moved from one another
-    (:meth:`Walk.moved`): the offset range, and the machine whose level checks they passed."""
+    (:meth:`Walk.moved`): the offset range, the machine whose level checks they passed, and
+    the levels' bits in the program encoding (``encoding_write._walk_bits``)."""
 
-    __slots__ = ("offsets", "levels_ok_on")
+    __slots__ = ("offsets", "levels_ok_on", "bits")
 
     def __init__(self, offsets: tuple[int, int]):
         self.offsets = offsets
         self.levels_ok_on: Machine | None = None
+        self.bits: tuple | None = None  # (layout, the levels' encoded bits): the writer's
 
 
 def space_size(machine: Machine, space: Space) -> int:

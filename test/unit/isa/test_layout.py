@@ -2,7 +2,7 @@
 
 import m100_isa_strategies as S
 import pytest
-from hypothesis import given, settings
+from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from m100.targets.m100 import encoding as E
@@ -87,6 +87,41 @@ def test_walk_bits_equal_the_generic_coder(data):
         f.u(3, 5, "x")
         f.walk(w, "w")
         assert (f.v, f.n) == ((5 << g.n) | g.v, 3 + g.n)
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=list(HealthCheck))
+@given(st.data())
+def test_moved_walks_bits_equal_the_generic_coder(data):
+    """Walks moved from one another (``Walk.moved``: twu-materialize's) keep their levels' bits
+    in the shared holder, per layout: each moved walk, encoded on machines of different layouts
+    in a random order (one with 12-bit TWU fields refuses some levels the others take), gives
+    the generic coder's bits, or the generic coder's error when a field does not fit (a holder
+    keeping the bits of the first layout for every layout fails it)."""
+    ms = data.draw(st.permutations([get_machine("tiny"), get_machine("m100"),
+                                    get_machine("tiny").with_overrides(name="narrow",
+                                                                       twu_field_bits=12)]))
+    src = w = data.draw(S.walks(ms[0], data.draw(st.integers(1, 300))))
+    for _ in range(4):
+        moved = src.moved(data.draw(st.integers(0, 3)) if w.space is Space.HBSM else 0,
+                          data.draw(st.integers(0, 1 << 12)))
+        for m in ms:
+            L = E.layout(m)
+            g = W._Writer(L)
+            try:
+                F._Coder.walk(g, moved, "w")
+            except E.EncodeError as e:
+                want = str(e)
+            else:
+                want = (g.v, g.n)
+            f = W._Writer(L)
+            try:
+                f.walk(moved, "w")
+            except E.EncodeError as e:
+                got = str(e)
+            else:
+                got = (f.v, f.n)
+            assert got == want, m.name
+        src = data.draw(st.sampled_from([w, moved]))
 
 
 @pytest.mark.parametrize("field", ["base", "tpb", "initial", "step", "final"])
