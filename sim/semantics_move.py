@@ -251,9 +251,13 @@ class CopyExec(Exec):
                 return self.run(b)  # (the general path names the error)
             bufs.append(space.buf)
         sbuf, sfirst = bufs[0], parts[0][4]
-        for (counts, ss, ds), buf, part in zip(plan, bufs[1:], parts[1:]):
+        src = pal = None
+        for al, buf, part in zip(plan, bufs[1:], parts[1:]):
+            counts, ss, ds = al
+            if al is not pal:  # (a broadcast's destinations share one plan entry: one view)
+                src, pal = np.ndarray(counts, vt, sbuf, sfirst, ss), al
             # (shape, dtype, buffer, offset, strides positionally, as _views)
-            np.ndarray(counts, vt, buf, part[4], ds)[...] = np.ndarray(counts, vt, sbuf, sfirst, ss)
+            np.ndarray(counts, vt, buf, part[4], ds)[...] = src
         return _WRITTEN
 
     def apply(self, writes):
