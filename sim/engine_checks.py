@@ -220,8 +220,9 @@ class Checks:
         here (its block derives it again and the run reports it there). A block's reads and writes
         are made once for both its race items (filling :meth:`_race_items`' table) and its view
         spec (``test/e2e/test_first_run_paths.py`` compares the table and the specs with each
-        block's own derivations). With the bulk check, the pages of the bytes the blocks will
-        write are backed at once from the packed rows (``Memory.prefault``: no byte changes)."""
+        block's own derivations). With the bulk check, the HBSM pages of the bytes the blocks
+        will write are backed at once from the packed rows (``Memory.prefault``: no byte
+        changes)."""
         if not DERIVE_FIRST:
             return
         races = self.races is not None
@@ -276,9 +277,12 @@ class Checks:
                     except Exception:  # noqa: BLE001
                         pass
             else:
-                if self.mem is not None:  # the pages the blocks write, backed at once
+                if self.mem is not None:  # the HBSM pages the blocks write, backed at once
                     wr = np.fromiter(map(_write_of, keys), dtype=bool, count=len(keys))
-                    self.mem.prefault(nums[np.repeat(wr, cnt)])
+                    rows = nums[np.repeat(wr, cnt)]
+                    # (an HBSM is a few MiB; a write to DDR or SRAM may be a sparse walk whose
+                    # bounds span far more pages than it touches: left to the page faults)
+                    self.mem.prefault(rows[rows[:, 0] // 65536 == _HBSM])
 
     # --- races --------------------------------------------------------------------------------
     def _race_block(self, u: int, rec: InstRec, b: int, write: bool) -> None:

@@ -248,7 +248,8 @@ class Memory:
         space mapped whole, the ranges merged (gaps below :data:`mempool.PREFAULT_GAP` joined:
         the pages backed are those written plus a few between them) and each backed in one call
         (:func:`mempool.populate`: the bytes do not change, only when their pages are backed).
-        The race pre-pass hands it the writes of every block (``Checks._derive_blocks``)."""
+        The race pre-pass hands it every block's HBSM writes (``Checks._derive_blocks``), the
+        reset the program's segments (``Simulator._reset_memory``)."""
         if not mempool.PREFAULT or not rows.shape[0]:
             return
         rows = rows[rows[:, 2] > rows[:, 1]]
