@@ -95,7 +95,8 @@ def split_via_elision(module, put=None) -> tuple[str, list] | None:
     markers become the same placeholders. Returns None (caller falls back to the hex path) if anything
     does not line up: an element type numpy cannot hold, a count mismatch, an elided non-constant.
     ``put``: called with each constant's little-endian array; what it returns other than None
-    stands for the bytes in the list (:meth:`SharedBlobs.put`)."""
+    stands for the bytes in the list (the forked worker's ``put`` returns the array itself, whose
+    bytes its reply streams after the text: ``onnx_import._write_reply``)."""
     import numpy as np
 
     blobs: list = []
@@ -165,43 +166,3 @@ def attach_dense_blobs(module, blobs: list[bytes]) -> None:
         if not isinstance(ty, TensorType) or ty.element_type != old.type.element_type:
             ty = old.type
         op.properties["value"] = DenseIntOrFPElementsAttr(ty, BytesAttr(blobs[k.value.data]))
-
-
-class SharedBlobs:
-    """The weights' bytes from a forked import child to its parent through one shared anonymous
-    mapping instead of the pickled reply (ResNet-50: 100 MB copied into the pickle, written to
-    the pipe, read and copied out of the pickle again: ~0.45 CPU-s of ~1.5 for the whole worker).
-
-    The parent makes it before the fork (``capacity`` bytes of address space; pages are backed
-    only where the child writes: ``MAP_NORESERVE``); the child's :meth:`put` copies an array in
-    and returns its ``(offset, size)`` -- or None when it does not fit, and the bytes travel in
-    the reply as before; the parent's :meth:`take` turns the tokens back into ``bytes`` (exactly
-    the bytes put) and :meth:`close` unmaps."""
-
-    def __init__(self, capacity: int):
-        import mmap
-
-        self.capacity = int(capacity)
-        self.used = 0
-        flags = mmap.MAP_SHARED | getattr(mmap, "MAP_ANONYMOUS", 0x20) | \
-            getattr(mmap, "MAP_NORESERVE", 0)
-        self.mm = mmap.mmap(-1, self.capacity, flags=flags)
-
-    def put(self, arr) -> tuple[int, int] | None:
-        """Copy the (C-contiguous) array's bytes in; (offset, size) or None when full."""
-        import numpy as np
-
-        n = arr.nbytes
-        if n == 0 or self.used + n > self.capacity:
-            return None
-        off = self.used
-        np.ndarray(n, np.uint8, buffer=self.mm, offset=off)[:] = arr.reshape(-1).view(np.uint8)
-        self.used += n
-        return off, n
-
-    def take(self, blobs: list) -> list[bytes]:
-        """The reply's list with each (offset, size) token replaced by those bytes."""
-        return [b if isinstance(b, bytes) else self.mm[b[0]:b[0] + b[1]] for b in blobs]
-
-    def close(self) -> None:
-        self.mm.close()

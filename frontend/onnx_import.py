@@ -27,7 +27,7 @@ from pathlib import Path
 
 from m100.errors import M100Error
 from m100.frontend.dense_blobs import (  # noqa: F401  (re-exported for callers)
-    SharedBlobs, attach_dense_blobs, split_dense_blobs, split_via_elision)
+    attach_dense_blobs, split_dense_blobs, split_via_elision)
 
 #: Models with an older default-domain opset are converted to this one before import.
 MIN_OPSET = 17
@@ -487,19 +487,65 @@ _ITEM_BYTES = {1: 4, 2: 1, 3: 1, 4: 2, 5: 2, 6: 4, 7: 8, 9: 1, 10: 2, 11: 8, 12:
                17: 1, 18: 1, 19: 1, 20: 1, 21: 1, 22: 1, 23: 1, 24: 1, 25: 1, 26: 1}
 
 
-def _weights_bound(model) -> int:
-    """At least the bytes of the values of the main graph's initializers and ``Constant`` nodes
-    (elements x their type's byte size -- 8 for any other type; a 4-bit element is counted as
-    a byte), from their dims: the room :class:`SharedBlobs` makes for the constants torch-mlir
-    returns (what does not fit travels in the reply: the same bytes either way). Not
-    ``model.ByteSize()``: protobuf's upb serializes the whole model to count it (ResNet-50:
-    100 MB, ~0.1-0.15 CPU-s)."""
-    g = model.graph
-    total = sum(_tensor_bytes(t) for t in g.initializer)
-    for n in g.node:
-        if n.op_type == "Constant":
-            total += sum(_tensor_bytes(a.t) for a in n.attribute if a.type == a.TENSOR)
-    return total
+class _ReplyWriter:
+    """A forked child's reply stream (:meth:`_Worker._lower_forked`): each weight array as one
+    record when torch-mlir hands it over (:meth:`put`, the ``put`` of :func:`split_via_elision`:
+    ``b"B"``, its byte count, its bytes -- the array is freed at once, as when it was copied
+    into a shared mapping), then the reply (:meth:`reply`: ``b"R"``, a length-prefixed pickle in
+    which a weight is its record's index), then the child's CPU seconds."""
+
+    def __init__(self, f):
+        self.f = f
+        self.records = 0
+
+    def put(self, arr) -> int:
+        import struct
+
+        self.f.write(b"B" + struct.pack("<Q", int(arr.nbytes)))
+        self.f.write(memoryview(arr).cast("B"))
+        self.records += 1
+        return self.records - 1
+
+    def reply(self, reply, cpu_s: float) -> None:
+        import pickle
+        import struct
+
+        data = pickle.dumps(reply, protocol=5)
+        self.f.write(b"R" + struct.pack("<Q", len(data)))
+        self.f.write(data)
+        self.f.write(struct.pack("<d", cpu_s))
+
+
+def _read_reply(f, split: bool):
+    """``(kind, value, cpu_s)`` from a :class:`_ReplyWriter`'s stream, each weight record read
+    into a ``bytes`` object of its own (``BufferedReader.read(n)`` fills one new object) and put
+    where the reply names its index -- or None when the stream ends early or is not one."""
+    import pickle
+    import struct
+
+    records = []
+    while True:
+        tag = f.read(1)
+        head = f.read(8)
+        if tag not in (b"B", b"R") or len(head) != 8:
+            return None
+        (n,) = struct.unpack("<Q", head)
+        data = f.read(n)
+        if len(data) != n:
+            return None
+        if tag == b"R":
+            break
+        records.append(data)
+    kind, value = pickle.loads(data)
+    if split and kind == "ok":
+        text, blobs = value
+        if any(isinstance(b, int) and not 0 <= b < len(records) for b in blobs):
+            return None
+        value = (text, [records[b] if isinstance(b, int) else b for b in blobs])
+    tail = f.read(8)
+    if len(tail) != 8:
+        return None
+    return kind, value, struct.unpack("<d", tail)[0]
 
 
 def _tensor_bytes(t) -> int:
@@ -584,14 +630,23 @@ class _Worker:
 
     @classmethod
     def _lower_forked(cls, model, name: str, generic: bool, split: bool):
+        """One request in a forked child. The reply is a stream on a pipe (:class:`_ReplyWriter`):
+        each weight array as torch-mlir hands it over, then the pickled reply naming them, then
+        the child's CPU seconds; the parent reads each weight straight into its ``bytes`` object
+        (:func:`_read_reply`). Until session 33 the weights went through a shared mapping: the
+        child's copy into it and the parent's copy out of it both faulted their 100 MB in. A
+        stream that ends early (the child died while writing) is the child's crash, in one
+        line."""
         import gc
-        import pickle
 
         _import_torch_mlir()  # once, here: every child has it
-        # the weights come back through shared memory (twice the model's size is room enough for
-        # any constant torch-mlir makes of them; what does not fit travels in the reply)
-        shared = SharedBlobs(2 * _weights_bound(model) + (16 << 20)) if split and generic else None
         r, w = os.pipe()
+        import fcntl
+        if hasattr(fcntl, "F_SETPIPE_SZ"):
+            try:  # fewer switches between the writing child and the reading parent
+                fcntl.fcntl(w, fcntl.F_SETPIPE_SZ, 1 << 20)
+            except OSError:
+                pass
         pid = os.fork()
         if pid == 0:  # the child: lower, write the reply, leave without any cleanup of the parent's
             try:
@@ -602,33 +657,27 @@ class _Worker:
                 null = os.open(os.devnull, os.O_RDWR)
                 for fd in (0, 1, 2):  # torch-mlir's diagnostics stay out of the caller's terminal
                     os.dup2(null, fd)
-                try:
-                    reply = ("ok", lower_in_process(model, name, generic, split,
-                                                    shared.put if shared else None))
-                except FrontendError as e:
-                    reply = ("err", str(e))
-                except Exception as e:  # noqa: BLE001 - any failure becomes a message
-                    reply = ("err", f"{name}: torch-mlir lowering failed: {_one_line(e, 200)}")
-                data = pickle.dumps((*reply, time.process_time()), protocol=5)
                 with os.fdopen(w, "wb") as f:
-                    f.write(data)
+                    out = _ReplyWriter(f)
+                    try:
+                        reply = ("ok", lower_in_process(model, name, generic, split,
+                                                        out.put if split and generic else None))
+                    except FrontendError as e:
+                        reply = ("err", str(e))
+                    except Exception as e:  # noqa: BLE001 - any failure becomes a message
+                        reply = ("err", f"{name}: torch-mlir lowering failed: {_one_line(e, 200)}")
+                    out.reply(reply, time.process_time())
                 os._exit(0)
             finally:
                 os._exit(1)
         os.close(w)
-        try:
-            with os.fdopen(r, "rb") as f:
-                data = f.read()
-            _, status = os.waitpid(pid, 0)
-            code = os.waitstatus_to_exitcode(status)
-            if code != 0 or not data:
-                raise cls._crashed(code, model, name) from None
-            kind, value, cls.last_cpu_s = pickle.loads(data)
-            if kind == "ok" and shared is not None:
-                value = (value[0], shared.take(value[1]))
-        finally:
-            if shared is not None:
-                shared.close()
+        with os.fdopen(r, "rb") as f:
+            got = _read_reply(f, split)
+        _, status = os.waitpid(pid, 0)
+        code = os.waitstatus_to_exitcode(status)
+        if code != 0 or got is None:
+            raise cls._crashed(code, model, name) from None
+        kind, value, cls.last_cpu_s = got
         cls.total_cpu_s += cls.last_cpu_s
         if kind == "ok":
             return value

@@ -212,8 +212,6 @@ def test_forked_and_process_workers_lower_alike(build, monkeypatch):
     the same one-line error for a model torch-mlir refuses."""
     from m100.frontend import onnx_import
 
-    from m100.frontend import dense_blobs
-
     model = onnx_import.prepare_model(build(), "m", None)
     out = {}
     for mode in ("fork", "process"):
@@ -221,29 +219,8 @@ def test_forked_and_process_workers_lower_alike(build, monkeypatch):
         out[mode] = onnx_import._Worker.lower(model, "m", True, split=True)
         assert onnx_import._Worker.last_cpu_s > 0
     assert out["fork"] == out["process"]
-    # the fork's weights came through shared memory; when they do not fit, through the reply
-    made, tokens = [], []
-
-    class Shared(dense_blobs.SharedBlobs):
-        def take(self, got):
-            tokens.append(sum(not isinstance(b, bytes) for b in got))
-            return super().take(got)
-
-    def shared(capacity):
-        # small: room for no constant (all travel in the reply)
-        made.append(Shared(min(map(len, blobs)) - 1 if small else capacity))
-        return made[-1]
-
-    blobs = out["process"][1]
-    assert blobs
-    monkeypatch.setattr(onnx_import, "SharedBlobs", shared)
-    monkeypatch.setattr(onnx_import._Worker, "mode", "fork")
-    for small in (False, True):
-        made.clear()
-        tokens.clear()
-        assert onnx_import._Worker.lower(model, "m", True, split=True) == out["process"]
-        assert len(made) == 1 and made[0].mm.closed
-        assert tokens == [0 if small else len(blobs)]
+    text, blobs = out["fork"]
+    assert blobs and all(type(b) is bytes for b in blobs)
     bad = _tiny(helper.make_node("Bar", ["x"], ["y"], domain="com.example", name="my_bar"),
                 extra_domains=["com.example"])
     errs = {}
@@ -573,3 +550,69 @@ def test_placeholders_attach_as_the_whole_text_parses(build):
         dense_blobs.attach_dense_blobs(m, blobs)
         verify_module(m)
         assert str(m) == want, way
+
+
+def test_forked_reply_stream_round_trip_and_early_end(monkeypatch):
+    """The forked child's reply stream (each weight array as a record when handed over, the
+    pickle naming them by index, the CPU seconds) reads back as the reply with every array's
+    exact bytes (``bytes`` entries, empty and multi-dimensional arrays, a record the reply does
+    not name); a stream cut anywhere, or naming a record it lacks, reads as None; a child that
+    dies while writing a weight is the one-line crash error."""
+    import io
+
+    from m100.frontend import onnx_import
+
+    def read(data, split=True):
+        return onnx_import._read_reply(io.BufferedReader(io.BytesIO(data)), split)
+
+    rng = np.random.default_rng(15)
+    arrays = [rng.standard_normal((3, 5, 7)).astype(np.float32), np.arange(0, dtype=np.int8),
+              rng.integers(-9, 9, 1000).astype(np.int64), np.float16([1.5, -2.0])]
+    f = io.BytesIO()
+    w = onnx_import._ReplyWriter(f)
+    tok = [w.put(a) for a in arrays]
+    w.put(np.ones(4, np.float32))  # a record the reply does not name (the hex path took over)
+    blobs = [tok[0], b"\x01\x02\x03", tok[1], tok[2], b"", tok[3]]
+    w.reply(("ok", ("TEXT", blobs)), 0.25)
+    stream = f.getvalue()
+    kind, (text, got), cpu = read(stream)
+    assert (kind, text, cpu) == ("ok", "TEXT", 0.25)
+    want = [arrays[0].tobytes(), b"\x01\x02\x03", b"", arrays[2].tobytes(), b"",
+            arrays[3].tobytes()]
+    assert got == want and all(type(b) is bytes for b in got)
+    for cut in sorted({0, 1, 8, 9, 10, len(stream) // 2, len(stream) - 9, len(stream) - 1}):
+        assert read(stream[:cut]) is None, cut
+    f = io.BytesIO()
+    w = onnx_import._ReplyWriter(f)
+    w.put(arrays[3])
+    w.reply(("ok", ("T", [1])), 0.0)  # names a record that was never written
+    assert read(f.getvalue()) is None
+    f = io.BytesIO()
+    onnx_import._ReplyWriter(f).reply(("err", "m: no"), 0.5)
+    assert read(f.getvalue(), False) == ("err", "m: no", 0.5)
+
+    real = onnx_import._ReplyWriter.put
+
+    def dies_halfway(self, arr):  # the child is killed while writing its first weight
+        if self.records == 0:
+            self.f.write(b"B" + np.uint64(arr.nbytes).tobytes())
+            self.f.write(memoryview(arr).cast("B")[: arr.nbytes // 2])
+            self.f.flush()
+            os.kill(os.getpid(), signal.SIGKILL)
+        return real(self, arr)
+
+    monkeypatch.setattr(onnx_import._Worker, "mode", "fork")
+    monkeypatch.setattr(onnx_import._ReplyWriter, "put", dies_halfway)
+    model = onnx_import.prepare_model(models.mlp(), "m", None)
+    with pytest.raises(FrontendError, match="signal 9"):
+        onnx_import._Worker.lower(model, "m", True, split=True)
+
+    def short_exit(self, reply, cpu_s):  # a clean exit with a short stream: still the crash
+        self.f.write(b"R" + np.uint64(100).tobytes() + b"xyz")
+        self.f.flush()
+        os._exit(0)
+
+    monkeypatch.setattr(onnx_import._ReplyWriter, "put", real)
+    monkeypatch.setattr(onnx_import._ReplyWriter, "reply", short_exit)
+    with pytest.raises(FrontendError, match="torch-mlir crashed"):
+        onnx_import._Worker.lower(model, "m", True, split=True)
