@@ -292,16 +292,11 @@ def _group_offset(members: list[Buf], size: int, placed, capacity: int, align: i
     """The lowest offset free on every TPB of a broadcast group (None: there is none).
 
     The placed buffers live with a member (``_overlap_t``) are found once, as byte intervals
-    ``[o, o + sz)``; a candidate offset is free when it meets none of them (the candidates are
-    0 and their ends). With the intervals sorted by start, the candidates are tested in
-    increasing order: ``c`` is taken unless one of the intervals that start below ``c + size``
-    (a prefix, by bisection) ends above ``c`` (their largest end, kept per prefix) -- the
-    same decision as testing every pair (ResNet-50 224: 3.4 M pair tests
-    of ~4 000 groups were the pass's hot loop). ``cols``: the caller's
-    :class:`_Columns` of each TPB's placed list (kept while the lists only grow), so a TPB with
-    :data:`VECTOR_MIN` placed buffers or more is scanned by a few vector operations (the same
-    spans and candidates)."""
-    cands = {0}
+    ``[o, o + sz)``; the answer is the lowest aligned candidate (0 or the end of one of them)
+    that meets none of them: :func:`_lowest_gap` (ResNet-50 224: 3.4 M pair tests of ~4 000
+    groups were the pass's hot loop). ``cols``: the caller's :class:`_Columns` of each TPB's
+    placed list (kept while the lists only grow), so a TPB with :data:`VECTOR_MIN` placed
+    buffers or more is scanned by a few vector operations (the same spans)."""
     live: list[tuple[int, int]] = []
     for b in members:
         bs, be, bp = b.start, b.end, b.pred
@@ -312,33 +307,41 @@ def _group_offset(members: list[Buf], size: int, placed, capacity: int, align: i
             hit = (c.start[:n] < be) & (bs < c.end[:n])
             if bp is not None:
                 hit |= c.has_pred[:n] & (c.p0[:n] < bp[1]) & (bp[0] < c.p1[:n])
-            offs, sizes = c.off[:n][hit].tolist(), c.size[:n][hit].tolist()
-            cands.update(o + sz for o, sz in zip(offs, sizes))
-            live.extend(zip(offs, sizes))
+            o = c.off[:n][hit]
+            live.extend(zip(o.tolist(), (o + c.size[:n][hit]).tolist()))
             continue
         for o, sz, p in lst:
             pp = p.pred  # _overlap_t(p, b), inline
             if (p.start < be and bs < p.end) or (bp is not None and pp is not None and
                                                  pp[0] < bp[1] and bp[0] < pp[1]):
-                cands.add(o + sz)
-                live.append((o, sz))
-    at, reach = _reach(live)
-    return _first_free(cands, at, reach, size, capacity, align)
+                live.append((o, o + sz))
+    return _lowest_gap(live, size, capacity, align)
 
 
-def _first_free(cands, at: list[int], reach: list[int], size: int, capacity: int,
+def _lowest_gap(spans: list[tuple[int, int]], size: int, capacity: int,
                 align: int) -> int | None:
-    """The lowest aligned candidate where ``size`` bytes fit below ``capacity`` and meet no span
-    of :func:`_reach`'s ``(at, reach)``: in increasing order, ending at the first one past the
-    capacity (every later one is too)."""
+    """The lowest aligned candidate -- 0 or the end of one of the byte ``spans`` ``[o, e)``
+    (sorted here, in place) -- where ``size`` bytes fit below ``capacity`` and meet no span.
+
+    Walked as the spans' free gaps in increasing order: a candidate that meets no span lies in
+    a gap ``[g0, g1)``, and every candidate there is at least ``g0`` (the spans it is an end of
+    end at or before ``g0``) while ``g0`` (0 or the end of a run of spans) is one too, so the
+    gap's least aligned candidate is ``g0`` aligned: the first gap where that fits is the
+    answer; once it is past the capacity, every later one is too."""
+    spans.sort()
     top = capacity - size
-    for c in sorted(-(-x // align) * align for x in cands):
+    g0, i, m = 0, 0, len(spans)
+    while True:
+        while i < m and spans[i][0] <= g0:  # the gap at g0: past every span starting there
+            if spans[i][1] > g0:
+                g0 = spans[i][1]
+            i += 1
+        c = -(-g0 // align) * align
         if c > top:
             return None
-        k = bisect_left(at, c + size)
-        if not k or reach[k - 1] <= c:
+        if i == m or c + size <= spans[i][0]:
             return c
-    return None
+        g0 = spans[i][0]
 
 
 def _reach(spans: list[tuple[int, int]]) -> tuple[list[int], list[int]]:

@@ -382,23 +382,26 @@ def _choose_by_definition(cands, live, other, high, size, capacity, align):
     return min(keys)[2] if keys else None
 
 
-def _first_free_by_definition(cands, at, reach, size, capacity, align):
-    ok = [c for c in (-(-x // align) * align for x in cands)
-          if c + size <= capacity and not _meets_def(at, reach, c, c + size)]
+def _lowest_gap_by_definition(spans, size, capacity, align):
+    """Every candidate (0 and each span's end) aligned, kept when ``size`` bytes there fit below
+    the capacity and meet no span (each span tested): the lowest."""
+    ok = [c for c in (-(-x // align) * align for x in {0} | {e for _, e in spans})
+          if c + size <= capacity and not any(o < c + size and c < e for o, e in spans)]
     return min(ok) if ok else None
 
 
 @pytest.mark.parametrize("seed", range(20))
 def test_choice_is_the_definition(seed):
-    """``_choose`` (candidates in order, stopping early) and ``_first_free`` answer what their
-    definitions (the least key over all candidates; the lowest free one) answer: random
-    candidates (aligned or not, past the capacity too), live and other units' spans, footprints
-    and alignments (1 to 48 bytes, not only powers of 2)."""
+    """``_choose`` (candidates in order, stopping early) and ``_lowest_gap`` (the spans' free
+    gaps in order) answer what their definitions (the least key over all candidates; the lowest
+    free one) answer: random candidates (aligned or not, past the capacity too), live and other
+    units' spans (overlapping, nested, touching), footprints and alignments (1 to 48 bytes, not
+    only powers of 2)."""
     from m100.passes.backend import hbsm_pack as H
 
     rng = random.Random(seed)
     cap = rng.choice((256, 1000, 4096))
-    found = set()
+    found, gaps = set(), set()
     for _ in range(1500):
         align = rng.choice((1, 8, 32, 48))
         cands = {0} | {rng.randrange(0, cap + 64) for _ in range(rng.randrange(0, 40))}
@@ -408,19 +411,23 @@ def test_choice_is_the_definition(seed):
         args = (cands, live, other, high, size, cap, align)
         want = _choose_by_definition(*args)
         assert H._choose(*args) == want, args
-        assert H._first_free(cands, *live, size, cap, align) == \
-            _first_free_by_definition(cands, *live, size, cap, align)
+        spans = [(o, o + rng.randrange(1, cap // 4)) for o in
+                 (rng.randrange(0, cap) for _ in range(rng.randrange(0, 12)))]
+        free = _lowest_gap_by_definition(spans, size, cap, align)
+        assert H._lowest_gap(list(spans), size, cap, align) == free, (spans, size, cap, align)
+        gaps.add(free is None or free in {-(-e // align) * align for _, e in spans})
         if want is not None:  # which of the keys decided: both kinds must occur
             found.add((want + size > high, _meets_def(*other, want, want + size)))
         else:
             found.add(None)
     assert len(found) >= 3
+    assert gaps == {True, False}  # the lowest gap at 0 and at a span's end both occur
 
 
 @pytest.mark.parametrize("seed", range(30))
 def test_packing_is_the_definitions(seed, monkeypatch):
     """Whole allocations (groups first or jointly, the loop or the columns) with ``_choose`` /
-    ``_first_free`` and with their definitions: the same offsets or the same error, on random
+    ``_lowest_gap`` and with their definitions: the same offsets or the same error, on random
     workloads whose sizes are not all multiples of the alignment. (With the columns a TPB's
     own buffers choose through ``hbsm_gaps.Gaps``, which calls neither: ``test_hbsm_gaps``
     compares it with ``_split`` + ``_choose``; the groups and the loop here.)"""
@@ -430,9 +437,9 @@ def test_packing_is_the_definitions(seed, monkeypatch):
     cap, align = 1 << 13, 32
     bufs, groups = _unit_workload(rng, seed, lambda: rng.randrange(1, cap // 8))
     monkeypatch.setattr(H, "VECTOR_MIN", rng.choice((0, 24, 10**9)))
-    kept = H._choose, H._first_free
+    kept = H._choose, H._lowest_gap
 
     def switch(on):
         monkeypatch.setattr(H, "_choose", kept[0] if on else _choose_by_definition)
-        monkeypatch.setattr(H, "_first_free", kept[1] if on else _first_free_by_definition)
+        monkeypatch.setattr(H, "_lowest_gap", kept[1] if on else _lowest_gap_by_definition)
     _same_both_ways(switch, bufs, cap, align, groups, largest_first=bool(seed % 3))
