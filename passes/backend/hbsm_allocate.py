@@ -32,6 +32,8 @@ def _program_ops(prog: ProgramOp) -> list[Operation]:
 
 _OTHER, _INSTR, _BUF, _STREAM = 0, 1, 2, 3
 _KINDS: dict[type, int] = {}
+_MASKED: dict[type, bool] = {}  # instruction class -> it has a ``tpb_mask`` property
+_UNIT: dict[type, str] = {}  # instruction class -> the name of its unit
 
 
 def _kind(op: Operation) -> int:
@@ -41,6 +43,15 @@ def _kind(op: Operation) -> int:
         k = _KINDS[t] = _INSTR if isinstance(op, InstrOp) else _BUF if isinstance(
             op, (AllocOp, FifoOp)) else _STREAM if isinstance(op, StreamOp) else _OTHER
     return k
+
+
+def _unit(op: InstrOp) -> str:
+    """The name of ``op``'s unit (found once per class)."""
+    t = type(op)
+    got = _UNIT.get(t)
+    if got is None:
+        got = _UNIT[t] = op.KIND.UNIT.name
+    return got
 
 
 def _root(v: SSAValue) -> Operation:
@@ -212,14 +223,22 @@ class HbsmAllocate(ModulePass):
             if kd != _INSTR:
                 continue
             pos = pos_of[id(o)]
-            mk = getattr(o, "tpb_mask", None)
-            if mk is not None and mk.value.data:
-                dst = o.slot_buffers().get("dst")
-                if dst is not None:
-                    casts.append((pos, mk.value.data, id(_root(dst))))
+            t = type(o)
+            masked = _MASKED.get(t)
+            if masked is None:  # (asked once per class: a missing attribute raises inside)
+                masked = _MASKED[t] = hasattr(o, "tpb_mask")
+            if masked:
+                mk = o.tpb_mask
+                if mk is not None and mk.value.data:
+                    dst = o.slot_buffers().get("dst")
+                    if dst is not None:
+                        casts.append((pos, mk.value.data, id(_root(dst))))
             a = o.attributes
             ps, pe = a.get("pred_start"), a.get("pred_end")
-            span = (ps.value.data, pe.value.data) if ps is not None and pe is not None else None
+            if ps is not None and pe is not None:
+                s0, s1 = span = (ps.value.data, pe.value.data)
+            else:
+                span = None
             for b in o.bufs:
                 k = roots.get(id(b))
                 if k is None:
@@ -227,14 +246,17 @@ class HbsmAllocate(ModulePass):
                 if k not in first:
                     first[k] = pos
                     user[k] = o
+                    pred[k] = span  # (its first use: its span, or None)
+                else:
+                    cur = pred[k]
+                    if span is None:
+                        pred[k] = None  # a use without a prediction: program order only
+                    elif cur is not None:  # the union of the spans (min, max)
+                        c0, c1 = cur
+                        if s0 < c0 or s1 > c1:
+                            pred[k] = (s0 if s0 < c0 else c0, s1 if s1 > c1 else c1)
                 last[k] = pos
                 last_user[k] = o
-                if span is not None:
-                    cur = pred.get(k, span)
-                    if cur is not None:
-                        pred[k] = (min(cur[0], span[0]), max(cur[1], span[1]))
-                else:
-                    pred[k] = None  # a use without a prediction: program order only
         self._pack(prog, m, ops, pos_of, first, last, user, last_user, pred, kinds, casts)
 
     def _pack(self, prog, m, ops, pos_of, first, last, user, last_user, pred, kinds,
@@ -263,11 +285,13 @@ class HbsmAllocate(ModulePass):
             u = user.get(k)
             name = _describe(o, len(bufs), u, texts, shapes)
             by_name[name] = o
-            unit = u.KIND.UNIT.name if u is not None else ""
-            lu = last_user.get(k)
-            bufs.append(Buf(name, t.tpb_index, t.slot_bytes, t.num_slots,
-                            float(first.get(k, pos)), float(last.get(k, pos) + 1), unit,
-                            lu.KIND.UNIT.name if lu is not None else "", pred.get(k)))
+            if u is not None:
+                lu = last_user[k]
+                bufs.append(Buf(name, t.tpb_index, t.slot_bytes, t.num_slots, float(first[k]),
+                                float(last[k] + 1), _unit(u), _unit(lu), pred[k]))
+            else:  # no instruction names it: its alloc's place
+                bufs.append(Buf(name, t.tpb_index, t.slot_bytes, t.num_slots, float(pos),
+                                float(pos + 1), "", "", None))
         # DRB broadcast receivers (same m100.bcast id): one offset, live from the broadcast on
         groups: dict[int, list[str]] = {}
         for name, o in by_name.items():
