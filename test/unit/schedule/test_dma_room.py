@@ -20,21 +20,9 @@ from m100.passes.schedule import placement
 from m100.passes.schedule.dma_queue import DmaQueue
 from m100.targets.m100.machine import get_machine
 
+from .test_dma_queue import _earliest_by_positions  # the query by its definition
+
 M100 = get_machine("m100")
-
-
-def _earliest_by_positions(q: DmaQueue, ready, lat, data):
-    """The query by its definition (the method before session 33): every open position in
-    order, each tested by ``_at``; else the end."""
-    i = bisect_left(q.open, ready + q.setup - 1e-9)
-    while i < len(q.open):
-        k = bisect_left(q.s, q.open[i])
-        r = q._at(k, ready, lat, data)
-        if r is not None:
-            return r[0], r[1], k
-        i += 1
-    r = q._at(len(q.s), ready, lat, data)
-    return r[0], r[1], len(q.s)
 
 
 def _rooms(q: DmaQueue) -> list[float]:

@@ -15,19 +15,12 @@ from hypothesis import strategies as st
 from m100.sim import race_batch
 from m100.sim.engine_checks import _pack_halves, access_byte_set
 from m100.sim.semantics_base import Access
-from m100.targets.m100.isa import DType, Level, Space, Walk
+from m100.targets.m100.isa import DType, Space, Walk
+
+from .test_first_run_consts import _levels
 
 SPECS = [((0, 1, 16),), ((0, 4, 4), (0, 1, 3)), ((0, 2, 5), (1, 0, 2)), ((3, 8, 4), (0, 1, 2)),
          ((0, 64, 3), (0, 1, 8)), ((20, -2, 4),), ((0, 1, 4), (0, 2, 3)), ((0, 17, 2), (5, 1, 3))]
-
-
-def _levels(spec):
-    lv = []
-    for i, s, n in spec:
-        if s < 0:
-            i += -s * (n - 1)
-        lv.append(Level(i, s, i + s * (n - 1)) if s else Level(i, 0, n))
-    return tuple(lv)
 
 
 def _accesses(seed: int, n: int) -> list:
