@@ -14,7 +14,7 @@ from m100.targets.m100.isa import CsuCall, DType, Space, tpbs_of
 
 from . import twu
 from .checks import ByteSet, Record, Report, Wait, deadlock_message, space_name, walk_byte_set
-from .race_batch import RaceRows, rows_of, space_code
+from .race_batch import SPACE_TPBS, RaceRows, rows_of, space_code
 
 if TYPE_CHECKING:
     from .engine import InstRec, UnitState
@@ -185,7 +185,7 @@ def _pack_halves(halves: list, keys: list) -> tuple[np.ndarray, np.ndarray]:
     nums = np.empty((n, 3), dtype=np.int64)
     np.add(base, rel[:, 0], out=nums[:, 1])
     np.add(base, rel[:, 1], out=nums[:, 2])
-    np.multiply(sp, 65536, out=nums[:, 0])  # (space_code: the TPB for HBSM only)
+    np.multiply(sp, SPACE_TPBS, out=nums[:, 0])  # (space_code: the TPB for HBSM only)
     nums[:, 0] += np.where(sp == _HBSM, tpb, 0)
     with_bytes = rel[:, 1] > rel[:, 0]
     some = np.fromiter(map(is_not, map(_OFFSETS, accs), repeat(None)), dtype=bool, count=n)
@@ -282,7 +282,7 @@ class Checks:
                     rows = nums[np.repeat(wr, cnt)]
                     # (an HBSM is a few MiB; a write to DDR or SRAM may be a sparse walk whose
                     # bounds span far more pages than it touches: left to the page faults)
-                    self.mem.prefault(rows[rows[:, 0] // 65536 == _HBSM])
+                    self.mem.prefault(rows[rows[:, 0] // SPACE_TPBS == _HBSM])
 
     # --- races --------------------------------------------------------------------------------
     def _race_block(self, u: int, rec: InstRec, b: int, write: bool) -> None:

@@ -23,7 +23,7 @@ from m100.targets.m100 import numerics
 from m100.targets.m100.isa import DType, Space, Walk, space_size
 from m100.targets.m100.machine import Machine
 
-from . import mempool, twu
+from . import mempool, race_batch, twu
 from .twu import box, contiguous_start, element_offsets
 
 #: Element types whose value type is their little-endian storage (on a little-endian host): their
@@ -244,7 +244,7 @@ class Memory:
 
     def prefault(self, rows: np.ndarray) -> None:
         """Back now the pages of the byte ranges a run is about to write: ``rows`` (an ``(n,
-        3)`` int64 array) of (race-checker space code ``space * 65536 + tpb``, lo, hi). Per
+        3)`` int64 array) of (race-checker space code, :func:`.race_batch.space_code`, lo, hi). Per
         space mapped whole, the ranges merged (gaps below :data:`mempool.PREFAULT_GAP` joined:
         the pages backed are those written plus a few between them) and each backed in one call
         (:func:`mempool.populate`: the bytes do not change, only when their pages are backed).
@@ -266,7 +266,7 @@ class Memory:
         ends = np.append(starts[1:], lo.size) - 1
         for c, a, b in zip((lo[starts] >> 40).tolist(), (lo[starts] & ((1 << 40) - 1)).tolist(),
                            (reach[ends] - (lo[starts] >> 40 << 40)).tolist()):
-            sp, tpb = divmod(c, 65536)
+            sp, tpb = divmod(c, race_batch.SPACE_TPBS)
             try:
                 space = self.space(Space(sp), tpb)
             except ValueError:  # (not a space: left to the run, which names it)

@@ -56,12 +56,15 @@ SWEEP_CHUNK = 1 << 18
 
 _ADDR = 1 << 40  # sweep keys: space code * 2**40 + byte address
 
+#: :func:`space_code`'s factor: a space code is ``space * SPACE_TPBS + tpb`` (the TPB for HBSM only)
+SPACE_TPBS = 65536
+
 _SHIFT = 1 << 31  # keys: group (space code * units + unit) * 2**31 + epoch / arrival
 
 
 def space_code(space: tuple) -> int:
     """An integer per race-checker space ``(space, tpb)``."""
-    return space[0] * 65536 + space[1]
+    return space[0] * SPACE_TPBS + space[1]
 
 
 def sorted_unique(a: np.ndarray) -> np.ndarray:

@@ -138,7 +138,7 @@ class Simulator:
             segs = self.program.segments
             if segs:  # their pages backed at once (Memory.prefault: the bytes do not change)
                 self.memory.prefault(np.array(
-                    [(int(seg.space) * 65536, seg.address, seg.address + len(seg.data))
+                    [(race_batch.space_code((int(seg.space), 0)), seg.address, seg.address + len(seg.data))
                      for seg in segs], dtype=np.int64))
             for seg in segs:
                 self.memory.write_bytes(seg.space, 0, seg.address, seg.data)
