@@ -6,9 +6,11 @@ writes a narrow integer value is one this module (or onnx_rewrite_qruntime.py) r
 the graph is retyped: those values become INT8 (signed) / UINT8 (unsigned) holding the same
 numbers, and
 
-- ``Cast(x: float -> narrow)`` -> ``Where(lo <= t <= hi, t, 0)`` with ``t = trunc(x)`` (what
-  onnx.reference computes: ml_dtypes converts toward zero and maps a value outside the type to 0;
-  ONNX leaves out-of-range conversions undefined), then ``Cast`` to the holder;
+- ``Cast(x: float -> narrow)`` -> ``t = trunc(x)`` wrapped into the type's range modulo 2**bits
+  (two's complement for the signed types), NaN and +-inf -> 0, then ``Cast`` to the holder
+  (:func:`cast_to_narrow`). ONNX leaves an out-of-range float -> integer conversion undefined;
+  this is what onnx.reference computes with ml_dtypes >= 0.5.4 (the node tests' expected outputs,
+  e.g. ``test_cast_FLOAT_to_INT4``: -9 -> 7) and the rule ONNX gives for integer -> integer;
 - ``Cast(x: narrow -> any)`` reads the holder (the same values);
 - ``QuantizeLinear`` / ``DequantizeLinear`` with a narrow type: onnx_rewrite_qruntime.py, with the
   narrow type's range.
@@ -208,7 +210,13 @@ def cast_from_f8(node, types, names, helper, numpy_helper):
 
 
 def cast_to_narrow(node, types, names, helper, numpy_helper):
-    """``Cast(float x -> narrow)`` -> trunc, range select, Cast to the holder (None otherwise)."""
+    """``Cast(float x -> narrow)`` -> trunc, wrap modulo 2**bits, Cast to the holder (None
+    otherwise). Exact in f32: ``t = sign(x) * floor(|x|)`` is ``trunc(x)``; ``r = t - m * floor(t /
+    m)`` (``m = 2**bits``: the division by a power of two and the product are exact, and the
+    difference, an integer in [0, m), is representable, so the subtraction is exact) is ``t mod
+    m``; a signed type takes ``r - m`` where ``r > hi``. NaN stays NaN and +-inf gives
+    inf - inf = NaN, which the final conversion (the CVU's ``ftoi``: NaN -> 0, docs/isa.md) maps
+    to 0, as onnx.reference does."""
     import numpy as np
 
     to = next((a.i for a in node.attribute if a.name == "to"), 0)
@@ -235,11 +243,13 @@ def cast_to_narrow(node, types, names, helper, numpy_helper):
         return out
 
     nodes: list = []
+    m = float(hi - lo + 1)  # 2**bits
     x = node.input[0] if src == 1 else op("Cast", [node.input[0]], to=1)
     t = op("Mul", [op("Sign", [x]), op("Floor", [op("Abs", [x])])])  # trunc, exact
-    ok = op("And", [op("GreaterOrEqual", [t, const(lo)]), op("LessOrEqual", [t, const(hi)])])
-    y = op("Where", [ok, t, const(0.0)])
-    op("Cast", [y], node.output[0], to=holder)
+    r = op("Sub", [t, op("Mul", [op("Floor", [op("Mul", [t, const(1.0 / m)])]), const(m)])])
+    if lo < 0:  # two's complement: [hi + 1, m) -> [lo, 0)
+        r = op("Where", [op("Greater", [r, const(float(hi))]), op("Sub", [r, const(m)]), r])
+    op("Cast", [r], node.output[0], to=holder)
     return nodes, inits
 
 

@@ -73,6 +73,10 @@ SUBSET = {
     # SwiGLU's body calls Swish, expanded in turn (nested function bodies): alpha reaches the inner
     # Swish (a default alpha of 1 would not match), float16 stays float16 through both bodies
     "test_swiglu_alpha": "pass", "test_swiglu_float16": "pass",
+    # float -> int4 / uint4 / int2 / uint2 out of range wraps (-9 -> 7): m100 gave 0, a silent
+    # mismatch with onnx 1.23's opset-25 cases (frontend/onnx_rewrite_narrow_int.py)
+    "test_cast_FLOAT_to_INT4": "pass", "test_cast_FLOAT16_to_UINT4": "pass",
+    "test_castlike_FLOAT_to_INT2": "pass", "test_cast_FLOAT_to_UINT2": "pass",
 }
 
 
