@@ -23,6 +23,7 @@ from m100.passes.graph.common import (
     maps_attr,
     numpy_to_dense,
 )
+from m100.passes.graph.fast_ops import empty, transposed_type
 from m100.passes.graph.simplify_algebra import make_transpose, perm_of
 
 _NCHW_POOLS = ("linalg.pooling_nchw_max", "linalg.pooling_nchw_sum", "linalg.pooling_nchw_min")
@@ -32,8 +33,8 @@ FCHW_TO_HWCF = [2, 3, 1, 0]
 
 
 def _permuted(t: TensorType, perm: list[int]) -> TensorType:
-    s = t.get_shape()
-    return TensorType(t.get_element_type(), [s[p] for p in perm])
+    """``t`` with its dims in ``perm``'s order (one shared attribute per type and order)."""
+    return transposed_type(t, tuple(perm))
 
 
 def _pack_weight(w: SSAValue) -> tuple[list[Operation], SSAValue]:
@@ -165,16 +166,16 @@ def sink_through_generic(op: GenericOp) -> bool:
         ins.append(v)
         new_maps.append(_subst(m, new_pos))
     outs: list[SSAValue] = []
+    if any(op.regions[0].blocks[0].args[n_in + i].uses for i in range(len(op.outputs))):
+        return False  # the body reads the init values: keep it simple, do not sink
     for v in op.outputs:
-        t = _permuted(v.type, TO_NHWC)  # type: ignore[arg-type]
-        e = tensor.EmptyOp([], t)
+        e = empty(_permuted(v.type, TO_NHWC))  # type: ignore[arg-type]
         pre.append(e)
         outs.append(e.tensor)
         new_maps.append(AffineMap.identity(4))
-    if any(op.regions[0].blocks[0].args[n_in + i].uses for i in range(len(op.outputs))):
-        return False  # the body reads the init values: keep it simple, do not sink
     res_t = [_permuted(r.type, TO_NHWC) for r in op.results]  # type: ignore[arg-type]
-    new = GenericOp(ins, outs, op.regions[0].clone(), maps_attr(new_maps), op.iterator_types,
+    # the body moves to the new op (``op`` is replaced below; a clone of it was the same IR)
+    new = GenericOp(ins, outs, op.detach_region(0), maps_attr(new_maps), op.iterator_types,
                     res_t)
     new.attributes.update(op.attributes)
     post: list[Operation] = []

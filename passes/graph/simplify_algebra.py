@@ -33,6 +33,7 @@ from m100.passes.graph.common import (
     scalar_const,
     yield_values,
 )
+from m100.passes.graph.fast_ops import transpose as fast_transpose
 
 
 # --- helpers used by other graph passes too --------------------------------------------------------
@@ -41,14 +42,10 @@ def perm_of(op: TransposeOp) -> list[int]:
 
 
 def make_transpose(value: SSAValue, perm: list[int]) -> tuple[list[Operation], SSAValue]:
-    """``linalg.transpose`` of ``value`` by ``perm`` (out.shape[i] = in.shape[perm[i]])."""
-    t = value.type
-    assert isinstance(t, TensorType)
-    shape = t.get_shape()
-    out_t = TensorType(t.get_element_type(), [shape[p] for p in perm])
-    empty = tensor.EmptyOp([], out_t)
-    tr = TransposeOp(value, empty.tensor, DenseArrayBase.from_list(i64, perm), out_t)
-    return [empty, tr], tr.results[0]
+    """``linalg.transpose`` of ``value`` by ``perm`` (out.shape[i] = in.shape[perm[i]]) into a new
+    ``tensor.empty``: ([empty, transpose], result), built by :func:`fast_ops.transpose` (xDSL's
+    constructors' ops without ``irdl_op_init``)."""
+    return fast_transpose(value, perm)
 
 
 def reassoc_of(op: Operation) -> list[list[int]]:
