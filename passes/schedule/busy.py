@@ -283,24 +283,27 @@ class RateProfile:
             a = t[v + 1]
             j = v + 1
 
-    def _split(self, x: float) -> int:
-        """The index of a breakpoint at ``x`` (inserted if missing)."""
-        t = self.t
-        i = bisect_right(t, x) - 1
-        if t[i] == x:
-            return i
-        t.insert(i + 1, x)
-        self.u.insert(i + 1, self.u[i])
-        return i + 1
-
     def add(self, a: float, dur: float, rate: float) -> None:
         """Book ``rate`` over ``[a, a + dur)``."""
         if dur <= 0 or rate <= 0:
             return
-        i = self._split(a)
-        k = self._split(a + dur)
+        # a breakpoint at ``a``, then one at ``a + dur`` (each inserted if missing, with the rate
+        # of the step it splits; the second searched from the first), then the rate added to
+        # the steps between (session 34: one pass, was two ``_split`` calls)
+        t, u = self.t, self.u
+        i = bisect_right(t, a) - 1
+        if t[i] != a:
+            i += 1
+            t.insert(i, a)
+            u.insert(i, u[i - 1])
+        b = a + dur
+        k = bisect_right(t, b, i) - 1
+        if t[k] != b:
+            k += 1
+            t.insert(k, b)
+            u.insert(k, u[k - 1])
         for j in range(i, k):
-            self.u[j] += rate
+            u[j] += rate
 
     def copy(self) -> "RateProfile":
         c = RateProfile(self.cap)

@@ -186,3 +186,44 @@ def test_rate_profile_windows_are_the_walk(seed):
         assert a == _rate_walk(prof, ready, dur, rate)
         if rng.random() < 0.7:
             prof.add(a, dur, rate)
+
+
+def _add_by_splits(prof, a, dur, rate):
+    """``RateProfile.add`` as it was before session 34: a breakpoint at ``a`` and one at ``a +
+    dur`` (each inserted if missing, with the rate of the step it splits), then the rate added
+    to every step between them."""
+    if dur <= 0 or rate <= 0:
+        return
+    t, u = prof.t, prof.u
+
+    def split(x):
+        i = bisect.bisect_right(t, x) - 1
+        if t[i] == x:
+            return i
+        t.insert(i + 1, x)
+        u.insert(i + 1, u[i])
+        return i + 1
+    i = split(a)
+    k = split(a + dur)
+    for j in range(i, k):
+        u[j] += rate
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_rate_profile_add_is_the_two_splits(seed):
+    """(session 34) ``RateProfile.add`` written as one pass gives exactly the breakpoints and
+    float sums of the two splits: bookings on a coarse grid (shared edges, a booking ending where
+    another starts), tiny durations whose end rounds onto their start, zero durations and rates,
+    and starts past the last breakpoint."""
+    from m100.passes.schedule.busy import RateProfile
+    rng = random.Random(3400 + seed)
+    prof, ref = RateProfile(100.0), RateProfile(100.0)
+    for step in range(600):
+        a = rng.choice([float(rng.randrange(0, 400, 5)), rng.uniform(0, 500), prof.t[-1],
+                        prof.t[-1] + 7.0, 1e6])
+        dur = rng.choice([0.0, 5.0, 20.0, rng.uniform(0, 50), 1e-12, 3.0])
+        rate = rng.choice([0.0, 10.0, 25.5, 1 / 3, 50.0])
+        prof.add(a, dur, rate)
+        _add_by_splits(ref, a, dur, rate)
+        assert prof.t == ref.t and prof.u == ref.u, step
+    assert len(prof.t) > 300

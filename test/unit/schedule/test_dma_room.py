@@ -86,3 +86,46 @@ def test_room_skip_same_plan(resnet_graph, monkeypatch):
     assert any(t.unit == "dma" for t in fast.timeline.tasks)
     assert fast.segments == plain.segments
     assert fast.timeline.to_json() == plain.timeline.to_json()
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_append_at_depth_two_is_the_slice(seed):
+    """(session 34) ``_insert_fast`` at the end of a depth-2 queue updates the last old position's
+    room and adds the new position if it is free, instead of re-testing ``[n - 2, n]``: after every
+    insertion ``open`` is the plain insertion's (``_insert_plain``: every re-tested position by
+    ``_free``) and the rooms are their definition (:func:`_rooms`) -- on streams where most
+    transfers go at the end (back to back, after a pause, ready together) and some into gaps,
+    with setups of 32 and 1 cycles (the fast path). The end path must have run often."""
+    from .test_dma_queue import _insert_plain
+    rng = random.Random(340 + seed)
+    S = (32.0, 1.0)[seed % 2]
+    q, plain = DmaQueue(2, S), DmaQueue(2, S)
+    horizon, appended = 0.0, 0
+    for step in range(500):
+        ready = rng.choice([horizon, horizon, horizon + rng.uniform(0, 300), q.e[-1] if q.e else 0.0,
+                            rng.uniform(0, horizon + 1), 0.0])
+        lat = rng.choice([0.0, 20.0, 220.0])
+        data = rng.choice([0.0, 0.75, 10.0, 48.0, 768.0, rng.uniform(0, 900)])
+        got = q.earliest(ready, lat, data)
+        assert got == _earliest_by_positions(plain, ready, lat, data), step
+        appended += got[2] == len(q.s) > 0
+        q.insert(got[2], got[0], got[1], got[1] + data)
+        _insert_plain(plain, got[2], got[0], got[1], got[1] + data)
+        assert (q.s, q.d, q.e, q.open) == (plain.s, plain.d, plain.e, plain.open), step
+        assert q.room == _rooms(q), step
+        horizon = max(horizon, q.e[-1])
+    assert appended > 200
+
+
+def test_append_opens_a_position_within_eps():
+    """A transfer appended at a setup start up to ``EPS`` before the data end of the one before
+    it opens its position (``_free`` allows ``EPS``), on the end path as on the plain one."""
+    from .test_dma_queue import _insert_plain
+    q, plain = DmaQueue(2, 32.0), DmaQueue(2, 32.0)
+    for ready, data in ((0.0, 968.0 + 0.5e-9), (1000.0, 10.0)):
+        got = q.earliest(ready, 0.0, data)
+        assert got[2] == len(q.s)
+        q.insert(got[2], got[0], got[1], got[1] + data)
+        _insert_plain(plain, got[2], got[0], got[1], got[1] + data)
+    assert q.e[0] > q.s[1] and q.open == plain.open == [0.0, 1000.0]
+    assert q.room == _rooms(q)
