@@ -62,9 +62,11 @@ def _type_name(op: Operation) -> str:
 
 
 def build_dataflow(machine, body: list[Operation], ops: list, insts: list,
-                   executors: list) -> dict:
+                   executors: list, unplaced: list | None = None) -> dict:
     """The certificate of ``ops`` (the instruction ops in the global order) whose instructions
-    are ``insts``; ``body``: the program's ops (symbols, segments, buffers)."""
+    are ``insts``; ``body``: the program's ops (symbols, segments, buffers). ``unplaced``, when
+    given, receives the buffers of ``body`` without an ``offset`` (every buffer's offset is read
+    here: the pass marks a program resolved when there is none, without reading them again)."""
     tensors: list[str] = []
     by_root: dict[int, int] = {}
 
@@ -78,7 +80,10 @@ def build_dataflow(machine, body: list[Operation], ops: list, insts: list,
         if _is_buffer(o):
             t = o.results[0].type
             off = o.properties.get("offset")
-            if t.space_enum is not Space.HBSM and off is not None:
+            if off is None:
+                if unplaced is not None:
+                    unplaced.append(o)
+            elif t.space_enum is not Space.HBSM:
                 lo = off.value.data
                 spans.setdefault(t.space_enum, []).append((lo, lo + t.total_bytes, o))
     comps: dict[Space, list[tuple[int, int, int]]] = {}  # space -> [(lo, hi, id)] sorted
@@ -127,9 +132,10 @@ def build_dataflow(machine, body: list[Operation], ops: list, insts: list,
     crc: list[int] = []
     memo: dict[int, int] = {}  # id(buffer value) -> tensor id
     for o, inst in zip(ops, insts):
-        accs = o.walks.data
+        p = o.properties  # (read from the dict: ``o.walks`` / ``o.buf_slots`` are calls)
+        accs = p["walks"].data
         slot_buf: dict[int, SSAValue] = {}  # id(the slot's ISA walk) -> its buffer
-        for n, buf in zip(o.buf_slots.data, o.bufs):
+        for n, buf in zip(p["buf_slots"].data, o.bufs):
             acc = accs.get(n.data)
             if acc is not None and hasattr(acc, "to_isa"):
                 slot_buf[id(acc.to_isa())] = buf

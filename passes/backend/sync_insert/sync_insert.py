@@ -30,6 +30,8 @@ from .dataflow import build_dataflow
 _is_instr = class_test(InstrOp)
 _is_join = class_test((JoinOp, BarrierOp))
 _is_barrier = class_test(BarrierOp)
+#: the buffer ops whose offsets make a program resolved (``hbsm-allocate`` sets them)
+_BUFFERS = frozenset(("hbsm.alloc", "hbsm.fifo"))
 
 
 def _producers(v: SSAValue, index: dict[int, int], what: str | InstrOp,
@@ -136,18 +138,25 @@ class SyncInsert(ModulePass):
         while o is not None:
             body.append(o)
             o = o.next_op
-        cert = self._sync(prog, n, body)
+        unplaced: list = []  # the body's buffers without an offset (the dataflow certificate's)
+        cert = self._sync(prog, n, body, unplaced)
         # the last backend pass: with every buffer allocated the program is now resolved (1:1
         # with the ISA), so a by-hand pipeline ending here translates like m100-pipeline's output.
         # The buffers anywhere in the program: its one block's ops (listed before _sync, which
-        # only replaces or erases sync.barrier ops) and what those with regions nest
-        if all(o.properties.get("offset") is not None
-               for b in body for o in (b.walk() if b.regions else (b,))
-               if o.name in ("hbsm.alloc", "hbsm.fifo")):
+        # only replaces or erases sync.barrier ops) and what those with regions nest. The
+        # body's own buffers' offsets were read by ``build_dataflow`` (every buffer's, for its
+        # DDR / SRAM spans); without instructions it did not run, so all are read here
+        if cert is None:
+            unplaced = [o for o in body if o.name in _BUFFERS
+                        and o.properties.get("offset") is None]
+        if not unplaced and all(o.properties.get("offset") is not None
+                                for b in body if b.regions for o in b.walk()
+                                if o.name in _BUFFERS):
             prog.properties["level"] = StringAttr("resolved")
         return cert
 
-    def _sync(self, prog: ProgramOp, n: int | None, body: list) -> dict | None:
+    def _sync(self, prog: ProgramOp, n: int | None, body: list,
+              unplaced: list) -> dict | None:
         machine = machine_of(prog)
         # a tpb.stream is in the body or nested in an op with regions (only those are walked)
         for o in (x for b in body if b.regions for x in b.walk()):
@@ -162,9 +171,12 @@ class SyncInsert(ModulePass):
         insts = []
         for o in ops:
             try:
-                accs = o.walks.data
+                # (the properties read from the dict: the descriptors ``o.walks`` /
+                # ``o.buf_slots`` are a Python call each)
+                p = o.properties
+                accs = p["walks"].data
                 if not (all(isinstance(a, WalkAttr) for a in accs.values())
-                        and all(n.data in accs for n in o.buf_slots.data)):
+                        and all(n.data in accs for n in p["buf_slots"].data)):
                     o.isa_walks(synthesize=False)  # raises naming the operand without a walk
                 # every operand has its walk, so nothing is synthesized but the missing sync;
                 # not memoized: the op's sync is set below and the final instruction remembered
@@ -230,7 +242,7 @@ class SyncInsert(ModulePass):
                           counter_budget=self.counter_budget or None, on_budget=self.on_budget,
                           stream_blocks=self.stream_blocks or None)
         self.dataflows.append(build_dataflow(machine, body, ops, insts,
-                                             res.certificate["executors"]))
+                                             res.certificate["executors"], unplaced))
         for o, inst in zip(ops, res.instructions):
             # the parameters are built when something reads them (printing, equality): the
             # stages after this one read the Sync (``to_isa``)

@@ -188,3 +188,46 @@ def test_resynced_is_dataclasses_replace(data):
     assert list(vars(a)) == list(vars(b)) == [f.name for f in dataclasses.fields(inst)]
     assert a.sync is sync and all(getattr(a, f) is getattr(inst, f) for f in vars(a) if f != "sync")
     assert "_ok_on" in vars(inst) and "_ok_on" not in vars(a)
+
+
+def _resolved_by_definition(module) -> list[bool]:
+    """Per program, what the pass marks ``resolved``, written out as before session 34: every
+    ``hbsm.alloc`` / ``hbsm.fifo`` anywhere in it has an offset."""
+    return [all(o.properties.get("offset") is not None for o in p.walk()
+                if o.name in ("hbsm.alloc", "hbsm.fifo"))
+            for p in module.walk() if isinstance(p, ProgramOp)]
+
+
+def _levels(module) -> list:
+    return [p.properties.get("level").data if p.properties.get("level") else None
+            for p in module.walk() if isinstance(p, ProgramOp)]
+
+
+@pytest.mark.parametrize("placed", range(16))
+def test_resolved_mark_is_every_buffer_placed(placed):
+    """The pass marks a program ``resolved`` exactly when every buffer of it has an offset
+    (the body's buffers' offsets read by the dataflow certificate since session 34; the pass
+    reads them itself when the program has no instruction): two allocs and a fifo each with or
+    without an offset, with and without instructions, and a model after hbsm-allocate.
+    Mutants: the dataflow certificate's list ignored (a buffer without an offset marked
+    resolved), the fallback without instructions dropped."""
+    def off(k: int) -> str:
+        return f" offset {64 * k}" if placed >> k & 1 else ""
+    with_insts = placed >> 3 & 1
+    body = f"""
+  %a = hbsm.alloc{off(0)} : !hbsm.buffer<hbsm[0], 16xf32>
+  %b = hbsm.alloc{off(1)} : !hbsm.buffer<hbsm[0], 16xf32>
+  %f = hbsm.fifo producer 0 consumers [1]{off(2)} : !hbsm.buffer<hbsm[1], 16xf32, slots = 2>
+"""
+    if with_insts:
+        body += """  %t = tpb.copy tpb 0 src(%a, #twu.walk<hbsm[0], 0, f32, [(0, 1, 15)]>) dst(%b, #twu.walk<hbsm[0], 64, f32, [(0, 1, 15)]>)
+"""
+    m = parse(body)
+    want = _resolved_by_definition(m)
+    SyncInsert().apply(CTX, m)
+    assert _levels(m) == ["resolved" if w else "placed" for w in want]
+    if placed == 15:
+        model = _before(models.conv_relu_maxpool(), "sync-insert")
+        assert _resolved_by_definition(model) == [True]
+        SyncInsert().apply(CTX, model)
+        assert _levels(model) == ["resolved"]
