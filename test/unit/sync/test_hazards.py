@@ -22,6 +22,7 @@ from m100.passes.backend.sync_insert import (DataEdge, certificate, footprint, h
 from m100.passes.backend.sync_insert.hazards import Hazard, prune_implied  # noqa: E402
 from m100.sim.certificate import verify_instructions as verify_certificate  # noqa: E402
 from m100.targets.m100 import isa  # noqa: E402
+from m100.targets.m100.isa import DType, Walk  # noqa: E402
 from m100.targets.m100.machine import get_machine  # noqa: E402
 
 TINY = get_machine("tiny")
@@ -360,7 +361,8 @@ def test_chunked_kill_ends_are_the_loops(seed, monkeypatch):
     kill_rows = np.flatnonzero(rng.random(n) < 0.3)
     want = hazards._kill_ends_loop(lo, hi, gid, starts, ends, kill_rows)
     assert (want < n).any() or not kill_rows.size
-    for chunk, pairs in ((1, 1 << 20), (3, 1 << 20), (256, 1 << 20), (256, 7)):
+    for chunk, pairs in ((1, 1 << 20), (3, 1 << 20), (hazards.KILL_CHUNK, 1 << 20), (256, 1 << 20),
+                         (256, 7)):
         monkeypatch.setattr(hazards, "KILL_CHUNK", chunk)
         monkeypatch.setattr(hazards, "BULK_PAIRS", pairs)
         assert np.array_equal(hazards._kill_ends(lo, hi, gid, starts, ends, kill_rows), want)
@@ -437,6 +439,37 @@ def test_bulk_pairs_overlap_is_the_window(seed, monkeypatch):
     assert seen > 20
 
 
+def _shared_levels(prog: list, rng) -> list:
+    """``prog`` with every walk remade on one levels tuple per distinct levels value (as
+    ``Walk.moved`` shares them), a third of them with another element type (I4: never dense,
+    or I16 / F32), each distinct walk remade once (shared walks stay shared)."""
+    pool: dict = {}
+    made: dict[int, Walk] = {}
+
+    def remake(w):
+        if not isinstance(w, Walk):
+            return w
+        got = made.get(id(w))
+        if got is None:
+            lv = pool.setdefault(w.levels, w.levels)
+            dt = w.dtype if rng.random() < 0.67 else (DType.I4, DType.I16, DType.F32)[
+                int(rng.integers(3))]
+            got = made[id(w)] = Walk(w.space, w.tpb, w.base, dt, lv)
+        return got
+
+    out = []
+    for inst in prog:
+        kw = {}
+        for f in dataclasses.fields(inst):
+            v = getattr(inst, f.name)
+            if isinstance(v, Walk):
+                kw[f.name] = remake(v)
+            elif isinstance(v, tuple) and v and all(isinstance(x, Walk) for x in v):
+                kw[f.name] = tuple(remake(x) for x in v)
+        out.append(dataclasses.replace(inst, **kw))
+    return out
+
+
 @pytest.mark.parametrize("seed", range(6))
 def test_memory_columns_are_each_access_s_own(seed):
     """``memory_columns`` works out each distinct walk's ``is_dense`` once and its ``walk_rows``
@@ -444,10 +477,14 @@ def test_memory_columns_are_each_access_s_own(seed):
     own, recomputed from the definitions -- its bytes (``byte_range``), instruction, direction,
     ``is_dense``, and for a 1-block instruction the row shape (a dense walk: its interval as
     one run; else when ``walk_rows`` gives one exact for ``access_need``) -- on random programs with shared walks (one walk object in several
-    instructions and memories) and on pieces of one matrix, with blocks changed."""
+    instructions and memories) and on pieces of one matrix, with blocks changed; walks sharing
+    one levels tuple with other element types (``is_dense`` is found once per levels object and
+    element bits, session 34: mutant -- keyed by the levels alone)."""
     prog, blocks = _reuse_program(seed, 2900)
     k = len(prog) // 3  # copies of the first third later on: the same walk objects again
     prog, blocks = prog + [dataclasses.replace(p) for p in prog[:k]], blocks + blocks[:k]
+    if seed % 3 != 1:  # walks sharing levels objects, some of them with other element bits
+        prog = _shared_levels(prog, np.random.default_rng(seed))
     if seed % 2:  # some instructions re-blocked (copies too): their accesses take no row shape
         blocks = [b if n % 4 else b + 1 for n, b in enumerate(blocks)]
     st = hazards._Sweep([p.executor for p in prog], blocks)
