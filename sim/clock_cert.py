@@ -42,7 +42,7 @@ import numpy as np
 
 def same(cert: tuple, buf: np.ndarray, used: int, units: list[int]) -> bool:
     """True when every entry of the functional run's log ``cert`` = (its ``log_meta``: (unit,
-    epoch, write, row number) each, its clock rows) has a block of this run -- the block of
+    epoch, write, row number) each -- tuples, or an ``(m, 4)`` array --, its clock rows) has a block of this run -- the block of
     that unit and epoch -- whose clock row, ``buf[i]`` for the ``i``-th block started (``units``:
     their units, ``used`` of them), is the entry's row."""
     meta, fbuf = cert
@@ -51,8 +51,11 @@ def same(cert: tuple, buf: np.ndarray, used: int, units: list[int]) -> bool:
         return True
     if len(units) != used or not used:
         return False
-    f = np.fromiter(itertools.chain.from_iterable(meta), dtype=np.int64, count=4 * m)
-    f = f.reshape(m, 4)
+    if isinstance(meta, np.ndarray):  # (the log made after the loop: RaceBatch.set_log)
+        f = meta
+    else:
+        f = np.fromiter(itertools.chain.from_iterable(meta), dtype=np.int64, count=4 * m)
+        f = f.reshape(m, 4)
     fu, fe, frow = f[:, 0], f[:, 1], f[:, 3]
     # this run's blocks by (unit, epoch): a unit's blocks have the epochs 1, 2, ... in the
     # order they start (the clock's own entry counts the unit's ended blocks), and its row holds

@@ -151,7 +151,7 @@ def _write_of(key: tuple) -> bool:
     return key[1][1]
 
 
-def _pack_halves(halves: list, keys: list) -> tuple[np.ndarray, np.ndarray]:
+def _pack_halves(halves: list, keys: list) -> tuple[RaceRows, np.ndarray]:
     """Pack the race items of many block halves at once (the bulk pre-pass): ``halves[i]`` a
     half's accesses (``reads(b)`` / ``writes(b)``), ``keys[i]`` = (its instruction's
     ``_sim_race`` table, its key ``(b, write, 0)``), which gets the half's
@@ -159,8 +159,9 @@ def _pack_halves(halves: list, keys: list) -> tuple[np.ndarray, np.ndarray]:
     :func:`_items`. An access of a whole walk (no offsets) has the bounds ``base +``
     :func:`_relative` of its (levels, element type) -- one probe per geometry, the rest numpy
     --, an access of some elements :func:`_items`' own; the byte sets are made only when the
-    sweep asks (:func:`access_byte_set`). Returns the rows' (space code, lo, hi) numbers and each
-    half's row count (in ``halves``' order)."""
+    sweep asks (:func:`access_byte_set`). Returns the rows (one store) and each half's row count
+    (in ``halves``' order: the half's handle is ``(rows, first, first + count)``, the halves'
+    rows one after the other)."""
     m = len(halves)
     cnt = np.fromiter(map(len, halves), dtype=np.int64, count=m)
     accs = list(chain.from_iterable(halves))
@@ -169,7 +170,7 @@ def _pack_halves(halves: list, keys: list) -> tuple[np.ndarray, np.ndarray]:
         rows = RaceRows(np.zeros((0, 3), dtype=np.int64), [])
         for kept, key in keys:
             kept[key] = (rows, 0, 0)
-        return rows.nums, np.zeros(m, dtype=np.int64)
+        return rows, np.zeros(m, dtype=np.int64)
     base, sp, dtypes, levels = zip(*map(_FIELDS, map(_WALK, accs)))
     base = np.array(base, dtype=np.int64)
     sp = np.array(sp, dtype=np.int64)  # (IntEnums)
@@ -204,7 +205,7 @@ def _pack_halves(halves: list, keys: list) -> tuple[np.ndarray, np.ndarray]:
     end = np.cumsum(cnt)
     for (kept, key), f, e in zip(keys, (end - cnt).tolist(), end.tolist()):
         kept[key] = (rows, f, e)
-    return nums, cnt
+    return rows, cnt
 
 
 class Checks:
@@ -223,6 +224,7 @@ class Checks:
         block's own derivations). With the bulk check, the HBSM pages of the bytes the blocks
         will write are backed at once from the packed rows (``Memory.prefault``: no byte
         changes)."""
+        self.race_halves = None
         if not DERIVE_FIRST:
             return
         races = self.races is not None
@@ -230,10 +232,16 @@ class Checks:
         strided = twu.STRIDED
         halves: list = []  # bulk: the block halves' accesses, packed at once (_pack_halves)
         keys: list = []
+        # (bulk) each record's first half in ``halves`` when every half of every record is
+        # packed here, in (block, reads / writes) order -- the table of _race_log_after
+        hfirst: list | None = [] if bulk else None
         for rec in self.recs:
             inst = rec.inst
             if isinstance(inst, CsuCall):
+                hfirst = None  # (its items depend on index data: logged by its blocks)
                 continue
+            if hfirst is not None:
+                hfirst.append((rec.index, len(halves)))
             ex = rec.ex
             spec = getattr(ex, "_view_spec", None)  # (copies; a recorder forwards it)
             if not races and spec is None:
@@ -252,10 +260,14 @@ class Checks:
                             rd = ex.reads(b)
                             halves.append(rd)
                             keys.append((kept, (b, False, 0)))
+                        else:
+                            hfirst = None  # (kept by an earlier run: not in this table)
                         if (b, True, 0) not in kept:
                             wr = ex.writes(b)
                             halves.append(wr)
                             keys.append((kept, (b, True, 0)))
+                        else:
+                            hfirst = None
                     elif races:
                         if (b, False) not in kept:
                             rd = ex.reads(b)
@@ -266,10 +278,11 @@ class Checks:
                     if spec is not None:
                         spec(b, rd, wr)
                 except Exception:  # noqa: BLE001 - left to the block, which raises it again
+                    hfirst = None
                     break
         if halves:
             try:
-                nums, cnt = _pack_halves(halves, keys)
+                rows, cnt = _pack_halves(halves, keys)
             except Exception:  # noqa: BLE001 - half by half; what raises is left to its block
                 for h, (kept, key) in zip(halves, keys):
                     try:
@@ -277,6 +290,13 @@ class Checks:
                     except Exception:  # noqa: BLE001
                         pass
             else:
+                nums = rows.nums
+                if hfirst is not None and self.recs:
+                    idx, first = zip(*hfirst)
+                    hbase = np.full(max(idx) + 1, -1, dtype=np.int64)
+                    hbase[list(idx)] = first
+                    end = np.cumsum(cnt)
+                    self.race_halves = (rows, end - cnt, end, hbase)
                 if self.mem is not None:  # the HBSM pages the blocks write, backed at once
                     wr = np.fromiter(map(_write_of, keys), dtype=bool, count=len(keys))
                     rows = nums[np.repeat(wr, cnt)]
@@ -318,6 +338,52 @@ class Checks:
             rb = self.rbatch
             rb.log_rows.append(pk)
             rb.log_meta.append(meta)
+
+    def _race_log_after(self, calls: list) -> None:
+        """The bulk race log of a functional loop that did not log (``Engine.defer`` on and
+        :meth:`_derive_blocks`' table ``race_halves``: every block half of every record packed
+        by the pre-pass, in (block, reads / writes) order), made after the loop from its
+        executor-call log ``calls`` -- (record index, block) at each block's start, (record
+        index, -1) at its end, where the loop would log the block's reads and its writes -- and
+        the clock rows it kept, one per block start in start order (``RaceBatch.keep``): the
+        same entries in the same order as :meth:`_race_log`'s. An entry's unit is its record's;
+        its clock row the number of its block's start among the starts; its epoch that row's
+        own entry (:meth:`_race_block`: the epoch is read when the row is kept, and a unit's
+        own entry does not change until its block ends); an end's block and row are those of
+        its unit's start just before it (a unit runs one block at a time: its calls alternate
+        start, end); a half without bytes is no entry. Sets ``RaceBatch.set_log``."""
+        rows, hf, he, hbase = self.race_halves
+        rb = self.rbatch
+        k = len(calls)
+        if not k:
+            return
+        d = np.fromiter(chain.from_iterable(calls), dtype=np.int64, count=2 * k).reshape(k, 2)
+        ri, blk = d[:, 0], d[:, 1].copy()
+        end = blk < 0
+        units = np.full(hbase.size, -1, dtype=np.int64)
+        for r in self.recs:
+            if r.index < hbase.size:
+                units[r.index] = r.unit
+        u = units[ri]
+        start = ~end
+        snap = np.empty(k, dtype=np.int64)
+        snap[start] = np.arange(int(start.sum()), dtype=np.int64)
+        by_unit = np.argsort(u, kind="stable")
+        e = np.flatnonzero(end[by_unit])  # (an end is never a unit's first call)
+        before = by_unit[e - 1]
+        if e.size and (e[0] == 0 or end[before].any() or (u[before] != u[by_unit[e]]).any()):
+            raise AssertionError("race log: a unit's calls do not alternate start / end")
+        if (hbase[ri] < 0).any():
+            raise AssertionError("race log: a call of a record the pre-pass did not pack")
+        snap[by_unit[e]] = snap[before]
+        blk[by_unit[e]] = blk[before]
+        if rb.used != int(start.sum()):
+            raise AssertionError("race log: a clock row per block start")
+        h = hbase[ri] + 2 * blk + end
+        f, cnt = hf[h], he[h] - hf[h]
+        keep = cnt > 0  # (_race_log: a half that touches bytes)
+        meta = np.stack((u, rb.buf[snap, u], end, snap), axis=1)[keep]
+        rb.set_log(rows, f[keep], cnt[keep], meta)
 
     def _race_items(self, rec: InstRec, b: int, write: bool) -> list:
         """The (space, byte set) of every access of block ``b``'s reads or writes, in their

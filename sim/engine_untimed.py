@@ -73,6 +73,12 @@ class UntimedLoop:
             race_snap, race_log, keep, gen = self.race_snap, self._race_log, rb.keep, rb.gen
 
         defer = self.defer  # (the executors' calls logged, made after the loop: module doc)
+        # the bulk log made after the loop from the calls' log and the clock rows
+        # (Checks._race_log_after: the same entries) when the pre-pass packed every block half
+        after = bulk and defer is not None and getattr(self, "race_halves", None) is not None
+        if after:
+            bulk = False
+        checker = races is not None and rb is None  # (the per-access checker)
         nxt: list[int] = []  # units whose blocks end at the next time, in push order
         fifo: deque = deque()  # counter arrivals at the current time, in push order
         push_arrival, pop_arrival = fifo.append, fifo.popleft
@@ -140,7 +146,9 @@ class UntimedLoop:
             if rec.start is None:
                 rec.start = now
             try:
-                if bulk:  # (_race_block's bulk branch: the reads of block b)
+                if after:  # (the clock row only: the log is made after the loop)
+                    race_clock[u] = rb.buf[keep(vc[u])]
+                elif bulk:  # (_race_block's bulk branch: the reads of block b)
                     snap = keep(vc[u])
                     race_clock[u] = rb.buf[snap]
                     race_snap[u] = (gen, snap)
@@ -205,6 +213,8 @@ class UntimedLoop:
                             start(u)
             if not nxt:
                 self.now = now
+                if after:
+                    self._race_log_after(defer)
                 return
             # the next time's block ends, in push order (Engine.ev_block_done + ev_visible)
             now += 1.0
@@ -219,7 +229,7 @@ class UntimedLoop:
                 try:
                     if bulk:  # (_race_block's bulk branch: the writes of block b)
                         race_log(rec, b, True, (u, vitem(u, u), True, race_snap[u][1]))
-                    elif races is not None:
+                    elif checker:
                         race_block(u, rec, b, True)
                     if defer is None:
                         rec.ex.apply(us.pending)

@@ -122,11 +122,34 @@ class RaceBatch:
     def __init__(self, units: int, rows: int = 64):
         self.n = units
         self.log_rows: list[tuple] = []
-        self.log_meta: list[tuple] = []
+        self.log_meta: list[tuple] | np.ndarray = []
+        # the log made at once (set_log): (rows, each entry's first row, its row count)
+        self.log_arrays: tuple | None = None
         # rows: a capacity, grown when full; gen: the engine's clock handles (gen, row) name it
         self.buf = np.empty((max(64, rows), units), dtype=np.int64)
         self.used = 0
         self.gen = 0
+
+    def set_log(self, rows: RaceRows, first: np.ndarray, cnt: np.ndarray,
+                meta: np.ndarray) -> None:
+        """The whole log at once, in place of the lists (the functional loop's, made after it:
+        ``Checks._race_log_after``): entry ``i`` is rows ``[first[i], first[i] + cnt[i])`` of the
+        store ``rows`` (``cnt[i] > 0``) and ``meta[i]`` = (unit, epoch, write, clock row), an
+        ``(m, 4)`` int64 array -- ``log_meta`` (``Engine.race_log`` hands it to
+        :func:`~m100.sim.clock_cert.same`)."""
+        self.log_rows = []
+        self.log_meta = meta
+        self.log_arrays = (rows, first, cnt)
+
+    def entries(self) -> tuple[list, list]:
+        """The log as lists whatever its form: each entry's flat (space code, lo, hi) numbers
+        (:func:`unpack`) and its (unit, epoch, write, clock row) (tests compare logs)."""
+        if self.log_arrays is None:
+            return [unpack(pk)[0] for pk in self.log_rows], \
+                [tuple(int(v) for v in m) for m in self.log_meta]
+        rows, first, cnt = self.log_arrays
+        return [unpack((rows, f, f + c))[0] for f, c in zip(first.tolist(), cnt.tolist())], \
+            [tuple(m) for m in self.log_meta.tolist()]
 
     def snapshot(self, row: np.ndarray) -> int:
         """Keep a copy of a clock row; its number for an access."""
@@ -255,15 +278,20 @@ class RaceBatch:
         difference, :func:`first_meeting`, and for two bitmaps once per bitmap pair, :func:`meet`).
         Where the pairs would be too many (:data:`BULK_PAIRS_PER_ACCESS`) or the keys do not fit,
         the run is checked as one batch instead (:meth:`_one_batch`: the same verdict)."""
-        ents, meta = self.log_rows, self.log_meta
-        self.log_rows, self.log_meta = [], []
+        ents, meta, arrays = self.log_rows, self.log_meta, self.log_arrays
+        self.log_rows, self.log_meta, self.log_arrays = [], [], None
         m = len(meta)
         if not m:
             return
-        nums, cnt, bss = _gather(ents)
+        if arrays is None:
+            nums, cnt, bss = _gather(ents)
+            md = np.fromiter(itertools.chain.from_iterable(meta), dtype=np.int64,
+                             count=4 * m).reshape(m, 4)
+        else:  # (set_log: one store, the entries' rows as index ranges)
+            rows, first, cnt = arrays
+            index = _ranges(first, cnt).astype(np.int64)
+            nums, bss, md = rows.nums[index], _ByteSets([(rows, 0)], index), meta
         tot = nums.shape[0]
-        md = np.fromiter(itertools.chain.from_iterable(meta), dtype=np.int64,
-                         count=4 * m).reshape(m, 4)
         code, lo, hi = nums[:, 0], nums[:, 1], nums[:, 2]
         unit, epoch, write, snap = (np.repeat(md[:, i], cnt) for i in range(4))
         clocks = self.buf[:self.used]
