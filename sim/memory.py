@@ -379,7 +379,15 @@ class Memory:
         if offsets is None:
             start = contiguous_start(walk)
             if start is not None and dt is not DType.I4:
-                mem.write_range(walk.base + start * (dt.bits // 8), _to_bytes(values, dt))
+                lo = walk.base + start * (dt.bits // 8)
+                vt = _SAME.get(dt)
+                if vt is not None and values.dtype == vt and mem.whole \
+                        and values.flags.c_contiguous:
+                    hi = lo + values.nbytes  # (write_range of _to_bytes' view, without calls)
+                    if lo >= 0 and hi <= mem.size:
+                        mem.buf[lo:hi] = values.view(np.uint8)
+                        return
+                mem.write_range(lo, _to_bytes(values, dt))
                 return
             vt = _SAME.get(dt)
             if vt is not None and values.size == walk.num_elements and walk.injective:

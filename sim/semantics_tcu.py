@@ -122,15 +122,21 @@ class TcuExec(Exec):
                 mult, shift = rq.multiplier, rq.shift
             return requantize(acc, mult, shift, rq.zero_point, rq.qmin, rq.qmax,
                               self.mem.machine.tcu_requant)
-        with quiet():  # (no copies of float32 values: prod is the block's own array)
+        with quiet():  # (in place: prod is the block's own array, no other holds it)
             acc = prod.astype(np.float32, copy=False)
             if old is not None:
-                acc = acc + old.astype(np.float32, copy=False)
+                np.add(acc, old.astype(np.float32, copy=False), out=acc)
             if ep.bias is not None:
-                acc = acc + self.mem.read_walk(ep.bias, ep.bias.tpb, None, False).astype(
-                    np.float32, copy=False)  # (Exec.read of Access(ep.bias, ep.bias.tpb))
-            return _act(acc, ep.act, ep.clamp_lo, ep.clamp_hi, False).astype(np.float32,
-                                                                              copy=False)
+                np.add(acc, self.mem.read_walk(ep.bias, ep.bias.tpb, None, False).astype(
+                    np.float32, copy=False), out=acc)  # (Exec.read of Access(ep.bias, tpb))
+            act = ep.act
+            if act is Act.NONE:
+                return acc
+            if act is Act.RELU:  # (_act's operations, into acc: the same values)
+                return np.maximum(acc, 0, out=acc)
+            if act is Act.CLAMP:
+                return np.clip(acc, np.float32(ep.clamp_lo), np.float32(ep.clamp_hi), out=acc)
+            return _act(acc, act, ep.clamp_lo, ep.clamp_hi, False).astype(np.float32, copy=False)
 
     def _epi_reads(self) -> list[Access]:
         ep = self.inst.epilogue
@@ -460,6 +466,20 @@ class Conv2DExec(TcuExec):
                 (i.n, self.oh, self.ow, i.kh, i.kw, i.c), (sh, sw, dh, dw), sel, shape)
 
     def run(self, b):
+        y, out = self._out(b)
+        return [PendingWrite(y, out)]
+
+    def run_free(self, b):
+        """``run(b)`` and its ``apply`` at once, for a schedule no other block's access meets
+        between the two (``Exec.run_free``): the output block is stored here, after every read
+        of the block (as ``run`` then ``apply``: the same ``write_walk`` of the same values), and
+        ``apply`` gets nothing to write."""
+        y, out = self._out(b)
+        self.mem.write_walk(y.walk, out, y.tpb, y.offsets)
+        return ()
+
+    def _out(self, b: int) -> tuple[Access, np.ndarray]:
+        """Block ``b``'s output access and values (what ``run`` writes)."""
         i = self.inst
         integer, dtype, M, g, cg, fg, kk, plans = self._consts()
         bb = i.w.dtype.bits
@@ -497,15 +517,17 @@ class Conv2DExec(TcuExec):
             else:
                 xfull[uniq] = self.read(xa, False)
             cols = xfull[idx]  # [M, kh, kw, c]; index -1 reads the trailing zero
-        cols = cols.reshape(M, i.kh, i.kw, g, cg).transpose(3, 0, 1, 2, 4).reshape(
-            g, M, i.kh * i.kw * cg)
         # (Exec.read of Access(i.w, i.tpb) without the access object: ~0.65 us a call)
-        W = _operand(self.mem.read_walk(i.w, i.tpb, None, False), integer, kk, bb).reshape(
-            i.kh, i.kw, cg, g, fg)
-        W = W.transpose(3, 0, 1, 2, 4).reshape(g, i.kh * i.kw * cg, fg)
+        W = _operand(self.mem.read_walk(i.w, i.tpb, None, False), integer, kk, bb)
+        if g == 1:  # (the same arrays as the general reshapes below: a size-1 group axis)
+            cols = cols.reshape(1, M, kk)
+            W = W.reshape(1, kk, fg)
+        else:
+            cols = cols.reshape(M, i.kh, i.kw, g, cg).transpose(3, 0, 1, 2, 4).reshape(g, M, kk)
+            W = W.reshape(i.kh, i.kw, cg, g, fg).transpose(3, 0, 1, 2, 4).reshape(g, kk, fg)
         with quiet():
-            prod = np.matmul(cols, W).transpose(1, 0, 2).reshape(M, i.f)
+            prod = np.matmul(cols, W)
+        prod = prod.reshape(M, fg) if g == 1 else prod.transpose(1, 0, 2).reshape(M, i.f)
         y = self._y(b)
         old = self.read(y, False).reshape(M, i.f) if i.accumulate else None
-        out = self._epilogue(prod, old, i.y, i.f, integer)
-        return [PendingWrite(y, out)]
+        return y, self._epilogue(prod, old, i.y, i.f, integer)
