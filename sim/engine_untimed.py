@@ -16,6 +16,13 @@ race batches and the per-access checker, monitor-dropping mutants). It is a seco
 branches, kept for speed: a change to one of those handlers' functional branches must be made
 here too (``test/e2e/test_untimed_loop.py`` names the first difference on its models).
 
+A woken unit whose counter is still below its wait's need is put back among that counter's
+waiters without ``start``: ``start`` would find the same (its monitors before that one held
+when it last ran, and counters never decrease -- an update adds an amount >= 1, a checked
+field; an overflow keeps the maximum), so it would wait on the same monitor and need again,
+its stall unchanged (R50: 11 197 of 22 956 waits). The set's order is not kept (a wake sorts
+a set of more than one unit).
+
 It runs only where those are all the events: a functional-mode engine (no dispatch times, no
 costs: no CSU CPU waits, no DMA issue ahead), no random latencies (every block one cycle), no
 trace (no flows or counter events) and :data:`FAST` on; anything else runs the general loop.
@@ -209,6 +216,13 @@ class UntimedLoop:
                     for u in (sorted(ws) if len(ws) > 1 else ws):
                         us = units[u]
                         if us.state == "wait":
+                            if val < us.wait[1]:  # still short: what start(u) would do, below
+                                again = waiters.get(key)
+                                if again is None:
+                                    waiters[key] = {u}
+                                else:
+                                    again.add(u)
+                                continue
                             us.state = "idle"
                             start(u)
             if not nxt:
