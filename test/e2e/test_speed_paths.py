@@ -540,7 +540,9 @@ def test_compile_gc_keeps_the_callers_freeze():
         n = gc.get_freeze_count()
         with driver.compile_gc() as stage_end:
             assert stage_end is None and gc.get_threshold() == driver.COMPILE_GC_THRESHOLDS
-        assert gc.get_freeze_count() == n
+        # (not '== n': a frozen object that dies meanwhile -- e.g. freed by the xdist worker's
+        # I/O thread -- leaves the count; an unfreeze would take it to ~0)
+        assert gc.get_freeze_count() > n // 2
     finally:
         gc.unfreeze()
     gc.disable()
