@@ -270,7 +270,7 @@ class RateProfile:
             if k <= j:
                 return a
             # the window's last busy step ``v`` (the walk goes on from the step after it): the
-            # last step first (session 34: it is busy in ~9 of 10 windows that push ``a`` on
+            # last step first (session 34: it is busy in ~5 of 6 windows that push ``a`` on
             # ResNet-50, which then need no ``max``), else the ``max`` of the steps before it
             v = k - 1
             if not u[v] > lim:
