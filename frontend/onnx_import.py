@@ -26,6 +26,7 @@ import time
 from pathlib import Path
 
 from m100.errors import M100Error
+from m100.frontend.onnx_owned import PrepareFailed
 from m100.frontend.dense_blobs import (  # noqa: F401  (re-exported for callers)
     attach_dense_blobs, split_dense_blobs, split_via_elision)
 
@@ -70,11 +71,15 @@ def _default_opset(model) -> int:
     return 0
 
 
-def prepare_model(model, name: str = "<model>", opset: int | None = None):
+def prepare_model(model, name: str = "<model>", opset: int | None = None, *,
+                  owned: bool = False):
     """Load, version-convert (if older than :data:`MIN_OPSET` or ``opset`` is given), shape-infer,
-    apply the torch-mlir workarounds of :mod:`m100.frontend.onnx_rewrite`."""
+    apply the torch-mlir workarounds of :mod:`m100.frontend.onnx_rewrite`. ``owned``: ``model``
+    may be changed (a forked child's copy, :mod:`m100.frontend.onnx_owned`); a model this
+    function loads or copies is its own either way."""
     import onnx
 
+    given = model
     model = _load_model(model, name)
     from m100.frontend.shape_only import _is_external, lift_shape_only_weights
     if any(_is_external(t) for t in model.graph.initializer):
@@ -106,7 +111,7 @@ def prepare_model(model, name: str = "<model>", opset: int | None = None):
             ) from None
         if old_resize:
             _fix_converted_resize(model, old_resize, name)
-    model = check_and_infer(model, name)
+    model = check_and_infer(model, name, owned=owned or model is not given)
     from m100.frontend.onnx_rewrite import rewrite_for_torch_mlir
     from m100.frontend.onnx_rewrite_quant import QuantRewriteError
 
@@ -198,9 +203,11 @@ def _copy_without(msg, field: str):
     return out
 
 
-def check_and_infer(model, name: str = "<model>"):
+def check_and_infer(model, name: str = "<model>", *, owned: bool = False):
     """``onnx.checker.check_model`` then ``onnx.shape_inference.infer_shapes(strict_mode=False)``,
     with the big weights' bytes kept out of the C++ round trip when that provably changes nothing.
+    ``owned``: ``model`` may be changed -- the result is then ``model`` itself holding the
+    inferred fields (:func:`m100.frontend.onnx_owned.merge_inferred`), not a copy of its weights.
 
     Why: both serialize and parse the model (inference also serializes its result, parsed back
     in Python): five copies of ResNet-50's 100 MB of weights (~0.45 CPU-s) that neither reads.
@@ -257,6 +264,11 @@ def check_and_infer(model, name: str = "<model>"):
     og = out.graph
     if list(og.input) != list(lg.input) or list(og.initializer) != kept:
         return _check_and_infer_whole(model, name)
+    if owned:
+        from m100.frontend.onnx_owned import merge_inferred
+        got = merge_inferred(model, out)
+        if got is not None:
+            return got
     og.ClearField("input")
     og.input.extend(g.input)
     og.ClearField("initializer")
@@ -538,10 +550,10 @@ def _read_reply(f, split: bool):
         records.append(data)
     kind, value = pickle.loads(data)
     if split and kind == "ok":
-        text, blobs = value
+        text, blobs, *rest = value  # rest: prepare_and_lower's model for the parent
         if any(isinstance(b, int) and not 0 <= b < len(records) for b in blobs):
             return None
-        value = (text, [records[b] if isinstance(b, int) else b for b in blobs])
+        value = (text, [records[b] if isinstance(b, int) else b for b in blobs], *rest)
     tail = f.read(8)
     if len(tail) != 8:
         return None
@@ -629,14 +641,15 @@ class _Worker:
         )
 
     @classmethod
-    def _lower_forked(cls, model, name: str, generic: bool, split: bool):
+    def _lower_forked(cls, model, name: str, generic: bool, split: bool, job=None):
         """One request in a forked child. The reply is a stream on a pipe (:class:`_ReplyWriter`):
         each weight array as torch-mlir hands it over, then the pickled reply naming them, then
         the child's CPU seconds; the parent reads each weight straight into its ``bytes`` object
-        (:func:`_read_reply`). Until session 33 the weights went through a shared mapping: the
-        child's copy into it and the parent's copy out of it both faulted their 100 MB in. A
-        stream that ends early (the child died while writing) is the child's crash, in one
-        line."""
+        (:func:`_read_reply`). ``job``: what the child runs instead of :func:`lower_in_process`
+        (given the stream's ``put``; :meth:`prepare_and_lower`). Until session 33 the weights
+        went through a shared mapping: the child's copy into it and the parent's copy out of it
+        both faulted their 100 MB in. A stream that ends early (the child died while writing) is
+        the child's crash, in one line."""
         import gc
 
         _import_torch_mlir()  # once, here: every child has it
@@ -660,10 +673,19 @@ class _Worker:
                 with os.fdopen(w, "wb") as f:
                     out = _ReplyWriter(f)
                     try:
-                        reply = ("ok", lower_in_process(model, name, generic, split,
-                                                        out.put if split and generic else None))
+                        put = out.put if split and generic else None
+                        reply = ("ok", lower_in_process(model, name, generic, split, put)
+                                 if job is None else job(put))
                     except FrontendError as e:
                         reply = ("err", str(e))
+                    except PrepareFailed as e:
+                        import pickle
+                        try:
+                            pickle.dumps(e.exc)
+                            reply = ("exc", e.exc)
+                        except Exception:  # noqa: BLE001 - not picklable: its message
+                            reply = ("err", f"{name}: {type(e.exc).__name__}: "
+                                            f"{_one_line(e.exc, 200)}")
                     except Exception as e:  # noqa: BLE001 - any failure becomes a message
                         reply = ("err", f"{name}: torch-mlir lowering failed: {_one_line(e, 200)}")
                     out.reply(reply, time.process_time())
@@ -681,7 +703,22 @@ class _Worker:
         cls.total_cpu_s += cls.last_cpu_s
         if kind == "ok":
             return value
+        if kind == "exc":
+            raise value
         raise FrontendError(value)
+
+    @classmethod
+    def prepare_and_lower(cls, model, name: str, opset: int | None):
+        """``prepare_model`` + ``_without_int4_values`` + ``lower_in_process`` (split) of
+        ``model`` (loaded here when a path) in one forked child that changes its own copy of it
+        (:mod:`m100.frontend.onnx_owned`): ``(text, blobs, the prepared model without its big
+        weights' bytes)``; None when this process does not fork (the caller prepares here)."""
+        if not cls._use_fork():
+            return None
+        from m100.frontend.onnx_owned import prepare_and_lower
+        model = _load_model(model, name)
+        return cls._lower_forked(model, name, True, True,
+                                 job=lambda put: prepare_and_lower(model, name, opset, put))
 
     @classmethod
     def lower(cls, model, name: str, generic: bool, split: bool = False):
@@ -744,6 +781,10 @@ def _without_int4_values(model):
     return out
 
 
+#: :func:`load_onnx` prepares the model in the forked torch-mlir child where the worker forks
+#: (:meth:`_Worker.prepare_and_lower`); False: here, as before session 34 (the A/B switch)
+PREPARE_IN_CHILD = True
+
 # ONNX op types that torch-mlir lowers to a dialect m100 has no lowering for (for error messages)
 _NEEDS = {"tm_tensor": ("TopK", "NonMaxSuppression")}
 
@@ -756,12 +797,18 @@ def load_onnx(model, ctx=None, *, opset: int | None = None, isolate: bool = True
     from m100.frontend.mlir_load import load_mlir_text
 
     name = os.fspath(model) if isinstance(model, (str, os.PathLike)) else "<onnx model>"
-    model = prepare_model(model, name, opset)
-    lowered = _without_int4_values(model)
-    if isolate:
-        text, blobs = _Worker.lower(lowered, name, True, split=True)
+    got = _Worker.prepare_and_lower(model, name, opset) if isolate and PREPARE_IN_CHILD else None
+    if got is not None:  # prepared in the forked child (onnx_owned); its model without weights
+        import onnx
+        text, blobs, io_bytes = got
+        model = onnx.ModelProto.FromString(io_bytes)
     else:
-        text, blobs = lower_in_process(lowered, name, True, split=True)
+        model = prepare_model(model, name, opset)
+        lowered = _without_int4_values(model)
+        if isolate:
+            text, blobs = _Worker.lower(lowered, name, True, split=True)
+        else:
+            text, blobs = lower_in_process(lowered, name, True, split=True)
     try:
         module = load_mlir_text(text, ctx, name=name, verify=False)
     except FrontendError as e:

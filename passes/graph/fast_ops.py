@@ -21,9 +21,9 @@ block, ``YieldOp(args[0])``). The result type and the permutation attribute are 
 type, permutation) and per permutation (attributes are immutable values; the parser shares equal
 ones as well). A value whose type is not a ranked tensor of float or integer elements, and any
 transpose made while an ``ImplicitBuilder`` is active (it would take the body's yield; xDSL's
-body is built under a nested one), go to xDSL's constructors (their own errors). :func:`empty` is ``tensor.EmptyOp([], t)`` the same way.
-``test/unit/graph/test_fast_ops.py`` builds both ways and requires the same op state and printed
-module.
+body is built under a nested one), go to xDSL's constructors (their own errors).
+:func:`empty` is ``tensor.EmptyOp([], t)`` the same way. ``test/unit/graph/test_fast_ops.py``
+builds both ways and requires the same op state and printed module.
 """
 
 from __future__ import annotations
