@@ -238,3 +238,68 @@ def test_repeated_types_are_parsed_once(monkeypatch):
     texts = [parse_memo.FUNCTION_RE.match(text, p) for p in calls]
     assert all(t is not None for t in texts)
     assert len(calls) == len({t.group() for t in texts}) < len(ops)
+
+
+#: block argument lists: the read form (plain types, no locations, single spaces), an empty list,
+#: one argument, repeated and new types, and forms left to xDSL (a location, a memref, an
+#: encoding, other spacing)
+BLOCK_ARGS = """
+"builtin.module"() ({
+  %0 = "test.op"() ({
+  ^bb0(%in: f32, %in_1: f32, %out: f32):
+    "test.op"(%in, %in_1, %out) : (f32, f32, f32) -> ()
+  }, {
+  ^bb0(%x: tensor<2x?xf32>, %y: index, %z: i1):
+    "test.op"(%x, %y, %z) : (tensor<2x?xf32>, index, i1) -> ()
+  }, {
+  ^bb0():
+    "test.op"() : () -> ()
+  }, {
+  ^bb0(%a: f32):
+    "test.op"(%a) : (f32) -> ()
+  }, {
+  ^bb3(%a: f32 loc(unknown), %b: f16):
+    "test.op"(%a, %b) : (f32, f16) -> ()
+  }, {
+  ^bb0(%m: memref<4xf32>, %e: tensor<4xf32, "enc">):
+    "test.op"(%m, %e) : (memref<4xf32>, tensor<4xf32, "enc">) -> ()
+  }, {
+  ^bb0(%s:f32,  %t: bf16):
+    "test.op"(%s, %t) : (f32, bf16) -> ()
+  }) : () -> i32
+}) : () -> ()
+"""
+
+
+def test_block_arguments_read_as_xdsl_reads_them():
+    """The same module (generic text, argument names and types, locations) as xDSL's parse, and
+    the reader took the lists of its form (4 of the 7 here)."""
+    taken = []
+    orig = parse_memo.Parser._parse_optional_block_arg_list
+
+    def spy(self, block):
+        taken.append(self._current_token.span.start)
+        return orig(self, block)
+    parse_memo.Parser._parse_optional_block_arg_list = spy
+    try:
+        plain, memo = _both(BLOCK_ARGS)
+        fallback = len(taken) - 7  # xDSL's parse (the oracle) goes there for all 7 lists
+    finally:
+        parse_memo.Parser._parse_optional_block_arg_list = orig
+    assert _generic(plain) == _generic(memo)
+    args = [[(a.name_hint, str(a.type), str(a.location)) for a in b.args]
+            for m in (plain, memo) for o in m.walk() for r in o.regions for b in r.blocks]
+    assert args[:len(args) // 2] == args[len(args) // 2:]
+    assert fallback == 3
+
+
+@pytest.mark.parametrize("bad", [
+    '%0 = "test.op"() ({\n^bb0(%a: f32, %a: f32):\n  "test.op"() : () -> ()\n}) : () -> i32',
+    '%a = "test.op"() : () -> i32\n%0 = "test.op"() ({\n^bb0(%a: f32):\n  "test.op"() : () -> ()\n'
+    '}) : () -> i32',
+    '%0 = "test.op"() ({\n^bb0(%a: f32, %b: tensor<4xf32>)\n  "test.op"() : () -> ()\n})'
+    ' : () -> i32',
+    '%0 = "test.op"() ({\n^bb0(%a: f32):\n  "test.op"(%a) : (f16) -> ()\n}) : () -> i32',
+])
+def test_block_argument_errors_are_xdsls(bad):
+    test_errors_are_xdsls(bad)
