@@ -128,3 +128,35 @@ def test_plain_tensor_is_what_the_checker_accepts():
         assert oi._plain_tensor(t, t.ByteSize()) is plain, t
         if plain:
             onnx.checker.check_tensor(t)
+
+
+def _more_tensors():
+    """``_tensors`` and forms only the serialized size told apart before session 34: an explicit
+    default ``data_location``, a ``segment``, unknown fields, metadata, a doc string."""
+    yield from _tensors()
+    base = numpy_helper.from_array(np.ones((40, 30), np.float32), "w")
+    t = TensorProto(); t.CopyFrom(base); t.data_location = TensorProto.DEFAULT; yield t, False
+    t = TensorProto(); t.CopyFrom(base); t.segment.begin = 0; yield t, False
+    t = TensorProto.FromString(base.SerializeToString() + b"\xf8\x07\x05"); yield t, False
+    t = TensorProto(); t.CopyFrom(base); t.metadata_props.add(key="k", value="v"); yield t, True
+    t = TensorProto(); t.CopyFrom(base); t.doc_string = ""; yield t, True
+    t = TensorProto(); t.CopyFrom(base); t.external_data.add(key="location", value="x")
+    yield t, False
+
+
+def test_plain_size_is_bytesize_and_plain_tensor():
+    """``_plain_size`` (the raw data's length, no serialization) answers what ``ByteSize`` and
+    ``_plain_tensor`` answered (the oracle, as check_and_infer used them until session 34): the
+    size of a plain tensor, None for any other; with a field it does not know, ByteSize itself."""
+    oi._FIELDS_KNOWN[0] = oi._fields_known()
+    assert oi._FIELDS_KNOWN[0]
+    try:
+        for known in (True, False):
+            oi._FIELDS_KNOWN[0] = known
+            for t, plain in _more_tensors():
+                b = t.ByteSize()
+                want = b if oi._plain_tensor(t, b) else None
+                assert (want is not None) is plain, t
+                assert oi._plain_size(t) == want, t
+    finally:
+        oi._FIELDS_KNOWN[0] = oi._fields_known()
