@@ -126,6 +126,7 @@ def _same_key(old: tuple, new: tuple) -> bool:
 
 
 _SLOT_NAMES: dict[tuple[str, ...], ArrayAttr] = {}
+_HBSM = isa.Space.HBSM
 
 
 def _slot_names(names: tuple[str, ...]) -> ArrayAttr:
@@ -429,27 +430,34 @@ class InstrOp(IRDLOperation):
             raise VerifyException(f"{me()}: {e}") from None
 
     def _check_walk_in_buffer(self, name: str, walk: WalkAttr, buf: SSAValue) -> None:
+        # (the final verification asks once per buffer operand: ResNet-50 43 634 times.) What
+        # it reads of the walk is kept on its (immutable) attribute, what it reads of the
+        # buffer on its (immutable, verified) type, one tuple each; the messages are made from
+        # the walk itself, only on a failure (``test_walk_in_buffer_is_the_definition``)
+        fit = walk.__dict__.get("_m100_fit")
+        if fit is None:
+            w = walk.to_isa()
+            fit = (w.space, w.dtype, w.tpb, *w.byte_range())
+            object.__setattr__(walk, "_m100_fit", fit)
         t: BufferType = buf.type  # type: ignore[assignment]
-        w = walk.to_isa()
         where = t.__dict__.get("_m100_where")
         if where is None:  # (a buffer type is immutable and verified: these never raise)
             where = (t.space_enum, t.dtype, t.tpb_index)
             object.__setattr__(t, "_m100_where", where)
-        space, dtype, tpb = where
-        if w.space is not space or w.dtype is not dtype:
+        space, dtype, tpb, lo, hi = fit
+        if space is not where[0] or dtype is not where[1]:
+            w = walk.to_isa()
             raise VerifyException(f"{self.describe()}: operand '{name}': the walk "
                                   f"({SPACE_NAMES[w.space]}, {w.dtype.short}) does not match its "
                                   f"buffer {t}")
-        if w.space is isa.Space.HBSM and w.tpb != tpb and not self._multicast(name):
+        if space is _HBSM and tpb != where[2] and not self._multicast(name):
             raise VerifyException(f"{self.describe()}: operand '{name}': the walk is in TPB "
-                                  f"{w.tpb}'s HBSM but its buffer is in TPB {tpb}'s")
+                                  f"{tpb}'s HBSM but its buffer is in TPB {where[2]}'s")
         rng = buffer_range(buf)
-        if rng is not None:
-            lo, hi = w.byte_range()
-            if lo < rng[0] or hi > rng[1]:
-                raise VerifyException(f"{self.describe()}: operand '{name}': the walk touches "
-                                      f"bytes [{lo}, {hi}) outside its buffer's [{rng[0]}, "
-                                      f"{rng[1]})")
+        if rng is not None and (lo < rng[0] or hi > rng[1]):
+            raise VerifyException(f"{self.describe()}: operand '{name}': the walk touches "
+                                  f"bytes [{lo}, {hi}) outside its buffer's [{rng[0]}, "
+                                  f"{rng[1]})")
 
     def _multicast(self, name: str) -> bool:
         return False
