@@ -61,6 +61,9 @@ SPACE_TPBS = 65536
 
 _SHIFT = 1 << 31  # keys: group (space code * units + unit) * 2**31 + epoch / arrival
 
+#: :class:`RaceBatch` keeps its clock rows as int32 below this many rows (its ``keep``)
+_I32_ROWS = (1 << 31) - 2
+
 
 def space_code(space: tuple) -> int:
     """An integer per race-checker space ``(space, tpb)``."""
@@ -119,14 +122,17 @@ class RaceBatch:
     engine hands ``buf[i]`` on as the block's clock, and the sweep indexes ``buf`` without
     stacking rows)."""
 
-    def __init__(self, units: int, rows: int = 64):
+    def __init__(self, units: int, rows: int | None = None):
         self.n = units
         self.log_rows: list[tuple] = []
         self.log_meta: list[tuple] | np.ndarray = []
         # the log made at once (set_log): (rows, each entry's first row, its row count)
         self.log_arrays: tuple | None = None
         # rows: a capacity, grown when full; gen: the engine's clock handles (gen, row) name it
-        self.buf = np.empty((max(64, rows), units), dtype=np.int64)
+        # rows: the engine's block count, which bounds every clock entry (below): int32 rows
+        # (half the pages; the sweep gathers them without a copy)
+        dt = np.int32 if rows is not None and rows < _I32_ROWS else np.int64
+        self.buf = np.empty((max(64, rows or 0), units), dtype=dt)
         self.used = 0
         self.gen = 0
 
@@ -157,11 +163,19 @@ class RaceBatch:
 
     def keep(self, clock: np.ndarray) -> int:
         """Keep a copy of a clock row as the next row of ``buf``; its number for an access
-        (``buf[number]`` is the copy: never changed)."""
+        (``buf[number]`` is the copy: never changed).
+
+        The rows are int32 when the engine gives its block count ``rows`` below
+        :data:`_I32_ROWS` (and while fewer rows than that are kept): the engine keeps the
+        clock of every block it starts, and a clock's entry for a unit is at most 1 + the
+        number of that unit's blocks that ended -- each kept at its start, before this keep --
+        so no entry reaches ``used + 1`` and none is cut. Without ``rows`` (the tests' own
+        clocks) they are int64."""
         i = self.used
         buf = self.buf
         if i == buf.shape[0]:  # full: a larger array (views of the old rows stay valid)
-            new = np.empty((2 * i, self.n), dtype=np.int64)
+            new = np.empty((2 * i, self.n),
+                           dtype=buf.dtype if 2 * i < _I32_ROWS else np.int64)
             new[:i] = buf
             buf = self.buf = new
         buf[i] = clock
@@ -320,7 +334,7 @@ class RaceBatch:
         # the pairs in chunks of about SWEEP_CHUNK (their temporaries reuse the same pages)
         snapn = snap.astype(i32) * i32(n)  # X's clock row, in clocks.ravel()
         unit32, epoch32 = unit.astype(i32), epoch.astype(i32)
-        flat = clocks.astype(i32).ravel()
+        flat = (clocks if clocks.dtype == i32 else clocks.astype(i32)).ravel()
         found = []
         for av, first, cnt, src in ((wi, f1, n1, order),
                                     (np.arange(tot, dtype=i32), f2, n2, ow)):

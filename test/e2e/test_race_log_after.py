@@ -122,3 +122,35 @@ def test_log_after_by_hand():
     assert eng.rbatch.got == ([5, 0, 7, 2, 3], [2, 2, 2, 1, 2],
                               [[1, 1, 0, 1], [0, 1, 1, 0], [1, 1, 1, 1], [0, 2, 0, 2],
                                [0, 2, 1, 2]])
+
+
+@pytest.mark.parametrize("name", ["convnet", "llama"])
+def test_int32_clock_rows_equal_int64(name, monkeypatch):
+    """The engine's clock rows as int32 (``RaceBatch`` given its block count): the same log,
+    rows (as numbers) and results as with int64 rows."""
+    build, machine, tpbs = CASES[name]
+    cr = driver.compile(build(), machine=machine, tpbs=tpbs)
+    inputs = driver.random_inputs(cr.program, 6)
+    blob = cr.program.to_bytes()
+    new, new_swept = _runs(blob, inputs, monkeypatch, True)
+    monkeypatch.setattr(race_batch, "_I32_ROWS", 0)  # (every row int64)
+    ref, ref_swept = _runs(blob, inputs, monkeypatch, True)
+    _same(new, ref)
+    (ents, meta, rows, _), (rents, rmeta, rrows, _) = new_swept[0], ref_swept[0]
+    assert rows.dtype == np.int32 and rrows.dtype == np.int64
+    assert ents == rents and meta == rmeta and np.array_equal(rows, rrows)
+
+
+def test_clock_rows_past_the_int32_bound_are_int64(monkeypatch):
+    """Rows kept past ``_I32_ROWS`` (here 100) grow into int64; every row keeps its numbers."""
+    monkeypatch.setattr(race_batch, "_I32_ROWS", 100)
+    rb = race_batch.RaceBatch(3, rows=70)
+    assert rb.buf.dtype == np.int32
+    rows = [np.array([i + 1, i // 2 + 1, 2 ** 31 + 5 if i >= 140 else 1], dtype=np.int64)
+            for i in range(150)]
+    for r in rows:
+        rb.keep(r)
+    assert rb.buf.dtype == np.int64 and rb.used == 150
+    assert np.array_equal(rb.buf[:150], np.array(rows))
+    assert race_batch.RaceBatch(3, rows=100).buf.dtype == np.int64
+    assert race_batch.RaceBatch(3).buf.dtype == np.int64
