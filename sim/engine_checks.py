@@ -196,12 +196,16 @@ def _pack_halves(halves: list, keys: list) -> tuple[RaceRows, np.ndarray]:
         with_bytes[i] = bs is not None and bs.hi > bs.lo
         if with_bytes[i]:
             nums[i] = (it[0][2], bs.lo, bs.hi)
+    gb = np.empty((n, 2), dtype=np.int64)  # (first_meeting's keys: geometry, base)
+    gb[:, 0] = np.where(some, -1, geo)
+    gb[:, 1] = base
     if not with_bytes.all():
         keep = np.flatnonzero(with_bytes)
         nums = nums[keep]
+        gb = gb[keep]
         accs = [accs[i] for i in keep.tolist()]
         cnt = np.bincount(np.repeat(np.arange(m), cnt)[keep], minlength=m)
-    rows = RaceRows(nums, accs, access_byte_set)
+    rows = RaceRows(nums, accs, access_byte_set, gb)
     end = np.cumsum(cnt)
     for (kept, key), f, e in zip(keys, (end - cnt).tolist(), end.tolist()):
         kept[key] = (rows, f, e)

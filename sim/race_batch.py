@@ -86,10 +86,14 @@ class RaceRows:
     :class:`~m100.sim.checks.ByteSet`, or an access whose byte set ``make(src[i])`` returns
     (made only for the sweep's few candidate pairs; ``engine_checks._pack_halves``). A block
     half's packed items are a *handle* ``(rows, first, end)``: rows ``[first, end)``."""
-    __slots__ = ("nums", "src", "make")
+    __slots__ = ("nums", "src", "make", "geo")
 
-    def __init__(self, nums: np.ndarray, src: list, make=None):
+    def __init__(self, nums: np.ndarray, src: list, make=None, geo: np.ndarray | None = None):
         self.nums, self.src, self.make = nums, src, make
+        # (optional) per row: its walk's (levels, element type) as one integer and its base --
+        # an ``(n, 2)`` int64 array, geometry -1 for a row that is not a whole walk's access
+        # (:func:`first_meeting`'s keys for the rows at once)
+        self.geo = geo
 
     def byte_set(self, i: int):
         """Row ``i``'s byte set (``make`` None: ``src`` holds the byte sets)."""
@@ -387,6 +391,13 @@ class _ByteSets:
         rows, off = self.stores[k]
         return rows, j - off
 
+    def geometry(self) -> np.ndarray | None:
+        """Per row (arrival order): its store's ``geo`` row ((levels, type) key or -1, base),
+        when the rows are of one store that has them; else None."""
+        if len(self.stores) != 1 or self.stores[0][0].geo is None:
+            return None
+        return self.stores[0][0].geo[self.index]
+
     def whole_walk(self, i: int):
         """The walk of row ``i`` when its byte set is that of a whole walk's access (a packed
         access without offsets, :func:`~m100.sim.engine_checks.access_byte_set`), else None."""
@@ -439,6 +450,9 @@ def first_meeting(pairs: list, tot: int, bss: _ByteSets) -> int:
     not made again. The key holds the levels tuples (an id names no other tuple while it is
     kept); the table lives for one call."""
     memo: dict = {}
+    g = bss.geometry()
+    if g is not None and pairs:  # (the rows' keys at once: _first_meeting_rows)
+        return _first_meeting_rows(pairs, tot, bss, g, memo)
     geo: dict = {}
     for n, yx in enumerate(pairs):
         y, x = divmod(yx, tot)
@@ -452,6 +466,36 @@ def first_meeting(pairs: list, tot: int, bss: _ByteSets) -> int:
             if got[0]:
                 return n
         elif meet(bss[y], bss[x], memo):
+            return n
+    return -1
+
+
+def _first_meeting_rows(pairs: list, tot: int, bss: _ByteSets, g: np.ndarray,
+                        memo: dict) -> int:
+    """:func:`first_meeting` with each row's (levels, type) key and base given (``g``:
+    :meth:`_ByteSets.geometry`): the pairs of two whole walks' accesses grouped by (both keys,
+    the bases' difference) with numpy, each group tested once (by its first pair), every other
+    pair alone, in the order of each group's first pair -- the first pair that meets is the
+    first pair of the first group or single pair, in that order, that meets: the loop's
+    answer. The key integers name (levels tuple, type) by the tuple's identity: the rows'
+    accesses hold their walks (and levels) while the sweep runs."""
+    p = np.array(pairs, dtype=np.int64)
+    y, x = p // tot, p % tot
+    gy, gx = g[y, 0], g[x, 0]
+    whole = (gy >= 0) & (gx >= 0)
+    wi = np.flatnonzero(whole)
+    # each whole pair's group: its first pair's index (a lexsort of the keys, first in order)
+    firsts = np.flatnonzero(~whole)  # (the other pairs: alone)
+    if wi.size:
+        d = g[x[wi], 1] - g[y[wi], 1]
+        order = np.lexsort((wi, d, gx[wi], gy[wi]))
+        ks = np.stack((gy[wi], gx[wi], d), axis=1)[order]
+        new = np.ones(wi.size, dtype=bool)
+        new[1:] = (ks[1:] != ks[:-1]).any(axis=1)
+        firsts = np.sort(np.concatenate((firsts, wi[order[new]])))
+    for n in firsts.tolist():
+        yy, xx = int(y[n]), int(x[n])
+        if meet(bss[yy], bss[xx], memo):
             return n
     return -1
 

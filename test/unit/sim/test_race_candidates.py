@@ -1,5 +1,6 @@
 """The sweep's byte tests of its candidate pairs (``race_batch.first_meeting``, session 33: two
-whole-walk accesses tested once per (levels, element type, base difference)) against each pair's
+whole-walk accesses tested once per (levels, element type, base difference); session 34: the
+pairs' keys from the packed rows' geometry at once, or pair by pair) against each pair's
 byte sets made afresh and tested one by one (``access_byte_set(a).first_overlap(b)``, the
 per-access checker's test) -- on random accesses that share levels tuples and repeat base
 differences, of every whole-byte and 4-bit type, box / strided / contiguous walks, element subsets,
@@ -40,12 +41,17 @@ def _accesses(seed: int, n: int) -> list:
     return out
 
 
-def _rows(accs):
+def _rows(accs, geo: bool = True):
+    """(row count, byte sets) of ``accs`` packed three a half; ``geo`` False: without the rows'
+    keys (``first_meeting``'s pair-by-pair loop)."""
     kept: dict = {}
     halves = [accs[i:i + 3] for i in range(0, len(accs), 3)]
     keys = [(kept, (i, False, 0)) for i in range(len(halves))]
-    _pack_halves(halves, keys)
+    rows, _ = _pack_halves(halves, keys)
+    if not geo:
+        rows.geo = None
     nums, _, bss = race_batch._gather([kept[k] for _, k in keys])
+    assert (bss.geometry() is not None) == geo
     return nums.shape[0], bss
 
 
@@ -60,9 +66,9 @@ def _reference(pairs, tot, bss) -> int:
 
 
 @settings(max_examples=60, deadline=None)
-@given(st.integers(0, 10 ** 6), st.integers(4, 40))
-def test_first_meeting_equals_each_pair_made_afresh(seed, n):
-    tot, bss = _rows(_accesses(seed, n))
+@given(st.integers(0, 10 ** 6), st.integers(4, 40), st.booleans())
+def test_first_meeting_equals_each_pair_made_afresh(seed, n, geo):
+    tot, bss = _rows(_accesses(seed, n), geo)
     rng = random.Random(seed + 1)
     every = [y * tot + x for y in range(tot) for x in range(tot) if y != x]
     for pairs in (every, rng.sample(every, min(len(every), 30))):
