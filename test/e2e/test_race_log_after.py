@@ -4,7 +4,7 @@ block's clock row and makes the log from the calls' log and the pre-pass's per-h
 oracle is the log the loop makes itself (``Checks._race_log`` at each block's start and end, the
 path taken when the pre-pass's table is missing): the same entries (packed rows, unit, epoch,
 write, clock row) in the same order and the same clock rows handed to the sweep, and the same
-outputs, stats, reports and records -- on compiled models and racy / deadlocking mutants, each run
+outputs, stats, reports and records -- on compiled models, racy mutants and a deadlock, each run
 on a fresh decode (a first run: nothing kept on the instructions)."""
 
 from __future__ import annotations
@@ -17,6 +17,7 @@ from m100.sim import engine_checks, race_batch
 from m100.targets.m100.program import Program
 from m100.tools import driver
 from test_replay import CASES, _same
+from test_untimed_loop import _never
 
 
 def _runs(blob: bytes, inputs: dict, monkeypatch, after: bool) -> tuple:
@@ -53,7 +54,8 @@ def test_log_after_the_loop_equals_the_loops_own(name, monkeypatch):
     sites = monitor_sites(cr.program)
     programs = [cr.program] + [mutate(cr.program, s, "drop")
                                for s in sites[:: max(1, len(sites) // 4)]]
-    made_after = raced = 0
+    programs.append(_never(cr.program, sites[len(sites) // 2]))  # (a deadlock)
+    made_after = raced = deadlocked = 0
     for program in programs:
         blob = program.to_bytes()
         new, new_swept = _runs(blob, inputs, monkeypatch, True)
@@ -66,8 +68,9 @@ def test_log_after_the_loop_equals_the_loops_own(name, monkeypatch):
             assert np.array_equal(rows, rrows)
         made_after += new_swept[0][3]
         raced += bool(new.reports_of("race"))
+        deadlocked += bool(new.reports_of("deadlock"))
     assert made_after == len(programs)  # (the first sweep of every first run: made after)
-    assert raced  # (a racy mutant compared: its sweep found the race)
+    assert raced and deadlocked  # (a racy and a deadlocked run compared)
 
 
 def test_log_after_needs_alternating_calls():
