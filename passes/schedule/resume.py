@@ -15,6 +15,12 @@ rest (ResNet-18 224: unchunk 0.72 -> 0.2 CPU-s, weights_once 2.2 -> 1.0).
 Exactness: the resumed builder holds equal state (the copy rules below copy every mutable
 container of the builder and of the plan and share only objects no later segment changes: tasks
 and pieces of finished segments, tile plans), so it creates the same tasks with the same times;
+a checkpoint keeps the containers that only grow after it -- the plan's task, piece, span and
+buffer lists and its prefetch / DRB-wait / tail-wait dicts (:class:`PlanMark`), the builder's
+``by_op`` / ``bar_hist`` lists and ``drb_ends`` (:func:`snap_state`) -- as the live container
+and its length (session 34: ResNet-50 takes 435 checkpoints a schedule and restores 58; those of
+the builds that stop at their bound are never read), and a restore makes the copy the eager
+checkpoint made (``test_resume_snap``);
 ``Plan.to_json`` of a resumed build equals the full build's (``test_resume``). A build with a
 ``bound`` uses a checkpoint only if every task of its prefix ends before the bound (a full build
 would stop inside the prefix otherwise). The kept activations (``Plan.kept``, the builder's
@@ -30,7 +36,9 @@ is an internal error (a new attribute must be given one), never a silently share
 
 from __future__ import annotations
 
+from bisect import bisect_left
 from dataclasses import dataclass
+from itertools import islice
 from operator import attrgetter
 
 from .busy import BusyBlocks
@@ -40,17 +48,24 @@ from .plan import Plan
 # builder attributes that are not per-build state (the scheduler and its caches, the plan itself,
 # the op family modules)
 _NOT_STATE = frozenset(("s", "cm", "g", "tl", "families", "movement", "book", "rec_from"))
-# immutable values or containers the builder replaces but never changes in place
+# immutable values or containers the builder replaces but never changes in place (``kept_use``:
+# :func:`.keep.choose_kept`'s, read only; a resumed build puts its own in, ``Scheduler.build``)
 _SAME = frozenset(("bound", "n_groups", "fill_gap", "prefetch_depth", "dma_sync_latency",
                    "dma_queued", "isolated", "piece",
-                   "cur", "stage", "seg_at", "late_pause", "reach"))
+                   "cur", "stage", "seg_at", "late_pause", "reach", "kept_use"))
 # dicts/sets of immutable values
 _FLAT = frozenset(("tail_at", "tail_pending", "drb_ends", "free", "last_on_res", "written", "n_written",
-                   "seg_touch", "barrier", "bar_at", "hbsm_use", "kept_use", "gcache", "wcache",
+                   "seg_touch", "barrier", "bar_at", "hbsm_use", "gcache", "wcache",
                    "acache", "seg_ops", "outside", "dma_fixed", "ocache", "late_bytes",
                    "held_use"))
 # dicts of lists of immutable values
 _LISTS = frozenset(("bar_hist", "by_op", "hist", "wboxes"))
+# of those, the ones a checkpoint keeps as (list, length) instead of a copy (:func:`snap_state`):
+# the builder only appends to their lists (``PlanBuilder.segment``'s ``bar_hist``, the pieces
+# of ``by_op``) or replaces a list by a new one (a replay's ``by_op``, :mod:`.recipe`), never
+# changes or removes an item, so a list's first ``n`` items stay the checkpoint's
+_GROWN = ("bar_hist", "by_op")
+_SNAPPED = frozenset(_GROWN + ("drb_ends",))
 _END = attrgetter("end")
 _INDEX = attrgetter("index")
 _RULED = _NOT_STATE | _SAME | _FLAT | _LISTS | frozenset(
@@ -70,8 +85,9 @@ def copy_busy(b):
     return c
 
 
-def copy_state(d: dict) -> dict:
-    """A copy of a builder's ``__dict__`` at a segment boundary (see the module doc)."""
+def copy_state(d: dict, skip: frozenset = frozenset()) -> dict:
+    """A copy of a builder's ``__dict__`` at a segment boundary (see the module doc); the
+    attributes in ``skip`` left out (:func:`snap_state` keeps them its own way)."""
     unknown = set(d) - _RULED
     if unknown:
         raise ScheduleError(f"internal: resume.copy_state has no copy rule for the builder "
@@ -84,10 +100,10 @@ def copy_state(d: dict) -> dict:
         raise ScheduleError("internal: a builder checkpoint with late read stores pending")
     out = {k: d[k] for k in _SAME if k in d}
     for k in _FLAT:
-        if k in d:
+        if k in d and k not in skip:
             out[k] = d[k].copy()
     for k in _LISTS:
-        if k in d:
+        if k in d and k not in skip:
             out[k] = {a: list(v) for a, v in d[k].items()}
     out["dma_busy"] = [copy_busy(b) for b in d["dma_busy"]]
     out["dtdu_busy"] = {x: copy_busy(b) for x, b in d["dtdu_busy"].items()}
@@ -131,6 +147,44 @@ def _copy_index(ri: dict, by_op: dict) -> dict:
     return out
 
 
+def snap_state(d: dict, ntasks: int) -> dict:
+    """:func:`copy_state` of a builder's ``__dict__`` for a checkpoint, with its growing history
+    shared instead of copied (a checkpoint is taken far more often than restored: ResNet-50 435
+    takes, 58 restores; those of a build that stops at its bound are never read):
+    :data:`_GROWN`'s lists as (list, length), ``drb_ends`` as (the dict, ``ntasks``: its tasks
+    so far, its length). :func:`unsnap_state` makes the copy from them, as :func:`copy_state` would have
+    made it here. Only the builder of this state may still change them, and only as these
+    rules say: the checkpoint is taken between segments, and the state then only grows.
+    ``drb_ends`` (a broadcast's end -> its task ids, ``ListScheduler.put``) gets a new key or
+    the id of a new task (``>= ntasks``, ids in creation order) added to a key's tuple."""
+    out = copy_state(d, _SNAPPED)
+    for k in _GROWN:
+        if k in d:
+            out[k] = ("grown", {a: (x, len(x)) for a, x in d[k].items()})
+    if "drb_ends" in d:
+        ends = d["drb_ends"]
+        out["drb_ends"] = ("ends", ends, ntasks, len(ends))
+    return out
+
+
+def unsnap_state(snap: dict) -> dict:
+    """A builder state to resume from (:func:`copy_state`'s copy) of a :func:`snap_state`."""
+    d = dict(snap)
+    for k in _GROWN:
+        if k in snap:
+            d[k] = {a: x[:n] for a, (x, n) in snap[k][1].items()}
+    if "drb_ends" in snap:
+        # (its first ``nk`` keys are the checkpoint's; their tuples' ids below ``n`` too)
+        _, ends, n, nk = snap["drb_ends"]
+        d["drb_ends"] = {e: (w if w[-1] < n else w[:bisect_left(w, n)])
+                         for e, w in islice(ends.items(), nk)}
+    out = copy_state(d, _SNAPPED)  # (``row_index`` reads the pieces of ``by_op``)
+    for k in _SNAPPED:
+        if k in d:
+            out[k] = d[k]
+    return out
+
+
 def copy_plan(tl: Plan, segs: list) -> Plan:
     """A plan holding ``tl``'s tasks, pieces, buffers ... so far, for the segments ``segs``."""
     return Plan(tasks=list(tl.tasks), tail_dma=dict(tl.tail_dma), drb_wait=dict(tl.drb_wait),
@@ -141,6 +195,40 @@ def copy_plan(tl: Plan, segs: list) -> Plan:
                 late=dict(tl.late), late_reads=dict(tl.late_reads), carry=set(tl.carry))
 
 
+class PlanMark:
+    """A plan's containers at a checkpoint, kept without copies where the plan only grows:
+    its task, piece, span and buffer lists as (the list, its length), its ``prefetch``,
+    ``drb_wait`` and ``tail_dma`` dicts as (the dict, how many keys it had: the build only adds
+    keys -- a segment's ``(segment, TPB)`` prefetch, a new task's DRB waits and tail wait --,
+    never one it added before); the other containers copied as :func:`copy_plan` copies them.
+    :meth:`plan` makes the plan :func:`copy_plan` would have made at the checkpoint. (It holds
+    the containers, not the plan: the plan holds its checkpoints, and a cycle would outlive a
+    stopped build while the compile's collector is off.)"""
+
+    __slots__ = ("grown", "small")
+
+    def __init__(self, tl: Plan, segs: list):
+        self.grown = tuple((x, len(x)) for x in (
+            tl.tasks, tl.pieces, tl.buf_segs, tl.seg_spans, tl.prefetch, tl.drb_wait,
+            tl.tail_dma))
+        self.small = (dict(tl.plans), set(tl.kept), tl.kept_bcast, dict(tl.late),
+                      dict(tl.late_reads), set(tl.carry), list(segs))
+
+    def plan(self, segs: list) -> Plan:
+        (ts, nt), (pc, npc), (bs, nb), (ss, ns), (pf, npf), (dw, nw), (td, ntd) = self.grown
+        plans, kept, bcast, late, late_reads, carry, _ = self.small
+        return Plan(tasks=ts[:nt], tail_dma=_first(td, ntd), drb_wait=_first(dw, nw),
+                    pieces=pc[:npc], buf_segs=bs[:nb], plans=dict(plans), segments=list(segs),
+                    seg_spans=ss[:ns], prefetch=_first(pf, npf), kept=set(kept),
+                    kept_bcast=bcast, late=dict(late), late_reads=dict(late_reads),
+                    carry=set(carry))
+
+
+def _first(d: dict, n: int) -> dict:
+    """The first ``n`` items of ``d`` (insertion order) as a new dict."""
+    return dict(islice(d.items(), n)) if n < len(d) else dict(d)
+
+
 @dataclass
 class Checkpoint:
     """The builder's state after the first ``index`` segments of a build (module doc)."""
@@ -148,8 +236,8 @@ class Checkpoint:
     segs: tuple  # the SegmentCfgs the prefix's build read: up to ``reach``
     kept: frozenset  # the kept activations (Plan.kept) produced by these segments
     kept_use: dict  # the kept bytes per (TPB, segment) of these segments
-    plan: Plan  # the plan's containers so far
-    state: dict  # the builder's attributes (copy_state)
+    mark: PlanMark  # the plan's containers so far
+    state: dict  # the builder's attributes (snap_state)
     max_end: float  # the latest end of a task so far
     # the furthest segment the prefix's build looked at (>= index - 1; ``len(segs)`` when it
     # looked past the last: the length is compared too), ``PlanBuilder.reach``
@@ -165,8 +253,16 @@ class Checkpoint:
         if max_end is None:
             max_end = max(map(_END, tl.tasks), default=0.0)
         return Checkpoint(index, read, _kept_in(read, tl.kept),
-                          _use_in(reach + 1, bld.kept_use), copy_plan(tl, segs),
-                          copy_state(bld.__dict__), max_end, reach)
+                          _use_in(reach + 1, bld.kept_use), PlanMark(tl, segs),
+                          snap_state(bld.__dict__, len(tl.tasks)), max_end, reach)
+
+    @property
+    def plan(self) -> Plan:
+        """The plan's containers at the checkpoint (made once, when asked: tests)."""
+        p = self.__dict__.get("_plan")
+        if p is None:
+            p = self.__dict__["_plan"] = self.mark.plan(self.mark.small[-1])
+        return p
 
     def fits(self, segs: list, kept: set, kept_use: dict, bound: float) -> bool:
         """May a build of ``segs`` (with these kept activations and ``bound``) start here? The
@@ -186,8 +282,8 @@ class Checkpoint:
         """Put a copy of this state into the fresh builder ``bld`` (its plan becomes a copy of
         the checkpoint's, for ``segs``)."""
         bound = bld.bound
-        tl = copy_plan(self.plan, segs)
-        bld.__dict__.update(copy_state(self.state))
+        tl = self.mark.plan(segs)
+        bld.__dict__.update(unsnap_state(self.state))
         bld.bound = bound
         bld.tl = tl
 
@@ -232,4 +328,5 @@ def best_checkpoint(base: Plan | None, segs: list, kept: set, kept_use: dict,
     return None
 
 
-__all__ = ["Checkpoint", "best_checkpoint", "copy_state", "copy_plan", "copy_busy"]
+__all__ = ["Checkpoint", "PlanMark", "best_checkpoint", "copy_state", "copy_plan", "copy_busy",
+           "snap_state", "unsnap_state"]
