@@ -73,9 +73,28 @@ def test_a_checkpoint_gives_the_state_it_was_taken_with(which, monkeypatch):
         taken.append((cp, eager, list(segs)))
         return cp
 
+    fit = resume.Checkpoint.fits
+    asked = {"use": 0, "fits": 0}
+
+    def fits_spy(self, segs, kept, kept_use, bound):
+        """``Checkpoint.fits`` as it was: the kept bytes up to the reach filtered at the take
+        (the eager state's ``kept_use``), compared with the build's filtered now."""
+        got = fit(self, segs, kept, kept_use, bound)
+        eager = next(e for c, e, _ in taken if c is self)[0]["kept_use"]
+        nr = self.reach + 1
+        pre = self.index <= len(segs) and tuple(segs[:nr]) == self.segs and \
+            self.max_end < bound and resume._kept_in(self.segs, kept) == self.kept
+        old = pre and resume._use_in(nr, kept_use) == resume._use_in(nr, eager)
+        assert got == old
+        asked["use"] += pre and bool(resume._use_in(nr, eager))
+        asked["fits"] += got
+        return got
+
     monkeypatch.setattr(resume.Checkpoint, "take", staticmethod(spy))
+    monkeypatch.setattr(resume.Checkpoint, "fits", fits_spy)
     placement.schedule(g, M100, tpbs=n)
     assert len(taken) > 20
+    assert asked["use"] and asked["fits"], asked  # kept bytes compared, checkpoints fitted
     grew = {"bar_hist": 0, "tasks": 0, "prefetch": 0, "drb_wait": 0}
     for cp, (state, plan), segs in taken:
         got = resume.unsnap_state(cp.state)
@@ -159,3 +178,36 @@ def test_snapped_history_survives_the_ways_the_builder_grows_it():
         got = resume.unsnap_state(snap)
         for k in resume._SNAPPED:
             assert list(got[k].items()) == list(want[k].items()), k
+
+
+def test_fits_compares_the_kept_bytes_up_to_the_reach():
+    """``Checkpoint.fits`` (the build's kept bytes kept whole, filtered when first compared)
+    answers as it did with the bytes filtered at the take, on random kept bytes: the same dict,
+    an equal copy, a copy changed before the reach (no fit) or after it (a fit)."""
+    import random
+    from types import SimpleNamespace
+
+    rng = random.Random(11)
+    segs = [SimpleNamespace(stages=(SimpleNamespace(op=f"op{i}"),)) for i in range(12)]
+    cases = {"same": 0, "copy": 0, "before": 0, "after": 0}
+    for _ in range(300):
+        use = {(rng.randrange(8), rng.randrange(12)): rng.randrange(1, 9) * 512
+               for _ in range(rng.randrange(0, 30))}
+        reach = rng.randrange(0, 12)
+        index = min(reach + 1, rng.randrange(1, 12))
+        cp = resume.Checkpoint(index, tuple(segs[:reach + 1]), frozenset(), use, None, {}, 0.0,
+                               reach)
+        old_use = resume._use_in(reach + 1, use)  # what the take kept before
+        how = rng.choice(list(cases))
+        other = use if how == "same" else dict(use)
+        if how in ("before", "after"):
+            lo, hi = (0, reach) if how == "before" else (reach + 1, 11)
+            if lo > hi:
+                continue
+            k = (rng.randrange(8), rng.randrange(lo, hi + 1))
+            other[k] = other.get(k, 0) + 256
+        cases[how] += 1
+        want = resume._use_in(reach + 1, other) == old_use
+        assert cp.fits(segs, set(), other, 1.0) == want, how
+        assert want == (how != "before")
+    assert min(cases.values()) > 30, cases
