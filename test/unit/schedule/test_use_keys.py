@@ -11,8 +11,6 @@ the tail-prefetch MLP (the tail branch)."""
 
 from __future__ import annotations
 
-import pytest
-
 from m100.passes.schedule import list_schedule
 from m100.passes.schedule import placement
 from m100.passes.schedule.list_schedule import WEIGHT_BUFFERS, ListScheduler
