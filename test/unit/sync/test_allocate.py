@@ -243,8 +243,8 @@ def test_early_stop_gives_the_same_allocation(seed, monkeypatch):
 
 @pytest.mark.parametrize("seed", range(8))
 def test_first_fit_arrays_are_the_tail_loop(seed, monkeypatch):
-    """Without a budget every counter has one tail, so the first-fit test of all counters is one
-    gather of the channel's clock row (``_greedy_open``): the same counters (channels, tails,
+    """Without a budget every counter has one tail, so the first-fit test of a counter is one
+    read of the channel's clock row (``_greedy_open``): the same counters (channels, tails,
     writers, in order) as testing each counter's tails one by one (``_greedy_loop``), call by
     call, with hints and early stops -- and the same program, certificate and decisions -- on
     random programs over budgets 1-4 and unlimited; counters were reused and hints taken."""
