@@ -31,8 +31,9 @@ from __future__ import annotations
 from functools import lru_cache
 
 from xdsl.dialects import tensor
-from xdsl.dialects.builtin import AnyFloat, DenseArrayBase, IntegerType, TensorType, i64
-from xdsl.dialects.linalg.ops import TransposeOp, YieldOp
+from xdsl.dialects.builtin import (AnyFloat, ArrayAttr, DenseArrayBase, IntegerType, TensorType,
+                                   i32, i64)
+from xdsl.dialects.linalg.ops import GenericOp, TransposeOp, YieldOp
 from xdsl.builder import _current_builder as _implicit
 from xdsl.ir import Attribute, Block, Operation, Region, SSAValue
 
@@ -77,4 +78,27 @@ def transpose(value: SSAValue, perm) -> tuple[list[Operation], SSAValue]:
     return [e, tr], tr.results[0]
 
 
-__all__ = ["empty", "transpose", "transposed_type"]
+@lru_cache(maxsize=64)
+def _segments(sizes: tuple[int, ...]) -> DenseArrayBase:
+    return DenseArrayBase.from_list(i32, list(sizes))
+
+
+def generic(inputs, outputs, body: Region, indexing_maps, iterator_types,
+            result_types) -> GenericOp:
+    """``GenericOp(inputs, outputs, body, indexing_maps, iterator_types, result_types)`` (no doc,
+    no library call): the operands in order with their sizes as ``operandSegmentSizes`` (a
+    property, after the two others, as ``irdl_op_init`` adds it), ``body`` its one region. Values
+    only (an ``Operation`` given as an operand, or an active implicit builder: xDSL's
+    constructor)."""
+    ops = (*inputs, *outputs)
+    if _implicit.builder is not None or not all(isinstance(v, SSAValue) for v in ops):
+        return GenericOp(inputs, outputs, body, indexing_maps, iterator_types, result_types)
+    return GenericOp.create(
+        operands=ops, result_types=tuple(result_types),
+        properties={"indexing_maps": ArrayAttr(indexing_maps),
+                    "iterator_types": ArrayAttr(iterator_types),
+                    "operandSegmentSizes": _segments((len(inputs), len(outputs)))},
+        regions=(body,))
+
+
+__all__ = ["empty", "generic", "transpose", "transposed_type"]

@@ -23,7 +23,7 @@ from m100.passes.graph.common import (
     maps_attr,
     numpy_to_dense,
 )
-from m100.passes.graph.fast_ops import empty, transposed_type
+from m100.passes.graph.fast_ops import empty, generic, transposed_type
 from m100.passes.graph.simplify_algebra import make_transpose, perm_of
 
 _NCHW_POOLS = ("linalg.pooling_nchw_max", "linalg.pooling_nchw_sum", "linalg.pooling_nchw_min")
@@ -175,8 +175,7 @@ def sink_through_generic(op: GenericOp) -> bool:
         new_maps.append(AffineMap.identity(4))
     res_t = [_permuted(r.type, TO_NHWC) for r in op.results]  # type: ignore[arg-type]
     # the body moves to the new op (``op`` is replaced below; a clone of it was the same IR)
-    new = GenericOp(ins, outs, op.detach_region(0), maps_attr(new_maps), op.iterator_types,
-                    res_t)
+    new = generic(ins, outs, op.detach_region(0), maps_attr(new_maps), op.iterator_types, res_t)
     new.attributes.update(op.attributes)
     post: list[Operation] = []
     vals: list[SSAValue] = []

@@ -228,3 +228,33 @@ def test_imported_models_print_as_with_the_old_builders(name, monkeypatch):
             texts.append(_printed(m))
     assert texts[0] == texts[1]
     assert "linalg.conv_2d_nhwc_hwcf" in texts[0]
+
+
+def _body(n: int) -> Region:
+    from xdsl.dialects.linalg.ops import YieldOp
+    block = Block(arg_types=(f32,) * n)
+    block.add_op(YieldOp.create(operands=(block.args[0],)))
+    return Region(block)
+
+
+@pytest.mark.parametrize("n_in, n_out", [(1, 1), (2, 1), (3, 2), (0, 1)])
+def test_generic_is_xdsls_constructor(n_in, n_out):
+    """``fast_ops.generic`` builds the op state ``GenericOp(...)`` builds (segment sizes as the
+    last property), for any operand counts; an ``Operation`` operand goes to xDSL's
+    constructor (which takes its result)."""
+    from xdsl.dialects.builtin import AffineMapAttr, ArrayAttr
+    from xdsl.dialects.linalg.ops import IteratorTypeAttr
+
+    t = TYPES[0]
+    vals = [tensor.EmptyOp([], t) for _ in range(n_in + n_out)]
+    ins, outs = [v.tensor for v in vals[:n_in]], [v.tensor for v in vals[n_in:]]
+    maps = ArrayAttr([AffineMapAttr(AffineMap.identity(4))] * (n_in + n_out))
+    its = ArrayAttr([IteratorTypeAttr.parallel()] * 4)
+    res = [t] * n_out
+    old = GenericOp(ins, outs, _body(n_in + n_out), maps, its, res)
+    new = fast_ops.generic(ins, outs, _body(n_in + n_out), maps, its, res)
+    assert _state(old) == _state(new)
+    assert list(old.properties) == list(new.properties)
+    if n_in:
+        via_op = fast_ops.generic([vals[0]] + ins[1:], outs, _body(n_in + n_out), maps, its, res)
+        assert _state(via_op) == _state(old) and via_op.operands[0] is ins[0]
