@@ -322,3 +322,57 @@ def test_programs_is_the_walk():
         got = programs(m)
         assert [id(p) for p in got] == [id(p) for p in want]
     assert len(programs(cases[4])) == 3 and len(programs(cases[2])) == 4
+
+
+def test_block_verify_is_xdsls():
+    """``fast_verify._block_verify`` (installed as ``Block.verify``) answers as xDSL's own
+    method (``_XDSL_BLOCK_VERIFY``): the same exception class and message, or none, on a
+    verifying program, a block with an op whose parent pointer names another block (first,
+    middle, last), an op that does not verify, an empty block of an op that needs a terminator
+    and of one that does not."""
+    import os
+    import sys
+
+    from xdsl.dialects.builtin import ModuleOp
+    from xdsl.ir import Block, Region
+
+    from m100.dialects import fast_verify
+    from m100.dialects.tpb_program import ProgramOp, StreamOp
+    sys.path.insert(0, os.path.dirname(__file__))
+    from tpb_all_ops import module
+
+    assert Block.verify is fast_verify._block_verify
+
+    def outcome(f, block):
+        try:
+            f(block)
+        except Exception as e:  # noqa: BLE001 - compared as (class, message)
+            return type(e), str(e)
+        return None
+
+    cases = []
+    m = module("resolved_all_ops.mlir")
+    cases.append(m.body.block)
+    prog = next(o for o in m.walk() if isinstance(o, ProgramOp))
+    cases.append(prog.body.block)
+    for where in (0, 3, -1):  # a parent pointer naming another block
+        mm = module("resolved_all_ops.mlir")
+        blk = next(o for o in mm.walk() if isinstance(o, ProgramOp)).body.block
+        ops = list(blk.ops)
+        ops[where].parent = Block()
+        cases.append(blk)
+    mm = module("resolved_all_ops.mlir")  # an op that does not verify
+    blk = next(o for o in mm.walk() if isinstance(o, ProgramOp)).body.block
+    from xdsl.dialects.builtin import UnitAttr
+    list(blk.ops)[2].properties["zzz"] = UnitAttr()
+    cases.append(blk)
+    cases.append(StreamOp(0, []).body.block)  # empty, NoTerminator
+    cases.append(ModuleOp([]).body.block)
+    from xdsl.dialects.func import FuncOp  # empty single block of an op that needs a terminator
+    f = FuncOp("f", ((), ()))
+    cases.append(f.body.block)
+    got = [outcome(fast_verify._block_verify, b) for b in cases]
+    want = [outcome(fast_verify._XDSL_BLOCK_VERIFY, b) for b in cases]
+    assert got == want
+    kinds = {w[0].__name__ if w else None for w in want}
+    assert kinds == {None, "ValueError", "VerifyException"}, want
