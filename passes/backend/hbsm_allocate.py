@@ -61,22 +61,28 @@ def _root(v: SSAValue) -> Operation:
     return o  # type: ignore[return-value]
 
 
-def _describe(op: Operation, pos: int, user: InstrOp | None, texts: dict[Attribute, str],
+def _describe(op: Operation, pos: int, user: InstrOp | None, texts: dict[int, tuple],
               shapes: dict[int, str]) -> str:
     """The buffer's name in the packer (and in its messages; also its last sort key).
-    ``texts``: element type -> its printed form, kept by the caller (xDSL prints an attribute
-    through a ``Printer``: ~30 us, once per buffer otherwise); ``shapes``: id of a buffer type
-    -> its dims joined, kept by the caller while the types live."""
-    t: BufferType = op.results[0].type  # type: ignore[assignment]
-    dims = shapes.get(id(t))
-    if dims is None:
-        dims = shapes[id(t)] = "x".join(str(d) for d in t.dims)
+    ``shapes``: id of a buffer type -> its dims and element type printed (``dimsxelem``), kept
+    by the caller while the types live; ``texts``: id of an element type -> (it, its printed
+    form) (xDSL prints an attribute through a ``Printer``: ~30 us, once per buffer otherwise;
+    keyed by identity -- an attribute's hash is a Python call -- and holding the attribute, so
+    the id is not reused)."""
+    r = _TUPLE_ITEM(op.results, 0)
+    t: BufferType = r.type  # type: ignore[assignment]
+    shape = shapes.get(id(t))
+    if shape is None:
+        et = t.element_type
+        got = texts.get(id(et))
+        if got is None:
+            got = texts[id(et)] = (et, str(et))
+        shape = shapes[id(t)] = "x".join(str(d) for d in t.dims) + "x" + got[1]
     who = f" ({user.name} {user.UNIT_KEY} {user.unit_index})" if user is not None else ""
-    et = t.element_type
-    ets = texts.get(et)
-    if ets is None:
-        ets = texts[et] = str(et)
-    return f"%{op.results[0].name_hint or pos}<{dims}x{ets}>{who}"
+    return f"%{r.name_hint or pos}<{shape}>{who}"
+
+
+_TUPLE_ITEM = tuple.__getitem__  # (``SSAValues.__getitem__`` is a Python method)
 
 
 def receiver_spans(bufs: list[Buf], groups: dict[int, list[str]], by_name: dict, user: dict
@@ -266,20 +272,23 @@ class HbsmAllocate(ModulePass):
         by_name: dict[str, Operation] = {}
         top = {Space.DDR: 0, Space.SRAM: 0}
         pending_mem: list[Operation] = []
-        texts: dict[Attribute, str] = {}
+        texts: dict[int, tuple] = {}
         shapes: dict[int, str] = {}
         for i, o in enumerate(ops):
             if kinds[i] != _BUF:
                 continue
             pos = pos_of[id(o)]
-            t: BufferType = o.results[0].type  # type: ignore[assignment]
+            t: BufferType = _TUPLE_ITEM(o.results, 0).type  # type: ignore[assignment]
+            # (``offset``: an optional property of alloc and fifo, read from the dict its
+            # accessor reads)
+            off = o.properties.get("offset")
             if t.space_enum is not Space.HBSM:
-                if o.offset is not None:
-                    top[t.space_enum] = max(top[t.space_enum], o.offset.value.data + t.total_bytes)
+                if off is not None:
+                    top[t.space_enum] = max(top[t.space_enum], off.value.data + t.total_bytes)
                 else:
                     pending_mem.append(o)
                 continue
-            if o.offset is not None:
+            if off is not None:
                 continue
             k = id(o)
             u = user.get(k)

@@ -220,3 +220,45 @@ def test_ident_memo_is_the_build():
             [(type(k), [type(c) for c in cs]) for cs, k in want]
         got.append(None)  # a caller's change does not reach the memo
         assert emit_core.ident(*a) == want
+
+
+@pytest.mark.parametrize("case", ["convnet", "llama_layer"])
+def test_hbsm_buffer_names_are_the_definition(case, monkeypatch):
+    """The names hbsm-allocate gives its packer's buffers (also their last sort key and the
+    words of its messages): ``%<name hint or index><dims x element type>`` and the first user's
+    name and unit, printed afresh for every buffer here (session 34 keeps a type's printed
+    shape per type, an element type's text by identity)."""
+    from m100.dialects.hbsm import AllocOp, FifoOp
+    from m100.dialects.tpb import InstrOp
+    from m100.passes.backend import hbsm_allocate
+    from m100.targets.m100.isa import Space
+
+    state, seen = {}, []
+    orig_pack, orig_alloc = hbsm_allocate.HbsmAllocate._pack, hbsm_allocate.allocate
+
+    def spy_pack(self, prog, m, ops, pos_of, first, last, user, *rest):
+        state["ops"], state["user"] = ops, user
+        return orig_pack(self, prog, m, ops, pos_of, first, last, user, *rest)
+
+    def spy_alloc(bufs, *a, **k):
+        want, i = [], 0
+        for o in state["ops"]:
+            if not isinstance(o, (AllocOp, FifoOp)):
+                continue
+            t = o.results[0].type
+            if t.space_enum is not Space.HBSM or o.offset is not None:
+                continue
+            u = state["user"].get(id(o))
+            assert u is None or isinstance(u, InstrOp)
+            who = f" ({u.name} {u.UNIT_KEY} {u.unit_index})" if u is not None else ""
+            dims = "x".join(str(d) for d in t.dims)
+            want.append(f"%{o.results[0].name_hint or i}<{dims}x{t.element_type}>{who}")
+            i += 1
+        assert [b.name for b in bufs] == want
+        seen.append(len(want))
+        return orig_alloc(bufs, *a, **k)
+
+    monkeypatch.setattr(hbsm_allocate.HbsmAllocate, "_pack", spy_pack)
+    monkeypatch.setattr(hbsm_allocate, "allocate", spy_alloc)
+    _compile(case)
+    assert seen and all(seen)
