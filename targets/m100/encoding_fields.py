@@ -204,6 +204,14 @@ class _Coder:
         present = self.flag(None if self.reading else x is not absent, (what, " present"))
         return fn(x, what) if present else absent
 
+    def make(self, cls: type, *args: Any) -> Any:
+        """``cls(*args)``: an instruction, or a part of one, made of the fields just coded. The
+        bodies below (and :meth:`epilogue`, :meth:`requant`, :meth:`ref`, :meth:`stage`) make
+        what they read through it; the writer's answer is None -- its bits are the arguments',
+        coded in order before the call, and the object was thrown away (ResNet-50's 17 090
+        instructions: ~0.03 of the encoding's ~0.24 CPU-s)."""
+        return cls(*args)
+
     # structured fields
     def tpb(self, x: int | None, what: str) -> int:
         return self.u(self.L.tpb, x, what)
@@ -258,7 +266,7 @@ class _Coder:
 
     def requant(self, r: Requant | None, what: str) -> Requant:
         s = _Src(r)
-        return Requant(self.sv(s.multiplier, (what, ".multiplier")),
+        return self.make(Requant, self.sv(s.multiplier, (what, ".multiplier")),
                        self.u(SHIFT_BITS, s.shift, (what, ".shift")),
                        self.sv(s.zero_point, (what, ".zero_point")),
                        self.sv(s.qmin, (what, ".qmin")), self.sv(s.qmax, (what, ".qmax")),
@@ -266,7 +274,7 @@ class _Coder:
 
     def epilogue(self, e: Epilogue | None, what: str = "epilogue") -> Epilogue:
         s = _Src(e)
-        return Epilogue(self.opt(s.bias, (what, ".bias"), self.walk),
+        return self.make(Epilogue, self.opt(s.bias, (what, ".bias"), self.walk),
                         self.enum(Act, ACT_BITS, s.act, (what, ".act")),
                         self.opt_f64(s.clamp_lo, (what, ".clamp_lo")),
                         self.opt_f64(s.clamp_hi, (what, ".clamp_hi")),
@@ -280,7 +288,7 @@ class _Coder:
         index = self.sv(s.index, (what, ".index")) if has_index else 0
         if has_index and index == 0:
             self.fail(f"{_name(what)}.index: non-canonical (present but 0)")
-        return Ref(kind, index, self.opt_f64(s.imm, (what, ".imm")))
+        return self.make(Ref, kind, index, self.opt_f64(s.imm, (what, ".imm")))
 
     def stage(self, st: Stage | None, what: str) -> Stage:
         s = _Src(st)
@@ -288,7 +296,7 @@ class _Coder:
         a = s.args
         n = self.u(ARGS_BITS, None if a is None else len(a), (what, " arg count"))
         args = tuple(self.ref(None if a is None else a[i], (what, ".args[", i, "]")) for i in range(n))
-        return Stage(op, args, self.sv(s.axis, (what, ".axis")), self.opt_f64(s.fparam, (what, ".fparam")),
+        return self.make(Stage, op, args, self.sv(s.axis, (what, ".axis")), self.opt_f64(s.fparam, (what, ".fparam")),
                      self.seq(s.iparams, (what, ".iparams"), lambda v, wh: self.sv(v, wh)))
 
     def stages(self, x: tuple | None, what: str) -> tuple[Stage, ...]:
@@ -307,7 +315,7 @@ class _Coder:
 # ----------------------------------------------------------------------------------------------
 def _matmul(c: _Coder, x: MatMul | None) -> MatMul:
     s = _Src(x)
-    return MatMul(c.tpb(s.tpb, "tpb"), c.walk(s.a, "a"), c.walk(s.b, "b"), c.walk(s.c, "c"),
+    return c.make(MatMul, c.tpb(s.tpb, "tpb"), c.walk(s.a, "a"), c.walk(s.b, "b"), c.walk(s.c, "c"),
                   c.uv(s.m, "m"), c.uv(s.n, "n"), c.uv(s.k, "k"), c.flag(s.accumulate, "accumulate"),
                   c.epilogue(s.epilogue), c.sync(s.sync), *_dequant(c, x), _acc_in(c, x),
                   *_post(c, x))
@@ -346,7 +354,7 @@ def _post(c: _Coder, x: MatMul | None) -> tuple[tuple[Stage, ...], Walk | None]:
 
 def _conv2d(c: _Coder, x: Conv2D | None) -> Conv2D:
     s = _Src(x)
-    return Conv2D(c.tpb(s.tpb, "tpb"), c.walk(s.x, "x"), c.walk(s.w, "w"), c.walk(s.y, "y"),
+    return c.make(Conv2D, c.tpb(s.tpb, "tpb"), c.walk(s.x, "x"), c.walk(s.w, "w"), c.walk(s.y, "y"),
                   c.uv(s.n, "n"), c.uv(s.h, "h"), c.uv(s.width, "width"), c.uv(s.c, "c"),
                   c.uv(s.f, "f"), c.uv(s.kh, "kh"), c.uv(s.kw, "kw"),
                   c.pair(s.stride, 2, "stride"), c.pair(s.pad, 4, "pad"),
@@ -363,37 +371,37 @@ def _cvu(c: _Coder, x: CvuPipeline | None) -> CvuPipeline:
         c.fail("in_shapes must have one shape per input")
     in_shapes = tuple(c.shape(None if x is None else x.in_shapes[i], f"in_shapes[{i}]")
                       for i in range(n))
-    return CvuPipeline(tpb, inputs, in_shapes, c.walk(s.output, "output"),
+    return c.make(CvuPipeline, tpb, inputs, in_shapes, c.walk(s.output, "output"),
                        c.shape(s.out_shape, "out_shape"), c.stages(s.stages, "stages"),
                        c.sync(s.sync))
 
 
 def _copy(c: _Coder, x: Copy | None) -> Copy:
     s = _Src(x)
-    return Copy(c.tpb(s.tpb, "tpb"), c.walk(s.src, "src"), c.walk(s.dst, "dst"), c.sync(s.sync))
+    return c.make(Copy, c.tpb(s.tpb, "tpb"), c.walk(s.src, "src"), c.walk(s.dst, "dst"), c.sync(s.sync))
 
 
 def _fill(c: _Coder, x: Fill | None) -> Fill:
     s = _Src(x)
-    return Fill(c.tpb(s.tpb, "tpb"), c.walk(s.dst, "dst"), c.f64(s.value, "value"), c.sync(s.sync))
+    return c.make(Fill, c.tpb(s.tpb, "tpb"), c.walk(s.dst, "dst"), c.f64(s.value, "value"), c.sync(s.sync))
 
 
 def _broadcast(c: _Coder, x: Broadcast | None) -> Broadcast:
     s = _Src(x)
-    return Broadcast(c.tpb(s.tpb, "tpb"), c.walk(s.src, "src"), c.walk(s.dst, "dst"),
+    return c.make(Broadcast, c.tpb(s.tpb, "tpb"), c.walk(s.src, "src"), c.walk(s.dst, "dst"),
                      c.mask(s.tpb_mask, "tpb_mask"), c.sync(s.sync))
 
 
 def _csu(c: _Coder, x: CsuCall | None) -> CsuCall:
     s = _Src(x)
-    return CsuCall(c.tpb(s.tpb, "tpb"), c.enum(Routine, ROUTINE_BITS, s.routine, "routine"),
+    return c.make(CsuCall, c.tpb(s.tpb, "tpb"), c.enum(Routine, ROUTINE_BITS, s.routine, "routine"),
                    c.seq(s.operands, "operands", c.walk),
                    c.seq(s.params, "params", lambda v, wh: c.sv(v, wh)), c.sync(s.sync))
 
 
 def _dma(c: _Coder, x: Dma | None) -> Dma:
     s = _Src(x)
-    return Dma(c.u(c.L.engine, s.engine, "engine"), c.walk(s.src, "src"), c.walk(s.dst, "dst"),
+    return c.make(Dma, c.u(c.L.engine, s.engine, "engine"), c.walk(s.src, "src"), c.walk(s.dst, "dst"),
                c.mask(s.tpb_mask, "tpb_mask"), c.sync(s.sync))
 
 
