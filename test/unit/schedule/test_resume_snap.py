@@ -95,7 +95,7 @@ def test_a_checkpoint_gives_the_state_it_was_taken_with(which, monkeypatch):
     placement.schedule(g, M100, tpbs=n)
     assert len(taken) > 20
     assert asked["use"] and asked["fits"], asked  # kept bytes compared, checkpoints fitted
-    grew = {"bar_hist": 0, "tasks": 0, "prefetch": 0, "drb_wait": 0}
+    grew = {"bar_hist": 0, "tasks": 0, "prefetch": 0, "drb_wait": 0, "bar_at": 0}
     for cp, (state, plan), segs in taken:
         got = resume.unsnap_state(cp.state)
         assert set(got) == set(state)
@@ -114,6 +114,7 @@ def test_a_checkpoint_gives_the_state_it_was_taken_with(which, monkeypatch):
         grew["prefetch"] += len(pf) > len(plan["prefetch"])
         grew["drb_wait"] += len(dw) > len(plan["drb_wait"])
         grew["bar_hist"] += any(len(x) > m for x, m in cp.state["bar_hist"][1].values())
+        grew["bar_at"] += len(cp.state["bar_at"][1]) > cp.state["bar_at"][2]
     # (``by_op``'s lists and ``drb_ends``' tuples of a checkpoint's keys do not grow in these
     # builds: the next test grows them; the prefill layer has no DRB waits)
     if which == "prefill-heads":
@@ -125,7 +126,8 @@ def test_snapped_history_survives_the_ways_the_builder_grows_it():
     """``snap_state`` / ``unsnap_state`` of a real builder's state, then the live state grown
     every way the builder may grow it -- a list of ``by_op`` / ``bar_hist`` appended to or
     replaced by a new list (a replay), new keys, a new task's id added to an existing
-    ``drb_ends`` key and new ends -- gives the eager copy taken at the snap."""
+    ``drb_ends`` key and new ends, new ``bar_at`` keys -- gives the eager copy taken at the
+    snap."""
     import random
 
     from m100.frontend import models
@@ -172,6 +174,7 @@ def test_snapped_history_survives_the_ways_the_builder_grows_it():
                 nxt += 1
             elif what == 4:
                 d["drb_ends"][rng.uniform(0, 1e6)] = (nxt,)
+                d["bar_at"][(rng.randrange(64), 10 ** 6 + nxt)] = (nxt,)
                 nxt += 1
             elif d["bar_hist"]:
                 d["bar_hist"][rng.choice(list(d["bar_hist"]))].append((98, nxt))
