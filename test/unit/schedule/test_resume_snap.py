@@ -214,3 +214,17 @@ def test_fits_compares_the_kept_bytes_up_to_the_reach():
         assert cp.fits(segs, set(), other, 1.0) == want, how
         assert want == (how != "before")
     assert min(cases.values()) > 30, cases
+
+
+def test_first_items_are_the_prefix():
+    """``resume._first`` (a copy without the later keys, or the first items) is the first ``n``
+    items of the dict in order, for every ``n`` (both of its paths), as a new dict."""
+    import random
+    rng = random.Random(13)
+    for _ in range(200):
+        d = {rng.random(): i for i in range(rng.randrange(0, 40))}
+        for n in range(len(d) + 1):
+            got = resume._first(d, n)
+            assert list(got.items()) == list(d.items())[:n] and got is not d
+            got["x"] = 1
+            assert "x" not in d
