@@ -64,6 +64,10 @@ def _to_bytes(values: np.ndarray, dt: DType) -> np.ndarray:
 
 #: Map every space whole when the process may (False: every space on demand; tests compare).
 WHOLE = True
+#: Every TPB's HBSM in one mapping (:class:`HbsmGroup`; False: one mapping per TPB, tests
+#: compare): a broadcast's or DMA's destinations in TPBs of an arithmetic progression are then
+#: one strided view (``CopyExec.run_free``).
+HBSM_GROUP = True
 #: The granule of a space mapped on demand (:class:`FlatBytes`, regions start and end on it).
 GROW_MIN = 1 << 20
 
@@ -85,6 +89,9 @@ class FlatBytes:
     ``[lo, hi)`` and the address of its first byte), so both ways read and write the same bytes,
     and a program touching a few far-apart ranges of a DDR maps about what it touches."""
 
+    #: The :class:`HbsmGroup` whose mapping ``buf`` is a part of (None: ``buf`` is its own).
+    group = None
+
     def __init__(self, size: int, whole: bool = True):
         self.size = size
         self.whole = False
@@ -100,10 +107,23 @@ class FlatBytes:
                 pass
         self.buf = None
 
+    @classmethod
+    def part(cls, group: HbsmGroup, tpb: int) -> FlatBytes:
+        """TPB ``tpb``'s HBSM: bytes ``[tpb * size, (tpb + 1) * size)`` of ``group``'s mapping
+        (whole; it holds the group, which gives the mapping back to the pool when it goes)."""
+        fb = cls.__new__(cls)
+        fb.size = group.size
+        fb._lo, fb._hi, fb._buf = [], [], []
+        fb.buf = group.buf[tpb * group.size:(tpb + 1) * group.size]  # (set before group: the
+        fb.whole = True  # part's slice goes first as it goes, so the group finds its mapping
+        fb.group = group  # unviewed: mempool.give)
+        return fb
+
     def __del__(self) -> None:
         # the mapping goes back to the pool (sim/mempool.py; zeroed when taken again). (At the
-        # interpreter's exit the module may be gone: the mapping is then simply unmapped.)
-        if getattr(self, "whole", False) and mempool is not None:
+        # interpreter's exit the module may be gone: the mapping is then simply unmapped.) A
+        # part of a group's mapping goes back with the group.
+        if getattr(self, "whole", False) and self.group is None and mempool is not None:
             mempool.give(self.buf)
 
     @property
@@ -202,6 +222,23 @@ class FlatBytes:
         buf[rel.reshape(-1)] = data.reshape(-1)
 
 
+class HbsmGroup:
+    """One mapping (``buf``) holding the HBSM of each of ``count`` TPBs, TPB ``t``'s ``size`` bytes
+    at ``t * size`` (:data:`HBSM_GROUP`; the spaces are :meth:`FlatBytes.part` s of it). The
+    same bytes as one mapping per TPB -- zero until written, backed when written, from the pool
+    and back to it (one mapping of ``count * size`` bytes) -- and one array in which the same
+    range of TPBs ``t0, t0 + step, ...`` is one strided view (``CopyExec.run_free``)."""
+    __slots__ = ("buf", "size", "count")
+
+    def __init__(self, size: int, count: int):
+        self.buf = mempool.take(size * count, _anonymous)
+        self.size, self.count = size, count
+
+    def __del__(self) -> None:
+        if mempool is not None and getattr(self, "buf", None) is not None:
+            mempool.give(self.buf)
+
+
 def _typed_box(mem: FlatBytes, walk: Walk, t: np.dtype) -> np.ndarray | None:
     """The values of box walk ``walk`` (whole-byte type ``t`` = its storage) as a strided view of
     the space's bytes, shape = the counts of its non-trivial levels; None if not a box."""
@@ -230,17 +267,43 @@ class Memory:
         self.writes = 0  # write_bytes / write_walk calls (Simulator: is it still the program's?)
         # scratch buffers of the run's semantics by (kind, shape..., type) (Conv2DExec._padded)
         self.scratch: dict[tuple, np.ndarray] = {}
+        # every TPB's HBSM in one mapping (HBSM_GROUP), made with the first HBSM space; False:
+        # not made (off, not mapped whole, or refused: one mapping per TPB then)
+        self.group: HbsmGroup | None | bool = None
 
     def space(self, space: Space, tpb: int = 0) -> FlatBytes:
         s = self._by_arg.get((space, tpb))  # (a Space hashes and compares as its int)
         if s is not None:
             return s
-        key = (int(space), tpb if Space(space) is Space.HBSM else 0)
+        sp = Space(space)
+        key = (int(space), tpb if sp is Space.HBSM else 0)
         s = self._spaces.get(key)
         if s is None:
-            s = self._spaces[key] = FlatBytes(space_size(self.machine, Space(space)), WHOLE)
+            if sp is Space.HBSM and self.group is not False:
+                s = self._hbsm_part(tpb)
+            if s is None:
+                s = FlatBytes(space_size(self.machine, sp), WHOLE)
+            self._spaces[key] = s
         self._by_arg[(space, tpb)] = s
         return s
+
+    def _hbsm_part(self, tpb: int) -> FlatBytes | None:
+        """TPB ``tpb``'s HBSM as a part of the group mapping (:data:`HBSM_GROUP`), the group
+        made now if it is not yet; None when there is none (the caller maps the space alone)."""
+        g = self.group
+        if g is None:
+            if not (HBSM_GROUP and WHOLE):
+                self.group = False
+                return None
+            try:
+                g = self.group = HbsmGroup(space_size(self.machine, Space.HBSM),
+                                           self.machine.num_tpbs)
+            except (OSError, ValueError, OverflowError):  # e.g. ENOMEM under ulimit -v
+                self.group = False
+                return None
+        if not 0 <= tpb < g.count:
+            return None
+        return FlatBytes.part(g, tpb)
 
     def prefault(self, rows: np.ndarray) -> None:
         """Back now the pages of the byte ranges a run is about to write: ``rows`` (an ``(n,

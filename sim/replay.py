@@ -73,7 +73,7 @@ def _switches() -> tuple:
     """The module switches that choose between paths the tests compare: a schedule recorded
     under one setting is replayed only under the same one."""
     return (twu.STRIDED, twu.GEOMETRY, race_batch.BATCH, engine.KNOWN_CLOCKS,
-            memory.WHOLE, mempool.POOL, cost_batch.BATCH,
+            memory.WHOLE, memory.HBSM_GROUP, mempool.POOL, cost_batch.BATCH,
             fluid.SHARE_SHORTCUT, fluid.DEFER_RESHARE, fluid.NEAR,
             timing.SHARED)
 

@@ -118,6 +118,15 @@ def _fusion(parts: list, sz: int) -> tuple | None:
     return tuple(plan)
 
 
+def _tpb_range(ws: list) -> tuple | None:
+    """(first TPB, step, count) when the accesses' TPBs are ``t0, t0 + step, ...`` (step >= 1),
+    else None."""
+    t0, step = ws[0].tpb, ws[1].tpb - ws[0].tpb
+    if step < 1 or [a.tpb for a in ws] != list(range(t0, t0 + step * len(ws), step)):
+        return None
+    return t0, step, len(ws)
+
+
 #: :func:`_tpbs` by mask (a program has a few hundred masks).
 _TPBS: dict = {}
 
@@ -191,6 +200,7 @@ class CopyExec(Exec):
             return None
         out = [(r.walk.space, r.tpb) + geo_of(r.walk)[2]]
         pw = None  # (a broadcast's destinations: one walk, several TPBs)
+        walks = 0
         for a in ws:
             w = a.walk
             if a.offsets is not None:
@@ -202,8 +212,11 @@ class CopyExec(Exec):
                 if not inj or wn != n:
                     return None
                 pw, wsp = w, w.space
+                walks += 1
             out.append((wsp, a.tpb) + g)
-        return vt, out, _fusion(out, sz)
+        plan = _fusion(out, sz)
+        return vt, out, plan, _tpb_range(ws) if plan is not None and walks == 1 \
+            and wsp is Space.HBSM and len(ws) > 1 else None
 
     def _views(self, b: int) -> list[np.ndarray] | None:
         """The views of :meth:`_view_spec` in this run's memory (source first); None when a
@@ -212,7 +225,7 @@ class CopyExec(Exec):
         spec = self._view_spec(b) if self.mem is not None else None
         if spec is None:
             return None
-        vt, parts, _ = spec
+        vt, parts = spec[0], spec[1]
         views = []
         space_of = self.mem.space
         for sp, tpb, lo, end, first, counts, strides in parts:
@@ -242,8 +255,23 @@ class CopyExec(Exec):
         plan = spec[2] if spec is not None else None
         if plan is None:
             return self.run(b)
-        vt, parts, _ = spec
+        vt, parts, _, tpbs = spec
         space_of = self.mem.space
+        if tpbs is not None:  # every destination one walk in HBSMs of a TPB range
+            group = self.mem.group
+            t0, step, k = tpbs
+            sp, stpb, slo, send, sfirst, _, _ = parts[0]
+            _, _, lo, end, first, _, _ = parts[1]
+            if group and lo >= 0 and end <= group.size and t0 + step * (k - 1) < group.count:
+                space = space_of(sp, stpb)
+                if space.whole and slo >= 0 and send <= space.size:
+                    counts, ss, ds = plan[0]
+                    # the destinations as one view with a TPB axis (HbsmGroup), assigned from
+                    # the source broadcast over it: the stores of the loop below, at once
+                    np.ndarray((k,) + counts, vt, group.buf, t0 * group.size + first,
+                               (step * group.size,) + ds)[...] = \
+                        np.ndarray(counts, vt, space.buf, sfirst, ss)
+                    return _WRITTEN
         bufs = []
         for sp, tpb, lo, end, _, _, _ in parts:
             space = space_of(sp, tpb)
