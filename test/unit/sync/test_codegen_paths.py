@@ -3,8 +3,8 @@ reference: the same instructions (each ``Sync`` equal, same repr; the other fiel
 objects) and the same stats, key order included, on random programs with streamed blocks (need
 vectors other than ``[0]``, per-block triggers, ``linear_fit``), with a budget of 2 counters
 (serializing chain needs) for half of them, and on the barrier-all chain. Session 34 made the
-needs' pass one dict read per table with its keys made once, the consumer's table inline, a
-consumer's or producer's one entry unsorted, a one-block value without ``max`` / ``linear_fit``,
+needs' pass one dict read per table with its keys made once, a consumer's or producer's one
+entry unsorted, a one-block value without ``max`` / ``linear_fit``,
 the stats as locals."""
 
 from __future__ import annotations
