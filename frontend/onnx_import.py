@@ -26,7 +26,7 @@ import time
 from pathlib import Path
 
 from m100.errors import M100Error
-from m100.frontend.onnx_owned import PrepareFailed
+from m100.frontend.onnx_owned import PrepareFailed, copy_fields
 from m100.frontend.dense_blobs import (  # noqa: F401  (re-exported for callers)
     attach_dense_blobs, split_dense_blobs, split_via_elision)
 
@@ -163,6 +163,18 @@ def _varint_len(n: int) -> int:
     return max(1, (n.bit_length() + 6) // 7)
 
 
+def _probe_size(t) -> int:
+    """The serialized size of ``t``'s name, type, dims, doc string and metadata alone (what a
+    plain tensor holds besides ``raw_data``)."""
+    probe = type(t)()
+    probe.name, probe.data_type = t.name, t.data_type
+    probe.dims.extend(t.dims)
+    if t.HasField("doc_string"):
+        probe.doc_string = t.doc_string
+    probe.metadata_props.extend(t.metadata_props)
+    return probe.ByteSize()
+
+
 def _plain_tensor(t, byte_size: int) -> bool:
     """True when ``t`` (of ``t.ByteSize() == byte_size``) is a tensor
     ``onnx.checker.check_tensor`` accepts without reading its bytes: a name, a numeric type of
@@ -179,13 +191,7 @@ def _plain_tensor(t, byte_size: int) -> bool:
     n = size
     for d in t.dims:
         n *= d
-    probe = type(t)()
-    probe.name, probe.data_type = t.name, t.data_type
-    probe.dims.extend(t.dims)
-    if t.HasField("doc_string"):
-        probe.doc_string = t.doc_string
-    probe.metadata_props.extend(t.metadata_props)
-    return byte_size - probe.ByteSize() == 1 + _varint_len(n) + n
+    return byte_size - _probe_size(t) == 1 + _varint_len(n) + n
 
 
 #: the TensorProto fields :func:`_plain_size` accounts for (a newer onnx with another field:
@@ -221,13 +227,7 @@ def _plain_size(t) -> int | None:
         n *= d
     if len(t.raw_data) != n or len(UnknownFieldSet(t)):
         return None
-    probe = type(t)()
-    probe.name, probe.data_type = t.name, t.data_type
-    probe.dims.extend(t.dims)
-    if t.HasField("doc_string"):
-        probe.doc_string = t.doc_string
-    probe.metadata_props.extend(t.metadata_props)
-    return probe.ByteSize() + 1 + _varint_len(n) + n
+    return _probe_size(t) + 1 + _varint_len(n) + n
 
 
 def _fields_known() -> bool:
@@ -241,15 +241,7 @@ _FIELDS_KNOWN: list = [None]  # filled at the first check_and_infer (onnx import
 def _copy_without(msg, field: str):
     """A copy of a protobuf message without one of its fields (not copied at all)."""
     out = type(msg)()
-    for fd, v in msg.ListFields():
-        if fd.name == field:
-            continue
-        if fd.is_repeated:
-            getattr(out, fd.name).extend(v)
-        elif fd.type == fd.TYPE_MESSAGE:
-            getattr(out, fd.name).CopyFrom(v)
-        else:
-            setattr(out, fd.name, v)
+    copy_fields(out, msg, (field,))
     return out
 
 

@@ -39,13 +39,11 @@ def merge_inferred(model, out):
     return model
 
 
-def _take(dst, src, keep: tuple[str, ...]) -> None:
-    """Every field of ``dst`` but ``keep`` set as in ``src`` (cleared, then ``src``'s copied)."""
-    for fd in dst.DESCRIPTOR.fields:
-        if fd.name not in keep:
-            dst.ClearField(fd.name)
+def copy_fields(dst, src, skip: tuple[str, ...]) -> None:
+    """Every field ``src`` holds but those of ``skip`` set on ``dst`` as in ``src`` (``skip``'s not
+    copied at all)."""
     for fd, v in src.ListFields():
-        if fd.name in keep:
+        if fd.name in skip:
             continue
         if fd.is_repeated:
             getattr(dst, fd.name).extend(v)
@@ -53,6 +51,14 @@ def _take(dst, src, keep: tuple[str, ...]) -> None:
             getattr(dst, fd.name).CopyFrom(v)
         else:
             setattr(dst, fd.name, v)
+
+
+def _take(dst, src, keep: tuple[str, ...]) -> None:
+    """Every field of ``dst`` but ``keep`` set as in ``src`` (cleared, then ``src``'s copied)."""
+    for fd in dst.DESCRIPTOR.fields:
+        if fd.name not in keep:
+            dst.ClearField(fd.name)
+    copy_fields(dst, src, keep)
 
 
 def io_model(prepared) -> bytes:

@@ -25,6 +25,8 @@ from m100.targets.m100.machine import get_machine
 
 import m100_isa_strategies as S  # (put in sys.modules by conftest.py)
 
+from .test_copy_run_free import _memory, _spaces  # (random operand bytes; the spaces' bytes)
+
 TINY = get_machine("tiny")
 
 
@@ -105,22 +107,6 @@ def _old_write_walk(mem, walk, values, tpb=None):
 
 
 # --- helpers ---------------------------------------------------------------------------------
-def _memory(inst, seed):
-    """A memory with random bytes under every operand of ``inst``."""
-    sim = Simulator([inst], TINY, mode="functional")
-    rng = np.random.default_rng(seed)
-    for _, w, _ in inst.walks():
-        lo, hi = w.byte_range()
-        tpbs = range(TINY.num_tpbs) if w.space is Space.HBSM else [0]
-        for t in tpbs:
-            sim.memory.write_bytes(w.space, t, lo, rng.integers(0, 256, hi - lo, dtype=np.uint8))
-    return sim.memory
-
-
-def _spaces(mem) -> dict:
-    return {k: bytes(s.read_range(0, s.size)) for k, s in sorted(mem._spaces.items())}
-
-
 def _old_run(ex, b):
     if isinstance(ex, Conv2DExec):
         return _old_conv_run(ex, b)
