@@ -22,6 +22,7 @@ from typing import Any, Callable
 import numpy as np
 
 from m100.errors import M100Error
+from m100.mempolicy import small_pages
 from m100.targets.m100.isa import DType, Instruction, IsaError, Space, Unit, Walk
 from m100.targets.m100.machine import Machine, get_machine
 from m100.targets.m100.numerics import int_range, value_dtype
@@ -274,11 +275,14 @@ class Simulator:
         # The cyclic garbage collector is off while the engine runs: its full collections walked
         # every object of the program (decoded instructions, walks) again and again, 15-25 % of
         # a ResNet run; reference counting still frees everything else at once, and the cycles
-        # left (engine <-> records) are collected when it is back on.
+        # left (engine <-> records) are collected when it is back on. While it runs numpy also
+        # advises no huge pages for its big temporaries (m100/mempolicy.py: the
+        # kernel's zeroing of a 2 MB page per fresh index array cost a ResNet-50 full run up to
+        # ~1 CPU-s of system time); both are as before once the run is over
         was = gc.isenabled()
         gc.disable()
         try:
-            with quiet_run():
+            with quiet_run(), small_pages():
                 if self.blas_threads is None:
                     return self._run(inputs)
                 try:
