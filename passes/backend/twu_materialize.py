@@ -218,20 +218,31 @@ class TwuMaterialize(ModulePass):
     def _materialize(self, op: InstrOp, max_levels: int, memo: dict[tuple, list],
                      views: dict, flats: dict, synth: dict[tuple, list],
                      walks: dict[tuple, WalkAttr], shapes: dict[tuple, WalkAttr]) -> None:
-        bufs, accs = op.slot_buffers(), op.slot_accesses()
+        # the slots read from the properties dict and the operand tuple (``slot_buffers`` /
+        # ``slot_accesses`` are descriptor calls and two dicts per op); a name given twice keeps
+        # its first position and its last buffer, as ``slot_buffers``' dict does
+        p = op.properties
+        accs = p["walks"].data
+        bufs = {n.data: b for n, b in zip(p["buf_slots"].data, op.bufs)}
         todo = {}
         for name, buf in bufs.items():
             acc = accs.get(name)
             if acc is not None and _is_walk(acc):
                 continue
-            got = memo.get((id(buf), id(acc)))
+            key = (id(buf), id(acc))
+            got = memo.get(key)
             if got is None:
                 try:
-                    got = memo[(id(buf), id(acc))] = [operand_access(buf, acc, views, flats),
-                                                      None, {}, acc, buf]
+                    part = operand_access(buf, acc, views, flats)
                 except TwuError as e:
                     raise TwuError(f"twu-materialize: {op.describe()}: operand '{name}': "
                                    f"{e}") from None
+                rt = part[2]
+                # [operand_access, its synthesis, {TPB: walk}, the access, the value, the walk's
+                # TPB unless the op's kind and slot say otherwise (the root's: its space and
+                # TPB are the value's alone)]
+                got = memo[key] = [part, None, {}, acc, buf,
+                                   rt.tpb_index if rt.space.data == "hbsm" else -1]
             todo[name] = got
         if not todo:
             return
@@ -249,20 +260,20 @@ class TwuMaterialize(ModulePass):
         k = _kind(op)
         bcast = k == _DMA and op.tpb_mask is not None and op.tpb_mask.value.data != 0
 
-        def tpb_of(name: str, rt: BufferType) -> int:
-            if rt.space.data != "hbsm" or (bcast and name == "dst"):  # (space_enum is not HBSM)
-                return 0  # memory walks, and a DRB broadcast's destination, name TPB 0
-            if k == _BCAST and name == "dst":
-                return op.unit_index  # a DTDU broadcast's destination names its own TPB (ISA)
-            return rt.tpb_index
-
         if not split:
             new = dict(accs)
+            # the destination's TPB when the op's kind names it (tpb_of), else None
+            dst_tpb = 0 if bcast else op.unit_index if k == _BCAST else None
             for name, got in todo.items():
-                (_, _, rt, base), pieces, made, _, _ = got
-                t = tpb_of(name, rt)
+                part, pieces, made = got[0], got[1], got[2]
+                t = got[5]
+                if t < 0:
+                    t = 0
+                elif dst_tpb is not None and name == "dst":
+                    t = dst_tpb
                 w = made.get(t)  # the walk of this (buffer value, access) on TPB t, once
                 if w is None:
+                    rt, base = part[2], part[3]
                     gk = (id(pieces), rt.space_enum, rt.dtype)
                     wk = (gk, t, base)
                     w = walks.get(wk)
@@ -280,6 +291,14 @@ class TwuMaterialize(ModulePass):
                 new[name] = w
             op.properties["walks"] = dict_attr(new)
             return
+
+        def tpb_of(name: str, rt: BufferType) -> int:
+            if rt.space.data != "hbsm" or (bcast and name == "dst"):  # (space_enum is not HBSM)
+                return 0  # memory walks, and a DRB broadcast's destination, name TPB 0
+            if k == _BCAST and name == "dst":
+                return op.unit_index  # a DTDU broadcast's destination names its own TPB (ISA)
+            return rt.tpb_index
+
         pieces_of = {name: got[1] for name, got in todo.items()}
         todo = {name: got[0] for name, got in todo.items()}
         if k not in (_DMA, _COPY) or len(todo) != 2 or \
