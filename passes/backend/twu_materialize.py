@@ -82,19 +82,30 @@ def operand_access(buf: SSAValue, acc: AccessAttr | None, views: dict | None = N
     """(iteration bounds, flat element Access, root buffer type, root base byte offset).
 
     ``views``: the caller's memo of :func:`_buffer_part` per buffer value (a function of the
-    value's views and alloc; twu-materialize changes neither, and operands share values).
+    value's views and alloc; twu-materialize changes neither, and operands share values), keyed
+    by the value's identity (its ``__hash__`` is a Python call) with the value kept in the entry,
+    so the identity is not reused while the memo lives.
     ``flats``: the caller's memo of the bounds and flat Access of an access on a buffer part:
     a function of the access (immutable; kept in the entry, so its id is not reused while the
     memo lives), the root's row-major strides and the view's first element alone -- buffers of
     one shape and view share it (the 7B prefill layer: ~85 000 (value, access) pairs)."""
-    part = views.get(buf) if views is not None else None
+    bounds, flat, rt, byte_base = _operand_access(buf, acc, views, flats)
+    return list(bounds), flat, rt, byte_base
+
+
+def _operand_access(buf: SSAValue, acc: AccessAttr | None, views: dict | None,
+                    flats: dict | None) -> tuple[tuple[int, ...], Access, BufferType, int]:
+    """:func:`operand_access` with the bounds as a tuple (the pass's synthesis key)."""
+    part = views.get(id(buf)) if views is not None else None
     if part is None:
         part = _buffer_part(buf)
         if views is not None:
-            views[buf] = part
+            views[id(buf)] = (part, buf)
+    else:
+        part = part[0]
     rt, strides, offs, first, byte_base = part
     if acc is None:
-        bounds = list(buf.type.dims)  # type: ignore[attr-defined]
+        bounds = tuple(buf.type.dims)  # type: ignore[attr-defined]
         rank = len(strides)
         if bounds and len(bounds) != rank:
             raise TwuError(f"access of rank {len(bounds)} on a buffer of rank {rank}")
@@ -102,13 +113,13 @@ def operand_access(buf: SSAValue, acc: AccessAttr | None, views: dict | None = N
         return bounds, Access(strides if bounds else (), first if bounds else 0), rt, byte_base
     if flats is None:
         bounds, flat = _flat_access(acc, strides, first)
-        return bounds, flat, rt, byte_base
+        return tuple(bounds), flat, rt, byte_base
     key = (id(acc), strides, first)
     got = flats.get(key)
     if got is None:
         bounds, flat = _flat_access(acc, strides, first)
         got = flats[key] = (acc, tuple(bounds), flat)
-    return list(got[1]), got[2], rt, byte_base
+    return got[1], got[2], rt, byte_base
 
 
 def _flat_access(acc: AccessAttr, strides: tuple[int, ...],
@@ -197,7 +208,7 @@ class TwuMaterialize(ModulePass):
             # the entry, so neither id is reused while the memo lives; an equal access of
             # another identity has an entry of its own (the same values).
             memo: dict[tuple, list] = {}
-            views: dict = {}  # buffer value -> operand_access's part of it (its views, alloc)
+            views: dict = {}  # id(buffer value) -> (operand_access's part of it, the value)
             flats: dict = {}  # (access, strides, first element) -> bounds, flat Access
             # (bounds, flat access) -> its one-operand synthesis: a function of those alone
             # (ResNet-50: 32 459 (value, access) pairs, 1 350 distinct loop nests)
@@ -233,7 +244,7 @@ class TwuMaterialize(ModulePass):
             got = memo.get(key)
             if got is None:
                 try:
-                    part = operand_access(buf, acc, views, flats)
+                    part = _operand_access(buf, acc, views, flats)
                 except TwuError as e:
                     raise TwuError(f"twu-materialize: {op.describe()}: operand '{name}': "
                                    f"{e}") from None
@@ -251,7 +262,7 @@ class TwuMaterialize(ModulePass):
             pieces = got[1]
             if pieces is None:
                 bounds, flat = got[0][0], got[0][1]
-                key = (tuple(bounds), flat)
+                key = (bounds, flat)
                 pieces = synth.get(key)
                 if pieces is None:
                     pieces = synth[key] = synthesize(bounds, [flat], max_levels)
