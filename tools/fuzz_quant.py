@@ -17,6 +17,10 @@ wrong number:
   weights);
 * one of: the projection alone; the projection times another ``T`` value, quantized to int8
   (int8 output: compared bit for bit, so a lost 16-bit rounding fails: ``test_half_roundings``);
+  the projection times a constant cast to a narrow integer (int4 / uint4 at opset 21, int2 /
+  uint2 at opset 25) and back to int8 (:func:`_narrow`: values beyond the narrow type wrap
+  modulo ``2**bits``, compared bit for bit with ONNX's reference evaluator, which truncates:
+  onnxruntime rounds to nearest there);
   ``silu`` of it (gate's epilogue); the SiLU-gated MLP ``silu(g) * u`` (either operand order of
   each ``Mul``) ending in its int8 ``QuantizeLinear`` (f32 only, bit for bit), or going on through
   the down projection and a residual ``Add`` (a ``T`` output);
@@ -53,6 +57,11 @@ ROWS = (1, 1, 2, 3, 8, 16)
 WIDE_K = (640, 1024, 1536, 2048)
 WIDE_ROWS = (16, 24, 40, 64)
 WIDE_N = (64, 136, 256)
+#: the ``narrow`` form's types (ONNX TensorProto codes) and the opset that has each:
+#: INT4, UINT4 (opset 21), INT2, UINT2 (opset 25)
+NARROW = ((22, 21), (21, 21), (26, 25), (25, 25))
+#: the factor before the narrow Cast (1: mostly in range; 6, 40: most values wrap)
+NARROW_SCALE = (1.0, 6.0, 40.0)
 
 
 class _Quant(_Builder):
@@ -115,6 +124,19 @@ def _silu(b: _Quant, g: str) -> str:
     return _mul(b, g, s)
 
 
+def _narrow(b: _Quant, y: str) -> str:
+    """``Cast(Cast(y * c, narrow), int8)``: a narrow integer type of :data:`NARROW` (the graph's
+    opset raised to the type's), ``c`` of :data:`NARROW_SCALE` in the model type. The projection's
+    value is exact (an i32 sum, one f32 product, one rounding to ``T``), so the truncation and the
+    wrap modulo ``2**bits`` are compared bit for bit."""
+    from onnx import TensorProto
+    to, opset = b.c.pick(NARROW)
+    b.opset = max(b.opset, opset)
+    c = b.value(np.asarray(b.c.pick(NARROW_SCALE), b.dt), runtime=False, hint="c")
+    n = b.op("Cast", [_mul(b, y, c)], b.shapes[y], to, to=to)
+    return b.op("Cast", [n], b.shapes[y], TensorProto.INT8, to=TensorProto.INT8)
+
+
 def random_quant_graph(c: Choices, max_ops: int = 4) -> FuzzGraph:
     """A random W8A8 ONNX model (opset 21) and its inputs (see the module doc). ``max_ops`` is
     accepted for the fuzzer's interface; the chains have their own lengths."""
@@ -129,7 +151,7 @@ def random_quant_graph(c: Choices, max_ops: int = 4) -> FuzzGraph:
     xq = _quantize(b, x, sx)
     # (a wide one: one projection -- the MLP's three cost the default tests' time)
     form = c.pick(("proj", "proj_q", "silu") if wide else
-                  ("proj", "proj_q", "silu", "mlp_q", "mlp_down"))
+                  ("proj", "proj_q", "silu", "mlp_q", "mlp_down", "narrow"))
     if form == "mlp_q" and dt == np.float16:
         form = "mlp_down"  # f16 Sigmoid is not one value: see the module doc
     n = c.pick(WIDE_N if wide else DIMS)
@@ -141,6 +163,8 @@ def random_quant_graph(c: Choices, max_ops: int = 4) -> FuzzGraph:
         y = _quantize(b, _mul(b, p, other), c.pick((1 / 64, 1 / 32, 0.021)))
     elif form == "silu":
         y = _silu(b, _projection(b, xq, n, sx))
+    elif form == "narrow":
+        y = _narrow(b, _projection(b, xq, n, sx))
     else:
         g, u = _projection(b, xq, n, sx), _projection(b, xq, n, sx)
         prod = _mul(b, _silu(b, g), u) if c.pick((True, False)) else _mul(b, u, _silu(b, g))

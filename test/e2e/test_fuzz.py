@@ -158,15 +158,22 @@ def test_int_generator_is_deterministic_and_valid():
 
 def test_quant_generator_is_deterministic_and_valid():
     """The W8A8 chains: reproducible, valid ONNX, every form drawn (projection, silu, the MLP's
-    int8 quantize, the down projection + residual), M = 1, run-time weights and K > 512 among
-    them."""
+    int8 quantize, the down projection + residual, the Cast to each narrow integer type), M = 1,
+    run-time weights and K > 512 among them."""
     import onnx
 
     forms: collections.Counter = collections.Counter()
-    for a in _seeded_graphs(random_quant_graph, 80):
+    for a in _seeded_graphs(random_quant_graph, 200):
         g = a.model.graph
         ops = [n.op_type for n in g.node]
         out_int8 = g.output[0].type.tensor_type.elem_type == onnx.TensorProto.INT8
+        narrow = [onnx.helper.get_attribute_value(n.attribute[0]) for n in g.node
+                  if n.op_type == "Cast" and n.attribute[0].i in (21, 22, 25, 26)]
+        if narrow:  # Cast to int4 / uint4 (opset 21) or int2 / uint2 (opset 25), back to int8
+            assert len(narrow) == 1 and ops[-1] == "Cast" and out_int8, ops
+            assert a.model.opset_import[0].version == (25 if narrow[0] in (25, 26) else 21)
+            forms[f"narrow {narrow[0]}"] += 1
+            continue
         form = ("mlp_down" if "Add" in ops else
                 ("mlp_q" if "Sigmoid" in ops else "proj_q") if out_int8 else
                 "silu" if "Sigmoid" in ops else "proj")
@@ -180,7 +187,8 @@ def test_quant_generator_is_deterministic_and_valid():
         forms["K>512"] += "Softmax" not in ops and m >= 16 and \
             next(iter(a.inputs.values())).shape[1] > 512
     assert all(forms[k] > 0 for k in ("proj", "proj_q", "silu", "mlp_q", "mlp_down", "M=1",
-                                      "runtime W", "f16", "K>512")), forms
+                                      "runtime W", "f16", "K>512", "narrow 21", "narrow 22",
+                                      "narrow 25", "narrow 26")), forms
 
 
 def test_generator_is_deterministic_and_valid():
