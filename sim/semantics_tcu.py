@@ -11,7 +11,7 @@ import numpy as np
 from m100.targets.m100 import numerics
 from m100.targets.m100.isa import Act, Conv2D, CvuOp, MatMul, Walk
 
-from . import twu
+from . import conv_plan, twu
 from .semantics_base import Access, Exec, PendingWrite, SimError, _block, quiet, walk_offsets
 from .semantics_cvu import cvu_eval, cvu_unary
 
@@ -473,7 +473,10 @@ class Conv2DExec(TcuExec):
         """``run(b)`` and its ``apply`` at once, for a schedule no other block's access meets
         between the two (``Exec.run_free``): the output block is stored here, after every read
         of the block (as ``run`` then ``apply``: the same ``write_walk`` of the same values), and
-        ``apply`` gets nothing to write."""
+        ``apply`` gets nothing to write. A float conv takes :func:`.conv_plan.run_free` (the same
+        views, product, epilogue and bytes, by one plan per geometry) where it applies."""
+        if conv_plan.run_free(self, b):
+            return ()
         y, out = self._out(b)
         self.mem.write_walk(y.walk, out, y.tpb, y.offsets)
         return ()
