@@ -14,7 +14,7 @@ from . import causal, recipe
 from .build_transfers import Transfers
 from .graph import Op, ScheduleError, dtype_bytes
 from .keep import kept_bytes
-from .list_schedule import BoundExceeded, boxed_store
+from .list_schedule import NU, UNIT_SLOT, BoundExceeded, boxed_store
 from .partition import TilePlan
 from .plan import STORE_LATER, PlanPiece, Unit, op_family
 from .segment import (SegmentCfg, StageCfg, act_resident_ok, input_window,
@@ -868,7 +868,7 @@ class SearchBuilder(PlanBuilder):
                     ready = e
             if self.fill_gap:  # it would read the DTDU busy blocks a search build skips
                 raise ScheduleError("internal: a copy from a kept activation in a search build")
-            res = (unit, tpb)
+            res = tpb * NU + UNIT_SLOT[unit]  # (``list_schedule.res_key``)
             free = self.free.get(res, 0.0)
             start = free if free > ready else ready  # in program order on its unit
             # a DTDU broadcast waits for room on the DRB

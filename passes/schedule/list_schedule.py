@@ -48,6 +48,10 @@ WEIGHT_BUFFERS = ("weight", "bias", "scale", "requant")  # TilePlan buffer roles
 #: broadcast's receiver that nothing on its TPB read was packed over a live buffer
 #: (hbsm-allocate: an unread receiver now lives at its broadcast, session 26); on again
 ACT_PREFETCH = True
+#: the units of a TPB (:class:`.plan.Unit` but the CCB DMA engines) -> their slot in
+#: :func:`res_key`, and how many there are
+UNIT_SLOT = {"tcu": 0, "cvu": 1, "dtdu": 2, "csu": 3}
+NU = len(UNIT_SLOT)
 
 
 class BoundExceeded(Exception):
@@ -76,8 +80,12 @@ class ListScheduler:
         self.cm = s.cm
         self.g = s.g
         self.tl = tl
-        self.free: dict[tuple[str, int], float] = {}
-        self.last_on_res: dict[tuple[str, int], int] = {}
+        # the in-order resources' free time and last task, keyed by one int (:func:`res_key`: a
+        # TPB unit ``tpb * NU + UNIT_SLOT[unit]``, CCB DMA engine ``e`` ``~e``), not the
+        # ``(unit, TPB)`` tuple: :meth:`put` and ``SearchBuilder.task`` read and write them ~4
+        # times a task (ResNet-50: ~0.47 M tasks a schedule), a tuple built and hashed each time
+        self.free: dict[int, float] = {}
+        self.last_on_res: dict[int, int] = {}
         self.written: dict[str, int] = {}  # tensor in memory -> its last-ending writer task
         self.n_written: dict[str, int] = {}  # tensor in memory -> how many stores wrote it
         # tensor -> ((r0, r1, c0, c1), store task) of the stores of a plain 2-D matmul result
@@ -202,7 +210,7 @@ class ListScheduler:
                 self._dma_queued if self.dma_queued else self._dma_place)(
                 t.src, t.dst, t.nbytes, cycles, len(t.dst_tpbs), ready, pred, dma_deps, lat)
         else:
-            res = (t.unit, t.tpb)
+            res = t.tpb * NU + UNIT_SLOT[t.unit]  # (:func:`res_key`)
             start = ready
             free = self.free.get(res, 0.0)
             # a DTDU broadcast: its rate must be free on the DRB
@@ -308,7 +316,7 @@ class ListScheduler:
 
     def _dma_place(self, src: str, dst: str, nbytes: float, cycles: float, ndst: int,
                    ready: float, pred: int, dma_deps: list[tuple[float, int, int]], lat: float
-                   ) -> tuple[float, float, int, int, tuple[str, int]]:
+                   ) -> tuple[float, float, int, int, int]:
         """Put a CCB DMA transfer (``src`` -> ``dst``, ``nbytes`` over ``cycles``, into ``ndst``
         TPBs: > 1 is a DRB broadcast) ready at ``ready`` (its non-DMA dependencies; ``pred`` the
         task that set it) whose DMA dependencies are ``dma_deps`` ``(end, engine, id)`` on the
@@ -316,8 +324,8 @@ class ListScheduler:
         each engine's queue by predicted start, so a transfer fills the earliest idle gap) or,
         at depth ``dma_outstanding`` > 1 (:mod:`.dma_queue`), where its data ends first. A DRB
         broadcast also needs its rate free on the DRB. Returns (start, cycles from the start to
-        its end, engine, critical predecessor, resource). Shared by :meth:`put` and the search's
-        flat builder (:meth:`.build_segments.SearchBuilder.task`)."""
+        its end, engine, critical predecessor, resource key: :func:`res_key`). Shared by
+        :meth:`put` and the search's flat builder (:meth:`.build_segments.SearchBuilder.task`)."""
         if self.dma_queued:
             return self._dma_queued(src, dst, nbytes, cycles, ndst, ready, pred, dma_deps, lat)
         rate = nbytes / cycles if ndst > 1 and cycles > 0 else 0.0
@@ -341,14 +349,14 @@ class ListScheduler:
         start, engine, idx, ready, pred = best
         self.dma_busy[engine].insert(idx, start, start + cycles)
         self.drb_use.add(start, cycles, rate)
-        res = ("dma", engine)
+        res = ~engine  # (:func:`res_key`)
         if start > ready:
             pred = self.last_on_res.get(res, pred)
         return start, cycles, engine, pred, res
 
     def _dma_queued(self, src: str, dst: str, nbytes: float, cycles: float, ndst: int,
                     ready: float, pred: int, dma_deps: list[tuple[float, int, int]], lat: float
-                    ) -> tuple[float, float, int, int, tuple[str, int]]:
+                    ) -> tuple[float, float, int, int, int]:
         """:meth:`_dma_place` on engines of depth ``dma_outstanding`` > 1 (:mod:`.dma_queue`):
         the engine where the transfer's data ends first."""
         fixed = self.dma_fixed.get((src, dst))
@@ -403,7 +411,7 @@ class ListScheduler:
         self.dma_busy[engine].insert(k, start, d0, end)
         if rate:  # (``RateProfile.add`` books nothing at rate 0)
             self.drb_use.add(d0, data, rate)
-        res = ("dma", engine)
+        res = ~engine  # (:func:`res_key`)
         if start > ready or d0 > start + fixed:
             pred = self.last_on_res.get(res, pred)
         return start, end - start, engine, pred, res
@@ -552,6 +560,15 @@ class ListScheduler:
     def _slot_deps(self) -> list[int]:
         h = self.hist.get(self.cur, []) if self.cur else []
         return [h[-2]] if len(h) >= 2 else []
+
+
+def res_key(unit: str, tpb: int) -> int:
+    """The :attr:`ListScheduler.free` / :attr:`~ListScheduler.last_on_res` key of an in-order
+    resource: unit ``unit`` of TPB ``tpb`` (``tpb * NU + UNIT_SLOT[unit]`` >= 0: distinct for
+    distinct pairs, ``0 <= UNIT_SLOT[unit] < NU``), or CCB DMA engine ``tpb`` (``unit ==
+    "dma"``: ``~tpb`` < 0). One int instead of the ``(unit, TPB)`` tuple (session 35; the hot
+    paths write the expression out). A unit that is none of these raises (KeyError)."""
+    return ~tpb if unit == "dma" else tpb * NU + UNIT_SLOT[unit]
 
 
 def boxed_store(g, op) -> bool:

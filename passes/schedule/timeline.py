@@ -36,7 +36,7 @@ from .cost import CostModel, ceil_div
 from .graph import Op, OpGraph, ScheduleError, geometry
 from .keep import choose_kept, first_bcast_read
 from . import list_schedule, recipe
-from .list_schedule import BoundExceeded
+from .list_schedule import BoundExceeded, res_key
 from .partition import TilePlan, tile_piece
 from .plan import Plan, PlanTask, image_parts, image_rows
 from .resume import Checkpoint, EndScan, best_checkpoint
@@ -255,8 +255,8 @@ class Scheduler:
         :func:`.search_floor.tpb_busy` counts. A TPB's TCU runs its tasks one after the other in
         program order (``ListScheduler.put``: never in an earlier gap) and the segments' tasks
         are created in segment order, so once the first ``si`` segments are built, the last
-        TCU task on TPB ``x`` ends at or after ``free[("tcu", x)] + left[si][x]``: the makespan
-        is at least that. None when a segment does not tile (the build raises then)."""
+        TCU task on TPB ``x`` ends at or after ``free[res_key("tcu", x)] + left[si][x]``: the
+        makespan is at least that. None when a segment does not tile (the build raises then)."""
         out: list[dict[int, float]] = []
         acc: dict[int, float] = {}
         for si in range(len(segs) - 1, first - 1, -1):
@@ -383,8 +383,8 @@ class Scheduler:
                     tl.checkpoints[si] = Checkpoint.take(st, si, segs, ends.of(tl.tasks))
                 if left is not None:
                     free = st.free
-                    lb = max((free.get(("tcu", x), 0.0) + c for x, c in left[si - first].items()),
-                             default=0.0)
+                    lb = max((free.get(res_key("tcu", x), 0.0) + c
+                              for x, c in left[si - first].items()), default=0.0)
                     if lb >= bound:
                         raise BoundExceeded(lb)
                 st.segment(si, segs[si], isolated)

@@ -55,7 +55,7 @@ def _dma_queued_every_engine(self, src, dst, nbytes, cycles, ndst, ready, pred, 
     end = d0 + data
     self.dma_busy[engine].insert(k, start, d0, end)
     self.drb_use.add(d0, data, rate)
-    res = ("dma", engine)
+    res = ~engine  # (``ListScheduler.res_key``)
     if start > ready or d0 > start + fixed:
         pred = self.last_on_res.get(res, pred)
     return start, end - start, engine, pred, res
