@@ -99,6 +99,13 @@ PIPELINED = frozenset({Unit.TCU, Unit.CVU, Unit.DTDU})
 #: False joins every time (the tests compare the two).
 KNOWN_CLOCKS = True
 
+#: A first full run takes the kept functional run's race verdict when every join takes the
+#: arrivals the functional run's took (``Engine.arr_ids``: no clocks, no race log); False: when
+#: every block's clock row is the functional run's (``clock_cert.same``; the tests compare).
+ARRIVAL_CERT = True
+
+_NEVER = 1 << 62  # (the rank of an arrival the functional run did not have)
+
 
 class Aborted(Exception):
     pass
@@ -150,6 +157,12 @@ class Engine(Fluid, Checks, TraceEvents, DmaAhead, UntimedLoop):
         self.vc = np.zeros((n, n), dtype=np.int64)
         self.vc[np.arange(n), np.arange(n)] = 1
         self.races = RaceDetector() if (check_races and self.functional) else None
+        # (the arrivals' certificate, ``arr_ids``: no race checks in this run -- its verdict is
+        # the functional run's when the certificate holds, else the run is made again)
+        arrivals = ARRIVAL_CERT and clock_cert is not None and len(clock_cert) > 2 \
+            and batch_races and self.races is not None
+        if arrivals:
+            self.races = None
         # races checked in batches (sim/race_batch.py): a race found raises RaceFound out of
         # run(), and the caller runs the program again with the per-access checker
         self.rbatch = RaceBatch(n, rows=sum(r.inst.sync.blocks for r in recs)) \
@@ -164,9 +177,19 @@ class Engine(Fluid, Checks, TraceEvents, DmaAhead, UntimedLoop):
         # sweep, each block's clock row kept (rbatch.keep) and its unit listed here, the rows
         # compared after the loop (clocks_ok); race_log: this run's log (entries, rows) after
         # its sweep found no race
-        self.cert = clock_cert if self.rbatch is not None else None
-        self.cert_units: list[int] | None = [] if self.cert is not None else None
+        self.cert = clock_cert if (self.rbatch is not None or arrivals) else None
+        self.cert_units: list[int] | None = [] if (self.cert is not None and not arrivals) \
+            else None
         self.clocks_ok: bool | None = None
+        # (the arrivals' certificate) per counter the functional run's (running values, arrival
+        # identities (unit, epoch)); this run's per counter (running values, the running
+        # maximum of the arrivals' ranks in the functional run's order, the ranks by identity,
+        # the functional running values); each unit's epoch (its clock's own entry, which no
+        # clock is kept for here); whether every join so far took the functional run's arrivals
+        self.arr_ids: dict | None = clock_cert[2] if arrivals else None
+        self.arr_hist: dict[tuple[int, int], tuple] = {}
+        self.epoch = [1] * n if arrivals else None
+        self.arr_ok = True
         self.race_log: tuple | None = None
         # the SU counters, counters[tpb][counter] (Python ints: read on every block start and
         # counter arrival)
@@ -248,7 +271,7 @@ class Engine(Fluid, Checks, TraceEvents, DmaAhead, UntimedLoop):
     def run(self) -> None:
         if self.timed and cost_batch.BATCH:
             self._derive_costs()
-        if self.functional and self.cert_units is None:  # (with a certificate no race
+        if self.functional and self.cert is None:  # (with a certificate no race
             # items are asked for, and the copies' view specs are the functional run's, kept on
             # the instructions -- a block derives one not kept, the same value)
             self._derive_blocks()
@@ -266,12 +289,16 @@ class Engine(Fluid, Checks, TraceEvents, DmaAhead, UntimedLoop):
             if self.rbatch is not None:
                 self.rbatch.check(None)
             return
-        if self.cert_units is not None:
+        if self.arr_ids is not None:
+            self.clocks_ok = self.arr_ok
+        elif self.cert_units is not None:
             rb = self.rbatch
-            self.clocks_ok = clock_cert.same(self.cert, rb.buf, rb.used, self.cert_units)
+            self.clocks_ok = clock_cert.same(self.cert[:2], rb.buf, rb.used, self.cert_units)
         elif self.rbatch is not None:
             rb = self.rbatch
-            log = (rb.log_meta, rb.buf)  # (the sweep forgets them)
+            # (the sweep forgets the entries and rows) and per counter its running values and
+            # arrivals' identities (the arrivals' certificate of a later full run)
+            log = (rb.log_meta, rb.buf, {k: (h[0], h[2]) for k, h in self.hist.items()})
             rb.check(None)
             self.race_log = log
         left = [u for u in self.units if u.cur is not None or u.queue]
@@ -364,6 +391,19 @@ class Engine(Fluid, Checks, TraceEvents, DmaAhead, UntimedLoop):
         # every monitor holds: join the clocks of the updates that released them (and take
         # their trace flows)
         us.wait = None
+        if self.arr_ids is not None:  # (the arrivals' certificate: no clocks, see ev_counter)
+            ah = self.arr_hist
+            for mon in sync.monitors:
+                if mon.per_block == 0 and b > 0:
+                    continue
+                need = mon.expected + b * mon.per_block
+                if need <= 0:
+                    continue
+                cums, pmax, _, fcums = ah[(mon.tpb, mon.counter)]
+                k = bisect.bisect_left(cums, need)  # (the join's arrivals: 0 .. k)
+                # the functional run's first k + 1 arrivals, and its join took as many
+                if pmax[k] != k or (k > 0 and fcums[k - 1] >= need):
+                    self.arr_ok = False
         for mon in (sync.monitors if self.joins_on else ()):
             if mon.per_block == 0 and b > 0:
                 continue
@@ -539,9 +579,13 @@ class Engine(Fluid, Checks, TraceEvents, DmaAhead, UntimedLoop):
             us.pending = []
         if self.rbatch is not None:  # (the block's clock: unchanged since it started)
             snapshot = self.race_clock[u]
+        elif self.epoch is not None:  # (the arrivals' certificate: the block's epoch)
+            snapshot = self.epoch[u]
+            self.epoch[u] = snapshot + 1
         else:
             snapshot = self.vc[u].copy() if self.races is not None else None
-        self.vc[u, u] += 1
+        if self.epoch is None:
+            self.vc[u, u] += 1
         flows, us.flows = us.flows, []
         args = (u, rec, b, start, end, snapshot, flows)
         if us.tail > 0:
@@ -666,6 +710,18 @@ class Engine(Fluid, Checks, TraceEvents, DmaAhead, UntimedLoop):
                                        f"instruction #{src}", inst=src, tpb=tpb))
             val = self.counter_max
         row[c] = val
+        if self.arr_ids is not None:  # (the arrivals' certificate: ``vc`` is the epoch)
+            a = self.arr_hist.get(key)
+            if a is None:
+                f = self.arr_ids.get(key)
+                a = self.arr_hist[key] = ([], [], {x: i for i, x in enumerate(f[1])}, f[0]) \
+                    if f is not None else ([], [], {}, [])
+            a[0].append(val)
+            r = a[2].get((su, vc), _NEVER)
+            pm = a[1]
+            if pm and pm[-1] > r:
+                r = pm[-1]
+            pm.append(r)
         h = self.hist.get(key) if self.joins_on else None
         if h is None and self.joins_on:
             h = self.hist[key] = ([], [], [], [])
@@ -694,8 +750,8 @@ class Engine(Fluid, Checks, TraceEvents, DmaAhead, UntimedLoop):
             h[2].append((fid, self.now))
             self.events.append({"ph": "C", "name": f"c{c}", "pid": tpb + 1,
                                 "ts": self._us(self.now), "args": {"value": val}})
-        elif h is not None:
-            h[2].append(None)
+        elif h is not None:  # (with races: the arrival's identity, Engine.race_log)
+            h[2].append((su, vc.item(su)) if self.races is not None else None)
         ws = self.waiters.pop(key, None)
         if ws:
             units = self.units

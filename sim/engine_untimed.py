@@ -210,7 +210,9 @@ class UntimedLoop:
                             else:
                                 joins.append(maximum(prev, bvc))
                                 known.append(None)
-                    h[2].append(None)
+                        h[2].append((su, bvc.item(su)))  # (its identity: Engine.race_log)
+                    else:
+                        h[2].append(None)
                 ws = waiters.pop(key, None)
                 if ws:
                     for u in (sorted(ws) if len(ws) > 1 else ws):

@@ -20,6 +20,13 @@ from m100.tools import driver
 from test_replay import _engine_run, _same
 
 
+@pytest.fixture(autouse=True)
+def _rows(monkeypatch):
+    """These are the row certificate's tests (``engine.ARRIVAL_CERT`` off); the arrivals'
+    certificate is test_arrival_cert.py's."""
+    monkeypatch.setattr(engine, "ARRIVAL_CERT", False)
+
+
 @pytest.fixture
 def certs(monkeypatch):
     """Per engine run: (mode, took a certificate, its clocks the same)."""

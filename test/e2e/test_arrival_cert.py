@@ -1,0 +1,131 @@
+"""The first full run's race verdict from the first functional run's by the counters' arrivals
+(``m100.sim.engine.ARRIVAL_CERT``): the full run keeps no clocks; every join must take the
+arrivals the functional run's join of the same block and monitor took (the same first ``k + 1``
+arrivals of the counter, and the functional join took ``k + 1``), which makes every block's
+clock row the functional run's -- the row certificate (``clock_cert.same``, the reference here)
+holds whenever this one does. Full runs with it equal the engine's own (outputs, stats, reports,
+records); a racy full run after a race-free functional one (the short copy's update arrives first
+with timing) and a join that takes more arrivals with timing than without are not certified.
+Mutants: every arrivals certificate holds (the racy run then reports nothing); the join's count
+test dropped (``test_a_join_of_more_arrivals_is_not_certified`` fails)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from m100.sim import engine
+from m100.sim.testing import hb
+from m100.targets.m100.isa import Copy, DType, Monitor, Space, Sync, Update
+from m100.targets.m100.machine import get_machine
+from m100.targets.m100.program import Program, Symbol
+from m100.tools import driver
+from test_clock_cert import _feed, _late_writer
+from test_replay import CASES, _engine_run, _same
+
+
+@pytest.fixture
+def certs(monkeypatch):
+    """Per engine run: (mode, took a certificate, by arrivals, it held)."""
+    seen = []
+    run = engine.Engine.run
+
+    def spied(self):
+        run(self)
+        seen.append((self.mode, self.cert is not None, self.arr_ids is not None,
+                     self.clocks_ok))
+
+    monkeypatch.setattr(engine.Engine, "run", spied)
+    return seen
+
+
+def _functional_then_full(prog: Program, feed: dict):
+    assert driver.run(prog, feed, mode="functional").ok  # (kept, with its race log)
+    return driver.run(prog, feed, mode="full")
+
+
+def _compile(name: str) -> Program:
+    build, machine, tpbs = CASES[name]
+    return driver.compile(build(), machine=machine, tpbs=tpbs).program
+
+
+@pytest.mark.parametrize("name", ["mlp", "convnet", "llama"])
+def test_full_run_with_the_arrivals_certificate_is_the_engines(name, monkeypatch, certs):
+    prog = _compile(name)
+    feed = driver.random_inputs(prog, 5)
+    want = _engine_run(monkeypatch, prog, feed, "full")  # (its own log and sweep)
+    assert want.ok
+    del certs[:]
+    driver.run(prog, driver.random_inputs(prog, 6), mode="functional")  # (kept, race-free)
+    _same(driver.run(prog, feed, mode="full"), want)
+    assert certs == [("functional", False, False, None), ("full", True, True, True)]
+    # the row certificate (the reference) holds on the same runs
+    prog = _compile(name)
+    monkeypatch.setattr(engine, "ARRIVAL_CERT", False)
+    del certs[:]
+    _same(_functional_then_full(prog, driver.random_inputs(prog, 6)),
+          driver.run(prog, driver.random_inputs(prog, 6), mode="full"))
+    assert ("full", True, False, True) in certs
+
+
+def test_other_arrivals_with_timing_run_the_race_checks(monkeypatch, certs):
+    want = _engine_run(monkeypatch, _late_writer(), _feed(), "full")
+    assert [r.kind for r in want.reports] == ["race"]
+    del certs[:]
+    _same(_functional_then_full(_late_writer(), _feed()), want)
+    assert ("full", True, True, False) in certs  # (taken, did not hold: made again)
+
+
+def test_arrivals_certificate_without_its_test_would_differ(monkeypatch):
+    """The mutant: every arrivals certificate holds. The racy full run reports nothing."""
+    monkeypatch.setattr(engine.Engine, "arr_ok", property(lambda self: True,
+                                                          lambda self, v: None), raising=False)
+    assert _functional_then_full(_late_writer(), _feed()).ok
+
+
+SHAPE = (64, 128)
+
+
+def _heavy_first() -> Program:
+    """As ``_late_writer``, but the long copy X adds 5 and Z waits for 5: without timing X
+    arrives first and Z joins X's clock alone; with timing the short copy Y (adding 1) arrives
+    first, so Z's join takes both arrivals -- the functional run's first two, but its join took
+    one. Z's row then holds Y's clock too: not the functional run's row (no race either way)."""
+    m = get_machine("m100")
+    x, r, z = hb(1, 0, DType.F32, SHAPE), hb(0, 0, DType.F32, SHAPE), \
+        hb(0, 65536, DType.F32, SHAPE)
+    insts = [Copy(tpb=1, src=x, dst=r, sync=Sync(updates=(Update(0, 1 << 0, 5),))),
+             Copy(tpb=2, src=hb(2, 0, DType.F32, (4,)), dst=hb(2, 64, DType.F32, (4,)),
+                  sync=Sync(updates=(Update(0, 1 << 0, 1),))),
+             Copy(tpb=0, src=r, dst=z, sync=Sync(monitors=(Monitor(0, 0, 5),)))]
+    syms = [Symbol("x", "input", SHAPE, DType.F32, Space.HBSM, 0, 1),
+            Symbol("z", "output", SHAPE, DType.F32, Space.HBSM, 65536, 0)]
+    return Program(m.name, m.fingerprint(), {m.cluster_of(0): insts}, symbols=syms)
+
+
+@pytest.mark.parametrize("arrivals", [True, False])
+def test_a_join_of_more_arrivals_is_not_certified(arrivals, monkeypatch, certs):
+    """Neither certificate holds (the rows differ), and the run is the engine's."""
+    want = _engine_run(monkeypatch, _heavy_first(), _feed(), "full")
+    assert want.ok
+    monkeypatch.setattr(engine, "ARRIVAL_CERT", arrivals)
+    del certs[:]
+    _same(_functional_then_full(_heavy_first(), _feed()), want)
+    assert ("full", True, arrivals, False) in certs
+
+
+def test_functional_race_log_names_each_arrival(monkeypatch):
+    """The kept functional run's per-counter running values and arrival identities (unit,
+    epoch) are the general loop's and the functional loop's alike."""
+    from m100.sim import engine_untimed, replay
+    logs = []
+    for fast in (True, False):
+        monkeypatch.setattr(engine_untimed, "FAST", fast)
+        prog = _compile("convnet")
+        assert driver.run(prog, driver.random_inputs(prog, 1), mode="functional").ok
+        (sched,) = prog.__dict__["_sim_schedule"].values()
+        logs.append(sched.race_log[2])
+    assert logs[0] == logs[1] and logs[0]
+    for cums, ids in logs[0].values():
+        assert len(cums) == len(ids) and all(isinstance(u, int) and e >= 1 for u, e in ids)
+    assert replay.REPLAY
