@@ -105,6 +105,10 @@ class PlanBuilder(Transfers):
         if j > self.reach:
             self.reach = j
 
+    def _kept_bcast(self) -> bool:
+        """``Plan.kept_bcast`` as the generation reads it (a recording logs it: :mod:`.recipe`)."""
+        return self.tl.kept_bcast
+
     # ------------------------------------------------------------------ segments
     def segment(self, si: int, seg: SegmentCfg, isolated: bool) -> None:
         self.isolated = isolated
@@ -149,7 +153,7 @@ class PlanBuilder(Transfers):
                     try:
                         self._compute_segment(si, seg, pieces)
                     finally:
-                        book.stop(self)
+                        book.stop(self, rec)
                     book.finish(self, si, seg, pieces, rec)
         if self.pend:
             self._late_reads_end(si)

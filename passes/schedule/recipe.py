@@ -21,7 +21,11 @@ read is the same up to the numbering of the earlier tasks:
   segment is recorded, which logs the segments read by index and the length if read; the key
   holds them by identity -- until session 29 it held the whole suffix ``segs[si:]``, so a trial
   that changed a later segment replayed none of the segments before it), the kept activations
-  and their mode, the scheduler's caches (functions of the configuration) -- all in the key;
+  and their broadcast mode as the generation asked about them (``Plan.kept`` is a
+  :class:`RecSet` while a segment is recorded: each op asked about with the answer, whether any
+  is kept; ``Plan.kept_bcast`` is read through ``PlanBuilder._kept_bcast``, logged -- until
+  session 35 the key held the whole set and mode, so no build of another keep mode replayed),
+  the scheduler's caches (functions of the configuration) -- all in the key;
 * a replay maps the recorded external task ids to the ids the reads give now (an injective map:
   equal values read equal, distinct distinct) and creates the recorded tasks in order through
   ``put`` (the same list scheduling as a full build), then the recorded ``_touch`` and
@@ -56,6 +60,8 @@ _W = object()  # a key's first access was a write
 _MISSING = object()
 _TAINT = object()  # log key: a time-dependent value of the segment's own was read
 _LEN = object()  # log key of :class:`RecList`: the length of the segment list was read
+_ANY = object()  # log key of :class:`RecSet`: whether any activation is kept was read
+_BCAST = object()  # kept-activation log key: ``Plan.kept_bcast`` was read
 
 #: the builder's dicts whose reads are logged (``plan.prefetch`` too: "prefetch")
 PROXIED = ("barrier", "written", "n_written", "wboxes", "by_op", "kept_use")
@@ -145,6 +151,74 @@ class RecList:
         raise TypeError("internal: iteration over the logged segment list (recipe.RecList)")
 
 
+class RecSet:
+    """The plan's kept activations (``Plan.kept``, op names) seen through a log while a segment is
+    recorded: each op asked about (``in``) with the answer, and whether any is kept (``bool``,
+    :data:`_ANY`). The recipe's key holds these answers, not the whole set (until session 35 it
+    held the set and ``Plan.kept_bcast``: the builds of other keep modes replayed nothing). Only
+    ``in`` and ``bool`` are defined (iteration, ``len``, set operations: an error, never an
+    unlogged read)."""
+
+    __slots__ = ("s", "log")
+
+    def __init__(self, kept, log: dict):
+        self.s, self.log = kept, log
+
+    def __contains__(self, k) -> bool:
+        v = k in self.s
+        self.log.setdefault(k, v)
+        return v
+
+    def __bool__(self) -> bool:
+        v = bool(self.s)
+        self.log.setdefault(_ANY, v)
+        return v
+
+    def __iter__(self):
+        raise TypeError("internal: iteration over the logged kept activations (recipe.RecSet)")
+
+    def __len__(self):
+        raise TypeError("internal: len() of the logged kept activations (recipe.RecSet)")
+
+    def __eq__(self, other):
+        raise TypeError("internal: the logged kept activations compared (recipe.RecSet)")
+
+    __hash__ = None  # type: ignore[assignment]
+
+
+class _Unread:
+    """``Plan.kept_bcast`` while a segment is recorded: the generation reads it through
+    ``PlanBuilder._kept_bcast`` (logged); any other read is an error, never an unlogged one."""
+
+    __slots__ = ()
+
+    def __bool__(self):
+        raise TypeError("internal: Plan.kept_bcast read past PlanBuilder._kept_bcast while a "
+                        "segment is recorded (recipe)")
+
+    __eq__ = __bool__  # type: ignore[assignment]
+    __hash__ = None  # type: ignore[assignment]
+
+
+_UNREAD = _Unread()
+
+
+def _same_kept(seen: tuple, tl) -> bool:
+    """Does ``tl`` answer the kept-activation reads a recording logged (:class:`RecSet`,
+    ``PlanBuilder._kept_bcast``) as they were answered then?"""
+    kept = tl.kept
+    for k, v in seen:
+        if k is _ANY:
+            if bool(kept) != v:
+                return False
+        elif k is _BCAST:
+            if tl.kept_bcast != v:
+                return False
+        elif (k in kept) != v:
+            return False
+    return True
+
+
 def _swap(bld, logs: list | None) -> None:
     """Put the builder's logged dicts behind :class:`RecDict`\\ s with the logs ``logs`` (in
     :data:`PROXIED` order, then the plan's ``prefetch``), or back (None)."""
@@ -183,20 +257,20 @@ def _ids(name: str, v) -> tuple[object, list[int]]:
 def record_from(segs: list, tl, base, checkpoints) -> int:
     """The first index of ``segs`` whose segments a whole-plan build records (:meth:`.timeline.
     Scheduler.build`; ``tl``: its plan, with its kept activations chosen). A recording is
-    replayed only by a later build of the same configuration at the same index with the same
-    kept activations (and the same state read): so a trial (a build with a ``base`` or a
-    reference plan, the plan it would replace) whose kept activations differ from the base's
-    records nothing -- if it is not kept, no later build has them; else it records the segments
-    after the last one that differs from the base's (counted from the end; the changed ones are
-    new configurations that only a kept trial leaves in the plan; the ones before were built by
-    the builds before it). A build without a base records from its first checkpoint: the later
+    replayed only by a later build of the same configuration at the same index (with the same
+    answers to the kept-activation reads it made, and the same state read): so a trial (a build
+    with a ``base`` or a reference plan, the plan it would replace) records the segments after
+    the last one that differs from the base's (counted from the end; the changed ones are new
+    configurations that only a kept trial leaves in the plan; the ones before were built by the
+    builds before it). A build without a base records from its first checkpoint: the later
     trials resume there, the segments before it are built again only by builds from scratch.
     Only the speed depends on it: a segment not recorded is built in full (ResNet-50: 125
-    recordings instead of session 28's 605, of which 102 were ever replayed; 87 of the 125 are)."""
+    recordings instead of session 28's 605, of which 102 were ever replayed; 87 of the 125 are).
+    Until session 35 a trial whose kept activations differ from the base's recorded nothing (the
+    key held the whole set: only a build in the same keep mode could replay); with the reads'
+    answers as the key the other modes' builds replay them (ResNet-50: 843 -> 936 replays)."""
     if base is None:
         return min(checkpoints, default=0)
-    if base.kept != tl.kept or base.kept_bcast != tl.kept_bcast:
-        return len(segs)
     old = base.segments
     k = 0
     for a, b in zip(reversed(segs), reversed(old)):
@@ -231,6 +305,10 @@ class RecipeBook:
                    held=len(bld.held_use), carry=bld.seg_at in bld.tl.carry,
                    reach=bld.reach)
         put, touch, wrote, pf_wait = bld.put, bld._touch, bld._wrote, bld._pf_wait
+        tl = bld.tl
+        kl = rec["kept_log"] = {}
+        bcast = rec["bcast"] = tl.kept_bcast
+        rec["kept_set"] = tl.kept
         pl = logs[-1]
         written, n_written = bld.written, bld.n_written  # (the plain dicts)
         wl, nl = logs[PROXIED.index("written")], logs[PROXIED.index("n_written")]
@@ -262,19 +340,27 @@ class RecipeBook:
             pl.setdefault((si, tpb), v)
             return v
 
+        def rec_kept_bcast():
+            kl.setdefault(_BCAST, bcast)
+            return bcast
+
         _swap(bld, logs)
+        tl.kept, tl.kept_bcast = RecSet(tl.kept, kl), _UNREAD
+        bld._kept_bcast = rec_kept_bcast
         rec["segs"] = {}
         bld.tl.segments = RecList(bld.tl.segments, rec["segs"])
         bld.put, bld._touch, bld._wrote, bld._pf_wait = rec_put, rec_touch, rec_wrote, \
             rec_pf_wait
         return rec
 
-    def stop(self, bld) -> None:
+    def stop(self, bld, rec: dict) -> None:
         """Stop logging (also after a build stopped inside the segment)."""
         _swap(bld, None)
-        if type(bld.tl.segments) is RecList:
-            bld.tl.segments = bld.tl.segments.l
-        for a in ("put", "_touch", "_wrote", "_pf_wait"):
+        tl = bld.tl
+        if type(tl.segments) is RecList:
+            tl.segments = tl.segments.l
+        tl.kept, tl.kept_bcast = rec["kept_set"], rec["bcast"]
+        for a in ("put", "_touch", "_wrote", "_pf_wait", "_kept_bcast"):
             bld.__dict__.pop(a, None)
 
     def finish(self, bld, si: int, seg, pieces: list, rec: dict) -> None:
@@ -295,7 +381,7 @@ class RecipeBook:
                    tail_dma=_added(tl.tail_dma, rec["tail_dma"]),
                    carry=(si in tl.carry) and not rec["carry"], groups=bld.n_groups - rec["groups_at"],
                    late_bytes=dict(bld.late_bytes), suffix=tuple(rec["segs"].items()),
-                   kept=(frozenset(tl.kept), tl.kept_bcast),
+                   kept=tuple(rec["kept_log"].items()),
                    # the furthest segment it looked at, if past the builder's before (the
                    # suffix holds that segment, or the length: the same in a replay)
                    reach=bld.reach if bld.reach > rec["reach"] else -1)
@@ -315,15 +401,12 @@ class RecipeBook:
             return None
         tl = bld.tl
         segs = tl.segments
-        kept = None
         for i in range(len(lst) - 1, -1, -1):
             r = lst[i]
             raw = type(r) is dict
             if not _same_segments(r["suffix"] if raw else r.suffix, segs):
                 continue
-            if kept is None:
-                kept = (frozenset(tl.kept), tl.kept_bcast)
-            if (r["kept"] if raw else r.kept) != kept:
+            if not _same_kept(r["kept"] if raw else r.kept, tl):
                 continue
             if raw:
                 r = lst[i] = _compile(r)

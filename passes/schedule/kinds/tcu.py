@@ -154,7 +154,7 @@ def plan_piece(bld, si: int, st, op: Op, p: PlanPiece, tplan: TilePlan, compute)
             elif kept_chunks:  # one DTDU broadcast per producer piece to the column parts
                 deps = list(bld._kept_chunk(si, op, x_t, ("k", x_rows, k0), x_rows,
                                             x_full_dims[:2] + (kc,), (k0, k0 + kc),
-                                            p.a_share if bld.tl.kept_bcast else (), tpb,
+                                            p.a_share if bld._kept_bcast() else (), tpb,
                                             chunk_bytes(kc)))
             elif streamed:
                 deps = list(x_deps) if ci == 0 else []

@@ -161,9 +161,9 @@ class _P:
 
 def test_record_from():
     """Which segments a build records: a build without a base from its first checkpoint (or
-    all); a trial whose kept activations differ from the plan it would replace none; else the
-    segments after the last one that differs (by identity, counted from the end: a trial may
-    have another segment count)."""
+    all); else the segments after the last one that differs from the plan it would replace (by
+    identity, counted from the end: a trial may have another segment count), whatever it keeps
+    (session 35: the recipes' key holds the kept-activation answers, not the set)."""
     a = [object() for _ in range(7)]
     tl = _P(a)
     assert recipe.record_from(a, tl, None, {5, 3}) == 3
@@ -172,8 +172,8 @@ def test_record_from():
     b[2], b[4] = object(), object()
     assert recipe.record_from(b, _P(b), _P(a), set()) == 5
     assert recipe.record_from(a, _P(a), _P(a), {1}) == 0
-    assert recipe.record_from(b, _P(b, {"x"}), _P(a), set()) == 7
-    assert recipe.record_from(b, _P(b, bcast=False), _P(a), set()) == 7
+    assert recipe.record_from(b, _P(b, {"x"}), _P(a), set()) == 5
+    assert recipe.record_from(b, _P(b, bcast=False), _P(a), set()) == 5
     c = a[:2] + [object(), object()] + a[3:]  # segment 2 split in two
     assert recipe.record_from(c, _P(c), _P(a), set()) == 4
 
@@ -207,3 +207,62 @@ def test_a_later_change_replays_the_segments_before_it(placed, monkeypatch):
     assert got == want
     n = sum(x.kind != "dma" for x in placed[1])
     assert replayed >= n - 3, (replayed, n)
+
+
+def test_recset_logs_the_kept_reads():
+    """The kept activations' logging view: each op asked about with its answer, whether any
+    is kept; a recording's logged answers hold in a build that answers them alike, whatever
+    else it keeps; iteration, ``len`` and an unlogged read of ``kept_bcast`` are errors."""
+    log: dict = {}
+    r = recipe.RecSet({"a", "b"}, log)
+    assert "a" in r and "c" not in r and "a" in r and r
+    assert log == {"a": True, "c": False, recipe._ANY: True}
+    for f in (list, len, lambda x: x | {"d"}, lambda x: x == {"a", "b"}, hash):
+        with pytest.raises(TypeError):
+            f(r)
+    for f in (bool, lambda x: x == True):  # noqa: E712
+        with pytest.raises(TypeError):
+            f(recipe._UNREAD)
+    seen = tuple(log.items()) + ((recipe._BCAST, False),)
+    assert recipe._same_kept(seen, _P([], {"a", "x"}, bcast=False))
+    assert not recipe._same_kept(seen, _P([], {"a", "c"}, bcast=False))
+    assert not recipe._same_kept(seen, _P([], {"x"}, bcast=False))
+    assert not recipe._same_kept(seen, _P([], {"a"}, bcast=True))
+    assert recipe._same_kept(((recipe._ANY, False),), _P([]))
+    assert not recipe._same_kept(((recipe._ANY, False),), _P([], {"z"}))
+    assert recipe._same_kept((), _P([], {"z"}, bcast=False))
+
+
+def _cross_mode_replays(mp) -> list:
+    """From now on: per replay, whether the replaying build keeps other activations (or
+    another broadcast mode) than the build that recorded the recipe (a spy on ``_compile`` and
+    ``RecipeBook.replay``)."""
+    full: dict = {}
+    out: list = []
+    comp, replay = recipe._compile, recipe.RecipeBook.replay
+
+    def _compile(raw):
+        r = comp(raw)
+        if r is not None:
+            full[id(r)] = (r, frozenset(raw["kept_set"]), raw["bcast"])
+        return r
+
+    def rp(self, bld, si, pieces, r, ext):
+        out.append(full[id(r)][1:] != (frozenset(bld.tl.kept), bld.tl.kept_bcast))
+        return replay(self, bld, si, pieces, r, ext)
+
+    mp.setattr(recipe, "_compile", _compile)
+    mp.setattr(recipe.RecipeBook, "replay", rp)
+    return out
+
+
+def test_replays_across_keep_modes_are_the_full_builds(r18, monkeypatch):
+    """A recipe's key holds the answers to the kept-activation reads its generation made, not
+    the whole set (session 35): builds in other keep modes replay it where those answers agree
+    -- every such replay is checked against its full build, and the schedule's builds are the
+    ones without recipes."""
+    off = _run(r18, M100, False)[:2]
+    cross = _cross_mode_replays(monkeypatch)
+    on = _run(r18, M100, True, check=True, monkeypatch=monkeypatch)[:2]
+    assert on == off
+    assert sum(cross) >= 5 and not all(cross), (sum(cross), len(cross))
