@@ -83,8 +83,10 @@ class UntimedLoop:
         # the bulk log made after the loop from the calls' log and the clock rows
         # (Checks._race_log_after: the same entries) when the pre-pass packed every block half
         after = bulk and defer is not None and getattr(self, "race_halves", None) is not None
-        if after:
-            bulk = False
+        if after:  # (and the clock rows too, from the counter arrivals: sim/race_clocks.py)
+            bulk = joins_on = False
+            arrivals: list = []
+            log_arrival = arrivals.append
         checker = races is not None and rb is None  # (the per-access checker)
         nxt: list[int] = []  # units whose blocks end at the next time, in push order
         fifo: deque = deque()  # counter arrivals at the current time, in push order
@@ -153,8 +155,8 @@ class UntimedLoop:
             if rec.start is None:
                 rec.start = now
             try:
-                if after:  # (the clock row only: the log is made after the loop)
-                    race_clock[u] = rb.buf[keep(vc[u])]
+                if after:  # (nothing: the log and the rows are made after the loop)
+                    pass
                 elif bulk:  # (_race_block's bulk branch: the reads of block b)
                     snap = keep(vc[u])
                     race_clock[u] = rb.buf[snap]
@@ -213,6 +215,8 @@ class UntimedLoop:
                         h[2].append((su, bvc.item(su)))  # (its identity: Engine.race_log)
                     else:
                         h[2].append(None)
+                elif after:  # (race_clocks: the arrival and its sender's record and block)
+                    log_arrival((tpb, c, val, src, bvc, su))
                 ws = waiters.pop(key, None)
                 if ws:
                     for u in (sorted(ws) if len(ws) > 1 else ws):
@@ -230,7 +234,7 @@ class UntimedLoop:
             if not nxt:
                 self.now = now
                 if after:
-                    self._race_log_after(defer)
+                    self._race_log_after(defer, arrivals)
                 return
             # the next time's block ends, in push order (Engine.ev_block_done + ev_visible)
             now += 1.0
@@ -255,7 +259,9 @@ class UntimedLoop:
                     self.report("fault", str(e), rec)
                     raise Aborted from None
                 us.pending = []
-                if rb is not None:
+                if after:  # (the block, for the arrivals' log)
+                    snapshot = b
+                elif rb is not None:
                     snapshot = race_clock[u]
                 else:
                     snapshot = vc[u].copy() if races is not None else None
