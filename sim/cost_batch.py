@@ -65,6 +65,7 @@ def derive_batch(costs: list[Cost], cap, col, col_cap, token: int, banks: int) -
             todo.append(c)  # (its base is not derived and will not be: derived as any cost)
     n = _derive(todo, cap, col, col_cap, token, banks)
     k = 0
+    split: dict = {}  # a remote base's column parts (_remote_parts), by id
     for c in moved:
         if c.alone is not None:  # (derived above)
             continue
@@ -78,17 +79,48 @@ def derive_batch(costs: list[Cost], cap, col, col_cap, token: int, banks: int) -
         else:  # a remote copy (timing.moved_remote): its first TPB's bank columns, then its
             # second's, then its mesh link's, each moved (the link of the same capacity)
             t0, t1, t, u = shift
-            bc = b.cols
-            tb = bc // banks
-            c.cols = np.where(tb == t0, bc + (t - t0) * banks, np.where(
-                tb == t1, bc + (u - t1) * banks,
-                np.where(bc == col(("mesh", t0, t1)), col(("mesh", t, u)), -1)))
-            if c.cols.size and c.cols.min() < 0:  # pragma: no cover - defensive
-                raise AssertionError("cost batch: a moved remote copy's column not found")
+            parts = split.get(id(b))
+            if parts is None:
+                parts = split[id(b)] = _remote_parts(b.cols, t0, t1, col(("mesh", t0, t1)),
+                                                     banks)
+            if parts is not False:  # (its columns in that order: moved part by part)
+                c.cols = np.concatenate((parts[0] + (t - t0) * banks,
+                                         parts[1] + (u - t1) * banks, [col(("mesh", t, u))]))
+            else:
+                c.cols = moved_remote_cols(b.cols, t0, t1, t, u, col, banks)
         c.cols_of = token
         c.neg_use = None
         k += 1
     return n + k
+
+
+def moved_remote_cols(bc: np.ndarray, t0: int, t1: int, t: int, u: int, col,
+                      banks: int) -> np.ndarray:
+    """The engine columns ``bc`` of a remote copy from TPB ``t0`` to ``t1`` as a copy from ``t``
+    to ``u``: each bank column of ``t0`` moved by ``(t - t0) * banks``, of ``t1`` by ``(u - t1) *
+    banks``, the mesh link's column ``t0 -> t1`` replaced by ``t -> u``'s (the definition)."""
+    tb = bc // banks
+    out = np.where(tb == t0, bc + (t - t0) * banks, np.where(
+        tb == t1, bc + (u - t1) * banks,
+        np.where(bc == col(("mesh", t0, t1)), col(("mesh", t, u)), -1)))
+    if out.size and out.min() < 0:  # pragma: no cover - defensive
+        raise AssertionError("cost batch: a moved remote copy's column not found")
+    return out
+
+
+def _remote_parts(bc: np.ndarray, t0: int, t1: int, mesh: int, banks: int):
+    """A remote copy's engine columns ``bc`` as (its bank columns of TPB ``t0``, of ``t1``) when
+    they are those, then those, then its mesh link's column ``mesh`` -- the order ``_derive``
+    gives them (the cost's TPB order, then its links) -- so that moving each part
+    (:func:`moved_remote_cols`' values, position by position) is two additions and a
+    concatenation; else False (the definition then)."""
+    if bc.size < 1 or int(bc[-1]) != mesh:
+        return False
+    tb = bc[:-1] // banks
+    n0 = int(np.count_nonzero(tb == t0))
+    if not ((tb[:n0] == t0).all() and (tb[n0:] == t1).all()):
+        return False
+    return bc[:n0], bc[n0:-1]
 
 
 def _derive(todo: list[Cost], cap, col, col_cap, token: int, banks: int) -> int:

@@ -234,3 +234,33 @@ def test_remote_copy_key_names_what_its_cost_depends_on():
                       0).moved is not None
     assert model._remote_geometry(Copy(3, replace(src, tpb=3), replace(dst, tpb=3)), 0) is None
     assert model._remote_geometry(Copy(3, src, replace(dst, tpb=5)), 0) is None  # src not in 3
+
+
+def test_remote_columns_moved_by_parts_equal_the_definition():
+    """``cost_batch._remote_parts`` + two additions and a concatenation (how ``derive_batch``
+    moves a remote copy's engine columns) give ``moved_remote_cols``' values (the definition,
+    position by position); columns in another order, or without the mesh column last, are not
+    split (the definition then). (A mutant of ``derive_batch`` that moves both parts by one
+    TPB's shift fails ``test_remote_copies_shared_by_geometry_equal_their_builds``.)"""
+    from m100.sim.cost_batch import _remote_parts, moved_remote_cols
+    banks = M100.hbsm_banks
+    rng = np.random.default_rng(3)
+    links = {}
+
+    def col(key):
+        return links.setdefault(key, 10_000 + len(links))
+
+    for _ in range(200):
+        t0, t1, t, u = (int(x) for x in rng.choice(M100.num_tpbs, 4, replace=False))
+        b0 = np.sort(rng.choice(banks, int(rng.integers(1, banks + 1)), replace=False))
+        b1 = np.sort(rng.choice(banks, int(rng.integers(1, banks + 1)), replace=False))
+        bc = np.concatenate((t0 * banks + b0, t1 * banks + b1, [col(("mesh", t0, t1))]))
+        parts = _remote_parts(bc, t0, t1, col(("mesh", t0, t1)), banks)
+        assert parts is not False
+        got = np.concatenate((parts[0] + (t - t0) * banks, parts[1] + (u - t1) * banks,
+                              [col(("mesh", t, u))]))
+        want = moved_remote_cols(bc, t0, t1, t, u, col, banks)
+        assert got.dtype == want.dtype and got.tobytes() == want.tobytes()
+        swapped = np.concatenate((t1 * banks + b1, t0 * banks + b0, [col(("mesh", t0, t1))]))
+        assert _remote_parts(swapped, t0, t1, col(("mesh", t0, t1)), banks) is False
+        assert _remote_parts(bc[:-1], t0, t1, col(("mesh", t0, t1)), banks) is False
