@@ -107,6 +107,29 @@ ARRIVAL_CERT = True
 _NEVER = 1 << 62  # (the rank of an arrival the functional run did not have)
 
 
+def by_counter(flat: list, units: list) -> dict:
+    """A functional run's arrivals as its race log keeps them where its loop logs them flat
+    (``(tpb, counter, value after, sender record index, sender block, sender unit)`` in arrival
+    order) as the arrivals' certificate reads them: per counter (its running values, its
+    arrivals' (sender unit, sender epoch)). A block's epoch is its number among its unit's blocks
+    (from 1): the unit runs its queue (``units[u].queue``, before the run) in order, so block
+    ``b`` of a record is epoch 1 + ``b`` + the blocks of the records before it there."""
+    off = {}
+    for us in units:
+        n = 1
+        for r in us.queue:
+            off[r.index] = n
+            n += r.inst.sync.blocks
+    out: dict = {}
+    for tpb, c, val, i, b, su in flat:
+        got = out.get((tpb, c))
+        if got is None:
+            got = out[(tpb, c)] = ([], [])
+        got[0].append(val)
+        got[1].append((su, off[i] + b))
+    return out
+
+
 class Aborted(Exception):
     pass
 
@@ -186,7 +209,10 @@ class Engine(Fluid, Checks, TraceEvents, DmaAhead, UntimedLoop):
         # maximum of the arrivals' ranks in the functional run's order, the ranks by identity,
         # the functional running values); each unit's epoch (its clock's own entry, which no
         # clock is kept for here); whether every join so far took the functional run's arrivals
-        self.arr_ids: dict | None = clock_cert[2] if arrivals else None
+        self.arr_ids: dict | None = None
+        if arrivals:
+            ids = clock_cert[2]
+            self.arr_ids = by_counter(ids, self.units) if isinstance(ids, list) else ids
         self.arr_hist: dict[tuple[int, int], tuple] = {}
         self.epoch = [1] * n if arrivals else None
         self.arr_ok = True
@@ -298,7 +324,11 @@ class Engine(Fluid, Checks, TraceEvents, DmaAhead, UntimedLoop):
             rb = self.rbatch
             # (the sweep forgets the entries and rows) and per counter its running values and
             # arrivals' identities (the arrivals' certificate of a later full run)
-            log = (rb.log_meta, rb.buf, {k: (h[0], h[2]) for k, h in self.hist.items()})
+            # -- or the functional loop's flat arrival log where it keeps one instead
+            # (``Checks._race_log_after``: by reference, grouped by the full run, by_counter)
+            flat = getattr(self, "arrivals", None)
+            log = (rb.log_meta, rb.buf, flat if flat is not None else
+                   {k: (h[0], h[2]) for k, h in self.hist.items()})
             rb.check(None)
             self.race_log = log
         left = [u for u in self.units if u.cur is not None or u.queue]

@@ -129,3 +129,42 @@ def test_functional_race_log_names_each_arrival(monkeypatch):
     for cums, ids in logs[0].values():
         assert len(cums) == len(ids) and all(isinstance(u, int) and e >= 1 for u, e in ids)
     assert replay.REPLAY
+
+
+@pytest.mark.parametrize("name", ["convnet", "llama"])
+def test_flat_arrival_log_grouped_by_counter(name, monkeypatch):
+    """``engine.by_counter`` (a functional loop's flat arrival log, grouped as the certificate
+    reads it) on the flat log written out from a functional run's per-counter identities, a
+    unit's epochs named by its blocks' start times (an oracle independent of the queues), equals
+    those identities; a run whose race log is that flat log takes the certificate and holds."""
+    from m100.sim import engine_untimed
+    monkeypatch.setattr(engine_untimed, "FAST", False)  # (the general loop: hist kept)
+    prog = _compile(name)
+    feed = driver.random_inputs(prog, 1)
+    res = driver.run(prog, feed, mode="functional")
+    (sched,) = prog.__dict__["_sim_schedule"].values()
+    grouped = sched.race_log[2]
+    blocks = {}  # (unit, epoch) -> (record index, block): by start time within the unit
+    for u in {r.unit for r in res.records}:
+        mine = sorted((s, r.index, b) for r in res.records if r.unit == u
+                      for b, (s, _) in enumerate(r.blocks))
+        for e, (_, i, b) in enumerate(mine, 1):
+            blocks[(u, e)] = (i, b)
+    flat = []
+    order = sorted((k, j) for k, (cums, _) in grouped.items() for j in range(len(cums)))
+    for (tpb, c), j in order:  # (an arrival order: per counter as the run's)
+        cums, ids = grouped[(tpb, c)]
+        flat.append((tpb, c, cums[j]) + blocks[ids[j]] + (ids[j][0],))
+    seen = []
+    run = engine.Engine.run
+
+    def spied(self):
+        if self.mode == "full":  # (the run's units, their queues before the run)
+            seen.append(engine.by_counter(flat, self.units) == grouped)
+        run(self)
+        seen.append((self.mode, self.arr_ids is not None, self.clocks_ok))
+
+    monkeypatch.setattr(engine.Engine, "run", spied)
+    sched.race_log = sched.race_log[:2] + (flat,)
+    full = driver.run(prog, feed, mode="full")
+    assert full.ok and seen == [True, ("full", True, True)]
