@@ -11,6 +11,8 @@ test dropped (``test_a_join_of_more_arrivals_is_not_certified`` fails)."""
 
 from __future__ import annotations
 
+from types import SimpleNamespace
+
 import numpy as np
 import pytest
 
@@ -115,56 +117,99 @@ def test_a_join_of_more_arrivals_is_not_certified(arrivals, monkeypatch, certs):
 
 
 def test_functional_race_log_names_each_arrival(monkeypatch):
-    """The kept functional run's per-counter running values and arrival identities (unit,
-    epoch) are the general loop's and the functional loop's alike."""
-    from m100.sim import engine_untimed, replay
+    """The kept functional run's per-counter running values and arrival identities are the
+    general loop's and the functional loop's alike, as the certificate reads them (sender record,
+    sender block): the flat log grouped by ``by_counter``, the histories by ``hist_ids``."""
+    from m100.sim import engine_untimed
     logs = []
     for fast in (True, False):
         monkeypatch.setattr(engine_untimed, "FAST", fast)
         prog = _compile("convnet")
         assert driver.run(prog, driver.random_inputs(prog, 1), mode="functional").ok
         (sched,) = prog.__dict__["_sim_schedule"].values()
-        logs.append(sched.race_log[2])
+        log = sched.race_log[2]
+        recs = [SimpleNamespace(index=r[0], stream=r[1], pos=r[2], inst=r[3], unit=r[4])
+                for r in sched.recs]
+        logs.append(engine.by_counter(log) if isinstance(log, list) else
+                    engine.hist_ids(log, recs))
     assert logs[0] == logs[1] and logs[0]
     for cums, ids in logs[0].values():
-        assert len(cums) == len(ids) and all(isinstance(u, int) and e >= 1 for u, e in ids)
-    assert replay.REPLAY
+        assert len(cums) == len(ids) and all(i >= 0 and b >= 0 for i, b in ids)
 
 
 @pytest.mark.parametrize("name", ["convnet", "llama"])
-def test_flat_arrival_log_grouped_by_counter(name, monkeypatch):
-    """``engine.by_counter`` (a functional loop's flat arrival log, grouped as the certificate
-    reads it) on the flat log written out from a functional run's per-counter identities, a
-    unit's epochs named by its blocks' start times (an oracle independent of the queues), equals
-    those identities; a run whose race log is that flat log takes the certificate and holds."""
+def test_hist_identities_by_block_start_times(name, monkeypatch):
+    """``engine.hist_ids`` (the general loop's per-counter (unit, epoch) identities as (record,
+    block)) against an oracle independent of the queues: a unit's epochs named by its blocks'
+    start times; and a full run whose race log is those arrivals written out flat (the functional
+    loop's other form, grouped by ``by_counter``) takes the certificate and it holds."""
     from m100.sim import engine_untimed
     monkeypatch.setattr(engine_untimed, "FAST", False)  # (the general loop: hist kept)
     prog = _compile(name)
     feed = driver.random_inputs(prog, 1)
     res = driver.run(prog, feed, mode="functional")
     (sched,) = prog.__dict__["_sim_schedule"].values()
-    grouped = sched.race_log[2]
+    raw = sched.race_log[2]  # (per counter: values, (unit, epoch))
+    grouped = engine.hist_ids(raw, res.records)
     blocks = {}  # (unit, epoch) -> (record index, block): by start time within the unit
     for u in {r.unit for r in res.records}:
         mine = sorted((s, r.index, b) for r in res.records if r.unit == u
                       for b, (s, _) in enumerate(r.blocks))
         for e, (_, i, b) in enumerate(mine, 1):
             blocks[(u, e)] = (i, b)
+    assert grouped == {k: (cums, [blocks[x] for x in ids])
+                       for k, (cums, ids) in raw.items()} and grouped
+    unit_of = {r.index: r.unit for r in res.records}
     flat = []
     order = sorted((k, j) for k, (cums, _) in grouped.items() for j in range(len(cums)))
     for (tpb, c), j in order:  # (an arrival order: per counter as the run's)
         cums, ids = grouped[(tpb, c)]
-        flat.append((tpb, c, cums[j]) + blocks[ids[j]] + (ids[j][0],))
+        flat.append((tpb, c, cums[j]) + ids[j] + (unit_of[ids[j][0]],))
+    assert engine.by_counter(flat) == grouped
     seen = []
     run = engine.Engine.run
 
-    def spied(self):
-        if self.mode == "full":  # (the run's units, their queues before the run)
-            seen.append(engine.by_counter(flat, self.units) == grouped)
+    def spied_run(self):
         run(self)
         seen.append((self.mode, self.arr_ids is not None, self.clocks_ok))
 
-    monkeypatch.setattr(engine.Engine, "run", spied)
+    monkeypatch.setattr(engine.Engine, "run", spied_run)
     sched.race_log = sched.race_log[:2] + (flat,)
-    full = driver.run(prog, feed, mode="full")
-    assert full.ok and seen == [True, ("full", True, True)]
+    assert driver.run(prog, feed, mode="full").ok and seen == [("full", True, True)]
+
+
+def _by_counter_one_at_a_time(flat):
+    """``engine.by_counter`` written one arrival at a time (the definition)."""
+    out: dict = {}
+    for tpb, c, val, i, b, su in flat:
+        got = out.get((tpb, c))
+        if got is None:
+            got = out[(tpb, c)] = ([], [])
+        got[0].append(val)
+        got[1].append((i, b))
+    return out
+
+
+def test_by_counter_equals_one_arrival_at_a_time():
+    """Random queues and arrival logs (counters of several TPBs, sizes 0..300): the numpy grouping
+    equals the one-at-a-time definition (the dicts' order aside: the certificate reads them by
+    counter). Mutants: an unstable sort (kind="quicksort") or the key without the TPB fail it."""
+    from types import SimpleNamespace as NS
+    rng = np.random.default_rng(11)
+    for trial in range(40):
+        nrec = int(rng.integers(1, 60))
+        blocks = rng.integers(1, 5, nrec)
+        perm = rng.permutation(nrec)
+        units = []
+        for part in np.array_split(perm, int(rng.integers(1, 6))):
+            units.append(NS(queue=[NS(index=int(i), inst=NS(sync=NS(blocks=int(blocks[i]))))
+                                   for i in part]))
+        unit_of = {r.index: u for u, us in enumerate(units) for r in us.queue}
+        flat = []
+        for _ in range(int(rng.integers(0, 300))):
+            i = int(rng.integers(0, nrec))
+            flat.append((int(rng.integers(0, 4)), int(rng.integers(0, 3)),
+                         int(rng.integers(1, 50)), i, int(rng.integers(0, blocks[i])),
+                         unit_of[i]))
+        got, want = engine.by_counter(flat), _by_counter_one_at_a_time(flat)
+        assert got == want
