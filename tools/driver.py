@@ -29,6 +29,7 @@ from typing import Any
 
 import numpy as np
 
+from m100.mempolicy import small_pages
 from m100.sim.certificate import SYNC_MODES
 # the program's inputs/outputs and the comparison with an oracle live in their own modules; the
 # driver is the flow's one entry point and re-exports them (``__all__``)
@@ -243,8 +244,10 @@ def compile(src, machine="m100", tpbs: int = 0, sync_mode: str = "dataflow", *,
     ``machine``: a preset name, a machine file, or a :class:`Machine` (``machine_ref``);
     ``prefetch_shares``: ``m100-pipeline``'s ``prefetch-shares`` (percents tried in order; empty =
     its default); ``pack_largest_first``: its ``pack-largest-first``; ``tail_prefetch``: its
-    ``tail-prefetch``."""
-    with compile_gc() as stage_end:
+    ``tail-prefetch``. numpy advises no huge pages while it runs (``m100.mempolicy``: the
+    kernel's zeroing of 2 MB pages for the graph stage's new weight arrays cost ResNet-50's
+    compile ~0.4 CPU-s of system time; the forked torch-mlir child inherits it)."""
+    with compile_gc() as stage_end, small_pages():
         return _compile(src, machine, tpbs, sync_mode, clusters=clusters, strategy=strategy,
                         seed=seed, verbose=verbose, stage_end=stage_end,
                         prefetch_shares=prefetch_shares,
@@ -269,7 +272,7 @@ def compile_least(srcs, machine="m100", tpbs: int = 0, sync_mode: str = "dataflo
     later model answers the segments it shares with an earlier one from those builds, keyed by
     everything an isolated build reads -- the same course and plans as alone."""
     from m100.passes.schedule.shared_costs import carried
-    with compile_gc() as stage_end, carried():
+    with compile_gc() as stage_end, small_pages(), carried():
         opts = dict(clusters=clusters, strategy=strategy, seed=seed, verbose=verbose,
                     stage_end=stage_end, prefetch_shares=prefetch_shares,
                     pack_largest_first=pack_largest_first, tail_prefetch=tail_prefetch)
