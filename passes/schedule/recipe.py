@@ -258,19 +258,24 @@ def record_from(segs: list, tl, base, checkpoints) -> int:
     """The first index of ``segs`` whose segments a whole-plan build records (:meth:`.timeline.
     Scheduler.build`; ``tl``: its plan, with its kept activations chosen). A recording is
     replayed only by a later build of the same configuration at the same index (with the same
-    answers to the kept-activation reads it made, and the same state read): so a trial (a build
-    with a ``base`` or a reference plan, the plan it would replace) records the segments after
-    the last one that differs from the base's (counted from the end; the changed ones are new
-    configurations that only a kept trial leaves in the plan; the ones before were built by the
-    builds before it). A build without a base records from its first checkpoint: the later
-    trials resume there, the segments before it are built again only by builds from scratch.
-    Only the speed depends on it: a segment not recorded is built in full (ResNet-50: 125
-    recordings instead of session 28's 605, of which 102 were ever replayed; 87 of the 125 are).
-    Until session 35 a trial whose kept activations differ from the base's recorded nothing (the
-    key held the whole set: only a build in the same keep mode could replay); with the reads'
-    answers as the key the other modes' builds replay them (ResNet-50: 843 -> 936 replays)."""
+    answers to the kept-activation reads it made, and the same state read): a trial (a build
+    with a ``base`` or a reference plan, the plan it would replace) whose kept activations differ
+    from the base's records nothing -- if it is not kept, mostly builds of its own keep mode
+    would replay it; else it records the segments after the last one that differs from the
+    base's (counted from the end; the changed ones are new configurations that only a kept trial
+    leaves in the plan; the ones before were built by the builds before it). A build without a
+    base records from its first checkpoint: the later trials resume there, the segments before
+    it are built again only by builds from scratch. Only the speed depends on it: a segment not
+    recorded is built in full (ResNet-50: 125 recordings instead of session 28's 605, of which
+    102 were ever replayed; 87 of the 125 are). Session 35 measured recording those trials too
+    (the key holds the kept-activation answers, so other modes' builds may replay them):
+    ResNet-50 replays 843 -> 936 and 93 fewer segments built in full, but 96 more recordings,
+    whose logging views cost more calls than the replays saved (28.93 M -> 29.16 M calls a
+    schedule; with this rule 28.87 M): not kept."""
     if base is None:
         return min(checkpoints, default=0)
+    if base.kept != tl.kept or base.kept_bcast != tl.kept_bcast:
+        return len(segs)
     old = base.segments
     k = 0
     for a, b in zip(reversed(segs), reversed(old)):

@@ -161,9 +161,9 @@ class _P:
 
 def test_record_from():
     """Which segments a build records: a build without a base from its first checkpoint (or
-    all); else the segments after the last one that differs from the plan it would replace (by
-    identity, counted from the end: a trial may have another segment count), whatever it keeps
-    (session 35: the recipes' key holds the kept-activation answers, not the set)."""
+    all); a trial whose kept activations differ from the plan it would replace none; else the
+    segments after the last one that differs (by identity, counted from the end: a trial may
+    have another segment count)."""
     a = [object() for _ in range(7)]
     tl = _P(a)
     assert recipe.record_from(a, tl, None, {5, 3}) == 3
@@ -172,8 +172,8 @@ def test_record_from():
     b[2], b[4] = object(), object()
     assert recipe.record_from(b, _P(b), _P(a), set()) == 5
     assert recipe.record_from(a, _P(a), _P(a), {1}) == 0
-    assert recipe.record_from(b, _P(b, {"x"}), _P(a), set()) == 5
-    assert recipe.record_from(b, _P(b, bcast=False), _P(a), set()) == 5
+    assert recipe.record_from(b, _P(b, {"x"}), _P(a), set()) == 7
+    assert recipe.record_from(b, _P(b, bcast=False), _P(a), set()) == 7
     c = a[:2] + [object(), object()] + a[3:]  # segment 2 split in two
     assert recipe.record_from(c, _P(c), _P(a), set()) == 4
 
