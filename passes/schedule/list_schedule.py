@@ -126,7 +126,11 @@ class ListScheduler:
         # (TPB, segment) -> bytes of kept activations (:mod:`.keep`) held there
         self.kept_use: dict[tuple[int, int], int] = {}
         self.fill_gap = False  # the task being added is a copy from a kept activation
-        self.dtdu_busy: dict[int, BusyBlocks] = {}  # TPB -> busy blocks of its DTDU
+        # TPB -> busy blocks of its DTDU: what a copy from a kept activation (``fill_gap``) reads,
+        # so kept only in a build with kept activations (``Plan.kept``; session 35: ResNet-50's
+        # builds without any took 197 of its 435 checkpoints, 11 k copies of blocks never read;
+        # :meth:`dtdu_from_tasks` makes them when a build with kept ones resumes from one)
+        self.dtdu_busy: dict[int, BusyBlocks] = {}
         # the DRB's bandwidth in use over time: every broadcast (DMA or DTDU) streams over it
         self.drb_use = RateProfile(self.cm.bpc(self.cm.machine.drb_bandwidth))
         # the end of each broadcast booked on the DRB -> its tasks (what :meth:`_drb_who` finds)
@@ -224,6 +228,9 @@ class ListScheduler:
                 # earlier segment, so it takes the earliest idle gap of the sending DTDU (the
                 # program is emitted in predicted-start order: the queue then holds it there),
                 # not the end of the queue behind copies that wait for this segment's compute
+                if not self.tl.kept:  # (its blocks are kept only with kept activations)
+                    raise ScheduleError("internal: a copy from a kept activation in a build "
+                                        "without kept activations")
                 blocks = self.dtdu_busy.get(t.tpb)
                 if blocks is None:
                     blocks = self.dtdu_busy[t.tpb] = BusyBlocks()
@@ -249,7 +256,7 @@ class ListScheduler:
                     start = a
                     self.drb_use.add(start, cycles, rate)
                 self.free[res] = start + cycles
-                if t.unit == "dtdu" and not self.search_only:
+                if t.unit == "dtdu" and self.tl.kept and not self.search_only:
                     blocks = self.dtdu_busy.get(t.tpb)
                     if blocks is None:
                         blocks = self.dtdu_busy[t.tpb] = BusyBlocks()
@@ -268,6 +275,33 @@ class ListScheduler:
         if self.piece is not None and not self.search_only:
             self.piece.tasks.append(t.id)
         return t
+
+    def resumed_dtdu(self) -> None:
+        """After a resume (``Scheduler.build``, the build's own ``Plan.kept`` set): the DTDU
+        busy blocks, kept only with kept activations (:attr:`dtdu_busy`) -- none without; with,
+        the checkpoint's, or, when it has none (a checkpoint of a build without kept activations:
+        a build with them that has DTDU tasks has blocks), the ones its tasks give."""
+        if not self.tl.kept:
+            self.dtdu_busy = {}
+        elif not self.dtdu_busy:
+            self.dtdu_busy = self.dtdu_from_tasks()
+
+    def dtdu_from_tasks(self) -> dict[int, BusyBlocks]:
+        """The DTDU busy blocks :meth:`put` would have made for the plan's tasks so far had
+        they all been put in a build with kept activations, when none was a copy from a kept
+        activation (``fill_gap``): each DTDU task's ``[start, end)`` appended in creation order
+        (``end`` is ``start + cycles``, as ``put`` computes both). For a build with kept
+        activations that resumes from a checkpoint of a build without (``Scheduler.build``): a
+        checkpoint fits only when the kept activations of the segments it read are the same
+        (``resume.Checkpoint.fits``), so its prefix has none and no such copy."""
+        out: dict[int, BusyBlocks] = {}
+        for t in self.tl.tasks:
+            if t.unit == "dtdu":
+                blocks = out.get(t.tpb)
+                if blocks is None:
+                    blocks = out[t.tpb] = BusyBlocks()
+                blocks.append(t.start, t.end)
+        return out
 
     def _drb_who(self, a: float, tpb: int) -> tuple[tuple[int, ...], float]:
         """The broadcasts booked on the DRB up to ``a`` (:attr:`drb_ends`) that a DTDU broadcast

@@ -360,6 +360,7 @@ class Scheduler:
             # this build's kept activations and broadcast mode, not the base's: they agree on
             # the prefix (``Checkpoint.fits``), the segments after it are built with this build's
             tl.kept, st.kept_use, tl.kept_bcast = kept, kept_use, bcast
+            st.resumed_dtdu()  # (kept only with kept activations)
             if tl.tasks:
                 ends = EndScan(len(tl.tasks), cp.max_end)
             # the base's checkpoints up to the resumed one are this build's too (same prefix)
