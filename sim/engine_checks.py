@@ -344,7 +344,7 @@ class Checks:
             rb.log_rows.append(pk)
             rb.log_meta.append(meta)
 
-    def _race_log_after(self, calls: list, arrivals: list | None = None) -> None:
+    def _race_log_after(self, calls: list, arrivals: tuple | None = None) -> None:
         """The bulk race log of a functional loop that did not log (``Engine.defer`` on and
         :meth:`_derive_blocks`' table ``race_halves``: every block half of every record packed
         by the pre-pass, in (block, reads / writes) order), made after the loop from its
@@ -357,8 +357,9 @@ class Checks:
         own entry does not change until its block ends); an end's block and row are those of
         its unit's start just before it (a unit runs one block at a time: its calls alternate
         start, end); a half without bytes is no entry. Sets ``RaceBatch.set_log``. With
-        ``arrivals`` (the loop's counter arrivals: it kept no clock rows) the rows are made
-        first (:func:`~m100.sim.race_clocks.clock_rows`)."""
+        ``arrivals`` -- the loop's counter arrivals, each start's monitors and the call log's
+        length at each time step (it kept no clock rows) -- the rows are made first
+        (:func:`~m100.sim.race_clocks.clock_rows`)."""
         rows, hf, he, hbase = self.race_halves
         rb = self.rbatch
         k = len(calls)
@@ -368,23 +369,23 @@ class Checks:
         ri, blk = d[:, 0], d[:, 1].copy()
         end = blk < 0
         units = np.full(hbase.size, -1, dtype=np.int64)
-        byidx = [None] * hbase.size
         for r in self.recs:
             if r.index < hbase.size:
                 units[r.index] = r.unit
-                byidx[r.index] = r
         u = units[ri]
         start = ~end
         if arrivals is not None:  # (the rows: made here from the loop's arrivals)
+            arrivals, mons, marks = arrivals
             self.arrivals = arrivals
             if (hbase[ri] < 0).any():
                 raise AssertionError("race log: a call of a record the pre-pass did not pack")
             sri, sb = ri[start], blk[start]
             sid = np.full(hf.size, -1, dtype=np.int64)
             sid[hbase[sri] + 2 * sb] = np.arange(sri.size, dtype=np.int64)
-            times = np.array([byidx[r].blocks[b][0] for r, b in zip(sri.tolist(), sb.tolist())],
-                             dtype=np.float64)
-            race_clocks.clock_rows(rb, u[start], byidx, d, times, arrivals,
+            # a call's time: the time steps before it (marks: the log's length at each step)
+            times = np.searchsorted(np.array(marks, dtype=np.int64),
+                                    np.flatnonzero(start), "right").astype(np.float64)
+            race_clocks.clock_rows(rb, u[start], mons, d, times, arrivals,
                                    lambda r, b: sid[hbase[r] + 2 * b], hist=self.hist)
         snap = np.empty(k, dtype=np.int64)
         snap[start] = np.arange(int(start.sum()), dtype=np.int64)

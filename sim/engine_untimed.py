@@ -87,6 +87,8 @@ class UntimedLoop:
             bulk = joins_on = False
             arrivals: list = []
             log_arrival = arrivals.append
+            starts: list = []  # (each start's monitors; the call log's length at each time)
+            log_start, marks = starts.append, []
         checker = races is not None and rb is None  # (the per-access checker)
         nxt: list[int] = []  # units whose blocks end at the next time, in push order
         fifo: deque = deque()  # counter arrivals at the current time, in push order
@@ -155,8 +157,8 @@ class UntimedLoop:
             if rec.start is None:
                 rec.start = now
             try:
-                if after:  # (nothing: the log and the rows are made after the loop)
-                    pass
+                if after:  # (its monitors: the log and the rows are made after the loop)
+                    log_start(monitors)
                 elif bulk:  # (_race_block's bulk branch: the reads of block b)
                     snap = keep(vc[u])
                     race_clock[u] = rb.buf[snap]
@@ -234,10 +236,12 @@ class UntimedLoop:
             if not nxt:
                 self.now = now
                 if after:
-                    self._race_log_after(defer, arrivals)
+                    self._race_log_after(defer, (arrivals, starts, marks))
                 return
             # the next time's block ends, in push order (Engine.ev_block_done + ev_visible)
             now += 1.0
+            if after:
+                marks.append(len(defer))
             self.now = now
             cur, nxt = nxt, []
             for u in cur:

@@ -48,14 +48,12 @@ import numpy as np
 _KEY = 1 << 20  # counter keys: tpb * _KEY + counter
 _VAL = 1 << 32  # search keys: counter key * _VAL + value
 _MON = attrgetter("tpb", "counter", "expected", "per_block")
-_MONS = attrgetter("inst.sync.monitors")
 
 
-def _monitors(recs_by_index: list, sri: np.ndarray, sb: np.ndarray) -> tuple:
-    """Per start (record index, block): its joining monitors as arrays (start number, counter
-    key, need) in start order -- ``need > 0``; a ``per_block`` 0 monitor at block 0 only (the
-    loop's tests)."""
-    mons = list(map(_MONS, map(recs_by_index.__getitem__, sri.tolist())))
+def _monitors(mons: list, sb: np.ndarray) -> tuple:
+    """Per start (its instruction's monitors ``mons[s]``, its block ``sb[s]``): its joining
+    monitors as arrays (start number, counter key, need) in start order -- ``need > 0``; a
+    ``per_block`` 0 monitor at block 0 only (the loop's tests)."""
     cnt = np.fromiter(map(len, mons), dtype=np.int64, count=len(mons))
     tot = int(cnt.sum())
     if not tot:
@@ -70,7 +68,7 @@ def _monitors(recs_by_index: list, sri: np.ndarray, sb: np.ndarray) -> tuple:
     return ms[keep], (f[:, 0] * _KEY + f[:, 1])[keep], need[keep]
 
 
-def clock_rows(rb, units: np.ndarray, recs_by_index: list, calls: np.ndarray,
+def clock_rows(rb, units: np.ndarray, mons: list, calls: np.ndarray,
                times: np.ndarray, arrivals: list, sid_of, general: bool = False,
                hist: dict | None = None) -> None:
     """Write the clock row of every block start into ``rb.buf`` (rows ``[0, S)``, ``rb.used =
@@ -78,7 +76,7 @@ def clock_rows(rb, units: np.ndarray, recs_by_index: list, calls: np.ndarray,
     end), its starts in start order; ``units`` / ``times``: each start's unit and time;
     ``arrivals``: the loop's arrival log, in arrival order, of (tpb, counter, value after it,
     sender record index, sender block, sender unit); ``sid_of(ri, b)``: the start numbers of
-    (record, block) arrays; ``recs_by_index``: the records by index (their monitors);
+    (record, block) arrays; ``mons``: each start's instruction's monitors (``sync.monitors``);
     ``general``: the joins as written (:func:`_rows_general`) whatever the arrivals (tests);
     ``hist``: filled as the loop fills ``Engine.hist`` where it joins, but only its running
     values and identities -- per counter ``(tpb, counter)``: ``([values], [], [(sender unit,
@@ -89,7 +87,9 @@ def clock_rows(rb, units: np.ndarray, recs_by_index: list, calls: np.ndarray,
     S = int(sri.size)
     if S and (np.diff(times) < 0).any():
         raise AssertionError("race clocks: starts not in time order")
-    ms, mk, mn = _monitors(recs_by_index, sri, sb)
+    if len(mons) != S:
+        raise AssertionError("race clocks: the monitors of every start")
+    ms, mk, mn = _monitors(mons, sb)
     m = len(arrivals)
     if m:
         a = np.fromiter(chain.from_iterable(arrivals), dtype=np.int64,

@@ -124,7 +124,8 @@ def _clock_rows(recs, units, calls, times, arrivals, general):
     unit_of = np.array([r.unit for r in recs], dtype=np.int64)
     sid = np.full(len(recs) * _MAXB, -1, dtype=np.int64)
     sid[d[st, 0] * _MAXB + d[st, 1]] = np.arange(n_starts)
-    race_clocks.clock_rows(rb, unit_of[d[st, 0]], recs, d, times, arrivals,
+    mons = [recs[r].inst.sync.monitors for r in d[st, 0].tolist()]
+    race_clocks.clock_rows(rb, unit_of[d[st, 0]], mons, d, times, arrivals,
                            lambda r, b: sid[r * _MAXB + b], general=general)
     return rb
 
@@ -161,10 +162,9 @@ def test_rows_equal_the_loops_arithmetic(seed, monkeypatch):
 
 def test_a_monitor_without_its_arrival_is_refused():
     """A start whose monitor no arrival reaches (a log not of a run) is refused."""
-    recs = [SimpleNamespace(index=0, unit=0, inst=SimpleNamespace(sync=SimpleNamespace(
-        monitors=(Monitor(0, 1, 2, 0),))))]
     rb = RaceBatch(1, rows=1)
     d = np.array([(0, 0), (0, -1)], dtype=np.int64)
     with pytest.raises(AssertionError):
-        race_clocks.clock_rows(rb, np.zeros(1, dtype=np.int64), recs, d, np.zeros(1),
+        race_clocks.clock_rows(rb, np.zeros(1, dtype=np.int64), [(Monitor(0, 1, 2, 0),)], d,
+                               np.zeros(1),
                                [(0, 1, 1, 0, 0, 0)], lambda r, b: r * 0 + b * 0)
