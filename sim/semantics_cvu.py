@@ -398,3 +398,59 @@ class CvuExec(Exec):
             raise SimError(f"{i.MNEMONIC} on TPB {i.tpb}: the last stage produces shape "
                            f"{list(np.shape(res))}, not out_shape {list(i.out_shape)}") from None
         return [PendingWrite(self._out(b), res)]
+
+    def run_free(self, b):
+        """``run(b)`` and its ``apply`` at once, for a schedule no other block's access meets
+        between the two (``Exec.run_free``). A pipeline of float32 inputs and output, one block,
+        whose stages are float add / sub / mul / max / min without ``iparams`` (an immediate as
+        ``np.float32``, at least one array argument) or relu, is evaluated here by the same
+        ufuncs on the same operands as :func:`cvu_eval` (whose integer-lane tests, lane casts and
+        same-type copies change no value), its result stored by the same ``write_walk``;
+        anything else: ``run`` (``test/unit/sim/test_cvu_run_free.py``)."""
+        i = self.inst
+        ok = i.__dict__.get("_sim_cvufree")
+        if ok is None:
+            ok = _float_only(i)
+            object.__setattr__(i, "_sim_cvufree", ok)
+        if not ok or self.blocks != 1:
+            return self.run(b)
+        tpb = i.tpb
+        ins = [self.read(Access(w, tpb), False).reshape(s)
+               for w, s in zip(i.inputs, i.in_shapes)]
+        results: list = []
+        with quiet():
+            for st in i.stages:
+                a = [ins[r.index] if r.kind is RefKind.INPUT else
+                     results[r.index] if r.kind is RefKind.STAGE else np.float32(r.imm)
+                     for r in st.args]
+                if st.op is CvuOp.RELU:
+                    results.append(np.maximum(a[0], np.float32(0)))
+                else:
+                    results.append(_BINARY[st.op](a[0], a[1]))
+        res = results[-1]
+        if res.shape != tuple(i.out_shape):
+            return self.run(b)
+        out = self._out(b)
+        self.mem.write_walk(out.walk, res, out.tpb, out.offsets)
+        return ()
+
+
+#: The float stages :meth:`CvuExec.run_free` evaluates itself.
+_FREE_BINARY = frozenset({CvuOp.ADD, CvuOp.SUB, CvuOp.MUL, CvuOp.MAX, CvuOp.MIN})
+
+
+def _float_only(i) -> bool:
+    """Every input and the output float32, every stage a float binary op of
+    :data:`_FREE_BINARY` (two arguments, one an array) or relu of an array, no ``iparams``."""
+    if i.output.dtype is not DType.F32 or any(w.dtype is not DType.F32 for w in i.inputs):
+        return False
+    for st in i.stages:
+        if st.iparams:
+            return False
+        arrays = [r for r in st.args if r.kind is not RefKind.IMM]
+        if st.op is CvuOp.RELU:
+            if len(st.args) != 1 or not arrays:
+                return False
+        elif st.op not in _FREE_BINARY or len(st.args) != 2 or not arrays:
+            return False
+    return True

@@ -1,0 +1,112 @@
+"""A float CVU pipeline's ``run_free`` (session 35: add / sub / mul / max / min / relu stages of
+float32 inputs evaluated without ``cvu_eval``'s lane tests and copies, the result stored at once)
+writes the bytes of ``run`` + ``apply`` -- on random pipelines (stage chains referring to inputs,
+earlier stages and immediates; inputs broadcast against each other) over random bytes and over
+NaNs of several payloads, infinities, signed zeros and denormals; pipelines outside that set
+(another op, iparams, an integer input, blocks) take ``run``."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from m100.sim import Simulator
+from m100.sim.semantics import make_exec
+from m100.sim.semantics_base import quiet_run
+from m100.targets.m100.isa import (CvuOp, CvuPipeline, DType, Ref, RefKind, Space, Stage, Sync,
+                                   Walk)
+from m100.targets.m100.machine import get_machine
+
+TINY = get_machine("tiny")
+_OPS = [CvuOp.ADD, CvuOp.SUB, CvuOp.MUL, CvuOp.MAX, CvuOp.MIN, CvuOp.RELU]
+_SPECIAL = np.concatenate([np.array(
+    [np.nan, -np.nan, np.inf, -np.inf, 0.0, -0.0, 1e-45, -1e-45, 3.4e38, 1.5, -2.25],
+    dtype=np.float32), np.frombuffer(np.array([0x7FC00001, 0xFFA00000, 0x7F800001],
+                                              dtype=np.uint32).tobytes(), dtype=np.float32)])
+
+
+def _pipeline(r, op_set=_OPS, dtype=DType.F32, iparams=(), blocks=1):
+    shape = (int(r.integers(1, 4)), int(r.integers(1, 5)), int(r.integers(1, 6)))
+    n_in = int(r.integers(1, 4))
+    in_shapes = [shape if k == 0 or r.random() < 0.6 else
+                 (1, 1, shape[2]) if r.random() < 0.5 else (shape[0], 1, 1) for k in range(n_in)]
+    inputs, at = [], int(r.integers(0, 4))
+    for k, s in enumerate(in_shapes):
+        n = int(np.prod(s))
+        inputs.append(Walk.strided(Space.HBSM, 0, at, dtype if k == 0 else DType.F32, s))
+        at += 4 * n + int(r.integers(0, 3))
+    out = Walk.strided(Space.HBSM, 0, at + 8, DType.F32, shape)
+    stages = []
+    for j in range(int(r.integers(1, 4))):
+        op = op_set[int(r.integers(0, len(op_set)))]
+        refs = [Ref(RefKind.INPUT, int(r.integers(0, n_in)))] + \
+            ([Ref(RefKind.STAGE, int(r.integers(0, j)))] if j else [])
+
+        def arg():
+            x = r.random()
+            if x < 0.2:
+                return Ref(RefKind.IMM, imm=float(r.choice([0.5, -3.0, 0.0, -0.0, 1e30])))
+            return refs[int(r.integers(0, len(refs)))]
+        if op is CvuOp.RELU:
+            stages.append(Stage(op, (refs[int(r.integers(0, len(refs)))],), iparams=iparams))
+        else:
+            a = arg()
+            b = arg() if a.kind is not RefKind.IMM else refs[-1]
+            stages.append(Stage(op, (a, b) if r.random() < 0.5 else (b, a), iparams=iparams))
+    # the last stage produces the output's shape: input 0's (a relu of it, or a sum with it)
+    if r.random() < 0.2:
+        stages.append(Stage(CvuOp.RELU, (Ref(RefKind.INPUT, 0),)))
+    else:
+        op = [CvuOp.ADD, CvuOp.MAX, CvuOp.SUB][int(r.integers(0, 3))]
+        stages.append(Stage(op, (Ref(RefKind.STAGE, len(stages) - 1), Ref(RefKind.INPUT, 0))))
+    return CvuPipeline(0, tuple(inputs), tuple(in_shapes), out, shape, tuple(stages),
+                       sync=Sync(blocks=blocks))
+
+
+def _run(inst, data, free):
+    sim = Simulator([inst], TINY, mode="functional")
+    sim.memory.write_bytes(Space.HBSM, 0, 0, data)
+    ex = make_exec(inst, sim.memory)
+    with quiet_run():
+        for b in range(inst.sync.blocks):
+            ex.apply(ex.run_free(b) if free else ex.run(b))
+    return bytes(sim.memory.space(Space.HBSM, 0).read_range(0, 4096))
+
+
+@pytest.mark.parametrize("seed", range(60))
+def test_float_pipelines_write_what_run_and_apply_write(seed):
+    r = np.random.default_rng(seed)
+    inst = _pipeline(r)
+    data = r.integers(0, 256, 4096, dtype=np.uint8) if seed % 2 else \
+        r.choice(_SPECIAL, 1024).view(np.uint8)
+    try:
+        want = _run(inst, data, False)
+    except Exception as e:  # noqa: BLE001 - a shape the pipeline cannot produce: the same fault
+        with pytest.raises(type(e)):
+            _run(inst, data, True)
+        return
+    got = _run(inst, data, True)
+    assert got == want
+    assert inst.__dict__.get("_sim_cvufree") is True  # (the fast path ran: not vacuous)
+
+
+@pytest.mark.parametrize("case", ["op", "iparams", "int-input", "blocks"])
+def test_what_it_does_not_take_runs_run(case):
+    r = np.random.default_rng(3)
+    kw = {"op": {"op_set": [CvuOp.DIV]}, "iparams": {"iparams": (2,)},
+          "int-input": {"dtype": DType.I16}, "blocks": {"blocks": 1}}[case]
+    inst = _pipeline(r, **kw)
+    if case == "blocks":
+        inst = CvuPipeline(0, inst.inputs, tuple(inst.out_shape for _ in inst.inputs),
+                           inst.output, inst.out_shape, inst.stages,
+                           sync=Sync(blocks=inst.out_shape[0]))
+    data = r.integers(0, 256, 4096, dtype=np.uint8)
+    try:
+        want = _run(inst, data, False)
+    except Exception as e:  # noqa: BLE001
+        with pytest.raises(type(e)):
+            _run(inst, data, True)
+        return
+    assert _run(inst, data, True) == want
+    if case != "blocks":
+        assert inst.__dict__.get("_sim_cvufree") is False
