@@ -33,6 +33,7 @@ from m100.targets.m100.isa import Instruction, Unit, tpbs_of
 from m100.targets.m100.machine import Machine
 
 from . import clock_cert, cost_batch
+from .arrival_cert import NEVER as _NEVER, by_counter, hist_ids
 from .checks import RaceDetector, Report
 from .dma_ahead import DmaAhead
 from .engine_untimed import UntimedLoop
@@ -103,48 +104,6 @@ KNOWN_CLOCKS = True
 #: arrivals the functional run's took (``Engine.arr_ids``: no clocks, no race log); False: when
 #: every block's clock row is the functional run's (``clock_cert.same``; the tests compare).
 ARRIVAL_CERT = True
-
-_NEVER = 1 << 62  # (the rank of an arrival the functional run did not have)
-
-
-def by_counter(flat: list) -> dict:
-    """A functional run's arrivals as its race log keeps them where its loop logs them flat
-    (``(tpb, counter, value after, sender record index, sender block, sender unit)`` in arrival
-    order) as the arrivals' certificate reads them: per counter (its running values, its
-    arrivals' (sender record index, sender block)), each in arrival order. (In numpy: a stable
-    sort by counter keeps each counter's arrival order; R50's 39 717 arrivals one at a time in
-    Python were ~0.035 CPU-s.)"""
-    n = len(flat)
-    if not n:
-        return {}
-    a = np.fromiter(itertools.chain.from_iterable(flat), dtype=np.int64, count=6 * n)
-    a = a.reshape(n, 6)
-    key = a[:, 0] * (int(a[:, 1].max()) + 1) + a[:, 1]
-    o = np.argsort(key, kind="stable")
-    ks = key[o]
-    cut = (np.flatnonzero(ks[1:] != ks[:-1]) + 1).tolist()
-    starts, ends = [0] + cut, cut + [n]
-    tpbs, cs = a[o[starts], 0].tolist(), a[o[starts], 1].tolist()
-    vals = a[o, 2].tolist()
-    ids = list(zip(a[o, 3].tolist(), a[o, 4].tolist()))
-    return {(t, c): (vals[s:e], ids[s:e]) for t, c, s, e in zip(tpbs, cs, starts, ends)}
-
-
-def hist_ids(hist: dict, recs: list) -> dict:
-    """A functional run's arrival histories (``Engine.hist``'s, as its race log keeps them: per
-    counter (its running values, its arrivals' (sender unit, sender epoch))) as
-    :func:`by_counter` gives them:
-    per counter (running values, (sender record index, sender block)). Unit ``u``'s epoch ``e``
-    is its ``e``-th block: it runs its records in queue order (by stream and position), each
-    record's blocks in order."""
-    blocks: dict[int, list] = {}
-    for r in sorted(recs, key=_STREAM_POS):
-        got = blocks.get(r.unit)
-        if got is None:
-            got = blocks[r.unit] = []
-        got.extend((r.index, b) for b in range(r.inst.sync.blocks))
-    return {k: (v, [blocks[u][e - 1] for u, e in ids]) for k, (v, ids) in hist.items()}
-
 
 class Aborted(Exception):
     pass

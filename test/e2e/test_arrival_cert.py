@@ -16,7 +16,7 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
-from m100.sim import engine
+from m100.sim import arrival_cert, engine
 from m100.sim.testing import hb
 from m100.targets.m100.isa import Copy, DType, Monitor, Space, Sync, Update
 from m100.targets.m100.machine import get_machine
@@ -130,8 +130,8 @@ def test_functional_race_log_names_each_arrival(monkeypatch):
         log = sched.race_log[2]
         recs = [SimpleNamespace(index=r[0], stream=r[1], pos=r[2], inst=r[3], unit=r[4])
                 for r in sched.recs]
-        logs.append(engine.by_counter(log) if isinstance(log, list) else
-                    engine.hist_ids(log, recs))
+        logs.append(arrival_cert.by_counter(log) if isinstance(log, list) else
+                    arrival_cert.hist_ids(log, recs))
     assert logs[0] == logs[1] and logs[0]
     for cums, ids in logs[0].values():
         assert len(cums) == len(ids) and all(i >= 0 and b >= 0 for i, b in ids)
@@ -139,7 +139,7 @@ def test_functional_race_log_names_each_arrival(monkeypatch):
 
 @pytest.mark.parametrize("name", ["convnet", "llama"])
 def test_hist_identities_by_block_start_times(name, monkeypatch):
-    """``engine.hist_ids`` (the general loop's per-counter (unit, epoch) identities as (record,
+    """``arrival_cert.hist_ids`` (the general loop's per-counter (unit, epoch) identities as (record,
     block)) against an oracle independent of the queues: a unit's epochs named by its blocks'
     start times; and a full run whose race log is those arrivals written out flat (the functional
     loop's other form, grouped by ``by_counter``) takes the certificate and it holds."""
@@ -150,7 +150,7 @@ def test_hist_identities_by_block_start_times(name, monkeypatch):
     res = driver.run(prog, feed, mode="functional")
     (sched,) = prog.__dict__["_sim_schedule"].values()
     raw = sched.race_log[2]  # (per counter: values, (unit, epoch))
-    grouped = engine.hist_ids(raw, res.records)
+    grouped = arrival_cert.hist_ids(raw, res.records)
     blocks = {}  # (unit, epoch) -> (record index, block): by start time within the unit
     for u in {r.unit for r in res.records}:
         mine = sorted((s, r.index, b) for r in res.records if r.unit == u
@@ -165,7 +165,7 @@ def test_hist_identities_by_block_start_times(name, monkeypatch):
     for (tpb, c), j in order:  # (an arrival order: per counter as the run's)
         cums, ids = grouped[(tpb, c)]
         flat.append((tpb, c, cums[j]) + ids[j] + (unit_of[ids[j][0]],))
-    assert engine.by_counter(flat) == grouped
+    assert arrival_cert.by_counter(flat) == grouped
     seen = []
     run = engine.Engine.run
 
@@ -179,7 +179,7 @@ def test_hist_identities_by_block_start_times(name, monkeypatch):
 
 
 def _by_counter_one_at_a_time(flat):
-    """``engine.by_counter`` written one arrival at a time (the definition)."""
+    """``arrival_cert.by_counter`` written one arrival at a time (the definition)."""
     out: dict = {}
     for tpb, c, val, i, b, su in flat:
         got = out.get((tpb, c))
@@ -211,5 +211,5 @@ def test_by_counter_equals_one_arrival_at_a_time():
             flat.append((int(rng.integers(0, 4)), int(rng.integers(0, 3)),
                          int(rng.integers(1, 50)), i, int(rng.integers(0, blocks[i])),
                          unit_of[i]))
-        got, want = engine.by_counter(flat), _by_counter_one_at_a_time(flat)
+        got, want = arrival_cert.by_counter(flat), _by_counter_one_at_a_time(flat)
         assert got == want
