@@ -10,7 +10,7 @@ stored -- but with the views built directly from the memory's mappings by byte o
 :class:`Plan`, instead of an ``Access``, a view plan and a ``read_walk`` / ``write_walk`` call per
 operand.
 
-Why. ResNet-50 runs 5 880 conv instructions (one block each) of ~50 geometries: a call's ~20-40
+Why. ResNet-50 runs 5 880 conv instructions (one block each) of 82 geometries: a call's ~20-40
 us of Python and small numpy calls beyond its product were ~2/3 of the convolutions' time in a
 first functional run (session 35's profile). What depends on the instruction's shape, its
 operands' levels tuples and element types (and not on their base addresses) is derived once per
