@@ -318,30 +318,17 @@ class RaceBatch:
                 or int(lo.min()) < 0 or tot >= 1 << 31 or self.used * n >= 1 << 31 \
                 or int(epoch.max()) >= 1 << 31:
             return self._one_batch(code, unit, epoch, write, lo, hi, snap, bss)
-        i32 = np.int32
-        key = code * _ADDR + lo
-        hkey = code * _ADDR + hi
-        order = np.argsort(key, kind="stable").astype(i32)
-        ks = key[order]
-        w = write.astype(bool)
-        wi = np.flatnonzero(w).astype(i32)
-        # (i) the accesses that start inside each write
-        f1 = np.searchsorted(ks, key[wi], "left")
-        n1 = np.searchsorted(ks, hkey[wi], "left") - f1
-        # (ii) the writes that start strictly inside each access
-        ow = order[w[order]]
-        kw = key[ow]
-        f2 = np.searchsorted(kw, key, "right")
-        n2 = np.maximum(np.searchsorted(kw, hkey, "left") - f2, 0)
+        order, ow, kw, firsts = _meeting(code * _ADDR + lo, code * _ADDR + hi, write.astype(bool))
+        (f1, n1), (f2, n2) = firsts
         if int(n1.sum()) + int(n2.sum()) > BULK_PAIRS_PER_ACCESS * tot:
             return self._one_batch(code, unit, epoch, write, lo, hi, snap, bss)
         # the pairs in chunks of about SWEEP_CHUNK (their temporaries reuse the same pages)
+        i32 = np.int32
         snapn = snap.astype(i32) * i32(n)  # X's clock row, in clocks.ravel()
         unit32, epoch32 = unit.astype(i32), epoch.astype(i32)
         flat = (clocks if clocks.dtype == i32 else clocks.astype(i32)).ravel()
         found = []
-        for av, first, cnt, src in ((wi, f1, n1, order),
-                                    (np.arange(tot, dtype=i32), f2, n2, ow)):
+        for av, first, cnt, src in ((ow, f1, n1, order), (order, f2, n2, ow)):
             cuts = np.searchsorted(np.cumsum(cnt), np.arange(1, int(cnt.sum()) // SWEEP_CHUNK + 1)
                                    * SWEEP_CHUNK, "right").tolist()
             for s, e in zip([0] + cuts, cuts + [cnt.size]):
@@ -361,6 +348,32 @@ class RaceBatch:
         cand = sorted_unique(np.sort(np.concatenate(found)))
         if first_meeting(cand.tolist(), tot, bss) >= 0:
             raise RaceFound
+
+
+def _meeting(key: np.ndarray, hkey: np.ndarray, w: np.ndarray) -> tuple:
+    """The sweep's pairs of meeting bounding intervals, as index ranges: rows sorted by
+    ``key`` (space code * 2**40 + first byte; ``hkey`` the end), ``w`` the writes. Returns
+    ``order`` (the rows by key, int32), ``ow`` (the writes by key), ``kw`` (their keys) and
+    ``((f1, n1), (f2, n2))``: (i) the write ``ow[j]`` meets the rows ``order[f1[j]:f1[j] +
+    n1[j]]`` (the accesses that start inside it) and (ii) the row ``order[i]`` the writes
+    ``ow[f2[i]:f2[i] + n2[i]]`` (the writes that start strictly inside it).
+
+    The queries are in key order (the writes' keys, the rows' keys: ascending; their ends nearly
+    so): numpy's binary search keeps the lower bound of the query before when the queries
+    ascend, and its probes stay in cache, so the four searches cost about a third of the same
+    searches in arrival order (R50: 63 327 rows, 33 900 writes; session 36) -- the same ranges,
+    listed by key instead of by arrival (the sweep sorts its candidates: the same set)."""
+    order = np.argsort(key, kind="stable").astype(np.int32)
+    ks = key[order]
+    wo = w[order]
+    ow = order[wo]
+    kw = ks[wo]
+    f1 = np.searchsorted(ks, kw, "left")
+    n1 = np.searchsorted(ks, hkey[ow], "left") - f1
+    f2 = np.searchsorted(kw, ks, "right")
+    n2 = np.maximum(np.searchsorted(kw, hkey[order], "left") - f2, 0)
+    return order, ow, kw, ((f1, n1), (f2, n2))
+
 
 class _ByteSets:
     """The byte sets of the sweep's rows (arrival order), made when first asked for: ``[i]``
