@@ -30,6 +30,27 @@ PRUNE_EVERY = 1024
 #: tests compare the two).
 DERIVE_FIRST = True
 
+#: The key of the bulk pre-pass's handle table in an instruction's ``_sim_race`` dict (an
+#: instruction whose every block half it packed, :meth:`Checks._derive_blocks`): ``(rows, hf,
+#: he, h)`` -- block ``b``'s reads are the store's half ``h + 2 b``, its writes half ``h + 2 b +
+#: 1``, half ``i`` rows ``[hf[i], he[i])`` of ``rows`` (lists shared by the store's
+#: instructions). One entry per instruction instead of a handle per block half (R50: 34 180).
+_TABLE = "halves"
+
+
+def kept_handle(kept: dict, b: int, write: bool) -> tuple | None:
+    """The packed race items' handle (:func:`_pack`'s form) of block ``b``'s reads or writes in
+    an instruction's ``_sim_race`` dict ``kept``: its own entry ``(b, write, 0)`` or its place in
+    the instruction's :data:`_TABLE`; None when neither is kept."""
+    pk = kept.get((b, write, 0))
+    if pk is None:
+        t = kept.get(_TABLE)
+        if t is not None:
+            rows, hf, he, h = t
+            h += 2 * b + write
+            pk = (rows, hf[h], he[h])
+    return pk
+
 
 def _race_key(w) -> tuple:
     """(space, is HBSM, element bytes, first offset if the beats are contiguous whole-byte
@@ -147,70 +168,81 @@ def _relative(levels: tuple, dtype: DType) -> tuple[int, int]:
     return lo >> 1, (hi >> 1) + 1
 
 
-def _write_of(key: tuple) -> bool:
-    """A pre-pass key's write flag (``keys`` of :func:`_pack_halves`: (kept, (b, write, 0)))."""
-    return key[1][1]
+_ACC = attrgetter("walk", "tpb", "offsets")
+_RW = (False, True)  # (a block's two halves: reads, writes)
 
 
 def _pack_halves(halves: list, keys: list) -> tuple[RaceRows, np.ndarray]:
-    """Pack the race items of many block halves at once (the bulk pre-pass): ``halves[i]`` a
+    """Pack the race items of many block halves at once (:func:`_pack_rows`): ``halves[i]`` a
     half's accesses (``reads(b)`` / ``writes(b)``), ``keys[i]`` = (its instruction's
     ``_sim_race`` table, its key ``(b, write, 0)``), which gets the half's
     :class:`~m100.sim.race_batch.RaceRows` handle: the same rows as :func:`_pack` of its
+    :func:`_items`. Returns :func:`_pack_rows`' answer."""
+    rows, cnt = _pack_rows(halves)
+    end = np.cumsum(cnt)
+    for (kept, key), f, e in zip(keys, (end - cnt).tolist(), end.tolist()):
+        kept[key] = (rows, f, e)
+    return rows, cnt
+
+
+def _pack_rows(halves: list) -> tuple[RaceRows, np.ndarray]:
+    """The packed race items of many block halves at once (the bulk pre-pass): ``halves[i]`` a
+    half's accesses; the rows of half ``i`` are the rows :func:`_pack` makes of its
     :func:`_items`. An access of a whole walk (no offsets) has the bounds ``base +``
     :func:`_relative` of its (levels, element type) -- one probe per geometry, the rest numpy
     --, an access of some elements :func:`_items`' own; the byte sets are made only when the
-    sweep asks (:func:`access_byte_set`). Returns the rows (one store) and each half's row count
-    (in ``halves``' order: the half's handle is ``(rows, first, first + count)``, the halves'
-    rows one after the other)."""
+    sweep asks (:func:`access_byte_set`). The walks' fields are read once per walk object (R50:
+    25 836 walks of 63 327 accesses), the accesses' own in one pass. Returns the rows (one
+    store) and each half's row count (in ``halves``' order: the halves' rows one after the
+    other)."""
     m = len(halves)
     cnt = np.fromiter(map(len, halves), dtype=np.int64, count=m)
     accs = list(chain.from_iterable(halves))
     n = len(accs)
     if not n:  # (no accesses: every half empty)
-        rows = RaceRows(np.zeros((0, 3), dtype=np.int64), [])
-        for kept, key in keys:
-            kept[key] = (rows, 0, 0)
-        return rows, np.zeros(m, dtype=np.int64)
-    base, sp, dtypes, levels = zip(*map(_FIELDS, map(_WALK, accs)))
-    base = np.array(base, dtype=np.int64)
-    sp = np.array(sp, dtype=np.int64)  # (IntEnums)
-    dtypes = np.array(dtypes, dtype=np.int64)
-    tpb = np.fromiter(map(_TPB, accs), dtype=np.int64, count=n)
+        return RaceRows(np.zeros((0, 3), dtype=np.int64), []), np.zeros(m, dtype=np.int64)
+    walks, tpb, offs = zip(*map(_ACC, accs))
+    # each walk object's fields once (a walk is immutable; ids: the accesses hold their walks)
+    _, wfirst, winv = np.unique(np.fromiter(map(id, walks), dtype=np.int64, count=n),
+                                return_index=True, return_inverse=True)
+    k = wfirst.size
+    base, sp, dtypes, levels = zip(*map(_FIELDS, [walks[i] for i in wfirst.tolist()]))
+    base = np.fromiter(base, dtype=np.int64, count=k)
+    sp = np.fromiter(sp, dtype=np.int64, count=k)  # (IntEnums)
+    dtypes = np.fromiter(dtypes, dtype=np.int64, count=k)
     # one _relative per (levels, element type): the levels tuples by identity (a decoded
     # program's walks of equal levels share one; the walks hold them while this runs)
-    geo = np.fromiter(map(id, levels), dtype=np.int64, count=n) * _NTYPES + dtypes
+    geo = np.fromiter(map(id, levels), dtype=np.int64, count=k) * _NTYPES + dtypes
     _, first, inv = np.unique(geo, return_index=True, return_inverse=True)
     rel = np.array([_relative(levels[i], _DTYPES[t]) for i, t in
                     zip(first.tolist(), dtypes[first].tolist())],
-                   dtype=np.int64).reshape(-1, 2)[inv]
+                   dtype=np.int64).reshape(-1, 2)[inv[winv]]
+    base, sp, geo = base[winv], sp[winv], geo[winv]
     nums = np.empty((n, 3), dtype=np.int64)
     np.add(base, rel[:, 0], out=nums[:, 1])
     np.add(base, rel[:, 1], out=nums[:, 2])
     np.multiply(sp, SPACE_TPBS, out=nums[:, 0])  # (space_code: the TPB for HBSM only)
-    nums[:, 0] += np.where(sp == _HBSM, tpb, 0)
+    nums[:, 0] += np.where(sp == _HBSM, np.fromiter(tpb, dtype=np.int64, count=n), 0)
     with_bytes = rel[:, 1] > rel[:, 0]
-    some = np.fromiter(map(is_not, map(_OFFSETS, accs), repeat(None)), dtype=bool, count=n)
-    for i in np.flatnonzero(some).tolist():  # (an access of some elements: its own items)
-        it = _items((accs[i],))
-        bs = it[0][1] if it else None
-        with_bytes[i] = bs is not None and bs.hi > bs.lo
-        if with_bytes[i]:
-            nums[i] = (it[0][2], bs.lo, bs.hi)
     gb = np.empty((n, 2), dtype=np.int64)  # (first_meeting's keys: geometry, base)
-    gb[:, 0] = np.where(some, -1, geo)
+    gb[:, 0] = geo
     gb[:, 1] = base
+    if any(map(is_not, offs, repeat(None))):  # (an access of some elements: its own items)
+        some = np.fromiter(map(is_not, offs, repeat(None)), dtype=bool, count=n)
+        gb[some, 0] = -1
+        for i in np.flatnonzero(some).tolist():
+            it = _items((accs[i],))
+            bs = it[0][1] if it else None
+            with_bytes[i] = bs is not None and bs.hi > bs.lo
+            if with_bytes[i]:
+                nums[i] = (it[0][2], bs.lo, bs.hi)
     if not with_bytes.all():
         keep = np.flatnonzero(with_bytes)
         nums = nums[keep]
         gb = gb[keep]
         accs = [accs[i] for i in keep.tolist()]
         cnt = np.bincount(np.repeat(np.arange(m), cnt)[keep], minlength=m)
-    rows = RaceRows(nums, accs, access_byte_set, gb)
-    end = np.cumsum(cnt)
-    for (kept, key), f, e in zip(keys, (end - cnt).tolist(), end.tolist()):
-        kept[key] = (rows, f, e)
-    return rows, cnt
+    return RaceRows(nums, accs, access_byte_set, gb), cnt
 
 
 class Checks:
@@ -228,15 +260,20 @@ class Checks:
         spec (``test/e2e/test_first_run_paths.py`` compares the table and the specs with each
         block's own derivations). With the bulk check, the HBSM pages of the bytes the blocks
         will write are backed at once from the packed rows (``Memory.prefault``: no byte
-        changes)."""
+        changes). An instruction with nothing kept yet (every instruction of a first run) gets
+        one entry for all its halves (:data:`_TABLE`, read by :func:`kept_handle`), made
+        without a test or a key per half; an instruction whose items an earlier run kept, in
+        part or whole, is derived block by block as before (session 36)."""
         self.race_halves = None
         if not DERIVE_FIRST:
             return
         races = self.races is not None
         bulk = self.rbatch is not None  # (their packed form only)
         strided = twu.STRIDED
-        halves: list = []  # bulk: the block halves' accesses, packed at once (_pack_halves)
-        keys: list = []
+        halves: list = []  # bulk: the block halves' accesses, packed at once (_pack_rows)
+        wflags: list = []  # (each half's write flag: the HBSM prefault)
+        tables: list = []  # (kept, first half, blocks): instructions packed whole (_TABLE)
+        keys: list = []  # (kept, key, half): halves packed one by one (kept by an earlier run)
         # (bulk) each record's first half in ``halves`` when every half of every record is
         # packed here, in (block, reads / writes) order -- the table of _race_log_after
         hfirst: list | None = [] if bulk else None
@@ -257,20 +294,39 @@ class Checks:
                     got = (strided, {})
                     object.__setattr__(inst, "_sim_race", got)
                 kept = got[1]
-            for b in range(inst.sync.blocks):
+            nb = inst.sync.blocks
+            if bulk and not kept:  # nothing kept yet (a first run): every half, one table
+                h0 = len(halves)
+                try:
+                    for b in range(nb):
+                        rd = ex.reads(b)
+                        wr = ex.writes(b)
+                        halves += (rd, wr)
+                        if spec is not None:
+                            spec(b, rd, wr)
+                except Exception:  # noqa: BLE001 - left to its blocks, which raise it again
+                    del halves[h0:]  # (its blocks make their own items: the same)
+                    hfirst = None
+                    continue
+                wflags += _RW * nb
+                tables.append((kept, h0, nb))
+                continue
+            for b in range(nb):
                 try:
                     rd = wr = None  # (a block's accesses, made once for both)
                     if bulk:
-                        if (b, False, 0) not in kept:
+                        if kept_handle(kept, b, False) is None:
                             rd = ex.reads(b)
+                            keys.append((kept, (b, False, 0), len(halves)))
                             halves.append(rd)
-                            keys.append((kept, (b, False, 0)))
+                            wflags.append(False)
                         else:
                             hfirst = None  # (kept by an earlier run: not in this table)
-                        if (b, True, 0) not in kept:
+                        if kept_handle(kept, b, True) is None:
                             wr = ex.writes(b)
+                            keys.append((kept, (b, True, 0), len(halves)))
                             halves.append(wr)
-                            keys.append((kept, (b, True, 0)))
+                            wflags.append(True)
                         else:
                             hfirst = None
                     elif races:
@@ -287,23 +343,31 @@ class Checks:
                     break
         if halves:
             try:
-                rows, cnt = _pack_halves(halves, keys)
+                rows, cnt = _pack_rows(halves)
             except Exception:  # noqa: BLE001 - half by half; what raises is left to its block
-                for h, (kept, key) in zip(halves, keys):
+                for kept, h0, nb in tables:
+                    keys += [(kept, (b, w, 0), h0 + 2 * b + w)
+                             for b in range(nb) for w in (False, True)]
+                for kept, key, i in keys:
                     try:
-                        kept[key] = _pack(_items(h))
+                        kept[key] = _pack(_items(halves[i]))
                     except Exception:  # noqa: BLE001
                         pass
             else:
+                end = np.cumsum(cnt)
+                hf, he = (end - cnt).tolist(), end.tolist()
+                for kept, key, i in keys:
+                    kept[key] = (rows, hf[i], he[i])
+                for kept, h0, _ in tables:
+                    kept[_TABLE] = (rows, hf, he, h0)
                 nums = rows.nums
                 if hfirst is not None and self.recs:
                     idx, first = zip(*hfirst)
                     hbase = np.full(max(idx) + 1, -1, dtype=np.int64)
                     hbase[list(idx)] = first
-                    end = np.cumsum(cnt)
                     self.race_halves = (rows, end - cnt, end, hbase)
                 if self.mem is not None:  # the HBSM pages the blocks write, backed at once
-                    wr = np.fromiter(map(_write_of, keys), dtype=bool, count=len(keys))
+                    wr = np.fromiter(wflags, dtype=bool, count=len(wflags))
                     rows = nums[np.repeat(wr, cnt)]
                     # (an HBSM is a few MiB; a write to DDR or SRAM may be a sparse walk whose
                     # bounds span far more pages than it touches: left to the page faults)
@@ -336,7 +400,8 @@ class Checks:
         clock row number). The bulk branch of :meth:`_race_block` and the functional loop
         (``sim/engine_untimed.py``) both log through it."""
         got = rec.inst.__dict__.get("_sim_race")  # (_race_packed, its kept case inline)
-        pk = got[1].get((b, write, 0)) if got is not None and got[0] is twu.STRIDED else None
+        pk = kept_handle(got[1], b, write) if got is not None and got[0] is twu.STRIDED \
+            else None
         if pk is None:
             pk = self._race_packed(rec, b, write)
         if pk[2] > pk[1]:
@@ -437,7 +502,7 @@ class Checks:
             return _pack(self._race_items(rec, b, write))
         got = inst.__dict__.get("_sim_race")
         if got is not None and got[0] is twu.STRIDED:
-            pk = got[1].get((b, write, 0))
+            pk = kept_handle(got[1], b, write)
             if pk is not None:
                 return pk
         items = self._race_items(rec, b, write)  # (fills _sim_race)

@@ -14,7 +14,7 @@ import pytest
 
 from m100.targets.m100.isa import CsuCall
 from m100.sim import semantics_tcu, twu
-from m100.sim.engine_checks import _items, _pack
+from m100.sim.engine_checks import _TABLE, _items, _pack, kept_handle
 from m100.sim.race_batch import unpack
 from m100.sim.memory import Memory
 from m100.sim.semantics import make_exec
@@ -54,6 +54,8 @@ def test_prepass_items_and_view_specs_equal_each_blocks_own(name):
                 continue
             race = inst.__dict__.get("_sim_race")
             assert race is not None and race[0] is twu.STRIDED, inst
+            # (a first run: one handle table per instruction, no handle per half -- session 36)
+            assert _TABLE in race[1] and not any(len(k) == 3 for k in race[1] if k != _TABLE)
             views = inst.__dict__.get("_sim_views")
             ex = make_exec(ref, mem)
             for b in range(inst.sync.blocks):
@@ -63,7 +65,7 @@ def test_prepass_items_and_view_specs_equal_each_blocks_own(name):
                     # _pack_halves -- with byte sets made when asked for: _pack's; the items
                     # themselves are made only by a run without the bulk check)
                     assert (b, write) not in race[1]
-                    nums, bss = unpack(race[1][(b, write, 0)])
+                    nums, bss = unpack(kept_handle(race[1], b, write))
                     want_nums, want_bss = unpack(_pack(own))
                     assert nums == want_nums
                     assert _bytes([(None, x, None) for x in bss]) == \
@@ -74,3 +76,13 @@ def test_prepass_items_and_view_specs_equal_each_blocks_own(name):
                     assert views[1][b] == ex._make_view_spec(b)
                     kept_specs += views[1][b] is not None
     assert checked and kept_specs  # blocks with view specs were compared
+    # a later run with race checks (random latency: the general loop, the log made in it) finds
+    # every half kept through the tables: it packs nothing again and adds no handle
+    tables = {id(i): i.__dict__["_sim_race"][1][_TABLE] for s in prog.streams.values()
+              for i in s if not isinstance(i, CsuCall)}
+    driver.run(prog, inputs, mode="full", random_latency=3)
+    for s in prog.streams.values():
+        for i in s:
+            if not isinstance(i, CsuCall):
+                kept = i.__dict__["_sim_race"][1]
+                assert kept[_TABLE] is tables[id(i)] and set(kept) == {_TABLE}

@@ -13,7 +13,7 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from m100.sim import engine_checks, race_batch, twu
-from m100.sim.engine_checks import _items, _pack, _pack_halves, _relative
+from m100.sim.engine_checks import _items, _pack, _pack_halves, _relative, access_byte_set
 from m100.sim.semantics_base import Access
 from m100.targets.m100.isa import DType, Level, Space, Walk
 
@@ -109,6 +109,13 @@ def test_packed_halves_equal_each_halfs_own_items(halves, data, strided):
         want_nums, want_bss = race_batch.unpack(_pack(_items(accs)))
         assert nums == want_nums
         assert [_members(b) for b in bss] == [_members(b) for b in want_bss]
+        # first_meeting's keys per row: (levels by identity, type) and base of a whole walk's
+        # access, -1 for some elements (read per access here; per walk object by _pack_rows)
+        rows, f, e = pk
+        want_geo = [[-1 if a.offsets is not None else
+                     id(a.walk.levels) * engine_checks._NTYPES + int(a.walk.dtype), a.walk.base]
+                    for a in accs if (b := access_byte_set(a)) is not None and b.hi > b.lo]
+        assert (rows.geo[f:e].tolist() if rows.geo is not None else []) == want_geo
     assert len(stores) == 1  # (one store for all: the sweep gathers from it)
 
 
