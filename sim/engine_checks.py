@@ -451,7 +451,7 @@ class Checks:
             times = np.searchsorted(np.array(marks, dtype=np.int64),
                                     np.flatnonzero(start), "right").astype(np.float64)
             race_clocks.clock_rows(rb, u[start], mons, d, times, arrivals,
-                                   lambda r, b: sid[hbase[r] + 2 * b], hist=self.hist)
+                                   lambda r, b: sid[hbase[r] + 2 * b])
         snap = np.empty(k, dtype=np.int64)
         snap[start] = np.arange(int(start.sum()), dtype=np.int64)
         by_unit = np.argsort(u, kind="stable")

@@ -10,8 +10,10 @@ functional run, all Python per event. Where the log itself is made after the loo
 the loop now logs only each counter arrival -- (counter key, the counter's value after it, the
 sending block's record and block, its unit; kept as ``Engine.arrivals``) -- and
 :func:`clock_rows` makes the rows here. Such a run's ``vc`` is not joined (nothing reads it after
-the loop) and its ``Engine.hist`` gets only what the functional race log keeps of it (per counter
-the running values and the arrivals' (unit, epoch): ``engine.ARRIVAL_CERT``).
+the loop) and its ``Engine.hist`` stays empty: the functional race log keeps the flat arrival
+log instead (``Engine.race_log[2]``, grouped by ``arrival_cert.by_counter`` when a full run's
+``engine.ARRIVAL_CERT`` reads it; session 36 dropped the per-counter copy made here, which
+nothing read).
 
 What a row is (the loop's own arithmetic). The clocks start as the identity (``vc[u, u] = 1``); a
 block's end adds 1 to its unit's own entry; at a block's start the unit's row becomes the maximum
@@ -69,19 +71,14 @@ def _monitors(mons: list, sb: np.ndarray) -> tuple:
 
 
 def clock_rows(rb, units: np.ndarray, mons: list, calls: np.ndarray,
-               times: np.ndarray, arrivals: list, sid_of, general: bool = False,
-               hist: dict | None = None) -> None:
+               times: np.ndarray, arrivals: list, sid_of, general: bool = False) -> None:
     """Write the clock row of every block start into ``rb.buf`` (rows ``[0, S)``, ``rb.used =
     S``). ``calls``: the loop's call log as a ``(k, 2)`` array (record index, block; -1 at an
     end), its starts in start order; ``units`` / ``times``: each start's unit and time;
     ``arrivals``: the loop's arrival log, in arrival order, of (tpb, counter, value after it,
     sender record index, sender block, sender unit); ``sid_of(ri, b)``: the start numbers of
     (record, block) arrays; ``mons``: each start's instruction's monitors (``sync.monitors``);
-    ``general``: the joins as written (:func:`_rows_general`) whatever the arrivals (tests);
-    ``hist``: filled as the loop fills ``Engine.hist`` where it joins, but only its running
-    values and identities -- per counter ``(tpb, counter)``: ``([values], [], [(sender unit,
-    epoch)], [])`` in arrival order, the epoch the sender row's own entry (the functional race
-    log's, ``Engine.race_log[2]``, which ``engine.ARRIVAL_CERT``'s full run reads)."""
+    ``general``: the joins as written (:func:`_rows_general`) whatever the arrivals (tests)."""
     st = calls[:, 1] >= 0
     sri, sb = calls[st, 0], calls[st, 1]
     S = int(sri.size)
@@ -118,21 +115,6 @@ def clock_rows(rb, units: np.ndarray, mons: list, calls: np.ndarray,
         if general or not ok.all():
             _rows_general(buf, S, units, ms, k, times, akey, asid)
     rb.used = S
-    if hist is not None and m:
-        _fill_hist(hist, a, akey, order, buf[asid, asu])
-
-
-def _fill_hist(hist: dict, a: np.ndarray, akey: np.ndarray, order: np.ndarray,
-               epoch: np.ndarray) -> None:
-    """Per counter, in arrival order: its running values and its arrivals' (unit, epoch)."""
-    ks = akey[order]
-    cut = (np.flatnonzero(ks[1:] != ks[:-1]) + 1).tolist()
-    first = [0] + cut
-    val = a[order, 2].tolist()
-    ids = list(zip(a[order, 5].tolist(), epoch[order].tolist()))
-    for lo, hi in zip(first, cut + [len(val)]):
-        i = int(order[lo])
-        hist[(int(a[i, 0]), int(a[i, 1]))] = (val[lo:hi], [], ids[lo:hi], [])
 
 
 def _room(rb, rows: int) -> np.ndarray:
