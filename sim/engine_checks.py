@@ -249,8 +249,8 @@ class Checks:
     def _derive_blocks(self) -> None:
         """Make, before the loop of a run with data, what its blocks derive at their start and
         keep on the (immutable) instructions: every block's race items (:meth:`_race_items`,
-        reads and writes; with race checks) and a copy's, broadcast's or DMA's view spec
-        (``CopyExec._view_spec``). Each is a function of the instruction, the block and
+        reads and writes; with race checks) and a copy's, broadcast's or DMA's op or view spec
+        (``CopyExec._derive_views``). Each is a function of the instruction, the block and
         :data:`~m100.sim.twu.STRIDED` alone, so making it earlier changes no value -- the
         blocks find it kept. Made in one pass they cost less than interleaved with the blocks'
         data work (a first functional ResNet-18 224 run, docs/speed.md). A CSU routine's
@@ -285,7 +285,7 @@ class Checks:
             if hfirst is not None:
                 hfirst.append((rec.index, len(halves)))
             ex = rec.ex
-            spec = getattr(ex, "_view_spec", None)  # (copies; a recorder forwards it)
+            spec = getattr(ex, "_derive_views", None)  # (copies; a recorder forwards it)
             if not races and spec is None:
                 continue
             if races:  # (the table of _race_items)

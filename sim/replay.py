@@ -129,14 +129,14 @@ class Recorder:
     Its ``reads`` / ``writes`` (the race checker's, once per block each) are the executor's
     own bound methods: through ``__getattr__`` each was a failed attribute lookup first
     (~14 700 per first ResNet-18 run, ~2-5 us each)."""
-    __slots__ = ("ex", "i", "log", "reads", "writes", "_view_spec")
+    __slots__ = ("ex", "i", "log", "reads", "writes", "_derive_views")
 
     def __init__(self, ex, i: int, log: list):
         self.ex, self.i, self.log = ex, i, log
         self.reads, self.writes = ex.reads, ex.writes
         # (engine_checks' pre-pass asks every executor for it: a failed lookup and an
         # AttributeError through __getattr__ for each that is not a copy)
-        self._view_spec = getattr(ex, "_view_spec", None)
+        self._derive_views = getattr(ex, "_derive_views", None)
 
     def run(self, b):
         self.log.append((self.i, b))

@@ -143,6 +143,99 @@ def _tpbs(mask: int) -> tuple:
     return got
 
 
+#: :func:`_pair` by (id(source levels), id(destination levels), element bytes): (source levels,
+#: destination levels, result) -- the entry holds both tuples, so their ids name no other
+#: objects while it is there (a decoded program's walks with equal levels share one tuple).
+_PAIRS: dict = {}
+
+
+def _pair(sl: tuple, dl: tuple, sz: int) -> tuple | None:
+    """What a copy's view spec takes from its source's and destination's levels and the element
+    size alone: (source lowest byte, end byte, first byte, destination lowest, end, first --
+    relative to each walk's base -- and :func:`_aligned`'s (counts, source strides, destination
+    strides)); None when the spec has no plan at any bases: no elements, a destination not
+    injective or of another element count, no common shape (``_make_view_spec``'s and
+    :func:`_fusion`'s tests on the same :func:`_view_geo` tuples). Kept per pair of levels tuples
+    while :data:`~m100.sim.twu.GEOMETRY` is on."""
+    if twu.GEOMETRY:
+        key = (id(sl), id(dl), sz)
+        got = _PAIRS.get(key)
+        if got is not None and got[0] is sl and got[1] is dl:
+            return got[2]
+    sn, _, slo, send, sfirst, sc, ss = twu.per_levels("view", sl, _view_geo, sz)
+    dn, inj, dlo, dend, dfirst, dc, ds = twu.per_levels("view", dl, _view_geo, sz)
+    out = None
+    if sn and inj and dn == sn:
+        al = (sc, ss, ds) if sc == dc else _aligned(sc, ss, dc, ds, sz)
+        if al is not None:
+            out = (slo, send, sfirst, dlo, dend, dfirst, al)
+    if twu.GEOMETRY:
+        if len(_PAIRS) >= 1 << 14:  # (a process running many programs)
+            _PAIRS.clear()
+        _PAIRS[key] = (sl, dl, out)
+    return out
+
+
+#: :func:`_tpb_step` by the TPBs tuple's identity (one tuple per mask: :func:`_tpbs`).
+_STEPS: dict = {}
+
+
+def _tpb_step(tpbs: tuple) -> tuple | None:
+    """(first TPB, step, count) when ``tpbs`` are ``t0, t0 + step, ...`` (step >= 1, two or
+    more), else None (:func:`_tpb_range` of accesses in those TPBs)."""
+    got = _STEPS.get(id(tpbs))
+    if got is not None and got[0] is tpbs:
+        return got[1]
+    out = None
+    if len(tpbs) > 1:
+        t0, step = tpbs[0], tpbs[1] - tpbs[0]
+        if step >= 1 and tpbs == tuple(range(t0, t0 + step * len(tpbs), step)):
+            out = t0, step, len(tpbs)
+    if len(_STEPS) >= 1 << 14:
+        _STEPS.clear()
+    _STEPS[id(tpbs)] = (tpbs, out)
+    return out
+
+
+def _make_op(ends: tuple | None) -> tuple | None:
+    """A one-block copy's stores as one assignment between two views (what ``run_free`` makes of
+    its view spec, without the spec): ``ends`` is ``CopyExec._ends()`` (source walk, its TPB,
+    destination walk, the destinations' TPBs). (value type, counts, source space, TPB, lowest
+    byte, end byte, first byte, byte strides, destination space, TPB, lowest, end, first, byte
+    strides, TPB range) -- the TPB range (first, step, count) for one HBSM walk in TPBs ``t0,
+    t0 + step, ...``, its TPB None; None for one destination. None when the view spec has no
+    plan (``_make_view_spec`` / :func:`_fusion`: not a same-type copy of its bytes, no common
+    shape, a destination meeting the source) or is not of these two forms (no destination,
+    several outside HBSM, TPBs not a range): ``run_free`` takes the spec's path then. The same
+    tuples as the spec's parts and plan (:func:`_view_geo` by :func:`_pair`), the same overlap
+    test as :func:`_fusion`."""
+    if ends is None:
+        return None
+    sw, stpb, dw, tpbs = ends
+    dt = sw.dtype
+    vt = _SAME.get(dt)
+    if vt is None or dw.dtype is not dt or not tpbs:
+        return None
+    t = _pair(sw.levels, dw.levels, vt.itemsize)
+    if t is None:
+        return None
+    slo, send, sfirst, dlo, dend, dfirst, (counts, ss, ds) = t
+    sb, db = sw.base, dw.base
+    slo, send, sfirst, dlo, dend, dfirst = \
+        sb + slo, sb + send, sb + sfirst, db + dlo, db + dend, db + dfirst
+    ssp, dsp = sw.space, dw.space
+    if len(tpbs) == 1:
+        dtpb = tpbs[0]
+        if dsp == ssp and (dtpb == stpb or dsp is not Space.HBSM) and dlo < send and slo < dend:
+            return None
+        return vt, counts, ssp, stpb, slo, send, sfirst, ss, dsp, dtpb, dlo, dend, dfirst, ds, \
+            None
+    rng = _tpb_step(tpbs) if dsp is Space.HBSM else None
+    if rng is None or (dsp == ssp and stpb in tpbs and dlo < send and slo < dend):
+        return None
+    return vt, counts, ssp, stpb, slo, send, sfirst, ss, dsp, None, dlo, dend, dfirst, ds, rng
+
+
 class CopyExec(Exec):
     inst: Copy
 
@@ -244,13 +337,75 @@ class CopyExec(Exec):
         v = self.read(self.reads(b)[0])
         return [PendingWrite(a, v) for a in self.writes(b)]
 
+    def _ends(self) -> tuple | None:
+        """(source walk, its TPB, destination walk, the destinations' TPBs) of a one-block copy:
+        the walks ``reads(0)`` / ``writes(0)`` access whole (``_block`` of one block is the walk
+        itself); None for several blocks."""
+        if self.blocks != 1:
+            return None
+        i = self.inst
+        return i.src, i.tpb, i.dst, (i.dst.tpb,)
+
+    def _op(self) -> tuple | None:
+        """:func:`_make_op` of this executor, kept on the (immutable) instruction per
+        :data:`~m100.sim.twu.STRIDED` (``_sim_op``)."""
+        got = self.inst.__dict__.get("_sim_op")
+        if got is None or got[0] is not twu.STRIDED:
+            got = (twu.STRIDED, _make_op(self._ends()) if twu.STRIDED else None)
+            object.__setattr__(self.inst, "_sim_op", got)
+        return got[1]
+
+    def _derive_views(self, b: int, reads=None, writes=None) -> None:
+        """What a first run's pre-pass (``engine_checks.Checks._derive_blocks``) makes for block
+        ``b`` before the loop: the copy's op (:func:`_make_op`) when it has one, else its view
+        spec (:meth:`_view_spec`, ``reads`` / ``writes`` as there) -- what ``run_free`` reads."""
+        if self._op() is None:
+            self._view_spec(b, reads, writes)
+
     def run_free(self, b):
         """``run(b)`` and its ``apply`` at once, for a schedule no other block's access meets
         between the two (``Exec.run_free``): each destination view is assigned from the source
         view (one copy, not the source's flat copy and then the stores), in one shape both take
-        without a copy (:func:`_fusion`) -- element ``i`` of the walks to element ``i``, the
-        same stores of the same values as ``apply`` of ``run``'s values. Where the spec has no
-        such plan (a destination meets the source, no common shape, no views): ``run``."""
+        without a copy -- element ``i`` of the walks to element ``i``, the same stores of the
+        same values as ``apply`` of ``run``'s values. A one-block copy with an op
+        (:func:`_make_op`: one destination, or one HBSM walk in a TPB range written as one view
+        with a TPB axis) makes the two views from it; any other block, or a memory in which the
+        op's spaces are not mapped whole or its bytes lie outside them, takes the view spec's
+        path (:meth:`_run_free_spec`), which makes the same stores where it can and else runs
+        ``run``."""
+        op = self.inst.__dict__.get("_sim_op")
+        op = op[1] if op is not None and op[0] is twu.STRIDED else self._op()
+        mem = self.mem
+        if op is not None and mem is not None:
+            vt, counts, ssp, stpb, slo, send, sfirst, ss, dsp, dtpb, dlo, dend, dfirst, ds, \
+                tpbs = op
+            space_of = mem.space
+            if tpbs is None:
+                src = space_of(ssp, stpb)
+                if src.whole and slo >= 0 and send <= src.size:
+                    dst = space_of(dsp, dtpb)
+                    if dst.whole and dlo >= 0 and dend <= dst.size:
+                        # (shape, dtype, buffer, offset, strides positionally, as _views)
+                        np.ndarray(counts, vt, dst.buf, dfirst, ds)[...] = \
+                            np.ndarray(counts, vt, src.buf, sfirst, ss)
+                        return _WRITTEN
+            else:
+                group = mem.group
+                t0, step, k = tpbs
+                if group and dlo >= 0 and dend <= group.size and t0 + step * (k - 1) < group.count:
+                    src = space_of(ssp, stpb)
+                    if src.whole and slo >= 0 and send <= src.size:
+                        np.ndarray((k,) + counts, vt, group.buf, t0 * group.size + dfirst,
+                                   (step * group.size,) + ds)[...] = \
+                            np.ndarray(counts, vt, src.buf, sfirst, ss)
+                        return _WRITTEN
+        return self._run_free_spec(b)
+
+    def _run_free_spec(self, b):
+        """:meth:`run_free` by the view spec: each destination view assigned from the source
+        view in one shape both take without a copy (:func:`_fusion`); destinations that are one
+        HBSM walk in a TPB range as one view with a TPB axis (``HbsmGroup``). Where the spec has
+        no such plan (a destination meets the source, no common shape, no views): ``run``."""
         spec = self._view_spec(b) if self.mem is not None else None
         plan = spec[2] if spec is not None else None
         if plan is None:
@@ -315,6 +470,12 @@ class FillExec(Exec):
 class BroadcastExec(CopyExec):
     inst: Broadcast
 
+    def _ends(self):
+        if self.blocks != 1:
+            return None
+        i = self.inst
+        return i.src, i.tpb, i.dst, _tpbs(i.tpb_mask)
+
     def writes(self, b):
         d = self.inst.dst
         a = _chunk(d, d.tpb, self.blocks, b)  # the same chunk of the walk in every TPB
@@ -323,6 +484,13 @@ class BroadcastExec(CopyExec):
 
 class DmaExec(CopyExec):
     inst: Dma
+
+    def _ends(self):
+        if self.blocks != 1:
+            return None
+        i = self.inst
+        s, d = i.src, i.dst
+        return s, _tpb_of(s), d, _tpbs(i.tpb_mask) if i.tpb_mask else (_tpb_of(d),)
 
     def reads(self, b):
         s = self.inst.src

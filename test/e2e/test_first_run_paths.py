@@ -18,6 +18,7 @@ from m100.sim.engine_checks import _TABLE, _items, _pack, kept_handle
 from m100.sim.race_batch import unpack
 from m100.sim.memory import Memory
 from m100.sim.semantics import make_exec
+from m100.sim.semantics_move import _make_op
 from m100.targets.m100.program import Program
 from m100.tools import driver
 from test_speed_paths import CASES
@@ -72,6 +73,25 @@ def test_prepass_items_and_view_specs_equal_each_blocks_own(name):
                         _bytes([(None, x, None) for x in want_bss])
                 checked += 1
                 if hasattr(ex, "_make_view_spec"):
+                    # (a one-block copy's op when it has one -- semantics_move._make_op --,
+                    # else its view spec)
+                    op = inst.__dict__.get("_sim_op")
+                    assert op is not None and op[0] is twu.STRIDED
+                    assert op[1] == _make_op(ex._ends())
+                    if op[1] is not None:  # (the stores of the spec's plan: its parts)
+                        vt, counts, ssp, stpb, slo, send, sfirst, ss, dsp, dtpb, dlo, dend, \
+                            dfirst, ds, rng = op[1]
+                        spec = ex._make_view_spec(b)
+                        assert spec[0] == vt and spec[2] is not None and spec[3] == rng
+                        assert spec[1][0][:5] == (ssp, stpb, slo, send, sfirst)
+                        assert set(spec[2]) == {(counts, ss, ds)}
+                        assert all(p[0] == dsp and p[2:5] == (dlo, dend, dfirst)
+                                   for p in spec[1][1:])
+                        assert len(spec[1]) == 2 and spec[1][1][1] == dtpb if rng is None \
+                            else [p[1] for p in spec[1][1:]] == list(range(
+                                rng[0], rng[0] + rng[1] * rng[2], rng[1]))
+                        kept_specs += 1  # (an op: the spec's stores)
+                        continue
                     assert views is not None and views[0] is twu.STRIDED
                     assert views[1][b] == ex._make_view_spec(b)
                     kept_specs += views[1][b] is not None
