@@ -8,7 +8,12 @@ with the same strides (so the same BLAS call and the same bits), the same float 
 same order (the old output added, then the bias, then relu / clamp, in place), the same bytes
 stored -- but with the views built directly from the memory's mappings by byte offsets kept in a
 :class:`Plan`, instead of an ``Access``, a view plan and a ``read_walk`` / ``write_walk`` call per
-operand.
+operand. Two copies are not made (session 36): a 1x1 box that is already C-ordered (``Plan.flat``)
+is multiplied where it is, and the product and its epilogue are computed in y's bytes
+(``np.matmul(..., out=)``) unless y's bytes meet x's, w's or the bias's -- numpy makes the same
+``cblas_sgemm`` call either way (row-major, no transposes, the same sizes and leading
+dimensions; only the addresses differ), which ``test_conv_plan`` also checks bit for bit on
+ResNet-50's product shapes.
 
 Why. ResNet-50 runs 5 880 conv instructions (one block each) of 82 geometries: a call's ~20-40
 us of Python and small numpy calls beyond its product were ~2/3 of the convolutions' time in a
@@ -22,7 +27,8 @@ also raises what it raises): float32 x, w, y (and bias); one group; one block; n
 dequant; activation none / relu / clamp; ``twu.STRIDED`` and no negative padding (the box path of
 ``_out``); x's box a strided view, w, y and the bias contiguous; every space mapped whole and
 every byte in range. Postcondition: the memory holds what ``run(b)`` then ``apply`` would write
-(``test/unit/sim/test_conv_plan.py`` compares the two on random convs and bytes)."""
+(``test/unit/sim/test_conv_plan.py`` compares the two on random convs and bytes, y over another
+operand's bytes included)."""
 
 from __future__ import annotations
 
@@ -36,6 +42,7 @@ from .semantics_base import quiet
 
 _F32 = np.dtype(np.float32)
 _U8 = np.dtype(np.uint8)
+_ZERO = np.float32(0)  # (relu's bound: a float32 0 as the int 0 was cast to; no cast per call)
 
 #: Plans by geometry key (:func:`_key`) -> :class:`Plan` (or False: the general path).
 _PLANS: dict = {}
@@ -45,7 +52,7 @@ _MAX = 1 << 12  # entries before the table is emptied (a process running many pr
 class Plan:
     """One conv geometry's constants (see the module doc). ``levels``: the operands' levels
     tuples the key names by identity (held, so their ids name no other object)."""
-    __slots__ = ("levels", "direct", "xlo", "xfirst", "xend", "xcounts", "xstrides", "counts",
+    __slots__ = ("levels", "direct", "flat", "xlo", "xfirst", "xend", "xcounts", "xstrides", "counts",
                  "cshape", "M", "K", "F", "wstart", "wbytes", "ystart", "ybytes", "bstart",
                  "bbytes", "bcount", "pkey", "pshape", "sl", "wshape", "wstrides", "sel",
                  "shape")
@@ -63,6 +70,17 @@ def _contig(levels: tuple) -> tuple | None:
     """(first byte, byte count) of float32 beats that are contiguous, relative to the base."""
     rel = twu.per_levels("view-plan", levels, _view_plan_rel, 4, twu.STRIDED)
     return (rel[1], rel[2]) if rel is not None and rel[0] else None
+
+
+def _c_order(counts: tuple, strides: tuple) -> bool:
+    """Whether float32 elements of ``counts`` at byte ``strides`` are C-ordered and contiguous
+    (the strides of the dims of one element do not matter)."""
+    want = 4
+    for c, s in zip(reversed(counts), reversed(strides)):
+        if c != 1 and s != want:
+            return False
+        want *= c
+    return True
 
 
 def _make(ex, b: int):
@@ -121,24 +139,16 @@ def _make(ex, b: int):
     if pl is None:
         pl = plans[b] = ex._shared_box_plan(b, box, dtype)
     p.direct = pl[0]
+    p.flat = False
     if pl[0]:
         p.shape = pl[1]
+        p.flat = _c_order(counts, p.xstrides) and int(np.prod(counts, dtype=np.int64)) == M * kk
     else:
         _, pc, p.sl, p.pkey, p.pshape, p.wshape, (sh, sw, dh, dw), p.sel, p.shape = pl
         if pc != counts:
             return False
         p.wstrides = (sh, sw, dh, dw)
     return p
-
-
-def _space(mem, walk, tpb: int, start: int, nbytes: int):
-    """(mapping, first byte) of ``nbytes`` bytes at ``walk.base + start`` of the walk's space in
-    TPB ``tpb``, or None when the space is not mapped whole or the bytes are out of range."""
-    s = mem.space(walk.space, tpb)
-    lo = walk.base + start
-    if not s.whole or lo < 0 or lo + nbytes > s.size:
-        return None
-    return s.buf, lo
 
 
 def run_free(ex, b: int) -> bool:
@@ -148,10 +158,9 @@ def run_free(ex, b: int) -> bool:
     ep = i.epilogue
     key = _key(i, ep)
     p = _PLANS.get(key)
-    if p is None or (p is not False and (
-            p.levels[0] is not i.x.levels or p.levels[1] is not i.w.levels
-            or p.levels[2] is not i.y.levels
-            or (ep.bias is not None and p.levels[3] is not ep.bias.levels))):
+    if p is None:
+        # (a plan holds the levels tuples its key names by id: while it is in the table no other
+        # tuple has those ids, so a key found names the same tuples)
         if len(_PLANS) >= _MAX:
             _PLANS.clear()
         p = _PLANS[key] = _make(ex, b)
@@ -159,52 +168,72 @@ def run_free(ex, b: int) -> bool:
         return False
     mem = ex.mem
     tpb = i.tpb
-    x = i.x
-    xs = mem.space(x.space, tpb)
+    x, w, y = i.x, i.w, i.y
+    xsp = x.space
+    xs = mem.space(xsp, tpb)
+    ws = xs if w.space is xsp else mem.space(w.space, tpb)
+    ys = xs if y.space is xsp else mem.space(y.space, tpb)
     base = x.base
-    if not xs.whole or base + p.xlo < 0 or base + p.xend > xs.size:
-        return False
-    wv = _space(mem, i.w, tpb, p.wstart, p.wbytes)
-    yv = _space(mem, i.y, tpb, p.ystart, p.ybytes)
-    if wv is None or yv is None:
+    wlo = w.base + p.wstart
+    ylo = y.base + p.ystart
+    yhi = ylo + p.ybytes
+    if not (xs.whole and ws.whole and ys.whole) or base + p.xlo < 0 or base + p.xend > xs.size \
+            or wlo < 0 or wlo + p.wbytes > ws.size or ylo < 0 or yhi > ys.size:
         return False
     bias = ep.bias
     if bias is not None:
-        bv = _space(mem, bias, bias.tpb, p.bstart, p.bbytes)
-        if bv is None:
+        bs = mem.space(bias.space, bias.tpb)
+        blo = bias.base + p.bstart
+        if not bs.whole or blo < 0 or blo + p.bbytes > bs.size:
             return False
-    # x's box in [n, h, w, c] order (read-only: a view of the memory)
-    xbox = np.ndarray(p.xcounts, _F32, xs.buf, base + p.xfirst, p.xstrides)
-    if p.direct:  # 1x1, every window inside x: the box is the im2col matrix
-        cols = np.array(xbox, dtype=_F32, order="C")
-    else:
-        scratch = mem.scratch
-        got = scratch.get(p)
-        if got is None:
-            xp = scratch.get(p.pkey)
-            if xp is None:
-                xp = scratch[p.pkey] = np.zeros(p.pshape, dtype=_F32)
-            s = xp.strides
-            sh, sw, dh, dw = p.wstrides
-            win = np.ndarray(p.wshape, _F32, xp, 0,
-                             (s[0], sh * s[1], sw * s[2], dh * s[1], dw * s[2], s[3]))
-            got = scratch[p] = (xp[p.sl], win[p.sel])
-        got[0][...] = xbox
-        cols = got[1].reshape(p.shape)
     M, K, F = p.M, p.K, p.F
-    W = np.ndarray((1, K, F), _F32, wv[0], wv[1])
-    ybuf, ylo = yv
+    if p.flat:  # 1x1, every window inside x, the box C-ordered: the box IS the [M, K] matrix
+        cols = np.ndarray((1, M, K), _F32, xs.buf, base + p.xfirst)
+    else:
+        # x's box in [n, h, w, c] order (read-only: a view of the memory)
+        xbox = np.ndarray(p.xcounts, _F32, xs.buf, base + p.xfirst, p.xstrides)
+        if p.direct:  # 1x1, every window inside x: the box is the im2col matrix
+            cols = np.array(xbox, dtype=_F32, order="C").reshape(1, M, K)
+        else:
+            scratch = mem.scratch
+            got = scratch.get(p)
+            if got is None:
+                xp = scratch.get(p.pkey)
+                if xp is None:
+                    xp = scratch[p.pkey] = np.zeros(p.pshape, dtype=_F32)
+                s = xp.strides
+                sh, sw, dh, dw = p.wstrides
+                win = np.ndarray(p.wshape, _F32, xp, 0,
+                                 (s[0], sh * s[1], sw * s[2], dh * s[1], dw * s[2], s[3]))
+                got = scratch[p] = (xp[p.sl], win[p.sel])
+            got[0][...] = xbox
+            cols = got[1].reshape(p.shape).reshape(1, M, K)
+    W = np.ndarray((1, K, F), _F32, ws.buf, wlo)
+    ybuf = ys.buf
+    # the product and the epilogue straight into y's bytes, unless y's bytes meet x's, w's or
+    # the bias's (read after the product is stored): then into a new array, stored at the end
+    into = not ((ys is xs and ylo < base + p.xend and base + p.xlo < yhi)
+                or (ys is ws and ylo < wlo + p.wbytes and wlo < yhi)
+                or (bias is not None and ys is bs and ylo < blo + p.bbytes and blo < yhi))
     with quiet():
-        acc = np.matmul(cols.reshape(1, M, K), W).reshape(M, F)
-        if i.accumulate:
-            np.add(acc, np.ndarray((M, F), _F32, ybuf, ylo), out=acc)
+        if into:
+            acc = np.ndarray((1, M, F), _F32, ybuf, ylo)
+            if i.accumulate:
+                np.add(np.matmul(cols, W), acc, out=acc)
+            else:
+                np.matmul(cols, W, out=acc)
+        else:
+            acc = np.matmul(cols, W)
+            if i.accumulate:
+                np.add(acc, np.ndarray((1, M, F), _F32, ybuf, ylo), out=acc)
         if bias is not None:
-            np.add(acc, np.ndarray((p.bcount,), _F32, bv[0], bv[1]), out=acc)
+            np.add(acc, np.ndarray((p.bcount,), _F32, bs.buf, blo), out=acc)
         act = ep.act
         if act is Act.RELU:
-            np.maximum(acc, 0, out=acc)
+            np.maximum(acc, _ZERO, out=acc)
         elif act is Act.CLAMP:
             np.clip(acc, np.float32(ep.clamp_lo), np.float32(ep.clamp_hi), out=acc)
     mem.writes += 1
-    ybuf[ylo:ylo + p.ybytes] = acc.reshape(-1).view(_U8)
+    if not into:
+        ybuf[ylo:yhi] = acc.reshape(-1).view(_U8)
     return True

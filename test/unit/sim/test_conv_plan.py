@@ -181,3 +181,110 @@ def test_what_the_plan_does_not_take_runs_the_general_path(taken, monkeypatch):
     monkeypatch.setattr(twu, "STRIDED", False)
     ref = _run(insts, 11, "old")
     assert _run(insts, 11, "free") == ref and taken[0] == 0
+
+
+# --- session 36: the box as the im2col matrix, the product stored in y's bytes ------------------
+def _flat_convs(r, count):
+    """``count`` 1x1 float convs of one geometry whose windows are all inside x, x contiguous:
+    the plans whose box is the [M, K] matrix itself (``Plan.flat``)."""
+    while True:
+        insts = _convs(r, count)
+        i = insts[0]
+        if i.kh == i.kw == 1 and i.stride == (1, 1) and i.pad == (0, 0, 0, 0) \
+                and i.x.levels[-1].step == 1 and i.x.shape[-1] == i.c \
+                and all(lv.step == lv2.count * lv2.step for lv, lv2 in
+                        zip(i.x.levels, i.x.levels[1:]) if lv.count > 1):
+            return insts
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_flat_boxes_are_the_matrix(seed, taken):
+    """A 1x1 conv with a C-ordered box multiplies the box's own bytes (no copy): the bytes of
+    the code before; its plan is ``flat``, a row-padded box's is not (and still copies)."""
+    conv_plan._PLANS.clear()
+    r = np.random.default_rng(500 + seed)
+    insts = _flat_convs(r, int(r.integers(1, 4)))
+    ref = _run(insts, seed, "old")
+    assert _run(insts, seed, "free") == ref and taken[0] == len(insts)
+    plans = [p for p in conv_plan._PLANS.values() if p is not False]
+    assert len(plans) == 1 and plans[0].direct and plans[0].flat
+
+
+def test_c_order():
+    """``_c_order`` against numpy's own flag on views with those counts and strides."""
+    r = np.random.default_rng(0)
+    buf = np.zeros(1 << 16, dtype=np.uint8)
+    for _ in range(400):
+        counts = tuple(int(v) for v in r.integers(1, 4, int(r.integers(1, 5))))
+        strides = tuple(int(v) * 4 for v in r.integers(0, 40, len(counts)))
+        if r.random() < 0.5:  # (C strides, some perturbed)
+            strides = tuple(int(np.prod(counts[k + 1:])) * 4 for k in range(len(counts)))
+        v = np.ndarray(counts, np.float32, buf, 0, strides)
+        assert conv_plan._c_order(counts, strides) == v.flags.c_contiguous, (counts, strides)
+
+
+def _overlapping(which, seed):
+    """One conv (from ``_convs``) whose y bytes meet ``which`` ("x", "w" or "bias") in the same
+    HBSM: the product cannot be stored in y before those are read."""
+    r = np.random.default_rng(seed)
+    while True:
+        i = _convs(r, 1)[0]
+        if i.x.space is Space.HBSM and i.epilogue.bias is not None:
+            break
+    ep = i.epilogue
+    ysz = 4 * i.y.num_elements
+    if which == "bias":  # the bias inside y's bytes
+        ep = Epilogue(bias=ep.bias.moved(i.tpb, i.y.base + 4 * int(r.integers(0, i.f))),
+                      act=ep.act, clamp_lo=ep.clamp_lo, clamp_hi=ep.clamp_hi)
+        y = i.y
+    else:  # y over x's or w's first bytes
+        y = i.y.moved(i.tpb, (i.x if which == "x" else i.w).base + 4 * int(r.integers(0, 3)))
+    j = Conv2D(i.tpb, i.x, i.w, y, i.n, i.h, i.width, i.c, i.f, i.kh, i.kw, stride=i.stride,
+               pad=i.pad, dilation=i.dilation, accumulate=i.accumulate, epilogue=ep)
+    other = {"x": j.x, "w": j.w, "bias": j.epilogue.bias}[which]
+    lo = other.base
+    assert lo < y.base + ysz and y.base < lo + 4 * other.num_elements  # (they overlap)
+    return j
+
+
+@pytest.mark.parametrize("which", ["x", "w", "bias"])
+@pytest.mark.parametrize("seed", range(6))
+def test_y_over_an_operand_reads_it_first(which, seed, taken):
+    """y's bytes over x's, w's or the bias's: every operand read before y is written, as ``run``
+    then ``apply`` (the plan's product goes to a new array, stored at the end)."""
+    insts = [_overlapping(which, 40 * seed + len(which))]
+    ref = _run(insts, seed, "old")
+    assert _run(insts, seed, "free") == ref and taken[0] == 1
+
+
+# the geometries of ResNet-50's conv blocks (M, K, F): products as large as the models' (several
+# of OpenBLAS's K panels); the small ones of the random convs above are a few elements
+_R50 = [(224, 147, 64), (56, 64, 64), (56, 576, 64), (112, 32, 64), (56, 64, 256), (56, 256, 64),
+        (28, 594, 64), (28, 288, 64), (28, 512, 128), (98, 171, 64), (14, 256, 256),
+        (49, 333, 64), (7, 128, 1024), (14, 512, 128), (28, 128, 512), (49, 137, 64)]
+
+
+@pytest.mark.parametrize("M,K,F", _R50)
+def test_the_product_bits_do_not_depend_on_where_the_operands_are(M, K, F):
+    """The plan's two changes to the product: a C-ordered box multiplied where it is (a view at
+    an offset of the space's bytes, not a copy), and the product written into y's bytes
+    (``out=``, a view at an offset) -- numpy makes the same ``cblas_sgemm`` call (row-major, no
+    transposes, the same m, n, k and leading dimensions; only the addresses differ, and an
+    operand that is not aligned is first copied by numpy itself). Checked here bit for bit on
+    ResNet-50's shapes at every 4-byte offset within a cache line, on random floats whose
+    summation order shows in the rounding."""
+    r = np.random.default_rng(M * K + F)
+    a = r.standard_normal((1, M, K)).astype(np.float32)
+    w = r.standard_normal((1, K, F)).astype(np.float32)
+    want = np.matmul(np.array(a, order="C"), w).view(np.uint32)
+    buf = np.zeros(4 * (M * K + K * F + M * F) + 256, dtype=np.uint8)
+    for off in range(0, 64, 4):
+        av = np.ndarray((1, M, K), np.float32, buf, off)
+        av[...] = a
+        wv = np.ndarray((1, K, F), np.float32, buf, off + 4 * M * K)
+        wv[...] = w
+        yv = np.ndarray((1, M, F), np.float32, buf, off + 4 * (M * K + K * F))
+        yv[...] = np.nan  # (old bytes: not read)
+        assert np.array_equal(np.matmul(av, wv).view(np.uint32), want), off
+        np.matmul(av, wv, out=yv)
+        assert np.array_equal(yv.view(np.uint32), want), off
