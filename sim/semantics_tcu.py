@@ -152,6 +152,9 @@ class TcuExec(Exec):
 
 #: Conv box plans shared by geometry (``Conv2DExec._shared_box_plan``): plan key -> plan.
 _PLANS: dict = {}
+#: ``Conv2DExec._box_access``'s part per geometry: key -> (x's levels tuple, None or (box,
+#: whole, sub-walk levels)).
+_XBOX: dict = {}
 
 
 def _operand_dtype(integer: bool, k: int, b_bits: int) -> np.dtype:
@@ -325,11 +328,7 @@ class Conv2DExec(TcuExec):
                 object.__setattr__(i, "_sim_xbox", boxes)
             got = boxes.get(b)
             if got is None:
-                sel = self._box_sel(b)
-                sub = None if sel is None else twu.sub_box(i.x, (i.n, i.h, i.width, i.c), sel)
-                got = boxes[b] = (None,) if sub is None else (
-                    Access(i.x if all(f == 0 and c == n for (f, _, c), n in
-                                      zip(sel, (i.n, i.h, i.width, i.c))) else sub, i.tpb), sel)
+                got = boxes[b] = self._box_access(b)
             if got[0] is not None:
                 self._last_x = (b, got[0], got[1])
                 return got[0], got[1]
@@ -347,6 +346,35 @@ class Conv2DExec(TcuExec):
             acc = Access(i.x, i.tpb, walk_offsets(i.x)[uniq])
         self._last_x = (b, acc, uniq)
         return acc, uniq
+
+    def _box_access(self, b: int) -> tuple:
+        """``(Access, box)`` of the x elements block ``b`` reads when they are a box
+        (:meth:`_box_sel`; the access of x itself when the box is all of x, else of
+        :func:`twu.sub_box`'s walk), ``(None,)`` when they are not. What does not depend on x's
+        base -- the box, whether it is all of x, the sub-walk's levels -- is derived once per
+        geometry (:data:`_XBOX`: x's levels tuple by identity, the shape fields ``_box_sel``
+        reads, ``b``); per instruction only the access is made (a first run derives each
+        instruction's once, for the race pre-pass's ``reads``)."""
+        i = self.inst
+        x = i.x
+        key = (id(x.levels), i.n, i.h, i.width, i.c, i.kh, i.kw, i.stride, i.pad, i.dilation,
+               self.rows, b)
+        g = _XBOX.get(key)
+        if g is None:
+            shape = (i.n, i.h, i.width, i.c)
+            sel = self._box_sel(b)
+            sub = None if sel is None else twu.sub_box(x, shape, sel)
+            # (the entry holds x's levels tuple: no other tuple has its id while it is there)
+            g = (x.levels, None if sub is None else (
+                sel, all(f == 0 and c == n for (f, _, c), n in zip(sel, shape)), sub.levels))
+            if len(_XBOX) >= 1 << 14:  # (a process running many programs)
+                _XBOX.clear()
+            _XBOX[key] = g
+        if g[1] is None:
+            return (None,)
+        sel, whole, levels = g[1]
+        return (Access(x if whole else Walk(x.space, x.tpb, x.base, x.dtype, levels), i.tpb),
+                sel)
 
     def _padded(self, dtype) -> tuple[np.ndarray, np.ndarray]:
         """x zero-padded to [n, hp, wp, c] and its [n, h, w, c] interior (a view).
