@@ -14,6 +14,7 @@ import pytest
 from e2e_helpers import monitor_sites, mutate
 from m100.frontend import models
 from m100.sim import engine, engine_untimed, race_batch, replay
+from m100.targets.m100.program import Program
 from m100.tools import driver
 from test_replay import CASES, _same  # (outputs' bytes, stats, reports, every record's times)
 
@@ -180,3 +181,68 @@ def test_functional_loop_only_where_it_applies():
         assert used
     finally:
         engine_untimed.UntimedLoop._loop_functional = orig
+
+
+def _unit_state(eng) -> list:
+    return [(u.state, u.busy, u.busy_until, u.stalls, u.stall_since, u.stall_cause, u.block,
+             u.block_start, u.wait, u.pending, u.cost, u.flows,
+             u.cur.index if u.cur is not None else None, [r.index for r in u.queue])
+            for u in eng.units]
+
+
+@pytest.mark.parametrize("name", ["mlp", "convnet", "llama",
+                                  pytest.param("resnet18-32", marks=pytest.mark.slow)])
+def test_functional_loop_after_state_equals_the_general_loop(name, monkeypatch):
+    """A first functional run whose race log is made after the loop (``after``: the calls
+    logged, the pre-pass's table) leaves the engine as the general loop does (run with the
+    same call log, its race log inline): the same units (busy and its end, stalls, waits,
+    blocks), counters, waiting sets (``Engine.waiters``, kept in lists by the functional
+    loop), call log, records and results; its clocks are not joined (race_clocks makes the
+    rows), so ``vc`` is the identity plus one tick per block end on the diagonal -- the
+    general loop's diagonal. On racy (dropped monitors) and deadlocked programs too."""
+    build, machine, tpbs = CASES[name]
+    cr = driver.compile(build(), machine=machine, tpbs=tpbs)
+    inputs = driver.random_inputs(cr.program, 6)
+    sites = monitor_sites(cr.program)
+    programs = [cr.program] + [mutate(cr.program, s, "drop")
+                               for s in sites[:: max(1, len(sites) // 3)]]
+    programs.append(_never(cr.program, sites[len(sites) // 2]))
+    engines, afters = [], []
+    orig_run, orig_after = engine.Engine.run, engine_untimed.UntimedLoop._loop_functional
+
+    def run(self):
+        engines.append(self)
+        return orig_run(self)
+
+    def loop(self):  # (whether this loop made the log after itself)
+        afters.append(self.defer is not None and self.race_halves is not None)
+        return orig_after(self)
+
+    monkeypatch.setattr(engine.Engine, "run", run)
+    monkeypatch.setattr(engine_untimed.UntimedLoop, "_loop_functional", loop)
+    deadlocks = 0
+    for program in programs:
+        blob = program.to_bytes()
+        del engines[:], afters[:]
+        fast = driver.run(Program.from_bytes(blob), inputs, mode="functional")
+        a = engines[0]
+        assert afters and afters[0]  # (the after path ran, in the first engine)
+        monkeypatch.setattr(engine_untimed, "FAST", False)
+        del engines[:]
+        ref = driver.run(Program.from_bytes(blob), inputs, mode="functional")
+        monkeypatch.setattr(engine_untimed, "FAST", True)
+        b = engines[0]
+        assert b.defer is not None
+        _same(fast, ref)
+        assert _unit_state(a) == _unit_state(b)
+        assert a.counters == b.counters
+        assert a.waiters == b.waiters
+        assert a.defer == b.defer
+        assert a.done_count == b.done_count and a.now == b.now
+        ticks = np.zeros(len(a.units), dtype=np.int64)
+        for r in a.recs:
+            ticks[r.unit] += len(r.blocks)
+        assert np.array_equal(a.vc, np.eye(len(a.units), dtype=np.int64) + np.diag(ticks))
+        assert np.array_equal(np.diag(b.vc), np.diag(a.vc))
+        deadlocks += bool(a.waiters)
+    assert deadlocks
