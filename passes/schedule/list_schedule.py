@@ -131,6 +131,14 @@ class ListScheduler:
         # builds without any took 197 of its 435 checkpoints, 11 k copies of blocks never read;
         # :meth:`dtdu_from_tasks` makes them when a build with kept ones resumes from one)
         self.dtdu_busy: dict[int, BusyBlocks] = {}
+        # whether this build has kept activations (``bool(Plan.kept)``), set once per build by
+        # ``Scheduler.build`` (:meth:`set_kept`): :meth:`put` asks it for every DTDU task, and
+        # while a segment is recorded ``Plan.kept`` is a logging view (:mod:`.recipe`) whose
+        # ``bool`` enters the recipe's key -- a read of the builder's own, not of the segment's
+        # generation (a replay runs ``put`` again, with the replaying build's answer), so it
+        # kept a recording of a build without kept activations from being replayed in a build
+        # with them (session 36: ResNet-50 860 -> 867 replays)
+        self.kept_blocks = False
         # the DRB's bandwidth in use over time: every broadcast (DMA or DTDU) streams over it
         self.drb_use = RateProfile(self.cm.bpc(self.cm.machine.drb_bandwidth))
         # the end of each broadcast booked on the DRB -> its tasks (what :meth:`_drb_who` finds)
@@ -228,7 +236,7 @@ class ListScheduler:
                 # earlier segment, so it takes the earliest idle gap of the sending DTDU (the
                 # program is emitted in predicted-start order: the queue then holds it there),
                 # not the end of the queue behind copies that wait for this segment's compute
-                if not self.tl.kept:  # (its blocks are kept only with kept activations)
+                if not self.kept_blocks:  # (its blocks are kept only with kept activations)
                     raise ScheduleError("internal: a copy from a kept activation in a build "
                                         "without kept activations")
                 blocks = self.dtdu_busy.get(t.tpb)
@@ -256,7 +264,7 @@ class ListScheduler:
                     start = a
                     self.drb_use.add(start, cycles, rate)
                 self.free[res] = start + cycles
-                if t.unit == "dtdu" and self.tl.kept and not self.search_only:
+                if t.unit == "dtdu" and self.kept_blocks and not self.search_only:
                     blocks = self.dtdu_busy.get(t.tpb)
                     if blocks is None:
                         blocks = self.dtdu_busy[t.tpb] = BusyBlocks()
@@ -278,13 +286,19 @@ class ListScheduler:
 
     def resumed_dtdu(self) -> None:
         """After a resume (``Scheduler.build``, the build's own ``Plan.kept`` set): the DTDU
-        busy blocks, kept only with kept activations (:attr:`dtdu_busy`) -- none without; with,
+        busy blocks, kept only with kept activations (:attr:`dtdu_busy`, :attr:`kept_blocks` set
+        by :meth:`set_kept` before) -- none without; with,
         the checkpoint's, or, when it has none (a checkpoint of a build without kept activations:
         a build with them that has DTDU tasks has blocks), the ones its tasks give."""
-        if not self.tl.kept:
+        if not self.kept_blocks:
             self.dtdu_busy = {}
         elif not self.dtdu_busy:
             self.dtdu_busy = self.dtdu_from_tasks()
+
+    def set_kept(self) -> None:
+        """:attr:`kept_blocks` from the build's own ``Plan.kept`` (``Scheduler.build``, once
+        its kept activations are chosen, and again at a resume)."""
+        self.kept_blocks = bool(self.tl.kept)
 
     def dtdu_from_tasks(self) -> dict[int, BusyBlocks]:
         """The DTDU busy blocks :meth:`put` would have made for the plan's tasks so far had

@@ -52,7 +52,7 @@ _NOT_STATE = frozenset(("s", "cm", "g", "tl", "families", "movement", "book", "r
 # :func:`.keep.choose_kept`'s, read only; a resumed build puts its own in, ``Scheduler.build``)
 _SAME = frozenset(("bound", "n_groups", "fill_gap", "prefetch_depth", "dma_sync_latency",
                    "dma_queued", "isolated", "piece",
-                   "cur", "stage", "seg_at", "late_pause", "reach", "kept_use"))
+                   "cur", "stage", "seg_at", "late_pause", "reach", "kept_use", "kept_blocks"))
 # dicts/sets of immutable values
 _FLAT = frozenset(("tail_at", "tail_pending", "drb_ends", "free", "last_on_res", "written", "n_written",
                    "seg_touch", "barrier", "bar_at", "hbsm_use", "gcache", "wcache",

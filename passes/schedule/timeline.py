@@ -335,6 +335,7 @@ class Scheduler:
             tl.kept, st.kept_use = choose_kept(
                 self, segs, int(self.cm.machine.hbsm_bytes * self.prefetch_share),
                 keep == "one-stage", keep == "all-mm")
+            st.set_kept()
         first = 0
         ends = EndScan()  # the latest task end so far, for the checkpoints
         # a build resumed from ``base`` may also start from the latest plan built in its own
@@ -360,6 +361,7 @@ class Scheduler:
             # this build's kept activations and broadcast mode, not the base's: they agree on
             # the prefix (``Checkpoint.fits``), the segments after it are built with this build's
             tl.kept, st.kept_use, tl.kept_bcast = kept, kept_use, bcast
+            st.set_kept()
             st.resumed_dtdu()  # (kept only with kept activations)
             if tl.tasks:
                 ends = EndScan(len(tl.tasks), cp.max_end)
