@@ -33,7 +33,7 @@ from m100.targets.m100.isa import Instruction, Unit, tpbs_of
 from m100.targets.m100.machine import Machine
 
 from . import clock_cert, cost_batch
-from .arrival_cert import NEVER as _NEVER, by_counter, hist_ids
+from .arrival_cert import flat_of, hist_ids, verdict
 from .checks import RaceDetector, Report
 from .dma_ahead import DmaAhead
 from .engine_untimed import UntimedLoop
@@ -179,18 +179,17 @@ class Engine(Fluid, Checks, TraceEvents, DmaAhead, UntimedLoop):
         self.cert_units: list[int] | None = [] if (self.cert is not None and not arrivals) \
             else None
         self.clocks_ok: bool | None = None
-        # (the arrivals' certificate) per counter the functional run's (running values, arrival
-        # identities (sender record index, sender block)); this run's per counter (running
-        # values, the running maximum of the arrivals' ranks in the functional run's order, the
-        # ranks by identity, the functional running values); whether every join so far took the
-        # functional run's arrivals
-        self.arr_ids: dict | None = None
+        # (the arrivals' certificate) the functional run's arrivals, flat rows (tpb, counter,
+        # value after, sender record index, sender block, ...) in arrival order; this run's
+        # (arr_log: the same first five fields) and its joins (join_log: (tpb, counter, need)
+        # per block start and monitor), tested after the loop (arrival_cert.verdict)
+        self.arr_ids: list | None = None
+        self.arr_log: list | None = None
         if arrivals:
             ids = clock_cert[2]  # (its records' units and queues are this run's: the same
             # instructions, streams and machine -- so its epochs name the same blocks here)
-            self.arr_ids = by_counter(ids) if isinstance(ids, list) else hist_ids(ids, recs)
-        self.arr_hist: dict[tuple[int, int], tuple] = {}
-        self.arr_ok = True
+            self.arr_ids = ids if isinstance(ids, list) else flat_of(hist_ids(ids, recs))
+            self.arr_log, self.join_log = [], []
         self.race_log: tuple | None = None
         # the SU counters, counters[tpb][counter] (Python ints: read on every block start and
         # counter arrival)
@@ -291,7 +290,7 @@ class Engine(Fluid, Checks, TraceEvents, DmaAhead, UntimedLoop):
                 self.rbatch.check(None)
             return
         if self.arr_ids is not None:
-            self.clocks_ok = self.arr_ok
+            self.clocks_ok = verdict(self.arr_ids, self.arr_log, self.join_log)
         elif self.cert_units is not None:
             rb = self.rbatch
             self.clocks_ok = clock_cert.same(self.cert[:2], rb.buf, rb.used, self.cert_units)
@@ -300,7 +299,7 @@ class Engine(Fluid, Checks, TraceEvents, DmaAhead, UntimedLoop):
             # (the sweep forgets the entries and rows) and per counter its running values and
             # arrivals' identities (the arrivals' certificate of a later full run)
             # -- or the functional loop's flat arrival log where it keeps one instead
-            # (``Checks._race_log_after``: by reference, grouped by the full run, by_counter)
+            # (``Checks._race_log_after``: by reference, read by the full run, arrival_cert.verdict)
             flat = getattr(self, "arrivals", None)
             log = (rb.log_meta, rb.buf, flat if flat is not None else
                    {k: (h[0], h[2]) for k, h in self.hist.items()})
@@ -396,19 +395,14 @@ class Engine(Fluid, Checks, TraceEvents, DmaAhead, UntimedLoop):
         # every monitor holds: join the clocks of the updates that released them (and take
         # their trace flows)
         us.wait = None
-        if self.arr_ids is not None:  # (the arrivals' certificate: no clocks, see ev_counter)
-            ah = self.arr_hist
+        if self.arr_log is not None:  # (the arrivals' certificate: no clocks; its joins
+            jl = self.join_log  # tested after the loop, arrival_cert.verdict)
             for mon in sync.monitors:
                 if mon.per_block == 0 and b > 0:
                     continue
                 need = mon.expected + b * mon.per_block
-                if need <= 0:
-                    continue
-                cums, pmax, _, fcums = ah[(mon.tpb, mon.counter)]
-                k = bisect.bisect_left(cums, need)  # (the join's arrivals: 0 .. k)
-                # the functional run's first k + 1 arrivals, and its join took as many
-                if pmax[k] != k or (k > 0 and fcums[k - 1] >= need):
-                    self.arr_ok = False
+                if need > 0:
+                    jl.append((mon.tpb, mon.counter, need))
         for mon in (sync.monitors if self.joins_on else ()):
             if mon.per_block == 0 and b > 0:
                 continue
@@ -714,48 +708,38 @@ class Engine(Fluid, Checks, TraceEvents, DmaAhead, UntimedLoop):
                                        f"instruction #{src}", inst=src, tpb=tpb))
             val = self.counter_max
         row[c] = val
-        if self.arr_ids is not None:  # (the arrivals' certificate: ``vc`` is the block)
-            a = self.arr_hist.get(key)
-            if a is None:
-                f = self.arr_ids.get(key)
-                a = self.arr_hist[key] = ([], [], {x: i for i, x in enumerate(f[1])}, f[0]) \
-                    if f is not None else ([], [], {}, [])
-            a[0].append(val)
-            r = a[2].get((src, vc), _NEVER)
-            pm = a[1]
-            if pm and pm[-1] > r:
-                r = pm[-1]
-            pm.append(r)
-        h = self.hist.get(key) if self.joins_on else None
-        if h is None and self.joins_on:
-            h = self.hist[key] = ([], [], [], [])
-        if h is not None:
+        if self.arr_log is not None:  # (the arrivals' certificate: ``vc`` is the block)
+            self.arr_log.append((tpb, c, val, src, vc))
+        if self.joins_on:  # (the race checker's clocks, the trace's flows)
+            h = self.hist.get(key)
+            if h is None:
+                h = self.hist[key] = ([], [], [], [])
             h[0].append(val)
-        if self.races is not None:  # clocks matter only to the race checker
-            joins, known = h[1], h[3]
-            if not joins:
-                joins.append(vc)
-                known.append((su, vc.item(su)))
-            elif not KNOWN_CLOCKS:
-                joins.append(np.maximum(joins[-1], vc))
-                known.append(None)
-            else:
-                prev, psrc = joins[-1], known[-1]
-                if psrc is not None and vc.item(psrc[0]) >= psrc[1]:  # prev <= vc
+            if self.races is not None:  # clocks matter only to the race checker
+                joins, known = h[1], h[3]
+                if not joins:
                     joins.append(vc)
                     known.append((su, vc.item(su)))
-                elif prev.item(su) >= vc.item(su):  # vc <= prev
-                    joins.append(prev)
-                    known.append(psrc)
-                else:
-                    joins.append(np.maximum(prev, vc))
+                elif not KNOWN_CLOCKS:
+                    joins.append(np.maximum(joins[-1], vc))
                     known.append(None)
-        if self.trace_on:
-            h[2].append((fid, self.now))
-            self.events.append({"ph": "C", "name": f"c{c}", "pid": tpb + 1,
-                                "ts": self._us(self.now), "args": {"value": val}})
-        elif h is not None:  # (with races: the arrival's identity, Engine.race_log)
-            h[2].append((su, vc.item(su)) if self.races is not None else None)
+                else:
+                    prev, psrc = joins[-1], known[-1]
+                    if psrc is not None and vc.item(psrc[0]) >= psrc[1]:  # prev <= vc
+                        joins.append(vc)
+                        known.append((su, vc.item(su)))
+                    elif prev.item(su) >= vc.item(su):  # vc <= prev
+                        joins.append(prev)
+                        known.append(psrc)
+                    else:
+                        joins.append(np.maximum(prev, vc))
+                        known.append(None)
+            if self.trace_on:
+                h[2].append((fid, self.now))
+                self.events.append({"ph": "C", "name": f"c{c}", "pid": tpb + 1,
+                                    "ts": self._us(self.now), "args": {"value": val}})
+            else:  # (with races: the arrival's identity, Engine.race_log)
+                h[2].append((su, vc.item(su)) if self.races is not None else None)
         ws = self.waiters.pop(key, None)
         if ws:
             units = self.units
@@ -766,4 +750,3 @@ class Engine(Fluid, Checks, TraceEvents, DmaAhead, UntimedLoop):
         if self.ahead_waiters:
             for u in sorted(self.ahead_waiters.pop(key, ())):
                 self.try_ahead(u)
-

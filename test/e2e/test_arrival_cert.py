@@ -80,8 +80,7 @@ def test_other_arrivals_with_timing_run_the_race_checks(monkeypatch, certs):
 
 def test_arrivals_certificate_without_its_test_would_differ(monkeypatch):
     """The mutant: every arrivals certificate holds. The racy full run reports nothing."""
-    monkeypatch.setattr(engine.Engine, "arr_ok", property(lambda self: True,
-                                                          lambda self, v: None), raising=False)
+    monkeypatch.setattr(engine, "verdict", lambda *a: True)
     assert _functional_then_full(_late_writer(), _feed()).ok
 
 
@@ -213,3 +212,86 @@ def test_by_counter_equals_one_arrival_at_a_time():
                          unit_of[i]))
         got, want = arrival_cert.by_counter(flat), _by_counter_one_at_a_time(flat)
         assert got == want
+
+
+def _verdict_in_the_loop(fun, events):
+    """The arrivals certificate as the engine tested it before its loop logged the arrivals and
+    joins (session 35, the definition): per counter the functional run's ranks by identity (an
+    identity it had twice: its last), at each arrival the running value and the running maximum
+    of the ranks, at each join (``events``' ``("join", tpb, c, need)``, in the run's order)
+    ``k`` by bisection on the values so far, the test there."""
+    import bisect
+    by = arrival_cert.by_counter(fun)
+    hist, ok = {}, True
+    for ev in events:
+        if ev[0] == "arr":
+            _, t, c, val, src, b = ev
+            a = hist.get((t, c))
+            if a is None:
+                f = by.get((t, c))
+                a = hist[(t, c)] = ([], [], {x: i for i, x in enumerate(f[1])}, f[0]) \
+                    if f is not None else ([], [], {}, [])
+            a[0].append(val)
+            r = a[2].get((src, b), arrival_cert.NEVER)
+            if a[1] and a[1][-1] > r:
+                r = a[1][-1]
+            a[1].append(r)
+        else:
+            _, t, c, need = ev
+            cums, pmax, _, fcums = hist[(t, c)]
+            k = bisect.bisect_left(cums, need)
+            if pmax[k] != k or (k > 0 and fcums[k - 1] >= need):
+                ok = False
+    return ok
+
+
+def test_verdict_after_the_loop_equals_the_test_at_each_join():
+    """``arrival_cert.verdict`` on a run's logged arrivals and joins against the test made at
+    each join in the run's order (``_verdict_in_the_loop``): random functional arrival logs
+    (several TPBs' counters, repeated identities, amounts 1..4), the full run's arrivals the
+    functional's in their order, with a few swapped, dropped, foreign or renamed, joins at random
+    points of the run with needs the counter's value reaches by then; both verdicts occur.
+    Mutants caught: the join's count test dropped; k by ``side="right"``; the first rank of a
+    repeated identity instead of its last; the running maximum not restarted per counter."""
+    rng = np.random.default_rng(7)
+    seen = set()
+    for trial in range(400):
+        fun, arr, vals = [], [], {}  # (the full run's arrivals: the functional ones in their
+        for _ in range(int(rng.integers(1, 40))):  # order, as (tpb, c, sender, block, amount))
+            t, c, a = int(rng.integers(0, 3)), int(rng.integers(0, 3)), int(rng.integers(1, 5))
+            i, b = int(rng.integers(0, 12)), int(rng.integers(0, 3))
+            v = vals[(t, c)] = vals.get((t, c), 0) + a
+            fun.append((t, c, v, i, b, 0))
+            arr.append((t, c, i, b, a))
+        for _ in range(int(rng.integers(0, 4))):
+            kind = int(rng.integers(0, 4))
+            j = int(rng.integers(0, len(arr)))
+            same = [x for x in range(j + 1, len(arr)) if arr[x][:2] == arr[j][:2]]
+            if kind == 0 and same:  # (the next arrival on the same counter first)
+                arr[j], arr[same[0]] = arr[same[0]], arr[j]
+            elif kind == 1 and len(arr) > 1:
+                del arr[j]
+            elif kind == 2:
+                arr.insert(j, (arr[j][0], arr[j][1], 50, 0, int(rng.integers(1, 5))))
+            else:
+                t, c, i, b, a = arr[j]
+                arr[j] = (t, c, i, (b + 1) % 3, a)
+        events, logged, joins, cur = [], [], [], {}
+        for t, c, i, b, a in arr:
+            v = cur[(t, c)] = cur.get((t, c), 0) + a
+            events.append(("arr", t, c, v, i, b))
+            logged.append((t, c, v, i, b))
+            for _ in range(int(rng.integers(0, 3))):  # joins whose monitor holds now
+                (jt, jc), jv = list(cur.items())[int(rng.integers(0, len(cur)))]
+                near = [v for t, c, v, *_ in fun if (t, c) == (jt, jc) and v <= jv]
+                need = int(rng.integers(1, jv + 1)) if not near or rng.random() < 0.5 else \
+                    near[int(rng.integers(0, len(near)))]  # (a functional join's boundary)
+                events.append(("join", jt, jc, need))
+                joins.append((jt, jc, need))
+        want = _verdict_in_the_loop(fun, events)
+        assert arrival_cert.verdict(fun, logged, joins) is want, trial
+        assert arrival_cert._verdict_python(*(arrival_cert._rows(x, w) for x, w in
+                                              ((fun, 5), (logged, 5), (joins, 3)))) is want
+        seen.add(want)
+    assert seen == {True, False}
+    assert arrival_cert.verdict([], [], []) is True
