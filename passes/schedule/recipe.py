@@ -286,7 +286,8 @@ def record_from(segs: list, tl, base, checkpoints) -> int:
 
 
 class Recipe:
-    __slots__ = ("suffix", "kept", "reads", "tail", "ext", "tasks", "touch", "wrote",
+    __slots__ = ("suffix", "kept", "reads", "ones", "wbars", "tail", "ext", "tasks", "touch",
+                 "wrote",
                  "pieces", "by_op", "wboxes", "tail_at", "tail_dma", "carry", "groups",
                  "late_bytes", "reach")
 
@@ -548,13 +549,32 @@ def _compile(raw: dict) -> Recipe | None:
         return None
     r = Recipe()
     r.suffix, r.kept = raw["suffix"], raw["kept"]
-    r.reads, r.tail, r.ext = reads, tail, list(ext)
+    r.reads, r.ones, r.wbars = _split_reads(reads)
+    r.tail, r.ext = tail, list(ext)
     r.tasks, r.touch, r.wrote, r.pieces = tt, touch, wrote, pt
     r.by_op, r.wboxes = by_op, wboxes
     r.tail_at, r.tail_dma = tail_at, tail_dma
     r.carry, r.groups, r.late_bytes = raw["carry"], raw["groups"], raw["late_bytes"]
     r.reach = raw["reach"]
     return r
+
+
+def _split_reads(reads: list) -> tuple[list, list, list]:
+    """A recipe's logged reads as :func:`_match` reads them: (the others, as logged; per dict of
+    single task ids -- ``barrier``, ``written`` -- its name and its ``(key, the id or _MISSING)``
+    pairs; the ``wbar`` reads as ``((segment, TPB), None or the ids)``). Session 36: ResNet-50's
+    ~960 matches a schedule read ~36 k ``barrier`` and ~30 k ``wbar`` values; each went through
+    :func:`_ids` and :func:`_bind` calls (~3 us a read)."""
+    rest, wbars = [], []
+    ones: dict[str, list] = {}
+    for name, k, form, ids in reads:
+        if name in ("barrier", "written"):
+            ones.setdefault(name, []).append((k, ids[0] if ids else _MISSING))
+        elif name == "wbar":
+            wbars.append((k, None if form is None else tuple(ids)))
+        else:
+            rest.append((name, k, form, ids))
+    return rest, list(ones.items()), wbars
 
 
 def _same_segments(seen: tuple, segs: list) -> bool:
@@ -601,6 +621,42 @@ def _match(bld, r: Recipe) -> list[int] | None:
     amap: dict[int, int] = {}
     used: dict[int, int] = {}
     d = bld.__dict__
+    # (the map is built pair by pair: whether the pairs form an injective map, and the map, do
+    # not depend on the order they come in, so the reads are grouped by kind)
+    for name, pairs in r.ones:  # one task id or none (``_ids``' barrier / written)
+        get = d[name].get
+        for k, a in pairs:
+            b = get(k, _MISSING)
+            if b is _MISSING or a is _MISSING:
+                if a is not b:
+                    return None
+                continue
+            x = amap.get(a)  # (:func:`_bind` written out)
+            if x is None:
+                if used.get(b, a) != a:
+                    return None
+                amap[a] = b
+                used[b] = a
+            elif x != b:
+                return None
+    pf_wait = bld._pf_wait
+    for k, want in r.wbars:  # None, or the end tasks (``_ids``' wbar)
+        v = pf_wait(*k)
+        if v is None or want is None:
+            if v is not want:
+                return None
+            continue
+        if len(v) != len(want):
+            return None
+        for a, b in zip(want, v):
+            x = amap.get(a)
+            if x is None:
+                if used.get(b, a) != a:
+                    return None
+                amap[a] = b
+                used[b] = a
+            elif x != b:
+                return None
     for name, k, form, ids in r.reads:
         v = bld._pf_wait(*k) if name == "wbar" else d[name].get(k, _MISSING)
         f2, ids2 = _ids(name, v)
