@@ -10,7 +10,12 @@ import numpy as np
 from m100.targets.m100 import numerics
 from m100.targets.m100.isa import CvuOp, CvuPipeline, DType, RefKind
 
+from . import twu
+from .memory import _view_plan_rel
 from .semantics_base import Access, Exec, PendingWrite, SimError, _block, quiet
+
+_F32 = np.dtype(np.float32)
+_ZERO = np.float32(0)  # (relu's bound)
 
 
 # ----------------------------------------------------------------------------------------------
@@ -418,13 +423,24 @@ class CvuExec(Exec):
         ins = [self.read(Access(w, tpb), False).reshape(s)
                for w, s in zip(i.inputs, i.in_shapes)]
         results: list = []
+        stages = i.stages
+        last = len(stages) - 1
         with quiet():
-            for st in i.stages:
+            for k, st in enumerate(stages):
                 a = [ins[r.index] if r.kind is RefKind.INPUT else
                      results[r.index] if r.kind is RefKind.STAGE else np.float32(r.imm)
                      for r in st.args]
+                if k == last:
+                    y = self._into(a, ins)
+                    if y is not None:  # the last stage straight into the output's bytes
+                        if st.op is CvuOp.RELU:
+                            np.maximum(a[0], _ZERO, out=y)
+                        else:
+                            _BINARY[st.op](a[0], a[1], out=y)
+                        self.mem.writes += 1
+                        return ()
                 if st.op is CvuOp.RELU:
-                    results.append(np.maximum(a[0], np.float32(0)))
+                    results.append(np.maximum(a[0], _ZERO))
                 else:
                     results.append(_BINARY[st.op](a[0], a[1]))
         res = results[-1]
@@ -433,6 +449,31 @@ class CvuExec(Exec):
         out = self._out(b)
         self.mem.write_walk(out.walk, res, out.tpb, out.offsets)
         return ()
+
+    def _into(self, args: list, ins: list) -> np.ndarray | None:
+        """The output's bytes as a writable float32 array of ``out_shape`` (C order) for the
+        last stage of :meth:`run_free` to write into -- the values ``write_walk`` would store
+        there, stored by the ufunc itself (the same loop: C-ordered operands of the same strides
+        as before, an output that meets none of them) -- when the output walk is contiguous in a
+        space mapped whole, in range, every array argument of the stage has the output's shape
+        (so does its result) and no input's bytes meet the output's; else None."""
+        i = self.inst
+        oshape = tuple(i.out_shape)
+        if not all(type(v) is not np.ndarray or v.shape == oshape for v in args):
+            return None
+        w = i.output
+        rel = twu.per_levels("view-plan", w.levels, _view_plan_rel, 4, twu.STRIDED)
+        if rel is None or not rel[0]:
+            return None
+        s = self.mem.space(w.space, i.tpb)
+        lo = w.base + rel[1]
+        if not s.whole or lo < 0 or lo + rel[2] > s.size \
+                or rel[2] != 4 * math.prod(oshape):
+            return None
+        y = np.ndarray(oshape, _F32, s.buf, lo)
+        if any(np.may_share_memory(y, v) for v in ins):  # (bounds only: may be a false alarm)
+            return None
+        return y
 
 
 #: The float stages :meth:`CvuExec.run_free` evaluates itself.

@@ -110,3 +110,61 @@ def test_what_it_does_not_take_runs_run(case):
     assert _run(inst, data, True) == want
     if case != "blocks":
         assert inst.__dict__.get("_sim_cvufree") is False
+
+
+# --- session 36: the last stage written straight into the output's bytes ----------------------
+@pytest.fixture
+def into(monkeypatch):
+    """How many pipelines wrote their last stage into the output's bytes (``_into`` gave an
+    array)."""
+    from m100.sim.semantics_cvu import CvuExec
+    got = [0]
+    real = CvuExec._into
+
+    def counted(self, args, ins):
+        y = real(self, args, ins)
+        got[0] += y is not None
+        return y
+    monkeypatch.setattr(CvuExec, "_into", counted)
+    return got
+
+
+def test_the_last_stage_into_the_output_is_taken(into):
+    """Over the random pipelines above (an output after the inputs, contiguous, aligned or
+    not), most write their last stage into the output: the comparison is of that path."""
+    for seed in range(60):
+        test_float_pipelines_write_what_run_and_apply_write(seed)
+    assert into[0] >= 30
+
+
+def _moved_output(inst, base, shape=None, strides=None):
+    out = Walk.strided(Space.HBSM, 0, base, DType.F32, inst.out_shape if shape is None
+                       else shape, strides)
+    return CvuPipeline(0, inst.inputs, inst.in_shapes, out, inst.out_shape, inst.stages,
+                       sync=inst.sync)
+
+
+@pytest.mark.parametrize("seed", range(24))
+def test_an_output_over_an_input_or_not_contiguous(seed, into):
+    """The output's bytes over an input's (at its base or a few elements on: the inputs are
+    read before any output byte is written) or a row-padded output walk: ``run`` + ``apply``'s
+    bytes; none of them writes into the output."""
+    r = np.random.default_rng(700 + seed)
+    inst = _pipeline(r)
+    k = int(r.integers(0, len(inst.inputs)))
+    if seed % 3 == 2 and inst.out_shape[0] * inst.out_shape[1] > 1:  # row-padded: not contiguous
+        s = inst.out_shape
+        inst = _moved_output(inst, inst.output.base, s,
+                             (s[1] * (s[2] + 1), s[2] + 1, 1))
+    else:
+        inst = _moved_output(inst, inst.inputs[k].base + 4 * int(r.integers(0, 3)) * (seed % 3))
+    data = r.integers(0, 256, 4096, dtype=np.uint8) if seed % 2 else \
+        r.choice(_SPECIAL, 1024).view(np.uint8)
+    try:
+        want = _run(inst, data, False)
+    except Exception as e:  # noqa: BLE001 - a shape the pipeline cannot produce: the same fault
+        with pytest.raises(type(e)):
+            _run(inst, data, True)
+        return
+    assert _run(inst, data, True) == want
+    assert into[0] == 0
