@@ -420,8 +420,18 @@ class CvuExec(Exec):
         if not ok or self.blocks != 1:
             return self.run(b)
         tpb = i.tpb
-        ins = [self.read(Access(w, tpb), False).reshape(s)
-               for w, s in zip(i.inputs, i.in_shapes)]
+        mem = self.mem
+        ins = []
+        spans = []  # (space, first byte, end byte) of an input read as a view of its bytes
+        for w, shape in zip(i.inputs, i.in_shapes):
+            sp = _span(mem, w, tpb)
+            if sp is not None and sp[2] - sp[1] == 4 * math.prod(shape):
+                # (the array read_walk gives a contiguous walk, reshaped: the same strides)
+                ins.append(np.ndarray(shape, _F32, sp[0].buf, sp[1]))
+            else:
+                sp = None
+                ins.append(self.read(Access(w, tpb), False).reshape(shape))
+            spans.append(sp)
         results: list = []
         stages = i.stages
         last = len(stages) - 1
@@ -431,7 +441,7 @@ class CvuExec(Exec):
                      results[r.index] if r.kind is RefKind.STAGE else np.float32(r.imm)
                      for r in st.args]
                 if k == last:
-                    y = self._into(a, ins)
+                    y = self._into(a, ins, spans)
                     if y is not None:  # the last stage straight into the output's bytes
                         if st.op is CvuOp.RELU:
                             np.maximum(a[0], _ZERO, out=y)
@@ -450,30 +460,48 @@ class CvuExec(Exec):
         self.mem.write_walk(out.walk, res, out.tpb, out.offsets)
         return ()
 
-    def _into(self, args: list, ins: list) -> np.ndarray | None:
+    def _into(self, args: list, ins: list, spans: list) -> np.ndarray | None:
         """The output's bytes as a writable float32 array of ``out_shape`` (C order) for the
         last stage of :meth:`run_free` to write into -- the values ``write_walk`` would store
         there, stored by the ufunc itself (the same loop: C-ordered operands of the same strides
         as before, an output that meets none of them) -- when the output walk is contiguous in a
         space mapped whole, in range, every array argument of the stage has the output's shape
-        (so does its result) and no input's bytes meet the output's; else None."""
+        (so does its result) and no input's bytes meet the output's (``spans``: the inputs'
+        byte ranges where known, else numpy's bounds test); else None."""
         i = self.inst
         oshape = tuple(i.out_shape)
-        if not all(type(v) is not np.ndarray or v.shape == oshape for v in args):
+        for v in args:
+            if type(v) is np.ndarray and v.shape != oshape:
+                return None
+        o = _span(self.mem, i.output, i.tpb)
+        if o is None:
             return None
-        w = i.output
-        rel = twu.per_levels("view-plan", w.levels, _view_plan_rel, 4, twu.STRIDED)
-        if rel is None or not rel[0]:
+        ys, ylo, yhi = o
+        if yhi - ylo != 4 * math.prod(oshape):
             return None
-        s = self.mem.space(w.space, i.tpb)
-        lo = w.base + rel[1]
-        if not s.whole or lo < 0 or lo + rel[2] > s.size \
-                or rel[2] != 4 * math.prod(oshape):
-            return None
-        y = np.ndarray(oshape, _F32, s.buf, lo)
-        if any(np.may_share_memory(y, v) for v in ins):  # (bounds only: may be a false alarm)
-            return None
+        y = np.ndarray(oshape, _F32, ys.buf, ylo)
+        for v, sp in zip(ins, spans):
+            if sp is None:
+                if np.may_share_memory(y, v):  # (bounds only: may be a false alarm)
+                    return None
+            elif sp[0] is ys and sp[1] < yhi and ylo < sp[2]:
+                return None
         return y
+
+
+def _span(mem, w, tpb: int) -> tuple | None:
+    """(space, first byte, end byte) of float32 walk ``w``'s beats in TPB ``tpb`` when they are
+    contiguous in a space mapped whole and in range (``Memory.read_walk``'s view of them is
+    those bytes), else None. (Spaces of different TPBs or kinds share no bytes.)"""
+    rel = twu.per_levels("view-plan", w.levels, _view_plan_rel, 4, twu.STRIDED)
+    if rel is None or not rel[0]:
+        return None
+    s = mem.space(w.space, tpb)
+    lo = w.base + rel[1]
+    hi = lo + rel[2]
+    if not s.whole or lo < 0 or hi > s.size:
+        return None
+    return s, lo, hi
 
 
 #: The float stages :meth:`CvuExec.run_free` evaluates itself.

@@ -121,8 +121,8 @@ def into(monkeypatch):
     got = [0]
     real = CvuExec._into
 
-    def counted(self, args, ins):
-        y = real(self, args, ins)
+    def counted(self, args, ins, spans):
+        y = real(self, args, ins, spans)
         got[0] += y is not None
         return y
     monkeypatch.setattr(CvuExec, "_into", counted)
@@ -168,3 +168,35 @@ def test_an_output_over_an_input_or_not_contiguous(seed, into):
         return
     assert _run(inst, data, True) == want
     assert into[0] == 0
+
+
+@pytest.mark.parametrize("seed", range(32))
+def test_an_input_that_is_not_contiguous(seed, into):
+    """An input that is not contiguous, read by ``read_walk`` as before -- row-padded (a copy)
+    or every other element (a strided view) --, apart from the output or around it: ``run`` +
+    ``apply``'s bytes; a strided view around the output's bytes keeps the old store."""
+    r = np.random.default_rng(900 + seed)
+    inst = _pipeline(r)
+    s = inst.in_shapes[0]
+    strided = seed % 4 >= 2
+    if strided:  # every other element: read_walk's view of it is a view
+        st = (2 * s[1] * s[2], 2 * s[2], 2)
+    else:  # rows of s[2] + 2 elements: read_walk copies it
+        st = (s[1] * (s[2] + 2), s[2] + 2, 1)
+    x0 = Walk.strided(Space.HBSM, 0, 2048, DType.F32, s, st)
+    pad = CvuPipeline(0, (x0,) + inst.inputs[1:], inst.in_shapes, inst.output, inst.out_shape,
+                      inst.stages, sync=inst.sync)
+    around = seed % 2 == 1
+    if around:  # the output inside the input's span, from its second element on
+        pad = _moved_output(pad, 2048 + 4)
+    data = r.integers(0, 256, 4096, dtype=np.uint8) if seed % 8 < 4 else \
+        r.choice(_SPECIAL, 1024).view(np.uint8)
+    try:
+        want = _run(pad, data, False)
+    except Exception as e:  # noqa: BLE001 - a shape the pipeline cannot produce: the same fault
+        with pytest.raises(type(e)):
+            _run(pad, data, True)
+        return
+    assert _run(pad, data, True) == want
+    if around and strided and int(np.prod(s)) > 1:
+        assert into[0] == 0
