@@ -52,8 +52,8 @@ _MAX = 1 << 12  # entries before the table is emptied (a process running many pr
 class Plan:
     """One conv geometry's constants (see the module doc). ``levels``: the operands' levels
     tuples the key names by identity (held, so their ids name no other object)."""
-    __slots__ = ("levels", "direct", "flat", "xlo", "xfirst", "xend", "xcounts", "xstrides", "counts",
-                 "cshape", "M", "K", "F", "wstart", "wbytes", "ystart", "ybytes", "bstart",
+    __slots__ = ("levels", "direct", "flat", "xlo", "xfirst", "xend", "xcounts", "xstrides",
+                 "counts", "cshape", "M", "K", "F", "wstart", "wbytes", "ystart", "ybytes", "bstart",
                  "bbytes", "bcount", "pkey", "pshape", "sl", "wshape", "wstrides", "sel",
                  "shape")
 
