@@ -5,7 +5,9 @@
     .venv/bin/python bench/compile_same.py --compare before.json [--models a,b]
 
 Compiles each model in this process (``m100.tools.driver.compile``) and records the SHA-256 of
-the program's bytes (``Program.to_bytes``), of its sync certificate and of its dataflow
+the program's bytes (``Program.to_bytes(align=1)``: the file without the padding that places big
+segments at page-congruent offsets -- session 36 -- so hashes saved before it still compare), of
+its sync certificate and of its dataflow
 certificate (JSON, sorted keys), plus the per-stage CPU seconds. ``--compare`` exits non-zero
 naming each model whose program, certificate or dataflow certificate differs from the saved run
 (a saved run without a dataflow hash compares the other two) and prints the per-stage CPU seconds
@@ -65,7 +67,7 @@ def measure(name: str, profile_dir: Path | None = None) -> dict:
         profile_dir.mkdir(parents=True, exist_ok=True)
         prof.dump_stats(str(profile_dir / f"{name}.prof"))
     total = time.process_time() - c0
-    prog = cr.program.to_bytes()
+    prog = cr.program.to_bytes(align=1)  # (the padding is a function of these bytes)
     cert = json.dumps(cr.certificate, sort_keys=True).encode()
     dataflow = json.dumps(cr.dataflow, sort_keys=True).encode()
     return {"program": hashlib.sha256(prog).hexdigest(), "certificate": hashlib.sha256(cert).hexdigest(),

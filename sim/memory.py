@@ -270,6 +270,9 @@ class Memory:
         # every TPB's HBSM in one mapping (HBSM_GROUP), made with the first HBSM space; False:
         # not made (off, not mapped whole, or refused: one mapping per TPB then)
         self.group: HbsmGroup | None | bool = None
+        # program files whose pages are mapped into a space (sim/segments.py): ProgramFile ->
+        # an open descriptor of it, or False where the file was not the one read any more
+        self.files: dict = {}
 
     def space(self, space: Space, tpb: int = 0) -> FlatBytes:
         s = self._by_arg.get((space, tpb))  # (a Space hashes and compares as its int)

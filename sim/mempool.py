@@ -18,6 +18,13 @@ written), by construction: nothing else of a pooled mapping survives. The zeroin
 mapping is taken, not when it is given back, so a process that runs a program once (``m100 run``)
 pays nothing for the pool.
 
+Pages of a program file mapped into a space (:func:`map_file`: a program's weights, private to
+the process -- copy-on-write) are part of its mapping too. Given back and taken again, such a
+range would not read as zero after ``MADV_DONTNEED`` (a private file page reads the file's bytes
+again): the ranges a mapping holds from files are therefore kept here (by its address) and made
+anonymous again -- a fresh zero mapping of the same addresses (``mmap(MAP_FIXED)``) -- before the
+mapping is zeroed and handed out.
+
 A mapping is not kept when an array still views it after its space is gone (its reference count
 says so; the view keeps its bytes), when ``mincore`` or ``madvise`` is not available (not
 Linux), or when the pool already holds :data:`MAX_PER_SIZE` mappings of its size; it is then
@@ -29,6 +36,7 @@ from __future__ import annotations
 
 import ctypes
 import mmap
+import platform
 import sys
 
 import numpy as np
@@ -43,29 +51,44 @@ _free: dict[int, list[np.ndarray]] = {}  # size -> mappings given back, not zero
 _vecs: dict[int, np.ndarray] = {}  # mincore's result vector per page count (kept: no faults)
 
 
+_files: dict[int, list[tuple[int, int]]] = {}  # mapping's address -> [lo, hi) mapped from files
+
+
 def _load_libc():
-    """(mincore, madvise) from the C library, or (None, None) when either is missing (the pool
-    is then off: every space maps afresh)."""
+    """(mincore, madvise, mmap) from the C library, or Nones when one is missing (the pool is
+    then off: every space maps afresh; no file is mapped into a space)."""
     if not sys.platform.startswith("linux"):
-        return None, None
+        return None, None, None
     try:
         libc = ctypes.CDLL(None, use_errno=True)
-        f, g = libc.mincore, libc.madvise
+        f, g, h = libc.mincore, libc.madvise, libc.mmap
     except (OSError, AttributeError):  # pragma: no cover - not glibc / musl
-        return None, None
+        return None, None, None
     f.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_void_p]
     f.restype = ctypes.c_int
     g.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int]
     g.restype = ctypes.c_int
-    return f, g
+    h.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int, ctypes.c_int,
+                  ctypes.c_long]
+    h.restype = ctypes.c_void_p
+    if platform.machine() not in ("x86_64", "AMD64", "aarch64", "arm64"):
+        h = None  # pragma: no cover - mmap's flag values below are those of these two
+    return f, g, h
 
 
-_MINCORE, _MADVISE = _load_libc()
+_MINCORE, _MADVISE, _MMAP = _load_libc()
+#: mmap(2)'s flags on Linux: MAP_FIXED (replace whatever the range held) and MAP_ANONYMOUS
+_MAP_FIXED, _MAP_ANONYMOUS = 0x10, 0x20
+#: Linux's MAP_NORESERVE (no swap reserved: as the spaces' own mappings, sim/memory.py)
+_MAP_NORESERVE = 0x4000
 #: madvise(2)'s MADV_DONTNEED on Linux (a private anonymous range reads as zero afterwards)
 _MADV_DONTNEED = 4
 #: madvise(2)'s MADV_POPULATE_WRITE (Linux >= 5.14): back a range's pages now, writable, as a
 #: write to each would -- without writing (a fresh private anonymous page is zero)
 _MADV_POPULATE_WRITE = 23
+#: madvise(2)'s MADV_POPULATE_READ (Linux >= 5.14): map a range's pages now, as a read of each
+#: would (a file's pages from the page cache: no zeroing, no copy)
+_MADV_POPULATE_READ = 22
 
 #: Back the pages a run is about to write in one call per range (:func:`populate`, from
 #: :meth:`~m100.sim.memory.Memory.prefault`); False: each page is faulted in by its first write
@@ -148,6 +171,52 @@ def populate(buf: np.ndarray, lo: int, hi: int) -> None:
         _MADVISE(base + lo, hi - lo, _MADV_POPULATE_WRITE)  # (a refusal changes nothing)
 
 
+#: Map the whole pages of a program file's segments into a space (:func:`map_file`, from
+#: ``sim/segments.py``); False: their bytes are copied (the tests compare the two).
+MAP_FILES = True
+
+
+def map_file(buf: np.ndarray, lo: int, hi: int, fd: int, offset: int) -> bool:
+    """Make bytes ``[lo, hi)`` of the mapping ``buf`` (its first byte page-aligned: a whole
+    space's mapping) a private mapping of the file ``fd`` from byte ``offset`` on: the file's
+    bytes, read from the page cache as they are read (no zeroing, no copy; the pages mapped now,
+    ``MADV_POPULATE_READ``), copied only where a run writes them (copy-on-write). ``lo``, ``hi``
+    and ``offset`` are multiples of :data:`PAGE`. False (nothing changed) without
+    :data:`MAP_FILES`, where the C library or the kernel refuses, or for a range that is not
+    whole pages: the caller copies the bytes then. The range is kept (``_files``) so that the
+    pool makes it anonymous again before it hands the mapping out (:func:`take`)."""
+    if not MAP_FILES or _MMAP is None or _MADVISE is None or hi <= lo:
+        return False
+    base = buf.ctypes.data
+    if base % PAGE or lo % PAGE or hi % PAGE or offset % PAGE or lo < 0 or hi > buf.size:
+        return False
+    got = _MMAP(base + lo, hi - lo, mmap.PROT_READ | mmap.PROT_WRITE,
+                mmap.MAP_PRIVATE | _MAP_FIXED | _MAP_NORESERVE, fd, offset)
+    if got != base + lo:  # (MAP_FAILED; a fixed mapping is at its address or nowhere)
+        return False  # pragma: no cover - the kernel refused (the range is as it was)
+    _files.setdefault(base, []).append((lo, hi))
+    _MADVISE(base + lo, hi - lo, _MADV_POPULATE_READ)  # (a refusal changes nothing)
+    return True
+
+
+def file_ranges(buf: np.ndarray) -> list[tuple[int, int]]:
+    """The ranges of the mapping ``buf`` that :func:`map_file` mapped from files."""
+    return list(_files.get(buf.ctypes.data, ()))
+
+
+def _anonymize(buf: np.ndarray) -> bool:
+    """Map every range of ``buf`` that was mapped from a file anonymous again (zero, as a fresh
+    mapping); False when the kernel refused one (the mapping is then not to be used)."""
+    base = buf.ctypes.data
+    ranges = _files.pop(base, ())
+    for lo, hi in ranges:
+        got = _MMAP(base + lo, hi - lo, mmap.PROT_READ | mmap.PROT_WRITE,
+                    mmap.MAP_PRIVATE | _MAP_ANONYMOUS | _MAP_FIXED | _MAP_NORESERVE, -1, 0)
+        if got != base + lo:  # pragma: no cover - the kernel refused
+            return False
+    return True
+
+
 def take(size: int, make) -> np.ndarray:
     """A zero mapping of ``size`` bytes: one from the pool (set to zero now), else
     ``make(size)``."""
@@ -155,7 +224,7 @@ def take(size: int, make) -> np.ndarray:
         got = _free.get(size)
         while got:
             buf = got.pop()
-            if _zeroed(buf):
+            if _anonymize(buf) and _zeroed(buf):
                 return buf
     return make(size)
 
@@ -168,7 +237,18 @@ def give(buf: np.ndarray) -> None:
     # parameter and getrefcount's own argument
     if not POOL or _MINCORE is None or _MADVISE is None or sys.getrefcount(buf) != 3 \
             or buf.ctypes.data % PAGE != 0:
+        _forget(buf)
         return
     got = _free.setdefault(buf.size, [])
     if len(got) < MAX_PER_SIZE:
         got.append(buf)
+    else:
+        _forget(buf)
+
+
+def _forget(buf: np.ndarray) -> None:
+    """Drop the file ranges kept for ``buf``, a mapping not kept: it is unmapped with its last
+    reference, and its addresses may be another mapping's later."""
+    if _files:
+        # (not buf.ctypes: it imports, which fails while the interpreter shuts down)
+        _files.pop(buf.__array_interface__["data"][0], None)

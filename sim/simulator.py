@@ -30,6 +30,7 @@ from m100.targets.m100.numerics import int_range, value_dtype
 from .checks import Report
 from .engine import Engine, InstRec
 from . import race_batch, replay
+from . import segments as segment_load
 from .memory import Memory
 from .semantics import SimError, make_exec, quiet_run
 
@@ -129,6 +130,9 @@ class Simulator:
         self.blas_threads = blas_threads
         self.streams = _streams_of(program, self.machine)
         self.memory = Memory(self.machine) if mode != "timing" else None
+        # the program files mapped into the memories made since the last run ended
+        # (sim/segments.py; checked after each run: _check_files)
+        self._files: list[dict] = []
         self._reset_memory(keep=True)
 
     def _reset_memory(self, keep: bool = False) -> None:
@@ -136,13 +140,10 @@ class Simulator:
         if not keep and self.memory is not None:
             self.memory = Memory(self.machine)
         if self.program is not None and self.memory is not None:
-            segs = self.program.segments
-            if segs:  # their pages backed at once (Memory.prefault: the bytes do not change)
-                self.memory.prefault(np.array(
-                    [(race_batch.space_code((int(seg.space), 0)), seg.address, seg.address + len(seg.data))
-                     for seg in segs], dtype=np.int64))
-            for seg in segs:
-                self.memory.write_bytes(seg.space, 0, seg.address, seg.data)
+            # (pages backed at once, or mapped from the program file: sim/segments.py)
+            segment_load.load(self.memory, self.program.segments)
+            if self.memory.files:
+                self._files.append(self.memory.files)
         # the memory's write count while it holds only the program (a run from it can be
         # repeated from the program and the inputs alone: Simulator._run, race batches)
         self._pristine = self.memory.writes if self.memory is not None else 0
@@ -279,18 +280,20 @@ class Simulator:
         # advises no huge pages for its big temporaries (m100/mempolicy.py: the
         # kernel's zeroing of a 2 MB page per fresh index array cost a ResNet-50 full run up to
         # ~1 CPU-s of system time); both are as before once the run is over
+        # A run whose memory maps weights from the program file (sim/segments.py) ends by
+        # checking that the file was not written meanwhile (_check_files).
         was = gc.isenabled()
         gc.disable()
         try:
             with quiet_run(), small_pages():
                 if self.blas_threads is None:
-                    return self._run(inputs)
+                    return self._check_files(self._run(inputs))
                 try:
                     from threadpoolctl import threadpool_limits
                 except ImportError:  # pragma: no cover - a declared dependency
-                    return self._run(inputs)
+                    return self._check_files(self._run(inputs))
                 with threadpool_limits(limits=self.blas_threads, user_api="blas"):
-                    return self._run(inputs)
+                    return self._check_files(self._run(inputs))
         finally:
             if was:
                 if gc.get_freeze_count() == 0:
@@ -305,6 +308,20 @@ class Simulator:
                     gc.freeze()
                     gc.unfreeze()
                 gc.enable()
+
+    def _check_files(self, res: Result) -> Result:
+        """``res``, unless a program file mapped into a memory of the run (or of the simulator's
+        set-up before it) changed since its program was read (``segments.changed_file``): the run
+        may then have read bytes that are not the program's -- an error, never a result."""
+        files, self._files = self._files, \
+            [self.memory.files] if self.memory is not None and self.memory.files else []
+        for f in files:
+            bad = segment_load.changed_file(f)
+            if bad is not None:
+                raise SimError(f"the program file {bad.path} was written while a run read the "
+                               "program's segments from it (mapped from the file): load the "
+                               "program again")
+        return res
 
     def _run(self, inputs: dict[str, np.ndarray] | None) -> Result:
         if self.program is not None and getattr(self.program, "repeat", None) is not None:

@@ -20,7 +20,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from .machine import Machine, MachineError, get_machine
-from .program import Program, ProgramError
+from .program import Program, ProgramError, ProgramFile, read_file
 
 
 def finish(program: Program, machine: Machine | None = None, where: str = "") -> Program:
@@ -32,10 +32,12 @@ def finish(program: Program, machine: Machine | None = None, where: str = "") ->
     return program
 
 
-def from_bytes(data: bytes, machine: Machine | None = None, where: str = "") -> Program:
-    """A binary program file's contents, decoded for ``machine`` and validated."""
+def from_bytes(data: bytes, machine: Machine | None = None, where: str = "",
+               source: ProgramFile | None = None) -> Program:
+    """A binary program file's contents, decoded for ``machine`` and validated (``source``: the
+    file they were read from, ``Program.from_bytes``)."""
     try:
-        program = Program.from_bytes(data, machine)
+        program = Program.from_bytes(data, machine, source)
     except ProgramError as e:
         raise ProgramError(f"{where}: {e}" if where else str(e)) from None
     return finish(program, machine, where)
@@ -60,7 +62,7 @@ def load(path: str | Path, machine: Machine | None = None) -> Program:
     """A program file: ``.asm`` is assembly text, anything else a binary program file."""
     p = Path(path)
     try:
-        data = p.read_bytes()
+        data, source = read_file(p)
     except OSError as e:
         raise ProgramError(f"{p}: cannot read program: {e.strerror}") from None
     if p.suffix == ".asm":
@@ -69,7 +71,7 @@ def load(path: str | Path, machine: Machine | None = None) -> Program:
         except UnicodeDecodeError as e:
             raise ProgramError(f"{p}: not a text file (invalid UTF-8 at byte {e.start})") from None
         return from_asm(text, machine, str(p))
-    return from_bytes(data, machine, str(p))
+    return from_bytes(data, machine, str(p), source)
 
 
 __all__ = ["finish", "from_asm", "from_bytes", "load"]

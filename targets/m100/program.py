@@ -17,7 +17,9 @@ table)::
              | section table: per section u16 kind, u16 flags (0), i32 id, u64 offset, u64 length,
                u32 crc32 of the payload, u32 reserved (0)
              | u32 crc32 of every header byte before it
-    payloads at their offsets (after the header, in table order, non-overlapping)
+    payloads at their offsets (after the header, in table order, non-overlapping; zero padding
+    before a segment whose bytes start at an offset congruent to its address modulo
+    :data:`SEGMENT_ALIGN`)
 
 Section kinds: 1 = instruction stream (id = cluster, -1 = CCB; payload = ``encode_instructions``),
 2 = segment (id = index; u8 space, u64 address, u16 name length, name, data), 3 = symbol table,
@@ -30,6 +32,8 @@ from __future__ import annotations
 
 import json
 import math
+import os
+import stat
 import struct
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -70,6 +74,15 @@ _ENTRY = struct.Struct("<HHiQQII")  # kind, flags, id, offset, length, crc32, re
 _ROLES = ("input", "output", "weight")
 
 
+#: A segment of at least two of these bytes is written with its bytes at a file offset congruent to
+#: its address modulo this (zero padding before its section; :meth:`Program._binary`), so that an
+#: interpreter of a program read from the file maps the segment's whole pages from the file
+#: (private: copy-on-write) instead of zeroing pages and copying the bytes into them
+#: (``sim/segments.py``, docs/isa.md section 8). 4096 is the page of x86-64 and most Linux
+#: hosts; on a host with larger pages the interpreter copies, as for a file without the padding.
+SEGMENT_ALIGN = 4096
+
+
 # metadata key of the machine description (``Machine.spec()`` JSON) of a non-preset machine
 MACHINE_SPEC_KEY = "m100.machine"
 
@@ -79,12 +92,80 @@ class ProgramError(M100Error, ValueError):
 
 
 @dataclass(frozen=True)
+class ProgramFile:
+    """The file a program was read from, as it was read: its path (absolute) and identity
+    (device, inode, size, modification and change times in ns). A run that maps segment bytes
+    from the file (``sim/segments.py``) opens it only while the identity is unchanged, and
+    checks it again after the run (``Simulator.run``); a file written since its program was read
+    is never mapped: the bytes read are copied instead."""
+    path: str
+    ident: tuple
+
+    @staticmethod
+    def ident_of(st: os.stat_result) -> tuple:
+        return (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
+
+    def open(self) -> int | None:
+        """A read-only descriptor of the file if it is still the file read, else None."""
+        try:
+            fd = os.open(self.path, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
+        except OSError:
+            return None
+        try:
+            if self.ident_of(os.fstat(fd)) == self.ident:
+                return fd
+        except OSError:  # pragma: no cover - fstat of an open descriptor
+            pass
+        os.close(fd)
+        return None
+
+    def unchanged(self) -> bool:
+        """Is the file at the path still the file read (not written, replaced or removed)?"""
+        try:
+            return self.ident_of(os.stat(self.path)) == self.ident
+        except OSError:
+            return False
+
+
+@dataclass(frozen=True)
+class SegmentFile:
+    """Where a segment's bytes lie in the file its program was read from: ``data`` (the very
+    object read, ``Segment.data`` while the segment is unchanged) at byte ``offset`` of
+    ``file``."""
+    file: ProgramFile
+    offset: int
+    data: bytes
+
+
+@dataclass(frozen=True)
 class Segment:
-    """Initial memory contents: ``data`` at byte ``address`` of ``space`` (DDR or CCB SRAM)."""
+    """Initial memory contents: ``data`` at byte ``address`` of ``space`` (DDR or CCB SRAM).
+    ``source``: where ``data`` lies in the program file it was read from (None: not read from a
+    file; not part of the segment's value -- a segment made with other data keeps a ``source``
+    whose ``data`` is not its own, which makes it ignored)."""
     space: Space
     address: int
     data: bytes
     name: str = ""
+    source: SegmentFile | None = field(default=None, compare=False, repr=False)
+
+    def file_source(self) -> SegmentFile | None:
+        """``source`` if it holds this segment's bytes (the same object), else None."""
+        src = self.source
+        return src if src is not None and src.data is self.data else None
+
+
+def read_file(path: str | Path) -> tuple[bytes, ProgramFile | None]:
+    """The bytes of the file at ``path`` and its :class:`ProgramFile` (None when it is not a
+    regular file or changed while it was read). Raises OSError as ``open`` does."""
+    with open(path, "rb") as f:
+        st0 = os.fstat(f.fileno())
+        data = f.read()
+        st1 = os.fstat(f.fileno())
+    ident = ProgramFile.ident_of(st0)
+    same = stat.S_ISREG(st0.st_mode) and ident == ProgramFile.ident_of(st1) \
+        and len(data) == st0.st_size
+    return data, (ProgramFile(os.path.abspath(path), ident) if same else None)
 
 
 @dataclass(frozen=True)
@@ -248,19 +329,26 @@ class Program:
                 raise ProgramError(str(e)) from None
 
     # --- binary form -----------------------------------------------------------------------------
-    def to_bytes(self, machine: Machine | None = None) -> bytes:
-        head, payloads = self._binary(machine)
+    def to_bytes(self, machine: Machine | None = None, align: int = SEGMENT_ALIGN) -> bytes:
+        """The program file's bytes. ``align``: segments of at least two ``align`` bytes start at
+        a file offset congruent to their address modulo it (:data:`SEGMENT_ALIGN`; 1: no
+        padding, the layout before it -- ``bench/compile_same.py`` hashes that one)."""
+        head, payloads = self._binary(machine, align)
         return head + b"".join(payloads)
 
-    def _binary(self, machine: Machine | None) -> tuple[bytes, list[bytes]]:
-        """The file's header (with its section table) and its sections' payloads, in file order:
-        :meth:`to_bytes` joins them, :meth:`save` writes them one after the other (ResNet-50's
-        100 MB of segments are not copied twice into one ``bytes`` first)."""
+    def _binary(self, machine: Machine | None, align: int = SEGMENT_ALIGN) \
+            -> tuple[bytes, list[bytes]]:
+        """The file's header (with its section table) and its sections' payloads (and the
+        padding before them), in file order: :meth:`to_bytes` joins them, :meth:`save` writes them
+        one after the other (ResNet-50's 100 MB of segments are not copied twice into one
+        ``bytes`` first)."""
         m = machine if machine is not None else self.machine_obj()
-        sections: list[tuple[int, int, tuple[bytes, ...]]] = []  # a payload's parts
+        # (kind, id, a payload's parts, the address its data is aligned to or None)
+        sections: list[tuple[int, int, tuple[bytes, ...], int | None]] = []
         try:
             for key in sorted(self.streams):
-                sections.append((SEC_STREAM, key, (encode_instructions(self.streams[key], m),)))
+                sections.append((SEC_STREAM, key, (encode_instructions(self.streams[key], m),),
+                                 None))
         except IsaError as e:
             raise ProgramError(f"cannot encode stream {key}: {e}") from None
         for i, s in enumerate(self.segments):
@@ -270,14 +358,17 @@ class Program:
             except struct.error as e:
                 raise ProgramError(f"cannot pack segment {i} '{s.name}': {e}") from None
             data = s.data if type(s.data) is bytes else bytes(s.data)
-            sections.append((SEC_SEGMENT, i, (head + name, data)))  # the data not copied
+            # (the address is kept: the padding makes the data's file offset congruent to it)
+            sections.append((SEC_SEGMENT, i, (head + name, data), s.address
+                             if align > 1 and len(data) >= 2 * align else None))
         try:
-            sections.append((SEC_SYMBOLS, 0, (_pack_symbols(self.symbols),)))
+            sections.append((SEC_SYMBOLS, 0, (_pack_symbols(self.symbols),), None))
         except struct.error as e:
             raise ProgramError(f"cannot pack the symbol table: {e}") from None
-        sections.append((SEC_METADATA, 0, (json.dumps(self.metadata, sort_keys=True).encode(),)))
+        sections.append((SEC_METADATA, 0, (json.dumps(self.metadata, sort_keys=True).encode(),),
+                         None))
         if self.repeat is not None:
-            sections.append((SEC_REPEAT, 0, (self.repeat.to_bytes(),)))
+            sections.append((SEC_REPEAT, 0, (self.repeat.to_bytes(),), None))
         name = self.machine.encode()
         if len(name) >= 1 << 16 or not 0 <= self.fingerprint < 1 << 64:
             raise ProgramError("cannot pack the header: machine name too long or fingerprint not "
@@ -286,7 +377,14 @@ class Program:
         head += name + struct.pack("<I", len(sections))
         offset = len(head) + _ENTRY.size * len(sections) + 4
         table = b""
-        for kind, ident, parts in sections:
+        body: list[bytes] = []
+        for kind, ident, parts, address in sections:
+            if address is not None:  # zero bytes so that the data starts congruent to address
+                pad = (address - offset - len(parts[0])) % align
+                if pad:
+                    body.append(bytes(pad))
+                    offset += pad
+            body += parts
             size = crc = 0
             for part in parts:  # the CRC of the concatenation, part by part
                 size += len(part)
@@ -299,11 +397,14 @@ class Program:
             offset += size
         head += table
         head += struct.pack("<I", crc32(head))
-        return head, [part for _, _, parts in sections for part in parts]
+        return head, body
 
     @staticmethod
-    def from_bytes(data: bytes, machine: Machine | None = None) -> Program:
-        """Parse a program file. ``machine`` defaults to :meth:`machine_obj` of the header."""
+    def from_bytes(data: bytes, machine: Machine | None = None,
+                   source: ProgramFile | None = None) -> Program:
+        """Parse a program file. ``machine`` defaults to :meth:`machine_obj` of the header.
+        ``source``: the file ``data`` was read from (:func:`read_file`), kept on the segments
+        (``Segment.source``: a run may map their bytes from it)."""
         data = bytes(data)
         r = _Bytes(data)
         magic, version, enc, fp, nlen = r.struct(_FIXED, "header")
@@ -330,6 +431,7 @@ class Program:
             raise ProgramError(f"program was compiled for machine '{name}' (fingerprint "
                                f"{fp:#018x}), not for '{machine.name}' ({machine.fingerprint():#018x})")
         prog = Program(name, fp)
+        view = memoryview(data)
         streams: list[tuple[int, str, int, bytes]] = []  # decoded once the metadata is known
         body_start = r.pos
         prev_end = body_start
@@ -339,29 +441,35 @@ class Program:
             if off < prev_end or off + length > len(data):
                 raise ProgramError(f"byte offset {off}: {where} lies outside the file or overlaps "
                                    "another section (truncated file?)")
+            if off > prev_end and data.count(0, prev_end, off) != off - prev_end:
+                raise ProgramError(f"byte offset {prev_end}: the padding before {where} is not "
+                                   "zero (corrupted file)")
             prev_end = off + length
-            payload = data[off:off + length]
+            payload = view[off:off + length]  # (no copy: a segment's bytes are copied once)
             if crc32(payload) != scrc:
                 raise ProgramError(f"byte offset {off}: {where}: checksum mismatch (corrupted file)")
             if kind == SEC_STREAM:
                 if ident in prog.streams:
                     raise ProgramError(f"byte offset {off}: {where}: duplicate stream")
                 prog.streams[ident] = []
-                streams.append((ident, where, off, payload))
+                streams.append((ident, where, off, bytes(payload)))
             elif kind == SEC_SEGMENT:
                 p = _Bytes(payload, off)
                 sp, addr, ln = p.struct(struct.Struct("<BQH"), f"{where} header")
                 if sp not in (Space.DDR, Space.SRAM):
                     raise ProgramError(f"byte offset {off}: {where}: bad space {sp}")
                 seg_name = p.text(ln, f"{where} name")
-                prog.segments.append(Segment(Space(sp), addr, payload[p.pos:], seg_name))
+                seg_data = data[off + p.pos:off + length]
+                prog.segments.append(Segment(
+                    Space(sp), addr, seg_data, seg_name,
+                    SegmentFile(source, off + p.pos, seg_data) if source is not None else None))
             elif kind == SEC_SYMBOLS and not got_syms:
                 got_syms = True
-                prog.symbols = _unpack_symbols(payload, off)
+                prog.symbols = _unpack_symbols(bytes(payload), off)
             elif kind == SEC_METADATA and not got_meta:
                 got_meta = True
                 try:
-                    meta = json.loads(payload.decode())
+                    meta = json.loads(bytes(payload).decode())
                 except (UnicodeDecodeError, ValueError):
                     meta = None
                 if not isinstance(meta, dict) or not all(isinstance(k, str) and isinstance(v, str)
@@ -370,7 +478,7 @@ class Program:
                 prog.metadata = meta
             elif kind == SEC_REPEAT and prog.repeat is None:
                 try:
-                    prog.repeat = Repeat.from_bytes(payload)
+                    prog.repeat = Repeat.from_bytes(bytes(payload))
                 except RepeatError as e:
                     raise ProgramError(f"byte offset {off}: {where}: {e}") from None
             else:
@@ -403,11 +511,11 @@ class Program:
     @staticmethod
     def load(path: str | Path, machine: Machine | None = None) -> Program:
         try:
-            data = Path(path).read_bytes()
+            data, source = read_file(path)
         except OSError as e:
             raise ProgramError(f"{path}: cannot read program: {e.strerror}") from None
         try:
-            return Program.from_bytes(data, machine)
+            return Program.from_bytes(data, machine, source)
         except ProgramError as e:
             raise ProgramError(f"{path}: {e}") from None
 
@@ -433,7 +541,7 @@ class _Bytes:
             raise ProgramError(f"byte offset {self.base + self.pos}: truncated {what}")
         raw = self.data[self.pos:self.pos + n]
         try:
-            s = raw.decode()
+            s = bytes(raw).decode()
         except UnicodeDecodeError:
             raise ProgramError(f"byte offset {self.base + self.pos}: {what} is not UTF-8") from None
         self.pos += n
