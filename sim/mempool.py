@@ -105,7 +105,12 @@ def resident_runs(buf: np.ndarray) -> np.ndarray | None:
     n = -(-buf.size // PAGE)
     vec = _vecs.get(n)
     if vec is None:  # (rounded up to whole words; the kernel writes the first n bytes)
-        vec = _vecs[n] = np.zeros(-(-n // 8) * 8, dtype=np.uint8)
+        # an anonymous mapping of its own, not numpy's allocation: numpy advises huge pages
+        # for 4 MB and more (m100/mempolicy.py), and a 64 GiB DDR's 16 MB vector was then
+        # eight 2 MB pages the kernel zeroed at mincore's first write -- 0.1-0.18 CPU-s of
+        # system time at times (the first pooled take: a first full run after a functional
+        # one), against ~0.005 for its 4 096 small pages
+        vec = _vecs[n] = np.frombuffer(mmap.mmap(-1, -(-n // 8) * 8), dtype=np.uint8)
     if _MINCORE(buf.ctypes.data, buf.size, vec.ctypes.data) != 0:
         return None
     # blocks of 2**15 pages whose bytes are not all zero first (a 64 GiB DDR has 16 M pages,

@@ -5,6 +5,9 @@ resident runs ``mincore`` reports cover every page written; the pool keeps at mo
 one size; whole runs of a program with the pool equal runs with a fresh mapping per space, run
 after run."""
 
+import mmap
+import sys
+
 import numpy as np
 import pytest
 from hypothesis import given, settings
@@ -117,3 +120,46 @@ def test_whole_runs_with_the_pool_equal_fresh_mappings(monkeypatch):
         results[pool] = got
     assert mempool._free  # the pooled runs did take and give mappings
     assert results[True] == results[False]
+
+
+def _advised_huge(a: np.ndarray) -> bool:
+    """Whether the kernel holds the mapping under ``a``'s middle byte as MADV_HUGEPAGE
+    (``/proc/self/smaps``' ``hg`` flag; as test_mempolicy.py reads it)."""
+    addr = a.ctypes.data + a.nbytes // 2
+    inside = False
+    with open("/proc/self/smaps") as f:
+        for line in f:
+            head = line.split(None, 1)[0]
+            if "-" in head and ":" not in head:  # a mapping's first line: "lo-hi perms ..."
+                lo, hi = (int(x, 16) for x in head.split("-"))
+                inside = lo <= addr < hi
+            elif inside and head == "VmFlags:":
+                return "hg" in line.split()[1:]
+    raise AssertionError("no mapping holds the array")
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="smaps is Linux's")
+def test_mincores_vector_has_no_huge_page_advice(monkeypatch):
+    """``resident_runs``' vector (16 MB for a 64 GiB DDR; session 36) is a mapping of its own
+    that the kernel does not hold as MADV_HUGEPAGE, with numpy's advice on: a 2 MB page zeroed
+    at mincore's first write cost up to ~0.18 CPU-s of system time. Its resident runs equal the
+    pages written (brute force: the pages of the bytes set here)."""
+    from m100 import mempolicy
+
+    monkeypatch.setattr(mempool, "_vecs", {})
+    old = mempolicy._set_advice(True) if mempolicy._set_advice is not None else None
+    try:
+        size = 64 << 30
+        buf = np.frombuffer(mmap.mmap(-1, size, flags=mmap.MAP_PRIVATE | 0x4000), np.uint8)
+        at = [3, 5 * PAGE + 1, (1 << 33) + 7, size - 1]
+        for a in at:
+            buf[a] = 1
+        runs = mempool.resident_runs(buf)
+        assert sorted({a // PAGE for a in at}) == [a for a, b in runs.tolist() for a in range(a, b)]
+        (vec,) = mempool._vecs.values()
+        assert vec.nbytes >= 4 << 20 and not _advised_huge(vec)
+        if mempolicy._set_advice is not None:  # (numpy's own array of that size would be)
+            assert _advised_huge(np.empty(vec.nbytes, np.uint8))
+    finally:
+        if mempolicy._set_advice is not None:
+            mempolicy._set_advice(old)
