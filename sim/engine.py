@@ -142,8 +142,23 @@ class Engine(Fluid, Checks, TraceEvents, DmaAhead, UntimedLoop):
         self.done_count = 0
         # units
         # each record's executor once (a property: ~1 us a call, 17 090 records on ResNet-50),
-        # and the blocks of the run (the race batch's clock rows)
-        execs = [r.inst.executor for r in recs]
+        # the blocks of the run (the race batch's clock rows), and each record's sync by its
+        # index (``syncs``: the functional loop reads it at every block start and end -- one cold
+        # instruction object less each time; a dict where an index is not its position)
+        execs: list = []
+        syncs: list | dict = []
+        add_exec, add_sync = execs.append, syncs.append
+        rows = 0
+        moved = False
+        for i, r in enumerate(recs):
+            inst = r.inst
+            add_exec(inst.executor)
+            sync = inst.sync
+            add_sync(sync)
+            rows += sync.blocks
+            if r.index != i:
+                moved = True
+        self.syncs = {r.index: s for r, s in zip(recs, syncs)} if moved else syncs
         keys = sorted(set(execs), key=lambda k: (k[0] is Unit.DMA, k[1], k[0]))
         self.units = [UnitState(k, unit_name(k)) for k in keys]
         self.unit_id = uid = {k: i for i, k in enumerate(keys)}
@@ -163,7 +178,7 @@ class Engine(Fluid, Checks, TraceEvents, DmaAhead, UntimedLoop):
             self.races = None
         # races checked in batches (sim/race_batch.py): a race found raises RaceFound out of
         # run(), and the caller runs the program again with the per-access checker
-        self.rbatch = RaceBatch(n, rows=sum(r.inst.sync.blocks for r in recs)) \
+        self.rbatch = RaceBatch(n, rows=rows) \
             if (batch_races and self.races is not None) else None
         # the counters' arrival histories (hist: the clocks a block joins, its trace flows) are
         # kept only for the race checker and the trace (a timing run keeps none)

@@ -24,7 +24,10 @@ its stall unchanged (R50: 11 197 of 22 956 waits). The set's order is not kept (
 a set of more than one unit).
 
 What the loop keeps for itself (session 36: R50's loop 0.165 -> 0.134 CPU-s in-process, the same
-state after it). The waiting units as a set per counter in a list per TPB (``Engine.waiters``,
+state after it; 0.153 -> 0.107 with the syncs). A record's sync comes from ``Engine.syncs`` (by
+record index, made in the engine's pass over the records that reads each instruction anyway),
+not from its instruction: a first run's instruction objects are cold, and each start and end
+read one. The waiting units as a set per counter in a list per TPB (``Engine.waiters``,
 keyed by (TPB, counter), gets what is left after the loop), so an arrival makes no key tuple.
 A block takes one cycle: it began at ``now - 1``, at or after its unit's last block's end, so
 the general loop's busy time ``max(0, now - max(begin, busy_until))`` is 1 and ``busy_until``
@@ -77,6 +80,7 @@ class UntimedLoop:
         from .engine import PRUNE_EVERY, Aborted, KNOWN_CLOCKS
 
         units, counters, hist, waiters = self.units, self.counters, self.hist, self.waiters
+        syncs = self.syncs  # (each record's sync by its index)
         races, rb, vc = self.races, self.rbatch, self.vc
         race_block, race_clock = self._race_block, self.race_clock
         counter_max, mask_tpbs, flow_ids = self.counter_max, self.mask_tpbs, self.flow_ids
@@ -121,7 +125,7 @@ class UntimedLoop:
                 rec = us.cur = us.queue.popleft()
                 us.block = 0
             b = us.block
-            monitors = rec.inst.sync.monitors
+            monitors = syncs[rec.index].monitors
             for mon in monitors:
                 pb = mon.per_block
                 if pb == 0:
@@ -265,8 +269,8 @@ class UntimedLoop:
                 for u in cur:
                     us = units[u]
                     rec, b = us.cur, us.block
-                    sync = rec.inst.sync
                     index = rec.index
+                    sync = syncs[index]
                     try:
                         if bulk:  # (_race_block's bulk branch: the writes of block b)
                             race_log(rec, b, True, (u, vitem(u, u), True, race_snap[u][1]))
