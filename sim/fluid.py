@@ -162,6 +162,10 @@ class Fluid:
     # found (_cand_entries)
     on_tpb: dict | None = None
     on_link: dict | None = None
+    # _unlimited's last answer (None: none that holds now) and which updates of the column sums
+    # came since (1: a job added, 2: one removed)
+    unl_last: bool | None = None
+    unl_moves = 0
 
     # --- fluid streaming ----------------------------------------------------------------------
     def _advance(self) -> None:
@@ -240,6 +244,7 @@ class Fluid:
                     neg = job.cost.neg_use = -job.use
                 cu[cols] = cu[cols] + neg
                 cc[cols] = cc[cols] - self.col_one[:cols.size]
+        self.unl_moves |= 1 if sign > 0 else 2
         self.crit_jobs += sign * job.crit
         self.col_updates += 1
 
@@ -251,12 +256,26 @@ class Fluid:
         when no ratio is below 1. A column used by several jobs whose running demand sum is under
         its capacity by a 1e-7 margin (far more than the rounding of either sum: each job's own
         demand is at most the capacity) has a ratio above 1; a column used by one job has that
-        job's own ratio (``crit``: one below 1, from rounding, sends the case to ``share``)."""
+        job's own ratio (``crit``: one below 1, from rounding, sends the case to ``share``).
+
+        Its last answer holds again without the tests (``unl_last``) when no recomputation of
+        the sums came between and only jobs were removed since a True (each sum is ``fl(x -
+        u) <= x`` for a demand ``u >= 0``, each count lower, ``crit_jobs`` still 0), only added
+        since a False (each sum ``fl(x + u) >= x``, each count higher, ``crit_jobs`` no lower)
+        or nothing moved (ResNet-50: ~4 400 of 13 647 calls)."""
+        moves, self.unl_moves = self.unl_moves, 0
         if not self.jobs:
             self.col_use[:] = 0.0  # no drift carried over
+            self.unl_last = True
             return True
+        if self.col_updates < 4096:  # (no _resum below: the sums moved by those updates only)
+            last = self.unl_last
+            if last is not None and (moves == 0 or moves == (2 if last else 1)):
+                return last
         self._resum(jobs)
+        self.unl_moves = 0  # (_resum's own additions come before this answer)
         if self.crit_jobs:
+            self.unl_last = False
             return False
         # every column used by two jobs or more is under its capacity by the margin (a column
         # used by fewer passes; a NaN sum does not)
@@ -264,7 +283,8 @@ class Fluid:
         # elementwise comparisons, no temporary arrays
         ok = np.less_equal(self.col_use, self.col_lim, out=self.col_b1)
         np.logical_or(ok, np.less(self.col_cnt, 2, out=self.col_b2), out=ok)
-        return bool(_ALL(ok))
+        r = self.unl_last = bool(_ALL(ok))
+        return r
 
     def _resum(self, jobs) -> None:
         """Recompute the running column sums now and then (drift: at most 4096 updates of
@@ -276,6 +296,7 @@ class Fluid:
             for j in jobs:
                 self._add_use(j, 1)
             self.col_updates = 0
+            self.unl_last = None  # (other sums: _unlimited tests them again)
 
     def _alone_at_capacity(self, jobs: list[Job]) -> bool:
         """True when :func:`share` would give every job exactly its alone rate although
