@@ -31,9 +31,19 @@ def _empty_pool(monkeypatch):
 
 
 @settings(max_examples=60, deadline=None)
-@given(st.lists(op, min_size=1, max_size=20))
-def test_a_pooled_mapping_reads_as_zero(ops):
+@given(st.lists(op, min_size=1, max_size=20), st.sampled_from([None, SIZE, SIZE + 1]))
+def test_a_pooled_mapping_reads_as_zero(ops, drop_whole):
+    """(``drop_whole``: mappings this big are dropped whole when taken, not scanned: SIZE
+    drops this one, SIZE + 1 and None scan it.)"""
     mempool._free.clear()
+    old_drop, mempool.DROP_WHOLE = mempool.DROP_WHOLE, drop_whole
+    try:
+        _pooled_reads_as_zero(ops)
+    finally:
+        mempool.DROP_WHOLE = old_drop
+
+
+def _pooled_reads_as_zero(ops):
     fb = FlatBytes(SIZE)
     addr = fb.buf.ctypes.data
     written = set()
@@ -163,3 +173,45 @@ def test_mincores_vector_has_no_huge_page_advice(monkeypatch):
     finally:
         if mempolicy._set_advice is not None:
             mempolicy._set_advice(old)
+
+
+def test_a_big_mapping_is_dropped_whole_not_scanned(monkeypatch):
+    """A pooled mapping of DROP_WHOLE bytes or more (a 64 GiB DDR; session 36) is set to zero
+    by one MADV_DONTNEED, without mincore's scan: it reads zero where it was written, also
+    where a file was mapped into it, and no page of it is resident after the take. Below the
+    size the scan runs as before."""
+    import os
+    import tempfile
+
+    size = 64 << 30
+    scans = []
+    orig = mempool.resident_runs
+
+    def spy(buf):
+        scans.append(buf.size)
+        return orig(buf)
+
+    monkeypatch.setattr(mempool, "resident_runs", spy)
+    monkeypatch.setattr(mempool, "_files", {})
+    assert mempool.DROP_WHOLE is not None and mempool.DROP_WHOLE <= size
+    fb = FlatBytes(size)
+    addr = fb.buf.ctypes.data
+    at = [0, 5 * PAGE + 3, (1 << 34) + 11, size - 1]
+    for a in at:
+        fb.write_range(a, np.array([9], np.uint8))
+    with tempfile.TemporaryFile() as f:
+        f.write(bytes(range(256)) * (4 * PAGE // 256))
+        f.flush()
+        assert mempool.map_file(fb.buf, 8 * PAGE, 12 * PAGE, f.fileno(), 0)
+    assert fb.buf[8 * PAGE + 1] == 1
+    del fb
+    assert len(mempool._free[size]) == 1
+    again = FlatBytes(size)
+    assert again.buf.ctypes.data == addr and size not in scans
+    runs = orig(again.buf)
+    assert runs.shape[0] == 0  # (nothing resident: every page dropped)
+    assert all(again.buf[a] == 0 for a in at) and not again.buf[:16 * PAGE].any()
+    del again
+    monkeypatch.setattr(mempool, "DROP_WHOLE", size + 1)
+    FlatBytes(size)
+    assert scans == [size]
