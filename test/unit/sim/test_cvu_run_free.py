@@ -73,20 +73,31 @@ def _run(inst, data, free):
     return bytes(sim.memory.space(Space.HBSM, 0).read_range(0, 4096))
 
 
+def _data(r, seed: int) -> np.ndarray:
+    """4 KiB of HBSM bytes: random, or (even seeds) float specials (NaN, inf, -0, ...)."""
+    return r.integers(0, 256, 4096, dtype=np.uint8) if seed % 2 else \
+        r.choice(_SPECIAL, 1024).view(np.uint8)
+
+
+def _same_as_run(inst, data) -> bool:
+    """Assert ``run_free`` leaves the bytes ``run`` + ``apply`` leave, or raises what they raise
+    (a shape the pipeline cannot produce: the same fault); True when bytes were compared."""
+    try:
+        want = _run(inst, data, False)
+    except Exception as e:  # noqa: BLE001 - the same fault either way
+        with pytest.raises(type(e)):
+            _run(inst, data, True)
+        return False
+    assert _run(inst, data, True) == want
+    return True
+
+
 @pytest.mark.parametrize("seed", range(60))
 def test_float_pipelines_write_what_run_and_apply_write(seed):
     r = np.random.default_rng(seed)
     inst = _pipeline(r)
-    data = r.integers(0, 256, 4096, dtype=np.uint8) if seed % 2 else \
-        r.choice(_SPECIAL, 1024).view(np.uint8)
-    try:
-        want = _run(inst, data, False)
-    except Exception as e:  # noqa: BLE001 - a shape the pipeline cannot produce: the same fault
-        with pytest.raises(type(e)):
-            _run(inst, data, True)
+    if not _same_as_run(inst, _data(r, seed)):
         return
-    got = _run(inst, data, True)
-    assert got == want
     assert inst.__dict__.get("_sim_cvufree") is True  # (the fast path ran: not vacuous)
 
 
@@ -100,14 +111,8 @@ def test_what_it_does_not_take_runs_run(case):
         inst = CvuPipeline(0, inst.inputs, tuple(inst.out_shape for _ in inst.inputs),
                            inst.output, inst.out_shape, inst.stages,
                            sync=Sync(blocks=inst.out_shape[0]))
-    data = r.integers(0, 256, 4096, dtype=np.uint8)
-    try:
-        want = _run(inst, data, False)
-    except Exception as e:  # noqa: BLE001
-        with pytest.raises(type(e)):
-            _run(inst, data, True)
+    if not _same_as_run(inst, r.integers(0, 256, 4096, dtype=np.uint8)):
         return
-    assert _run(inst, data, True) == want
     if case != "blocks":
         assert inst.__dict__.get("_sim_cvufree") is False
 
@@ -158,15 +163,8 @@ def test_an_output_over_an_input_or_not_contiguous(seed, into):
                              (s[1] * (s[2] + 1), s[2] + 1, 1))
     else:
         inst = _moved_output(inst, inst.inputs[k].base + 4 * int(r.integers(0, 3)) * (seed % 3))
-    data = r.integers(0, 256, 4096, dtype=np.uint8) if seed % 2 else \
-        r.choice(_SPECIAL, 1024).view(np.uint8)
-    try:
-        want = _run(inst, data, False)
-    except Exception as e:  # noqa: BLE001 - a shape the pipeline cannot produce: the same fault
-        with pytest.raises(type(e)):
-            _run(inst, data, True)
+    if not _same_as_run(inst, _data(r, seed)):
         return
-    assert _run(inst, data, True) == want
     assert into[0] == 0
 
 
