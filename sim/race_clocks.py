@@ -11,9 +11,9 @@ the loop now logs only each counter arrival -- (counter key, the counter's value
 sending block's record and block, its unit; kept as ``Engine.arrivals``) -- and
 :func:`clock_rows` makes the rows here. Such a run's ``vc`` is not joined (nothing reads it after
 the loop) and its ``Engine.hist`` stays empty: the functional race log keeps the flat arrival
-log instead (``Engine.race_log[2]``, grouped by ``arrival_cert.by_counter`` when a full run's
-``engine.ARRIVAL_CERT`` reads it; session 36 dropped the per-counter copy made here, which
-nothing read).
+log instead (``Engine.race_log[2]``, which a full run's ``engine.ARRIVAL_CERT`` reads as it is:
+``arrival_cert.verdict`` tests the flat logs after the loop; session 36 dropped the per-counter
+copy made here, which nothing read).
 
 What a row is (the loop's own arithmetic). The clocks start as the identity (``vc[u, u] = 1``); a
 block's end adds 1 to its unit's own entry; at a block's start the unit's row becomes the maximum
